@@ -1,0 +1,78 @@
+//! The one ETag / If-Match helper (SPEC 9): versions out as `ETag: "<n>"`; `If-Match` in, bare,
+//! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`.
+
+use super::error::Problem;
+use axum::extract::FromRequestParts;
+use axum::http::header::{ETAG, IF_MATCH};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue};
+
+/// The `ETag` header pair for a version.
+pub fn etag(version: u64) -> [(axum::http::HeaderName, HeaderValue); 1] {
+    let value = HeaderValue::from_str(&format!("\"{version}\""))
+        .unwrap_or(HeaderValue::from_static("\"0\""));
+    [(ETAG, value)]
+}
+
+/// The version a client expects, from `If-Match`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IfMatch(pub u64);
+
+/// Parses an `If-Match` value: `3`, `"3"`, `W/"3"`, with spaces ignored. `None` means absent or 0.
+pub fn parse_if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
+    let Some(raw) = headers.get(IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = raw
+        .to_str()
+        .map_err(|_| Problem::new("svc:precondition/if-match", "If-Match is not text"))?;
+    let cleaned: String = text
+        .trim()
+        .trim_start_matches("W/")
+        .chars()
+        .filter(|c| *c != '"' && !c.is_whitespace())
+        .collect();
+    let version = cleaned.parse::<u64>().map_err(|_| {
+        Problem::new(
+            "svc:precondition/if-match",
+            format!("If-Match {text:?} is not a version number"),
+        )
+    })?;
+    Ok((version != 0).then_some(version))
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parse_if_match(&parts.headers)?.map(IfMatch).ok_or_else(|| {
+            Problem::new(
+                "svc:precondition/if-match",
+                "this update requires an If-Match header with the current version",
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(v: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert(IF_MATCH, HeaderValue::from_str(v).unwrap());
+        m
+    }
+
+    #[test]
+    fn accepted_forms() {
+        assert_eq!(parse_if_match(&h("3")).unwrap(), Some(3));
+        assert_eq!(parse_if_match(&h("\"3\"")).unwrap(), Some(3));
+        assert_eq!(parse_if_match(&h("W/\"3\"")).unwrap(), Some(3));
+        assert_eq!(parse_if_match(&h(" \" 12 \" ")).unwrap(), Some(12));
+        assert_eq!(parse_if_match(&h("0")).unwrap(), None);
+        assert_eq!(parse_if_match(&HeaderMap::new()).unwrap(), None);
+        assert_eq!(parse_if_match(&h("abc")).unwrap_err().status.as_u16(), 428);
+        assert_eq!(etag(7)[0].1, "\"7\"");
+    }
+}

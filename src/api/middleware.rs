@@ -1,0 +1,172 @@
+//! Cross-cutting request handling, outermost first: request id, metrics, problem rendering,
+//! panic recovery; and the per-route request deadline.
+
+use super::AppState;
+use super::error::{Problem, ProblemDoc};
+use crate::runtime::Stopwatch;
+use crate::runtime::metrics::{HttpLabels, RouteLabels};
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+use uuid::Uuid;
+
+pub const REQUEST_ID: &str = "x-request-id";
+
+/// Per-request deadline (SPEC 8); routes such as `events:export` opt out.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The request's id, also available to handlers (audit entries carry it).
+#[derive(Clone, Copy, Debug)]
+pub struct RequestId(pub Uuid);
+
+pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let id = st.clock.new_id();
+    req.extensions_mut().insert(RequestId(id));
+    let mut res = next.run(req).await;
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
+        res.headers_mut().insert(REQUEST_ID, v);
+    }
+    res
+}
+
+pub async fn record_metrics(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let method = req.method().to_string();
+    let watch = Stopwatch::start();
+    let res = next.run(req).await;
+    let labels = HttpLabels {
+        method: method.clone(),
+        route: route.clone(),
+        status: res.status().as_u16(),
+    };
+    st.metrics.http_requests.get_or_create(&labels).inc();
+    st.metrics
+        .http_duration
+        .get_or_create(&RouteLabels { method, route })
+        .observe(watch.elapsed().as_secs_f64());
+    res
+}
+
+/// Writes the body of every `Problem` response, and logs each 5xx once.
+pub async fn render_problems(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    let mut res = next.run(req).await;
+    let Some(p) = res.extensions_mut().remove::<Problem>() else {
+        return res;
+    };
+    if p.status.is_server_error() {
+        tracing::error!(%method, %path, code = %p.code, internal = p.internal.as_deref().unwrap_or(""), "request failed");
+    }
+    let doc = ProblemDoc {
+        kind: format!("{}/{}", st.problem_base, p.code.replace(':', "/")),
+        title: p.title(),
+        status: p.status.as_u16(),
+        code: &p.code,
+        detail: &p.detail,
+        instance: &path,
+    };
+    let body = serde_json::to_vec(&doc).unwrap_or_default();
+    res.headers_mut().remove(header::CONTENT_LENGTH);
+    *res.body_mut() = Body::from(body);
+    res
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// A panicking handler answers 500 `svc:internal`; the process keeps serving.
+pub async fn catch_panic(req: Request, next: Next) -> Response {
+    match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+        Ok(res) => res,
+        Err(p) => Problem::internal(format!("handler panicked: {}", panic_text(p.as_ref())))
+            .into_response(),
+    }
+}
+
+/// 503 with the plain text `request timeout` once the deadline passes (not a problem document).
+pub async fn deadline(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(REQUEST_DEADLINE, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "request timeout",
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::Router;
+    use axum::routing::get;
+    use tower::ServiceExt;
+
+    async fn slow() -> &'static str {
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        "late"
+    }
+
+    async fn quick() -> &'static str {
+        "on time"
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deadline_answers_503_request_timeout() {
+        let app = Router::new()
+            .route("/slow", get(slow))
+            .route("/quick", get(quick))
+            .layer(axum::middleware::from_fn(deadline));
+        let res = app
+            .clone()
+            .oneshot(Request::get("/slow").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
+        assert_eq!(&body[..], b"request timeout");
+        let res = app
+            .oneshot(Request::get("/quick").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+
+    async fn boom() -> &'static str {
+        let v: Vec<u8> = Vec::new();
+        if v.is_empty() {
+            std::panic::panic_any("handler exploded");
+        }
+        "unreachable"
+    }
+
+    #[tokio::test]
+    async fn a_panic_becomes_500_internal() {
+        let app = Router::new()
+            .route("/boom", get(boom))
+            .layer(axum::middleware::from_fn(catch_panic));
+        let res = app
+            .oneshot(Request::get("/boom").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let p = res.extensions().get::<Problem>().unwrap();
+        assert_eq!(p.code, "svc:internal");
+        assert_eq!(p.detail, "", "internals never reach the client");
+        assert!(p.internal.as_deref().unwrap().contains("handler exploded"));
+    }
+}

@@ -1,0 +1,35 @@
+//! The HTTP API (axum): the route table, the Problem type, extractors, pagination, ETags, the
+//! OpenAPI document and thin handlers that call one domain function each.
+
+pub mod error;
+pub mod etag;
+pub mod extract;
+pub mod middleware;
+pub mod openapi;
+pub mod pagination;
+pub mod router;
+mod system;
+
+use crate::config::Config;
+use crate::model::Timestamp;
+use crate::runtime::clock::SharedClock;
+use crate::runtime::{Metrics, Stopwatch, Supervisor};
+use crate::store::Store;
+use std::sync::Arc;
+
+pub use error::Problem;
+pub use router::build_router;
+
+/// Everything a handler may reach, built once by `app`.
+pub struct AppContext {
+    pub config: Config,
+    pub store: Arc<Store>,
+    pub metrics: Arc<Metrics>,
+    pub supervisor: Arc<Supervisor>,
+    pub clock: SharedClock,
+    pub started_at: Timestamp,
+    pub uptime: Stopwatch,
+    pub problem_base: String,
+}
+
+pub type AppState = Arc<AppContext>;

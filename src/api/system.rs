@@ -1,0 +1,120 @@
+//! Operations endpoints: liveness, readiness, runtime info and health, metrics, the OpenAPI document.
+
+use super::router::Route;
+use super::{AppState, openapi};
+use crate::model::{GoDuration, RUST_VERSION, VERSION};
+use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Serialize;
+use serde_json::json;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/healthz", healthz).doc("system", "Liveness", "Body `ok` as soon as the listener is up."),
+        Route::get("/readyz", readyz).doc(
+            "system",
+            "Readiness",
+            "`{ready, subsystems:[{name, ok, info?}]}`; 503 while any subsystem is not ok (the store after an I/O error until it has been reopened).",
+        ),
+        Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition."),
+        Route::get("/api/openapi.json", openapi_json).doc("system", "This document", ""),
+        Route::get("/api/v1/system/info", info).doc(
+            "system",
+            "Version and runtime info",
+            "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
+        ),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state."),
+    ]
+}
+
+async fn healthz() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok")
+}
+
+#[derive(Serialize)]
+struct Subsystem {
+    name: &'static str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    info: Option<String>,
+}
+
+fn subsystems(st: &AppState) -> Vec<Subsystem> {
+    let reason = st.store.offline_reason();
+    vec![Subsystem {
+        name: "store",
+        ok: reason.is_none(),
+        info: reason,
+    }]
+}
+
+async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
+    let subsystems = subsystems(&st);
+    let ready = subsystems.iter().all(|s| s.ok);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({"ready": ready, "subsystems": subsystems})),
+    )
+}
+
+async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
+}
+
+async fn openapi_json() -> impl IntoResponse {
+    Json(openapi::document())
+}
+
+/// Resident set size in MiB, from the kernel's own accounting.
+fn resident_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some((kb / 1024.0 * 10.0).round() / 10.0)
+}
+
+fn live_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
+}
+
+async fn info(State(st): State<AppState>) -> impl IntoResponse {
+    let uptime = GoDuration(std::time::Duration::from_secs(
+        st.uptime.elapsed().as_secs(),
+    ));
+    Json(json!({
+        "version": VERSION,
+        "goVersion": RUST_VERSION,
+        "rustVersion": RUST_VERSION,
+        "goroutines": live_tasks(),
+        "heapMB": resident_mb(),
+        "startedAt": st.started_at,
+        "uptime": uptime,
+        "storage": st.config.storage.backend,
+        "aiEnabled": st.config.ai.provider != "none",
+    }))
+}
+
+async fn health(State(st): State<AppState>) -> impl IntoResponse {
+    Json(json!({
+        "status": if st.store.offline_reason().is_none() { "ok" } else { "degraded" },
+        "subsystems": subsystems(&st),
+        "workers": st.supervisor.states(),
+        "tasks": live_tasks(),
+        "residentMB": resident_mb(),
+    }))
+}

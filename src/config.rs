@@ -1,0 +1,493 @@
+//! The YAML configuration file (CONTRACT 2) with flag and environment overrides, validated once.
+//! Precedence: command-line flag, then environment variable, then file, then built-in default.
+
+use crate::model::GoDuration;
+use serde::Deserialize;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A configured secret: usable, but never printed by `Debug`.
+#[derive(Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SecretString(pub String);
+
+impl fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "\"\""
+        } else {
+            "\"[redacted]\""
+        })
+    }
+}
+
+impl SecretString {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    pub base_url: String,
+    pub listen: String,
+    pub data_dir: PathBuf,
+    pub tls: TlsConfig,
+    pub trust_proxy: bool,
+    pub allow_signup: bool,
+    pub problem_base: Option<String>,
+    pub storage: StorageConfig,
+    pub oidc: OidcConfig,
+    pub ldap: LdapConfig,
+    pub site: SiteConfig,
+    pub hardware: HardwareConfig,
+    pub ai: AiConfig,
+    pub secrets: SecretsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            base_url: "https://localhost:8443".into(),
+            listen: "0.0.0.0:8443".into(),
+            data_dir: PathBuf::from("./svc-data"),
+            tls: TlsConfig::default(),
+            trust_proxy: false,
+            allow_signup: false,
+            problem_base: None,
+            storage: StorageConfig::default(),
+            oidc: OidcConfig::default(),
+            ldap: LdapConfig::default(),
+            site: SiteConfig::default(),
+            hardware: HardwareConfig::default(),
+            ai: AiConfig::default(),
+            secrets: SecretsConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// `auto`: serve HTTPS with the configured files, else a self-signed certificate kept in the
+    /// data dir; `off`: plain HTTP.
+    pub mode: String,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl Default for TlsConfig {
+    fn default() -> Self {
+        Self {
+            mode: "auto".into(),
+            cert_file: None,
+            key_file: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StorageConfig {
+    pub backend: String,
+    pub event_retention_months: u32,
+    pub postgres: PostgresConfig,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            backend: "redb".into(),
+            event_retention_months: 12,
+            postgres: PostgresConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PostgresConfig {
+    pub url: SecretString,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct OidcConfig {
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: SecretString,
+    pub scopes: Option<Vec<String>>,
+    pub groups_claim: Option<String>,
+    pub admin_group: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LdapConfig {
+    pub url: String,
+    pub start_tls: bool,
+    pub insecure_skip_verify: bool,
+    pub bind_dn: String,
+    pub bind_password: SecretString,
+    pub base_dn: String,
+    pub user_filter: Option<String>,
+    pub user_attr: Option<String>,
+    pub name_attr: Option<String>,
+    pub id_attr: Option<String>,
+    pub group_attr: Option<String>,
+    pub group_filter: Option<String>,
+    pub group_base_dn: Option<String>,
+    pub sync_interval: Option<GoDuration>,
+    pub default_roles: Option<Vec<String>>,
+    pub admin_group: Option<String>,
+    pub disable_missing: Option<bool>,
+}
+
+/// This instance as a federation site of a main instance.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SiteConfig {
+    pub main_url: String,
+    pub name: String,
+    pub token: SecretString,
+    pub pull_interval: Option<GoDuration>,
+    pub heartbeat_interval: Option<GoDuration>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HardwareConfig {
+    pub gsm: Option<SerialDeviceConfig>,
+    pub espa: Option<SerialDeviceConfig>,
+    pub modbus: Option<ModbusConfig>,
+}
+
+/// A serial device: the GSM modem or the ESPA 4.4.4 line.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SerialDeviceConfig {
+    pub device: String,
+    pub baud_rate: Option<u32>,
+    /// SIM PIN for the GSM modem; unused by ESPA.
+    pub pin: SecretString,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ModbusConfig {
+    /// RTU line shared by Modbus checks, when they use one.
+    pub device: Option<String>,
+    pub baud_rate: Option<u32>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AiConfig {
+    pub provider: String,
+}
+
+impl Default for AiConfig {
+    fn default() -> Self {
+        Self {
+            provider: "none".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SecretsConfig {
+    /// Default: `master.key` in the data dir, generated on first start.
+    pub master_key_file: Option<PathBuf>,
+}
+
+/// Values given on the command line; they win over everything else.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub tls: Option<String>,
+}
+
+/// Everything wrong with a configuration, one line per problem.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration:\n  {}", .0.join("\n  "))]
+pub struct ConfigError(pub Vec<String>);
+
+impl Config {
+    /// Reads the file (if any), applies environment and flag overrides, and validates.
+    pub fn load(
+        overrides: &Overrides,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let path = overrides
+            .config
+            .clone()
+            .or_else(|| env("SVC_CONFIG").map(PathBuf::from));
+        let mut cfg = match &path {
+            Some(p) => Self::from_file(p)?,
+            None => Config::default(),
+        };
+        cfg.apply_env(env);
+        if let Some(d) = overrides
+            .data_dir
+            .clone()
+            .or_else(|| env("SVC_DATA_DIR").map(PathBuf::from))
+        {
+            cfg.data_dir = d;
+        }
+        if let Some(l) = overrides.listen.clone().or_else(|| env("SVC_LISTEN")) {
+            cfg.listen = l;
+        }
+        if let Some(t) = overrides.tls.clone().or_else(|| env("SVC_TLS")) {
+            cfg.tls.mode = t;
+        }
+        let problems = cfg.problems();
+        if problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigError(problems))
+        }
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(vec![format!("{}: {e}", path.display())]))?;
+        Self::from_yaml(&text).map_err(|e| ConfigError(vec![format!("{}: {e}", path.display())]))
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+    }
+
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) {
+        if let Some(v) = env("SERVICE_ALLOW_SIGNUP") {
+            self.allow_signup = v == "true" || v == "1";
+        }
+        let set = |target: &mut String, key: &str| {
+            if let Some(v) = env(key) {
+                *target = v;
+            }
+        };
+        set(&mut self.oidc.issuer, "SERVICE_OIDC_ISSUER");
+        set(&mut self.oidc.client_id, "SERVICE_OIDC_CLIENT_ID");
+        set(&mut self.oidc.client_secret.0, "SERVICE_OIDC_CLIENT_SECRET");
+        set(&mut self.ldap.url, "SERVICE_LDAP_URL");
+        set(&mut self.ldap.bind_dn, "SERVICE_LDAP_BIND_DN");
+        set(&mut self.ldap.bind_password.0, "SERVICE_LDAP_BIND_PASSWORD");
+        set(&mut self.ldap.base_dn, "SERVICE_LDAP_BASE_DN");
+    }
+
+    /// Every problem of a parsed configuration, each naming its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.listen.parse::<SocketAddr>().is_err() {
+            p.push(format!(
+                "listen: {:?} is not an address such as 0.0.0.0:8443",
+                self.listen
+            ));
+        }
+        if !(self.base_url.starts_with("http://") || self.base_url.starts_with("https://")) {
+            p.push(format!(
+                "baseUrl: {:?} must start with http:// or https://",
+                self.base_url
+            ));
+        }
+        if let Some(pb) = &self.problem_base {
+            if !(pb.starts_with("http://") || pb.starts_with("https://") || pb.starts_with('/')) {
+                p.push(format!(
+                    "problemBase: {pb:?} must be an absolute URL or path"
+                ));
+            }
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            p.push("dataDir: must not be empty".into());
+        }
+        match self.tls.mode.as_str() {
+            "auto" | "off" => {}
+            other => p.push(format!("tls.mode: {other:?} must be auto or off")),
+        }
+        match (&self.tls.cert_file, &self.tls.key_file) {
+            (Some(_), None) => p.push("tls.keyFile: required when tls.certFile is set".into()),
+            (None, Some(_)) => p.push("tls.certFile: required when tls.keyFile is set".into()),
+            (Some(c), Some(k)) => {
+                for (key, f) in [("tls.certFile", c), ("tls.keyFile", k)] {
+                    if !f.is_file() {
+                        p.push(format!("{key}: {} is not a readable file", f.display()));
+                    }
+                }
+            }
+            (None, None) => {}
+        }
+        match self.storage.backend.as_str() {
+            "redb" => {}
+            "postgres" => {
+                p.push("storage.backend: postgres is not available in this build; use redb".into())
+            }
+            other => p.push(format!(
+                "storage.backend: {other:?} must be redb or postgres"
+            )),
+        }
+        let oidc = &self.oidc;
+        if !(oidc.issuer.is_empty() && oidc.client_id.is_empty() && oidc.client_secret.is_empty()) {
+            if oidc.client_id.is_empty() {
+                p.push("oidc.clientId: required when any oidc key is set".into());
+            }
+            if !oidc.issuer.starts_with("http") {
+                p.push("oidc.issuer: required (the discovery URL) when any oidc key is set".into());
+            }
+        }
+        let ldap = &self.ldap;
+        if !ldap.url.is_empty() {
+            if !(ldap.url.starts_with("ldap://") || ldap.url.starts_with("ldaps://")) {
+                p.push(format!(
+                    "ldap.url: {:?} must start with ldap:// or ldaps://",
+                    ldap.url
+                ));
+            }
+            if ldap.base_dn.is_empty() {
+                p.push("ldap.baseDn: required when ldap.url is set".into());
+            }
+            if !ldap.bind_dn.is_empty() && ldap.bind_password.is_empty() {
+                p.push("ldap.bindPassword: required when ldap.bindDn is set".into());
+            }
+        }
+        let site = &self.site;
+        if !(site.main_url.is_empty() && site.name.is_empty() && site.token.is_empty()) {
+            for (key, empty) in [
+                ("site.mainUrl", site.main_url.is_empty()),
+                ("site.name", site.name.is_empty()),
+                ("site.token", site.token.is_empty()),
+            ] {
+                if empty {
+                    p.push(format!("{key}: required when this instance is a site"));
+                }
+            }
+        }
+        for (key, dev) in [
+            ("hardware.gsm", &self.hardware.gsm),
+            ("hardware.espa", &self.hardware.espa),
+        ] {
+            if let Some(d) = dev {
+                if d.device.is_empty() {
+                    p.push(format!(
+                        "{key}.device: required (a serial port such as /dev/ttyUSB0)"
+                    ));
+                }
+                if d.baud_rate == Some(0) {
+                    p.push(format!("{key}.baudRate: must be positive"));
+                }
+            }
+        }
+        if self.ai.provider != "none" {
+            p.push(format!(
+                "ai.provider: {:?} is not available in this build; use none",
+                self.ai.provider
+            ));
+        }
+        p
+    }
+
+    /// Base of problem `type` URIs, without a trailing slash.
+    pub fn problem_base(&self) -> String {
+        self.problem_base
+            .clone()
+            .unwrap_or_else(|| format!("{}/problems", self.base_url.trim_end_matches('/')))
+            .trim_end_matches('/')
+            .to_string()
+    }
+
+    pub fn master_key_file(&self) -> PathBuf {
+        self.secrets
+            .master_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("master.key"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = Config::load(&Overrides::default(), &no_env).unwrap();
+        assert_eq!(c.listen, "0.0.0.0:8443");
+        assert_eq!(c.data_dir, PathBuf::from("./svc-data"));
+        assert_eq!(c.tls.mode, "auto");
+        assert_eq!(c.storage.event_retention_months, 12);
+        assert_eq!(c.problem_base(), "https://localhost:8443/problems");
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e =
+            Config::from_yaml("listen: 0.0.0.0:1\ntls:\n  mode: off\n  bogus: 1\n").unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = Config::from_yaml("dataDirr: /x\n").unwrap_err();
+        assert!(e.contains("dataDirr"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let c = Config::from_yaml(
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\n",
+        )
+        .unwrap();
+        let p = c.problems().join("\n");
+        for key in [
+            "listen:",
+            "tls.mode:",
+            "ldap.baseDn:",
+            "ldap.bindPassword:",
+            "storage.backend:",
+        ] {
+            assert!(p.contains(key), "{key} missing from {p}");
+        }
+        let e = Config::from_yaml("storage: {eventRetentionMonths: -1}\n").unwrap_err();
+        assert!(e.contains("eventRetentionMonths"), "{e}");
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svc.yaml");
+        std::fs::write(
+            &file,
+            "listen: 127.0.0.1:1000\ndataDir: /from-file\nallowSignup: false\n",
+        )
+        .unwrap();
+        let env: HashMap<&str, &str> = [
+            ("SVC_LISTEN", "127.0.0.1:2000"),
+            ("SVC_DATA_DIR", "/from-env"),
+            ("SERVICE_ALLOW_SIGNUP", "true"),
+            ("SERVICE_LDAP_BIND_PASSWORD", "hunter2hunter2"),
+        ]
+        .into();
+        let env = |k: &str| env.get(k).map(|v| v.to_string());
+        let o = Overrides {
+            config: Some(file),
+            data_dir: Some(PathBuf::from("/from-flag")),
+            ..Default::default()
+        };
+        let c = Config::load(&o, &env).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:2000");
+        assert_eq!(c.data_dir, PathBuf::from("/from-flag"));
+        assert!(c.allow_signup);
+        assert!(
+            !format!("{c:?}").contains("hunter2"),
+            "secrets are redacted in Debug"
+        );
+    }
+}

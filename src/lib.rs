@@ -1,0 +1,8 @@
+//! svc: monitoring and alerting appliance. The module tree; see DESIGN.md for the layering.
+
+pub mod api;
+pub mod app;
+pub mod config;
+pub mod model;
+pub mod runtime;
+pub mod store;

@@ -1,0 +1,147 @@
+//! The `svc` binary: server and command-line client in one (CONTRACT 1).
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use svc::config::{Config, Overrides};
+
+#[derive(Parser)]
+#[command(
+    name = "svc",
+    about = "Monitoring and alerting appliance",
+    disable_version_flag = true
+)]
+struct Cli {
+    /// Print the version string and exit.
+    #[arg(long = "version")]
+    version: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the service.
+    Serve {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        #[arg(long)]
+        listen: Option<String>,
+        /// `auto` (HTTPS, self-signed unless configured) or `off` (plain HTTP).
+        #[arg(long)]
+        tls: Option<String>,
+    },
+    /// Mint the bootstrap-admin token while the server is stopped; prints only its secret.
+    Bootstrap {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
+    /// Print the version string.
+    Version,
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the configuration; exit 1 naming each problem.
+    Check {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+fn load(overrides: &Overrides) -> anyhow::Result<Config> {
+    Ok(Config::load(overrides, &env)?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        None => {
+            anyhow::bail!("no command given; try `svc --help`");
+        }
+        Some(Command::Version) => println!("{}", svc::model::VERSION),
+        Some(Command::Serve {
+            config,
+            data_dir,
+            listen,
+            tls,
+        }) => {
+            let cfg = load(&Overrides {
+                config,
+                data_dir,
+                listen,
+                tls,
+            })?;
+            init_logging();
+            runtime()?.block_on(svc::app::serve(cfg))?;
+        }
+        Some(Command::Bootstrap { config, data_dir }) => {
+            let cfg = load(&Overrides {
+                config,
+                data_dir,
+                ..Default::default()
+            })?;
+            let secret = runtime()?.block_on(svc::app::bootstrap(&cfg))?;
+            println!("{secret}");
+        }
+        Some(Command::Config {
+            command: ConfigCommand::Check { config },
+        }) => {
+            load(&Overrides {
+                config,
+                ..Default::default()
+            })?;
+            println!("configuration ok");
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    if cli.version {
+        println!("{}", svc::model::VERSION);
+        return ExitCode::SUCCESS;
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("svc: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Durations: accepted as `"30s"`, `"5m"`, `"1h30m"`, `"250ms"` or a bare integer of seconds,
+//! written in Go's format (`"30s"`, `"5m0s"`, `"1h30m0s"`), as clients of the interface expect.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GoDuration(pub Duration);
+
+impl GoDuration {
+    pub fn from_secs(s: u64) -> Self {
+        Self(Duration::from_secs(s))
+    }
+}
+
+impl FromStr for GoDuration {
+    type Err = String;
+
+    fn from_str(input: &str) -> Result<Self, Self::Err> {
+        let s = input.trim();
+        if s.is_empty() {
+            return Err("empty duration".into());
+        }
+        if let Ok(secs) = s.parse::<u64>() {
+            return Ok(Self::from_secs(secs));
+        }
+        let mut total: u128 = 0;
+        let mut rest = s;
+        while !rest.is_empty() {
+            let num_len = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(|| format!("duration {input:?} is missing a unit"))?;
+            if num_len == 0 {
+                return Err(format!("invalid duration {input:?}"));
+            }
+            let (num, tail) = rest.split_at(num_len);
+            let unit_len = tail
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(tail.len());
+            let (unit, next) = tail.split_at(unit_len);
+            let nanos_per_unit: u128 = match unit {
+                "ns" => 1,
+                "us" | "µs" => 1_000,
+                "ms" => 1_000_000,
+                "s" => 1_000_000_000,
+                "m" => 60_000_000_000,
+                "h" => 3_600_000_000_000,
+                _ => return Err(format!("unknown unit {unit:?} in duration {input:?}")),
+            };
+            let value: f64 = num
+                .parse()
+                .map_err(|_| format!("invalid number {num:?} in duration {input:?}"))?;
+            // Whole part exactly, fraction through f64: enough for sub-unit precision.
+            let whole = value.trunc() as u128;
+            let frac = ((value - value.trunc()) * nanos_per_unit as f64).round() as u128;
+            total = total
+                .checked_add(whole.saturating_mul(nanos_per_unit) + frac)
+                .ok_or_else(|| format!("duration {input:?} is too large"))?;
+            rest = next;
+        }
+        let secs = u64::try_from(total / 1_000_000_000)
+            .map_err(|_| format!("duration {input:?} is too large"))?;
+        let nanos = (total % 1_000_000_000) as u32;
+        Ok(Self(Duration::new(secs, nanos)))
+    }
+}
+
+/// Go's `time.Duration.String()` for non-negative durations.
+impl fmt::Display for GoDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        let nanos = d.as_nanos();
+        if nanos == 0 {
+            return f.write_str("0s");
+        }
+        if nanos < 1_000_000_000 {
+            let (unit, div) = if nanos < 1_000 {
+                ("ns", 1)
+            } else if nanos < 1_000_000 {
+                ("µs", 1_000)
+            } else {
+                ("ms", 1_000_000)
+            };
+            return write!(f, "{}{unit}", fraction(nanos, div));
+        }
+        let total_secs = d.as_secs();
+        let hours = total_secs / 3600;
+        let minutes = (total_secs % 3600) / 60;
+        let secs = fraction(
+            u128::from(total_secs % 60) * 1_000_000_000 + u128::from(d.subsec_nanos()),
+            1_000_000_000,
+        );
+        if hours > 0 {
+            write!(f, "{hours}h{minutes}m{secs}s")
+        } else if minutes > 0 {
+            write!(f, "{minutes}m{secs}s")
+        } else {
+            write!(f, "{secs}s")
+        }
+    }
+}
+
+/// `value / div` with the fraction's trailing zeros removed, as Go prints it.
+fn fraction(value: u128, div: u128) -> String {
+    let whole = value / div;
+    let rem = value % div;
+    if rem == 0 {
+        return whole.to_string();
+    }
+    let width = div.to_string().len() - 1;
+    let digits = format!("{rem:0width$}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
+}
+
+impl Serialize for GoDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GoDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = GoDuration;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as \"30s\", \"5m\" or a number of seconds")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GoDuration, E> {
+                Ok(GoDuration::from_secs(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GoDuration, E> {
+                u64::try_from(v)
+                    .map(GoDuration::from_secs)
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GoDuration, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Duration {
+        s.parse::<GoDuration>().unwrap().0
+    }
+
+    #[test]
+    fn parses_the_accepted_forms() {
+        assert_eq!(p("30s"), Duration::from_secs(30));
+        assert_eq!(p("5m"), Duration::from_secs(300));
+        assert_eq!(p("1h30m"), Duration::from_secs(5400));
+        assert_eq!(p("90"), Duration::from_secs(90));
+        assert_eq!(p("250ms"), Duration::from_millis(250));
+        assert_eq!(p("1.5h"), Duration::from_secs(5400));
+        for bad in ["", "5x", "m", "1h-3m", "abc"] {
+            assert!(bad.parse::<GoDuration>().is_err(), "{bad:?} should fail");
+        }
+    }
+
+    #[test]
+    fn writes_go_format() {
+        let f = |d: Duration| GoDuration(d).to_string();
+        assert_eq!(f(Duration::from_secs(30)), "30s");
+        assert_eq!(f(Duration::from_secs(300)), "5m0s");
+        assert_eq!(f(Duration::from_secs(5400)), "1h30m0s");
+        assert_eq!(f(Duration::ZERO), "0s");
+        assert_eq!(f(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(f(Duration::from_millis(300)), "300ms");
+        assert_eq!(f(Duration::from_secs(86400)), "24h0m0s");
+    }
+
+    #[test]
+    fn serde_accepts_integers_and_strings() {
+        let d: GoDuration = serde_json::from_str("60").unwrap();
+        assert_eq!(d.0, Duration::from_secs(60));
+        let d: GoDuration = serde_json::from_str("\"2m\"").unwrap();
+        assert_eq!(serde_json::to_string(&d).unwrap(), "\"2m0s\"");
+        assert!(serde_json::from_str::<GoDuration>("-5").is_err());
+    }
+}

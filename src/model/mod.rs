@@ -1,0 +1,23 @@
+//! Resource types as the API shows them (serde, camelCase), ids, durations, time and selectors; no I/O.
+
+pub mod duration;
+pub mod selector;
+pub mod tenant;
+pub mod time;
+
+pub use duration::GoDuration;
+pub use selector::{Selector, SelectorError};
+pub use tenant::Tenant;
+pub use time::Timestamp;
+
+/// The build-time version string (SPEC 9): `SVC_VERSION` at build time, else the development default.
+pub const VERSION: &str = match option_env!("SVC_VERSION") {
+    Some(v) => v,
+    None => "0.1.0-dev",
+};
+
+/// The rustc that built this binary, recorded by build.rs.
+pub const RUST_VERSION: &str = env!("SVC_RUSTC_VERSION");
+
+/// Slug of the tenant created at first start.
+pub const DEFAULT_TENANT_SLUG: &str = "default";

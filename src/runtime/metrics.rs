@@ -1,0 +1,70 @@
+//! The metric registry and the names of every series, served at `/metrics` as OpenMetrics text.
+//! Series keep the `np_` names of the published interface so existing dashboards work.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub method: String,
+    /// The route template (`/api/v1/objects/{id}`), never the raw path, to bound cardinality.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub method: String,
+    pub route: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: Family<HttpLabels, Counter>,
+    pub http_duration: Family<RouteLabels, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let http_requests = Family::<HttpLabels, Counter>::default();
+        registry.register(
+            "np_http_requests",
+            "HTTP requests by method, route template and status",
+            http_requests.clone(),
+        );
+        let http_duration = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+        });
+        registry.register(
+            "np_http_request_duration_seconds",
+            "HTTP request latency by method and route template",
+            http_duration.clone(),
+        );
+        Self {
+            registry,
+            http_requests,
+            http_duration,
+        }
+    }
+
+    /// The OpenMetrics text exposition, ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            tracing::error!("metric encoding failed");
+        }
+        out
+    }
+}

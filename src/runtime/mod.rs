@@ -1,0 +1,12 @@
+//! Process runtime: the clock (the only reader of real time), the shutdown token, background
+//! workers and their supervisor, and the metric registry.
+
+pub mod clock;
+pub mod metrics;
+pub mod shutdown;
+pub mod worker;
+
+pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
+pub use metrics::Metrics;
+pub use shutdown::Shutdown;
+pub use worker::{Supervisor, Wait, Worker, WorkerState};

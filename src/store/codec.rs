@@ -1,0 +1,32 @@
+//! The one value codec: MessagePack with field names, compact and self-describing, so records
+//! gain optional fields without a migration and open JSON payloads round-trip.
+
+use super::StoreError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    rmp_serde::to_vec_named(value).map_err(|e| StoreError::Internal(format!("encode: {e}")))
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    rmp_serde::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_json_round_trips() {
+        let v = serde_json::json!({"a": [1, "two", {"three": null}], "b": 2.5});
+        let back: serde_json::Value = decode(&encode(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+    }
+
+    #[test]
+    fn garbage_is_corrupt_not_a_panic() {
+        let r: Result<serde_json::Value, _> = decode(&[0xc1, 0xff]);
+        assert!(matches!(r, Err(StoreError::Corrupt(_))));
+    }
+}

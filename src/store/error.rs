@@ -1,0 +1,46 @@
+//! Storage errors; they know nothing of HTTP (the API maps them).
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// The disk failed or is full; the store is offline until it has been reopened.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    #[error("the store is locked by another process (is the server running?)")]
+    Locked,
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("schema migration {version} ({name}) failed: {reason}")]
+    Migration {
+        version: u32,
+        name: &'static str,
+        reason: String,
+    },
+    #[error("the store's schema version {found} is newer than this binary's {supported}")]
+    SchemaTooNew { found: u32, supported: u32 },
+    #[error("not found")]
+    NotFound,
+    #[error("{0} already exists")]
+    Duplicate(String),
+    #[error("stored version is {stored}, If-Match expected {expected}")]
+    VersionConflict { stored: u64, expected: u64 },
+    #[error("I/O error: {0}")]
+    Io(String),
+    #[error("internal storage error: {0}")]
+    Internal(String),
+}
+
+impl StoreError {
+    pub(super) fn from_redb(e: impl Into<redb::Error>) -> Self {
+        match e.into() {
+            redb::Error::PreviousIo => StoreError::Unavailable("a previous I/O error".into()),
+            redb::Error::Io(io) => StoreError::Unavailable(io.to_string()),
+            redb::Error::DatabaseAlreadyOpen => StoreError::Locked,
+            redb::Error::Corrupted(msg) => StoreError::Corrupt(msg),
+            other => StoreError::Internal(other.to_string()),
+        }
+    }
+
+    pub(super) fn from_open(e: redb::DatabaseError) -> Self {
+        Self::from_redb(e)
+    }
+}

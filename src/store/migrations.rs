@@ -1,0 +1,142 @@
+//! Forward-only schema migrations: each in its own transaction together with the new
+//! `schema_version`, so a failing migration stops start-up and leaves the last committed one.
+
+use super::StoreError;
+use super::tables::{META, TENANT_SLUGS, TENANTS};
+use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
+
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub apply: fn(&WriteTransaction) -> Result<(), StoreError>,
+}
+
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "base tables",
+    apply: create_base_tables,
+}];
+
+const SCHEMA_VERSION: &str = "schema_version";
+
+fn create_base_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(META).map_err(StoreError::from_redb)?;
+    tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+    tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+pub fn current_version(tx: &ReadTransaction) -> Result<u32, StoreError> {
+    let meta = match tx.open_table(META) {
+        Ok(t) => t,
+        Err(TableError::TableDoesNotExist(_)) => return Ok(0),
+        Err(e) => return Err(StoreError::from_redb(e)),
+    };
+    let Some(v) = meta.get(SCHEMA_VERSION).map_err(StoreError::from_redb)? else {
+        return Ok(0);
+    };
+    let bytes: [u8; 4] = v
+        .value()
+        .try_into()
+        .map_err(|_| StoreError::Corrupt("schema_version is not 4 bytes".into()))?;
+    Ok(u32::from_be_bytes(bytes))
+}
+
+pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> {
+    let read = db.begin_read().map_err(StoreError::from_redb)?;
+    let version = current_version(&read)?;
+    drop(read);
+    let supported = migrations.last().map_or(0, |m| m.version);
+    if version > supported {
+        tracing::warn!(
+            found = version,
+            supported,
+            "the store was written by a newer svc; running against a newer schema is not supported long-term"
+        );
+    }
+    for m in migrations.iter().filter(|m| m.version > version) {
+        let fail = |reason: String| StoreError::Migration {
+            version: m.version,
+            name: m.name,
+            reason,
+        };
+        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        (m.apply)(&tx).map_err(|e| fail(e.to_string()))?;
+        {
+            let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+            meta.insert(SCHEMA_VERSION, &m.version.to_be_bytes()[..])
+                .map_err(StoreError::from_redb)?;
+        }
+        tx.commit().map_err(|e| fail(e.to_string()))?;
+        tracing::info!(
+            version = m.version,
+            name = m.name,
+            "schema migration applied"
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(db: &Database) -> u32 {
+        current_version(&db.begin_read().unwrap()).unwrap()
+    }
+
+    fn broken(_: &WriteTransaction) -> Result<(), StoreError> {
+        Err(StoreError::Internal("boom".into()))
+    }
+
+    fn second(tx: &WriteTransaction) -> Result<(), StoreError> {
+        let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+        meta.insert("second", &b"yes"[..])
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_failing_migration_keeps_the_last_committed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("m.redb")).unwrap();
+        assert_eq!(version(&db), 0);
+        let failing = [
+            Migration {
+                version: 1,
+                name: "base",
+                apply: create_base_tables,
+            },
+            Migration {
+                version: 2,
+                name: "broken",
+                apply: broken,
+            },
+        ];
+        let err = apply(&db, &failing).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Migration { version: 2, .. }),
+            "{err}"
+        );
+        assert_eq!(version(&db), 1);
+        let fixed = [
+            Migration {
+                version: 1,
+                name: "base",
+                apply: broken,
+            },
+            Migration {
+                version: 2,
+                name: "second",
+                apply: second,
+            },
+        ];
+        apply(&db, &fixed).unwrap();
+        assert_eq!(version(&db), 2, "version 1 is not applied again");
+        apply(&db, &fixed).unwrap();
+        let tx = db.begin_read().unwrap();
+        let meta = tx.open_table(META).unwrap();
+        assert_eq!(meta.get("second").unwrap().unwrap().value(), b"yes");
+    }
+}

@@ -1,0 +1,205 @@
+//! The only module that knows redb. One database file in the data dir; every write is one
+//! transaction committed with quick repair (so opening after a crash takes seconds), and an I/O
+//! error (disk full) takes the store offline until the recovery worker has reopened it.
+
+mod codec;
+mod error;
+mod keys;
+mod migrations;
+mod tables;
+mod tenants;
+
+pub use error::StoreError;
+
+use crate::model::Timestamp;
+use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// File name of the database inside the data dir.
+pub const DB_FILE: &str = "svc.redb";
+
+/// Page cache: small enough for a 1 GB board, large enough to keep hot tables resident.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
+pub struct Store {
+    path: PathBuf,
+    db: RwLock<Option<Arc<Database>>>,
+    offline_reason: RwLock<Option<String>>,
+    needs_recovery: AtomicBool,
+    recovery: Arc<Notify>,
+}
+
+fn open_db(path: &Path) -> Result<Database, StoreError> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(CACHE_BYTES);
+    builder.set_repair_callback(|session| {
+        tracing::warn!(
+            progress = session.progress(),
+            "repairing the database after an unclean stop"
+        );
+    });
+    builder.create(path).map_err(StoreError::from_open)
+}
+
+impl Store {
+    /// Opens (or creates) the store in `data_dir`, applies pending migrations and makes sure the
+    /// default tenant exists (made with `id` and `now` at first start). Blocking: call from
+    /// `spawn_blocking` or before the runtime serves.
+    pub fn open(data_dir: &Path, id: Uuid, now: Timestamp) -> Result<Arc<Store>, StoreError> {
+        std::fs::create_dir_all(data_dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        let path = data_dir.join(DB_FILE);
+        let db = open_db(&path)?;
+        migrations::apply(&db, migrations::MIGRATIONS)?;
+        let store = Arc::new(Store {
+            path,
+            db: RwLock::new(Some(Arc::new(db))),
+            offline_reason: RwLock::new(None),
+            needs_recovery: AtomicBool::new(false),
+            recovery: Arc::new(Notify::new()),
+        });
+        store.ensure_default_tenant_blocking(id, now)?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `None` when the store is serving, else why it is not.
+    pub fn offline_reason(&self) -> Option<String> {
+        self.offline_reason
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.read_blocking(migrations::current_version)
+    }
+
+    fn handle(&self) -> Result<Arc<Database>, StoreError> {
+        self.db
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| StoreError::Unavailable(self.offline_reason().unwrap_or_default()))
+    }
+
+    /// Takes the store offline after an I/O error; the recovery worker reopens it.
+    fn fail(&self, err: &StoreError) {
+        if let StoreError::Unavailable(reason) = err {
+            if !self.needs_recovery.swap(true, Ordering::SeqCst) {
+                tracing::error!(%reason, "storage I/O failed; store offline until it can be reopened");
+                *self
+                    .offline_reason
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+                self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+                self.recovery.notify_one();
+            }
+        }
+    }
+
+    /// One write transaction, committed with quick repair. Blocking.
+    fn write_blocking<T>(
+        &self,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.handle()?;
+        let run = || {
+            let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+            tx.set_quick_repair(true);
+            let out = f(&tx)?;
+            tx.commit().map_err(StoreError::from_redb)?;
+            Ok(out)
+        };
+        let result = run();
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result
+    }
+
+    fn read_blocking<T>(
+        &self,
+        f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.handle()?;
+        let result = db
+            .begin_read()
+            .map_err(StoreError::from_redb)
+            .and_then(|tx| f(&tx));
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result
+    }
+
+    /// Runs a write transaction off the async runtime.
+    async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.write_blocking(f))
+            .await
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    /// Runs a read transaction off the async runtime.
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.read_blocking(f))
+            .await
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    /// Whether an I/O error has taken the store offline.
+    pub fn needs_recovery(&self) -> bool {
+        self.needs_recovery.load(Ordering::SeqCst)
+    }
+
+    /// Notified when the store goes offline, to wake whoever reopens it.
+    pub fn recovery_waker(&self) -> Arc<Notify> {
+        self.recovery.clone()
+    }
+
+    /// Reopens the database after an I/O error. Succeeds only once every in-flight transaction
+    /// has let go of the old handle and the file can be opened (and quickly repaired) again.
+    /// Blocking.
+    pub fn try_reopen(&self) -> Result<(), StoreError> {
+        if !self.needs_recovery.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let db = open_db(&self.path)?;
+        // Prove the disk takes writes again before declaring the store ready.
+        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        tables::touch_meta(&tx)?;
+        tx.commit().map_err(StoreError::from_redb)?;
+        *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
+        *self
+            .offline_reason
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.needs_recovery.store(false, Ordering::SeqCst);
+        tracing::info!("store reopened; serving again");
+        Ok(())
+    }
+
+    /// Closes the database file. Later calls answer `Unavailable`.
+    pub fn close(&self) {
+        *self
+            .offline_reason
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some("shut down".into());
+        self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}

@@ -1,0 +1,21 @@
+//! Every table of the database, named `key_value` by what it holds.
+
+use super::StoreError;
+use redb::{TableDefinition, WriteTransaction};
+
+/// Store-wide settings: `schema_version` and the like.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Tenants by id (UUID as u128, so key order is id order).
+pub const TENANTS: TableDefinition<u128, &[u8]> = TableDefinition::new("tenant_by_id");
+/// Tenant ids by slug.
+pub const TENANT_SLUGS: TableDefinition<&str, u128> = TableDefinition::new("tenant_id_by_slug");
+
+pub const META_LAST_OPEN: &str = "last_open_write";
+
+/// A tiny write that proves the file accepts commits.
+pub fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {
+    let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+    meta.insert(META_LAST_OPEN, &[1u8][..])
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}

@@ -1,0 +1,99 @@
+//! Tenants: the default one made at first start, lookups by id and slug.
+
+use super::codec::{decode, encode};
+use super::tables::{TENANT_SLUGS, TENANTS};
+use super::{Store, StoreError};
+use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
+use redb::ReadableTable;
+use std::sync::Arc;
+use uuid::Uuid;
+
+impl Store {
+    pub(super) fn ensure_default_tenant_blocking(
+        &self,
+        id: Uuid,
+        now: Timestamp,
+    ) -> Result<Tenant, StoreError> {
+        self.write_blocking(|tx| {
+            let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+            let mut tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+            if let Some(existing) = slugs
+                .get(DEFAULT_TENANT_SLUG)
+                .map_err(StoreError::from_redb)?
+            {
+                let id = existing.value();
+                let row = tenants
+                    .get(id)
+                    .map_err(StoreError::from_redb)?
+                    .ok_or_else(|| {
+                        StoreError::Corrupt("default tenant slug points at no tenant".into())
+                    })?;
+                return decode(row.value());
+            }
+            let tenant = Tenant {
+                id,
+                slug: DEFAULT_TENANT_SLUG.into(),
+                name: "Default".into(),
+                created_at: now,
+                updated_at: now,
+                version: 1,
+            };
+            tenants
+                .insert(id.as_u128(), encode(&tenant)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+            slugs
+                .insert(DEFAULT_TENANT_SLUG, id.as_u128())
+                .map_err(StoreError::from_redb)?;
+            tracing::info!(tenant = %id, "default tenant created");
+            Ok(tenant)
+        })
+    }
+
+    pub async fn default_tenant(self: &Arc<Self>) -> Result<Tenant, StoreError> {
+        self.tenant_by_slug(DEFAULT_TENANT_SLUG).await
+    }
+
+    pub async fn tenant_by_slug(self: &Arc<Self>, slug: &str) -> Result<Tenant, StoreError> {
+        let slug = slug.to_string();
+        self.read(move |tx| {
+            let slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+            let id = slugs
+                .get(slug.as_str())
+                .map_err(StoreError::from_redb)?
+                .ok_or(StoreError::NotFound)?
+                .value();
+            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+            let row = tenants
+                .get(id)
+                .map_err(StoreError::from_redb)?
+                .ok_or(StoreError::NotFound)?;
+            decode(row.value())
+        })
+        .await
+    }
+
+    pub async fn tenant(self: &Arc<Self>, id: Uuid) -> Result<Tenant, StoreError> {
+        self.read(move |tx| {
+            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+            let row = tenants
+                .get(id.as_u128())
+                .map_err(StoreError::from_redb)?
+                .ok_or(StoreError::NotFound)?;
+            decode(row.value())
+        })
+        .await
+    }
+
+    pub async fn tenants(self: &Arc<Self>) -> Result<Vec<Tenant>, StoreError> {
+        self.read(|tx| {
+            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+            let mut out = Vec::new();
+            for row in tenants.iter().map_err(StoreError::from_redb)? {
+                let (_, v) = row.map_err(StoreError::from_redb)?;
+                out.push(decode(v.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+}

@@ -1,0 +1,144 @@
+//! Fails on an import the dependency rules of DESIGN.md forbid.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// What each top-level module may import (besides itself).
+fn allowed(module: &str) -> Option<&'static [&'static str]> {
+    const DOMAIN: &[&str] = &[
+        "model", "runtime", "store", "auth", "events", "hw", "config",
+    ];
+    Some(match module {
+        "model" => &[],
+        "runtime" => &["model"],
+        "hw" => &["model", "runtime"],
+        "store" => &["model"],
+        "config" => &["model"],
+        "auth" | "events" => &["model", "runtime", "store", "config"],
+        "monitor" | "alerting" | "notify" | "ingress" | "federation" => DOMAIN,
+        "api" | "web" => &[
+            "model",
+            "runtime",
+            "store",
+            "auth",
+            "events",
+            "hw",
+            "config",
+            "monitor",
+            "alerting",
+            "notify",
+            "ingress",
+            "federation",
+            "web",
+            "api",
+        ],
+        "cli" => &["model"],
+        "app" => return None,
+        _ => return Some(&[]),
+    })
+}
+
+/// Top-level modules named after `crate::` in a source text, including `use crate::{a, b}`.
+fn imports(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (i, _) in text.match_indices("crate::") {
+        let rest = &text[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Each item at depth 0 of the group starts with a top-level module name.
+            let mut depth = 0;
+            let mut at_item_start = true;
+            let mut name = String::new();
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => at_item_start = true,
+                    c if at_item_start && (c.is_alphanumeric() || c == '_') => name.push(c),
+                    _ if at_item_start && !name.is_empty() => {
+                        found.insert(std::mem::take(&mut name));
+                        at_item_start = false;
+                    }
+                    _ => {}
+                }
+            }
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                found.insert(name);
+            }
+        }
+    }
+    found
+}
+
+fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            visit(&p, files);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            files.push(p);
+        }
+    }
+}
+
+#[test]
+fn dependency_rules_hold() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    visit(&src, &mut files);
+    let mut violations: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .to_string();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "main" || module == "lib" {
+            continue;
+        }
+        let Some(ok) = allowed(&module) else { continue };
+        let text = std::fs::read_to_string(f).unwrap();
+        for imported in imports(&text) {
+            if imported != module && !ok.contains(&imported.as_str()) {
+                violations
+                    .entry(rel.display().to_string())
+                    .or_default()
+                    .push(imported);
+            }
+        }
+        let names_redb =
+            text.contains("redb::") || text.lines().any(|l| l.trim_start().starts_with("use redb"));
+        if module != "store" && names_redb {
+            violations
+                .entry(rel.display().to_string())
+                .or_default()
+                .push("redb".into());
+        }
+    }
+    assert!(violations.is_empty(), "forbidden imports: {violations:#?}");
+}
+
+#[test]
+fn the_scanner_sees_grouped_imports() {
+    let found =
+        imports("use crate::{model::X, store::{Store, StoreError}};\nfn f() { crate::auth::y(); }");
+    assert_eq!(
+        found,
+        ["auth", "model", "store"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    );
+}

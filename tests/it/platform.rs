@@ -1,0 +1,346 @@
+//! The binary, the HTTP platform's cross-cutting rules and the operations endpoints.
+
+use crate::support::*;
+use std::time::Duration;
+
+#[tokio::test]
+async fn healthz_and_request_ids_on_every_response() {
+    let s = Server::start();
+    let res = s.get("/healthz").await;
+    assert_eq!(res.status(), 200);
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    assert_uuid_v7(&id);
+    assert_eq!(res.text().await.unwrap(), "ok");
+
+    let res = s.get("/no/such/route").await;
+    assert_eq!(res.status(), 404);
+    assert_uuid_v7(res.headers()["x-request-id"].to_str().unwrap());
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert_eq!(res.text().await.unwrap().trim(), "404 page not found");
+
+    let res = s.http.post(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(res.status(), 405);
+    assert_uuid_v7(res.headers()["x-request-id"].to_str().unwrap());
+    let allow = res.headers()["allow"].to_str().unwrap();
+    assert!(allow.contains("GET"), "Allow: {allow}");
+
+    let second = s.get("/healthz").await;
+    assert_ne!(
+        second.headers()["x-request-id"].to_str().unwrap(),
+        id,
+        "ids are per request"
+    );
+}
+
+#[tokio::test]
+async fn readiness_info_and_health() {
+    let s = Server::start();
+    let res = s.get("/readyz").await;
+    assert_eq!(res.status(), 200);
+    let body: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(body["ready"], true);
+    let store = body["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "store")
+        .unwrap();
+    assert_eq!(store["ok"], true);
+
+    let info: serde_json::Value = s.get("/api/v1/system/info").await.json().await.unwrap();
+    let (_, version, _) = svc(&["version"], &[]);
+    assert_eq!(info["version"], version.trim());
+    assert!(info["rustVersion"].as_str().unwrap().starts_with("rustc "));
+    assert_eq!(info["goVersion"], info["rustVersion"]);
+    assert!(info["goroutines"].as_u64().unwrap() > 0);
+    assert!(info["heapMB"].as_f64().unwrap() > 0.0);
+    assert_eq!(info["storage"], "redb");
+    assert_eq!(info["aiEnabled"], false);
+    assert!(info["startedAt"].as_str().unwrap().ends_with('Z'));
+    assert!(info["uptime"].as_str().unwrap().ends_with('s'));
+
+    let health: serde_json::Value = s.get("/api/v1/system/health").await.json().await.unwrap();
+    let workers = health["workers"].as_array().unwrap();
+    assert!(
+        workers.iter().any(|w| w["name"] == "store-recovery"),
+        "{health}"
+    );
+    assert_eq!(health["status"], "ok");
+}
+
+#[tokio::test]
+async fn metrics_are_openmetrics_with_route_templates() {
+    let s = Server::start();
+    s.get("/healthz").await;
+    s.get("/definitely/not/here").await;
+    let res = s.get("/metrics").await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        res.headers()["content-type"].to_str().unwrap(),
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let text = res.text().await.unwrap();
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("np_http_requests_total{") && l.contains("route=\"/healthz\""))
+        .unwrap_or_else(|| panic!("no healthz counter in {text}"));
+    assert!(
+        line.contains("status=\"200\"") && line.ends_with(" 1"),
+        "{line}"
+    );
+    assert!(
+        text.contains("route=\"unmatched\""),
+        "unmatched paths share one label"
+    );
+    assert!(
+        !text.contains("definitely"),
+        "raw paths never become labels"
+    );
+    assert!(text.contains("np_http_request_duration_seconds_bucket{"));
+}
+
+#[tokio::test]
+async fn openapi_documents_every_route() {
+    let s = Server::start();
+    let doc: serde_json::Value = s.get("/api/openapi.json").await.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let info: serde_json::Value = s.get("/api/v1/system/info").await.json().await.unwrap();
+    assert_eq!(doc["info"]["version"], info["version"]);
+    let paths = doc["paths"].as_object().unwrap();
+    for must in [
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/api/openapi.json",
+        "/api/v1/system/info",
+        "/api/v1/system/health",
+    ] {
+        assert!(paths.contains_key(must), "{must} missing");
+    }
+    // Every documented operation exists on the server (answers something other than the
+    // router's own 404/405), and declares its permission.
+    for (path, ops) in paths {
+        for (method, op) in ops.as_object().unwrap() {
+            assert!(op.get("x-required-permission").is_some(), "{method} {path}");
+            let concrete = path.replace(|c: char| c == '{' || c == '}', "");
+            let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let res = s.http.request(m, s.url(&concrete)).send().await.unwrap();
+            let plain_404 = res.status() == 404
+                && res.headers()["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/plain");
+            assert!(
+                !plain_404 && res.status() != 405,
+                "{method} {path} is documented but not routed"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn tls_auto_makes_and_keeps_a_self_signed_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start_in(
+        &data,
+        Opts {
+            tls: true,
+            ..Default::default()
+        },
+    );
+    assert!(s.base.starts_with("https://"), "{}", s.base);
+    let res = s.get("/healthz").await;
+    assert_eq!(res.status(), 200);
+    let cert = std::fs::read(data.join("tls/cert.pem")).unwrap();
+    let key_mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(data.join("tls/key.pem"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(key_mode & 0o777, 0o600);
+    assert!(s.stop().success());
+    let s = Server::start_in(
+        &data,
+        Opts {
+            tls: true,
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    assert_eq!(
+        std::fs::read(data.join("tls/cert.pem")).unwrap(),
+        cert,
+        "certificate is reused"
+    );
+    // Plain HTTP against the TLS port is refused rather than served.
+    let plain = s.base.replace("https://", "http://");
+    let r = client().get(format!("{plain}/healthz")).send().await;
+    assert!(r.is_err() || r.unwrap().status() != 200);
+}
+
+#[tokio::test]
+async fn configured_certificate_files_are_used() {
+    let dir = tempfile::tempdir().unwrap();
+    // Made by one server start, then handed to another as configured files.
+    let first = Server::start_in(
+        &dir.path().join("a"),
+        Opts {
+            tls: true,
+            ..Default::default()
+        },
+    );
+    assert!(first.stop().success());
+    let cfg = dir.path().join("svc.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tls:\n  certFile: {0}/a/tls/cert.pem\n  keyFile: {0}/a/tls/key.pem\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let s = Server::start_in(
+        &dir.path().join("b"),
+        Opts {
+            tls: true,
+            args: vec!["--config".into(), cfg.display().to_string()],
+            ..Default::default()
+        },
+    );
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    assert!(
+        !dir.path().join("b/tls").exists(),
+        "no self-signed pair when files are configured"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = Server::start_in(&data, Opts::default());
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    let status = s.stop();
+    assert_eq!(status.code(), Some(0));
+    let log = std::fs::read_to_string(data.with_extension("log")).unwrap();
+    assert!(log.contains("draining") && log.contains("stopped"), "{log}");
+    // The store was closed cleanly: a new server opens it at once, with the same default tenant.
+    let tenant_line = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("default tenant created"))
+            .count()
+    };
+    assert_eq!(tenant_line(&log), 1);
+    let s = Server::start_in(&data, Opts::default());
+    assert_eq!(s.get("/readyz").await.status(), 200);
+    assert_eq!(
+        tenant_line(&s.log()),
+        1,
+        "the default tenant is made only once"
+    );
+}
+
+#[test]
+fn version_commands_agree() {
+    let (code, a, _) = svc(&["version"], &[]);
+    assert_eq!(code, 0);
+    let (code, b, _) = svc(&["--version"], &[]);
+    assert_eq!(code, 0);
+    assert_eq!(a, b);
+    assert!(!a.trim().is_empty() && !a.trim().starts_with('v'));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(svc(&["--no-such-flag"], &[]).0, 2);
+    assert_eq!(svc(&["no-such-command"], &[]).0, 2);
+    assert_eq!(svc(&["serve", "--listen"], &[]).0, 2, "flag without value");
+}
+
+#[test]
+fn config_check_names_each_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "listen: 127.0.0.1:9443\nstorage:\n  eventRetentionMonths: 6\n",
+    )
+    .unwrap();
+    let (code, out, _) = svc(
+        &["config", "check", "--config", good.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}");
+
+    let unknown = dir.path().join("unknown.yaml");
+    std::fs::write(
+        &unknown,
+        "listen: 127.0.0.1:9443\ntls:\n  mode: auto\n  colour: blue\n",
+    )
+    .unwrap();
+    let (code, _, err) = svc(
+        &["config", "check", "--config", unknown.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("colour"), "{err}");
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "listen: not-an-address\ntls: {mode: maybe}\n").unwrap();
+    let (code, _, err) = svc(&["config", "check", "--config", bad.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("listen:") && err.contains("tls.mode:"),
+        "{err}"
+    );
+
+    // The environment is read too, and `serve` refuses to start on a bad file.
+    let (code, _, err) = svc(&["config", "check"], &[("SVC_LISTEN", "nowhere")]);
+    assert_eq!(code, 1);
+    assert!(err.contains("listen:"), "{err}");
+    let (code, _, err) = svc(
+        &[
+            "serve",
+            "--config",
+            unknown.to_str().unwrap(),
+            "--data-dir",
+            dir.path().join("d").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("colour"), "{err}");
+}
+
+#[test]
+fn board_presets_are_valid_configurations() {
+    let presets =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/firmware-config")).unwrap();
+    let mut n = 0;
+    for p in presets {
+        let p = p.unwrap().path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            let (code, _, err) = svc(&["config", "check", "--config", p.to_str().unwrap()], &[]);
+            assert_eq!(code, 0, "{}: {err}", p.display());
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no presets found");
+}
+
+#[tokio::test]
+async fn bootstrap_refuses_while_the_server_holds_the_store() {
+    let s = Server::start();
+    let (code, out, err) = svc(&["bootstrap", "--data-dir", s.data.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert!(err.contains("locked"), "{err}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

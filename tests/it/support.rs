@@ -1,0 +1,215 @@
+//! Starting the real server and talking to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_svc");
+
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+pub fn client() -> reqwest::Client {
+    install_crypto();
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Options for one server start.
+#[derive(Clone, Default)]
+pub struct Opts {
+    pub tls: bool,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+pub struct Server {
+    child: Option<Child>,
+    pub base: String,
+    pub data: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+    pub http: reqwest::Client,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        Self::start_with(Opts::default())
+    }
+
+    pub fn start_with(opts: Opts) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let mut s = Self::start_in(&data, opts);
+        s._dir = Some(dir);
+        s
+    }
+
+    /// Starts a server on an existing data dir (restarts, crash tests).
+    pub fn start_in(data: &Path, opts: Opts) -> Server {
+        std::fs::create_dir_all(data).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data.with_extension("log"))
+            .unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--tls", if opts.tls { "auto" } else { "off" }])
+            .args(&opts.args)
+            .env_remove("SVC_CONFIG")
+            .env("SVC_LOG", "info")
+            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("svc listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let base = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(b) => b,
+            Err(_) => {
+                let _ = child.kill();
+                let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
+                panic!("server did not start; log:\n{log}");
+            }
+        };
+        Server {
+            child: Some(child),
+            base,
+            data: data.to_path_buf(),
+            _dir: None,
+            http: client(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data.with_extension("log")).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        signal(self.pid(), "TERM");
+        let mut child = self.child.take().unwrap();
+        wait_with_timeout(&mut child, Duration::from_secs(40))
+    }
+
+    /// kill -9: no chance to flush anything.
+    pub fn crash(mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+pub fn signal(pid: i32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `svc` with arguments; returns (exit code, stdout, stderr).
+pub fn svc(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_remove("SVC_CONFIG")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts a response is the problem document of SPEC 7 and returns it.
+pub async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> serde_json::Value {
+    assert_eq!(res.status().as_u16(), status, "status of {}", res.url());
+    assert_eq!(
+        res.headers()["content-type"].to_str().unwrap(),
+        "application/problem+json"
+    );
+    let path = res.url().path().to_string();
+    let doc: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(doc["code"], code, "{doc}");
+    assert_eq!(doc["status"], status);
+    assert_eq!(doc["instance"], path);
+    let expected_type = format!("/problems/{}", code.replace(':', "/"));
+    assert!(
+        doc["type"].as_str().unwrap().ends_with(&expected_type),
+        "{doc}"
+    );
+    assert!(!doc["title"].as_str().unwrap().is_empty());
+    if let Some(d) = doc.get("detail") {
+        assert!(
+            !d.as_str().unwrap().is_empty(),
+            "empty detail must be omitted"
+        );
+    }
+    doc
+}
+
+pub fn assert_uuid_v7(s: &str) {
+    let id = uuid::Uuid::parse_str(s).unwrap();
+    assert_eq!(id.get_version_num(), 7, "{s}");
+    assert_eq!(s, s.to_lowercase());
+    assert_eq!(s.len(), 36);
+}
