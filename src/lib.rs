@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod model;
 pub mod runtime;

@@ -3,10 +3,11 @@
 
 use super::AppState;
 use super::error::{Problem, ProblemDoc};
+use super::router::documented_path;
 use crate::runtime::Stopwatch;
 use crate::runtime::metrics::{HttpLabels, RouteLabels};
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, OriginalUri, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -38,7 +39,7 @@ pub async fn record_metrics(State(st): State<AppState>, req: Request, next: Next
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+        .map_or_else(|| "unmatched".to_string(), |m| documented_path(m.as_str()));
     let method = req.method().to_string();
     let watch = Stopwatch::start();
     let res = next.run(req).await;
@@ -57,7 +58,11 @@ pub async fn record_metrics(State(st): State<AppState>, req: Request, next: Next
 
 /// Writes the body of every `Problem` response, and logs each 5xx once.
 pub async fn render_problems(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_string();
+    // The path as the client sent it, before any `:verb` rewrite.
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().path().to_string(), |o| o.0.path().to_string());
     let method = req.method().clone();
     let mut res = next.run(req).await;
     let Some(p) = res.extensions_mut().remove::<Problem>() else {

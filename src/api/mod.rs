@@ -1,15 +1,18 @@
 //! The HTTP API (axum): the route table, the Problem type, extractors, pagination, ETags, the
 //! OpenAPI document and thin handlers that call one domain function each.
 
+pub mod access;
 pub mod error;
 pub mod etag;
 pub mod extract;
+mod identity;
 pub mod middleware;
 pub mod openapi;
 pub mod pagination;
 pub mod router;
 mod system;
 
+use crate::auth::Auth;
 use crate::config::Config;
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
@@ -24,6 +27,7 @@ pub use router::build_router;
 pub struct AppContext {
     pub config: Config,
     pub store: Arc<Store>,
+    pub auth: Arc<Auth>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

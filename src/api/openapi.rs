@@ -34,7 +34,7 @@ fn operation(r: &Route) -> Value {
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
     }
-    if r.permission == PUBLIC {
+    if r.permission == PUBLIC && !r.identity {
         op["security"] = json!([]);
     }
     op

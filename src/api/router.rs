@@ -2,15 +2,20 @@
 //! route cannot exist without being documented with its required permission.
 
 use super::AppState;
+use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::system;
+use super::{identity, system};
 use axum::Router;
+use axum::extract::Request;
 use axum::handler::Handler;
+use axum::http::Uri;
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::MethodRouter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use tower::ServiceExt;
 
 /// No permission and no identity needed.
 pub const PUBLIC: &str = "";
@@ -20,6 +25,8 @@ pub struct Route {
     pub path: &'static str,
     /// `resource:action`, or `PUBLIC`.
     pub permission: &'static str,
+    /// With `PUBLIC`: the route still needs an authenticated caller.
+    pub identity: bool,
     pub tag: &'static str,
     pub summary: &'static str,
     /// Longer text for the OpenAPI document: our choices where the spec is silent.
@@ -35,6 +42,7 @@ impl Route {
             method,
             path,
             permission: PUBLIC,
+            identity: false,
             tag: "system",
             summary: "",
             description: "",
@@ -64,6 +72,11 @@ impl Route {
         self
     }
 
+    pub fn identity(mut self) -> Self {
+        self.identity = true;
+        self
+    }
+
     pub fn doc(
         mut self,
         tag: &'static str,
@@ -86,6 +99,7 @@ impl Route {
 pub fn routes() -> Vec<Route> {
     let mut all = Vec::new();
     all.extend(system::routes());
+    all.extend(identity::routes());
     all
 }
 
@@ -105,30 +119,116 @@ async fn method_not_allowed() -> impl IntoResponse {
     )
 }
 
-pub fn build_router(state: AppState) -> Router {
-    let mut by_path: BTreeMap<&'static str, MethodRouter<AppState>> = BTreeMap::new();
-    for r in routes() {
-        let handler = if r.deadline {
-            r.handler.layer(from_fn(deadline))
-        } else {
-            r.handler
+/// The router's form of a documented path: a `:verb` suffix of the last segment becomes a
+/// segment of its own (`/tokens/{id}:rotate` → `/tokens/{id}/:rotate`), since the router cannot
+/// match a parameter followed by a suffix.
+pub fn routed_path(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((head, last)) => match last.rsplit_once(':') {
+            Some((name, verb)) if !name.is_empty() && !verb.is_empty() => {
+                format!("{head}/{name}/:{verb}")
+            }
+            _ => path.to_string(),
+        },
+        None => path.to_string(),
+    }
+}
+
+/// The documented form of a routed path (the inverse of `routed_path`), for metric labels.
+pub fn documented_path(routed: &str) -> String {
+    routed.replace("/:", ":")
+}
+
+/// Rewrites a request for `.../<x>:<verb>` to the routed form when `verb` is a known one, so
+/// names that merely contain a colon are left alone.
+fn split_verb(verbs: &HashSet<String>, mut req: Request) -> Request {
+    let path = req.uri().path();
+    let verb_known = path
+        .rsplit_once('/')
+        .and_then(|(_, last)| last.rsplit_once(':'))
+        .is_some_and(|(name, verb)| !name.is_empty() && verbs.contains(verb));
+    if verb_known {
+        let routed = routed_path(path);
+        let pq = match req.uri().query() {
+            Some(q) => format!("{routed}?{q}"),
+            None => routed,
         };
-        let merged = match by_path.remove(r.path) {
+        if let Ok(uri) = pq.parse::<Uri>() {
+            *req.uri_mut() = uri;
+        }
+    }
+    req
+}
+
+pub fn build_router(state: AppState) -> Router {
+    let mut by_path: BTreeMap<String, MethodRouter<AppState>> = BTreeMap::new();
+    let mut verbs = HashSet::new();
+    for r in routes() {
+        let access = Access {
+            state: state.clone(),
+            permission: r.permission,
+            identity: r.identity,
+        };
+        let mut handler = r.handler.layer(from_fn_with_state(access, authorize));
+        if r.deadline {
+            handler = handler.layer(from_fn(deadline));
+        }
+        let routed = routed_path(r.path);
+        if let Some((_, verb)) = routed.rsplit_once("/:") {
+            verbs.insert(verb.to_string());
+        }
+        let merged = match by_path.remove(&routed) {
             Some(existing) => existing.merge(handler),
             None => handler,
         };
-        by_path.insert(r.path, merged);
+        by_path.insert(routed, merged);
     }
-    let mut router = Router::new();
+    // `/:verb` segments are literal here, not the old capture syntax.
+    let mut router = Router::new().without_v07_checks();
     for (path, handler) in by_path {
-        router = router.route(path, handler);
+        router = router.route(&path, handler);
     }
-    router
+    let inner = router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn(catch_panic))
         .layer(from_fn_with_state(state.clone(), render_problems))
         .layer(from_fn_with_state(state.clone(), record_metrics))
         .layer(from_fn_with_state(state.clone(), request_id))
-        .with_state(state)
+        .with_state(state);
+    let verbs = Arc::new(verbs);
+    Router::new().fallback_service(inner.map_request(move |req| split_verb(&verbs, req)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+
+    #[test]
+    fn verb_paths() {
+        assert_eq!(
+            routed_path("/api/v1/api-tokens/{id}:rotate"),
+            "/api/v1/api-tokens/{id}/:rotate"
+        );
+        assert_eq!(routed_path("/api/v1/audit:verify"), "/api/v1/audit/:verify");
+        assert_eq!(routed_path("/api/v1/audit"), "/api/v1/audit");
+        assert_eq!(
+            documented_path("/api/v1/api-tokens/{id}/:rotate"),
+            "/api/v1/api-tokens/{id}:rotate"
+        );
+        let verbs: HashSet<String> = ["rotate".to_string()].into();
+        let req = split_verb(
+            &verbs,
+            Request::get("/x/abc:rotate?a=1")
+                .body(Body::empty())
+                .unwrap(),
+        );
+        assert_eq!(req.uri(), "/x/abc/:rotate?a=1");
+        let req = split_verb(
+            &verbs,
+            Request::get("/x/disk:root").body(Body::empty()).unwrap(),
+        );
+        assert_eq!(req.uri(), "/x/disk:root", "unknown verbs are names");
+    }
 }

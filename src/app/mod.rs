@@ -6,6 +6,7 @@ mod server;
 mod tls;
 
 use crate::api::{AppContext, build_router};
+use crate::auth::{Auth, CryptoPolicy, LastUsedWorker};
 use crate::config::Config;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
@@ -86,10 +87,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         .map_err(|e| AppError::Internal(e.to_string()))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
 
+    let auth = Auth::new(store.clone(), clock.clone(), crypto_policy());
+    supervisor.spawn(LastUsedWorker(auth.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
         store: store.clone(),
+        auth,
         metrics: Arc::new(Metrics::new()),
         supervisor: supervisor.clone(),
         started_at: clock.now(),
@@ -119,7 +123,16 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 /// bootstrap-admin token.
 pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
-    let store = open_store(&config.data_dir, clock).await?;
+    let store = open_store(&config.data_dir, clock.clone()).await?;
+    let auth = Auth::new(store.clone(), clock, crypto_policy());
+    let minted = auth.mint_bootstrap().await;
     store.close();
-    Err(AppError::Internal("token minting is not built yet".into()))
+    minted
+        .map(|m| m.token)
+        .map_err(|e| AppError::Internal(e.to_string()))
+}
+
+/// `SVC_CRYPTO_POLICY=fast` selects the test preset of the secret hash; never set it in production.
+fn crypto_policy() -> CryptoPolicy {
+    CryptoPolicy::named(std::env::var("SVC_CRYPTO_POLICY").ok().as_deref())
 }

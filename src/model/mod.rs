@@ -1,6 +1,8 @@
 //! Resource types as the API shows them (serde, camelCase), ids, durations, time and selectors; no I/O.
 
+pub mod audit;
 pub mod duration;
+pub mod identity;
 pub mod selector;
 pub mod tenant;
 pub mod time;

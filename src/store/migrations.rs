@@ -2,7 +2,7 @@
 //! `schema_version`, so a failing migration stops start-up and leaves the last committed one.
 
 use super::StoreError;
-use super::tables::{META, TENANT_SLUGS, TENANTS};
+use super::tables::{AUDIT, META, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS};
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
 pub struct Migration {
@@ -11,11 +11,18 @@ pub struct Migration {
     pub apply: fn(&WriteTransaction) -> Result<(), StoreError>,
 }
 
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "base tables",
-    apply: create_base_tables,
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "base tables",
+        apply: create_base_tables,
+    },
+    Migration {
+        version: 2,
+        name: "identity and audit tables",
+        apply: create_identity_tables,
+    },
+];
 
 const SCHEMA_VERSION: &str = "schema_version";
 
@@ -23,6 +30,14 @@ fn create_base_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(META).map_err(StoreError::from_redb)?;
     tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
     tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_identity_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(AUDIT).map_err(StoreError::from_redb)?;
+    tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+    tx.open_table(TOKEN_PREFIXES)
+        .map_err(StoreError::from_redb)?;
     Ok(())
 }
 

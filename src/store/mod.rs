@@ -2,20 +2,23 @@
 //! transaction committed with quick repair (so opening after a crash takes seconds), and an I/O
 //! error (disk full) takes the store offline until the recovery worker has reopened it.
 
+mod audit;
 mod codec;
 mod error;
 mod keys;
 mod migrations;
 mod tables;
 mod tenants;
+mod tokens;
 
+pub use audit::{CHECKPOINT_EVERY, CHECKPOINT_FILE};
 pub use error::StoreError;
 
 use crate::model::Timestamp;
 use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -31,6 +34,8 @@ pub struct Store {
     offline_reason: RwLock<Option<String>>,
     needs_recovery: AtomicBool,
     recovery: Arc<Notify>,
+    /// Set by an audit append that crossed a checkpoint boundary; written after the commit.
+    pending_checkpoint: Mutex<Option<audit::ChainHead>>,
 }
 
 fn open_db(path: &Path) -> Result<Database, StoreError> {
@@ -60,6 +65,7 @@ impl Store {
             offline_reason: RwLock::new(None),
             needs_recovery: AtomicBool::new(false),
             recovery: Arc::new(Notify::new()),
+            pending_checkpoint: Mutex::new(None),
         });
         store.ensure_default_tenant_blocking(id, now)?;
         Ok(store)
@@ -118,8 +124,15 @@ impl Store {
             Ok(out)
         };
         let result = run();
-        if let Err(e) = &result {
-            self.fail(e);
+        match &result {
+            Ok(_) => self.flush_checkpoint(),
+            Err(e) => {
+                self.pending_checkpoint
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                self.fail(e);
+            }
         }
         result
     }
@@ -194,8 +207,9 @@ impl Store {
         Ok(())
     }
 
-    /// Closes the database file. Later calls answer `Unavailable`.
+    /// Writes the audit checkpoint and closes the database file. Later calls answer `Unavailable`.
     pub fn close(&self) {
+        self.checkpoint_now();
         *self
             .offline_reason
             .write()

@@ -10,6 +10,14 @@ pub const TENANTS: TableDefinition<u128, &[u8]> = TableDefinition::new("tenant_b
 /// Tenant ids by slug.
 pub const TENANT_SLUGS: TableDefinition<&str, u128> = TableDefinition::new("tenant_id_by_slug");
 
+/// The audit chain by sequence number.
+pub const AUDIT: TableDefinition<u64, &[u8]> = TableDefinition::new("audit_entry_by_seq");
+/// API tokens by tenant + token id.
+pub const TOKENS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("token_by_tenant_id");
+/// Token keys by secret prefix + token id.
+pub const TOKEN_PREFIXES: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("token_key_by_prefix");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -3,6 +3,7 @@
 use super::codec::{decode, encode};
 use super::tables::{TENANT_SLUGS, TENANTS};
 use super::{Store, StoreError};
+use crate::model::audit::AuditDraft;
 use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
 use redb::ReadableTable;
 use std::sync::Arc;
@@ -93,6 +94,39 @@ impl Store {
                 out.push(decode(v.value())?);
             }
             Ok(out)
+        })
+        .await
+    }
+}
+
+impl Store {
+    /// Creates a tenant; its slug must be free.
+    pub async fn create_tenant(
+        self: &Arc<Self>,
+        tenant: Tenant,
+        audit: AuditDraft,
+    ) -> Result<Tenant, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            {
+                let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+                if slugs
+                    .get(tenant.slug.as_str())
+                    .map_err(StoreError::from_redb)?
+                    .is_some()
+                {
+                    return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
+                }
+                slugs
+                    .insert(tenant.slug.as_str(), tenant.id.as_u128())
+                    .map_err(StoreError::from_redb)?;
+                tx.open_table(TENANTS)
+                    .map_err(StoreError::from_redb)?
+                    .insert(tenant.id.as_u128(), encode(&tenant)?.as_slice())
+                    .map_err(StoreError::from_redb)?;
+            }
+            store.append_audit(tx, audit.after(&tenant))?;
+            Ok(tenant)
         })
         .await
     }

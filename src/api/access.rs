@@ -1,0 +1,152 @@
+//! Per-route access control in the order of SPEC 4.5: CSRF check, authentication, permission,
+//! then the handler. Invalid credentials are rejected on every route, public ones included.
+
+use super::AppState;
+use super::error::Problem;
+use super::middleware::RequestId;
+use super::router::PUBLIC;
+use crate::auth::{AuthError, Principal};
+use crate::model::identity::Actor;
+use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
+use axum::http::HeaderMap;
+use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+pub const SESSION_COOKIE: &str = "svc_session";
+pub const TENANT_HEADER: &str = "x-service-tenant";
+
+/// What a route requires, attached to it by the router.
+#[derive(Clone)]
+pub struct Access {
+    pub state: AppState,
+    pub permission: &'static str,
+    /// A route with no permission that still needs a caller (whoami, change-password...).
+    pub identity: bool,
+}
+
+impl From<AuthError> for Problem {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Invalid(why) => Problem::new("svc:auth/invalid", why),
+            AuthError::Validation { field, detail } => Problem::validation(field, detail),
+            AuthError::Forbidden(why) => Problem::new("svc:auth/forbidden", why),
+            AuthError::NotFound => Problem::not_found(),
+            AuthError::Store(s) => s.into(),
+        }
+    }
+}
+
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))?
+        .trim();
+    // Other bearer values belong to event sources' own authentication.
+    token.starts_with("svc_").then_some(token)
+}
+
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+pub fn peer_ip(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
+}
+
+pub async fn authorize(State(access): State<Access>, mut req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let bearer = bearer_token(headers).map(str::to_string);
+    let session = cookie(headers, SESSION_COOKIE).map(str::to_string);
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
+    if bearer.is_none() && session.is_some() && cross_site {
+        return Problem::new("svc:auth/csrf", "cross-site request with a session cookie")
+            .into_response();
+    }
+    let auth = &access.state.auth;
+    let principal: Option<Principal> = if let Some(secret) = bearer {
+        match auth
+            .authenticate_token(&secret, peer_ip(req.extensions()))
+            .await
+        {
+            Ok(p) => Some(p),
+            Err(e) => return Problem::from(e).into_response(),
+        }
+    } else if session.is_some() {
+        // No session store is running yet, so no session id can be valid.
+        return Problem::new("svc:auth/invalid", "session is invalid or expired").into_response();
+    } else {
+        None
+    };
+    let needs_caller = access.permission != PUBLIC || access.identity;
+    let Some(mut principal) = principal else {
+        if needs_caller {
+            return Problem::new(
+                "svc:auth/required",
+                "this route needs an API token or a session",
+            )
+            .into_response();
+        }
+        return next.run(req).await;
+    };
+    if access.permission != PUBLIC && !principal.allows(access.permission) {
+        return Problem::new("svc:auth/forbidden", access.permission).into_response();
+    }
+    let tenant_header = req
+        .headers()
+        .get(TENANT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Err(e) = auth
+        .select_tenant(&mut principal, tenant_header.as_deref())
+        .await
+    {
+        return Problem::from(e).into_response();
+    }
+    req.extensions_mut().insert(principal);
+    next.run(req).await
+}
+
+/// The authenticated caller and the audit actor of this request.
+pub struct Caller {
+    pub principal: Principal,
+    pub actor: Actor,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| {
+                Problem::new(
+                    "svc:auth/required",
+                    "this route needs an API token or a session",
+                )
+            })?;
+        let request_id = parts
+            .extensions
+            .get::<RequestId>()
+            .map(|r| r.0.to_string())
+            .unwrap_or_default();
+        let actor = principal.actor(peer_ip(&parts.extensions).to_string(), request_id);
+        Ok(Caller { principal, actor })
+    }
+}

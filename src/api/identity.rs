@@ -1,0 +1,186 @@
+//! Identity routes: whoami, API tokens, tenants, the audit log.
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::ApiJson;
+use super::pagination::{AUDIT, Page, PageQuery};
+use super::router::Route;
+use crate::model::audit::AuditFilter;
+use crate::model::identity::{TenantRequest, TokenRequest};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/whoami", whoami)
+            .identity()
+            .doc("identity", "Who am I", "`{actorType, actorId, name, tenantId, permissions[]}`; `tenantId` is the home tenant."),
+        Route::get("/api/v1/api-tokens", list_tokens)
+            .permission("admin:tokens")
+            .doc("api-tokens", "List API tokens (no secrets)", "All tokens of the acting tenant, without paging."),
+        Route::post("/api/v1/api-tokens", mint_token).permission("admin:tokens").doc(
+            "api-tokens",
+            "Create API token (secret shown once)",
+            "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
+        ),
+        Route::delete("/api/v1/api-tokens/{id}", revoke_token)
+            .permission("admin:tokens")
+            .doc("api-tokens", "Revoke API token", "204; the secret stops working at once."),
+        Route::post("/api/v1/api-tokens/{id}:rotate", rotate_token)
+            .permission("admin:tokens")
+            .doc("api-tokens", "Rotate token (new secret, old revoked)", "200 `{token, meta}`; the old secret dies at once."),
+        Route::get("/api/v1/tenants", list_tenants)
+            .permission("admin:tenants")
+            .doc("tenants", "List tenants", "All tenants, without paging."),
+        Route::post("/api/v1/tenants", create_tenant)
+            .permission("admin:tenants")
+            .doc("tenants", "Create tenant", "Body `{name, slug}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug."),
+        Route::get("/api/v1/audit", audit_list).permission("admin:audit").doc(
+            "audit",
+            "Search audit log",
+            "Filters actorId, actorType, action, resource, afterSeq (only newer entries); seq descending; limit 200 by default, at most 5000; `cursor` is the last seq of the previous page.",
+        ),
+        Route::get("/api/v1/audit:export", audit_export)
+            .permission("admin:audit")
+            .no_deadline()
+            .doc("audit", "NDJSON audit export (SIEM)", "The acting tenant's entries, oldest first, one JSON object per line."),
+        Route::post("/api/v1/audit:verify", audit_verify).permission("admin:audit").doc(
+            "audit",
+            "Verify the audit hash chain",
+            "`{intact, verified, error?}`: walks the whole chain and compares it with the checkpoint file beside the database.",
+        ),
+    ]
+}
+
+async fn whoami(c: Caller) -> impl IntoResponse {
+    Json(c.principal.whoami())
+}
+
+fn parse_id(raw: &str) -> Result<Uuid, Problem> {
+    Uuid::parse_str(raw).map_err(|_| Problem::not_found())
+}
+
+async fn list_tokens(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(st.auth.tokens(&c.principal).await?)))
+}
+
+async fn mint_token(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(req): ApiJson<TokenRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let minted = st.auth.mint(&c.principal, &c.actor, req).await?;
+    Ok((StatusCode::CREATED, Json(minted)))
+}
+
+async fn revoke_token(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.auth
+        .revoke(&c.principal, &c.actor, parse_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn rotate_token(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(
+        st.auth
+            .rotate(&c.principal, &c.actor, parse_id(&id)?)
+            .await?,
+    ))
+}
+
+async fn list_tenants(State(st): State<AppState>) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(st.auth.tenants().await?)))
+}
+
+async fn create_tenant(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(req): ApiJson<TenantRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let tenant = st.auth.create_tenant(&c.actor, req).await?;
+    Ok((StatusCode::CREATED, Json(tenant)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AuditQuery {
+    actor_id: Option<String>,
+    actor_type: Option<String>,
+    action: Option<String>,
+    resource: Option<String>,
+    after_seq: Option<String>,
+    #[serde(flatten)]
+    page: PageQuery,
+}
+
+async fn audit_list(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<AuditQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let page = q.page.resolve(AUDIT);
+    let filter = AuditFilter {
+        actor_id: q.actor_id,
+        actor_type: q.actor_type,
+        action: q.action,
+        resource: q.resource,
+        after_seq: q.after_seq.and_then(|s| s.parse().ok()),
+        before_seq: page.cursor.as_deref().and_then(|s| s.parse().ok()),
+        tenant_id: None,
+    };
+    let items = st
+        .auth
+        .audit_entries(&c.principal, filter, page.limit)
+        .await?;
+    Ok(Json(Page::new(items, &page, |e| e.seq.to_string())))
+}
+
+/// Streams the export page by page so a long log is never held in memory whole.
+async fn audit_export(State(st): State<AppState>, c: Caller) -> Response {
+    const PAGE: usize = 1000;
+    let stream = futures_util::stream::unfold(Some(0u64), move |after| {
+        let st = st.clone();
+        let principal = c.principal.clone();
+        async move {
+            let after = after?;
+            match st.auth.audit_page(&principal, after, PAGE).await {
+                Ok(entries) if entries.is_empty() => None,
+                Ok(entries) => {
+                    let last = entries.last().map(|e| e.seq);
+                    let mut chunk = Vec::new();
+                    for e in &entries {
+                        if serde_json::to_writer(&mut chunk, e).is_ok() {
+                            chunk.push(b'\n');
+                        }
+                    }
+                    let next = if entries.len() < PAGE { None } else { last };
+                    Some((Ok::<_, std::io::Error>(chunk), next))
+                }
+                Err(e) => Some((Err(std::io::Error::other(e.to_string())), None)),
+            }
+        }
+    });
+    (
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+async fn audit_verify(State(st): State<AppState>) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.auth.verify_audit().await?))
+}

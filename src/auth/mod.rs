@@ -1,0 +1,41 @@
+//! Identity and access: token secrets and passwords (argon2id on a bounded pool), permissions
+//! and built-in roles, principals, tenants and the audit log's domain side.
+
+pub mod crypto;
+pub mod permissions;
+mod principal;
+mod service;
+mod tokens;
+
+pub use crypto::CryptoPolicy;
+pub use permissions::Permissions;
+pub use principal::Principal;
+pub use service::{Auth, LastUsedWorker};
+
+use crate::store::StoreError;
+
+/// Domain errors of identity and access; `api` maps them to problem documents.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// A credential was presented but is not valid; the text says why.
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{detail}")]
+    Validation { field: &'static str, detail: String },
+    /// The caller lacks this permission.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("not found")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AuthError {
+    pub fn validation(field: &'static str, detail: impl Into<String>) -> Self {
+        AuthError::Validation {
+            field,
+            detail: detail.into(),
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Permissions are `resource:action`; `*`, `*:*` and `resource:*` (e.g. `admin:*`) imply their
+//! families. Built-in roles: admin, operator, editor, viewer.
+
+use std::collections::BTreeSet;
+
+const VIEWER: &[&str] = &[
+    "objects:read",
+    "alerts:read",
+    "incidents:read",
+    "events:read",
+    "oncall:read",
+    "metrics:read",
+];
+
+const OPERATOR: &[&str] = &[
+    "objects:read",
+    "objects:write",
+    "alerts:read",
+    "alerts:write",
+    "alerts:ack",
+    "incidents:read",
+    "incidents:write",
+    "events:read",
+    "oncall:read",
+    "metrics:read",
+    "checks:run",
+    "downtimes:write",
+    "silences:write",
+    "reports:render",
+];
+
+const EDITOR: &[&str] = &[
+    "objects:read",
+    "objects:write",
+    "alerts:read",
+    "alerts:write",
+    "alerts:ack",
+    "incidents:read",
+    "incidents:write",
+    "events:read",
+    "oncall:read",
+    "oncall:write",
+    "metrics:read",
+    "checks:run",
+    "downtimes:write",
+    "silences:write",
+    "reports:render",
+    "config:write",
+];
+
+const ADMIN: &[&str] = &["*:*"];
+
+/// The permissions of a built-in role.
+pub fn builtin_role(name: &str) -> Option<&'static [&'static str]> {
+    match name {
+        "admin" => Some(ADMIN),
+        "operator" => Some(OPERATOR),
+        "editor" => Some(EDITOR),
+        "viewer" => Some(VIEWER),
+        _ => None,
+    }
+}
+
+pub const BUILTIN_ROLES: &[&str] = &["admin", "operator", "editor", "viewer"];
+
+/// Whether `granted` covers `wanted`.
+pub fn implies(granted: &str, wanted: &str) -> bool {
+    if granted == "*" || granted == "*:*" || granted == wanted {
+        return true;
+    }
+    match (granted.split_once(':'), wanted.split_once(':')) {
+        (Some((gr, "*")), Some((wr, _))) => gr == wr,
+        _ => false,
+    }
+}
+
+/// Whether a scope string is well formed: `*`, or `resource:action` of lower-case words, either
+/// side possibly `*`.
+pub fn is_well_formed(p: &str) -> bool {
+    if p == "*" {
+        return true;
+    }
+    let word = |s: &str| {
+        s == "*" || (!s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+    };
+    matches!(p.split_once(':'), Some((r, a)) if word(r) && word(a))
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Permissions(BTreeSet<String>);
+
+impl Permissions {
+    pub fn new(items: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Self(items.into_iter().map(Into::into).collect())
+    }
+
+    /// Scopes plus the permissions of the named roles; unknown roles add nothing.
+    pub fn from_scopes_and_roles(scopes: &[String], roles: &[String]) -> Self {
+        let mut set: BTreeSet<String> = scopes.iter().cloned().collect();
+        for r in roles {
+            if let Some(perms) = builtin_role(r) {
+                set.extend(perms.iter().map(|p| p.to_string()));
+            }
+        }
+        Self(set)
+    }
+
+    pub fn allows(&self, wanted: &str) -> bool {
+        self.0.iter().any(|g| implies(g, wanted))
+    }
+
+    /// Whether everything `other` grants is granted here too (no privilege escalation).
+    pub fn covers(&self, other: &Permissions) -> bool {
+        other.0.iter().all(|p| {
+            // A wildcard is covered only by an equal or wider wildcard.
+            self.0.iter().any(|g| implies(g, p))
+        })
+    }
+
+    pub fn to_vec(&self) -> Vec<String> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_imply_their_families() {
+        assert!(implies("*", "admin:users"));
+        assert!(implies("*:*", "objects:read"));
+        assert!(implies("admin:*", "admin:users"));
+        assert!(!implies("admin:*", "objects:read"));
+        assert!(!implies("objects:read", "objects:write"));
+        assert!(implies("objects:read", "objects:read"));
+        assert!(
+            !implies("admin:*", "*:*"),
+            "a family does not cover everything"
+        );
+    }
+
+    #[test]
+    fn roles_expand() {
+        let viewer = Permissions::from_scopes_and_roles(&[], &["viewer".into()]);
+        assert!(viewer.allows("objects:read"));
+        assert!(!viewer.allows("objects:write"));
+        let admin = Permissions::from_scopes_and_roles(&[], &["admin".into()]);
+        assert!(admin.allows("admin:tenants"));
+        assert!(admin.covers(&viewer));
+        assert!(!viewer.covers(&admin));
+        let fam = Permissions::new(["admin:*"]);
+        assert!(!fam.covers(&Permissions::new(["*:*"])));
+    }
+
+    #[test]
+    fn scope_syntax() {
+        for ok in ["*", "*:*", "admin:*", "objects:read", "admin:ai"] {
+            assert!(is_well_formed(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "objects",
+            "objects:",
+            ":read",
+            "Objects:read",
+            "a:b:c",
+            "a b:c",
+        ] {
+            assert!(!is_well_formed(bad), "{bad}");
+        }
+    }
+}

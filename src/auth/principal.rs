@@ -1,0 +1,42 @@
+//! The authenticated caller of one request.
+
+use super::Permissions;
+use crate::model::identity::{Actor, ActorType, Whoami};
+use uuid::Uuid;
+
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub actor_type: ActorType,
+    pub actor_id: String,
+    pub name: String,
+    /// The tenant the credential belongs to.
+    pub home_tenant: Uuid,
+    /// The tenant acted on: the home tenant, or `X-Service-Tenant` for holders of `admin:tenants`.
+    pub tenant: Uuid,
+    pub permissions: Permissions,
+}
+
+impl Principal {
+    pub fn allows(&self, permission: &str) -> bool {
+        self.permissions.allows(permission)
+    }
+
+    pub fn actor(&self, source_ip: String, request_id: String) -> Actor {
+        Actor {
+            actor_type: self.actor_type,
+            actor_id: self.actor_id.clone(),
+            source_ip,
+            request_id,
+        }
+    }
+
+    pub fn whoami(&self) -> Whoami {
+        Whoami {
+            actor_type: self.actor_type,
+            actor_id: self.actor_id.clone(),
+            name: self.name.clone(),
+            tenant_id: self.home_tenant,
+            permissions: self.permissions.to_vec(),
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The `Auth` service: the bounded hashing pool, the verified-token cache, `lastUsedAt`
+//! bookkeeping, and the tenant and audit operations.
+
+use super::{AuthError, CryptoPolicy, Principal};
+use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
+use crate::model::identity::{Actor, ApiToken, TenantRequest};
+use crate::model::{Tenant, Timestamp};
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::Store;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+/// At most this many argon2 computations (64 MiB each) run at once.
+const HASH_SLOTS: usize = 2;
+/// The verified-token cache is dropped whole past this many entries (bounded memory).
+const CACHE_MAX: usize = 10_000;
+/// How often `lastUsedAt` is written back.
+const LAST_USED_FLUSH: Duration = Duration::from_secs(15);
+
+pub struct Auth {
+    pub(super) store: Arc<Store>,
+    pub(super) clock: SharedClock,
+    policy: CryptoPolicy,
+    hash_slots: Semaphore,
+    /// Random per process: cache keys are digests of secrets under it, so the cache never holds
+    /// a secret and its keys are useless outside this process.
+    cache_key: [u8; 32],
+    pub(super) verified: Mutex<HashMap<[u8; 32], ApiToken>>,
+    last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
+}
+
+impl Auth {
+    pub fn new(store: Arc<Store>, clock: SharedClock, policy: CryptoPolicy) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            policy,
+            hash_slots: Semaphore::new(HASH_SLOTS),
+            cache_key: super::crypto::random_bytes::<32>().unwrap_or_default(),
+            verified: Mutex::new(HashMap::new()),
+            last_used: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(super) fn digest(&self, secret: &str) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.cache_key);
+        h.update(secret.as_bytes());
+        h.finalize().into()
+    }
+
+    pub(super) fn cache_get(&self, key: &[u8; 32]) -> Option<ApiToken> {
+        self.verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    pub(super) fn cache_put(&self, key: [u8; 32], token: ApiToken) {
+        let mut c = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        c.insert(key, token);
+    }
+
+    /// Drops every cached verification of a token (rotate, delete).
+    pub(super) fn cache_forget(&self, token_id: Uuid) {
+        self.verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, t| t.id != token_id);
+    }
+
+    /// Runs argon2 off the async runtime, at most `HASH_SLOTS` at once.
+    pub(super) async fn hash_secret(&self, secret: String) -> Result<String, AuthError> {
+        let _slot = self
+            .hash_slots
+            .acquire()
+            .await
+            .map_err(|_| AuthError::Invalid("shutting down".into()))?;
+        let policy = self.policy;
+        tokio::task::spawn_blocking(move || policy.hash(secret.as_bytes()))
+            .await
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                AuthError::Store(crate::store::StoreError::Internal(
+                    "secret hashing failed".into(),
+                ))
+            })
+    }
+
+    pub(super) async fn verify_secret(&self, secret: String, stored: String) -> bool {
+        let Ok(_slot) = self.hash_slots.acquire().await else {
+            return false;
+        };
+        let policy = self.policy;
+        tokio::task::spawn_blocking(move || policy.verify(secret.as_bytes(), &stored))
+            .await
+            .unwrap_or(false)
+    }
+
+    pub(super) fn mark_used(&self, tenant: Uuid, id: Uuid) {
+        let now = self.clock.now();
+        self.last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((tenant, id), now);
+    }
+
+    fn take_used(&self) -> Vec<(Uuid, Uuid, Timestamp)> {
+        let mut m = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        m.drain().map(|((t, i), at)| (t, i, at)).collect()
+    }
+
+    fn draft(&self, tenant: Uuid, actor: &Actor, action: &str, resource: String) -> AuditDraft {
+        AuditDraft::new(self.clock.now(), tenant, actor, action, resource)
+    }
+
+    pub(super) fn audit(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        action: &str,
+        resource: String,
+    ) -> AuditDraft {
+        self.draft(p.tenant, actor, action, resource)
+    }
+
+    /// Resolves `X-Service-Tenant`: honoured only for holders of `admin:tenants`.
+    pub async fn select_tenant(
+        &self,
+        p: &mut Principal,
+        header: Option<&str>,
+    ) -> Result<(), AuthError> {
+        let Some(raw) = header.filter(|h| !h.trim().is_empty()) else {
+            return Ok(());
+        };
+        if !p.allows("admin:tenants") {
+            return Ok(());
+        }
+        let id = Uuid::parse_str(raw.trim()).map_err(|_| {
+            AuthError::validation("tenant", "X-Service-Tenant must be a tenant UUID")
+        })?;
+        self.store.tenant(id).await.map_err(|e| match e {
+            crate::store::StoreError::NotFound => {
+                AuthError::validation("tenant", format!("no tenant {id}"))
+            }
+            other => other.into(),
+        })?;
+        p.tenant = id;
+        Ok(())
+    }
+
+    pub async fn tenants(&self) -> Result<Vec<Tenant>, AuthError> {
+        Ok(self.store.tenants().await?)
+    }
+
+    pub async fn create_tenant(
+        &self,
+        actor: &Actor,
+        req: TenantRequest,
+    ) -> Result<Tenant, AuthError> {
+        let slug = req.slug.trim().to_string();
+        let slug_ok = !slug.is_empty()
+            && slug.len() <= 63
+            && slug
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !slug.starts_with('-');
+        if !slug_ok {
+            return Err(AuthError::validation(
+                "tenant",
+                "slug must be 1-63 lower-case letters, digits or '-'",
+            ));
+        }
+        let name = req.name.trim().to_string();
+        if name.is_empty() {
+            return Err(AuthError::validation("name", "name is required"));
+        }
+        let now = self.clock.now();
+        let tenant = Tenant {
+            id: self.clock.new_id(),
+            slug,
+            name,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        };
+        // The new tenant's creation is recorded in the tenant it creates.
+        let audit = self.draft(
+            tenant.id,
+            actor,
+            "tenant.create",
+            format!("tenant/{}", tenant.id),
+        );
+        Ok(self.store.create_tenant(tenant, audit).await?)
+    }
+
+    pub async fn audit_entries(
+        &self,
+        p: &Principal,
+        mut filter: AuditFilter,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, AuthError> {
+        filter.tenant_id = Some(p.tenant);
+        Ok(self.store.audit_entries(filter, limit).await?)
+    }
+
+    pub async fn audit_page(
+        &self,
+        p: &Principal,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, AuthError> {
+        Ok(self
+            .store
+            .audit_page_ascending(p.tenant, after_seq, limit)
+            .await?)
+    }
+
+    pub async fn verify_audit(&self) -> Result<AuditVerification, AuthError> {
+        Ok(self.store.verify_audit().await?)
+    }
+}
+
+/// Writes `lastUsedAt` of recently used tokens back in batches, off the request path.
+pub struct LastUsedWorker(pub Arc<Auth>);
+
+impl Worker for LastUsedWorker {
+    fn name(&self) -> &'static str {
+        "token-last-used"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            let used = self.0.take_used();
+            if !used.is_empty() {
+                if let Err(e) = self.0.store.touch_tokens(used).await {
+                    tracing::warn!(error = %e, "could not record token use");
+                }
+            }
+            Wait::For(LAST_USED_FLUSH)
+        })
+    }
+}

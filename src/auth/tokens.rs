@@ -1,0 +1,308 @@
+//! API tokens: `svc_` + 48 hex characters; authentication with the verified-token cache, and
+//! mint, rotate, revoke, list, bootstrap.
+
+use super::permissions::{BUILTIN_ROLES, is_well_formed};
+use super::{Auth, AuthError, Permissions, Principal};
+use crate::model::Timestamp;
+use crate::model::audit::hex;
+use crate::model::identity::{Actor, ActorType, ApiToken, MintedToken, StoredToken, TokenRequest};
+use std::net::IpAddr;
+use uuid::Uuid;
+
+pub const TOKEN_PREFIX: &str = "svc_";
+const SECRET_HEX_LEN: usize = 48;
+const LOOKUP_LEN: usize = 8;
+
+fn well_formed(secret: &str) -> bool {
+    secret
+        .strip_prefix(TOKEN_PREFIX)
+        .is_some_and(|h| h.len() == SECRET_HEX_LEN && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn new_secret() -> Option<String> {
+    let bytes = super::crypto::random_bytes::<24>()?;
+    Some(format!("{TOKEN_PREFIX}{}", hex(&bytes)))
+}
+
+fn lookup_prefix(secret: &str) -> String {
+    secret[TOKEN_PREFIX.len()..TOKEN_PREFIX.len() + LOOKUP_LEN].to_string()
+}
+
+fn ip_allowed(binds: &[String], peer: IpAddr) -> bool {
+    let peer = match peer {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    binds.is_empty()
+        || binds.iter().any(|b| {
+            b.parse::<ipnet::IpNet>().is_ok_and(|n| n.contains(&peer))
+                || b.parse::<IpAddr>().is_ok_and(|a| a == peer)
+        })
+}
+
+impl Auth {
+    /// Resolves a bearer secret to a principal: cache or argon2, then expiry and IP binding,
+    /// which are checked on every request, cached or not.
+    pub async fn authenticate_token(
+        &self,
+        secret: &str,
+        peer: IpAddr,
+    ) -> Result<Principal, AuthError> {
+        if !well_formed(secret) {
+            return Err(AuthError::Invalid("malformed API token".into()));
+        }
+        let key = self.digest(secret);
+        let meta = match self.cache_get(&key) {
+            Some(m) => m,
+            None => {
+                let mut found = None;
+                for candidate in self.store.tokens_by_prefix(lookup_prefix(secret)).await? {
+                    if self
+                        .verify_secret(secret.to_string(), candidate.secret_hash.clone())
+                        .await
+                    {
+                        found = Some(candidate.meta);
+                        break;
+                    }
+                }
+                let meta = found.ok_or_else(|| AuthError::Invalid("unknown API token".into()))?;
+                self.cache_put(key, meta.clone());
+                meta
+            }
+        };
+        if meta.expires_at.is_some_and(|at| self.clock.now() >= at) {
+            return Err(AuthError::Invalid("API token expired".into()));
+        }
+        if !ip_allowed(&meta.ip_bind, peer) {
+            return Err(AuthError::Invalid(
+                "API token not valid from this address".into(),
+            ));
+        }
+        self.mark_used(meta.tenant_id, meta.id);
+        Ok(Principal {
+            actor_type: if meta.ai_agent {
+                ActorType::AiAgent
+            } else {
+                ActorType::Token
+            },
+            actor_id: meta.id.to_string(),
+            name: meta.name.clone(),
+            home_tenant: meta.tenant_id,
+            tenant: meta.tenant_id,
+            permissions: Permissions::from_scopes_and_roles(&meta.scopes, &meta.roles),
+        })
+    }
+
+    fn validate(
+        &self,
+        creator: Option<&Principal>,
+        req: &TokenRequest,
+    ) -> Result<Option<Timestamp>, AuthError> {
+        if req.name.trim().is_empty() {
+            return Err(AuthError::validation("name", "name is required"));
+        }
+        if req.scopes.is_empty() && req.roles.is_empty() {
+            return Err(AuthError::validation(
+                "token",
+                "scopes or roles are required",
+            ));
+        }
+        if let Some(bad) = req.scopes.iter().find(|s| !is_well_formed(s)) {
+            return Err(AuthError::validation(
+                "token",
+                format!("scope {bad:?} is not of the form resource:action"),
+            ));
+        }
+        if let Some(bad) = req
+            .roles
+            .iter()
+            .find(|r| !BUILTIN_ROLES.contains(&r.as_str()))
+        {
+            return Err(AuthError::validation(
+                "token",
+                format!("unknown role {bad:?}"),
+            ));
+        }
+        if let Some(bad) = req
+            .ip_bind
+            .iter()
+            .find(|c| c.parse::<ipnet::IpNet>().is_err() && c.parse::<IpAddr>().is_err())
+        {
+            return Err(AuthError::validation(
+                "cidr",
+                format!("{bad:?} is not a CIDR or address"),
+            ));
+        }
+        let expires_at = match req.expires_at.as_deref().filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => {
+                let at: Timestamp = s
+                    .parse()
+                    .map_err(|e: String| AuthError::validation("expiresAt", e))?;
+                if at <= self.clock.now() {
+                    return Err(AuthError::validation(
+                        "expiresAt",
+                        "expiresAt must be in the future",
+                    ));
+                }
+                Some(at)
+            }
+        };
+        if let Some(creator) = creator {
+            let wanted = Permissions::from_scopes_and_roles(&req.scopes, &req.roles);
+            if !creator.permissions.covers(&wanted) {
+                return Err(AuthError::Forbidden(
+                    "a token cannot carry permissions its creator lacks".into(),
+                ));
+            }
+        }
+        Ok(expires_at)
+    }
+
+    async fn mint_in(
+        &self,
+        tenant: Uuid,
+        created_by: String,
+        actor: &Actor,
+        creator: Option<&Principal>,
+        req: TokenRequest,
+    ) -> Result<MintedToken, AuthError> {
+        let expires_at = self.validate(creator, &req)?;
+        let secret =
+            new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
+        let secret_hash = self.hash_secret(secret.clone()).await?;
+        let meta = ApiToken {
+            id: self.clock.new_id(),
+            tenant_id: tenant,
+            name: req.name.trim().to_string(),
+            prefix: lookup_prefix(&secret),
+            scopes: req.scopes,
+            roles: req.roles,
+            ip_bind: req.ip_bind,
+            expires_at,
+            last_used_at: None,
+            ai_agent: req.ai_agent,
+            created_at: self.clock.now(),
+            created_by,
+            version: 1,
+        };
+        let audit = crate::model::audit::AuditDraft::new(
+            self.clock.now(),
+            tenant,
+            actor,
+            "token.create",
+            format!("api-token/{}", meta.id),
+        );
+        self.store
+            .insert_token(
+                StoredToken {
+                    meta: meta.clone(),
+                    secret_hash,
+                },
+                audit,
+            )
+            .await?;
+        Ok(MintedToken {
+            token: secret,
+            meta,
+        })
+    }
+
+    /// `POST /api/v1/api-tokens`: bound to the creator's effective tenant.
+    pub async fn mint(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: TokenRequest,
+    ) -> Result<MintedToken, AuthError> {
+        self.mint_in(p.tenant, p.actor_id.clone(), actor, Some(p), req)
+            .await
+    }
+
+    /// `svc bootstrap`: `bootstrap-admin` with `*:*` in the default tenant.
+    pub async fn mint_bootstrap(&self) -> Result<MintedToken, AuthError> {
+        let tenant = self.store.default_tenant().await?;
+        let req = TokenRequest {
+            name: "bootstrap-admin".into(),
+            scopes: vec!["*:*".into()],
+            ..Default::default()
+        };
+        self.mint_in(
+            tenant.id,
+            "bootstrap".into(),
+            &Actor::system("bootstrap"),
+            None,
+            req,
+        )
+        .await
+    }
+
+    pub async fn tokens(&self, p: &Principal) -> Result<Vec<ApiToken>, AuthError> {
+        Ok(self.store.tokens(p.tenant).await?)
+    }
+
+    pub async fn rotate(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<MintedToken, AuthError> {
+        let secret =
+            new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
+        let secret_hash = self.hash_secret(secret.clone()).await?;
+        let audit = self.audit(p, actor, "token.rotate", format!("api-token/{id}"));
+        let meta = self
+            .store
+            .rotate_token(p.tenant, id, lookup_prefix(&secret), secret_hash, audit)
+            .await
+            .map_err(not_found)?;
+        self.cache_forget(id);
+        Ok(MintedToken {
+            token: secret,
+            meta,
+        })
+    }
+
+    pub async fn revoke(&self, p: &Principal, actor: &Actor, id: Uuid) -> Result<(), AuthError> {
+        let audit = self.audit(p, actor, "token.delete", format!("api-token/{id}"));
+        self.store
+            .delete_token(p.tenant, id, audit)
+            .await
+            .map_err(not_found)?;
+        self.cache_forget(id);
+        Ok(())
+    }
+}
+
+fn not_found(e: crate::store::StoreError) -> AuthError {
+    match e {
+        crate::store::StoreError::NotFound => AuthError::NotFound,
+        other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_format() {
+        let s = new_secret().unwrap();
+        assert!(well_formed(&s));
+        assert_eq!(s.len(), 4 + 48);
+        assert_eq!(lookup_prefix(&s).len(), 8);
+        assert!(!well_formed("svc_abc"));
+        assert!(!well_formed(&s.replace("svc_", "np_x")));
+    }
+
+    #[test]
+    fn ip_binding() {
+        let peer: IpAddr = "10.1.2.3".parse().unwrap();
+        assert!(ip_allowed(&[], peer));
+        assert!(ip_allowed(&["10.0.0.0/8".into()], peer));
+        assert!(!ip_allowed(&["192.168.0.0/16".into()], peer));
+        assert!(ip_allowed(&["10.1.2.3".into()], peer));
+        let mapped: IpAddr = "::ffff:10.1.2.3".parse().unwrap();
+        assert!(ip_allowed(&["10.0.0.0/8".into()], mapped));
+    }
+}

@@ -1,0 +1,184 @@
+//! API tokens: by tenant and id, and a prefix index for lookup by secret.
+
+use super::codec::{decode, encode};
+use super::keys::{scoped, tenant_range};
+use super::tables::{TOKEN_PREFIXES, TOKENS};
+use super::{Store, StoreError};
+use crate::model::Timestamp;
+use crate::model::audit::AuditDraft;
+use crate::model::identity::{ApiToken, StoredToken};
+use redb::{ReadableTable, WriteTransaction};
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn token_key(tenant: Uuid, id: Uuid) -> Vec<u8> {
+    scoped(tenant, id.as_bytes())
+}
+
+fn prefix_key(prefix: &str, id: Uuid) -> Vec<u8> {
+    let mut k = prefix.as_bytes().to_vec();
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+fn put(tx: &WriteTransaction, t: &StoredToken) -> Result<(), StoreError> {
+    let key = token_key(t.meta.tenant_id, t.meta.id);
+    tx.open_table(TOKENS)
+        .map_err(StoreError::from_redb)?
+        .insert(key.as_slice(), encode(t)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(TOKEN_PREFIXES)
+        .map_err(StoreError::from_redb)?
+        .insert(
+            prefix_key(&t.meta.prefix, t.meta.id).as_slice(),
+            key.as_slice(),
+        )
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn take(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<StoredToken, StoreError> {
+    let key = token_key(tenant, id);
+    let old: StoredToken = {
+        let mut tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+        let row = tokens
+            .remove(key.as_slice())
+            .map_err(StoreError::from_redb)?;
+        decode(row.ok_or(StoreError::NotFound)?.value())?
+    };
+    tx.open_table(TOKEN_PREFIXES)
+        .map_err(StoreError::from_redb)?
+        .remove(prefix_key(&old.meta.prefix, id).as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(old)
+}
+
+impl Store {
+    pub async fn insert_token(
+        self: &Arc<Self>,
+        token: StoredToken,
+        audit: AuditDraft,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            put(tx, &token)?;
+            store.append_audit(tx, audit.after(&token.meta))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Every token whose secret starts with `prefix` (collisions are possible, if rare).
+    pub async fn tokens_by_prefix(
+        self: &Arc<Self>,
+        prefix: String,
+    ) -> Result<Vec<StoredToken>, StoreError> {
+        self.read(move |tx| {
+            let index = tx
+                .open_table(TOKEN_PREFIXES)
+                .map_err(StoreError::from_redb)?;
+            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let mut out = Vec::new();
+            let lo = prefix_key(&prefix, Uuid::nil());
+            let hi = prefix_key(&prefix, Uuid::max());
+            for row in index
+                .range(lo.as_slice()..=hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                let (_, key) = row.map_err(StoreError::from_redb)?;
+                if let Some(t) = tokens.get(key.value()).map_err(StoreError::from_redb)? {
+                    out.push(decode(t.value())?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn tokens(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<ApiToken>, StoreError> {
+        self.read(move |tx| {
+            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let (lo, hi) = tenant_range(tenant);
+            let mut out = Vec::new();
+            for row in tokens
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                let (_, v) = row.map_err(StoreError::from_redb)?;
+                out.push(decode::<StoredToken>(v.value())?.meta);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn delete_token(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+        audit: AuditDraft,
+    ) -> Result<ApiToken, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let old = take(tx, tenant, id)?;
+            store.append_audit(tx, audit.before(&old.meta))?;
+            Ok(old.meta)
+        })
+        .await
+    }
+
+    /// Replaces a token's secret: the old one stops working with this commit.
+    pub async fn rotate_token(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+        prefix: String,
+        secret_hash: String,
+        audit: AuditDraft,
+    ) -> Result<ApiToken, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let old = take(tx, tenant, id)?;
+            let mut meta = old.meta.clone();
+            meta.prefix = prefix;
+            meta.version += 1;
+            put(
+                tx,
+                &StoredToken {
+                    meta: meta.clone(),
+                    secret_hash,
+                },
+            )?;
+            store.append_audit(tx, audit.before(&old.meta).after(&meta))?;
+            Ok(meta)
+        })
+        .await
+    }
+
+    /// Records `lastUsedAt` for tokens used since the last flush; no audit entry (not a mutation
+    /// by anyone).
+    pub async fn touch_tokens(
+        self: &Arc<Self>,
+        used: Vec<(Uuid, Uuid, Timestamp)>,
+    ) -> Result<(), StoreError> {
+        self.write(move |tx| {
+            let mut tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            for (tenant, id, at) in used {
+                let key = token_key(tenant, id);
+                let current = tokens
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .map(|v| decode::<StoredToken>(v.value()));
+                if let Some(t) = current {
+                    let mut t = t?;
+                    t.meta.last_used_at = Some(at);
+                    tokens
+                        .insert(key.as_slice(), encode(&t)?.as_slice())
+                        .map_err(StoreError::from_redb)?;
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+}
