@@ -1,6 +1,16 @@
 //! The one integration test binary: every test starts the real `svc` server on an ephemeral port
 //! with a temporary data directory and talks HTTP to it.
 
+// Test helpers fail loudly by design, and tests read the real clock to build inputs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
 mod architecture;
+mod durability;
+mod identity;
 mod platform;
 mod support;
