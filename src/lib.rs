@@ -7,3 +7,4 @@ pub mod config;
 pub mod model;
 pub mod runtime;
 pub mod store;
+pub mod web;

@@ -8,14 +8,18 @@ use super::router::PUBLIC;
 use crate::auth::{AuthError, Principal};
 use crate::model::identity::Actor;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
-use axum::http::HeaderMap;
-use axum::http::header::{AUTHORIZATION, COOKIE};
+use axum::http::header::{ACCEPT, AUTHORIZATION, COOKIE, LOCATION};
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub const SESSION_COOKIE: &str = "svc_session";
+
+/// Whether the request arrived over TLS (set per connection by the server; decides `Secure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectTls(pub bool);
 pub const TENANT_HEADER: &str = "x-service-tenant";
 
 /// What a route requires, attached to it by the router.
@@ -34,6 +38,10 @@ impl From<AuthError> for Problem {
             AuthError::Validation { field, detail } => Problem::validation(field, detail),
             AuthError::Forbidden(why) => Problem::new("svc:auth/forbidden", why),
             AuthError::NotFound => Problem::not_found(),
+            AuthError::SessionRequired(why) => Problem::new("svc:auth/required", why),
+            AuthError::BadPassword => {
+                Problem::new("svc:auth/bad-password", "the old password is wrong")
+            }
             AuthError::Store(s) => s.into(),
         }
     }
@@ -86,22 +94,28 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
             Ok(p) => Some(p),
             Err(e) => return Problem::from(e).into_response(),
         }
-    } else if session.is_some() {
-        // No session store is running yet, so no session id can be valid.
-        return Problem::new("svc:auth/invalid", "session is invalid or expired").into_response();
+    } else if let Some(id) = session {
+        match auth.session_principal(&id).await {
+            Ok(p) => Some(p),
+            Err(_) if is_document_navigation(&req) => return to_login(),
+            Err(e) => return Problem::from(e).into_response(),
+        }
     } else {
         None
     };
     let needs_caller = access.permission != PUBLIC || access.identity;
     let Some(mut principal) = principal else {
-        if needs_caller {
-            return Problem::new(
-                "svc:auth/required",
-                "this route needs an API token or a session",
-            )
-            .into_response();
+        if !needs_caller {
+            return next.run(req).await;
         }
-        return next.run(req).await;
+        if is_document_navigation(&req) {
+            return to_login();
+        }
+        return Problem::new(
+            "svc:auth/required",
+            "this route needs an API token or a session",
+        )
+        .into_response();
     };
     if access.permission != PUBLIC && !principal.allows(access.permission) {
         return Problem::new("svc:auth/forbidden", access.permission).into_response();
@@ -119,6 +133,23 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
     }
     req.extensions_mut().insert(principal);
     next.run(req).await
+}
+
+/// A browser loading a page (SPEC 5.7): GET or HEAD accepting HTML, outside the API and assets.
+fn is_document_navigation(req: &Request) -> bool {
+    let path = req.uri().path();
+    (req.method() == Method::GET || req.method() == Method::HEAD)
+        && !path.starts_with("/api/")
+        && !path.starts_with("/assets/")
+        && req
+            .headers()
+            .get(ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"))
+}
+
+fn to_login() -> Response {
+    (StatusCode::FOUND, [(LOCATION, "/login")]).into_response()
 }
 
 /// The authenticated caller and the audit actor of this request.

@@ -123,6 +123,14 @@ impl From<StoreError> for Problem {
             e @ StoreError::VersionConflict { .. } => {
                 Problem::new("svc:conflict/version", e.to_string())
             }
+            StoreError::EmailInUse => {
+                Problem::new("svc:users/email-in-use", "the e-mail address is in use")
+            }
+            StoreError::LastAdmin => Problem::new(
+                "svc:users/last-admin",
+                "the change would leave no enabled administrator",
+            ),
+            StoreError::Conflict(why) => Problem::new("svc:conflict", why),
             StoreError::Unavailable(why) => Problem {
                 internal: Some(why),
                 ..Problem::new(

@@ -8,9 +8,11 @@ pub mod extract;
 mod identity;
 pub mod middleware;
 pub mod openapi;
+mod pages;
 pub mod pagination;
 pub mod router;
 mod system;
+mod users;
 
 use crate::auth::Auth;
 use crate::config::Config;

@@ -4,7 +4,7 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::{identity, system};
+use super::{identity, pages, system, users};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -100,6 +100,8 @@ pub fn routes() -> Vec<Route> {
     let mut all = Vec::new();
     all.extend(system::routes());
     all.extend(identity::routes());
+    all.extend(users::routes());
+    all.extend(pages::routes());
     all
 }
 

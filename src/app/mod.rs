@@ -6,7 +6,7 @@ mod server;
 mod tls;
 
 use crate::api::{AppContext, build_router};
-use crate::auth::{Auth, CryptoPolicy, LastUsedWorker};
+use crate::auth::{Auth, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker};
 use crate::config::Config;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
@@ -89,6 +89,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 
     let auth = Auth::new(store.clone(), clock.clone(), crypto_policy());
     supervisor.spawn(LastUsedWorker(auth.clone()));
+    supervisor.spawn(SessionPurgeWorker(auth.clone()));
+    seed_default_admin(&auth).await;
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -135,4 +137,23 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
 /// `SVC_CRYPTO_POLICY=fast` selects the test preset of the secret hash; never set it in production.
 fn crypto_policy() -> CryptoPolicy {
     CryptoPolicy::named(std::env::var("SVC_CRYPTO_POLICY").ok().as_deref())
+}
+
+/// SPEC 5.8: seed a local administrator from `SVC_DEFAULT_ADMIN_*` at every start; a generated
+/// password is logged once, at WARN.
+async fn seed_default_admin(auth: &Auth) {
+    let var = |k: &str| std::env::var(k).ok();
+    let settings = SeedSettings {
+        disabled: var("SVC_DEFAULT_ADMIN_DISABLED"),
+        email: var("SVC_DEFAULT_ADMIN_EMAIL"),
+        name: var("SVC_DEFAULT_ADMIN_NAME"),
+        password: var("SVC_DEFAULT_ADMIN_PASSWORD"),
+    };
+    match auth.seed_default_admin(settings).await {
+        Ok(Some((email, password))) => {
+            tracing::warn!(%email, %password, "seeded the default administrator with a generated password; sign in and change it");
+        }
+        Ok(None) => {}
+        Err(e) => tracing::error!(error = %e, "default administrator seeding failed"),
+    }
 }

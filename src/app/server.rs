@@ -1,6 +1,7 @@
 //! The accept loop: optional TLS, HTTP/1.1 per connection, the peer address handed to handlers
 //! (IP binding and rate limits use the TCP peer, never X-Forwarded-For), graceful drain.
 
+use crate::api::access::DirectTls;
 use crate::runtime::Shutdown;
 use axum::Router;
 use axum::body::Body;
@@ -17,10 +18,6 @@ use tower::ServiceExt;
 
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Whether the request arrived over TLS (for the cookie's `Secure` attribute).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DirectTls(pub bool);
 
 async fn serve_connection<I>(io: I, peer: SocketAddr, tls: bool, router: Router, watcher: Watcher)
 where

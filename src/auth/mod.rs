@@ -4,13 +4,17 @@
 pub mod crypto;
 pub mod permissions;
 mod principal;
+pub mod ratelimit;
 mod service;
+pub mod sessions;
 mod tokens;
+pub mod users;
 
 pub use crypto::CryptoPolicy;
 pub use permissions::Permissions;
 pub use principal::Principal;
 pub use service::{Auth, LastUsedWorker};
+pub use sessions::{NewSession, SeedSettings, SessionPurgeWorker};
 
 use crate::store::StoreError;
 
@@ -27,6 +31,11 @@ pub enum AuthError {
     Forbidden(String),
     #[error("not found")]
     NotFound,
+    /// Needs a signed-in user, not a token.
+    #[error("{0}")]
+    SessionRequired(String),
+    #[error("the old password is wrong")]
+    BadPassword,
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -32,6 +32,9 @@ pub struct Auth {
     cache_key: [u8; 32],
     pub(super) verified: Mutex<HashMap<[u8; 32], ApiToken>>,
     last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
+    pub(super) dummy: tokio::sync::OnceCell<String>,
+    pub(super) setup_lock: tokio::sync::Mutex<()>,
+    pub limiter: super::ratelimit::LoginLimiter,
 }
 
 impl Auth {
@@ -44,6 +47,9 @@ impl Auth {
             cache_key: super::crypto::random_bytes::<32>().unwrap_or_default(),
             verified: Mutex::new(HashMap::new()),
             last_used: Mutex::new(HashMap::new()),
+            dummy: tokio::sync::OnceCell::new(),
+            setup_lock: tokio::sync::Mutex::new(()),
+            limiter: super::ratelimit::LoginLimiter::default(),
         })
     }
 

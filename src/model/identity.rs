@@ -132,3 +132,116 @@ impl std::fmt::Debug for StoredToken {
             .finish_non_exhaustive()
     }
 }
+
+/// A person who signs in. `local` users have a password here; others come from SSO or LDAP.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct User {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub email: String,
+    pub name: String,
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub local: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
+    #[serde(default)]
+    pub disabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: u64,
+}
+
+impl User {
+    pub fn is_enabled_admin(&self) -> bool {
+        !self.disabled && self.roles.iter().any(|r| r == "admin")
+    }
+}
+
+/// A user as stored, with the password hash the API never shows.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredUser {
+    pub user: User,
+    #[serde(default)]
+    pub password_hash: Option<String>,
+}
+
+impl std::fmt::Debug for StoredUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredUser")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `POST /api/v1/users`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateUser {
+    #[serde(default)]
+    pub email: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub password: Option<String>,
+    #[serde(default)]
+    pub roles: Option<Vec<String>>,
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// `PUT /api/v1/users/{id}`: only the fields given change.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateUser {
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub roles: Option<Vec<String>>,
+    pub disabled: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetPassword {
+    #[serde(default)]
+    pub password: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangePassword {
+    #[serde(default)]
+    pub old_password: String,
+    #[serde(default)]
+    pub new_password: String,
+}
+
+/// A browser session, stored server side so it survives restarts.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub id: String,
+    pub user_id: Uuid,
+    pub tenant_id: Uuid,
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<Timestamp>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("user_id", &self.user_id)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}

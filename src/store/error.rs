@@ -23,6 +23,12 @@ pub enum StoreError {
     Duplicate(String),
     #[error("stored version is {stored}, If-Match expected {expected}")]
     VersionConflict { stored: u64, expected: u64 },
+    #[error("the e-mail address is in use")]
+    EmailInUse,
+    #[error("the change would leave no enabled administrator")]
+    LastAdmin,
+    #[error("{0}")]
+    Conflict(String),
     #[error("I/O error: {0}")]
     Io(String),
     #[error("internal storage error: {0}")]

@@ -2,7 +2,9 @@
 //! `schema_version`, so a failing migration stops start-up and leaves the last committed one.
 
 use super::StoreError;
-use super::tables::{AUDIT, META, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS};
+use super::tables::{
+    AUDIT, META, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+};
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
 pub struct Migration {
@@ -38,6 +40,9 @@ fn create_identity_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
     tx.open_table(TOKEN_PREFIXES)
         .map_err(StoreError::from_redb)?;
+    tx.open_table(USERS).map_err(StoreError::from_redb)?;
+    tx.open_table(USER_EMAILS).map_err(StoreError::from_redb)?;
+    tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

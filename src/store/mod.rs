@@ -10,6 +10,7 @@ mod migrations;
 mod tables;
 mod tenants;
 mod tokens;
+mod users;
 
 pub use audit::{CHECKPOINT_EVERY, CHECKPOINT_FILE};
 pub use error::StoreError;

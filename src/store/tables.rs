@@ -18,6 +18,13 @@ pub const TOKENS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("token_by
 pub const TOKEN_PREFIXES: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("token_key_by_prefix");
 
+/// Users by tenant + user id.
+pub const USERS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("user_by_tenant_id");
+/// User keys by lower-cased e-mail; e-mail addresses are unique across the instance.
+pub const USER_EMAILS: TableDefinition<&str, &[u8]> = TableDefinition::new("user_key_by_email");
+/// Sessions by their id: the cookie carries only the id, so this index is instance-wide.
+pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("session_by_id");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -670,7 +670,7 @@ async fn entries(s: &Server, token: &str, query: &str) -> Vec<serde_json::Value>
 
 #[tokio::test]
 async fn every_mutation_is_audited_in_a_chain() {
-    let a = Admin::start();
+    let a = Admin::start_with(no_seed());
     let s = &a.s;
     let res = call(s, &a.token, Method::POST, "/api/v1/api-tokens")
         .json(&json!({"name": "audited", "scopes": ["objects:read"]}))

@@ -13,4 +13,5 @@ mod architecture;
 mod durability;
 mod identity;
 mod platform;
+mod signin;
 mod support;

@@ -107,7 +107,11 @@ async fn metrics_are_openmetrics_with_route_templates() {
 
 #[tokio::test]
 async fn openapi_documents_every_route() {
-    let s = Server::start();
+    // Sign-up on, so that /register is served rather than a plain 404.
+    let s = Server::start_with(Opts {
+        env: vec![("SERVICE_ALLOW_SIGNUP".into(), "true".into())],
+        ..Default::default()
+    });
     let doc: serde_json::Value = s.get("/api/openapi.json").await.json().await.unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
     let info: serde_json::Value = s.get("/api/v1/system/info").await.json().await.unwrap();

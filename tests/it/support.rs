@@ -26,6 +26,14 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// No default administrator seeding (for tests that count users or audit entries).
+pub fn no_seed() -> Opts {
+    Opts {
+        env: vec![("SVC_DEFAULT_ADMIN_DISABLED".into(), "1".into())],
+        ..Default::default()
+    }
+}
+
 /// Options for one server start.
 #[derive(Clone, Default)]
 pub struct Opts {
@@ -231,11 +239,15 @@ pub struct Admin {
 
 impl Admin {
     pub fn start() -> Admin {
+        Self::start_with(Opts::default())
+    }
+
+    pub fn start_with(opts: Opts) -> Admin {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).unwrap();
         let token = bootstrap(&data);
-        let mut s = Server::start_in(&data, Opts::default());
+        let mut s = Server::start_in(&data, opts);
         s._dir = Some(dir);
         Admin { s, token }
     }

@@ -1,0 +1,306 @@
+//! Browser sign-in routes: `/`, `/login`, `/setup`, `/register`, `/auth/logout`, and the SSO
+//! entry points (501 until SSO is configured).
+
+use super::AppState;
+use super::access::{Caller, DirectTls, SESSION_COOKIE, cookie, peer_ip};
+use super::router::Route;
+use crate::auth::{AuthError, NewSession};
+use crate::store::StoreError;
+use crate::web;
+use axum::extract::{Form, Request, State};
+use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`."),
+        Route::get("/login", login_page).doc("pages", "Sign-in form", "HTML."),
+        Route::post("/login", login).doc(
+            "pages",
+            "Sign in",
+            "Form `email`, `password`, optional `remember=1`: 302 to `/` with the `svc_session` cookie; 401 HTML on failure; throttled per client IP (burst 8, one attempt per 15 s) with `Retry-After: 30`.",
+        ),
+        Route::get("/setup", setup_page).doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`."),
+        Route::post("/setup", setup).doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 409 once setup is completed."),
+        Route::get("/register", register_page).doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open."),
+        Route::post("/register", register).doc("pages", "Register", "Creates a viewer in the default tenant and signs it in."),
+        Route::get("/auth/logout", logout).doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`."),
+        Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured."),
+        Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured."),
+    ]
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+fn redirect(to: &'static str) -> Response {
+    (StatusCode::FOUND, [(LOCATION, to)]).into_response()
+}
+
+/// Whether cookies must carry `Secure`: direct TLS, or a trusted proxy saying it terminated TLS.
+fn secure(st: &AppState, tls: Option<&DirectTls>, headers: &HeaderMap) -> bool {
+    tls.is_some_and(|t| t.0)
+        || (st.config.trust_proxy
+            && headers
+                .get("x-forwarded-proto")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https")))
+}
+
+fn set_cookie(value: String) -> [(axum::http::HeaderName, HeaderValue); 1] {
+    [(
+        SET_COOKIE,
+        HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("")),
+    )]
+}
+
+fn signed_in(session: NewSession, secure: bool) -> Response {
+    let attrs = if secure { "; Secure" } else { "" };
+    let value = format!(
+        "{SESSION_COOKIE}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{attrs}",
+        session.id,
+        session.ttl.as_secs()
+    );
+    (
+        StatusCode::FOUND,
+        [(LOCATION, HeaderValue::from_static("/"))],
+        set_cookie(value),
+    )
+        .into_response()
+}
+
+fn throttled(page: String) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [
+            (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (RETRY_AFTER, "30"),
+        ],
+        page,
+    )
+        .into_response()
+}
+
+/// The request parts the sign-in handlers need besides the form.
+struct Origin {
+    ip: std::net::IpAddr,
+    secure: bool,
+}
+
+fn origin(st: &AppState, req: &Request) -> Origin {
+    Origin {
+        ip: peer_ip(req.extensions()),
+        secure: secure(st, req.extensions().get::<DirectTls>(), req.headers()),
+    }
+}
+
+async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Request) -> T {
+    Form::<T>::from_request(req, st)
+        .await
+        .map(|f| f.0)
+        .unwrap_or_default()
+}
+
+use axum::extract::FromRequest;
+
+async fn home(c: Caller) -> Response {
+    html(StatusCode::OK, web::home(&c.principal.name))
+}
+
+async fn login_page() -> Response {
+    html(StatusCode::OK, web::login(None, ""))
+}
+
+#[derive(Default, Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    remember: String,
+}
+
+async fn login(State(st): State<AppState>, req: Request) -> Response {
+    let o = origin(&st, &req);
+    let f: LoginForm = form(&st, req).await;
+    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+        return throttled(web::login(
+            Some("Too many sign-in attempts. Try again in 30 seconds."),
+            &f.email,
+        ));
+    }
+    let remember = f.remember == "1" || f.remember == "on" || f.remember == "true";
+    match st
+        .auth
+        .login(&f.email, &f.password, remember, &o.ip.to_string())
+        .await
+    {
+        Ok(session) => signed_in(session, o.secure),
+        Err(AuthError::Invalid(_)) => html(
+            StatusCode::UNAUTHORIZED,
+            web::login(Some("Invalid e-mail or password."), &f.email),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "sign-in failed");
+            html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                web::login(Some("Sign-in is unavailable; try again later."), &f.email),
+            )
+        }
+    }
+}
+
+#[derive(Default, Deserialize)]
+struct AccountForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    confirmation: String,
+}
+
+/// Maps a failed account creation to the page's status and message.
+fn account_error(e: AuthError) -> (StatusCode, String) {
+    match e {
+        AuthError::Validation { detail, .. } => (StatusCode::UNPROCESSABLE_ENTITY, detail),
+        AuthError::Store(StoreError::EmailInUse) => (
+            StatusCode::CONFLICT,
+            "That e-mail address is already in use.".into(),
+        ),
+        AuthError::Store(StoreError::Conflict(why)) => (StatusCode::CONFLICT, why),
+        other => {
+            tracing::error!(error = %other, "account creation failed");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable; try again later.".into(),
+            )
+        }
+    }
+}
+
+async fn setup_page(State(st): State<AppState>) -> Response {
+    if !st.auth.setup_open().await {
+        return redirect("/login");
+    }
+    html(StatusCode::OK, web::setup(None, "", ""))
+}
+
+async fn setup(State(st): State<AppState>, req: Request) -> Response {
+    let o = origin(&st, &req);
+    let f: AccountForm = form(&st, req).await;
+    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+        return throttled(web::setup(
+            Some("Too many attempts. Try again in 30 seconds."),
+            &f.name,
+            &f.email,
+        ));
+    }
+    match st
+        .auth
+        .setup(
+            &f.name,
+            &f.email,
+            &f.password,
+            &f.confirmation,
+            &o.ip.to_string(),
+        )
+        .await
+    {
+        Ok(session) => signed_in(session, o.secure),
+        Err(e) => {
+            let (status, msg) = account_error(e);
+            html(status, web::setup(Some(&msg), &f.name, &f.email))
+        }
+    }
+}
+
+fn signup_off() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "404 page not found\n",
+    )
+        .into_response()
+}
+
+async fn register_page(State(st): State<AppState>) -> Response {
+    if !st.config.allow_signup {
+        return signup_off();
+    }
+    if st.auth.setup_open().await {
+        return redirect("/setup");
+    }
+    html(StatusCode::OK, web::register(None, "", ""))
+}
+
+async fn register(State(st): State<AppState>, req: Request) -> Response {
+    if !st.config.allow_signup {
+        return signup_off();
+    }
+    if st.auth.setup_open().await {
+        return redirect("/setup");
+    }
+    let o = origin(&st, &req);
+    let f: AccountForm = form(&st, req).await;
+    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+        return throttled(web::register(
+            Some("Too many attempts. Try again in 30 seconds."),
+            &f.name,
+            &f.email,
+        ));
+    }
+    match st
+        .auth
+        .register(
+            &f.name,
+            &f.email,
+            &f.password,
+            &f.confirmation,
+            &o.ip.to_string(),
+        )
+        .await
+    {
+        Ok(session) => signed_in(session, o.secure),
+        Err(e) => {
+            let (status, msg) = account_error(e);
+            html(status, web::register(Some(&msg), &f.name, &f.email))
+        }
+    }
+}
+
+async fn logout(State(st): State<AppState>, req: Request) -> Response {
+    if let Some(id) = cookie(req.headers(), SESSION_COOKIE) {
+        if let Err(e) = st.auth.logout(id).await {
+            tracing::warn!(error = %e, "could not delete the session");
+        }
+    }
+    let attrs = if secure(&st, req.extensions().get::<DirectTls>(), req.headers()) {
+        "; Secure"
+    } else {
+        ""
+    };
+    let value = format!(
+        "{SESSION_COOKIE}=; Path=/; Max-Age=-1; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax{attrs}"
+    );
+    (
+        StatusCode::FOUND,
+        [(LOCATION, HeaderValue::from_static("/login"))],
+        set_cookie(value),
+    )
+        .into_response()
+}
+
+async fn sso_unconfigured() -> Response {
+    (
+        StatusCode::NOT_IMPLEMENTED,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "SSO not configured",
+    )
+        .into_response()
+}

@@ -1,0 +1,372 @@
+//! Browser sign-in (SPEC 5.4, 5.6, 5.8, 5.9): sessions, local login with constant-time failures,
+//! the setup gate, self-registration, default administrator seeding, and session purging.
+
+use super::users::{check_password, user_errors};
+use super::{Auth, AuthError, Permissions, Principal};
+use crate::model::audit::{AuditDraft, hex};
+use crate::model::identity::{Actor, ActorType, Session, StoredUser};
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::StoreError;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+pub const REMEMBER_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+const LAST_SEEN_EVERY: Duration = Duration::from_secs(60);
+const PURGE_EVERY: Duration = Duration::from_secs(600);
+
+/// Base64url (with padding) of the hex of 24 random bytes, as SPEC 5.6 describes the id.
+fn new_session_id() -> Option<String> {
+    let raw = hex(&super::crypto::random_bytes::<24>()?);
+    Some(base64url(raw.as_bytes()))
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A minted session: the cookie value and how long it lives.
+#[derive(Debug)]
+pub struct NewSession {
+    pub id: String,
+    pub ttl: Duration,
+}
+
+/// Values of the `SVC_DEFAULT_ADMIN_*` environment variables.
+#[derive(Clone, Debug, Default)]
+pub struct SeedSettings {
+    pub disabled: Option<String>,
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub password: Option<String>,
+}
+
+pub const DEFAULT_ADMIN_EMAIL: &str = "admin@localhost";
+
+impl Auth {
+    fn session(&self, user: &StoredUser, ttl: Duration) -> Result<Session, AuthError> {
+        let now = self.clock.now();
+        let roles = if user.user.roles.is_empty() {
+            vec!["admin".to_string()]
+        } else {
+            user.user.roles.clone()
+        };
+        Ok(Session {
+            id: new_session_id()
+                .ok_or_else(|| AuthError::Invalid("no randomness available".into()))?,
+            user_id: user.user.id,
+            tenant_id: user.user.tenant_id,
+            roles,
+            groups: Vec::new(),
+            created_at: now,
+            expires_at: now.plus(ttl),
+            last_seen_at: None,
+        })
+    }
+
+    fn user_actor(user: &StoredUser, source_ip: &str) -> Actor {
+        Actor {
+            actor_type: ActorType::User,
+            actor_id: user.user.id.to_string(),
+            source_ip: source_ip.to_string(),
+            request_id: String::new(),
+        }
+    }
+
+    /// The hash unknown accounts are checked against, so a failure costs the same either way.
+    async fn dummy_hash(&self) -> String {
+        self.dummy
+            .get_or_init(|| async {
+                self.hash_secret("not a real password".into())
+                    .await
+                    .unwrap_or_default()
+            })
+            .await
+            .clone()
+    }
+
+    /// Local login (SPEC 5.4 steps 2, 4-6). Every failure is the same `Invalid`.
+    pub async fn login(
+        &self,
+        email: &str,
+        password: &str,
+        remember: bool,
+        source_ip: &str,
+    ) -> Result<NewSession, AuthError> {
+        let failed = || AuthError::Invalid("invalid e-mail or password".into());
+        let user = self
+            .store
+            .user_by_email(email.to_string())
+            .await?
+            .filter(|u| !u.user.disabled);
+        let candidate = user
+            .as_ref()
+            .filter(|u| u.user.local)
+            .and_then(|u| u.password_hash.clone());
+        let ok = match candidate {
+            Some(hash) => self.verify_secret(password.to_string(), hash).await,
+            None => {
+                let dummy = self.dummy_hash().await;
+                let _ = self.verify_secret(password.to_string(), dummy).await;
+                false
+            }
+        };
+        let user = match user {
+            Some(u) if ok => u,
+            _ => return Err(failed()),
+        };
+        let ttl = if remember { REMEMBER_TTL } else { SESSION_TTL };
+        let session = self.session(&user, ttl)?;
+        let id = session.id.clone();
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            user.user.tenant_id,
+            &Self::user_actor(&user, source_ip),
+            "login.local",
+            format!("user/{}", user.user.id),
+        );
+        self.store.insert_session(session, Some(audit)).await?;
+        Ok(NewSession { id, ttl })
+    }
+
+    /// The principal of a session cookie; the user row is re-read, so disabling takes effect at once.
+    pub async fn session_principal(&self, id: &str) -> Result<Principal, AuthError> {
+        let Some((session, user)) = self.store.session_with_user(id.to_string()).await? else {
+            return Err(AuthError::Invalid("session is invalid or expired".into()));
+        };
+        let now = self.clock.now();
+        if session.expires_at <= now {
+            return Err(AuthError::Invalid("session expired".into()));
+        }
+        let Some(user) = user.filter(|u| !u.user.disabled) else {
+            return Err(AuthError::Invalid("user is disabled".into()));
+        };
+        if session
+            .last_seen_at
+            .is_none_or(|seen| now.since(seen) >= LAST_SEEN_EVERY)
+        {
+            let store = self.store.clone();
+            let sid = session.id.clone();
+            tokio::spawn(async move {
+                if let Err(e) = store.touch_session(sid, now).await {
+                    tracing::debug!(error = %e, "could not stamp session last_seen");
+                }
+            });
+        }
+        Ok(Principal {
+            actor_type: ActorType::User,
+            actor_id: user.user.id.to_string(),
+            name: user.user.name.clone(),
+            home_tenant: session.tenant_id,
+            tenant: session.tenant_id,
+            permissions: Permissions::from_scopes_and_roles(&[], &session.roles),
+        })
+    }
+
+    pub async fn logout(&self, id: &str) -> Result<(), AuthError> {
+        Ok(self.store.delete_session(id.to_string()).await?)
+    }
+
+    pub async fn setup_open(&self) -> bool {
+        match self.store.default_tenant().await {
+            Ok(t) => self.store.setup_open(t.id).await,
+            Err(_) => false,
+        }
+    }
+
+    /// First-run setup: an admin and a 12 h session, if the gate is still open. The mutex and
+    /// the gate re-checked inside the transaction make a racing second request a `Conflict`.
+    pub async fn setup(
+        &self,
+        name: &str,
+        email: &str,
+        password: &str,
+        confirmation: &str,
+        source_ip: &str,
+    ) -> Result<NewSession, AuthError> {
+        let _one_at_a_time = self.setup_lock.lock().await;
+        if password != confirmation {
+            return Err(AuthError::validation(
+                "password",
+                "the passwords do not match",
+            ));
+        }
+        let tenant = self.store.default_tenant().await?;
+        let user = self
+            .new_local_user(tenant.id, email, name, vec!["admin".into()], Some(password))
+            .await?;
+        let session = self.session(&user, SESSION_TTL)?;
+        let id = session.id.clone();
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            tenant.id,
+            &Self::user_actor(&user, source_ip),
+            "setup.admin",
+            format!("user/{}", user.user.id),
+        );
+        self.store
+            .insert_user_with_session(user, session, audit, true)
+            .await
+            .map_err(user_errors)?;
+        Ok(NewSession {
+            id,
+            ttl: SESSION_TTL,
+        })
+    }
+
+    /// Self-registration: a viewer in the default tenant with a 12 h session.
+    pub async fn register(
+        &self,
+        name: &str,
+        email: &str,
+        password: &str,
+        confirmation: &str,
+        source_ip: &str,
+    ) -> Result<NewSession, AuthError> {
+        if password != confirmation {
+            return Err(AuthError::validation(
+                "password",
+                "the passwords do not match",
+            ));
+        }
+        let tenant = self.store.default_tenant().await?;
+        let user = self
+            .new_local_user(
+                tenant.id,
+                email,
+                name,
+                vec!["viewer".into()],
+                Some(password),
+            )
+            .await?;
+        let session = self.session(&user, SESSION_TTL)?;
+        let id = session.id.clone();
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            tenant.id,
+            &Self::user_actor(&user, source_ip),
+            "user.register",
+            format!("user/{}", user.user.id),
+        );
+        self.store
+            .insert_user_with_session(user, session, audit, false)
+            .await
+            .map_err(user_errors)?;
+        Ok(NewSession {
+            id,
+            ttl: SESSION_TTL,
+        })
+    }
+
+    /// Default administrator seeding (SPEC 5.8), run at every start. Returns the generated
+    /// password when one was made, for the caller to log once.
+    pub async fn seed_default_admin(
+        &self,
+        settings: SeedSettings,
+    ) -> Result<Option<(String, String)>, AuthError> {
+        if settings.disabled.is_some_and(|d| !d.is_empty())
+            || settings.password.as_deref() == Some("")
+        {
+            return Ok(None);
+        }
+        if self.store.has_enabled_local_admin().await? {
+            return Ok(None);
+        }
+        let email = settings
+            .email
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| DEFAULT_ADMIN_EMAIL.into());
+        if self.store.user_by_email(email.clone()).await?.is_some() {
+            return Ok(None);
+        }
+        let (password, generated) = match settings.password {
+            Some(p) => (p, false),
+            None => (
+                hex(&super::crypto::random_bytes::<16>().unwrap_or_default()),
+                true,
+            ),
+        };
+        check_password(&password)?;
+        let tenant = self.store.default_tenant().await?;
+        let name = settings
+            .name
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "Administrator".into());
+        let user = self
+            .new_local_user(
+                tenant.id,
+                &email,
+                &name,
+                vec!["admin".into()],
+                Some(&password),
+            )
+            .await?;
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            tenant.id,
+            &Actor::system("seed"),
+            "user.seed",
+            format!("user/{}", user.user.id),
+        );
+        match self.store.insert_user(user, audit).await {
+            Ok(_) => Ok(generated.then_some((email, password))),
+            Err(StoreError::EmailInUse) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Purges expired sessions every 10 minutes.
+pub struct SessionPurgeWorker(pub Arc<Auth>);
+
+impl Worker for SessionPurgeWorker {
+    fn name(&self) -> &'static str {
+        "session-purge"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            match self.0.store.purge_sessions(self.0.clock.now()).await {
+                Ok(n) if n > 0 => tracing::info!(purged = n, "expired sessions removed"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "session purge failed"),
+            }
+            Wait::For(PURGE_EVERY)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_are_base64url_of_hex() {
+        let id = new_session_id().unwrap();
+        assert_eq!(id.len(), 64);
+        assert!(
+            id.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        );
+        assert_eq!(base64url(b"f"), "Zg==");
+        assert_eq!(base64url(b"fo"), "Zm8=");
+        assert_eq!(base64url(b"foo"), "Zm9v");
+    }
+}

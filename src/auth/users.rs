@@ -1,0 +1,277 @@
+//! Users and their passwords (SPEC 4.1, 5.5): create, update, delete, set and change password,
+//! with the e-mail and last-administrator guards.
+
+use super::permissions::BUILTIN_ROLES;
+use super::{Auth, AuthError, Principal};
+use crate::model::identity::{
+    Actor, ActorType, ChangePassword, CreateUser, SetPassword, StoredUser, UpdateUser, User,
+};
+use crate::store::StoreError;
+use uuid::Uuid;
+
+/// SPEC 5.5: at least 12 Unicode code points, nothing else.
+pub const MIN_PASSWORD_CHARS: usize = 12;
+
+pub fn check_password(pw: &str) -> Result<(), AuthError> {
+    if pw.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(AuthError::validation(
+            "password",
+            format!("password must be at least {MIN_PASSWORD_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_email(email: &str) -> Result<String, AuthError> {
+    let e = email.trim();
+    let ok = e.len() <= 254
+        && matches!(e.split_once('@'), Some((l, d)) if !l.is_empty() && !d.is_empty() && !d.contains('@'));
+    if !ok {
+        return Err(AuthError::validation(
+            "user",
+            format!("{e:?} is not an e-mail address"),
+        ));
+    }
+    Ok(e.to_string())
+}
+
+fn check_roles(roles: &[String]) -> Result<(), AuthError> {
+    match roles.iter().find(|r| !BUILTIN_ROLES.contains(&r.as_str())) {
+        Some(bad) => Err(AuthError::validation(
+            "user",
+            format!("unknown role {bad:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn user_errors(e: StoreError) -> AuthError {
+    match e {
+        StoreError::NotFound => AuthError::NotFound,
+        other => other.into(),
+    }
+}
+
+impl Auth {
+    /// A new local user record (not yet stored).
+    pub(super) async fn new_local_user(
+        &self,
+        tenant: Uuid,
+        email: &str,
+        name: &str,
+        roles: Vec<String>,
+        password: Option<&str>,
+    ) -> Result<StoredUser, AuthError> {
+        let email = check_email(email)?;
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(AuthError::validation("user", "name is required"));
+        }
+        check_roles(&roles)?;
+        let password_hash = match password {
+            Some(pw) => {
+                check_password(pw)?;
+                Some(self.hash_secret(pw.to_string()).await?)
+            }
+            None => None,
+        };
+        let now = self.clock.now();
+        Ok(StoredUser {
+            user: User {
+                id: self.clock.new_id(),
+                tenant_id: tenant,
+                email,
+                name: name.to_string(),
+                roles,
+                local: true,
+                subject: String::new(),
+                disabled: false,
+                last_seen_at: None,
+                created_at: now,
+                updated_at: now,
+                version: 1,
+            },
+            password_hash,
+        })
+    }
+
+    pub async fn create_user(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: CreateUser,
+    ) -> Result<User, AuthError> {
+        let roles = req.roles.unwrap_or_else(|| vec!["viewer".into()]);
+        let mut stored = self
+            .new_local_user(
+                p.tenant,
+                &req.email,
+                &req.name,
+                roles,
+                req.password.as_deref(),
+            )
+            .await?;
+        stored.user.disabled = req.disabled;
+        let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
+        Ok(self.store.insert_user(stored, audit).await?)
+    }
+
+    pub async fn users(&self, p: &Principal) -> Result<Vec<User>, AuthError> {
+        Ok(self.store.users(p.tenant).await?)
+    }
+
+    pub async fn user(&self, p: &Principal, id: Uuid) -> Result<User, AuthError> {
+        Ok(self
+            .store
+            .user(p.tenant, id)
+            .await
+            .map_err(user_errors)?
+            .user)
+    }
+
+    pub async fn update_user(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        req: UpdateUser,
+    ) -> Result<User, AuthError> {
+        let email = req.email.as_deref().map(check_email).transpose()?;
+        if let Some(roles) = &req.roles {
+            check_roles(roles)?;
+        }
+        if req.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
+            return Err(AuthError::validation("user", "name must not be empty"));
+        }
+        let now = self.clock.now();
+        let audit = self.audit(p, actor, "user.update", format!("user/{id}"));
+        let updated = self
+            .store
+            .update_user(p.tenant, id, audit, move |u| {
+                if let Some(e) = email {
+                    u.user.email = e;
+                }
+                if let Some(n) = req.name {
+                    u.user.name = n.trim().to_string();
+                }
+                if let Some(r) = req.roles {
+                    u.user.roles = r;
+                }
+                if let Some(d) = req.disabled {
+                    u.user.disabled = d;
+                }
+                u.user.updated_at = now;
+            })
+            .await
+            .map_err(user_errors)?;
+        Ok(updated)
+    }
+
+    pub async fn delete_user(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), AuthError> {
+        let audit = self.audit(p, actor, "user.delete", format!("user/{id}"));
+        self.store
+            .delete_user(p.tenant, id, audit)
+            .await
+            .map_err(user_errors)
+    }
+
+    pub async fn set_password(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        req: SetPassword,
+    ) -> Result<(), AuthError> {
+        // Another tenant's user is not found, whatever the body says.
+        self.store.user(p.tenant, id).await.map_err(user_errors)?;
+        check_password(&req.password)?;
+        let hash = self.hash_secret(req.password).await?;
+        let now = self.clock.now();
+        let audit = self.audit(p, actor, "user.set-password", format!("user/{id}"));
+        self.store
+            .update_user(p.tenant, id, audit, move |u| {
+                u.password_hash = Some(hash);
+                u.user.updated_at = now;
+            })
+            .await
+            .map_err(user_errors)?;
+        Ok(())
+    }
+
+    /// Only for users signed in with a session; existing sessions stay valid.
+    pub async fn change_password(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: ChangePassword,
+    ) -> Result<(), AuthError> {
+        if p.actor_type != ActorType::User {
+            return Err(AuthError::SessionRequired(
+                "only a signed-in user can change their password".into(),
+            ));
+        }
+        let id = Uuid::parse_str(&p.actor_id).map_err(|_| AuthError::NotFound)?;
+        let stored = self
+            .store
+            .user(p.home_tenant, id)
+            .await
+            .map_err(user_errors)?;
+        let matches = match stored.password_hash {
+            Some(h) => self.verify_secret(req.old_password, h).await,
+            None => false,
+        };
+        if !matches {
+            return Err(AuthError::BadPassword);
+        }
+        check_password(&req.new_password)?;
+        let hash = self.hash_secret(req.new_password).await?;
+        let now = self.clock.now();
+        let audit = crate::model::audit::AuditDraft::new(
+            now,
+            p.home_tenant,
+            actor,
+            "user.change-password",
+            format!("user/{id}"),
+        );
+        self.store
+            .update_user(p.home_tenant, id, audit, move |u| {
+                u.password_hash = Some(hash);
+                u.user.updated_at = now;
+            })
+            .await
+            .map_err(user_errors)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_policy_counts_code_points() {
+        assert!(check_password("short").is_err());
+        assert!(check_password("exactly12chr").is_ok());
+        assert!(
+            check_password("ääääääääääää").is_ok(),
+            "12 code points, 24 bytes"
+        );
+        assert!(
+            check_password("äääääääääää").is_err(),
+            "11 code points, 22 bytes"
+        );
+    }
+
+    #[test]
+    fn emails() {
+        assert!(check_email("a@b").is_ok());
+        assert!(check_email("nobody").is_err());
+        assert!(check_email("@x").is_err());
+        assert!(check_email("a@b@c").is_err());
+    }
+}
