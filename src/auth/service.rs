@@ -20,7 +20,7 @@ const HASH_SLOTS: usize = 2;
 /// The verified-token cache is dropped whole past this many entries (bounded memory).
 const CACHE_MAX: usize = 10_000;
 /// How often `lastUsedAt` is written back.
-const LAST_USED_FLUSH: Duration = Duration::from_secs(15);
+const LAST_USED_FLUSH: Duration = Duration::from_secs(5);
 
 pub struct Auth {
     pub(super) store: Arc<Store>,

@@ -885,3 +885,44 @@ fn relink(data: &std::path::Path) {
     }
     tx.commit().unwrap();
 }
+
+#[tokio::test]
+async fn last_used_is_recorded_off_the_request_path() {
+    let a = Admin::start();
+    let s = &a.s;
+    let (t, meta) = mint(
+        s,
+        &a.token,
+        json!({"name": "used", "scopes": ["objects:read"]}),
+    )
+    .await;
+    assert!(meta.get("lastUsedAt").is_none());
+    call(s, &t, Method::GET, "/api/v1/whoami")
+        .send()
+        .await
+        .unwrap();
+    let id = meta["id"].as_str().unwrap();
+    for _ in 0..80 {
+        let list = json(
+            call(s, &a.token, Method::GET, "/api/v1/api-tokens")
+                .send()
+                .await
+                .unwrap(),
+            200,
+        )
+        .await;
+        let me = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == id)
+            .unwrap()
+            .clone();
+        if let Some(at) = me.get("lastUsedAt") {
+            assert!(at.as_str().unwrap().ends_with('Z'));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("lastUsedAt never recorded");
+}
