@@ -5,6 +5,14 @@
 //!
 //! Run: `cargo bench --bench platform` (client and server share this machine's cores).
 
+// A measuring program: it reads the real clock and fails loudly.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

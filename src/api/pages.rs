@@ -7,7 +7,7 @@ use super::router::Route;
 use crate::auth::{AuthError, NewSession};
 use crate::store::StoreError;
 use crate::web;
-use axum::extract::{Form, Request, State};
+use axum::extract::{Form, FromRequest, Request, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -102,8 +102,6 @@ async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Requ
         .map(|f| f.0)
         .unwrap_or_default()
 }
-
-use axum::extract::FromRequest;
 
 async fn home(c: Caller) -> Response {
     html(StatusCode::OK, web::home(&c.principal.name))

@@ -142,7 +142,7 @@ impl Auth {
             "login.local",
             format!("user/{}", user.user.id),
         );
-        self.store.insert_session(session, Some(audit)).await?;
+        self.store.insert_session(session, audit).await?;
         Ok(NewSession { id, ttl })
     }
 

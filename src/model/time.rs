@@ -8,8 +8,6 @@ use std::str::FromStr;
 pub struct Timestamp(pub jiff::Timestamp);
 
 impl Timestamp {
-    pub const UNIX_EPOCH: Timestamp = Timestamp(jiff::Timestamp::UNIX_EPOCH);
-
     pub fn from_millis(ms: i64) -> Option<Self> {
         jiff::Timestamp::from_millisecond(ms).ok().map(Self)
     }

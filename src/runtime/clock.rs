@@ -46,10 +46,6 @@ impl TestClock {
         let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *t = t.plus(d);
     }
-
-    pub fn set(&self, to: Timestamp) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = to;
-    }
 }
 
 impl Clock for TestClock {

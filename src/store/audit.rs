@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 const HEAD: &str = "audit_head";
 /// A checkpoint is written every this many entries, and at shutdown.
-pub const CHECKPOINT_EVERY: u64 = 1000;
-pub const CHECKPOINT_FILE: &str = "audit.checkpoint";
+const CHECKPOINT_EVERY: u64 = 1000;
+const CHECKPOINT_FILE: &str = "audit.checkpoint";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainHead {

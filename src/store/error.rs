@@ -15,8 +15,6 @@ pub enum StoreError {
         name: &'static str,
         reason: String,
     },
-    #[error("the store's schema version {found} is newer than this binary's {supported}")]
-    SchemaTooNew { found: u32, supported: u32 },
     #[error("not found")]
     NotFound,
     #[error("{0} already exists")]

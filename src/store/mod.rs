@@ -12,7 +12,6 @@ mod tenants;
 mod tokens;
 mod users;
 
-pub use audit::{CHECKPOINT_EVERY, CHECKPOINT_FILE};
 pub use error::StoreError;
 
 use crate::model::Timestamp;
@@ -72,20 +71,12 @@ impl Store {
         Ok(store)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// `None` when the store is serving, else why it is not.
     pub fn offline_reason(&self) -> Option<String> {
         self.offline_reason
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    pub fn schema_version(&self) -> Result<u32, StoreError> {
-        self.read_blocking(migrations::current_version)
     }
 
     fn handle(&self) -> Result<Arc<Database>, StoreError> {

@@ -54,7 +54,7 @@ impl Store {
         self.tenant_by_slug(DEFAULT_TENANT_SLUG).await
     }
 
-    pub async fn tenant_by_slug(self: &Arc<Self>, slug: &str) -> Result<Tenant, StoreError> {
+    async fn tenant_by_slug(self: &Arc<Self>, slug: &str) -> Result<Tenant, StoreError> {
         let slug = slug.to_string();
         self.read(move |tx| {
             let slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;

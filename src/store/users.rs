@@ -240,7 +240,7 @@ impl Store {
     pub async fn insert_session(
         self: &Arc<Self>,
         session: Session,
-        audit: Option<AuditDraft>,
+        audit: AuditDraft,
     ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
@@ -248,9 +248,7 @@ impl Store {
                 .map_err(StoreError::from_redb)?
                 .insert(session.id.as_str(), encode(&session)?.as_slice())
                 .map_err(StoreError::from_redb)?;
-            if let Some(a) = audit {
-                store.append_audit(tx, a)?;
-            }
+            store.append_audit(tx, audit)?;
             Ok(())
         })
         .await
