@@ -4,6 +4,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod events;
 pub mod model;
 pub mod runtime;
 pub mod store;

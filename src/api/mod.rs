@@ -4,6 +4,7 @@
 pub mod access;
 pub mod error;
 pub mod etag;
+mod events;
 pub mod extract;
 mod identity;
 pub mod middleware;
@@ -16,6 +17,7 @@ mod users;
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::events::Events;
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
@@ -30,6 +32,7 @@ pub struct AppContext {
     pub config: Config,
     pub store: Arc<Store>,
     pub auth: Arc<Auth>,
+    pub events: Arc<Events>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

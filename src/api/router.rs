@@ -4,7 +4,7 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::{identity, pages, system, users};
+use super::{events, identity, pages, system, users};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -102,6 +102,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(identity::routes());
     all.extend(users::routes());
     all.extend(pages::routes());
+    all.extend(events::routes());
     all
 }
 

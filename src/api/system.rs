@@ -26,7 +26,7 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         ),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state."),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, bus queue depths (`queues`: the main queue and the deepest buffer per subscriber kind), connected SSE clients."),
     ]
 }
 
@@ -44,11 +44,19 @@ struct Subsystem {
 
 fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let reason = st.store.offline_reason();
-    vec![Subsystem {
-        name: "store",
-        ok: reason.is_none(),
-        info: reason,
-    }]
+    let bus_depth = st.events.queue_depths().first().map_or(0, |(_, d)| *d);
+    vec![
+        Subsystem {
+            name: "store",
+            ok: reason.is_none(),
+            info: reason,
+        },
+        Subsystem {
+            name: "event-bus",
+            ok: bus_depth < crate::events::bus::MAIN_QUEUE,
+            info: Some(format!("{bus_depth} queued")),
+        },
+    ]
 }
 
 async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
@@ -66,6 +74,8 @@ async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
 }
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+    // Queue depth gauges are refreshed at scrape time.
+    st.events.queue_depths();
     ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
 }
 
@@ -114,6 +124,8 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "status": if st.store.offline_reason().is_none() { "ok" } else { "degraded" },
         "subsystems": subsystems(&st),
         "workers": st.supervisor.states(),
+        "queues": st.events.queue_depths().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "sseClients": st.events.sse_client_count(),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
     }))

@@ -8,8 +8,10 @@ mod tls;
 use crate::api::{AppContext, build_router};
 use crate::auth::{Auth, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker};
 use crate::config::Config;
+use crate::events::{Events, RetentionWorker};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
+use crate::store::events::EventStore;
 use crate::store::{Store, StoreError};
 use recovery::RecoveryWorker;
 use std::path::Path;
@@ -48,6 +50,16 @@ pub async fn open_store(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store
         .map_err(AppError::from)
 }
 
+/// The event store's month files live beside the main database.
+fn open_events(
+    data_dir: &Path,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Events>, AppError> {
+    let store = EventStore::open(data_dir)?;
+    Ok(Events::new(store, clock, metrics))
+}
+
 async fn stop_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -76,18 +88,32 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         "off" => None,
         _ => Some(tls::acceptor(&config)?),
     };
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .map_err(|source| AppError::Listen {
-            addr: config.listen.clone(),
-            source,
-        })?;
+    let listener = server::listen(&config.listen).map_err(|source| AppError::Listen {
+        addr: config.listen.clone(),
+        source,
+    })?;
     let addr = listener
         .local_addr()
         .map_err(|e| AppError::Internal(e.to_string()))?;
     let scheme = if tls.is_some() { "https" } else { "http" };
 
-    let auth = Auth::new(store.clone(), clock.clone(), crypto_policy());
+    let metrics = Arc::new(Metrics::new());
+    let events = open_events(&config.data_dir, clock.clone(), metrics.clone())?;
+    if let Some(dispatcher) = events.bus().dispatcher() {
+        supervisor.spawn(dispatcher);
+    }
+    supervisor.spawn(RetentionWorker::new(
+        events.clone(),
+        clock.clone(),
+        config.storage.event_retention_months,
+        jiff::tz::TimeZone::system(),
+    ));
+    let auth = Auth::new(
+        store.clone(),
+        clock.clone(),
+        crypto_policy(),
+        events.clone(),
+    );
     supervisor.spawn(LastUsedWorker(auth.clone()));
     supervisor.spawn(SessionPurgeWorker(auth.clone()));
     seed_default_admin(&auth).await;
@@ -96,7 +122,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         config,
         store: store.clone(),
         auth,
-        metrics: Arc::new(Metrics::new()),
+        events: events.clone(),
+        metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),
         clock,
@@ -116,6 +143,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     });
     server::run(listener, tls, router, stop, DRAIN_DEADLINE).await;
     supervisor.shutdown(WORKER_EXIT_DEADLINE).await;
+    events.store().close();
     store.close();
     tracing::info!("stopped");
     Ok(())
@@ -126,8 +154,10 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
     let store = open_store(&config.data_dir, clock.clone()).await?;
-    let auth = Auth::new(store.clone(), clock, crypto_policy());
+    let events = open_events(&config.data_dir, clock.clone(), Arc::new(Metrics::new()))?;
+    let auth = Auth::new(store.clone(), clock, crypto_policy(), events.clone());
     let minted = auth.mint_bootstrap().await;
+    events.store().close();
     store.close();
     minted
         .map(|m| m.token)

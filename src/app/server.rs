@@ -17,6 +17,10 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Kernel send buffer per connection (inherited from the listener). A fixed size bounds the
+/// kernel memory of many long-lived SSE clients on a small board, and lets a stalled client
+/// back up into its bounded bus buffer instead of megabytes of socket buffer.
+const SEND_BUFFER: u32 = 256 * 1024;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 async fn serve_connection<I>(io: I, peer: SocketAddr, tls: bool, router: Router, watcher: Watcher)
@@ -35,6 +39,22 @@ where
     if let Err(e) = watcher.watch(conn).await {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
+}
+
+/// Binds the listening socket.
+pub fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let addr: SocketAddr = addr.parse().map_err(|e| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
+    })?;
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_send_buffer_size(SEND_BUFFER)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 pub async fn run(

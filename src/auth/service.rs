@@ -3,8 +3,10 @@
 
 use super::{AuthError, CryptoPolicy, Principal};
 use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
+use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ApiToken, TenantRequest};
 use crate::model::{Tenant, Timestamp};
+use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
@@ -35,10 +37,16 @@ pub struct Auth {
     pub(super) dummy: tokio::sync::OnceCell<String>,
     pub(super) setup_lock: tokio::sync::Mutex<()>,
     pub limiter: super::ratelimit::LoginLimiter,
+    sink: Arc<dyn EventSink>,
 }
 
 impl Auth {
-    pub fn new(store: Arc<Store>, clock: SharedClock, policy: CryptoPolicy) -> Arc<Self> {
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        policy: CryptoPolicy,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
@@ -50,6 +58,7 @@ impl Auth {
             dummy: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
             limiter: super::ratelimit::LoginLimiter::default(),
+            sink,
         })
     }
 
@@ -124,6 +133,12 @@ impl Auth {
     fn take_used(&self) -> Vec<(Uuid, Uuid, Timestamp)> {
         let mut m = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
         m.drain().map(|((t, i), at)| (t, i, at)).collect()
+    }
+
+    /// The `config` event of an identity change, after its commit.
+    pub(super) async fn changed(&self, kind: &str, audit: &AuditDraft) {
+        let event = EventDraft::config(audit.tenant_id, &[kind], &audit.action, &audit.resource);
+        self.sink.emit(event).await;
     }
 
     fn draft(&self, tenant: Uuid, actor: &Actor, action: &str, resource: String) -> AuditDraft {
@@ -207,7 +222,9 @@ impl Auth {
             "tenant.create",
             format!("tenant/{}", tenant.id),
         );
-        Ok(self.store.create_tenant(tenant, audit).await?)
+        let created = self.store.create_tenant(tenant, audit.clone()).await?;
+        self.changed("tenants", &audit).await;
+        Ok(created)
     }
 
     pub async fn audit_entries(

@@ -222,9 +222,10 @@ impl Auth {
             format!("user/{}", user.user.id),
         );
         self.store
-            .insert_user_with_session(user, session, audit, true)
+            .insert_user_with_session(user, session, audit.clone(), true)
             .await
             .map_err(user_errors)?;
+        self.changed("users", &audit).await;
         Ok(NewSession {
             id,
             ttl: SESSION_TTL,
@@ -266,9 +267,10 @@ impl Auth {
             format!("user/{}", user.user.id),
         );
         self.store
-            .insert_user_with_session(user, session, audit, false)
+            .insert_user_with_session(user, session, audit.clone(), false)
             .await
             .map_err(user_errors)?;
+        self.changed("users", &audit).await;
         Ok(NewSession {
             id,
             ttl: SESSION_TTL,
@@ -325,8 +327,11 @@ impl Auth {
             "user.seed",
             format!("user/{}", user.user.id),
         );
-        match self.store.insert_user(user, audit).await {
-            Ok(_) => Ok(generated.then_some((email, password))),
+        match self.store.insert_user(user, audit.clone()).await {
+            Ok(_) => {
+                self.changed("users", &audit).await;
+                Ok(generated.then_some((email, password)))
+            }
             Err(StoreError::EmailInUse) => Ok(None),
             Err(e) => Err(e.into()),
         }

@@ -199,9 +199,10 @@ impl Auth {
                     meta: meta.clone(),
                     secret_hash,
                 },
-                audit,
+                audit.clone(),
             )
             .await?;
+        self.changed("api-tokens", &audit).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -253,10 +254,17 @@ impl Auth {
         let audit = self.audit(p, actor, "token.rotate", format!("api-token/{id}"));
         let meta = self
             .store
-            .rotate_token(p.tenant, id, lookup_prefix(&secret), secret_hash, audit)
+            .rotate_token(
+                p.tenant,
+                id,
+                lookup_prefix(&secret),
+                secret_hash,
+                audit.clone(),
+            )
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
+        self.changed("api-tokens", &audit).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -266,10 +274,11 @@ impl Auth {
     pub async fn revoke(&self, p: &Principal, actor: &Actor, id: Uuid) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "token.delete", format!("api-token/{id}"));
         self.store
-            .delete_token(p.tenant, id, audit)
+            .delete_token(p.tenant, id, audit.clone())
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
+        self.changed("api-tokens", &audit).await;
         Ok(())
     }
 }

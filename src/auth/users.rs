@@ -113,7 +113,9 @@ impl Auth {
             .await?;
         stored.user.disabled = req.disabled;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
-        Ok(self.store.insert_user(stored, audit).await?)
+        let user = self.store.insert_user(stored, audit.clone()).await?;
+        self.changed("users", &audit).await;
+        Ok(user)
     }
 
     pub async fn users(&self, p: &Principal) -> Result<Vec<User>, AuthError> {
@@ -145,6 +147,7 @@ impl Auth {
         }
         let now = self.clock.now();
         let audit = self.audit(p, actor, "user.update", format!("user/{id}"));
+        let event = audit.clone();
         let updated = self
             .store
             .update_user(p.tenant, id, audit, move |u| {
@@ -164,6 +167,7 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
+        self.changed("users", &event).await;
         Ok(updated)
     }
 
@@ -175,9 +179,11 @@ impl Auth {
     ) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "user.delete", format!("user/{id}"));
         self.store
-            .delete_user(p.tenant, id, audit)
+            .delete_user(p.tenant, id, audit.clone())
             .await
-            .map_err(user_errors)
+            .map_err(user_errors)?;
+        self.changed("users", &audit).await;
+        Ok(())
     }
 
     pub async fn set_password(
@@ -193,6 +199,7 @@ impl Auth {
         let hash = self.hash_secret(req.password).await?;
         let now = self.clock.now();
         let audit = self.audit(p, actor, "user.set-password", format!("user/{id}"));
+        let event = audit.clone();
         self.store
             .update_user(p.tenant, id, audit, move |u| {
                 u.password_hash = Some(hash);
@@ -200,6 +207,7 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
+        self.changed("users", &event).await;
         Ok(())
     }
 
@@ -238,6 +246,7 @@ impl Auth {
             "user.change-password",
             format!("user/{id}"),
         );
+        let event = audit.clone();
         self.store
             .update_user(p.home_tenant, id, audit, move |u| {
                 u.password_hash = Some(hash);
@@ -245,6 +254,7 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
+        self.changed("users", &event).await;
         Ok(())
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod duration;
+pub mod event;
 pub mod identity;
 pub mod selector;
 pub mod tenant;

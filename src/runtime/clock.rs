@@ -22,6 +22,18 @@ pub trait Clock: Send + Sync + 'static {
 
 pub type SharedClock = Arc<dyn Clock>;
 
+/// A UUIDv7 for `at` under `ctx`, whose counter keeps ids of one millisecond in minting order.
+/// Each clock has its own context: a context never goes back in time, so sharing one between
+/// clocks that disagree would stamp ids with the other clock's time.
+fn id_at(ctx: &Mutex<uuid::ContextV7>, at: Timestamp) -> Uuid {
+    let ms = u64::try_from(at.as_millis()).unwrap_or(0);
+    let ctx = ctx.lock().unwrap_or_else(|e| e.into_inner());
+    let ts = uuid::Timestamp::from_unix(&*ctx, ms / 1000, ((ms % 1000) * 1_000_000) as u32);
+    Uuid::new_v7(ts)
+}
+
+static SYSTEM_IDS: Mutex<uuid::ContextV7> = Mutex::new(uuid::ContextV7::new());
+
 /// The real wall clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
@@ -31,15 +43,19 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp(jiff::Timestamp::now())
     }
+
+    fn new_id(&self) -> Uuid {
+        id_at(&SYSTEM_IDS, self.now())
+    }
 }
 
 /// A clock that only moves when a test advances it.
 #[derive(Debug)]
-pub struct TestClock(Mutex<Timestamp>);
+pub struct TestClock(Mutex<Timestamp>, Mutex<uuid::ContextV7>);
 
 impl TestClock {
     pub fn new(start: Timestamp) -> Self {
-        Self(Mutex::new(start))
+        Self(Mutex::new(start), Mutex::new(uuid::ContextV7::new()))
     }
 
     pub fn advance(&self, d: Duration) {
@@ -51,6 +67,10 @@ impl TestClock {
 impl Clock for TestClock {
     fn now(&self) -> Timestamp {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn new_id(&self) -> Uuid {
+        id_at(&self.1, self.now())
     }
 }
 
@@ -84,5 +104,10 @@ mod tests {
         assert_eq!(id.get_version_num(), 7);
         let (secs, _) = id.get_timestamp().unwrap().to_unix();
         assert_eq!(secs as i64 * 1000, c.now().as_millis());
+        let ids: Vec<Uuid> = (0..1000).map(|_| c.new_id()).collect();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "monotonic within one millisecond"
+        );
     }
 }

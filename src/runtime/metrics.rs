@@ -4,6 +4,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -23,10 +24,22 @@ pub struct RouteLabels {
     pub route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
     pub http_duration: Family<RouteLabels, Histogram>,
+    /// Events the store failed to persist (they were still published on the bus).
+    pub events_dropped: Counter,
+    /// Frames the bus dropped for subscribers that could not keep up.
+    pub bus_dropped: Family<QueueLabels, Counter>,
+    /// Depth of the bus's main queue and of every subscriber's buffer, set at scrape time.
+    pub queue_depth: Family<QueueLabels, Gauge>,
+    pub sse_clients: Gauge,
 }
 
 impl Default for Metrics {
@@ -52,10 +65,34 @@ impl Metrics {
             "HTTP request latency by method and route template",
             http_duration.clone(),
         );
+        let events_dropped = Counter::default();
+        registry.register(
+            "np_events_dropped",
+            "Events the event store failed to persist",
+            events_dropped.clone(),
+        );
+        let bus_dropped = Family::<QueueLabels, Counter>::default();
+        registry.register(
+            "np_bus_frames_dropped",
+            "Bus frames dropped for a slow subscriber",
+            bus_dropped.clone(),
+        );
+        let queue_depth = Family::<QueueLabels, Gauge>::default();
+        registry.register("np_queue_depth", "Queue depths", queue_depth.clone());
+        let sse_clients = Gauge::default();
+        registry.register(
+            "np_sse_clients",
+            "Connected SSE clients",
+            sse_clients.clone(),
+        );
         Self {
             registry,
             http_requests,
             http_duration,
+            events_dropped,
+            bus_dropped,
+            queue_depth,
+            sse_clients,
         }
     }
 

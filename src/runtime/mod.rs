@@ -4,9 +4,11 @@
 pub mod clock;
 pub mod metrics;
 pub mod shutdown;
+pub mod sink;
 pub mod worker;
 
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
 pub use metrics::Metrics;
 pub use shutdown::Shutdown;
+pub use sink::EventSink;
 pub use worker::{Supervisor, Wait, Worker, WorkerState};

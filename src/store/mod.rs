@@ -5,6 +5,7 @@
 mod audit;
 mod codec;
 mod error;
+pub mod events;
 mod keys;
 mod migrations;
 mod tables;

@@ -11,6 +11,7 @@
 
 mod architecture;
 mod durability;
+mod events;
 mod identity;
 mod platform;
 mod signin;

@@ -1,0 +1,163 @@
+//! Events: stamping, the event store (best effort, failures counted), the bus, the SSE hub's
+//! client bookkeeping, export pages and month-file retention.
+
+pub mod bus;
+pub mod retention;
+
+pub use bus::{Bus, Delivery, Dispatcher, SSE_BUFFER, Subscription};
+pub use retention::RetentionWorker;
+
+use crate::model::Timestamp;
+use crate::model::event::{Event, EventDraft, EventFilter, id_millis};
+use crate::runtime::Metrics;
+use crate::runtime::clock::SharedClock;
+use crate::runtime::sink::{EmitFuture, EventSink};
+use crate::store::StoreError;
+use crate::store::events::{EventStore, Position};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use uuid::Uuid;
+
+/// SSE replay starts this long before the `Last-Event-ID` event.
+pub const REPLAY_LOOKBACK_MS: i64 = 1000;
+pub const REPLAY_MAX: usize = 500;
+
+pub struct Events {
+    store: Arc<EventStore>,
+    bus: Arc<Bus>,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+    sse_clients: AtomicUsize,
+}
+
+/// Counts one connected SSE client while alive.
+pub struct SseClient(Arc<Events>);
+
+impl Drop for SseClient {
+    fn drop(&mut self) {
+        self.0.sse_clients.fetch_sub(1, Ordering::SeqCst);
+        self.0.metrics.sse_clients.dec();
+    }
+}
+
+impl Events {
+    pub fn new(store: Arc<EventStore>, clock: SharedClock, metrics: Arc<Metrics>) -> Arc<Events> {
+        Arc::new(Events {
+            store,
+            bus: Bus::new(metrics.clone()),
+            clock,
+            metrics,
+            sse_clients: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn bus(&self) -> &Arc<Bus> {
+        &self.bus
+    }
+
+    /// Gives the event its id and time: the id is minted from the time, the time read back
+    /// from the id, so both always agree.
+    fn stamp(&self, d: EventDraft) -> Event {
+        let id = self.clock.new_id();
+        let ts = id_millis(&id)
+            .and_then(Timestamp::from_millis)
+            .unwrap_or_else(|| self.clock.now());
+        Event {
+            id,
+            tenant_id: d.tenant_id,
+            ts,
+            kind: d.kind,
+            object_id: d.object_id,
+            source_id: d.source_id,
+            severity: d.severity,
+            payload: d.payload,
+        }
+    }
+
+    /// Appends (durably, group-committed) and publishes. A store failure is counted and
+    /// logged; the event is published all the same.
+    pub async fn emit(&self, draft: EventDraft) -> Event {
+        let event = self.stamp(draft);
+        let stored = self.store.append(vec![event.clone()]).await;
+        if !matches!(stored, Ok(Ok(()))) {
+            self.metrics.events_dropped.inc();
+            tracing::error!(id = %event.id, kind = event.kind.as_str(), "event not persisted");
+        }
+        self.bus.publish(Arc::new(event.clone())).await;
+        event
+    }
+
+    /// Newest first, strictly older than the event `cursor`.
+    pub async fn list(
+        &self,
+        filter: EventFilter,
+        cursor: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let store = self.store.clone();
+        let before = cursor.and_then(Position::of_id);
+        tokio::task::spawn_blocking(move || store.newest(&filter, before, limit))
+            .await
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    /// Oldest first, strictly after `after` (export pages, SSE replay).
+    pub async fn ascending(
+        &self,
+        filter: EventFilter,
+        after: Option<Position>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.oldest(&filter, after, limit))
+            .await
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    /// The persisted events a reconnecting SSE client missed: from one second before
+    /// `last_id`, at most 500.
+    pub async fn replay(
+        &self,
+        filter: EventFilter,
+        last_id: Uuid,
+    ) -> Result<Vec<Event>, StoreError> {
+        let Some(ms) = id_millis(&last_id) else {
+            return Ok(Vec::new());
+        };
+        let from = Position {
+            ms: ms - REPLAY_LOOKBACK_MS,
+            id: Uuid::nil(),
+        };
+        self.ascending(filter, Some(from), REPLAY_MAX).await
+    }
+
+    pub fn subscribe(&self, name: &'static str, capacity: usize) -> Subscription {
+        self.bus.subscribe(name, capacity)
+    }
+
+    pub fn sse_client(self: &Arc<Self>) -> SseClient {
+        self.sse_clients.fetch_add(1, Ordering::SeqCst);
+        self.metrics.sse_clients.inc();
+        SseClient(self.clone())
+    }
+
+    pub fn sse_client_count(&self) -> usize {
+        self.sse_clients.load(Ordering::SeqCst)
+    }
+
+    pub fn queue_depths(&self) -> Vec<(String, usize)> {
+        self.bus.depths()
+    }
+
+    pub fn store(&self) -> &Arc<EventStore> {
+        &self.store
+    }
+}
+
+impl EventSink for Events {
+    fn emit(&self, draft: EventDraft) -> EmitFuture<'_> {
+        Box::pin(async move {
+            Events::emit(self, draft).await;
+        })
+    }
+}

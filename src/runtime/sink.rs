@@ -1,0 +1,13 @@
+//! The seam through which domain modules that may not import `events` still emit events: `app`
+//! hands them the events service as an `EventSink`.
+
+use crate::model::event::EventDraft;
+use std::future::Future;
+use std::pin::Pin;
+
+pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+pub trait EventSink: Send + Sync + 'static {
+    /// Appends to the event store (best effort, failures counted) and publishes on the bus.
+    fn emit(&self, draft: EventDraft) -> EmitFuture<'_>;
+}
