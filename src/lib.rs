@@ -5,6 +5,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod events;
+pub mod inventory;
 pub mod model;
 pub mod runtime;
 pub mod store;

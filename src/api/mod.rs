@@ -2,6 +2,7 @@
 //! OpenAPI document and thin handlers that call one domain function each.
 
 pub mod access;
+mod config;
 pub mod error;
 pub mod etag;
 mod events;
@@ -18,6 +19,7 @@ mod users;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::events::Events;
+use crate::inventory::Inventory;
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
@@ -33,6 +35,7 @@ pub struct AppContext {
     pub store: Arc<Store>,
     pub auth: Arc<Auth>,
     pub events: Arc<Events>,
+    pub inventory: Arc<Inventory>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

@@ -30,7 +30,7 @@ fn operation(r: &Route) -> Value {
     if !r.description.is_empty() {
         op["description"] = json!(r.description);
     }
-    let params = path_params(r.path);
+    let params = path_params(&r.path);
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
     }
@@ -43,7 +43,7 @@ fn operation(r: &Route) -> Value {
 pub fn build(routes: &[Route]) -> Value {
     let mut paths = Map::new();
     for r in routes {
-        let entry = paths.entry(r.path).or_insert_with(|| json!({}));
+        let entry = paths.entry(r.path.clone()).or_insert_with(|| json!({}));
         entry[r.method.as_str().to_lowercase()] = operation(r);
     }
     json!({

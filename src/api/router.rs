@@ -4,7 +4,7 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::{events, identity, pages, system, users};
+use super::{config, events, identity, pages, system, users};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -22,7 +22,7 @@ pub const PUBLIC: &str = "";
 
 pub struct Route {
     pub method: Method,
-    pub path: &'static str,
+    pub path: String,
     /// `resource:action`, or `PUBLIC`.
     pub permission: &'static str,
     /// With `PUBLIC`: the route still needs an authenticated caller.
@@ -37,10 +37,10 @@ pub struct Route {
 }
 
 impl Route {
-    fn new(method: Method, path: &'static str, handler: MethodRouter<AppState>) -> Self {
+    fn new(method: Method, path: impl Into<String>, handler: MethodRouter<AppState>) -> Self {
         Self {
             method,
-            path,
+            path: path.into(),
             permission: PUBLIC,
             identity: false,
             tag: "system",
@@ -51,19 +51,19 @@ impl Route {
         }
     }
 
-    pub fn get<H: Handler<T, AppState>, T: 'static>(path: &'static str, h: H) -> Self {
+    pub fn get<H: Handler<T, AppState>, T: 'static>(path: impl Into<String>, h: H) -> Self {
         Self::new(Method::GET, path, axum::routing::get(h))
     }
 
-    pub fn post<H: Handler<T, AppState>, T: 'static>(path: &'static str, h: H) -> Self {
+    pub fn post<H: Handler<T, AppState>, T: 'static>(path: impl Into<String>, h: H) -> Self {
         Self::new(Method::POST, path, axum::routing::post(h))
     }
 
-    pub fn put<H: Handler<T, AppState>, T: 'static>(path: &'static str, h: H) -> Self {
+    pub fn put<H: Handler<T, AppState>, T: 'static>(path: impl Into<String>, h: H) -> Self {
         Self::new(Method::PUT, path, axum::routing::put(h))
     }
 
-    pub fn delete<H: Handler<T, AppState>, T: 'static>(path: &'static str, h: H) -> Self {
+    pub fn delete<H: Handler<T, AppState>, T: 'static>(path: impl Into<String>, h: H) -> Self {
         Self::new(Method::DELETE, path, axum::routing::delete(h))
     }
 
@@ -103,6 +103,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(users::routes());
     all.extend(pages::routes());
     all.extend(events::routes());
+    all.extend(config::routes());
     all
 }
 
@@ -176,7 +177,7 @@ pub fn build_router(state: AppState) -> Router {
         if r.deadline {
             handler = handler.layer(from_fn(deadline));
         }
-        let routed = routed_path(r.path);
+        let routed = routed_path(&r.path);
         if let Some((_, verb)) = routed.rsplit_once("/:") {
             verbs.insert(verb.to_string());
         }

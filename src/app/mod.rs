@@ -9,6 +9,7 @@ use crate::api::{AppContext, build_router};
 use crate::auth::{Auth, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker};
 use crate::config::Config;
 use crate::events::{Events, RetentionWorker};
+use crate::inventory::Inventory;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -122,6 +123,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         config,
         store: store.clone(),
         auth,
+        inventory: Inventory::new(store.clone(), clock.clone(), events.clone()),
         events: events.clone(),
         metrics,
         supervisor: supervisor.clone(),

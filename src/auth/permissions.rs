@@ -61,8 +61,6 @@ pub fn builtin_role(name: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-pub const BUILTIN_ROLES: &[&str] = &["admin", "operator", "editor", "viewer"];
-
 /// Whether `granted` covers `wanted`.
 pub fn implies(granted: &str, wanted: &str) -> bool {
     if granted == "*" || granted == "*:*" || granted == wanted {
@@ -72,18 +70,6 @@ pub fn implies(granted: &str, wanted: &str) -> bool {
         (Some((gr, "*")), Some((wr, _))) => gr == wr,
         _ => false,
     }
-}
-
-/// Whether a scope string is well formed: `*`, or `resource:action` of lower-case words, either
-/// side possibly `*`.
-pub fn is_well_formed(p: &str) -> bool {
-    if p == "*" {
-        return true;
-    }
-    let word = |s: &str| {
-        s == "*" || (!s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
-    };
-    matches!(p.split_once(':'), Some((r, a)) if word(r) && word(a))
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -103,6 +89,10 @@ impl Permissions {
             }
         }
         Self(set)
+    }
+
+    pub fn extend(&mut self, more: impl IntoIterator<Item = String>) {
+        self.0.extend(more);
     }
 
     pub fn allows(&self, wanted: &str) -> bool {
@@ -151,23 +141,5 @@ mod tests {
         assert!(!viewer.covers(&admin));
         let fam = Permissions::new(["admin:*"]);
         assert!(!fam.covers(&Permissions::new(["*:*"])));
-    }
-
-    #[test]
-    fn scope_syntax() {
-        for ok in ["*", "*:*", "admin:*", "objects:read", "admin:ai"] {
-            assert!(is_well_formed(ok), "{ok}");
-        }
-        for bad in [
-            "",
-            "objects",
-            "objects:",
-            ":read",
-            "Objects:read",
-            "a:b:c",
-            "a b:c",
-        ] {
-            assert!(!is_well_formed(bad), "{bad}");
-        }
     }
 }

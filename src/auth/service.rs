@@ -1,7 +1,8 @@
 //! The `Auth` service: the bounded hashing pool, the verified-token cache, `lastUsedAt`
 //! bookkeeping, and the tenant and audit operations.
 
-use super::{AuthError, CryptoPolicy, Principal};
+use super::permissions::builtin_role;
+use super::{AuthError, CryptoPolicy, Permissions, Principal};
 use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ApiToken, TenantRequest};
@@ -153,6 +154,50 @@ impl Auth {
         resource: String,
     ) -> AuditDraft {
         self.draft(p.tenant, actor, action, resource)
+    }
+
+    /// Scopes plus the permissions of the roles: built-in ones, and the tenant's custom roles
+    /// (the `roles` configuration kind), read on every call so a role change applies at once.
+    pub(super) async fn permissions(
+        &self,
+        tenant: Uuid,
+        scopes: &[String],
+        roles: &[String],
+    ) -> Permissions {
+        let mut perms = Permissions::from_scopes_and_roles(scopes, roles);
+        for role in roles.iter().filter(|r| builtin_role(r).is_none()) {
+            if let Ok(doc) = self.store.doc(tenant, "roles", role.clone(), false).await {
+                let granted = doc.to_json()["permissions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                perms.extend(granted.iter().filter_map(|p| p.as_str().map(String::from)));
+            }
+        }
+        perms
+    }
+
+    /// Fails naming the first role that is neither built in nor defined in the tenant.
+    pub(super) async fn check_roles(
+        &self,
+        tenant: Uuid,
+        roles: &[String],
+        field: &'static str,
+    ) -> Result<(), AuthError> {
+        for role in roles.iter().filter(|r| builtin_role(r).is_none()) {
+            if self
+                .store
+                .doc(tenant, "roles", role.clone(), false)
+                .await
+                .is_err()
+            {
+                return Err(AuthError::validation(
+                    field,
+                    format!("unknown role {role:?}"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Resolves `X-Service-Tenant`: honoured only for holders of `admin:tenants`.

@@ -2,7 +2,7 @@
 //! the setup gate, self-registration, default administrator seeding, and session purging.
 
 use super::users::{check_password, user_errors};
-use super::{Auth, AuthError, Permissions, Principal};
+use super::{Auth, AuthError, Principal};
 use crate::model::audit::{AuditDraft, hex};
 use crate::model::identity::{Actor, ActorType, Session, StoredUser};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -176,7 +176,9 @@ impl Auth {
             name: user.user.name.clone(),
             home_tenant: session.tenant_id,
             tenant: session.tenant_id,
-            permissions: Permissions::from_scopes_and_roles(&[], &session.roles),
+            permissions: self
+                .permissions(session.tenant_id, &[], &session.roles)
+                .await,
         })
     }
 

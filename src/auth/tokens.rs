@@ -1,10 +1,10 @@
 //! API tokens: `svc_` + 48 hex characters; authentication with the verified-token cache, and
 //! mint, rotate, revoke, list, bootstrap.
 
-use super::permissions::{BUILTIN_ROLES, is_well_formed};
-use super::{Auth, AuthError, Permissions, Principal};
+use super::{Auth, AuthError, Principal};
 use crate::model::Timestamp;
 use crate::model::audit::hex;
+use crate::model::identity::is_permission;
 use crate::model::identity::{Actor, ActorType, ApiToken, MintedToken, StoredToken, TokenRequest};
 use std::net::IpAddr;
 use uuid::Uuid;
@@ -89,12 +89,15 @@ impl Auth {
             name: meta.name.clone(),
             home_tenant: meta.tenant_id,
             tenant: meta.tenant_id,
-            permissions: Permissions::from_scopes_and_roles(&meta.scopes, &meta.roles),
+            permissions: self
+                .permissions(meta.tenant_id, &meta.scopes, &meta.roles)
+                .await,
         })
     }
 
-    fn validate(
+    async fn validate(
         &self,
+        tenant: Uuid,
         creator: Option<&Principal>,
         req: &TokenRequest,
     ) -> Result<Option<Timestamp>, AuthError> {
@@ -107,22 +110,13 @@ impl Auth {
                 "scopes or roles are required",
             ));
         }
-        if let Some(bad) = req.scopes.iter().find(|s| !is_well_formed(s)) {
+        if let Some(bad) = req.scopes.iter().find(|s| !is_permission(s)) {
             return Err(AuthError::validation(
                 "token",
                 format!("scope {bad:?} is not of the form resource:action"),
             ));
         }
-        if let Some(bad) = req
-            .roles
-            .iter()
-            .find(|r| !BUILTIN_ROLES.contains(&r.as_str()))
-        {
-            return Err(AuthError::validation(
-                "token",
-                format!("unknown role {bad:?}"),
-            ));
-        }
+        self.check_roles(tenant, &req.roles, "token").await?;
         if let Some(bad) = req
             .ip_bind
             .iter()
@@ -149,7 +143,7 @@ impl Auth {
             }
         };
         if let Some(creator) = creator {
-            let wanted = Permissions::from_scopes_and_roles(&req.scopes, &req.roles);
+            let wanted = self.permissions(tenant, &req.scopes, &req.roles).await;
             if !creator.permissions.covers(&wanted) {
                 return Err(AuthError::Forbidden(
                     "a token cannot carry permissions its creator lacks".into(),
@@ -167,7 +161,7 @@ impl Auth {
         creator: Option<&Principal>,
         req: TokenRequest,
     ) -> Result<MintedToken, AuthError> {
-        let expires_at = self.validate(creator, &req)?;
+        let expires_at = self.validate(tenant, creator, &req).await?;
         let secret =
             new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
         let secret_hash = self.hash_secret(secret.clone()).await?;

@@ -1,7 +1,6 @@
 //! Users and their passwords (SPEC 4.1, 5.5): create, update, delete, set and change password,
 //! with the e-mail and last-administrator guards.
 
-use super::permissions::BUILTIN_ROLES;
 use super::{Auth, AuthError, Principal};
 use crate::model::identity::{
     Actor, ActorType, ChangePassword, CreateUser, SetPassword, StoredUser, UpdateUser, User,
@@ -35,16 +34,6 @@ pub fn check_email(email: &str) -> Result<String, AuthError> {
     Ok(e.to_string())
 }
 
-fn check_roles(roles: &[String]) -> Result<(), AuthError> {
-    match roles.iter().find(|r| !BUILTIN_ROLES.contains(&r.as_str())) {
-        Some(bad) => Err(AuthError::validation(
-            "user",
-            format!("unknown role {bad:?}"),
-        )),
-        None => Ok(()),
-    }
-}
-
 pub(super) fn user_errors(e: StoreError) -> AuthError {
     match e {
         StoreError::NotFound => AuthError::NotFound,
@@ -67,7 +56,7 @@ impl Auth {
         if name.is_empty() {
             return Err(AuthError::validation("user", "name is required"));
         }
-        check_roles(&roles)?;
+        self.check_roles(tenant, &roles, "user").await?;
         let password_hash = match password {
             Some(pw) => {
                 check_password(pw)?;
@@ -140,7 +129,7 @@ impl Auth {
     ) -> Result<User, AuthError> {
         let email = req.email.as_deref().map(check_email).transpose()?;
         if let Some(roles) = &req.roles {
-            check_roles(roles)?;
+            self.check_roles(p.tenant, roles, "user").await?;
         }
         if req.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
             return Err(AuthError::validation("user", "name must not be empty"));

@@ -245,3 +245,38 @@ impl std::fmt::Debug for Session {
             .finish_non_exhaustive()
     }
 }
+
+/// Whether a permission string is well formed: `*`, or `resource:action` of lower-case words,
+/// either side possibly `*`.
+pub fn is_permission(p: &str) -> bool {
+    if p == "*" {
+        return true;
+    }
+    let word = |s: &str| {
+        s == "*" || (!s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+    };
+    matches!(p.split_once(':'), Some((r, a)) if word(r) && word(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_permission;
+
+    #[test]
+    fn permission_syntax() {
+        for ok in ["*", "*:*", "admin:*", "objects:read", "admin:ai"] {
+            assert!(is_permission(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "objects",
+            "objects:",
+            ":read",
+            "Objects:read",
+            "a:b:c",
+            "a b:c",
+        ] {
+            assert!(!is_permission(bad), "{bad}");
+        }
+    }
+}

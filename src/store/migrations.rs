@@ -3,7 +3,8 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, META, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
+    USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -24,6 +25,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "identity and audit tables",
         apply: create_identity_tables,
     },
+    Migration {
+        version: 3,
+        name: "configuration documents",
+        apply: create_config_tables,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -43,6 +49,12 @@ fn create_identity_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(USERS).map_err(StoreError::from_redb)?;
     tx.open_table(USER_EMAILS).map_err(StoreError::from_redb)?;
     tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_config_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+    tx.open_table(CONFIG_IDS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 mod audit;
 mod codec;
+mod config;
 mod error;
 pub mod events;
 mod keys;

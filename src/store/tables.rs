@@ -25,6 +25,13 @@ pub const USER_EMAILS: TableDefinition<&str, &[u8]> = TableDefinition::new("user
 /// Sessions by their id: the cookie carries only the id, so this index is instance-wide.
 pub const SESSIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("session_by_id");
 
+/// Configuration documents by tenant + kind + name.
+pub const CONFIG_DOCS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("config_doc_by_tenant_kind_name");
+/// Configuration document keys by tenant + document id.
+pub const CONFIG_IDS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("config_key_by_tenant_id");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

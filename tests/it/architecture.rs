@@ -15,7 +15,7 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
         "store" => &["model"],
         "config" => &["model"],
         "auth" | "events" => &["model", "runtime", "store", "config"],
-        "monitor" | "alerting" | "notify" | "ingress" | "federation" => DOMAIN,
+        "monitor" | "alerting" | "notify" | "ingress" | "federation" | "inventory" => DOMAIN,
         "api" | "web" => &[
             "model",
             "runtime",
@@ -29,6 +29,7 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
             "notify",
             "ingress",
             "federation",
+            "inventory",
             "web",
             "api",
         ],

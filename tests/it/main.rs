@@ -10,6 +10,7 @@
 )]
 
 mod architecture;
+mod config;
 mod durability;
 mod events;
 mod identity;

@@ -1,0 +1,93 @@
+//! The generic configuration routes (SPEC 4.3), five per kind, generated from the kind table.
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::etag::{IfMatch, etag};
+use super::extract::ApiJson;
+use super::pagination::{CONFIG_KINDS, Page, PageQuery};
+use super::router::Route;
+use crate::inventory::InventoryError;
+use crate::model::config::{ConfigDoc, KINDS, Kind};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::Value;
+
+impl From<InventoryError> for Problem {
+    fn from(e: InventoryError) -> Self {
+        match e {
+            InventoryError::Invalid(i) => Problem::validation(&i.field, i.detail),
+            InventoryError::Store(s) => s.into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    q: Option<String>,
+    #[serde(flatten)]
+    page: PageQuery,
+}
+
+fn one(doc: &ConfigDoc) -> impl IntoResponse + use<> {
+    (etag(doc.version), Json(doc.to_json()))
+}
+
+pub fn routes() -> Vec<Route> {
+    KINDS.iter().flat_map(kind_routes).collect()
+}
+
+fn kind_routes(kind: &'static Kind) -> Vec<Route> {
+    let list_path = format!("/api/v1/{}", kind.name);
+    let item_path = format!("/api/v1/{}/{{name}}", kind.name);
+    let list = move |State(st): State<AppState>, c: Caller, Query(q): Query<ListQuery>| async move {
+        let page = q.page.resolve(CONFIG_KINDS);
+        let docs = st
+            .inventory
+            .list(&c.principal, kind, q.q, page.cursor.clone(), page.limit)
+            .await?;
+        let page = Page::new(docs, &page, |d| d.name.clone());
+        Ok::<_, Problem>(Json(Page {
+            items: page.items.iter().map(ConfigDoc::to_json).collect(),
+            next_cursor: page.next_cursor,
+        }))
+    };
+    let create = move |State(st): State<AppState>, c: Caller, ApiJson(body): ApiJson<Value>| async move {
+        let doc = st
+            .inventory
+            .create(&c.principal, &c.actor, kind, body)
+            .await?;
+        Ok::<_, Problem>((StatusCode::CREATED, one(&doc)))
+    };
+    let get = move |State(st): State<AppState>, c: Caller, Path(name): Path<String>| async move {
+        let doc = st.inventory.get(&c.principal, kind, name).await?;
+        Ok::<_, Problem>(one(&doc))
+    };
+    let put = move |State(st): State<AppState>,
+                    c: Caller,
+                    Path(name): Path<String>,
+                    IfMatch(v): IfMatch,
+                    ApiJson(body): ApiJson<Value>| async move {
+        let doc = st
+            .inventory
+            .update(&c.principal, &c.actor, kind, name, v, body)
+            .await?;
+        Ok::<_, Problem>(one(&doc))
+    };
+    let delete = move |State(st): State<AppState>, c: Caller, Path(name): Path<String>| async move {
+        st.inventory
+            .delete(&c.principal, &c.actor, kind, name)
+            .await?;
+        Ok::<_, Problem>(StatusCode::NO_CONTENT)
+    };
+    vec![
+        Route::get(list_path.clone(), list).permission(kind.read).doc(kind.name, "List documents", "Ordered by name; `q` matches the name or any text of the document (any case); limit 500 by default, at most 2000; `cursor` is the last name of the previous page."),
+        Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`."),
+        Route::get(item_path.clone(), get).permission(kind.read).doc(kind.name, "Get a document", if kind.name == "templates" { "By name or by id; `ETag` is the version." } else { "`ETag` is the version." }),
+        Route::put(item_path.clone(), put).permission(kind.write).doc(kind.name, "Replace a document", "`If-Match` required (428 without, 409 `svc:conflict/version` when stale); the name in the path wins over the body's."),
+        Route::delete(item_path, delete).permission(kind.write).doc(kind.name, "Delete a document", "204."),
+    ]
+}

@@ -1,0 +1,195 @@
+//! Inventory and configuration: the configuration documents of the twenty kinds, with one
+//! implementation of their CRUD shape. (Hosts, services, templates' inheritance, bundles and
+//! secrets join this module with their issue.)
+
+use crate::auth::Principal;
+use crate::model::audit::AuditDraft;
+use crate::model::config::{ConfigDoc, Invalid, Kind, METADATA, check_name};
+use crate::model::event::EventDraft;
+use crate::model::identity::Actor;
+use crate::runtime::EventSink;
+use crate::runtime::clock::SharedClock;
+use crate::store::{Store, StoreError};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InventoryError {
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<Invalid> for InventoryError {
+    fn from(i: Invalid) -> Self {
+        InventoryError::Invalid(i)
+    }
+}
+
+pub struct Inventory {
+    store: Arc<Store>,
+    clock: SharedClock,
+    sink: Arc<dyn EventSink>,
+}
+
+/// The body of a document: a JSON object without the service-owned metadata.
+fn body_of(value: Value) -> Result<Map<String, Value>, Invalid> {
+    let Value::Object(mut map) = value else {
+        return Err(Invalid {
+            field: "body".into(),
+            detail: "a document is a JSON object".into(),
+        });
+    };
+    for key in METADATA {
+        map.remove(key);
+    }
+    Ok(map)
+}
+
+impl Inventory {
+    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
+        Arc::new(Self { store, clock, sink })
+    }
+
+    fn audit(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        kind: &Kind,
+        verb: &str,
+        name: &str,
+    ) -> AuditDraft {
+        AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            &format!("{}.{verb}", kind.code),
+            format!("{}/{name}", kind.name),
+        )
+    }
+
+    async fn changed(&self, kind: &Kind, audit: &AuditDraft) {
+        let event = EventDraft::config(
+            audit.tenant_id,
+            &[kind.name],
+            &audit.action,
+            &audit.resource,
+        );
+        self.sink.emit(event).await;
+    }
+
+    pub async fn create(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        kind: &'static Kind,
+        value: Value,
+    ) -> Result<ConfigDoc, InventoryError> {
+        let name = value
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let mut body = body_of(value)?;
+        check_name(&name)?;
+        kind.validate(&mut body)?;
+        let now = self.clock.now();
+        let doc = ConfigDoc {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            kind: kind.name.to_string(),
+            name: name.clone(),
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            body: Value::Object(body).to_string(),
+        };
+        let audit = self.audit(p, actor, kind, "create", &name);
+        let doc = self.store.create_doc(doc, audit.clone()).await?;
+        self.changed(kind, &audit).await;
+        Ok(doc)
+    }
+
+    /// Replaces a document; the name in the path wins over the body's.
+    pub async fn update(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        kind: &'static Kind,
+        name: String,
+        expected: u64,
+        value: Value,
+    ) -> Result<ConfigDoc, InventoryError> {
+        let mut body = body_of(value)?;
+        kind.validate(&mut body)?;
+        let now = self.clock.now();
+        let audit = self.audit(p, actor, kind, "update", &name);
+        let body = Value::Object(body).to_string();
+        let doc = self
+            .store
+            .update_doc(
+                p.tenant,
+                kind.name,
+                name,
+                expected,
+                move |d| {
+                    d.body = body;
+                    d.updated_at = now;
+                },
+                audit.clone(),
+            )
+            .await?;
+        self.changed(kind, &audit).await;
+        Ok(doc)
+    }
+
+    pub async fn delete(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        kind: &'static Kind,
+        name: String,
+    ) -> Result<(), InventoryError> {
+        let audit = self.audit(p, actor, kind, "delete", &name);
+        self.store
+            .delete_doc(p.tenant, kind.name, name, audit.clone())
+            .await?;
+        self.changed(kind, &audit).await;
+        Ok(())
+    }
+
+    /// By name; templates also by id.
+    pub async fn get(
+        &self,
+        p: &Principal,
+        kind: &'static Kind,
+        name: String,
+    ) -> Result<ConfigDoc, InventoryError> {
+        Ok(self
+            .store
+            .doc(p.tenant, kind.name, name, kind.name == "templates")
+            .await?)
+    }
+
+    /// By name ascending; `q` keeps documents whose name or text contains it (any case).
+    pub async fn list(
+        &self,
+        p: &Principal,
+        kind: &'static Kind,
+        q: Option<String>,
+        cursor: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<ConfigDoc>, InventoryError> {
+        let needle = q.filter(|q| !q.is_empty()).map(|q| q.to_lowercase());
+        let keep = move |d: &ConfigDoc| {
+            needle.as_ref().is_none_or(|n| {
+                d.name.to_lowercase().contains(n) || d.body.to_lowercase().contains(n)
+            })
+        };
+        Ok(self
+            .store
+            .docs(p.tenant, kind.name, cursor, limit, keep)
+            .await?)
+    }
+}

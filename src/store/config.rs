@@ -1,0 +1,207 @@
+//! Configuration documents by tenant, kind and name, with an id index (templates are also
+//! addressed by UUID). Every mutation carries its audit entry in the same transaction.
+
+use super::codec::{decode, encode};
+use super::keys::scoped;
+use super::tables::{CONFIG_DOCS, CONFIG_IDS};
+use super::{Store, StoreError};
+use crate::model::audit::AuditDraft;
+use crate::model::config::ConfigDoc;
+use redb::{ReadableTable, WriteTransaction};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// tenant + kind length + kind, the prefix of every document of a kind.
+fn kind_prefix(tenant: Uuid, kind: &str) -> Vec<u8> {
+    let mut local = vec![u8::try_from(kind.len()).unwrap_or(u8::MAX)];
+    local.extend_from_slice(kind.as_bytes());
+    scoped(tenant, &local)
+}
+
+fn doc_key(tenant: Uuid, kind: &str, name: &str) -> Vec<u8> {
+    let mut k = kind_prefix(tenant, kind);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+fn load(tx: &WriteTransaction, key: &[u8]) -> Result<Option<ConfigDoc>, StoreError> {
+    let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+    docs.get(key)
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
+fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreError> {
+    let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
+    tx.open_table(CONFIG_DOCS)
+        .map_err(StoreError::from_redb)?
+        .insert(key.as_slice(), encode(doc)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(CONFIG_IDS)
+        .map_err(StoreError::from_redb)?
+        .insert(
+            scoped(doc.tenant_id, doc.id.as_bytes()).as_slice(),
+            key.as_slice(),
+        )
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+impl Store {
+    pub async fn create_doc(
+        self: &Arc<Self>,
+        doc: ConfigDoc,
+        audit: AuditDraft,
+    ) -> Result<ConfigDoc, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
+            if load(tx, &key)?.is_some() {
+                return Err(StoreError::Duplicate(format!(
+                    "{} {:?}",
+                    doc.kind, doc.name
+                )));
+            }
+            put(tx, &doc)?;
+            store.append_audit(tx, audit.after(doc.to_json()))?;
+            Ok(doc)
+        })
+        .await
+    }
+
+    /// Replaces a document's body if `expected` is its stored version.
+    pub async fn update_doc(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        kind: &'static str,
+        name: String,
+        expected: u64,
+        change: impl FnOnce(&mut ConfigDoc) + Send + 'static,
+        audit: AuditDraft,
+    ) -> Result<ConfigDoc, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
+            if old.version != expected {
+                return Err(StoreError::VersionConflict {
+                    stored: old.version,
+                    expected,
+                });
+            }
+            let mut new = old.clone();
+            change(&mut new);
+            new.version = old.version + 1;
+            put(tx, &new)?;
+            store.append_audit(tx, audit.before(old.to_json()).after(new.to_json()))?;
+            Ok(new)
+        })
+        .await
+    }
+
+    pub async fn delete_doc(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        kind: &'static str,
+        name: String,
+        audit: AuditDraft,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let key = doc_key(tenant, kind, &name);
+            let old = load(tx, &key)?.ok_or(StoreError::NotFound)?;
+            tx.open_table(CONFIG_DOCS)
+                .map_err(StoreError::from_redb)?
+                .remove(key.as_slice())
+                .map_err(StoreError::from_redb)?;
+            tx.open_table(CONFIG_IDS)
+                .map_err(StoreError::from_redb)?
+                .remove(scoped(tenant, old.id.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?;
+            store.append_audit(tx, audit.before(old.to_json()))?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// A document by name, or by id when `by_id` allows it (templates).
+    pub async fn doc(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        kind: &'static str,
+        name: String,
+        by_id: bool,
+    ) -> Result<ConfigDoc, StoreError> {
+        self.read(move |tx| {
+            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+            if let Some(v) = docs
+                .get(doc_key(tenant, kind, &name).as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                return decode(v.value());
+            }
+            let Some(id) = by_id.then(|| Uuid::parse_str(&name).ok()).flatten() else {
+                return Err(StoreError::NotFound);
+            };
+            let ids = tx.open_table(CONFIG_IDS).map_err(StoreError::from_redb)?;
+            let key = ids
+                .get(scoped(tenant, id.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .ok_or(StoreError::NotFound)?;
+            let doc: ConfigDoc = decode(
+                docs.get(key.value())
+                    .map_err(StoreError::from_redb)?
+                    .ok_or(StoreError::NotFound)?
+                    .value(),
+            )?;
+            if doc.kind == kind {
+                Ok(doc)
+            } else {
+                Err(StoreError::NotFound)
+            }
+        })
+        .await
+    }
+
+    /// Documents of a kind by name ascending, after `cursor`, keeping those `keep` accepts.
+    pub async fn docs(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        kind: &'static str,
+        cursor: Option<String>,
+        limit: usize,
+        keep: impl Fn(&ConfigDoc) -> bool + Send + 'static,
+    ) -> Result<Vec<ConfigDoc>, StoreError> {
+        self.read(move |tx| {
+            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+            let prefix = kind_prefix(tenant, kind);
+            let start = match &cursor {
+                Some(c) => {
+                    let mut k = doc_key(tenant, kind, c);
+                    k.push(0);
+                    k
+                }
+                None => prefix.clone(),
+            };
+            let mut out = Vec::new();
+            for row in docs
+                .range(start.as_slice()..)
+                .map_err(StoreError::from_redb)?
+            {
+                let (k, v) = row.map_err(StoreError::from_redb)?;
+                if !k.value().starts_with(&prefix) {
+                    break;
+                }
+                let doc: ConfigDoc = decode(v.value())?;
+                if keep(&doc) {
+                    out.push(doc);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
