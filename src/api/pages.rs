@@ -4,6 +4,7 @@
 use super::AppState;
 use super::access::{Caller, DirectTls, SESSION_COOKIE, cookie, peer_ip};
 use super::router::Route;
+use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::store::StoreError;
 use crate::web;
@@ -189,33 +190,52 @@ async fn setup_page(State(st): State<AppState>) -> Response {
     html(StatusCode::OK, web::setup(None, "", ""))
 }
 
-async fn setup(State(st): State<AppState>, req: Request) -> Response {
-    let o = origin(&st, &req);
-    let f: AccountForm = form(&st, req).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
-        return throttled(web::setup(
-            Some("Too many attempts. Try again in 30 seconds."),
-            &f.name,
-            &f.email,
-        ));
+/// Which account form a submission came from.
+#[derive(Clone, Copy)]
+enum AccountPage {
+    Setup,
+    Register,
+}
+
+impl AccountPage {
+    fn render(self, msg: Option<&str>, f: &AccountForm) -> String {
+        match self {
+            AccountPage::Setup => web::setup(msg, &f.name, &f.email),
+            AccountPage::Register => web::register(msg, &f.name, &f.email),
+        }
     }
-    match st
-        .auth
-        .setup(
-            &f.name,
-            &f.email,
-            &f.password,
-            &f.confirmation,
-            &o.ip.to_string(),
-        )
-        .await
-    {
+}
+
+/// Setup and registration: throttle, create the account, sign it in or re-render the form.
+async fn open_account(st: &AppState, req: Request, page: AccountPage) -> Response {
+    let o = origin(st, &req);
+    let f: AccountForm = form(st, req).await;
+    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+        return throttled(page.render(Some("Too many attempts. Try again in 30 seconds."), &f));
+    }
+    let ip = o.ip.to_string();
+    let account = NewAccount {
+        name: &f.name,
+        email: &f.email,
+        password: &f.password,
+        confirmation: &f.confirmation,
+        source_ip: &ip,
+    };
+    let result = match page {
+        AccountPage::Setup => st.auth.setup(account).await,
+        AccountPage::Register => st.auth.register(account).await,
+    };
+    match result {
         Ok(session) => signed_in(session, o.secure),
         Err(e) => {
             let (status, msg) = account_error(e);
-            html(status, web::setup(Some(&msg), &f.name, &f.email))
+            html(status, page.render(Some(&msg), &f))
         }
     }
+}
+
+async fn setup(State(st): State<AppState>, req: Request) -> Response {
+    open_account(&st, req, AccountPage::Setup).await
 }
 
 fn signup_off() -> Response {
@@ -244,32 +264,7 @@ async fn register(State(st): State<AppState>, req: Request) -> Response {
     if st.auth.setup_open().await {
         return redirect("/setup");
     }
-    let o = origin(&st, &req);
-    let f: AccountForm = form(&st, req).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
-        return throttled(web::register(
-            Some("Too many attempts. Try again in 30 seconds."),
-            &f.name,
-            &f.email,
-        ));
-    }
-    match st
-        .auth
-        .register(
-            &f.name,
-            &f.email,
-            &f.password,
-            &f.confirmation,
-            &o.ip.to_string(),
-        )
-        .await
-    {
-        Ok(session) => signed_in(session, o.secure),
-        Err(e) => {
-            let (status, msg) = account_error(e);
-            html(status, web::register(Some(&msg), &f.name, &f.email))
-        }
-    }
+    open_account(&st, req, AccountPage::Register).await
 }
 
 async fn logout(State(st): State<AppState>, req: Request) -> Response {

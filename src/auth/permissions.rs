@@ -29,34 +29,18 @@ const OPERATOR: &[&str] = &[
     "reports:render",
 ];
 
-const EDITOR: &[&str] = &[
-    "objects:read",
-    "objects:write",
-    "alerts:read",
-    "alerts:write",
-    "alerts:ack",
-    "incidents:read",
-    "incidents:write",
-    "events:read",
-    "oncall:read",
-    "oncall:write",
-    "metrics:read",
-    "checks:run",
-    "downtimes:write",
-    "silences:write",
-    "reports:render",
-    "config:write",
-];
+/// The editor has the operator's permissions and these.
+const EDITOR_EXTRA: &[&str] = &["oncall:write", "config:write"];
 
 const ADMIN: &[&str] = &["*:*"];
 
 /// The permissions of a built-in role.
-pub fn builtin_role(name: &str) -> Option<&'static [&'static str]> {
+pub fn builtin_role(name: &str) -> Option<Vec<&'static str>> {
     match name {
-        "admin" => Some(ADMIN),
-        "operator" => Some(OPERATOR),
-        "editor" => Some(EDITOR),
-        "viewer" => Some(VIEWER),
+        "admin" => Some(ADMIN.to_vec()),
+        "operator" => Some(OPERATOR.to_vec()),
+        "editor" => Some([OPERATOR, EDITOR_EXTRA].concat()),
+        "viewer" => Some(VIEWER.to_vec()),
         _ => None,
     }
 }

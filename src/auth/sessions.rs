@@ -192,58 +192,27 @@ impl Auth {
             Err(_) => false,
         }
     }
+}
 
-    /// First-run setup: an admin and a 12 h session, if the gate is still open. The mutex and
-    /// the gate re-checked inside the transaction make a racing second request a `Conflict`.
-    pub async fn setup(
-        &self,
-        name: &str,
-        email: &str,
-        password: &str,
-        confirmation: &str,
-        source_ip: &str,
-    ) -> Result<NewSession, AuthError> {
-        let _one_at_a_time = self.setup_lock.lock().await;
-        if password != confirmation {
-            return Err(AuthError::validation(
-                "password",
-                "the passwords do not match",
-            ));
-        }
-        let tenant = self.store.default_tenant().await?;
-        let user = self
-            .new_local_user(tenant.id, email, name, vec!["admin".into()], Some(password))
-            .await?;
-        let session = self.session(&user, SESSION_TTL)?;
-        let id = session.id.clone();
-        let audit = AuditDraft::new(
-            self.clock.now(),
-            tenant.id,
-            &Self::user_actor(&user, source_ip),
-            "setup.admin",
-            format!("user/{}", user.user.id),
-        );
-        self.store
-            .insert_user_with_session(user, session, audit.clone(), true)
-            .await
-            .map_err(user_errors)?;
-        self.changed("users", &audit).await;
-        Ok(NewSession {
-            id,
-            ttl: SESSION_TTL,
-        })
-    }
+/// A new local account with its first session: the first administrator at setup, or a
+/// self-registered viewer.
+pub struct NewAccount<'a> {
+    pub name: &'a str,
+    pub email: &'a str,
+    pub password: &'a str,
+    pub confirmation: &'a str,
+    pub source_ip: &'a str,
+}
 
-    /// Self-registration: a viewer in the default tenant with a 12 h session.
-    pub async fn register(
+impl Auth {
+    async fn open_account(
         &self,
-        name: &str,
-        email: &str,
-        password: &str,
-        confirmation: &str,
-        source_ip: &str,
+        form: NewAccount<'_>,
+        role: &str,
+        action: &str,
+        only_while_setup_open: bool,
     ) -> Result<NewSession, AuthError> {
-        if password != confirmation {
+        if form.password != form.confirmation {
             return Err(AuthError::validation(
                 "password",
                 "the passwords do not match",
@@ -253,23 +222,24 @@ impl Auth {
         let user = self
             .new_local_user(
                 tenant.id,
-                email,
-                name,
-                vec!["viewer".into()],
-                Some(password),
+                form.email,
+                form.name,
+                vec![role.into()],
+                Some(form.password),
             )
             .await?;
         let session = self.session(&user, SESSION_TTL)?;
         let id = session.id.clone();
+        let actor = Self::user_actor(&user, form.source_ip);
         let audit = AuditDraft::new(
             self.clock.now(),
             tenant.id,
-            &Self::user_actor(&user, source_ip),
-            "user.register",
+            &actor,
+            action,
             format!("user/{}", user.user.id),
         );
         self.store
-            .insert_user_with_session(user, session, audit.clone(), false)
+            .insert_user_with_session(user, session, audit.clone(), only_while_setup_open)
             .await
             .map_err(user_errors)?;
         self.changed("users", &audit).await;
@@ -279,6 +249,18 @@ impl Auth {
         })
     }
 
+    /// First-run setup: an admin and a 12 h session, if the gate is still open. The mutex and
+    /// the gate re-checked inside the transaction make a racing second request a `Conflict`.
+    pub async fn setup(&self, form: NewAccount<'_>) -> Result<NewSession, AuthError> {
+        let _one_at_a_time = self.setup_lock.lock().await;
+        self.open_account(form, "admin", "setup.admin", true).await
+    }
+
+    /// Self-registration: a viewer in the default tenant with a 12 h session.
+    pub async fn register(&self, form: NewAccount<'_>) -> Result<NewSession, AuthError> {
+        self.open_account(form, "viewer", "user.register", false)
+            .await
+    }
     /// Default administrator seeding (SPEC 5.8), run at every start. Returns the generated
     /// password when one was made, for the caller to log once.
     pub async fn seed_default_admin(

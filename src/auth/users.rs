@@ -185,19 +185,9 @@ impl Auth {
         // Another tenant's user is not found, whatever the body says.
         self.store.user(p.tenant, id).await.map_err(user_errors)?;
         check_password(&req.password)?;
-        let hash = self.hash_secret(req.password).await?;
-        let now = self.clock.now();
         let audit = self.audit(p, actor, "user.set-password", format!("user/{id}"));
-        let event = audit.clone();
-        self.store
-            .update_user(p.tenant, id, audit, move |u| {
-                u.password_hash = Some(hash);
-                u.user.updated_at = now;
-            })
+        self.replace_password(p.tenant, id, req.password, audit)
             .await
-            .map_err(user_errors)?;
-        self.changed("users", &event).await;
-        Ok(())
     }
 
     /// Only for users signed in with a session; existing sessions stay valid.
@@ -226,24 +216,35 @@ impl Auth {
             return Err(AuthError::BadPassword);
         }
         check_password(&req.new_password)?;
-        let hash = self.hash_secret(req.new_password).await?;
-        let now = self.clock.now();
         let audit = crate::model::audit::AuditDraft::new(
-            now,
+            self.clock.now(),
             p.home_tenant,
             actor,
             "user.change-password",
             format!("user/{id}"),
         );
-        let event = audit.clone();
+        self.replace_password(p.home_tenant, id, req.new_password, audit)
+            .await
+    }
+
+    /// Hashes and stores a new password (the policy already checked).
+    async fn replace_password(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        password: String,
+        audit: crate::model::audit::AuditDraft,
+    ) -> Result<(), AuthError> {
+        let hash = self.hash_secret(password).await?;
+        let now = self.clock.now();
         self.store
-            .update_user(p.home_tenant, id, audit, move |u| {
+            .update_user(tenant, id, audit.clone(), move |u| {
                 u.password_hash = Some(hash);
                 u.user.updated_at = now;
             })
             .await
             .map_err(user_errors)?;
-        self.changed("users", &event).await;
+        self.changed("users", &audit).await;
         Ok(())
     }
 }
