@@ -9,6 +9,7 @@ mod events;
 pub mod extract;
 mod identity;
 pub mod middleware;
+mod objects;
 pub mod openapi;
 mod pages;
 pub mod pagination;

@@ -1,6 +1,7 @@
-//! Inventory and configuration: the configuration documents of the twenty kinds, with one
-//! implementation of their CRUD shape. (Hosts, services, templates' inheritance, bundles and
-//! secrets join this module with their issue.)
+//! Inventory and configuration: hosts and services, and the configuration documents of the
+//! twenty kinds with one implementation of their CRUD shape.
+
+pub mod objects;
 
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
@@ -94,6 +95,7 @@ impl Inventory {
         let mut body = body_of(value)?;
         check_name(&name)?;
         kind.validate(&mut body)?;
+        self.check_imports(p, kind, &name, &body).await?;
         let now = self.clock.now();
         let doc = ConfigDoc {
             id: self.clock.new_id(),
@@ -112,6 +114,23 @@ impl Inventory {
     }
 
     /// Replaces a document; the name in the path wins over the body's.
+    /// A template may not import itself, directly or through others.
+    async fn check_imports(
+        &self,
+        p: &Principal,
+        kind: &Kind,
+        name: &str,
+        body: &Map<String, Value>,
+    ) -> Result<(), InventoryError> {
+        if kind.name != "templates" {
+            return Ok(());
+        }
+        let spec: crate::model::config::ObjectSpec =
+            serde_json::from_value(body.get("spec").cloned().unwrap_or_default())
+                .unwrap_or_default();
+        self.check_template_imports(p.tenant, name, &spec).await
+    }
+
     pub async fn update(
         &self,
         p: &Principal,
@@ -123,6 +142,7 @@ impl Inventory {
     ) -> Result<ConfigDoc, InventoryError> {
         let mut body = body_of(value)?;
         kind.validate(&mut body)?;
+        self.check_imports(p, kind, &name, &body).await?;
         let now = self.clock.now();
         let audit = self.audit(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();

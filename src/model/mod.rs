@@ -5,6 +5,7 @@ pub mod config;
 pub mod duration;
 pub mod event;
 pub mod identity;
+pub mod object;
 pub mod selector;
 pub mod tenant;
 pub mod time;

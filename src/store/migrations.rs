@@ -3,8 +3,8 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
-    USER_EMAILS, USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SESSIONS,
+    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "configuration documents",
         apply: create_config_tables,
+    },
+    Migration {
+        version: 4,
+        name: "hosts and services",
+        apply: create_object_tables,
     },
 ];
 
@@ -55,6 +60,14 @@ fn create_identity_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn create_config_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
     tx.open_table(CONFIG_IDS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_object_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+    tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
+    tx.open_table(OBJECT_CHILDREN)
+        .map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ mod error;
 pub mod events;
 mod keys;
 mod migrations;
+pub mod objects;
 mod tables;
 mod tenants;
 mod tokens;

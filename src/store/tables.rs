@@ -32,6 +32,13 @@ pub const CONFIG_DOCS: TableDefinition<&[u8], &[u8]> =
 pub const CONFIG_IDS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("config_key_by_tenant_id");
 
+/// Hosts and services by tenant + id.
+pub const OBJECTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("object_by_tenant_id");
+/// Object ids by tenant + kind + host id (nil for hosts) + name.
+pub const OBJECT_NAMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("object_id_by_name");
+/// tenant + host id + service id → (): a host's services.
+pub const OBJECT_CHILDREN: TableDefinition<&[u8], ()> = TableDefinition::new("service_by_host");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

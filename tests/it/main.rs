@@ -14,6 +14,7 @@ mod config;
 mod durability;
 mod events;
 mod identity;
+mod objects;
 mod platform;
 mod signin;
 mod support;

@@ -1,0 +1,207 @@
+//! Host and service routes (SPEC 4.2 object rows, CONTRACT 3).
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::etag::{IfMatch, etag};
+use super::extract::ApiJson;
+use super::pagination::{OBJECTS, Page, PageQuery};
+use super::router::Route;
+use crate::inventory::objects::BatchRequest;
+use crate::model::Selector;
+use crate::model::object::{Object, ObjectFilter, ObjectKind};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
+    vec![
+        Route::get("/api/v1/objects", list_all).permission("objects:read").doc("objects", "List hosts and services", LIST),
+        Route::get("/api/v1/hosts", list_hosts).permission("objects:read").doc("objects", "List hosts", LIST),
+        Route::get("/api/v1/services", list_services).permission("objects:read").doc("objects", "List services", LIST),
+        Route::post("/api/v1/hosts", create_host).permission("objects:write").doc(
+            "objects",
+            "Create a host",
+            "Body `{name, folder?, host?, labels?, spec}`; with `host` it creates a service of that host. Unknown spec fields are 422 `svc:validation/spec`, as are unknown templates and template cycles. 201 with `ETag`.",
+        ),
+        Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host."),
+        Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "`ETag` is the version."),
+        Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host."),
+        Route::delete("/api/v1/objects/{id}", delete).permission("objects:write").doc("objects", "Delete an object", "204; a host's services go with it."),
+        Route::get("/api/v1/objects/{id}/effective-config", effective)
+            .permission("objects:read")
+            .doc("objects", "Resolved spec and template chain", "`{spec, templateChain}`: templates apply depth first in the order named, later ones override earlier ones, the object's own spec overrides them all; `vars` merge key by key."),
+        Route::post("/api/v1/objects:batch", batch).permission("objects:write").doc(
+            "objects",
+            "Create many objects",
+            "Body `{hosts, services, mode}`; `mode` is `create` (default; an existing name is an item error) or `upsert`. Hosts are written first, in transactions of 500 items. 200 `{created, failed, results: [{name, id?, error?}]}`.",
+        ),
+    ]
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    selector: Option<String>,
+    host_id: Option<String>,
+    folder: Option<String>,
+    q: Option<String>,
+    #[serde(rename = "withState")]
+    _with_state: Option<String>,
+    #[serde(flatten)]
+    page: PageQuery,
+}
+
+async fn list(
+    st: AppState,
+    c: Caller,
+    q: ListQuery,
+    kind: Option<ObjectKind>,
+) -> Result<Json<Page<Value>>, Problem> {
+    let page = q.page.resolve(OBJECTS);
+    let selector: Selector = q
+        .selector
+        .as_deref()
+        .unwrap_or("")
+        .parse()
+        .map_err(|e: crate::model::SelectorError| Problem::validation("selector", e.to_string()))?;
+    let host_id = match q.host_id.as_deref().filter(|h| !h.is_empty()) {
+        Some(h) => Some(
+            Uuid::parse_str(h).map_err(|_| Problem::validation("host", "hostId is not an id"))?,
+        ),
+        None => None,
+    };
+    let filter = ObjectFilter {
+        kind,
+        selector,
+        host_id,
+        folder: q.folder.filter(|f| !f.is_empty()),
+        q: q.q.filter(|s| !s.is_empty()),
+    };
+    let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let views = st
+        .inventory
+        .objects(&c.principal, filter, after, page.limit)
+        .await?;
+    let page = Page::new(views, &page, |v| v.object.id.to_string());
+    Ok(Json(Page {
+        items: page
+            .items
+            .iter()
+            .map(|v| serde_json::to_value(v).unwrap_or_default())
+            .collect(),
+        next_cursor: page.next_cursor,
+    }))
+}
+
+async fn list_all(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    list(st, c, q, None).await
+}
+
+async fn list_hosts(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    list(st, c, q, Some(ObjectKind::Host)).await
+}
+
+async fn list_services(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ListQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    list(st, c, q, Some(ObjectKind::Service)).await
+}
+
+fn one(o: &Object) -> impl IntoResponse + use<> {
+    (
+        etag(o.version),
+        Json(serde_json::to_value(o).unwrap_or_default()),
+    )
+}
+
+fn id(raw: &str) -> Result<Uuid, Problem> {
+    Uuid::parse_str(raw).map_err(|_| Problem::not_found())
+}
+
+async fn create_host(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<impl IntoResponse, Problem> {
+    let o = st
+        .inventory
+        .create_object(&c.principal, &c.actor, body, false)
+        .await?;
+    Ok((StatusCode::CREATED, one(&o)))
+}
+
+async fn create_service(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<impl IntoResponse, Problem> {
+    let o = st
+        .inventory
+        .create_object(&c.principal, &c.actor, body, true)
+        .await?;
+    Ok((StatusCode::CREATED, one(&o)))
+}
+
+async fn get(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(raw): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(one(&st.inventory.object(&c.principal, id(&raw)?).await?))
+}
+
+async fn update(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(raw): Path<String>,
+    IfMatch(v): IfMatch,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(one(&st
+        .inventory
+        .update_object(&c.principal, &c.actor, id(&raw)?, v, body)
+        .await?))
+}
+
+async fn delete(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(raw): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.inventory
+        .delete_object(&c.principal, &c.actor, id(&raw)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn effective(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(raw): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.inventory.effective(&c.principal, id(&raw)?).await?))
+}
+
+async fn batch(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(req): ApiJson<BatchRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.inventory.batch(&c.principal, &c.actor, req).await?))
+}

@@ -1,0 +1,451 @@
+//! Hosts and services: create (one or a batch), update under If-Match with the rename guard,
+//! delete (a host takes its services), lists, and the effective configuration through the
+//! template chain.
+
+use super::{Inventory, InventoryError};
+use crate::auth::Principal;
+use crate::model::audit::AuditDraft;
+use crate::model::config::{Invalid, ObjectSpec, check_name};
+use crate::model::event::EventDraft;
+use crate::model::identity::Actor;
+use crate::model::object::{
+    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, overlay,
+};
+use crate::store::StoreError;
+use crate::store::objects::ObjectWrite;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::pin::Pin;
+use uuid::Uuid;
+
+/// Items per transaction of a batch: bounded so one batch never holds the writer for long.
+const BATCH_CHUNK: usize = 500;
+
+fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
+    Invalid {
+        field: field.into(),
+        detail: detail.into(),
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchRequest {
+    #[serde(default)]
+    pub hosts: Vec<serde_json::Value>,
+    #[serde(default)]
+    pub services: Vec<serde_json::Value>,
+    /// `create` (default: an existing name is an item error) or `upsert` (replace it).
+    #[serde(default)]
+    pub mode: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BatchItemResult {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BatchResult {
+    pub created: usize,
+    pub failed: usize,
+    pub results: Vec<BatchItemResult>,
+}
+
+type ChainFuture<'a> = Pin<Box<dyn Future<Output = Result<(), InventoryError>> + Send + 'a>>;
+
+fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
+    let spec = spec.ok_or_else(|| invalid("spec", "spec is required"))?;
+    serde_json::from_value(spec).map_err(|e| invalid("spec", e.to_string()))
+}
+
+fn normal_folder(folder: Option<String>) -> String {
+    let f = folder.unwrap_or_default();
+    let f = f.trim().trim_end_matches('/');
+    if f.starts_with('/') {
+        f.to_string()
+    } else {
+        format!("/{f}")
+    }
+}
+
+impl Inventory {
+    /// Appends the template chain of `names` (depth first, each template after the ones it
+    /// imports, each once) to `out`; a cycle or an unknown template is a `spec` error.
+    fn chain<'a>(
+        &'a self,
+        tenant: Uuid,
+        names: Vec<String>,
+        path: &'a mut Vec<String>,
+        out: &'a mut Vec<(String, ObjectSpec)>,
+    ) -> ChainFuture<'a> {
+        Box::pin(async move {
+            for name in names {
+                if path.contains(&name) {
+                    return Err(invalid(
+                        "spec",
+                        format!("template cycle: {} → {name}", path.join(" → ")),
+                    )
+                    .into());
+                }
+                if out.iter().any(|(n, _)| *n == name) {
+                    continue;
+                }
+                let doc = match self
+                    .store
+                    .doc(tenant, "templates", name.clone(), false)
+                    .await
+                {
+                    Ok(d) => d,
+                    Err(StoreError::NotFound) => {
+                        return Err(invalid("spec", format!("unknown template {name:?}")).into());
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                let spec: ObjectSpec =
+                    serde_json::from_value(doc.to_json()["spec"].clone()).unwrap_or_default();
+                path.push(name.clone());
+                self.chain(
+                    tenant,
+                    spec.templates.clone().unwrap_or_default(),
+                    path,
+                    out,
+                )
+                .await?;
+                path.pop();
+                out.push((name, spec));
+            }
+            Ok(())
+        })
+    }
+
+    /// The template chain of a spec and the spec resolved through it.
+    pub async fn resolve(
+        &self,
+        tenant: Uuid,
+        spec: &ObjectSpec,
+    ) -> Result<EffectiveConfig, InventoryError> {
+        let mut chain = Vec::new();
+        self.chain(
+            tenant,
+            spec.templates.clone().unwrap_or_default(),
+            &mut Vec::new(),
+            &mut chain,
+        )
+        .await?;
+        let mut effective = ObjectSpec::default();
+        for (_, s) in &chain {
+            overlay(&mut effective, s);
+        }
+        overlay(&mut effective, spec);
+        effective.templates = spec.templates.clone();
+        Ok(EffectiveConfig {
+            spec: effective,
+            template_chain: chain.into_iter().map(|(n, _)| n).collect(),
+        })
+    }
+
+    /// A checked template's imports: a cycle through templates is refused at save time.
+    pub(super) async fn check_template_imports(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        spec: &ObjectSpec,
+    ) -> Result<(), InventoryError> {
+        let mut chain = Vec::new();
+        self.chain(
+            tenant,
+            spec.templates.clone().unwrap_or_default(),
+            &mut vec![name.to_string()],
+            &mut chain,
+        )
+        .await
+    }
+
+    /// Builds a new object from a payload; `kind` is decided by the route and the `host` field.
+    async fn new_object(
+        &self,
+        p: &Principal,
+        value: serde_json::Value,
+        service_route: bool,
+    ) -> Result<Object, InventoryError> {
+        let body: ObjectBody =
+            serde_json::from_value(value).map_err(|e| invalid("body", e.to_string()))?;
+        check_name(&body.name)?;
+        let spec = parse_spec(body.spec)?;
+        self.resolve(p.tenant, &spec).await?;
+        let (kind, host_id) = match body.host.filter(|h| !h.is_empty()) {
+            Some(host) => {
+                let h = self
+                    .store
+                    .host_by_name(p.tenant, host.clone())
+                    .await?
+                    .ok_or_else(|| invalid("host", format!("no host {host:?}")))?;
+                (ObjectKind::Service, Some(h.id))
+            }
+            None if service_route => return Err(invalid("host", "a service needs its host").into()),
+            None => (ObjectKind::Host, None),
+        };
+        let now = self.clock.now();
+        Ok(Object {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            kind,
+            name: body.name,
+            folder: normal_folder(body.folder),
+            host_id,
+            labels: body.labels,
+            spec,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        })
+    }
+
+    fn object_audit(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> AuditDraft {
+        let kind = match o.kind {
+            ObjectKind::Host => "host",
+            ObjectKind::Service => "service",
+        };
+        AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            &format!("{kind}.{verb}"),
+            format!("{kind}/{}", o.id),
+        )
+    }
+
+    async fn objects_changed(&self, tenant: Uuid, action: &str, resource: &str) {
+        self.sink
+            .emit(EventDraft::config(tenant, &["objects"], action, resource))
+            .await;
+    }
+
+    pub async fn create_object(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        value: serde_json::Value,
+        service_route: bool,
+    ) -> Result<Object, InventoryError> {
+        let o = self.new_object(p, value, service_route).await?;
+        let audit = self.object_audit(p, actor, &o, "create");
+        let mut results = self
+            .store
+            .write_objects(vec![ObjectWrite::Create(Box::new(o), audit.clone())])
+            .await?;
+        let created = results
+            .pop()
+            .ok_or(StoreError::NotFound)?
+            .map_err(|e| match e {
+                StoreError::NotFound => {
+                    InventoryError::Invalid(invalid("host", "the host is gone"))
+                }
+                other => other.into(),
+            })?;
+        self.objects_changed(p.tenant, &audit.action, &audit.resource)
+            .await;
+        Ok(created)
+    }
+
+    /// Hosts first (so services can name hosts of the same batch), in bounded transactions.
+    pub async fn batch(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: BatchRequest,
+    ) -> Result<BatchResult, InventoryError> {
+        let upsert = match req.mode.as_deref().unwrap_or("create") {
+            "create" => false,
+            "upsert" => true,
+            other => {
+                return Err(
+                    invalid("batch", format!("mode {other:?} must be create or upsert")).into(),
+                );
+            }
+        };
+        let mut result = BatchResult::default();
+        for (items, service_route) in [(req.hosts, false), (req.services, true)] {
+            for chunk in items.chunks(BATCH_CHUNK) {
+                let mut writes = Vec::new();
+                let mut names = Vec::new();
+                for value in chunk {
+                    let name = value
+                        .get("name")
+                        .and_then(|n| n.as_str())
+                        .unwrap_or_default()
+                        .to_string();
+                    match self.new_object(p, value.clone(), service_route).await {
+                        Ok(o) => {
+                            let audit = self.object_audit(
+                                p,
+                                actor,
+                                &o,
+                                if upsert { "upsert" } else { "create" },
+                            );
+                            writes.push(if upsert {
+                                ObjectWrite::Upsert(Box::new(o), audit)
+                            } else {
+                                ObjectWrite::Create(Box::new(o), audit)
+                            });
+                            names.push(Some(name));
+                        }
+                        Err(e) => {
+                            result.failed += 1;
+                            result.results.push(BatchItemResult {
+                                name,
+                                id: None,
+                                error: Some(e.to_string()),
+                            });
+                            names.push(None);
+                        }
+                    }
+                }
+                let mut outcomes = self.store.write_objects(writes).await?.into_iter();
+                for name in names.into_iter().flatten() {
+                    match outcomes.next() {
+                        Some(Ok(o)) => {
+                            result.created += 1;
+                            result.results.push(BatchItemResult {
+                                name,
+                                id: Some(o.id),
+                                error: None,
+                            });
+                        }
+                        Some(Err(e)) => {
+                            result.failed += 1;
+                            let error = match e {
+                                StoreError::Duplicate(_) => format!("{name:?} already exists"),
+                                StoreError::NotFound => "the host is gone".to_string(),
+                                other => other.to_string(),
+                            };
+                            result.results.push(BatchItemResult {
+                                name,
+                                id: None,
+                                error: Some(error),
+                            });
+                        }
+                        None => {}
+                    }
+                }
+            }
+        }
+        if result.created > 0 {
+            self.objects_changed(
+                p.tenant,
+                "objects.batch",
+                &format!("objects/{}", result.created),
+            )
+            .await;
+        }
+        Ok(result)
+    }
+
+    pub async fn object(&self, p: &Principal, id: Uuid) -> Result<Object, InventoryError> {
+        Ok(self.store.object(p.tenant, id).await?)
+    }
+
+    pub async fn effective(
+        &self,
+        p: &Principal,
+        id: Uuid,
+    ) -> Result<EffectiveConfig, InventoryError> {
+        let o = self.store.object(p.tenant, id).await?;
+        self.resolve(p.tenant, &o.spec).await
+    }
+
+    /// Replaces folder, labels and spec; the name and host cannot change.
+    pub async fn update_object(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        value: serde_json::Value,
+    ) -> Result<Object, InventoryError> {
+        let body: ObjectBody =
+            serde_json::from_value(value).map_err(|e| invalid("body", e.to_string()))?;
+        let current = self.store.object(p.tenant, id).await?;
+        if !body.name.is_empty() && body.name != current.name {
+            return Err(invalid("name", "an object cannot be renamed").into());
+        }
+        if let Some(host) = body.host.as_deref().filter(|h| !h.is_empty()) {
+            let owner = match current.host_id {
+                Some(h) => self.store.host_names(p.tenant, vec![h]).await?.remove(&h),
+                None => None,
+            };
+            if owner.as_deref() != Some(host) {
+                return Err(invalid("host", "a service cannot move to another host").into());
+            }
+        }
+        let spec = parse_spec(body.spec)?;
+        self.resolve(p.tenant, &spec).await?;
+        let audit = self.object_audit(p, actor, &current, "update");
+        let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
+        let updated = self
+            .store
+            .update_object(
+                p.tenant,
+                id,
+                expected,
+                move |o| {
+                    o.folder = folder;
+                    o.labels = labels;
+                    o.spec = spec;
+                    o.updated_at = now;
+                },
+                audit.clone(),
+            )
+            .await?;
+        self.objects_changed(p.tenant, &audit.action, &audit.resource)
+            .await;
+        Ok(updated)
+    }
+
+    pub async fn delete_object(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), InventoryError> {
+        let current = self.store.object(p.tenant, id).await?;
+        let audit = self.object_audit(p, actor, &current, "delete");
+        self.store
+            .delete_object(p.tenant, id, audit.clone())
+            .await?;
+        self.objects_changed(p.tenant, &audit.action, &audit.resource)
+            .await;
+        Ok(())
+    }
+
+    /// One page in id order, with host names for services.
+    pub async fn objects(
+        &self,
+        p: &Principal,
+        filter: ObjectFilter,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ObjectView>, InventoryError> {
+        let objects = self
+            .store
+            .objects(p.tenant, after, limit, move |o| filter.matches(o))
+            .await?;
+        let hosts: Vec<Uuid> = objects.iter().filter_map(|o| o.host_id).collect();
+        let names = self.store.host_names(p.tenant, hosts).await?;
+        Ok(objects
+            .into_iter()
+            .map(|o| {
+                let host_name = o.host_id.and_then(|h| names.get(&h).cloned());
+                ObjectView {
+                    object: o,
+                    host_name,
+                }
+            })
+            .collect())
+    }
+}
