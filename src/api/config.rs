@@ -21,6 +21,10 @@ impl From<InventoryError> for Problem {
         match e {
             InventoryError::Invalid(i) => Problem::validation(&i.field, i.detail),
             InventoryError::Store(s) => s.into(),
+            InventoryError::NoKey => Problem::new(
+                "svc:secrets/nokey",
+                "no usable master key; see secrets.masterKeyFile",
+            ),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod openapi;
 mod pages;
 pub mod pagination;
 pub mod router;
+mod secrets;
 mod system;
 mod users;
 

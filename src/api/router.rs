@@ -4,7 +4,7 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::{config, events, identity, objects, pages, system, users};
+use super::{config, events, identity, objects, pages, secrets, system, users};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -105,6 +105,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(events::routes());
     all.extend(config::routes());
     all.extend(objects::routes());
+    all.extend(secrets::routes());
     all
 }
 

@@ -10,6 +10,7 @@ use crate::auth::{Auth, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurge
 use crate::config::Config;
 use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
+use crate::inventory::secrets::MasterKey;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -59,6 +60,31 @@ fn open_events(
 ) -> Result<Arc<Events>, AppError> {
     let store = EventStore::open(data_dir)?;
     Ok(Events::new(store, clock, metrics))
+}
+
+/// The secrets master key: read from its file, or generated into it (mode 0600) on first
+/// start. `None` (logged) when it can be neither read nor made; secrets then answer 503.
+fn master_key(path: &Path) -> Option<MasterKey> {
+    if !path.exists() {
+        let mut key = [0u8; 32];
+        if getrandom::fill(&mut key).is_err() {
+            tracing::error!("no randomness for a master key");
+            return None;
+        }
+        let hex = crate::model::audit::hex(&key);
+        if let Err(e) = tls::write_private(path, hex.as_bytes()) {
+            tracing::error!(error = %e, "could not create the secrets master key");
+            return None;
+        }
+        tracing::info!(path = %path.display(), "generated the secrets master key");
+    }
+    let key = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| MasterKey::from_hex(&t));
+    if key.is_none() {
+        tracing::error!(path = %path.display(), "the secrets master key is unreadable or not 64 hex characters; secrets are unavailable");
+    }
+    key
 }
 
 async fn stop_signal() {
@@ -118,12 +144,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(LastUsedWorker(auth.clone()));
     supervisor.spawn(SessionPurgeWorker(auth.clone()));
     seed_default_admin(&auth).await;
+    let key = master_key(&config.master_key_file());
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
         store: store.clone(),
         auth,
-        inventory: Inventory::new(store.clone(), clock.clone(), events.clone()),
+        inventory: Inventory::new(store.clone(), clock.clone(), events.clone(), key),
         events: events.clone(),
         metrics,
         supervisor: supervisor.clone(),

@@ -36,7 +36,8 @@ pub fn ensure_self_signed(dir: &Path) -> Result<(PathBuf, PathBuf), AppError> {
     Ok((cert_path, key_path))
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AppError> {
+/// Writes a file only its owner can read.
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), AppError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()

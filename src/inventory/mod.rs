@@ -2,6 +2,7 @@
 //! twenty kinds with one implementation of their CRUD shape.
 
 pub mod objects;
+pub mod secrets;
 
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
@@ -20,6 +21,9 @@ pub enum InventoryError {
     Invalid(Invalid),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No usable master key: secrets can be neither sealed nor opened.
+    #[error("no usable master key")]
+    NoKey,
 }
 
 impl From<Invalid> for InventoryError {
@@ -32,6 +36,7 @@ pub struct Inventory {
     store: Arc<Store>,
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
+    master_key: Option<secrets::MasterKey>,
 }
 
 /// The body of a document: a JSON object without the service-owned metadata.
@@ -49,8 +54,18 @@ fn body_of(value: Value) -> Result<Map<String, Value>, Invalid> {
 }
 
 impl Inventory {
-    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
-        Arc::new(Self { store, clock, sink })
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        sink: Arc<dyn EventSink>,
+        master_key: Option<secrets::MasterKey>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            sink,
+            master_key,
+        })
     }
 
     fn audit(

@@ -6,6 +6,7 @@ pub mod duration;
 pub mod event;
 pub mod identity;
 pub mod object;
+pub mod secret;
 pub mod selector;
 pub mod tenant;
 pub mod time;

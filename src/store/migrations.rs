@@ -3,8 +3,8 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SESSIONS,
-    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS,
+    SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -34,6 +34,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "hosts and services",
         apply: create_object_tables,
+    },
+    Migration {
+        version: 5,
+        name: "secrets",
+        apply: create_secret_table,
     },
 ];
 
@@ -68,6 +73,11 @@ fn create_object_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
     tx.open_table(OBJECT_CHILDREN)
         .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_secret_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

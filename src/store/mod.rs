@@ -10,6 +10,7 @@ pub mod events;
 mod keys;
 mod migrations;
 pub mod objects;
+mod secrets;
 mod tables;
 mod tenants;
 mod tokens;

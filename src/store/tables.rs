@@ -39,6 +39,9 @@ pub const OBJECT_NAMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("ob
 /// tenant + host id + service id → (): a host's services.
 pub const OBJECT_CHILDREN: TableDefinition<&[u8], ()> = TableDefinition::new("service_by_host");
 
+/// Sealed secrets by tenant + name.
+pub const SECRETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("secret_by_tenant_name");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -694,3 +694,105 @@ async fn custom_roles_apply_at_once() {
     .await;
     assert!(perms(&me).is_empty());
 }
+
+#[tokio::test]
+async fn secrets_are_sealed_and_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, no_seed());
+    let key_file = data.join("master.key");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&key_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    let put = |name: &str, body: Value| {
+        call(&s, &token, Method::PUT, &format!("/api/v1/secrets/{name}"))
+            .json(&body)
+            .send()
+    };
+    assert_eq!(
+        put(
+            "smtp-password",
+            json!({"value": "correct horse battery staple"})
+        )
+        .await
+        .unwrap()
+        .status(),
+        204
+    );
+    assert_eq!(
+        put("smtp-password", json!({"value": "rotated value"}))
+            .await
+            .unwrap()
+            .status(),
+        204,
+        "no If-Match needed"
+    );
+    assert_problem(
+        put("x", json!({})).await.unwrap(),
+        422,
+        "svc:validation/body",
+    )
+    .await;
+    let list = json(
+        call(&s, &token, Method::GET, "/api/v1/secrets")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["name"], "smtp-password");
+    assert!(items[0]["updatedAt"].is_string());
+    assert!(
+        !list.to_string().contains("rotated"),
+        "values are never shown"
+    );
+    assert!(s.stop().success());
+    // At rest the value is sealed.
+    let raw = std::fs::read(data.join("svc.redb")).unwrap();
+    assert!(
+        !raw.windows(13).any(|w| w == b"rotated value"),
+        "plaintext in the database file"
+    );
+    // Without a usable key: 503 svc:secrets/nokey, and the rest of the service still runs.
+    std::fs::write(&key_file, "not a key").unwrap();
+    let s = Server::start_in(&data, no_seed());
+    assert_problem(
+        call(&s, &token, Method::GET, "/api/v1/secrets")
+            .send()
+            .await
+            .unwrap(),
+        503,
+        "svc:secrets/nokey",
+    )
+    .await;
+    let put = call(&s, &token, Method::PUT, "/api/v1/secrets/x")
+        .json(&json!({"value": "v"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(put, 503, "svc:secrets/nokey").await;
+    assert_eq!(
+        call(&s, &token, Method::GET, "/api/v1/whoami")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let (viewer, _) = mint(&s, &token, json!({"name": "v", "roles": ["viewer"]})).await;
+    assert_problem(
+        call(&s, &viewer, Method::GET, "/api/v1/secrets")
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+}

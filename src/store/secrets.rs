@@ -1,0 +1,76 @@
+//! Sealed secrets by tenant and name.
+
+use super::codec::{decode, encode};
+use super::keys::{scoped, tenant_range};
+use super::tables::SECRETS;
+use super::{Store, StoreError};
+use crate::model::audit::AuditDraft;
+use crate::model::secret::{SecretMeta, StoredSecret};
+use redb::ReadableTable;
+use std::sync::Arc;
+use uuid::Uuid;
+
+impl Store {
+    /// Stores a secret, keeping the first `createdAt` when it replaces one.
+    pub async fn put_secret(
+        self: &Arc<Self>,
+        mut secret: StoredSecret,
+        audit: AuditDraft,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let key = scoped(secret.meta.tenant_id, secret.meta.name.as_bytes());
+            let mut t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+            if let Some(old) = t.get(key.as_slice()).map_err(StoreError::from_redb)? {
+                secret.meta.created_at = decode::<StoredSecret>(old.value())?.meta.created_at;
+            }
+            t.insert(key.as_slice(), encode(&secret)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+            drop(t);
+            store.append_audit(tx, audit.after(&secret.meta))?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn delete_secret(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        name: String,
+        audit: AuditDraft,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let removed = tx
+                .open_table(SECRETS)
+                .map_err(StoreError::from_redb)?
+                .remove(scoped(tenant, name.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .is_some();
+            if !removed {
+                return Err(StoreError::NotFound);
+            }
+            store.append_audit(tx, audit)?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn secrets(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+            let (lo, hi) = tenant_range(tenant);
+            let mut out = Vec::new();
+            for row in t
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                out.push(
+                    decode::<StoredSecret>(row.map_err(StoreError::from_redb)?.1.value())?.meta,
+                );
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
