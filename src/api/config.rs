@@ -21,6 +21,11 @@ impl From<InventoryError> for Problem {
         match e {
             InventoryError::Invalid(i) => Problem::validation(&i.field, i.detail),
             InventoryError::Store(s) => s.into(),
+            InventoryError::Token => Problem::new(
+                "svc:bundle/token",
+                "the apply token is unknown, expired or of another tenant",
+            ),
+            InventoryError::Apply(why) => Problem::new("svc:bundle/apply", why),
             InventoryError::NoKey => Problem::new(
                 "svc:secrets/nokey",
                 "no usable master key; see secrets.masterKeyFile",

@@ -2,6 +2,7 @@
 //! OpenAPI document and thin handlers that call one domain function each.
 
 pub mod access;
+mod bundles;
 mod config;
 pub mod error;
 pub mod etag;

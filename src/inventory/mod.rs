@@ -1,6 +1,7 @@
 //! Inventory and configuration: hosts and services, and the configuration documents of the
 //! twenty kinds with one implementation of their CRUD shape.
 
+pub mod bundles;
 pub mod objects;
 pub mod secrets;
 
@@ -24,6 +25,21 @@ pub enum InventoryError {
     /// No usable master key: secrets can be neither sealed nor opened.
     #[error("no usable master key")]
     NoKey,
+    /// A bundle's `applyToken` is unknown, expired or another tenant's.
+    #[error("unknown or expired apply token")]
+    Token,
+    /// A bundle failed at a document; nothing was applied.
+    #[error("{0}")]
+    Apply(String),
+}
+
+/// 16 random bytes (apply tokens).
+fn random_token() -> [u8; 16] {
+    let mut t = [0u8; 16];
+    if getrandom::fill(&mut t).is_err() {
+        tracing::error!("no randomness for a token");
+    }
+    t
 }
 
 impl From<Invalid> for InventoryError {
@@ -37,6 +53,7 @@ pub struct Inventory {
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
     master_key: Option<secrets::MasterKey>,
+    plans: std::sync::Mutex<std::collections::HashMap<String, bundles::Planned>>,
 }
 
 /// The body of a document: a JSON object without the service-owned metadata.
@@ -65,6 +82,7 @@ impl Inventory {
             clock,
             sink,
             master_key,
+            plans: Default::default(),
         })
     }
 

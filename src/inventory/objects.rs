@@ -63,7 +63,7 @@ fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
     serde_json::from_value(spec).map_err(|e| invalid("spec", e.to_string()))
 }
 
-fn normal_folder(folder: Option<String>) -> String {
+pub(super) fn normal_folder(folder: Option<String>) -> String {
     let f = folder.unwrap_or_default();
     let f = f.trim().trim_end_matches('/');
     if f.starts_with('/') {

@@ -1,6 +1,7 @@
 //! Resource types as the API shows them (serde, camelCase), ids, durations, time and selectors; no I/O.
 
 pub mod audit;
+pub mod bundle;
 pub mod config;
 pub mod duration;
 pub mod event;

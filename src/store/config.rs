@@ -18,13 +18,13 @@ fn kind_prefix(tenant: Uuid, kind: &str) -> Vec<u8> {
     scoped(tenant, &local)
 }
 
-fn doc_key(tenant: Uuid, kind: &str, name: &str) -> Vec<u8> {
+pub(super) fn doc_key(tenant: Uuid, kind: &str, name: &str) -> Vec<u8> {
     let mut k = kind_prefix(tenant, kind);
     k.extend_from_slice(name.as_bytes());
     k
 }
 
-fn load(tx: &WriteTransaction, key: &[u8]) -> Result<Option<ConfigDoc>, StoreError> {
+pub(super) fn load(tx: &WriteTransaction, key: &[u8]) -> Result<Option<ConfigDoc>, StoreError> {
     let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
     docs.get(key)
         .map_err(StoreError::from_redb)?
@@ -32,7 +32,7 @@ fn load(tx: &WriteTransaction, key: &[u8]) -> Result<Option<ConfigDoc>, StoreErr
         .transpose()
 }
 
-fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreError> {
+pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreError> {
     let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
     tx.open_table(CONFIG_DOCS)
         .map_err(StoreError::from_redb)?

@@ -3,6 +3,7 @@
 //! error (disk full) takes the store offline until the recovery worker has reopened it.
 
 mod audit;
+mod bundle;
 mod codec;
 mod config;
 mod error;

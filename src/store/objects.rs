@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-fn name_key(tenant: Uuid, kind: ObjectKind, host: Option<Uuid>, name: &str) -> Vec<u8> {
+pub(super) fn name_key(tenant: Uuid, kind: ObjectKind, host: Option<Uuid>, name: &str) -> Vec<u8> {
     let mut local = vec![kind.code()];
     local.extend_from_slice(host.unwrap_or_else(Uuid::nil).as_bytes());
     local.extend_from_slice(name.as_bytes());
@@ -25,7 +25,11 @@ fn child_key(tenant: Uuid, host: Uuid, service: Uuid) -> Vec<u8> {
     scoped(tenant, &local)
 }
 
-fn get(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Object>, StoreError> {
+pub(super) fn get(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<Object>, StoreError> {
     let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
     t.get(scoped(tenant, id.as_bytes()).as_slice())
         .map_err(StoreError::from_redb)?
@@ -33,7 +37,7 @@ fn get(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Object>, 
         .transpose()
 }
 
-fn put(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
+pub(super) fn put(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
     tx.open_table(OBJECTS)
         .map_err(StoreError::from_redb)?
         .insert(
@@ -63,7 +67,7 @@ fn remove(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
 }
 
 /// Inserts a new object; a taken name is `Duplicate`.
-fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
+pub(super) fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
     let mut names = tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
     let key = name_key(o.tenant_id, o.kind, o.host_id, &o.name);
     if names
@@ -87,6 +91,38 @@ fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
         .map_err(StoreError::from_redb)?;
     drop(names);
     put(tx, o)
+}
+
+/// Removes an object and, for a host, its services; returns it and how many services went.
+pub(super) fn delete_cascade(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<(Object, usize), StoreError> {
+    let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
+    let children: Vec<Uuid> = {
+        let c = tx
+            .open_table(OBJECT_CHILDREN)
+            .map_err(StoreError::from_redb)?;
+        let lo = child_key(tenant, id, Uuid::nil());
+        let hi = child_key(tenant, id, Uuid::max());
+        let mut ids = Vec::new();
+        for row in c
+            .range(lo.as_slice()..=hi.as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            let (k, _) = row.map_err(StoreError::from_redb)?;
+            ids.extend(Uuid::from_slice(&k.value()[32..]).ok());
+        }
+        ids
+    };
+    for child in &children {
+        if let Some(s) = get(tx, tenant, *child)? {
+            remove(tx, &s)?;
+        }
+    }
+    remove(tx, &old)?;
+    Ok((old, children.len()))
 }
 
 /// What one batch item does.
@@ -227,31 +263,9 @@ impl Store {
     ) -> Result<usize, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
-            let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
-            let children: Vec<Uuid> = {
-                let c = tx
-                    .open_table(OBJECT_CHILDREN)
-                    .map_err(StoreError::from_redb)?;
-                let lo = child_key(tenant, id, Uuid::nil());
-                let hi = child_key(tenant, id, Uuid::max());
-                let mut ids = Vec::new();
-                for row in c
-                    .range(lo.as_slice()..=hi.as_slice())
-                    .map_err(StoreError::from_redb)?
-                {
-                    let (k, _) = row.map_err(StoreError::from_redb)?;
-                    ids.extend(Uuid::from_slice(&k.value()[32..]).ok());
-                }
-                ids
-            };
-            for child in &children {
-                if let Some(s) = get(tx, tenant, *child)? {
-                    remove(tx, &s)?;
-                }
-            }
-            remove(tx, &old)?;
+            let (old, services) = delete_cascade(tx, tenant, id)?;
             store.append_audit(tx, audit.before(&old))?;
-            Ok(children.len())
+            Ok(services)
         })
         .await
     }

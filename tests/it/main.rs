@@ -10,6 +10,7 @@
 )]
 
 mod architecture;
+mod bundles;
 mod config;
 mod durability;
 mod events;

@@ -1,0 +1,437 @@
+//! Bundles: plan (what would change), apply (all or nothing, from the body or a plan's
+//! `applyToken`), and export (YAML that applies back to an identical state).
+
+use super::{Inventory, InventoryError};
+use crate::auth::Principal;
+use crate::model::Timestamp;
+use crate::model::bundle::{
+    BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
+};
+use crate::model::config::{Invalid, KINDS, Kind, METADATA, check_name};
+use crate::model::event::EventDraft;
+use crate::model::identity::Actor;
+use crate::model::object::{Object, ObjectKind};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// How long a plan's `applyToken` stays good.
+const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// A plan kept for `:apply` by token.
+pub struct Planned {
+    tenant: Uuid,
+    expires: Timestamp,
+    ops: Vec<BundleOp>,
+    result: PlanResult,
+}
+
+/// Where an apply takes its changes from.
+pub enum BundleSource {
+    Text(String),
+    Token(String),
+}
+
+fn bundle_error(detail: impl Into<String>) -> InventoryError {
+    InventoryError::Invalid(Invalid {
+        field: "bundle".into(),
+        detail: detail.into(),
+    })
+}
+
+fn config_kind(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == name || k.code == name)
+}
+
+/// A validated document: what it is and its normal form.
+enum Checked {
+    Doc {
+        kind: &'static Kind,
+        name: String,
+        body: String,
+    },
+    Object {
+        host: Option<String>,
+        name: String,
+        body: Box<ObjectDocBody>,
+    },
+}
+
+fn check(doc: BundleDoc) -> Result<Checked, String> {
+    check_name(&doc.name).map_err(|e| e.detail)?;
+    match doc.kind.as_str() {
+        "host" | "service" => {
+            let body: ObjectDocBody = serde_json::from_value(if doc.body.is_null() {
+                Value::Object(Default::default())
+            } else {
+                doc.body
+            })
+            .map_err(|e| e.to_string())?;
+            match (doc.kind.as_str(), &doc.host) {
+                ("service", None) => return Err("a service needs its host".into()),
+                ("host", Some(_)) => return Err("a host has no host".into()),
+                _ => {}
+            }
+            let folder = super::objects::normal_folder(body.folder.clone());
+            Ok(Checked::Object {
+                host: doc.host,
+                name: doc.name,
+                body: Box::new(ObjectDocBody {
+                    folder: Some(folder),
+                    ..body
+                }),
+            })
+        }
+        other => {
+            let kind = config_kind(other).ok_or_else(|| format!("unknown kind {other:?}"))?;
+            let Value::Object(mut map) = (if doc.body.is_null() {
+                Value::Object(Default::default())
+            } else {
+                doc.body
+            }) else {
+                return Err("body must be an object".into());
+            };
+            for key in METADATA {
+                map.remove(key);
+            }
+            kind.validate(&mut map).map_err(|e| e.detail)?;
+            Ok(Checked::Doc {
+                kind,
+                name: doc.name,
+                body: Value::Object(map).to_string(),
+            })
+        }
+    }
+}
+
+impl Inventory {
+    /// Everything the tenant has, as (kind, name) → body text and (host, name) → object.
+    async fn current(
+        &self,
+        tenant: Uuid,
+    ) -> Result<
+        (
+            BTreeMap<(&'static str, String), String>,
+            BTreeMap<(Option<String>, String), Object>,
+        ),
+        InventoryError,
+    > {
+        let mut docs = BTreeMap::new();
+        for kind in &KINDS {
+            for d in self
+                .store
+                .docs(tenant, kind.name, None, usize::MAX, |_| true)
+                .await?
+            {
+                docs.insert((kind.name, d.name), d.body);
+            }
+        }
+        let objects = self
+            .store
+            .objects(tenant, None, usize::MAX, |_| true)
+            .await?;
+        let hosts: HashMap<Uuid, String> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Host)
+            .map(|o| (o.id, o.name.clone()))
+            .collect();
+        let objects = objects
+            .into_iter()
+            .map(|o| {
+                (
+                    (
+                        o.host_id.and_then(|h| hosts.get(&h).cloned()),
+                        o.name.clone(),
+                    ),
+                    o,
+                )
+            })
+            .collect();
+        Ok((docs, objects))
+    }
+
+    /// Validates a bundle against the tenant's state and works out what applying it changes.
+    async fn plan(
+        &self,
+        tenant: Uuid,
+        text: &str,
+        prune: bool,
+    ) -> Result<(Vec<BundleOp>, PlanResult), InventoryError> {
+        let docs = parse(text).map_err(bundle_error)?;
+        let mut errors = Vec::new();
+        let mut checked = Vec::new();
+        let mut seen = BTreeSet::new();
+        for (i, doc) in docs.into_iter().enumerate() {
+            let label = format!("document {} ({} {:?})", i + 1, doc.kind, doc.name);
+            if !seen.insert((doc.kind.clone(), doc.host.clone(), doc.name.clone())) {
+                errors.push(format!("{label}: appears twice"));
+                continue;
+            }
+            match check(doc) {
+                Ok(c) => checked.push(c),
+                Err(e) => errors.push(format!("{label}: {e}")),
+            }
+        }
+        let (docs_now, objects_now) = self.current(tenant).await?;
+        let templates: BTreeSet<String> = docs_now
+            .keys()
+            .filter(|(k, _)| *k == "templates")
+            .map(|(_, n)| n.clone())
+            .chain(checked.iter().filter_map(|c| match c {
+                Checked::Doc { kind, name, .. } if kind.name == "templates" => Some(name.clone()),
+                _ => None,
+            }))
+            .collect();
+        for c in &checked {
+            if let Checked::Object { name, body, .. } = c {
+                for t in body.spec.templates.iter().flatten() {
+                    if !templates.contains(t) {
+                        errors.push(format!("{name:?}: unknown template {t:?}"));
+                    }
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(bundle_error(errors.join("; ")));
+        }
+        // Templates first, then the other kinds, hosts and services: references resolve in order.
+        checked.sort_by_key(|c| match c {
+            Checked::Doc { kind, .. } => (
+                KINDS.iter().position(|k| k.name == kind.name).unwrap_or(0),
+                0,
+            ),
+            Checked::Object { host: None, .. } => (KINDS.len(), 0),
+            Checked::Object { .. } => (KINDS.len(), 1),
+        });
+        let mut ops = Vec::new();
+        let mut plan = Vec::new();
+        let mut keep_docs = BTreeSet::new();
+        let mut keep_objects = BTreeSet::new();
+        for c in checked {
+            match c {
+                Checked::Doc { kind, name, body } => {
+                    let action = match docs_now.get(&(kind.name, name.clone())) {
+                        None => "create",
+                        Some(b) if *b == body => "unchanged",
+                        Some(_) => "update",
+                    };
+                    keep_docs.insert((kind.name, name.clone()));
+                    plan.push(PlanAction {
+                        action,
+                        kind: kind.name.into(),
+                        name: name.clone(),
+                        host: None,
+                    });
+                    if action != "unchanged" {
+                        ops.push(BundleOp::PutDoc {
+                            kind: kind.name,
+                            name,
+                            body,
+                        });
+                    }
+                }
+                Checked::Object { host, name, body } => {
+                    let folder = body.folder.clone().unwrap_or_else(|| "/".into());
+                    let action = match objects_now.get(&(host.clone(), name.clone())) {
+                        None => "create",
+                        Some(o)
+                            if o.folder == folder
+                                && o.labels == body.labels
+                                && o.spec == body.spec =>
+                        {
+                            "unchanged"
+                        }
+                        Some(_) => "update",
+                    };
+                    keep_objects.insert((host.clone(), name.clone()));
+                    let kind = if host.is_some() { "service" } else { "host" };
+                    plan.push(PlanAction {
+                        action,
+                        kind: kind.into(),
+                        name: name.clone(),
+                        host: host.clone(),
+                    });
+                    if action != "unchanged" {
+                        ops.push(BundleOp::PutObject {
+                            host,
+                            name,
+                            folder,
+                            labels: body.labels,
+                            spec: Box::new(body.spec),
+                        });
+                    }
+                }
+            }
+        }
+        if prune {
+            // Services before hosts, objects before the documents they may refer to.
+            let mut gone: Vec<&(Option<String>, String)> = objects_now
+                .keys()
+                .filter(|k| !keep_objects.contains(*k))
+                .collect();
+            gone.sort_by_key(|(host, _)| host.is_none());
+            for (host, name) in gone {
+                plan.push(PlanAction {
+                    action: "delete",
+                    kind: if host.is_some() { "service" } else { "host" }.into(),
+                    name: name.clone(),
+                    host: host.clone(),
+                });
+                ops.push(BundleOp::DeleteObject {
+                    host: host.clone(),
+                    name: name.clone(),
+                });
+            }
+            for (kind, name) in docs_now.keys().filter(|k| !keep_docs.contains(*k)) {
+                plan.push(PlanAction {
+                    action: "delete",
+                    kind: (*kind).into(),
+                    name: name.clone(),
+                    host: None,
+                });
+                ops.push(BundleOp::DeleteDoc {
+                    kind,
+                    name: name.clone(),
+                });
+            }
+        }
+        Ok((
+            ops,
+            PlanResult {
+                plan,
+                apply_token: None,
+                warnings: Vec::new(),
+                applied: false,
+            },
+        ))
+    }
+
+    /// `:plan`: the changes, and a token that applies exactly them within 15 minutes.
+    pub async fn plan_bundle(
+        &self,
+        p: &Principal,
+        text: &str,
+        prune: bool,
+    ) -> Result<PlanResult, InventoryError> {
+        let (ops, mut result) = self.plan(p.tenant, text, prune).await?;
+        let token = crate::model::audit::hex(&super::random_token());
+        result.apply_token = Some(token.clone());
+        let now = self.clock.now();
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.retain(|_, planned| planned.expires > now);
+        plans.insert(
+            token,
+            Planned {
+                tenant: p.tenant,
+                expires: now.plus(TOKEN_TTL),
+                ops,
+                result: result.clone(),
+            },
+        );
+        Ok(result)
+    }
+
+    /// `:apply`: plans (or takes a token's plan) and, unless `dry_run`, applies all of it in
+    /// one transaction.
+    pub async fn apply_bundle(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        source: BundleSource,
+        prune: bool,
+        dry_run: bool,
+    ) -> Result<PlanResult, InventoryError> {
+        let (ops, mut result) = match source {
+            BundleSource::Text(text) => self.plan(p.tenant, &text, prune).await?,
+            BundleSource::Token(token) => {
+                let now = self.clock.now();
+                let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+                match plans.remove(&token) {
+                    Some(planned) if planned.tenant == p.tenant && planned.expires > now => {
+                        (planned.ops, planned.result)
+                    }
+                    Some(planned) => {
+                        if planned.tenant != p.tenant {
+                            // Another tenant's token stays usable by its owner.
+                            plans.insert(token, planned);
+                        }
+                        return Err(InventoryError::Token);
+                    }
+                    None => return Err(InventoryError::Token),
+                }
+            }
+        };
+        result.apply_token = None;
+        if dry_run || ops.is_empty() {
+            result.applied = !dry_run;
+            return Ok(result);
+        }
+        let kinds: BTreeSet<String> = ops
+            .iter()
+            .map(|op| match op {
+                BundleOp::PutDoc { kind, .. } | BundleOp::DeleteDoc { kind, .. } => {
+                    (*kind).to_string()
+                }
+                BundleOp::PutObject { .. } | BundleOp::DeleteObject { .. } => "objects".to_string(),
+            })
+            .collect();
+        let ids = ops.iter().map(|_| self.clock.new_id()).collect();
+        self.store
+            .apply_bundle(p.tenant, ops, ids, self.clock.now(), actor.clone())
+            .await
+            .map_err(|e| match e {
+                crate::store::StoreError::Conflict(why) => InventoryError::Apply(why),
+                other => other.into(),
+            })?;
+        let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+        self.sink
+            .emit(EventDraft::config(
+                p.tenant,
+                &kinds,
+                "bundle.apply",
+                "bundle",
+            ))
+            .await;
+        result.applied = true;
+        Ok(result)
+    }
+
+    /// The tenant's configuration as a bundle: documents by kind and name, then hosts and
+    /// services by name; no ids, times or versions, so it applies back to an identical state.
+    pub async fn export_bundle(&self, p: &Principal) -> Result<String, InventoryError> {
+        let (docs, objects) = self.current(p.tenant).await?;
+        let mut out: Vec<BundleDoc> = Vec::new();
+        for kind in &KINDS {
+            for ((_, name), body) in docs
+                .range((kind.name, String::new())..)
+                .take_while(|((k, _), _)| *k == kind.name)
+            {
+                out.push(BundleDoc {
+                    kind: kind.name.into(),
+                    name: name.clone(),
+                    host: None,
+                    body: serde_json::from_str(body).unwrap_or_default(),
+                });
+            }
+        }
+        let mut objects: Vec<(&(Option<String>, String), &Object)> = objects.iter().collect();
+        objects.sort_by(|a, b| {
+            (a.0.0.is_some(), &a.0.0, &a.0.1).cmp(&(b.0.0.is_some(), &b.0.0, &b.0.1))
+        });
+        for ((host, name), o) in objects {
+            let body = ObjectDocBody {
+                folder: Some(o.folder.clone()),
+                labels: o.labels.clone(),
+                spec: o.spec.clone(),
+            };
+            out.push(BundleDoc {
+                kind: if host.is_some() { "service" } else { "host" }.into(),
+                name: name.clone(),
+                host: host.clone(),
+                body: serde_json::to_value(body).unwrap_or_default(),
+            });
+        }
+        Ok(render(&out))
+    }
+}

@@ -1,0 +1,351 @@
+//! Configuration bundles: plan, apply (body or token, dry run, prune, all or nothing), export
+//! round trips between instances.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const BUNDLE: &str = r#"
+kind: templates
+name: linux
+body:
+  spec: {interval: 60, vars: {os: linux}}
+---
+kind: contacts
+name: ada
+body:
+  email: ada@example.org
+  preferences: [{channels: [sms], profile: default}]
+---
+kind: host
+name: web1
+body:
+  folder: /dc
+  labels: {env: prod}
+  spec: {address: 127.0.0.1, templates: [linux]}
+---
+kind: service
+host: web1
+name: http
+body:
+  spec: {checkCommand: http}
+"#;
+
+async fn post_text(s: &Server, token: &str, path: &str, body: &str) -> reqwest::Response {
+    call(s, token, Method::POST, path)
+        .header("Content-Type", "application/yaml")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn export(s: &Server, token: &str) -> String {
+    let res = call(s, token, Method::GET, "/api/v1/config/bundles:export")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/yaml");
+    res.text().await.unwrap()
+}
+
+fn actions(v: &Value) -> Vec<String> {
+    v["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            format!(
+                "{} {} {}",
+                a["action"].as_str().unwrap(),
+                a["kind"].as_str().unwrap(),
+                a["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn plan_apply_and_round_trip_to_a_fresh_instance() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let plan = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", BUNDLE).await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        actions(&plan),
+        [
+            "create templates linux",
+            "create contacts ada",
+            "create host web1",
+            "create service http"
+        ]
+    );
+    assert!(plan["applyToken"].is_string());
+    // Planning changed nothing.
+    assert!(
+        json(
+            call(s, &a.token, Method::GET, "/api/v1/hosts")
+                .send()
+                .await
+                .unwrap(),
+            200
+        )
+        .await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let dry = json(
+        post_text(
+            s,
+            &a.token,
+            "/api/v1/config/bundles:apply?dryRun=true",
+            BUNDLE,
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(dry["applied"], false);
+    assert!(
+        json(
+            call(s, &a.token, Method::GET, "/api/v1/hosts")
+                .send()
+                .await
+                .unwrap(),
+            200
+        )
+        .await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    let applied = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", BUNDLE).await,
+        200,
+    )
+    .await;
+    assert_eq!(applied["applied"], true);
+    let hosts = json(
+        call(s, &a.token, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let id = hosts["items"][0]["id"].as_str().unwrap().to_string();
+    let eff = json(
+        call(
+            s,
+            &a.token,
+            Method::GET,
+            &format!("/api/v1/objects/{id}/effective-config"),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(eff["templateChain"], json!(["linux"]));
+    assert_eq!(eff["spec"]["interval"], "1m0s");
+
+    // Applying again changes nothing.
+    let again = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", BUNDLE).await,
+        200,
+    )
+    .await;
+    assert!(
+        actions(&again).iter().all(|a| a.starts_with("unchanged")),
+        "{again}"
+    );
+
+    // Export, apply to a fresh instance, export again: identical.
+    let exported = export(s, &a.token).await;
+    let b = Admin::start_with(no_seed());
+    json(
+        post_text(&b.s, &b.token, "/api/v1/config/bundles:apply", &exported).await,
+        200,
+    )
+    .await;
+    assert_eq!(export(&b.s, &b.token).await, exported);
+    let audit = json(
+        call(
+            &b.s,
+            &b.token,
+            Method::GET,
+            "/api/v1/audit?action=bundle.apply",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(audit["items"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn tokens_prune_and_all_or_nothing() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    json(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", BUNDLE).await,
+        200,
+    )
+    .await;
+    json(
+        call(s, &a.token, Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": "stray", "spec": {}}))
+            .send()
+            .await
+            .unwrap(),
+        201,
+    )
+    .await;
+
+    // A token applies exactly its plan, once.
+    let smaller = BUNDLE.split("---").take(3).collect::<Vec<_>>().join("---");
+    let plan = json(
+        post_text(
+            s,
+            &a.token,
+            "/api/v1/config/bundles:plan?prune=true",
+            &smaller,
+        )
+        .await,
+        200,
+    )
+    .await;
+    let acts = actions(&plan);
+    assert!(
+        acts.contains(&"delete service http".to_string())
+            && acts.contains(&"delete host stray".to_string()),
+        "{acts:?}"
+    );
+    let token = plan["applyToken"].as_str().unwrap();
+    let body = json!({"applyToken": token}).to_string();
+    let (_, other) = second_tenant(s, &a.token, "bundle-iso").await;
+    assert_problem(
+        post_text(s, &other, "/api/v1/config/bundles:apply", &body).await,
+        409,
+        "svc:bundle/token",
+    )
+    .await;
+    json(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", &body).await,
+        200,
+    )
+    .await;
+    assert_problem(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", &body).await,
+        409,
+        "svc:bundle/token",
+    )
+    .await;
+    assert_problem(
+        post_text(
+            s,
+            &a.token,
+            "/api/v1/config/bundles:apply",
+            &json!({"applyToken": "nope"}).to_string(),
+        )
+        .await,
+        409,
+        "svc:bundle/token",
+    )
+    .await;
+    let objects = json(
+        call(s, &a.token, Method::GET, "/api/v1/objects")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let names: Vec<&str> = objects["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web1"]);
+
+    // All or nothing: the service's host does not exist, so the new template is not kept either.
+    let before = export(s, &a.token).await;
+    let failing = "kind: templates\nname: fresh\nbody: {spec: {}}\n---\nkind: service\nhost: ghost\nname: ping\nbody: {spec: {}}\n";
+    let doc = assert_problem(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", failing).await,
+        422,
+        "svc:bundle/apply",
+    )
+    .await;
+    assert!(doc["detail"].as_str().unwrap().contains("ghost"), "{doc}");
+    assert_eq!(export(s, &a.token).await, before);
+}
+
+#[tokio::test]
+async fn bundle_validation_and_limits() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let bad = "kind: templates\nname: t\nbody: {spec: {bogus: 1}}\n---\nkind: gizmos\nname: g\n---\nkind: host\nname: h\nbody: {spec: {templates: [nowhere]}}\n";
+    let doc = assert_problem(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", bad).await,
+        422,
+        "svc:validation/bundle",
+    )
+    .await;
+    let detail = doc["detail"].as_str().unwrap();
+    assert_eq!(
+        detail.matches("; ").count(),
+        2,
+        "three problems joined: {detail}"
+    );
+    assert!(
+        detail.contains("bogus") && detail.contains("gizmos") && detail.contains("nowhere"),
+        "{detail}"
+    );
+    assert_problem(
+        post_text(
+            s,
+            &a.token,
+            "/api/v1/config/bundles:plan",
+            "kind: [unclosed",
+        )
+        .await,
+        422,
+        "svc:validation/bundle",
+    )
+    .await;
+    let huge = format!(
+        "kind: templates\nname: big\nbody: {{description: \"{}\"}}\n",
+        "x".repeat(8 * 1024 * 1024)
+    );
+    assert_problem(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", &huge).await,
+        413,
+        "svc:bundle/size",
+    )
+    .await;
+    let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
+    assert_eq!(
+        post_text(s, &viewer, "/api/v1/config/bundles:plan", BUNDLE)
+            .await
+            .status(),
+        200,
+        "planning only reads"
+    );
+    assert_problem(
+        post_text(s, &viewer, "/api/v1/config/bundles:apply", BUNDLE).await,
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+}
