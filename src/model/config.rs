@@ -1,7 +1,8 @@
 //! Configuration documents (SPEC 4.3): twenty kinds with one CRUD shape, addressed by name.
 //! A document is a JSON object: the kind's own fields plus the common metadata (`id`, `name`,
-//! `tenantId`, `createdAt`, `updatedAt`, `version`). Kinds whose fields SPEC gives are
-//! validated to them; the others keep their fields as given until their engine defines them.
+//! `tenantId`, `createdAt`, `updatedAt`, `version`). Every kind is validated to its schema:
+//! SPEC's fields where it gives them, elsewhere a schema of ours following the published
+//! interface's field names, for the engines of later issues to read.
 
 use super::{GoDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -56,27 +57,57 @@ const fn kind(
 
 pub const KINDS: [Kind; 20] = [
     kind("templates", "template", CONFIG, validate_template),
-    kind("check-commands", "check-command", CONFIG, free_form),
-    kind("time-periods", "time-period", CONFIG, free_form),
-    kind("alert-rules", "alert-rule", CONFIG, free_form),
-    kind("alert-groups", "alert-group", CONFIG, free_form),
+    kind(
+        "check-commands",
+        "check-command",
+        CONFIG,
+        validate_check_command,
+    ),
+    kind("time-periods", "time-period", CONFIG, validate_time_period),
+    kind("alert-rules", "alert-rule", CONFIG, validate_alert_rule),
+    kind(
+        "alert-groups",
+        "alert-group",
+        CONFIG,
+        validate_as::<AlertGroupBody>,
+    ),
     kind(
         "escalation-policies",
         "escalation-policy",
         CONFIG,
         validate_as::<EscalationPolicyBody>,
     ),
-    kind("schedules", "schedule", ONCALL, free_form),
+    kind("schedules", "schedule", ONCALL, validate_schedule),
     kind("contacts", "contact", ONCALL, validate_contact),
-    kind("contact-groups", "contact-group", ONCALL, free_form),
-    kind("channels", "channel", CONFIG, free_form),
-    kind("event-sources", "event-source", CONFIG, free_form),
-    kind("business-services", "business-service", CONFIG, free_form),
+    kind(
+        "contact-groups",
+        "contact-group",
+        ONCALL,
+        validate_as::<ContactGroupBody>,
+    ),
+    kind("channels", "channel", CONFIG, validate_channel),
+    kind(
+        "event-sources",
+        "event-source",
+        CONFIG,
+        validate_event_source,
+    ),
+    kind(
+        "business-services",
+        "business-service",
+        CONFIG,
+        validate_business_service,
+    ),
     kind("dashboards", "dashboard", CONFIG, validate_dashboard),
-    kind("reports", "report", CONFIG, free_form),
-    kind("saved-filters", "saved-filter", CONFIG, free_form),
+    kind("reports", "report", CONFIG, validate_report),
+    kind(
+        "saved-filters",
+        "saved-filter",
+        CONFIG,
+        validate_saved_filter,
+    ),
     kind("roles", "role", ADMIN, validate_role),
-    kind("webhooks", "webhook", CONFIG, free_form),
+    kind("webhooks", "webhook", CONFIG, validate_webhook),
     kind("sites", "site", CONFIG, validate_as::<SiteBody>),
     kind("ivr-menus", "ivr-menu", CONFIG, validate_as::<IvrMenuBody>),
     kind(
@@ -126,10 +157,6 @@ pub fn check_name(name: &str) -> Result<(), Invalid> {
             format!("{name:?} is not a valid name (1-200 characters, no '/')"),
         ))
     }
-}
-
-fn free_form(_: &mut Map<String, Value>) -> Result<(), Invalid> {
-    Ok(())
 }
 
 /// Parses the body as `T` (unknown fields rejected) and writes back its normal form.
@@ -569,6 +596,478 @@ struct RegexRule {
     replace: String,
 }
 
+fn one_of(field: &str, value: &str, allowed: &[&str]) -> Result<(), Invalid> {
+    if allowed.contains(&value) {
+        Ok(())
+    } else {
+        Err(invalid(
+            "",
+            format!("{field} {value:?} must be one of {}", allowed.join(", ")),
+        ))
+    }
+}
+
+fn check_time_zone(tz: &str) -> Result<(), Invalid> {
+    jiff::tz::TimeZone::get(tz)
+        .map(|_| ())
+        .map_err(|_| invalid("", format!("unknown time zone {tz:?}")))
+}
+
+fn check_selector(selector: Option<&str>) -> Result<(), Invalid> {
+    match selector {
+        Some(s) => s
+            .parse::<super::Selector>()
+            .map(|_| ())
+            .map_err(|e| invalid("selector", e.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Parses and normalises, then runs `check` on the typed body.
+fn validate_with<T: Serialize + for<'de> Deserialize<'de>>(
+    body: &mut Map<String, Value>,
+    check: impl FnOnce(&T) -> Result<(), Invalid>,
+) -> Result<(), Invalid> {
+    let parsed: T = serde_json::from_value(Value::Object(body.clone()))
+        .map_err(|e| invalid("", e.to_string()))?;
+    check(&parsed)?;
+    if let Value::Object(normal) =
+        serde_json::to_value(parsed).map_err(|e| invalid("", e.to_string()))?
+    {
+        *body = normal;
+    }
+    Ok(())
+}
+
+/// Built-in checks a check command may name instead of a plugin.
+pub const BUILTIN_CHECKS: [&str; 5] = ["ping", "tcp", "http", "dns", "modbus"];
+
+/// A check command: `type: plugin` runs `line` (argv with `$macro$`s) as a Nagios plugin;
+/// `type: builtin` names a built-in check in `line[0]`, its options after it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CheckCommandBody {
+    #[serde(rename = "type")]
+    kind: String,
+    line: Vec<String>,
+    /// Pass macros to plugins as environment variables too.
+    #[serde(default)]
+    env: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout: Option<GoDuration>,
+}
+
+fn validate_check_command(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |c: &CheckCommandBody| {
+        one_of("type", &c.kind, &["plugin", "builtin"])?;
+        match (c.kind.as_str(), c.line.first()) {
+            (_, None) => Err(invalid("", "line must not be empty")),
+            ("builtin", Some(b)) => one_of("builtin", b, &BUILTIN_CHECKS),
+            _ => Ok(()),
+        }
+    })
+}
+
+/// A time period: per weekday a list of `HH:MM-HH:MM` ranges, date exceptions, periods to
+/// exclude, in a time zone (default UTC).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TimePeriodBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    alias: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    time_zone: Option<String>,
+    #[serde(default)]
+    days: BTreeMap<String, Vec<String>>,
+    /// `YYYY-MM-DD` → ranges (empty: the whole day is outside the period).
+    #[serde(default)]
+    exceptions: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    exclude: Vec<String>,
+}
+
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
+
+/// `HH:MM-HH:MM` within one day (`24:00` allowed as an end).
+fn check_range(r: &str) -> Result<(), Invalid> {
+    let minutes = |t: &str| -> Option<u32> {
+        let (h, m) = t.split_once(':')?;
+        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+        (m < 60 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
+    };
+    match r
+        .split_once('-')
+        .map(|(a, b)| (minutes(a.trim()), minutes(b.trim())))
+    {
+        Some((Some(a), Some(b))) if a < b => Ok(()),
+        _ => Err(invalid(
+            "",
+            format!("{r:?} is not a range such as 08:00-17:00"),
+        )),
+    }
+}
+
+fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |t: &TimePeriodBody| {
+        if let Some(tz) = &t.time_zone {
+            check_time_zone(tz)?;
+        }
+        for (day, ranges) in &t.days {
+            one_of("day", day, &WEEKDAYS)?;
+            ranges.iter().try_for_each(|r| check_range(r))?;
+        }
+        for (date, ranges) in &t.exceptions {
+            date.parse::<jiff::civil::Date>()
+                .map_err(|_| invalid("", format!("exception {date:?} is not a date")))?;
+            ranges.iter().try_for_each(|r| check_range(r))?;
+        }
+        Ok(())
+    })
+}
+
+/// An alert rule: `match` (CEL over `event`) opens an alert, `clear` (CEL) resolves it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AlertRuleBody {
+    #[serde(rename = "match")]
+    matches: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clear: Option<String>,
+    severity: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dedup_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    escalation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    heartbeat: Option<RuleHeartbeat>,
+    #[serde(default)]
+    incident: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending_for: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    auto_close_after: Option<GoDuration>,
+    #[serde(default)]
+    resolve_on_ok: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    set_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RuleHeartbeat {
+    source: String,
+    expect_every: GoDuration,
+}
+
+/// A CEL expression that parses; `field` names it in the error.
+fn check_cel(field: &str, source: &str) -> Result<(), Invalid> {
+    cel::Program::compile(source)
+        .map(|_| ())
+        .map_err(|e| invalid("", format!("{field}: {e}")))
+}
+
+fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |r: &AlertRuleBody| {
+        check_cel("match", &r.matches)?;
+        if let Some(c) = &r.clear {
+            check_cel("clear", c)?;
+        }
+        one_of("severity", &r.severity, &["critical", "warning", "info"])
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AlertGroupBody {
+    group_by: Vec<String>,
+    window: GoDuration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    aggregate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value_path: Option<String>,
+}
+
+/// An on-call schedule: layers of rotations in a time zone.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ScheduleBody {
+    time_zone: String,
+    #[serde(default)]
+    layers: Vec<Rotation>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Rotation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// When the first participant's first shift starts.
+    anchor: Timestamp,
+    /// `hour`, `day` or `week`.
+    unit: String,
+    #[serde(default = "one")]
+    length: u32,
+    /// Contact names, in rotation order.
+    participants: Vec<String>,
+    /// When the layer applies, e.g. `{"timePeriod": "business-hours"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    restriction: Option<Value>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn validate_schedule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |s: &ScheduleBody| {
+        check_time_zone(&s.time_zone)?;
+        for r in &s.layers {
+            one_of("unit", &r.unit, &["hour", "day", "week"])?;
+            if r.participants.is_empty() || r.length == 0 {
+                return Err(invalid(
+                    "",
+                    "a rotation needs participants and a length of at least 1",
+                ));
+            }
+        }
+        Ok(())
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ContactGroupBody {
+    members: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idp_group: Option<String>,
+}
+
+pub const CHANNEL_TYPES: [&str; 7] = [
+    "email",
+    "webhook",
+    "sms",
+    "voice",
+    "espa",
+    "slack",
+    "servicenow",
+];
+
+/// A notification channel; `config` values may refer to secrets as `${secret:NAME}`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ChannelBody {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    template: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |c: &ChannelBody| {
+        one_of("type", &c.kind, &CHANNEL_TYPES)
+    })
+}
+
+pub const SOURCE_TYPES: [&str; 8] = [
+    "webhook",
+    "alertmanager",
+    "email",
+    "snmp",
+    "mqtt",
+    "espa",
+    "espax",
+    "sms",
+];
+
+/// An inbound event source: how events arrive and how they map onto the normalised event.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EventSourceBody {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default = "yes")]
+    enabled: bool,
+    /// `token` (bearer secret), `hmac` (signature over the body), `basic` or `none`.
+    #[serde(default = "token_auth")]
+    auth_mode: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret_ref: Option<String>,
+    /// Events per second the source's token bucket refills; `burst` its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate_limit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    burst: Option<u32>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    /// Normalised field → path into the payload (`summary: "$.alert.title"`).
+    #[serde(default)]
+    mapping: BTreeMap<String, String>,
+    #[serde(default)]
+    config: BTreeMap<String, String>,
+}
+
+fn token_auth() -> String {
+    "token".into()
+}
+
+fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |e: &EventSourceBody| {
+        one_of("type", &e.kind, &SOURCE_TYPES)?;
+        one_of(
+            "authMode",
+            &e.auth_mode,
+            &["token", "hmac", "basic", "none"],
+        )
+    })
+}
+
+/// A business service: a node of the business process tree over objects (by selector or id)
+/// and child services.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BusinessServiceBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    object_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_id: Option<String>,
+    /// `all` (worst child), `any` (best child) or `quorum` (at least `quorumPct` up).
+    #[serde(default = "all_rule")]
+    rule: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quorum_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sla_target: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sla_window: Option<GoDuration>,
+    #[serde(default)]
+    exclude_downtimes: bool,
+}
+
+fn all_rule() -> String {
+    "all".into()
+}
+
+fn validate_business_service(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |b: &BusinessServiceBody| {
+        check_selector(b.selector.as_deref())?;
+        one_of("rule", &b.rule, &["all", "any", "quorum"])
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReportBody {
+    /// `availability`, `sla`, `alerts` or `notifications`.
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    params: Map<String, Value>,
+    /// `daily`, `weekly` or `monthly`; absent: rendered on request only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    schedule: Option<String>,
+    #[serde(default)]
+    email: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep: Option<u32>,
+}
+
+fn validate_report(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |r: &ReportBody| {
+        one_of(
+            "type",
+            &r.kind,
+            &["availability", "sla", "alerts", "notifications"],
+        )?;
+        match &r.schedule {
+            Some(s) => one_of("schedule", s, &["daily", "weekly", "monthly"]),
+            None => Ok(()),
+        }
+    })
+}
+
+/// A saved list filter of the UI: which list and its query parameters.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SavedFilterBody {
+    resource: String,
+    #[serde(default)]
+    query: BTreeMap<String, String>,
+    #[serde(default)]
+    shared: bool,
+}
+
+fn validate_saved_filter(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |f: &SavedFilterBody| {
+        one_of(
+            "resource",
+            &f.resource,
+            &[
+                "objects",
+                "hosts",
+                "services",
+                "problems",
+                "alerts",
+                "incidents",
+                "events",
+            ],
+        )?;
+        check_selector(f.query.get("selector").map(String::as_str))
+    })
+}
+
+/// An outgoing webhook subscription: events of `types` (all when empty) whose labels match
+/// `selector`, POSTed to `url`, signed with `secret` when set.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WebhookBody {
+    url: String,
+    #[serde(default)]
+    types: Vec<super::event::EventType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+    #[serde(default)]
+    disabled: bool,
+}
+
+fn validate_webhook(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |w: &WebhookBody| {
+        if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+            return Err(invalid("", "url must be http:// or https://"));
+        }
+        check_selector(w.selector.as_deref())
+    })
+}
+
 /// A stored configuration document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -710,6 +1209,69 @@ mod tests {
             )
             .is_ok()
         );
-        assert!(check("alert-rules", json!({"anything": [1, 2]})).is_ok());
+        assert!(check("alert-rules", json!({"match": "event.severity == 'critical' && event.labels.site == 'north'", "severity": "critical"})).is_ok());
+        let bad = check(
+            "alert-rules",
+            json!({"match": "event.severity ==", "severity": "critical"}),
+        )
+        .unwrap_err();
+        assert_eq!(bad.field, "alert-rule");
+        assert!(bad.detail.starts_with("match:"), "{}", bad.detail);
+        assert_eq!(
+            check(
+                "alert-rules",
+                json!({"match": "true", "clear": "(", "severity": "info"})
+            )
+            .unwrap_err()
+            .field,
+            "alert-rule"
+        );
+        assert_eq!(
+            check("alert-rules", json!({"anything": [1, 2]}))
+                .unwrap_err()
+                .field,
+            "alert-rule"
+        );
+        assert!(check("time-periods", json!({"timeZone": "Europe/Berlin", "days": {"monday": ["08:00-12:00", "13:00-17:00"]}, "exceptions": {"2026-12-24": []}})).is_ok());
+        assert_eq!(
+            check("time-periods", json!({"days": {"monday": ["17:00-08:00"]}}))
+                .unwrap_err()
+                .field,
+            "time-period"
+        );
+        assert_eq!(
+            check("time-periods", json!({"days": {"moonday": []}}))
+                .unwrap_err()
+                .field,
+            "time-period"
+        );
+        assert_eq!(
+            check("business-services", json!({"selector": "a in ("}))
+                .unwrap_err()
+                .field,
+            "selector"
+        );
+        assert_eq!(
+            check("webhooks", json!({"url": "http://x", "types": ["nope"]}))
+                .unwrap_err()
+                .field,
+            "webhook"
+        );
+        assert!(
+            check(
+                "check-commands",
+                json!({"type": "builtin", "line": ["http", "--expect", "200"]})
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            check(
+                "check-commands",
+                json!({"type": "builtin", "line": ["telepathy"]})
+            )
+            .unwrap_err()
+            .field,
+            "check-command"
+        );
     }
 }

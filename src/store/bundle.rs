@@ -167,10 +167,8 @@ impl Store {
                                 new
                             }
                         };
-                        store.append_audit(
-                            tx,
-                            audit("bundle.apply", what.clone()).after(&object),
-                        )?;
+                        store
+                            .append_audit(tx, audit("bundle.apply", what.clone()).after(&object))?;
                     }
                     BundleOp::DeleteObject { host, name } => {
                         let owner = match &host {

@@ -16,27 +16,27 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         ),
         (
             "check-commands",
-            json!({"command": ["/usr/lib/nagios/plugins/check_ping", "-H", "$address$"]}),
-            json!([1]),
-            "svc:validation/body",
+            json!({"type": "plugin", "line": ["/usr/lib/nagios/plugins/check_ping", "-H", "$address$"], "timeout": 10}),
+            json!({"type": "plugin", "line": []}),
+            "svc:validation/check-command",
         ),
         (
             "time-periods",
-            json!({"timeZone": "Europe/Berlin", "ranges": {"monday": "08:00-17:00"}}),
-            json!("x"),
-            "svc:validation/body",
+            json!({"timeZone": "Europe/Berlin", "days": {"monday": ["08:00-17:00"]}}),
+            json!({"days": {"monday": ["25:00-26:00"]}}),
+            "svc:validation/time-period",
         ),
         (
             "alert-rules",
-            json!({"match": "event.severity == 'critical'"}),
-            json!(7),
-            "svc:validation/body",
+            json!({"match": "event.severity == 'critical'", "severity": "critical", "pendingFor": 60}),
+            json!({"match": "event.severity ==", "severity": "critical"}),
+            "svc:validation/alert-rule",
         ),
         (
             "alert-groups",
+            json!({"groupBy": ["site"], "window": "5m"}),
             json!({"groupBy": ["site"]}),
-            json!(null),
-            "svc:validation/body",
+            "svc:validation/alert-group",
         ),
         (
             "escalation-policies",
@@ -46,9 +46,9 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         ),
         (
             "schedules",
-            json!({"timeZone": "UTC", "layers": []}),
-            json!(true),
-            "svc:validation/body",
+            json!({"timeZone": "UTC", "layers": [{"anchor": "2026-01-05T08:00:00Z", "unit": "week", "participants": ["ada"]}]}),
+            json!({"timeZone": "Mars/Olympus"}),
+            "svc:validation/schedule",
         ),
         (
             "contacts",
@@ -59,26 +59,26 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         (
             "contact-groups",
             json!({"members": ["ada"]}),
-            json!([]),
-            "svc:validation/body",
+            json!({}),
+            "svc:validation/contact-group",
         ),
         (
             "channels",
-            json!({"type": "webhook", "url": "http://127.0.0.1:9/hook"}),
-            json!(1.5),
-            "svc:validation/body",
+            json!({"type": "webhook", "config": {"url": "http://127.0.0.1:9/hook", "token": "${secret:hook-token}"}}),
+            json!({"type": "pigeon"}),
+            "svc:validation/channel",
         ),
         (
             "event-sources",
-            json!({"type": "webhook"}),
-            json!("s"),
-            "svc:validation/body",
+            json!({"type": "webhook", "authMode": "hmac", "mapping": {"summary": "$.title"}}),
+            json!({"type": "webhook", "authMode": "wink"}),
+            "svc:validation/event-source",
         ),
         (
             "business-services",
-            json!({"selector": "tier=web"}),
-            json!(false),
-            "svc:validation/body",
+            json!({"selector": "tier=web", "rule": "any"}),
+            json!({"selector": "tier in ("}),
+            "svc:validation/selector",
         ),
         (
             "dashboards",
@@ -88,15 +88,15 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         ),
         (
             "reports",
-            json!({"schedule": "weekly", "params": {"window": "7d"}}),
-            json!(3),
-            "svc:validation/body",
+            json!({"type": "sla", "schedule": "weekly", "params": {"window": "7d"}}),
+            json!({"type": "poetry"}),
+            "svc:validation/report",
         ),
         (
             "saved-filters",
-            json!({"query": "status=open"}),
-            json!(4),
-            "svc:validation/body",
+            json!({"resource": "alerts", "query": {"status": "open"}}),
+            json!({"resource": "alerts", "query": {"selector": "a in ("}}),
+            "svc:validation/selector",
         ),
         (
             "roles",
@@ -107,8 +107,8 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         (
             "webhooks",
             json!({"url": "http://127.0.0.1:9/out", "types": ["alert_opened"]}),
-            json!(5),
-            "svc:validation/body",
+            json!({"url": "ftp://example.org"}),
+            "svc:validation/webhook",
         ),
         (
             "sites",
@@ -303,6 +303,16 @@ async fn every_kind_has_the_crud_shape() {
         )
         .await;
     }
+    assert_problem(
+        call(s, &a.token, Method::POST, "/api/v1/channels")
+            .json(&json!([1]))
+            .send()
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/body",
+    )
+    .await;
     // Every mutation was audited and became a config event naming its kind.
     let audit = json(
         call(
@@ -342,7 +352,7 @@ async fn lists_order_filter_and_page_by_name() {
     let a = Admin::start_with(no_seed());
     let s = &a.s;
     for name in ["delta", "alpha", "echo", "charlie", "bravo"] {
-        let body = json!({"name": name, "query": format!("team={name}-ops")});
+        let body = json!({"name": name, "resource": "objects", "query": {"q": format!("team={name}-ops")}});
         json(
             call(s, &a.token, Method::POST, "/api/v1/saved-filters")
                 .json(&body)
