@@ -359,3 +359,81 @@ mod tests {
         assert_eq!(base64url(b"foo"), "Zm9v");
     }
 }
+
+#[cfg(test)]
+mod expiry_tests {
+    use super::*;
+    use crate::model::Timestamp;
+    use crate::model::event::EventDraft;
+    use crate::runtime::sink::EmitFuture;
+    use crate::runtime::{Clock, EventSink, TestClock};
+    use crate::store::Store;
+
+    /// Sessions' events are not what this test is about.
+    struct Discard;
+
+    impl EventSink for Discard {
+        fn emit(&self, _: EventDraft) -> EmitFuture<'_> {
+            Box::pin(async {})
+        }
+    }
+
+    /// Sessions expire after their TTL and are purged; driven by a test clock, no sleeping.
+    #[tokio::test]
+    async fn sessions_expire_and_are_purged() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let clock = Arc::new(TestClock::new(start));
+        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let auth = Auth::new(
+            store.clone(),
+            clock.clone(),
+            crate::auth::CryptoPolicy::FAST_TEST,
+            Arc::new(Discard),
+        );
+        let seed = SeedSettings {
+            password: Some("a long enough password".into()),
+            ..Default::default()
+        };
+        auth.seed_default_admin(seed).await.unwrap();
+        let short = auth
+            .login(
+                DEFAULT_ADMIN_EMAIL,
+                "a long enough password",
+                false,
+                "127.0.0.1",
+            )
+            .await
+            .unwrap();
+        let long = auth
+            .login(
+                DEFAULT_ADMIN_EMAIL,
+                "a long enough password",
+                true,
+                "127.0.0.1",
+            )
+            .await
+            .unwrap();
+        assert_eq!(short.ttl, SESSION_TTL);
+        assert_eq!(long.ttl, REMEMBER_TTL);
+        assert!(auth.session_principal(&short.id).await.is_ok());
+
+        clock.advance(SESSION_TTL + Duration::from_secs(1));
+        match auth.session_principal(&short.id).await {
+            Err(AuthError::Invalid(why)) => assert!(why.contains("expired"), "{why}"),
+            other => panic!("expected an expired session, got {other:?}"),
+        }
+        assert!(
+            auth.session_principal(&long.id).await.is_ok(),
+            "remember-me lasts 30 days"
+        );
+        assert_eq!(store.purge_sessions(clock.now()).await.unwrap(), 1);
+        assert!(matches!(
+            auth.session_principal(&short.id).await,
+            Err(AuthError::Invalid(_))
+        ));
+
+        clock.advance(REMEMBER_TTL);
+        assert!(auth.session_principal(&long.id).await.is_err());
+    }
+}

@@ -126,9 +126,10 @@ impl Inventory {
                     nonce,
                     sealed,
                 },
-                audit,
+                audit.clone(),
             )
             .await?;
+        self.secret_changed(&audit).await;
         Ok(())
     }
 
@@ -146,7 +147,21 @@ impl Inventory {
             "secret.delete",
             format!("secret/{name}"),
         );
-        Ok(self.store.delete_secret(p.tenant, name, audit).await?)
+        self.store
+            .delete_secret(p.tenant, name, audit.clone())
+            .await?;
+        self.secret_changed(&audit).await;
+        Ok(())
+    }
+
+    async fn secret_changed(&self, audit: &AuditDraft) {
+        let event = crate::model::event::EventDraft::config(
+            audit.tenant_id,
+            &["secrets"],
+            &audit.action,
+            &audit.resource,
+        );
+        self.sink.emit(event).await;
     }
 
     /// Names and times; never values.
