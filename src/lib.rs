@@ -7,6 +7,7 @@ pub mod config;
 pub mod events;
 pub mod inventory;
 pub mod model;
+pub mod monitor;
 pub mod runtime;
 pub mod store;
 pub mod web;

@@ -8,6 +8,7 @@ pub mod error;
 pub mod etag;
 mod events;
 pub mod extract;
+mod heartbeats;
 mod identity;
 pub mod middleware;
 mod objects;
@@ -24,6 +25,7 @@ use crate::config::Config;
 use crate::events::Events;
 use crate::inventory::Inventory;
 use crate::model::Timestamp;
+use crate::monitor::heartbeats::Heartbeats;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
 use crate::store::Store;
@@ -39,6 +41,7 @@ pub struct AppContext {
     pub auth: Arc<Auth>,
     pub events: Arc<Events>,
     pub inventory: Arc<Inventory>,
+    pub heartbeats: Arc<Heartbeats>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

@@ -4,7 +4,9 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
-use super::{bundles, config, events, identity, objects, pages, secrets, system, users};
+use super::{
+    bundles, config, events, heartbeats, identity, objects, pages, secrets, system, users,
+};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -107,6 +109,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(objects::routes());
     all.extend(secrets::routes());
     all.extend(bundles::routes());
+    all.extend(heartbeats::routes());
     all
 }
 

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
+use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -145,6 +146,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(SessionPurgeWorker(auth.clone()));
     seed_default_admin(&auth).await;
     let key = master_key(&config.master_key_file());
+    let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
+    supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -152,6 +155,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         auth,
         inventory: Inventory::new(store.clone(), clock.clone(), events.clone(), key),
         events: events.clone(),
+        heartbeats,
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),

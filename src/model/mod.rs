@@ -5,6 +5,7 @@ pub mod bundle;
 pub mod config;
 pub mod duration;
 pub mod event;
+pub mod heartbeat;
 pub mod identity;
 pub mod object;
 pub mod secret;

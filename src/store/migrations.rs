@@ -3,8 +3,8 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS,
-    SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS,
+    SECRETS, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "secrets",
         apply: create_secret_table,
+    },
+    Migration {
+        version: 6,
+        name: "heartbeats",
+        apply: create_heartbeat_table,
     },
 ];
 
@@ -78,6 +83,11 @@ fn create_object_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_secret_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_heartbeat_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

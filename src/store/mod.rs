@@ -8,6 +8,7 @@ mod codec;
 mod config;
 mod error;
 pub mod events;
+mod heartbeats;
 mod keys;
 mod migrations;
 pub mod objects;

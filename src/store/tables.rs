@@ -42,6 +42,10 @@ pub const OBJECT_CHILDREN: TableDefinition<&[u8], ()> = TableDefinition::new("se
 /// Sealed secrets by tenant + name.
 pub const SECRETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("secret_by_tenant_name");
 
+/// Heartbeats by tenant + name.
+pub const HEARTBEATS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("heartbeat_by_tenant_name");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -14,6 +14,7 @@ mod bundles;
 mod config;
 mod durability;
 mod events;
+mod heartbeats;
 mod identity;
 mod objects;
 mod platform;

@@ -1,0 +1,72 @@
+//! Heartbeat routes (CONTRACT 3).
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::ApiJson;
+use super::pagination::Page;
+use super::router::Route;
+use crate::model::heartbeat::HeartbeatBody;
+use crate::monitor::heartbeats::HeartbeatError;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde_json::json;
+
+impl From<HeartbeatError> for Problem {
+    fn from(e: HeartbeatError) -> Self {
+        match e {
+            HeartbeatError::Invalid(i) => Problem::validation(&i.field, i.detail),
+            HeartbeatError::Store(s) => s.into(),
+        }
+    }
+}
+
+pub fn routes() -> Vec<Route> {
+    const BEAT: &str = "200 `{\"status\": \"ok\"}`; an unknown name is 404. A beat after a miss emits `heartbeat_missed` with `resolve: true` and severity ok.";
+    vec![
+        Route::get("/api/v1/heartbeats", list).permission("objects:read").doc("heartbeats", "List heartbeats", "All of the tenant's heartbeats, without paging."),
+        Route::post("/api/v1/heartbeats", upsert).permission("config:write").doc(
+            "heartbeats",
+            "Create or replace a heartbeat",
+            "Upsert by name: `{name, expectEvery, grace?, labels?, severity?}` (grace 0, severity warning by default); 201. Overdue when more than `expectEvery + grace` passed since the last beat (or the definition); a sweep every 5 s emits `heartbeat_missed` once.",
+        ),
+        Route::delete("/api/v1/heartbeats/{name}", delete).permission("config:write").doc("heartbeats", "Delete a heartbeat", "204."),
+        Route::get("/api/v1/heartbeats/{name}/beat", beat).permission("objects:write").doc("heartbeats", "Record a beat (GET, for cron)", BEAT),
+        Route::post("/api/v1/heartbeats/{name}/beat", beat).permission("objects:write").doc("heartbeats", "Record a beat", BEAT),
+    ]
+}
+
+async fn list(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(st.heartbeats.list(&c.principal).await?)))
+}
+
+async fn upsert(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<HeartbeatBody>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok((
+        StatusCode::CREATED,
+        Json(st.heartbeats.upsert(&c.principal, &c.actor, body).await?),
+    ))
+}
+
+async fn delete(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.heartbeats.delete(&c.principal, &c.actor, name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn beat(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(name): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.heartbeats.beat(&c.principal, name).await?;
+    Ok(Json(json!({"status": "ok"})))
+}

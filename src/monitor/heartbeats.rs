@@ -1,0 +1,224 @@
+//! Heartbeats: definitions, beats, and the sweep that reports a missed one once and its
+//! recovery once (`heartbeat_missed`, the recovery with `resolve: true` and severity ok).
+
+use crate::auth::Principal;
+use crate::model::GoDuration;
+use crate::model::audit::AuditDraft;
+use crate::model::config::{Invalid, check_name};
+use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::heartbeat::{Heartbeat, HeartbeatBody};
+use crate::model::identity::Actor;
+use crate::runtime::EventSink;
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::{Store, StoreError};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often overdue heartbeats are looked for (SPEC 3).
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum HeartbeatError {
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub struct Heartbeats {
+    store: Arc<Store>,
+    clock: SharedClock,
+    sink: Arc<dyn EventSink>,
+}
+
+fn severity(s: &str) -> Severity {
+    match s {
+        "critical" => Severity::Critical,
+        "info" => Severity::Info,
+        _ => Severity::Warning,
+    }
+}
+
+impl Heartbeats {
+    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
+        Arc::new(Self { store, clock, sink })
+    }
+
+    /// Creates or replaces a definition by name.
+    pub async fn upsert(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: HeartbeatBody,
+    ) -> Result<Heartbeat, HeartbeatError> {
+        check_name(&body.name).map_err(HeartbeatError::Invalid)?;
+        let invalid = |detail: &str| {
+            HeartbeatError::Invalid(Invalid {
+                field: "heartbeat".into(),
+                detail: detail.into(),
+            })
+        };
+        let expect_every = body
+            .expect_every
+            .filter(|d| !d.0.is_zero())
+            .ok_or_else(|| invalid("expectEvery is required and must be positive"))?;
+        let severity = body.severity.unwrap_or_else(|| "warning".into());
+        if !["critical", "warning", "info"].contains(&severity.as_str()) {
+            return Err(invalid("severity must be critical, warning or info"));
+        }
+        let now = self.clock.now();
+        let h = Heartbeat {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            name: body.name.clone(),
+            expect_every,
+            grace: body.grace.unwrap_or(GoDuration::from_secs(0)),
+            labels: body.labels,
+            severity,
+            missing: false,
+            last_beat: None,
+            created_at: now,
+            updated_at: now,
+            version: 1,
+        };
+        let audit = AuditDraft::new(
+            now,
+            p.tenant,
+            actor,
+            "heartbeat.upsert",
+            format!("heartbeat/{}", body.name),
+        );
+        let saved = self.store.upsert_heartbeat(h, audit.clone()).await?;
+        self.sink
+            .emit(EventDraft::config(
+                p.tenant,
+                &["heartbeats"],
+                &audit.action,
+                &audit.resource,
+            ))
+            .await;
+        Ok(saved)
+    }
+
+    pub async fn delete(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        name: String,
+    ) -> Result<(), HeartbeatError> {
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            "heartbeat.delete",
+            format!("heartbeat/{name}"),
+        );
+        self.store
+            .delete_heartbeat(p.tenant, name, audit.clone())
+            .await?;
+        self.sink
+            .emit(EventDraft::config(
+                p.tenant,
+                &["heartbeats"],
+                &audit.action,
+                &audit.resource,
+            ))
+            .await;
+        Ok(())
+    }
+
+    pub async fn list(&self, p: &Principal) -> Result<Vec<Heartbeat>, HeartbeatError> {
+        Ok(self.store.heartbeats(p.tenant).await?)
+    }
+
+    /// Records a beat; a beat that ends a miss reports the recovery.
+    pub async fn beat(&self, p: &Principal, name: String) -> Result<(), HeartbeatError> {
+        let now = self.clock.now();
+        let (before, after) = self
+            .store
+            .touch_heartbeat(p.tenant, name, move |h| {
+                h.last_beat = Some(now);
+                h.missing = false;
+            })
+            .await?;
+        if before.missing {
+            self.report(&after, true).await;
+        }
+        Ok(())
+    }
+
+    async fn report(&self, h: &Heartbeat, recovered: bool) {
+        let (severity, summary) = if recovered {
+            (
+                Severity::Ok,
+                format!("heartbeat {} is beating again", h.name),
+            )
+        } else {
+            (
+                severity(&h.severity),
+                format!(
+                    "no heartbeat from {} for more than {}",
+                    h.name,
+                    GoDuration(h.expect_every.0 + h.grace.0)
+                ),
+            )
+        };
+        let mut payload = json!({"heartbeat": h.name, "labels": h.labels, "summary": summary});
+        if recovered {
+            payload["resolve"] = json!(true);
+        }
+        let mut draft = EventDraft::new(
+            h.tenant_id,
+            EventType::HeartbeatMissed,
+            Some(severity),
+            payload,
+        );
+        draft.source_id = Some(h.id.to_string());
+        self.sink.emit(draft).await;
+    }
+
+    /// Marks every newly overdue heartbeat missing and reports it once; returns how many.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let mut reported = 0;
+        for h in self.store.all_heartbeats().await? {
+            if h.missing || !h.overdue(now) {
+                continue;
+            }
+            // Re-checked inside the write: a beat may have arrived since the read.
+            let (before, after) = self
+                .store
+                .touch_heartbeat(h.tenant_id, h.name.clone(), move |h| {
+                    if h.overdue(now) {
+                        h.missing = true;
+                    }
+                })
+                .await?;
+            if !before.missing && after.missing {
+                self.report(&after, false).await;
+                reported += 1;
+            }
+        }
+        Ok(reported)
+    }
+}
+
+/// Runs the sweep every 5 s.
+pub struct HeartbeatSweep(pub Arc<Heartbeats>);
+
+impl Worker for HeartbeatSweep {
+    fn name(&self) -> &'static str {
+        "heartbeat-sweep"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if let Err(e) = self.0.sweep().await {
+                tracing::warn!(error = %e, "heartbeat sweep failed");
+            }
+            Wait::For(SWEEP_EVERY)
+        })
+    }
+}

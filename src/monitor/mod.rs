@@ -1,0 +1,4 @@
+//! Monitoring: heartbeats today; the check pipeline (results, state machine, scheduler,
+//! checks, metrics) joins this module with its issue.
+
+pub mod heartbeats;
