@@ -134,16 +134,26 @@ fn id(raw: &str) -> Result<Uuid, Problem> {
     Uuid::parse_str(raw).map_err(|_| Problem::not_found())
 }
 
+/// `POST /hosts` makes a service when the body names a host; `POST /services` requires one.
+async fn create(
+    st: AppState,
+    c: Caller,
+    body: Value,
+    service_route: bool,
+) -> Result<impl IntoResponse, Problem> {
+    let o = st
+        .inventory
+        .create_object(&c.principal, &c.actor, body, service_route)
+        .await?;
+    Ok((StatusCode::CREATED, one(&o)))
+}
+
 async fn create_host(
     State(st): State<AppState>,
     c: Caller,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, Problem> {
-    let o = st
-        .inventory
-        .create_object(&c.principal, &c.actor, body, false)
-        .await?;
-    Ok((StatusCode::CREATED, one(&o)))
+    create(st, c, body, false).await
 }
 
 async fn create_service(
@@ -151,11 +161,7 @@ async fn create_service(
     c: Caller,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, Problem> {
-    let o = st
-        .inventory
-        .create_object(&c.principal, &c.actor, body, true)
-        .await?;
-    Ok((StatusCode::CREATED, one(&o)))
+    create(st, c, body, true).await
 }
 
 async fn get(

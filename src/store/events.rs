@@ -377,6 +377,42 @@ impl EventStore {
         Ok(())
     }
 
+    /// Reads the month files that can hold events between the scan's and the filter's
+    /// bounds, newest month first when descending, until `limit` events matched. Blocking.
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+        let month_at = |ms: i64| {
+            month_of(Timestamp::from_millis(ms).unwrap_or(Timestamp(jiff::Timestamp::MIN)))
+        };
+        let lower = scan
+            .lo
+            .map(|p| p.ms)
+            .or(filter.from.map(|f| f.as_millis()))
+            .map(month_at);
+        let upper = scan
+            .hi
+            .map(|p| p.ms)
+            .or(filter.to.map(|t| t.as_millis()))
+            .map(month_at);
+        let mut months: Vec<u32> = self
+            .months()
+            .into_iter()
+            .filter(|m| lower.is_none_or(|l| *m >= l) && upper.is_none_or(|u| *m <= u))
+            .collect();
+        if scan.descending {
+            months.reverse();
+        }
+        let mut out = Vec::new();
+        for month in months {
+            if let Some(db) = self.file(month, false)? {
+                Self::scan_month(&db, filter, scan, &mut out)?;
+            }
+            if out.len() >= scan.limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Newest first: at most `limit` events matching `filter` strictly before `before`.
     /// Blocking.
     pub fn newest(
@@ -385,40 +421,15 @@ impl EventStore {
         before: Option<Position>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut out = Vec::new();
-        let upper = before.map(|p| p.ms).or(filter.to.map(|t| t.as_millis()));
-        let lower = filter.from.map(|f| f.as_millis());
-        for month in self.months().into_iter().rev() {
-            if upper.is_some_and(|u| {
-                month
-                    > month_of(Timestamp::from_millis(u).unwrap_or(Timestamp(jiff::Timestamp::MAX)))
-            }) {
-                continue;
-            }
-            if lower.is_some_and(|l| {
-                month
-                    < month_of(Timestamp::from_millis(l).unwrap_or(Timestamp(jiff::Timestamp::MIN)))
-            }) {
-                break;
-            }
-            if let Some(db) = self.file(month, false)? {
-                Self::scan_month(
-                    &db,
-                    filter,
-                    Scan {
-                        lo: None,
-                        hi: before,
-                        descending: true,
-                        limit,
-                    },
-                    &mut out,
-                )?;
-            }
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        self.read(
+            filter,
+            Scan {
+                lo: None,
+                hi: before,
+                descending: true,
+                limit,
+            },
+        )
     }
 
     /// Oldest first: at most `limit` events matching `filter` strictly after `after`. Blocking.
@@ -428,36 +439,15 @@ impl EventStore {
         after: Option<Position>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let mut out = Vec::new();
-        let lower = after.map(|p| p.ms).or(filter.from.map(|f| f.as_millis()));
-        for month in self.months() {
-            if lower.is_some_and(|l| {
-                month
-                    < month_of(Timestamp::from_millis(l).unwrap_or(Timestamp(jiff::Timestamp::MIN)))
-            }) {
-                continue;
-            }
-            if filter.to.is_some_and(|t| month > month_of(t)) {
-                break;
-            }
-            if let Some(db) = self.file(month, false)? {
-                Self::scan_month(
-                    &db,
-                    filter,
-                    Scan {
-                        lo: after,
-                        hi: None,
-                        descending: false,
-                        limit,
-                    },
-                    &mut out,
-                )?;
-            }
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
+        self.read(
+            filter,
+            Scan {
+                lo: after,
+                hi: None,
+                descending: false,
+                limit,
+            },
+        )
     }
 
     /// Deletes the month files older than `keep_from` (a `YYYYMM`); returns the months removed.
