@@ -41,6 +41,16 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/tenants", create_tenant)
             .permission("admin:tenants")
             .doc("tenants", "Create tenant", "Body `{name, slug}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug."),
+        Route::get("/api/v1/directory/status", directory).permission("admin:users").doc(
+            "directory",
+            "Directory (LDAP) sync status",
+            "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
+        ),
+        Route::post("/api/v1/directory:sync", directory).permission("admin:users").doc(
+            "directory",
+            "Run a directory (LDAP) sync now",
+            "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
+        ),
         Route::get("/api/v1/audit", audit_list).permission("admin:audit").doc(
             "audit",
             "Search audit log",
@@ -56,6 +66,16 @@ pub fn routes() -> Vec<Route> {
             "`{intact, verified, error?}`: walks the whole chain and compares it with the checkpoint file beside the database.",
         ),
     ]
+}
+
+/// Until the directory issue lands there is no LDAP sync, configured or not.
+async fn directory(State(st): State<AppState>) -> Problem {
+    let detail = if st.config.ldap.url.is_empty() {
+        "LDAP is not configured"
+    } else {
+        "LDAP sign-in and sync are not available in this build"
+    };
+    Problem::new("svc:directory/unconfigured", detail)
 }
 
 async fn whoami(c: Caller) -> impl IntoResponse {

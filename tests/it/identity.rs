@@ -926,3 +926,33 @@ async fn last_used_is_recorded_off_the_request_path() {
     }
     panic!("lastUsedAt never recorded");
 }
+
+#[tokio::test]
+async fn directory_endpoints_say_unconfigured() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    assert_problem(
+        call(s, &a.token, Method::GET, "/api/v1/directory/status")
+            .send()
+            .await
+            .unwrap(),
+        501,
+        "svc:directory/unconfigured",
+    )
+    .await;
+    assert_problem(
+        call(s, &a.token, Method::POST, "/api/v1/directory:sync")
+            .send()
+            .await
+            .unwrap(),
+        501,
+        "svc:directory/unconfigured",
+    )
+    .await;
+    assert_problem(
+        s.get("/api/v1/directory/status").await,
+        401,
+        "svc:auth/required",
+    )
+    .await;
+}
