@@ -956,3 +956,63 @@ async fn directory_endpoints_say_unconfigured() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn the_audit_checkpoint_is_written_every_1000_entries() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let checkpoint = s.data.join("audit.checkpoint");
+    let read = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap()
+    };
+    assert_eq!(
+        read()["seq"],
+        1,
+        "bootstrap closed the store with its one entry"
+    );
+    // bootstrap wrote entry 1; 999 more mutations reach seq 1000.
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (base, token) = (s.base.clone(), a.token.clone());
+            tokio::spawn(async move {
+                let http = client();
+                for i in 0..250 {
+                    if w == 3 && i == 249 {
+                        break;
+                    }
+                    let email = format!("cp-{w}-{i}@example.org");
+                    let res = http
+                        .post(format!("{base}/api/v1/users"))
+                        .bearer_auth(&token)
+                        .json(&json!({"name": "c", "email": email}))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(res.status(), 201);
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let head = read();
+    assert_eq!(
+        head["seq"], 1000,
+        "written while running, at the 1000th entry"
+    );
+    let entry = json(
+        call(
+            s,
+            &a.token,
+            Method::GET,
+            "/api/v1/audit?afterSeq=999&limit=1",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(entry["items"][0]["hash"], head["hash"]);
+}
