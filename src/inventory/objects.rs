@@ -9,13 +9,11 @@ use crate::model::config::{Invalid, ObjectSpec, check_name};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{
-    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, overlay,
+    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, check_imports, resolve,
 };
 use crate::store::StoreError;
 use crate::store::objects::ObjectWrite;
 use serde::{Deserialize, Serialize};
-use std::future::Future;
-use std::pin::Pin;
 use uuid::Uuid;
 
 /// Items per transaction of a batch: bounded so one batch never holds the writer for long.
@@ -56,8 +54,6 @@ pub struct BatchResult {
     pub results: Vec<BatchItemResult>,
 }
 
-type ChainFuture<'a> = Pin<Box<dyn Future<Output = Result<(), InventoryError>> + Send + 'a>>;
-
 fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
     let spec = spec.ok_or_else(|| invalid("spec", "spec is required"))?;
     serde_json::from_value(spec).map_err(|e| invalid("spec", e.to_string()))
@@ -74,96 +70,26 @@ pub(super) fn normal_folder(folder: Option<String>) -> String {
 }
 
 impl Inventory {
-    /// Appends the template chain of `names` (depth first, each template after the ones it
-    /// imports, each once) to `out`; a cycle or an unknown template is a `spec` error.
-    fn chain<'a>(
-        &'a self,
-        tenant: Uuid,
-        names: Vec<String>,
-        path: &'a mut Vec<String>,
-        out: &'a mut Vec<(String, ObjectSpec)>,
-    ) -> ChainFuture<'a> {
-        Box::pin(async move {
-            for name in names {
-                if path.contains(&name) {
-                    return Err(invalid(
-                        "spec",
-                        format!("template cycle: {} → {name}", path.join(" → ")),
-                    )
-                    .into());
-                }
-                if out.iter().any(|(n, _)| *n == name) {
-                    continue;
-                }
-                let doc = match self
-                    .store
-                    .doc(tenant, "templates", name.clone(), false)
-                    .await
-                {
-                    Ok(d) => d,
-                    Err(StoreError::NotFound) => {
-                        return Err(invalid("spec", format!("unknown template {name:?}")).into());
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let spec: ObjectSpec =
-                    serde_json::from_value(doc.to_json()["spec"].clone()).unwrap_or_default();
-                path.push(name.clone());
-                self.chain(
-                    tenant,
-                    spec.templates.clone().unwrap_or_default(),
-                    path,
-                    out,
-                )
-                .await?;
-                path.pop();
-                out.push((name, spec));
-            }
-            Ok(())
-        })
-    }
-
     /// The template chain of a spec and the spec resolved through it.
     pub async fn resolve(
         &self,
         tenant: Uuid,
         spec: &ObjectSpec,
     ) -> Result<EffectiveConfig, InventoryError> {
-        let mut chain = Vec::new();
-        self.chain(
-            tenant,
-            spec.templates.clone().unwrap_or_default(),
-            &mut Vec::new(),
-            &mut chain,
-        )
-        .await?;
-        let mut effective = ObjectSpec::default();
-        for (_, s) in &chain {
-            overlay(&mut effective, s);
-        }
-        overlay(&mut effective, spec);
-        effective.templates = spec.templates.clone();
-        Ok(EffectiveConfig {
-            spec: effective,
-            template_chain: chain.into_iter().map(|(n, _)| n).collect(),
-        })
+        let templates = self.store.template_specs(tenant).await?;
+        resolve(spec, &|n: &str| templates.get(n).cloned()).map_err(|e| invalid("spec", e).into())
     }
 
-    /// A checked template's imports: a cycle through templates is refused at save time.
+    /// A template may not import itself, directly or through others.
     pub(super) async fn check_template_imports(
         &self,
         tenant: Uuid,
         name: &str,
         spec: &ObjectSpec,
     ) -> Result<(), InventoryError> {
-        let mut chain = Vec::new();
-        self.chain(
-            tenant,
-            spec.templates.clone().unwrap_or_default(),
-            &mut vec![name.to_string()],
-            &mut chain,
-        )
-        .await
+        let templates = self.store.template_specs(tenant).await?;
+        check_imports(name, spec, &|n: &str| templates.get(n).cloned())
+            .map_err(|e| invalid("spec", e).into())
     }
 
     /// Builds a new object from a payload; `kind` is decided by the route and the `host` field.

@@ -140,6 +140,76 @@ pub fn overlay(base: &mut ObjectSpec, top: &ObjectSpec) {
     }
 }
 
+/// Resolves a spec through its templates: depth first in the order named (each template after
+/// the ones it imports, each once), later ones overriding earlier ones, the spec itself last.
+/// `template` looks a template's spec up by name; an unknown one or a cycle is an error.
+pub fn resolve(
+    spec: &ObjectSpec,
+    template: &impl Fn(&str) -> Option<ObjectSpec>,
+) -> Result<EffectiveConfig, String> {
+    fn walk(
+        names: &[String],
+        template: &impl Fn(&str) -> Option<ObjectSpec>,
+        path: &mut Vec<String>,
+        out: &mut Vec<(String, ObjectSpec)>,
+    ) -> Result<(), String> {
+        for name in names {
+            if path.contains(name) {
+                return Err(format!("template cycle: {} → {name}", path.join(" → ")));
+            }
+            if out.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let spec = template(name).ok_or_else(|| format!("unknown template {name:?}"))?;
+            path.push(name.clone());
+            walk(
+                spec.templates.as_deref().unwrap_or_default(),
+                template,
+                path,
+                out,
+            )?;
+            path.pop();
+            out.push((name.clone(), spec));
+        }
+        Ok(())
+    }
+    let mut chain = Vec::new();
+    walk(
+        spec.templates.as_deref().unwrap_or_default(),
+        template,
+        &mut Vec::new(),
+        &mut chain,
+    )?;
+    let mut effective = ObjectSpec::default();
+    for (_, s) in &chain {
+        overlay(&mut effective, s);
+    }
+    overlay(&mut effective, spec);
+    effective.templates = spec.templates.clone();
+    Ok(EffectiveConfig {
+        spec: effective,
+        template_chain: chain.into_iter().map(|(n, _)| n).collect(),
+    })
+}
+
+/// Whether a template named `name` importing `spec`'s templates would close a cycle.
+pub fn check_imports(
+    name: &str,
+    spec: &ObjectSpec,
+    template: &impl Fn(&str) -> Option<ObjectSpec>,
+) -> Result<(), String> {
+    let mut probe = spec.clone();
+    probe.templates = Some(vec![name.to_string()]);
+    let lookup = |n: &str| {
+        if n == name {
+            Some(spec.clone())
+        } else {
+            template(n)
+        }
+    };
+    resolve(&probe, &lookup).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -205,3 +205,23 @@ impl Store {
         .await
     }
 }
+
+impl Store {
+    /// Every template of a tenant by name, with its object spec (for resolving chains).
+    pub async fn template_specs(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<std::collections::HashMap<String, crate::model::config::ObjectSpec>, StoreError>
+    {
+        let docs = self
+            .docs(tenant, "templates", None, usize::MAX, |_| true)
+            .await?;
+        Ok(docs
+            .into_iter()
+            .map(|d| {
+                let spec = serde_json::from_value(d.to_json()["spec"].clone()).unwrap_or_default();
+                (d.name, spec)
+            })
+            .collect())
+    }
+}
