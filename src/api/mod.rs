@@ -15,6 +15,7 @@ mod objects;
 pub mod openapi;
 mod pages;
 pub mod pagination;
+mod results;
 pub mod router;
 mod secrets;
 mod system;
@@ -26,6 +27,7 @@ use crate::events::Events;
 use crate::inventory::Inventory;
 use crate::model::Timestamp;
 use crate::monitor::heartbeats::Heartbeats;
+use crate::monitor::results::Results;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
 use crate::store::Store;
@@ -42,6 +44,7 @@ pub struct AppContext {
     pub events: Arc<Events>,
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
+    pub results: Arc<Results>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

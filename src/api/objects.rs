@@ -51,8 +51,7 @@ struct ListQuery {
     host_id: Option<String>,
     folder: Option<String>,
     q: Option<String>,
-    #[serde(rename = "withState")]
-    _with_state: Option<String>,
+    with_state: Option<String>,
     #[serde(flatten)]
     page: PageQuery,
 }
@@ -84,9 +83,10 @@ async fn list(
         q: q.q.filter(|s| !s.is_empty()),
     };
     let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let with_state = q.with_state.as_deref() != Some("false");
     let views = st
         .inventory
-        .objects(&c.principal, filter, after, page.limit)
+        .objects(&c.principal, filter, after, page.limit, with_state)
         .await?;
     let page = Page::new(views, &page, |v| v.object.id.to_string());
     Ok(Json(Page {

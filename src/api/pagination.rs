@@ -30,6 +30,10 @@ pub const CONFIG_KINDS: PageRules = PageRules {
     default: 500,
     max: Some(2000),
 };
+pub const PROBLEMS: PageRules = PageRules {
+    default: 500,
+    max: None,
+};
 pub const AUDIT: PageRules = PageRules {
     default: 200,
     max: Some(5000),

@@ -12,6 +12,7 @@ use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
+use crate::monitor::results::Results;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -156,6 +157,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         inventory: Inventory::new(store.clone(), clock.clone(), events.clone(), key),
         events: events.clone(),
         heartbeats,
+        results: Results::new(store.clone(), clock.clone(), events.clone()),
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),

@@ -9,7 +9,8 @@ use crate::model::config::{Invalid, ObjectSpec, check_name};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{
-    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, check_imports, resolve,
+    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, check_imports,
+    resolve,
 };
 use crate::store::StoreError;
 use crate::store::objects::ObjectWrite;
@@ -349,13 +350,14 @@ impl Inventory {
         Ok(())
     }
 
-    /// One page in id order, with host names for services.
+    /// One page in id order, with host names for services and, if asked, live states.
     pub async fn objects(
         &self,
         p: &Principal,
         filter: ObjectFilter,
         after: Option<Uuid>,
         limit: usize,
+        with_state: bool,
     ) -> Result<Vec<ObjectView>, InventoryError> {
         let objects = self
             .store
@@ -363,13 +365,22 @@ impl Inventory {
             .await?;
         let hosts: Vec<Uuid> = objects.iter().filter_map(|o| o.host_id).collect();
         let names = self.store.host_names(p.tenant, hosts).await?;
+        let mut states = if with_state {
+            self.store
+                .states(p.tenant, objects.iter().map(|o| o.id).collect())
+                .await?
+        } else {
+            Default::default()
+        };
         Ok(objects
             .into_iter()
             .map(|o| {
                 let host_name = o.host_id.and_then(|h| names.get(&h).cloned());
+                let state = states.remove(&o.id);
                 ObjectView {
                     object: o,
                     host_name,
+                    state,
                 }
             })
             .collect())

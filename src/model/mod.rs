@@ -10,6 +10,7 @@ pub mod identity;
 pub mod object;
 pub mod secret;
 pub mod selector;
+pub mod state;
 pub mod tenant;
 pub mod time;
 

@@ -66,6 +66,9 @@ pub struct ObjectView {
     pub object: Object,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_name: Option<String>,
+    /// Absent until the first result (shown as PEND), or when `withState=false`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<super::state::CheckState>,
 }
 
 /// `GET /api/v1/objects/{id}/effective-config`.

@@ -2,3 +2,4 @@
 //! checks, metrics) joins this module with its issue.
 
 pub mod heartbeats;
+pub mod results;

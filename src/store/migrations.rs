@@ -4,7 +4,7 @@
 use super::StoreError;
 use super::tables::{
     AUDIT, CONFIG_DOCS, CONFIG_IDS, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS,
-    SECRETS, SESSIONS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "heartbeats",
         apply: create_heartbeat_table,
+    },
+    Migration {
+        version: 7,
+        name: "live states",
+        apply: create_state_table,
     },
 ];
 
@@ -88,6 +93,11 @@ fn create_secret_table(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_heartbeat_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_state_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(STATES).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ mod keys;
 mod migrations;
 pub mod objects;
 mod secrets;
+pub mod states;
 mod tables;
 mod tenants;
 mod tokens;

@@ -3,7 +3,7 @@
 
 use super::codec::{decode, encode};
 use super::keys::{scoped, tenant_range};
-use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS};
+use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
 use crate::model::object::{Object, ObjectKind};
@@ -49,6 +49,10 @@ pub(super) fn put(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
 }
 
 fn remove(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
+    tx.open_table(STATES)
+        .map_err(StoreError::from_redb)?
+        .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?;
     tx.open_table(OBJECTS)
         .map_err(StoreError::from_redb)?
         .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())

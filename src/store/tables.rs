@@ -46,6 +46,9 @@ pub const SECRETS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("secret_
 pub const HEARTBEATS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("heartbeat_by_tenant_name");
 
+/// Live check states by tenant + object id.
+pub const STATES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("state_by_tenant_object");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

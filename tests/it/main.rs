@@ -18,5 +18,6 @@ mod heartbeats;
 mod identity;
 mod objects;
 mod platform;
+mod results;
 mod signin;
 mod support;

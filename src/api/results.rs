@@ -1,0 +1,69 @@
+//! Passive results and the problem list (SPEC 4.2, CONTRACT 3).
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::ApiJson;
+use super::pagination::{PROBLEMS, Page, PageQuery};
+use super::router::Route;
+use crate::monitor::results::{ResultBatch, ResultError};
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+
+impl From<ResultError> for Problem {
+    fn from(e: ResultError) -> Self {
+        match e {
+            ResultError::Invalid(why) => Problem::validation("body", why),
+            ResultError::Store(s) => s.into(),
+        }
+    }
+}
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::post("/api/v1/results", submit).permission("objects:write").doc(
+            "results",
+            "Submit passive check results",
+            "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE.",
+        ),
+        Route::get("/api/v1/problems", problems).permission("objects:read").doc(
+            "results",
+            "Objects not OK/UP",
+            "Items `{object, state}`: unhandled before handled (acknowledged or in downtime; listed only with `includeHandled=true`), worst state first (CRITICAL/DOWN, UNKNOWN/UNREACHABLE, WARNING), then the oldest hard change; limit 500 by default.",
+        ),
+    ]
+}
+
+async fn submit(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(batch): ApiJson<ResultBatch>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(st.results.submit(&c.principal, batch).await?),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProblemQuery {
+    include_handled: Option<String>,
+    #[serde(flatten)]
+    page: PageQuery,
+}
+
+async fn problems(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ProblemQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let include = q.include_handled.as_deref() == Some("true");
+    let limit = q.page.resolve(PROBLEMS).limit;
+    Ok(Json(Page::all(
+        st.results.problems(&c.principal, include, limit).await?,
+    )))
+}

@@ -1,0 +1,293 @@
+//! Live check state (CONTRACT 3 "States on the wire") and the state machine that moves an
+//! object between its states (SEMANTICS 1: Nagios/Icinga soft and hard states).
+
+use super::Timestamp;
+use super::event::Severity;
+use super::object::ObjectKind;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub const OK: u8 = 0;
+pub const UP: u8 = 0;
+pub const DOWN: u8 = 1;
+pub const UNREACHABLE: u8 = 2;
+/// `maxCheckAttempts` when the spec sets none (or a value of 0).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StateType {
+    Soft,
+    Hard,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckState {
+    pub object_id: Uuid,
+    /// Services 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN; hosts 0 UP, 1 DOWN, 2 UNREACHABLE.
+    pub state: u8,
+    pub state_type: StateType,
+    pub attempt: u32,
+    pub output: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub long_output: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub perfdata: String,
+    pub last_check: Timestamp,
+    pub last_change: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_hard_change: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_ok: Option<Timestamp>,
+    #[serde(default)]
+    pub flapping: bool,
+    #[serde(default)]
+    pub downtime_depth: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_by: Option<String>,
+}
+
+/// One check result for one object, already mapped to the object's state numbers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    pub state: u8,
+    pub output: String,
+    pub long_output: String,
+    pub perfdata: String,
+    /// `maxCheckAttempts` to count against; 1 makes every problem hard at once.
+    pub max_attempts: u32,
+}
+
+/// What changed, for the `state_change` event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transition {
+    pub from: Option<u8>,
+    pub to: u8,
+    pub state_type: StateType,
+    pub attempt: u32,
+}
+
+/// The label of a state number (`CRITICAL`, `UP`...); `PENDING` before the first result.
+pub fn label(kind: ObjectKind, state: Option<u8>) -> &'static str {
+    match (kind, state) {
+        (_, None) => "PENDING",
+        (ObjectKind::Host, Some(0)) => "UP",
+        (ObjectKind::Host, Some(1)) => "DOWN",
+        (ObjectKind::Host, Some(_)) => "UNREACHABLE",
+        (ObjectKind::Service, Some(0)) => "OK",
+        (ObjectKind::Service, Some(1)) => "WARNING",
+        (ObjectKind::Service, Some(2)) => "CRITICAL",
+        (ObjectKind::Service, Some(_)) => "UNKNOWN",
+    }
+}
+
+/// The event severity of a state: hosts UP ok, DOWN critical, UNREACHABLE warning (SPEC 6.2);
+/// services OK ok, WARNING warning, CRITICAL critical, UNKNOWN warning.
+pub fn severity(kind: ObjectKind, state: u8) -> Severity {
+    match (kind, state) {
+        (_, 0) => Severity::Ok,
+        (ObjectKind::Host, 1) => Severity::Critical,
+        (ObjectKind::Host, _) => Severity::Warning,
+        (ObjectKind::Service, 2) => Severity::Critical,
+        (ObjectKind::Service, _) => Severity::Warning,
+    }
+}
+
+/// How bad a state is, for ordering problems: CRITICAL/DOWN, then UNKNOWN/UNREACHABLE, then
+/// WARNING, then OK/UP.
+pub fn badness(kind: ObjectKind, state: u8) -> u8 {
+    match (kind, state) {
+        (_, 0) => 0,
+        (ObjectKind::Host, 1) | (ObjectKind::Service, 2) => 3,
+        (ObjectKind::Host, _) | (ObjectKind::Service, 3) => 2,
+        (ObjectKind::Service, _) => 1,
+    }
+}
+
+/// Applies one observation to the previous state (`None`: PENDING). Returns the new state and
+/// the transition to report, if the raw state changed or a hard state was entered.
+pub fn step(
+    object_id: Uuid,
+    prev: Option<&CheckState>,
+    obs: &Observation,
+    now: Timestamp,
+) -> (CheckState, Option<Transition>) {
+    let max = if obs.max_attempts == 0 {
+        DEFAULT_MAX_ATTEMPTS
+    } else {
+        obs.max_attempts
+    };
+    let (state_type, attempt, hard_change) = match prev {
+        // Recovery is hard at once; it is a hard change only after a hard problem.
+        _ if obs.state == OK => (
+            StateType::Hard,
+            1,
+            prev.is_none_or(|p| p.state != OK && p.state_type == StateType::Hard),
+        ),
+        // OK (or nothing yet) → problem: soft, or hard at once with one attempt.
+        None => hard_if(max <= 1, 1),
+        Some(p) if p.state == OK => hard_if(max <= 1, 1),
+        // A hard problem changing severity is a new hard state; the same one stays.
+        Some(p) if p.state_type == StateType::Hard && p.state != obs.state => {
+            (StateType::Hard, 1, true)
+        }
+        Some(p) if p.state_type == StateType::Hard => (StateType::Hard, p.attempt, false),
+        // A soft problem counts attempts and turns hard at the maximum.
+        Some(p) => {
+            let attempt = p.attempt + 1;
+            hard_if(attempt >= max, attempt)
+        }
+    };
+    let raw_change = prev.is_none_or(|p| p.state != obs.state);
+    let next = CheckState {
+        object_id,
+        state: obs.state,
+        state_type,
+        attempt,
+        output: obs.output.clone(),
+        long_output: obs.long_output.clone(),
+        perfdata: obs.perfdata.clone(),
+        last_check: now,
+        last_change: if raw_change {
+            now
+        } else {
+            prev.map_or(now, |p| p.last_change)
+        },
+        last_hard_change: if hard_change {
+            Some(now)
+        } else {
+            prev.and_then(|p| p.last_hard_change)
+        },
+        last_ok: if obs.state == OK {
+            Some(now)
+        } else {
+            prev.and_then(|p| p.last_ok)
+        },
+        flapping: prev.is_some_and(|p| p.flapping),
+        downtime_depth: prev.map_or(0, |p| p.downtime_depth),
+        // An acknowledgement ends with the problem.
+        acked_by: if obs.state == OK {
+            None
+        } else {
+            prev.and_then(|p| p.acked_by.clone())
+        },
+    };
+    let entered_hard = state_type == StateType::Hard
+        && prev.is_none_or(|p| p.state_type == StateType::Soft || p.state != obs.state);
+    let transition = (raw_change || entered_hard).then(|| Transition {
+        from: prev.map(|p| p.state),
+        to: obs.state,
+        state_type,
+        attempt,
+    });
+    (next, transition)
+}
+
+fn hard_if(hard: bool, attempt: u32) -> (StateType, u32, bool) {
+    if hard {
+        (StateType::Hard, attempt, true)
+    } else {
+        (StateType::Soft, attempt, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(state: u8, max: u32) -> Observation {
+        Observation {
+            state,
+            output: format!("s{state}"),
+            long_output: String::new(),
+            perfdata: String::new(),
+            max_attempts: max,
+        }
+    }
+
+    fn run(states: &[u8], max: u32) -> Vec<(u8, StateType, u32, bool)> {
+        let id = Uuid::nil();
+        let mut prev: Option<CheckState> = None;
+        let mut out = Vec::new();
+        let mut now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        for &s in states {
+            let (next, t) = step(id, prev.as_ref(), &obs(s, max), now);
+            out.push((next.state, next.state_type, next.attempt, t.is_some()));
+            prev = Some(next);
+            now = now.plus(std::time::Duration::from_secs(60));
+        }
+        out
+    }
+
+    use StateType::{Hard, Soft};
+
+    #[test]
+    fn soft_then_hard_at_max_attempts() {
+        assert_eq!(
+            run(&[0, 2, 2, 2, 2, 0], 3),
+            vec![
+                (0, Hard, 1, true),
+                (2, Soft, 1, true),
+                (2, Soft, 2, false),
+                (2, Hard, 3, true),
+                (2, Hard, 3, false),
+                (0, Hard, 1, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn severity_changes() {
+        // A soft problem changing severity keeps counting; a hard one starts a new hard state.
+        assert_eq!(
+            run(&[1, 2, 2], 3),
+            vec![(1, Soft, 1, true), (2, Soft, 2, true), (2, Hard, 3, true)]
+        );
+        assert_eq!(
+            run(&[2, 1], 1),
+            vec![(2, Hard, 1, true), (1, Hard, 1, true)]
+        );
+    }
+
+    #[test]
+    fn one_attempt_is_hard_at_once_and_soft_recovery_is_silent() {
+        assert_eq!(
+            run(&[2, 2], 1),
+            vec![(2, Hard, 1, true), (2, Hard, 1, false)]
+        );
+        let id = Uuid::nil();
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let (ok, _) = step(id, None, &obs(0, 3), t0);
+        assert_eq!(
+            ok.last_hard_change,
+            Some(t0),
+            "the first result sets the hard state"
+        );
+        let (soft, _) = step(
+            id,
+            Some(&ok),
+            &obs(2, 3),
+            t0.plus(std::time::Duration::from_secs(1)),
+        );
+        let (back, t) = step(
+            id,
+            Some(&soft),
+            &obs(0, 3),
+            t0.plus(std::time::Duration::from_secs(2)),
+        );
+        assert!(t.is_some(), "a raw change is reported");
+        assert_eq!(back.last_hard_change, Some(t0), "but it is no hard change");
+    }
+
+    #[test]
+    fn labels_and_severities() {
+        assert_eq!(label(ObjectKind::Service, Some(2)), "CRITICAL");
+        assert_eq!(label(ObjectKind::Host, Some(2)), "UNREACHABLE");
+        assert_eq!(label(ObjectKind::Host, None), "PENDING");
+        assert_eq!(severity(ObjectKind::Host, UNREACHABLE), Severity::Warning);
+        assert_eq!(severity(ObjectKind::Host, DOWN), Severity::Critical);
+        assert!(badness(ObjectKind::Service, 2) > badness(ObjectKind::Service, 3));
+        assert!(badness(ObjectKind::Service, 3) > badness(ObjectKind::Service, 1));
+    }
+}

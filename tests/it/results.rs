@@ -1,0 +1,407 @@
+//! Passive results through the state machine: soft → hard, passive hard at once, recovery,
+//! unreachable through parents, events, live state in lists, problems, restarts, tenants.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn post(s: &Server, token: &str, path: &str, body: Value) -> Value {
+    let res = call(s, token, Method::POST, path)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let v: Value = res.json().await.unwrap();
+    assert!(status == 201 || status == 202, "{path}: {status} {v}");
+    v
+}
+
+async fn results(s: &Server, token: &str, items: Value) -> Value {
+    post(s, token, "/api/v1/results", json!({"results": items})).await
+}
+
+async fn state_of(s: &Server, token: &str, list: &str, name: &str) -> Value {
+    let v = json(call(s, token, Method::GET, list).send().await.unwrap(), 200).await;
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap()["state"]
+        .clone()
+}
+
+async fn changes(s: &Server, token: &str) -> Vec<Value> {
+    let v = json(
+        call(
+            s,
+            token,
+            Method::GET,
+            "/api/v1/events?types=state_change&limit=1000",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    let mut items = v["items"].as_array().unwrap().clone();
+    items.reverse();
+    items
+}
+
+async fn setup(s: &Server, token: &str) {
+    post(
+        s,
+        token,
+        "/api/v1/templates",
+        json!({"name": "three-tries", "spec": {"maxCheckAttempts": 3}}),
+    )
+    .await;
+    post(
+        s,
+        token,
+        "/api/v1/hosts",
+        json!({"name": "core", "spec": {}}),
+    )
+    .await;
+    post(
+        s,
+        token,
+        "/api/v1/hosts",
+        json!({"name": "edge", "labels": {"site": "north"}, "spec": {"parents": ["core"]}}),
+    )
+    .await;
+    post(s, token, "/api/v1/services", json!({"name": "http", "host": "edge", "labels": {"tier": "web"}, "spec": {"templates": ["three-tries"]}})).await;
+    post(
+        s,
+        token,
+        "/api/v1/services",
+        json!({"name": "disk", "host": "edge", "spec": {}}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn soft_to_hard_recovery_and_events() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    assert!(
+        state_of(s, &a.token, "/api/v1/services", "http")
+            .await
+            .is_null(),
+        "PEND: no state before the first result"
+    );
+
+    let ok = results(s, &a.token, json!([{"host": "edge", "service": "http", "state": "OK", "output": "HTTP OK | time=0.1s"}])).await;
+    assert_eq!(ok, json!({"accepted": 1, "rejected": []}));
+    let st = state_of(s, &a.token, "/api/v1/services", "http").await;
+    assert_eq!(
+        (
+            st["state"].clone(),
+            st["stateType"].clone(),
+            st["perfdata"].clone()
+        ),
+        (json!(0), json!("hard"), json!("time=0.1s"))
+    );
+
+    // maxCheckAttempts 3 from the template: soft 1, soft 2, hard 3.
+    for (attempt, kind) in [(1, "soft"), (2, "soft"), (3, "hard")] {
+        results(s, &a.token, json!([{"host": "edge", "service": "http", "state": 2, "output": "HTTP CRITICAL\nlong line"}])).await;
+        let st = state_of(s, &a.token, "/api/v1/services", "http").await;
+        assert_eq!(st["state"], 2);
+        assert_eq!(st["stateType"], kind);
+        assert_eq!(st["attempt"], attempt);
+        assert_eq!(st["longOutput"], "long line");
+    }
+    // No attempts set: a passive result is hard at once.
+    results(
+        s,
+        &a.token,
+        json!([{"host": "edge", "service": "disk", "state": "WARN", "output": "DISK WARNING"}]),
+    )
+    .await;
+    let st = state_of(s, &a.token, "/api/v1/services", "disk").await;
+    assert_eq!(
+        (
+            st["state"].clone(),
+            st["stateType"].clone(),
+            st["attempt"].clone()
+        ),
+        (json!(1), json!("hard"), json!(1))
+    );
+
+    results(
+        s,
+        &a.token,
+        json!([{"host": "edge", "service": "http", "state": "OK", "output": "HTTP OK"}]),
+    )
+    .await;
+    let st = state_of(s, &a.token, "/api/v1/services", "http").await;
+    assert_eq!(
+        (st["state"].clone(), st["stateType"].clone()),
+        (json!(0), json!("hard"))
+    );
+
+    let ev = changes(s, &a.token).await;
+    let http: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["payload"]["object"] == "http")
+        .collect();
+    // PENDING→OK, OK→CRITICAL soft, entering hard, CRITICAL→OK.
+    assert_eq!(http.len(), 4, "{http:?}");
+    assert_eq!(http[0]["payload"]["from"], "PENDING");
+    let soft = &http[1];
+    assert_eq!(soft["severity"], "critical");
+    assert_eq!(soft["payload"]["stateType"], "soft");
+    assert_eq!(
+        (
+            soft["payload"]["fromState"].clone(),
+            soft["payload"]["toState"].clone()
+        ),
+        (json!(0), json!(2))
+    );
+    assert_eq!(
+        (
+            soft["payload"]["from"].clone(),
+            soft["payload"]["to"].clone()
+        ),
+        (json!("OK"), json!("CRITICAL"))
+    );
+    assert_eq!(soft["payload"]["host"], "edge");
+    assert_eq!(soft["payload"]["kind"], "service");
+    assert_eq!(soft["payload"]["labels"]["tier"], "web");
+    assert!(soft["objectId"].is_string());
+    assert_eq!(http[2]["payload"]["stateType"], "hard");
+    assert_eq!(http[2]["payload"]["attempt"], 3);
+    assert_eq!(http[3]["severity"], "ok");
+}
+
+#[tokio::test]
+async fn hosts_down_and_unreachable_through_parents() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    // DOWN is down (state 1, critical), not WARNING.
+    results(
+        s,
+        &a.token,
+        json!([{"host": "core", "state": "DOWN", "output": "PING CRITICAL"}]),
+    )
+    .await;
+    let core = state_of(s, &a.token, "/api/v1/hosts", "core").await;
+    assert_eq!(
+        (core["state"].clone(), core["stateType"].clone()),
+        (json!(1), json!("hard"))
+    );
+    // Its child, down too, is UNREACHABLE (warning).
+    results(
+        s,
+        &a.token,
+        json!([{"host": "edge", "state": 2, "output": "timeout"}]),
+    )
+    .await;
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/hosts", "edge").await["state"],
+        2
+    );
+    let ev = changes(s, &a.token).await;
+    assert_eq!(ev[0]["severity"], "critical");
+    assert_eq!(ev[1]["payload"]["to"], "UNREACHABLE");
+    assert_eq!(ev[1]["severity"], "warning");
+    // Once the parent is up, the child's DOWN is plain DOWN.
+    results(s, &a.token, json!([{"host": "core", "state": 0, "output": "PING OK"}, {"host": "edge", "state": "DOWN", "output": "down"}])).await;
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/hosts", "edge").await["state"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn rejects_unknowns_and_refuses_malformed_batches_whole() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    let r = results(
+        s,
+        &a.token,
+        json!([
+            {"host": "edge", "service": "disk", "state": 0, "output": "ok"},
+            {"host": "ghost", "state": 0, "output": "?"},
+            {"host": "edge", "service": "nope", "state": 0, "output": "?"},
+        ]),
+    )
+    .await;
+    assert_eq!(
+        r,
+        json!({"accepted": 1, "rejected": ["ghost", "edge/nope"]})
+    );
+    let bad = call(s, &a.token, Method::POST, "/api/v1/results")
+        .json(&json!({"results": [{"host": "edge", "service": "disk", "state": 2, "output": "x"}, {"host": "edge", "state": "PURPLE", "output": "x"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(bad, 422, "svc:validation/body").await;
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "disk").await["state"],
+        0,
+        "nothing of the refused batch applied"
+    );
+    let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
+    let res = call(s, &viewer, Method::POST, "/api/v1/results")
+        .json(&json!({"results": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        assert_problem(res, 403, "svc:auth/forbidden").await["detail"],
+        "objects:write"
+    );
+    // Another tenant's results never touch these objects.
+    let (_, other) = second_tenant(s, &a.token, "res-iso").await;
+    let r = results(
+        s,
+        &other,
+        json!([{"host": "edge", "service": "disk", "state": 2, "output": "x"}]),
+    )
+    .await;
+    assert_eq!(r["rejected"], json!(["edge/disk"]));
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "disk").await["state"],
+        0
+    );
+    let theirs = json(
+        call(s, &other, Method::GET, "/api/v1/problems")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert!(theirs["items"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn problems_order_live_state_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, no_seed());
+    setup(&s, &token).await;
+    results(
+        &s,
+        &token,
+        json!([
+            {"host": "edge", "service": "disk", "state": "WARNING", "output": "w"},
+            {"host": "core", "state": "UP", "output": "up"},
+            {"host": "edge", "state": "UP", "output": "up"},
+        ]),
+    )
+    .await;
+    for _ in 0..3 {
+        results(
+            &s,
+            &token,
+            json!([{"host": "edge", "service": "http", "state": "CRITICAL", "output": "c"}]),
+        )
+        .await;
+    }
+    let p = json(
+        call(&s, &token, Method::GET, "/api/v1/problems")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let names: Vec<&str> = p["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["object"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["http", "disk"], "worst first");
+    assert_eq!(p["items"][0]["state"]["state"], 2);
+    assert_eq!(
+        json(
+            call(
+                &s,
+                &token,
+                Method::GET,
+                "/api/v1/problems?includeHandled=true"
+            )
+            .send()
+            .await
+            .unwrap(),
+            200
+        )
+        .await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let plain = json(
+        call(&s, &token, Method::GET, "/api/v1/services?withState=false")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert!(
+        plain["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o.get("state").is_none())
+    );
+
+    assert!(s.stop().success());
+    let s = Server::start_in(&data, no_seed());
+    let st = state_of(&s, &token, "/api/v1/services", "http").await;
+    assert_eq!(
+        (
+            st["state"].clone(),
+            st["stateType"].clone(),
+            st["attempt"].clone()
+        ),
+        (json!(2), json!("hard"), json!(3)),
+        "state survives a restart"
+    );
+    // Deleting an object takes its state with it.
+    let hosts = json(
+        call(&s, &token, Method::GET, "/api/v1/hosts?q=edge")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let edge = hosts["items"][0]["id"].as_str().unwrap();
+    assert_eq!(
+        call(
+            &s,
+            &token,
+            Method::DELETE,
+            &format!("/api/v1/objects/{edge}")
+        )
+        .send()
+        .await
+        .unwrap()
+        .status(),
+        204
+    );
+    let p = json(
+        call(&s, &token, Method::GET, "/api/v1/problems")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert!(p["items"].as_array().unwrap().is_empty(), "{p}");
+}
