@@ -42,6 +42,15 @@ pub struct CheckState {
     pub last_ok: Option<Timestamp>,
     #[serde(default)]
     pub flapping: bool,
+    /// The weighted share of state changes over the recent results, in percent.
+    #[serde(default)]
+    pub flap_pct: f64,
+    /// Whether each of the last results (bit 0 the newest) changed the raw state.
+    #[serde(default, skip_serializing)]
+    pub flap_history: u32,
+    /// How many results the history holds (up to 21).
+    #[serde(default, skip_serializing)]
+    pub flap_samples: u32,
     #[serde(default)]
     pub downtime_depth: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,15 +66,44 @@ pub struct Observation {
     pub perfdata: String,
     /// `maxCheckAttempts` to count against; 1 makes every problem hard at once.
     pub max_attempts: u32,
+    /// Flap detection thresholds `(low, high)` in percent; `None` when disabled.
+    pub flap_thresholds: Option<(f64, f64)>,
 }
 
-/// What changed, for the `state_change` event.
+/// Results the flap history spans (Icinga).
+pub const FLAP_WINDOW: u32 = 21;
+pub const FLAP_LOW: f64 = 25.0;
+pub const FLAP_HIGH: f64 = 50.0;
+
+/// Icinga's weighted change rate: entry i (0 oldest … 20 newest) weighs 0.8 + 0.4·i/20.
+pub fn flap_pct(history: u32, samples: u32) -> f64 {
+    let (mut changed, mut total) = (0.0, 0.0);
+    for back in 0..samples.min(FLAP_WINDOW) {
+        let i = f64::from(FLAP_WINDOW - 1 - back);
+        let w = 0.8 + 0.4 * i / f64::from(FLAP_WINDOW - 1);
+        total += w;
+        if history & (1 << back) != 0 {
+            changed += w;
+        }
+    }
+    if total == 0.0 {
+        0.0
+    } else {
+        100.0 * changed / total
+    }
+}
+
+/// What changed, for the events: the state change (if any) and a flapping start or end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transition {
     pub from: Option<u8>,
     pub to: u8,
     pub state_type: StateType,
     pub attempt: u32,
+    /// Whether this result changed the state or entered a hard state.
+    pub changed: bool,
+    /// `Some(true)` when flapping started, `Some(false)` when it ended.
+    pub flapping: Option<bool>,
 }
 
 /// The label of a state number (`CRITICAL`, `UP`...); `PENDING` before the first result.
@@ -140,6 +178,26 @@ pub fn step(
         }
     };
     let raw_change = prev.is_none_or(|p| p.state != obs.state);
+    // The history records changes between results; the first result has nothing to differ from.
+    let (history, samples) = match prev {
+        Some(p) => (
+            ((p.flap_history << 1) | u32::from(p.state != obs.state)) & ((1 << FLAP_WINDOW) - 1),
+            (p.flap_samples + 1).min(FLAP_WINDOW),
+        ),
+        None => (0, 0),
+    };
+    let pct = flap_pct(history, samples);
+    let was_flapping = prev.is_some_and(|p| p.flapping);
+    let flapping = match obs.flap_thresholds {
+        None => false,
+        Some((low, high)) => {
+            if was_flapping {
+                pct >= low
+            } else {
+                pct >= high
+            }
+        }
+    };
     let next = CheckState {
         object_id,
         state: obs.state,
@@ -164,7 +222,10 @@ pub fn step(
         } else {
             prev.and_then(|p| p.last_ok)
         },
-        flapping: prev.is_some_and(|p| p.flapping),
+        flapping,
+        flap_pct: (pct * 10.0).round() / 10.0,
+        flap_history: history,
+        flap_samples: samples,
         downtime_depth: prev.map_or(0, |p| p.downtime_depth),
         // An acknowledgement ends with the problem.
         acked_by: if obs.state == OK {
@@ -175,11 +236,15 @@ pub fn step(
     };
     let entered_hard = state_type == StateType::Hard
         && prev.is_none_or(|p| p.state_type == StateType::Soft || p.state != obs.state);
-    let transition = (raw_change || entered_hard).then(|| Transition {
+    let changed = raw_change || entered_hard;
+    let flap_change = (flapping != was_flapping).then_some(flapping);
+    let transition = (changed || flap_change.is_some()).then(|| Transition {
         from: prev.map(|p| p.state),
         to: obs.state,
         state_type,
         attempt,
+        changed,
+        flapping: flap_change,
     });
     (next, transition)
 }
@@ -203,6 +268,7 @@ mod tests {
             long_output: String::new(),
             perfdata: String::new(),
             max_attempts: max,
+            flap_thresholds: Some((FLAP_LOW, FLAP_HIGH)),
         }
     }
 
@@ -213,7 +279,12 @@ mod tests {
         let mut now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         for &s in states {
             let (next, t) = step(id, prev.as_ref(), &obs(s, max), now);
-            out.push((next.state, next.state_type, next.attempt, t.is_some()));
+            out.push((
+                next.state,
+                next.state_type,
+                next.attempt,
+                t.is_some_and(|t| t.changed),
+            ));
             prev = Some(next);
             now = now.plus(std::time::Duration::from_secs(60));
         }
@@ -278,6 +349,51 @@ mod tests {
         );
         assert!(t.is_some(), "a raw change is reported");
         assert_eq!(back.last_hard_change, Some(t0), "but it is no hard change");
+    }
+
+    #[test]
+    fn flapping_starts_high_and_ends_low() {
+        assert_eq!(flap_pct(0, 21), 0.0);
+        assert_eq!(flap_pct((1 << 21) - 1, 21), 100.0);
+        assert!(
+            flap_pct(1, 21) > flap_pct(1 << 20, 21),
+            "recent changes weigh more"
+        );
+        let id = Uuid::nil();
+        let mut now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut prev: Option<CheckState> = None;
+        let mut starts = Vec::new();
+        let mut ends = Vec::new();
+        let states: Vec<u8> = (0..12)
+            .map(|i| (i % 2) as u8 * 2)
+            .chain(std::iter::repeat_n(0, 30))
+            .collect();
+        for (i, s) in states.iter().enumerate() {
+            let (next, t) = step(id, prev.as_ref(), &obs(*s, 1), now);
+            match t.and_then(|t| t.flapping) {
+                Some(true) => starts.push(i),
+                Some(false) => ends.push(i),
+                None => {}
+            }
+            prev = Some(next);
+            now = now.plus(std::time::Duration::from_secs(60));
+        }
+        assert_eq!(starts.len(), 1, "{starts:?}");
+        assert_eq!(ends.len(), 1, "{ends:?}");
+        assert!(ends[0] > 12 && !prev.unwrap().flapping);
+        let (p, t) = step(
+            id,
+            None,
+            &Observation {
+                flap_thresholds: None,
+                ..obs(2, 1)
+            },
+            now,
+        );
+        assert!(
+            !p.flapping && t.unwrap().flapping.is_none(),
+            "disabled detection never flaps"
+        );
     }
 
     #[test]

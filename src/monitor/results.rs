@@ -144,11 +144,17 @@ impl Results {
                     r.state
                 ))
             })?;
+            let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
+                .map(|e| e.spec)
+                .unwrap_or_else(|_| o.spec.clone());
             // Passive results are hard at once unless the object asks for attempts (Icinga).
-            let max_attempts = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                .ok()
-                .and_then(|e| e.spec.max_check_attempts)
-                .unwrap_or(1);
+            let max_attempts = spec.max_check_attempts.unwrap_or(1);
+            let flap_thresholds = (spec.enable_flap_detection != Some(false)).then(|| {
+                (
+                    spec.flap_threshold_low.unwrap_or(state::FLAP_LOW),
+                    spec.flap_threshold_high.unwrap_or(state::FLAP_HIGH),
+                )
+            });
             let (output, long_output, perfdata) = split_output(&r.output);
             items.push((
                 o.id,
@@ -158,6 +164,7 @@ impl Results {
                     long_output,
                     perfdata,
                     max_attempts,
+                    flap_thresholds,
                 },
             ));
             targets.push(o);
@@ -234,6 +241,25 @@ impl Results {
     }
 
     async fn report(&self, o: &Object, next: &CheckState, t: &Transition, host: Option<&String>) {
+        if let Some(started) = t.flapping {
+            let kind = if started {
+                EventType::FlappingStart
+            } else {
+                EventType::FlappingEnd
+            };
+            let payload = json!({"object": o.name, "flapPct": next.flap_pct, "labels": o.labels});
+            let mut draft = EventDraft::new(
+                o.tenant_id,
+                kind,
+                Some(crate::model::event::Severity::Info),
+                payload,
+            );
+            draft.object_id = Some(o.id);
+            self.sink.emit(draft).await;
+        }
+        if !t.changed {
+            return;
+        }
         let kind = match o.kind {
             ObjectKind::Host => "host",
             ObjectKind::Service => "service",

@@ -405,3 +405,65 @@ async fn problems_order_live_state_and_restarts() {
     .await;
     assert!(p["items"].as_array().unwrap().is_empty(), "{p}");
 }
+
+async fn events_of(s: &Server, token: &str, types: &str) -> Vec<Value> {
+    let v = json(
+        call(
+            s,
+            token,
+            Method::GET,
+            &format!("/api/v1/events?types={types}&limit=1000"),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    v["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn flapping_starts_and_ends_once() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/services",
+        json!({"name": "calm", "host": "edge", "spec": {"enableFlapDetection": false}}),
+    )
+    .await;
+    for i in 0..12 {
+        let state = if i % 2 == 0 { "OK" } else { "CRITICAL" };
+        results(s, &a.token, json!([{"host": "edge", "service": "disk", "state": state, "output": "x"}, {"host": "edge", "service": "calm", "state": state, "output": "x"}])).await;
+    }
+    let st = state_of(s, &a.token, "/api/v1/services", "disk").await;
+    assert_eq!(st["flapping"], true, "{st}");
+    assert!(st["flapPct"].as_f64().unwrap() >= 50.0);
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "calm").await["flapping"],
+        false,
+        "detection disabled"
+    );
+    for _ in 0..25 {
+        results(
+            s,
+            &a.token,
+            json!([{"host": "edge", "service": "disk", "state": "OK", "output": "x"}]),
+        )
+        .await;
+    }
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "disk").await["flapping"],
+        false
+    );
+    let starts = events_of(s, &a.token, "flapping_start").await;
+    let ends = events_of(s, &a.token, "flapping_end").await;
+    assert_eq!((starts.len(), ends.len()), (1, 1));
+    assert_eq!(starts[0]["payload"]["object"], "disk");
+    assert_eq!(starts[0]["severity"], "info");
+    assert!(starts[0]["payload"]["flapPct"].as_f64().unwrap() >= 50.0);
+    assert!(ends[0]["payload"]["flapPct"].as_f64().unwrap() < 25.0);
+}
