@@ -12,7 +12,7 @@ use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
-use crate::monitor::results::Results;
+use crate::monitor::results::{Results, StalenessSweep};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -149,6 +149,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
+    let results = Results::new(store.clone(), clock.clone(), events.clone());
+    supervisor.spawn(StalenessSweep(results.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -157,7 +159,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         inventory: Inventory::new(store.clone(), clock.clone(), events.clone(), key),
         events: events.clone(),
         heartbeats,
-        results: Results::new(store.clone(), clock.clone(), events.clone()),
+        results,
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),

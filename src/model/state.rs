@@ -11,6 +11,8 @@ pub const OK: u8 = 0;
 pub const UP: u8 = 0;
 pub const DOWN: u8 = 1;
 pub const UNREACHABLE: u8 = 2;
+/// UNKNOWN for services and, for staleness only, hosts.
+pub const UNKNOWN: u8 = 3;
 /// `maxCheckAttempts` when the spec sets none (or a value of 0).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
@@ -112,7 +114,8 @@ pub fn label(kind: ObjectKind, state: Option<u8>) -> &'static str {
         (_, None) => "PENDING",
         (ObjectKind::Host, Some(0)) => "UP",
         (ObjectKind::Host, Some(1)) => "DOWN",
-        (ObjectKind::Host, Some(_)) => "UNREACHABLE",
+        (ObjectKind::Host, Some(2)) => "UNREACHABLE",
+        (ObjectKind::Host, Some(_)) => "UNKNOWN",
         (ObjectKind::Service, Some(0)) => "OK",
         (ObjectKind::Service, Some(1)) => "WARNING",
         (ObjectKind::Service, Some(2)) => "CRITICAL",

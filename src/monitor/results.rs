@@ -11,12 +11,18 @@ use crate::model::state::{
 };
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// Output of a stale object when its spec has no `stalenessText`.
+pub const STALE_TEXT: &str = "UNKNOWN - check result is stale (freshness threshold exceeded)";
+/// How often silent objects are looked for.
+pub const STALENESS_SWEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
@@ -290,6 +296,80 @@ impl Results {
         self.sink.emit(draft).await;
     }
 
+    /// Turns objects that have been silent for longer than their `stalenessAfter` UNKNOWN
+    /// with their `stalenessText` (Nagios freshness). Not forced hard: with attempts it goes
+    /// soft first. Returns how many objects went stale.
+    pub async fn sweep_stale(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let mut stale_total = 0;
+        for tenant in self.store.tenants().await? {
+            let templates = self.store.template_specs(tenant.id).await?;
+            let objects = self
+                .store
+                .objects(tenant.id, None, usize::MAX, |_| true)
+                .await?;
+            let states = self
+                .store
+                .states(tenant.id, objects.iter().map(|o| o.id).collect())
+                .await?;
+            let mut items = Vec::new();
+            let mut targets = Vec::new();
+            for o in objects {
+                let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
+                    .map(|e| e.spec)
+                    .unwrap_or_else(|_| o.spec.clone());
+                let Some(after) = spec.staleness_after.filter(|d| !d.0.is_zero()) else {
+                    continue;
+                };
+                let last = states.get(&o.id).map_or(o.created_at, |s| s.last_check);
+                if now.since(last) <= after.0 {
+                    continue;
+                }
+                let output = spec
+                    .staleness_text
+                    .clone()
+                    .unwrap_or_else(|| STALE_TEXT.to_string());
+                let flap_thresholds = (spec.enable_flap_detection != Some(false)).then(|| {
+                    (
+                        spec.flap_threshold_low.unwrap_or(state::FLAP_LOW),
+                        spec.flap_threshold_high.unwrap_or(state::FLAP_HIGH),
+                    )
+                });
+                let max_attempts = spec
+                    .max_check_attempts
+                    .unwrap_or(state::DEFAULT_MAX_ATTEMPTS);
+                items.push((
+                    o.id,
+                    Observation {
+                        state: state::UNKNOWN,
+                        output,
+                        long_output: String::new(),
+                        perfdata: String::new(),
+                        max_attempts,
+                        flap_thresholds,
+                    },
+                ));
+                targets.push(o);
+            }
+            if items.is_empty() {
+                continue;
+            }
+            stale_total += items.len();
+            let applied = self
+                .store
+                .apply_observations(tenant.id, items, now, state::step)
+                .await?;
+            let hosts = self.host_names(tenant.id, &targets).await?;
+            for (o, (next, transition)) in targets.iter().zip(&applied) {
+                if let Some(t) = transition {
+                    self.report(o, next, t, hosts.get(&o.host_id.unwrap_or(o.id)))
+                        .await;
+                }
+            }
+        }
+        Ok(stale_total)
+    }
+
     /// The live states of these objects.
     pub async fn states(
         &self,
@@ -378,5 +458,23 @@ mod tests {
         assert_eq!(t, "DISK OK - 42% used");
         assert_eq!(p, "/=42%;80;90");
         assert_eq!(l, "line two\nline three");
+    }
+}
+
+/// Runs the staleness sweep every 5 s.
+pub struct StalenessSweep(pub Arc<Results>);
+
+impl Worker for StalenessSweep {
+    fn name(&self) -> &'static str {
+        "staleness-sweep"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if let Err(e) = self.0.sweep_stale().await {
+                tracing::warn!(error = %e, "staleness sweep failed");
+            }
+            Wait::For(STALENESS_SWEEP)
+        })
     }
 }
