@@ -430,6 +430,24 @@ fn handled(s: &CheckState) -> bool {
     s.acked_by.is_some() || s.downtime_depth > 0
 }
 
+/// Runs the staleness sweep every 5 s.
+pub struct StalenessSweep(pub Arc<Results>);
+
+impl Worker for StalenessSweep {
+    fn name(&self) -> &'static str {
+        "staleness-sweep"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if let Err(e) = self.0.sweep_stale().await {
+                tracing::warn!(error = %e, "staleness sweep failed");
+            }
+            Wait::For(STALENESS_SWEEP)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,23 +476,5 @@ mod tests {
         assert_eq!(t, "DISK OK - 42% used");
         assert_eq!(p, "/=42%;80;90");
         assert_eq!(l, "line two\nline three");
-    }
-}
-
-/// Runs the staleness sweep every 5 s.
-pub struct StalenessSweep(pub Arc<Results>);
-
-impl Worker for StalenessSweep {
-    fn name(&self) -> &'static str {
-        "staleness-sweep"
-    }
-
-    fn step(&mut self) -> StepFuture<'_> {
-        Box::pin(async move {
-            if let Err(e) = self.0.sweep_stale().await {
-                tracing::warn!(error = %e, "staleness sweep failed");
-            }
-            Wait::For(STALENESS_SWEEP)
-        })
     }
 }

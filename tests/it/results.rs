@@ -474,7 +474,13 @@ async fn a_silent_object_goes_stale() {
     let s = &a.s;
     setup(s, &a.token).await;
     post(s, &a.token, "/api/v1/services", json!({"name": "cron", "host": "edge", "spec": {"stalenessAfter": 1, "stalenessText": "no result from the backup job", "maxCheckAttempts": 1}})).await;
-    post(s, &a.token, "/api/v1/services", json!({"name": "cron3", "host": "edge", "spec": {"stalenessAfter": "1s"}})).await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/services",
+        json!({"name": "cron3", "host": "edge", "spec": {"stalenessAfter": "1s"}}),
+    )
+    .await;
     results(s, &a.token, json!([{"host": "edge", "service": "cron", "state": "OK", "output": "backup done"}, {"host": "edge", "service": "cron3", "state": "OK", "output": "ok"}])).await;
     let mut st = Value::Null;
     for _ in 0..100 {
@@ -488,10 +494,34 @@ async fn a_silent_object_goes_stale() {
     assert_eq!(st["output"], "no result from the backup job");
     assert_eq!(st["stateType"], "hard");
     let other = state_of(s, &a.token, "/api/v1/services", "cron3").await;
-    assert_eq!((other["state"].clone(), other["stateType"].clone(), other["output"].clone()), (json!(3), json!("soft"), json!("UNKNOWN - check result is stale (freshness threshold exceeded)")), "not forced hard");
+    assert_eq!(
+        (
+            other["state"].clone(),
+            other["stateType"].clone(),
+            other["output"].clone()
+        ),
+        (
+            json!(3),
+            json!("soft"),
+            json!("UNKNOWN - check result is stale (freshness threshold exceeded)")
+        ),
+        "not forced hard"
+    );
     let changes = events_of(s, &a.token, "state_change").await;
-    assert!(changes.iter().any(|e| e["payload"]["object"] == "cron" && e["payload"]["to"] == "UNKNOWN"));
+    assert!(
+        changes
+            .iter()
+            .any(|e| e["payload"]["object"] == "cron" && e["payload"]["to"] == "UNKNOWN")
+    );
     // A fresh result brings it back.
-    results(s, &a.token, json!([{"host": "edge", "service": "cron", "state": 0, "output": "backup done"}])).await;
-    assert_eq!(state_of(s, &a.token, "/api/v1/services", "cron").await["state"], 0);
+    results(
+        s,
+        &a.token,
+        json!([{"host": "edge", "service": "cron", "state": 0, "output": "backup done"}]),
+    )
+    .await;
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "cron").await["state"],
+        0
+    );
 }
