@@ -28,6 +28,7 @@ use crate::inventory::Inventory;
 use crate::model::Timestamp;
 use crate::monitor::heartbeats::Heartbeats;
 use crate::monitor::results::Results;
+use crate::monitor::scheduler::Scheduler;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
 use crate::store::Store;
@@ -45,6 +46,7 @@ pub struct AppContext {
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
     pub results: Arc<Results>,
+    pub scheduler: Arc<Scheduler>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

@@ -36,6 +36,11 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/objects/{id}/effective-config", effective)
             .permission("objects:read")
             .doc("objects", "Resolved spec and template chain", "`{spec, templateChain}`: templates apply depth first in the order named, later ones override earlier ones, the object's own spec overrides them all; `vars` merge key by key."),
+        Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").doc(
+            "objects",
+            "Run the object's check now",
+            "202; the check runs at once (its regular cadence is unchanged) and its result goes through the state machine like any other.",
+        ),
         Route::post("/api/v1/objects:batch", batch).permission("objects:write").doc(
             "objects",
             "Create many objects",
@@ -210,4 +215,18 @@ async fn batch(
     ApiJson(req): ApiJson<BatchRequest>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(st.inventory.batch(&c.principal, &c.actor, req).await?))
+}
+
+async fn check_now(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(raw): Path<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.scheduler
+        .check_now(c.principal.tenant, id(&raw)?)
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({"status": "scheduled"})),
+    ))
 }

@@ -13,6 +13,7 @@ use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::results::{Results, StalenessSweep};
+use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
@@ -151,6 +152,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
     let results = Results::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(StalenessSweep(results.clone()));
+    let scheduler = Scheduler::new(store.clone(), clock.clone(), results.clone());
+    supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -160,6 +163,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         heartbeats,
         results,
+        scheduler,
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),

@@ -77,6 +77,16 @@ pub const FLAP_WINDOW: u32 = 21;
 pub const FLAP_LOW: f64 = 25.0;
 pub const FLAP_HIGH: f64 = 50.0;
 
+/// The flap thresholds `(low, high)` of a resolved spec; `None` when detection is off.
+pub fn flap_thresholds(spec: &super::config::ObjectSpec) -> Option<(f64, f64)> {
+    (spec.enable_flap_detection != Some(false)).then(|| {
+        (
+            spec.flap_threshold_low.unwrap_or(FLAP_LOW),
+            spec.flap_threshold_high.unwrap_or(FLAP_HIGH),
+        )
+    })
+}
+
 /// Icinga's weighted change rate: entry i (0 oldest … 20 newest) weighs 0.8 + 0.4·i/20.
 pub fn flap_pct(history: u32, samples: u32) -> f64 {
     let (mut changed, mut total) = (0.0, 0.0);

@@ -1,5 +1,7 @@
-//! Monitoring: heartbeats today; the check pipeline (results, state machine, scheduler,
-//! checks, metrics) joins this module with its issue.
+//! Monitoring: check results and the state machine, active checks and their scheduler,
+//! heartbeats.
 
+pub mod checks;
 pub mod heartbeats;
 pub mod results;
+pub mod scheduler;

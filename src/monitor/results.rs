@@ -102,7 +102,7 @@ fn map_state(kind: ObjectKind, raw: &Value) -> Option<u8> {
 
 /// Plugin output: the first line is the text, a `|` starts performance data, further lines
 /// are long output.
-fn split_output(output: &str) -> (String, String, String) {
+pub(super) fn split_output(output: &str) -> (String, String, String) {
     let mut lines = output.lines();
     let first = lines.next().unwrap_or_default();
     let (text, perf) = match first.split_once('|') {
@@ -155,12 +155,7 @@ impl Results {
                 .unwrap_or_else(|_| o.spec.clone());
             // Passive results are hard at once unless the object asks for attempts (Icinga).
             let max_attempts = spec.max_check_attempts.unwrap_or(1);
-            let flap_thresholds = (spec.enable_flap_detection != Some(false)).then(|| {
-                (
-                    spec.flap_threshold_low.unwrap_or(state::FLAP_LOW),
-                    spec.flap_threshold_high.unwrap_or(state::FLAP_HIGH),
-                )
-            });
+            let flap_thresholds = state::flap_thresholds(&spec);
             let (output, long_output, perfdata) = split_output(&r.output);
             items.push((
                 o.id,
@@ -175,24 +170,35 @@ impl Results {
             ));
             targets.push(o);
         }
-        self.derive_unreachable(p.tenant, &targets, &mut items)
-            .await?;
+        let applied = self.apply(p.tenant, &targets, items).await?;
+        Ok(Accepted {
+            accepted: applied,
+            rejected,
+        })
+    }
+
+    /// Runs observations of `targets` through the state machine in one transaction and reports
+    /// the transitions; returns how many were applied.
+    pub async fn apply(
+        &self,
+        tenant: Uuid,
+        targets: &[Object],
+        mut items: Vec<(Uuid, Observation)>,
+    ) -> Result<usize, StoreError> {
+        self.derive_unreachable(tenant, targets, &mut items).await?;
         let now = self.clock.now();
         let applied = self
             .store
-            .apply_observations(p.tenant, items, now, state::step)
+            .apply_observations(tenant, items, now, state::step)
             .await?;
-        let hosts = self.host_names(p.tenant, &targets).await?;
+        let hosts = self.host_names(tenant, targets).await?;
         for (o, (next, transition)) in targets.iter().zip(&applied) {
             if let Some(t) = transition {
                 self.report(o, next, t, hosts.get(&o.host_id.unwrap_or(o.id)))
                     .await;
             }
         }
-        Ok(Accepted {
-            accepted: applied.len(),
-            rejected,
-        })
+        Ok(applied.len())
     }
 
     /// A DOWN host all of whose parents are hard non-UP is UNREACHABLE instead. A parent's
@@ -329,12 +335,7 @@ impl Results {
                     .staleness_text
                     .clone()
                     .unwrap_or_else(|| STALE_TEXT.to_string());
-                let flap_thresholds = (spec.enable_flap_detection != Some(false)).then(|| {
-                    (
-                        spec.flap_threshold_low.unwrap_or(state::FLAP_LOW),
-                        spec.flap_threshold_high.unwrap_or(state::FLAP_HIGH),
-                    )
-                });
+                let flap_thresholds = state::flap_thresholds(&spec);
                 let max_attempts = spec
                     .max_check_attempts
                     .unwrap_or(state::DEFAULT_MAX_ATTEMPTS);
@@ -354,18 +355,7 @@ impl Results {
             if items.is_empty() {
                 continue;
             }
-            stale_total += items.len();
-            let applied = self
-                .store
-                .apply_observations(tenant.id, items, now, state::step)
-                .await?;
-            let hosts = self.host_names(tenant.id, &targets).await?;
-            for (o, (next, transition)) in targets.iter().zip(&applied) {
-                if let Some(t) = transition {
-                    self.report(o, next, t, hosts.get(&o.host_id.unwrap_or(o.id)))
-                        .await;
-                }
-            }
+            stale_total += self.apply(tenant.id, &targets, items).await?;
         }
         Ok(stale_total)
     }

@@ -11,6 +11,7 @@
 
 mod architecture;
 mod bundles;
+mod checks;
 mod config;
 mod durability;
 mod events;
