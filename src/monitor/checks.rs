@@ -29,8 +29,16 @@ pub enum Command {
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The host a check runs against: its name and address (a service's `$address$` is its
+/// host's, as in Icinga).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostInfo {
+    pub name: String,
+    pub address: Option<String>,
+}
+
 /// Replaces `$address$`, `$hostname$`, `$servicename$`, `$ARGn$` and `$vars.NAME$`.
-pub fn expand(arg: &str, o: &Object, host: &str, spec: &ObjectSpec) -> String {
+pub fn expand(arg: &str, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> String {
     let mut out = String::new();
     let mut rest = arg;
     while let Some(start) = rest.find('$') {
@@ -42,8 +50,8 @@ pub fn expand(arg: &str, o: &Object, host: &str, spec: &ObjectSpec) -> String {
         };
         let name = &after[..end];
         let value = match name {
-            "address" => spec.address.clone().unwrap_or_default(),
-            "hostname" => host.to_string(),
+            "address" => address(spec, host),
+            "hostname" => host.name.clone(),
             "servicename" if o.kind == ObjectKind::Service => o.name.clone(),
             n if n.starts_with("ARG") => n[3..]
                 .parse::<usize>()
@@ -64,9 +72,16 @@ pub fn expand(arg: &str, o: &Object, host: &str, spec: &ObjectSpec) -> String {
     out
 }
 
+fn address(spec: &ObjectSpec, host: &HostInfo) -> String {
+    spec.address
+        .clone()
+        .or_else(|| host.address.clone())
+        .unwrap_or_default()
+}
+
 /// `tcp`: connects to `address` on the port in `args[0]` (or `vars.port`).
-async fn tcp(spec: &ObjectSpec, timeout: Duration) -> Outcome {
-    let address = spec.address.clone().unwrap_or_default();
+async fn tcp(spec: &ObjectSpec, host: &HostInfo, timeout: Duration) -> Outcome {
+    let address = address(spec, host);
     let port = spec
         .args
         .as_ref()
@@ -160,10 +175,10 @@ async fn plugin(argv: Vec<String>, timeout: Duration) -> Outcome {
 }
 
 /// Runs one check of `o` with its resolved `spec`.
-pub async fn run(command: &Command, o: &Object, host: &str, spec: &ObjectSpec) -> Outcome {
+pub async fn run(command: &Command, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> Outcome {
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
     match command {
-        Command::Builtin(name) if name == "tcp" => tcp(spec, timeout).await,
+        Command::Builtin(name) if name == "tcp" => tcp(spec, host, timeout).await,
         Command::Builtin(name) => Outcome {
             code: 3,
             output: format!("UNKNOWN - the built-in check {name:?} is not available in this build"),
@@ -198,19 +213,29 @@ mod tests {
             updated_at: t,
             version: 1,
         };
+        let host = HostInfo {
+            name: "web1".into(),
+            address: Some("10.9.9.9".into()),
+        };
         assert_eq!(
-            expand("-H $address$ -p $ARG1$ -u $ARG2$", &o, "web1", &spec),
+            expand("-H $address$ -p $ARG1$ -u $ARG2$", &o, &host, &spec),
             "-H 10.0.0.5 -p 80 -u /health"
         );
         assert_eq!(
             expand(
                 "$hostname$/$servicename$ $vars.community$ $ARG9$ $nope$",
                 &o,
-                "web1",
+                &host,
                 &spec
             ),
             "web1/http public  $nope$"
         );
-        assert_eq!(expand("100$", &o, "web1", &spec), "100$");
+        assert_eq!(expand("100$", &o, &host, &spec), "100$");
+        let bare = ObjectSpec::default();
+        assert_eq!(
+            expand("$address$", &o, &host, &bare),
+            "10.9.9.9",
+            "a service uses its host's address"
+        );
     }
 }

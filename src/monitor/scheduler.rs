@@ -3,7 +3,7 @@
 //! interval (so a restart causes no check storm), after a soft problem again after
 //! `retryInterval` (default 15 s), at most `MAX_RUNNING` at once. `check-now` runs one at once.
 
-use super::checks::{self, Command, Outcome};
+use super::checks::{self, Command, HostInfo, Outcome};
 use super::results::Results;
 use crate::model::Timestamp;
 use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
@@ -113,7 +113,7 @@ impl Scheduler {
     async fn check(
         self: Arc<Self>,
         o: Object,
-        host: String,
+        host: HostInfo,
         spec: ObjectSpec,
         command: Option<Command>,
     ) {
@@ -182,10 +182,18 @@ impl Scheduler {
                 .store
                 .objects(tenant.id, None, usize::MAX, |_| true)
                 .await?;
-            let hosts: HashMap<Uuid, String> = objects
+            let hosts: HashMap<Uuid, HostInfo> = objects
                 .iter()
                 .filter(|o| o.kind == ObjectKind::Host)
-                .map(|o| (o.id, o.name.clone()))
+                .map(|o| {
+                    (
+                        o.id,
+                        HostInfo {
+                            name: o.name.clone(),
+                            address: o.spec.address.clone(),
+                        },
+                    )
+                })
                 .collect();
             for o in objects {
                 let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
@@ -237,10 +245,13 @@ impl Scheduler {
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key);
                 let command = self.command(tenant.id, &name).await?;
-                let host = o
-                    .host_id
-                    .and_then(|h| hosts.get(&h).cloned())
-                    .unwrap_or_else(|| o.name.clone());
+                let host = match o.host_id {
+                    Some(h) => hosts.get(&h).cloned().unwrap_or_default(),
+                    None => HostInfo {
+                        name: o.name.clone(),
+                        address: o.spec.address.clone(),
+                    },
+                };
                 let me = self.clone();
                 tokio::spawn(async move {
                     me.check(o, host, spec, command).await;

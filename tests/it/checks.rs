@@ -236,3 +236,65 @@ async fn check_now_needs_the_object_and_the_permission() {
     )
     .await;
 }
+
+/// Debian's monitoring-plugins, unmodified (`.ci/run` installs `monitoring-plugins-basic`).
+#[tokio::test]
+async fn debian_monitoring_plugins_run_unmodified() {
+    let plugins = std::path::Path::new("/usr/lib/nagios/plugins");
+    if !plugins.join("check_tcp").exists() {
+        eprintln!(
+            "SKIPPED debian_monitoring_plugins_run_unmodified: monitoring-plugins-basic is not installed"
+        );
+        return;
+    }
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let check_tcp = plugins.join("check_tcp").display().to_string();
+    let check_disk = plugins.join("check_disk").display().to_string();
+    post(s, &a.token, "/api/v1/check-commands", json!({"name": "check_tcp", "type": "plugin", "line": [check_tcp, "-H", "$address$", "-p", "$ARG1$"]})).await;
+    post(s, &a.token, "/api/v1/check-commands", json!({"name": "check_disk", "type": "plugin", "line": [check_disk, "-w", "1%", "-c", "0%", "-p", "/"]})).await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "gw", "spec": {"address": "127.0.0.1"}}),
+    )
+    .await;
+    let tcp = post(s, &a.token, "/api/v1/services", json!({"name": "tcp", "host": "gw", "spec": {"checkCommand": "check_tcp", "args": [port.to_string()], "interval": 3600, "maxCheckAttempts": 1}})).await;
+    let disk = post(s, &a.token, "/api/v1/services", json!({"name": "disk", "host": "gw", "spec": {"checkCommand": "check_disk", "interval": 3600, "maxCheckAttempts": 1}})).await;
+    for svc in [&tcp, &disk] {
+        let id = svc["id"].as_str().unwrap();
+        assert_eq!(
+            call(
+                s,
+                &a.token,
+                Method::POST,
+                &format!("/api/v1/objects/{id}/check-now")
+            )
+            .send()
+            .await
+            .unwrap()
+            .status(),
+            202
+        );
+    }
+    let st = wait_state(s, &a.token, "/api/v1/services", "tcp", |st| {
+        st["output"]
+            .as_str()
+            .is_some_and(|o| o.starts_with("TCP OK"))
+    })
+    .await;
+    assert_eq!(st["state"], 0);
+    assert!(
+        st["perfdata"].as_str().unwrap().starts_with("time="),
+        "{st}"
+    );
+    let st = wait_state(s, &a.token, "/api/v1/services", "disk", |st| {
+        st["output"].as_str().is_some_and(|o| o.starts_with("DISK"))
+    })
+    .await;
+    assert!(!st["perfdata"].as_str().unwrap().is_empty(), "{st}");
+    drop(listener);
+}
