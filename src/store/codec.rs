@@ -13,6 +13,23 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     rmp_serde::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
 }
 
+/// Every value of one tenant in a table with tenant-scoped keys, decoded, in key order.
+pub fn tenant_values<T, R>(table: &R, tenant: uuid::Uuid) -> Result<Vec<T>, StoreError>
+where
+    T: DeserializeOwned,
+    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let (lo, hi) = super::keys::tenant_range(tenant);
+    let mut out = Vec::new();
+    for row in table
+        .range(lo.as_slice()..hi.as_slice())
+        .map_err(StoreError::from_redb)?
+    {
+        out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,7 @@
 //! Heartbeat definitions and their last beat, by tenant and name.
 
-use super::codec::{decode, encode};
-use super::keys::{scoped, tenant_range};
+use super::codec::{decode, encode, tenant_values};
+use super::keys::scoped;
 use super::tables::HEARTBEATS;
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
@@ -98,15 +98,7 @@ impl Store {
     pub async fn heartbeats(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
-            }
-            Ok(out)
+            tenant_values(&t, tenant)
         })
         .await
     }

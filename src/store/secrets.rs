@@ -1,7 +1,7 @@
 //! Sealed secrets by tenant and name.
 
-use super::codec::{decode, encode};
-use super::keys::{scoped, tenant_range};
+use super::codec::{decode, encode, tenant_values};
+use super::keys::scoped;
 use super::tables::SECRETS;
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
@@ -59,17 +59,10 @@ impl Store {
     pub async fn secrets(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(
-                    decode::<StoredSecret>(row.map_err(StoreError::from_redb)?.1.value())?.meta,
-                );
-            }
-            Ok(out)
+            Ok(tenant_values::<StoredSecret, _>(&t, tenant)?
+                .into_iter()
+                .map(|s| s.meta)
+                .collect())
         })
         .await
     }

@@ -1,7 +1,7 @@
 //! Live check states by tenant and object id.
 
-use super::codec::{decode, encode};
-use super::keys::{scoped, tenant_range};
+use super::codec::{decode, encode, tenant_values};
+use super::keys::scoped;
 use super::objects::name_key;
 use super::tables::{OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError};
@@ -120,15 +120,7 @@ impl Store {
     pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<CheckState>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
-            }
-            Ok(out)
+            tenant_values(&t, tenant)
         })
         .await
     }

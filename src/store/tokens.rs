@@ -1,7 +1,7 @@
 //! API tokens: by tenant and id, and a prefix index for lookup by secret.
 
-use super::codec::{decode, encode};
-use super::keys::{scoped, tenant_range};
+use super::codec::{decode, encode, tenant_values};
+use super::keys::scoped;
 use super::tables::{TOKEN_PREFIXES, TOKENS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -98,16 +98,10 @@ impl Store {
     pub async fn tokens(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<ApiToken>, StoreError> {
         self.read(move |tx| {
             let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
-            for row in tokens
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                let (_, v) = row.map_err(StoreError::from_redb)?;
-                out.push(decode::<StoredToken>(v.value())?.meta);
-            }
-            Ok(out)
+            Ok(tenant_values::<StoredToken, _>(&tokens, tenant)?
+                .into_iter()
+                .map(|t| t.meta)
+                .collect())
         })
         .await
     }

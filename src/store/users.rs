@@ -1,6 +1,6 @@
 //! Users (by tenant and id, with an instance-wide e-mail index) and sessions (by id).
 
-use super::codec::{decode, encode};
+use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError};
@@ -21,15 +21,10 @@ fn email_key(email: &str) -> String {
 
 fn users_of(tx: &WriteTransaction, tenant: Uuid) -> Result<Vec<User>, StoreError> {
     let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-    let (lo, hi) = tenant_range(tenant);
-    let mut out = Vec::new();
-    for row in users
-        .range(lo.as_slice()..hi.as_slice())
-        .map_err(StoreError::from_redb)?
-    {
-        out.push(decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?.user);
-    }
-    Ok(out)
+    Ok(tenant_values::<StoredUser, _>(&users, tenant)?
+        .into_iter()
+        .map(|u| u.user)
+        .collect())
 }
 
 fn put_user(
@@ -160,15 +155,10 @@ impl Store {
     pub async fn users(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<User>, StoreError> {
         self.read(move |tx| {
             let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
-            for row in users
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?.user);
-            }
-            Ok(out)
+            Ok(tenant_values::<StoredUser, _>(&users, tenant)?
+                .into_iter()
+                .map(|u| u.user)
+                .collect())
         })
         .await
     }
