@@ -15,8 +15,6 @@
     clippy::disallowed_methods
 )]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +23,7 @@ use svc::model::event::{EventDraft, EventType, Severity};
 use svc::runtime::{Metrics, Shutdown, Supervisor, SystemClock};
 use svc::store::events::EventStore;
 
-const BIN: &str = env!("CARGO_BIN_EXE_svc");
+mod common;
 
 /// Durable appends per second. `window` events per producer are in flight at once; each is
 /// counted only when its group commit has completed.
@@ -76,52 +74,11 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
     rate
 }
 
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
 async fn sse_latency(clients: usize, events_per_second: u64, seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = Command::new(BIN)
-        .args(["bootstrap", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls",
-            "off",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .env("SVC_LOG", "warn")
-        .env("SVC_DEFAULT_ADMIN_DISABLED", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        if let Some(url) = lines
-            .next()
-            .unwrap()
-            .unwrap()
-            .strip_prefix("svc listening on ")
-        {
-            break url.to_string();
-        }
-    };
+    let token = common::bootstrap(&data);
+    let (mut child, base) = common::start(&data, false);
     let http = reqwest::Client::new();
     let latencies = Arc::new(std::sync::Mutex::new(Vec::<f64>::new()));
     let mut readers = Vec::new();
@@ -155,7 +112,7 @@ async fn sse_latency(clients: usize, events_per_second: u64, seconds: u64) {
     tokio::time::sleep(Duration::from_millis(500)).await;
     println!(
         "resident memory with {clients} SSE clients connected: {:.1} MiB",
-        rss_mb(child.id())
+        common::rss_mb(child.id())
     );
     let interval = Duration::from_micros(1_000_000 / events_per_second);
     let mut tick = tokio::time::interval(interval);
@@ -176,7 +133,7 @@ async fn sse_latency(clients: usize, events_per_second: u64, seconds: u64) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     println!(
         "resident memory after the run: {:.1} MiB",
-        rss_mb(child.id())
+        common::rss_mb(child.id())
     );
     let _ = child.kill();
     let _ = child.wait();

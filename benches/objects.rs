@@ -13,11 +13,9 @@
 )]
 
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_svc");
+mod common;
 const HOSTS: usize = 10_000;
 const SERVICES_PER_HOST: usize = 5;
 const HOSTS_PER_BATCH: usize = 1_000;
@@ -30,39 +28,8 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let out = Command::new(BIN)
-        .args(["bootstrap", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls",
-            "off",
-            "--data-dir",
-        ])
-        .arg(&data)
-        .env("SVC_LOG", "warn")
-        .env("SVC_DEFAULT_ADMIN_DISABLED", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let base = loop {
-        if let Some(url) = lines
-            .next()
-            .unwrap()
-            .unwrap()
-            .strip_prefix("svc listening on ")
-        {
-            break url.to_string();
-        }
-    };
+    let token = common::bootstrap(&data);
+    let (mut child, base) = common::start(&data, false);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

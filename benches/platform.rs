@@ -13,13 +13,14 @@
     clippy::disallowed_methods
 )]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_svc");
+mod common;
+
+use common::BIN;
 const CONNECTIONS: usize = 32;
 const SECONDS: u64 = 5;
 
@@ -34,47 +35,16 @@ fn healthz_ok(addr: &str) -> bool {
     s.read_exact(&mut buf).is_ok() && &buf == b"HTTP/1.1 200"
 }
 
-/// Starts the server; returns it, its base URL and the time until `/healthz` answered 200.
+/// Starts the server (seeding the default admin, as a first start does); returns it, its base
+/// URL and the time until `/healthz` answered 200.
 fn start(data: &std::path::Path) -> (Child, String, Duration) {
     let t0 = Instant::now();
-    let mut child = Command::new(BIN)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--tls",
-            "off",
-            "--data-dir",
-        ])
-        .arg(data)
-        .env("SVC_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start svc");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let base = loop {
-        let line = lines.next().expect("svc exited").expect("read");
-        if let Some(url) = line.strip_prefix("svc listening on ") {
-            break url.to_string();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
+    let (child, base) = common::start(data, true);
     let addr = base.trim_start_matches("http://").to_string();
     while !healthz_ok(&addr) {
         std::thread::sleep(Duration::from_millis(1));
     }
     (child, base, t0.elapsed())
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 struct Load {
@@ -146,17 +116,7 @@ fn main() {
     let (mut first, _, first_start) = start(&data);
     let _ = first.kill();
     let _ = first.wait();
-    let out = Command::new(BIN)
-        .args(["bootstrap", "--data-dir"])
-        .arg(&data)
-        .output()
-        .expect("bootstrap");
-    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        token.starts_with("svc_"),
-        "bootstrap failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let token = common::bootstrap(&data);
 
     let (mut child, base, restart) = start(&data);
     println!(
@@ -167,7 +127,7 @@ fn main() {
     std::thread::sleep(Duration::from_secs(2));
     println!(
         "resident memory, idle after start: {:.1} MiB",
-        rss_mb(child.id())
+        common::rss_mb(child.id())
     );
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -197,7 +157,10 @@ fn main() {
             );
         }
     });
-    println!("resident memory after load: {:.1} MiB", rss_mb(child.id()));
+    println!(
+        "resident memory after load: {:.1} MiB",
+        common::rss_mb(child.id())
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

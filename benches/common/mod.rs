@@ -1,0 +1,67 @@
+//! What the benchmarks share: the release binary, bootstrapping a data dir, starting the server.
+
+// Each benchmark is its own crate and uses only part of this.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_svc");
+
+/// `svc bootstrap` on `data`: the bootstrap-admin secret.
+pub fn bootstrap(data: &Path) -> String {
+    let out = Command::new(BIN)
+        .args(["bootstrap", "--data-dir"])
+        .arg(data)
+        .output()
+        .expect("bootstrap");
+    let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        token.starts_with("svc_"),
+        "bootstrap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    token
+}
+
+/// Starts the server on `data` over plain HTTP on a free port; returns it and its base URL.
+pub fn start(data: &Path, seed_admin: bool) -> (Child, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls",
+        "off",
+        "--data-dir",
+    ])
+    .arg(data)
+    .env("SVC_LOG", "warn")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if !seed_admin {
+        cmd.env("SVC_DEFAULT_ADMIN_DISABLED", "1");
+    }
+    let mut child = cmd.spawn().expect("start svc");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let base = loop {
+        let line = lines.next().expect("svc exited").expect("read");
+        if let Some(url) = line.strip_prefix("svc listening on ") {
+            break url.to_string();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, base)
+}
+
+/// Resident set size of a process in MiB.
+pub fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
