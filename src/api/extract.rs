@@ -53,3 +53,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
             .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
     }
 }
+
+/// A resource id from the path: anything that is not a UUID names nothing, so it is 404.
+pub fn path_id(raw: &str) -> Result<uuid::Uuid, Problem> {
+    uuid::Uuid::parse_str(raw).map_err(|_| Problem::not_found())
+}

@@ -3,7 +3,7 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, path_id};
 use super::pagination::{AUDIT, Page, PageQuery};
 use super::router::Route;
 use crate::model::audit::AuditFilter;
@@ -14,7 +14,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -82,10 +81,6 @@ async fn whoami(c: Caller) -> impl IntoResponse {
     Json(c.principal.whoami())
 }
 
-fn parse_id(raw: &str) -> Result<Uuid, Problem> {
-    Uuid::parse_str(raw).map_err(|_| Problem::not_found())
-}
-
 async fn list_tokens(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
     Ok(Json(Page::all(st.auth.tokens(&c.principal).await?)))
 }
@@ -105,7 +100,7 @@ async fn revoke_token(
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
-        .revoke(&c.principal, &c.actor, parse_id(&id)?)
+        .revoke(&c.principal, &c.actor, path_id(&id)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -117,7 +112,7 @@ async fn rotate_token(
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(
         st.auth
-            .rotate(&c.principal, &c.actor, parse_id(&id)?)
+            .rotate(&c.principal, &c.actor, path_id(&id)?)
             .await?,
     ))
 }

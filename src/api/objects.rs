@@ -4,7 +4,7 @@ use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
 use super::etag::{IfMatch, etag};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, path_id};
 use super::pagination::{OBJECTS, Page, PageQuery};
 use super::router::Route;
 use crate::inventory::objects::BatchRequest;
@@ -135,10 +135,6 @@ fn one(o: &Object) -> impl IntoResponse + use<> {
     )
 }
 
-fn id(raw: &str) -> Result<Uuid, Problem> {
-    Uuid::parse_str(raw).map_err(|_| Problem::not_found())
-}
-
 /// `POST /hosts` makes a service when the body names a host; `POST /services` requires one.
 async fn create(
     st: AppState,
@@ -174,7 +170,10 @@ async fn get(
     c: Caller,
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(one(&st.inventory.object(&c.principal, id(&raw)?).await?))
+    Ok(one(&st
+        .inventory
+        .object(&c.principal, path_id(&raw)?)
+        .await?))
 }
 
 async fn update(
@@ -186,7 +185,7 @@ async fn update(
 ) -> Result<impl IntoResponse, Problem> {
     Ok(one(&st
         .inventory
-        .update_object(&c.principal, &c.actor, id(&raw)?, v, body)
+        .update_object(&c.principal, &c.actor, path_id(&raw)?, v, body)
         .await?))
 }
 
@@ -196,7 +195,7 @@ async fn delete(
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.inventory
-        .delete_object(&c.principal, &c.actor, id(&raw)?)
+        .delete_object(&c.principal, &c.actor, path_id(&raw)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -206,7 +205,9 @@ async fn effective(
     c: Caller,
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(Json(st.inventory.effective(&c.principal, id(&raw)?).await?))
+    Ok(Json(
+        st.inventory.effective(&c.principal, path_id(&raw)?).await?,
+    ))
 }
 
 async fn batch(
@@ -223,7 +224,7 @@ async fn check_now(
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.scheduler
-        .check_now(c.principal.tenant, id(&raw)?)
+        .check_now(c.principal.tenant, path_id(&raw)?)
         .await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -3,7 +3,7 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, path_id};
 use super::pagination::Page;
 use super::router::Route;
 use crate::model::identity::{ChangePassword, CreateUser, SetPassword, UpdateUser};
@@ -12,7 +12,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::json;
-use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -40,10 +39,6 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-fn id(raw: &str) -> Result<Uuid, Problem> {
-    Uuid::parse_str(raw).map_err(|_| Problem::not_found())
-}
-
 async fn list(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
     Ok(Json(Page::all(st.auth.users(&c.principal).await?)))
 }
@@ -64,7 +59,7 @@ async fn get(
     c: Caller,
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(Json(st.auth.user(&c.principal, id(&raw)?).await?))
+    Ok(Json(st.auth.user(&c.principal, path_id(&raw)?).await?))
 }
 
 async fn update(
@@ -75,7 +70,7 @@ async fn update(
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(
         st.auth
-            .update_user(&c.principal, &c.actor, id(&raw)?, req)
+            .update_user(&c.principal, &c.actor, path_id(&raw)?, req)
             .await?,
     ))
 }
@@ -86,7 +81,7 @@ async fn delete(
     Path(raw): Path<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
-        .delete_user(&c.principal, &c.actor, id(&raw)?)
+        .delete_user(&c.principal, &c.actor, path_id(&raw)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -98,7 +93,7 @@ async fn set_password(
     ApiJson(req): ApiJson<SetPassword>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
-        .set_password(&c.principal, &c.actor, id(&raw)?, req)
+        .set_password(&c.principal, &c.actor, path_id(&raw)?, req)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
