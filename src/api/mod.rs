@@ -10,6 +10,7 @@ mod events;
 pub mod extract;
 mod heartbeats;
 mod identity;
+mod metrics;
 pub mod middleware;
 mod objects;
 pub mod openapi;
@@ -27,6 +28,8 @@ use crate::events::Events;
 use crate::inventory::Inventory;
 use crate::model::Timestamp;
 use crate::monitor::heartbeats::Heartbeats;
+use crate::monitor::metrics::MetricQueries;
+use crate::monitor::pipeline::Pipeline;
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::Scheduler;
 use crate::runtime::clock::SharedClock;
@@ -46,7 +49,9 @@ pub struct AppContext {
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
     pub results: Arc<Results>,
+    pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,
+    pub metric_queries: Arc<MetricQueries>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

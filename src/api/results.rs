@@ -17,6 +17,7 @@ impl From<ResultError> for Problem {
     fn from(e: ResultError) -> Self {
         match e {
             ResultError::Invalid(why) => Problem::validation("body", why),
+            ResultError::Stalled(why) => Problem::new("svc:pipeline/stalled", why),
             ResultError::Store(s) => s.into(),
         }
     }
@@ -27,7 +28,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/results", submit).permission("objects:write").doc(
             "results",
             "Submit passive check results",
-            "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE.",
+            "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE. The batch joins the results queue (8192 results; active check results share it) and the answer comes once it is durably applied; 503 `svc:pipeline/stalled` when the queue stays full for 5 s or its oldest entry has waited 10 s. Performance data becomes metric series (see `/api/v1/metrics/query`).",
         ),
         Route::get("/api/v1/problems", problems).permission("objects:read").doc(
             "results",
@@ -44,7 +45,7 @@ async fn submit(
 ) -> Result<impl IntoResponse, Problem> {
     Ok((
         StatusCode::ACCEPTED,
-        Json(st.results.submit(&c.principal, batch).await?),
+        Json(st.pipeline.submit_results(&c.principal, batch).await?),
     ))
 }
 

@@ -5,7 +5,8 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
-    bundles, config, events, heartbeats, identity, objects, pages, results, secrets, system, users,
+    bundles, config, events, heartbeats, identity, metrics, objects, pages, results, secrets,
+    system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -111,6 +112,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(bundles::routes());
     all.extend(heartbeats::routes());
     all.extend(results::routes());
+    all.extend(metrics::routes());
     all
 }
 

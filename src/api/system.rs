@@ -3,6 +3,7 @@
 use super::router::Route;
 use super::{AppState, openapi};
 use crate::model::{GoDuration, RUST_VERSION, VERSION};
+use crate::monitor::pipeline::READY_LIMIT;
 use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
 use axum::Json;
 use axum::extract::State;
@@ -26,7 +27,7 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         ),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, bus queue depths (`queues`: the main queue and the deepest buffer per subscriber kind), connected SSE clients."),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients."),
     ]
 }
 
@@ -45,6 +46,7 @@ struct Subsystem {
 fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let reason = st.store.offline_reason();
     let bus_depth = st.events.queue_depths().first().map_or(0, |(_, d)| *d);
+    let pipeline = st.pipeline.stats();
     vec![
         Subsystem {
             name: "store",
@@ -55,6 +57,15 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
             name: "event-bus",
             ok: bus_depth < crate::events::bus::MAIN_QUEUE,
             info: Some(format!("{bus_depth} queued")),
+        },
+        Subsystem {
+            name: "results-pipeline",
+            ok: pipeline.queued < READY_LIMIT && !pipeline.stalled,
+            info: Some(if pipeline.stalled {
+                format!("stalled, {} queued", pipeline.queued)
+            } else {
+                format!("{} queued", pipeline.queued)
+            }),
         },
     ]
 }
@@ -73,9 +84,22 @@ async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
     )
 }
 
+/// The bus queues and the results queue by name.
+fn queues(st: &AppState) -> std::collections::BTreeMap<String, usize> {
+    let mut queues: std::collections::BTreeMap<String, usize> =
+        st.events.queue_depths().into_iter().collect();
+    queues.insert("results".into(), st.pipeline.depth());
+    queues
+}
+
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
     // Queue depth gauges are refreshed at scrape time.
-    st.events.queue_depths();
+    for (queue, depth) in queues(&st) {
+        st.metrics
+            .queue_depth
+            .get_or_create(&crate::runtime::metrics::QueueLabels { queue })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
     ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
 }
 
@@ -124,7 +148,9 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "status": if st.store.offline_reason().is_none() { "ok" } else { "degraded" },
         "subsystems": subsystems(&st),
         "workers": st.supervisor.states(),
-        "queues": st.events.queue_depths().into_iter().collect::<std::collections::BTreeMap<_, _>>(),
+        "queues": queues(&st),
+        "pipeline": st.pipeline.stats(),
+        "tsdb": st.metric_queries.stats(),
         "sseClients": st.events.sse_client_count(),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),

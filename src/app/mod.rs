@@ -11,12 +11,16 @@ use crate::config::Config;
 use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
+use crate::monitor::catalog::Catalog;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
-use crate::monitor::results::{Results, StalenessSweep};
+use crate::monitor::metrics::{MetricQueries, MetricsRetention};
+use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
+use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
+use crate::store::metrics::MetricsStore;
 use crate::store::{Store, StoreError};
 use recovery::RecoveryWorker;
 use std::path::Path;
@@ -150,10 +154,25 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
-    let results = Results::new(store.clone(), clock.clone(), events.clone());
-    supervisor.spawn(StalenessSweep(results.clone()));
-    let scheduler = Scheduler::new(store.clone(), clock.clone(), results.clone());
+    let metric_store = MetricsStore::open(&config.data_dir)?;
+    supervisor.spawn(MetricsRetention {
+        metrics: metric_store.clone(),
+        clock: clock.clone(),
+    });
+    let catalog = Catalog::new(store.clone());
+    let results = Results::new(
+        store.clone(),
+        catalog.clone(),
+        metric_store.clone(),
+        clock.clone(),
+        events.clone(),
+    );
+    let pipeline = Pipeline::new(results.clone());
+    supervisor.spawn(PipelineWorker(pipeline.clone()));
+    supervisor.spawn(StalenessSweep(pipeline.clone()));
+    let scheduler = Scheduler::new(store.clone(), catalog, clock.clone(), pipeline.clone());
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
+    let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -163,7 +182,9 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         heartbeats,
         results,
+        pipeline,
         scheduler,
+        metric_queries,
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),
@@ -185,6 +206,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     server::run(listener, tls, router, stop, DRAIN_DEADLINE).await;
     supervisor.shutdown(WORKER_EXIT_DEADLINE).await;
     events.store().close();
+    metric_store.close();
     store.close();
     tracing::info!("stopped");
     Ok(())

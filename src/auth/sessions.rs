@@ -373,7 +373,7 @@ mod expiry_tests {
     struct Discard;
 
     impl EventSink for Discard {
-        fn emit(&self, _: EventDraft) -> EmitFuture<'_> {
+        fn emit_all(&self, _: Vec<EventDraft>) -> EmitFuture<'_> {
             Box::pin(async {})
         }
     }

@@ -77,14 +77,25 @@ impl Events {
     /// Appends (durably, group-committed) and publishes. A store failure is counted and
     /// logged; the event is published all the same.
     pub async fn emit(&self, draft: EventDraft) -> Event {
-        let event = self.stamp(draft);
-        let stored = self.store.append(vec![event.clone()]).await;
-        if !matches!(stored, Ok(Ok(()))) {
-            self.metrics.events_dropped.inc();
-            tracing::error!(id = %event.id, kind = event.kind.as_str(), "event not persisted");
+        let mut events = self.emit_all(vec![draft]).await;
+        events.remove(0)
+    }
+
+    /// `emit` for several events in one append, published in order.
+    pub async fn emit_all(&self, drafts: Vec<EventDraft>) -> Vec<Event> {
+        let events: Vec<Event> = drafts.into_iter().map(|d| self.stamp(d)).collect();
+        if events.is_empty() {
+            return events;
         }
-        self.bus.publish(Arc::new(event.clone())).await;
-        event
+        let stored = self.store.append(events.clone()).await;
+        if !matches!(stored, Ok(Ok(()))) {
+            self.metrics.events_dropped.inc_by(events.len() as u64);
+            tracing::error!(count = events.len(), "events not persisted");
+        }
+        for event in &events {
+            self.bus.publish(Arc::new(event.clone())).await;
+        }
+        events
     }
 
     /// Newest first, strictly older than the event `cursor`.
@@ -155,9 +166,9 @@ impl Events {
 }
 
 impl EventSink for Events {
-    fn emit(&self, draft: EventDraft) -> EmitFuture<'_> {
+    fn emit_all(&self, drafts: Vec<EventDraft>) -> EmitFuture<'_> {
         Box::pin(async move {
-            Events::emit(self, draft).await;
+            Events::emit_all(self, drafts).await;
         })
     }
 }

@@ -668,60 +668,20 @@ fn validate_check_command(body: &mut Map<String, Value>) -> Result<(), Invalid> 
     })
 }
 
-/// A time period: per weekday a list of `HH:MM-HH:MM` ranges, date exceptions, periods to
-/// exclude, in a time zone (default UTC).
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct TimePeriodBody {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    alias: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    time_zone: Option<String>,
-    #[serde(default)]
-    days: BTreeMap<String, Vec<String>>,
-    /// `YYYY-MM-DD` → ranges (empty: the whole day is outside the period).
-    #[serde(default)]
-    exceptions: BTreeMap<String, Vec<String>>,
-    #[serde(default)]
-    exclude: Vec<String>,
-}
-
-const WEEKDAYS: [&str; 7] = [
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-];
-
 /// `HH:MM-HH:MM` within one day (`24:00` allowed as an end).
 fn check_range(r: &str) -> Result<(), Invalid> {
-    let minutes = |t: &str| -> Option<u32> {
-        let (h, m) = t.split_once(':')?;
-        let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-        (m < 60 && (h < 24 || (h == 24 && m == 0))).then_some(h * 60 + m)
-    };
-    match r
-        .split_once('-')
-        .map(|(a, b)| (minutes(a.trim()), minutes(b.trim())))
-    {
-        Some((Some(a), Some(b))) if a < b => Ok(()),
-        _ => Err(invalid(
-            "",
-            format!("{r:?} is not a range such as 08:00-17:00"),
-        )),
-    }
+    super::timeperiod::parse_range(r)
+        .map(|_| ())
+        .ok_or_else(|| invalid("", format!("{r:?} is not a range such as 08:00-17:00")))
 }
 
 fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |t: &TimePeriodBody| {
+    validate_with(body, |t: &super::timeperiod::TimePeriod| {
         if let Some(tz) = &t.time_zone {
             check_time_zone(tz)?;
         }
         for (day, ranges) in &t.days {
-            one_of("day", day, &WEEKDAYS)?;
+            one_of("day", day, &super::timeperiod::WEEKDAYS)?;
             ranges.iter().try_for_each(|r| check_range(r))?;
         }
         for (date, ranges) in &t.exceptions {

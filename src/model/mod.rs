@@ -7,12 +7,14 @@ pub mod duration;
 pub mod event;
 pub mod heartbeat;
 pub mod identity;
+pub mod metric;
 pub mod object;
 pub mod secret;
 pub mod selector;
 pub mod state;
 pub mod tenant;
 pub mod time;
+pub mod timeperiod;
 
 pub use duration::GoDuration;
 pub use selector::{Selector, SelectorError};

@@ -1,7 +1,10 @@
-//! Monitoring: check results and the state machine, active checks and their scheduler,
-//! heartbeats.
+//! Monitoring: the catalog of what is monitored, the results pipeline and the state machine,
+//! active checks and their scheduler, heartbeats, metric series.
 
+pub mod catalog;
 pub mod checks;
 pub mod heartbeats;
+pub mod metrics;
+pub mod pipeline;
 pub mod results;
 pub mod scheduler;

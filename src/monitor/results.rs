@@ -1,17 +1,20 @@
-//! Passive check results (CONTRACT 3): mapped to each object's state numbers, run through the
-//! state machine in one transaction, reported as `state_change` events. Live state and the
-//! problem list read from here too.
+//! Check results (CONTRACT 3): passive results mapped to each object's state numbers, every
+//! result (passive, active, stale) run through the state machine in one transaction,
+//! transitions reported as `state_change` and flapping events, performance data recorded as
+//! metric samples. Live state and the problem list read from here too.
 
+use super::catalog::{Catalog, Entry};
 use crate::auth::Principal;
-use crate::model::event::{EventDraft, EventType};
-use crate::model::object::{Object, ObjectKind, resolve};
+use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::metric::parse_perfdata;
+use crate::model::object::{Object, ObjectKind};
 use crate::model::state::{
     self, CheckState, DOWN, Observation, StateType, Transition, UNREACHABLE, UP, badness, label,
     severity,
 };
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::metrics::{MetricsStore, Sample};
 use crate::store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -29,6 +32,9 @@ pub enum ResultError {
     /// The batch is refused whole; `.0` says which result and why.
     #[error("{0}")]
     Invalid(String),
+    /// The pipeline could not take the results (SPEC 7: 503).
+    #[error("{0}")]
+    Stalled(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -112,252 +118,205 @@ pub(super) fn split_output(output: &str) -> (String, String, String) {
     (text, lines.collect::<Vec<_>>().join("\n"), perf)
 }
 
+/// One observation of one catalog object, on its way through the pipeline.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub entry: Arc<Entry>,
+    pub obs: Observation,
+}
+
+impl Job {
+    /// A check's outcome as an observation of `entry`, with its resolved attempts and flap
+    /// thresholds (`max_attempts`: what to count against when the spec sets nothing).
+    pub fn new(entry: Arc<Entry>, state: u8, output: &str, max_attempts: u32) -> Self {
+        let (output, long_output, perfdata) = split_output(output);
+        let obs = Observation {
+            state,
+            output,
+            long_output,
+            perfdata,
+            max_attempts: entry.spec.max_check_attempts.unwrap_or(max_attempts),
+            flap_thresholds: state::flap_thresholds(&entry.spec),
+        };
+        Job { entry, obs }
+    }
+}
+
 pub struct Results {
     store: Arc<Store>,
+    catalog: Arc<Catalog>,
+    metrics: Arc<MetricsStore>,
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
 }
 
 impl Results {
-    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
-        Arc::new(Self { store, clock, sink })
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<Catalog>,
+        metrics: Arc<MetricsStore>,
+        clock: SharedClock,
+        sink: Arc<dyn EventSink>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            catalog,
+            metrics,
+            clock,
+            sink,
+        })
     }
 
-    /// Applies a batch of passive results: all of them or (on a malformed one) none.
-    pub async fn submit(&self, p: &Principal, batch: ResultBatch) -> Result<Accepted, ResultError> {
-        let names = batch
-            .results
-            .iter()
-            .map(|r| (r.host.clone(), r.service.clone().filter(|s| !s.is_empty())))
-            .collect();
-        let objects = self.store.objects_by_name(p.tenant, names).await?;
-        let templates = self.store.template_specs(p.tenant).await?;
-        let mut items = Vec::new();
+    /// Checks a batch of passive results and turns it into jobs: all of them or (on a
+    /// malformed one) none. Results naming no object are left out and listed by name.
+    pub async fn prepare(
+        &self,
+        p: &Principal,
+        batch: ResultBatch,
+    ) -> Result<(Vec<Job>, Vec<String>), ResultError> {
+        let snapshot = self.catalog.snapshot().await?;
+        let catalog = snapshot.tenant(p.tenant);
+        let mut jobs = Vec::with_capacity(batch.results.len());
         let mut rejected = Vec::new();
-        let mut targets = Vec::new();
-        for (i, (r, object)) in batch.results.iter().zip(objects).enumerate() {
-            let Some(o) = object else {
-                rejected.push(match &r.service {
-                    Some(s) if !s.is_empty() => format!("{}/{s}", r.host),
-                    _ => r.host.clone(),
+        for (i, r) in batch.results.iter().enumerate() {
+            let service = r.service.as_deref().filter(|s| !s.is_empty());
+            let Some(entry) = catalog.and_then(|c| c.by_name(&r.host, service)) else {
+                rejected.push(match service {
+                    Some(s) => format!("{}/{s}", r.host),
+                    None => r.host.clone(),
                 });
                 continue;
             };
-            let state = map_state(o.kind, &r.state).ok_or_else(|| {
+            let state = map_state(entry.object.kind, &r.state).ok_or_else(|| {
                 ResultError::Invalid(format!(
                     "result {}: state {} is not a check state",
                     i + 1,
                     r.state
                 ))
             })?;
-            let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                .map(|e| e.spec)
-                .unwrap_or_else(|_| o.spec.clone());
             // Passive results are hard at once unless the object asks for attempts (Icinga).
-            let max_attempts = spec.max_check_attempts.unwrap_or(1);
-            let flap_thresholds = state::flap_thresholds(&spec);
-            let (output, long_output, perfdata) = split_output(&r.output);
-            items.push((
-                o.id,
-                Observation {
-                    state,
-                    output,
-                    long_output,
-                    perfdata,
-                    max_attempts,
-                    flap_thresholds,
-                },
-            ));
-            targets.push(o);
+            jobs.push(Job::new(entry.clone(), state, &r.output, 1));
         }
-        let applied = self.apply(p.tenant, &targets, items).await?;
-        Ok(Accepted {
-            accepted: applied,
-            rejected,
-        })
+        Ok((jobs, rejected))
     }
 
-    /// Runs observations of `targets` through the state machine in one transaction and reports
-    /// the transitions; returns how many were applied.
-    pub async fn apply(
-        &self,
-        tenant: Uuid,
-        targets: &[Object],
-        mut items: Vec<(Uuid, Observation)>,
-    ) -> Result<usize, StoreError> {
-        self.derive_unreachable(tenant, targets, &mut items).await?;
+    /// Runs jobs through the state machine in one transaction, in order, reports the
+    /// transitions as events (one append) and records their performance data; returns each
+    /// job's new state.
+    pub async fn apply(&self, mut jobs: Vec<Job>) -> Result<Vec<CheckState>, StoreError> {
+        self.derive_unreachable(&mut jobs).await?;
         let now = self.clock.now();
+        let items = jobs
+            .iter()
+            .map(|j| (j.entry.object.tenant_id, j.entry.object.id, j.obs.clone()))
+            .collect();
         let applied = self
             .store
-            .apply_observations(tenant, items, now, state::step)
+            .apply_observations(items, now, state::step)
             .await?;
-        let hosts = self.host_names(tenant, targets).await?;
-        for (o, (next, transition)) in targets.iter().zip(&applied) {
+        let mut drafts = Vec::new();
+        let mut samples = Vec::new();
+        for (job, (next, transition)) in jobs.iter().zip(&applied) {
             if let Some(t) = transition {
-                self.report(o, next, t, hosts.get(&o.host_id.unwrap_or(o.id)))
-                    .await;
+                drafts.extend(report(&job.entry, next, t));
             }
+            let o = &job.entry.object;
+            samples.extend(
+                parse_perfdata(&job.obs.perfdata)
+                    .into_iter()
+                    .map(|v| Sample {
+                        tenant: o.tenant_id,
+                        object: o.id,
+                        metric: v.label,
+                        unit: v.unit,
+                        ms: now.as_millis(),
+                        value: v.value,
+                    }),
+            );
         }
-        Ok(applied.len())
+        // The event and metric files commit in parallel.
+        let stored = self.metrics.record(samples);
+        self.sink.emit_all(drafts).await;
+        let _ = stored.await;
+        Ok(applied.into_iter().map(|(s, _)| s).collect())
     }
 
     /// A DOWN host all of whose parents are hard non-UP is UNREACHABLE instead. A parent's
     /// result earlier in the same batch counts over its stored state.
-    async fn derive_unreachable(
-        &self,
-        tenant: Uuid,
-        targets: &[Object],
-        items: &mut [(Uuid, Observation)],
-    ) -> Result<(), StoreError> {
-        // Host name → (state, hard at once) as observed so far in this batch.
-        let mut seen: HashMap<String, (u8, bool)> = HashMap::new();
-        for (o, (_, obs)) in targets.iter().zip(items.iter_mut()) {
-            let parents = o.spec.parents.clone().unwrap_or_default();
-            if o.kind == ObjectKind::Host && obs.state == DOWN && !parents.is_empty() {
-                let found = self
-                    .store
-                    .objects_by_name(tenant, parents.iter().map(|p| (p.clone(), None)).collect())
-                    .await?;
-                if found.iter().all(Option::is_some) {
-                    let ids: Vec<Uuid> = found.iter().flatten().map(|h| h.id).collect();
-                    let stored = self.store.states(tenant, ids.clone()).await?;
-                    let down = |name: &String, id: &Uuid| match seen.get(name) {
+    async fn derive_unreachable(&self, jobs: &mut [Job]) -> Result<(), StoreError> {
+        // Host id → (state, hard at once) as observed so far in this batch.
+        let mut seen: HashMap<Uuid, (u8, bool)> = HashMap::new();
+        for job in jobs.iter_mut() {
+            let o = &job.entry.object;
+            if o.kind != ObjectKind::Host {
+                continue;
+            }
+            if job.obs.state == DOWN {
+                if let Some(parents) = &job.entry.parents {
+                    let stored = self.store.states(o.tenant_id, parents.clone()).await?;
+                    let down = |id: &Uuid| match seen.get(id) {
                         Some((state, hard)) => *state != UP && *hard,
                         None => stored
                             .get(id)
                             .is_some_and(|s| s.state != UP && s.state_type == StateType::Hard),
                     };
-                    if parents.iter().zip(&ids).all(|(n, id)| down(n, id)) {
-                        obs.state = UNREACHABLE;
+                    if parents.iter().all(down) {
+                        job.obs.state = UNREACHABLE;
                     }
                 }
             }
-            if o.kind == ObjectKind::Host {
-                seen.insert(o.name.clone(), (obs.state, obs.max_attempts <= 1));
-            }
+            seen.insert(o.id, (job.obs.state, job.obs.max_attempts <= 1));
         }
         Ok(())
     }
 
-    async fn host_names(
-        &self,
-        tenant: Uuid,
-        objects: &[Object],
-    ) -> Result<HashMap<Uuid, String>, StoreError> {
-        let ids = objects.iter().filter_map(|o| o.host_id).collect();
-        let mut names = self.store.host_names(tenant, ids).await?;
-        for o in objects.iter().filter(|o| o.kind == ObjectKind::Host) {
-            names.insert(o.id, o.name.clone());
-        }
-        Ok(names)
-    }
-
-    async fn report(&self, o: &Object, next: &CheckState, t: &Transition, host: Option<&String>) {
-        if let Some(started) = t.flapping {
-            let kind = if started {
-                EventType::FlappingStart
-            } else {
-                EventType::FlappingEnd
-            };
-            let payload = json!({"object": o.name, "flapPct": next.flap_pct, "labels": o.labels});
-            let mut draft = EventDraft::new(
-                o.tenant_id,
-                kind,
-                Some(crate::model::event::Severity::Info),
-                payload,
-            );
-            draft.object_id = Some(o.id);
-            self.sink.emit(draft).await;
-        }
-        if !t.changed {
-            return;
-        }
-        let kind = match o.kind {
-            ObjectKind::Host => "host",
-            ObjectKind::Service => "service",
-        };
-        let mut payload = json!({
-            "object": o.name,
-            "kind": kind,
-            "fromState": t.from,
-            "toState": t.to,
-            "from": label(o.kind, t.from),
-            "to": label(o.kind, Some(t.to)),
-            "stateType": t.state_type,
-            "attempt": t.attempt,
-            "output": next.output,
-            "labels": o.labels,
-            "metric": next.perfdata,
-        });
-        if o.kind == ObjectKind::Service {
-            payload["host"] = json!(host);
-        }
-        let mut draft = EventDraft::new(
-            o.tenant_id,
-            EventType::StateChange,
-            Some(severity(o.kind, t.to)),
-            payload,
-        );
-        draft.object_id = Some(o.id);
-        self.sink.emit(draft).await;
-    }
-
-    /// Turns objects that have been silent for longer than their `stalenessAfter` UNKNOWN
-    /// with their `stalenessText` (Nagios freshness). Not forced hard: with attempts it goes
-    /// soft first. Returns how many objects went stale.
-    pub async fn sweep_stale(&self) -> Result<usize, StoreError> {
+    /// Observations of the objects that have been silent for longer than their
+    /// `stalenessAfter`: UNKNOWN with their `stalenessText` (Nagios freshness), outside their
+    /// `checkPeriod` none. Not forced hard: with attempts they go soft first.
+    pub async fn stale_jobs(&self) -> Result<Vec<Job>, StoreError> {
         let now = self.clock.now();
-        let mut stale_total = 0;
-        for tenant in self.store.tenants().await? {
-            let templates = self.store.template_specs(tenant.id).await?;
-            let objects = self
-                .store
-                .objects(tenant.id, None, usize::MAX, |_| true)
-                .await?;
+        let snapshot = self.catalog.snapshot().await?;
+        let mut jobs = Vec::new();
+        for (tenant, catalog) in snapshot.tenants() {
+            let watched: Vec<&Arc<Entry>> = catalog
+                .entries
+                .iter()
+                .filter(|e| e.spec.staleness_after.is_some_and(|d| !d.0.is_zero()))
+                .filter(|e| catalog.in_period(e.spec.check_period.as_deref(), now))
+                .collect();
+            if watched.is_empty() {
+                continue;
+            }
             let states = self
                 .store
-                .states(tenant.id, objects.iter().map(|o| o.id).collect())
+                .states(*tenant, watched.iter().map(|e| e.object.id).collect())
                 .await?;
-            let mut items = Vec::new();
-            let mut targets = Vec::new();
-            for o in objects {
-                let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                    .map(|e| e.spec)
-                    .unwrap_or_else(|_| o.spec.clone());
-                let Some(after) = spec.staleness_after.filter(|d| !d.0.is_zero()) else {
-                    continue;
-                };
-                let last = states.get(&o.id).map_or(o.created_at, |s| s.last_check);
-                if now.since(last) <= after.0 {
+            for e in watched {
+                let after = e.spec.staleness_after.map(|d| d.0).unwrap_or_default();
+                let last = states
+                    .get(&e.object.id)
+                    .map_or(e.object.created_at, |s| s.last_check);
+                if now.since(last) <= after {
                     continue;
                 }
-                let output = spec
+                let output = e
+                    .spec
                     .staleness_text
                     .clone()
                     .unwrap_or_else(|| STALE_TEXT.to_string());
-                let flap_thresholds = state::flap_thresholds(&spec);
-                let max_attempts = spec
-                    .max_check_attempts
-                    .unwrap_or(state::DEFAULT_MAX_ATTEMPTS);
-                items.push((
-                    o.id,
-                    Observation {
-                        state: state::UNKNOWN,
-                        output,
-                        long_output: String::new(),
-                        perfdata: String::new(),
-                        max_attempts,
-                        flap_thresholds,
-                    },
+                let state = match e.object.kind {
+                    ObjectKind::Service => state::UNKNOWN,
+                    ObjectKind::Host => DOWN,
+                };
+                jobs.push(Job::new(
+                    e.clone(),
+                    state,
+                    &output,
+                    state::DEFAULT_MAX_ATTEMPTS,
                 ));
-                targets.push(o);
             }
-            if items.is_empty() {
-                continue;
-            }
-            stale_total += self.apply(tenant.id, &targets, items).await?;
         }
-        Ok(stale_total)
+        Ok(jobs)
     }
 
     /// The live states of these objects.
@@ -377,65 +336,84 @@ impl Results {
         include_handled: bool,
         limit: usize,
     ) -> Result<Vec<Problem>, StoreError> {
-        let states: Vec<CheckState> = self
+        let snapshot = self.catalog.snapshot().await?;
+        let Some(catalog) = snapshot.tenant(p.tenant) else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<Problem> = self
             .store
             .all_states(p.tenant)
             .await?
             .into_iter()
             .filter(|s| s.state != 0 && (include_handled || !handled(s)))
-            .collect();
-        let ids = states.iter().map(|s| s.object_id).collect::<Vec<_>>();
-        let mut objects: HashMap<Uuid, Object> = HashMap::new();
-        for id in ids {
-            if let Ok(o) = self.store.object(p.tenant, id).await {
-                objects.insert(id, o);
-            }
-        }
-        let mut out: Vec<Problem> = states
-            .into_iter()
             .filter_map(|s| {
-                objects
-                    .remove(&s.object_id)
-                    .map(|object| Problem { object, state: s })
+                let object = catalog.get(s.object_id)?.object.clone();
+                Some(Problem { object, state: s })
             })
             .collect();
-        out.sort_by(|a, b| {
+        let rank = |p: &Problem| {
             (
-                handled(&a.state),
-                std::cmp::Reverse(badness(a.object.kind, a.state.state)),
-                a.state.last_hard_change,
+                handled(&p.state),
+                std::cmp::Reverse(badness(p.object.kind, p.state.state)),
+                p.state.last_hard_change,
             )
-                .cmp(&(
-                    handled(&b.state),
-                    std::cmp::Reverse(badness(b.object.kind, b.state.state)),
-                    b.state.last_hard_change,
-                ))
-        });
+        };
+        out.sort_by_key(rank);
         out.truncate(limit);
         Ok(out)
     }
 }
 
-fn handled(s: &CheckState) -> bool {
-    s.acked_by.is_some() || s.downtime_depth > 0
+/// The events of one transition: `flapping_start`/`flapping_end`, `state_change`.
+fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
+    let o = &e.object;
+    let mut drafts = Vec::new();
+    if let Some(started) = t.flapping {
+        let kind = if started {
+            EventType::FlappingStart
+        } else {
+            EventType::FlappingEnd
+        };
+        let payload = json!({"object": o.name, "flapPct": next.flap_pct, "labels": o.labels});
+        let mut draft = EventDraft::new(o.tenant_id, kind, Some(Severity::Info), payload);
+        draft.object_id = Some(o.id);
+        drafts.push(draft);
+    }
+    if t.changed {
+        let kind = match o.kind {
+            ObjectKind::Host => "host",
+            ObjectKind::Service => "service",
+        };
+        let mut payload = json!({
+            "object": o.name,
+            "kind": kind,
+            "fromState": t.from,
+            "toState": t.to,
+            "from": label(o.kind, t.from),
+            "to": label(o.kind, Some(t.to)),
+            "stateType": t.state_type,
+            "attempt": t.attempt,
+            "output": next.output,
+            "labels": o.labels,
+            "metric": next.perfdata,
+        });
+        if o.kind == ObjectKind::Service {
+            payload["host"] = json!(e.host.name);
+        }
+        let mut draft = EventDraft::new(
+            o.tenant_id,
+            EventType::StateChange,
+            Some(severity(o.kind, t.to)),
+            payload,
+        );
+        draft.object_id = Some(o.id);
+        drafts.push(draft);
+    }
+    drafts
 }
 
-/// Runs the staleness sweep every 5 s.
-pub struct StalenessSweep(pub Arc<Results>);
-
-impl Worker for StalenessSweep {
-    fn name(&self) -> &'static str {
-        "staleness-sweep"
-    }
-
-    fn step(&mut self) -> StepFuture<'_> {
-        Box::pin(async move {
-            if let Err(e) = self.0.sweep_stale().await {
-                tracing::warn!(error = %e, "staleness sweep failed");
-            }
-            Wait::For(STALENESS_SWEEP)
-        })
-    }
+fn handled(s: &CheckState) -> bool {
+    s.acked_by.is_some() || s.downtime_depth > 0
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! interval (so a restart causes no check storm), after a soft problem again after
 //! `retryInterval` (default 15 s), at most `MAX_RUNNING` at once. `check-now` runs one at once.
 
-use super::checks::{self, Command, HostInfo, Outcome};
-use super::results::Results;
+use super::catalog::{Catalog, Entry};
+use super::checks::{self, Command};
+use super::pipeline::Pipeline;
+use super::results::Job;
 use crate::model::Timestamp;
-use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
-use crate::model::object::{Object, ObjectKind, resolve};
-use crate::model::state::{self, DOWN, Observation, StateType, UP};
+use crate::model::object::ObjectKind;
+use crate::model::state::{self, DOWN, StateType, UP};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
@@ -28,9 +29,12 @@ type Key = (Uuid, Uuid);
 
 pub struct Scheduler {
     store: Arc<Store>,
+    catalog: Arc<Catalog>,
     clock: SharedClock,
-    results: Arc<Results>,
+    pipeline: Arc<Pipeline>,
     due: Mutex<HashMap<Key, Timestamp>>,
+    /// Objects a check-now asked for: they run even outside their check period.
+    forced: Mutex<HashSet<Key>>,
     running: Mutex<HashSet<Key>>,
     slots: Arc<Semaphore>,
     wake: Arc<Notify>,
@@ -58,68 +62,47 @@ fn first_due(now: Timestamp, id: Uuid, interval: Duration) -> Timestamp {
     start.plus(splay(id, interval))
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Scheduler {
-    pub fn new(store: Arc<Store>, clock: SharedClock, results: Arc<Results>) -> Arc<Self> {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<Catalog>,
+        clock: SharedClock,
+        pipeline: Arc<Pipeline>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
+            catalog,
             clock,
-            results,
+            pipeline,
             due: Mutex::new(HashMap::new()),
+            forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
             slots: Arc::new(Semaphore::new(MAX_RUNNING)),
             wake: Arc::new(Notify::new()),
         })
     }
 
-    /// `check-now`: runs the object's check as soon as possible; another tenant's object or
-    /// an unknown one is `NotFound`.
+    /// `check-now`: runs the object's check as soon as possible, inside its check period or
+    /// not; another tenant's object or an unknown one is `NotFound`.
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
-        self.due
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((tenant, id), self.clock.now());
+        lock(&self.due).insert((tenant, id), self.clock.now());
+        lock(&self.forced).insert((tenant, id));
         self.wake.notify_one();
         Ok(())
     }
 
-    /// The command a spec names: a built-in check, or a `check-commands` document.
-    async fn command(&self, tenant: Uuid, name: &str) -> Result<Option<Command>, StoreError> {
-        if BUILTIN_CHECKS.contains(&name) {
-            return Ok(Some(Command::Builtin(name.to_string())));
-        }
-        let doc = match self
-            .store
-            .doc(tenant, "check-commands", name.to_string(), false)
-            .await
-        {
-            Ok(d) => d.to_json(),
-            Err(StoreError::NotFound) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let line: Vec<String> = serde_json::from_value(doc["line"].clone()).unwrap_or_default();
-        Ok(Some(if doc["type"] == "builtin" {
-            Command::Builtin(line.first().cloned().unwrap_or_default())
-        } else {
-            let timeout = doc["timeout"]
-                .as_str()
-                .and_then(|t| t.parse::<crate::model::GoDuration>().ok())
-                .map(|d| d.0);
-            Command::Plugin { line, timeout }
-        }))
-    }
-
-    /// Runs one check and feeds its result through the state machine.
-    async fn check(
-        self: Arc<Self>,
-        o: Object,
-        host: HostInfo,
-        spec: ObjectSpec,
-        command: Option<Command>,
-    ) {
+    /// Runs one check and feeds its result through the pipeline.
+    async fn check(self: Arc<Self>, entry: Arc<Entry>, command: Option<Command>) {
+        let o = &entry.object;
+        let spec = &entry.spec;
         let outcome = match &command {
-            Some(c) => checks::run(c, &o, &host, &spec).await,
-            None => Outcome {
+            Some(c) => checks::run(c, o, &entry.host, spec).await,
+            None => checks::Outcome {
                 code: 3,
                 output: format!(
                     "UNKNOWN - no check command {:?}",
@@ -132,139 +115,93 @@ impl Scheduler {
             ObjectKind::Host if outcome.code <= 1 => UP,
             ObjectKind::Host => DOWN,
         };
-        let (output, long_output, perfdata) = super::results::split_output(&outcome.output);
-        let obs = Observation {
-            state,
-            output,
-            long_output,
-            perfdata,
-            max_attempts: spec
-                .max_check_attempts
-                .unwrap_or(state::DEFAULT_MAX_ATTEMPTS),
-            flap_thresholds: state::flap_thresholds(&spec),
-        };
         let key = (o.tenant_id, o.id);
-        let tenant = o.tenant_id;
-        if let Err(e) = self
-            .results
-            .apply(tenant, std::slice::from_ref(&o), vec![(o.id, obs)])
-            .await
-        {
-            tracing::warn!(object = %o.id, error = %e, "check result not applied");
-        }
-        // After a soft problem, look again sooner.
-        if let Ok(states) = self.store.states(tenant, vec![o.id]).await {
-            if states
-                .get(&o.id)
-                .is_some_and(|s| s.state != 0 && s.state_type == StateType::Soft)
-            {
-                let retry = spec.retry_interval.map_or(DEFAULT_RETRY, |r| r.0);
-                self.due
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, self.clock.now().plus(retry));
+        let job = Job::new(
+            entry.clone(),
+            state,
+            &outcome.output,
+            state::DEFAULT_MAX_ATTEMPTS,
+        );
+        match self.pipeline.submit(vec![job]).await {
+            // After a soft problem, look again sooner.
+            Ok(states) => {
+                if states
+                    .first()
+                    .is_some_and(|s| s.state != 0 && s.state_type == StateType::Soft)
+                {
+                    let retry = spec.retry_interval.map_or(DEFAULT_RETRY, |r| r.0);
+                    lock(&self.due).insert(key, self.clock.now().plus(retry));
+                }
             }
+            Err(e) => tracing::warn!(object = %o.id, error = %e, "check result not applied"),
         }
-        self.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        lock(&self.running).remove(&key);
     }
 
     /// Starts every check that is due; returns how many started.
     pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
         let now = self.clock.now();
+        let snapshot = self.catalog.snapshot().await?;
         let mut started = 0;
         let mut live = HashSet::new();
-        for tenant in self.store.tenants().await? {
-            let templates = self.store.template_specs(tenant.id).await?;
-            let objects = self
-                .store
-                .objects(tenant.id, None, usize::MAX, |_| true)
-                .await?;
-            let hosts: HashMap<Uuid, HostInfo> = objects
-                .iter()
-                .filter(|o| o.kind == ObjectKind::Host)
-                .map(|o| {
-                    (
-                        o.id,
-                        HostInfo {
-                            name: o.name.clone(),
-                            address: o.spec.address.clone(),
-                        },
-                    )
-                })
-                .collect();
-            for o in objects {
-                let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                    .map(|e| e.spec)
-                    .unwrap_or_else(|_| o.spec.clone());
-                let Some(name) = spec.check_command.clone().filter(|c| !c.is_empty()) else {
+        for (tenant, catalog) in snapshot.tenants() {
+            for entry in &catalog.entries {
+                let spec = &entry.spec;
+                let Some(name) = spec.check_command.as_deref().filter(|c| !c.is_empty()) else {
                     continue;
                 };
                 if spec.enable_checks == Some(false) {
                     continue;
                 }
-                let key = (tenant.id, o.id);
+                let key = (*tenant, entry.object.id);
                 live.insert(key);
                 let interval = spec
                     .interval
                     .map(|i| i.0)
                     .filter(|i| !i.is_zero())
                     .unwrap_or(DEFAULT_INTERVAL);
-                let due = *self
-                    .due
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                let due = *lock(&self.due)
                     .entry(key)
-                    .or_insert_with(|| first_due(now, o.id, interval));
-                if due > now
-                    || self
-                        .running
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .contains(&key)
-                {
+                    .or_insert_with(|| first_due(now, entry.object.id, interval));
+                if due > now || lock(&self.running).contains(&key) {
                     continue;
                 }
-                let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-                    break;
+                let forced = lock(&self.forced).contains(&key);
+                let in_period = catalog.in_period(spec.check_period.as_deref(), now);
+                let slot = if in_period || forced {
+                    match self.slots.clone().try_acquire_owned() {
+                        Ok(slot) => Some(slot),
+                        Err(_) => break,
+                    }
+                } else {
+                    None
                 };
-                // Drift-free: the next run is one interval after this one was due.
+                // Drift-free: the next run is one interval after this one was due. Outside the
+                // check period the run is skipped and the cadence kept.
                 let next = if now.since(due) > interval {
                     now.plus(interval)
                 } else {
                     due.plus(interval)
                 };
-                self.due
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key, next);
-                self.running
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key);
-                let command = self.command(tenant.id, &name).await?;
-                let host = match o.host_id {
-                    Some(h) => hosts.get(&h).cloned().unwrap_or_default(),
-                    None => HostInfo {
-                        name: o.name.clone(),
-                        address: o.spec.address.clone(),
-                    },
+                lock(&self.due).insert(key, next);
+                let Some(slot) = slot else {
+                    continue;
                 };
+                lock(&self.forced).remove(&key);
+                lock(&self.running).insert(key);
+                let command = catalog.command(name);
                 let me = self.clone();
+                let entry = entry.clone();
                 tokio::spawn(async move {
-                    me.check(o, host, spec, command).await;
+                    me.check(entry, command).await;
                     drop(slot);
                 });
                 started += 1;
             }
         }
         // Forget objects that were deleted or lost their check.
-        self.due
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|k, _| live.contains(k));
+        lock(&self.due).retain(|k, _| live.contains(k));
+        lock(&self.forced).retain(|k| live.contains(k));
         Ok(started)
     }
 }

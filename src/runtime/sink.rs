@@ -8,6 +8,11 @@ use std::pin::Pin;
 pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 pub trait EventSink: Send + Sync + 'static {
-    /// Appends to the event store (best effort, failures counted) and publishes on the bus.
-    fn emit(&self, draft: EventDraft) -> EmitFuture<'_>;
+    /// Appends to the event store (best effort, failures counted) and publishes on the bus,
+    /// several events with one durable append.
+    fn emit_all(&self, drafts: Vec<EventDraft>) -> EmitFuture<'_>;
+
+    fn emit(&self, draft: EventDraft) -> EmitFuture<'_> {
+        self.emit_all(vec![draft])
+    }
 }

@@ -56,7 +56,7 @@ impl Store {
         actor: Actor,
     ) -> Result<usize, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let mut ids = ids.into_iter();
             let mut fresh = || {
                 ids.next()

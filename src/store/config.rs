@@ -55,7 +55,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<ConfigDoc, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
             if load(tx, &key)?.is_some() {
                 return Err(StoreError::Duplicate(format!(
@@ -81,7 +81,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<ConfigDoc, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
             if old.version != expected {
                 return Err(StoreError::VersionConflict {
@@ -107,7 +107,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<(), StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let key = doc_key(tenant, kind, &name);
             let old = load(tx, &key)?.ok_or(StoreError::NotFound)?;
             tx.open_table(CONFIG_DOCS)

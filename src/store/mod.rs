@@ -10,6 +10,7 @@ mod error;
 pub mod events;
 mod heartbeats;
 mod keys;
+pub mod metrics;
 mod migrations;
 pub mod objects;
 mod secrets;
@@ -24,7 +25,7 @@ pub use error::StoreError;
 use crate::model::Timestamp;
 use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -43,6 +44,9 @@ pub struct Store {
     recovery: Arc<Notify>,
     /// Set by an audit append that crossed a checkpoint boundary; written after the commit.
     pending_checkpoint: Mutex<Option<audit::ChainHead>>,
+    /// Bumped after every commit that changed objects, configuration documents or tenants, so
+    /// in-memory catalogs know when to rebuild.
+    catalog_generation: AtomicU64,
 }
 
 fn open_db(path: &Path) -> Result<Database, StoreError> {
@@ -73,6 +77,7 @@ impl Store {
             needs_recovery: AtomicBool::new(false),
             recovery: Arc::new(Notify::new()),
             pending_checkpoint: Mutex::new(None),
+            catalog_generation: AtomicU64::new(1),
         });
         store.ensure_default_tenant_blocking(id, now)?;
         Ok(store)
@@ -160,6 +165,23 @@ impl Store {
         tokio::task::spawn_blocking(move || store.write_blocking(f))
             .await
             .map_err(|e| StoreError::Internal(e.to_string()))?
+    }
+
+    /// A write that changes the catalog (objects, configuration documents, tenants).
+    async fn write_catalog<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let out = self.write(f).await;
+        if out.is_ok() {
+            self.catalog_generation.fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+
+    /// Changes with every committed catalog write; read it before reading the catalog.
+    pub fn catalog_generation(&self) -> u64 {
+        self.catalog_generation.load(Ordering::SeqCst)
     }
 
     /// Runs a read transaction off the async runtime.

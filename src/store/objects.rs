@@ -144,7 +144,7 @@ impl Store {
         writes: Vec<ObjectWrite>,
     ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let mut out = Vec::with_capacity(writes.len());
             for w in writes {
                 let result = match w {
@@ -240,7 +240,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<Object, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
             if old.version != expected {
                 return Err(StoreError::VersionConflict {
@@ -266,7 +266,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<usize, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let (old, services) = delete_cascade(tx, tenant, id)?;
             store.append_audit(tx, audit.before(&old))?;
             Ok(services)

@@ -2,13 +2,11 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::scoped;
-use super::objects::name_key;
-use super::tables::{OBJECT_NAMES, OBJECTS, STATES};
+use super::tables::STATES;
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::object::{Object, ObjectKind};
 use crate::model::state::{CheckState, Observation, Transition};
-use redb::{ReadTransaction, ReadableTable};
+use redb::ReadableTable;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -17,67 +15,19 @@ use uuid::Uuid;
 pub type Step =
     fn(Uuid, Option<&CheckState>, &Observation, Timestamp) -> (CheckState, Option<Transition>);
 
-fn object_by_name(
-    tx: &ReadTransaction,
-    tenant: Uuid,
-    kind: ObjectKind,
-    host: Option<Uuid>,
-    name: &str,
-) -> Result<Option<Object>, StoreError> {
-    let names = tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
-    let Some(id) = names
-        .get(name_key(tenant, kind, host, name).as_slice())
-        .map_err(StoreError::from_redb)?
-        .and_then(|v| Uuid::from_slice(v.value()).ok())
-    else {
-        return Ok(None);
-    };
-    let objects = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
-    objects
-        .get(scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
-}
-
 impl Store {
-    /// Objects by (host name, service name); `None` where there is no such object.
-    pub async fn objects_by_name(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        names: Vec<(String, Option<String>)>,
-    ) -> Result<Vec<Option<Object>>, StoreError> {
-        self.read(move |tx| {
-            names
-                .iter()
-                .map(|(host, service)| {
-                    let h = object_by_name(tx, tenant, ObjectKind::Host, None, host)?;
-                    match (h, service) {
-                        (Some(h), Some(s)) => {
-                            object_by_name(tx, tenant, ObjectKind::Service, Some(h.id), s)
-                        }
-                        (h, None) => Ok(h),
-                        (None, Some(_)) => Ok(None),
-                    }
-                })
-                .collect()
-        })
-        .await
-    }
-
-    /// Applies observations in order in one transaction; returns each new state and its
-    /// transition.
+    /// Applies observations (tenant, object id, observation) in order in one transaction;
+    /// returns each new state and its transition.
     pub async fn apply_observations(
         self: &Arc<Self>,
-        tenant: Uuid,
-        items: Vec<(Uuid, Observation)>,
+        items: Vec<(Uuid, Uuid, Observation)>,
         now: Timestamp,
         step: Step,
     ) -> Result<Vec<(CheckState, Option<Transition>)>, StoreError> {
         self.write(move |tx| {
             let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
             let mut out = Vec::with_capacity(items.len());
-            for (id, obs) in items {
+            for (tenant, id, obs) in items {
                 let key = scoped(tenant, id.as_bytes());
                 let prev: Option<CheckState> = t
                     .get(key.as_slice())

@@ -107,7 +107,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<Tenant, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             {
                 let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
                 if slugs

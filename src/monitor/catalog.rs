@@ -1,0 +1,217 @@
+//! The monitoring catalog: every object with its resolved spec and the host its checks run
+//! against, the check commands and the time periods, per tenant, held in memory and rebuilt
+//! only when the store's catalog generation moves. Results, the scheduler and the staleness
+//! sweep read it instead of scanning the store on every request or tick.
+
+use super::checks::{Command, HostInfo};
+use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
+use crate::model::object::{Object, ObjectKind, resolve};
+use crate::model::timeperiod::TimePeriod;
+use crate::model::{GoDuration, Timestamp};
+use crate::store::{Store, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use uuid::Uuid;
+
+/// One object as monitoring sees it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub object: Object,
+    /// The spec with its templates applied (the object's own spec if they cannot be resolved).
+    pub spec: ObjectSpec,
+    /// The host the object's checks run against: itself, or a service's host.
+    pub host: HostInfo,
+    /// The parent hosts' ids, when every parent named exists.
+    pub parents: Option<Vec<Uuid>>,
+}
+
+#[derive(Debug, Default)]
+pub struct TenantCatalog {
+    pub entries: Vec<Arc<Entry>>,
+    hosts: HashMap<String, Arc<Entry>>,
+    services: HashMap<(Uuid, String), Arc<Entry>>,
+    by_id: HashMap<Uuid, Arc<Entry>>,
+    commands: HashMap<String, Command>,
+    periods: HashMap<String, TimePeriod>,
+}
+
+impl TenantCatalog {
+    /// The object a result names: a host, or a service of that host.
+    pub fn by_name(&self, host: &str, service: Option<&str>) -> Option<&Arc<Entry>> {
+        let h = self.hosts.get(host)?;
+        match service {
+            None => Some(h),
+            Some(s) => self.services.get(&(h.object.id, s.to_string())),
+        }
+    }
+
+    pub fn get(&self, id: Uuid) -> Option<&Arc<Entry>> {
+        self.by_id.get(&id)
+    }
+
+    /// A spec's check command: a built-in by name or a `check-commands` document.
+    pub fn command(&self, name: &str) -> Option<Command> {
+        if BUILTIN_CHECKS.contains(&name) {
+            return Some(Command::Builtin(name.to_string()));
+        }
+        self.commands.get(name).cloned()
+    }
+
+    /// Whether checks may run at `at` under `period` (no period, or an unknown one: always).
+    pub fn in_period(&self, period: Option<&str>, at: Timestamp) -> bool {
+        match period
+            .filter(|p| !p.is_empty())
+            .and_then(|p| self.periods.get(p))
+        {
+            Some(p) => p.contains(at, &|n: &str| self.periods.get(n).cloned()),
+            None => true,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    generation: u64,
+    tenants: HashMap<Uuid, TenantCatalog>,
+}
+
+impl Snapshot {
+    pub fn tenant(&self, id: Uuid) -> Option<&TenantCatalog> {
+        self.tenants.get(&id)
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = (&Uuid, &TenantCatalog)> {
+        self.tenants.iter()
+    }
+}
+
+pub struct Catalog {
+    store: Arc<Store>,
+    current: RwLock<Arc<Snapshot>>,
+    rebuilding: tokio::sync::Mutex<()>,
+}
+
+fn command_of(doc: &serde_json::Value) -> Command {
+    let line: Vec<String> = serde_json::from_value(doc["line"].clone()).unwrap_or_default();
+    if doc["type"] == "builtin" {
+        return Command::Builtin(line.first().cloned().unwrap_or_default());
+    }
+    let timeout = doc["timeout"]
+        .as_str()
+        .and_then(|t| t.parse::<GoDuration>().ok())
+        .map(|d| d.0);
+    Command::Plugin { line, timeout }
+}
+
+impl Catalog {
+    pub fn new(store: Arc<Store>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            current: RwLock::new(Arc::new(Snapshot::default())),
+            rebuilding: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn cached(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The catalog as of the latest committed catalog write.
+    pub async fn snapshot(&self) -> Result<Arc<Snapshot>, StoreError> {
+        let cached = self.cached();
+        if cached.generation == self.store.catalog_generation() {
+            return Ok(cached);
+        }
+        let _one_at_a_time = self.rebuilding.lock().await;
+        let cached = self.cached();
+        // Read before loading: a write racing the load moves it again and forces a rebuild.
+        let generation = self.store.catalog_generation();
+        if cached.generation == generation {
+            return Ok(cached);
+        }
+        let mut tenants = HashMap::new();
+        for tenant in self.store.tenants().await? {
+            tenants.insert(tenant.id, self.load(tenant.id).await?);
+        }
+        let fresh = Arc::new(Snapshot {
+            generation,
+            tenants,
+        });
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        Ok(fresh)
+    }
+
+    async fn load(&self, tenant: Uuid) -> Result<TenantCatalog, StoreError> {
+        let templates = self.store.template_specs(tenant).await?;
+        let objects = self
+            .store
+            .objects(tenant, None, usize::MAX, |_| true)
+            .await?;
+        let docs = |kind| self.store.docs(tenant, kind, None, usize::MAX, |_| true);
+        let commands = docs("check-commands")
+            .await?
+            .into_iter()
+            .map(|d| (d.name.clone(), command_of(&d.to_json())))
+            .collect();
+        let periods = docs("time-periods")
+            .await?
+            .into_iter()
+            .filter_map(|d| Some((d.name.clone(), serde_json::from_str(&d.body).ok()?)))
+            .collect();
+        let host_ids: HashMap<String, Uuid> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Host)
+            .map(|o| (o.name.clone(), o.id))
+            .collect();
+        let host_info: HashMap<Uuid, HostInfo> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Host)
+            .map(|o| {
+                let info = HostInfo {
+                    name: o.name.clone(),
+                    address: o.spec.address.clone(),
+                };
+                (o.id, info)
+            })
+            .collect();
+        let mut catalog = TenantCatalog {
+            commands,
+            periods,
+            ..TenantCatalog::default()
+        };
+        for o in objects {
+            let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
+                .map(|e| e.spec)
+                .unwrap_or_else(|_| o.spec.clone());
+            let host = match o.host_id {
+                Some(h) => host_info.get(&h).cloned().unwrap_or_default(),
+                None => HostInfo {
+                    name: o.name.clone(),
+                    address: spec.address.clone(),
+                },
+            };
+            let parents = spec
+                .parents
+                .as_ref()
+                .filter(|p| !p.is_empty())
+                .and_then(|p| p.iter().map(|n| host_ids.get(n).copied()).collect());
+            let entry = Arc::new(Entry {
+                object: o,
+                spec,
+                host,
+                parents,
+            });
+            let o = &entry.object;
+            match o.host_id {
+                Some(h) => catalog.services.insert((h, o.name.clone()), entry.clone()),
+                None => catalog.hosts.insert(o.name.clone(), entry.clone()),
+            };
+            catalog.by_id.insert(o.id, entry.clone());
+            catalog.entries.push(entry);
+        }
+        Ok(catalog)
+    }
+}

@@ -1,0 +1,256 @@
+//! The results pipeline: passive results, active check outcomes and staleness observations
+//! queue here and one worker applies them in arrival order, many submissions per transaction
+//! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
+//! once its results are durably applied. The queue holds at most `CAPACITY` results; a
+//! submitter waits up to `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does
+//! when the oldest queued submission has waited longer than `STALL_AFTER`.
+
+use super::results::{Accepted, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
+use crate::auth::Principal;
+use crate::model::state::CheckState;
+use crate::runtime::Stopwatch;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::StoreError;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore, oneshot};
+
+/// Queued results at most (the reference's results queue).
+pub const CAPACITY: usize = 8192;
+/// `/readyz` answers 503 from this depth on (SPEC 8).
+pub const READY_LIMIT: usize = 8000;
+/// Results applied in one transaction at most.
+pub const BATCH_RESULTS: usize = 500;
+pub const STALL_AFTER: Duration = Duration::from_secs(10);
+pub const ROOM_WAIT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("the results pipeline is stalled: {0}")]
+    Stalled(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<PipelineError> for ResultError {
+    fn from(e: PipelineError) -> Self {
+        match e {
+            PipelineError::Stalled(why) => ResultError::Stalled(why),
+            PipelineError::Store(s) => ResultError::Store(s),
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<Vec<CheckState>, StoreError>>;
+
+struct Pending {
+    jobs: Vec<Job>,
+    queued: Stopwatch,
+    reply: Reply,
+    permits: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Queue figures for readiness and health.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PipelineStats {
+    pub queued: usize,
+    pub capacity: usize,
+    pub stalled: bool,
+    pub applied: u64,
+    pub batches: u64,
+}
+
+pub struct Pipeline {
+    results: Arc<Results>,
+    queue: Mutex<VecDeque<Pending>>,
+    room: Arc<Semaphore>,
+    depth: AtomicUsize,
+    applied: AtomicU64,
+    batches: AtomicU64,
+    wake: Arc<Notify>,
+}
+
+impl Pipeline {
+    pub fn new(results: Arc<Results>) -> Arc<Self> {
+        Arc::new(Self {
+            results,
+            queue: Mutex::new(VecDeque::new()),
+            room: Arc::new(Semaphore::new(CAPACITY)),
+            depth: AtomicUsize::new(0),
+            applied: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            wake: Arc::new(Notify::new()),
+        })
+    }
+
+    pub fn results(&self) -> &Arc<Results> {
+        &self.results
+    }
+
+    /// Results queued and not yet applied.
+    pub fn depth(&self) -> usize {
+        self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Whether the oldest queued submission has waited longer than `STALL_AFTER`.
+    pub fn stalled(&self) -> bool {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .front()
+            .is_some_and(|p| p.queued.elapsed() > STALL_AFTER)
+    }
+
+    pub fn stats(&self) -> PipelineStats {
+        PipelineStats {
+            queued: self.depth(),
+            capacity: CAPACITY,
+            stalled: self.stalled(),
+            applied: self.applied.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+        }
+    }
+
+    /// `POST /results`: checks the batch, queues what names known objects, answers once it
+    /// is applied.
+    pub async fn submit_results(
+        &self,
+        p: &Principal,
+        batch: ResultBatch,
+    ) -> Result<Accepted, ResultError> {
+        let (jobs, rejected) = self.results.prepare(p, batch).await?;
+        let accepted = jobs.len();
+        self.submit(jobs).await?;
+        Ok(Accepted { accepted, rejected })
+    }
+
+    /// Queues jobs and waits until they are applied; returns their new states in order.
+    pub async fn submit(&self, jobs: Vec<Job>) -> Result<Vec<CheckState>, PipelineError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.stalled() {
+            return Err(PipelineError::Stalled(format!(
+                "results have waited more than {}s",
+                STALL_AFTER.as_secs()
+            )));
+        }
+        // A batch larger than the whole queue waits for an empty queue.
+        let wanted = u32::try_from(jobs.len().min(CAPACITY)).unwrap_or(u32::MAX);
+        let permits = tokio::time::timeout(ROOM_WAIT, self.room.clone().acquire_many_owned(wanted))
+            .await
+            .map_err(|_| {
+                PipelineError::Stalled(format!(
+                    "the queue stayed full ({CAPACITY} results) for {}s",
+                    ROOM_WAIT.as_secs()
+                ))
+            })?
+            .map_err(|_| PipelineError::Stalled("the pipeline is shut down".into()))?;
+        let (reply, answer) = oneshot::channel();
+        self.depth.fetch_add(jobs.len(), Ordering::SeqCst);
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Pending {
+                jobs,
+                queued: Stopwatch::start(),
+                reply,
+                permits,
+            });
+        self.wake.notify_one();
+        answer
+            .await
+            .map_err(|_| PipelineError::Stalled("the pipeline stopped".into()))?
+            .map_err(PipelineError::Store)
+    }
+
+    /// Applies what is queued, a group of submissions per transaction; returns how many
+    /// results were applied.
+    pub async fn drain(&self) -> usize {
+        let mut total = 0;
+        loop {
+            let group = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut group = Vec::new();
+                let mut count = 0;
+                while let Some(front) = queue.front() {
+                    if count > 0 && count + front.jobs.len() > BATCH_RESULTS {
+                        break;
+                    }
+                    count += front.jobs.len();
+                    group.extend(queue.pop_front());
+                }
+                group
+            };
+            if group.is_empty() {
+                return total;
+            }
+            let sizes: Vec<usize> = group.iter().map(|p| p.jobs.len()).collect();
+            let jobs: Vec<Job> = group.iter().flat_map(|p| p.jobs.iter().cloned()).collect();
+            let count = jobs.len();
+            let outcome = self.results.apply(jobs).await;
+            self.depth.fetch_sub(count, Ordering::SeqCst);
+            self.batches.fetch_add(1, Ordering::Relaxed);
+            if outcome.is_ok() {
+                self.applied.fetch_add(count as u64, Ordering::Relaxed);
+                total += count;
+            }
+            let mut states = outcome.as_ref().map(|s| s.iter().cloned());
+            for (pending, size) in group.into_iter().zip(sizes) {
+                let answer = match &mut states {
+                    Ok(iter) => Ok(iter.by_ref().take(size).collect()),
+                    Err(e) => Err(e.clone()),
+                };
+                let _ = pending.reply.send(answer);
+                drop(pending.permits);
+            }
+        }
+    }
+}
+
+/// Applies queued results as they arrive.
+pub struct PipelineWorker(pub Arc<Pipeline>);
+
+impl Worker for PipelineWorker {
+    fn name(&self) -> &'static str {
+        "results-pipeline"
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.0.wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            self.0.drain().await;
+            Wait::UntilWoken
+        })
+    }
+}
+
+/// Every 5 s, queues an UNKNOWN result for each object silent past its `stalenessAfter`.
+pub struct StalenessSweep(pub Arc<Pipeline>);
+
+impl Worker for StalenessSweep {
+    fn name(&self) -> &'static str {
+        "staleness-sweep"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            match self.0.results.stale_jobs().await {
+                Ok(jobs) => {
+                    if let Err(e) = self.0.submit(jobs).await {
+                        tracing::warn!(error = %e, "stale results not applied");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "staleness sweep failed"),
+            }
+            Wait::For(STALENESS_SWEEP)
+        })
+    }
+}
