@@ -5,6 +5,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod events;
+pub mod hw;
 pub mod inventory;
 pub mod model;
 pub mod monitor;

@@ -94,17 +94,22 @@ fn master_key(path: &Path) -> Option<MasterKey> {
     key
 }
 
-async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {}
-                _ = term.recv() => {}
+/// Registers the SIGTERM/SIGINT handlers at once (so a signal right after start-up is not
+/// the default "terminate") and resolves when one arrives.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
@@ -192,6 +197,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         uptime,
     });
     let router = build_router(ctx);
+    let stop_requested = stop_signal();
     // The one line scripts and tests read to find the bound address.
     println!("svc listening on {scheme}://{addr}");
     tracing::info!(%addr, scheme, version = crate::model::VERSION, "listening");
@@ -199,7 +205,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let stop = Shutdown::new();
     let trigger = stop.clone();
     tokio::spawn(async move {
-        stop_signal().await;
+        stop_requested.await;
         tracing::info!("stop signal received; draining");
         trigger.trigger();
     });

@@ -254,3 +254,90 @@ impl Worker for StalenessSweep {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Timestamp;
+    use crate::model::event::EventDraft;
+    use crate::model::object::{Object, ObjectKind};
+    use crate::monitor::catalog::{Catalog, Entry};
+    use crate::runtime::sink::EmitFuture;
+    use crate::runtime::{Clock, EventSink, TestClock};
+    use crate::store::Store;
+    use crate::store::metrics::MetricsStore;
+
+    struct Discard;
+
+    impl EventSink for Discard {
+        fn emit_all(&self, _: Vec<EventDraft>) -> EmitFuture<'_> {
+            Box::pin(async {})
+        }
+    }
+
+    /// No worker runs here: the test queues, watches the depth and stall reports, then
+    /// drains by hand. Time is paused, so the waits cost nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_or_stuck_queue_is_reported_and_drains_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let clock = Arc::new(TestClock::new(start));
+        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let metrics = MetricsStore::open(dir.path()).unwrap();
+        let catalog = Catalog::new(store.clone());
+        let results = Results::new(store, catalog, metrics, clock.clone(), Arc::new(Discard));
+        let pipeline = Pipeline::new(results);
+        let entry = Arc::new(Entry {
+            object: Object {
+                id: clock.new_id(),
+                tenant_id: clock.new_id(),
+                kind: ObjectKind::Host,
+                name: "plc".into(),
+                folder: "/".into(),
+                host_id: None,
+                labels: Default::default(),
+                spec: Default::default(),
+                created_at: start,
+                updated_at: start,
+                version: 1,
+            },
+            spec: Default::default(),
+            host: Default::default(),
+            parents: None,
+        });
+        let jobs = |n: usize, state: u8| vec![Job::new(entry.clone(), state, "out", 1); n];
+        let queued = pipeline.clone();
+        let first = tokio::spawn({
+            let jobs = jobs(READY_LIMIT, 1);
+            async move { queued.submit(jobs).await }
+        });
+        while pipeline.depth() < READY_LIMIT {
+            tokio::task::yield_now().await;
+        }
+        assert!(!pipeline.stalled());
+        assert_eq!(pipeline.stats().queued, READY_LIMIT);
+        // 8000 + 500 results do not fit in 8192: the submitter gives up after ROOM_WAIT.
+        let full = pipeline.submit(jobs(500, 0)).await;
+        assert!(matches!(full, Err(PipelineError::Stalled(_))), "{full:?}");
+        tokio::time::advance(STALL_AFTER - ROOM_WAIT + Duration::from_secs(1)).await;
+        assert!(pipeline.stalled(), "the oldest results waited over 10 s");
+        let stuck = pipeline.submit(jobs(1, 0)).await;
+        assert!(matches!(stuck, Err(PipelineError::Stalled(_))));
+        assert_eq!(pipeline.drain().await, READY_LIMIT);
+        let states = first.await.unwrap().unwrap();
+        assert_eq!(states.len(), READY_LIMIT);
+        assert_eq!(states[0].state, 1);
+        assert_eq!((pipeline.depth(), pipeline.stalled()), (0, false));
+        // With room again, a submission queues and is answered once drained.
+        let again = tokio::spawn({
+            let (p, jobs) = (pipeline.clone(), jobs(2, 0));
+            async move { p.submit(jobs).await }
+        });
+        while pipeline.depth() < 2 {
+            tokio::task::yield_now().await;
+        }
+        pipeline.drain().await;
+        let states = again.await.unwrap().unwrap();
+        assert_eq!(states.iter().map(|s| s.state).collect::<Vec<_>>(), [0, 0]);
+    }
+}

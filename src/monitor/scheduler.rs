@@ -101,7 +101,7 @@ impl Scheduler {
         let o = &entry.object;
         let spec = &entry.spec;
         let outcome = match &command {
-            Some(c) => checks::run(c, o, &entry.host, spec).await,
+            Some(c) => checks::run(c, o, &entry.host, spec, self.clock.now()).await,
             None => checks::Outcome {
                 code: 3,
                 output: format!(

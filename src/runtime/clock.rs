@@ -74,14 +74,14 @@ impl Clock for TestClock {
     }
 }
 
-/// Monotonic elapsed time, for latencies and deadlines.
+/// Monotonic elapsed time, for latencies and deadlines. Tokio's clock, so tests with paused
+/// time control it too.
 #[derive(Clone, Copy, Debug)]
-pub struct Stopwatch(std::time::Instant);
+pub struct Stopwatch(tokio::time::Instant);
 
 impl Stopwatch {
-    #[allow(clippy::disallowed_methods)]
     pub fn start() -> Self {
-        Self(std::time::Instant::now())
+        Self(tokio::time::Instant::now())
     }
 
     pub fn elapsed(&self) -> Duration {

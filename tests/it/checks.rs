@@ -298,3 +298,421 @@ async fn debian_monitoring_plugins_run_unmodified() {
     assert!(!st["perfdata"].as_str().unwrap().is_empty(), "{st}");
     drop(listener);
 }
+
+/// Starts a real HTTP server (axum) with `/health` (200 "all good") and `/missing` (404).
+async fn http_peer() -> u16 {
+    let app = axum::Router::new()
+        .route("/health", axum::routing::get(|| async { "all good" }))
+        .route(
+            "/missing",
+            axum::routing::get(|| async { (axum::http::StatusCode::NOT_FOUND, "gone") }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    port
+}
+
+/// A TLS server whose self-signed certificate expires in 10 days, answering every request
+/// with 200.
+async fn tls_peer() -> u16 {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+    let until = std::time::SystemTime::now() + Duration::from_secs(10 * 86_400 + 3600);
+    params.not_after = until.into();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut buf = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = tls.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                }
+                let _ = tls
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    )
+                    .await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+/// Creates a service under `gw` and runs its check once.
+async fn check_once(a: &Admin, name: &str, spec: Value) -> Value {
+    let svc = post(
+        &a.s,
+        &a.token,
+        "/api/v1/services",
+        json!({"name": name, "host": "gw", "spec": spec}),
+    )
+    .await;
+    let id = svc["id"].as_str().unwrap();
+    let res = call(
+        &a.s,
+        &a.token,
+        Method::POST,
+        &format!("/api/v1/objects/{id}/check-now"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 202);
+    wait_state(&a.s, &a.token, "/api/v1/services", name, |_| true).await
+}
+
+async fn gateway(a: &Admin) {
+    post(
+        &a.s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "gw", "spec": {"address": "127.0.0.1"}}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn builtin_http_checks_status_body_timing_and_certificate_expiry() {
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    let port = http_peer().await.to_string();
+    let tls = tls_peer().await.to_string();
+    let once = |args: Vec<&str>| json!({"checkCommand": "http", "args": args, "interval": 3600, "maxCheckAttempts": 1});
+    let ok = check_once(
+        &a,
+        "health",
+        once(vec![
+            "-p", &port, "-u", "/health", "-s", "all good", "-w", "5", "-c", "10",
+        ]),
+    )
+    .await;
+    assert_eq!(ok["state"], 0, "{ok}");
+    assert!(
+        ok["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("HTTP OK: HTTP/1.1 200 OK"),
+        "{ok}"
+    );
+    assert!(
+        ok["perfdata"].as_str().unwrap().starts_with("time="),
+        "{ok}"
+    );
+    assert!(ok["perfdata"].as_str().unwrap().contains("size=8B"), "{ok}");
+    let missing = check_once(&a, "missing", once(vec!["-p", &port, "-u", "/missing"])).await;
+    assert_eq!(missing["state"], 2, "{missing}");
+    let expected = check_once(
+        &a,
+        "expected",
+        once(vec!["-p", &port, "-u", "/missing", "-e", "404"]),
+    )
+    .await;
+    assert_eq!(expected["state"], 0, "{expected}");
+    let body = check_once(
+        &a,
+        "body",
+        once(vec!["-p", &port, "-u", "/health", "-s", "nope"]),
+    )
+    .await;
+    assert_eq!(body["state"], 2, "{body}");
+    assert!(
+        body["output"].as_str().unwrap().contains("not found"),
+        "{body}"
+    );
+    let url = format!("http://127.0.0.1:{port}/health");
+    let by_url = check_once(&a, "url", once(vec![&url])).await;
+    assert_eq!(by_url["state"], 0, "{by_url}");
+    let cert = check_once(&a, "cert", once(vec!["-S", "-p", &tls, "-C", "30,5"])).await;
+    assert_eq!(cert["state"], 1, "10 days left is under 30: {cert}");
+    assert!(
+        cert["output"]
+            .as_str()
+            .unwrap()
+            .contains("certificate expires in 10 days"),
+        "{cert}"
+    );
+    assert!(
+        cert["perfdata"]
+            .as_str()
+            .unwrap()
+            .contains("cert_days=10;30;5"),
+        "{cert}"
+    );
+    let fine = check_once(&a, "cert-fine", once(vec!["-S", "-p", &tls, "-C", "7"])).await;
+    assert_eq!(fine["state"], 0, "{fine}");
+    let closed = check_once(&a, "closed", once(vec!["-p", "1"])).await;
+    assert_eq!(closed["state"], 2, "{closed}");
+    let bad = check_once(&a, "bad-args", once(vec!["-p", &port, "-w", "x:y"])).await;
+    assert_eq!(bad["state"], 3, "{bad}");
+}
+
+/// The Modbus TCP peer: holding register 100 is 215, input registers 7..8 hold 40.5 as f32.
+#[derive(Clone)]
+struct Plc;
+
+impl tokio_modbus::server::Service for Plc {
+    type Request = tokio_modbus::Request<'static>;
+    type Response = tokio_modbus::Response;
+    type Exception = tokio_modbus::ExceptionCode;
+    type Future = std::future::Ready<Result<Self::Response, Self::Exception>>;
+
+    fn call(&self, req: Self::Request) -> Self::Future {
+        use tokio_modbus::{ExceptionCode, Request, Response};
+        let words = 40.5f32.to_bits();
+        std::future::ready(match req {
+            Request::ReadHoldingRegisters(100, 1) => Ok(Response::ReadHoldingRegisters(vec![215])),
+            Request::ReadInputRegisters(7, 2) => Ok(Response::ReadInputRegisters(vec![
+                (words >> 16) as u16,
+                words as u16,
+            ])),
+            _ => Err(ExceptionCode::IllegalDataAddress),
+        })
+    }
+}
+
+async fn modbus_peer() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio_modbus::server::tcp::Server::new(listener);
+    tokio::spawn(async move {
+        let on_connected = |stream, addr| async move {
+            tokio_modbus::server::tcp::accept_tcp_connection(stream, addr, |_| Ok(Some(Plc)))
+        };
+        let _ = server.serve(&on_connected, |_| {}).await;
+    });
+    port
+}
+
+#[tokio::test]
+async fn builtin_modbus_reads_registers_over_tcp_and_grades_them() {
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    let port = modbus_peer().await.to_string();
+    let once = |args: Vec<&str>| json!({"checkCommand": "modbus", "args": args, "interval": 3600, "maxCheckAttempts": 1});
+    let temp = check_once(
+        &a,
+        "temperature",
+        once(vec![
+            "-p",
+            &port,
+            "-r",
+            "100",
+            "-s",
+            "0.1",
+            "-l",
+            "temperature",
+            "-w",
+            "25",
+            "-c",
+            "30",
+        ]),
+    )
+    .await;
+    assert_eq!(temp["state"], 0, "{temp}");
+    assert_eq!(temp["output"], "MODBUS OK - temperature = 21.5");
+    assert_eq!(temp["perfdata"], "'temperature'=21.5;25;30");
+    let hot = check_once(
+        &a,
+        "hot",
+        once(vec![
+            "-p", &port, "-r", "7", "-T", "input", "-f", "f32", "-w", "25", "-c", "30",
+        ]),
+    )
+    .await;
+    assert_eq!(hot["state"], 2, "{hot}");
+    assert!(
+        hot["output"].as_str().unwrap().contains("value = 40.5"),
+        "{hot}"
+    );
+    let exception = check_once(&a, "nothing-there", once(vec!["-p", &port, "-r", "9"])).await;
+    assert_eq!(exception["state"], 2, "{exception}");
+    assert!(
+        exception["output"]
+            .as_str()
+            .unwrap()
+            .contains("IllegalDataAddress"),
+        "{exception}"
+    );
+    let no_register = check_once(&a, "no-register", once(vec!["-p", &port])).await;
+    assert_eq!(no_register["state"], 3, "{no_register}");
+}
+
+#[tokio::test]
+async fn builtin_ping_measures_loopback() {
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    let st = check_once(&a, "ping", json!({"checkCommand": "ping", "args": ["-p", "3"], "interval": 3600, "maxCheckAttempts": 1})).await;
+    let output = st["output"].as_str().unwrap();
+    if output.contains("cannot open an ICMP socket") {
+        eprintln!("SKIPPED builtin_ping_measures_loopback: no ICMP socket allowed here ({output})");
+        return;
+    }
+    assert_eq!(st["state"], 0, "{st}");
+    assert!(output.starts_with("PING OK - Packet loss = 0%"), "{st}");
+    assert!(st["perfdata"].as_str().unwrap().starts_with("rta="), "{st}");
+    assert!(
+        st["perfdata"]
+            .as_str()
+            .unwrap()
+            .contains("pl=0%;20;60;0;100"),
+        "{st}"
+    );
+}
+
+/// A real DNS server: dnsmasq from Debian (`.ci/run` installs dnsmasq-base).
+#[tokio::test]
+async fn builtin_dns_asks_a_real_server() {
+    if !std::path::Path::new("/usr/sbin/dnsmasq").exists() {
+        eprintln!("SKIPPED builtin_dns_asks_a_real_server: dnsmasq is not installed");
+        return;
+    }
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut dnsmasq = std::process::Command::new("/usr/sbin/dnsmasq")
+        .args([
+            "--keep-in-foreground",
+            "--conf-file=/dev/null",
+            "--no-resolv",
+            "--no-hosts",
+            "--bind-interfaces",
+            "--listen-address=127.0.0.1",
+            &format!("--port={port}"),
+            "--address=/plc.svc.test/10.1.2.3",
+            "--user=root",
+            "--pid-file=",
+        ])
+        .spawn()
+        .unwrap();
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let server = format!("127.0.0.1:{port}");
+    let once = |args: Vec<&str>| json!({"checkCommand": "dns", "args": args, "interval": 3600, "maxCheckAttempts": 1});
+    let ok = check_once(
+        &a,
+        "dns",
+        once(vec!["-H", "plc.svc.test", "-s", &server, "-a", "10.1.2.3"]),
+    )
+    .await;
+    assert_eq!(ok["state"], 0, "{ok}");
+    assert!(
+        ok["output"]
+            .as_str()
+            .unwrap()
+            .contains("plc.svc.test returns 10.1.2.3"),
+        "{ok}"
+    );
+    let wrong = check_once(
+        &a,
+        "dns-wrong",
+        once(vec!["-H", "plc.svc.test", "-s", &server, "-a", "10.9.9.9"]),
+    )
+    .await;
+    assert_eq!(wrong["state"], 2, "{wrong}");
+    let missing = check_once(
+        &a,
+        "dns-missing",
+        once(vec!["-H", "nothing.invalid", "-s", &server]),
+    )
+    .await;
+    assert_eq!(missing["state"], 2, "{missing}");
+    let _ = dnsmasq.kill();
+    let _ = dnsmasq.wait();
+}
+
+#[tokio::test]
+async fn check_periods_hold_scheduled_checks_but_not_check_now() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    post(
+        s,
+        &a.token,
+        "/api/v1/time-periods",
+        json!({"name": "never", "days": {}}),
+    )
+    .await;
+    let all_day: serde_json::Map<String, Value> = [
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+    ]
+    .iter()
+    .map(|d| (d.to_string(), json!(["00:00-24:00"])))
+    .collect();
+    post(
+        s,
+        &a.token,
+        "/api/v1/time-periods",
+        json!({"name": "always", "timeZone": "Europe/Berlin", "days": all_day}),
+    )
+    .await;
+    let held = post(s, &a.token, "/api/v1/hosts", json!({"name": "held", "spec": {"address": "127.0.0.1", "checkCommand": "tcp", "args": [port], "interval": 1, "checkPeriod": "never"}})).await;
+    post(s, &a.token, "/api/v1/hosts", json!({"name": "runs", "spec": {"address": "127.0.0.1", "checkCommand": "tcp", "args": [port], "interval": 1, "checkPeriod": "always"}})).await;
+    wait_state(s, &a.token, "/api/v1/hosts", "runs", |st| st["state"] == 0).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let hosts = json(
+        call(s, &a.token, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let held_state = hosts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "held")
+        .unwrap()["state"]
+        .clone();
+    assert!(
+        held_state.is_null(),
+        "outside its period the host is not checked: {held_state}"
+    );
+    let id = held["id"].as_str().unwrap();
+    let res = call(
+        s,
+        &a.token,
+        Method::POST,
+        &format!("/api/v1/objects/{id}/check-now"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 202);
+    wait_state(s, &a.token, "/api/v1/hosts", "held", |st| st["state"] == 0).await;
+    drop(listener);
+}

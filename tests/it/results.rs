@@ -525,3 +525,198 @@ async fn a_silent_object_goes_stale() {
         0
     );
 }
+
+#[tokio::test]
+async fn performance_data_becomes_queryable_series() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    for rta in [1.0, 2.0, 6.0] {
+        results(s, &a.token, json!([{"host": "edge", "service": "disk", "state": 0, "output": format!("OK | rta={rta}ms;200;500;0 'free space'=40%")}])).await;
+    }
+    let services = json(
+        call(s, &a.token, Method::GET, "/api/v1/services")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let disk = services["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "disk")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let series = json(
+        call(
+            s,
+            &a.token,
+            Method::GET,
+            &format!("/api/v1/objects/{disk}/metrics"),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    let names: Vec<&str> = series["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["free space", "rta"], "{series}");
+    assert_eq!(series["items"][1]["unit"], "ms");
+    assert_eq!(series["items"][1]["lastValue"], 6.0);
+    let now = jiff::Timestamp::now();
+    let hour_ago = (now - jiff::SignedDuration::from_hours(1)).to_string();
+    let soon = (now + jiff::SignedDuration::from_mins(1)).to_string();
+    let query = |body: Value| {
+        call(s, &a.token, Method::POST, "/api/v1/metrics/query")
+            .json(&body)
+            .send()
+    };
+    let raw = json(
+        query(json!({"objectId": disk, "metric": "rta", "from": hour_ago, "to": soon}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(raw["resolution"], "raw", "{raw}");
+    assert_eq!(raw["stepSeconds"], 0);
+    let values: Vec<f64> = raw["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["v"].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, [1.0, 2.0, 6.0], "{raw}");
+    let max = json(query(json!({"objectId": disk, "metric": "rta", "from": hour_ago, "to": soon, "stepSeconds": 3600, "agg": "max"})).await.unwrap(), 200).await;
+    assert_eq!(max["resolution"], "1h", "{max}");
+    assert_eq!(
+        max["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["v"].as_f64().unwrap())
+            .fold(0.0, f64::max),
+        6.0
+    );
+    let five = json(query(json!({"objectId": disk, "metric": "rta", "from": hour_ago, "to": soon, "stepSeconds": 300})).await.unwrap(), 200).await;
+    assert_eq!(five["resolution"], "5m", "{five}");
+    let total: f64 = five["points"].as_array().unwrap().len() as f64;
+    assert!(
+        (1.0..=2.0).contains(&total),
+        "3 samples within a minute fall in one or two buckets: {five}"
+    );
+    let year_ago = (now - jiff::SignedDuration::from_hours(24 * 500)).to_string();
+    let old = json(
+        query(json!({"objectId": disk, "metric": "rta", "from": year_ago, "to": soon}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        old["resolution"], "1h",
+        "beyond 400 days only hourly aggregates: {old}"
+    );
+    assert_problem(
+        query(json!({"objectId": disk, "metric": "rta", "from": soon, "to": hour_ago}))
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/window",
+    )
+    .await;
+    assert_problem(query(json!({"objectId": disk, "metric": "rta", "from": hour_ago, "to": soon, "agg": "median"})).await.unwrap(), 422, "svc:validation/agg").await;
+    assert_problem(
+        query(json!({"objectId": disk, "from": hour_ago, "to": soon}))
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/metric",
+    )
+    .await;
+    assert_problem(
+        query(json!({"objectId": disk, "metric": "nope", "from": hour_ago, "to": soon}))
+            .await
+            .unwrap(),
+        404,
+        "svc:not-found",
+    )
+    .await;
+    assert_problem(
+        query(
+            json!({"objectId": uuid::Uuid::nil(), "metric": "rta", "from": hour_ago, "to": soon}),
+        )
+        .await
+        .unwrap(),
+        404,
+        "svc:not-found",
+    )
+    .await;
+    // Permission and tenant isolation.
+    json(
+        call(s, &a.token, Method::POST, "/api/v1/roles")
+            .json(&json!({"name": "no-metrics", "permissions": ["objects:read"]}))
+            .send()
+            .await
+            .unwrap(),
+        201,
+    )
+    .await;
+    let (blind, _) = mint(
+        s,
+        &a.token,
+        json!({"name": "blind", "roles": ["no-metrics"]}),
+    )
+    .await;
+    let res = call(
+        s,
+        &blind,
+        Method::GET,
+        &format!("/api/v1/objects/{disk}/metrics"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    let (_, other) = second_tenant(s, &a.token, "other").await;
+    let res = call(
+        s,
+        &other,
+        Method::GET,
+        &format!("/api/v1/objects/{disk}/metrics"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 404, "svc:not-found").await;
+    // The pipeline and the metrics store report in health and readiness.
+    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    assert_eq!(health["pipeline"]["queued"], 0, "{health}");
+    assert_eq!(health["pipeline"]["capacity"], 8192);
+    assert!(health["pipeline"]["applied"].as_u64().unwrap() >= 3);
+    assert_eq!(health["queues"]["results"], 0);
+    assert_eq!(health["tsdb"]["series"], 2);
+    assert_eq!(health["tsdb"]["maxSeries"], 100000);
+    let ready = json(s.get("/readyz").await, 200).await;
+    let pipeline = ready["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "results-pipeline")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        pipeline,
+        json!({"name": "results-pipeline", "ok": true, "info": "0 queued"})
+    );
+}

@@ -1,0 +1,3 @@
+//! Drivers for local devices: transports and wire protocols only, no business rules.
+
+pub mod modbus;

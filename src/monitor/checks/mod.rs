@@ -1,0 +1,395 @@
+//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, one file
+//! each) and plugin commands (the `check-commands` kind) with the Nagios plugin conventions:
+//! exit 0..3, first output line the status text, `|` performance data, further lines long
+//! output, anything else (signal, timeout, bad exit) UNKNOWN. Built-ins take monitoring-plugins
+//! style flags in `args` (one token per element, `$macros$` expanded) and answer in the same
+//! output format, so their performance data feeds metric series like a plugin's.
+
+mod dns;
+mod http;
+mod modbus;
+mod ping;
+mod tcp;
+
+use crate::model::Timestamp;
+use crate::model::config::ObjectSpec;
+use crate::model::object::{Object, ObjectKind};
+use std::time::Duration;
+
+/// What a check produced, before mapping to the object's states.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// Plugin exit code semantics: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    pub code: u8,
+    pub output: String,
+}
+
+/// A check command as the scheduler runs it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// A built-in check by name, with the object's `args`.
+    Builtin(String),
+    /// A plugin: argv with `$macro$`s, the command's timeout.
+    Plugin {
+        line: Vec<String>,
+        timeout: Option<Duration>,
+    },
+}
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The host a check runs against: its name and address (a service's `$address$` is its
+/// host's, as in Icinga).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostInfo {
+    pub name: String,
+    pub address: Option<String>,
+}
+
+/// Replaces `$address$`, `$hostname$`, `$servicename$`, `$ARGn$` and `$vars.NAME$`.
+pub fn expand(arg: &str, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> String {
+    let mut out = String::new();
+    let mut rest = arg;
+    while let Some(start) = rest.find('$') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('$') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &after[..end];
+        let value = match name {
+            "address" => address(spec, host),
+            "hostname" => host.name.clone(),
+            "servicename" if o.kind == ObjectKind::Service => o.name.clone(),
+            n if n.starts_with("ARG") => n[3..]
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| spec.args.as_ref()?.get(i.checked_sub(1)?).cloned())
+                .unwrap_or_default(),
+            n if n.starts_with("vars.") => spec
+                .vars
+                .as_ref()
+                .and_then(|v| v.get(&n[5..]).cloned())
+                .unwrap_or_default(),
+            _ => format!("${name}$"),
+        };
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn address(spec: &ObjectSpec, host: &HostInfo) -> String {
+    spec.address
+        .clone()
+        .or_else(|| host.address.clone())
+        .unwrap_or_default()
+}
+
+/// Runs a plugin; its process is killed at the timeout.
+async fn plugin(argv: Vec<String>, timeout: Duration) -> Outcome {
+    let Some((program, args)) = argv.split_first() else {
+        return Outcome {
+            code: 3,
+            output: "UNKNOWN - empty command line".into(),
+        };
+    };
+    let child = tokio::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(timeout, child).await {
+        Err(_) => Outcome {
+            code: 3,
+            output: format!("UNKNOWN - plugin timed out after {}s", timeout.as_secs()),
+        },
+        Ok(Err(e)) => Outcome {
+            code: 3,
+            output: format!("UNKNOWN - cannot run {program}: {e}"),
+        },
+        Ok(Ok(out)) => {
+            // Output is capped at 64 KiB as monitoring plugins expect.
+            let text = String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(64 * 1024)])
+                .trim_end()
+                .to_string();
+            match out.status.code() {
+                Some(c @ 0..=3) => Outcome {
+                    code: c as u8,
+                    output: text,
+                },
+                Some(c) => Outcome {
+                    code: 3,
+                    output: format!("UNKNOWN - plugin exited {c}: {text}"),
+                },
+                None => Outcome {
+                    code: 3,
+                    output: format!("UNKNOWN - plugin killed by a signal: {text}"),
+                },
+            }
+        }
+    }
+}
+
+/// Runs one check of `o` with its resolved `spec`.
+pub async fn run(
+    command: &Command,
+    o: &Object,
+    host: &HostInfo,
+    spec: &ObjectSpec,
+    now: Timestamp,
+) -> Outcome {
+    let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
+    match command {
+        Command::Builtin(name) => {
+            let args: Vec<String> = spec
+                .args
+                .iter()
+                .flatten()
+                .map(|a| expand(a, o, host, spec))
+                .collect();
+            let ctx = Builtin {
+                args: Args::parse(&args),
+                address: address(spec, host),
+                spec,
+                timeout,
+                now,
+            };
+            match name.as_str() {
+                "tcp" => tcp::check(&ctx).await,
+                "http" => http::check(&ctx).await,
+                "dns" => dns::check(&ctx).await,
+                "ping" => ping::check(&ctx).await,
+                "modbus" => modbus::check(&ctx).await,
+                other => Outcome::new(3, format!("UNKNOWN - no built-in check {other:?}")),
+            }
+        }
+        Command::Plugin { line, timeout: own } => {
+            let argv = line.iter().map(|a| expand(a, o, host, spec)).collect();
+            plugin(argv, own.unwrap_or(timeout)).await
+        }
+    }
+}
+
+/// What a built-in check gets: its parsed flags, the object's address, its spec, its timeout.
+pub(crate) struct Builtin<'a> {
+    pub args: Args,
+    pub address: String,
+    pub spec: &'a ObjectSpec,
+    pub timeout: Duration,
+    pub now: Timestamp,
+}
+
+impl Builtin<'_> {
+    /// `-H`/`--host`, else the object's (or its host's) address.
+    pub fn target(&self) -> Option<String> {
+        self.args
+            .get(&["-H", "--host", "--hostname"])
+            .map(str::to_string)
+            .or_else(|| Some(self.address.clone()))
+            .filter(|a| !a.is_empty())
+    }
+
+    /// A numeric flag, else the default; `Err` with a message when it does not parse.
+    pub fn number<T: std::str::FromStr>(&self, names: &[&str], default: T) -> Result<T, String> {
+        match self.args.get(names) {
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("{} {v:?} is not a number", names[0])),
+            None => Ok(default),
+        }
+    }
+
+    /// A Nagios range flag (`-w`, `-c`...).
+    pub fn range(&self, names: &[&str]) -> Result<Option<Range>, String> {
+        self.args.get(names).map(Range::parse).transpose()
+    }
+}
+
+/// Monitoring-plugins style flags: `-x value`, `--long value`, `--long=value`, bare switches,
+/// and positional words.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Args {
+    flags: Vec<(String, Option<String>)>,
+    pub positional: Vec<String>,
+}
+
+fn is_flag(t: &str) -> bool {
+    t.starts_with('-') && t.len() > 1 && t.parse::<f64>().is_err()
+}
+
+impl Args {
+    pub fn parse(tokens: &[String]) -> Args {
+        let mut out = Args::default();
+        let mut i = 0;
+        while i < tokens.len() {
+            let t = &tokens[i];
+            if !is_flag(t) {
+                out.positional.push(t.clone());
+            } else if let Some((name, value)) = t.split_once('=').filter(|_| t.starts_with("--")) {
+                out.flags.push((name.to_string(), Some(value.to_string())));
+            } else if tokens.get(i + 1).is_some_and(|n| !is_flag(n)) {
+                out.flags.push((t.clone(), tokens.get(i + 1).cloned()));
+                i += 1;
+            } else {
+                out.flags.push((t.clone(), None));
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// The value of the last of these flags given.
+    pub fn get(&self, names: &[&str]) -> Option<&str> {
+        self.flags
+            .iter()
+            .rev()
+            .find(|(n, _)| names.contains(&n.as_str()))
+            .and_then(|(_, v)| v.as_deref())
+    }
+
+    pub fn has(&self, names: &[&str]) -> bool {
+        self.flags.iter().any(|(n, _)| names.contains(&n.as_str()))
+    }
+}
+
+/// A Nagios threshold range: `10` (outside 0..10), `10:` (below 10), `~:10` (above 10),
+/// `10:20` (outside), `@10:20` (inside alerts). Unit suffixes are stripped, not scaled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Range {
+    start: f64,
+    end: f64,
+    inside: bool,
+}
+
+impl Range {
+    pub fn parse(text: &str) -> Result<Range, String> {
+        let bad = || format!("{text:?} is not a threshold range");
+        let number = |s: &str| -> Result<f64, String> {
+            let digits = s
+                .trim()
+                .trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
+            digits.parse::<f64>().map_err(|_| bad())
+        };
+        let (inside, body) = match text.trim().strip_prefix('@') {
+            Some(b) => (true, b),
+            None => (false, text.trim()),
+        };
+        let (start, end) = match body.split_once(':') {
+            Some((a, b)) => {
+                let start = match a {
+                    "~" => f64::NEG_INFINITY,
+                    "" => 0.0,
+                    a => number(a)?,
+                };
+                let end = if b.is_empty() {
+                    f64::INFINITY
+                } else {
+                    number(b)?
+                };
+                (start, end)
+            }
+            None => (0.0, number(body)?),
+        };
+        if start > end {
+            return Err(bad());
+        }
+        Ok(Range { start, end, inside })
+    }
+
+    pub fn alerts(&self, v: f64) -> bool {
+        let within = self.start <= v && v <= self.end;
+        within == self.inside
+    }
+}
+
+/// 2 when the critical range alerts, else 1 when the warning range does, else 0.
+pub(crate) fn grade(v: f64, warn: Option<&Range>, crit: Option<&Range>) -> u8 {
+    if crit.is_some_and(|c| c.alerts(v)) {
+        2
+    } else if warn.is_some_and(|w| w.alerts(v)) {
+        1
+    } else {
+        0
+    }
+}
+
+pub(crate) fn status_word(code: u8) -> &'static str {
+    match code {
+        0 => "OK",
+        1 => "WARNING",
+        2 => "CRITICAL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The text of a range flag for performance data (empty when not given).
+pub(crate) fn flag_text(ctx: &Builtin<'_>, names: &[&str]) -> String {
+    ctx.args.get(names).unwrap_or_default().to_string()
+}
+
+impl Outcome {
+    pub fn new(code: u8, output: impl Into<String>) -> Self {
+        Outcome {
+            code,
+            output: output.into(),
+        }
+    }
+
+    /// A check that could not run as configured.
+    pub fn unknown(check: &str, why: impl std::fmt::Display) -> Self {
+        Outcome::new(3, format!("{check} UNKNOWN - {why}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Timestamp;
+    use uuid::Uuid;
+
+    #[test]
+    fn macros() {
+        let spec: ObjectSpec = serde_json::from_value(serde_json::json!({"address": "10.0.0.5", "args": ["80", "/health"], "vars": {"community": "public"}})).unwrap();
+        let t = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let o = Object {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            kind: ObjectKind::Service,
+            name: "http".into(),
+            folder: "/".into(),
+            host_id: None,
+            labels: Default::default(),
+            spec: spec.clone(),
+            created_at: t,
+            updated_at: t,
+            version: 1,
+        };
+        let host = HostInfo {
+            name: "web1".into(),
+            address: Some("10.9.9.9".into()),
+        };
+        assert_eq!(
+            expand("-H $address$ -p $ARG1$ -u $ARG2$", &o, &host, &spec),
+            "-H 10.0.0.5 -p 80 -u /health"
+        );
+        assert_eq!(
+            expand(
+                "$hostname$/$servicename$ $vars.community$ $ARG9$ $nope$",
+                &o,
+                &host,
+                &spec
+            ),
+            "web1/http public  $nope$"
+        );
+        assert_eq!(expand("100$", &o, &host, &spec), "100$");
+        let bare = ObjectSpec::default();
+        assert_eq!(
+            expand("$address$", &o, &host, &bare),
+            "10.9.9.9",
+            "a service uses its host's address"
+        );
+    }
+}
