@@ -3,7 +3,7 @@
 //! `nameserver` of /etc/resolv.conf), `-q A|AAAA` (default A), `-a` the expected addresses
 //! (comma list, any order), `-w`/`-c` response-time ranges in seconds.
 
-use super::{Builtin, Outcome, flag_text, grade, status_word};
+use super::{Builtin, Outcome, status_word};
 use crate::runtime::Stopwatch;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -135,12 +135,9 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             }
         },
     };
-    let (warn, crit) = match (
-        ctx.range(&["-w", "--warning"]),
-        ctx.range(&["-c", "--critical"]),
-    ) {
-        (Ok(w), Ok(c)) => (w, c),
-        (Err(e), _) | (_, Err(e)) => return Outcome::unknown("DNS", e),
+    let limits = match ctx.limits() {
+        Ok(l) => l,
+        Err(e) => return Outcome::unknown("DNS", e),
     };
     let mut id = [0u8; 2];
     let _ = getrandom::fill(&mut id);
@@ -207,7 +204,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
         .map(IpAddr::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    let mut code = grade(secs, warn.as_ref(), crit.as_ref());
+    let mut code = limits.grade(secs);
     let mut note = String::new();
     if let Some(mut want) = expected {
         want.sort();
@@ -224,10 +221,9 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
     Outcome::new(
         code,
         format!(
-            "DNS {} - {secs:.3} seconds response time. {name} returns {list}{note} | time={secs:.6}s;{};{};0",
+            "DNS {} - {secs:.3} seconds response time. {name} returns {list}{note} | time={secs:.6}s;{};0",
             status_word(code),
-            flag_text(ctx, &["-w", "--warning"]),
-            flag_text(ctx, &["-c", "--critical"]),
+            limits.perf(),
         ),
     )
 }

@@ -6,7 +6,7 @@
 //! self-signed; check_http does not verify either) but the handshake signature is, and the
 //! certificate's expiry is read from it.
 
-use super::{Builtin, Outcome, flag_text, grade, status_word};
+use super::{Builtin, Outcome, status_word};
 use crate::runtime::Stopwatch;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
@@ -247,12 +247,9 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
         Ok(t) => t,
         Err(e) => return Outcome::unknown("HTTP", e),
     };
-    let (warn, crit) = match (
-        ctx.range(&["-w", "--warning"]),
-        ctx.range(&["-c", "--critical"]),
-    ) {
-        (Ok(w), Ok(c)) => (w, c),
-        (Err(e), _) | (_, Err(e)) => return Outcome::unknown("HTTP", e),
+    let limits = match ctx.limits() {
+        Ok(l) => l,
+        Err(e) => return Outcome::unknown("HTTP", e),
     };
     let cert_limits: Option<(i64, i64)> = match ctx.args.get(&["-C", "--certificate"]) {
         None => None,
@@ -302,11 +299,10 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             notes.push(format!("string {needle:?} not found"));
         }
     }
-    code = code.max(grade(secs, warn.as_ref(), crit.as_ref()));
+    code = code.max(limits.grade(secs));
     let mut perf = format!(
-        "time={secs:.6}s;{};{};0 size={}B;;;0",
-        flag_text(ctx, &["-w", "--warning"]),
-        flag_text(ctx, &["-c", "--critical"]),
+        "time={secs:.6}s;{};0 size={}B;;;0",
+        limits.perf(),
         response.body.len()
     );
     if let Some(days) = response.cert_days {

@@ -202,9 +202,48 @@ impl Builtin<'_> {
         }
     }
 
-    /// A Nagios range flag (`-w`, `-c`...).
-    pub fn range(&self, names: &[&str]) -> Result<Option<Range>, String> {
-        self.args.get(names).map(Range::parse).transpose()
+    /// The `-w`/`-c` ranges.
+    pub fn limits(&self) -> Result<Limits, String> {
+        let range = |names: &[&str]| self.args.get(names).map(Range::parse).transpose();
+        Ok(Limits {
+            warn: range(&["-w", "--warning"])?,
+            crit: range(&["-c", "--critical"])?,
+            text: (
+                self.args
+                    .get(&["-w", "--warning"])
+                    .unwrap_or_default()
+                    .to_string(),
+                self.args
+                    .get(&["-c", "--critical"])
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+        })
+    }
+}
+
+/// A built-in's warning and critical ranges, and their text for performance data.
+pub(crate) struct Limits {
+    warn: Option<Range>,
+    crit: Option<Range>,
+    text: (String, String),
+}
+
+impl Limits {
+    /// 2 when the critical range alerts, else 1 when the warning range does, else 0.
+    pub fn grade(&self, v: f64) -> u8 {
+        if self.crit.is_some_and(|c| c.alerts(v)) {
+            2
+        } else if self.warn.is_some_and(|w| w.alerts(v)) {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// `warn;crit` as given, for a performance-data item.
+    pub fn perf(&self) -> String {
+        format!("{};{}", self.text.0, self.text.1)
     }
 }
 
@@ -305,17 +344,6 @@ impl Range {
     }
 }
 
-/// 2 when the critical range alerts, else 1 when the warning range does, else 0.
-pub(crate) fn grade(v: f64, warn: Option<&Range>, crit: Option<&Range>) -> u8 {
-    if crit.is_some_and(|c| c.alerts(v)) {
-        2
-    } else if warn.is_some_and(|w| w.alerts(v)) {
-        1
-    } else {
-        0
-    }
-}
-
 pub(crate) fn status_word(code: u8) -> &'static str {
     match code {
         0 => "OK",
@@ -323,11 +351,6 @@ pub(crate) fn status_word(code: u8) -> &'static str {
         2 => "CRITICAL",
         _ => "UNKNOWN",
     }
-}
-
-/// The text of a range flag for performance data (empty when not given).
-pub(crate) fn flag_text(ctx: &Builtin<'_>, names: &[&str]) -> String {
-    ctx.args.get(names).unwrap_or_default().to_string()
 }
 
 impl Outcome {

@@ -4,7 +4,7 @@
 //! (required); `-T holding|input` (holding); `-f u16|i16|u32|i32|f32` (u16; 32-bit values are
 //! two registers, high word first); `-s` scale factor (1); `-l` label (`value`); `-w`/`-c`.
 
-use super::{Builtin, Outcome, flag_text, grade, status_word};
+use super::{Builtin, Limits, Outcome, status_word};
 use crate::hw::modbus::{self, Link, Registers};
 use std::net::SocketAddr;
 
@@ -52,69 +52,77 @@ async fn link(ctx: &Builtin<'_>) -> Result<Link, String> {
     Ok(Link::Tcp(addr))
 }
 
-pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
-    let settings = async {
-        let register: u16 = ctx
-            .args
-            .get(&["-r", "--register"])
-            .ok_or("no register (-r)")?
-            .parse()
-            .map_err(|_| "-r is not a register address")?;
-        let kind = match ctx.args.get(&["-T", "--type"]).unwrap_or("holding") {
-            "holding" => Registers::Holding,
-            "input" => Registers::Input,
-            t => return Err(format!("-T {t:?} is not holding or input")),
-        };
-        let format = ctx
-            .args
-            .get(&["-f", "--format"])
-            .unwrap_or("u16")
-            .to_string();
-        let count = match format.as_str() {
-            "u16" | "i16" => 1,
-            "u32" | "i32" | "f32" => 2,
-            f => return Err(format!("-f {f:?} is not u16, i16, u32, i32 or f32")),
-        };
-        let unit: u8 = ctx.number(&["-u", "--unit"], 1)?;
-        let scale: f64 = ctx.number(&["-s", "--scale"], 1.0)?;
-        let warn = ctx.range(&["-w", "--warning"])?;
-        let crit = ctx.range(&["-c", "--critical"])?;
-        Ok::<_, String>((
-            link(ctx).await?,
-            register,
-            kind,
-            format,
-            count,
-            unit,
-            scale,
-            warn,
-            crit,
-        ))
+/// What to read and how to judge it.
+struct Reading {
+    link: Link,
+    unit: u8,
+    kind: Registers,
+    register: u16,
+    format: String,
+    count: u16,
+    scale: f64,
+    limits: Limits,
+}
+
+async fn reading(ctx: &Builtin<'_>) -> Result<Reading, String> {
+    let register: u16 = ctx
+        .args
+        .get(&["-r", "--register"])
+        .ok_or("no register (-r)")?
+        .parse()
+        .map_err(|_| "-r is not a register address")?;
+    let kind = match ctx.args.get(&["-T", "--type"]).unwrap_or("holding") {
+        "holding" => Registers::Holding,
+        "input" => Registers::Input,
+        t => return Err(format!("-T {t:?} is not holding or input")),
     };
-    let (link, register, kind, format, count, unit, scale, warn, crit) = match settings.await {
-        Ok(s) => s,
+    let format = ctx
+        .args
+        .get(&["-f", "--format"])
+        .unwrap_or("u16")
+        .to_string();
+    let count = match format.as_str() {
+        "u16" | "i16" => 1,
+        "u32" | "i32" | "f32" => 2,
+        f => return Err(format!("-f {f:?} is not u16, i16, u32, i32 or f32")),
+    };
+    Ok(Reading {
+        unit: ctx.number(&["-u", "--unit"], 1)?,
+        scale: ctx.number(&["-s", "--scale"], 1.0)?,
+        limits: ctx.limits()?,
+        link: link(ctx).await?,
+        kind,
+        register,
+        format,
+        count,
+    })
+}
+
+pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
+    let r = match reading(ctx).await {
+        Ok(r) => r,
         Err(e) => return Outcome::unknown("MODBUS", e),
     };
     let label = ctx.args.get(&["-l", "--label"]).unwrap_or("value");
-    let words = match modbus::read(&link, unit, kind, register, count, ctx.timeout).await {
+    let words = match modbus::read(&r.link, r.unit, r.kind, r.register, r.count, ctx.timeout).await
+    {
         Ok(w) => w,
         Err(e) => return Outcome::new(2, format!("MODBUS CRITICAL - {e}")),
     };
-    let Some(raw) = decode(&format, &words) else {
+    let Some(raw) = decode(&r.format, &words) else {
         return Outcome::unknown(
             "MODBUS",
             format!("the device sent {} registers", words.len()),
         );
     };
-    let value = raw * scale;
-    let code = grade(value, warn.as_ref(), crit.as_ref());
+    let value = raw * r.scale;
+    let code = r.limits.grade(value);
     Outcome::new(
         code,
         format!(
-            "MODBUS {} - {label} = {value} | '{label}'={value};{};{}",
+            "MODBUS {} - {label} = {value} | '{label}'={value};{}",
             status_word(code),
-            flag_text(ctx, &["-w", "--warning"]),
-            flag_text(ctx, &["-c", "--critical"]),
+            r.limits.perf(),
         ),
     )
 }

@@ -1,7 +1,7 @@
 //! `tcp`: connects to `-H` (default: the address) on `-p` (or the first positional argument,
 //! or `vars.port`); `-w`/`-c` are response-time ranges in seconds.
 
-use super::{Builtin, Outcome, flag_text, grade, status_word};
+use super::{Builtin, Outcome, status_word};
 use crate::runtime::Stopwatch;
 
 pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
@@ -17,26 +17,22 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
     let Some(address) = ctx.target() else {
         return Outcome::unknown("TCP", "no address");
     };
-    let (warn, crit) = match (
-        ctx.range(&["-w", "--warning"]),
-        ctx.range(&["-c", "--critical"]),
-    ) {
-        (Ok(w), Ok(c)) => (w, c),
-        (Err(e), _) | (_, Err(e)) => return Outcome::unknown("TCP", e),
+    let limits = match ctx.limits() {
+        Ok(l) => l,
+        Err(e) => return Outcome::unknown("TCP", e),
     };
     let watch = Stopwatch::start();
     let connect = tokio::net::TcpStream::connect((address.as_str(), port));
     match tokio::time::timeout(ctx.timeout, connect).await {
         Ok(Ok(_)) => {
             let secs = watch.elapsed().as_secs_f64();
-            let code = grade(secs, warn.as_ref(), crit.as_ref());
+            let code = limits.grade(secs);
             Outcome::new(
                 code,
                 format!(
-                    "TCP {} - {secs:.3} second response time on {address} port {port} | time={secs:.6}s;{};{};0",
+                    "TCP {} - {secs:.3} second response time on {address} port {port} | time={secs:.6}s;{};0",
                     status_word(code),
-                    flag_text(ctx, &["-w", "--warning"]),
-                    flag_text(ctx, &["-c", "--critical"]),
+                    limits.perf(),
                 ),
             )
         }

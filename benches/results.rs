@@ -1,0 +1,195 @@
+//! Passive results per second, end to end (accepted → state updated → `state_change` event
+//! stored: every result flips its service between OK and CRITICAL, so each one is a hard state
+//! change with an event and a metric sample) for 10,000 services on the release server, with
+//! batches of 1 and of 500 results, 16 requests in flight. The same workload goes to Icinga 2's
+//! `process-check-result` API in the same run when `/usr/sbin/icinga2` is installed (Debian
+//! package `icinga2`): the bench starts its own daemon with a generated configuration
+//! (10,000 passive services, API listener on a free port, certificates from rcgen).
+//!
+//! Run: `cargo bench --bench results`.
+
+// A measuring program: it reads the real clock and fails loudly.
+#![allow(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::disallowed_methods
+)]
+
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+const SERVICES: usize = 10_000;
+const IN_FLIGHT: usize = 16;
+
+/// One result for service `i`, flipping its state every round.
+fn result(i: usize, round: usize) -> Value {
+    let state = if round % 2 == 0 { 2 } else { 0 };
+    json!({"host": "bench", "service": format!("s{i}"), "state": state, "output": format!("round {round} | value={round};5;10;0")})
+}
+
+/// Sends `total` results in requests of `batch`, 16 in flight; returns results per second.
+async fn svc_rate(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    batch: usize,
+    total: usize,
+) -> f64 {
+    let t0 = Instant::now();
+    let requests = total / batch;
+    let sent = futures_util::stream::iter(0..requests)
+        .map(|r| {
+            let body = json!({"results": (0..batch).map(|k| { let n = r * batch + k; result(n % SERVICES, n / SERVICES) }).collect::<Vec<_>>()});
+            let req = http.post(format!("{base}/api/v1/results")).bearer_auth(token).json(&body);
+            async move {
+                let res = req.send().await.unwrap();
+                assert_eq!(res.status(), 202);
+                let v: Value = res.json().await.unwrap();
+                v["accepted"].as_u64().unwrap() as usize
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .fold(0, |a, n| async move { a + n })
+        .await;
+    assert_eq!(sent, requests * batch);
+    sent as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts Icinga 2 on a generated configuration; `None` when it is not installed.
+fn start_icinga(dir: &Path) -> Option<(Child, u16)> {
+    if !Path::new("/usr/sbin/icinga2").exists() {
+        return None;
+    }
+    for sub in ["data/certs", "log", "cache", "spool", "run"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+    // Icinga names its API identity after the certificate's CN.
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "localhost");
+    let cert = params.self_signed(&key).unwrap();
+    std::fs::write(dir.join("data/certs/localhost.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("data/certs/ca.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("data/certs/localhost.key"), key.serialize_pem()).unwrap();
+    let port = free_port();
+    let conf = format!(
+        r#"const NodeName = "localhost"
+const ZoneName = "localhost"
+include <itl>
+object Endpoint "localhost" {{}}
+object Zone "localhost" {{ endpoints = [ "localhost" ] }}
+object ApiListener "api" {{ bind_host = "127.0.0.1"; bind_port = {port}; accept_commands = true }}
+object ApiUser "bench" {{ password = "bench"; permissions = [ "*" ] }}
+object Host "bench" {{ check_command = "dummy"; enable_active_checks = false }}
+for (i in range({SERVICES})) {{
+  object Service "s" + i {{ host_name = "bench"; check_command = "dummy"; enable_active_checks = false; max_check_attempts = 1 }}
+}}
+"#
+    );
+    std::fs::write(dir.join("icinga2.conf"), conf).unwrap();
+    let d = |k: &str, v: &Path| format!("-D{k}={}", v.display());
+    let child = Command::new("/usr/sbin/icinga2")
+        .arg("daemon")
+        .arg("-c")
+        .arg(dir.join("icinga2.conf"))
+        .args([
+            d("DataDir", &dir.join("data")),
+            d("LogDir", &dir.join("log")),
+            d("CacheDir", &dir.join("cache")),
+            d("SpoolDir", &dir.join("spool")),
+            d("InitRunDir", &dir.join("run")),
+            "-DRunAsUser=root".into(),
+            "-DRunAsGroup=root".into(),
+        ])
+        .stdout(std::fs::File::create(dir.join("icinga2.log")).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    Some((child, port))
+}
+
+async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize) -> f64 {
+    let url = format!("https://127.0.0.1:{port}/v1/actions/process-check-result");
+    let t0 = Instant::now();
+    futures_util::stream::iter(0..total)
+        .map(|n| {
+            let (i, round) = (n % SERVICES, n / SERVICES);
+            let body = json!({"type": "Service", "service": format!("bench!s{i}"), "exit_status": if round % 2 == 0 { 2 } else { 0 }, "plugin_output": format!("round {round}"), "performance_data": [format!("value={round};5;10;0")]});
+            let req = http.post(&url).basic_auth("bench", Some("bench")).header("Accept", "application/json").json(&body);
+            async move {
+                let res = req.send().await.unwrap();
+                assert_eq!(res.status(), 200, "{}", res.text().await.unwrap_or_default());
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    total as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = common::bootstrap(&data);
+    let (mut child, base) = common::start(&data, false);
+    let icinga_dir = dir.path().join("icinga");
+    let icinga = start_icinga(&icinga_dir);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let http = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
+        let host = json!({"name": "bench", "spec": {}});
+        let services: Vec<Value> = (0..SERVICES).map(|i| json!({"name": format!("s{i}"), "host": "bench", "spec": {}})).collect();
+        let res: Value = http.post(format!("{base}/api/v1/objects:batch")).bearer_auth(&token).json(&json!({"hosts": [host], "services": services})).send().await.unwrap().json().await.unwrap();
+        assert_eq!(res["failed"], 0, "{res}");
+        // Warm-up: every service gets its first state.
+        svc_rate(&http, &base, &token, 500, SERVICES).await;
+        let single = svc_rate(&http, &base, &token, 1, 20_000).await;
+        let batched = svc_rate(&http, &base, &token, 500, 200_000).await;
+        let events: Value = http.get(format!("{base}/api/v1/events?type=state_change&limit=1")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
+        assert!(events["items"].as_array().is_some_and(|e| !e.is_empty()), "state_change events stored");
+        println!("svc passive results, {SERVICES} services, {IN_FLIGHT} requests in flight, every result a state change with its event and metric sample:");
+        println!("  batch 1:   {single:>9.0} results/s");
+        println!("  batch 500: {batched:>9.0} results/s");
+        match icinga {
+            Some((mut ic, port)) => {
+                let mut ready = false;
+                for _ in 0..120 {
+                    if http.get(format!("https://127.0.0.1:{port}/v1/status")).basic_auth("bench", Some("bench")).send().await.is_ok_and(|r| r.status() == 200) {
+                        ready = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                assert!(ready, "icinga2 did not start: {}", std::fs::read_to_string(icinga_dir.join("icinga2.log")).unwrap_or_default());
+                icinga_rate(&http, port, SERVICES).await;
+                let rate = icinga_rate(&http, port, 20_000).await;
+                println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
+                println!("  ratio: batch 1 {:.1}x, batch 500 {:.1}x", single / rate, batched / rate);
+                let _ = ic.kill();
+                let _ = ic.wait();
+            }
+            None => println!("Icinga 2 reference: not measured (/usr/sbin/icinga2 missing; apt-get install icinga2)"),
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+}
