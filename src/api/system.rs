@@ -93,13 +93,14 @@ fn queues(st: &AppState) -> std::collections::BTreeMap<String, usize> {
 }
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
-    // Queue depth gauges are refreshed at scrape time.
-    for (queue, depth) in queues(&st) {
-        st.metrics
-            .queue_depth
-            .get_or_create(&crate::runtime::metrics::QueueLabels { queue })
-            .set(i64::try_from(depth).unwrap_or(i64::MAX));
-    }
+    // Queue depth gauges are refreshed at scrape time; the bus sets its own while reporting.
+    st.events.queue_depths();
+    st.metrics
+        .queue_depth
+        .get_or_create(&crate::runtime::metrics::QueueLabels {
+            queue: "results".into(),
+        })
+        .set(i64::try_from(st.pipeline.depth()).unwrap_or(i64::MAX));
     ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
 }
 

@@ -107,9 +107,7 @@ impl Events {
     ) -> Result<Vec<Event>, StoreError> {
         let store = self.store.clone();
         let before = cursor.and_then(Position::of_id);
-        tokio::task::spawn_blocking(move || store.newest(&filter, before, limit))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+        crate::store::blocking(move || store.newest(&filter, before, limit)).await
     }
 
     /// Oldest first, strictly after `after` (export pages, SSE replay).
@@ -120,9 +118,7 @@ impl Events {
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.oldest(&filter, after, limit))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+        crate::store::blocking(move || store.oldest(&filter, after, limit)).await
     }
 
     /// The persisted events a reconnecting SSE client missed: from one second before

@@ -161,33 +161,37 @@ impl Catalog {
             .into_iter()
             .filter_map(|d| Some((d.name.clone(), serde_json::from_str(&d.body).ok()?)))
             .collect();
-        let host_ids: HashMap<String, Uuid> = objects
-            .iter()
-            .filter(|o| o.kind == ObjectKind::Host)
-            .map(|o| (o.name.clone(), o.id))
-            .collect();
-        let host_info: HashMap<Uuid, HostInfo> = objects
-            .iter()
-            .filter(|o| o.kind == ObjectKind::Host)
+        let resolved: Vec<(Object, ObjectSpec)> = objects
+            .into_iter()
             .map(|o| {
-                let info = HostInfo {
-                    name: o.name.clone(),
-                    address: o.spec.address.clone(),
-                };
-                (o.id, info)
+                let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
+                    .map(|e| e.spec)
+                    .unwrap_or_else(|_| o.spec.clone());
+                (o, spec)
             })
             .collect();
+        // Hosts by name (for parents) and by id (a service's checks run against its host,
+        // at the host's resolved address).
+        let hosts: HashMap<&str, (Uuid, HostInfo)> = resolved
+            .iter()
+            .filter(|(o, _)| o.kind == ObjectKind::Host)
+            .map(|(o, spec)| {
+                let info = HostInfo {
+                    name: o.name.clone(),
+                    address: spec.address.clone(),
+                };
+                (o.name.as_str(), (o.id, info))
+            })
+            .collect();
+        let host_info: HashMap<Uuid, &HostInfo> = hosts.values().map(|(id, i)| (*id, i)).collect();
         let mut catalog = TenantCatalog {
             commands,
             periods,
             ..TenantCatalog::default()
         };
-        for o in objects {
-            let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                .map(|e| e.spec)
-                .unwrap_or_else(|_| o.spec.clone());
+        for (o, spec) in &resolved {
             let host = match o.host_id {
-                Some(h) => host_info.get(&h).cloned().unwrap_or_default(),
+                Some(h) => host_info.get(&h).map(|i| (*i).clone()).unwrap_or_default(),
                 None => HostInfo {
                     name: o.name.clone(),
                     address: spec.address.clone(),
@@ -197,10 +201,14 @@ impl Catalog {
                 .parents
                 .as_ref()
                 .filter(|p| !p.is_empty())
-                .and_then(|p| p.iter().map(|n| host_ids.get(n).copied()).collect());
+                .and_then(|p| {
+                    p.iter()
+                        .map(|n| hosts.get(n.as_str()).map(|h| h.0))
+                        .collect()
+                });
             let entry = Arc::new(Entry {
-                object: o,
-                spec,
+                object: o.clone(),
+                spec: spec.clone(),
                 host,
                 parents,
             });

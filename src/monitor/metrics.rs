@@ -8,7 +8,7 @@ use crate::model::metric::{Agg, AggFn, Tier, plan};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::metrics::{MetricsStats, MetricsStore};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, blocking};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -151,11 +151,8 @@ impl MetricQueries {
         let (tier, step) = plan(self.clock.now().as_millis(), from, to, max_points, min_step);
         let metrics = self.metrics.clone();
         let (tenant, name) = (p.tenant, metric.clone());
-        let found = tokio::task::spawn_blocking(move || {
-            metrics.points(tenant, object_id, &name, tier, from, to)
-        })
-        .await
-        .map_err(|e| StoreError::Internal(e.to_string()))??;
+        let found =
+            blocking(move || metrics.points(tenant, object_id, &name, tier, from, to)).await?;
         let Some((info, mut points)) = found else {
             return Err(MetricError::Store(StoreError::NotFound));
         };
@@ -199,9 +196,7 @@ impl MetricQueries {
         self.store.object(p.tenant, object_id).await?;
         let metrics = self.metrics.clone();
         let tenant = p.tenant;
-        let series = tokio::task::spawn_blocking(move || metrics.series_of(tenant, object_id))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))??;
+        let series = blocking(move || metrics.series_of(tenant, object_id)).await?;
         Ok(series
             .into_iter()
             .map(|s| SeriesView {

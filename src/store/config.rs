@@ -83,12 +83,7 @@ impl Store {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
-            if old.version != expected {
-                return Err(StoreError::VersionConflict {
-                    stored: old.version,
-                    expected,
-                });
-            }
+            super::check_version(old.version, expected)?;
             let mut new = old.clone();
             change(&mut new);
             new.version = old.version + 1;

@@ -30,6 +30,25 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+/// Runs blocking storage work (a redb transaction, an event or metric file read) off the async
+/// runtime.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StoreError::Internal(e.to_string()))?
+}
+
+/// An update's `If-Match` against the stored version.
+fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
+    if stored == expected {
+        Ok(())
+    } else {
+        Err(StoreError::VersionConflict { stored, expected })
+    }
+}
+
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "svc.redb";
 
@@ -162,9 +181,7 @@ impl Store {
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.write_blocking(f))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+        blocking(move || store.write_blocking(f)).await
     }
 
     /// A write that changes the catalog (objects, configuration documents, tenants).
@@ -190,9 +207,7 @@ impl Store {
         f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.clone();
-        tokio::task::spawn_blocking(move || store.read_blocking(f))
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?
+        blocking(move || store.read_blocking(f)).await
     }
 
     /// Whether an I/O error has taken the store offline.

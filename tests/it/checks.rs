@@ -716,3 +716,35 @@ async fn check_periods_hold_scheduled_checks_but_not_check_now() {
     wait_state(s, &a.token, "/api/v1/hosts", "held", |st| st["state"] == 0).await;
     drop(listener);
 }
+
+#[tokio::test]
+async fn a_service_checks_the_address_its_host_inherits_from_a_template() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    post(
+        s,
+        &a.token,
+        "/api/v1/templates",
+        json!({"name": "lan", "spec": {"address": "127.0.0.1"}}),
+    )
+    .await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "gw", "spec": {"templates": ["lan"]}}),
+    )
+    .await;
+    post(s, &a.token, "/api/v1/services", json!({"name": "tcp", "host": "gw", "spec": {"checkCommand": "tcp", "args": ["-p", port], "interval": 1, "maxCheckAttempts": 1}})).await;
+    let st = wait_state(s, &a.token, "/api/v1/services", "tcp", |st| {
+        st["state"] == 0
+    })
+    .await;
+    assert!(
+        st["output"].as_str().unwrap().contains("on 127.0.0.1 port"),
+        "{st}"
+    );
+    drop(listener);
+}

@@ -719,4 +719,9 @@ async fn performance_data_becomes_queryable_series() {
         pipeline,
         json!({"name": "results-pipeline", "ok": true, "info": "0 queued"})
     );
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("np_queue_depth{queue=\"results\"} 0"),
+        "{metrics}"
+    );
 }
