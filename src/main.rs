@@ -5,6 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use svc::config::{Config, Overrides};
 
+// glibc's allocator spent a quarter of the results pipeline's CPU time in malloc and free
+// (perf, `cargo bench --bench results`); musl's, in the static build, is slower still.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "svc",

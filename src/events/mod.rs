@@ -76,26 +76,35 @@ impl Events {
 
     /// Appends (durably, group-committed) and publishes. A store failure is counted and
     /// logged; the event is published all the same.
-    pub async fn emit(&self, draft: EventDraft) -> Event {
+    pub async fn emit(&self, draft: EventDraft) -> Arc<Event> {
         let mut events = self.emit_all(vec![draft]).await;
         events.remove(0)
     }
 
-    /// `emit` for several events in one append, published in order.
-    pub async fn emit_all(&self, drafts: Vec<EventDraft>) -> Vec<Event> {
-        let events: Vec<Event> = drafts.into_iter().map(|d| self.stamp(d)).collect();
-        if events.is_empty() {
-            return events;
+    /// `emit` for several events in one append, published in order. The append is queued
+    /// when this is called, not when the future is first polled, so appends keep call order
+    /// while their commits are awaited elsewhere.
+    pub fn emit_all(
+        &self,
+        drafts: Vec<EventDraft>,
+    ) -> impl Future<Output = Vec<Arc<Event>>> + Send + '_ {
+        let events: Vec<Arc<Event>> = drafts
+            .into_iter()
+            .map(|d| Arc::new(self.stamp(d)))
+            .collect();
+        let stored = (!events.is_empty()).then(|| self.store.append(events.clone()));
+        async move {
+            if let Some(stored) = stored {
+                if !matches!(stored.await, Ok(Ok(()))) {
+                    self.metrics.events_dropped.inc_by(events.len() as u64);
+                    tracing::error!(count = events.len(), "events not persisted");
+                }
+                for event in &events {
+                    self.bus.publish(event.clone()).await;
+                }
+            }
+            events
         }
-        let stored = self.store.append(events.clone()).await;
-        if !matches!(stored, Ok(Ok(()))) {
-            self.metrics.events_dropped.inc_by(events.len() as u64);
-            tracing::error!(count = events.len(), "events not persisted");
-        }
-        for event in &events {
-            self.bus.publish(Arc::new(event.clone())).await;
-        }
-        events
     }
 
     /// Newest first, strictly older than the event `cursor`.
@@ -163,8 +172,9 @@ impl Events {
 
 impl EventSink for Events {
     fn emit_all(&self, drafts: Vec<EventDraft>) -> EmitFuture<'_> {
+        let emitted = Events::emit_all(self, drafts);
         Box::pin(async move {
-            Events::emit_all(self, drafts).await;
+            emitted.await;
         })
     }
 }

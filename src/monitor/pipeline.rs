@@ -1,11 +1,11 @@
 //! The results pipeline: passive results, active check outcomes and staleness observations
 //! queue here and one worker applies them in arrival order, many submissions per transaction
 //! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
-//! once its results are durably applied. The queue holds at most `CAPACITY` results; a
+//! once its results are durably applied: states, events and metric samples. The queue holds at most `CAPACITY` results; a
 //! submitter waits up to `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does
 //! when the oldest queued submission has waited longer than `STALL_AFTER`.
 
-use super::results::{Accepted, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
+use super::results::{Accepted, Applied, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
 use crate::auth::Principal;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
@@ -13,6 +13,8 @@ use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,7 +25,7 @@ pub const CAPACITY: usize = 8192;
 /// `/readyz` answers 503 from this depth on (SPEC 8).
 pub const READY_LIMIT: usize = 8000;
 /// Results applied in one transaction at most.
-pub const BATCH_RESULTS: usize = 500;
+pub const BATCH_RESULTS: usize = 4096;
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 pub const ROOM_WAIT: Duration = Duration::from_secs(5);
 
@@ -168,38 +170,81 @@ impl Pipeline {
             .map_err(PipelineError::Store)
     }
 
-    /// Applies what is queued, a group of submissions per transaction; returns how many
-    /// results were applied.
+    /// Applies what is queued, a group of submissions per state transaction; returns how
+    /// many results were applied once all of them are answered. A group's events and samples
+    /// commit while the next group's states do; submitters are answered in order once theirs
+    /// are stored.
     pub async fn drain(&self) -> usize {
         let mut total = 0;
+        let mut storing: VecDeque<Storing<'_>> = VecDeque::new();
         loop {
-            let group = {
-                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-                let mut group = Vec::new();
-                let mut count = 0;
-                while let Some(front) = queue.front() {
-                    if count > 0 && count + front.jobs.len() > BATCH_RESULTS {
-                        break;
-                    }
-                    count += front.jobs.len();
-                    group.extend(queue.pop_front());
-                }
-                group
-            };
+            let mut group = self.next_group();
             if group.is_empty() {
-                return total;
+                if storing.is_empty() {
+                    return total;
+                }
+                total += finish_oldest(&mut storing).await;
+                continue;
             }
             let sizes: Vec<usize> = group.iter().map(|p| p.jobs.len()).collect();
-            let jobs: Vec<Job> = group.iter().flat_map(|p| p.jobs.iter().cloned()).collect();
-            let count = jobs.len();
-            let outcome = self.results.apply(jobs).await;
+            let jobs: Vec<Job> = group
+                .iter_mut()
+                .flat_map(|p| std::mem::take(&mut p.jobs))
+                .collect();
+            let apply = self.results.apply(jobs);
+            tokio::pin!(apply);
+            let outcome = loop {
+                tokio::select! {
+                    outcome = &mut apply => break outcome,
+                    n = finish_oldest(&mut storing), if !storing.is_empty() => total += n,
+                }
+            };
+            storing.push_back(self.answer(group, sizes, outcome));
+        }
+    }
+
+    /// Submissions for one state transaction: up to `BATCH_RESULTS` results, or one larger
+    /// submission whole.
+    fn next_group(&self) -> Vec<Pending> {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut group = Vec::new();
+        let mut count = 0;
+        while let Some(front) = queue.front() {
+            if count > 0 && count + front.jobs.len() > BATCH_RESULTS {
+                break;
+            }
+            count += front.jobs.len();
+            group.extend(queue.pop_front());
+        }
+        group
+    }
+
+    /// Waits until a group's events and samples are stored, then answers its submitters and
+    /// frees its room in the queue; resolves to the number of results applied.
+    fn answer<'a>(
+        &'a self,
+        group: Vec<Pending>,
+        sizes: Vec<usize>,
+        outcome: Result<Applied<'a>, StoreError>,
+    ) -> Storing<'a> {
+        Box::pin(async move {
+            let states = match outcome {
+                Ok(applied) => {
+                    applied.stored.await;
+                    Ok(applied.states)
+                }
+                Err(e) => Err(e),
+            };
+            let count: usize = sizes.iter().sum();
             self.depth.fetch_sub(count, Ordering::SeqCst);
             self.batches.fetch_add(1, Ordering::Relaxed);
-            if outcome.is_ok() {
+            let applied = if states.is_ok() {
                 self.applied.fetch_add(count as u64, Ordering::Relaxed);
-                total += count;
-            }
-            let mut states = outcome.as_ref().map(|s| s.iter().cloned());
+                count
+            } else {
+                0
+            };
+            let mut states = states.map(Vec::into_iter);
             for (pending, size) in group.into_iter().zip(sizes) {
                 let answer = match &mut states {
                     Ok(iter) => Ok(iter.by_ref().take(size).collect()),
@@ -208,8 +253,22 @@ impl Pipeline {
                 let _ = pending.reply.send(answer);
                 drop(pending.permits);
             }
-        }
+            applied
+        })
     }
+}
+
+/// A group whose states are committed, waiting for its events and samples.
+type Storing<'a> = Pin<Box<dyn Future<Output = usize> + Send + 'a>>;
+
+/// Waits for the oldest storing group to be answered; returns its size.
+async fn finish_oldest(storing: &mut VecDeque<Storing<'_>>) -> usize {
+    let Some(oldest) = storing.front_mut() else {
+        return 0;
+    };
+    let applied = oldest.await;
+    storing.pop_front();
+    applied
 }
 
 /// Applies queued results as they arrive.

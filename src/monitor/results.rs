@@ -14,6 +14,7 @@ use crate::model::state::{
 };
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::sink::EmitFuture;
 use crate::store::metrics::{MetricsStore, Sample};
 use crate::store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,12 @@ pub struct Accepted {
     pub accepted: usize,
     /// `host` or `host/service` of each result naming no known object.
     pub rejected: Vec<String>,
+}
+
+/// What `Results::apply` did: the new states, and the commit of their events and samples.
+pub struct Applied<'a> {
+    pub states: Vec<CheckState>,
+    pub stored: EmitFuture<'a>,
 }
 
 /// One problem of `GET /api/v1/problems`.
@@ -200,10 +207,12 @@ impl Results {
         Ok((jobs, rejected))
     }
 
-    /// Runs jobs through the state machine in one transaction, in order, reports the
-    /// transitions as events (one append) and records their performance data; returns each
-    /// job's new state.
-    pub async fn apply(&self, mut jobs: Vec<Job>) -> Result<Vec<CheckState>, StoreError> {
+    /// Runs jobs through the state machine in one transaction, in order, queues the
+    /// transitions as events (one append) and their performance data as metric samples;
+    /// returns each job's new state and a future that resolves once the events and samples
+    /// are stored too. Events and samples of successive calls are stored in call order, so the
+    /// next call may run while this one's are still committing.
+    pub async fn apply(&self, mut jobs: Vec<Job>) -> Result<Applied<'_>, StoreError> {
         self.derive_unreachable(&mut jobs).await?;
         let now = self.clock.now();
         let items = jobs
@@ -235,10 +244,16 @@ impl Results {
             );
         }
         // The event and metric files commit in parallel.
-        let stored = self.metrics.record(samples);
-        self.sink.emit_all(drafts).await;
-        let _ = stored.await;
-        Ok(applied.into_iter().map(|(s, _)| s).collect())
+        let samples_stored = self.metrics.record(samples);
+        let events_stored = self.sink.emit_all(drafts);
+        let stored = Box::pin(async move {
+            events_stored.await;
+            let _ = samples_stored.await;
+        });
+        Ok(Applied {
+            states: applied.into_iter().map(|(s, _)| s).collect(),
+            stored,
+        })
     }
 
     /// A DOWN host all of whose parents are hard non-UP is UNREACHABLE instead. A parent's

@@ -1,16 +1,24 @@
 //! The event store: one redb file per month (`events-YYYYMM.redb`) in the data dir, indexed by
 //! tenant + time, object, source and type. One writer thread groups the appends of many
 //! producers into one commit per month file, so durable throughput is not one fsync per event.
+//!
+//! The object index is filed late: every object keeps its newest keys on its own B-tree page,
+//! so inserting each event's key at once dirties a page per event. Keys are first appended to
+//! an unfiled journal table (sequential, in the same transaction as the event) and kept in
+//! memory, where reads merge them in; the writer files them into the index in sorted bulk
+//! once `FILE_AFTER` have gathered or it has been idle for `FILE_IDLE`. Opening a file loads
+//! its journal, so nothing is lost across a crash.
 
 use super::StoreError;
 use super::codec::{decode, encode};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, id_millis};
-use redb::{Database, ReadableDatabase, TableDefinition};
-use std::collections::BTreeMap;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -22,6 +30,13 @@ const BY_OBJECT: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by
 const BY_SOURCE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_source");
 /// tenant + type code + ts + id → ().
 const BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_type");
+/// Sequence → `BY_OBJECT` key not yet filed there.
+const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("event_object_key_unfiled");
+
+/// Unfiled object keys per file that make the writer file them.
+const FILE_AFTER: usize = 65_536;
+/// An idle writer files the object keys it holds after this long.
+const FILE_IDLE: Duration = Duration::from_secs(2);
 
 /// At most this many events go into one commit.
 const MAX_BATCH: usize = 8192;
@@ -92,13 +107,71 @@ struct Scan {
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
 struct Append {
-    events: Vec<Event>,
+    events: Vec<Arc<Event>>,
     ack: Option<Ack>,
+}
+
+/// One open month file and its object keys not yet filed in `BY_OBJECT`.
+struct MonthFile {
+    db: Database,
+    unfiled: Mutex<Unfiled>,
+}
+
+#[derive(Default)]
+struct Unfiled {
+    keys: BTreeSet<Vec<u8>>,
+    next_seq: u64,
+}
+
+impl MonthFile {
+    fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
+        self.unfiled.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The unfiled object keys in `lo..hi`, in the scan's direction.
+    fn unfiled_in(&self, lo: &[u8], hi: &[u8], descending: bool) -> Vec<Vec<u8>> {
+        let unfiled = self.unfiled();
+        let range = unfiled
+            .keys
+            .range::<[u8], _>((std::ops::Bound::Included(lo), std::ops::Bound::Excluded(hi)));
+        if descending {
+            range.rev().cloned().collect()
+        } else {
+            range.cloned().collect()
+        }
+    }
+
+    /// Moves the unfiled object keys into the object index, in one transaction.
+    fn file_object_keys(&self) -> Result<(), StoreError> {
+        let keys = self.unfiled().keys.clone();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        {
+            let mut by_object = tx.open_table(BY_OBJECT).map_err(StoreError::from_redb)?;
+            for k in &keys {
+                by_object
+                    .insert(k.as_slice(), ())
+                    .map_err(StoreError::from_redb)?;
+            }
+            let mut journal = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
+            journal
+                .retain(|_, _| false)
+                .map_err(StoreError::from_redb)?;
+        }
+        tx.commit().map_err(StoreError::from_redb)?;
+        // Readers copy the unfiled keys before they open their snapshot, so a key leaves
+        // memory only once a snapshot would find it filed.
+        self.unfiled().keys.retain(|k| !keys.contains(k));
+        Ok(())
+    }
 }
 
 pub struct EventStore {
     dir: PathBuf,
-    files: Mutex<BTreeMap<u32, Arc<Database>>>,
+    files: Mutex<BTreeMap<u32, Arc<MonthFile>>>,
     writer: Mutex<Option<mpsc::SyncSender<Append>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -142,10 +215,10 @@ impl EventStore {
         months
     }
 
-    fn file(&self, month: u32, create: bool) -> Result<Option<Arc<Database>>, StoreError> {
+    fn file(&self, month: u32, create: bool) -> Result<Option<Arc<MonthFile>>, StoreError> {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(db) = files.get(&month) {
-            return Ok(Some(db.clone()));
+        if let Some(file) = files.get(&month) {
+            return Ok(Some(file.clone()));
         }
         let path = self.dir.join(file_name(month));
         if !create && !path.exists() {
@@ -153,20 +226,67 @@ impl EventStore {
         }
         let mut builder = Database::builder();
         builder.set_cache_size(FILE_CACHE_BYTES);
-        let db = Arc::new(builder.create(&path).map_err(StoreError::from_open)?);
+        let db = builder.create(&path).map_err(StoreError::from_open)?;
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         for t in [BY_OBJECT, BY_SOURCE, BY_TYPE] {
             tx.open_table(t).map_err(StoreError::from_redb)?;
         }
         tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let mut unfiled = Unfiled::default();
+        {
+            let journal = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
+            for row in journal.iter().map_err(StoreError::from_redb)? {
+                let (seq, key) = row.map_err(StoreError::from_redb)?;
+                unfiled.keys.insert(key.value().to_vec());
+                unfiled.next_seq = seq.value() + 1;
+            }
+        }
         tx.commit().map_err(StoreError::from_redb)?;
-        files.insert(month, db.clone());
-        Ok(Some(db))
+        let file = Arc::new(MonthFile {
+            db,
+            unfiled: Mutex::new(unfiled),
+        });
+        files.insert(month, file.clone());
+        Ok(Some(file))
+    }
+
+    /// Files the object keys of every open month file (`force`), or of those holding
+    /// `FILE_AFTER` or more.
+    fn file_object_keys(&self, force: bool) {
+        let files: Vec<Arc<MonthFile>> = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        for f in files {
+            let due = {
+                let n = f.unfiled().keys.len();
+                n > 0 && (force || n >= FILE_AFTER)
+            };
+            if due {
+                if let Err(e) = f.file_object_keys() {
+                    tracing::error!(error = %e, "object index not updated; keys stay unfiled");
+                }
+            }
+        }
     }
 
     fn write_loop(&self, rx: &mpsc::Receiver<Append>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = match rx.recv_timeout(FILE_IDLE) {
+                Ok(first) => first,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.file_object_keys(true);
+                    continue;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.file_object_keys(true);
+                    return;
+                }
+            };
             let mut batch = vec![first];
             let mut count = batch[0].events.len();
             while count < MAX_BATCH {
@@ -192,16 +312,19 @@ impl EventStore {
                     let _ = ack.send(result.clone());
                 }
             }
+            self.file_object_keys(false);
         }
     }
 
     fn commit(&self, month: u32, events: &[&Event]) -> Result<(), StoreError> {
-        let db = self.file(month, true)?.ok_or(StoreError::NotFound)?;
-        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+        let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
+        let mut seq = file.unfiled().next_seq;
+        let mut object_keys = Vec::new();
+        let mut tx = file.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         {
             let mut main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-            let mut by_object = tx.open_table(BY_OBJECT).map_err(StoreError::from_redb)?;
+            let mut unfiled = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
             let mut by_source = tx.open_table(BY_SOURCE).map_err(StoreError::from_redb)?;
             let mut by_type = tx.open_table(BY_TYPE).map_err(StoreError::from_redb)?;
             for e in events {
@@ -210,9 +333,12 @@ impl EventStore {
                 main.insert(cat(t, &sfx).as_slice(), encode(e)?.as_slice())
                     .map_err(StoreError::from_redb)?;
                 if let Some(o) = e.object_id {
-                    by_object
-                        .insert(cat(&cat(t, o.as_bytes()), &sfx).as_slice(), ())
+                    let key = cat(&cat(t, o.as_bytes()), &sfx);
+                    unfiled
+                        .insert(seq, key.as_slice())
                         .map_err(StoreError::from_redb)?;
+                    seq += 1;
+                    object_keys.push(key);
                 }
                 if let Some(s) = &e.source_id {
                     by_source
@@ -224,11 +350,15 @@ impl EventStore {
                     .map_err(StoreError::from_redb)?;
             }
         }
-        tx.commit().map_err(StoreError::from_redb)
+        tx.commit().map_err(StoreError::from_redb)?;
+        let mut unfiled = file.unfiled();
+        unfiled.next_seq = seq;
+        unfiled.keys.extend(object_keys);
+        Ok(())
     }
 
     /// Queues events for the next group commit; the receiver resolves once they are durable.
-    pub fn append(&self, events: Vec<Event>) -> oneshot::Receiver<Result<(), StoreError>> {
+    pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let (ack, done) = oneshot::channel();
         let sender = self
             .writer
@@ -272,7 +402,7 @@ impl EventStore {
 
     /// Reads one month file: matching events between the scan's bounds, in its direction.
     fn scan_month(
-        db: &Database,
+        file: &MonthFile,
         filter: &EventFilter,
         scan: Scan,
         out: &mut Vec<Event>,
@@ -283,8 +413,6 @@ impl EventStore {
             descending,
             limit,
         } = scan;
-        let tx = db.begin_read().map_err(StoreError::from_redb)?;
-        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
         let (index, prefix, indexed) = Self::plan(filter);
         let prefix = if indexed {
             prefix
@@ -324,6 +452,14 @@ impl EventStore {
         if lo_key >= hi_key {
             return Ok(());
         }
+        // Copied before the snapshot opens: see `MonthFile::file_object_keys`.
+        let unfiled = if filter.object_id.is_some() {
+            file.unfiled_in(&lo_key, &hi_key, descending)
+        } else {
+            Vec::new()
+        };
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
         let mut take = |key: &[u8]| -> Result<bool, StoreError> {
             let sfx = &key[key.len() - 24..];
             let main_key = cat(filter.tenant_id.as_bytes(), sfx);
@@ -348,9 +484,41 @@ impl EventStore {
             } else {
                 Box::new(range)
             };
-            for row in keys {
-                let (k, _) = row.map_err(StoreError::from_redb)?;
-                if take(k.value())? {
+            let mut filed = keys.peekable();
+            let mut unfiled = unfiled.into_iter().peekable();
+            // Filed and unfiled keys merged in the scan's order; a key in both counts once.
+            loop {
+                let filed_key = match filed.peek() {
+                    Some(Ok((k, _))) => Some(k.value().to_vec()),
+                    Some(Err(_)) => {
+                        if let Some(Err(e)) = filed.next() {
+                            return Err(StoreError::from_redb(e));
+                        }
+                        None
+                    }
+                    None => None,
+                };
+                let key = match (filed_key, unfiled.peek()) {
+                    (None, None) => break,
+                    (Some(f), None) => {
+                        filed.next();
+                        f
+                    }
+                    (None, Some(_)) => unfiled.next().unwrap_or_default(),
+                    (Some(f), Some(u)) => {
+                        let filed_first = if descending { f >= *u } else { f <= *u };
+                        if f == *u {
+                            unfiled.next();
+                        }
+                        if filed_first {
+                            filed.next();
+                            f
+                        } else {
+                            unfiled.next().unwrap_or_default()
+                        }
+                    }
+                };
+                if take(&key)? {
                     break;
                 }
             }
@@ -403,8 +571,8 @@ impl EventStore {
         }
         let mut out = Vec::new();
         for month in months {
-            if let Some(db) = self.file(month, false)? {
-                Self::scan_month(&db, filter, scan, &mut out)?;
+            if let Some(file) = self.file(month, false)? {
+                Self::scan_month(&file, filter, scan, &mut out)?;
             }
             if out.len() >= scan.limit {
                 break;
@@ -517,7 +685,7 @@ mod tests {
         let t = Uuid::from_u128(1);
         let other = Uuid::from_u128(2);
         let obj = Uuid::from_u128(9);
-        let events = vec![
+        let events = [
             ev(t, "2026-01-31T23:59:59Z", EventType::Config, None, None),
             ev(
                 t,
@@ -548,7 +716,11 @@ mod tests {
                 None,
             ),
         ];
-        store.append(events.clone()).await.unwrap().unwrap();
+        store
+            .append(events.iter().cloned().map(Arc::new).collect())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(store.months(), vec![202601, 202602, 202603]);
         let all = EventFilter {
             tenant_id: t,
@@ -607,5 +779,79 @@ mod tests {
         assert_eq!(store.months(), vec![202602, 202603]);
         assert_eq!(store.newest(&all, None, 10).unwrap().len(), 3);
         store.close();
+    }
+
+    #[tokio::test]
+    async fn object_keys_are_filed_late_and_survive_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let (t, obj) = (Uuid::from_u128(1), Uuid::from_u128(9));
+        let at = |s: u32| format!("2026-03-01T00:00:{s:02}Z");
+        let batch = |range: std::ops::Range<u32>| -> Vec<Arc<Event>> {
+            range
+                .map(|s| Arc::new(ev(t, &at(s), EventType::StateChange, Some(obj), None)))
+                .collect()
+        };
+        let by_object = EventFilter {
+            tenant_id: t,
+            object_id: Some(obj),
+            ..Default::default()
+        };
+        let store = EventStore::open(dir.path()).unwrap();
+        let first = batch(0..4);
+        store.append(first.clone()).await.unwrap().unwrap();
+        let file = store.file(202603, false).unwrap().unwrap();
+        assert_eq!(file.unfiled().keys.len(), 4, "not filed yet");
+        assert_eq!(store.newest(&by_object, None, 10).unwrap().len(), 4);
+        file.file_object_keys().unwrap();
+        assert!(file.unfiled().keys.is_empty());
+        let second = batch(4..7);
+        store.append(second.clone()).await.unwrap().unwrap();
+        // Filed and unfiled keys merge in time order, both ways, with pages.
+        let expected: Vec<Uuid> = first.iter().chain(&second).map(|e| e.id).collect();
+        let ids = |events: Vec<Event>| events.iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids(store.oldest(&by_object, None, 10).unwrap()), expected);
+        let newest = ids(store.newest(&by_object, None, 5).unwrap());
+        assert_eq!(
+            newest,
+            expected.iter().rev().take(5).copied().collect::<Vec<_>>()
+        );
+        let before = Position::of_id(newest[4]);
+        assert_eq!(
+            ids(store.newest(&by_object, before, 5).unwrap()),
+            vec![expected[1], expected[0]]
+        );
+        drop(file);
+        store.close();
+
+        // A crash between an append and its filing: the key is only in the journal.
+        let path = dir.path().join(file_name(202603));
+        {
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            {
+                let mut index = tx.open_table(BY_OBJECT).unwrap();
+                let mut journal = tx.open_table(UNFILED).unwrap();
+                let last = index
+                    .last()
+                    .unwrap()
+                    .map(|(k, _)| k.value().to_vec())
+                    .unwrap();
+                index.remove(last.as_slice()).unwrap();
+                journal.insert(0, last.as_slice()).unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        let store = EventStore::open(dir.path()).unwrap();
+        assert_eq!(ids(store.oldest(&by_object, None, 10).unwrap()), expected);
+        store.close();
+        let db = Database::create(&path).unwrap();
+        let tx = db.begin_read().unwrap();
+        use redb::ReadableTableMetadata;
+        assert_eq!(
+            tx.open_table(BY_OBJECT).unwrap().len().unwrap(),
+            7,
+            "filed at close"
+        );
+        assert!(tx.open_table(UNFILED).unwrap().is_empty().unwrap());
     }
 }
