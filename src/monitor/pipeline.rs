@@ -1,9 +1,10 @@
 //! The results pipeline: passive results, active check outcomes and staleness observations
 //! queue here and one worker applies them in arrival order, many submissions per transaction
 //! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
-//! once its results are durably applied: states, events and metric samples. The queue holds at most `CAPACITY` results; a
-//! submitter waits up to `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does
-//! when the oldest queued submission has waited longer than `STALL_AFTER`.
+//! once its results are durably applied: states, events and metric samples. The queue holds at
+//! most `CAPACITY` results; a submitter waits up to `ROOM_WAIT` for room, then the pipeline
+//! counts as stalled, as it does when the oldest queued submission has waited longer than
+//! `STALL_AFTER`.
 
 use super::results::{Accepted, Applied, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
 use crate::auth::Principal;
