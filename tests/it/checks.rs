@@ -19,6 +19,19 @@ async fn post(s: &Server, token: &str, path: &str, body: Value) -> Value {
     .await
 }
 
+/// `POST /api/v1/objects/{id}/check-now`.
+async fn check_now(s: &Server, token: &str, id: &str) -> reqwest::Response {
+    call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/objects/{id}/check-now"),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
 /// Polls an object's live state until `done` holds (10 s at most).
 async fn wait_state(
     s: &Server,
@@ -122,15 +135,7 @@ async fn plugins_run_with_macros_exit_codes_and_timeouts() {
         ids.push(svc["id"].as_str().unwrap().to_string());
     }
     for id in &ids {
-        let res = call(
-            s,
-            &a.token,
-            Method::POST,
-            &format!("/api/v1/objects/{id}/check-now"),
-        )
-        .send()
-        .await
-        .unwrap();
+        let res = check_now(s, &a.token, id).await;
         assert_eq!(res.status(), 202);
     }
     let st = wait_state(s, &a.token, "/api/v1/services", "warn", |st| {
@@ -193,48 +198,19 @@ async fn check_now_needs_the_object_and_the_permission() {
     .await;
     let id = host["id"].as_str().unwrap();
     assert_problem(
-        call(
-            s,
-            &a.token,
-            Method::POST,
-            "/api/v1/objects/0190a000-0000-7000-8000-000000000000/check-now",
-        )
-        .send()
-        .await
-        .unwrap(),
+        check_now(s, &a.token, "0190a000-0000-7000-8000-000000000000").await,
         404,
         "svc:not-found",
     )
     .await;
     let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
-    let res = call(
-        s,
-        &viewer,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap();
+    let res = check_now(s, &viewer, id).await;
     assert_eq!(
         assert_problem(res, 403, "svc:auth/forbidden").await["detail"],
         "checks:run"
     );
     let (_, other) = second_tenant(s, &a.token, "chk-iso").await;
-    assert_problem(
-        call(
-            s,
-            &other,
-            Method::POST,
-            &format!("/api/v1/objects/{id}/check-now"),
-        )
-        .send()
-        .await
-        .unwrap(),
-        404,
-        "svc:not-found",
-    )
-    .await;
+    assert_problem(check_now(s, &other, id).await, 404, "svc:not-found").await;
 }
 
 /// Debian's monitoring-plugins, unmodified (`.ci/run` installs `monitoring-plugins-basic`).
@@ -266,19 +242,7 @@ async fn debian_monitoring_plugins_run_unmodified() {
     let disk = post(s, &a.token, "/api/v1/services", json!({"name": "disk", "host": "gw", "spec": {"checkCommand": "check_disk", "interval": 3600, "maxCheckAttempts": 1}})).await;
     for svc in [&tcp, &disk] {
         let id = svc["id"].as_str().unwrap();
-        assert_eq!(
-            call(
-                s,
-                &a.token,
-                Method::POST,
-                &format!("/api/v1/objects/{id}/check-now")
-            )
-            .send()
-            .await
-            .unwrap()
-            .status(),
-            202
-        );
+        assert_eq!(check_now(s, &a.token, id).await.status(), 202);
     }
     let st = wait_state(s, &a.token, "/api/v1/services", "tcp", |st| {
         st["output"]
@@ -372,15 +336,7 @@ async fn check_once(a: &Admin, name: &str, spec: Value) -> Value {
     )
     .await;
     let id = svc["id"].as_str().unwrap();
-    let res = call(
-        &a.s,
-        &a.token,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap();
+    let res = check_now(&a.s, &a.token, id).await;
     assert_eq!(res.status(), 202);
     wait_state(&a.s, &a.token, "/api/v1/services", name, |_| true).await
 }
@@ -703,15 +659,7 @@ async fn check_periods_hold_scheduled_checks_but_not_check_now() {
         "outside its period the host is not checked: {held_state}"
     );
     let id = held["id"].as_str().unwrap();
-    let res = call(
-        s,
-        &a.token,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap();
+    let res = check_now(s, &a.token, id).await;
     assert_eq!(res.status(), 202);
     wait_state(s, &a.token, "/api/v1/hosts", "held", |st| st["state"] == 0).await;
     drop(listener);
