@@ -32,7 +32,9 @@ fn result(i: usize, round: usize) -> Value {
     json!({"host": "bench", "service": format!("s{i}"), "state": state, "output": format!("round {round} | value={round};5;10;0")})
 }
 
-/// Sends `total` results in requests of `batch`, 16 in flight; returns results per second.
+/// Sends `total` results in requests of `batch`, 16 in flight, then reads the newest event
+/// (a read waits for every event queued before it, so the clock stops once the last result's
+/// event is stored); returns results per second.
 async fn svc_rate(
     http: &reqwest::Client,
     base: &str,
@@ -40,12 +42,19 @@ async fn svc_rate(
     batch: usize,
     total: usize,
 ) -> f64 {
-    let t0 = Instant::now();
     let requests = total / batch;
-    let sent = futures_util::stream::iter(0..requests)
-        .map(|r| {
-            let body = json!({"results": (0..batch).map(|k| { let n = r * batch + k; result(n % SERVICES, n / SERVICES) }).collect::<Vec<_>>()});
-            let req = http.post(format!("{base}/api/v1/results")).bearer_auth(token).json(&body);
+    // Bodies are encoded before the clock starts: the load generator shares the machine.
+    let bodies: Vec<Vec<u8>> = (0..requests)
+        .map(|r| serde_json::to_vec(&json!({"results": (0..batch).map(|k| { let n = r * batch + k; result(n % SERVICES, n / SERVICES) }).collect::<Vec<_>>()})).unwrap())
+        .collect();
+    let t0 = Instant::now();
+    let sent = futures_util::stream::iter(bodies)
+        .map(|body| {
+            let req = http
+                .post(format!("{base}/api/v1/results"))
+                .bearer_auth(token)
+                .header("Content-Type", "application/json")
+                .body(body);
             async move {
                 let res = req.send().await.unwrap();
                 assert_eq!(res.status(), 202);
@@ -57,7 +66,24 @@ async fn svc_rate(
         .fold(0, |a, n| async move { a + n })
         .await;
     assert_eq!(sent, requests * batch);
-    sent as f64 / t0.elapsed().as_secs_f64()
+    let newest: Value = http
+        .get(format!("{base}/api/v1/events?type=state_change&limit=1"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let elapsed = t0.elapsed().as_secs_f64();
+    // The requests still in flight at the end all belong to the last round.
+    let last_round = (total - 1) / SERVICES;
+    assert_eq!(
+        newest["items"][0]["payload"]["output"],
+        format!("round {last_round}"),
+        "{newest}"
+    );
+    sent as f64 / elapsed
 }
 
 fn free_port() -> u16 {
@@ -125,15 +151,29 @@ for (i in range({SERVICES})) {{
 
 async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize) -> f64 {
     let url = format!("https://127.0.0.1:{port}/v1/actions/process-check-result");
-    let t0 = Instant::now();
-    futures_util::stream::iter(0..total)
+    let bodies: Vec<Vec<u8>> = (0..total)
         .map(|n| {
             let (i, round) = (n % SERVICES, n / SERVICES);
-            let body = json!({"type": "Service", "service": format!("bench!s{i}"), "exit_status": if round % 2 == 0 { 2 } else { 0 }, "plugin_output": format!("round {round}"), "performance_data": [format!("value={round};5;10;0")]});
-            let req = http.post(&url).basic_auth("bench", Some("bench")).header("Accept", "application/json").json(&body);
+            serde_json::to_vec(&json!({"type": "Service", "service": format!("bench!s{i}"), "exit_status": if round % 2 == 0 { 2 } else { 0 }, "plugin_output": format!("round {round}"), "performance_data": [format!("value={round};5;10;0")]})).unwrap()
+        })
+        .collect();
+    let t0 = Instant::now();
+    futures_util::stream::iter(bodies)
+        .map(|body| {
+            let req = http
+                .post(&url)
+                .basic_auth("bench", Some("bench"))
+                .header("Accept", "application/json")
+                .header("Content-Type", "application/json")
+                .body(body);
             async move {
                 let res = req.send().await.unwrap();
-                assert_eq!(res.status(), 200, "{}", res.text().await.unwrap_or_default());
+                assert_eq!(
+                    res.status(),
+                    200,
+                    "{}",
+                    res.text().await.unwrap_or_default()
+                );
             }
         })
         .buffer_unordered(IN_FLIGHT)

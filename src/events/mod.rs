@@ -107,13 +107,15 @@ impl Events {
         }
     }
 
-    /// Newest first, strictly older than the event `cursor`.
+    /// Newest first, strictly older than the event `cursor`. Like every read here, it sees
+    /// each event emitted before it began, committed or still queued then.
     pub async fn list(
         &self,
         filter: EventFilter,
         cursor: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
+        self.store.settled().await;
         let store = self.store.clone();
         let before = cursor.and_then(Position::of_id);
         crate::store::blocking(move || store.newest(&filter, before, limit)).await
@@ -126,6 +128,7 @@ impl Events {
         after: Option<Position>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
+        self.store.settled().await;
         let store = self.store.clone();
         crate::store::blocking(move || store.oldest(&filter, after, limit)).await
     }

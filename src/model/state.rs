@@ -50,9 +50,6 @@ pub struct CheckState {
     /// Whether each of the last results (bit 0 the newest) changed the raw state.
     #[serde(default, skip_serializing)]
     pub flap_history: u32,
-    /// How many results the history holds (up to 21).
-    #[serde(default, skip_serializing)]
-    pub flap_samples: u32,
     #[serde(default)]
     pub downtime_depth: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,10 +84,12 @@ pub fn flap_thresholds(spec: &super::config::ObjectSpec) -> Option<(f64, f64)> {
     })
 }
 
-/// Icinga's weighted change rate: entry i (0 oldest … 20 newest) weighs 0.8 + 0.4·i/20.
-pub fn flap_pct(history: u32, samples: u32) -> f64 {
+/// Icinga's weighted change rate: entry i (0 oldest … 20 newest) weighs 0.8 + 0.4·i/20. The
+/// whole window counts from the first result on (entries not yet observed as no change), so a
+/// single change is no flapping.
+pub fn flap_pct(history: u32) -> f64 {
     let (mut changed, mut total) = (0.0, 0.0);
-    for back in 0..samples.min(FLAP_WINDOW) {
+    for back in 0..FLAP_WINDOW {
         let i = f64::from(FLAP_WINDOW - 1 - back);
         let w = 0.8 + 0.4 * i / f64::from(FLAP_WINDOW - 1);
         total += w;
@@ -192,14 +191,10 @@ pub fn step(
     };
     let raw_change = prev.is_none_or(|p| p.state != obs.state);
     // The history records changes between results; the first result has nothing to differ from.
-    let (history, samples) = match prev {
-        Some(p) => (
-            ((p.flap_history << 1) | u32::from(p.state != obs.state)) & ((1 << FLAP_WINDOW) - 1),
-            (p.flap_samples + 1).min(FLAP_WINDOW),
-        ),
-        None => (0, 0),
-    };
-    let pct = flap_pct(history, samples);
+    let history = prev.map_or(0, |p| {
+        ((p.flap_history << 1) | u32::from(p.state != obs.state)) & ((1 << FLAP_WINDOW) - 1)
+    });
+    let pct = flap_pct(history);
     let was_flapping = prev.is_some_and(|p| p.flapping);
     let flapping = match obs.flap_thresholds {
         None => false,
@@ -238,7 +233,6 @@ pub fn step(
         flapping,
         flap_pct: (pct * 10.0).round() / 10.0,
         flap_history: history,
-        flap_samples: samples,
         downtime_depth: prev.map_or(0, |p| p.downtime_depth),
         // An acknowledgement ends with the problem.
         acked_by: if obs.state == OK {
@@ -366,12 +360,9 @@ mod tests {
 
     #[test]
     fn flapping_starts_high_and_ends_low() {
-        assert_eq!(flap_pct(0, 21), 0.0);
-        assert_eq!(flap_pct((1 << 21) - 1, 21), 100.0);
-        assert!(
-            flap_pct(1, 21) > flap_pct(1 << 20, 21),
-            "recent changes weigh more"
-        );
+        assert_eq!(flap_pct(0), 0.0);
+        assert_eq!(flap_pct((1 << 21) - 1), 100.0);
+        assert!(flap_pct(1) > flap_pct(1 << 20), "recent changes weigh more");
         let id = Uuid::nil();
         let mut now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mut prev: Option<CheckState> = None;
@@ -391,7 +382,7 @@ mod tests {
             prev = Some(next);
             now = now.plus(std::time::Duration::from_secs(60));
         }
-        assert_eq!(starts.len(), 1, "{starts:?}");
+        assert_eq!(starts, [10], "ten changes within the window start flapping");
         assert_eq!(ends.len(), 1, "{ends:?}");
         assert!(ends[0] > 12 && !prev.unwrap().flapping);
         let (p, t) = step(

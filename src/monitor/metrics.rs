@@ -149,6 +149,7 @@ impl MetricQueries {
         let (from, to) = (q.from.as_millis(), q.to.as_millis());
         let min_step = i64::from(q.step_seconds.unwrap_or(0)) * 1000;
         let (tier, step) = plan(self.clock.now().as_millis(), from, to, max_points, min_step);
+        self.metrics.settled().await;
         let metrics = self.metrics.clone();
         let (tenant, name) = (p.tenant, metric.clone());
         let found =
@@ -194,6 +195,7 @@ impl MetricQueries {
         object_id: Uuid,
     ) -> Result<Vec<SeriesView>, StoreError> {
         self.store.object(p.tenant, object_id).await?;
+        self.metrics.settled().await;
         let metrics = self.metrics.clone();
         let tenant = p.tenant;
         let series = blocking(move || metrics.series_of(tenant, object_id)).await?;

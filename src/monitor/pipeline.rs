@@ -1,21 +1,22 @@
 //! The results pipeline: passive results, active check outcomes and staleness observations
 //! queue here and one worker applies them in arrival order, many submissions per transaction
 //! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
-//! once its results are durably applied: states, events and metric samples. The queue holds at
-//! most `CAPACITY` results; a submitter waits up to `ROOM_WAIT` for room, then the pipeline
-//! counts as stalled, as it does when the oldest queued submission has waited longer than
-//! `STALL_AFTER`.
+//! once its results' states are committed; their events and metric samples are queued then and
+//! commit while the next group's states do (at most `STORING_GROUPS` groups behind), and reads
+//! of events and metrics wait for what was queued before them, so an answer is never ahead of
+//! what a client can read. The queue holds at most `CAPACITY` results; a submitter waits up to
+//! `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does when the oldest queued
+//! submission has waited longer than `STALL_AFTER`.
 
-use super::results::{Accepted, Applied, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
+use super::results::{Accepted, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
 use crate::auth::Principal;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
+use crate::runtime::sink::EmitFuture;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
 use serde::Serialize;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -26,7 +27,9 @@ pub const CAPACITY: usize = 8192;
 /// `/readyz` answers 503 from this depth on (SPEC 8).
 pub const READY_LIMIT: usize = 8000;
 /// Results applied in one transaction at most.
-pub const BATCH_RESULTS: usize = 4096;
+pub const BATCH_RESULTS: usize = 8192;
+/// Applied groups whose events and samples may still be committing.
+const STORING_GROUPS: usize = 4;
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 pub const ROOM_WAIT: Duration = Duration::from_secs(5);
 
@@ -171,20 +174,28 @@ impl Pipeline {
             .map_err(PipelineError::Store)
     }
 
-    /// Applies what is queued, a group of submissions per state transaction; returns how
-    /// many results were applied once all of them are answered. A group's events and samples
-    /// commit while the next group's states do; submitters are answered in order once theirs
-    /// are stored.
+    /// Applies what is queued, a group of submissions per state transaction, answering each
+    /// group once its states are committed; returns how many results were applied once their
+    /// events and samples are stored too. Groups store in order, so the bus publishes their
+    /// events in order.
     pub async fn drain(&self) -> usize {
         let mut total = 0;
-        let mut storing: VecDeque<Storing<'_>> = VecDeque::new();
+        let mut storing: VecDeque<EmitFuture<'_>> = VecDeque::new();
         loop {
+            if storing.len() >= STORING_GROUPS {
+                finish_oldest(&mut storing).await;
+                continue;
+            }
             let mut group = self.next_group();
             if group.is_empty() {
                 if storing.is_empty() {
                     return total;
                 }
-                total += finish_oldest(&mut storing).await;
+                // A new submission starts its states while older groups still store.
+                tokio::select! {
+                    () = finish_oldest(&mut storing) => {}
+                    () = self.wake.notified() => {}
+                }
                 continue;
             }
             let sizes: Vec<usize> = group.iter().map(|p| p.jobs.len()).collect();
@@ -197,10 +208,17 @@ impl Pipeline {
             let outcome = loop {
                 tokio::select! {
                     outcome = &mut apply => break outcome,
-                    n = finish_oldest(&mut storing), if !storing.is_empty() => total += n,
+                    () = finish_oldest(&mut storing), if !storing.is_empty() => {}
                 }
             };
-            storing.push_back(self.answer(group, sizes, outcome));
+            let states = match outcome {
+                Ok(applied) => {
+                    storing.push_back(applied.stored);
+                    Ok(applied.states)
+                }
+                Err(e) => Err(e),
+            };
+            total += self.answer(group, sizes, states);
         }
     }
 
@@ -220,56 +238,42 @@ impl Pipeline {
         group
     }
 
-    /// Waits until a group's events and samples are stored, then answers its submitters and
-    /// frees its room in the queue; resolves to the number of results applied.
-    fn answer<'a>(
-        &'a self,
+    /// Answers a group's submitters with their states (or the failure) and frees its room in
+    /// the queue; returns the number of results applied.
+    fn answer(
+        &self,
         group: Vec<Pending>,
         sizes: Vec<usize>,
-        outcome: Result<Applied<'a>, StoreError>,
-    ) -> Storing<'a> {
-        Box::pin(async move {
-            let states = match outcome {
-                Ok(applied) => {
-                    applied.stored.await;
-                    Ok(applied.states)
-                }
-                Err(e) => Err(e),
+        states: Result<Vec<CheckState>, StoreError>,
+    ) -> usize {
+        let count: usize = sizes.iter().sum();
+        self.depth.fetch_sub(count, Ordering::SeqCst);
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        let applied = if states.is_ok() {
+            self.applied.fetch_add(count as u64, Ordering::Relaxed);
+            count
+        } else {
+            0
+        };
+        let mut states = states.map(Vec::into_iter);
+        for (pending, size) in group.into_iter().zip(sizes) {
+            let answer = match &mut states {
+                Ok(iter) => Ok(iter.by_ref().take(size).collect()),
+                Err(e) => Err(e.clone()),
             };
-            let count: usize = sizes.iter().sum();
-            self.depth.fetch_sub(count, Ordering::SeqCst);
-            self.batches.fetch_add(1, Ordering::Relaxed);
-            let applied = if states.is_ok() {
-                self.applied.fetch_add(count as u64, Ordering::Relaxed);
-                count
-            } else {
-                0
-            };
-            let mut states = states.map(Vec::into_iter);
-            for (pending, size) in group.into_iter().zip(sizes) {
-                let answer = match &mut states {
-                    Ok(iter) => Ok(iter.by_ref().take(size).collect()),
-                    Err(e) => Err(e.clone()),
-                };
-                let _ = pending.reply.send(answer);
-                drop(pending.permits);
-            }
-            applied
-        })
+            let _ = pending.reply.send(answer);
+            drop(pending.permits);
+        }
+        applied
     }
 }
 
-/// A group whose states are committed, waiting for its events and samples.
-type Storing<'a> = Pin<Box<dyn Future<Output = usize> + Send + 'a>>;
-
-/// Waits for the oldest storing group to be answered; returns its size.
-async fn finish_oldest(storing: &mut VecDeque<Storing<'_>>) -> usize {
-    let Some(oldest) = storing.front_mut() else {
-        return 0;
-    };
-    let applied = oldest.await;
-    storing.pop_front();
-    applied
+/// Waits until the oldest applied group's events and samples are stored.
+async fn finish_oldest(storing: &mut VecDeque<EmitFuture<'_>>) {
+    if let Some(oldest) = storing.front_mut() {
+        oldest.await;
+        storing.pop_front();
+    }
 }
 
 /// Applies queued results as they arrive.
@@ -322,7 +326,6 @@ mod tests {
     use crate::model::event::EventDraft;
     use crate::model::object::{Object, ObjectKind};
     use crate::monitor::catalog::{Catalog, Entry};
-    use crate::runtime::sink::EmitFuture;
     use crate::runtime::{Clock, EventSink, TestClock};
     use crate::store::Store;
     use crate::store::metrics::MetricsStore;

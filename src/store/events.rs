@@ -11,12 +11,13 @@
 
 use super::StoreError;
 use super::codec::{decode, encode};
+use super::writer::{Inbox, Writer};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, id_millis};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -40,7 +41,7 @@ const FILE_IDLE: Duration = Duration::from_secs(2);
 
 /// At most this many events go into one commit.
 const MAX_BATCH: usize = 8192;
-const FILE_CACHE_BYTES: usize = 4 * 1024 * 1024;
+const FILE_CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A month as `YYYYMM`.
 pub fn month_of(ts: Timestamp) -> u32 {
@@ -108,7 +109,7 @@ type Ack = oneshot::Sender<Result<(), StoreError>>;
 
 struct Append {
     events: Vec<Arc<Event>>,
-    ack: Option<Ack>,
+    ack: Ack,
 }
 
 /// One open month file and its object keys not yet filed in `BY_OBJECT`.
@@ -172,27 +173,23 @@ impl MonthFile {
 pub struct EventStore {
     dir: PathBuf,
     files: Mutex<BTreeMap<u32, Arc<MonthFile>>>,
-    writer: Mutex<Option<mpsc::SyncSender<Append>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Writer<Append>,
 }
 
 impl EventStore {
     /// Opens the month files already in `dir` lazily and starts the writer thread.
     pub fn open(dir: &Path) -> Result<Arc<EventStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        let (tx, rx) = mpsc::sync_channel::<Append>(16_384);
+        let (writer, inbox) = Writer::new(16_384);
         let store = Arc::new(EventStore {
             dir: dir.to_path_buf(),
             files: Mutex::new(BTreeMap::new()),
-            writer: Mutex::new(Some(tx)),
-            thread: Mutex::new(None),
+            writer,
         });
         let worker = store.clone();
-        let handle = std::thread::Builder::new()
-            .name("event-writer".into())
-            .spawn(move || worker.write_loop(&rx))
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        *store.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        store
+            .writer
+            .spawn("event-writer", move || worker.write_loop(inbox))?;
         Ok(store)
     }
 
@@ -274,15 +271,15 @@ impl EventStore {
         }
     }
 
-    fn write_loop(&self, rx: &mpsc::Receiver<Append>) {
+    fn write_loop(&self, mut inbox: Inbox<Append>) {
         loop {
-            let first = match rx.recv_timeout(FILE_IDLE) {
+            let first = match inbox.recv_timeout(FILE_IDLE) {
                 Ok(first) => first,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
+                Err(RecvTimeoutError::Timeout) => {
                     self.file_object_keys(true);
                     continue;
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(RecvTimeoutError::Disconnected) => {
                     self.file_object_keys(true);
                     return;
                 }
@@ -290,13 +287,9 @@ impl EventStore {
             let mut batch = vec![first];
             let mut count = batch[0].events.len();
             while count < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(more) => {
-                        count += more.events.len();
-                        batch.push(more);
-                    }
-                    Err(_) => break,
-                }
+                let Some(more) = inbox.try_recv() else { break };
+                count += more.events.len();
+                batch.push(more);
             }
             let mut by_month: BTreeMap<u32, Vec<&Event>> = BTreeMap::new();
             for a in &batch {
@@ -308,10 +301,9 @@ impl EventStore {
                 .into_iter()
                 .try_for_each(|(month, events)| self.commit(month, &events));
             for a in batch {
-                if let Some(ack) = a.ack {
-                    let _ = ack.send(result.clone());
-                }
+                let _ = a.ack.send(result.clone());
             }
+            inbox.finished();
             self.file_object_keys(false);
         }
     }
@@ -358,30 +350,20 @@ impl EventStore {
     }
 
     /// Queues events for the next group commit; the receiver resolves once they are durable.
+    /// Reads that begin after this returns wait for them (`settled`).
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let (ack, done) = oneshot::channel();
-        let sender = self
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match sender {
-            Some(tx) => {
-                // A full queue blocks the producer: backpressure, never a silent drop.
-                if let Err(mpsc::SendError(a)) = tx.send(Append {
-                    events,
-                    ack: Some(ack),
-                }) {
-                    if let Some(ack) = a.ack {
-                        let _ = ack.send(Err(StoreError::Unavailable("event store closed".into())));
-                    }
-                }
-            }
-            None => {
-                let _ = ack.send(Err(StoreError::Unavailable("event store closed".into())));
-            }
+        if let Err(refused) = self.writer.send(Append { events, ack }) {
+            let _ = refused
+                .ack
+                .send(Err(StoreError::Unavailable("event store closed".into())));
         }
         done
+    }
+
+    /// Resolves once every append queued before this call is committed (or failed).
+    pub async fn settled(&self) {
+        self.writer.settled().await;
     }
 
     /// The index prefix the filter reads, and whether the index already applies the filter's
@@ -638,10 +620,7 @@ impl EventStore {
 
     /// Stops the writer after it has committed everything queued, and closes the files.
     pub fn close(&self) {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = h.join();
-        }
+        self.writer.close();
         self.files.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }

@@ -6,12 +6,13 @@
 
 use super::StoreError;
 use super::codec::{decode, encode};
+use super::writer::{Inbox, Writer};
 use crate::model::metric::{Agg, Tier};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -37,7 +38,7 @@ const ONE_HOUR: TableDefinition<(u64, i64), AggRow> =
 pub type SeriesPoints = (SeriesInfo, Vec<(i64, Agg)>);
 
 const MAX_BATCH: usize = 20_000;
-const CACHE_BYTES: usize = 8 * 1024 * 1024;
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -68,8 +69,7 @@ enum Msg {
 
 pub struct MetricsStore {
     db: Arc<Database>,
-    writer: Mutex<Option<mpsc::SyncSender<Msg>>>,
-    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    writer: Writer<Msg>,
     series: AtomicU64,
     refused: AtomicU64,
     failed: AtomicU64,
@@ -134,38 +134,27 @@ impl MetricsStore {
         tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
         let series = counter(&tx, "series_count")?;
         tx.commit().map_err(StoreError::from_redb)?;
-        let (sender, receiver) = mpsc::sync_channel::<Msg>(1024);
+        let (writer, inbox) = Writer::new(1024);
         let store = Arc::new(MetricsStore {
             db,
-            writer: Mutex::new(Some(sender)),
-            thread: Mutex::new(None),
+            writer,
             series: AtomicU64::new(series),
             refused: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         });
         let worker = store.clone();
-        let handle = std::thread::Builder::new()
-            .name("metrics-writer".into())
-            .spawn(move || worker.write_loop(&receiver))
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        *store.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        store
+            .writer
+            .spawn("metrics-writer", move || worker.write_loop(inbox))?;
         Ok(store)
     }
 
-    fn send(&self, msg: Msg) -> bool {
-        let sender = self
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        sender.is_some_and(|s| s.send(msg).is_ok())
-    }
-
     /// Queues samples for the next group commit and resolves once they are stored; blocks
-    /// while the writer is 1024 batches behind (backpressure, never a silent drop).
+    /// while the writer is 1024 batches behind (backpressure, never a silent drop). Reads
+    /// that begin after this returns wait for them (`settled`).
     pub fn record(&self, samples: Vec<Sample>) -> oneshot::Receiver<()> {
         let (ack, done) = oneshot::channel();
-        if !self.send(Msg::Samples(samples, ack)) {
+        if self.writer.send(Msg::Samples(samples, ack)).is_err() {
             self.failed.fetch_add(1, Ordering::Relaxed);
         }
         done
@@ -174,8 +163,13 @@ impl MetricsStore {
     /// Removes what each tier no longer keeps at `now_ms`; resolves with the rows removed.
     pub fn prune(&self, now_ms: i64) -> oneshot::Receiver<Result<u64, StoreError>> {
         let (ack, done) = oneshot::channel();
-        self.send(Msg::Prune(now_ms, ack));
+        let _ = self.writer.send(Msg::Prune(now_ms, ack));
         done
+    }
+
+    /// Resolves once every sample batch queued before this call is stored (or failed).
+    pub async fn settled(&self) {
+        self.writer.settled().await;
     }
 
     pub fn stats(&self) -> MetricsStats {
@@ -187,8 +181,8 @@ impl MetricsStore {
         }
     }
 
-    fn write_loop(&self, rx: &mpsc::Receiver<Msg>) {
-        while let Ok(first) = rx.recv() {
+    fn write_loop(&self, mut inbox: Inbox<Msg>) {
+        while let Some(first) = inbox.recv() {
             let mut samples = Vec::new();
             let mut acks = Vec::new();
             let mut prune = None;
@@ -205,7 +199,7 @@ impl MetricsStore {
                     }
                 }
                 if samples.len() < MAX_BATCH {
-                    next = rx.try_recv().ok();
+                    next = inbox.try_recv();
                 }
             }
             if !samples.is_empty() {
@@ -220,6 +214,7 @@ impl MetricsStore {
             if let Some((now, ack)) = prune {
                 let _ = ack.send(self.remove_expired(now));
             }
+            inbox.finished();
         }
     }
 
@@ -396,10 +391,7 @@ impl MetricsStore {
 
     /// Commits what is queued and stops the writer thread.
     pub fn close(&self) {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            let _ = handle.join();
-        }
+        self.writer.close();
     }
 }
 

@@ -50,6 +50,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "live states",
         apply: create_state_table,
     },
+    Migration {
+        version: 8,
+        name: "compact live states with flap history",
+        apply: super::states::compact_rows,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";

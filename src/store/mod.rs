@@ -19,6 +19,7 @@ mod tables;
 mod tenants;
 mod tokens;
 mod users;
+mod writer;
 
 pub use error::StoreError;
 

@@ -1,15 +1,117 @@
-//! Live check states by tenant and object id.
+//! Live check states by tenant and object id, stored as compact rows: times in milliseconds,
+//! the object id only in the key, and the flap history the wire leaves out.
 
-use super::codec::{decode, encode, tenant_values};
-use super::keys::scoped;
+use super::codec::{decode, encode};
+use super::keys::{scoped, tenant_range};
 use super::tables::STATES;
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::state::{CheckState, Observation, Transition};
-use redb::ReadableTable;
+use crate::model::state::{CheckState, Observation, StateType, Transition};
+use redb::{ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StateRow<'a> {
+    state: u8,
+    state_type: StateType,
+    attempt: u32,
+    output: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    long_output: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    perfdata: Cow<'a, str>,
+    last_check: i64,
+    last_change: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_hard_change: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_ok: Option<i64>,
+    #[serde(default)]
+    flapping: bool,
+    #[serde(default)]
+    flap_pct: f64,
+    #[serde(default)]
+    flap_history: u32,
+    #[serde(default)]
+    downtime_depth: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acked_by: Option<Cow<'a, str>>,
+}
+
+fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
+    encode(&StateRow {
+        state: s.state,
+        state_type: s.state_type,
+        attempt: s.attempt,
+        output: Cow::Borrowed(&s.output),
+        long_output: Cow::Borrowed(&s.long_output),
+        perfdata: Cow::Borrowed(&s.perfdata),
+        last_check: s.last_check.as_millis(),
+        last_change: s.last_change.as_millis(),
+        last_hard_change: s.last_hard_change.map(|t| t.as_millis()),
+        last_ok: s.last_ok.map(|t| t.as_millis()),
+        flapping: s.flapping,
+        flap_pct: s.flap_pct,
+        flap_history: s.flap_history,
+        downtime_depth: s.downtime_depth,
+        acked_by: s.acked_by.as_deref().map(Cow::Borrowed),
+    })
+}
+
+fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
+    let r: StateRow = decode(bytes)?;
+    let time = |ms: i64| {
+        Timestamp::from_millis(ms)
+            .ok_or_else(|| StoreError::Corrupt(format!("state time {ms} out of range")))
+    };
+    Ok(CheckState {
+        object_id,
+        state: r.state,
+        state_type: r.state_type,
+        attempt: r.attempt,
+        output: r.output.into_owned(),
+        long_output: r.long_output.into_owned(),
+        perfdata: r.perfdata.into_owned(),
+        last_check: time(r.last_check)?,
+        last_change: time(r.last_change)?,
+        last_hard_change: r.last_hard_change.map(time).transpose()?,
+        last_ok: r.last_ok.map(time).transpose()?,
+        flapping: r.flapping,
+        flap_pct: r.flap_pct,
+        flap_history: r.flap_history,
+        downtime_depth: r.downtime_depth,
+        acked_by: r.acked_by.map(Cow::into_owned),
+    })
+}
+
+/// The object id of a state key (tenant, then object).
+fn object_of(key: &[u8]) -> Result<Uuid, StoreError> {
+    key.get(16..)
+        .and_then(|b| Uuid::from_slice(b).ok())
+        .ok_or_else(|| StoreError::Corrupt("state key is not tenant + object".into()))
+}
+
+/// Migration: rewrites the rows of the first state layout (the wire form, times as text, no
+/// flap history) as compact rows.
+pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
+    let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    let mut rows = Vec::new();
+    for row in t.iter().map_err(StoreError::from_redb)? {
+        let (k, v) = row.map_err(StoreError::from_redb)?;
+        let state: CheckState = decode(v.value())?;
+        rows.push((k.value().to_vec(), encode_state(&state)?));
+    }
+    for (k, v) in rows {
+        t.insert(k.as_slice(), v.as_slice())
+            .map_err(StoreError::from_redb)?;
+    }
+    Ok(())
+}
 
 /// The state machine the store applies inside its transaction.
 pub type Step =
@@ -29,13 +131,13 @@ impl Store {
             let mut out = Vec::with_capacity(items.len());
             for (tenant, id, obs) in items {
                 let key = scoped(tenant, id.as_bytes());
-                let prev: Option<CheckState> = t
+                let prev = t
                     .get(key.as_slice())
                     .map_err(StoreError::from_redb)?
-                    .map(|v| decode(v.value()))
+                    .map(|v| decode_state(id, v.value()))
                     .transpose()?;
                 let (next, transition) = step(id, prev.as_ref(), &obs, now);
-                t.insert(key.as_slice(), encode(&next)?.as_slice())
+                t.insert(key.as_slice(), encode_state(&next)?.as_slice())
                     .map_err(StoreError::from_redb)?;
                 out.push((next, transition));
             }
@@ -58,7 +160,7 @@ impl Store {
                     .get(scoped(tenant, id.as_bytes()).as_slice())
                     .map_err(StoreError::from_redb)?
                 {
-                    out.insert(id, decode(v.value())?);
+                    out.insert(id, decode_state(id, v.value())?);
                 }
             }
             Ok(out)
@@ -70,8 +172,101 @@ impl Store {
     pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<CheckState>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-            tenant_values(&t, tenant)
+            let (lo, hi) = tenant_range(tenant);
+            let mut out = Vec::new();
+            for row in t
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                let (k, v) = row.map_err(StoreError::from_redb)?;
+                out.push(decode_state(object_of(k.value())?, v.value())?);
+            }
+            Ok(out)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::state::{DEFAULT_MAX_ATTEMPTS, step};
+    use redb::{Database, ReadableDatabase};
+
+    fn observation(state: u8) -> Observation {
+        Observation {
+            state,
+            output: "x".into(),
+            long_output: String::new(),
+            perfdata: "v=1".into(),
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            flap_thresholds: Some((25.0, 50.0)),
+        }
+    }
+
+    /// The flap history is not on the wire but must outlive each result; one change is no
+    /// flapping.
+    #[tokio::test]
+    async fn flap_history_is_stored_with_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
+        let store = Store::open(dir.path(), Uuid::from_u128(1), now).unwrap();
+        let (tenant, object) = (Uuid::from_u128(2), Uuid::from_u128(3));
+        let mut last = None;
+        for state in [0, 2, 2] {
+            let applied = store
+                .apply_observations(vec![(tenant, object, observation(state))], now, step)
+                .await
+                .unwrap();
+            last = Some(applied[0].0.clone());
+        }
+        let stored = store.states(tenant, vec![object]).await.unwrap()[&object].clone();
+        assert_eq!(
+            Some(&stored),
+            last.as_ref(),
+            "what was returned is what is stored"
+        );
+        assert_eq!(stored.flap_history, 0b10);
+        assert!(!stored.flapping, "{}", stored.flap_pct);
+        assert_eq!(stored.last_check, now);
+        assert_eq!(store.all_states(tenant).await.unwrap(), [stored]);
+    }
+
+    #[test]
+    fn rows_of_the_first_layout_are_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("s.redb")).unwrap();
+        let at: Timestamp = "2026-03-01T08:00:00.5Z".parse().unwrap();
+        let old = CheckState {
+            object_id: Uuid::from_u128(3),
+            state: 2,
+            state_type: StateType::Soft,
+            attempt: 2,
+            output: "CRIT".into(),
+            long_output: "more".into(),
+            perfdata: String::new(),
+            last_check: at,
+            last_change: at,
+            last_hard_change: None,
+            last_ok: Some(at),
+            flapping: false,
+            flap_pct: 0.0,
+            flap_history: 0,
+            downtime_depth: 0,
+            acked_by: Some("ops".into()),
+        };
+        let key = scoped(Uuid::from_u128(2), old.object_id.as_bytes());
+        let tx = db.begin_write().unwrap();
+        tx.open_table(STATES)
+            .unwrap()
+            .insert(key.as_slice(), encode(&old).unwrap().as_slice())
+            .unwrap();
+        compact_rows(&tx).unwrap();
+        tx.commit().unwrap();
+        let tx = db.begin_read().unwrap();
+        let t = tx.open_table(STATES).unwrap();
+        let row = t.get(key.as_slice()).unwrap().unwrap();
+        assert_eq!(decode_state(old.object_id, row.value()).unwrap(), old);
+        assert!(row.value().len() < encode(&old).unwrap().len());
     }
 }

@@ -438,6 +438,10 @@ async fn flapping_starts_and_ends_once() {
     for i in 0..12 {
         let state = if i % 2 == 0 { "OK" } else { "CRITICAL" };
         results(s, &a.token, json!([{"host": "edge", "service": "disk", "state": state, "output": "x"}, {"host": "edge", "service": "calm", "state": state, "output": "x"}])).await;
+        if i == 2 {
+            let st = state_of(s, &a.token, "/api/v1/services", "disk").await;
+            assert_eq!(st["flapping"], false, "two changes are no flapping: {st}");
+        }
     }
     let st = state_of(s, &a.token, "/api/v1/services", "disk").await;
     assert_eq!(st["flapping"], true, "{st}");
