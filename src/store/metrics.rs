@@ -1,18 +1,30 @@
 //! Metric series in their own file (`metrics.redb`) beside the main database: series by
-//! tenant + object + metric name, raw samples, and 5-minute and 1-hour aggregates updated as
-//! each sample arrives (incremental rollups, no batch job). One writer thread group-commits the
-//! samples of many check results; reads run on any thread. At most `MAX_SERIES` series: the
-//! samples of a further new series are refused and counted.
+//! tenant + object + metric name, raw samples, and 5-minute and 1-hour aggregates. One writer
+//! thread group-commits the samples of many check results; reads run on any thread. At most
+//! `MAX_SERIES` series: the samples of a further new series are refused and counted.
+//!
+//! Samples are filed late, like the event object index: every series keeps its samples and
+//! aggregates on its own B-tree pages, so storing each commit's samples at once would dirty a
+//! page per series per commit. A commit appends its samples as one packed journal row (and new
+//! series to the series table); the writer keeps them in memory, where reads merge them in, and
+//! files them in sorted bulk once `FILE_AFTER` have gathered or it has been idle for
+//! `FILE_IDLE`: raw rows, the aggregates rolled forward once per series and bucket, and each
+//! series' last value. Opening the file loads the journal, so nothing is lost across a crash.
 
 use super::StoreError;
 use super::codec::{decode, encode};
 use super::writer::{Inbox, Writer};
 use crate::model::metric::{Agg, Tier};
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -22,8 +34,10 @@ pub const MAX_SERIES: u64 = 100_000;
 /// Series by tenant + object + metric name.
 const SERIES: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("series_by_tenant_object_metric");
-/// `series_count`, `next_series_id`.
+/// `series_count`, `next_series_id`, `filings`.
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counter_by_name");
+/// Sequence → the packed samples of one commit not yet filed (`pack`).
+const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("samples_unfiled");
 /// (series id, ms) → value.
 const RAW: TableDefinition<(u64, i64), f64> = TableDefinition::new("sample_by_series_ts");
 /// An aggregate as stored: (count, sum, min, max, last).
@@ -38,6 +52,10 @@ const ONE_HOUR: TableDefinition<(u64, i64), AggRow> =
 pub type SeriesPoints = (SeriesInfo, Vec<(i64, Agg)>);
 
 const MAX_BATCH: usize = 20_000;
+/// Unfiled samples that make the writer file them.
+const FILE_AFTER: usize = 65_536;
+/// An idle writer files the samples it holds after this long.
+const FILE_IDLE: Duration = Duration::from_secs(2);
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -70,9 +88,97 @@ enum Msg {
 pub struct MetricsStore {
     db: Arc<Database>,
     writer: Writer<Msg>,
+    unfiled: Mutex<Unfiled>,
     series: AtomicU64,
     refused: AtomicU64,
     failed: AtomicU64,
+}
+
+/// One sample of a known series as the journal and memory hold it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Point {
+    series: u64,
+    ms: i64,
+    value: f64,
+}
+
+const POINT_BYTES: usize = 24;
+
+fn pack(points: &[Point]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(points.len() * POINT_BYTES);
+    for p in points {
+        out.extend_from_slice(&p.series.to_be_bytes());
+        out.extend_from_slice(&p.ms.to_be_bytes());
+        out.extend_from_slice(&p.value.to_bits().to_be_bytes());
+    }
+    out
+}
+
+fn unpack(bytes: &[u8]) -> Result<Vec<Point>, StoreError> {
+    if bytes.len() % POINT_BYTES != 0 {
+        return Err(StoreError::Corrupt(
+            "unfiled samples row is cut short".into(),
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(POINT_BYTES)
+        .map(|c| {
+            let word = |i: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&c[i * 8..i * 8 + 8]);
+                b
+            };
+            Point {
+                series: u64::from_be_bytes(word(0)),
+                ms: i64::from_be_bytes(word(1)),
+                value: f64::from_bits(u64::from_be_bytes(word(2))),
+            }
+        })
+        .collect())
+}
+
+/// Samples committed to the journal and not yet filed, and how many filings the file has seen
+/// (`filings` in `COUNTERS`), so a reader can tell whether its copy was filed since.
+#[derive(Default)]
+struct Unfiled {
+    points: Vec<Point>,
+    next_seq: u64,
+    filings: u64,
+}
+
+/// A reader's copy of the unfiled samples, taken before it opens its snapshot.
+struct UnfiledCopy {
+    points: Vec<Point>,
+    filings: u64,
+}
+
+impl UnfiledCopy {
+    /// The copied samples of one series in arrival order, or none when the copy was filed
+    /// into the snapshot `tx` reads.
+    fn of(&self, series: u64, tx: &ReadTransaction) -> Result<Vec<Point>, StoreError> {
+        let counters = tx.open_table(COUNTERS).map_err(StoreError::from_redb)?;
+        let filings = counters
+            .get("filings")
+            .map_err(StoreError::from_redb)?
+            .map_or(0, |v| v.value());
+        if filings != self.filings {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .points
+            .iter()
+            .filter(|p| p.series == series)
+            .copied()
+            .collect())
+    }
+}
+
+/// The series the writer knows: key → (id, unit), and id → key for filing.
+#[derive(Default)]
+struct SeriesIndex {
+    by_key: HashMap<Vec<u8>, (u64, String)>,
+    keys: HashMap<u64, Vec<u8>>,
+    next_id: u64,
 }
 
 fn series_key(tenant: Uuid, object: Uuid, metric: &str) -> Vec<u8> {
@@ -104,6 +210,28 @@ fn counter(tx: &WriteTransaction, name: &str) -> Result<u64, StoreError> {
         .map_or(0, |v| v.value()))
 }
 
+/// Points rolled up per bucket of `tier`, oldest bucket first; within a bucket the points fold
+/// in the order given.
+fn rollup(points: &[Point], tier: Tier) -> BTreeMap<i64, Agg> {
+    let mut out: BTreeMap<i64, Agg> = BTreeMap::new();
+    for p in points {
+        out.entry(tier.bucket(p.ms))
+            .and_modify(|a| a.merge(&Agg::of(p.value)))
+            .or_insert_with(|| Agg::of(p.value));
+    }
+    out
+}
+
+/// Moves a series' last value forward to the newest of its unfiled samples.
+fn latest(info: &mut SeriesInfo, unfiled: &[Point]) {
+    if let Some(newest) = unfiled.iter().max_by_key(|p| p.ms) {
+        if newest.ms >= info.last_ms {
+            info.last_ms = newest.ms;
+            info.last = newest.value;
+        }
+    }
+}
+
 /// Stats for the health endpoint.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -128,25 +256,67 @@ impl MetricsStore {
         );
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
-        tx.open_table(SERIES).map_err(StoreError::from_redb)?;
         tx.open_table(RAW).map_err(StoreError::from_redb)?;
         tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
         tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
-        let series = counter(&tx, "series_count")?;
+        let mut index = SeriesIndex {
+            next_id: counter(&tx, "next_series_id")?,
+            ..SeriesIndex::default()
+        };
+        for row in tx
+            .open_table(SERIES)
+            .map_err(StoreError::from_redb)?
+            .iter()
+            .map_err(StoreError::from_redb)?
+        {
+            let (k, v) = row.map_err(StoreError::from_redb)?;
+            let info: SeriesInfo = decode(v.value())?;
+            index.keys.insert(info.id, k.value().to_vec());
+            index
+                .by_key
+                .insert(k.value().to_vec(), (info.id, info.unit));
+        }
+        let mut unfiled = Unfiled {
+            filings: counter(&tx, "filings")?,
+            ..Unfiled::default()
+        };
+        for row in tx
+            .open_table(UNFILED)
+            .map_err(StoreError::from_redb)?
+            .iter()
+            .map_err(StoreError::from_redb)?
+        {
+            let (seq, packed) = row.map_err(StoreError::from_redb)?;
+            unfiled.points.extend(unpack(packed.value())?);
+            unfiled.next_seq = seq.value() + 1;
+        }
         tx.commit().map_err(StoreError::from_redb)?;
         let (writer, inbox) = Writer::new(1024);
         let store = Arc::new(MetricsStore {
             db,
             writer,
-            series: AtomicU64::new(series),
+            unfiled: Mutex::new(unfiled),
+            series: AtomicU64::new(index.by_key.len() as u64),
             refused: AtomicU64::new(0),
             failed: AtomicU64::new(0),
         });
         let worker = store.clone();
         store
             .writer
-            .spawn("metrics-writer", move || worker.write_loop(inbox))?;
+            .spawn("metrics-writer", move || worker.write_loop(inbox, index))?;
         Ok(store)
+    }
+
+    fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
+        self.unfiled.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn unfiled_copy(&self) -> UnfiledCopy {
+        let unfiled = self.unfiled();
+        UnfiledCopy {
+            points: unfiled.points.clone(),
+            filings: unfiled.filings,
+        }
     }
 
     /// Queues samples for the next group commit and resolves once they are stored; blocks
@@ -181,8 +351,19 @@ impl MetricsStore {
         }
     }
 
-    fn write_loop(&self, mut inbox: Inbox<Msg>) {
-        while let Some(first) = inbox.recv() {
+    fn write_loop(&self, mut inbox: Inbox<Msg>, mut index: SeriesIndex) {
+        loop {
+            let first = match inbox.recv_timeout(FILE_IDLE) {
+                Ok(first) => first,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.file(&index);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.file(&index);
+                    return;
+                }
+            };
             let mut samples = Vec::new();
             let mut acks = Vec::new();
             let mut prune = None;
@@ -203,7 +384,7 @@ impl MetricsStore {
                 }
             }
             if !samples.is_empty() {
-                if let Err(e) = self.commit(&samples) {
+                if let Err(e) = self.commit(&samples, &mut index) {
                     self.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(error = %e, samples = samples.len(), "metric samples not stored");
                 }
@@ -212,85 +393,194 @@ impl MetricsStore {
                 let _ = ack.send(());
             }
             if let Some((now, ack)) = prune {
+                self.file(&index);
                 let _ = ack.send(self.remove_expired(now));
             }
             inbox.finished();
+            if self.unfiled().points.len() >= FILE_AFTER {
+                self.file(&index);
+            }
         }
     }
 
-    fn commit(&self, samples: &[Sample]) -> Result<(), StoreError> {
+    /// Journals the samples of known series, creating new series up to the cap.
+    fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
         let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
-        let mut count = counter(&tx, "series_count")?;
-        let mut next_id = counter(&tx, "next_series_id")?;
+        // New series join the index once the commit holds.
+        let mut created: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+        let mut points = Vec::with_capacity(samples.len());
         let mut refused = 0;
+        let mut next_id = index.next_id;
+        let seq = self.unfiled().next_seq;
         {
             let mut series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
-            let mut raw = tx.open_table(RAW).map_err(StoreError::from_redb)?;
-            let mut five = tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
-            let mut hour = tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
+            let mut count = index.by_key.len();
             for s in samples {
                 let key = series_key(s.tenant, s.object, &s.metric);
-                let known: Option<SeriesInfo> = series
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode(v.value()))
-                    .transpose()?;
-                let mut info = match known {
-                    Some(i) => i,
-                    None if count >= MAX_SERIES => {
+                let known = match index.by_key.get_mut(&key) {
+                    Some(entry) => Some(entry),
+                    None => created.get_mut(&key),
+                };
+                let id = match known {
+                    Some((id, unit)) => {
+                        if *unit != s.unit {
+                            self.rewrite_unit(&mut series, &key, &s.unit)?;
+                            unit.clone_from(&s.unit);
+                        }
+                        *id
+                    }
+                    None if count as u64 >= MAX_SERIES => {
                         refused += 1;
                         continue;
                     }
                     None => {
-                        count += 1;
                         next_id += 1;
-                        SeriesInfo {
+                        count += 1;
+                        let info = SeriesInfo {
                             id: next_id,
                             metric: s.metric.clone(),
                             unit: s.unit.clone(),
                             first_ms: s.ms,
                             last_ms: s.ms,
                             last: s.value,
-                        }
+                        };
+                        series
+                            .insert(key.as_slice(), encode(&info)?.as_slice())
+                            .map_err(StoreError::from_redb)?;
+                        created.insert(key, (next_id, s.unit.clone()));
+                        next_id
                     }
                 };
-                raw.insert((info.id, s.ms), s.value)
-                    .map_err(StoreError::from_redb)?;
-                for (tier, table) in [(Tier::FiveMinutes, &mut five), (Tier::OneHour, &mut hour)] {
-                    let at = (info.id, tier.bucket(s.ms));
-                    let agg = table.get(at).map_err(StoreError::from_redb)?.map_or(
-                        Agg::of(s.value),
-                        |v| {
-                            let mut a = agg_of(v.value());
-                            a.merge(&Agg::of(s.value));
-                            a
-                        },
-                    );
-                    table
-                        .insert(at, tuple_of(&agg))
-                        .map_err(StoreError::from_redb)?;
-                }
-                if s.ms >= info.last_ms {
-                    info.last_ms = s.ms;
-                    info.last = s.value;
-                    info.unit.clone_from(&s.unit);
-                }
-                series
-                    .insert(key.as_slice(), encode(&info)?.as_slice())
-                    .map_err(StoreError::from_redb)?;
+                points.push(Point {
+                    series: id,
+                    ms: s.ms,
+                    value: s.value,
+                });
             }
+            tx.open_table(UNFILED)
+                .map_err(StoreError::from_redb)?
+                .insert(seq, pack(&points).as_slice())
+                .map_err(StoreError::from_redb)?;
             let mut counters = tx.open_table(COUNTERS).map_err(StoreError::from_redb)?;
             counters
-                .insert("series_count", count)
+                .insert("series_count", count as u64)
                 .map_err(StoreError::from_redb)?;
             counters
                 .insert("next_series_id", next_id)
                 .map_err(StoreError::from_redb)?;
         }
         tx.commit().map_err(StoreError::from_redb)?;
-        self.series.store(count, Ordering::Relaxed);
+        index.next_id = next_id;
+        for (key, (id, unit)) in created {
+            index.keys.insert(id, key.clone());
+            index.by_key.insert(key, (id, unit));
+        }
+        self.series
+            .store(index.by_key.len() as u64, Ordering::Relaxed);
         self.refused.fetch_add(refused, Ordering::Relaxed);
+        let mut unfiled = self.unfiled();
+        unfiled.points.extend(points);
+        unfiled.next_seq = seq + 1;
+        Ok(())
+    }
+
+    fn rewrite_unit(
+        &self,
+        series: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+        key: &[u8],
+        unit: &str,
+    ) -> Result<(), StoreError> {
+        let stored = series
+            .get(key)
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode::<SeriesInfo>(v.value()))
+            .transpose()?;
+        if let Some(mut info) = stored {
+            info.unit = unit.to_string();
+            series
+                .insert(key, encode(&info)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+        }
+        Ok(())
+    }
+
+    /// Files every unfiled sample; a failure leaves them in the journal for the next try.
+    fn file(&self, index: &SeriesIndex) {
+        if self.unfiled().points.is_empty() {
+            return;
+        }
+        if let Err(e) = self.file_unfiled(index) {
+            tracing::error!(error = %e, "metric samples not filed; they stay in the journal");
+        }
+    }
+
+    /// Raw rows, aggregates and last values of the unfiled samples, in one transaction.
+    fn file_unfiled(&self, index: &SeriesIndex) -> Result<(), StoreError> {
+        let mut points = self.unfiled().points.clone();
+        // Stable: samples of one series keep their arrival order within a millisecond.
+        points.sort_by_key(|p| (p.series, p.ms));
+        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        let filings = counter(&tx, "filings")? + 1;
+        {
+            let mut raw = tx.open_table(RAW).map_err(StoreError::from_redb)?;
+            for p in &points {
+                raw.insert((p.series, p.ms), p.value)
+                    .map_err(StoreError::from_redb)?;
+            }
+            let mut five = tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
+            let mut hour = tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
+            let mut series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
+            for run in points.chunk_by(|a, b| a.series == b.series) {
+                let id = run[0].series;
+                for (tier, table) in [(Tier::FiveMinutes, &mut five), (Tier::OneHour, &mut hour)] {
+                    for (bucket, agg) in rollup(run, tier) {
+                        let merged = table
+                            .get((id, bucket))
+                            .map_err(StoreError::from_redb)?
+                            .map_or(agg, |v| {
+                                let mut a = agg_of(v.value());
+                                a.merge(&agg);
+                                a
+                            });
+                        table
+                            .insert((id, bucket), tuple_of(&merged))
+                            .map_err(StoreError::from_redb)?;
+                    }
+                }
+                let Some(key) = index.keys.get(&id) else {
+                    continue;
+                };
+                let stored = series
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .map(|v| decode::<SeriesInfo>(v.value()))
+                    .transpose()?;
+                if let (Some(mut info), Some(newest)) = (stored, run.last()) {
+                    if newest.ms >= info.last_ms {
+                        info.last_ms = newest.ms;
+                        info.last = newest.value;
+                        series
+                            .insert(key.as_slice(), encode(&info)?.as_slice())
+                            .map_err(StoreError::from_redb)?;
+                    }
+                }
+            }
+            tx.open_table(UNFILED)
+                .map_err(StoreError::from_redb)?
+                .retain(|_, _| false)
+                .map_err(StoreError::from_redb)?;
+            tx.open_table(COUNTERS)
+                .map_err(StoreError::from_redb)?
+                .insert("filings", filings)
+                .map_err(StoreError::from_redb)?;
+        }
+        tx.commit().map_err(StoreError::from_redb)?;
+        // Only this thread appends, so everything in memory was filed.
+        let mut unfiled = self.unfiled();
+        unfiled.points.clear();
+        unfiled.filings = filings;
         Ok(())
     }
 
@@ -326,6 +616,7 @@ impl MetricsStore {
 
     /// The series of one object, by metric name.
     pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
+        let unfiled = self.unfiled_copy();
         let tx = self.db.begin_read().map_err(StoreError::from_redb)?;
         let t = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
         let lo = series_key(tenant, object, "");
@@ -337,7 +628,10 @@ impl MetricsStore {
             .map_err(StoreError::from_redb)?
         {
             let (_, v) = row.map_err(StoreError::from_redb)?;
-            out.push(decode(v.value())?);
+            let mut info: SeriesInfo = decode(v.value())?;
+            let points = unfiled.of(info.id, &tx)?;
+            latest(&mut info, &points);
+            out.push(info);
         }
         Ok(out)
     }
@@ -353,9 +647,10 @@ impl MetricsStore {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
+        let copy = self.unfiled_copy();
         let tx = self.db.begin_read().map_err(StoreError::from_redb)?;
         let series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
-        let Some(info) = series
+        let Some(mut info) = series
             .get(series_key(tenant, object, metric).as_slice())
             .map_err(StoreError::from_redb)?
             .map(|v| decode::<SeriesInfo>(v.value()))
@@ -363,15 +658,23 @@ impl MetricsStore {
         else {
             return Ok(None);
         };
-        let range = (info.id, tier.bucket(from_ms))..(info.id, to_ms);
-        let mut out = Vec::new();
+        let id = info.id;
+        let unfiled: Vec<Point> = copy
+            .of(id, &tx)?
+            .into_iter()
+            .filter(|p| p.ms >= tier.bucket(from_ms) && p.ms < to_ms)
+            .collect();
+        latest(&mut info, &unfiled);
+        let range = (id, tier.bucket(from_ms))..(id, to_ms);
+        let mut out: BTreeMap<i64, Agg> = BTreeMap::new();
         match tier {
             Tier::Raw => {
                 let t = tx.open_table(RAW).map_err(StoreError::from_redb)?;
                 for row in t.range(range).map_err(StoreError::from_redb)? {
                     let (k, v) = row.map_err(StoreError::from_redb)?;
-                    out.push((k.value().1, Agg::of(v.value())));
+                    out.insert(k.value().1, Agg::of(v.value()));
                 }
+                out.extend(unfiled.iter().map(|p| (p.ms, Agg::of(p.value))));
             }
             Tier::FiveMinutes | Tier::OneHour => {
                 let def = if tier == Tier::FiveMinutes {
@@ -382,11 +685,16 @@ impl MetricsStore {
                 let t = tx.open_table(def).map_err(StoreError::from_redb)?;
                 for row in t.range(range).map_err(StoreError::from_redb)? {
                     let (k, v) = row.map_err(StoreError::from_redb)?;
-                    out.push((k.value().1, agg_of(v.value())));
+                    out.insert(k.value().1, agg_of(v.value()));
+                }
+                for (bucket, agg) in rollup(&unfiled, tier) {
+                    out.entry(bucket)
+                        .and_modify(|a| a.merge(&agg))
+                        .or_insert(agg);
                 }
             }
         }
-        Ok(Some((info, out)))
+        Ok(Some((info, out.into_iter().collect())))
     }
 
     /// Commits what is queued and stops the writer thread.
@@ -473,6 +781,70 @@ mod tests {
             .unwrap()
             .1;
         assert_eq!((five.len(), hour.len()), (0, 1));
+        store.close();
+    }
+
+    /// Reads see journaled samples merged with filed ones, filing counts each sample once,
+    /// and a journal left by a crash is loaded and filed at the next start.
+    #[tokio::test]
+    async fn samples_are_filed_late_and_survive_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tenant, object) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let now = 1_000 * DAY_MS;
+        let sample = |ms: i64, value: f64| Sample {
+            tenant,
+            object,
+            metric: "rta".into(),
+            unit: "ms".into(),
+            ms,
+            value,
+        };
+        let hour = |store: &MetricsStore| {
+            let (info, points) = store
+                .points(tenant, object, "rta", Tier::OneHour, now, now + DAY_MS)
+                .unwrap()
+                .unwrap();
+            (points[0].1.count, points[0].1.sum, info.last)
+        };
+        let store = MetricsStore::open(dir.path()).unwrap();
+        store.record(vec![sample(now, 1.0)]).await.unwrap();
+        store.prune(now).await.unwrap().unwrap();
+        assert!(store.unfiled().points.is_empty(), "pruning files first");
+        store.record(vec![sample(now + 60_000, 2.0)]).await.unwrap();
+        assert_eq!(store.unfiled().points.len(), 1);
+        assert_eq!(hour(&store), (2, 3.0, 2.0), "filed and unfiled merge");
+        let raw = store
+            .points(tenant, object, "rta", Tier::Raw, now, now + DAY_MS)
+            .unwrap()
+            .unwrap()
+            .1;
+        assert_eq!(raw.len(), 2);
+        store.close();
+        drop(store);
+        // A commit journaled just before a crash: its samples are in the journal only.
+        {
+            let db = Database::create(dir.path().join(FILE)).unwrap();
+            let tx = db.begin_write().unwrap();
+            let point = Point {
+                series: 1,
+                ms: now + 120_000,
+                value: 4.0,
+            };
+            tx.open_table(UNFILED)
+                .unwrap()
+                .insert(7, pack(&[point]).as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = MetricsStore::open(dir.path()).unwrap();
+        assert_eq!(hour(&store), (3, 7.0, 4.0));
+        store.close();
+        drop(store);
+        let store = MetricsStore::open(dir.path()).unwrap();
+        assert!(store.unfiled().points.is_empty());
+        assert_eq!(hour(&store), (3, 7.0, 4.0), "filed once");
+        let series = store.series_of(tenant, object).unwrap();
+        assert_eq!((series[0].last_ms, series[0].last), (now + 120_000, 4.0));
         store.close();
     }
 

@@ -41,12 +41,6 @@ impl<M> Inbox<M> {
         msg
     }
 
-    /// The next message; `None` once every producer is gone.
-    pub fn recv(&mut self) -> Option<M> {
-        let msg = self.rx.recv().ok()?;
-        Some(self.counted(msg))
-    }
-
     pub fn recv_timeout(&mut self, wait: Duration) -> Result<M, mpsc::RecvTimeoutError> {
         let msg = self.rx.recv_timeout(wait)?;
         Ok(self.counted(msg))
@@ -151,7 +145,7 @@ mod tests {
         let store = committed.clone();
         writer
             .spawn("test-writer", move || {
-                while let Some(first) = inbox.recv() {
+                while let Ok(first) = inbox.recv_timeout(Duration::from_secs(60)) {
                     let mut batch = vec![first];
                     batch.extend(inbox.try_recv());
                     // The commit waits for the test to let it through.
