@@ -202,7 +202,7 @@ fn main() {
         // Warm-up: every service gets its first state.
         svc_rate(&http, &base, &token, 500, SERVICES).await;
         let single = svc_rate(&http, &base, &token, 1, 20_000).await;
-        let batched = svc_rate(&http, &base, &token, 500, 200_000).await;
+        let batched = svc_rate(&http, &base, &token, 500, 500_000).await;
         let events: Value = http.get(format!("{base}/api/v1/events?type=state_change&limit=1")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
         assert!(events["items"].as_array().is_some_and(|e| !e.is_empty()), "state_change events stored");
         println!("svc passive results, {SERVICES} services, {IN_FLIGHT} requests in flight, every result a state change with its event and metric sample:");
