@@ -3,11 +3,11 @@
 //! producers into one commit per month file, so durable throughput is not one fsync per event.
 //!
 //! The object index is filed late: every object keeps its newest keys on its own B-tree page,
-//! so inserting each event's key at once dirties a page per event. Keys are first appended to
-//! an unfiled journal table (sequential, in the same transaction as the event) and kept in
-//! memory, where reads merge them in; the writer files them into the index in sorted bulk
-//! once `FILE_AFTER` have gathered or it has been idle for `FILE_IDLE`. Opening a file loads
-//! its journal, so nothing is lost across a crash.
+//! so inserting each event's key at once dirties a page per event. A commit's keys are first
+//! appended to an unfiled journal table as one row (sequential, in the same transaction as the
+//! events) and kept in memory, where reads merge them in; the writer files them into the index
+//! in sorted bulk once `FILE_AFTER` have gathered or it has been idle for `FILE_IDLE`. Opening
+//! a file loads its journal, so nothing is lost across a crash.
 
 use super::StoreError;
 use super::codec::{decode, encode};
@@ -31,11 +31,14 @@ const BY_OBJECT: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by
 const BY_SOURCE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_source");
 /// tenant + type code + ts + id → ().
 const BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_type");
-/// Sequence → `BY_OBJECT` key not yet filed there.
+/// Sequence → the `BY_OBJECT` keys of one commit not yet filed there, concatenated
+/// (`OBJECT_KEY_LEN` bytes each).
 const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("event_object_key_unfiled");
+/// Tenant, object, time and id.
+const OBJECT_KEY_LEN: usize = 16 + 16 + 24;
 
 /// Unfiled object keys per file that make the writer file them.
-const FILE_AFTER: usize = 65_536;
+const FILE_AFTER: usize = 262_144;
 /// An idle writer files the object keys it holds after this long.
 const FILE_IDLE: Duration = Duration::from_secs(2);
 
@@ -107,8 +110,9 @@ struct Scan {
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
+/// Events and their encoded rows: producers encode, so the one writer thread only writes.
 struct Append {
-    events: Vec<Arc<Event>>,
+    events: Vec<(Arc<Event>, Vec<u8>)>,
     ack: Ack,
 }
 
@@ -234,8 +238,15 @@ impl EventStore {
         {
             let journal = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
             for row in journal.iter().map_err(StoreError::from_redb)? {
-                let (seq, key) = row.map_err(StoreError::from_redb)?;
-                unfiled.keys.insert(key.value().to_vec());
+                let (seq, keys) = row.map_err(StoreError::from_redb)?;
+                if keys.value().len() % OBJECT_KEY_LEN != 0 {
+                    return Err(StoreError::Corrupt("unfiled object keys cut short".into()));
+                }
+                unfiled.keys.extend(
+                    keys.value()
+                        .chunks_exact(OBJECT_KEY_LEN)
+                        .map(<[u8]>::to_vec),
+                );
                 unfiled.next_seq = seq.value() + 1;
             }
         }
@@ -291,10 +302,13 @@ impl EventStore {
                 count += more.events.len();
                 batch.push(more);
             }
-            let mut by_month: BTreeMap<u32, Vec<&Event>> = BTreeMap::new();
+            let mut by_month: BTreeMap<u32, Vec<(&Event, &[u8])>> = BTreeMap::new();
             for a in &batch {
-                for e in &a.events {
-                    by_month.entry(month_of(e.ts)).or_default().push(e);
+                for (e, row) in &a.events {
+                    by_month
+                        .entry(month_of(e.ts))
+                        .or_default()
+                        .push((e, row.as_slice()));
                 }
             }
             let result = by_month
@@ -308,29 +322,23 @@ impl EventStore {
         }
     }
 
-    fn commit(&self, month: u32, events: &[&Event]) -> Result<(), StoreError> {
+    fn commit(&self, month: u32, events: &[(&Event, &[u8])]) -> Result<(), StoreError> {
         let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
-        let mut seq = file.unfiled().next_seq;
+        let seq = file.unfiled().next_seq;
         let mut object_keys = Vec::new();
         let mut tx = file.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         {
             let mut main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-            let mut unfiled = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
             let mut by_source = tx.open_table(BY_SOURCE).map_err(StoreError::from_redb)?;
             let mut by_type = tx.open_table(BY_TYPE).map_err(StoreError::from_redb)?;
-            for e in events {
+            for (e, row) in events {
                 let t = e.tenant_id.as_bytes();
                 let sfx = suffix(e.ts.as_millis(), &e.id);
-                main.insert(cat(t, &sfx).as_slice(), encode(e)?.as_slice())
+                main.insert(cat(t, &sfx).as_slice(), *row)
                     .map_err(StoreError::from_redb)?;
                 if let Some(o) = e.object_id {
-                    let key = cat(&cat(t, o.as_bytes()), &sfx);
-                    unfiled
-                        .insert(seq, key.as_slice())
-                        .map_err(StoreError::from_redb)?;
-                    seq += 1;
-                    object_keys.push(key);
+                    object_keys.push(cat(&cat(t, o.as_bytes()), &sfx));
                 }
                 if let Some(s) = &e.source_id {
                     by_source
@@ -341,10 +349,16 @@ impl EventStore {
                     .insert(cat(&cat(t, &[e.kind.code()]), &sfx).as_slice(), ())
                     .map_err(StoreError::from_redb)?;
             }
+            if !object_keys.is_empty() {
+                tx.open_table(UNFILED)
+                    .map_err(StoreError::from_redb)?
+                    .insert(seq, object_keys.concat().as_slice())
+                    .map_err(StoreError::from_redb)?;
+            }
         }
         tx.commit().map_err(StoreError::from_redb)?;
         let mut unfiled = file.unfiled();
-        unfiled.next_seq = seq;
+        unfiled.next_seq = seq + 1;
         unfiled.keys.extend(object_keys);
         Ok(())
     }
@@ -353,6 +367,17 @@ impl EventStore {
     /// Reads that begin after this returns wait for them (`settled`).
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let (ack, done) = oneshot::channel();
+        let encoded: Result<Vec<_>, StoreError> = events
+            .into_iter()
+            .map(|e| encode(&*e).map(|row| (e, row)))
+            .collect();
+        let events = match encoded {
+            Ok(events) => events,
+            Err(e) => {
+                let _ = ack.send(Err(e));
+                return done;
+            }
+        };
         if let Err(refused) = self.writer.send(Append { events, ack }) {
             let _ = refused
                 .ack
@@ -802,7 +827,7 @@ mod tests {
         drop(file);
         store.close();
 
-        // A crash between an append and its filing: the key is only in the journal.
+        // A crash between an append and its filing: the commit's keys are only in the journal.
         let path = dir.path().join(file_name(202603));
         {
             let db = Database::create(&path).unwrap();
@@ -810,13 +835,17 @@ mod tests {
             {
                 let mut index = tx.open_table(BY_OBJECT).unwrap();
                 let mut journal = tx.open_table(UNFILED).unwrap();
-                let last = index
-                    .last()
-                    .unwrap()
-                    .map(|(k, _)| k.value().to_vec())
-                    .unwrap();
-                index.remove(last.as_slice()).unwrap();
-                journal.insert(0, last.as_slice()).unwrap();
+                let mut row = Vec::new();
+                for _ in 0..2 {
+                    let last = index
+                        .last()
+                        .unwrap()
+                        .map(|(k, _)| k.value().to_vec())
+                        .unwrap();
+                    index.remove(last.as_slice()).unwrap();
+                    row.extend(last);
+                }
+                journal.insert(0, row.as_slice()).unwrap();
             }
             tx.commit().unwrap();
         }
