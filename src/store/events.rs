@@ -36,6 +36,15 @@ const BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_t
 const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("event_object_key_unfiled");
 /// Tenant, object, time and id.
 const OBJECT_KEY_LEN: usize = 16 + 16 + 24;
+type ObjectKey = [u8; OBJECT_KEY_LEN];
+
+fn object_key(tenant: &Uuid, object: &Uuid, suffix: &[u8; 24]) -> ObjectKey {
+    let mut k = [0u8; OBJECT_KEY_LEN];
+    k[..16].copy_from_slice(tenant.as_bytes());
+    k[16..32].copy_from_slice(object.as_bytes());
+    k[32..].copy_from_slice(suffix);
+    k
+}
 
 /// Unfiled object keys per file that make the writer file them.
 const FILE_AFTER: usize = 262_144;
@@ -124,7 +133,7 @@ struct MonthFile {
 
 #[derive(Default)]
 struct Unfiled {
-    keys: BTreeSet<Vec<u8>>,
+    keys: BTreeSet<ObjectKey>,
     next_seq: u64,
 }
 
@@ -140,9 +149,9 @@ impl MonthFile {
             .keys
             .range::<[u8], _>((std::ops::Bound::Included(lo), std::ops::Bound::Excluded(hi)));
         if descending {
-            range.rev().cloned().collect()
+            range.rev().map(|k| k.to_vec()).collect()
         } else {
-            range.cloned().collect()
+            range.map(|k| k.to_vec()).collect()
         }
     }
 
@@ -168,8 +177,9 @@ impl MonthFile {
         }
         tx.commit().map_err(StoreError::from_redb)?;
         // Readers copy the unfiled keys before they open their snapshot, so a key leaves
-        // memory only once a snapshot would find it filed.
-        self.unfiled().keys.retain(|k| !keys.contains(k));
+        // memory only once a snapshot would find it filed. Only the writer thread, which is
+        // filing, adds keys: all of them are filed now.
+        self.unfiled().keys.clear();
         Ok(())
     }
 }
@@ -245,7 +255,7 @@ impl EventStore {
                 unfiled.keys.extend(
                     keys.value()
                         .chunks_exact(OBJECT_KEY_LEN)
-                        .map(<[u8]>::to_vec),
+                        .filter_map(|k| ObjectKey::try_from(k).ok()),
                 );
                 unfiled.next_seq = seq.value() + 1;
             }
@@ -338,7 +348,7 @@ impl EventStore {
                 main.insert(cat(t, &sfx).as_slice(), *row)
                     .map_err(StoreError::from_redb)?;
                 if let Some(o) = e.object_id {
-                    object_keys.push(cat(&cat(t, o.as_bytes()), &sfx));
+                    object_keys.push(object_key(&e.tenant_id, &o, &sfx));
                 }
                 if let Some(s) = &e.source_id {
                     by_source
