@@ -215,33 +215,33 @@ impl Results {
     pub async fn apply(&self, mut jobs: Vec<Job>) -> Result<Applied<'_>, StoreError> {
         self.derive_unreachable(&mut jobs).await?;
         let now = self.clock.now();
-        let items = jobs
-            .iter()
-            .map(|j| (j.entry.object.tenant_id, j.entry.object.id, j.obs.clone()))
-            .collect();
+        let (entries, items): (Vec<Arc<Entry>>, Vec<_>) = jobs
+            .into_iter()
+            .map(|j| {
+                let o = &j.entry.object;
+                let item = (o.tenant_id, o.id, j.obs);
+                (j.entry, item)
+            })
+            .unzip();
         let applied = self
             .store
             .apply_observations(items, now, state::step)
             .await?;
         let mut drafts = Vec::new();
         let mut samples = Vec::new();
-        for (job, (next, transition)) in jobs.iter().zip(&applied) {
+        for (entry, (next, transition)) in entries.iter().zip(&applied) {
             if let Some(t) = transition {
-                drafts.extend(report(&job.entry, next, t));
+                drafts.extend(report(entry, next, t));
             }
-            let o = &job.entry.object;
-            samples.extend(
-                parse_perfdata(&job.obs.perfdata)
-                    .into_iter()
-                    .map(|v| Sample {
-                        tenant: o.tenant_id,
-                        object: o.id,
-                        metric: v.label,
-                        unit: v.unit,
-                        ms: now.as_millis(),
-                        value: v.value,
-                    }),
-            );
+            let o = &entry.object;
+            samples.extend(parse_perfdata(&next.perfdata).into_iter().map(|v| Sample {
+                tenant: o.tenant_id,
+                object: o.id,
+                metric: v.label,
+                unit: v.unit,
+                ms: now.as_millis(),
+                value: v.value,
+            }));
         }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
