@@ -175,7 +175,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     supervisor.spawn(StalenessSweep(pipeline.clone()));
-    let scheduler = Scheduler::new(store.clone(), catalog, clock.clone(), pipeline.clone());
+    let inventory = Inventory::new(store.clone(), clock.clone(), events.clone(), key);
+    let scheduler = Scheduler::new(
+        store.clone(),
+        catalog,
+        clock.clone(),
+        pipeline.clone(),
+        inventory.clone(),
+    );
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
     let ctx = Arc::new(AppContext {
@@ -183,7 +190,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         config,
         store: store.clone(),
         auth,
-        inventory: Inventory::new(store.clone(), clock.clone(), events.clone(), key),
+        inventory,
         events: events.clone(),
         heartbeats,
         results,

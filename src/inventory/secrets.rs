@@ -8,6 +8,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::config::{Invalid, check_name};
 use crate::model::identity::Actor;
 use crate::model::secret::{SecretMeta, StoredSecret};
+use crate::runtime::secrets::{SecretFuture, SecretSource};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::Deserialize;
@@ -71,9 +72,7 @@ fn seal(key: &MasterKey, tenant: Uuid, name: &str, value: &str) -> Option<(Vec<u
     Some((nonce.to_vec(), sealed))
 }
 
-/// Opens a sealed value. Only the unit test needs it until the channels that send configured
-/// credentials resolve `${secret:NAME}`.
-#[cfg(test)]
+/// Opens a sealed value: for check commands' `$SECRET:name$`, never for the API.
 fn open(key: &MasterKey, s: &StoredSecret) -> Option<String> {
     if s.nonce.len() != 24 {
         return None;
@@ -89,6 +88,17 @@ fn open(key: &MasterKey, s: &StoredSecret) -> Option<String> {
         )
         .ok()?;
     String::from_utf8(plain).ok()
+}
+
+impl SecretSource for Inventory {
+    fn secret(&self, tenant: Uuid, name: &str) -> SecretFuture<'_> {
+        let name = name.to_string();
+        Box::pin(async move {
+            let key = self.master_key.as_ref()?;
+            let stored = self.store.secret(tenant, name).await.ok()??;
+            open(key, &stored)
+        })
+    }
 }
 
 impl Inventory {

@@ -10,6 +10,7 @@ use super::results::Job;
 use crate::model::Timestamp;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
+use crate::runtime::SecretSource;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
@@ -32,6 +33,7 @@ pub struct Scheduler {
     catalog: Arc<Catalog>,
     clock: SharedClock,
     pipeline: Arc<Pipeline>,
+    secrets: Arc<dyn SecretSource>,
     due: Mutex<HashMap<Key, Timestamp>>,
     /// Objects a check-now asked for: they run even outside their check period.
     forced: Mutex<HashSet<Key>>,
@@ -72,12 +74,14 @@ impl Scheduler {
         catalog: Arc<Catalog>,
         clock: SharedClock,
         pipeline: Arc<Pipeline>,
+        secrets: Arc<dyn SecretSource>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             catalog,
             clock,
             pipeline,
+            secrets,
             due: Mutex::new(HashMap::new()),
             forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
@@ -101,7 +105,10 @@ impl Scheduler {
         let o = &entry.object;
         let spec = &entry.spec;
         let outcome = match &command {
-            Some(c) => checks::run(c, o, &entry.host, spec, self.clock.now()).await,
+            Some(c) => {
+                let now = self.clock.now();
+                checks::run(c, o, &entry.host, spec, &*self.secrets, now).await
+            }
             None => checks::Outcome {
                 code: 3,
                 output: format!(

@@ -3,12 +3,14 @@
 
 pub mod clock;
 pub mod metrics;
+pub mod secrets;
 pub mod shutdown;
 pub mod sink;
 pub mod worker;
 
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
 pub use metrics::Metrics;
+pub use secrets::SecretSource;
 pub use shutdown::Shutdown;
 pub use sink::EventSink;
 pub use worker::{Supervisor, Wait, Worker, WorkerState};

@@ -56,6 +56,22 @@ impl Store {
         .await
     }
 
+    /// One secret as stored (sealed).
+    pub async fn secret(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        name: String,
+    ) -> Result<Option<StoredSecret>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+            t.get(scoped(tenant, name.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .map(|v| decode(v.value()))
+                .transpose()
+        })
+        .await
+    }
+
     pub async fn secrets(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;

@@ -185,6 +185,65 @@ async fn plugins_run_with_macros_exit_codes_and_timeouts() {
     );
 }
 
+/// `$SECRET:name$` in a command line or an argument is the sealed secret's value, given to the
+/// plugin only; a secret that is not set makes the check UNKNOWN without running it.
+#[tokio::test]
+async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let dir = tempfile::tempdir().unwrap();
+    let login = script(
+        dir.path(),
+        "check_login",
+        "if [ \"$1\" = 'hunter2' ] && [ \"$2\" = 'pin-0000' ]; then echo 'LOGIN OK - accepted'; exit 0; fi\necho \"LOGIN CRITICAL - refused\"\nexit 2",
+    );
+    let put = call(s, &a.token, Method::PUT, "/api/v1/secrets/plc-password")
+        .json(&json!({"value": "hunter2"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    let put = call(s, &a.token, Method::PUT, "/api/v1/secrets/plc-pin")
+        .json(&json!({"value": "pin-0000"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    post(
+        s,
+        &a.token,
+        "/api/v1/check-commands",
+        json!({"name": "login", "type": "plugin", "line": [login, "$SECRET:plc-password$", "$ARG1$"]}),
+    )
+    .await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "plc", "spec": {}}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for (name, pin) in [("login", "$SECRET:plc-pin$"), ("nopin", "$SECRET:missing$")] {
+        let svc = post(s, &a.token, "/api/v1/services", json!({"name": name, "host": "plc", "spec": {"checkCommand": "login", "args": [pin], "interval": 3600, "maxCheckAttempts": 1}})).await;
+        ids.push(svc["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        assert_eq!(check_now(s, &a.token, id).await.status(), 202);
+    }
+    let st = wait_state(s, &a.token, "/api/v1/services", "login", |st| {
+        st["state"].is_number()
+    })
+    .await;
+    assert_eq!(st["output"], "LOGIN OK - accepted", "{st}");
+    let st = wait_state(s, &a.token, "/api/v1/services", "nopin", |st| {
+        st["state"].is_number()
+    })
+    .await;
+    assert_eq!(st["state"], 3);
+    assert_eq!(st["output"], "UNKNOWN - secret \"missing\" is not set");
+}
+
 #[tokio::test]
 async fn check_now_needs_the_object_and_the_permission() {
     let a = Admin::start_with(no_seed());

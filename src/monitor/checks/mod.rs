@@ -14,6 +14,8 @@ mod tcp;
 use crate::model::Timestamp;
 use crate::model::config::ObjectSpec;
 use crate::model::object::{Object, ObjectKind};
+use crate::runtime::SecretSource;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// What a check produced, before mapping to the object's states.
@@ -46,8 +48,25 @@ pub struct HostInfo {
     pub address: Option<String>,
 }
 
-/// Replaces `$address$`, `$hostname$`, `$servicename$`, `$ARGn$` and `$vars.NAME$`.
-pub fn expand(arg: &str, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> String {
+/// Secret names used as `$SECRET:name$` in these arguments.
+fn secret_names<'a>(args: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for arg in args {
+        for (i, part) in arg.split('$').enumerate() {
+            // Odd parts lie between a pair of `$`.
+            if let Some(name) = part.strip_prefix("SECRET:").filter(|_| i % 2 == 1) {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Replaces each `$name$` in `arg` with what `resolve` gives for it; a name it does not know
+/// stays as written.
+fn substitute(arg: &str, resolve: impl Fn(&str) -> Option<String>) -> String {
     let mut out = String::new();
     let mut rest = arg;
     while let Some(start) = rest.find('$') {
@@ -58,7 +77,35 @@ pub fn expand(arg: &str, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> Stri
             return out;
         };
         let name = &after[..end];
-        let value = match name {
+        match resolve(name) {
+            Some(value) => out.push_str(&value),
+            None => {
+                out.push('$');
+                out.push_str(name);
+                out.push('$');
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Replaces `$address$`, `$hostname$`, `$servicename$`, `$ARGn$`, `$vars.NAME$` and
+/// `$SECRET:name$` (from `secrets`, resolved beforehand; also inside an `$ARGn$` value).
+pub fn expand(
+    arg: &str,
+    o: &Object,
+    host: &HostInfo,
+    spec: &ObjectSpec,
+    secrets: &HashMap<String, String>,
+) -> String {
+    let secret = |name: &str| {
+        let name = name.strip_prefix("SECRET:")?;
+        Some(secrets.get(name).cloned().unwrap_or_default())
+    };
+    substitute(arg, |name| {
+        Some(match name {
             "address" => address(spec, host),
             "hostname" => host.name.clone(),
             "servicename" if o.kind == ObjectKind::Service => o.name.clone(),
@@ -66,19 +113,16 @@ pub fn expand(arg: &str, o: &Object, host: &HostInfo, spec: &ObjectSpec) -> Stri
                 .parse::<usize>()
                 .ok()
                 .and_then(|i| spec.args.as_ref()?.get(i.checked_sub(1)?).cloned())
+                .map(|v| substitute(&v, secret))
                 .unwrap_or_default(),
             n if n.starts_with("vars.") => spec
                 .vars
                 .as_ref()
                 .and_then(|v| v.get(&n[5..]).cloned())
                 .unwrap_or_default(),
-            _ => format!("${name}$"),
-        };
-        out.push_str(&value);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    out
+            n => secret(n)?,
+        })
+    })
 }
 
 fn address(spec: &ObjectSpec, host: &HostInfo) -> String {
@@ -133,22 +177,35 @@ async fn plugin(argv: Vec<String>, timeout: Duration) -> Outcome {
     }
 }
 
-/// Runs one check of `o` with its resolved `spec`.
+/// Runs one check of `o` with its resolved `spec`; a `$SECRET:name$` that is not set makes
+/// the result UNKNOWN without running anything.
 pub async fn run(
     command: &Command,
     o: &Object,
     host: &HostInfo,
     spec: &ObjectSpec,
+    secrets: &dyn SecretSource,
     now: Timestamp,
 ) -> Outcome {
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
+    let templates = match command {
+        Command::Builtin(_) => secret_names(spec.args.iter().flatten()),
+        Command::Plugin { line, .. } => secret_names(line.iter().chain(spec.args.iter().flatten())),
+    };
+    let mut values = HashMap::new();
+    for name in templates {
+        match secrets.secret(o.tenant_id, &name).await {
+            Some(value) => values.insert(name, value),
+            None => return Outcome::new(3, format!("UNKNOWN - secret {name:?} is not set")),
+        };
+    }
     match command {
         Command::Builtin(name) => {
             let args: Vec<String> = spec
                 .args
                 .iter()
                 .flatten()
-                .map(|a| expand(a, o, host, spec))
+                .map(|a| expand(a, o, host, spec, &values))
                 .collect();
             let ctx = Builtin {
                 args: Args::parse(&args),
@@ -167,7 +224,10 @@ pub async fn run(
             }
         }
         Command::Plugin { line, timeout: own } => {
-            let argv = line.iter().map(|a| expand(a, o, host, spec)).collect();
+            let argv = line
+                .iter()
+                .map(|a| expand(a, o, host, spec, &values))
+                .collect();
             plugin(argv, own.unwrap_or(timeout)).await
         }
     }
@@ -394,8 +454,9 @@ mod tests {
             name: "web1".into(),
             address: Some("10.9.9.9".into()),
         };
+        let none = HashMap::new();
         assert_eq!(
-            expand("-H $address$ -p $ARG1$ -u $ARG2$", &o, &host, &spec),
+            expand("-H $address$ -p $ARG1$ -u $ARG2$", &o, &host, &spec, &none),
             "-H 10.0.0.5 -p 80 -u /health"
         );
         assert_eq!(
@@ -403,16 +464,34 @@ mod tests {
                 "$hostname$/$servicename$ $vars.community$ $ARG9$ $nope$",
                 &o,
                 &host,
-                &spec
+                &spec,
+                &none
             ),
             "web1/http public  $nope$"
         );
-        assert_eq!(expand("100$", &o, &host, &spec), "100$");
+        assert_eq!(expand("100$", &o, &host, &spec, &none), "100$");
         let bare = ObjectSpec::default();
         assert_eq!(
-            expand("$address$", &o, &host, &bare),
+            expand("$address$", &o, &host, &bare, &none),
             "10.9.9.9",
             "a service uses its host's address"
+        );
+        let with_secret: ObjectSpec =
+            serde_json::from_value(serde_json::json!({"args": ["$SECRET:pin$"]})).unwrap();
+        let line = ["-p".to_string(), "$ARG1$:$SECRET:user$".to_string()];
+        assert_eq!(
+            secret_names(line.iter().chain(with_secret.args.iter().flatten())),
+            ["user", "pin"]
+        );
+        let secrets = HashMap::from([("pin".to_string(), "1234".to_string())]);
+        assert_eq!(
+            expand("$ARG1$/$SECRET:pin$", &o, &host, &with_secret, &secrets),
+            "1234/1234",
+            "a secret inside an argument is filled in too"
+        );
+        assert_eq!(
+            secret_names(&["$x$SECRET:no$".to_string()]),
+            Vec::<String>::new()
         );
     }
 }
