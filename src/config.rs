@@ -45,6 +45,7 @@ pub struct Config {
     pub hardware: HardwareConfig,
     pub ai: AiConfig,
     pub secrets: SecretsConfig,
+    pub checks: ChecksConfig,
 }
 
 impl Default for Config {
@@ -64,6 +65,7 @@ impl Default for Config {
             hardware: HardwareConfig::default(),
             ai: AiConfig::default(),
             secrets: SecretsConfig::default(),
+            checks: ChecksConfig::default(),
         }
     }
 }
@@ -203,6 +205,20 @@ pub struct SecretsConfig {
     pub master_key_file: Option<PathBuf>,
 }
 
+/// Active checks.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ChecksConfig {
+    /// Checks (built-in or plugin processes) running at once, 1..=1024.
+    pub max_concurrent: usize,
+}
+
+impl Default for ChecksConfig {
+    fn default() -> Self {
+        Self { max_concurrent: 32 }
+    }
+}
+
 /// Values given on the command line; they win over everything else.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -325,6 +341,12 @@ impl Config {
             }
             (None, None) => {}
         }
+        if !(1..=1024).contains(&self.checks.max_concurrent) {
+            p.push(format!(
+                "checks.maxConcurrent: {} must be 1..1024",
+                self.checks.max_concurrent
+            ));
+        }
         match self.storage.backend.as_str() {
             "redb" => {}
             "postgres" => {
@@ -442,7 +464,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let c = Config::from_yaml(
-            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\n",
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nchecks: {maxConcurrent: 0}\n",
         )
         .unwrap();
         let p = c.problems().join("\n");
@@ -452,6 +474,7 @@ mod tests {
             "ldap.baseDn:",
             "ldap.bindPassword:",
             "storage.backend:",
+            "checks.maxConcurrent:",
         ] {
             assert!(p.contains(key), "{key} missing from {p}");
         }

@@ -182,6 +182,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         clock.clone(),
         pipeline.clone(),
         inventory.clone(),
+        config.checks.max_concurrent,
     );
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());

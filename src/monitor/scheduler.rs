@@ -1,7 +1,8 @@
 //! The active check scheduler: every object with a `checkCommand` (and `enableChecks` not
 //! false) is checked every `interval` (default 60 s), first at a deterministic splay within the
 //! interval (so a restart causes no check storm), after a soft problem again after
-//! `retryInterval` (default 15 s), at most `MAX_RUNNING` at once. `check-now` runs one at once.
+//! `retryInterval` (default 15 s), at most `checks.maxConcurrent` (configuration, default 32) at
+//! once. `check-now` runs one at once.
 
 use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
@@ -22,8 +23,6 @@ use uuid::Uuid;
 
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_RETRY: Duration = Duration::from_secs(15);
-/// Checks running at once.
-pub const MAX_RUNNING: usize = 32;
 const TICK: Duration = Duration::from_secs(1);
 
 type Key = (Uuid, Uuid);
@@ -75,6 +74,7 @@ impl Scheduler {
         clock: SharedClock,
         pipeline: Arc<Pipeline>,
         secrets: Arc<dyn SecretSource>,
+        max_running: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -85,7 +85,7 @@ impl Scheduler {
             due: Mutex::new(HashMap::new()),
             forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
-            slots: Arc::new(Semaphore::new(MAX_RUNNING)),
+            slots: Arc::new(Semaphore::new(max_running)),
             wake: Arc::new(Notify::new()),
         })
     }
@@ -178,7 +178,8 @@ impl Scheduler {
                 let slot = if in_period || forced {
                     match self.slots.clone().try_acquire_owned() {
                         Ok(slot) => Some(slot),
-                        Err(_) => break,
+                        // All slots busy: it stays due (and known) for the next tick.
+                        Err(_) => continue,
                     }
                 } else {
                     None

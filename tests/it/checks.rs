@@ -244,6 +244,65 @@ async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
     assert_eq!(st["output"], "UNKNOWN - secret \"missing\" is not set");
 }
 
+/// `checks.maxConcurrent: 2`: five slow plugin checks asked for at once never run more than two
+/// at a time, and all of them run.
+#[tokio::test]
+async fn no_more_checks_run_at_once_than_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("svc.yaml");
+    std::fs::write(&cfg, "checks: {maxConcurrent: 2}\n").unwrap();
+    let a = Admin::start_with(Opts {
+        args: vec!["--config".into(), cfg.display().to_string()],
+        ..no_seed()
+    });
+    let s = &a.s;
+    let log = dir.path().join("runs.log");
+    let slow = script(
+        dir.path(),
+        "check_busy",
+        &format!(
+            "echo start >> {log}\nsleep 0.6\necho end >> {log}\necho 'BUSY OK'",
+            log = log.display()
+        ),
+    );
+    post(
+        s,
+        &a.token,
+        "/api/v1/check-commands",
+        json!({"name": "busy", "type": "plugin", "line": [slow]}),
+    )
+    .await;
+    post(
+        s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "box", "spec": {}}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let svc = post(s, &a.token, "/api/v1/services", json!({"name": format!("b{i}"), "host": "box", "spec": {"checkCommand": "busy", "interval": 3600}})).await;
+        ids.push(svc["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        assert_eq!(check_now(s, &a.token, id).await.status(), 202);
+    }
+    for i in 0..5 {
+        wait_state(s, &a.token, "/api/v1/services", &format!("b{i}"), |st| {
+            st["state"] == 0
+        })
+        .await;
+    }
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let (mut running, mut most) = (0i32, 0i32);
+    for line in lines.lines() {
+        running += if line == "start" { 1 } else { -1 };
+        most = most.max(running);
+    }
+    assert_eq!(lines.lines().filter(|l| *l == "start").count(), 5);
+    assert_eq!(most, 2, "{lines}");
+}
+
 #[tokio::test]
 async fn check_now_needs_the_object_and_the_permission() {
     let a = Admin::start_with(no_seed());
