@@ -299,7 +299,8 @@ async fn no_more_checks_run_at_once_than_configured() {
         running += if line == "start" { 1 } else { -1 };
         most = most.max(running);
     }
-    assert_eq!(lines.lines().filter(|l| *l == "start").count(), 5);
+    // A service's first scheduled run may come on top of its check-now.
+    assert!(lines.lines().filter(|l| *l == "start").count() >= 5, "{lines}");
     assert_eq!(most, 2, "{lines}");
 }
 
