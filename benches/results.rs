@@ -1,10 +1,11 @@
 //! Passive results per second, end to end (accepted → state updated → `state_change` event
 //! stored: every result flips its service between OK and CRITICAL, so each one is a hard state
 //! change with an event and a metric sample) for 10,000 services on the release server, with
-//! batches of 1 and of 500 results, 16 requests in flight. The same workload goes to Icinga 2's
-//! `process-check-result` API in the same run when `/usr/sbin/icinga2` is installed (Debian
-//! package `icinga2`): the bench starts its own daemon with a generated configuration
-//! (10,000 passive services, API listener on a free port, certificates from rcgen).
+//! 20,000 results in batches of 1 and 500,000 in batches of 500, 16 requests in flight. The
+//! same workload goes to Icinga 2's `process-check-result` API (50,000 results) in the same run
+//! when `/usr/sbin/icinga2` is installed (Debian package `icinga2`): the bench starts its own
+//! daemon with a generated configuration (10,000 passive services, API listener on a free port,
+//! certificates from rcgen) once svc has stopped.
 //!
 //! Run: `cargo bench --bench results`.
 

@@ -300,7 +300,10 @@ async fn no_more_checks_run_at_once_than_configured() {
         most = most.max(running);
     }
     // A service's first scheduled run may come on top of its check-now.
-    assert!(lines.lines().filter(|l| *l == "start").count() >= 5, "{lines}");
+    assert!(
+        lines.lines().filter(|l| *l == "start").count() >= 5,
+        "{lines}"
+    );
     assert_eq!(most, 2, "{lines}");
 }
 
