@@ -34,7 +34,7 @@ pub const MAX_SERIES: u64 = 100_000;
 /// Series by tenant + object + metric name.
 const SERIES: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("series_by_tenant_object_metric");
-/// `series_count`, `next_series_id`, `filings`.
+/// `next_series_id`, `filings`.
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counter_by_name");
 /// Sequence → the packed samples of one commit not yet filed (`pack`).
 const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("samples_unfiled");
@@ -407,8 +407,9 @@ impl MetricsStore {
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
         let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
-        // New series join the index once the commit holds.
+        // New series and changed units reach the index once the commit holds.
         let mut created: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
+        let mut units: HashMap<Vec<u8>, String> = HashMap::new();
         let mut points = Vec::with_capacity(samples.len());
         let mut refused = 0;
         let mut next_id = index.next_id;
@@ -418,17 +419,22 @@ impl MetricsStore {
             let mut count = index.by_key.len();
             for s in samples {
                 let key = series_key(s.tenant, s.object, &s.metric);
-                let known = match index.by_key.get_mut(&key) {
-                    Some(entry) => Some(entry),
-                    None => created.get_mut(&key),
+                let known = match index.by_key.get(&key) {
+                    Some((id, unit)) => Some((*id, units.get(&key).unwrap_or(unit))),
+                    None => created.get(&key).map(|(id, unit)| (*id, unit)),
                 };
                 let id = match known {
                     Some((id, unit)) => {
                         if *unit != s.unit {
                             self.rewrite_unit(&mut series, &key, &s.unit)?;
-                            unit.clone_from(&s.unit);
+                            match created.get_mut(&key) {
+                                Some(entry) => entry.1.clone_from(&s.unit),
+                                None => {
+                                    units.insert(key, s.unit.clone());
+                                }
+                            }
                         }
-                        *id
+                        id
                     }
                     None if count as u64 >= MAX_SERIES => {
                         refused += 1;
@@ -462,11 +468,8 @@ impl MetricsStore {
                 .map_err(StoreError::from_redb)?
                 .insert(seq, pack(&points).as_slice())
                 .map_err(StoreError::from_redb)?;
-            let mut counters = tx.open_table(COUNTERS).map_err(StoreError::from_redb)?;
-            counters
-                .insert("series_count", count as u64)
-                .map_err(StoreError::from_redb)?;
-            counters
+            tx.open_table(COUNTERS)
+                .map_err(StoreError::from_redb)?
                 .insert("next_series_id", next_id)
                 .map_err(StoreError::from_redb)?;
         }
@@ -475,6 +478,11 @@ impl MetricsStore {
         for (key, (id, unit)) in created {
             index.keys.insert(id, key.clone());
             index.by_key.insert(key, (id, unit));
+        }
+        for (key, unit) in units {
+            if let Some(entry) = index.by_key.get_mut(&key) {
+                entry.1 = unit;
+            }
         }
         self.series
             .store(index.by_key.len() as u64, Ordering::Relaxed);
@@ -845,6 +853,12 @@ mod tests {
         assert_eq!(hour(&store), (3, 7.0, 4.0), "filed once");
         let series = store.series_of(tenant, object).unwrap();
         assert_eq!((series[0].last_ms, series[0].last), (now + 120_000, 4.0));
+        let in_seconds = Sample {
+            unit: "s".into(),
+            ..sample(now + 180_000, 0.005)
+        };
+        store.record(vec![in_seconds]).await.unwrap();
+        assert_eq!(store.series_of(tenant, object).unwrap()[0].unit, "s");
         store.close();
     }
 
