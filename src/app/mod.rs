@@ -160,11 +160,12 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
     let metric_store = MetricsStore::open(&config.data_dir)?;
+    let catalog = Catalog::new(store.clone());
     supervisor.spawn(MetricsRetention {
         metrics: metric_store.clone(),
+        catalog: catalog.clone(),
         clock: clock.clone(),
     });
-    let catalog = Catalog::new(store.clone());
     let results = Results::new(
         store.clone(),
         catalog.clone(),

@@ -2,12 +2,13 @@
 //! an object over a time range at an automatically chosen resolution, the series an object
 //! has, and the hourly sweep that drops what each tier no longer keeps.
 
+use super::catalog::Catalog;
 use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::metric::{Agg, AggFn, Tier, plan};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::metrics::{MetricsStats, MetricsStore};
+use crate::store::metrics::{MetricsStats, MetricsStore, Prune};
 use crate::store::{Store, StoreError, blocking};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -215,6 +216,7 @@ impl MetricQueries {
 /// Drops expired samples and aggregates every hour.
 pub struct MetricsRetention {
     pub metrics: Arc<MetricsStore>,
+    pub catalog: Arc<Catalog>,
     pub clock: SharedClock,
 }
 
@@ -225,7 +227,23 @@ impl Worker for MetricsRetention {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            match self.metrics.prune(self.clock.now().as_millis()).await {
+            // Series of objects that no longer exist go too; without a catalog, none do. The
+            // time is read first: series newer than it are kept whatever the catalog says.
+            let now_ms = self.clock.now().as_millis();
+            let live = match self.catalog.snapshot().await {
+                Ok(snapshot) => Some(
+                    snapshot
+                        .tenants()
+                        .flat_map(|(tenant, c)| c.entries.iter().map(|e| (*tenant, e.object.id)))
+                        .collect(),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "metric series of deleted objects kept this time");
+                    None
+                }
+            };
+            let prune = Prune { now_ms, live };
+            match self.metrics.prune(prune).await {
                 Ok(Ok(removed)) if removed > 0 => {
                     tracing::info!(removed, "expired metric samples removed");
                 }

@@ -19,7 +19,7 @@ use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -81,8 +81,26 @@ pub struct SeriesInfo {
 enum Msg {
     /// Acknowledged once committed (or refused).
     Samples(Vec<Sample>, oneshot::Sender<()>),
-    /// Drops data older than each tier's retention at `now_ms`; acknowledged with the count.
-    Prune(i64, oneshot::Sender<Result<u64, StoreError>>),
+    /// Drops data older than each tier's retention at `now_ms`, and the series of objects not
+    /// among the live ones (when known); acknowledged with the rows removed.
+    Prune(Prune, oneshot::Sender<Result<u64, StoreError>>),
+}
+
+/// What a prune removes.
+pub struct Prune {
+    pub now_ms: i64,
+    /// Every (tenant, object) that exists, as seen at or after `now_ms`; `None` keeps every
+    /// series. A series first seen at or after `now_ms` is kept either way: its object may be
+    /// newer than the list.
+    pub live: Option<HashSet<(Uuid, Uuid)>>,
+}
+
+/// The tenant and object a series key belongs to.
+fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
+    Some((
+        Uuid::from_slice(key.get(..16)?).ok()?,
+        Uuid::from_slice(key.get(16..32)?).ok()?,
+    ))
 }
 
 pub struct MetricsStore {
@@ -330,10 +348,11 @@ impl MetricsStore {
         done
     }
 
-    /// Removes what each tier no longer keeps at `now_ms`; resolves with the rows removed.
-    pub fn prune(&self, now_ms: i64) -> oneshot::Receiver<Result<u64, StoreError>> {
+    /// Removes what each tier no longer keeps and the series of deleted objects; resolves
+    /// with the rows removed.
+    pub fn prune(&self, prune: Prune) -> oneshot::Receiver<Result<u64, StoreError>> {
         let (ack, done) = oneshot::channel();
-        let _ = self.writer.send(Msg::Prune(now_ms, ack));
+        let _ = self.writer.send(Msg::Prune(prune, ack));
         done
     }
 
@@ -374,8 +393,8 @@ impl MetricsStore {
                         samples.extend(s);
                         acks.push(ack);
                     }
-                    Msg::Prune(now, ack) => {
-                        prune = Some((now, ack));
+                    Msg::Prune(p, ack) => {
+                        prune = Some((p, ack));
                         break;
                     }
                 }
@@ -392,9 +411,9 @@ impl MetricsStore {
             for ack in acks {
                 let _ = ack.send(());
             }
-            if let Some((now, ack)) = prune {
+            if let Some((p, ack)) = prune {
                 self.file(&index);
-                let _ = ack.send(self.remove_expired(now));
+                let _ = ack.send(self.remove_expired(&p, &mut index));
             }
             inbox.finished();
             if self.unfiled().points.len() >= FILE_AFTER {
@@ -592,17 +611,45 @@ impl MetricsStore {
         Ok(())
     }
 
-    fn remove_expired(&self, now_ms: i64) -> Result<u64, StoreError> {
+    /// Runs with nothing unfiled (the caller files first).
+    fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
         let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         let last_id = counter(&tx, "next_series_id")?;
         let mut removed = 0u64;
+        let mut gone: HashMap<u64, Vec<u8>> = HashMap::new();
         {
+            let mut series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
+            let orphans = index.keys.iter().filter(|(_, k)| {
+                owner(k).is_some_and(|o| p.live.as_ref().is_some_and(|l| !l.contains(&o)))
+            });
+            for (id, key) in orphans {
+                let older = series
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .map(|v| decode::<SeriesInfo>(v.value()))
+                    .transpose()?
+                    .is_some_and(|info| info.first_ms < p.now_ms);
+                if older {
+                    gone.insert(*id, key.clone());
+                }
+            }
+            for key in gone.values() {
+                series
+                    .remove(key.as_slice())
+                    .map_err(StoreError::from_redb)?;
+            }
             let mut raw = tx.open_table(RAW).map_err(StoreError::from_redb)?;
             let mut five = tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
             let mut hour = tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
-            let cutoff = |tier: Tier| now_ms - tier.retention_ms();
             for id in 1..=last_id {
+                let cutoff = |tier: Tier| {
+                    if gone.contains_key(&id) {
+                        i64::MAX
+                    } else {
+                        p.now_ms - tier.retention_ms()
+                    }
+                };
                 raw.retain_in((id, i64::MIN)..(id, cutoff(Tier::Raw)), |_, _| {
                     removed += 1;
                     false
@@ -619,6 +666,12 @@ impl MetricsStore {
             }
         }
         tx.commit().map_err(StoreError::from_redb)?;
+        for (id, key) in gone {
+            index.keys.remove(&id);
+            index.by_key.remove(&key);
+        }
+        self.series
+            .store(index.by_key.len() as u64, Ordering::Relaxed);
         Ok(removed)
     }
 
@@ -765,7 +818,14 @@ mod tests {
         );
         assert_eq!(store.series_of(tenant, object).unwrap().len(), 1);
         // 31 days on, raw samples are gone and the aggregates stay.
-        store.prune(now + 31 * DAY_MS).await.unwrap().unwrap();
+        store
+            .prune(Prune {
+                now_ms: now + 31 * DAY_MS,
+                live: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         let raw = store
             .points(tenant, object, "rta", Tier::Raw, 0, i64::MAX)
             .unwrap()
@@ -777,7 +837,14 @@ mod tests {
             .unwrap()
             .1;
         assert_eq!((raw.len(), five.len()), (0, 2));
-        store.prune(now + 401 * DAY_MS).await.unwrap().unwrap();
+        store
+            .prune(Prune {
+                now_ms: now + 401 * DAY_MS,
+                live: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         let five = store
             .points(tenant, object, "rta", Tier::FiveMinutes, 0, i64::MAX)
             .unwrap()
@@ -816,7 +883,14 @@ mod tests {
         };
         let store = MetricsStore::open(dir.path()).unwrap();
         store.record(vec![sample(now, 1.0)]).await.unwrap();
-        store.prune(now).await.unwrap().unwrap();
+        store
+            .prune(Prune {
+                now_ms: now,
+                live: None,
+            })
+            .await
+            .unwrap()
+            .unwrap();
         assert!(store.unfiled().points.is_empty(), "pruning files first");
         store.record(vec![sample(now + 60_000, 2.0)]).await.unwrap();
         assert_eq!(store.unfiled().points.len(), 1);
@@ -860,6 +934,63 @@ mod tests {
         store.record(vec![in_seconds]).await.unwrap();
         assert_eq!(store.series_of(tenant, object).unwrap()[0].unit, "s");
         store.close();
+    }
+
+    /// A prune with the live objects drops every older series of the others and frees their
+    /// room under the cap; a series as new as the prune stays (its object may be newer than
+    /// the list), and a prune without the list keeps them all.
+    #[tokio::test]
+    async fn series_of_deleted_objects_go_at_the_prune() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MetricsStore::open(dir.path()).unwrap();
+        let tenant = Uuid::from_u128(1);
+        let (kept, deleted, newer) = (Uuid::from_u128(2), Uuid::from_u128(3), Uuid::from_u128(4));
+        let now = 1_000 * DAY_MS;
+        let sample = |object: Uuid, metric: &str, ms: i64| Sample {
+            tenant,
+            object,
+            metric: metric.into(),
+            unit: String::new(),
+            ms,
+            value: 1.0,
+        };
+        let all = vec![
+            sample(kept, "rta", now),
+            sample(deleted, "rta", now),
+            sample(deleted, "pl", now),
+        ];
+        store.record(all.clone()).await.unwrap();
+        let at = now + 60_000;
+        store.record(vec![sample(newer, "rta", at)]).await.unwrap();
+        let prune = |live: Option<HashSet<(Uuid, Uuid)>>| Prune { now_ms: at, live };
+        store.prune(prune(None)).await.unwrap().unwrap();
+        assert_eq!(store.stats().series, 4);
+        let removed = store
+            .prune(prune(Some(HashSet::from([(tenant, kept)]))))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(removed, 2 * 3, "a raw row and two aggregates per series");
+        assert_eq!(store.stats().series, 2);
+        assert_eq!(store.series_of(tenant, newer).unwrap().len(), 1);
+        assert!(store.series_of(tenant, deleted).unwrap().is_empty());
+        assert!(
+            store
+                .points(tenant, deleted, "rta", Tier::Raw, 0, i64::MAX)
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.series_of(tenant, kept).unwrap().len(), 1);
+        store.close();
+        drop(store);
+        let reopened = MetricsStore::open(dir.path()).unwrap();
+        assert_eq!(reopened.stats().series, 2, "gone after a restart too");
+        reopened.record(all).await.unwrap();
+        assert_eq!(
+            reopened.stats().series,
+            4,
+            "a recreated series starts afresh"
+        );
     }
 
     #[tokio::test]
