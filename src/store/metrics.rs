@@ -240,6 +240,18 @@ fn rollup(points: &[Point], tier: Tier) -> BTreeMap<i64, Agg> {
     out
 }
 
+/// A series row as stored.
+fn stored_series(
+    table: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    key: &[u8],
+) -> Result<Option<SeriesInfo>, StoreError> {
+    table
+        .get(key)
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
 /// Moves a series' last value forward to the newest of its unfiled samples.
 fn latest(info: &mut SeriesInfo, unfiled: &[Point]) {
     if let Some(newest) = unfiled.iter().max_by_key(|p| p.ms) {
@@ -518,12 +530,7 @@ impl MetricsStore {
         key: &[u8],
         unit: &str,
     ) -> Result<(), StoreError> {
-        let stored = series
-            .get(key)
-            .map_err(StoreError::from_redb)?
-            .map(|v| decode::<SeriesInfo>(v.value()))
-            .transpose()?;
-        if let Some(mut info) = stored {
+        if let Some(mut info) = stored_series(series, key)? {
             info.unit = unit.to_string();
             series
                 .insert(key, encode(&info)?.as_slice())
@@ -579,11 +586,7 @@ impl MetricsStore {
                 let Some(key) = index.keys.get(&id) else {
                     continue;
                 };
-                let stored = series
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode::<SeriesInfo>(v.value()))
-                    .transpose()?;
+                let stored = stored_series(&series, key)?;
                 if let (Some(mut info), Some(newest)) = (stored, run.last()) {
                     if newest.ms >= info.last_ms {
                         info.last_ms = newest.ms;
@@ -624,12 +627,8 @@ impl MetricsStore {
                 owner(k).is_some_and(|o| p.live.as_ref().is_some_and(|l| !l.contains(&o)))
             });
             for (id, key) in orphans {
-                let older = series
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode::<SeriesInfo>(v.value()))
-                    .transpose()?
-                    .is_some_and(|info| info.first_ms < p.now_ms);
+                let older =
+                    stored_series(&series, key)?.is_some_and(|info| info.first_ms < p.now_ms);
                 if older {
                     gone.insert(*id, key.clone());
                 }
@@ -711,12 +710,7 @@ impl MetricsStore {
         let copy = self.unfiled_copy();
         let tx = self.db.begin_read().map_err(StoreError::from_redb)?;
         let series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
-        let Some(mut info) = series
-            .get(series_key(tenant, object, metric).as_slice())
-            .map_err(StoreError::from_redb)?
-            .map(|v| decode::<SeriesInfo>(v.value()))
-            .transpose()?
-        else {
+        let Some(mut info) = stored_series(&series, &series_key(tenant, object, metric))? else {
             return Ok(None);
         };
         let id = info.id;
