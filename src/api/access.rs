@@ -8,9 +8,9 @@ use super::router::PUBLIC;
 use crate::auth::{AuthError, Principal};
 use crate::model::identity::Actor;
 use axum::extract::{ConnectInfo, FromRequestParts, Request, State};
-use axum::http::header::{ACCEPT, AUTHORIZATION, COOKIE, LOCATION};
+use axum::http::header::{ACCEPT, AUTHORIZATION, COOKIE, LOCATION, SET_COOKIE};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -29,6 +29,8 @@ pub struct Access {
     pub permission: &'static str,
     /// A route with no permission that still needs a caller (whoami, change-password...).
     pub identity: bool,
+    /// A sign-in page: an invalid session cookie is ignored and cleared.
+    pub sign_in: bool,
 }
 
 impl From<AuthError> for Problem {
@@ -42,6 +44,11 @@ impl From<AuthError> for Problem {
             AuthError::BadPassword => {
                 Problem::new("svc:auth/bad-password", "the old password is wrong")
             }
+            e @ AuthError::Throttled(after) => {
+                Problem::new("svc:auth/throttled", e.to_string()).retry_after(after)
+            }
+            e @ AuthError::Busy => Problem::new("svc:auth/busy", e.to_string())
+                .retry_after(std::time::Duration::from_secs(1)),
             AuthError::Store(s) => s.into(),
         }
     }
@@ -97,6 +104,22 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
     } else if let Some(id) = session {
         match auth.session_principal(&id).await {
             Ok(p) => Some(p),
+            Err(AuthError::Invalid(_)) if access.sign_in => {
+                let secure = secure_request(&access.state, &req);
+                let mut res = next.run(req).await;
+                if !sets_session_cookie(&res) {
+                    res.headers_mut()
+                        .append(SET_COOKIE, clear_session_cookie(secure));
+                }
+                return res;
+            }
+            Err(AuthError::Invalid(_)) if is_document_navigation(&req) => {
+                let mut res = to_login();
+                let secure = secure_request(&access.state, &req);
+                res.headers_mut()
+                    .append(SET_COOKIE, clear_session_cookie(secure));
+                return res;
+            }
             Err(_) if is_document_navigation(&req) => return to_login(),
             Err(e) => return Problem::from(e).into_response(),
         }
@@ -146,6 +169,32 @@ fn is_document_navigation(req: &Request) -> bool {
             .get(ACCEPT)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|a| a.contains("text/html"))
+}
+
+/// Whether cookies must carry `Secure`: direct TLS, or a trusted proxy saying it terminated TLS.
+pub fn secure_request(st: &AppState, req: &Request) -> bool {
+    req.extensions().get::<DirectTls>().is_some_and(|t| t.0)
+        || (st.config.trust_proxy
+            && req
+                .headers()
+                .get("x-forwarded-proto")
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https")))
+}
+
+/// The `Set-Cookie` value that removes the session cookie from the browser.
+pub fn clear_session_cookie(secure: bool) -> HeaderValue {
+    let attrs = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{SESSION_COOKIE}=; Path=/; Max-Age=-1; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax{attrs}"
+    ))
+    .unwrap_or(HeaderValue::from_static(""))
+}
+
+fn sets_session_cookie(res: &Response) -> bool {
+    res.headers().get_all(SET_COOKIE).iter().any(|v| {
+        v.as_bytes()
+            .starts_with(format!("{SESSION_COOKIE}=").as_bytes())
+    })
 }
 
 fn to_login() -> Response {

@@ -3,12 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::read_body;
+use super::extract::{ApiQuery, read_body};
 use super::router::Route;
 use crate::inventory::bundles::BundleSource;
 use crate::model::bundle::BUNDLE_LIMIT;
 use axum::Json;
-use axum::extract::{Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -63,7 +63,7 @@ async fn text(req: Request) -> Result<String, Problem> {
 async fn plan(
     State(st): State<AppState>,
     c: Caller,
-    Query(f): Query<Flags>,
+    ApiQuery(f): ApiQuery<Flags>,
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
     let text = text(req).await?;
@@ -83,7 +83,7 @@ struct TokenBody {
 async fn apply(
     State(st): State<AppState>,
     c: Caller,
-    Query(f): Query<Flags>,
+    ApiQuery(f): ApiQuery<Flags>,
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
     let text = text(req).await?;

@@ -4,13 +4,13 @@ use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
 use super::etag::{IfMatch, etag};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::pagination::{CONFIG_KINDS, Page, PageQuery};
 use super::router::Route;
 use crate::inventory::InventoryError;
 use crate::model::config::{ConfigDoc, KINDS, Kind};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -52,7 +52,7 @@ pub fn routes() -> Vec<Route> {
 fn kind_routes(kind: &'static Kind) -> Vec<Route> {
     let list_path = format!("/api/v1/{}", kind.name);
     let item_path = format!("/api/v1/{}/{{name}}", kind.name);
-    let list = move |State(st): State<AppState>, c: Caller, Query(q): Query<ListQuery>| async move {
+    let list = move |State(st): State<AppState>, c: Caller, ApiQuery(q): ApiQuery<ListQuery>| async move {
         let page = q.page.resolve(CONFIG_KINDS);
         let docs = st
             .inventory
@@ -71,13 +71,13 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
             .await?;
         Ok::<_, Problem>((StatusCode::CREATED, one(&doc)))
     };
-    let get = move |State(st): State<AppState>, c: Caller, Path(name): Path<String>| async move {
+    let get = move |State(st): State<AppState>, c: Caller, ApiPath(name): ApiPath<String>| async move {
         let doc = st.inventory.get(&c.principal, kind, name).await?;
         Ok::<_, Problem>(one(&doc))
     };
     let put = move |State(st): State<AppState>,
                     c: Caller,
-                    Path(name): Path<String>,
+                    ApiPath(name): ApiPath<String>,
                     IfMatch(v): IfMatch,
                     ApiJson(body): ApiJson<Value>| async move {
         let doc = st
@@ -86,7 +86,7 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
             .await?;
         Ok::<_, Problem>(one(&doc))
     };
-    let delete = move |State(st): State<AppState>, c: Caller, Path(name): Path<String>| async move {
+    let delete = move |State(st): State<AppState>, c: Caller, ApiPath(name): ApiPath<String>| async move {
         st.inventory
             .delete(&c.principal, &c.actor, kind, name)
             .await?;

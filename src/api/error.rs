@@ -16,6 +16,8 @@ pub struct Problem {
     pub detail: String,
     /// Logged, never sent: what went wrong inside.
     pub internal: Option<String>,
+    /// Seconds for the `Retry-After` header (429 and some 503 answers).
+    pub retry_after: Option<u64>,
 }
 
 /// The document as sent.
@@ -59,6 +61,7 @@ pub fn classify(code: &str) -> (StatusCode, &'static str) {
         c if c.starts_with("svc:validation/") => (S::UNPROCESSABLE_ENTITY, "Validation failed"),
         "svc:precondition/if-match" => (S::PRECONDITION_REQUIRED, "If-Match required"),
         "svc:ingress/rate" => (S::TOO_MANY_REQUESTS, "Rate limited"),
+        "svc:auth/throttled" => (S::TOO_MANY_REQUESTS, "Too many failed verifications"),
         "svc:reports/pdf" => (S::NOT_IMPLEMENTED, "PDF rendering unavailable"),
         "svc:directory/unconfigured" => (S::NOT_IMPLEMENTED, "Directory not configured"),
         "svc:notify/test-failed" => (S::BAD_GATEWAY, "Test notification failed"),
@@ -69,6 +72,7 @@ pub fn classify(code: &str) -> (StatusCode, &'static str) {
         "svc:ai/disabled" => (S::SERVICE_UNAVAILABLE, "AI disabled"),
         "svc:storage/unavailable" => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
         "svc:pipeline/stalled" => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
+        "svc:auth/busy" => (S::SERVICE_UNAVAILABLE, "Verification busy"),
         "svc:ingress/unknown-source" => (S::NOT_FOUND, "Unknown event source"),
         "svc:ingress/disabled" => (S::FORBIDDEN, "Event source disabled"),
         "svc:ingress/auth" => (S::UNAUTHORIZED, "Event source authentication failed"),
@@ -88,6 +92,15 @@ impl Problem {
             code,
             detail: detail.into(),
             internal: None,
+            retry_after: None,
+        }
+    }
+
+    /// The same problem with a `Retry-After` header.
+    pub fn retry_after(self, after: std::time::Duration) -> Self {
+        Self {
+            retry_after: Some(after.as_secs().max(1)),
+            ..self
         }
     }
 
@@ -147,6 +160,10 @@ impl From<StoreError> for Problem {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let mut res = (self.status, [(header::CONTENT_TYPE, PROBLEM_CONTENT_TYPE)]).into_response();
+        if let Some(after) = self.retry_after {
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(after));
+        }
         res.extensions_mut().insert(self);
         res
     }

@@ -3,6 +3,7 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
+use super::extract::ApiQuery;
 use super::pagination::{EVENTS, Page, PageQuery};
 use super::router::Route;
 use crate::events::{Delivery, SSE_BUFFER};
@@ -12,7 +13,7 @@ use crate::model::selector::Selector;
 use crate::store::events::Position;
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -92,7 +93,7 @@ fn filter(q: &EventQuery, tenant: Uuid) -> Option<EventFilter> {
 async fn list(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<EventQuery>,
+    ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     let page = q.page.resolve(EVENTS);
     let Some(f) = filter(&q, c.principal.tenant) else {
@@ -109,7 +110,11 @@ fn ndjson_line(e: &Event) -> Vec<u8> {
     line
 }
 
-async fn export(State(st): State<AppState>, c: Caller, Query(q): Query<EventQuery>) -> Response {
+async fn export(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<EventQuery>,
+) -> Response {
     let f = filter(&q, c.principal.tenant);
     // State: the position after which the next page starts, and how many were sent.
     let pages =
@@ -197,7 +202,7 @@ async fn stream(
     State(st): State<AppState>,
     c: Caller,
     headers: HeaderMap,
-    Query(q): Query<EventQuery>,
+    ApiQuery(q): ApiQuery<EventQuery>,
 ) -> Response {
     let selector: Selector = match q.selector.as_deref().unwrap_or("").parse() {
         Ok(s) => s,

@@ -1,9 +1,12 @@
-//! Request extractors: the JSON body with the 1 MiB cap and the spec's error codes.
+//! Request extractors: the JSON body with the 1 MiB cap, query parameters and path segments,
+//! each refusing bad input with a problem document (never axum's plain-text 400).
 
 use super::error::Problem;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
+use std::collections::HashSet;
 
 /// Cap on JSON request bodies (SPEC 8).
 pub const JSON_BODY_LIMIT: usize = 1024 * 1024;
@@ -57,4 +60,41 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 /// A resource id from the path: anything that is not a UUID names nothing, so it is 404.
 pub fn path_id(raw: &str) -> Result<uuid::Uuid, Problem> {
     uuid::Uuid::parse_str(raw).map_err(|_| Problem::not_found())
+}
+
+/// Query parameters. A repeated parameter takes its first value (as the reference's Go handlers
+/// read them), malformed percent-encoding decodes lossily, and a value that still does not fit
+/// is 422 `svc:validation/query`.
+pub struct ApiQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let raw = parts.uri.query().unwrap_or_default();
+        let mut seen = HashSet::new();
+        let mut first = form_urlencoded::Serializer::new(String::new());
+        for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+            if seen.insert(key.clone()) {
+                first.append_pair(&key, &value);
+            }
+        }
+        serde_urlencoded::from_str(&first.finish())
+            .map(ApiQuery)
+            .map_err(|e| Problem::validation("query", e.to_string()))
+    }
+}
+
+/// Path parameters. A segment whose percent-encoding is not UTF-8 names nothing: 404.
+pub struct ApiPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| ApiPath(p.0))
+            .map_err(|e| Problem::new("svc:not-found", e.body_text()))
+    }
 }

@@ -3,13 +3,13 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
 use super::pagination::Page;
 use super::router::Route;
 use crate::model::heartbeat::HeartbeatBody;
 use crate::monitor::heartbeats::HeartbeatError;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::json;
@@ -56,7 +56,7 @@ async fn upsert(
 async fn delete(
     State(st): State<AppState>,
     c: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.heartbeats.delete(&c.principal, &c.actor, name).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -65,7 +65,7 @@ async fn delete(
 async fn beat(
     State(st): State<AppState>,
     c: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.heartbeats.beat(&c.principal, name).await?;
     Ok(Json(json!({"status": "ok"})))

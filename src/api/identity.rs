@@ -3,14 +3,14 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::{ApiJson, path_id};
+use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{AUDIT, Page, PageQuery};
 use super::router::Route;
 use crate::model::audit::AuditFilter;
 use crate::model::identity::{TenantRequest, TokenRequest};
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -97,7 +97,7 @@ async fn mint_token(
 async fn revoke_token(
     State(st): State<AppState>,
     c: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
         .revoke(&c.principal, &c.actor, path_id(&id)?)
@@ -108,7 +108,7 @@ async fn revoke_token(
 async fn rotate_token(
     State(st): State<AppState>,
     c: Caller,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(
         st.auth
@@ -145,7 +145,7 @@ struct AuditQuery {
 async fn audit_list(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<AuditQuery>,
+    ApiQuery(q): ApiQuery<AuditQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     let page = q.page.resolve(AUDIT);
     let filter = AuditFilter {

@@ -3,12 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::{ApiJson, path_id};
+use super::extract::{ApiJson, ApiPath, path_id};
 use super::pagination::Page;
 use super::router::Route;
 use crate::monitor::metrics::{MetricError, MetricQuery};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::IntoResponse;
 
 impl From<MetricError> for Problem {
@@ -46,7 +46,7 @@ async fn query(
 async fn series(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(Page::all(
         st.metric_queries

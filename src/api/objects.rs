@@ -4,14 +4,14 @@ use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
 use super::etag::{IfMatch, etag};
-use super::extract::{ApiJson, path_id};
+use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{OBJECTS, Page, PageQuery};
 use super::router::Route;
 use crate::inventory::objects::BatchRequest;
 use crate::model::Selector;
 use crate::model::object::{Object, ObjectFilter, ObjectKind};
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -107,7 +107,7 @@ async fn list(
 async fn list_all(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<ListQuery>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     list(st, c, q, None).await
 }
@@ -115,7 +115,7 @@ async fn list_all(
 async fn list_hosts(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<ListQuery>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     list(st, c, q, Some(ObjectKind::Host)).await
 }
@@ -123,7 +123,7 @@ async fn list_hosts(
 async fn list_services(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<ListQuery>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     list(st, c, q, Some(ObjectKind::Service)).await
 }
@@ -168,7 +168,7 @@ async fn create_service(
 async fn get(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(one(&st
         .inventory
@@ -179,7 +179,7 @@ async fn get(
 async fn update(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
     IfMatch(v): IfMatch,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<impl IntoResponse, Problem> {
@@ -192,7 +192,7 @@ async fn update(
 async fn delete(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.inventory
         .delete_object(&c.principal, &c.actor, path_id(&raw)?)
@@ -203,7 +203,7 @@ async fn delete(
 async fn effective(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(
         st.inventory.effective(&c.principal, path_id(&raw)?).await?,
@@ -221,7 +221,7 @@ async fn batch(
 async fn check_now(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.scheduler
         .check_now(c.principal.tenant, path_id(&raw)?)

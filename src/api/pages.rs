@@ -2,7 +2,9 @@
 //! entry points (501 until SSO is configured).
 
 use super::AppState;
-use super::access::{Caller, DirectTls, SESSION_COOKIE, cookie, peer_ip};
+use super::access::{
+    Caller, SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request,
+};
 use super::router::Route;
 use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
@@ -10,24 +12,24 @@ use crate::store::StoreError;
 use crate::web;
 use axum::extract::{Form, FromRequest, Request, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`."),
-        Route::get("/login", login_page).doc("pages", "Sign-in form", "HTML."),
-        Route::post("/login", login).doc(
+        Route::get("/login", login_page).sign_in().doc("pages", "Sign-in form", "HTML."),
+        Route::post("/login", login).sign_in().doc(
             "pages",
             "Sign in",
             "Form `email`, `password`, optional `remember=1`: 302 to `/` with the `svc_session` cookie; 401 HTML on failure; throttled per client IP (burst 8, one attempt per 15 s) with `Retry-After: 30`.",
         ),
-        Route::get("/setup", setup_page).doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`."),
-        Route::post("/setup", setup).doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 409 once setup is completed."),
-        Route::get("/register", register_page).doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open."),
-        Route::post("/register", register).doc("pages", "Register", "Creates a viewer in the default tenant and signs it in."),
-        Route::get("/auth/logout", logout).doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`."),
+        Route::get("/setup", setup_page).sign_in().doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`."),
+        Route::post("/setup", setup).sign_in().doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 409 once setup is completed."),
+        Route::get("/register", register_page).sign_in().doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open."),
+        Route::post("/register", register).sign_in().doc("pages", "Register", "Creates a viewer in the default tenant and signs it in."),
+        Route::get("/auth/logout", logout).sign_in().doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`."),
         Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured."),
         Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured."),
     ]
@@ -39,15 +41,6 @@ fn html(status: StatusCode, body: String) -> Response {
 
 fn redirect(to: &'static str) -> Response {
     (StatusCode::FOUND, [(LOCATION, to)]).into_response()
-}
-
-/// Whether cookies must carry `Secure`: direct TLS, or a trusted proxy saying it terminated TLS.
-fn secure(st: &AppState, tls: Option<&DirectTls>, headers: &HeaderMap) -> bool {
-    tls.is_some_and(|t| t.0)
-        || (st.config.trust_proxy
-            && headers
-                .get("x-forwarded-proto")
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https")))
 }
 
 fn set_cookie(value: String) -> [(axum::http::HeaderName, HeaderValue); 1] {
@@ -93,7 +86,7 @@ struct Origin {
 fn origin(st: &AppState, req: &Request) -> Origin {
     Origin {
         ip: peer_ip(req.extensions()),
-        secure: secure(st, req.extensions().get::<DirectTls>(), req.headers()),
+        secure: secure_request(st, req),
     }
 }
 
@@ -273,18 +266,12 @@ async fn logout(State(st): State<AppState>, req: Request) -> Response {
             tracing::warn!(error = %e, "could not delete the session");
         }
     }
-    let attrs = if secure(&st, req.extensions().get::<DirectTls>(), req.headers()) {
-        "; Secure"
-    } else {
-        ""
-    };
-    let value = format!(
-        "{SESSION_COOKIE}=; Path=/; Max-Age=-1; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax{attrs}"
-    );
     (
         StatusCode::FOUND,
-        [(LOCATION, HeaderValue::from_static("/login"))],
-        set_cookie(value),
+        [
+            (LOCATION, HeaderValue::from_static("/login")),
+            (SET_COOKIE, clear_session_cookie(secure_request(&st, &req))),
+        ],
     )
         .into_response()
 }

@@ -3,12 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiQuery};
 use super::pagination::{PROBLEMS, Page, PageQuery};
 use super::router::Route;
 use crate::monitor::results::{ResultBatch, ResultError};
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
@@ -60,7 +60,7 @@ struct ProblemQuery {
 async fn problems(
     State(st): State<AppState>,
     c: Caller,
-    Query(q): Query<ProblemQuery>,
+    ApiQuery(q): ApiQuery<ProblemQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     let include = q.include_handled.as_deref() == Some("true");
     let limit = q.page.resolve(PROBLEMS).limit;

@@ -30,6 +30,9 @@ pub struct Route {
     pub permission: &'static str,
     /// With `PUBLIC`: the route still needs an authenticated caller.
     pub identity: bool,
+    /// A sign-in page (`/login`, `/setup`, `/register`, `/auth/logout`): an invalid session
+    /// cookie is ignored and cleared instead of refused, so a stale cookie locks nobody out.
+    pub sign_in: bool,
     pub tag: &'static str,
     pub summary: &'static str,
     /// Longer text for the OpenAPI document: our choices where the spec is silent.
@@ -46,6 +49,7 @@ impl Route {
             path: path.into(),
             permission: PUBLIC,
             identity: false,
+            sign_in: false,
             tag: "system",
             summary: "",
             description: "",
@@ -77,6 +81,11 @@ impl Route {
 
     pub fn identity(mut self) -> Self {
         self.identity = true;
+        self
+    }
+
+    pub fn sign_in(mut self) -> Self {
+        self.sign_in = true;
         self
     }
 
@@ -181,6 +190,7 @@ pub fn build_router(state: AppState) -> Router {
             state: state.clone(),
             permission: r.permission,
             identity: r.identity,
+            sign_in: r.sign_in,
         };
         let mut handler = r.handler.layer(from_fn_with_state(access, authorize));
         if r.deadline {

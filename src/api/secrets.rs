@@ -3,12 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath};
 use super::pagination::Page;
 use super::router::Route;
 use crate::inventory::secrets::SecretBody;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
@@ -31,7 +31,7 @@ async fn list(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse
 async fn put(
     State(st): State<AppState>,
     c: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
     ApiJson(body): ApiJson<SecretBody>,
 ) -> Result<impl IntoResponse, Problem> {
     st.inventory
@@ -43,7 +43,7 @@ async fn put(
 async fn delete(
     State(st): State<AppState>,
     c: Caller,
-    Path(name): Path<String>,
+    ApiPath(name): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.inventory
         .delete_secret(&c.principal, &c.actor, name)

@@ -3,12 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
-use super::extract::{ApiJson, path_id};
+use super::extract::{ApiJson, ApiPath, path_id};
 use super::pagination::Page;
 use super::router::Route;
 use crate::model::identity::{ChangePassword, CreateUser, SetPassword, UpdateUser};
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::json;
@@ -57,7 +57,7 @@ async fn create(
 async fn get(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(st.auth.user(&c.principal, path_id(&raw)?).await?))
 }
@@ -65,7 +65,7 @@ async fn get(
 async fn update(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
     ApiJson(req): ApiJson<UpdateUser>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(
@@ -78,7 +78,7 @@ async fn update(
 async fn delete(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
         .delete_user(&c.principal, &c.actor, path_id(&raw)?)
@@ -89,7 +89,7 @@ async fn delete(
 async fn set_password(
     State(st): State<AppState>,
     c: Caller,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
     ApiJson(req): ApiJson<SetPassword>,
 ) -> Result<impl IntoResponse, Problem> {
     st.auth

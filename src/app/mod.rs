@@ -6,7 +6,9 @@ mod server;
 mod tls;
 
 use crate::api::{AppContext, build_router};
-use crate::auth::{Auth, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker};
+use crate::auth::{
+    Auth, AuthError, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker,
+};
 use crate::config::Config;
 use crate::events::{Events, RetentionWorker};
 use crate::inventory::Inventory;
@@ -18,6 +20,7 @@ use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
 use crate::store::events::EventStore;
 use crate::store::metrics::MetricsStore;
@@ -155,7 +158,10 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     );
     supervisor.spawn(LastUsedWorker(auth.clone()));
     supervisor.spawn(SessionPurgeWorker(auth.clone()));
-    seed_default_admin(&auth).await;
+    let seed = DefaultAdminSeed::from_env(auth.clone());
+    if seed.attempt().await != Wait::Done {
+        supervisor.spawn(seed);
+    }
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
@@ -247,21 +253,50 @@ fn crypto_policy() -> CryptoPolicy {
     CryptoPolicy::named(std::env::var("SVC_CRYPTO_POLICY").ok().as_deref())
 }
 
-/// SPEC 5.8: seed a local administrator from `SVC_DEFAULT_ADMIN_*` at every start; a generated
-/// password is logged once, at WARN.
-async fn seed_default_admin(auth: &Auth) {
-    let var = |k: &str| std::env::var(k).ok();
-    let settings = SeedSettings {
-        disabled: var("SVC_DEFAULT_ADMIN_DISABLED"),
-        email: var("SVC_DEFAULT_ADMIN_EMAIL"),
-        name: var("SVC_DEFAULT_ADMIN_NAME"),
-        password: var("SVC_DEFAULT_ADMIN_PASSWORD"),
-    };
-    match auth.seed_default_admin(settings).await {
-        Ok(Some((email, password))) => {
-            tracing::warn!(%email, %password, "seeded the default administrator with a generated password; sign in and change it");
+/// SPEC 5.8: seeds a local administrator from `SVC_DEFAULT_ADMIN_*` at every start; a generated
+/// password is logged once, at WARN. While the store is offline (a start on a full disk) it
+/// tries again every second until the store is back.
+struct DefaultAdminSeed {
+    auth: Arc<Auth>,
+    settings: SeedSettings,
+}
+
+impl DefaultAdminSeed {
+    fn from_env(auth: Arc<Auth>) -> Self {
+        let var = |k: &str| std::env::var(k).ok();
+        Self {
+            auth,
+            settings: SeedSettings {
+                disabled: var("SVC_DEFAULT_ADMIN_DISABLED"),
+                email: var("SVC_DEFAULT_ADMIN_EMAIL"),
+                name: var("SVC_DEFAULT_ADMIN_NAME"),
+                password: var("SVC_DEFAULT_ADMIN_PASSWORD"),
+            },
         }
-        Ok(None) => {}
-        Err(e) => tracing::error!(error = %e, "default administrator seeding failed"),
+    }
+
+    async fn attempt(&self) -> Wait {
+        match self.auth.seed_default_admin(self.settings.clone()).await {
+            Ok(Some((email, password))) => {
+                tracing::warn!(%email, %password, "seeded the default administrator with a generated password; sign in and change it");
+                Wait::Done
+            }
+            Ok(None) => Wait::Done,
+            Err(AuthError::Store(StoreError::Unavailable(_))) => Wait::For(Duration::from_secs(1)),
+            Err(e) => {
+                tracing::error!(error = %e, "default administrator seeding failed");
+                Wait::Done
+            }
+        }
+    }
+}
+
+impl Worker for DefaultAdminSeed {
+    fn name(&self) -> &'static str {
+        "default-admin-seed"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(self.attempt())
     }
 }

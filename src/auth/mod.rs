@@ -36,6 +36,12 @@ pub enum AuthError {
     SessionRequired(String),
     #[error("the old password is wrong")]
     BadPassword,
+    /// Too many failed token verifications from this client address; try again after this long.
+    #[error("too many failed token verifications from this address")]
+    Throttled(std::time::Duration),
+    /// The hashing pool's queue is full: answered at once instead of queueing.
+    #[error("credential verification is busy; retry shortly")]
+    Busy,
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -1,5 +1,6 @@
-//! The sign-in throttle (SPEC 8): per client IP (the TCP peer), burst 8, one token back every
-//! 15 s; buckets idle over an hour are dropped once the map holds more than 4096.
+//! Per client IP (the TCP peer) token buckets: the sign-in throttle of SPEC 8 (burst 8, one
+//! token back every 15 s) and the failed-token-verification throttle. Buckets idle over an hour
+//! are dropped once the map holds more than 4096.
 
 use crate::model::Timestamp;
 use std::collections::HashMap;
@@ -7,33 +8,60 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-const BURST: f64 = 8.0;
-const REFILL_EVERY: Duration = Duration::from_secs(15);
 const IDLE: Duration = Duration::from_secs(3600);
 const MAX_BUCKETS: usize = 4096;
 
-#[derive(Default)]
-pub struct LoginLimiter {
+pub struct RateLimiter {
+    burst: f64,
+    refill_every: Duration,
     buckets: Mutex<HashMap<IpAddr, (f64, Timestamp)>>,
 }
 
-impl LoginLimiter {
+impl RateLimiter {
+    pub fn new(burst: u32, refill_every: Duration) -> Self {
+        Self {
+            burst: f64::from(burst),
+            refill_every,
+            buckets: Mutex::default(),
+        }
+    }
+
+    /// The sign-in throttle of SPEC 8.
+    pub fn sign_in() -> Self {
+        Self::new(8, Duration::from_secs(15))
+    }
+
     /// Takes one token for `ip` at `now`; false when the bucket is empty.
     pub fn allow(&self, ip: IpAddr, now: Timestamp) -> bool {
+        self.bucket(ip, now, true)
+    }
+
+    /// Whether `ip` has a token at `now`, without taking it.
+    pub fn has_token(&self, ip: IpAddr, now: Timestamp) -> bool {
+        self.bucket(ip, now, false)
+    }
+
+    /// How long an emptied bucket takes to give a token back.
+    pub fn refill_every(&self) -> Duration {
+        self.refill_every
+    }
+
+    fn bucket(&self, ip: IpAddr, now: Timestamp, take: bool) -> bool {
         let mut map = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() > MAX_BUCKETS {
             map.retain(|_, (_, last)| now.since(*last) < IDLE);
         }
-        let (tokens, last) = map.entry(ip).or_insert((BURST, now));
-        let refill = now.since(*last).as_secs_f64() / REFILL_EVERY.as_secs_f64();
-        *tokens = (*tokens + refill).min(BURST);
+        let (tokens, last) = map.entry(ip).or_insert((self.burst, now));
+        let refill = now.since(*last).as_secs_f64() / self.refill_every.as_secs_f64();
+        *tokens = (*tokens + refill).min(self.burst);
         *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+        if *tokens < 1.0 {
+            return false;
         }
+        if take {
+            *tokens -= 1.0;
+        }
+        true
     }
 
     #[cfg(test)]
@@ -48,7 +76,7 @@ mod tests {
 
     #[test]
     fn burst_then_one_per_15s() {
-        let l = LoginLimiter::default();
+        let l = RateLimiter::sign_in();
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         for _ in 0..8 {
@@ -65,8 +93,20 @@ mod tests {
     }
 
     #[test]
+    fn looking_takes_nothing() {
+        let l = RateLimiter::new(1, Duration::from_secs(10));
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert!(l.has_token(ip, t0));
+        assert!(l.has_token(ip, t0));
+        assert!(l.allow(ip, t0));
+        assert!(!l.has_token(ip, t0));
+        assert!(l.has_token(ip, t0.plus(Duration::from_secs(10))));
+    }
+
+    #[test]
     fn idle_buckets_are_pruned_past_4096() {
-        let l = LoginLimiter::default();
+        let l = RateLimiter::sign_in();
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         for i in 0..=MAX_BUCKETS as u32 {
             l.allow(IpAddr::from(i.to_be_bytes()), t0);

@@ -2,6 +2,7 @@
 //! bookkeeping, and the tenant and audit operations.
 
 use super::permissions::builtin_role;
+use super::ratelimit::RateLimiter;
 use super::{AuthError, CryptoPolicy, Permissions, Principal};
 use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
 use crate::model::event::EventDraft;
@@ -13,6 +14,7 @@ use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -20,16 +22,33 @@ use uuid::Uuid;
 
 /// At most this many argon2 computations (64 MiB each) run at once.
 const HASH_SLOTS: usize = 2;
+/// At most this many hashings wait for or hold a slot; past it a caller is answered busy at
+/// once, so a flood queues nobody behind it and sign-ins keep their latency.
+const HASH_QUEUE: usize = 16;
+/// Failed token verifications (a real token's prefix with a wrong secret, each costing an
+/// argon2 run) allowed per client address: a burst of 20, then one per 5 s.
+const TOKEN_FAILURE_BURST: u32 = 20;
+const TOKEN_FAILURE_REFILL: Duration = Duration::from_secs(5);
 /// The verified-token cache is dropped whole past this many entries (bounded memory).
 const CACHE_MAX: usize = 10_000;
 /// How often `lastUsedAt` is written back.
 const LAST_USED_FLUSH: Duration = Duration::from_secs(5);
+
+/// A place in the hashing queue, given back when dropped.
+struct Queued<'a>(&'a AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 pub struct Auth {
     pub(super) store: Arc<Store>,
     pub(super) clock: SharedClock,
     policy: CryptoPolicy,
     hash_slots: Semaphore,
+    hash_queue: AtomicUsize,
     /// Random per process: cache keys are digests of secrets under it, so the cache never holds
     /// a secret and its keys are useless outside this process.
     cache_key: [u8; 32],
@@ -37,7 +56,8 @@ pub struct Auth {
     last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
     pub(super) dummy: tokio::sync::OnceCell<String>,
     pub(super) setup_lock: tokio::sync::Mutex<()>,
-    pub limiter: super::ratelimit::LoginLimiter,
+    pub limiter: RateLimiter,
+    pub(super) token_failures: RateLimiter,
     sink: Arc<dyn EventSink>,
 }
 
@@ -53,12 +73,14 @@ impl Auth {
             clock,
             policy,
             hash_slots: Semaphore::new(HASH_SLOTS),
+            hash_queue: AtomicUsize::new(0),
             cache_key: super::crypto::random_bytes::<32>().unwrap_or_default(),
             verified: Mutex::new(HashMap::new()),
             last_used: Mutex::new(HashMap::new()),
             dummy: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
-            limiter: super::ratelimit::LoginLimiter::default(),
+            limiter: RateLimiter::sign_in(),
+            token_failures: RateLimiter::new(TOKEN_FAILURE_BURST, TOKEN_FAILURE_REFILL),
             sink,
         })
     }
@@ -94,8 +116,18 @@ impl Auth {
             .retain(|_, t| t.id != token_id);
     }
 
+    /// A place in the hashing queue, or `Busy` when it is full.
+    fn queue_for_hashing(&self) -> Result<Queued<'_>, AuthError> {
+        if self.hash_queue.fetch_add(1, Ordering::SeqCst) >= HASH_QUEUE {
+            self.hash_queue.fetch_sub(1, Ordering::SeqCst);
+            return Err(AuthError::Busy);
+        }
+        Ok(Queued(&self.hash_queue))
+    }
+
     /// Runs argon2 off the async runtime, at most `HASH_SLOTS` at once.
     pub(super) async fn hash_secret(&self, secret: String) -> Result<String, AuthError> {
+        let _queued = self.queue_for_hashing()?;
         let _slot = self
             .hash_slots
             .acquire()
@@ -113,14 +145,22 @@ impl Auth {
             })
     }
 
-    pub(super) async fn verify_secret(&self, secret: String, stored: String) -> bool {
+    /// Whether `secret` matches `stored`; `Busy` when the hashing queue is full.
+    pub(super) async fn verify_secret(
+        &self,
+        secret: String,
+        stored: String,
+    ) -> Result<bool, AuthError> {
+        let _queued = self.queue_for_hashing()?;
         let Ok(_slot) = self.hash_slots.acquire().await else {
-            return false;
+            return Ok(false);
         };
         let policy = self.policy;
-        tokio::task::spawn_blocking(move || policy.verify(secret.as_bytes(), &stored))
-            .await
-            .unwrap_or(false)
+        Ok(
+            tokio::task::spawn_blocking(move || policy.verify(secret.as_bytes(), &stored))
+                .await
+                .unwrap_or(false),
+        )
     }
 
     pub(super) fn mark_used(&self, tenant: Uuid, id: Uuid) {

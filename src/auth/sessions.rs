@@ -91,15 +91,11 @@ impl Auth {
     }
 
     /// The hash unknown accounts are checked against, so a failure costs the same either way.
-    async fn dummy_hash(&self) -> String {
+    async fn dummy_hash(&self) -> Result<String, AuthError> {
         self.dummy
-            .get_or_init(|| async {
-                self.hash_secret("not a real password".into())
-                    .await
-                    .unwrap_or_default()
-            })
+            .get_or_try_init(|| self.hash_secret("not a real password".into()))
             .await
-            .clone()
+            .cloned()
     }
 
     /// Local login (SPEC 5.4 steps 2, 4-6). Every failure is the same `Invalid`.
@@ -121,10 +117,10 @@ impl Auth {
             .filter(|u| u.user.local)
             .and_then(|u| u.password_hash.clone());
         let ok = match candidate {
-            Some(hash) => self.verify_secret(password.to_string(), hash).await,
+            Some(hash) => self.verify_secret(password.to_string(), hash).await?,
             None => {
-                let dummy = self.dummy_hash().await;
-                let _ = self.verify_secret(password.to_string(), dummy).await;
+                let dummy = self.dummy_hash().await?;
+                self.verify_secret(password.to_string(), dummy).await?;
                 false
             }
         };

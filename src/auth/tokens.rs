@@ -55,17 +55,31 @@ impl Auth {
         let meta = match self.cache_get(&key) {
             Some(m) => m,
             None => {
+                let unknown = || AuthError::Invalid("unknown API token".into());
+                let candidates = self.store.tokens_by_prefix(lookup_prefix(secret)).await?;
+                if candidates.is_empty() {
+                    return Err(unknown());
+                }
+                // Only a real token's prefix costs a hash; past the failures allowed from this
+                // address, no hash at all.
+                let now = self.clock.now();
+                if !self.token_failures.has_token(peer, now) {
+                    return Err(AuthError::Throttled(self.token_failures.refill_every()));
+                }
                 let mut found = None;
-                for candidate in self.store.tokens_by_prefix(lookup_prefix(secret)).await? {
+                for candidate in candidates {
                     if self
                         .verify_secret(secret.to_string(), candidate.secret_hash.clone())
-                        .await
+                        .await?
                     {
                         found = Some(candidate.meta);
                         break;
                     }
                 }
-                let meta = found.ok_or_else(|| AuthError::Invalid("unknown API token".into()))?;
+                let Some(meta) = found else {
+                    self.token_failures.allow(peer, now);
+                    return Err(unknown());
+                };
                 self.cache_put(key, meta.clone());
                 meta
             }

@@ -209,7 +209,7 @@ impl Auth {
             .await
             .map_err(user_errors)?;
         let matches = match stored.password_hash {
-            Some(h) => self.verify_secret(req.old_password, h).await,
+            Some(h) => self.verify_secret(req.old_password, h).await?,
             None => false,
         };
         if !matches {

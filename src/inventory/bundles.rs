@@ -7,10 +7,10 @@ use crate::model::Timestamp;
 use crate::model::bundle::{
     BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
 };
-use crate::model::config::{Invalid, KINDS, Kind, METADATA, check_name};
+use crate::model::config::{Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
-use crate::model::object::{Object, ObjectKind};
+use crate::model::object::{Object, ObjectKind, check_template_graph};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -105,6 +105,34 @@ fn check(doc: BundleDoc) -> Result<Checked, String> {
     }
 }
 
+/// The spec inside a template document's body text.
+fn template_spec(body: &str) -> ObjectSpec {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The tenant's templates as they would be once the bundle is applied.
+fn templates_after(
+    docs_now: &BTreeMap<(&'static str, String), String>,
+    checked: &[Checked],
+    prune: bool,
+) -> HashMap<String, ObjectSpec> {
+    let kept = docs_now
+        .iter()
+        .filter(|_| !prune)
+        .filter(|((k, _), _)| *k == "templates")
+        .map(|((_, n), body)| (n.clone(), template_spec(body)));
+    let bundled = checked.iter().filter_map(|c| match c {
+        Checked::Doc { kind, name, body } if kind.name == "templates" => {
+            Some((name.clone(), template_spec(body)))
+        }
+        _ => None,
+    });
+    kept.chain(bundled).collect()
+}
+
 impl Inventory {
     /// Everything the tenant has, as (kind, name) → body text and (host, name) → object.
     async fn current(
@@ -184,13 +212,21 @@ impl Inventory {
             }))
             .collect();
         for c in &checked {
-            if let Checked::Object { name, body, .. } = c {
-                for t in body.spec.templates.iter().flatten() {
-                    if !templates.contains(t) {
-                        errors.push(format!("{name:?}: unknown template {t:?}"));
-                    }
+            let (name, imports) = match c {
+                Checked::Object { name, body, .. } => (name, body.spec.templates.clone()),
+                Checked::Doc { kind, name, body } if kind.name == "templates" => {
+                    (name, template_spec(body).templates)
+                }
+                Checked::Doc { .. } => continue,
+            };
+            for t in imports.iter().flatten() {
+                if !templates.contains(t) {
+                    errors.push(format!("{name:?}: unknown template {t:?}"));
                 }
             }
+        }
+        if let Err(e) = check_template_graph(&templates_after(&docs_now, &checked, prune), None) {
+            errors.push(e);
         }
         if !errors.is_empty() {
             return Err(bundle_error(errors.join("; ")));

@@ -146,8 +146,7 @@ impl Inventory {
         Ok(doc)
     }
 
-    /// Replaces a document; the name in the path wins over the body's.
-    /// A template may not import itself, directly or through others.
+    /// A saved template keeps the template graph within bounds (see `check_template_imports`).
     async fn check_imports(
         &self,
         p: &Principal,
@@ -164,6 +163,7 @@ impl Inventory {
         self.check_template_imports(p.tenant, name, &spec).await
     }
 
+    /// Replaces a document; the name in the path wins over the body's.
     pub async fn update(
         &self,
         p: &Principal,

@@ -9,8 +9,8 @@ use crate::model::config::{Invalid, ObjectSpec, check_name};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{
-    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView, check_imports,
-    resolve,
+    EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
+    check_template_graph, resolve,
 };
 use crate::store::StoreError;
 use crate::store::objects::ObjectWrite;
@@ -81,7 +81,8 @@ impl Inventory {
         resolve(spec, &|n: &str| templates.get(n).cloned()).map_err(|e| invalid("spec", e).into())
     }
 
-    /// A template may not import itself, directly or through others.
+    /// A template's imports must exist, and with it saved no template may sit in a cycle or head
+    /// a chain deeper than the limit.
     pub(super) async fn check_template_imports(
         &self,
         tenant: Uuid,
@@ -89,8 +90,7 @@ impl Inventory {
         spec: &ObjectSpec,
     ) -> Result<(), InventoryError> {
         let templates = self.store.template_specs(tenant).await?;
-        check_imports(name, spec, &|n: &str| templates.get(n).cloned())
-            .map_err(|e| invalid("spec", e).into())
+        check_template_graph(&templates, Some((name, spec))).map_err(|e| invalid("spec", e).into())
     }
 
     /// Builds a new object from a payload; `kind` is decided by the route and the `host` field.

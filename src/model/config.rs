@@ -733,11 +733,9 @@ struct RuleHeartbeat {
     expect_every: GoDuration,
 }
 
-/// A CEL expression that parses; `field` names it in the error.
+/// A CEL expression within the bounds that compiles; any fault is `svc:validation/<field>`.
 fn check_cel(field: &str, source: &str) -> Result<(), Invalid> {
-    cel::Program::compile(source)
-        .map(|_| ())
-        .map_err(|e| invalid("", format!("{field}: {e}")))
+    super::cel::check(source).map_err(|e| invalid(field, format!("{field}: {e}")))
 }
 
 fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {

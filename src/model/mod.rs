@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod bundle;
+pub mod cel;
 pub mod config;
 pub mod duration;
 pub mod event;

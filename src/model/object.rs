@@ -143,46 +143,79 @@ pub fn overlay(base: &mut ObjectSpec, top: &ObjectSpec) {
     }
 }
 
+/// How deep template imports may nest: a template importing one that imports another, and so
+/// on, at most this many templates from the object down.
+pub const TEMPLATE_DEPTH_LIMIT: usize = 32;
+
+fn templates_of(spec: &ObjectSpec) -> Vec<String> {
+    spec.templates.clone().unwrap_or_default()
+}
+
 /// Resolves a spec through its templates: depth first in the order named (each template after
 /// the ones it imports, each once), later ones overriding earlier ones, the spec itself last.
-/// `template` looks a template's spec up by name; an unknown one or a cycle is an error.
+/// `template` looks a template's spec up by name; an unknown one, a cycle or a chain deeper
+/// than `TEMPLATE_DEPTH_LIMIT` is an error naming the chain. Iterative, so no stored graph can
+/// exhaust the stack.
 pub fn resolve(
     spec: &ObjectSpec,
     template: &impl Fn(&str) -> Option<ObjectSpec>,
 ) -> Result<EffectiveConfig, String> {
-    fn walk(
-        names: &[String],
-        template: &impl Fn(&str) -> Option<ObjectSpec>,
-        path: &mut Vec<String>,
-        out: &mut Vec<(String, ObjectSpec)>,
-    ) -> Result<(), String> {
-        for name in names {
-            if path.contains(name) {
-                return Err(format!("template cycle: {} → {name}", path.join(" → ")));
+    /// A template being walked: its imports and how many of them are done.
+    struct Frame {
+        name: String,
+        spec: ObjectSpec,
+        imports: Vec<String>,
+        next: usize,
+    }
+    let roots = templates_of(spec);
+    let mut next_root = 0;
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut done = std::collections::HashSet::new();
+    let mut chain: Vec<(String, ObjectSpec)> = Vec::new();
+    let path = |stack: &[Frame], last: &str| {
+        let mut names: Vec<&str> = stack.iter().map(|f| f.name.as_str()).collect();
+        names.push(last);
+        names.join(" → ")
+    };
+    loop {
+        let name = match stack.last_mut() {
+            Some(top) if top.next < top.imports.len() => {
+                top.next += 1;
+                top.imports[top.next - 1].clone()
             }
-            if out.iter().any(|(n, _)| n == name) {
+            Some(_) => {
+                if let Some(f) = stack.pop() {
+                    done.insert(f.name.clone());
+                    chain.push((f.name, f.spec));
+                }
                 continue;
             }
-            let spec = template(name).ok_or_else(|| format!("unknown template {name:?}"))?;
-            path.push(name.clone());
-            walk(
-                spec.templates.as_deref().unwrap_or_default(),
-                template,
-                path,
-                out,
-            )?;
-            path.pop();
-            out.push((name.clone(), spec));
+            None if next_root < roots.len() => {
+                next_root += 1;
+                roots[next_root - 1].clone()
+            }
+            None => break,
+        };
+        if stack.iter().any(|f| f.name == name) {
+            return Err(format!("template cycle: {}", path(&stack, &name)));
         }
-        Ok(())
+        if done.contains(&name) {
+            continue;
+        }
+        if stack.len() >= TEMPLATE_DEPTH_LIMIT {
+            return Err(format!(
+                "template chain deeper than {TEMPLATE_DEPTH_LIMIT}: {}",
+                path(&stack, &name)
+            ));
+        }
+        let spec = template(&name).ok_or_else(|| format!("unknown template {name:?}"))?;
+        stack.push(Frame {
+            imports: templates_of(&spec),
+            name,
+            spec,
+            next: 0,
+        });
     }
-    let mut chain = Vec::new();
-    walk(
-        spec.templates.as_deref().unwrap_or_default(),
-        template,
-        &mut Vec::new(),
-        &mut chain,
-    )?;
     let mut effective = ObjectSpec::default();
     for (_, s) in &chain {
         overlay(&mut effective, s);
@@ -195,27 +228,91 @@ pub fn resolve(
     })
 }
 
-/// Whether a template named `name` importing `spec`'s templates would close a cycle.
-pub fn check_imports(
-    name: &str,
-    spec: &ObjectSpec,
-    template: &impl Fn(&str) -> Option<ObjectSpec>,
+/// Checks a tenant's whole template graph, as it would be with `name` set to `spec`: that
+/// template's imports resolve, and no template anywhere sits in a cycle or heads a chain deeper
+/// than `TEMPLATE_DEPTH_LIMIT` (a save lower down can deepen the chains above it). Imports of
+/// other templates that name nothing are left to their own saves. Iterative and linear in the
+/// graph's size.
+pub fn check_template_graph(
+    templates: &std::collections::HashMap<String, ObjectSpec>,
+    changed: Option<(&str, &ObjectSpec)>,
 ) -> Result<(), String> {
-    let mut probe = spec.clone();
-    probe.templates = Some(vec![name.to_string()]);
-    let lookup = |n: &str| {
-        if n == name {
-            Some(spec.clone())
-        } else {
-            template(n)
+    use std::collections::HashMap;
+    let imports = |n: &str| -> Vec<String> {
+        match changed {
+            Some((c, spec)) if c == n => templates_of(spec),
+            _ => templates.get(n).map(templates_of).unwrap_or_default(),
         }
     };
-    resolve(&probe, &lookup).map(|_| ())
+    let exists = |n: &str| changed.is_some_and(|(c, _)| c == n) || templates.contains_key(n);
+    if let Some((name, spec)) = changed {
+        for t in templates_of(spec) {
+            if !exists(&t) {
+                return Err(format!("unknown template {t:?} imported by {name:?}"));
+            }
+        }
+    }
+    // Per finished template: its depth and the import its deepest chain goes through.
+    let mut depth: HashMap<String, (usize, Option<String>)> = HashMap::new();
+    let mut names: Vec<String> = templates.keys().cloned().collect();
+    if let Some((c, _)) = changed {
+        names.push(c.to_string());
+    }
+    for root in names {
+        if depth.contains_key(&root) {
+            continue;
+        }
+        // (name, its imports, how many are done); the stack is the path from `root`.
+        let mut stack: Vec<(String, Vec<String>, usize)> = vec![(root.clone(), imports(&root), 0)];
+        loop {
+            let Some((_, imps, next)) = stack.last_mut() else {
+                break;
+            };
+            if let Some(child) = imps.get(*next).cloned() {
+                *next += 1;
+                if !exists(&child) || depth.contains_key(&child) {
+                    continue;
+                }
+                if let Some(at) = stack.iter().position(|(n, _, _)| *n == child) {
+                    let mut cycle: Vec<&str> =
+                        stack[at..].iter().map(|(n, _, _)| n.as_str()).collect();
+                    cycle.push(&child);
+                    return Err(format!("template cycle: {}", cycle.join(" → ")));
+                }
+                let imps = imports(&child);
+                stack.push((child, imps, 0));
+                continue;
+            }
+            let Some((name, imps, _)) = stack.pop() else {
+                break;
+            };
+            let deepest = imps
+                .iter()
+                .filter_map(|i| depth.get(i).map(|(d, _)| (*d, i)))
+                .max_by_key(|(d, _)| *d);
+            let (d, via) = deepest.map_or((1, None), |(d, i)| (d + 1, Some(i.clone())));
+            if d > TEMPLATE_DEPTH_LIMIT {
+                let mut chain = vec![name];
+                let mut at = via;
+                while let Some(n) = at {
+                    at = depth.get(&n).and_then(|(_, v)| v.clone());
+                    chain.push(n);
+                }
+                return Err(format!(
+                    "template chain deeper than {TEMPLATE_DEPTH_LIMIT}: {}",
+                    chain.join(" → ")
+                ));
+            }
+            depth.insert(name, (d, via));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn overlay_overrides_fields_and_merges_vars() {
@@ -232,6 +329,128 @@ mod tests {
             v,
             serde_json::json!({"interval": "30s", "timeout": "10s", "vars": {"a": "1", "b": "2"}})
         );
+    }
+
+    fn importing(names: &[&str]) -> ObjectSpec {
+        ObjectSpec {
+            templates: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..ObjectSpec::default()
+        }
+    }
+
+    /// `t-0` imports `t-1`, which imports `t-2`, ... down to `t-{n-1}`.
+    fn chain(n: usize) -> HashMap<String, ObjectSpec> {
+        (0..n)
+            .map(|i| {
+                let imports: Vec<String> = (i + 1 < n)
+                    .then(|| format!("t-{}", i + 1))
+                    .into_iter()
+                    .collect();
+                let spec = ObjectSpec {
+                    templates: Some(imports),
+                    interval: Some(crate::model::GoDuration(std::time::Duration::from_secs(
+                        i as u64 + 1,
+                    ))),
+                    ..ObjectSpec::default()
+                };
+                (format!("t-{i}"), spec)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chains_resolve_up_to_the_limit_and_no_deeper() {
+        let ok = chain(TEMPLATE_DEPTH_LIMIT);
+        let e = resolve(&importing(&["t-0"]), &|n: &str| ok.get(n).cloned()).unwrap();
+        assert_eq!(e.template_chain.len(), TEMPLATE_DEPTH_LIMIT);
+        assert_eq!(e.template_chain.first().map(String::as_str), Some("t-31"));
+        assert_eq!(check_template_graph(&ok, None), Ok(()));
+
+        let deep = chain(TEMPLATE_DEPTH_LIMIT + 1);
+        let err = resolve(&importing(&["t-0"]), &|n: &str| deep.get(n).cloned()).unwrap_err();
+        assert!(
+            err.starts_with("template chain deeper than 32: t-0 → t-1"),
+            "{err}"
+        );
+        assert!(err.ends_with("t-32"), "{err}");
+        let err = check_template_graph(&deep, None).unwrap_err();
+        assert!(err.contains("t-0 → t-1") && err.ends_with("t-32"), "{err}");
+    }
+
+    #[test]
+    fn a_stored_graph_of_any_depth_is_refused_without_overflowing() {
+        let deep = chain(5_000);
+        assert!(resolve(&importing(&["t-0"]), &|n: &str| deep.get(n).cloned()).is_err());
+        assert!(check_template_graph(&deep, None).is_err());
+    }
+
+    #[test]
+    fn a_save_low_in_the_graph_is_checked_against_the_chains_above_it() {
+        // The probe of issue 13: the chain grows by making its last link import a new template.
+        let mut graph = chain(TEMPLATE_DEPTH_LIMIT);
+        graph.insert("new".into(), ObjectSpec::default());
+        let err = check_template_graph(&graph, Some(("t-31", &importing(&["new"])))).unwrap_err();
+        assert!(
+            err.contains("t-0 → ") && err.ends_with("t-31 → new"),
+            "{err}"
+        );
+        assert_eq!(
+            check_template_graph(&graph, Some(("t-31", &importing(&[])))),
+            Ok(())
+        );
+        let err = check_template_graph(&graph, Some(("t-31", &importing(&["t-5"])))).unwrap_err();
+        assert!(
+            err.starts_with("template cycle: ") && err.contains("t-31 → t-5"),
+            "{err}"
+        );
+        let err =
+            check_template_graph(&graph, Some(("t-31", &importing(&["nothing"])))).unwrap_err();
+        assert!(err.contains("unknown template \"nothing\""), "{err}");
+    }
+
+    #[test]
+    fn cycles_are_named() {
+        let graph: HashMap<String, ObjectSpec> = [
+            ("a".to_string(), importing(&["b"])),
+            ("b".to_string(), importing(&["a"])),
+        ]
+        .into();
+        let err = resolve(&importing(&["a"]), &|n: &str| graph.get(n).cloned()).unwrap_err();
+        assert_eq!(err, "template cycle: a → b → a");
+        assert!(
+            check_template_graph(&graph, None)
+                .unwrap_err()
+                .starts_with("template cycle")
+        );
+    }
+
+    proptest::proptest! {
+        /// Fuzz: any graph of templates is either refused or resolves every template, and
+        /// whatever the graph check accepts resolves.
+        #[test]
+        fn any_graph_resolves_or_is_refused(
+            edges in proptest::collection::vec(proptest::collection::vec(0usize..60, 0..4), 1..60)
+        ) {
+            let graph: HashMap<String, ObjectSpec> = edges
+                .iter()
+                .enumerate()
+                .map(|(i, to)| {
+                    let names: Vec<String> = to.iter().map(|t| format!("t-{t}")).collect();
+                    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                    (format!("t-{i}"), importing(&refs))
+                })
+                .collect();
+            let accepted = check_template_graph(&graph, None).is_ok();
+            for name in graph.keys() {
+                let resolved = resolve(&importing(&[name]), &|n: &str| graph.get(n).cloned());
+                if accepted {
+                    // Only unknown imports (left to their own saves) may still fail here.
+                    if let Err(e) = resolved {
+                        proptest::prop_assert!(e.starts_with("unknown template"), "{}", e);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -19,6 +19,9 @@ pub struct Entry {
     pub object: Object,
     /// The spec with its templates applied (the object's own spec if they cannot be resolved).
     pub spec: ObjectSpec,
+    /// Why the templates could not be resolved (a store written before a limit existed can
+    /// hold a chain over it); the scheduler reports it as the object's UNKNOWN state.
+    pub config_error: Option<String>,
     /// The host the object's checks run against: itself, or a service's host.
     pub host: HostInfo,
     /// The parent hosts' ids, when every parent named exists.
@@ -161,21 +164,23 @@ impl Catalog {
             .into_iter()
             .filter_map(|d| Some((d.name.clone(), serde_json::from_str(&d.body).ok()?)))
             .collect();
-        let resolved: Vec<(Object, ObjectSpec)> = objects
+        let resolved: Vec<(Object, ObjectSpec, Option<String>)> = objects
             .into_iter()
-            .map(|o| {
-                let spec = resolve(&o.spec, &|n: &str| templates.get(n).cloned())
-                    .map(|e| e.spec)
-                    .unwrap_or_else(|_| o.spec.clone());
-                (o, spec)
+            .map(|o| match resolve(&o.spec, &|n: &str| templates.get(n).cloned()) {
+                Ok(e) => (o, e.spec, None),
+                Err(why) => {
+                    tracing::warn!(object = %o.id, name = %o.name, error = %why, "object's templates do not resolve");
+                    let spec = o.spec.clone();
+                    (o, spec, Some(why))
+                }
             })
             .collect();
         // Hosts by name (for parents) and by id (a service's checks run against its host,
         // at the host's resolved address).
         let hosts: HashMap<&str, (Uuid, HostInfo)> = resolved
             .iter()
-            .filter(|(o, _)| o.kind == ObjectKind::Host)
-            .map(|(o, spec)| {
+            .filter(|(o, _, _)| o.kind == ObjectKind::Host)
+            .map(|(o, spec, _)| {
                 let info = HostInfo {
                     name: o.name.clone(),
                     address: spec.address.clone(),
@@ -189,7 +194,7 @@ impl Catalog {
             periods,
             ..TenantCatalog::default()
         };
-        for (o, spec) in &resolved {
+        for (o, spec, config_error) in &resolved {
             let host = match o.host_id {
                 Some(h) => host_info.get(&h).map(|i| (*i).clone()).unwrap_or_default(),
                 None => HostInfo {
@@ -209,6 +214,7 @@ impl Catalog {
             let entry = Arc::new(Entry {
                 object: o.clone(),
                 spec: spec.clone(),
+                config_error: config_error.clone(),
                 host,
                 parents,
             });

@@ -365,6 +365,7 @@ mod tests {
                 version: 1,
             },
             spec: Default::default(),
+            config_error: None,
             host: Default::default(),
             parents: None,
         });

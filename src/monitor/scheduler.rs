@@ -2,7 +2,8 @@
 //! false) is checked every `interval` (default 60 s), first at a deterministic splay within the
 //! interval (so a restart causes no check storm), after a soft problem again after
 //! `retryInterval` (default 15 s), at most `checks.maxConcurrent` (configuration, default 32) at
-//! once. `check-now` runs one at once.
+//! once. `check-now` runs one at once. An object whose templates do not resolve is not checked:
+//! at the same cadence it is given UNKNOWN with the configuration error as output.
 
 use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
@@ -104,12 +105,16 @@ impl Scheduler {
     async fn check(self: Arc<Self>, entry: Arc<Entry>, command: Option<Command>) {
         let o = &entry.object;
         let spec = &entry.spec;
-        let outcome = match &command {
-            Some(c) => {
+        let outcome = match (&entry.config_error, &command) {
+            (Some(why), _) => checks::Outcome {
+                code: 3,
+                output: format!("UNKNOWN - configuration error: {why}"),
+            },
+            (None, Some(c)) => {
                 let now = self.clock.now();
                 checks::run(c, o, &entry.host, spec, &*self.secrets, now).await
             }
-            None => checks::Outcome {
+            (None, None) => checks::Outcome {
                 code: 3,
                 output: format!(
                     "UNKNOWN - no check command {:?}",
@@ -154,9 +159,10 @@ impl Scheduler {
         for (tenant, catalog) in snapshot.tenants() {
             for entry in &catalog.entries {
                 let spec = &entry.spec;
-                let Some(name) = spec.check_command.as_deref().filter(|c| !c.is_empty()) else {
+                let name = spec.check_command.as_deref().filter(|c| !c.is_empty());
+                if name.is_none() && entry.config_error.is_none() {
                     continue;
-                };
+                }
                 if spec.enable_checks == Some(false) {
                     continue;
                 }
@@ -197,7 +203,7 @@ impl Scheduler {
                 };
                 lock(&self.forced).remove(&key);
                 lock(&self.running).insert(key);
-                let command = catalog.command(name);
+                let command = name.and_then(|n| catalog.command(n));
                 let me = self.clone();
                 let entry = entry.clone();
                 tokio::spawn(async move {

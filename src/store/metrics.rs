@@ -20,10 +20,10 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
@@ -57,6 +57,8 @@ const FILE_AFTER: usize = 65_536;
 /// An idle writer files the samples it holds after this long.
 const FILE_IDLE: Duration = Duration::from_secs(2);
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
+/// How often a store that could not be opened tries again.
+const REOPEN_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -104,7 +106,9 @@ fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
 }
 
 pub struct MetricsStore {
-    db: Arc<Database>,
+    path: PathBuf,
+    /// Set once the file is open (at start, or later by the writer thread).
+    db: OnceLock<Arc<Database>>,
     writer: Writer<Msg>,
     unfiled: Mutex<Unfiled>,
     series: AtomicU64,
@@ -275,15 +279,49 @@ pub struct MetricsStats {
 }
 
 impl MetricsStore {
+    /// Opens the file, or, when the disk refuses (full after a crash, say), starts without it:
+    /// reads answer `Unavailable` and the writer thread keeps trying to open it every second,
+    /// holding what is queued meanwhile.
     pub fn open(dir: &Path) -> Result<Arc<MetricsStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        let path = dir.join(FILE);
+        let (writer, inbox) = Writer::new(1024);
+        let store = Arc::new(MetricsStore {
+            path,
+            db: OnceLock::new(),
+            writer,
+            unfiled: Mutex::new(Unfiled::default()),
+            series: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        });
+        let opened = match store.load() {
+            Ok(index) => Some(index),
+            Err(e) => {
+                tracing::error!(error = %e, "metric store not opened; retrying every second");
+                None
+            }
+        };
+        let worker = store.clone();
+        store.writer.spawn("metrics-writer", move || {
+            let mut inbox = inbox;
+            let start = match opened {
+                Some(index) => Some((index, Vec::new())),
+                None => worker.reopen(&mut inbox),
+            };
+            if let Some((index, early)) = start {
+                worker.write_loop(inbox, index, early);
+            }
+        })?;
+        Ok(store)
+    }
+
+    /// Opens the file (repairing it after a crash), makes its tables, reads the series index
+    /// and the unfiled journal.
+    fn load(&self) -> Result<SeriesIndex, StoreError> {
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
-        let db = Arc::new(
-            builder
-                .create(dir.join(FILE))
-                .map_err(StoreError::from_open)?,
-        );
+        let db = builder.create(&self.path).map_err(StoreError::from_open)?;
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         tx.open_table(RAW).map_err(StoreError::from_redb)?;
@@ -321,20 +359,38 @@ impl MetricsStore {
             unfiled.next_seq = seq.value() + 1;
         }
         tx.commit().map_err(StoreError::from_redb)?;
-        let (writer, inbox) = Writer::new(1024);
-        let store = Arc::new(MetricsStore {
-            db,
-            writer,
-            unfiled: Mutex::new(unfiled),
-            series: AtomicU64::new(index.by_key.len() as u64),
-            refused: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-        });
-        let worker = store.clone();
-        store
-            .writer
-            .spawn("metrics-writer", move || worker.write_loop(inbox, index))?;
-        Ok(store)
+        self.series
+            .store(index.by_key.len() as u64, Ordering::Relaxed);
+        *self.unfiled() = unfiled;
+        let _ = self.db.set(Arc::new(db));
+        Ok(index)
+    }
+
+    /// Tries `load` every second until it works, keeping the messages that arrive meanwhile;
+    /// `None` once the store is closed first.
+    fn reopen(&self, inbox: &mut Inbox<Msg>) -> Option<(SeriesIndex, Vec<Msg>)> {
+        let mut early = Vec::new();
+        loop {
+            match inbox.recv_timeout(REOPEN_EVERY) {
+                Ok(msg) => early.push(msg),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return None,
+            }
+            match self.load() {
+                Ok(index) => {
+                    tracing::info!("metric store opened");
+                    return Some((index, early));
+                }
+                Err(e) => tracing::debug!(error = %e, "metric store still not opened"),
+            }
+        }
+    }
+
+    /// The open database, or `Unavailable` while it could not be opened.
+    fn db(&self) -> Result<&Arc<Database>, StoreError> {
+        self.db
+            .get()
+            .ok_or_else(|| StoreError::Unavailable("the metric store is not open".into()))
     }
 
     fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
@@ -382,9 +438,13 @@ impl MetricsStore {
         }
     }
 
-    fn write_loop(&self, mut inbox: Inbox<Msg>, mut index: SeriesIndex) {
+    fn write_loop(&self, mut inbox: Inbox<Msg>, mut index: SeriesIndex, early: Vec<Msg>) {
+        let mut early = early.into_iter();
         loop {
-            let first = match inbox.recv_timeout(FILE_IDLE) {
+            let first = match early
+                .next()
+                .map_or_else(|| inbox.recv_timeout(FILE_IDLE), Ok)
+            {
                 Ok(first) => first,
                 Err(RecvTimeoutError::Timeout) => {
                     self.file(&index);
@@ -411,7 +471,7 @@ impl MetricsStore {
                     }
                 }
                 if samples.len() < MAX_BATCH {
-                    next = inbox.try_recv();
+                    next = early.next().or_else(|| inbox.try_recv());
                 }
             }
             if !samples.is_empty() {
@@ -436,7 +496,7 @@ impl MetricsStore {
 
     /// Journals the samples of known series, creating new series up to the cap.
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
-        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         // New series and changed units reach the index once the commit holds.
         let mut created: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
@@ -554,7 +614,7 @@ impl MetricsStore {
         let mut points = self.unfiled().points.clone();
         // Stable: samples of one series keep their arrival order within a millisecond.
         points.sort_by_key(|p| (p.series, p.ms));
-        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         let filings = counter(&tx, "filings")? + 1;
         {
@@ -616,7 +676,7 @@ impl MetricsStore {
 
     /// Runs with nothing unfiled (the caller files first).
     fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
-        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         let last_id = counter(&tx, "next_series_id")?;
         let mut removed = 0u64;
@@ -677,7 +737,7 @@ impl MetricsStore {
     /// The series of one object, by metric name.
     pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
         let unfiled = self.unfiled_copy();
-        let tx = self.db.begin_read().map_err(StoreError::from_redb)?;
+        let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let t = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
         let lo = series_key(tenant, object, "");
         let mut hi = lo.clone();
@@ -708,7 +768,7 @@ impl MetricsStore {
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
         let copy = self.unfiled_copy();
-        let tx = self.db.begin_read().map_err(StoreError::from_redb)?;
+        let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
         let Some(mut info) = stored_series(&series, &series_key(tenant, object, metric))? else {
             return Ok(None);

@@ -58,6 +58,8 @@ const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 pub struct Store {
     path: PathBuf,
+    /// Id and creation time of the default tenant, should the store have to make it.
+    first_tenant: (Uuid, Timestamp),
     db: RwLock<Option<Arc<Database>>>,
     offline_reason: RwLock<Option<String>>,
     needs_recovery: AtomicBool,
@@ -67,6 +69,23 @@ pub struct Store {
     /// Bumped after every commit that changed objects, configuration documents or tenants, so
     /// in-memory catalogs know when to rebuild.
     catalog_generation: AtomicU64,
+}
+
+/// Room a recovered store must find free before it serves writes again: the largest request
+/// body fits, so a disk that is still full keeps the store offline (and `/readyz` at 503)
+/// instead of flapping between reopened and failed.
+const HEADROOM: usize = 1024 * 1024;
+
+/// Writes, syncs and removes a file of `HEADROOM` bytes in `dir`.
+fn check_headroom(dir: &Path) -> Result<(), StoreError> {
+    use std::io::Write;
+    let probe = dir.join(".space-probe");
+    let written = std::fs::File::create(&probe).and_then(|mut f| {
+        f.write_all(&vec![0u8; HEADROOM])?;
+        f.sync_all()
+    });
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(|e| StoreError::Unavailable(format!("the data directory has no room: {e}")))
 }
 
 fn open_db(path: &Path) -> Result<Database, StoreError> {
@@ -83,24 +102,49 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 
 impl Store {
     /// Opens (or creates) the store in `data_dir`, applies pending migrations and makes sure the
-    /// default tenant exists (made with `id` and `now` at first start). Blocking: call from
-    /// `spawn_blocking` or before the runtime serves.
+    /// default tenant exists (made with `id` and `now` at first start). When the disk refuses
+    /// (full, say, after a crash) the store starts offline and the recovery worker brings it up
+    /// once the disk takes writes. Blocking: call from `spawn_blocking` or before the runtime
+    /// serves.
     pub fn open(data_dir: &Path, id: Uuid, now: Timestamp) -> Result<Arc<Store>, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        let path = data_dir.join(DB_FILE);
-        let db = open_db(&path)?;
-        migrations::apply(&db, migrations::MIGRATIONS)?;
         let store = Arc::new(Store {
-            path,
-            db: RwLock::new(Some(Arc::new(db))),
+            path: data_dir.join(DB_FILE),
+            first_tenant: (id, now),
+            db: RwLock::new(None),
             offline_reason: RwLock::new(None),
             needs_recovery: AtomicBool::new(false),
             recovery: Arc::new(Notify::new()),
             pending_checkpoint: Mutex::new(None),
             catalog_generation: AtomicU64::new(1),
         });
-        store.ensure_default_tenant_blocking(id, now)?;
+        match store.bring_online() {
+            Ok(()) => {}
+            Err(e @ StoreError::Unavailable(_)) => store.fail(&e),
+            Err(e) => return Err(e),
+        }
         Ok(store)
+    }
+
+    /// Proves the disk has room, opens the file (repairing it after a crash), migrates it and
+    /// ensures the default tenant, then serves from it.
+    fn bring_online(&self) -> Result<(), StoreError> {
+        check_headroom(self.path.parent().unwrap_or(Path::new(".")))?;
+        let db = open_db(&self.path)?;
+        migrations::apply(&db, migrations::MIGRATIONS)?;
+        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        tables::touch_meta(&tx)?;
+        tx.commit().map_err(StoreError::from_redb)?;
+        *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
+        *self
+            .offline_reason
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.needs_recovery.store(false, Ordering::SeqCst);
+        let (id, now) = self.first_tenant;
+        self.ensure_default_tenant_blocking(id, now)?;
+        Ok(())
     }
 
     /// `None` when the store is serving, else why it is not.
@@ -221,25 +265,14 @@ impl Store {
         self.recovery.clone()
     }
 
-    /// Reopens the database after an I/O error. Succeeds only once every in-flight transaction
-    /// has let go of the old handle and the file can be opened (and quickly repaired) again.
-    /// Blocking.
+    /// Brings the store back after an I/O error, or after a start on a disk that refused.
+    /// Succeeds only once the disk has room again and every in-flight transaction has let go
+    /// of the old handle. Blocking.
     pub fn try_reopen(&self) -> Result<(), StoreError> {
         if !self.needs_recovery.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let db = open_db(&self.path)?;
-        // Prove the disk takes writes again before declaring the store ready.
-        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
-        tables::touch_meta(&tx)?;
-        tx.commit().map_err(StoreError::from_redb)?;
-        *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
-        *self
-            .offline_reason
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        self.needs_recovery.store(false, Ordering::SeqCst);
+        self.bring_online()?;
         tracing::info!("store reopened; serving again");
         Ok(())
     }

@@ -29,7 +29,7 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         (
             "alert-rules",
             json!({"match": "event.severity == 'critical'", "severity": "critical", "pendingFor": 60}),
-            json!({"match": "event.severity ==", "severity": "critical"}),
+            json!({"severity": "critical"}),
             "svc:validation/alert-rule",
         ),
         (

@@ -227,3 +227,85 @@ async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
     assert_chain_intact(&s, &token).await;
     drop(s);
 }
+
+#[tokio::test]
+async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let Some(mount) = Mount::tmpfs(&data, "3m") else {
+        eprintln!(
+            "SKIPPED a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart: cannot mount a tmpfs here"
+        );
+        return;
+    };
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, Opts::default());
+    let mut acked = Vec::new();
+    for i in 0..400 {
+        let slug = format!("fill-{i}");
+        let res = call(&s, &token, Method::POST, "/api/v1/tenants")
+            .json(&json!({"name": "x".repeat(60_000), "slug": slug}))
+            .send()
+            .await
+            .unwrap();
+        match res.status().as_u16() {
+            201 => acked.push(slug),
+            503 => break,
+            other => panic!("unexpected {other}: {}", res.text().await.unwrap()),
+        }
+    }
+    assert!(!acked.is_empty());
+    s.crash();
+
+    // Started again on the still-full disk: alive, not ready, refusing writes.
+    let s = Server::start_in(&data, Opts::default());
+    let health = s.get("/healthz").await;
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.text().await.unwrap(), "ok");
+    let ready = wait_ready(&s, 503).await;
+    let store = ready["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "store")
+        .unwrap()
+        .clone();
+    assert_eq!(store["ok"], false, "{ready}");
+    assert!(
+        store["info"].as_str().is_some_and(|i| !i.is_empty()),
+        "{ready}"
+    );
+    assert_problem(
+        call(&s, &token, Method::POST, "/api/v1/tenants")
+            .json(&json!({"name": "while-full", "slug": "while-full"}))
+            .send()
+            .await
+            .unwrap(),
+        503,
+        "svc:storage/unavailable",
+    )
+    .await;
+    // Not ready for as long as writes fail: no flapping.
+    for _ in 0..20 {
+        assert_eq!(s.get("/readyz").await.status(), 503);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    mount.resize("64m");
+    wait_ready(&s, 200).await;
+    let present = slugs(&s, &token).await;
+    for a in &acked {
+        assert!(present.contains(a), "{a} lost to the crash on a full disk");
+    }
+    json(
+        call(&s, &token, Method::POST, "/api/v1/tenants")
+            .json(&json!({"name": "after", "slug": "after"}))
+            .send()
+            .await
+            .unwrap(),
+        201,
+    )
+    .await;
+    assert_chain_intact(&s, &token).await;
+    drop(s);
+}

@@ -1,0 +1,213 @@
+//! CEL expressions (alert rules' `match` and `clear`) made safe to accept from any client: the
+//! `cel` crate parses and checks recursively, so an expression deep enough overflows the stack
+//! and aborts the process, and some malformed ones panic. Expressions are bounded in length,
+//! nesting and operator count before the crate sees them, compiled on a thread with a known
+//! stack, and a panic there is an ordinary error.
+
+/// Longest accepted expression, in bytes.
+pub const MAX_LEN: usize = 4096;
+/// Deepest accepted nesting of `(`, `[` and `{`.
+pub const MAX_NESTING: usize = 32;
+/// Most operator characters (`.`, `+`, `==` counts two, `in`...) in one expression: each can add
+/// a level to the parse tree, so this bounds its depth.
+pub const MAX_OPERATORS: usize = 1000;
+/// Stack of the compiling thread. The crate's parser needs about 130 KiB per nesting level in
+/// debug builds; with the bounds above the deepest accepted tree uses a fraction of this.
+const COMPILE_STACK: usize = 16 << 20;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    #[error("expression is {0} bytes long; at most {MAX_LEN} are accepted")]
+    TooLong(usize),
+    #[error("expression nests brackets more than {MAX_NESTING} deep")]
+    TooDeep,
+    #[error("expression has more than {MAX_OPERATORS} operators")]
+    TooManyOperators,
+    #[error("{0}")]
+    Syntax(String),
+    #[error("expression could not be parsed")]
+    Unparseable,
+}
+
+/// Checks the bounds with a lexical scan that skips string literals and comments.
+pub fn check_bounds(source: &str) -> Result<(), CelError> {
+    if source.len() > MAX_LEN {
+        return Err(CelError::TooLong(source.len()));
+    }
+    let chars: Vec<char> = source.chars().collect();
+    let (mut depth, mut operators, mut i) = (0usize, 0usize, 0usize);
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '"' | '\'' => i = skip_string(&chars, i),
+            '/' if chars.get(i + 1) == Some(&'/') => {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            }
+            '(' | '[' | '{' => {
+                depth += 1;
+                operators += 1;
+                if depth > MAX_NESTING {
+                    return Err(CelError::TooDeep);
+                }
+                i += 1;
+            }
+            ')' | ']' | '}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            '.' | '+' | '-' | '*' | '/' | '%' | '!' | '?' | '<' | '>' | '=' | '&' | '|' => {
+                operators += 1;
+                i += 1;
+            }
+            c if c.is_alphanumeric() || c == '_' => {
+                let start = i;
+                while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                    i += 1;
+                }
+                // A string prefix (r, b, rb...) directly before a quote.
+                if matches!(chars.get(i), Some('"' | '\''))
+                    && chars[start..i]
+                        .iter()
+                        .all(|c| matches!(c, 'r' | 'R' | 'b' | 'B'))
+                {
+                    i = skip_string(&chars, i);
+                } else if chars[start..i] == ['i', 'n'] {
+                    operators += 1;
+                }
+            }
+            _ => i += 1,
+        }
+        if operators > MAX_OPERATORS {
+            return Err(CelError::TooManyOperators);
+        }
+    }
+    Ok(())
+}
+
+/// The index after the string literal opening at `start` (single or triple quoted; a backslash
+/// escapes the next character). An unterminated literal runs to the end.
+fn skip_string(chars: &[char], start: usize) -> usize {
+    let quote = chars[start];
+    let triple = chars.get(start + 1) == Some(&quote) && chars.get(start + 2) == Some(&quote);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < chars.len() {
+        if chars[i] == '\\' {
+            i += 2;
+            continue;
+        }
+        if chars[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if chars.get(i + 1) == Some(&quote) && chars.get(i + 2) == Some(&quote) {
+                return i + 3;
+            }
+        }
+        i += 1;
+    }
+    chars.len()
+}
+
+/// Whether `source` is an expression the engine can run: within the bounds, and compiling.
+pub fn check(source: &str) -> Result<(), CelError> {
+    check_bounds(source)?;
+    let owned = source.to_string();
+    let compiled = std::thread::Builder::new()
+        .name("cel-compile".into())
+        .stack_size(COMPILE_STACK)
+        .spawn(move || {
+            std::panic::catch_unwind(|| {
+                cel::Program::compile(&owned)
+                    .map(|_| ())
+                    .map_err(|e| CelError::Syntax(e.to_string()))
+            })
+        })
+        .map_err(|_| CelError::Unparseable)?
+        .join();
+    match compiled {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) | Err(_) => Err(CelError::Unparseable),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn ordinary_expressions_pass() {
+        for ok in [
+            "event.severity == 'critical'",
+            "event.type == \"state_change\" && event.payload.toState >= 2",
+            "event.labels['a.b'] in ['x', 'y(', \"z[\"] || !(event.attempt > 3)",
+            "r'raw\\d+((((' == b\"bytes\" // a comment ((((",
+            "'''triple ' quoted ((( ''' != ''",
+        ] {
+            assert_eq!(check(ok), Ok(()), "{ok}");
+        }
+    }
+
+    #[test]
+    fn syntax_errors_are_errors() {
+        assert!(matches!(
+            check("event.severity =="),
+            Err(CelError::Syntax(_))
+        ));
+    }
+
+    #[test]
+    fn hostile_expressions_are_refused_before_the_parser() {
+        let long = format!("event{}", ".a".repeat(5_000));
+        assert_eq!(check(&long), Err(CelError::TooLong(long.len())));
+        let chain = format!("event{}", ".a".repeat(1_200));
+        assert_eq!(check(&chain), Err(CelError::TooManyOperators));
+        let sum = format!("1{}", "+1".repeat(1_100));
+        assert_eq!(check(&sum), Err(CelError::TooManyOperators));
+        let nested = format!("{}1{}", "size(".repeat(40), ")".repeat(40));
+        assert_eq!(check(&nested), Err(CelError::TooDeep));
+        let map = format!("{}1{}", "{'a':".repeat(33), "}".repeat(33));
+        assert_eq!(check(&map), Err(CelError::TooDeep));
+        // Brackets inside strings and comments do not count.
+        assert_eq!(check_bounds(&format!("'{}'", "(".repeat(100))), Ok(()));
+    }
+
+    #[test]
+    fn the_deepest_accepted_expressions_compile() {
+        let nested = format!(
+            "{}1{}",
+            "size(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        assert!(matches!(check(&nested), Ok(()) | Err(CelError::Syntax(_))));
+        let chain = format!("event{}", ".a".repeat(MAX_OPERATORS / 2 - 1));
+        assert_eq!(check(&chain), Ok(()));
+        let sum = format!("1{}", "+1".repeat(MAX_OPERATORS - 1));
+        assert_eq!(check(&sum), Ok(()));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Fuzz: any text, and any text built from CEL's own tokens, gets an answer.
+        #[test]
+        fn never_crashes(input in ".{0,200}") {
+            let _ = check(&input);
+        }
+
+        #[test]
+        fn never_crashes_on_token_soup(tokens in proptest::collection::vec(
+            prop_oneof![
+                Just("("), Just(")"), Just("["), Just("]"), Just("{"), Just("}"), Just("."),
+                Just("event"), Just("a"), Just("1"), Just("'s'"), Just("+"), Just("=="),
+                Just("&&"), Just("||"), Just("!"), Just("?"), Just(":"), Just(","), Just(" in "),
+                Just("size"), Just("\""), Just("r'"), Just("-"), Just("1.5"), Just("u"),
+            ],
+            0..120,
+        )) {
+            let _ = check(&tokens.concat());
+        }
+    }
+}
