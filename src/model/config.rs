@@ -1173,7 +1173,7 @@ mod tests {
             json!({"match": "event.severity ==", "severity": "critical"}),
         )
         .unwrap_err();
-        assert_eq!(bad.field, "alert-rule");
+        assert_eq!(bad.field, "match");
         assert!(bad.detail.starts_with("match:"), "{}", bad.detail);
         assert_eq!(
             check(
@@ -1182,7 +1182,7 @@ mod tests {
             )
             .unwrap_err()
             .field,
-            "alert-rule"
+            "clear"
         );
         assert_eq!(
             check("alert-rules", json!({"anything": [1, 2]}))

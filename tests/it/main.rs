@@ -15,6 +15,7 @@ mod checks;
 mod config;
 mod durability;
 mod events;
+mod hardening;
 mod heartbeats;
 mod identity;
 mod objects;

@@ -731,3 +731,87 @@ async fn cookies_are_secure_over_tls_and_behind_a_trusted_proxy() {
     let plain = login(&s, "admin@localhost", "the admin password", false).await;
     assert!(!session_of(&plain).1.contains("Secure"));
 }
+
+/// A request carrying only the given `svc_session` cookie.
+async fn with_cookie(s: &Server, method: Method, path: &str, session: &str) -> reqwest::Response {
+    s.http
+        .request(method, s.url(path))
+        .header("Cookie", format!("svc_session={session}"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap()
+}
+
+fn clears_session(res: &reqwest::Response) -> bool {
+    res.headers().get_all("set-cookie").iter().any(|v| {
+        let v = v.to_str().unwrap();
+        v.starts_with("svc_session=;") && v.contains("Max-Age=-1")
+    })
+}
+
+#[tokio::test]
+async fn a_stale_session_cookie_locks_nobody_out() {
+    let s = Server::start_with(Opts {
+        env: vec![
+            (
+                "SVC_DEFAULT_ADMIN_PASSWORD".into(),
+                "the admin password".into(),
+            ),
+            ("SERVICE_ALLOW_SIGNUP".into(), "true".into()),
+        ],
+        ..Default::default()
+    });
+    // A session that was valid once, then ended; and one that never was.
+    let (ended, _) = session_of(&login(&s, "admin@localhost", "the admin password", false).await);
+    assert_eq!(
+        with_cookie(&s, Method::GET, "/auth/logout", &ended)
+            .await
+            .status(),
+        302
+    );
+    for stale in [ended.as_str(), "not-a-session"] {
+        let page = with_cookie(&s, Method::GET, "/login", stale).await;
+        assert_eq!(page.status(), 200, "/login serves the form");
+        assert!(clears_session(&page), "and clears the cookie");
+        assert!(page.text().await.unwrap().contains("name=\"password\""));
+
+        for (path, status, location) in [
+            ("/setup", 302, Some("/login")),
+            ("/register", 200, None),
+            ("/auth/logout", 302, Some("/login")),
+            ("/", 302, Some("/login")),
+        ] {
+            let res = with_cookie(&s, Method::GET, path, stale).await;
+            assert_eq!(res.status(), status, "{path}");
+            assert_eq!(
+                res.headers().get("location").map(|l| l.to_str().unwrap()),
+                location,
+                "{path}"
+            );
+            assert!(clears_session(&res), "{path} clears the stale cookie");
+        }
+
+        let res = s
+            .http
+            .post(s.url("/login"))
+            .header("Cookie", format!("svc_session={stale}"))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body("email=admin%40localhost&password=the+admin+password")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            302,
+            "the right password signs in despite the stale cookie"
+        );
+        assert_eq!(res.headers()["location"], "/");
+        assert!(!clears_session(&res));
+        let (fresh, _) = session_of(&res);
+        json(whoami_cookie(&s, &fresh).await, 200).await;
+
+        // The API still refuses the stale credential.
+        assert_problem(whoami_cookie(&s, stale).await, 401, "svc:auth/invalid").await;
+    }
+}

@@ -134,11 +134,38 @@ impl Server {
         wait_with_timeout(&mut child, Duration::from_secs(40))
     }
 
+    /// Stops the server with SIGTERM (asserting a clean exit) and keeps its data directory.
+    pub fn stop_keeping_data(mut self) -> Stopped {
+        let dir = self._dir.take();
+        let data = self.data.clone();
+        assert!(self.stop().success(), "the server did not stop cleanly");
+        Stopped { data, _dir: dir }
+    }
+
+    /// Stops the server cleanly and starts it again on the same data directory.
+    pub fn restart(self) -> Server {
+        self.stop_keeping_data().start(Opts::default())
+    }
+
     /// kill -9: no chance to flush anything.
     pub fn crash(mut self) {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+}
+
+/// The data directory of a stopped server.
+pub struct Stopped {
+    pub data: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Stopped {
+    pub fn start(mut self, opts: Opts) -> Server {
+        let mut s = Server::start_in(&self.data, opts);
+        s._dir = self._dir.take();
+        s
     }
 }
 
