@@ -51,7 +51,7 @@ pub fn build(routes: &[Route]) -> Value {
         "info": {
             "title": "svc",
             "version": VERSION,
-            "description": "Monitoring and alerting appliance. Errors are RFC 9457 problem documents; lists are {items, nextCursor?} with keyset pagination; versioned resources use ETag / If-Match; durations are Go duration strings (\"5m0s\") and accept bare integer seconds."
+            "description": "Monitoring and alerting appliance. Errors are RFC 9457 problem documents; lists are {items, nextCursor?} with keyset pagination; versioned resources use ETag / If-Match; durations are Go duration strings (\"5m0s\") and accept bare integer seconds. A repeated query parameter takes its first value; a path segment that is not UTF-8 once percent-decoded is 404 `svc:not-found`. Limits: templates import at most 32 deep, checked over the whole template graph at every save and in bundles (422 `svc:validation/spec`, or `svc:validation/bundle`, naming the chain or the cycle); alert-rule `match` and `clear` are CEL of at most 4096 bytes, brackets nested at most 32 deep and at most 1000 operators (422 `svc:validation/match` / `svc:validation/clear`). Failed API-token verifications (a real token's prefix with a wrong secret) are limited per client address to a burst of 20, then one per 5 s: past that 429 `svc:auth/throttled` with `Retry-After`, without verifying; when 16 credential hashings already wait, another is answered at once with 503 `svc:auth/busy` and `Retry-After: 1`."
         },
         "servers": [{"url": "/"}],
         "security": [{"bearerToken": []}],

@@ -35,7 +35,7 @@ const CACHE_MAX: usize = 10_000;
 const LAST_USED_FLUSH: Duration = Duration::from_secs(5);
 
 /// A place in the hashing queue, given back when dropped.
-struct Queued<'a>(&'a AtomicUsize);
+pub(super) struct Queued<'a>(&'a AtomicUsize);
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
@@ -117,7 +117,7 @@ impl Auth {
     }
 
     /// A place in the hashing queue, or `Busy` when it is full.
-    fn queue_for_hashing(&self) -> Result<Queued<'_>, AuthError> {
+    pub(super) fn queue_for_hashing(&self) -> Result<Queued<'_>, AuthError> {
         if self.hash_queue.fetch_add(1, Ordering::SeqCst) >= HASH_QUEUE {
             self.hash_queue.fetch_sub(1, Ordering::SeqCst);
             return Err(AuthError::Busy);

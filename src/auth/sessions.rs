@@ -432,4 +432,37 @@ mod expiry_tests {
         clock.advance(REMEMBER_TTL);
         assert!(auth.session_principal(&long.id).await.is_err());
     }
+
+    /// With the hashing queue full, a sign-in is answered busy at once instead of queueing.
+    #[tokio::test]
+    async fn a_full_hashing_queue_answers_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let auth = Auth::new(
+            store,
+            clock.clone(),
+            crate::auth::CryptoPolicy::FAST_TEST,
+            Arc::new(Discard),
+        );
+        let password = "a long enough password";
+        let seed = SeedSettings {
+            password: Some(password.into()),
+            ..Default::default()
+        };
+        auth.seed_default_admin(seed).await.unwrap();
+        let held: Vec<_> = std::iter::from_fn(|| auth.queue_for_hashing().ok()).collect();
+        assert_eq!(held.len(), 16, "the queue holds 16");
+        assert!(matches!(
+            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1")
+                .await,
+            Err(AuthError::Busy)
+        ));
+        drop(held);
+        assert!(
+            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1")
+                .await
+                .is_ok()
+        );
+    }
 }

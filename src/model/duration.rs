@@ -185,4 +185,25 @@ mod tests {
         assert_eq!(serde_json::to_string(&d).unwrap(), "\"2m0s\"");
         assert!(serde_json::from_str::<GoDuration>("-5").is_err());
     }
+
+    proptest::proptest! {
+        /// Fuzz: any text is a duration or an error, and what it writes parses back.
+        #[test]
+        fn any_text_parses_or_is_refused(input in ".{0,40}") {
+            let _ = input.parse::<GoDuration>();
+        }
+
+        #[test]
+        fn numbers_and_units_round_trip(
+            parts in proptest::collection::vec(
+                ("[0-9]{1,25}(\\.[0-9]{0,12})?", proptest::sample::select(vec!["ns", "us", "µs", "ms", "s", "m", "h", "x", ""])),
+                1..6,
+            )
+        ) {
+            let text: String = parts.iter().map(|(n, u)| format!("{n}{u}")).collect();
+            if let Ok(d) = text.parse::<GoDuration>() {
+                proptest::prop_assert_eq!(d.to_string().parse::<GoDuration>(), Ok(d));
+            }
+        }
+    }
 }

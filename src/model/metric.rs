@@ -307,4 +307,24 @@ mod tests {
         assert_eq!(Tier::FiveMinutes.bucket(299_999), 0);
         assert_eq!(Tier::OneHour.bucket(3_600_001), 3_600_000);
     }
+
+    proptest::proptest! {
+        /// Fuzz: performance data from any plugin output is parsed or skipped, never a crash.
+        #[test]
+        fn any_perfdata_is_parsed_or_skipped(input in ".{0,120}") {
+            for v in parse_perfdata(&input) {
+                proptest::prop_assert!(!v.label.is_empty());
+            }
+        }
+
+        #[test]
+        fn perfdata_soup_is_parsed_or_skipped(
+            tokens in proptest::collection::vec(
+                proptest::sample::select(vec!["'", "''", "=", ";", " ", "1", "-2.5", "e9", "U", "ms", "%", "label", "NaN", "inf", "."]),
+                0..60,
+            )
+        ) {
+            let _ = parse_perfdata(&tokens.concat());
+        }
+    }
 }
