@@ -264,10 +264,7 @@ pub fn check_template_graph(
         }
         // (name, its imports, how many are done); the stack is the path from `root`.
         let mut stack: Vec<(String, Vec<String>, usize)> = vec![(root.clone(), imports(&root), 0)];
-        loop {
-            let Some((_, imps, next)) = stack.last_mut() else {
-                break;
-            };
+        while let Some((_, imps, next)) = stack.last_mut() {
             if let Some(child) = imps.get(*next).cloned() {
                 *next += 1;
                 if !exists(&child) || depth.contains_key(&child) {
