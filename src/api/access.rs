@@ -2,7 +2,7 @@
 //! then the handler. Invalid credentials are rejected on every route, public ones included.
 
 use super::AppState;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::middleware::RequestId;
 use super::router::PUBLIC;
 use crate::auth::{AuthError, Principal};
@@ -31,27 +31,6 @@ pub struct Access {
     pub identity: bool,
     /// A sign-in page: an invalid session cookie is ignored and cleared.
     pub sign_in: bool,
-}
-
-impl From<AuthError> for Problem {
-    fn from(e: AuthError) -> Self {
-        match e {
-            AuthError::Invalid(why) => Problem::new("svc:auth/invalid", why),
-            AuthError::Validation { field, detail } => Problem::validation(field, detail),
-            AuthError::Forbidden(why) => Problem::new("svc:auth/forbidden", why),
-            AuthError::NotFound => Problem::not_found(),
-            AuthError::SessionRequired(why) => Problem::new("svc:auth/required", why),
-            AuthError::BadPassword => {
-                Problem::new("svc:auth/bad-password", "the old password is wrong")
-            }
-            e @ AuthError::Throttled(after) => {
-                Problem::new("svc:auth/throttled", e.to_string()).retry_after(after)
-            }
-            e @ AuthError::Busy => Problem::new("svc:auth/busy", e.to_string())
-                .retry_after(std::time::Duration::from_secs(1)),
-            AuthError::Store(s) => s.into(),
-        }
-    }
 }
 
 fn bearer_token(headers: &HeaderMap) -> Option<&str> {
@@ -89,7 +68,7 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
     if bearer.is_none() && session.is_some() && cross_site {
-        return Problem::new("svc:auth/csrf", "cross-site request with a session cookie")
+        return Problem::new(Code::AuthCsrf, "cross-site request with a session cookie")
             .into_response();
     }
     let auth = &access.state.auth;
@@ -135,13 +114,13 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
             return to_login();
         }
         return Problem::new(
-            "svc:auth/required",
+            Code::AuthRequired,
             "this route needs an API token or a session",
         )
         .into_response();
     };
     if access.permission != PUBLIC && !principal.allows(access.permission) {
-        return Problem::new("svc:auth/forbidden", access.permission).into_response();
+        return Problem::new(Code::AuthForbidden, access.permission).into_response();
     }
     let tenant_header = req
         .headers()
@@ -217,7 +196,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
             .cloned()
             .ok_or_else(|| {
                 Problem::new(
-                    "svc:auth/required",
+                    Code::AuthRequired,
                     "this route needs an API token or a session",
                 )
             })?;

@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::access::Caller;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::extract::{ApiQuery, read_body};
 use super::router::Route;
 use crate::inventory::bundles::BundleSource;
@@ -55,7 +55,7 @@ fn on(flag: &Option<String>) -> bool {
 }
 
 async fn text(req: Request) -> Result<String, Problem> {
-    let body = read_body(req, BUNDLE_LIMIT, "svc:bundle/size").await?;
+    let body = read_body(req, BUNDLE_LIMIT, Code::BundleSize).await?;
     String::from_utf8(body.to_vec())
         .map_err(|_| Problem::validation("bundle", "the bundle is not UTF-8"))
 }

@@ -7,7 +7,6 @@ use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::pagination::{CONFIG_KINDS, Page, PageQuery};
 use super::router::Route;
-use crate::inventory::InventoryError;
 use crate::model::config::{ConfigDoc, KINDS, Kind};
 use axum::Json;
 use axum::extract::State;
@@ -15,24 +14,6 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::Value;
-
-impl From<InventoryError> for Problem {
-    fn from(e: InventoryError) -> Self {
-        match e {
-            InventoryError::Invalid(i) => Problem::validation(&i.field, i.detail),
-            InventoryError::Store(s) => s.into(),
-            InventoryError::Token => Problem::new(
-                "svc:bundle/token",
-                "the apply token is unknown, expired or of another tenant",
-            ),
-            InventoryError::Apply(why) => Problem::new("svc:bundle/apply", why),
-            InventoryError::NoKey => Problem::new(
-                "svc:secrets/nokey",
-                "no usable master key; see secrets.masterKeyFile",
-            ),
-        }
-    }
-}
 
 #[derive(Deserialize)]
 struct ListQuery {

@@ -1,18 +1,120 @@
-//! The one `Problem` type (RFC 9457) and the one code table. Handlers return `Problem`; the
-//! `render_problems` middleware fills in `type` (problem base + code with `:` as `/`) and
-//! `instance` (the request path), and logs every 5xx once.
+//! The one `Problem` type (RFC 9457), the one code table and the one mapping from every domain
+//! error to it. Codes are a closed enum and every domain error is matched variant by variant,
+//! so a new code or a new error variant does not compile until it has a status and a code.
+//! Handlers return `Problem`; the `render_problems` middleware fills in `type` (problem base +
+//! code with `:` as `/`) and `instance` (the request path), and logs every 5xx once.
 
+use crate::auth::AuthError;
+use crate::inventory::InventoryError;
+use crate::monitor::heartbeats::HeartbeatError;
+use crate::monitor::metrics::MetricError;
+use crate::monitor::results::ResultError;
 use crate::store::StoreError;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use std::borrow::Cow;
+use std::time::Duration;
 
 pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// The `svc:` codes of SPEC 7 that this build produces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Code {
+    AuthRequired,
+    AuthInvalid,
+    AuthForbidden,
+    AuthCsrf,
+    AuthBadPassword,
+    /// Too many failed token verifications from one address.
+    AuthThrottled,
+    /// The credential hashing queue is full.
+    AuthBusy,
+    NotFound,
+    ConflictVersion,
+    ConflictDuplicate,
+    Conflict,
+    BundleToken,
+    UsersLastAdmin,
+    UsersEmailInUse,
+    ValidationSize,
+    BundleSize,
+    /// `svc:validation/<field>`.
+    Validation(Cow<'static, str>),
+    BundleApply,
+    PreconditionIfMatch,
+    DirectoryUnconfigured,
+    SecretsNoKey,
+    StorageUnavailable,
+    PipelineStalled,
+    Internal,
+}
+
+impl Code {
+    pub fn as_str(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            Code::AuthRequired => "svc:auth/required",
+            Code::AuthInvalid => "svc:auth/invalid",
+            Code::AuthForbidden => "svc:auth/forbidden",
+            Code::AuthCsrf => "svc:auth/csrf",
+            Code::AuthBadPassword => "svc:auth/bad-password",
+            Code::AuthThrottled => "svc:auth/throttled",
+            Code::AuthBusy => "svc:auth/busy",
+            Code::NotFound => "svc:not-found",
+            Code::ConflictVersion => "svc:conflict/version",
+            Code::ConflictDuplicate => "svc:conflict/duplicate",
+            Code::Conflict => "svc:conflict",
+            Code::BundleToken => "svc:bundle/token",
+            Code::UsersLastAdmin => "svc:users/last-admin",
+            Code::UsersEmailInUse => "svc:users/email-in-use",
+            Code::ValidationSize => "svc:validation/size",
+            Code::BundleSize => "svc:bundle/size",
+            Code::Validation(field) => return Cow::Owned(format!("svc:validation/{field}")),
+            Code::BundleApply => "svc:bundle/apply",
+            Code::PreconditionIfMatch => "svc:precondition/if-match",
+            Code::DirectoryUnconfigured => "svc:directory/unconfigured",
+            Code::SecretsNoKey => "svc:secrets/nokey",
+            Code::StorageUnavailable => "svc:storage/unavailable",
+            Code::PipelineStalled => "svc:pipeline/stalled",
+            Code::Internal => "svc:internal",
+        })
+    }
+
+    /// The status and title of the code table.
+    pub fn classify(&self) -> (StatusCode, &'static str) {
+        use StatusCode as S;
+        match self {
+            Code::AuthRequired => (S::UNAUTHORIZED, "Authentication required"),
+            Code::AuthInvalid => (S::UNAUTHORIZED, "Invalid credentials"),
+            Code::AuthForbidden => (S::FORBIDDEN, "Permission missing"),
+            Code::AuthCsrf => (S::FORBIDDEN, "Cross-site request refused"),
+            Code::AuthBadPassword => (S::FORBIDDEN, "Wrong password"),
+            Code::AuthThrottled => (S::TOO_MANY_REQUESTS, "Too many failed verifications"),
+            Code::AuthBusy => (S::SERVICE_UNAVAILABLE, "Verification busy"),
+            Code::NotFound => (S::NOT_FOUND, "Not found"),
+            Code::ConflictVersion => (S::CONFLICT, "Version conflict"),
+            Code::ConflictDuplicate => (S::CONFLICT, "Already exists"),
+            Code::Conflict => (S::CONFLICT, "Conflict"),
+            Code::BundleToken => (S::CONFLICT, "Unknown apply token"),
+            Code::UsersLastAdmin => (S::CONFLICT, "Last administrator"),
+            Code::UsersEmailInUse => (S::CONFLICT, "E-mail in use"),
+            Code::ValidationSize | Code::BundleSize => (S::PAYLOAD_TOO_LARGE, "Body too large"),
+            Code::Validation(_) => (S::UNPROCESSABLE_ENTITY, "Validation failed"),
+            Code::BundleApply => (S::UNPROCESSABLE_ENTITY, "Bundle apply failed"),
+            Code::PreconditionIfMatch => (S::PRECONDITION_REQUIRED, "If-Match required"),
+            Code::DirectoryUnconfigured => (S::NOT_IMPLEMENTED, "Directory not configured"),
+            Code::SecretsNoKey => (S::SERVICE_UNAVAILABLE, "No master key"),
+            Code::StorageUnavailable => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
+            Code::PipelineStalled => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
+            Code::Internal => (S::INTERNAL_SERVER_ERROR, "Internal error"),
+        }
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     pub status: StatusCode,
-    pub code: String,
+    pub code: Code,
     pub detail: String,
     /// Logged, never sent: what went wrong inside.
     pub internal: Option<String>,
@@ -33,62 +135,11 @@ pub struct ProblemDoc<'a> {
     pub instance: &'a str,
 }
 
-/// The code table: every code's status and title.
-pub fn classify(code: &str) -> (StatusCode, &'static str) {
-    use StatusCode as S;
-    match code {
-        "svc:auth/required" => (S::UNAUTHORIZED, "Authentication required"),
-        "svc:auth/invalid" => (S::UNAUTHORIZED, "Invalid credentials"),
-        "svc:auth/forbidden" => (S::FORBIDDEN, "Permission missing"),
-        "svc:auth/csrf" => (S::FORBIDDEN, "Cross-site request refused"),
-        "svc:auth/scope" => (S::FORBIDDEN, "Outside the role's scope"),
-        "svc:auth/bad-password" => (S::FORBIDDEN, "Wrong password"),
-        "svc:not-found" => (S::NOT_FOUND, "Not found"),
-        "svc:conflict/version" => (S::CONFLICT, "Version conflict"),
-        "svc:conflict/duplicate" => (S::CONFLICT, "Already exists"),
-        "svc:conflict/idempotency" => (S::CONFLICT, "Idempotency key reused"),
-        "svc:conflict" => (S::CONFLICT, "Conflict"),
-        "svc:ai/busy" => (S::CONFLICT, "Chat busy"),
-        "svc:bundle/token" => (S::CONFLICT, "Unknown apply token"),
-        "svc:users/last-admin" => (S::CONFLICT, "Last administrator"),
-        "svc:users/email-in-use" => (S::CONFLICT, "E-mail in use"),
-        "svc:validation/size" | "svc:bundle/size" | "svc:ingress/size" => {
-            (S::PAYLOAD_TOO_LARGE, "Body too large")
-        }
-        "svc:ingress/mapping" => (S::UNPROCESSABLE_ENTITY, "Mapping failed"),
-        "svc:ingress/format" => (S::UNPROCESSABLE_ENTITY, "Unrecognised payload"),
-        "svc:bundle/apply" => (S::UNPROCESSABLE_ENTITY, "Bundle apply failed"),
-        c if c.starts_with("svc:validation/") => (S::UNPROCESSABLE_ENTITY, "Validation failed"),
-        "svc:precondition/if-match" => (S::PRECONDITION_REQUIRED, "If-Match required"),
-        "svc:ingress/rate" => (S::TOO_MANY_REQUESTS, "Rate limited"),
-        "svc:auth/throttled" => (S::TOO_MANY_REQUESTS, "Too many failed verifications"),
-        "svc:reports/pdf" => (S::NOT_IMPLEMENTED, "PDF rendering unavailable"),
-        "svc:directory/unconfigured" => (S::NOT_IMPLEMENTED, "Directory not configured"),
-        "svc:notify/test-failed" => (S::BAD_GATEWAY, "Test notification failed"),
-        "svc:ai/provider" => (S::BAD_GATEWAY, "AI provider error"),
-        "svc:ai/execute" => (S::BAD_GATEWAY, "Action failed"),
-        "svc:directory/sync" => (S::BAD_GATEWAY, "Directory sync failed"),
-        "svc:secrets/nokey" => (S::SERVICE_UNAVAILABLE, "No master key"),
-        "svc:ai/disabled" => (S::SERVICE_UNAVAILABLE, "AI disabled"),
-        "svc:storage/unavailable" => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
-        "svc:pipeline/stalled" => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
-        "svc:auth/busy" => (S::SERVICE_UNAVAILABLE, "Verification busy"),
-        "svc:ingress/unknown-source" => (S::NOT_FOUND, "Unknown event source"),
-        "svc:ingress/disabled" => (S::FORBIDDEN, "Event source disabled"),
-        "svc:ingress/auth" => (S::UNAUTHORIZED, "Event source authentication failed"),
-        "svc:ingress/caller" => (S::FORBIDDEN, "Caller not allowed"),
-        "svc:sites/disabled" => (S::FORBIDDEN, "Site disabled"),
-        _ => (S::INTERNAL_SERVER_ERROR, "Internal error"),
-    }
-}
-
 impl Problem {
     /// A problem with the status of `code` from the code table.
-    pub fn new(code: impl Into<String>, detail: impl Into<String>) -> Self {
-        let code = code.into();
-        let (status, _) = classify(&code);
+    pub fn new(code: Code, detail: impl Into<String>) -> Self {
         Self {
-            status,
+            status: code.classify().0,
             code,
             detail: detail.into(),
             internal: None,
@@ -96,33 +147,33 @@ impl Problem {
         }
     }
 
-    /// The same problem with a `Retry-After` header.
-    pub fn retry_after(self, after: std::time::Duration) -> Self {
-        Self {
-            retry_after: Some(after.as_secs().max(1)),
-            ..self
-        }
-    }
-
     /// `svc:validation/<field>`.
-    pub fn validation(field: &str, detail: impl Into<String>) -> Self {
-        Self::new(format!("svc:validation/{field}"), detail)
+    pub fn validation(field: impl Into<Cow<'static, str>>, detail: impl Into<String>) -> Self {
+        Self::new(Code::Validation(field.into()), detail)
     }
 
     pub fn not_found() -> Self {
-        Self::new("svc:not-found", "")
+        Self::new(Code::NotFound, "")
     }
 
     /// 500 `svc:internal`; `why` is logged, not sent.
     pub fn internal(why: impl Into<String>) -> Self {
         Self {
             internal: Some(why.into()),
-            ..Self::new("svc:internal", "")
+            ..Self::new(Code::Internal, "")
+        }
+    }
+
+    /// The same problem with a `Retry-After` header.
+    pub fn retry_after(self, after: Duration) -> Self {
+        Self {
+            retry_after: Some(after.as_secs().max(1)),
+            ..self
         }
     }
 
     pub fn title(&self) -> &'static str {
-        classify(&self.code).1
+        self.code.classify().1
     }
 }
 
@@ -131,27 +182,99 @@ impl From<StoreError> for Problem {
         match e {
             StoreError::NotFound => Problem::not_found(),
             StoreError::Duplicate(what) => {
-                Problem::new("svc:conflict/duplicate", format!("{what} already exists"))
+                Problem::new(Code::ConflictDuplicate, format!("{what} already exists"))
             }
             e @ StoreError::VersionConflict { .. } => {
-                Problem::new("svc:conflict/version", e.to_string())
+                Problem::new(Code::ConflictVersion, e.to_string())
             }
             StoreError::EmailInUse => {
-                Problem::new("svc:users/email-in-use", "the e-mail address is in use")
+                Problem::new(Code::UsersEmailInUse, "the e-mail address is in use")
             }
             StoreError::LastAdmin => Problem::new(
-                "svc:users/last-admin",
+                Code::UsersLastAdmin,
                 "the change would leave no enabled administrator",
             ),
-            StoreError::Conflict(why) => Problem::new("svc:conflict", why),
+            StoreError::Conflict(why) => Problem::new(Code::Conflict, why),
             StoreError::Unavailable(why) => Problem {
                 internal: Some(why),
                 ..Problem::new(
-                    "svc:storage/unavailable",
+                    Code::StorageUnavailable,
                     "storage is not available; retry later",
                 )
             },
-            other => Problem::internal(other.to_string()),
+            e @ (StoreError::Locked
+            | StoreError::Corrupt(_)
+            | StoreError::Migration { .. }
+            | StoreError::Io(_)
+            | StoreError::Internal(_)) => Problem::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<AuthError> for Problem {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::Invalid(why) => Problem::new(Code::AuthInvalid, why),
+            AuthError::Validation { field, detail } => Problem::validation(field, detail),
+            AuthError::Forbidden(why) => Problem::new(Code::AuthForbidden, why),
+            AuthError::NotFound => Problem::not_found(),
+            AuthError::SessionRequired(why) => Problem::new(Code::AuthRequired, why),
+            AuthError::BadPassword => {
+                Problem::new(Code::AuthBadPassword, "the old password is wrong")
+            }
+            e @ AuthError::Throttled(after) => {
+                Problem::new(Code::AuthThrottled, e.to_string()).retry_after(after)
+            }
+            e @ AuthError::Busy => {
+                Problem::new(Code::AuthBusy, e.to_string()).retry_after(Duration::from_secs(1))
+            }
+            AuthError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<InventoryError> for Problem {
+    fn from(e: InventoryError) -> Self {
+        match e {
+            InventoryError::Invalid(i) => Problem::validation(i.field, i.detail),
+            InventoryError::Store(s) => s.into(),
+            InventoryError::Token => Problem::new(
+                Code::BundleToken,
+                "the apply token is unknown, expired or of another tenant",
+            ),
+            InventoryError::Apply(why) => Problem::new(Code::BundleApply, why),
+            InventoryError::NoKey => Problem::new(
+                Code::SecretsNoKey,
+                "no usable master key; see secrets.masterKeyFile",
+            ),
+        }
+    }
+}
+
+impl From<HeartbeatError> for Problem {
+    fn from(e: HeartbeatError) -> Self {
+        match e {
+            HeartbeatError::Invalid(i) => Problem::validation(i.field, i.detail),
+            HeartbeatError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ResultError> for Problem {
+    fn from(e: ResultError) -> Self {
+        match e {
+            ResultError::Invalid(why) => Problem::validation("body", why),
+            ResultError::Stalled(why) => Problem::new(Code::PipelineStalled, why),
+            ResultError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<MetricError> for Problem {
+    fn from(e: MetricError) -> Self {
+        match e {
+            MetricError::Invalid { field, message } => Problem::validation(field, message),
+            MetricError::Store(s) => s.into(),
         }
     }
 }
@@ -180,14 +303,15 @@ mod tests {
             StatusCode::UNPROCESSABLE_ENTITY
         );
         assert_eq!(
-            Problem::new("svc:precondition/if-match", "")
-                .status
-                .as_u16(),
+            Problem::validation("name", "x").code.as_str(),
+            "svc:validation/name"
+        );
+        assert_eq!(
+            Problem::new(Code::PreconditionIfMatch, "").status.as_u16(),
             428
         );
-        assert_eq!(Problem::new("svc:validation/size", "").status.as_u16(), 413);
-        assert_eq!(Problem::new("svc:ingress/rate", "").status.as_u16(), 429);
-        assert_eq!(Problem::new("svc:nonsense", "").status.as_u16(), 500);
+        assert_eq!(Problem::new(Code::ValidationSize, "").status.as_u16(), 413);
+        assert_eq!(Problem::new(Code::AuthThrottled, "").status.as_u16(), 429);
         let p: Problem = StoreError::VersionConflict {
             stored: 4,
             expected: 3,
@@ -195,5 +319,10 @@ mod tests {
         .into();
         assert_eq!(p.status.as_u16(), 409);
         assert!(p.detail.contains('4') && p.detail.contains('3'));
+        let p: Problem = StoreError::Corrupt("bad page".into()).into();
+        assert_eq!((p.status.as_u16(), p.detail.as_str()), (500, ""));
+        assert!(p.internal.unwrap().contains("bad page"));
+        let p: Problem = AuthError::Throttled(Duration::from_secs(5)).into();
+        assert_eq!((p.status.as_u16(), p.retry_after), (429, Some(5)));
     }
 }

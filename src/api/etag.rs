@@ -1,7 +1,7 @@
 //! The one ETag / If-Match helper (SPEC 9): versions out as `ETag: "<n>"`; `If-Match` in, bare,
 //! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`.
 
-use super::error::Problem;
+use super::error::{Code, Problem};
 use axum::extract::FromRequestParts;
 use axum::http::header::{ETAG, IF_MATCH};
 use axum::http::request::Parts;
@@ -25,7 +25,7 @@ pub fn parse_if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
     };
     let text = raw
         .to_str()
-        .map_err(|_| Problem::new("svc:precondition/if-match", "If-Match is not text"))?;
+        .map_err(|_| Problem::new(Code::PreconditionIfMatch, "If-Match is not text"))?;
     let cleaned: String = text
         .trim()
         .trim_start_matches("W/")
@@ -34,7 +34,7 @@ pub fn parse_if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
         .collect();
     let version = cleaned.parse::<u64>().map_err(|_| {
         Problem::new(
-            "svc:precondition/if-match",
+            Code::PreconditionIfMatch,
             format!("If-Match {text:?} is not a version number"),
         )
     })?;
@@ -47,7 +47,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         parse_if_match(&parts.headers)?.map(IfMatch).ok_or_else(|| {
             Problem::new(
-                "svc:precondition/if-match",
+                Code::PreconditionIfMatch,
                 "this update requires an If-Match header with the current version",
             )
         })

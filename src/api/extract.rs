@@ -1,7 +1,7 @@
 //! Request extractors: the JSON body with the 1 MiB cap, query parameters and path segments,
 //! each refusing bad input with a problem document (never axum's plain-text 400).
 
-use super::error::Problem;
+use super::error::{Code, Problem};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use http_body_util::BodyExt;
@@ -19,8 +19,8 @@ pub struct ApiJson<T>(pub T);
 const DRAIN_CAP: usize = 64 * 1024 * 1024;
 
 /// Reads at most `limit` bytes of body, or answers 413 with `code`.
-pub async fn read_body(req: Request, limit: usize, code: &str) -> Result<bytes::Bytes, Problem> {
-    let too_large = || Problem::new(code, format!("body exceeds {limit} bytes"));
+pub async fn read_body(req: Request, limit: usize, code: Code) -> Result<bytes::Bytes, Problem> {
+    let too_large = || Problem::new(code.clone(), format!("body exceeds {limit} bytes"));
     let mut body = req.into_body();
     let mut buf = bytes::BytesMut::new();
     let mut seen = 0usize;
@@ -50,7 +50,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = Problem;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
-        let body = read_body(req, JSON_BODY_LIMIT, "svc:validation/size").await?;
+        let body = read_body(req, JSON_BODY_LIMIT, Code::ValidationSize).await?;
         serde_json::from_slice(&body)
             .map(ApiJson)
             .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
@@ -95,6 +95,6 @@ impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for ApiPath
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| ApiPath(p.0))
-            .map_err(|e| Problem::new("svc:not-found", e.body_text()))
+            .map_err(|e| Problem::new(Code::NotFound, e.body_text()))
     }
 }

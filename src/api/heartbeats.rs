@@ -7,21 +7,11 @@ use super::extract::{ApiJson, ApiPath};
 use super::pagination::Page;
 use super::router::Route;
 use crate::model::heartbeat::HeartbeatBody;
-use crate::monitor::heartbeats::HeartbeatError;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::json;
-
-impl From<HeartbeatError> for Problem {
-    fn from(e: HeartbeatError) -> Self {
-        match e {
-            HeartbeatError::Invalid(i) => Problem::validation(&i.field, i.detail),
-            HeartbeatError::Store(s) => s.into(),
-        }
-    }
-}
 
 pub fn routes() -> Vec<Route> {
     const BEAT: &str = "200 `{\"status\": \"ok\"}`; an unknown name is 404. A beat after a miss emits `heartbeat_missed` with `resolve: true` and severity ok.";

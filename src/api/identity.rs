@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::access::Caller;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{AUDIT, Page, PageQuery};
 use super::router::Route;
@@ -74,7 +74,7 @@ async fn directory(State(st): State<AppState>) -> Problem {
     } else {
         "LDAP sign-in and sync are not available in this build"
     };
-    Problem::new("svc:directory/unconfigured", detail)
+    Problem::new(Code::DirectoryUnconfigured, detail)
 }
 
 async fn whoami(c: Caller) -> impl IntoResponse {

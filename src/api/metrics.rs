@@ -6,19 +6,10 @@ use super::error::Problem;
 use super::extract::{ApiJson, ApiPath, path_id};
 use super::pagination::Page;
 use super::router::Route;
-use crate::monitor::metrics::{MetricError, MetricQuery};
+use crate::monitor::metrics::MetricQuery;
 use axum::Json;
 use axum::extract::State;
 use axum::response::IntoResponse;
-
-impl From<MetricError> for Problem {
-    fn from(e: MetricError) -> Self {
-        match e {
-            MetricError::Invalid { field, message } => Problem::validation(field, message),
-            MetricError::Store(s) => s.into(),
-        }
-    }
-}
 
 pub fn routes() -> Vec<Route> {
     vec![

@@ -69,13 +69,14 @@ pub async fn render_problems(State(st): State<AppState>, req: Request, next: Nex
         return res;
     };
     if p.status.is_server_error() {
-        tracing::error!(%method, %path, code = %p.code, internal = p.internal.as_deref().unwrap_or(""), "request failed");
+        tracing::error!(%method, %path, code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "request failed");
     }
+    let code = p.code.as_str();
     let doc = ProblemDoc {
-        kind: format!("{}/{}", st.problem_base, p.code.replace(':', "/")),
+        kind: format!("{}/{}", st.problem_base, code.replace(':', "/")),
         title: p.title(),
         status: p.status.as_u16(),
-        code: &p.code,
+        code: &code,
         detail: &p.detail,
         instance: &path,
     };
@@ -170,7 +171,7 @@ mod tests {
             .unwrap();
         assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let p = res.extensions().get::<Problem>().unwrap();
-        assert_eq!(p.code, "svc:internal");
+        assert_eq!(p.code.as_str(), "svc:internal");
         assert_eq!(p.detail, "", "internals never reach the client");
         assert!(p.internal.as_deref().unwrap().contains("handler exploded"));
     }

@@ -6,22 +6,12 @@ use super::error::Problem;
 use super::extract::{ApiJson, ApiQuery};
 use super::pagination::{PROBLEMS, Page, PageQuery};
 use super::router::Route;
-use crate::monitor::results::{ResultBatch, ResultError};
+use crate::monitor::results::ResultBatch;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
-
-impl From<ResultError> for Problem {
-    fn from(e: ResultError) -> Self {
-        match e {
-            ResultError::Invalid(why) => Problem::validation("body", why),
-            ResultError::Stalled(why) => Problem::new("svc:pipeline/stalled", why),
-            ResultError::Store(s) => s.into(),
-        }
-    }
-}
 
 pub fn routes() -> Vec<Route> {
     vec![
