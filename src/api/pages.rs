@@ -5,10 +5,10 @@ use super::AppState;
 use super::access::{
     Caller, SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request,
 };
+use super::error::Problem;
 use super::router::Route;
 use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
-use crate::store::StoreError;
 use crate::web;
 use axum::extract::{Form, FromRequest, Request, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
@@ -157,23 +157,18 @@ struct AccountForm {
     confirmation: String,
 }
 
-/// Maps a failed account creation to the page's status and message.
+/// A failed account creation as the page's status and message, through the one error mapping;
+/// a server-side failure is logged and shown as unavailable.
 fn account_error(e: AuthError) -> (StatusCode, String) {
-    match e {
-        AuthError::Validation { detail, .. } => (StatusCode::UNPROCESSABLE_ENTITY, detail),
-        AuthError::Store(StoreError::EmailInUse) => (
-            StatusCode::CONFLICT,
-            "That e-mail address is already in use.".into(),
-        ),
-        AuthError::Store(StoreError::Conflict(why)) => (StatusCode::CONFLICT, why),
-        other => {
-            tracing::error!(error = %other, "account creation failed");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Unavailable; try again later.".into(),
-            )
-        }
+    let p = Problem::from(e);
+    if p.status.is_server_error() {
+        tracing::error!(code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "account creation failed");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Unavailable; try again later.".into(),
+        );
     }
+    (p.status, p.detail)
 }
 
 async fn setup_page(State(st): State<AppState>) -> Response {

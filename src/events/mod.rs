@@ -2,7 +2,9 @@
 //! client bookkeeping, export pages and month-file retention.
 
 pub mod bus;
+pub mod export;
 pub mod retention;
+pub mod sse;
 
 pub use bus::{Bus, Delivery, Dispatcher, SSE_BUFFER, Subscription};
 pub use retention::RetentionWorker;

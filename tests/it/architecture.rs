@@ -119,6 +119,35 @@ fn dependency_rules_hold() {
                     .push(imported);
             }
         }
+        // Handlers reach storage only through domain modules; `mod.rs` (the shared state) and
+        // `error.rs` (the one error mapping) may name the store.
+        let api_file = rel.to_string_lossy().to_string();
+        if module == "api"
+            && !["api/mod.rs", "api/error.rs"].contains(&api_file.as_str())
+            && imports(&text).contains("store")
+        {
+            violations
+                .entry(api_file.clone())
+                .or_default()
+                .push("store (from a handler)".into());
+        }
+        // A module's root names its children; it does not reach up to its parent.
+        if rel.file_name().is_some_and(|n| n == "mod.rs") && reaches_up(&text) {
+            violations
+                .entry(api_file.clone())
+                .or_default()
+                .push("super:: from a mod.rs".into());
+        }
+        // No module re-exports a redb type under another name.
+        if text
+            .lines()
+            .any(|l| l.trim_start().starts_with("pub use") && l.contains("redb"))
+        {
+            violations
+                .entry(api_file)
+                .or_default()
+                .push("re-export of redb".into());
+        }
         let names_redb =
             text.contains("redb::") || text.lines().any(|l| l.trim_start().starts_with("use redb"));
         if module != "store" && names_redb {
@@ -129,6 +158,23 @@ fn dependency_rules_hold() {
         }
     }
     assert!(violations.is_empty(), "forbidden imports: {violations:#?}");
+}
+
+/// Whether a `mod.rs` imports from its parent outside its test module.
+fn reaches_up(text: &str) -> bool {
+    let tests_start = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..tests_start].lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("use super::") || l.starts_with("pub use super::")
+    })
+}
+
+#[test]
+fn the_checks_see_what_they_look_for() {
+    assert!(reaches_up("use crate::model;\nuse super::Sibling;\n"));
+    assert!(!reaches_up(
+        "use crate::model;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n"
+    ));
 }
 
 #[test]
