@@ -45,6 +45,7 @@ struct Subsystem {
 
 fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let reason = st.store.offline_reason();
+    let journal = st.events.unfiled_reason();
     let bus_depth = st.events.queue_depths().first().map_or(0, |(_, d)| *d);
     let pipeline = st.pipeline.stats();
     vec![
@@ -52,6 +53,11 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
             name: "store",
             ok: reason.is_none(),
             info: reason,
+        },
+        Subsystem {
+            name: "event-journal",
+            ok: journal.is_none(),
+            info: journal,
         },
         Subsystem {
             name: "event-bus",

@@ -10,7 +10,7 @@ use crate::auth::{
     Auth, AuthError, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker,
 };
 use crate::config::Config;
-use crate::events::{Events, RetentionWorker};
+use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::monitor::catalog::Catalog;
@@ -144,6 +144,17 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     if let Some(dispatcher) = events.bus().dispatcher() {
         supervisor.spawn(dispatcher);
     }
+    // Events journaled before a crash reach the event store before anything new is produced.
+    let filer = EventFiler::new(events.clone(), store.clone());
+    match filer.refile().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(
+            events = n,
+            "stored the events journaled before the last stop"
+        ),
+        Err(e) => tracing::error!(error = %e, "journaled events not stored yet; the filer retries"),
+    }
+    supervisor.spawn(filer);
     supervisor.spawn(RetentionWorker::new(
         events.clone(),
         clock.clone(),

@@ -360,19 +360,9 @@ mod tests {
 mod expiry_tests {
     use super::*;
     use crate::model::Timestamp;
-    use crate::model::event::EventDraft;
-    use crate::runtime::sink::EmitFuture;
-    use crate::runtime::{Clock, EventSink, TestClock};
+    use crate::runtime::sink::DiscardSink;
+    use crate::runtime::{Clock, TestClock};
     use crate::store::Store;
-
-    /// Sessions' events are not what this test is about.
-    struct Discard;
-
-    impl EventSink for Discard {
-        fn emit_all(&self, _: Vec<EventDraft>) -> EmitFuture<'_> {
-            Box::pin(async {})
-        }
-    }
 
     /// Sessions expire after their TTL and are purged; driven by a test clock, no sleeping.
     #[tokio::test]
@@ -385,7 +375,7 @@ mod expiry_tests {
             store.clone(),
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
-            Arc::new(Discard),
+            Arc::new(DiscardSink),
         );
         let seed = SeedSettings {
             password: Some("a long enough password".into()),
@@ -443,7 +433,7 @@ mod expiry_tests {
             store,
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
-            Arc::new(Discard),
+            Arc::new(DiscardSink),
         );
         let password = "a long enough password";
         let seed = SeedSettings {

@@ -3,10 +3,12 @@
 
 pub mod bus;
 pub mod export;
+pub mod filer;
 pub mod retention;
 pub mod sse;
 
 pub use bus::{Bus, Delivery, Dispatcher, SSE_BUFFER, Subscription};
+pub use filer::EventFiler;
 pub use retention::RetentionWorker;
 
 use crate::model::Timestamp;
@@ -16,8 +18,9 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::sink::{EmitFuture, EventSink};
 use crate::store::StoreError;
 use crate::store::events::{EventStore, Position};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// SSE replay starts this long before the `Last-Event-ID` event.
@@ -30,6 +33,11 @@ pub struct Events {
     clock: SharedClock,
     metrics: Arc<Metrics>,
     sse_clients: AtomicUsize,
+    /// Journal rows whose events are stored, for the filer to forget.
+    filed: Mutex<Vec<u64>>,
+    /// Why journaled events could not be stored; the filer stores them from the journal.
+    unfiled: Mutex<Option<String>>,
+    filer: Arc<Notify>,
 }
 
 /// Counts one connected SSE client while alive.
@@ -50,6 +58,9 @@ impl Events {
             clock,
             metrics,
             sse_clients: AtomicUsize::new(0),
+            filed: Mutex::default(),
+            unfiled: Mutex::default(),
+            filer: Arc::new(Notify::new()),
         })
     }
 
@@ -59,21 +70,12 @@ impl Events {
 
     /// Gives the event its id and time: the id is minted from the time, the time read back
     /// from the id, so both always agree.
-    fn stamp(&self, d: EventDraft) -> Event {
+    pub fn stamp(&self, d: EventDraft) -> Event {
         let id = self.clock.new_id();
         let ts = id_millis(&id)
             .and_then(Timestamp::from_millis)
             .unwrap_or_else(|| self.clock.now());
-        Event {
-            id,
-            tenant_id: d.tenant_id,
-            ts,
-            kind: d.kind,
-            object_id: d.object_id,
-            source_id: d.source_id,
-            severity: d.severity,
-            payload: d.payload,
-        }
+        d.stamped(id, ts)
     }
 
     /// Appends (durably, group-committed) and publishes. A store failure is counted and
@@ -107,6 +109,42 @@ impl Events {
             }
             events
         }
+    }
+
+    /// Stores journaled events and publishes them once stored (see `EventSink::file`).
+    pub fn file(
+        &self,
+        journaled: Vec<(u64, Arc<Event>)>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
+        let (seqs, events): (Vec<u64>, Vec<Arc<Event>>) = journaled.into_iter().unzip();
+        let stored = (!events.is_empty()).then(|| self.store.append(events.clone()));
+        async move {
+            let Some(stored) = stored else {
+                return Ok(());
+            };
+            let result = stored
+                .await
+                .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())));
+            match &result {
+                Ok(()) => {
+                    for event in &events {
+                        self.bus.publish(event.clone()).await;
+                    }
+                    lock(&self.filed).extend(seqs);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, count = events.len(), "journaled events not stored yet; the filer retries");
+                    *lock(&self.unfiled) = Some(e.to_string());
+                    self.filer.notify_one();
+                }
+            }
+            result
+        }
+    }
+
+    /// Why journaled events wait to be stored, if they do.
+    pub fn unfiled_reason(&self) -> Option<String> {
+        lock(&self.unfiled).clone()
     }
 
     /// Newest first, strictly older than the event `cursor`. Like every read here, it sees
@@ -182,4 +220,19 @@ impl EventSink for Events {
             emitted.await;
         })
     }
+
+    fn stamp(&self, draft: EventDraft) -> Event {
+        Events::stamp(self, draft)
+    }
+
+    fn file(&self, journaled: Vec<(u64, Arc<Event>)>) -> EmitFuture<'_> {
+        let filed = Events::file(self, journaled);
+        Box::pin(async move {
+            let _ = filed.await;
+        })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -203,6 +203,20 @@ pub struct EventDraft {
 }
 
 impl EventDraft {
+    /// The event with its id and time.
+    pub fn stamped(self, id: Uuid, ts: super::Timestamp) -> Event {
+        Event {
+            id,
+            tenant_id: self.tenant_id,
+            ts,
+            kind: self.kind,
+            object_id: self.object_id,
+            source_id: self.source_id,
+            severity: self.severity,
+            payload: self.payload,
+        }
+    }
+
     pub fn new(
         tenant_id: Uuid,
         kind: EventType,

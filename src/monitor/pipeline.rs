@@ -323,20 +323,12 @@ impl Worker for StalenessSweep {
 mod tests {
     use super::*;
     use crate::model::Timestamp;
-    use crate::model::event::EventDraft;
     use crate::model::object::{Object, ObjectKind};
     use crate::monitor::catalog::{Catalog, Entry};
-    use crate::runtime::{Clock, EventSink, TestClock};
+    use crate::runtime::sink::DiscardSink;
+    use crate::runtime::{Clock, TestClock};
     use crate::store::Store;
     use crate::store::metrics::MetricsStore;
-
-    struct Discard;
-
-    impl EventSink for Discard {
-        fn emit_all(&self, _: Vec<EventDraft>) -> EmitFuture<'_> {
-            Box::pin(async {})
-        }
-    }
 
     /// No worker runs here: the test queues, watches the depth and stall reports, then
     /// drains by hand. Time is paused, so the waits cost nothing.
@@ -348,7 +340,13 @@ mod tests {
         let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
         let metrics = MetricsStore::open(dir.path()).unwrap();
         let catalog = Catalog::new(store.clone());
-        let results = Results::new(store, catalog, metrics, clock.clone(), Arc::new(Discard));
+        let results = Results::new(
+            store,
+            catalog,
+            metrics,
+            clock.clone(),
+            Arc::new(DiscardSink),
+        );
         let pipeline = Pipeline::new(results);
         let entry = Arc::new(Entry {
             object: Object {

@@ -207,8 +207,9 @@ impl Results {
         Ok((jobs, rejected))
     }
 
-    /// Runs jobs through the state machine in one transaction, in order, queues the
-    /// transitions as events (one append) and their performance data as metric samples;
+    /// Runs jobs through the state machine in one transaction, in order, journals the
+    /// transitions' events in it, then queues them for the event store (one append) and the
+    /// performance data as metric samples;
     /// returns each job's new state and a future that resolves once the events and samples
     /// are stored too. Events and samples of successive calls are stored in call order, so the
     /// next call may run while this one's are still committing.
@@ -223,16 +224,20 @@ impl Results {
                 (j.entry, item)
             })
             .unzip();
+        // Transitions become events inside the state transaction, journaled with it and
+        // stamped there, so their ids follow commit order.
+        let (reported, sink) = (entries.clone(), self.sink.clone());
         let applied = self
             .store
-            .apply_observations(items, now, state::step)
+            .apply_observations(items, now, state::step, move |i, next, t| {
+                report(&reported[i], next, t)
+                    .into_iter()
+                    .map(|d| Arc::new(sink.stamp(d)))
+                    .collect()
+            })
             .await?;
-        let mut drafts = Vec::new();
         let mut samples = Vec::new();
-        for (entry, (next, transition)) in entries.iter().zip(&applied) {
-            if let Some(t) = transition {
-                drafts.extend(report(entry, next, t));
-            }
+        for (entry, (next, _)) in entries.iter().zip(&applied.states) {
             let o = &entry.object;
             samples.extend(parse_perfdata(&next.perfdata).into_iter().map(|v| Sample {
                 tenant: o.tenant_id,
@@ -245,13 +250,13 @@ impl Results {
         }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
-        let events_stored = self.sink.emit_all(drafts);
+        let events_stored = self.sink.file(applied.events);
         let stored = Box::pin(async move {
             events_stored.await;
             let _ = samples_stored.await;
         });
         Ok(Applied {
-            states: applied.into_iter().map(|(s, _)| s).collect(),
+            states: applied.states.into_iter().map(|(s, _)| s).collect(),
             stored,
         })
     }

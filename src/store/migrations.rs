@@ -3,8 +3,9 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS,
-    SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, EVENT_JOURNAL, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES,
+    OBJECTS, SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
+    USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -55,6 +56,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "compact live states with flap history",
         apply: super::states::compact_rows,
     },
+    Migration {
+        version: 9,
+        name: "event journal",
+        apply: create_event_journal,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -98,6 +104,12 @@ fn create_secret_table(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_heartbeat_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_event_journal(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(EVENT_JOURNAL)
+        .map_err(StoreError::from_redb)?;
     Ok(())
 }
 

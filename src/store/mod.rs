@@ -9,6 +9,7 @@ mod config;
 mod error;
 pub mod events;
 mod heartbeats;
+pub mod journal;
 mod keys;
 pub mod metrics;
 mod migrations;

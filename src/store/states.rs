@@ -6,6 +6,7 @@ use super::keys::{scoped, tenant_range};
 use super::tables::STATES;
 use super::{Store, StoreError};
 use crate::model::Timestamp;
+use crate::model::event::Event;
 use crate::model::state::{CheckState, Observation, StateType, Transition};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -117,31 +118,46 @@ pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
 pub type Step =
     fn(Uuid, Option<&CheckState>, &Observation, Timestamp) -> (CheckState, Option<Transition>);
 
+/// The states applied, each with its transition, and the events the transitions journaled.
+pub struct AppliedStates {
+    pub states: Vec<(CheckState, Option<Transition>)>,
+    pub events: Vec<super::journal::Journaled>,
+}
+
 impl Store {
     /// Applies observations (tenant, object id, observation) in order in one transaction;
-    /// returns each new state and its transition.
+    /// returns each new state and its transition. `report` turns the transition of the item
+    /// at an index into events, which are journaled in the same transaction.
     pub async fn apply_observations(
         self: &Arc<Self>,
         items: Vec<(Uuid, Uuid, Observation)>,
         now: Timestamp,
         step: Step,
-    ) -> Result<Vec<(CheckState, Option<Transition>)>, StoreError> {
+        mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<Arc<Event>> + Send + 'static,
+    ) -> Result<AppliedStates, StoreError> {
         self.write(move |tx| {
-            let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-            let mut out = Vec::with_capacity(items.len());
-            for (tenant, id, obs) in items {
-                let key = scoped(tenant, id.as_bytes());
-                let prev = t
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode_state(id, v.value()))
-                    .transpose()?;
-                let (next, transition) = step(id, prev.as_ref(), &obs, now);
-                t.insert(key.as_slice(), encode_state(&next)?.as_slice())
-                    .map_err(StoreError::from_redb)?;
-                out.push((next, transition));
+            let mut events = Vec::new();
+            let mut states = Vec::with_capacity(items.len());
+            {
+                let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+                for (i, (tenant, id, obs)) in items.into_iter().enumerate() {
+                    let key = scoped(tenant, id.as_bytes());
+                    let prev = t
+                        .get(key.as_slice())
+                        .map_err(StoreError::from_redb)?
+                        .map(|v| decode_state(id, v.value()))
+                        .transpose()?;
+                    let (next, transition) = step(id, prev.as_ref(), &obs, now);
+                    t.insert(key.as_slice(), encode_state(&next)?.as_slice())
+                        .map_err(StoreError::from_redb)?;
+                    if let Some(tr) = &transition {
+                        events.extend(report(i, &next, tr));
+                    }
+                    states.push((next, transition));
+                }
             }
-            Ok(out)
+            let events = super::journal::journal(tx, events)?;
+            Ok(AppliedStates { states, events })
         })
         .await
     }
@@ -215,10 +231,15 @@ mod tests {
         let mut last = None;
         for state in [0, 2, 2] {
             let applied = store
-                .apply_observations(vec![(tenant, object, observation(state))], now, step)
+                .apply_observations(
+                    vec![(tenant, object, observation(state))],
+                    now,
+                    step,
+                    |_, _, _| Vec::new(),
+                )
                 .await
                 .unwrap();
-            last = Some(applied[0].0.clone());
+            last = Some(applied.states[0].0.clone());
         }
         let stored = store.states(tenant, vec![object]).await.unwrap()[&object].clone();
         assert_eq!(

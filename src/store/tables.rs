@@ -48,6 +48,9 @@ pub const HEARTBEATS: TableDefinition<&[u8], &[u8]> =
 
 /// Live check states by tenant + object id.
 pub const STATES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("state_by_tenant_object");
+/// Events recorded in the transaction of their cause, by journal sequence, until the event
+/// filer has stored them in their month file.
+pub const EVENT_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("event_by_journal_seq");
 
 pub const META_LAST_OPEN: &str = "last_open_write";
 

@@ -4,7 +4,7 @@
 use crate::support::*;
 use reqwest::Method;
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -308,4 +308,162 @@ async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
     .await;
     assert_chain_intact(&s, &token).await;
     drop(s);
+}
+
+/// Every `state_change` event of an object, oldest first.
+async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = json(
+            call(
+                s,
+                token,
+                Method::GET,
+                &format!("/api/v1/events?types=state_change&objectId={object}&limit=1000{cursor}"),
+            )
+            .send()
+            .await
+            .unwrap(),
+            200,
+        )
+        .await;
+        all.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    all.reverse();
+    all
+}
+
+/// Live state (0 OK, 2 CRITICAL; `None` while pending) of every service, by name.
+async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Option<u64>)> {
+    let list = json(
+        call(s, token, Method::GET, "/api/v1/services?limit=100")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            let name = o["name"].as_str().unwrap().to_string();
+            let id = o["id"].as_str().unwrap().to_string();
+            (name, (id, o["state"]["state"].as_u64()))
+        })
+        .collect()
+}
+
+/// The transactional event journal under kill -9: every acknowledged state change has exactly
+/// one `state_change` event after any number of crashes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
+    const SERVICES: usize = 4;
+    const ROUNDS: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, Opts::default());
+    json(
+        call(&s, &token, Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": "plc", "spec": {}}))
+            .send()
+            .await
+            .unwrap(),
+        201,
+    )
+    .await;
+    for i in 0..SERVICES {
+        json(
+            call(&s, &token, Method::POST, "/api/v1/services")
+                .json(&json!({"name": format!("s{i}"), "host": "plc", "spec": {}}))
+                .send()
+                .await
+                .unwrap(),
+            201,
+        )
+        .await;
+    }
+    let mut acked: BTreeMap<String, usize> = BTreeMap::new();
+    let mut s = Some(s);
+    for round in 0..=ROUNDS {
+        let server = s
+            .take()
+            .unwrap_or_else(|| Server::start_in(&data, Opts::default()));
+        let states = service_states(&server, &token).await;
+        for (name, (id, state)) in &states {
+            let events = state_changes(&server, &token, id).await;
+            let acked_here = acked.get(name).copied().unwrap_or(0);
+            assert!(
+                events.len() >= acked_here && events.len() <= acked_here + round,
+                "{name} after {round} crashes: {} events for {acked_here} acknowledged changes",
+                events.len()
+            );
+            let ids: BTreeSet<&str> = events.iter().map(|e| e["id"].as_str().unwrap()).collect();
+            assert_eq!(ids.len(), events.len(), "{name}: an event stored twice");
+            for pair in events.windows(2) {
+                assert_ne!(
+                    pair[0]["payload"]["toState"], pair[1]["payload"]["toState"],
+                    "{name}: a change without its event, or one event twice"
+                );
+            }
+            if let Some(last) = events.last() {
+                assert_eq!(
+                    last["payload"]["toState"].as_u64(),
+                    *state,
+                    "{name}: the last event is the live state"
+                );
+            }
+        }
+        if round == ROUNDS {
+            break;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers: Vec<_> = states
+            .into_iter()
+            .map(|(name, (_, state))| {
+                let (base, token, stop) = (server.base.clone(), token.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let http = client();
+                    let mut current = state.unwrap_or(0);
+                    let mut flips = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let next = if current == 2 { 0 } else { 2 };
+                        let res = http
+                            .post(format!("{base}/api/v1/results"))
+                            .bearer_auth(&token)
+                            .json(&json!({"results": [{"host": "plc", "service": name, "state": next, "output": "flip"}]}))
+                            .send()
+                            .await;
+                        match res {
+                            Ok(r) if r.status() == 202 => {
+                                current = next;
+                                flips += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    (name, flips)
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(40 + (round as u64 * 37) % 180)).await;
+        server.crash();
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            let (name, flips) = w.await.unwrap();
+            *acked.entry(name).or_default() += flips;
+        }
+    }
+    assert!(
+        acked.values().all(|n| *n > ROUNDS),
+        "the writers got too few changes through: {acked:?}"
+    );
 }

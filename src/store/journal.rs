@@ -1,0 +1,71 @@
+//! The event journal (transactional outbox): a mutation records its events in the same
+//! transaction as the change that causes them, so a committed cause always has its events.
+//! The event filer copies journal rows into the month files (where storing one again is a
+//! no-op: rows are keyed by their id) and then forgets them here.
+
+use super::codec::{decode, encode};
+use super::tables::EVENT_JOURNAL;
+use super::{Store, StoreError};
+use crate::model::event::Event;
+use redb::{ReadableTable, WriteTransaction};
+use std::sync::Arc;
+
+/// An event as journaled: its sequence in the journal and the event.
+pub type Journaled = (u64, Arc<Event>);
+
+/// Records `events` in `tx`, after every event journaled before; returns them with their
+/// sequence numbers.
+pub(super) fn journal(
+    tx: &WriteTransaction,
+    events: Vec<Arc<Event>>,
+) -> Result<Vec<Journaled>, StoreError> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut t = tx
+        .open_table(EVENT_JOURNAL)
+        .map_err(StoreError::from_redb)?;
+    let first = t
+        .last()
+        .map_err(StoreError::from_redb)?
+        .map_or(0, |(k, _)| k.value() + 1);
+    let mut out = Vec::with_capacity(events.len());
+    for (seq, e) in (first..).zip(events) {
+        t.insert(seq, encode(&*e)?.as_slice())
+            .map_err(StoreError::from_redb)?;
+        out.push((seq, e));
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// The oldest `limit` journaled events, in journal order.
+    pub async fn journaled(self: &Arc<Self>, limit: usize) -> Result<Vec<Journaled>, StoreError> {
+        self.read(move |tx| {
+            let t = tx
+                .open_table(EVENT_JOURNAL)
+                .map_err(StoreError::from_redb)?;
+            let mut out = Vec::new();
+            for row in t.iter().map_err(StoreError::from_redb)?.take(limit) {
+                let (seq, bytes) = row.map_err(StoreError::from_redb)?;
+                out.push((seq.value(), Arc::new(decode::<Event>(bytes.value())?)));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Forgets journal rows whose events are stored in their month files.
+    pub async fn forget_journaled(self: &Arc<Self>, seqs: Vec<u64>) -> Result<(), StoreError> {
+        self.write(move |tx| {
+            let mut t = tx
+                .open_table(EVENT_JOURNAL)
+                .map_err(StoreError::from_redb)?;
+            for seq in seqs {
+                t.remove(seq).map_err(StoreError::from_redb)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
