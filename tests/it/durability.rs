@@ -154,6 +154,51 @@ async fn wait_ready(s: &Server, want: u16) -> serde_json::Value {
     panic!("/readyz never answered {want}");
 }
 
+/// Creates tenants with large names until a write answers 503 `svc:storage/unavailable`;
+/// returns the slugs acknowledged before.
+async fn fill_the_disk(s: &Server, token: &str) -> Vec<String> {
+    let mut acked = Vec::new();
+    for i in 0..400 {
+        let slug = format!("fill-{i}");
+        let res = call(s, token, Method::POST, "/api/v1/tenants")
+            .json(&json!({"name": "x".repeat(60_000), "slug": slug}))
+            .send()
+            .await
+            .unwrap();
+        match res.status().as_u16() {
+            201 => acked.push(slug),
+            503 => {
+                assert_problem(res, 503, "svc:storage/unavailable").await;
+                assert!(!acked.is_empty());
+                return acked;
+            }
+            other => panic!("unexpected {other}: {}", res.text().await.unwrap()),
+        }
+    }
+    panic!("the disk never filled");
+}
+
+/// Gives the disk room again: the server becomes ready by itself, with every acknowledged
+/// write, takes writes and keeps an intact audit chain.
+async fn grow_and_recover(s: &Server, token: &str, mount: &Mount, acked: &[String]) {
+    mount.resize("64m");
+    wait_ready(s, 200).await;
+    let present = slugs(s, token).await;
+    for a in acked {
+        assert!(present.contains(a), "{a} lost to the full disk");
+    }
+    json(
+        call(s, token, Method::POST, "/api/v1/tenants")
+            .json(&json!({"name": "after", "slug": "after"}))
+            .send()
+            .await
+            .unwrap(),
+        201,
+    )
+    .await;
+    assert_chain_intact(s, token).await;
+}
+
 #[tokio::test]
 async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
@@ -167,27 +212,7 @@ async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
     };
     let token = bootstrap(&data);
     let s = Server::start_in(&data, Opts::default());
-    let mut acked = Vec::new();
-    let mut full = None;
-    for i in 0..400 {
-        let slug = format!("fill-{i}");
-        let res = call(&s, &token, Method::POST, "/api/v1/tenants")
-            .json(&json!({"name": "x".repeat(60_000), "slug": slug}))
-            .send()
-            .await
-            .unwrap();
-        match res.status().as_u16() {
-            201 => acked.push(slug),
-            503 => {
-                full = Some(res);
-                break;
-            }
-            other => panic!("unexpected {other}: {}", res.text().await.unwrap()),
-        }
-    }
-    let full = full.expect("the disk never filled");
-    assert_problem(full, 503, "svc:storage/unavailable").await;
-    assert!(!acked.is_empty());
+    let acked = fill_the_disk(&s, &token).await;
     let ready = wait_ready(&s, 503).await;
     assert_eq!(ready["ready"], false);
     let store = ready["subsystems"]
@@ -209,23 +234,7 @@ async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
     )
     .await;
 
-    mount.resize("64m");
-    wait_ready(&s, 200).await;
-    let present = slugs(&s, &token).await;
-    for a in &acked {
-        assert!(present.contains(a), "{a} lost to the full disk");
-    }
-    json(
-        call(&s, &token, Method::POST, "/api/v1/tenants")
-            .json(&json!({"name": "after", "slug": "after"}))
-            .send()
-            .await
-            .unwrap(),
-        201,
-    )
-    .await;
-    assert_chain_intact(&s, &token).await;
-    drop(s);
+    grow_and_recover(&s, &token, &mount, &acked).await;
 }
 
 #[tokio::test]
@@ -240,21 +249,7 @@ async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
     };
     let token = bootstrap(&data);
     let s = Server::start_in(&data, Opts::default());
-    let mut acked = Vec::new();
-    for i in 0..400 {
-        let slug = format!("fill-{i}");
-        let res = call(&s, &token, Method::POST, "/api/v1/tenants")
-            .json(&json!({"name": "x".repeat(60_000), "slug": slug}))
-            .send()
-            .await
-            .unwrap();
-        match res.status().as_u16() {
-            201 => acked.push(slug),
-            503 => break,
-            other => panic!("unexpected {other}: {}", res.text().await.unwrap()),
-        }
-    }
-    assert!(!acked.is_empty());
+    let acked = fill_the_disk(&s, &token).await;
     s.crash();
 
     // Started again on the still-full disk: alive, not ready, refusing writes.
@@ -291,23 +286,7 @@ async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    mount.resize("64m");
-    wait_ready(&s, 200).await;
-    let present = slugs(&s, &token).await;
-    for a in &acked {
-        assert!(present.contains(a), "{a} lost to the crash on a full disk");
-    }
-    json(
-        call(&s, &token, Method::POST, "/api/v1/tenants")
-            .json(&json!({"name": "after", "slug": "after"}))
-            .send()
-            .await
-            .unwrap(),
-        201,
-    )
-    .await;
-    assert_chain_intact(&s, &token).await;
-    drop(s);
+    grow_and_recover(&s, &token, &mount, &acked).await;
 }
 
 /// Every `state_change` event of an object, oldest first.

@@ -21,6 +21,17 @@ fn restart(a: Admin) -> Admin {
     }
 }
 
+async fn hosts(s: &Server, token: &str) -> Value {
+    json(
+        call(s, token, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await
+}
+
 async fn send(
     s: &Server,
     token: &str,
@@ -111,14 +122,7 @@ async fn a_template_chain_grown_link_by_link_stops_at_the_limit() {
 
     let a = restart(a);
     alive(&a.s).await;
-    let hosts = json(
-        call(&a.s, &a.token, Method::GET, "/api/v1/hosts")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let hosts = hosts(&a.s, &a.token).await;
     let id = hosts["items"][0]["id"].as_str().unwrap().to_string();
     let eff = json(
         call(
@@ -192,14 +196,7 @@ async fn a_deep_template_chain_in_one_bundle_is_refused() {
     assert_eq!(applied["applied"], true);
     let a = restart(a);
     alive(&a.s).await;
-    let hosts = json(
-        call(&a.s, &a.token, Method::GET, "/api/v1/hosts")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let hosts = hosts(&a.s, &a.token).await;
     assert_eq!(hosts["items"][0]["name"], "deep");
 }
 
@@ -518,15 +515,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
 }
 
 async fn host_state(s: &Server, token: &str) -> Value {
-    let hosts = json(
-        call(s, token, Method::GET, "/api/v1/hosts")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
-    hosts["items"][0].clone()
+    hosts(s, token).await["items"][0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
