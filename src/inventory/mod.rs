@@ -12,6 +12,7 @@ use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
+use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -86,31 +87,20 @@ impl Inventory {
         })
     }
 
-    fn audit(
-        &self,
-        p: &Principal,
-        actor: &Actor,
-        kind: &Kind,
-        verb: &str,
-        name: &str,
-    ) -> AuditDraft {
-        AuditDraft::new(
+    /// The audit entry and the `config` event of a change to a document of `kind`.
+    fn record(&self, p: &Principal, actor: &Actor, kind: &Kind, verb: &str, name: &str) -> Record {
+        let audit = AuditDraft::new(
             self.clock.now(),
             p.tenant,
             actor,
             &format!("{}.{verb}", kind.code),
             format!("{}/{name}", kind.name),
-        )
-    }
-
-    async fn changed(&self, kind: &Kind, audit: &AuditDraft) {
-        let event = EventDraft::config(
-            audit.tenant_id,
-            &[kind.name],
-            &audit.action,
-            &audit.resource,
         );
-        self.sink.emit(event).await;
+        let event = EventDraft::config(p.tenant, &[kind.name], &audit.action, &audit.resource);
+        Record {
+            audit,
+            events: vec![Arc::new(self.sink.stamp(event))],
+        }
     }
 
     pub async fn create(
@@ -140,9 +130,9 @@ impl Inventory {
             version: 1,
             body: Value::Object(body).to_string(),
         };
-        let audit = self.audit(p, actor, kind, "create", &name);
-        let doc = self.store.create_doc(doc, audit.clone()).await?;
-        self.changed(kind, &audit).await;
+        let record = self.record(p, actor, kind, "create", &name);
+        let (doc, journaled) = self.store.create_doc(doc, record).await?;
+        self.sink.file(journaled).await;
         Ok(doc)
     }
 
@@ -177,9 +167,9 @@ impl Inventory {
         kind.validate(&mut body)?;
         self.check_imports(p, kind, &name, &body).await?;
         let now = self.clock.now();
-        let audit = self.audit(p, actor, kind, "update", &name);
+        let record = self.record(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();
-        let doc = self
+        let (doc, journaled) = self
             .store
             .update_doc(
                 p.tenant,
@@ -190,10 +180,10 @@ impl Inventory {
                     d.body = body;
                     d.updated_at = now;
                 },
-                audit.clone(),
+                record,
             )
             .await?;
-        self.changed(kind, &audit).await;
+        self.sink.file(journaled).await;
         Ok(doc)
     }
 
@@ -204,11 +194,12 @@ impl Inventory {
         kind: &'static Kind,
         name: String,
     ) -> Result<(), InventoryError> {
-        let audit = self.audit(p, actor, kind, "delete", &name);
-        self.store
-            .delete_doc(p.tenant, kind.name, name, audit.clone())
+        let record = self.record(p, actor, kind, "delete", &name);
+        let journaled = self
+            .store
+            .delete_doc(p.tenant, kind.name, name, record)
             .await?;
-        self.changed(kind, &audit).await;
+        self.sink.file(journaled).await;
         Ok(())
     }
 

@@ -2,10 +2,10 @@
 //! addressed by UUID). Every mutation carries its audit entry in the same transaction.
 
 use super::codec::{decode, encode};
+use super::journal::{Journaled, Record};
 use super::keys::scoped;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS};
 use super::{Store, StoreError};
-use crate::model::audit::AuditDraft;
 use crate::model::config::ConfigDoc;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -49,13 +49,13 @@ pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreErr
 }
 
 impl Store {
+    /// Creates a document, with its record (audit entry, events) in the same transaction.
     pub async fn create_doc(
         self: &Arc<Self>,
         doc: ConfigDoc,
-        audit: AuditDraft,
-    ) -> Result<ConfigDoc, StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
+        record: Record,
+    ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
             let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
             if load(tx, &key)?.is_some() {
                 return Err(StoreError::Duplicate(format!(
@@ -64,8 +64,8 @@ impl Store {
                 )));
             }
             put(tx, &doc)?;
-            store.append_audit(tx, audit.after(doc.to_json()))?;
-            Ok(doc)
+            let audit = audit.after(doc.to_json());
+            Ok((doc, audit))
         })
         .await
     }
@@ -78,18 +78,17 @@ impl Store {
         name: String,
         expected: u64,
         change: impl FnOnce(&mut ConfigDoc) + Send + 'static,
-        audit: AuditDraft,
-    ) -> Result<ConfigDoc, StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
+        record: Record,
+    ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
             let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
             super::check_version(old.version, expected)?;
             let mut new = old.clone();
             change(&mut new);
             new.version = old.version + 1;
             put(tx, &new)?;
-            store.append_audit(tx, audit.before(old.to_json()).after(new.to_json()))?;
-            Ok(new)
+            let audit = audit.before(old.to_json()).after(new.to_json());
+            Ok((new, audit))
         })
         .await
     }
@@ -99,10 +98,9 @@ impl Store {
         tenant: Uuid,
         kind: &'static str,
         name: String,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
             let key = doc_key(tenant, kind, &name);
             let old = load(tx, &key)?.ok_or(StoreError::NotFound)?;
             tx.open_table(CONFIG_DOCS)
@@ -113,10 +111,10 @@ impl Store {
                 .map_err(StoreError::from_redb)?
                 .remove(scoped(tenant, old.id.as_bytes()).as_slice())
                 .map_err(StoreError::from_redb)?;
-            store.append_audit(tx, audit.before(old.to_json()))?;
-            Ok(())
+            Ok(((), audit.before(old.to_json())))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// A document by name, or by id when `by_id` allows it (templates).

@@ -6,12 +6,20 @@
 use super::codec::{decode, encode};
 use super::tables::EVENT_JOURNAL;
 use super::{Store, StoreError};
+use crate::model::audit::AuditDraft;
 use crate::model::event::Event;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 
 /// An event as journaled: its sequence in the journal and the event.
 pub type Journaled = (u64, Arc<Event>);
+
+/// What a mutation writes beside its change, in the same transaction: its audit entry and its
+/// events (stamped by the caller).
+pub struct Record {
+    pub audit: AuditDraft,
+    pub events: Vec<Arc<Event>>,
+}
 
 /// Records `events` in `tx`, after every event journaled before; returns them with their
 /// sequence numbers.
@@ -39,6 +47,26 @@ pub(super) fn journal(
 }
 
 impl Store {
+    /// One mutation of the catalog (objects, configuration documents): `change` in one
+    /// transaction with the record's audit entry (which `change` completes with what it saw)
+    /// and the record's events journaled; the events come back with their journal sequence,
+    /// for the caller to file.
+    pub(super) async fn mutate_catalog<T: Send + 'static>(
+        self: &Arc<Self>,
+        record: Record,
+        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
+        + Send
+        + 'static,
+    ) -> Result<(T, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write_catalog(move |tx| {
+            let (out, audit) = change(tx, record.audit)?;
+            store.append_audit(tx, audit)?;
+            Ok((out, journal(tx, record.events)?))
+        })
+        .await
+    }
+
     /// The oldest `limit` journaled events, in journal order.
     pub async fn journaled(self: &Arc<Self>, limit: usize) -> Result<Vec<Journaled>, StoreError> {
         self.read(move |tx| {

@@ -317,6 +317,61 @@ async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json:
     all
 }
 
+/// How often each template's creation stands in the `config` events and in the audit log.
+async fn template_records(
+    s: &Server,
+    token: &str,
+) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
+    let mut events = BTreeMap::new();
+    let mut cursor = String::new();
+    loop {
+        let page = json(
+            call(
+                s,
+                token,
+                Method::GET,
+                &format!("/api/v1/events?types=config&limit=1000{cursor}"),
+            )
+            .send()
+            .await
+            .unwrap(),
+            200,
+        )
+        .await;
+        for e in page["items"].as_array().unwrap() {
+            if e["payload"]["action"] == "template.create" {
+                *events
+                    .entry(e["payload"]["resource"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+        }
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    let audit = json(
+        call(
+            s,
+            token,
+            Method::GET,
+            "/api/v1/audit?action=template.create&limit=5000",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    let mut entries = BTreeMap::new();
+    for e in audit["items"].as_array().unwrap() {
+        *entries
+            .entry(e["resource"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    (events, entries)
+}
+
 /// Live state (0 OK, 2 CRITICAL; `None` while pending) of every service, by name.
 async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Option<u64>)> {
     let list = json(
@@ -340,9 +395,10 @@ async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Op
 }
 
 /// The transactional event journal under kill -9: every acknowledged state change has exactly
-/// one `state_change` event after any number of crashes.
+/// one `state_change` event, and every acknowledged configuration write its `config` event and
+/// audit entry, after any number of crashes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
+async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event() {
     const SERVICES: usize = 4;
     const ROUNDS: usize = 50;
     let dir = tempfile::tempdir().unwrap();
@@ -371,6 +427,7 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
         .await;
     }
     let mut acked: BTreeMap<String, usize> = BTreeMap::new();
+    let mut templates: Vec<String> = Vec::new();
     let mut s = Some(s);
     for round in 0..=ROUNDS {
         let server = s
@@ -401,6 +458,25 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
                 );
             }
         }
+        let (config_events, audit_entries) = template_records(&server, &token).await;
+        for name in &templates {
+            let resource = format!("templates/{name}");
+            assert_eq!(
+                config_events.get(&resource),
+                Some(&1),
+                "{resource}: its config event"
+            );
+            assert_eq!(
+                audit_entries.get(&resource),
+                Some(&1),
+                "{resource}: its audit entry"
+            );
+        }
+        assert!(
+            config_events.values().all(|n| *n == 1),
+            "a config event twice"
+        );
+        assert_chain_intact(&server, &token).await;
         if round == ROUNDS {
             break;
         }
@@ -433,6 +509,29 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
                 })
             })
             .collect();
+        let config_writer = {
+            let (base, token, stop) = (server.base.clone(), token.clone(), stop.clone());
+            tokio::spawn(async move {
+                let http = client();
+                let mut created = Vec::new();
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let name = format!("t{round}-{i}");
+                    i += 1;
+                    let res = http
+                        .post(format!("{base}/api/v1/templates"))
+                        .bearer_auth(&token)
+                        .json(&json!({"name": name, "spec": {"interval": 60}}))
+                        .send()
+                        .await;
+                    match res {
+                        Ok(r) if r.status() == 201 => created.push(name),
+                        _ => break,
+                    }
+                }
+                created
+            })
+        };
         tokio::time::sleep(Duration::from_millis(40 + (round as u64 * 37) % 180)).await;
         server.crash();
         stop.store(true, Ordering::SeqCst);
@@ -440,9 +539,11 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_event() {
             let (name, flips) = w.await.unwrap();
             *acked.entry(name).or_default() += flips;
         }
+        templates.extend(config_writer.await.unwrap());
     }
     assert!(
-        acked.values().all(|n| *n > ROUNDS),
-        "the writers got too few changes through: {acked:?}"
+        acked.values().all(|n| *n > ROUNDS) && templates.len() > ROUNDS,
+        "the writers got too few changes through: {acked:?}, {} templates",
+        templates.len()
     );
 }

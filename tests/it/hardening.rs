@@ -461,6 +461,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
     use svc::model::audit::AuditDraft;
     use svc::model::config::ConfigDoc;
     use svc::model::identity::Actor;
+    use svc::store::journal::Record;
     let now = Timestamp(jiff::Timestamp::now());
     let store = svc::store::Store::open(data, uuid::Uuid::now_v7(), now).unwrap();
     let tenant = store
@@ -471,14 +472,15 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         .find(|t| t.slug == "default")
         .unwrap()
         .id;
-    let audit = |name: &str| {
-        AuditDraft::new(
+    let audit = |name: &str| Record {
+        audit: AuditDraft::new(
             now,
             tenant,
             &Actor::system("test"),
             "template.create",
             format!("templates/{name}"),
-        )
+        ),
+        events: Vec::new(),
     };
     for i in 1..depth {
         let name = format!("old-{i}");
