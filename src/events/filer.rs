@@ -63,7 +63,7 @@ impl EventFiler {
                 .journaled(REFILE_BATCH)
                 .await?
                 .into_iter()
-                .filter(|(seq, _)| !stored.contains(seq))
+                .filter(|j| !stored.contains(&j.seq))
                 .collect();
             if rows.is_empty() {
                 *lock(&self.events.unfiled) = None;

@@ -12,7 +12,7 @@ pub use filer::EventFiler;
 pub use retention::RetentionWorker;
 
 use crate::model::Timestamp;
-use crate::model::event::{Event, EventDraft, EventFilter, id_millis};
+use crate::model::event::{Event, EventDraft, EventFilter, Journaled, id_millis};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::sink::{EmitFuture, EventSink};
@@ -114,10 +114,12 @@ impl Events {
     /// Stores journaled events and publishes them once stored (see `EventSink::file`).
     pub fn file(
         &self,
-        journaled: Vec<(u64, Arc<Event>)>,
+        journaled: Vec<Journaled>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
-        let (seqs, events): (Vec<u64>, Vec<Arc<Event>>) = journaled.into_iter().unzip();
-        let stored = (!events.is_empty()).then(|| self.store.append(events.clone()));
+        let seqs: Vec<u64> = journaled.iter().map(|j| j.seq).collect();
+        let events: Vec<Arc<Event>> = journaled.iter().map(|j| j.event.clone()).collect();
+        let rows = journaled.into_iter().map(|j| (j.event, j.row)).collect();
+        let stored = (!events.is_empty()).then(|| self.store.append_encoded(rows));
         async move {
             let Some(stored) = stored else {
                 return Ok(());
@@ -225,7 +227,7 @@ impl EventSink for Events {
         Events::stamp(self, draft)
     }
 
-    fn file(&self, journaled: Vec<(u64, Arc<Event>)>) -> EmitFuture<'_> {
+    fn file(&self, journaled: Vec<Journaled>) -> EmitFuture<'_> {
         let filed = Events::file(self, journaled);
         Box::pin(async move {
             let _ = filed.await;

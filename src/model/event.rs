@@ -191,6 +191,15 @@ mod tests {
     }
 }
 
+/// An event recorded in the transaction of its cause: its place in the journal, the event, and
+/// its row as stored (encoded once, for the journal and the month file alike).
+#[derive(Clone, Debug)]
+pub struct Journaled {
+    pub seq: u64,
+    pub event: std::sync::Arc<Event>,
+    pub row: Vec<u8>,
+}
+
 /// What a producer hands over; the events service stamps id and time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EventDraft {

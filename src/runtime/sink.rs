@@ -1,10 +1,9 @@
 //! The seam through which domain modules that may not import `events` still emit events: `app`
 //! hands them the events service as an `EventSink`.
 
-use crate::model::event::{Event, EventDraft};
+use crate::model::event::{Event, EventDraft, Journaled};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 pub type EmitFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
@@ -23,10 +22,10 @@ pub trait EventSink: Send + Sync + 'static {
     /// transaction of its cause; stamped inside that transaction, ids follow commit order.
     fn stamp(&self, draft: EventDraft) -> Event;
 
-    /// Stores events journaled with their cause (sequence, event) in the event store, then
+    /// Stores events journaled with their cause in the event store, then
     /// publishes them; their journal rows are forgotten once stored. A failed store leaves
     /// them journaled for the event filer. Queued by the call itself, like `emit_all`.
-    fn file(&self, journaled: Vec<(u64, Arc<Event>)>) -> EmitFuture<'_>;
+    fn file(&self, journaled: Vec<Journaled>) -> EmitFuture<'_>;
 }
 
 /// A sink that keeps nothing, for tests about something else than events.
@@ -46,7 +45,7 @@ impl EventSink for DiscardSink {
         )
     }
 
-    fn file(&self, _: Vec<(u64, Arc<Event>)>) -> EmitFuture<'_> {
+    fn file(&self, _: Vec<Journaled>) -> EmitFuture<'_> {
         Box::pin(async {})
     }
 }

@@ -2,11 +2,12 @@
 //! addressed by UUID). Every mutation carries its audit entry in the same transaction.
 
 use super::codec::{decode, encode};
-use super::journal::{Journaled, Record};
+use super::journal::Record;
 use super::keys::scoped;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS};
 use super::{Store, StoreError};
 use crate::model::config::ConfigDoc;
+use crate::model::event::Journaled;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;

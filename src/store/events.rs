@@ -376,18 +376,26 @@ impl EventStore {
     /// Queues events for the next group commit; the receiver resolves once they are durable.
     /// Reads that begin after this returns wait for them (`settled`).
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
-        let (ack, done) = oneshot::channel();
         let encoded: Result<Vec<_>, StoreError> = events
             .into_iter()
             .map(|e| encode(&*e).map(|row| (e, row)))
             .collect();
-        let events = match encoded {
-            Ok(events) => events,
+        match encoded {
+            Ok(events) => self.append_encoded(events),
             Err(e) => {
+                let (ack, done) = oneshot::channel();
                 let _ = ack.send(Err(e));
-                return done;
+                done
             }
-        };
+        }
+    }
+
+    /// `append` for events already encoded (journaled ones: encoded once, for the journal).
+    pub fn append_encoded(
+        &self,
+        events: Vec<(Arc<Event>, Vec<u8>)>,
+    ) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (ack, done) = oneshot::channel();
         if let Err(refused) = self.writer.send(Append { events, ack }) {
             let _ = refused
                 .ack

@@ -7,12 +7,9 @@ use super::codec::{decode, encode};
 use super::tables::EVENT_JOURNAL;
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
-use crate::model::event::Event;
+use crate::model::event::{Event, Journaled};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
-
-/// An event as journaled: its sequence in the journal and the event.
-pub type Journaled = (u64, Arc<Event>);
 
 /// What a mutation writes beside its change, in the same transaction: its audit entry and its
 /// events (stamped by the caller).
@@ -38,10 +35,11 @@ pub(super) fn journal(
         .map_err(StoreError::from_redb)?
         .map_or(0, |(k, _)| k.value() + 1);
     let mut out = Vec::with_capacity(events.len());
-    for (seq, e) in (first..).zip(events) {
-        t.insert(seq, encode(&*e)?.as_slice())
+    for (seq, event) in (first..).zip(events) {
+        let row = encode(&*event)?;
+        t.insert(seq, row.as_slice())
             .map_err(StoreError::from_redb)?;
-        out.push((seq, e));
+        out.push(Journaled { seq, event, row });
     }
     Ok(out)
 }
@@ -76,23 +74,29 @@ impl Store {
             let mut out = Vec::new();
             for row in t.iter().map_err(StoreError::from_redb)?.take(limit) {
                 let (seq, bytes) = row.map_err(StoreError::from_redb)?;
-                out.push((seq.value(), Arc::new(decode::<Event>(bytes.value())?)));
+                out.push(Journaled {
+                    seq: seq.value(),
+                    event: Arc::new(decode::<Event>(bytes.value())?),
+                    row: bytes.value().to_vec(),
+                });
             }
             Ok(out)
         })
         .await
     }
 
-    /// Forgets journal rows whose events are stored in their month files.
+    /// Forgets journal rows whose events are stored in their month files: one pass over the
+    /// span they cover (they are mostly contiguous).
     pub async fn forget_journaled(self: &Arc<Self>, seqs: Vec<u64>) -> Result<(), StoreError> {
+        let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else {
+            return Ok(());
+        };
+        let forget: std::collections::HashSet<u64> = seqs.into_iter().collect();
         self.write(move |tx| {
-            let mut t = tx
-                .open_table(EVENT_JOURNAL)
-                .map_err(StoreError::from_redb)?;
-            for seq in seqs {
-                t.remove(seq).map_err(StoreError::from_redb)?;
-            }
-            Ok(())
+            tx.open_table(EVENT_JOURNAL)
+                .map_err(StoreError::from_redb)?
+                .retain_in(lo..=hi, |seq, _| !forget.contains(&seq))
+                .map_err(StoreError::from_redb)
         })
         .await
     }

@@ -6,7 +6,7 @@ use super::keys::{scoped, tenant_range};
 use super::tables::STATES;
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::event::Event;
+use crate::model::event::{Event, Journaled};
 use crate::model::state::{CheckState, Observation, StateType, Transition};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -121,7 +121,7 @@ pub type Step =
 /// The states applied, each with its transition, and the events the transitions journaled.
 pub struct AppliedStates {
     pub states: Vec<(CheckState, Option<Transition>)>,
-    pub events: Vec<super::journal::Journaled>,
+    pub events: Vec<Journaled>,
 }
 
 impl Store {
