@@ -19,6 +19,7 @@
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -145,6 +146,8 @@ for (i in range({SERVICES})) {{
         ])
         .stdout(std::fs::File::create(dir.join("icinga2.log")).unwrap())
         .stderr(Stdio::null())
+        // Its own process group: the daemon forks, and stopping it means stopping them all.
+        .process_group(0)
         .spawn()
         .unwrap();
     Some((child, port))
@@ -181,6 +184,18 @@ async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize) -> f64 {
         .collect::<Vec<_>>()
         .await;
     total as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// Stops a child started in its own process group, and every process it forked: SIGTERM to the
+/// group, then SIGKILL to whatever is left once the child itself has exited.
+fn stop_group(child: &mut Child) {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+    let _ = child.wait();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .stderr(Stdio::null())
+        .status();
 }
 
 fn main() {
@@ -227,8 +242,7 @@ fn main() {
                 let rate = icinga_rate(&http, port, 50_000).await;
                 println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
                 println!("  ratio: batch 1 {:.1}x, batch 500 {:.1}x", single / rate, batched / rate);
-                let _ = ic.kill();
-                let _ = ic.wait();
+                stop_group(&mut ic);
             }
             None => println!("Icinga 2 reference: not measured (/usr/sbin/icinga2 missing; apt-get install icinga2)"),
         }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
-/// Journal rows read per round of refiling.
-const REFILE_BATCH: usize = 4096;
+/// Journal rows (each one transaction's events) read per round of refiling.
+const REFILE_BATCH: usize = 64;
 /// How often stored events' journal rows are forgotten (one small transaction).
 const FORGET_EVERY: Duration = Duration::from_secs(1);
 /// How soon a failed refile is tried again.

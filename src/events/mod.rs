@@ -116,7 +116,8 @@ impl Events {
         &self,
         journaled: Vec<Journaled>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
-        let seqs: Vec<u64> = journaled.iter().map(|j| j.seq).collect();
+        let mut seqs: Vec<u64> = journaled.iter().map(|j| j.seq).collect();
+        seqs.dedup();
         let events: Vec<Arc<Event>> = journaled.iter().map(|j| j.event.clone()).collect();
         let rows = journaled.into_iter().map(|j| (j.event, j.row)).collect();
         let stored = (!events.is_empty()).then(|| self.store.append_encoded(rows));

@@ -1,7 +1,9 @@
 //! The event journal (transactional outbox): a mutation records its events in the same
 //! transaction as the change that causes them, so a committed cause always has its events.
-//! The event filer copies journal rows into the month files (where storing one again is a
-//! no-op: rows are keyed by their id) and then forgets them here.
+//! A transaction's events are one journal row (each event's encoded row, length-prefixed): one
+//! sequential write however many events a group commit carries, and one row to forget. The
+//! event filer copies them into the month files (where storing one again is a no-op: rows are
+//! keyed by their id) and then forgets the journal row.
 
 use super::codec::{decode, encode};
 use super::tables::EVENT_JOURNAL;
@@ -18,8 +20,8 @@ pub struct Record {
     pub events: Vec<Arc<Event>>,
 }
 
-/// Records `events` in `tx`, after every event journaled before; returns them with their
-/// sequence numbers.
+/// Records `events` in `tx` as one journal row, after every row journaled before; returns them
+/// with that row's sequence number.
 pub(super) fn journal(
     tx: &WriteTransaction,
     events: Vec<Arc<Event>>,
@@ -30,16 +32,39 @@ pub(super) fn journal(
     let mut t = tx
         .open_table(EVENT_JOURNAL)
         .map_err(StoreError::from_redb)?;
-    let first = t
+    let seq = t
         .last()
         .map_err(StoreError::from_redb)?
         .map_or(0, |(k, _)| k.value() + 1);
     let mut out = Vec::with_capacity(events.len());
-    for (seq, event) in (first..).zip(events) {
+    let mut packed = Vec::new();
+    for event in events {
         let row = encode(&*event)?;
-        t.insert(seq, row.as_slice())
-            .map_err(StoreError::from_redb)?;
+        let len = u32::try_from(row.len())
+            .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
+        packed.extend_from_slice(&len.to_be_bytes());
+        packed.extend_from_slice(&row);
         out.push(Journaled { seq, event, row });
+    }
+    t.insert(seq, packed.as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(out)
+}
+
+/// The events of one journal row.
+fn unpack(seq: u64, mut packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
+    let cut = || StoreError::Corrupt(format!("journal row {seq} cut short"));
+    let mut out = Vec::new();
+    while !packed.is_empty() {
+        let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(cut)?;
+        let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| cut())?;
+        let (row, rest) = rest.split_at_checked(len).ok_or_else(cut)?;
+        out.push(Journaled {
+            seq,
+            event: Arc::new(decode::<Event>(row)?),
+            row: row.to_vec(),
+        });
+        packed = rest;
     }
     Ok(out)
 }
@@ -65,20 +90,16 @@ impl Store {
         .await
     }
 
-    /// The oldest `limit` journaled events, in journal order.
-    pub async fn journaled(self: &Arc<Self>, limit: usize) -> Result<Vec<Journaled>, StoreError> {
+    /// The events of the oldest `rows` journal rows, in journal order.
+    pub async fn journaled(self: &Arc<Self>, rows: usize) -> Result<Vec<Journaled>, StoreError> {
         self.read(move |tx| {
             let t = tx
                 .open_table(EVENT_JOURNAL)
                 .map_err(StoreError::from_redb)?;
             let mut out = Vec::new();
-            for row in t.iter().map_err(StoreError::from_redb)?.take(limit) {
-                let (seq, bytes) = row.map_err(StoreError::from_redb)?;
-                out.push(Journaled {
-                    seq: seq.value(),
-                    event: Arc::new(decode::<Event>(bytes.value())?),
-                    row: bytes.value().to_vec(),
-                });
+            for row in t.iter().map_err(StoreError::from_redb)?.take(rows) {
+                let (seq, packed) = row.map_err(StoreError::from_redb)?;
+                out.extend(unpack(seq.value(), packed.value())?);
             }
             Ok(out)
         })
@@ -86,7 +107,7 @@ impl Store {
     }
 
     /// Forgets journal rows whose events are stored in their month files: one pass over the
-    /// span they cover (they are mostly contiguous).
+    /// span they cover (they are mostly contiguous). A row's events are stored together.
     pub async fn forget_journaled(self: &Arc<Self>, seqs: Vec<u64>) -> Result<(), StoreError> {
         let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else {
             return Ok(());
@@ -99,5 +120,42 @@ impl Store {
                 .map_err(StoreError::from_redb)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::{EventDraft, EventType};
+
+    #[test]
+    fn a_row_holds_its_events_in_order() {
+        let events: Vec<Arc<Event>> = (0..3u128)
+            .map(|i| {
+                let draft = EventDraft::new(
+                    uuid::Uuid::from_u128(1),
+                    EventType::Config,
+                    None,
+                    serde_json::json!({"n": i}),
+                );
+                let ts = crate::model::Timestamp::from_millis(i as i64).unwrap();
+                Arc::new(draft.stamped(uuid::Uuid::from_u128(i + 10), ts))
+            })
+            .collect();
+        let mut packed = Vec::new();
+        for e in &events {
+            let row = encode(&**e).unwrap();
+            packed.extend_from_slice(&(row.len() as u32).to_be_bytes());
+            packed.extend_from_slice(&row);
+        }
+        let back = unpack(7, &packed).unwrap();
+        assert_eq!(back.len(), 3);
+        assert!(back.iter().all(|j| j.seq == 7));
+        let ids: Vec<_> = back.iter().map(|j| j.event.id).collect();
+        assert_eq!(ids, events.iter().map(|e| e.id).collect::<Vec<_>>());
+        assert!(
+            unpack(7, &packed[..packed.len() - 1]).is_err(),
+            "a cut row is corrupt"
+        );
     }
 }
