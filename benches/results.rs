@@ -186,15 +186,17 @@ async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize) -> f64 {
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// Stops a child started in its own process group, and every process it forked: SIGTERM to the
-/// group, then SIGKILL to whatever is left once the child itself has exited.
-fn stop_group(child: &mut Child) {
-    let group = format!("-{}", child.id());
-    let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-    let _ = child.wait();
+/// Stops Icinga 2 and every process it forked (some leave the child's process group): SIGTERM
+/// to the group, then, once the child has exited, SIGKILL to whatever still runs on this
+/// bench's configuration file.
+fn stop_icinga(child: &mut Child, dir: &Path) {
     let _ = Command::new("kill")
-        .args(["-KILL", "--", &group])
-        .stderr(Stdio::null())
+        .args(["-TERM", "--", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-f"])
+        .arg(dir.join("icinga2.conf"))
         .status();
 }
 
@@ -242,7 +244,7 @@ fn main() {
                 let rate = icinga_rate(&http, port, 50_000).await;
                 println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
                 println!("  ratio: batch 1 {:.1}x, batch 500 {:.1}x", single / rate, batched / rate);
-                stop_group(&mut ic);
+                stop_icinga(&mut ic, &icinga_dir);
             }
             None => println!("Icinga 2 reference: not measured (/usr/sbin/icinga2 missing; apt-get install icinga2)"),
         }
