@@ -154,6 +154,24 @@ async fn wait_ready(s: &Server, want: u16) -> serde_json::Value {
     panic!("/readyz never answered {want}");
 }
 
+/// `/readyz` answers 503 with the store not ok and saying why.
+async fn assert_store_not_ready(s: &Server) {
+    let ready = wait_ready(s, 503).await;
+    assert_eq!(ready["ready"], false);
+    let store = ready["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "store")
+        .unwrap()
+        .clone();
+    assert_eq!(store["ok"], false, "{ready}");
+    assert!(
+        store["info"].as_str().is_some_and(|i| !i.is_empty()),
+        "{ready}"
+    );
+}
+
 /// Creates tenants with large names until a write answers 503 `svc:storage/unavailable`;
 /// returns the slugs acknowledged before.
 async fn fill_the_disk(s: &Server, token: &str) -> Vec<String> {
@@ -213,17 +231,7 @@ async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
     let token = bootstrap(&data);
     let s = Server::start_in(&data, Opts::default());
     let acked = fill_the_disk(&s, &token).await;
-    let ready = wait_ready(&s, 503).await;
-    assert_eq!(ready["ready"], false);
-    let store = ready["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == "store")
-        .unwrap()
-        .clone();
-    assert_eq!(store["ok"], false);
-    assert!(store["info"].as_str().is_some());
+    assert_store_not_ready(&s).await;
     assert_problem(
         call(&s, &token, Method::GET, "/api/v1/tenants")
             .send()
@@ -257,19 +265,7 @@ async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
     let health = s.get("/healthz").await;
     assert_eq!(health.status(), 200);
     assert_eq!(health.text().await.unwrap(), "ok");
-    let ready = wait_ready(&s, 503).await;
-    let store = ready["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == "store")
-        .unwrap()
-        .clone();
-    assert_eq!(store["ok"], false, "{ready}");
-    assert!(
-        store["info"].as_str().is_some_and(|i| !i.is_empty()),
-        "{ready}"
-    );
+    assert_store_not_ready(&s).await;
     assert_problem(
         call(&s, &token, Method::POST, "/api/v1/tenants")
             .json(&json!({"name": "while-full", "slug": "while-full"}))

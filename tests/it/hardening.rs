@@ -21,15 +21,13 @@ fn restart(a: Admin) -> Admin {
     }
 }
 
+/// A GET answered 200 with JSON.
+async fn get(s: &Server, token: &str, path: &str) -> Value {
+    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
+}
+
 async fn hosts(s: &Server, token: &str) -> Value {
-    json(
-        call(s, token, Method::GET, "/api/v1/hosts")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await
+    get(s, token, "/api/v1/hosts").await
 }
 
 async fn send(
@@ -305,14 +303,7 @@ async fn cel_that_would_crash_the_compiler_is_refused_with_422() {
         "svc:validation/match",
     )
     .await;
-    let rule = json(
-        call(s, t, Method::GET, "/api/v1/alert-rules/r")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let rule = get(s, t, "/api/v1/alert-rules/r").await;
     assert_eq!(rule["match"], "true", "nothing stored was changed");
     let a = restart(a);
     alive(&a.s).await;
@@ -337,23 +328,9 @@ async fn repeated_query_parameters_and_bad_percent_encoding_are_not_plain_text()
         .await;
     }
     // The first value wins, as the reference's handlers read it.
-    let page = json(
-        call(s, t, Method::GET, "/api/v1/hosts?limit=1&limit=2")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let page = get(s, t, "/api/v1/hosts?limit=1&limit=2").await;
     assert_eq!(page["items"].as_array().unwrap().len(), 1, "{page}");
-    let page = json(
-        call(s, t, Method::GET, "/api/v1/hosts?q=%FF&q=h")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let page = get(s, t, "/api/v1/hosts?q=%FF&q=h").await;
     assert_eq!(page["items"].as_array().unwrap().len(), 0, "{page}");
     for path in [
         "/api/v1/objects/%FF",
