@@ -13,12 +13,19 @@ use crate::model::object::{
     check_template_graph, resolve,
 };
 use crate::store::StoreError;
+use crate::store::journal::Record;
 use crate::store::objects::ObjectWrite;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Items per transaction of a batch: bounded so one batch never holds the writer for long.
 const BATCH_CHUNK: usize = 500;
+
+/// The `config` event of a change to hosts and services.
+fn objects_event(tenant: Uuid, action: &str, resource: &str) -> EventDraft {
+    EventDraft::config(tenant, &["objects"], action, resource)
+}
 
 fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
     Invalid {
@@ -149,8 +156,18 @@ impl Inventory {
 
     async fn objects_changed(&self, tenant: Uuid, action: &str, resource: &str) {
         self.sink
-            .emit(EventDraft::config(tenant, &["objects"], action, resource))
+            .emit(objects_event(tenant, action, resource))
             .await;
+    }
+
+    /// The audit entry and the `config` event of a change to an object.
+    fn object_record(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> Record {
+        let audit = self.object_audit(p, actor, o, verb);
+        let event = objects_event(p.tenant, &audit.action, &audit.resource);
+        Record {
+            audit,
+            events: vec![Arc::new(self.sink.stamp(event))],
+        }
     }
 
     pub async fn create_object(
@@ -312,9 +329,9 @@ impl Inventory {
         }
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
-        let audit = self.object_audit(p, actor, &current, "update");
+        let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
-        let updated = self
+        let (updated, journaled) = self
             .store
             .update_object(
                 p.tenant,
@@ -326,11 +343,10 @@ impl Inventory {
                     o.spec = spec;
                     o.updated_at = now;
                 },
-                audit.clone(),
+                record,
             )
             .await?;
-        self.objects_changed(p.tenant, &audit.action, &audit.resource)
-            .await;
+        self.sink.file(journaled).await;
         Ok(updated)
     }
 
@@ -341,12 +357,9 @@ impl Inventory {
         id: Uuid,
     ) -> Result<(), InventoryError> {
         let current = self.store.object(p.tenant, id).await?;
-        let audit = self.object_audit(p, actor, &current, "delete");
-        self.store
-            .delete_object(p.tenant, id, audit.clone())
-            .await?;
-        self.objects_changed(p.tenant, &audit.action, &audit.resource)
-            .await;
+        let record = self.object_record(p, actor, &current, "delete");
+        let journaled = self.store.delete_object(p.tenant, id, record).await?;
+        self.sink.file(journaled).await;
         Ok(())
     }
 

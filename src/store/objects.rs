@@ -2,10 +2,12 @@
 //! names per tenant, service names per host) and a host → services index for cascades.
 
 use super::codec::{decode, encode};
+use super::journal::Record;
 use super::keys::{scoped, tenant_range};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
+use crate::model::event::Journaled;
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -230,43 +232,43 @@ impl Store {
         .await
     }
 
-    /// Replaces an object if `expected` is its stored version.
+    /// Replaces an object if `expected` is its stored version, with its record (audit entry,
+    /// events) in the same transaction.
     pub async fn update_object(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
         expected: u64,
         change: impl FnOnce(&mut Object) + Send + 'static,
-        audit: AuditDraft,
-    ) -> Result<Object, StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
+        record: Record,
+    ) -> Result<(Object, Vec<Journaled>), StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
             let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
             super::check_version(old.version, expected)?;
             let mut new = old.clone();
             change(&mut new);
             new.version = old.version + 1;
             put(tx, &new)?;
-            store.append_audit(tx, audit.before(&old).after(&new))?;
-            Ok(new)
+            let audit = audit.before(&old).after(&new);
+            Ok((new, audit))
         })
         .await
     }
 
-    /// Deletes an object, and a host's services with it; returns how many services went.
+    /// Deletes an object, and a host's services with it, with its record in the same
+    /// transaction.
     pub async fn delete_object(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
-        audit: AuditDraft,
-    ) -> Result<usize, StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
-            let (old, services) = delete_cascade(tx, tenant, id)?;
-            store.append_audit(tx, audit.before(&old))?;
-            Ok(services)
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
+            let (old, _) = delete_cascade(tx, tenant, id)?;
+            Ok(((), audit.before(&old)))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// Objects in id order after `after`, at most `limit` that `keep` accepts.
