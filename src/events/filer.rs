@@ -19,15 +19,25 @@ const REFILE_BATCH: usize = 64;
 const FORGET_EVERY: Duration = Duration::from_secs(1);
 /// How soon a failed refile is tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// A journal row still there this long after its events were stamped lost its producer before
+/// it filed them (a dropped request, say): the filer stores them instead.
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
+/// Steps (of `FORGET_EVERY`) between two looks for abandoned rows.
+const ABANDONED_SWEEP_STEPS: u64 = 10;
 
 pub struct EventFiler {
     events: Arc<Events>,
     store: Arc<Store>,
+    steps: u64,
 }
 
 impl EventFiler {
     pub fn new(events: Arc<Events>, store: Arc<Store>) -> Self {
-        Self { events, store }
+        Self {
+            events,
+            store,
+            steps: 0,
+        }
     }
 
     /// Forgets the journal rows of events already stored.
@@ -53,18 +63,31 @@ impl EventFiler {
         refiled
     }
 
+    /// Stores the events of journal rows older than `ABANDONED_AFTER` that nobody filed.
+    pub async fn file_abandoned(&self) -> Result<usize, StoreError> {
+        let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
+        let horizon = self.events.clock.now().as_millis()
+            - i64::try_from(ABANDONED_AFTER.as_millis()).unwrap_or(i64::MAX);
+        let abandoned: Vec<_> = self
+            .store
+            .journaled(REFILE_BATCH, stored)
+            .await?
+            .into_iter()
+            .filter(|j| j.event.ts.as_millis() < horizon)
+            .collect();
+        let n = abandoned.len();
+        if n > 0 {
+            self.events.file(abandoned).await?;
+        }
+        Ok(n)
+    }
+
     async fn refile_all(&self) -> Result<usize, StoreError> {
         let mut refiled = 0;
         loop {
             self.forget_filed().await?;
             let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
-            let rows: Vec<_> = self
-                .store
-                .journaled(REFILE_BATCH)
-                .await?
-                .into_iter()
-                .filter(|j| !stored.contains(&j.seq))
-                .collect();
+            let rows = self.store.journaled(REFILE_BATCH, stored).await?;
             if rows.is_empty() {
                 *lock(&self.events.unfiled) = None;
                 return Ok(refiled);
@@ -98,7 +121,105 @@ impl Worker for EventFiler {
             if let Err(e) = self.forget_filed().await {
                 tracing::debug!(error = %e, "journal rows not forgotten yet");
             }
+            self.steps += 1;
+            if self.steps % ABANDONED_SWEEP_STEPS == 0 {
+                match self.file_abandoned().await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::warn!(events = n, "stored journaled events their producer left")
+                    }
+                    Err(e) => tracing::debug!(error = %e, "abandoned journal rows not stored yet"),
+                }
+            }
             Wait::For(FORGET_EVERY)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Timestamp;
+    use crate::model::event::{EventDraft, EventFilter, EventType};
+    use crate::runtime::{Clock, Metrics, TestClock};
+    use crate::store::events::EventStore;
+
+    /// Events journaled by a producer that never filed them reach the event store through the
+    /// filer, at start-up and once they are old enough, each once.
+    #[tokio::test]
+    async fn journaled_events_nobody_filed_are_stored_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let clock = Arc::new(TestClock::new(start));
+        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let tenant = store.tenants().await.unwrap()[0].id;
+        let events = Events::new(
+            EventStore::open(dir.path()).unwrap(),
+            clock.clone(),
+            Arc::new(Metrics::new()),
+        );
+        let journal_one = |n: u32| {
+            let draft =
+                EventDraft::new(tenant, EventType::System, None, serde_json::json!({"n": n}));
+            let audit = crate::model::audit::AuditDraft::new(
+                clock.now(),
+                tenant,
+                &crate::model::identity::Actor::system("test"),
+                "template.create",
+                format!("templates/t{n}"),
+            );
+            let doc = crate::model::config::ConfigDoc {
+                id: clock.new_id(),
+                tenant_id: tenant,
+                kind: "templates".into(),
+                name: format!("t{n}"),
+                created_at: clock.now(),
+                updated_at: clock.now(),
+                version: 1,
+                body: r#"{"spec":{}}"#.into(),
+            };
+            let event = Arc::new(events.stamp(draft));
+            let store = store.clone();
+            async move {
+                store
+                    .create_doc(
+                        doc,
+                        crate::store::journal::Record {
+                            audit,
+                            events: vec![event],
+                        },
+                    )
+                    .await
+                    .unwrap()
+            }
+        };
+        let filter = EventFilter {
+            tenant_id: tenant,
+            types: vec![EventType::System],
+            ..Default::default()
+        };
+        let filer = EventFiler::new(events.clone(), store.clone());
+        // Left by a "crash": stored at start-up.
+        journal_one(1).await;
+        assert_eq!(filer.refile().await.unwrap(), 1);
+        // Left by a dropped request: stored once old enough, not before.
+        journal_one(2).await;
+        assert_eq!(filer.file_abandoned().await.unwrap(), 0);
+        clock.advance(ABANDONED_AFTER + Duration::from_secs(1));
+        assert_eq!(filer.file_abandoned().await.unwrap(), 1);
+        filer.forget_filed().await.unwrap();
+        assert_eq!(
+            filer.file_abandoned().await.unwrap(),
+            0,
+            "forgotten once stored"
+        );
+        assert_eq!(filer.refile().await.unwrap(), 0);
+        let stored = events.list(filter, None, 10).await.unwrap();
+        let mut ns: Vec<_> = stored
+            .iter()
+            .map(|e| e.payload["n"].as_u64().unwrap())
+            .collect();
+        ns.sort_unstable();
+        assert_eq!(ns, [1, 2]);
     }
 }

@@ -11,6 +11,7 @@ use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, Journaled};
 use redb::{ReadableTable, WriteTransaction};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// What a mutation writes beside its change, in the same transaction: its audit entry and its
@@ -90,16 +91,29 @@ impl Store {
         .await
     }
 
-    /// The events of the oldest `rows` journal rows, in journal order.
-    pub async fn journaled(self: &Arc<Self>, rows: usize) -> Result<Vec<Journaled>, StoreError> {
+    /// The events of the oldest `rows` journal rows not in `skip` (rows already stored, about
+    /// to be forgotten), in journal order.
+    pub async fn journaled(
+        self: &Arc<Self>,
+        rows: usize,
+        skip: HashSet<u64>,
+    ) -> Result<Vec<Journaled>, StoreError> {
         self.read(move |tx| {
             let t = tx
                 .open_table(EVENT_JOURNAL)
                 .map_err(StoreError::from_redb)?;
             let mut out = Vec::new();
-            for row in t.iter().map_err(StoreError::from_redb)?.take(rows) {
+            let mut taken = 0;
+            for row in t.iter().map_err(StoreError::from_redb)? {
                 let (seq, packed) = row.map_err(StoreError::from_redb)?;
+                if skip.contains(&seq.value()) {
+                    continue;
+                }
                 out.extend(unpack(seq.value(), packed.value())?);
+                taken += 1;
+                if taken == rows {
+                    break;
+                }
             }
             Ok(out)
         })
@@ -112,7 +126,7 @@ impl Store {
         let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else {
             return Ok(());
         };
-        let forget: std::collections::HashSet<u64> = seqs.into_iter().collect();
+        let forget: HashSet<u64> = seqs.into_iter().collect();
         self.write(move |tx| {
             tx.open_table(EVENT_JOURNAL)
                 .map_err(StoreError::from_redb)?
