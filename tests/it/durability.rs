@@ -154,6 +154,37 @@ async fn wait_ready(s: &Server, want: u16) -> serde_json::Value {
     panic!("/readyz never answered {want}");
 }
 
+/// A server whose data directory is a 3 MiB tmpfs that its writes have filled.
+struct FullDisk {
+    _dir: tempfile::TempDir,
+    data: std::path::PathBuf,
+    mount: Mount,
+    token: String,
+    s: Server,
+    acked: Vec<String>,
+}
+
+/// `None`, said as SKIPPED, where no tmpfs can be mounted (mounting needs root; CI has it).
+async fn full_disk(test: &str) -> Option<FullDisk> {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let Some(mount) = Mount::tmpfs(&data, "3m") else {
+        eprintln!("SKIPPED {test}: cannot mount a tmpfs here");
+        return None;
+    };
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, Opts::default());
+    let acked = fill_the_disk(&s, &token).await;
+    Some(FullDisk {
+        _dir: dir,
+        data,
+        mount,
+        token,
+        s,
+        acked,
+    })
+}
+
 /// `/readyz` answers 503 with the store not ok and saying why.
 async fn assert_store_not_ready(s: &Server) {
     let ready = wait_ready(s, 503).await;
@@ -219,18 +250,17 @@ async fn grow_and_recover(s: &Server, token: &str, mount: &Mount, acked: &[Strin
 
 #[tokio::test]
 async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let Some(mount) = Mount::tmpfs(&data, "3m") else {
-        // Mounting needs root (CI runs as root); say so rather than pass silently.
-        eprintln!(
-            "SKIPPED a_full_disk_answers_503_loses_nothing_and_recovers: cannot mount a tmpfs here"
-        );
+    let Some(FullDisk {
+        _dir,
+        data: _,
+        mount,
+        token,
+        s,
+        acked,
+    }) = full_disk("a_full_disk_answers_503_loses_nothing_and_recovers").await
+    else {
         return;
     };
-    let token = bootstrap(&data);
-    let s = Server::start_in(&data, Opts::default());
-    let acked = fill_the_disk(&s, &token).await;
     assert_store_not_ready(&s).await;
     assert_problem(
         call(&s, &token, Method::GET, "/api/v1/tenants")
@@ -247,17 +277,17 @@ async fn a_full_disk_answers_503_loses_nothing_and_recovers() {
 
 #[tokio::test]
 async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let Some(mount) = Mount::tmpfs(&data, "3m") else {
-        eprintln!(
-            "SKIPPED a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart: cannot mount a tmpfs here"
-        );
+    let Some(FullDisk {
+        _dir,
+        data,
+        mount,
+        token,
+        s,
+        acked,
+    }) = full_disk("a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart").await
+    else {
         return;
     };
-    let token = bootstrap(&data);
-    let s = Server::start_in(&data, Opts::default());
-    let acked = fill_the_disk(&s, &token).await;
     s.crash();
 
     // Started again on the still-full disk: alive, not ready, refusing writes.
