@@ -6,6 +6,7 @@
 //! every committed event ends up in the event store exactly once.
 
 use super::{Events, lock};
+use crate::model::event::Journaled;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use std::collections::HashSet;
@@ -63,14 +64,18 @@ impl EventFiler {
         refiled
     }
 
+    /// The events of the oldest journal rows not stored yet.
+    async fn unstored(&self) -> Result<Vec<Journaled>, StoreError> {
+        let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
+        self.store.journaled(REFILE_BATCH, stored).await
+    }
+
     /// Stores the events of journal rows older than `ABANDONED_AFTER` that nobody filed.
     pub async fn file_abandoned(&self) -> Result<usize, StoreError> {
-        let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
         let horizon = self.events.clock.now().as_millis()
             - i64::try_from(ABANDONED_AFTER.as_millis()).unwrap_or(i64::MAX);
         let abandoned: Vec<_> = self
-            .store
-            .journaled(REFILE_BATCH, stored)
+            .unstored()
             .await?
             .into_iter()
             .filter(|j| j.event.ts.as_millis() < horizon)
@@ -86,8 +91,7 @@ impl EventFiler {
         let mut refiled = 0;
         loop {
             self.forget_filed().await?;
-            let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
-            let rows = self.store.journaled(REFILE_BATCH, stored).await?;
+            let rows = self.unstored().await?;
             if rows.is_empty() {
                 *lock(&self.events.unfiled) = None;
                 return Ok(refiled);

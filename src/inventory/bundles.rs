@@ -7,7 +7,7 @@ use crate::model::Timestamp;
 use crate::model::bundle::{
     BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
 };
-use crate::model::config::{Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name};
+use crate::model::config::{Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name, template_spec};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
@@ -103,14 +103,6 @@ fn check(doc: BundleDoc) -> Result<Checked, String> {
             })
         }
     }
-}
-
-/// The spec inside a template document's body text.
-fn template_spec(body: &str) -> ObjectSpec {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
-        .unwrap_or_default()
 }
 
 /// The tenant's templates as they would be once the bundle is applied.

@@ -96,7 +96,12 @@ impl Inventory {
             &format!("{}.{verb}", kind.code),
             format!("{}/{name}", kind.name),
         );
-        let event = EventDraft::config(p.tenant, &[kind.name], &audit.action, &audit.resource);
+        self.record_of(audit, kind.name)
+    }
+
+    /// A change's audit entry with its `config` event (for the kind named `kinds`), stamped.
+    fn record_of(&self, audit: AuditDraft, kinds: &str) -> Record {
+        let event = EventDraft::config(audit.tenant_id, &[kinds], &audit.action, &audit.resource);
         Record {
             audit,
             events: vec![Arc::new(self.sink.stamp(event))],

@@ -16,16 +16,13 @@ use crate::store::StoreError;
 use crate::store::journal::Record;
 use crate::store::objects::ObjectWrite;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
 use uuid::Uuid;
 
 /// Items per transaction of a batch: bounded so one batch never holds the writer for long.
 const BATCH_CHUNK: usize = 500;
 
-/// The `config` event of a change to hosts and services.
-fn objects_event(tenant: Uuid, action: &str, resource: &str) -> EventDraft {
-    EventDraft::config(tenant, &["objects"], action, resource)
-}
+/// What `config` events of changes to hosts and services name as their kind.
+const OBJECTS: &str = "objects";
 
 fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
     Invalid {
@@ -156,18 +153,13 @@ impl Inventory {
 
     async fn objects_changed(&self, tenant: Uuid, action: &str, resource: &str) {
         self.sink
-            .emit(objects_event(tenant, action, resource))
+            .emit(EventDraft::config(tenant, &[OBJECTS], action, resource))
             .await;
     }
 
     /// The audit entry and the `config` event of a change to an object.
     fn object_record(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> Record {
-        let audit = self.object_audit(p, actor, o, verb);
-        let event = objects_event(p.tenant, &audit.action, &audit.resource);
-        Record {
-            audit,
-            events: vec![Arc::new(self.sink.stamp(event))],
-        }
+        self.record_of(self.object_audit(p, actor, o, verb), OBJECTS)
     }
 
     pub async fn create_object(

@@ -229,6 +229,14 @@ pub struct ObjectSpec {
     pub zone: Option<String>,
 }
 
+/// The object spec inside a template document's body text (empty if it has none).
+pub fn template_spec(body: &str) -> ObjectSpec {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
+        .unwrap_or_default()
+}
+
 /// Template: `kind` (`host` or `service`, default `host`), `labels`, `spec` (required).
 fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     let spec = body

@@ -213,7 +213,7 @@ impl Store {
         Ok(docs
             .into_iter()
             .map(|d| {
-                let spec = serde_json::from_value(d.to_json()["spec"].clone()).unwrap_or_default();
+                let spec = crate::model::config::template_spec(&d.body);
                 (d.name, spec)
             })
             .collect())

@@ -40,6 +40,40 @@ async fn assert_chain_intact(s: &Server, token: &str) {
     assert_eq!(v["intact"], true, "{v}");
 }
 
+/// A writer creating resources at `path` (the `i`th named `name(i)`, with the body `body` makes
+/// of the name) until told to stop or the server is gone; returns the names acknowledged 201.
+fn spawn_creator(
+    base: &str,
+    token: &str,
+    stop: Arc<AtomicBool>,
+    path: &'static str,
+    name: impl Fn(usize) -> String + Send + 'static,
+    body: impl Fn(&str) -> serde_json::Value + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    let (base, token) = (base.to_string(), token.to_string());
+    tokio::spawn(async move {
+        let http = client();
+        let mut acked = Vec::new();
+        let mut i = 0;
+        while !stop.load(Ordering::SeqCst) {
+            let name = name(i);
+            i += 1;
+            let res = http
+                .post(format!("{base}{path}"))
+                .bearer_auth(&token)
+                .json(&body(&name))
+                .send()
+                .await;
+            match res {
+                Ok(r) if r.status() == 201 => acked.push(name),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        acked
+    })
+}
+
 /// Writers creating tenants until told to stop; returns the slugs the server acknowledged.
 fn spawn_writers(
     base: &str,
@@ -50,28 +84,14 @@ fn spawn_writers(
 ) -> Vec<tokio::task::JoinHandle<Vec<String>>> {
     (0..n)
         .map(|w| {
-            let (base, token, stop) = (base.to_string(), token.to_string(), stop.clone());
-            tokio::spawn(async move {
-                let http = client();
-                let mut acked = Vec::new();
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let slug = format!("r{round}-w{w}-{i}");
-                    i += 1;
-                    let res = http
-                        .post(format!("{base}/api/v1/tenants"))
-                        .bearer_auth(&token)
-                        .json(&json!({"name": slug, "slug": slug}))
-                        .send()
-                        .await;
-                    match res {
-                        Ok(r) if r.status() == 201 => acked.push(slug),
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
-                }
-                acked
-            })
+            spawn_creator(
+                base,
+                token,
+                stop.clone(),
+                "/api/v1/tenants",
+                move |i| format!("r{round}-w{w}-{i}"),
+                |slug| json!({"name": slug, "slug": slug}),
+            )
         })
         .collect()
 }
@@ -535,29 +555,14 @@ async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event
                 })
             })
             .collect();
-        let config_writer = {
-            let (base, token, stop) = (server.base.clone(), token.clone(), stop.clone());
-            tokio::spawn(async move {
-                let http = client();
-                let mut created = Vec::new();
-                let mut i = 0;
-                while !stop.load(Ordering::SeqCst) {
-                    let name = format!("t{round}-{i}");
-                    i += 1;
-                    let res = http
-                        .post(format!("{base}/api/v1/templates"))
-                        .bearer_auth(&token)
-                        .json(&json!({"name": name, "spec": {"interval": 60}}))
-                        .send()
-                        .await;
-                    match res {
-                        Ok(r) if r.status() == 201 => created.push(name),
-                        _ => break,
-                    }
-                }
-                created
-            })
-        };
+        let config_writer = spawn_creator(
+            &server.base,
+            &token,
+            stop.clone(),
+            "/api/v1/templates",
+            move |i| format!("t{round}-{i}"),
+            |name| json!({"name": name, "spec": {"interval": 60}}),
+        );
         tokio::time::sleep(Duration::from_millis(40 + (round as u64 * 37) % 180)).await;
         server.crash();
         stop.store(true, Ordering::SeqCst);

@@ -30,6 +30,11 @@ async fn hosts(s: &Server, token: &str) -> Value {
     get(s, token, "/api/v1/hosts").await
 }
 
+/// A POST answered 201 with JSON.
+async fn create(s: &Server, token: &str, path: &str, body: Value) -> Value {
+    json(send(s, token, Method::POST, path, body).await, 201).await
+}
+
 async fn send(
     s: &Server,
     token: &str,
@@ -57,43 +62,28 @@ async fn post_yaml(s: &Server, token: &str, path: &str, body: String) -> reqwest
 async fn a_template_chain_grown_link_by_link_stops_at_the_limit() {
     let a = Admin::start();
     let (s, t) = (&a.s, &a.token);
-    json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/templates",
-            json!({"name": "e-0", "spec": {"interval": 60}}),
-        )
-        .await,
-        201,
+    create(
+        s,
+        t,
+        "/api/v1/templates",
+        json!({"name": "e-0", "spec": {"interval": 60}}),
     )
     .await;
-    json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/hosts",
-            json!({"name": "h", "spec": {"templates": ["e-0"]}}),
-        )
-        .await,
-        201,
+    create(
+        s,
+        t,
+        "/api/v1/hosts",
+        json!({"name": "h", "spec": {"templates": ["e-0"]}}),
     )
     .await;
     // e-0 → e-1 → … → e-k: each round adds a template and makes the last link import it.
     let mut refused = None;
     for k in 1..40 {
-        json(
-            send(
-                s,
-                t,
-                Method::POST,
-                "/api/v1/templates",
-                json!({"name": format!("e-{k}"), "spec": {}}),
-            )
-            .await,
-            201,
+        create(
+            s,
+            t,
+            "/api/v1/templates",
+            json!({"name": format!("e-{k}"), "spec": {}}),
         )
         .await;
         let res = call(s, t, Method::PUT, &format!("/api/v1/templates/e-{}", k - 1))
@@ -233,16 +223,11 @@ async fn cel_that_would_crash_the_compiler_is_refused_with_422() {
     let a = Admin::start();
     let (s, t) = (&a.s, &a.token);
     let (viewer, _) = mint(s, t, json!({"name": "viewer", "roles": ["viewer"]})).await;
-    json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/alert-rules",
-            json!({"name": "r", "match": "true", "severity": "critical"}),
-        )
-        .await,
-        201,
+    create(
+        s,
+        t,
+        "/api/v1/alert-rules",
+        json!({"name": "r", "match": "true", "severity": "critical"}),
     )
     .await;
     for (what, expr) in hostile_cel() {
@@ -314,18 +299,7 @@ async fn repeated_query_parameters_and_bad_percent_encoding_are_not_plain_text()
     let a = Admin::start();
     let (s, t) = (&a.s, &a.token);
     for name in ["h1", "h2", "h3"] {
-        json(
-            send(
-                s,
-                t,
-                Method::POST,
-                "/api/v1/hosts",
-                json!({"name": name, "spec": {}}),
-            )
-            .await,
-            201,
-        )
-        .await;
+        create(s, t, "/api/v1/hosts", json!({"name": name, "spec": {}})).await;
     }
     // The first value wins, as the reference's handlers read it.
     let page = get(s, t, "/api/v1/hosts?limit=1&limit=2").await;
@@ -500,28 +474,18 @@ async fn host_state(s: &Server, token: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_holding_a_chain_over_the_limit_starts_and_reports_it() {
     let a = Admin::start();
-    json(
-        send(
-            &a.s,
-            &a.token,
-            Method::POST,
-            "/api/v1/templates",
-            json!({"name": "old-0", "spec": {}}),
-        )
-        .await,
-        201,
+    create(
+        &a.s,
+        &a.token,
+        "/api/v1/templates",
+        json!({"name": "old-0", "spec": {}}),
     )
     .await;
-    let host = json(
-        send(
-            &a.s,
-            &a.token,
-            Method::POST,
-            "/api/v1/hosts",
-            json!({"name": "legacy", "spec": {"templates": ["old-0"]}}),
-        )
-        .await,
-        201,
+    let host = create(
+        &a.s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "legacy", "spec": {"templates": ["old-0"]}}),
     )
     .await;
     let id = host["id"].as_str().unwrap().to_string();
