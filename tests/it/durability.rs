@@ -335,8 +335,8 @@ async fn a_crash_on_a_full_disk_starts_again_and_recovers_without_a_restart() {
     grow_and_recover(&s, &token, &mount, &acked).await;
 }
 
-/// Every `state_change` event of an object, oldest first.
-async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json::Value> {
+/// Every event a query of `/api/v1/events` finds (all pages), newest first.
+async fn all_events(s: &Server, token: &str, query: &str) -> Vec<serde_json::Value> {
     let mut all = Vec::new();
     let mut cursor = String::new();
     loop {
@@ -345,7 +345,7 @@ async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json:
                 s,
                 token,
                 Method::GET,
-                &format!("/api/v1/events?types=state_change&objectId={object}&limit=1000{cursor}"),
+                &format!("/api/v1/events?{query}&limit=1000{cursor}"),
             )
             .send()
             .await
@@ -356,9 +356,14 @@ async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json:
         all.extend(page["items"].as_array().unwrap().iter().cloned());
         match page["nextCursor"].as_str() {
             Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
+            None => return all,
         }
     }
+}
+
+/// Every `state_change` event of an object, oldest first.
+async fn state_changes(s: &Server, token: &str, object: &str) -> Vec<serde_json::Value> {
+    let mut all = all_events(s, token, &format!("types=state_change&objectId={object}")).await;
     all.reverse();
     all
 }
@@ -369,31 +374,11 @@ async fn template_records(
     token: &str,
 ) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
     let mut events = BTreeMap::new();
-    let mut cursor = String::new();
-    loop {
-        let page = json(
-            call(
-                s,
-                token,
-                Method::GET,
-                &format!("/api/v1/events?types=config&limit=1000{cursor}"),
-            )
-            .send()
-            .await
-            .unwrap(),
-            200,
-        )
-        .await;
-        for e in page["items"].as_array().unwrap() {
-            if e["payload"]["action"] == "template.create" {
-                *events
-                    .entry(e["payload"]["resource"].as_str().unwrap().to_string())
-                    .or_default() += 1;
-            }
-        }
-        match page["nextCursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
+    for e in all_events(s, token, "types=config").await {
+        if e["payload"]["action"] == "template.create" {
+            *events
+                .entry(e["payload"]["resource"].as_str().unwrap().to_string())
+                .or_default() += 1;
         }
     }
     let audit = json(

@@ -339,14 +339,7 @@ async fn failed_token_verifications_are_throttled_per_address() {
     let a = Admin::start();
     let (s, t) = (&a.s, &a.token);
     let (real, _) = mint(s, t, json!({"name": "ops", "scopes": ["objects:read"]})).await;
-    json(
-        call(s, &real, Method::GET, "/api/v1/whoami")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    get(s, &real, "/api/v1/whoami").await;
     let mut invalid = 0;
     let mut throttled = None;
     for i in 0..40 {
@@ -377,14 +370,7 @@ async fn failed_token_verifications_are_throttled_per_address() {
     assert_problem(res, 429, "svc:auth/throttled").await;
     // A token already verified keeps working from the same address; unknown prefixes cost
     // nothing and stay plain 401s.
-    json(
-        call(s, &real, Method::GET, "/api/v1/whoami")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    get(s, &real, "/api/v1/whoami").await;
     let unknown = format!("svc_{}", "0".repeat(48));
     assert_problem(
         call(s, &unknown, Method::GET, "/api/v1/whoami")
