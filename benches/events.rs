@@ -1,6 +1,7 @@
 //! Event figures for the README:
-//! - durable events appended per second through the producer path (`Events::emit`: group
-//!   commit with fsync, then publish) with 1, 8 and 64 concurrent producers, in process;
+//! - durable events appended per second through the producer path (journaled in a main-store
+//!   transaction, then `Events::file`: group commit with fsync, then publish) with 1, 8 and
+//!   64 concurrent producers, in process;
 //! - latency from append to delivery on 100 concurrent SSE clients of the release server
 //!   (event `ts`, stamped just before the append, to the client reading the frame);
 //! - the server's resident memory with those clients connected.
@@ -30,6 +31,7 @@ mod common;
 async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let store = EventStore::open(dir.path()).unwrap();
+    let main = svc::store::Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
     let events = Events::new(
         store.clone(),
         Arc::new(SystemClock),
@@ -42,7 +44,8 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
     let tenant = uuid::Uuid::from_u128(1);
     let tasks: Vec<_> = (0..producers)
         .map(|p| {
-            let (events, stop, count) = (events.clone(), stop.clone(), count.clone());
+            let (events, main, stop, count) =
+                (events.clone(), main.clone(), stop.clone(), count.clone());
             tokio::spawn(async move {
                 let mut i = 0u64;
                 let mut in_flight = futures_util::stream::FuturesUnordered::new();
@@ -50,8 +53,11 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
                     while in_flight.len() < window {
                         let payload = serde_json::json!({"summary": "bench", "producer": p, "n": i, "labels": {"site": "bench"}});
                         let draft = EventDraft::new(tenant, EventType::Ingress, Some(Severity::Info), payload);
-                        let events = events.clone();
-                        in_flight.push(async move { events.emit(draft).await });
+                        let (events, main) = (events.clone(), main.clone());
+                        in_flight.push(async move {
+                            let journaled = main.journal_events(vec![draft]).await.unwrap();
+                            events.file(journaled).await.unwrap();
+                        });
                         i += 1;
                     }
                     if futures_util::StreamExt::next(&mut in_flight).await.is_some() {

@@ -55,8 +55,7 @@ pub enum AppError {
 /// Opens the store off the async runtime.
 pub async fn open_store(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, AppError> {
     let dir = data_dir.to_path_buf();
-    let (id, now) = (clock.new_id(), clock.now());
-    tokio::task::spawn_blocking(move || Store::open(&dir, id, now))
+    tokio::task::spawn_blocking(move || Store::open(&dir, clock))
         .await
         .map_err(|e| AppError::Internal(e.to_string()))?
         .map_err(AppError::from)
@@ -202,6 +201,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         inventory.clone(),
         config.checks.max_concurrent,
     );
+    store.watch_catalog(scheduler.waker());
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
     let ctx = Arc::new(AppContext {

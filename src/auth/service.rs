@@ -12,6 +12,7 @@ use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
+use crate::store::journal::Record;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,7 +59,7 @@ pub struct Auth {
     pub(super) setup_lock: tokio::sync::Mutex<()>,
     pub limiter: RateLimiter,
     pub(super) token_failures: RateLimiter,
-    sink: Arc<dyn EventSink>,
+    pub(super) sink: Arc<dyn EventSink>,
 }
 
 impl Auth {
@@ -176,10 +177,10 @@ impl Auth {
         m.drain().map(|((t, i), at)| (t, i, at)).collect()
     }
 
-    /// The `config` event of an identity change, after its commit.
-    pub(super) async fn changed(&self, kind: &str, audit: &AuditDraft) {
+    /// An identity change's audit entry with its `config` event (for the kind named `kind`).
+    pub(super) fn record(kind: &str, audit: AuditDraft) -> Record {
         let event = EventDraft::config(audit.tenant_id, &[kind], &audit.action, &audit.resource);
-        self.sink.emit(event).await;
+        Record::new(audit, vec![event])
     }
 
     fn draft(&self, tenant: Uuid, actor: &Actor, action: &str, resource: String) -> AuditDraft {
@@ -307,8 +308,11 @@ impl Auth {
             "tenant.create",
             format!("tenant/{}", tenant.id),
         );
-        let created = self.store.create_tenant(tenant, audit.clone()).await?;
-        self.changed("tenants", &audit).await;
+        let (created, journaled) = self
+            .store
+            .create_tenant(tenant, Self::record("tenants", audit))
+            .await?;
+        self.sink.file(journaled).await;
         Ok(created)
     }
 

@@ -7,6 +7,7 @@ use crate::model::audit::{AuditDraft, hex};
 use crate::model::identity::{Actor, ActorType, Session, StoredUser};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
+use crate::store::journal::Record;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,7 +139,9 @@ impl Auth {
             "login.local",
             format!("user/{}", user.user.id),
         );
-        self.store.insert_session(session, audit).await?;
+        self.store
+            .insert_session(session, Record::new(audit, Vec::new()))
+            .await?;
         Ok(NewSession { id, ttl })
     }
 
@@ -234,11 +237,17 @@ impl Auth {
             action,
             format!("user/{}", user.user.id),
         );
-        self.store
-            .insert_user_with_session(user, session, audit.clone(), only_while_setup_open)
+        let (_, journaled) = self
+            .store
+            .insert_user_with_session(
+                user,
+                session,
+                Self::record("users", audit),
+                only_while_setup_open,
+            )
             .await
             .map_err(user_errors)?;
-        self.changed("users", &audit).await;
+        self.sink.file(journaled).await;
         Ok(NewSession {
             id,
             ttl: SESSION_TTL,
@@ -307,9 +316,13 @@ impl Auth {
             "user.seed",
             format!("user/{}", user.user.id),
         );
-        match self.store.insert_user(user, audit.clone()).await {
-            Ok(_) => {
-                self.changed("users", &audit).await;
+        match self
+            .store
+            .insert_user(user, Self::record("users", audit))
+            .await
+        {
+            Ok((_, journaled)) => {
+                self.sink.file(journaled).await;
                 Ok(generated.then_some((email, password)))
             }
             Err(StoreError::EmailInUse) => Ok(None),
@@ -370,7 +383,7 @@ mod expiry_tests {
         let dir = tempfile::tempdir().unwrap();
         let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
         let clock = Arc::new(TestClock::new(start));
-        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
         let auth = Auth::new(
             store.clone(),
             clock.clone(),
@@ -428,7 +441,7 @@ mod expiry_tests {
     async fn a_full_hashing_queue_answers_busy() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
-        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
         let auth = Auth::new(
             store,
             clock.clone(),

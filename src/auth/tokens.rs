@@ -201,16 +201,17 @@ impl Auth {
             "token.create",
             format!("api-token/{}", meta.id),
         );
-        self.store
+        let journaled = self
+            .store
             .insert_token(
                 StoredToken {
                     meta: meta.clone(),
                     secret_hash,
                 },
-                audit.clone(),
+                Self::record("api-tokens", audit),
             )
             .await?;
-        self.changed("api-tokens", &audit).await;
+        self.sink.file(journaled).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -260,19 +261,19 @@ impl Auth {
             new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
         let secret_hash = self.hash_secret(secret.clone()).await?;
         let audit = self.audit(p, actor, "token.rotate", format!("api-token/{id}"));
-        let meta = self
+        let (meta, journaled) = self
             .store
             .rotate_token(
                 p.tenant,
                 id,
                 lookup_prefix(&secret),
                 secret_hash,
-                audit.clone(),
+                Self::record("api-tokens", audit),
             )
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
-        self.changed("api-tokens", &audit).await;
+        self.sink.file(journaled).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -281,12 +282,13 @@ impl Auth {
 
     pub async fn revoke(&self, p: &Principal, actor: &Actor, id: Uuid) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "token.delete", format!("api-token/{id}"));
-        self.store
-            .delete_token(p.tenant, id, audit.clone())
+        let (_, journaled) = self
+            .store
+            .delete_token(p.tenant, id, Self::record("api-tokens", audit))
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
-        self.changed("api-tokens", &audit).await;
+        self.sink.file(journaled).await;
         Ok(())
     }
 }

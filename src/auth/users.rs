@@ -102,8 +102,11 @@ impl Auth {
             .await?;
         stored.user.disabled = req.disabled;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
-        let user = self.store.insert_user(stored, audit.clone()).await?;
-        self.changed("users", &audit).await;
+        let (user, journaled) = self
+            .store
+            .insert_user(stored, Self::record("users", audit))
+            .await?;
+        self.sink.file(journaled).await;
         Ok(user)
     }
 
@@ -136,10 +139,9 @@ impl Auth {
         }
         let now = self.clock.now();
         let audit = self.audit(p, actor, "user.update", format!("user/{id}"));
-        let event = audit.clone();
-        let updated = self
+        let (updated, journaled) = self
             .store
-            .update_user(p.tenant, id, audit, move |u| {
+            .update_user(p.tenant, id, Self::record("users", audit), move |u| {
                 if let Some(e) = email {
                     u.user.email = e;
                 }
@@ -156,7 +158,7 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
-        self.changed("users", &event).await;
+        self.sink.file(journaled).await;
         Ok(updated)
     }
 
@@ -167,11 +169,12 @@ impl Auth {
         id: Uuid,
     ) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "user.delete", format!("user/{id}"));
-        self.store
-            .delete_user(p.tenant, id, audit.clone())
+        let journaled = self
+            .store
+            .delete_user(p.tenant, id, Self::record("users", audit))
             .await
             .map_err(user_errors)?;
-        self.changed("users", &audit).await;
+        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -237,14 +240,15 @@ impl Auth {
     ) -> Result<(), AuthError> {
         let hash = self.hash_secret(password).await?;
         let now = self.clock.now();
-        self.store
-            .update_user(tenant, id, audit.clone(), move |u| {
+        let (_, journaled) = self
+            .store
+            .update_user(tenant, id, Self::record("users", audit), move |u| {
                 u.password_hash = Some(hash);
                 u.user.updated_at = now;
             })
             .await
             .map_err(user_errors)?;
-        self.changed("users", &audit).await;
+        self.sink.file(journaled).await;
         Ok(())
     }
 }

@@ -155,7 +155,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
         let clock = Arc::new(TestClock::new(start));
-        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
         let tenant = store.tenants().await.unwrap()[0].id;
         let events = Events::new(
             EventStore::open(dir.path()).unwrap(),
@@ -182,17 +182,10 @@ mod tests {
                 version: 1,
                 body: r#"{"spec":{}}"#.into(),
             };
-            let event = Arc::new(events.stamp(draft));
             let store = store.clone();
             async move {
                 store
-                    .create_doc(
-                        doc,
-                        crate::store::journal::Record {
-                            audit,
-                            events: vec![event],
-                        },
-                    )
+                    .create_doc(doc, crate::store::journal::Record::new(audit, vec![draft]))
                     .await
                     .unwrap()
             }

@@ -1,26 +1,29 @@
-//! Events: stamping, the event store (best effort, failures counted), the bus, the SSE hub's
-//! client bookkeeping, export pages and month-file retention.
+//! Events: filing journaled events into the event store and publishing them, the event filer,
+//! durable consumers, the bus, the SSE hub's client bookkeeping, export pages and month-file
+//! retention.
 
 pub mod bus;
+pub mod consumer;
 pub mod export;
 pub mod filer;
 pub mod retention;
 pub mod sse;
 
 pub use bus::{Bus, Delivery, Dispatcher, SSE_BUFFER, Subscription};
+pub use consumer::Consumer;
 pub use filer::EventFiler;
 pub use retention::RetentionWorker;
 
-use crate::model::Timestamp;
-use crate::model::event::{Event, EventDraft, EventFilter, Journaled, id_millis};
+use crate::model::event::{Event, EventFilter, Journaled, id_millis};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::sink::{EmitFuture, EventSink};
 use crate::store::StoreError;
 use crate::store::events::{EventStore, Position};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use uuid::Uuid;
 
 /// SSE replay starts this long before the `Last-Event-ID` event.
@@ -38,6 +41,19 @@ pub struct Events {
     /// Why journaled events could not be stored; the filer stores them from the journal.
     unfiled: Mutex<Option<String>>,
     filer: Arc<Notify>,
+    /// Bumped after every filing, to wake durable consumers.
+    filed_count: watch::Sender<u64>,
+    /// Where each durable consumer stands, for `/metrics` and the health report.
+    consumers: Mutex<BTreeMap<&'static str, ConsumerLag>>,
+}
+
+/// Where a durable consumer stands: the last event it committed the work of, and the age of
+/// the oldest committed event it has not (0 when it has caught up).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerLag {
+    pub position: Uuid,
+    pub lag_seconds: f64,
 }
 
 /// Counts one connected SSE client while alive.
@@ -61,6 +77,8 @@ impl Events {
             filed: Mutex::default(),
             unfiled: Mutex::default(),
             filer: Arc::new(Notify::new()),
+            filed_count: watch::Sender::new(0),
+            consumers: Mutex::default(),
         })
     }
 
@@ -68,50 +86,9 @@ impl Events {
         &self.bus
     }
 
-    /// Gives the event its id and time: the id is minted from the time, the time read back
-    /// from the id, so both always agree.
-    pub fn stamp(&self, d: EventDraft) -> Event {
-        let id = self.clock.new_id();
-        let ts = id_millis(&id)
-            .and_then(Timestamp::from_millis)
-            .unwrap_or_else(|| self.clock.now());
-        d.stamped(id, ts)
-    }
-
-    /// Appends (durably, group-committed) and publishes. A store failure is counted and
-    /// logged; the event is published all the same.
-    pub async fn emit(&self, draft: EventDraft) -> Arc<Event> {
-        let mut events = self.emit_all(vec![draft]).await;
-        events.remove(0)
-    }
-
-    /// `emit` for several events in one append, published in order. The append is queued
-    /// when this is called, not when the future is first polled, so appends keep call order
-    /// while their commits are awaited elsewhere.
-    pub fn emit_all(
-        &self,
-        drafts: Vec<EventDraft>,
-    ) -> impl Future<Output = Vec<Arc<Event>>> + Send + '_ {
-        let events: Vec<Arc<Event>> = drafts
-            .into_iter()
-            .map(|d| Arc::new(self.stamp(d)))
-            .collect();
-        let stored = (!events.is_empty()).then(|| self.store.append(events.clone()));
-        async move {
-            if let Some(stored) = stored {
-                if !matches!(stored.await, Ok(Ok(()))) {
-                    self.metrics.events_dropped.inc_by(events.len() as u64);
-                    tracing::error!(count = events.len(), "events not persisted");
-                }
-                for event in &events {
-                    self.bus.publish(event.clone()).await;
-                }
-            }
-            events
-        }
-    }
-
-    /// Stores journaled events and publishes them once stored (see `EventSink::file`).
+    /// Stores journaled events and publishes them once stored (see `EventSink::file`). The
+    /// append is queued when this is called, not when the future is first polled, so appends
+    /// keep call order while their commits are awaited elsewhere.
     pub fn file(
         &self,
         journaled: Vec<Journaled>,
@@ -134,8 +111,10 @@ impl Events {
                         self.bus.publish(event.clone()).await;
                     }
                     lock(&self.filed).extend(seqs);
+                    self.filed_count.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 Err(e) => {
+                    self.metrics.events_dropped.inc_by(events.len() as u64);
                     tracing::error!(error = %e, count = events.len(), "journaled events not stored yet; the filer retries");
                     *lock(&self.unfiled) = Some(e.to_string());
                     self.filer.notify_one();
@@ -143,6 +122,63 @@ impl Events {
             }
             result
         }
+    }
+
+    /// Wakes whoever waits for events to be filed.
+    pub fn filings(&self) -> watch::Receiver<u64> {
+        self.filed_count.subscribe()
+    }
+
+    /// The stored events of `tenants` strictly after event `after`, oldest first, at most
+    /// `limit`, merged across tenants in id (commit) order.
+    pub async fn stored_after(
+        &self,
+        tenants: Vec<Uuid>,
+        after: Uuid,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let store = self.store.clone();
+        let after = Position::of_id(after);
+        crate::store::blocking(move || {
+            let mut out = Vec::new();
+            for tenant_id in tenants {
+                let filter = EventFilter {
+                    tenant_id,
+                    ..Default::default()
+                };
+                out.extend(store.oldest(&filter, after, limit)?);
+            }
+            out.sort_by_key(|e| e.id);
+            out.truncate(limit);
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Records where durable consumer `name` stands: at `position`, with `oldest` the
+    /// oldest committed event it has not done yet.
+    pub fn report_lag(&self, name: &'static str, position: Uuid, oldest: Option<&Event>) {
+        let lag_seconds = oldest.map_or(0.0, |e| {
+            (self.clock.now().as_millis() - e.ts.as_millis()).max(0) as f64 / 1000.0
+        });
+        self.metrics
+            .consumer_lag
+            .get_or_create(&crate::runtime::metrics::ConsumerLabels {
+                consumer: name.into(),
+            })
+            .set(lag_seconds);
+        lock(&self.consumers).insert(
+            name,
+            ConsumerLag {
+                position,
+                lag_seconds,
+            },
+        );
+    }
+
+    /// Every durable consumer's lag, by name.
+    pub fn consumer_lags(&self) -> BTreeMap<&'static str, ConsumerLag> {
+        lock(&self.consumers).clone()
     }
 
     /// Why journaled events wait to be stored, if they do.
@@ -217,17 +253,6 @@ impl Events {
 }
 
 impl EventSink for Events {
-    fn emit_all(&self, drafts: Vec<EventDraft>) -> EmitFuture<'_> {
-        let emitted = Events::emit_all(self, drafts);
-        Box::pin(async move {
-            emitted.await;
-        })
-    }
-
-    fn stamp(&self, draft: EventDraft) -> Event {
-        Events::stamp(self, draft)
-    }
-
     fn file(&self, journaled: Vec<Journaled>) -> EmitFuture<'_> {
         let filed = Events::file(self, journaled);
         Box::pin(async move {

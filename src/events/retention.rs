@@ -101,6 +101,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = EventStore::open(dir.path()).unwrap();
         let clock = Arc::new(TestClock::new("2026-01-15T12:00:00Z".parse().unwrap()));
+        let main = crate::store::Store::open(dir.path(), clock.clone()).unwrap();
         let events = Events::new(store.clone(), clock.clone(), Arc::new(Metrics::new()));
         for month in [
             "2026-01-15T12:00:00Z",
@@ -109,14 +110,14 @@ mod tests {
             "2026-04-15T12:00:00Z",
         ] {
             clock.advance(month.parse::<Timestamp>().unwrap().since(clock.now()));
-            events
-                .emit(EventDraft::new(
-                    uuid::Uuid::nil(),
-                    EventType::System,
-                    None,
-                    serde_json::json!({}),
-                ))
-                .await;
+            let draft = EventDraft::new(
+                uuid::Uuid::nil(),
+                EventType::System,
+                None,
+                serde_json::json!({}),
+            );
+            let journaled = main.journal_events(vec![draft]).await.unwrap();
+            events.file(journaled).await.unwrap();
         }
         assert_eq!(store.months(), vec![202601, 202602, 202603, 202604]);
         let mut w = RetentionWorker::new(events.clone(), clock.clone(), 2, TimeZone::UTC);

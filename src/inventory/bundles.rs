@@ -405,22 +405,24 @@ impl Inventory {
             })
             .collect();
         let ids = ops.iter().map(|_| self.clock.new_id()).collect();
-        self.store
-            .apply_bundle(p.tenant, ops, ids, self.clock.now(), actor.clone())
+        let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+        let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
+        let (_, journaled) = self
+            .store
+            .apply_bundle(
+                p.tenant,
+                ops,
+                ids,
+                self.clock.now(),
+                actor.clone(),
+                vec![event],
+            )
             .await
             .map_err(|e| match e {
                 crate::store::StoreError::Conflict(why) => InventoryError::Apply(why),
                 other => other.into(),
             })?;
-        let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
-        self.sink
-            .emit(EventDraft::config(
-                p.tenant,
-                &kinds,
-                "bundle.apply",
-                "bundle",
-            ))
-            .await;
+        self.sink.file(journaled).await;
         result.applied = true;
         Ok(result)
     }

@@ -99,13 +99,10 @@ impl Inventory {
         self.record_of(audit, kind.name)
     }
 
-    /// A change's audit entry with its `config` event (for the kind named `kinds`), stamped.
+    /// A change's audit entry with its `config` event (for the kind named `kinds`).
     fn record_of(&self, audit: AuditDraft, kinds: &str) -> Record {
         let event = EventDraft::config(audit.tenant_id, &[kinds], &audit.action, &audit.resource);
-        Record {
-            audit,
-            events: vec![Arc::new(self.sink.stamp(event))],
-        }
+        Record::new(audit, vec![event])
     }
 
     pub async fn create(

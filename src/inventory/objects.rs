@@ -151,12 +151,6 @@ impl Inventory {
         )
     }
 
-    async fn objects_changed(&self, tenant: Uuid, action: &str, resource: &str) {
-        self.sink
-            .emit(EventDraft::config(tenant, &[OBJECTS], action, resource))
-            .await;
-    }
-
     /// The audit entry and the `config` event of a change to an object.
     fn object_record(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> Record {
         self.record_of(self.object_audit(p, actor, o, verb), OBJECTS)
@@ -171,10 +165,18 @@ impl Inventory {
     ) -> Result<Object, InventoryError> {
         let o = self.new_object(p, value, service_route).await?;
         let audit = self.object_audit(p, actor, &o, "create");
-        let mut results = self
+        let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
+        let (mut results, journaled) = self
             .store
-            .write_objects(vec![ObjectWrite::Create(Box::new(o), audit.clone())])
+            .write_objects(vec![ObjectWrite::Create(Box::new(o), audit)], move |out| {
+                out.iter()
+                    .any(Result::is_ok)
+                    .then_some(event)
+                    .into_iter()
+                    .collect()
+            })
             .await?;
+        self.sink.file(journaled).await;
         let created = results
             .pop()
             .ok_or(StoreError::NotFound)?
@@ -184,8 +186,6 @@ impl Inventory {
                 }
                 other => other.into(),
             })?;
-        self.objects_changed(p.tenant, &audit.action, &audit.resource)
-            .await;
         Ok(created)
     }
 
@@ -242,7 +242,27 @@ impl Inventory {
                         }
                     }
                 }
-                let mut outcomes = self.store.write_objects(writes).await?.into_iter();
+                // One `config` event per transaction, naming how many objects it wrote.
+                let tenant = p.tenant;
+                let (outcomes, journaled) = self
+                    .store
+                    .write_objects(writes, move |out| {
+                        let written = out.iter().filter(|r| r.is_ok()).count();
+                        (written > 0)
+                            .then(|| {
+                                EventDraft::config(
+                                    tenant,
+                                    &[OBJECTS],
+                                    "objects.batch",
+                                    &format!("objects/{written}"),
+                                )
+                            })
+                            .into_iter()
+                            .collect()
+                    })
+                    .await?;
+                self.sink.file(journaled).await;
+                let mut outcomes = outcomes.into_iter();
                 for name in names.into_iter().flatten() {
                     match outcomes.next() {
                         Some(Ok(o)) => {
@@ -270,14 +290,6 @@ impl Inventory {
                     }
                 }
             }
-        }
-        if result.created > 0 {
-            self.objects_changed(
-                p.tenant,
-                "objects.batch",
-                &format!("objects/{}", result.created),
-            )
-            .await;
         }
         Ok(result)
     }

@@ -129,17 +129,18 @@ impl Inventory {
             created_at: now,
             updated_at: now,
         };
-        self.store
+        let journaled = self
+            .store
             .put_secret(
                 StoredSecret {
                     meta,
                     nonce,
                     sealed,
                 },
-                audit.clone(),
+                self.record_of(audit, "secrets"),
             )
             .await?;
-        self.secret_changed(&audit).await;
+        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -157,21 +158,12 @@ impl Inventory {
             "secret.delete",
             format!("secret/{name}"),
         );
-        self.store
-            .delete_secret(p.tenant, name, audit.clone())
+        let journaled = self
+            .store
+            .delete_secret(p.tenant, name, self.record_of(audit, "secrets"))
             .await?;
-        self.secret_changed(&audit).await;
+        self.sink.file(journaled).await;
         Ok(())
-    }
-
-    async fn secret_changed(&self, audit: &AuditDraft) {
-        let event = crate::model::event::EventDraft::config(
-            audit.tenant_id,
-            &["secrets"],
-            &audit.action,
-            &audit.resource,
-        );
-        self.sink.emit(event).await;
     }
 
     /// Names and times; never values.

@@ -11,6 +11,7 @@ use crate::model::identity::Actor;
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
@@ -83,22 +84,15 @@ impl Heartbeats {
             updated_at: now,
             version: 1,
         };
-        let audit = AuditDraft::new(
+        let record = record(AuditDraft::new(
             now,
             p.tenant,
             actor,
             "heartbeat.upsert",
             format!("heartbeat/{}", body.name),
-        );
-        let saved = self.store.upsert_heartbeat(h, audit.clone()).await?;
-        self.sink
-            .emit(EventDraft::config(
-                p.tenant,
-                &["heartbeats"],
-                &audit.action,
-                &audit.resource,
-            ))
-            .await;
+        ));
+        let (saved, journaled) = self.store.upsert_heartbeat(h, record).await?;
+        self.sink.file(journaled).await;
         Ok(saved)
     }
 
@@ -108,24 +102,15 @@ impl Heartbeats {
         actor: &Actor,
         name: String,
     ) -> Result<(), HeartbeatError> {
-        let audit = AuditDraft::new(
+        let record = record(AuditDraft::new(
             self.clock.now(),
             p.tenant,
             actor,
             "heartbeat.delete",
             format!("heartbeat/{name}"),
-        );
-        self.store
-            .delete_heartbeat(p.tenant, name, audit.clone())
-            .await?;
-        self.sink
-            .emit(EventDraft::config(
-                p.tenant,
-                &["heartbeats"],
-                &audit.action,
-                &audit.resource,
-            ))
-            .await;
+        ));
+        let journaled = self.store.delete_heartbeat(p.tenant, name, record).await?;
+        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -136,47 +121,20 @@ impl Heartbeats {
     /// Records a beat; a beat that ends a miss reports the recovery.
     pub async fn beat(&self, p: &Principal, name: String) -> Result<(), HeartbeatError> {
         let now = self.clock.now();
-        let (before, after) = self
+        let journaled = self
             .store
-            .touch_heartbeat(p.tenant, name, move |h| {
-                h.last_beat = Some(now);
-                h.missing = false;
-            })
+            .touch_heartbeat(
+                p.tenant,
+                name,
+                move |h| {
+                    h.last_beat = Some(now);
+                    h.missing = false;
+                },
+                |before, after| before.missing.then(|| report(after, true)),
+            )
             .await?;
-        if before.missing {
-            self.report(&after, true).await;
-        }
+        self.sink.file(journaled).await;
         Ok(())
-    }
-
-    async fn report(&self, h: &Heartbeat, recovered: bool) {
-        let (severity, summary) = if recovered {
-            (
-                Severity::Ok,
-                format!("heartbeat {} is beating again", h.name),
-            )
-        } else {
-            (
-                severity(&h.severity),
-                format!(
-                    "no heartbeat from {} for more than {}",
-                    h.name,
-                    GoDuration(h.expect_every.0 + h.grace.0)
-                ),
-            )
-        };
-        let mut payload = json!({"heartbeat": h.name, "labels": h.labels, "summary": summary});
-        if recovered {
-            payload["resolve"] = json!(true);
-        }
-        let mut draft = EventDraft::new(
-            h.tenant_id,
-            EventType::HeartbeatMissed,
-            Some(severity),
-            payload,
-        );
-        draft.source_id = Some(h.id.to_string());
-        self.sink.emit(draft).await;
     }
 
     /// Marks every newly overdue heartbeat missing and reports it once; returns how many.
@@ -188,21 +146,68 @@ impl Heartbeats {
                 continue;
             }
             // Re-checked inside the write: a beat may have arrived since the read.
-            let (before, after) = self
+            let journaled = self
                 .store
-                .touch_heartbeat(h.tenant_id, h.name.clone(), move |h| {
-                    if h.overdue(now) {
-                        h.missing = true;
-                    }
-                })
+                .touch_heartbeat(
+                    h.tenant_id,
+                    h.name.clone(),
+                    move |h| {
+                        if h.overdue(now) {
+                            h.missing = true;
+                        }
+                    },
+                    |before, after| {
+                        (!before.missing && after.missing).then(|| report(after, false))
+                    },
+                )
                 .await?;
-            if !before.missing && after.missing {
-                self.report(&after, false).await;
-                reported += 1;
-            }
+            reported += journaled.len();
+            self.sink.file(journaled).await;
         }
         Ok(reported)
     }
+}
+
+/// The audit entry of a definition's change with its `config` event.
+fn record(audit: AuditDraft) -> Record {
+    let event = EventDraft::config(
+        audit.tenant_id,
+        &["heartbeats"],
+        &audit.action,
+        &audit.resource,
+    );
+    Record::new(audit, vec![event])
+}
+
+/// The `heartbeat_missed` event of a miss, or of its recovery.
+fn report(h: &Heartbeat, recovered: bool) -> EventDraft {
+    let (severity, summary) = if recovered {
+        (
+            Severity::Ok,
+            format!("heartbeat {} is beating again", h.name),
+        )
+    } else {
+        (
+            severity(&h.severity),
+            format!(
+                "no heartbeat from {} for more than {}",
+                h.name,
+                GoDuration(h.expect_every.0 + h.grace.0)
+            ),
+        )
+    };
+    let mut payload = json!({"heartbeat": h.name, "labels": h.labels, "summary": summary});
+    if recovered {
+        payload["resolve"] = json!(true);
+    }
+    let mut draft = EventDraft::new(
+        h.tenant_id,
+        EventType::HeartbeatMissed,
+        Some(severity),
+        payload,
+    );
+    draft.source_id = Some(h.id.to_string());
+    draft
 }
 
 /// Runs the sweep every 5 s.

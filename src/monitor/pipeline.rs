@@ -337,7 +337,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
         let clock = Arc::new(TestClock::new(start));
-        let store = Store::open(dir.path(), clock.new_id(), clock.now()).unwrap();
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
         let metrics = MetricsStore::open(dir.path()).unwrap();
         let catalog = Catalog::new(store.clone());
         let results = Results::new(

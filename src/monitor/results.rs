@@ -224,16 +224,12 @@ impl Results {
                 (j.entry, item)
             })
             .unzip();
-        // Transitions become events inside the state transaction, journaled with it and
-        // stamped there, so their ids follow commit order.
-        let (reported, sink) = (entries.clone(), self.sink.clone());
+        // Transitions become events inside the state transaction, journaled with it.
+        let reported = entries.clone();
         let applied = self
             .store
             .apply_observations(items, now, state::step, move |i, next, t| {
                 report(&reported[i], next, t)
-                    .into_iter()
-                    .map(|d| Arc::new(sink.stamp(d)))
-                    .collect()
             })
             .await?;
         let mut samples = Vec::new();

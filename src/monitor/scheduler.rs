@@ -4,6 +4,8 @@
 //! `retryInterval` (default 15 s), at most `checks.maxConcurrent` (configuration, default 32) at
 //! once. `check-now` runs one at once. An object whose templates do not resolve is not checked:
 //! at the same cadence it is given UNKNOWN with the configuration error as output.
+//! The scheduler sleeps until its next due check; a catalog change, a check-now and a finished
+//! check (a retry to schedule, a slot freed) wake it.
 
 use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
@@ -19,12 +21,13 @@ use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use uuid::Uuid;
 
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 pub const DEFAULT_RETRY: Duration = Duration::from_secs(15);
-const TICK: Duration = Duration::from_secs(1);
+/// The longest the scheduler sleeps without a wake: a bound, should a wake ever be missed.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 type Key = (Uuid, Uuid);
 
@@ -64,6 +67,10 @@ fn first_due(now: Timestamp, id: Uuid, interval: Duration) -> Timestamp {
     start.plus(splay(id, interval))
 }
 
+fn earlier(a: Option<Timestamp>, b: Timestamp) -> Option<Timestamp> {
+    Some(a.map_or(b, |a| a.min(b)))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -101,8 +108,13 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Runs one check and feeds its result through the pipeline.
-    async fn check(self: Arc<Self>, entry: Arc<Entry>, command: Option<Command>) {
+    /// Runs one check, feeds its result through the pipeline, and frees its slot.
+    async fn check(
+        self: Arc<Self>,
+        entry: Arc<Entry>,
+        command: Option<Command>,
+        slot: OwnedSemaphorePermit,
+    ) {
         let o = &entry.object;
         let spec = &entry.spec;
         let outcome = match (&entry.config_error, &command) {
@@ -147,14 +159,24 @@ impl Scheduler {
             }
             Err(e) => tracing::warn!(object = %o.id, error = %e, "check result not applied"),
         }
+        // Slot and object are free before the scheduler is woken to use them.
+        drop(slot);
         lock(&self.running).remove(&key);
+        self.wake.notify_one();
     }
 
-    /// Starts every check that is due; returns how many started.
-    pub async fn tick(self: &Arc<Self>) -> Result<usize, StoreError> {
+    /// The waker of the scheduler's worker, for whoever changes what is due.
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// Starts every check that is due; returns when the next one is due (none: nothing to
+    /// check until woken). Running checks and checks waiting for a slot are not counted: their
+    /// end wakes the scheduler.
+    pub async fn tick(self: &Arc<Self>) -> Result<Option<Timestamp>, StoreError> {
         let now = self.clock.now();
         let snapshot = self.catalog.snapshot().await?;
-        let mut started = 0;
+        let mut next_due: Option<Timestamp> = None;
         let mut live = HashSet::new();
         for (tenant, catalog) in snapshot.tenants() {
             for entry in &catalog.entries {
@@ -176,7 +198,11 @@ impl Scheduler {
                 let due = *lock(&self.due)
                     .entry(key)
                     .or_insert_with(|| first_due(now, entry.object.id, interval));
-                if due > now || lock(&self.running).contains(&key) {
+                if lock(&self.running).contains(&key) {
+                    continue;
+                }
+                if due > now {
+                    next_due = earlier(next_due, due);
                     continue;
                 }
                 let forced = lock(&self.forced).contains(&key);
@@ -199,6 +225,7 @@ impl Scheduler {
                 };
                 lock(&self.due).insert(key, next);
                 let Some(slot) = slot else {
+                    next_due = earlier(next_due, next);
                     continue;
                 };
                 lock(&self.forced).remove(&key);
@@ -206,21 +233,17 @@ impl Scheduler {
                 let command = name.and_then(|n| catalog.command(n));
                 let me = self.clone();
                 let entry = entry.clone();
-                tokio::spawn(async move {
-                    me.check(entry, command).await;
-                    drop(slot);
-                });
-                started += 1;
+                tokio::spawn(me.check(entry, command, slot));
             }
         }
         // Forget objects that were deleted or lost their check.
         lock(&self.due).retain(|k, _| live.contains(k));
         lock(&self.forced).retain(|k| live.contains(k));
-        Ok(started)
+        Ok(next_due)
     }
 }
 
-/// Ticks the scheduler every second, or at once after a check-now.
+/// Runs the scheduler when its next check is due, or at once when woken.
 pub struct SchedulerWorker(pub Arc<Scheduler>);
 
 impl Worker for SchedulerWorker {
@@ -234,10 +257,18 @@ impl Worker for SchedulerWorker {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            if let Err(e) = self.0.tick().await {
-                tracing::warn!(error = %e, "scheduler tick failed");
+            match self.0.tick().await {
+                Ok(next) => {
+                    let now = self.0.clock.now();
+                    Wait::For(next.map_or(MAX_SLEEP, |at| {
+                        at.since(now).clamp(Duration::ZERO, MAX_SLEEP)
+                    }))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler tick failed");
+                    Wait::For(Duration::from_secs(1))
+                }
             }
-            Wait::For(TICK)
         })
     }
 }

@@ -7,6 +7,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -29,6 +30,11 @@ pub struct QueueLabels {
     pub queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConsumerLabels {
+    pub consumer: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
@@ -40,6 +46,8 @@ pub struct Metrics {
     /// Depth of the bus's main queue and of every subscriber's buffer, set at scrape time.
     pub queue_depth: Family<QueueLabels, Gauge>,
     pub sse_clients: Gauge,
+    /// How far each durable event consumer is behind the newest committed event.
+    pub consumer_lag: Family<ConsumerLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -85,6 +93,12 @@ impl Metrics {
             "Connected SSE clients",
             sse_clients.clone(),
         );
+        let consumer_lag = Family::<ConsumerLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "np_event_consumer_lag_seconds",
+            "Time between a durable consumer's position and the newest committed event",
+            consumer_lag.clone(),
+        );
         Self {
             registry,
             http_requests,
@@ -93,6 +107,7 @@ impl Metrics {
             bus_dropped,
             queue_depth,
             sse_clients,
+            consumer_lag,
         }
     }
 

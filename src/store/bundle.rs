@@ -10,6 +10,7 @@ use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::BundleOp;
 use crate::model::config::ConfigDoc;
+use crate::model::event::{EventDraft, Journaled};
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
@@ -45,8 +46,9 @@ fn host_id(
 }
 
 impl Store {
-    /// Applies `ops` in order in one transaction; `ids` supplies ids for what is created. An
-    /// error names the operation and leaves everything as it was.
+    /// Applies `ops` in order in one transaction, with an audit entry per document and
+    /// `events` journaled; `ids` supplies ids for what is created. An error names the
+    /// operation and leaves everything as it was.
     pub async fn apply_bundle(
         self: &Arc<Self>,
         tenant: Uuid,
@@ -54,9 +56,11 @@ impl Store {
         ids: Vec<Uuid>,
         now: Timestamp,
         actor: Actor,
-    ) -> Result<usize, StoreError> {
+        events: Vec<EventDraft>,
+    ) -> Result<(usize, Vec<Journaled>), StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
+            let mut audits = Vec::new();
             let mut ids = ids.into_iter();
             let mut fresh = || {
                 ids.next()
@@ -92,10 +96,9 @@ impl Store {
                             },
                         };
                         put_doc(tx, &doc).map_err(|e| fail(e, &what))?;
-                        store.append_audit(
-                            tx,
+                        audits.push(
                             audit("bundle.apply", format!("{kind}/{name}")).after(doc.to_json()),
-                        )?;
+                        );
                     }
                     BundleOp::DeleteDoc { kind, name } => {
                         let key = doc_key(tenant, kind, &name);
@@ -108,11 +111,10 @@ impl Store {
                                 .map_err(StoreError::from_redb)?
                                 .remove(scoped(tenant, old.id.as_bytes()).as_slice())
                                 .map_err(StoreError::from_redb)?;
-                            store.append_audit(
-                                tx,
+                            audits.push(
                                 audit("bundle.prune", format!("{kind}/{name}"))
                                     .before(old.to_json()),
-                            )?;
+                            );
                         }
                     }
                     BundleOp::PutObject {
@@ -167,8 +169,7 @@ impl Store {
                                 new
                             }
                         };
-                        store
-                            .append_audit(tx, audit("bundle.apply", what.clone()).after(&object))?;
+                        audits.push(audit("bundle.apply", what.clone()).after(&object));
                     }
                     BundleOp::DeleteObject { host, name } => {
                         let owner = match &host {
@@ -185,15 +186,14 @@ impl Store {
                         };
                         if let Some(id) = object_id(tx, tenant, kind, owner, &name)? {
                             let (old, _) = delete_cascade(tx, tenant, id)?;
-                            store.append_audit(
-                                tx,
+                            audits.push(
                                 audit("bundle.prune", format!("object/{}", old.id)).before(&old),
-                            )?;
+                            );
                         }
                     }
                 }
             }
-            Ok(count)
+            Ok((count, store.record(tx, audits, events)?))
         })
         .await
     }

@@ -10,7 +10,7 @@
 //! a file loads its journal, so nothing is lost across a crash.
 
 use super::StoreError;
-use super::codec::{decode, encode};
+use super::codec::decode;
 use super::writer::{Inbox, Writer};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, id_millis};
@@ -373,12 +373,12 @@ impl EventStore {
         Ok(())
     }
 
-    /// Queues events for the next group commit; the receiver resolves once they are durable.
-    /// Reads that begin after this returns wait for them (`settled`).
+    /// `append_encoded` for events not encoded yet, in tests.
+    #[cfg(test)]
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let encoded: Result<Vec<_>, StoreError> = events
             .into_iter()
-            .map(|e| encode(&*e).map(|row| (e, row)))
+            .map(|e| super::codec::encode(&*e).map(|row| (e, row)))
             .collect();
         match encoded {
             Ok(events) => self.append_encoded(events),
@@ -390,7 +390,9 @@ impl EventStore {
         }
     }
 
-    /// `append` for events already encoded (journaled ones: encoded once, for the journal).
+    /// Queues events (encoded once, for the journal) for the next group commit; the receiver
+    /// resolves once they are durable. Reads that begin after this returns wait for them
+    /// (`settled`).
     pub fn append_encoded(
         &self,
         events: Vec<(Arc<Event>, Vec<u8>)>,

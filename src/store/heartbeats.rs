@@ -1,10 +1,11 @@
 //! Heartbeat definitions and their last beat, by tenant and name.
 
 use super::codec::{decode, encode, tenant_values};
+use super::journal::Record;
 use super::keys::scoped;
 use super::tables::HEARTBEATS;
 use super::{Store, StoreError};
-use crate::model::audit::AuditDraft;
+use crate::model::event::{EventDraft, Journaled};
 use crate::model::heartbeat::Heartbeat;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -35,10 +36,9 @@ impl Store {
     pub async fn upsert_heartbeat(
         self: &Arc<Self>,
         mut h: Heartbeat,
-        audit: AuditDraft,
-    ) -> Result<Heartbeat, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<(Heartbeat, Vec<Journaled>), StoreError> {
+        self.mutate(record, move |tx, audit| {
             let old = load(tx, h.tenant_id, &h.name)?;
             if let Some(old) = &old {
                 h.id = old.id;
@@ -52,8 +52,8 @@ impl Store {
                 Some(o) => audit.before(o),
                 None => audit,
             };
-            store.append_audit(tx, audit.after(&h))?;
-            Ok(h)
+            let audit = audit.after(&h);
+            Ok((h, audit))
         })
         .await
     }
@@ -62,35 +62,36 @@ impl Store {
         self: &Arc<Self>,
         tenant: Uuid,
         name: String,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             let old = load(tx, tenant, &name)?.ok_or(StoreError::NotFound)?;
             tx.open_table(HEARTBEATS)
                 .map_err(StoreError::from_redb)?
                 .remove(key(tenant, &name).as_slice())
                 .map_err(StoreError::from_redb)?;
-            store.append_audit(tx, audit.before(&old))?;
-            Ok(())
+            Ok(((), audit.before(&old)))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
-    /// Applies `change` to one heartbeat (a beat, or the sweep marking it missing) and returns
-    /// it as it was before and after.
+    /// Applies `change` to one heartbeat (a beat, or the sweep marking it missing), with the
+    /// events `report` makes of it before and after journaled in the same transaction.
     pub async fn touch_heartbeat(
         self: &Arc<Self>,
         tenant: Uuid,
         name: String,
         change: impl FnOnce(&mut Heartbeat) + Send + 'static,
-    ) -> Result<(Heartbeat, Heartbeat), StoreError> {
+        report: impl FnOnce(&Heartbeat, &Heartbeat) -> Option<EventDraft> + Send + 'static,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
         self.write(move |tx| {
             let old = load(tx, tenant, &name)?.ok_or(StoreError::NotFound)?;
             let mut new = old.clone();
             change(&mut new);
             save(tx, &new)?;
-            Ok((old, new))
+            store.journal(tx, report(&old, &new).into_iter().collect())
         })
         .await
     }

@@ -1,55 +1,68 @@
 //! The event journal (transactional outbox): a mutation records its events in the same
 //! transaction as the change that causes them, so a committed cause always has its events.
+//! Events are stamped inside that transaction and writes are serial, so event ids follow
+//! commit order; the id of the newest journaled event (the head) is kept with them, which lets
+//! a durable consumer know how far the committed events reach.
 //! A transaction's events are one journal row (each event's encoded row, length-prefixed): one
 //! sequential write however many events a group commit carries, and one row to forget. The
 //! event filer copies them into the month files (where storing one again is a no-op: rows are
 //! keyed by their id) and then forgets the journal row.
 
 use super::codec::{decode, encode};
-use super::tables::EVENT_JOURNAL;
+use super::tables::{CONSUMER_POSITIONS, EVENT_JOURNAL, META};
 use super::{Store, StoreError};
+use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
-use crate::model::event::{Event, Journaled};
+use crate::model::event::{Event, EventDraft, Journaled, id_millis};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashSet;
 use std::sync::Arc;
+use uuid::Uuid;
+
+/// Meta key of the id of the newest journaled event.
+const JOURNAL_HEAD: &str = "journal_head";
 
 /// What a mutation writes beside its change, in the same transaction: its audit entry and its
-/// events (stamped by the caller).
+/// events (stamped in that transaction).
 pub struct Record {
     pub audit: AuditDraft,
-    pub events: Vec<Arc<Event>>,
+    pub events: Vec<EventDraft>,
 }
 
-/// Records `events` in `tx` as one journal row, after every row journaled before; returns them
-/// with that row's sequence number.
-pub(super) fn journal(
+impl Record {
+    pub fn new(audit: AuditDraft, events: Vec<EventDraft>) -> Self {
+        Self { audit, events }
+    }
+}
+
+/// The committed events a durable consumer can see at one moment: the newest journaled
+/// event's id, and the events of journal rows not yet forgotten (some may be stored already).
+pub struct JournalView {
+    pub head: Option<Uuid>,
+    pub pending: Vec<Arc<Event>>,
+}
+
+/// Saves a durable consumer's position in the transaction of the work it did.
+pub(super) fn save_position(
     tx: &WriteTransaction,
-    events: Vec<Arc<Event>>,
-) -> Result<Vec<Journaled>, StoreError> {
-    if events.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut t = tx
-        .open_table(EVENT_JOURNAL)
-        .map_err(StoreError::from_redb)?;
-    let seq = t
-        .last()
+    name: &str,
+    through: Uuid,
+) -> Result<(), StoreError> {
+    tx.open_table(CONSUMER_POSITIONS)
         .map_err(StoreError::from_redb)?
-        .map_or(0, |(k, _)| k.value() + 1);
-    let mut out = Vec::with_capacity(events.len());
-    let mut packed = Vec::new();
-    for event in events {
-        let row = encode(&*event)?;
-        let len = u32::try_from(row.len())
-            .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
-        packed.extend_from_slice(&len.to_be_bytes());
-        packed.extend_from_slice(&row);
-        out.push(Journaled { seq, event, row });
-    }
-    t.insert(seq, packed.as_slice())
+        .insert(name, through.as_bytes().as_slice())
         .map_err(StoreError::from_redb)?;
-    Ok(out)
+    Ok(())
+}
+
+/// The id of the newest journaled event, from the meta table.
+fn head(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Option<Uuid>, StoreError> {
+    Ok(meta
+        .get(JOURNAL_HEAD)
+        .map_err(StoreError::from_redb)?
+        .and_then(|v| Uuid::from_slice(v.value()).ok()))
 }
 
 /// The events of one journal row.
@@ -71,10 +84,88 @@ fn unpack(seq: u64, mut packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
 }
 
 impl Store {
-    /// One mutation of the catalog (objects, configuration documents): `change` in one
-    /// transaction with the record's audit entry (which `change` completes with what it saw)
-    /// and the record's events journaled; the events come back with their journal sequence,
-    /// for the caller to file.
+    /// Gives a draft its id and time: the id is minted from the store's clock, the time read
+    /// back from the id, so both always agree.
+    fn stamp(&self, draft: EventDraft) -> Event {
+        let id = self.clock.new_id();
+        let ts = id_millis(&id)
+            .and_then(Timestamp::from_millis)
+            .unwrap_or_else(|| self.clock.now());
+        draft.stamped(id, ts)
+    }
+
+    /// Stamps `drafts` and records them in `tx` as one journal row, after every row journaled
+    /// before; returns them with that row's sequence number.
+    pub(super) fn journal(
+        &self,
+        tx: &WriteTransaction,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        if drafts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut t = tx
+            .open_table(EVENT_JOURNAL)
+            .map_err(StoreError::from_redb)?;
+        let seq = t
+            .last()
+            .map_err(StoreError::from_redb)?
+            .map_or(0, |(k, _)| k.value() + 1);
+        let mut out = Vec::with_capacity(drafts.len());
+        let mut packed = Vec::new();
+        for draft in drafts {
+            let event = Arc::new(self.stamp(draft));
+            let row = encode(&*event)?;
+            let len = u32::try_from(row.len())
+                .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
+            packed.extend_from_slice(&len.to_be_bytes());
+            packed.extend_from_slice(&row);
+            out.push(Journaled { seq, event, row });
+        }
+        t.insert(seq, packed.as_slice())
+            .map_err(StoreError::from_redb)?;
+        if let Some(last) = out.last() {
+            tx.open_table(META)
+                .map_err(StoreError::from_redb)?
+                .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())
+                .map_err(StoreError::from_redb)?;
+        }
+        Ok(out)
+    }
+
+    /// A record's audit entries and events, written in `tx`: the one way a mutation records
+    /// itself.
+    pub(super) fn record(
+        &self,
+        tx: &WriteTransaction,
+        audits: impl IntoIterator<Item = AuditDraft>,
+        events: Vec<EventDraft>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        for audit in audits {
+            self.append_audit(tx, audit)?;
+        }
+        self.journal(tx, events)
+    }
+
+    /// One mutation: `change` in one transaction with the record's audit entry (which `change`
+    /// completes with what it saw) and the record's events journaled; the events come back
+    /// with their journal sequence, for the caller to file.
+    pub(super) async fn mutate<T: Send + 'static>(
+        self: &Arc<Self>,
+        record: Record,
+        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
+        + Send
+        + 'static,
+    ) -> Result<(T, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let (out, audit) = change(tx, record.audit)?;
+            Ok((out, store.record(tx, [audit], record.events)?))
+        })
+        .await
+    }
+
+    /// `mutate` for a change of the catalog (objects, configuration documents, tenants).
     pub(super) async fn mutate_catalog<T: Send + 'static>(
         self: &Arc<Self>,
         record: Record,
@@ -85,8 +176,91 @@ impl Store {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let (out, audit) = change(tx, record.audit)?;
-            store.append_audit(tx, audit)?;
-            Ok((out, journal(tx, record.events)?))
+            Ok((out, store.record(tx, [audit], record.events)?))
+        })
+        .await
+    }
+
+    /// Journals events that have no change of their own in the store (a system notice).
+    pub async fn journal_events(
+        self: &Arc<Self>,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| store.journal(tx, drafts)).await
+    }
+
+    /// The head and the first `limit` events still journaled after `after` (by id), in one
+    /// snapshot.
+    pub async fn journal_view(
+        self: &Arc<Self>,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<JournalView, StoreError> {
+        self.read(move |tx| {
+            let head = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
+            let t = tx
+                .open_table(EVENT_JOURNAL)
+                .map_err(StoreError::from_redb)?;
+            let mut pending = Vec::new();
+            for row in t.iter().map_err(StoreError::from_redb)? {
+                let (seq, packed) = row.map_err(StoreError::from_redb)?;
+                pending.extend(
+                    unpack(seq.value(), packed.value())?
+                        .into_iter()
+                        .map(|j| j.event)
+                        .filter(|e| after.is_none_or(|a| e.id > a)),
+                );
+                if pending.len() >= limit {
+                    pending.truncate(limit);
+                    break;
+                }
+            }
+            Ok(JournalView { head, pending })
+        })
+        .await
+    }
+
+    /// Where durable consumer `name` stands: the id of the last event whose work it
+    /// committed. A consumer seen for the first time starts at the head (what is committed
+    /// from now on), and that start is saved, so nothing committed after it is skipped.
+    pub async fn consumer_position(self: &Arc<Self>, name: &str) -> Result<Uuid, StoreError> {
+        let name = name.to_string();
+        self.write(move |tx| {
+            let saved = {
+                let t = tx
+                    .open_table(CONSUMER_POSITIONS)
+                    .map_err(StoreError::from_redb)?;
+                t.get(name.as_str())
+                    .map_err(StoreError::from_redb)?
+                    .and_then(|v| Uuid::from_slice(v.value()).ok())
+            };
+            match saved {
+                Some(at) => Ok(at),
+                None => {
+                    let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+                    let head = head(&meta)?.unwrap_or(Uuid::nil());
+                    save_position(tx, &name, head)?;
+                    Ok(head)
+                }
+            }
+        })
+        .await
+    }
+
+    /// Commits durable consumer `name`'s work for the events through `through`: the position
+    /// and the events the work made, in one transaction.
+    pub async fn consume(
+        self: &Arc<Self>,
+        name: &str,
+        through: Uuid,
+        events: Vec<EventDraft>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let name = name.to_string();
+        let store = self.clone();
+        self.write(move |tx| {
+            save_position(tx, &name, through)?;
+            store.journal(tx, events)
         })
         .await
     }

@@ -3,9 +3,9 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, EVENT_JOURNAL, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES,
-    OBJECTS, SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
-    USERS,
+    AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS, EVENT_JOURNAL, HEARTBEATS, META,
+    OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS,
+    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -61,6 +61,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event journal",
         apply: create_event_journal,
     },
+    Migration {
+        version: 10,
+        name: "durable event consumers",
+        apply: create_consumer_positions,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -109,6 +114,12 @@ fn create_heartbeat_table(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_event_journal(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(EVENT_JOURNAL)
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_consumer_positions(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(CONSUMER_POSITIONS)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

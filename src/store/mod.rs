@@ -24,13 +24,12 @@ mod writer;
 
 pub use error::StoreError;
 
-use crate::model::Timestamp;
+use crate::runtime::clock::SharedClock;
 use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
-use uuid::Uuid;
 
 /// Runs blocking storage work (a redb transaction, an event or metric file read) off the async
 /// runtime.
@@ -59,8 +58,8 @@ const CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 pub struct Store {
     path: PathBuf,
-    /// Id and creation time of the default tenant, should the store have to make it.
-    first_tenant: (Uuid, Timestamp),
+    /// Stamps journaled events and makes the default tenant, should the store have to.
+    clock: SharedClock,
     db: RwLock<Option<Arc<Database>>>,
     offline_reason: RwLock<Option<String>>,
     needs_recovery: AtomicBool,
@@ -70,6 +69,8 @@ pub struct Store {
     /// Bumped after every commit that changed objects, configuration documents or tenants, so
     /// in-memory catalogs know when to rebuild.
     catalog_generation: AtomicU64,
+    /// Notified after every committed catalog write (the check scheduler's waker).
+    catalog_watchers: Mutex<Vec<Arc<Notify>>>,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -103,21 +104,22 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 
 impl Store {
     /// Opens (or creates) the store in `data_dir`, applies pending migrations and makes sure the
-    /// default tenant exists (made with `id` and `now` at first start). When the disk refuses
+    /// default tenant exists. When the disk refuses
     /// (full, say, after a crash) the store starts offline and the recovery worker brings it up
     /// once the disk takes writes. Blocking: call from `spawn_blocking` or before the runtime
     /// serves.
-    pub fn open(data_dir: &Path, id: Uuid, now: Timestamp) -> Result<Arc<Store>, StoreError> {
+    pub fn open(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| StoreError::Io(e.to_string()))?;
         let store = Arc::new(Store {
             path: data_dir.join(DB_FILE),
-            first_tenant: (id, now),
+            clock,
             db: RwLock::new(None),
             offline_reason: RwLock::new(None),
             needs_recovery: AtomicBool::new(false),
             recovery: Arc::new(Notify::new()),
             pending_checkpoint: Mutex::new(None),
             catalog_generation: AtomicU64::new(1),
+            catalog_watchers: Mutex::default(),
         });
         match store.bring_online() {
             Ok(()) => {}
@@ -143,8 +145,7 @@ impl Store {
             .write()
             .unwrap_or_else(|e| e.into_inner()) = None;
         self.needs_recovery.store(false, Ordering::SeqCst);
-        let (id, now) = self.first_tenant;
-        self.ensure_default_tenant_blocking(id, now)?;
+        self.ensure_default_tenant_blocking(self.clock.new_id(), self.clock.now())?;
         Ok(())
     }
 
@@ -238,8 +239,24 @@ impl Store {
         let out = self.write(f).await;
         if out.is_ok() {
             self.catalog_generation.fetch_add(1, Ordering::SeqCst);
+            for watcher in self
+                .catalog_watchers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+            {
+                watcher.notify_one();
+            }
         }
         out
+    }
+
+    /// Has `watcher` notified after every committed catalog write.
+    pub fn watch_catalog(&self, watcher: Arc<Notify>) {
+        self.catalog_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(watcher);
     }
 
     /// Changes with every committed catalog write; read it before reading the catalog.

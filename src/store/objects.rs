@@ -7,7 +7,7 @@ use super::keys::{scoped, tenant_range};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
-use crate::model::event::Journaled;
+use crate::model::event::{EventDraft, Journaled};
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -140,18 +140,25 @@ pub enum ObjectWrite {
 
 impl Store {
     /// Applies the writes in one transaction; each item succeeds or fails on its own
-    /// (a taken name, a missing host), other errors abort the whole transaction.
+    /// (a taken name, a missing host), other errors abort the whole transaction. Each
+    /// written item's audit entry, and the events `events` makes of the outcomes, are recorded
+    /// in that transaction.
     pub async fn write_objects(
         self: &Arc<Self>,
         writes: Vec<ObjectWrite>,
-    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+        events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft> + Send + 'static,
+    ) -> Result<(Vec<Result<Object, StoreError>>, Vec<Journaled>), StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let mut out = Vec::with_capacity(writes.len());
+            let mut audits = Vec::new();
             for w in writes {
                 let result = match w {
                     ObjectWrite::Create(o, audit) => match insert(tx, &o) {
-                        Ok(()) => store.append_audit(tx, audit.after(&*o)).map(|_| *o),
+                        Ok(()) => {
+                            audits.push(audit.after(&*o));
+                            Ok(*o)
+                        }
                         Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => Err(e),
                         Err(e) => return Err(e),
                     },
@@ -176,12 +183,14 @@ impl Store {
                                 new.created_at = old.created_at;
                                 new.version = old.version + 1;
                                 put(tx, &new)?;
-                                store
-                                    .append_audit(tx, audit.before(&old).after(&new))
-                                    .map(|_| new)
+                                audits.push(audit.before(&old).after(&new));
+                                Ok(new)
                             }
                             None => match insert(tx, &o) {
-                                Ok(()) => store.append_audit(tx, audit.after(&*o)).map(|_| *o),
+                                Ok(()) => {
+                                    audits.push(audit.after(&*o));
+                                    Ok(*o)
+                                }
                                 Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => {
                                     Err(e)
                                 }
@@ -192,7 +201,8 @@ impl Store {
                 };
                 out.push(result);
             }
-            Ok(out)
+            let journaled = store.record(tx, audits, events(&out))?;
+            Ok((out, journaled))
         })
         .await
     }

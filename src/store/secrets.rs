@@ -1,10 +1,11 @@
 //! Sealed secrets by tenant and name.
 
 use super::codec::{decode, encode, tenant_values};
+use super::journal::Record;
 use super::keys::scoped;
 use super::tables::SECRETS;
 use super::{Store, StoreError};
-use crate::model::audit::AuditDraft;
+use crate::model::event::Journaled;
 use crate::model::secret::{SecretMeta, StoredSecret};
 use redb::ReadableTable;
 use std::sync::Arc;
@@ -15,10 +16,9 @@ impl Store {
     pub async fn put_secret(
         self: &Arc<Self>,
         mut secret: StoredSecret,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             let key = scoped(secret.meta.tenant_id, secret.meta.name.as_bytes());
             let mut t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
             if let Some(old) = t.get(key.as_slice()).map_err(StoreError::from_redb)? {
@@ -27,20 +27,19 @@ impl Store {
             t.insert(key.as_slice(), encode(&secret)?.as_slice())
                 .map_err(StoreError::from_redb)?;
             drop(t);
-            store.append_audit(tx, audit.after(&secret.meta))?;
-            Ok(())
+            Ok(((), audit.after(&secret.meta)))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     pub async fn delete_secret(
         self: &Arc<Self>,
         tenant: Uuid,
         name: String,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             let removed = tx
                 .open_table(SECRETS)
                 .map_err(StoreError::from_redb)?
@@ -50,10 +49,10 @@ impl Store {
             if !removed {
                 return Err(StoreError::NotFound);
             }
-            store.append_audit(tx, audit)?;
-            Ok(())
+            Ok(((), audit))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// One secret as stored (sealed).

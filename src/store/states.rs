@@ -6,7 +6,7 @@ use super::keys::{scoped, tenant_range};
 use super::tables::STATES;
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::event::{Event, Journaled};
+use crate::model::event::{EventDraft, Journaled};
 use crate::model::state::{CheckState, Observation, StateType, Transition};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -133,8 +133,9 @@ impl Store {
         items: Vec<(Uuid, Uuid, Observation)>,
         now: Timestamp,
         step: Step,
-        mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<Arc<Event>> + Send + 'static,
+        mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<EventDraft> + Send + 'static,
     ) -> Result<AppliedStates, StoreError> {
+        let store = self.clone();
         self.write(move |tx| {
             let mut events = Vec::new();
             let mut states = Vec::with_capacity(items.len());
@@ -156,7 +157,7 @@ impl Store {
                     states.push((next, transition));
                 }
             }
-            let events = super::journal::journal(tx, events)?;
+            let events = store.journal(tx, events)?;
             Ok(AppliedStates { states, events })
         })
         .await
@@ -226,7 +227,8 @@ mod tests {
     async fn flap_history_is_stored_with_the_state() {
         let dir = tempfile::tempdir().unwrap();
         let now: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
-        let store = Store::open(dir.path(), Uuid::from_u128(1), now).unwrap();
+        let clock = Arc::new(crate::runtime::clock::TestClock::new(now));
+        let store = Store::open(dir.path(), clock).unwrap();
         let (tenant, object) = (Uuid::from_u128(2), Uuid::from_u128(3));
         let mut last = None;
         for state in [0, 2, 2] {

@@ -52,6 +52,10 @@ pub const STATES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("state_by
 /// filer has stored them in their month file.
 pub const EVENT_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("event_by_journal_seq");
 
+/// The id of the last event each durable consumer has committed the work of, by consumer name.
+pub const CONSUMER_POSITIONS: TableDefinition<&str, &[u8]> =
+    TableDefinition::new("event_position_by_consumer");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -1,9 +1,10 @@
 //! Tenants: the default one made at first start, lookups by id and slug.
 
 use super::codec::{decode, encode};
+use super::journal::Record;
 use super::tables::{TENANT_SLUGS, TENANTS};
 use super::{Store, StoreError};
-use crate::model::audit::AuditDraft;
+use crate::model::event::Journaled;
 use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
 use redb::ReadableTable;
 use std::sync::Arc;
@@ -104,10 +105,9 @@ impl Store {
     pub async fn create_tenant(
         self: &Arc<Self>,
         tenant: Tenant,
-        audit: AuditDraft,
-    ) -> Result<Tenant, StoreError> {
-        let store = self.clone();
-        self.write_catalog(move |tx| {
+        record: Record,
+    ) -> Result<(Tenant, Vec<Journaled>), StoreError> {
+        self.mutate_catalog(record, move |tx, audit| {
             {
                 let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
                 if slugs
@@ -125,8 +125,8 @@ impl Store {
                     .insert(tenant.id.as_u128(), encode(&tenant)?.as_slice())
                     .map_err(StoreError::from_redb)?;
             }
-            store.append_audit(tx, audit.after(&tenant))?;
-            Ok(tenant)
+            let audit = audit.after(&tenant);
+            Ok((tenant, audit))
         })
         .await
     }

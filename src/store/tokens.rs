@@ -1,11 +1,12 @@
 //! API tokens: by tenant and id, and a prefix index for lookup by secret.
 
 use super::codec::{decode, encode, tenant_values};
+use super::journal::Record;
 use super::keys::scoped;
 use super::tables::{TOKEN_PREFIXES, TOKENS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::audit::AuditDraft;
+use crate::model::event::Journaled;
 use crate::model::identity::{ApiToken, StoredToken};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -57,15 +58,14 @@ impl Store {
     pub async fn insert_token(
         self: &Arc<Self>,
         token: StoredToken,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             put(tx, &token)?;
-            store.append_audit(tx, audit.after(&token.meta))?;
-            Ok(())
+            Ok(((), audit.after(&token.meta)))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// Every token whose secret starts with `prefix` (collisions are possible, if rare).
@@ -110,13 +110,12 @@ impl Store {
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
-        audit: AuditDraft,
-    ) -> Result<ApiToken, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<(ApiToken, Vec<Journaled>), StoreError> {
+        self.mutate(record, move |tx, audit| {
             let old = take(tx, tenant, id)?;
-            store.append_audit(tx, audit.before(&old.meta))?;
-            Ok(old.meta)
+            let audit = audit.before(&old.meta);
+            Ok((old.meta, audit))
         })
         .await
     }
@@ -128,10 +127,9 @@ impl Store {
         id: Uuid,
         prefix: String,
         secret_hash: String,
-        audit: AuditDraft,
-    ) -> Result<ApiToken, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<(ApiToken, Vec<Journaled>), StoreError> {
+        self.mutate(record, move |tx, audit| {
             let old = take(tx, tenant, id)?;
             let mut meta = old.meta.clone();
             meta.prefix = prefix;
@@ -143,8 +141,8 @@ impl Store {
                     secret_hash,
                 },
             )?;
-            store.append_audit(tx, audit.before(&old.meta).after(&meta))?;
-            Ok(meta)
+            let audit = audit.before(&old.meta).after(&meta);
+            Ok((meta, audit))
         })
         .await
     }

@@ -1,11 +1,12 @@
 //! Users (by tenant and id, with an instance-wide e-mail index) and sessions (by id).
 
 use super::codec::{decode, encode, tenant_values};
+use super::journal::Record;
 use super::keys::{scoped, tenant_range};
 use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::audit::AuditDraft;
+use crate::model::event::Journaled;
 use crate::model::identity::{Session, StoredUser, User};
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::sync::Arc;
@@ -90,13 +91,12 @@ impl Store {
     pub async fn insert_user(
         self: &Arc<Self>,
         user: StoredUser,
-        audit: AuditDraft,
-    ) -> Result<User, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<(User, Vec<Journaled>), StoreError> {
+        self.mutate(record, move |tx, audit| {
             put_user(tx, &user, None)?;
-            store.append_audit(tx, audit.after(&user.user))?;
-            Ok(user.user)
+            let audit = audit.after(&user.user);
+            Ok((user.user, audit))
         })
         .await
     }
@@ -183,11 +183,10 @@ impl Store {
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
-        audit: AuditDraft,
+        record: Record,
         change: impl FnOnce(&mut StoredUser) + Send + 'static,
-    ) -> Result<User, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+    ) -> Result<(User, Vec<Journaled>), StoreError> {
+        self.mutate(record, move |tx, audit| {
             let before = users_of(tx, tenant)?;
             let old = get_user(tx, tenant, id)?;
             let mut new = old.clone();
@@ -195,8 +194,8 @@ impl Store {
             new.user.version = old.user.version + 1;
             put_user(tx, &new, Some(&old.user.email))?;
             guard_last_admin(&before, &users_of(tx, tenant)?)?;
-            store.append_audit(tx, audit.before(&old.user).after(&new.user))?;
-            Ok(new.user)
+            let audit = audit.before(&old.user).after(&new.user);
+            Ok((new.user, audit))
         })
         .await
     }
@@ -205,10 +204,9 @@ impl Store {
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             let before = users_of(tx, tenant)?;
             let old = get_user(tx, tenant, id)?;
             tx.open_table(USERS)
@@ -220,28 +218,27 @@ impl Store {
                 .remove(email_key(&old.user.email).as_str())
                 .map_err(StoreError::from_redb)?;
             guard_last_admin(&before, &users_of(tx, tenant)?)?;
-            store.append_audit(tx, audit.before(&old.user))?;
-            Ok(())
+            Ok(((), audit.before(&old.user)))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// Stores a session; `audit` records the sign-in that minted it.
     pub async fn insert_session(
         self: &Arc<Self>,
         session: Session,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, move |tx, audit| {
             tx.open_table(SESSIONS)
                 .map_err(StoreError::from_redb)?
                 .insert(session.id.as_str(), encode(&session)?.as_slice())
                 .map_err(StoreError::from_redb)?;
-            store.append_audit(tx, audit)?;
-            Ok(())
+            Ok(((), audit))
         })
         .await
+        .map(|((), journaled)| journaled)
     }
 
     /// A new user and its first session in one transaction (setup, registration). For setup,
@@ -250,11 +247,11 @@ impl Store {
         self: &Arc<Self>,
         user: StoredUser,
         session: Session,
-        audit: AuditDraft,
+        record: Record,
         only_while_setup_open: bool,
-    ) -> Result<User, StoreError> {
+    ) -> Result<(User, Vec<Journaled>), StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.mutate(record, move |tx, audit| {
             if only_while_setup_open && !store.setup_gate_open(tx, user.user.tenant_id)? {
                 return Err(StoreError::Conflict("setup already completed".into()));
             }
@@ -263,8 +260,8 @@ impl Store {
                 .map_err(StoreError::from_redb)?
                 .insert(session.id.as_str(), encode(&session)?.as_slice())
                 .map_err(StoreError::from_redb)?;
-            store.append_audit(tx, audit.after(&user.user))?;
-            Ok(user.user)
+            let audit = audit.after(&user.user);
+            Ok((user.user, audit))
         })
         .await
     }

@@ -12,7 +12,7 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
         "model" => &[],
         "runtime" => &["model"],
         "hw" => &["model", "runtime"],
-        "store" => &["model"],
+        "store" => &["model", "runtime"],
         "config" => &["model"],
         "auth" | "events" => &["model", "runtime", "store", "config"],
         "monitor" | "alerting" | "notify" | "ingress" | "federation" | "inventory" => DOMAIN,

@@ -400,7 +400,9 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
     use svc::model::identity::Actor;
     use svc::store::journal::Record;
     let now = Timestamp(jiff::Timestamp::now());
-    let store = svc::store::Store::open(data, uuid::Uuid::now_v7(), now).unwrap();
+    let store =
+        svc::store::Store::open(data, std::sync::Arc::new(svc::runtime::clock::SystemClock))
+            .unwrap();
     let tenant = store
         .tenants()
         .await

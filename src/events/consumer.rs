@@ -1,0 +1,324 @@
+//! Durable consumers: what must not miss an event (the alert engine, the notifier, webhooks,
+//! the federation uplink) reads every committed event in commit order from the store, after a
+//! position saved in the transaction of the work it did for the events before it. The bus
+//! only wakes it; restarting resumes after the last committed position, and "resync" is
+//! simply reading on from it.
+//!
+//! What a consumer can see: the journal head (the newest committed event) and the journal rows
+//! not yet forgotten, read in one snapshot, and then the month files up to that head. An event
+//! committed by then is in one or the other (its journal row is forgotten only once it is
+//! stored), and events are stamped in their transaction, so id order is commit order: nothing
+//! committed at or before the head can appear later behind the position.
+
+use super::Events;
+use crate::model::event::{Event, EventDraft};
+use crate::store::{Store, StoreError};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use uuid::Uuid;
+
+/// A consumer looks for events this often even without a wake: events whose producer
+/// committed but never filed them are found in the journal.
+const POLL: Duration = Duration::from_secs(1);
+
+pub struct Consumer {
+    name: &'static str,
+    events: Arc<Events>,
+    store: Arc<Store>,
+    position: Uuid,
+    wake: watch::Receiver<u64>,
+}
+
+impl Consumer {
+    /// Consumer `name` at its saved position (a new one starts at what is committed next).
+    pub async fn open(
+        name: &'static str,
+        events: Arc<Events>,
+        store: Arc<Store>,
+    ) -> Result<Self, StoreError> {
+        let wake = events.filings();
+        let position = store.consumer_position(name).await?;
+        events.report_lag(name, position, None);
+        Ok(Self {
+            name,
+            events,
+            store,
+            position,
+            wake,
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The id of the last event whose work is committed.
+    pub fn position(&self) -> Uuid {
+        self.position
+    }
+
+    /// The next committed events after the position, oldest first, at most `max`; waits
+    /// until there is one.
+    pub async fn next(&mut self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+        loop {
+            self.wake.borrow_and_update();
+            let batch = self.read(max.max(1)).await?;
+            if !batch.is_empty() {
+                return Ok(batch);
+            }
+            let _ = tokio::time::timeout(POLL, self.wake.changed()).await;
+        }
+    }
+
+    /// After the work for the events through `through` committed with the position (a store
+    /// mutation that saved it in its transaction), reads go on after them.
+    pub fn advance(&mut self, through: Uuid) {
+        self.position = self.position.max(through);
+    }
+
+    /// Commits the position with the events the work made, in one transaction, and files
+    /// them: for consumers whose work is events, or is outside the store.
+    pub async fn commit(
+        &mut self,
+        through: Uuid,
+        events: Vec<EventDraft>,
+    ) -> Result<(), StoreError> {
+        let journaled = self.store.consume(self.name, through, events).await?;
+        self.advance(through);
+        // A failed filing stays journaled for the filer; the work is committed either way.
+        let _ = self.events.file(journaled).await;
+        Ok(())
+    }
+
+    /// The committed events after the position, at most `max`.
+    async fn read(&self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+        let view = self.store.journal_view(Some(self.position), max).await?;
+        let Some(head) = view.head.filter(|h| *h > self.position) else {
+            self.events.report_lag(self.name, self.position, None);
+            return Ok(Vec::new());
+        };
+        let tenants = self
+            .store
+            .tenants()
+            .await?
+            .into_iter()
+            .map(|t| t.id)
+            .chain([Uuid::nil()])
+            .collect();
+        let stored = self
+            .events
+            .stored_after(tenants, self.position, max)
+            .await?;
+        let mut merged: BTreeMap<Uuid, Arc<Event>> =
+            stored.into_iter().map(|e| (e.id, Arc::new(e))).collect();
+        merged.extend(view.pending.into_iter().map(|e| (e.id, e)));
+        let batch: Vec<Arc<Event>> = merged
+            .into_values()
+            .filter(|e| e.id <= head)
+            .take(max)
+            .collect();
+        self.events
+            .report_lag(self.name, self.position, batch.first().map(|e| &**e));
+        Ok(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::EventType;
+    use crate::runtime::{Metrics, SystemClock};
+    use crate::store::events::EventStore;
+    use serde_json::json;
+    use std::collections::HashSet;
+
+    struct Rig {
+        store: Arc<Store>,
+        events: Arc<Events>,
+        tenant: Uuid,
+    }
+
+    fn rig(dir: &std::path::Path) -> Rig {
+        let clock = Arc::new(SystemClock);
+        let store = Store::open(dir, clock.clone()).unwrap();
+        let events = Events::new(
+            EventStore::open(dir).unwrap(),
+            clock,
+            Arc::new(Metrics::new()),
+        );
+        Rig {
+            store,
+            events,
+            tenant: Uuid::nil(),
+        }
+    }
+
+    /// Producers journal `per_task` events each from `tasks` tasks; every fifth is never
+    /// filed (its producer "crashed" after the commit). Returns the committed ids.
+    async fn produce(rig: &Rig, tasks: usize, per_task: usize) -> Vec<Uuid> {
+        let mut handles = Vec::new();
+        for t in 0..tasks {
+            let (store, events, tenant) = (rig.store.clone(), rig.events.clone(), rig.tenant);
+            handles.push(tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for n in 0..per_task {
+                    let draft = EventDraft::new(
+                        tenant,
+                        EventType::System,
+                        None,
+                        json!({"input": true, "task": t, "n": n}),
+                    );
+                    let journaled = store.journal_events(vec![draft]).await.unwrap();
+                    ids.extend(journaled.iter().map(|j| j.event.id));
+                    if n % 5 != 4 {
+                        events.file(journaled).await.unwrap();
+                    }
+                }
+                ids
+            }));
+        }
+        let mut ids = Vec::new();
+        for h in handles {
+            ids.extend(h.await.unwrap());
+        }
+        ids.sort();
+        ids
+    }
+
+    /// The consumer's work: one `done` event per input event, committed with the position.
+    async fn work(consumer: &mut Consumer, batch: &[Arc<Event>], per_event: Duration) {
+        let mut done = Vec::new();
+        for e in batch {
+            if e.payload.get("input").is_some() {
+                tokio::time::sleep(per_event).await;
+                done.push(EventDraft::new(
+                    e.tenant_id,
+                    EventType::System,
+                    None,
+                    json!({"done": e.id}),
+                ));
+            }
+        }
+        let through = batch.last().map(|e| e.id).unwrap_or_default();
+        consumer.commit(through, done).await.unwrap();
+    }
+
+    /// The `done` events the consumer committed, by the input they were for, in commit order.
+    async fn done_for(rig: &Rig) -> Vec<Uuid> {
+        let mut reader = Consumer::open("reader", rig.events.clone(), rig.store.clone())
+            .await
+            .unwrap();
+        // A new consumer starts at the head: read from the very beginning instead.
+        reader.position = Uuid::nil();
+        let mut out = Vec::new();
+        loop {
+            let batch = reader.read(1000).await.unwrap();
+            let Some(last) = batch.last() else {
+                return out;
+            };
+            reader.position = last.id;
+            out.extend(
+                batch
+                    .iter()
+                    .filter_map(|e| e.payload.get("done")?.as_str()?.parse::<Uuid>().ok()),
+            );
+        }
+    }
+
+    /// Reads until the consumer has done every input in `inputs` and read everything after
+    /// them (its own `done` events).
+    async fn catch_up(consumer: &mut Consumer, inputs: &[Uuid], per_event: Duration) {
+        let last = *inputs.last().unwrap();
+        while consumer.position() < last {
+            let batch = tokio::time::timeout(Duration::from_secs(30), consumer.next(16))
+                .await
+                .expect("the consumer is woken or polls")
+                .unwrap();
+            work(consumer, &batch, per_event).await;
+        }
+        loop {
+            let batch = consumer.read(16).await.unwrap();
+            if batch.is_empty() {
+                return;
+            }
+            work(consumer, &batch, per_event).await;
+        }
+    }
+
+    /// A consumer that sleeps per event, running while producers commit concurrently (some
+    /// never filing), does every committed event exactly once, in commit order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_consumer_does_every_event_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let rig = rig(dir.path());
+        let mut consumer = Consumer::open("slow", rig.events.clone(), rig.store.clone())
+            .await
+            .unwrap();
+        let producing = {
+            let rig = Rig {
+                store: rig.store.clone(),
+                events: rig.events.clone(),
+                tenant: rig.tenant,
+            };
+            tokio::spawn(async move { produce(&rig, 4, 40).await })
+        };
+        let mut done = 0;
+        while !producing.is_finished() || done == 0 {
+            let batch = consumer.next(16).await.unwrap();
+            done += batch.len();
+            work(&mut consumer, &batch, Duration::from_millis(2)).await;
+        }
+        let inputs = producing.await.unwrap();
+        catch_up(&mut consumer, &inputs, Duration::from_millis(2)).await;
+        assert_eq!(
+            done_for(&rig).await,
+            inputs,
+            "each input done once, in order"
+        );
+        assert_eq!(
+            rig.events.consumer_lags()["slow"].lag_seconds,
+            0.0,
+            "caught up"
+        );
+    }
+
+    /// A consumer killed mid-batch, again and again, resumes after its last committed
+    /// position: every event is done exactly once, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_consumer_killed_mid_batch_does_every_event_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let rig = rig(dir.path());
+        Consumer::open("killed", rig.events.clone(), rig.store.clone())
+            .await
+            .unwrap();
+        let inputs = produce(&rig, 2, 100).await;
+        for kill in 0..12u64 {
+            let (events, store) = (rig.events.clone(), rig.store.clone());
+            let task = tokio::spawn(async move {
+                let mut consumer = Consumer::open("killed", events, store).await.unwrap();
+                loop {
+                    let batch = consumer.next(16).await.unwrap();
+                    work(&mut consumer, &batch, Duration::from_millis(1)).await;
+                }
+            });
+            // Killed at a different moment each time: inside a batch's work or its commit.
+            tokio::time::sleep(Duration::from_millis(5 + kill * 3)).await;
+            task.abort();
+            let _ = task.await;
+        }
+        let mut consumer = Consumer::open("killed", rig.events.clone(), rig.store.clone())
+            .await
+            .unwrap();
+        catch_up(&mut consumer, &inputs, Duration::ZERO).await;
+        let done = done_for(&rig).await;
+        assert_eq!(done.len(), inputs.len(), "nothing done twice or missed");
+        assert_eq!(
+            done.iter().collect::<HashSet<_>>().len(),
+            inputs.len(),
+            "no input done twice"
+        );
+        assert_eq!(done, inputs, "in commit order");
+    }
+}
