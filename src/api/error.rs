@@ -4,6 +4,7 @@
 //! Handlers return `Problem`; the `render_problems` middleware fills in `type` (problem base +
 //! code with `:` as `/`) and `instance` (the request path), and logs every 5xx once.
 
+use crate::alerting::AlertError;
 use crate::auth::AuthError;
 use crate::inventory::InventoryError;
 use crate::monitor::heartbeats::HeartbeatError;
@@ -247,6 +248,15 @@ impl From<InventoryError> for Problem {
                 Code::SecretsNoKey,
                 "no usable master key; see secrets.masterKeyFile",
             ),
+        }
+    }
+}
+
+impl From<AlertError> for Problem {
+    fn from(e: AlertError) -> Self {
+        match e {
+            AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
+            AlertError::Store(s) => s.into(),
         }
     }
 }

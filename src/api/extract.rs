@@ -51,7 +51,13 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 
     async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
         let body = read_body(req, JSON_BODY_LIMIT, Code::ValidationSize).await?;
-        serde_json::from_slice(&body)
+        // An empty body reads as `null`, so `ApiJson<Option<T>>` takes an optional body.
+        let body: &[u8] = if body.trim_ascii().is_empty() {
+            b"null"
+        } else {
+            &body
+        };
+        serde_json::from_slice(body)
             .map(ApiJson)
             .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
     }

@@ -2,6 +2,7 @@
 //! OpenAPI document and thin handlers that call one domain function each.
 
 pub mod access;
+mod alerts;
 mod bundles;
 mod config;
 pub mod error;
@@ -22,6 +23,7 @@ mod secrets;
 mod system;
 mod users;
 
+use crate::alerting::Alerting;
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::events::Events;
@@ -48,6 +50,7 @@ pub struct AppContext {
     pub events: Arc<Events>,
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
+    pub alerting: Arc<Alerting>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,

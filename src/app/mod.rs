@@ -5,6 +5,7 @@ mod recovery;
 mod server;
 mod tls;
 
+use crate::alerting::{AlertEngine, Alerting};
 use crate::api::{AppContext, build_router};
 use crate::auth::{
     Auth, AuthError, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker,
@@ -175,6 +176,12 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
+    let alerting = Alerting::new(store.clone(), clock.clone(), events.clone());
+    supervisor.spawn(AlertEngine::new(
+        store.clone(),
+        events.clone(),
+        clock.clone(),
+    ));
     let metric_store = MetricsStore::open(&config.data_dir)?;
     let catalog = Catalog::new(store.clone());
     supervisor.spawn(MetricsRetention {
@@ -212,6 +219,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         inventory,
         events: events.clone(),
         heartbeats,
+        alerting,
         results,
         pipeline,
         scheduler,

@@ -112,24 +112,31 @@ fn skip_string(chars: &[char], start: usize) -> usize {
 
 /// Whether `source` is an expression the engine can run: within the bounds, and compiling.
 pub fn check(source: &str) -> Result<(), CelError> {
+    compile(source).map(|_| ())
+}
+
+/// The program of an expression within the bounds.
+pub fn compile(source: &str) -> Result<cel::Program, CelError> {
     check_bounds(source)?;
-    let owned = source.to_string();
-    let compiled = std::thread::Builder::new()
-        .name("cel-compile".into())
-        .stack_size(COMPILE_STACK)
-        .spawn(move || {
-            std::panic::catch_unwind(|| {
-                cel::Program::compile(&owned)
-                    .map(|_| ())
-                    .map_err(|e| CelError::Syntax(e.to_string()))
+    on_cel_stack(|| cel::Program::compile(source).map_err(|e| CelError::Syntax(e.to_string())))
+        .unwrap_or(Err(CelError::Unparseable))
+}
+
+/// Runs `f` (parsing or evaluating expressions, both recursive in the crate) on a thread with
+/// a stack the bounds fit in; `None` if it panicked.
+pub fn on_cel_stack<T: Send>(f: impl FnOnce() -> T + Send) -> Option<T> {
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("cel".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(scope, || {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             })
-        })
-        .map_err(|_| CelError::Unparseable)?
-        .join();
-    match compiled {
-        Ok(Ok(result)) => result,
-        Ok(Err(_)) | Err(_) => Err(CelError::Unparseable),
-    }
+            .ok()?
+            .join()
+            .ok()?
+            .ok()
+    })
 }
 
 #[cfg(test)]

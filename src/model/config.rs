@@ -704,41 +704,54 @@ fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 /// An alert rule: `match` (CEL over `event`) opens an alert, `clear` (CEL) resolves it.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AlertRuleBody {
+pub struct AlertRule {
     #[serde(rename = "match")]
-    matches: String,
+    pub matches: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    clear: Option<String>,
-    severity: String,
+    pub clear: Option<String>,
+    pub severity: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    title: Option<String>,
+    pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    dedup_key: Option<String>,
+    pub dedup_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    escalation_policy: Option<String>,
+    pub escalation_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    group_id: Option<String>,
+    pub group_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    heartbeat: Option<RuleHeartbeat>,
+    pub heartbeat: Option<RuleHeartbeat>,
     #[serde(default)]
-    incident: bool,
+    pub incident: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pending_for: Option<GoDuration>,
+    pub pending_for: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    auto_close_after: Option<GoDuration>,
-    #[serde(default)]
-    resolve_on_ok: bool,
+    pub auto_close_after: Option<GoDuration>,
+    /// Default true (the reference's): a clear event resolves the rule's alert even when it
+    /// does not match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve_on_ok: Option<bool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    set_labels: BTreeMap<String, String>,
+    pub set_labels: BTreeMap<String, String>,
     #[serde(default)]
-    disabled: bool,
+    pub disabled: bool,
 }
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RuleHeartbeat {
-    source: String,
-    expect_every: GoDuration,
+pub struct RuleHeartbeat {
+    pub source: String,
+    pub expect_every: GoDuration,
+}
+
+impl AlertRule {
+    /// A stored rule document's body (validated at save).
+    pub fn parse(body: &str) -> Option<AlertRule> {
+        let mut v: Value = serde_json::from_str(body).ok()?;
+        if let Some(m) = v.as_object_mut() {
+            m.remove("name");
+        }
+        serde_json::from_value(v).ok()
+    }
 }
 
 /// A CEL expression within the bounds that compiles; any fault is `svc:validation/<field>`.
@@ -747,7 +760,7 @@ fn check_cel(field: &str, source: &str) -> Result<(), Invalid> {
 }
 
 fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |r: &AlertRuleBody| {
+    validate_with(body, |r: &AlertRule| {
         check_cel("match", &r.matches)?;
         if let Some(c) = &r.clear {
             check_cel("clear", c)?;

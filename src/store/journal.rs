@@ -157,12 +157,7 @@ impl Store {
         + Send
         + 'static,
     ) -> Result<(T, Vec<Journaled>), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let (out, audit) = change(tx, record.audit)?;
-            Ok((out, store.record(tx, [audit], record.events)?))
-        })
-        .await
+        self.write(self.recorded(record, change)).await
     }
 
     /// `mutate` for a change of the catalog (objects, configuration documents, tenants).
@@ -173,12 +168,23 @@ impl Store {
         + Send
         + 'static,
     ) -> Result<(T, Vec<Journaled>), StoreError> {
+        self.write_catalog(self.recorded(record, change)).await
+    }
+
+    /// The transaction body of a mutation: the change, then its record.
+    fn recorded<T: Send + 'static>(
+        self: &Arc<Self>,
+        record: Record,
+        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
+        + Send
+        + 'static,
+    ) -> impl FnOnce(&WriteTransaction) -> Result<(T, Vec<Journaled>), StoreError> + Send + 'static
+    {
         let store = self.clone();
-        self.write_catalog(move |tx| {
+        move |tx| {
             let (out, audit) = change(tx, record.audit)?;
             Ok((out, store.record(tx, [audit], record.events)?))
-        })
-        .await
+        }
     }
 
     /// Journals events that have no change of their own in the store (a system notice).

@@ -3,9 +3,9 @@
 
 use super::StoreError;
 use super::tables::{
-    AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS, EVENT_JOURNAL, HEARTBEATS, META,
-    OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, STATES, TENANT_SLUGS, TENANTS,
-    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    ACTIVE_ALERT_KEYS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS, EVENT_JOURNAL,
+    HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, STATES,
+    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -66,6 +66,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "durable event consumers",
         apply: create_consumer_positions,
     },
+    Migration {
+        version: 11,
+        name: "alerts",
+        apply: create_alert_tables,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -120,6 +125,13 @@ fn create_event_journal(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_consumer_positions(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(CONSUMER_POSITIONS)
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_alert_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+    tx.open_table(ACTIVE_ALERT_KEYS)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! transaction committed with quick repair (so opening after a crash takes seconds), and an I/O
 //! error (disk full) takes the store offline until the recovery worker has reopened it.
 
+pub mod alerts;
 mod audit;
 mod bundle;
 mod codec;

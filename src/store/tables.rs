@@ -56,6 +56,12 @@ pub const EVENT_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("eve
 pub const CONSUMER_POSITIONS: TableDefinition<&str, &[u8]> =
     TableDefinition::new("event_position_by_consumer");
 
+/// Alerts by tenant + id (UUIDv7, so key order is opening order).
+pub const ALERTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("alert_by_tenant_id");
+/// The id of the active (open or acked) alert holding each tenant + dedup key.
+pub const ACTIVE_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("active_alert_id_by_tenant_dedup_key");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -35,20 +35,6 @@ async fn create(s: &Server, token: &str, path: &str, body: Value) -> Value {
     json(send(s, token, Method::POST, path, body).await, 201).await
 }
 
-async fn send(
-    s: &Server,
-    token: &str,
-    method: Method,
-    path: &str,
-    body: Value,
-) -> reqwest::Response {
-    call(s, token, method, path)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-}
-
 async fn post_yaml(s: &Server, token: &str, path: &str, body: String) -> reqwest::Response {
     call(s, token, Method::POST, path)
         .header("Content-Type", "application/yaml")

@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+mod alerts;
 mod architecture;
 mod bundles;
 mod checks;

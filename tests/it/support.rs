@@ -290,6 +290,21 @@ pub fn call(
     s.http.request(method, s.url(path)).bearer_auth(token)
 }
 
+/// A request with a bearer token and a JSON body, sent.
+pub async fn send(
+    s: &Server,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: serde_json::Value,
+) -> reqwest::Response {
+    call(s, token, method, path)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
 pub async fn json(res: reqwest::Response, status: u16) -> serde_json::Value {
     let code = res.status().as_u16();
     let url = res.url().to_string();

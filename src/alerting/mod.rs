@@ -1,0 +1,170 @@
+//! Alerting: the alert engine (a durable consumer of the event journal that runs the alert
+//! rules) and the alert operations of the API (list, get, manual alarm, ack, resolve).
+
+pub mod engine;
+pub mod rules;
+
+pub use engine::AlertEngine;
+
+use crate::auth::Principal;
+use crate::model::alert::{Alert, AlertFilter, AlertStatus, MANUAL_RULE, ManualAlarm};
+use crate::model::audit::AuditDraft;
+use crate::model::config::Invalid;
+use crate::model::event::Severity;
+use crate::model::identity::Actor;
+use crate::runtime::EventSink;
+use crate::runtime::clock::SharedClock;
+use crate::store::{Store, StoreError};
+use std::sync::Arc;
+use uuid::Uuid;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
+    AlertError::Invalid(Invalid {
+        field: field.into(),
+        detail: detail.into(),
+    })
+}
+
+pub struct Alerting {
+    store: Arc<Store>,
+    clock: SharedClock,
+    sink: Arc<dyn EventSink>,
+}
+
+impl Alerting {
+    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
+        Arc::new(Self { store, clock, sink })
+    }
+
+    fn audit(&self, p: &Principal, actor: &Actor, action: &str, id: Uuid) -> AuditDraft {
+        AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            action,
+            format!("alert/{id}"),
+        )
+    }
+
+    pub async fn list(
+        &self,
+        p: &Principal,
+        filter: AlertFilter,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Alert>, AlertError> {
+        Ok(self.store.alerts(p.tenant, filter, before, limit).await?)
+    }
+
+    pub async fn get(&self, p: &Principal, id: Uuid) -> Result<Alert, AlertError> {
+        Ok(self.store.alert(p.tenant, id).await?)
+    }
+
+    /// A manual alarm (CONTRACT 3); `false` when it folded into the active alert with its
+    /// dedup key.
+    pub async fn raise(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: ManualAlarm,
+    ) -> Result<(Alert, bool), AlertError> {
+        let title = req
+            .title
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| invalid("title", "title is required"))?;
+        let severity: Severity = match req.severity.as_deref() {
+            None | Some("") => Severity::Critical,
+            Some(s) => s
+                .parse()
+                .map_err(|_| invalid("severity", "severity must be critical, warning or info"))?,
+        };
+        if let Some(policy) = &req.escalation_policy {
+            let found = self
+                .store
+                .docs(p.tenant, "escalation-policies", None, usize::MAX, {
+                    let policy = policy.clone();
+                    move |d| d.name == policy
+                })
+                .await?;
+            if found.is_empty() {
+                return Err(invalid(
+                    "escalationPolicy",
+                    format!("escalation policy {policy:?} does not exist"),
+                ));
+            }
+        }
+        if let Some(o) = req.object_id {
+            self.store.object(p.tenant, o).await?;
+        }
+        let id = self.clock.new_id();
+        let alert = Alert {
+            id,
+            tenant_id: p.tenant,
+            rule_id: MANUAL_RULE.into(),
+            dedup_key: req
+                .dedup_key
+                .filter(|k| !k.is_empty())
+                .unwrap_or_else(|| format!("{MANUAL_RULE}/{id}")),
+            status: AlertStatus::Open,
+            severity,
+            title,
+            object_id: req.object_id,
+            labels: req.labels,
+            payload: serde_json::json!({"message": req.message.unwrap_or_default()}),
+            event_ids: Vec::new(),
+            escalation_policy: req.escalation_policy,
+            incident_id: None,
+            opened_at: self.clock.now(),
+            acked_at: None,
+            acked_by: None,
+            snoozed_until: None,
+            resolved_at: None,
+        };
+        let audit = self.audit(p, actor, "alert.create", id);
+        let (alert, opened, journaled) = self.store.raise_alarm(alert, audit).await?;
+        self.sink.file(journaled).await;
+        Ok((alert, opened))
+    }
+
+    pub async fn ack(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        comment: Option<String>,
+    ) -> Result<Alert, AlertError> {
+        let (by, now) = (p.name.clone(), self.clock.now());
+        let audit = self.audit(p, actor, "alert.ack", id);
+        let (alert, journaled) = self
+            .store
+            .transition_alert(p.tenant, id, move |a| a.ack(&by, comment, now), audit)
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(alert)
+    }
+
+    pub async fn resolve(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<Alert, AlertError> {
+        let now = self.clock.now();
+        let audit = self.audit(p, actor, "alert.resolve", id);
+        let (alert, journaled) = self
+            .store
+            .transition_alert(p.tenant, id, move |a| a.resolve(now), audit)
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(alert)
+    }
+}

@@ -1,0 +1,281 @@
+//! Alert rules at run time (SEMANTICS 3): each enabled `alert-rules` document compiled once,
+//! the `event` variable rules see, and what a rule decides for one event.
+
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertStatus};
+use crate::model::cel as bounds;
+use crate::model::config::AlertRule;
+use crate::model::event::{Event, EventType, Severity};
+use crate::store::alerts::AlertMatch;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// The events rules see (SPEC 6.2); the lifecycle events never re-enter rules.
+pub fn reaches_rules(kind: EventType) -> bool {
+    matches!(
+        kind,
+        EventType::StateChange
+            | EventType::FlappingStart
+            | EventType::FlappingEnd
+            | EventType::Ingress
+            | EventType::HeartbeatMissed
+            | EventType::IncidentUpdate
+    )
+}
+
+pub struct CompiledRule {
+    pub name: String,
+    pub rule: AlertRule,
+    matches: ::cel::Program,
+    clear: Option<::cel::Program>,
+}
+
+/// Compiles a tenant's enabled rules; a rule that no longer compiles is skipped with a warning.
+pub fn compile(docs: Vec<(String, String)>) -> Vec<CompiledRule> {
+    let mut out = Vec::new();
+    for (name, body) in docs {
+        let Some(rule) = AlertRule::parse(&body) else {
+            tracing::warn!(rule = %name, "alert rule unreadable; skipped");
+            continue;
+        };
+        if rule.disabled {
+            continue;
+        }
+        let matches = bounds::compile(&rule.matches);
+        let clear = rule.clear.as_deref().map(bounds::compile).transpose();
+        match (matches, clear) {
+            (Ok(matches), Ok(clear)) => out.push(CompiledRule {
+                name,
+                rule,
+                matches,
+                clear,
+            }),
+            _ => tracing::warn!(rule = %name, "alert rule does not compile; skipped"),
+        }
+    }
+    out
+}
+
+fn state_word(s: Option<Severity>) -> &'static str {
+    match s {
+        Some(Severity::Critical) => "CRITICAL",
+        Some(Severity::Warning) => "WARNING",
+        Some(Severity::Ok) => "OK",
+        Some(Severity::Info) | None => "INFO",
+    }
+}
+
+/// The `event` variable of SEMANTICS 3.
+pub fn event_view(e: &Event) -> Value {
+    let p = &e.payload;
+    let get = |k: &str| p.get(k).cloned();
+    let mut v = Map::new();
+    v.insert("type".into(), json!(e.kind));
+    v.insert("severity".into(), json!(e.severity));
+    v.insert("ts".into(), json!(e.ts));
+    if let Some(o) = e.object_id {
+        v.insert("objectId".into(), json!(o));
+    }
+    if let Some(s) = &e.source_id {
+        v.insert("source".into(), json!(s));
+    }
+    v.insert("labels".into(), get("labels").unwrap_or_else(|| json!({})));
+    let payload = match e.kind {
+        // Ingress: the original document's keys, hoisted.
+        EventType::Ingress => get("payload").unwrap_or_else(|| p.clone()),
+        _ => p.clone(),
+    };
+    v.insert("payload".into(), payload);
+    if e.kind == EventType::StateChange {
+        for (to, from) in [("object", "object"), ("host", "host"), ("kind", "kind")] {
+            if let Some(x) = get(from) {
+                v.insert(to.into(), x);
+            }
+        }
+        v.insert("fromState".into(), get("from").unwrap_or(Value::Null));
+        v.insert("state".into(), get("to").unwrap_or(Value::Null));
+        for k in ["stateType", "attempt", "output", "metric"] {
+            if let Some(x) = get(k) {
+                v.insert(k.into(), x);
+            }
+        }
+    } else {
+        v.insert("state".into(), json!(state_word(e.severity)));
+        if let Some(x) = get("object") {
+            v.insert("object".into(), x);
+        }
+    }
+    for k in ["summary", "dedupKey"] {
+        if let Some(x) = get(k) {
+            v.insert(k.into(), x);
+        }
+    }
+    Value::Object(v)
+}
+
+/// A clear: severity ok, state OK or UP, or `resolve: true` (SEMANTICS 3).
+fn is_clear(e: &Event, view: &Value) -> bool {
+    e.severity == Some(Severity::Ok)
+        || matches!(view.get("state").and_then(Value::as_str), Some("OK" | "UP"))
+        || e.payload.get("resolve").and_then(Value::as_bool) == Some(true)
+}
+
+/// True only for a boolean `true`; a missing key or any other result is no match.
+fn holds(program: &::cel::Program, view: &::cel::Value) -> bool {
+    let mut ctx = ::cel::Context::default();
+    ctx.add_variable_from_value("event", view.clone());
+    matches!(program.execute(&ctx), Ok(::cel::Value::Bool(true)))
+}
+
+/// Renders `{{ .event.a.b }}` (also `{{ .a.b }}`) against the event view; unknown paths
+/// render empty.
+pub fn render(template: &str, view: &Value) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let Some(end) = rest[start..].find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let path = rest[start + 2..start + end].trim();
+        let path = path.strip_prefix(".event").unwrap_or(path);
+        let mut at = Some(view);
+        for part in path.split('.').filter(|p| !p.is_empty()) {
+            at = at.and_then(|v| v.get(part));
+        }
+        match at {
+            Some(Value::String(s)) => out.push_str(s),
+            Some(Value::Null) | None => {}
+            Some(other) => out.push_str(&other.to_string()),
+        }
+        rest = &rest[start + end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The dedup key: the rule's template, else `<objectId>/<rule>`, `<rule>/<dedupKey>`,
+/// `<rule>/<sourceId>` (SEMANTICS 3).
+fn dedup_key(r: &CompiledRule, e: &Event, view: &Value) -> String {
+    if let Some(t) = r.rule.dedup_key.as_deref().filter(|t| !t.is_empty()) {
+        return render(t, view);
+    }
+    if let Some(o) = e.object_id {
+        return format!("{o}/{}", r.name);
+    }
+    match view.get("dedupKey").and_then(Value::as_str) {
+        Some(k) => format!("{}/{k}", r.name),
+        None => format!("{}/{}", r.name, e.source_id.clone().unwrap_or_default()),
+    }
+}
+
+fn default_title(r: &CompiledRule, view: &Value) -> String {
+    let text = |k: &str| view.get(k).and_then(Value::as_str).map(str::to_string);
+    match (text("object"), text("state")) {
+        (Some(object), Some(state)) => match text("host") {
+            Some(host) => format!("{host}/{object} is {state}"),
+            None => format!("{object} is {state}"),
+        },
+        _ => text("summary").unwrap_or_else(|| r.name.clone()),
+    }
+}
+
+/// What the tenant's rules decide for one event: an alert to open or refresh, or a key to
+/// clear, per rule. Runs the expressions; call it on the CEL stack.
+pub fn decide(
+    rules: &[CompiledRule],
+    e: &Event,
+    new_id: &mut dyn FnMut() -> Uuid,
+    now: Timestamp,
+) -> Vec<AlertMatch> {
+    let view = event_view(e);
+    let cel_view = match ::cel::to_value(&view) {
+        Ok(v) => v,
+        Err(_) => return Vec::new(),
+    };
+    let clear_event = is_clear(e, &view);
+    let mut out = Vec::new();
+    for r in rules {
+        let matched = holds(&r.matches, &cel_view);
+        let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &cel_view))
+            || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
+        if cleared {
+            out.push(AlertMatch::Clear {
+                tenant: e.tenant_id,
+                dedup_key: dedup_key(r, e, &view),
+                event: e.id,
+            });
+        } else if matched {
+            let mut labels: BTreeMap<String, String> = view
+                .get("labels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            (
+                                k.clone(),
+                                v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            labels.extend(r.rule.set_labels.clone());
+            let severity = r
+                .rule
+                .severity
+                .parse()
+                .ok()
+                .or(e.severity)
+                .unwrap_or(Severity::Warning);
+            let title = match r.rule.title.as_deref().filter(|t| !t.is_empty()) {
+                Some(t) => render(t, &view),
+                None => default_title(r, &view),
+            };
+            out.push(AlertMatch::Fire {
+                alert: Box::new(Alert {
+                    id: new_id(),
+                    tenant_id: e.tenant_id,
+                    rule_id: r.name.clone(),
+                    dedup_key: dedup_key(r, e, &view),
+                    status: AlertStatus::Open,
+                    severity,
+                    title,
+                    object_id: e.object_id,
+                    labels,
+                    payload: e.payload.clone(),
+                    event_ids: Vec::new(),
+                    escalation_policy: r.rule.escalation_policy.clone(),
+                    incident_id: None,
+                    opened_at: now,
+                    acked_at: None,
+                    acked_by: None,
+                    snoozed_until: None,
+                    resolved_at: None,
+                }),
+                event: e.id,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn templates_render_event_paths() {
+        let view = json!({"object": "disk", "labels": {"site": "north"}, "attempt": 3});
+        assert_eq!(
+            render(
+                "{{ .event.object }} at {{.event.labels.site}} #{{ .attempt }}{{ .nope }}",
+                &view
+            ),
+            "disk at north #3"
+        );
+        assert_eq!(render("open {{ brace", &view), "open {{ brace");
+    }
+}

@@ -1,0 +1,150 @@
+//! Alert routes (SPEC 4.4, CONTRACT 3).
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
+use super::pagination::{ALERTS, Page, PageQuery};
+use super::router::Route;
+use crate::model::Timestamp;
+use crate::model::alert::{AckRequest, Alert, AlertFilter, ManualAlarm};
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/alerts", list).permission("alerts:read").doc(
+            "alerts",
+            "List alerts",
+            "Filters `objectId`, `ruleId`, `incidentId`, `status` (CSV of open, acked, resolved, expired), `severity` (CSV), `since` (opened at or after); newest first; limit 100 by default, at most 1000; `cursor` is the last alert id of the previous page. An unknown status or severity matches nothing.",
+        ),
+        Route::post("/api/v1/alerts", raise).permission("alerts:write").doc(
+            "alerts",
+            "Raise a manual alarm",
+            "`{title (required), message (alias summary), severity (default critical), escalationPolicy (must exist), labels, objectId, dedupKey}`. 201 with the alert and an `alert_opened` event; 200 with the active alert when an open or acked alert holds the same `dedupKey` (the alarm folds into it). `ruleId` is `manual`.",
+        ),
+        Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").doc(
+            "alerts",
+            "Get an alert",
+            "The alert with `eventIds`, the last 50 triggering event ids, oldest first.",
+        ),
+        Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").doc(
+            "alerts",
+            "Acknowledge an alert",
+            "Optional `{comment}`. Only from `open`: an alert in any other status is 404 `svc:not-found`. Writes an `ack` event and the audit entry with the change.",
+        ),
+        Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(
+            "alerts",
+            "Resolve an alert",
+            "From `open` or `acked`; an alert already resolved or expired is 409 `svc:conflict`. Writes an `alert_resolved` event and the audit entry with the change.",
+        ),
+    ]
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct AlertQuery {
+    object_id: Option<String>,
+    rule_id: Option<String>,
+    incident_id: Option<String>,
+    status: Option<String>,
+    severity: Option<String>,
+    since: Option<String>,
+    #[serde(flatten)]
+    page: PageQuery,
+}
+
+/// Every value of a CSV parsed, or `None` when one names nothing (the list is then empty).
+fn csv<T: std::str::FromStr>(raw: Option<&str>) -> Option<Vec<T>> {
+    raw.filter(|s| !s.trim().is_empty())
+        .map_or(Some(Vec::new()), |s| {
+            s.split(',').map(|v| v.trim().parse().ok()).collect()
+        })
+}
+
+/// The filter a query asks for, or `None` when it can match nothing.
+fn filter(q: &AlertQuery) -> Option<AlertFilter> {
+    let id = |raw: &Option<String>| -> Option<Option<Uuid>> {
+        match raw.as_deref().filter(|s| !s.is_empty()) {
+            None => Some(None),
+            Some(s) => Uuid::parse_str(s).ok().map(Some),
+        }
+    };
+    Some(AlertFilter {
+        object_id: id(&q.object_id)?,
+        rule_id: q.rule_id.clone().filter(|s| !s.is_empty()),
+        incident_id: id(&q.incident_id)?,
+        statuses: csv(q.status.as_deref())?,
+        severities: csv(q.severity.as_deref())?,
+        since: q.since.as_deref().and_then(|s| s.parse::<Timestamp>().ok()),
+    })
+}
+
+async fn list(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<AlertQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let page = q.page.resolve(ALERTS);
+    let Some(f) = filter(&q) else {
+        return Ok(Json(Page::all(Vec::new())));
+    };
+    let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = st
+        .alerting
+        .list(&c.principal, f, cursor, page.limit)
+        .await?;
+    Ok(Json(Page::new(items, &page, |a: &Alert| a.id.to_string())))
+}
+
+async fn raise(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<ManualAlarm>,
+) -> Result<impl IntoResponse, Problem> {
+    let (alert, opened) = st.alerting.raise(&c.principal, &c.actor, body).await?;
+    let status = if opened {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(alert)))
+}
+
+async fn get(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.alerting.get(&c.principal, path_id(&id)?).await?))
+}
+
+async fn ack(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<Option<AckRequest>>,
+) -> Result<impl IntoResponse, Problem> {
+    let comment = body.and_then(|b| b.comment);
+    let alert = st
+        .alerting
+        .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+        .await?;
+    Ok(Json(alert))
+}
+
+async fn resolve(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let alert = st
+        .alerting
+        .resolve(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Json(alert))
+}

@@ -1,0 +1,282 @@
+//! Alerts (SPEC 2.12, 3; CONTRACT 3): the record, its transitions and the lifecycle events
+//! each transition writes.
+
+use super::Timestamp;
+use super::event::{EventDraft, EventType, Severity};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// How many triggering event ids an alert keeps.
+pub const EVENT_IDS_KEPT: usize = 50;
+/// The rule id of alerts raised by hand.
+pub const MANUAL_RULE: &str = "manual";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertStatus {
+    Open,
+    Acked,
+    Resolved,
+    Expired,
+}
+
+impl AlertStatus {
+    /// Open and acked alerts hold their dedup key.
+    pub fn is_active(self) -> bool {
+        matches!(self, AlertStatus::Open | AlertStatus::Acked)
+    }
+}
+
+impl std::str::FromStr for AlertStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "open" => Ok(AlertStatus::Open),
+            "acked" => Ok(AlertStatus::Acked),
+            "resolved" => Ok(AlertStatus::Resolved),
+            "expired" => Ok(AlertStatus::Expired),
+            other => Err(format!("unknown alert status {other:?}")),
+        }
+    }
+}
+
+/// The reference's `Alert`, with `payload` the triggering event's payload as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Alert {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub rule_id: String,
+    pub dedup_key: String,
+    pub status: AlertStatus,
+    pub severity: Severity,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub payload: Value,
+    /// The last `EVENT_IDS_KEPT` triggering events, oldest first.
+    #[serde(default)]
+    pub event_ids: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident_id: Option<Uuid>,
+    pub opened_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acked_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snoozed_until: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<Timestamp>,
+}
+
+/// Why a transition is refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// CONTRACT 3: acknowledging an alert that is not open answers as if it did not exist.
+    #[error("alert is {0:?}, not open")]
+    NotOpen(AlertStatus),
+    #[error("alert is already {0:?}")]
+    Closed(AlertStatus),
+}
+
+impl Alert {
+    /// A fresh match of the same problem: the severity only rises, title and payload are
+    /// replaced.
+    pub fn refresh(&mut self, severity: Severity, title: String, payload: Value) {
+        if rank(severity) > rank(self.severity) {
+            self.severity = severity;
+        }
+        self.title = title;
+        self.payload = payload;
+    }
+
+    pub fn remember(&mut self, event: Uuid) {
+        self.event_ids.push(event);
+        let excess = self.event_ids.len().saturating_sub(EVENT_IDS_KEPT);
+        self.event_ids.drain(..excess);
+    }
+
+    /// `:ack`, only from open (CONTRACT 3); returns the `ack` event.
+    pub fn ack(
+        &mut self,
+        by: &str,
+        comment: Option<String>,
+        now: Timestamp,
+    ) -> Result<EventDraft, TransitionError> {
+        if self.status != AlertStatus::Open {
+            return Err(TransitionError::NotOpen(self.status));
+        }
+        self.status = AlertStatus::Acked;
+        self.acked_at = Some(now);
+        self.acked_by = Some(by.to_string());
+        Ok(self.event(
+            EventType::Ack,
+            Severity::Info,
+            json!({"alertId": self.id, "by": by, "comment": comment.unwrap_or_default()}),
+        ))
+    }
+
+    /// `:resolve` or a clear, from open or acked; returns the `alert_resolved` event.
+    pub fn resolve(&mut self, now: Timestamp) -> Result<EventDraft, TransitionError> {
+        if !self.status.is_active() {
+            return Err(TransitionError::Closed(self.status));
+        }
+        self.status = AlertStatus::Resolved;
+        self.resolved_at = Some(now);
+        self.snoozed_until = None;
+        Ok(self.event(
+            EventType::AlertResolved,
+            Severity::Ok,
+            json!({"alertId": self.id, "title": self.title, "rule": self.rule_id}),
+        ))
+    }
+
+    /// The `alert_opened` event of a new alert (SPEC 6.2).
+    pub fn opened(&self, via: Option<&str>) -> EventDraft {
+        let mut payload = json!({
+            "alertId": self.id,
+            "title": self.title,
+            "severity": self.severity,
+            "rule": self.rule_id,
+            "labels": self.labels,
+        });
+        if let Some(via) = via {
+            payload["via"] = json!(via);
+        }
+        self.event(EventType::AlertOpened, self.severity, payload)
+    }
+
+    fn event(&self, kind: EventType, severity: Severity, payload: Value) -> EventDraft {
+        let mut draft = EventDraft::new(self.tenant_id, kind, Some(severity), payload);
+        draft.object_id = self.object_id;
+        draft.source_id = Some(self.id.to_string());
+        draft
+    }
+}
+
+/// Severity order for "only rises".
+pub fn rank(s: Severity) -> u8 {
+    match s {
+        Severity::Ok => 0,
+        Severity::Info => 1,
+        Severity::Warning => 2,
+        Severity::Critical => 3,
+    }
+}
+
+/// `POST /api/v1/alerts` (CONTRACT 3).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManualAlarm {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default, alias = "summary")]
+    pub message: Option<String>,
+    #[serde(default)]
+    pub severity: Option<String>,
+    #[serde(default)]
+    pub escalation_policy: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub object_id: Option<Uuid>,
+    #[serde(default)]
+    pub dedup_key: Option<String>,
+}
+
+/// `:ack` body.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct AckRequest {
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+/// The alert list's filters (SPEC 4.4).
+#[derive(Clone, Debug, Default)]
+pub struct AlertFilter {
+    pub object_id: Option<Uuid>,
+    pub rule_id: Option<String>,
+    pub incident_id: Option<Uuid>,
+    pub statuses: Vec<AlertStatus>,
+    pub severities: Vec<Severity>,
+    pub since: Option<Timestamp>,
+}
+
+impl AlertFilter {
+    pub fn matches(&self, a: &Alert) -> bool {
+        self.object_id.is_none_or(|o| a.object_id == Some(o))
+            && self.rule_id.as_ref().is_none_or(|r| &a.rule_id == r)
+            && self.incident_id.is_none_or(|i| a.incident_id == Some(i))
+            && (self.statuses.is_empty() || self.statuses.contains(&a.status))
+            && (self.severities.is_empty() || self.severities.contains(&a.severity))
+            && self.since.is_none_or(|s| a.opened_at >= s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert() -> Alert {
+        Alert {
+            id: Uuid::from_u128(1),
+            tenant_id: Uuid::from_u128(2),
+            rule_id: "r".into(),
+            dedup_key: "k".into(),
+            status: AlertStatus::Open,
+            severity: Severity::Warning,
+            title: "t".into(),
+            object_id: None,
+            labels: BTreeMap::new(),
+            payload: Value::Null,
+            event_ids: Vec::new(),
+            escalation_policy: None,
+            incident_id: None,
+            opened_at: Timestamp(jiff::Timestamp::UNIX_EPOCH),
+            acked_at: None,
+            acked_by: None,
+            snoozed_until: None,
+            resolved_at: None,
+        }
+    }
+
+    #[test]
+    fn refresh_only_raises_and_keeps_the_last_fifty_events() {
+        let mut a = alert();
+        for i in 0..60u128 {
+            a.refresh(Severity::Info, format!("t{i}"), json!(i));
+            a.remember(Uuid::from_u128(i));
+        }
+        assert_eq!(a.severity, Severity::Warning, "never lowered");
+        a.refresh(Severity::Critical, "c".into(), Value::Null);
+        a.remember(Uuid::from_u128(99));
+        assert_eq!(a.severity, Severity::Critical);
+        assert_eq!(a.event_ids.len(), EVENT_IDS_KEPT);
+        assert_eq!(a.event_ids.last(), Some(&Uuid::from_u128(99)));
+        assert_eq!(a.event_ids[0], Uuid::from_u128(11));
+    }
+
+    #[test]
+    fn ack_only_from_open_and_resolve_from_open_or_acked() {
+        let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let mut a = alert();
+        assert!(a.ack("ops", None, now).is_ok());
+        assert_eq!(
+            a.ack("ops", None, now),
+            Err(TransitionError::NotOpen(AlertStatus::Acked))
+        );
+        assert!(a.resolve(now).is_ok());
+        assert_eq!(
+            a.resolve(now),
+            Err(TransitionError::Closed(AlertStatus::Resolved))
+        );
+    }
+}

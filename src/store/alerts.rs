@@ -1,0 +1,241 @@
+//! Alerts by tenant and id, and the dedup keys of active (open or acked) alerts, so at most
+//! one active alert holds a key whatever races for it: every change of an alert is one write
+//! transaction that reads the key first.
+
+use super::codec::{decode, encode};
+use super::journal::save_position;
+use super::keys::{scoped, tenant_range};
+use super::tables::{ACTIVE_ALERT_KEYS, ALERTS};
+use super::{Store, StoreError};
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertFilter, TransitionError};
+use crate::model::audit::AuditDraft;
+use crate::model::event::{EventDraft, Journaled};
+use redb::{ReadableTable, WriteTransaction};
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// What the alert engine decided for one event.
+pub enum AlertMatch {
+    /// Open `alert` under its dedup key, or refresh the active alert holding the key.
+    Fire { alert: Box<Alert>, event: Uuid },
+    /// Resolve the active alert holding `dedup_key`, if any.
+    Clear {
+        tenant: Uuid,
+        dedup_key: String,
+        event: Uuid,
+    },
+}
+
+fn active_key(tenant: Uuid, dedup_key: &str) -> Vec<u8> {
+    scoped(tenant, dedup_key.as_bytes())
+}
+
+fn load(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
+    let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+    t.get(scoped(tenant, id.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
+/// The active alert holding `dedup_key`.
+fn active(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    dedup_key: &str,
+) -> Result<Option<Alert>, StoreError> {
+    let id = {
+        let keys = tx
+            .open_table(ACTIVE_ALERT_KEYS)
+            .map_err(StoreError::from_redb)?;
+        keys.get(active_key(tenant, dedup_key).as_slice())
+            .map_err(StoreError::from_redb)?
+            .and_then(|v| Uuid::from_slice(v.value()).ok())
+    };
+    match id {
+        Some(id) => load(tx, tenant, id),
+        None => Ok(None),
+    }
+}
+
+/// Saves an alert and keeps its dedup key held exactly while it is active.
+fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
+    tx.open_table(ALERTS)
+        .map_err(StoreError::from_redb)?
+        .insert(
+            scoped(a.tenant_id, a.id.as_bytes()).as_slice(),
+            encode(a)?.as_slice(),
+        )
+        .map_err(StoreError::from_redb)?;
+    let mut keys = tx
+        .open_table(ACTIVE_ALERT_KEYS)
+        .map_err(StoreError::from_redb)?;
+    let key = active_key(a.tenant_id, &a.dedup_key);
+    if a.status.is_active() {
+        keys.insert(key.as_slice(), a.id.as_bytes().as_slice())
+            .map_err(StoreError::from_redb)?;
+    } else {
+        let held_by_this = keys
+            .get(key.as_slice())
+            .map_err(StoreError::from_redb)?
+            .is_some_and(|v| v.value() == a.id.as_bytes().as_slice());
+        if held_by_this {
+            keys.remove(key.as_slice()).map_err(StoreError::from_redb)?;
+        }
+    }
+    Ok(())
+}
+
+fn refused(e: TransitionError) -> StoreError {
+    match e {
+        TransitionError::NotOpen(_) => StoreError::NotFound,
+        TransitionError::Closed(_) => StoreError::Conflict(e.to_string()),
+    }
+}
+
+/// Opens `new` under its key, or refreshes the active alert holding it; returns the alert,
+/// whether it is new, and its `alert_opened` event when it is.
+fn fire(
+    tx: &WriteTransaction,
+    new: Alert,
+    event: Option<Uuid>,
+    via: Option<&str>,
+) -> Result<(Alert, bool, Option<EventDraft>), StoreError> {
+    let held = active(tx, new.tenant_id, &new.dedup_key)?;
+    let fresh = held.is_none();
+    let mut alert = match held {
+        Some(mut held) => {
+            held.refresh(new.severity, new.title, new.payload);
+            held
+        }
+        None => new,
+    };
+    if let Some(e) = event {
+        alert.remember(e);
+    }
+    save(tx, &alert)?;
+    let opened = fresh.then(|| alert.opened(via));
+    Ok((alert, fresh, opened))
+}
+
+impl Store {
+    /// The alert engine's work for the events through `through`, committed with its consumer
+    /// position and the lifecycle events it caused, in one transaction.
+    pub async fn apply_alert_matches(
+        self: &Arc<Self>,
+        consumer: &'static str,
+        through: Uuid,
+        matches: Vec<AlertMatch>,
+        now: Timestamp,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let mut events = Vec::new();
+            for m in matches {
+                match m {
+                    AlertMatch::Fire { alert, event } => {
+                        events.extend(fire(tx, *alert, Some(event), None)?.2);
+                    }
+                    AlertMatch::Clear {
+                        tenant,
+                        dedup_key,
+                        event,
+                    } => {
+                        if let Some(mut held) = active(tx, tenant, &dedup_key)? {
+                            held.remember(event);
+                            events.push(held.resolve(now).map_err(refused)?);
+                            save(tx, &held)?;
+                        }
+                    }
+                }
+            }
+            save_position(tx, consumer, through)?;
+            store.journal(tx, events)
+        })
+        .await
+    }
+
+    /// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
+    /// (`false`: folded).
+    pub async fn raise_alarm(
+        self: &Arc<Self>,
+        alert: Alert,
+        audit: AuditDraft,
+    ) -> Result<(Alert, bool, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let (alert, opened, event) = fire(tx, alert, None, Some("api"))?;
+            let audit = audit.after(&alert);
+            let journaled = store.record(tx, [audit], event.into_iter().collect())?;
+            Ok((alert, opened, journaled))
+        })
+        .await
+    }
+
+    /// Moves an alert on (`:ack`, `:resolve`), with its lifecycle event and audit entry in the
+    /// same transaction.
+    pub async fn transition_alert(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+        change: impl FnOnce(&mut Alert) -> Result<EventDraft, TransitionError> + Send + 'static,
+        audit: AuditDraft,
+    ) -> Result<(Alert, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let old = load(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
+            let mut new = old.clone();
+            let event = change(&mut new).map_err(refused)?;
+            save(tx, &new)?;
+            let audit = audit.before(&old).after(&new);
+            let journaled = store.record(tx, [audit], vec![event])?;
+            Ok((new, journaled))
+        })
+        .await
+    }
+
+    pub async fn alert(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Alert, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            t.get(scoped(tenant, id.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .map(|v| decode(v.value()))
+                .transpose()?
+                .ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    /// Newest first (ids are time-ordered), strictly before `before`, at most `limit` that
+    /// `filter` accepts.
+    pub async fn alerts(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        filter: AlertFilter,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Alert>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let (lo, hi) = tenant_range(tenant);
+            let hi = before.map_or(hi, |b| scoped(tenant, b.as_bytes()));
+            let mut out = Vec::new();
+            for row in t
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+                .rev()
+            {
+                let a: Alert = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+                if filter.matches(&a) {
+                    out.push(a);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}

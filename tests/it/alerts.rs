@@ -1,0 +1,296 @@
+//! Alerts: rules open, refresh and clear alerts from real results through the engine (a
+//! durable consumer of the event journal); manual alarms fold by dedup key; ack and resolve
+//! follow CONTRACT 3; every transition writes its event; a restart resumes where it stopped.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn get(s: &Server, token: &str, path: &str) -> Value {
+    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
+}
+
+async fn result(s: &Server, token: &str, state: &str) {
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "edge", "service": "disk", "state": state, "output": format!("DISK {state}")}]}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 202);
+}
+
+/// Polls the alert list until `done` holds for it.
+async fn alerts_until(
+    s: &Server,
+    token: &str,
+    query: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let v = get(s, token, &format!("/api/v1/alerts{query}")).await;
+        let items = v["items"].as_array().unwrap().clone();
+        if done(&items) {
+            return items;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "alerts{query} never got there: {items:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn events_of(s: &Server, token: &str, types: &str) -> Vec<Value> {
+    let v = get(
+        s,
+        token,
+        &format!("/api/v1/events?types={types}&limit=1000"),
+    )
+    .await;
+    let mut items = v["items"].as_array().unwrap().clone();
+    items.reverse();
+    items
+}
+
+async fn setup(s: &Server, token: &str) -> String {
+    for (path, body) in [
+        (
+            "/api/v1/hosts",
+            json!({"name": "edge", "labels": {"site": "north"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "disk", "host": "edge", "labels": {"site": "north"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({
+                "name": "disk-critical",
+                "match": "event.type == 'state_change' && event.state == 'CRITICAL' && event.labels.site == 'north'",
+                "severity": "critical",
+                "title": "{{ .event.object }} on {{ .event.host }} is {{ .event.state }}",
+                "setLabels": {"team": "ops"},
+            }),
+        ),
+        // A rule whose expression reads a key events do not have never matches.
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "never", "match": "event.payload.nothing == 'x'", "severity": "warning"}),
+        ),
+    ] {
+        let res = send(s, token, Method::POST, path, body).await;
+        assert_eq!(res.status().as_u16(), 201, "{path}");
+    }
+    let services = get(s, token, "/api/v1/services").await;
+    services["items"][0]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn rules_open_refresh_and_clear_alerts_and_resume_after_a_restart() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let disk = setup(s, token).await;
+
+    result(s, token, "OK").await;
+    result(s, token, "CRITICAL").await;
+    let open = alerts_until(s, token, "?status=open", |a| !a.is_empty()).await;
+    assert_eq!(open.len(), 1);
+    let alert = &open[0];
+    assert_eq!(alert["ruleId"], "disk-critical");
+    assert_eq!(alert["status"], "open");
+    assert_eq!(alert["severity"], "critical");
+    assert_eq!(alert["title"], "disk on edge is CRITICAL");
+    assert_eq!(alert["objectId"], disk);
+    assert_eq!(alert["dedupKey"], format!("{disk}/disk-critical"));
+    assert_eq!(alert["labels"], json!({"site": "north", "team": "ops"}));
+    assert_eq!(alert["payload"]["to"], "CRITICAL");
+    let id = alert["id"].as_str().unwrap().to_string();
+    let changes = events_of(s, token, "state_change").await;
+    let one = get(s, token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(one["eventIds"], json!([changes.last().unwrap()["id"]]));
+    let opened = events_of(s, token, "alert_opened").await;
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0]["payload"]["alertId"], id.as_str());
+    assert_eq!(opened[0]["payload"]["rule"], "disk-critical");
+
+    // WARNING neither matches nor clears; CRITICAL again refreshes the same alert.
+    result(s, token, "WARNING").await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "", |_| true).await;
+    let refreshed = loop {
+        let one = get(s, token, &format!("/api/v1/alerts/{id}")).await;
+        if one["eventIds"].as_array().unwrap().len() == 2 {
+            break one;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refreshed["status"], "open");
+    assert_eq!(
+        get(s, token, "/api/v1/alerts").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // OK does not match the rule but clears it (resolveOnOk is on by default).
+    result(s, token, "OK").await;
+    alerts_until(s, token, "?status=resolved", |a| a.len() == 1).await;
+    let resolved = events_of(s, token, "alert_resolved").await;
+    assert_eq!(resolved.len(), 1);
+    assert_eq!(resolved[0]["payload"]["alertId"], id.as_str());
+    assert_eq!(resolved[0]["severity"], "ok");
+
+    // Filters: an unknown status matches nothing; rule and object filters find it.
+    assert!(
+        alerts_until(s, token, "?status=bogus", |_| true)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        alerts_until(
+            s,
+            token,
+            &format!("?ruleId=disk-critical&objectId={disk}"),
+            |_| true
+        )
+        .await
+        .len(),
+        1
+    );
+
+    // After a restart the engine goes on after its position: a new problem opens a new alert,
+    // and nothing before it is decided twice.
+    let s = a.s.restart();
+    result(&s, token, "CRITICAL").await;
+    let all = alerts_until(&s, token, "", |a| a.len() == 2).await;
+    assert_eq!(all[0]["status"], "open", "newest first");
+    assert_eq!(all[1]["id"], id.as_str());
+    assert_eq!(events_of(&s, token, "alert_opened").await.len(), 2);
+    assert_eq!(events_of(&s, token, "alert_resolved").await.len(), 1);
+}
+
+#[tokio::test]
+async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let missing = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"message": "no title"}),
+    )
+    .await;
+    assert_problem(missing, 422, "svc:validation/title").await;
+    let unknown_policy = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "x", "escalationPolicy": "nope"}),
+    )
+    .await;
+    assert_problem(unknown_policy, 422, "svc:validation/escalationPolicy").await;
+
+    let body = json!({"title": "Fire in hall 2", "summary": "smoke detector 7", "dedupKey": "fire-hall-2", "labels": {"site": "north"}});
+    let first = json(
+        send(s, token, Method::POST, "/api/v1/alerts", body.clone()).await,
+        201,
+    )
+    .await;
+    assert_eq!(first["ruleId"], "manual");
+    assert_eq!(first["severity"], "critical");
+    assert_eq!(first["payload"]["message"], "smoke detector 7");
+    let id = first["id"].as_str().unwrap().to_string();
+    let folded = json(
+        send(s, token, Method::POST, "/api/v1/alerts", body.clone()).await,
+        200,
+    )
+    .await;
+    assert_eq!(folded["id"], id.as_str(), "folds into the active alert");
+
+    let acked = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            &format!("/api/v1/alerts/{id}:ack"),
+            json!({"comment": "on my way"}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(acked["status"], "acked");
+    assert_eq!(acked["ackedBy"], "bootstrap-admin");
+    // Only from open: acked is answered as not found (CONTRACT 3). An acked alert still folds.
+    let again = call(s, token, Method::POST, &format!("/api/v1/alerts/{id}:ack"))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(again, 404, "svc:not-found").await;
+    json(
+        send(s, token, Method::POST, "/api/v1/alerts", body.clone()).await,
+        200,
+    )
+    .await;
+
+    let resolved = json(
+        call(
+            s,
+            token,
+            Method::POST,
+            &format!("/api/v1/alerts/{id}:resolve"),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(resolved["status"], "resolved");
+    let twice = call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{id}:resolve"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(twice, 409, "svc:conflict").await;
+    // Resolved frees the key: the same alarm opens a new alert.
+    let reopened = json(
+        send(s, token, Method::POST, "/api/v1/alerts", body).await,
+        201,
+    )
+    .await;
+    assert_ne!(reopened["id"], id.as_str());
+
+    let acks = events_of(s, token, "ack").await;
+    assert_eq!(acks.len(), 1);
+    assert_eq!(acks[0]["payload"]["comment"], "on my way");
+    assert_eq!(events_of(s, token, "alert_opened").await.len(), 2);
+    assert_eq!(events_of(s, token, "alert_resolved").await.len(), 1);
+    let audit = get(s, token, "/api/v1/audit?limit=50").await;
+    let actions: Vec<&str> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in ["alert.create", "alert.ack", "alert.resolve"] {
+        assert!(actions.contains(&action), "{action} audited: {actions:?}");
+    }
+    let unknown = call(s, token, Method::GET, "/api/v1/alerts/not-a-uuid")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(unknown, 404, "svc:not-found").await;
+}
