@@ -6,16 +6,24 @@ pub mod rules;
 
 pub use engine::AlertEngine;
 
+/// How often snoozes that ran out are looked for (CONTRACT 3).
+pub const TIMERS_EVERY: Duration = Duration::from_secs(5);
+
 use crate::auth::Principal;
-use crate::model::alert::{Alert, AlertFilter, AlertStatus, MANUAL_RULE, ManualAlarm};
+use crate::model::alert::{
+    Alert, AlertFilter, AlertStatus, MANUAL_RULE, ManualAlarm, SnoozeRequest,
+};
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
+use crate::model::{GoDuration, Timestamp};
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
@@ -152,6 +160,47 @@ impl Alerting {
         Ok(alert)
     }
 
+    /// `:snooze` (CONTRACT 3): `until` (in the future) or `duration` from now.
+    pub async fn snooze(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        req: SnoozeRequest,
+    ) -> Result<Alert, AlertError> {
+        let now = self.clock.now();
+        let until = match (req.until.as_deref(), req.duration.as_deref()) {
+            (Some(u), _) => u
+                .parse::<Timestamp>()
+                .map_err(|_| invalid("until", "until must be an RFC 3339 time"))?,
+            (None, Some(d)) => now.plus(
+                d.parse::<GoDuration>()
+                    .map_err(|_| invalid("duration", "duration must be like 30m"))?
+                    .0,
+            ),
+            (None, None) => return Err(invalid("until", "until or duration is required")),
+        };
+        if until <= now {
+            return Err(invalid("until", "until must be in the future"));
+        }
+        let by = p.name.clone();
+        let audit = self.audit(p, actor, "alert.snooze", id);
+        let (alert, journaled) = self
+            .store
+            .transition_alert(p.tenant, id, move |a| a.snooze(&by, until, now), audit)
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(alert)
+    }
+
+    /// Re-arms the alerts whose snooze ran out; returns how many.
+    pub async fn wake_snoozed(&self) -> Result<usize, AlertError> {
+        let journaled = self.store.wake_snoozed(self.clock.now()).await?;
+        let woken = journaled.len();
+        self.sink.file(journaled).await;
+        Ok(woken)
+    }
+
     pub async fn resolve(
         &self,
         p: &Principal,
@@ -166,5 +215,23 @@ impl Alerting {
             .await?;
         self.sink.file(journaled).await;
         Ok(alert)
+    }
+}
+
+/// Wakes snoozed alerts every 5 s.
+pub struct AlertTimers(pub Arc<Alerting>);
+
+impl Worker for AlertTimers {
+    fn name(&self) -> &'static str {
+        "alert-timers"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if let Err(e) = self.0.wake_snoozed().await {
+                tracing::warn!(error = %e, "alert timers failed");
+            }
+            Wait::For(TIMERS_EVERY)
+        })
     }
 }

@@ -7,7 +7,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{ALERTS, Page, PageQuery};
 use super::router::Route;
 use crate::model::Timestamp;
-use crate::model::alert::{AckRequest, Alert, AlertFilter, ManualAlarm};
+use crate::model::alert::{AckRequest, Alert, AlertFilter, ManualAlarm, SnoozeRequest};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -36,6 +36,11 @@ pub fn routes() -> Vec<Route> {
             "alerts",
             "Acknowledge an alert",
             "Optional `{comment}`. Only from `open`: an alert in any other status is 404 `svc:not-found`. Writes an `ack` event and the audit entry with the change.",
+        ),
+        Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").doc(
+            "alerts",
+            "Snooze an alert",
+            "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (checked every 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
         ),
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(
             "alerts",
@@ -133,6 +138,19 @@ async fn ack(
     let alert = st
         .alerting
         .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+        .await?;
+    Ok(Json(alert))
+}
+
+async fn snooze(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<SnoozeRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let alert = st
+        .alerting
+        .snooze(&c.principal, &c.actor, path_id(&id)?, body)
         .await?;
     Ok(Json(alert))
 }

@@ -5,7 +5,7 @@ mod recovery;
 mod server;
 mod tls;
 
-use crate::alerting::{AlertEngine, Alerting};
+use crate::alerting::{AlertEngine, AlertTimers, Alerting};
 use crate::api::{AppContext, build_router};
 use crate::auth::{
     Auth, AuthError, CryptoPolicy, LastUsedWorker, SeedSettings, SessionPurgeWorker,
@@ -177,6 +177,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
     let alerting = Alerting::new(store.clone(), clock.clone(), events.clone());
+    supervisor.spawn(AlertTimers(alerting.clone()));
     supervisor.spawn(AlertEngine::new(
         store.clone(),
         events.clone(),

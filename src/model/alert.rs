@@ -124,6 +124,50 @@ impl Alert {
         ))
     }
 
+    /// `:snooze`, from open or acked: acked until `until`; returns the `ack` event with a
+    /// comment stating the wake time.
+    pub fn snooze(
+        &mut self,
+        by: &str,
+        until: Timestamp,
+        now: Timestamp,
+    ) -> Result<EventDraft, TransitionError> {
+        if !self.status.is_active() {
+            return Err(TransitionError::Closed(self.status));
+        }
+        self.status = AlertStatus::Acked;
+        self.acked_at = Some(now);
+        self.acked_by = Some(by.to_string());
+        self.snoozed_until = Some(until);
+        Ok(self.event(
+            EventType::Ack,
+            Severity::Info,
+            json!({"alertId": self.id, "by": by, "comment": format!("snoozed until {until}")}),
+        ))
+    }
+
+    /// A snooze that has run out: open again, with the `escalation` wake-up event (CONTRACT
+    /// 3); `None` when the alert is no longer snoozed until `due` or earlier.
+    pub fn wake(&mut self, due: Timestamp) -> Option<EventDraft> {
+        if self.status != AlertStatus::Acked || self.snoozed_until.is_none_or(|u| u > due) {
+            return None;
+        }
+        self.status = AlertStatus::Open;
+        self.snoozed_until = None;
+        self.acked_at = None;
+        self.acked_by = None;
+        Some(self.event(
+            EventType::Escalation,
+            Severity::Info,
+            json!({
+                "alertId": self.id,
+                "title": self.title,
+                "comment": "snooze expired — alarm re-armed",
+                "policy": self.escalation_policy,
+            }),
+        ))
+    }
+
     /// `:resolve` or a clear, from open or acked; returns the `alert_resolved` event.
     pub fn resolve(&mut self, now: Timestamp) -> Result<EventDraft, TransitionError> {
         if !self.status.is_active() {
@@ -190,6 +234,15 @@ pub struct ManualAlarm {
     pub object_id: Option<Uuid>,
     #[serde(default)]
     pub dedup_key: Option<String>,
+}
+
+/// `:snooze` body: `until`, or `duration` from now.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct SnoozeRequest {
+    #[serde(default)]
+    pub until: Option<String>,
+    #[serde(default)]
+    pub duration: Option<String>,
 }
 
 /// `:ack` body.

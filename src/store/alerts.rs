@@ -5,7 +5,7 @@
 use super::codec::{decode, encode};
 use super::journal::save_position;
 use super::keys::{scoped, tenant_range};
-use super::tables::{ACTIVE_ALERT_KEYS, ALERTS};
+use super::tables::{ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertFilter, TransitionError};
@@ -59,8 +59,23 @@ fn active(
     }
 }
 
-/// Saves an alert and keeps its dedup key held exactly while it is active.
+/// Snooze index key: wake time, tenant, alert id.
+fn snooze_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
+    let mut k = until.as_millis().to_be_bytes().to_vec();
+    k.extend_from_slice(tenant.as_bytes());
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+/// Saves an alert and keeps its dedup key held exactly while it is active. A snoozed alert is
+/// indexed by its wake time; entries a later change made stale are dropped when due.
 fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
+    if let Some(until) = a.snoozed_until {
+        tx.open_table(ALERT_SNOOZES)
+            .map_err(StoreError::from_redb)?
+            .insert(snooze_key(until, a.tenant_id, a.id).as_slice(), ())
+            .map_err(StoreError::from_redb)?;
+    }
     tx.open_table(ALERTS)
         .map_err(StoreError::from_redb)?
         .insert(
@@ -191,6 +206,52 @@ impl Store {
             let audit = audit.before(&old).after(&new);
             let journaled = store.record(tx, [audit], vec![event])?;
             Ok((new, journaled))
+        })
+        .await
+    }
+
+    /// Wakes every alert whose snooze ran out by `now` (open again, with its wake-up event).
+    pub async fn wake_snoozed(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let due: Vec<(Vec<u8>, Uuid, Uuid, Timestamp)> = {
+                let t = tx
+                    .open_table(ALERT_SNOOZES)
+                    .map_err(StoreError::from_redb)?;
+                let end = (now.as_millis() + 1).to_be_bytes();
+                let mut due = Vec::new();
+                for row in t.range(..end.as_slice()).map_err(StoreError::from_redb)? {
+                    let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+                    let (at, ids) = key.split_at(8);
+                    let ms = i64::from_be_bytes(at.try_into().unwrap_or_default());
+                    let (tenant, id) = ids.split_at(16);
+                    if let (Ok(tenant), Ok(id), Some(at)) = (
+                        Uuid::from_slice(tenant),
+                        Uuid::from_slice(id),
+                        Timestamp::from_millis(ms),
+                    ) {
+                        due.push((key, tenant, id, at));
+                    }
+                }
+                due
+            };
+            let mut events = Vec::new();
+            for (key, tenant, id, at) in due {
+                tx.open_table(ALERT_SNOOZES)
+                    .map_err(StoreError::from_redb)?
+                    .remove(key.as_slice())
+                    .map_err(StoreError::from_redb)?;
+                if let Some(mut alert) = load(tx, tenant, id)? {
+                    if let Some(woken) = alert.wake(at) {
+                        save(tx, &alert)?;
+                        events.push(woken);
+                    }
+                }
+            }
+            store.journal(tx, events)
         })
         .await
     }

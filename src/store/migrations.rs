@@ -3,9 +3,9 @@
 
 use super::StoreError;
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS, EVENT_JOURNAL,
-    HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, STATES,
-    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
+    EVENT_JOURNAL, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS,
+    STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -71,6 +71,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "alerts",
         apply: create_alert_tables,
     },
+    Migration {
+        version: 12,
+        name: "alert snoozes",
+        apply: create_snooze_table,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -132,6 +137,12 @@ fn create_consumer_positions(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn create_alert_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
     tx.open_table(ACTIVE_ALERT_KEYS)
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_snooze_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(ALERT_SNOOZES)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

@@ -62,6 +62,9 @@ pub const ALERTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("alert_by
 pub const ACTIVE_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("active_alert_id_by_tenant_dedup_key");
 
+/// Snoozed alerts by wake time (ms, big-endian) + tenant + id.
+pub const ALERT_SNOOZES: TableDefinition<&[u8], ()> = TableDefinition::new("alert_by_snooze_end");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -294,3 +294,61 @@ async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
         .unwrap();
     assert_problem(unknown, 404, "svc:not-found").await;
 }
+
+#[tokio::test]
+async fn a_snoozed_alert_is_acked_until_it_wakes_open_again() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let alert = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "Pump 3 pressure"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let id = alert["id"].as_str().unwrap();
+    let path = format!("/api/v1/alerts/{id}:snooze");
+    let past = send(
+        s,
+        token,
+        Method::POST,
+        &path,
+        json!({"until": "2020-01-01T00:00:00Z"}),
+    )
+    .await;
+    assert_problem(past, 422, "svc:validation/until").await;
+    let nothing = send(s, token, Method::POST, &path, json!({})).await;
+    assert_problem(nothing, 422, "svc:validation/until").await;
+
+    let snoozed = json(
+        send(s, token, Method::POST, &path, json!({"duration": "2s"})).await,
+        200,
+    )
+    .await;
+    assert_eq!(snoozed["status"], "acked");
+    assert!(snoozed["snoozedUntil"].is_string());
+    let acks = events_of(s, token, "ack").await;
+    assert!(
+        acks[0]["payload"]["comment"]
+            .as_str()
+            .unwrap()
+            .starts_with("snoozed until ")
+    );
+
+    // Woken by the 5 s timer: open again, with the wake-up event.
+    let woken = alerts_until(s, token, "?status=open", |a| a.len() == 1).await;
+    assert_eq!(woken[0]["id"], id);
+    assert!(woken[0].get("snoozedUntil").is_none());
+    let wake = events_of(s, token, "escalation").await;
+    assert_eq!(wake.len(), 1);
+    assert_eq!(
+        wake[0]["payload"]["comment"],
+        "snooze expired — alarm re-armed"
+    );
+    assert_eq!(wake[0]["payload"]["alertId"], id);
+}
