@@ -2,6 +2,7 @@
 //! rules) and the alert operations of the API (list, get, manual alarm, ack, resolve).
 
 pub mod engine;
+mod incidents;
 pub mod rules;
 
 pub use engine::AlertEngine;

@@ -11,6 +11,7 @@ mod events;
 pub mod extract;
 mod heartbeats;
 mod identity;
+mod incidents;
 mod metrics;
 pub mod middleware;
 mod objects;

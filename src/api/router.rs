@@ -5,8 +5,8 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
-    alerts, bundles, config, events, heartbeats, identity, metrics, objects, pages, results,
-    secrets, system, users,
+    alerts, bundles, config, events, heartbeats, identity, incidents, metrics, objects, pages,
+    results, secrets, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -121,6 +121,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(bundles::routes());
     all.extend(heartbeats::routes());
     all.extend(alerts::routes());
+    all.extend(incidents::routes());
     all.extend(results::routes());
     all.extend(metrics::routes());
     all

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod event;
 pub mod heartbeat;
 pub mod identity;
+pub mod incident;
 pub mod metric;
 pub mod object;
 pub mod secret;

@@ -2,9 +2,9 @@
 //! one active alert holds a key whatever races for it: every change of an alert is one write
 //! transaction that reads the key first.
 
-use super::codec::{decode, encode};
+use super::codec::{decode, encode, tenant_values_newest};
 use super::journal::save_position;
-use super::keys::{scoped, tenant_range};
+use super::keys::scoped;
 use super::tables::{ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -279,23 +279,7 @@ impl Store {
     ) -> Result<Vec<Alert>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-            let (lo, hi) = tenant_range(tenant);
-            let hi = before.map_or(hi, |b| scoped(tenant, b.as_bytes()));
-            let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-                .rev()
-            {
-                let a: Alert = decode(row.map_err(StoreError::from_redb)?.1.value())?;
-                if filter.matches(&a) {
-                    out.push(a);
-                    if out.len() >= limit {
-                        break;
-                    }
-                }
-            }
-            Ok(out)
+            tenant_values_newest(&t, tenant, before, limit, |a| filter.matches(a))
         })
         .await
     }

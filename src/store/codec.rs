@@ -30,6 +30,38 @@ where
     Ok(out)
 }
 
+/// One tenant's values keyed by time-ordered ids, newest first, strictly before id `before`:
+/// at most `limit` that `keep` accepts.
+pub fn tenant_values_newest<T, R>(
+    table: &R,
+    tenant: uuid::Uuid,
+    before: Option<uuid::Uuid>,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Vec<T>, StoreError>
+where
+    T: DeserializeOwned,
+    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let (lo, hi) = super::keys::tenant_range(tenant);
+    let hi = before.map_or(hi, |b| super::keys::scoped(tenant, b.as_bytes()));
+    let mut out = Vec::new();
+    for row in table
+        .range(lo.as_slice()..hi.as_slice())
+        .map_err(StoreError::from_redb)?
+        .rev()
+    {
+        let value: T = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+        if keep(&value) {
+            out.push(value);
+            if out.len() >= limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,9 @@
 use super::StoreError;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
-    EVENT_JOURNAL, HEARTBEATS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS,
-    STATES, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
+    OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, SILENCES, STATES, TENANT_SLUGS, TENANTS,
+    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -76,6 +77,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "alert snoozes",
         apply: create_snooze_table,
     },
+    Migration {
+        version: 13,
+        name: "incidents, silences, downtimes",
+        apply: create_suppression_tables,
+    },
 ];
 
 const SCHEMA_VERSION: &str = "schema_version";
@@ -143,6 +149,15 @@ fn create_alert_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_snooze_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(ALERT_SNOOZES)
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_suppression_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+    tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
+    tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+    tx.open_table(IDEMPOTENT_ANSWERS)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

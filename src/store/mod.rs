@@ -10,6 +10,7 @@ mod config;
 mod error;
 pub mod events;
 mod heartbeats;
+mod incidents;
 pub mod journal;
 mod keys;
 pub mod metrics;

@@ -65,6 +65,16 @@ pub const ACTIVE_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
 /// Snoozed alerts by wake time (ms, big-endian) + tenant + id.
 pub const ALERT_SNOOZES: TableDefinition<&[u8], ()> = TableDefinition::new("alert_by_snooze_end");
 
+/// Incidents by tenant + id.
+pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");
+/// Silences by tenant + id.
+pub const SILENCES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("silence_by_tenant_id");
+/// Downtimes by tenant + id.
+pub const DOWNTIMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("downtime_by_tenant_id");
+/// Answers of `Idempotency-Key` requests by tenant + key.
+pub const IDEMPOTENT_ANSWERS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("idempotent_answer_by_tenant_key");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -352,3 +352,111 @@ async fn a_snoozed_alert_is_acked_until_it_wakes_open_again() {
     );
     assert_eq!(wake[0]["payload"]["alertId"], id);
 }
+
+#[tokio::test]
+async fn incidents_carry_versions_alerts_and_update_events() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let alert = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "Line 4 stopped"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let alert_id = alert["id"].as_str().unwrap();
+    let untitled = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/incidents",
+        json!({"summary": "x"}),
+    )
+    .await;
+    assert_problem(untitled, 422, "svc:validation/title").await;
+    let stranger = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/incidents",
+        json!({"title": "x", "alertIds": [uuid::Uuid::now_v7()]}),
+    )
+    .await;
+    assert_problem(stranger, 422, "svc:validation/alertIds").await;
+
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/incidents",
+        json!({"title": "Packaging hall down", "summary": "two lines", "labels": {"site": "north"}, "alertIds": [alert_id]}),
+    )
+    .await;
+    assert_eq!(res.headers()["etag"], "\"1\"");
+    let incident = json(res, 201).await;
+    assert_eq!(incident["status"], "open");
+    assert_eq!(incident["severity"], "critical");
+    assert_eq!(incident["createdBy"], "bootstrap-admin");
+    let id = incident["id"].as_str().unwrap().to_string();
+    let attached = get(s, token, &format!("/api/v1/alerts?incidentId={id}")).await;
+    assert_eq!(attached["items"][0]["id"], alert_id);
+
+    let path = format!("/api/v1/incidents/{id}");
+    let res = call(s, token, Method::GET, &path).send().await.unwrap();
+    assert_eq!(res.headers()["etag"], "\"1\"");
+    let bare = send(s, token, Method::PUT, &path, json!({"status": "resolved"})).await;
+    assert_problem(bare, 428, "svc:precondition/if-match").await;
+    let stale = call(s, token, Method::PUT, &path)
+        .header("If-Match", "\"5\"")
+        .json(&json!({"status": "resolved"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(stale, 409, "svc:conflict/version").await;
+    let bad = call(s, token, Method::PUT, &path)
+        .header("If-Match", "1")
+        .json(&json!({"status": "gone"}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(bad, 422, "svc:validation/status").await;
+    let res = call(s, token, Method::PUT, &path)
+        .header("If-Match", "W/\"1\"")
+        .json(&json!({"status": "resolved"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["etag"], "\"2\"");
+    let resolved = json(res, 200).await;
+    assert_eq!(resolved["status"], "resolved");
+    assert_eq!(
+        resolved["title"], "Packaging hall down",
+        "fields not named stay"
+    );
+    assert!(resolved["resolvedAt"].is_string());
+
+    assert!(
+        get(s, token, "/api/v1/incidents?open=true").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        get(s, token, "/api/v1/incidents").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let updates = events_of(s, token, "incident_update").await;
+    assert_eq!(updates.len(), 2);
+    assert_eq!(updates[0]["payload"]["action"], "created");
+    assert_eq!(updates[0]["payload"]["summary"], "two lines");
+    assert_eq!(updates[1]["payload"]["status"], "resolved");
+    assert_eq!(updates[1]["severity"], "ok");
+}

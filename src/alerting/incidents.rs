@@ -1,0 +1,161 @@
+//! Incidents through the API (CONTRACT 3): create, list, get, update under `If-Match`.
+
+use super::{AlertError, Alerting, invalid};
+use crate::auth::Principal;
+use crate::model::audit::AuditDraft;
+use crate::model::event::Severity;
+use crate::model::identity::Actor;
+use crate::model::incident::{Incident, IncidentBody, STATUSES};
+use uuid::Uuid;
+
+fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
+    match raw {
+        None | Some("") => Ok(None),
+        Some(s) => s
+            .parse()
+            .map(Some)
+            .map_err(|_| invalid("severity", "severity must be critical, warning or info")),
+    }
+}
+
+impl Alerting {
+    /// Every listed alert must be the tenant's.
+    async fn check_alerts(&self, p: &Principal, ids: &[Uuid]) -> Result<(), AlertError> {
+        for id in ids {
+            if self.store.alert(p.tenant, *id).await.is_err() {
+                return Err(invalid("alertIds", format!("alert {id} does not exist")));
+            }
+        }
+        Ok(())
+    }
+
+    fn incident_audit(&self, p: &Principal, actor: &Actor, verb: &str, id: Uuid) -> AuditDraft {
+        AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            &format!("incident.{verb}"),
+            format!("incident/{id}"),
+        )
+    }
+
+    pub async fn create_incident(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: IncidentBody,
+    ) -> Result<Incident, AlertError> {
+        let title = body
+            .title
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| invalid("title", "title is required"))?;
+        let alert_ids = body.alert_ids.unwrap_or_default();
+        self.check_alerts(p, &alert_ids).await?;
+        let now = self.clock.now();
+        let incident = Incident {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            title,
+            summary: body.summary.unwrap_or_default(),
+            severity: severity(body.severity.as_deref())?.unwrap_or(Severity::Critical),
+            status: "open".into(),
+            labels: body.labels.unwrap_or_default(),
+            impact: body.impact.unwrap_or_default(),
+            ticket_url: body.ticket_url.unwrap_or_default(),
+            alert_ids,
+            created_by: p.name.clone(),
+            opened_at: now,
+            updated_at: now,
+            resolved_at: None,
+            version: 1,
+        };
+        let audit = self.incident_audit(p, actor, "create", incident.id);
+        let (incident, journaled) = self.store.create_incident(incident, audit).await?;
+        self.sink.file(journaled).await;
+        Ok(incident)
+    }
+
+    /// Replaces the fields the body names; `status` `resolved` stamps `resolvedAt`.
+    pub async fn update_incident(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        body: IncidentBody,
+    ) -> Result<Incident, AlertError> {
+        if let Some(t) = &body.title {
+            if t.trim().is_empty() {
+                return Err(invalid("title", "title must not be empty"));
+            }
+        }
+        if let Some(s) = &body.status {
+            if !STATUSES.contains(&s.as_str()) {
+                return Err(invalid("status", "status must be open, acked or resolved"));
+            }
+        }
+        let severity = severity(body.severity.as_deref())?;
+        if let Some(ids) = &body.alert_ids {
+            self.check_alerts(p, ids).await?;
+        }
+        let now = self.clock.now();
+        let audit = self.incident_audit(p, actor, "update", id);
+        let (incident, journaled) = self
+            .store
+            .update_incident(
+                p.tenant,
+                id,
+                expected,
+                move |i| {
+                    if let Some(t) = body.title {
+                        i.title = t.trim().to_string();
+                    }
+                    if let Some(s) = body.summary {
+                        i.summary = s;
+                    }
+                    if let Some(s) = severity {
+                        i.severity = s;
+                    }
+                    if let Some(l) = body.labels {
+                        i.labels = l;
+                    }
+                    if let Some(x) = body.impact {
+                        i.impact = x;
+                    }
+                    if let Some(x) = body.ticket_url {
+                        i.ticket_url = x;
+                    }
+                    if let Some(ids) = body.alert_ids {
+                        i.alert_ids = ids;
+                    }
+                    if let Some(s) = body.status {
+                        i.resolved_at = (s == "resolved").then_some(i.resolved_at.unwrap_or(now));
+                        i.status = s;
+                    }
+                    i.updated_at = now;
+                },
+                audit,
+            )
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(incident)
+    }
+
+    pub async fn incident(&self, p: &Principal, id: Uuid) -> Result<Incident, AlertError> {
+        Ok(self.store.incident(p.tenant, id).await?)
+    }
+
+    pub async fn incidents(
+        &self,
+        p: &Principal,
+        open_only: bool,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Incident>, AlertError> {
+        Ok(self
+            .store
+            .incidents(p.tenant, open_only, before, limit)
+            .await?)
+    }
+}

@@ -1,0 +1,90 @@
+//! Incidents (SPEC 2.12, CONTRACT 3): the reference's `Incident` plus `labels` and `alertIds`.
+
+use super::Timestamp;
+use super::event::{EventDraft, EventType, Severity};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+pub const STATUSES: [&str; 3] = ["open", "acked", "resolved"];
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Incident {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub title: String,
+    #[serde(default)]
+    pub summary: String,
+    pub severity: Severity,
+    pub status: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub impact: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ticket_url: String,
+    #[serde(default)]
+    pub alert_ids: Vec<Uuid>,
+    pub created_by: String,
+    pub opened_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_at: Option<Timestamp>,
+    pub version: u64,
+}
+
+/// `POST` and `PUT /api/v1/incidents` (the reference's `incidentBody`, plus `labels`, and
+/// `status` on `PUT`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IncidentBody {
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub severity: Option<String>,
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub impact: Option<String>,
+    #[serde(default)]
+    pub ticket_url: Option<String>,
+    #[serde(default)]
+    pub alert_ids: Option<Vec<Uuid>>,
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+impl Incident {
+    /// The `incident_update` event of a change (SPEC 6.2): `action` `created` adds the summary
+    /// and labels.
+    pub fn update_event(&self, action: &str) -> EventDraft {
+        let mut payload = json!({
+            "incidentId": self.id,
+            "title": self.title,
+            "createdBy": self.created_by,
+            "status": self.status,
+            "action": action,
+        });
+        if action == "created" {
+            payload["summary"] = json!(self.summary);
+            payload["labels"] = json!(self.labels);
+        }
+        let severity = if self.status == "resolved" {
+            Severity::Ok
+        } else {
+            self.severity
+        };
+        let mut draft = EventDraft::new(
+            self.tenant_id,
+            EventType::IncidentUpdate,
+            Some(severity),
+            payload,
+        );
+        draft.source_id = Some(self.id.to_string());
+        draft
+    }
+}
