@@ -4,12 +4,15 @@
 //! a restart or kill -9 neither loses nor repeats a decision.
 
 use super::rules::{CompiledRule, compile, decide, reaches_rules};
+use super::suppression::Suppressions;
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::alerts::AlertMatch;
 use crate::store::{Store, StoreError};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -62,6 +65,39 @@ impl AlertEngine {
         Ok(compiled)
     }
 
+    /// Says which alerts to open are covered by a silence or downtime (read once per tenant
+    /// and batch).
+    async fn mark_suppressed(&self, decided: &mut [AlertMatch]) -> Result<(), StoreError> {
+        let mut by_tenant: HashMap<Uuid, Suppressions> = HashMap::new();
+        for m in decided.iter_mut() {
+            let AlertMatch::Fire {
+                alert, suppressed, ..
+            } = m
+            else {
+                continue;
+            };
+            let tenant = alert.tenant_id;
+            if let Entry::Vacant(slot) = by_tenant.entry(tenant) {
+                slot.insert(Suppressions::new(
+                    self.store.silences(tenant).await?,
+                    self.store.downtimes(tenant).await?,
+                    self.clock.now(),
+                ));
+            }
+            let host = match alert.object_id {
+                Some(o) => self
+                    .store
+                    .object(tenant, o)
+                    .await
+                    .ok()
+                    .and_then(|o| o.host_id),
+                None => None,
+            };
+            *suppressed = by_tenant.get(&tenant).and_then(|s| s.reason(alert, host));
+        }
+        Ok(())
+    }
+
     async fn run_once(&mut self) -> Result<(), StoreError> {
         if self.consumer.is_none() {
             self.consumer =
@@ -87,6 +123,7 @@ impl AlertEngine {
                     .unwrap_or_default(),
             );
         }
+        self.mark_suppressed(&mut decided).await?;
         let journaled = self
             .store
             .apply_alert_matches(CONSUMER, through, decided, self.clock.now())

@@ -4,6 +4,7 @@
 pub mod engine;
 mod incidents;
 pub mod rules;
+pub mod suppression;
 
 pub use engine::AlertEngine;
 

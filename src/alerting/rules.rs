@@ -256,6 +256,7 @@ pub fn decide(
                     resolved_at: None,
                 }),
                 event: e.id,
+                suppressed: None,
             });
         }
     }

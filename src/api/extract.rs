@@ -46,20 +46,37 @@ pub async fn read_body(req: Request, limit: usize, code: Code) -> Result<bytes::
     Ok(buf.freeze())
 }
 
+/// A JSON body; an empty body reads as `null`, so `Option<T>` takes an optional body.
+fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
+    let body: &[u8] = if body.trim_ascii().is_empty() {
+        b"null"
+    } else {
+        body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     type Rejection = Problem;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
         let body = read_body(req, JSON_BODY_LIMIT, Code::ValidationSize).await?;
-        // An empty body reads as `null`, so `ApiJson<Option<T>>` takes an optional body.
-        let body: &[u8] = if body.trim_ascii().is_empty() {
-            b"null"
-        } else {
-            &body
-        };
-        serde_json::from_slice(body)
-            .map(ApiJson)
-            .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
+        parse_json(&body).map(ApiJson)
+    }
+}
+
+/// A JSON body with the SHA-256 of its bytes (what an `Idempotency-Key` is stored with).
+pub struct ApiJsonDigest<T>(pub T, pub Vec<u8>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJsonDigest<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, Self::Rejection> {
+        use sha2::Digest;
+        let body = read_body(req, JSON_BODY_LIMIT, Code::ValidationSize).await?;
+        let digest = sha2::Sha256::digest(&body).to_vec();
+        parse_json(&body).map(|v| ApiJsonDigest(v, digest))
     }
 }
 

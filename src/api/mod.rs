@@ -21,6 +21,7 @@ pub mod pagination;
 mod results;
 pub mod router;
 mod secrets;
+mod suppressions;
 mod system;
 mod users;
 

@@ -6,7 +6,7 @@ use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
     alerts, bundles, config, events, heartbeats, identity, incidents, metrics, objects, pages,
-    results, secrets, system, users,
+    results, secrets, suppressions, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -122,6 +122,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(heartbeats::routes());
     all.extend(alerts::routes());
     all.extend(incidents::routes());
+    all.extend(suppressions::routes());
     all.extend(results::routes());
     all.extend(metrics::routes());
     all

@@ -198,6 +198,23 @@ impl Alert {
         self.event(EventType::AlertOpened, self.severity, payload)
     }
 
+    /// The `notification` event of an alert opened while a silence or downtime covers it
+    /// (CONTRACT 3): it opens, and does not page.
+    pub fn suppressed(&self, reason: &str) -> EventDraft {
+        self.event(
+            EventType::Notification,
+            Severity::Info,
+            json!({
+                "alertId": self.id,
+                "stepIndex": 0,
+                "channel": "",
+                "status": "suppressed",
+                "attempt": 0,
+                "error": reason,
+            }),
+        )
+    }
+
     fn event(&self, kind: EventType, severity: Severity, payload: Value) -> EventDraft {
         let mut draft = EventDraft::new(self.tenant_id, kind, Some(severity), payload);
         draft.object_id = self.object_id;

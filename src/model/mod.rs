@@ -15,6 +15,7 @@ pub mod object;
 pub mod secret;
 pub mod selector;
 pub mod state;
+pub mod suppression;
 pub mod tenant;
 pub mod time;
 pub mod timeperiod;

@@ -17,8 +17,13 @@ use uuid::Uuid;
 
 /// What the alert engine decided for one event.
 pub enum AlertMatch {
-    /// Open `alert` under its dedup key, or refresh the active alert holding the key.
-    Fire { alert: Box<Alert>, event: Uuid },
+    /// Open `alert` under its dedup key, or refresh the active alert holding the key;
+    /// `suppressed` says why a newly opened one does not page (a silence, a downtime).
+    Fire {
+        alert: Box<Alert>,
+        event: Uuid,
+        suppressed: Option<String>,
+    },
     /// Resolve the active alert holding `dedup_key`, if any.
     Clear {
         tenant: Uuid,
@@ -149,8 +154,16 @@ impl Store {
             let mut events = Vec::new();
             for m in matches {
                 match m {
-                    AlertMatch::Fire { alert, event } => {
-                        events.extend(fire(tx, *alert, Some(event), None)?.2);
+                    AlertMatch::Fire {
+                        alert,
+                        event,
+                        suppressed,
+                    } => {
+                        let (alert, _, opened) = fire(tx, *alert, Some(event), None)?;
+                        if let Some(opened) = opened {
+                            events.push(opened);
+                            events.extend(suppressed.map(|why| alert.suppressed(&why)));
+                        }
                     }
                     AlertMatch::Clear {
                         tenant,

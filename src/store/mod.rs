@@ -18,6 +18,7 @@ mod migrations;
 pub mod objects;
 mod secrets;
 pub mod states;
+pub mod suppressions;
 mod tables;
 mod tenants;
 mod tokens;

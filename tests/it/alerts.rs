@@ -460,3 +460,176 @@ async fn incidents_carry_versions_alerts_and_update_events() {
     assert_eq!(updates[1]["payload"]["status"], "resolved");
     assert_eq!(updates[1]["severity"], "ok");
 }
+
+fn at(offset_secs: i64) -> String {
+    (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(offset_secs)).to_string()
+}
+
+#[tokio::test]
+async fn silences_and_downtimes_suppress_paging_never_opening() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    setup(s, token).await;
+    let hosts = get(s, token, "/api/v1/hosts").await;
+    let host = hosts["items"][0]["id"].as_str().unwrap().to_string();
+
+    for (body, code) in [
+        (json!({"comment": "x"}), "svc:validation/expiresAt"),
+        (json!({"expiresAt": at(3600)}), "svc:validation/comment"),
+        (
+            json!({"comment": "x", "expiresAt": at(-60)}),
+            "svc:validation/expiresAt",
+        ),
+        (
+            json!({"comment": "x", "expiresAt": at(3600), "selector": "site in (a"}),
+            "svc:validation/selector",
+        ),
+        (
+            json!({"comment": "x", "expiresAt": at(3600), "textRegex": "("}),
+            "svc:validation/textRegex",
+        ),
+    ] {
+        assert_problem(
+            send(s, token, Method::POST, "/api/v1/silences", body).await,
+            422,
+            code,
+        )
+        .await;
+    }
+    for (body, code) in [
+        (
+            json!({"comment": "x", "start": at(-60), "end": at(3600)}),
+            "svc:validation/objectId",
+        ),
+        (
+            json!({"comment": "x", "start": at(60), "end": at(-60), "objectId": host}),
+            "svc:validation/end",
+        ),
+        (
+            json!({"comment": "x", "start": at(-60), "end": at(60), "selector": "site=north", "type": "flexible"}),
+            "svc:validation/duration",
+        ),
+    ] {
+        assert_problem(
+            send(s, token, Method::POST, "/api/v1/downtimes", body).await,
+            422,
+            code,
+        )
+        .await;
+    }
+
+    // A host downtime, created idempotently, covers the host's services.
+    let body =
+        json!({"comment": "firmware update", "start": at(-60), "end": at(3600), "objectId": host});
+    let create = |body: Value| {
+        call(s, token, Method::POST, "/api/v1/downtimes")
+            .header("Idempotency-Key", "fw-1")
+            .json(&body)
+            .send()
+    };
+    let first = create(body.clone()).await.unwrap();
+    assert!(first.headers().get("idempotency-replayed").is_none());
+    let downtime = json(first, 201).await;
+    let replay = create(body.clone()).await.unwrap();
+    assert_eq!(replay.headers()["idempotency-replayed"], "true");
+    assert_eq!(json(replay, 201).await["id"], downtime["id"]);
+    let other =
+        create(json!({"comment": "other", "start": at(-60), "end": at(3600), "objectId": host}))
+            .await
+            .unwrap();
+    assert_problem(other, 409, "svc:conflict/idempotency").await;
+    assert_eq!(
+        get(s, token, "/api/v1/downtimes?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        events_of(s, token, "downtime").await.len(),
+        1,
+        "the replay wrote nothing"
+    );
+
+    result(s, token, "OK").await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "?status=open", |a| a.len() == 1).await;
+    let suppressed = loop {
+        let n = events_of(s, token, "notification").await;
+        if !n.is_empty() {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(suppressed[0]["payload"]["status"], "suppressed");
+    assert!(
+        suppressed[0]["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("downtime ")
+    );
+    let id = downtime["id"].as_str().unwrap();
+    let ended = call(s, token, Method::DELETE, &format!("/api/v1/downtimes/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status().as_u16(), 204);
+    assert!(
+        get(s, token, "/api/v1/downtimes?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A silence on the labels: the next alert opens, suppressed by it.
+    let silence = json(
+        send(s, token, Method::POST, "/api/v1/silences", json!({"comment": "known issue", "expiresAt": at(3600), "selector": "site=north", "textRegex": "^disk"})).await,
+        201,
+    )
+    .await;
+    assert_eq!(silence["createdBy"], "bootstrap-admin");
+    assert_eq!(silence["version"], 1);
+    assert_eq!(events_of(s, token, "silence").await.len(), 1);
+    result(s, token, "OK").await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "", |a| a.len() == 2 && a[0]["status"] == "open").await;
+    let suppressed = loop {
+        let n = events_of(s, token, "notification").await;
+        if n.len() == 2 {
+            break n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        suppressed[1]["payload"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("silence ")
+    );
+
+    // Expired: the next alert is not suppressed.
+    let sid = silence["id"].as_str().unwrap();
+    let gone = call(s, token, Method::DELETE, &format!("/api/v1/silences/{sid}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 204);
+    assert!(
+        get(s, token, "/api/v1/silences?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        get(s, token, "/api/v1/silences").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    result(s, token, "OK").await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "", |a| a.len() == 3 && a[0]["status"] == "open").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(events_of(s, token, "notification").await.len(), 2);
+}

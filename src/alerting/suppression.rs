@@ -1,0 +1,339 @@
+//! Silences and downtimes through the API, and whether one suppresses an alert (CONTRACT 3:
+//! suppression never stops an alert from opening; it is recorded as a `notification` event
+//! with status `suppressed` and the reason).
+
+use super::{AlertError, Alerting, invalid};
+use crate::auth::Principal;
+use crate::model::alert::Alert;
+use crate::model::audit::AuditDraft;
+use crate::model::identity::Actor;
+use crate::model::selector::Selector;
+use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
+use crate::model::{GoDuration, Timestamp};
+use crate::store::suppressions::Idempotent;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A silence expires at most this far ahead (the reference's bound).
+const SILENCE_MAX: Duration = Duration::from_secs(90 * 24 * 3600);
+/// Lists hold at most this many (SPEC 8).
+const LIST_CAP: usize = 1000;
+/// Longest accepted `textRegex`.
+const REGEX_MAX: usize = 1024;
+
+fn time(field: &str, raw: Option<&str>) -> Result<Option<Timestamp>, AlertError> {
+    raw.filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<Timestamp>()
+                .map_err(|_| invalid(field, format!("{field} must be an RFC 3339 time")))
+        })
+        .transpose()
+}
+
+fn selector(raw: Option<String>) -> Result<String, AlertError> {
+    let raw = raw.unwrap_or_default();
+    raw.parse::<Selector>()
+        .map_err(|e| invalid("selector", e.to_string()))?;
+    Ok(raw)
+}
+
+fn comment(raw: Option<String>) -> Result<String, AlertError> {
+    raw.map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| invalid("comment", "comment is required"))
+}
+
+/// What the active silences and downtimes of a tenant suppress, read once per batch.
+pub struct Suppressions {
+    silences: Vec<(Silence, Selector, Option<regex_lite::Regex>)>,
+    downtimes: Vec<(Downtime, Selector)>,
+}
+
+impl Suppressions {
+    pub fn new(silences: Vec<Silence>, downtimes: Vec<Downtime>, now: Timestamp) -> Self {
+        Self {
+            silences: silences
+                .into_iter()
+                .filter(|s| s.active(now))
+                .map(|s| {
+                    let sel = s.selector.parse().unwrap_or_default();
+                    let re = (!s.text_regex.is_empty())
+                        .then(|| regex_lite::Regex::new(&s.text_regex).ok())
+                        .flatten();
+                    (s, sel, re)
+                })
+                .collect(),
+            downtimes: downtimes
+                .into_iter()
+                .filter(|d| d.active(now))
+                .map(|d| {
+                    let sel = d.selector.parse().unwrap_or_default();
+                    (d, sel)
+                })
+                .collect(),
+        }
+    }
+
+    /// Why `alert` (of an object whose host is `host`) is suppressed, if it is.
+    pub fn reason(&self, alert: &Alert, host: Option<Uuid>) -> Option<String> {
+        for (d, sel) in &self.downtimes {
+            let by_object = d
+                .object_id
+                .is_some_and(|o| alert.object_id == Some(o) || (host.is_some() && host == Some(o)));
+            let by_selector = d.object_id.is_none()
+                && alert.object_id.is_some()
+                && !d.selector.is_empty()
+                && sel.matches(&alert.labels);
+            if by_object || by_selector {
+                return Some(format!("downtime {}: {}", d.id, d.comment));
+            }
+        }
+        for (s, sel, re) in &self.silences {
+            let labels = s.selector.is_empty() || sel.matches(&alert.labels);
+            let text =
+                s.text_regex.is_empty() || re.as_ref().is_some_and(|r| r.is_match(&alert.title));
+            if labels && text {
+                return Some(format!("silence {}: {}", s.id, s.comment));
+            }
+        }
+        None
+    }
+}
+
+impl Alerting {
+    /// The audit entry of `action` (`silence.create`...) on the record `id` of its kind.
+    fn suppression_audit(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        action: &str,
+        id: Uuid,
+    ) -> AuditDraft {
+        let kind = action.split('.').next().unwrap_or(action);
+        AuditDraft::new(
+            self.clock.now(),
+            p.tenant,
+            actor,
+            action,
+            format!("{kind}/{id}"),
+        )
+    }
+
+    pub async fn create_silence(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: SilenceBody,
+    ) -> Result<Silence, AlertError> {
+        let now = self.clock.now();
+        let comment = comment(body.comment)?;
+        let expires_at = time("expiresAt", body.expires_at.as_deref())?.ok_or_else(|| {
+            invalid(
+                "expiresAt",
+                "expiresAt is required: a silence always expires",
+            )
+        })?;
+        let starts_at = time("startsAt", body.starts_at.as_deref())?.unwrap_or(now);
+        if expires_at <= starts_at || expires_at <= now {
+            return Err(invalid(
+                "expiresAt",
+                "expiresAt must be after startsAt and in the future",
+            ));
+        }
+        if expires_at > now.plus(SILENCE_MAX) {
+            return Err(invalid(
+                "expiresAt",
+                "a silence expires at most 90 days ahead",
+            ));
+        }
+        let selector = selector(body.selector)?;
+        let text_regex = body.text_regex.unwrap_or_default();
+        if text_regex.len() > REGEX_MAX {
+            return Err(invalid(
+                "textRegex",
+                format!("textRegex is over {REGEX_MAX} bytes"),
+            ));
+        }
+        if let Err(e) = regex_lite::Regex::new(&text_regex) {
+            return Err(invalid("textRegex", e.to_string()));
+        }
+        let silence = Silence {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            comment,
+            selector,
+            text_regex,
+            starts_at,
+            expires_at,
+            created_at: now,
+            created_by: p.name.clone(),
+            version: 1,
+        };
+        let audit = self.suppression_audit(p, actor, "silence.create", silence.id);
+        let (silence, journaled) = self.store.create_silence(silence, audit).await?;
+        self.sink.file(journaled).await;
+        Ok(silence)
+    }
+
+    /// Every silence (at most 1000), latest expiry first; only those in effect with `active`.
+    pub async fn silences(&self, p: &Principal, active: bool) -> Result<Vec<Silence>, AlertError> {
+        let now = self.clock.now();
+        let mut all = self.store.silences(p.tenant).await?;
+        all.retain(|s| !active || s.active(now));
+        all.sort_by(|a, b| b.expires_at.cmp(&a.expires_at).then(b.id.cmp(&a.id)));
+        all.truncate(LIST_CAP);
+        Ok(all)
+    }
+
+    pub async fn expire_silence(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), AlertError> {
+        let audit = self.suppression_audit(p, actor, "silence.expire", id);
+        let journaled = self
+            .store
+            .expire_silence(p.tenant, id, self.clock.now(), audit)
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(())
+    }
+
+    /// Creates a downtime; with `idempotency` (key, SHA-256 of the body) a replay within 24 h
+    /// answers what the first request got.
+    pub async fn create_downtime(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: DowntimeBody,
+        idempotency: Option<(String, Vec<u8>)>,
+    ) -> Result<Idempotent<Downtime>, AlertError> {
+        let now = self.clock.now();
+        let comment = comment(body.comment)?;
+        let start = time("start", body.start.as_deref())?
+            .ok_or_else(|| invalid("start", "start is required"))?;
+        let end =
+            time("end", body.end.as_deref())?.ok_or_else(|| invalid("end", "end is required"))?;
+        if end <= start {
+            return Err(invalid("end", "end must be after start"));
+        }
+        let object_id = match body.object_id.as_deref().filter(|s| !s.is_empty()) {
+            Some(raw) => {
+                let id = Uuid::parse_str(raw)
+                    .map_err(|_| invalid("objectId", "objectId is not an id"))?;
+                self.store
+                    .object(p.tenant, id)
+                    .await
+                    .map_err(|_| invalid("objectId", format!("object {id} does not exist")))?;
+                Some(id)
+            }
+            None => None,
+        };
+        let selector = selector(body.selector)?;
+        if object_id.is_none() && selector.is_empty() {
+            return Err(invalid("objectId", "objectId or selector is required"));
+        }
+        let kind = body
+            .kind
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| "fixed".into());
+        let duration = match (kind.as_str(), &body.duration) {
+            ("fixed", _) => None,
+            ("flexible", Some(serde_json::Value::Number(n))) => Some(
+                n.as_u64()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| invalid("duration", "duration must be positive"))?,
+            ),
+            ("flexible", Some(serde_json::Value::String(s))) => Some(
+                s.parse::<GoDuration>()
+                    .ok()
+                    .map(|d| d.0.as_secs())
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| invalid("duration", "duration must be like 2h"))?,
+            ),
+            ("flexible", _) => {
+                return Err(invalid("duration", "a flexible downtime needs a duration"));
+            }
+            _ => return Err(invalid("type", "type must be fixed or flexible")),
+        };
+        let downtime = Downtime {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            comment,
+            object_id,
+            selector,
+            kind,
+            start,
+            end,
+            duration,
+            started_at: None,
+            created_at: now,
+            created_by: p.name.clone(),
+            version: 1,
+        };
+        let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
+        let created = self
+            .store
+            .create_downtime(downtime, audit, idempotency, |d| {
+                (201, serde_json::to_vec(d).unwrap_or_default())
+            })
+            .await?;
+        if let Idempotent::Created(_, journaled) = &created {
+            self.sink.file(journaled.clone()).await;
+        }
+        Ok(created)
+    }
+
+    /// Every downtime (at most 1000), latest start first; only those in effect with `active`.
+    pub async fn downtimes(
+        &self,
+        p: &Principal,
+        active: bool,
+    ) -> Result<Vec<Downtime>, AlertError> {
+        let now = self.clock.now();
+        let mut all = self.store.downtimes(p.tenant).await?;
+        all.retain(|d| !active || d.active(now));
+        all.sort_by(|a, b| b.start.cmp(&a.start).then(b.id.cmp(&a.id)));
+        all.truncate(LIST_CAP);
+        Ok(all)
+    }
+
+    /// `DELETE`: ends the downtime now.
+    pub async fn end_downtime(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), AlertError> {
+        let now = self.clock.now();
+        let audit = self.suppression_audit(p, actor, "downtime.delete", id);
+        let (_, journaled) = self
+            .store
+            .change_downtime(
+                p.tenant,
+                id,
+                move |d| {
+                    d.end = d.end.min(now);
+                    d.start = d.start.min(d.end);
+                    if let Some(started) = d.started_at {
+                        let ran = now.since(started).as_secs();
+                        d.duration = d.duration.map(|secs| secs.min(ran));
+                    }
+                },
+                audit,
+            )
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(())
+    }
+
+    /// What suppresses alerts of `tenant` now.
+    pub async fn suppressions(&self, tenant: Uuid) -> Result<Suppressions, AlertError> {
+        Ok(Suppressions::new(
+            self.store.silences(tenant).await?,
+            self.store.downtimes(tenant).await?,
+            self.clock.now(),
+        ))
+    }
+}

@@ -1,0 +1,155 @@
+//! Silence and downtime routes (SPEC 2.9, 2.11, 4.2, 8; CONTRACT 3).
+
+use super::AppState;
+use super::access::Caller;
+use super::error::{Code, Problem};
+use super::extract::{ApiJson, ApiJsonDigest, ApiPath, ApiQuery, path_id};
+use super::pagination::Page;
+use super::router::Route;
+use crate::model::suppression::{DowntimeBody, SilenceBody};
+use crate::store::suppressions::Idempotent;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/silences", silences).permission("objects:read").doc(
+            "silences",
+            "List silences",
+            "All of the tenant's silences (at most 1000), latest `expiresAt` first; `active=true` keeps those in effect now.",
+        ),
+        Route::post("/api/v1/silences", create_silence).permission("silences:write").doc(
+            "silences",
+            "Create a silence",
+            "`{comment (required), expiresAt (required, in the future, at most 90 days ahead), startsAt (default now), selector (labels of the alert), textRegex (matched against the alert title)}`; 201 with `id, tenantId, createdAt, createdBy, version`; a `silence` event. A silence never stops an alert from opening: an alert it matches gets a `notification` event with status `suppressed`.",
+        ),
+        Route::delete("/api/v1/silences/{id}", expire_silence).permission("silences:write").doc(
+            "silences",
+            "Expire a silence now",
+            "204; `expiresAt` becomes now.",
+        ),
+        Route::get("/api/v1/downtimes", downtimes).permission("objects:read").doc(
+            "downtimes",
+            "List downtimes",
+            "All of the tenant's downtimes (at most 1000), latest `start` first; `active=true` keeps those in effect now.",
+        ),
+        Route::post("/api/v1/downtimes", create_downtime).permission("downtimes:write").doc(
+            "downtimes",
+            "Create a downtime",
+            "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
+        ),
+        Route::delete("/api/v1/downtimes/{id}", end_downtime).permission("downtimes:write").doc(
+            "downtimes",
+            "End a downtime now",
+            "204; `end` becomes now.",
+        ),
+    ]
+}
+
+#[derive(Deserialize, Default)]
+struct ActiveQuery {
+    active: Option<String>,
+}
+
+async fn silences(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<ActiveQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let active = q.active.as_deref() == Some("true");
+    Ok(Json(Page::all(
+        st.alerting.silences(&c.principal, active).await?,
+    )))
+}
+
+async fn create_silence(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<SilenceBody>,
+) -> Result<impl IntoResponse, Problem> {
+    let silence = st
+        .alerting
+        .create_silence(&c.principal, &c.actor, body)
+        .await?;
+    Ok((StatusCode::CREATED, Json(silence)))
+}
+
+async fn expire_silence(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.alerting
+        .expire_silence(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn downtimes(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<ActiveQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let active = q.active.as_deref() == Some("true");
+    Ok(Json(Page::all(
+        st.alerting.downtimes(&c.principal, active).await?,
+    )))
+}
+
+async fn create_downtime(
+    State(st): State<AppState>,
+    c: Caller,
+    headers: HeaderMap,
+    ApiJsonDigest(body, digest): ApiJsonDigest<DowntimeBody>,
+) -> Result<Response, Problem> {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(str::to_string);
+    let idempotency = key.map(|k| (k, digest.clone()));
+    match st
+        .alerting
+        .create_downtime(&c.principal, &c.actor, body, idempotency)
+        .await?
+    {
+        Idempotent::Created(d, _) => Ok((StatusCode::CREATED, Json(d)).into_response()),
+        Idempotent::Replay(answer) if answer.body_sha256 == digest => {
+            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::CREATED);
+            Ok((
+                status,
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    ),
+                    (
+                        header::HeaderName::from_static("idempotency-replayed"),
+                        HeaderValue::from_static("true"),
+                    ),
+                ],
+                answer.answer,
+            )
+                .into_response())
+        }
+        Idempotent::Replay(_) => Err(Problem::new(
+            Code::ConflictIdempotency,
+            "this Idempotency-Key was used with another body in the last 24 hours",
+        )),
+    }
+}
+
+async fn end_downtime(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.alerting
+        .end_downtime(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
