@@ -76,16 +76,11 @@ impl Suppressions {
 
     /// Why `alert` (of an object whose host is `host`) is suppressed, if it is.
     pub fn reason(&self, alert: &Alert, host: Option<Uuid>) -> Option<String> {
-        for (d, sel) in &self.downtimes {
-            let by_object = d
-                .object_id
-                .is_some_and(|o| alert.object_id == Some(o) || (host.is_some() && host == Some(o)));
-            let by_selector = d.object_id.is_none()
-                && alert.object_id.is_some()
-                && !d.selector.is_empty()
-                && sel.matches(&alert.labels);
-            if by_object || by_selector {
-                return Some(format!("downtime {}: {}", d.id, d.comment));
+        if let Some(object) = alert.object_id {
+            for (d, sel) in &self.downtimes {
+                if d.covers(object, host, &alert.labels, sel) {
+                    return Some(format!("downtime {}: {}", d.id, d.comment));
+                }
             }
         }
         for (s, sel, re) in &self.silences {

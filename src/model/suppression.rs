@@ -3,8 +3,10 @@
 
 use super::Timestamp;
 use super::event::{EventDraft, EventType, Severity};
+use super::selector::Selector;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -111,6 +113,21 @@ impl Downtime {
             }
             ("flexible", _, _) => false,
             _ => self.start <= now && now < self.end,
+        }
+    }
+
+    /// Whether it covers an object (whose host is `host`): by id, a host's downtime covering
+    /// its services, or by `selector` (this downtime's, parsed) on the object's labels.
+    pub fn covers(
+        &self,
+        object: Uuid,
+        host: Option<Uuid>,
+        labels: &BTreeMap<String, String>,
+        selector: &Selector,
+    ) -> bool {
+        match self.object_id {
+            Some(id) => id == object || host == Some(id),
+            None => !self.selector.is_empty() && selector.matches(labels),
         }
     }
 

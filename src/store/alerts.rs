@@ -8,7 +8,7 @@ use super::keys::scoped;
 use super::tables::{ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertFilter, TransitionError};
+use crate::model::alert::{Alert, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::event::{EventDraft, Journaled};
 use redb::{ReadableTable, WriteTransaction};
@@ -75,6 +75,12 @@ fn snooze_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
 /// Saves an alert and keeps its dedup key held exactly while it is active. A snoozed alert is
 /// indexed by its wake time; entries a later change made stale are dropped when due.
 fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
+    if let Some(object) = a.object_id {
+        let by = (a.status == AlertStatus::Acked)
+            .then_some(a.acked_by.as_deref())
+            .flatten();
+        super::states::mirror_ack(tx, a.tenant_id, object, by)?;
+    }
     if let Some(until) = a.snoozed_until {
         tx.open_table(ALERT_SNOOZES)
             .map_err(StoreError::from_redb)?

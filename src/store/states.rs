@@ -1,14 +1,17 @@
 //! Live check states by tenant and object id, stored as compact rows: times in milliseconds,
 //! the object id only in the key, and the flap history the wire leaves out.
 
-use super::codec::{decode, encode};
+use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
-use super::tables::STATES;
+use super::tables::{DOWNTIMES, OBJECTS, STATES};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::event::{EventDraft, Journaled};
+use crate::model::object::Object;
+use crate::model::selector::Selector;
 use crate::model::state::{CheckState, Observation, StateType, Transition};
-use redb::{ReadableTable, WriteTransaction};
+use crate::model::suppression::Downtime;
+use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -114,6 +117,33 @@ pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Mirrors an alert's acknowledgement onto its object's live state (`ackedBy`), in the
+/// transaction of the alert's change; the state machine clears it on recovery.
+pub(super) fn mirror_ack(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    object: Uuid,
+    by: Option<&str>,
+) -> Result<(), StoreError> {
+    let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    let key = scoped(tenant, object.as_bytes());
+    let Some(mut state) = t
+        .get(key.as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode_state(object, v.value()))
+        .transpose()?
+    else {
+        return Ok(());
+    };
+    if state.acked_by.as_deref() == by {
+        return Ok(());
+    }
+    state.acked_by = by.map(str::to_string);
+    t.insert(key.as_slice(), encode_state(&state)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
 /// The state machine the store applies inside its transaction.
 pub type Step =
     fn(Uuid, Option<&CheckState>, &Observation, Timestamp) -> (CheckState, Option<Transition>);
@@ -169,6 +199,7 @@ impl Store {
         tenant: Uuid,
         ids: Vec<Uuid>,
     ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
+        let store = self.clone();
         self.read(move |tx| {
             let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
             let mut out = HashMap::new();
@@ -180,13 +211,56 @@ impl Store {
                     out.insert(id, decode_state(id, v.value())?);
                 }
             }
-            Ok(out)
+            let mut states: Vec<CheckState> = out.into_values().collect();
+            store.count_downtimes(tx, tenant, &mut states)?;
+            Ok(states.into_iter().map(|s| (s.object_id, s)).collect())
         })
         .await
     }
 
+    /// Sets each state's `downtimeDepth`: how many downtimes in effect now cover its object.
+    fn count_downtimes(
+        &self,
+        tx: &ReadTransaction,
+        tenant: Uuid,
+        states: &mut [CheckState],
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let downtimes: Vec<(Downtime, Selector)> = {
+            let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+            tenant_values::<Downtime, _>(&t, tenant)?
+                .into_iter()
+                .filter(|d| d.active(now))
+                .map(|d| {
+                    let sel = d.selector.parse().unwrap_or_default();
+                    (d, sel)
+                })
+                .collect()
+        };
+        if downtimes.is_empty() {
+            return Ok(());
+        }
+        let objects = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+        for s in states {
+            let Some(row) = objects
+                .get(scoped(tenant, s.object_id.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+            else {
+                continue;
+            };
+            let o: Object = decode(row.value())?;
+            let depth = downtimes
+                .iter()
+                .filter(|(d, sel)| d.covers(o.id, o.host_id, &o.labels, sel))
+                .count();
+            s.downtime_depth = u32::try_from(depth).unwrap_or(u32::MAX);
+        }
+        Ok(())
+    }
+
     /// Every live state of a tenant.
     pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<CheckState>, StoreError> {
+        let store = self.clone();
         self.read(move |tx| {
             let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
             let (lo, hi) = tenant_range(tenant);
@@ -198,6 +272,7 @@ impl Store {
                 let (k, v) = row.map_err(StoreError::from_redb)?;
                 out.push(decode_state(object_of(k.value())?, v.value())?);
             }
+            store.count_downtimes(tx, tenant, &mut out)?;
             Ok(out)
         })
         .await

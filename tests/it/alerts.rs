@@ -130,6 +130,23 @@ async fn rules_open_refresh_and_clear_alerts_and_resume_after_a_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(refreshed["status"], "open");
+    // Acknowledging mirrors onto the object's live state, which makes it handled.
+    json(
+        call(s, token, Method::POST, &format!("/api/v1/alerts/{id}:ack"))
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let services = get(s, token, "/api/v1/services").await;
+    assert_eq!(services["items"][0]["state"]["ackedBy"], "bootstrap-admin");
+    assert!(
+        get(s, token, "/api/v1/problems").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         get(s, token, "/api/v1/alerts").await["items"]
             .as_array()
@@ -568,6 +585,22 @@ async fn silences_and_downtimes_suppress_paging_never_opening() {
             .unwrap()
             .starts_with("downtime ")
     );
+    // The service is in its host's downtime: handled, so not a problem unless asked for.
+    let services = get(s, token, "/api/v1/services").await;
+    assert_eq!(services["items"][0]["state"]["downtimeDepth"], 1);
+    assert!(
+        get(s, token, "/api/v1/problems").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        get(s, token, "/api/v1/problems?includeHandled=true").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     let id = downtime["id"].as_str().unwrap();
     let ended = call(s, token, Method::DELETE, &format!("/api/v1/downtimes/{id}"))
         .send()
@@ -579,6 +612,17 @@ async fn silences_and_downtimes_suppress_paging_never_opening() {
             .as_array()
             .unwrap()
             .is_empty()
+    );
+    assert_eq!(
+        get(s, token, "/api/v1/services").await["items"][0]["state"]["downtimeDepth"],
+        0
+    );
+    assert_eq!(
+        get(s, token, "/api/v1/problems").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
     );
 
     // A silence on the labels: the next alert opens, suppressed by it.
