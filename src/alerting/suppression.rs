@@ -43,6 +43,18 @@ fn comment(raw: Option<String>) -> Result<String, AlertError> {
         .ok_or_else(|| invalid("comment", "comment is required"))
 }
 
+/// What a downtime create with an `Idempotency-Key` came to.
+pub enum DowntimeCreated {
+    Created(Box<Downtime>),
+    /// The same key and body within 24 h: the first answer, to send again.
+    Replay {
+        status: u16,
+        body: Vec<u8>,
+    },
+    /// The key was used with another body.
+    KeyReused,
+}
+
 /// What the active silences and downtimes of a tenant suppress, read once per batch.
 pub struct Suppressions {
     silences: Vec<(Silence, Selector, Option<regex_lite::Regex>)>,
@@ -203,7 +215,8 @@ impl Alerting {
         actor: &Actor,
         body: DowntimeBody,
         idempotency: Option<(String, Vec<u8>)>,
-    ) -> Result<Idempotent<Downtime>, AlertError> {
+    ) -> Result<DowntimeCreated, AlertError> {
+        let digest = idempotency.as_ref().map(|(_, d)| d.clone());
         let now = self.clock.now();
         let comment = comment(body.comment)?;
         let start = time("start", body.start.as_deref())?
@@ -274,10 +287,19 @@ impl Alerting {
                 (201, serde_json::to_vec(d).unwrap_or_default())
             })
             .await?;
-        if let Idempotent::Created(_, journaled) = &created {
-            self.sink.file(journaled.clone()).await;
-        }
-        Ok(created)
+        Ok(match created {
+            Idempotent::Created(d, journaled) => {
+                self.sink.file(journaled).await;
+                DowntimeCreated::Created(Box::new(d))
+            }
+            Idempotent::Replay(answer) if Some(&answer.body_sha256) == digest.as_ref() => {
+                DowntimeCreated::Replay {
+                    status: answer.status,
+                    body: answer.answer,
+                }
+            }
+            Idempotent::Replay(_) => DowntimeCreated::KeyReused,
+        })
     }
 
     /// Every downtime (at most 1000), latest start first; only those in effect with `active`.

@@ -6,8 +6,8 @@ use super::error::{Code, Problem};
 use super::extract::{ApiJson, ApiJsonDigest, ApiPath, ApiQuery, path_id};
 use super::pagination::Page;
 use super::router::Route;
+use crate::alerting::suppression::DowntimeCreated;
 use crate::model::suppression::{DowntimeBody, SilenceBody};
-use crate::store::suppressions::Idempotent;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -111,15 +111,15 @@ async fn create_downtime(
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .map(str::to_string);
-    let idempotency = key.map(|k| (k, digest.clone()));
+    let idempotency = key.map(|k| (k, digest));
     match st
         .alerting
         .create_downtime(&c.principal, &c.actor, body, idempotency)
         .await?
     {
-        Idempotent::Created(d, _) => Ok((StatusCode::CREATED, Json(d)).into_response()),
-        Idempotent::Replay(answer) if answer.body_sha256 == digest => {
-            let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::CREATED);
+        DowntimeCreated::Created(d) => Ok((StatusCode::CREATED, Json(d)).into_response()),
+        DowntimeCreated::Replay { status, body } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED);
             Ok((
                 status,
                 [
@@ -132,11 +132,11 @@ async fn create_downtime(
                         HeaderValue::from_static("true"),
                     ),
                 ],
-                answer.answer,
+                body,
             )
                 .into_response())
         }
-        Idempotent::Replay(_) => Err(Problem::new(
+        DowntimeCreated::KeyReused => Err(Problem::new(
             Code::ConflictIdempotency,
             "this Idempotency-Key was used with another body in the last 24 hours",
         )),

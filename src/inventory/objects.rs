@@ -10,7 +10,7 @@ use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{
     EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
-    check_template_graph, resolve,
+    check_template_graph, effective_labels, resolve,
 };
 use crate::store::StoreError;
 use crate::store::journal::Record;
@@ -304,7 +304,32 @@ impl Inventory {
         id: Uuid,
     ) -> Result<EffectiveConfig, InventoryError> {
         let o = self.store.object(p.tenant, id).await?;
-        self.resolve(p.tenant, &o.spec).await
+        let mut effective = self.resolve(p.tenant, &o.spec).await?;
+        let template_labels = self.store.template_labels(p.tenant).await?;
+        let host = match o.host_id {
+            Some(h) => {
+                let host = self.store.object(p.tenant, h).await?;
+                let chain = self
+                    .resolve(p.tenant, &host.spec)
+                    .await
+                    .map(|c| c.template_chain)
+                    .unwrap_or_default();
+                Some(effective_labels(
+                    &chain,
+                    &template_labels,
+                    None,
+                    &host.labels,
+                ))
+            }
+            None => None,
+        };
+        effective.labels = effective_labels(
+            &effective.template_chain,
+            &template_labels,
+            host.as_ref(),
+            &o.labels,
+        );
+        Ok(effective)
     }
 
     /// Replaces folder, labels and spec; the name and host cannot change.

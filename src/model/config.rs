@@ -230,6 +230,14 @@ pub struct ObjectSpec {
 }
 
 /// The object spec inside a template document's body text (empty if it has none).
+/// A template document's labels.
+pub fn template_labels(body: &str) -> BTreeMap<String, String> {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|b| serde_json::from_value(b["labels"].clone()).ok())
+        .unwrap_or_default()
+}
+
 pub fn template_spec(body: &str) -> ObjectSpec {
     serde_json::from_str::<Value>(body)
         .ok()

@@ -3,7 +3,7 @@
 use super::Timestamp;
 use super::config::ObjectSpec;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -77,6 +77,30 @@ pub struct ObjectView {
 pub struct EffectiveConfig {
     pub spec: ObjectSpec,
     pub template_chain: Vec<String>,
+    /// The object's effective labels (see `effective_labels`), where an object is known.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// An object's labels for every selector and event: its templates' labels in chain order,
+/// then for a service its host's effective labels, then its own; later ones win.
+pub fn effective_labels(
+    chain: &[String],
+    template_labels: &HashMap<String, BTreeMap<String, String>>,
+    host: Option<&BTreeMap<String, String>>,
+    own: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for name in chain {
+        if let Some(l) = template_labels.get(name) {
+            labels.extend(l.clone());
+        }
+    }
+    if let Some(h) = host {
+        labels.extend(h.clone());
+    }
+    labels.extend(own.clone());
+    labels
 }
 
 /// Filters of the object lists.
@@ -225,6 +249,7 @@ pub fn resolve(
     Ok(EffectiveConfig {
         spec: effective,
         template_chain: chain.into_iter().map(|(n, _)| n).collect(),
+        labels: BTreeMap::new(),
     })
 }
 

@@ -5,11 +5,11 @@
 
 use super::checks::{Command, HostInfo};
 use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
-use crate::model::object::{Object, ObjectKind, resolve};
+use crate::model::object::{Object, ObjectKind, effective_labels, resolve};
 use crate::model::timeperiod::TimePeriod;
 use crate::model::{GoDuration, Timestamp};
 use crate::store::{Store, StoreError};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use uuid::Uuid;
 
@@ -26,6 +26,8 @@ pub struct Entry {
     pub host: HostInfo,
     /// The parent hosts' ids, when every parent named exists.
     pub parents: Option<Vec<Uuid>>,
+    /// Effective labels: templates', then a service's host's, then its own.
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default)]
@@ -149,6 +151,7 @@ impl Catalog {
 
     async fn load(&self, tenant: Uuid) -> Result<TenantCatalog, StoreError> {
         let templates = self.store.template_specs(tenant).await?;
+        let template_labels = self.store.template_labels(tenant).await?;
         let objects = self
             .store
             .objects(tenant, None, usize::MAX, |_| true)
@@ -164,23 +167,34 @@ impl Catalog {
             .into_iter()
             .filter_map(|d| Some((d.name.clone(), serde_json::from_str(&d.body).ok()?)))
             .collect();
-        let resolved: Vec<(Object, ObjectSpec, Option<String>)> = objects
+        let resolved: Vec<(Object, ObjectSpec, Option<String>, Vec<String>)> = objects
             .into_iter()
             .map(|o| match resolve(&o.spec, &|n: &str| templates.get(n).cloned()) {
-                Ok(e) => (o, e.spec, None),
+                Ok(e) => (o, e.spec, None, e.template_chain),
                 Err(why) => {
                     tracing::warn!(object = %o.id, name = %o.name, error = %why, "object's templates do not resolve");
                     let spec = o.spec.clone();
-                    (o, spec, Some(why))
+                    (o, spec, Some(why), Vec::new())
                 }
+            })
+            .collect();
+        // Hosts' effective labels first: a service's include its host's.
+        let host_labels: HashMap<Uuid, BTreeMap<String, String>> = resolved
+            .iter()
+            .filter(|(o, ..)| o.kind == ObjectKind::Host)
+            .map(|(o, _, _, chain)| {
+                (
+                    o.id,
+                    effective_labels(chain, &template_labels, None, &o.labels),
+                )
             })
             .collect();
         // Hosts by name (for parents) and by id (a service's checks run against its host,
         // at the host's resolved address).
         let hosts: HashMap<&str, (Uuid, HostInfo)> = resolved
             .iter()
-            .filter(|(o, _, _)| o.kind == ObjectKind::Host)
-            .map(|(o, spec, _)| {
+            .filter(|(o, ..)| o.kind == ObjectKind::Host)
+            .map(|(o, spec, ..)| {
                 let info = HostInfo {
                     name: o.name.clone(),
                     address: spec.address.clone(),
@@ -194,7 +208,13 @@ impl Catalog {
             periods,
             ..TenantCatalog::default()
         };
-        for (o, spec, config_error) in &resolved {
+        for (o, spec, config_error, chain) in &resolved {
+            let labels = effective_labels(
+                chain,
+                &template_labels,
+                o.host_id.and_then(|h| host_labels.get(&h)),
+                &o.labels,
+            );
             let host = match o.host_id {
                 Some(h) => host_info.get(&h).map(|i| (*i).clone()).unwrap_or_default(),
                 None => HostInfo {
@@ -217,6 +237,7 @@ impl Catalog {
                 config_error: config_error.clone(),
                 host,
                 parents,
+                labels,
             });
             let o = &entry.object;
             match o.host_id {

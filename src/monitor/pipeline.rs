@@ -366,6 +366,7 @@ mod tests {
             config_error: None,
             host: Default::default(),
             parents: None,
+            labels: Default::default(),
         });
         let jobs = |n: usize, state: u8| vec![Job::new(entry.clone(), state, "out", 1); n];
         let queued = pipeline.clone();

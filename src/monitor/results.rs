@@ -390,7 +390,7 @@ fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
         } else {
             EventType::FlappingEnd
         };
-        let payload = json!({"object": o.name, "flapPct": next.flap_pct, "labels": o.labels});
+        let payload = json!({"object": o.name, "flapPct": next.flap_pct, "labels": e.labels});
         let mut draft = EventDraft::new(o.tenant_id, kind, Some(Severity::Info), payload);
         draft.object_id = Some(o.id);
         drafts.push(draft);
@@ -410,7 +410,7 @@ fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
             "stateType": t.state_type,
             "attempt": t.attempt,
             "output": next.output,
-            "labels": o.labels,
+            "labels": e.labels,
             "metric": next.perfdata,
         });
         if o.kind == ObjectKind::Service {

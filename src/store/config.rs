@@ -9,6 +9,7 @@ use super::{Store, StoreError};
 use crate::model::config::ConfigDoc;
 use crate::model::event::Journaled;
 use redb::{ReadableTable, WriteTransaction};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -201,12 +202,28 @@ impl Store {
 }
 
 impl Store {
+    /// Every template of a tenant by name, with its labels (for effective labels).
+    pub async fn template_labels(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<HashMap<String, BTreeMap<String, String>>, StoreError> {
+        let docs = self
+            .docs(tenant, "templates", None, usize::MAX, |_| true)
+            .await?;
+        Ok(docs
+            .into_iter()
+            .map(|d| {
+                let labels = crate::model::config::template_labels(&d.body);
+                (d.name, labels)
+            })
+            .collect())
+    }
+
     /// Every template of a tenant by name, with its object spec (for resolving chains).
     pub async fn template_specs(
         self: &Arc<Self>,
         tenant: Uuid,
-    ) -> Result<std::collections::HashMap<String, crate::model::config::ObjectSpec>, StoreError>
-    {
+    ) -> Result<HashMap<String, crate::model::config::ObjectSpec>, StoreError> {
         let docs = self
             .docs(tenant, "templates", None, usize::MAX, |_| true)
             .await?;

@@ -677,3 +677,50 @@ async fn silences_and_downtimes_suppress_paging_never_opening() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(events_of(s, token, "notification").await.len(), 2);
 }
+
+/// Labels reach events, rules and the effective configuration through templates and hosts:
+/// a template's, then the host's, then the object's own, later ones winning.
+#[tokio::test]
+async fn effective_labels_come_from_templates_and_the_host() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    for (path, body) in [
+        (
+            "/api/v1/templates",
+            json!({"name": "ops-owned", "kind": "service", "labels": {"team": "ops", "tier": "gold"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/hosts",
+            json!({"name": "edge", "labels": {"site": "lab", "tier": "silver"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "disk", "host": "edge", "labels": {"tier": "bronze"}, "spec": {"templates": ["ops-owned"]}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "lab", "match": "event.labels.site == 'lab' && event.labels.team == 'ops' && event.state == 'CRITICAL'", "severity": "warning"}),
+        ),
+    ] {
+        assert_eq!(
+            send(s, token, Method::POST, path, body)
+                .await
+                .status()
+                .as_u16(),
+            201,
+            "{path}"
+        );
+    }
+    let id = get(s, token, "/api/v1/services").await["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let effective = get(s, token, &format!("/api/v1/objects/{id}/effective-config")).await;
+    let want = json!({"team": "ops", "site": "lab", "tier": "bronze"});
+    assert_eq!(effective["labels"], want);
+    result(s, token, "CRITICAL").await;
+    let alerts = alerts_until(s, token, "", |a| !a.is_empty()).await;
+    assert_eq!(alerts[0]["labels"], want);
+    let changes = events_of(s, token, "state_change").await;
+    assert_eq!(changes[0]["payload"]["labels"], want);
+}
