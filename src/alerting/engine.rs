@@ -3,16 +3,14 @@
 //! opened, refreshed or resolved, with their lifecycle events) together with its position, so
 //! a restart or kill -9 neither loses nor repeats a decision.
 
+use super::Alerting;
 use super::rules::{CompiledRule, compile, decide, reaches_rules};
-use super::suppression::Suppressions;
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::alerts::AlertMatch;
 use crate::store::{Store, StoreError};
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -22,6 +20,7 @@ pub const CONSUMER: &str = "alert-engine";
 const BATCH: usize = 256;
 
 pub struct AlertEngine {
+    alerting: Arc<Alerting>,
     store: Arc<Store>,
     events: Arc<Events>,
     clock: SharedClock,
@@ -32,8 +31,14 @@ pub struct AlertEngine {
 }
 
 impl AlertEngine {
-    pub fn new(store: Arc<Store>, events: Arc<Events>, clock: SharedClock) -> Self {
+    pub fn new(
+        alerting: Arc<Alerting>,
+        store: Arc<Store>,
+        events: Arc<Events>,
+        clock: SharedClock,
+    ) -> Self {
         Self {
+            alerting,
             store,
             events,
             clock,
@@ -65,39 +70,6 @@ impl AlertEngine {
         Ok(compiled)
     }
 
-    /// Says which alerts to open are covered by a silence or downtime (read once per tenant
-    /// and batch).
-    async fn mark_suppressed(&self, decided: &mut [AlertMatch]) -> Result<(), StoreError> {
-        let mut by_tenant: HashMap<Uuid, Suppressions> = HashMap::new();
-        for m in decided.iter_mut() {
-            let AlertMatch::Fire {
-                alert, suppressed, ..
-            } = m
-            else {
-                continue;
-            };
-            let tenant = alert.tenant_id;
-            if let Entry::Vacant(slot) = by_tenant.entry(tenant) {
-                slot.insert(Suppressions::new(
-                    self.store.silences(tenant).await?,
-                    self.store.downtimes(tenant).await?,
-                    self.clock.now(),
-                ));
-            }
-            let host = match alert.object_id {
-                Some(o) => self
-                    .store
-                    .object(tenant, o)
-                    .await
-                    .ok()
-                    .and_then(|o| o.host_id),
-                None => None,
-            };
-            *suppressed = by_tenant.get(&tenant).and_then(|s| s.reason(alert, host));
-        }
-        Ok(())
-    }
-
     async fn run_once(&mut self) -> Result<(), StoreError> {
         if self.consumer.is_none() {
             self.consumer =
@@ -123,10 +95,17 @@ impl AlertEngine {
                     .unwrap_or_default(),
             );
         }
-        self.mark_suppressed(&mut decided).await?;
+        let tenants: HashSet<Uuid> = batch.iter().map(|e| e.tenant_id).collect();
+        let suppressions = self.alerting.suppressions(tenants).await?;
         let journaled = self
             .store
-            .apply_alert_matches(CONSUMER, through, decided, self.clock.now())
+            .apply_alert_matches(
+                CONSUMER,
+                through,
+                decided,
+                self.clock.now(),
+                move |a, host| suppressions.reason(a, host),
+            )
             .await?;
         if let Some(consumer) = self.consumer.as_mut() {
             consumer.advance(through);

@@ -138,6 +138,7 @@ impl Alerting {
             acked_by: None,
             snoozed_until: None,
             resolved_at: None,
+            auto_close_at: None,
         };
         let audit = self.audit(p, actor, "alert.create", id);
         let (alert, opened, journaled) = self.store.raise_alarm(alert, audit).await?;
@@ -195,12 +196,20 @@ impl Alerting {
         Ok(alert)
     }
 
-    /// Re-arms the alerts whose snooze ran out; returns how many.
-    pub async fn wake_snoozed(&self) -> Result<usize, AlertError> {
-        let journaled = self.store.wake_snoozed(self.clock.now()).await?;
-        let woken = journaled.len();
+    /// Runs the alert timers that are due (snoozes, auto-close, pending alerts); returns how
+    /// many events they wrote.
+    pub async fn run_timers(&self) -> Result<usize, AlertError> {
+        let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
+        let suppressions = self.suppressions(tenants).await?;
+        let journaled = self
+            .store
+            .run_alert_timers(self.clock.now(), move |a, host| {
+                suppressions.reason(a, host)
+            })
+            .await?;
+        let written = journaled.len();
         self.sink.file(journaled).await;
-        Ok(woken)
+        Ok(written)
     }
 
     pub async fn resolve(
@@ -230,7 +239,7 @@ impl Worker for AlertTimers {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            if let Err(e) = self.0.wake_snoozed().await {
+            if let Err(e) = self.0.run_timers().await {
                 tracing::warn!(error = %e, "alert timers failed");
             }
             Wait::For(TIMERS_EVERY)

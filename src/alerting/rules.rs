@@ -254,9 +254,10 @@ pub fn decide(
                     acked_by: None,
                     snoozed_until: None,
                     resolved_at: None,
+                    auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
                 }),
                 event: e.id,
-                suppressed: None,
+                pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),
             });
         }
     }

@@ -10,7 +10,9 @@ use crate::model::identity::Actor;
 use crate::model::selector::Selector;
 use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
+use crate::store::StoreError;
 use crate::store::suppressions::Idempotent;
+use std::collections::HashMap;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -104,6 +106,15 @@ impl Suppressions {
             }
         }
         None
+    }
+}
+
+/// `Suppressions` of several tenants.
+pub struct TenantSuppressions(HashMap<Uuid, Suppressions>);
+
+impl TenantSuppressions {
+    pub fn reason(&self, alert: &Alert, host: Option<Uuid>) -> Option<String> {
+        self.0.get(&alert.tenant_id)?.reason(alert, host)
     }
 }
 
@@ -345,12 +356,21 @@ impl Alerting {
         Ok(())
     }
 
-    /// What suppresses alerts of `tenant` now.
-    pub async fn suppressions(&self, tenant: Uuid) -> Result<Suppressions, AlertError> {
-        Ok(Suppressions::new(
-            self.store.silences(tenant).await?,
-            self.store.downtimes(tenant).await?,
-            self.clock.now(),
-        ))
+    /// What suppresses alerts of these tenants now.
+    pub async fn suppressions(
+        &self,
+        tenants: impl IntoIterator<Item = Uuid>,
+    ) -> Result<TenantSuppressions, StoreError> {
+        let now = self.clock.now();
+        let mut by_tenant = HashMap::new();
+        for tenant in tenants {
+            let s = Suppressions::new(
+                self.store.silences(tenant).await?,
+                self.store.downtimes(tenant).await?,
+                now,
+            );
+            by_tenant.insert(tenant, s);
+        }
+        Ok(TenantSuppressions(by_tenant))
     }
 }

@@ -179,6 +179,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let alerting = Alerting::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(AlertTimers(alerting.clone()));
     supervisor.spawn(AlertEngine::new(
+        alerting.clone(),
         store.clone(),
         events.clone(),
         clock.clone(),

@@ -75,6 +75,9 @@ pub struct Alert {
     pub snoozed_until: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_at: Option<Timestamp>,
+    /// When an active alert expires (its rule's `autoCloseAfter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_close_at: Option<Timestamp>,
 }
 
 /// Why a transition is refused.
@@ -166,6 +169,18 @@ impl Alert {
                 "policy": self.escalation_policy,
             }),
         ))
+    }
+
+    /// An active alert past its `autoCloseAfter` becomes `expired`, with no event (SEMANTICS
+    /// 3); `false` when it is not due by `due`.
+    pub fn expire(&mut self, due: Timestamp) -> bool {
+        if !self.status.is_active() || self.auto_close_at.is_none_or(|at| at > due) {
+            return false;
+        }
+        self.status = AlertStatus::Expired;
+        self.resolved_at = Some(due);
+        self.snoozed_until = None;
+        true
     }
 
     /// `:resolve` or a clear, from open or acked; returns the `alert_resolved` event.
@@ -315,6 +330,7 @@ mod tests {
             acked_by: None,
             snoozed_until: None,
             resolved_at: None,
+            auto_close_at: None,
         }
     }
 

@@ -5,24 +5,25 @@
 use super::codec::{decode, encode, tenant_values_newest};
 use super::journal::save_position;
 use super::keys::scoped;
-use super::tables::{ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS};
+use super::tables::{ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECTS, PENDING_ALERTS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::event::{EventDraft, Journaled};
 use redb::{ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
 
 /// What the alert engine decided for one event.
 pub enum AlertMatch {
-    /// Open `alert` under its dedup key, or refresh the active alert holding the key;
-    /// `suppressed` says why a newly opened one does not page (a silence, a downtime).
+    /// Open `alert` under its dedup key, or refresh the active alert holding the key.
     Fire {
         alert: Box<Alert>,
         event: Uuid,
-        suppressed: Option<String>,
+        /// The rule's `pendingFor`: the alert opens only once the condition held this long.
+        pending_for: Option<std::time::Duration>,
     },
     /// Resolve the active alert holding `dedup_key`, if any.
     Clear {
@@ -64,16 +65,24 @@ fn active(
     }
 }
 
-/// Snooze index key: wake time, tenant, alert id.
-fn snooze_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
+/// An alert a `pendingFor` rule will open at `due` unless a clear comes first.
+#[derive(Serialize, Deserialize)]
+struct PendingAlert {
+    alert: Alert,
+    due: Timestamp,
+}
+
+/// Timer index key: due time, tenant, alert id.
+fn timer_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
     let mut k = until.as_millis().to_be_bytes().to_vec();
     k.extend_from_slice(tenant.as_bytes());
     k.extend_from_slice(id.as_bytes());
     k
 }
 
-/// Saves an alert and keeps its dedup key held exactly while it is active. A snoozed alert is
-/// indexed by its wake time; entries a later change made stale are dropped when due.
+/// Saves an alert and keeps its dedup key held exactly while it is active. An active alert's
+/// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
+/// stale are dropped when due.
 fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
     if let Some(object) = a.object_id {
         let by = (a.status == AlertStatus::Acked)
@@ -81,11 +90,13 @@ fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
             .flatten();
         super::states::mirror_ack(tx, a.tenant_id, object, by)?;
     }
-    if let Some(until) = a.snoozed_until {
-        tx.open_table(ALERT_SNOOZES)
-            .map_err(StoreError::from_redb)?
-            .insert(snooze_key(until, a.tenant_id, a.id).as_slice(), ())
-            .map_err(StoreError::from_redb)?;
+    if a.status.is_active() {
+        let mut timers = tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
+        for at in [a.snoozed_until, a.auto_close_at].into_iter().flatten() {
+            timers
+                .insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())
+                .map_err(StoreError::from_redb)?;
+        }
     }
     tx.open_table(ALERTS)
         .map_err(StoreError::from_redb)?
@@ -145,15 +156,64 @@ fn fire(
     Ok((alert, fresh, opened))
 }
 
+/// Records a match of a `pendingFor` rule: a new pending alert due at `due`, or a refresh of
+/// the one already waiting (its due time kept: the condition has held since then).
+fn hold(
+    tx: &WriteTransaction,
+    alert: Alert,
+    event: Uuid,
+    due: Timestamp,
+) -> Result<(), StoreError> {
+    let key = active_key(alert.tenant_id, &alert.dedup_key);
+    let mut t = tx
+        .open_table(PENDING_ALERTS)
+        .map_err(StoreError::from_redb)?;
+    let waiting = t
+        .get(key.as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode::<PendingAlert>(v.value()))
+        .transpose()?;
+    let mut pending = match waiting {
+        Some(mut p) => {
+            p.alert.refresh(alert.severity, alert.title, alert.payload);
+            p
+        }
+        None => PendingAlert { alert, due },
+    };
+    pending.alert.remember(event);
+    t.insert(key.as_slice(), encode(&pending)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+/// The host of an object, for a host downtime covering its services.
+fn host_of(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    object: Option<Uuid>,
+) -> Result<Option<Uuid>, StoreError> {
+    let Some(object) = object else {
+        return Ok(None);
+    };
+    let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+    Ok(t.get(scoped(tenant, object.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode::<crate::model::object::Object>(v.value()))
+        .transpose()?
+        .and_then(|o| o.host_id))
+}
+
 impl Store {
     /// The alert engine's work for the events through `through`, committed with its consumer
-    /// position and the lifecycle events it caused, in one transaction.
+    /// position and the lifecycle events it caused, in one transaction; `suppressed` says why
+    /// a newly opened alert (given its object's host) does not page.
     pub async fn apply_alert_matches(
         self: &Arc<Self>,
         consumer: &'static str,
         through: Uuid,
         matches: Vec<AlertMatch>,
         now: Timestamp,
+        suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
@@ -163,12 +223,17 @@ impl Store {
                     AlertMatch::Fire {
                         alert,
                         event,
-                        suppressed,
-                    } => {
+                        pending_for: Some(wait),
+                    } if active(tx, alert.tenant_id, &alert.dedup_key)?.is_none() => {
+                        hold(tx, *alert, event, now.plus(wait))?;
+                    }
+                    AlertMatch::Fire { alert, event, .. } => {
                         let (alert, _, opened) = fire(tx, *alert, Some(event), None)?;
                         if let Some(opened) = opened {
                             events.push(opened);
-                            events.extend(suppressed.map(|why| alert.suppressed(&why)));
+                            let host = host_of(tx, alert.tenant_id, alert.object_id)?;
+                            events
+                                .extend(suppressed(&alert, host).map(|why| alert.suppressed(&why)));
                         }
                     }
                     AlertMatch::Clear {
@@ -176,6 +241,10 @@ impl Store {
                         dedup_key,
                         event,
                     } => {
+                        tx.open_table(PENDING_ALERTS)
+                            .map_err(StoreError::from_redb)?
+                            .remove(active_key(tenant, &dedup_key).as_slice())
+                            .map_err(StoreError::from_redb)?;
                         if let Some(mut held) = active(tx, tenant, &dedup_key)? {
                             held.remember(event);
                             events.push(held.resolve(now).map_err(refused)?);
@@ -229,17 +298,19 @@ impl Store {
         .await
     }
 
-    /// Wakes every alert whose snooze ran out by `now` (open again, with its wake-up event).
-    pub async fn wake_snoozed(
+    /// Runs the alert timers due by `now`: snoozes that ran out (open again, with the wake-up
+    /// event), alerts past `autoCloseAfter` (expired, no event), and pending alerts whose
+    /// condition held for their rule's `pendingFor` (opened, with `suppressed` saying why one
+    /// does not page: given the alert and its object's host).
+    pub async fn run_alert_timers(
         self: &Arc<Self>,
         now: Timestamp,
+        suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let due: Vec<(Vec<u8>, Uuid, Uuid, Timestamp)> = {
-                let t = tx
-                    .open_table(ALERT_SNOOZES)
-                    .map_err(StoreError::from_redb)?;
+                let t = tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
                 let end = (now.as_millis() + 1).to_be_bytes();
                 let mut due = Vec::new();
                 for row in t.range(..end.as_slice()).map_err(StoreError::from_redb)? {
@@ -259,7 +330,7 @@ impl Store {
             };
             let mut events = Vec::new();
             for (key, tenant, id, at) in due {
-                tx.open_table(ALERT_SNOOZES)
+                tx.open_table(ALERT_TIMERS)
                     .map_err(StoreError::from_redb)?
                     .remove(key.as_slice())
                     .map_err(StoreError::from_redb)?;
@@ -267,7 +338,37 @@ impl Store {
                     if let Some(woken) = alert.wake(at) {
                         save(tx, &alert)?;
                         events.push(woken);
+                    } else if alert.expire(at) {
+                        save(tx, &alert)?;
                     }
+                }
+            }
+            let ripe: Vec<(Vec<u8>, PendingAlert)> = {
+                let t = tx
+                    .open_table(PENDING_ALERTS)
+                    .map_err(StoreError::from_redb)?;
+                let mut ripe = Vec::new();
+                for row in t.iter().map_err(StoreError::from_redb)? {
+                    let (k, v) = row.map_err(StoreError::from_redb)?;
+                    let pending: PendingAlert = decode(v.value())?;
+                    if pending.due <= now {
+                        ripe.push((k.value().to_vec(), pending));
+                    }
+                }
+                ripe
+            };
+            for (key, pending) in ripe {
+                tx.open_table(PENDING_ALERTS)
+                    .map_err(StoreError::from_redb)?
+                    .remove(key.as_slice())
+                    .map_err(StoreError::from_redb)?;
+                let mut alert = pending.alert;
+                alert.opened_at = now;
+                let (alert, _, opened) = fire(tx, alert, None, None)?;
+                if let Some(opened) = opened {
+                    events.push(opened);
+                    let host = host_of(tx, alert.tenant_id, alert.object_id)?;
+                    events.extend(suppressed(&alert, host).map(|why| alert.suppressed(&why)));
                 }
             }
             store.journal(tx, events)

@@ -3,10 +3,10 @@
 
 use super::StoreError;
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERT_SNOOZES, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, SECRETS, SESSIONS, SILENCES, STATES, TENANT_SLUGS, TENANTS,
-    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    OBJECT_NAMES, OBJECTS, PENDING_ALERTS, SECRETS, SESSIONS, SILENCES, STATES, TENANT_SLUGS,
+    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -74,8 +74,8 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 12,
-        name: "alert snoozes",
-        apply: create_snooze_table,
+        name: "alert timers and pending alerts",
+        apply: create_alert_timer_tables,
     },
     Migration {
         version: 13,
@@ -147,8 +147,9 @@ fn create_alert_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn create_snooze_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(ALERT_SNOOZES)
+fn create_alert_timer_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
+    tx.open_table(PENDING_ALERTS)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

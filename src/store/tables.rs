@@ -62,8 +62,13 @@ pub const ALERTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("alert_by
 pub const ACTIVE_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("active_alert_id_by_tenant_dedup_key");
 
-/// Snoozed alerts by wake time (ms, big-endian) + tenant + id.
-pub const ALERT_SNOOZES: TableDefinition<&[u8], ()> = TableDefinition::new("alert_by_snooze_end");
+/// Active alerts by the time of a timer (a snooze's end, `autoCloseAfter`): ms (big-endian) +
+/// tenant + id.
+pub const ALERT_TIMERS: TableDefinition<&[u8], ()> = TableDefinition::new("alert_by_timer_end");
+/// Alerts a rule with `pendingFor` will open once the condition has held long enough, by
+/// tenant + dedup key.
+pub const PENDING_ALERTS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("pending_alert_by_tenant_dedup_key");
 
 /// Incidents by tenant + id.
 pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");

@@ -724,3 +724,63 @@ async fn effective_labels_come_from_templates_and_the_host() {
     let changes = events_of(s, token, "state_change").await;
     assert_eq!(changes[0]["payload"]["labels"], want);
 }
+
+/// `pendingFor` holds an alert until the condition has lasted (and the wait survives a
+/// restart); a clear drops it; `autoCloseAfter` expires an alert nobody closed.
+#[tokio::test]
+async fn pending_alerts_survive_a_restart_and_old_ones_expire() {
+    let a = Admin::start();
+    let token = a.token.clone();
+    for (path, body) in [
+        ("/api/v1/hosts", json!({"name": "edge", "spec": {}})),
+        (
+            "/api/v1/services",
+            json!({"name": "disk", "host": "edge", "spec": {}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "slow", "match": "event.state == 'CRITICAL'", "severity": "critical", "pendingFor": "1s", "autoCloseAfter": "2s"}),
+        ),
+    ] {
+        assert_eq!(
+            send(&a.s, &token, Method::POST, path, body)
+                .await
+                .status()
+                .as_u16(),
+            201,
+            "{path}"
+        );
+    }
+    result(&a.s, &token, "CRITICAL").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        get(&a.s, &token, "/api/v1/alerts").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "pending, not open"
+    );
+    let s = a.s.restart();
+    let opened = alerts_until(&s, &token, "", |a| !a.is_empty()).await;
+    assert_eq!(opened.len(), 1);
+    assert_eq!(events_of(&s, &token, "alert_opened").await.len(), 1);
+    let expired = alerts_until(&s, &token, "?status=expired", |a| a.len() == 1).await;
+    assert!(expired[0]["resolvedAt"].is_string());
+    assert!(
+        events_of(&s, &token, "alert_resolved").await.is_empty(),
+        "expiry writes no event"
+    );
+
+    // A clear before pendingFor ran out drops the pending alert.
+    result(&s, &token, "OK").await;
+    result(&s, &token, "CRITICAL").await;
+    result(&s, &token, "OK").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        get(&s, &token, "/api/v1/alerts").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
