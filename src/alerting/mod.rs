@@ -3,6 +3,7 @@
 
 pub mod engine;
 mod incidents;
+mod rule_test;
 pub mod rules;
 pub mod suppression;
 
@@ -12,6 +13,7 @@ pub use engine::AlertEngine;
 pub const TIMERS_EVERY: Duration = Duration::from_secs(5);
 
 use crate::auth::Principal;
+use crate::events::Events;
 use crate::model::alert::{
     Alert, AlertFilter, AlertStatus, MANUAL_RULE, ManualAlarm, SnoozeRequest,
 };
@@ -47,11 +49,23 @@ pub struct Alerting {
     store: Arc<Store>,
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
+    /// The stored events, for testing rules against history.
+    history: Arc<Events>,
 }
 
 impl Alerting {
-    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
-        Arc::new(Self { store, clock, sink })
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        sink: Arc<dyn EventSink>,
+        history: Arc<Events>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            sink,
+            history,
+        })
     }
 
     fn audit(&self, p: &Principal, actor: &Actor, action: &str, id: Uuid) -> AuditDraft {

@@ -42,17 +42,11 @@ pub fn compile(docs: Vec<(String, String)>) -> Vec<CompiledRule> {
         if rule.disabled {
             continue;
         }
-        let matches = bounds::compile(&rule.matches);
-        let clear = rule.clear.as_deref().map(bounds::compile).transpose();
-        match (matches, clear) {
-            (Ok(matches), Ok(clear)) => out.push(CompiledRule {
-                name,
-                rule,
-                matches,
-                clear,
-            }),
-            _ => tracing::warn!(rule = %name, "alert rule does not compile; skipped"),
+        let compiled = compile_one(&name, rule);
+        if compiled.is_empty() {
+            tracing::warn!(rule = %name, "alert rule does not compile; skipped");
         }
+        out.extend(compiled);
     }
     out
 }
@@ -262,6 +256,75 @@ pub fn decide(
         }
     }
     out
+}
+
+/// What a rule would have done with some events (`POST /alert-rules:test`).
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleTest {
+    /// Events the rule matched (opens, refreshes or clears).
+    pub matched: usize,
+    /// The alerts it would have opened, one per dedup key, in event order.
+    pub would_open: Vec<Value>,
+    /// The `event` variable of the first five matched events.
+    pub sample_views: Vec<Value>,
+}
+
+/// Runs one rule over `events` the way the engine would; call it on the CEL stack.
+pub fn test_rule(
+    name: &str,
+    rule: AlertRule,
+    events: &[Event],
+    new_id: &mut dyn FnMut() -> Uuid,
+    now: Timestamp,
+) -> RuleTest {
+    let rules = compile_one(name, rule);
+    let mut out = RuleTest::default();
+    let mut opened = std::collections::HashSet::new();
+    for e in events.iter().filter(|e| reaches_rules(e.kind)) {
+        let decided = decide(&rules, e, new_id, now);
+        if decided.is_empty() {
+            continue;
+        }
+        out.matched += 1;
+        if out.sample_views.len() < 5 {
+            out.sample_views.push(event_view(e));
+        }
+        for d in decided {
+            match d {
+                AlertMatch::Fire { alert, event, .. } => {
+                    if opened.insert(alert.dedup_key.clone()) {
+                        out.would_open.push(json!({
+                            "dedupKey": alert.dedup_key,
+                            "title": alert.title,
+                            "severity": alert.severity,
+                            "labels": alert.labels,
+                            "objectId": alert.object_id,
+                            "eventId": event,
+                        }));
+                    }
+                }
+                AlertMatch::Clear { dedup_key, .. } => {
+                    opened.remove(&dedup_key);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn compile_one(name: &str, rule: AlertRule) -> Vec<CompiledRule> {
+    let matches = bounds::compile(&rule.matches);
+    let clear = rule.clear.as_deref().map(bounds::compile).transpose();
+    match (matches, clear) {
+        (Ok(matches), Ok(clear)) => vec![CompiledRule {
+            name: name.to_string(),
+            rule,
+            matches,
+            clear,
+        }],
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

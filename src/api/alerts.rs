@@ -7,7 +7,9 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{ALERTS, Page, PageQuery};
 use super::router::Route;
 use crate::model::Timestamp;
-use crate::model::alert::{AckRequest, Alert, AlertFilter, ManualAlarm, SnoozeRequest};
+use crate::model::alert::{
+    AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, SnoozeRequest,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -26,6 +28,16 @@ pub fn routes() -> Vec<Route> {
             "alerts",
             "Raise a manual alarm",
             "`{title (required), message (alias summary), severity (default critical), escalationPolicy (must exist), labels, objectId, dedupKey}`. 201 with the alert and an `alert_opened` event; 200 with the active alert when an open or acked alert holds the same `dedupKey` (the alarm folds into it). `ruleId` is `manual`.",
+        ),
+        Route::post("/api/v1/alert-rules:test", test_rule).permission("alerts:read").doc(
+            "alert-rules",
+            "Test a rule",
+            "`{rule (an alert rule as for create), demoEvents?, from?, to?}`: runs the rule as the engine would over the demo events, or else over the tenant's stored events in `from`..`to` (default the last 24 hours, at most 1000). 200 `{matched, wouldOpen[{dedupKey, title, severity, labels, objectId, eventId}], sampleViews[≤5]}` (the `event` variable of the first matched events). An invalid rule is 422 as on create.",
+        ),
+        Route::post("/api/v1/alert-rules/{name}:test", test_stored_rule).permission("alerts:read").doc(
+            "alert-rules",
+            "Test a stored rule against history",
+            "Optional `{from, to}` (default the last 24 hours, at most 1000 events); the answer as for `alert-rules:test`; an unknown rule is 404.",
         ),
         Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").doc(
             "alerts",
@@ -140,6 +152,27 @@ async fn ack(
         .ack(&c.principal, &c.actor, path_id(&id)?, comment)
         .await?;
     Ok(Json(alert))
+}
+
+async fn test_rule(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<RuleTestRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.alerting.test_rule(&c.principal, body).await?))
+}
+
+async fn test_stored_rule(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<Option<RuleTestRequest>>,
+) -> Result<impl IntoResponse, Problem> {
+    let result = st
+        .alerting
+        .test_stored_rule(&c.principal, name, body.unwrap_or_default())
+        .await?;
+    Ok(Json(result))
 }
 
 async fn snooze(

@@ -176,7 +176,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
-    let alerting = Alerting::new(store.clone(), clock.clone(), events.clone());
+    let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), events.clone());
     supervisor.spawn(AlertTimers(alerting.clone()));
     supervisor.spawn(AlertEngine::new(
         alerting.clone(),

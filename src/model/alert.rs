@@ -277,6 +277,21 @@ pub struct SnoozeRequest {
     pub duration: Option<String>,
 }
 
+/// `POST /alert-rules:test` (the reference's `ruleTestRequest`): a rule, and demo events or
+/// a history window (default the last 24 hours).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleTestRequest {
+    #[serde(default)]
+    pub rule: Option<Value>,
+    #[serde(default)]
+    pub demo_events: Option<Vec<Value>>,
+    #[serde(default)]
+    pub from: Option<String>,
+    #[serde(default)]
+    pub to: Option<String>,
+}
+
 /// `:ack` body.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct AckRequest {

@@ -752,6 +752,19 @@ pub struct RuleHeartbeat {
 }
 
 impl AlertRule {
+    /// A rule as a client sends it (the reference's `AlertRule`, record fields ignored),
+    /// validated as a saved one is.
+    pub fn from_request(value: Value) -> Result<AlertRule, Invalid> {
+        let Value::Object(mut body) = value else {
+            return Err(invalid("rule", "rule is a JSON object"));
+        };
+        for key in METADATA {
+            body.remove(key);
+        }
+        validate_alert_rule(&mut body)?;
+        serde_json::from_value(Value::Object(body)).map_err(|e| invalid("rule", e.to_string()))
+    }
+
     /// A stored rule document's body (validated at save).
     pub fn parse(body: &str) -> Option<AlertRule> {
         let mut v: Value = serde_json::from_str(body).ok()?;

@@ -784,3 +784,77 @@ async fn pending_alerts_survive_a_restart_and_old_ones_expire() {
         1
     );
 }
+
+#[tokio::test]
+async fn rules_are_tested_against_demo_events_and_history() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    setup(s, token).await;
+    let rule = json!({"name": "hot", "match": "event.type == 'ingress' && event.payload.temp > 80", "severity": "warning", "dedupKey": "{{ .event.payload.sensor }}"});
+    let demo = json!([
+        {"type": "ingress", "payload": {"payload": {"temp": 90, "sensor": "t1"}}},
+        {"type": "ingress", "payload": {"payload": {"temp": 95, "sensor": "t1"}}},
+        {"type": "ingress", "payload": {"payload": {"temp": 20, "sensor": "t2"}}},
+        {"type": "ingress", "payload": {"payload": {"sensor": "t3"}}},
+    ]);
+    let tested = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alert-rules:test",
+            json!({"rule": rule, "demoEvents": demo}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(tested["matched"], 2, "a missing key is no match: {tested}");
+    assert_eq!(
+        tested["wouldOpen"].as_array().unwrap().len(),
+        1,
+        "one dedup key"
+    );
+    assert_eq!(tested["wouldOpen"][0]["dedupKey"], "t1");
+    assert_eq!(
+        tested["sampleViews"][0]["payload"]["temp"], 90,
+        "ingress payload hoisted"
+    );
+    let bad = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alert-rules:test",
+        json!({"rule": {"match": "event.x ==", "severity": "warning"}}),
+    )
+    .await;
+    assert_problem(bad, 422, "svc:validation/match").await;
+
+    // The stored rule against what happened.
+    result(s, token, "OK").await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "", |a| !a.is_empty()).await;
+    let history = json(
+        call(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alert-rules/disk-critical:test",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        history["matched"], 2,
+        "the CRITICAL opens, the OK before it clears: {history}"
+    );
+    assert_eq!(history["wouldOpen"].as_array().unwrap().len(), 1);
+    let unknown = call(s, token, Method::POST, "/api/v1/alert-rules/nope:test")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(unknown, 404, "svc:not-found").await;
+}
