@@ -46,6 +46,7 @@ pub struct Config {
     pub ai: AiConfig,
     pub secrets: SecretsConfig,
     pub checks: ChecksConfig,
+    pub alerting: AlertingConfig,
 }
 
 impl Default for Config {
@@ -66,6 +67,7 @@ impl Default for Config {
             ai: AiConfig::default(),
             secrets: SecretsConfig::default(),
             checks: ChecksConfig::default(),
+            alerting: AlertingConfig::default(),
         }
     }
 }
@@ -219,6 +221,25 @@ impl Default for ChecksConfig {
     }
 }
 
+/// Alert correlation.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AlertingConfig {
+    /// Alerts opened within `stormWindow` sharing one label pair that make an alarm storm
+    /// incident, 2..=1000.
+    pub storm_threshold: usize,
+    pub storm_window: GoDuration,
+}
+
+impl Default for AlertingConfig {
+    fn default() -> Self {
+        Self {
+            storm_threshold: 5,
+            storm_window: GoDuration::from_secs(120),
+        }
+    }
+}
+
 /// Values given on the command line; they win over everything else.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
@@ -340,6 +361,15 @@ impl Config {
                 }
             }
             (None, None) => {}
+        }
+        if !(2..=1000).contains(&self.alerting.storm_threshold) {
+            p.push(format!(
+                "alerting.stormThreshold: {} must be 2..1000",
+                self.alerting.storm_threshold
+            ));
+        }
+        if self.alerting.storm_window.0.is_zero() {
+            p.push("alerting.stormWindow: must be positive".into());
         }
         if !(1..=1024).contains(&self.checks.max_concurrent) {
             p.push(format!(

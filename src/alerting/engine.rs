@@ -83,7 +83,7 @@ impl AlertEngine {
             return Ok(());
         };
         let mut decided = Vec::new();
-        for event in batch.iter().filter(|e| reaches_rules(e.kind)) {
+        for event in batch.iter().filter(|e| reaches_rules(e)) {
             let rules = self.rules_of(event.tenant_id).await?;
             if rules.is_empty() {
                 continue;
@@ -104,6 +104,7 @@ impl AlertEngine {
                 through,
                 decided,
                 self.clock.now(),
+                self.alerting.storm(),
                 move |a, host| suppressions.reason(a, host),
             )
             .await?;

@@ -21,6 +21,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
+use crate::model::incident::Storm;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
@@ -51,6 +52,7 @@ pub struct Alerting {
     sink: Arc<dyn EventSink>,
     /// The stored events, for testing rules against history.
     history: Arc<Events>,
+    storm: Storm,
 }
 
 impl Alerting {
@@ -59,13 +61,20 @@ impl Alerting {
         clock: SharedClock,
         sink: Arc<dyn EventSink>,
         history: Arc<Events>,
+        storm: Storm,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
             sink,
             history,
+            storm,
         })
+    }
+
+    /// Alarm-storm correlation settings.
+    pub fn storm(&self) -> Storm {
+        self.storm
     }
 
     fn audit(&self, p: &Principal, actor: &Actor, action: &str, id: Uuid) -> AuditDraft {
@@ -153,6 +162,7 @@ impl Alerting {
             snoozed_until: None,
             resolved_at: None,
             auto_close_at: None,
+            cause: None,
         };
         let audit = self.audit(p, actor, "alert.create", id);
         let (alert, opened, journaled) = self.store.raise_alarm(alert, audit).await?;
@@ -217,7 +227,7 @@ impl Alerting {
         let suppressions = self.suppressions(tenants).await?;
         let journaled = self
             .store
-            .run_alert_timers(self.clock.now(), move |a, host| {
+            .run_alert_timers(self.clock.now(), self.storm, move |a, host| {
                 suppressions.reason(a, host)
             })
             .await?;

@@ -11,17 +11,20 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// The events rules see (SPEC 6.2); the lifecycle events never re-enter rules.
-pub fn reaches_rules(kind: EventType) -> bool {
-    matches!(
-        kind,
+/// The events rules see (SPEC 6.2): incident updates only as created through the API; the
+/// lifecycle events never re-enter rules.
+pub fn reaches_rules(e: &Event) -> bool {
+    match e.kind {
         EventType::StateChange
-            | EventType::FlappingStart
-            | EventType::FlappingEnd
-            | EventType::Ingress
-            | EventType::HeartbeatMissed
-            | EventType::IncidentUpdate
-    )
+        | EventType::FlappingStart
+        | EventType::FlappingEnd
+        | EventType::Ingress
+        | EventType::HeartbeatMissed => true,
+        EventType::IncidentUpdate => {
+            e.payload.get("action").and_then(Value::as_str) == Some("created")
+        }
+        _ => false,
+    }
 }
 
 pub struct CompiledRule {
@@ -249,6 +252,7 @@ pub fn decide(
                     snoozed_until: None,
                     resolved_at: None,
                     auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
+                    cause: None,
                 }),
                 event: e.id,
                 pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),
@@ -281,7 +285,7 @@ pub fn test_rule(
     let rules = compile_one(name, rule);
     let mut out = RuleTest::default();
     let mut opened = std::collections::HashSet::new();
-    for e in events.iter().filter(|e| reaches_rules(e.kind)) {
+    for e in events.iter().filter(|e| reaches_rules(e)) {
         let decided = decide(&rules, e, new_id, now);
         if decided.is_empty() {
             continue;

@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
+use crate::model::incident::Storm;
 use crate::monitor::catalog::Catalog;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::metrics::{MetricQueries, MetricsRetention};
@@ -176,7 +177,17 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
-    let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), events.clone());
+    let storm = Storm {
+        threshold: config.alerting.storm_threshold,
+        window: config.alerting.storm_window.0,
+    };
+    let alerting = Alerting::new(
+        store.clone(),
+        clock.clone(),
+        events.clone(),
+        events.clone(),
+        storm,
+    );
     supervisor.spawn(AlertTimers(alerting.clone()));
     supervisor.spawn(AlertEngine::new(
         alerting.clone(),

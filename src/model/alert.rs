@@ -78,6 +78,18 @@ pub struct Alert {
     /// When an active alert expires (its rule's `autoCloseAfter`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_close_at: Option<Timestamp>,
+    /// Topology (SEMANTICS 7): the problem is caused by another object (a service's DOWN
+    /// host, an unreachable host's parent), so the alert does not page on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<AlertCause>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AlertCause {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    pub reason: String,
 }
 
 /// Why a transition is refused.
@@ -346,6 +358,7 @@ mod tests {
             snoozed_until: None,
             resolved_at: None,
             auto_close_at: None,
+            cause: None,
         }
     }
 

@@ -58,7 +58,36 @@ pub struct IncidentBody {
     pub status: Option<String>,
 }
 
+/// Alarm-storm correlation (SEMANTICS 7): this many alerts opened within `window` sharing one
+/// label pair become one incident (`alerting.stormThreshold`, default 5, and
+/// `alerting.stormWindow`, default 120 s, in the configuration file).
+#[derive(Clone, Copy, Debug)]
+pub struct Storm {
+    pub threshold: usize,
+    pub window: std::time::Duration,
+}
+
 impl Incident {
+    /// The `incident_update` event of the correlator: the alerts it holds and the label pair
+    /// they share, critical.
+    pub fn storm_event(&self, cluster: &str) -> EventDraft {
+        let mut draft = EventDraft::new(
+            self.tenant_id,
+            EventType::IncidentUpdate,
+            Some(Severity::Critical),
+            json!({
+                "incidentId": self.id,
+                "title": self.title,
+                "createdBy": self.created_by,
+                "status": self.status,
+                "alerts": self.alert_ids,
+                "cluster": cluster,
+            }),
+        );
+        draft.source_id = Some(self.id.to_string());
+        draft
+    }
+
     /// The `incident_update` event of a change (SPEC 6.2): `action` `created` adds the summary
     /// and labels.
     pub fn update_event(&self, action: &str) -> EventDraft {

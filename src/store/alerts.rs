@@ -5,12 +5,19 @@
 use super::codec::{decode, encode, tenant_values_newest};
 use super::journal::save_position;
 use super::keys::scoped;
-use super::tables::{ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECTS, PENDING_ALERTS};
+use super::keys::tenant_range;
+use super::tables::{
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, STATES,
+};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertFilter, AlertStatus, TransitionError};
+use crate::model::alert::{Alert, AlertCause, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
+use crate::model::event::Severity;
 use crate::model::event::{EventDraft, Journaled};
+use crate::model::incident::{Incident, Storm};
+use crate::model::object::ObjectKind;
+use crate::model::state::{DOWN, StateType, UNREACHABLE};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -186,6 +193,152 @@ fn hold(
     Ok(())
 }
 
+/// The hard state of an object, if it has one.
+fn hard_state(tx: &WriteTransaction, tenant: Uuid, object: Uuid) -> Result<Option<u8>, StoreError> {
+    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    let Some(v) = t
+        .get(scoped(tenant, object.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?
+    else {
+        return Ok(None);
+    };
+    let s = super::states::decode_state(object, v.value())?;
+    Ok((s.state_type == StateType::Hard).then_some(s.state))
+}
+
+/// Topology (SEMANTICS 7): a service's problem while its host is hard DOWN is caused by the
+/// host; an UNREACHABLE host's by a parent that is hard DOWN or UNREACHABLE.
+fn topology_cause(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    object: Option<Uuid>,
+) -> Result<Option<AlertCause>, StoreError> {
+    let Some(id) = object else {
+        return Ok(None);
+    };
+    let Some(o) = super::objects::get(tx, tenant, id)? else {
+        return Ok(None);
+    };
+    if let Some(host) = o.host_id {
+        if hard_state(tx, tenant, host)? == Some(DOWN) {
+            let name = super::objects::get(tx, tenant, host)?
+                .map(|h| h.name)
+                .unwrap_or_default();
+            return Ok(Some(AlertCause {
+                object_id: Some(host),
+                reason: format!("host {name} is DOWN"),
+            }));
+        }
+        return Ok(None);
+    }
+    if hard_state(tx, tenant, id)? != Some(UNREACHABLE) {
+        return Ok(None);
+    }
+    for parent in o.spec.parents.iter().flatten() {
+        let key = super::objects::name_key(tenant, ObjectKind::Host, None, parent);
+        let pid = {
+            let names = tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
+            names
+                .get(key.as_slice())
+                .map_err(StoreError::from_redb)?
+                .and_then(|v| Uuid::from_slice(v.value()).ok())
+        };
+        if let Some(pid) = pid {
+            if matches!(hard_state(tx, tenant, pid)?, Some(DOWN | UNREACHABLE)) {
+                return Ok(Some(AlertCause {
+                    object_id: Some(pid),
+                    reason: format!("parent {parent} is down"),
+                }));
+            }
+        }
+    }
+    Ok(Some(AlertCause {
+        object_id: None,
+        reason: "unreachable through its parents".into(),
+    }))
+}
+
+/// The first UUIDv7 of a millisecond: alert ids before it were minted earlier.
+fn first_id_at(ms: i64) -> Uuid {
+    Uuid::from_u128(u128::from(u64::try_from(ms).unwrap_or(0)) << 80)
+}
+
+/// Alarm storm (SEMANTICS 7): when `opened` makes `storm.threshold` alerts opened within
+/// `storm.window` share one label pair, they are attached to one incident (the one one of
+/// them has, or a new "Alarm storm" incident); returns its `incident_update` event.
+fn correlate_storm(
+    tx: &WriteTransaction,
+    opened: &Alert,
+    now: Timestamp,
+    storm: Storm,
+    new_id: Uuid,
+) -> Result<Option<EventDraft>, StoreError> {
+    let tenant = opened.tenant_id;
+    let since = now.as_millis() - i64::try_from(storm.window.as_millis()).unwrap_or(i64::MAX);
+    let recent: Vec<Alert> = {
+        let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+        let (_, hi) = tenant_range(tenant);
+        let lo = scoped(tenant, first_id_at(since).as_bytes());
+        let mut out = Vec::new();
+        for row in t
+            .range(lo.as_slice()..hi.as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            out.push(decode::<Alert>(
+                row.map_err(StoreError::from_redb)?.1.value(),
+            )?);
+        }
+        out
+    };
+    for (k, v) in &opened.labels {
+        let sharing: Vec<&Alert> = recent
+            .iter()
+            .filter(|a| a.labels.get(k) == Some(v))
+            .collect();
+        if sharing.len() < storm.threshold.max(1) {
+            continue;
+        }
+        let cluster = format!("{k}={v}");
+        let existing = match sharing.iter().find_map(|a| a.incident_id) {
+            Some(id) => super::incidents::load(tx, tenant, id)?,
+            None => None,
+        };
+        let mut incident = existing.unwrap_or_else(|| Incident {
+            id: new_id,
+            tenant_id: tenant,
+            title: String::new(),
+            summary: String::new(),
+            severity: Severity::Critical,
+            status: "open".into(),
+            labels: [(k.clone(), v.clone())].into_iter().collect(),
+            impact: String::new(),
+            ticket_url: String::new(),
+            alert_ids: Vec::new(),
+            created_by: "correlation".into(),
+            opened_at: now,
+            updated_at: now,
+            resolved_at: None,
+            version: 0,
+        });
+        for a in &sharing {
+            if !incident.alert_ids.contains(&a.id) {
+                incident.alert_ids.push(a.id);
+            }
+        }
+        if incident.created_by == "correlation" {
+            incident.title = format!(
+                "Alarm storm: {} alerts sharing {cluster}",
+                incident.alert_ids.len()
+            );
+        }
+        incident.updated_at = now;
+        incident.version += 1;
+        super::incidents::save(tx, &incident)?;
+        return Ok(Some(incident.storm_event(&cluster)));
+    }
+    Ok(None)
+}
+
 /// The host of an object, for a host downtime covering its services.
 fn host_of(
     tx: &WriteTransaction,
@@ -204,6 +357,38 @@ fn host_of(
 }
 
 impl Store {
+    /// What follows a rule's alert opening: its topology cause (then it does not page on its
+    /// own), else a silence or downtime covering it (`suppressed`), either as a `suppressed`
+    /// notification event; then alarm-storm correlation.
+    fn opened(
+        &self,
+        tx: &WriteTransaction,
+        mut alert: Alert,
+        now: Timestamp,
+        storm: Storm,
+        suppressed: &dyn Fn(&Alert, Option<Uuid>) -> Option<String>,
+    ) -> Result<Vec<EventDraft>, StoreError> {
+        let mut events = Vec::new();
+        let reason = match topology_cause(tx, alert.tenant_id, alert.object_id)? {
+            Some(cause) => {
+                let reason = format!("caused by: {}", cause.reason);
+                alert.cause = Some(cause);
+                save(tx, &alert)?;
+                Some(reason)
+            }
+            None => suppressed(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
+        };
+        events.extend(reason.map(|why| alert.suppressed(&why)));
+        events.extend(correlate_storm(
+            tx,
+            &alert,
+            now,
+            storm,
+            self.clock.new_id(),
+        )?);
+        Ok(events)
+    }
+
     /// The alert engine's work for the events through `through`, committed with its consumer
     /// position and the lifecycle events it caused, in one transaction; `suppressed` says why
     /// a newly opened alert (given its object's host) does not page.
@@ -213,6 +398,7 @@ impl Store {
         through: Uuid,
         matches: Vec<AlertMatch>,
         now: Timestamp,
+        storm: Storm,
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
@@ -231,9 +417,7 @@ impl Store {
                         let (alert, _, opened) = fire(tx, *alert, Some(event), None)?;
                         if let Some(opened) = opened {
                             events.push(opened);
-                            let host = host_of(tx, alert.tenant_id, alert.object_id)?;
-                            events
-                                .extend(suppressed(&alert, host).map(|why| alert.suppressed(&why)));
+                            events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
                         }
                     }
                     AlertMatch::Clear {
@@ -305,6 +489,7 @@ impl Store {
     pub async fn run_alert_timers(
         self: &Arc<Self>,
         now: Timestamp,
+        storm: Storm,
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
@@ -367,8 +552,7 @@ impl Store {
                 let (alert, _, opened) = fire(tx, alert, None, None)?;
                 if let Some(opened) = opened {
                     events.push(opened);
-                    let host = host_of(tx, alert.tenant_id, alert.object_id)?;
-                    events.extend(suppressed(&alert, host).map(|why| alert.suppressed(&why)));
+                    events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
                 }
             }
             store.journal(tx, events)

@@ -13,7 +13,11 @@ use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
-fn load(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Incident>, StoreError> {
+pub(super) fn load(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    id: Uuid,
+) -> Result<Option<Incident>, StoreError> {
     let t = tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
     t.get(scoped(tenant, id.as_bytes()).as_slice())
         .map_err(StoreError::from_redb)?
@@ -23,7 +27,7 @@ fn load(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Incident
 
 /// Saves the incident and points each of its alerts at it; an alert id the tenant does not
 /// have is refused.
-fn save(tx: &WriteTransaction, i: &Incident) -> Result<(), StoreError> {
+pub(super) fn save(tx: &WriteTransaction, i: &Incident) -> Result<(), StoreError> {
     tx.open_table(INCIDENTS)
         .map_err(StoreError::from_redb)?
         .insert(

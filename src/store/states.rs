@@ -67,7 +67,7 @@ fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
     })
 }
 
-fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
+pub(super) fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
     let r: StateRow = decode(bytes)?;
     let time = |ms: i64| {
         Timestamp::from_millis(ms)

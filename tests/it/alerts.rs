@@ -858,3 +858,121 @@ async fn rules_are_tested_against_demo_events_and_history() {
         .unwrap();
     assert_problem(unknown, 404, "svc:not-found").await;
 }
+
+/// Topology: a service's problem on a DOWN host is caused by the host and does not page on
+/// its own. Alarm storm: five alerts sharing a label pair within 120 s become one incident.
+#[tokio::test]
+async fn topology_causes_and_alarm_storms_are_correlated() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let mut bodies = vec![
+        (
+            "/api/v1/hosts",
+            json!({"name": "rack1", "labels": {"rack": "r1"}, "spec": {}}),
+        ),
+        ("/api/v1/hosts", json!({"name": "edge", "spec": {}})),
+        (
+            "/api/v1/services",
+            json!({"name": "disk", "host": "edge", "spec": {}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "down", "match": "event.state in ['CRITICAL', 'DOWN']", "severity": "critical"}),
+        ),
+    ];
+    for i in 0..5 {
+        bodies.push((
+            "/api/v1/services",
+            json!({"name": format!("psu{i}"), "host": "rack1", "spec": {}}),
+        ));
+    }
+    for (path, body) in bodies {
+        assert_eq!(
+            send(s, token, Method::POST, path, body)
+                .await
+                .status()
+                .as_u16(),
+            201,
+            "{path}"
+        );
+    }
+    let post = |items: Value| {
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": items}),
+        )
+    };
+    assert_eq!(
+        post(json!([{"host": "edge", "state": "DOWN", "output": "no route"}]))
+            .await
+            .status()
+            .as_u16(),
+        202
+    );
+    alerts_until(s, token, "", |a| a.len() == 1).await;
+    assert_eq!(
+        post(
+            json!([{"host": "edge", "service": "disk", "state": "CRITICAL", "output": "timeout"}])
+        )
+        .await
+        .status()
+        .as_u16(),
+        202
+    );
+    let both = alerts_until(s, token, "", |a| a.len() == 2).await;
+    let hosts = get(s, token, "/api/v1/hosts?limit=10").await;
+    let edge = hosts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "edge")
+        .unwrap()["id"]
+        .clone();
+    assert_eq!(both[0]["cause"]["objectId"], edge);
+    assert_eq!(both[0]["cause"]["reason"], "host edge is DOWN");
+    assert!(
+        both[1].get("cause").is_none(),
+        "the host's own alert has no cause"
+    );
+    let notices = events_of(s, token, "notification").await;
+    assert_eq!(notices.len(), 1);
+    assert_eq!(
+        notices[0]["payload"]["error"],
+        "caused by: host edge is DOWN"
+    );
+
+    let storm: Vec<Value> = (0..5).map(|i| json!({"host": "rack1", "service": format!("psu{i}"), "state": "CRITICAL", "output": "no power"})).collect();
+    assert_eq!(post(Value::Array(storm)).await.status().as_u16(), 202);
+    alerts_until(s, token, "", |a| a.len() == 7).await;
+    let incidents = loop {
+        let i = get(s, token, "/api/v1/incidents").await["items"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if i.first()
+            .is_some_and(|i| i["alertIds"].as_array().unwrap().len() == 5)
+        {
+            break i;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(incidents.len(), 1, "one incident for the storm");
+    assert_eq!(
+        incidents[0]["title"],
+        "Alarm storm: 5 alerts sharing rack=r1"
+    );
+    assert_eq!(incidents[0]["createdBy"], "correlation");
+    let id = incidents[0]["id"].as_str().unwrap();
+    assert_eq!(
+        alerts_until(s, token, &format!("?incidentId={id}"), |_| true)
+            .await
+            .len(),
+        5
+    );
+    let updates = events_of(s, token, "incident_update").await;
+    assert_eq!(updates[0]["payload"]["cluster"], "rack=r1");
+    assert_eq!(updates[0]["severity"], "critical");
+}
