@@ -4,6 +4,7 @@
 pub mod access;
 mod alerts;
 mod bundles;
+mod business;
 mod config;
 pub mod error;
 pub mod etag;
@@ -31,6 +32,7 @@ use crate::config::Config;
 use crate::events::Events;
 use crate::inventory::Inventory;
 use crate::model::Timestamp;
+use crate::monitor::business::BusinessServices;
 use crate::monitor::heartbeats::Heartbeats;
 use crate::monitor::metrics::MetricQueries;
 use crate::monitor::pipeline::Pipeline;
@@ -53,6 +55,7 @@ pub struct AppContext {
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
     pub alerting: Arc<Alerting>,
+    pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,

@@ -15,6 +15,7 @@ use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::model::incident::Storm;
+use crate::monitor::business::BusinessServices;
 use crate::monitor::catalog::Catalog;
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::metrics::{MetricQueries, MetricsRetention};
@@ -213,6 +214,12 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     supervisor.spawn(StalenessSweep(pipeline.clone()));
     let inventory = Inventory::new(store.clone(), clock.clone(), events.clone(), key);
+    let business = BusinessServices::new(
+        store.clone(),
+        catalog.clone(),
+        events.clone(),
+        clock.clone(),
+    );
     let scheduler = Scheduler::new(
         store.clone(),
         catalog,
@@ -233,6 +240,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         heartbeats,
         alerting,
+        business,
         results,
         pipeline,
         scheduler,

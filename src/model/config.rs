@@ -945,40 +945,81 @@ fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
-/// A business service: a node of the business process tree over objects (by selector or id)
-/// and child services.
-#[derive(Serialize, Deserialize)]
+/// A business service (the reference's `BusinessService`): a node of the business process
+/// tree over objects (by `objectId` or `selector`) and child services (whose `parentId` names
+/// this one by document id or name).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct BusinessServiceBody {
+pub struct BusinessService {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    selector: Option<String>,
+    pub selector: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    object_id: Option<String>,
+    pub object_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    parent_id: Option<String>,
-    /// `all` (worst child), `any` (best child) or `quorum` (at least `quorumPct` up).
-    #[serde(default = "all_rule")]
-    rule: String,
+    pub parent_id: Option<String>,
+    /// `worst` (default), `best`, `quorum` (OK when at least `quorumPct` of the inputs are),
+    /// `weighted` (the same share by `weight`); `all` and `any` are read as worst and best.
+    #[serde(default = "worst_rule")]
+    pub rule: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    quorum_pct: Option<f64>,
+    pub quorum_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    weight: Option<f64>,
+    pub weight: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    sla_target: Option<f64>,
+    pub sla_target: Option<f64>,
+    /// `month`, `quarter`, `year` (30, 90, 365 days) or a duration (`720h`); default month.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    sla_window: Option<GoDuration>,
+    pub sla_window: Option<String>,
     #[serde(default)]
-    exclude_downtimes: bool,
+    pub exclude_downtimes: bool,
 }
 
-fn all_rule() -> String {
-    "all".into()
+fn worst_rule() -> String {
+    "worst".into()
+}
+
+impl BusinessService {
+    /// A stored document's body (validated at save).
+    pub fn parse(body: &str) -> Option<BusinessService> {
+        serde_json::from_str(body).ok()
+    }
+
+    /// The SLA window.
+    pub fn window(&self) -> std::time::Duration {
+        let days = |d: u64| std::time::Duration::from_secs(d * 86_400);
+        match self.sla_window.as_deref() {
+            None | Some("") | Some("month") => days(30),
+            Some("quarter") => days(90),
+            Some("year") => days(365),
+            Some(d) => d.parse::<GoDuration>().map_or(days(30), |d| d.0),
+        }
+    }
 }
 
 fn validate_business_service(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |b: &BusinessServiceBody| {
+    validate_with(body, |b: &BusinessService| {
         check_selector(b.selector.as_deref())?;
-        one_of("rule", &b.rule, &["all", "any", "quorum"])
+        one_of(
+            "rule",
+            &b.rule,
+            &["worst", "best", "quorum", "weighted", "all", "any"],
+        )?;
+        if let Some(w) = b.sla_window.as_deref() {
+            let named = ["month", "quarter", "year"].contains(&w);
+            if !named && w.parse::<GoDuration>().map_or(true, |d| d.0.is_zero()) {
+                return Err(invalid(
+                    "slaWindow",
+                    "slaWindow must be month, quarter, year or a duration",
+                ));
+            }
+        }
+        if b.quorum_pct.is_some_and(|q| !(0.0..=100.0).contains(&q)) {
+            return Err(invalid("quorumPct", "quorumPct must be 0..100"));
+        }
+        if b.sla_target.is_some_and(|t| !(0.0..=100.0).contains(&t)) {
+            return Err(invalid("slaTarget", "slaTarget must be 0..100"));
+        }
+        Ok(())
     })
 }
 

@@ -1,6 +1,7 @@
 //! Monitoring: the catalog of what is monitored, the results pipeline and the state machine,
 //! active checks and their scheduler, heartbeats, metric series.
 
+pub mod business;
 pub mod catalog;
 pub mod checks;
 pub mod heartbeats;

@@ -976,3 +976,133 @@ async fn topology_causes_and_alarm_storms_are_correlated() {
     assert_eq!(updates[0]["payload"]["cluster"], "rack=r1");
     assert_eq!(updates[0]["severity"], "critical");
 }
+
+#[tokio::test]
+async fn business_services_evaluate_live_with_impact_and_sla() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    for (path, body) in [
+        (
+            "/api/v1/hosts",
+            json!({"name": "web1", "labels": {"tier": "web"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/hosts",
+            json!({"name": "web2", "labels": {"tier": "web"}, "spec": {}}),
+        ),
+        ("/api/v1/hosts", json!({"name": "db1", "spec": {}})),
+        (
+            "/api/v1/business-services",
+            json!({"name": "shop", "rule": "worst", "slaWindow": "month"}),
+        ),
+        (
+            "/api/v1/business-services",
+            json!({"name": "frontend", "parentId": "shop", "selector": "tier=web", "rule": "quorum", "quorumPct": 50}),
+        ),
+    ] {
+        assert_eq!(
+            send(s, token, Method::POST, path, body)
+                .await
+                .status()
+                .as_u16(),
+            201,
+            "{path}"
+        );
+    }
+    let db1 = get(s, token, "/api/v1/hosts?limit=10").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "db1")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shop = get(s, token, "/api/v1/business-services/shop").await;
+    let shop_id = shop["id"].as_str().unwrap();
+    for body in [
+        json!({"name": "database", "parentId": shop_id, "objectId": db1}),
+        json!({"name": "database-planned", "objectId": db1, "excludeDowntimes": true, "slaTarget": 99.0}),
+    ] {
+        assert_eq!(
+            send(s, token, Method::POST, "/api/v1/business-services", body)
+                .await
+                .status()
+                .as_u16(),
+            201
+        );
+    }
+    for (body, code) in [
+        (
+            json!({"name": "x", "rule": "bogus"}),
+            "svc:validation/business-service",
+        ),
+        (
+            json!({"name": "y", "slaWindow": "fortnight"}),
+            "svc:validation/slaWindow",
+        ),
+    ] {
+        assert_problem(
+            send(s, token, Method::POST, "/api/v1/business-services", body).await,
+            422,
+            code,
+        )
+        .await;
+    }
+    let post = |items: Value| {
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": items}),
+        )
+    };
+    post(json!([{"host": "web1", "state": "UP"}, {"host": "web2", "state": "DOWN"}, {"host": "db1", "state": "UP"}])).await;
+    let roots = get(s, token, "/api/v1/business-services:tree").await;
+    let names: Vec<&str> = roots
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["service"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["database-planned", "shop"]);
+    let tree = get(s, token, "/api/v1/business-services/shop:tree").await;
+    assert_eq!(
+        tree["state"], 0,
+        "half the web tier is enough for the quorum: {tree}"
+    );
+    assert_eq!(tree["children"].as_array().unwrap().len(), 2);
+
+    // A planned outage of the database: down for the SLA of one service, excused for the other.
+    let downtime =
+        json!({"comment": "upgrade", "start": at(-60), "end": at(3600), "objectId": db1});
+    assert_eq!(
+        send(s, token, Method::POST, "/api/v1/downtimes", downtime)
+            .await
+            .status()
+            .as_u16(),
+        201
+    );
+    post(json!([{"host": "db1", "state": "DOWN", "output": "gone"}])).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let tree = get(s, token, "/api/v1/business-services/shop:tree").await;
+    assert_eq!(tree["state"], 2);
+    assert_eq!(tree["causes"], json!(["db1"]));
+    let impact = get(s, token, &format!("/api/v1/objects/{db1}/impact")).await;
+    assert_eq!(impact, json!(["database", "database-planned", "shop"]));
+    let sla = get(s, token, "/api/v1/business-services/database/sla").await;
+    assert_eq!(sla["windowDays"], 30);
+    assert_eq!(sla["target"], 99.9);
+    assert_eq!(sla["budgetTotal"], "43m12s");
+    assert!(sla["availability"].as_f64().unwrap() < 100.0, "{sla}");
+    assert_ne!(sla["budgetSpent"], "0s");
+    let planned = get(s, token, "/api/v1/business-services/database-planned/sla").await;
+    assert_eq!(planned["availability"], 100.0, "{planned}");
+    assert_eq!(planned["budgetSpent"], "0s");
+    let unknown = call(s, token, Method::GET, "/api/v1/business-services/nope/sla")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(unknown, 404, "svc:not-found").await;
+}

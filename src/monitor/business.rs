@@ -1,0 +1,534 @@
+//! Business services (SEMANTICS 8) evaluated live: each node's state from its objects (by id
+//! or by selector on effective labels) and its child services, under its rule; the objects a
+//! node depends on (impact); its SLA over its window from hard state changes, with planned
+//! downtimes taken out when `excludeDowntimes` is set (the reference ignores it).
+
+use super::catalog::Catalog;
+use crate::auth::Principal;
+use crate::events::Events;
+use crate::model::config::{BusinessService, ConfigDoc};
+use crate::model::event::{EventFilter, EventType};
+use crate::model::object::ObjectKind;
+use crate::model::selector::Selector;
+use crate::model::state::CheckState;
+use crate::model::{GoDuration, Timestamp};
+use crate::runtime::clock::SharedClock;
+use crate::store::{Store, StoreError};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Service states as numbers (OK, WARNING, CRITICAL, UNKNOWN).
+const OK: u8 = 0;
+const CRITICAL: u8 = 2;
+const UNKNOWN: u8 = 3;
+/// Nodes deeper than this (or in a `parentId` cycle) are not evaluated.
+const MAX_DEPTH: usize = 32;
+/// Causes a node carries up.
+const MAX_CAUSES: usize = 5;
+/// State changes read per object for an SLA.
+const SLA_EVENTS: usize = 100_000;
+
+/// Ranking OK < WARNING < UNKNOWN < CRITICAL.
+fn rank(state: u8) -> u8 {
+    match state {
+        0 => 0,
+        1 => 1,
+        3 => 2,
+        _ => 3,
+    }
+}
+
+/// An evaluated node (the reference's `BSNode`).
+#[derive(Debug, Serialize)]
+pub struct Node {
+    pub service: Value,
+    pub state: u8,
+    pub causes: Vec<String>,
+    pub children: Vec<Node>,
+}
+
+/// `GET /business-services/{name}/sla` (the reference's `slaResponse`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlaReport {
+    pub service: String,
+    pub availability: f64,
+    pub target: f64,
+    pub window_days: u64,
+    pub budget_total: GoDuration,
+    pub budget_spent: GoDuration,
+    pub budget_left: GoDuration,
+}
+
+struct Doc {
+    doc: ConfigDoc,
+    bs: BusinessService,
+}
+
+/// One tenant's business services with what evaluating them needs.
+struct Forest {
+    docs: Vec<Doc>,
+    /// Object id → (display name, kind, effective labels).
+    objects: HashMap<
+        Uuid,
+        (
+            String,
+            ObjectKind,
+            std::collections::BTreeMap<String, String>,
+        ),
+    >,
+    states: HashMap<Uuid, CheckState>,
+}
+
+impl Forest {
+    fn children(&self, parent: &Doc) -> impl Iterator<Item = &Doc> {
+        let (id, name) = (parent.doc.id.to_string(), parent.doc.name.clone());
+        self.docs.iter().filter(move |d| {
+            d.bs.parent_id
+                .as_deref()
+                .is_some_and(|p| p == id || p == name)
+        })
+    }
+
+    fn is_root(&self, d: &Doc) -> bool {
+        match d.bs.parent_id.as_deref().filter(|p| !p.is_empty()) {
+            None => true,
+            Some(p) => !self
+                .docs
+                .iter()
+                .any(|o| o.doc.id.to_string() == p || o.doc.name == p),
+        }
+    }
+
+    /// The objects a node binds by itself.
+    fn bound(&self, d: &Doc) -> BTreeSet<Uuid> {
+        let mut out = BTreeSet::new();
+        if let Some(id) = d.bs.object_id.as_deref().and_then(|s| s.parse().ok()) {
+            if self.objects.contains_key(&id) {
+                out.insert(id);
+            }
+        }
+        if let Some(sel) = d.bs.selector.as_deref().filter(|s| !s.is_empty()) {
+            if let Ok(sel) = sel.parse::<Selector>() {
+                for (id, (_, _, labels)) in &self.objects {
+                    if sel.matches(labels) {
+                        out.insert(*id);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// An object's state on the service scale: hosts DOWN is CRITICAL, UNREACHABLE UNKNOWN;
+    /// never checked is UNKNOWN.
+    fn object_state(&self, id: Uuid) -> u8 {
+        let kind = self.objects.get(&id).map(|o| o.1);
+        match (kind, self.states.get(&id).map(|s| s.state)) {
+            (_, None) => UNKNOWN,
+            (Some(ObjectKind::Host), Some(0)) => OK,
+            (Some(ObjectKind::Host), Some(1)) => CRITICAL,
+            (Some(ObjectKind::Host), Some(_)) => UNKNOWN,
+            (_, Some(s)) => s.min(UNKNOWN),
+        }
+    }
+
+    fn evaluate(&self, d: &Doc, depth: usize) -> Node {
+        let mut inputs: Vec<(u8, f64, Vec<String>)> = self
+            .bound(d)
+            .into_iter()
+            .map(|id| {
+                let state = self.object_state(id);
+                let name = self
+                    .objects
+                    .get(&id)
+                    .map(|o| o.0.clone())
+                    .unwrap_or_default();
+                (
+                    state,
+                    1.0,
+                    if state == OK { Vec::new() } else { vec![name] },
+                )
+            })
+            .collect();
+        let children: Vec<Node> = if depth < MAX_DEPTH {
+            self.children(d)
+                .map(|c| self.evaluate(c, depth + 1))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (child, doc) in children.iter().zip(self.children(d)) {
+            let weight = doc.bs.weight.unwrap_or(1.0).max(0.0);
+            inputs.push((child.state, weight, child.causes.clone()));
+        }
+        let state = combine(&d.bs, &inputs);
+        let causes = inputs
+            .iter()
+            .filter(|(s, _, _)| *s != OK)
+            .flat_map(|(_, _, c)| c.iter().cloned())
+            .take(MAX_CAUSES)
+            .collect();
+        Node {
+            service: d.doc.to_json(),
+            state,
+            causes,
+            children,
+        }
+    }
+
+    /// Every object a node depends on, itself or through its children.
+    fn depends_on(&self, d: &Doc, depth: usize) -> BTreeSet<Uuid> {
+        let mut out = self.bound(d);
+        if depth < MAX_DEPTH {
+            for c in self.children(d) {
+                out.extend(self.depends_on(c, depth + 1));
+            }
+        }
+        out
+    }
+}
+
+/// A node's state from its inputs (state, weight) under its rule; no inputs is UNKNOWN.
+fn combine(bs: &BusinessService, inputs: &[(u8, f64, Vec<String>)]) -> u8 {
+    if inputs.is_empty() {
+        return UNKNOWN;
+    }
+    let by_rank = |pick: fn(u8, u8) -> u8| {
+        inputs
+            .iter()
+            .map(|(s, _, _)| *s)
+            .reduce(|a, b| {
+                if pick(rank(a), rank(b)) == rank(a) {
+                    a
+                } else {
+                    b
+                }
+            })
+            .unwrap_or(UNKNOWN)
+    };
+    let quorum = bs.quorum_pct.unwrap_or(50.0) / 100.0;
+    match bs.rule.as_str() {
+        "best" | "any" => by_rank(u8::min),
+        "quorum" => {
+            let ok = inputs.iter().filter(|(s, _, _)| *s == OK).count() as f64;
+            if ok / inputs.len() as f64 >= quorum {
+                OK
+            } else {
+                CRITICAL
+            }
+        }
+        "weighted" => {
+            let total: f64 = inputs.iter().map(|(_, w, _)| w).sum();
+            let ok: f64 = inputs
+                .iter()
+                .filter(|(s, _, _)| *s == OK)
+                .map(|(_, w, _)| w)
+                .sum();
+            if total > 0.0 && ok / total >= quorum {
+                OK
+            } else {
+                CRITICAL
+            }
+        }
+        _ => by_rank(u8::max),
+    }
+}
+
+pub struct BusinessServices {
+    store: Arc<Store>,
+    catalog: Arc<Catalog>,
+    events: Arc<Events>,
+    clock: SharedClock,
+}
+
+impl BusinessServices {
+    pub fn new(
+        store: Arc<Store>,
+        catalog: Arc<Catalog>,
+        events: Arc<Events>,
+        clock: SharedClock,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            catalog,
+            events,
+            clock,
+        })
+    }
+
+    async fn forest(&self, tenant: Uuid) -> Result<Forest, StoreError> {
+        let docs = self
+            .store
+            .docs(tenant, "business-services", None, usize::MAX, |_| true)
+            .await?
+            .into_iter()
+            .filter_map(|doc| {
+                let bs = BusinessService::parse(&doc.body)?;
+                Some(Doc { doc, bs })
+            })
+            .collect();
+        let snapshot = self.catalog.snapshot().await?;
+        let objects = snapshot
+            .tenant(tenant)
+            .map(|c| {
+                c.entries
+                    .iter()
+                    .map(|e| {
+                        let o = &e.object;
+                        let name = match o.kind {
+                            ObjectKind::Host => o.name.clone(),
+                            ObjectKind::Service => format!("{}/{}", e.host.name, o.name),
+                        };
+                        (o.id, (name, o.kind, e.labels.clone()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let states = self
+            .store
+            .all_states(tenant)
+            .await?
+            .into_iter()
+            .map(|s| (s.object_id, s))
+            .collect();
+        Ok(Forest {
+            docs,
+            objects,
+            states,
+        })
+    }
+
+    /// Every root service (no parent, or a parent that does not exist) evaluated with its
+    /// subtree.
+    pub async fn tree(&self, p: &Principal) -> Result<Vec<Node>, StoreError> {
+        let f = self.forest(p.tenant).await?;
+        Ok(f.docs
+            .iter()
+            .filter(|d| f.is_root(d))
+            .map(|d| f.evaluate(d, 0))
+            .collect())
+    }
+
+    /// One service evaluated with its subtree.
+    pub async fn subtree(&self, p: &Principal, name: &str) -> Result<Node, StoreError> {
+        let f = self.forest(p.tenant).await?;
+        let d = f
+            .docs
+            .iter()
+            .find(|d| d.doc.name == name)
+            .ok_or(StoreError::NotFound)?;
+        Ok(f.evaluate(d, 0))
+    }
+
+    /// The names of the services that depend on an object.
+    pub async fn impact(&self, p: &Principal, object: Uuid) -> Result<Vec<String>, StoreError> {
+        self.store.object(p.tenant, object).await?;
+        let f = self.forest(p.tenant).await?;
+        Ok(f.docs
+            .iter()
+            .filter(|d| f.depends_on(d, 0).contains(&object))
+            .map(|d| d.doc.name.clone())
+            .collect())
+    }
+
+    /// Availability over the service's window: the time any object it binds itself was in a
+    /// hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes with
+    /// `excludeDowntimes`.
+    pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, StoreError> {
+        let f = self.forest(p.tenant).await?;
+        let d = f
+            .docs
+            .iter()
+            .find(|d| d.doc.name == name)
+            .ok_or(StoreError::NotFound)?;
+        let now = self.clock.now();
+        let window = d.bs.window();
+        let from_ms = now.as_millis() - i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        let downtimes = if d.bs.exclude_downtimes {
+            self.store.downtimes(p.tenant).await?
+        } else {
+            Vec::new()
+        };
+        let mut down: Vec<(i64, i64)> = Vec::new();
+        for object in f.bound(d) {
+            let filter = EventFilter {
+                tenant_id: p.tenant,
+                types: vec![EventType::StateChange],
+                object_id: Some(object),
+                from: Timestamp::from_millis(from_ms),
+                ..Default::default()
+            };
+            let changes = self.events.ascending(filter, None, SLA_EVENTS).await?;
+            let mut spans = down_spans(&changes, f.states.get(&object), from_ms, now.as_millis());
+            for dt in downtimes.iter().filter(|dt| {
+                dt.object_id == Some(object)
+                    || f.objects.get(&object).is_some_and(|(_, _, labels)| {
+                        dt.object_id.is_none()
+                            && !dt.selector.is_empty()
+                            && dt
+                                .selector
+                                .parse::<Selector>()
+                                .is_ok_and(|s| s.matches(labels))
+                    })
+            }) {
+                let (start, end) = match (dt.started_at, dt.duration) {
+                    (Some(s), Some(secs)) => (s.as_millis(), s.as_millis() + secs as i64 * 1000),
+                    _ => (dt.start.as_millis(), dt.end.as_millis()),
+                };
+                spans = subtract(&spans, (start, end));
+            }
+            down.extend(spans);
+        }
+        let down_ms = union_length(down);
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
+        let target = d.bs.sla_target.unwrap_or(99.9);
+        let availability = 100.0 * (1.0 - down_ms as f64 / window_ms as f64);
+        let total =
+            Duration::from_millis((window_ms as f64 * (1.0 - target / 100.0)).round() as u64);
+        let spent = Duration::from_millis(u64::try_from(down_ms).unwrap_or(0));
+        Ok(SlaReport {
+            service: d.doc.name.clone(),
+            availability,
+            target,
+            window_days: window.as_secs() / 86_400,
+            budget_total: GoDuration(total),
+            budget_spent: GoDuration(spent),
+            budget_left: GoDuration(total.saturating_sub(spent)),
+        })
+    }
+}
+
+/// The spans in `[from, to)` an object was in a hard non-OK state, from its state changes in
+/// order (the state before the first one is its `from`; with none, its live state held
+/// throughout).
+fn down_spans(
+    changes: &[crate::model::event::Event],
+    live: Option<&CheckState>,
+    from: i64,
+    to: i64,
+) -> Vec<(i64, i64)> {
+    let bad = |label: Option<&str>| !matches!(label, Some("OK" | "UP" | "PENDING") | None);
+    let hard: Vec<&crate::model::event::Event> = changes
+        .iter()
+        .filter(|e| e.payload.get("stateType").and_then(Value::as_str) == Some("hard"))
+        .collect();
+    let mut down_since = match hard.first() {
+        Some(first) => bad(first.payload.get("from").and_then(Value::as_str)).then_some(from),
+        None => live.is_some_and(|s| s.state != 0).then_some(from),
+    };
+    let mut spans = Vec::new();
+    for e in hard {
+        let at = e.ts.as_millis();
+        let now_bad = bad(e.payload.get("to").and_then(Value::as_str));
+        match (down_since, now_bad) {
+            (None, true) => down_since = Some(at),
+            (Some(since), false) => {
+                spans.push((since, at));
+                down_since = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(since) = down_since {
+        spans.push((since, to));
+    }
+    spans
+}
+
+/// `spans` without `cut`.
+fn subtract(spans: &[(i64, i64)], cut: (i64, i64)) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    for &(a, b) in spans {
+        if cut.1 <= a || cut.0 >= b {
+            out.push((a, b));
+            continue;
+        }
+        if cut.0 > a {
+            out.push((a, cut.0));
+        }
+        if cut.1 < b {
+            out.push((cut.1, b));
+        }
+    }
+    out
+}
+
+/// The total length of the union of spans.
+fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
+    spans.sort_unstable();
+    let mut total = 0;
+    let mut current: Option<(i64, i64)> = None;
+    for (a, b) in spans {
+        match current {
+            Some((ca, cb)) if a <= cb => current = Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                current = Some((a, b));
+            }
+            None => current = Some((a, b)),
+        }
+    }
+    if let Some((a, b)) = current {
+        total += b - a;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn service(rule: &str, quorum: Option<f64>) -> BusinessService {
+        BusinessService {
+            selector: None,
+            object_id: None,
+            parent_id: None,
+            rule: rule.into(),
+            quorum_pct: quorum,
+            weight: None,
+            sla_target: None,
+            sla_window: None,
+            exclude_downtimes: false,
+        }
+    }
+
+    #[test]
+    fn rules_combine_inputs() {
+        let inputs = |v: &[(u8, f64)]| -> Vec<(u8, f64, Vec<String>)> {
+            v.iter().map(|(s, w)| (*s, *w, Vec::new())).collect()
+        };
+        let mixed = inputs(&[(0, 1.0), (1, 1.0), (3, 1.0)]);
+        assert_eq!(
+            combine(&service("worst", None), &mixed),
+            3,
+            "UNKNOWN ranks over WARNING"
+        );
+        assert_eq!(combine(&service("best", None), &mixed), 0);
+        assert_eq!(combine(&service("quorum", Some(30.0)), &mixed), 0);
+        assert_eq!(combine(&service("quorum", Some(50.0)), &mixed), 2);
+        let heavy = inputs(&[(0, 8.0), (2, 1.0), (2, 1.0)]);
+        assert_eq!(
+            combine(&service("weighted", Some(75.0)), &heavy),
+            0,
+            "80 % of the weight is OK"
+        );
+        assert_eq!(combine(&service("weighted", Some(90.0)), &heavy), 2);
+        assert_eq!(
+            combine(&service("worst", None), &[]),
+            3,
+            "no inputs: UNKNOWN"
+        );
+    }
+
+    #[test]
+    fn spans_add_up_without_overlap_or_downtime() {
+        let spans = vec![(0, 10), (5, 20), (30, 40)];
+        assert_eq!(union_length(spans.clone()), 30);
+        assert_eq!(subtract(&spans, (8, 35)), vec![(0, 8), (5, 8), (35, 40)]);
+    }
+}
