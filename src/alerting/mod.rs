@@ -220,9 +220,12 @@ impl Alerting {
         Ok(alert)
     }
 
-    /// Runs the alert timers that are due (snoozes, auto-close, pending alerts); returns how
-    /// many events they wrote.
+    /// Runs the alert timers that are due (flexible downtimes that start, snoozes, auto-close,
+    /// pending alerts); returns how many events they wrote.
     pub async fn run_timers(&self) -> Result<usize, AlertError> {
+        self.store
+            .start_flexible_downtimes(self.clock.now())
+            .await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressions = self.suppressions(tenants).await?;
         let journaled = self

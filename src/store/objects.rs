@@ -131,6 +131,15 @@ pub(super) fn delete_cascade(
     Ok((old, children.len()))
 }
 
+/// Every object of a tenant, in a write transaction.
+pub(super) fn tenant_objects(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+) -> Result<Vec<Object>, StoreError> {
+    let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+    super::codec::tenant_values(&t, tenant)
+}
+
 /// What one batch item does.
 pub enum ObjectWrite {
     Create(Box<Object>, AuditDraft),

@@ -117,6 +117,27 @@ pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Whether an object is in a hard non-OK (non-UP) state.
+pub(super) fn hard_problem(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    object: Uuid,
+) -> Result<bool, StoreError> {
+    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    Ok(
+        match t
+            .get(scoped(tenant, object.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            Some(v) => {
+                let s = decode_state(object, v.value())?;
+                s.state != 0 && s.state_type == StateType::Hard
+            }
+            None => false,
+        },
+    )
+}
+
 /// Mirrors an alert's acknowledgement onto its object's live state (`ackedBy`), in the
 /// transaction of the alert's change; the state machine clears it on recovery.
 pub(super) fn mirror_ack(

@@ -8,6 +8,7 @@ use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{EventDraft, Journaled};
+use crate::model::selector::Selector;
 use crate::model::suppression::{Downtime, Silence};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
@@ -179,6 +180,49 @@ impl Store {
             save(tx, DOWNTIMES, tenant, id, &new)?;
             let journaled = store.record(tx, [audit.before(&old).after(&new)], Vec::new())?;
             Ok((new, journaled))
+        })
+        .await
+    }
+
+    /// Starts every flexible downtime whose window is open and one of whose objects (by id,
+    /// a host's services included, or by selector on their labels) is in a hard problem;
+    /// returns how many started.
+    pub async fn start_flexible_downtimes(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<usize, StoreError> {
+        self.write(move |tx| {
+            let waiting: Vec<Downtime> = {
+                let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+                let mut out = Vec::new();
+                for row in t.iter().map_err(StoreError::from_redb)? {
+                    let d: Downtime = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+                    if d.kind == "flexible"
+                        && d.started_at.is_none()
+                        && d.start <= now
+                        && now < d.end
+                    {
+                        out.push(d);
+                    }
+                }
+                out
+            };
+            let mut started = 0;
+            for mut d in waiting {
+                let selector: Selector = d.selector.parse().unwrap_or_default();
+                let objects = super::objects::tenant_objects(tx, d.tenant_id)?;
+                let in_problem = objects.iter().any(|o| {
+                    d.covers(o.id, o.host_id, &o.labels, &selector)
+                        && super::states::hard_problem(tx, d.tenant_id, o.id).unwrap_or(false)
+                });
+                if in_problem {
+                    d.started_at = Some(now);
+                    d.version += 1;
+                    save(tx, DOWNTIMES, d.tenant_id, d.id, &d)?;
+                    started += 1;
+                }
+            }
+            Ok(started)
         })
         .await
     }

@@ -1106,3 +1106,63 @@ async fn business_services_evaluate_live_with_impact_and_sla() {
         .unwrap();
     assert_problem(unknown, 404, "svc:not-found").await;
 }
+
+/// A flexible downtime starts at the first hard problem inside its window and then lasts its
+/// duration.
+#[tokio::test]
+async fn a_flexible_downtime_starts_with_the_first_problem() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    assert_eq!(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "plc", "labels": {"line": "4"}, "spec": {}})
+        )
+        .await
+        .status()
+        .as_u16(),
+        201
+    );
+    let body = json!({"comment": "maintenance window", "start": at(-60), "end": at(7200), "selector": "line=4", "type": "flexible", "duration": "30m"});
+    let d = json(
+        send(s, token, Method::POST, "/api/v1/downtimes", body).await,
+        201,
+    )
+    .await;
+    assert_eq!(d["duration"], 1800);
+    assert!(
+        get(s, token, "/api/v1/downtimes?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "not started"
+    );
+    send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "plc", "state": "DOWN"}]}),
+    )
+    .await;
+    let started = Instant::now();
+    let active = loop {
+        let v = get(s, token, "/api/v1/downtimes?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .clone();
+        if !v.is_empty() {
+            break v;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(active[0]["startedAt"].is_string());
+    assert_eq!(
+        get(s, token, "/api/v1/hosts").await["items"][0]["state"]["downtimeDepth"],
+        1
+    );
+}
