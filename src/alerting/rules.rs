@@ -30,8 +30,17 @@ pub fn reaches_rules(e: &Event) -> bool {
 pub struct CompiledRule {
     pub name: String,
     pub rule: AlertRule,
-    matches: ::cel::Program,
+    /// `None` for a heartbeat rule without `match`.
+    matches: Option<::cel::Program>,
     clear: Option<::cel::Program>,
+}
+
+/// Whether an event comes from a heartbeat rule's source: its source id, an ingress event's
+/// `source`, or its object's id.
+fn from_source(e: &Event, source: &str) -> bool {
+    e.source_id.as_deref() == Some(source)
+        || e.payload.get("source").and_then(Value::as_str) == Some(source)
+        || e.object_id.is_some_and(|o| o.to_string() == source)
 }
 
 /// Compiles a tenant's enabled rules; a rule that no longer compiles is skipped with a warning.
@@ -195,7 +204,22 @@ pub fn decide(
     let clear_event = is_clear(e, &view);
     let mut out = Vec::new();
     for r in rules {
-        let matched = holds(&r.matches, &cel_view);
+        if r.rule
+            .heartbeat
+            .as_ref()
+            .is_some_and(|h| from_source(e, &h.source))
+        {
+            out.push(AlertMatch::Beat {
+                tenant: e.tenant_id,
+                rule: r.name.clone(),
+                at: e.ts,
+                event: e.id,
+            });
+        }
+        let Some(matches) = &r.matches else {
+            continue;
+        };
+        let matched = holds(matches, &cel_view);
         let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &cel_view))
             || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
         if cleared {
@@ -311,6 +335,7 @@ pub fn test_rule(
                 AlertMatch::Clear { dedup_key, .. } => {
                     opened.remove(&dedup_key);
                 }
+                AlertMatch::Beat { .. } => {}
             }
         }
     }
@@ -318,7 +343,10 @@ pub fn test_rule(
 }
 
 fn compile_one(name: &str, rule: AlertRule) -> Vec<CompiledRule> {
-    let matches = bounds::compile(&rule.matches);
+    let matches = match rule.matches.as_str() {
+        "" if rule.heartbeat.is_some() => Ok(None),
+        m => bounds::compile(m).map(Some),
+    };
     let clear = rule.clear.as_deref().map(bounds::compile).transpose();
     match (matches, clear) {
         (Ok(matches), Ok(clear)) => vec![CompiledRule {

@@ -713,7 +713,8 @@ fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertRule {
-    #[serde(rename = "match")]
+    /// Required unless the rule is a `heartbeat` rule.
+    #[serde(rename = "match", default, skip_serializing_if = "String::is_empty")]
     pub matches: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clear: Option<String>,
@@ -744,7 +745,7 @@ pub struct AlertRule {
     pub disabled: bool,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleHeartbeat {
     pub source: String,
@@ -782,7 +783,19 @@ fn check_cel(field: &str, source: &str) -> Result<(), Invalid> {
 
 fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     validate_with(body, |r: &AlertRule| {
-        check_cel("match", &r.matches)?;
+        match &r.heartbeat {
+            Some(h) if h.expect_every.0.is_zero() => {
+                return Err(invalid(
+                    "heartbeat",
+                    "heartbeat.expectEvery must be positive",
+                ));
+            }
+            Some(h) if h.source.is_empty() => {
+                return Err(invalid("heartbeat", "heartbeat.source is required"));
+            }
+            Some(_) if r.matches.is_empty() => {}
+            _ => check_cel("match", &r.matches)?,
+        }
         if let Some(c) = &r.clear {
             check_cel("clear", c)?;
         }

@@ -7,12 +7,14 @@ use super::journal::save_position;
 use super::keys::scoped;
 use super::keys::tenant_range;
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, STATES,
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS,
+    STATES,
 };
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertCause, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
+use crate::model::config::AlertRule;
 use crate::model::event::Severity;
 use crate::model::event::{EventDraft, Journaled};
 use crate::model::incident::{Incident, Storm};
@@ -31,6 +33,14 @@ pub enum AlertMatch {
         event: Uuid,
         /// The rule's `pendingFor`: the alert opens only once the condition held this long.
         pending_for: Option<std::time::Duration>,
+    },
+    /// An event from a heartbeat rule's source: the rule's heartbeat is armed (or kept) and
+    /// its "no event" alert, if open, resolved.
+    Beat {
+        tenant: Uuid,
+        rule: String,
+        at: Timestamp,
+        event: Uuid,
     },
     /// Resolve the active alert holding `dedup_key`, if any.
     Clear {
@@ -339,6 +349,73 @@ fn correlate_storm(
     Ok(None)
 }
 
+/// The "no event" alerts of heartbeat rules whose source has been silent longer than
+/// `expectEvery` since it was last heard (SEMANTICS 3), for rules that are not open already;
+/// rows of rules deleted, disabled or no longer heartbeat rules are dropped.
+fn silent_sources(
+    tx: &WriteTransaction,
+    now: Timestamp,
+    new_id: &dyn Fn() -> Uuid,
+) -> Result<Vec<Alert>, StoreError> {
+    let rows: Vec<(Vec<u8>, i64)> = {
+        let t = tx.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
+        let mut rows = Vec::new();
+        for row in t.iter().map_err(StoreError::from_redb)? {
+            let (k, v) = row.map_err(StoreError::from_redb)?;
+            rows.push((k.value().to_vec(), v.value()));
+        }
+        rows
+    };
+    let mut out = Vec::new();
+    for (key, last_ms) in rows {
+        let (tenant, name) = key.split_at(16.min(key.len()));
+        let (Ok(tenant), Ok(name)) = (Uuid::from_slice(tenant), std::str::from_utf8(name)) else {
+            continue;
+        };
+        let rule = super::config::load(tx, &super::config::doc_key(tenant, "alert-rules", name))?
+            .and_then(|d| AlertRule::parse(&d.body))
+            .filter(|r| !r.disabled);
+        let Some((rule, beat)) = rule.and_then(|r| {
+            let beat = r.heartbeat.clone()?;
+            Some((r, beat))
+        }) else {
+            tx.open_table(RULE_BEATS)
+                .map_err(StoreError::from_redb)?
+                .remove(key.as_slice())
+                .map_err(StoreError::from_redb)?;
+            continue;
+        };
+        let expect_ms = i64::try_from(beat.expect_every.0.as_millis()).unwrap_or(i64::MAX);
+        let dedup_key = format!("heartbeat/{name}");
+        if now.as_millis() - last_ms <= expect_ms || active(tx, tenant, &dedup_key)?.is_some() {
+            continue;
+        }
+        out.push(Alert {
+            id: new_id(),
+            tenant_id: tenant,
+            rule_id: name.to_string(),
+            dedup_key,
+            status: AlertStatus::Open,
+            severity: rule.severity.parse().unwrap_or(Severity::Warning),
+            title: format!("No event from {} for {}", beat.source, beat.expect_every),
+            object_id: None,
+            labels: rule.set_labels.clone(),
+            payload: serde_json::json!({"source": beat.source, "lastEventAt": Timestamp::from_millis(last_ms)}),
+            event_ids: Vec::new(),
+            escalation_policy: rule.escalation_policy.clone(),
+            incident_id: None,
+            opened_at: now,
+            acked_at: None,
+            acked_by: None,
+            snoozed_until: None,
+            resolved_at: None,
+            auto_close_at: None,
+            cause: None,
+        });
+    }
+    Ok(out)
+}
+
 /// The host of an object, for a host downtime covering its services.
 fn host_of(
     tx: &WriteTransaction,
@@ -418,6 +495,22 @@ impl Store {
                         if let Some(opened) = opened {
                             events.push(opened);
                             events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
+                        }
+                    }
+                    AlertMatch::Beat {
+                        tenant,
+                        rule,
+                        at,
+                        event,
+                    } => {
+                        tx.open_table(RULE_BEATS)
+                            .map_err(StoreError::from_redb)?
+                            .insert(scoped(tenant, rule.as_bytes()).as_slice(), at.as_millis())
+                            .map_err(StoreError::from_redb)?;
+                        if let Some(mut held) = active(tx, tenant, &format!("heartbeat/{rule}"))? {
+                            held.remember(event);
+                            events.push(held.resolve(now).map_err(refused)?);
+                            save(tx, &held)?;
                         }
                     }
                     AlertMatch::Clear {
@@ -526,6 +619,13 @@ impl Store {
                     } else if alert.expire(at) {
                         save(tx, &alert)?;
                     }
+                }
+            }
+            for alert in silent_sources(tx, now, &|| store.clock.new_id())? {
+                let (alert, _, opened) = fire(tx, alert, None, None)?;
+                if let Some(opened) = opened {
+                    events.push(opened);
+                    events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
                 }
             }
             let ripe: Vec<(Vec<u8>, PendingAlert)> = {

@@ -5,8 +5,8 @@ use super::StoreError;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, PENDING_ALERTS, SECRETS, SESSIONS, SILENCES, STATES, TENANT_SLUGS,
-    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
+    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -151,6 +151,7 @@ fn create_alert_timer_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
     tx.open_table(PENDING_ALERTS)
         .map_err(StoreError::from_redb)?;
+    tx.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

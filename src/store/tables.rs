@@ -70,6 +70,10 @@ pub const ALERT_TIMERS: TableDefinition<&[u8], ()> = TableDefinition::new("alert
 pub const PENDING_ALERTS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("pending_alert_by_tenant_dedup_key");
 
+/// When each heartbeat rule's source was last heard (ms), by tenant + rule name.
+pub const RULE_BEATS: TableDefinition<&[u8], i64> =
+    TableDefinition::new("rule_heartbeat_by_tenant_rule");
+
 /// Incidents by tenant + id.
 pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");
 /// Silences by tenant + id.

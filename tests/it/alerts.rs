@@ -1166,3 +1166,37 @@ async fn a_flexible_downtime_starts_with_the_first_problem() {
         1
     );
 }
+
+/// A heartbeat rule arms on its source's first event, opens "No event from …" once the source
+/// has been silent longer than `expectEvery`, and its next event resolves it.
+#[tokio::test]
+async fn heartbeat_rules_open_on_silence_and_resolve_on_the_next_event() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let disk = setup(s, token).await;
+    let rule = json!({"name": "disk-alive", "heartbeat": {"source": disk, "expectEvery": "1s"}, "severity": "warning"});
+    assert_eq!(
+        send(s, token, Method::POST, "/api/v1/alert-rules", rule)
+            .await
+            .status()
+            .as_u16(),
+        201
+    );
+    let no_source = json!({"name": "bad", "heartbeat": {"source": "", "expectEvery": "1s"}, "severity": "warning"});
+    assert_problem(
+        send(s, token, Method::POST, "/api/v1/alert-rules", no_source).await,
+        422,
+        "svc:validation/heartbeat",
+    )
+    .await;
+    result(s, token, "WARNING").await;
+    let silent = alerts_until(s, token, "?ruleId=disk-alive", |a| !a.is_empty()).await;
+    assert_eq!(silent[0]["dedupKey"], "heartbeat/disk-alive");
+    assert_eq!(silent[0]["title"], format!("No event from {disk} for 1s"));
+    assert_eq!(silent[0]["severity"], "warning");
+    result(s, token, "OK").await;
+    alerts_until(s, token, "?ruleId=disk-alive&status=resolved", |a| {
+        a.len() == 1
+    })
+    .await;
+}
