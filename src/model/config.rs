@@ -794,6 +794,12 @@ fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
                 return Err(invalid("heartbeat", "heartbeat.source is required"));
             }
             Some(_) if r.matches.is_empty() => {}
+            None if r.matches.is_empty() => {
+                return Err(invalid(
+                    "",
+                    "match is required unless the rule has a heartbeat",
+                ));
+            }
             _ => check_cel("match", &r.matches)?,
         }
         if let Some(c) = &r.clear {
