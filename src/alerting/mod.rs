@@ -162,6 +162,7 @@ impl Alerting {
             snoozed_until: None,
             resolved_at: None,
             auto_close_at: None,
+            group_id: None,
             cause: None,
         };
         let audit = self.audit(p, actor, "alert.create", id);

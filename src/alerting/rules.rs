@@ -276,6 +276,7 @@ pub fn decide(
                     snoozed_until: None,
                     resolved_at: None,
                     auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
+                    group_id: r.rule.group_id.clone().filter(|g| !g.is_empty()),
                     cause: None,
                 }),
                 event: e.id,

@@ -78,6 +78,9 @@ pub struct Alert {
     /// When an active alert expires (its rule's `autoCloseAfter`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_close_at: Option<Timestamp>,
+    /// The alert group (`alert-groups` name) of the rule that opened it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_id: Option<String>,
     /// Topology (SEMANTICS 7): the problem is caused by another object (a service's DOWN
     /// host, an unreachable host's parent), so the alert does not page on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -358,6 +361,7 @@ mod tests {
             snoozed_until: None,
             resolved_at: None,
             auto_close_at: None,
+            group_id: None,
             cause: None,
         }
     }

@@ -69,7 +69,7 @@ pub const KINDS: [Kind; 20] = [
         "alert-groups",
         "alert-group",
         CONFIG,
-        validate_as::<AlertGroupBody>,
+        validate_as::<AlertGroup>,
     ),
     kind(
         "escalation-policies",
@@ -809,17 +809,27 @@ fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
-#[derive(Serialize, Deserialize)]
+/// An alert group: the alerts of the rules naming it (`groupId`) that share the `groupBy`
+/// labels within `window` are aggregated; from `minCount` (default 2) of them a group alert
+/// opens, carrying `aggregate` (`count` by default, or `min`, `max`, `avg`, `median` of the
+/// number at `valuePath` in each alert's payload).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AlertGroupBody {
-    group_by: Vec<String>,
-    window: GoDuration,
+pub struct AlertGroup {
+    pub group_by: Vec<String>,
+    pub window: GoDuration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    aggregate: Option<String>,
+    pub aggregate: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    min_count: Option<u32>,
+    pub min_count: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    value_path: Option<String>,
+    pub value_path: Option<String>,
+}
+
+impl AlertGroup {
+    pub fn parse(body: &str) -> Option<AlertGroup> {
+        serde_json::from_str(body).ok()
+    }
 }
 
 /// An on-call schedule: layers of rotations in a time zone.

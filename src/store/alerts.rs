@@ -14,7 +14,7 @@ use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertCause, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
-use crate::model::config::AlertRule;
+use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::event::Severity;
 use crate::model::event::{EventDraft, Journaled};
 use crate::model::incident::{Incident, Storm};
@@ -410,10 +410,144 @@ fn silent_sources(
             snoozed_until: None,
             resolved_at: None,
             auto_close_at: None,
+            group_id: None,
             cause: None,
         });
     }
     Ok(out)
+}
+
+/// An alert group's view of one member (SEMANTICS 3, evaluated here where the reference only
+/// stores groups): the group's active alerts sharing the member's `groupBy` labels, opened
+/// within its window; from `minCount` of them the group alert is opened or refreshed with the
+/// aggregate, below it an open group alert is resolved. Returns the events written.
+fn evaluate_group(
+    tx: &WriteTransaction,
+    member: &Alert,
+    now: Timestamp,
+    new_id: Uuid,
+) -> Result<Vec<EventDraft>, StoreError> {
+    let Some(name) = member.group_id.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let tenant = member.tenant_id;
+    let Some(group) =
+        super::config::load(tx, &super::config::doc_key(tenant, "alert-groups", name))?
+            .and_then(|d| AlertGroup::parse(&d.body))
+    else {
+        return Ok(Vec::new());
+    };
+    let key: Vec<(String, String)> = group
+        .group_by
+        .iter()
+        .map(|k| (k.clone(), member.labels.get(k).cloned().unwrap_or_default()))
+        .collect();
+    let since = now.as_millis() - i64::try_from(group.window.0.as_millis()).unwrap_or(i64::MAX);
+    let members: Vec<Alert> = {
+        let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+        let (_, hi) = tenant_range(tenant);
+        let lo = scoped(tenant, first_id_at(since).as_bytes());
+        let mut out = Vec::new();
+        for row in t
+            .range(lo.as_slice()..hi.as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            let a: Alert = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+            let same_key = key
+                .iter()
+                .all(|(k, v)| a.labels.get(k).cloned().unwrap_or_default() == *v);
+            if a.status.is_active() && a.group_id.as_deref() == Some(name) && same_key {
+                out.push(a);
+            }
+        }
+        out
+    };
+    let key_text = key
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let dedup_key = format!("group/{name}/{key_text}");
+    let min_count = usize::try_from(group.min_count.unwrap_or(2).max(1)).unwrap_or(2);
+    if members.len() < min_count {
+        let mut events = Vec::new();
+        if let Some(mut held) = active(tx, tenant, &dedup_key)? {
+            events.push(held.resolve(now).map_err(refused)?);
+            save(tx, &held)?;
+        }
+        return Ok(events);
+    }
+    let aggregate = group.aggregate.clone().unwrap_or_else(|| "count".into());
+    let values: Vec<f64> = members
+        .iter()
+        .filter_map(|a| {
+            let path = group.value_path.as_deref()?;
+            let mut at = &a.payload;
+            for part in path.split('.').filter(|p| !p.is_empty()) {
+                at = at.get(part)?;
+            }
+            at.as_f64().or_else(|| at.as_str()?.parse().ok())
+        })
+        .collect();
+    let value = aggregate_of(&aggregate, members.len(), values);
+    let severity = members
+        .iter()
+        .map(|a| a.severity)
+        .max_by_key(|s| crate::model::alert::rank(*s))
+        .unwrap_or(Severity::Warning);
+    let value_text = value.map_or_else(|| "n/a".to_string(), |v| format!("{v}"));
+    let alert = Alert {
+        id: new_id,
+        tenant_id: tenant,
+        rule_id: format!("group:{name}"),
+        dedup_key,
+        status: AlertStatus::Open,
+        severity,
+        title: format!(
+            "{} alerts for {key_text}: {aggregate} {value_text}",
+            members.len()
+        ),
+        object_id: None,
+        labels: key.into_iter().collect(),
+        payload: serde_json::json!({
+            "group": name,
+            "count": members.len(),
+            "aggregate": aggregate,
+            "value": value,
+            "alertIds": members.iter().map(|a| a.id).collect::<Vec<_>>(),
+        }),
+        event_ids: Vec::new(),
+        escalation_policy: None,
+        incident_id: None,
+        opened_at: now,
+        acked_at: None,
+        acked_by: None,
+        snoozed_until: None,
+        resolved_at: None,
+        auto_close_at: None,
+        group_id: None,
+        cause: None,
+    };
+    Ok(fire(tx, alert, None, None)?.2.into_iter().collect())
+}
+
+/// `count`, or `min`, `max`, `avg`, `median` of the values (`None` without values).
+fn aggregate_of(aggregate: &str, count: usize, mut values: Vec<f64>) -> Option<f64> {
+    if aggregate == "count" {
+        return Some(count as f64);
+    }
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(match aggregate {
+        "min" => values[0],
+        "max" => values[n - 1],
+        "median" if n % 2 == 1 => values[n / 2],
+        "median" => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        _ => values.iter().sum::<f64>() / n as f64,
+    })
 }
 
 /// The host of an object, for a host downtime covering its services.
@@ -492,6 +626,7 @@ impl Store {
                     }
                     AlertMatch::Fire { alert, event, .. } => {
                         let (alert, _, opened) = fire(tx, *alert, Some(event), None)?;
+                        events.extend(evaluate_group(tx, &alert, now, store.clock.new_id())?);
                         if let Some(opened) = opened {
                             events.push(opened);
                             events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
@@ -526,6 +661,7 @@ impl Store {
                             held.remember(event);
                             events.push(held.resolve(now).map_err(refused)?);
                             save(tx, &held)?;
+                            events.extend(evaluate_group(tx, &held, now, store.clock.new_id())?);
                         }
                     }
                 }

@@ -1200,3 +1200,71 @@ async fn heartbeat_rules_open_on_silence_and_resolve_on_the_next_event() {
     })
     .await;
 }
+
+/// Alert groups are evaluated: from `minCount` active alerts of the group's rules sharing the
+/// `groupBy` labels a group alert opens with the aggregate; below it, it resolves.
+#[tokio::test]
+async fn alert_groups_aggregate_their_members() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    for (path, body) in [
+        (
+            "/api/v1/hosts",
+            json!({"name": "edge", "labels": {"site": "north"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "s1", "host": "edge", "spec": {}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "s2", "host": "edge", "spec": {}}),
+        ),
+        (
+            "/api/v1/alert-groups",
+            json!({"name": "by-site", "groupBy": ["site"], "window": "5m", "aggregate": "max", "minCount": 2, "valuePath": "toState"}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "problems", "match": "event.state in ['WARNING', 'CRITICAL']", "severity": "warning", "groupId": "by-site"}),
+        ),
+    ] {
+        assert_eq!(
+            send(s, token, Method::POST, path, body)
+                .await
+                .status()
+                .as_u16(),
+            201,
+            "{path}"
+        );
+    }
+    let post = |service: &str, state: &str| {
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": [{"host": "edge", "service": service, "state": state}]}),
+        )
+    };
+    post("s1", "WARNING").await;
+    alerts_until(s, token, "?ruleId=problems", |a| a.len() == 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        get(s, token, "/api/v1/alerts?ruleId=group:by-site").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    post("s2", "CRITICAL").await;
+    let group = alerts_until(s, token, "?ruleId=group:by-site", |a| a.len() == 1).await;
+    assert_eq!(group[0]["title"], "2 alerts for site=north: max 2");
+    assert_eq!(group[0]["dedupKey"], "group/by-site/site=north");
+    assert_eq!(group[0]["payload"]["count"], 2);
+    assert_eq!(group[0]["labels"], json!({"site": "north"}));
+    post("s2", "OK").await;
+    alerts_until(s, token, "?ruleId=group:by-site&status=resolved", |a| {
+        a.len() == 1
+    })
+    .await;
+}
