@@ -14,9 +14,7 @@ pub const TIMERS_EVERY: Duration = Duration::from_secs(5);
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::alert::{
-    Alert, AlertFilter, AlertStatus, MANUAL_RULE, ManualAlarm, SnoozeRequest,
-};
+use crate::model::alert::{Alert, AlertFilter, MANUAL_RULE, ManualAlarm, SnoozeRequest};
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
@@ -139,31 +137,25 @@ impl Alerting {
             self.store.object(p.tenant, o).await?;
         }
         let id = self.clock.new_id();
-        let alert = Alert {
+        let dedup_key = req
+            .dedup_key
+            .filter(|k| !k.is_empty())
+            .unwrap_or_else(|| format!("{MANUAL_RULE}/{id}"));
+        let opened = Alert::open(
             id,
-            tenant_id: p.tenant,
-            rule_id: MANUAL_RULE.into(),
-            dedup_key: req
-                .dedup_key
-                .filter(|k| !k.is_empty())
-                .unwrap_or_else(|| format!("{MANUAL_RULE}/{id}")),
-            status: AlertStatus::Open,
+            p.tenant,
+            MANUAL_RULE.into(),
+            dedup_key,
             severity,
             title,
+            self.clock.now(),
+        );
+        let alert = Alert {
             object_id: req.object_id,
             labels: req.labels,
             payload: serde_json::json!({"message": req.message.unwrap_or_default()}),
-            event_ids: Vec::new(),
             escalation_policy: req.escalation_policy,
-            incident_id: None,
-            opened_at: self.clock.now(),
-            acked_at: None,
-            acked_by: None,
-            snoozed_until: None,
-            resolved_at: None,
-            auto_close_at: None,
-            group_id: None,
-            cause: None,
+            ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
         let (alert, opened, journaled) = self.store.raise_alarm(alert, audit).await?;

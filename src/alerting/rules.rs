@@ -2,7 +2,7 @@
 //! the `event` variable rules see, and what a rule decides for one event.
 
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertStatus};
+use crate::model::alert::Alert;
 use crate::model::cel as bounds;
 use crate::model::config::AlertRule;
 use crate::model::event::{Event, EventType, Severity};
@@ -257,27 +257,21 @@ pub fn decide(
             };
             out.push(AlertMatch::Fire {
                 alert: Box::new(Alert {
-                    id: new_id(),
-                    tenant_id: e.tenant_id,
-                    rule_id: r.name.clone(),
-                    dedup_key: dedup_key(r, e, &view),
-                    status: AlertStatus::Open,
-                    severity,
-                    title,
                     object_id: e.object_id,
                     labels,
                     payload: e.payload.clone(),
-                    event_ids: Vec::new(),
                     escalation_policy: r.rule.escalation_policy.clone(),
-                    incident_id: None,
-                    opened_at: now,
-                    acked_at: None,
-                    acked_by: None,
-                    snoozed_until: None,
-                    resolved_at: None,
                     auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
                     group_id: r.rule.group_id.clone().filter(|g| !g.is_empty()),
-                    cause: None,
+                    ..Alert::open(
+                        new_id(),
+                        e.tenant_id,
+                        r.name.clone(),
+                        dedup_key(r, e, &view),
+                        severity,
+                        title,
+                        now,
+                    )
                 }),
                 event: e.id,
                 pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),

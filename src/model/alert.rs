@@ -106,6 +106,41 @@ pub enum TransitionError {
 }
 
 impl Alert {
+    /// A new open alert with nothing optional set yet.
+    pub fn open(
+        id: Uuid,
+        tenant_id: Uuid,
+        rule_id: String,
+        dedup_key: String,
+        severity: Severity,
+        title: String,
+        opened_at: Timestamp,
+    ) -> Alert {
+        Alert {
+            id,
+            tenant_id,
+            rule_id,
+            dedup_key,
+            status: AlertStatus::Open,
+            severity,
+            title,
+            object_id: None,
+            labels: BTreeMap::new(),
+            payload: Value::Null,
+            event_ids: Vec::new(),
+            escalation_policy: None,
+            incident_id: None,
+            opened_at,
+            acked_at: None,
+            acked_by: None,
+            snoozed_until: None,
+            resolved_at: None,
+            auto_close_at: None,
+            group_id: None,
+            cause: None,
+        }
+    }
+
     /// A fresh match of the same problem: the severity only rises, title and payload are
     /// replaced.
     pub fn refresh(&mut self, severity: Severity, title: String, payload: Value) {
@@ -341,29 +376,15 @@ mod tests {
     use super::*;
 
     fn alert() -> Alert {
-        Alert {
-            id: Uuid::from_u128(1),
-            tenant_id: Uuid::from_u128(2),
-            rule_id: "r".into(),
-            dedup_key: "k".into(),
-            status: AlertStatus::Open,
-            severity: Severity::Warning,
-            title: "t".into(),
-            object_id: None,
-            labels: BTreeMap::new(),
-            payload: Value::Null,
-            event_ids: Vec::new(),
-            escalation_policy: None,
-            incident_id: None,
-            opened_at: Timestamp(jiff::Timestamp::UNIX_EPOCH),
-            acked_at: None,
-            acked_by: None,
-            snoozed_until: None,
-            resolved_at: None,
-            auto_close_at: None,
-            group_id: None,
-            cause: None,
-        }
+        Alert::open(
+            Uuid::from_u128(1),
+            Uuid::from_u128(2),
+            "r".into(),
+            "k".into(),
+            Severity::Warning,
+            "t".into(),
+            Timestamp(jiff::Timestamp::UNIX_EPOCH),
+        )
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! one active alert holds a key whatever races for it: every change of an alert is one write
 //! transaction that reads the key first.
 
-use super::codec::{decode, encode, tenant_values_newest};
+use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::journal::save_position;
 use super::keys::scoped;
 use super::keys::tenant_range;
@@ -55,11 +55,11 @@ fn active_key(tenant: Uuid, dedup_key: &str) -> Vec<u8> {
 }
 
 fn load(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
-    let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-    t.get(scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
+    tenant_value(
+        &tx.open_table(ALERTS).map_err(StoreError::from_redb)?,
+        tenant,
+        id,
+    )
 }
 
 /// The active alert holding `dedup_key`.
@@ -391,27 +391,18 @@ fn silent_sources(
             continue;
         }
         out.push(Alert {
-            id: new_id(),
-            tenant_id: tenant,
-            rule_id: name.to_string(),
-            dedup_key,
-            status: AlertStatus::Open,
-            severity: rule.severity.parse().unwrap_or(Severity::Warning),
-            title: format!("No event from {} for {}", beat.source, beat.expect_every),
-            object_id: None,
             labels: rule.set_labels.clone(),
             payload: serde_json::json!({"source": beat.source, "lastEventAt": Timestamp::from_millis(last_ms)}),
-            event_ids: Vec::new(),
             escalation_policy: rule.escalation_policy.clone(),
-            incident_id: None,
-            opened_at: now,
-            acked_at: None,
-            acked_by: None,
-            snoozed_until: None,
-            resolved_at: None,
-            auto_close_at: None,
-            group_id: None,
-            cause: None,
+            ..Alert::open(
+                new_id(),
+                tenant,
+                name.to_string(),
+                dedup_key,
+                rule.severity.parse().unwrap_or(Severity::Warning),
+                format!("No event from {} for {}", beat.source, beat.expect_every),
+                now,
+            )
         });
     }
     Ok(out)
@@ -497,17 +488,6 @@ fn evaluate_group(
         .unwrap_or(Severity::Warning);
     let value_text = value.map_or_else(|| "n/a".to_string(), |v| format!("{v}"));
     let alert = Alert {
-        id: new_id,
-        tenant_id: tenant,
-        rule_id: format!("group:{name}"),
-        dedup_key,
-        status: AlertStatus::Open,
-        severity,
-        title: format!(
-            "{} alerts for {key_text}: {aggregate} {value_text}",
-            members.len()
-        ),
-        object_id: None,
         labels: key.into_iter().collect(),
         payload: serde_json::json!({
             "group": name,
@@ -516,17 +496,18 @@ fn evaluate_group(
             "value": value,
             "alertIds": members.iter().map(|a| a.id).collect::<Vec<_>>(),
         }),
-        event_ids: Vec::new(),
-        escalation_policy: None,
-        incident_id: None,
-        opened_at: now,
-        acked_at: None,
-        acked_by: None,
-        snoozed_until: None,
-        resolved_at: None,
-        auto_close_at: None,
-        group_id: None,
-        cause: None,
+        ..Alert::open(
+            new_id,
+            tenant,
+            format!("group:{name}"),
+            dedup_key,
+            severity,
+            format!(
+                "{} alerts for {key_text}: {aggregate} {value_text}",
+                members.len()
+            ),
+            now,
+        )
     };
     Ok(fire(tx, alert, None, None)?.2.into_iter().collect())
 }
@@ -799,11 +780,7 @@ impl Store {
     pub async fn alert(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Alert, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-            t.get(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
-                .map(|v| decode(v.value()))
-                .transpose()?
-                .ok_or(StoreError::NotFound)
+            tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
         })
         .await
     }

@@ -30,6 +30,23 @@ where
     Ok(out)
 }
 
+/// One value of a table keyed by tenant + id.
+pub fn tenant_value<T, R>(
+    table: &R,
+    tenant: uuid::Uuid,
+    id: uuid::Uuid,
+) -> Result<Option<T>, StoreError>
+where
+    T: DeserializeOwned,
+    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+{
+    table
+        .get(super::keys::scoped(tenant, id.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
 /// One tenant's values keyed by time-ordered ids, newest first, strictly before id `before`:
 /// at most `limit` that `keep` accepts.
 pub fn tenant_values_newest<T, R>(

@@ -1,7 +1,7 @@
 //! Incidents by tenant and id; attaching alerts sets their `incidentId` in the same
 //! transaction.
 
-use super::codec::{decode, encode, tenant_values_newest};
+use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::scoped;
 use super::tables::{ALERTS, INCIDENTS};
 use super::{Store, StoreError};
@@ -18,11 +18,11 @@ pub(super) fn load(
     tenant: Uuid,
     id: Uuid,
 ) -> Result<Option<Incident>, StoreError> {
-    let t = tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
-    t.get(scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
+    tenant_value(
+        &tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?,
+        tenant,
+        id,
+    )
 }
 
 /// Saves the incident and points each of its alerts at it; an alert id the tenant does not
@@ -100,11 +100,7 @@ impl Store {
     ) -> Result<Incident, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
-            t.get(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
-                .map(|v| decode(v.value()))
-                .transpose()?
-                .ok_or(StoreError::NotFound)
+            tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
         })
         .await
     }

@@ -1,7 +1,7 @@
 //! Silences and downtimes by tenant and id, and the answers of `Idempotency-Key` requests
 //! (SPEC 8: only `POST /downtimes` honours the header).
 
-use super::codec::{decode, encode, tenant_values};
+use super::codec::{decode, encode, tenant_value, tenant_values};
 use super::keys::scoped;
 use super::tables::{DOWNTIMES, IDEMPOTENT_ANSWERS, SILENCES};
 use super::{Store, StoreError};
@@ -43,11 +43,11 @@ fn load<T: DeserializeOwned>(
     tenant: Uuid,
     id: Uuid,
 ) -> Result<Option<T>, StoreError> {
-    let t = tx.open_table(table).map_err(StoreError::from_redb)?;
-    t.get(scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
+    tenant_value(
+        &tx.open_table(table).map_err(StoreError::from_redb)?,
+        tenant,
+        id,
+    )
 }
 
 fn save<T: Serialize>(
