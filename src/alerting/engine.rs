@@ -82,19 +82,30 @@ impl AlertEngine {
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
-        let mut decided = Vec::new();
+        // The rules of the batch's tenants, then every event decided on one CEL-sized thread.
+        let mut work = Vec::new();
         for event in batch.iter().filter(|e| reaches_rules(e)) {
             let rules = self.rules_of(event.tenant_id).await?;
-            if rules.is_empty() {
-                continue;
+            if !rules.is_empty() {
+                work.push((rules, event.clone()));
             }
-            let (clock, now) = (self.clock.clone(), self.clock.now());
-            let event = event.clone();
-            decided.extend(
-                on_cel_stack(move || decide(&rules, &event, &mut || clock.new_id(), now))
-                    .unwrap_or_default(),
-            );
         }
+        let (clock, now) = (self.clock.clone(), self.clock.now());
+        let decided = on_cel_stack(move || {
+            let mut decided = Vec::new();
+            for (rules, event) in &work {
+                // An expression that panics the evaluator is no match for that event only.
+                let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    decide(rules, event, &mut || clock.new_id(), now)
+                }));
+                match one {
+                    Ok(d) => decided.extend(d),
+                    Err(_) => tracing::warn!(event = %event.id, "rule evaluation failed; no match"),
+                }
+            }
+            decided
+        })
+        .unwrap_or_default();
         let tenants: HashSet<Uuid> = batch.iter().map(|e| e.tenant_id).collect();
         let suppressions = self.alerting.suppressions(tenants).await?;
         let journaled = self

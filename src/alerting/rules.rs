@@ -128,10 +128,8 @@ fn is_clear(e: &Event, view: &Value) -> bool {
 }
 
 /// True only for a boolean `true`; a missing key or any other result is no match.
-fn holds(program: &::cel::Program, view: &::cel::Value) -> bool {
-    let mut ctx = ::cel::Context::default();
-    ctx.add_variable_from_value("event", view.clone());
-    matches!(program.execute(&ctx), Ok(::cel::Value::Bool(true)))
+fn holds(program: &::cel::Program, ctx: &::cel::Context) -> bool {
+    matches!(program.execute(ctx), Ok(::cel::Value::Bool(true)))
 }
 
 /// Renders `{{ .event.a.b }}` (also `{{ .a.b }}`) against the event view; unknown paths
@@ -197,10 +195,12 @@ pub fn decide(
     now: Timestamp,
 ) -> Vec<AlertMatch> {
     let view = event_view(e);
-    let cel_view = match ::cel::to_value(&view) {
-        Ok(v) => v,
+    // One context per event, shared by every rule.
+    let mut ctx = ::cel::Context::default();
+    match ::cel::to_value(&view) {
+        Ok(v) => ctx.add_variable_from_value("event", v),
         Err(_) => return Vec::new(),
-    };
+    }
     let clear_event = is_clear(e, &view);
     let mut out = Vec::new();
     for r in rules {
@@ -219,8 +219,8 @@ pub fn decide(
         let Some(matches) = &r.matches else {
             continue;
         };
-        let matched = holds(matches, &cel_view);
-        let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &cel_view))
+        let matched = holds(matches, &ctx);
+        let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &ctx))
             || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
         if cleared {
             out.push(AlertMatch::Clear {

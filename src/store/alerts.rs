@@ -8,7 +8,7 @@ use super::keys::scoped;
 use super::keys::tenant_range;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS,
-    STATES,
+    STATES, STORM_INDEX,
 };
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -285,29 +285,46 @@ fn correlate_storm(
 ) -> Result<Option<EventDraft>, StoreError> {
     let tenant = opened.tenant_id;
     let since = now.as_millis() - i64::try_from(storm.window.as_millis()).unwrap_or(i64::MAX);
-    let recent: Vec<Alert> = {
-        let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-        let (_, hi) = tenant_range(tenant);
-        let lo = scoped(tenant, first_id_at(since).as_bytes());
-        let mut out = Vec::new();
-        for row in t
-            .range(lo.as_slice()..hi.as_slice())
-            .map_err(StoreError::from_redb)?
-        {
-            out.push(decode::<Alert>(
-                row.map_err(StoreError::from_redb)?.1.value(),
-            )?);
-        }
-        out
-    };
+    let mut index = tx.open_table(STORM_INDEX).map_err(StoreError::from_redb)?;
+    let mut found = None;
     for (k, v) in &opened.labels {
-        let sharing: Vec<&Alert> = recent
-            .iter()
-            .filter(|a| a.labels.get(k) == Some(v))
+        // tenant + pair + open time + id: the opens sharing a pair, in time order.
+        let mut prefix = tenant.as_bytes().to_vec();
+        let pair = format!("{k}={v}");
+        prefix.extend_from_slice(&u32::try_from(pair.len()).unwrap_or(u32::MAX).to_be_bytes());
+        prefix.extend_from_slice(pair.as_bytes());
+        let at = |ms: i64| {
+            let mut key = prefix.clone();
+            key.extend_from_slice(&ms.to_be_bytes());
+            key
+        };
+        let mut mine = at(opened.opened_at.as_millis());
+        mine.extend_from_slice(opened.id.as_bytes());
+        index
+            .insert(mine.as_slice(), ())
+            .map_err(StoreError::from_redb)?;
+        // Opens older than the window are done with.
+        index
+            .retain_in(at(i64::MIN).as_slice()..at(since).as_slice(), |_, _| false)
+            .map_err(StoreError::from_redb)?;
+        let ids: Vec<Uuid> = index
+            .range(at(since).as_slice()..at(i64::MAX).as_slice())
+            .map_err(StoreError::from_redb)?
+            .filter_map(|row| {
+                let key = row.ok()?.0.value().to_vec();
+                Uuid::from_slice(&key[key.len() - 16..]).ok()
+            })
             .collect();
-        if sharing.len() < storm.threshold.max(1) {
-            continue;
+        if found.is_none() && ids.len() >= storm.threshold.max(1) {
+            found = Some((k.clone(), v.clone(), ids));
         }
+    }
+    drop(index);
+    if let Some((k, v, ids)) = found {
+        let sharing: Vec<Alert> = ids
+            .into_iter()
+            .filter_map(|id| load(tx, tenant, id).transpose())
+            .collect::<Result<_, _>>()?;
         let cluster = format!("{k}={v}");
         let existing = match sharing.iter().find_map(|a| a.incident_id) {
             Some(id) => super::incidents::load(tx, tenant, id)?,
@@ -343,7 +360,12 @@ fn correlate_storm(
         }
         incident.updated_at = now;
         incident.version += 1;
-        super::incidents::save(tx, &incident)?;
+        let joining: Vec<Uuid> = sharing
+            .iter()
+            .filter(|a| a.incident_id != Some(incident.id))
+            .map(|a| a.id)
+            .collect();
+        super::incidents::attach(tx, &incident, &joining)?;
         return Ok(Some(incident.storm_event(&cluster)));
     }
     Ok(None)

@@ -28,6 +28,11 @@ pub(super) fn load(
 /// Saves the incident and points each of its alerts at it; an alert id the tenant does not
 /// have is refused.
 pub(super) fn save(tx: &WriteTransaction, i: &Incident) -> Result<(), StoreError> {
+    attach(tx, i, &i.alert_ids)
+}
+
+/// Saves the incident and points the alerts `ids` at it.
+pub(super) fn attach(tx: &WriteTransaction, i: &Incident, ids: &[Uuid]) -> Result<(), StoreError> {
     tx.open_table(INCIDENTS)
         .map_err(StoreError::from_redb)?
         .insert(
@@ -36,7 +41,7 @@ pub(super) fn save(tx: &WriteTransaction, i: &Incident) -> Result<(), StoreError
         )
         .map_err(StoreError::from_redb)?;
     let mut alerts = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-    for id in &i.alert_ids {
+    for id in ids {
         let key = scoped(i.tenant_id, id.as_bytes());
         let mut alert: Alert = match alerts.get(key.as_slice()).map_err(StoreError::from_redb)? {
             Some(v) => decode(v.value())?,

@@ -6,7 +6,7 @@ use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
     OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
-    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    STORM_INDEX, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -157,6 +157,7 @@ fn create_alert_timer_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_suppression_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+    tx.open_table(STORM_INDEX).map_err(StoreError::from_redb)?;
     tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
     tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
     tx.open_table(IDEMPOTENT_ANSWERS)

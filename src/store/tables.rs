@@ -74,6 +74,11 @@ pub const PENDING_ALERTS: TableDefinition<&[u8], &[u8]> =
 pub const RULE_BEATS: TableDefinition<&[u8], i64> =
     TableDefinition::new("rule_heartbeat_by_tenant_rule");
 
+/// Alert opens by tenant + label pair (`k=v`, length-prefixed) + open time + alert id, for
+/// alarm-storm correlation; entries older than the storm window are pruned as it runs.
+pub const STORM_INDEX: TableDefinition<&[u8], ()> =
+    TableDefinition::new("alert_open_by_label_pair");
+
 /// Incidents by tenant + id.
 pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");
 /// Silences by tenant + id.
