@@ -156,10 +156,8 @@ async fn svc_latency(http: &reqwest::Client, base: &str, token: &str, round: usi
             .await
             .unwrap();
         assert_eq!(res.status(), 202);
-        let url = format!(
-            "{base}/api/v1/alerts?status=open&limit=1&objectId={}",
-            ids[&name]
-        );
+        // Samples are sequential: the newest open alert is this sample's once it exists.
+        let url = format!("{base}/api/v1/alerts?status=open&limit=1");
         loop {
             let v: Value = http
                 .get(&url)
@@ -170,7 +168,7 @@ async fn svc_latency(http: &reqwest::Client, base: &str, token: &str, round: usi
                 .json()
                 .await
                 .unwrap();
-            if v["items"].as_array().is_some_and(|a| !a.is_empty()) {
+            if v["items"][0]["objectId"] == ids[&name].as_str() {
                 break;
             }
             tokio::time::sleep(Duration::from_micros(500)).await;

@@ -8,7 +8,7 @@ use super::keys::scoped;
 use super::keys::tenant_range;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS,
-    STATES, STORM_INDEX,
+    STATES, STORM_INCIDENTS, STORM_INDEX,
 };
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -316,19 +316,38 @@ fn correlate_storm(
             })
             .collect();
         if found.is_none() && ids.len() >= storm.threshold.max(1) {
-            found = Some((k.clone(), v.clone(), ids));
+            found = Some((k.clone(), v.clone(), ids, prefix));
         }
     }
     drop(index);
-    if let Some((k, v, ids)) = found {
-        let sharing: Vec<Alert> = ids
-            .into_iter()
-            .filter_map(|id| load(tx, tenant, id).transpose())
-            .collect::<Result<_, _>>()?;
+    if let Some((k, v, ids, pair_key)) = found {
         let cluster = format!("{k}={v}");
-        let existing = match sharing.iter().find_map(|a| a.incident_id) {
-            Some(id) => super::incidents::load(tx, tenant, id)?,
+        // A storm already under way: only the new alert joins its incident.
+        let ongoing = {
+            let t = tx
+                .open_table(STORM_INCIDENTS)
+                .map_err(StoreError::from_redb)?;
+            t.get(pair_key.as_slice())
+                .map_err(StoreError::from_redb)?
+                .and_then(|v| Uuid::from_slice(v.value()).ok())
+        };
+        let ongoing = match ongoing {
+            Some(id) => super::incidents::load(tx, tenant, id)?.filter(|i| i.status != "resolved"),
             None => None,
+        };
+        let sharing: Vec<Alert> = match &ongoing {
+            Some(_) => vec![opened.clone()],
+            None => ids
+                .into_iter()
+                .filter_map(|id| load(tx, tenant, id).transpose())
+                .collect::<Result<_, _>>()?,
+        };
+        let existing = match ongoing {
+            Some(i) => Some(i),
+            None => match sharing.iter().find_map(|a| a.incident_id) {
+                Some(id) => super::incidents::load(tx, tenant, id)?,
+                None => None,
+            },
         };
         let mut incident = existing.unwrap_or_else(|| Incident {
             id: new_id,
@@ -366,6 +385,10 @@ fn correlate_storm(
             .map(|a| a.id)
             .collect();
         super::incidents::attach(tx, &incident, &joining)?;
+        tx.open_table(STORM_INCIDENTS)
+            .map_err(StoreError::from_redb)?
+            .insert(pair_key.as_slice(), incident.id.as_bytes().as_slice())
+            .map_err(StoreError::from_redb)?;
         return Ok(Some(incident.storm_event(&cluster)));
     }
     Ok(None)

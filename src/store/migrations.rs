@@ -6,7 +6,8 @@ use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
     OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
-    STORM_INDEX, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    STORM_INCIDENTS, STORM_INDEX, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
+    USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -158,6 +159,8 @@ fn create_alert_timer_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn create_suppression_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
     tx.open_table(STORM_INDEX).map_err(StoreError::from_redb)?;
+    tx.open_table(STORM_INCIDENTS)
+        .map_err(StoreError::from_redb)?;
     tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
     tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
     tx.open_table(IDEMPOTENT_ANSWERS)

@@ -79,6 +79,10 @@ pub const RULE_BEATS: TableDefinition<&[u8], i64> =
 pub const STORM_INDEX: TableDefinition<&[u8], ()> =
     TableDefinition::new("alert_open_by_label_pair");
 
+/// The incident of each label pair's current alarm storm, by the `STORM_INDEX` pair prefix.
+pub const STORM_INCIDENTS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("storm_incident_by_label_pair");
+
 /// Incidents by tenant + id.
 pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");
 /// Silences by tenant + id.
