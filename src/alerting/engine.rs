@@ -9,6 +9,7 @@ use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::alerts::AlertMatch;
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -106,7 +107,14 @@ impl AlertEngine {
             decided
         })
         .unwrap_or_default();
-        let tenants: HashSet<Uuid> = batch.iter().map(|e| e.tenant_id).collect();
+        // Silences and downtimes matter only to the tenants with an alert to open.
+        let tenants: HashSet<Uuid> = decided
+            .iter()
+            .filter_map(|m| match m {
+                AlertMatch::Fire { alert, .. } => Some(alert.tenant_id),
+                _ => None,
+            })
+            .collect();
         let suppressions = self.alerting.suppressions(tenants).await?;
         let journaled = self
             .store

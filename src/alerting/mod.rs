@@ -121,20 +121,25 @@ impl Alerting {
         if let Some(policy) = &req.escalation_policy {
             let found = self
                 .store
-                .docs(p.tenant, "escalation-policies", None, usize::MAX, {
-                    let policy = policy.clone();
-                    move |d| d.name == policy
-                })
-                .await?;
-            if found.is_empty() {
+                .doc(p.tenant, "escalation-policies", policy.clone(), false)
+                .await;
+            if matches!(found, Err(StoreError::NotFound)) {
                 return Err(invalid(
                     "escalationPolicy",
                     format!("escalation policy {policy:?} does not exist"),
                 ));
             }
+            found?;
         }
         if let Some(o) = req.object_id {
-            self.store.object(p.tenant, o).await?;
+            match self.store.object(p.tenant, o).await {
+                Err(StoreError::NotFound) => {
+                    return Err(invalid("objectId", format!("object {o} does not exist")));
+                }
+                found => {
+                    found?;
+                }
+            }
         }
         let id = self.clock.new_id();
         let dedup_key = req

@@ -76,13 +76,8 @@ impl Alerting {
     ) -> Result<RuleTest, AlertError> {
         let doc = self
             .store
-            .docs(p.tenant, "alert-rules", None, usize::MAX, {
-                let name = name.clone();
-                move |d| d.name == name
-            })
-            .await?
-            .pop()
-            .ok_or(crate::store::StoreError::NotFound)?;
+            .doc(p.tenant, "alert-rules", name.clone(), false)
+            .await?;
         let rule = AlertRule::parse(&doc.body)
             .ok_or_else(|| invalid("rule", "the stored rule cannot be read"))?;
         let events = self.history(p, req.from, req.to).await?;

@@ -50,10 +50,6 @@ impl Consumer {
         })
     }
 
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
     /// The id of the last event whose work is committed.
     pub fn position(&self) -> Uuid {
         self.position

@@ -8,7 +8,7 @@ use super::keys::scoped;
 use super::keys::tenant_range;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS,
-    STATES, STORM_INCIDENTS, STORM_INDEX,
+    STORM_INCIDENTS, STORM_INDEX,
 };
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -19,7 +19,7 @@ use crate::model::event::Severity;
 use crate::model::event::{EventDraft, Journaled};
 use crate::model::incident::{Incident, Storm};
 use crate::model::object::ObjectKind;
-use crate::model::state::{DOWN, StateType, UNREACHABLE};
+use crate::model::state::{DOWN, UNREACHABLE};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -203,19 +203,6 @@ fn hold(
     Ok(())
 }
 
-/// The hard state of an object, if it has one.
-fn hard_state(tx: &WriteTransaction, tenant: Uuid, object: Uuid) -> Result<Option<u8>, StoreError> {
-    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-    let Some(v) = t
-        .get(scoped(tenant, object.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-    else {
-        return Ok(None);
-    };
-    let s = super::states::decode_state(object, v.value())?;
-    Ok((s.state_type == StateType::Hard).then_some(s.state))
-}
-
 /// Topology (SEMANTICS 7): a service's problem while its host is hard DOWN is caused by the
 /// host; an UNREACHABLE host's by a parent that is hard DOWN or UNREACHABLE.
 fn topology_cause(
@@ -230,7 +217,7 @@ fn topology_cause(
         return Ok(None);
     };
     if let Some(host) = o.host_id {
-        if hard_state(tx, tenant, host)? == Some(DOWN) {
+        if super::states::hard_state(tx, tenant, host)? == Some(DOWN) {
             let name = super::objects::get(tx, tenant, host)?
                 .map(|h| h.name)
                 .unwrap_or_default();
@@ -241,7 +228,7 @@ fn topology_cause(
         }
         return Ok(None);
     }
-    if hard_state(tx, tenant, id)? != Some(UNREACHABLE) {
+    if super::states::hard_state(tx, tenant, id)? != Some(UNREACHABLE) {
         return Ok(None);
     }
     for parent in o.spec.parents.iter().flatten() {
@@ -254,7 +241,10 @@ fn topology_cause(
                 .and_then(|v| Uuid::from_slice(v.value()).ok())
         };
         if let Some(pid) = pid {
-            if matches!(hard_state(tx, tenant, pid)?, Some(DOWN | UNREACHABLE)) {
+            if matches!(
+                super::states::hard_state(tx, tenant, pid)?,
+                Some(DOWN | UNREACHABLE)
+            ) {
                 return Ok(Some(AlertCause {
                     object_id: Some(pid),
                     reason: format!("parent {parent} is down"),
@@ -394,6 +384,11 @@ fn correlate_storm(
     Ok(None)
 }
 
+/// The dedup key of a heartbeat rule's "no event" alert (SEMANTICS 3).
+fn heartbeat_key(rule: &str) -> String {
+    format!("heartbeat/{rule}")
+}
+
 /// The "no event" alerts of heartbeat rules whose source has been silent longer than
 /// `expectEvery` since it was last heard (SEMANTICS 3), for rules that are not open already;
 /// rows of rules deleted, disabled or no longer heartbeat rules are dropped.
@@ -431,7 +426,7 @@ fn silent_sources(
             continue;
         };
         let expect_ms = i64::try_from(beat.expect_every.0.as_millis()).unwrap_or(i64::MAX);
-        let dedup_key = format!("heartbeat/{name}");
+        let dedup_key = heartbeat_key(name);
         if now.as_millis() - last_ms <= expect_ms || active(tx, tenant, &dedup_key)?.is_some() {
             continue;
         }
@@ -668,7 +663,7 @@ impl Store {
                             .map_err(StoreError::from_redb)?
                             .insert(scoped(tenant, rule.as_bytes()).as_slice(), at.as_millis())
                             .map_err(StoreError::from_redb)?;
-                        if let Some(mut held) = active(tx, tenant, &format!("heartbeat/{rule}"))? {
+                        if let Some(mut held) = active(tx, tenant, &heartbeat_key(&rule))? {
                             held.remember(event);
                             events.push(held.resolve(now).map_err(refused)?);
                             save(tx, &held)?;

@@ -67,7 +67,7 @@ fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
     })
 }
 
-pub(super) fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
+fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
     let r: StateRow = decode(bytes)?;
     let time = |ms: i64| {
         Timestamp::from_millis(ms)
@@ -118,24 +118,29 @@ pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
 }
 
 /// Whether an object is in a hard non-OK (non-UP) state.
+/// An object's state number while it is hard (`None`: soft, or no result yet).
+pub(super) fn hard_state(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    object: Uuid,
+) -> Result<Option<u8>, StoreError> {
+    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    let Some(v) = t
+        .get(scoped(tenant, object.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?
+    else {
+        return Ok(None);
+    };
+    let s = decode_state(object, v.value())?;
+    Ok((s.state_type == StateType::Hard).then_some(s.state))
+}
+
 pub(super) fn hard_problem(
     tx: &WriteTransaction,
     tenant: Uuid,
     object: Uuid,
 ) -> Result<bool, StoreError> {
-    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-    Ok(
-        match t
-            .get(scoped(tenant, object.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?
-        {
-            Some(v) => {
-                let s = decode_state(object, v.value())?;
-                s.state != 0 && s.state_type == StateType::Hard
-            }
-            None => false,
-        },
-    )
+    Ok(hard_state(tx, tenant, object)?.is_some_and(|s| s != 0))
 }
 
 /// Mirrors an alert's acknowledgement onto its object's live state (`ackedBy`), in the

@@ -7,6 +7,14 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// Creates each (path, body) in order, expecting 201.
+async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
+    for (path, body) in items {
+        let res = send(s, token, Method::POST, path, body).await;
+        assert_eq!(res.status().as_u16(), 201, "{path}");
+    }
+}
+
 async fn get(s: &Server, token: &str, path: &str) -> Value {
     json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
 }
@@ -58,7 +66,7 @@ async fn events_of(s: &Server, token: &str, types: &str) -> Vec<Value> {
 }
 
 async fn setup(s: &Server, token: &str) -> String {
-    for (path, body) in [
+    create_all(s, token, vec![
         (
             "/api/v1/hosts",
             json!({"name": "edge", "labels": {"site": "north"}, "spec": {}}),
@@ -82,10 +90,8 @@ async fn setup(s: &Server, token: &str) -> String {
             "/api/v1/alert-rules",
             json!({"name": "never", "match": "event.payload.nothing == 'x'", "severity": "warning"}),
         ),
-    ] {
-        let res = send(s, token, Method::POST, path, body).await;
-        assert_eq!(res.status().as_u16(), 201, "{path}");
-    }
+    ])
+    .await;
     let services = get(s, token, "/api/v1/services").await;
     services["items"][0]["id"].as_str().unwrap().to_string()
 }
@@ -214,6 +220,15 @@ async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
     )
     .await;
     assert_problem(unknown_policy, 422, "svc:validation/escalationPolicy").await;
+    let unknown_object = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "x", "objectId": uuid::Uuid::now_v7()}),
+    )
+    .await;
+    assert_problem(unknown_object, 422, "svc:validation/objectId").await;
 
     let body = json!({"title": "Fire in hall 2", "summary": "smoke detector 7", "dedupKey": "fire-hall-2", "labels": {"site": "north"}});
     let first = json(
@@ -684,7 +699,7 @@ async fn silences_and_downtimes_suppress_paging_never_opening() {
 async fn effective_labels_come_from_templates_and_the_host() {
     let a = Admin::start();
     let (s, token) = (&a.s, &a.token);
-    for (path, body) in [
+    create_all(s, token, vec![
         (
             "/api/v1/templates",
             json!({"name": "ops-owned", "kind": "service", "labels": {"team": "ops", "tier": "gold"}, "spec": {}}),
@@ -701,16 +716,8 @@ async fn effective_labels_come_from_templates_and_the_host() {
             "/api/v1/alert-rules",
             json!({"name": "lab", "match": "event.labels.site == 'lab' && event.labels.team == 'ops' && event.state == 'CRITICAL'", "severity": "warning"}),
         ),
-    ] {
-        assert_eq!(
-            send(s, token, Method::POST, path, body)
-                .await
-                .status()
-                .as_u16(),
-            201,
-            "{path}"
-        );
-    }
+    ])
+    .await;
     let id = get(s, token, "/api/v1/services").await["items"][0]["id"]
         .as_str()
         .unwrap()
@@ -731,7 +738,7 @@ async fn effective_labels_come_from_templates_and_the_host() {
 async fn pending_alerts_survive_a_restart_and_old_ones_expire() {
     let a = Admin::start();
     let token = a.token.clone();
-    for (path, body) in [
+    create_all(&a.s, &token, vec![
         ("/api/v1/hosts", json!({"name": "edge", "spec": {}})),
         (
             "/api/v1/services",
@@ -741,16 +748,8 @@ async fn pending_alerts_survive_a_restart_and_old_ones_expire() {
             "/api/v1/alert-rules",
             json!({"name": "slow", "match": "event.state == 'CRITICAL'", "severity": "critical", "pendingFor": "1s", "autoCloseAfter": "2s"}),
         ),
-    ] {
-        assert_eq!(
-            send(&a.s, &token, Method::POST, path, body)
-                .await
-                .status()
-                .as_u16(),
-            201,
-            "{path}"
-        );
-    }
+    ])
+    .await;
     result(&a.s, &token, "CRITICAL").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -886,16 +885,7 @@ async fn topology_causes_and_alarm_storms_are_correlated() {
             json!({"name": format!("psu{i}"), "host": "rack1", "spec": {}}),
         ));
     }
-    for (path, body) in bodies {
-        assert_eq!(
-            send(s, token, Method::POST, path, body)
-                .await
-                .status()
-                .as_u16(),
-            201,
-            "{path}"
-        );
-    }
+    create_all(s, token, bodies).await;
     let post = |items: Value| {
         send(
             s,
@@ -981,7 +971,7 @@ async fn topology_causes_and_alarm_storms_are_correlated() {
 async fn business_services_evaluate_live_with_impact_and_sla() {
     let a = Admin::start();
     let (s, token) = (&a.s, &a.token);
-    for (path, body) in [
+    create_all(s, token, vec![
         (
             "/api/v1/hosts",
             json!({"name": "web1", "labels": {"tier": "web"}, "spec": {}}),
@@ -999,16 +989,8 @@ async fn business_services_evaluate_live_with_impact_and_sla() {
             "/api/v1/business-services",
             json!({"name": "frontend", "parentId": "shop", "selector": "tier=web", "rule": "quorum", "quorumPct": 50}),
         ),
-    ] {
-        assert_eq!(
-            send(s, token, Method::POST, path, body)
-                .await
-                .status()
-                .as_u16(),
-            201,
-            "{path}"
-        );
-    }
+    ])
+    .await;
     let db1 = get(s, token, "/api/v1/hosts?limit=10").await["items"]
         .as_array()
         .unwrap()
@@ -1207,7 +1189,7 @@ async fn heartbeat_rules_open_on_silence_and_resolve_on_the_next_event() {
 async fn alert_groups_aggregate_their_members() {
     let a = Admin::start();
     let (s, token) = (&a.s, &a.token);
-    for (path, body) in [
+    create_all(s, token, vec![
         (
             "/api/v1/hosts",
             json!({"name": "edge", "labels": {"site": "north"}, "spec": {}}),
@@ -1228,16 +1210,8 @@ async fn alert_groups_aggregate_their_members() {
             "/api/v1/alert-rules",
             json!({"name": "problems", "match": "event.state in ['WARNING', 'CRITICAL']", "severity": "warning", "groupId": "by-site"}),
         ),
-    ] {
-        assert_eq!(
-            send(s, token, Method::POST, path, body)
-                .await
-                .status()
-                .as_u16(),
-            201,
-            "{path}"
-        );
-    }
+    ])
+    .await;
     let post = |service: &str, state: &str| {
         send(
             s,
