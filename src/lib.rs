@@ -10,6 +10,7 @@ pub mod hw;
 pub mod inventory;
 pub mod model;
 pub mod monitor;
+pub mod notify;
 pub mod runtime;
 pub mod store;
 pub mod web;

@@ -237,6 +237,34 @@ impl Alerting {
         Ok(written)
     }
 
+    /// An ack link's acknowledgement: by the contact it was sent to, `via` the link; only an
+    /// open alert (else `NotFound`).
+    pub async fn ack_by_link(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        by: String,
+    ) -> Result<Alert, AlertError> {
+        let now = self.clock.now();
+        let actor = Actor::system("ack-link");
+        let audit = AuditDraft::new(now, tenant, &actor, "alert.ack", format!("alert/{id}"));
+        let (alert, journaled) = self
+            .store
+            .transition_alert(
+                tenant,
+                id,
+                move |a| {
+                    let mut event = a.ack(&by, None, now)?;
+                    event.payload["via"] = serde_json::json!("link");
+                    Ok(event)
+                },
+                audit,
+            )
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(alert)
+    }
+
     pub async fn resolve(
         &self,
         p: &Principal,

@@ -10,6 +10,7 @@ use crate::inventory::InventoryError;
 use crate::monitor::heartbeats::HeartbeatError;
 use crate::monitor::metrics::MetricError;
 use crate::monitor::results::ResultError;
+use crate::notify::NotifyError;
 use crate::store::StoreError;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -49,6 +50,7 @@ pub enum Code {
     SecretsNoKey,
     StorageUnavailable,
     PipelineStalled,
+    NotifyTestFailed,
     Internal,
 }
 
@@ -79,6 +81,7 @@ impl Code {
             Code::SecretsNoKey => "svc:secrets/nokey",
             Code::StorageUnavailable => "svc:storage/unavailable",
             Code::PipelineStalled => "svc:pipeline/stalled",
+            Code::NotifyTestFailed => "svc:notify/test-failed",
             Code::Internal => "svc:internal",
         })
     }
@@ -110,6 +113,7 @@ impl Code {
             Code::SecretsNoKey => (S::SERVICE_UNAVAILABLE, "No master key"),
             Code::StorageUnavailable => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
             Code::PipelineStalled => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
+            Code::NotifyTestFailed => (S::BAD_GATEWAY, "Channel test failed"),
             Code::Internal => (S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -260,6 +264,16 @@ impl From<AlertError> for Problem {
         match e {
             AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
             AlertError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<NotifyError> for Problem {
+    fn from(e: NotifyError) -> Self {
+        match e {
+            NotifyError::Invalid(i) => Problem::validation(i.field, i.detail),
+            NotifyError::TestFailed(why) => Problem::new(Code::NotifyTestFailed, why),
+            NotifyError::Store(s) => s.into(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod identity;
 mod incidents;
 mod metrics;
 pub mod middleware;
+mod notify;
 mod objects;
 pub mod openapi;
 mod pages;
@@ -38,6 +39,7 @@ use crate::monitor::metrics::MetricQueries;
 use crate::monitor::pipeline::Pipeline;
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::Scheduler;
+use crate::notify::Notifier;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{Metrics, Stopwatch, Supervisor};
 use crate::store::Store;
@@ -55,6 +57,7 @@ pub struct AppContext {
     pub inventory: Arc<Inventory>,
     pub heartbeats: Arc<Heartbeats>,
     pub alerting: Arc<Alerting>,
+    pub notify: Arc<Notifier>,
     pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,

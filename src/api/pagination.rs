@@ -34,6 +34,10 @@ pub const PROBLEMS: PageRules = PageRules {
     default: 500,
     max: None,
 };
+pub const DEAD_LETTERS: PageRules = PageRules {
+    default: 100,
+    max: Some(1000),
+};
 pub const AUDIT: PageRules = PageRules {
     default: 200,
     max: Some(5000),

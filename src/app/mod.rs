@@ -22,6 +22,7 @@ use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
+use crate::notify::{Courier, Escalator, Notifier};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
@@ -121,6 +122,8 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 
 /// Runs the service until a stop signal.
 pub async fn serve(config: Config) -> Result<(), AppError> {
+    // Outgoing TLS (notification channels) uses ring, like everything else here.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
     let store = open_store(&config.data_dir, clock.clone()).await?;
@@ -231,6 +234,15 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     store.watch_catalog(scheduler.waker());
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
+    let notify = Notifier::new(
+        store.clone(),
+        clock.clone(),
+        events.clone(),
+        inventory.clone(),
+        config.base_url.clone(),
+    );
+    supervisor.spawn(Escalator::new(notify.clone(), events.filings()));
+    supervisor.spawn(Courier(notify.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -240,6 +252,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         heartbeats,
         alerting,
+        notify,
         business,
         results,
         pipeline,

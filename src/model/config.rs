@@ -4,6 +4,9 @@
 //! SPEC's fields where it gives them, elsewhere a schema of ours following the published
 //! interface's field names, for the engines of later issues to read.
 
+use super::notify::{
+    Channel, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
+};
 use super::{GoDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -75,7 +78,7 @@ pub const KINDS: [Kind; 20] = [
         "escalation-policies",
         "escalation-policy",
         CONFIG,
-        validate_as::<EscalationPolicyBody>,
+        validate_escalation_policy,
     ),
     kind("schedules", "schedule", ONCALL, validate_schedule),
     kind("contacts", "contact", ONCALL, validate_contact),
@@ -83,7 +86,7 @@ pub const KINDS: [Kind; 20] = [
         "contact-groups",
         "contact-group",
         ONCALL,
-        validate_as::<ContactGroupBody>,
+        validate_as::<ContactGroup>,
     ),
     kind("channels", "channel", CONFIG, validate_channel),
     kind(
@@ -284,117 +287,25 @@ fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     Ok(())
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EscalationPolicyBody {
-    steps: Vec<EscalationStep>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    description: Option<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EscalationStep {
-    after: GoDuration,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    channels: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    max_repeats: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    repeat_every: Option<GoDuration>,
-    #[serde(default)]
-    unless_acked: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    notify: Option<EscalationTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    action: Option<EscalationAction>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EscalationTarget {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    contact: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    contact_group: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    escalate_to: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    schedule: Option<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EscalationAction {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    servicenow: Option<ServiceNowAction>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    ticket: Option<TicketAction>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    webhook: Option<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ServiceNowAction {
-    assignment_group: String,
-    auto_close: bool,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct TicketAction {
-    channel: String,
-    #[serde(default)]
-    auto_close: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    params: BTreeMap<String, String>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ContactBody {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    email: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    phone: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    time_zone: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    user_id: Option<String>,
-    #[serde(default)]
-    preferences: Vec<Value>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ChannelPreference {
-    channels: Vec<String>,
-    profile: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    period: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    severity: Option<String>,
-}
-
 fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_as::<ContactBody>(body)?;
-    let prefs = body
-        .get("preferences")
-        .cloned()
-        .unwrap_or(Value::Array(Vec::new()));
-    let prefs: Vec<ChannelPreference> =
-        serde_json::from_value(prefs).map_err(|e| invalid("preferences", e.to_string()))?;
-    if let Some(tz) = body.get("timeZone").and_then(Value::as_str) {
-        if jiff::tz::TimeZone::get(tz).is_err() {
-            return Err(invalid("contact", format!("unknown time zone {tz:?}")));
-        }
+    if let Some(prefs) = body.get("preferences").filter(|p| !p.is_null()) {
+        serde_json::from_value::<Vec<ChannelPreference>>(prefs.clone())
+            .map_err(|e| invalid("preferences", e.to_string()))?;
     }
-    body.insert(
-        "preferences".into(),
-        serde_json::to_value(prefs).unwrap_or_default(),
-    );
-    Ok(())
+    validate_with(body, |c: &Contact| {
+        if let Some(tz) = &c.time_zone {
+            if jiff::tz::TimeZone::get(tz).is_err() {
+                return Err(invalid("contact", format!("unknown time zone {tz:?}")));
+            }
+        }
+        for p in &c.preferences {
+            if let Some(s) = &p.severity {
+                s.parse::<super::event::Severity>()
+                    .map_err(|_| invalid("preferences", format!("unknown severity {s:?}")))?;
+            }
+        }
+        Ok(())
+    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -833,45 +744,41 @@ impl AlertGroup {
 }
 
 /// An on-call schedule: layers of rotations in a time zone.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ScheduleBody {
-    time_zone: String,
-    #[serde(default)]
-    layers: Vec<Rotation>,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Rotation {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    name: Option<String>,
-    /// When the first participant's first shift starts.
-    anchor: Timestamp,
-    /// `hour`, `day` or `week`.
-    unit: String,
-    #[serde(default = "one")]
-    length: u32,
-    /// Contact names, in rotation order.
-    participants: Vec<String>,
-    /// When the layer applies, e.g. `{"timePeriod": "business-hours"}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    restriction: Option<Value>,
-}
-
-fn one() -> u32 {
-    1
-}
+/// Rotation units: whole days (`daily`, `weekly`) keep the handover's wall-clock time.
+pub const ROTATION_UNITS: [&str; 3] = ["daily", "weekly", "custom"];
 
 fn validate_schedule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |s: &ScheduleBody| {
+    validate_with(body, |s: &Schedule| {
         check_time_zone(&s.time_zone)?;
         for r in &s.layers {
-            one_of("unit", &r.unit, &["hour", "day", "week"])?;
-            if r.participants.is_empty() || r.length == 0 {
+            one_of("unit", &r.unit, &ROTATION_UNITS)?;
+            if r.participants.is_empty() {
+                return Err(invalid("", "a rotation needs participants"));
+            }
+            if r.length.is_some_and(|l| l.0.as_secs() < 60) {
+                return Err(invalid("", "a rotation's length must be at least 1m"));
+            }
+            for (day, ranges) in &r.restriction {
+                if super::timeperiod::weekday(day).is_none() {
+                    return Err(invalid(
+                        "",
+                        format!("restriction day {day:?} is not a weekday"),
+                    ));
+                }
+                ranges.iter().try_for_each(|r| check_range(r))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+fn validate_escalation_policy(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |p: &EscalationPolicy| {
+        for (i, step) in p.steps.iter().enumerate() {
+            if step.repeat_every.is_some_and(|r| r.0.as_secs() < 1) {
                 return Err(invalid(
                     "",
-                    "a rotation needs participants and a length of at least 1",
+                    format!("step {i}: repeatEvery must be at least 1s"),
                 ));
             }
         }
@@ -879,46 +786,22 @@ fn validate_schedule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ContactGroupBody {
-    members: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    idp_group: Option<String>,
-}
-
-pub const CHANNEL_TYPES: [&str; 7] = [
+pub const CHANNEL_TYPES: [&str; 11] = [
     "email",
     "webhook",
     "sms",
     "voice",
     "espa",
     "slack",
+    "teams",
+    "ntfy",
+    "gotify",
     "servicenow",
+    "script",
 ];
 
-/// A notification channel; `config` values may refer to secrets as `${secret:NAME}`.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ChannelBody {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default = "yes")]
-    enabled: bool,
-    #[serde(default)]
-    config: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    template: Option<String>,
-}
-
-fn yes() -> bool {
-    true
-}
-
 fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |c: &ChannelBody| {
-        one_of("type", &c.kind, &CHANNEL_TYPES)
-    })
+    validate_with(body, |c: &Channel| one_of("type", &c.kind, &CHANNEL_TYPES))
 }
 
 pub const SOURCE_TYPES: [&str; 8] = [
@@ -957,6 +840,10 @@ struct EventSourceBody {
     mapping: BTreeMap<String, String>,
     #[serde(default)]
     config: BTreeMap<String, String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn token_auth() -> String {

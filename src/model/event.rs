@@ -104,6 +104,17 @@ pub enum Severity {
     Ok,
 }
 
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+            Severity::Ok => "ok",
+        }
+    }
+}
+
 impl FromStr for Severity {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

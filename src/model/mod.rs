@@ -11,6 +11,7 @@ pub mod heartbeat;
 pub mod identity;
 pub mod incident;
 pub mod metric;
+pub mod notify;
 pub mod object;
 pub mod secret;
 pub mod selector;

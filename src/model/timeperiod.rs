@@ -34,6 +34,14 @@ pub struct TimePeriod {
     pub exclude: Vec<String>,
 }
 
+/// The index (Monday 0) of a weekday named in full or by its first three letters.
+pub fn weekday(name: &str) -> Option<usize> {
+    let name = name.trim().to_ascii_lowercase();
+    WEEKDAYS
+        .iter()
+        .position(|d| *d == name || (name.len() == 3 && d.starts_with(&name)))
+}
+
 /// `HH:MM-HH:MM` within one day as minutes `[start, end)`; `24:00` is allowed as an end.
 pub fn parse_range(r: &str) -> Option<(u32, u32)> {
     let minutes = |t: &str| -> Option<u32> {

@@ -101,6 +101,9 @@ fn timer_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
 /// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
 /// stale are dropped when due.
 fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
+    if a.status != AlertStatus::Open {
+        super::notify::disarm_escalation(tx, a.id)?;
+    }
     if let Some(object) = a.object_id {
         let by = (a.status == AlertStatus::Acked)
             .then_some(a.acked_by.as_deref())
@@ -610,7 +613,13 @@ impl Store {
             }
             None => suppressed(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
         };
-        events.extend(reason.map(|why| alert.suppressed(&why)));
+        match &reason {
+            Some(why) => {
+                events.push(alert.suppressed(why));
+                super::notify::hold_suppressed(tx, &alert)?;
+            }
+            None => super::notify::arm_escalation(tx, &alert, alert.opened_at, now)?,
+        }
         events.extend(correlate_storm(
             tx,
             &alert,
@@ -703,6 +712,9 @@ impl Store {
         let store = self.clone();
         self.write(move |tx| {
             let (alert, opened, event) = fire(tx, alert, None, Some("api"))?;
+            if opened {
+                super::notify::arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
+            }
             let audit = audit.after(&alert);
             let journaled = store.record(tx, [audit], event.into_iter().collect())?;
             Ok((alert, opened, journaled))
@@ -772,10 +784,26 @@ impl Store {
                 if let Some(mut alert) = load(tx, tenant, id)? {
                     if let Some(woken) = alert.wake(at) {
                         save(tx, &alert)?;
+                        super::notify::arm_escalation(tx, &alert, at, now)?;
                         events.push(woken);
                     } else if alert.expire(at) {
                         save(tx, &alert)?;
                     }
+                }
+            }
+            for (tenant, id) in super::notify::suppressed_alerts(tx)? {
+                let Some(alert) = load(tx, tenant, id)? else {
+                    super::notify::release_suppressed(tx, tenant, id)?;
+                    continue;
+                };
+                let lifted = alert.status == AlertStatus::Open
+                    && topology_cause(tx, tenant, alert.object_id)?.is_none()
+                    && suppressed(&alert, host_of(tx, tenant, alert.object_id)?).is_none();
+                if !alert.status.is_active() || lifted {
+                    super::notify::release_suppressed(tx, tenant, id)?;
+                }
+                if lifted {
+                    super::notify::arm_escalation(tx, &alert, alert.opened_at, now)?;
                 }
             }
             for alert in silent_sources(tx, now, &|| store.clock.new_id())? {

@@ -91,6 +91,11 @@ impl Store {
             change(&mut new);
             new.version = old.version + 1;
             save(tx, &new)?;
+            if new.status == "resolved" && old.status != "resolved" {
+                for alert in &new.alert_ids {
+                    super::notify::disarm_escalation(tx, *alert)?;
+                }
+            }
             let event = new.update_event("updated");
             let journaled = store.record(tx, [audit.before(&old).after(&new)], vec![event])?;
             Ok((new, journaled))

@@ -4,10 +4,11 @@
 use super::StoreError;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
-    DOWNTIMES, EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
-    STORM_INCIDENTS, STORM_INDEX, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
-    USERS,
+    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
+    EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES,
+    OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
+    STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
+    USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -82,6 +83,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 13,
         name: "incidents, silences, downtimes",
         apply: create_suppression_tables,
+    },
+    Migration {
+        version: 14,
+        name: "escalation timers, deliveries, overrides",
+        apply: create_notify_tables,
     },
 ];
 
@@ -164,6 +170,20 @@ fn create_suppression_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
     tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
     tx.open_table(IDEMPOTENT_ANSWERS)
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_notify_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
+    tx.open_table(ESCALATIONS_DUE)
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(DELIVERIES).map_err(StoreError::from_redb)?;
+    tx.open_table(DELIVERIES_DUE)
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(DEAD_LETTERS).map_err(StoreError::from_redb)?;
+    tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
+    tx.open_table(SUPPRESSED_ALERTS)
         .map_err(StoreError::from_redb)?;
     Ok(())
 }

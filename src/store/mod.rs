@@ -15,6 +15,7 @@ pub mod journal;
 mod keys;
 pub mod metrics;
 mod migrations;
+pub mod notify;
 pub mod objects;
 mod secrets;
 pub mod states;

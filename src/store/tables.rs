@@ -93,6 +93,27 @@ pub const DOWNTIMES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("downt
 pub const IDEMPOTENT_ANSWERS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("idempotent_answer_by_tenant_key");
 
+/// Escalation timers by alert id + step (big-endian u32): one per step of an alert's chain.
+pub const ESCALATIONS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("escalation_timer_by_alert_step");
+/// The same timers by due time: ms (big-endian) + alert id + step.
+pub const ESCALATIONS_DUE: TableDefinition<&[u8], ()> =
+    TableDefinition::new("escalation_timer_by_due");
+/// Deliveries waiting to be sent, by id.
+pub const DELIVERIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("delivery_by_id");
+/// Deliveries by their next try: ms (big-endian) + id.
+pub const DELIVERIES_DUE: TableDefinition<&[u8], ()> = TableDefinition::new("delivery_by_next_try");
+/// Deliveries that ran out of attempts, by tenant + id.
+pub const DEAD_LETTERS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("dead_delivery_by_tenant_id");
+/// Schedule overrides by tenant + schedule id + override id.
+pub const OVERRIDES: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("override_by_tenant_schedule_id");
+/// Alerts with an escalation policy that opened suppressed, by tenant + alert id: their
+/// chain starts when the suppression lifts.
+pub const SUPPRESSED_ALERTS: TableDefinition<&[u8], ()> =
+    TableDefinition::new("suppressed_alert_by_tenant_id");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -46,7 +46,7 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         ),
         (
             "schedules",
-            json!({"timeZone": "UTC", "layers": [{"anchor": "2026-01-05T08:00:00Z", "unit": "week", "participants": ["ada"]}]}),
+            json!({"timeZone": "UTC", "layers": [{"anchor": "2026-01-05T08:00:00Z", "unit": "weekly", "participants": ["ada"]}]}),
             json!({"timeZone": "Mars/Olympus"}),
             "svc:validation/schedule",
         ),

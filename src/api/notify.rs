@@ -1,0 +1,279 @@
+//! Notification routes (SPEC 4.3, 4.5; CONTRACT 3): on call now, schedule overrides,
+//! timeline, stats and iCalendar feed, policy simulation, dead letters, channel tests and ack
+//! links.
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
+use super::pagination::{DEAD_LETTERS, Page, PageQuery};
+use super::router::Route;
+use crate::model::notify::{Delivery, OverrideBody, TestSend};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/oncall/now", on_call_now).permission("oncall:read").doc(
+            "oncall",
+            "Who is on call",
+            "A JSON array with one entry per schedule: `{schedule, shifts: [{contactId, contact, start, end, layer, override}], contacts: [Contact]}`; `shifts` is empty when nobody is on call. Resolution: the first override covering now, else the first layer whose restriction covers now.",
+        ),
+        Route::get("/api/v1/schedules/{name}/overrides", overrides).permission("oncall:read").doc(
+            "schedules",
+            "List overrides of a schedule",
+            "`{items: [Override]}` by start, without paging.",
+        ),
+        Route::post("/api/v1/schedules/{name}/overrides", create_override).permission("oncall:write").doc(
+            "schedules",
+            "Create an override",
+            "`{contactId (a contact id or name), start, end, reason?}` (RFC 3339; `schedule` in the body is ignored, the path names it). 200 with the Override, as the reference answers; an unknown contact, a missing time or `end` not after `start` is 422 `svc:validation/override`.",
+        ),
+        Route::delete("/api/v1/schedules/{name}/overrides/{id}", delete_override).permission("oncall:write").doc(
+            "schedules",
+            "Delete an override",
+            "204; an unknown override is 404.",
+        ),
+        Route::get("/api/v1/schedules/{name}/timeline", timeline).permission("oncall:read").doc(
+            "schedules",
+            "Resolved shifts for a range",
+            "`from`, `to` (RFC 3339; default now and 14 days later; at most 366 days): the shifts as `OnCallShift`s, overrides and restrictions applied, gaps left out.",
+        ),
+        Route::get("/api/v1/schedules/{name}/stats", stats).permission("oncall:read").doc(
+            "schedules",
+            "On-call hours per person",
+            "`from`, `to` (default now and 30 days later): `[{contactId, contact, hours, weekendHours, overrides}]`, weekend hours counted in the schedule's time zone.",
+        ),
+        Route::get("/api/v1/schedules/{name}/ics", ics).permission("oncall:read").doc(
+            "schedules",
+            "iCalendar feed",
+            "`text/calendar` (RFC 5545), one event per shift from 7 days ago to 60 days ahead, for calendar applications to subscribe to.",
+        ),
+        Route::post("/api/v1/escalation-policies/{name}:simulate", simulate).permission("alerts:read").doc(
+            "escalation-policies",
+            "Dry-run: who would be notified when",
+            "Optional `{severity}` (default critical). `{policy, steps: [{step, after, at, contacts: [{contactId, contact, channels, fallbacks}], repeats: [times], unlessAcked, action?, error?}]}` for an alert opened now and never acknowledged.",
+        ),
+        Route::get("/api/v1/notifications/dead-letters", dead_letters).permission("alerts:read").doc(
+            "notifications",
+            "Dead-letter queue",
+            "Deliveries that ran out of attempts or were refused for good, newest first: `{id, tenantId, channelId, channel, kind, payload, attempts, nextTry, dead, lastError, createdAt, target?, contactId?}`; limit 100 by default, at most 1000; `cursor` is the last id of the previous page.",
+        ),
+        Route::post("/api/v1/notifications/dead-letters/{id}:replay", replay).permission("alerts:ack").doc(
+            "notifications",
+            "Requeue a dead letter",
+            "202 with the delivery: attempts reset, due now; an unknown id is 404.",
+        ),
+        Route::post("/api/v1/channels/{name}:test-notification", test_notification).permission("config:write").doc(
+            "channels",
+            "Send a test notification",
+            "Optional `{target}` (required for e-mail, SMS and voice channels: the address or number). Sends at once: 200 `{result: \"sent\", detail}`, or 502 `svc:notify/test-failed` with the provider's error as detail.",
+        ),
+        Route::get("/api/v1/ack/{token}", ack_link).doc(
+            "notifications",
+            "Acknowledge by link",
+            "The link of a notification (HMAC-signed, valid 24 h; no credential needed). `text/html`: 200 when it acknowledged the alert or the alert is no longer open (it says which); 404 for a link that is invalid or expired.",
+        ),
+    ]
+}
+
+async fn on_call_now(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.notify.on_call_now(&c.principal).await?))
+}
+
+async fn overrides(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let items = st.notify.overrides(&c.principal, &name).await?;
+    Ok(Json(Page::all(items)))
+}
+
+async fn create_override(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<OverrideBody>,
+) -> Result<impl IntoResponse, Problem> {
+    let o = st
+        .notify
+        .create_override(&c.principal, &c.actor, &name, body)
+        .await?;
+    Ok(Json(o))
+}
+
+async fn delete_override(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath((name, id)): ApiPath<(String, String)>,
+) -> Result<impl IntoResponse, Problem> {
+    st.notify
+        .delete_override(&c.principal, &c.actor, &name, path_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, Default)]
+struct RangeQuery {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+async fn timeline(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<RangeQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let shifts = st
+        .notify
+        .timeline(&c.principal, &name, q.from.as_deref(), q.to.as_deref())
+        .await?;
+    Ok(Json(shifts))
+}
+
+async fn stats(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<RangeQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let rows = st
+        .notify
+        .stats(&c.principal, &name, q.from.as_deref(), q.to.as_deref())
+        .await?;
+    Ok(Json(rows))
+}
+
+async fn ics(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let feed = st.notify.ics(&c.principal, &name).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/calendar; charset=utf-8")],
+        feed,
+    ))
+}
+
+#[derive(Deserialize, Default)]
+struct SimulateBody {
+    severity: Option<String>,
+}
+
+async fn simulate(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<Option<SimulateBody>>,
+) -> Result<impl IntoResponse, Problem> {
+    let severity = body.and_then(|b| b.severity);
+    Ok(Json(
+        st.notify.simulate(&c.principal, name, severity).await?,
+    ))
+}
+
+async fn dead_letters(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<PageQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let page = q.resolve(DEAD_LETTERS);
+    let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = st
+        .notify
+        .dead_letters(&c.principal, cursor, page.limit)
+        .await?;
+    Ok(Json(Page::new(items, &page, |d: &Delivery| {
+        d.id.to_string()
+    })))
+}
+
+async fn replay(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let d = st
+        .notify
+        .replay(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(d)))
+}
+
+async fn test_notification(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<Option<TestSend>>,
+) -> Result<impl IntoResponse, Problem> {
+    let result = st
+        .notify
+        .test_channel(&c.principal, name, body.unwrap_or_default())
+        .await?;
+    Ok(Json(result))
+}
+
+fn page(status: StatusCode, title: &str, text: &str) -> impl IntoResponse + use<> {
+    let escape = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let body = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{t}</title></head><body style=\"font-family:sans-serif;max-width:36em;margin:3em auto\"><h1>{t}</h1><p>{x}</p></body></html>",
+        t = escape(title),
+        x = escape(text)
+    );
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+}
+
+async fn ack_link(
+    State(st): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+) -> axum::response::Response {
+    let claim = match st.notify.ack_claim(&token).await {
+        Ok(claim) => claim,
+        Err(crate::notify::NotifyError::Store(crate::store::StoreError::NotFound)) => {
+            return page(
+                StatusCode::NOT_FOUND,
+                "Link not valid",
+                "This acknowledgement link is invalid or has expired.",
+            )
+            .into_response();
+        }
+        Err(e) => return Problem::from(e).into_response(),
+    };
+    let (tenant, alert, by) = claim;
+    match st.alerting.ack_by_link(tenant, alert, by).await {
+        Ok(a) => page(
+            StatusCode::OK,
+            "Acknowledged",
+            &format!(
+                "The alert \"{}\" is acknowledged; its escalation has stopped.",
+                a.title
+            ),
+        )
+        .into_response(),
+        Err(crate::alerting::AlertError::Store(crate::store::StoreError::NotFound)) => page(
+            StatusCode::OK,
+            "Nothing to acknowledge",
+            "The alert is no longer open: it was acknowledged, snoozed or resolved already.",
+        )
+        .into_response(),
+        Err(e) => Problem::from(e).into_response(),
+    }
+}

@@ -1,0 +1,410 @@
+//! Notification (SPEC 2.4, 2.5; CONTRACT 3; SEMANTICS 4-6): escalation policies, contacts,
+//! contact groups, schedules and channels as their documents hold them (the reference's
+//! shapes), schedule overrides, escalation timers and deliveries (outbox items; a delivery
+//! out of attempts is a dead letter).
+
+use super::event::{EventDraft, EventType, Severity};
+use super::{GoDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EscalationPolicy {
+    pub steps: Vec<EscalationStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// One step (SPEC 2.4): `after` is an offset from the alert's opening.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EscalationStep {
+    pub after: GoDuration,
+    /// Channel types (or names): a complete override of the contacts' preferences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<String>,
+    /// Repeats after the first firing: 3 means four firings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_repeats: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_every: Option<GoDuration>,
+    #[serde(default)]
+    pub unless_acked: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<EscalationTarget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<EscalationAction>,
+}
+
+/// Who a step notifies: a schedule's on-call person, else a contact group, else a contact.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EscalationTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_group: Option<String>,
+    /// `backup`: the schedule's next person in rotation instead of the one on call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EscalationAction {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servicenow: Option<ServiceNowAction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<TicketAction>,
+    /// A channel name (of any type), or an `http(s)://` URL posted the webhook body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceNowAction {
+    pub assignment_group: String,
+    pub auto_close: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TicketAction {
+    pub channel: String,
+    #[serde(default)]
+    pub auto_close: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Contact {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub preferences: Vec<ChannelPreference>,
+}
+
+/// A contact's rule for how to reach them: `channels` (types or names, tried in order on
+/// permanent failure) when the alert is at least `severity` and now is inside `period`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChannelPreference {
+    pub channels: Vec<String>,
+    pub profile: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub severity: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContactGroup {
+    /// Contact names or ids.
+    pub members: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp_group: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Schedule {
+    pub time_zone: String,
+    #[serde(default)]
+    pub layers: Vec<Rotation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A layer (the reference's `Rotation`): shifts of one `unit` each, handed over at the
+/// anchor's wall-clock time in the schedule's time zone, through `participants` in order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rotation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When the first participant's first shift starts.
+    pub anchor: Timestamp,
+    /// `daily`, `weekly` or `custom` (shifts of `length`).
+    pub unit: String,
+    /// A custom shift's length (default 24 h); whole days keep the wall-clock handover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub length: Option<GoDuration>,
+    /// Contact ids or names, in rotation order.
+    pub participants: Vec<String>,
+    /// Weekday (`monday` or `mon`) → `HH:MM-HH:MM` ranges when the layer applies; empty:
+    /// always.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub restriction: BTreeMap<String, Vec<String>>,
+}
+
+/// A notification channel (the reference's `NotificationChannel`); `config` values may name
+/// secrets as `$SECRET:name$`, opened only to send.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Channel {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default = "enabled")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub config: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// Someone else on call for a while (`/schedules/{name}/overrides`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Override {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub schedule_id: Uuid,
+    pub contact_id: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub created_at: Timestamp,
+    pub created_by: String,
+}
+
+/// The reference's `overrideBody`; `contactId` may be a contact's name too, `schedule` is
+/// taken from the path.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OverrideBody {
+    pub contact_id: Option<String>,
+    pub start: Option<String>,
+    pub end: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub schedule: Option<String>,
+}
+
+/// Who is on call from `start` to `end` (the reference's `OnCallShift`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OnCallShift {
+    pub contact_id: String,
+    /// The contact's name.
+    pub contact: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    #[serde(rename = "override")]
+    pub is_override: bool,
+}
+
+/// A persisted escalation step timer: step `step` of the alert's policy fires (for the
+/// `repeat`th time) at `due`; `base` is the time `after` counts from (the opening, or the
+/// snooze's wake-up).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EscalationTimer {
+    pub tenant_id: Uuid,
+    pub alert_id: Uuid,
+    pub step: u32,
+    pub repeat: u32,
+    pub base: Timestamp,
+    pub due: Timestamp,
+}
+
+/// What a delivery says: the alert (or a test, or an event for a `webhooks` subscription)
+/// and how to act on it; rendered per channel type when sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    /// `alert`, `test` or `event`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_id: Option<Uuid>,
+    /// The alert's short id (the first 8 hex digits) for `ACK <id>` replies.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub short_id: String,
+    pub title: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+    pub severity: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy: String,
+    pub step: u32,
+    pub repeat: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub contact: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ack_url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub alert_url: String,
+    /// An action's parameters (a ticket's `params`, ServiceNow's `assignmentGroup`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    /// The event of a `webhooks` subscription delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<Value>,
+    pub at: Timestamp,
+}
+
+/// An outbox item (CONTRACT 3's dead-letter shape plus where it goes): sent by the courier
+/// with retries; `dead` once its attempts ran out or its channel refused it for good.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<Uuid>,
+    /// The channel's name (empty for a bare URL).
+    pub channel: String,
+    /// The channel type.
+    pub kind: String,
+    pub payload: Message,
+    pub attempts: u32,
+    pub next_try: Timestamp,
+    pub dead: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    /// Where the channel sends it: the contact's address or phone; empty for channels with a
+    /// URL of their own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contact_id: Option<Uuid>,
+    /// The `webhooks` subscription this delivers for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<Uuid>,
+    /// A bare URL (a step's `action.webhook`) instead of a channel.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
+    /// The contact's next channels (types or names), tried in order when this one fails
+    /// for good.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<String>,
+}
+
+/// A target shown in events: enough to recognise, not enough to use.
+pub fn mask(target: &str) -> String {
+    if let Some((user, domain)) = target.split_once('@') {
+        let first: String = user.chars().take(1).collect();
+        return format!("{first}***@{domain}");
+    }
+    if let Some(rest) = target
+        .strip_prefix("https://")
+        .or_else(|| target.strip_prefix("http://"))
+    {
+        let host = rest.split(['/', '?']).next().unwrap_or_default();
+        let scheme = if target.starts_with("https") {
+            "https"
+        } else {
+            "http"
+        };
+        return format!("{scheme}://{host}/***");
+    }
+    let chars: Vec<char> = target.chars().collect();
+    if chars.len() <= 4 {
+        return "***".into();
+    }
+    let head: String = chars[..3.min(chars.len() - 4)].iter().collect();
+    let tail: String = chars[chars.len() - 3..].iter().collect();
+    format!("{head}***{tail}")
+}
+
+impl Delivery {
+    /// The `notification` event of one attempt (SPEC 6.2), its target masked.
+    pub fn attempt_event(
+        &self,
+        status: &str,
+        error: Option<&str>,
+        latency_ms: Option<u64>,
+    ) -> EventDraft {
+        let mut payload = json!({
+            "alertId": self.payload.alert_id,
+            "stepIndex": self.payload.step,
+            "repeat": self.payload.repeat,
+            "channel": if self.channel.is_empty() { &self.kind } else { &self.channel },
+            "status": status,
+            "attempt": self.attempts,
+            "deliveryId": self.id,
+        });
+        if let Some(id) = self.channel_id {
+            payload["channelId"] = json!(id);
+        }
+        if let Some(id) = self.contact_id {
+            payload["contactId"] = json!(id);
+            payload["contact"] = json!(self.payload.contact);
+        }
+        let target = if self.target.is_empty() {
+            &self.url
+        } else {
+            &self.target
+        };
+        if !target.is_empty() {
+            payload["target"] = json!(mask(target));
+        }
+        if let Some(e) = error {
+            payload["error"] = json!(e);
+        }
+        if let Some(ms) = latency_ms {
+            payload["latencyMs"] = json!(ms);
+        }
+        let mut draft = EventDraft::new(
+            self.tenant_id,
+            EventType::Notification,
+            Some(Severity::Info),
+            payload,
+        );
+        draft.object_id = self.payload.object_id;
+        draft.source_id = self.payload.alert_id.map(|a| a.to_string());
+        draft
+    }
+}
+
+/// What `POST /channels/{name}:test-notification` takes (the reference's `testSendRequest`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestSend {
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_masked() {
+        assert_eq!(mask("ada@example.com"), "a***@example.com");
+        assert_eq!(mask("+4917012345678"), "+49***678");
+        assert_eq!(
+            mask("https://hooks.example.com/T000/secret?x=1"),
+            "https://hooks.example.com/***"
+        );
+        assert_eq!(mask("1234"), "***");
+    }
+}

@@ -1,0 +1,146 @@
+//! Channel types: how a delivery becomes a request to a provider. Each send says whether a
+//! failure is worth retrying (network errors, timeouts, HTTP 408, 429 and 5xx) or permanent
+//! (any other refusal), which decides between the retry policy and the contact's next channel.
+
+pub mod http;
+mod script;
+pub mod template;
+
+use crate::model::notify::{Delivery, Message};
+use crate::runtime::SecretSource;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendError {
+    pub retryable: bool,
+    pub message: String,
+}
+
+impl SendError {
+    pub fn retry(message: impl Into<String>) -> Self {
+        Self {
+            retryable: true,
+            message: message.into(),
+        }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            retryable: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// A successful send: the provider's id for it, if it gave one, and what it said.
+#[derive(Debug, Default)]
+pub struct Sent {
+    pub provider_id: Option<String>,
+    pub detail: String,
+    /// The provider's whole answer.
+    pub answer: String,
+}
+
+/// What a channel needs to send: its type, its configuration with secrets opened, its
+/// template.
+pub struct Outgoing<'a> {
+    pub kind: &'a str,
+    pub config: &'a BTreeMap<String, String>,
+    pub template: Option<&'a str>,
+    pub delivery: &'a Delivery,
+}
+
+impl Outgoing<'_> {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.config
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+
+    /// The channel's URL: the delivery's own (a bare action URL), else `config.url`.
+    pub fn url(&self) -> Result<&str, SendError> {
+        if !self.delivery.url.is_empty() {
+            return Ok(&self.delivery.url);
+        }
+        self.get("url").ok_or_else(|| {
+            SendError::permanent(format!("channel {:?} has no url", self.delivery.channel))
+        })
+    }
+
+    /// The message as text: the channel's template, else the default for its type.
+    pub fn text(&self) -> String {
+        match self.template {
+            Some(t) => template::render(t, &template::context(&self.delivery.payload)),
+            None => default_text(&self.delivery.payload),
+        }
+    }
+}
+
+/// The default text of a message: severity and title, the summary, and the ack link.
+pub fn default_text(m: &Message) -> String {
+    match m.kind.as_str() {
+        "test" => format!("svc test notification: {}", m.title),
+        "event" => m.title.clone(),
+        _ => {
+            let mut out = format!("[{}] {}", m.severity.to_uppercase(), m.title);
+            if !m.summary.is_empty() {
+                out.push('\n');
+                out.push_str(&m.summary);
+            }
+            if !m.ack_url.is_empty() {
+                out.push_str("\nAcknowledge: ");
+                out.push_str(&m.ack_url);
+            }
+            out
+        }
+    }
+}
+
+/// Replaces every `$SECRET:name$` in the channel's configuration with the tenant's secret;
+/// one that is not set is a permanent failure.
+pub async fn open_secrets(
+    secrets: &Arc<dyn SecretSource>,
+    tenant: uuid::Uuid,
+    config: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, SendError> {
+    let mut out = BTreeMap::new();
+    for (k, v) in config {
+        let mut value = String::new();
+        let mut rest = v.as_str();
+        while let Some(start) = rest.find("$SECRET:") {
+            let tail = &rest[start + 8..];
+            let Some(end) = tail.find('$') else {
+                break;
+            };
+            let name = &tail[..end];
+            let secret = secrets
+                .secret(tenant, name)
+                .await
+                .ok_or_else(|| SendError::permanent(format!("secret {name:?} is not set")))?;
+            value.push_str(&rest[..start]);
+            value.push_str(&secret);
+            rest = &tail[end + 1..];
+        }
+        value.push_str(rest);
+        out.insert(k.clone(), value);
+    }
+    Ok(out)
+}
+
+/// Sends one delivery on its channel.
+pub async fn send(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+    match out.kind {
+        "webhook" => http::webhook(client, out).await,
+        "slack" => http::slack(client, out).await,
+        "teams" => http::teams(client, out).await,
+        "ntfy" => http::ntfy(client, out).await,
+        "gotify" => http::gotify(client, out).await,
+        "servicenow" => http::servicenow(client, out).await,
+        "script" => script::run(out).await,
+        other => Err(SendError::permanent(format!(
+            "channel type {other:?} has no sender in this build"
+        ))),
+    }
+}

@@ -1,0 +1,299 @@
+//! The courier: sends due outbox deliveries, at least once across crashes (a delivery leaves
+//! the outbox only in the transaction that records it sent), and retries a failure per
+//! CONTRACT 3: `30 s x 2^min(n,12)` capped at 1 h, +-10 % jitter, 30 attempts, overridable per
+//! channel (`config.retryMaxAttempts`, `retryBackoffSeconds`, `retryBackoffCapSeconds`). A
+//! delivery out of attempts, or refused for good, is a dead letter; a contact's delivery then
+//! goes on on the next channel of the contact's preferences.
+
+use super::channels::{self, Outgoing, SendError};
+use super::directory::Directory;
+use super::{Notifier, escalation};
+use crate::model::Timestamp;
+use crate::model::notify::{Channel, Delivery};
+use crate::runtime::Stopwatch;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::StoreError;
+use crate::store::notify::Attempt;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Deliveries sent concurrently per step.
+const BATCH: usize = 100;
+/// The courier looks at the outbox at least this often.
+const IDLE: Duration = Duration::from_secs(60);
+
+/// How often a channel's deliveries are tried.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl RetryPolicy {
+    pub fn of(config: &BTreeMap<String, String>) -> Self {
+        let number = |key: &str, default: u64| {
+            config
+                .get(key)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(default)
+        };
+        Self {
+            max_attempts: u32::try_from(number("retryMaxAttempts", 30)).unwrap_or(30),
+            base: Duration::from_secs(number("retryBackoffSeconds", 30)),
+            cap: Duration::from_secs(number("retryBackoffCapSeconds", 3600)),
+        }
+    }
+
+    /// The wait after the `attempts`th failed attempt; `jitter` in [-1, 1] scales +-10 %.
+    pub fn backoff(&self, attempts: u32, jitter: f64) -> Duration {
+        let doublings = attempts.saturating_sub(1).min(12);
+        let raw = self.base.saturating_mul(1 << doublings).min(self.cap);
+        raw.mul_f64(1.0 + 0.1 * jitter.clamp(-1.0, 1.0))
+    }
+}
+
+fn jitter() -> f64 {
+    let r = getrandom::u32().unwrap_or(u32::MAX / 2);
+    f64::from(r) / f64::from(u32::MAX) * 2.0 - 1.0
+}
+
+pub struct Courier(pub Arc<Notifier>);
+
+/// A delivery's channel: its type, configuration and template, or why it cannot be used.
+async fn channel_of(n: &Notifier, d: &Delivery) -> Result<Option<Channel>, StoreError> {
+    if d.channel.is_empty() {
+        return Ok(None);
+    }
+    match n
+        .store
+        .doc(d.tenant_id, "channels", d.channel.clone(), false)
+        .await
+    {
+        Ok(doc) => Ok(serde_json::from_str(&doc.body).ok()),
+        Err(StoreError::NotFound) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+impl Notifier {
+    /// One try of one delivery.
+    async fn try_send(
+        &self,
+        d: &Delivery,
+        channel: Option<&Channel>,
+    ) -> Result<channels::Sent, SendError> {
+        let (kind, config, template) = match channel {
+            Some(c) if !c.enabled => {
+                return Err(SendError::permanent(format!(
+                    "channel {:?} is disabled",
+                    d.channel
+                )));
+            }
+            Some(c) => (
+                c.kind.as_str(),
+                channels::open_secrets(&self.secrets, d.tenant_id, &c.config).await?,
+                c.template.as_deref(),
+            ),
+            None if !d.url.is_empty() => (d.kind.as_str(), BTreeMap::new(), None),
+            None => {
+                return Err(SendError::permanent(format!(
+                    "channel {:?} does not exist",
+                    d.channel
+                )));
+            }
+        };
+        let out = Outgoing {
+            kind,
+            config: &config,
+            template,
+            delivery: d,
+        };
+        channels::send(&self.http, &out).await
+    }
+
+    /// The next channel of a failed contact delivery that can take it.
+    fn fallback(
+        &self,
+        dir: &Directory,
+        failed: &Delivery,
+        now: Timestamp,
+        events: &mut Vec<crate::model::event::EventDraft>,
+    ) -> Option<Delivery> {
+        let contact = dir.contact(&failed.contact_id?.to_string())?;
+        let mut payload = failed.payload.clone();
+        payload.at = now;
+        let mut rest = failed.fallbacks.clone();
+        while !rest.is_empty() {
+            let reference = rest.remove(0);
+            match escalation::delivery(
+                dir,
+                &reference,
+                Some((contact.id, &contact.body)),
+                payload.clone(),
+                rest.clone(),
+                self.clock.new_id(),
+                failed.tenant_id,
+            ) {
+                Ok(d) => {
+                    events.push(d.attempt_event("pending", None, None));
+                    return Some(d);
+                }
+                Err(e) => {
+                    let mut skipped = failed.clone();
+                    skipped.channel = reference;
+                    skipped.channel_id = None;
+                    skipped.attempts = 0;
+                    events.push(skipped.attempt_event("failed", Some(&e), None));
+                }
+            }
+        }
+        None
+    }
+
+    /// Sends what is due; returns how many deliveries it tried.
+    pub async fn deliver_due(&self) -> Result<usize, StoreError> {
+        let now = self.clock.now();
+        let due = self.store.deliveries_due(now, BATCH).await?;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let mut channels: HashMap<(Uuid, String), Option<Channel>> = HashMap::new();
+        for d in &due {
+            let key = (d.tenant_id, d.channel.clone());
+            if let Entry::Vacant(e) = channels.entry(key) {
+                e.insert(channel_of(self, d).await?);
+            }
+        }
+        let sends = due.iter().map(|d| {
+            let channel = channels
+                .get(&(d.tenant_id, d.channel.clone()))
+                .cloned()
+                .flatten();
+            async move {
+                let watch = Stopwatch::start();
+                let outcome = self.try_send(d, channel.as_ref()).await;
+                (outcome, watch.elapsed(), channel)
+            }
+        });
+        let outcomes = futures_util::future::join_all(sends).await;
+        let now = self.clock.now();
+        let mut dirs: HashMap<Uuid, Directory> = HashMap::new();
+        let mut attempts = Vec::new();
+        for (d, (outcome, took, channel)) in due.into_iter().zip(outcomes) {
+            let mut d = d;
+            d.attempts += 1;
+            let latency = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+            let policy = RetryPolicy::of(channel.as_ref().map_or(&BTreeMap::new(), |c| &c.config));
+            let mut events = Vec::new();
+            let mut fallback = None;
+            let sent = match outcome {
+                Ok(sent) => {
+                    let mut event = d.attempt_event("sent", None, latency);
+                    if let Some(id) = sent.provider_id {
+                        event.payload["providerId"] = serde_json::json!(id);
+                    }
+                    events.push(event);
+                    true
+                }
+                Err(e) if e.retryable && d.attempts < policy.max_attempts => {
+                    d.next_try = now.plus(policy.backoff(d.attempts, jitter()));
+                    d.last_error = Some(e.message.clone());
+                    events.push(d.attempt_event("failed", Some(&e.message), latency));
+                    false
+                }
+                Err(e) => {
+                    d.dead = true;
+                    d.last_error = Some(e.message.clone());
+                    events.push(d.attempt_event("dead", Some(&e.message), latency));
+                    if !d.fallbacks.is_empty() {
+                        if let Entry::Vacant(e) = dirs.entry(d.tenant_id) {
+                            e.insert(Directory::load(&self.store, d.tenant_id).await?);
+                        }
+                        if let Some(dir) = dirs.get(&d.tenant_id) {
+                            fallback = self.fallback(dir, &d, now, &mut events);
+                        }
+                    }
+                    false
+                }
+            };
+            attempts.push(Attempt {
+                delivery: d,
+                sent,
+                fallback,
+                events,
+            });
+        }
+        let tried = attempts.len();
+        let journaled = self.store.record_attempts(attempts).await?;
+        self.sink.file(journaled).await;
+        Ok(tried)
+    }
+}
+
+impl Worker for Courier {
+    fn name(&self) -> &'static str {
+        "courier"
+    }
+
+    fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.0.courier_wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            match self.0.deliver_due().await {
+                Ok(n) if n >= BATCH => return Wait::For(Duration::ZERO),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "delivering notifications failed");
+                    return Wait::For(Duration::from_secs(1));
+                }
+            }
+            let now = self.0.clock.now();
+            match self.0.store.notify_due().await {
+                Ok((_, Some(next))) => Wait::For(
+                    Duration::from_millis(
+                        u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
+                    )
+                    .min(IDLE),
+                ),
+                _ => Wait::For(IDLE),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_cap_with_jitter() {
+        let p = RetryPolicy::of(&BTreeMap::new());
+        assert_eq!(p.max_attempts, 30);
+        assert_eq!(p.backoff(1, 0.0), Duration::from_secs(30));
+        assert_eq!(p.backoff(2, 0.0), Duration::from_secs(60));
+        assert_eq!(p.backoff(7, 0.0), Duration::from_secs(1920));
+        assert_eq!(
+            p.backoff(8, 0.0),
+            Duration::from_secs(3600),
+            "capped at 1 h"
+        );
+        assert_eq!(p.backoff(29, 0.0), Duration::from_secs(3600));
+        assert_eq!(p.backoff(1, 1.0), Duration::from_secs(33));
+        assert_eq!(p.backoff(1, -1.0), Duration::from_secs(27));
+        let custom = RetryPolicy::of(&BTreeMap::from([
+            ("retryMaxAttempts".to_string(), "3".to_string()),
+            ("retryBackoffSeconds".to_string(), "1".to_string()),
+            ("retryBackoffCapSeconds".to_string(), "2".to_string()),
+        ]));
+        assert_eq!(custom.max_attempts, 3);
+        assert_eq!(custom.backoff(1, 0.0), Duration::from_secs(1));
+        assert_eq!(custom.backoff(5, 0.0), Duration::from_secs(2));
+    }
+}

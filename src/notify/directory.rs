@@ -1,0 +1,266 @@
+//! A tenant's people and channels, read once per batch: contacts, contact groups, schedules
+//! with their overrides, channels and time periods. Answers who a step notifies and on which
+//! channels (SEMANTICS 4): the step's `channels`, else the contact's first preference whose
+//! minimum severity the alert reaches and whose period contains now (in the contact's zone;
+//! else the first such preference without a period), else e-mail. The contact's other
+//! eligible preferences' channels are the fallbacks when a channel fails for good.
+
+use super::schedule::{Member, Roster};
+use crate::model::Timestamp;
+use crate::model::alert::rank;
+use crate::model::event::Severity;
+use crate::model::notify::{Channel, Contact, ContactGroup, EscalationTarget, Override, Schedule};
+use crate::model::timeperiod::TimePeriod;
+use crate::store::{Store, StoreError};
+use serde::de::DeserializeOwned;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// A configuration document's id, name and typed body.
+#[derive(Clone, Debug)]
+pub struct Named<T> {
+    pub id: Uuid,
+    pub name: String,
+    pub body: T,
+    /// The document as the API shows it.
+    pub doc: serde_json::Value,
+}
+
+pub struct Directory {
+    pub contacts: Vec<Named<Contact>>,
+    groups: Vec<Named<ContactGroup>>,
+    pub schedules: Vec<Named<Schedule>>,
+    /// By name, so "the first enabled channel of a type" is the first by name.
+    channels: Vec<Named<Channel>>,
+    periods: BTreeMap<String, TimePeriod>,
+    overrides: Vec<Override>,
+}
+
+async fn named<T: DeserializeOwned + Send + 'static>(
+    store: &Arc<Store>,
+    tenant: Uuid,
+    kind: &'static str,
+) -> Result<Vec<Named<T>>, StoreError> {
+    let docs = store.docs(tenant, kind, None, usize::MAX, |_| true).await?;
+    Ok(docs
+        .into_iter()
+        .filter_map(|d| {
+            let body = serde_json::from_str(&d.body).ok()?;
+            Some(Named {
+                id: d.id,
+                doc: d.to_json(),
+                name: d.name,
+                body,
+            })
+        })
+        .collect())
+}
+
+/// Channel types whose target is the contact's e-mail address or phone number.
+pub fn contact_target(kind: &str, contact: &Contact) -> Option<Option<String>> {
+    match kind {
+        "email" => Some(contact.email.clone()),
+        "sms" | "voice" | "espa" => Some(contact.phone.clone()),
+        _ => None,
+    }
+}
+
+/// `worktime`/`arbeitszeit` (Monday to Friday 08:00-18:00) and `night`/`nacht` (the rest).
+fn builtin_period(name: &str, tz: &str) -> Option<TimePeriod> {
+    let work = ["08:00-18:00"];
+    let rest = ["00:00-08:00", "18:00-24:00"];
+    let days = |weekday: &[&str], weekend: &[&str]| -> BTreeMap<String, Vec<String>> {
+        crate::model::timeperiod::WEEKDAYS
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let ranges = if i < 5 { weekday } else { weekend };
+                (
+                    d.to_string(),
+                    ranges.iter().map(|r| r.to_string()).collect(),
+                )
+            })
+            .collect()
+    };
+    let days = match name {
+        "worktime" | "arbeitszeit" => days(&work, &[]),
+        "night" | "nacht" => days(&rest, &["00:00-24:00"]),
+        _ => return None,
+    };
+    Some(TimePeriod {
+        time_zone: Some(tz.to_string()),
+        days,
+        ..TimePeriod::default()
+    })
+}
+
+impl Directory {
+    pub async fn load(store: &Arc<Store>, tenant: Uuid) -> Result<Directory, StoreError> {
+        let periods = named::<TimePeriod>(store, tenant, "time-periods")
+            .await?
+            .into_iter()
+            .map(|p| (p.name, p.body))
+            .collect();
+        Ok(Directory {
+            contacts: named(store, tenant, "contacts").await?,
+            groups: named(store, tenant, "contact-groups").await?,
+            schedules: named(store, tenant, "schedules").await?,
+            channels: named(store, tenant, "channels").await?,
+            periods,
+            overrides: store.tenant_overrides(tenant).await?,
+        })
+    }
+
+    /// A contact by name, else by id.
+    pub fn contact(&self, reference: &str) -> Option<&Named<Contact>> {
+        self.contacts
+            .iter()
+            .find(|c| c.name == reference)
+            .or_else(|| self.contacts.iter().find(|c| c.id.to_string() == reference))
+    }
+
+    pub fn member(&self, reference: &str) -> Member {
+        match self.contact(reference) {
+            Some(c) => Member {
+                id: c.id.to_string(),
+                name: c.name.clone(),
+            },
+            None => Member {
+                id: reference.to_string(),
+                name: reference.to_string(),
+            },
+        }
+    }
+
+    pub fn schedule(&self, reference: &str) -> Option<&Named<Schedule>> {
+        self.schedules
+            .iter()
+            .find(|s| s.name == reference || s.id.to_string() == reference)
+    }
+
+    pub fn roster(&self, schedule: &Named<Schedule>) -> Roster {
+        let overrides: Vec<Override> = self
+            .overrides
+            .iter()
+            .filter(|o| o.schedule_id == schedule.id)
+            .cloned()
+            .collect();
+        Roster::new(&schedule.body, &overrides, &|r| self.member(r))
+    }
+
+    /// Who a step's `notify` names at `at`: the schedule's on-call person (or the backup),
+    /// else the group's members, else the contact. An `Err` says what names nothing.
+    pub fn targets(
+        &self,
+        target: &EscalationTarget,
+        at: Timestamp,
+    ) -> Result<Vec<&Named<Contact>>, String> {
+        if let Some(name) = &target.schedule {
+            let schedule = self
+                .schedule(name)
+                .ok_or_else(|| format!("schedule {name:?} does not exist"))?;
+            let backup = target.escalate_to.as_deref() == Some("backup");
+            let shift = self
+                .roster(schedule)
+                .at(at, backup)
+                .ok_or_else(|| format!("nobody is on call in schedule {name:?}"))?;
+            let contact = self
+                .contact(&shift.contact_id)
+                .ok_or_else(|| format!("on-call contact {:?} does not exist", shift.contact))?;
+            return Ok(vec![contact]);
+        }
+        if let Some(name) = &target.contact_group {
+            let group = self
+                .groups
+                .iter()
+                .find(|g| &g.name == name || g.id.to_string() == *name)
+                .ok_or_else(|| format!("contact group {name:?} does not exist"))?;
+            return Ok(group
+                .body
+                .members
+                .iter()
+                .filter_map(|m| self.contact(m))
+                .collect());
+        }
+        if let Some(name) = &target.contact {
+            return self
+                .contact(name)
+                .map(|c| vec![c])
+                .ok_or_else(|| format!("contact {name:?} does not exist"));
+        }
+        Ok(Vec::new())
+    }
+
+    /// A channel by name, else the first enabled channel of that type.
+    pub fn channel(&self, reference: &str) -> Option<&Named<Channel>> {
+        self.channels
+            .iter()
+            .find(|c| c.name == reference)
+            .or_else(|| {
+                self.channels
+                    .iter()
+                    .find(|c| c.body.kind == reference && c.body.enabled)
+            })
+    }
+
+    fn in_period(&self, period: &str, tz: &str, at: Timestamp) -> bool {
+        let stored = self.periods.get(period).cloned().map(|mut p| {
+            if p.time_zone.is_none() {
+                p.time_zone = Some(tz.to_string());
+            }
+            p
+        });
+        match stored.or_else(|| builtin_period(period, tz)) {
+            Some(p) => p.contains(at, &|n| self.periods.get(n).cloned()),
+            None => false,
+        }
+    }
+
+    /// The channels to send on now and, in order, the ones to fall back on.
+    pub fn channel_plan(
+        &self,
+        contact: &Contact,
+        severity: Severity,
+        step_channels: &[String],
+        at: Timestamp,
+    ) -> (Vec<String>, Vec<String>) {
+        if !step_channels.is_empty() {
+            return (step_channels.to_vec(), Vec::new());
+        }
+        let tz = contact.time_zone.as_deref().unwrap_or("UTC");
+        let eligible: Vec<_> = contact
+            .preferences
+            .iter()
+            .filter(|p| {
+                p.severity
+                    .as_deref()
+                    .and_then(|s| s.parse::<Severity>().ok())
+                    .is_none_or(|min| rank(severity) >= rank(min))
+            })
+            .collect();
+        let chosen = eligible
+            .iter()
+            .position(|p| {
+                p.period
+                    .as_deref()
+                    .is_some_and(|n| self.in_period(n, tz, at))
+            })
+            .or_else(|| eligible.iter().position(|p| p.period.is_none()));
+        let Some(chosen) = chosen else {
+            return (vec!["email".into()], Vec::new());
+        };
+        let send = eligible[chosen].channels.clone();
+        let mut fallbacks = Vec::new();
+        for (i, p) in eligible.iter().enumerate() {
+            if i != chosen {
+                for c in &p.channels {
+                    if !send.contains(c) && !fallbacks.contains(c) {
+                        fallbacks.push(c.clone());
+                    }
+                }
+            }
+        }
+        (send, fallbacks)
+    }
+}

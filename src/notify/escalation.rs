@@ -1,0 +1,402 @@
+//! The escalation engine's decisions (SEMANTICS 4): what one due step timer does. A step's
+//! first firing waits until `base + after`; when step N first fires, step N+1 is armed at
+//! `base + after` (now, if that has passed), and step N repeats every `repeatEvery` up to
+//! `maxRepeats` times alongside later steps. Each firing writes an `escalation` event and one
+//! outbox delivery per contact and channel, each with its `pending` `notification` event.
+
+use super::directory::{Directory, contact_target};
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertStatus};
+use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::notify::{
+    Contact, Delivery, EscalationPolicy, EscalationStep, EscalationTimer, Message,
+};
+use crate::store::notify::Firing;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// Where links in messages point: the service's base URL and the ack-link key.
+#[derive(Clone)]
+pub struct Links {
+    pub base_url: String,
+    pub key: Vec<u8>,
+}
+
+impl Links {
+    pub fn ack_url(&self, alert: Uuid, contact: Option<Uuid>, now: Timestamp) -> String {
+        format!(
+            "{}/api/v1/ack/{}",
+            self.base_url.trim_end_matches('/'),
+            super::acklink::sign(&self.key, alert, contact, now)
+        )
+    }
+
+    pub fn alert_url(&self, alert: Uuid) -> String {
+        format!(
+            "{}/api/v1/alerts/{alert}",
+            self.base_url.trim_end_matches('/')
+        )
+    }
+}
+
+/// The message of a firing for one contact (or none, for actions).
+pub fn message(
+    alert: &Alert,
+    policy: &str,
+    timer: &EscalationTimer,
+    contact: Option<(Uuid, &str)>,
+    links: &Links,
+    now: Timestamp,
+) -> Message {
+    let summary = alert
+        .payload
+        .get("message")
+        .or_else(|| alert.payload.get("summary"))
+        .or_else(|| alert.payload.get("output"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    Message {
+        kind: "alert".into(),
+        alert_id: Some(alert.id),
+        short_id: alert.id.simple().to_string()[..8].to_string(),
+        title: alert.title.clone(),
+        summary,
+        severity: alert.severity.as_str().to_string(),
+        status: serde_json::to_value(alert.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        labels: alert.labels.clone(),
+        object_id: alert.object_id,
+        policy: policy.to_string(),
+        step: timer.step,
+        repeat: timer.repeat,
+        contact: contact.map(|(_, n)| n.to_string()).unwrap_or_default(),
+        ack_url: links.ack_url(alert.id, contact.map(|(id, _)| id), now),
+        alert_url: links.alert_url(alert.id),
+        params: BTreeMap::new(),
+        event: None,
+        at: now,
+    }
+}
+
+/// A delivery on channel `reference` (a name or type) for `contact`, or why there is none.
+/// The delivery is due at the message's time.
+pub fn delivery(
+    dir: &Directory,
+    reference: &str,
+    contact: Option<(Uuid, &Contact)>,
+    payload: Message,
+    fallbacks: Vec<String>,
+    id: Uuid,
+    tenant: Uuid,
+) -> Result<Delivery, String> {
+    let now = payload.at;
+    let (channel_id, channel, kind, url) =
+        if reference.starts_with("http://") || reference.starts_with("https://") {
+            (
+                None,
+                String::new(),
+                "webhook".to_string(),
+                reference.to_string(),
+            )
+        } else {
+            let c = dir
+                .channel(reference)
+                .filter(|c| c.body.enabled)
+                .ok_or_else(|| format!("no enabled channel {reference:?}"))?;
+            (
+                Some(c.id),
+                c.name.clone(),
+                c.body.kind.clone(),
+                String::new(),
+            )
+        };
+    let target = match contact.and_then(|(_, c)| contact_target(&kind, c)) {
+        Some(Some(t)) if !t.trim().is_empty() => t,
+        Some(_) => {
+            let what = if kind == "email" {
+                "e-mail address"
+            } else {
+                "phone number"
+            };
+            return Err(format!(
+                "contact {:?} has no {what} for channel {reference:?}",
+                payload.contact
+            ));
+        }
+        None => String::new(),
+    };
+    Ok(Delivery {
+        id,
+        tenant_id: tenant,
+        channel_id,
+        channel,
+        kind,
+        payload,
+        attempts: 0,
+        next_try: now,
+        dead: false,
+        last_error: None,
+        created_at: now,
+        target,
+        contact_id: contact.map(|(id, _)| id),
+        webhook_id: None,
+        url,
+        fallbacks,
+    })
+}
+
+fn failed_event(alert: &Alert, timer: &EscalationTimer, channel: &str, error: &str) -> EventDraft {
+    let mut draft = EventDraft::new(
+        alert.tenant_id,
+        EventType::Notification,
+        Some(Severity::Info),
+        json!({
+            "alertId": alert.id,
+            "stepIndex": timer.step,
+            "repeat": timer.repeat,
+            "channel": channel,
+            "status": "failed",
+            "attempt": 0,
+            "error": error,
+        }),
+    );
+    draft.object_id = alert.object_id;
+    draft.source_id = Some(alert.id.to_string());
+    draft
+}
+
+/// What a firing is decided with: the tenant's directory, the links, the time and ids.
+pub struct Ctx<'a> {
+    pub dir: &'a Directory,
+    pub links: &'a Links,
+    pub now: Timestamp,
+    pub new_id: &'a (dyn Fn() -> Uuid + Sync),
+}
+
+/// The deliveries one firing of `step` makes, with the names notified, the channels used
+/// and a `failed` event for each contact or channel that could not be reached.
+fn fan_out(
+    ctx: &Ctx<'_>,
+    alert: &Alert,
+    policy: &str,
+    step: &EscalationStep,
+    timer: &EscalationTimer,
+) -> (Vec<Delivery>, Vec<String>, Vec<String>, Vec<EventDraft>) {
+    let (dir, links, now) = (ctx.dir, ctx.links, ctx.now);
+    let (mut deliveries, mut names, mut used, mut failures) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let contacts = match &step.notify {
+        Some(target) => dir.targets(target, now).unwrap_or_else(|e| {
+            failures.push(failed_event(alert, timer, "", &e));
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
+    for c in contacts {
+        names.push(c.name.clone());
+        let (send, fallbacks) = dir.channel_plan(&c.body, alert.severity, &step.channels, now);
+        for reference in send {
+            let payload = message(alert, policy, timer, Some((c.id, &c.name)), links, now);
+            match delivery(
+                dir,
+                &reference,
+                Some((c.id, &c.body)),
+                payload,
+                fallbacks.clone(),
+                (ctx.new_id)(),
+                alert.tenant_id,
+            ) {
+                Ok(d) => {
+                    used.push(d.kind.clone());
+                    deliveries.push(d);
+                }
+                Err(e) => failures.push(failed_event(alert, timer, &reference, &e)),
+            }
+        }
+    }
+    if let Some(action) = &step.action {
+        let mut actions: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+        if let Some(w) = &action.webhook {
+            actions.push((w.clone(), BTreeMap::new()));
+        }
+        if let Some(t) = &action.ticket {
+            let mut params = t.params.clone();
+            params.insert("autoClose".into(), t.auto_close.to_string());
+            actions.push((t.channel.clone(), params));
+        }
+        if let Some(s) = &action.servicenow {
+            let params = BTreeMap::from([
+                ("assignmentGroup".to_string(), s.assignment_group.clone()),
+                ("autoClose".to_string(), s.auto_close.to_string()),
+            ]);
+            actions.push(("servicenow".into(), params));
+        }
+        for (reference, params) in actions {
+            let mut payload = message(alert, policy, timer, None, links, now);
+            payload.params = params;
+            match delivery(
+                dir,
+                &reference,
+                None,
+                payload,
+                Vec::new(),
+                (ctx.new_id)(),
+                alert.tenant_id,
+            ) {
+                Ok(d) => {
+                    used.push(d.kind.clone());
+                    deliveries.push(d);
+                }
+                Err(e) => failures.push(failed_event(alert, timer, &reference, &e)),
+            }
+        }
+    }
+    used.dedup();
+    (deliveries, names, used, failures)
+}
+
+/// What a due timer does: wait for its step's time, fire it, or (the alert no longer open,
+/// the policy or step gone) end.
+pub fn plan(
+    ctx: &Ctx<'_>,
+    alert: Option<&Alert>,
+    policy: Option<&EscalationPolicy>,
+    timer: &EscalationTimer,
+) -> Firing {
+    let now = ctx.now;
+    let nothing = Firing {
+        next: Vec::new(),
+        deliveries: Vec::new(),
+        events: Vec::new(),
+    };
+    let (Some(alert), Some(policy)) = (alert, policy) else {
+        return nothing;
+    };
+    let Some(step) = policy.steps.get(timer.step as usize) else {
+        return nothing;
+    };
+    // Ack, snooze and resolve disarm the chain; a timer read before that finds the alert
+    // no longer open and ends.
+    if alert.status != AlertStatus::Open {
+        return nothing;
+    }
+    let first_due = timer.base.plus(step.after.0);
+    if timer.repeat == 0 && first_due > now {
+        return Firing {
+            next: vec![EscalationTimer {
+                due: first_due,
+                ..timer.clone()
+            }],
+            ..nothing
+        };
+    }
+    let policy_name = alert.escalation_policy.clone().unwrap_or_default();
+    let (deliveries, names, channels, failures) = fan_out(ctx, alert, &policy_name, step, timer);
+    let mut next = Vec::new();
+    if timer.repeat == 0 {
+        if let Some(following) = policy.steps.get(timer.step as usize + 1) {
+            next.push(EscalationTimer {
+                step: timer.step + 1,
+                repeat: 0,
+                due: timer.base.plus(following.after.0).max(now),
+                ..timer.clone()
+            });
+        }
+    }
+    if let Some(every) = step.repeat_every {
+        if step.max_repeats.is_none_or(|max| timer.repeat < max) {
+            next.push(EscalationTimer {
+                repeat: timer.repeat + 1,
+                due: now.plus(every.0),
+                ..timer.clone()
+            });
+        }
+    }
+    let mut escalation = EventDraft::new(
+        alert.tenant_id,
+        EventType::Escalation,
+        Some(Severity::Info),
+        json!({
+            "alertId": alert.id,
+            "policy": policy_name,
+            "step": timer.step,
+            "repeat": timer.repeat,
+            "contacts": names,
+            "channels": channels,
+        }),
+    );
+    escalation.object_id = alert.object_id;
+    escalation.source_id = Some(alert.id.to_string());
+    let mut events = vec![escalation];
+    events.extend(failures);
+    events.extend(
+        deliveries
+            .iter()
+            .map(|d| d.attempt_event("pending", None, None)),
+    );
+    Firing {
+        next,
+        deliveries,
+        events,
+    }
+}
+
+/// `:simulate`: who each step would notify, on which channels, and when, for an alert of
+/// `severity` opened at `now` and never acknowledged (repeats listed up to 10 per step).
+pub fn simulate(
+    dir: &Directory,
+    policy: &EscalationPolicy,
+    severity: Severity,
+    now: Timestamp,
+) -> Vec<Value> {
+    policy
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let at = now.plus(step.after.0);
+            let (contacts, error) = match &step.notify {
+                Some(t) => match dir.targets(t, at) {
+                    Ok(cs) => (cs, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                },
+                None => (Vec::new(), None),
+            };
+            let contacts: Vec<Value> = contacts
+                .iter()
+                .map(|c| {
+                    let (send, fallbacks) = dir.channel_plan(&c.body, severity, &step.channels, at);
+                    json!({"contactId": c.id, "contact": c.name, "channels": send, "fallbacks": fallbacks})
+                })
+                .collect();
+            let mut repeats = Vec::new();
+            if let Some(every) = step.repeat_every {
+                let count = step.max_repeats.unwrap_or(10).min(10);
+                let mut t = at;
+                for _ in 0..count {
+                    t = t.plus(every.0);
+                    repeats.push(t);
+                }
+            }
+            let mut out = json!({
+                "step": i,
+                "after": step.after,
+                "at": at,
+                "contacts": contacts,
+                "repeats": repeats,
+                "unlessAcked": step.unless_acked,
+            });
+            if let Some(a) = &step.action {
+                out["action"] = json!(a);
+            }
+            if let Some(e) = error {
+                out["error"] = json!(e);
+            }
+            out
+        })
+        .collect()
+}

@@ -1,0 +1,545 @@
+//! Notification: the escalation engine (persisted step timers fired by the `escalator`
+//! worker), on-call schedules and overrides, channels, the outbox sent by the `courier`
+//! worker with retries, dead letters and ack links. Alerting arms and disarms the chains in
+//! the transactions of alert changes; this module only reads alerts.
+
+pub mod acklink;
+pub mod channels;
+mod courier;
+pub mod directory;
+pub mod escalation;
+pub mod schedule;
+
+pub use courier::Courier;
+pub use escalation::Links;
+
+use crate::auth::Principal;
+use crate::model::Timestamp;
+use crate::model::audit::AuditDraft;
+use crate::model::config::Invalid;
+use crate::model::event::Severity;
+use crate::model::identity::Actor;
+use crate::model::notify::{
+    Channel, Delivery, EscalationPolicy, Message, OnCallShift, Override, OverrideBody, TestSend,
+};
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{EventSink, SecretSource};
+use crate::store::{Store, StoreError};
+use directory::{Directory, contact_target};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Notify, OnceCell, watch};
+use uuid::Uuid;
+
+/// How far `timeline` and `stats` look by default, and at most.
+const TIMELINE_DAYS: u64 = 14;
+const STATS_DAYS: u64 = 30;
+const MAX_RANGE_DAYS: u64 = 366;
+/// The iCalendar feed covers a week back and 60 days ahead.
+const ICS_BACK_DAYS: u64 = 7;
+const ICS_AHEAD_DAYS: u64 = 60;
+/// Escalation timers fired per step of the escalator.
+const TIMERS_PER_STEP: usize = 200;
+/// Provider requests give up after this long (a retryable failure).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn days(n: u64) -> Duration {
+    Duration::from_secs(n * 86_400)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NotifyError {
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    /// A channel test the provider refused (502 `svc:notify/test-failed`).
+    #[error("{0}")]
+    TestFailed(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: &str, detail: impl Into<String>) -> NotifyError {
+    NotifyError::Invalid(Invalid {
+        field: field.into(),
+        detail: detail.into(),
+    })
+}
+
+pub struct Notifier {
+    store: Arc<Store>,
+    clock: SharedClock,
+    sink: Arc<dyn EventSink>,
+    secrets: Arc<dyn SecretSource>,
+    http: reqwest::Client,
+    base_url: String,
+    links: OnceCell<Links>,
+    courier_wake: Arc<Notify>,
+}
+
+impl Notifier {
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        sink: Arc<dyn EventSink>,
+        secrets: Arc<dyn SecretSource>,
+        base_url: String,
+    ) -> Arc<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(SEND_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Arc::new(Self {
+            store,
+            clock,
+            sink,
+            secrets,
+            http,
+            base_url,
+            links: OnceCell::new(),
+            courier_wake: Arc::new(Notify::new()),
+        })
+    }
+
+    /// The links of messages, with the installation's ack-link key (made on first use).
+    pub async fn links(&self) -> Result<&Links, StoreError> {
+        self.links
+            .get_or_try_init(|| async {
+                Ok(Links {
+                    base_url: self.base_url.clone(),
+                    key: self.store.install_key(acklink::KEY_NAME).await?,
+                })
+            })
+            .await
+    }
+
+    fn audit(&self, p: &Principal, actor: &Actor, action: &str, resource: String) -> AuditDraft {
+        AuditDraft::new(self.clock.now(), p.tenant, actor, action, resource)
+    }
+
+    async fn schedule_of(
+        &self,
+        tenant: Uuid,
+        name: &str,
+    ) -> Result<(Directory, directory::Named<crate::model::notify::Schedule>), NotifyError> {
+        let dir = Directory::load(&self.store, tenant).await?;
+        let schedule = dir
+            .schedules
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        Ok((dir, schedule))
+    }
+
+    /// `GET /oncall/now` (CONTRACT 3): per schedule the shift now and its contacts.
+    pub async fn on_call_now(&self, p: &Principal) -> Result<Vec<Value>, NotifyError> {
+        let dir = Directory::load(&self.store, p.tenant).await?;
+        let now = self.clock.now();
+        Ok(dir
+            .schedules
+            .iter()
+            .map(|s| {
+                let shifts: Vec<OnCallShift> = dir.roster(s).at(now, false).into_iter().collect();
+                let contacts: Vec<&Value> = shifts
+                    .iter()
+                    .filter_map(|sh| dir.contact(&sh.contact_id))
+                    .map(|c| &c.doc)
+                    .collect();
+                json!({"schedule": s.name, "shifts": shifts, "contacts": contacts})
+            })
+            .collect())
+    }
+
+    /// The range asked for, defaulting to `now .. now + default_days`.
+    fn range(
+        &self,
+        from: Option<&str>,
+        to: Option<&str>,
+        default_days: u64,
+    ) -> Result<(Timestamp, Timestamp), NotifyError> {
+        let parse = |s: Option<&str>, field: &str| -> Result<Option<Timestamp>, NotifyError> {
+            s.filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.parse::<Timestamp>()
+                        .map_err(|_| invalid(field, format!("{field} must be an RFC 3339 time")))
+                })
+                .transpose()
+        };
+        let from = parse(from, "from")?.unwrap_or_else(|| self.clock.now());
+        let to = parse(to, "to")?.unwrap_or_else(|| from.plus(days(default_days)));
+        if to <= from {
+            return Err(invalid("to", "to must be after from"));
+        }
+        if to > from.plus(days(MAX_RANGE_DAYS)) {
+            return Err(invalid("to", "the range is at most 366 days"));
+        }
+        Ok((from, to))
+    }
+
+    pub async fn timeline(
+        &self,
+        p: &Principal,
+        name: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Vec<OnCallShift>, NotifyError> {
+        let (from, to) = self.range(from, to, TIMELINE_DAYS)?;
+        let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
+        Ok(dir.roster(&schedule).timeline(from, to))
+    }
+
+    pub async fn stats(
+        &self,
+        p: &Principal,
+        name: &str,
+        from: Option<&str>,
+        to: Option<&str>,
+    ) -> Result<Vec<Value>, NotifyError> {
+        let (from, to) = self.range(from, to, STATS_DAYS)?;
+        let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
+        let roster = dir.roster(&schedule);
+        Ok(roster.stats(&roster.timeline(from, to)))
+    }
+
+    /// The schedule's iCalendar feed, a week back and 60 days ahead.
+    pub async fn ics(&self, p: &Principal, name: &str) -> Result<String, NotifyError> {
+        let now = self.clock.now();
+        let from = Timestamp(now.0 - days(ICS_BACK_DAYS));
+        let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
+        let shifts = dir
+            .roster(&schedule)
+            .timeline(from, now.plus(days(ICS_AHEAD_DAYS)));
+        Ok(schedule::ics(
+            &schedule.name,
+            &schedule.id.to_string(),
+            &shifts,
+            now,
+        ))
+    }
+
+    pub async fn overrides(&self, p: &Principal, name: &str) -> Result<Vec<Override>, NotifyError> {
+        let (_, schedule) = self.schedule_of(p.tenant, name).await?;
+        Ok(self.store.overrides(p.tenant, schedule.id).await?)
+    }
+
+    pub async fn create_override(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        name: &str,
+        body: OverrideBody,
+    ) -> Result<Override, NotifyError> {
+        let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
+        let time = |v: Option<String>, field: &str| -> Result<Timestamp, NotifyError> {
+            v.ok_or_else(|| invalid("override", format!("{field} is required")))?
+                .parse()
+                .map_err(|_| invalid("override", format!("{field} must be an RFC 3339 time")))
+        };
+        let contact = body
+            .contact_id
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| invalid("override", "contactId is required"))?;
+        let contact = dir
+            .contact(&contact)
+            .ok_or_else(|| invalid("override", format!("contact {contact:?} does not exist")))?;
+        let (start, end) = (time(body.start, "start")?, time(body.end, "end")?);
+        if end <= start {
+            return Err(invalid("override", "end must be after start"));
+        }
+        let id = self.clock.new_id();
+        let o = Override {
+            id,
+            tenant_id: p.tenant,
+            schedule_id: schedule.id,
+            contact_id: contact.id.to_string(),
+            start,
+            end,
+            reason: body.reason.filter(|r| !r.is_empty()),
+            created_at: self.clock.now(),
+            created_by: p.name.clone(),
+        };
+        let audit = self.audit(
+            p,
+            actor,
+            "override.create",
+            format!("schedule/{name}/override/{id}"),
+        );
+        let (o, journaled) = self.store.create_override(o, audit).await?;
+        self.sink.file(journaled).await;
+        Ok(o)
+    }
+
+    pub async fn delete_override(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        name: &str,
+        id: Uuid,
+    ) -> Result<(), NotifyError> {
+        let (_, schedule) = self.schedule_of(p.tenant, name).await?;
+        let audit = self.audit(
+            p,
+            actor,
+            "override.delete",
+            format!("schedule/{name}/override/{id}"),
+        );
+        let journaled = self
+            .store
+            .delete_override(p.tenant, schedule.id, id, audit)
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(())
+    }
+
+    /// `:simulate`: the policy's steps for an alert of `severity` opened now.
+    pub async fn simulate(
+        &self,
+        p: &Principal,
+        name: String,
+        severity: Option<String>,
+    ) -> Result<Value, NotifyError> {
+        let severity = match severity.as_deref() {
+            None | Some("") => Severity::Critical,
+            Some(s) => s
+                .parse()
+                .map_err(|_| invalid("severity", "severity must be critical, warning or info"))?,
+        };
+        let doc = self
+            .store
+            .doc(p.tenant, "escalation-policies", name, false)
+            .await?;
+        let policy: EscalationPolicy =
+            serde_json::from_str(&doc.body).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let dir = Directory::load(&self.store, p.tenant).await?;
+        let steps = escalation::simulate(&dir, &policy, severity, self.clock.now());
+        Ok(json!({"policy": doc.name, "steps": steps}))
+    }
+
+    pub async fn dead_letters(
+        &self,
+        p: &Principal,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, NotifyError> {
+        Ok(self.store.dead_letters(p.tenant, before, limit).await?)
+    }
+
+    /// `:replay`: the dead letter goes back to the outbox, due now.
+    pub async fn replay(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<Delivery, NotifyError> {
+        let audit = self.audit(p, actor, "notification.replay", format!("dead-letter/{id}"));
+        let (d, journaled) = self
+            .store
+            .replay_dead_letter(p.tenant, id, self.clock.now(), audit)
+            .await?;
+        self.sink.file(journaled).await;
+        self.courier_wake.notify_one();
+        Ok(d)
+    }
+
+    /// `:test-notification`: one message through the channel now, its outcome the answer.
+    pub async fn test_channel(
+        &self,
+        p: &Principal,
+        name: String,
+        body: TestSend,
+    ) -> Result<Value, NotifyError> {
+        let doc = self.store.doc(p.tenant, "channels", name, false).await?;
+        let channel: Channel =
+            serde_json::from_str(&doc.body).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let target = body.target.filter(|t| !t.trim().is_empty());
+        if target.is_none()
+            && contact_target(&channel.kind, &crate::model::notify::Contact::default()).is_some()
+        {
+            return Err(invalid(
+                "target",
+                format!("a {} channel needs a target to test", channel.kind),
+            ));
+        }
+        let now = self.clock.now();
+        let delivery = Delivery {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            channel_id: Some(doc.id),
+            channel: doc.name.clone(),
+            kind: channel.kind.clone(),
+            payload: Message {
+                kind: "test".into(),
+                alert_id: None,
+                short_id: String::new(),
+                title: format!("test of channel {} by {}", doc.name, p.name),
+                summary: "If you can read this, the channel works.".into(),
+                severity: "info".into(),
+                status: String::new(),
+                labels: Default::default(),
+                object_id: None,
+                policy: String::new(),
+                step: 0,
+                repeat: 0,
+                contact: String::new(),
+                ack_url: String::new(),
+                alert_url: String::new(),
+                params: Default::default(),
+                event: None,
+                at: now,
+            },
+            attempts: 0,
+            next_try: now,
+            dead: false,
+            last_error: None,
+            created_at: now,
+            target: target.unwrap_or_default(),
+            contact_id: None,
+            webhook_id: None,
+            url: String::new(),
+            fallbacks: Vec::new(),
+        };
+        let config = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
+            .await
+            .map_err(|e| NotifyError::TestFailed(e.message))?;
+        let out = channels::Outgoing {
+            kind: &channel.kind,
+            config: &config,
+            template: channel.template.as_deref(),
+            delivery: &delivery,
+        };
+        match channels::send(&self.http, &out).await {
+            Ok(sent) => Ok(json!({"result": "sent", "detail": sent.detail})),
+            Err(e) => Err(NotifyError::TestFailed(e.message)),
+        }
+    }
+
+    /// The tenant and alert of a genuine, unexpired ack link, and who it was sent to.
+    pub async fn ack_claim(&self, token: &str) -> Result<(Uuid, Uuid, String), NotifyError> {
+        let links = self.links().await?;
+        let claim =
+            acklink::verify(&links.key, token, self.clock.now()).ok_or(StoreError::NotFound)?;
+        for tenant in self.store.tenants().await? {
+            match self.store.alert(tenant.id, claim.alert).await {
+                Ok(_) => {
+                    let by = match claim.contact {
+                        Some(c) => Directory::load(&self.store, tenant.id)
+                            .await?
+                            .contact(&c.to_string())
+                            .map_or_else(|| c.to_string(), |c| c.name.clone()),
+                        None => "ack link".to_string(),
+                    };
+                    return Ok((tenant.id, claim.alert, by));
+                }
+                Err(StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::NotFound.into())
+    }
+
+    /// Fires the escalation timers due now; returns how many it looked at.
+    pub async fn fire_due(&self) -> Result<usize, NotifyError> {
+        let now = self.clock.now();
+        let timers = self.store.escalations_due(now, TIMERS_PER_STEP).await?;
+        let links = self.links().await?.clone();
+        let mut dirs: HashMap<Uuid, Directory> = HashMap::new();
+        let mut policies: HashMap<(Uuid, String), Option<EscalationPolicy>> = HashMap::new();
+        let mut delivered = false;
+        for timer in &timers {
+            let alert = match self.store.alert(timer.tenant_id, timer.alert_id).await {
+                Ok(a) => Some(a),
+                Err(StoreError::NotFound) => None,
+                Err(e) => return Err(e.into()),
+            };
+            let policy = match alert.as_ref().and_then(|a| a.escalation_policy.clone()) {
+                Some(name) => {
+                    let key = (timer.tenant_id, name.clone());
+                    if !policies.contains_key(&key) {
+                        let policy = match self
+                            .store
+                            .doc(timer.tenant_id, "escalation-policies", name, false)
+                            .await
+                        {
+                            Ok(doc) => serde_json::from_str(&doc.body).ok(),
+                            Err(StoreError::NotFound) => None,
+                            Err(e) => return Err(e.into()),
+                        };
+                        policies.insert(key.clone(), policy);
+                    }
+                    policies.get(&key).cloned().flatten()
+                }
+                None => None,
+            };
+            if let std::collections::hash_map::Entry::Vacant(e) = dirs.entry(timer.tenant_id) {
+                e.insert(Directory::load(&self.store, timer.tenant_id).await?);
+            }
+            let Some(dir) = dirs.get(&timer.tenant_id) else {
+                continue;
+            };
+            let ctx = escalation::Ctx {
+                dir,
+                links: &links,
+                now,
+                new_id: &|| self.clock.new_id(),
+            };
+            let firing = escalation::plan(&ctx, alert.as_ref(), policy.as_ref(), timer);
+            delivered |= !firing.deliveries.is_empty();
+            let journaled = self.store.commit_firing(timer.clone(), firing).await?;
+            self.sink.file(journaled).await;
+        }
+        if delivered {
+            self.courier_wake.notify_one();
+        }
+        Ok(timers.len())
+    }
+}
+
+/// Fires escalation steps as they fall due; woken by every filing of events (an alert that
+/// opened arms a chain) and otherwise sleeping until the next timer, at most a second.
+pub struct Escalator {
+    notifier: Arc<Notifier>,
+    filings: watch::Receiver<u64>,
+}
+
+impl Escalator {
+    pub fn new(notifier: Arc<Notifier>, filings: watch::Receiver<u64>) -> Self {
+        Self { notifier, filings }
+    }
+}
+
+impl Worker for Escalator {
+    fn name(&self) -> &'static str {
+        "escalator"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            self.filings.borrow_and_update();
+            match self.notifier.fire_due().await {
+                Ok(n) if n >= TIMERS_PER_STEP => return Wait::For(Duration::ZERO),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "escalation failed");
+                    return Wait::For(Duration::from_secs(1));
+                }
+            }
+            let now = self.notifier.clock.now();
+            let wait = match self.notifier.store.notify_due().await {
+                Ok((Some(next), _)) => Duration::from_millis(
+                    u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
+                ),
+                _ => Duration::from_secs(1),
+            }
+            .min(Duration::from_secs(1));
+            if let Ok(Err(_)) = tokio::time::timeout(wait, self.filings.changed()).await {
+                tokio::time::sleep(wait).await;
+            }
+            Wait::For(Duration::ZERO)
+        })
+    }
+}

@@ -1,0 +1,518 @@
+//! Notification records: escalation timers (indexed by alert and by due time), deliveries
+//! (the outbox, indexed by next try; dead letters by tenant), schedule overrides, and the
+//! alerts whose chain waits for their suppression to lift. Each change commits with the
+//! events (and audit entry) it causes.
+
+use super::codec::{decode, encode, tenant_values_newest};
+use super::keys::{scoped, tenant_range};
+use super::tables::{
+    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, META, OVERRIDES,
+    SUPPRESSED_ALERTS,
+};
+use super::{Store, StoreError};
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertStatus};
+use crate::model::audit::AuditDraft;
+use crate::model::event::{EventDraft, Journaled};
+use crate::model::notify::{Delivery, EscalationTimer, Override};
+use redb::{ReadableTable, WriteTransaction};
+use std::sync::Arc;
+use uuid::Uuid;
+
+fn timer_key(alert: Uuid, step: u32) -> Vec<u8> {
+    let mut k = alert.as_bytes().to_vec();
+    k.extend_from_slice(&step.to_be_bytes());
+    k
+}
+
+fn due_key(at: Timestamp, id: &[u8]) -> Vec<u8> {
+    let mut k = at.as_millis().to_be_bytes().to_vec();
+    k.extend_from_slice(id);
+    k
+}
+
+/// Sets (or replaces) an escalation timer.
+fn put_timer(tx: &WriteTransaction, t: &EscalationTimer) -> Result<(), StoreError> {
+    let key = timer_key(t.alert_id, t.step);
+    drop_timer(tx, &key)?;
+    tx.open_table(ESCALATIONS)
+        .map_err(StoreError::from_redb)?
+        .insert(key.as_slice(), encode(t)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(ESCALATIONS_DUE)
+        .map_err(StoreError::from_redb)?
+        .insert(due_key(t.due, &key).as_slice(), ())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+/// Removes the timer at `key` and its due entry; returns it.
+fn drop_timer(tx: &WriteTransaction, key: &[u8]) -> Result<Option<EscalationTimer>, StoreError> {
+    let old: Option<EscalationTimer> = tx
+        .open_table(ESCALATIONS)
+        .map_err(StoreError::from_redb)?
+        .remove(key)
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()?;
+    if let Some(old) = &old {
+        tx.open_table(ESCALATIONS_DUE)
+            .map_err(StoreError::from_redb)?
+            .remove(due_key(old.due, key).as_slice())
+            .map_err(StoreError::from_redb)?;
+    }
+    Ok(old)
+}
+
+/// Starts an alert's escalation chain at step 0, counting `after` from `base`; the escalator
+/// fires the step when it is due. An alert without a policy has no chain.
+pub(super) fn arm_escalation(
+    tx: &WriteTransaction,
+    alert: &Alert,
+    base: Timestamp,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    if alert.escalation_policy.is_none() || alert.status != AlertStatus::Open {
+        return Ok(());
+    }
+    disarm_escalation(tx, alert.id)?;
+    put_timer(
+        tx,
+        &EscalationTimer {
+            tenant_id: alert.tenant_id,
+            alert_id: alert.id,
+            step: 0,
+            repeat: 0,
+            base,
+            due: now,
+        },
+    )
+}
+
+/// Stops an alert's chain: ack, resolve, snooze, expiry, incident resolve.
+pub(super) fn disarm_escalation(tx: &WriteTransaction, alert: Uuid) -> Result<(), StoreError> {
+    let keys: Vec<Vec<u8>> = {
+        let t = tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
+        let lo = timer_key(alert, 0);
+        let hi = timer_key(alert, u32::MAX);
+        let mut keys = Vec::new();
+        for row in t
+            .range(lo.as_slice()..=hi.as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            keys.push(row.map_err(StoreError::from_redb)?.0.value().to_vec());
+        }
+        keys
+    };
+    for key in keys {
+        drop_timer(tx, &key)?;
+    }
+    Ok(())
+}
+
+/// Notes an alert that opened suppressed, so its chain starts when the suppression lifts.
+pub(super) fn hold_suppressed(tx: &WriteTransaction, alert: &Alert) -> Result<(), StoreError> {
+    if alert.escalation_policy.is_some() {
+        tx.open_table(SUPPRESSED_ALERTS)
+            .map_err(StoreError::from_redb)?
+            .insert(scoped(alert.tenant_id, alert.id.as_bytes()).as_slice(), ())
+            .map_err(StoreError::from_redb)?;
+    }
+    Ok(())
+}
+
+/// The alerts waiting for their suppression to lift: (tenant, alert id).
+pub(super) fn suppressed_alerts(tx: &WriteTransaction) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+    let t = tx
+        .open_table(SUPPRESSED_ALERTS)
+        .map_err(StoreError::from_redb)?;
+    let mut out = Vec::new();
+    for row in t.iter().map_err(StoreError::from_redb)? {
+        let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+        if let (Ok(tenant), Ok(id)) = (Uuid::from_slice(&key[..16]), Uuid::from_slice(&key[16..])) {
+            out.push((tenant, id));
+        }
+    }
+    Ok(out)
+}
+
+pub(super) fn release_suppressed(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    alert: Uuid,
+) -> Result<(), StoreError> {
+    tx.open_table(SUPPRESSED_ALERTS)
+        .map_err(StoreError::from_redb)?
+        .remove(scoped(tenant, alert.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+/// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
+fn put_delivery(tx: &WriteTransaction, d: &Delivery) -> Result<(), StoreError> {
+    if d.dead {
+        tx.open_table(DEAD_LETTERS)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                scoped(d.tenant_id, d.id.as_bytes()).as_slice(),
+                encode(d)?.as_slice(),
+            )
+            .map_err(StoreError::from_redb)?;
+        return Ok(());
+    }
+    tx.open_table(DELIVERIES)
+        .map_err(StoreError::from_redb)?
+        .insert(d.id.as_bytes().as_slice(), encode(d)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(DELIVERIES_DUE)
+        .map_err(StoreError::from_redb)?
+        .insert(due_key(d.next_try, d.id.as_bytes()).as_slice(), ())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+/// Takes a delivery out of the outbox; `None` when it is no longer there.
+fn take_delivery(tx: &WriteTransaction, id: Uuid) -> Result<Option<Delivery>, StoreError> {
+    let old: Option<Delivery> = tx
+        .open_table(DELIVERIES)
+        .map_err(StoreError::from_redb)?
+        .remove(id.as_bytes().as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|v| decode(v.value()))
+        .transpose()?;
+    if let Some(old) = &old {
+        tx.open_table(DELIVERIES_DUE)
+            .map_err(StoreError::from_redb)?
+            .remove(due_key(old.next_try, old.id.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?;
+    }
+    Ok(old)
+}
+
+/// The earliest due key of a `ms + ...` index.
+fn first_due(
+    tx: &redb::ReadTransaction,
+    table: redb::TableDefinition<&[u8], ()>,
+) -> Result<Option<Timestamp>, StoreError> {
+    let t = tx.open_table(table).map_err(StoreError::from_redb)?;
+    let first = t.first().map_err(StoreError::from_redb)?;
+    Ok(first.and_then(|(k, _)| {
+        let ms = i64::from_be_bytes(k.value().get(..8)?.try_into().ok()?);
+        Timestamp::from_millis(ms)
+    }))
+}
+
+/// What one firing of an escalation step commits: the timers that follow it, the deliveries
+/// it makes and its events.
+pub struct Firing {
+    pub next: Vec<EscalationTimer>,
+    pub deliveries: Vec<Delivery>,
+    pub events: Vec<EventDraft>,
+}
+
+/// The outcome of one delivery attempt.
+pub struct Attempt {
+    /// The delivery as it is after the attempt (`attempts`, `next_try`, `dead`, `last_error`).
+    pub delivery: Delivery,
+    pub sent: bool,
+    /// The next channel of the contact, after a permanent failure.
+    pub fallback: Option<Delivery>,
+    pub events: Vec<EventDraft>,
+}
+
+impl Store {
+    /// When the next escalation timer and the next delivery are due.
+    pub async fn notify_due(
+        self: &Arc<Self>,
+    ) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
+        self.read(|tx| {
+            Ok((
+                first_due(tx, ESCALATIONS_DUE)?,
+                first_due(tx, DELIVERIES_DUE)?,
+            ))
+        })
+        .await
+    }
+
+    /// Escalation timers due by `now`, earliest first, at most `max`.
+    pub async fn escalations_due(
+        self: &Arc<Self>,
+        now: Timestamp,
+        max: usize,
+    ) -> Result<Vec<EscalationTimer>, StoreError> {
+        self.read(move |tx| {
+            let due = tx
+                .open_table(ESCALATIONS_DUE)
+                .map_err(StoreError::from_redb)?;
+            let timers = tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
+            let end = (now.as_millis() + 1).to_be_bytes();
+            let mut out = Vec::new();
+            for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
+                let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+                if let Some(v) = timers.get(&key[8..]).map_err(StoreError::from_redb)? {
+                    out.push(decode(v.value())?);
+                }
+                if out.len() >= max {
+                    break;
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Commits one firing of `timer`, unless the timer changed or went away since it was read
+    /// (the alert was acked, or the chain re-armed): then nothing is written.
+    pub async fn commit_firing(
+        self: &Arc<Self>,
+        timer: EscalationTimer,
+        firing: Firing,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let key = timer_key(timer.alert_id, timer.step);
+            let current: Option<EscalationTimer> = tx
+                .open_table(ESCALATIONS)
+                .map_err(StoreError::from_redb)?
+                .get(key.as_slice())
+                .map_err(StoreError::from_redb)?
+                .map(|v| decode(v.value()))
+                .transpose()?;
+            if current.as_ref() != Some(&timer) {
+                return Ok(Vec::new());
+            }
+            drop_timer(tx, &key)?;
+            for next in &firing.next {
+                put_timer(tx, next)?;
+            }
+            for d in &firing.deliveries {
+                put_delivery(tx, d)?;
+            }
+            store.journal(tx, firing.events)
+        })
+        .await
+    }
+
+    /// Deliveries due by `now`, earliest first, at most `max`.
+    pub async fn deliveries_due(
+        self: &Arc<Self>,
+        now: Timestamp,
+        max: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        self.read(move |tx| {
+            let due = tx
+                .open_table(DELIVERIES_DUE)
+                .map_err(StoreError::from_redb)?;
+            let items = tx.open_table(DELIVERIES).map_err(StoreError::from_redb)?;
+            let end = (now.as_millis() + 1).to_be_bytes();
+            let mut out = Vec::new();
+            for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
+                let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+                if let Some(v) = items.get(&key[8..]).map_err(StoreError::from_redb)? {
+                    out.push(decode(v.value())?);
+                }
+                if out.len() >= max {
+                    break;
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Records delivery attempts: a sent one leaves the outbox, a failed one waits for its
+    /// next try or becomes a dead letter; each with its events, all in one transaction.
+    pub async fn record_attempts(
+        self: &Arc<Self>,
+        attempts: Vec<Attempt>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let mut events = Vec::new();
+            for a in attempts {
+                if take_delivery(tx, a.delivery.id)?.is_none() {
+                    continue;
+                }
+                if !a.sent {
+                    put_delivery(tx, &a.delivery)?;
+                }
+                if let Some(f) = &a.fallback {
+                    put_delivery(tx, f)?;
+                }
+                events.extend(a.events);
+            }
+            store.journal(tx, events)
+        })
+        .await
+    }
+
+    /// Adds deliveries to the outbox with their events; `position` saves a durable
+    /// consumer's position in the same transaction.
+    pub async fn enqueue_deliveries(
+        self: &Arc<Self>,
+        deliveries: Vec<Delivery>,
+        events: Vec<EventDraft>,
+        position: Option<(&'static str, Uuid)>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            for d in &deliveries {
+                put_delivery(tx, d)?;
+            }
+            if let Some((consumer, through)) = position {
+                super::journal::save_position(tx, consumer, through)?;
+            }
+            store.journal(tx, events)
+        })
+        .await
+    }
+
+    /// Dead letters, newest first, strictly before `before`.
+    pub async fn dead_letters(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(DEAD_LETTERS).map_err(StoreError::from_redb)?;
+            tenant_values_newest(&t, tenant, before, limit, |_: &Delivery| true)
+        })
+        .await
+    }
+
+    /// Puts a dead letter back in the outbox, attempts reset and due at `now`.
+    pub async fn replay_dead_letter(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+        now: Timestamp,
+        audit: AuditDraft,
+    ) -> Result<(Delivery, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let mut d: Delivery = tx
+                .open_table(DEAD_LETTERS)
+                .map_err(StoreError::from_redb)?
+                .remove(scoped(tenant, id.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .map(|v| decode(v.value()))
+                .transpose()?
+                .ok_or(StoreError::NotFound)?;
+            let audit = audit.before(&d);
+            d.dead = false;
+            d.attempts = 0;
+            d.next_try = now;
+            d.last_error = None;
+            put_delivery(tx, &d)?;
+            let journaled = store.record(tx, [audit.after(&d)], Vec::new())?;
+            Ok((d, journaled))
+        })
+        .await
+    }
+
+    /// Overrides of a schedule, by start.
+    pub async fn overrides(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        schedule: Uuid,
+    ) -> Result<Vec<Override>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
+            let lo = scoped(tenant, schedule.as_bytes());
+            let mut hi = lo.clone();
+            hi.extend_from_slice(&[0xff; 17]);
+            let mut out: Vec<Override> = Vec::new();
+            for row in t
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            }
+            out.sort_by_key(|o| (o.start, o.id));
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Every override of a tenant (for on-call resolution across its schedules).
+    pub async fn tenant_overrides(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Override>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
+            let (lo, hi) = tenant_range(tenant);
+            let mut out: Vec<Override> = Vec::new();
+            for row in t
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            }
+            out.sort_by_key(|o| (o.start, o.id));
+            Ok(out)
+        })
+        .await
+    }
+
+    pub async fn create_override(
+        self: &Arc<Self>,
+        o: Override,
+        audit: AuditDraft,
+    ) -> Result<(Override, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
+            key.extend_from_slice(o.id.as_bytes());
+            tx.open_table(OVERRIDES)
+                .map_err(StoreError::from_redb)?
+                .insert(key.as_slice(), encode(&o)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+            let journaled = store.record(tx, [audit.after(&o)], Vec::new())?;
+            Ok((o, journaled))
+        })
+        .await
+    }
+
+    pub async fn delete_override(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        schedule: Uuid,
+        id: Uuid,
+        audit: AuditDraft,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let mut key = scoped(tenant, schedule.as_bytes());
+            key.extend_from_slice(id.as_bytes());
+            let old: Override = tx
+                .open_table(OVERRIDES)
+                .map_err(StoreError::from_redb)?
+                .remove(key.as_slice())
+                .map_err(StoreError::from_redb)?
+                .map(|v| decode(v.value()))
+                .transpose()?
+                .ok_or(StoreError::NotFound)?;
+            store.record(tx, [audit.before(&old)], Vec::new())
+        })
+        .await
+    }
+
+    /// A 32-byte key of this installation stored under `name`, made on first use (for
+    /// signing ack links).
+    pub async fn install_key(self: &Arc<Self>, name: &'static str) -> Result<Vec<u8>, StoreError> {
+        self.write(move |tx| {
+            let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+            if let Some(v) = meta.get(name).map_err(StoreError::from_redb)? {
+                return Ok(v.value().to_vec());
+            }
+            let mut key = vec![0u8; 32];
+            getrandom::fill(&mut key).map_err(|e| StoreError::Internal(e.to_string()))?;
+            meta.insert(name, key.as_slice())
+                .map_err(StoreError::from_redb)?;
+            Ok(key)
+        })
+        .await
+    }
+}
