@@ -19,6 +19,7 @@ mod events;
 mod hardening;
 mod heartbeats;
 mod identity;
+mod notify;
 mod objects;
 mod platform;
 mod results;

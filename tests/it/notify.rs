@@ -1,0 +1,817 @@
+//! Notification through real peers: a local HTTP receiver that checks HMAC signatures and
+//! fails on demand stands in for webhook providers. Escalation chains from alert to contact
+//! to on-call person, ack links that stop them, retries, dead letters, replay and channel
+//! fallback, schedules with overrides, and deliveries that survive kill -9.
+
+use crate::support::*;
+use hmac::{Hmac, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+struct Received {
+    path: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+    status: u16,
+}
+
+impl Received {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    /// Statuses to answer next, per path; then the path's default (else 200).
+    queued: HashMap<String, VecDeque<u16>>,
+    default: HashMap<String, u16>,
+}
+
+/// A webhook provider on a local port: records every request and answers as scripted.
+struct Receiver {
+    base: String,
+    got: Arc<Mutex<Vec<Received>>>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let script: Arc<Mutex<Script>> = Arc::default();
+        let (g, sc) = (got.clone(), script.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (g, sc) = (g.clone(), sc.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (g, sc) = (g.clone(), sc.clone());
+                            async move {
+                                use http_body_util::BodyExt;
+                                let path = req.uri().path().to_string();
+                                let headers = req
+                                    .headers()
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.as_str().to_string(),
+                                            v.to_str().unwrap_or("").to_string(),
+                                        )
+                                    })
+                                    .collect();
+                                let body =
+                                    req.into_body().collect().await.unwrap().to_bytes().to_vec();
+                                let status = {
+                                    let mut s = sc.lock().unwrap();
+                                    let queued =
+                                        s.queued.get_mut(&path).and_then(VecDeque::pop_front);
+                                    queued
+                                        .or_else(|| s.default.get(&path).copied())
+                                        .unwrap_or(200)
+                                };
+                                g.lock().unwrap().push(Received {
+                                    path,
+                                    headers,
+                                    body,
+                                    status,
+                                });
+                                let res = hyper::Response::builder()
+                                    .status(status)
+                                    .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                                        b"{\"ok\":true}",
+                                    )))
+                                    .unwrap();
+                                Ok::<_, std::convert::Infallible>(res)
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Receiver { base, got, script }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn queue(&self, path: &str, statuses: &[u16]) {
+        let mut s = self.script.lock().unwrap();
+        s.queued.entry(path.into()).or_default().extend(statuses);
+    }
+
+    fn answer(&self, path: &str, status: u16) {
+        self.script
+            .lock()
+            .unwrap()
+            .default
+            .insert(path.into(), status);
+    }
+
+    fn received(&self, path: &str) -> Vec<Received> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `path` has had `n` requests; returns them.
+    async fn wait_for(&self, path: &str, n: usize, limit: Duration) -> Vec<Received> {
+        let started = Instant::now();
+        loop {
+            let got = self.received(path);
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{path} got {} requests, not {n}: {got:?}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn verify_signature(r: &Received, secret: &str) {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(&r.body);
+    let expected: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        r.headers.get("x-svc-signature").map(String::as_str),
+        Some(format!("sha256={expected}").as_str()),
+        "the body is signed with the channel's secret"
+    );
+}
+
+async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
+    for (path, body) in items {
+        let res = send(s, token, Method::POST, path, body.clone()).await;
+        assert_eq!(
+            res.status().as_u16(),
+            201,
+            "{path} {body}: {}",
+            res.text().await.unwrap()
+        );
+    }
+}
+
+async fn get(s: &Server, token: &str, path: &str) -> Value {
+    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
+}
+
+async fn raise(s: &Server, token: &str, title: &str, policy: &str) -> Value {
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": title, "escalationPolicy": policy, "labels": {"site": "lab"}}),
+    )
+    .await;
+    json(res, 201).await
+}
+
+async fn events_of(s: &Server, token: &str, types: &str) -> Vec<Value> {
+    get(
+        s,
+        token,
+        &format!("/api/v1/events?types={types}&limit=1000"),
+    )
+    .await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// `channel:status` of the notification events on the channels `keep` accepts, oldest first,
+/// once there are `n` of them (or after 10 s).
+async fn notifications(
+    s: &Server,
+    token: &str,
+    n: usize,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let statuses: Vec<String> = events_of(s, token, "notification")
+            .await
+            .iter()
+            .rev()
+            .map(|e| {
+                (
+                    e["payload"]["channel"].as_str().unwrap().to_string(),
+                    e["payload"]["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .filter(|(c, _)| keep(c))
+            .map(|(c, st)| format!("{c}:{st}"))
+            .collect();
+        if statuses.len() >= n || started.elapsed() > Duration::from_secs(10) {
+            return statuses;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The path and query of an ack URL (the base URL is the configured one, not the test's).
+fn ack_path(url: &str) -> String {
+    format!("/api/v1/ack/{}", url.rsplit_once("/api/v1/ack/").unwrap().1)
+}
+
+#[tokio::test]
+async fn a_chain_pages_the_contact_then_the_on_call_person_until_an_ack_link_stops_it() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "enabled": true,
+                "config": {"url": hooks.url("/hook"), "secret": "s3cret", "header.X-Team": "ops"}})),
+            ("/api/v1/contacts", json!({"name": "ada", "email": "ada@example.com",
+                "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/contacts", json!({"name": "bob",
+                "preferences": [{"channels": ["hook"], "profile": "default"}]})),
+            ("/api/v1/schedules", json!({"name": "ops", "timeZone": "Europe/Berlin", "layers": [
+                {"name": "primary", "anchor": "2026-01-05T08:00:00Z", "unit": "weekly", "participants": ["bob"]}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [
+                {"after": 0, "notify": {"contact": "ada"}},
+                {"after": "2s", "notify": {"schedule": "ops"}},
+                {"after": "5s", "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    let alert = raise(s, token, "Boiler pressure low", "page").await;
+    let id = alert["id"].as_str().unwrap();
+
+    let first = hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    verify_signature(&first[0], "s3cret");
+    assert_eq!(first[0].headers["x-team"], "ops");
+    let body = first[0].json();
+    assert_eq!(body["version"], 1);
+    assert_eq!(body["alert"]["id"], id);
+    assert_eq!(body["alert"]["title"], "Boiler pressure low");
+    assert_eq!(body["alert"]["severity"], "critical");
+    assert_eq!(body["contact"], "ada");
+    assert_eq!(body["step"], 0);
+
+    let second = hooks.wait_for("/hook", 2, Duration::from_secs(10)).await;
+    let body = second[1].json();
+    assert_eq!(
+        body["contact"], "bob",
+        "step 2 pages the schedule's on-call person"
+    );
+    assert_eq!(body["step"], 1);
+
+    let res = s
+        .http
+        .get(s.url(&ack_path(body["ackUrl"].as_str().unwrap())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(
+        res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(res.text().await.unwrap().contains("Acknowledged"));
+    let acked = get(s, token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(acked["status"], "acked");
+    assert_eq!(acked["ackedBy"], "bob");
+    let ack = events_of(s, token, "ack").await;
+    assert_eq!(ack[0]["payload"]["via"], "link");
+
+    // Step 3 would have fired 5 s after opening: the ack stopped it.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(hooks.received("/hook").len(), 2, "no step after the ack");
+    let again = s
+        .http
+        .get(s.url(&ack_path(body["ackUrl"].as_str().unwrap())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    assert!(again.text().await.unwrap().contains("no longer open"));
+    let forged = s
+        .http
+        .get(s.url(&format!("/api/v1/ack/{id}.-.9999999999.00ff")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 404);
+
+    let escalations = events_of(s, token, "escalation").await;
+    let steps: Vec<(i64, Value)> = escalations
+        .iter()
+        .rev()
+        .map(|e| {
+            (
+                e["payload"]["step"].as_i64().unwrap(),
+                e["payload"]["contacts"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(steps, vec![(0, json!(["ada"])), (1, json!(["bob"]))]);
+    let statuses = notifications(s, token, 4, |_| true).await;
+    assert_eq!(
+        statuses,
+        ["hook:pending", "hook:sent", "hook:pending", "hook:sent"]
+    );
+    let notes = events_of(s, token, "notification").await;
+    assert!(notes[0]["payload"]["latencyMs"].is_u64());
+}
+
+#[tokio::test]
+async fn failures_are_retried_then_dead_lettered_replayed_or_passed_to_the_next_channel() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    hooks.queue("/flaky", &[503]);
+    hooks.answer("/down", 500);
+    hooks.answer("/refuse", 400);
+    let fast = |path: &str| json!({"url": hooks.url(path), "retryBackoffSeconds": "1", "retryMaxAttempts": "2"});
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/channels",
+                json!({"name": "flaky", "type": "webhook", "config": fast("/flaky")}),
+            ),
+            (
+                "/api/v1/channels",
+                json!({"name": "down", "type": "webhook", "config": fast("/down")}),
+            ),
+            (
+                "/api/v1/channels",
+                json!({"name": "refuse", "type": "webhook", "config": fast("/refuse")}),
+            ),
+            (
+                "/api/v1/channels",
+                json!({"name": "spare", "type": "slack", "config": {"url": hooks.url("/spare")}}),
+            ),
+            (
+                "/api/v1/contacts",
+                json!({"name": "cy", "preferences": [
+                {"channels": ["refuse"], "profile": "primary"},
+                {"channels": ["spare"], "profile": "backup"}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "flaky", "steps": [
+                {"after": 0, "channels": ["flaky"], "notify": {"contact": "cy"}}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "down", "steps": [
+                {"after": 0, "channels": ["down"], "notify": {"contact": "cy"}}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "prefs", "steps": [
+                {"after": 0, "notify": {"contact": "cy"}}]}),
+            ),
+        ],
+    )
+    .await;
+
+    // 503 once, then sent on the retry a second later.
+    raise(s, token, "flaky", "flaky").await;
+    let got = hooks.wait_for("/flaky", 2, Duration::from_secs(15)).await;
+    assert_eq!((got[0].status, got[1].status), (503, 200));
+
+    // 500 twice: dead after its two attempts, then replayed once the provider is back.
+    let down = raise(s, token, "down", "down").await;
+    hooks.wait_for("/down", 2, Duration::from_secs(15)).await;
+    let started = Instant::now();
+    let dead = loop {
+        let v = get(s, token, "/api/v1/notifications/dead-letters").await;
+        if let Some(d) = v["items"].as_array().unwrap().first() {
+            break d.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no dead letter"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(dead["dead"], true);
+    assert_eq!(dead["attempts"], 2);
+    assert_eq!(dead["kind"], "webhook");
+    assert_eq!(dead["payload"]["alertId"], down["id"]);
+    assert!(
+        dead["lastError"].as_str().unwrap().contains("HTTP 500"),
+        "{dead}"
+    );
+    for key in ["id", "tenantId", "channelId", "nextTry", "createdAt"] {
+        assert!(!dead[key].is_null(), "{key} in {dead}");
+    }
+    hooks.answer("/down", 200);
+    let id = dead["id"].as_str().unwrap();
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/notifications/dead-letters/{id}:replay"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 202);
+    let got = hooks.wait_for("/down", 3, Duration::from_secs(10)).await;
+    assert_eq!(got[2].status, 200);
+    let v = get(s, token, "/api/v1/notifications/dead-letters").await;
+    assert_eq!(v["items"], json!([]));
+    let again = call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/notifications/dead-letters/{id}:replay"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(again, 404, "svc:not-found").await;
+
+    // 400 is permanent: dead at once, and the contact's next preference takes over.
+    raise(s, token, "prefs", "prefs").await;
+    let refused = hooks.wait_for("/refuse", 1, Duration::from_secs(10)).await;
+    assert_eq!(refused.len(), 1, "a permanent failure is not retried");
+    let spare = hooks.wait_for("/spare", 1, Duration::from_secs(10)).await;
+    let text = spare[0].json()["text"].as_str().unwrap().to_string();
+    assert!(text.contains("[CRITICAL] prefs"), "{text}");
+    assert!(text.contains("/api/v1/ack/"), "{text}");
+    let statuses = notifications(s, token, 4, |c| c == "refuse" || c == "spare").await;
+    assert_eq!(
+        statuses,
+        [
+            "refuse:pending",
+            "refuse:dead",
+            "spare:pending",
+            "spare:sent"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn schedules_take_the_reference_shape_with_overrides_feeds_and_simulation() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/contacts",
+                json!({"name": "ada", "timeZone": "Europe/Berlin"}),
+            ),
+            (
+                "/api/v1/contacts",
+                json!({"name": "bob", "preferences": [
+                {"channels": ["sms"], "profile": "night", "period": "night"},
+                {"channels": ["email"], "profile": "day"}]}),
+            ),
+        ],
+    )
+    .await;
+    let ada = get(s, token, "/api/v1/contacts/ada").await;
+    let ada_id = ada["id"].as_str().unwrap();
+    // Participants as contact ids (the reference's form) and names.
+    let res = send(s, token, Method::POST, "/api/v1/schedules", json!({"name": "ops", "timeZone": "Europe/Berlin",
+        "layers": [{"name": "week", "anchor": "2026-01-05T08:00:00Z", "unit": "weekly", "participants": [ada_id, "bob"]}]})).await;
+    assert_eq!(res.status(), 201);
+    let res = send(s, token, Method::POST, "/api/v1/schedules", json!({"name": "old", "timeZone": "UTC",
+        "layers": [{"anchor": "2026-01-05T08:00:00Z", "unit": "fortnight", "participants": ["ada"]}]})).await;
+    assert_problem(res, 422, "svc:validation/schedule").await;
+
+    let now = get(s, token, "/api/v1/oncall/now").await;
+    let ops = &now.as_array().unwrap()[0];
+    assert_eq!(ops["schedule"], "ops");
+    let shift = &ops["shifts"][0];
+    assert_eq!(shift["override"], false);
+    assert_eq!(shift["layer"], "week");
+    let on_call = shift["contactId"].as_str().unwrap().to_string();
+    assert_eq!(ops["contacts"][0]["id"], on_call);
+    let other = if on_call == ada_id { "bob" } else { "ada" };
+
+    // An override puts the other one on call now.
+    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60);
+    let end = start + jiff::SignedDuration::from_secs(3600);
+    let res = send(s, token, Method::POST, "/api/v1/schedules/ops/overrides",
+        json!({"schedule": "ops", "contactId": other, "start": start.to_string(), "end": end.to_string(), "reason": "swap"})).await;
+    let o = json(res, 200).await;
+    for key in [
+        "id",
+        "tenantId",
+        "scheduleId",
+        "contactId",
+        "start",
+        "end",
+        "createdAt",
+        "createdBy",
+    ] {
+        assert!(!o[key].is_null(), "{key} in {o}");
+    }
+    let now = get(s, token, "/api/v1/oncall/now").await;
+    assert_eq!(now[0]["shifts"][0]["override"], true);
+    assert_eq!(now[0]["shifts"][0]["contact"], other);
+    let list = get(s, token, "/api/v1/schedules/ops/overrides").await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 1);
+    for bad in [
+        json!({"contactId": "nobody", "start": start.to_string(), "end": end.to_string()}),
+        json!({"contactId": "ada", "start": end.to_string(), "end": start.to_string()}),
+        json!({"contactId": "ada", "start": "soon", "end": end.to_string()}),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/schedules/ops/overrides",
+            bad,
+        )
+        .await;
+        assert_problem(res, 422, "svc:validation/override").await;
+    }
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/schedules/none/overrides",
+        json!({"contactId": "ada", "start": start.to_string(), "end": end.to_string()}),
+    )
+    .await;
+    assert_problem(res, 404, "svc:not-found").await;
+
+    let timeline = get(s, token, "/api/v1/schedules/ops/timeline").await;
+    let shifts = timeline.as_array().unwrap();
+    assert!(
+        shifts[0]["override"] == true && shifts[1]["override"] == false,
+        "{timeline}"
+    );
+    assert_eq!(shifts[0]["end"], shifts[1]["start"]);
+    let stats = get(s, token, "/api/v1/schedules/ops/stats").await;
+    let hours: f64 = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["hours"].as_f64().unwrap())
+        .sum();
+    assert!((hours - 30.0 * 24.0).abs() < 0.1, "{stats}");
+    let ics = call(s, token, Method::GET, "/api/v1/schedules/ops/ics")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ics.status(), 200);
+    assert!(
+        ics.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/calendar")
+    );
+    let feed = ics.text().await.unwrap();
+    assert!(feed.starts_with("BEGIN:VCALENDAR\r\n") && feed.trim_end().ends_with("END:VCALENDAR"));
+    assert!(feed.contains("SUMMARY:On call: ada (ops)"), "{feed}");
+
+    let id = o["id"].as_str().unwrap();
+    let res = call(
+        s,
+        token,
+        Method::DELETE,
+        &format!("/api/v1/schedules/ops/overrides/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 204);
+    let res = call(
+        s,
+        token,
+        Method::DELETE,
+        &format!("/api/v1/schedules/ops/overrides/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 404, "svc:not-found").await;
+
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/escalation-policies",
+            json!({"name": "p", "steps": [
+        {"after": "5m", "notify": {"schedule": "ops"}, "repeatEvery": "10m", "maxRepeats": 2},
+        {"after": "30m", "notify": {"contact": "bob"}}]}),
+        )],
+    )
+    .await;
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/escalation-policies/p:simulate",
+    )
+    .send()
+    .await
+    .unwrap();
+    let sim = json(res, 200).await;
+    let steps = sim["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0]["repeats"].as_array().unwrap().len(), 2);
+    assert_eq!(steps[1]["contacts"][0]["contact"], "bob");
+    assert!(["sms", "email"].contains(&steps[1]["contacts"][0]["channels"][0].as_str().unwrap()));
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/escalation-policies/none:simulate",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 404, "svc:not-found").await;
+}
+
+#[tokio::test]
+async fn a_channel_test_answers_what_the_provider_said() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    hooks.answer("/broken", 500);
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "ok", "type": "webhook", "config": {"url": hooks.url("/ok")}})),
+            ("/api/v1/channels", json!({"name": "broken", "type": "webhook", "config": {"url": hooks.url("/broken")}})),
+            ("/api/v1/channels", json!({"name": "mail", "type": "email", "config": {"host": "localhost"}})),
+            ("/api/v1/channels", json!({"name": "secret", "type": "webhook", "config": {"url": hooks.url("/ok"), "secret": "$SECRET:nope$"}})),
+        ],
+    )
+    .await;
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/ok:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    let v = json(res, 200).await;
+    assert_eq!(v["result"], "sent");
+    assert_eq!(hooks.received("/ok")[0].json()["kind"], "test");
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/broken:test-notification",
+        json!({}),
+    )
+    .await;
+    let p = assert_problem(res, 502, "svc:notify/test-failed").await;
+    assert!(p["detail"].as_str().unwrap().contains("HTTP 500"), "{p}");
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/mail:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 422, "svc:validation/target").await;
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/secret:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    let p = assert_problem(res, 502, "svc:notify/test-failed").await;
+    assert!(p["detail"].as_str().unwrap().contains("nope"), "{p}");
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/none:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 404, "svc:not-found").await;
+}
+
+#[tokio::test]
+async fn a_snoozed_alert_pages_again_from_step_zero_when_it_wakes() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    let alert = raise(s, token, "snoozy", "page").await;
+    hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    let id = alert["id"].as_str().unwrap();
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{id}:snooze"),
+        json!({"duration": "1s"}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let got = hooks.wait_for("/hook", 2, Duration::from_secs(15)).await;
+    assert_eq!(got[1].json()["step"], 0, "the chain restarts at step 0");
+    assert_eq!(
+        get(s, token, &format!("/api/v1/alerts/{id}")).await["status"],
+        "open"
+    );
+}
+
+#[tokio::test]
+async fn deliveries_survive_kill_9_at_any_moment_at_least_once_at_most_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let hooks = Receiver::start().await;
+    let mut s = Server::start_in(&data, Opts::default());
+    create_all(
+        &s,
+        &token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    let mut raised = Vec::new();
+    for round in 0..6u64 {
+        let alert = raise(&s, &token, &format!("round {round}"), "page").await;
+        raised.push(alert["id"].as_str().unwrap().to_string());
+        tokio::time::sleep(Duration::from_millis(round * 7 % 30)).await;
+        s.crash();
+        s = Server::start_in(&data, Opts::default());
+    }
+    let started = Instant::now();
+    loop {
+        let got = hooks.received("/hook");
+        let mut per_alert: HashMap<String, usize> = HashMap::new();
+        for r in &got {
+            *per_alert
+                .entry(r.json()["alert"]["id"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+        if raised.iter().all(|id| per_alert.contains_key(id)) {
+            for id in &raised {
+                assert!(per_alert[id] <= 2, "{id} delivered {} times", per_alert[id]);
+            }
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not every alert was delivered: {per_alert:?} of {raised:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(s);
+}
