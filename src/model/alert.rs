@@ -280,7 +280,12 @@ impl Alert {
         )
     }
 
-    fn event(&self, kind: EventType, severity: Severity, payload: Value) -> EventDraft {
+    /// A lifecycle event; it carries the alert's labels, so selectors (SSE, webhook
+    /// subscriptions) follow an alert through its whole life.
+    fn event(&self, kind: EventType, severity: Severity, mut payload: Value) -> EventDraft {
+        if !self.labels.is_empty() && payload.get("labels").is_none() {
+            payload["labels"] = json!(self.labels);
+        }
         let mut draft = EventDraft::new(self.tenant_id, kind, Some(severity), payload);
         draft.object_id = self.object_id;
         draft.source_id = Some(self.id.to_string());

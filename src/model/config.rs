@@ -6,6 +6,7 @@
 
 use super::notify::{
     Channel, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
+    WebhookSubscription,
 };
 use super::{GoDuration, Timestamp};
 use serde::{Deserialize, Serialize};
@@ -1000,24 +1001,8 @@ fn validate_saved_filter(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
-/// An outgoing webhook subscription: events of `types` (all when empty) whose labels match
-/// `selector`, POSTed to `url`, signed with `secret` when set.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct WebhookBody {
-    url: String,
-    #[serde(default)]
-    types: Vec<super::event::EventType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    selector: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    secret: Option<String>,
-    #[serde(default)]
-    disabled: bool,
-}
-
 fn validate_webhook(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |w: &WebhookBody| {
+    validate_with(body, |w: &WebhookSubscription| {
         if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
             return Err(invalid("", "url must be http:// or https://"));
         }

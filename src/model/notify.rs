@@ -373,6 +373,9 @@ impl Delivery {
         if let Some(ms) = latency_ms {
             payload["latencyMs"] = json!(ms);
         }
+        if !self.payload.labels.is_empty() {
+            payload["labels"] = json!(self.payload.labels);
+        }
         let mut draft = EventDraft::new(
             self.tenant_id,
             EventType::Notification,
@@ -383,6 +386,22 @@ impl Delivery {
         draft.source_id = self.payload.alert_id.map(|a| a.to_string());
         draft
     }
+}
+
+/// A `webhooks` document: events of `types` (all when empty) whose labels match `selector`,
+/// POSTed to `url`, signed with `secret` (which may be `$SECRET:name$`) when set.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookSubscription {
+    pub url: String,
+    #[serde(default)]
+    pub types: Vec<super::event::EventType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    #[serde(default)]
+    pub disabled: bool,
 }
 
 /// What `POST /channels/{name}:test-notification` takes (the reference's `testSendRequest`).

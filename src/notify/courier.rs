@@ -9,7 +9,7 @@ use super::channels::{self, Outgoing, SendError};
 use super::directory::Directory;
 use super::{Notifier, escalation};
 use crate::model::Timestamp;
-use crate::model::notify::{Channel, Delivery};
+use crate::model::notify::{Channel, Delivery, WebhookSubscription};
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
@@ -64,8 +64,32 @@ fn jitter() -> f64 {
 
 pub struct Courier(pub Arc<Notifier>);
 
-/// A delivery's channel: its type, configuration and template, or why it cannot be used.
+/// A delivery's channel (for a `webhooks` subscription, one made of it), if it still exists.
 async fn channel_of(n: &Notifier, d: &Delivery) -> Result<Option<Channel>, StoreError> {
+    if let Some(id) = d.webhook_id {
+        let found = n
+            .store
+            .doc(d.tenant_id, "webhooks", id.to_string(), true)
+            .await;
+        let doc = match found {
+            Ok(doc) => doc,
+            Err(StoreError::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let Ok(sub) = serde_json::from_str::<WebhookSubscription>(&doc.body) else {
+            return Ok(None);
+        };
+        return Ok(Some(Channel {
+            kind: "webhook".into(),
+            enabled: !sub.disabled,
+            config: sub
+                .secret
+                .map(|s| ("secret".to_string(), s))
+                .into_iter()
+                .collect(),
+            template: None,
+        }));
+    }
     if d.channel.is_empty() {
         return Ok(None);
     }
@@ -221,6 +245,10 @@ impl Notifier {
                     false
                 }
             };
+            if d.webhook_id.is_some() {
+                // A subscription's own attempts would be events it subscribes to.
+                events.clear();
+            }
             attempts.push(Attempt {
                 delivery: d,
                 sent,

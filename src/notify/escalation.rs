@@ -162,6 +162,7 @@ fn failed_event(alert: &Alert, timer: &EscalationTimer, channel: &str, error: &s
             "status": "failed",
             "attempt": 0,
             "error": error,
+            "labels": alert.labels,
         }),
     );
     draft.object_id = alert.object_id;
@@ -327,6 +328,7 @@ pub fn plan(
             "repeat": timer.repeat,
             "contacts": names,
             "channels": channels,
+            "labels": alert.labels,
         }),
     );
     escalation.object_id = alert.object_id;

@@ -9,9 +9,11 @@ mod courier;
 pub mod directory;
 pub mod escalation;
 pub mod schedule;
+pub mod webhooks;
 
 pub use courier::Courier;
 pub use escalation::Links;
+pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
 use crate::model::Timestamp;

@@ -815,3 +815,59 @@ async fn deliveries_survive_kill_9_at_any_moment_at_least_once_at_most_twice() {
     }
     drop(s);
 }
+
+#[tokio::test]
+async fn webhook_subscriptions_receive_the_events_they_select_signed() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/webhooks",
+                json!({"name": "lab", "url": hooks.url("/lab"), "types": ["alert_opened", "ack"],
+                "selector": "site=lab", "secret": "w3bhook"}),
+            ),
+            (
+                "/api/v1/webhooks",
+                json!({"name": "other", "url": hooks.url("/other"), "selector": "site=elsewhere"}),
+            ),
+        ],
+    )
+    .await;
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "Door open", "labels": {"site": "lab"}}),
+    )
+    .await;
+    let alert = json(res, 201).await;
+    let got = hooks.wait_for("/lab", 1, Duration::from_secs(10)).await;
+    verify_signature(&got[0], "w3bhook");
+    let body = got[0].json();
+    assert_eq!(body["kind"], "event");
+    assert_eq!(body["event"]["type"], "alert_opened");
+    assert_eq!(body["event"]["payload"]["alertId"], alert["id"]);
+    let id = alert["id"].as_str().unwrap();
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{id}:ack"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let got = hooks.wait_for("/lab", 2, Duration::from_secs(10)).await;
+    assert_eq!(got[1].json()["event"]["type"], "ack");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        hooks.received("/other").is_empty(),
+        "the selector keeps other sites out"
+    );
+    assert_eq!(hooks.received("/lab").len(), 2, "only the subscribed types");
+}
