@@ -871,3 +871,65 @@ async fn webhook_subscriptions_receive_the_events_they_select_signed() {
     );
     assert_eq!(hooks.received("/lab").len(), 2, "only the subscribed types");
 }
+
+#[tokio::test]
+async fn an_alert_opened_under_a_silence_starts_its_chain_when_the_silence_ends() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+            ("/api/v1/hosts", json!({"name": "plc", "labels": {"site": "lab"}, "spec": {}})),
+            ("/api/v1/services", json!({"name": "pump", "host": "plc", "spec": {}})),
+            ("/api/v1/alert-rules", json!({"name": "crit", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                "severity": "critical", "escalationPolicy": "page"})),
+        ],
+    )
+    .await;
+    let expires = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600)).to_string();
+    let silence = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/silences",
+            json!({"comment": "maintenance", "expiresAt": expires, "selector": "site=lab"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let res = send(s, token, Method::POST, "/api/v1/results",
+        json!({"results": [{"host": "plc", "service": "pump", "state": "CRITICAL", "output": "pump stalled"}]})).await;
+    assert_eq!(res.status(), 202);
+    let suppressed = notifications(s, token, 1, |_| true).await;
+    assert_eq!(suppressed, [":suppressed"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        hooks.received("/hook").is_empty(),
+        "a silenced alert does not page"
+    );
+    let id = silence["id"].as_str().unwrap();
+    let res = call(s, token, Method::DELETE, &format!("/api/v1/silences/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let got = hooks.wait_for("/hook", 1, Duration::from_secs(15)).await;
+    assert_eq!(
+        got[0].json()["alert"]["title"]
+            .as_str()
+            .map(|t| !t.is_empty()),
+        Some(true)
+    );
+    assert_eq!(
+        got[0].json()["alert"]["labels"]["site"],
+        "lab",
+        "effective labels reach the message"
+    );
+}
