@@ -241,7 +241,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         inventory.clone(),
         config.base_url.clone(),
     );
-    supervisor.spawn(Escalator::new(notify.clone(), events.filings()));
+    supervisor.spawn(Escalator(notify.clone()));
     supervisor.spawn(Courier(notify.clone()));
     supervisor.spawn(WebhookDispatcher::new(notify.clone(), events.clone()));
     let ctx = Arc::new(AppContext {

@@ -7,7 +7,7 @@
 
 use super::channels::{self, Outgoing, SendError};
 use super::directory::Directory;
-use super::{Notifier, escalation};
+use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
 use crate::model::notify::{Channel, Delivery, WebhookSubscription};
 use crate::runtime::Stopwatch;
@@ -22,8 +22,6 @@ use uuid::Uuid;
 
 /// Deliveries sent concurrently per step.
 const BATCH: usize = 100;
-/// The courier looks at the outbox at least this often.
-const IDLE: Duration = Duration::from_secs(60);
 
 /// How often a channel's deliveries are tried.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,7 +204,6 @@ impl Notifier {
         });
         let outcomes = futures_util::future::join_all(sends).await;
         let now = self.clock.now();
-        let mut dirs: HashMap<Uuid, Directory> = HashMap::new();
         let mut attempts = Vec::new();
         for (d, (outcome, took, channel)) in due.into_iter().zip(outcomes) {
             let mut d = d;
@@ -235,12 +232,8 @@ impl Notifier {
                     d.last_error = Some(e.message.clone());
                     events.push(d.attempt_event("dead", Some(&e.message), latency));
                     if !d.fallbacks.is_empty() {
-                        if let Entry::Vacant(e) = dirs.entry(d.tenant_id) {
-                            e.insert(Directory::load(&self.store, d.tenant_id).await?);
-                        }
-                        if let Some(dir) = dirs.get(&d.tenant_id) {
-                            fallback = self.fallback(dir, &d, now, &mut events);
-                        }
+                        let dir = self.directory(d.tenant_id).await?;
+                        fallback = self.fallback(&dir, &d, now, &mut events);
                     }
                     false
                 }

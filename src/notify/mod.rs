@@ -17,6 +17,7 @@ pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
 use crate::model::Timestamp;
+use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
@@ -31,9 +32,10 @@ use crate::store::{Store, StoreError};
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, OnceCell, watch};
+use tokio::sync::{Notify, OnceCell};
 use uuid::Uuid;
 
 /// How far `timeline` and `stats` look by default, and at most.
@@ -43,6 +45,8 @@ const MAX_RANGE_DAYS: u64 = 366;
 /// The iCalendar feed covers a week back and 60 days ahead.
 const ICS_BACK_DAYS: u64 = 7;
 const ICS_AHEAD_DAYS: u64 = 60;
+/// The escalator and the courier look for due work at least this often.
+const IDLE: Duration = Duration::from_secs(60);
 /// Escalation timers fired per step of the escalator.
 const TIMERS_PER_STEP: usize = 200;
 /// Provider requests give up after this long (a retryable failure).
@@ -79,6 +83,9 @@ pub struct Notifier {
     base_url: String,
     links: OnceCell<Links>,
     courier_wake: Arc<Notify>,
+    /// Directories per tenant, for the catalog generation they were read at (overrides are
+    /// catalog writes too).
+    directories: Mutex<(u64, HashMap<Uuid, Arc<Directory>>)>,
 }
 
 impl Notifier {
@@ -104,6 +111,7 @@ impl Notifier {
             base_url,
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),
+            directories: Mutex::default(),
         })
     }
 
@@ -119,6 +127,26 @@ impl Notifier {
             .await
     }
 
+    /// The tenant's people and channels as of the latest catalog write.
+    pub async fn directory(&self, tenant: Uuid) -> Result<Arc<Directory>, StoreError> {
+        let generation = self.store.catalog_generation();
+        {
+            let cache = self.directories.lock().unwrap_or_else(|e| e.into_inner());
+            if cache.0 == generation {
+                if let Some(d) = cache.1.get(&tenant) {
+                    return Ok(d.clone());
+                }
+            }
+        }
+        let dir = Arc::new(Directory::load(&self.store, tenant).await?);
+        let mut cache = self.directories.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.0 != generation {
+            *cache = (generation, HashMap::new());
+        }
+        cache.1.insert(tenant, dir.clone());
+        Ok(dir)
+    }
+
     fn audit(&self, p: &Principal, actor: &Actor, action: &str, resource: String) -> AuditDraft {
         AuditDraft::new(self.clock.now(), p.tenant, actor, action, resource)
     }
@@ -127,8 +155,14 @@ impl Notifier {
         &self,
         tenant: Uuid,
         name: &str,
-    ) -> Result<(Directory, directory::Named<crate::model::notify::Schedule>), NotifyError> {
-        let dir = Directory::load(&self.store, tenant).await?;
+    ) -> Result<
+        (
+            Arc<Directory>,
+            directory::Named<crate::model::notify::Schedule>,
+        ),
+        NotifyError,
+    > {
+        let dir = self.directory(tenant).await?;
         let schedule = dir
             .schedules
             .iter()
@@ -140,7 +174,7 @@ impl Notifier {
 
     /// `GET /oncall/now` (CONTRACT 3): per schedule the shift now and its contacts.
     pub async fn on_call_now(&self, p: &Principal) -> Result<Vec<Value>, NotifyError> {
-        let dir = Directory::load(&self.store, p.tenant).await?;
+        let dir = self.directory(p.tenant).await?;
         let now = self.clock.now();
         Ok(dir
             .schedules
@@ -317,7 +351,7 @@ impl Notifier {
             .await?;
         let policy: EscalationPolicy =
             serde_json::from_str(&doc.body).map_err(|e| StoreError::Internal(e.to_string()))?;
-        let dir = Directory::load(&self.store, p.tenant).await?;
+        let dir = self.directory(p.tenant).await?;
         let steps = escalation::simulate(&dir, &policy, severity, self.clock.now());
         Ok(json!({"policy": doc.name, "steps": steps}))
     }
@@ -429,7 +463,8 @@ impl Notifier {
             match self.store.alert(tenant.id, claim.alert).await {
                 Ok(_) => {
                     let by = match claim.contact {
-                        Some(c) => Directory::load(&self.store, tenant.id)
+                        Some(c) => self
+                            .directory(tenant.id)
                             .await?
                             .contact(&c.to_string())
                             .map_or_else(|| c.to_string(), |c| c.name.clone()),
@@ -444,56 +479,58 @@ impl Notifier {
         Err(StoreError::NotFound.into())
     }
 
-    /// Fires the escalation timers due now; returns how many it looked at.
+    /// Fires the escalation timers due now, in one transaction; returns how many it looked at.
     pub async fn fire_due(&self) -> Result<usize, NotifyError> {
         let now = self.clock.now();
         let timers = self.store.escalations_due(now, TIMERS_PER_STEP).await?;
+        if timers.is_empty() {
+            return Ok(0);
+        }
         let links = self.links().await?.clone();
-        let mut dirs: HashMap<Uuid, Directory> = HashMap::new();
+        let alerts: HashMap<Uuid, Alert> = self
+            .store
+            .alerts_by_id(timers.iter().map(|t| (t.tenant_id, t.alert_id)).collect())
+            .await?
+            .into_iter()
+            .map(|a| (a.id, a))
+            .collect();
         let mut policies: HashMap<(Uuid, String), Option<EscalationPolicy>> = HashMap::new();
-        let mut delivered = false;
+        let mut firings = Vec::new();
         for timer in &timers {
-            let alert = match self.store.alert(timer.tenant_id, timer.alert_id).await {
-                Ok(a) => Some(a),
-                Err(StoreError::NotFound) => None,
-                Err(e) => return Err(e.into()),
-            };
-            let policy = match alert.as_ref().and_then(|a| a.escalation_policy.clone()) {
+            let alert = alerts.get(&timer.alert_id);
+            let policy = match alert.and_then(|a| a.escalation_policy.clone()) {
                 Some(name) => {
                     let key = (timer.tenant_id, name.clone());
-                    if !policies.contains_key(&key) {
-                        let policy = match self
+                    if let Entry::Vacant(e) = policies.entry(key.clone()) {
+                        let found = self
                             .store
                             .doc(timer.tenant_id, "escalation-policies", name, false)
-                            .await
-                        {
+                            .await;
+                        e.insert(match found {
                             Ok(doc) => serde_json::from_str(&doc.body).ok(),
                             Err(StoreError::NotFound) => None,
                             Err(e) => return Err(e.into()),
-                        };
-                        policies.insert(key.clone(), policy);
+                        });
                     }
                     policies.get(&key).cloned().flatten()
                 }
                 None => None,
             };
-            if let std::collections::hash_map::Entry::Vacant(e) = dirs.entry(timer.tenant_id) {
-                e.insert(Directory::load(&self.store, timer.tenant_id).await?);
-            }
-            let Some(dir) = dirs.get(&timer.tenant_id) else {
-                continue;
-            };
+            let dir = self.directory(timer.tenant_id).await?;
             let ctx = escalation::Ctx {
-                dir,
+                dir: &dir,
                 links: &links,
                 now,
                 new_id: &|| self.clock.new_id(),
             };
-            let firing = escalation::plan(&ctx, alert.as_ref(), policy.as_ref(), timer);
-            delivered |= !firing.deliveries.is_empty();
-            let journaled = self.store.commit_firing(timer.clone(), firing).await?;
-            self.sink.file(journaled).await;
+            firings.push((
+                timer.clone(),
+                escalation::plan(&ctx, alert, policy.as_ref(), timer),
+            ));
         }
+        let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
+        let journaled = self.store.commit_firings(firings).await?;
+        self.sink.file(journaled).await;
         if delivered {
             self.courier_wake.notify_one();
         }
@@ -501,28 +538,22 @@ impl Notifier {
     }
 }
 
-/// Fires escalation steps as they fall due; woken by every filing of events (an alert that
-/// opened arms a chain) and otherwise sleeping until the next timer, at most a second.
-pub struct Escalator {
-    notifier: Arc<Notifier>,
-    filings: watch::Receiver<u64>,
-}
-
-impl Escalator {
-    pub fn new(notifier: Arc<Notifier>, filings: watch::Receiver<u64>) -> Self {
-        Self { notifier, filings }
-    }
-}
+/// Fires escalation steps as they fall due; woken by the store after writes that arm a
+/// chain, otherwise sleeping until the next timer.
+pub struct Escalator(pub Arc<Notifier>);
 
 impl Worker for Escalator {
     fn name(&self) -> &'static str {
         "escalator"
     }
 
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.0.store.escalation_waker())
+    }
+
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            self.filings.borrow_and_update();
-            match self.notifier.fire_due().await {
+            match self.0.fire_due().await {
                 Ok(n) if n >= TIMERS_PER_STEP => return Wait::For(Duration::ZERO),
                 Ok(_) => {}
                 Err(e) => {
@@ -530,18 +561,16 @@ impl Worker for Escalator {
                     return Wait::For(Duration::from_secs(1));
                 }
             }
-            let now = self.notifier.clock.now();
-            let wait = match self.notifier.store.notify_due().await {
-                Ok((Some(next), _)) => Duration::from_millis(
-                    u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
+            let now = self.0.clock.now();
+            match self.0.store.notify_due().await {
+                Ok((Some(next), _)) => Wait::For(
+                    Duration::from_millis(
+                        u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
+                    )
+                    .min(IDLE),
                 ),
-                _ => Duration::from_secs(1),
+                _ => Wait::For(IDLE),
             }
-            .min(Duration::from_secs(1));
-            if let Ok(Err(_)) = tokio::time::timeout(wait, self.filings.changed()).await {
-                tokio::time::sleep(wait).await;
-            }
-            Wait::For(Duration::ZERO)
         })
     }
 }

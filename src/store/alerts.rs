@@ -700,6 +700,7 @@ impl Store {
             store.journal(tx, events)
         })
         .await
+        .inspect(|_| self.escalations.notify_one())
     }
 
     /// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
@@ -720,6 +721,7 @@ impl Store {
             Ok((alert, opened, journaled))
         })
         .await
+        .inspect(|_| self.escalations.notify_one())
     }
 
     /// Moves an alert on (`:ack`, `:resolve`), with its lifecycle event and audit entry in the
@@ -841,6 +843,23 @@ impl Store {
                 }
             }
             store.journal(tx, events)
+        })
+        .await
+        .inspect(|_| self.escalations.notify_one())
+    }
+
+    /// The alerts of (tenant, id) pairs that exist, read in one snapshot.
+    pub async fn alerts_by_id(
+        self: &Arc<Self>,
+        ids: Vec<(Uuid, Uuid)>,
+    ) -> Result<Vec<Alert>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let mut out = Vec::new();
+            for (tenant, id) in ids {
+                out.extend(tenant_value::<Alert, _>(&t, tenant, id)?);
+            }
+            Ok(out)
         })
         .await
     }

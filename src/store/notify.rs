@@ -261,34 +261,37 @@ impl Store {
         .await
     }
 
-    /// Commits one firing of `timer`, unless the timer changed or went away since it was read
-    /// (the alert was acked, or the chain re-armed): then nothing is written.
-    pub async fn commit_firing(
+    /// Commits firings of timers in one transaction; a timer that changed or went away since
+    /// it was read (the alert was acked, or the chain re-armed) has its firing dropped.
+    pub async fn commit_firings(
         self: &Arc<Self>,
-        timer: EscalationTimer,
-        firing: Firing,
+        firings: Vec<(EscalationTimer, Firing)>,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
-            let key = timer_key(timer.alert_id, timer.step);
-            let current: Option<EscalationTimer> = tx
-                .open_table(ESCALATIONS)
-                .map_err(StoreError::from_redb)?
-                .get(key.as_slice())
-                .map_err(StoreError::from_redb)?
-                .map(|v| decode(v.value()))
-                .transpose()?;
-            if current.as_ref() != Some(&timer) {
-                return Ok(Vec::new());
+            let mut events = Vec::new();
+            for (timer, firing) in firings {
+                let key = timer_key(timer.alert_id, timer.step);
+                let current: Option<EscalationTimer> = tx
+                    .open_table(ESCALATIONS)
+                    .map_err(StoreError::from_redb)?
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .map(|v| decode(v.value()))
+                    .transpose()?;
+                if current.as_ref() != Some(&timer) {
+                    continue;
+                }
+                drop_timer(tx, &key)?;
+                for next in &firing.next {
+                    put_timer(tx, next)?;
+                }
+                for d in &firing.deliveries {
+                    put_delivery(tx, d)?;
+                }
+                events.extend(firing.events);
             }
-            drop_timer(tx, &key)?;
-            for next in &firing.next {
-                put_timer(tx, next)?;
-            }
-            for d in &firing.deliveries {
-                put_delivery(tx, d)?;
-            }
-            store.journal(tx, firing.events)
+            store.journal(tx, events)
         })
         .await
     }
@@ -462,7 +465,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<(Override, Vec<Journaled>), StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
             key.extend_from_slice(o.id.as_bytes());
             tx.open_table(OVERRIDES)
@@ -483,7 +486,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_catalog(move |tx| {
             let mut key = scoped(tenant, schedule.as_bytes());
             key.extend_from_slice(id.as_bytes());
             let old: Override = tx
