@@ -237,18 +237,18 @@ impl Alerting {
         Ok(written)
     }
 
-    /// An ack link's acknowledgement: by the contact it was sent to, `via` the link; only an
-    /// open alert (else `NotFound`).
+    /// An ack link's acknowledgement: by the contact it was sent to, `via` the link; `None`
+    /// when the alert is no longer open.
     pub async fn ack_by_link(
         &self,
         tenant: Uuid,
         id: Uuid,
         by: String,
-    ) -> Result<Alert, AlertError> {
+    ) -> Result<Option<Alert>, AlertError> {
         let now = self.clock.now();
         let actor = Actor::system("ack-link");
         let audit = AuditDraft::new(now, tenant, &actor, "alert.ack", format!("alert/{id}"));
-        let (alert, journaled) = self
+        let acked = self
             .store
             .transition_alert(
                 tenant,
@@ -260,9 +260,15 @@ impl Alerting {
                 },
                 audit,
             )
-            .await?;
-        self.sink.file(journaled).await;
-        Ok(alert)
+            .await;
+        match acked {
+            Ok((alert, journaled)) => {
+                self.sink.file(journaled).await;
+                Ok(Some(alert))
+            }
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub async fn resolve(

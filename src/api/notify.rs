@@ -245,9 +245,9 @@ async fn ack_link(
     State(st): State<AppState>,
     ApiPath(token): ApiPath<String>,
 ) -> axum::response::Response {
-    let claim = match st.notify.ack_claim(&token).await {
-        Ok(claim) => claim,
-        Err(crate::notify::NotifyError::Store(crate::store::StoreError::NotFound)) => {
+    let (tenant, alert, by) = match st.notify.ack_claim(&token).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => {
             return page(
                 StatusCode::NOT_FOUND,
                 "Link not valid",
@@ -257,9 +257,8 @@ async fn ack_link(
         }
         Err(e) => return Problem::from(e).into_response(),
     };
-    let (tenant, alert, by) = claim;
     match st.alerting.ack_by_link(tenant, alert, by).await {
-        Ok(a) => page(
+        Ok(Some(a)) => page(
             StatusCode::OK,
             "Acknowledged",
             &format!(
@@ -268,7 +267,7 @@ async fn ack_link(
             ),
         )
         .into_response(),
-        Err(crate::alerting::AlertError::Store(crate::store::StoreError::NotFound)) => page(
+        Ok(None) => page(
             StatusCode::OK,
             "Nothing to acknowledge",
             "The alert is no longer open: it was acknowledged, snoozed or resolved already.",

@@ -18,7 +18,7 @@ pub fn routes() -> Vec<Route> {
         Route::put("/api/v1/secrets/{name}", put).permission("admin:secrets").doc(
             "secrets",
             "Store a secret",
-            "Body `{value}`; 204; no If-Match (last write wins). Sealed with XChaCha20-Poly1305 under the master key (`secrets.masterKeyFile`, generated with mode 0600 on first start) and bound to its tenant and name. Configuration documents refer to a secret as `${secret:NAME}`.",
+            "Body `{value}`; 204; no If-Match (last write wins). Sealed with XChaCha20-Poly1305 under the master key (`secrets.masterKeyFile`, generated with mode 0600 on first start) and bound to its tenant and name. Check arguments and channel configuration refer to a secret as `$SECRET:NAME$`, opened only when used.",
         ),
         Route::delete("/api/v1/secrets/{name}", delete).permission("admin:secrets").doc("secrets", "Delete a secret", "204."),
     ]

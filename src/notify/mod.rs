@@ -454,11 +454,16 @@ impl Notifier {
         }
     }
 
-    /// The tenant and alert of a genuine, unexpired ack link, and who it was sent to.
-    pub async fn ack_claim(&self, token: &str) -> Result<(Uuid, Uuid, String), NotifyError> {
+    /// The tenant and alert of a genuine, unexpired ack link, and who it was sent to; `None`
+    /// for a link that is not.
+    pub async fn ack_claim(
+        &self,
+        token: &str,
+    ) -> Result<Option<(Uuid, Uuid, String)>, NotifyError> {
         let links = self.links().await?;
-        let claim =
-            acklink::verify(&links.key, token, self.clock.now()).ok_or(StoreError::NotFound)?;
+        let Some(claim) = acklink::verify(&links.key, token, self.clock.now()) else {
+            return Ok(None);
+        };
         for tenant in self.store.tenants().await? {
             match self.store.alert(tenant.id, claim.alert).await {
                 Ok(_) => {
@@ -470,13 +475,13 @@ impl Notifier {
                             .map_or_else(|| c.to_string(), |c| c.name.clone()),
                         None => "ack link".to_string(),
                     };
-                    return Ok((tenant.id, claim.alert, by));
+                    return Ok(Some((tenant.id, claim.alert, by)));
                 }
                 Err(StoreError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(StoreError::NotFound.into())
+        Ok(None)
     }
 
     /// Fires the escalation timers due now, in one transaction; returns how many it looked at.

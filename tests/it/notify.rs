@@ -933,3 +933,158 @@ async fn an_alert_opened_under_a_silence_starts_its_chain_when_the_silence_ends(
         "effective labels reach the message"
     );
 }
+
+/// aiosmtpd (Debian `python3-aiosmtpd`) with STARTTLS and AUTH required, or `None` when it is
+/// not installed.
+struct SmtpServer {
+    child: std::process::Child,
+    port: u16,
+    mailbox: std::path::PathBuf,
+    ca: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmtpServer {
+    fn start() -> Option<SmtpServer> {
+        let python = "/usr/bin/python3";
+        let has = std::process::Command::new(python)
+            .args(["-c", "import aiosmtpd"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let generated = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let (ca, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&ca, generated.cert.pem()).unwrap();
+        std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+        let mailbox = dir.path().join("mailbox.jsonl");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/smtp_server.py");
+        let mut child = std::process::Command::new(python)
+            .arg(script)
+            .arg(port.to_string())
+            .arg(&ca)
+            .arg(&key)
+            .arg(&mailbox)
+            .args(["svc", "mail-secret"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "ready");
+        Some(SmtpServer {
+            child,
+            port,
+            mailbox,
+            ca,
+            _dir: dir,
+        })
+    }
+
+    async fn messages(&self, n: usize) -> Vec<Value> {
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(&self.mailbox).unwrap_or_default();
+            let got: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "{} of {n} messages arrived",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for SmtpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn e_mail_goes_through_a_real_smtp_server_with_starttls_and_authentication() {
+    let Some(smtp) = SmtpServer::start() else {
+        eprintln!(
+            "SKIPPED e_mail_goes_through_a_real_smtp_server: python3-aiosmtpd is not installed"
+        );
+        return;
+    };
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let put = send(
+        s,
+        token,
+        Method::PUT,
+        "/api/v1/secrets/smtp-password",
+        json!({"value": "mail-secret"}),
+    )
+    .await;
+    assert!(put.status().is_success(), "{}", put.text().await.unwrap());
+    let config = |password: &str| {
+        json!({"host": "localhost", "port": smtp.port.to_string(), "tls": "starttls", "from": "svc <svc@example.com>",
+            "username": "svc", "password": password, "caFile": smtp.ca.to_str().unwrap(),
+            "retryBackoffSeconds": "1", "retryMaxAttempts": "2"})
+    };
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "mail", "type": "email", "config": config("$SECRET:smtp-password$"),
+                "template": "Subject: {{.Severity}} {{.Title}}\n\nSee {{.AckURL}}\nlabels {{json .Labels}}"})),
+            ("/api/v1/channels", json!({"name": "wrong", "type": "email", "config": config("guess")})),
+            ("/api/v1/contacts", json!({"name": "ada", "email": "ada@example.com",
+                "preferences": [{"channels": ["mail"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    raise(s, token, "Tank level high", "page").await;
+    let mail = &smtp.messages(1).await[0];
+    assert_eq!(mail["tls"], true, "STARTTLS");
+    assert_eq!(mail["user"], "svc", "authenticated");
+    assert_eq!(mail["to"], json!(["ada@example.com"]));
+    let data = mail["data"].as_str().unwrap();
+    assert!(data.contains("Subject: CRITICAL Tank level high"), "{data}");
+    assert!(data.contains("/api/v1/ack/"), "{data}");
+    assert!(data.contains(r#"labels {"site":"lab"}"#), "{data}");
+
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/mail:test-notification",
+        json!({"target": "bob@example.com"}),
+    )
+    .await;
+    assert_eq!(json(res, 200).await["result"], "sent");
+    assert_eq!(smtp.messages(2).await[1]["to"], json!(["bob@example.com"]));
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/wrong:test-notification",
+        json!({"target": "bob@example.com"}),
+    )
+    .await;
+    let p = assert_problem(res, 502, "svc:notify/test-failed").await;
+    assert!(p["detail"].as_str().unwrap().contains("SMTP"), "{p}");
+}

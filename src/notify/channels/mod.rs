@@ -2,6 +2,7 @@
 //! failure is worth retrying (network errors, timeouts, HTTP 408, 429 and 5xx) or permanent
 //! (any other refusal), which decides between the retry policy and the contact's next channel.
 
+mod email;
 pub mod http;
 mod script;
 pub mod template;
@@ -139,6 +140,7 @@ pub async fn send(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, 
         "gotify" => http::gotify(client, out).await,
         "servicenow" => http::servicenow(client, out).await,
         "script" => script::run(out).await,
+        "email" => email::send(out).await,
         other => Err(SendError::permanent(format!(
             "channel type {other:?} has no sender in this build"
         ))),

@@ -1,0 +1,126 @@
+//! `email`: SMTP with STARTTLS (`config.tls: starttls`, the default, port 587), implicit TLS
+//! (`tls`, port 465) or plain (`none`, port 25, for a trusted local relay), authenticated
+//! with `username`/`password` when set, from `from` to the contact's address. The server's
+//! certificate is checked against the system roots and `caFile` (a PEM file, for a private
+//! CA); `tlsInsecure: "true"` skips the check. A template's first line `Subject: ...` is the
+//! subject. SMTP 4xx answers and connection failures are retried; 5xx answers and TLS
+//! failures are permanent.
+
+use super::{Outgoing, SendError, Sent};
+use lettre::message::Mailbox;
+use lettre::message::header::ContentType;
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The subject and body of the message: a template's `Subject:` first line, else the
+/// severity and title.
+fn subject_and_body(out: &Outgoing<'_>) -> (String, String) {
+    let m = &out.delivery.payload;
+    let text = out.text();
+    if let Some(rest) = text.strip_prefix("Subject:") {
+        let (subject, body) = rest.split_once('\n').unwrap_or((rest, ""));
+        return (
+            subject.trim().to_string(),
+            body.trim_start_matches('\n').to_string(),
+        );
+    }
+    let subject = match m.kind.as_str() {
+        "test" => format!("svc test notification: {}", m.title),
+        _ => format!("[{}] {}", m.severity.to_uppercase(), m.title),
+    };
+    (subject, text)
+}
+
+fn classify(e: &lettre::transport::smtp::Error) -> SendError {
+    let message = format!("SMTP: {e}");
+    if e.is_permanent() || e.is_tls() {
+        SendError::permanent(message)
+    } else {
+        SendError::retry(message)
+    }
+}
+
+pub async fn send(out: &Outgoing<'_>) -> Result<Sent, SendError> {
+    let host = out
+        .get("host")
+        .ok_or_else(|| SendError::permanent("email channel has no host"))?;
+    let from: Mailbox = out
+        .get("from")
+        .ok_or_else(|| SendError::permanent("email channel has no from address"))?
+        .parse()
+        .map_err(|e| SendError::permanent(format!("from address: {e}")))?;
+    let to: Mailbox = out
+        .delivery
+        .target
+        .parse()
+        .map_err(|e| SendError::permanent(format!("address {:?}: {e}", out.delivery.target)))?;
+    let mode = out.get("tls").unwrap_or("starttls");
+    let default_port = match mode {
+        "tls" => 465,
+        "none" => 25,
+        _ => 587,
+    };
+    let port = match out.get("port") {
+        Some(p) => p
+            .parse()
+            .map_err(|_| SendError::permanent(format!("port {p:?} is not a number")))?,
+        None => default_port,
+    };
+    let mut params = TlsParameters::builder(host.to_string())
+        .dangerous_accept_invalid_certs(out.get("tlsInsecure") == Some("true"));
+    if let Some(path) = out.get("caFile") {
+        let pem = tokio::fs::read(path)
+            .await
+            .map_err(|e| SendError::permanent(format!("caFile {path:?}: {e}")))?;
+        let cert = Certificate::from_pem(&pem)
+            .map_err(|e| SendError::permanent(format!("caFile {path:?}: {e}")))?;
+        params = params.add_root_certificate(cert);
+    }
+    let params = || {
+        params
+            .clone()
+            .build_rustls()
+            .map_err(|e| SendError::permanent(format!("TLS: {e}")))
+    };
+    let tls = match mode {
+        "none" => Tls::None,
+        "tls" => Tls::Wrapper(params()?),
+        "starttls" => Tls::Required(params()?),
+        other => {
+            return Err(SendError::permanent(format!(
+                "tls {other:?} must be starttls, tls or none"
+            )));
+        }
+    };
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port)
+        .tls(tls)
+        .timeout(Some(TIMEOUT));
+    if let Some(user) = out.get("username") {
+        let password = out.get("password").unwrap_or_default();
+        builder = builder.credentials(Credentials::new(user.to_string(), password.to_string()));
+    }
+    let (subject, body) = subject_and_body(out);
+    let message = Message::builder()
+        .from(from)
+        .to(to)
+        .subject(subject)
+        .header(ContentType::TEXT_PLAIN)
+        .body(body)
+        .map_err(|e| SendError::permanent(format!("message: {e}")))?;
+    let answer = builder
+        .build()
+        .send(message)
+        .await
+        .map_err(|e| classify(&e))?;
+    let said = answer.message().collect::<Vec<_>>().join(" ");
+    Ok(Sent {
+        provider_id: None,
+        detail: format!("SMTP {}: {said}", answer.code()),
+        answer: said,
+    })
+}
