@@ -27,7 +27,7 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         ),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet)."),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`)."),
     ]
 }
 
@@ -160,6 +160,7 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "tsdb": st.metric_queries.stats(),
         "sseClients": st.events.sse_client_count(),
         "consumers": st.events.consumer_lags(),
+        "notify": st.notify.health().await.ok(),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
     }))

@@ -17,6 +17,7 @@ use crate::store::notify::Attempt;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -219,18 +220,21 @@ impl Notifier {
                         event.payload["providerId"] = serde_json::json!(id);
                     }
                     events.push(event);
+                    self.sent.fetch_add(1, Ordering::Relaxed);
                     true
                 }
                 Err(e) if e.retryable && d.attempts < policy.max_attempts => {
                     d.next_try = now.plus(policy.backoff(d.attempts, jitter()));
                     d.last_error = Some(e.message.clone());
                     events.push(d.attempt_event("failed", Some(&e.message), latency));
+                    self.failed.fetch_add(1, Ordering::Relaxed);
                     false
                 }
                 Err(e) => {
                     d.dead = true;
                     d.last_error = Some(e.message.clone());
                     events.push(d.attempt_event("dead", Some(&e.message), latency));
+                    self.dead.fetch_add(1, Ordering::Relaxed);
                     if !d.fallbacks.is_empty() {
                         let dir = self.directory(d.tenant_id).await?;
                         fallback = self.fallback(&dir, &d, now, &mut events);

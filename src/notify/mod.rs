@@ -33,6 +33,7 @@ use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, OnceCell};
@@ -86,6 +87,10 @@ pub struct Notifier {
     /// Directories per tenant, for the catalog generation they were read at (overrides are
     /// catalog writes too).
     directories: Mutex<(u64, HashMap<Uuid, Arc<Directory>>)>,
+    /// Delivery attempts since start, by outcome.
+    sent: AtomicU64,
+    failed: AtomicU64,
+    dead: AtomicU64,
 }
 
 impl Notifier {
@@ -112,6 +117,9 @@ impl Notifier {
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
+            sent: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            dead: AtomicU64::new(0),
         })
     }
 
@@ -125,6 +133,20 @@ impl Notifier {
                 })
             })
             .await
+    }
+
+    /// For `/system/health`: armed escalation timers, the outbox, dead letters, and delivery
+    /// attempts since start by outcome.
+    pub async fn health(&self) -> Result<Value, StoreError> {
+        let (escalations, outbox, dead_letters) = self.store.notify_counts().await?;
+        Ok(json!({
+            "escalationTimers": escalations,
+            "outbox": outbox,
+            "deadLetters": dead_letters,
+            "sent": self.sent.load(Ordering::Relaxed),
+            "failed": self.failed.load(Ordering::Relaxed),
+            "dead": self.dead.load(Ordering::Relaxed),
+        }))
     }
 
     /// The tenant's people and channels as of the latest catalog write.

@@ -234,6 +234,22 @@ impl Store {
         .await
     }
 
+    /// How many escalation timers are armed, deliveries wait in the outbox, and dead letters
+    /// are kept.
+    pub async fn notify_counts(self: &Arc<Self>) -> Result<(u64, u64, u64), StoreError> {
+        self.read(|tx| {
+            let len = |t: redb::TableDefinition<&[u8], &[u8]>| -> Result<u64, StoreError> {
+                use redb::ReadableTableMetadata;
+                tx.open_table(t)
+                    .map_err(StoreError::from_redb)?
+                    .len()
+                    .map_err(StoreError::from_redb)
+            };
+            Ok((len(ESCALATIONS)?, len(DELIVERIES)?, len(DEAD_LETTERS)?))
+        })
+        .await
+    }
+
     /// Escalation timers due by `now`, earliest first, at most `max`.
     pub async fn escalations_due(
         self: &Arc<Self>,

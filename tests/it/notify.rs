@@ -423,6 +423,9 @@ async fn failures_are_retried_then_dead_lettered_replayed_or_passed_to_the_next_
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(dead["dead"], true);
+    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    assert_eq!(health["notify"]["deadLetters"], 1, "{health}");
+    assert!(health["notify"]["failed"].as_u64().unwrap() >= 2, "{health}");
     assert_eq!(dead["attempts"], 2);
     assert_eq!(dead["kind"], "webhook");
     assert_eq!(dead["payload"]["alertId"], down["id"]);
