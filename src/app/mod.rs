@@ -22,7 +22,7 @@ use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
-use crate::notify::{Courier, Escalator, Notifier, WebhookDispatcher};
+use crate::notify::{Courier, Escalator, Handoffs, Notifier, WebhookDispatcher};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
@@ -243,6 +243,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     );
     supervisor.spawn(Escalator(notify.clone()));
     supervisor.spawn(Courier(notify.clone()));
+    supervisor.spawn(Handoffs::new(notify.clone()));
     supervisor.spawn(WebhookDispatcher::new(notify.clone(), events.clone()));
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),

@@ -8,11 +8,13 @@ pub mod channels;
 mod courier;
 pub mod directory;
 pub mod escalation;
+mod handoff;
 pub mod schedule;
 pub mod webhooks;
 
 pub use courier::Courier;
 pub use escalation::Links;
+pub use handoff::Handoffs;
 pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;

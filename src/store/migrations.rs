@@ -5,10 +5,10 @@ use super::StoreError;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
-    EVENT_JOURNAL, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES,
-    OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES, STATES,
-    STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
-    USER_EMAILS, USERS,
+    EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
+    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES,
+    STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES,
+    TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -88,6 +88,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 14,
         name: "escalation timers, deliveries, overrides",
         apply: create_notify_tables,
+    },
+    Migration {
+        version: 15,
+        name: "shift handoffs",
+        apply: create_handoff_table,
     },
 ];
 
@@ -185,6 +190,11 @@ fn create_notify_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
     tx.open_table(SUPPRESSED_ALERTS)
         .map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_handoff_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(HANDOFFS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -6,8 +6,8 @@
 use super::codec::{decode, encode, tenant_values_newest};
 use super::keys::{scoped, tenant_range};
 use super::tables::{
-    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, META, OVERRIDES,
-    SUPPRESSED_ALERTS,
+    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, HANDOFFS, META,
+    OVERRIDES, SUPPRESSED_ALERTS,
 };
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -380,6 +380,47 @@ impl Store {
             }
             if let Some((consumer, through)) = position {
                 super::journal::save_position(tx, consumer, through)?;
+            }
+            store.journal(tx, events)
+        })
+        .await
+    }
+
+    /// The start of the last shift of a schedule whose incoming person was told.
+    pub async fn handoff_announced(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        schedule: Uuid,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(HANDOFFS).map_err(StoreError::from_redb)?;
+            Ok(t.get(scoped(tenant, schedule.as_bytes()).as_slice())
+                .map_err(StoreError::from_redb)?
+                .and_then(|v| Timestamp::from_millis(v.value())))
+        })
+        .await
+    }
+
+    /// Records a handoff (the shift starting at `start`) with its deliveries and events.
+    pub async fn record_handoff(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        schedule: Uuid,
+        start: Timestamp,
+        deliveries: Vec<Delivery>,
+        events: Vec<EventDraft>,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            tx.open_table(HANDOFFS)
+                .map_err(StoreError::from_redb)?
+                .insert(
+                    scoped(tenant, schedule.as_bytes()).as_slice(),
+                    start.as_millis(),
+                )
+                .map_err(StoreError::from_redb)?;
+            for d in &deliveries {
+                put_delivery(tx, d)?;
             }
             store.journal(tx, events)
         })

@@ -114,6 +114,10 @@ pub const OVERRIDES: TableDefinition<&[u8], &[u8]> =
 pub const SUPPRESSED_ALERTS: TableDefinition<&[u8], ()> =
     TableDefinition::new("suppressed_alert_by_tenant_id");
 
+/// The start (ms) of the last shift whose incoming person was told, by tenant + schedule id.
+pub const HANDOFFS: TableDefinition<&[u8], i64> =
+    TableDefinition::new("handoff_by_tenant_schedule");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -425,7 +425,10 @@ async fn failures_are_retried_then_dead_lettered_replayed_or_passed_to_the_next_
     assert_eq!(dead["dead"], true);
     let health = json(s.get("/api/v1/system/health").await, 200).await;
     assert_eq!(health["notify"]["deadLetters"], 1, "{health}");
-    assert!(health["notify"]["failed"].as_u64().unwrap() >= 2, "{health}");
+    assert!(
+        health["notify"]["failed"].as_u64().unwrap() >= 2,
+        "{health}"
+    );
     assert_eq!(dead["attempts"], 2);
     assert_eq!(dead["kind"], "webhook");
     assert_eq!(dead["payload"]["alertId"], down["id"]);
@@ -1090,4 +1093,50 @@ async fn e_mail_goes_through_a_real_smtp_server_with_starttls_and_authentication
     .await;
     let p = assert_problem(res, 502, "svc:notify/test-failed").await;
     assert!(p["detail"].as_str().unwrap().contains("SMTP"), "{p}");
+}
+
+#[tokio::test]
+async fn the_incoming_on_call_person_is_told_at_the_handover() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "cy", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/contacts", json!({"name": "dan", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/schedules", json!({"name": "ops", "timeZone": "UTC", "layers": [
+                {"anchor": "2026-01-05T08:00:00Z", "unit": "weekly", "participants": ["dan"]}]})),
+        ],
+    )
+    .await;
+    // Dan's shift began long ago: nobody is told about it now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(hooks.received("/hook").is_empty());
+    let start = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(2);
+    let end = start + jiff::SignedDuration::from_secs(3600);
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/schedules/ops/overrides",
+        json!({"contactId": "cy", "start": start.to_string(), "end": end.to_string()}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let got = hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    let body = got[0].json();
+    assert_eq!(body["kind"], "handoff");
+    assert_eq!(body["contact"], "cy");
+    assert!(
+        body["alert"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("on call for ops"),
+        "{body}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(hooks.received("/hook").len(), 1, "told once");
 }
