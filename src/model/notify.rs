@@ -308,6 +308,38 @@ pub struct Delivery {
     pub fallbacks: Vec<String>,
 }
 
+impl Message {
+    /// A message about no alert (a test, a handoff, a subscribed event): only what is given.
+    pub fn notice(
+        kind: &str,
+        title: String,
+        summary: String,
+        severity: &str,
+        at: Timestamp,
+    ) -> Message {
+        Message {
+            kind: kind.into(),
+            alert_id: None,
+            short_id: String::new(),
+            title,
+            summary,
+            severity: severity.into(),
+            status: String::new(),
+            labels: BTreeMap::new(),
+            object_id: None,
+            policy: String::new(),
+            step: 0,
+            repeat: 0,
+            contact: String::new(),
+            ack_url: String::new(),
+            alert_url: String::new(),
+            params: BTreeMap::new(),
+            event: None,
+            at,
+        }
+    }
+}
+
 /// A target shown in events: enough to recognise, not enough to use.
 pub fn mask(target: &str) -> String {
     if let Some((user, domain)) = target.split_once('@') {
@@ -336,6 +368,29 @@ pub fn mask(target: &str) -> String {
 }
 
 impl Delivery {
+    /// A new delivery of `payload` on a channel of type `kind`, due at the message's time;
+    /// where it goes is set by the caller.
+    pub fn new(id: Uuid, tenant_id: Uuid, kind: &str, payload: Message) -> Delivery {
+        Delivery {
+            id,
+            tenant_id,
+            channel_id: None,
+            channel: String::new(),
+            kind: kind.into(),
+            attempts: 0,
+            next_try: payload.at,
+            dead: false,
+            last_error: None,
+            created_at: payload.at,
+            target: String::new(),
+            contact_id: None,
+            webhook_id: None,
+            url: String::new(),
+            fallbacks: Vec::new(),
+            payload,
+        }
+    }
+
     /// The `notification` event of one attempt (SPEC 6.2), its target masked.
     pub fn attempt_event(
         &self,

@@ -93,7 +93,6 @@ pub fn delivery(
     id: Uuid,
     tenant: Uuid,
 ) -> Result<Delivery, String> {
-    let now = payload.at;
     let (channel_id, channel, kind, url) =
         if reference.starts_with("http://") || reference.starts_with("https://") {
             (
@@ -130,22 +129,13 @@ pub fn delivery(
         None => String::new(),
     };
     Ok(Delivery {
-        id,
-        tenant_id: tenant,
         channel_id,
         channel,
-        kind,
-        payload,
-        attempts: 0,
-        next_try: now,
-        dead: false,
-        last_error: None,
-        created_at: now,
         target,
         contact_id: contact.map(|(id, _)| id),
-        webhook_id: None,
         url,
         fallbacks,
+        ..Delivery::new(id, tenant, &kind, payload)
     })
 }
 
@@ -197,12 +187,19 @@ fn fan_out(
         }),
         None => Vec::new(),
     };
+    let mut take = |made: Result<Delivery, String>, reference: &str| match made {
+        Ok(d) => {
+            used.push(d.kind.clone());
+            deliveries.push(d);
+        }
+        Err(e) => failures.push(failed_event(alert, timer, reference, &e)),
+    };
     for c in contacts {
         names.push(c.name.clone());
         let (send, fallbacks) = dir.channel_plan(&c.body, alert.severity, &step.channels, now);
         for reference in send {
             let payload = message(alert, policy, timer, Some((c.id, &c.name)), links, now);
-            match delivery(
+            let made = delivery(
                 dir,
                 &reference,
                 Some((c.id, &c.body)),
@@ -210,13 +207,8 @@ fn fan_out(
                 fallbacks.clone(),
                 (ctx.new_id)(),
                 alert.tenant_id,
-            ) {
-                Ok(d) => {
-                    used.push(d.kind.clone());
-                    deliveries.push(d);
-                }
-                Err(e) => failures.push(failed_event(alert, timer, &reference, &e)),
-            }
+            );
+            take(made, &reference);
         }
     }
     if let Some(action) = &step.action {
@@ -239,7 +231,7 @@ fn fan_out(
         for (reference, params) in actions {
             let mut payload = message(alert, policy, timer, None, links, now);
             payload.params = params;
-            match delivery(
+            let made = delivery(
                 dir,
                 &reference,
                 None,
@@ -247,13 +239,8 @@ fn fan_out(
                 Vec::new(),
                 (ctx.new_id)(),
                 alert.tenant_id,
-            ) {
-                Ok(d) => {
-                    used.push(d.kind.clone());
-                    deliveries.push(d);
-                }
-                Err(e) => failures.push(failed_event(alert, timer, &reference, &e)),
-            }
+            );
+            take(made, &reference);
         }
     }
     used.dedup();

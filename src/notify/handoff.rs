@@ -52,15 +52,13 @@ impl Notifier {
                 if let (Some(c), true) = (contact, current.start.plus(GRACE) >= now) {
                     let (send, fallbacks) = dir.channel_plan(&c.body, Severity::Info, &[], now);
                     for reference in send {
-                        let message = Message {
-                            kind: "handoff".into(),
-                            alert_id: None,
-                            short_id: String::new(),
-                            title: format!(
+                        let mut message = Message::notice(
+                            "handoff",
+                            format!(
                                 "You are on call for {} until {}",
                                 schedule.name, current.end
                             ),
-                            summary: format!(
+                            format!(
                                 "Your shift on schedule {} started at {}{}.",
                                 schedule.name,
                                 current.start,
@@ -70,20 +68,10 @@ impl Notifier {
                                     ""
                                 }
                             ),
-                            severity: Severity::Info.as_str().into(),
-                            status: String::new(),
-                            labels: Default::default(),
-                            object_id: None,
-                            policy: String::new(),
-                            step: 0,
-                            repeat: 0,
-                            contact: c.name.clone(),
-                            ack_url: String::new(),
-                            alert_url: String::new(),
-                            params: Default::default(),
-                            event: None,
-                            at: now,
-                        };
+                            Severity::Info.as_str(),
+                            now,
+                        );
+                        message.contact = c.name.clone();
                         let made = escalation::delivery(
                             &dir,
                             &reference,

@@ -425,43 +425,18 @@ impl Notifier {
                 format!("a {} channel needs a target to test", channel.kind),
             ));
         }
-        let now = self.clock.now();
+        let message = Message::notice(
+            "test",
+            format!("test of channel {} by {}", doc.name, p.name),
+            "If you can read this, the channel works.".into(),
+            Severity::Info.as_str(),
+            self.clock.now(),
+        );
         let delivery = Delivery {
-            id: self.clock.new_id(),
-            tenant_id: p.tenant,
             channel_id: Some(doc.id),
             channel: doc.name.clone(),
-            kind: channel.kind.clone(),
-            payload: Message {
-                kind: "test".into(),
-                alert_id: None,
-                short_id: String::new(),
-                title: format!("test of channel {} by {}", doc.name, p.name),
-                summary: "If you can read this, the channel works.".into(),
-                severity: "info".into(),
-                status: String::new(),
-                labels: Default::default(),
-                object_id: None,
-                policy: String::new(),
-                step: 0,
-                repeat: 0,
-                contact: String::new(),
-                ack_url: String::new(),
-                alert_url: String::new(),
-                params: Default::default(),
-                event: None,
-                at: now,
-            },
-            attempts: 0,
-            next_try: now,
-            dead: false,
-            last_error: None,
-            created_at: now,
             target: target.unwrap_or_default(),
-            contact_id: None,
-            webhook_id: None,
-            url: String::new(),
-            fallbacks: Vec::new(),
+            ..Delivery::new(self.clock.new_id(), p.tenant, &channel.kind, message)
         };
         let config = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
             .await

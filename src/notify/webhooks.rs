@@ -6,9 +6,9 @@
 
 use super::Notifier;
 use crate::events::{Consumer, Events};
-use crate::model::Selector;
 use crate::model::event::Event;
 use crate::model::notify::{Delivery, Message, WebhookSubscription};
+use crate::model::{Selector, Timestamp};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
 use std::collections::HashMap;
@@ -17,10 +17,14 @@ use std::time::Duration;
 use uuid::Uuid;
 
 pub const CONSUMER: &str = "webhooks";
+/// With no subscription anywhere, the dispatcher looks again this often.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
 const BATCH: usize = 256;
 
 struct Subscription {
     id: Uuid,
+    /// Events before the subscription existed are not its.
+    since: Timestamp,
     body: WebhookSubscription,
     selector: Option<Selector>,
 }
@@ -29,6 +33,7 @@ impl Subscription {
     fn wants(&self, e: &Event) -> bool {
         let empty = serde_json::Map::new();
         !self.body.disabled
+            && e.ts >= self.since
             && (self.body.types.is_empty() || self.body.types.contains(&e.kind))
             && self
                 .selector
@@ -79,6 +84,7 @@ impl WebhookDispatcher {
                 };
                 Some(Subscription {
                     id: d.id,
+                    since: d.created_at,
                     body,
                     selector,
                 })
@@ -89,17 +95,30 @@ impl WebhookDispatcher {
         Ok(subs)
     }
 
-    async fn run_once(&mut self) -> Result<(), StoreError> {
+    /// One batch; `false` when no tenant has a subscription (the position then moves to the
+    /// journal head without reading).
+    async fn run_once(&mut self) -> Result<bool, StoreError> {
         if self.consumer.is_none() {
             let store = self.notifier.store.clone();
             self.consumer = Some(Consumer::open(CONSUMER, self.events.clone(), store).await?);
         }
+        let moved = self
+            .notifier
+            .store
+            .skip_consumer_without(CONSUMER, "webhooks")
+            .await?;
+        if let Some(at) = moved {
+            if let Some(c) = self.consumer.as_mut() {
+                c.advance(at);
+            }
+            return Ok(false);
+        }
         let batch = match self.consumer.as_mut() {
             Some(c) => c.next(BATCH).await?,
-            None => return Ok(()),
+            None => return Ok(true),
         };
         let Some(through) = batch.last().map(|e| e.id) else {
-            return Ok(());
+            return Ok(true);
         };
         let now = self.notifier.clock.now();
         let mut deliveries = Vec::new();
@@ -121,63 +140,32 @@ impl WebhookDispatcher {
         if any {
             self.notifier.courier_wake.notify_one();
         }
-        Ok(())
+        Ok(true)
     }
 
-    fn delivery(
-        &self,
-        sub: &Subscription,
-        event: &Event,
-        now: crate::model::Timestamp,
-    ) -> Delivery {
+    fn delivery(&self, sub: &Subscription, event: &Event, now: Timestamp) -> Delivery {
         let summary = event
             .payload
             .get("summary")
             .or_else(|| event.payload.get("title"))
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
+        let severity = event.severity.map_or("info", |s| s.as_str());
+        let title = format!("{} {summary}", event.kind.as_str())
+            .trim()
+            .to_string();
+        let mut message = Message::notice("event", title, summary.to_string(), severity, now);
+        message.object_id = event.object_id;
+        message.event = serde_json::to_value(event).ok();
         Delivery {
-            id: self.notifier.clock.new_id(),
-            tenant_id: event.tenant_id,
-            channel_id: None,
-            channel: String::new(),
-            kind: "webhook".into(),
-            payload: Message {
-                kind: "event".into(),
-                alert_id: None,
-                short_id: String::new(),
-                title: format!("{} {summary}", event.kind.as_str())
-                    .trim()
-                    .to_string(),
-                summary: summary.to_string(),
-                severity: event
-                    .severity
-                    .map(|s| s.as_str())
-                    .unwrap_or("info")
-                    .to_string(),
-                status: String::new(),
-                labels: Default::default(),
-                object_id: event.object_id,
-                policy: String::new(),
-                step: 0,
-                repeat: 0,
-                contact: String::new(),
-                ack_url: String::new(),
-                alert_url: String::new(),
-                params: Default::default(),
-                event: serde_json::to_value(event).ok(),
-                at: now,
-            },
-            attempts: 0,
-            next_try: now,
-            dead: false,
-            last_error: None,
-            created_at: now,
-            target: String::new(),
-            contact_id: None,
             webhook_id: Some(sub.id),
             url: sub.body.url.clone(),
-            fallbacks: Vec::new(),
+            ..Delivery::new(
+                self.notifier.clock.new_id(),
+                event.tenant_id,
+                "webhook",
+                message,
+            )
         }
     }
 }
@@ -190,7 +178,8 @@ impl Worker for WebhookDispatcher {
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
             match self.run_once().await {
-                Ok(()) => Wait::For(Duration::ZERO),
+                Ok(true) => Wait::For(Duration::ZERO),
+                Ok(false) => Wait::For(IDLE_CHECK),
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook dispatch failed; retrying");
                     self.consumer = None;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 /// tenant + kind length + kind, the prefix of every document of a kind.
-fn kind_prefix(tenant: Uuid, kind: &str) -> Vec<u8> {
+pub(super) fn kind_prefix(tenant: Uuid, kind: &str) -> Vec<u8> {
     let mut local = vec![u8::try_from(kind.len()).unwrap_or(u8::MAX)];
     local.extend_from_slice(kind.as_bytes());
     scoped(tenant, &local)

@@ -9,7 +9,7 @@
 //! keyed by their id) and then forgets the journal row.
 
 use super::codec::{decode, encode};
-use super::tables::{CONSUMER_POSITIONS, EVENT_JOURNAL, META};
+use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
@@ -267,6 +267,48 @@ impl Store {
         self.write(move |tx| {
             save_position(tx, &name, through)?;
             store.journal(tx, events)
+        })
+        .await
+    }
+
+    /// Moves consumer `name` to the journal head when no tenant has a document of `kind` (a
+    /// webhook dispatcher with no subscriptions has nothing to read), in one transaction, so a
+    /// document created meanwhile is seen and nothing after it is skipped; returns the new
+    /// position when it moved.
+    pub async fn skip_consumer_without(
+        self: &Arc<Self>,
+        name: &'static str,
+        kind: &'static str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        self.write(move |tx| {
+            let tenants: Vec<u128> = {
+                let t = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+                let mut ids = Vec::new();
+                for row in t.iter().map_err(StoreError::from_redb)? {
+                    ids.push(row.map_err(StoreError::from_redb)?.0.value());
+                }
+                ids
+            };
+            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+            for tenant in tenants {
+                let prefix = super::config::kind_prefix(Uuid::from_u128(tenant), kind);
+                let first = docs
+                    .range(prefix.as_slice()..)
+                    .map_err(StoreError::from_redb)?
+                    .next()
+                    .transpose()
+                    .map_err(StoreError::from_redb)?;
+                if first.is_some_and(|(k, _)| k.value().starts_with(&prefix)) {
+                    return Ok(None);
+                }
+            }
+            let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+            let Some(at) = head(&meta)? else {
+                return Ok(None);
+            };
+            drop(meta);
+            save_position(tx, name, at)?;
+            Ok(Some(at))
         })
         .await
     }

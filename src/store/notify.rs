@@ -202,6 +202,31 @@ fn first_due(
     }))
 }
 
+/// The rows of `items` whose `ms + key` entry in `due` is at or before `now`, earliest first,
+/// at most `max`.
+fn due_rows<T: serde::de::DeserializeOwned>(
+    tx: &redb::ReadTransaction,
+    due: redb::TableDefinition<&[u8], ()>,
+    items: redb::TableDefinition<&[u8], &[u8]>,
+    now: Timestamp,
+    max: usize,
+) -> Result<Vec<T>, StoreError> {
+    let due = tx.open_table(due).map_err(StoreError::from_redb)?;
+    let items = tx.open_table(items).map_err(StoreError::from_redb)?;
+    let end = (now.as_millis() + 1).to_be_bytes();
+    let mut out = Vec::new();
+    for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
+        let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+        if let Some(v) = items.get(&key[8..]).map_err(StoreError::from_redb)? {
+            out.push(decode(v.value())?);
+        }
+        if out.len() >= max {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 /// What one firing of an escalation step commits: the timers that follow it, the deliveries
 /// it makes and its events.
 pub struct Firing {
@@ -256,25 +281,8 @@ impl Store {
         now: Timestamp,
         max: usize,
     ) -> Result<Vec<EscalationTimer>, StoreError> {
-        self.read(move |tx| {
-            let due = tx
-                .open_table(ESCALATIONS_DUE)
-                .map_err(StoreError::from_redb)?;
-            let timers = tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
-            let end = (now.as_millis() + 1).to_be_bytes();
-            let mut out = Vec::new();
-            for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
-                let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
-                if let Some(v) = timers.get(&key[8..]).map_err(StoreError::from_redb)? {
-                    out.push(decode(v.value())?);
-                }
-                if out.len() >= max {
-                    break;
-                }
-            }
-            Ok(out)
-        })
-        .await
+        self.read(move |tx| due_rows(tx, ESCALATIONS_DUE, ESCALATIONS, now, max))
+            .await
     }
 
     /// Commits firings of timers in one transaction; a timer that changed or went away since
@@ -318,25 +326,8 @@ impl Store {
         now: Timestamp,
         max: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        self.read(move |tx| {
-            let due = tx
-                .open_table(DELIVERIES_DUE)
-                .map_err(StoreError::from_redb)?;
-            let items = tx.open_table(DELIVERIES).map_err(StoreError::from_redb)?;
-            let end = (now.as_millis() + 1).to_be_bytes();
-            let mut out = Vec::new();
-            for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
-                let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
-                if let Some(v) = items.get(&key[8..]).map_err(StoreError::from_redb)? {
-                    out.push(decode(v.value())?);
-                }
-                if out.len() >= max {
-                    break;
-                }
-            }
-            Ok(out)
-        })
-        .await
+        self.read(move |tx| due_rows(tx, DELIVERIES_DUE, DELIVERIES, now, max))
+            .await
     }
 
     /// Records delivery attempts: a sent one leaves the outbox, a failed one waits for its
