@@ -1140,3 +1140,107 @@ async fn the_incoming_on_call_person_is_told_at_the_handover() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(hooks.received("/hook").len(), 1, "told once");
 }
+
+#[tokio::test]
+async fn a_restart_between_steps_loses_and_repeats_none_and_a_resolved_incident_stops_its_chains() {
+    let a = Admin::start();
+    let token = a.token.clone();
+    let hooks = Receiver::start().await;
+    create_all(
+        &a.s,
+        &token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "two", "steps": [
+                {"after": 0, "notify": {"contact": "ada"}},
+                {"after": "3s", "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    let first = raise(&a.s, &token, "across a restart", "two").await;
+    hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    let s = a.s.stop_keeping_data().start(Opts::default());
+    let got = hooks.wait_for("/hook", 2, Duration::from_secs(10)).await;
+    assert_eq!(got[1].json()["alert"]["id"], first["id"]);
+    assert_eq!(
+        got[1].json()["step"],
+        1,
+        "the second step fires after the restart"
+    );
+
+    let second = raise(&s, &token, "in an incident", "two").await;
+    hooks.wait_for("/hook", 3, Duration::from_secs(10)).await;
+    let incident = json(
+        send(
+            &s,
+            &token,
+            Method::POST,
+            "/api/v1/incidents",
+            json!({"title": "hall", "alertIds": [second["id"]]}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let id = incident["id"].as_str().unwrap();
+    let res = call(&s, &token, Method::PUT, &format!("/api/v1/incidents/{id}"))
+        .header("If-Match", format!("\"{}\"", incident["version"]))
+        .json(&json!({"title": "hall", "status": "resolved", "alertIds": [second["id"]]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let got = hooks.received("/hook");
+    assert_eq!(
+        got.len(),
+        3,
+        "no repeat of the first alert's steps, no step 2 of the resolved incident's alert"
+    );
+}
+
+#[tokio::test]
+async fn a_script_channel_gets_the_message_on_stdin() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("page.sh");
+    let out = dir.path().join("paged.txt");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n{ echo \"$SVC_ALERT_SEVERITY $SVC_CONTACT\"; cat; } > \"$1\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "pager", "type": "script",
+                "config": {"command": script.to_str().unwrap(), "args": out.to_str().unwrap()}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["script"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+        ],
+    )
+    .await;
+    raise(s, token, "Compressor stopped", "page").await;
+    let started = Instant::now();
+    let text = loop {
+        if let Ok(t) = std::fs::read_to_string(&out) {
+            if t.contains("Acknowledge") {
+                break t;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the script never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        text.starts_with("critical ada\n[CRITICAL] Compressor stopped"),
+        "{text}"
+    );
+}
