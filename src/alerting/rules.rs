@@ -32,7 +32,71 @@ pub struct CompiledRule {
     pub rule: AlertRule,
     /// `None` for a heartbeat rule without `match`.
     matches: Option<::cel::Program>,
+    /// The `match` expression's `event.<path> == '<text>'` conjuncts, checked before it runs.
+    requires: Vec<(Vec<String>, String)>,
     clear: Option<::cel::Program>,
+}
+
+/// The `event.<path> == '<text>'` (or `'<text>' == event.<path>`) conjuncts at the top level
+/// of a `&&` chain. When one does not hold for an event the whole expression is false or an
+/// error (a missing key, another type), both no match, so the rule need not run: most rules
+/// test the event type and a label or two, and most events fail them.
+fn required_equalities(source: &str) -> Vec<(Vec<String>, String)> {
+    let mut conjuncts = Vec::new();
+    let (mut depth, mut quote, mut start) = (0i32, None::<char>, 0usize);
+    let bytes: Vec<(usize, char)> = source.char_indices().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        let (at, c) = bytes[i];
+        match (quote, c) {
+            (Some(_), '\\') => i += 1,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') => depth -= 1,
+            (None, '|' | '?') if depth == 0 => return Vec::new(),
+            (None, '&') if depth == 0 && bytes.get(i + 1).is_some_and(|(_, n)| *n == '&') => {
+                conjuncts.push(&source[start..at]);
+                start = at + 2;
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    conjuncts.push(&source[start..]);
+    let path = |s: &str| -> Option<Vec<String>> {
+        let p = s.trim().strip_prefix("event.")?;
+        let ok = !p.is_empty()
+            && p.split('.')
+                .all(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        ok.then(|| p.split('.').map(str::to_string).collect())
+    };
+    let literal = |s: &str| -> Option<String> {
+        let s = s.trim();
+        let q = s.chars().next().filter(|q| *q == '\'' || *q == '"')?;
+        let inner = s.strip_prefix(q)?.strip_suffix(q)?;
+        (!inner.contains(q) && !inner.contains('\\')).then(|| inner.to_string())
+    };
+    conjuncts
+        .into_iter()
+        .filter_map(|c| {
+            let (l, r) = c.split_once("==")?;
+            match (path(l), literal(r)) {
+                (Some(p), Some(v)) => Some((p, v)),
+                _ => Some((path(r)?, literal(l)?)),
+            }
+        })
+        .collect()
+}
+
+/// Whether the view's value at `path` is the string `value`.
+fn has(view: &Value, path: &[String], value: &str) -> bool {
+    path.iter()
+        .try_fold(view, |v, k| v.get(k))
+        .and_then(Value::as_str)
+        == Some(value)
 }
 
 /// Whether an event comes from a heartbeat rule's source: its source id, an ingress event's
@@ -219,7 +283,7 @@ pub fn decide(
         let Some(matches) = &r.matches else {
             continue;
         };
-        let matched = holds(matches, &ctx);
+        let matched = r.requires.iter().all(|(p, v)| has(&view, p, v)) && holds(matches, &ctx);
         let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &ctx))
             || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
         if cleared {
@@ -346,6 +410,7 @@ fn compile_one(name: &str, rule: AlertRule) -> Vec<CompiledRule> {
     match (matches, clear) {
         (Ok(matches), Ok(clear)) => vec![CompiledRule {
             name: name.to_string(),
+            requires: required_equalities(&rule.matches),
             rule,
             matches,
             clear,
@@ -357,6 +422,53 @@ fn compile_one(name: &str, rule: AlertRule) -> Vec<CompiledRule> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_equalities_are_required_before_a_rule_runs() {
+        let eq = |s: &str| -> Vec<(String, String)> {
+            required_equalities(s)
+                .into_iter()
+                .map(|(p, v)| (p.join("."), v))
+                .collect()
+        };
+        assert_eq!(
+            eq("event.type == 'state_change' && event.labels.shard == \"7\" && event.attempt > 2"),
+            [
+                ("type".into(), "state_change".into()),
+                ("labels.shard".into(), "7".into())
+            ]
+        );
+        assert_eq!(
+            eq("'CRITICAL' == event.state"),
+            [("state".into(), "CRITICAL".into())]
+        );
+        assert!(
+            eq("event.type == 'a' || event.type == 'b'").is_empty(),
+            "a disjunction"
+        );
+        assert!(eq("event.x == 'a' ? true : false").is_empty());
+        assert_eq!(
+            eq("(event.type == 'a' || true) && event.kind == 'service'"),
+            [("kind".into(), "service".into())]
+        );
+        assert_eq!(
+            eq("event.summary == 'a && b'"),
+            [("summary".into(), "a && b".into())]
+        );
+        assert!(
+            eq("event.summary == 'it\\'s'").is_empty(),
+            "escapes are left to CEL"
+        );
+        assert!(eq("event.payload.n == 3").is_empty());
+        let view = json!({"type": "state_change", "labels": {"shard": "7"}, "attempt": 3});
+        let rules = compile(vec![(
+            "r".into(),
+            json!({"match": "event.type == 'state_change' && event.labels.shard == '7'", "severity": "critical"}).to_string(),
+        )]);
+        assert!(rules[0].requires.iter().all(|(p, v)| has(&view, p, v)));
+        let other = json!({"type": "state_change", "labels": {"shard": "8"}});
+        assert!(!rules[0].requires.iter().all(|(p, v)| has(&other, p, v)));
+    }
 
     #[test]
     fn templates_render_event_paths() {

@@ -90,7 +90,10 @@ async fn list(
         return Ok(Json(Page::all(Vec::new())));
     };
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
-    let items = st.events.list(f, cursor, page.limit).await?;
+    let items = st
+        .events
+        .list_committed(&st.store, f, cursor, page.limit)
+        .await?;
     Ok(Json(Page::new(items, &page, |e: &Event| e.id.to_string())))
 }
 

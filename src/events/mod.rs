@@ -18,13 +18,17 @@ use crate::model::event::{Event, EventFilter, Journaled, id_millis};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::sink::{EmitFuture, EventSink};
-use crate::store::StoreError;
 use crate::store::events::{EventStore, Position};
-use std::collections::BTreeMap;
+use crate::store::{Store, StoreError};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, watch};
 use uuid::Uuid;
+
+/// At most this many committed, not yet filed events are merged into a list (the journal is
+/// short unless filing fails).
+const UNFILED_LISTED: usize = 10_000;
 
 /// SSE replay starts this long before the `Last-Event-ID` event.
 pub const REPLAY_LOOKBACK_MS: i64 = 1000;
@@ -198,6 +202,34 @@ impl Events {
         let store = self.store.clone();
         let before = cursor.and_then(Position::of_id);
         crate::store::blocking(move || store.newest(&filter, before, limit)).await
+    }
+
+    /// `list` with the committed events not filed yet (still journal rows in `main`) merged
+    /// in, so an event is listed as soon as the change that made it can be read. The journal
+    /// is read first: a row filed after that read is in the month files read next.
+    pub async fn list_committed(
+        &self,
+        main: &Arc<Store>,
+        filter: EventFilter,
+        cursor: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        let pending = main.journal_view(None, UNFILED_LISTED).await?.pending;
+        let mut items = self.list(filter.clone(), cursor, limit).await?;
+        let before = cursor.and_then(Position::of_id);
+        let listed: HashSet<Uuid> = items.iter().map(|e| e.id).collect();
+        items.extend(
+            pending
+                .iter()
+                .filter(|e| filter.matches(e) && !listed.contains(&e.id))
+                .filter(|e| {
+                    before.is_none_or(|b| (id_millis(&e.id).unwrap_or(0), e.id) < (b.ms, b.id))
+                })
+                .map(|e| (**e).clone()),
+        );
+        items.sort_by_key(|e| std::cmp::Reverse((e.ts, e.id)));
+        items.truncate(limit);
+        Ok(items)
     }
 
     /// Oldest first, strictly after `after` (export pages, SSE replay).
