@@ -591,6 +591,51 @@ fn host_of(
         .and_then(|o| o.host_id))
 }
 
+/// Drops the clears of keys no alert holds, none is pending for and no match of the batch
+/// fires (a rule with `resolveOnOk` sends one for every OK event), reading the key tables once
+/// instead of once per clear.
+fn without_idle_clears(
+    tx: &WriteTransaction,
+    matches: Vec<AlertMatch>,
+) -> Result<Vec<AlertMatch>, StoreError> {
+    let fired: std::collections::HashSet<Vec<u8>> = matches
+        .iter()
+        .filter_map(|m| match m {
+            AlertMatch::Fire { alert, .. } => Some(active_key(alert.tenant_id, &alert.dedup_key)),
+            _ => None,
+        })
+        .collect();
+    let active = tx
+        .open_table(ACTIVE_ALERT_KEYS)
+        .map_err(StoreError::from_redb)?;
+    let pending = tx
+        .open_table(PENDING_ALERTS)
+        .map_err(StoreError::from_redb)?;
+    let mut kept = Vec::with_capacity(matches.len());
+    for m in matches {
+        if let AlertMatch::Clear {
+            tenant, dedup_key, ..
+        } = &m
+        {
+            let key = active_key(*tenant, dedup_key);
+            let live = fired.contains(&key)
+                || active
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .is_some()
+                || pending
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .is_some();
+            if !live {
+                continue;
+            }
+        }
+        kept.push(m);
+    }
+    Ok(kept)
+}
+
 impl Store {
     /// What follows a rule's alert opening: its topology cause (then it does not page on its
     /// own), else a silence or downtime covering it (`suppressed`), either as a `suppressed`
@@ -644,6 +689,7 @@ impl Store {
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
+            let matches = without_idle_clears(tx, matches)?;
             let mut events = Vec::new();
             for m in matches {
                 match m {
