@@ -408,8 +408,12 @@ impl Inventory {
         let hosts: Vec<Uuid> = objects.iter().filter_map(|o| o.host_id).collect();
         let names = self.store.host_names(p.tenant, hosts).await?;
         let mut states = if with_state {
+            // Objects' own labels for downtime selectors here: effective labels come from the
+            // monitor's catalog, which this module does not reach (`/problems` and an
+            // object's live state use them).
+            let own: crate::store::states::LabelsOf = std::sync::Arc::new(|_| None);
             self.store
-                .states(p.tenant, objects.iter().map(|o| o.id).collect())
+                .states(p.tenant, objects.iter().map(|o| o.id).collect(), own)
                 .await?
         } else {
             Default::default()

@@ -291,7 +291,7 @@ impl BusinessServices {
             .unwrap_or_default();
         let states = self
             .store
-            .all_states(tenant)
+            .all_states(tenant, snapshot.labels_of(tenant))
             .await?
             .into_iter()
             .map(|s| (s.object_id, s))

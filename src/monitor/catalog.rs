@@ -81,6 +81,17 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The effective labels of a tenant's objects, for the store's downtime selectors.
+    pub fn labels_of(self: &Arc<Self>, tenant: Uuid) -> crate::store::states::LabelsOf {
+        let snapshot = self.clone();
+        Arc::new(move |id| {
+            snapshot
+                .tenant(tenant)
+                .and_then(|c| c.get(id))
+                .map(|e| e.labels.clone())
+        })
+    }
+
     pub fn tenant(&self, id: Uuid) -> Option<&TenantCatalog> {
         self.tenants.get(&id)
     }

@@ -269,7 +269,11 @@ impl Results {
             }
             if job.obs.state == DOWN {
                 if let Some(parents) = &job.entry.parents {
-                    let stored = self.store.states(o.tenant_id, parents.clone()).await?;
+                    let labels = self.catalog.snapshot().await?.labels_of(o.tenant_id);
+                    let stored = self
+                        .store
+                        .states(o.tenant_id, parents.clone(), labels)
+                        .await?;
                     let down = |id: &Uuid| match seen.get(id) {
                         Some((state, hard)) => *state != UP && *hard,
                         None => stored
@@ -305,7 +309,11 @@ impl Results {
             }
             let states = self
                 .store
-                .states(*tenant, watched.iter().map(|e| e.object.id).collect())
+                .states(
+                    *tenant,
+                    watched.iter().map(|e| e.object.id).collect(),
+                    snapshot.labels_of(*tenant),
+                )
                 .await?;
             for e in watched {
                 let after = e.spec.staleness_after.map(|d| d.0).unwrap_or_default();
@@ -341,7 +349,8 @@ impl Results {
         p: &Principal,
         ids: Vec<Uuid>,
     ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
-        self.store.states(p.tenant, ids).await
+        let labels = self.catalog.snapshot().await?.labels_of(p.tenant);
+        self.store.states(p.tenant, ids, labels).await
     }
 
     /// Objects not OK/UP: unhandled before handled (acknowledged or in downtime, listed only
@@ -358,7 +367,7 @@ impl Results {
         };
         let mut out: Vec<Problem> = self
             .store
-            .all_states(p.tenant)
+            .all_states(p.tenant, snapshot.labels_of(p.tenant))
             .await?
             .into_iter()
             .filter(|s| s.state != 0 && (include_handled || !handled(s)))

@@ -14,9 +14,13 @@ use crate::model::suppression::Downtime;
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// An object's effective labels (templates', its host's, its own), where the caller knows
+/// them; `None` falls back to the object's own.
+pub type LabelsOf = Arc<dyn Fn(Uuid) -> Option<BTreeMap<String, String>> + Send + Sync>;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -219,11 +223,13 @@ impl Store {
         .await
     }
 
-    /// The live states of the given objects (absent: no result yet).
+    /// The live states of the given objects (absent: no result yet); `labels` gives an
+    /// object's effective labels for downtime selectors.
     pub async fn states(
         self: &Arc<Self>,
         tenant: Uuid,
         ids: Vec<Uuid>,
+        labels: LabelsOf,
     ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
         let store = self.clone();
         self.read(move |tx| {
@@ -238,18 +244,20 @@ impl Store {
                 }
             }
             let mut states: Vec<CheckState> = out.into_values().collect();
-            store.count_downtimes(tx, tenant, &mut states)?;
+            store.count_downtimes(tx, tenant, &mut states, &labels)?;
             Ok(states.into_iter().map(|s| (s.object_id, s)).collect())
         })
         .await
     }
 
-    /// Sets each state's `downtimeDepth`: how many downtimes in effect now cover its object.
+    /// Sets each state's `downtimeDepth`: how many downtimes in effect now cover its object
+    /// (selectors match its effective labels, from `labels`, else its own).
     fn count_downtimes(
         &self,
         tx: &ReadTransaction,
         tenant: Uuid,
         states: &mut [CheckState],
+        labels: &LabelsOf,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
         let downtimes: Vec<(Downtime, Selector)> = {
@@ -275,17 +283,22 @@ impl Store {
                 continue;
             };
             let o: Object = decode(row.value())?;
+            let effective = labels(o.id).unwrap_or_else(|| o.labels.clone());
             let depth = downtimes
                 .iter()
-                .filter(|(d, sel)| d.covers(o.id, o.host_id, &o.labels, sel))
+                .filter(|(d, sel)| d.covers(o.id, o.host_id, &effective, sel))
                 .count();
             s.downtime_depth = u32::try_from(depth).unwrap_or(u32::MAX);
         }
         Ok(())
     }
 
-    /// Every live state of a tenant.
-    pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<CheckState>, StoreError> {
+    /// Every live state of a tenant (`labels` as for `states`).
+    pub async fn all_states(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        labels: LabelsOf,
+    ) -> Result<Vec<CheckState>, StoreError> {
         let store = self.clone();
         self.read(move |tx| {
             let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
@@ -298,7 +311,7 @@ impl Store {
                 let (k, v) = row.map_err(StoreError::from_redb)?;
                 out.push(decode_state(object_of(k.value())?, v.value())?);
             }
-            store.count_downtimes(tx, tenant, &mut out)?;
+            store.count_downtimes(tx, tenant, &mut out, &labels)?;
             Ok(out)
         })
         .await
@@ -344,7 +357,12 @@ mod tests {
                 .unwrap();
             last = Some(applied.states[0].0.clone());
         }
-        let stored = store.states(tenant, vec![object]).await.unwrap()[&object].clone();
+        let own: LabelsOf = Arc::new(|_| None);
+        let stored = store
+            .states(tenant, vec![object], own.clone())
+            .await
+            .unwrap()[&object]
+            .clone();
         assert_eq!(
             Some(&stored),
             last.as_ref(),
@@ -353,7 +371,7 @@ mod tests {
         assert_eq!(stored.flap_history, 0b10);
         assert!(!stored.flapping, "{}", stored.flap_pct);
         assert_eq!(stored.last_check, now);
-        assert_eq!(store.all_states(tenant).await.unwrap(), [stored]);
+        assert_eq!(store.all_states(tenant, own).await.unwrap(), [stored]);
     }
 
     #[test]

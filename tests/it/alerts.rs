@@ -1242,3 +1242,50 @@ async fn alert_groups_aggregate_their_members() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_downtime_selector_matches_a_service_by_its_hosts_labels() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/hosts",
+                json!({"name": "plc", "labels": {"site": "lab"}, "spec": {}}),
+            ),
+            (
+                "/api/v1/services",
+                json!({"name": "pump", "host": "plc", "spec": {}}),
+            ),
+        ],
+    )
+    .await;
+    let res = send(s, token, Method::POST, "/api/v1/results",
+        json!({"results": [{"host": "plc", "service": "pump", "state": "CRITICAL", "output": "stalled"}]})).await;
+    assert_eq!(res.status().as_u16(), 202);
+    let res = send(s, token, Method::POST, "/api/v1/downtimes",
+        json!({"comment": "maintenance", "start": at(-60), "end": at(3600), "selector": "site=lab"})).await;
+    assert_eq!(res.status().as_u16(), 201);
+    let started = Instant::now();
+    loop {
+        let handled = get(s, token, "/api/v1/problems?includeHandled=true").await;
+        let items = handled["items"].as_array().unwrap().clone();
+        if let Some(p) = items.iter().find(|p| p["object"]["name"] == "pump") {
+            assert_eq!(p["state"]["downtimeDepth"], 1, "{p}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{items:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unhandled = get(s, token, "/api/v1/problems").await;
+    assert!(
+        unhandled["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["object"]["name"] != "pump"),
+        "a service in its host's labelled downtime is handled: {unhandled}"
+    );
+}
