@@ -187,8 +187,8 @@ pub struct Override {
     pub created_by: String,
 }
 
-/// The reference's `overrideBody`; `contactId` may be a contact's name too, `schedule` is
-/// taken from the path.
+/// The reference's `overrideBody`; `contactId` may be a contact's name too; its `schedule`
+/// is ignored (the path names the schedule).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OverrideBody {
@@ -197,8 +197,6 @@ pub struct OverrideBody {
     pub end: Option<String>,
     #[serde(default)]
     pub reason: Option<String>,
-    #[serde(default)]
-    pub schedule: Option<String>,
 }
 
 /// Who is on call from `start` to `end` (the reference's `OnCallShift`).

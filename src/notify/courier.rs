@@ -92,15 +92,8 @@ async fn channel_of(n: &Notifier, d: &Delivery) -> Result<Option<Channel>, Store
     if d.channel.is_empty() {
         return Ok(None);
     }
-    match n
-        .store
-        .doc(d.tenant_id, "channels", d.channel.clone(), false)
-        .await
-    {
-        Ok(doc) => Ok(serde_json::from_str(&doc.body).ok()),
-        Err(StoreError::NotFound) => Ok(None),
-        Err(e) => Err(e),
-    }
+    let dir = n.directory(d.tenant_id).await?;
+    Ok(dir.channel_named(&d.channel).map(|c| c.body.clone()))
 }
 
 impl Notifier {

@@ -9,7 +9,9 @@ use super::schedule::{Member, Roster};
 use crate::model::Timestamp;
 use crate::model::alert::rank;
 use crate::model::event::Severity;
-use crate::model::notify::{Channel, Contact, ContactGroup, EscalationTarget, Override, Schedule};
+use crate::model::notify::{
+    Channel, Contact, ContactGroup, EscalationPolicy, EscalationTarget, Override, Schedule,
+};
 use crate::model::timeperiod::TimePeriod;
 use crate::store::{Store, StoreError};
 use serde::de::DeserializeOwned;
@@ -33,6 +35,7 @@ pub struct Directory {
     pub schedules: Vec<Named<Schedule>>,
     /// By name, so "the first enabled channel of a type" is the first by name.
     channels: Vec<Named<Channel>>,
+    policies: Vec<Named<EscalationPolicy>>,
     periods: BTreeMap<String, TimePeriod>,
     overrides: Vec<Override>,
 }
@@ -107,6 +110,7 @@ impl Directory {
             groups: named(store, tenant, "contact-groups").await?,
             schedules: named(store, tenant, "schedules").await?,
             channels: named(store, tenant, "channels").await?,
+            policies: named(store, tenant, "escalation-policies").await?,
             periods,
             overrides: store.tenant_overrides(tenant).await?,
         })
@@ -139,14 +143,28 @@ impl Directory {
             .find(|s| s.name == reference || s.id.to_string() == reference)
     }
 
-    pub fn roster(&self, schedule: &Named<Schedule>) -> Roster {
-        let overrides: Vec<Override> = self
-            .overrides
+    /// A schedule's overrides, by start.
+    pub fn overrides(&self, schedule: Uuid) -> Vec<Override> {
+        self.overrides
             .iter()
-            .filter(|o| o.schedule_id == schedule.id)
+            .filter(|o| o.schedule_id == schedule)
             .cloned()
-            .collect();
-        Roster::new(&schedule.body, &overrides, &|r| self.member(r))
+            .collect()
+    }
+
+    pub fn roster(&self, schedule: &Named<Schedule>) -> Roster {
+        Roster::new(&schedule.body, &self.overrides(schedule.id), &|r| {
+            self.member(r)
+        })
+    }
+
+    pub fn policy(&self, name: &str) -> Option<&Named<EscalationPolicy>> {
+        self.policies.iter().find(|p| p.name == name)
+    }
+
+    /// A channel by its name only (a delivery's channel).
+    pub fn channel_named(&self, name: &str) -> Option<&Named<Channel>> {
+        self.channels.iter().find(|c| c.name == name)
     }
 
     /// Who a step's `notify` names at `at`: the schedule's on-call person (or the backup),
@@ -194,14 +212,11 @@ impl Directory {
 
     /// A channel by name, else the first enabled channel of that type.
     pub fn channel(&self, reference: &str) -> Option<&Named<Channel>> {
-        self.channels
-            .iter()
-            .find(|c| c.name == reference)
-            .or_else(|| {
-                self.channels
-                    .iter()
-                    .find(|c| c.body.kind == reference && c.body.enabled)
-            })
+        self.channel_named(reference).or_else(|| {
+            self.channels
+                .iter()
+                .find(|c| c.body.kind == reference && c.body.enabled)
+        })
     }
 
     fn in_period(&self, period: &str, tz: &str, at: Timestamp) -> bool {

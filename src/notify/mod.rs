@@ -25,7 +25,7 @@ use crate::model::config::Invalid;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::notify::{
-    Channel, Delivery, EscalationPolicy, Message, OnCallShift, Override, OverrideBody, TestSend,
+    Channel, Delivery, Message, OnCallShift, Override, OverrideBody, TestSend,
 };
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -34,7 +34,6 @@ use crate::store::{Store, StoreError};
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -283,8 +282,8 @@ impl Notifier {
     }
 
     pub async fn overrides(&self, p: &Principal, name: &str) -> Result<Vec<Override>, NotifyError> {
-        let (_, schedule) = self.schedule_of(p.tenant, name).await?;
-        Ok(self.store.overrides(p.tenant, schedule.id).await?)
+        let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
+        Ok(dir.overrides(schedule.id))
     }
 
     pub async fn create_override(
@@ -369,15 +368,10 @@ impl Notifier {
                 .parse()
                 .map_err(|_| invalid("severity", "severity must be critical, warning or info"))?,
         };
-        let doc = self
-            .store
-            .doc(p.tenant, "escalation-policies", name, false)
-            .await?;
-        let policy: EscalationPolicy =
-            serde_json::from_str(&doc.body).map_err(|e| StoreError::Internal(e.to_string()))?;
         let dir = self.directory(p.tenant).await?;
-        let steps = escalation::simulate(&dir, &policy, severity, self.clock.now());
-        Ok(json!({"policy": doc.name, "steps": steps}))
+        let policy = dir.policy(&name).ok_or(StoreError::NotFound)?;
+        let steps = escalation::simulate(&dir, &policy.body, severity, self.clock.now());
+        Ok(json!({"policy": policy.name, "steps": steps}))
     }
 
     pub async fn dead_letters(
@@ -498,39 +492,21 @@ impl Notifier {
             .into_iter()
             .map(|a| (a.id, a))
             .collect();
-        let mut policies: HashMap<(Uuid, String), Option<EscalationPolicy>> = HashMap::new();
         let mut firings = Vec::new();
         for timer in &timers {
             let alert = alerts.get(&timer.alert_id);
-            let policy = match alert.and_then(|a| a.escalation_policy.clone()) {
-                Some(name) => {
-                    let key = (timer.tenant_id, name.clone());
-                    if let Entry::Vacant(e) = policies.entry(key.clone()) {
-                        let found = self
-                            .store
-                            .doc(timer.tenant_id, "escalation-policies", name, false)
-                            .await;
-                        e.insert(match found {
-                            Ok(doc) => serde_json::from_str(&doc.body).ok(),
-                            Err(StoreError::NotFound) => None,
-                            Err(e) => return Err(e.into()),
-                        });
-                    }
-                    policies.get(&key).cloned().flatten()
-                }
-                None => None,
-            };
             let dir = self.directory(timer.tenant_id).await?;
+            let policy = alert
+                .and_then(|a| a.escalation_policy.as_deref())
+                .and_then(|name| dir.policy(name))
+                .map(|p| &p.body);
             let ctx = escalation::Ctx {
                 dir: &dir,
                 links: &links,
                 now,
                 new_id: &|| self.clock.new_id(),
             };
-            firings.push((
-                timer.clone(),
-                escalation::plan(&ctx, alert, policy.as_ref(), timer),
-            ));
+            firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
         let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
         let journaled = self.store.commit_firings(firings).await?;

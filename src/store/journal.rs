@@ -65,6 +65,28 @@ fn head(
         .and_then(|v| Uuid::from_slice(v.value()).ok()))
 }
 
+/// Whether any tenant has a configuration document of `kind`.
+fn kind_in_use(
+    tenants: &impl ReadableTable<u128, &'static [u8]>,
+    docs: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    kind: &str,
+) -> Result<bool, StoreError> {
+    for row in tenants.iter().map_err(StoreError::from_redb)? {
+        let tenant = Uuid::from_u128(row.map_err(StoreError::from_redb)?.0.value());
+        let prefix = super::config::kind_prefix(tenant, kind);
+        let first = docs
+            .range(prefix.as_slice()..)
+            .map_err(StoreError::from_redb)?
+            .next()
+            .transpose()
+            .map_err(StoreError::from_redb)?;
+        if first.is_some_and(|(k, _)| k.value().starts_with(&prefix)) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// The events of one journal row.
 fn unpack(seq: u64, mut packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
     let cut = || StoreError::Corrupt(format!("journal row {seq} cut short"));
@@ -272,43 +294,52 @@ impl Store {
     }
 
     /// Moves consumer `name` to the journal head when no tenant has a document of `kind` (a
-    /// webhook dispatcher with no subscriptions has nothing to read), in one transaction, so a
-    /// document created meanwhile is seen and nothing after it is skipped; returns the new
-    /// position when it moved.
+    /// webhook dispatcher with no subscriptions has nothing to read); `None` when one has.
+    /// A read decides first, so an idle consumer already at the head writes nothing; the move
+    /// checks again in its own transaction, so a document created meanwhile is seen and
+    /// nothing after it is skipped.
     pub async fn skip_consumer_without(
         self: &Arc<Self>,
         name: &'static str,
         kind: &'static str,
     ) -> Result<Option<Uuid>, StoreError> {
-        self.write(move |tx| {
-            let tenants: Vec<u128> = {
-                let t = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-                let mut ids = Vec::new();
-                for row in t.iter().map_err(StoreError::from_redb)? {
-                    ids.push(row.map_err(StoreError::from_redb)?.0.value());
-                }
-                ids
-            };
-            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
-            for tenant in tenants {
-                let prefix = super::config::kind_prefix(Uuid::from_u128(tenant), kind);
-                let first = docs
-                    .range(prefix.as_slice()..)
+        let (in_use, head_now, saved) = self
+            .read(move |tx| {
+                let in_use = kind_in_use(
+                    &tx.open_table(TENANTS).map_err(StoreError::from_redb)?,
+                    &tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?,
+                    kind,
+                )?;
+                let head = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
+                let saved = tx
+                    .open_table(CONSUMER_POSITIONS)
                     .map_err(StoreError::from_redb)?
-                    .next()
-                    .transpose()
-                    .map_err(StoreError::from_redb)?;
-                if first.is_some_and(|(k, _)| k.value().starts_with(&prefix)) {
-                    return Ok(None);
+                    .get(name)
+                    .map_err(StoreError::from_redb)?
+                    .and_then(|v| Uuid::from_slice(v.value()).ok());
+                Ok((in_use, head, saved))
+            })
+            .await?;
+        let saved = saved.unwrap_or(Uuid::nil());
+        match head_now {
+            _ if in_use => return Ok(None),
+            Some(at) if at > saved => {}
+            _ => return Ok(Some(saved)),
+        }
+        self.write(move |tx| {
+            let in_use = kind_in_use(
+                &tx.open_table(TENANTS).map_err(StoreError::from_redb)?,
+                &tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?,
+                kind,
+            )?;
+            let at = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
+            match at {
+                Some(at) if !in_use => {
+                    save_position(tx, name, at)?;
+                    Ok(Some(at))
                 }
+                _ => Ok(None),
             }
-            let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-            let Some(at) = head(&meta)? else {
-                return Ok(None);
-            };
-            drop(meta);
-            save_position(tx, name, at)?;
-            Ok(Some(at))
         })
         .await
     }

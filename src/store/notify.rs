@@ -462,30 +462,6 @@ impl Store {
         .await
     }
 
-    /// Overrides of a schedule, by start.
-    pub async fn overrides(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        schedule: Uuid,
-    ) -> Result<Vec<Override>, StoreError> {
-        self.read(move |tx| {
-            let t = tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
-            let lo = scoped(tenant, schedule.as_bytes());
-            let mut hi = lo.clone();
-            hi.extend_from_slice(&[0xff; 17]);
-            let mut out: Vec<Override> = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
-            }
-            out.sort_by_key(|o| (o.start, o.id));
-            Ok(out)
-        })
-        .await
-    }
-
     /// Every override of a tenant (for on-call resolution across its schedules).
     pub async fn tenant_overrides(
         self: &Arc<Self>,

@@ -179,6 +179,25 @@ async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
     }
 }
 
+/// A webhook channel `hook` to the receiver's `/hook`, a contact `ada` paged on it, and a
+/// policy `page` paging her at once.
+fn paging_ada(hooks: &Receiver) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "/api/v1/channels",
+            json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}}),
+        ),
+        (
+            "/api/v1/contacts",
+            json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
+        ),
+        (
+            "/api/v1/escalation-policies",
+            json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+        ),
+    ]
+}
+
 async fn get(s: &Server, token: &str, path: &str) -> Value {
     json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
 }
@@ -663,6 +682,35 @@ async fn schedules_take_the_reference_shape_with_overrides_feeds_and_simulation(
     .await
     .unwrap();
     assert_problem(res, 404, "svc:not-found").await;
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/escalation-policies/p:simulate",
+        json!({"severity": "dire"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/severity").await;
+    let res = call(
+        s,
+        token,
+        Method::GET,
+        "/api/v1/schedules/ops/timeline?from=soon",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 422, "svc:validation/from").await;
+    let res = call(
+        s,
+        token,
+        Method::GET,
+        "/api/v1/schedules/ops/timeline?from=2026-11-02T00:00:00Z&to=2026-11-01T00:00:00Z",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 422, "svc:validation/to").await;
 }
 
 #[tokio::test]
@@ -742,16 +790,7 @@ async fn a_snoozed_alert_pages_again_from_step_zero_when_it_wakes() {
     let a = Admin::start();
     let (s, token) = (&a.s, a.token.as_str());
     let hooks = Receiver::start().await;
-    create_all(
-        s,
-        token,
-        vec![
-            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
-            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
-            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
-        ],
-    )
-    .await;
+    create_all(s, token, paging_ada(&hooks)).await;
     let alert = raise(s, token, "snoozy", "page").await;
     hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
     let id = alert["id"].as_str().unwrap();
@@ -780,16 +819,7 @@ async fn deliveries_survive_kill_9_at_any_moment_at_least_once_at_most_twice() {
     let token = bootstrap(&data);
     let hooks = Receiver::start().await;
     let mut s = Server::start_in(&data, Opts::default());
-    create_all(
-        &s,
-        &token,
-        vec![
-            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
-            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
-            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
-        ],
-    )
-    .await;
+    create_all(&s, &token, paging_ada(&hooks)).await;
     let mut raised = Vec::new();
     for round in 0..6u64 {
         let alert = raise(&s, &token, &format!("round {round}"), "page").await;
@@ -886,15 +916,16 @@ async fn an_alert_opened_under_a_silence_starts_its_chain_when_the_silence_ends(
     create_all(
         s,
         token,
-        vec![
-            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
-            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
-            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+        [
+            paging_ada(&hooks),
+            vec![
             ("/api/v1/hosts", json!({"name": "plc", "labels": {"site": "lab"}, "spec": {}})),
             ("/api/v1/services", json!({"name": "pump", "host": "plc", "spec": {}})),
             ("/api/v1/alert-rules", json!({"name": "crit", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
                 "severity": "critical", "escalationPolicy": "page"})),
-        ],
+            ],
+        ]
+        .concat(),
     )
     .await;
     let expires = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600)).to_string();
