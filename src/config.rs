@@ -2,6 +2,7 @@
 //! Precedence: command-line flag, then environment variable, then file, then built-in default.
 
 use crate::model::GoDuration;
+use crate::model::hardware::{LineSettings, Profile};
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
@@ -163,19 +164,40 @@ pub struct SiteConfig {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HardwareConfig {
-    pub gsm: Option<SerialDeviceConfig>,
-    pub espa: Option<SerialDeviceConfig>,
+    pub gsm: Option<GsmConfig>,
+    pub espa: Option<EspaConfig>,
     pub modbus: Option<ModbusConfig>,
 }
 
-/// A serial device: the GSM modem or the ESPA 4.4.4 line.
+/// The GSM modem: its port, the SIM PIN (a `$SECRET:name$` of the default tenant, or the PIN),
+/// the modem family (`generic`, `simcom`, `quectel`) and call timing.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct SerialDeviceConfig {
+pub struct GsmConfig {
+    pub device: String,
+    /// Default 115200.
+    pub baud_rate: Option<u32>,
+    pub pin: SecretString,
+    pub profile: Option<String>,
+    /// How long a call may ring (default 45s).
+    pub ring_timeout: Option<GoDuration>,
+    /// How long a key press is awaited once the message was spoken (default 30s).
+    pub key_timeout: Option<GoDuration>,
+}
+
+/// The ESPA 4.4.4 line: a serial port or `tcp://host:port`, 9600 baud 7E1 by default; our
+/// station address (`1`) and the paging system's (`2`); the answer timeout (3s) and
+/// transmissions per block (3).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EspaConfig {
     pub device: String,
     pub baud_rate: Option<u32>,
-    /// SIM PIN for the GSM modem; unused by ESPA.
-    pub pin: SecretString,
+    pub framing: Option<String>,
+    pub address: Option<String>,
+    pub peer_address: Option<String>,
+    pub reply_timeout: Option<GoDuration>,
+    pub attempts: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -422,18 +444,38 @@ impl Config {
                 }
             }
         }
-        for (key, dev) in [
-            ("hardware.gsm", &self.hardware.gsm),
-            ("hardware.espa", &self.hardware.espa),
-        ] {
-            if let Some(d) = dev {
-                if d.device.is_empty() {
+        let gsm = self.hardware.gsm.as_ref().map(|g| (&g.device, g.baud_rate));
+        let espa = self
+            .hardware
+            .espa
+            .as_ref()
+            .map(|e| (&e.device, e.baud_rate));
+        for (key, dev) in [("hardware.gsm", gsm), ("hardware.espa", espa)] {
+            if let Some((device, baud)) = dev {
+                if device.is_empty() {
                     p.push(format!(
                         "{key}.device: required (a serial port such as /dev/ttyUSB0)"
                     ));
                 }
-                if d.baud_rate == Some(0) {
+                if baud == Some(0) {
                     p.push(format!("{key}.baudRate: must be positive"));
+                }
+            }
+        }
+        if let Some(g) = &self.hardware.gsm
+            && let Err(e) = g.profile.as_deref().unwrap_or_default().parse::<Profile>()
+        {
+            p.push(format!("hardware.gsm.profile: {e}"));
+        }
+        if let Some(e) = &self.hardware.espa {
+            if let Err(why) = LineSettings::new(9600, e.framing.as_deref().unwrap_or("7E1")) {
+                p.push(format!("hardware.espa.framing: {why}"));
+            }
+            for (key, a) in [("address", &e.address), ("peerAddress", &e.peer_address)] {
+                if a.as_deref()
+                    .is_some_and(|a| !(a.len() == 1 && a.as_bytes()[0].is_ascii_digit()))
+                {
+                    p.push(format!("hardware.espa.{key}: one digit, 0 to 9"));
                 }
             }
         }

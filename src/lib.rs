@@ -7,6 +7,7 @@ pub mod auth;
 pub mod config;
 pub mod events;
 pub mod hw;
+pub mod ingress;
 pub mod inventory;
 pub mod model;
 pub mod monitor;

@@ -21,9 +21,10 @@ use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::incident::Storm;
 use crate::model::{GoDuration, Timestamp};
-use crate::runtime::EventSink;
+use crate::runtime::alerts::ActFuture;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{AlertAction, AlertActions, EventSink};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +108,17 @@ impl Alerting {
         actor: &Actor,
         req: ManualAlarm,
     ) -> Result<(Alert, bool), AlertError> {
+        self.raise_via(p, actor, req, "api").await
+    }
+
+    /// A manual alarm raised `via` a path its `alert_opened` event names (`api`, `sms`, `ivr`).
+    async fn raise_via(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: ManualAlarm,
+        via: &'static str,
+    ) -> Result<(Alert, bool), AlertError> {
         let title = req
             .title
             .map(|t| t.trim().to_string())
@@ -163,7 +175,7 @@ impl Alerting {
             ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
-        let (alert, opened, journaled) = self.store.raise_alarm(alert, audit).await?;
+        let (alert, opened, journaled) = self.store.raise_alarm(alert, audit, via).await?;
         self.sink.file(journaled).await;
         Ok((alert, opened))
     }
@@ -237,36 +249,47 @@ impl Alerting {
         Ok(written)
     }
 
-    /// An ack link's acknowledgement: by the contact it was sent to, `via` the link; `None`
-    /// when the alert is no longer open.
-    pub async fn ack_by_link(
+    /// An acknowledgement or resolution by a contact `via` a path that is not the API (an ack
+    /// link, an SMS reply, a key on a call); `None` when the alert is gone or the action no
+    /// longer applies.
+    pub async fn act_for(
         &self,
         tenant: Uuid,
         id: Uuid,
+        action: AlertAction,
         by: String,
+        via: &'static str,
     ) -> Result<Option<Alert>, AlertError> {
         let now = self.clock.now();
-        let actor = Actor::system("ack-link");
-        let audit = AuditDraft::new(now, tenant, &actor, "alert.ack", format!("alert/{id}"));
-        let acked = self
+        let actor = Actor::system(via);
+        let verb = match action {
+            AlertAction::Ack => "alert.ack",
+            AlertAction::Resolve => "alert.resolve",
+        };
+        let audit = AuditDraft::new(now, tenant, &actor, verb, format!("alert/{id}"));
+        let done = self
             .store
             .transition_alert(
                 tenant,
                 id,
                 move |a| {
-                    let mut event = a.ack(&by, None, now)?;
-                    event.payload["via"] = serde_json::json!("link");
+                    let mut event = match action {
+                        AlertAction::Ack => a.ack(&by, None, now)?,
+                        AlertAction::Resolve => a.resolve(now)?,
+                    };
+                    event.payload["via"] = serde_json::json!(via);
+                    event.payload["by"] = serde_json::json!(by);
                     Ok(event)
                 },
                 audit,
             )
             .await;
-        match acked {
+        match done {
             Ok((alert, journaled)) => {
                 self.sink.file(journaled).await;
                 Ok(Some(alert))
             }
-            Err(StoreError::NotFound) => Ok(None),
+            Err(StoreError::NotFound | StoreError::Conflict(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
     }
@@ -285,6 +308,48 @@ impl Alerting {
             .await?;
         self.sink.file(journaled).await;
         Ok(alert)
+    }
+}
+
+impl AlertActions for Alerting {
+    fn act(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        action: AlertAction,
+        by: String,
+        via: &'static str,
+    ) -> ActFuture<'_, Option<Alert>> {
+        Box::pin(async move {
+            self.act_for(tenant, id, action, by, via)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn alarm(
+        &self,
+        tenant: Uuid,
+        alarm: ManualAlarm,
+        by: String,
+        via: &'static str,
+    ) -> ActFuture<'_, Alert> {
+        Box::pin(async move {
+            let p = Principal::system(tenant, by);
+            self.raise_via(&p, &Actor::system(via), alarm, via)
+                .await
+                .map(|(alert, _)| alert)
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn by_short_id(&self, tenant: Uuid, short: String) -> ActFuture<'_, Option<Alert>> {
+        Box::pin(async move {
+            self.store
+                .active_alert_by_short_id(tenant, short)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }
 

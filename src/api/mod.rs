@@ -58,6 +58,8 @@ pub struct AppContext {
     pub heartbeats: Arc<Heartbeats>,
     pub alerting: Arc<Alerting>,
     pub notify: Arc<Notifier>,
+    /// The paging devices, for their health.
+    pub devices: crate::hw::Devices,
     pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,

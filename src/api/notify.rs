@@ -9,6 +9,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{DEAD_LETTERS, Page, PageQuery};
 use super::router::Route;
 use crate::model::notify::{Delivery, OverrideBody, TestSend};
+use crate::runtime::AlertAction;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -257,7 +258,11 @@ async fn ack_link(
         }
         Err(e) => return Problem::from(e).into_response(),
     };
-    match st.alerting.ack_by_link(tenant, alert, by).await {
+    match st
+        .alerting
+        .act_for(tenant, alert, AlertAction::Ack, by, "link")
+        .await
+    {
         Ok(Some(a)) => page(
             StatusCode::OK,
             "Acknowledged",

@@ -27,7 +27,7 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         ),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`)."),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured)."),
     ]
 }
 
@@ -48,7 +48,37 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let journal = st.events.unfiled_reason();
     let bus_depth = st.events.queue_depths().first().map_or(0, |(_, d)| *d);
     let pipeline = st.pipeline.stats();
-    vec![
+    let mut hardware = Vec::new();
+    if let Some(m) = &st.devices.modem {
+        let s = m.status();
+        hardware.push(Subsystem {
+            name: "gsm",
+            ok: s.ready(),
+            info: Some(match (&s.last_error, s.connected) {
+                (Some(e), false) => e.clone(),
+                _ => format!(
+                    "SIM {}, registration {}{}",
+                    s.sim,
+                    s.registration,
+                    s.signal_dbm
+                        .map(|d| format!(", {d} dBm"))
+                        .unwrap_or_default()
+                ),
+            }),
+        });
+    }
+    if let Some(p) = &st.devices.pager {
+        let s = p.status();
+        hardware.push(Subsystem {
+            name: "espa",
+            ok: s.connected,
+            info: Some(
+                s.last_error
+                    .unwrap_or_else(|| format!("{} pages sent", s.pages_sent)),
+            ),
+        });
+    }
+    let mut list = vec![
         Subsystem {
             name: "store",
             ok: reason.is_none(),
@@ -73,7 +103,17 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
                 format!("{} queued", pipeline.queued)
             }),
         },
-    ]
+    ];
+    list.extend(hardware);
+    list
+}
+
+/// The paging devices' own reports.
+fn hardware(st: &AppState) -> serde_json::Value {
+    json!({
+        "gsm": st.devices.modem.as_ref().map(|m| m.status()),
+        "espa": st.devices.pager.as_ref().map(|p| p.status()),
+    })
 }
 
 async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
@@ -107,6 +147,37 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
             queue: "results".into(),
         })
         .set(i64::try_from(st.pipeline.depth()).unwrap_or(i64::MAX));
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let device = |name: &str| crate::runtime::metrics::DeviceLabels {
+        device: name.into(),
+    };
+    if let Some(m) = &st.devices.modem {
+        let s = m.status();
+        let m = &st.metrics;
+        m.device_up
+            .get_or_create(&device("gsm"))
+            .set(i64::from(s.ready()));
+        m.device_sent
+            .get_or_create(&device("gsm"))
+            .set(count(s.sms_sent + s.calls));
+        m.device_received
+            .get_or_create(&device("gsm"))
+            .set(count(s.sms_received));
+        m.gsm_signal_dbm.set(i64::from(s.signal_dbm.unwrap_or(0)));
+    }
+    if let Some(p) = &st.devices.pager {
+        let s = p.status();
+        let m = &st.metrics;
+        m.device_up
+            .get_or_create(&device("espa"))
+            .set(i64::from(s.connected));
+        m.device_sent
+            .get_or_create(&device("espa"))
+            .set(count(s.pages_sent));
+        m.device_received
+            .get_or_create(&device("espa"))
+            .set(count(s.calls_received));
+    }
     ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
 }
 
@@ -161,6 +232,7 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "sseClients": st.events.sse_client_count(),
         "consumers": st.events.consumer_lags(),
         "notify": st.notify.health().await.ok(),
+        "hardware": hardware(&st),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
     }))

@@ -1,6 +1,7 @@
 //! Composition root: opens the store, builds the services, spawns the workers and the HTTP
 //! server, and on SIGTERM/SIGINT shuts down in order (listener, in-flight requests, workers, store).
 
+mod hardware;
 mod recovery;
 mod server;
 mod tls;
@@ -12,6 +13,7 @@ use crate::auth::{
 };
 use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
+use crate::ingress::Ingress;
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::model::incident::Storm;
@@ -234,11 +236,23 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     store.watch_catalog(scheduler.waker());
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
+    let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
+    let hardware = hardware::start(&config, &store, &secrets, &clock).await;
+    let devices = hardware.devices.clone();
+    let ingress = Ingress::new(
+        store.clone(),
+        clock.clone(),
+        events.clone(),
+        alerting.clone(),
+    );
+    hardware.listen(&supervisor, &ingress);
     let notify = Notifier::new(
         store.clone(),
         clock.clone(),
         events.clone(),
-        inventory.clone(),
+        secrets,
+        alerting.clone(),
+        devices.clone(),
         config.base_url.clone(),
     );
     supervisor.spawn(Escalator(notify.clone()));
@@ -255,6 +269,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         heartbeats,
         alerting,
         notify,
+        devices,
         business,
         results,
         pipeline,

@@ -17,6 +17,18 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The service acting for someone who is no user (a contact replying by phone).
+    pub fn system(tenant: Uuid, name: String) -> Self {
+        Self {
+            actor_type: ActorType::System,
+            actor_id: name.clone(),
+            name,
+            home_tenant: tenant,
+            tenant,
+            permissions: Permissions::default(),
+        }
+    }
+
     pub fn allows(&self, permission: &str) -> bool {
         self.permissions.allows(permission)
     }

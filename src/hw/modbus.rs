@@ -1,6 +1,7 @@
 //! Modbus client over TCP or RTU (a serial line), through tokio-modbus: reads holding or
 //! input registers of one unit.
 
+use super::serial::{self, LineSettings};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_modbus::client::{Client, Context, Reader, rtu, tcp};
@@ -46,17 +47,14 @@ async fn connect(link: &Link, unit: u8) -> Result<Context, ModbusError> {
             baud,
             parity,
         } => {
-            let parity = match parity {
-                'E' | 'e' => tokio_serial::Parity::Even,
-                'O' | 'o' => tokio_serial::Parity::Odd,
-                _ => tokio_serial::Parity::None,
+            let settings = LineSettings {
+                baud: *baud,
+                data_bits: 8,
+                parity: parity.to_ascii_uppercase(),
+                stop_bits: 1,
             };
-            let builder = tokio_serial::new(device.as_str(), *baud)
-                .parity(parity)
-                .data_bits(tokio_serial::DataBits::Eight)
-                .stop_bits(tokio_serial::StopBits::One);
-            let port = tokio_serial::SerialStream::open(&builder)
-                .map_err(|e| ModbusError::Connect(format!("{device}: {e}")))?;
+            let port = serial::open_port(device, settings)
+                .map_err(|e| ModbusError::Connect(e.to_string()))?;
             Ok(rtu::attach_slave(port, Slave(unit)))
         }
     }
@@ -72,7 +70,16 @@ pub async fn read(
     count: u16,
     timeout: Duration,
 ) -> Result<Vec<u16>, ModbusError> {
+    // One exchange at a time on a serial line: the port's owner lock is held throughout.
+    let owner = match link {
+        Link::Rtu { device, .. } => Some(serial::owner(device)),
+        Link::Tcp(_) => None,
+    };
     let exchange = async {
+        let _line = match &owner {
+            Some(o) => Some(o.lock().await),
+            None => None,
+        };
         let mut ctx = connect(link, unit).await?;
         let answer = match kind {
             Registers::Holding => ctx.read_holding_registers(address, count).await,

@@ -234,6 +234,13 @@ impl Alert {
     }
 
     /// `:resolve` or a clear, from open or acked; returns the `alert_resolved` event.
+    /// What messages show and replies name (`ACK 1a2b3c4d`): the last 8 hex digits of the
+    /// id, its random part (the first digits of a UUIDv7 are its time, shared by alerts of
+    /// the same minute).
+    pub fn short_id(&self) -> String {
+        short_id(self.id)
+    }
+
     pub fn resolve(&mut self, now: Timestamp) -> Result<EventDraft, TransitionError> {
         if !self.status.is_active() {
             return Err(TransitionError::Closed(self.status));
@@ -321,6 +328,11 @@ pub struct ManualAlarm {
     pub object_id: Option<Uuid>,
     #[serde(default)]
     pub dedup_key: Option<String>,
+}
+
+pub fn short_id(id: Uuid) -> String {
+    let hex = id.simple().to_string();
+    hex[hex.len() - 8..].to_string()
 }
 
 /// `:snooze` body: `until`, or `duration` from now.

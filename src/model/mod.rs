@@ -7,6 +7,7 @@ pub mod cel;
 pub mod config;
 pub mod duration;
 pub mod event;
+pub mod hardware;
 pub mod heartbeat;
 pub mod identity;
 pub mod incident;

@@ -90,6 +90,9 @@ pub struct Contact {
     pub email: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phone: Option<String>,
+    /// The call address of the contact's pager on the site's ESPA 4.4.4 paging system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pager: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,6 +17,7 @@ use crate::store::notify::Attempt;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use uuid::Uuid;
@@ -30,6 +31,58 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     pub base: Duration,
     pub cap: Duration,
+    /// Retryable failures in a row (across deliveries) after which the channel counts as
+    /// down: a contact's delivery then goes to the contact's next channel at once instead of
+    /// waiting for retries (an uplink that is gone should not hold a page for an hour).
+    pub failover_after: u32,
+}
+
+/// How long a channel that is down is skipped before it is tried again.
+const DOWN_FOR: Duration = Duration::from_secs(60);
+
+/// Channel health: retryable failures in a row and when the last one was, by tenant and
+/// channel (its name, or a bare URL).
+#[derive(Default)]
+pub struct ChannelHealth(Mutex<HashMap<(Uuid, String), (u32, Timestamp)>>);
+
+fn health_key(d: &Delivery) -> (Uuid, String) {
+    let channel = if d.channel.is_empty() {
+        &d.url
+    } else {
+        &d.channel
+    };
+    (d.tenant_id, channel.clone())
+}
+
+impl ChannelHealth {
+    fn failed(&self, d: &Delivery, now: Timestamp) -> u32 {
+        let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = h.entry(health_key(d)).or_insert((0, now));
+        *entry = (entry.0 + 1, now);
+        entry.0
+    }
+
+    fn worked(&self, d: &Delivery) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&health_key(d));
+    }
+
+    /// Why `d`'s channel is skipped now: down (per `policy`) and failed within the last
+    /// minute; `None` when it should be tried.
+    fn down(&self, d: &Delivery, policy: &RetryPolicy, now: Timestamp) -> Option<String> {
+        let h = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (failures, last) = *h.get(&health_key(d))?;
+        let recent = now.as_millis() - last.as_millis()
+            < i64::try_from(DOWN_FOR.as_millis()).unwrap_or(i64::MAX);
+        (failures >= policy.failover_after && recent).then(|| {
+            format!(
+                "channel {:?} is down ({failures} failures in a row)",
+                health_key(d).1
+            )
+        })
+    }
 }
 
 impl RetryPolicy {
@@ -45,6 +98,7 @@ impl RetryPolicy {
             max_attempts: u32::try_from(number("retryMaxAttempts", 30)).unwrap_or(30),
             base: Duration::from_secs(number("retryBackoffSeconds", 30)),
             cap: Duration::from_secs(number("retryBackoffCapSeconds", 3600)),
+            failover_after: u32::try_from(number("failoverAfter", 1)).unwrap_or(1),
         }
     }
 
@@ -129,7 +183,7 @@ impl Notifier {
             template,
             delivery: d,
         };
-        channels::send(&self.http, &out).await
+        channels::send(&self.senders, &out).await
     }
 
     /// The next channel of a failed contact delivery that can take it.
@@ -190,15 +244,23 @@ impl Notifier {
                 .get(&(d.tenant_id, d.channel.clone()))
                 .cloned()
                 .flatten();
+            let policy = RetryPolicy::of(channel.as_ref().map_or(&BTreeMap::new(), |c| &c.config));
+            let skip = (!d.fallbacks.is_empty())
+                .then(|| self.health.down(d, &policy, now))
+                .flatten();
             async move {
                 let watch = Stopwatch::start();
-                let outcome = self.try_send(d, channel.as_ref()).await;
+                let outcome = match skip {
+                    Some(why) => Err(SendError::retry(why)),
+                    None => self.try_send(d, channel.as_ref()).await,
+                };
                 (outcome, watch.elapsed(), channel)
             }
         });
         let outcomes = futures_util::future::join_all(sends).await;
         let now = self.clock.now();
         let mut attempts = Vec::new();
+        let mut replies = Vec::new();
         for (d, (outcome, took, channel)) in due.into_iter().zip(outcomes) {
             let mut d = d;
             d.attempts += 1;
@@ -206,14 +268,36 @@ impl Notifier {
             let policy = RetryPolicy::of(channel.as_ref().map_or(&BTreeMap::new(), |c| &c.config));
             let mut events = Vec::new();
             let mut fallback = None;
-            let sent = match outcome {
+            let failures = match &outcome {
+                Err(e) if e.retryable => self.health.failed(&d, now),
+                _ => 0,
+            };
+            let settled = match outcome {
                 Ok(sent) => {
+                    self.health.worked(&d);
+                    if let (Some(action), Some(alert)) = (sent.action, d.payload.alert_id) {
+                        replies.push((d.tenant_id, alert, action, d.payload.contact.clone()));
+                    }
                     let mut event = d.attempt_event("sent", None, latency);
                     if let Some(id) = sent.provider_id {
                         event.payload["providerId"] = serde_json::json!(id);
                     }
                     events.push(event);
                     self.sent.fetch_add(1, Ordering::Relaxed);
+                    true
+                }
+                Err(e)
+                    if e.retryable
+                        && !d.fallbacks.is_empty()
+                        && failures >= policy.failover_after =>
+                {
+                    d.last_error = Some(e.message.clone());
+                    let mut event = d.attempt_event("failed", Some(&e.message), latency);
+                    event.payload["failover"] = serde_json::json!(true);
+                    events.push(event);
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                    let dir = self.directory(d.tenant_id).await?;
+                    fallback = self.fallback(&dir, &d, now, &mut events);
                     true
                 }
                 Err(e) if e.retryable && d.attempts < policy.max_attempts => {
@@ -241,7 +325,7 @@ impl Notifier {
             }
             attempts.push(Attempt {
                 delivery: d,
-                sent,
+                settled,
                 fallback,
                 events,
             });
@@ -249,6 +333,12 @@ impl Notifier {
         let tried = attempts.len();
         let journaled = self.store.record_attempts(attempts).await?;
         self.sink.file(journaled).await;
+        // After the attempt is recorded: the ack stops the chain this delivery belongs to.
+        for (tenant, alert, action, by) in replies {
+            if let Err(e) = self.alerts.act(tenant, alert, action, by, "dtmf").await {
+                tracing::warn!(%alert, error = %e, "acting on a key pressed on a call failed");
+            }
+        }
         Ok(tried)
     }
 }

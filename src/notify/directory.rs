@@ -60,11 +60,12 @@ async fn named<T: DeserializeOwned + Send + 'static>(
         .collect())
 }
 
-/// Channel types whose target is the contact's e-mail address or phone number.
+/// Channel types whose target is the contact's e-mail address, phone number or pager.
 pub fn contact_target(kind: &str, contact: &Contact) -> Option<Option<String>> {
     match kind {
         "email" => Some(contact.email.clone()),
-        "sms" | "voice" | "espa" => Some(contact.phone.clone()),
+        "sms" | "voice" => Some(contact.phone.clone()),
+        "espa" => Some(contact.pager.clone()),
         _ => None,
     }
 }

@@ -60,7 +60,7 @@ pub fn message(
     Message {
         kind: "alert".into(),
         alert_id: Some(alert.id),
-        short_id: alert.id.simple().to_string()[..8].to_string(),
+        short_id: alert.short_id(),
         title: alert.title.clone(),
         summary,
         severity: alert.severity.as_str().to_string(),
@@ -116,10 +116,10 @@ pub fn delivery(
     let target = match contact.and_then(|(_, c)| contact_target(&kind, c)) {
         Some(Some(t)) if !t.trim().is_empty() => t,
         Some(_) => {
-            let what = if kind == "email" {
-                "e-mail address"
-            } else {
-                "phone number"
+            let what = match kind.as_str() {
+                "email" => "e-mail address",
+                "espa" => "pager call address",
+                _ => "phone number",
             };
             return Err(format!(
                 "contact {:?} has no {what} for channel {reference:?}",

@@ -18,6 +18,7 @@ pub use handoff::Handoffs;
 pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
+use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
@@ -29,8 +30,9 @@ use crate::model::notify::{
 };
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{EventSink, SecretSource};
+use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
+use channels::Senders;
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -81,13 +83,15 @@ pub struct Notifier {
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
     secrets: Arc<dyn SecretSource>,
-    http: reqwest::Client,
+    alerts: Arc<dyn AlertActions>,
+    senders: Senders,
     base_url: String,
     links: OnceCell<Links>,
     courier_wake: Arc<Notify>,
     /// Directories per tenant, for the catalog generation they were read at (overrides are
     /// catalog writes too).
     directories: Mutex<(u64, HashMap<Uuid, Arc<Directory>>)>,
+    health: courier::ChannelHealth,
     /// Delivery attempts since start, by outcome.
     sent: AtomicU64,
     failed: AtomicU64,
@@ -100,6 +104,8 @@ impl Notifier {
         clock: SharedClock,
         sink: Arc<dyn EventSink>,
         secrets: Arc<dyn SecretSource>,
+        alerts: Arc<dyn AlertActions>,
+        devices: Devices,
         base_url: String,
     ) -> Arc<Self> {
         let http = reqwest::Client::builder()
@@ -113,11 +119,17 @@ impl Notifier {
             clock,
             sink,
             secrets,
-            http,
+            alerts,
+            senders: Senders {
+                http,
+                modem: devices.modem,
+                pager: devices.pager,
+            },
             base_url,
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
+            health: courier::ChannelHealth::default(),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             dead: AtomicU64::new(0),
@@ -441,7 +453,7 @@ impl Notifier {
             template: channel.template.as_deref(),
             delivery: &delivery,
         };
-        match channels::send(&self.http, &out).await {
+        match channels::send(&self.senders, &out).await {
             Ok(sent) => Ok(json!({"result": "sent", "detail": sent.detail})),
             Err(e) => Err(NotifyError::TestFailed(e.message)),
         }

@@ -35,6 +35,12 @@ pub struct ConsumerLabels {
     pub consumer: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeviceLabels {
+    /// `gsm` or `espa`.
+    pub device: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
@@ -48,6 +54,12 @@ pub struct Metrics {
     pub sse_clients: Gauge,
     /// How far each durable event consumer is behind the newest committed event.
     pub consumer_lag: Family<ConsumerLabels, Gauge<f64, AtomicU64>>,
+    /// Paging devices, set at scrape time: 1 while the device works (a modem also registered).
+    pub device_up: Family<DeviceLabels, Gauge>,
+    /// Messages (SMS, pages) sent and received since start, by device.
+    pub device_sent: Family<DeviceLabels, Gauge>,
+    pub device_received: Family<DeviceLabels, Gauge>,
+    pub gsm_signal_dbm: Gauge,
 }
 
 impl Default for Metrics {
@@ -99,8 +111,36 @@ impl Metrics {
             "Time between a durable consumer's position and the newest committed event",
             consumer_lag.clone(),
         );
+        let device_up = Family::<DeviceLabels, Gauge>::default();
+        registry.register(
+            "np_hardware_up",
+            "Whether a paging device works (a GSM modem: SIM ready and registered)",
+            device_up.clone(),
+        );
+        let device_sent = Family::<DeviceLabels, Gauge>::default();
+        registry.register(
+            "np_hardware_sent",
+            "Messages a paging device sent since start",
+            device_sent.clone(),
+        );
+        let device_received = Family::<DeviceLabels, Gauge>::default();
+        registry.register(
+            "np_hardware_received",
+            "Messages and calls a paging device received since start",
+            device_received.clone(),
+        );
+        let gsm_signal_dbm = Gauge::default();
+        registry.register(
+            "np_gsm_signal_dbm",
+            "GSM modem signal strength (0 when unknown)",
+            gsm_signal_dbm.clone(),
+        );
         Self {
             registry,
+            device_up,
+            device_sent,
+            device_received,
+            gsm_signal_dbm,
             http_requests,
             http_duration,
             events_dropped,

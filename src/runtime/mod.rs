@@ -1,6 +1,7 @@
 //! Process runtime: the clock (the only reader of real time), the shutdown token, background
 //! workers and their supervisor, and the metric registry.
 
+pub mod alerts;
 pub mod clock;
 pub mod metrics;
 pub mod secrets;
@@ -8,6 +9,7 @@ pub mod shutdown;
 pub mod sink;
 pub mod worker;
 
+pub use alerts::{AlertAction, AlertActions};
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
 pub use metrics::Metrics;
 pub use secrets::SecretSource;

@@ -755,10 +755,11 @@ impl Store {
         self: &Arc<Self>,
         alert: Alert,
         audit: AuditDraft,
+        via: &'static str,
     ) -> Result<(Alert, bool, Vec<Journaled>), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
-            let (alert, opened, event) = fire(tx, alert, None, Some("api"))?;
+            let (alert, opened, event) = fire(tx, alert, None, Some(via))?;
             if opened {
                 super::notify::arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
             }
@@ -906,6 +907,39 @@ impl Store {
                 out.extend(tenant_value::<Alert, _>(&t, tenant, id)?);
             }
             Ok(out)
+        })
+        .await
+    }
+
+    /// The active alert of `tenant` with short id `short` (case-insensitive).
+    pub async fn active_alert_by_short_id(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        short: String,
+    ) -> Result<Option<Alert>, StoreError> {
+        let short = short.to_ascii_lowercase();
+        self.read(move |tx| {
+            let keys = tx
+                .open_table(ACTIVE_ALERT_KEYS)
+                .map_err(StoreError::from_redb)?;
+            let alerts = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let prefix = tenant.as_bytes().to_vec();
+            for row in keys
+                .range(prefix.as_slice()..)
+                .map_err(StoreError::from_redb)?
+            {
+                let (key, id) = row.map_err(StoreError::from_redb)?;
+                if !key.value().starts_with(&prefix) {
+                    break;
+                }
+                let Ok(id) = Uuid::from_slice(id.value()) else {
+                    continue;
+                };
+                if crate::model::alert::short_id(id) == short {
+                    return tenant_value(&alerts, tenant, id);
+                }
+            }
+            Ok(None)
         })
         .await
     }

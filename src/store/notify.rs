@@ -239,7 +239,8 @@ pub struct Firing {
 pub struct Attempt {
     /// The delivery as it is after the attempt (`attempts`, `next_try`, `dead`, `last_error`).
     pub delivery: Delivery,
-    pub sent: bool,
+    /// The delivery leaves the outbox: sent, or handed to the contact's next channel.
+    pub settled: bool,
     /// The next channel of the contact, after a permanent failure.
     pub fallback: Option<Delivery>,
     pub events: Vec<EventDraft>,
@@ -343,7 +344,7 @@ impl Store {
                 if take_delivery(tx, a.delivery.id)?.is_none() {
                     continue;
                 }
-                if !a.sent {
+                if !a.settled {
                     put_delivery(tx, &a.delivery)?;
                 }
                 if let Some(f) = &a.fallback {

@@ -119,8 +119,8 @@ pub async fn send(out: &Outgoing<'_>) -> Result<Sent, SendError> {
         .map_err(|e| classify(&e))?;
     let said = answer.message().collect::<Vec<_>>().join(" ");
     Ok(Sent {
-        provider_id: None,
         detail: format!("SMTP {}: {said}", answer.code()),
         answer: said,
+        ..Sent::default()
     })
 }

@@ -84,9 +84,9 @@ async fn post(
     let quoted: String = text.chars().take(QUOTED).collect();
     if status.is_success() {
         return Ok(Sent {
-            provider_id: None,
             detail: format!("HTTP {}: {quoted}", status.as_u16()),
             answer: text,
+            ..Sent::default()
         });
     }
     let message = format!("HTTP {}: {quoted}", status.as_u16());

@@ -4,11 +4,15 @@
 
 mod email;
 pub mod http;
+mod pager;
+mod phone;
 mod script;
 pub mod template;
 
+use crate::hw::espa::Pager;
+use crate::hw::gsm::Modem;
 use crate::model::notify::{Delivery, Message};
-use crate::runtime::SecretSource;
+use crate::runtime::{AlertAction, SecretSource};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -41,6 +45,16 @@ pub struct Sent {
     pub detail: String,
     /// The provider's whole answer.
     pub answer: String,
+    /// What the person reached asked for (a key pressed on a call).
+    pub action: Option<AlertAction>,
+}
+
+/// What channels send through: the HTTP client, and the local devices when configured.
+#[derive(Clone)]
+pub struct Senders {
+    pub http: reqwest::Client,
+    pub modem: Option<Modem>,
+    pub pager: Option<Pager>,
 }
 
 /// What a channel needs to send: its type, its configuration with secrets opened, its
@@ -131,7 +145,8 @@ pub async fn open_secrets(
 }
 
 /// Sends one delivery on its channel.
-pub async fn send(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+    let client = &senders.http;
     match out.kind {
         "webhook" => http::webhook(client, out).await,
         "slack" => http::slack(client, out).await,
@@ -141,6 +156,9 @@ pub async fn send(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, 
         "servicenow" => http::servicenow(client, out).await,
         "script" => script::run(out).await,
         "email" => email::send(out).await,
+        "sms" => phone::sms(senders, out).await,
+        "voice" => phone::voice(senders, out).await,
+        "espa" => pager::espa(senders, out).await,
         other => Err(SendError::permanent(format!(
             "channel type {other:?} has no sender in this build"
         ))),

@@ -50,9 +50,9 @@ pub async fn run(out: &Outgoing<'_>) -> Result<Sent, SendError> {
     };
     match output.status.code() {
         Some(0) => Ok(Sent {
-            provider_id: None,
             detail: said(&output.stdout),
             answer: String::from_utf8_lossy(&output.stdout).into_owned(),
+            ..Sent::default()
         }),
         Some(EX_TEMPFAIL) => Err(SendError::retry(format!(
             "{command:?} exited 75: {}",

@@ -1,0 +1,79 @@
+//! Serial lines: opens a device path with its line settings, or a `tcp://host:port` serial
+//! server that carries the same bytes, and keeps one exchange at a time on each path.
+
+pub use crate::model::hardware::LineSettings;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+pub trait Line: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Line for T {}
+
+pub type BoxedLine = Box<dyn Line>;
+
+/// Opens `device`: a serial port, or a serial server at `tcp://host:port`.
+pub async fn open(device: &str, settings: LineSettings) -> io::Result<BoxedLine> {
+    if let Some(addr) = device.strip_prefix("tcp://") {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        return Ok(Box::new(stream));
+    }
+    Ok(Box::new(open_port(device, settings)?))
+}
+
+/// Opens a serial port with its settings.
+pub fn open_port(device: &str, s: LineSettings) -> io::Result<tokio_serial::SerialStream> {
+    let parity = match s.parity {
+        'E' => tokio_serial::Parity::Even,
+        'O' => tokio_serial::Parity::Odd,
+        _ => tokio_serial::Parity::None,
+    };
+    let data_bits = if s.data_bits == 7 {
+        tokio_serial::DataBits::Seven
+    } else {
+        tokio_serial::DataBits::Eight
+    };
+    let stop_bits = if s.stop_bits == 2 {
+        tokio_serial::StopBits::Two
+    } else {
+        tokio_serial::StopBits::One
+    };
+    let builder = tokio_serial::new(device, s.baud)
+        .parity(parity)
+        .data_bits(data_bits)
+        .stop_bits(stop_bits)
+        .flow_control(tokio_serial::FlowControl::None);
+    tokio_serial::SerialStream::open(&builder)
+        .map_err(|e| io::Error::other(format!("{device}: {e}")))
+}
+
+/// The lock of one device path: whoever holds it owns the line for one exchange, so checks
+/// sharing a Modbus RTU line never interleave their frames.
+pub fn owner(device: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static OWNERS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut owners = OWNERS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    owners.entry(device.to_string()).or_default().clone()
+}
+
+/// The time one character takes on a line, for pacing and timeouts that scale with speed.
+pub fn char_time(s: LineSettings) -> std::time::Duration {
+    let bits = 1 + u32::from(s.data_bits) + u32::from(s.parity != 'N') + u32::from(s.stop_bits);
+    std::time::Duration::from_micros(u64::from(bits) * 1_000_000 / u64::from(s.baud.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_takes_its_bits_over_the_baud_rate() {
+        assert_eq!(
+            char_time(LineSettings::new(9600, "8N1").unwrap()).as_micros(),
+            1041
+        );
+    }
+}

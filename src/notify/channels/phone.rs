@@ -1,0 +1,121 @@
+//! `sms` and `voice` through the local GSM modem (`config.provider: modem`, the only provider
+//! and the default). Every message ends with the reply hint (`ACK <short id>` / `RES <short
+//! id>`); a call speaks the alert and asks for a key: 4 acknowledges, 6 resolves, and a call
+//! nobody answers or no key pressed is a failed attempt the outbox retries.
+
+use super::{Outgoing, SendError, Senders, Sent};
+use crate::hw::gsm::GsmError;
+use crate::model::notify::Message;
+use crate::runtime::AlertAction;
+
+fn provider(out: &Outgoing<'_>) -> Result<(), SendError> {
+    match out.get("provider") {
+        None | Some("modem") => Ok(()),
+        Some(other) => Err(SendError::permanent(format!(
+            "{} provider {other:?} is not supported; use modem",
+            out.kind
+        ))),
+    }
+}
+
+fn failed(e: GsmError) -> SendError {
+    SendError {
+        retryable: e.retryable(),
+        message: e.to_string(),
+    }
+}
+
+fn target<'a>(out: &'a Outgoing<'_>) -> Result<&'a str, SendError> {
+    let to = out.delivery.target.trim();
+    if to.is_empty() {
+        return Err(SendError::permanent("no phone number to send to"));
+    }
+    Ok(to)
+}
+
+/// The reply hint that ends every message about an alert.
+pub fn reply_hint(m: &Message) -> String {
+    if m.short_id.is_empty() {
+        String::new()
+    } else {
+        format!("Reply ACK {0} or RES {0}", m.short_id)
+    }
+}
+
+/// A short message: severity, title, summary, hint; without links, which cost characters
+/// and need a network the reader may not have, and without brackets, which GSM text mode
+/// cannot carry.
+fn sms_text(out: &Outgoing<'_>) -> String {
+    let m = &out.delivery.payload;
+    let mut text = match out.template {
+        Some(_) => out.text(),
+        None if m.kind == "alert" => {
+            let mut t = format!("{}: {}", m.severity.to_uppercase(), m.title);
+            if !m.summary.is_empty() {
+                t.push('\n');
+                t.push_str(&m.summary);
+            }
+            t
+        }
+        None => super::default_text(m),
+    };
+    let hint = reply_hint(m);
+    if !hint.is_empty() {
+        text.push('\n');
+        text.push_str(&hint);
+    }
+    text
+}
+
+pub async fn sms(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+    provider(out)?;
+    let modem = senders.modem.as_ref().ok_or_else(|| {
+        SendError::permanent("no GSM modem is configured (hardware.gsm in the configuration file)")
+    })?;
+    let to = target(out)?;
+    let reference = modem.send_sms(to, &sms_text(out)).await.map_err(failed)?;
+    Ok(Sent {
+        provider_id: Some(reference.to_string()),
+        detail: format!("SMS to {to} accepted by the network (reference {reference})"),
+        ..Sent::default()
+    })
+}
+
+pub async fn voice(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+    provider(out)?;
+    let modem = senders.modem.as_ref().ok_or_else(|| {
+        SendError::permanent("no GSM modem is configured (hardware.gsm in the configuration file)")
+    })?;
+    let to = target(out)?;
+    let m = &out.delivery.payload;
+    let mut speech = match out.template {
+        Some(_) => out.text(),
+        None => format!("{} alert. {}. {}", m.severity, m.title, m.summary),
+    };
+    let asks = m.alert_id.is_some();
+    if asks {
+        speech.push_str(" Press 4 to acknowledge, 6 to resolve.");
+    }
+    match modem.call(to, &speech).await.map_err(failed)? {
+        Some('4') if asks => Ok(Sent {
+            detail: format!("call to {to} answered; 4 pressed"),
+            action: Some(AlertAction::Ack),
+            ..Sent::default()
+        }),
+        Some('6') if asks => Ok(Sent {
+            detail: format!("call to {to} answered; 6 pressed"),
+            action: Some(AlertAction::Resolve),
+            ..Sent::default()
+        }),
+        Some(key) if asks => Err(SendError::retry(format!(
+            "call to {to} answered but {key} is no action (4 acknowledges, 6 resolves)"
+        ))),
+        _ if asks => Err(SendError::retry(format!(
+            "call to {to} answered but no key was pressed"
+        ))),
+        _ => Ok(Sent {
+            detail: format!("call to {to} answered"),
+            ..Sent::default()
+        }),
+    }
+}
