@@ -225,20 +225,21 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         clock.clone(),
     );
+    let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
+    let hardware = hardware::start(&config, &store, &secrets, &clock).await;
+    let devices = hardware.devices.clone();
     let scheduler = Scheduler::new(
         store.clone(),
         catalog,
         clock.clone(),
         pipeline.clone(),
         inventory.clone(),
+        devices.clone(),
         config.checks.max_concurrent,
     );
     store.watch_catalog(scheduler.waker());
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
-    let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
-    let hardware = hardware::start(&config, &store, &secrets, &clock).await;
-    let devices = hardware.devices.clone();
     let ingress = Ingress::new(
         store.clone(),
         clock.clone(),

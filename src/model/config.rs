@@ -568,7 +568,7 @@ fn validate_with<T: Serialize + for<'de> Deserialize<'de>>(
 }
 
 /// Built-in checks a check command may name instead of a plugin.
-pub const BUILTIN_CHECKS: [&str; 5] = ["ping", "tcp", "http", "dns", "modbus"];
+pub const BUILTIN_CHECKS: [&str; 6] = ["ping", "tcp", "http", "dns", "modbus", "gsm"];
 
 /// A check command: `type: plugin` runs `line` (argv with `$macro$`s) as a Nagios plugin;
 /// `type: builtin` names a built-in check in `line[0]`, its options after it.

@@ -11,6 +11,7 @@ use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
 use super::pipeline::Pipeline;
 use super::results::Job;
+use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
@@ -37,6 +38,8 @@ pub struct Scheduler {
     clock: SharedClock,
     pipeline: Arc<Pipeline>,
     secrets: Arc<dyn SecretSource>,
+    /// The paging devices, for the `gsm` check.
+    devices: Devices,
     due: Mutex<HashMap<Key, Timestamp>>,
     /// Objects a check-now asked for: they run even outside their check period.
     forced: Mutex<HashSet<Key>>,
@@ -82,6 +85,7 @@ impl Scheduler {
         clock: SharedClock,
         pipeline: Arc<Pipeline>,
         secrets: Arc<dyn SecretSource>,
+        devices: Devices,
         max_running: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -90,6 +94,7 @@ impl Scheduler {
             clock,
             pipeline,
             secrets,
+            devices,
             due: Mutex::new(HashMap::new()),
             forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
@@ -124,7 +129,7 @@ impl Scheduler {
             },
             (None, Some(c)) => {
                 let now = self.clock.now();
-                checks::run(c, o, &entry.host, spec, &*self.secrets, now).await
+                checks::run(c, o, &entry.host, spec, &*self.secrets, &self.devices, now).await
             }
             (None, None) => checks::Outcome {
                 code: 3,

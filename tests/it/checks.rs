@@ -640,6 +640,62 @@ async fn builtin_modbus_reads_registers_over_tcp_and_grades_them() {
 }
 
 #[tokio::test]
+async fn builtin_modbus_reads_registers_over_a_serial_line() {
+    let Some(pty) = crate::pty::PtyPair::open("modbus rtu") else {
+        return;
+    };
+    let line = tokio_modbus::server::rtu::Server::new_from_path(&pty.theirs, 19200).unwrap();
+    tokio::spawn(line.serve_forever(Plc));
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    let device = pty.ours.display().to_string();
+    let once = |args: Vec<&str>| json!({"checkCommand": "modbus", "args": args, "interval": 3600, "maxCheckAttempts": 1});
+    let temp = check_once(
+        &a,
+        "rtu-temperature",
+        once(vec![
+            "-D", &device, "-b", "19200", "-P", "E", "-r", "100", "-s", "0.1", "-w", "25",
+        ]),
+    )
+    .await;
+    assert_eq!(temp["state"], 0, "{temp}");
+    assert_eq!(temp["output"], "MODBUS OK - value = 21.5");
+    let hot = check_once(
+        &a,
+        "rtu-hot",
+        once(vec![
+            "-D", &device, "-b", "19200", "-r", "7", "-T", "input", "-f", "f32", "-c", "30",
+        ]),
+    )
+    .await;
+    assert_eq!(hot["state"], 2, "{hot}");
+    let gone = check_once(
+        &a,
+        "rtu-gone",
+        once(vec!["-D", "/dev/svc-no-such-port", "-r", "100"]),
+    )
+    .await;
+    assert_eq!(gone["state"], 2, "{gone}");
+}
+
+#[tokio::test]
+async fn builtin_gsm_reports_no_modem_as_unknown() {
+    let a = Admin::start_with(no_seed());
+    gateway(&a).await;
+    let st = check_once(
+        &a,
+        "gsm",
+        json!({"checkCommand": "gsm", "interval": 3600, "maxCheckAttempts": 1}),
+    )
+    .await;
+    assert_eq!(st["state"], 3, "{st}");
+    assert!(
+        st["output"].as_str().unwrap().contains("no GSM modem"),
+        "{st}"
+    );
+}
+
+#[tokio::test]
 async fn builtin_ping_measures_loopback() {
     let a = Admin::start_with(no_seed());
     gateway(&a).await;

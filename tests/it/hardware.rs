@@ -445,6 +445,32 @@ async fn the_modem_reports_its_health_and_comes_back_after_it_is_unplugged() {
     assert_eq!(gsm["registration"], "roaming");
     assert_eq!(gsm["signalDbm"], -73, "+CSQ 20 is -113 + 2 x 20 dBm");
     assert_eq!(gsm["connected"], true);
+    // The built-in `gsm` check turns the same report into a service state.
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/hosts", json!({"name": "gw", "spec": {}})),
+            (
+                "/api/v1/services",
+                json!({"name": "modem", "host": "gw", "spec": {"checkCommand": "gsm", "args": ["-w", "-70"], "interval": 1, "maxCheckAttempts": 1}}),
+            ),
+        ],
+    )
+    .await;
+    let services = until(s, token, "/api/v1/services", |v| {
+        !v["items"][0]["state"].is_null()
+    })
+    .await;
+    let state = &services["items"][0]["state"];
+    assert_eq!(state["state"], 1, "-73 dBm is under the -70 floor: {state}");
+    assert!(
+        state["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("GSM WARNING - registered roaming, signal -73 dBm"),
+        "{state}"
+    );
     let metrics = s.get("/metrics").await.text().await.unwrap();
     assert!(
         metrics.contains("np_hardware_up{device=\"gsm\"} 1"),

@@ -1,4 +1,4 @@
-//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, one file
+//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, `gsm`, one file
 //! each) and plugin commands (the `check-commands` kind) with the Nagios plugin conventions:
 //! exit 0..3, first output line the status text, `|` performance data, further lines long
 //! output, anything else (signal, timeout, bad exit) UNKNOWN. Built-ins take monitoring-plugins
@@ -6,11 +6,13 @@
 //! output format, so their performance data feeds metric series like a plugin's.
 
 mod dns;
+mod gsm;
 mod http;
 mod modbus;
 mod ping;
 mod tcp;
 
+use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::config::ObjectSpec;
 use crate::model::object::{Object, ObjectKind};
@@ -185,6 +187,7 @@ pub async fn run(
     host: &HostInfo,
     spec: &ObjectSpec,
     secrets: &dyn SecretSource,
+    devices: &Devices,
     now: Timestamp,
 ) -> Outcome {
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
@@ -213,6 +216,7 @@ pub async fn run(
                 spec,
                 timeout,
                 now,
+                devices,
             };
             match name.as_str() {
                 "tcp" => tcp::check(&ctx).await,
@@ -220,6 +224,7 @@ pub async fn run(
                 "dns" => dns::check(&ctx).await,
                 "ping" => ping::check(&ctx).await,
                 "modbus" => modbus::check(&ctx).await,
+                "gsm" => gsm::check(&ctx),
                 other => Outcome::new(3, format!("UNKNOWN - no built-in check {other:?}")),
             }
         }
@@ -240,6 +245,7 @@ pub(crate) struct Builtin<'a> {
     pub spec: &'a ObjectSpec,
     pub timeout: Duration,
     pub now: Timestamp,
+    pub devices: &'a Devices,
 }
 
 impl Builtin<'_> {
