@@ -214,6 +214,32 @@ async fn a_critical_result_pages_the_on_call_person_by_sms_and_an_ack_reply_stop
     assert_eq!(sim.sent().len(), 2, "{:?}", sim.sent());
     let escalations = get(s, token, "/api/v1/events?types=escalation").await;
     assert_eq!(escalations["items"].as_array().unwrap().len(), 1);
+
+    // With `manualAlarm` on the sms source, other texts from a contact raise an alarm.
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "alarms", "type": "sms", "config": {"manualAlarm": "true", "severity": "warning"}}),
+        )],
+    )
+    .await;
+    sim.deliver(ADA, "Pumpe 7 ausgefallen\nbitte kommen");
+    let alarm = only_alert(s, token, "?status=open").await;
+    assert_eq!(alarm["title"], "Pumpe 7 ausgefallen");
+    assert_eq!(alarm["severity"], "warning");
+    assert_eq!(
+        alarm["payload"]["message"],
+        "Pumpe 7 ausgefallen\nbitte kommen"
+    );
+    let opened = get(s, token, "/api/v1/events?types=alert_opened").await;
+    assert_eq!(opened["items"][0]["payload"]["via"], "sms");
+    sim.wait_for(Duration::from_secs(5), "the alarm confirmed", |st| {
+        st.sent
+            .iter()
+            .any(|m| m.text.starts_with("Alarm raised: Pumpe 7 ausgefallen."))
+    });
 }
 
 #[tokio::test]
@@ -643,14 +669,14 @@ async fn espa_pages_reach_the_paging_system_and_panel_calls_open_alerts() {
 }
 
 #[tokio::test]
-async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu() {
+async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu_on_a_quectel_modem() {
     let Some(pty) = PtyPair::open("ivr") else {
         return;
     };
     let sim = ModemSim::start(&pty.theirs);
     sim.state.lock().unwrap().callee = Callee::Presses('1');
     let (a, _config) = start_with_hardware(&format!(
-        "  gsm:\n    device: {}\n    profile: simcom\n",
+        "  gsm:\n    device: {}\n    profile: quectel\n",
         pty.ours.display()
     ));
     let (s, token) = (&a.s, a.token.as_str());
@@ -689,4 +715,56 @@ async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu() {
     );
     let acks = get(s, token, "/api/v1/events?types=ack").await;
     assert_eq!(acks["items"][0]["payload"]["via"], "ivr");
+}
+
+#[tokio::test]
+async fn espa_pages_go_through_a_serial_server_over_tcp() {
+    let Some(pty) = PtyPair::open("espa over tcp") else {
+        return;
+    };
+    drop(pty);
+    // A serial server: socat accepts the TCP connection and carries its bytes to a pty.
+    let dir = tempfile::tempdir().unwrap();
+    let peer_tty = dir.path().join("paging-system");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = std::process::Command::new("socat")
+        .arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr"))
+        .arg(format!("pty,raw,echo=0,link={}", peer_tty.display()))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (a, _config) = start_with_hardware(&format!(
+        "  espa:\n    device: tcp://127.0.0.1:{port}\n    replyTimeout: 500ms\n"
+    ));
+    let (s, token) = (&a.s, a.token.as_str());
+    let started = Instant::now();
+    while !peer_tty.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "svc never connected"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peer = EspaPeer::start(&peer_tty);
+    ready(s, "espa").await;
+    create_all(
+        s,
+        token,
+        vec![("/api/v1/channels", json!({"name": "pager", "type": "espa"}))],
+    )
+    .await;
+    let res = test_on(s, token, "pager", "777").await;
+    assert_eq!(res.status(), 200);
+    let page = peer.state.lock().unwrap().blocks[0].clone();
+    assert_eq!(page.record('1'), Some("777"));
+    assert_eq!(
+        page.record('6'),
+        Some("1"),
+        "a test message has normal priority"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -2,7 +2,8 @@
 //! TS 23.040 / 23.038 (not from the driver): V.250 command lines ended by CR, answers framed
 //! in CR LF, `+CPIN`, `+CREG`/`+CEREG`, `+CSQ`, SMS in text mode (GSM and UCS2 character
 //! sets) and PDU mode (decoded and reassembled here), `+CMTI` indications with `+CMGR`,
-//! `+CMGL`, `+CMGD`, calls with `+COLP` and SIMCom key reports (`+DTMF`), `RING`/`+CLIP`.
+//! `+CMGL`, `+CMGD`, calls with `+COLP`, SIMCom (`+CTTS`, `+DTMF`) and Quectel (`+QTTS`,
+//! `+QTONEDET` with the key's ASCII code) speech and key reports, `RING`/`+CLIP`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{Read, Write};
@@ -46,6 +47,8 @@ pub struct SimState {
     pub callee: Callee,
     pub spoken: Vec<String>,
     pub commands: Vec<String>,
+    /// Quectel key reports (`+QTONEDET: <ASCII code>`) once `AT+QTONEDET=1` enabled them.
+    quectel: bool,
     /// The length `AT+CMGS=<n>` announced, checked against the PDU that follows.
     announced: Option<usize>,
     pub pdu_length_errors: usize,
@@ -185,6 +188,7 @@ impl ModemSim {
             callee: Callee::Presses('4'),
             spoken: Vec::new(),
             commands: Vec::new(),
+            quectel: false,
             announced: None,
             pdu_length_errors: 0,
         }));
@@ -318,7 +322,7 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
         "ATH" => vec![],
         "ATA" => {
             if let Callee::Presses(key) = st.callee {
-                press_later(port, key);
+                press_later(port, key, st.quectel);
             }
             vec![]
         }
@@ -406,14 +410,18 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
             let _ = p.flush();
             return true;
         }
-        _ if upper.starts_with("AT+CTTS=") => {
+        "AT+QTONEDET=1" => {
+            st.quectel = true;
+            vec![]
+        }
+        _ if upper.starts_with("AT+CTTS=") || upper.starts_with("AT+QTTS=") => {
             st.spoken.push(quoted(cmd));
             vec![]
         }
         _ if upper.starts_with("ATD") => {
             let number = cmd[3..].trim_end_matches(';').to_string();
             st.dialled.push(number.clone());
-            let callee = st.callee;
+            let (callee, quectel) = (st.callee, st.quectel);
             drop(st);
             let port = port.clone();
             std::thread::spawn(move || {
@@ -426,7 +434,7 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
                     }
                 }
                 if let Callee::Presses(key) = callee {
-                    press_later(&port, key);
+                    press_later(&port, key, quectel);
                 }
             });
             return false;
@@ -446,11 +454,15 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
 }
 
 /// The person on the line presses `key` once the message had time to be spoken.
-fn press_later(port: &Arc<Mutex<std::fs::File>>, key: char) {
+fn press_later(port: &Arc<Mutex<std::fs::File>>, key: char, quectel: bool) {
     let port = port.clone();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
-        say(&port, &format!("+DTMF: {key}"));
+        if quectel {
+            say(&port, &format!("+QTONEDET: {}", key as u32));
+        } else {
+            say(&port, &format!("+DTMF: {key}"));
+        }
     });
 }
 
