@@ -27,6 +27,11 @@ pub fn bootstrap(data: &Path) -> String {
 
 /// Starts the server on `data` over plain HTTP on a free port; returns it and its base URL.
 pub fn start(data: &Path, seed_admin: bool) -> (Child, String) {
+    start_with(data, seed_admin, &[])
+}
+
+/// The same with more `serve` arguments (`--config FILE`).
+pub fn start_with(data: &Path, seed_admin: bool, args: &[String]) -> (Child, String) {
     let mut cmd = Command::new(BIN);
     cmd.args([
         "serve",
@@ -37,6 +42,7 @@ pub fn start(data: &Path, seed_admin: bool) -> (Child, String) {
         "--data-dir",
     ])
     .arg(data)
+    .args(args)
     .env("SVC_LOG", "warn")
     .stdout(Stdio::piped())
     .stderr(Stdio::null());

@@ -18,7 +18,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/readyz", readyz).doc(
             "system",
             "Readiness",
-            "`{ready, subsystems:[{name, ok, info?}]}`; 503 while any subsystem is not ok (the store after an I/O error until it has been reopened).",
+            "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `results-pipeline`, and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         ),
         Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition."),
         Route::get("/api/openapi.json", openapi_json).doc("system", "This document", ""),

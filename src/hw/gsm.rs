@@ -22,6 +22,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Reopening a port that is gone: from 1 s, doubling to 30 s.
 const REOPEN_MAX: Duration = Duration::from_secs(30);
 const CTRL_Z: u8 = 0x1A;
+/// How often registration is read again while the modem has none.
+const SEARCHING_REFRESH: Duration = Duration::from_secs(5);
 /// Longest spoken text, in characters.
 const SPEECH_MAX: usize = 400;
 
@@ -522,8 +524,7 @@ impl Session<'_> {
     async fn serve(&mut self, jobs: &mut mpsc::Receiver<Job>) -> Result<(), GsmError> {
         self.start_up().await?;
         self.sweep().await?;
-        let mut refresh = tokio::time::interval(self.settings.refresh_every);
-        refresh.tick().await;
+        let mut refresh_at = tokio::time::Instant::now() + self.refresh_period();
         loop {
             self.handle_urcs().await?;
             tokio::select! {
@@ -537,8 +538,21 @@ impl Session<'_> {
                         self.urcs.push_back(line);
                     }
                 }
-                _ = refresh.tick() => self.refresh().await?,
+                _ = tokio::time::sleep_until(refresh_at) => {
+                    self.refresh().await?;
+                    refresh_at = tokio::time::Instant::now() + self.refresh_period();
+                }
             }
+        }
+    }
+
+    /// Registration is looked at every `refresh_every`, every 5 s while there is none (so a
+    /// modem that finds the network is ready soon after).
+    fn refresh_period(&self) -> Duration {
+        if self.status.borrow().registered() {
+            self.settings.refresh_every
+        } else {
+            SEARCHING_REFRESH.min(self.settings.refresh_every)
         }
     }
 

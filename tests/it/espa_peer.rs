@@ -52,6 +52,8 @@ pub struct PeerState {
 pub struct EspaPeer {
     pub state: Arc<Mutex<PeerState>>,
     port: Arc<Mutex<std::fs::File>>,
+    /// Microseconds per character on the simulated line (0: unpaced).
+    char_us: u64,
     /// ACK / NAK bytes while this station is the sender (panel role).
     answers: Mutex<mpsc::Receiver<u8>>,
 }
@@ -63,6 +65,12 @@ fn bcc(bytes: &[u8]) -> u8 {
 impl EspaPeer {
     /// The paging system at address `2`.
     pub fn start(path: &Path) -> EspaPeer {
+        Self::start_paced(path, 0)
+    }
+
+    /// A peer whose line runs at `baud` (7E1: 10 bits a character; 0: unpaced).
+    pub fn start_paced(path: &Path, baud: u64) -> EspaPeer {
+        let char_us = 10_000_000u64.checked_div(baud).unwrap_or(0);
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -72,15 +80,17 @@ impl EspaPeer {
         let state = Arc::new(Mutex::new(PeerState::default()));
         let (tx, rx) = mpsc::channel();
         let (s, p) = (state.clone(), port.clone());
-        std::thread::spawn(move || serve(file, s, p, tx));
+        std::thread::spawn(move || serve(file, s, p, tx, char_us));
         EspaPeer {
             state,
             port,
+            char_us,
             answers: Mutex::new(rx),
         }
     }
 
     fn write(&self, bytes: &[u8]) {
+        pace(self.char_us, bytes.len());
         let mut p = self.port.lock().unwrap();
         p.write_all(bytes).unwrap();
         p.flush().unwrap();
@@ -129,13 +139,22 @@ impl EspaPeer {
     }
 }
 
+/// Waits as long as `n` characters take on the line.
+fn pace(char_us: u64, n: usize) {
+    if char_us > 0 {
+        std::thread::sleep(Duration::from_micros(char_us * n as u64));
+    }
+}
+
 fn serve(
     mut file: std::fs::File,
     state: Arc<Mutex<PeerState>>,
     port: Arc<Mutex<std::fs::File>>,
     answers: mpsc::Sender<u8>,
+    char_us: u64,
 ) {
     let reply = |b: u8| {
+        pace(char_us, 1);
         let mut p = port.lock().unwrap();
         let _ = p.write_all(&[b]);
         let _ = p.flush();
@@ -149,6 +168,7 @@ fn serve(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        pace(char_us, n);
         for &raw in &buf[..n] {
             let b = raw & 0x7F;
             if awaiting_bcc {

@@ -435,7 +435,7 @@ async fn the_modem_reports_its_health_and_comes_back_after_it_is_unplugged() {
     let sim = ModemSim::start(&pty.theirs);
     sim.state.lock().unwrap().pin = Some("1234".into());
     // No PIN configured: the modem stays unavailable and says why.
-    let (a, _config) =
+    let (a, config_dir) =
         start_with_hardware(&format!("  gsm:\n    device: {}\n", pty.ours.display()));
     let (s, token) = (&a.s, a.token.as_str());
     let started = Instant::now();
@@ -452,19 +452,59 @@ async fn the_modem_reports_its_health_and_comes_back_after_it_is_unplugged() {
     let health = get(s, token, "/api/v1/system/health").await;
     assert_eq!(health["hardware"]["gsm"]["sim"], "pin required");
     assert_eq!(health["hardware"]["espa"], Value::Null);
-    drop(a);
 
+    // The PIN as a secret of the default tenant, read at the next start.
+    let res = send(
+        s,
+        token,
+        Method::PUT,
+        "/api/v1/secrets/sim-pin",
+        json!({"value": "1234"}),
+    )
+    .await;
+    assert!(res.status().is_success(), "{}", res.status());
+    let token = a.token.clone();
+    let stopped = a.s.stop_keeping_data();
     let sim = {
         drop(sim);
         pty.plug();
         let sim = ModemSim::start(&pty.theirs);
-        sim.state.lock().unwrap().rssi = 20;
-        sim.state.lock().unwrap().creg = 5;
+        let mut st = sim.state.lock().unwrap();
+        st.pin = Some("1234".into());
+        st.rssi = 20;
+        st.creg = 2;
+        drop(st);
         sim
     };
-    let (a, _config) =
-        start_with_hardware(&format!("  gsm:\n    device: {}\n", pty.ours.display()));
-    let (s, token) = (&a.s, a.token.as_str());
+    let config = config_dir.path().join("with-pin.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "hardware:\n  gsm:\n    device: {}\n    pin: $SECRET:sim-pin$\n",
+            pty.ours.display()
+        ),
+    )
+    .unwrap();
+    let server = stopped.start(Opts {
+        args: vec!["--config".into(), config.display().to_string()],
+        ..Default::default()
+    });
+    let (s, token) = (&server, token.as_str());
+    // Still searching for a network: connected, not ready; once roaming, ready on its own.
+    let started = Instant::now();
+    loop {
+        let (status, entry) = subsystem(s, "gsm").await;
+        if entry["info"]
+            .as_str()
+            .is_some_and(|i| i.contains("registration searching"))
+        {
+            assert_eq!((status, &entry["ok"]), (503, &json!(false)));
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{entry}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    sim.state.lock().unwrap().creg = 5;
     ready(s, "gsm").await;
     let health = get(s, token, "/api/v1/system/health").await;
     let gsm = &health["hardware"]["gsm"];

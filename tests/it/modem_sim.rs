@@ -54,9 +54,37 @@ pub struct SimState {
     pub pdu_length_errors: usize,
 }
 
+/// The simulator's end of the line, paced at a baud rate when one is set (a pty carries
+/// bytes at memory speed; a real serial line does not), counting what crosses it.
+pub struct Port {
+    file: Mutex<std::fs::File>,
+    /// Microseconds per character (10 bits: start, 8 data, stop), 0 for no pacing.
+    char_us: u64,
+    pub bytes_in: std::sync::atomic::AtomicU64,
+    pub bytes_out: std::sync::atomic::AtomicU64,
+}
+
+impl Port {
+    fn write(&self, bytes: &[u8]) {
+        self.pace(bytes.len());
+        self.bytes_out
+            .fetch_add(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let mut f = self.file.lock().unwrap();
+        let _ = f.write_all(bytes);
+        let _ = f.flush();
+    }
+
+    /// Waits as long as `n` characters take on the line.
+    fn pace(&self, n: usize) {
+        if self.char_us > 0 {
+            std::thread::sleep(Duration::from_micros(self.char_us * n as u64));
+        }
+    }
+}
+
 pub struct ModemSim {
     pub state: Arc<Mutex<SimState>>,
-    port: Arc<Mutex<std::fs::File>>,
+    pub port: Arc<Port>,
 }
 
 /// The GSM 7-bit default alphabet (TS 23.038 6.2.1) and its extension table.
@@ -166,6 +194,11 @@ fn decode_submit(hex: &str) -> (String, String, Option<(u8, u8, u8)>, usize) {
 
 impl ModemSim {
     pub fn start(path: &Path) -> ModemSim {
+        Self::start_paced(path, 0)
+    }
+
+    /// A simulator whose line runs at `baud` (0: unpaced).
+    pub fn start_paced(path: &Path, baud: u64) -> ModemSim {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -192,7 +225,12 @@ impl ModemSim {
             announced: None,
             pdu_length_errors: 0,
         }));
-        let port = Arc::new(Mutex::new(file.try_clone().unwrap()));
+        let port = Arc::new(Port {
+            file: Mutex::new(file.try_clone().unwrap()),
+            char_us: 10_000_000u64.checked_div(baud).unwrap_or(0),
+            bytes_in: Default::default(),
+            bytes_out: Default::default(),
+        });
         let sim = ModemSim { state, port };
         let (state, port) = (sim.state.clone(), sim.port.clone());
         std::thread::spawn(move || serve(file, state, port));
@@ -239,13 +277,11 @@ impl ModemSim {
 }
 
 /// Writes one answer line framed as V.250 says (CR LF before and after).
-fn say(port: &Arc<Mutex<std::fs::File>>, line: &str) {
-    let mut p = port.lock().unwrap();
-    let _ = p.write_all(format!("\r\n{line}\r\n").as_bytes());
-    let _ = p.flush();
+fn say(port: &Arc<Port>, line: &str) {
+    port.write(format!("\r\n{line}\r\n").as_bytes());
 }
 
-fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Mutex<std::fs::File>>) {
+fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Port>) {
     let mut line = Vec::new();
     let mut body: Option<Vec<u8>> = None;
     let mut buf = [0u8; 256];
@@ -254,6 +290,9 @@ fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Mutex<s
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        port.pace(n);
+        port.bytes_in
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
         for &b in &buf[..n] {
             if let Some(text) = body.as_mut() {
                 match b {
@@ -271,7 +310,7 @@ fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Mutex<s
                 continue;
             }
             if state.lock().unwrap().echo {
-                let _ = port.lock().unwrap().write_all(&[b]);
+                port.write(&[b]);
             }
             match b {
                 b'\r' => {
@@ -293,7 +332,7 @@ fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Mutex<s
 }
 
 /// Runs one command line; `true` when it opened a message body (`> ` prompt).
-fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::fs::File>>) -> bool {
+fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Port>) -> bool {
     let upper = cmd.to_ascii_uppercase();
     let mut st = state.lock().unwrap();
     st.commands.push(cmd.to_string());
@@ -405,9 +444,7 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
                 st.commands.push(format!("to:{to}"));
             }
             drop(st);
-            let mut p = port.lock().unwrap();
-            let _ = p.write_all(b"\r\n> ");
-            let _ = p.flush();
+            port.write(b"\r\n> ");
             return true;
         }
         "AT+QTONEDET=1" => {
@@ -454,7 +491,7 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::f
 }
 
 /// The person on the line presses `key` once the message had time to be spoken.
-fn press_later(port: &Arc<Mutex<std::fs::File>>, key: char, quectel: bool) {
+fn press_later(port: &Arc<Port>, key: char, quectel: bool) {
     let port = port.clone();
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(400));
@@ -467,7 +504,7 @@ fn press_later(port: &Arc<Mutex<std::fs::File>>, key: char, quectel: bool) {
 }
 
 /// The body of `AT+CMGS` ended with Ctrl-Z: decode it per the current mode and answer.
-fn finish_send(state: &Arc<Mutex<SimState>>, port: &Arc<Mutex<std::fs::File>>, body: &str) {
+fn finish_send(state: &Arc<Mutex<SimState>>, port: &Arc<Port>, body: &str) {
     let mut st = state.lock().unwrap();
     if let Some(code) = st.cms_errors.pop_front() {
         drop(st);
