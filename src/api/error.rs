@@ -6,6 +6,7 @@
 
 use crate::alerting::AlertError;
 use crate::auth::AuthError;
+use crate::ingress::webhook::IngestError;
 use crate::inventory::InventoryError;
 use crate::monitor::heartbeats::HeartbeatError;
 use crate::monitor::metrics::MetricError;
@@ -51,6 +52,13 @@ pub enum Code {
     StorageUnavailable,
     PipelineStalled,
     NotifyTestFailed,
+    IngressSize,
+    IngressFormat,
+    IngressMapping,
+    IngressRate,
+    IngressUnknownSource,
+    IngressDisabled,
+    IngressAuth,
     Internal,
 }
 
@@ -82,6 +90,13 @@ impl Code {
             Code::StorageUnavailable => "svc:storage/unavailable",
             Code::PipelineStalled => "svc:pipeline/stalled",
             Code::NotifyTestFailed => "svc:notify/test-failed",
+            Code::IngressSize => "svc:ingress/size",
+            Code::IngressFormat => "svc:ingress/format",
+            Code::IngressMapping => "svc:ingress/mapping",
+            Code::IngressRate => "svc:ingress/rate",
+            Code::IngressUnknownSource => "svc:ingress/unknown-source",
+            Code::IngressDisabled => "svc:ingress/disabled",
+            Code::IngressAuth => "svc:ingress/auth",
             Code::Internal => "svc:internal",
         })
     }
@@ -114,6 +129,13 @@ impl Code {
             Code::StorageUnavailable => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
             Code::PipelineStalled => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
             Code::NotifyTestFailed => (S::BAD_GATEWAY, "Channel test failed"),
+            Code::IngressSize => (S::PAYLOAD_TOO_LARGE, "Body too large"),
+            Code::IngressFormat => (S::UNPROCESSABLE_ENTITY, "Unreadable body"),
+            Code::IngressMapping => (S::UNPROCESSABLE_ENTITY, "Mapping failed"),
+            Code::IngressRate => (S::TOO_MANY_REQUESTS, "Rate limit exceeded"),
+            Code::IngressUnknownSource => (S::NOT_FOUND, "Unknown event source"),
+            Code::IngressDisabled => (S::FORBIDDEN, "Event source disabled"),
+            Code::IngressAuth => (S::UNAUTHORIZED, "Event source authentication failed"),
             Code::Internal => (S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -274,6 +296,24 @@ impl From<NotifyError> for Problem {
             NotifyError::Invalid(i) => Problem::validation(i.field, i.detail),
             NotifyError::TestFailed(why) => Problem::new(Code::NotifyTestFailed, why),
             NotifyError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<IngestError> for Problem {
+    fn from(e: IngestError) -> Self {
+        let detail = e.to_string();
+        match e {
+            IngestError::UnknownSource(_) => Problem::new(Code::IngressUnknownSource, detail),
+            IngestError::Disabled(_) => Problem::new(Code::IngressDisabled, detail),
+            IngestError::Auth(_) => Problem::new(Code::IngressAuth, detail),
+            IngestError::Rate(_) => Problem {
+                retry_after: Some(5),
+                ..Problem::new(Code::IngressRate, detail)
+            },
+            IngestError::Format(_) => Problem::new(Code::IngressFormat, detail),
+            IngestError::Mapping(_) => Problem::new(Code::IngressMapping, detail),
+            IngestError::Store(s) => s.into(),
         }
     }
 }

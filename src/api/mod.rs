@@ -13,6 +13,7 @@ pub mod extract;
 mod heartbeats;
 mod identity;
 mod incidents;
+mod ingest;
 mod metrics;
 pub mod middleware;
 mod notify;
@@ -60,6 +61,7 @@ pub struct AppContext {
     pub notify: Arc<Notifier>,
     /// The paging devices, for their health.
     pub devices: crate::hw::Devices,
+    pub ingress: Arc<crate::ingress::Ingress>,
     pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,

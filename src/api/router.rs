@@ -5,8 +5,8 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
-    alerts, bundles, business, config, events, heartbeats, identity, incidents, metrics, notify,
-    objects, pages, results, secrets, suppressions, system, users,
+    alerts, bundles, business, config, events, heartbeats, identity, incidents, ingest, metrics,
+    notify, objects, pages, results, secrets, suppressions, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -124,6 +124,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(incidents::routes());
     all.extend(suppressions::routes());
     all.extend(notify::routes());
+    all.extend(ingest::routes());
     all.extend(business::routes());
     all.extend(results::routes());
     all.extend(metrics::routes());

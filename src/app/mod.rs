@@ -245,6 +245,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         clock.clone(),
         events.clone(),
         alerting.clone(),
+        secrets.clone(),
     );
     hardware.listen(&supervisor, &ingress);
     let notify = Notifier::new(
@@ -271,6 +272,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         alerting,
         notify,
         devices,
+        ingress,
         business,
         results,
         pipeline,

@@ -74,7 +74,7 @@ pub fn random_bytes<const N: usize>() -> Option<[u8; N]> {
     Some(b)
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 {
         return None;
     }

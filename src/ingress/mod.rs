@@ -2,13 +2,15 @@
 //! nurse-call or fire panel) becomes an `ingress` event of the tenant's event source of that
 //! type (SPEC 6.2: source, receivedAt, dedupKey, severity, summary, labels, the original as
 //! payload, resolve), or, for replies from a known contact's phone, an action on an alert.
+//! HTTP sources (generic webhooks, the Alertmanager receiver) arrive through `webhook`.
 
 pub mod espa;
 pub mod phone;
+pub mod webhook;
 
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::runtime::clock::SharedClock;
-use crate::runtime::{AlertActions, EventSink};
+use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -20,6 +22,8 @@ pub struct Ingress {
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
     alerts: Arc<dyn AlertActions>,
+    secrets: Arc<dyn SecretSource>,
+    buckets: webhook::Buckets,
 }
 
 /// An event source as an adapter uses it: where its events go and its settings.
@@ -57,12 +61,15 @@ impl Ingress {
         clock: SharedClock,
         sink: Arc<dyn EventSink>,
         alerts: Arc<dyn AlertActions>,
+        secrets: Arc<dyn SecretSource>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
             sink,
             alerts,
+            secrets,
+            buckets: webhook::Buckets::default(),
         })
     }
 

@@ -21,6 +21,7 @@ mod hardening;
 mod hardware;
 mod heartbeats;
 mod identity;
+mod ingest;
 mod modem_sim;
 mod notify;
 mod objects;

@@ -1,0 +1,346 @@
+//! `POST /api/v1/ingest/{source}`: per-source authentication, limits, mapping, the
+//! Alertmanager receiver, and events that open and close alerts through the rules.
+
+use crate::support::*;
+use hmac::{Hmac, Mac};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::time::{Duration, Instant};
+
+async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
+    for (path, body) in items {
+        let res = send(s, token, Method::POST, path, body.clone()).await;
+        assert_eq!(res.status().as_u16(), 201, "{path}: {body}");
+    }
+}
+
+fn post(s: &Server, source: &str) -> reqwest::RequestBuilder {
+    s.http.post(s.url(&format!("/api/v1/ingest/{source}")))
+}
+
+async fn ingress_events(s: &Server, token: &str) -> Vec<Value> {
+    let res = call(
+        s,
+        token,
+        Method::GET,
+        "/api/v1/events?types=ingress&limit=1000",
+    )
+    .send()
+    .await
+    .unwrap();
+    json(res, 200).await["items"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn sources_authenticate_their_own_way_and_refuse_with_the_spec_codes() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = send(
+        s,
+        token,
+        Method::PUT,
+        "/api/v1/secrets/hook-token",
+        json!({"value": "s3cret"}),
+    )
+    .await;
+    assert!(res.status().is_success());
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/event-sources", json!({"name": "hooks", "type": "webhook", "authMode": "token", "secretRef": "hook-token", "labels": {"site": "lab"}})),
+            ("/api/v1/event-sources", json!({"name": "signed", "type": "webhook", "authMode": "hmac", "secretRef": "hook-token"})),
+            ("/api/v1/event-sources", json!({"name": "basic", "type": "webhook", "authMode": "basic", "secretRef": "hook-token", "config": {"username": "plc"}})),
+            ("/api/v1/event-sources", json!({"name": "off", "type": "webhook", "authMode": "none", "enabled": false})),
+            ("/api/v1/event-sources", json!({"name": "slow", "type": "webhook", "authMode": "none", "rateLimit": 0.01, "burst": 2})),
+        ],
+    )
+    .await;
+    let body = json!({"summary": "pump 4 tripped", "severity": "critical", "dedupKey": "pump-4", "labels": {"line": "2"}});
+
+    assert_problem(
+        post(s, "nothing").json(&body).send().await.unwrap(),
+        404,
+        "svc:ingress/unknown-source",
+    )
+    .await;
+    assert_problem(
+        post(s, "off").json(&body).send().await.unwrap(),
+        403,
+        "svc:ingress/disabled",
+    )
+    .await;
+    assert_problem(
+        post(s, "hooks").json(&body).send().await.unwrap(),
+        401,
+        "svc:ingress/auth",
+    )
+    .await;
+    assert_problem(
+        post(s, "hooks")
+            .bearer_auth("wrong")
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:ingress/auth",
+    )
+    .await;
+    // An API token that is not valid is refused by the platform before the source looks.
+    assert_problem(
+        post(s, "hooks")
+            .bearer_auth("svc_nope")
+            .json(&body)
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:auth/invalid",
+    )
+    .await;
+
+    let res = post(s, "hooks")
+        .bearer_auth("s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let accepted = json(res, 202).await;
+    assert_eq!(accepted["accepted"], 1);
+    let res = post(s, "hooks")
+        .header("X-Svc-Token", "s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let res = post(s, "hooks")
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202, "an API token of the tenant will do");
+    let events = ingress_events(s, token).await;
+    assert_eq!(events.len(), 3);
+    let e = &events[0];
+    assert_eq!(e["sourceId"], "hooks");
+    assert_eq!(e["severity"], "critical");
+    assert_eq!(e["payload"]["summary"], "pump 4 tripped");
+    assert_eq!(e["payload"]["dedupKey"], "pump-4");
+    assert_eq!(e["payload"]["labels"], json!({"site": "lab", "line": "2"}));
+    assert_eq!(e["payload"]["payload"], body, "the original is archived");
+    assert_eq!(accepted["eventIds"][0], events[2]["id"]);
+
+    let raw = serde_json::to_vec(&body).unwrap();
+    let mut mac = Hmac::<Sha256>::new_from_slice(b"s3cret").unwrap();
+    mac.update(&raw);
+    let sig: String = mac
+        .finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let res = post(s, "signed")
+        .header("X-Svc-Signature", format!("sha256={sig}"))
+        .body(raw.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let res = post(s, "signed")
+        .header("X-Svc-Signature", "sha256=00")
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 401, "svc:ingress/auth").await;
+    let res = post(s, "basic")
+        .basic_auth("plc", Some("s3cret"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let res = post(s, "basic")
+        .basic_auth("plc", Some("guess"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 401, "svc:ingress/auth").await;
+
+    // Limits: 1 MiB, JSON, the source's token bucket.
+    let big = format!("{{\"summary\": \"{}\"}}", "x".repeat(1024 * 1024));
+    let res = post(s, "hooks")
+        .bearer_auth("s3cret")
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 413, "svc:ingress/size").await;
+    let res = post(s, "hooks")
+        .bearer_auth("s3cret")
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:ingress/format").await;
+    for _ in 0..2 {
+        assert_eq!(
+            post(s, "slow").json(&body).send().await.unwrap().status(),
+            202
+        );
+    }
+    let res = post(s, "slow").json(&body).send().await.unwrap();
+    assert_eq!(res.headers()["retry-after"], "5");
+    assert_problem(res, 429, "svc:ingress/rate").await;
+}
+
+#[tokio::test]
+async fn a_mapping_reads_the_body_or_says_why_not_and_stores_all_or_nothing() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "plc", "type": "webhook", "authMode": "none",
+                   "mapping": {"severity": "$.alarm.level", "summary": "$.alarm.text", "dedupKey": "$.alarm.tag", "resolve": "$.alarm.state"}}),
+        )],
+    )
+    .await;
+    let good =
+        json!({"alarm": {"level": "WARN", "text": "tank 3 high", "tag": "T3", "state": "active"}});
+    let res = post(s, "plc").json(&good).send().await.unwrap();
+    assert_eq!(res.status(), 202);
+    let events = ingress_events(s, token).await;
+    assert_eq!(events[0]["severity"], "warning");
+    assert_eq!(events[0]["payload"]["summary"], "tank 3 high");
+    assert_eq!(events[0]["payload"]["dedupKey"], "T3");
+    assert!(events[0]["payload"]["resolve"].is_null());
+
+    let missing = json!({"alarm": {"level": "WARN", "tag": "T3", "state": "active"}});
+    let res = post(s, "plc").json(&missing).send().await.unwrap();
+    let p = assert_problem(res, 422, "svc:ingress/mapping").await;
+    assert_eq!(p["detail"], "summary: $.alarm.text is not in the body");
+    let bad = json!({"alarm": {"level": "purple", "text": "x", "tag": "T3", "state": "active"}});
+    let p = assert_problem(
+        post(s, "plc").json(&bad).send().await.unwrap(),
+        422,
+        "svc:ingress/mapping",
+    )
+    .await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("severity: \"purple\""),
+        "{p}"
+    );
+    // One bad document refuses the whole array: nothing is half-stored.
+    let res = post(s, "plc")
+        .json(&json!([good, missing]))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:ingress/mapping").await;
+    assert_eq!(ingress_events(s, token).await.len(), 1);
+    let cleared = json!([{"alarm": {"level": "ok", "text": "tank 3 normal", "tag": "T3", "state": "resolved"}}]);
+    assert_eq!(
+        post(s, "plc").json(&cleared).send().await.unwrap().status(),
+        202
+    );
+    assert_eq!(
+        ingress_events(s, token).await[0]["payload"]["resolve"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn alertmanager_firing_and_resolved_open_and_close_the_same_alert() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/event-sources", json!({"name": "prometheus", "type": "alertmanager", "authMode": "none"})),
+            ("/api/v1/alert-rules", json!({"name": "from-prometheus", "severity": "critical", "match": "event.type == 'ingress' && event.source == 'prometheus'",
+                "title": "{{ .event.summary }}"})),
+        ],
+    )
+    .await;
+    let payload = |status: &str| {
+        json!({"version": "4", "groupKey": "{}:{alertname=\"DiskFull\"}", "status": status, "receiver": "svc",
+            "groupLabels": {"alertname": "DiskFull"}, "commonLabels": {"job": "node"}, "commonAnnotations": {},
+            "externalURL": "http://am:9093", "truncatedAlerts": 0,
+            "alerts": [{"status": status, "labels": {"alertname": "DiskFull", "instance": "db1", "severity": "critical"},
+                "annotations": {"summary": "disk full on db1"}, "startsAt": "2026-11-24T10:00:00Z",
+                "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "http://prom/graph", "fingerprint": "4a1b2c3d"}]})
+    };
+    assert_eq!(
+        post(s, "prometheus")
+            .json(&payload("firing"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let alert = wait_alert(s, token, "open").await;
+    assert_eq!(alert["title"], "disk full on db1");
+    assert_eq!(alert["severity"], "critical");
+    assert_eq!(alert["dedupKey"], "from-prometheus/4a1b2c3d");
+    assert_eq!(alert["labels"]["instance"], "db1");
+    assert_eq!(alert["labels"]["job"], "node");
+    assert_eq!(
+        post(s, "prometheus")
+            .json(&payload("resolved"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        202
+    );
+    let resolved = wait_alert(s, token, "resolved").await;
+    assert_eq!(resolved["id"], alert["id"]);
+
+    let res = post(s, "prometheus")
+        .json(&json!({"hello": "world"}))
+        .send()
+        .await
+        .unwrap();
+    let p = assert_problem(res, 422, "svc:ingress/format").await;
+    assert!(
+        p["detail"].as_str().unwrap().contains("Alertmanager"),
+        "{p}"
+    );
+}
+
+async fn wait_alert(s: &Server, token: &str, status: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let res = call(
+            s,
+            token,
+            Method::GET,
+            &format!("/api/v1/alerts?status={status}"),
+        )
+        .send()
+        .await
+        .unwrap();
+        let v = json(res, 200).await;
+        if let Some(a) = v["items"].as_array().and_then(|i| i.first()) {
+            return a.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no {status} alert"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
