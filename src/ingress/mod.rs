@@ -5,6 +5,7 @@
 //! HTTP sources (generic webhooks, the Alertmanager receiver) arrive through `webhook`.
 
 pub mod espa;
+pub mod mqtt;
 pub mod phone;
 pub mod webhook;
 

@@ -172,7 +172,7 @@ fn truthy(v: &Value) -> Option<bool> {
 
 /// One document through the source's mapping; a configured path that is missing or holds
 /// the wrong kind of value is the 422 reason.
-fn map_document(
+pub(super) fn map_document(
     doc: &Value,
     mapping: &BTreeMap<String, String>,
     source: &str,

@@ -344,3 +344,156 @@ async fn wait_alert(s: &Server, token: &str, status: &str) -> Value {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A mosquitto broker on a free local port, or `None` where it is not installed (CI installs
+/// it and must not skip).
+struct Broker {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Broker {
+    fn start(port: Option<u16>) -> Option<Broker> {
+        let port = port.unwrap_or_else(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        });
+        let child = match std::process::Command::new("mosquitto")
+            .args(["-p", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(_) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "mosquitto is required in CI (.ci/run installs it)"
+                );
+                return None;
+            }
+        };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "mosquitto did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(Broker { child, port })
+    }
+
+    fn publish(&self, topic: &str, message: &str) {
+        let ok = std::process::Command::new("mosquitto_pub")
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "-q",
+                "1",
+                "-t",
+                topic,
+                "-m",
+                message,
+            ])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mosquitto_pub failed");
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_events(s: &Server, token: &str, n: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let events = ingress_events(s, token).await;
+        if events.len() >= n {
+            return events;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{} of {n} events",
+            events.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn mqtt_messages_become_events_across_a_broker_restart() {
+    let Some(broker) = Broker::start(None) else {
+        eprintln!("SKIPPED mqtt_messages_become_events: mosquitto is not installed");
+        return;
+    };
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "plant", "type": "mqtt", "labels": {"site": "north"},
+                   "config": {"url": format!("mqtt://127.0.0.1:{}", broker.port), "topics": "plant/+/alarm"},
+                   "mapping": {"summary": "$.text", "severity": "$.level"}}),
+        )],
+    )
+    .await;
+    // The listener subscribes shortly after the source is saved; publish until it is there.
+    let started = Instant::now();
+    loop {
+        broker.publish(
+            "plant/pump1/alarm",
+            r#"{"text": "pump 1 hot", "level": "critical"}"#,
+        );
+        if !ingress_events(s, token).await.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the listener never subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let e = &ingress_events(s, token).await[0];
+    assert_eq!(e["sourceId"], "plant");
+    assert_eq!(e["severity"], "critical");
+    assert_eq!(e["payload"]["summary"], "pump 1 hot");
+    assert_eq!(
+        e["payload"]["labels"],
+        json!({"site": "north", "topic": "plant/pump1/alarm"})
+    );
+    let before = ingress_events(s, token).await.len();
+    broker.publish("plant/other/status", "not subscribed");
+    broker.publish("plant/valve2/alarm", "valve 2 stuck");
+    let events = wait_events(s, token, before + 1).await;
+    assert_eq!(events[0]["payload"]["summary"], "valve 2 stuck");
+    assert_eq!(
+        events[0]["payload"]["payload"],
+        json!({"text": "valve 2 stuck"})
+    );
+
+    // The broker goes away and comes back on the same port: the listener reconnects.
+    let port = broker.port;
+    drop(broker);
+    let broker = Broker::start(Some(port)).unwrap();
+    let started = Instant::now();
+    let count = ingress_events(s, token).await.len();
+    loop {
+        broker.publish("plant/pump3/alarm", "pump 3 dry run");
+        if ingress_events(s, token).await.len() > count {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no reconnect");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,315 @@
+//! MQTT subscriptions (`event-sources` of type `mqtt`): one listener per source, connected to
+//! `config.url` (`mqtt://host:port`) with `config.topics` (comma-separated, `+` and `#`
+//! wildcards) at QoS 1 with a persistent session, so the broker keeps what arrives while the
+//! site is offline. A message is acknowledged only once its event is stored. JSON payloads go
+//! through the source's `mapping` (like webhooks), other payloads become the summary; the
+//! topic is the `topic` label. Listeners reconnect with backoff (1 s doubling to 60 s, with
+//! jitter); changing a source restarts only its listener.
+
+use super::webhook::{map_document, severity_named};
+use super::{Ingress, Normalized, Source};
+use crate::model::event::Severity;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+
+/// Where to connect and what to read, from a source's `config`.
+#[derive(Clone, Debug, PartialEq)]
+struct Subscription {
+    host: String,
+    port: u16,
+    topics: Vec<String>,
+    client_id: String,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+fn subscription(source: &Source, password: Option<String>) -> Result<Subscription, String> {
+    let url = source
+        .config
+        .get("url")
+        .ok_or("config.url is required (mqtt://host:port)")?;
+    let rest = url
+        .strip_prefix("mqtt://")
+        .or_else(|| url.strip_prefix("tcp://"))
+        .ok_or_else(|| format!("config.url {url:?}: only mqtt:// is supported"))?;
+    let (host, port) = match rest.trim_end_matches('/').rsplit_once(':') {
+        Some((h, p)) => (
+            h.to_string(),
+            p.parse().map_err(|_| format!("bad port in {url:?}"))?,
+        ),
+        None => (rest.trim_end_matches('/').to_string(), 1883),
+    };
+    let topics: Vec<String> = source
+        .config
+        .get("topics")
+        .map(|t| {
+            t.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if topics.is_empty() {
+        return Err("config.topics is required (comma-separated)".into());
+    }
+    Ok(Subscription {
+        host,
+        port,
+        topics,
+        client_id: source
+            .config
+            .get("clientId")
+            .cloned()
+            .unwrap_or_else(|| format!("svc-{}", source.name)),
+        username: source.config.get("username").cloned(),
+        password,
+    })
+}
+
+/// One message as an event: JSON through the mapping, anything else as text.
+fn message(
+    source: &Source,
+    mapping: &BTreeMap<String, String>,
+    topic: &str,
+    payload: &[u8],
+) -> Result<Normalized, String> {
+    let default = source
+        .config
+        .get("severity")
+        .and_then(|s| severity_named(s))
+        .unwrap_or(Severity::Warning);
+    let mut event = match serde_json::from_slice::<Value>(payload) {
+        Ok(doc @ Value::Object(_)) => {
+            map_document(&doc, mapping, &source.name, default).map_err(|e| e.to_string())?
+        }
+        _ => {
+            let text = String::from_utf8_lossy(payload).trim().to_string();
+            Normalized {
+                severity: default,
+                summary: text.clone(),
+                dedup_key: None,
+                labels: BTreeMap::new(),
+                original: json!({"text": text}),
+                resolve: false,
+            }
+        }
+    };
+    event.labels.insert("topic".into(), topic.to_string());
+    Ok(event)
+}
+
+impl Ingress {
+    /// Listens to one source until the task is aborted.
+    async fn listen_mqtt(
+        self: Arc<Self>,
+        source: Source,
+        mapping: BTreeMap<String, String>,
+        sub: Subscription,
+    ) {
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            let mut options = MqttOptions::new(&sub.client_id, &sub.host, sub.port);
+            options
+                .set_keep_alive(Duration::from_secs(30))
+                .set_clean_session(false)
+                .set_manual_acks(true);
+            if let Some(user) = &sub.username {
+                options.set_credentials(user, sub.password.clone().unwrap_or_default());
+            }
+            let (client, mut events) = AsyncClient::new(options, 64);
+            for topic in &sub.topics {
+                let _ = client.subscribe(topic, QoS::AtLeastOnce).await;
+            }
+            loop {
+                match events.poll().await {
+                    Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                        backoff = Duration::from_secs(1);
+                        tracing::info!(source = %source.name, host = %sub.host, "MQTT connected");
+                    }
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        let stored = match message(&source, &mapping, &p.topic, &p.payload) {
+                            Ok(event) => {
+                                self.record(&source, event).await.map_err(|e| e.to_string())
+                            }
+                            Err(why) => {
+                                // A message the mapping cannot read will never be readable:
+                                // acknowledge it so the broker does not send it forever.
+                                tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
+                                Ok(())
+                            }
+                        };
+                        match stored {
+                            Ok(()) => {
+                                let _ = client.ack(&p).await;
+                            }
+                            Err(e) => {
+                                tracing::error!(source = %source.name, error = %e, "MQTT message not stored; reconnecting for redelivery");
+                                break;
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::warn!(source = %source.name, error = %e, "MQTT connection lost");
+                        break;
+                    }
+                }
+            }
+            let jitter = f64::from(getrandom::u32().unwrap_or(0) % 1000) / 1000.0;
+            tokio::time::sleep(backoff.mul_f64(0.75 + jitter / 2.0)).await;
+            backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
+/// Keeps one listener per enabled `mqtt` source, restarting only those that changed.
+pub struct MqttListeners {
+    ingress: Arc<Ingress>,
+    wake: Arc<Notify>,
+    generation: Option<u64>,
+    running: HashMap<(Uuid, String), (String, JoinHandle<()>)>,
+}
+
+impl MqttListeners {
+    pub fn new(ingress: Arc<Ingress>) -> Self {
+        let wake = Arc::new(Notify::new());
+        ingress.store.watch_catalog(wake.clone());
+        Self {
+            ingress,
+            wake,
+            generation: None,
+            running: HashMap::new(),
+        }
+    }
+
+    async fn reconcile(&mut self) -> Result<(), crate::store::StoreError> {
+        let mut wanted = HashMap::new();
+        for tenant in self.ingress.store.tenants().await? {
+            let docs = self
+                .ingress
+                .store
+                .docs(tenant.id, "event-sources", None, usize::MAX, |_| true)
+                .await?;
+            for doc in docs {
+                let Ok(body) = serde_json::from_str::<Value>(&doc.body) else {
+                    continue;
+                };
+                if body["type"] == "mqtt" && body["enabled"].as_bool().unwrap_or(true) {
+                    wanted.insert((tenant.id, doc.name.clone()), (doc.body.clone(), body));
+                }
+            }
+        }
+        self.running.retain(|key, (version, task)| {
+            let keep = wanted.get(key).is_some_and(|(v, _)| v == version);
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for (key, (version, body)) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            let source = Source {
+                tenant: key.0,
+                name: key.1.clone(),
+                labels: serde_json::from_value(body["labels"].clone()).unwrap_or_default(),
+                config: serde_json::from_value(body["config"].clone()).unwrap_or_default(),
+            };
+            let mapping: BTreeMap<String, String> =
+                serde_json::from_value(body["mapping"].clone()).unwrap_or_default();
+            let password = match body["secretRef"].as_str() {
+                Some(name) => self.ingress.secrets.secret(key.0, name).await,
+                None => None,
+            };
+            match subscription(&source, password) {
+                Ok(sub) => {
+                    let task = tokio::spawn(self.ingress.clone().listen_mqtt(source, mapping, sub));
+                    self.running.insert(key, (version, task));
+                }
+                Err(why) => tracing::warn!(source = %key.1, %why, "MQTT source not started"),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Worker for MqttListeners {
+    fn name(&self) -> &'static str {
+        "mqtt-listeners"
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            let generation = self.ingress.store.catalog_generation();
+            if self.generation != Some(generation) {
+                if let Err(e) = self.reconcile().await {
+                    tracing::warn!(error = %e, "MQTT sources not read");
+                    return Wait::For(Duration::from_secs(5));
+                }
+                self.generation = Some(generation);
+            }
+            Wait::UntilWoken
+        })
+    }
+}
+
+impl Drop for MqttListeners {
+    fn drop(&mut self) {
+        for (_, (_, task)) in self.running.drain() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(config: &[(&str, &str)]) -> Source {
+        Source {
+            tenant: Uuid::nil(),
+            name: "plant".into(),
+            labels: BTreeMap::new(),
+            config: config
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_config_names_broker_and_topics() {
+        let s = subscription(
+            &source(&[("url", "mqtt://broker:1884"), ("topics", "a/+/b, c/#")]),
+            None,
+        )
+        .unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("broker", 1884));
+        assert_eq!(s.topics, vec!["a/+/b", "c/#"]);
+        assert_eq!(s.client_id, "svc-plant");
+        assert!(subscription(&source(&[("url", "mqtt://b")]), None).is_err());
+        assert!(subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), None).is_err());
+    }
+
+    #[test]
+    fn plain_payloads_become_the_summary() {
+        let e = message(&source(&[]), &BTreeMap::new(), "plant/p1", b"pump 1 hot").unwrap();
+        assert_eq!(e.summary, "pump 1 hot");
+        assert_eq!(e.labels["topic"], "plant/p1");
+        assert_eq!(e.severity, Severity::Warning);
+    }
+}
