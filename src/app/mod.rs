@@ -14,7 +14,7 @@ use crate::auth::{
 use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::ingress::Ingress;
-use crate::ingress::mqtt::MqttListeners;
+use crate::ingress::listeners::SourceListeners;
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
 use crate::model::incident::Storm;
@@ -249,7 +249,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         secrets.clone(),
     );
     hardware.listen(&supervisor, &ingress);
-    supervisor.spawn(MqttListeners::new(ingress.clone()));
+    supervisor.spawn(SourceListeners::new(ingress.clone()));
     let notify = Notifier::new(
         store.clone(),
         clock.clone(),

@@ -5,8 +5,10 @@
 //! HTTP sources (generic webhooks, the Alertmanager receiver) arrive through `webhook`.
 
 pub mod espa;
+pub mod listeners;
 pub mod mqtt;
 pub mod phone;
+pub mod snmp;
 pub mod webhook;
 
 use crate::model::event::{EventDraft, EventType, Severity};

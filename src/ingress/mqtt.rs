@@ -4,20 +4,17 @@
 //! site is offline. A message is acknowledged only once its event is stored. JSON payloads go
 //! through the source's `mapping` (like webhooks), other payloads become the summary; the
 //! topic is the `topic` label. Listeners reconnect with backoff (1 s doubling to 60 s, with
-//! jitter); changing a source restarts only its listener.
+//! jitter).
 
 use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Source};
 use crate::model::event::Severity;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use uuid::Uuid;
 
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 
@@ -171,113 +168,23 @@ impl Ingress {
     }
 }
 
-/// Keeps one listener per enabled `mqtt` source, restarting only those that changed.
-pub struct MqttListeners {
-    ingress: Arc<Ingress>,
-    wake: Arc<Notify>,
-    generation: Option<u64>,
-    running: HashMap<(Uuid, String), (String, JoinHandle<()>)>,
-}
-
-impl MqttListeners {
-    pub fn new(ingress: Arc<Ingress>) -> Self {
-        let wake = Arc::new(Notify::new());
-        ingress.store.watch_catalog(wake.clone());
-        Self {
-            ingress,
-            wake,
-            generation: None,
-            running: HashMap::new(),
-        }
-    }
-
-    async fn reconcile(&mut self) -> Result<(), crate::store::StoreError> {
-        let mut wanted = HashMap::new();
-        for tenant in self.ingress.store.tenants().await? {
-            let docs = self
-                .ingress
-                .store
-                .docs(tenant.id, "event-sources", None, usize::MAX, |_| true)
-                .await?;
-            for doc in docs {
-                let Ok(body) = serde_json::from_str::<Value>(&doc.body) else {
-                    continue;
-                };
-                if body["type"] == "mqtt" && body["enabled"].as_bool().unwrap_or(true) {
-                    wanted.insert((tenant.id, doc.name.clone()), (doc.body.clone(), body));
-                }
-            }
-        }
-        self.running.retain(|key, (version, task)| {
-            let keep = wanted.get(key).is_some_and(|(v, _)| v == version);
-            if !keep {
-                task.abort();
-            }
-            keep
-        });
-        for (key, (version, body)) in wanted {
-            if self.running.contains_key(&key) {
-                continue;
-            }
-            let source = Source {
-                tenant: key.0,
-                name: key.1.clone(),
-                labels: serde_json::from_value(body["labels"].clone()).unwrap_or_default(),
-                config: serde_json::from_value(body["config"].clone()).unwrap_or_default(),
-            };
-            let mapping: BTreeMap<String, String> =
-                serde_json::from_value(body["mapping"].clone()).unwrap_or_default();
-            let password = match body["secretRef"].as_str() {
-                Some(name) => self.ingress.secrets.secret(key.0, name).await,
-                None => None,
-            };
-            match subscription(&source, password) {
-                Ok(sub) => {
-                    let task = tokio::spawn(self.ingress.clone().listen_mqtt(source, mapping, sub));
-                    self.running.insert(key, (version, task));
-                }
-                Err(why) => tracing::warn!(source = %key.1, %why, "MQTT source not started"),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Worker for MqttListeners {
-    fn name(&self) -> &'static str {
-        "mqtt-listeners"
-    }
-
-    fn waker(&self) -> Option<Arc<Notify>> {
-        Some(self.wake.clone())
-    }
-
-    fn step(&mut self) -> StepFuture<'_> {
-        Box::pin(async move {
-            let generation = self.ingress.store.catalog_generation();
-            if self.generation != Some(generation) {
-                if let Err(e) = self.reconcile().await {
-                    tracing::warn!(error = %e, "MQTT sources not read");
-                    return Wait::For(Duration::from_secs(5));
-                }
-                self.generation = Some(generation);
-            }
-            Wait::UntilWoken
-        })
-    }
-}
-
-impl Drop for MqttListeners {
-    fn drop(&mut self) {
-        for (_, (_, task)) in self.running.drain() {
-            task.abort();
-        }
-    }
+/// Starts the listener of an `mqtt` source (`password` opened from its `secretRef`).
+pub(super) fn start(
+    ingress: &Arc<Ingress>,
+    source: Source,
+    mapping: BTreeMap<String, String>,
+    password: Option<String>,
+) -> Result<JoinHandle<()>, String> {
+    let sub = subscription(&source, password)?;
+    Ok(tokio::spawn(
+        ingress.clone().listen_mqtt(source, mapping, sub),
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use uuid::Uuid;
 
     fn source(config: &[(&str, &str)]) -> Source {
         Source {

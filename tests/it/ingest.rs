@@ -497,3 +497,124 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// `snmptrap` from net-snmp (Debian `snmp`): `false` where it is not installed.
+fn snmptrap(args: &[&str]) -> bool {
+    match std::process::Command::new("snmptrap")
+        .args(args)
+        .env("MIBS", "")
+        .stderr(std::process::Stdio::null())
+        .status()
+    {
+        Ok(s) => {
+            assert!(s.success(), "snmptrap {args:?} failed");
+            true
+        }
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "snmptrap is required in CI (.ci/run installs snmp)"
+            );
+            false
+        }
+    }
+}
+
+#[tokio::test]
+async fn snmp_traps_v1_and_v2c_become_events_and_link_up_resolves_link_down() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target = format!("127.0.0.1:{port}");
+    let link = |community: &str, trap: &str| {
+        snmptrap(&[
+            "-v",
+            "2c",
+            "-c",
+            community,
+            &target,
+            "",
+            trap,
+            "1.3.6.1.2.1.2.2.1.1.2",
+            "i",
+            "2",
+        ])
+    };
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "switches", "type": "snmp", "authMode": "none", "labels": {"site": "north"},
+                   "config": {"listen": target, "community": "public"}}),
+        )],
+    )
+    .await;
+    // The listener binds shortly after the source is saved; send until it hears.
+    let started = Instant::now();
+    loop {
+        if !link("public", "1.3.6.1.6.3.1.1.5.3") {
+            eprintln!("SKIPPED snmp traps: snmptrap is not installed");
+            return;
+        }
+        if !ingress_events(s, token).await.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no trap heard");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let e = ingress_events(s, token).await.last().unwrap().clone();
+    assert_eq!(e["sourceId"], "switches");
+    assert_eq!(
+        e["payload"]["summary"],
+        "linkDown from 127.0.0.1 (interface 2)"
+    );
+    assert_eq!(e["payload"]["dedupKey"], "snmp/127.0.0.1/link/2");
+    assert_eq!(
+        e["payload"]["labels"],
+        json!({"site": "north", "agent": "127.0.0.1", "trap": "linkDown"})
+    );
+    assert_eq!(e["payload"]["payload"]["version"], "2c");
+    let varbinds = e["payload"]["payload"]["varbinds"].as_array().unwrap();
+    assert!(
+        varbinds
+            .iter()
+            .any(|v| v["oid"] == "1.3.6.1.2.1.2.2.1.1.2" && v["value"] == 2),
+        "{varbinds:?}"
+    );
+
+    let count = ingress_events(s, token).await.len();
+    // Another community is dropped; a v1 coldStart from agent 10.1.2.3 and a linkUp are heard.
+    link("private", "1.3.6.1.6.3.1.1.5.3");
+    snmptrap(&[
+        "-v",
+        "1",
+        "-c",
+        "public",
+        &target,
+        "1.3.6.1.4.1.8072.3.2.10",
+        "10.1.2.3",
+        "0",
+        "0",
+        "",
+    ]);
+    link("public", "1.3.6.1.6.3.1.1.5.4");
+    let events = wait_events(s, token, count + 2).await;
+    assert_eq!(
+        events.len(),
+        count + 2,
+        "the other community's trap is not an event"
+    );
+    let up = &events[0];
+    assert_eq!(up["payload"]["labels"]["trap"], "linkUp");
+    assert_eq!(up["payload"]["resolve"], true);
+    assert_eq!(up["payload"]["dedupKey"], "snmp/127.0.0.1/link/2");
+    let cold = &events[1];
+    assert_eq!(cold["payload"]["summary"], "coldStart from 10.1.2.3");
+    assert_eq!(cold["payload"]["payload"]["version"], "1");
+    assert_eq!(cold["severity"], "info");
+}

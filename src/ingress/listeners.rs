@@ -1,0 +1,128 @@
+//! Keeps one listener task per enabled event source that listens on its own (`mqtt`,
+//! `snmp`), started when the source is saved and restarted or stopped only when that source
+//! changes or goes: the catalog's generation says when to look.
+
+use super::{Ingress, Source, mqtt, snmp};
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::StoreError;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+/// Source types that run a listener.
+const LISTENING: [&str; 2] = ["mqtt", "snmp"];
+
+pub struct SourceListeners {
+    ingress: Arc<Ingress>,
+    wake: Arc<Notify>,
+    generation: Option<u64>,
+    /// By tenant and source name: the document body it was started from, and its task.
+    running: HashMap<(Uuid, String), (String, JoinHandle<()>)>,
+}
+
+impl SourceListeners {
+    pub fn new(ingress: Arc<Ingress>) -> Self {
+        let wake = Arc::new(Notify::new());
+        ingress.store.watch_catalog(wake.clone());
+        Self {
+            ingress,
+            wake,
+            generation: None,
+            running: HashMap::new(),
+        }
+    }
+
+    async fn reconcile(&mut self) -> Result<(), StoreError> {
+        let store = &self.ingress.store;
+        let mut wanted = HashMap::new();
+        for tenant in store.tenants().await? {
+            for doc in store
+                .docs(tenant.id, "event-sources", None, usize::MAX, |_| true)
+                .await?
+            {
+                let Ok(body) = serde_json::from_str::<Value>(&doc.body) else {
+                    continue;
+                };
+                let listens = body["type"]
+                    .as_str()
+                    .is_some_and(|t| LISTENING.contains(&t));
+                if listens && body["enabled"].as_bool().unwrap_or(true) {
+                    wanted.insert((tenant.id, doc.name.clone()), (doc.body.clone(), body));
+                }
+            }
+        }
+        self.running.retain(|key, (version, task)| {
+            let keep = wanted.get(key).is_some_and(|(v, _)| v == version) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        for (key, (version, body)) in wanted {
+            if self.running.contains_key(&key) {
+                continue;
+            }
+            let source = Source {
+                tenant: key.0,
+                name: key.1.clone(),
+                labels: serde_json::from_value(body["labels"].clone()).unwrap_or_default(),
+                config: serde_json::from_value(body["config"].clone()).unwrap_or_default(),
+            };
+            let mapping: BTreeMap<String, String> =
+                serde_json::from_value(body["mapping"].clone()).unwrap_or_default();
+            let started = match body["type"].as_str() {
+                Some("mqtt") => {
+                    let password = match body["secretRef"].as_str() {
+                        Some(name) => self.ingress.secrets.secret(key.0, name).await,
+                        None => None,
+                    };
+                    mqtt::start(&self.ingress, source, mapping, password)
+                }
+                _ => snmp::start(&self.ingress, source).await,
+            };
+            match started {
+                Ok(task) => {
+                    self.running.insert(key, (version, task));
+                }
+                Err(why) => tracing::warn!(source = %key.1, %why, "event source not started"),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Worker for SourceListeners {
+    fn name(&self) -> &'static str {
+        "source-listeners"
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            let generation = self.ingress.store.catalog_generation();
+            if self.generation != Some(generation) {
+                if let Err(e) = self.reconcile().await {
+                    tracing::warn!(error = %e, "event sources not read");
+                    return Wait::For(Duration::from_secs(5));
+                }
+                self.generation = Some(generation);
+            }
+            Wait::UntilWoken
+        })
+    }
+}
+
+impl Drop for SourceListeners {
+    fn drop(&mut self) {
+        for (_, (_, task)) in self.running.drain() {
+            task.abort();
+        }
+    }
+}

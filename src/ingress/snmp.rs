@@ -1,0 +1,155 @@
+//! SNMP traps, v1 and v2c, on UDP (`event-sources` of type `snmp`): `config.listen` (default
+//! `0.0.0.0:162`), `config.community` (when set, traps with another community are dropped).
+//! Messages are decoded with the `snmp2` crate; the well-known traps are named (coldStart,
+//! warmStart, linkDown, linkUp, authenticationFailure, egpNeighborLoss), linkDown and linkUp of
+//! one interface share a dedup key (`snmp/<agent>/link/<ifIndex>`) and linkUp resolves, and
+//! every varbind is archived as `{oid, value}`.
+
+use super::{Ingress, Normalized, Source};
+use crate::model::event::Severity;
+use serde_json::{Value, json};
+use snmp2::{MessageType, Pdu, Value as Snmp};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::UdpSocket;
+use tokio::task::JoinHandle;
+
+/// snmpTrapOID.0 and sysUpTime.0 (RFC 3416), and ifIndex's prefix (RFC 2863).
+const TRAP_OID: &str = "1.3.6.1.6.3.1.1.4.1.0";
+const UPTIME: &str = "1.3.6.1.2.1.1.3.0";
+const IF_INDEX: &str = "1.3.6.1.2.1.2.2.1.1.";
+/// The generic traps, by v1 number and as v2 `snmpTraps` OIDs (1.3.6.1.6.3.1.1.5.n+1).
+const GENERIC: [&str; 6] = [
+    "coldStart",
+    "warmStart",
+    "linkDown",
+    "linkUp",
+    "authenticationFailure",
+    "egpNeighborLoss",
+];
+
+fn value_json(v: &Snmp<'_>) -> Value {
+    match v {
+        Snmp::Boolean(b) => json!(b),
+        Snmp::Integer(n) => json!(n),
+        Snmp::OctetString(s) => json!(String::from_utf8_lossy(s)),
+        Snmp::ObjectIdentifier(o) => json!(o.to_string()),
+        Snmp::IpAddress(a) => json!(format!("{}.{}.{}.{}", a[0], a[1], a[2], a[3])),
+        Snmp::Counter32(n) | Snmp::Unsigned32(n) | Snmp::Timeticks(n) => json!(n),
+        Snmp::Counter64(n) => json!(n),
+        Snmp::Null => Value::Null,
+        other => json!(format!("{other:?}")),
+    }
+}
+
+/// The trap's name: a generic one by its number or `snmpTraps` OID, else the OID.
+fn trap_name(oid: &str) -> String {
+    oid.strip_prefix("1.3.6.1.6.3.1.1.5.")
+        .and_then(|n| n.parse::<usize>().ok())
+        .and_then(|n| GENERIC.get(n.checked_sub(1)?))
+        .map_or_else(|| oid.to_string(), |n| n.to_string())
+}
+
+/// One trap as an event; `None` for what is not a trap or has another community.
+pub fn normalize(bytes: &[u8], from: SocketAddr, community: Option<&str>) -> Option<Normalized> {
+    let pdu = Pdu::from_bytes(bytes).ok()?;
+    if community.is_some_and(|c| c.as_bytes() != pdu.community) {
+        return None;
+    }
+    let varbinds: Vec<(String, Value)> = pdu
+        .varbinds
+        .clone()
+        .map(|(oid, v)| (oid.to_string(), value_json(&v)))
+        .collect();
+    let (version, agent, trap_oid) = match pdu.message_type {
+        MessageType::TrapV1 => {
+            let info = pdu.v1_trap_info.as_ref()?;
+            let oid = if info.generic_trap == 6 {
+                format!("{}.0.{}", info.enterprise, info.specific_trap)
+            } else {
+                format!("1.3.6.1.6.3.1.1.5.{}", info.generic_trap + 1)
+            };
+            ("1", info.agent_addr.to_string(), oid)
+        }
+        MessageType::Trap | MessageType::InformRequest => {
+            let oid = varbinds
+                .iter()
+                .find(|(o, _)| o == TRAP_OID)
+                .and_then(|(_, v)| v.as_str().map(str::to_string))?;
+            ("2c", from.ip().to_string(), oid)
+        }
+        _ => return None,
+    };
+    let name = trap_name(&trap_oid);
+    let if_index = varbinds
+        .iter()
+        .find_map(|(o, v)| o.strip_prefix(IF_INDEX).map(|_| v.to_string()));
+    let (severity, resolve) = match name.as_str() {
+        "linkDown" | "authenticationFailure" | "egpNeighborLoss" => (Severity::Warning, false),
+        "linkUp" => (Severity::Ok, true),
+        "coldStart" | "warmStart" => (Severity::Info, false),
+        _ => (Severity::Warning, false),
+    };
+    let dedup_key = match (name.as_str(), &if_index) {
+        ("linkDown" | "linkUp", Some(i)) => format!("snmp/{agent}/link/{i}"),
+        _ => format!("snmp/{agent}/{name}"),
+    };
+    let mut summary = format!("{name} from {agent}");
+    if let Some(i) = &if_index {
+        summary.push_str(&format!(" (interface {i})"));
+    }
+    Some(Normalized {
+        severity,
+        summary,
+        dedup_key: Some(dedup_key),
+        labels: BTreeMap::from([
+            ("agent".into(), agent.clone()),
+            ("trap".into(), name.clone()),
+        ]),
+        original: json!({
+            "version": version,
+            "agent": agent,
+            "trapOid": trap_oid,
+            "trapName": name,
+            "uptime": varbinds.iter().find(|(o, _)| o == UPTIME).map(|(_, v)| v.clone()),
+            "varbinds": varbinds.iter().map(|(oid, value)| json!({"oid": oid, "value": value})).collect::<Vec<_>>(),
+        }),
+        resolve,
+    })
+}
+
+/// Binds the source's socket and starts its receiver.
+pub(super) async fn start(
+    ingress: &Arc<Ingress>,
+    source: Source,
+) -> Result<JoinHandle<()>, String> {
+    let listen = source
+        .config
+        .get("listen")
+        .cloned()
+        .unwrap_or_else(|| "0.0.0.0:162".into());
+    let socket = UdpSocket::bind(&listen)
+        .await
+        .map_err(|e| format!("cannot listen on udp {listen}: {e}"))?;
+    let ingress = ingress.clone();
+    Ok(tokio::spawn(async move {
+        let mut buf = vec![0u8; 65_535];
+        let community = source.config.get("community").cloned();
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                continue;
+            };
+            match normalize(&buf[..n], from, community.as_deref()) {
+                Some(event) => {
+                    if let Err(e) = ingress.record(&source, event).await {
+                        tracing::error!(source = %source.name, error = %e, "an SNMP trap could not be stored");
+                    }
+                }
+                None => {
+                    tracing::debug!(source = %source.name, %from, "datagram is no trap for this source");
+                }
+            }
+        }
+    }))
+}
