@@ -27,7 +27,7 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         ),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured)."),
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`)."),
     ]
 }
 
@@ -165,6 +165,19 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
             .set(count(s.sms_received));
         m.gsm_signal_dbm.set(i64::from(s.signal_dbm.unwrap_or(0)));
     }
+    for (name, c) in st.ingress.counters() {
+        let source = crate::runtime::metrics::SourceLabels { source: name };
+        let m = &st.metrics;
+        m.ingress_received
+            .get_or_create(&source)
+            .set(count(c.received));
+        m.ingress_refused
+            .get_or_create(&source)
+            .set(count(c.refused));
+        m.ingress_rate_limited
+            .get_or_create(&source)
+            .set(count(c.rate_limited));
+    }
     if let Some(p) = &st.devices.pager {
         let s = p.status();
         let m = &st.metrics;
@@ -233,6 +246,7 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "consumers": st.events.consumer_lags(),
         "notify": st.notify.health().await.ok(),
         "hardware": hardware(&st),
+        "ingress": st.ingress.counters(),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
     }))

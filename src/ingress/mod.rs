@@ -17,7 +17,7 @@ use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 pub struct Ingress {
@@ -27,6 +27,24 @@ pub struct Ingress {
     alerts: Arc<dyn AlertActions>,
     secrets: Arc<dyn SecretSource>,
     buckets: webhook::Buckets,
+    counters: Mutex<BTreeMap<String, SourceCounters>>,
+}
+
+/// What a source brought since start: events stored, requests or messages refused (auth,
+/// format, mapping, community), requests over the rate limit.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceCounters {
+    pub received: u64,
+    pub refused: u64,
+    pub rate_limited: u64,
+}
+
+#[derive(Clone, Copy)]
+pub enum Outcome {
+    Received(u64),
+    Refused,
+    RateLimited,
 }
 
 /// An event source as an adapter uses it: where its events go and its settings.
@@ -73,7 +91,27 @@ impl Ingress {
             alerts,
             secrets,
             buckets: webhook::Buckets::default(),
+            counters: Mutex::default(),
         })
+    }
+
+    /// Counts what happened to an input of `source`.
+    pub fn count(&self, source: &str, outcome: Outcome) {
+        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let c = counters.entry(source.to_string()).or_default();
+        match outcome {
+            Outcome::Received(n) => c.received += n,
+            Outcome::Refused => c.refused += 1,
+            Outcome::RateLimited => c.rate_limited += 1,
+        }
+    }
+
+    /// Counters by source name since start, for `/metrics` and `/system/health`.
+    pub fn counters(&self) -> BTreeMap<String, SourceCounters> {
+        self.counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The enabled `event-sources` of type `kind` in `tenant`, or in every tenant; when there
@@ -157,6 +195,7 @@ impl Ingress {
         draft.source_id = Some(source.name.clone());
         let journaled = self.store.journal_events(vec![draft]).await?;
         self.sink.file(journaled).await;
+        self.count(&source.name, Outcome::Received(1));
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 //! jitter).
 
 use super::webhook::{map_document, severity_named};
-use super::{Ingress, Normalized, Source};
+use super::{Ingress, Normalized, Outcome, Source};
 use crate::model::event::Severity;
 use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use serde_json::{Value, json};
@@ -140,6 +140,7 @@ impl Ingress {
                             Err(why) => {
                                 // A message the mapping cannot read will never be readable:
                                 // acknowledge it so the broker does not send it forever.
+                                self.count(&source.name, Outcome::Refused);
                                 tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
                                 Ok(())
                             }

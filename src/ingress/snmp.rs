@@ -5,7 +5,7 @@
 //! one interface share a dedup key (`snmp/<agent>/link/<ifIndex>`) and linkUp resolves, and
 //! every varbind is archived as `{oid, value}`.
 
-use super::{Ingress, Normalized, Source};
+use super::{Ingress, Normalized, Outcome, Source};
 use crate::model::event::Severity;
 use serde_json::{Value, json};
 use snmp2::{MessageType, Pdu, Value as Snmp};
@@ -147,6 +147,7 @@ pub(super) async fn start(
                     }
                 }
                 None => {
+                    ingress.count(&source.name, Outcome::Refused);
                     tracing::debug!(source = %source.name, %from, "datagram is no trap for this source");
                 }
             }

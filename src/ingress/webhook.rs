@@ -6,7 +6,7 @@
 //! `dedupKey`, `labels` and `resolve`. Every event of a request is stored in one transaction,
 //! or none is.
 
-use super::{Ingress, Normalized};
+use super::{Ingress, Normalized, Outcome};
 use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
 use crate::model::event::{EventDraft, EventType, Severity};
@@ -434,8 +434,30 @@ impl Ingress {
         }
     }
 
-    /// Takes one request for source `name`; the ids of the events it stored.
+    /// Takes one request for source `name`; the ids of the events it stored. Counted per
+    /// source (an unknown source is not: its name is the caller's).
     pub async fn ingest(
+        &self,
+        name: &str,
+        creds: Credentials,
+        body: &[u8],
+    ) -> Result<Vec<Uuid>, IngestError> {
+        let outcome = self.accept(name, creds, body).await;
+        match &outcome {
+            Ok(ids) => self.count(name, Outcome::Received(ids.len() as u64)),
+            Err(IngestError::Rate(_)) => self.count(name, Outcome::RateLimited),
+            Err(
+                IngestError::Auth(_)
+                | IngestError::Disabled(_)
+                | IngestError::Format(_)
+                | IngestError::Mapping(_),
+            ) => self.count(name, Outcome::Refused),
+            Err(IngestError::UnknownSource(_) | IngestError::Store(_)) => {}
+        }
+        outcome
+    }
+
+    async fn accept(
         &self,
         name: &str,
         creds: Credentials,

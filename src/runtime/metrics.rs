@@ -41,6 +41,12 @@ pub struct DeviceLabels {
     pub device: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    /// The event source's name.
+    pub source: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
@@ -60,6 +66,11 @@ pub struct Metrics {
     pub device_sent: Family<DeviceLabels, Gauge>,
     pub device_received: Family<DeviceLabels, Gauge>,
     pub gsm_signal_dbm: Gauge,
+    /// Event sources since start, set at scrape time: events stored, inputs refused, requests
+    /// over the rate limit.
+    pub ingress_received: Family<SourceLabels, Gauge>,
+    pub ingress_refused: Family<SourceLabels, Gauge>,
+    pub ingress_rate_limited: Family<SourceLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -135,8 +146,29 @@ impl Metrics {
             "GSM modem signal strength (0 when unknown)",
             gsm_signal_dbm.clone(),
         );
+        let ingress_received = Family::<SourceLabels, Gauge>::default();
+        registry.register(
+            "np_ingress_received",
+            "Ingress events an event source stored since start",
+            ingress_received.clone(),
+        );
+        let ingress_refused = Family::<SourceLabels, Gauge>::default();
+        registry.register(
+            "np_ingress_refused",
+            "Inputs an event source refused since start (authentication, format, mapping, community)",
+            ingress_refused.clone(),
+        );
+        let ingress_rate_limited = Family::<SourceLabels, Gauge>::default();
+        registry.register(
+            "np_ingress_rate_limited",
+            "Requests over an event source's rate limit since start",
+            ingress_rate_limited.clone(),
+        );
         Self {
             registry,
+            ingress_received,
+            ingress_refused,
+            ingress_rate_limited,
             device_up,
             device_sent,
             device_received,

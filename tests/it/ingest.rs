@@ -197,6 +197,26 @@ async fn sources_authenticate_their_own_way_and_refuse_with_the_spec_codes() {
     let res = post(s, "slow").json(&body).send().await.unwrap();
     assert_eq!(res.headers()["retry-after"], "5");
     assert_problem(res, 429, "svc:ingress/rate").await;
+
+    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    assert_eq!(
+        health["ingress"]["hooks"],
+        json!({"received": 3, "refused": 3, "rateLimited": 0})
+    );
+    assert_eq!(
+        health["ingress"]["slow"],
+        json!({"received": 2, "refused": 0, "rateLimited": 1})
+    );
+    assert!(
+        health["ingress"].get("nothing").is_none(),
+        "unknown names are not counted"
+    );
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("np_ingress_rate_limited{source=\"slow\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("np_ingress_received{source=\"hooks\"} 3"));
 }
 
 #[tokio::test]
