@@ -638,3 +638,126 @@ async fn snmp_traps_v1_and_v2c_become_events_and_link_up_resolves_link_down() {
     assert_eq!(cold["payload"]["payload"]["version"], "1");
     assert_eq!(cold["severity"], "info");
 }
+
+/// Prometheus Alertmanager (Debian `prometheus-alertmanager`) with svc as its webhook
+/// receiver, or `None` where it is not installed.
+struct Alertmanager {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Alertmanager {
+    fn start(receiver: &str, token: &str) -> Option<Alertmanager> {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("alertmanager.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "route:\n  receiver: svc\n  group_by: [alertname]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 1h\n\
+                 receivers:\n  - name: svc\n    webhook_configs:\n      - url: {receiver}\n        send_resolved: true\n\
+                 \x20       http_config:\n          authorization:\n            credentials: {token}\n"
+            ),
+        )
+        .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = match std::process::Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.path={}", dir.path().display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(_) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "prometheus-alertmanager is required in CI (.ci/run installs it)"
+                );
+                return None;
+            }
+        };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "alertmanager did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Alertmanager {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            _dir: dir,
+        })
+    }
+
+    /// Fires (or, with `ends`, resolves) one alert through Alertmanager's API.
+    async fn post(&self, ends: bool) {
+        let now = jiff::Timestamp::now();
+        let mut alert = json!({"labels": {"alertname": "DiskFull", "instance": "db1", "severity": "critical"},
+            "annotations": {"summary": "disk full on db1"}, "startsAt": now.checked_sub(jiff::SignedDuration::from_secs(60)).unwrap().to_string()});
+        if ends {
+            alert["endsAt"] = json!(now.to_string());
+        }
+        let res = client()
+            .post(format!("{}/api/v2/alerts", self.url))
+            .json(&json!([alert]))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "alertmanager: {}", res.status());
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_real_alertmanager_fires_and_resolves_an_alert_in_svc() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = send(
+        s,
+        token,
+        Method::PUT,
+        "/api/v1/secrets/am-token",
+        json!({"value": "am-s3cret"}),
+    )
+    .await;
+    assert!(res.status().is_success());
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/event-sources", json!({"name": "prometheus", "type": "alertmanager", "authMode": "token", "secretRef": "am-token"})),
+            ("/api/v1/alert-rules", json!({"name": "from-prometheus", "severity": "critical",
+                "match": "event.type == 'ingress' && event.source == 'prometheus'", "title": "{{ .event.summary }}"})),
+        ],
+    )
+    .await;
+    let Some(am) = Alertmanager::start(&s.url("/api/v1/ingest/prometheus"), "am-s3cret") else {
+        eprintln!("SKIPPED a_real_alertmanager: prometheus-alertmanager is not installed");
+        return;
+    };
+    am.post(false).await;
+    let alert = wait_alert(s, token, "open").await;
+    assert_eq!(alert["title"], "disk full on db1");
+    assert_eq!(alert["labels"]["instance"], "db1");
+    am.post(true).await;
+    let resolved = wait_alert(s, token, "resolved").await;
+    assert_eq!(
+        resolved["id"], alert["id"],
+        "the resolved notification closes the same alert"
+    );
+}
