@@ -264,16 +264,10 @@ async fn drive(
             s.connected = false;
             s.last_error = Some(failure.to_string());
         });
-        let pause = tokio::time::sleep(backoff);
-        tokio::pin!(pause);
-        loop {
-            tokio::select! {
-                _ = &mut pause => break,
-                job = jobs.recv() => match job {
-                    Some(job) => job.refuse(GsmError::Unavailable(failure.to_string())),
-                    None => return,
-                },
-            }
+        let why = failure.to_string();
+        let refuse = |job: Job| job.refuse(GsmError::Unavailable(why.clone()));
+        if !serial::wait_to_reopen(backoff, &mut jobs, refuse).await {
+            return;
         }
         backoff = (backoff * 2).min(REOPEN_MAX);
     }

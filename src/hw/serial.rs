@@ -48,6 +48,27 @@ pub fn open_port(device: &str, s: LineSettings) -> io::Result<tokio_serial::Seri
         .map_err(|e| io::Error::other(format!("{device}: {e}")))
 }
 
+/// Waits `pause` before a driver opens its port again, answering each job that arrives
+/// meanwhile with `refuse` (so senders fail fast and retry); `false` once the job queue is
+/// closed and the driver should stop.
+pub async fn wait_to_reopen<J>(
+    pause: std::time::Duration,
+    jobs: &mut tokio::sync::mpsc::Receiver<J>,
+    mut refuse: impl FnMut(J),
+) -> bool {
+    let pause = tokio::time::sleep(pause);
+    tokio::pin!(pause);
+    loop {
+        tokio::select! {
+            _ = &mut pause => return true,
+            job = jobs.recv() => match job {
+                Some(job) => refuse(job),
+                None => return false,
+            },
+        }
+    }
+}
+
 /// The lock of one device path: whoever holds it owns the line for one exchange, so checks
 /// sharing a Modbus RTU line never interleave their frames.
 pub fn owner(device: &str) -> Arc<tokio::sync::Mutex<()>> {

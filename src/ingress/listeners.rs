@@ -3,10 +3,10 @@
 //! changes or goes: the catalog's generation says when to look.
 
 use super::{Ingress, Source, mqtt, snmp};
+use crate::model::config::EventSource;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
-use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -44,13 +44,10 @@ impl SourceListeners {
                 .docs(tenant.id, "event-sources", None, usize::MAX, |_| true)
                 .await?
             {
-                let Ok(body) = serde_json::from_str::<Value>(&doc.body) else {
+                let Ok(body) = serde_json::from_str::<EventSource>(&doc.body) else {
                     continue;
                 };
-                let listens = body["type"]
-                    .as_str()
-                    .is_some_and(|t| LISTENING.contains(&t));
-                if listens && body["enabled"].as_bool().unwrap_or(true) {
+                if LISTENING.contains(&body.kind.as_str()) && body.enabled {
                     wanted.insert((tenant.id, doc.name.clone()), (doc.body.clone(), body));
                 }
             }
@@ -66,21 +63,14 @@ impl SourceListeners {
             if self.running.contains_key(&key) {
                 continue;
             }
-            let source = Source {
-                tenant: key.0,
-                name: key.1.clone(),
-                labels: serde_json::from_value(body["labels"].clone()).unwrap_or_default(),
-                config: serde_json::from_value(body["config"].clone()).unwrap_or_default(),
-            };
-            let mapping: BTreeMap<String, String> =
-                serde_json::from_value(body["mapping"].clone()).unwrap_or_default();
-            let started = match body["type"].as_str() {
-                Some("mqtt") => {
-                    let password = match body["secretRef"].as_str() {
+            let source = Source::of(key.0, key.1.clone(), &body);
+            let started = match body.kind.as_str() {
+                "mqtt" => {
+                    let password = match &body.secret_ref {
                         Some(name) => self.ingress.secrets.secret(key.0, name).await,
                         None => None,
                     };
-                    mqtt::start(&self.ingress, source, mapping, password)
+                    mqtt::start(&self.ingress, source, body.mapping, password)
                 }
                 _ => snmp::start(&self.ingress, source).await,
             };

@@ -11,6 +11,7 @@ pub mod phone;
 pub mod snmp;
 pub mod webhook;
 
+use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{AlertActions, EventSink, SecretSource};
@@ -57,6 +58,15 @@ pub struct Source {
 }
 
 impl Source {
+    pub fn of(tenant: Uuid, name: String, body: &EventSource) -> Self {
+        Self {
+            tenant,
+            name,
+            labels: body.labels.clone(),
+            config: body.config.clone(),
+        }
+    }
+
     pub fn flag(&self, key: &str) -> bool {
         self.config
             .get(key)
@@ -139,17 +149,11 @@ impl Ingress {
                 .docs(t, "event-sources", None, usize::MAX, |_| true)
                 .await?
             {
-                let Ok(body) = serde_json::from_str::<Value>(&doc.body) else {
+                let Ok(body) = serde_json::from_str::<EventSource>(&doc.body) else {
                     continue;
                 };
-                let enabled = body["enabled"].as_bool().unwrap_or(true);
-                if body["type"] == kind && enabled {
-                    found.push(Source {
-                        tenant: t,
-                        name: doc.name,
-                        labels: serde_json::from_value(body["labels"].clone()).unwrap_or_default(),
-                        config: serde_json::from_value(body["config"].clone()).unwrap_or_default(),
-                    });
+                if body.kind == kind && body.enabled {
+                    found.push(Source::of(t, doc.name, &body));
                 }
             }
         }

@@ -9,11 +9,12 @@
 use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::model::event::Severity;
-use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
@@ -122,49 +123,71 @@ impl Ingress {
             if let Some(user) = &sub.username {
                 options.set_credentials(user, sub.password.clone().unwrap_or_default());
             }
-            let (client, mut events) = AsyncClient::new(options, 64);
+            let (client, events) = AsyncClient::new(options, 64);
             for topic in &sub.topics {
                 let _ = client.subscribe(topic, QoS::AtLeastOnce).await;
             }
-            loop {
-                match events.poll().await {
-                    Ok(Event::Incoming(Packet::ConnAck(_))) => {
+            // The event loop is polled on its own task: acknowledgements queue through it, so
+            // the loop must keep running while a message is being stored.
+            let (tx, mut incoming) = mpsc::channel(256);
+            let poller = tokio::spawn(poll(events, tx));
+            while let Some(next) = incoming.recv().await {
+                let p = match next {
+                    Incoming::Connected => {
                         backoff = Duration::from_secs(1);
                         tracing::info!(source = %source.name, host = %sub.host, "MQTT connected");
+                        continue;
                     }
-                    Ok(Event::Incoming(Packet::Publish(p))) => {
-                        let stored = match message(&source, &mapping, &p.topic, &p.payload) {
-                            Ok(event) => {
-                                self.record(&source, event).await.map_err(|e| e.to_string())
-                            }
-                            Err(why) => {
-                                // A message the mapping cannot read will never be readable:
-                                // acknowledge it so the broker does not send it forever.
-                                self.count(&source.name, Outcome::Refused);
-                                tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
-                                Ok(())
-                            }
-                        };
-                        match stored {
-                            Ok(()) => {
-                                let _ = client.ack(&p).await;
-                            }
-                            Err(e) => {
-                                tracing::error!(source = %source.name, error = %e, "MQTT message not stored; reconnecting for redelivery");
-                                break;
-                            }
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
+                    Incoming::Lost(e) => {
                         tracing::warn!(source = %source.name, error = %e, "MQTT connection lost");
                         break;
                     }
+                    Incoming::Message(p) => p,
+                };
+                let stored = match message(&source, &mapping, &p.topic, &p.payload) {
+                    Ok(event) => self.record(&source, event).await.map_err(|e| e.to_string()),
+                    Err(why) => {
+                        // A message the mapping cannot read will never be readable:
+                        // acknowledge it so the broker does not send it forever.
+                        self.count(&source.name, Outcome::Refused);
+                        tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
+                        Ok(())
+                    }
+                };
+                if let Err(e) = stored {
+                    tracing::error!(source = %source.name, error = %e, "MQTT message not stored; reconnecting for redelivery");
+                    break;
                 }
+                let _ = client.ack(&p).await;
             }
+            poller.abort();
             let jitter = f64::from(getrandom::u32().unwrap_or(0) % 1000) / 1000.0;
             tokio::time::sleep(backoff.mul_f64(0.75 + jitter / 2.0)).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+}
+
+enum Incoming {
+    Connected,
+    Message(Publish),
+    Lost(String),
+}
+
+/// Drives the client's event loop, handing connections and messages on until it fails.
+async fn poll(mut events: EventLoop, tx: mpsc::Sender<Incoming>) {
+    loop {
+        let next = match events.poll().await {
+            Ok(Event::Incoming(Packet::ConnAck(_))) => Incoming::Connected,
+            Ok(Event::Incoming(Packet::Publish(p))) => Incoming::Message(p),
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = tx.send(Incoming::Lost(e.to_string())).await;
+                return;
+            }
+        };
+        if tx.send(next).await.is_err() {
+            return;
         }
     }
 }

@@ -9,10 +9,10 @@
 use super::{Ingress, Normalized, Outcome};
 use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
+use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::store::StoreError;
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -53,37 +53,6 @@ pub struct Credentials {
     pub signature: Option<String>,
     /// The tenant of a valid API token, if one was presented.
     pub tenant: Option<Uuid>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SourceBody {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default = "yes")]
-    enabled: bool,
-    #[serde(default = "token_auth")]
-    auth_mode: String,
-    #[serde(default)]
-    secret_ref: Option<String>,
-    #[serde(default)]
-    rate_limit: Option<f64>,
-    #[serde(default)]
-    burst: Option<u32>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    mapping: BTreeMap<String, String>,
-    #[serde(default)]
-    config: BTreeMap<String, String>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn token_auth() -> String {
-    "token".into()
 }
 
 /// Token buckets per tenant and source.
@@ -336,7 +305,7 @@ impl Ingress {
         &self,
         name: &str,
         tenant: Option<Uuid>,
-    ) -> Result<(Uuid, SourceBody), IngestError> {
+    ) -> Result<(Uuid, EventSource), IngestError> {
         let tenants = match tenant {
             Some(t) => vec![t],
             None => {
@@ -373,7 +342,7 @@ impl Ingress {
     async fn authenticate(
         &self,
         tenant: Uuid,
-        source: &SourceBody,
+        source: &EventSource,
         creds: &Credentials,
         body: &[u8],
     ) -> Result<(), IngestError> {

@@ -816,31 +816,32 @@ pub const SOURCE_TYPES: [&str; 8] = [
     "sms",
 ];
 
-/// An inbound event source: how events arrive and how they map onto the normalised event.
-#[derive(Serialize, Deserialize)]
+/// An inbound event source (the `event-sources` kind): how events arrive and how they map
+/// onto the normalised event.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct EventSourceBody {
+pub struct EventSource {
     #[serde(rename = "type")]
-    kind: String,
+    pub kind: String,
     #[serde(default = "yes")]
-    enabled: bool,
+    pub enabled: bool,
     /// `token` (bearer secret), `hmac` (signature over the body), `basic` or `none`.
     #[serde(default = "token_auth")]
-    auth_mode: String,
+    pub auth_mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    secret_ref: Option<String>,
+    pub secret_ref: Option<String>,
     /// Events per second the source's token bucket refills; `burst` its size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    rate_limit: Option<f64>,
+    pub rate_limit: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    burst: Option<u32>,
+    pub burst: Option<u32>,
     #[serde(default)]
-    labels: BTreeMap<String, String>,
-    /// Normalised field → path into the payload (`summary: "$.alert.title"`).
+    pub labels: BTreeMap<String, String>,
+    /// Normalised field → JSON path into the original (`summary: "$.alert.title"`).
     #[serde(default)]
-    mapping: BTreeMap<String, String>,
+    pub mapping: BTreeMap<String, String>,
     #[serde(default)]
-    config: BTreeMap<String, String>,
+    pub config: BTreeMap<String, String>,
 }
 
 fn yes() -> bool {
@@ -852,7 +853,7 @@ fn token_auth() -> String {
 }
 
 fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |e: &EventSourceBody| {
+    validate_with(body, |e: &EventSource| {
         one_of("type", &e.kind, &SOURCE_TYPES)?;
         one_of(
             "authMode",
