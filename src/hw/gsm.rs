@@ -132,6 +132,8 @@ enum Job {
     Call {
         to: String,
         speech: String,
+        /// Speech commands for this call instead of the modem's profile.
+        engine: Option<Profile>,
         reply: oneshot::Sender<Result<Option<char>, GsmError>>,
     },
     Answer {
@@ -204,9 +206,21 @@ impl Modem {
 
     /// Calls `to`, speaks `speech` once answered and waits for a key: the key pressed, or
     /// `None` when the call ended or timed out without one.
-    pub async fn call(&self, to: &str, speech: &str) -> Result<Option<char>, GsmError> {
+    /// `engine` overrides the modem's profile for the speech commands of this call.
+    pub async fn call(
+        &self,
+        to: &str,
+        speech: &str,
+        engine: Option<Profile>,
+    ) -> Result<Option<char>, GsmError> {
         let (to, speech) = (to.to_string(), speech.to_string());
-        self.ask(|reply| Job::Call { to, speech, reply }).await
+        self.ask(|reply| Job::Call {
+            to,
+            speech,
+            engine,
+            reply,
+        })
+        .await
     }
 
     /// Answers the ringing call, speaks `speech` and waits for a key, then hangs up.
@@ -742,14 +756,19 @@ impl Session<'_> {
                 }
                 finish(sent, reply)
             }
-            Job::Call { to, speech, reply } => {
-                let outcome = self.call(&to, &speech).await;
+            Job::Call {
+                to,
+                speech,
+                engine,
+                reply,
+            } => {
+                let outcome = self.call(&to, &speech, engine).await;
                 self.status.send_modify(|s| s.calls += 1);
                 finish(outcome, reply)
             }
             Job::Answer { speech, reply } => {
                 let outcome = match self.command("ATA").await {
-                    Ok(_) => self.converse(&speech).await,
+                    Ok(_) => self.converse(&speech, None).await,
                     Err(e) => Err(e),
                 };
                 self.caller = None;
@@ -810,21 +829,30 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn call(&mut self, to: &str, speech: &str) -> Result<Option<char>, GsmError> {
+    async fn call(
+        &mut self,
+        to: &str,
+        speech: &str,
+        engine: Option<Profile>,
+    ) -> Result<Option<char>, GsmError> {
         let to = &dialable(to)?;
         self.urcs.retain(|l| key_of(l).is_none());
         // With +COLP=1 the dial's OK means the callee answered.
         self.command_within(&format!("ATD{to};"), self.settings.ring_timeout)
             .await?;
-        let key = self.converse(speech).await;
+        let key = self.converse(speech, engine).await;
         let _ = self.command("ATH").await;
         key
     }
 
     /// Speaks to the connected party and waits for one key press.
-    async fn converse(&mut self, speech: &str) -> Result<Option<char>, GsmError> {
+    async fn converse(
+        &mut self,
+        speech: &str,
+        engine: Option<Profile>,
+    ) -> Result<Option<char>, GsmError> {
         let text = speakable(speech);
-        let say = match self.settings.profile {
+        let say = match engine.unwrap_or(self.settings.profile) {
             Profile::Simcom => Some(format!("AT+CTTS=2,\"{text}\"")),
             Profile::Quectel => Some(format!("AT+QTTS=2,\"{text}\"")),
             Profile::Generic => None,

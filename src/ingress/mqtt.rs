@@ -1,7 +1,9 @@
 //! MQTT subscriptions (`event-sources` of type `mqtt`): one listener per source, connected to
 //! `config.url` (`mqtt://host:port`) with `config.topics` (comma-separated, `+` and `#`
 //! wildcards) at QoS 1 with a persistent session, so the broker keeps what arrives while the
-//! site is offline. A message is acknowledged only once its event is stored. JSON payloads go
+//! site is offline. The client library acknowledges a message on receipt (with manual
+//! acknowledgement, rumqttc 0.25 stopped reading after about 90 messages of a burst), so a
+//! crash between receipt and store can lose the messages in hand. JSON payloads go
 //! through the source's `mapping` (like webhooks), other payloads become the summary; the
 //! topic is the `topic` label. Listeners reconnect with backoff (1 s doubling to 60 s, with
 //! jitter).
@@ -118,8 +120,7 @@ impl Ingress {
             let mut options = MqttOptions::new(&sub.client_id, &sub.host, sub.port);
             options
                 .set_keep_alive(Duration::from_secs(30))
-                .set_clean_session(false)
-                .set_manual_acks(true);
+                .set_clean_session(false);
             if let Some(user) = &sub.username {
                 options.set_credentials(user, sub.password.clone().unwrap_or_default());
             }
@@ -127,8 +128,8 @@ impl Ingress {
             for topic in &sub.topics {
                 let _ = client.subscribe(topic, QoS::AtLeastOnce).await;
             }
-            // The event loop is polled on its own task: acknowledgements queue through it, so
-            // the loop must keep running while a message is being stored.
+            // The event loop is polled on its own task, so keep-alives and acknowledgements go
+            // on while a message is being stored.
             let (tx, mut incoming) = mpsc::channel(256);
             let poller = tokio::spawn(poll(events, tx));
             while let Some(next) = incoming.recv().await {
@@ -147,18 +148,14 @@ impl Ingress {
                 let stored = match message(&source, &mapping, &p.topic, &p.payload) {
                     Ok(event) => self.record(&source, event).await.map_err(|e| e.to_string()),
                     Err(why) => {
-                        // A message the mapping cannot read will never be readable:
-                        // acknowledge it so the broker does not send it forever.
                         self.count(&source.name, Outcome::Refused);
                         tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
                         Ok(())
                     }
                 };
                 if let Err(e) = stored {
-                    tracing::error!(source = %source.name, error = %e, "MQTT message not stored; reconnecting for redelivery");
-                    break;
+                    tracing::error!(source = %source.name, error = %e, "an MQTT message could not be stored and is lost");
                 }
-                let _ = client.ack(&p).await;
             }
             poller.abort();
             let jitter = f64::from(getrandom::u32().unwrap_or(0) % 1000) / 1000.0;

@@ -5,6 +5,7 @@
 //! delivery out of attempts, or refused for good, is a dead letter; a contact's delivery then
 //! goes on on the next channel of the contact's preferences.
 
+use super::channels::phone::Speech;
 use super::channels::{self, Outgoing, SendError};
 use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
@@ -177,13 +178,27 @@ impl Notifier {
                 )));
             }
         };
+        let speech = self.speech(d.tenant_id, kind, &config).await;
         let out = Outgoing {
             kind,
             config: &config,
             template,
             delivery: d,
+            speech: speech.as_ref(),
         };
         channels::send(&self.senders, &out).await
+    }
+
+    /// A voice channel's `config.ttsProfile`, read from the tenant's `tts-profiles`.
+    pub(super) async fn speech(
+        &self,
+        tenant: Uuid,
+        kind: &str,
+        config: &BTreeMap<String, String>,
+    ) -> Option<Speech> {
+        let name = config.get("ttsProfile").filter(|_| kind == "voice")?;
+        let dir = self.directory(tenant).await.ok()?;
+        dir.tts_profile(name).map(Speech::of)
     }
 
     /// The next channel of a failed contact delivery that can take it.

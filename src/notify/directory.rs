@@ -38,6 +38,8 @@ pub struct Directory {
     policies: Vec<Named<EscalationPolicy>>,
     periods: BTreeMap<String, TimePeriod>,
     overrides: Vec<Override>,
+    /// `tts-profiles` documents, for voice channels that name one.
+    tts_profiles: Vec<Named<serde_json::Value>>,
 }
 
 async fn named<T: DeserializeOwned + Send + 'static>(
@@ -114,7 +116,15 @@ impl Directory {
             policies: named(store, tenant, "escalation-policies").await?,
             periods,
             overrides: store.tenant_overrides(tenant).await?,
+            tts_profiles: named(store, tenant, "tts-profiles").await?,
         })
+    }
+
+    pub fn tts_profile(&self, name: &str) -> Option<&serde_json::Value> {
+        self.tts_profiles
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| &p.body)
     }
 
     /// A contact by name, else by id.

@@ -447,11 +447,13 @@ impl Notifier {
         let config = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
+        let speech = self.speech(p.tenant, &channel.kind, &config).await;
         let out = channels::Outgoing {
             kind: &channel.kind,
             config: &config,
             template: channel.template.as_deref(),
             delivery: &delivery,
+            speech: speech.as_ref(),
         };
         match channels::send(&self.senders, &out).await {
             Ok(sent) => Ok(json!({"result": "sent", "detail": sent.detail})),

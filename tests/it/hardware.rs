@@ -380,8 +380,14 @@ async fn a_call_acknowledged_with_dtmf_4_stops_the_chain_and_an_unanswered_call_
     ready(s, "gsm").await;
     let mut items = vec![
         (
+            "/api/v1/tts-profiles",
+            json!({"name": "site", "engine": "simcom", "audio": {}, "detect": {}, "normalize": {
+                "lexicon": [{"from": "edge", "to": "the edge router"}],
+                "regex": [{"pattern": "CRITICAL|critical", "replace": "urgent"}]}}),
+        ),
+        (
             "/api/v1/channels",
-            json!({"name": "call", "type": "voice", "config": {"retryBackoffSeconds": "1"}}),
+            json!({"name": "call", "type": "voice", "config": {"retryBackoffSeconds": "1", "ttsProfile": "site"}}),
         ),
         (
             "/api/v1/contacts",
@@ -410,7 +416,10 @@ async fn a_call_acknowledged_with_dtmf_4_stops_the_chain_and_an_unanswered_call_
         (st.dialled.clone(), st.spoken.clone())
     };
     assert_eq!(dialled, vec![ADA, ADA]);
-    assert!(spoken[0].contains("disk full on edge"), "{spoken:?}");
+    assert!(
+        spoken[0].starts_with("urgent alert. disk full on the edge router."),
+        "the profile's lexicon and regex rewrite the text: {spoken:?}"
+    );
     assert!(spoken[0].ends_with("Press 4 to acknowledge, 6 to resolve."));
     let acks = get(s, token, "/api/v1/events?types=ack").await;
     assert_eq!(acks["items"][0]["payload"]["via"], "dtmf");

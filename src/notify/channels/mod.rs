@@ -5,7 +5,7 @@
 mod email;
 pub mod http;
 mod pager;
-mod phone;
+pub mod phone;
 mod script;
 pub mod template;
 
@@ -64,6 +64,8 @@ pub struct Outgoing<'a> {
     pub config: &'a BTreeMap<String, String>,
     pub template: Option<&'a str>,
     pub delivery: &'a Delivery,
+    /// A voice channel's text-to-speech profile.
+    pub speech: Option<&'a phone::Speech>,
 }
 
 impl Outgoing<'_> {

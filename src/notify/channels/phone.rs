@@ -4,9 +4,74 @@
 //! nobody answers or no key pressed is a failed attempt the outbox retries.
 
 use super::{Outgoing, SendError, Senders, Sent};
-use crate::hw::gsm::GsmError;
+use crate::hw::gsm::{GsmError, Profile};
 use crate::model::notify::Message;
 use crate::runtime::AlertAction;
+use serde_json::Value;
+
+/// How a call speaks, from the `tts-profiles` document a voice channel names in
+/// `config.ttsProfile`: `engine` `simcom` or `quectel` picks the modem's speech commands
+/// (else the modem's own profile), and `normalize.lexicon` (`from` → `to`, whole words unless
+/// `substring`, any case unless `matchCase`) and `normalize.regex` (`pattern` → `replace`)
+/// rewrite the text before it is spoken (`disk` → `disc`, `db1` → `D B one`).
+#[derive(Clone, Debug, Default)]
+pub struct Speech {
+    engine: Option<Profile>,
+    rewrites: Vec<(regex_lite::Regex, String)>,
+}
+
+impl Speech {
+    pub fn of(profile: &Value) -> Speech {
+        let escape = |s: &str| {
+            s.chars()
+                .map(|c| {
+                    if c.is_alphanumeric() || c == ' ' {
+                        c.to_string()
+                    } else {
+                        format!("\\{c}")
+                    }
+                })
+                .collect::<String>()
+        };
+        let normalize = &profile["normalize"];
+        let lexicon = normalize["lexicon"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let (from, to) = (e["from"].as_str()?, e["to"].as_str()?);
+                let mut pattern = escape(from);
+                if e["substring"].as_bool() != Some(true) {
+                    pattern = format!(r"\b{pattern}\b");
+                }
+                if e["matchCase"].as_bool() != Some(true) {
+                    pattern = format!("(?i){pattern}");
+                }
+                Some((regex_lite::Regex::new(&pattern).ok()?, to.to_string()))
+            });
+        let regex = normalize["regex"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let (p, r) = (e["pattern"].as_str()?, e["replace"].as_str()?);
+                Some((regex_lite::Regex::new(p).ok()?, r.to_string()))
+            });
+        Speech {
+            engine: profile["engine"].as_str().and_then(|e| match e {
+                "simcom" | "quectel" => e.parse().ok(),
+                _ => None,
+            }),
+            rewrites: lexicon.chain(regex).collect(),
+        }
+    }
+
+    fn apply(&self, text: &str) -> String {
+        self.rewrites.iter().fold(text.to_string(), |t, (re, to)| {
+            re.replace_all(&t, to.as_str()).into_owned()
+        })
+    }
+}
 
 fn provider(out: &Outgoing<'_>) -> Result<(), SendError> {
     match out.get("provider") {
@@ -96,7 +161,11 @@ pub async fn voice(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendEr
     if asks {
         speech.push_str(" Press 4 to acknowledge, 6 to resolve.");
     }
-    match modem.call(to, &speech).await.map_err(failed)? {
+    let (speech, engine) = match out.speech {
+        Some(profile) => (profile.apply(&speech), profile.engine),
+        None => (speech, None),
+    };
+    match modem.call(to, &speech, engine).await.map_err(failed)? {
         Some('4') if asks => Ok(Sent {
             detail: format!("call to {to} answered; 4 pressed"),
             action: Some(AlertAction::Ack),
