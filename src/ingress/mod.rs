@@ -174,32 +174,49 @@ impl Ingress {
 
     /// Stores one `ingress` event of `source`; the alert engine reads it from there.
     pub async fn record(&self, source: &Source, event: Normalized) -> Result<(), StoreError> {
-        let mut labels = source.labels.clone();
-        labels.extend(event.labels);
-        let mut payload = json!({
-            "source": source.name,
-            "receivedAt": self.clock.now(),
-            "severity": event.severity,
-            "summary": event.summary,
-            "labels": labels,
-            "payload": event.original,
-        });
-        if let Some(key) = event.dedup_key {
-            payload["dedupKey"] = json!(key);
-        }
-        if event.resolve {
-            payload["resolve"] = json!(true);
-        }
-        let mut draft = EventDraft::new(
-            source.tenant,
-            EventType::Ingress,
-            Some(event.severity),
-            payload,
-        );
-        draft.source_id = Some(source.name.clone());
-        let journaled = self.store.journal_events(vec![draft]).await?;
+        self.record_all(source, vec![event]).await.map(|_| ())
+    }
+
+    /// Stores `events` of `source` in one transaction (all or none); their ids.
+    pub async fn record_all(
+        &self,
+        source: &Source,
+        events: Vec<Normalized>,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let now = self.clock.now();
+        let drafts = events
+            .into_iter()
+            .map(|event| {
+                let mut labels = source.labels.clone();
+                labels.extend(event.labels);
+                let mut payload = json!({
+                    "source": source.name,
+                    "receivedAt": now,
+                    "severity": event.severity,
+                    "summary": event.summary,
+                    "labels": labels,
+                    "payload": event.original,
+                });
+                if let Some(key) = event.dedup_key {
+                    payload["dedupKey"] = json!(key);
+                }
+                if event.resolve {
+                    payload["resolve"] = json!(true);
+                }
+                let mut draft = EventDraft::new(
+                    source.tenant,
+                    EventType::Ingress,
+                    Some(event.severity),
+                    payload,
+                );
+                draft.source_id = Some(source.name.clone());
+                draft
+            })
+            .collect();
+        let journaled = self.store.journal_events(drafts).await?;
+        let ids: Vec<Uuid> = journaled.iter().map(|j| j.event.id).collect();
         self.sink.file(journaled).await;
-        self.count(&source.name, Outcome::Received(1));
-        Ok(())
+        self.count(&source.name, Outcome::Received(ids.len() as u64));
+        Ok(ids)
     }
 }

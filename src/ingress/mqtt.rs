@@ -20,6 +20,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Messages stored in one transaction at most.
+const BATCH: usize = 256;
 
 /// Where to connect and what to read, from a source's `config`.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,8 +134,16 @@ impl Ingress {
             // on while a message is being stored.
             let (tx, mut incoming) = mpsc::channel(256);
             let poller = tokio::spawn(poll(events, tx));
-            while let Some(next) = incoming.recv().await {
-                let p = match next {
+            let mut held = None;
+            loop {
+                let next = match held.take() {
+                    Some(next) => next,
+                    None => match incoming.recv().await {
+                        Some(next) => next,
+                        None => break,
+                    },
+                };
+                let first = match next {
                     Incoming::Connected => {
                         backoff = Duration::from_secs(1);
                         tracing::info!(source = %source.name, host = %sub.host, "MQTT connected");
@@ -145,16 +155,32 @@ impl Ingress {
                     }
                     Incoming::Message(p) => p,
                 };
-                let stored = match message(&source, &mapping, &p.topic, &p.payload) {
-                    Ok(event) => self.record(&source, event).await.map_err(|e| e.to_string()),
-                    Err(why) => {
-                        self.count(&source.name, Outcome::Refused);
-                        tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
-                        Ok(())
+                // What has arrived meanwhile is stored in the same transaction.
+                let mut batch = vec![first];
+                while batch.len() < BATCH {
+                    match incoming.try_recv() {
+                        Ok(Incoming::Message(p)) => batch.push(p),
+                        Ok(other) => {
+                            held = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
                     }
-                };
-                if let Err(e) = stored {
-                    tracing::error!(source = %source.name, error = %e, "an MQTT message could not be stored and is lost");
+                }
+                let mut events = Vec::with_capacity(batch.len());
+                for p in &batch {
+                    match message(&source, &mapping, &p.topic, &p.payload) {
+                        Ok(event) => events.push(event),
+                        Err(why) => {
+                            self.count(&source.name, Outcome::Refused);
+                            tracing::warn!(source = %source.name, topic = %p.topic, %why, "MQTT message dropped");
+                        }
+                    }
+                }
+                if !events.is_empty()
+                    && let Err(e) = self.record_all(&source, events).await
+                {
+                    tracing::error!(source = %source.name, error = %e, "MQTT messages could not be stored and are lost");
                 }
             }
             poller.abort();

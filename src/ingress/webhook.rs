@@ -6,14 +6,14 @@
 //! `dedupKey`, `labels` and `resolve`. Every event of a request is stored in one transaction,
 //! or none is.
 
-use super::{Ingress, Normalized, Outcome};
+use super::{Ingress, Normalized, Outcome, Source};
 use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
 use crate::model::config::EventSource;
-use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::event::Severity;
 use crate::store::StoreError;
 use hmac::{Hmac, Mac};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -413,7 +413,7 @@ impl Ingress {
     ) -> Result<Vec<Uuid>, IngestError> {
         let outcome = self.accept(name, creds, body).await;
         match &outcome {
-            Ok(ids) => self.count(name, Outcome::Received(ids.len() as u64)),
+            Ok(_) => {}
             Err(IngestError::Rate(_)) => self.count(name, Outcome::RateLimited),
             Err(
                 IngestError::Auth(_)
@@ -473,45 +473,15 @@ impl Ingress {
                 "at most {EVENTS_PER_REQUEST} events per request"
             )));
         }
-        let now = self.clock.now();
-        let drafts = events
-            .into_iter()
-            .map(|e| {
-                let mut labels = source.labels.clone();
-                labels.extend(e.labels);
-                let mut payload = Map::new();
-                payload.insert("source".into(), json!(name));
-                payload.insert("receivedAt".into(), json!(now));
-                payload.insert("severity".into(), json!(e.severity));
-                payload.insert("summary".into(), json!(e.summary));
-                payload.insert("labels".into(), json!(labels));
-                payload.insert("payload".into(), e.original);
-                if let Some(k) = e.dedup_key {
-                    payload.insert("dedupKey".into(), json!(k));
-                }
-                if e.resolve {
-                    payload.insert("resolve".into(), json!(true));
-                }
-                let mut draft = EventDraft::new(
-                    tenant,
-                    EventType::Ingress,
-                    Some(e.severity),
-                    Value::Object(payload),
-                );
-                draft.source_id = Some(name.to_string());
-                draft
-            })
-            .collect();
-        let journaled = self.store.journal_events(drafts).await?;
-        let ids = journaled.iter().map(|j| j.event.id).collect();
-        self.sink.file(journaled).await;
-        Ok(ids)
+        let source = Source::of(tenant, name.to_string(), &source);
+        Ok(self.record_all(&source, events).await?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn paths_reach_into_objects_and_arrays() {
