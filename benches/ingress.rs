@@ -132,8 +132,17 @@ async fn webhook(b: &Bench, per_request: usize, in_flight: usize) {
 
 async fn mqtt(b: &Bench) {
     let port = free_port();
+    // mosquitto drops QoS 1 messages past 1,000 queued for a subscriber by default; the burst
+    // is published faster than it is stored, so the queue may grow.
+    let conf = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        conf.path(),
+        format!("listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n"),
+    )
+    .unwrap();
     let mut broker = Command::new("mosquitto")
-        .args(["-p", &port.to_string()])
+        .arg("-c")
+        .arg(conf.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

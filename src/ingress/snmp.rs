@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// snmpTrapOID.0 and sysUpTime.0 (RFC 3416), and ifIndex's prefix (RFC 2863).
@@ -119,7 +120,32 @@ pub fn normalize(bytes: &[u8], from: SocketAddr, community: Option<&str>) -> Opt
     })
 }
 
-/// Binds the source's socket and starts its receiver.
+/// Traps received and not stored yet, at most; past it a trap is counted refused.
+const QUEUE: usize = 65_536;
+/// Traps stored in one transaction at most.
+const BATCH: usize = 1024;
+/// The socket's receive buffer: room for a burst while a batch is stored.
+const RECEIVE_BUFFER: usize = 4 * 1024 * 1024;
+
+fn bind(listen: &str) -> std::io::Result<UdpSocket> {
+    let addr: SocketAddr = listen
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("{listen:?} is not an address:port")))?;
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    // Best effort: the kernel caps it at net.core.rmem_max.
+    let _ = socket.set_recv_buffer_size(RECEIVE_BUFFER);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    UdpSocket::from_std(socket.into())
+}
+
+/// Binds the source's socket and starts its receiver: one loop reads and decodes datagrams,
+/// another stores what has arrived in batches, so a burst waits in memory, not in the
+/// kernel's buffer.
 pub(super) async fn start(
     ingress: &Arc<Ingress>,
     source: Source,
@@ -129,28 +155,39 @@ pub(super) async fn start(
         .get("listen")
         .cloned()
         .unwrap_or_else(|| "0.0.0.0:162".into());
-    let socket = UdpSocket::bind(&listen)
-        .await
-        .map_err(|e| format!("cannot listen on udp {listen}: {e}"))?;
+    let socket = bind(&listen).map_err(|e| format!("cannot listen on udp {listen}: {e}"))?;
     let ingress = ingress.clone();
     Ok(tokio::spawn(async move {
-        let mut buf = vec![0u8; 65_535];
+        let (tx, mut rx) = mpsc::channel::<Normalized>(QUEUE);
         let community = source.config.get("community").cloned();
-        loop {
-            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
-                continue;
-            };
-            match normalize(&buf[..n], from, community.as_deref()) {
-                Some(event) => {
-                    if let Err(e) = ingress.record(&source, event).await {
-                        tracing::error!(source = %source.name, error = %e, "an SNMP trap could not be stored");
-                    }
-                }
-                None => {
+        let receive = async {
+            let mut buf = vec![0u8; 65_535];
+            loop {
+                let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                    continue;
+                };
+                let queued = normalize(&buf[..n], from, community.as_deref())
+                    .is_some_and(|event| tx.try_send(event).is_ok());
+                if !queued {
                     ingress.count(&source.name, Outcome::Refused);
-                    tracing::debug!(source = %source.name, %from, "datagram is no trap for this source");
+                    tracing::debug!(source = %source.name, %from, "datagram not taken (no trap for this source, or the queue is full)");
                 }
             }
-        }
+        };
+        let store = async {
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(event) => batch.push(event),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = ingress.record_all(&source, batch).await {
+                    tracing::error!(source = %source.name, error = %e, "SNMP traps could not be stored and are lost");
+                }
+            }
+        };
+        tokio::join!(receive, store);
     }))
 }
