@@ -742,7 +742,8 @@ async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu_on_a_
                 "/api/v1/ivr-menus",
                 json!({"name": "main", "greeting": "This is svc.", "trustCallerId": true, "options": [
                     {"digit": "1", "action": "ack", "label": "acknowledge the newest alert"},
-                    {"digit": "9", "action": "alarm", "title": "Alarm by phone"}]}),
+                    {"digit": "6", "action": "resolve", "label": "resolve it"},
+                    {"digit": "9", "action": "alarm", "title": "Alarm by phone", "severity": "warning"}]}),
             ),
             ("/api/v1/alerts", json!({"title": "pump 2 stopped"})),
         ],
@@ -760,10 +761,30 @@ async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu_on_a_
     let spoken = sim.state.lock().unwrap().spoken.clone();
     assert_eq!(
         spoken,
-        vec!["This is svc. Press 1 to acknowledge the newest alert. Press 9 to Alarm by phone."]
+        vec![
+            "This is svc. Press 1 to acknowledge the newest alert. Press 6 to resolve it. Press 9 to Alarm by phone."
+        ]
     );
     let acks = get(s, token, "/api/v1/events?types=ack").await;
     assert_eq!(acks["items"][0]["payload"]["via"], "ivr");
+
+    // 9 raises a manual alarm by phone; 6 then resolves the newest alert, that alarm.
+    sim.state.lock().unwrap().callee = Callee::Presses('9');
+    sim.ring(ADA);
+    let alarm = only_alert(s, token, "?status=open").await;
+    assert_eq!(alarm["title"], "Alarm by phone");
+    assert_eq!(alarm["severity"], "warning");
+    let opened = get(s, token, "/api/v1/events?types=alert_opened").await;
+    assert_eq!(opened["items"][0]["payload"]["via"], "ivr");
+    sim.state.lock().unwrap().callee = Callee::Presses('6');
+    sim.ring(ADA);
+    let resolved = only_alert(s, token, "?status=resolved").await;
+    assert_eq!(resolved["id"], alarm["id"]);
+    let acked = only_alert(s, token, "?status=acked").await;
+    assert_eq!(
+        acked["title"], "pump 2 stopped",
+        "the acked alert is not the newest open one"
+    );
 }
 
 #[tokio::test]
