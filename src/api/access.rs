@@ -33,14 +33,21 @@ pub struct Access {
     pub sign_in: bool,
 }
 
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+/// The value of `Authorization: Bearer`, whatever it is.
+pub fn bearer_value(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
-    let token = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))?
-        .trim();
-    // Other bearer values belong to event sources' own authentication.
-    token.starts_with("svc_").then_some(token)
+    Some(
+        value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))?
+            .trim(),
+    )
+}
+
+/// An API token: a bearer value starting `svc_`. Other bearer values belong to event
+/// sources' own authentication.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    bearer_value(headers).filter(|t| t.starts_with("svc_"))
 }
 
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {

@@ -1,6 +1,7 @@
 //! `POST /api/v1/ingest/{source}`: inbound webhooks, authenticated by the event source itself.
 
 use super::AppState;
+use super::access::bearer_value;
 use super::error::{Code, Problem};
 use super::extract::{JSON_BODY_LIMIT, read_body};
 use super::router::Route;
@@ -23,11 +24,7 @@ pub fn routes() -> Vec<Route> {
 fn credentials(headers: &HeaderMap, principal: Option<&Principal>) -> Credentials {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let authorization = get(header::AUTHORIZATION.as_str()).unwrap_or_default();
-    let bearer = authorization
-        .strip_prefix("Bearer ")
-        .or_else(|| authorization.strip_prefix("bearer "))
-        .map(str::trim)
-        .filter(|t| !t.starts_with("svc_"));
+    let bearer = bearer_value(headers).filter(|t| !t.starts_with("svc_"));
     let basic = authorization
         .strip_prefix("Basic ")
         .and_then(base64_decode)

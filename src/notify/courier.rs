@@ -265,25 +265,27 @@ impl Notifier {
                 .flatten();
             async move {
                 let watch = Stopwatch::start();
+                let skipped = skip.is_some();
                 let outcome = match skip {
                     Some(why) => Err(SendError::retry(why)),
                     None => self.try_send(d, channel.as_ref()).await,
                 };
-                (outcome, watch.elapsed(), channel)
+                (outcome, watch.elapsed(), policy, skipped)
             }
         });
         let outcomes = futures_util::future::join_all(sends).await;
         let now = self.clock.now();
         let mut attempts = Vec::new();
         let mut replies = Vec::new();
-        for (d, (outcome, took, channel)) in due.into_iter().zip(outcomes) {
+        for (d, (outcome, took, policy, skipped)) in due.into_iter().zip(outcomes) {
             let mut d = d;
             d.attempts += 1;
             let latency = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-            let policy = RetryPolicy::of(channel.as_ref().map_or(&BTreeMap::new(), |c| &c.config));
             let mut events = Vec::new();
             let mut fallback = None;
+            // A skip is no new failure: the channel is tried again a minute after its last one.
             let failures = match &outcome {
+                _ if skipped => policy.failover_after,
                 Err(e) if e.retryable => self.health.failed(&d, now),
                 _ => 0,
             };

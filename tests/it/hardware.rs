@@ -796,10 +796,7 @@ async fn espa_pages_go_through_a_serial_server_over_tcp() {
     // A serial server: socat accepts the TCP connection and carries its bytes to a pty.
     let dir = tempfile::tempdir().unwrap();
     let peer_tty = dir.path().join("paging-system");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let mut server = std::process::Command::new("socat")
         .arg(format!("TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr"))
         .arg(format!("pty,raw,echo=0,link={}", peer_tty.display()))

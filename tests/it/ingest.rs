@@ -374,36 +374,12 @@ struct Broker {
 
 impl Broker {
     fn start(port: Option<u16>) -> Option<Broker> {
-        let port = port.unwrap_or_else(|| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
-        });
-        let child = match std::process::Command::new("mosquitto")
-            .args(["-p", &port.to_string()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(_) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "mosquitto is required in CI (.ci/run installs it)"
-                );
-                return None;
-            }
-        };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "mosquitto did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let port = port.unwrap_or_else(free_port);
+        let child = spawn_peer(
+            std::process::Command::new("mosquitto").args(["-p", &port.to_string()]),
+            "mosquitto",
+        )?;
+        wait_listening(port, "mosquitto");
         Some(Broker { child, port })
     }
 
@@ -469,7 +445,6 @@ async fn wait_events(s: &Server, token: &str, n: usize) -> Vec<Value> {
 #[tokio::test]
 async fn mqtt_messages_become_events_across_a_broker_restart() {
     let Some(broker) = Broker::start(None) else {
-        eprintln!("SKIPPED mqtt_messages_become_events: mosquitto is not installed");
         return;
     };
     let a = Admin::start();
@@ -567,10 +542,7 @@ fn snmptrap(args: &[&str]) -> bool {
             true
         }
         Err(_) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "snmptrap is required in CI (.ci/run installs snmp)"
-            );
+            peer_missing("snmp (snmptrap)");
             false
         }
     }
@@ -614,7 +586,6 @@ async fn snmp_traps_v1_and_v2c_become_events_and_link_up_resolves_link_down() {
     let started = Instant::now();
     loop {
         if !link("public", "1.3.6.1.6.3.1.1.5.3") {
-            eprintln!("SKIPPED snmp traps: snmptrap is not installed");
             return;
         }
         if !ingress_events(s, token).await.is_empty() {
@@ -696,37 +667,16 @@ impl Alertmanager {
             ),
         )
         .unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = match std::process::Command::new("prometheus-alertmanager")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.path={}", dir.path().display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(_) => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "prometheus-alertmanager is required in CI (.ci/run installs it)"
-                );
-                return None;
-            }
-        };
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "alertmanager did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let port = free_port();
+        let child = spawn_peer(
+            std::process::Command::new("prometheus-alertmanager")
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!("--storage.path={}", dir.path().display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--cluster.listen-address="),
+            "prometheus-alertmanager",
+        )?;
+        wait_listening(port, "alertmanager");
         Some(Alertmanager {
             child,
             url: format!("http://127.0.0.1:{port}"),
@@ -783,7 +733,6 @@ async fn a_real_alertmanager_fires_and_resolves_an_alert_in_svc() {
     )
     .await;
     let Some(am) = Alertmanager::start(&s.url("/api/v1/ingest/prometheus"), "am-s3cret") else {
-        eprintln!("SKIPPED a_real_alertmanager: prometheus-alertmanager is not installed");
         return;
     };
     am.post(false).await;

@@ -419,3 +419,45 @@ pub async fn assert_isolated(
         );
     }
 }
+
+/// A free local TCP port (bound and released; good enough for a peer started next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Spawns a peer program (an interoperability peer from a Debian package), or `None` with a
+/// note where it is not installed; in CI, which installs them, its absence fails the test.
+pub fn spawn_peer(cmd: &mut Command, package: &str) -> Option<Child> {
+    match cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn() {
+        Ok(child) => Some(child),
+        Err(_) => {
+            peer_missing(package);
+            None
+        }
+    }
+}
+
+/// Says a peer program is missing: a failure in CI, a skip elsewhere.
+pub fn peer_missing(package: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{package} is required in CI (.ci/run installs it)"
+    );
+    eprintln!("SKIPPED: {package} is not installed");
+}
+
+/// Waits until something listens on the local TCP `port`.
+pub fn wait_listening(port: u16, what: &str) {
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{what} did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -22,17 +22,6 @@ pub struct Speech {
 
 impl Speech {
     pub fn of(profile: &Value) -> Speech {
-        let escape = |s: &str| {
-            s.chars()
-                .map(|c| {
-                    if c.is_alphanumeric() || c == ' ' {
-                        c.to_string()
-                    } else {
-                        format!("\\{c}")
-                    }
-                })
-                .collect::<String>()
-        };
         let normalize = &profile["normalize"];
         let lexicon = normalize["lexicon"]
             .as_array()
@@ -40,7 +29,7 @@ impl Speech {
             .flatten()
             .filter_map(|e| {
                 let (from, to) = (e["from"].as_str()?, e["to"].as_str()?);
-                let mut pattern = escape(from);
+                let mut pattern = regex_lite::escape(from);
                 if e["substring"].as_bool() != Some(true) {
                     pattern = format!(r"\b{pattern}\b");
                 }
