@@ -346,7 +346,7 @@ pub fn decide(
 }
 
 /// What a rule would have done with some events (`POST /alert-rules:test`).
-#[derive(Debug, Default, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleTest {
     /// Events the rule matched (opens, refreshes or clears).

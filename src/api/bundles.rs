@@ -7,6 +7,7 @@ use super::extract::{ApiQuery, read_body};
 use super::router::Route;
 use crate::inventory::bundles::BundleSource;
 use crate::model::bundle::BUNDLE_LIMIT;
+use crate::model::bundle::PlanResult;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::header::CONTENT_TYPE;
@@ -29,21 +30,24 @@ pub fn routes() -> Vec<Route> {
                 "`{plan: [{action: create|update|unchanged|delete, kind, name, host?}], applyToken, warnings}`; `prune=true` plans deleting what the bundle lacks. The token applies exactly this plan for 15 minutes. ",
                 bundle_format!()
             ),
-        ),
+        )
+.query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
         Route::post("/api/v1/config/bundles:apply", apply).permission("config:write").doc(
             "config",
             "Apply a bundle",
             "The bundle as the body, or `{\"applyToken\": \"...\"}` from `:plan` (409 `svc:bundle/token` when unknown, expired or of another tenant). `dryRun=true` only plans; `prune=true` deletes what the bundle lacks. All or nothing: a failing document is 422 `svc:bundle/apply` naming it, and nothing changes. Answers the plan with `applied`.",
-        ),
+        )
+.query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
         Route::get("/api/v1/config/bundles:export", export).permission("objects:read").doc(
             "config",
             "Export configuration as bundle YAML",
             "`application/yaml`: every configuration document, host and service of the tenant, without ids, times or versions; applying it to an empty instance and exporting again gives the same text.",
-        ),
+        )
+.answers_text(200, "application/yaml"),
     ]
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct Flags {
     prune: Option<String>,
@@ -74,7 +78,7 @@ async fn plan(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TokenBody {
     apply_token: String,

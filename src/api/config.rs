@@ -6,7 +6,8 @@ use super::error::Problem;
 use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::pagination::{CONFIG_KINDS, Page, PageQuery};
-use super::router::Route;
+use super::router::{JSON, Route};
+use super::schemas;
 use crate::model::config::{ConfigDoc, KINDS, Kind};
 use axum::Json;
 use axum::extract::State;
@@ -15,8 +16,9 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::Value;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 struct ListQuery {
+    /// Matches the name or any text of the document, any case.
     q: Option<String>,
     #[serde(flatten)]
     page: PageQuery,
@@ -74,10 +76,18 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
         Ok::<_, Problem>(StatusCode::NO_CONTENT)
     };
     vec![
-        Route::get(list_path.clone(), list).permission(kind.read).doc(kind.name, "List documents", "Ordered by name; `q` matches the name or any text of the document (any case); limit 500 by default, at most 2000; `cursor` is the last name of the previous page."),
-        Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`."),
-        Route::get(item_path.clone(), get).permission(kind.read).doc(kind.name, "Get a document", if kind.name == "templates" { "By name or by id; `ETag` is the version." } else { "`ETag` is the version." }),
-        Route::put(item_path.clone(), put).permission(kind.write).doc(kind.name, "Replace a document", "`If-Match` required (428 without, 409 `svc:conflict/version` when stale); the name in the path wins over the body's."),
-        Route::delete(item_path, delete).permission(kind.write).doc(kind.name, "Delete a document", "204."),
+        Route::get(list_path.clone(), list).permission(kind.read).doc(kind.name, "List documents", "Ordered by name; `q` matches the name or any text of the document (any case); limit 500 by default, at most 2000; `cursor` is the last name of the previous page.")
+            .query::<ListQuery>()
+            .answers_as(200, JSON, schemas::config_page(kind)),
+        Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`.")
+            .body_as(JSON, schemas::config_document(kind, false), false)
+            .answers_as(201, JSON, schemas::config_document(kind, true)),
+        Route::get(item_path.clone(), get).permission(kind.read).doc(kind.name, "Get a document", if kind.name == "templates" { "By name or by id; `ETag` is the version." } else { "`ETag` is the version." })
+            .answers_as(200, JSON, schemas::config_document(kind, true)),
+        Route::put(item_path.clone(), put).permission(kind.write).doc(kind.name, "Replace a document", "`If-Match` required (428 without, 409 `svc:conflict/version` when stale); the name in the path wins over the body's.")
+            .body_as(JSON, schemas::config_document(kind, false), false)
+            .answers_as(200, JSON, schemas::config_document(kind, true)),
+        Route::delete(item_path, delete).permission(kind.write).doc(kind.name, "Delete a document", "204.")
+            .answers_empty(204),
     ]
 }

@@ -153,7 +153,7 @@ pub struct Problem {
 }
 
 /// The document as sent.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct ProblemDoc<'a> {
     #[serde(rename = "type")]
     pub kind: String,

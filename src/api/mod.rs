@@ -2,6 +2,7 @@
 //! OpenAPI document and thin handlers that call one domain function each.
 
 pub mod access;
+mod account;
 mod alerts;
 mod bundles;
 mod business;
@@ -23,6 +24,7 @@ mod pages;
 pub mod pagination;
 mod results;
 pub mod router;
+mod schemas;
 mod secrets;
 mod suppressions;
 mod system;

@@ -1,8 +1,11 @@
 //! The OpenAPI 3.1 document, generated from the route table at first request.
 
-use super::router::{PUBLIC, Route, routes};
+use super::router::{Body, PUBLIC, Route, SchemaFn, routes};
 use crate::model::VERSION;
+use schemars::SchemaGenerator;
+use schemars::generate::{Contract, SchemaSettings};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 fn path_params(path: &str) -> Vec<Value> {
@@ -13,39 +16,236 @@ fn path_params(path: &str) -> Vec<Value> {
         .collect()
 }
 
-fn operation(r: &Route) -> Value {
+/// The query parameters of an operation: one per field of its query schema.
+fn query_params(schema: Option<&SchemaFn>, inline: &mut SchemaGenerator) -> Vec<Value> {
+    let Some(schema) = schema else {
+        return Vec::new();
+    };
+    let schema = schema(inline).to_value();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(fields) = schema["properties"].as_object() else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .map(|(name, field)| {
+            let mut field = field.clone();
+            let description = field.as_object_mut().and_then(|f| f.remove("description"));
+            let mut param = json!({
+                "name": name,
+                "in": "query",
+                "required": required.contains(&name.as_str()),
+                "schema": field,
+            });
+            if let Some(d) = description {
+                param["description"] = d;
+            }
+            param
+        })
+        .collect()
+}
+
+fn content(body: &Body, g: &mut SchemaGenerator) -> Value {
+    json!({ body.media: {"schema": (body.schema)(g).to_value()} })
+}
+
+fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/problemDoc"}}}
+    })
+}
+
+fn status_text(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        302 => "Found",
+        304 => "Not Modified",
+        _ => "Success",
+    }
+}
+
+fn operation(
+    r: &Route,
+    requests: &mut SchemaGenerator,
+    answers: &mut SchemaGenerator,
+    inline: &mut SchemaGenerator,
+) -> Value {
+    let mut responses = Map::new();
+    for a in &r.responses {
+        let mut answer = json!({"description": status_text(a.status)});
+        if let Some(body) = &a.body {
+            answer["content"] = content(body, answers);
+        }
+        responses.insert(a.status.to_string(), answer);
+    }
+    let guarded = r.permission != PUBLIC || r.identity;
+    if guarded {
+        responses.insert(
+            "401".into(),
+            problem(
+                "No credential, or one that is not valid (`svc:auth/required`, `svc:auth/invalid`)",
+            ),
+        );
+    }
+    if r.permission != PUBLIC {
+        responses.insert(
+            "403".into(),
+            problem("The credential lacks the permission (`svc:auth/forbidden`)"),
+        );
+    }
+    let params = path_params(&r.path);
+    if !params.is_empty() {
+        responses.insert(
+            "404".into(),
+            problem("No such resource in the acting tenant (`svc:not-found`)"),
+        );
+    }
+    if r.request.is_some() {
+        responses.insert("413".into(), problem("The body is over its cap"));
+    }
+    if r.request.is_some() || r.query.is_some() || !params.is_empty() {
+        responses.insert(
+            "422".into(),
+            problem("The input does not fit (`svc:validation/<field>`)"),
+        );
+    }
+    responses.insert("default".into(), problem("Problem Details (RFC 9457)"));
     let mut op = json!({
         "operationId": format!("{}_{}", r.method.as_str().to_lowercase(), r.path.trim_start_matches('/').replace(['/', '{', '}', ':', '.', '-'], "_")),
         "summary": r.summary,
         "tags": [r.tag],
         "x-required-permission": r.permission,
-        "responses": {
-            "200": {"description": "OK"},
-            "default": {
-                "description": "Problem Details (RFC 9457)",
-                "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/problemDoc"}}}
-            }
-        }
+        "responses": responses,
     });
     if !r.description.is_empty() {
         op["description"] = json!(r.description);
     }
-    let params = path_params(&r.path);
+    if let Some(body) = &r.request {
+        op["requestBody"] = json!({"required": !body.optional, "content": content(body, requests)});
+    }
+    let mut params = params;
+    params.extend(query_params(r.query.as_ref(), inline));
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
     }
-    if r.permission == PUBLIC && !r.identity {
+    if !guarded {
         op["security"] = json!([]);
     }
     op
 }
 
+const SCHEMAS: &str = "#/components/schemas/";
+
+fn generator(contract: Contract, inline: bool) -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+            s.contract = contract;
+            s.inline_subschemas = inline;
+        })
+        .into_generator()
+}
+
+/// Points `$ref`s at renamed definitions.
+fn rename_refs(v: &mut Value, renamed: &HashMap<String, String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                match (k.as_str(), &*x) {
+                    ("$ref", Value::String(r)) => {
+                        if let Some(new) = r.strip_prefix(SCHEMAS).and_then(|n| renamed.get(n)) {
+                            *x = Value::String(format!("{SCHEMAS}{new}"));
+                        }
+                    }
+                    _ => rename_refs(x, renamed),
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| rename_refs(x, renamed)),
+        _ => {}
+    }
+}
+
+fn mentions_any(v: &Value, names: &HashMap<String, String>) -> bool {
+    match v {
+        Value::Object(m) => m.iter().any(|(k, x)| match (k.as_str(), x) {
+            ("$ref", Value::String(r)) => r
+                .strip_prefix(SCHEMAS)
+                .is_some_and(|n| names.contains_key(n)),
+            _ => mentions_any(x, names),
+        }),
+        Value::Array(a) => a.iter().any(|x| mentions_any(x, names)),
+        _ => false,
+    }
+}
+
+/// Joins the definitions of request bodies (how they are read) and answers (how they are
+/// written). A type whose two forms differ keeps its name for the request form and gets an
+/// `Out` suffix for the answer form; answer schemas are renamed to match.
+fn join_definitions(
+    requests: Map<String, Value>,
+    mut answers: Map<String, Value>,
+    answer_schemas: &mut [&mut Value],
+) -> Map<String, Value> {
+    let mut renamed: HashMap<String, String> = HashMap::new();
+    loop {
+        let before = renamed.len();
+        for (name, schema) in &answers {
+            let differs = requests
+                .get(name)
+                .is_some_and(|r| r != schema || mentions_any(schema, &renamed));
+            if differs && !renamed.contains_key(name) {
+                renamed.insert(name.clone(), format!("{name}Out"));
+            }
+        }
+        if renamed.len() == before {
+            break;
+        }
+    }
+    for schema in answers.values_mut() {
+        rename_refs(schema, &renamed);
+    }
+    for schema in answer_schemas.iter_mut() {
+        rename_refs(schema, &renamed);
+    }
+    let mut all = requests;
+    for (name, schema) in answers {
+        let name = renamed.get(&name).cloned().unwrap_or(name);
+        all.insert(name, schema);
+    }
+    all
+}
+
 pub fn build(routes: &[Route]) -> Value {
+    let mut requests = generator(Contract::Deserialize, false);
+    let mut answers = generator(Contract::Serialize, false);
+    let mut inline = generator(Contract::Deserialize, true);
     let mut paths = Map::new();
     for r in routes {
         let entry = paths.entry(r.path.clone()).or_insert_with(|| json!({}));
-        entry[r.method.as_str().to_lowercase()] = operation(r);
+        entry[r.method.as_str().to_lowercase()] =
+            operation(r, &mut requests, &mut answers, &mut inline);
     }
+    let mut answer_schemas: Vec<&mut Value> = paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|ops| ops.values_mut())
+        .map(|op| &mut op["responses"])
+        .collect();
+    let mut schemas = join_definitions(
+        requests.take_definitions(true),
+        answers.take_definitions(true),
+        &mut answer_schemas,
+    );
+    schemas.insert("problemDoc".into(), problem_doc());
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -60,20 +260,22 @@ pub fn build(routes: &[Route]) -> Value {
             "securitySchemes": {
                 "bearerToken": {"type": "http", "scheme": "bearer", "description": "API token (svc_…) or the svc_session cookie of the embedded UI"}
             },
-            "schemas": {
-                "problemDoc": {
-                    "type": "object",
-                    "required": ["type", "title", "status", "code", "instance"],
-                    "properties": {
-                        "type": {"type": "string"},
-                        "title": {"type": "string"},
-                        "status": {"type": "integer"},
-                        "code": {"type": "string", "description": "svc:… code; clients branch on it"},
-                        "detail": {"type": "string"},
-                        "instance": {"type": "string"}
-                    }
-                }
-            }
+            "schemas": schemas
+        }
+    })
+}
+
+fn problem_doc() -> Value {
+    json!({
+        "type": "object",
+        "required": ["type", "title", "status", "code", "instance"],
+        "properties": {
+            "type": {"type": "string", "description": "A URL describing the code (an HTML page of this server)"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "code": {"type": "string", "description": "svc:… code; clients branch on it"},
+            "detail": {"type": "string"},
+            "instance": {"type": "string"}
         }
     })
 }
@@ -82,4 +284,55 @@ pub fn build(routes: &[Route]) -> Value {
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
     DOC.get_or_init(|| build(&routes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
+
+    /// New operations cannot drift: each one documents its answers, and every POST and PUT its
+    /// body (or says it reads none).
+    #[test]
+    fn every_operation_has_schemas() {
+        for r in routes() {
+            let op = format!("{} {}", r.method, r.path);
+            assert!(!r.responses.is_empty(), "{op} documents no answer");
+            if r.method == Method::POST || r.method == Method::PUT {
+                assert!(
+                    r.request.is_some() != r.reads_nothing,
+                    "{op} must document its body, or say it reads none"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_reference_resolves() {
+        let doc = document();
+        let text = doc.to_string();
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        for part in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = part.split('"').next().unwrap();
+            assert!(schemas.contains_key(name), "dangling reference to {name}");
+        }
+        let hosts = &doc["paths"]["/api/v1/hosts"];
+        assert_eq!(
+            hosts["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/ObjectBody"
+        );
+        assert!(
+            hosts["post"]["responses"]["201"]["content"]["application/json"]["schema"].is_object()
+        );
+        let rules = &doc["paths"]["/api/v1/alert-rules"]["post"];
+        let input = rules["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        let input = &schemas[input.trim_start_matches(SCHEMAS)];
+        assert!(input["properties"]["match"].is_object(), "{input}");
+        assert_eq!(
+            input["required"].as_array().unwrap().last().unwrap(),
+            "name"
+        );
+    }
 }

@@ -6,6 +6,7 @@ use super::access::{
     Caller, SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request,
 };
 use super::error::Problem;
+use super::router::HTML;
 use super::router::Route;
 use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
@@ -18,20 +19,30 @@ use serde::Deserialize;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`."),
-        Route::get("/login", login_page).sign_in().doc("pages", "Sign-in form", "HTML."),
+        Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`.")
+.answers_text(200, HTML).answers_empty(302),
+        Route::get("/login", login_page).sign_in().doc("pages", "Sign-in form", "HTML.")
+.answers_text(200, HTML),
         Route::post("/login", login).sign_in().doc(
             "pages",
             "Sign in",
             "Form `email`, `password`, optional `remember=1`: 302 to `/` with the `svc_session` cookie; 401 HTML on failure; throttled per client IP (burst 8, one attempt per 15 s) with `Retry-After: 30`.",
-        ),
-        Route::get("/setup", setup_page).sign_in().doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`."),
-        Route::post("/setup", setup).sign_in().doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 409 once setup is completed."),
-        Route::get("/register", register_page).sign_in().doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open."),
-        Route::post("/register", register).sign_in().doc("pages", "Register", "Creates a viewer in the default tenant and signs it in."),
-        Route::get("/auth/logout", logout).sign_in().doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`."),
-        Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured."),
-        Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured."),
+        )
+.form::<LoginForm>().answers_empty(302),
+        Route::get("/setup", setup_page).sign_in().doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`.")
+.answers_text(200, HTML).answers_empty(302),
+        Route::post("/setup", setup).sign_in().doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 302 to `/login` once setup is completed (409 only for a POST racing the one that completes it).")
+.form::<AccountForm>().answers_empty(302),
+        Route::get("/register", register_page).sign_in().doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open.")
+.answers_text(200, HTML).answers_empty(302),
+        Route::post("/register", register).sign_in().doc("pages", "Register", "Creates a viewer in the default tenant and signs it in.")
+.form::<AccountForm>().answers_empty(302),
+        Route::get("/auth/logout", logout).sign_in().doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`.")
+.answers_empty(302),
+        Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured.")
+.answers_text(501, "text/plain"),
+        Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured.")
+.answers_text(501, "text/plain"),
     ]
 }
 
@@ -105,7 +116,7 @@ async fn login_page() -> Response {
     html(StatusCode::OK, web::login(None, ""))
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 struct LoginForm {
     #[serde(default)]
     email: String,
@@ -145,7 +156,7 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
     }
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default, Deserialize, schemars::JsonSchema)]
 struct AccountForm {
     #[serde(default)]
     name: String,
@@ -222,7 +233,12 @@ async fn open_account(st: &AppState, req: Request, page: AccountPage) -> Respons
     }
 }
 
+/// A POST after setup completed goes to the sign-in page (SPEC 4); only a POST racing the
+/// one that closes the gate gets 409.
 async fn setup(State(st): State<AppState>, req: Request) -> Response {
+    if !st.auth.setup_open().await {
+        return redirect("/login");
+    }
     open_account(&st, req, AccountPage::Setup).await
 }
 

@@ -44,7 +44,7 @@ pub const AUDIT: PageRules = PageRules {
 };
 
 /// The raw query parameters; `limit` stays a string because non-integers are ignored, not errors.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct PageQuery {
     pub limit: Option<String>,
     pub cursor: Option<String>,
@@ -71,7 +71,7 @@ impl PageQuery {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page<T> {
     pub items: Vec<T>,

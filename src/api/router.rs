@@ -5,8 +5,8 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
-    alerts, bundles, business, config, events, heartbeats, identity, incidents, ingest, metrics,
-    notify, objects, pages, results, secrets, suppressions, system, users,
+    account, alerts, bundles, business, config, events, heartbeats, identity, incidents, ingest,
+    metrics, notify, objects, pages, results, secrets, suppressions, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -16,6 +16,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::IntoResponse;
 use axum::routing::MethodRouter;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -39,7 +40,47 @@ pub struct Route {
     pub description: &'static str,
     /// Whether the 30 s request deadline applies.
     pub deadline: bool,
+    /// The request body, if it reads one.
+    pub request: Option<Body>,
+    /// A POST or PUT that reads no body says so (the OpenAPI test holds the others to a body).
+    pub reads_nothing: bool,
+    /// The query parameters, as the fields of one schema.
+    pub query: Option<SchemaFn>,
+    /// The success answers.
+    pub responses: Vec<Answer>,
     handler: MethodRouter<AppState>,
+}
+
+/// Writes the JSON Schema of a body into the OpenAPI document's generator.
+pub type SchemaFn = Arc<dyn Fn(&mut SchemaGenerator) -> Schema + Send + Sync>;
+
+fn schema_of<T: JsonSchema>() -> SchemaFn {
+    Arc::new(|g: &mut SchemaGenerator| g.subschema_for::<T>())
+}
+
+fn text() -> SchemaFn {
+    Arc::new(|_: &mut SchemaGenerator| schemars::json_schema!({"type": "string"}))
+}
+
+pub const JSON: &str = "application/json";
+pub const PROBLEM: &str = "application/problem+json";
+pub const HTML: &str = "text/html";
+pub const FORM: &str = "application/x-www-form-urlencoded";
+
+/// A body of a request or an answer: its media type and schema.
+#[derive(Clone)]
+pub struct Body {
+    pub media: &'static str,
+    pub schema: SchemaFn,
+    /// With a request: whether it may be left out.
+    pub optional: bool,
+}
+
+/// One success answer: a status and its body, if any.
+#[derive(Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Option<Body>,
 }
 
 impl Route {
@@ -54,6 +95,10 @@ impl Route {
             summary: "",
             description: "",
             deadline: true,
+            request: None,
+            reads_nothing: false,
+            query: None,
+            responses: Vec::new(),
             handler,
         }
     }
@@ -105,6 +150,82 @@ impl Route {
         self.deadline = false;
         self
     }
+
+    /// A JSON request body of type `T`.
+    pub fn body<T: JsonSchema>(self) -> Self {
+        self.body_as(JSON, schema_of::<T>(), false)
+    }
+
+    /// A JSON request body of type `T` that may be left out (empty reads as none).
+    pub fn optional_body<T: JsonSchema>(self) -> Self {
+        self.body_as(JSON, schema_of::<T>(), true)
+    }
+
+    /// A request body of another media type (a form, YAML text).
+    pub fn body_as(mut self, media: &'static str, schema: SchemaFn, optional: bool) -> Self {
+        self.request = Some(Body {
+            media,
+            schema,
+            optional,
+        });
+        self
+    }
+
+    /// A request body of plain text in `media` (YAML bundles, raw ingest documents).
+    pub fn text_body(self, media: &'static str) -> Self {
+        self.body_as(media, text(), false)
+    }
+
+    /// A form body of type `T` (the sign-in pages).
+    pub fn form<T: JsonSchema>(self) -> Self {
+        self.body_as(FORM, schema_of::<T>(), false)
+    }
+
+    /// Says the operation reads no body (a POST whose verb says it all).
+    pub fn no_body(mut self) -> Self {
+        self.reads_nothing = true;
+        self
+    }
+
+    /// Query parameters: the fields of `T`.
+    pub fn query<T: JsonSchema>(mut self) -> Self {
+        self.query = Some(schema_of::<T>());
+        self
+    }
+
+    /// A success answer with a JSON body of type `T`.
+    pub fn answers<T: JsonSchema>(self, status: u16) -> Self {
+        self.answers_as(status, JSON, schema_of::<T>())
+    }
+
+    /// 200 with a JSON body of type `T`.
+    pub fn ok<T: JsonSchema>(self) -> Self {
+        self.answers::<T>(200)
+    }
+
+    /// A success answer of another media type, described by `schema`.
+    pub fn answers_as(mut self, status: u16, media: &'static str, schema: SchemaFn) -> Self {
+        self.responses.push(Answer {
+            status,
+            body: Some(Body {
+                media,
+                schema,
+                optional: false,
+            }),
+        });
+        self
+    }
+
+    /// A success answer of text in `media` (HTML pages, YAML, NDJSON, event streams).
+    pub fn answers_text(self, status: u16, media: &'static str) -> Self {
+        self.answers_as(status, media, text())
+    }
+
+    /// A success answer without a body (204, 302, 304).
+    pub fn answers_empty(mut self, status: u16) -> Self {
+        self.responses.push(Answer { status, body: None });
+        self
+    }
 }
 
 /// Every route of the service.
@@ -113,6 +234,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(system::routes());
     all.extend(identity::routes());
     all.extend(users::routes());
+    all.extend(account::routes());
     all.extend(pages::routes());
     all.extend(events::routes());
     all.extend(config::routes());

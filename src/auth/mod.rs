@@ -1,6 +1,7 @@
 //! Identity and access: token secrets and passwords (argon2id on a bounded pool), permissions
 //! and built-in roles, principals, tenants and the audit log's domain side.
 
+mod account;
 pub mod crypto;
 pub mod permissions;
 mod principal;

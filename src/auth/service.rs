@@ -183,7 +183,13 @@ impl Auth {
         Record::new(audit, vec![event])
     }
 
-    fn draft(&self, tenant: Uuid, actor: &Actor, action: &str, resource: String) -> AuditDraft {
+    pub(super) fn draft(
+        &self,
+        tenant: Uuid,
+        actor: &Actor,
+        action: &str,
+        resource: String,
+    ) -> AuditDraft {
         AuditDraft::new(self.clock.now(), tenant, actor, action, resource)
     }
 

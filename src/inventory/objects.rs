@@ -31,7 +31,7 @@ fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BatchRequest {
     #[serde(default)]
@@ -43,7 +43,7 @@ pub struct BatchRequest {
     pub mode: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct BatchItemResult {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -52,7 +52,7 @@ pub struct BatchItemResult {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct BatchResult {
     pub created: usize,
     pub failed: usize,

@@ -44,7 +44,7 @@ impl MasterKey {
 }
 
 /// `PUT /api/v1/secrets/{name}`.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
 pub struct SecretBody {
     #[serde(default)]
     pub value: Option<String>,

@@ -13,7 +13,7 @@ pub const EVENT_IDS_KEPT: usize = 50;
 /// The rule id of alerts raised by hand.
 pub const MANUAL_RULE: &str = "manual";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AlertStatus {
     Open,
@@ -43,7 +43,7 @@ impl std::str::FromStr for AlertStatus {
 }
 
 /// The reference's `Alert`, with `payload` the triggering event's payload as JSON.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {
     pub id: Uuid,
@@ -87,7 +87,7 @@ pub struct Alert {
     pub cause: Option<AlertCause>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AlertCause {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,7 +311,7 @@ pub fn rank(s: Severity) -> u8 {
 }
 
 /// `POST /api/v1/alerts` (CONTRACT 3).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ManualAlarm {
     #[serde(default)]
@@ -336,7 +336,7 @@ pub fn short_id(id: Uuid) -> String {
 }
 
 /// `:snooze` body: `until`, or `duration` from now.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct SnoozeRequest {
     #[serde(default)]
     pub until: Option<String>,
@@ -346,7 +346,7 @@ pub struct SnoozeRequest {
 
 /// `POST /alert-rules:test` (the reference's `ruleTestRequest`): a rule, and demo events or
 /// a history window (default the last 24 hours).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleTestRequest {
     #[serde(default)]
@@ -360,7 +360,7 @@ pub struct RuleTestRequest {
 }
 
 /// `:ack` body.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct AckRequest {
     #[serde(default)]
     pub comment: Option<String>,

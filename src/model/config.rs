@@ -9,6 +9,7 @@ use super::notify::{
     WebhookSubscription,
 };
 use super::{GoDuration, Timestamp};
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -24,6 +25,12 @@ pub struct Kind {
     pub read: &'static str,
     pub write: &'static str,
     validate: fn(&mut Map<String, Value>) -> Result<(), Invalid>,
+    /// The JSON Schema of a document's body (without the service's metadata).
+    pub schema: fn(&mut SchemaGenerator) -> Schema,
+}
+
+fn body_schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
 }
 
 /// A validation failure: the `svc:validation/<field>` and what is wrong.
@@ -49,6 +56,7 @@ const fn kind(
     code: &'static str,
     perms: (&'static str, &'static str),
     validate: fn(&mut Map<String, Value>) -> Result<(), Invalid>,
+    schema: fn(&mut SchemaGenerator) -> Schema,
 ) -> Kind {
     Kind {
         name,
@@ -56,69 +64,150 @@ const fn kind(
         read: perms.0,
         write: perms.1,
         validate,
+        schema,
     }
 }
 
 pub const KINDS: [Kind; 20] = [
-    kind("templates", "template", CONFIG, validate_template),
+    kind(
+        "templates",
+        "template",
+        CONFIG,
+        validate_template,
+        template_schema,
+    ),
     kind(
         "check-commands",
         "check-command",
         CONFIG,
         validate_check_command,
+        body_schema::<CheckCommandBody>,
     ),
-    kind("time-periods", "time-period", CONFIG, validate_time_period),
-    kind("alert-rules", "alert-rule", CONFIG, validate_alert_rule),
+    kind(
+        "time-periods",
+        "time-period",
+        CONFIG,
+        validate_time_period,
+        body_schema::<super::timeperiod::TimePeriod>,
+    ),
+    kind(
+        "alert-rules",
+        "alert-rule",
+        CONFIG,
+        validate_alert_rule,
+        body_schema::<AlertRule>,
+    ),
     kind(
         "alert-groups",
         "alert-group",
         CONFIG,
         validate_as::<AlertGroup>,
+        body_schema::<AlertGroup>,
     ),
     kind(
         "escalation-policies",
         "escalation-policy",
         CONFIG,
         validate_escalation_policy,
+        body_schema::<EscalationPolicy>,
     ),
-    kind("schedules", "schedule", ONCALL, validate_schedule),
-    kind("contacts", "contact", ONCALL, validate_contact),
+    kind(
+        "schedules",
+        "schedule",
+        ONCALL,
+        validate_schedule,
+        body_schema::<Schedule>,
+    ),
+    kind(
+        "contacts",
+        "contact",
+        ONCALL,
+        validate_contact,
+        body_schema::<Contact>,
+    ),
     kind(
         "contact-groups",
         "contact-group",
         ONCALL,
         validate_as::<ContactGroup>,
+        body_schema::<ContactGroup>,
     ),
-    kind("channels", "channel", CONFIG, validate_channel),
+    kind(
+        "channels",
+        "channel",
+        CONFIG,
+        validate_channel,
+        body_schema::<Channel>,
+    ),
     kind(
         "event-sources",
         "event-source",
         CONFIG,
         validate_event_source,
+        body_schema::<EventSource>,
     ),
     kind(
         "business-services",
         "business-service",
         CONFIG,
         validate_business_service,
+        body_schema::<BusinessService>,
     ),
-    kind("dashboards", "dashboard", CONFIG, validate_dashboard),
-    kind("reports", "report", CONFIG, validate_report),
+    kind(
+        "dashboards",
+        "dashboard",
+        CONFIG,
+        validate_dashboard,
+        body_schema::<DashboardBody>,
+    ),
+    kind(
+        "reports",
+        "report",
+        CONFIG,
+        validate_report,
+        body_schema::<ReportBody>,
+    ),
     kind(
         "saved-filters",
         "saved-filter",
         CONFIG,
         validate_saved_filter,
+        body_schema::<SavedFilterBody>,
     ),
-    kind("roles", "role", ADMIN, validate_role),
-    kind("webhooks", "webhook", CONFIG, validate_webhook),
-    kind("sites", "site", CONFIG, validate_as::<SiteBody>),
-    kind("ivr-menus", "ivr-menu", CONFIG, validate_as::<IvrMenuBody>),
+    kind(
+        "roles",
+        "role",
+        ADMIN,
+        validate_role,
+        body_schema::<RoleBody>,
+    ),
+    kind(
+        "webhooks",
+        "webhook",
+        CONFIG,
+        validate_webhook,
+        body_schema::<WebhookSubscription>,
+    ),
+    kind(
+        "sites",
+        "site",
+        CONFIG,
+        validate_as::<SiteBody>,
+        body_schema::<SiteBody>,
+    ),
+    kind(
+        "ivr-menus",
+        "ivr-menu",
+        CONFIG,
+        validate_as::<IvrMenuBody>,
+        body_schema::<IvrMenuBody>,
+    ),
     kind(
         "tts-profiles",
         "tts-profile",
         CONFIG,
         validate_as::<TtsProfileBody>,
+        body_schema::<TtsProfileBody>,
     ),
 ];
 
@@ -178,7 +267,7 @@ fn validate_as<T: Serialize + for<'de> Deserialize<'de>>(
 }
 
 /// The object spec of SPEC 2.2, shared by hosts, services and templates.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -249,6 +338,21 @@ pub fn template_spec(body: &str) -> ObjectSpec {
         .unwrap_or_default()
 }
 
+/// The schema of what `validate_template` reads.
+fn template_schema(g: &mut SchemaGenerator) -> Schema {
+    let spec = g.subschema_for::<ObjectSpec>();
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["spec"],
+        "properties": {
+            "kind": {"enum": ["host", "service"], "description": "default host"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "spec": spec
+        }
+    })
+}
+
 /// Template: `kind` (`host` or `service`, default `host`), `labels`, `spec` (required).
 fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     let spec = body
@@ -309,7 +413,7 @@ fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DashboardBody {
     #[serde(default)]
@@ -338,7 +442,7 @@ fn validate_dashboard(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RoleBody {
     #[serde(default)]
@@ -368,7 +472,7 @@ fn validate_role(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     Ok(())
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SiteBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -381,7 +485,7 @@ struct SiteBody {
     labels: BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IvrMenuBody {
     options: Vec<IvrOption>,
@@ -397,7 +501,7 @@ struct IvrMenuBody {
     voice: Option<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct IvrOption {
     action: String,
@@ -418,7 +522,7 @@ struct IvrOption {
     title: Option<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TtsProfileBody {
     engine: String,
@@ -443,7 +547,7 @@ struct TtsProfileBody {
     voices: BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TtsAudio {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -464,7 +568,7 @@ struct TtsAudio {
     trail_silence_ms: Option<i64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TtsDetect {
     #[serde(default)]
@@ -475,7 +579,7 @@ struct TtsDetect {
     mode: Option<String>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TtsNormalize {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -506,7 +610,7 @@ struct TtsNormalize {
     regex: Vec<RegexRule>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct LexiconEntry {
     from: String,
@@ -517,7 +621,7 @@ struct LexiconEntry {
     substring: bool,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RegexRule {
     pattern: String,
@@ -572,7 +676,7 @@ pub const BUILTIN_CHECKS: [&str; 6] = ["ping", "tcp", "http", "dns", "modbus", "
 
 /// A check command: `type: plugin` runs `line` (argv with `$macro$`s) as a Nagios plugin;
 /// `type: builtin` names a built-in check in `line[0]`, its options after it.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CheckCommandBody {
     #[serde(rename = "type")]
@@ -622,7 +726,7 @@ fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 }
 
 /// An alert rule: `match` (CEL over `event`) opens an alert, `clear` (CEL) resolves it.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertRule {
     /// Required unless the rule is a `heartbeat` rule.
@@ -657,7 +761,7 @@ pub struct AlertRule {
     pub disabled: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleHeartbeat {
     pub source: String,
@@ -725,7 +829,7 @@ fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 /// labels within `window` are aggregated; from `minCount` (default 2) of them a group alert
 /// opens, carrying `aggregate` (`count` by default, or `min`, `max`, `avg`, `median` of the
 /// number at `valuePath` in each alert's payload).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertGroup {
     pub group_by: Vec<String>,
@@ -818,7 +922,7 @@ pub const SOURCE_TYPES: [&str; 8] = [
 
 /// An inbound event source (the `event-sources` kind): how events arrive and how they map
 /// onto the normalised event.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventSource {
     #[serde(rename = "type")]
@@ -866,7 +970,7 @@ fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 /// A business service (the reference's `BusinessService`): a node of the business process
 /// tree over objects (by `objectId` or `selector`) and child services (whose `parentId` names
 /// this one by document id or name).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BusinessService {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -941,7 +1045,7 @@ fn validate_business_service(body: &mut Map<String, Value>) -> Result<(), Invali
     })
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReportBody {
     /// `availability`, `sla`, `alerts` or `notifications`.
@@ -973,7 +1077,7 @@ fn validate_report(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 }
 
 /// A saved list filter of the UI: which list and its query parameters.
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SavedFilterBody {
     resource: String,
@@ -1012,7 +1116,7 @@ fn validate_webhook(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 }
 
 /// A stored configuration document.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigDoc {
     pub id: Uuid,

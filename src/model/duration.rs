@@ -207,3 +207,23 @@ mod tests {
         }
     }
 }
+
+impl schemars::JsonSchema for GoDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GoDuration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A Go duration (\"30s\", \"5m0s\", \"1h30m0s\", \"250ms\"); written in Go's form, read also as whole seconds",
+            "oneOf": [
+                {"type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^[0-9]+$"},
+                {"type": "integer", "minimum": 0}
+            ]
+        })
+    }
+}

@@ -4,7 +4,7 @@ use super::Timestamp;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActorType {
     User,
@@ -47,7 +47,7 @@ impl Actor {
 }
 
 /// An API token's metadata; the secret's hash is never part of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiToken {
     pub id: Uuid,
@@ -72,7 +72,7 @@ pub struct ApiToken {
 }
 
 /// `POST /api/v1/api-tokens`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenRequest {
     #[serde(default)]
@@ -91,13 +91,13 @@ pub struct TokenRequest {
 }
 
 /// A freshly minted or rotated token: the secret, shown once, and its metadata.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct MintedToken {
     pub token: String,
     pub meta: ApiToken,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Whoami {
     pub actor_type: ActorType,
@@ -108,7 +108,7 @@ pub struct Whoami {
 }
 
 /// `POST /api/v1/tenants`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantRequest {
     #[serde(default)]
@@ -118,7 +118,7 @@ pub struct TenantRequest {
 }
 
 /// A token as stored: its metadata and the argon2id hash of its secret.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredToken {
     pub meta: ApiToken,
@@ -134,7 +134,7 @@ impl std::fmt::Debug for StoredToken {
 }
 
 /// A person who signs in. `local` users have a password here; others come from SSO or LDAP.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct User {
     pub id: Uuid,
@@ -163,7 +163,7 @@ impl User {
 }
 
 /// A user as stored, with the password hash the API never shows.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredUser {
     pub user: User,
@@ -180,7 +180,7 @@ impl std::fmt::Debug for StoredUser {
 }
 
 /// `POST /api/v1/users`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateUser {
     #[serde(default)]
@@ -196,7 +196,7 @@ pub struct CreateUser {
 }
 
 /// `PUT /api/v1/users/{id}`: only the fields given change.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateUser {
     pub email: Option<String>,
@@ -205,14 +205,14 @@ pub struct UpdateUser {
     pub disabled: Option<bool>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetPassword {
     #[serde(default)]
     pub password: String,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChangePassword {
     #[serde(default)]
@@ -222,7 +222,7 @@ pub struct ChangePassword {
 }
 
 /// A browser session, stored server side so it survives restarts.
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: String,
@@ -279,4 +279,48 @@ mod tests {
             assert!(!is_permission(bad), "{bad}");
         }
     }
+}
+
+/// The console's look, instance wide (`/api/v1/branding`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Branding {
+    /// Colour mode, for example `light`, `dark` or `system`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Theme name of the console.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theme: Option<String>,
+}
+
+/// A user's console preferences (`/api/v1/users/{id}/preferences`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Preferences {
+    /// How often lists refresh, in milliseconds (0: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval_ms: Option<u64>,
+    /// Further settings of the console, by name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra: std::collections::BTreeMap<String, String>,
+}
+
+/// A browser's Web Push subscription (`/api/v1/push-subscriptions`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PushSubscription {
+    /// The push service URL the browser handed out (`PushSubscription.endpoint`).
+    pub endpoint: String,
+    /// The subscription's keys: base64 text, or the browser's `{p256dh, auth}` object.
+    pub keys: serde_json::Value,
+}
+
+/// `DELETE /api/v1/push-subscriptions`: the subscription to forget, by endpoint.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PushUnsubscribe {
+    pub endpoint: String,
+    /// Ignored: accepted so the subscription object itself can be sent back.
+    #[serde(default)]
+    pub keys: Option<serde_json::Value>,
 }

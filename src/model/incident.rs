@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 pub const STATUSES: [&str; 3] = ["open", "acked", "resolved"];
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Incident {
     pub id: Uuid,
@@ -37,7 +37,7 @@ pub struct Incident {
 
 /// `POST` and `PUT /api/v1/incidents` (the reference's `incidentBody`, plus `labels`, and
 /// `status` on `PUT`).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IncidentBody {
     #[serde(default)]

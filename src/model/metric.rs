@@ -142,7 +142,7 @@ impl Agg {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum AggFn {
     Avg,
@@ -173,7 +173,7 @@ impl std::str::FromStr for AggFn {
 }
 
 /// The retention tiers: raw samples, 5-minute and 1-hour aggregates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub enum Tier {
     #[serde(rename = "raw")]
     Raw,

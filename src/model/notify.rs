@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationPolicy {
     pub steps: Vec<EscalationStep>,
@@ -19,7 +19,7 @@ pub struct EscalationPolicy {
 }
 
 /// One step (SPEC 2.4): `after` is an offset from the alert's opening.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationStep {
     pub after: GoDuration,
@@ -40,7 +40,7 @@ pub struct EscalationStep {
 }
 
 /// Who a step notifies: a schedule's on-call person, else a contact group, else a contact.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,7 +54,7 @@ pub struct EscalationTarget {
     pub schedule: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,14 +66,14 @@ pub struct EscalationAction {
     pub webhook: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceNowAction {
     pub assignment_group: String,
     pub auto_close: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TicketAction {
     pub channel: String,
@@ -83,7 +83,7 @@ pub struct TicketAction {
     pub params: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Contact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,7 +103,7 @@ pub struct Contact {
 
 /// A contact's rule for how to reach them: `channels` (types or names, tried in order on
 /// permanent failure) when the alert is at least `severity` and now is inside `period`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChannelPreference {
     pub channels: Vec<String>,
@@ -114,7 +114,7 @@ pub struct ChannelPreference {
     pub severity: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContactGroup {
     /// Contact names or ids.
@@ -123,7 +123,7 @@ pub struct ContactGroup {
     pub idp_group: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Schedule {
     pub time_zone: String,
@@ -135,7 +135,7 @@ pub struct Schedule {
 
 /// A layer (the reference's `Rotation`): shifts of one `unit` each, handed over at the
 /// anchor's wall-clock time in the schedule's time zone, through `participants` in order.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rotation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,7 +157,7 @@ pub struct Rotation {
 
 /// A notification channel (the reference's `NotificationChannel`); `config` values may name
 /// secrets as `$SECRET:name$`, opened only to send.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Channel {
     #[serde(rename = "type")]
@@ -175,7 +175,7 @@ fn enabled() -> bool {
 }
 
 /// Someone else on call for a while (`/schedules/{name}/overrides`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Override {
     pub id: Uuid,
@@ -192,7 +192,7 @@ pub struct Override {
 
 /// The reference's `overrideBody`; `contactId` may be a contact's name too; its `schedule`
 /// is ignored (the path names the schedule).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OverrideBody {
     pub contact_id: Option<String>,
@@ -203,7 +203,7 @@ pub struct OverrideBody {
 }
 
 /// Who is on call from `start` to `end` (the reference's `OnCallShift`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OnCallShift {
     pub contact_id: String,
@@ -220,7 +220,7 @@ pub struct OnCallShift {
 /// A persisted escalation step timer: step `step` of the alert's policy fires (for the
 /// `repeat`th time) at `due`; `base` is the time `after` counts from (the opening, or the
 /// snooze's wake-up).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EscalationTimer {
     pub tenant_id: Uuid,
     pub alert_id: Uuid,
@@ -232,7 +232,7 @@ pub struct EscalationTimer {
 
 /// What a delivery says: the alert (or a test, or an event for a `webhooks` subscription)
 /// and how to act on it; rendered per channel type when sent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// `alert`, `test` or `event`.
@@ -273,7 +273,7 @@ pub struct Message {
 
 /// An outbox item (CONTRACT 3's dead-letter shape plus where it goes): sent by the courier
 /// with retries; `dead` once its attempts ran out or its channel refused it for good.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
     pub id: Uuid,
@@ -446,7 +446,7 @@ impl Delivery {
 
 /// A `webhooks` document: events of `types` (all when empty) whose labels match `selector`,
 /// POSTed to `url`, signed with `secret` (which may be `$SECRET:name$`) when set.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookSubscription {
     pub url: String,
@@ -461,7 +461,7 @@ pub struct WebhookSubscription {
 }
 
 /// What `POST /channels/{name}:test-notification` takes (the reference's `testSendRequest`).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TestSend {
     #[serde(default)]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ObjectKind {
     Host,
@@ -22,7 +22,7 @@ impl ObjectKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Object {
     pub id: Uuid,
@@ -41,7 +41,7 @@ pub struct Object {
 }
 
 /// The create payload (SPEC 2.2) and the item of `objects:batch`.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectBody {
     #[serde(default)]
@@ -59,7 +59,7 @@ pub struct ObjectBody {
 }
 
 /// An object as lists show it: with its host's name, and its live state once it has one.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectView {
     #[serde(flatten)]
@@ -72,7 +72,7 @@ pub struct ObjectView {
 }
 
 /// `GET /api/v1/objects/{id}/effective-config`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EffectiveConfig {
     pub spec: ObjectSpec,

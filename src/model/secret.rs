@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// What `GET /api/v1/secrets` shows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretMeta {
     pub tenant_id: Uuid,
@@ -14,7 +14,7 @@ pub struct SecretMeta {
     pub updated_at: Timestamp,
 }
 
-#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoredSecret {
     pub meta: SecretMeta,
     pub nonce: Vec<u8>,

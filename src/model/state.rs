@@ -16,14 +16,14 @@ pub const UNKNOWN: u8 = 3;
 /// `maxCheckAttempts` when the spec sets none (or a value of 0).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StateType {
     Soft,
     Hard,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckState {
     pub object_id: Uuid,

@@ -9,7 +9,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Silence {
     pub id: Uuid,
@@ -26,7 +26,7 @@ pub struct Silence {
     pub version: u64,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SilenceBody {
     #[serde(default)]
@@ -58,7 +58,7 @@ impl Silence {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Downtime {
     pub id: Uuid,
@@ -83,7 +83,7 @@ pub struct Downtime {
     pub version: u64,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DowntimeBody {
     #[serde(default)]

@@ -76,3 +76,21 @@ mod tests {
         assert!("yesterday".parse::<Timestamp>().is_err());
     }
 }
+
+impl schemars::JsonSchema for Timestamp {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Timestamp".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "date-time",
+            "description": "RFC 3339; written in UTC with milliseconds"
+        })
+    }
+}

@@ -43,7 +43,7 @@ fn rank(state: u8) -> u8 {
 }
 
 /// An evaluated node (the reference's `BSNode`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Node {
     pub service: Value,
     pub state: u8,
@@ -52,7 +52,7 @@ pub struct Node {
 }
 
 /// `GET /business-services/{name}/sla` (the reference's `slaResponse`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SlaReport {
     pub service: String,

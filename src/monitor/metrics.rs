@@ -38,7 +38,7 @@ fn invalid(field: &'static str, message: impl Into<String>) -> MetricError {
 }
 
 /// `POST /api/v1/metrics/query`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricQuery {
     #[serde(default)]
@@ -55,13 +55,13 @@ pub struct MetricQuery {
     pub agg: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Point {
     pub t: Timestamp,
     pub v: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SeriesPoints {
     pub object_id: Uuid,
@@ -77,7 +77,7 @@ pub struct SeriesPoints {
     pub points: Vec<Point>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SeriesView {
     pub metric: String,

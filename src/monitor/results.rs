@@ -40,14 +40,14 @@ pub enum ResultError {
     Store(#[from] StoreError),
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultBatch {
     #[serde(default)]
     pub results: Vec<ResultItem>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResultItem {
     pub host: String,
@@ -60,7 +60,7 @@ pub struct ResultItem {
     pub output: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Accepted {
     pub accepted: usize,
     /// `host` or `host/service` of each result naming no known object.
@@ -74,7 +74,7 @@ pub struct Applied<'a> {
 }
 
 /// One problem of `GET /api/v1/problems`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Problem {
     pub object: Object,
     pub state: CheckState,

@@ -6,9 +6,9 @@ use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
     EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SILENCES,
-    STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES,
-    TOKENS, USER_EMAILS, USERS,
+    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SETTINGS,
+    SILENCES, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS,
+    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -93,6 +93,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 15,
         name: "shift handoffs",
         apply: create_handoff_table,
+    },
+    Migration {
+        version: 16,
+        name: "settings",
+        apply: create_settings_table,
     },
 ];
 
@@ -195,6 +200,11 @@ fn create_notify_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_handoff_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(HANDOFFS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_settings_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -18,6 +18,7 @@ mod migrations;
 pub mod notify;
 pub mod objects;
 mod secrets;
+mod settings;
 pub mod states;
 pub mod suppressions;
 mod tables;

@@ -118,6 +118,10 @@ pub const SUPPRESSED_ALERTS: TableDefinition<&[u8], ()> =
 pub const HANDOFFS: TableDefinition<&[u8], i64> =
     TableDefinition::new("handoff_by_tenant_schedule");
 
+/// Small per-tenant settings by tenant + key: branding, a user's preferences, push
+/// subscriptions (`push/<actor>/<endpoint digest>`).
+pub const SETTINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("setting_by_tenant_key");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

@@ -1016,3 +1016,156 @@ async fn the_audit_checkpoint_is_written_every_1000_entries() {
     .await;
     assert_eq!(entry["items"][0]["hash"], head["hash"]);
 }
+
+#[tokio::test]
+async fn branding_preferences_and_push_subscriptions_need_an_identity() {
+    let a = Admin::start();
+    let s = &a.s;
+    for (method, path) in [
+        (Method::GET, "/api/v1/branding"),
+        (Method::PUT, "/api/v1/branding"),
+        (Method::GET, "/api/v1/users/me/preferences"),
+        (Method::PUT, "/api/v1/users/me/preferences"),
+        (Method::POST, "/api/v1/push-subscriptions"),
+        (Method::DELETE, "/api/v1/push-subscriptions"),
+    ] {
+        let anonymous = s
+            .http
+            .request(method.clone(), s.url(path))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(anonymous, 401, "svc:auth/required").await;
+    }
+
+    let branding = "/api/v1/branding";
+    assert_eq!(
+        json(
+            call(s, &a.token, Method::GET, branding)
+                .send()
+                .await
+                .unwrap(),
+            200
+        )
+        .await,
+        json!({})
+    );
+    let set = send(
+        s,
+        &a.token,
+        Method::PUT,
+        branding,
+        json!({"mode": "dark", "theme": "ocean"}),
+    )
+    .await;
+    assert_eq!(
+        json(set, 200).await,
+        json!({"mode": "dark", "theme": "ocean"})
+    );
+    let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
+    assert_eq!(
+        json(
+            call(s, &viewer, Method::GET, branding)
+                .send()
+                .await
+                .unwrap(),
+            200
+        )
+        .await["theme"],
+        "ocean"
+    );
+    let refused = send(s, &viewer, Method::PUT, branding, json!({"mode": "light"})).await;
+    assert_problem(refused, 403, "svc:auth/forbidden").await;
+    let typo = send(s, &a.token, Method::PUT, branding, json!({"colour": "red"})).await;
+    let p = assert_problem(typo, 422, "svc:validation/branding").await;
+    assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+
+    let mine = "/api/v1/users/me/preferences";
+    assert_eq!(
+        json(
+            call(s, &viewer, Method::GET, mine).send().await.unwrap(),
+            200
+        )
+        .await,
+        json!({})
+    );
+    let prefs = json!({"refreshIntervalMs": 5000, "extra": {"density": "compact"}});
+    assert_eq!(
+        json(
+            send(s, &viewer, Method::PUT, mine, prefs.clone()).await,
+            200
+        )
+        .await,
+        prefs
+    );
+    assert_eq!(
+        json(
+            call(s, &viewer, Method::GET, mine).send().await.unwrap(),
+            200
+        )
+        .await,
+        prefs
+    );
+    assert_eq!(
+        json(
+            call(s, &a.token, Method::GET, mine).send().await.unwrap(),
+            200
+        )
+        .await,
+        json!({}),
+        "preferences are the caller's own"
+    );
+    let bad = send(
+        s,
+        &viewer,
+        Method::PUT,
+        mine,
+        json!({"refreshIntervalMs": "often"}),
+    )
+    .await;
+    assert_problem(bad, 422, "svc:validation/preferences").await;
+    let other = format!("/api/v1/users/{}/preferences", uuid_of_nobody());
+    let forbidden = call(s, &viewer, Method::GET, &other).send().await.unwrap();
+    assert_problem(forbidden, 403, "svc:auth/forbidden").await;
+    let unknown = call(s, &a.token, Method::GET, &other).send().await.unwrap();
+    assert_problem(unknown, 404, "svc:not-found").await;
+
+    let subs = "/api/v1/push-subscriptions";
+    let sub = json!({"endpoint": "https://push.example.org/send/abc", "keys": {"p256dh": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM", "auth": "tBHItJI5svbpez7KI4CCXg"}});
+    let created = send(s, &viewer, Method::POST, subs, sub.clone()).await;
+    assert_eq!(json(created, 201).await, sub);
+    let no_keys = send(
+        s,
+        &viewer,
+        Method::POST,
+        subs,
+        json!({"endpoint": "https://push.example.org/x"}),
+    )
+    .await;
+    assert_problem(no_keys, 422, "svc:validation/keys").await;
+    let bad_endpoint = send(
+        s,
+        &viewer,
+        Method::POST,
+        subs,
+        json!({"endpoint": "push me", "keys": "AAAA"}),
+    )
+    .await;
+    assert_problem(bad_endpoint, 422, "svc:validation/endpoint").await;
+    let gone = send(
+        s,
+        &viewer,
+        Method::DELETE,
+        subs,
+        json!({"endpoint": "https://push.example.org/send/abc"}),
+    )
+    .await;
+    assert_eq!(gone.status(), 204);
+    let audit = entries(s, &a.token, "?action=push-subscription.create").await;
+    assert_eq!(audit.len(), 1, "{audit:?}");
+}
+
+fn uuid_of_nobody() -> &'static str {
+    "0190c6a4-0000-7000-8000-000000000001"
+}

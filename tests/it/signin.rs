@@ -121,7 +121,13 @@ async fn first_run_setup_gate() {
     let closed = s.get("/setup").await;
     assert_eq!(closed.status(), 302);
     assert_eq!(closed.headers()["location"], "/login");
-    assert_eq!(post_form(&s, "/setup", &good).await.status(), 409);
+    let again = post_form(&s, "/setup", &good).await;
+    assert_eq!(
+        again.status(),
+        302,
+        "a POST after setup completed goes to sign-in"
+    );
+    assert_eq!(again.headers()["location"], "/login");
 }
 
 #[tokio::test]

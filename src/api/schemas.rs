@@ -1,0 +1,187 @@
+//! Schemas of bodies that have no Rust type of their own: configuration documents (a kind's
+//! body plus the service's fields) and the few answers built as open JSON.
+
+use super::router::SchemaFn;
+use crate::model::config::Kind;
+use schemars::{Schema, SchemaGenerator, json_schema};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const SCHEMAS: &str = "#/components/schemas/";
+
+/// `alert-rule` → `AlertRule`.
+fn pascal(code: &str) -> String {
+    code.split('-')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Registers `schema` as a named definition and answers a reference to it.
+fn define(g: &mut SchemaGenerator, name: &str, schema: Value) -> Schema {
+    g.definitions_mut().insert(name.to_string(), schema);
+    Schema::new_ref(format!("{SCHEMAS}{name}"))
+}
+
+/// A configuration document of `kind`: its body's fields and the service's own. As a request
+/// (`answer` false) `name` is required and the service's fields are ignored; as an answer they
+/// are all present.
+pub fn config_document(kind: &'static Kind, answer: bool) -> SchemaFn {
+    Arc::new(move |g: &mut SchemaGenerator| {
+        let body = (kind.schema)(g).to_value();
+        let mut doc = body["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix(SCHEMAS))
+            .and_then(|name| g.definitions().get(name).cloned())
+            .unwrap_or(body);
+        let ignored = json!({"description": "the service's own; ignored in a request"});
+        let meta = [
+            ("id", json!({"type": "string", "format": "uuid"})),
+            (
+                "name",
+                json!({"type": "string", "minLength": 1, "maxLength": 200}),
+            ),
+            ("tenantId", json!({"type": "string", "format": "uuid"})),
+            (
+                "createdAt",
+                json!({"type": "string", "format": "date-time"}),
+            ),
+            (
+                "updatedAt",
+                json!({"type": "string", "format": "date-time"}),
+            ),
+            ("version", json!({"type": "integer", "minimum": 1})),
+        ];
+        if let Some(obj) = doc.as_object_mut() {
+            let mut props = obj
+                .get("properties")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            for (key, schema) in &meta {
+                props.insert(
+                    (*key).to_string(),
+                    if answer {
+                        schema.clone()
+                    } else {
+                        ignored.clone()
+                    },
+                );
+            }
+            if !answer {
+                props.insert("name".into(), meta[1].1.clone());
+            }
+            obj.insert("properties".into(), Value::Object(props));
+            let mut required: Vec<Value> = obj
+                .get("required")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let ours: &[&str] = if answer {
+                &[
+                    "id",
+                    "name",
+                    "tenantId",
+                    "createdAt",
+                    "updatedAt",
+                    "version",
+                ]
+            } else {
+                &["name"]
+            };
+            required.extend(ours.iter().map(|k| json!(k)));
+            obj.insert("required".into(), Value::Array(required));
+        }
+        let suffix = if answer { "Document" } else { "Input" };
+        define(g, &format!("{}{suffix}", pascal(kind.code)), doc)
+    })
+}
+
+/// `{items, nextCursor?}` of configuration documents.
+pub fn config_page(kind: &'static Kind) -> SchemaFn {
+    let item = config_document(kind, true);
+    Arc::new(move |g: &mut SchemaGenerator| {
+        let item = item(g);
+        json_schema!({
+            "type": "object",
+            "required": ["items"],
+            "properties": {"items": {"type": "array", "items": item}, "nextCursor": {"type": "string"}}
+        })
+    })
+}
+
+/// An answer described by a literal schema.
+pub fn literal(schema: fn() -> Schema) -> SchemaFn {
+    Arc::new(move |_: &mut SchemaGenerator| schema())
+}
+
+/// `{status}`: an acknowledgement without data.
+pub fn status() -> Schema {
+    json_schema!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}})
+}
+
+/// A JSON object whose members the operation's description lists.
+pub fn open_object() -> Schema {
+    json_schema!({"type": "object"})
+}
+
+/// A list of JSON objects whose members the operation's description lists.
+pub fn open_array() -> Schema {
+    json_schema!({"type": "array", "items": {"type": "object"}})
+}
+
+/// A problem document (for operations that answer only with one).
+pub fn problem() -> Schema {
+    Schema::new_ref(format!("{SCHEMAS}problemDoc"))
+}
+
+/// `GET /readyz`.
+pub fn readiness() -> Schema {
+    json_schema!({
+        "type": "object",
+        "required": ["ready", "subsystems"],
+        "properties": {
+            "ready": {"type": "boolean"},
+            "subsystems": {"type": "array", "items": {
+                "type": "object",
+                "required": ["name", "ok"],
+                "properties": {"name": {"type": "string"}, "ok": {"type": "boolean"}, "info": {"type": "string"}}
+            }}
+        }
+    })
+}
+
+/// `GET /api/v1/system/info`.
+pub fn system_info() -> Schema {
+    json_schema!({
+        "type": "object",
+        "required": ["version", "goVersion", "goroutines", "startedAt", "uptime", "storage", "aiEnabled"],
+        "properties": {
+            "version": {"type": "string"},
+            "goVersion": {"type": "string", "description": "the Rust compiler's version"},
+            "rustVersion": {"type": "string"},
+            "goroutines": {"type": "integer", "description": "live async tasks"},
+            "heapMB": {"type": ["number", "null"], "description": "resident set size"},
+            "startedAt": {"type": "string", "format": "date-time"},
+            "uptime": {"type": "string"},
+            "storage": {"type": "string"},
+            "aiEnabled": {"type": "boolean"}
+        }
+    })
+}
+
+/// `{accepted, eventIds}` of an ingest.
+pub fn ingest_accepted() -> Schema {
+    json_schema!({
+        "type": "object",
+        "required": ["accepted", "eventIds"],
+        "properties": {
+            "accepted": {"type": "integer", "minimum": 0},
+            "eventIds": {"type": "array", "items": {"type": "string", "format": "uuid"}}
+        }
+    })
+}
