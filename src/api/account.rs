@@ -15,37 +15,37 @@ use serde_json::Value;
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/api/v1/branding", branding).identity().doc("branding", "Get this instance's console branding", "`{mode?, theme?}`; `{}` until set.")
-.ok::<Branding>(),
+            .ok::<Branding>(),
         Route::put("/api/v1/branding", set_branding).permission("config:write").doc(
             "branding",
             "Set this instance's console branding",
             "Replaces `{mode?, theme?}` (each at most 200 characters; other fields are 422 `svc:validation/branding`); no If-Match.",
         )
-.body::<Branding>().ok::<Branding>(),
+            .body::<Branding>().ok::<Branding>(),
         Route::get("/api/v1/users/{id}/preferences", preferences).identity().doc(
             "users",
             "Get a user's console preferences",
             "`{id}` may be `me`; another user's needs `admin:users`. `{}` until set.",
         )
-.ok::<Preferences>(),
+            .ok::<Preferences>(),
         Route::put("/api/v1/users/{id}/preferences", set_preferences).identity().doc(
             "users",
             "Set a user's console preferences",
             "Replaces `{refreshIntervalMs?, extra?}` (`extra` maps names to text; other fields are 422 `svc:validation/preferences`); `{id}` may be `me`; no If-Match.",
         )
-.body::<Preferences>().ok::<Preferences>(),
+            .body::<Preferences>().ok::<Preferences>(),
         Route::post("/api/v1/push-subscriptions", subscribe).identity().doc(
             "push-subscriptions",
             "Register a Web Push subscription",
             "Body `{endpoint, keys}` as the browser's `PushSubscription` gives it: `endpoint` an http(s) URL (422 `svc:validation/endpoint`), `keys` base64 text or `{p256dh, auth}` (422 `svc:validation/keys`). 201; registering the same endpoint again replaces it.",
         )
-.body::<PushSubscription>().answers::<PushSubscription>(201),
+            .body::<PushSubscription>().answers::<PushSubscription>(201),
         Route::delete("/api/v1/push-subscriptions", unsubscribe).identity().doc(
             "push-subscriptions",
             "Unregister a Web Push subscription",
             "Body `{endpoint}`; 204, also when the endpoint was not registered.",
         )
-.body::<PushUnsubscribe>().answers_empty(204),
+            .body::<PushUnsubscribe>().answers_empty(204),
     ]
 }
 

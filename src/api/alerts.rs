@@ -25,49 +25,49 @@ pub fn routes() -> Vec<Route> {
             "List alerts",
             "Filters `objectId`, `ruleId`, `incidentId`, `status` (CSV of open, acked, resolved, expired), `severity` (CSV), `since` (opened at or after); newest first; limit 100 by default, at most 1000; `cursor` is the last alert id of the previous page. An unknown status or severity matches nothing.",
         )
-.query::<AlertQuery>().ok::<Page<Alert>>(),
+            .query::<AlertQuery>().ok::<Page<Alert>>(),
         Route::post("/api/v1/alerts", raise).permission("alerts:write").doc(
             "alerts",
             "Raise a manual alarm",
             "`{title (required), message (alias summary), severity (default critical), escalationPolicy (must exist), labels, objectId, dedupKey}`. 201 with the alert and an `alert_opened` event; 200 with the active alert when an open or acked alert holds the same `dedupKey` (the alarm folds into it). `ruleId` is `manual`.",
         )
-.body::<ManualAlarm>().answers::<Alert>(201).ok::<Alert>(),
+            .body::<ManualAlarm>().answers::<Alert>(201).ok::<Alert>(),
         Route::post("/api/v1/alert-rules:test", test_rule).permission("alerts:read").doc(
             "alert-rules",
             "Test a rule",
             "`{rule (an alert rule as for create), demoEvents?, from?, to?}`: runs the rule as the engine would over the demo events, or else over the tenant's stored events in `from`..`to` (default the last 24 hours, at most 1000). 200 `{matched, wouldOpen[{dedupKey, title, severity, labels, objectId, eventId}], sampleViews[≤5]}` (the `event` variable of the first matched events). An invalid rule is 422 as on create.",
         )
-.body::<RuleTestRequest>().ok::<RuleTest>(),
+            .body::<RuleTestRequest>().ok::<RuleTest>(),
         Route::post("/api/v1/alert-rules/{name}:test", test_stored_rule).permission("alerts:read").doc(
             "alert-rules",
             "Test a stored rule against history",
             "Optional `{from, to}` (default the last 24 hours, at most 1000 events); the answer as for `alert-rules:test`; an unknown rule is 404.",
         )
-.optional_body::<RuleTestRequest>().ok::<RuleTest>(),
+            .optional_body::<RuleTestRequest>().ok::<RuleTest>(),
         Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").doc(
             "alerts",
             "Get an alert",
             "The alert with `eventIds`, the last 50 triggering event ids, oldest first.",
         )
-.ok::<Alert>(),
+            .ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").doc(
             "alerts",
             "Acknowledge an alert",
             "Optional `{comment}`. Only from `open`: an alert in any other status is 404 `svc:not-found`. Writes an `ack` event and the audit entry with the change.",
         )
-.optional_body::<AckRequest>().ok::<Alert>(),
+            .optional_body::<AckRequest>().ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").doc(
             "alerts",
             "Snooze an alert",
             "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (checked every 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
         )
-.body::<SnoozeRequest>().ok::<Alert>(),
+            .body::<SnoozeRequest>().ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(
             "alerts",
             "Resolve an alert",
             "From `open` or `acked`; an alert already resolved or expired is 409 `svc:conflict`. Writes an `alert_resolved` event and the audit entry with the change.",
         )
-.no_body().ok::<Alert>(),
+            .no_body().ok::<Alert>(),
     ]
 }
 

@@ -5,6 +5,7 @@ use super::access::Caller;
 use super::error::{Code, Problem};
 use super::extract::{ApiQuery, read_body};
 use super::router::Route;
+use super::schemas;
 use crate::inventory::bundles::BundleSource;
 use crate::model::bundle::BUNDLE_LIMIT;
 use crate::model::bundle::PlanResult;
@@ -31,19 +32,19 @@ pub fn routes() -> Vec<Route> {
                 bundle_format!()
             ),
         )
-.query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
+            .query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
         Route::post("/api/v1/config/bundles:apply", apply).permission("config:write").doc(
             "config",
             "Apply a bundle",
             "The bundle as the body, or `{\"applyToken\": \"...\"}` from `:plan` (409 `svc:bundle/token` when unknown, expired or of another tenant). `dryRun=true` only plans; `prune=true` deletes what the bundle lacks. All or nothing: a failing document is 422 `svc:bundle/apply` naming it, and nothing changes. Answers the plan with `applied`.",
         )
-.query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
+            .query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
         Route::get("/api/v1/config/bundles:export", export).permission("objects:read").doc(
             "config",
             "Export configuration as bundle YAML",
             "`application/yaml`: every configuration document, host and service of the tenant, without ids, times or versions; applying it to an empty instance and exporting again gives the same text.",
         )
-.answers_text(200, "application/yaml"),
+            .answers_as(200, "application/yaml", schemas::literal(schemas::yaml)),
     ]
 }
 

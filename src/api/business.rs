@@ -15,21 +15,21 @@ pub fn routes() -> Vec<Route> {
     const NODE: &str = "Nodes `{service, state, causes, children}`: `state` on the service scale (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) from the node's objects (`objectId`, or `selector` on effective labels; hosts DOWN count CRITICAL, UNREACHABLE and never-checked objects UNKNOWN) and child services (`parentId` naming the parent's id or name), under its `rule`: `worst` (default; ranking OK < WARNING < UNKNOWN < CRITICAL), `best`, `quorum` (OK when at least `quorumPct`, default 50, of the inputs are OK, else CRITICAL), `weighted` (the same share by child `weight`); no inputs is UNKNOWN. `causes`: up to 5 non-OK objects.";
     vec![
         Route::get("/api/v1/business-services:tree", tree).permission("objects:read").doc("business-services", "The evaluated business service tree", NODE)
-.ok::<Vec<Node>>(),
+            .ok::<Vec<Node>>(),
         Route::get("/api/v1/business-services/{name}:tree", subtree).permission("objects:read").doc("business-services", "One business service evaluated with its subtree", NODE)
-.ok::<Node>(),
+            .ok::<Node>(),
         Route::get("/api/v1/business-services/{name}/sla", sla).permission("objects:read").doc(
             "business-services",
             "SLA budget of a business service",
             "`{service, availability, target, windowDays, budgetTotal, budgetSpent, budgetLeft}` over `slaWindow` (month, quarter, year: 30, 90, 365 days) from the hard state changes of the objects the service binds itself (WARNING and UNKNOWN count as down); with `excludeDowntimes` the time in downtime is not counted. Budgets are durations (`1h2m`).",
         )
-.ok::<SlaReport>(),
+            .ok::<SlaReport>(),
         Route::get("/api/v1/objects/{id}/impact", impact).permission("objects:read").doc(
             "business-services",
             "Business services an object affects",
             "The names of the services that depend on the object, directly or through child services.",
         )
-.ok::<Vec<String>>(),
+            .ok::<Vec<String>>(),
     ]
 }
 

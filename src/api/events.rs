@@ -25,19 +25,19 @@ pub fn routes() -> Vec<Route> {
             "Search events",
             "Filters `types` (CSV), `objectId`, `sourceId`, `severity`, `from`, `to` (unparseable times are ignored); newest first (ts, then id); limit 200 by default, at most 1000; `cursor` is the last event id of the previous page.",
         )
-.query::<EventQuery>().ok::<Page<Event>>(),
+            .query::<EventQuery>().ok::<Page<Event>>(),
         Route::get("/api/v1/events:export", export).permission("events:read").no_deadline().doc(
             "events",
             "Export events as NDJSON",
             "The same filters as the list; oldest first; `application/x-ndjson`; stops after 100,000 events; exempt from the request deadline.",
         )
-.query::<EventQuery>().answers_text(200, "application/x-ndjson"),
+            .query::<EventQuery>().answers_text(200, "application/x-ndjson"),
         Route::get("/api/v1/stream", stream).permission("events:read").no_deadline().doc(
             "events",
             "Server-Sent Events stream",
             "Frames `event: <type>`, `id: <event id>`, `data: <Event JSON>`. Filters `types` (CSV) and `selector` (matched against `payload.labels`; unparseable: plain 400). `Last-Event-ID` replays persisted events from one second before that id, at most 500. A `: ping` comment every 15 s; `event: resync` when frames were dropped because the client was too slow.",
         )
-.query::<EventQuery>().answers_text(200, "text/event-stream"),
+            .query::<EventQuery>().answers_text(200, "text/event-stream"),
     ]
 }
 

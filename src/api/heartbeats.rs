@@ -20,19 +20,19 @@ pub fn routes() -> Vec<Route> {
     const BEAT: &str = "200 `{\"status\": \"ok\"}`; an unknown name is 404. A beat after a miss emits `heartbeat_missed` with `resolve: true` and severity ok.";
     vec![
         Route::get("/api/v1/heartbeats", list).permission("objects:read").doc("heartbeats", "List heartbeats", "All of the tenant's heartbeats, without paging.")
-.ok::<Page<Heartbeat>>(),
+            .ok::<Page<Heartbeat>>(),
         Route::post("/api/v1/heartbeats", upsert).permission("config:write").doc(
             "heartbeats",
             "Create or replace a heartbeat",
             "Upsert by name: `{name, expectEvery, grace?, labels?, severity?}` (grace 0, severity warning by default); 201. Overdue when more than `expectEvery + grace` passed since the last beat (or the definition); a sweep every 5 s emits `heartbeat_missed` once.",
         )
-.body::<HeartbeatBody>().answers::<Heartbeat>(201),
+            .body::<HeartbeatBody>().answers::<Heartbeat>(201),
         Route::delete("/api/v1/heartbeats/{name}", delete).permission("config:write").doc("heartbeats", "Delete a heartbeat", "204.")
-.answers_empty(204),
+            .answers_empty(204),
         Route::get("/api/v1/heartbeats/{name}/beat", beat).permission("objects:write").doc("heartbeats", "Record a beat (GET, for cron)", BEAT)
-.answers_as(200, JSON, schemas::literal(schemas::status)),
+            .answers_as(200, JSON, schemas::literal(schemas::status)),
         Route::post("/api/v1/heartbeats/{name}/beat", beat).permission("objects:write").doc("heartbeats", "Record a beat", BEAT)
-.no_body().answers_as(200, JSON, schemas::literal(schemas::status)),
+            .no_body().answers_as(200, JSON, schemas::literal(schemas::status)),
     ]
 }
 

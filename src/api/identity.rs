@@ -25,62 +25,62 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/whoami", whoami)
             .identity()
             .doc("identity", "Who am I", "`{actorType, actorId, name, tenantId, permissions[]}`; `tenantId` is the home tenant.")
-.ok::<Whoami>(),
+            .ok::<Whoami>(),
         Route::get("/api/v1/api-tokens", list_tokens)
             .permission("admin:tokens")
             .doc("api-tokens", "List API tokens (no secrets)", "All tokens of the acting tenant, without paging.")
-.ok::<Page<ApiToken>>(),
+            .ok::<Page<ApiToken>>(),
         Route::post("/api/v1/api-tokens", mint_token).permission("admin:tokens").doc(
             "api-tokens",
             "Create API token (secret shown once)",
             "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
         )
-.body::<TokenRequest>().answers::<MintedToken>(201),
+            .body::<TokenRequest>().answers::<MintedToken>(201),
         Route::delete("/api/v1/api-tokens/{id}", revoke_token)
             .permission("admin:tokens")
             .doc("api-tokens", "Revoke API token", "204; the secret stops working at once.")
-.answers_empty(204),
+            .answers_empty(204),
         Route::post("/api/v1/api-tokens/{id}:rotate", rotate_token)
             .permission("admin:tokens")
             .doc("api-tokens", "Rotate token (new secret, old revoked)", "200 `{token, meta}`; the old secret dies at once.")
-.no_body().ok::<MintedToken>(),
+            .no_body().ok::<MintedToken>(),
         Route::get("/api/v1/tenants", list_tenants)
             .permission("admin:tenants")
             .doc("tenants", "List tenants", "All tenants, without paging.")
-.ok::<Page<Tenant>>(),
+            .ok::<Page<Tenant>>(),
         Route::post("/api/v1/tenants", create_tenant)
             .permission("admin:tenants")
             .doc("tenants", "Create tenant", "Body `{name, slug}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug.")
-.body::<TenantRequest>().answers::<Tenant>(201),
+            .body::<TenantRequest>().answers::<Tenant>(201),
         Route::get("/api/v1/directory/status", directory).permission("admin:users").doc(
             "directory",
             "Directory (LDAP) sync status",
             "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
         )
-.answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
+            .answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
         Route::post("/api/v1/directory:sync", directory).permission("admin:users").doc(
             "directory",
             "Run a directory (LDAP) sync now",
             "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
         )
-.no_body().answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
+            .no_body().answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
         Route::get("/api/v1/audit", audit_list).permission("admin:audit").doc(
             "audit",
             "Search audit log",
             "Filters actorId, actorType, action, resource, afterSeq (only newer entries); seq descending; limit 200 by default, at most 5000; `cursor` is the last seq of the previous page.",
         )
-.query::<AuditQuery>().ok::<Page<AuditEntry>>(),
+            .query::<AuditQuery>().ok::<Page<AuditEntry>>(),
         Route::get("/api/v1/audit:export", audit_export)
             .permission("admin:audit")
             .no_deadline()
             .doc("audit", "NDJSON audit export (SIEM)", "The acting tenant's entries, oldest first, one JSON object per line.")
-.answers_text(200, "application/x-ndjson"),
+            .answers_text(200, "application/x-ndjson"),
         Route::post("/api/v1/audit:verify", audit_verify).permission("admin:audit").doc(
             "audit",
             "Verify the audit hash chain",
             "`{intact, verified, error?}`: walks the whole chain and compares it with the checkpoint file beside the database.",
         )
-.no_body().ok::<AuditVerification>(),
+            .no_body().ok::<AuditVerification>(),
     ]
 }
 

@@ -22,25 +22,25 @@ pub fn routes() -> Vec<Route> {
             "List incidents",
             "`open=true` keeps the unresolved ones; newest first (id descending); limit 50 by default, at most 500; `cursor` is the last incident id of the previous page.",
         )
-.query::<IncidentQuery>().ok::<Page<Incident>>(),
+            .query::<IncidentQuery>().ok::<Page<Incident>>(),
         Route::post("/api/v1/incidents", create).permission("incidents:write").doc(
             "incidents",
             "Create an incident",
             "`{title (required), summary, severity (default critical), labels, impact, ticketUrl, alertIds}`; 201 with `ETag`. Listed alerts (the tenant's, else 422 `svc:validation/alertIds`) get its `incidentId`. Writes an `incident_update` event with `action: created`.",
         )
-.body::<IncidentBody>().answers::<Incident>(201),
+            .body::<IncidentBody>().answers::<Incident>(201),
         Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").doc(
             "incidents",
             "Get an incident",
             "With `ETag: \"<version>\"`.",
         )
-.ok::<Incident>(),
+            .ok::<Incident>(),
         Route::put("/api/v1/incidents/{id}", update).permission("incidents:write").doc(
             "incidents",
             "Update an incident",
             "`If-Match` required (428 `svc:precondition/if-match`; stale: 409 `svc:conflict/version`). Replaces the fields the body names, `status` (open, acked, resolved) included. Writes an `incident_update` event with `action: updated`.",
         )
-.body::<IncidentBody>().ok::<Incident>(),
+            .body::<IncidentBody>().ok::<Incident>(),
     ]
 }
 

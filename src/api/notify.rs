@@ -27,73 +27,73 @@ pub fn routes() -> Vec<Route> {
             "Who is on call",
             "A JSON array with one entry per schedule: `{schedule, shifts: [{contactId, contact, start, end, layer, override}], contacts: [Contact]}`; `shifts` is empty when nobody is on call. Resolution: the first override covering now, else the first layer whose restriction covers now.",
         )
-.answers_as(200, JSON, schemas::literal(schemas::open_array)),
+            .answers_as(200, JSON, schemas::literal(schemas::open_array)),
         Route::get("/api/v1/schedules/{name}/overrides", overrides).permission("oncall:read").doc(
             "schedules",
             "List overrides of a schedule",
             "`{items: [Override]}` by start, without paging.",
         )
-.ok::<Page<Override>>(),
+            .ok::<Page<Override>>(),
         Route::post("/api/v1/schedules/{name}/overrides", create_override).permission("oncall:write").doc(
             "schedules",
             "Create an override",
             "`{contactId (a contact id or name), start, end, reason?}` (RFC 3339; `schedule` in the body is ignored, the path names it). 200 with the Override, as the reference answers; an unknown contact, a missing time or `end` not after `start` is 422 `svc:validation/override`.",
         )
-.body::<OverrideBody>().ok::<Override>(),
+            .body::<OverrideBody>().ok::<Override>(),
         Route::delete("/api/v1/schedules/{name}/overrides/{id}", delete_override).permission("oncall:write").doc(
             "schedules",
             "Delete an override",
             "204; an unknown override is 404.",
         )
-.answers_empty(204),
+            .answers_empty(204),
         Route::get("/api/v1/schedules/{name}/timeline", timeline).permission("oncall:read").doc(
             "schedules",
             "Resolved shifts for a range",
             "`from`, `to` (RFC 3339; default now and 14 days later; at most 366 days): the shifts as `OnCallShift`s, overrides and restrictions applied, gaps left out.",
         )
-.query::<RangeQuery>().ok::<Vec<OnCallShift>>(),
+            .query::<RangeQuery>().ok::<Vec<OnCallShift>>(),
         Route::get("/api/v1/schedules/{name}/stats", stats).permission("oncall:read").doc(
             "schedules",
             "On-call hours per person",
             "`from`, `to` (default now and 30 days later): `[{contactId, contact, hours, weekendHours, overrides}]`, weekend hours counted in the schedule's time zone.",
         )
-.query::<RangeQuery>().answers_as(200, JSON, schemas::literal(schemas::open_array)),
+            .query::<RangeQuery>().answers_as(200, JSON, schemas::literal(schemas::open_array)),
         Route::get("/api/v1/schedules/{name}/ics", ics).permission("oncall:read").doc(
             "schedules",
             "iCalendar feed",
             "`text/calendar` (RFC 5545), one event per shift from 7 days ago to 60 days ahead, for calendar applications to subscribe to.",
         )
-.answers_text(200, "text/calendar"),
+            .answers_text(200, "text/calendar"),
         Route::post("/api/v1/escalation-policies/{name}:simulate", simulate).permission("alerts:read").doc(
             "escalation-policies",
             "Dry-run: who would be notified when",
             "Optional `{severity}` (default critical). `{policy, steps: [{step, after, at, contacts: [{contactId, contact, channels, fallbacks}], repeats: [times], unlessAcked, action?, error?}]}` for an alert opened now and never acknowledged.",
         )
-.optional_body::<SimulateBody>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
+            .optional_body::<SimulateBody>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/notifications/dead-letters", dead_letters).permission("alerts:read").doc(
             "notifications",
             "Dead-letter queue",
             "Deliveries that ran out of attempts or were refused for good, newest first: `{id, tenantId, channelId, channel, kind, payload, attempts, nextTry, dead, lastError, createdAt, target?, contactId?}`; limit 100 by default, at most 1000; `cursor` is the last id of the previous page.",
         )
-.query::<PageQuery>().ok::<Page<Delivery>>(),
+            .query::<PageQuery>().ok::<Page<Delivery>>(),
         Route::post("/api/v1/notifications/dead-letters/{id}:replay", replay).permission("alerts:ack").doc(
             "notifications",
             "Requeue a dead letter",
             "202 with the delivery: attempts reset, due now; an unknown id is 404.",
         )
-.no_body().answers::<Delivery>(202),
+            .no_body().answers::<Delivery>(202),
         Route::post("/api/v1/channels/{name}:test-notification", test_notification).permission("config:write").doc(
             "channels",
             "Send a test notification",
             "Optional `{target}` (required for e-mail, SMS and voice channels: the address or number). Sends at once: 200 `{result: \"sent\", detail}`, or 502 `svc:notify/test-failed` with the provider's error as detail.",
         )
-.optional_body::<TestSend>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
+            .optional_body::<TestSend>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/ack/{token}", ack_link).doc(
             "notifications",
             "Acknowledge by link",
             "The link of a notification (HMAC-signed, valid 24 h; no credential needed). `text/html`: 200 when it acknowledged the alert or the alert is no longer open (it says which); 404 for a link that is invalid or expired.",
         )
-.answers_text(200, "text/html"),
+            .answers_text(200, "text/html").page(),
     ]
 }
 

@@ -26,41 +26,41 @@ pub fn routes() -> Vec<Route> {
     const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
     vec![
         Route::get("/api/v1/objects", list_all).permission("objects:read").doc("objects", "List hosts and services", LIST)
-.query::<ListQuery>().ok::<Page<ObjectView>>(),
+            .query::<ListQuery>().ok::<Page<ObjectView>>(),
         Route::get("/api/v1/hosts", list_hosts).permission("objects:read").doc("objects", "List hosts", LIST)
-.query::<ListQuery>().ok::<Page<ObjectView>>(),
+            .query::<ListQuery>().ok::<Page<ObjectView>>(),
         Route::get("/api/v1/services", list_services).permission("objects:read").doc("objects", "List services", LIST)
-.query::<ListQuery>().ok::<Page<ObjectView>>(),
+            .query::<ListQuery>().ok::<Page<ObjectView>>(),
         Route::post("/api/v1/hosts", create_host).permission("objects:write").doc(
             "objects",
             "Create a host",
             "Body `{name, folder?, host?, labels?, spec}`; with `host` it creates a service of that host. Unknown spec fields are 422 `svc:validation/spec`, as are unknown templates and template cycles. 201 with `ETag`.",
         )
-.body::<ObjectBody>().answers::<Object>(201),
+            .body::<ObjectBody>().answers::<Object>(201),
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
-.body::<ObjectBody>().answers::<Object>(201),
+            .body::<ObjectBody>().answers::<Object>(201),
         Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "`ETag` is the version.")
-.ok::<Object>(),
+            .ok::<Object>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")
-.body::<ObjectBody>().ok::<Object>(),
+            .body::<ObjectBody>().ok::<Object>(),
         Route::delete("/api/v1/objects/{id}", delete).permission("objects:write").doc("objects", "Delete an object", "204; a host's services go with it.")
-.answers_empty(204),
+            .answers_empty(204),
         Route::get("/api/v1/objects/{id}/effective-config", effective)
             .permission("objects:read")
             .doc("objects", "Resolved spec and template chain", "`{spec, templateChain}`: templates apply depth first in the order named, later ones override earlier ones, the object's own spec overrides them all; `vars` merge key by key.")
-.ok::<EffectiveConfig>(),
+            .ok::<EffectiveConfig>(),
         Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").doc(
             "objects",
             "Run the object's check now",
             "202; the check runs at once (its regular cadence is unchanged) and its result goes through the state machine like any other.",
         )
-.no_body().answers_as(202, JSON, schemas::literal(schemas::status)),
+            .no_body().answers_as(202, JSON, schemas::literal(schemas::status)),
         Route::post("/api/v1/objects:batch", batch).permission("objects:write").doc(
             "objects",
             "Create many objects",
             "Body `{hosts, services, mode}`; `mode` is `create` (default; an existing name is an item error) or `upsert`. Hosts are written first, in transactions of 500 items. 200 `{created, failed, results: [{name, id?, error?}]}`.",
         )
-.body::<BatchRequest>().ok::<BatchResult>(),
+            .body::<BatchRequest>().ok::<BatchResult>(),
     ]
 }
 

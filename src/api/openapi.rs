@@ -4,6 +4,7 @@ use super::router::{Body, PUBLIC, Route, SchemaFn, routes};
 use crate::model::VERSION;
 use schemars::SchemaGenerator;
 use schemars::generate::{Contract, SchemaSettings};
+use schemars::transform::ReplaceBoolSchemas;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -49,7 +50,11 @@ fn query_params(schema: Option<&SchemaFn>, inline: &mut SchemaGenerator) -> Vec<
 }
 
 fn content(body: &Body, g: &mut SchemaGenerator) -> Value {
-    json!({ body.media: {"schema": (body.schema)(g).to_value()} })
+    let schema = match (body.schema)(g).to_value() {
+        Value::Bool(true) => json!({}),
+        schema => schema,
+    };
+    json!({ body.media: {"schema": schema} })
 }
 
 fn problem(description: &str) -> Value {
@@ -71,6 +76,43 @@ fn status_text(status: u16) -> &'static str {
     }
 }
 
+/// The problem documents an operation can answer, from what it reads and who may call it;
+/// an answer the route declares for the same status wins.
+fn problems(r: &Route, responses: &mut Map<String, Value>) {
+    let mut add = |status: &str, what: &str| {
+        responses
+            .entry(status.to_string())
+            .or_insert_with(|| problem(what));
+    };
+    let guarded = r.permission != PUBLIC || r.identity;
+    if guarded {
+        add(
+            "401",
+            "No credential, or one that is not valid (`svc:auth/required`, `svc:auth/invalid`)",
+        );
+    }
+    if r.permission != PUBLIC {
+        add(
+            "403",
+            "The credential lacks the permission (`svc:auth/forbidden`)",
+        );
+    }
+    let with_params = r.path.contains('{');
+    if with_params {
+        add(
+            "404",
+            "No such resource in the acting tenant (`svc:not-found`)",
+        );
+    }
+    if r.request.is_some() {
+        add("413", "The body is over its cap");
+    }
+    if r.request.is_some() || r.query.is_some() || with_params {
+        add("422", "The input does not fit (`svc:validation/<field>`)");
+    }
+    add("default", "Problem Details (RFC 9457)");
+}
+
 fn operation(
     r: &Route,
     requests: &mut SchemaGenerator,
@@ -86,37 +128,17 @@ fn operation(
         responses.insert(a.status.to_string(), answer);
     }
     let guarded = r.permission != PUBLIC || r.identity;
-    if guarded {
+    if r.page {
+        responses.entry("401").or_insert_with(|| {
+            problem("A bearer credential that is not valid (`svc:auth/invalid`)")
+        });
         responses.insert(
-            "401".into(),
-            problem(
-                "No credential, or one that is not valid (`svc:auth/required`, `svc:auth/invalid`)",
-            ),
+            "default".into(),
+            json!({"description": "An HTML page saying what went wrong", "content": {"text/html": {"schema": {"type": "string"}}}}),
         );
+    } else {
+        problems(r, &mut responses);
     }
-    if r.permission != PUBLIC {
-        responses.insert(
-            "403".into(),
-            problem("The credential lacks the permission (`svc:auth/forbidden`)"),
-        );
-    }
-    let params = path_params(&r.path);
-    if !params.is_empty() {
-        responses.insert(
-            "404".into(),
-            problem("No such resource in the acting tenant (`svc:not-found`)"),
-        );
-    }
-    if r.request.is_some() {
-        responses.insert("413".into(), problem("The body is over its cap"));
-    }
-    if r.request.is_some() || r.query.is_some() || !params.is_empty() {
-        responses.insert(
-            "422".into(),
-            problem("The input does not fit (`svc:validation/<field>`)"),
-        );
-    }
-    responses.insert("default".into(), problem("Problem Details (RFC 9457)"));
     let mut op = json!({
         "operationId": format!("{}_{}", r.method.as_str().to_lowercase(), r.path.trim_start_matches('/').replace(['/', '{', '}', ':', '.', '-'], "_")),
         "summary": r.summary,
@@ -130,7 +152,7 @@ fn operation(
     if let Some(body) = &r.request {
         op["requestBody"] = json!({"required": !body.optional, "content": content(body, requests)});
     }
-    let mut params = params;
+    let mut params = path_params(&r.path);
     params.extend(query_params(r.query.as_ref(), inline));
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
@@ -150,6 +172,12 @@ fn generator(contract: Contract, inline: bool) -> SchemaGenerator {
             s.meta_schema = None;
             s.contract = contract;
             s.inline_subschemas = inline;
+        })
+        // `true` (any JSON) as `{}`: client generators read only object schemas.
+        .with_transform({
+            let mut t = ReplaceBoolSchemas::default();
+            t.skip_additional_properties = true;
+            t
         })
         .into_generator()
 }

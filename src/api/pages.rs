@@ -20,29 +20,29 @@ use serde::Deserialize;
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`.")
-.answers_text(200, HTML).answers_empty(302),
+            .answers_text(200, HTML).answers_empty(302).page(),
         Route::get("/login", login_page).sign_in().doc("pages", "Sign-in form", "HTML.")
-.answers_text(200, HTML),
+            .answers_text(200, HTML).page(),
         Route::post("/login", login).sign_in().doc(
             "pages",
             "Sign in",
             "Form `email`, `password`, optional `remember=1`: 302 to `/` with the `svc_session` cookie; 401 HTML on failure; throttled per client IP (burst 8, one attempt per 15 s) with `Retry-After: 30`.",
         )
-.form::<LoginForm>().answers_empty(302),
+            .form::<LoginForm>().answers_empty(302).answers_text(401, HTML).answers_text(429, HTML).page(),
         Route::get("/setup", setup_page).sign_in().doc("pages", "First-run setup form", "Served only while the setup gate is open; otherwise 302 to `/login`.")
-.answers_text(200, HTML).answers_empty(302),
+            .answers_text(200, HTML).answers_empty(302).page(),
         Route::post("/setup", setup).sign_in().doc("pages", "Create the first administrator", "Form `name`, `email`, `password` (at least 12), `confirmation`: 302 to `/`; 302 to `/login` once setup is completed (409 only for a POST racing the one that completes it).")
-.form::<AccountForm>().answers_empty(302),
+            .form::<AccountForm>().answers_empty(302).page(),
         Route::get("/register", register_page).sign_in().doc("pages", "Self-registration form", "404 unless `allowSignup`; 302 to `/setup` while the setup gate is open.")
-.answers_text(200, HTML).answers_empty(302),
+            .answers_text(200, HTML).answers_empty(302).answers_text(404, "text/plain").page(),
         Route::post("/register", register).sign_in().doc("pages", "Register", "Creates a viewer in the default tenant and signs it in.")
-.form::<AccountForm>().answers_empty(302),
+            .form::<AccountForm>().answers_empty(302).answers_text(404, "text/plain").page(),
         Route::get("/auth/logout", logout).sign_in().doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`.")
-.answers_empty(302),
+            .answers_empty(302).page(),
         Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured.")
-.answers_text(501, "text/plain"),
+            .answers_text(501, "text/plain").page(),
         Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured.")
-.answers_text(501, "text/plain"),
+            .answers_text(501, "text/plain").page(),
     ]
 }
 

@@ -40,6 +40,8 @@ pub struct Route {
     pub description: &'static str,
     /// Whether the 30 s request deadline applies.
     pub deadline: bool,
+    /// A browser page: its failures are HTML pages, not problem documents.
+    pub page: bool,
     /// The request body, if it reads one.
     pub request: Option<Body>,
     /// A POST or PUT that reads no body says so (the OpenAPI test holds the others to a body).
@@ -95,6 +97,7 @@ impl Route {
             summary: "",
             description: "",
             deadline: true,
+            page: false,
             request: None,
             reads_nothing: false,
             query: None,
@@ -179,6 +182,12 @@ impl Route {
     /// A form body of type `T` (the sign-in pages).
     pub fn form<T: JsonSchema>(self) -> Self {
         self.body_as(FORM, schema_of::<T>(), false)
+    }
+
+    /// Marks a browser page (failures answer HTML).
+    pub fn page(mut self) -> Self {
+        self.page = true;
+        self
     }
 
     /// Says the operation reads no body (a POST whose verb says it all).

@@ -185,3 +185,8 @@ pub fn ingest_accepted() -> Schema {
         }
     })
 }
+
+/// Multi-document YAML text (any documents, or none).
+pub fn yaml() -> Schema {
+    json_schema!({"description": "multi-document YAML"})
+}

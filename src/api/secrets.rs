@@ -16,15 +16,15 @@ use axum::response::IntoResponse;
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/api/v1/secrets", list).permission("admin:secrets").doc("secrets", "List secrets", "`{items: [{name, tenantId, createdAt, updatedAt}]}`; values are never returned. 503 `svc:secrets/nokey` without a usable master key.")
-.ok::<Page<SecretMeta>>(),
+            .ok::<Page<SecretMeta>>(),
         Route::put("/api/v1/secrets/{name}", put).permission("admin:secrets").doc(
             "secrets",
             "Store a secret",
             "Body `{value}`; 204; no If-Match (last write wins). Sealed with XChaCha20-Poly1305 under the master key (`secrets.masterKeyFile`, generated with mode 0600 on first start) and bound to its tenant and name. Check arguments and channel configuration refer to a secret as `$SECRET:NAME$`, opened only when used.",
         )
-.body::<SecretBody>().answers_empty(204),
+            .body::<SecretBody>().answers_empty(204),
         Route::delete("/api/v1/secrets/{name}", delete).permission("admin:secrets").doc("secrets", "Delete a secret", "204.")
-.answers_empty(204),
+            .answers_empty(204),
     ]
 }
 

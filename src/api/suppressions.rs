@@ -22,37 +22,37 @@ pub fn routes() -> Vec<Route> {
             "List silences",
             "All of the tenant's silences (at most 1000), latest `expiresAt` first; `active=true` keeps those in effect now.",
         )
-.query::<ActiveQuery>().ok::<Page<Silence>>(),
+            .query::<ActiveQuery>().ok::<Page<Silence>>(),
         Route::post("/api/v1/silences", create_silence).permission("silences:write").doc(
             "silences",
             "Create a silence",
             "`{comment (required), expiresAt (required, in the future, at most 90 days ahead), startsAt (default now), selector (labels of the alert), textRegex (matched against the alert title)}`; 201 with `id, tenantId, createdAt, createdBy, version`; a `silence` event. A silence never stops an alert from opening: an alert it matches gets a `notification` event with status `suppressed`.",
         )
-.body::<SilenceBody>().answers::<Silence>(201),
+            .body::<SilenceBody>().answers::<Silence>(201),
         Route::delete("/api/v1/silences/{id}", expire_silence).permission("silences:write").doc(
             "silences",
             "Expire a silence now",
             "204; `expiresAt` becomes now.",
         )
-.answers_empty(204),
+            .answers_empty(204),
         Route::get("/api/v1/downtimes", downtimes).permission("objects:read").doc(
             "downtimes",
             "List downtimes",
             "All of the tenant's downtimes (at most 1000), latest `start` first; `active=true` keeps those in effect now.",
         )
-.query::<ActiveQuery>().ok::<Page<Downtime>>(),
+            .query::<ActiveQuery>().ok::<Page<Downtime>>(),
         Route::post("/api/v1/downtimes", create_downtime).permission("downtimes:write").doc(
             "downtimes",
             "Create a downtime",
             "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
         )
-.body::<DowntimeBody>().answers::<Downtime>(201),
+            .body::<DowntimeBody>().answers::<Downtime>(201),
         Route::delete("/api/v1/downtimes/{id}", end_downtime).permission("downtimes:write").doc(
             "downtimes",
             "End a downtime now",
             "204; `end` becomes now.",
         )
-.answers_empty(204),
+            .answers_empty(204),
     ]
 }
 

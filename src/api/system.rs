@@ -17,25 +17,25 @@ use serde_json::json;
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/healthz", healthz).doc("system", "Liveness", "Body `ok` as soon as the listener is up.")
-.answers_text(200, "text/plain"),
+            .answers_text(200, "text/plain"),
         Route::get("/readyz", readyz).doc(
             "system",
             "Readiness",
             "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `results-pipeline`, and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         )
-.answers_as(200, JSON, schemas::literal(schemas::readiness)).answers_as(503, JSON, schemas::literal(schemas::readiness)),
+            .answers_as(200, JSON, schemas::literal(schemas::readiness)).answers_as(503, JSON, schemas::literal(schemas::readiness)),
         Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition.")
-.answers_text(200, OPENMETRICS),
+            .answers_text(200, OPENMETRICS),
         Route::get("/api/openapi.json", openapi_json).doc("system", "This document", "")
-.answers_as(200, JSON, schemas::literal(schemas::open_object)),
+            .answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/system/info", info).doc(
             "system",
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         )
-.answers_as(200, JSON, schemas::literal(schemas::system_info)),
+            .answers_as(200, JSON, schemas::literal(schemas::system_info)),
         Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`).")
-.answers_as(200, JSON, schemas::literal(schemas::open_object)),
+            .answers_as(200, JSON, schemas::literal(schemas::open_object)),
     ]
 }
 

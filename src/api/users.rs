@@ -19,33 +19,33 @@ use serde_json::json;
 pub fn routes() -> Vec<Route> {
     vec![
         Route::get("/api/v1/users", list).permission("admin:users").doc("users", "List users", "Users of the acting tenant, without paging.")
-.ok::<Page<User>>(),
+            .ok::<Page<User>>(),
         Route::post("/api/v1/users", create).permission("admin:users").doc(
             "users",
             "Create a local user",
             "Body `{email, name, password?, roles?, disabled?}`; roles default to `[viewer]`; password at least 12 characters (422 `svc:validation/password`); e-mail unique across the instance (409 `svc:users/email-in-use`).",
         )
-.body::<CreateUser>().answers::<User>(201),
+            .body::<CreateUser>().answers::<User>(201),
         Route::get("/api/v1/users/{id}", get).permission("admin:users").doc("users", "Get a user", "")
-.ok::<User>(),
+            .ok::<User>(),
         Route::put("/api/v1/users/{id}", update).permission("admin:users").doc(
             "users",
             "Update a user",
             "Fields given change; no If-Match (last write wins). Removing the last enabled administrator gives 409 `svc:users/last-admin`.",
         )
-.body::<UpdateUser>().ok::<User>(),
+            .body::<UpdateUser>().ok::<User>(),
         Route::delete("/api/v1/users/{id}", delete).permission("admin:users").doc("users", "Delete a user", "204; the last enabled administrator cannot be deleted (409).")
-.answers_empty(204),
+            .answers_empty(204),
         Route::post("/api/v1/users/{id}:set-password", set_password)
             .permission("admin:users")
             .doc("users", "Set a user's password (admin reset)", "Body `{password}`; 204.")
-.body::<SetPassword>().answers_empty(204),
+            .body::<SetPassword>().answers_empty(204),
         Route::post("/api/v1/users/me:change-password", change_password).identity().doc(
             "users",
             "Change your own password",
             "Body `{oldPassword, newPassword}`; session users only (tokens get 401); 403 `svc:auth/bad-password` for a wrong old password; existing sessions stay valid.",
         )
-.body::<ChangePassword>().answers_as(200, JSON, schemas::literal(schemas::status)),
+            .body::<ChangePassword>().answers_as(200, JSON, schemas::literal(schemas::status)),
     ]
 }
 

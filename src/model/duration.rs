@@ -144,6 +144,26 @@ impl<'de> Deserialize<'de> for GoDuration {
     }
 }
 
+impl schemars::JsonSchema for GoDuration {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GoDuration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A Go duration (\"30s\", \"5m0s\", \"1h30m0s\", \"250ms\"); written in Go's form, read also as whole seconds",
+            "oneOf": [
+                {"type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^[0-9]+$"},
+                {"type": "integer", "minimum": 0}
+            ]
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,25 +225,5 @@ mod tests {
                 proptest::prop_assert_eq!(d.to_string().parse::<GoDuration>(), Ok(d));
             }
         }
-    }
-}
-
-impl schemars::JsonSchema for GoDuration {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "GoDuration".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "description": "A Go duration (\"30s\", \"5m0s\", \"1h30m0s\", \"250ms\"); written in Go's form, read also as whole seconds",
-            "oneOf": [
-                {"type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^[0-9]+$"},
-                {"type": "integer", "minimum": 0}
-            ]
-        })
     }
 }

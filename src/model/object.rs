@@ -55,6 +55,7 @@ pub struct ObjectBody {
     pub labels: BTreeMap<String, String>,
     /// Kept as JSON so an unknown spec field is a `svc:validation/spec`, not a body error.
     #[serde(default)]
+    #[schemars(with = "Option<super::config::ObjectSpec>")]
     pub spec: Option<serde_json::Value>,
 }
 

@@ -59,24 +59,6 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_is_utc_with_millis() {
-        let t: Timestamp = "2026-03-01T12:00:00.123456+02:00".parse().unwrap();
-        assert_eq!(t.to_string(), "2026-03-01T10:00:00.123Z");
-        let t: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
-        assert_eq!(t.to_string(), "2026-03-01T12:00:00.000Z");
-    }
-
-    #[test]
-    fn rejects_garbage() {
-        assert!("yesterday".parse::<Timestamp>().is_err());
-    }
-}
-
 impl schemars::JsonSchema for Timestamp {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Timestamp".into()
@@ -92,5 +74,23 @@ impl schemars::JsonSchema for Timestamp {
             "format": "date-time",
             "description": "RFC 3339; written in UTC with milliseconds"
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_utc_with_millis() {
+        let t: Timestamp = "2026-03-01T12:00:00.123456+02:00".parse().unwrap();
+        assert_eq!(t.to_string(), "2026-03-01T10:00:00.123Z");
+        let t: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
+        assert_eq!(t.to_string(), "2026-03-01T12:00:00.000Z");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        assert!("yesterday".parse::<Timestamp>().is_err());
     }
 }

@@ -14,6 +14,7 @@ mod architecture;
 mod bundles;
 mod checks;
 mod config;
+mod contract;
 mod durability;
 mod espa_peer;
 mod events;
