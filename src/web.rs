@@ -82,6 +82,18 @@ pub fn home(name: &str) -> String {
     )
 }
 
+/// The page a problem document's `type` URL names: what the code means and what to do.
+pub fn problem(code: &str, status: u16, title: &str, explanation: &str) -> String {
+    page(
+        title,
+        &format!(
+            "<p><code>{}</code> · HTTP {status}</p><p>{}</p><p>Clients branch on <code>code</code>; <code>detail</code> says what was wrong with the request at hand.</p>",
+            escape(code),
+            escape(explanation)
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -101,6 +101,132 @@ impl Code {
         })
     }
 
+    /// Every fixed code (validation codes are `Validation` with any field).
+    const FIXED: [Code; 31] = [
+        Code::AuthRequired,
+        Code::AuthInvalid,
+        Code::AuthForbidden,
+        Code::AuthCsrf,
+        Code::AuthBadPassword,
+        Code::AuthThrottled,
+        Code::AuthBusy,
+        Code::NotFound,
+        Code::ConflictVersion,
+        Code::ConflictDuplicate,
+        Code::ConflictIdempotency,
+        Code::Conflict,
+        Code::BundleToken,
+        Code::UsersLastAdmin,
+        Code::UsersEmailInUse,
+        Code::ValidationSize,
+        Code::BundleSize,
+        Code::BundleApply,
+        Code::PreconditionIfMatch,
+        Code::DirectoryUnconfigured,
+        Code::SecretsNoKey,
+        Code::StorageUnavailable,
+        Code::PipelineStalled,
+        Code::NotifyTestFailed,
+        Code::IngressSize,
+        Code::IngressFormat,
+        Code::IngressMapping,
+        Code::IngressRate,
+        Code::IngressUnknownSource,
+        Code::IngressDisabled,
+        Code::IngressAuth,
+    ];
+
+    /// The code a `svc:…` string names, if any.
+    pub fn parse(code: &str) -> Option<Code> {
+        if let Some(fixed) = Self::FIXED.into_iter().find(|c| c.as_str() == code) {
+            return Some(fixed);
+        }
+        if code == "svc:internal" {
+            return Some(Code::Internal);
+        }
+        let field = code.strip_prefix("svc:validation/")?;
+        let ok = !field.is_empty()
+            && field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        ok.then(|| Code::Validation(Cow::Owned(field.to_string())))
+    }
+
+    /// What the code means, for its page.
+    pub fn explain(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            Code::AuthRequired => {
+                "The route needs a credential: an API token (Authorization: Bearer svc_…) or a signed-in session."
+            }
+            Code::AuthInvalid => {
+                "The credential is not valid: unknown, revoked, expired, or bound to other addresses."
+            }
+            Code::AuthForbidden => {
+                "The credential is valid but lacks the permission the route requires; the detail names it."
+            }
+            Code::AuthCsrf => {
+                "A browser request with a session cookie came from another origin and was refused."
+            }
+            Code::AuthBadPassword => "The current password given is wrong.",
+            Code::AuthThrottled => {
+                "Too many failed token verifications from this address; wait for Retry-After."
+            }
+            Code::AuthBusy => "Credential verification is saturated; retry after Retry-After.",
+            Code::NotFound => "No such resource in the acting tenant.",
+            Code::ConflictVersion => {
+                "The resource changed since it was read: If-Match names an older version. Read it again and retry."
+            }
+            Code::ConflictDuplicate => "A resource with this name already exists.",
+            Code::ConflictIdempotency => {
+                "The Idempotency-Key was used before with a different request body."
+            }
+            Code::Conflict => "The request conflicts with the resource's current state.",
+            Code::BundleToken => {
+                "The bundle's apply token is unknown or expired; plan the bundle again."
+            }
+            Code::UsersLastAdmin => {
+                "The change would leave the instance without an enabled administrator."
+            }
+            Code::UsersEmailInUse => "Another user has this e-mail address.",
+            Code::ValidationSize | Code::BundleSize | Code::IngressSize => {
+                "The request body is larger than the route accepts."
+            }
+            Code::Validation(field) => {
+                return Cow::Owned(format!(
+                    "The request's {field} does not fit; the detail says what was expected."
+                ));
+            }
+            Code::BundleApply => "The bundle could not be applied; nothing of it was stored.",
+            Code::PreconditionIfMatch => {
+                "The update needs an If-Match header with the version last read."
+            }
+            Code::DirectoryUnconfigured => "No LDAP directory is configured.",
+            Code::SecretsNoKey => {
+                "The secrets master key is missing or unusable, so secrets cannot be opened."
+            }
+            Code::StorageUnavailable => {
+                "The store is not available (an I/O error or a full disk); retry later."
+            }
+            Code::PipelineStalled => "The results pipeline is stalled; retry later.",
+            Code::NotifyTestFailed => {
+                "The channel's provider refused the test notification; the detail carries its answer."
+            }
+            Code::IngressFormat => "The event source could not read the body in its format.",
+            Code::IngressMapping => {
+                "The event source's mapping found no value for a required field; the detail names it."
+            }
+            Code::IngressRate => {
+                "The event source's rate limit is exhausted; retry after Retry-After."
+            }
+            Code::IngressUnknownSource => "No event source of this name.",
+            Code::IngressDisabled => "The event source is disabled.",
+            Code::IngressAuth => "The request did not pass the event source's authentication.",
+            Code::Internal => {
+                "An unexpected error inside the service; it is logged with the request id."
+            }
+        })
+    }
+
     /// The status and title of the code table.
     pub fn classify(&self) -> (StatusCode, &'static str) {
         use StatusCode as S;
@@ -362,6 +488,18 @@ impl IntoResponse for Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_code_parses_back_and_has_a_page_text() {
+        let mut all = Code::FIXED.to_vec();
+        all.extend([Code::Internal, Code::Validation("spec".into())]);
+        for code in all {
+            assert_eq!(Code::parse(&code.as_str()), Some(code.clone()));
+            assert!(!code.explain().is_empty());
+        }
+        assert_eq!(Code::parse("svc:validation/"), None);
+        assert_eq!(Code::parse("svc:nothing"), None);
+    }
 
     #[test]
     fn code_table() {

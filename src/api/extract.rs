@@ -53,8 +53,7 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
     } else {
         body
     };
-    serde_json::from_slice(body)
-        .map_err(|e| Problem::validation("body", format!("malformed JSON body: {e}")))
+    crate::model::input::from_slice(body).map_err(|e| Problem::validation("body", e))
 }
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {

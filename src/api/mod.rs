@@ -22,6 +22,7 @@ mod objects;
 pub mod openapi;
 mod pages;
 pub mod pagination;
+mod problem_pages;
 mod results;
 pub mod router;
 mod schemas;

@@ -179,6 +179,7 @@ async fn ics(
 }
 
 #[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct SimulateBody {
     severity: Option<String>,
 }

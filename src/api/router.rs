@@ -6,7 +6,7 @@ use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
     account, alerts, bundles, business, config, events, heartbeats, identity, incidents, ingest,
-    metrics, notify, objects, pages, results, secrets, suppressions, system, users,
+    metrics, notify, objects, pages, problem_pages, results, secrets, suppressions, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -245,6 +245,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(users::routes());
     all.extend(account::routes());
     all.extend(pages::routes());
+    all.extend(problem_pages::routes());
     all.extend(events::routes());
     all.extend(config::routes());
     all.extend(objects::routes());

@@ -18,7 +18,7 @@ const ENDPOINT_MAX: usize = 2048;
 
 /// Parses a body, naming `field` in the problem when it does not fit.
 fn parse<T: DeserializeOwned>(field: &'static str, body: Value) -> Result<T, AuthError> {
-    serde_json::from_value(body).map_err(|e| AuthError::validation(field, e.to_string()))
+    crate::model::input::from_value(body).map_err(|e| AuthError::validation(field, e))
 }
 
 fn own_key(p: &Principal, what: &str) -> String {

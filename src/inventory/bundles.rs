@@ -62,12 +62,11 @@ fn check(doc: BundleDoc) -> Result<Checked, String> {
     check_name(&doc.name).map_err(|e| e.detail)?;
     match doc.kind.as_str() {
         "host" | "service" => {
-            let body: ObjectDocBody = serde_json::from_value(if doc.body.is_null() {
+            let body: ObjectDocBody = crate::model::input::from_value(if doc.body.is_null() {
                 Value::Object(Default::default())
             } else {
                 doc.body
-            })
-            .map_err(|e| e.to_string())?;
+            })?;
             match (doc.kind.as_str(), &doc.host) {
                 ("service", None) => return Err("a service needs its host".into()),
                 ("host", Some(_)) => return Err("a host has no host".into()),

@@ -32,7 +32,7 @@ fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BatchRequest {
     #[serde(default)]
     pub hosts: Vec<serde_json::Value>,
@@ -61,7 +61,7 @@ pub struct BatchResult {
 
 fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
     let spec = spec.ok_or_else(|| invalid("spec", "spec is required"))?;
-    serde_json::from_value(spec).map_err(|e| invalid("spec", e.to_string()))
+    crate::model::input::from_value_at("spec", spec).map_err(|e| invalid("spec", e))
 }
 
 pub(super) fn normal_folder(folder: Option<String>) -> String {
@@ -105,7 +105,7 @@ impl Inventory {
         service_route: bool,
     ) -> Result<Object, InventoryError> {
         let body: ObjectBody =
-            serde_json::from_value(value).map_err(|e| invalid("body", e.to_string()))?;
+            crate::model::input::from_value(value).map_err(|e| invalid("body", e))?;
         check_name(&body.name)?;
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
@@ -342,7 +342,7 @@ impl Inventory {
         value: serde_json::Value,
     ) -> Result<Object, InventoryError> {
         let body: ObjectBody =
-            serde_json::from_value(value).map_err(|e| invalid("body", e.to_string()))?;
+            crate::model::input::from_value(value).map_err(|e| invalid("body", e))?;
         let current = self.store.object(p.tenant, id).await?;
         if !body.name.is_empty() && body.name != current.name {
             return Err(invalid("name", "an object cannot be renamed").into());

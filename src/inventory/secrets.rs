@@ -45,6 +45,7 @@ impl MasterKey {
 
 /// `PUT /api/v1/secrets/{name}`.
 #[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SecretBody {
     #[serde(default)]
     pub value: Option<String>,

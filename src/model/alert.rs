@@ -312,7 +312,7 @@ pub fn rank(s: Severity) -> u8 {
 
 /// `POST /api/v1/alerts` (CONTRACT 3).
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManualAlarm {
     #[serde(default)]
     pub title: Option<String>,
@@ -337,6 +337,7 @@ pub fn short_id(id: Uuid) -> String {
 
 /// `:snooze` body: `until`, or `duration` from now.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SnoozeRequest {
     #[serde(default)]
     pub until: Option<String>,
@@ -347,7 +348,7 @@ pub struct SnoozeRequest {
 /// `POST /alert-rules:test` (the reference's `ruleTestRequest`): a rule, and demo events or
 /// a history window (default the last 24 hours).
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleTestRequest {
     #[serde(default)]
     pub rule: Option<Value>,
@@ -361,6 +362,7 @@ pub struct RuleTestRequest {
 
 /// `:ack` body.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AckRequest {
     #[serde(default)]
     pub comment: Option<String>,

@@ -120,7 +120,7 @@ fn check_flow(text: &str) -> Result<(), String> {
 }
 
 fn document(value: serde_json::Value, i: usize) -> Result<BundleDoc, String> {
-    serde_json::from_value(value).map_err(|e| format!("document {}: {e}", i + 1))
+    super::input::from_value(value).map_err(|e| format!("document {}: {e}", i + 1))
 }
 
 /// Parses the documents of a bundle: a JSON array (or one JSON object), else YAML documents

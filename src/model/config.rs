@@ -256,8 +256,8 @@ pub fn check_name(name: &str) -> Result<(), Invalid> {
 fn validate_as<T: Serialize + for<'de> Deserialize<'de>>(
     body: &mut Map<String, Value>,
 ) -> Result<(), Invalid> {
-    let parsed: T = serde_json::from_value(Value::Object(body.clone()))
-        .map_err(|e| invalid("", e.to_string()))?;
+    let parsed: T =
+        super::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
     if let Value::Object(normal) =
         serde_json::to_value(parsed).map_err(|e| invalid("", e.to_string()))?
     {
@@ -316,7 +316,13 @@ pub struct ObjectSpec {
     pub threshold_mode: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout: Option<GoDuration>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Text values; numbers and booleans (as Icinga configurations carry them) are kept as text.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "vars_as_text"
+    )]
+    #[schemars(schema_with = "vars_schema")]
     pub vars: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
@@ -336,6 +342,34 @@ pub fn template_spec(body: &str) -> ObjectSpec {
         .ok()
         .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
         .unwrap_or_default()
+}
+
+fn vars_as_text<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    use serde::de::Error;
+    let raw: Option<BTreeMap<String, Value>> = Option::deserialize(d)?;
+    raw.map(|vars| {
+        vars.into_iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k, s)),
+                Value::Number(n) => Ok((k, n.to_string())),
+                Value::Bool(b) => Ok((k, b.to_string())),
+                _ => Err(D::Error::custom(format!(
+                    "vars.{k}: expected text, a number or a boolean"
+                ))),
+            })
+            .collect()
+    })
+    .transpose()
+}
+
+fn vars_schema(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {"type": ["string", "number", "boolean"]},
+        "description": "numbers and booleans are stored as text"
+    })
 }
 
 /// The schema of what `validate_template` reads.
@@ -360,7 +394,7 @@ fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
         .cloned()
         .ok_or_else(|| invalid("spec", "spec is required"))?;
     let spec: ObjectSpec =
-        serde_json::from_value(spec).map_err(|e| invalid("spec", e.to_string()))?;
+        super::input::from_value_at("spec", spec).map_err(|e| invalid("spec", e))?;
     let kind = body
         .get("kind")
         .and_then(Value::as_str)
@@ -394,8 +428,8 @@ fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 
 fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     if let Some(prefs) = body.get("preferences").filter(|p| !p.is_null()) {
-        serde_json::from_value::<Vec<ChannelPreference>>(prefs.clone())
-            .map_err(|e| invalid("preferences", e.to_string()))?;
+        super::input::from_value_at::<Vec<ChannelPreference>>("preferences", prefs.clone())
+            .map_err(|e| invalid("preferences", e))?;
     }
     validate_with(body, |c: &Contact| {
         if let Some(tz) = &c.time_zone {
@@ -660,8 +694,8 @@ fn validate_with<T: Serialize + for<'de> Deserialize<'de>>(
     body: &mut Map<String, Value>,
     check: impl FnOnce(&T) -> Result<(), Invalid>,
 ) -> Result<(), Invalid> {
-    let parsed: T = serde_json::from_value(Value::Object(body.clone()))
-        .map_err(|e| invalid("", e.to_string()))?;
+    let parsed: T =
+        super::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
     check(&parsed)?;
     if let Value::Object(normal) =
         serde_json::to_value(parsed).map_err(|e| invalid("", e.to_string()))?
@@ -779,7 +813,7 @@ impl AlertRule {
             body.remove(key);
         }
         validate_alert_rule(&mut body)?;
-        serde_json::from_value(Value::Object(body)).map_err(|e| invalid("rule", e.to_string()))
+        super::input::from_value(Value::Object(body)).map_err(|e| invalid("rule", e))
     }
 
     /// A stored rule document's body (validated at save).

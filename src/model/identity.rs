@@ -73,7 +73,7 @@ pub struct ApiToken {
 
 /// `POST /api/v1/api-tokens`.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRequest {
     #[serde(default)]
     pub name: String,
@@ -109,7 +109,7 @@ pub struct Whoami {
 
 /// `POST /api/v1/tenants`.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantRequest {
     #[serde(default)]
     pub name: String,
@@ -181,7 +181,7 @@ impl std::fmt::Debug for StoredUser {
 
 /// `POST /api/v1/users`.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateUser {
     #[serde(default)]
     pub email: String,
@@ -197,7 +197,7 @@ pub struct CreateUser {
 
 /// `PUT /api/v1/users/{id}`: only the fields given change.
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateUser {
     pub email: Option<String>,
     pub name: Option<String>,
@@ -206,18 +206,16 @@ pub struct UpdateUser {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetPassword {
     #[serde(default)]
     pub password: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChangePassword {
-    #[serde(default)]
     pub old_password: String,
-    #[serde(default)]
     pub new_password: String,
 }
 

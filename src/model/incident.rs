@@ -38,7 +38,7 @@ pub struct Incident {
 /// `POST` and `PUT /api/v1/incidents` (the reference's `incidentBody`, plus `labels`, and
 /// `status` on `PUT`).
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IncidentBody {
     #[serde(default)]
     pub title: Option<String>,

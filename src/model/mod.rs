@@ -11,6 +11,7 @@ pub mod hardware;
 pub mod heartbeat;
 pub mod identity;
 pub mod incident;
+pub mod input;
 pub mod metric;
 pub mod notify;
 pub mod object;

@@ -190,11 +190,14 @@ pub struct Override {
     pub created_by: String,
 }
 
-/// The reference's `overrideBody`; `contactId` may be a contact's name too; its `schedule`
-/// is ignored (the path names the schedule).
+/// The reference's `overrideBody`; `contactId` may be a contact's name too.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideBody {
+    /// The schedule's name; the path names it already, so it may be left out, and one that
+    /// differs from the path's is refused.
+    #[serde(default)]
+    pub schedule: Option<String>,
     pub contact_id: Option<String>,
     pub start: Option<String>,
     pub end: Option<String>,
@@ -462,7 +465,7 @@ pub struct WebhookSubscription {
 
 /// What `POST /channels/{name}:test-notification` takes (the reference's `testSendRequest`).
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestSend {
     #[serde(default)]
     pub target: Option<String>,

@@ -27,7 +27,7 @@ pub struct Silence {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SilenceBody {
     #[serde(default)]
     pub comment: Option<String>,
@@ -84,7 +84,7 @@ pub struct Downtime {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DowntimeBody {
     #[serde(default)]
     pub comment: Option<String>,

@@ -41,9 +41,8 @@ pub enum ResultError {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResultBatch {
-    #[serde(default)]
     pub results: Vec<ResultItem>,
 }
 

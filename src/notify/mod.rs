@@ -305,6 +305,12 @@ impl Notifier {
         name: &str,
         body: OverrideBody,
     ) -> Result<Override, NotifyError> {
+        if let Some(other) = body.schedule.as_deref().filter(|s| *s != name) {
+            return Err(invalid(
+                "override",
+                format!("the body names schedule {other:?}, the path {name:?}"),
+            ));
+        }
         let (dir, schedule) = self.schedule_of(p.tenant, name).await?;
         let time = |v: Option<String>, field: &str| -> Result<Timestamp, NotifyError> {
             v.ok_or_else(|| invalid("override", format!("{field} is required")))?

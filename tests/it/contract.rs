@@ -263,3 +263,151 @@ async fn another_tenants_ids_and_names_answer_like_ones_that_do_not_exist() {
     }
     assert!(compared > 60, "{compared} operations with ids or names");
 }
+
+#[tokio::test]
+async fn bad_input_is_refused_with_the_field_and_the_form_it_should_have() {
+    let a = Admin::start();
+    let s = &a.s;
+    let t = &a.token;
+    let typo = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/results",
+        json!({"result": [{"host": "h", "status": 0}]}),
+    )
+    .await;
+    let p = assert_problem(typo, 422, "svc:validation/body").await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field `result`"),
+        "{p}"
+    );
+    let unwrapped = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/results",
+        json!({"host": "h", "status": 0}),
+    )
+    .await;
+    let p = assert_problem(unwrapped, 422, "svc:validation/body").await;
+    assert!(p["detail"].as_str().unwrap().contains("host"), "{p}");
+    let empty = send(s, t, Method::POST, "/api/v1/results", json!({})).await;
+    let p = assert_problem(empty, 422, "svc:validation/body").await;
+    assert_eq!(p["detail"], "missing field `results`");
+
+    let wrong_type = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/hosts",
+        json!({"name": "h1", "spec": {"maxCheckAttempts": "three"}}),
+    )
+    .await;
+    let p = assert_problem(wrong_type, 422, "svc:validation/spec").await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with(
+            "spec.maxCheckAttempts: invalid type: string \"three\", expected an integer"
+        ),
+        "{detail}"
+    );
+    assert!(!detail.contains("u32"), "no Rust type names: {detail}");
+    let nested = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/hosts",
+        json!({"name": "h1", "spec": {"checkInterval": "1m"}}),
+    )
+    .await;
+    let p = assert_problem(nested, 422, "svc:validation/spec").await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("spec: unknown field `checkInterval`"),
+        "{p}"
+    );
+
+    let icinga = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/hosts",
+        json!({"name": "h2", "spec": {"vars": {"http_port": 8080, "ssl": true, "path": "/"}}}),
+    )
+    .await;
+    let host = json(icinga, 201).await;
+    assert_eq!(
+        host["spec"]["vars"],
+        json!({"http_port": "8080", "ssl": "true", "path": "/"})
+    );
+
+    let wrong_names = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/users/me:change-password",
+        json!({"old": "x", "new": "y"}),
+    )
+    .await;
+    let p = assert_problem(wrong_names, 422, "svc:validation/body").await;
+    let detail = p["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("unknown field") && detail.contains("`oldPassword`"),
+        "{p}"
+    );
+    let missing = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/users/me:change-password",
+        json!({"newPassword": "a long new password"}),
+    )
+    .await;
+    let p = assert_problem(missing, 422, "svc:validation/body").await;
+    assert_eq!(p["detail"], "missing field `oldPassword`");
+    let alarm = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "x", "sevrity": "critical"}),
+    )
+    .await;
+    assert_problem(alarm, 422, "svc:validation/body").await;
+}
+
+#[tokio::test]
+async fn problem_types_resolve_to_a_page_describing_the_code() {
+    let s = Server::start();
+    let p = assert_problem(s.get("/api/v1/hosts").await, 401, "svc:auth/required").await;
+    let url = p["type"].as_str().unwrap();
+    let path = &url[url.find("/problems/").unwrap()..];
+    assert_eq!(path, "/problems/svc/auth/required");
+    let page = s.get(path).await;
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let text = page.text().await.unwrap();
+    assert!(
+        text.contains("svc:auth/required") && text.contains("401"),
+        "{text}"
+    );
+    for code in [
+        "/problems/svc/not-found",
+        "/problems/svc/validation/spec",
+        "/problems/svc/validation/size",
+    ] {
+        assert_eq!(s.get(code).await.status(), 200, "{code}");
+    }
+    assert_eq!(s.get("/problems/svc/no-such/code").await.status(), 404);
+}
