@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct ListQuery {
@@ -81,7 +81,8 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
             .answers_as(200, JSON, schemas::config_page(kind)),
         Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`.")
             .body_as(JSON, schemas::config_document(kind, false), false)
-            .answers_as(201, JSON, schemas::config_document(kind, true)),
+            .answers_as(201, JSON, schemas::config_document(kind, true))
+            .example_if(example(kind.name)),
         Route::get(item_path.clone(), get).permission(kind.read).doc(kind.name, "Get a document", if kind.name == "templates" { "By name or by id; `ETag` is the version." } else { "`ETag` is the version." })
             .answers_as(200, JSON, schemas::config_document(kind, true)),
         Route::put(item_path.clone(), put).permission(kind.write).doc(kind.name, "Replace a document", "`If-Match` required (428 without, 409 `svc:conflict/version` when stale); the name in the path wins over the body's.")
@@ -90,4 +91,35 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
         Route::delete(item_path, delete).permission(kind.write).doc(kind.name, "Delete a document", "204.")
             .answers_empty(204),
     ]
+}
+
+/// Example documents of the main kinds, as the OpenAPI document shows them.
+fn example(kind: &str) -> Option<Value> {
+    Some(match kind {
+        "templates" => {
+            json!({"name": "linux-server", "kind": "host", "labels": {"os": "linux"}, "spec": {"checkCommand": "ping", "interval": "1m", "maxCheckAttempts": 3}})
+        }
+        "check-commands" => {
+            json!({"name": "disk", "type": "plugin", "line": ["/usr/lib/nagios/plugins/check_disk", "-w", "$ARG1$", "-c", "$ARG2$", "-p", "/"], "timeout": 10})
+        }
+        "alert-rules" => {
+            json!({"name": "critical-services", "match": "event.type == 'state_change' && event.state == 'CRITICAL'", "severity": "critical", "resolveOnOk": true, "escalationPolicy": "ops-default"})
+        }
+        "escalation-policies" => {
+            json!({"name": "ops-default", "steps": [{"after": "0s", "notify": {"schedule": "ops"}}, {"after": "15m", "notify": {"contactGroup": "ops-leads"}}]})
+        }
+        "schedules" => {
+            json!({"name": "ops", "timeZone": "Europe/Berlin", "layers": [{"unit": "weekly", "anchor": "2026-01-05T08:00:00+01:00", "participants": ["ada", "grace"]}]})
+        }
+        "contacts" => {
+            json!({"name": "ada", "email": "ada@example.org", "phone": "+49 170 1234567", "timeZone": "Europe/Berlin", "preferences": [{"channels": ["email", "sms"]}]})
+        }
+        "channels" => {
+            json!({"name": "ops-webhook", "type": "webhook", "config": {"url": "https://hooks.example.org/svc"}})
+        }
+        "event-sources" => {
+            json!({"name": "prometheus", "type": "alertmanager", "authMode": "token", "secretRef": "prometheus-token"})
+        }
+        _ => return None,
+    })
 }

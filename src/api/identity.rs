@@ -19,6 +19,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::json;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -35,7 +36,8 @@ pub fn routes() -> Vec<Route> {
             "Create API token (secret shown once)",
             "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
         )
-            .body::<TokenRequest>().answers::<MintedToken>(201),
+            .body::<TokenRequest>().answers::<MintedToken>(201)
+            .example(json!({"name": "ci-deploy", "scopes": ["objects:read", "objects:write"], "expiresAt": "2027-01-01T00:00:00Z"})),
         Route::delete("/api/v1/api-tokens/{id}", revoke_token)
             .permission("admin:tokens")
             .doc("api-tokens", "Revoke API token", "204; the secret stops working at once.")

@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
+use serde_json::json;
 use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
@@ -28,7 +29,8 @@ pub fn routes() -> Vec<Route> {
             "Create an incident",
             "`{title (required), summary, severity (default critical), labels, impact, ticketUrl, alertIds}`; 201 with `ETag`. Listed alerts (the tenant's, else 422 `svc:validation/alertIds`) get its `incidentId`. Writes an `incident_update` event with `action: created`.",
         )
-            .body::<IncidentBody>().answers::<Incident>(201),
+            .body::<IncidentBody>().answers::<Incident>(201)
+            .example(json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),
         Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").doc(
             "incidents",
             "Get an incident",

@@ -20,6 +20,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::json;
 use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
@@ -36,9 +37,11 @@ pub fn routes() -> Vec<Route> {
             "Create a host",
             "Body `{name, folder?, host?, labels?, spec}`; with `host` it creates a service of that host. Unknown spec fields are 422 `svc:validation/spec`, as are unknown templates and template cycles. 201 with `ETag`.",
         )
-            .body::<ObjectBody>().answers::<Object>(201),
+            .body::<ObjectBody>().answers::<Object>(201)
+            .example(json!({"name": "web01", "folder": "/berlin", "labels": {"site": "berlin", "team": "ops"}, "spec": {"address": "192.0.2.10", "checkCommand": "ping", "interval": "1m", "maxCheckAttempts": 3}})),
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
-            .body::<ObjectBody>().answers::<Object>(201),
+            .body::<ObjectBody>().answers::<Object>(201)
+            .example(json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
         Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "`ETag` is the version.")
             .ok::<Object>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")

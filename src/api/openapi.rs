@@ -150,7 +150,11 @@ fn operation(
         op["description"] = json!(r.description);
     }
     if let Some(body) = &r.request {
-        op["requestBody"] = json!({"required": !body.optional, "content": content(body, requests)});
+        let mut content = content(body, requests);
+        if let Some(example) = &r.example {
+            content[body.media]["example"] = example.clone();
+        }
+        op["requestBody"] = json!({"required": !body.optional, "content": content});
     }
     let mut params = path_params(&r.path);
     params.extend(query_params(r.query.as_ref(), inline));

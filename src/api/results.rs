@@ -13,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde::Deserialize;
+use serde_json::json;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -21,7 +22,8 @@ pub fn routes() -> Vec<Route> {
             "Submit passive check results",
             "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE. The batch joins the results queue (8192 results; active check results share it) and the answer comes once its states are durably committed (its events and metric samples commit right after; any event or metrics read that begins after the answer waits for them); 503 `svc:pipeline/stalled` when the queue stays full for 5 s or its oldest entry has waited 10 s. Performance data becomes metric series (see `/api/v1/metrics/query`).",
         )
-            .body::<ResultBatch>().answers::<Accepted>(202),
+            .body::<ResultBatch>().answers::<Accepted>(202)
+            .example(json!({"results": [{"host": "web01", "service": "disk", "state": "WARNING", "output": "DISK WARNING - 91% used | used=91%;90;95"}]})),
         Route::get("/api/v1/problems", problems).permission("objects:read").doc(
             "results",
             "Objects not OK/UP",

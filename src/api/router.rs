@@ -46,6 +46,8 @@ pub struct Route {
     pub request: Option<Body>,
     /// A POST or PUT that reads no body says so (the OpenAPI test holds the others to a body).
     pub reads_nothing: bool,
+    /// An example request body for the OpenAPI document.
+    pub example: Option<serde_json::Value>,
     /// The query parameters, as the fields of one schema.
     pub query: Option<SchemaFn>,
     /// The success answers.
@@ -100,6 +102,7 @@ impl Route {
             page: false,
             request: None,
             reads_nothing: false,
+            example: None,
             query: None,
             responses: Vec::new(),
             handler,
@@ -193,6 +196,18 @@ impl Route {
     /// Says the operation reads no body (a POST whose verb says it all).
     pub fn no_body(mut self) -> Self {
         self.reads_nothing = true;
+        self
+    }
+
+    /// An example of the request body.
+    pub fn example(mut self, example: serde_json::Value) -> Self {
+        self.example = Some(example);
+        self
+    }
+
+    /// An example of the request body, when there is one.
+    pub fn example_if(mut self, example: Option<serde_json::Value>) -> Self {
+        self.example = example;
         self
     }
 
