@@ -4,6 +4,7 @@ pub mod alerting;
 pub mod api;
 pub mod app;
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod events;
 pub mod hw;

@@ -20,6 +20,8 @@ struct Cli {
     /// Print the version string and exit.
     #[arg(long = "version")]
     version: bool,
+    #[command(flatten)]
+    global: svc::cli::Global,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -52,6 +54,8 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    #[command(flatten)]
+    Client(svc::cli::ClientCommand),
 }
 
 #[derive(Subcommand)]
@@ -116,6 +120,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             let secret = runtime()?.block_on(svc::app::bootstrap(&cfg))?;
             println!("{secret}");
+        }
+        Some(Command::Client(command)) => {
+            if let Err(e) = svc::cli::run(cli.global, command) {
+                anyhow::bail!("{e}");
+            }
         }
         Some(Command::Config {
             command: ConfigCommand::Check { config },

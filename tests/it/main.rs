@@ -13,6 +13,7 @@ mod alerts;
 mod architecture;
 mod bundles;
 mod checks;
+mod cli;
 mod config;
 mod contract;
 mod durability;

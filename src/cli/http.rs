@@ -1,0 +1,167 @@
+//! The client's one HTTP path: bearer token, 60 s timeout, 16 MiB read limit, and problem
+//! documents turned into errors that print as title, code and detail (SPEC 4.6).
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const READ_LIMIT: usize = 16 * 1024 * 1024;
+
+/// How a command failed; every one exits 1.
+#[derive(Debug)]
+pub enum CliError {
+    /// The server answered with a problem document (or another error status).
+    Problem {
+        status: u16,
+        title: String,
+        code: String,
+        detail: String,
+    },
+    /// The request did not get an answer, or the answer could not be read.
+    Transport(String),
+    /// The command's own input was wrong.
+    Usage(String),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Problem {
+                status,
+                title,
+                code,
+                detail,
+            } => {
+                write!(f, "{title} ({status})")?;
+                if !code.is_empty() {
+                    write!(f, "\n  code:   {code}")?;
+                }
+                if !detail.is_empty() {
+                    write!(f, "\n  detail: {detail}")?;
+                }
+                Ok(())
+            }
+            CliError::Transport(why) | CliError::Usage(why) => f.write_str(why),
+        }
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+/// A request body.
+pub enum Body {
+    None,
+    Json(Value),
+    Text(&'static str, String),
+}
+
+impl Client {
+    pub fn new(server: &str, token: Option<String>, insecure: bool) -> Result<Client, CliError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .danger_accept_invalid_certs(insecure)
+            .build()
+            .map_err(|e| CliError::Transport(format!("cannot set up HTTPS: {e}")))?;
+        Ok(Client {
+            http,
+            base: server.trim_end_matches('/').to_string(),
+            token: token.filter(|t| !t.is_empty()),
+        })
+    }
+
+    /// Sends a request and reads the answer's text (at most 16 MiB); an error status is an error.
+    pub async fn send(&self, method: Method, path: &str, body: Body) -> Result<String, CliError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self.http.request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        req = match body {
+            Body::None => req,
+            Body::Json(v) => req
+                .header("content-type", "application/json")
+                .body(v.to_string()),
+            Body::Text(media, text) => req.header("content-type", media).body(text),
+        };
+        let mut res = req.send().await.map_err(|e| {
+            let why = if e.is_connect() {
+                "cannot connect"
+            } else if e.is_timeout() {
+                "no answer within 60 s"
+            } else {
+                "the request failed"
+            };
+            CliError::Transport(format!("{why} to {}: {}", self.base, root_cause(&e)))
+        })?;
+        let status = res.status();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = res
+            .chunk()
+            .await
+            .map_err(|e| CliError::Transport(format!("reading the answer failed: {e}")))?
+        {
+            if bytes.len() + chunk.len() > READ_LIMIT {
+                return Err(CliError::Transport(
+                    "the answer is larger than 16 MiB".into(),
+                ));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err(problem(status, &text))
+        }
+    }
+
+    pub async fn json(&self, method: Method, path: &str, body: Body) -> Result<Value, CliError> {
+        let text = self.send(method, path, body).await?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| CliError::Transport(format!("the server's answer is not JSON: {e}")))
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value, CliError> {
+        self.json(Method::GET, path, Body::None).await
+    }
+}
+
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn problem(status: StatusCode, text: &str) -> CliError {
+    let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    let field = |k: &str| doc[k].as_str().unwrap_or_default().to_string();
+    let title = match field("title") {
+        t if t.is_empty() => status
+            .canonical_reason()
+            .unwrap_or("request failed")
+            .to_string(),
+        t => t,
+    };
+    let detail = match field("detail") {
+        d if d.is_empty() && doc.is_null() => text.trim().to_string(),
+        d => d,
+    };
+    CliError::Problem {
+        status: status.as_u16(),
+        title,
+        code: field("code"),
+        detail,
+    }
+}

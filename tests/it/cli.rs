@@ -1,0 +1,195 @@
+//! The command-line client (SPEC 4.6) run as a child process against the real server: every
+//! command in table and JSON form, and its exit codes.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// Runs a client command against `s` with `token`.
+fn client(s: &Server, token: &str, args: &[&str]) -> (i32, String, String) {
+    let server = s.url("");
+    let mut all = vec!["--server", server.as_str()];
+    all.extend_from_slice(args);
+    svc(&all, &[("SVC_TOKEN", token), ("NO_COLOR", "1")])
+}
+
+fn ok(s: &Server, token: &str, args: &[&str]) -> String {
+    let (code, out, err) = client(s, token, args);
+    assert_eq!(code, 0, "svc {args:?}: {err}");
+    out
+}
+
+fn json_of(s: &Server, token: &str, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(s, token, &all)).unwrap()
+}
+
+#[tokio::test]
+async fn every_command_prints_a_table_or_the_apis_json() {
+    let a = Admin::start();
+    let (s, t) = (&a.s, a.token.as_str());
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("site.yaml");
+    std::fs::write(
+        &bundle,
+        "kind: host\nname: web01\nbody: {labels: {site: lab}, spec: {address: 192.0.2.1}}\n---\nkind: service\nname: disk\nhost: web01\nbody: {spec: {}}\n",
+    )
+    .unwrap();
+    let planned = ok(
+        s,
+        t,
+        &["apply", "-f", bundle.to_str().unwrap(), "--dry-run"],
+    );
+    assert!(
+        planned.contains("create   host      web01") && planned.contains("not applied"),
+        "{planned}"
+    );
+    assert!(
+        json_of(s, t, &["get", "hosts"])["items"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a dry run stores nothing"
+    );
+    let applied = ok(s, t, &["apply", "-f", bundle.to_str().unwrap()]);
+    assert!(applied.ends_with("applied\n"), "{applied}");
+
+    let hosts = ok(s, t, &["get", "hosts"]);
+    let lines: Vec<&str> = hosts.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("STATE"),
+        "{hosts}"
+    );
+    assert!(
+        lines[1].starts_with("web01") && lines[1].contains("PEND") && lines[1].contains("site=lab"),
+        "{hosts}"
+    );
+    let host_json = json_of(s, t, &["get", "hosts"]);
+    let api: Value = call(s, t, Method::GET, "/api/v1/hosts?limit=500")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(host_json, api, "--json prints the API's JSON unchanged");
+    let host_id = api["items"][0]["id"].as_str().unwrap().to_string();
+
+    let res = send(s, t, Method::POST, "/api/v1/results", json!({"results": [{"host": "web01", "service": "disk", "state": "CRITICAL", "output": "DISK CRITICAL - 99% used"}]})).await;
+    assert_eq!(res.status(), 202);
+    let services = ok(s, t, &["get", "services"]);
+    assert!(
+        services.lines().nth(1).unwrap().contains("CRIT"),
+        "{services}"
+    );
+    let problems = ok(s, t, &["get", "problems"]);
+    assert!(
+        problems.contains("disk") && problems.contains("DISK CRITICAL"),
+        "{problems}"
+    );
+
+    let described = ok(s, t, &["describe", &host_id]);
+    assert!(
+        described.contains("Name:           web01") && described.contains("address"),
+        "{described}"
+    );
+    assert!(ok(s, t, &["check-now", &host_id]).contains("scheduled"));
+
+    let alarm = json(
+        send(
+            s,
+            t,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "Fire in hall 2", "severity": "critical"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let alert_id = alarm["id"].as_str().unwrap();
+    assert!(ok(s, t, &["get", "alerts"]).contains("Fire in hall 2"));
+    assert!(ok(s, t, &["ack", alert_id, "-m", "on my way"]).contains("acknowledged"));
+    let acked = json_of(s, t, &["get", "alerts"]);
+    assert_eq!(acked["items"][0]["status"], "acked");
+    assert!(ok(s, t, &["resolve", alert_id]).contains("resolved"));
+
+    assert!(
+        ok(
+            s,
+            t,
+            &[
+                "downtime", "--object", &host_id, "--hours", "1", "-m", "patching"
+            ]
+        )
+        .starts_with("downtime ")
+    );
+    assert!(ok(s, t, &["get", "downtimes"]).contains("patching"));
+    assert!(
+        ok(s, t, &["silence", "--selector", "site=lab", "-m", "tests"]).starts_with("silence ")
+    );
+    let silences = json_of(s, t, &["get", "silences"]);
+    assert_eq!(silences["items"][0]["selector"], "site=lab");
+    assert!(ok(s, t, &["get", "incidents"]).starts_with("ID"));
+    assert!(ok(s, t, &["get", "events"]).contains("state_change"));
+    assert!(ok(s, t, &["oncall"]).starts_with("SCHEDULE"));
+    assert!(ok(s, t, &["audit", "verify"]).starts_with("audit chain intact"));
+    assert!(ok(s, t, &["audit", "tail"]).contains("bundle.apply"));
+    let exported = ok(s, t, &["export"]);
+    assert!(exported.contains("name: web01"), "{exported}");
+    let doctor = ok(s, t, &["doctor"]);
+    assert!(
+        doctor.contains("reachable, version") && doctor.contains("results-pipeline"),
+        "{doctor}"
+    );
+}
+
+#[tokio::test]
+async fn errors_exit_one_with_the_problem_and_usage_errors_two() {
+    let a = Admin::start();
+    let (s, t) = (&a.s, a.token.as_str());
+    assert_eq!(svc(&["bogus"], &[]).0, 2, "unknown command");
+    assert_eq!(svc(&["--bogus", "get", "hosts"], &[]).0, 2, "unknown flag");
+    assert_eq!(svc(&["--server"], &[]).0, 2, "flag without value");
+    assert_eq!(
+        client(s, t, &["get", "--json", "hosts"]).0,
+        2,
+        "global flags precede the command"
+    );
+    assert_eq!(
+        client(s, t, &["downtime", "--object", "x"]).0,
+        2,
+        "-m is required"
+    );
+
+    let (narrow, _) = mint(s, t, json!({"name": "narrow", "scopes": ["events:read"]})).await;
+    let (code, out, err) = client(s, &narrow, &["get", "hosts"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert!(
+        err.contains("Permission missing")
+            && err.contains("svc:auth/forbidden")
+            && err.contains("objects:read"),
+        "{err}"
+    );
+    let (code, _, err) = client(s, "", &["get", "hosts"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("svc:auth/required"), "{err}");
+    let (code, _, err) = client(s, t, &["ack", "0190c6a4-0000-7000-8000-00000000dead"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("svc:not-found"), "{err}");
+
+    let port = free_port();
+    let (code, _, err) = svc(
+        &[
+            "--server",
+            &format!("http://127.0.0.1:{port}"),
+            "get",
+            "hosts",
+        ],
+        &[("SVC_TOKEN", t)],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot connect to http://127.0.0.1:"), "{err}");
+}
