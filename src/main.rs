@@ -54,6 +54,11 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Print a shell completion script: `svc completion bash > /etc/bash_completion.d/svc`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     #[command(flatten)]
     Client(svc::cli::ClientCommand),
 }
@@ -120,6 +125,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             let secret = runtime()?.block_on(svc::app::bootstrap(&cfg))?;
             println!("{secret}");
+        }
+        Some(Command::Completion { shell }) => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "svc", &mut std::io::stdout());
         }
         Some(Command::Client(command)) => {
             if let Err(e) = svc::cli::run(cli.global, command) {

@@ -33,6 +33,9 @@ pub enum ClientCommand {
     Get {
         #[arg(value_enum)]
         what: Listing,
+        /// A label selector (`site=lab,tier in (gold,silver)`), for hosts and services.
+        #[arg(short = 'l', long)]
+        selector: Option<String>,
     },
     /// Show an object and its effective configuration: `svc describe <object-id>`.
     Describe { id: String },
@@ -154,7 +157,7 @@ fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
 
 async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<String, CliError> {
     Ok(match command {
-        ClientCommand::Get { what } => {
+        ClientCommand::Get { what, selector } => {
             let (path, render): (&str, fn(&Value) -> String) = match what {
                 Listing::Hosts => ("/api/v1/hosts?limit=500", hosts),
                 Listing::Services => ("/api/v1/services?limit=500", services),
@@ -165,7 +168,18 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
                 Listing::Downtimes => ("/api/v1/downtimes", downtimes),
                 Listing::Events => ("/api/v1/events?limit=50", events),
             };
-            let v = c.get(path).await?;
+            let path = match (selector, what) {
+                (None, _) => path.to_string(),
+                (Some(sel), Listing::Hosts | Listing::Services) => {
+                    format!("{path}&selector={}", path_segment(&sel))
+                }
+                (Some(_), _) => {
+                    return Err(CliError::Usage(
+                        "--selector applies to hosts and services".into(),
+                    ));
+                }
+            };
+            let v = c.get(&path).await?;
             if as_json { pretty(&v) } else { render(&v) }
         }
         ClientCommand::Describe { id } => {

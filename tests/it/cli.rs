@@ -75,6 +75,19 @@ async fn every_command_prints_a_table_or_the_apis_json() {
         .unwrap();
     assert_eq!(host_json, api, "--json prints the API's JSON unchanged");
     let host_id = api["items"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        ok(s, t, &["get", "hosts", "-l", "site=lab"])
+            .lines()
+            .count(),
+        2
+    );
+    assert_eq!(
+        ok(s, t, &["get", "hosts", "-l", "site=elsewhere"])
+            .lines()
+            .count(),
+        1,
+        "the header only"
+    );
 
     let res = send(s, t, Method::POST, "/api/v1/results", json!({"results": [{"host": "web01", "service": "disk", "state": "CRITICAL", "output": "DISK CRITICAL - 99% used"}]})).await;
     assert_eq!(res.status(), 202);
@@ -192,4 +205,16 @@ async fn errors_exit_one_with_the_problem_and_usage_errors_two() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("cannot connect to http://127.0.0.1:"), "{err}");
+}
+
+#[test]
+fn shells_get_completions() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (code, out, err) = svc(&["completion", shell], &[]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            out.contains("downtime") && out.contains("check-now"),
+            "{shell}"
+        );
+    }
 }
