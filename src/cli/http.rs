@@ -50,6 +50,8 @@ impl fmt::Display for CliError {
 
 pub struct Client {
     http: reqwest::Client,
+    /// For the event stream, which has no end: only connecting is bounded.
+    streaming: reqwest::Client,
     base: String,
     token: Option<String>,
 }
@@ -64,25 +66,84 @@ pub enum Body {
 impl Client {
     pub fn new(server: &str, token: Option<String>, insecure: bool) -> Result<Client, CliError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .danger_accept_invalid_certs(insecure)
-            .build()
-            .map_err(|e| CliError::Transport(format!("cannot set up HTTPS: {e}")))?;
+        let build = |b: reqwest::ClientBuilder| {
+            b.danger_accept_invalid_certs(insecure)
+                .build()
+                .map_err(|e| CliError::Transport(format!("cannot set up HTTPS: {e}")))
+        };
+        let http = build(reqwest::Client::builder().timeout(TIMEOUT))?;
+        let streaming = build(reqwest::Client::builder().connect_timeout(TIMEOUT))?;
         Ok(Client {
             http,
+            streaming,
             base: server.trim_end_matches('/').to_string(),
             token: token.filter(|t| !t.is_empty()),
         })
     }
 
+    fn request(
+        &self,
+        http: &reqwest::Client,
+        method: Method,
+        path: &str,
+    ) -> reqwest::RequestBuilder {
+        let req = http.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        }
+    }
+
+    /// Follows the server-sent event stream at `path`, handing each event's data to `on_event`
+    /// until the stream ends or `on_event` fails.
+    pub async fn follow(
+        &self,
+        path: &str,
+        mut on_event: impl AsyncFnMut(Value) -> Result<(), CliError>,
+    ) -> Result<(), CliError> {
+        let mut res = self
+            .request(&self.streaming, Method::GET, path)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .map_err(|e| {
+                CliError::Transport(format!(
+                    "cannot connect to {}: {}",
+                    self.base,
+                    root_cause(&e)
+                ))
+            })?;
+        if !res.status().is_success() {
+            let status = res.status();
+            let text = res.text().await.unwrap_or_default();
+            return Err(problem(status, &text));
+        }
+        let mut pending = String::new();
+        let mut data = String::new();
+        while let Some(chunk) = res
+            .chunk()
+            .await
+            .map_err(|e| CliError::Transport(format!("the event stream broke: {e}")))?
+        {
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find('\n') {
+                let line: String = pending.drain(..=end).collect();
+                let line = line.trim_end_matches(['\r', '\n']);
+                if let Some(d) = line.strip_prefix("data:") {
+                    data.push_str(d.trim_start());
+                } else if line.is_empty() && !data.is_empty() {
+                    if let Ok(event) = serde_json::from_str(&std::mem::take(&mut data)) {
+                        on_event(event).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Sends a request and reads the answer's text (at most 16 MiB); an error status is an error.
     pub async fn send(&self, method: Method, path: &str, body: Body) -> Result<String, CliError> {
-        let url = format!("{}{path}", self.base);
-        let mut req = self.http.request(method, &url);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        let mut req = self.request(&self.http, method, path);
         req = match body {
             Body::None => req,
             Body::Json(v) => req

@@ -36,6 +36,9 @@ pub enum ClientCommand {
         /// A label selector (`site=lab,tier in (gold,silver)`), for hosts and services.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// Keep following: new events as they happen, problems and alerts again on each change.
+        #[arg(short = 'w', long)]
+        watch: bool,
     },
     /// Show an object and its effective configuration: `svc describe <object-id>`.
     Describe { id: String },
@@ -157,7 +160,11 @@ fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
 
 async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<String, CliError> {
     Ok(match command {
-        ClientCommand::Get { what, selector } => {
+        ClientCommand::Get {
+            what,
+            selector,
+            watch,
+        } => {
             let (path, render): (&str, fn(&Value) -> String) = match what {
                 Listing::Hosts => ("/api/v1/hosts?limit=500", hosts),
                 Listing::Services => ("/api/v1/services?limit=500", services),
@@ -180,7 +187,13 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
                 }
             };
             let v = c.get(&path).await?;
-            if as_json { pretty(&v) } else { render(&v) }
+            let first = if as_json { pretty(&v) } else { render(&v) };
+            if !watch {
+                return Ok(first);
+            }
+            print!("{first}");
+            watch_changes(c, as_json, what, &path, render).await?;
+            String::new()
         }
         ClientCommand::Describe { id } => {
             let id = path_segment(&id);
@@ -336,6 +349,55 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
         }
         ClientCommand::Doctor => doctor(c, as_json).await?,
     })
+}
+
+/// Follows the event stream after the first listing: each new event as a line (`get events`),
+/// or the list printed again when an event that changes it arrives.
+async fn watch_changes(
+    c: &Client,
+    as_json: bool,
+    what: Listing,
+    path: &str,
+    render: fn(&Value) -> String,
+) -> Result<(), CliError> {
+    use std::io::Write;
+    let types = match what {
+        Listing::Events => "",
+        Listing::Problems => "state_change,ack,downtime",
+        Listing::Alerts => "alert_opened,alert_resolved,ack,escalation",
+        _ => {
+            return Err(CliError::Usage(
+                "--watch follows problems, alerts and events".into(),
+            ));
+        }
+    };
+    let stream = if types.is_empty() {
+        "/api/v1/stream".to_string()
+    } else {
+        format!("/api/v1/stream?types={types}")
+    };
+    c.follow(&stream, async |event: Value| {
+        let text = match (what, as_json) {
+            (Listing::Events, true) => format!(
+                "{event}
+"
+            ),
+            (Listing::Events, false) => {
+                let mut rows = events(&json!({"items": [event]}));
+                rows.drain(..rows.find('\n').map_or(0, |i| i + 1));
+                rows
+            }
+            _ => {
+                let v = c.get(path).await?;
+                let body = if as_json { pretty(&v) } else { render(&v) };
+                format!("\n{body}")
+            }
+        };
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+        Ok(())
+    })
+    .await
 }
 
 /// An id or name as one path segment.

@@ -218,3 +218,54 @@ fn shells_get_completions() {
         );
     }
 }
+
+#[tokio::test]
+async fn watch_follows_new_events_as_they_happen() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let a = Admin::start();
+    let (s, t) = (&a.s, a.token.as_str());
+    let mut child = Command::new(BIN)
+        .args(["--server", &s.url(""), "get", "events", "--watch"])
+        .env("SVC_TOKEN", t)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let header = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+    assert!(header.starts_with("TIME"), "{header}");
+    // The stream connects just after the first listing; an alarm raised before that is not
+    // streamed, so raise one each second until one shows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut seen = Vec::new();
+    let mut raised = 0;
+    while std::time::Instant::now() < deadline {
+        match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+            Ok(line) if line.contains("alert_opened") && line.contains("watch me") => {
+                seen.push(line);
+                break;
+            }
+            Ok(line) => seen.push(line),
+            Err(_) => {
+                raised += 1;
+                let alarm = json!({"title": format!("watch me {raised}"), "dedupKey": format!("w{raised}")});
+                json(send(s, t, Method::POST, "/api/v1/alerts", alarm).await, 201).await;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("alert_opened") && l.contains("watch me")),
+        "{seen:?}"
+    );
+}
