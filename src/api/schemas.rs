@@ -2,7 +2,7 @@
 //! body plus the service's fields) and the few answers built as open JSON.
 
 use super::router::SchemaFn;
-use crate::model::config::Kind;
+use crate::model::config::{Kind, METADATA};
 use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -81,18 +81,7 @@ pub fn config_document(kind: &'static Kind, answer: bool) -> SchemaFn {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            let ours: &[&str] = if answer {
-                &[
-                    "id",
-                    "name",
-                    "tenantId",
-                    "createdAt",
-                    "updatedAt",
-                    "version",
-                ]
-            } else {
-                &["name"]
-            };
+            let ours: &[&str] = if answer { &METADATA } else { &["name"] };
             required.extend(ours.iter().map(|k| json!(k)));
             obj.insert("required".into(), Value::Array(required));
         }

@@ -3,6 +3,7 @@
 
 use super::service::Auth;
 use super::{AuthError, Principal};
+use crate::model::audit::AuditDraft;
 use crate::model::identity::{
     Actor, ActorType, Branding, Preferences, PushSubscription, PushUnsubscribe,
 };
@@ -26,6 +27,23 @@ fn own_key(p: &Principal, what: &str) -> String {
 }
 
 impl Auth {
+    /// Stores (or with `None` removes) a setting with its audit entry and `config` event.
+    async fn keep(
+        &self,
+        tenant: Uuid,
+        key: String,
+        value: Option<Value>,
+        kind: &str,
+        audit: AuditDraft,
+    ) -> Result<(), AuthError> {
+        let journaled = self
+            .store
+            .put_setting(tenant, key, value, Self::record(kind, audit))
+            .await?;
+        self.sink.file(journaled).await;
+        Ok(())
+    }
+
     pub async fn branding(&self) -> Result<Branding, AuthError> {
         let stored = self.store.setting(Uuid::nil(), BRANDING.into()).await?;
         Ok(stored
@@ -50,16 +68,8 @@ impl Auth {
         }
         let audit = self.audit(p, actor, "branding.update", "branding".into());
         let value = serde_json::to_value(&branding).unwrap_or_default();
-        let journaled = self
-            .store
-            .put_setting(
-                Uuid::nil(),
-                BRANDING.into(),
-                Some(value),
-                Self::record("branding", audit),
-            )
+        self.keep(Uuid::nil(), BRANDING.into(), Some(value), "branding", audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(branding)
     }
 
@@ -99,11 +109,8 @@ impl Auth {
         let (tenant, key) = self.preferences_key(p, id).await?;
         let audit = self.draft(tenant, actor, "preferences.update", key.clone());
         let value = serde_json::to_value(&prefs).unwrap_or_default();
-        let journaled = self
-            .store
-            .put_setting(tenant, key, Some(value), Self::record("preferences", audit))
+        self.keep(tenant, key, Some(value), "preferences", audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(prefs)
     }
 
@@ -150,16 +157,8 @@ impl Auth {
             key.clone(),
         );
         let value = serde_json::to_value(&sub).unwrap_or_default();
-        let journaled = self
-            .store
-            .put_setting(
-                p.home_tenant,
-                key,
-                Some(value),
-                Self::record("push-subscriptions", audit),
-            )
+        self.keep(p.home_tenant, key, Some(value), "push-subscriptions", audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(sub)
     }
 
@@ -179,16 +178,8 @@ impl Auth {
             "push-subscription.delete",
             key.clone(),
         );
-        let journaled = self
-            .store
-            .put_setting(
-                p.home_tenant,
-                key,
-                None,
-                Self::record("push-subscriptions", audit),
-            )
+        self.keep(p.home_tenant, key, None, "push-subscriptions", audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 }
