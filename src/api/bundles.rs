@@ -79,7 +79,7 @@ async fn plan(
     ))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct TokenBody {
     apply_token: String,

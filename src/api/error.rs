@@ -279,7 +279,7 @@ pub struct Problem {
 }
 
 /// The document as sent.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize)]
 pub struct ProblemDoc<'a> {
     #[serde(rename = "type")]
     pub kind: String,

@@ -43,7 +43,7 @@ async fn healthz() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok")
 }
 
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize)]
 struct Subsystem {
     name: &'static str,
     ok: bool,

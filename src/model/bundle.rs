@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// Cap on bundle bodies (SPEC 8).
 pub const BUNDLE_LIMIT: usize = 8 * 1024 * 1024;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BundleDoc {
     pub kind: String,
@@ -27,7 +27,7 @@ pub struct BundleDoc {
 }
 
 /// The body of a host or service document.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectDocBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1150,7 +1150,7 @@ fn validate_webhook(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 }
 
 /// A stored configuration document.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigDoc {
     pub id: Uuid,

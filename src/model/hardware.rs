@@ -35,7 +35,7 @@ impl LineSettings {
 }
 
 /// Modem families: they differ only in text-to-speech and key detection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
     /// No speech; key presses as `+DTMF: <digit>`.

@@ -118,7 +118,7 @@ pub struct TenantRequest {
 }
 
 /// A token as stored: its metadata and the argon2id hash of its secret.
-#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredToken {
     pub meta: ApiToken,
@@ -163,7 +163,7 @@ impl User {
 }
 
 /// A user as stored, with the password hash the API never shows.
-#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StoredUser {
     pub user: User,
@@ -220,7 +220,7 @@ pub struct ChangePassword {
 }
 
 /// A browser session, stored server side so it survives restarts.
-#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     pub id: String,

@@ -223,7 +223,7 @@ pub struct OnCallShift {
 /// A persisted escalation step timer: step `step` of the alert's policy fires (for the
 /// `repeat`th time) at `due`; `base` is the time `after` counts from (the opening, or the
 /// snooze's wake-up).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EscalationTimer {
     pub tenant_id: Uuid,
     pub alert_id: Uuid,

@@ -14,7 +14,7 @@ pub struct SecretMeta {
     pub updated_at: Timestamp,
 }
 
-#[derive(Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredSecret {
     pub meta: SecretMeta,
     pub nonce: Vec<u8>,
