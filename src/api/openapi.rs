@@ -65,15 +65,10 @@ fn problem(description: &str) -> Value {
 }
 
 fn status_text(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        201 => "Created",
-        202 => "Accepted",
-        204 => "No Content",
-        302 => "Found",
-        304 => "Not Modified",
-        _ => "Success",
-    }
+    axum::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("Answer")
 }
 
 /// The problem documents an operation can answer, from what it reads and who may call it;

@@ -40,7 +40,7 @@ pub enum ClientCommand {
         #[arg(short = 'w', long)]
         watch: bool,
     },
-    /// Show an object and its effective configuration: `svc describe <object-id>`.
+    /// Show an object and its effective configuration: `svc describe <id|host|host/service>`.
     Describe { id: String },
     /// Apply a configuration bundle: `svc apply -f site.yaml` (`-f -` reads stdin).
     Apply {
@@ -55,7 +55,7 @@ pub enum ClientCommand {
     },
     /// Print the configuration as a bundle (YAML).
     Export,
-    /// Acknowledge an alert: `svc ack <alert-id> -m "on it"`.
+    /// Acknowledge an alert: `svc ack <alert-id> -m "on it"`, or the alert of `web01/disk`.
     Ack {
         id: String,
         #[arg(short = 'm', long = "message")]
@@ -196,7 +196,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             String::new()
         }
         ClientCommand::Describe { id } => {
-            let id = path_segment(&id);
+            let id = object_id(c, &id).await?;
             let object = c.get(&format!("/api/v1/objects/{id}")).await?;
             let effective = c
                 .get(&format!("/api/v1/objects/{id}/effective-config"))
@@ -233,7 +233,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             let v = c
                 .json(
                     Method::POST,
-                    &format!("/api/v1/alerts/{}:ack", path_segment(&id)),
+                    &format!("/api/v1/alerts/{}:ack", alert_id(c, &id).await?),
                     body,
                 )
                 .await?;
@@ -247,7 +247,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             let v = c
                 .json(
                     Method::POST,
-                    &format!("/api/v1/alerts/{}:resolve", path_segment(&id)),
+                    &format!("/api/v1/alerts/{}:resolve", alert_id(c, &id).await?),
                     Body::None,
                 )
                 .await?;
@@ -269,7 +269,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
                 body["selector"] = json!(s);
             }
             if let Some(o) = object {
-                body["objectId"] = json!(o);
+                body["objectId"] = json!(object_id(c, &o).await?);
             }
             let v = c
                 .json(Method::POST, "/api/v1/downtimes", Body::Json(body))
@@ -308,7 +308,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             let v = c
                 .json(
                     Method::POST,
-                    &format!("/api/v1/objects/{}/check-now", path_segment(&id)),
+                    &format!("/api/v1/objects/{}/check-now", object_id(c, &id).await?),
                     Body::None,
                 )
                 .await?;
@@ -398,6 +398,57 @@ async fn watch_changes(
         Ok(())
     })
     .await
+}
+
+/// An object's id, or the id of the object a name names: `web01` (a host) or `web01/disk` (a
+/// service of it).
+async fn object_id(c: &Client, arg: &str) -> Result<String, CliError> {
+    if uuid::Uuid::parse_str(arg).is_ok() {
+        return Ok(arg.to_string());
+    }
+    let (list, name, host) = match arg.split_once('/') {
+        Some((host, service)) => ("/api/v1/services", service, Some(host)),
+        None => ("/api/v1/hosts", arg, None),
+    };
+    let v = c
+        .get(&format!(
+            "{list}?limit=5000&withState=false&q={}",
+            path_segment(name)
+        ))
+        .await?;
+    let found: Vec<&Value> = items(&v)
+        .iter()
+        .filter(|o| o["name"] == name && host.is_none_or(|h| o["hostName"] == h))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(cell(&one["id"], 40)),
+        [] => Err(CliError::Usage(format!(
+            "no {} named {arg:?}",
+            if host.is_some() { "service" } else { "host" }
+        ))),
+        _ => Err(CliError::Usage(format!(
+            "{arg:?} names more than one object; give its id"
+        ))),
+    }
+}
+
+/// An alert's id, or the id of the open (else acknowledged) alert of the object a name names.
+async fn alert_id(c: &Client, arg: &str) -> Result<String, CliError> {
+    if uuid::Uuid::parse_str(arg).is_ok() {
+        return Ok(arg.to_string());
+    }
+    let object = object_id(c, arg).await?;
+    let v = c
+        .get(&format!(
+            "/api/v1/alerts?objectId={object}&status=open,acked"
+        ))
+        .await?;
+    let mut alerts: Vec<&Value> = items(&v).iter().collect();
+    alerts.sort_by_key(|a| a["status"] != "open");
+    alerts
+        .first()
+        .map(|a| cell(&a["id"], 40))
+        .ok_or_else(|| CliError::Usage(format!("{arg} has no open or acknowledged alert")))
 }
 
 /// An id or name as one path segment.

@@ -128,6 +128,29 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     assert_eq!(acked["items"][0]["status"], "acked");
     assert!(ok(s, t, &["resolve", alert_id]).contains("resolved"));
 
+    // Names instead of ids: a host, a host's service, and the alert of an object.
+    assert!(ok(s, t, &["describe", "web01"]).contains("Id:             ".to_string().as_str()));
+    let disk = ok(s, t, &["describe", "web01/disk"]);
+    assert!(disk.starts_with("Name:           disk"), "{disk}");
+    let disk_id = json_of(s, t, &["get", "services"])["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let on_disk = json!({"title": "Disk alarm", "objectId": disk_id, "dedupKey": "disk"});
+    let on_disk = json(
+        send(s, t, Method::POST, "/api/v1/alerts", on_disk).await,
+        201,
+    )
+    .await;
+    let acked = ok(s, t, &["ack", "web01/disk"]);
+    assert_eq!(
+        acked,
+        format!("alert {} acknowledged\n", on_disk["id"].as_str().unwrap())
+    );
+    let (code, _, err) = client(s, t, &["describe", "nosuch"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no host named \"nosuch\""), "{err}");
+
     assert!(
         ok(
             s,
