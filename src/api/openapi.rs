@@ -1,6 +1,7 @@
 //! The OpenAPI 3.1 document, generated from the route table at first request.
 
-use super::router::{Body, PUBLIC, Route, SchemaFn, routes};
+use super::router::{Body, PROBLEM, PUBLIC, Route, SchemaFn, routes};
+use super::schemas::SCHEMAS;
 use crate::model::VERSION;
 use schemars::SchemaGenerator;
 use schemars::generate::{Contract, SchemaSettings};
@@ -60,7 +61,7 @@ fn content(body: &Body, g: &mut SchemaGenerator) -> Value {
 fn problem(description: &str) -> Value {
     json!({
         "description": description,
-        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/problemDoc"}}}
+        "content": {PROBLEM: {"schema": {"$ref": format!("{SCHEMAS}problemDoc")}}}
     })
 }
 
@@ -161,8 +162,6 @@ fn operation(
     }
     op
 }
-
-const SCHEMAS: &str = "#/components/schemas/";
 
 fn generator(contract: Contract, inline: bool) -> SchemaGenerator {
     SchemaSettings::draft2020_12()

@@ -6,8 +6,7 @@ use super::access::{
     Caller, SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request,
 };
 use super::error::Problem;
-use super::router::HTML;
-use super::router::Route;
+use super::router::{HTML, Route, not_found};
 use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::web;
@@ -242,18 +241,9 @@ async fn setup(State(st): State<AppState>, req: Request) -> Response {
     open_account(&st, req, AccountPage::Setup).await
 }
 
-fn signup_off() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "404 page not found\n",
-    )
-        .into_response()
-}
-
 async fn register_page(State(st): State<AppState>) -> Response {
     if !st.config.allow_signup {
-        return signup_off();
+        return not_found();
     }
     if st.auth.setup_open().await {
         return redirect("/setup");
@@ -263,7 +253,7 @@ async fn register_page(State(st): State<AppState>) -> Response {
 
 async fn register(State(st): State<AppState>, req: Request) -> Response {
     if !st.config.allow_signup {
-        return signup_off();
+        return not_found();
     }
     if st.auth.setup_open().await {
         return redirect("/setup");

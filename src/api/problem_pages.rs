@@ -2,10 +2,9 @@
 //! per code.
 
 use super::error::Code;
-use super::router::{HTML, Route};
+use super::router::{HTML, Route, not_found};
 use crate::web;
 use axum::extract::Path;
-use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 
@@ -35,12 +34,7 @@ fn describe(code: &str) -> Response {
             )
                 .into_response()
         }
-        None => (
-            StatusCode::NOT_FOUND,
-            [(CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "404 page not found\n",
-        )
-            .into_response(),
+        None => not_found(),
     }
 }
 

@@ -50,7 +50,7 @@ pub struct Route {
     pub example: Option<serde_json::Value>,
     /// The query parameters, as the fields of one schema.
     pub query: Option<SchemaFn>,
-    /// The success answers.
+    /// The documented answers (the problem documents are derived in `openapi`).
     pub responses: Vec<Answer>,
     handler: MethodRouter<AppState>,
 }
@@ -80,7 +80,8 @@ pub struct Body {
     pub optional: bool,
 }
 
-/// One success answer: a status and its body, if any.
+/// One documented answer: a status and its body, if any (success answers, and a page's own
+/// failure pages).
 #[derive(Clone)]
 pub struct Answer {
     pub status: u16,
@@ -199,15 +200,9 @@ impl Route {
         self
     }
 
-    /// An example of the request body.
-    pub fn example(mut self, example: serde_json::Value) -> Self {
-        self.example = Some(example);
-        self
-    }
-
-    /// An example of the request body, when there is one.
-    pub fn example_if(mut self, example: Option<serde_json::Value>) -> Self {
-        self.example = example;
+    /// An example of the request body (or none).
+    pub fn example(mut self, example: impl Into<Option<serde_json::Value>>) -> Self {
+        self.example = example.into();
         self
     }
 
@@ -278,12 +273,14 @@ pub fn routes() -> Vec<Route> {
     all
 }
 
-async fn not_found() -> impl IntoResponse {
+/// The plain-text 404 of SPEC 7 for what no route, page or code names.
+pub fn not_found() -> axum::response::Response {
     (
         StatusCode::NOT_FOUND,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         "404 page not found\n",
     )
+        .into_response()
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
@@ -365,7 +362,7 @@ pub fn build_router(state: AppState) -> Router {
         router = router.route(&path, handler);
     }
     let inner = router
-        .fallback(not_found)
+        .fallback(async || not_found())
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn(catch_panic))
         .layer(from_fn_with_state(state.clone(), render_problems))

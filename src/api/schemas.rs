@@ -7,7 +7,8 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-const SCHEMAS: &str = "#/components/schemas/";
+/// Where the OpenAPI document keeps its named schemas.
+pub const SCHEMAS: &str = "#/components/schemas/";
 
 /// `alert-rule` → `AlertRule`.
 fn pascal(code: &str) -> String {

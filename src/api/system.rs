@@ -1,7 +1,6 @@
 //! Operations endpoints: liveness, readiness, runtime info and health, metrics, the OpenAPI document.
 
-use super::router::JSON;
-use super::router::Route;
+use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
 use crate::model::{GoDuration, RUST_VERSION, VERSION};

@@ -21,8 +21,9 @@ pub enum CliError {
     },
     /// The request did not get an answer, or the answer could not be read.
     Transport(String),
-    /// The command's own input was wrong.
-    Usage(String),
+    /// The command could not do what was asked: its input was wrong, a name named nothing, or
+    /// what it checks is not well.
+    Failed(String),
 }
 
 impl fmt::Display for CliError {
@@ -43,7 +44,7 @@ impl fmt::Display for CliError {
                 }
                 Ok(())
             }
-            CliError::Transport(why) | CliError::Usage(why) => f.write_str(why),
+            CliError::Transport(why) | CliError::Failed(why) => f.write_str(why),
         }
     }
 }

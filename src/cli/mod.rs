@@ -146,7 +146,7 @@ fn now() -> jiff::Timestamp {
 
 fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
     if !(hours > 0.0 && hours <= 24.0 * 366.0) {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::Failed(format!(
             "--hours {hours}: expected a positive number of hours"
         )));
     }
@@ -154,7 +154,7 @@ fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
     let span = jiff::SignedDuration::from_secs_f64(hours * 3600.0);
     let end = start
         .checked_add(span)
-        .map_err(|e| CliError::Usage(format!("--hours {hours}: {e}")))?;
+        .map_err(|e| CliError::Failed(format!("--hours {hours}: {e}")))?;
     Ok((start.to_string(), end.to_string()))
 }
 
@@ -181,7 +181,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
                     format!("{path}&selector={}", path_segment(&sel))
                 }
                 (Some(_), _) => {
-                    return Err(CliError::Usage(
+                    return Err(CliError::Failed(
                         "--selector applies to hosts and services".into(),
                     ));
                 }
@@ -217,7 +217,7 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             } else {
                 std::fs::read_to_string(&file)
             }
-            .map_err(|e| CliError::Usage(format!("cannot read {file}: {e}")))?;
+            .map_err(|e| CliError::Failed(format!("cannot read {file}: {e}")))?;
             let path = format!("/api/v1/config/bundles:apply?prune={prune}&dryRun={dry_run}");
             let v = c
                 .json(Method::POST, &path, Body::Text("application/yaml", text))
@@ -333,12 +333,11 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             } else if v["intact"] == true {
                 format!("audit chain intact: {} entries verified\n", v["verified"])
             } else {
-                return Err(CliError::Problem {
-                    status: 200,
-                    title: "Audit chain broken".into(),
-                    code: String::new(),
-                    detail: cell(&v["error"], 400),
-                });
+                return Err(CliError::Failed(format!(
+                    "audit chain broken after {} entries: {}",
+                    v["verified"],
+                    cell(&v["error"], 400)
+                )));
             }
         }
         ClientCommand::Audit {
@@ -366,7 +365,7 @@ async fn watch_changes(
         Listing::Problems => "state_change,ack,downtime",
         Listing::Alerts => "alert_opened,alert_resolved,ack,escalation",
         _ => {
-            return Err(CliError::Usage(
+            return Err(CliError::Failed(
                 "--watch follows problems, alerts and events".into(),
             ));
         }
@@ -422,11 +421,11 @@ async fn object_id(c: &Client, arg: &str) -> Result<String, CliError> {
         .collect();
     match found.as_slice() {
         [one] => Ok(cell(&one["id"], 40)),
-        [] => Err(CliError::Usage(format!(
+        [] => Err(CliError::Failed(format!(
             "no {} named {arg:?}",
             if host.is_some() { "service" } else { "host" }
         ))),
-        _ => Err(CliError::Usage(format!(
+        _ => Err(CliError::Failed(format!(
             "{arg:?} names more than one object; give its id"
         ))),
     }
@@ -448,7 +447,7 @@ async fn alert_id(c: &Client, arg: &str) -> Result<String, CliError> {
     alerts
         .first()
         .map(|a| cell(&a["id"], 40))
-        .ok_or_else(|| CliError::Usage(format!("{arg} has no open or acknowledged alert")))
+        .ok_or_else(|| CliError::Failed(format!("{arg} has no open or acknowledged alert")))
 }
 
 /// An id or name as one path segment.
@@ -788,11 +787,9 @@ async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError> {
         Ok(out)
     } else {
         print!("{out}");
-        Err(CliError::Problem {
-            status: 503,
-            title: "Not ready".into(),
-            code: String::new(),
-            detail: format!("failing: {}", failing.join(", ")),
-        })
+        Err(CliError::Failed(format!(
+            "not ready: {}",
+            failing.join(", ")
+        )))
     }
 }
