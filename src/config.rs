@@ -159,6 +159,11 @@ pub struct SiteConfig {
     pub token: SecretString,
     pub pull_interval: Option<GoDuration>,
     pub heartbeat_interval: Option<GoDuration>,
+    /// A PEM file of the CA(s) that sign the main's certificate, instead of the system roots.
+    pub ca_file: String,
+    /// The SHA-256 of the main's certificate (hex, colons allowed): only that certificate is
+    /// accepted, whoever signed it.
+    pub fingerprint: String,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -443,6 +448,17 @@ impl Config {
                     p.push(format!("{key}: required when this instance is a site"));
                 }
             }
+            let digits: String = site.fingerprint.chars().filter(|c| *c != ':').collect();
+            let pinned = digits.len() == 64 && digits.chars().all(|c| c.is_ascii_hexdigit());
+            if !site.fingerprint.is_empty() && !pinned {
+                p.push("site.fingerprint: the SHA-256 of the main's certificate, 64 hex digits (colons allowed)".into());
+            }
+            if !site.ca_file.is_empty() && !std::path::Path::new(&site.ca_file).is_file() {
+                p.push(format!(
+                    "site.caFile: {} is not a readable file",
+                    site.ca_file
+                ));
+            }
         }
         let gsm = self.hardware.gsm.as_ref().map(|g| (&g.device, g.baud_rate));
         let espa = self
@@ -536,7 +552,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let c = Config::from_yaml(
-            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nchecks: {maxConcurrent: 0}\n",
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nchecks: {maxConcurrent: 0}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
         )
         .unwrap();
         let p = c.problems().join("\n");
@@ -547,6 +563,10 @@ mod tests {
             "ldap.bindPassword:",
             "storage.backend:",
             "checks.maxConcurrent:",
+            "site.name:",
+            "site.token:",
+            "site.fingerprint:",
+            "site.caFile:",
         ] {
             assert!(p.contains(key), "{key} missing from {p}");
         }

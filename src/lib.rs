@@ -7,6 +7,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod events;
+pub mod federation;
 pub mod hw;
 pub mod ingress;
 pub mod inventory;

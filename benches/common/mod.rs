@@ -32,20 +32,18 @@ pub fn start(data: &Path, seed_admin: bool) -> (Child, String) {
 
 /// The same with more `serve` arguments (`--config FILE`).
 pub fn start_with(data: &Path, seed_admin: bool, args: &[String]) -> (Child, String) {
+    start_at(data, "127.0.0.1:0", seed_admin, args)
+}
+
+/// The same on a given listen address (a server that must come back on its port).
+pub fn start_at(data: &Path, listen: &str, seed_admin: bool, args: &[String]) -> (Child, String) {
     let mut cmd = Command::new(BIN);
-    cmd.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--tls",
-        "off",
-        "--data-dir",
-    ])
-    .arg(data)
-    .args(args)
-    .env("SVC_LOG", "warn")
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    cmd.args(["serve", "--listen", listen, "--tls", "off", "--data-dir"])
+        .arg(data)
+        .args(args)
+        .env("SVC_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
     if !seed_admin {
         cmd.env("SVC_DEFAULT_ADMIN_DISABLED", "1");
     }

@@ -36,6 +36,7 @@ fn demo_event(tenant: Uuid, v: Value, id: Uuid, now: Timestamp) -> Result<Event,
             .get("payload")
             .cloned()
             .unwrap_or_else(|| Value::Object(Default::default())),
+        site: None,
     })
 }
 

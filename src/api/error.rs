@@ -6,6 +6,7 @@
 
 use crate::alerting::AlertError;
 use crate::auth::AuthError;
+use crate::federation::SiteError;
 use crate::ingress::webhook::IngestError;
 use crate::inventory::InventoryError;
 use crate::monitor::heartbeats::HeartbeatError;
@@ -59,6 +60,7 @@ pub enum Code {
     IngressUnknownSource,
     IngressDisabled,
     IngressAuth,
+    SitesDisabled,
     Internal,
 }
 
@@ -97,12 +99,13 @@ impl Code {
             Code::IngressUnknownSource => "svc:ingress/unknown-source",
             Code::IngressDisabled => "svc:ingress/disabled",
             Code::IngressAuth => "svc:ingress/auth",
+            Code::SitesDisabled => "svc:sites/disabled",
             Code::Internal => "svc:internal",
         })
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 31] = [
+    const FIXED: [Code; 32] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -134,6 +137,7 @@ impl Code {
         Code::IngressUnknownSource,
         Code::IngressDisabled,
         Code::IngressAuth,
+        Code::SitesDisabled,
     ];
 
     /// The code a `svc:…` string names, if any.
@@ -221,6 +225,9 @@ impl Code {
             Code::IngressUnknownSource => "No event source of this name.",
             Code::IngressDisabled => "The event source is disabled.",
             Code::IngressAuth => "The request did not pass the event source's authentication.",
+            Code::SitesDisabled => {
+                "The federation site is disabled: it may neither pull its bundle nor report."
+            }
             Code::Internal => {
                 "An unexpected error inside the service; it is logged with the request id."
             }
@@ -262,6 +269,7 @@ impl Code {
             Code::IngressUnknownSource => (S::NOT_FOUND, "Unknown event source"),
             Code::IngressDisabled => (S::FORBIDDEN, "Event source disabled"),
             Code::IngressAuth => (S::UNAUTHORIZED, "Event source authentication failed"),
+            Code::SitesDisabled => (S::FORBIDDEN, "Site disabled"),
             Code::Internal => (S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -440,6 +448,19 @@ impl From<IngestError> for Problem {
             IngestError::Format(_) => Problem::new(Code::IngressFormat, detail),
             IngestError::Mapping(_) => Problem::new(Code::IngressMapping, detail),
             IngestError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<SiteError> for Problem {
+    fn from(e: SiteError) -> Self {
+        let detail = e.to_string();
+        match e {
+            SiteError::NotFound => Problem::new(Code::NotFound, detail),
+            SiteError::Disabled(_) => Problem::new(Code::SitesDisabled, detail),
+            SiteError::OtherSite(_) => Problem::new(Code::AuthForbidden, detail),
+            SiteError::Invalid(i) => Problem::validation(i.field, i.detail),
+            SiteError::Store(s) => s.into(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The one ETag / If-Match helper (SPEC 9): versions out as `ETag: "<n>"`; `If-Match` in, bare,
+//! The one ETag / If-Match helper (SPEC 9): versions (and content digests) out as `ETag: "<n>"`; `If-Match` in, bare,
 //! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`.
 
 use super::error::{Code, Problem};
@@ -9,8 +9,13 @@ use axum::http::{HeaderMap, HeaderValue};
 
 /// The `ETag` header pair for a version.
 pub fn etag(version: u64) -> [(axum::http::HeaderName, HeaderValue); 1] {
-    let value = HeaderValue::from_str(&format!("\"{version}\""))
-        .unwrap_or(HeaderValue::from_static("\"0\""));
+    entity_tag(&version.to_string())
+}
+
+/// The `ETag` header pair for an entity tag (a version, or a digest of the content).
+pub fn entity_tag(tag: &str) -> [(axum::http::HeaderName, HeaderValue); 1] {
+    let value =
+        HeaderValue::from_str(&format!("\"{tag}\"")).unwrap_or(HeaderValue::from_static("\"0\""));
     [(ETAG, value)]
 }
 

@@ -23,7 +23,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/events", list).permission("events:read").doc(
             "events",
             "Search events",
-            "Filters `types` (CSV), `objectId`, `sourceId`, `severity`, `from`, `to` (unparseable times are ignored); newest first (ts, then id); limit 200 by default, at most 1000; `cursor` is the last event id of the previous page.",
+            "Filters `types` (CSV), `objectId`, `sourceId`, `severity`, `from`, `to` (unparseable times are ignored), `site` (events a federation site forwarded); newest first (ts, then id); limit 200 by default, at most 1000; `cursor` is the last event id of the previous page.",
         )
             .query::<EventQuery>().ok::<Page<Event>>(),
         Route::get("/api/v1/events:export", export).permission("events:read").no_deadline().doc(
@@ -51,6 +51,8 @@ struct EventQuery {
     from: Option<String>,
     to: Option<String>,
     selector: Option<String>,
+    /// Only the events a federation site forwarded (on a main instance).
+    site: Option<String>,
     #[serde(flatten)]
     page: PageQuery,
 }
@@ -80,6 +82,7 @@ fn filter(q: &EventQuery, tenant: Uuid) -> Option<EventFilter> {
     }
     f.from = q.from.as_deref().and_then(|s| s.parse::<Timestamp>().ok());
     f.to = q.to.as_deref().and_then(|s| s.parse::<Timestamp>().ok());
+    f.site = q.site.clone().filter(|s| !s.is_empty());
     Some(f)
 }
 

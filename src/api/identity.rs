@@ -33,7 +33,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/api-tokens", mint_token).permission("admin:tokens").doc(
             "api-tokens",
             "Create API token (secret shown once)",
-            "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
+            "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?, site?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`); `site` binds the token to one federation site (its `sites:connect` routes for other sites are 403). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
         )
             .body::<TokenRequest>().answers::<MintedToken>(201)
             .example(json!({"name": "ci-deploy", "scopes": ["objects:read", "objects:write"], "expiresAt": "2027-01-01T00:00:00Z"})),

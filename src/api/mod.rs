@@ -27,6 +27,7 @@ mod results;
 pub mod router;
 mod schemas;
 mod secrets;
+mod sites;
 mod suppressions;
 mod system;
 mod users;
@@ -65,6 +66,7 @@ pub struct AppContext {
     /// The paging devices, for their health.
     pub devices: crate::hw::Devices,
     pub ingress: Arc<crate::ingress::Ingress>,
+    pub sites: Arc<crate::federation::Sites>,
     pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,

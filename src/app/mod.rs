@@ -13,6 +13,8 @@ use crate::auth::{
 };
 use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
+use crate::federation::edge::{EdgeSync, EdgeUplink, MainLink};
+use crate::federation::{Sites, StaleSites};
 use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
 use crate::inventory::Inventory;
@@ -55,6 +57,8 @@ pub enum AppError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("federation: {0}")]
+    Site(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -249,6 +253,36 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         secrets.clone(),
     );
     hardware.listen(&supervisor, &ingress);
+    let sites = Sites::new(
+        store.clone(),
+        clock.clone(),
+        events.clone(),
+        events.clone(),
+        alerting.clone(),
+    );
+    supervisor.spawn(StaleSites(sites.clone()));
+    match MainLink::from_config(&config.site) {
+        Ok(Some(link)) => {
+            supervisor.spawn(EdgeSync::new(
+                link.clone(),
+                &config.site,
+                store.clone(),
+                events.clone(),
+                clock.clone(),
+                inventory.clone(),
+                sites.edge_handle(),
+            ));
+            supervisor.spawn(EdgeUplink::new(
+                link,
+                &config.site,
+                store.clone(),
+                events.clone(),
+                sites.edge_handle(),
+            ));
+        }
+        Ok(None) => {}
+        Err(why) => return Err(AppError::Site(why)),
+    }
     supervisor.spawn(SourceListeners::new(ingress.clone()));
     let notify = Notifier::new(
         store.clone(),
@@ -275,6 +309,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         notify,
         devices,
         ingress,
+        sites,
         business,
         results,
         pipeline,

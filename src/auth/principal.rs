@@ -14,6 +14,8 @@ pub struct Principal {
     /// The tenant acted on: the home tenant, or `X-Service-Tenant` for holders of `admin:tenants`.
     pub tenant: Uuid,
     pub permissions: Permissions,
+    /// The federation site the credential is bound to (a site's `sites:connect` token).
+    pub site: Option<String>,
 }
 
 impl Principal {
@@ -26,6 +28,7 @@ impl Principal {
             home_tenant: tenant,
             tenant,
             permissions: Permissions::default(),
+            site: None,
         }
     }
 

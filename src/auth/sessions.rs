@@ -178,6 +178,7 @@ impl Auth {
             permissions: self
                 .permissions(session.tenant_id, &[], &session.roles)
                 .await,
+            site: None,
         })
     }
 

@@ -106,6 +106,7 @@ impl Auth {
             permissions: self
                 .permissions(meta.tenant_id, &meta.scopes, &meta.roles)
                 .await,
+            site: meta.site.clone(),
         })
     }
 
@@ -131,6 +132,10 @@ impl Auth {
             ));
         }
         self.check_roles(tenant, &req.roles, "token").await?;
+        if let Some(site) = &req.site {
+            crate::model::config::check_name(site.trim())
+                .map_err(|i| AuthError::validation("site", i.detail))?;
+        }
         if let Some(bad) = req
             .ip_bind
             .iter()
@@ -190,6 +195,7 @@ impl Auth {
             expires_at,
             last_used_at: None,
             ai_agent: req.ai_agent,
+            site: req.site.map(|s| s.trim().to_string()),
             created_at: self.clock.now(),
             created_by,
             version: 1,

@@ -95,6 +95,19 @@ pub enum ClientCommand {
     },
     /// Check the appliance: reachable, version, subsystems, queues, paging hardware.
     Doctor,
+    /// On a main instance: the federation sites with their connection (`svc sites`).
+    Sites,
+    /// On an edge: this instance as a site (`svc site status`).
+    Site {
+        #[command(subcommand)]
+        what: SiteCommand,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SiteCommand {
+    /// The last pull and heartbeat, the applied bundle, and the forward queue.
+    Status,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -347,6 +360,20 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             if as_json { pretty(&v) } else { audit(&v) }
         }
         ClientCommand::Doctor => doctor(c, as_json).await?,
+        ClientCommand::Sites => {
+            let v = c.get("/api/v1/sites:overview").await?;
+            if as_json { pretty(&v) } else { sites(&v) }
+        }
+        ClientCommand::Site {
+            what: SiteCommand::Status,
+        } => {
+            let v = c.get("/api/v1/site:status").await?;
+            if as_json {
+                pretty(&v)
+            } else {
+                site_status(&v)?
+            }
+        }
     })
 }
 
@@ -637,6 +664,76 @@ fn oncall(v: &Value) -> String {
         })
         .collect();
     table(&["SCHEDULE", "ON CALL", "UNTIL"], &rows)
+}
+
+fn sites(v: &Value) -> String {
+    let now = now();
+    let rows: Vec<Vec<String>> = items(v)
+        .iter()
+        .map(|s| {
+            let connection = if s["disabled"] == true {
+                "disabled"
+            } else if s["stale"] == true {
+                "stale"
+            } else if s["connected"] == true {
+                "connected"
+            } else {
+                "offline"
+            };
+            vec![
+                cell(&s["name"], 40),
+                connection.to_string(),
+                age(&s["lastHeartbeatAt"], now),
+                cell(&s["version"], 20),
+                cell(&s["stats"]["hosts"], 8),
+                cell(&s["stats"]["services"], 8),
+                cell(&s["stats"]["alertsOpen"], 8),
+                if s["bundleCurrent"] == true {
+                    "current".into()
+                } else {
+                    "behind".into()
+                },
+                cell(&s["applyError"], 60),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NAME",
+            "STATUS",
+            "SEEN",
+            "VERSION",
+            "HOSTS",
+            "SERVICES",
+            "ALERTS",
+            "BUNDLE",
+            "APPLY ERROR",
+        ],
+        &rows,
+    )
+}
+
+fn site_status(v: &Value) -> Result<String, CliError> {
+    if v["enabled"] != true {
+        return Err(CliError::Failed(
+            "this instance is not a federation site (site.mainUrl is not set)".into(),
+        ));
+    }
+    let now = now();
+    let f = &v["forward"];
+    let rows = [
+        ("site", cell(&v["name"], 80)),
+        ("main", cell(&v["mainUrl"], 80)),
+        ("last pull", age(&v["lastPullAt"], now)),
+        ("last heartbeat", age(&v["lastHeartbeatAt"], now)),
+        ("bundle", cell(&v["bundleEtag"], 40)),
+        ("apply error", cell(&v["applyError"], 200)),
+        ("last error", cell(&v["lastError"], 200)),
+        ("queue depth", cell(&f["pending"], 20)),
+        ("oldest unsent", age(&f["oldestUnsent"], now)),
+        ("forwarded through", cell(&f["position"], 40)),
+    ];
+    Ok(rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect())
 }
 
 fn audit(v: &Value) -> String {

@@ -191,6 +191,7 @@ mod tests {
             source_id: None,
             severity: None,
             payload: serde_json::json!({}),
+            site: None,
         })
     }
 

@@ -88,8 +88,25 @@ impl Consumer {
         Ok(())
     }
 
-    /// The committed events after the position, at most `max`.
-    async fn read(&self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+    /// The committed events after the position, at most `max`. Events a federation site
+    /// forwarded are history of that site, not work of this instance: they are passed over
+    /// (the position moves past a batch of nothing else without a commit; passing them again
+    /// after a restart is harmless).
+    async fn read(&mut self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+        loop {
+            let batch = self.read_committed(max).await?;
+            let Some(last) = batch.last().map(|e| e.id) else {
+                return Ok(batch);
+            };
+            let local: Vec<Arc<Event>> = batch.into_iter().filter(|e| e.site.is_none()).collect();
+            if !local.is_empty() {
+                return Ok(local);
+            }
+            self.position = last;
+        }
+    }
+
+    async fn read_committed(&self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
         let view = self.store.journal_view(Some(self.position), max).await?;
         let Some(head) = view.head.filter(|h| *h > self.position) else {
             self.events.report_lag(self.name, self.position, None);

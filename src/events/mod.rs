@@ -128,6 +128,34 @@ impl Events {
         }
     }
 
+    /// Stores the events a federation site forwarded, with their own ids and times, leaving
+    /// out those already stored (a replay after a crash on either side), and publishes the
+    /// new ones; returns them. The caller serialises the batches of one site.
+    pub async fn store_forwarded(&self, events: Vec<Event>) -> Result<Vec<Arc<Event>>, StoreError> {
+        let store = self.store.clone();
+        let fresh = crate::store::blocking(move || {
+            let mut fresh = Vec::with_capacity(events.len());
+            for e in events {
+                if !store.contains(&e.tenant_id, e.ts, &e.id)? {
+                    fresh.push(Arc::new(e));
+                }
+            }
+            Ok(fresh)
+        })
+        .await?;
+        if fresh.is_empty() {
+            return Ok(fresh);
+        }
+        self.store
+            .append(fresh.clone())
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())))?;
+        for event in &fresh {
+            self.bus.publish(event.clone()).await;
+        }
+        Ok(fresh)
+    }
+
     /// Wakes whoever waits for events to be filed.
     pub fn filings(&self) -> watch::Receiver<u64> {
         self.filed_count.subscribe()

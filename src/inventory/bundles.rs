@@ -464,3 +464,26 @@ impl Inventory {
         Ok(render(&out))
     }
 }
+
+impl crate::runtime::SiteBundles for Inventory {
+    fn apply_site_bundle(&self, text: String) -> crate::runtime::alerts::ActFuture<'_, ()> {
+        Box::pin(async move {
+            let tenant = self
+                .store
+                .default_tenant()
+                .await
+                .map_err(|e| e.to_string())?;
+            let p = Principal::system(tenant.id, "federation".into());
+            self.apply_bundle(
+                &p,
+                &Actor::system("federation"),
+                BundleSource::Text(text),
+                false,
+                false,
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        })
+    }
+}

@@ -506,17 +506,34 @@ fn validate_role(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     Ok(())
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+/// A federation site (SPEC 2.10) as the main instance keeps it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct SiteBody {
+pub struct SiteBody {
+    /// The site's configuration bundle (YAML, the format of `config/bundles:apply`), served by
+    /// `:pull`. Kept as written: a bundle the edge cannot apply is reported by its heartbeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    bundle: Option<String>,
+    pub bundle: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    description: Option<String>,
+    pub description: Option<String>,
     #[serde(default)]
-    disabled: bool,
+    pub disabled: bool,
     #[serde(default)]
-    labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    /// A site whose last heartbeat is older than this is stale and raises an alert (default:
+    /// 3 heartbeat intervals as the site reports them, 3 minutes until it has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale_after: Option<super::GoDuration>,
+    /// The escalation policy of the stale-site alert.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+}
+
+impl SiteBody {
+    /// The body of a stored `sites` document (an unreadable one is an empty site).
+    pub fn parse(body: &str) -> SiteBody {
+        serde_json::from_str(body).unwrap_or_default()
+    }
 }
 
 #[derive(Serialize, Deserialize, schemars::JsonSchema)]

@@ -155,6 +155,10 @@ pub struct Event {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
     pub payload: Value,
+    /// On a main instance: the federation site that forwarded the event (with the edge's own
+    /// id and time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
 }
 
 impl Event {
@@ -182,6 +186,8 @@ pub struct EventFilter {
     pub severity: Option<Severity>,
     pub from: Option<Timestamp>,
     pub to: Option<Timestamp>,
+    /// Only the events forwarded by this site.
+    pub site: Option<String>,
 }
 
 impl EventFilter {
@@ -196,6 +202,10 @@ impl EventFilter {
             && self.severity.is_none_or(|s| e.severity == Some(s))
             && self.from.is_none_or(|f| e.ts >= f)
             && self.to.is_none_or(|t| e.ts <= t)
+            && self
+                .site
+                .as_ref()
+                .is_none_or(|s| e.site.as_ref() == Some(s))
     }
 }
 
@@ -246,6 +256,7 @@ impl EventDraft {
             source_id: self.source_id,
             severity: self.severity,
             payload: self.payload,
+            site: None,
         }
     }
 

@@ -66,6 +66,10 @@ pub struct ApiToken {
     pub last_used_at: Option<Timestamp>,
     #[serde(default)]
     pub ai_agent: bool,
+    /// The federation site this token may pull and report for (`sites:connect`); other
+    /// sites' `:pull`, `:heartbeat` and `:events` are 403 to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
     pub created_at: Timestamp,
     pub created_by: String,
     pub version: u64,
@@ -88,6 +92,9 @@ pub struct TokenRequest {
     pub expires_at: Option<String>,
     #[serde(default)]
     pub ai_agent: bool,
+    /// Binds the token to one federation site (see `ApiToken::site`).
+    #[serde(default)]
+    pub site: Option<String>,
 }
 
 /// A freshly minted or rotated token: the secret, shown once, and its metadata.

@@ -17,6 +17,7 @@ pub mod notify;
 pub mod object;
 pub mod secret;
 pub mod selector;
+pub mod site;
 pub mod state;
 pub mod suppression;
 pub mod tenant;

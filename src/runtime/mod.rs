@@ -2,6 +2,7 @@
 //! workers and their supervisor, and the metric registry.
 
 pub mod alerts;
+pub mod bundles;
 pub mod clock;
 pub mod metrics;
 pub mod secrets;
@@ -10,6 +11,7 @@ pub mod sink;
 pub mod worker;
 
 pub use alerts::{AlertAction, AlertActions};
+pub use bundles::SiteBundles;
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
 pub use metrics::Metrics;
 pub use secrets::SecretSource;

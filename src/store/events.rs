@@ -373,8 +373,7 @@ impl EventStore {
         Ok(())
     }
 
-    /// `append_encoded` for events not encoded yet, in tests.
-    #[cfg(test)]
+    /// `append_encoded` for events not encoded yet (events forwarded by a federation site).
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let encoded: Result<Vec<_>, StoreError> = events
             .into_iter()
@@ -404,6 +403,20 @@ impl EventStore {
                 .send(Err(StoreError::Unavailable("event store closed".into())));
         }
         done
+    }
+
+    /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
+    pub fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+        let Some(file) = self.file(month_of(ts), false)? else {
+            return Ok(false);
+        };
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let key = cat(tenant.as_bytes(), &suffix(ts.as_millis(), id));
+        Ok(main
+            .get(key.as_slice())
+            .map_err(StoreError::from_redb)?
+            .is_some())
     }
 
     /// Resolves once every append queued before this call is committed (or failed).
@@ -699,6 +712,7 @@ mod tests {
             source_id: source.map(String::from),
             severity: Some(Severity::Info),
             payload: json!({"labels": {"a": "b"}}),
+            site: None,
         }
     }
 

@@ -7,8 +7,8 @@ use super::tables::{
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
     EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
     OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SETTINGS,
-    SILENCES, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS,
-    TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS,
+    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -98,6 +98,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "settings",
         apply: create_settings_table,
+    },
+    Migration {
+        version: 17,
+        name: "federation site status",
+        apply: create_site_status_table,
     },
 ];
 
@@ -205,6 +210,11 @@ fn create_handoff_table(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_settings_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_site_status_table(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
     Ok(())
 }
 

@@ -19,6 +19,7 @@ pub mod notify;
 pub mod objects;
 mod secrets;
 mod settings;
+mod sites;
 pub mod states;
 pub mod suppressions;
 mod tables;

@@ -122,6 +122,10 @@ pub const HANDOFFS: TableDefinition<&[u8], i64> =
 /// subscriptions (`push/<actor>/<endpoint digest>`).
 pub const SETTINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("setting_by_tenant_key");
 
+/// What the main knows of each federation site's connection, by tenant + site name.
+pub const SITE_STATUS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("site_status_by_tenant_name");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// A tiny write that proves the file accepts commits.

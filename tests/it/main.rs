@@ -19,6 +19,7 @@ mod contract;
 mod durability;
 mod espa_peer;
 mod events;
+mod federation;
 mod hardening;
 mod hardware;
 mod heartbeats;

@@ -38,6 +38,8 @@ pub fn no_seed() -> Opts {
 #[derive(Clone, Default)]
 pub struct Opts {
     pub tls: bool,
+    /// The listen address (an ephemeral port by default).
+    pub listen: Option<String>,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
 }
@@ -75,7 +77,7 @@ impl Server {
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(data)
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", opts.listen.as_deref().unwrap_or("127.0.0.1:0")])
             .args(["--tls", if opts.tls { "auto" } else { "off" }])
             .args(&opts.args)
             .env_remove("SVC_CONFIG")

@@ -1,0 +1,122 @@
+//! Federation routes (SPEC 4 sites rows): a site pulls its bundle, reports by heartbeat and
+//! forwards its events; the main's overview; this instance's own side as a site.
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::etag;
+use super::extract::{ApiJson, ApiPath};
+use super::pagination::Page;
+use super::router::Route;
+use super::schemas;
+use crate::federation::Pulled;
+use crate::model::site::{EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview};
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/api/v1/sites/{name}:pull", pull).permission("sites:connect").doc(
+            "sites",
+            "Pull the site's bundle",
+            "`application/yaml`: the site's `bundle` (empty when it has none), with `ETag: \"<hex of the first 16 bytes of its SHA-256>\"`; `If-None-Match` naming it gives 304. A disabled site is 403 `svc:sites/disabled`; a `sites:connect` token minted for another site (`site` in the mint payload) is 403.",
+        )
+            .answers_as(200, "application/yaml", schemas::literal(schemas::yaml)).answers_empty(304),
+        Route::post("/api/v1/sites/{name}:heartbeat", heartbeat).permission("sites:connect").doc(
+            "sites",
+            "Report a site's status",
+            "`{version, bundleEtag, applyError, stats: {hosts, services, alertsOpen}}`, plus `intervalSeconds` (the stale threshold is three of them unless the site sets `staleAfter`) and `forward` (store-and-forward position, pending events, the oldest unsent, the gap). 204. A stale site that reports again resolves its alert and emits a `system` event with `aloneSeconds`.",
+        )
+            .body::<SiteHeartbeat>().answers_empty(204),
+        Route::post("/api/v1/sites/{name}:events", receive).permission("sites:connect").doc(
+            "sites",
+            "Forward a site's events",
+            "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. The answer's `through` is the last id received; the site advances its position to it.",
+        )
+            .body::<ForwardBatch>().ok::<ForwardReceipt>(),
+        Route::get("/api/v1/sites:overview", overview).permission("objects:read").doc(
+            "sites",
+            "Sites with their connection",
+            "Every site, without paging: `connected` (last heartbeat under 5 minutes old), `stale` (older than its threshold; an alert is open), the last stats, `applyError`, the served and applied bundle ETags, version and `versionSkew`, forwarded events and open alerts among them.",
+        )
+            .ok::<Page<SiteOverview>>(),
+        Route::get("/api/v1/site:status", edge_status).permission("objects:read").doc(
+            "sites",
+            "This instance as a site",
+            "When `site.mainUrl` is configured: the last pull and heartbeat, the applied bundle's ETag and apply error, the last failure talking to the main, and the forward queue (position, pending events counted up to 10,000, the oldest unsent). `enabled: false` otherwise.",
+        )
+            .ok::<EdgeStatus>(),
+    ]
+}
+
+/// The entity tags of `If-None-Match`, bare or quoted, weak or strong.
+fn none_match(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| {
+            t.trim()
+                .trim_start_matches("W/")
+                .trim_matches('"')
+                .to_string()
+        })
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+async fn pull(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    Ok(
+        match st
+            .sites
+            .pull(&c.principal, &name, &none_match(&headers))
+            .await?
+        {
+            Pulled::NotModified { etag } => {
+                (StatusCode::NOT_MODIFIED, etag::entity_tag(&etag)).into_response()
+            }
+            Pulled::Bundle { etag, text } => (
+                etag::entity_tag(&etag),
+                [(CONTENT_TYPE, "application/yaml")],
+                text,
+            )
+                .into_response(),
+        },
+    )
+}
+
+async fn heartbeat(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(beat): ApiJson<SiteHeartbeat>,
+) -> Result<impl IntoResponse, Problem> {
+    st.sites.heartbeat(&c.principal, &name, beat).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn receive(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(batch): ApiJson<ForwardBatch>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.sites.receive(&c.principal, &name, batch).await?))
+}
+
+async fn overview(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(st.sites.overview(&c.principal).await?)))
+}
+
+async fn edge_status(State(st): State<AppState>, _: Caller) -> Json<EdgeStatus> {
+    Json(st.sites.edge_status())
+}

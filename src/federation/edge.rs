@@ -1,0 +1,600 @@
+//! This instance as a federation site (CONTRACT 2 `site {...}`): it pulls its bundle from the
+//! main (conditional), applies it to the default tenant without prune, sends heartbeats, and
+//! forwards its alert lifecycle, state changes and notification outcomes as a durable consumer
+//! whose position advances only once the main confirmed receipt. When the main is unreachable
+//! it backs off with jitter and keeps running on what it has.
+
+use super::FORWARD_BATCH_MAX;
+use crate::config::SiteConfig;
+use crate::events::{Consumer, Events};
+use crate::model::Timestamp;
+use crate::model::event::{Event, EventType};
+use crate::model::site::{EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat};
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::StepFuture;
+use crate::runtime::{SiteBundles, Wait, Worker};
+use crate::store::Store;
+use reqwest::StatusCode;
+use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use sha2::{Digest, Sha256};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Events per forwarded batch (well under the main's limit and its 1 MiB body limit).
+const BATCH: usize = 200;
+/// The first retry after a failure; doubled per failure up to the interval (or a minute).
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(60);
+/// Pending events are counted up to this many for the heartbeat.
+const PENDING_COUNT_MAX: usize = 10_000;
+const UPLINK: &str = "federation-uplink";
+
+/// What goes upward: what the central on-call needs to see of a site.
+fn forwarded(e: &Event) -> bool {
+    e.site.is_none()
+        && matches!(
+            e.kind,
+            EventType::StateChange
+                | EventType::FlappingStart
+                | EventType::FlappingEnd
+                | EventType::HeartbeatMissed
+                | EventType::AlertOpened
+                | EventType::AlertResolved
+                | EventType::Ack
+                | EventType::Escalation
+                | EventType::Notification
+                | EventType::IncidentUpdate
+        )
+}
+
+/// The connection to the main: its URL, this site's name and token, and a client that trusts
+/// the main's certificate as configured.
+#[derive(Clone)]
+pub struct MainLink {
+    http: reqwest::Client,
+    base: String,
+    name: String,
+    token: String,
+}
+
+impl MainLink {
+    /// `None` when this instance is not a site.
+    pub fn from_config(site: &SiteConfig) -> Result<Option<MainLink>, String> {
+        if site.main_url.is_empty() {
+            return Ok(None);
+        }
+        let builder = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .user_agent(concat!("svc-site/", env!("CARGO_PKG_VERSION")));
+        let builder = if !site.fingerprint.is_empty() {
+            let pin = parse_fingerprint(&site.fingerprint)?;
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(PinnedCertificate { pin, provider }))
+                .with_no_client_auth();
+            builder.use_preconfigured_tls(tls)
+        } else if !site.ca_file.is_empty() {
+            let pem = std::fs::read(&site.ca_file)
+                .map_err(|e| format!("site.caFile {}: {e}", site.ca_file))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("site.caFile {}: {e}", site.ca_file))?;
+            builder.tls_certs_only(certs)
+        } else {
+            builder
+        };
+        let http = builder.build().map_err(|e| e.to_string())?;
+        Ok(Some(MainLink {
+            http,
+            base: site.main_url.trim_end_matches('/').to_string(),
+            name: site.name.clone(),
+            token: site.token.0.clone(),
+        }))
+    }
+
+    fn url(&self, verb: &str) -> String {
+        format!("{}/api/v1/sites/{}:{verb}", self.base, self.name)
+    }
+
+    /// A failed exchange as one line for the status and the log.
+    async fn refused(res: reqwest::Response) -> String {
+        let status = res.status();
+        let body = res.text().await.unwrap_or_default();
+        let detail = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                let code = v.get("code")?.as_str()?.to_string();
+                let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or("");
+                Some(format!("{code}: {detail}"))
+            })
+            .unwrap_or(body);
+        format!("main answered {status}: {detail}")
+    }
+
+    fn transport(e: reqwest::Error) -> String {
+        let mut text = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
+        }
+        format!("main unreachable: {text}")
+    }
+}
+
+/// The SHA-256 of a certificate, from hex with optional colons.
+fn parse_fingerprint(text: &str) -> Result<[u8; 32], String> {
+    let hex: String = text.chars().filter(|c| *c != ':').collect();
+    let bad = || format!("site.fingerprint {text:?} is not a SHA-256 (64 hex digits)");
+    if hex.len() != 64 {
+        return Err(bad());
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[i * 2..i * 2 + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// Accepts exactly the certificate whose SHA-256 is pinned (a main with a private CA or a
+/// self-signed certificate); signatures are still verified, so the peer holds its key.
+#[derive(Debug)]
+struct PinnedCertificate {
+    pin: [u8; 32],
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if Sha256::digest(end_entity.as_ref()).as_slice() == self.pin {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "the main's certificate does not match site.fingerprint".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// Retry delays after consecutive failures: doubling from a second up to `cap`, with up to a
+/// quarter of jitter so many sites do not return in step.
+struct Backoff {
+    failures: u32,
+}
+
+impl Backoff {
+    fn next(&mut self, cap: Duration) -> Duration {
+        let base = FIRST_RETRY
+            .saturating_mul(1 << self.failures.min(16))
+            .min(cap.min(MAX_RETRY));
+        self.failures = self.failures.saturating_add(1);
+        let mut r = [0u8; 2];
+        let _ = getrandom::fill(&mut r);
+        let quarter = base / 4;
+        base - quarter
+            + quarter.mul_f64(f64::from(u16::from_le_bytes(r)) / f64::from(u16::MAX) * 2.0)
+    }
+
+    fn reset(&mut self) {
+        self.failures = 0;
+    }
+}
+
+fn lock(s: &Mutex<EdgeStatus>) -> std::sync::MutexGuard<'_, EdgeStatus> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Pulls the bundle and sends heartbeats, each on its own interval.
+pub struct EdgeSync {
+    link: MainLink,
+    store: Arc<Store>,
+    events: Arc<Events>,
+    clock: SharedClock,
+    bundles: Arc<dyn SiteBundles>,
+    status: Arc<Mutex<EdgeStatus>>,
+    pull_every: Duration,
+    beat_every: Duration,
+    next_pull: Option<Timestamp>,
+    next_beat: Option<Timestamp>,
+    pull_backoff: Backoff,
+    beat_backoff: Backoff,
+}
+
+impl EdgeSync {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        link: MainLink,
+        site: &SiteConfig,
+        store: Arc<Store>,
+        events: Arc<Events>,
+        clock: SharedClock,
+        bundles: Arc<dyn SiteBundles>,
+        status: Arc<Mutex<EdgeStatus>>,
+    ) -> Self {
+        {
+            let mut s = lock(&status);
+            s.enabled = true;
+            s.main_url = link.base.clone();
+            s.name = link.name.clone();
+        }
+        Self {
+            link,
+            store,
+            events,
+            clock,
+            bundles,
+            status,
+            pull_every: site.pull_interval.map_or(DEFAULT_INTERVAL, |d| d.0),
+            beat_every: site.heartbeat_interval.map_or(DEFAULT_INTERVAL, |d| d.0),
+            next_pull: None,
+            next_beat: None,
+            pull_backoff: Backoff { failures: 0 },
+            beat_backoff: Backoff { failures: 0 },
+        }
+    }
+
+    /// One conditional pull; a new bundle is applied, and a refused one reported.
+    async fn pull(&self) -> Result<(), String> {
+        let etag = lock(&self.status).bundle_etag.clone();
+        let mut req = self
+            .link
+            .http
+            .get(self.link.url("pull"))
+            .bearer_auth(&self.link.token);
+        if !etag.is_empty() {
+            req = req.header(IF_NONE_MATCH, format!("\"{etag}\""));
+        }
+        let res = req.send().await.map_err(MainLink::transport)?;
+        let now = self.clock.now();
+        match res.status() {
+            StatusCode::NOT_MODIFIED => {
+                lock(&self.status).last_pull_at = Some(now);
+                Ok(())
+            }
+            StatusCode::OK => {
+                let served = res
+                    .headers()
+                    .get(ETAG)
+                    .and_then(|v| v.to_str().ok())
+                    .map(|v| v.trim_start_matches("W/").trim_matches('"').to_string())
+                    .unwrap_or_default();
+                let text = res.text().await.map_err(MainLink::transport)?;
+                let applied = if text.trim().is_empty() {
+                    Ok(())
+                } else {
+                    self.bundles.apply_site_bundle(text).await
+                };
+                let mut s = lock(&self.status);
+                s.last_pull_at = Some(now);
+                match applied {
+                    Ok(()) => {
+                        s.bundle_etag = served;
+                        s.apply_error.clear();
+                    }
+                    Err(why) => {
+                        tracing::warn!(etag = %served, error = %why, "the pulled bundle was not applied; keeping the previous configuration");
+                        s.apply_error = why;
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(MainLink::refused(res).await),
+        }
+    }
+
+    async fn heartbeat(&self) -> Result<(), String> {
+        let tenant = self
+            .store
+            .default_tenant()
+            .await
+            .map_err(|e| e.to_string())?
+            .id;
+        let counts = self
+            .store
+            .site_counts(tenant)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut forward = lock(&self.status).forward.clone();
+        if let Some(position) = forward.position {
+            let pending = self
+                .events
+                .stored_after(vec![tenant], position, PENDING_COUNT_MAX)
+                .await
+                .map_err(|e| e.to_string())?;
+            let pending: Vec<&Event> = pending.iter().filter(|e| forwarded(e)).collect();
+            forward.pending = pending.len() as u64;
+            forward.oldest_unsent = pending.first().map(|e| e.ts);
+            // The queue is known whether or not the main hears of it.
+            let mut s = lock(&self.status);
+            s.forward.pending = forward.pending;
+            s.forward.oldest_unsent = forward.oldest_unsent;
+        }
+        let (etag, apply_error) = {
+            let s = lock(&self.status);
+            (s.bundle_etag.clone(), s.apply_error.clone())
+        };
+        let beat = SiteHeartbeat {
+            version: crate::model::VERSION.to_string(),
+            bundle_etag: etag,
+            apply_error,
+            stats: [
+                ("hosts".to_string(), counts.hosts),
+                ("services".to_string(), counts.services),
+                ("alertsOpen".to_string(), counts.alerts_open),
+            ]
+            .into(),
+            interval_seconds: Some(self.beat_every.as_secs().max(1)),
+            forward: Some(forward.clone()),
+        };
+        let res = self
+            .link
+            .http
+            .post(self.link.url("heartbeat"))
+            .bearer_auth(&self.link.token)
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&beat).map_err(|e| e.to_string())?)
+            .send()
+            .await
+            .map_err(MainLink::transport)?;
+        if !res.status().is_success() {
+            return Err(MainLink::refused(res).await);
+        }
+        lock(&self.status).last_heartbeat_at = Some(self.clock.now());
+        Ok(())
+    }
+
+    fn failed(&self, what: &str, why: String) {
+        tracing::warn!(error = %why, "site {what} failed");
+        lock(&self.status).last_error = why;
+    }
+}
+
+impl Worker for EdgeSync {
+    fn name(&self) -> &'static str {
+        "site-sync"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            let now = self.clock.now();
+            if self.next_pull.is_none_or(|t| t <= now) {
+                let wait = match self.pull().await {
+                    Ok(()) => {
+                        self.pull_backoff.reset();
+                        lock(&self.status).last_error.clear();
+                        self.pull_every
+                    }
+                    Err(why) => {
+                        self.failed("pull", why);
+                        self.pull_backoff.next(self.pull_every)
+                    }
+                };
+                self.next_pull = Some(self.clock.now().plus(wait));
+            }
+            if self.next_beat.is_none_or(|t| t <= now) {
+                let wait = match self.heartbeat().await {
+                    Ok(()) => {
+                        self.beat_backoff.reset();
+                        self.beat_every
+                    }
+                    Err(why) => {
+                        self.failed("heartbeat", why);
+                        self.beat_backoff.next(self.beat_every)
+                    }
+                };
+                self.next_beat = Some(self.clock.now().plus(wait));
+            }
+            let now = self.clock.now();
+            let due = [self.next_pull, self.next_beat]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now);
+            Wait::For(if due > now {
+                due.since(now)
+            } else {
+                Duration::ZERO
+            })
+        })
+    }
+}
+
+/// Forwards events to the main; the position is committed only after the main's receipt.
+pub struct EdgeUplink {
+    link: MainLink,
+    store: Arc<Store>,
+    events: Arc<Events>,
+    status: Arc<Mutex<EdgeStatus>>,
+    consumer: Option<Consumer>,
+    tenant: Option<Uuid>,
+    backoff: Backoff,
+    /// Retries come at least this often (the heartbeat interval), so the backlog starts
+    /// moving soon after the main is back.
+    retry_cap: Duration,
+}
+
+impl EdgeUplink {
+    pub fn new(
+        link: MainLink,
+        site: &SiteConfig,
+        store: Arc<Store>,
+        events: Arc<Events>,
+        status: Arc<Mutex<EdgeStatus>>,
+    ) -> Self {
+        Self {
+            link,
+            store,
+            events,
+            status,
+            consumer: None,
+            tenant: None,
+            backoff: Backoff { failures: 0 },
+            retry_cap: site.heartbeat_interval.map_or(DEFAULT_INTERVAL, |d| d.0),
+        }
+    }
+
+    /// Sends the next batch; `Ok` once the main confirmed it (or it held nothing to send).
+    async fn forward_once(&mut self) -> Result<(), String> {
+        let tenant = match self.tenant {
+            Some(t) => t,
+            None => {
+                let t = self
+                    .store
+                    .default_tenant()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .id;
+                self.tenant = Some(t);
+                t
+            }
+        };
+        if self.consumer.is_none() {
+            let consumer = Consumer::open(UPLINK, self.events.clone(), self.store.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            lock(&self.status).forward.position = Some(consumer.position());
+            self.consumer = Some(consumer);
+        }
+        let Some(consumer) = self.consumer.as_mut() else {
+            return Ok(());
+        };
+        let batch = consumer.next(BATCH).await.map_err(|e| e.to_string())?;
+        let Some(through) = batch.last().map(|e| e.id) else {
+            return Ok(());
+        };
+        let events: Vec<Event> = batch
+            .iter()
+            .filter(|e| e.tenant_id == tenant && forwarded(e))
+            .map(|e| (**e).clone())
+            .collect();
+        debug_assert!(events.len() <= FORWARD_BATCH_MAX);
+        if let Some(first) = events.first() {
+            lock(&self.status).forward.oldest_unsent = Some(first.ts);
+            let res = self
+                .link
+                .http
+                .post(self.link.url("events"))
+                .bearer_auth(&self.link.token)
+                .header(CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(&ForwardBatch { events }).map_err(|e| e.to_string())?)
+                .send()
+                .await
+                .map_err(MainLink::transport)?;
+            if !res.status().is_success() {
+                return Err(MainLink::refused(res).await);
+            }
+            let body = res.bytes().await.map_err(MainLink::transport)?;
+            serde_json::from_slice::<ForwardReceipt>(&body)
+                .map_err(|e| format!("main's receipt unreadable: {e}"))?;
+        }
+        consumer
+            .commit(through, Vec::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut s = lock(&self.status);
+        s.forward.position = Some(through);
+        s.forward.oldest_unsent = None;
+        Ok(())
+    }
+}
+
+impl Worker for EdgeUplink {
+    fn name(&self) -> &'static str {
+        "site-uplink"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            match self.forward_once().await {
+                Ok(()) => {
+                    self.backoff.reset();
+                    Wait::For(Duration::ZERO)
+                }
+                Err(why) => {
+                    tracing::warn!(error = %why, "forwarding events to the main failed");
+                    lock(&self.status).last_error = why;
+                    Wait::For(self.backoff.next(self.retry_cap))
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_take_hex_with_or_without_colons() {
+        let hex = "ab".repeat(32);
+        assert_eq!(parse_fingerprint(&hex).unwrap(), [0xab; 32]);
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(parse_fingerprint(&colons).unwrap(), [0xab; 32]);
+        assert!(parse_fingerprint("abcd").is_err());
+        assert!(parse_fingerprint(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let mut b = Backoff { failures: 0 };
+        let first = b.next(Duration::from_secs(60));
+        assert!(first >= Duration::from_millis(750) && first <= Duration::from_millis(1250));
+        for _ in 0..10 {
+            b.next(Duration::from_secs(60));
+        }
+        let capped = b.next(Duration::from_secs(10));
+        assert!(capped >= Duration::from_millis(7500) && capped <= Duration::from_millis(12_500));
+        b.reset();
+        assert!(b.next(Duration::from_secs(60)) <= Duration::from_millis(1250));
+    }
+}

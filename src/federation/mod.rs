@@ -1,0 +1,461 @@
+//! Federation (SPEC 2.10, SEMANTICS 10). The main side: sites pull their bundle, report by
+//! heartbeat and forward their events; the overview; a stale site raises an alert. The edge
+//! side (this instance as a site) is `edge`.
+
+pub mod edge;
+
+use crate::auth::Principal;
+use crate::events::Events;
+use crate::model::GoDuration;
+use crate::model::alert::ManualAlarm;
+use crate::model::config::{Invalid, SiteBody};
+use crate::model::event::{Event, EventDraft, EventType, Severity};
+use crate::model::site::{
+    CONNECTED_WITHIN, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
+    SiteStatus,
+};
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::StepFuture;
+use crate::runtime::{AlertAction, AlertActions, EventSink, Wait, Worker};
+use crate::store::{Store, StoreError};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// At most this many events in one forwarded batch.
+pub const FORWARD_BATCH_MAX: usize = 1000;
+/// The stale threshold of a site that has not said how often it beats.
+const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
+/// How often stale sites are looked for.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("no such site")]
+    NotFound,
+    #[error("site {0} is disabled")]
+    Disabled(String),
+    /// A `sites:connect` token minted for another site.
+    #[error("this token is bound to site {0}")]
+    OtherSite(String),
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A pull's answer.
+pub enum Pulled {
+    /// `If-None-Match` named the current bundle.
+    NotModified {
+        etag: String,
+    },
+    Bundle {
+        etag: String,
+        text: String,
+    },
+}
+
+/// The ETag of a bundle: the hex of the first 16 bytes of its SHA-256 (SEMANTICS 10).
+pub fn bundle_etag(text: &str) -> String {
+    crate::model::audit::hex(&Sha256::digest(text.as_bytes())[..16])
+}
+
+pub struct Sites {
+    store: Arc<Store>,
+    clock: SharedClock,
+    sink: Arc<dyn EventSink>,
+    events: Arc<Events>,
+    alerts: Arc<dyn AlertActions>,
+    /// Forwarded batches of one site are stored one after the other.
+    receiving: tokio::sync::Mutex<()>,
+    /// This instance's own side, when it is a site.
+    edge: Arc<Mutex<EdgeStatus>>,
+}
+
+impl Sites {
+    pub fn new(
+        store: Arc<Store>,
+        clock: SharedClock,
+        sink: Arc<dyn EventSink>,
+        events: Arc<Events>,
+        alerts: Arc<dyn AlertActions>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            clock,
+            sink,
+            events,
+            alerts,
+            receiving: tokio::sync::Mutex::new(()),
+            edge: Arc::default(),
+        })
+    }
+
+    /// The site `name` as the caller may use it: a token bound to another site is refused
+    /// before anything is looked up, so it learns nothing of other sites.
+    async fn connectable(&self, p: &Principal, name: &str) -> Result<SiteBody, SiteError> {
+        if let Some(bound) = p.site.as_deref().filter(|s| *s != name) {
+            return Err(SiteError::OtherSite(bound.to_string()));
+        }
+        let doc = match self
+            .store
+            .doc(p.tenant, "sites", name.to_string(), false)
+            .await
+        {
+            Err(StoreError::NotFound) => return Err(SiteError::NotFound),
+            other => other?,
+        };
+        let site = SiteBody::parse(&doc.body);
+        if site.disabled {
+            return Err(SiteError::Disabled(name.to_string()));
+        }
+        Ok(site)
+    }
+
+    /// `GET /sites/{name}:pull`: the site's bundle, or `NotModified` when `if_none_match`
+    /// names its ETag.
+    pub async fn pull(
+        &self,
+        p: &Principal,
+        name: &str,
+        if_none_match: &[String],
+    ) -> Result<Pulled, SiteError> {
+        let site = self.connectable(p, name).await?;
+        let text = site.bundle.unwrap_or_default();
+        let etag = bundle_etag(&text);
+        let now = self.clock.now();
+        self.store
+            .touch_site_status(
+                p.tenant,
+                name.to_string(),
+                move |s| s.last_pull_at = Some(now),
+                |_, _| Vec::new(),
+            )
+            .await?;
+        if if_none_match.iter().any(|t| t == "*" || *t == etag) {
+            return Ok(Pulled::NotModified { etag });
+        }
+        Ok(Pulled::Bundle { etag, text })
+    }
+
+    /// `POST /sites/{name}:heartbeat`. A site that was stale is back: its alert resolves and a
+    /// `system` event says how long it ran alone.
+    pub async fn heartbeat(
+        &self,
+        p: &Principal,
+        name: &str,
+        beat: SiteHeartbeat,
+    ) -> Result<(), SiteError> {
+        self.connectable(p, name).await?;
+        let now = self.clock.now();
+        let (status, journaled) = self
+            .store
+            .touch_site_status(
+                p.tenant,
+                name.to_string(),
+                move |s| {
+                    if s.stale_since.is_some() {
+                        s.last_alone_seconds =
+                            s.last_heartbeat_at.map(|last| now.since(last).as_secs());
+                        s.stale_since = None;
+                    }
+                    s.last_heartbeat_at = Some(now);
+                    s.heartbeat = beat;
+                },
+                |before, after| {
+                    let back = before.stale_since.is_some() && after.stale_since.is_none();
+                    back.then(|| returned(after)).into_iter().collect()
+                },
+            )
+            .await?;
+        self.sink.file(journaled).await;
+        if status.stale_since.is_none()
+            && let Some(alert) = status.stale_alert
+        {
+            self.resolve_stale_alert(p.tenant, name, alert).await?;
+        }
+        Ok(())
+    }
+
+    async fn resolve_stale_alert(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        alert: Uuid,
+    ) -> Result<(), SiteError> {
+        if let Err(why) = self
+            .alerts
+            .act(
+                tenant,
+                alert,
+                AlertAction::Resolve,
+                "federation".into(),
+                "heartbeat",
+            )
+            .await
+        {
+            tracing::warn!(site = name, error = %why, "stale-site alert not resolved yet");
+            return Ok(());
+        }
+        self.store
+            .touch_site_status(
+                tenant,
+                name.to_string(),
+                move |s| {
+                    if s.stale_alert == Some(alert) && s.stale_since.is_none() {
+                        s.stale_alert = None;
+                    }
+                },
+                |_, _| Vec::new(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// `GET /sites:overview`: every site of the tenant with its connection.
+    pub async fn overview(&self, p: &Principal) -> Result<Vec<SiteOverview>, SiteError> {
+        let now = self.clock.now();
+        let mut statuses: HashMap<String, SiteStatus> = self
+            .store
+            .site_statuses(p.tenant)
+            .await?
+            .into_iter()
+            .map(|s| (s.name.clone(), s))
+            .collect();
+        let docs = self
+            .store
+            .docs(p.tenant, "sites", None, usize::MAX, |_| true)
+            .await?;
+        Ok(docs
+            .into_iter()
+            .map(|doc| {
+                let site = SiteBody::parse(&doc.body);
+                let status = statuses.remove(&doc.name).unwrap_or_default();
+                let hb = status.heartbeat;
+                let etag = bundle_etag(site.bundle.as_deref().unwrap_or_default());
+                SiteOverview {
+                    connected: status
+                        .last_heartbeat_at
+                        .is_some_and(|t| now.since(t) < CONNECTED_WITHIN),
+                    stale: status.stale_since.is_some(),
+                    last_heartbeat_at: status.last_heartbeat_at,
+                    last_pull_at: status.last_pull_at,
+                    version_skew: status.last_heartbeat_at.is_some()
+                        && hb.version != crate::model::VERSION,
+                    version: hb.version,
+                    bundle_current: hb.bundle_etag == etag,
+                    bundle_etag: etag,
+                    applied_etag: hb.bundle_etag,
+                    apply_error: hb.apply_error,
+                    stats: hb.stats,
+                    forwarded_alerts_open: status.forwarded_alerts_open,
+                    forwarded_events: status.forwarded,
+                    forwarded_through: status.forwarded_through,
+                    forward: hb.forward,
+                    stale_since: status.stale_since,
+                    last_alone_seconds: status.last_alone_seconds,
+                    name: doc.name,
+                    description: site.description,
+                    disabled: site.disabled,
+                    labels: site.labels,
+                }
+            })
+            .collect())
+    }
+
+    /// `POST /sites/{name}:events`: stores what the site forwarded, as events of that site
+    /// with the site's ids and times, each once however often it is sent.
+    pub async fn receive(
+        &self,
+        p: &Principal,
+        name: &str,
+        batch: ForwardBatch,
+    ) -> Result<ForwardReceipt, SiteError> {
+        self.connectable(p, name).await?;
+        let invalid = |detail: String| {
+            SiteError::Invalid(Invalid {
+                field: "events".into(),
+                detail,
+            })
+        };
+        if batch.events.len() > FORWARD_BATCH_MAX {
+            return Err(invalid(format!(
+                "at most {FORWARD_BATCH_MAX} events per batch"
+            )));
+        }
+        if batch.events.windows(2).any(|w| w[0].id >= w[1].id) {
+            return Err(invalid("events must be in ascending id order".into()));
+        }
+        let Some(through) = batch.events.last().map(|e| e.id) else {
+            return Ok(ForwardReceipt::default());
+        };
+        let _one_at_a_time = self.receiving.lock().await;
+        let sent = batch.events.len() as u64;
+        let events: Vec<Event> = batch
+            .events
+            .into_iter()
+            .map(|mut e| {
+                e.tenant_id = p.tenant;
+                e.site = Some(name.to_string());
+                e
+            })
+            .collect();
+        let stored = self.events.store_forwarded(events).await?;
+        let opened = count_of(&stored, EventType::AlertOpened);
+        let closed = count_of(&stored, EventType::AlertResolved);
+        let fresh = stored.len() as u64;
+        self.store
+            .touch_site_status(
+                p.tenant,
+                name.to_string(),
+                move |s| {
+                    s.forwarded_through = s.forwarded_through.max(Some(through));
+                    s.forwarded += fresh;
+                    s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
+                },
+                |_, _| Vec::new(),
+            )
+            .await?;
+        Ok(ForwardReceipt {
+            stored: fresh,
+            duplicates: sent - fresh,
+            through: Some(through),
+        })
+    }
+
+    /// Raises the alert of every site whose last heartbeat is older than its threshold;
+    /// returns how many went stale.
+    pub async fn sweep(&self) -> Result<usize, SiteError> {
+        let now = self.clock.now();
+        let mut raised = 0;
+        for status in self.store.all_site_statuses().await? {
+            let Some(last) = status.last_heartbeat_at else {
+                continue;
+            };
+            if status.stale_since.is_some() {
+                continue;
+            }
+            let site = match self
+                .store
+                .doc(status.tenant_id, "sites", status.name.clone(), false)
+                .await
+            {
+                Ok(doc) => SiteBody::parse(&doc.body),
+                Err(StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let threshold = stale_after(&site, &status.heartbeat);
+            if site.disabled || now.since(last) <= threshold {
+                continue;
+            }
+            let alarm = ManualAlarm {
+                title: Some(format!("Site {} is not reporting", status.name)),
+                message: Some(format!(
+                    "no heartbeat from site {} since {last} (threshold {})",
+                    status.name,
+                    GoDuration(threshold)
+                )),
+                severity: Some("critical".into()),
+                escalation_policy: site.escalation_policy.clone(),
+                labels: site
+                    .labels
+                    .clone()
+                    .into_iter()
+                    .chain([("site".to_string(), status.name.clone())])
+                    .collect(),
+                object_id: None,
+                dedup_key: Some(format!("site-stale/{}", status.name)),
+            };
+            let alert = self
+                .alerts
+                .alarm(status.tenant_id, alarm, "federation".into(), "federation")
+                .await
+                .map_err(|why| StoreError::Internal(format!("stale-site alert: {why}")))?;
+            let (after, journaled) = self
+                .store
+                .touch_site_status(
+                    status.tenant_id,
+                    status.name.clone(),
+                    move |s| {
+                        // A heartbeat may have arrived since the read.
+                        if s.last_heartbeat_at == Some(last) {
+                            s.stale_since = Some(now);
+                        }
+                        s.stale_alert = Some(alert.id);
+                    },
+                    |_, _| Vec::new(),
+                )
+                .await?;
+            self.sink.file(journaled).await;
+            if after.stale_since.is_none() {
+                self.resolve_stale_alert(status.tenant_id, &status.name, alert.id)
+                    .await?;
+            } else {
+                raised += 1;
+            }
+        }
+        Ok(raised)
+    }
+
+    /// This instance's side of the federation (`GET /site:status`).
+    pub fn edge_status(&self) -> EdgeStatus {
+        self.edge.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The status the edge workers keep up to date.
+    pub fn edge_handle(&self) -> Arc<Mutex<EdgeStatus>> {
+        self.edge.clone()
+    }
+}
+
+fn count_of(events: &[Arc<Event>], kind: EventType) -> i64 {
+    events.iter().filter(|e| e.kind == kind).count() as i64
+}
+
+/// The site's own threshold, else three of its heartbeat intervals.
+fn stale_after(site: &SiteBody, beat: &SiteHeartbeat) -> Duration {
+    site.stale_after.map(|d| d.0).unwrap_or_else(|| {
+        beat.interval_seconds
+            .map_or(DEFAULT_STALE_AFTER, |s| Duration::from_secs(s.max(1) * 3))
+    })
+}
+
+/// The `system` event of a stale site that reports again.
+fn returned(status: &SiteStatus) -> EventDraft {
+    let alone = status.last_alone_seconds.unwrap_or(0);
+    let mut draft = EventDraft::new(
+        status.tenant_id,
+        EventType::System,
+        Some(Severity::Info),
+        json!({
+            "action": "site.returned",
+            "site": status.name,
+            "aloneSeconds": alone,
+            "summary": format!("site {} reports again after {} alone", status.name, GoDuration(Duration::from_secs(alone))),
+        }),
+    );
+    draft.source_id = Some(format!("site:{}", status.name));
+    draft
+}
+
+/// Runs the stale-site sweep every 5 s.
+pub struct StaleSites(pub Arc<Sites>);
+
+impl Worker for StaleSites {
+    fn name(&self) -> &'static str {
+        "stale-sites"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if let Err(e) = self.0.sweep().await {
+                tracing::warn!(error = %e, "stale-site sweep failed");
+            }
+            Wait::For(SWEEP_EVERY)
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! Federation: what the main knows of each site's connection (heartbeats, pulls, forwarded
+//! events, staleness), and the counts an edge reports of itself.
+
+use super::codec::{decode, encode, tenant_values};
+use super::keys::{scoped, tenant_range};
+use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_STATUS};
+use super::{Store, StoreError};
+use crate::model::event::{EventDraft, Journaled};
+use crate::model::object::{Object, ObjectKind};
+use crate::model::site::SiteStatus;
+use redb::ReadableTable;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// Hosts, services and active alerts of a tenant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteCounts {
+    pub hosts: i64,
+    pub services: i64,
+    pub alerts_open: i64,
+}
+
+impl Store {
+    /// Applies `change` to a site's status (a new one starts empty), with the events `report`
+    /// makes of it before and after journaled in the same transaction; returns the new status.
+    pub async fn touch_site_status(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        name: String,
+        change: impl FnOnce(&mut SiteStatus) + Send + 'static,
+        report: impl FnOnce(&SiteStatus, &SiteStatus) -> Vec<EventDraft> + Send + 'static,
+    ) -> Result<(SiteStatus, Vec<Journaled>), StoreError> {
+        let store = self.clone();
+        self.write(move |tx| {
+            let key = scoped(tenant, name.as_bytes());
+            let mut t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+            let old: SiteStatus = match t.get(key.as_slice()).map_err(StoreError::from_redb)? {
+                Some(v) => decode(v.value())?,
+                None => SiteStatus {
+                    tenant_id: tenant,
+                    name: name.clone(),
+                    ..Default::default()
+                },
+            };
+            let mut new = old.clone();
+            change(&mut new);
+            t.insert(key.as_slice(), encode(&new)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+            drop(t);
+            let journaled = store.journal(tx, report(&old, &new))?;
+            Ok((new, journaled))
+        })
+        .await
+    }
+
+    pub async fn site_statuses(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<SiteStatus>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+            tenant_values(&t, tenant)
+        })
+        .await
+    }
+
+    /// Every tenant's site statuses, for the stale-site sweep.
+    pub async fn all_site_statuses(self: &Arc<Self>) -> Result<Vec<SiteStatus>, StoreError> {
+        self.read(|tx| {
+            let t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+            let mut out = Vec::new();
+            for row in t.iter().map_err(StoreError::from_redb)? {
+                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The counts an edge reports in its heartbeat.
+    pub async fn site_counts(self: &Arc<Self>, tenant: Uuid) -> Result<SiteCounts, StoreError> {
+        self.read(move |tx| {
+            let (lo, hi) = tenant_range(tenant);
+            let mut counts = SiteCounts::default();
+            let objects = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+            for row in objects
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                let o: Object = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+                match o.kind {
+                    ObjectKind::Host => counts.hosts += 1,
+                    ObjectKind::Service => counts.services += 1,
+                }
+            }
+            let active = tx
+                .open_table(ACTIVE_ALERT_KEYS)
+                .map_err(StoreError::from_redb)?;
+            for row in active
+                .range(lo.as_slice()..hi.as_slice())
+                .map_err(StoreError::from_redb)?
+            {
+                row.map_err(StoreError::from_redb)?;
+                counts.alerts_open += 1;
+            }
+            Ok(counts)
+        })
+        .await
+    }
+}

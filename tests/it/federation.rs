@@ -1,0 +1,782 @@
+//! Federation: a main and real edge processes. Sites pull their bundle (conditional), report
+//! by heartbeat, forward their events exactly once across outages and crashes, and a silent
+//! site raises an alert on the main.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BUNDLE_ONE: &str = "kind: host\nname: edge-a\nbody:\n  spec: {address: 127.0.0.1}\n";
+const BUNDLE_TWO: &str = "kind: host\nname: edge-a\nbody:\n  spec: {address: 127.0.0.1}\n---\nkind: host\nname: edge-b\nbody:\n  spec: {address: 127.0.0.1}\n";
+/// Parses, but names a template that does not exist: the edge refuses to apply it.
+const BUNDLE_BROKEN: &str = "kind: host\nname: edge-c\nbody:\n  spec: {templates: [nowhere]}\n";
+
+async fn get(s: &Server, token: &str, path: &str) -> Value {
+    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
+}
+
+/// Polls `path` until `done` holds for its JSON (20 s at most).
+async fn until(
+    s: &Server,
+    token: &str,
+    path: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let res = call(s, token, Method::GET, path).send().await;
+        if let Ok(res) = res
+            && res.status() == 200
+        {
+            let v: Value = res.json().await.unwrap();
+            if done(&v) {
+                return v;
+            }
+            if Instant::now() > deadline {
+                panic!("{what}: still {v}");
+            }
+        } else if Instant::now() > deadline {
+            panic!("{what}: {path} did not answer");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn create_site(s: &Server, token: &str, body: Value) {
+    json(
+        send(s, token, Method::POST, "/api/v1/sites", body).await,
+        201,
+    )
+    .await;
+}
+
+/// Replaces a site's bundle (read, then PUT under If-Match).
+async fn set_bundle(s: &Server, token: &str, name: &str, bundle: &str) {
+    let mut site = get(s, token, &format!("/api/v1/sites/{name}")).await;
+    site["bundle"] = json!(bundle);
+    let version = site["version"].to_string();
+    json(
+        call(s, token, Method::PUT, &format!("/api/v1/sites/{name}"))
+            .header("If-Match", version)
+            .json(&site)
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut n: Vec<String> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
+fn overview_of<'a>(overview: &'a Value, name: &str) -> &'a Value {
+    overview["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {overview}"))
+}
+
+fn forwarded_event(id_ms: u64, n: u64) -> Value {
+    // A UUIDv7 with the given time, as an edge mints them.
+    let hex = format!("{id_ms:012x}7{:03x}8{:015x}", n & 0xfff, n);
+    let id = format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    );
+    let ts = jiff::Timestamp::from_millisecond(id_ms as i64).unwrap();
+    json!({"id": id, "tenantId": "00000000-0000-0000-0000-000000000000", "ts": ts.to_string(),
+           "type": "alert_opened", "severity": "critical", "payload": {"n": n}})
+}
+
+/// The main side on its own: pull with ETag and 304, heartbeat and overview, disabled sites,
+/// tokens bound to one site, forwarded events stored once.
+#[tokio::test]
+async fn sites_pull_report_and_forward_on_the_main() {
+    let a = Admin::start();
+    let (s, admin) = (&a.s, a.token.as_str());
+    create_site(
+        s,
+        admin,
+        json!({"name": "north", "bundle": BUNDLE_ONE, "labels": {"region": "n"}}),
+    )
+    .await;
+    create_site(s, admin, json!({"name": "south", "disabled": true})).await;
+    create_site(s, admin, json!({"name": "west"})).await;
+    let (north, meta) = mint(
+        s,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    assert_eq!(meta["site"], "north");
+
+    let res = call(s, &north, Method::GET, "/api/v1/sites/north:pull")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "application/yaml");
+    let etag = res.headers()["etag"].to_str().unwrap().to_string();
+    let expected: String = Sha256::digest(BUNDLE_ONE.as_bytes())[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(etag, format!("\"{expected}\""));
+    assert_eq!(res.text().await.unwrap(), BUNDLE_ONE);
+    for tag in [
+        etag.clone(),
+        expected.clone(),
+        format!("W/{etag}"),
+        "\"other\", ".to_string() + &etag,
+    ] {
+        let res = call(s, &north, Method::GET, "/api/v1/sites/north:pull")
+            .header("If-None-Match", tag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 304);
+        assert_eq!(res.headers()["etag"].to_str().unwrap(), etag);
+        assert!(res.text().await.unwrap().is_empty());
+    }
+    let res = call(s, &north, Method::GET, "/api/v1/sites/north:pull")
+        .header("If-None-Match", "\"stale\"")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "another ETag gets the bundle");
+    // A site without a bundle serves an empty one.
+    let res = call(s, admin, Method::GET, "/api/v1/sites/west:pull")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(res.text().await.unwrap().is_empty());
+
+    // Nobody has reported yet.
+    let overview = get(s, admin, "/api/v1/sites:overview").await;
+    assert_eq!(overview["items"].as_array().unwrap().len(), 3);
+    assert_eq!(overview_of(&overview, "north")["connected"], false);
+
+    let beat = json!({"version": "9.9.9", "bundleEtag": expected, "applyError": "", "stats": {"hosts": 4, "services": 9, "alertsOpen": 1}});
+    let res = send(
+        s,
+        &north,
+        Method::POST,
+        "/api/v1/sites/north:heartbeat",
+        beat.clone(),
+    )
+    .await;
+    assert_eq!(res.status(), 204);
+    let overview = get(s, admin, "/api/v1/sites:overview").await;
+    let n = overview_of(&overview, "north");
+    assert_eq!(n["connected"], true, "{n}");
+    assert_eq!(n["stale"], false);
+    assert_eq!(
+        n["stats"],
+        json!({"hosts": 4, "services": 9, "alertsOpen": 1})
+    );
+    assert_eq!(n["version"], "9.9.9");
+    assert_eq!(n["versionSkew"], true);
+    assert_eq!(n["bundleCurrent"], true);
+    assert_eq!(n["labels"], json!({"region": "n"}));
+    assert!(n["lastHeartbeatAt"].is_string() && n["lastPullAt"].is_string());
+    assert_eq!(overview_of(&overview, "west")["connected"], false);
+
+    // A disabled site may neither pull nor report, whoever asks.
+    for token in [admin, north.as_str()] {
+        if token == north {
+            continue;
+        }
+        assert_problem(
+            call(s, token, Method::GET, "/api/v1/sites/south:pull")
+                .send()
+                .await
+                .unwrap(),
+            403,
+            "svc:sites/disabled",
+        )
+        .await;
+        assert_problem(
+            send(
+                s,
+                token,
+                Method::POST,
+                "/api/v1/sites/south:heartbeat",
+                json!({}),
+            )
+            .await,
+            403,
+            "svc:sites/disabled",
+        )
+        .await;
+    }
+    // North's token cannot act for another site, existing or not.
+    for other in ["west", "south", "nowhere"] {
+        assert_problem(
+            call(
+                s,
+                &north,
+                Method::GET,
+                &format!("/api/v1/sites/{other}:pull"),
+            )
+            .send()
+            .await
+            .unwrap(),
+            403,
+            "svc:auth/forbidden",
+        )
+        .await;
+        assert_problem(
+            send(
+                s,
+                &north,
+                Method::POST,
+                &format!("/api/v1/sites/{other}:heartbeat"),
+                beat.clone(),
+            )
+            .await,
+            403,
+            "svc:auth/forbidden",
+        )
+        .await;
+    }
+    assert_problem(
+        call(s, admin, Method::GET, "/api/v1/sites/nowhere:pull")
+            .send()
+            .await
+            .unwrap(),
+        404,
+        "svc:not-found",
+    )
+    .await;
+    // Without sites:connect, no pull; sites:connect alone reads nothing else.
+    let (reader, _) = mint(
+        s,
+        admin,
+        json!({"name": "reader", "scopes": ["objects:read"]}),
+    )
+    .await;
+    assert_problem(
+        call(s, &reader, Method::GET, "/api/v1/sites/north:pull")
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+    assert_eq!(
+        call(s, &reader, Method::GET, "/api/v1/sites:overview")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_problem(
+        call(s, &north, Method::GET, "/api/v1/sites:overview")
+            .send()
+            .await
+            .unwrap(),
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+    assert_problem(
+        call(s, admin, Method::POST, "/api/v1/api-tokens")
+            .json(&json!({"name": "x", "scopes": ["sites:connect"], "site": "no/slash"}))
+            .send()
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/site",
+    )
+    .await;
+    assert_problem(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:heartbeat",
+            json!({"stats": {"hosts": "many"}}),
+        )
+        .await,
+        422,
+        "svc:validation/body",
+    )
+    .await;
+
+    // Forwarded events: stored with the site's ids and times, each once.
+    let base = 1_790_000_000_000u64;
+    let first: Vec<Value> = (0..3).map(|n| forwarded_event(base + n, n)).collect();
+    let receipt = json(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:events",
+            json!({"events": first}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(receipt["stored"], 3);
+    assert_eq!(receipt["duplicates"], 0);
+    assert_eq!(receipt["through"], first[2]["id"]);
+    let again: Vec<Value> = (0..4).map(|n| forwarded_event(base + n, n)).collect();
+    let receipt = json(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:events",
+            json!({"events": again}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(
+        (receipt["stored"].as_u64(), receipt["duplicates"].as_u64()),
+        (Some(1), Some(3))
+    );
+    let listed = get(s, admin, "/api/v1/events?site=north").await;
+    let ids: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    let mut sent: Vec<&str> = again.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    sent.reverse();
+    assert_eq!(ids, sent, "newest first, with the site's ids");
+    let e = &listed["items"][0];
+    assert_eq!(e["site"], "north");
+    assert_eq!(e["ts"], again[3]["ts"]);
+    assert_ne!(
+        e["tenantId"], "00000000-0000-0000-0000-000000000000",
+        "stored in the site's tenant"
+    );
+    assert_eq!(
+        get(s, admin, "/api/v1/events?site=west").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+    let overview = get(s, admin, "/api/v1/sites:overview").await;
+    assert_eq!(overview_of(&overview, "north")["forwardedEvents"], 4);
+    assert_eq!(overview_of(&overview, "north")["forwardedAlertsOpen"], 4);
+    let mut backwards = again.clone();
+    backwards.reverse();
+    assert_problem(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:events",
+            json!({"events": backwards}),
+        )
+        .await,
+        422,
+        "svc:validation/events",
+    )
+    .await;
+    assert_problem(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/west:events",
+            json!({"events": []}),
+        )
+        .await,
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+    // Forwarded alerts are the site's history: they open nothing on the main.
+    assert_eq!(
+        get(s, admin, "/api/v1/alerts").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+/// The SHA-256 of the main's self-signed certificate, as `site.fingerprint` pins it.
+fn fingerprint(main_data: &Path) -> String {
+    let pem = std::fs::read_to_string(main_data.join("tls/cert.pem")).unwrap();
+    use rustls_pki_types::pem::PemObject;
+    let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
+    Sha256::digest(der.as_ref())
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// An edge process configured as site `name` of `main_url`.
+fn edge_config(dir: &Path, main_url: &str, token: &str, pin: &str) -> String {
+    let path = dir.join("edge.yaml");
+    std::fs::write(
+        &path,
+        format!("site:\n  mainUrl: {main_url}\n  name: north\n  token: {token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n  fingerprint: \"{pin}\"\n"),
+    )
+    .unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Two processes, TLS on the main, the edge pinning its certificate: bundle changes arrive,
+/// a broken one keeps the old configuration and is reported, the overview follows the
+/// heartbeats, the edge's alerts arrive on the main, and a silent edge raises an alert there
+/// that clears when it returns.
+#[tokio::test]
+async fn an_edge_follows_its_main_and_is_watched() {
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..Default::default()
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    create_site(
+        m,
+        admin,
+        json!({"name": "north", "bundle": BUNDLE_ONE, "staleAfter": "3s"}),
+    )
+    .await;
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = edge_config(dir.path(), &m.base, &site_token, &fingerprint(&m.data));
+    let edge = Admin::start_with(Opts {
+        args: vec!["--config".into(), config.clone()],
+        ..Default::default()
+    });
+    let (e, local) = (&edge.s, edge.token.as_str());
+
+    until(e, local, "/api/v1/hosts", "the first bundle applied", |v| {
+        names(v) == ["edge-a"]
+    })
+    .await;
+    let status = until(e, local, "/api/v1/site:status", "the edge's status", |v| {
+        v["lastHeartbeatAt"].is_string()
+    })
+    .await;
+    assert_eq!(status["enabled"], true);
+    assert_eq!(status["name"], "north");
+    assert_eq!(status["applyError"], "");
+    let overview = until(
+        m,
+        admin,
+        "/api/v1/sites:overview",
+        "the edge reporting",
+        |v| {
+            let n = overview_of(v, "north");
+            n["connected"] == true && n["stats"]["hosts"] == 1 && n["bundleCurrent"] == true
+        },
+    )
+    .await;
+    assert_eq!(overview_of(&overview, "north")["versionSkew"], false);
+    // The operator's view from both ends.
+    let (code, out, err) = svc(
+        &["--server", &m.base, "--token", admin, "--insecure", "sites"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("north"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains("connected") && row.contains("current"),
+        "{out}"
+    );
+    let (code, out, err) = svc(
+        &["--server", &e.base, "--token", local, "site", "status"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&m.base) && out.contains("queue depth"),
+        "{out}"
+    );
+    let (code, _, err) = svc(
+        &[
+            "--server",
+            &m.base,
+            "--token",
+            admin,
+            "--insecure",
+            "site",
+            "status",
+        ],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("not a federation site"), "{err}");
+
+    set_bundle(m, admin, "north", BUNDLE_TWO).await;
+    until(
+        e,
+        local,
+        "/api/v1/hosts",
+        "the changed bundle applied",
+        |v| names(v) == ["edge-a", "edge-b"],
+    )
+    .await;
+    set_bundle(m, admin, "north", BUNDLE_BROKEN).await;
+    let overview = until(
+        m,
+        admin,
+        "/api/v1/sites:overview",
+        "the apply error reported",
+        |v| {
+            overview_of(v, "north")["applyError"]
+                .as_str()
+                .is_some_and(|e| !e.is_empty())
+        },
+    )
+    .await;
+    let n = overview_of(&overview, "north");
+    assert!(n["applyError"].as_str().unwrap().contains("nowhere"), "{n}");
+    assert_eq!(n["bundleCurrent"], false);
+    assert_eq!(
+        names(&get(e, local, "/api/v1/hosts").await),
+        ["edge-a", "edge-b"],
+        "the old configuration stays"
+    );
+
+    // What happens on the edge reaches the main with the edge's ids.
+    let alarm = json(
+        send(
+            e,
+            local,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "door open", "severity": "critical", "dedupKey": "door"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let opened = until(
+        m,
+        admin,
+        "/api/v1/events?site=north&types=alert_opened",
+        "the edge's alert forwarded",
+        |v| v["items"].as_array().unwrap().len() == 1,
+    )
+    .await;
+    let local_event = &get(e, local, "/api/v1/events?types=alert_opened").await["items"][0];
+    assert_eq!(opened["items"][0]["id"], local_event["id"]);
+    assert_eq!(
+        opened["items"][0]["payload"]["alertId"], alarm["id"],
+        "{opened}"
+    );
+
+    // The edge goes dark: the main pages; it returns: the alert clears.
+    let stopped = edge.s.stop_keeping_data();
+    let alerts = until(
+        m,
+        admin,
+        "/api/v1/alerts?status=open",
+        "the stale-site alert",
+        |v| v["items"].as_array().unwrap().len() == 1,
+    )
+    .await;
+    let alert = &alerts["items"][0];
+    assert_eq!(alert["dedupKey"], "site-stale/north", "{alert}");
+    assert_eq!(alert["labels"]["site"], "north");
+    assert_eq!(
+        overview_of(&get(m, admin, "/api/v1/sites:overview").await, "north")["stale"],
+        true
+    );
+    let _edge = stopped.start(Opts {
+        args: vec!["--config".into(), config],
+        ..Default::default()
+    });
+    let id = alert["id"].as_str().unwrap();
+    until(
+        m,
+        admin,
+        &format!("/api/v1/alerts/{id}"),
+        "the stale-site alert resolved",
+        |v| v["status"] == "resolved",
+    )
+    .await;
+    let n = overview_of(&get(m, admin, "/api/v1/sites:overview").await, "north").clone();
+    assert_eq!(n["stale"], false);
+    assert!(n["lastAloneSeconds"].as_u64().unwrap() >= 3, "{n}");
+    let returned = get(m, admin, "/api/v1/events?types=system&sourceId=site:north").await;
+    assert!(
+        returned["items"][0]["payload"]["aloneSeconds"]
+            .as_u64()
+            .unwrap()
+            >= 3,
+        "{returned}"
+    );
+}
+
+/// The main is down while the edge produces 1,000 events, and the edge is killed with
+/// SIGKILL while it replays them: every one arrives exactly once, in order.
+#[tokio::test]
+async fn forwarding_is_exactly_once_across_outages_and_crashes() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let main = Admin::start_with(Opts {
+        listen: Some(listen.clone()),
+        ..Default::default()
+    });
+    let admin = main.token.clone();
+    create_site(&main.s, &admin, json!({"name": "north"})).await;
+    let (site_token, _) = mint(
+        &main.s,
+        &admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = edge_config(dir.path(), &main.s.base, &site_token, "");
+    let config_args = || Opts {
+        args: vec!["--config".into(), config.clone()],
+        ..Default::default()
+    };
+    // The edge's data outlives its crash.
+    let edge_data = dir.path().join("edge");
+    std::fs::create_dir_all(&edge_data).unwrap();
+    let local = bootstrap(&edge_data);
+    let edge = Server::start_in(&edge_data, config_args());
+    until(
+        &edge,
+        &local,
+        "/api/v1/site:status",
+        "the edge connected",
+        |v| v["lastHeartbeatAt"].is_string(),
+    )
+    .await;
+
+    let main_down = main.s.stop_keeping_data();
+    for n in 0..1000 {
+        let res = send(
+            &edge,
+            &local,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": format!("alarm {n}"), "dedupKey": format!("k{n}")}),
+        )
+        .await;
+        assert_eq!(res.status(), 201);
+    }
+    let mut produced: Vec<String> = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = get(
+            &edge,
+            &local,
+            &format!("/api/v1/events?types=alert_opened&limit=1000{cursor}"),
+        )
+        .await;
+        produced.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_string()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = format!("&cursor={c}"),
+            None => break,
+        }
+    }
+    produced.reverse();
+    assert_eq!(produced.len(), 1000);
+
+    let main = main_down.start(Opts {
+        listen: Some(listen),
+        ..Default::default()
+    });
+    // Killed as soon as the replay has begun.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = get(
+            &main,
+            &admin,
+            "/api/v1/events?site=north&types=alert_opened&limit=1000",
+        )
+        .await["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        if n > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the replay did not begin");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    edge.crash();
+    let _edge = Server::start_in(&edge_data, config_args());
+
+    let mut received: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while received.len() < 1000 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} of 1000 arrived",
+            received.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        received.clear();
+        let mut cursor = String::new();
+        loop {
+            let page = get(
+                &main,
+                &admin,
+                &format!("/api/v1/events?site=north&types=alert_opened&limit=1000{cursor}"),
+            )
+            .await;
+            received.extend(
+                page["items"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["id"].as_str().unwrap().to_string()),
+            );
+            match page["nextCursor"].as_str() {
+                Some(c) => cursor = format!("&cursor={c}"),
+                None => break,
+            }
+        }
+    }
+    received.reverse();
+    assert_eq!(received, produced, "every event once, in the edge's order");
+    let overview = get(&main, &admin, "/api/v1/sites:overview").await;
+    assert_eq!(
+        overview_of(&overview, "north")["forwardedEvents"].as_u64(),
+        Some(1000)
+    );
+}
