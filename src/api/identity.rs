@@ -11,7 +11,7 @@ use crate::model::Tenant;
 use crate::model::audit::AuditFilter;
 use crate::model::audit::{AuditEntry, AuditVerification};
 use crate::model::identity::{ApiToken, MintedToken, Whoami};
-use crate::model::identity::{TenantRequest, TokenRequest};
+use crate::model::identity::{PersonalTokenRequest, TenantRequest, TokenRequest};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -45,6 +45,21 @@ pub fn routes() -> Vec<Route> {
             .permission("admin:tokens")
             .doc("api-tokens", "Rotate token (new secret, old revoked)", "200 `{token, meta}`; the old secret dies at once.")
             .no_body().ok::<MintedToken>(),
+        Route::get("/api/v1/users/me/api-tokens", list_personal_tokens)
+            .identity()
+            .doc("api-tokens", "List my personal tokens", "The tokens that act as the caller's user (a signed-in user, or one of their personal tokens); 401 for other credentials. Without paging.")
+            .ok::<Page<ApiToken>>(),
+        Route::post("/api/v1/users/me/api-tokens", mint_personal_token).identity().doc(
+            "api-tokens",
+            "Create a personal token (secret shown once)",
+            "Body `{name, expiresAt?}`: a token that acts as the caller's user, with the user's roles as they are at each request; it stops working when the user is disabled or deleted. For a signed-in user or one of their personal tokens (`svc login` uses it); 401 for other credentials. 201 `{token, meta}` with `meta.owner`.",
+        )
+            .body::<PersonalTokenRequest>().answers::<MintedToken>(201)
+            .example(json!({"name": "svc-cli on gw-north"})),
+        Route::delete("/api/v1/users/me/api-tokens/{id}", revoke_personal_token)
+            .identity()
+            .doc("api-tokens", "Revoke one of my personal tokens", "204; another user's token is 404 (`svc logout` revokes its own this way).")
+            .answers_empty(204),
         Route::get("/api/v1/tenants", list_tenants)
             .permission("admin:tenants")
             .doc("tenants", "List tenants", "All tenants, without paging.")
@@ -119,6 +134,35 @@ async fn revoke_token(
 ) -> Result<impl IntoResponse, Problem> {
     st.auth
         .revoke(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_personal_tokens(
+    State(st): State<AppState>,
+    c: Caller,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(
+        st.auth.personal_tokens(&c.principal).await?,
+    )))
+}
+
+async fn mint_personal_token(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(req): ApiJson<PersonalTokenRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let minted = st.auth.mint_personal(&c.principal, &c.actor, req).await?;
+    Ok((StatusCode::CREATED, Json(minted)))
+}
+
+async fn revoke_personal_token(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.auth
+        .revoke_personal(&c.principal, &c.actor, path_id(&id)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -23,7 +23,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
-    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
+    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
     vec![
         Route::get("/api/v1/objects", list_all).permission("objects:read").doc("objects", "List hosts and services", LIST)
             .query::<ListQuery>().ok::<Page<ObjectView>>(),
@@ -73,6 +73,7 @@ struct ListQuery {
     host_id: Option<String>,
     folder: Option<String>,
     q: Option<String>,
+    name: Option<String>,
     with_state: Option<String>,
     #[serde(flatten)]
     page: PageQuery,
@@ -103,6 +104,7 @@ async fn list(
         host_id,
         folder: q.folder.filter(|f| !f.is_empty()),
         q: q.q.filter(|s| !s.is_empty()),
+        name: q.name.filter(|s| !s.is_empty()),
     };
     let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
     let with_state = q.with_state.as_deref() != Some("false");

@@ -27,7 +27,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/problems", problems).permission("objects:read").doc(
             "results",
             "Objects not OK/UP",
-            "Items `{object, state}`: unhandled before handled (acknowledged or in downtime; listed only with `includeHandled=true`), worst state first (CRITICAL/DOWN, UNKNOWN/UNREACHABLE, WARNING), then the oldest hard change; limit 500 by default.",
+            "Items `{object, hostName, state}` (`hostName` for services): unhandled before handled (acknowledged or in downtime; listed only with `includeHandled=true`), worst state first (CRITICAL/DOWN, UNKNOWN/UNREACHABLE, WARNING), then the oldest hard change; limit 500 by default.",
         )
             .query::<ProblemQuery>().ok::<Page<crate::monitor::results::Problem>>(),
     ]

@@ -256,5 +256,7 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "ingress": st.ingress.counters(),
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
+        "disk": st.store.disk_space(),
+        "time": st.clock.now(),
     }))
 }

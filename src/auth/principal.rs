@@ -16,6 +16,8 @@ pub struct Principal {
     pub permissions: Permissions,
     /// The federation site the credential is bound to (a site's `sites:connect` token).
     pub site: Option<String>,
+    /// The user the credential acts for: a session's user, or a personal token's owner.
+    pub user: Option<Uuid>,
 }
 
 impl Principal {
@@ -29,6 +31,7 @@ impl Principal {
             tenant,
             permissions: Permissions::default(),
             site: None,
+            user: None,
         }
     }
 

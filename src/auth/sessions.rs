@@ -179,6 +179,7 @@ impl Auth {
                 .permissions(session.tenant_id, &[], &session.roles)
                 .await,
             site: None,
+            user: Some(user.user.id),
         })
     }
 

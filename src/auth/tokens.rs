@@ -5,7 +5,9 @@ use super::{Auth, AuthError, Principal};
 use crate::model::Timestamp;
 use crate::model::audit::hex;
 use crate::model::identity::is_permission;
-use crate::model::identity::{Actor, ActorType, ApiToken, MintedToken, StoredToken, TokenRequest};
+use crate::model::identity::{
+    Actor, ActorType, ApiToken, MintedToken, PersonalTokenRequest, StoredToken, TokenRequest,
+};
 use std::net::IpAddr;
 use uuid::Uuid;
 
@@ -92,6 +94,19 @@ impl Auth {
                 "API token not valid from this address".into(),
             ));
         }
+        // A personal token is its user: their current roles, and nothing once they are gone.
+        let roles = match meta.owner {
+            None => meta.roles.clone(),
+            Some(owner) => match self.store.user(meta.tenant_id, owner).await {
+                Ok(u) if !u.user.disabled => u.user.roles,
+                Ok(_) | Err(crate::store::StoreError::NotFound) => {
+                    return Err(AuthError::Invalid(
+                        "the API token's user is disabled or deleted".into(),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
         self.mark_used(meta.tenant_id, meta.id);
         Ok(Principal {
             actor_type: if meta.ai_agent {
@@ -103,10 +118,9 @@ impl Auth {
             name: meta.name.clone(),
             home_tenant: meta.tenant_id,
             tenant: meta.tenant_id,
-            permissions: self
-                .permissions(meta.tenant_id, &meta.scopes, &meta.roles)
-                .await,
+            permissions: self.permissions(meta.tenant_id, &meta.scopes, &roles).await,
             site: meta.site.clone(),
+            user: meta.owner,
         })
     }
 
@@ -179,6 +193,7 @@ impl Auth {
         actor: &Actor,
         creator: Option<&Principal>,
         req: TokenRequest,
+        owner: Option<Uuid>,
     ) -> Result<MintedToken, AuthError> {
         let expires_at = self.validate(tenant, creator, &req).await?;
         let secret =
@@ -196,6 +211,7 @@ impl Auth {
             last_used_at: None,
             ai_agent: req.ai_agent,
             site: req.site.map(|s| s.trim().to_string()),
+            owner,
             created_at: self.clock.now(),
             created_by,
             version: 1,
@@ -231,8 +247,73 @@ impl Auth {
         actor: &Actor,
         req: TokenRequest,
     ) -> Result<MintedToken, AuthError> {
-        self.mint_in(p.tenant, p.actor_id.clone(), actor, Some(p), req)
+        self.mint_in(p.tenant, p.actor_id.clone(), actor, Some(p), req, None)
             .await
+    }
+
+    /// The user a personal-token route acts for: a signed-in user, or a personal token's.
+    fn me(p: &Principal) -> Result<Uuid, AuthError> {
+        p.user.ok_or_else(|| {
+            AuthError::SessionRequired(
+                "personal tokens belong to users: sign in, or use a personal token".into(),
+            )
+        })
+    }
+
+    /// `POST /api/v1/users/me/api-tokens`: a token that acts as the caller's user, with their
+    /// roles as they are at each request.
+    pub async fn mint_personal(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        req: PersonalTokenRequest,
+    ) -> Result<MintedToken, AuthError> {
+        let user = Self::me(p)?;
+        let roles = self
+            .store
+            .user(p.home_tenant, user)
+            .await
+            .map_err(not_found)?
+            .user
+            .roles;
+        let req = TokenRequest {
+            name: req.name,
+            roles,
+            expires_at: req.expires_at,
+            ..Default::default()
+        };
+        self.mint_in(
+            p.home_tenant,
+            user.to_string(),
+            actor,
+            Some(p),
+            req,
+            Some(user),
+        )
+        .await
+    }
+
+    /// The caller's personal tokens.
+    pub async fn personal_tokens(&self, p: &Principal) -> Result<Vec<ApiToken>, AuthError> {
+        let user = Self::me(p)?;
+        let mut tokens = self.store.tokens(p.home_tenant).await?;
+        tokens.retain(|t| t.owner == Some(user));
+        Ok(tokens)
+    }
+
+    /// Revokes one of the caller's personal tokens (another's is 404).
+    pub async fn revoke_personal(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), AuthError> {
+        if !self.personal_tokens(p).await?.iter().any(|t| t.id == id) {
+            return Err(AuthError::NotFound);
+        }
+        let mut owner = p.clone();
+        owner.tenant = p.home_tenant;
+        self.revoke(&owner, actor, id).await
     }
 
     /// `svc bootstrap`: `bootstrap-admin` with `*:*` in the default tenant.
@@ -249,6 +330,7 @@ impl Auth {
             &Actor::system("bootstrap"),
             None,
             req,
+            None,
         )
         .await
     }

@@ -55,6 +55,8 @@ pub struct Client {
     streaming: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// A session cookie, while `svc login` mints its token.
+    session: Option<String>,
 }
 
 /// A request body.
@@ -72,14 +74,69 @@ impl Client {
                 .build()
                 .map_err(|e| CliError::Transport(format!("cannot set up HTTPS: {e}")))
         };
-        let http = build(reqwest::Client::builder().timeout(TIMEOUT))?;
+        // The API never redirects; the sign-in form answers a redirect with the session cookie.
+        let http = build(
+            reqwest::Client::builder()
+                .timeout(TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none()),
+        )?;
         let streaming = build(reqwest::Client::builder().connect_timeout(TIMEOUT))?;
         Ok(Client {
             http,
             streaming,
             base: server.trim_end_matches('/').to_string(),
             token: token.filter(|t| !t.is_empty()),
+            session: None,
         })
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Signs in through the login form; the client then acts with the session, not a token.
+    pub async fn sign_in(&mut self, email: &str, password: &str) -> Result<(), CliError> {
+        let form = serde_urlencoded::to_string([("email", email), ("password", password)])
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        let res = self
+            .http
+            .post(format!("{}/login", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .map_err(|e| {
+                CliError::Transport(format!(
+                    "cannot connect to {}: {}",
+                    self.base,
+                    root_cause(&e)
+                ))
+            })?;
+        let cookie = res
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|c| {
+                c.split(';')
+                    .next()
+                    .filter(|kv| kv.starts_with("svc_session="))
+            })
+            .map(str::to_string);
+        match cookie {
+            Some(c) if res.status().is_redirection() => {
+                self.session = Some(c);
+                self.token = None;
+                Ok(())
+            }
+            _ if res.status() == StatusCode::TOO_MANY_REQUESTS => Err(CliError::Failed(
+                "too many sign-in attempts; try again in a minute".into(),
+            )),
+            _ => Err(CliError::Failed(format!(
+                "sign-in to {} refused: wrong e-mail or password",
+                self.base
+            ))),
+        }
     }
 
     fn request(
@@ -89,9 +146,10 @@ impl Client {
         path: &str,
     ) -> reqwest::RequestBuilder {
         let req = http.request(method, format!("{}{path}", self.base));
-        match &self.token {
-            Some(t) => req.bearer_auth(t),
-            None => req,
+        match (&self.token, &self.session) {
+            (Some(t), _) => req.bearer_auth(t),
+            (None, Some(cookie)) => req.header("cookie", cookie),
+            (None, None) => req,
         }
     }
 

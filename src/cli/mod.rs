@@ -2,6 +2,7 @@
 //! the environment. Tables for people, the API's JSON unchanged with `--json`.
 
 mod http;
+mod login;
 mod output;
 
 pub use http::CliError;
@@ -13,10 +14,10 @@ use serde_json::{Value, json};
 /// The global flags; they precede the command.
 #[derive(clap::Args, Debug)]
 pub struct Global {
-    /// The server's URL.
-    #[arg(long, env = "SVC_SERVER", default_value = "https://localhost:8443")]
-    pub server: String,
-    /// An API token (`svc_…`).
+    /// The server's URL [default: the one `svc login` signed in to, else https://localhost:8443].
+    #[arg(long, env = "SVC_SERVER")]
+    pub server: Option<String>,
+    /// An API token (`svc_…`) [default: the one `svc login` stored, for its server].
     #[arg(long, env = "SVC_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// Print the API's JSON unchanged.
@@ -102,6 +103,48 @@ pub enum ClientCommand {
         #[command(subcommand)]
         what: SiteCommand,
     },
+    /// Sign in with e-mail and password and keep a personal token for this machine:
+    /// `svc --server https://gw:8443 login` (prompts; or reads both lines from stdin).
+    Login {
+        #[arg(long)]
+        email: Option<String>,
+    },
+    /// Revoke the token `svc login` stored, and forget it.
+    Logout,
+    /// API tokens: `svc token create ci --scope objects:read`, `svc token list`, `svc token revoke <id>`.
+    Token {
+        #[command(subcommand)]
+        what: TokenCommand,
+    },
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Mint a token and print its secret once. With neither `--scope` nor `--role` it is a
+    /// personal token that acts as you; otherwise a tenant token (needs `admin:tokens`).
+    Create {
+        name: String,
+        /// A permission (`resource:action`); repeat for more.
+        #[arg(long = "scope")]
+        scopes: Vec<String>,
+        /// A role name; repeat for more.
+        #[arg(long = "role")]
+        roles: Vec<String>,
+        /// When it stops working (RFC 3339).
+        #[arg(long)]
+        expires_at: Option<String>,
+    },
+    /// The tenant's tokens (`admin:tokens`), or with `--mine` your personal ones.
+    List {
+        #[arg(long)]
+        mine: bool,
+    },
+    /// Revoke a token by id (`--mine`: one of your personal tokens).
+    Revoke {
+        id: String,
+        #[arg(long)]
+        mine: bool,
+    },
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -132,15 +175,29 @@ pub enum AuditCommand {
 
 /// Runs one client command; what it prints goes to stdout.
 pub fn run(global: Global, command: ClientCommand) -> Result<(), CliError> {
-    let client = Client::new(&global.server, global.token.clone(), global.insecure)?;
+    let stored = login::Credentials::load();
+    let server = global
+        .server
+        .clone()
+        .or_else(|| stored.as_ref().map(|c| c.server.clone()))
+        .unwrap_or_else(|| DEFAULT_SERVER.to_string());
+    // A stored token goes only to the server that minted it.
+    let token = global.token.clone().or_else(|| {
+        stored
+            .filter(|c| c.server == server.trim_end_matches('/'))
+            .map(|c| c.token)
+    });
+    let mut client = Client::new(&server, token, global.insecure)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Transport(format!("cannot start: {e}")))?;
-    let out = rt.block_on(execute(&client, global.json, command))?;
+    let out = rt.block_on(execute(&mut client, global.json, command))?;
     print!("{out}");
     Ok(())
 }
+
+const DEFAULT_SERVER: &str = "https://localhost:8443";
 
 fn pretty(v: &Value) -> String {
     format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default())
@@ -171,7 +228,11 @@ fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
     Ok((start.to_string(), end.to_string()))
 }
 
-async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<String, CliError> {
+async fn execute(
+    c: &mut Client,
+    as_json: bool,
+    command: ClientCommand,
+) -> Result<String, CliError> {
     Ok(match command {
         ClientCommand::Get {
             what,
@@ -360,6 +421,9 @@ async fn execute(c: &Client, as_json: bool, command: ClientCommand) -> Result<St
             if as_json { pretty(&v) } else { audit(&v) }
         }
         ClientCommand::Doctor => doctor(c, as_json).await?,
+        ClientCommand::Login { email } => login::login(c, email).await?,
+        ClientCommand::Logout => login::logout(c).await?,
+        ClientCommand::Token { what } => token(c, as_json, what).await?,
         ClientCommand::Sites => {
             let v = c.get("/api/v1/sites:overview").await?;
             if as_json { pretty(&v) } else { sites(&v) }
@@ -438,7 +502,7 @@ async fn object_id(c: &Client, arg: &str) -> Result<String, CliError> {
     };
     let v = c
         .get(&format!(
-            "{list}?limit=5000&withState=false&q={}",
+            "{list}?limit=5000&withState=false&name={}",
             path_segment(name)
         ))
         .await?;
@@ -525,8 +589,12 @@ fn problems(v: &Value) -> String {
         .iter()
         .map(|p| {
             let o = &p["object"];
+            let name = match p["hostName"].as_str() {
+                Some(host) => format!("{host}/{}", cell(&o["name"], 60)),
+                None => cell(&o["name"], 60),
+            };
             vec![
-                cell(&o["name"], 60),
+                name,
                 cell(&o["kind"], 10),
                 state_name(o["kind"].as_str().unwrap_or("service"), &p["state"]),
                 age(&p["state"]["lastChange"], now),
@@ -664,6 +732,96 @@ fn oncall(v: &Value) -> String {
         })
         .collect();
     table(&["SCHEDULE", "ON CALL", "UNTIL"], &rows)
+}
+
+async fn token(c: &Client, as_json: bool, what: TokenCommand) -> Result<String, CliError> {
+    let mine = |yes: bool| {
+        if yes {
+            "/api/v1/users/me/api-tokens"
+        } else {
+            "/api/v1/api-tokens"
+        }
+    };
+    Ok(match what {
+        TokenCommand::Create {
+            name,
+            scopes,
+            roles,
+            expires_at,
+        } => {
+            let personal = scopes.is_empty() && roles.is_empty();
+            let body = if personal {
+                json!({"name": name, "expiresAt": expires_at})
+            } else {
+                json!({"name": name, "scopes": scopes, "roles": roles, "expiresAt": expires_at})
+            };
+            let v = c
+                .json(Method::POST, mine(personal), Body::Json(body))
+                .await?;
+            if as_json {
+                pretty(&v)
+            } else {
+                format!(
+                    "token {} ({}) created; its secret, shown once:\n{}\n",
+                    cell(&v["meta"]["name"], 80),
+                    cell(&v["meta"]["id"], 40),
+                    cell(&v["token"], 80)
+                )
+            }
+        }
+        TokenCommand::List { mine: personal } => {
+            let v = c.get(mine(personal)).await?;
+            if as_json { pretty(&v) } else { tokens(&v) }
+        }
+        TokenCommand::Revoke { id, mine: personal } => {
+            c.send(
+                Method::DELETE,
+                &format!("{}/{id}", mine(personal)),
+                Body::None,
+            )
+            .await?;
+            if as_json {
+                pretty(&json!({"revoked": id}))
+            } else {
+                format!("token {id} revoked\n")
+            }
+        }
+    })
+}
+
+fn tokens(v: &Value) -> String {
+    let now = now();
+    let joined = |list: &Value| {
+        list.as_array()
+            .map(|a| a.iter().map(|s| cell(s, 40)).collect::<Vec<_>>().join(","))
+            .unwrap_or_default()
+    };
+    let rows: Vec<Vec<String>> = items(v)
+        .iter()
+        .map(|t| {
+            let access = if t["owner"].is_string() {
+                "as its user".to_string()
+            } else {
+                [joined(&t["scopes"]), joined(&t["roles"])]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            vec![
+                cell(&t["id"], 40),
+                cell(&t["name"], 40),
+                cell(&t["prefix"], 10),
+                access,
+                cell(&t["expiresAt"], 30),
+                age(&t["lastUsedAt"], now),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "NAME", "PREFIX", "ACCESS", "EXPIRES", "USED"],
+        &rows,
+    )
 }
 
 fn sites(v: &Value) -> String {
@@ -823,9 +981,16 @@ fn describe(o: &Value, effective: &Value) -> String {
     out
 }
 
+/// Less free space than this (or than 5 %) on the data directory's file system fails `doctor`.
+const DISK_FREE_MIN: u64 = 256 * 1024 * 1024;
+/// A server clock further than this from the operator's fails `doctor`.
+const CLOCK_SKEW_MAX: f64 = 30.0;
+
 async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError> {
     let info = c.get("/api/v1/system/info").await?;
+    let asked = now();
     let health = c.get("/api/v1/system/health").await?;
+    let answered = now();
     if as_json {
         return Ok(pretty(&json!({"info": info, "health": health})));
     }
@@ -876,6 +1041,44 @@ async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError> {
                 cell(&gsm["sim"], 20),
                 cell(&gsm["registration"], 20),
                 cell(&gsm["signalDbm"], 10)
+            ),
+        ]);
+    }
+    let disk = &health["disk"];
+    if let (Some(free), Some(total)) = (disk["freeBytes"].as_u64(), disk["totalBytes"].as_u64()) {
+        let low = free < DISK_FREE_MIN || free.saturating_mul(20) < total;
+        if low {
+            failing.push("disk".into());
+        }
+        let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+        rows.push(vec![
+            "disk".into(),
+            if low { "FAIL" } else { "ok" }.into(),
+            format!(
+                "{:.1} GiB free of {:.1} GiB on the data directory",
+                gib(free),
+                gib(total)
+            ),
+        ]);
+    }
+    if let Some(server) = health["time"]
+        .as_str()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    {
+        // The server read its clock between asking and answering: compare with the middle.
+        let middle = (asked.as_millisecond() + answered.as_millisecond()) / 2;
+        let skew = (server.as_millisecond() - middle) as f64 / 1000.0;
+        let off = skew.abs() > CLOCK_SKEW_MAX;
+        if off {
+            failing.push("clock".into());
+        }
+        rows.push(vec![
+            "clock".into(),
+            if off { "FAIL" } else { "ok" }.into(),
+            format!(
+                "the server's clock is {:.1} s {} this machine's",
+                skew.abs(),
+                if skew >= 0.0 { "ahead of" } else { "behind" }
             ),
         ]);
     }

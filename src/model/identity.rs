@@ -70,6 +70,10 @@ pub struct ApiToken {
     /// sites' `:pull`, `:heartbeat` and `:events` are 403 to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub site: Option<String>,
+    /// A personal token's user: it acts as that user, with the user's current roles, and
+    /// stops working when the user is disabled or deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Uuid>,
     pub created_at: Timestamp,
     pub created_by: String,
     pub version: u64,
@@ -95,6 +99,15 @@ pub struct TokenRequest {
     /// Binds the token to one federation site (see `ApiToken::site`).
     #[serde(default)]
     pub site: Option<String>,
+}
+
+/// `POST /api/v1/users/me/api-tokens`: a token that acts as the signed-in user.
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PersonalTokenRequest {
+    pub name: String,
+    #[serde(default)]
+    pub expires_at: Option<String>,
 }
 
 /// A freshly minted or rotated token: the secret, shown once, and its metadata.

@@ -112,6 +112,8 @@ pub struct ObjectFilter {
     pub host_id: Option<Uuid>,
     pub folder: Option<String>,
     pub q: Option<String>,
+    /// The exact name.
+    pub name: Option<String>,
 }
 
 impl ObjectFilter {
@@ -126,6 +128,7 @@ impl ObjectFilter {
                 .q
                 .as_ref()
                 .is_none_or(|q| o.name.to_lowercase().contains(&q.to_lowercase()))
+            && self.name.as_ref().is_none_or(|n| o.name == *n)
             && self.selector.matches(&o.labels)
     }
 }
@@ -477,7 +480,7 @@ mod tests {
     }
 
     #[test]
-    fn folder_filter_includes_subfolders() {
+    fn folder_filter_includes_subfolders_and_name_is_exact() {
         let o = |folder: &str| Object {
             id: Uuid::nil(),
             tenant_id: Uuid::nil(),
@@ -498,5 +501,16 @@ mod tests {
         assert!(f.matches(&o("/plant")));
         assert!(f.matches(&o("/plant/line1")));
         assert!(!f.matches(&o("/plantx")));
+        let named = |name: &str| ObjectFilter {
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        let web = Object {
+            name: "web01".into(),
+            ..o("/")
+        };
+        assert!(named("web01").matches(&web));
+        assert!(!named("web0").matches(&web), "exact, not a substring");
+        assert!(!named("WEB01").matches(&web));
     }
 }

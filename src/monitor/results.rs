@@ -74,8 +74,12 @@ pub struct Applied<'a> {
 
 /// One problem of `GET /api/v1/problems`.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Problem {
     pub object: Object,
+    /// A service's host, by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_name: Option<String>,
     pub state: CheckState,
 }
 
@@ -372,7 +376,15 @@ impl Results {
             .filter(|s| s.state != 0 && (include_handled || !handled(s)))
             .filter_map(|s| {
                 let object = catalog.get(s.object_id)?.object.clone();
-                Some(Problem { object, state: s })
+                let host_name = object
+                    .host_id
+                    .and_then(|h| catalog.get(h))
+                    .map(|h| h.object.name.clone());
+                Some(Problem {
+                    object,
+                    host_name,
+                    state: s,
+                })
             })
             .collect();
         let rank = |p: &Problem| {

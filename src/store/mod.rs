@@ -114,7 +114,28 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
     builder.create(path).map_err(StoreError::from_open)
 }
 
+/// The space of the file system holding the data directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiskSpace {
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
 impl Store {
+    /// Free and total space where the store lives; `None` when the file system will not say.
+    // The widths of statvfs's fields differ between targets (32-bit on armv7).
+    #[allow(clippy::useless_conversion)]
+    pub fn disk_space(&self) -> Option<DiskSpace> {
+        let dir = self.path.parent().unwrap_or(&self.path);
+        let st = nix::sys::statvfs::statvfs(dir).ok()?;
+        let block = u64::from(st.fragment_size());
+        Some(DiskSpace {
+            free_bytes: u64::from(st.blocks_available()).saturating_mul(block),
+            total_bytes: u64::from(st.blocks()).saturating_mul(block),
+        })
+    }
+
     /// Opens (or creates) the store in `data_dir`, applies pending migrations and makes sure the
     /// default tenant exists. When the disk refuses
     /// (full, say, after a crash) the store starts offline and the recovery worker brings it up

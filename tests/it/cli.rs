@@ -98,7 +98,7 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     );
     let problems = ok(s, t, &["get", "problems"]);
     assert!(
-        problems.contains("disk") && problems.contains("DISK CRITICAL"),
+        problems.contains("web01/disk") && problems.contains("DISK CRITICAL"),
         "{problems}"
     );
 
@@ -177,6 +177,20 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     let doctor = ok(s, t, &["doctor"]);
     assert!(
         doctor.contains("reachable, version") && doctor.contains("results-pipeline"),
+        "{doctor}"
+    );
+    let clock = doctor
+        .lines()
+        .find(|l| l.starts_with("clock"))
+        .unwrap_or_else(|| panic!("{doctor}"));
+    assert!(
+        clock.contains(" ok ") && clock.contains("this machine's"),
+        "{doctor}"
+    );
+    assert!(
+        doctor
+            .lines()
+            .any(|l| l.starts_with("disk") && l.contains("GiB free of")),
         "{doctor}"
     );
 }
@@ -291,4 +305,207 @@ async fn watch_follows_new_events_as_they_happen() {
             .any(|l| l.contains("alert_opened") && l.contains("watch me")),
         "{seen:?}"
     );
+}
+
+/// Runs the client with `stdin` as its input and `home` as its configuration directory.
+fn with_input(home: &std::path::Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(BIN)
+        .args(args)
+        .env("XDG_CONFIG_HOME", home)
+        .env_remove("SVC_TOKEN")
+        .env_remove("SVC_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `svc login` signs in like `gh auth login` and keeps a personal token (mode 0600) that acts
+/// as the user; `svc logout` revokes it; `svc token` mints, lists and revokes tokens.
+#[tokio::test]
+async fn login_keeps_a_personal_token_and_logout_revokes_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let a = Admin::start();
+    let (s, admin) = (&a.s, a.token.as_str());
+    let user = json(
+        send(s, admin, Method::POST, "/api/v1/users", json!({"email": "vera@example.org", "name": "Vera", "roles": ["viewer"], "password": "a long enough password"})).await,
+        201,
+    )
+    .await;
+    let home = tempfile::tempdir().unwrap();
+    let server = s.url("");
+    let run = |args: &[&str], stdin: &str| {
+        let mut all = vec!["--server", server.as_str()];
+        all.extend_from_slice(args);
+        with_input(home.path(), &all, stdin)
+    };
+
+    let (code, _, err) = run(&["login"], "vera@example.org\nwrong password\n");
+    assert_eq!(code, 1);
+    assert!(err.contains("refused"), "{err}");
+    let (code, out, err) = run(&["login"], "vera@example.org\na long enough password\n");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("signed in to") && out.contains("svc-cli on"),
+        "{out}"
+    );
+    let stored = home.path().join("svc/config");
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let credentials: Value = serde_json::from_slice(&std::fs::read(&stored).unwrap()).unwrap();
+    let secret = credentials["token"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("svc_"));
+
+    // Used without --token: the stored token acts as Vera, a viewer.
+    let (code, out, err) = with_input(home.path(), &["--server", &server, "get", "hosts"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("NAME"), "{out}");
+    let whoami = json(
+        call(s, &secret, Method::GET, "/api/v1/whoami")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(
+        whoami["permissions"],
+        json!([
+            "alerts:read",
+            "events:read",
+            "incidents:read",
+            "metrics:read",
+            "objects:read",
+            "oncall:read"
+        ])
+    );
+    assert_problem(
+        send(
+            s,
+            &secret,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "h"}),
+        )
+        .await,
+        403,
+        "svc:auth/forbidden",
+    )
+    .await;
+    let (code, out, err) = run(&["token", "list", "--mine"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("svc-cli on") && out.contains("as its user"),
+        "{out}"
+    );
+    // A viewer mints personal tokens only.
+    let (code, _, err) = run(
+        &["token", "create", "deploy", "--scope", "objects:write"],
+        "",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("svc:auth/forbidden"), "{err}");
+    let (code, out, err) = run(&["--json", "token", "create", "laptop"], "");
+    assert_eq!(code, 0, "{err}");
+    let laptop: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(laptop["meta"]["owner"], user["id"]);
+    let laptop_secret = laptop["token"].as_str().unwrap().to_string();
+
+    let (code, out, err) = run(&["logout"], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("token revoked"), "{out}");
+    assert!(!stored.exists());
+    assert_problem(
+        call(s, &secret, Method::GET, "/api/v1/whoami")
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:auth/invalid",
+    )
+    .await;
+    let (code, _, err) = run(&["logout"], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("not signed in"), "{err}");
+
+    // A personal token is its user: disabled user, dead token.
+    assert_eq!(
+        call(s, &laptop_secret, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    json(send(s, admin, Method::PUT, &format!("/api/v1/users/{}", user["id"].as_str().unwrap()), json!({"email": "vera@example.org", "name": "Vera", "roles": ["viewer"], "disabled": true})).await, 200).await;
+    assert_problem(
+        call(s, &laptop_secret, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:auth/invalid",
+    )
+    .await;
+    // Personal-token routes need a user behind the credential.
+    assert_problem(
+        call(s, admin, Method::GET, "/api/v1/users/me/api-tokens")
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:auth/required",
+    )
+    .await;
+
+    // Tenant tokens for scripts, by an administrator.
+    let (code, out, err) = client(
+        s,
+        admin,
+        &["token", "create", "ci", "--scope", "objects:read"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ci_secret = out.lines().last().unwrap().to_string();
+    assert!(ci_secret.starts_with("svc_"), "{out}");
+    let listed = ok(s, admin, &["token", "list"]);
+    let row = listed
+        .lines()
+        .find(|l| l.contains(" ci "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("objects:read"), "{listed}");
+    let id = row.split_whitespace().next().unwrap();
+    assert_eq!(
+        call(s, &ci_secret, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    ok(s, admin, &["token", "revoke", id]);
+    assert_problem(
+        call(s, &ci_secret, Method::GET, "/api/v1/hosts")
+            .send()
+            .await
+            .unwrap(),
+        401,
+        "svc:auth/invalid",
+    )
+    .await;
 }

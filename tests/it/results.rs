@@ -325,6 +325,10 @@ async fn problems_order_live_state_and_restarts() {
         .collect();
     assert_eq!(names, ["http", "disk"], "worst first");
     assert_eq!(p["items"][0]["state"]["state"], 2);
+    assert!(
+        p["items"][0]["hostName"].is_string(),
+        "services name their host"
+    );
     assert_eq!(
         json(
             call(

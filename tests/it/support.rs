@@ -209,6 +209,8 @@ pub fn svc(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         .args(args)
         .env_remove("SVC_CONFIG")
         .env("SVC_CRYPTO_POLICY", "fast")
+        // No credentials `svc login` may have left for the user running the tests.
+        .env("XDG_CONFIG_HOME", "/nonexistent/svc-tests")
         .envs(env.iter().copied())
         .output()
         .unwrap();
