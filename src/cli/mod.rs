@@ -40,9 +40,18 @@ pub enum ClientCommand {
         /// Keep following: new events as they happen, problems and alerts again on each change.
         #[arg(short = 'w', long)]
         watch: bool,
+        /// `wide`: more columns (ids, folders, check commands, dedup keys) and whole outputs;
+        /// `json`: as `--json`.
+        #[arg(short = 'o', long = "output", value_enum)]
+        output: Option<OutputFormat>,
     },
     /// Show an object and its effective configuration: `svc describe <id|host|host/service>`.
-    Describe { id: String },
+    /// (`svc describe host web01` and `svc describe service web01/disk` read the same.)
+    Describe {
+        /// `host` or `service` (optional), then the id or name.
+        #[arg(num_args = 1..=2, required = true)]
+        target: Vec<String>,
+    },
     /// Apply a configuration bundle: `svc apply -f site.yaml` (`-f -` reads stdin).
     Apply {
         #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -165,6 +174,12 @@ pub enum Listing {
     Events,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Wide,
+    Json,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub enum AuditCommand {
     /// Verify the audit log's hash chain.
@@ -188,6 +203,11 @@ pub fn run(global: Global, command: ClientCommand) -> Result<(), CliError> {
             .map(|c| c.token)
     });
     let mut client = Client::new(&server, token, global.insecure)?;
+    output::use_colour(
+        !global.json
+            && std::io::IsTerminal::is_terminal(&std::io::stdout())
+            && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -238,8 +258,11 @@ async fn execute(
             what,
             selector,
             watch,
+            output,
         } => {
-            let (path, render): (&str, fn(&Value) -> String) = match what {
+            let as_json = as_json || output == Some(OutputFormat::Json);
+            let wide = output == Some(OutputFormat::Wide);
+            let (path, render): (&str, Render) = match what {
                 Listing::Hosts => ("/api/v1/hosts?limit=500", hosts),
                 Listing::Services => ("/api/v1/services?limit=500", services),
                 Listing::Problems => ("/api/v1/problems", problems),
@@ -261,15 +284,30 @@ async fn execute(
                 }
             };
             let v = c.get(&path).await?;
-            let first = if as_json { pretty(&v) } else { render(&v) };
+            let first = if as_json {
+                pretty(&v)
+            } else {
+                render(&v, wide)
+            };
             if !watch {
                 return Ok(first);
             }
             print!("{first}");
-            watch_changes(c, as_json, what, &path, render).await?;
+            watch_changes(c, as_json, wide, what, &path, render).await?;
             String::new()
         }
-        ClientCommand::Describe { id } => {
+        ClientCommand::Describe { target } => {
+            let id = match target.as_slice() {
+                [kind, name] if matches!(kind.as_str(), "host" | "service" | "object") => {
+                    name.clone()
+                }
+                [one] => one.clone(),
+                _ => {
+                    return Err(CliError::Failed(
+                        "describe takes an id or name, optionally after `host` or `service`".into(),
+                    ));
+                }
+            };
             let id = object_id(c, &id).await?;
             let object = c.get(&format!("/api/v1/objects/{id}")).await?;
             let effective = c
@@ -446,9 +484,10 @@ async fn execute(
 async fn watch_changes(
     c: &Client,
     as_json: bool,
+    wide: bool,
     what: Listing,
     path: &str,
-    render: fn(&Value) -> String,
+    render: Render,
 ) -> Result<(), CliError> {
     use std::io::Write;
     let types = match what {
@@ -473,13 +512,17 @@ async fn watch_changes(
 "
             ),
             (Listing::Events, false) => {
-                let mut rows = events(&json!({"items": [event]}));
+                let mut rows = events(&json!({"items": [event]}), wide);
                 rows.drain(..rows.find('\n').map_or(0, |i| i + 1));
                 rows
             }
             _ => {
                 let v = c.get(path).await?;
-                let body = if as_json { pretty(&v) } else { render(&v) };
+                let body = if as_json {
+                    pretty(&v)
+                } else {
+                    render(&v, wide)
+                };
                 format!("\n{body}")
             }
         };
@@ -548,12 +591,34 @@ fn path_segment(s: &str) -> String {
         .replace('+', "%20")
 }
 
+/// A list as a table; `wide` adds columns and keeps long text whole.
+type Render = fn(&Value, bool) -> String;
+
+/// How much of a long text a column shows.
+fn text_width(wide: bool) -> usize {
+    if wide { 1000 } else { 60 }
+}
+
+/// Adds the wide-only columns to a table's header and rows.
+fn widen(
+    header: &mut Vec<&'static str>,
+    rows: &mut [Vec<String>],
+    extra: &[&'static str],
+    cells: impl Fn(usize) -> Vec<String>,
+) {
+    header.extend_from_slice(extra);
+    for (i, row) in rows.iter_mut().enumerate() {
+        row.extend(cells(i));
+    }
+}
+
 fn live(o: &Value) -> String {
     state_name(o["kind"].as_str().unwrap_or("service"), &o["state"])
 }
 
-fn hosts(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+fn hosts(v: &Value, wide: bool) -> String {
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|h| {
             vec![
@@ -561,31 +626,55 @@ fn hosts(v: &Value) -> String {
                 live(h),
                 cell(&h["spec"]["address"], 40),
                 labels(&h["labels"]),
-                cell(&h["state"]["output"], 60),
+                cell(&h["state"]["output"], text_width(wide)),
             ]
         })
         .collect();
-    table(&["NAME", "STATE", "ADDRESS", "LABELS", "OUTPUT"], &rows)
+    let mut header = vec!["NAME", "STATE", "ADDRESS", "LABELS", "OUTPUT"];
+    if wide {
+        widen(&mut header, &mut rows, &["FOLDER", "CHECK", "ID"], |i| {
+            let h = &list[i];
+            vec![
+                cell(&h["folder"], 60),
+                cell(&h["spec"]["checkCommand"], 40),
+                cell(&h["id"], 40),
+            ]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn services(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+fn services(v: &Value, wide: bool) -> String {
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|s| {
             vec![
                 cell(&s["hostName"], 40),
                 cell(&s["name"], 40),
                 live(s),
-                cell(&s["state"]["output"], 60),
+                cell(&s["state"]["output"], text_width(wide)),
             ]
         })
         .collect();
-    table(&["HOST", "SERVICE", "STATE", "OUTPUT"], &rows)
+    let mut header = vec!["HOST", "SERVICE", "STATE", "OUTPUT"];
+    if wide {
+        widen(&mut header, &mut rows, &["LABELS", "CHECK", "ID"], |i| {
+            let s = &list[i];
+            vec![
+                labels(&s["labels"]),
+                cell(&s["spec"]["checkCommand"], 40),
+                cell(&s["id"], 40),
+            ]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn problems(v: &Value) -> String {
+fn problems(v: &Value, wide: bool) -> String {
     let now = now();
-    let rows: Vec<Vec<String>> = items(v)
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|p| {
             let o = &p["object"];
@@ -603,19 +692,23 @@ fn problems(v: &Value) -> String {
                 } else {
                     "-".into()
                 },
-                cell(&p["state"]["output"], 60),
+                cell(&p["state"]["output"], text_width(wide)),
             ]
         })
         .collect();
-    table(
-        &["OBJECT", "KIND", "STATE", "SINCE", "HANDLED", "OUTPUT"],
-        &rows,
-    )
+    let mut header = vec!["OBJECT", "KIND", "STATE", "SINCE", "HANDLED", "OUTPUT"];
+    if wide {
+        widen(&mut header, &mut rows, &["ID"], |i| {
+            vec![cell(&list[i]["object"]["id"], 40)]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn alerts(v: &Value) -> String {
+fn alerts(v: &Value, wide: bool) -> String {
     let now = now();
-    let rows: Vec<Vec<String>> = items(v)
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|a| {
             vec![
@@ -623,31 +716,55 @@ fn alerts(v: &Value) -> String {
                 cell(&a["status"], 10),
                 cell(&a["severity"], 10),
                 age(&a["openedAt"], now),
-                cell(&a["title"], 60),
+                cell(&a["title"], text_width(wide)),
             ]
         })
         .collect();
-    table(&["ID", "STATUS", "SEVERITY", "AGE", "TITLE"], &rows)
+    let mut header = vec!["ID", "STATUS", "SEVERITY", "AGE", "TITLE"];
+    if wide {
+        widen(
+            &mut header,
+            &mut rows,
+            &["DEDUP KEY", "ACKED BY", "OBJECT"],
+            |i| {
+                let a = &list[i];
+                vec![
+                    cell(&a["dedupKey"], 80),
+                    cell(&a["ackedBy"], 40),
+                    cell(&a["objectId"], 40),
+                ]
+            },
+        );
+    }
+    table(&header, &rows)
 }
 
-fn incidents(v: &Value) -> String {
+fn incidents(v: &Value, wide: bool) -> String {
     let now = now();
-    let rows: Vec<Vec<String>> = items(v)
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|i| {
             vec![
                 cell(&i["id"], 40),
                 cell(&i["status"], 12),
                 age(&i["createdAt"], now),
-                cell(&i["title"], 60),
+                cell(&i["title"], text_width(wide)),
             ]
         })
         .collect();
-    table(&["ID", "STATUS", "AGE", "TITLE"], &rows)
+    let mut header = vec!["ID", "STATUS", "AGE", "TITLE"];
+    if wide {
+        widen(&mut header, &mut rows, &["LABELS", "SUMMARY"], |i| {
+            vec![labels(&list[i]["labels"]), cell(&list[i]["summary"], 1000)]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn silences(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+fn silences(v: &Value, wide: bool) -> String {
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|s| {
             vec![
@@ -655,15 +772,25 @@ fn silences(v: &Value) -> String {
                 cell(&s["selector"], 40),
                 cell(&s["textRegex"], 30),
                 cell(&s["expiresAt"], 30),
-                cell(&s["comment"], 40),
+                cell(&s["comment"], if wide { 1000 } else { 40 }),
             ]
         })
         .collect();
-    table(&["ID", "SELECTOR", "TEXT", "EXPIRES", "COMMENT"], &rows)
+    let mut header = vec!["ID", "SELECTOR", "TEXT", "EXPIRES", "COMMENT"];
+    if wide {
+        widen(&mut header, &mut rows, &["STARTS", "CREATED BY"], |i| {
+            vec![
+                cell(&list[i]["startsAt"], 30),
+                cell(&list[i]["createdBy"], 40),
+            ]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn downtimes(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+fn downtimes(v: &Value, wide: bool) -> String {
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|d| {
             let target = if d["objectId"].is_string() {
@@ -677,15 +804,25 @@ fn downtimes(v: &Value) -> String {
                 cell(target, 40),
                 cell(&d["start"], 30),
                 cell(&d["end"], 30),
-                cell(&d["comment"], 40),
+                cell(&d["comment"], if wide { 1000 } else { 40 }),
             ]
         })
         .collect();
-    table(&["ID", "TYPE", "TARGET", "START", "END", "COMMENT"], &rows)
+    let mut header = vec!["ID", "TYPE", "TARGET", "START", "END", "COMMENT"];
+    if wide {
+        widen(&mut header, &mut rows, &["DURATION", "CREATED BY"], |i| {
+            vec![
+                cell(&list[i]["duration"], 20),
+                cell(&list[i]["createdBy"], 40),
+            ]
+        });
+    }
+    table(&header, &rows)
 }
 
-fn events(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+fn events(v: &Value, wide: bool) -> String {
+    let list = items(v);
+    let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|e| {
             let p = &e["payload"];
@@ -698,11 +835,17 @@ fn events(v: &Value) -> String {
                 cell(&e["type"], 24),
                 cell(&e["severity"], 10),
                 cell(&e["objectId"], 40),
-                cell(what, 60),
+                cell(what, text_width(wide)),
             ]
         })
         .collect();
-    table(&["TIME", "TYPE", "SEVERITY", "OBJECT", "WHAT"], &rows)
+    let mut header = vec!["TIME", "TYPE", "SEVERITY", "OBJECT", "WHAT"];
+    if wide {
+        widen(&mut header, &mut rows, &["SOURCE", "ID"], |i| {
+            vec![cell(&list[i]["sourceId"], 40), cell(&list[i]["id"], 40)]
+        });
+    }
+    table(&header, &rows)
 }
 
 fn oncall(v: &Value) -> String {

@@ -2,6 +2,31 @@
 
 use jiff::Timestamp;
 use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static COLOUR: AtomicBool = AtomicBool::new(false);
+
+/// Colours state columns from now on (on a terminal, unless `NO_COLOR` is set).
+pub fn use_colour(on: bool) {
+    COLOUR.store(on, Ordering::Relaxed);
+}
+
+/// The columns whose words get a colour.
+const COLOURED: [&str; 3] = ["STATE", "STATUS", "SEVERITY"];
+
+/// The ANSI colour of a state word: green for good, yellow for warning, red for bad, magenta
+/// for unknown, dim for not yet known or switched off.
+fn colour_of(cell: &str) -> Option<&'static str> {
+    let word = cell.split_whitespace().next()?;
+    Some(match word {
+        "OK" | "UP" | "ok" | "connected" => "32",
+        "WARN" | "warning" | "acked" => "33",
+        "CRIT" | "DOWN" | "FAIL" | "stale" | "critical" | "open" => "31",
+        "UNKN" | "UNREACH" => "35",
+        "PEND" | "offline" | "disabled" | "resolved" | "expired" | "info" => "2",
+        _ => return None,
+    })
+}
 
 /// Prints rows under a header, each column as wide as its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
@@ -11,21 +36,29 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: Vec<&str>| {
+    let colour = COLOUR.load(Ordering::Relaxed);
+    let coloured: Vec<bool> = header
+        .iter()
+        .map(|h| colour && COLOURED.contains(h))
+        .collect();
+    let line = |cells: Vec<&str>, body: bool| {
         let last = cells.len().saturating_sub(1);
         let mut out = String::new();
         for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            out.push_str(cell);
+            match colour_of(cell).filter(|_| body && coloured[i]) {
+                Some(code) => out.push_str(&format!("\x1b[{code}m{cell}\x1b[0m")),
+                None => out.push_str(cell),
+            }
             if i < last {
                 out.push_str(&" ".repeat(w - cell.chars().count() + 3));
             }
         }
         out.trim_end().to_string()
     };
-    let mut out = line(header.to_vec());
+    let mut out = line(header.to_vec(), false);
     out.push('\n');
     for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
+        out.push_str(&line(row.iter().map(String::as_str).collect(), true));
         out.push('\n');
     }
     out

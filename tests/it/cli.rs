@@ -66,6 +66,15 @@ async fn every_command_prints_a_table_or_the_apis_json() {
         "{hosts}"
     );
     let host_json = json_of(s, t, &["get", "hosts"]);
+    let o_json: Value = serde_json::from_str(&ok(s, t, &["get", "hosts", "-o", "json"])).unwrap();
+    assert_eq!(o_json, host_json, "-o json is --json");
+    let wide = ok(s, t, &["get", "hosts", "-o", "wide"]);
+    let wide_lines: Vec<&str> = wide.lines().collect();
+    assert!(wide_lines[0].ends_with("FOLDER   CHECK   ID"), "{wide}");
+    assert!(
+        wide_lines[1].ends_with(host_json["items"][0]["id"].as_str().unwrap()),
+        "{wide}"
+    );
     let api: Value = call(s, t, Method::GET, "/api/v1/hosts?limit=500")
         .send()
         .await
@@ -123,6 +132,12 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     .await;
     let alert_id = alarm["id"].as_str().unwrap();
     assert!(ok(s, t, &["get", "alerts"]).contains("Fire in hall 2"));
+    let wide_alerts = ok(s, t, &["get", "alerts", "-o", "wide"]);
+    assert!(
+        wide_alerts.contains("DEDUP KEY")
+            && wide_alerts.contains(alarm["dedupKey"].as_str().unwrap()),
+        "{wide_alerts}"
+    );
     assert!(ok(s, t, &["ack", alert_id, "-m", "on my way"]).contains("acknowledged"));
     let acked = json_of(s, t, &["get", "alerts"]);
     assert_eq!(acked["items"][0]["status"], "acked");
@@ -132,6 +147,8 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     assert!(ok(s, t, &["describe", "web01"]).contains("Id:             ".to_string().as_str()));
     let disk = ok(s, t, &["describe", "web01/disk"]);
     assert!(disk.starts_with("Name:           disk"), "{disk}");
+    assert_eq!(ok(s, t, &["describe", "service", "web01/disk"]), disk);
+    assert!(ok(s, t, &["describe", "host", "web01"]).starts_with("Name:           web01"));
     let disk_id = json_of(s, t, &["get", "services"])["items"][0]["id"]
         .as_str()
         .unwrap()
@@ -508,4 +525,68 @@ async fn login_keeps_a_personal_token_and_logout_revokes_it() {
         "svc:auth/invalid",
     )
     .await;
+}
+
+/// Colour only on a terminal (a real pseudo-terminal from `script`), and never with NO_COLOR.
+#[tokio::test]
+async fn states_are_coloured_on_a_terminal_only() {
+    let a = Admin::start();
+    let (s, t) = (&a.s, a.token.as_str());
+    json(
+        send(
+            s,
+            t,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "web01", "spec": {}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    json(
+        send(
+            s,
+            t,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": [{"host": "web01", "state": "DOWN", "output": "no ping"}]}),
+        )
+        .await,
+        202,
+    )
+    .await;
+    let on_terminal = |no_color: &str| {
+        let command = format!("{BIN} --server {} get hosts", s.url(""));
+        let out = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .env("SVC_TOKEN", t)
+            .env("XDG_CONFIG_HOME", "/nonexistent/svc-tests")
+            .env("NO_COLOR", no_color)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = on_terminal("");
+    assert!(coloured.contains("\x1b[31mDOWN\x1b[0m"), "{coloured:?}");
+    assert!(!coloured.contains("\x1b[31mNAME"), "the header stays plain");
+    let plain = on_terminal("1");
+    assert!(
+        plain.contains("DOWN") && !plain.contains('\x1b'),
+        "{plain:?}"
+    );
+    let (code, piped, err) = svc(
+        &["--server", &s.url(""), "get", "hosts"],
+        &[("SVC_TOKEN", t)],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        piped.contains("DOWN") && !piped.contains('\x1b'),
+        "{piped:?}"
+    );
 }
