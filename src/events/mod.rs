@@ -58,6 +58,8 @@ pub struct Events {
 pub struct ConsumerLag {
     pub position: Uuid,
     pub lag_seconds: f64,
+    /// Events retention removed before the consumer read them, since this process started.
+    pub lost: u64,
 }
 
 /// Counts one connected SSE client while alive.
@@ -199,13 +201,34 @@ impl Events {
                 consumer: name.into(),
             })
             .set(lag_seconds);
-        lock(&self.consumers).insert(
+        let mut consumers = lock(&self.consumers);
+        let lost = consumers.get(name).map_or(0, |c| c.lost);
+        consumers.insert(
             name,
             ConsumerLag {
                 position,
                 lag_seconds,
+                lost,
             },
         );
+    }
+
+    /// Counts events of month files about to be removed that a consumer has not read yet.
+    fn count_lost_before_removal(&self, months: &[u32]) {
+        let mut consumers = lock(&self.consumers);
+        for lag in consumers.values_mut() {
+            let Some(at) = Position::of_id(lag.position) else {
+                continue;
+            };
+            for month in months {
+                match self.store.count_after(*month, at) {
+                    Ok(n) => lag.lost += n,
+                    Err(e) => {
+                        tracing::warn!(month, error = %e, "could not count unread events of an expiring month")
+                    }
+                }
+            }
+        }
     }
 
     /// Every durable consumer's lag, by name.

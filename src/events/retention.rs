@@ -51,10 +51,17 @@ impl RetentionWorker {
         }
         self.last_run = Some(today);
         let current = crate::store::events::month_of(self.clock.now());
-        let removed = self
+        let keep = keep_from(current, self.months);
+        let expiring: Vec<u32> = self
             .events
             .store()
-            .remove_months_before(keep_from(current, self.months));
+            .months()
+            .into_iter()
+            .filter(|m| *m < keep)
+            .collect();
+        // A consumer behind retention (a site's uplink after a long outage) loses these.
+        self.events.count_lost_before_removal(&expiring);
+        let removed = self.events.store().remove_months_before(keep);
         if !removed.is_empty() {
             tracing::info!(?removed, "expired event months removed");
         }
@@ -120,12 +127,28 @@ mod tests {
             events.file(journaled).await.unwrap();
         }
         assert_eq!(store.months(), vec![202601, 202602, 202603, 202604]);
+        // A consumer that read only January's event loses February's to retention.
+        let january = store
+            .oldest(&crate::model::event::EventFilter::default(), None, 1)
+            .unwrap()[0]
+            .id;
+        events.report_lag("behind", january, None);
+        events.report_lag("current", uuid::Uuid::max(), None);
         let mut w = RetentionWorker::new(events.clone(), clock.clone(), 2, TimeZone::UTC);
         // 2026-04-15 12:00: outside the window.
         assert!(w.sweep_if_due().is_empty());
         clock.advance(Duration::from_secs(14 * 3600 + 30 * 60)); // 2026-04-16 02:30
         assert_eq!(w.sweep_if_due(), vec![202601, 202602]);
         assert_eq!(store.months(), vec![202603, 202604]);
+        let lags = events.consumer_lags();
+        assert_eq!(lags["behind"].lost, 1, "February's event was never read");
+        assert_eq!(lags["current"].lost, 0);
+        events.report_lag("behind", january, None);
+        assert_eq!(
+            events.consumer_lags()["behind"].lost,
+            1,
+            "kept across reports"
+        );
         clock.advance(Duration::from_secs(3600)); // 03:30, same night: not again
         assert!(w.sweep_if_due().is_empty());
         let mut keep_all = RetentionWorker::new(events, clock, 0, TimeZone::UTC);

@@ -345,6 +345,11 @@ impl EdgeSync {
             .await
             .map_err(|e| e.to_string())?;
         let mut forward = lock(&self.status).forward.clone();
+        forward.gap = self
+            .events
+            .consumer_lags()
+            .get(UPLINK)
+            .map_or(0, |lag| lag.lost);
         if let Some(position) = forward.position {
             let pending = self
                 .events
@@ -354,10 +359,13 @@ impl EdgeSync {
             let pending: Vec<&Event> = pending.iter().filter(|e| forwarded(e)).collect();
             forward.pending = pending.len() as u64;
             forward.oldest_unsent = pending.first().map(|e| e.ts);
+        }
+        {
             // The queue is known whether or not the main hears of it.
             let mut s = lock(&self.status);
             s.forward.pending = forward.pending;
             s.forward.oldest_unsent = forward.oldest_unsent;
+            s.forward.gap = forward.gap;
         }
         let (etag, apply_error) = {
             let s = lock(&self.status);

@@ -658,6 +658,25 @@ impl EventStore {
         )
     }
 
+    /// How many events of `month` (all tenants) lie after `after`. Blocking; reads the whole
+    /// file when `after` is in or before it.
+    pub fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+        let Some(file) = self.file(month, false)? else {
+            return Ok(0);
+        };
+        let from = suffix(after.ms, &after.id);
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let mut n = 0;
+        for row in main.iter().map_err(StoreError::from_redb)? {
+            let (k, _) = row.map_err(StoreError::from_redb)?;
+            if k.value().get(16..).is_some_and(|s| s > from.as_slice()) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// Deletes the month files older than `keep_from` (a `YYYYMM`); returns the months removed.
     pub fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
         let mut removed = Vec::new();
