@@ -140,7 +140,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 
     let tls = match config.tls.mode.as_str() {
         "off" => None,
-        _ => Some(tls::acceptor(&config)?),
+        _ => {
+            let (acceptor, fingerprint) = tls::acceptor(&config, clock.now())?;
+            // For an edge to pin (`site.fingerprint`) and for people to compare.
+            println!("svc TLS certificate SHA-256 {fingerprint}");
+            tracing::info!(%fingerprint, "TLS certificate");
+            Some(acceptor)
+        }
     };
     let listener = server::listen(&config.listen).map_err(|source| AppError::Listen {
         addr: config.listen.clone(),

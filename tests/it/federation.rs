@@ -472,7 +472,46 @@ async fn an_edge_follows_its_main_and_is_watched() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let config = edge_config(dir.path(), &m.base, &site_token, &fingerprint(&m.data));
+    let pin = fingerprint(&m.data);
+    // The main names its certificate's fingerprint at start, for edges to pin.
+    assert!(m.log().contains(&pin), "fingerprint {pin} not logged");
+    let x509 = std::process::Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-subject",
+            "-startdate",
+            "-enddate",
+            "-ext",
+            "subjectAltName",
+            "-in",
+        ])
+        .arg(m.data.join("tls/cert.pem"))
+        .output()
+        .unwrap();
+    let x509 = String::from_utf8_lossy(&x509.stdout);
+    assert!(
+        x509.contains("DNS:localhost") && x509.contains("IP Address:127.0.0.1"),
+        "{x509}"
+    );
+    assert!(!x509.contains("rcgen self signed cert"), "{x509}");
+    // Valid for a year: not ending within 364 days, ending within 367.
+    let ends_within = |days: u64| {
+        !std::process::Command::new("openssl")
+            .args([
+                "x509",
+                "-noout",
+                "-checkend",
+                &(days * 86_400).to_string(),
+                "-in",
+            ])
+            .arg(m.data.join("tls/cert.pem"))
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(!ends_within(364) && ends_within(367), "{x509}");
+    let config = edge_config(dir.path(), &m.base, &site_token, &pin);
     let edge = Admin::start_with(Opts {
         args: vec!["--config".into(), config.clone()],
         ..Default::default()
