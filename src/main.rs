@@ -59,6 +59,9 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// Print the manual page (roff), for packages: `svc man > svc.1`.
+    #[command(hide = true)]
+    Man,
     #[command(flatten)]
     Client(svc::cli::ClientCommand),
 }
@@ -129,6 +132,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Completion { shell }) => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "svc", &mut std::io::stdout());
+        }
+        Some(Command::Man) => {
+            use clap::CommandFactory;
+            clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?;
         }
         Some(Command::Client(command)) => {
             if let Err(e) = svc::cli::run(cli.global, command) {
