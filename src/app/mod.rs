@@ -30,7 +30,7 @@ use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, WebhookDispatcher};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock};
+use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
 use crate::store::metrics::MetricsStore;
 use crate::store::{Store, StoreError};
@@ -124,6 +124,34 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
                 let _ = tokio::signal::ctrl_c().await;
             }
         }
+    }
+}
+
+/// Feeds systemd's watchdog while the service does its work: the store is online and the
+/// results pipeline moves. A hung pipeline or a lost disk stops the feeding, and systemd
+/// restarts the service.
+struct Watchdog {
+    store: Arc<Store>,
+    pipeline: Arc<Pipeline>,
+    every: Duration,
+}
+
+impl Worker for Watchdog {
+    fn name(&self) -> &'static str {
+        "systemd-watchdog"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if self.store.offline_reason().is_none() && !self.pipeline.stats().stalled {
+                systemd::notify("WATCHDOG=1");
+            } else {
+                tracing::warn!(
+                    "not feeding the systemd watchdog: store offline or pipeline stalled"
+                );
+            }
+            Wait::For(self.every)
+        })
     }
 }
 
@@ -318,7 +346,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         sites,
         business,
         results,
-        pipeline,
+        pipeline: pipeline.clone(),
         scheduler,
         metric_queries,
         metrics,
@@ -332,12 +360,21 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     // The one line scripts and tests read to find the bound address.
     println!("svc listening on {scheme}://{addr}");
     tracing::info!(%addr, scheme, version = crate::model::VERSION, "listening");
+    systemd::notify("READY=1");
+    if let Some(every) = systemd::watchdog_interval() {
+        supervisor.spawn(Watchdog {
+            store: store.clone(),
+            pipeline: pipeline.clone(),
+            every,
+        });
+    }
 
     let stop = Shutdown::new();
     let trigger = stop.clone();
     tokio::spawn(async move {
         stop_requested.await;
         tracing::info!("stop signal received; draining");
+        systemd::notify("STOPPING=1");
         trigger.trigger();
     });
     server::run(listener, tls, router, stop, DRAIN_DEADLINE).await;

@@ -37,9 +37,10 @@ fn url_host(url: &str) -> Option<&str> {
 
 /// This machine's name.
 fn host_name() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    nix::unistd::gethostname()
+        .ok()?
+        .into_string()
         .ok()
-        .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
 }
 

@@ -102,9 +102,9 @@ fn stty(arg: &str) -> bool {
 
 /// The token's name: this machine, so `svc token list` tells a user's devices apart.
 fn machine() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    nix::unistd::gethostname()
         .ok()
-        .map(|h| h.trim().to_string())
+        .and_then(|h| h.into_string().ok())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown host".into())
 }

@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod secrets;
 pub mod shutdown;
 pub mod sink;
+pub mod systemd;
 pub mod worker;
 
 pub use alerts::{AlertAction, AlertActions};

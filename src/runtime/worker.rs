@@ -16,6 +16,9 @@ use tokio::task::JoinSet;
 
 pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Wait> + Send + 'a>>;
 
+/// How long a step still running at shutdown may go on.
+const STEP_GRACE: Duration = Duration::from_secs(2);
+
 /// What a worker waits for before its next step. A wake-up on the worker's `Notify` ends any wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
@@ -99,7 +102,18 @@ impl Supervisor {
                     break;
                 }
                 set_state(&states, name, |s| s.state = "running");
-                let outcome = AssertUnwindSafe(worker.step()).catch_unwind().await;
+                let step = AssertUnwindSafe(worker.step()).catch_unwind();
+                tokio::pin!(step);
+                // A step still running at shutdown (a durable consumer waiting for events) gets
+                // a grace to finish, then is dropped like a crash: its work commits atomically or
+                // not at all.
+                let outcome = tokio::select! {
+                    out = &mut step => out,
+                    _ = shutdown.wait() => match tokio::time::timeout(STEP_GRACE, &mut step).await {
+                        Ok(out) => out,
+                        Err(_) => break,
+                    },
+                };
                 let wait = match outcome {
                     Ok(w) => w,
                     Err(p) => {
@@ -223,12 +237,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn shutdown_enforces_the_exit_deadline() {
+    async fn a_step_running_at_shutdown_gets_its_grace_then_is_dropped() {
         let sup = Supervisor::new(Shutdown::new(), Duration::from_secs(1));
         sup.spawn(Stubborn);
         tokio::task::yield_now().await;
         let before = tokio::time::Instant::now();
-        sup.shutdown(Duration::from_secs(2)).await;
-        assert_eq!(before.elapsed(), Duration::from_secs(2));
+        sup.shutdown(Duration::from_secs(10)).await;
+        assert_eq!(
+            before.elapsed(),
+            STEP_GRACE,
+            "well before the exit deadline"
+        );
+        assert_eq!(sup.states()[0].state, "stopped");
     }
 }

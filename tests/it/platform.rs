@@ -355,3 +355,38 @@ async fn bootstrap_refuses_while_the_server_holds_the_store() {
     assert!(err.contains("locked"), "{err}");
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// Under systemd (`Type=notify`): READY=1 once listening, WATCHDOG=1 at half the watchdog
+/// timeout while healthy, STOPPING=1 on SIGTERM, over the `$NOTIFY_SOCKET` datagram socket.
+#[test]
+fn systemd_hears_ready_watchdog_and_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let s = Server::start_with(Opts {
+        env: vec![
+            ("NOTIFY_SOCKET".into(), path.to_str().unwrap().into()),
+            ("WATCHDOG_USEC".into(), "200000".into()),
+        ],
+        ..Default::default()
+    });
+    let mut heard = Vec::new();
+    let mut buf = [0u8; 256];
+    while heard.iter().filter(|m| *m == "WATCHDOG=1").count() < 2 {
+        let n = socket.recv(&mut buf).expect("a notification within 10 s");
+        heard.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(heard[0], "READY=1", "{heard:?}");
+    assert!(s.stop().success());
+    let mut stopping = false;
+    while let Ok(n) = socket.recv(&mut buf) {
+        if &buf[..n] == b"STOPPING=1" {
+            stopping = true;
+            break;
+        }
+    }
+    assert!(stopping, "STOPPING=1 on SIGTERM");
+}
