@@ -16,10 +16,6 @@ use crate::runtime::{SiteBundles, Wait, Worker};
 use crate::store::Store;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -74,14 +70,15 @@ impl MainLink {
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("svc-site/", env!("CARGO_PKG_VERSION")));
         let builder = if !site.fingerprint.is_empty() {
+            // Exactly the pinned certificate, whoever signed it (a private CA, self-signed).
             let pin = parse_fingerprint(&site.fingerprint)?;
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(PinnedCertificate { pin, provider }))
-                .with_no_client_auth();
+            let tls = crate::runtime::tls::client_config(move |cert| {
+                if Sha256::digest(cert.as_ref()).as_slice() == pin {
+                    Ok(())
+                } else {
+                    Err("the main's certificate does not match site.fingerprint".into())
+                }
+            })?;
             builder.use_preconfigured_tls(tls)
         } else if !site.ca_file.is_empty() {
             let pem = std::fs::read(&site.ca_file)
@@ -143,67 +140,6 @@ fn parse_fingerprint(text: &str) -> Result<[u8; 32], String> {
         *byte = u8::from_str_radix(&hex[i * 2..i * 2 + 2], 16).map_err(|_| bad())?;
     }
     Ok(out)
-}
-
-/// Accepts exactly the certificate whose SHA-256 is pinned (a main with a private CA or a
-/// self-signed certificate); signatures are still verified, so the peer holds its key.
-#[derive(Debug)]
-struct PinnedCertificate {
-    pin: [u8; 32],
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for PinnedCertificate {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if Sha256::digest(end_entity.as_ref()).as_slice() == self.pin {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General(
-                "the main's certificate does not match site.fingerprint".into(),
-            ))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }
 
 /// Retry delays after consecutive failures: doubling from a second up to `cap`, with up to a

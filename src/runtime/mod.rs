@@ -9,6 +9,7 @@ pub mod secrets;
 pub mod shutdown;
 pub mod sink;
 pub mod systemd;
+pub mod tls;
 pub mod worker;
 
 pub use alerts::{AlertAction, AlertActions};
