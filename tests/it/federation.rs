@@ -437,15 +437,62 @@ fn fingerprint(main_data: &Path) -> String {
         .join(":")
 }
 
-/// An edge process configured as site `name` of `main_url`.
-fn edge_config(dir: &Path, main_url: &str, token: &str, pin: &str) -> String {
+/// How an edge trusts its main's certificate.
+enum Trust<'a> {
+    Pinned(&'a str),
+    CaFile(&'a Path),
+}
+
+/// An edge process configured as site `north` of `main_url`.
+fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust) -> String {
     let path = dir.join("edge.yaml");
+    let trust = match trust {
+        Trust::Pinned(pin) => format!("fingerprint: \"{pin}\""),
+        Trust::CaFile(ca) => format!("caFile: {}", ca.display()),
+    };
     std::fs::write(
         &path,
-        format!("site:\n  mainUrl: {main_url}\n  name: north\n  token: {token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n  fingerprint: \"{pin}\"\n"),
+        format!("site:\n  mainUrl: {main_url}\n  name: north\n  token: {token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n  {trust}\n"),
     )
     .unwrap();
     path.to_str().unwrap().to_string()
+}
+
+/// A private CA and a certificate it signed for 127.0.0.1, as a main's `tls` configuration;
+/// returns the configuration file and the CA's certificate (what an edge's `caFile` names).
+fn private_ca(dir: &Path) -> (String, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "svc test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let (ca, cert_file, key_file, config) = (
+        dir.join("ca.pem"),
+        dir.join("main-cert.pem"),
+        dir.join("main-key.pem"),
+        dir.join("main.yaml"),
+    );
+    std::fs::write(&ca, ca_cert.pem()).unwrap();
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "tls:\n  mode: auto\n  certFile: {}\n  keyFile: {}\n",
+            cert_file.display(),
+            key_file.display()
+        ),
+    )
+    .unwrap();
+    (config.to_str().unwrap().to_string(), ca)
 }
 
 /// Two processes, TLS on the main, the edge pinning its certificate: bundle changes arrive,
@@ -511,7 +558,7 @@ async fn an_edge_follows_its_main_and_is_watched() {
             .success()
     };
     assert!(!ends_within(364) && ends_within(367), "{x509}");
-    let config = edge_config(dir.path(), &m.base, &site_token, &pin);
+    let config = edge_config(dir.path(), &m.base, &site_token, Trust::Pinned(&pin));
     let edge = Admin::start_with(Opts {
         args: vec!["--config".into(), config.clone()],
         ..Default::default()
@@ -681,16 +728,23 @@ async fn an_edge_follows_its_main_and_is_watched() {
     );
 }
 
-/// The main is down while the edge produces 1,000 events, and the edge is killed with
-/// SIGKILL while it replays them: every one arrives exactly once, in order.
+/// The main (TLS with a private CA's certificate, trusted by the edge's `caFile`) is down while
+/// the edge produces 1,000 events, and the edge is killed with SIGKILL while it replays them:
+/// every one arrives exactly once, in order.
 #[tokio::test]
 async fn forwarding_is_exactly_once_across_outages_and_crashes() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let main = Admin::start_with(Opts {
+    // Over TLS with a private CA's certificate, which the edge trusts through `caFile`.
+    let dir = tempfile::tempdir().unwrap();
+    let (main_config, ca) = private_ca(dir.path());
+    let main_opts = || Opts {
+        tls: true,
         listen: Some(listen.clone()),
+        args: vec!["--config".into(), main_config.clone()],
         ..Default::default()
-    });
+    };
+    let main = Admin::start_with(main_opts());
     let admin = main.token.clone();
     create_site(&main.s, &admin, json!({"name": "north"})).await;
     let (site_token, _) = mint(
@@ -699,8 +753,7 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
         json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let config = edge_config(dir.path(), &main.s.base, &site_token, "");
+    let config = edge_config(dir.path(), &main.s.base, &site_token, Trust::CaFile(&ca));
     let config_args = || Opts {
         args: vec!["--config".into(), config.clone()],
         ..Default::default()
@@ -755,10 +808,7 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
     produced.reverse();
     assert_eq!(produced.len(), 1000);
 
-    let main = main_down.start(Opts {
-        listen: Some(listen),
-        ..Default::default()
-    });
+    let main = main_down.start(main_opts());
     // Killed as soon as the replay has begun.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
