@@ -448,10 +448,13 @@ impl Config {
                     p.push(format!("{key}: required when this instance is a site"));
                 }
             }
-            let digits: String = site.fingerprint.chars().filter(|c| *c != ':').collect();
-            let pinned = digits.len() == 64 && digits.chars().all(|c| c.is_ascii_hexdigit());
-            if !site.fingerprint.is_empty() && !pinned {
-                p.push("site.fingerprint: the SHA-256 of the main's certificate, 64 hex digits (colons allowed)".into());
+            if !site.fingerprint.is_empty()
+                && crate::model::site::parse_fingerprint(&site.fingerprint).is_none()
+            {
+                p.push(format!(
+                    "site.fingerprint: {}",
+                    crate::model::site::FINGERPRINT_FORM
+                ));
             }
             if !site.ca_file.is_empty() && !std::path::Path::new(&site.ca_file).is_file() {
                 p.push(format!(

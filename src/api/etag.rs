@@ -1,9 +1,9 @@
 //! The one ETag / If-Match helper (SPEC 9): versions (and content digests) out as `ETag: "<n>"`; `If-Match` in, bare,
-//! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`.
+//! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`; `If-None-Match` tag lists.
 
 use super::error::{Code, Problem};
 use axum::extract::FromRequestParts;
-use axum::http::header::{ETAG, IF_MATCH};
+use axum::http::header::{ETAG, IF_MATCH, IF_NONE_MATCH};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue};
 
@@ -19,6 +19,27 @@ pub fn entity_tag(tag: &str) -> [(axum::http::HeaderName, HeaderValue); 1] {
     [(ETAG, value)]
 }
 
+/// An entity tag without weakness marker, quotes or spaces.
+fn bare(tag: &str) -> String {
+    tag.trim()
+        .trim_start_matches("W/")
+        .chars()
+        .filter(|c| *c != '"' && !c.is_whitespace())
+        .collect()
+}
+
+/// The entity tags of `If-None-Match` (a list; bare, quoted or weak).
+pub fn if_none_match(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(bare)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
 /// The version a client expects, from `If-Match`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IfMatch(pub u64);
@@ -31,13 +52,7 @@ pub fn parse_if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
     let text = raw
         .to_str()
         .map_err(|_| Problem::new(Code::PreconditionIfMatch, "If-Match is not text"))?;
-    let cleaned: String = text
-        .trim()
-        .trim_start_matches("W/")
-        .chars()
-        .filter(|c| *c != '"' && !c.is_whitespace())
-        .collect();
-    let version = cleaned.parse::<u64>().map_err(|_| {
+    let version = bare(text).parse::<u64>().map_err(|_| {
         Problem::new(
             Code::PreconditionIfMatch,
             format!("If-Match {text:?} is not a version number"),

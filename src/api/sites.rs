@@ -52,23 +52,6 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The entity tags of `If-None-Match`, bare or quoted, weak or strong.
-fn none_match(headers: &HeaderMap) -> Vec<String> {
-    headers
-        .get_all(axum::http::header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| {
-            t.trim()
-                .trim_start_matches("W/")
-                .trim_matches('"')
-                .to_string()
-        })
-        .filter(|t| !t.is_empty())
-        .collect()
-}
-
 async fn pull(
     State(st): State<AppState>,
     c: Caller,
@@ -78,7 +61,7 @@ async fn pull(
     Ok(
         match st
             .sites
-            .pull(&c.principal, &name, &none_match(&headers))
+            .pull(&c.principal, &name, &etag::if_none_match(&headers))
             .await?
         {
             Pulled::NotModified { etag } => {

@@ -9,7 +9,9 @@ use crate::config::SiteConfig;
 use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventType};
-use crate::model::site::{EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat};
+use crate::model::site::{
+    EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt, SiteHeartbeat, parse_fingerprint,
+};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{SiteBundles, Wait, Worker};
@@ -71,7 +73,12 @@ impl MainLink {
             .user_agent(concat!("svc-site/", env!("CARGO_PKG_VERSION")));
         let builder = if !site.fingerprint.is_empty() {
             // Exactly the pinned certificate, whoever signed it (a private CA, self-signed).
-            let pin = parse_fingerprint(&site.fingerprint)?;
+            let pin = parse_fingerprint(&site.fingerprint).ok_or_else(|| {
+                format!(
+                    "site.fingerprint {:?}: {FINGERPRINT_FORM}",
+                    site.fingerprint
+                )
+            })?;
             let tls = crate::runtime::tls::client_config(move |cert| {
                 if Sha256::digest(cert.as_ref()).as_slice() == pin {
                     Ok(())
@@ -126,20 +133,6 @@ impl MainLink {
         }
         format!("main unreachable: {text}")
     }
-}
-
-/// The SHA-256 of a certificate, from hex with optional colons.
-fn parse_fingerprint(text: &str) -> Result<[u8; 32], String> {
-    let hex: String = text.chars().filter(|c| *c != ':').collect();
-    let bad = || format!("site.fingerprint {text:?} is not a SHA-256 (64 hex digits)");
-    if hex.len() != 64 {
-        return Err(bad());
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[i * 2..i * 2 + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(out)
 }
 
 /// Retry delays after consecutive failures: doubling from a second up to `cap`, with up to a
@@ -517,16 +510,6 @@ impl Worker for EdgeUplink {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fingerprints_take_hex_with_or_without_colons() {
-        let hex = "ab".repeat(32);
-        assert_eq!(parse_fingerprint(&hex).unwrap(), [0xab; 32]);
-        let colons = vec!["AB"; 32].join(":");
-        assert_eq!(parse_fingerprint(&colons).unwrap(), [0xab; 32]);
-        assert!(parse_fingerprint("abcd").is_err());
-        assert!(parse_fingerprint(&"zz".repeat(32)).is_err());
-    }
 
     #[test]
     fn backoff_doubles_with_jitter_up_to_the_cap() {

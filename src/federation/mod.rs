@@ -173,9 +173,8 @@ impl Sites {
             )
             .await?;
         self.sink.file(journaled).await;
-        if status.stale_since.is_none()
-            && let Some(alert) = status.stale_alert
-        {
+        // The beat ended any staleness; an alert still recorded is resolved now.
+        if let Some(alert) = status.stale_alert {
             self.resolve_stale_alert(p.tenant, name, alert).await?;
         }
         Ok(())

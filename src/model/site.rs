@@ -7,6 +7,23 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
+/// What `site.fingerprint` holds.
+pub const FINGERPRINT_FORM: &str =
+    "the SHA-256 of the main's certificate, 64 hex digits (colons allowed)";
+
+/// A certificate's SHA-256 from hex with optional colons (`openssl x509 -fingerprint` form).
+pub fn parse_fingerprint(text: &str) -> Option<[u8; 32]> {
+    let hex: Vec<u8> = text.bytes().filter(|c| *c != b':').collect();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// A site counts as connected while its last heartbeat is younger than this (SEMANTICS 10).
 pub const CONNECTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(300);
 
@@ -156,4 +173,20 @@ pub struct EdgeStatus {
     /// The last failure talking to the main; empty after a success.
     pub last_error: String,
     pub forward: ForwardState,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_take_hex_with_or_without_colons() {
+        let hex = "ab".repeat(32);
+        assert_eq!(parse_fingerprint(&hex), Some([0xab; 32]));
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(parse_fingerprint(&colons), Some([0xab; 32]));
+        assert!(parse_fingerprint("abcd").is_none());
+        assert!(parse_fingerprint(&"zz".repeat(32)).is_none());
+        assert!(parse_fingerprint(&format!("é{}", "a".repeat(62))).is_none());
+    }
 }

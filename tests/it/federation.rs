@@ -425,6 +425,28 @@ async fn sites_pull_report_and_forward_on_the_main() {
     );
 }
 
+/// Every event id the list at `path` holds, oldest first (all its pages).
+async fn event_ids(s: &Server, token: &str, path: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let page = get(s, token, &format!("{path}&limit=1000{cursor}")).await;
+        ids.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_str().unwrap().to_string()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = format!("&cursor={c}"),
+            None => break,
+        }
+    }
+    ids.reverse();
+    ids
+}
+
 /// The SHA-256 of the main's self-signed certificate, as `site.fingerprint` pins it.
 fn fingerprint(main_data: &Path) -> String {
     let pem = std::fs::read_to_string(main_data.join("tls/cert.pem")).unwrap();
@@ -784,28 +806,7 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
         .await;
         assert_eq!(res.status(), 201);
     }
-    let mut produced: Vec<String> = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let page = get(
-            &edge,
-            &local,
-            &format!("/api/v1/events?types=alert_opened&limit=1000{cursor}"),
-        )
-        .await;
-        produced.extend(
-            page["items"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["id"].as_str().unwrap().to_string()),
-        );
-        match page["nextCursor"].as_str() {
-            Some(c) => cursor = format!("&cursor={c}"),
-            None => break,
-        }
-    }
-    produced.reverse();
+    let produced = event_ids(&edge, &local, "/api/v1/events?types=alert_opened").await;
     assert_eq!(produced.len(), 1000);
 
     let main = main_down.start(main_opts());
@@ -839,29 +840,13 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
             received.len()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
-        received.clear();
-        let mut cursor = String::new();
-        loop {
-            let page = get(
-                &main,
-                &admin,
-                &format!("/api/v1/events?site=north&types=alert_opened&limit=1000{cursor}"),
-            )
-            .await;
-            received.extend(
-                page["items"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|e| e["id"].as_str().unwrap().to_string()),
-            );
-            match page["nextCursor"].as_str() {
-                Some(c) => cursor = format!("&cursor={c}"),
-                None => break,
-            }
-        }
+        received = event_ids(
+            &main,
+            &admin,
+            "/api/v1/events?site=north&types=alert_opened",
+        )
+        .await;
     }
-    received.reverse();
     assert_eq!(received, produced, "every event once, in the edge's order");
     let overview = get(&main, &admin, "/api/v1/sites:overview").await;
     assert_eq!(
