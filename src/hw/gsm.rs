@@ -22,6 +22,8 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// Reopening a port that is gone: from 1 s, doubling to 30 s.
 const REOPEN_MAX: Duration = Duration::from_secs(30);
 const CTRL_Z: u8 = 0x1A;
+/// Silence that ends the wait for a late answer after a command timed out.
+const QUIET: Duration = Duration::from_millis(300);
 /// How often registration is read again while the modem has none.
 const SEARCHING_REFRESH: Duration = Duration::from_secs(5);
 /// Longest spoken text, in characters.
@@ -483,7 +485,38 @@ impl Session<'_> {
         within: Duration,
     ) -> Result<Vec<String>, GsmError> {
         self.write(format!("{command}\r").as_bytes()).await?;
-        self.answer_of(command, within).await
+        let answer = self.answer_of(command, within).await;
+        if matches!(answer, Err(GsmError::Timeout(_))) {
+            self.settle().await?;
+        }
+        answer
+    }
+
+    /// Reads until the line is quiet (at most `COMMAND_TIMEOUT`), keeping unsolicited lines:
+    /// the late answer to a command that timed out would otherwise be taken for the next
+    /// command's, and every answer after it would be off by one.
+    async fn settle(&mut self) -> Result<(), GsmError> {
+        let drain = async {
+            loop {
+                while let Some(line) = self.take_line() {
+                    if unsolicited(&line) {
+                        self.urcs.push_back(line);
+                    }
+                }
+                match tokio::time::timeout(QUIET, self.read_more()).await {
+                    Ok(read) => read?,
+                    Err(_) => return Ok(()),
+                }
+            }
+        };
+        tokio::time::timeout(COMMAND_TIMEOUT, drain)
+            .await
+            .unwrap_or(Ok(()))
+    }
+
+    /// Key presses left over from an earlier call must not answer this one.
+    fn forget_keys(&mut self) {
+        self.urcs.retain(|l| key_of(l).is_none());
     }
 
     async fn command(&mut self, command: &str) -> Result<Vec<String>, GsmError> {
@@ -573,6 +606,8 @@ impl Session<'_> {
             }
         }
         alive?;
+        // An answer to an earlier probe may still be on its way.
+        self.settle().await?;
         self.command("ATE0").await?;
         self.command("AT+CMEE=2").await?;
         self.unlock_sim().await?;
@@ -767,6 +802,7 @@ impl Session<'_> {
                 finish(outcome, reply)
             }
             Job::Answer { speech, reply } => {
+                self.forget_keys();
                 let outcome = match self.command("ATA").await {
                     Ok(_) => self.converse(&speech, None).await,
                     Err(e) => Err(e),
@@ -836,7 +872,7 @@ impl Session<'_> {
         engine: Option<Profile>,
     ) -> Result<Option<char>, GsmError> {
         let to = &dialable(to)?;
-        self.urcs.retain(|l| key_of(l).is_none());
+        self.forget_keys();
         // With +COLP=1 the dial's OK means the callee answered.
         self.command_within(&format!("ATD{to};"), self.settings.ring_timeout)
             .await?;
@@ -863,10 +899,9 @@ impl Session<'_> {
         let within = self.settings.key_timeout;
         let wait = async {
             loop {
-                while let Some(line) = self.urcs.pop_front() {
-                    if let Some(key) = key_of(&line) {
-                        return Ok(Some(key));
-                    }
+                // Other unsolicited lines (a new SMS, a second caller) stay for the main loop.
+                if let Some(at) = self.urcs.iter().position(|l| key_of(l).is_some()) {
+                    return Ok(self.urcs.remove(at).as_deref().and_then(key_of));
                 }
                 let line = self.next_line().await?;
                 if line == "NO CARRIER" || line == "BUSY" {

@@ -571,6 +571,46 @@ async fn the_modem_reports_its_health_and_comes_back_after_it_is_unplugged() {
 }
 
 #[tokio::test]
+async fn a_modem_that_answers_its_first_probe_late_is_not_misread_afterwards() {
+    let Some(pty) = PtyPair::open("late probe") else {
+        return;
+    };
+    let sim = ModemSim::start(&pty.theirs);
+    {
+        let mut st = sim.state.lock().unwrap();
+        // The first probe times out; its OK comes with the second probe's, and that second OK
+        // must not be taken for the answer to the next command.
+        st.first_probe_held = true;
+        st.rssi = 17;
+        st.creg = 5;
+    }
+    let (a, _config) =
+        start_with_hardware(&format!("  gsm:\n    device: {}\n", pty.ours.display()));
+    let (s, token) = (&a.s, a.token.as_str());
+    ready(s, "gsm").await;
+    let health = get(s, token, "/api/v1/system/health").await;
+    let gsm = &health["hardware"]["gsm"];
+    assert_eq!(gsm["sim"], "ready", "{gsm}");
+    assert_eq!(gsm["registration"], "roaming", "{gsm}");
+    assert_eq!(gsm["signalDbm"], -113 + 2 * 17, "{gsm}");
+
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/channels",
+            json!({"name": "sms", "type": "sms", "config": {"provider": "modem"}}),
+        )],
+    )
+    .await;
+    let res = test_on(s, token, "sms", ADA).await;
+    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    let sent = sim.sent();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].to, ADA);
+}
+
+#[tokio::test]
 async fn when_the_uplink_is_down_the_contact_is_paged_by_sms_at_once() {
     let Some(pty) = PtyPair::open("failover") else {
         return;
@@ -755,6 +795,9 @@ async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu_on_a_
         st.commands.iter().any(|c| c == "ATH")
     });
     sim.ring(ADA);
+    sim.wait_for(Duration::from_secs(15), "ada's call answered", |st| {
+        st.commands.iter().any(|c| c == "ATA")
+    });
     let acked = only_alert(s, token, "?status=acked").await;
     assert_eq!(acked["title"], "pump 2 stopped");
     assert_eq!(acked["ackedBy"], "ada");

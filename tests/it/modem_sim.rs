@@ -52,6 +52,9 @@ pub struct SimState {
     /// The length `AT+CMGS=<n>` announced, checked against the PDU that follows.
     announced: Option<usize>,
     pub pdu_length_errors: usize,
+    /// The first `AT` is answered only together with the second (a modem still booting).
+    pub first_probe_held: bool,
+    probe_held: bool,
 }
 
 /// The simulator's end of the line, paced at a baud rate when one is set (a pty carries
@@ -224,6 +227,8 @@ impl ModemSim {
             quectel: false,
             announced: None,
             pdu_length_errors: 0,
+            first_probe_held: false,
+            probe_held: false,
         }));
         let port = Arc::new(Port {
             file: Mutex::new(file.try_clone().unwrap()),
@@ -260,13 +265,16 @@ impl ModemSim {
     pub fn wait_for(&self, limit: Duration, what: &str, done: impl Fn(&SimState) -> bool) {
         let started = Instant::now();
         loop {
-            if done(&self.state.lock().unwrap()) {
+            let st = self.state.lock().unwrap();
+            if done(&st) {
                 return;
             }
             assert!(
                 started.elapsed() < limit,
-                "modem simulator: {what} did not happen"
+                "modem simulator: {what} did not happen; commands so far: {:?}",
+                st.commands
             );
+            drop(st);
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -346,6 +354,18 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Port>) -> bo
         return false;
     }
     let reply: Vec<String> = match upper.as_str() {
+        "AT" if st.first_probe_held => {
+            st.first_probe_held = false;
+            st.probe_held = true;
+            return false;
+        }
+        "AT" if st.probe_held => {
+            st.probe_held = false;
+            drop(st);
+            say(port, "OK");
+            say(port, "OK");
+            return false;
+        }
         "AT" => vec![],
         "ATE0" => {
             st.echo = false;
