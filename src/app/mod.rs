@@ -257,7 +257,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     supervisor.spawn(StalenessSweep(pipeline.clone()));
-    let inventory = Inventory::new(store.clone(), clock.clone(), events.clone(), key);
+    let inventory = Inventory::new(
+        store.clone(),
+        clock.clone(),
+        events.clone(),
+        key,
+        catalog.clone(),
+    );
     let business = BusinessServices::new(
         store.clone(),
         catalog.clone(),

@@ -10,7 +10,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::config::{ConfigDoc, Invalid, Kind, METADATA, check_name};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
-use crate::runtime::EventSink;
+use crate::runtime::{EventSink, ObjectLabels};
 use crate::runtime::clock::SharedClock;
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
@@ -54,6 +54,8 @@ pub struct Inventory {
     clock: SharedClock,
     sink: Arc<dyn EventSink>,
     master_key: Option<secrets::MasterKey>,
+    /// Effective labels for the object lists' selector and states.
+    labels: Arc<dyn ObjectLabels>,
     plans: std::sync::Mutex<std::collections::HashMap<String, bundles::Planned>>,
 }
 
@@ -77,12 +79,14 @@ impl Inventory {
         clock: SharedClock,
         sink: Arc<dyn EventSink>,
         master_key: Option<secrets::MasterKey>,
+        labels: Arc<dyn ObjectLabels>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
             sink,
             master_key,
+            labels,
             plans: Default::default(),
         })
     }

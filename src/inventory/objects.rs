@@ -401,19 +401,20 @@ impl Inventory {
         limit: usize,
         with_state: bool,
     ) -> Result<Vec<ObjectView>, InventoryError> {
+        let labels = self.labels.labels_of(p.tenant).await;
+        let effective = labels.clone();
         let objects = self
             .store
-            .objects(p.tenant, after, limit, move |o| filter.matches(o))
+            .objects(p.tenant, after, limit, move |o| {
+                let own = || o.labels.clone();
+                filter.matches(o, &effective(o.id).unwrap_or_else(own))
+            })
             .await?;
         let hosts: Vec<Uuid> = objects.iter().filter_map(|o| o.host_id).collect();
         let names = self.store.host_names(p.tenant, hosts).await?;
         let mut states = if with_state {
-            // Objects' own labels for downtime selectors here: effective labels come from the
-            // monitor's catalog, which this module does not reach (`/problems` and an
-            // object's live state use them).
-            let own: crate::store::states::LabelsOf = std::sync::Arc::new(|_| None);
             self.store
-                .states(p.tenant, objects.iter().map(|o| o.id).collect(), own)
+                .states(p.tenant, objects.iter().map(|o| o.id).collect(), labels)
                 .await?
         } else {
             Default::default()

@@ -117,7 +117,8 @@ pub struct ObjectFilter {
 }
 
 impl ObjectFilter {
-    pub fn matches(&self, o: &Object) -> bool {
+    /// Whether `o` is listed; the selector matches `labels`, the object's effective labels.
+    pub fn matches(&self, o: &Object, labels: &BTreeMap<String, String>) -> bool {
         self.kind.is_none_or(|k| o.kind == k)
             && self.host_id.is_none_or(|h| o.host_id == Some(h))
             && self.folder.as_ref().is_none_or(|f| {
@@ -129,7 +130,7 @@ impl ObjectFilter {
                 .as_ref()
                 .is_none_or(|q| o.name.to_lowercase().contains(&q.to_lowercase()))
             && self.name.as_ref().is_none_or(|n| o.name == *n)
-            && self.selector.matches(&o.labels)
+            && self.selector.matches(labels)
     }
 }
 
@@ -498,9 +499,9 @@ mod tests {
             folder: Some("/plant".into()),
             ..Default::default()
         };
-        assert!(f.matches(&o("/plant")));
-        assert!(f.matches(&o("/plant/line1")));
-        assert!(!f.matches(&o("/plantx")));
+        assert!(f.matches(&o("/plant"), &BTreeMap::new()));
+        assert!(f.matches(&o("/plant/line1"), &BTreeMap::new()));
+        assert!(!f.matches(&o("/plantx"), &BTreeMap::new()));
         let named = |name: &str| ObjectFilter {
             name: Some(name.into()),
             ..Default::default()
@@ -509,8 +510,8 @@ mod tests {
             name: "web01".into(),
             ..o("/")
         };
-        assert!(named("web01").matches(&web));
-        assert!(!named("web0").matches(&web), "exact, not a substring");
-        assert!(!named("WEB01").matches(&web));
+        assert!(named("web01").matches(&web, &web.labels));
+        assert!(!named("web0").matches(&web, &web.labels), "exact, not a substring");
+        assert!(!named("WEB01").matches(&web, &web.labels));
     }
 }

@@ -8,6 +8,8 @@ use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
 use crate::model::object::{Object, ObjectKind, effective_labels, resolve};
 use crate::model::timeperiod::TimePeriod;
 use crate::model::{GoDuration, Timestamp};
+use crate::runtime::ObjectLabels;
+use crate::runtime::labels::{LabelsFuture, own_labels};
 use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -82,7 +84,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// The effective labels of a tenant's objects, for the store's downtime selectors.
-    pub fn labels_of(self: &Arc<Self>, tenant: Uuid) -> crate::store::states::LabelsOf {
+    pub fn labels_of(self: &Arc<Self>, tenant: Uuid) -> crate::runtime::LabelsOf {
         let snapshot = self.clone();
         Arc::new(move |id| {
             snapshot
@@ -117,6 +119,20 @@ fn command_of(doc: &serde_json::Value) -> Command {
         .and_then(|t| t.parse::<GoDuration>().ok())
         .map(|d| d.0);
     Command::Plugin { line, timeout }
+}
+
+impl ObjectLabels for Catalog {
+    fn labels_of(&self, tenant: Uuid) -> LabelsFuture<'_> {
+        Box::pin(async move {
+            match self.snapshot().await {
+                Ok(snapshot) => snapshot.labels_of(tenant),
+                Err(e) => {
+                    tracing::warn!(error = %e, "catalog unreadable; selectors match own labels");
+                    own_labels()
+                }
+            }
+        })
+    }
 }
 
 impl Catalog {

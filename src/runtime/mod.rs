@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod bundles;
 pub mod clock;
+pub mod labels;
 pub mod metrics;
 pub mod secrets;
 pub mod shutdown;
@@ -15,6 +16,7 @@ pub mod worker;
 pub use alerts::{AlertAction, AlertActions};
 pub use bundles::SiteBundles;
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
+pub use labels::{LabelsOf, ObjectLabels};
 pub use metrics::Metrics;
 pub use secrets::SecretSource;
 pub use shutdown::Shutdown;

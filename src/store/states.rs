@@ -14,13 +14,11 @@ use crate::model::suppression::Downtime;
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// An object's effective labels (templates', its host's, its own), where the caller knows
-/// them; `None` falls back to the object's own.
-pub type LabelsOf = Arc<dyn Fn(Uuid) -> Option<BTreeMap<String, String>> + Send + Sync>;
+pub use crate::runtime::LabelsOf;
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -357,7 +355,7 @@ mod tests {
                 .unwrap();
             last = Some(applied.states[0].0.clone());
         }
-        let own: LabelsOf = Arc::new(|_| None);
+        let own = crate::runtime::labels::own_labels();
         let stored = store
             .states(tenant, vec![object], own.clone())
             .await

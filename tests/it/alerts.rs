@@ -725,6 +725,11 @@ async fn effective_labels_come_from_templates_and_the_host() {
     let effective = get(s, token, &format!("/api/v1/objects/{id}/effective-config")).await;
     let want = json!({"team": "ops", "site": "lab", "tier": "bronze"});
     assert_eq!(effective["labels"], want);
+    let listed = get(s, token, "/api/v1/objects?selector=team%3Dops,tier%3Dbronze").await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["items"][0]["id"], id.as_str());
+    let silver = get(s, token, "/api/v1/services?selector=tier%3Dsilver").await;
+    assert_eq!(silver["items"], json!([]), "the service's own tier wins");
     result(s, token, "CRITICAL").await;
     let alerts = alerts_until(s, token, "", |a| !a.is_empty()).await;
     assert_eq!(alerts[0]["labels"], want);
@@ -1288,4 +1293,12 @@ async fn a_downtime_selector_matches_a_service_by_its_hosts_labels() {
             .all(|p| p["object"]["name"] != "pump"),
         "a service in its host's labelled downtime is handled: {unhandled}"
     );
+    // The object lists select by effective labels too, and their states see the downtime.
+    let listed = get(s, token, "/api/v1/services?selector=site%3Dlab").await;
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listed}");
+    assert_eq!(items[0]["name"], "pump");
+    assert_eq!(items[0]["state"]["downtimeDepth"], 1, "{listed}");
+    let none = get(s, token, "/api/v1/services?selector=site%3Dplant").await;
+    assert_eq!(none["items"], json!([]));
 }
