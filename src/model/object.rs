@@ -511,7 +511,10 @@ mod tests {
             ..o("/")
         };
         assert!(named("web01").matches(&web, &web.labels));
-        assert!(!named("web0").matches(&web, &web.labels), "exact, not a substring");
+        assert!(
+            !named("web0").matches(&web, &web.labels),
+            "exact, not a substring"
+        );
         assert!(!named("WEB01").matches(&web, &web.labels));
     }
 }

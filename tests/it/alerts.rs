@@ -725,7 +725,12 @@ async fn effective_labels_come_from_templates_and_the_host() {
     let effective = get(s, token, &format!("/api/v1/objects/{id}/effective-config")).await;
     let want = json!({"team": "ops", "site": "lab", "tier": "bronze"});
     assert_eq!(effective["labels"], want);
-    let listed = get(s, token, "/api/v1/objects?selector=team%3Dops,tier%3Dbronze").await;
+    let listed = get(
+        s,
+        token,
+        "/api/v1/objects?selector=team%3Dops,tier%3Dbronze",
+    )
+    .await;
     assert_eq!(listed["items"].as_array().unwrap().len(), 1, "{listed}");
     assert_eq!(listed["items"][0]["id"], id.as_str());
     let silver = get(s, token, "/api/v1/services?selector=tier%3Dsilver").await;

@@ -512,34 +512,7 @@ async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event
             break;
         }
         let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = states
-            .into_iter()
-            .map(|(name, (_, state))| {
-                let (base, token, stop) = (server.base.clone(), token.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let http = client();
-                    let mut current = state.unwrap_or(0);
-                    let mut flips = 0;
-                    while !stop.load(Ordering::SeqCst) {
-                        let next = if current == 2 { 0 } else { 2 };
-                        let res = http
-                            .post(format!("{base}/api/v1/results"))
-                            .bearer_auth(&token)
-                            .json(&json!({"results": [{"host": "plc", "service": name, "state": next, "output": "flip"}]}))
-                            .send()
-                            .await;
-                        match res {
-                            Ok(r) if r.status() == 202 => {
-                                current = next;
-                                flips += 1;
-                            }
-                            _ => break,
-                        }
-                    }
-                    (name, flips)
-                })
-            })
-            .collect();
+        let writers = spawn_flippers(&server, &token, states, &stop);
         let config_writer = spawn_creator(
             &server.base,
             &token,
@@ -562,4 +535,196 @@ async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event
         "the writers got too few changes through: {acked:?}, {} templates",
         templates.len()
     );
+}
+
+/// One writer per service of `plc`, flipping it OK/CRITICAL until `stop` or a refused post;
+/// each answers the service's name and how many flips were acknowledged (202).
+fn spawn_flippers(
+    server: &Server,
+    token: &str,
+    states: BTreeMap<String, (String, Option<u64>)>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<(String, usize)>> {
+    states
+        .into_iter()
+        .map(|(name, (_, state))| {
+            let (base, token, stop) = (server.base.clone(), token.to_string(), stop.clone());
+            tokio::spawn(async move {
+                let http = client();
+                let mut current = state.unwrap_or(0);
+                let mut flips = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let next = if current == 2 { 0 } else { 2 };
+                    let res = http
+                        .post(format!("{base}/api/v1/results"))
+                        .bearer_auth(&token)
+                        .json(&json!({"results": [{"host": "plc", "service": name, "state": next, "output": "flip"}]}))
+                        .send()
+                        .await;
+                    match res {
+                        Ok(r) if r.status() == 202 => {
+                            current = next;
+                            flips += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                (name, flips)
+            })
+        })
+        .collect()
+}
+
+/// The alert engine under kill -9: after any number of crashes every CRITICAL episode of a
+/// service has exactly one alert, open while the service is CRITICAL and resolved once it went
+/// OK, each with one `alert_opened` event (and one `alert_resolved` when resolved): the engine's
+/// cursor and its alerts commit together, so no alert is lost or opened twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_state_changes_loses_and_doubles_no_alert() {
+    const SERVICES: usize = 4;
+    const ROUNDS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let s = Server::start_in(&data, Opts::default());
+    let mut bodies = vec![
+        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                   "severity": "critical", "resolveOnOk": true}),
+        ),
+    ];
+    for i in 0..SERVICES {
+        bodies.push((
+            "/api/v1/services",
+            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
+        ));
+    }
+    for (path, body) in bodies {
+        let res = call(&s, &token, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        json(res, 201).await;
+    }
+    let mut flips = 0;
+    let mut s = Some(s);
+    for round in 0..=ROUNDS {
+        let server = s
+            .take()
+            .unwrap_or_else(|| Server::start_in(&data, Opts::default()));
+        let states = service_states(&server, &token).await;
+        alerts_follow_states(&server, &token, &states, round).await;
+        if round == ROUNDS {
+            break;
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let writers = spawn_flippers(&server, &token, states, &stop);
+        tokio::time::sleep(Duration::from_millis(30 + (round as u64 * 53) % 200)).await;
+        server.crash();
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            flips += w.await.unwrap().1;
+        }
+    }
+    assert!(
+        flips > ROUNDS * SERVICES,
+        "the writers got too few changes through: {flips}"
+    );
+}
+
+/// Waits (up to 20 s, for the engine to catch up after a start) until every service's alerts
+/// match its `state_change` history, and fails naming the first that does not.
+async fn alerts_follow_states(
+    s: &Server,
+    token: &str,
+    states: &BTreeMap<String, (String, Option<u64>)>,
+    round: usize,
+) {
+    let started = std::time::Instant::now();
+    loop {
+        let Err(mismatch) = alerts_match(s, token, states).await else {
+            return;
+        };
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "after {round} crashes: {mismatch}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn alerts_match(
+    s: &Server,
+    token: &str,
+    states: &BTreeMap<String, (String, Option<u64>)>,
+) -> Result<(), String> {
+    let mut opened: BTreeMap<String, usize> = BTreeMap::new();
+    for e in all_events(s, token, "types=alert_opened").await {
+        *opened
+            .entry(e["payload"]["alertId"].to_string())
+            .or_default() += 1;
+    }
+    let mut resolved: BTreeMap<String, usize> = BTreeMap::new();
+    for e in all_events(s, token, "types=alert_resolved").await {
+        *resolved
+            .entry(e["payload"]["alertId"].to_string())
+            .or_default() += 1;
+    }
+    for (name, (id, state)) in states {
+        let to: Vec<Option<u64>> = state_changes(s, token, id)
+            .await
+            .iter()
+            .map(|e| e["payload"]["toState"].as_u64())
+            .collect();
+        let episodes = (0..to.len())
+            .filter(|&i| to[i] == Some(2) && (i == 0 || to[i - 1] != Some(2)))
+            .count();
+        let page = json(
+            call(
+                s,
+                token,
+                Method::GET,
+                &format!("/api/v1/alerts?objectId={id}&limit=1000"),
+            )
+            .send()
+            .await
+            .unwrap(),
+            200,
+        )
+        .await;
+        let alerts = page["items"].as_array().unwrap();
+        if alerts.len() != episodes {
+            return Err(format!(
+                "{name}: {} alerts for {episodes} CRITICAL episodes ({to:?})",
+                alerts.len()
+            ));
+        }
+        let open = alerts.iter().filter(|a| a["status"] == "open").count();
+        let want_open = usize::from(*state == Some(2));
+        if open != want_open {
+            return Err(format!("{name} in state {state:?}: {open} open alerts"));
+        }
+        for a in alerts {
+            let key = a["id"].to_string();
+            if opened.get(&key) != Some(&1) {
+                return Err(format!(
+                    "{name}: alert {key} has {:?} alert_opened events",
+                    opened.get(&key)
+                ));
+            }
+            let closed = usize::from(a["status"] == "resolved");
+            if resolved.get(&key).copied().unwrap_or(0) != closed {
+                return Err(format!(
+                    "{name}: alert {key} ({}) has {:?} alert_resolved events",
+                    a["status"],
+                    resolved.get(&key)
+                ));
+            }
+        }
+    }
+    Ok(())
 }
