@@ -325,6 +325,24 @@ async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
         .await
         .unwrap();
     assert_problem(unknown, 404, "svc:not-found").await;
+
+    // Twenty alarms with one key at once: one opens, the others fold into it.
+    let storm = json!({"title": "Pump 3 dry run", "dedupKey": "pump-3"});
+    let answers = futures_util::future::join_all(
+        (0..20).map(|_| send(s, token, Method::POST, "/api/v1/alerts", storm.clone())),
+    )
+    .await;
+    let mut statuses: Vec<u16> = answers.iter().map(|r| r.status().as_u16()).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [&[200u16; 19][..], &[201]].concat());
+    let active = get(s, token, "/api/v1/alerts?status=open,acked").await;
+    let pumps: Vec<&Value> = active["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["dedupKey"] == "pump-3")
+        .collect();
+    assert_eq!(pumps.len(), 1, "one active alert per dedup key: {active}");
 }
 
 #[tokio::test]
