@@ -47,6 +47,15 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Restore a backup (`svc backup`) into an empty data directory, with no server running on
+    /// it; the restored audit chain is verified. Example: `svc restore --from site.tar --data-dir /var/lib/svc`.
+    Restore {
+        /// The archive `svc backup` wrote.
+        #[arg(long = "from")]
+        from: PathBuf,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
     /// Print the version string.
     Version,
     /// Configuration commands.
@@ -128,6 +137,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             })?;
             let secret = runtime()?.block_on(svc::app::bootstrap(&cfg))?;
             println!("{secret}");
+        }
+        Some(Command::Restore { from, data_dir }) => {
+            let done = runtime()?.block_on(svc::app::restore(&from, &data_dir))?;
+            println!("{done}");
         }
         Some(Command::Completion { shell }) => {
             use clap::CommandFactory;

@@ -370,6 +370,7 @@ impl From<StoreError> for Problem {
             | StoreError::Corrupt(_)
             | StoreError::Migration { .. }
             | StoreError::Io(_)
+            | StoreError::Invalid(_)
             | StoreError::Internal(_)) => Problem::internal(e.to_string()),
         }
     }

@@ -72,6 +72,7 @@ pub struct AppContext {
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,
     pub metric_queries: Arc<MetricQueries>,
+    pub backups: Arc<crate::store::backup::Backups>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
     pub clock: SharedClock,

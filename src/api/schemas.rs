@@ -114,6 +114,11 @@ pub fn status() -> Schema {
     json_schema!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}})
 }
 
+/// Bytes of a file (an archive).
+pub fn binary() -> Schema {
+    json_schema!({"type": "string", "contentMediaType": "application/octet-stream"})
+}
+
 /// A JSON object whose members the operation's description lists.
 pub fn open_object() -> Schema {
     json_schema!({"type": "object"})

@@ -1,5 +1,8 @@
 //! Operations endpoints: liveness, readiness, runtime info and health, metrics, the OpenAPI document.
 
+use super::access::Caller;
+use super::error::{Code, Problem};
+use super::extract::ApiQuery;
 use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
@@ -9,7 +12,7 @@ use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
 
@@ -35,7 +38,105 @@ pub fn routes() -> Vec<Route> {
             .answers_as(200, JSON, schemas::literal(schemas::system_info)),
         Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`).")
             .answers_as(200, JSON, schemas::literal(schemas::open_object)),
+        Route::get("/api/v1/system/backup", backup)
+            .permission("admin:backup")
+            .no_deadline()
+            .doc(
+                "system",
+                "Back up the instance",
+                "A consistent copy taken while the server runs: a tar archive (`application/x-tar`) of `manifest.json` (`{format, version, schemaVersion, createdAt, events, files}`), a snapshot of every database (each copied from one read transaction; writers carry on), the audit checkpoint of that snapshot and the secrets master key. `events=false` leaves the event month files out. Every tenant is included, so only a caller of the default tenant may take one (else 403). Restore with `svc restore --from FILE --data-dir DIR` while no server runs on DIR.",
+            )
+            .query::<BackupQuery>()
+            .answers_as(200, "application/x-tar", schemas::literal(schemas::binary)),
     ]
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BackupQuery {
+    /// `false` leaves the event history out (default `true`).
+    events: Option<bool>,
+}
+
+/// Streams the archive: the snapshots are taken first (a failure is a problem document), then
+/// written to the response from a blocking thread in 64 KiB chunks.
+async fn backup(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<BackupQuery>,
+) -> Result<Response, Problem> {
+    if c.principal.tenant != st.store.default_tenant().await?.id {
+        return Err(Problem::new(
+            Code::AuthForbidden,
+            "admin:backup of the default tenant: a backup holds every tenant",
+        ));
+    }
+    let backups = st.backups.clone();
+    let with_events = q.events.unwrap_or(true);
+    let prepared = tokio::task::spawn_blocking(move || backups.prepare(with_events))
+        .await
+        .map_err(|e| Problem::internal(e.to_string()))??;
+    tracing::info!(actor = %c.actor.actor_id, files = ?prepared.manifest.files, "backup taken");
+    let file_name = format!(
+        "svc-backup-{}.tar",
+        prepared.manifest.created_at.0.strftime("%Y%m%dT%H%M%SZ")
+    );
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        let mut body = ChunkWriter {
+            tx: tx.clone(),
+            chunk: Vec::with_capacity(CHUNK),
+        };
+        if let Err(e) = prepared.write(&mut body) {
+            tracing::warn!(error = %e, "backup not sent whole");
+            let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+    });
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-tar".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file_name}\""),
+            ),
+        ],
+        axum::body::Body::from_stream(chunks),
+    )
+        .into_response())
+}
+
+const CHUNK: usize = 64 * 1024;
+
+/// A blocking writer whose bytes become response body chunks.
+struct ChunkWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+    chunk: Vec<u8>,
+}
+
+impl std::io::Write for ChunkWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= CHUNK {
+            self.flush()?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(
+            &mut self.chunk,
+            Vec::with_capacity(CHUNK),
+        ));
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client left"))
+    }
 }
 
 async fn healthz() -> impl IntoResponse {

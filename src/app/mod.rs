@@ -337,6 +337,12 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(Courier(notify.clone()));
     supervisor.spawn(Handoffs::new(notify.clone()));
     supervisor.spawn(WebhookDispatcher::new(notify.clone(), events.clone()));
+    let backups = Arc::new(crate::store::backup::Backups {
+        store: store.clone(),
+        events: events.store().clone(),
+        metrics: metric_store.clone(),
+        master_key: config.master_key_file(),
+    });
     let ctx = Arc::new(AppContext {
         problem_base: config.problem_base(),
         config,
@@ -355,6 +361,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         pipeline: pipeline.clone(),
         scheduler,
         metric_queries,
+        backups,
         metrics,
         supervisor: supervisor.clone(),
         started_at: clock.now(),
@@ -405,6 +412,43 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     minted
         .map(|m| m.token)
         .map_err(|e| AppError::Internal(e.to_string()))
+}
+
+/// `svc restore`: unpacks a backup into an empty `data_dir`, opens it (migrating an older
+/// schema) and verifies its audit chain; a broken chain fails the restore.
+pub async fn restore(archive: &Path, data_dir: &Path) -> Result<String, AppError> {
+    let file = std::fs::File::open(archive)
+        .map_err(|e| AppError::Internal(format!("{}: {e}", archive.display())))?;
+    let dir = data_dir.to_path_buf();
+    let manifest = tokio::task::spawn_blocking(move || {
+        crate::store::backup::unpack(std::io::BufReader::new(file), &dir)
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.to_string()))??;
+    let store = open_store(data_dir, Arc::new(SystemClock)).await?;
+    let audit = store.verify_audit().await;
+    store.close();
+    let audit = audit?;
+    if !audit.intact {
+        return Err(AppError::Internal(format!(
+            "restored, but the audit chain does not verify: {}",
+            audit.error.unwrap_or_default()
+        )));
+    }
+    Ok(format!(
+        "restored {} files from svc {} (schema {}, taken {}, events {}) into {}; audit chain verified ({} entries)",
+        manifest.files.len(),
+        manifest.version,
+        manifest.schema_version,
+        manifest.created_at.0,
+        if manifest.events {
+            "included"
+        } else {
+            "left out"
+        },
+        data_dir.display(),
+        audit.verified
+    ))
 }
 
 /// `SVC_CRYPTO_POLICY=fast` selects the test preset of the secret hash; never set it in production.

@@ -160,23 +160,7 @@ impl Client {
         path: &str,
         mut on_event: impl AsyncFnMut(Value) -> Result<(), CliError>,
     ) -> Result<(), CliError> {
-        let mut res = self
-            .request(&self.streaming, Method::GET, path)
-            .header("accept", "text/event-stream")
-            .send()
-            .await
-            .map_err(|e| {
-                CliError::Transport(format!(
-                    "cannot connect to {}: {}",
-                    self.base,
-                    root_cause(&e)
-                ))
-            })?;
-        if !res.status().is_success() {
-            let status = res.status();
-            let text = res.text().await.unwrap_or_default();
-            return Err(problem(status, &text));
-        }
+        let mut res = self.open_stream(path, "text/event-stream").await?;
         let mut pending = String::new();
         let mut data = String::new();
         while let Some(chunk) = res
@@ -198,6 +182,61 @@ impl Client {
             }
         }
         Ok(())
+    }
+
+    /// A successful answer to GET `path` whose body is read as it comes (no time or size limit).
+    async fn open_stream(&self, path: &str, accept: &str) -> Result<reqwest::Response, CliError> {
+        let res = self
+            .request(&self.streaming, Method::GET, path)
+            .header("accept", accept)
+            .send()
+            .await
+            .map_err(|e| {
+                CliError::Transport(format!(
+                    "cannot connect to {}: {}",
+                    self.base,
+                    root_cause(&e)
+                ))
+            })?;
+        if !res.status().is_success() {
+            let status = res.status();
+            let text = res.text().await.unwrap_or_default();
+            return Err(problem(status, &text));
+        }
+        Ok(res)
+    }
+
+    /// Saves the body of GET `path` to `out` (owner-only; written beside it, then renamed, so
+    /// a broken transfer leaves no partial file under the name); the bytes written.
+    pub async fn download(&self, path: &str, out: &std::path::Path) -> Result<u64, CliError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut res = self.open_stream(path, "*/*").await?;
+        let partial = out.with_extension("part");
+        let local = |e: std::io::Error| CliError::Failed(format!("{}: {e}", partial.display()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&partial)
+            .map_err(local)?;
+        let mut written = 0u64;
+        loop {
+            let chunk = match res.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) => {
+                    let _ = std::fs::remove_file(&partial);
+                    return Err(CliError::Transport(format!("the transfer broke: {e}")));
+                }
+            };
+            file.write_all(&chunk).map_err(local)?;
+            written += chunk.len() as u64;
+        }
+        file.sync_all().map_err(local)?;
+        std::fs::rename(&partial, out).map_err(local)?;
+        Ok(written)
     }
 
     /// Sends a request and reads the answer's text (at most 16 MiB); an error status is an error.

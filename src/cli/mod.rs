@@ -105,6 +105,16 @@ pub enum ClientCommand {
     },
     /// Check the appliance: reachable, version, subsystems, queues, paging hardware.
     Doctor,
+    /// Save a consistent backup of the running server (needs `admin:backup` in the default
+    /// tenant): `svc backup --out site.tar`. Restore it with `svc restore`.
+    Backup {
+        /// The archive to write (owner-only).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Leave the event history out.
+        #[arg(long)]
+        no_events: bool,
+    },
     /// On a main instance: the federation sites with their connection (`svc sites`).
     Sites,
     /// On an edge: this instance as a site (`svc site status`).
@@ -459,6 +469,11 @@ async fn execute(
             if as_json { pretty(&v) } else { audit(&v) }
         }
         ClientCommand::Doctor => doctor(c, as_json).await?,
+        ClientCommand::Backup { out, no_events } => {
+            let path = format!("/api/v1/system/backup?events={}", !no_events);
+            let bytes = c.download(&path, &out).await?;
+            format!("wrote {} ({bytes} bytes)\n", out.display())
+        }
         ClientCommand::Login { email } => login::login(c, email).await?,
         ClientCommand::Logout => login::logout(c).await?,
         ClientCommand::Token { what } => token(c, as_json, what).await?,

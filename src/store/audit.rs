@@ -35,7 +35,7 @@ fn read_head(tx: &WriteTransaction) -> Result<ChainHead, StoreError> {
     }
 }
 
-fn read_head_ro(tx: &ReadTransaction) -> Result<ChainHead, StoreError> {
+pub(super) fn read_head_ro(tx: &ReadTransaction) -> Result<ChainHead, StoreError> {
     let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
     match meta.get(HEAD).map_err(StoreError::from_redb)? {
         Some(v) => decode(v.value()),

@@ -29,6 +29,9 @@ pub enum StoreError {
     Conflict(String),
     #[error("I/O error: {0}")]
     Io(String),
+    /// Input the store refuses outside the API (a backup archive to restore).
+    #[error("{0}")]
+    Invalid(String),
     #[error("internal storage error: {0}")]
     Internal(String),
 }

@@ -207,6 +207,26 @@ impl EventStore {
         Ok(store)
     }
 
+    /// Snapshots every month file into `dir` for a backup; the file names.
+    pub fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        let mut names = Vec::new();
+        for month in self.months() {
+            let Some(file) = self.file(month, false)? else {
+                continue;
+            };
+            let name = file_name(month);
+            super::backup::snapshot_db(&file.db, &dir.join(&name), |from, to| {
+                super::backup::copy_tables!(
+                    from,
+                    to,
+                    [MAIN, BY_OBJECT, BY_SOURCE, BY_TYPE, UNFILED]
+                )
+            })?;
+            names.push(name);
+        }
+        Ok(names)
+    }
+
     /// Month files present on disk, oldest first.
     pub fn months(&self) -> Vec<u32> {
         let mut months: Vec<u32> = std::fs::read_dir(&self.dir)

@@ -386,6 +386,21 @@ impl MetricsStore {
         }
     }
 
+    /// Snapshots the metric database into `dir` for a backup; `None` while it is not open.
+    pub fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
+        let Ok(db) = self.db() else {
+            return Ok(None);
+        };
+        super::backup::snapshot_db(db, &dir.join(FILE), |from, to| {
+            super::backup::copy_tables!(
+                from,
+                to,
+                [SERIES, COUNTERS, UNFILED, RAW, FIVE_MINUTES, ONE_HOUR]
+            )
+        })?;
+        Ok(Some(FILE.to_string()))
+    }
+
     /// The open database, or `Unavailable` while it could not be opened.
     fn db(&self) -> Result<&Arc<Database>, StoreError> {
         self.db

@@ -4,6 +4,7 @@
 
 pub mod alerts;
 mod audit;
+pub mod backup;
 mod bundle;
 mod codec;
 mod config;

@@ -1,7 +1,7 @@
 //! Every table of the database, named `key_value` by what it holds.
 
 use super::StoreError;
-use redb::{TableDefinition, WriteTransaction};
+use redb::{ReadTransaction, TableDefinition, WriteTransaction};
 
 /// Store-wide settings: `schema_version` and the like.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -127,6 +127,56 @@ pub const SITE_STATUS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("site_status_by_tenant_name");
 
 pub const META_LAST_OPEN: &str = "last_open_write";
+
+/// Copies every table for a backup (`backup::snapshot_into` refuses a table left off).
+pub fn copy_all(from: &ReadTransaction, to: &WriteTransaction) -> Result<Vec<String>, StoreError> {
+    super::backup::copy_tables!(
+        from,
+        to,
+        [
+            META,
+            TENANTS,
+            TENANT_SLUGS,
+            AUDIT,
+            TOKENS,
+            TOKEN_PREFIXES,
+            USERS,
+            USER_EMAILS,
+            SESSIONS,
+            CONFIG_DOCS,
+            CONFIG_IDS,
+            OBJECTS,
+            OBJECT_NAMES,
+            OBJECT_CHILDREN,
+            SECRETS,
+            HEARTBEATS,
+            STATES,
+            EVENT_JOURNAL,
+            CONSUMER_POSITIONS,
+            ALERTS,
+            ACTIVE_ALERT_KEYS,
+            ALERT_TIMERS,
+            PENDING_ALERTS,
+            RULE_BEATS,
+            STORM_INDEX,
+            STORM_INCIDENTS,
+            INCIDENTS,
+            SILENCES,
+            DOWNTIMES,
+            IDEMPOTENT_ANSWERS,
+            ESCALATIONS,
+            ESCALATIONS_DUE,
+            DELIVERIES,
+            DELIVERIES_DUE,
+            DEAD_LETTERS,
+            OVERRIDES,
+            SUPPRESSED_ALERTS,
+            HANDOFFS,
+            SETTINGS,
+            SITE_STATUS
+        ]
+    )
+}
 
 /// A tiny write that proves the file accepts commits.
 pub fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {

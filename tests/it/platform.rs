@@ -1,6 +1,11 @@
 //! The binary, the HTTP platform's cross-cutting rules and the operations endpoints.
 
 use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[tokio::test]
@@ -389,4 +394,229 @@ fn systemd_hears_ready_watchdog_and_stopping() {
         }
     }
     assert!(stopping, "STOPPING=1 on SIGTERM");
+}
+
+/// The entries of a tar archive, in order, with their bytes.
+fn entries(archive: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut tar = tar::Archive::new(std::fs::File::open(archive).unwrap());
+    tar.entries()
+        .unwrap()
+        .map(|e| {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().to_string_lossy().into_owned();
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut body).unwrap();
+            (name, body)
+        })
+        .collect()
+}
+
+/// `svc backup` copies a running server that keeps taking writes; `svc restore` makes a data
+/// directory a new server starts on with the same objects, states, alerts, events, tokens and
+/// master key, and an intact audit chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    for (path, body) in [
+        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        (
+            "/api/v1/services",
+            json!({"name": "pump", "host": "plc", "spec": {}}),
+        ),
+        ("/api/v1/alerts", json!({"title": "pump 2 dry run"})),
+    ] {
+        let res = call(s, token, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{path}");
+    }
+    let res = call(s, token, Method::PUT, "/api/v1/secrets/modbus")
+        .json(&json!({"value": "s3cret"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success());
+    let result = |state: &str| json!({"results": [{"host": "plc", "service": "pump", "state": state, "output": state}]});
+    let res = call(s, token, Method::POST, "/api/v1/results")
+        .json(&result("CRITICAL"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+
+    // Writes go on while the backup is taken.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (base, token, stop) = (s.base.clone(), token.to_string(), stop.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::builder()
+                .danger_accept_invalid_certs(true)
+                .build()
+                .unwrap();
+            let mut accepted = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let body = json!({"results": [{"host": "plc", "service": "pump", "state": accepted % 2 * 2, "output": "flip"}]});
+                let res = http
+                    .post(format!("{base}/api/v1/results"))
+                    .bearer_auth(&token)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(res.status(), 202);
+                accepted += 1;
+            }
+            accepted
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("site.tar");
+    let env = [("SVC_SERVER", s.base.as_str()), ("SVC_TOKEN", token)];
+    let (code, out, err) = svc(
+        &["--insecure", "backup", "--out", archive.to_str().unwrap()],
+        &env,
+    );
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("site.tar"), "{out}");
+    assert!(
+        writer.await.unwrap() > 0,
+        "no write went on during the backup"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "a backup holds secrets");
+    let listed = entries(&archive);
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[0], "manifest.json");
+    for want in ["svc.redb", "audit.checkpoint", "metrics.redb", "master.key"] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    assert!(names.iter().any(|n| n.starts_with("events-")), "{names:?}");
+    let manifest: Value = serde_json::from_slice(&listed[0].1).unwrap();
+    assert_eq!(manifest["format"], 1);
+    assert_eq!(manifest["events"], true);
+    assert!(manifest["schemaVersion"].as_u64().unwrap() > 0);
+    assert_eq!(manifest["files"].as_array().unwrap().len(), names.len() - 1);
+
+    // Restored into a new directory, a new server serves what the old one had.
+    let restored = dir.path().join("restored");
+    let (code, out, err) = svc(
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            restored.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("audit chain verified"), "{out}");
+    assert_eq!(
+        std::fs::read(restored.join("master.key")).unwrap(),
+        std::fs::read(s.data.join("master.key")).unwrap()
+    );
+    let copy = Server::start_in(&restored, Opts::default());
+    let get = |path: &'static str| {
+        let (copy, token) = (&copy, token);
+        async move {
+            json(
+                call(copy, token, Method::GET, path).send().await.unwrap(),
+                200,
+            )
+            .await
+        }
+    };
+    let services = get("/api/v1/services").await;
+    assert_eq!(services["items"][0]["name"], "pump");
+    assert!(
+        services["items"][0]["state"]["state"].is_u64(),
+        "{services}"
+    );
+    let alerts = get("/api/v1/alerts").await;
+    assert!(
+        alerts["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["title"] == "pump 2 dry run")
+    );
+    let changes = get("/api/v1/events?types=state_change").await;
+    assert!(!changes["items"].as_array().unwrap().is_empty());
+    let secrets = get("/api/v1/secrets").await;
+    assert!(secrets.to_string().contains("modbus"), "{secrets}");
+    let audit = json(
+        call(&copy, token, Method::POST, "/api/v1/audit:verify")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(audit["intact"], true, "{audit}");
+    drop(copy);
+
+    // A directory in use, and a file that is no backup, are refused.
+    let (code, _, err) = svc(
+        &[
+            "restore",
+            "--from",
+            archive.to_str().unwrap(),
+            "--data-dir",
+            restored.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("not empty"), "{err}");
+    let junk = dir.path().join("junk.tar");
+    std::fs::write(&junk, b"this is no archive").unwrap();
+    let empty = dir.path().join("empty");
+    let (code, _, err) = svc(
+        &[
+            "restore",
+            "--from",
+            junk.to_str().unwrap(),
+            "--data-dir",
+            empty.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("not an svc backup"), "{err}");
+
+    // Without events; and only for the default tenant.
+    let lean = dir.path().join("lean.tar");
+    let (code, _, err) = svc(
+        &[
+            "--insecure",
+            "backup",
+            "--no-events",
+            "--out",
+            lean.to_str().unwrap(),
+        ],
+        &env,
+    );
+    assert_eq!(code, 0, "{err}");
+    let listed = entries(&lean);
+    assert!(listed.iter().all(|(n, _)| !n.starts_with("events-")));
+    let manifest: Value = serde_json::from_slice(&listed[0].1).unwrap();
+    assert_eq!(manifest["events"], false);
+    let (tenant, _) = second_tenant(s, token, "tenant-b").await;
+    let (other, _) = mint_in(
+        s,
+        token,
+        &tenant,
+        json!({"name": "b-backup", "scopes": ["admin:backup"]}),
+    )
+    .await;
+    let res = call(s, &other, Method::GET, "/api/v1/system/backup")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 403, "svc:auth/forbidden").await;
 }
