@@ -620,3 +620,73 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
         .unwrap();
     assert_problem(res, 403, "svc:auth/forbidden").await;
 }
+
+/// The data directory of svc at schema version 16 (commit 641bd32^, before the federation
+/// table), packed as a backup: a host, a service left CRITICAL with its open alert, a rule, a
+/// contact, a secret, and the bootstrap token below (fast hashing, as the tests run).
+const SCHEMA_16: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/schema-16.tar");
+const SCHEMA_16_TOKEN: &str = "svc_f8bad248366b6eea95d24174b7c3763b40815be982db910b";
+
+/// An upgrade: the previous schema's data directory is migrated at the first start and what it
+/// held keeps working, the alert engine included.
+#[tokio::test]
+async fn a_data_directory_of_the_previous_schema_is_migrated_and_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, out, err) = svc(
+        &[
+            "restore",
+            "--from",
+            SCHEMA_16,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("schema 16"), "{out}");
+    let s = Server::start_in(&data, Opts::default());
+    let token = SCHEMA_16_TOKEN;
+    let get = |path: &'static str| {
+        let s = &s;
+        async move { json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await }
+    };
+    let hosts = get("/api/v1/hosts").await;
+    assert_eq!(hosts["items"][0]["name"], "plc");
+    assert_eq!(hosts["items"][0]["labels"], json!({"site": "lab"}));
+    let services = get("/api/v1/services?selector=site%3Dlab").await;
+    assert_eq!(services["items"][0]["name"], "pump");
+    assert_eq!(services["items"][0]["state"]["state"], 2);
+    let open = get("/api/v1/alerts?status=open").await;
+    assert_eq!(open["items"][0]["ruleId"], "pump-critical", "{open}");
+    assert_eq!(get("/api/v1/contacts").await["items"][0]["name"], "ada");
+    assert!(get("/api/v1/secrets").await.to_string().contains("modbus"));
+    let audit = json(
+        call(&s, token, Method::POST, "/api/v1/audit:verify")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(audit["intact"], true, "{audit}");
+    // What schema 17 added works on the old data.
+    assert_eq!(get("/api/v1/sites:overview").await["items"], json!([]));
+
+    // The alert engine resumes from its stored position: OK resolves the old alert.
+    let res = call(&s, token, Method::POST, "/api/v1/results")
+        .json(&json!({"results": [{"host": "plc", "service": "pump", "state": "OK", "output": "running"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let started = std::time::Instant::now();
+    loop {
+        let resolved = get("/api/v1/alerts?status=resolved").await;
+        if resolved["items"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{resolved}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
