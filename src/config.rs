@@ -46,6 +46,7 @@ pub struct Config {
     pub hardware: HardwareConfig,
     pub ai: AiConfig,
     pub secrets: SecretsConfig,
+    pub auth: AuthConfig,
     pub checks: ChecksConfig,
     pub alerting: AlertingConfig,
 }
@@ -67,6 +68,7 @@ impl Default for Config {
             hardware: HardwareConfig::default(),
             ai: AiConfig::default(),
             secrets: SecretsConfig::default(),
+            auth: AuthConfig::default(),
             checks: ChecksConfig::default(),
             alerting: AlertingConfig::default(),
         }
@@ -234,6 +236,23 @@ pub struct SecretsConfig {
     pub master_key_file: Option<PathBuf>,
 }
 
+/// Credential hashing.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Password and token hashes (argon2id, 64 MiB each) computed at once, 1..=64; others
+    /// wait. Default: the number of cores. It bounds the memory a burst of sign-ins takes.
+    pub hash_concurrency: Option<usize>,
+}
+
+impl AuthConfig {
+    pub fn hash_slots(&self) -> usize {
+        self.hash_concurrency.unwrap_or_else(|| {
+            std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+        })
+    }
+}
+
 /// Active checks.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -398,6 +417,11 @@ impl Config {
         if self.alerting.storm_window.0.is_zero() {
             p.push("alerting.stormWindow: must be positive".into());
         }
+        if let Some(n) = self.auth.hash_concurrency
+            && !(1..=64).contains(&n)
+        {
+            p.push(format!("auth.hashConcurrency: {n} must be 1..64"));
+        }
         if !(1..=1024).contains(&self.checks.max_concurrent) {
             p.push(format!(
                 "checks.maxConcurrent: {} must be 1..1024",
@@ -555,7 +579,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let c = Config::from_yaml(
-            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nchecks: {maxConcurrent: 0}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nauth: {hashConcurrency: 0}\nchecks: {maxConcurrent: 0}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
         )
         .unwrap();
         let p = c.problems().join("\n");
@@ -565,6 +589,7 @@ mod tests {
             "ldap.baseDn:",
             "ldap.bindPassword:",
             "storage.backend:",
+            "auth.hashConcurrency:",
             "checks.maxConcurrent:",
             "site.name:",
             "site.token:",

@@ -211,6 +211,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         store.clone(),
         clock.clone(),
         crypto_policy(),
+        config.auth.hash_slots(),
         events.clone(),
     );
     supervisor.spawn(LastUsedWorker(auth.clone()));
@@ -405,7 +406,13 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
     let store = open_store(&config.data_dir, clock.clone()).await?;
     let events = open_events(&config.data_dir, clock.clone(), Arc::new(Metrics::new()))?;
-    let auth = Auth::new(store.clone(), clock, crypto_policy(), events.clone());
+    let auth = Auth::new(
+        store.clone(),
+        clock,
+        crypto_policy(),
+        config.auth.hash_slots(),
+        events.clone(),
+    );
     let minted = auth.mint_bootstrap().await;
     events.store().close();
     store.close();

@@ -21,11 +21,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-/// At most this many argon2 computations (64 MiB each) run at once.
-const HASH_SLOTS: usize = 2;
-/// At most this many hashings wait for or hold a slot; past it a caller is answered busy at
-/// once, so a flood queues nobody behind it and sign-ins keep their latency.
-const HASH_QUEUE: usize = 16;
+/// At most this many hashings wait for or hold a slot (`auth.hashConcurrency` of them run at
+/// once, 64 MiB each); past it a caller is answered busy at once, so a flood cannot queue
+/// requests past their deadline.
+const HASH_QUEUE: usize = 128;
 /// Failed token verifications (a real token's prefix with a wrong secret, each costing an
 /// argon2 run) allowed per client address: a burst of 20, then one per 5 s.
 const TOKEN_FAILURE_BURST: u32 = 20;
@@ -67,13 +66,14 @@ impl Auth {
         store: Arc<Store>,
         clock: SharedClock,
         policy: CryptoPolicy,
+        hash_slots: usize,
         sink: Arc<dyn EventSink>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
             policy,
-            hash_slots: Semaphore::new(HASH_SLOTS),
+            hash_slots: Semaphore::new(hash_slots.max(1)),
             hash_queue: AtomicUsize::new(0),
             cache_key: super::crypto::random_bytes::<32>().unwrap_or_default(),
             verified: Mutex::new(HashMap::new()),
@@ -126,7 +126,7 @@ impl Auth {
         Ok(Queued(&self.hash_queue))
     }
 
-    /// Runs argon2 off the async runtime, at most `HASH_SLOTS` at once.
+    /// Runs argon2 off the async runtime, at most `auth.hashConcurrency` at once.
     pub(super) async fn hash_secret(&self, secret: String) -> Result<String, AuthError> {
         let _queued = self.queue_for_hashing()?;
         let _slot = self

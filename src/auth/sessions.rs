@@ -390,6 +390,7 @@ mod expiry_tests {
             store.clone(),
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
+            1,
             Arc::new(DiscardSink),
         );
         let seed = SeedSettings {
@@ -448,6 +449,7 @@ mod expiry_tests {
             store,
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
+            1,
             Arc::new(DiscardSink),
         );
         let password = "a long enough password";
