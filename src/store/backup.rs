@@ -99,8 +99,26 @@ pub(super) fn snapshot_db(db: &Database, dst: &Path, copy: CopyTables) -> Result
     snapshot_into(&from, dst, copy)
 }
 
+const SCRATCH_PREFIX: &str = ".backup-";
+
 /// The scratch directory of one backup, removed when dropped.
 struct Scratch(PathBuf);
+
+/// Removes the scratch directories of backups a crash interrupted (at open, before any runs).
+pub(super) fn remove_scratch(data_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(SCRATCH_PREFIX)
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
 
 impl Drop for Scratch {
     fn drop(&mut self) {
@@ -122,7 +140,7 @@ impl Backups {
     /// so they may hold events of the moments the copy took beyond it (never fewer).
     pub fn prepare(&self, with_events: bool) -> Result<Prepared, StoreError> {
         let dir = self.store.path.parent().unwrap_or(Path::new("."));
-        let scratch = Scratch(dir.join(format!(".backup-{}", self.store.clock.new_id())));
+        let scratch = Scratch(dir.join(format!("{SCRATCH_PREFIX}{}", self.store.clock.new_id())));
         std::fs::create_dir_all(&scratch.0).map_err(|e| StoreError::Io(e.to_string()))?;
         let db = self.store.handle()?;
         let snapshot = db.begin_read().map_err(StoreError::from_redb)?;
@@ -326,6 +344,17 @@ mod tests {
         ] {
             assert!(!known_entry(name), "{name}");
         }
+    }
+
+    #[test]
+    fn an_interrupted_backups_scratch_is_removed_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join(".backup-1")).unwrap();
+        std::fs::write(dir.path().join(".backup-1/svc.redb"), b"half a copy").unwrap();
+        std::fs::write(dir.path().join("svc.redb"), b"live data").unwrap();
+        remove_scratch(dir.path());
+        assert!(!dir.path().join(".backup-1").exists());
+        assert!(dir.path().join("svc.redb").exists());
     }
 
     #[test]

@@ -169,7 +169,9 @@ impl Store {
     /// Proves the disk has room, opens the file (repairing it after a crash), migrates it and
     /// ensures the default tenant, then serves from it.
     fn bring_online(&self) -> Result<(), StoreError> {
-        check_headroom(self.path.parent().unwrap_or(Path::new(".")))?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        backup::remove_scratch(dir);
+        check_headroom(dir)?;
         let db = open_db(&self.path)?;
         migrations::apply(&db, migrations::MIGRATIONS)?;
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;

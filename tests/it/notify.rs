@@ -1275,3 +1275,94 @@ async fn a_script_channel_gets_the_message_on_stdin() {
         "{text}"
     );
 }
+
+/// A fixed-offset zone (`Etc/GMT∓n`) whose local hour is `hour` now, and the local time there.
+fn zone_at_hour(hour: i8) -> (String, jiff::Zoned) {
+    let now = jiff::Timestamp::now();
+    let utc_hour = now.to_zoned(jiff::tz::TimeZone::UTC).hour();
+    let mut offset = (hour - utc_hour).rem_euclid(24);
+    if offset > 14 {
+        offset -= 24;
+    }
+    // POSIX-style names: Etc/GMT-3 is three hours ahead of UTC.
+    let name = match offset {
+        0 => "Etc/GMT".to_string(),
+        o if o > 0 => format!("Etc/GMT-{o}"),
+        o => format!("Etc/GMT+{}", -o),
+    };
+    let local = now.to_zoned(jiff::tz::TimeZone::get(&name).unwrap());
+    assert_eq!(local.hour(), hour, "{name}");
+    (name, local)
+}
+
+/// A contact's preferences choose the channel at delivery (SEMANTICS 4): those whose minimum
+/// severity the alert does not reach are skipped, the first whose period contains now wins,
+/// else the first without a period; the built-in `night` (weekdays before 08:00 and from 18:00,
+/// weekends) is read in the contact's own time zone.
+#[tokio::test]
+async fn preferences_pick_the_channel_by_severity_and_the_contacts_own_night() {
+    let hooks = Receiver::start().await;
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let (night_zone, _) = zone_at_hour(3);
+    let (day_zone, day) = zone_at_hour(13);
+    let weekend = matches!(
+        day.weekday(),
+        jiff::civil::Weekday::Saturday | jiff::civil::Weekday::Sunday
+    );
+    let preferences = json!([
+        {"channels": ["teams"], "profile": "urgent at night", "severity": "critical", "period": "night"},
+        {"channels": ["slack"], "profile": "quiet hours", "period": "night"},
+        {"channels": ["webhook"], "profile": "default"}
+    ]);
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/channels", json!({"name": "chat", "type": "slack", "config": {"url": hooks.url("/chat")}})),
+            ("/api/v1/channels", json!({"name": "team", "type": "teams", "config": {"url": hooks.url("/team")}})),
+            ("/api/v1/contacts", json!({"name": "nina", "timeZone": night_zone, "preferences": preferences})),
+            ("/api/v1/contacts", json!({"name": "dan", "timeZone": day_zone, "preferences": preferences})),
+            ("/api/v1/escalation-policies", json!({"name": "page-nina", "steps": [{"after": 0, "notify": {"contact": "nina"}}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page-dan", "steps": [{"after": 0, "notify": {"contact": "dan"}}]})),
+        ],
+    )
+    .await;
+    let alarm = |title: &str, severity: &str, policy: &str| json!({"title": title, "severity": severity, "escalationPolicy": policy});
+    for body in [
+        alarm("valve 1 sticks", "warning", "page-nina"),
+        alarm("valve 2 sticks", "warning", "page-dan"),
+        alarm("boiler 3 overpressure", "critical", "page-nina"),
+    ] {
+        json(
+            send(s, token, Method::POST, "/api/v1/alerts", body).await,
+            201,
+        )
+        .await;
+    }
+    let within = Duration::from_secs(10);
+    // nina at 03:00: the warning skips the critical-only preference and takes her night's.
+    let chat = hooks.wait_for("/chat", 1, within).await;
+    assert!(String::from_utf8_lossy(&chat[0].body).contains("valve 1 sticks"));
+    // The critical alert reaches the critical-only night preference.
+    let team = hooks.wait_for("/team", 1, within).await;
+    assert!(String::from_utf8_lossy(&team[0].body).contains("boiler 3 overpressure"));
+    // dan at 13:00: night only on a weekend, else the preference without a period.
+    let dans = if weekend { "/chat" } else { "/hook" };
+    let got = hooks
+        .wait_for(dans, if weekend { 2 } else { 1 }, within)
+        .await;
+    assert!(
+        got.iter()
+            .any(|r| String::from_utf8_lossy(&r.body).contains("valve 2 sticks")),
+        "dan's warning on {dans} ({day_zone}, {:?})",
+        day.weekday()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let total: usize = ["/hook", "/chat", "/team"]
+        .iter()
+        .map(|p| hooks.received(p).len())
+        .sum();
+    assert_eq!(total, 3, "one delivery per alert");
+}
