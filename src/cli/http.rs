@@ -105,13 +105,7 @@ impl Client {
             .body(form)
             .send()
             .await
-            .map_err(|e| {
-                CliError::Transport(format!(
-                    "cannot connect to {}: {}",
-                    self.base,
-                    root_cause(&e)
-                ))
-            })?;
+            .map_err(|e| self.unreachable(&e))?;
         let cookie = res
             .headers()
             .get_all("set-cookie")
@@ -184,6 +178,14 @@ impl Client {
         Ok(())
     }
 
+    fn unreachable(&self, e: &reqwest::Error) -> CliError {
+        CliError::Transport(format!(
+            "cannot connect to {}: {}",
+            self.base,
+            root_cause(e)
+        ))
+    }
+
     /// A successful answer to GET `path` whose body is read as it comes (no time or size limit).
     async fn open_stream(&self, path: &str, accept: &str) -> Result<reqwest::Response, CliError> {
         let res = self
@@ -191,13 +193,7 @@ impl Client {
             .header("accept", accept)
             .send()
             .await
-            .map_err(|e| {
-                CliError::Transport(format!(
-                    "cannot connect to {}: {}",
-                    self.base,
-                    root_cause(&e)
-                ))
-            })?;
+            .map_err(|e| self.unreachable(&e))?;
         if !res.status().is_success() {
             let status = res.status();
             let text = res.text().await.unwrap_or_default();

@@ -411,6 +411,12 @@ fn entries(archive: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// `svc restore --from ARCHIVE --data-dir DIR`: (exit code, stdout, stderr).
+fn restore(archive: &Path, data_dir: &Path) -> (i32, String, String) {
+    let (archive, data_dir) = (archive.to_str().unwrap(), data_dir.to_str().unwrap());
+    svc(&["restore", "--from", archive, "--data-dir", data_dir], &[])
+}
+
 /// `svc backup` copies a running server that keeps taking writes; `svc restore` makes a data
 /// directory a new server starts on with the same objects, states, alerts, events, tokens and
 /// master key, and an intact audit chain.
@@ -504,16 +510,7 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
 
     // Restored into a new directory, a new server serves what the old one had.
     let restored = dir.path().join("restored");
-    let (code, out, err) = svc(
-        &[
-            "restore",
-            "--from",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            restored.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (code, out, err) = restore(&archive, &restored);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("audit chain verified"), "{out}");
     assert_eq!(
@@ -561,31 +558,13 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
     drop(copy);
 
     // A directory in use, and a file that is no backup, are refused.
-    let (code, _, err) = svc(
-        &[
-            "restore",
-            "--from",
-            archive.to_str().unwrap(),
-            "--data-dir",
-            restored.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (code, _, err) = restore(&archive, &restored);
     assert_eq!(code, 1);
     assert!(err.contains("not empty"), "{err}");
     let junk = dir.path().join("junk.tar");
     std::fs::write(&junk, b"this is no archive").unwrap();
     let empty = dir.path().join("empty");
-    let (code, _, err) = svc(
-        &[
-            "restore",
-            "--from",
-            junk.to_str().unwrap(),
-            "--data-dir",
-            empty.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (code, _, err) = restore(&junk, &empty);
     assert_eq!(code, 1);
     assert!(err.contains("not an svc backup"), "{err}");
 
@@ -633,16 +612,7 @@ const SCHEMA_16_TOKEN: &str = "svc_f8bad248366b6eea95d24174b7c3763b40815be982db9
 async fn a_data_directory_of_the_previous_schema_is_migrated_and_keeps_working() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (code, out, err) = svc(
-        &[
-            "restore",
-            "--from",
-            SCHEMA_16,
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let (code, out, err) = restore(Path::new(SCHEMA_16), &data);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("schema 16"), "{out}");
     let s = Server::start_in(&data, Opts::default());
