@@ -70,7 +70,7 @@ impl SourceListeners {
                         Some(name) => self.ingress.secrets.secret(key.0, name).await,
                         None => None,
                     };
-                    mqtt::start(&self.ingress, source, body.mapping, password)
+                    mqtt::start(&self.ingress, source, &body.mapping, password)
                 }
                 _ => snmp::start(&self.ingress, source).await,
             };

@@ -6,6 +6,7 @@
 
 pub mod espa;
 pub mod listeners;
+pub mod mapping;
 pub mod mqtt;
 pub mod phone;
 pub mod snmp;
@@ -29,6 +30,7 @@ pub struct Ingress {
     secrets: Arc<dyn SecretSource>,
     buckets: webhook::Buckets,
     counters: Mutex<BTreeMap<String, SourceCounters>>,
+    mappings: mapping::Compiled,
 }
 
 /// What a source brought since start: events stored, requests or messages refused (auth,
@@ -102,6 +104,7 @@ impl Ingress {
             secrets,
             buckets: webhook::Buckets::default(),
             counters: Mutex::default(),
+            mappings: mapping::Compiled::default(),
         })
     }
 

@@ -8,6 +8,7 @@
 //! topic is the `topic` label. Listeners reconnect with backoff (1 s doubling to 60 s, with
 //! jitter).
 
+use super::mapping::Mapping;
 use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::model::event::Severity;
@@ -80,7 +81,7 @@ fn subscription(source: &Source, password: Option<String>) -> Result<Subscriptio
 /// One message as an event: JSON through the mapping, anything else as text.
 fn message(
     source: &Source,
-    mapping: &BTreeMap<String, String>,
+    mapping: &Mapping,
     topic: &str,
     payload: &[u8],
 ) -> Result<Normalized, String> {
@@ -111,12 +112,7 @@ fn message(
 
 impl Ingress {
     /// Listens to one source until the task is aborted.
-    async fn listen_mqtt(
-        self: Arc<Self>,
-        source: Source,
-        mapping: BTreeMap<String, String>,
-        sub: Subscription,
-    ) {
+    async fn listen_mqtt(self: Arc<Self>, source: Source, mapping: Mapping, sub: Subscription) {
         let mut backoff = Duration::from_secs(1);
         loop {
             let mut options = MqttOptions::new(&sub.client_id, &sub.host, sub.port);
@@ -219,10 +215,11 @@ async fn poll(mut events: EventLoop, tx: mpsc::Sender<Incoming>) {
 pub(super) fn start(
     ingress: &Arc<Ingress>,
     source: Source,
-    mapping: BTreeMap<String, String>,
+    mapping: &BTreeMap<String, String>,
     password: Option<String>,
 ) -> Result<JoinHandle<()>, String> {
     let sub = subscription(&source, password)?;
+    let mapping = Mapping::compile(mapping)?;
     Ok(tokio::spawn(
         ingress.clone().listen_mqtt(source, mapping, sub),
     ))
@@ -261,7 +258,7 @@ mod tests {
 
     #[test]
     fn plain_payloads_become_the_summary() {
-        let e = message(&source(&[]), &BTreeMap::new(), "plant/p1", b"pump 1 hot").unwrap();
+        let e = message(&source(&[]), &Mapping::default(), "plant/p1", b"pump 1 hot").unwrap();
         assert_eq!(e.summary, "pump 1 hot");
         assert_eq!(e.labels["topic"], "plant/p1");
         assert_eq!(e.severity, Severity::Warning);

@@ -6,6 +6,7 @@
 //! `dedupKey`, `labels` and `resolve`. Every event of a request is stored in one transaction,
 //! or none is.
 
+use super::mapping::Mapping;
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
@@ -143,22 +144,16 @@ fn truthy(v: &Value) -> Option<bool> {
 /// the wrong kind of value is the 422 reason.
 pub(super) fn map_document(
     doc: &Value,
-    mapping: &BTreeMap<String, String>,
+    mapping: &Mapping,
     source: &str,
     default_severity: Severity,
 ) -> Result<Normalized, IngestError> {
-    let mapped = |field: &str| -> Result<Option<&Value>, IngestError> {
-        match mapping.get(field) {
-            None => Ok(None),
-            Some(p) => path(doc, p)
-                .map(Some)
-                .ok_or_else(|| IngestError::Mapping(format!("{field}: {p} is not in the body"))),
-        }
-    };
+    let resolved = mapping.resolve(doc).map_err(IngestError::Mapping)?;
+    let mapped = |field: &str| resolved.get(field);
     let wrong = |field: &str, v: &Value, want: &str| {
         IngestError::Mapping(format!("{field}: {v} is not {want}"))
     };
-    let severity = match mapped("severity")? {
+    let severity = match mapped("severity") {
         Some(v) => text(v)
             .and_then(|s| severity_named(&s))
             .ok_or_else(|| wrong("severity", v, "a severity (critical, warning, info, ok)"))?,
@@ -168,22 +163,22 @@ pub(super) fn map_document(
             .and_then(severity_named)
             .unwrap_or(default_severity),
     };
-    let summary = match mapped("summary")? {
+    let summary = match mapped("summary") {
         Some(v) => text(v).ok_or_else(|| wrong("summary", v, "text"))?,
         None => ["summary", "title", "message", "text"]
             .iter()
             .find_map(|k| doc.get(*k).and_then(text))
             .unwrap_or_else(|| format!("{source} event")),
     };
-    let dedup_key = match mapped("dedupKey")? {
+    let dedup_key = match mapped("dedupKey") {
         Some(v) => Some(text(v).ok_or_else(|| wrong("dedupKey", v, "text"))?),
         None => doc.get("dedupKey").and_then(text),
     };
-    let labels = match mapped("labels")? {
+    let labels = match mapped("labels") {
         Some(v) => labels_of(v).ok_or_else(|| wrong("labels", v, "an object of values"))?,
         None => doc.get("labels").and_then(labels_of).unwrap_or_default(),
     };
-    let resolve = match mapped("resolve")? {
+    let resolve = match mapped("resolve") {
         Some(v) => truthy(v).ok_or_else(|| wrong("resolve", v, "a boolean or a status"))?,
         None => doc.get("resolve").and_then(Value::as_bool).unwrap_or(false),
     };
@@ -305,7 +300,7 @@ impl Ingress {
         &self,
         name: &str,
         tenant: Option<Uuid>,
-    ) -> Result<(Uuid, EventSource), IngestError> {
+    ) -> Result<(Uuid, EventSource, u64), IngestError> {
         let tenants = match tenant {
             Some(t) => vec![t],
             None => {
@@ -330,7 +325,7 @@ impl Ingress {
                 Ok(doc) => {
                     let body = serde_json::from_str(&doc.body)
                         .map_err(|_| IngestError::UnknownSource(name.to_string()))?;
-                    return Ok((t, body));
+                    return Ok((t, body, doc.version));
                 }
                 Err(StoreError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
@@ -432,7 +427,7 @@ impl Ingress {
         creds: Credentials,
         body: &[u8],
     ) -> Result<Vec<Uuid>, IngestError> {
-        let (tenant, source) = self.source_doc(name, creds.tenant).await?;
+        let (tenant, source, version) = self.source_doc(name, creds.tenant).await?;
         if !source.enabled {
             return Err(IngestError::Disabled(name.to_string()));
         }
@@ -464,8 +459,9 @@ impl Ingress {
                     ));
                 }
             };
+            let mapping = self.mapping_of(tenant, name, version, &source)?;
             docs.iter()
-                .map(|d| map_document(d, &source.mapping, name, default_severity))
+                .map(|d| map_document(d, &mapping, name, default_severity))
                 .collect::<Result<_, _>>()?
         };
         if events.len() > EVENTS_PER_REQUEST {
@@ -494,7 +490,8 @@ mod tests {
 
     #[test]
     fn a_mapping_names_what_it_cannot_read() {
-        let mapping = BTreeMap::from([("severity".to_string(), "$.level".to_string())]);
+        let raw = BTreeMap::from([("severity".to_string(), "$.level".to_string())]);
+        let mapping = Mapping::compile(&raw).unwrap();
         let n = map_document(
             &json!({"level": "WARN", "title": "t"}),
             &mapping,

@@ -992,7 +992,9 @@ pub struct EventSource {
     pub burst: Option<u32>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// Normalised field → JSON path into the original (`summary: "$.alert.title"`).
+    /// Normalised field (`severity`, `summary`, `dedupKey`, `labels`, `resolve`) → a JSON path
+    /// into the original (`summary: "$.alert.title"`) or a CEL expression over it as `body`,
+    /// prefixed `cel:` (`severity: "cel:body.level >= 3 ? 'critical' : 'warning'"`).
     #[serde(default)]
     pub mapping: BTreeMap<String, String>,
     #[serde(default)]
@@ -1007,6 +1009,9 @@ fn token_auth() -> String {
     "token".into()
 }
 
+/// Marks a mapping value as a CEL expression rather than a JSON path.
+pub const CEL_MAPPING_PREFIX: &str = "cel:";
+
 fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     validate_with(body, |e: &EventSource| {
         one_of("type", &e.kind, &SOURCE_TYPES)?;
@@ -1014,7 +1019,16 @@ fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
             "authMode",
             &e.auth_mode,
             &["token", "hmac", "basic", "none"],
-        )
+        )?;
+        for (field, value) in &e.mapping {
+            if let Some(expr) = value.trim().strip_prefix(CEL_MAPPING_PREFIX) {
+                super::cel::check(expr).map_err(|err| Invalid {
+                    field: "mapping".into(),
+                    detail: format!("{field}: {err}"),
+                })?;
+            }
+        }
+        Ok(())
     })
 }
 

@@ -280,6 +280,66 @@ async fn a_mapping_reads_the_body_or_says_why_not_and_stores_all_or_nothing() {
     );
 }
 
+/// Mapping values prefixed `cel:` are CEL expressions over the body: checked at save, and a
+/// body an expression cannot read is refused like a missing path.
+#[tokio::test]
+async fn cel_mappings_compute_fields_from_the_body() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let bad = send(s, token, Method::POST, "/api/v1/event-sources",
+        json!({"name": "broken", "type": "webhook", "authMode": "none", "mapping": {"severity": "cel:body.level >="}})).await;
+    let p = assert_problem(bad, 422, "svc:validation/mapping").await;
+    assert!(
+        p["detail"].as_str().unwrap().starts_with("severity: "),
+        "{p}"
+    );
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "scada", "type": "webhook", "authMode": "none", "mapping": {
+                "severity": "cel:body.prio <= 1 ? 'critical' : (body.prio <= 3 ? 'warning' : 'info')",
+                "summary": "cel:body.station + ': ' + body.msg",
+                "dedupKey": "cel:body.station + '/' + string(body.point)",
+                "labels": "cel:{'station': body.station}",
+                "resolve": "cel:body.state == 'gone'"}}),
+        )],
+    )
+    .await;
+    let alarm =
+        json!({"station": "pumpwerk-7", "point": 12, "prio": 1, "msg": "dry run", "state": "come"});
+    assert_eq!(
+        post(s, "scada").json(&alarm).send().await.unwrap().status(),
+        202
+    );
+    let events = ingress_events(s, token).await;
+    assert_eq!(events[0]["severity"], "critical");
+    assert_eq!(events[0]["payload"]["summary"], "pumpwerk-7: dry run");
+    assert_eq!(events[0]["payload"]["dedupKey"], "pumpwerk-7/12");
+    assert_eq!(events[0]["payload"]["labels"]["station"], "pumpwerk-7");
+    let gone =
+        json!({"station": "pumpwerk-7", "point": 12, "prio": 5, "msg": "dry run", "state": "gone"});
+    assert_eq!(
+        post(s, "scada").json(&gone).send().await.unwrap().status(),
+        202
+    );
+    let events = ingress_events(s, token).await;
+    assert_eq!(events[0]["payload"]["resolve"], true);
+    assert_eq!(events[0]["severity"], "info");
+    let unreadable = json!({"station": "pumpwerk-7", "prio": 1, "msg": "dry run", "state": "come"});
+    let p = assert_problem(
+        post(s, "scada").json(&unreadable).send().await.unwrap(),
+        422,
+        "svc:ingress/mapping",
+    )
+    .await;
+    assert!(
+        p["detail"].as_str().unwrap().starts_with("dedupKey: "),
+        "{p}"
+    );
+}
+
 #[tokio::test]
 async fn alertmanager_firing_and_resolved_open_and_close_the_same_alert() {
     let a = Admin::start();
