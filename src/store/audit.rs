@@ -15,7 +15,7 @@ use std::sync::Arc;
 const HEAD: &str = "audit_head";
 /// A checkpoint is written every this many entries, and at shutdown.
 const CHECKPOINT_EVERY: u64 = 1000;
-const CHECKPOINT_FILE: &str = "audit.checkpoint";
+pub(super) const CHECKPOINT_FILE: &str = "audit.checkpoint";
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChainHead {

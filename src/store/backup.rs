@@ -3,7 +3,7 @@
 //! audit checkpoint of that snapshot, the secrets master key and a manifest go into a tar
 //! archive. Restore unpacks an archive into an empty data directory.
 
-use super::audit::read_head_ro;
+use super::audit::{CHECKPOINT_FILE, read_head_ro};
 use super::events::EventStore;
 use super::metrics::MetricsStore;
 use super::{DB_FILE, Store, StoreError, migrations};
@@ -17,14 +17,13 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub const MANIFEST: &str = "manifest.json";
-pub const CHECKPOINT: &str = "audit.checkpoint";
-pub const MASTER_KEY: &str = "master.key";
+const MANIFEST: &str = "manifest.json";
+const MASTER_KEY: &str = "master.key";
 /// The archive layout; a restore refuses another.
 const FORMAT: u32 = 1;
 
 /// What an archive holds, its first entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackupManifest {
     pub format: u32,
@@ -152,8 +151,8 @@ impl Backups {
         if head.seq > 0 {
             let body =
                 serde_json::to_vec(&head).map_err(|e| StoreError::Internal(e.to_string()))?;
-            write_file(&scratch.0.join(CHECKPOINT), &body)?;
-            files.push(CHECKPOINT.into());
+            write_file(&scratch.0.join(CHECKPOINT_FILE), &body)?;
+            files.push(CHECKPOINT_FILE.into());
         }
         if let Some(name) = self.metrics.snapshot(&scratch.0)? {
             files.push(name);
@@ -237,7 +236,7 @@ fn known_entry(name: &str) -> bool {
         || [
             MANIFEST,
             DB_FILE,
-            CHECKPOINT,
+            CHECKPOINT_FILE,
             MASTER_KEY,
             super::metrics::FILE,
         ]
