@@ -24,7 +24,7 @@ use uuid::Uuid;
 /// At most this many hashings wait for or hold a slot (`auth.hashConcurrency` of them run at
 /// once, 64 MiB each); past it a caller is answered busy at once, so a flood cannot queue
 /// requests past their deadline.
-const HASH_QUEUE: usize = 128;
+pub(super) const HASH_QUEUE: usize = 128;
 /// Failed token verifications (a real token's prefix with a wrong secret, each costing an
 /// argon2 run) allowed per client address: a burst of 20, then one per 5 s.
 const TOKEN_FAILURE_BURST: u32 = 20;

@@ -459,7 +459,7 @@ mod expiry_tests {
         };
         auth.seed_default_admin(seed).await.unwrap();
         let held: Vec<_> = std::iter::from_fn(|| auth.queue_for_hashing().ok()).collect();
-        assert_eq!(held.len(), 16, "the queue holds 16");
+        assert_eq!(held.len(), crate::auth::service::HASH_QUEUE);
         assert!(matches!(
             auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1")
                 .await,
