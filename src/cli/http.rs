@@ -210,29 +210,32 @@ impl Client {
         let mut res = self.open_stream(path, "*/*").await?;
         let partial = out.with_extension("part");
         let local = |e: std::io::Error| CliError::Failed(format!("{}: {e}", partial.display()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&partial)
-            .map_err(local)?;
-        let mut written = 0u64;
-        loop {
-            let chunk = match res.chunk().await {
-                Ok(Some(chunk)) => chunk,
-                Ok(None) => break,
-                Err(e) => {
-                    let _ = std::fs::remove_file(&partial);
-                    return Err(CliError::Transport(format!("the transfer broke: {e}")));
-                }
-            };
-            file.write_all(&chunk).map_err(local)?;
-            written += chunk.len() as u64;
+        let saved = async {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&partial)
+                .map_err(local)?;
+            let mut written = 0u64;
+            while let Some(chunk) = res
+                .chunk()
+                .await
+                .map_err(|e| CliError::Transport(format!("the transfer broke: {e}")))?
+            {
+                file.write_all(&chunk).map_err(local)?;
+                written += chunk.len() as u64;
+            }
+            file.sync_all().map_err(local)?;
+            std::fs::rename(&partial, out).map_err(local)?;
+            Ok(written)
         }
-        file.sync_all().map_err(local)?;
-        std::fs::rename(&partial, out).map_err(local)?;
-        Ok(written)
+        .await;
+        if saved.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        saved
     }
 
     /// Sends a request and reads the answer's text (at most 16 MiB); an error status is an error.

@@ -599,15 +599,16 @@ impl Session<'_> {
 
     async fn start_up(&mut self) -> Result<(), GsmError> {
         let mut alive = Err(GsmError::Timeout(COMMAND_TIMEOUT));
-        for _ in 0..3 {
+        let mut probes = 0;
+        while probes < 3 && alive.is_err() {
+            probes += 1;
             alive = self.command_within("AT", Duration::from_secs(2)).await;
-            if alive.is_ok() {
-                break;
-            }
         }
         alive?;
-        // An answer to an earlier probe may still be on its way.
-        self.settle().await?;
+        if probes > 1 {
+            // The timed-out probe's answer may have come with this one's.
+            self.settle().await?;
+        }
         self.command("ATE0").await?;
         self.command("AT+CMEE=2").await?;
         self.unlock_sim().await?;

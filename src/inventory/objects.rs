@@ -406,8 +406,7 @@ impl Inventory {
         let objects = self
             .store
             .objects(p.tenant, after, limit, move |o| {
-                let own = || o.labels.clone();
-                filter.matches(o, &effective(o.id).unwrap_or_else(own))
+                filter.matches(o, || effective(o.id).unwrap_or_else(|| o.labels.clone()))
             })
             .await?;
         let hosts: Vec<Uuid> = objects.iter().filter_map(|o| o.host_id).collect();

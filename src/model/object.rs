@@ -117,8 +117,9 @@ pub struct ObjectFilter {
 }
 
 impl ObjectFilter {
-    /// Whether `o` is listed; the selector matches `labels`, the object's effective labels.
-    pub fn matches(&self, o: &Object, labels: &BTreeMap<String, String>) -> bool {
+    /// Whether `o` is listed; the selector matches the object's effective `labels`, asked for
+    /// only when every other filter passed and there is a selector.
+    pub fn matches(&self, o: &Object, labels: impl FnOnce() -> BTreeMap<String, String>) -> bool {
         self.kind.is_none_or(|k| o.kind == k)
             && self.host_id.is_none_or(|h| o.host_id == Some(h))
             && self.folder.as_ref().is_none_or(|f| {
@@ -130,7 +131,7 @@ impl ObjectFilter {
                 .as_ref()
                 .is_none_or(|q| o.name.to_lowercase().contains(&q.to_lowercase()))
             && self.name.as_ref().is_none_or(|n| o.name == *n)
-            && self.selector.matches(labels)
+            && (self.selector.is_empty() || self.selector.matches(&labels()))
     }
 }
 
@@ -499,9 +500,9 @@ mod tests {
             folder: Some("/plant".into()),
             ..Default::default()
         };
-        assert!(f.matches(&o("/plant"), &BTreeMap::new()));
-        assert!(f.matches(&o("/plant/line1"), &BTreeMap::new()));
-        assert!(!f.matches(&o("/plantx"), &BTreeMap::new()));
+        assert!(f.matches(&o("/plant"), BTreeMap::new));
+        assert!(f.matches(&o("/plant/line1"), BTreeMap::new));
+        assert!(!f.matches(&o("/plantx"), BTreeMap::new));
         let named = |name: &str| ObjectFilter {
             name: Some(name.into()),
             ..Default::default()
@@ -510,11 +511,11 @@ mod tests {
             name: "web01".into(),
             ..o("/")
         };
-        assert!(named("web01").matches(&web, &web.labels));
+        assert!(named("web01").matches(&web, || web.labels.clone()));
         assert!(
-            !named("web0").matches(&web, &web.labels),
+            !named("web0").matches(&web, || web.labels.clone()),
             "exact, not a substring"
         );
-        assert!(!named("WEB01").matches(&web, &web.labels));
+        assert!(!named("WEB01").matches(&web, || web.labels.clone()));
     }
 }

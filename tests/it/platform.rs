@@ -598,6 +598,11 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
         .await
         .unwrap();
     assert_problem(res, 403, "svc:auth/forbidden").await;
+    let res = call(s, token, Method::GET, "/api/v1/system/backup?events=maybe")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:validation/query").await;
 }
 
 /// The data directory of svc at schema version 16 (commit 641bd32^, before the federation
