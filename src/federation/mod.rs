@@ -335,7 +335,7 @@ impl Sites {
             let Some(last) = status.last_heartbeat_at else {
                 continue;
             };
-            if status.stale_since.is_some() {
+            if status.stale_alert.is_some() {
                 continue;
             }
             let site = match self
@@ -348,8 +348,29 @@ impl Sites {
                 Err(e) => return Err(e.into()),
             };
             let threshold = stale_after(&site, &status.heartbeat);
-            if site.disabled || now.since(last) <= threshold {
-                continue;
+            if status.stale_since.is_none() {
+                if site.disabled || now.since(last) <= threshold {
+                    continue;
+                }
+                // Stale first, alert second: whoever sees the alert sees the site stale, and an
+                // alert that fails to open is retried by the next sweep.
+                let (marked, _) = self
+                    .store
+                    .touch_site_status(
+                        status.tenant_id,
+                        status.name.clone(),
+                        move |s| {
+                            // A heartbeat may have arrived since the read.
+                            if s.last_heartbeat_at == Some(last) {
+                                s.stale_since = Some(now);
+                            }
+                        },
+                        |_, _| Vec::new(),
+                    )
+                    .await?;
+                if marked.stale_since.is_none() {
+                    continue;
+                }
             }
             let alarm = ManualAlarm {
                 title: Some(format!("Site {} is not reporting", status.name)),
@@ -380,11 +401,9 @@ impl Sites {
                     status.tenant_id,
                     status.name.clone(),
                     move |s| {
-                        // A heartbeat may have arrived since the read.
-                        if s.last_heartbeat_at == Some(last) {
-                            s.stale_since = Some(now);
+                        if s.stale_since.is_some() {
+                            s.stale_alert = Some(alert.id);
                         }
-                        s.stale_alert = Some(alert.id);
                     },
                     |_, _| Vec::new(),
                 )
