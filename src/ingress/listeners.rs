@@ -1,8 +1,8 @@
-//! Keeps one listener task per enabled event source that listens on its own (`mqtt`,
-//! `snmp`), started when the source is saved and restarted or stopped only when that source
+//! Keeps one listener task per enabled event source that listens or polls on its own (`mqtt`,
+//! `snmp`, `email`), started when the source is saved and restarted or stopped only when that source
 //! changes or goes: the catalog's generation says when to look.
 
-use super::{Ingress, Source, mqtt, snmp};
+use super::{Ingress, Source, email, mqtt, snmp};
 use crate::model::config::EventSource;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 /// Source types that run a listener.
-const LISTENING: [&str; 2] = ["mqtt", "snmp"];
+const LISTENING: [&str; 3] = ["mqtt", "snmp", "email"];
 
 pub struct SourceListeners {
     ingress: Arc<Ingress>,
@@ -64,14 +64,13 @@ impl SourceListeners {
                 continue;
             }
             let source = Source::of(key.0, key.1.clone(), &body);
+            let password = match &body.secret_ref {
+                Some(name) => self.ingress.secrets.secret(key.0, name).await,
+                None => None,
+            };
             let started = match body.kind.as_str() {
-                "mqtt" => {
-                    let password = match &body.secret_ref {
-                        Some(name) => self.ingress.secrets.secret(key.0, name).await,
-                        None => None,
-                    };
-                    mqtt::start(&self.ingress, source, &body.mapping, password)
-                }
+                "mqtt" => mqtt::start(&self.ingress, source, &body.mapping, password),
+                "email" => email::start(&self.ingress, source, &body.mapping, password),
                 _ => snmp::start(&self.ingress, source).await,
             };
             match started {

@@ -43,6 +43,11 @@ impl Mapping {
         Ok(Mapping(rules))
     }
 
+    /// Whether `field` has a rule of its own.
+    pub fn maps(&self, field: &str) -> bool {
+        self.0.contains_key(field)
+    }
+
     /// The value of every mapped field in `doc`. A path that is not in the document, or an
     /// expression that fails (a key the document lacks, say), is the reason it cannot be mapped.
     pub fn resolve(&self, doc: &Value) -> Result<BTreeMap<String, Value>, Unmapped> {

@@ -4,6 +4,7 @@
 //! payload, resolve), or, for replies from a known contact's phone, an action on an alert.
 //! HTTP sources (generic webhooks, the Alertmanager receiver) arrive through `webhook`.
 
+pub mod email;
 pub mod espa;
 pub mod listeners;
 pub mod mapping;

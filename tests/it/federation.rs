@@ -480,31 +480,11 @@ fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust) -> String 
     path.to_str().unwrap().to_string()
 }
 
-/// A private CA and a certificate it signed for 127.0.0.1, as a main's `tls` configuration;
-/// returns the configuration file and the CA's certificate (what an edge's `caFile` names).
-fn private_ca(dir: &Path) -> (String, std::path::PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "svc test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let (ca, cert_file, key_file, config) = (
-        dir.join("ca.pem"),
-        dir.join("main-cert.pem"),
-        dir.join("main-key.pem"),
-        dir.join("main.yaml"),
-    );
-    std::fs::write(&ca, ca_cert.pem()).unwrap();
-    std::fs::write(&cert_file, cert.pem()).unwrap();
-    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+/// A main's `tls` configuration with a certificate of a private CA; returns the configuration
+/// file and the CA's certificate (what an edge's `caFile` names).
+fn main_with_private_ca(dir: &Path) -> (String, std::path::PathBuf) {
+    let (ca, cert_file, key_file) = private_ca(dir);
+    let config = dir.join("main.yaml");
     std::fs::write(
         &config,
         format!(
@@ -759,7 +739,7 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
     let listen = format!("127.0.0.1:{port}");
     // Over TLS with a private CA's certificate, which the edge trusts through `caFile`.
     let dir = tempfile::tempdir().unwrap();
-    let (main_config, ca) = private_ca(dir.path());
+    let (main_config, ca) = main_with_private_ca(dir.path());
     let main_opts = || Opts {
         tls: true,
         listen: Some(listen.clone()),

@@ -806,3 +806,246 @@ async fn a_real_alertmanager_fires_and_resolves_an_alert_in_svc() {
         "the resolved notification closes the same alert"
     );
 }
+
+/// A Dovecot IMAP server on free local ports (IMAPS and IMAP with STARTTLS; plain sign-in
+/// refused) with the mailbox `ops`/`secret` in Maildir form, its certificate signed by a private
+/// CA; `None` where it is not installed (CI installs it and must not skip).
+struct Dovecot {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+    imaps: u16,
+    imap: u16,
+}
+
+/// Whom the mailbox belongs to: as root, `nobody` (Dovecot refuses uid 0 for mail).
+fn mail_owner() -> (u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let me = std::fs::metadata("/proc/self").unwrap();
+    if me.uid() == 0 {
+        (65534, 65534)
+    } else {
+        (me.uid(), me.gid())
+    }
+}
+
+impl Dovecot {
+    fn start() -> Option<Dovecot> {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let (_, cert, key) = private_ca(d);
+        let (imaps, imap) = (free_port(), free_port());
+        let (uid, gid) = mail_owner();
+        let (login_user, internal_user) = if uid == 65534 {
+            ("dovenull".to_string(), "dovecot".to_string())
+        } else {
+            let me = std::env::var("USER").unwrap_or_else(|_| uid.to_string());
+            (me.clone(), me)
+        };
+        std::fs::create_dir_all(d.join("run")).unwrap();
+        std::fs::write(d.join("passwd"), "ops:{PLAIN}secret\n").unwrap();
+        for folder in ["", ".Processed/"] {
+            for sub in ["new", "cur", "tmp"] {
+                std::fs::create_dir_all(d.join(format!("home/ops/Maildir/{folder}{sub}"))).unwrap();
+            }
+        }
+        let config = format!(
+            "base_dir = {d}/run\nstate_dir = {d}/run\nlog_path = {d}/dovecot.log\n\
+             protocols = imap\nlisten = 127.0.0.1\nssl = required\n\
+             ssl_cert = <{cert}\nssl_key = <{key}\ndisable_plaintext_auth = yes\n\
+             default_login_user = {login_user}\ndefault_internal_user = {internal_user}\n\
+             service imap-login {{\n  chroot =\n  inet_listener imap {{\n    port = {imap}\n  }}\n\
+               inet_listener imaps {{\n    port = {imaps}\n    ssl = yes\n  }}\n}}\n\
+             service anvil {{\n  chroot =\n}}\n\
+             passdb {{\n  driver = passwd-file\n  args = scheme=PLAIN {d}/passwd\n}}\n\
+             userdb {{\n  driver = static\n  args = uid={uid} gid={gid} home={d}/home/%u\n}}\n\
+             mail_location = maildir:~/Maildir\n",
+            d = d.display(),
+            cert = cert.display(),
+            key = key.display(),
+        );
+        std::fs::write(d.join("dovecot.conf"), config).unwrap();
+        let mut server = Dovecot {
+            child: spawn_peer(
+                std::process::Command::new("dovecot")
+                    .arg("-F")
+                    .arg("-c")
+                    .arg(d.join("dovecot.conf")),
+                "dovecot-imapd",
+            )?,
+            dir,
+            imaps,
+            imap,
+        };
+        server.own();
+        wait_listening(imaps, "dovecot");
+        Some(server)
+    }
+
+    fn ca(&self) -> String {
+        self.dir.path().join("ca.pem").display().to_string()
+    }
+
+    fn maildir(&self, folder: &str) -> std::path::PathBuf {
+        self.dir.path().join("home/ops/Maildir").join(folder)
+    }
+
+    /// Hands the mailbox to its owner (a root test writes as root).
+    fn own(&mut self) {
+        let (uid, gid) = mail_owner();
+        let mut stack = vec![self.dir.path().join("home")];
+        while let Some(path) = stack.pop() {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid)).unwrap();
+            if path.is_dir() {
+                stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            }
+        }
+    }
+
+    /// Delivers a mail the Maildir way: written in tmp, renamed into new.
+    fn deliver(&mut self, name: &str, mail: &str) {
+        let tmp = self.maildir("tmp").join(name);
+        std::fs::write(&tmp, mail.replace('\n', "\r\n")).unwrap();
+        std::fs::rename(&tmp, self.maildir("new").join(name)).unwrap();
+        self.own();
+    }
+
+    /// The flags of the mails in `folder` (Maildir's `:2,FLAGS` suffix), unread ones as `new`.
+    fn flags(&self, folder: &str) -> Vec<String> {
+        let mut flags: Vec<String> = ["new", "cur"]
+            .iter()
+            .flat_map(|sub| {
+                std::fs::read_dir(self.maildir(folder).join(sub))
+                    .unwrap()
+                    .map(move |e| {
+                        let name = e.unwrap().file_name().to_string_lossy().to_string();
+                        match name.split_once(":2,") {
+                            Some((_, f)) if *sub == "cur" => f.to_string(),
+                            _ => "new".to_string(),
+                        }
+                    })
+            })
+            .collect();
+        flags.sort();
+        flags
+    }
+}
+
+impl Drop for Dovecot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mail(from: &str, subject: &str, id: &str, text: &str) -> String {
+    format!(
+        "From: {from}\nTo: ops@example.org\nSubject: {subject}\nMessage-ID: <{id}>\nDate: Wed, 25 Nov 2026 03:00:00 +0000\n\n{text}\n"
+    )
+}
+
+#[tokio::test]
+async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
+    let Some(mut dovecot) = Dovecot::start() else {
+        return;
+    };
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let put = call(s, token, Method::PUT, "/api/v1/secrets/mailbox")
+        .json(&json!({"value": "secret"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
+    dovecot.deliver(
+        "1.plc",
+        &mail(
+            "PLC <plc@plant.example>",
+            "=?UTF-8?Q?Pumpe_1_=C3=BCberhitzt?= CRIT",
+            "1@plant",
+            "Pump 1 at 95 C",
+        ),
+    );
+    dovecot.deliver(
+        "2.ups",
+        &mail("ups@plant.example", "On battery", "2@plant", "Mains lost"),
+    );
+    let source = |url: String, extra: Value| {
+        let mut config =
+            json!({"url": url, "username": "ops", "caFile": dovecot.ca(), "pollInterval": "1s"});
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"name": "vendor", "type": "email", "secretRef": "mailbox", "labels": {"site": "north"},
+               "config": config,
+               "mapping": {"dedupKey": "$.messageId",
+                           "severity": "cel:body.subject.contains('CRIT') ? 'critical' : 'warning'"}})
+    };
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            source(format!("imaps://127.0.0.1:{}", dovecot.imaps), json!({})),
+        )],
+    )
+    .await;
+    let events = wait_events(s, token, 2).await;
+    let by_key = |key: &str| {
+        events
+            .iter()
+            .find(|e| e["payload"]["dedupKey"] == key)
+            .unwrap_or_else(|| panic!("no event {key}: {events:?}"))
+            .clone()
+    };
+    let pump = by_key("1@plant");
+    assert_eq!(pump["sourceId"], "vendor");
+    assert_eq!(pump["severity"], "critical");
+    assert_eq!(pump["payload"]["summary"], "Pumpe 1 überhitzt CRIT");
+    assert_eq!(
+        pump["payload"]["labels"],
+        json!({"site": "north", "from": "plc@plant.example"})
+    );
+    assert_eq!(pump["payload"]["payload"]["text"], "Pump 1 at 95 C");
+    assert_eq!(by_key("2@plant")["severity"], "warning");
+    // Stored, then marked seen on the server; read once however often the mailbox is polled.
+    let started = Instant::now();
+    while dovecot.flags("") != ["S", "S"] {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            dovecot.flags("")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(ingress_events(s, token).await.len(), 2);
+
+    // Changed to STARTTLS and to moving what it read: the listener restarts with it.
+    let res = call(s, token, Method::PUT, "/api/v1/event-sources/vendor")
+        .header("If-Match", "1")
+        .json(&source(
+            format!("imap://127.0.0.1:{}", dovecot.imap),
+            json!({"moveTo": "Processed"}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    dovecot.deliver(
+        "3.door",
+        &mail("door@plant.example", "Door open", "3@plant", "Hall 2"),
+    );
+    let events = wait_events(s, token, 3).await;
+    assert_eq!(events[0]["payload"]["summary"], "Door open");
+    let started = Instant::now();
+    while dovecot.flags(".Processed") != ["S"] {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            dovecot.flags(".Processed")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(dovecot.flags(""), ["S", "S"]);
+}

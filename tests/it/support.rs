@@ -465,3 +465,30 @@ pub fn wait_listening(port: u16, what: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A private CA and a certificate it signed for 127.0.0.1, written to `dir`: the CA's
+/// certificate (what a client trusts), the certificate and its key.
+pub fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "svc test CA");
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let (ca, cert_file, key_file) = (
+        dir.join("ca.pem"),
+        dir.join("server-cert.pem"),
+        dir.join("server-key.pem"),
+    );
+    std::fs::write(&ca, ca_cert.pem()).unwrap();
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    (ca, cert_file, key_file)
+}
