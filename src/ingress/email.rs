@@ -13,12 +13,11 @@
 
 use super::mapping::Mapping;
 use super::webhook::{map_document, severity_named};
-use super::{Ingress, Normalized, Outcome, Source};
+use super::{Ingress, Normalized, Outcome, Source, trust};
 use crate::model::GoDuration;
 use crate::model::event::Severity;
 use futures_util::TryStreamExt;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -96,38 +95,8 @@ fn mailbox(source: &Source, password: Option<String>) -> Result<Mailbox, String>
             .unwrap_or_else(|| "INBOX".into()),
         move_to: source.config.get("moveTo").cloned(),
         every: every.max(Duration::from_secs(1)),
-        tls: TlsConnector::from(Arc::new(tls_config(&source.config)?)),
+        tls: TlsConnector::from(Arc::new(trust(source)?)),
     })
-}
-
-/// Trust for the server's certificate: `caFile`, else the system roots; none with
-/// `tlsInsecure`.
-fn tls_config(config: &BTreeMap<String, String>) -> Result<rustls::ClientConfig, String> {
-    if config.get("tlsInsecure").map(String::as_str) == Some("true") {
-        return crate::runtime::tls::client_config(|_| Ok(()));
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    match config.get("caFile") {
-        Some(path) => {
-            for cert in CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("config.caFile {path:?}: {e}"))?
-            {
-                let cert = cert.map_err(|e| format!("config.caFile {path:?}: {e}"))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("config.caFile {path:?}: {e}"))?;
-            }
-        }
-        None => {
-            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
 }
 
 type Session = async_imap::Session<TlsStream<TcpStream>>;

@@ -77,6 +77,16 @@ impl Source {
     }
 }
 
+/// Trust for the TLS peer of a source that connects out (an IMAP server, an MQTT broker):
+/// `config.caFile`, else the system roots; `config.tlsInsecure: "true"` accepts any certificate.
+fn trust(source: &Source) -> Result<rustls::ClientConfig, String> {
+    crate::runtime::tls::trusting(
+        source.config.get("caFile").map(String::as_str),
+        source.flag("tlsInsecure"),
+    )
+    .map_err(|e| format!("config.{e}"))
+}
+
 /// One inbound event, normalised.
 #[derive(Clone, Debug)]
 pub struct Normalized {

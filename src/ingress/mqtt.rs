@@ -1,5 +1,6 @@
 //! MQTT subscriptions (`event-sources` of type `mqtt`): one listener per source, connected to
-//! `config.url` (`mqtt://host:port`) with `config.topics` (comma-separated, `+` and `#`
+//! `config.url` (`mqtt://host[:1883]`, or `mqtts://host[:8883]` over TLS trusting the system
+//! roots or `config.caFile`) with `config.topics` (comma-separated, `+` and `#`
 //! wildcards) at QoS 1 with a persistent session, so the broker keeps what arrives while the
 //! site is offline. The client library acknowledges a message on receipt (with manual
 //! acknowledgement, rumqttc 0.25 stopped reading after about 90 messages of a burst), so a
@@ -10,9 +11,11 @@
 
 use super::mapping::Mapping;
 use super::webhook::{map_document, severity_named};
-use super::{Ingress, Normalized, Outcome, Source};
+use super::{Ingress, Normalized, Outcome, Source, trust};
 use crate::model::event::Severity;
-use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS};
+use rumqttc::{
+    AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS, TlsConfiguration, Transport,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -25,10 +28,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const BATCH: usize = 256;
 
 /// Where to connect and what to read, from a source's `config`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 struct Subscription {
     host: String,
     port: u16,
+    /// The TLS configuration of an `mqtts://` broker.
+    tls: Option<Arc<rustls::ClientConfig>>,
     topics: Vec<String>,
     client_id: String,
     username: Option<String>,
@@ -40,16 +45,22 @@ fn subscription(source: &Source, password: Option<String>) -> Result<Subscriptio
         .config
         .get("url")
         .ok_or("config.url is required (mqtt://host:port)")?;
-    let rest = url
+    let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("mqtts://") {
+        (rest, Some(Arc::new(trust(source)?)), 8883)
+    } else if let Some(rest) = url
         .strip_prefix("mqtt://")
         .or_else(|| url.strip_prefix("tcp://"))
-        .ok_or_else(|| format!("config.url {url:?}: only mqtt:// is supported"))?;
+    {
+        (rest, None, 1883)
+    } else {
+        return Err(format!("config.url {url:?}: mqtt:// or mqtts://"));
+    };
     let (host, port) = match rest.trim_end_matches('/').rsplit_once(':') {
         Some((h, p)) => (
             h.to_string(),
             p.parse().map_err(|_| format!("bad port in {url:?}"))?,
         ),
-        None => (rest.trim_end_matches('/').to_string(), 1883),
+        None => (rest.trim_end_matches('/').to_string(), default_port),
     };
     let topics: Vec<String> = source
         .config
@@ -67,6 +78,7 @@ fn subscription(source: &Source, password: Option<String>) -> Result<Subscriptio
     Ok(Subscription {
         host,
         port,
+        tls,
         topics,
         client_id: source
             .config
@@ -119,6 +131,11 @@ impl Ingress {
             options
                 .set_keep_alive(Duration::from_secs(30))
                 .set_clean_session(false);
+            if let Some(tls) = &sub.tls {
+                options.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
+                    tls.clone(),
+                )));
+            }
             if let Some(user) = &sub.username {
                 options.set_credentials(user, sub.password.clone().unwrap_or_default());
             }
@@ -253,7 +270,10 @@ mod tests {
         assert_eq!(s.topics, vec!["a/+/b", "c/#"]);
         assert_eq!(s.client_id, "svc-plant");
         assert!(subscription(&source(&[("url", "mqtt://b")]), None).is_err());
-        assert!(subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), None).is_err());
+        assert!(subscription(&source(&[("url", "ws://b"), ("topics", "x")]), None).is_err());
+        let s = subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), None).unwrap();
+        assert_eq!(s.port, 8883);
+        assert!(s.tls.is_some());
     }
 
     #[test]

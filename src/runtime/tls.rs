@@ -5,6 +5,7 @@
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use std::sync::Arc;
 
@@ -87,4 +88,33 @@ pub fn client_config(
             }))
             .with_no_client_auth(),
     )
+}
+
+/// A client configuration (ring) for a peer configured by the operator (an IMAP server, an MQTT
+/// broker): trusts the PEM certificates of `ca_file` (a private CA), else the system roots;
+/// with `insecure`, any certificate.
+pub fn trusting(ca_file: Option<&str>, insecure: bool) -> Result<rustls::ClientConfig, String> {
+    if insecure {
+        return client_config(|_| Ok(()));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    match ca_file {
+        Some(path) => {
+            let unreadable = |e: &dyn std::fmt::Display| format!("caFile {path:?}: {e}");
+            for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
+                roots
+                    .add(cert.map_err(|e| unreadable(&e))?)
+                    .map_err(|e| unreadable(&e))?;
+            }
+        }
+        None => {
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
 }

@@ -430,6 +430,8 @@ async fn wait_alert(s: &Server, token: &str, status: &str) -> Value {
 struct Broker {
     child: std::process::Child,
     port: u16,
+    /// With TLS: the broker's files, and its CA's certificate that clients trust.
+    tls: Option<(tempfile::TempDir, std::path::PathBuf)>,
 }
 
 impl Broker {
@@ -440,14 +442,63 @@ impl Broker {
             "mosquitto",
         )?;
         wait_listening(port, "mosquitto");
-        Some(Broker { child, port })
+        Some(Broker {
+            child,
+            port,
+            tls: None,
+        })
+    }
+
+    /// A broker that speaks only TLS, with a certificate of a private CA.
+    fn start_tls() -> Option<Broker> {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = private_ca(dir.path());
+        let port = free_port();
+        let config = dir.path().join("mosquitto.conf");
+        // `user root`: as root, read the files in the private directory (no effect otherwise).
+        std::fs::write(
+            &config,
+            format!(
+                "listener {port} 127.0.0.1\ncertfile {}\nkeyfile {}\nallow_anonymous true\nuser root\n",
+                cert.display(),
+                key.display()
+            ),
+        )
+        .unwrap();
+        let child = spawn_peer(
+            std::process::Command::new("mosquitto")
+                .arg("-c")
+                .arg(&config),
+            "mosquitto",
+        )?;
+        wait_listening(port, "mosquitto");
+        Some(Broker {
+            child,
+            port,
+            tls: Some((dir, ca)),
+        })
+    }
+
+    /// How `mosquitto_pub` reaches the broker.
+    fn client_args(&self) -> Vec<String> {
+        let mut args = vec![
+            "-h".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            self.port.to_string(),
+        ];
+        if let Some((_, ca)) = &self.tls {
+            args.extend(["--cafile".into(), ca.display().to_string()]);
+        }
+        args
     }
 
     /// Publishes each line of `lines` as one message (`mosquitto_pub -l`).
     fn publish_lines(&self, topic: &str, lines: &str) {
         use std::io::Write;
         let mut child = std::process::Command::new("mosquitto_pub")
-            .args(["-p", &self.port.to_string(), "-q", "1", "-t", topic, "-l"])
+            .args(self.client_args())
+            .args(["-q", "1", "-t", topic, "-l"])
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -462,16 +513,8 @@ impl Broker {
 
     fn publish(&self, topic: &str, message: &str) {
         let ok = std::process::Command::new("mosquitto_pub")
-            .args([
-                "-p",
-                &self.port.to_string(),
-                "-q",
-                "1",
-                "-t",
-                topic,
-                "-m",
-                message,
-            ])
+            .args(self.client_args())
+            .args(["-q", "1", "-t", topic, "-m", message])
             .status()
             .unwrap()
             .success();
@@ -500,6 +543,57 @@ async fn wait_events(s: &Server, token: &str, n: usize) -> Vec<Value> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// An `mqtts://` source trusts its broker's private CA by `caFile`, and refuses the broker
+/// without it (the system roots do not know that CA).
+#[tokio::test]
+async fn mqtt_over_tls_trusts_the_configured_ca() {
+    let Some(broker) = Broker::start_tls() else {
+        return;
+    };
+    let ca = broker.tls.as_ref().unwrap().1.display().to_string();
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let url = format!("mqtts://127.0.0.1:{}", broker.port);
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/event-sources",
+                json!({"name": "secure", "type": "mqtt",
+                       "config": {"url": url, "topics": "secure/#", "caFile": ca}}),
+            ),
+            (
+                "/api/v1/event-sources",
+                json!({"name": "untrusting", "type": "mqtt",
+                       "config": {"url": url, "topics": "untrusting/#", "clientId": "svc-untrusting"}}),
+            ),
+        ],
+    )
+    .await;
+    let started = Instant::now();
+    while ingress_events(s, token).await.is_empty() {
+        broker.publish("secure/door", "door forced");
+        broker.publish("untrusting/door", "door forced");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the TLS listener never subscribed"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The other listener started with it; had it connected, these would arrive.
+    for _ in 0..5 {
+        broker.publish("untrusting/door", "door forced");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let events = ingress_events(s, token).await;
+    assert!(
+        events.iter().all(|e| e["sourceId"] == "secure"),
+        "{events:?}"
+    );
+    assert_eq!(events[0]["payload"]["summary"], "door forced");
 }
 
 #[tokio::test]
