@@ -3,7 +3,9 @@
 //! 64 MiB), while 100 new API tokens are verified at once (each a first verification, one
 //! argon2id run) and after it, and with 10,000 hosts and 50,000 passive services loaded.
 //!
-//! Run: `cargo bench --bench memory` (`SVC_HASH_CONCURRENCY=N` sets `auth.hashConcurrency`).
+//! Run: `cargo bench --bench memory` (`SVC_HASH_CONCURRENCY=N` sets `auth.hashConcurrency`;
+//! `SVC_BENCH_BIN` measures another binary, such as a static build; the server inherits the
+//! environment, so `MIMALLOC_PURGE_DELAY=0` measures it as the systemd unit runs it).
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -62,7 +64,7 @@ fn main() {
     let mut after_first = Vec::new();
     for at in [1u64, 5, 30] {
         std::thread::sleep(Duration::from_secs(at).saturating_sub(started.elapsed()));
-        after_first.push((at, common::rss_mb(pid)));
+        after_first.push((at, common::rss_parts(pid)));
     }
     running.store(false, Ordering::SeqCst);
     let first_peak = peak.join().unwrap();
@@ -72,7 +74,7 @@ fn main() {
         "first start (seeds the administrator), RSS: peak {first_peak:.1} MiB; {}",
         after_first
             .iter()
-            .map(|(at, mb)| format!("{at} s: {mb:.1} MiB"))
+            .map(|(at, rss)| format!("{at} s: {rss}"))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -87,7 +89,7 @@ fn main() {
     rt.block_on(async {
         let http = reqwest::Client::new();
         tokio::time::sleep(Duration::from_secs(2)).await;
-        println!("restart, idle: {:.1} MiB", common::rss_mb(pid));
+        println!("restart, idle: {}", common::rss_parts(pid));
         let mut secrets = Vec::new();
         for i in 0..TOKENS {
             let minted: Value = http
@@ -129,7 +131,7 @@ fn main() {
         let mut after = Vec::new();
         for at in [5u64, 30, 60] {
             tokio::time::sleep(Duration::from_secs(at).saturating_sub(t1.elapsed())).await;
-            after.push(format!("{at} s: {:.1} MiB", common::rss_mb(pid)));
+            after.push(format!("{at} s: {}", common::rss_parts(pid)));
         }
         println!("  after the burst: {}", after.join(", "));
 
@@ -158,10 +160,10 @@ fn main() {
         let loaded = t2.elapsed();
         tokio::time::sleep(Duration::from_secs(5)).await;
         println!(
-            "{HOSTS} hosts and {} passive services loaded ({:.0} s): {:.1} MiB",
+            "{HOSTS} hosts and {} passive services loaded ({:.0} s): {}",
             HOSTS * SERVICES_PER_HOST,
             loaded.as_secs_f64(),
-            common::rss_mb(pid)
+            common::rss_parts(pid)
         );
     });
     let _ = child.kill();

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::BIN;
 const CONNECTIONS: usize = 32;
 const SECONDS: u64 = 5;
 
@@ -110,8 +109,9 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let size = std::fs::metadata(BIN).map(|m| m.len()).unwrap_or(0);
-    println!("binary: {BIN} ({:.1} MiB)", size as f64 / 1_048_576.0);
+    let bin = common::bin();
+    let size = std::fs::metadata(&bin).map(|m| m.len()).unwrap_or(0);
+    println!("binary: {bin} ({:.1} MiB)", size as f64 / 1_048_576.0);
 
     let (mut first, _, first_start) = start(&data);
     let _ = first.kill();

@@ -1,4 +1,4 @@
-//! What the benchmarks share: the release binary, bootstrapping a data dir, starting the server.
+//! What the benchmarks share: the server binary, bootstrapping a data dir, starting the server.
 
 // Each benchmark is its own crate and uses only part of this.
 #![allow(dead_code)]
@@ -7,11 +7,14 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_svc");
+/// The server binary: `SVC_BENCH_BIN` (a static build, say), else this build's release binary.
+pub fn bin() -> String {
+    std::env::var("SVC_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_svc").to_string())
+}
 
 /// `svc bootstrap` on `data`: the bootstrap-admin secret.
 pub fn bootstrap(data: &Path) -> String {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(["bootstrap", "--data-dir"])
         .arg(data)
         .output()
@@ -37,7 +40,7 @@ pub fn start_with(data: &Path, seed_admin: bool, args: &[String]) -> (Child, Str
 
 /// The same on a given listen address (a server that must come back on its port).
 pub fn start_at(data: &Path, listen: &str, seed_admin: bool, args: &[String]) -> (Child, String) {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.args(["serve", "--listen", listen, "--tls", "off", "--data-dir"])
         .arg(data)
         .args(args)
@@ -59,13 +62,29 @@ pub fn start_at(data: &Path, listen: &str, seed_admin: bool, args: &[String]) ->
     (child, base)
 }
 
-/// Resident set size of a process in MiB.
-pub fn rss_mb(pid: u32) -> f64 {
+/// A field of `/proc/<pid>/status` in MiB.
+fn status_mb(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(field))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|kb| kb.parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Resident set size of a process in MiB.
+pub fn rss_mb(pid: u32) -> f64 {
+    status_mb(pid, "VmRSS:")
+}
+
+/// The resident set as `RSS MiB (anon A, file F)`: memory the process allocated, and the
+/// binary's pages mapped from the page cache (clean, shared, reclaimable).
+pub fn rss_parts(pid: u32) -> String {
+    format!(
+        "{:.1} MiB (anon {:.1}, file {:.1})",
+        rss_mb(pid),
+        status_mb(pid, "RssAnon:"),
+        status_mb(pid, "RssFile:")
+    )
 }

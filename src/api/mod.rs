@@ -7,6 +7,7 @@ mod alerts;
 mod bundles;
 mod business;
 mod config;
+mod discovery;
 pub mod error;
 pub mod etag;
 mod events;
@@ -39,6 +40,7 @@ use crate::events::Events;
 use crate::inventory::Inventory;
 use crate::model::Timestamp;
 use crate::monitor::business::BusinessServices;
+use crate::monitor::discovery::Discovery;
 use crate::monitor::heartbeats::Heartbeats;
 use crate::monitor::metrics::MetricQueries;
 use crate::monitor::pipeline::Pipeline;
@@ -71,6 +73,7 @@ pub struct AppContext {
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,
+    pub discovery: Arc<Discovery>,
     pub metric_queries: Arc<MetricQueries>,
     pub backups: Arc<crate::store::backup::Backups>,
     pub metrics: Arc<Metrics>,

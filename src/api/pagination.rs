@@ -38,6 +38,10 @@ pub const DEAD_LETTERS: PageRules = PageRules {
     default: 100,
     max: Some(1000),
 };
+pub const DISCOVERY_SCANS: PageRules = PageRules {
+    default: 50,
+    max: Some(50),
+};
 pub const AUDIT: PageRules = PageRules {
     default: 200,
     max: Some(5000),

@@ -5,9 +5,9 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
-    account, alerts, bundles, business, config, events, heartbeats, identity, incidents, ingest,
-    metrics, notify, objects, pages, problem_pages, results, secrets, sites, suppressions, system,
-    users,
+    account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
+    ingest, metrics, notify, objects, pages, problem_pages, results, secrets, sites, suppressions,
+    system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -263,6 +263,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(secrets::routes());
     all.extend(bundles::routes());
     all.extend(heartbeats::routes());
+    all.extend(discovery::routes());
     all.extend(sites::routes());
     all.extend(alerts::routes());
     all.extend(incidents::routes());

@@ -361,6 +361,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         results,
         pipeline: pipeline.clone(),
         scheduler,
+        discovery: crate::monitor::discovery::Discovery::new(clock.clone()),
         metric_queries,
         backups,
         metrics,

@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bundle;
 pub mod cel;
 pub mod config;
+pub mod discovery;
 pub mod duration;
 pub mod event;
 pub mod hardware;

@@ -4,6 +4,7 @@
 pub mod business;
 pub mod catalog;
 pub mod checks;
+pub mod discovery;
 pub mod heartbeats;
 pub mod metrics;
 pub mod pipeline;

@@ -144,6 +144,16 @@ async fn resources(s: &Server, token: &str, secrets: &str) -> (Vec<String>, Vec<
             .unwrap_or_else(|| panic!("{path}: {v}"));
         ids.push(id.to_string());
     }
+    let scan = json(
+        post(
+            "/api/v1/discovery/scans",
+            json!({"cidr": "127.0.0.1/32", "ports": [9]}),
+        )
+        .await,
+        202,
+    )
+    .await;
+    ids.push(scan["id"].as_str().unwrap().to_string());
     let name = "b-shared";
     for (path, body) in [
         (

@@ -638,3 +638,72 @@ async fn objects_are_tenant_isolated_and_need_permissions() {
         "objects:write"
     );
 }
+
+/// A discovery scan over loopback finds the port a test listener holds (and not a closed one),
+/// suggests checks for it, bounds its ranges, and is the scanning tenant's alone.
+#[tokio::test]
+async fn discovery_scans_find_open_ports_and_stay_in_their_tenant() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = listener.local_addr().unwrap().port();
+    let closed = free_port();
+    let scan = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/discovery/scans",
+            json!({"cidr": "127.0.0.1/32", "ports": [closed, open]}),
+        )
+        .await,
+        202,
+    )
+    .await;
+    assert_eq!(scan["status"], "running");
+    assert_eq!(scan["cidr"], "127.0.0.1/32");
+    let path = format!("/api/v1/discovery/scans/{}", scan["id"].as_str().unwrap());
+    let started = std::time::Instant::now();
+    let done = loop {
+        let now = json(call(s, token, Method::GET, &path).send().await.unwrap(), 200).await;
+        if now["status"] == "done" {
+            break now;
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{now}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!((done["probed"].as_u64(), done["probes"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        done["found"],
+        json!([{"address": "127.0.0.1", "openPorts": [open], "suggest": ["ping", format!("tcp -p {open}")]}])
+    );
+    assert!(done["doneAt"].is_string());
+    let listed = json(
+        call(s, token, Method::GET, "/api/v1/discovery/scans").send().await.unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(listed["items"][0]["id"], scan["id"]);
+
+    for (body, field) in [
+        (json!({"cidr": "10.0.0.0/8"}), "cidr"),
+        (json!({"cidr": "10.0.0.1"}), "cidr"),
+        (json!({"cidr": "web01/24"}), "cidr"),
+        (json!({"cidr": "10.0.0.0/24", "ports": []}), "ports"),
+        (json!({"cidr": "10.0.0.0/24", "ports": [0]}), "ports"),
+        (json!({"cidr": "10.0.0.0/24", "port": [22]}), "body"),
+    ] {
+        let res = send(s, token, Method::POST, "/api/v1/discovery/scans", body.clone()).await;
+        assert_problem(res, 422, &format!("svc:validation/{field}")).await;
+    }
+
+    let (_, other) = second_tenant(s, token, "other").await;
+    let res = call(s, &other, Method::GET, &path).send().await.unwrap();
+    assert_problem(res, 404, "svc:not-found").await;
+    let theirs = json(
+        call(s, &other, Method::GET, "/api/v1/discovery/scans").send().await.unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(theirs["items"], json!([]));
+}

@@ -1,0 +1,46 @@
+//! Network discovery scans (the reference's `scanRequest`, `discoveryScan`, `discoveryHit`):
+//! which addresses of a range answer on which TCP ports, and what to monitor there.
+
+use super::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// `POST /discovery/scans`.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScanRequest {
+    /// The range, at most a /20 (4,096 addresses; IPv6 at most a /116).
+    pub cidr: String,
+    /// TCP ports to try on each address (at most 64); default 22, 23, 80, 443, 502, 8080, 8443.
+    #[serde(default)]
+    pub ports: Option<Vec<u16>>,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryScan {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub cidr: String,
+    pub ports: Vec<u16>,
+    /// `running`, then `done`.
+    pub status: String,
+    pub started_at: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub done_at: Option<Timestamp>,
+    /// Addresses with at least one open port, in address order.
+    pub found: Vec<DiscoveryHit>,
+    /// Probes made so far of `addresses × ports`.
+    pub probed: usize,
+    pub probes: usize,
+}
+
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveryHit {
+    pub address: String,
+    pub open_ports: Vec<u16>,
+    /// Checks to add for it, in the form of a service's `checkCommand` and `args`
+    /// (`http -S`, `tcp -p 22`, `modbus`).
+    pub suggest: Vec<String>,
+}
