@@ -7,7 +7,9 @@ use crate::model::Timestamp;
 use crate::model::bundle::{
     BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
 };
-use crate::model::config::{Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name, template_spec};
+use crate::model::config::{
+    BUILTIN_CHECKS, Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name, template_spec,
+};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
@@ -56,6 +58,62 @@ enum Checked {
         name: String,
         body: Box<ObjectDocBody>,
     },
+}
+
+/// Names the bundle's documents use that neither the bundle nor the tenant defines: a check
+/// command that never runs, a check period that restricts nothing, an escalation policy that
+/// pages no one. They are saved as written (the reference accepts them and SPEC 2.2 has them as
+/// plain strings, so a bundle may name what it adds later), and the plan says so.
+fn dangling_references(
+    docs_now: &BTreeMap<(&'static str, String), String>,
+    checked: &[Checked],
+) -> Vec<String> {
+    let defined = |kind: &str, name: &str| {
+        docs_now.contains_key(&(kind, name.to_string()))
+            || checked.iter().any(|c| {
+                matches!(c, Checked::Doc { kind: k, name: n, .. } if k.name == kind && n == name)
+            })
+    };
+    let mut warnings = Vec::new();
+    for c in checked {
+        let (label, spec) = match c {
+            Checked::Object {
+                host: Some(host),
+                name,
+                body,
+            } => (format!("service {host}/{name}"), body.spec.clone()),
+            Checked::Object { name, body, .. } => (format!("host {name}"), body.spec.clone()),
+            Checked::Doc { kind, name, body } if kind.name == "templates" => {
+                (format!("template {name}"), template_spec(body))
+            }
+            Checked::Doc { kind, name, body } if kind.name == "alert-rules" => {
+                let policy = serde_json::from_str::<Value>(body)
+                    .ok()
+                    .and_then(|b| b["escalationPolicy"].as_str().map(str::to_string));
+                if let Some(policy) = policy.filter(|p| !defined("escalation-policies", p)) {
+                    warnings.push(format!(
+                        "alert rule {name}: escalation policy {policy:?} does not exist, its alerts page no one"
+                    ));
+                }
+                continue;
+            }
+            Checked::Doc { .. } => continue,
+        };
+        if let Some(command) = spec
+            .check_command
+            .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()) && !defined("check-commands", c))
+        {
+            warnings.push(format!(
+                "{label}: check command {command:?} is neither built in nor a check-commands document, the check cannot run"
+            ));
+        }
+        if let Some(period) = spec.check_period.filter(|p| !defined("time-periods", p)) {
+            warnings.push(format!(
+                "{label}: time period {period:?} does not exist and restricts nothing"
+            ));
+        }
+    }
+    warnings
 }
 
 fn check(doc: BundleDoc) -> Result<Checked, String> {
@@ -222,6 +280,7 @@ impl Inventory {
         if !errors.is_empty() {
             return Err(bundle_error(errors.join("; ")));
         }
+        let warnings = dangling_references(&docs_now, &checked);
         // Templates first, then the other kinds, hosts and services: references resolve in order.
         checked.sort_by_key(|c| match c {
             Checked::Doc { kind, .. } => (
@@ -328,7 +387,7 @@ impl Inventory {
             PlanResult {
                 plan,
                 apply_token: None,
-                warnings: Vec::new(),
+                warnings,
                 applied: false,
             },
         ))

@@ -349,3 +349,67 @@ async fn bundle_validation_and_limits() {
     )
     .await;
 }
+
+/// Names nothing defines are saved as written (reference clients rely on it) and the plan warns
+/// about each; a name the bundle itself defines, or the tenant already has, is no warning.
+#[tokio::test]
+async fn the_plan_warns_about_names_nothing_defines() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/time-periods",
+        json!({"name": "office", "timeZone": "UTC", "days": {"monday": ["08:00-17:00"]}}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let bundle = r#"
+kind: check-commands
+name: check_plc
+body: {type: plugin, line: [/usr/lib/nagios/plugins/check_dummy, "0"]}
+---
+kind: alert-rules
+name: paged
+body: {match: "event.type == 'state_change'", severity: critical, escalationPolicy: nobody}
+---
+kind: host
+name: plc1
+body:
+  spec: {checkCommand: check_plc, checkPeriod: office}
+---
+kind: service
+host: plc1
+name: pressure
+body:
+  spec: {checkCommand: check_pressure, checkPeriod: shifts}
+"#;
+    let plan = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", bundle).await,
+        200,
+    )
+    .await;
+    let warnings = plan["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 3, "{plan}");
+    for (warning, names) in warnings.iter().zip([
+        "escalation policy \"nobody\"",
+        "check command \"check_pressure\"",
+        "time period \"shifts\"",
+    ]) {
+        assert!(warning.as_str().unwrap().contains(names), "{warning}");
+    }
+    assert!(
+        warnings[1]
+            .as_str()
+            .unwrap()
+            .starts_with("service plc1/pressure:")
+    );
+    let applied = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", bundle).await,
+        200,
+    )
+    .await;
+    assert_eq!(applied["applied"], true, "{applied}");
+    assert_eq!(applied["warnings"], plan["warnings"]);
+}

@@ -665,21 +665,34 @@ async fn discovery_scans_find_open_ports_and_stay_in_their_tenant() {
     let path = format!("/api/v1/discovery/scans/{}", scan["id"].as_str().unwrap());
     let started = std::time::Instant::now();
     let done = loop {
-        let now = json(call(s, token, Method::GET, &path).send().await.unwrap(), 200).await;
+        let now = json(
+            call(s, token, Method::GET, &path).send().await.unwrap(),
+            200,
+        )
+        .await;
         if now["status"] == "done" {
             break now;
         }
-        assert!(started.elapsed() < std::time::Duration::from_secs(10), "{now}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{now}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
-    assert_eq!((done["probed"].as_u64(), done["probes"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(
+        (done["probed"].as_u64(), done["probes"].as_u64()),
+        (Some(2), Some(2))
+    );
     assert_eq!(
         done["found"],
         json!([{"address": "127.0.0.1", "openPorts": [open], "suggest": ["ping", format!("tcp -p {open}")]}])
     );
     assert!(done["doneAt"].is_string());
     let listed = json(
-        call(s, token, Method::GET, "/api/v1/discovery/scans").send().await.unwrap(),
+        call(s, token, Method::GET, "/api/v1/discovery/scans")
+            .send()
+            .await
+            .unwrap(),
         200,
     )
     .await;
@@ -693,7 +706,14 @@ async fn discovery_scans_find_open_ports_and_stay_in_their_tenant() {
         (json!({"cidr": "10.0.0.0/24", "ports": [0]}), "ports"),
         (json!({"cidr": "10.0.0.0/24", "port": [22]}), "body"),
     ] {
-        let res = send(s, token, Method::POST, "/api/v1/discovery/scans", body.clone()).await;
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/discovery/scans",
+            body.clone(),
+        )
+        .await;
         assert_problem(res, 422, &format!("svc:validation/{field}")).await;
     }
 
@@ -701,7 +721,10 @@ async fn discovery_scans_find_open_ports_and_stay_in_their_tenant() {
     let res = call(s, &other, Method::GET, &path).send().await.unwrap();
     assert_problem(res, 404, "svc:not-found").await;
     let theirs = json(
-        call(s, &other, Method::GET, "/api/v1/discovery/scans").send().await.unwrap(),
+        call(s, &other, Method::GET, "/api/v1/discovery/scans")
+            .send()
+            .await
+            .unwrap(),
         200,
     )
     .await;
