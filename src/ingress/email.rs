@@ -1,7 +1,8 @@
 //! E-mail (`event-sources` of type `email`): one poller per source reads an IMAP mailbox over
 //! TLS every `config.pollInterval` (default 1m). `config.url` is `imaps://host[:993]` (TLS from
 //! the start) or `imap://host[:143]` (STARTTLS; the session never goes on in the clear);
-//! `config.username` and the password from `secretRef` sign in; `config.mailbox` (default
+//! `config.username` and the password from `secretRef` (opened for each poll, so a changed
+//! secret takes effect at the next) sign in; `config.mailbox` (default
 //! INBOX) is read. Unseen mails (the first 1 MiB of each, at most 256 a poll) become one event
 //! each, stored in one transaction, and only then are marked seen (and moved to `config.moveTo`).
 //! A crash between the two reads them again: at least once, and the alert engine folds repeats
@@ -41,14 +42,15 @@ struct Mailbox {
     port: u16,
     starttls: bool,
     username: String,
-    password: String,
+    /// The secret holding the password.
+    secret_ref: String,
     folder: String,
     move_to: Option<String>,
     every: Duration,
     tls: TlsConnector,
 }
 
-fn mailbox(source: &Source, password: Option<String>) -> Result<Mailbox, String> {
+fn mailbox(source: &Source, secret_ref: &Option<String>) -> Result<Mailbox, String> {
     let url = source
         .config
         .get("url")
@@ -87,7 +89,9 @@ fn mailbox(source: &Source, password: Option<String>) -> Result<Mailbox, String>
             .get("username")
             .cloned()
             .ok_or("config.username is required")?,
-        password: password.ok_or("secretRef must name the mailbox password's secret")?,
+        secret_ref: secret_ref
+            .clone()
+            .ok_or("secretRef must name the mailbox password's secret")?,
         folder: source
             .config
             .get("mailbox")
@@ -102,7 +106,7 @@ fn mailbox(source: &Source, password: Option<String>) -> Result<Mailbox, String>
 type Session = async_imap::Session<TlsStream<TcpStream>>;
 
 /// A signed-in session on the mailbox's server.
-async fn sign_in(m: &Mailbox) -> Result<Session, String> {
+async fn sign_in(m: &Mailbox, password: &str) -> Result<Session, String> {
     let tcp = TcpStream::connect((m.host.as_str(), m.port))
         .await
         .map_err(|e| format!("connect {}:{}: {e}", m.host, m.port))?;
@@ -128,7 +132,7 @@ async fn sign_in(m: &Mailbox) -> Result<Session, String> {
         greeting(&mut client).await?;
     }
     client
-        .login(&m.username, &m.password)
+        .login(&m.username, password)
         .await
         .map_err(|(e, _)| format!("login as {}: {e}", m.username))
 }
@@ -197,9 +201,9 @@ impl Ingress {
             .await
             .unwrap_or_else(|_| Err("the poll timed out".into()))
             {
-                Ok(()) => {
+                Ok(more) => {
                     backoff = Duration::from_secs(1);
-                    m.every
+                    if more { Duration::ZERO } else { m.every }
                 }
                 Err(why) => {
                     tracing::warn!(source = %source.name, host = %m.host, %why, "mailbox not read");
@@ -213,14 +217,19 @@ impl Ingress {
         }
     }
 
-    /// Reads, stores and marks the unseen mails once.
+    /// Reads, stores and marks the unseen mails once; whether more are waiting.
     async fn read_mails(
         &self,
         source: &Source,
         mapping: &Mapping,
         m: &Mailbox,
-    ) -> Result<(), String> {
-        let mut session = sign_in(m).await?;
+    ) -> Result<bool, String> {
+        let password = self
+            .secrets
+            .secret(source.tenant, &m.secret_ref)
+            .await
+            .ok_or_else(|| format!("the secret {:?} is not set", m.secret_ref))?;
+        let mut session = sign_in(m, &password).await?;
         session
             .select(&m.folder)
             .await
@@ -232,6 +241,7 @@ impl Ingress {
             .into_iter()
             .collect();
         uids.sort_unstable();
+        let more = uids.len() > PER_POLL;
         uids.truncate(PER_POLL);
         if !uids.is_empty() {
             let set = uids
@@ -279,18 +289,19 @@ impl Ingress {
                     .map_err(|e| format!("move to {folder}: {e}"))?;
             }
         }
-        session.logout().await.map_err(|e| format!("logout: {e}"))
+        session.logout().await.map_err(|e| format!("logout: {e}"))?;
+        Ok(more)
     }
 }
 
-/// Starts the poller of an `email` source (`password` opened from its `secretRef`).
+/// Starts the poller of an `email` source.
 pub(super) fn start(
     ingress: &Arc<Ingress>,
     source: Source,
     mapping: &BTreeMap<String, String>,
-    password: Option<String>,
+    secret_ref: &Option<String>,
 ) -> Result<JoinHandle<()>, String> {
-    let m = mailbox(&source, password)?;
+    let m = mailbox(&source, secret_ref)?;
     let mapping = Mapping::compile(mapping)?;
     Ok(tokio::spawn(
         ingress.clone().poll_mailbox(source, mapping, m),
@@ -316,14 +327,14 @@ mod tests {
 
     #[test]
     fn the_config_names_server_folder_and_interval() {
-        let pw = || Some("pw".to_string());
+        let pw = Some("mailbox".to_string());
         let m = mailbox(
             &source(&[
                 ("url", "imaps://mail.example"),
                 ("username", "ops"),
                 ("pollInterval", "30s"),
             ]),
-            pw(),
+            &pw,
         )
         .unwrap();
         assert_eq!(
@@ -336,13 +347,13 @@ mod tests {
         );
         let m = mailbox(
             &source(&[("url", "imap://mail.example:1143"), ("username", "ops")]),
-            pw(),
+            &pw,
         )
         .unwrap();
         assert_eq!((m.port, m.starttls, m.every), (1143, true, DEFAULT_EVERY));
-        assert!(mailbox(&source(&[("url", "pop3://m"), ("username", "u")]), pw()).is_err());
-        assert!(mailbox(&source(&[("url", "imaps://m")]), pw()).is_err());
-        assert!(mailbox(&source(&[("url", "imaps://m"), ("username", "u")]), None).is_err());
+        assert!(mailbox(&source(&[("url", "pop3://m"), ("username", "u")]), &pw).is_err());
+        assert!(mailbox(&source(&[("url", "imaps://m")]), &pw).is_err());
+        assert!(mailbox(&source(&[("url", "imaps://m"), ("username", "u")]), &None).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Keeps one listener task per enabled event source that listens or polls on its own (`mqtt`,
-//! `snmp`, `email`), started when the source is saved and restarted or stopped only when that source
-//! changes or goes: the catalog's generation says when to look.
+//! `snmp`, `email`), started when the source is saved and restarted or stopped only when that
+//! source changes or goes: the catalog's generation says when to look.
 
 use super::{Ingress, Source, email, mqtt, snmp};
 use crate::model::config::EventSource;
@@ -64,13 +64,15 @@ impl SourceListeners {
                 continue;
             }
             let source = Source::of(key.0, key.1.clone(), &body);
-            let password = match &body.secret_ref {
-                Some(name) => self.ingress.secrets.secret(key.0, name).await,
-                None => None,
-            };
             let started = match body.kind.as_str() {
-                "mqtt" => mqtt::start(&self.ingress, source, &body.mapping, password),
-                "email" => email::start(&self.ingress, source, &body.mapping, password),
+                "mqtt" => {
+                    let password = match &body.secret_ref {
+                        Some(name) => self.ingress.secrets.secret(key.0, name).await,
+                        None => None,
+                    };
+                    mqtt::start(&self.ingress, source, &body.mapping, password)
+                }
+                "email" => email::start(&self.ingress, source, &body.mapping, &body.secret_ref),
                 _ => snmp::start(&self.ingress, source).await,
             };
             match started {

@@ -1044,12 +1044,15 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
     };
     let a = Admin::start();
     let (s, token) = (&a.s, a.token.as_str());
-    let put = call(s, token, Method::PUT, "/api/v1/secrets/mailbox")
-        .json(&json!({"value": "secret"}))
-        .send()
-        .await
-        .unwrap();
-    assert!(put.status().is_success(), "{}", put.status());
+    let set_password = |value: &'static str| async move {
+        let put = call(s, token, Method::PUT, "/api/v1/secrets/mailbox")
+            .json(&json!({"value": value}))
+            .send()
+            .await
+            .unwrap();
+        assert!(put.status().is_success(), "{}", put.status());
+    };
+    set_password("wrong").await;
     dovecot.deliver(
         "1.plc",
         &mail(
@@ -1084,7 +1087,21 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
         )],
     )
     .await;
-    let events = wait_events(s, token, 2).await;
+    // Refused sign-ins read nothing; the right password, set later, is used at the next poll.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(ingress_events(s, token).await.is_empty());
+    assert_eq!(dovecot.flags(""), ["new", "new"]);
+    set_password("secret").await;
+    // Dovecot delays a client after failed sign-ins (up to 15 s).
+    let started = Instant::now();
+    let events = loop {
+        let events = ingress_events(s, token).await;
+        if events.len() >= 2 {
+            break events;
+        }
+        assert!(started.elapsed() < Duration::from_secs(40), "{events:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
     let by_key = |key: &str| {
         events
             .iter()
