@@ -65,13 +65,7 @@ impl SourceListeners {
             }
             let source = Source::of(key.0, key.1.clone(), &body);
             let started = match body.kind.as_str() {
-                "mqtt" => {
-                    let password = match &body.secret_ref {
-                        Some(name) => self.ingress.secrets.secret(key.0, name).await,
-                        None => None,
-                    };
-                    mqtt::start(&self.ingress, source, &body.mapping, password)
-                }
+                "mqtt" => mqtt::start(&self.ingress, source, &body.mapping, &body.secret_ref),
                 "email" => email::start(&self.ingress, source, &body.mapping, &body.secret_ref),
                 _ => snmp::start(&self.ingress, source).await,
             };

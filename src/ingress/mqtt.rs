@@ -37,10 +37,11 @@ struct Subscription {
     topics: Vec<String>,
     client_id: String,
     username: Option<String>,
-    password: Option<String>,
+    /// The secret holding the password, opened at each connection.
+    secret_ref: Option<String>,
 }
 
-fn subscription(source: &Source, password: Option<String>) -> Result<Subscription, String> {
+fn subscription(source: &Source, secret_ref: &Option<String>) -> Result<Subscription, String> {
     let url = source
         .config
         .get("url")
@@ -86,7 +87,7 @@ fn subscription(source: &Source, password: Option<String>) -> Result<Subscriptio
             .cloned()
             .unwrap_or_else(|| format!("svc-{}", source.name)),
         username: source.config.get("username").cloned(),
-        password,
+        secret_ref: secret_ref.clone(),
     })
 }
 
@@ -137,7 +138,11 @@ impl Ingress {
                 )));
             }
             if let Some(user) = &sub.username {
-                options.set_credentials(user, sub.password.clone().unwrap_or_default());
+                let password = match &sub.secret_ref {
+                    Some(name) => self.secrets.secret(source.tenant, name).await,
+                    None => None,
+                };
+                options.set_credentials(user, password.unwrap_or_default());
             }
             let (client, events) = AsyncClient::new(options, 64);
             for topic in &sub.topics {
@@ -228,14 +233,14 @@ async fn poll(mut events: EventLoop, tx: mpsc::Sender<Incoming>) {
     }
 }
 
-/// Starts the listener of an `mqtt` source (`password` opened from its `secretRef`).
+/// Starts the listener of an `mqtt` source.
 pub(super) fn start(
     ingress: &Arc<Ingress>,
     source: Source,
     mapping: &BTreeMap<String, String>,
-    password: Option<String>,
+    secret_ref: &Option<String>,
 ) -> Result<JoinHandle<()>, String> {
-    let sub = subscription(&source, password)?;
+    let sub = subscription(&source, secret_ref)?;
     let mapping = Mapping::compile(mapping)?;
     Ok(tokio::spawn(
         ingress.clone().listen_mqtt(source, mapping, sub),
@@ -263,15 +268,15 @@ mod tests {
     fn the_config_names_broker_and_topics() {
         let s = subscription(
             &source(&[("url", "mqtt://broker:1884"), ("topics", "a/+/b, c/#")]),
-            None,
+            &None,
         )
         .unwrap();
         assert_eq!((s.host.as_str(), s.port), ("broker", 1884));
         assert_eq!(s.topics, vec!["a/+/b", "c/#"]);
         assert_eq!(s.client_id, "svc-plant");
-        assert!(subscription(&source(&[("url", "mqtt://b")]), None).is_err());
-        assert!(subscription(&source(&[("url", "ws://b"), ("topics", "x")]), None).is_err());
-        let s = subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), None).unwrap();
+        assert!(subscription(&source(&[("url", "mqtt://b")]), &None).is_err());
+        assert!(subscription(&source(&[("url", "ws://b"), ("topics", "x")]), &None).is_err());
+        let s = subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), &None).unwrap();
         assert_eq!(s.port, 8883);
         assert!(s.tls.is_some());
     }

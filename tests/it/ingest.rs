@@ -449,19 +449,31 @@ impl Broker {
         })
     }
 
-    /// A broker that speaks only TLS, with a certificate of a private CA.
+    /// A broker that speaks only TLS, with a certificate of a private CA, and signs in only
+    /// `plant` with the password `hunter2`.
     fn start_tls() -> Option<Broker> {
         let dir = tempfile::tempdir().unwrap();
         let (ca, cert, key) = private_ca(dir.path());
         let port = free_port();
         let config = dir.path().join("mosquitto.conf");
+        let passwords = dir.path().join("passwords");
+        let made = std::process::Command::new("mosquitto_passwd")
+            .args(["-b", "-c"])
+            .arg(&passwords)
+            .args(["plant", "hunter2"])
+            .status();
+        if made.is_err() {
+            peer_missing("mosquitto");
+            return None;
+        }
         // `user root`: as root, read the files in the private directory (no effect otherwise).
         std::fs::write(
             &config,
             format!(
-                "listener {port} 127.0.0.1\ncertfile {}\nkeyfile {}\nallow_anonymous true\nuser root\n",
+                "listener {port} 127.0.0.1\ncertfile {}\nkeyfile {}\nallow_anonymous false\npassword_file {}\nuser root\n",
                 cert.display(),
-                key.display()
+                key.display(),
+                passwords.display()
             ),
         )
         .unwrap();
@@ -488,7 +500,8 @@ impl Broker {
             self.port.to_string(),
         ];
         if let Some((_, ca)) = &self.tls {
-            args.extend(["--cafile".into(), ca.display().to_string()]);
+            let ca = ca.display().to_string();
+            args.extend(["--cafile", &ca, "-u", "plant", "-P", "hunter2"].map(String::from));
         }
         args
     }
@@ -545,8 +558,9 @@ async fn wait_events(s: &Server, token: &str, n: usize) -> Vec<Value> {
     }
 }
 
-/// An `mqtts://` source trusts its broker's private CA by `caFile`, and refuses the broker
-/// without it (the system roots do not know that CA).
+/// An `mqtts://` source trusts its broker's private CA by `caFile` and signs in with the
+/// password of its `secretRef`; one without the CA refuses the broker (the system roots do not
+/// know that CA).
 #[tokio::test]
 async fn mqtt_over_tls_trusts_the_configured_ca() {
     let Some(broker) = Broker::start_tls() else {
@@ -555,6 +569,12 @@ async fn mqtt_over_tls_trusts_the_configured_ca() {
     let ca = broker.tls.as_ref().unwrap().1.display().to_string();
     let a = Admin::start();
     let (s, token) = (&a.s, a.token.as_str());
+    let put = call(s, token, Method::PUT, "/api/v1/secrets/broker")
+        .json(&json!({"value": "hunter2"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(put.status().is_success(), "{}", put.status());
     let url = format!("mqtts://127.0.0.1:{}", broker.port);
     create_all(
         s,
@@ -562,13 +582,13 @@ async fn mqtt_over_tls_trusts_the_configured_ca() {
         vec![
             (
                 "/api/v1/event-sources",
-                json!({"name": "secure", "type": "mqtt",
-                       "config": {"url": url, "topics": "secure/#", "caFile": ca}}),
+                json!({"name": "secure", "type": "mqtt", "secretRef": "broker",
+                       "config": {"url": url, "topics": "secure/#", "caFile": ca, "username": "plant"}}),
             ),
             (
                 "/api/v1/event-sources",
-                json!({"name": "untrusting", "type": "mqtt",
-                       "config": {"url": url, "topics": "untrusting/#", "clientId": "svc-untrusting"}}),
+                json!({"name": "untrusting", "type": "mqtt", "secretRef": "broker",
+                       "config": {"url": url, "topics": "untrusting/#", "username": "plant"}}),
             ),
         ],
     )
