@@ -101,9 +101,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ApiQuery<T> {
                 first.append_pair(&key, &value);
             }
         }
-        serde_urlencoded::from_str(&first.finish())
+        let query = first.finish();
+        let parameters =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(parameters)
             .map(ApiQuery)
-            .map_err(|e| Problem::validation("query", e.to_string()))
+            .map_err(|e| {
+                // The detail names the parameter (`events: ...`), as body details name the field.
+                let detail = match e.path().to_string() {
+                    p if p == "." => e.inner().to_string(),
+                    p => format!("{p}: {}", e.inner()),
+                };
+                Problem::validation("query", detail)
+            })
     }
 }
 

@@ -602,7 +602,11 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
         .send()
         .await
         .unwrap();
-    assert_problem(res, 422, "svc:validation/query").await;
+    let p = assert_problem(res, 422, "svc:validation/query").await;
+    assert!(
+        p["detail"].as_str().unwrap().starts_with("events: "),
+        "the detail names the parameter: {p}"
+    );
 }
 
 /// The data directory of svc at schema version 16 (commit 641bd32^, before the federation
