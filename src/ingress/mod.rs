@@ -77,6 +77,22 @@ impl Source {
     }
 }
 
+#[cfg(test)]
+impl Source {
+    /// A source of the nil tenant with `config`, for the adapters' unit tests.
+    pub fn configured(name: &str, config: &[(&str, &str)]) -> Self {
+        Self {
+            tenant: Uuid::nil(),
+            name: name.into(),
+            labels: BTreeMap::new(),
+            config: config
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+}
+
 /// Trust for the TLS peer of a source that connects out (an IMAP server, an MQTT broker):
 /// `config.caFile`, else the system roots; `config.tlsInsecure: "true"` accepts any certificate.
 fn trust(source: &Source) -> Result<rustls::ClientConfig, String> {

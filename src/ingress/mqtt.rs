@@ -250,18 +250,9 @@ pub(super) fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
 
     fn source(config: &[(&str, &str)]) -> Source {
-        Source {
-            tenant: Uuid::nil(),
-            name: "plant".into(),
-            labels: BTreeMap::new(),
-            config: config
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
+        Source::configured("plant", config)
     }
 
     #[test]

@@ -437,16 +437,21 @@ struct Broker {
 impl Broker {
     fn start(port: Option<u16>) -> Option<Broker> {
         let port = port.unwrap_or_else(free_port);
-        let child = spawn_peer(
+        Self::spawn(
             std::process::Command::new("mosquitto").args(["-p", &port.to_string()]),
-            "mosquitto",
-        )?;
-        wait_listening(port, "mosquitto");
-        Some(Broker {
-            child,
             port,
-            tls: None,
-        })
+            None,
+        )
+    }
+
+    fn spawn(
+        command: &mut std::process::Command,
+        port: u16,
+        tls: Option<(tempfile::TempDir, std::path::PathBuf)>,
+    ) -> Option<Broker> {
+        let child = spawn_peer(command, "mosquitto")?;
+        wait_listening(port, "mosquitto");
+        Some(Broker { child, port, tls })
     }
 
     /// A broker that speaks only TLS, with a certificate of a private CA, and signs in only
@@ -477,18 +482,13 @@ impl Broker {
             ),
         )
         .unwrap();
-        let child = spawn_peer(
+        Self::spawn(
             std::process::Command::new("mosquitto")
                 .arg("-c")
                 .arg(&config),
-            "mosquitto",
-        )?;
-        wait_listening(port, "mosquitto");
-        Some(Broker {
-            child,
             port,
-            tls: Some((dir, ca)),
-        })
+            Some((dir, ca)),
+        )
     }
 
     /// How `mosquitto_pub` reaches the broker.
