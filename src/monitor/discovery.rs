@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The largest range: 4,096 addresses.
-const MAX_ADDRESSES: u128 = 4096;
+/// The widest range: 4,096 addresses, an IPv4 /20.
+const MAX_HOST_BITS: u8 = 12;
 const MAX_PORTS: usize = 64;
-pub const DEFAULT_PORTS: [u16; 7] = [22, 23, 80, 443, 502, 8080, 8443];
+const DEFAULT_PORTS: [u16; 7] = [22, 23, 80, 443, 502, 8080, 8443];
 /// Connection attempts in flight at once, over all scans.
 const IN_FLIGHT: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -45,18 +45,18 @@ fn addresses(cidr: &str) -> Result<Vec<IpAddr>, Invalid> {
             format!("{cidr:?} is not a CIDR range (such as 192.168.1.0/24)"),
         )
     })?;
-    let host_bits = u32::from(net.max_prefix_len() - net.prefix_len());
-    if host_bits > 12 || 1u128 << host_bits > MAX_ADDRESSES {
+    let host_bits = net.max_prefix_len() - net.prefix_len();
+    if host_bits > MAX_HOST_BITS {
+        let count = match host_bits {
+            0..64 => (1u64 << host_bits).to_string(),
+            _ => format!("2^{host_bits}"),
+        };
         return Err(invalid(
             "cidr",
             format!(
-                "{cidr} has {} addresses; at most a /{} ({MAX_ADDRESSES} addresses) is scanned",
-                if host_bits >= 64 {
-                    "too many".to_string()
-                } else {
-                    (1u128 << host_bits).to_string()
-                },
-                net.max_prefix_len() - 12
+                "{cidr} has {count} addresses; at most a /{} ({} addresses) is scanned",
+                net.max_prefix_len() - MAX_HOST_BITS,
+                1u64 << MAX_HOST_BITS
             ),
         ));
     }
@@ -241,6 +241,7 @@ mod tests {
                 .detail
                 .contains("/116")
         );
+        assert!(addresses("::/0").unwrap_err().detail.contains("2^128"));
         assert!(addresses("10.0.0.300/24").is_err());
         assert!(addresses("web01").is_err());
     }
