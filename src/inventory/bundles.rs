@@ -68,11 +68,15 @@ fn dangling_references(
     docs_now: &BTreeMap<(&'static str, String), String>,
     checked: &[Checked],
 ) -> Vec<String> {
-    let defined = |kind: &str, name: &str| {
-        docs_now.contains_key(&(kind, name.to_string()))
-            || checked.iter().any(|c| {
-                matches!(c, Checked::Doc { kind: k, name: n, .. } if k.name == kind && n == name)
-            })
+    let in_bundle: BTreeSet<(&str, &str)> = checked
+        .iter()
+        .filter_map(|c| match c {
+            Checked::Doc { kind, name, .. } => Some((kind.name, name.as_str())),
+            Checked::Object { .. } => None,
+        })
+        .collect();
+    let defined = |kind: &'static str, name: &str| {
+        in_bundle.contains(&(kind, name)) || docs_now.contains_key(&(kind, name.to_string()))
     };
     let mut warnings = Vec::new();
     for c in checked {

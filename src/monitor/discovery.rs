@@ -135,10 +135,13 @@ impl Discovery {
 
     /// Tries every port of every address, recording progress and hits as they come.
     async fn sweep(self: Arc<Self>, tenant: Uuid, id: Uuid, targets: Vec<IpAddr>, ports: Vec<u16>) {
-        let probes: Vec<SocketAddr> = targets
-            .iter()
-            .flat_map(|ip| ports.iter().map(|port| SocketAddr::new(*ip, *port)))
-            .collect();
+        // Made as they are taken: a /20 on 64 ports is 262,144 of them.
+        let probes = targets.into_iter().flat_map(move |ip| {
+            ports
+                .clone()
+                .into_iter()
+                .map(move |port| SocketAddr::new(ip, port))
+        });
         let mut results = futures_util::stream::iter(probes)
             .map(|addr| {
                 let slots = self.slots.clone();
