@@ -84,7 +84,13 @@ pub struct Store {
     durable: Mutex<u64>,
     /// Notified after writes that may have armed an escalation step (the escalator's waker).
     escalations: Arc<Notify>,
+    /// Writers allowed onto blocking threads at once. Writes serialize on the database anyway;
+    /// a burst of them queued here holds no thread, and so no per-thread allocator heap.
+    writers: tokio::sync::Semaphore,
 }
+
+/// Enough writers in flight that one sync covers several commits.
+const WRITERS: usize = 8;
 
 /// Room a recovered store must find free before it serves writes again: the largest request
 /// body fits, so a disk that is still full keeps the store offline (and `/readyz` at 503)
@@ -156,6 +162,7 @@ impl Store {
             catalog_watchers: Mutex::default(),
             committed: AtomicU64::new(0),
             durable: Mutex::new(0),
+            writers: tokio::sync::Semaphore::new(WRITERS),
             escalations: Arc::new(Notify::new()),
         });
         match store.bring_online() {
@@ -284,8 +291,22 @@ impl Store {
         result
     }
 
-    /// Runs a write transaction off the async runtime.
+    /// Runs a write transaction off the async runtime, queued behind at most `WRITERS` others.
     async fn write<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let _permit = self
+            .writers
+            .acquire()
+            .await
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        self.write_unqueued(f).await
+    }
+
+    /// A write that passes the queue: for a worker that has one write in flight at a time and
+    /// must not wait behind a burst of requests (the pager's outbox, say).
+    async fn write_unqueued<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {

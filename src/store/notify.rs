@@ -149,7 +149,7 @@ pub(super) fn release_suppressed(
 }
 
 /// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
-fn put_delivery(tx: &WriteTransaction, d: &Delivery) -> Result<(), StoreError> {
+pub(super) fn put_delivery(tx: &WriteTransaction, d: &Delivery) -> Result<(), StoreError> {
     if d.dead {
         tx.open_table(DEAD_LETTERS)
             .map_err(StoreError::from_redb)?
@@ -293,7 +293,7 @@ impl Store {
         firings: Vec<(EscalationTimer, Firing)>,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_unqueued(move |tx| {
             let mut events = Vec::new();
             for (timer, firing) in firings {
                 let key = timer_key(timer.alert_id, timer.step);
@@ -338,7 +338,7 @@ impl Store {
         attempts: Vec<Attempt>,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_unqueued(move |tx| {
             let mut events = Vec::new();
             for a in attempts {
                 if take_delivery(tx, a.delivery.id)?.is_none() {
