@@ -14,6 +14,7 @@ pub mod inventory;
 pub mod model;
 pub mod monitor;
 pub mod notify;
+pub mod reports;
 pub mod runtime;
 pub mod store;
 pub mod web;

@@ -13,6 +13,7 @@ use crate::monitor::heartbeats::HeartbeatError;
 use crate::monitor::metrics::MetricError;
 use crate::monitor::results::ResultError;
 use crate::notify::NotifyError;
+use crate::reports::ReportError;
 use crate::store::StoreError;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -61,6 +62,8 @@ pub enum Code {
     IngressDisabled,
     IngressAuth,
     SitesDisabled,
+    /// A report asked for as PDF: this build renders HTML, CSV and JSON.
+    ReportsPdf,
     Internal,
 }
 
@@ -100,12 +103,13 @@ impl Code {
             Code::IngressDisabled => "svc:ingress/disabled",
             Code::IngressAuth => "svc:ingress/auth",
             Code::SitesDisabled => "svc:sites/disabled",
+            Code::ReportsPdf => "svc:reports/pdf",
             Code::Internal => "svc:internal",
         })
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 32] = [
+    const FIXED: [Code; 33] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -138,6 +142,7 @@ impl Code {
         Code::IngressDisabled,
         Code::IngressAuth,
         Code::SitesDisabled,
+        Code::ReportsPdf,
     ];
 
     /// The code a `svc:…` string names, if any.
@@ -228,6 +233,9 @@ impl Code {
             Code::SitesDisabled => {
                 "The federation site is disabled: it may neither pull its bundle nor report."
             }
+            Code::ReportsPdf => {
+                "PDF rendering is not available in this build; ask for format html, csv or json."
+            }
             Code::Internal => {
                 "An unexpected error inside the service; it is logged with the request id."
             }
@@ -270,6 +278,7 @@ impl Code {
             Code::IngressDisabled => (S::FORBIDDEN, "Event source disabled"),
             Code::IngressAuth => (S::UNAUTHORIZED, "Event source authentication failed"),
             Code::SitesDisabled => (S::FORBIDDEN, "Site disabled"),
+            Code::ReportsPdf => (S::NOT_IMPLEMENTED, "PDF rendering unavailable"),
             Code::Internal => (S::INTERNAL_SERVER_ERROR, "Internal error"),
         }
     }
@@ -421,6 +430,16 @@ impl From<AlertError> for Problem {
         match e {
             AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
             AlertError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<ReportError> for Problem {
+    fn from(e: ReportError) -> Self {
+        match e {
+            ReportError::Invalid(i) => Problem::validation(i.field, i.detail),
+            ReportError::Pdf => Problem::new(Code::ReportsPdf, e.to_string()),
+            ReportError::Store(s) => s.into(),
         }
     }
 }

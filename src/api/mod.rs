@@ -24,6 +24,7 @@ pub mod openapi;
 mod pages;
 pub mod pagination;
 mod problem_pages;
+mod reports;
 mod results;
 pub mod router;
 mod schemas;
@@ -74,6 +75,7 @@ pub struct AppContext {
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,
     pub discovery: Arc<Discovery>,
+    pub reports: Arc<crate::reports::Reports>,
     pub metric_queries: Arc<MetricQueries>,
     pub backups: Arc<crate::store::backup::Backups>,
     pub metrics: Arc<Metrics>,

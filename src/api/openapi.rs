@@ -117,11 +117,21 @@ fn operation(
 ) -> Value {
     let mut responses = Map::new();
     for a in &r.responses {
-        let mut answer = json!({"description": status_text(a.status)});
+        // Answers of one status in several media types (a report in HTML, CSV or JSON) share
+        // its entry.
+        let answer = responses
+            .entry(a.status.to_string())
+            .or_insert_with(|| json!({"description": status_text(a.status)}));
         if let Some(body) = &a.body {
-            answer["content"] = content(body, answers);
+            let media = content(body, answers);
+            match (
+                answer.get_mut("content").and_then(Value::as_object_mut),
+                media,
+            ) {
+                (Some(existing), Value::Object(more)) => existing.extend(more),
+                (_, media) => answer["content"] = media,
+            }
         }
-        responses.insert(a.status.to_string(), answer);
     }
     let guarded = r.permission != PUBLIC || r.identity;
     if r.page {

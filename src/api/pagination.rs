@@ -38,6 +38,10 @@ pub const DEAD_LETTERS: PageRules = PageRules {
     default: 100,
     max: Some(1000),
 };
+pub const REPORT_ARCHIVE: PageRules = PageRules {
+    default: 100,
+    max: Some(1000),
+};
 pub const DISCOVERY_SCANS: PageRules = PageRules {
     default: 50,
     max: Some(50),

@@ -6,8 +6,8 @@ use super::access::{Access, authorize};
 use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
 use super::{
     account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
-    ingest, metrics, notify, objects, pages, problem_pages, results, secrets, sites, suppressions,
-    system, users,
+    ingest, metrics, notify, objects, pages, problem_pages, reports, results, secrets, sites,
+    suppressions, system, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -264,6 +264,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(bundles::routes());
     all.extend(heartbeats::routes());
     all.extend(discovery::routes());
+    all.extend(reports::routes());
     all.extend(sites::routes());
     all.extend(alerts::routes());
     all.extend(incidents::routes());

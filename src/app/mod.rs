@@ -28,6 +28,7 @@ use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, WebhookDispatcher};
+use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
@@ -274,6 +275,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
     let hardware = hardware::start(&config, &store, &secrets, &clock).await;
     let devices = hardware.devices.clone();
+    let object_labels: Arc<dyn crate::runtime::ObjectLabels> = catalog.clone();
     let scheduler = Scheduler::new(
         store.clone(),
         catalog,
@@ -338,6 +340,17 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(Courier(notify.clone()));
     supervisor.spawn(Handoffs::new(notify.clone()));
     supervisor.spawn(WebhookDispatcher::new(notify.clone(), events.clone()));
+    let reports = Reports::new(ReportsParts {
+        store: store.clone(),
+        events: events.clone(),
+        labels: object_labels,
+        oncall: notify.clone(),
+        sink: events.clone(),
+        clock: clock.clone(),
+        courier: notify.courier_waker(),
+        base_url: config.base_url.clone(),
+    });
+    supervisor.spawn(ReportScheduler::new(reports.clone()));
     let backups = Arc::new(crate::store::backup::Backups {
         store: store.clone(),
         events: events.store().clone(),
@@ -362,6 +375,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         pipeline: pipeline.clone(),
         scheduler,
         discovery: crate::monitor::discovery::Discovery::new(clock.clone()),
+        reports,
         metric_queries,
         backups,
         metrics,

@@ -8,6 +8,7 @@ use super::notify::{
     Channel, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
     WebhookSubscription,
 };
+use super::report::ReportBody;
 use super::{GoDuration, Timestamp};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -1110,34 +1111,19 @@ fn validate_business_service(body: &mut Map<String, Value>) -> Result<(), Invali
     })
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ReportBody {
-    /// `availability`, `sla`, `alerts` or `notifications`.
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    params: Map<String, Value>,
-    /// `daily`, `weekly` or `monthly`; absent: rendered on request only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    schedule: Option<String>,
-    #[serde(default)]
-    email: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    keep: Option<u32>,
-}
-
 fn validate_report(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    use super::report::{REPORT_TYPES, ReportParams, ReportSchedule};
     validate_with(body, |r: &ReportBody| {
-        one_of(
-            "type",
-            &r.kind,
-            &["availability", "sla", "alerts", "notifications"],
-        )?;
-        match &r.schedule {
-            Some(s) => one_of("schedule", s, &["daily", "weekly", "monthly"]),
-            None => Ok(()),
+        one_of("type", &r.kind, REPORT_TYPES)?;
+        ReportParams::of(&r.params).map_err(|e| invalid("params", e))?;
+        if let Some(s) = &r.schedule {
+            s.parse::<ReportSchedule>()
+                .map_err(|e| invalid("schedule", e))?;
         }
+        if r.keep == Some(0) {
+            return Err(invalid("keep", "keep must be at least 1"));
+        }
+        Ok(())
     })
 }
 

@@ -2,6 +2,7 @@
 
 pub mod alert;
 pub mod audit;
+pub mod availability;
 pub mod bundle;
 pub mod cel;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod input;
 pub mod metric;
 pub mod notify;
 pub mod object;
+pub mod report;
 pub mod secret;
 pub mod selector;
 pub mod site;

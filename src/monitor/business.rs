@@ -6,6 +6,7 @@
 use super::catalog::Catalog;
 use crate::auth::Principal;
 use crate::events::Events;
+use crate::model::availability::{down_spans, subtract, union_length};
 use crate::model::config::{BusinessService, ConfigDoc};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
@@ -403,82 +404,6 @@ impl BusinessServices {
     }
 }
 
-/// The spans in `[from, to)` an object was in a hard non-OK state, from its state changes in
-/// order (the state before the first one is its `from`; with none, its live state held
-/// throughout).
-fn down_spans(
-    changes: &[crate::model::event::Event],
-    live: Option<&CheckState>,
-    from: i64,
-    to: i64,
-) -> Vec<(i64, i64)> {
-    let bad = |label: Option<&str>| !matches!(label, Some("OK" | "UP" | "PENDING") | None);
-    let hard: Vec<&crate::model::event::Event> = changes
-        .iter()
-        .filter(|e| e.payload.get("stateType").and_then(Value::as_str) == Some("hard"))
-        .collect();
-    let mut down_since = match hard.first() {
-        Some(first) => bad(first.payload.get("from").and_then(Value::as_str)).then_some(from),
-        None => live.is_some_and(|s| s.state != 0).then_some(from),
-    };
-    let mut spans = Vec::new();
-    for e in hard {
-        let at = e.ts.as_millis();
-        let now_bad = bad(e.payload.get("to").and_then(Value::as_str));
-        match (down_since, now_bad) {
-            (None, true) => down_since = Some(at),
-            (Some(since), false) => {
-                spans.push((since, at));
-                down_since = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(since) = down_since {
-        spans.push((since, to));
-    }
-    spans
-}
-
-/// `spans` without `cut`.
-fn subtract(spans: &[(i64, i64)], cut: (i64, i64)) -> Vec<(i64, i64)> {
-    let mut out = Vec::new();
-    for &(a, b) in spans {
-        if cut.1 <= a || cut.0 >= b {
-            out.push((a, b));
-            continue;
-        }
-        if cut.0 > a {
-            out.push((a, cut.0));
-        }
-        if cut.1 < b {
-            out.push((cut.1, b));
-        }
-    }
-    out
-}
-
-/// The total length of the union of spans.
-fn union_length(mut spans: Vec<(i64, i64)>) -> i64 {
-    spans.sort_unstable();
-    let mut total = 0;
-    let mut current: Option<(i64, i64)> = None;
-    for (a, b) in spans {
-        match current {
-            Some((ca, cb)) if a <= cb => current = Some((ca, cb.max(b))),
-            Some((ca, cb)) => {
-                total += cb - ca;
-                current = Some((a, b));
-            }
-            None => current = Some((a, b)),
-        }
-    }
-    if let Some((a, b)) = current {
-        total += b - a;
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,12 +448,5 @@ mod tests {
             3,
             "no inputs: UNKNOWN"
         );
-    }
-
-    #[test]
-    fn spans_add_up_without_overlap_or_downtime() {
-        let spans = vec![(0, 10), (5, 20), (30, 40)];
-        assert_eq!(union_length(spans.clone()), 30);
-        assert_eq!(subtract(&spans, (8, 35)), vec![(0, 8), (5, 8), (35, 40)]);
     }
 }

@@ -207,6 +207,11 @@ impl Notifier {
         Ok((dir, schedule))
     }
 
+    /// Wakes the courier: for others who queue deliveries (mailed reports).
+    pub fn courier_waker(&self) -> Arc<Notify> {
+        self.courier_wake.clone()
+    }
+
     /// `GET /oncall/now` (CONTRACT 3): per schedule the shift now and its contacts.
     pub async fn on_call_now(&self, p: &Principal) -> Result<Vec<Value>, NotifyError> {
         let dir = self.directory(p.tenant).await?;
@@ -571,6 +576,29 @@ impl Worker for Escalator {
                 ),
                 _ => Wait::For(IDLE),
             }
+        })
+    }
+}
+
+impl crate::runtime::OnCall for Notifier {
+    fn on_call_now(&self, tenant: Uuid) -> crate::runtime::oncall::OnCallFuture<'_> {
+        Box::pin(async move {
+            let dir = self.directory(tenant).await.map_err(|e| e.to_string())?;
+            let now = self.clock.now();
+            Ok(dir
+                .schedules
+                .iter()
+                .map(|s| {
+                    let names = dir
+                        .roster(s)
+                        .at(now, false)
+                        .into_iter()
+                        .filter_map(|sh| dir.contact(&sh.contact_id))
+                        .filter_map(|c| c.doc["name"].as_str().map(str::to_string))
+                        .collect();
+                    (s.name.clone(), names)
+                })
+                .collect())
         })
     }
 }

@@ -6,9 +6,9 @@ use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
     EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RULE_BEATS, SECRETS, SESSIONS, SETTINGS,
-    SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS,
-    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS,
+    SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
+    SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
 
@@ -103,6 +103,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 17,
         name: "federation site status",
         apply: create_site_status_table,
+    },
+    Migration {
+        version: 18,
+        name: "report archive",
+        apply: create_report_tables,
     },
 ];
 
@@ -215,6 +220,14 @@ fn create_settings_table(tx: &WriteTransaction) -> Result<(), StoreError> {
 
 fn create_site_status_table(tx: &WriteTransaction) -> Result<(), StoreError> {
     tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+    Ok(())
+}
+
+fn create_report_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
+    tx.open_table(REPORT_ARCHIVE)
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(REPORT_CONTENT)
+        .map_err(StoreError::from_redb)?;
     Ok(())
 }
 

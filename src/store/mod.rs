@@ -18,6 +18,7 @@ pub mod metrics;
 mod migrations;
 pub mod notify;
 pub mod objects;
+pub mod reports;
 mod secrets;
 mod settings;
 mod sites;

@@ -185,3 +185,8 @@ pub fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {
         .map_err(StoreError::from_redb)?;
     Ok(())
 }
+/// Archived report renderings by (tenant, report name, 0, id); their content by id.
+pub const REPORT_ARCHIVE: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("report_by_tenant_name_id");
+pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("report_content_by_id");

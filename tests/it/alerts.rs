@@ -7,18 +7,6 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-/// Creates each (path, body) in order, expecting 201.
-async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
-    for (path, body) in items {
-        let res = send(s, token, Method::POST, path, body).await;
-        assert_eq!(res.status().as_u16(), 201, "{path}");
-    }
-}
-
-async fn get(s: &Server, token: &str, path: &str) -> Value {
-    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
-}
-
 async fn result(s: &Server, token: &str, state: &str) {
     let res = send(
         s,

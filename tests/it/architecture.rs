@@ -15,7 +15,9 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
         "store" => &["model", "runtime"],
         "config" => &["model"],
         "auth" | "events" => &["model", "runtime", "store", "config"],
-        "monitor" | "alerting" | "notify" | "ingress" | "federation" | "inventory" => DOMAIN,
+        "monitor" | "alerting" | "notify" | "ingress" | "federation" | "inventory" | "reports" => {
+            DOMAIN
+        }
         "api" | "web" => &[
             "model",
             "runtime",
@@ -30,6 +32,7 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
             "ingress",
             "federation",
             "inventory",
+            "reports",
             "web",
             "api",
         ],

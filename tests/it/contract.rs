@@ -184,9 +184,24 @@ async fn resources(s: &Server, token: &str, secrets: &str) -> (Vec<String>, Vec<
             "/api/v1/heartbeats",
             json!({"name": name, "expectEvery": "5m"}),
         ),
+        ("/api/v1/reports", json!({"name": name, "type": "audit"})),
     ] {
         created(post(path, body).await).await;
     }
+    let run = send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/reports/{name}:run"),
+        json!({}),
+    )
+    .await;
+    ids.push(
+        json(run, 200).await["renderings"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
     let secret = call(s, secrets, Method::PUT, &format!("/api/v1/secrets/{name}"))
         .json(&json!({"value": "s3cret"}))
         .send()

@@ -14,10 +14,6 @@ const BUNDLE_TWO: &str = "kind: host\nname: edge-a\nbody:\n  spec: {address: 127
 /// Parses, but names a template that does not exist: the edge refuses to apply it.
 const BUNDLE_BROKEN: &str = "kind: host\nname: edge-c\nbody:\n  spec: {templates: [nowhere]}\n";
 
-async fn get(s: &Server, token: &str, path: &str) -> Value {
-    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
-}
-
 /// Polls `path` until `done` holds for its JSON (20 s at most).
 async fn until(
     s: &Server,

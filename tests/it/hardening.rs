@@ -22,10 +22,6 @@ fn restart(a: Admin) -> Admin {
 }
 
 /// A GET answered 200 with JSON.
-async fn get(s: &Server, token: &str, path: &str) -> Value {
-    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
-}
-
 async fn hosts(s: &Server, token: &str) -> Value {
     get(s, token, "/api/v1/hosts").await
 }

@@ -23,17 +23,6 @@ fn start_with_hardware(hardware: &str) -> (Admin, tempfile::TempDir) {
     (a, dir)
 }
 
-async fn get(s: &Server, token: &str, path: &str) -> Value {
-    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
-}
-
-async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
-    for (path, body) in items {
-        let res = send(s, token, Method::POST, path, body.clone()).await;
-        assert_eq!(res.status().as_u16(), 201, "{path}: {body}");
-    }
-}
-
 /// Polls `path` until `done` holds for its JSON (or fails after 15 s).
 async fn until(s: &Server, token: &str, path: &str, done: impl Fn(&Value) -> bool) -> Value {
     let started = Instant::now();

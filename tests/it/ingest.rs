@@ -8,13 +8,6 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use std::time::{Duration, Instant};
 
-async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
-    for (path, body) in items {
-        let res = send(s, token, Method::POST, path, body.clone()).await;
-        assert_eq!(res.status().as_u16(), 201, "{path}: {body}");
-    }
-}
-
 fn post(s: &Server, source: &str) -> reqwest::RequestBuilder {
     s.http.post(s.url(&format!("/api/v1/ingest/{source}")))
 }

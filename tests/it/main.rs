@@ -30,6 +30,7 @@ mod notify;
 mod objects;
 mod platform;
 mod pty;
+mod reports;
 mod results;
 mod signin;
 mod support;

@@ -167,18 +167,6 @@ fn verify_signature(r: &Received, secret: &str) {
     );
 }
 
-async fn create_all(s: &Server, token: &str, items: Vec<(&str, Value)>) {
-    for (path, body) in items {
-        let res = send(s, token, Method::POST, path, body.clone()).await;
-        assert_eq!(
-            res.status().as_u16(),
-            201,
-            "{path} {body}: {}",
-            res.text().await.unwrap()
-        );
-    }
-}
-
 /// A webhook channel `hook` to the receiver's `/hook`, a contact `ada` paged on it, and a
 /// policy `page` paging her at once.
 fn paging_ada(hooks: &Receiver) -> Vec<(&'static str, Value)> {
@@ -196,10 +184,6 @@ fn paging_ada(hooks: &Receiver) -> Vec<(&'static str, Value)> {
             json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
         ),
     ]
-}
-
-async fn get(s: &Server, token: &str, path: &str) -> Value {
-    json(call(s, token, Method::GET, path).send().await.unwrap(), 200).await
 }
 
 async fn raise(s: &Server, token: &str, title: &str, policy: &str) -> Value {
@@ -973,16 +957,16 @@ async fn an_alert_opened_under_a_silence_starts_its_chain_when_the_silence_ends(
 
 /// aiosmtpd (Debian `python3-aiosmtpd`) with STARTTLS and AUTH required, or `None` when it is
 /// not installed.
-struct SmtpServer {
+pub struct SmtpServer {
     child: std::process::Child,
-    port: u16,
+    pub port: u16,
     mailbox: std::path::PathBuf,
-    ca: std::path::PathBuf,
+    pub ca: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl SmtpServer {
-    fn start() -> Option<SmtpServer> {
+    pub fn start() -> Option<SmtpServer> {
         let python = "/usr/bin/python3";
         let has = std::process::Command::new(python)
             .args(["-c", "import aiosmtpd"])
@@ -1029,7 +1013,7 @@ impl SmtpServer {
         })
     }
 
-    async fn messages(&self, n: usize) -> Vec<Value> {
+    pub async fn messages(&self, n: usize) -> Vec<Value> {
         let started = Instant::now();
         loop {
             let text = std::fs::read_to_string(&self.mailbox).unwrap_or_default();

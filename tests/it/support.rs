@@ -492,3 +492,28 @@ pub fn private_ca(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(&key_file, key.serialize_pem()).unwrap();
     (ca, cert_file, key_file)
 }
+
+/// Creates each (path, body) in order, expecting 201.
+pub async fn create_all(s: &Server, token: &str, items: Vec<(&str, serde_json::Value)>) {
+    for (path, body) in items {
+        let res = send(s, token, reqwest::Method::POST, path, body.clone()).await;
+        assert_eq!(
+            res.status().as_u16(),
+            201,
+            "{path} {body}: {}",
+            res.text().await.unwrap()
+        );
+    }
+}
+
+/// GET `path`, expecting 200 with JSON.
+pub async fn get(s: &Server, token: &str, path: &str) -> serde_json::Value {
+    json(
+        call(s, token, reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await
+}

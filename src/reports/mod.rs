@@ -1,0 +1,760 @@
+//! Reports (SPEC 4.5, the reference's SEMANTICS 9): a `reports` document rendered on request
+//! as HTML, CSV or JSON, run now or on its schedule into the archive (the newest `keep` per
+//! format), and mailed through an `email` channel's outbox.
+//!
+//! Types: `availability` and `sla` (time in a hard non-OK state over the window, of the objects
+//! the selector picks), `alert-stats` (alerts opened in the window: counts, MTTA, MTTR, the 20
+//! most frequent titles), `oncall` (who is on call now per schedule) and `audit` (users and
+//! their roles).
+
+pub mod render;
+
+use crate::auth::Principal;
+use crate::events::Events;
+use crate::model::audit::AuditDraft;
+use crate::model::availability::{DownSpans, union_length};
+use crate::model::config::{ConfigDoc, Invalid};
+use crate::model::event::{EventFilter, EventType};
+use crate::model::identity::Actor;
+use crate::model::notify::{Delivery, Message};
+use crate::model::object::ObjectKind;
+use crate::model::report::{
+    ArchivedReport, DEFAULT_KEEP, FORMATS, ReportBody, ReportParams, ReportRow, ReportSchedule,
+    ReportTable,
+};
+use crate::model::selector::Selector;
+use crate::model::{GoDuration, Timestamp};
+use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{EventSink, ObjectLabels, OnCall};
+use crate::store::events::Position;
+use crate::store::reports::ReportRun;
+use crate::store::{Store, StoreError};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// Rows an availability report covers at most.
+const MAX_OBJECTS: usize = 10_000;
+/// Events read per page while summing availability.
+const EVENT_PAGE: usize = 10_000;
+/// Titles an alert-stats report lists.
+const TOP_TITLES: usize = 20;
+/// The longest the schedule sweep sleeps (it is woken by configuration changes and wakes
+/// at the next due run).
+const SWEEP: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{}", .0.detail)]
+    Invalid(Invalid),
+    /// `format=pdf` (501 `svc:reports/pdf`).
+    #[error("PDF rendering is not available; ask for html, csv or json")]
+    Pdf,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn invalid(field: &str, detail: impl Into<String>) -> ReportError {
+    ReportError::Invalid(Invalid {
+        field: field.into(),
+        detail: detail.into(),
+    })
+}
+
+/// A rendering: its content type and bytes.
+pub struct Rendered {
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+pub struct Reports {
+    store: Arc<Store>,
+    events: Arc<Events>,
+    labels: Arc<dyn ObjectLabels>,
+    oncall: Arc<dyn OnCall>,
+    sink: Arc<dyn EventSink>,
+    clock: SharedClock,
+    /// Wakes the notifier's courier after mails were queued.
+    courier: Arc<Notify>,
+    /// The server's base URL, for the download link in mails.
+    base_url: String,
+    /// Schedules are in the server's local time.
+    tz: jiff::tz::TimeZone,
+}
+
+pub struct ReportsParts {
+    pub store: Arc<Store>,
+    pub events: Arc<Events>,
+    pub labels: Arc<dyn ObjectLabels>,
+    pub oncall: Arc<dyn OnCall>,
+    pub sink: Arc<dyn EventSink>,
+    pub clock: SharedClock,
+    pub courier: Arc<Notify>,
+    pub base_url: String,
+}
+
+impl Reports {
+    pub fn new(parts: ReportsParts) -> Arc<Self> {
+        Arc::new(Self {
+            store: parts.store,
+            events: parts.events,
+            labels: parts.labels,
+            oncall: parts.oncall,
+            sink: parts.sink,
+            clock: parts.clock,
+            courier: parts.courier,
+            base_url: parts.base_url.trim_end_matches('/').to_string(),
+            tz: jiff::tz::TimeZone::system(),
+        })
+    }
+
+    async fn report(
+        &self,
+        tenant: Uuid,
+        name: &str,
+    ) -> Result<(ConfigDoc, ReportBody), ReportError> {
+        let doc = self
+            .store
+            .doc(tenant, "reports", name.to_string(), false)
+            .await?;
+        let body: ReportBody = serde_json::from_str(&doc.body)
+            .map_err(|e| invalid("report", format!("the stored report cannot be read: {e}")))?;
+        Ok((doc, body))
+    }
+
+    /// The report rendered now in `format` (`html` by default).
+    pub async fn render(
+        &self,
+        p: &Principal,
+        name: &str,
+        format: Option<&str>,
+    ) -> Result<Rendered, ReportError> {
+        let format = format.filter(|f| !f.is_empty()).unwrap_or("html");
+        let (doc, body) = self.report(p.tenant, name).await?;
+        let content_type = content_type(format)?;
+        let table = self.table(p.tenant, &doc.name, &body).await?;
+        Ok(Rendered {
+            content_type,
+            body: encode(&table, format)?,
+        })
+    }
+
+    /// Renders the report as HTML and CSV, archives both in slot `manual-<ms>` and queues
+    /// the mails.
+    pub async fn run(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        name: &str,
+    ) -> Result<Vec<ArchivedReport>, ReportError> {
+        let (doc, body) = self.report(p.tenant, name).await?;
+        let slot = format!("manual-{}", self.clock.now().as_millis());
+        self.archive_run(p.tenant, &doc, &body, slot, false, actor)
+            .await
+    }
+
+    async fn archive_run(
+        &self,
+        tenant: Uuid,
+        doc: &ConfigDoc,
+        body: &ReportBody,
+        slot: String,
+        scheduled: bool,
+        actor: &Actor,
+    ) -> Result<Vec<ArchivedReport>, ReportError> {
+        let params = ReportParams::of(&body.params).map_err(|e| invalid("params", e))?;
+        let table = self.table(tenant, &doc.name, body).await?;
+        let mut renderings = Vec::new();
+        for format in ["html", "csv"] {
+            let bytes = encode(&table, format)?;
+            let entry = ArchivedReport {
+                id: self.clock.new_id(),
+                tenant_id: tenant,
+                report: doc.name.clone(),
+                slot: slot.clone(),
+                format: format.into(),
+                content_type: content_type(format)?.into(),
+                generated_at: table.generated_at,
+                bytes: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+                mailed_to: Vec::new(),
+            };
+            renderings.push((entry, bytes));
+        }
+        let mails = self
+            .mails(tenant, &params, body, &table, &renderings[0].0)
+            .await?;
+        for (entry, _) in &mut renderings {
+            entry.mailed_to = mails.iter().map(|m| m.target.clone()).collect();
+        }
+        let entries: Vec<ArchivedReport> = renderings.iter().map(|(e, _)| e.clone()).collect();
+        let queued = !mails.is_empty();
+        let audit = AuditDraft::new(
+            self.clock.now(),
+            tenant,
+            actor,
+            "report.run",
+            format!("reports/{}", doc.name),
+        );
+        let journaled = self
+            .store
+            .archive_report_run(
+                ReportRun {
+                    tenant,
+                    report: doc.name.clone(),
+                    renderings,
+                    keep: body.keep.unwrap_or(DEFAULT_KEEP).max(1),
+                    scheduled_slot: scheduled.then_some(slot),
+                    mails,
+                },
+                audit,
+            )
+            .await?;
+        self.sink.file(journaled).await;
+        if queued {
+            self.courier.notify_one();
+        }
+        Ok(entries)
+    }
+
+    /// One mail per address through `params.channel`, an `email` channel; none without one.
+    async fn mails(
+        &self,
+        tenant: Uuid,
+        params: &ReportParams,
+        body: &ReportBody,
+        table: &ReportTable,
+        html: &ArchivedReport,
+    ) -> Result<Vec<Delivery>, ReportError> {
+        if body.email.is_empty() {
+            return Ok(Vec::new());
+        }
+        if params.channel.is_empty() {
+            return Err(invalid(
+                "params",
+                "params.channel must name the email channel that mails the report",
+            ));
+        }
+        let channel = match self
+            .store
+            .doc(tenant, "channels", params.channel.clone(), false)
+            .await
+        {
+            Ok(c) => c,
+            Err(StoreError::NotFound) => {
+                return Err(invalid(
+                    "params",
+                    format!("params.channel: no channel {:?}", params.channel),
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let kind = serde_json::from_str::<Value>(&channel.body)
+            .ok()
+            .and_then(|b| b["type"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        if kind != "email" {
+            return Err(invalid(
+                "params",
+                format!(
+                    "params.channel: {:?} is a {kind} channel, not email",
+                    params.channel
+                ),
+            ));
+        }
+        let link = format!(
+            "{}/api/v1/reports/{}/archive/{}",
+            self.base_url, html.report, html.id
+        );
+        let mut summary = render::csv(table);
+        summary.push_str("\nThe report: ");
+        summary.push_str(&link);
+        let now = self.clock.now();
+        Ok(body
+            .email
+            .iter()
+            .map(|to| {
+                let mut message = Message::notice(
+                    "report",
+                    format!("Report {} ({})", table.title, html.slot),
+                    summary.clone(),
+                    "info",
+                    now,
+                );
+                message.alert_url = link.clone();
+                Delivery {
+                    channel_id: Some(channel.id),
+                    channel: channel.name.clone(),
+                    target: to.clone(),
+                    ..Delivery::new(self.clock.new_id(), tenant, "email", message)
+                }
+            })
+            .collect())
+    }
+
+    /// Archived renderings, newest first; 404 for a report that does not exist.
+    pub async fn archive(
+        &self,
+        p: &Principal,
+        name: &str,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ArchivedReport>, ReportError> {
+        let (doc, _) = self.report(p.tenant, name).await?;
+        Ok(self
+            .store
+            .archived_reports(p.tenant, doc.name, before, limit)
+            .await?)
+    }
+
+    pub async fn archived(
+        &self,
+        p: &Principal,
+        name: &str,
+        id: Uuid,
+    ) -> Result<(ArchivedReport, Vec<u8>), ReportError> {
+        Ok(self
+            .store
+            .archived_report(p.tenant, name.to_string(), id)
+            .await?)
+    }
+
+    async fn table(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        body: &ReportBody,
+    ) -> Result<ReportTable, ReportError> {
+        let params = ReportParams::of(&body.params).map_err(|e| invalid("params", e))?;
+        let now = self.clock.now();
+        let mut table = ReportTable {
+            title: name.to_string(),
+            kind: body.kind.clone(),
+            generated_at: now,
+            window_days: params.window_days,
+            columns: Vec::new(),
+            rows: Vec::new(),
+            totals: Map::new(),
+        };
+        match body.kind.as_str() {
+            "availability" | "sla" => self.availability(tenant, &params, &mut table).await?,
+            "alert-stats" => self.alert_stats(tenant, &params, &mut table).await?,
+            "oncall" => self.on_call(tenant, &mut table).await?,
+            "audit" => self.audit(tenant, &mut table).await?,
+            other => {
+                return Err(invalid(
+                    "report",
+                    format!("type {other:?} is not a report type this server renders"),
+                ));
+            }
+        }
+        Ok(table)
+    }
+
+    async fn availability(
+        &self,
+        tenant: Uuid,
+        params: &ReportParams,
+        table: &mut ReportTable,
+    ) -> Result<(), ReportError> {
+        let selector: Option<Selector> = match params.selector.as_str() {
+            "" => None,
+            s => Some(
+                s.parse()
+                    .map_err(|e| invalid("selector", format!("params.selector: {e}")))?,
+            ),
+        };
+        let labels = self.labels.labels_of(tenant).await;
+        let effective = labels.clone();
+        let objects = self
+            .store
+            .objects(tenant, None, MAX_OBJECTS, move |o| {
+                selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&effective(o.id).unwrap_or_else(|| o.labels.clone())))
+            })
+            .await?;
+        let hosts = self
+            .store
+            .host_names(tenant, objects.iter().filter_map(|o| o.host_id).collect())
+            .await?;
+        let states: HashMap<Uuid, _> = self
+            .store
+            .all_states(tenant, labels)
+            .await?
+            .into_iter()
+            .map(|s| (s.object_id, s))
+            .collect();
+        let now = table.generated_at.as_millis();
+        let window_ms = i64::from(params.window_days) * 86_400_000;
+        let from = now - window_ms;
+        let mut trackers: HashMap<Uuid, DownSpans> = objects
+            .iter()
+            .map(|o| (o.id, DownSpans::new(from)))
+            .collect();
+        let filter = EventFilter {
+            tenant_id: tenant,
+            types: vec![EventType::StateChange],
+            from: Timestamp::from_millis(from),
+            ..Default::default()
+        };
+        let mut after = None;
+        loop {
+            let page = self
+                .events
+                .ascending(filter.clone(), after, EVENT_PAGE)
+                .await?;
+            for e in &page {
+                if let Some(t) = e.object_id.and_then(|o| trackers.get_mut(&o)) {
+                    t.observe(e);
+                }
+            }
+            match page.last() {
+                Some(last) if page.len() == EVENT_PAGE => after = Position::of_id(last.id),
+                _ => break,
+            }
+        }
+        let sla = table.kind == "sla";
+        table.columns = vec!["object".into(), "kind".into(), "availability %".into()];
+        if sla {
+            table
+                .columns
+                .extend(["target %", "budget", "down", "budget left"].map(String::from));
+        } else {
+            table.columns.push("down".into());
+        }
+        let budget_ms = (window_ms as f64 * (1.0 - params.target / 100.0)).round() as i64;
+        let (mut below, mut sum) = (0, 0.0);
+        for o in &objects {
+            let spans = trackers
+                .remove(&o.id)
+                .map(|t| t.finish(states.get(&o.id), now))
+                .unwrap_or_default();
+            let down_ms = union_length(spans);
+            let availability = 100.0 * (1.0 - down_ms as f64 / window_ms.max(1) as f64);
+            sum += availability;
+            let met = availability >= params.target;
+            if !met {
+                below += 1;
+            }
+            let name = match o.host_id.and_then(|h| hosts.get(&h)) {
+                Some(host) => format!("{host}/{}", o.name),
+                None => o.name.clone(),
+            };
+            let kind = match o.kind {
+                ObjectKind::Host => "host",
+                ObjectKind::Service => "service",
+            };
+            // Floored, so that 100.000 means never down.
+            let shown = (availability * 1000.0).floor() / 1000.0;
+            let mut values = vec![kind.to_string(), format!("{shown:.3}")];
+            if sla {
+                values.push(format!("{}", params.target));
+                values.push(duration(budget_ms));
+                values.push(duration(down_ms));
+                values.push(duration((budget_ms - down_ms).max(0)));
+            } else {
+                values.push(duration(down_ms));
+            }
+            table.rows.push(ReportRow {
+                name,
+                values,
+                class: if met { "ok" } else { "critical" }.into(),
+            });
+        }
+        let mean = if objects.is_empty() {
+            100.0
+        } else {
+            sum / objects.len() as f64
+        };
+        table.totals.insert("objects".into(), json!(objects.len()));
+        table.totals.insert("belowTarget".into(), json!(below));
+        table.totals.insert("target".into(), json!(params.target));
+        table.totals.insert(
+            "meanAvailability".into(),
+            json!((mean * 1000.0).round() / 1000.0),
+        );
+        Ok(())
+    }
+
+    async fn alert_stats(
+        &self,
+        tenant: Uuid,
+        params: &ReportParams,
+        table: &mut ReportTable,
+    ) -> Result<(), ReportError> {
+        const PAGE: usize = 500;
+        let from = table.generated_at.as_millis() - i64::from(params.window_days) * 86_400_000;
+        #[derive(Default)]
+        struct Tally {
+            count: u64,
+            acked: u64,
+            ack_ms: i64,
+            resolved: u64,
+            resolve_ms: i64,
+        }
+        impl Tally {
+            fn add(&mut self, a: &crate::model::alert::Alert) {
+                self.count += 1;
+                if let Some(at) = a.acked_at {
+                    self.acked += 1;
+                    self.ack_ms += at.as_millis() - a.opened_at.as_millis();
+                }
+                if let Some(at) = a.resolved_at {
+                    self.resolved += 1;
+                    self.resolve_ms += at.as_millis() - a.opened_at.as_millis();
+                }
+            }
+            fn mean(total: i64, n: u64) -> String {
+                match i64::try_from(n) {
+                    Ok(n) if n > 0 => duration(total / n),
+                    _ => "-".into(),
+                }
+            }
+        }
+        let mut all = Tally::default();
+        let mut by_title: HashMap<String, Tally> = HashMap::new();
+        let mut by_severity: BTreeMap<String, u64> = BTreeMap::new();
+        let mut before = None;
+        'pages: loop {
+            let page = self
+                .store
+                .alerts(tenant, Default::default(), before, PAGE)
+                .await?;
+            for a in &page {
+                if a.opened_at.as_millis() < from {
+                    break 'pages;
+                }
+                all.add(a);
+                by_title.entry(a.title.clone()).or_default().add(a);
+                *by_severity
+                    .entry(a.severity.as_str().to_string())
+                    .or_default() += 1;
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => before = Some(last.id),
+                _ => break,
+            }
+        }
+        let mut titles: Vec<(String, Tally)> = by_title.into_iter().collect();
+        titles.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
+        table.columns = [
+            "title",
+            "alerts",
+            "acknowledged",
+            "resolved",
+            "mtta",
+            "mttr",
+        ]
+        .map(String::from)
+        .to_vec();
+        for (title, t) in titles.into_iter().take(TOP_TITLES) {
+            table.rows.push(ReportRow {
+                name: title,
+                values: vec![
+                    t.count.to_string(),
+                    t.acked.to_string(),
+                    t.resolved.to_string(),
+                    Tally::mean(t.ack_ms, t.acked),
+                    Tally::mean(t.resolve_ms, t.resolved),
+                ],
+                class: String::new(),
+            });
+        }
+        table.totals.insert("alerts".into(), json!(all.count));
+        table.totals.insert("acknowledged".into(), json!(all.acked));
+        table.totals.insert("resolved".into(), json!(all.resolved));
+        table
+            .totals
+            .insert("mtta".into(), json!(Tally::mean(all.ack_ms, all.acked)));
+        table.totals.insert(
+            "mttr".into(),
+            json!(Tally::mean(all.resolve_ms, all.resolved)),
+        );
+        table.totals.insert("bySeverity".into(), json!(by_severity));
+        Ok(())
+    }
+
+    async fn on_call(&self, tenant: Uuid, table: &mut ReportTable) -> Result<(), ReportError> {
+        let roster = self
+            .oncall
+            .on_call_now(tenant)
+            .await
+            .map_err(|e| ReportError::Store(StoreError::Internal(e)))?;
+        table.columns = vec!["schedule".into(), "on call now".into()];
+        let uncovered = roster.iter().filter(|(_, who)| who.is_empty()).count();
+        table.totals.insert("schedules".into(), json!(roster.len()));
+        table.totals.insert("uncovered".into(), json!(uncovered));
+        for (schedule, who) in roster {
+            table.rows.push(ReportRow {
+                name: schedule,
+                class: if who.is_empty() { "critical" } else { "ok" }.into(),
+                values: vec![if who.is_empty() {
+                    "nobody".into()
+                } else {
+                    who.join(", ")
+                }],
+            });
+        }
+        Ok(())
+    }
+
+    async fn audit(&self, tenant: Uuid, table: &mut ReportTable) -> Result<(), ReportError> {
+        let mut users = self.store.users(tenant).await?;
+        users.sort_by(|a, b| a.email.cmp(&b.email));
+        table.columns = ["user", "name", "roles", "sign-in", "disabled", "last seen"]
+            .map(String::from)
+            .to_vec();
+        let admins = users
+            .iter()
+            .filter(|u| !u.disabled && u.roles.iter().any(|r| r == "admin"))
+            .count();
+        table.totals.insert("users".into(), json!(users.len()));
+        table.totals.insert("enabledAdmins".into(), json!(admins));
+        table.totals.insert(
+            "disabled".into(),
+            json!(users.iter().filter(|u| u.disabled).count()),
+        );
+        for u in users {
+            table.rows.push(ReportRow {
+                values: vec![
+                    u.name.clone(),
+                    u.roles.join(", "),
+                    if u.local { "local" } else { "directory" }.into(),
+                    if u.disabled { "yes" } else { "no" }.into(),
+                    u.last_seen_at.map(|t| t.to_string()).unwrap_or_default(),
+                ],
+                class: if u.disabled { "warning" } else { "" }.into(),
+                name: u.email,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs every scheduled report whose current slot has not run yet (a slot missed while
+    /// the server was down runs once when it is back, older ones not at all); returns when
+    /// the next one is due.
+    pub async fn run_due(&self) -> Result<Option<Timestamp>, ReportError> {
+        let now = self.clock.now();
+        let mut next: Option<Timestamp> = None;
+        for tenant in self.store.tenants().await? {
+            let docs = self
+                .store
+                .docs(tenant.id, "reports", None, usize::MAX, |d| {
+                    d.body.contains("\"schedule\"")
+                })
+                .await?;
+            for doc in docs {
+                let Ok(body) = serde_json::from_str::<ReportBody>(&doc.body) else {
+                    continue;
+                };
+                let Some(schedule) = body
+                    .schedule
+                    .as_deref()
+                    .and_then(|s| s.parse::<ReportSchedule>().ok())
+                else {
+                    continue;
+                };
+                if let Some(due) = schedule.next_due(now, &self.tz) {
+                    next = Some(next.map_or(due, |n| n.min(due)));
+                }
+                let Some((slot, due)) = schedule.slot(now, &self.tz) else {
+                    continue;
+                };
+                // A report made after its slot was due waits for the next one.
+                if due < doc.created_at {
+                    continue;
+                }
+                let last = self.store.report_slot(tenant.id, doc.name.clone()).await?;
+                if last.as_deref() == Some(slot.as_str()) {
+                    continue;
+                }
+                let actor = Actor::system("report-schedule");
+                if let Err(e) = self
+                    .archive_run(tenant.id, &doc, &body, slot, true, &actor)
+                    .await
+                {
+                    tracing::warn!(report = %doc.name, error = %e, "a scheduled report failed");
+                }
+            }
+        }
+        Ok(next)
+    }
+}
+
+fn content_type(format: &str) -> Result<&'static str, ReportError> {
+    if format == "pdf" {
+        return Err(ReportError::Pdf);
+    }
+    FORMATS
+        .iter()
+        .find(|(f, _)| *f == format)
+        .map(|(_, t)| *t)
+        .ok_or_else(|| {
+            invalid(
+                "format",
+                format!("format {format:?} must be html, csv, json or pdf"),
+            )
+        })
+}
+
+fn encode(table: &ReportTable, format: &str) -> Result<Vec<u8>, ReportError> {
+    Ok(match format {
+        "csv" => render::csv(table).into_bytes(),
+        "json" => serde_json::to_vec(table)
+            .map_err(|e| ReportError::Store(StoreError::Internal(e.to_string())))?,
+        _ => render::html(table).into_bytes(),
+    })
+}
+
+/// Milliseconds as a Go duration (`1h2m3s`), to the second.
+fn duration(ms: i64) -> String {
+    GoDuration(Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0))).to_string()
+}
+
+/// The schedule sweep: at the next due run, or when the configuration changed.
+pub struct ReportScheduler {
+    reports: Arc<Reports>,
+    wake: Arc<Notify>,
+}
+
+impl ReportScheduler {
+    pub fn new(reports: Arc<Reports>) -> Self {
+        let wake = Arc::new(Notify::new());
+        reports.store.watch_catalog(wake.clone());
+        Self { reports, wake }
+    }
+}
+
+impl Worker for ReportScheduler {
+    fn name(&self) -> &'static str {
+        "reports"
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            match self.reports.run_due().await {
+                Ok(next) => {
+                    let now = self.reports.clock.now();
+                    Wait::For(next.map_or(SWEEP, |at| {
+                        Duration::from_millis(
+                            u64::try_from(at.as_millis() - now.as_millis()).unwrap_or(0),
+                        )
+                        .min(SWEEP)
+                    }))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the report schedule sweep failed");
+                    Wait::For(Duration::from_secs(60))
+                }
+            }
+        })
+    }
+}
