@@ -128,6 +128,12 @@ pub const SITE_STATUS: TableDefinition<&[u8], &[u8]> =
 
 pub const META_LAST_OPEN: &str = "last_open_write";
 
+/// Archived report renderings by (tenant, report name, 0, id); their content by id.
+pub const REPORT_ARCHIVE: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("report_by_tenant_name_id");
+pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("report_content_by_id");
+
 /// Copies every table for a backup (`backup::snapshot_into` refuses a table left off).
 pub fn copy_all(from: &ReadTransaction, to: &WriteTransaction) -> Result<Vec<String>, StoreError> {
     super::backup::copy_tables!(
@@ -173,7 +179,9 @@ pub fn copy_all(from: &ReadTransaction, to: &WriteTransaction) -> Result<Vec<Str
             SUPPRESSED_ALERTS,
             HANDOFFS,
             SETTINGS,
-            SITE_STATUS
+            SITE_STATUS,
+            REPORT_ARCHIVE,
+            REPORT_CONTENT
         ]
     )
 }
@@ -185,8 +193,3 @@ pub fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {
         .map_err(StoreError::from_redb)?;
     Ok(())
 }
-/// Archived report renderings by (tenant, report name, 0, id); their content by id.
-pub const REPORT_ARCHIVE: TableDefinition<&[u8], &[u8]> =
-    TableDefinition::new("report_by_tenant_name_id");
-pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
-    TableDefinition::new("report_content_by_id");

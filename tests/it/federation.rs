@@ -824,7 +824,15 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
         .await;
     }
     assert_eq!(received, produced, "every event once, in the edge's order");
-    let overview = get(&main, &admin, "/api/v1/sites:overview").await;
+    // The site's count is written after the events it counts: it catches up, and no further.
+    let overview = until(
+        &main,
+        &admin,
+        "/api/v1/sites:overview",
+        "the forwarded count",
+        |v| overview_of(v, "north")["forwardedEvents"].as_u64() >= Some(1000),
+    )
+    .await;
     assert_eq!(
         overview_of(&overview, "north")["forwardedEvents"].as_u64(),
         Some(1000)
