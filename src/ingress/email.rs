@@ -15,8 +15,8 @@
 use super::mapping::Mapping;
 use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source, trust};
-use crate::model::GoDuration;
 use crate::model::event::Severity;
+use crate::model::source_config::ImapConfig;
 use futures_util::TryStreamExt;
 use rustls_pki_types::ServerName;
 use serde_json::json;
@@ -34,71 +34,16 @@ const MAIL_MAX: usize = 1 << 20;
 const PER_POLL: usize = 256;
 /// One whole poll (connect, sign in, read, store, mark) at most.
 const POLL_TIMEOUT: Duration = Duration::from_secs(120);
-const DEFAULT_EVERY: Duration = Duration::from_secs(60);
 
-/// Where to read and how, from a source's `config`.
+/// Where to read and how, from a source's `config`, with the trust for its server.
 struct Mailbox {
-    host: String,
-    port: u16,
-    starttls: bool,
-    username: String,
-    /// The secret holding the password.
-    secret_ref: String,
-    folder: String,
-    move_to: Option<String>,
-    every: Duration,
+    imap: ImapConfig,
     tls: TlsConnector,
 }
 
 fn mailbox(source: &Source, secret_ref: &Option<String>) -> Result<Mailbox, String> {
-    let url = source
-        .config
-        .get("url")
-        .ok_or("config.url is required (imaps://host:port or imap://host:port)")?;
-    let (rest, starttls, default_port) = if let Some(rest) = url.strip_prefix("imaps://") {
-        (rest, false, 993)
-    } else if let Some(rest) = url.strip_prefix("imap://") {
-        (rest, true, 143)
-    } else {
-        return Err(format!(
-            "config.url {url:?}: imaps:// or imap:// (STARTTLS)"
-        ));
-    };
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = match rest.rsplit_once(':') {
-        Some((h, p)) => (
-            h.to_string(),
-            p.parse().map_err(|_| format!("bad port in {url:?}"))?,
-        ),
-        None => (rest.to_string(), default_port),
-    };
-    let every = match source.config.get("pollInterval") {
-        Some(text) => {
-            text.parse::<GoDuration>()
-                .map_err(|e| format!("config.pollInterval {text:?}: {e}"))?
-                .0
-        }
-        None => DEFAULT_EVERY,
-    };
     Ok(Mailbox {
-        host,
-        port,
-        starttls,
-        username: source
-            .config
-            .get("username")
-            .cloned()
-            .ok_or("config.username is required")?,
-        secret_ref: secret_ref
-            .clone()
-            .ok_or("secretRef must name the mailbox password's secret")?,
-        folder: source
-            .config
-            .get("mailbox")
-            .cloned()
-            .unwrap_or_else(|| "INBOX".into()),
-        move_to: source.config.get("moveTo").cloned(),
-        every: every.max(Duration::from_secs(1)),
+        imap: ImapConfig::of(&source.config, secret_ref)?,
         tls: TlsConnector::from(Arc::new(trust(source)?)),
     })
 }
@@ -107,11 +52,11 @@ type Session = async_imap::Session<TlsStream<TcpStream>>;
 
 /// A signed-in session on the mailbox's server.
 async fn sign_in(m: &Mailbox, password: &str) -> Result<Session, String> {
-    let tcp = TcpStream::connect((m.host.as_str(), m.port))
+    let tcp = TcpStream::connect((m.imap.host.as_str(), m.imap.port))
         .await
-        .map_err(|e| format!("connect {}:{}: {e}", m.host, m.port))?;
-    let name = ServerName::try_from(m.host.clone()).map_err(|e| e.to_string())?;
-    let tcp = if m.starttls {
+        .map_err(|e| format!("connect {}:{}: {e}", m.imap.host, m.imap.port))?;
+    let name = ServerName::try_from(m.imap.host.clone()).map_err(|e| e.to_string())?;
+    let tcp = if m.imap.starttls {
         let mut plain = async_imap::Client::new(tcp);
         greeting(&mut plain).await?;
         plain
@@ -128,13 +73,13 @@ async fn sign_in(m: &Mailbox, password: &str) -> Result<Session, String> {
         .await
         .map_err(|e| format!("TLS: {e}"))?;
     let mut client = async_imap::Client::new(tls);
-    if !m.starttls {
+    if !m.imap.starttls {
         greeting(&mut client).await?;
     }
     client
-        .login(&m.username, password)
+        .login(&m.imap.username, password)
         .await
-        .map_err(|(e, _)| format!("login as {}: {e}", m.username))
+        .map_err(|(e, _)| format!("login as {}: {e}", m.imap.username))
 }
 
 async fn greeting<T>(client: &mut async_imap::Client<T>) -> Result<(), String>
@@ -203,13 +148,13 @@ impl Ingress {
             {
                 Ok(more) => {
                     backoff = Duration::from_secs(1);
-                    if more { Duration::ZERO } else { m.every }
+                    if more { Duration::ZERO } else { m.imap.every }
                 }
                 Err(why) => {
-                    tracing::warn!(source = %source.name, host = %m.host, %why, "mailbox not read");
+                    tracing::warn!(source = %source.name, host = %m.imap.host, %why, "mailbox not read");
                     let jitter = f64::from(getrandom::u32().unwrap_or(0) % 1000) / 1000.0;
-                    let wait = backoff.min(m.every).mul_f64(0.75 + jitter / 2.0);
-                    backoff = (backoff * 2).min(m.every);
+                    let wait = backoff.min(m.imap.every).mul_f64(0.75 + jitter / 2.0);
+                    backoff = (backoff * 2).min(m.imap.every);
                     wait
                 }
             };
@@ -226,14 +171,14 @@ impl Ingress {
     ) -> Result<bool, String> {
         let password = self
             .secrets
-            .secret(source.tenant, &m.secret_ref)
+            .secret(source.tenant, &m.imap.secret_ref)
             .await
-            .ok_or_else(|| format!("the secret {:?} is not set", m.secret_ref))?;
+            .ok_or_else(|| format!("the secret {:?} is not set", m.imap.secret_ref))?;
         let mut session = sign_in(m, &password).await?;
         session
-            .select(&m.folder)
+            .select(&m.imap.folder)
             .await
-            .map_err(|e| format!("select {}: {e}", m.folder))?;
+            .map_err(|e| format!("select {}: {e}", m.imap.folder))?;
         let mut uids: Vec<u32> = session
             .uid_search("UNSEEN")
             .await
@@ -282,7 +227,7 @@ impl Ingress {
                 .try_collect::<Vec<_>>()
                 .await
                 .map_err(|e| format!("mark seen: {e}"))?;
-            if let Some(folder) = &m.move_to {
+            if let Some(folder) = &m.imap.move_to {
                 session
                     .uid_mv(&set, folder)
                     .await
@@ -314,37 +259,6 @@ mod tests {
 
     fn source(config: &[(&str, &str)]) -> Source {
         Source::configured("vendor", config)
-    }
-
-    #[test]
-    fn the_config_names_server_folder_and_interval() {
-        let pw = Some("mailbox".to_string());
-        let m = mailbox(
-            &source(&[
-                ("url", "imaps://mail.example"),
-                ("username", "ops"),
-                ("pollInterval", "30s"),
-            ]),
-            &pw,
-        )
-        .unwrap();
-        assert_eq!(
-            (m.host.as_str(), m.port, m.starttls),
-            ("mail.example", 993, false)
-        );
-        assert_eq!(
-            (m.folder.as_str(), m.every),
-            ("INBOX", Duration::from_secs(30))
-        );
-        let m = mailbox(
-            &source(&[("url", "imap://mail.example:1143"), ("username", "ops")]),
-            &pw,
-        )
-        .unwrap();
-        assert_eq!((m.port, m.starttls, m.every), (1143, true, DEFAULT_EVERY));
-        assert!(mailbox(&source(&[("url", "pop3://m"), ("username", "u")]), &pw).is_err());
-        assert!(mailbox(&source(&[("url", "imaps://m")]), &pw).is_err());
-        assert!(mailbox(&source(&[("url", "imaps://m"), ("username", "u")]), &None).is_err());
     }
 
     #[test]

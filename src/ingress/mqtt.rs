@@ -13,6 +13,7 @@ use super::mapping::Mapping;
 use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source, trust};
 use crate::model::event::Severity;
+use crate::model::source_config::MqttConfig;
 use rumqttc::{
     AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS, TlsConfiguration, Transport,
 };
@@ -30,64 +31,27 @@ const BATCH: usize = 256;
 /// Where to connect and what to read, from a source's `config`.
 #[derive(Clone, Debug)]
 struct Subscription {
-    host: String,
-    port: u16,
+    broker: MqttConfig,
     /// The TLS configuration of an `mqtts://` broker.
     tls: Option<Arc<rustls::ClientConfig>>,
-    topics: Vec<String>,
     client_id: String,
-    username: Option<String>,
     /// The secret holding the password, opened at each connection.
     secret_ref: Option<String>,
 }
 
 fn subscription(source: &Source, secret_ref: &Option<String>) -> Result<Subscription, String> {
-    let url = source
-        .config
-        .get("url")
-        .ok_or("config.url is required (mqtt://host:port)")?;
-    let (rest, tls, default_port) = if let Some(rest) = url.strip_prefix("mqtts://") {
-        (rest, Some(Arc::new(trust(source)?)), 8883)
-    } else if let Some(rest) = url
-        .strip_prefix("mqtt://")
-        .or_else(|| url.strip_prefix("tcp://"))
-    {
-        (rest, None, 1883)
-    } else {
-        return Err(format!("config.url {url:?}: mqtt:// or mqtts://"));
-    };
-    let (host, port) = match rest.trim_end_matches('/').rsplit_once(':') {
-        Some((h, p)) => (
-            h.to_string(),
-            p.parse().map_err(|_| format!("bad port in {url:?}"))?,
-        ),
-        None => (rest.trim_end_matches('/').to_string(), default_port),
-    };
-    let topics: Vec<String> = source
-        .config
-        .get("topics")
-        .map(|t| {
-            t.split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    if topics.is_empty() {
-        return Err("config.topics is required (comma-separated)".into());
-    }
+    let broker = MqttConfig::of(&source.config)?;
     Ok(Subscription {
-        host,
-        port,
-        tls,
-        topics,
-        client_id: source
-            .config
-            .get("clientId")
-            .cloned()
+        tls: broker
+            .tls
+            .then(|| trust(source).map(Arc::new))
+            .transpose()?,
+        client_id: broker
+            .client_id
+            .clone()
             .unwrap_or_else(|| format!("svc-{}", source.name)),
-        username: source.config.get("username").cloned(),
         secret_ref: secret_ref.clone(),
+        broker,
     })
 }
 
@@ -128,7 +92,7 @@ impl Ingress {
     async fn listen_mqtt(self: Arc<Self>, source: Source, mapping: Mapping, sub: Subscription) {
         let mut backoff = Duration::from_secs(1);
         loop {
-            let mut options = MqttOptions::new(&sub.client_id, &sub.host, sub.port);
+            let mut options = MqttOptions::new(&sub.client_id, &sub.broker.host, sub.broker.port);
             options
                 .set_keep_alive(Duration::from_secs(30))
                 .set_clean_session(false);
@@ -137,7 +101,7 @@ impl Ingress {
                     tls.clone(),
                 )));
             }
-            if let Some(user) = &sub.username {
+            if let Some(user) = &sub.broker.username {
                 let password = match &sub.secret_ref {
                     Some(name) => self.secrets.secret(source.tenant, name).await,
                     None => None,
@@ -145,7 +109,7 @@ impl Ingress {
                 options.set_credentials(user, password.unwrap_or_default());
             }
             let (client, events) = AsyncClient::new(options, 64);
-            for topic in &sub.topics {
+            for topic in &sub.broker.topics {
                 let _ = client.subscribe(topic, QoS::AtLeastOnce).await;
             }
             // The event loop is polled on its own task, so keep-alives and acknowledgements go
@@ -164,7 +128,7 @@ impl Ingress {
                 let first = match next {
                     Incoming::Connected => {
                         backoff = Duration::from_secs(1);
-                        tracing::info!(source = %source.name, host = %sub.host, "MQTT connected");
+                        tracing::info!(source = %source.name, host = %sub.broker.host, "MQTT connected");
                         continue;
                     }
                     Incoming::Lost(e) => {
@@ -256,19 +220,11 @@ mod tests {
     }
 
     #[test]
-    fn the_config_names_broker_and_topics() {
-        let s = subscription(
-            &source(&[("url", "mqtt://broker:1884"), ("topics", "a/+/b, c/#")]),
-            &None,
-        )
-        .unwrap();
-        assert_eq!((s.host.as_str(), s.port), ("broker", 1884));
-        assert_eq!(s.topics, vec!["a/+/b", "c/#"]);
+    fn the_client_id_defaults_to_the_source_and_mqtts_gets_tls() {
+        let s = subscription(&source(&[("url", "mqtt://b"), ("topics", "x")]), &None).unwrap();
         assert_eq!(s.client_id, "svc-plant");
-        assert!(subscription(&source(&[("url", "mqtt://b")]), &None).is_err());
-        assert!(subscription(&source(&[("url", "ws://b"), ("topics", "x")]), &None).is_err());
+        assert!(s.tls.is_none());
         let s = subscription(&source(&[("url", "mqtts://b"), ("topics", "x")]), &None).unwrap();
-        assert_eq!(s.port, 8883);
         assert!(s.tls.is_some());
     }
 

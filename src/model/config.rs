@@ -1021,6 +1021,13 @@ fn validate_event_source(body: &mut Map<String, Value>) -> Result<(), Invalid> {
             &e.auth_mode,
             &["token", "hmac", "basic", "none"],
         )?;
+        // The sources that connect out refuse a configuration their listener could not use.
+        let connection = match e.kind.as_str() {
+            "email" => super::source_config::ImapConfig::of(&e.config, &e.secret_ref).map(drop),
+            "mqtt" => super::source_config::MqttConfig::of(&e.config).map(drop),
+            _ => Ok(()),
+        };
+        connection.map_err(|detail| invalid("config", detail))?;
         for (field, value) in &e.mapping {
             if let Some(expr) = value.trim().strip_prefix(CEL_MAPPING_PREFIX) {
                 super::cel::check(expr).map_err(|err| Invalid {

@@ -21,6 +21,7 @@ pub mod report;
 pub mod secret;
 pub mod selector;
 pub mod site;
+pub mod source_config;
 pub mod state;
 pub mod suppression;
 pub mod tenant;

@@ -1173,3 +1173,57 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
     }
     assert_eq!(dovecot.flags(""), ["S", "S"]);
 }
+
+#[tokio::test]
+async fn a_source_that_connects_out_is_refused_a_configuration_its_listener_cannot_use() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    for (body, says) in [
+        (
+            json!({"name": "pop", "type": "email", "secretRef": "pw", "config": {"url": "pop3://mail.example", "username": "ops"}}),
+            "imaps://",
+        ),
+        (
+            json!({"name": "anon", "type": "email", "secretRef": "pw", "config": {"url": "imaps://mail.example"}}),
+            "config.username",
+        ),
+        (
+            json!({"name": "nopw", "type": "email", "config": {"url": "imaps://mail.example", "username": "ops"}}),
+            "secretRef",
+        ),
+        (
+            json!({"name": "deaf", "type": "mqtt", "config": {"url": "mqtt://broker"}}),
+            "config.topics",
+        ),
+        (
+            json!({"name": "ws", "type": "mqtt", "config": {"url": "ws://broker", "topics": "a/#"}}),
+            "mqtt://",
+        ),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/event-sources",
+            body.clone(),
+        )
+        .await;
+        let p = assert_problem(res, 422, "svc:validation/config").await;
+        assert!(p["detail"].as_str().unwrap().contains(says), "{body}: {p}");
+    }
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/event-sources",
+            json!({"name": "ok", "type": "mqtt", "config": {"url": "mqtt://127.0.0.1:9", "topics": "a/#"}}),
+        )],
+    )
+    .await;
+    let list = get(s, token, "/api/v1/event-sources").await;
+    assert_eq!(
+        list["items"].as_array().unwrap().len(),
+        1,
+        "nothing refused was stored"
+    );
+}
