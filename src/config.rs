@@ -49,6 +49,11 @@ pub struct Config {
     pub auth: AuthConfig,
     pub checks: ChecksConfig,
     pub alerting: AlertingConfig,
+    /// A host, service, template or alert rule that names a check command, check period or
+    /// escalation policy nothing defines is refused at save (422), as Icinga refuses such a
+    /// config. Off by default: the reference saves such names as written, and its clients may
+    /// create what they name afterwards.
+    pub strict_references: bool,
 }
 
 impl Default for Config {
@@ -71,6 +76,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             checks: ChecksConfig::default(),
             alerting: AlertingConfig::default(),
+            strict_references: false,
         }
     }
 }

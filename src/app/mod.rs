@@ -265,6 +265,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         key,
         catalog.clone(),
+        config.strict_references,
     );
     let business = BusinessServices::new(
         store.clone(),

@@ -8,12 +8,13 @@ use crate::model::bundle::{
     BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
 };
 use crate::model::config::{
-    BUILTIN_CHECKS, Invalid, KINDS, Kind, METADATA, ObjectSpec, check_name, template_spec,
+    Invalid, KINDS, Kind, METADATA, ObjectSpec, Reference, check_name, doc_references,
+    spec_references, template_spec,
 };
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 use uuid::Uuid;
@@ -62,11 +63,12 @@ enum Checked {
 
 /// Names the bundle's documents use that neither the bundle nor the tenant defines: a check
 /// command that never runs, a check period that restricts nothing, an escalation policy that
-/// pages no one. They are saved as written (the reference accepts them and SPEC 2.2 has them as
-/// plain strings, so a bundle may name what it adds later), and the plan says so.
+/// pages no one. Warnings by default (saved as written, as the reference does); under
+/// `strictReferences` what `:apply` refuses. With `prune` only the bundle's documents remain.
 fn dangling_references(
     docs_now: &BTreeMap<(&'static str, String), String>,
     checked: &[Checked],
+    prune: bool,
 ) -> Vec<String> {
     let in_bundle: BTreeSet<(&str, &str)> = checked
         .iter()
@@ -75,49 +77,41 @@ fn dangling_references(
             Checked::Object { .. } => None,
         })
         .collect();
-    let defined = |kind: &'static str, name: &str| {
-        in_bundle.contains(&(kind, name)) || docs_now.contains_key(&(kind, name.to_string()))
+    let defined = |r: &Reference| {
+        in_bundle.contains(&(r.kind, r.name.as_str()))
+            || !prune && docs_now.contains_key(&(r.kind, r.name.clone()))
     };
-    let mut warnings = Vec::new();
+    let mut dangling = Vec::new();
     for c in checked {
-        let (label, spec) = match c {
+        let (label, references) = match c {
             Checked::Object {
                 host: Some(host),
                 name,
                 body,
-            } => (format!("service {host}/{name}"), body.spec.clone()),
-            Checked::Object { name, body, .. } => (format!("host {name}"), body.spec.clone()),
-            Checked::Doc { kind, name, body } if kind.name == "templates" => {
-                (format!("template {name}"), template_spec(body))
+            } => (
+                format!("service {host}/{name}"),
+                spec_references(&body.spec),
+            ),
+            Checked::Object { name, body, .. } => {
+                (format!("host {name}"), spec_references(&body.spec))
             }
-            Checked::Doc { kind, name, body } if kind.name == "alert-rules" => {
-                let policy = serde_json::from_str::<Value>(body)
-                    .ok()
-                    .and_then(|b| b["escalationPolicy"].as_str().map(str::to_string));
-                if let Some(policy) = policy.filter(|p| !defined("escalation-policies", p)) {
-                    warnings.push(format!(
-                        "alert rule {name}: escalation policy {policy:?} does not exist, its alerts page no one"
-                    ));
-                }
-                continue;
+            Checked::Doc { kind, name, body } => {
+                let Ok(body) = serde_json::from_str::<Map<String, Value>>(body) else {
+                    continue;
+                };
+                let label = match kind.name {
+                    "templates" => "template",
+                    "alert-rules" => "alert rule",
+                    other => other,
+                };
+                (format!("{label} {name}"), doc_references(kind.name, &body))
             }
-            Checked::Doc { .. } => continue,
         };
-        if let Some(command) = spec
-            .check_command
-            .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()) && !defined("check-commands", c))
-        {
-            warnings.push(format!(
-                "{label}: check command {command:?} is neither built in nor a check-commands document, the check cannot run"
-            ));
-        }
-        if let Some(period) = spec.check_period.filter(|p| !defined("time-periods", p)) {
-            warnings.push(format!(
-                "{label}: time period {period:?} does not exist and restricts nothing"
-            ));
+        for r in references.iter().filter(|r| !defined(r)) {
+            dangling.push(format!("{label}: {}", r.dangling()));
         }
     }
-    warnings
+    dangling
 }
 
 fn check(doc: BundleDoc) -> Result<Checked, String> {
@@ -281,10 +275,13 @@ impl Inventory {
         if let Err(e) = check_template_graph(&templates_after(&docs_now, &checked, prune), None) {
             errors.push(e);
         }
+        let mut warnings = dangling_references(&docs_now, &checked, prune);
+        if self.strict_references {
+            errors.append(&mut warnings);
+        }
         if !errors.is_empty() {
             return Err(bundle_error(errors.join("; ")));
         }
-        let warnings = dangling_references(&docs_now, &checked);
         // Templates first, then the other kinds, hosts and services: references resolve in order.
         checked.sort_by_key(|c| match c {
             Checked::Doc { kind, .. } => (

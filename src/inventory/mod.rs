@@ -7,7 +7,9 @@ pub mod secrets;
 
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
-use crate::model::config::{ConfigDoc, Invalid, Kind, METADATA, check_name};
+use crate::model::config::{
+    ConfigDoc, Invalid, Kind, METADATA, Reference, check_name, doc_references,
+};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
@@ -16,6 +18,7 @@ use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
 use serde_json::{Map, Value};
 use std::sync::Arc;
+use uuid::Uuid;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InventoryError {
@@ -57,6 +60,8 @@ pub struct Inventory {
     /// Effective labels for the object lists' selector and states.
     labels: Arc<dyn ObjectLabels>,
     plans: std::sync::Mutex<std::collections::HashMap<String, bundles::Planned>>,
+    /// `strictReferences`: a save that names a document nothing defines is refused.
+    strict_references: bool,
 }
 
 /// The body of a document: a JSON object without the service-owned metadata.
@@ -80,6 +85,7 @@ impl Inventory {
         sink: Arc<dyn EventSink>,
         master_key: Option<secrets::MasterKey>,
         labels: Arc<dyn ObjectLabels>,
+        strict_references: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -88,7 +94,34 @@ impl Inventory {
             master_key,
             labels,
             plans: Default::default(),
+            strict_references,
         })
+    }
+
+    /// Under `strictReferences`, the first name of `references` that no document of its kind
+    /// holds refuses the save (422 naming the field), as Icinga refuses such a config.
+    async fn check_references(
+        &self,
+        tenant: Uuid,
+        references: Vec<Reference>,
+    ) -> Result<(), InventoryError> {
+        if !self.strict_references {
+            return Ok(());
+        }
+        for r in references {
+            match self.store.doc(tenant, r.kind, r.name.clone(), false).await {
+                Ok(_) => {}
+                Err(StoreError::NotFound) => {
+                    return Err(Invalid {
+                        field: r.field.into(),
+                        detail: format!("{}: {}", r.path, r.dangling()),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// The audit entry and the `config` event of a change to a document of `kind`.
@@ -125,6 +158,8 @@ impl Inventory {
         check_name(&name)?;
         kind.validate(&mut body)?;
         self.check_imports(p, kind, &name, &body).await?;
+        self.check_references(p.tenant, doc_references(kind.name, &body))
+            .await?;
         let now = self.clock.now();
         let doc = ConfigDoc {
             id: self.clock.new_id(),
@@ -172,6 +207,8 @@ impl Inventory {
         let mut body = body_of(value)?;
         kind.validate(&mut body)?;
         self.check_imports(p, kind, &name, &body).await?;
+        self.check_references(p.tenant, doc_references(kind.name, &body))
+            .await?;
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();

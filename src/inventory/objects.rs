@@ -5,7 +5,7 @@
 use super::{Inventory, InventoryError};
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
-use crate::model::config::{Invalid, ObjectSpec, check_name};
+use crate::model::config::{Invalid, ObjectSpec, check_name, spec_references};
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{
@@ -109,6 +109,8 @@ impl Inventory {
         check_name(&body.name)?;
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
+        self.check_references(p.tenant, spec_references(&spec))
+            .await?;
         let (kind, host_id) = match body.host.filter(|h| !h.is_empty()) {
             Some(host) => {
                 let h = self
@@ -358,6 +360,8 @@ impl Inventory {
         }
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
+        self.check_references(p.tenant, spec_references(&spec))
+            .await?;
         let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
         let (updated, journaled) = self

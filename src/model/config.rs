@@ -329,7 +329,6 @@ pub struct ObjectSpec {
     pub zone: Option<String>,
 }
 
-/// The object spec inside a template document's body text (empty if it has none).
 /// A template document's labels.
 pub fn template_labels(body: &str) -> BTreeMap<String, String> {
     serde_json::from_str::<Value>(body)
@@ -338,11 +337,92 @@ pub fn template_labels(body: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The object spec inside a template document's body text (empty if it has none).
 pub fn template_spec(body: &str) -> ObjectSpec {
     serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
         .unwrap_or_default()
+}
+
+/// A name one piece of configuration uses for a document of another kind. One that nothing
+/// defines is saved as written by default (the reference does; a bundle may name what a later
+/// one adds) and refused at save under `strictReferences`, as Icinga refuses such a config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reference {
+    /// The field a refusal names (`svc:validation/<field>`).
+    pub field: &'static str,
+    /// Where in the body the name stands.
+    pub path: &'static str,
+    /// The kind of document the name must be.
+    pub kind: &'static str,
+    pub name: String,
+}
+
+impl Reference {
+    /// What it means that nothing defines the name.
+    pub fn dangling(&self) -> String {
+        match self.kind {
+            "check-commands" => format!(
+                "check command {:?} is neither built in nor a check-commands document, the check cannot run",
+                self.name
+            ),
+            "time-periods" => format!(
+                "time period {:?} does not exist and restricts nothing",
+                self.name
+            ),
+            _ => format!(
+                "escalation policy {:?} does not exist, its alerts page no one",
+                self.name
+            ),
+        }
+    }
+}
+
+/// The documents a host's, service's or template's own spec names: its check command unless
+/// built in, and its check period. (Its templates are always checked, see `resolve`.)
+pub fn spec_references(spec: &ObjectSpec) -> Vec<Reference> {
+    let command = spec
+        .check_command
+        .iter()
+        .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()))
+        .map(|c| Reference {
+            field: "spec",
+            path: "spec.checkCommand",
+            kind: "check-commands",
+            name: c.clone(),
+        });
+    let period = spec.check_period.iter().map(|p| Reference {
+        field: "spec",
+        path: "spec.checkPeriod",
+        kind: "time-periods",
+        name: p.clone(),
+    });
+    command.chain(period).collect()
+}
+
+/// The documents a saved document of `kind` names (its body already validated).
+pub fn doc_references(kind: &str, body: &Map<String, Value>) -> Vec<Reference> {
+    match kind {
+        "templates" => body
+            .get("spec")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .map(|spec| spec_references(&spec))
+            .unwrap_or_default(),
+        "alert-rules" => body
+            .get("escalationPolicy")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(|p| Reference {
+                field: "escalationPolicy",
+                path: "escalationPolicy",
+                kind: "escalation-policies",
+                name: p.to_string(),
+            })
+            .into_iter()
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn vars_as_text<'de, D: serde::Deserializer<'de>>(
@@ -1237,6 +1317,32 @@ mod tests {
                 .field,
             "template"
         );
+    }
+
+    #[test]
+    fn references_name_what_is_not_built_in() {
+        let names = |refs: Vec<Reference>| -> Vec<(&'static str, String)> {
+            refs.into_iter().map(|r| (r.kind, r.name)).collect()
+        };
+        let template = check(
+            "templates",
+            json!({"spec": {"checkCommand": "check_plc", "checkPeriod": "office"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            names(doc_references("templates", &template)),
+            [
+                ("check-commands", "check_plc".to_string()),
+                ("time-periods", "office".to_string())
+            ]
+        );
+        let builtin = check("templates", json!({"spec": {"checkCommand": "ping"}})).unwrap();
+        assert!(doc_references("templates", &builtin).is_empty());
+        let rule = json!({"escalationPolicy": "oncall"});
+        let refs = doc_references("alert-rules", rule.as_object().unwrap());
+        assert_eq!(refs[0].field, "escalationPolicy");
+        assert!(refs[0].dangling().contains("\"oncall\" does not exist"));
+        assert!(doc_references("contacts", rule.as_object().unwrap()).is_empty());
     }
 
     #[test]

@@ -413,3 +413,133 @@ body:
     assert_eq!(applied["applied"], true, "{applied}");
     assert_eq!(applied["warnings"], plan["warnings"]);
 }
+
+/// `strictReferences: true` turns those warnings into refusals, as Icinga refuses such a
+/// config: a single save naming a check command, check period or escalation policy nothing
+/// defines is 422 naming the field, the same save succeeds once the document exists, and the
+/// plan refuses the bundle that `:apply` would refuse, storing nothing.
+#[tokio::test]
+async fn strict_references_refuse_names_nothing_defines() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("svc.yaml");
+    std::fs::write(&cfg, "strictReferences: true\n").unwrap();
+    let a = Admin::start_with(Opts {
+        args: vec!["--config".into(), cfg.display().to_string()],
+        ..no_seed()
+    });
+    let (s, token) = (&a.s, a.token.as_str());
+    let saves = [
+        (
+            "/api/v1/hosts",
+            json!({"name": "plc1", "spec": {"checkCommand": "check_plc"}}),
+            "svc:validation/spec",
+            "spec.checkCommand: check command \"check_plc\"",
+        ),
+        (
+            "/api/v1/hosts",
+            json!({"name": "plc2", "spec": {"checkCommand": "ping", "checkPeriod": "office"}}),
+            "svc:validation/spec",
+            "spec.checkPeriod: time period \"office\"",
+        ),
+        (
+            "/api/v1/templates",
+            json!({"name": "plc", "spec": {"checkCommand": "check_plc"}}),
+            "svc:validation/spec",
+            "check command \"check_plc\"",
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "paged", "match": "event.type == 'state_change'", "severity": "critical", "escalationPolicy": "nobody"}),
+            "svc:validation/escalationPolicy",
+            "escalation policy \"nobody\"",
+        ),
+    ];
+    for (path, body, code, says) in &saves {
+        let res = send(s, token, Method::POST, path, body.clone()).await;
+        let p = assert_problem(res, 422, code).await;
+        assert!(p["detail"].as_str().unwrap().contains(says), "{body}: {p}");
+    }
+    // A built-in check names no document.
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/hosts",
+            json!({"name": "gw", "spec": {"checkCommand": "ping"}}),
+        )],
+    )
+    .await;
+    let host = get(s, token, "/api/v1/hosts?name=gw").await["items"][0].clone();
+    let res = call(
+        s,
+        token,
+        Method::PUT,
+        &format!("/api/v1/objects/{}", host["id"].as_str().unwrap()),
+    )
+    .header("If-Match", format!("\"{}\"", host["version"]))
+    .json(&json!({"name": "gw", "spec": {"checkCommand": "check_gw"}}))
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 422, "svc:validation/spec").await;
+
+    let bundle = r#"
+kind: host
+name: plc3
+body:
+  spec: {checkCommand: check_pressure}
+"#;
+    let res = post_text(s, token, "/api/v1/config/bundles:plan", bundle).await;
+    let p = assert_problem(res, 422, "svc:validation/bundle").await;
+    assert!(
+        p["detail"]
+            .as_str()
+            .unwrap()
+            .contains("host plc3: check command \"check_pressure\""),
+        "{p}"
+    );
+    let res = post_text(s, token, "/api/v1/config/bundles:apply", bundle).await;
+    assert_problem(res, 422, "svc:validation/bundle").await;
+
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/check-commands",
+                json!({"name": "check_plc", "type": "plugin", "line": ["/bin/true"]}),
+            ),
+            (
+                "/api/v1/time-periods",
+                json!({"name": "office", "timeZone": "UTC", "days": {"monday": ["08:00-17:00"]}}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "nobody", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+            ),
+        ],
+    )
+    .await;
+    create_all(
+        s,
+        token,
+        saves
+            .iter()
+            .map(|(path, body, ..)| (*path, body.clone()))
+            .collect(),
+    )
+    .await;
+    let hosts = get(s, token, "/api/v1/hosts").await;
+    let names: Vec<&str> = hosts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names.len(),
+        3,
+        "plc3 of the refused bundle was not stored: {names:?}"
+    );
+    assert!(!names.contains(&"plc3"));
+}
