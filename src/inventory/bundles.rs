@@ -14,7 +14,7 @@ use crate::model::config::{
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 use uuid::Uuid;
@@ -53,6 +53,8 @@ enum Checked {
         kind: &'static Kind,
         name: String,
         body: String,
+        /// The documents it names (see `doc_references`).
+        references: Vec<Reference>,
     },
     Object {
         host: Option<String>,
@@ -95,17 +97,12 @@ fn dangling_references(
             Checked::Object { name, body, .. } => {
                 (format!("host {name}"), spec_references(&body.spec))
             }
-            Checked::Doc { kind, name, body } => {
-                let Ok(body) = serde_json::from_str::<Map<String, Value>>(body) else {
-                    continue;
-                };
-                let label = match kind.name {
-                    "templates" => "template",
-                    "alert-rules" => "alert rule",
-                    other => other,
-                };
-                (format!("{label} {name}"), doc_references(kind.name, &body))
-            }
+            Checked::Doc {
+                kind,
+                name,
+                references,
+                ..
+            } => (format!("{} {name}", kind.code), references.clone()),
         };
         for r in references.iter().filter(|r| !defined(r)) {
             dangling.push(format!("{label}: {}", r.dangling()));
@@ -154,6 +151,7 @@ fn check(doc: BundleDoc) -> Result<Checked, String> {
             Ok(Checked::Doc {
                 kind,
                 name: doc.name,
+                references: doc_references(kind.name, &map),
                 body: Value::Object(map).to_string(),
             })
         }
@@ -172,9 +170,9 @@ fn templates_after(
         .filter(|((k, _), _)| *k == "templates")
         .map(|((_, n), body)| (n.clone(), template_spec(body)));
     let bundled = checked.iter().filter_map(|c| match c {
-        Checked::Doc { kind, name, body } if kind.name == "templates" => {
-            Some((name.clone(), template_spec(body)))
-        }
+        Checked::Doc {
+            kind, name, body, ..
+        } if kind.name == "templates" => Some((name.clone(), template_spec(body))),
         _ => None,
     });
     kept.chain(bundled).collect()
@@ -261,9 +259,9 @@ impl Inventory {
         for c in &checked {
             let (name, imports) = match c {
                 Checked::Object { name, body, .. } => (name, body.spec.templates.clone()),
-                Checked::Doc { kind, name, body } if kind.name == "templates" => {
-                    (name, template_spec(body).templates)
-                }
+                Checked::Doc {
+                    kind, name, body, ..
+                } if kind.name == "templates" => (name, template_spec(body).templates),
                 Checked::Doc { .. } => continue,
             };
             for t in imports.iter().flatten() {
@@ -297,7 +295,9 @@ impl Inventory {
         let mut keep_objects = BTreeSet::new();
         for c in checked {
             match c {
-                Checked::Doc { kind, name, body } => {
+                Checked::Doc {
+                    kind, name, body, ..
+                } => {
                     let action = match docs_now.get(&(kind.name, name.clone())) {
                         None => "create",
                         Some(b) if *b == body => "unchanged",

@@ -113,7 +113,7 @@ impl Inventory {
                 Ok(_) => {}
                 Err(StoreError::NotFound) => {
                     return Err(Invalid {
-                        field: r.field.into(),
+                        field: r.field().into(),
                         detail: format!("{}: {}", r.path, r.dangling()),
                     }
                     .into());

@@ -350,9 +350,8 @@ pub fn template_spec(body: &str) -> ObjectSpec {
 /// one adds) and refused at save under `strictReferences`, as Icinga refuses such a config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reference {
-    /// The field a refusal names (`svc:validation/<field>`).
-    pub field: &'static str,
-    /// Where in the body the name stands.
+    /// Where in the body the name stands; its first segment is the field a refusal names
+    /// (`svc:validation/<field>`).
     pub path: &'static str,
     /// The kind of document the name must be.
     pub kind: &'static str,
@@ -360,21 +359,25 @@ pub struct Reference {
 }
 
 impl Reference {
+    /// The top-level field the name stands in.
+    pub fn field(&self) -> &'static str {
+        self.path.split('.').next().unwrap_or(self.path)
+    }
+
     /// What it means that nothing defines the name.
     pub fn dangling(&self) -> String {
+        let name = &self.name;
         match self.kind {
             "check-commands" => format!(
-                "check command {:?} is neither built in nor a check-commands document, the check cannot run",
-                self.name
+                "check command {name:?} is neither built in nor a check-commands document, the check cannot run"
             ),
-            "time-periods" => format!(
-                "time period {:?} does not exist and restricts nothing",
-                self.name
-            ),
-            _ => format!(
-                "escalation policy {:?} does not exist, its alerts page no one",
-                self.name
-            ),
+            "time-periods" => {
+                format!("time period {name:?} does not exist and restricts nothing")
+            }
+            "escalation-policies" => {
+                format!("escalation policy {name:?} does not exist, its alerts page no one")
+            }
+            kind => format!("{kind} document {name:?} does not exist"),
         }
     }
 }
@@ -387,13 +390,11 @@ pub fn spec_references(spec: &ObjectSpec) -> Vec<Reference> {
         .iter()
         .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()))
         .map(|c| Reference {
-            field: "spec",
             path: "spec.checkCommand",
             kind: "check-commands",
             name: c.clone(),
         });
     let period = spec.check_period.iter().map(|p| Reference {
-        field: "spec",
         path: "spec.checkPeriod",
         kind: "time-periods",
         name: p.clone(),
@@ -414,7 +415,6 @@ pub fn doc_references(kind: &str, body: &Map<String, Value>) -> Vec<Reference> {
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty())
             .map(|p| Reference {
-                field: "escalationPolicy",
                 path: "escalationPolicy",
                 kind: "escalation-policies",
                 name: p.to_string(),
@@ -1336,11 +1336,12 @@ mod tests {
                 ("time-periods", "office".to_string())
             ]
         );
+        assert_eq!(doc_references("templates", &template)[1].field(), "spec");
         let builtin = check("templates", json!({"spec": {"checkCommand": "ping"}})).unwrap();
         assert!(doc_references("templates", &builtin).is_empty());
         let rule = json!({"escalationPolicy": "oncall"});
         let refs = doc_references("alert-rules", rule.as_object().unwrap());
-        assert_eq!(refs[0].field, "escalationPolicy");
+        assert_eq!(refs[0].field(), "escalationPolicy");
         assert!(refs[0].dangling().contains("\"oncall\" does not exist"));
         assert!(doc_references("contacts", rule.as_object().unwrap()).is_empty());
     }

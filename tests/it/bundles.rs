@@ -421,10 +421,8 @@ body:
 #[tokio::test]
 async fn strict_references_refuse_names_nothing_defines() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("svc.yaml");
-    std::fs::write(&cfg, "strictReferences: true\n").unwrap();
     let a = Admin::start_with(Opts {
-        args: vec!["--config".into(), cfg.display().to_string()],
+        args: config_args(dir.path(), "strictReferences: true\n"),
         ..no_seed()
     });
     let (s, token) = (&a.s, a.token.as_str());

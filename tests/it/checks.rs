@@ -249,10 +249,8 @@ async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
 #[tokio::test]
 async fn no_more_checks_run_at_once_than_configured() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("svc.yaml");
-    std::fs::write(&cfg, "checks: {maxConcurrent: 2}\n").unwrap();
     let a = Admin::start_with(Opts {
-        args: vec!["--config".into(), cfg.display().to_string()],
+        args: config_args(dir.path(), "checks: {maxConcurrent: 2}\n"),
         ..no_seed()
     });
     let s = &a.s;

@@ -14,10 +14,8 @@ const ADA: &str = "+491701234567";
 /// An administrator's server with `hardware` configuration (YAML under the key).
 fn start_with_hardware(hardware: &str) -> (Admin, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("svc.yaml");
-    std::fs::write(&config, format!("hardware:\n{hardware}")).unwrap();
     let a = Admin::start_with(Opts {
-        args: vec!["--config".into(), config.display().to_string()],
+        args: config_args(dir.path(), &format!("hardware:\n{hardware}")),
         ..Default::default()
     });
     (a, dir)

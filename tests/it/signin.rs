@@ -712,10 +712,8 @@ async fn cookies_are_secure_over_tls_and_behind_a_trusted_proxy() {
     assert!(session_of(&res).1.contains("Secure"));
 
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("svc.yaml");
-    std::fs::write(&cfg, "trustProxy: true\n").unwrap();
     let s = Server::start_with(Opts {
-        args: vec!["--config".into(), cfg.display().to_string()],
+        args: config_args(dir.path(), "trustProxy: true\n"),
         env: vec![(
             "SVC_DEFAULT_ADMIN_PASSWORD".into(),
             "the admin password".into(),

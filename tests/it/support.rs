@@ -34,6 +34,13 @@ pub fn no_seed() -> Opts {
     }
 }
 
+/// `--config FILE` arguments for a start, with `yaml` written to `svc.yaml` in `dir`.
+pub fn config_args(dir: &Path, yaml: &str) -> Vec<String> {
+    let file = dir.join("svc.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    vec!["--config".into(), file.display().to_string()]
+}
+
 /// Options for one server start.
 #[derive(Clone, Default)]
 pub struct Opts {
