@@ -535,10 +535,11 @@ impl Notifier {
         }
         let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
         let journaled = self.store.commit_firings(firings).await?;
-        self.sink.file(journaled).await;
+        // The deliveries are committed: the courier need not wait for their events' filing.
         if delivered {
             self.courier_wake.notify_one();
         }
+        self.sink.file(journaled).await;
         Ok(timers.len())
     }
 }

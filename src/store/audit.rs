@@ -95,19 +95,16 @@ impl Store {
         Ok(entry)
     }
 
-    /// Called after a commit: writes a checkpoint the committed transaction asked for.
-    pub(super) fn flush_checkpoint(&self) {
-        let pending = self
-            .pending_checkpoint
+    /// Called after each transaction: the checkpoint it asked for, to write once it is durable
+    /// (or to drop, when it did not commit).
+    pub(super) fn take_pending_checkpoint(&self) -> Option<ChainHead> {
+        self.pending_checkpoint
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(head) = pending {
-            self.write_checkpoint(&head);
-        }
+            .take()
     }
 
-    fn write_checkpoint(&self, head: &ChainHead) {
+    pub(super) fn write_checkpoint(&self, head: &ChainHead) {
         let path = self.checkpoint_path();
         let tmp = path.with_extension("tmp");
         let body = serde_json::to_vec(head).unwrap_or_default();

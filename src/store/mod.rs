@@ -1,5 +1,6 @@
 //! The only module that knows redb. One database file in the data dir; every write is one
-//! transaction committed with quick repair (so opening after a crash takes seconds), and an I/O
+//! transaction, run by the store's writer thread and made durable with the others that queued
+//! beside it by one commit with quick repair (so opening after a crash takes seconds), and an I/O
 //! error (disk full) takes the store offline until the recovery worker has reopened it.
 
 pub mod alerts;
@@ -7,6 +8,7 @@ mod audit;
 pub mod backup;
 mod bundle;
 mod codec;
+mod committer;
 mod config;
 mod error;
 pub mod events;
@@ -33,7 +35,7 @@ mod writer;
 pub use error::StoreError;
 
 use crate::runtime::clock::SharedClock;
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, WriteTransaction};
+use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -79,19 +81,11 @@ pub struct Store {
     catalog_generation: AtomicU64,
     /// Notified after every committed catalog write (the check scheduler's waker).
     catalog_watchers: Mutex<Vec<Arc<Notify>>>,
-    /// Write transactions committed so far, and (under the lock, which syncs) how many of
-    /// them are known durable.
-    committed: AtomicU64,
-    durable: Mutex<u64>,
+    /// The writer thread's queue: every write goes through it.
+    committer: committer::Committer,
     /// Notified after writes that may have armed an escalation step (the escalator's waker).
     escalations: Arc<Notify>,
-    /// Writers allowed onto blocking threads at once. Writes serialize on the database anyway;
-    /// a burst of them queued here holds no thread, and so no per-thread allocator heap.
-    writers: tokio::sync::Semaphore,
 }
-
-/// Enough writers in flight that one sync covers several commits.
-const WRITERS: usize = 8;
 
 /// Room a recovered store must find free before it serves writes again: the largest request
 /// body fits, so a disk that is still full keeps the store offline (and `/readyz` at 503)
@@ -151,6 +145,7 @@ impl Store {
     /// serves.
     pub fn open(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        let (committer, queue) = committer::Committer::new();
         let store = Arc::new(Store {
             path: data_dir.join(DB_FILE),
             clock,
@@ -161,11 +156,10 @@ impl Store {
             pending_checkpoint: Mutex::new(None),
             catalog_generation: AtomicU64::new(1),
             catalog_watchers: Mutex::default(),
-            committed: AtomicU64::new(0),
-            durable: Mutex::new(0),
-            writers: tokio::sync::Semaphore::new(WRITERS),
+            committer,
             escalations: Arc::new(Notify::new()),
         });
+        committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
             Ok(()) => {}
             Err(e @ StoreError::Unavailable(_)) => store.fail(&e),
@@ -227,54 +221,19 @@ impl Store {
         }
     }
 
-    /// One write transaction, durable when this returns. Blocking.
-    ///
-    /// Group commit: the transaction commits without syncing, then waits for a sync that
-    /// covers it. Whoever syncs first makes every commit before it durable with one empty
-    /// transaction committed durably (with quick repair), so writers arriving together share
-    /// one fsync, and no caller hears of its write before it is on disk.
-    fn write_blocking<T>(
+    /// One write transaction, durable when this returns. Blocking (see `committer`).
+    fn write_blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.handle()?;
-        let run = || {
-            let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-            // Refused only with persistent savepoints, which this store never makes; the
-            // commit is then durable by itself.
-            let _ = tx.set_durability(Durability::None);
-            let out = f(&tx)?;
-            tx.commit().map_err(StoreError::from_redb)?;
-            let seq = self.committed.fetch_add(1, Ordering::SeqCst) + 1;
-            self.sync_through(&db, seq)?;
-            Ok(out)
-        };
-        let result = run();
-        match &result {
-            Ok(_) => self.flush_checkpoint(),
-            Err(e) => {
-                self.pending_checkpoint
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                self.fail(e);
-            }
-        }
-        result
-    }
-
-    /// Makes every commit through `seq` durable (see `write_blocking`).
-    fn sync_through(&self, db: &Database, seq: u64) -> Result<(), StoreError> {
-        let mut durable = self.durable.lock().unwrap_or_else(|e| e.into_inner());
-        if *durable >= seq {
-            return Ok(());
-        }
-        let target = self.committed.load(Ordering::SeqCst);
-        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
-        tx.commit().map_err(StoreError::from_redb)?;
-        *durable = target;
-        Ok(())
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.committer
+            .submit(committer::Turn::InOrder, f, move |out| {
+                let _ = answer.send(out);
+            });
+        answered
+            .recv()
+            .unwrap_or_else(|_| Err(committer::unanswered()))
     }
 
     fn read_blocking<T>(
@@ -292,27 +251,35 @@ impl Store {
         result
     }
 
-    /// Runs a write transaction off the async runtime, queued behind at most `WRITERS` others.
+    /// One write transaction, durable when this resolves (see `committer`).
     async fn write<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let _permit = self
-            .writers
-            .acquire()
-            .await
-            .map_err(|e| StoreError::Internal(e.to_string()))?;
-        self.write_unqueued(f).await
+        self.write_in_turn(committer::Turn::InOrder, f).await
     }
 
-    /// A write that passes the queue: for a worker that has one write in flight at a time and
-    /// must not wait behind a burst of requests (the pager's outbox, say).
-    async fn write_unqueued<T: Send + 'static>(
+    /// A write that passes the queued requests: for a worker that has one write in flight at a
+    /// time and must not wait behind a burst of requests (the pager's outbox, say).
+    async fn write_ahead<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let store = self.clone();
-        blocking(move || store.write_blocking(f)).await
+        self.write_in_turn(committer::Turn::Ahead, f).await
+    }
+
+    async fn write_in_turn<T: Send + 'static>(
+        &self,
+        turn: committer::Turn,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.committer.submit(turn, f, move |out| {
+            let _ = answer.send(out);
+        });
+        answered
+            .await
+            .unwrap_or_else(|_| Err(committer::unanswered()))
     }
 
     /// A write that changes the catalog (objects, configuration documents, tenants).

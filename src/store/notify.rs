@@ -293,7 +293,7 @@ impl Store {
         firings: Vec<(EscalationTimer, Firing)>,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write_unqueued(move |tx| {
+        self.write_ahead(move |tx| {
             let mut events = Vec::new();
             for (timer, firing) in firings {
                 let key = timer_key(timer.alert_id, timer.step);
@@ -338,7 +338,7 @@ impl Store {
         attempts: Vec<Attempt>,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write_unqueued(move |tx| {
+        self.write_ahead(move |tx| {
             let mut events = Vec::new();
             for a in attempts {
                 if take_delivery(tx, a.delivery.id)?.is_none() {

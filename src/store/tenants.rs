@@ -16,7 +16,7 @@ impl Store {
         id: Uuid,
         now: Timestamp,
     ) -> Result<Tenant, StoreError> {
-        self.write_blocking(|tx| {
+        self.write_blocking(move |tx| {
             let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
             let mut tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
             if let Some(existing) = slugs

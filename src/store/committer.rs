@@ -1,0 +1,330 @@
+//! The store's one writer thread, and its group commit. Every write is a job on one queue; the
+//! thread takes what has queued up (at most `MAX_GROUP`), runs each job as its own transaction
+//! committed without syncing, then makes the whole group durable with one empty transaction
+//! committed durably (with quick repair), and only then answers the group's callers. Writes
+//! serialize on the database's write lock anyway; one thread running them in turn shares one
+//! fsync among all that arrived together, holds no thread per waiting caller, and leaves the
+//! lock to nobody else. A write queued `Ahead` (the pager's, one at a time per worker) joins the
+//! next group before every request write still waiting, so a page is not behind a burst.
+
+use super::{Store, StoreError};
+use redb::{Database, Durability, WriteTransaction};
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Weak;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+/// The most writes one sync covers: enough to empty a burst of requests, few enough that the
+/// first of them does not wait long for the last.
+const MAX_GROUP: usize = 16;
+
+/// How to answer a job's caller once the group's sync is known.
+type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+type Job = Box<dyn Write>;
+type Queued = (Turn, Job);
+
+/// Where a write joins the queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// Behind every write queued before it.
+    InOrder,
+    /// Before every `InOrder` write not yet running.
+    Ahead,
+}
+
+/// One queued write.
+pub(super) trait Write: Send {
+    /// Runs the write in `tx`: the error it failed with (its transaction is then dropped, not
+    /// committed), and its reply.
+    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Option<StoreError>, Reply);
+    /// Answers without running.
+    fn refuse(self: Box<Self>, e: StoreError);
+}
+
+struct Pending<F, A> {
+    f: F,
+    answer: A,
+}
+
+impl<F, A, T> Write for Pending<F, A>
+where
+    F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send,
+    A: FnOnce(Result<T, StoreError>) + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Option<StoreError>, Reply) {
+        let Pending { f, answer } = *self;
+        let out = f(tx);
+        let failed = out.as_ref().err().cloned();
+        let reply: Reply = Box::new(move |synced| answer(out.and_then(|v| synced.map(|()| v))));
+        (failed, reply)
+    }
+
+    fn refuse(self: Box<Self>, e: StoreError) {
+        (self.answer)(Err(e));
+    }
+}
+
+/// The queue's sending end, kept by the store.
+pub(super) struct Committer {
+    jobs: Sender<Queued>,
+}
+
+impl Committer {
+    /// A committer whose thread starts with `spawn`.
+    pub(super) fn new() -> (Committer, Receiver<Queued>) {
+        let (jobs, queue) = channel();
+        (Committer { jobs }, queue)
+    }
+
+    /// Starts the writer thread; it ends once the store is dropped.
+    pub(super) fn spawn(store: Weak<Store>, queue: Receiver<Queued>) -> Result<(), StoreError> {
+        std::thread::Builder::new()
+            .name("svc-store-writer".into())
+            .spawn(move || run(&store, &queue))
+            .map(drop)
+            .map_err(|e| StoreError::Internal(e.to_string()))
+    }
+
+    /// Queues `f` as one write transaction; `answer` has its outcome once it is durable (or
+    /// failed). An answer dropped unanswered (the thread is gone, or `f` panicked) means
+    /// `unanswered`.
+    pub(super) fn submit<T: Send + 'static>(
+        &self,
+        turn: Turn,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        answer: impl FnOnce(Result<T, StoreError>) + Send + 'static,
+    ) {
+        let _ = self.jobs.send((turn, Box::new(Pending { f, answer })));
+    }
+}
+
+/// The answer of a job that never answered: its writer thread is gone or the job panicked.
+pub(super) fn unanswered() -> StoreError {
+    StoreError::Internal("the write was lost (store writer stopped or the write panicked)".into())
+}
+
+fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
+    let (mut ahead, mut in_order) = (VecDeque::new(), VecDeque::new());
+    loop {
+        if ahead.is_empty() && in_order.is_empty() {
+            let Ok(first) = queue.recv() else {
+                return;
+            };
+            file(first, &mut ahead, &mut in_order);
+        }
+        for queued in queue.try_iter() {
+            file(queued, &mut ahead, &mut in_order);
+        }
+        let from_ahead = ahead.len().min(MAX_GROUP);
+        let from_in_order = in_order.len().min(MAX_GROUP - from_ahead);
+        let group: Vec<Job> = ahead
+            .drain(..from_ahead)
+            .chain(in_order.drain(..from_in_order))
+            .collect();
+        let Some(store) = store.upgrade() else {
+            return;
+        };
+        commit_group(&store, group);
+    }
+}
+
+fn file((turn, job): Queued, ahead: &mut VecDeque<Job>, in_order: &mut VecDeque<Job>) {
+    match turn {
+        Turn::Ahead => ahead.push_back(job),
+        Turn::InOrder => in_order.push_back(job),
+    }
+}
+
+fn commit_group(store: &Store, group: Vec<Job>) {
+    let db = match store.handle() {
+        Ok(db) => db,
+        Err(e) => {
+            for job in group {
+                job.refuse(e.clone());
+            }
+            return;
+        }
+    };
+    let mut committed: Vec<Reply> = Vec::with_capacity(group.len());
+    let mut checkpoint = None;
+    for job in group {
+        match run_job(&db, job) {
+            Ok(reply) => {
+                committed.push(reply);
+                // An audit append that crossed a checkpoint boundary asked for one; it is
+                // written once its transaction is durable.
+                checkpoint = store.take_pending_checkpoint().or(checkpoint);
+            }
+            Err(e) => {
+                store.take_pending_checkpoint();
+                store.fail(&e);
+            }
+        }
+    }
+    if committed.is_empty() {
+        return;
+    }
+    let synced = sync(&db);
+    match &synced {
+        Ok(()) => {
+            if let Some(head) = checkpoint {
+                store.write_checkpoint(&head);
+            }
+        }
+        Err(e) => store.fail(e),
+    }
+    for reply in committed {
+        reply(synced.clone());
+    }
+}
+
+/// Runs one job in its own transaction and commits it without syncing: its reply, to be
+/// answered once synced. A job that failed, panicked or whose commit failed is answered here,
+/// its transaction left uncommitted, and its error returned.
+fn run_job(db: &Database, job: Job) -> Result<Reply, StoreError> {
+    let mut tx = match db.begin_write() {
+        Ok(tx) => tx,
+        Err(e) => {
+            let e = StoreError::from_redb(e);
+            job.refuse(e.clone());
+            return Err(e);
+        }
+    };
+    // Refused only with persistent savepoints, which this store never makes; the commit is
+    // then durable by itself.
+    let _ = tx.set_durability(Durability::None);
+    let Ok((failed, reply)) = catch_unwind(AssertUnwindSafe(|| job.run(&tx))) else {
+        // The job's answer went with the unwinding.
+        return Err(StoreError::Internal("a write panicked".into()));
+    };
+    if let Some(e) = failed {
+        // The dropped transaction is aborted; the reply carries the job's own error.
+        drop(tx);
+        reply(Ok(()));
+        return Err(e);
+    }
+    match tx.commit() {
+        Ok(()) => Ok(reply),
+        Err(e) => {
+            let e = StoreError::from_redb(e);
+            reply(Err(e.clone()));
+            Err(e)
+        }
+    }
+}
+
+/// Makes every commit before it durable.
+fn sync(db: &Database) -> Result<(), StoreError> {
+    let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+    tx.set_quick_repair(true);
+    tx.commit().map_err(StoreError::from_redb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::clock::SystemClock;
+    use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+    use std::sync::Arc;
+
+    const ROWS: TableDefinition<u32, u32> = TableDefinition::new("committer_test_rows");
+
+    fn put(key: u32) -> impl FnOnce(&WriteTransaction) -> Result<u32, StoreError> + Send {
+        move |tx| {
+            tx.open_table(ROWS)
+                .map_err(StoreError::from_redb)?
+                .insert(key, key)
+                .map_err(StoreError::from_redb)?;
+            Ok(key)
+        }
+    }
+
+    fn queue<T: Send + 'static>(
+        store: &Arc<Store>,
+        turn: Turn,
+        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> tokio::task::JoinHandle<Result<T, StoreError>> {
+        let store = store.clone();
+        tokio::spawn(async move { store.write_in_turn(turn, f).await })
+    }
+
+    fn stored(store: &Store) -> Vec<u32> {
+        let tx = store.handle().unwrap().begin_read().unwrap();
+        let Ok(table) = tx.open_table(ROWS) else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .unwrap()
+            .map(|row| row.unwrap().0.value())
+            .collect()
+    }
+
+    /// Writes queued together share a group: a failing and a panicking one among them are
+    /// answered with their errors, leave nothing behind, and do not stop the others or the
+    /// thread; an `Ahead` write runs before the `InOrder` ones queued before it.
+    #[tokio::test]
+    async fn a_group_commits_each_write_alone_and_answers_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        // Holds the thread in a write so that everything below queues behind it.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (holding, hold_started) = std::sync::mpsc::channel::<()>();
+        let blocker = std::thread::spawn({
+            let store = store.clone();
+            move || {
+                store.write_blocking(move |tx| {
+                    holding.send(()).unwrap();
+                    held.recv().unwrap();
+                    put(0)(tx)
+                })
+            }
+        });
+        hold_started.recv().unwrap();
+        let mut answers = Vec::new();
+        for key in 1..=3 {
+            let order = order.clone();
+            answers.push(queue(&store, Turn::InOrder, move |tx| {
+                order.lock().unwrap().push(key);
+                put(key)(tx)
+            }));
+        }
+        let failing = queue(&store, Turn::InOrder, |tx| {
+            put(100)(tx)?;
+            Err::<u32, _>(StoreError::Conflict("refused".into()))
+        });
+        let panicking = queue(&store, Turn::InOrder, |tx| -> Result<u32, StoreError> {
+            put(200)(tx)?;
+            panic!("a write that panics")
+        });
+        let first = {
+            let order = order.clone();
+            queue(&store, Turn::Ahead, move |tx| {
+                order.lock().unwrap().push(9);
+                put(9)(tx)
+            })
+        };
+        // The spawned writes queue when first polled, which a yield of this single-threaded
+        // runtime lets happen; then the blocker may finish.
+        tokio::task::yield_now().await;
+        release.send(()).unwrap();
+        assert_eq!(blocker.join().unwrap().unwrap(), 0);
+        assert_eq!(first.await.unwrap().unwrap(), 9);
+        for (key, answer) in (1..=3).zip(answers) {
+            assert_eq!(answer.await.unwrap().unwrap(), key);
+        }
+        assert!(matches!(
+            failing.await.unwrap(),
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            panicking.await.unwrap(),
+            Err(StoreError::Internal(_))
+        ));
+        assert_eq!(*order.lock().unwrap(), [9, 1, 2, 3]);
+        assert_eq!(stored(&store), [0, 1, 2, 3, 9]);
+        assert_eq!(store.write(put(4)).await.unwrap(), 4, "the thread goes on");
+    }
+}
