@@ -48,6 +48,7 @@ pub struct Config {
     pub secrets: SecretsConfig,
     pub auth: AuthConfig,
     pub checks: ChecksConfig,
+    pub notify: NotifyConfig,
     pub alerting: AlertingConfig,
     /// A host, service, template or alert rule that names a check command, check period or
     /// escalation policy nothing defines is refused at save (422), as Icinga refuses such a
@@ -75,6 +76,7 @@ impl Default for Config {
             secrets: SecretsConfig::default(),
             auth: AuthConfig::default(),
             checks: ChecksConfig::default(),
+            notify: NotifyConfig::default(),
             alerting: AlertingConfig::default(),
             strict_references: false,
         }
@@ -265,12 +267,31 @@ impl AuthConfig {
 pub struct ChecksConfig {
     /// Checks (built-in or plugin processes) running at once, 1..=1024.
     pub max_concurrent: usize,
+    /// The only directories plugin check commands may run programs from (absolute paths).
+    /// Default: the Debian monitoring-plugins directories.
+    pub plugin_dirs: Vec<PathBuf>,
 }
+
+/// Where Debian's monitoring-plugins packages install their plugins.
+pub const DEBIAN_PLUGIN_DIRS: [&str; 2] =
+    ["/usr/lib/nagios/plugins", "/usr/lib/monitoring-plugins"];
 
 impl Default for ChecksConfig {
     fn default() -> Self {
-        Self { max_concurrent: 32 }
+        Self {
+            max_concurrent: 32,
+            plugin_dirs: DEBIAN_PLUGIN_DIRS.iter().map(PathBuf::from).collect(),
+        }
     }
+}
+
+/// Notification.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NotifyConfig {
+    /// The only directory script channels may run programs from (an absolute path); none, the
+    /// default, turns script channels off.
+    pub script_dir: Option<PathBuf>,
 }
 
 /// Alert correlation.
@@ -427,6 +448,22 @@ impl Config {
             && !(1..=64).contains(&n)
         {
             p.push(format!("auth.hashConcurrency: {n} must be 1..64"));
+        }
+        let program_dirs = self
+            .checks
+            .plugin_dirs
+            .iter()
+            .map(|d| ("checks.pluginDirs", d))
+            .chain(
+                self.notify
+                    .script_dir
+                    .iter()
+                    .map(|d| ("notify.scriptDir", d)),
+            );
+        for (key, dir) in program_dirs {
+            if !dir.is_absolute() {
+                p.push(format!("{key}: {} must be an absolute path", dir.display()));
+            }
         }
         if !(1..=1024).contains(&self.checks.max_concurrent) {
             p.push(format!(

@@ -6,7 +6,6 @@ use super::error::{Code, Problem};
 use super::extract::{JSON_BODY_LIMIT, read_body};
 use super::router::{JSON, Route};
 use super::schemas;
-use crate::auth::Principal;
 use crate::ingress::webhook::{Credentials, base64_decode};
 use axum::Json;
 use axum::extract::{Path, Request, State};
@@ -18,12 +17,12 @@ pub fn routes() -> Vec<Route> {
     vec![Route::post("/api/v1/ingest/{source}", ingest).doc(
         "ingress",
         "Ingest an event",
-        "Inbound webhook of the `event-sources` document `{source}` (types `webhook`, `alertmanager`; others take the webhook shape). Authenticated by the source's `authMode`: `token` (`Authorization: Bearer <secret>` or `X-Svc-Token`, or an API token of the source's tenant), `hmac` (`X-Svc-Signature: sha256=<hex HMAC-SHA256 of the body>`), `basic` (the secret as password, `config.username` if set), `none`; the secret is the tenant secret named by `secretRef`. Body: JSON up to 1 MiB, an object or an array of objects mapped by the source's `mapping` (JSON paths for `severity`, `summary`, `dedupKey`, `labels`, `resolve`; without one the same-named keys, `title`/`message`/`text` for the summary), or an Alertmanager version 4 payload (one event per alert: labels, `annotations.summary`, `fingerprint` as dedup key, `resolved` as resolve). 202 `{accepted, eventIds}`: one `ingress` event each, all stored or none. 404 `svc:ingress/unknown-source`, 403 `svc:ingress/disabled`, 401 `svc:ingress/auth`, 413 `svc:ingress/size`, 422 `svc:ingress/format` (not JSON, not an Alertmanager payload) or `svc:ingress/mapping` (the reason), 429 `svc:ingress/rate` with `Retry-After: 5` (token bucket per source: `rateLimit`/s, `burst`, 50 and 200 by default).",
+        "Inbound webhook of the `event-sources` document `{source}` (types `webhook`, `alertmanager`; others take the webhook shape). Event-source names are unique across tenants (a name another tenant holds is 409 `svc:conflict/duplicate` at save), so the name alone finds the source. Authenticated by the source's `authMode`, by the source's own secret only (an API token of the tenant does not pass): `token` (`Authorization: Bearer <secret>` or `X-Svc-Token`), `hmac` (`X-Svc-Signature: sha256=<hex HMAC-SHA256 of the body>`), `basic` (the secret as password, `config.username` if set), `none`; the secret is the tenant secret named by `secretRef`. Body: JSON up to 1 MiB, an object or an array of objects mapped by the source's `mapping` (JSON paths for `severity`, `summary`, `dedupKey`, `labels`, `resolve`; without one the same-named keys, `title`/`message`/`text` for the summary), or an Alertmanager version 4 payload (one event per alert: labels, `annotations.summary`, `fingerprint` as dedup key, `resolved` as resolve). 202 `{accepted, eventIds}`: one `ingress` event each, all stored or none. 404 `svc:ingress/unknown-source`, 403 `svc:ingress/disabled`, 401 `svc:ingress/auth`, 413 `svc:ingress/size`, 422 `svc:ingress/format` (not JSON, not an Alertmanager payload) or `svc:ingress/mapping` (the reason), 429 `svc:ingress/rate` with `Retry-After: 5` (token bucket per source: `rateLimit`/s, `burst`, 50 and 200 by default).",
     )
             .body::<serde_json::Value>().answers_as(202, JSON, schemas::literal(schemas::ingest_accepted))]
 }
 
-fn credentials(headers: &HeaderMap, principal: Option<&Principal>) -> Credentials {
+fn credentials(headers: &HeaderMap) -> Credentials {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let authorization = get(header::AUTHORIZATION.as_str()).unwrap_or_default();
     let bearer = bearer_value(headers).filter(|t| !t.starts_with("svc_"));
@@ -41,7 +40,6 @@ fn credentials(headers: &HeaderMap, principal: Option<&Principal>) -> Credential
         signature: get("x-svc-signature")
             .or(get("x-hub-signature-256"))
             .map(str::to_string),
-        tenant: principal.map(|p| p.tenant),
     }
 }
 
@@ -50,7 +48,7 @@ async fn ingest(
     Path(source): Path<String>,
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
-    let creds = credentials(req.headers(), req.extensions().get::<Principal>());
+    let creds = credentials(req.headers());
     let body = read_body(req, JSON_BODY_LIMIT, Code::IngressSize).await?;
     let ids = st.ingress.ingest(&source, creds, &body).await?;
     Ok((

@@ -9,6 +9,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{DEAD_LETTERS, Page, PageQuery};
 use super::router::{JSON, Route};
 use super::schemas;
+use crate::model::alert::AlertStatus;
 use crate::model::notify::{Delivery, OverrideBody, TestSend};
 use crate::model::notify::{OnCallShift, Override};
 use crate::runtime::AlertAction;
@@ -87,10 +88,16 @@ pub fn routes() -> Vec<Route> {
             "Optional `{target}` (required for e-mail, SMS and voice channels: the address or number). Sends at once: 200 `{result: \"sent\", detail}`, or 502 `svc:notify/test-failed` with the provider's error as detail.",
         )
             .optional_body::<TestSend>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
-        Route::get("/api/v1/ack/{token}", ack_link).doc(
+        Route::get("/api/v1/ack/{token}", ack_page).doc(
+            "notifications",
+            "Ack link: what it acknowledges",
+            "The link of a notification (HMAC-signed for this use only; valid 24 h and while its alert is open or acknowledged; no credential needed). `text/html`: a page naming the alert, its severity and status and who the link was sent to, with a button that POSTs to the same URL. GET and HEAD never act, so a mail scanner that fetches links acknowledges nothing. 404 for a link that is invalid, expired or whose alert is resolved.",
+        )
+            .answers_text(200, "text/html").page(),
+        Route::post("/api/v1/ack/{token}", ack_link).no_body().doc(
             "notifications",
             "Acknowledge by link",
-            "The link of a notification (HMAC-signed, valid 24 h; no credential needed). `text/html`: 200 when it acknowledged the alert or the alert is no longer open (it says which); 404 for a link that is invalid or expired.",
+            "The confirmation page's button. `text/html`: 200 when it acknowledged the alert or the alert was acknowledged already (it says which); 404 for a link that is invalid, expired or whose alert is resolved.",
         )
             .answers_text(200, "text/html").page(),
     ]
@@ -236,14 +243,19 @@ async fn test_notification(
     Ok(Json(result))
 }
 
-fn page(status: StatusCode, title: &str, text: &str) -> impl IntoResponse + use<> {
-    let escape = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-    };
+/// HTML text: the characters that could open markup or leave an attribute, escaped.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A small page; `form` is markup of ours (already escaped where it quotes anything).
+fn page(status: StatusCode, title: &str, text: &str, form: &str) -> axum::response::Response {
     let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{t}</title></head><body style=\"font-family:sans-serif;max-width:36em;margin:3em auto\"><h1>{t}</h1><p>{x}</p></body></html>",
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:36em;margin:3em auto;padding:0 1em}}button{{padding:.6em 1.4em;font-size:1.1em}}</style></head><body><h1>{t}</h1><p>{x}</p>{form}</body></html>",
         t = escape(title),
         x = escape(text)
     );
@@ -255,27 +267,62 @@ fn page(status: StatusCode, title: &str, text: &str) -> impl IntoResponse + use<
         ],
         body,
     )
+        .into_response()
 }
 
+fn invalid_link() -> axum::response::Response {
+    page(
+        StatusCode::NOT_FOUND,
+        "Link not valid",
+        "This acknowledgement link is invalid or has expired, or its alert is resolved.",
+        "",
+    )
+}
+
+/// GET (and HEAD): what the link acknowledges, and the button that does it.
+async fn ack_page(
+    State(st): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+) -> axum::response::Response {
+    let link = match st.notify.ack_claim(&token).await {
+        Ok(Some(link)) => link,
+        Ok(None) => return invalid_link(),
+        Err(e) => return Problem::from(e).into_response(),
+    };
+    let a = &link.alert;
+    let status = match &a.acked_by {
+        Some(by) if a.status == AlertStatus::Acked => format!("acknowledged by {by}"),
+        _ => "open".to_string(),
+    };
+    let text = format!(
+        "{} alert \"{}\", opened {}, {status}. This link was sent to {}.",
+        a.severity.as_str().to_uppercase(),
+        a.title,
+        a.opened_at,
+        link.by
+    );
+    let form = if a.status == AlertStatus::Open {
+        "<form method=\"post\"><button type=\"submit\">Acknowledge</button></form>"
+    } else {
+        "<p>It is acknowledged already; nothing is left to do here.</p>"
+    };
+    page(StatusCode::OK, "Acknowledge this alert?", &text, form)
+}
+
+/// POST: acknowledges the link's alert.
 async fn ack_link(
     State(st): State<AppState>,
     ApiPath(token): ApiPath<String>,
 ) -> axum::response::Response {
-    let (tenant, alert, by) = match st.notify.ack_claim(&token).await {
-        Ok(Some(claim)) => claim,
-        Ok(None) => {
-            return page(
-                StatusCode::NOT_FOUND,
-                "Link not valid",
-                "This acknowledgement link is invalid or has expired.",
-            )
-            .into_response();
-        }
+    let link = match st.notify.ack_claim(&token).await {
+        Ok(Some(link)) => link,
+        Ok(None) => return invalid_link(),
         Err(e) => return Problem::from(e).into_response(),
     };
+    let alert = &link.alert;
     match st
         .alerting
-        .act_for(tenant, alert, AlertAction::Ack, by, "link")
+        .act_for(alert.tenant_id, alert.id, AlertAction::Ack, link.by, "link")
         .await
     {
         Ok(Some(a)) => page(
@@ -285,14 +332,14 @@ async fn ack_link(
                 "The alert \"{}\" is acknowledged; its escalation has stopped.",
                 a.title
             ),
-        )
-        .into_response(),
+            "",
+        ),
         Ok(None) => page(
             StatusCode::OK,
             "Nothing to acknowledge",
             "The alert is no longer open: it was acknowledged, snoozed or resolved already.",
-        )
-        .into_response(),
+            "",
+        ),
         Err(e) => Problem::from(e).into_response(),
     }
 }

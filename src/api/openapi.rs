@@ -155,6 +155,9 @@ fn operation(
     if !r.description.is_empty() {
         op["description"] = json!(r.description);
     }
+    if crate::auth::permissions::is_instance_wide(r.permission) {
+        op["x-instance-wide"] = json!(true);
+    }
     if let Some(body) = &r.request {
         let mut content = content(body, requests);
         if let Some(example) = &r.example {

@@ -3,7 +3,9 @@
 
 use super::AppState;
 use super::access::{Access, authorize};
-use super::middleware::{catch_panic, deadline, record_metrics, render_problems, request_id};
+use super::middleware::{
+    catch_panic, deadline, record_metrics, render_problems, request_id, security_headers,
+};
 use super::{
     account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
     ingest, metrics, notify, objects, pages, problem_pages, reports, results, secrets, sites,
@@ -372,6 +374,7 @@ pub fn build_router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), render_problems))
         .layer(from_fn_with_state(state.clone(), record_metrics))
         .layer(from_fn_with_state(state.clone(), request_id))
+        .layer(from_fn(security_headers))
         .with_state(state);
     let verbs = Arc::new(verbs);
     Router::new().fallback_service(inner.map_request(move |req| split_verb(&verbs, req)))

@@ -1,7 +1,7 @@
 //! Operations endpoints: liveness, readiness, runtime info and health, metrics, the OpenAPI document.
 
 use super::access::Caller;
-use super::error::{Code, Problem};
+use super::error::Problem;
 use super::extract::ApiQuery;
 use super::router::{JSON, Route};
 use super::schemas;
@@ -44,7 +44,7 @@ pub fn routes() -> Vec<Route> {
             .doc(
                 "system",
                 "Back up the instance",
-                "A consistent copy taken while the server runs: a tar archive (`application/x-tar`) of `manifest.json` (`{format, version, schemaVersion, createdAt, events, files}`), a snapshot of every database (each copied from one read transaction; writers carry on), the audit checkpoint of that snapshot and the secrets master key. `events=false` leaves the event month files out. Every tenant is included, so only a caller of the default tenant may take one (else 403). Restore with `svc restore --from FILE --data-dir DIR` while no server runs on DIR.",
+                "A consistent copy taken while the server runs: a tar archive (`application/x-tar`) of `manifest.json` (`{format, version, schemaVersion, createdAt, events, files}`), a snapshot of every database (each copied from one read transaction; writers carry on), the audit checkpoint of that snapshot and the secrets master key. `events=false` leaves the event month files out. Every tenant is included, so `admin:backup` is instance-wide: only principals of the default tenant hold it (others get 403). Each download is audited (`system.backup`) before it starts. Restore with `svc restore --from FILE --data-dir DIR` while no server runs on DIR.",
             )
             .query::<BackupQuery>()
             .answers_as(200, "application/x-tar", schemas::literal(schemas::binary)),
@@ -65,14 +65,16 @@ async fn backup(
     c: Caller,
     ApiQuery(q): ApiQuery<BackupQuery>,
 ) -> Result<Response, Problem> {
-    if c.principal.tenant != st.store.default_tenant().await?.id {
-        return Err(Problem::new(
-            Code::AuthForbidden,
-            "admin:backup of the default tenant: a backup holds every tenant",
-        ));
-    }
-    let backups = st.backups.clone();
     let with_events = q.events.unwrap_or(true);
+    st.auth
+        .audit_instance_read(
+            &c.principal,
+            &c.actor,
+            "system.backup",
+            format!("system/backup?events={with_events}"),
+        )
+        .await?;
+    let backups = st.backups.clone();
     let prepared = tokio::task::spawn_blocking(move || backups.prepare(with_events))
         .await
         .map_err(|e| Problem::internal(e.to_string()))??;

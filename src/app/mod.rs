@@ -30,6 +30,7 @@ use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
+use crate::runtime::programs::{ProgramDirs, Programs};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
@@ -259,12 +260,20 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     supervisor.spawn(StalenessSweep(pipeline.clone()));
+    let programs = Programs {
+        plugins: ProgramDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
+        scripts: ProgramDirs::new(
+            "notify.scriptDir",
+            config.notify.script_dir.iter().cloned().collect(),
+        ),
+    };
     let inventory = Inventory::new(
         store.clone(),
         clock.clone(),
         events.clone(),
         key,
         catalog.clone(),
+        programs.clone(),
         config.strict_references,
     );
     let business = BusinessServices::new(
@@ -284,6 +293,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         pipeline.clone(),
         inventory.clone(),
         devices.clone(),
+        programs.plugins.clone(),
         config.checks.max_concurrent,
     );
     store.watch_catalog(scheduler.waker());
@@ -335,6 +345,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         secrets,
         alerting.clone(),
         devices.clone(),
+        programs.scripts,
         config.base_url.clone(),
     );
     supervisor.spawn(Escalator(notify.clone()));

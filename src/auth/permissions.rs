@@ -1,5 +1,9 @@
 //! Permissions are `resource:action`; `*`, `*:*` and `resource:*` (e.g. `admin:*`) imply their
 //! families. Built-in roles: admin, operator, editor, viewer.
+//!
+//! Instance-wide permissions act on every tenant at once (managing tenants, selecting one with
+//! `X-Service-Tenant`, backups). They hold only for principals whose home tenant is the
+//! default tenant, the instance's own: another tenant's `admin` governs that tenant only.
 
 use std::collections::BTreeSet;
 
@@ -33,6 +37,14 @@ const OPERATOR: &[&str] = &[
 const EDITOR_EXTRA: &[&str] = &["oncall:write", "config:write"];
 
 const ADMIN: &[&str] = &["*:*"];
+
+/// The permissions that reach past one tenant.
+pub const INSTANCE_WIDE: &[&str] = &["admin:tenants", "admin:backup"];
+
+/// Whether `permission` acts on the whole instance.
+pub fn is_instance_wide(permission: &str) -> bool {
+    INSTANCE_WIDE.contains(&permission)
+}
 
 /// The permissions of a built-in role.
 pub fn builtin_role(name: &str) -> Option<Vec<&'static str>> {

@@ -1,6 +1,7 @@
 //! The authenticated caller of one request.
 
 use super::Permissions;
+use super::permissions::is_instance_wide;
 use crate::model::identity::{Actor, ActorType, Whoami};
 use uuid::Uuid;
 
@@ -11,6 +12,9 @@ pub struct Principal {
     pub name: String,
     /// The tenant the credential belongs to.
     pub home_tenant: Uuid,
+    /// Whether the home tenant is the default tenant: only then do instance-wide permissions
+    /// (`auth::permissions::INSTANCE_WIDE`) hold.
+    pub instance: bool,
     /// The tenant acted on: the home tenant, or `X-Service-Tenant` for holders of `admin:tenants`.
     pub tenant: Uuid,
     pub permissions: Permissions,
@@ -28,6 +32,7 @@ impl Principal {
             actor_id: name.clone(),
             name,
             home_tenant: tenant,
+            instance: false,
             tenant,
             permissions: Permissions::default(),
             site: None,
@@ -35,8 +40,10 @@ impl Principal {
         }
     }
 
+    /// Whether the principal holds `permission`; an instance-wide one only in the default
+    /// tenant.
     pub fn allows(&self, permission: &str) -> bool {
-        self.permissions.allows(permission)
+        (self.instance || !is_instance_wide(permission)) && self.permissions.allows(permission)
     }
 
     pub fn actor(&self, source_ip: String, request_id: String) -> Actor {

@@ -55,6 +55,8 @@ pub struct Auth {
     pub(super) verified: Mutex<HashMap<[u8; 32], ApiToken>>,
     last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
     pub(super) dummy: tokio::sync::OnceCell<String>,
+    /// The default tenant's id, read once (it never changes).
+    default_tenant: tokio::sync::OnceCell<Uuid>,
     pub(super) setup_lock: tokio::sync::Mutex<()>,
     pub limiter: RateLimiter,
     pub(super) token_failures: RateLimiter,
@@ -79,6 +81,7 @@ impl Auth {
             verified: Mutex::new(HashMap::new()),
             last_used: Mutex::new(HashMap::new()),
             dummy: tokio::sync::OnceCell::new(),
+            default_tenant: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
             limiter: RateLimiter::sign_in(),
             token_failures: RateLimiter::new(TOKEN_FAILURE_BURST, TOKEN_FAILURE_REFILL),
@@ -247,7 +250,35 @@ impl Auth {
         Ok(())
     }
 
-    /// Resolves `X-Service-Tenant`: honoured only for holders of `admin:tenants`.
+    /// Audits a read that reaches past one tenant (a backup download) in the caller's home
+    /// tenant, before anything is handed out.
+    pub async fn audit_instance_read(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        action: &str,
+        resource: String,
+    ) -> Result<(), AuthError> {
+        let audit = self.draft(p.home_tenant, actor, action, resource);
+        self.store
+            .record_only(Record::new(audit, Vec::new()))
+            .await?;
+        Ok(())
+    }
+
+    /// Whether `tenant` is the default tenant, whose principals alone hold instance-wide
+    /// permissions.
+    pub(super) async fn is_instance(&self, tenant: Uuid) -> Result<bool, AuthError> {
+        let default = self
+            .default_tenant
+            .get_or_try_init(|| async { self.store.default_tenant().await.map(|t| t.id) })
+            .await?;
+        Ok(*default == tenant)
+    }
+
+    /// Resolves `X-Service-Tenant`: honoured for holders of `admin:tenants` in the default
+    /// tenant; another tenant's holder naming a tenant not its own is refused (403); callers
+    /// without the permission are not asking, and the header is ignored (SPEC 5.3).
     pub async fn select_tenant(
         &self,
         p: &mut Principal,
@@ -256,12 +287,21 @@ impl Auth {
         let Some(raw) = header.filter(|h| !h.trim().is_empty()) else {
             return Ok(());
         };
-        if !p.allows("admin:tenants") {
+        if !p.permissions.allows("admin:tenants") {
             return Ok(());
         }
         let id = Uuid::parse_str(raw.trim()).map_err(|_| {
             AuthError::validation("tenant", "X-Service-Tenant must be a tenant UUID")
         })?;
+        if id == p.home_tenant {
+            return Ok(());
+        }
+        if !p.allows("admin:tenants") {
+            return Err(AuthError::Forbidden(
+                "X-Service-Tenant: only the default tenant's administrators act in another tenant"
+                    .into(),
+            ));
+        }
         self.store.tenant(id).await.map_err(|e| match e {
             crate::store::StoreError::NotFound => {
                 AuthError::validation("tenant", format!("no tenant {id}"))

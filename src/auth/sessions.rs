@@ -174,6 +174,7 @@ impl Auth {
             actor_id: user.user.id.to_string(),
             name: user.user.name.clone(),
             home_tenant: session.tenant_id,
+            instance: self.is_instance(session.tenant_id).await?,
             tenant: session.tenant_id,
             permissions: self
                 .permissions(session.tenant_id, &[], &session.roles)

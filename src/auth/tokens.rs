@@ -117,6 +117,7 @@ impl Auth {
             actor_id: meta.id.to_string(),
             name: meta.name.clone(),
             home_tenant: meta.tenant_id,
+            instance: self.is_instance(meta.tenant_id).await?,
             tenant: meta.tenant_id,
             permissions: self.permissions(meta.tenant_id, &meta.scopes, &roles).await,
             site: meta.site.clone(),

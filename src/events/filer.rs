@@ -185,7 +185,11 @@ mod tests {
             let store = store.clone();
             async move {
                 store
-                    .create_doc(doc, crate::store::journal::Record::new(audit, vec![draft]))
+                    .create_doc(
+                        doc,
+                        Vec::new(),
+                        crate::store::journal::Record::new(audit, vec![draft]),
+                    )
                     .await
                     .unwrap()
             }

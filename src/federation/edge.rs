@@ -70,6 +70,7 @@ impl MainLink {
         }
         let builder = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("svc-site/", env!("CARGO_PKG_VERSION")));
         let builder = if !site.fingerprint.is_empty() {
             // Exactly the pinned certificate, whoever signed it (a private CA, self-signed).

@@ -52,8 +52,6 @@ pub struct Credentials {
     pub basic: Option<(String, String)>,
     /// `X-Svc-Signature` (or `X-Hub-Signature-256`): `sha256=<hex>`.
     pub signature: Option<String>,
-    /// The tenant of a valid API token, if one was presented.
-    pub tenant: Option<Uuid>,
 }
 
 /// Token buckets per tenant and source.
@@ -294,28 +292,19 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 impl Ingress {
-    /// The source named `name`: in the tenant of the caller's API token, else in any tenant
-    /// (the default tenant first).
-    async fn source_doc(
-        &self,
-        name: &str,
-        tenant: Option<Uuid>,
-    ) -> Result<(Uuid, EventSource, u64), IngestError> {
-        let tenants = match tenant {
-            Some(t) => vec![t],
-            None => {
-                let default = self.store.default_tenant().await?.id;
-                let mut all: Vec<Uuid> = self
-                    .store
-                    .tenants()
-                    .await?
-                    .into_iter()
-                    .map(|t| t.id)
-                    .collect();
-                all.sort_by_key(|t| *t != default);
-                all
-            }
-        };
+    /// The source named `name`. Event-source names are unique across tenants (the ingest URL
+    /// names no tenant); should an older data directory hold one name twice, the default
+    /// tenant's wins, then the oldest tenant's.
+    async fn source_doc(&self, name: &str) -> Result<(Uuid, EventSource, u64), IngestError> {
+        let default = self.store.default_tenant().await?.id;
+        let mut tenants: Vec<Uuid> = self
+            .store
+            .tenants()
+            .await?
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        tenants.sort_by_key(|t| (*t != default, *t));
         for t in tenants {
             match self
                 .store
@@ -343,9 +332,6 @@ impl Ingress {
     ) -> Result<(), IngestError> {
         let mode = source.auth_mode.as_str();
         if mode == "none" {
-            return Ok(());
-        }
-        if mode == "token" && creds.tenant == Some(tenant) {
             return Ok(());
         }
         let secret = match &source.secret_ref {
@@ -427,7 +413,7 @@ impl Ingress {
         creds: Credentials,
         body: &[u8],
     ) -> Result<Vec<Uuid>, IngestError> {
-        let (tenant, source, version) = self.source_doc(name, creds.tenant).await?;
+        let (tenant, source, version) = self.source_doc(name).await?;
         if !source.enabled {
             return Err(IngestError::Disabled(name.to_string()));
         }

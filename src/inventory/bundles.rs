@@ -55,6 +55,8 @@ enum Checked {
         body: String,
         /// The documents it names (see `doc_references`).
         references: Vec<Reference>,
+        /// The credentials it carried in plain text, now secrets it names.
+        credentials: Vec<(String, String)>,
     },
     Object {
         host: Option<String>,
@@ -111,7 +113,8 @@ fn dangling_references(
     dangling
 }
 
-fn check(doc: BundleDoc) -> Result<Checked, String> {
+/// Checks one document of a bundle as a single save would be checked.
+fn check(inventory: &Inventory, doc: BundleDoc) -> Result<Checked, String> {
     check_name(&doc.name).map_err(|e| e.detail)?;
     match doc.kind.as_str() {
         "host" | "service" => {
@@ -147,12 +150,15 @@ fn check(doc: BundleDoc) -> Result<Checked, String> {
             for key in METADATA {
                 map.remove(key);
             }
-            kind.validate(&mut map).map_err(|e| e.detail)?;
+            let admitted = inventory
+                .admit(kind, &doc.name, map)
+                .map_err(|e| e.detail)?;
             Ok(Checked::Doc {
                 kind,
                 name: doc.name,
-                references: doc_references(kind.name, &map),
-                body: Value::Object(map).to_string(),
+                references: doc_references(kind.name, &admitted.body),
+                body: Value::Object(admitted.body).to_string(),
+                credentials: admitted.credentials,
             })
         }
     }
@@ -241,7 +247,7 @@ impl Inventory {
                 errors.push(format!("{label}: appears twice"));
                 continue;
             }
-            match check(doc) {
+            match check(self, doc) {
                 Ok(c) => checked.push(c),
                 Err(e) => errors.push(format!("{label}: {e}")),
             }
@@ -296,11 +302,17 @@ impl Inventory {
         for c in checked {
             match c {
                 Checked::Doc {
-                    kind, name, body, ..
+                    kind,
+                    name,
+                    body,
+                    credentials,
+                    ..
                 } => {
                     let action = match docs_now.get(&(kind.name, name.clone())) {
                         None => "create",
-                        Some(b) if *b == body => "unchanged",
+                        Some(b) if *b == body && self.holds(tenant, &credentials).await => {
+                            "unchanged"
+                        }
                         Some(_) => "update",
                     };
                     keep_docs.insert((kind.name, name.clone()));
@@ -315,6 +327,7 @@ impl Inventory {
                             kind: kind.name,
                             name,
                             body,
+                            secrets: self.seal_all(tenant, credentials)?,
                         });
                     }
                 }

@@ -8,11 +8,12 @@ pub mod secrets;
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{
-    ConfigDoc, Invalid, Kind, METADATA, Reference, check_name, doc_references,
+    ConfigDoc, Invalid, Kind, METADATA, Reference, check_name, doc_references, take_credentials,
 };
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::programs::Programs;
 use crate::runtime::{EventSink, ObjectLabels};
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
@@ -60,8 +61,17 @@ pub struct Inventory {
     /// Effective labels for the object lists' selector and states.
     labels: Arc<dyn ObjectLabels>,
     plans: std::sync::Mutex<std::collections::HashMap<String, bundles::Planned>>,
+    /// Where plugin check commands and script channels may run programs from.
+    programs: Programs,
     /// `strictReferences`: a save that names a document nothing defines is refused.
     strict_references: bool,
+}
+
+/// A document ready to be saved: its body in normal form, and the credentials it carried in
+/// plain text (secret name, value), which the body now names as secrets.
+struct Admitted {
+    body: Map<String, Value>,
+    credentials: Vec<(String, String)>,
 }
 
 /// The body of a document: a JSON object without the service-owned metadata.
@@ -85,6 +95,7 @@ impl Inventory {
         sink: Arc<dyn EventSink>,
         master_key: Option<secrets::MasterKey>,
         labels: Arc<dyn ObjectLabels>,
+        programs: Programs,
         strict_references: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -94,6 +105,7 @@ impl Inventory {
             master_key,
             labels,
             plans: Default::default(),
+            programs,
             strict_references,
         })
     }
@@ -122,6 +134,47 @@ impl Inventory {
             }
         }
         Ok(())
+    }
+
+    /// Checks a document of `kind` for saving (create, replace, bundles): the kind's own rules,
+    /// the program it names (found in the directories the configuration file names, else
+    /// refused), and its plain-text credentials, taken out to be sealed as secrets.
+    fn admit(
+        &self,
+        kind: &Kind,
+        name: &str,
+        mut body: Map<String, Value>,
+    ) -> Result<Admitted, Invalid> {
+        kind.validate(&mut body)?;
+        self.check_program(kind, &body)?;
+        let credentials = take_credentials(kind.name, name, &mut body);
+        Ok(Admitted { body, credentials })
+    }
+
+    /// A plugin check command's program and a script channel's command must lie inside
+    /// `checks.pluginDirs` and `notify.scriptDir` (one not installed yet may be saved; it runs
+    /// once it is there).
+    fn check_program(&self, kind: &Kind, body: &Map<String, Value>) -> Result<(), Invalid> {
+        let (dirs, program, field, label) = match kind.name {
+            "check-commands" if body.get("type").and_then(Value::as_str) == Some("plugin") => (
+                &self.programs.plugins,
+                body.get("line").and_then(|l| l.get(0)),
+                "line",
+                "line[0]",
+            ),
+            "channels" if body.get("type").and_then(Value::as_str) == Some("script") => (
+                &self.programs.scripts,
+                body.get("config").and_then(|c| c.get("command")),
+                "config",
+                "config.command",
+            ),
+            _ => return Ok(()),
+        };
+        let program = program.and_then(Value::as_str).unwrap_or_default();
+        dirs.admissible(program).map_err(|why| Invalid {
+            field: field.into(),
+            detail: format!("{label}: {why}"),
+        })
     }
 
     /// The audit entry and the `config` event of a change to a document of `kind`.
@@ -154,12 +207,13 @@ impl Inventory {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let mut body = body_of(value)?;
+        let body = body_of(value)?;
         check_name(&name)?;
-        kind.validate(&mut body)?;
+        let Admitted { body, credentials } = self.admit(kind, &name, body)?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(p.tenant, doc_references(kind.name, &body))
             .await?;
+        let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let doc = ConfigDoc {
             id: self.clock.new_id(),
@@ -172,7 +226,7 @@ impl Inventory {
             body: Value::Object(body).to_string(),
         };
         let record = self.record(p, actor, kind, "create", &name);
-        let (doc, journaled) = self.store.create_doc(doc, record).await?;
+        let (doc, journaled) = self.store.create_doc(doc, secrets, record).await?;
         self.sink.file(journaled).await;
         Ok(doc)
     }
@@ -204,11 +258,11 @@ impl Inventory {
         expected: u64,
         value: Value,
     ) -> Result<ConfigDoc, InventoryError> {
-        let mut body = body_of(value)?;
-        kind.validate(&mut body)?;
+        let Admitted { body, credentials } = self.admit(kind, &name, body_of(value)?)?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(p.tenant, doc_references(kind.name, &body))
             .await?;
+        let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();
@@ -223,6 +277,7 @@ impl Inventory {
                     d.body = body;
                     d.updated_at = now;
                 },
+                secrets,
                 record,
             )
             .await?;

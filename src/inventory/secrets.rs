@@ -107,6 +107,46 @@ impl Inventory {
         self.master_key.as_ref().ok_or(InventoryError::NoKey)
     }
 
+    /// Seals the credentials a document carried in plain text as the tenant's secrets.
+    pub(super) fn seal_all(
+        &self,
+        tenant: Uuid,
+        credentials: Vec<(String, String)>,
+    ) -> Result<Vec<StoredSecret>, InventoryError> {
+        if credentials.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = self.key()?;
+        let now = self.clock.now();
+        credentials
+            .into_iter()
+            .map(|(name, value)| {
+                let (nonce, sealed) =
+                    seal(key, tenant, &name, &value).ok_or(InventoryError::NoKey)?;
+                Ok(StoredSecret {
+                    meta: SecretMeta {
+                        tenant_id: tenant,
+                        name,
+                        created_at: now,
+                        updated_at: now,
+                    },
+                    nonce,
+                    sealed,
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the tenant's secrets hold these values already.
+    pub(super) async fn holds(&self, tenant: Uuid, credentials: &[(String, String)]) -> bool {
+        for (name, value) in credentials {
+            if self.secret(tenant, name).await.as_ref() != Some(value) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Stores (or replaces) a secret's value.
     pub async fn put_secret(
         &self,

@@ -41,11 +41,13 @@ pub struct ObjectDocBody {
 /// One change of an apply, in the order applied.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BundleOp {
-    /// Create or replace a configuration document (`body` is its JSON text).
+    /// Create or replace a configuration document (`body` is its JSON text), with the
+    /// credentials it carried in plain text, sealed as the secrets it now names.
     PutDoc {
         kind: &'static str,
         name: String,
         body: String,
+        secrets: Vec<super::secret::StoredSecret>,
     },
     DeleteDoc {
         kind: &'static str,

@@ -34,6 +34,12 @@ fn body_schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
 }
 
+/// Kinds whose names are unique across all tenants, not just within one: event sources, since
+/// the ingest URL (`/api/v1/ingest/{source}`) names a source without a tenant.
+pub fn unique_across_tenants(kind: &str) -> bool {
+    kind == "event-sources"
+}
+
 /// A validation failure: the `svc:validation/<field>` and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
@@ -1038,7 +1044,128 @@ pub const CHANNEL_TYPES: [&str; 11] = [
 ];
 
 fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Invalid> {
-    validate_with(body, |c: &Channel| one_of("type", &c.kind, &CHANNEL_TYPES))
+    validate_with(body, |c: &Channel| {
+        one_of("type", &c.kind, &CHANNEL_TYPES)?;
+        check_channel_config(&c.kind, &c.config).map_err(|e| invalid("config", e))?;
+        if let Some(t) = &c.template {
+            super::template::check(t).map_err(|e| invalid("template", format!("template: {e}")))?;
+        }
+        Ok(())
+    })
+}
+
+/// A channel's configuration, as far as it can be checked without sending: where secrets are
+/// named, header names and values, the URL, the port, an e-mail relay's host and TLS mode, a
+/// script's command. The message names the key (`config.port: ...`).
+pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Result<(), String> {
+    for (key, value) in config {
+        if !super::secret::reference_allowed(key, value) {
+            return Err(format!(
+                "config.{key}: $SECRET:name$ may stand only in credential fields, headers, script arguments and a URL's path"
+            ));
+        }
+        if let Some(header) = key.strip_prefix("header.") {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if header.is_empty() || !header.bytes().all(token) {
+                return Err(format!("config.{key}: {header:?} is not a header name"));
+            }
+            if value.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(format!("config.{key}: a header value is one line"));
+            }
+        }
+    }
+    let given = |key: &str| {
+        config
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(url) = given("url") {
+        check_url(url).map_err(|e| format!("config.url: {e}"))?;
+    }
+    if let Some(port) = given("port") {
+        if !port.parse::<u16>().is_ok_and(|p| p > 0) {
+            return Err(format!("config.port: {port:?} is not a port (1-65535)"));
+        }
+    }
+    match kind {
+        "email" => {
+            let host = given("host").ok_or("config.host: the SMTP relay is required")?;
+            if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '$') {
+                return Err(format!("config.host: {host:?} is not a host name"));
+            }
+            if let Some(tls) = given("tls") {
+                if !["starttls", "tls", "none"].contains(&tls) {
+                    return Err(format!(
+                        "config.tls: {tls:?} must be one of starttls, tls, none"
+                    ));
+                }
+            }
+        }
+        "script" => {
+            let command =
+                given("command").ok_or("config.command: the program to run is required")?;
+            if command.contains('$') {
+                return Err(format!(
+                    "config.command: {command:?} is written out in full, without macros or secrets"
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Takes the credentials a channel or a webhook subscription carries in plain text out of its
+/// body: each becomes a reference to a secret named after the document and the field
+/// (`channel.ops.password`), and is returned with that name to be sealed. Values that already
+/// name a secret stay as they are.
+pub fn take_credentials(
+    kind: &str,
+    name: &str,
+    body: &mut Map<String, Value>,
+) -> Vec<(String, String)> {
+    let mut taken = Vec::new();
+    let mut take = |field: &str, value: &mut Value, label: &str| {
+        if let Value::String(plain) = value {
+            if !plain.is_empty() && !super::secret::has_reference(plain) {
+                let secret = format!("{label}.{name}.{field}");
+                let reference = super::secret::reference(&secret);
+                taken.push((secret, std::mem::replace(plain, reference)));
+            }
+        }
+    };
+    match kind {
+        "channels" => {
+            if let Some(Value::Object(config)) = body.get_mut("config") {
+                for (key, value) in config.iter_mut() {
+                    if super::secret::is_credential_key(key) {
+                        take(key, value, "channel");
+                    }
+                }
+            }
+        }
+        "webhooks" => {
+            if let Some(value) = body.get_mut("secret") {
+                take("secret", value, "webhook");
+            }
+        }
+        _ => {}
+    }
+    taken
+}
+
+/// An outbound URL: http or https with a host; a `$SECRET:name$` may stand in its path.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let probe = url.replace(super::secret::REFERENCE_PREFIX, "secret-");
+    let parsed = url::Url::parse(&probe).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{url:?} must be http:// or https://"));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{url:?} has no host"));
+    }
+    Ok(())
 }
 
 pub const SOURCE_TYPES: [&str; 8] = [
@@ -1246,8 +1373,12 @@ fn validate_saved_filter(body: &mut Map<String, Value>) -> Result<(), Invalid> {
 
 fn validate_webhook(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     validate_with(body, |w: &WebhookSubscription| {
-        if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
-            return Err(invalid("", "url must be http:// or https://"));
+        check_url(&w.url).map_err(|e| invalid("", format!("url: {e}")))?;
+        if super::secret::has_reference(super::secret::url_authority(&w.url)) {
+            return Err(invalid(
+                "",
+                "url: $SECRET:name$ may stand only in the URL's path",
+            ));
         }
         check_selector(w.selector.as_deref())
     })

@@ -24,6 +24,7 @@ pub mod site;
 pub mod source_config;
 pub mod state;
 pub mod suppression;
+pub mod template;
 pub mod tenant;
 pub mod time;
 pub mod timeperiod;

@@ -17,6 +17,7 @@ use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
 use crate::runtime::SecretSource;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::programs::ProgramDirs;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -40,6 +41,8 @@ pub struct Scheduler {
     secrets: Arc<dyn SecretSource>,
     /// The paging devices, for the `gsm` check.
     devices: Devices,
+    /// Where plugin check commands may come from.
+    plugins: ProgramDirs,
     due: Mutex<HashMap<Key, Timestamp>>,
     /// Objects a check-now asked for: they run even outside their check period.
     forced: Mutex<HashSet<Key>>,
@@ -86,6 +89,7 @@ impl Scheduler {
         pipeline: Arc<Pipeline>,
         secrets: Arc<dyn SecretSource>,
         devices: Devices,
+        plugins: ProgramDirs,
         max_running: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -95,6 +99,7 @@ impl Scheduler {
             pipeline,
             secrets,
             devices,
+            plugins,
             due: Mutex::new(HashMap::new()),
             forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
@@ -129,7 +134,17 @@ impl Scheduler {
             },
             (None, Some(c)) => {
                 let now = self.clock.now();
-                checks::run(c, o, &entry.host, spec, &*self.secrets, &self.devices, now).await
+                checks::run(
+                    c,
+                    o,
+                    &entry.host,
+                    spec,
+                    &*self.secrets,
+                    &self.devices,
+                    &self.plugins,
+                    now,
+                )
+                .await
             }
             (None, None) => checks::Outcome {
                 code: 3,

@@ -1,5 +1,8 @@
 //! Ack links (SEMANTICS 6): `<baseUrl>/api/v1/ack/<alertId>.<contactId>.<expiry>.<mac>`, an
-//! HMAC-SHA256 under the installation's key (truncated to 128 bits), valid 24 h.
+//! HMAC-SHA256 under the installation's key (truncated to 128 bits) of the purpose (`ack`) and
+//! the rest, so a link's token serves no other use; valid 24 h, and only while its alert is
+//! open or acknowledged. Opening a link shows what it acknowledges; only a POST from that page
+//! acts, so a mail scanner fetching links acknowledges nothing.
 
 use crate::model::Timestamp;
 use hmac::{Hmac, Mac};
@@ -18,11 +21,15 @@ pub struct AckClaim {
     pub contact: Option<Uuid>,
 }
 
+/// What a token is for, bound into its MAC.
+const PURPOSE: &[u8] = b"ack-link\0";
+
 fn mac(key: &[u8], body: &str) -> String {
     let mut m = match Hmac::<Sha256>::new_from_slice(key) {
         Ok(m) => m,
         Err(_) => return String::new(),
     };
+    m.update(PURPOSE);
     m.update(body.as_bytes());
     hex(&m.finalize().into_bytes()[..16])
 }

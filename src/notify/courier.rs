@@ -158,7 +158,7 @@ impl Notifier {
         d: &Delivery,
         channel: Option<&Channel>,
     ) -> Result<channels::Sent, SendError> {
-        let (kind, config, template) = match channel {
+        let (kind, opened, template) = match channel {
             Some(c) if !c.enabled => {
                 return Err(SendError::permanent(format!(
                     "channel {:?} is disabled",
@@ -170,7 +170,11 @@ impl Notifier {
                 channels::open_secrets(&self.secrets, d.tenant_id, &c.config).await?,
                 c.template.as_deref(),
             ),
-            None if !d.url.is_empty() => (d.kind.as_str(), BTreeMap::new(), None),
+            None if !d.url.is_empty() => (
+                d.kind.as_str(),
+                channels::open_secrets(&self.secrets, d.tenant_id, &BTreeMap::new()).await?,
+                None,
+            ),
             None => {
                 return Err(SendError::permanent(format!(
                     "channel {:?} does not exist",
@@ -178,15 +182,15 @@ impl Notifier {
                 )));
             }
         };
-        let speech = self.speech(d.tenant_id, kind, &config).await;
+        let speech = self.speech(d.tenant_id, kind, &opened.config).await;
         let out = Outgoing {
             kind,
-            config: &config,
+            config: &opened.config,
             template,
             delivery: d,
             speech: speech.as_ref(),
         };
-        channels::send(&self.senders, &out).await
+        opened.masked(channels::send(&self.senders, &out).await)
     }
 
     /// A voice channel's `config.ttsProfile`, read from the tenant's `tts-profiles`.

@@ -26,9 +26,10 @@ use crate::model::config::Invalid;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::notify::{
-    Channel, Delivery, Message, OnCallShift, Override, OverrideBody, TestSend,
+    Channel, Delivery, Message, OnCallShift, Override, OverrideBody, TestSend, mask,
 };
 use crate::runtime::clock::SharedClock;
+use crate::runtime::programs::ProgramDirs;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
@@ -78,6 +79,15 @@ fn invalid(field: &str, detail: impl Into<String>) -> NotifyError {
     })
 }
 
+/// A valid ack link: the alert it is for and the person it was sent to.
+pub struct AckLink {
+    pub alert: Alert,
+    pub by: String,
+}
+
+/// How much of a provider's answer a channel test quotes.
+const TEST_EXCERPT: usize = 120;
+
 pub struct Notifier {
     store: Arc<Store>,
     clock: SharedClock,
@@ -106,11 +116,12 @@ impl Notifier {
         secrets: Arc<dyn SecretSource>,
         alerts: Arc<dyn AlertActions>,
         devices: Devices,
+        scripts: ProgramDirs,
         base_url: String,
     ) -> Arc<Self> {
         let http = reqwest::Client::builder()
             .timeout(SEND_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
@@ -124,6 +135,7 @@ impl Notifier {
                 http,
                 modem: devices.modem,
                 pager: devices.pager,
+                scripts,
             },
             base_url,
             links: OnceCell::new(),
@@ -403,7 +415,14 @@ impl Notifier {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Delivery>, NotifyError> {
-        Ok(self.store.dead_letters(p.tenant, before, limit).await?)
+        let mut letters = self.store.dead_letters(p.tenant, before, limit).await?;
+        // An ack link acts for whoever holds it: readers who may not acknowledge never see one.
+        if !p.allows("alerts:ack") {
+            for d in letters.iter_mut().filter(|d| !d.payload.ack_url.is_empty()) {
+                d.payload.ack_url = mask(&d.payload.ack_url);
+            }
+        }
+        Ok(letters)
     }
 
     /// `:replay`: the dead letter goes back to the outbox, due now.
@@ -455,36 +474,35 @@ impl Notifier {
             target: target.unwrap_or_default(),
             ..Delivery::new(self.clock.new_id(), p.tenant, &channel.kind, message)
         };
-        let config = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
+        let opened = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
-        let speech = self.speech(p.tenant, &channel.kind, &config).await;
+        let speech = self.speech(p.tenant, &channel.kind, &opened.config).await;
         let out = channels::Outgoing {
             kind: &channel.kind,
-            config: &config,
+            config: &opened.config,
             template: channel.template.as_deref(),
             delivery: &delivery,
             speech: speech.as_ref(),
         };
-        match channels::send(&self.senders, &out).await {
-            Ok(sent) => Ok(json!({"result": "sent", "detail": sent.detail})),
-            Err(e) => Err(NotifyError::TestFailed(e.message)),
+        // A test answers with a short excerpt of what the provider said, never its whole answer.
+        let excerpt = |text: &str| text.chars().take(TEST_EXCERPT).collect::<String>();
+        match opened.masked(channels::send(&self.senders, &out).await) {
+            Ok(sent) => Ok(json!({"result": "sent", "detail": excerpt(&sent.detail)})),
+            Err(e) => Err(NotifyError::TestFailed(excerpt(&e.message))),
         }
     }
 
-    /// The tenant and alert of a genuine, unexpired ack link, and who it was sent to; `None`
-    /// for a link that is not.
-    pub async fn ack_claim(
-        &self,
-        token: &str,
-    ) -> Result<Option<(Uuid, Uuid, String)>, NotifyError> {
+    /// The alert of a genuine, unexpired ack link whose alert is still open or acknowledged,
+    /// and who the link was sent to; `None` for any other link.
+    pub async fn ack_claim(&self, token: &str) -> Result<Option<AckLink>, NotifyError> {
         let links = self.links().await?;
         let Some(claim) = acklink::verify(&links.key, token, self.clock.now()) else {
             return Ok(None);
         };
         for tenant in self.store.tenants().await? {
             match self.store.alert(tenant.id, claim.alert).await {
-                Ok(_) => {
+                Ok(alert) if alert.status.is_active() => {
                     let by = match claim.contact {
                         Some(c) => self
                             .directory(tenant.id)
@@ -493,8 +511,9 @@ impl Notifier {
                             .map_or_else(|| c.to_string(), |c| c.name.clone()),
                         None => "ack link".to_string(),
                     };
-                    return Ok(Some((tenant.id, claim.alert, by)));
+                    return Ok(Some(AckLink { alert, by }));
                 }
+                Ok(_) => return Ok(None),
                 Err(StoreError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
             }

@@ -1,9 +1,10 @@
 //! A bundle apply: every change of the plan in one transaction with its audit entries, so a
 //! bundle applies all or nothing.
 
-use super::config::{doc_key, load, put as put_doc};
+use super::config::{check_unique_across_tenants, doc_key, load, put as put_doc};
 use super::keys::scoped;
 use super::objects::{delete_cascade, get as get_object, insert, name_key, put as put_object};
+use super::secrets::put_sealed;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS, OBJECT_NAMES};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
@@ -75,7 +76,12 @@ impl Store {
                     StoreError::Conflict(format!("document {} ({what}): {e}", i + 1))
                 };
                 match op {
-                    BundleOp::PutDoc { kind, name, body } => {
+                    BundleOp::PutDoc {
+                        kind,
+                        name,
+                        body,
+                        secrets,
+                    } => {
                         let what = format!("{kind} {name:?}");
                         let doc = match load(tx, &doc_key(tenant, kind, &name))? {
                             Some(old) => ConfigDoc {
@@ -84,18 +90,25 @@ impl Store {
                                 version: old.version + 1,
                                 ..old
                             },
-                            None => ConfigDoc {
-                                id: fresh()?,
-                                tenant_id: tenant,
-                                kind: kind.to_string(),
-                                name: name.clone(),
-                                created_at: now,
-                                updated_at: now,
-                                version: 1,
-                                body,
-                            },
+                            None => {
+                                check_unique_across_tenants(tx, tenant, kind, &name)
+                                    .map_err(|e| fail(e, &what))?;
+                                ConfigDoc {
+                                    id: fresh()?,
+                                    tenant_id: tenant,
+                                    kind: kind.to_string(),
+                                    name: name.clone(),
+                                    created_at: now,
+                                    updated_at: now,
+                                    version: 1,
+                                    body,
+                                }
+                            }
                         };
                         put_doc(tx, &doc).map_err(|e| fail(e, &what))?;
+                        for mut secret in secrets {
+                            put_sealed(tx, &mut secret).map_err(|e| fail(e, &what))?;
+                        }
                         audits.push(
                             audit("bundle.apply", format!("{kind}/{name}")).after(doc.to_json()),
                         );

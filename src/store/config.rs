@@ -4,10 +4,12 @@
 use super::codec::{decode, encode};
 use super::journal::Record;
 use super::keys::scoped;
-use super::tables::{CONFIG_DOCS, CONFIG_IDS};
+use super::secrets::put_sealed;
+use super::tables::{CONFIG_DOCS, CONFIG_IDS, TENANTS};
 use super::{Store, StoreError};
-use crate::model::config::ConfigDoc;
+use crate::model::config::{ConfigDoc, unique_across_tenants};
 use crate::model::event::Journaled;
+use crate::model::secret::StoredSecret;
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -50,11 +52,36 @@ pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreErr
     Ok(())
 }
 
+/// A document of a kind whose names are unique across tenants may not take a name another
+/// tenant holds (a duplicate, as within one tenant).
+pub(super) fn check_unique_across_tenants(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    kind: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    if !unique_across_tenants(kind) {
+        return Ok(());
+    }
+    let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+    for row in tenants.iter().map_err(StoreError::from_redb)? {
+        let other = Uuid::from_u128(row.map_err(StoreError::from_redb)?.0.value());
+        if other != tenant && load(tx, &doc_key(other, kind, name))?.is_some() {
+            return Err(StoreError::Duplicate(format!(
+                "{kind} {name:?} (in another tenant: {kind} names are unique across tenants)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Store {
-    /// Creates a document, with its record (audit entry, events) in the same transaction.
+    /// Creates a document with the secrets it names, and its record (audit entry, events),
+    /// in one transaction.
     pub async fn create_doc(
         self: &Arc<Self>,
         doc: ConfigDoc,
+        secrets: Vec<StoredSecret>,
         record: Record,
     ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
@@ -65,14 +92,20 @@ impl Store {
                     doc.kind, doc.name
                 )));
             }
+            check_unique_across_tenants(tx, doc.tenant_id, &doc.kind, &doc.name)?;
             put(tx, &doc)?;
+            for mut secret in secrets {
+                put_sealed(tx, &mut secret)?;
+            }
             let audit = audit.after(doc.to_json());
             Ok((doc, audit))
         })
         .await
     }
 
-    /// Replaces a document's body if `expected` is its stored version.
+    /// Replaces a document's body if `expected` is its stored version, with the secrets it
+    /// names.
+    #[allow(clippy::too_many_arguments)]
     pub async fn update_doc(
         self: &Arc<Self>,
         tenant: Uuid,
@@ -80,6 +113,7 @@ impl Store {
         name: String,
         expected: u64,
         change: impl FnOnce(&mut ConfigDoc) + Send + 'static,
+        secrets: Vec<StoredSecret>,
         record: Record,
     ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
@@ -89,6 +123,9 @@ impl Store {
             change(&mut new);
             new.version = old.version + 1;
             put(tx, &new)?;
+            for mut secret in secrets {
+                put_sealed(tx, &mut secret)?;
+            }
             let audit = audit.before(old.to_json()).after(new.to_json());
             Ok((new, audit))
         })

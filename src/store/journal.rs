@@ -209,6 +209,17 @@ impl Store {
         }
     }
 
+    /// Records an audit entry (and its events) that has no change of its own: an audited read
+    /// such as a backup download.
+    pub async fn record_only(
+        self: &Arc<Self>,
+        record: Record,
+    ) -> Result<Vec<Journaled>, StoreError> {
+        self.mutate(record, |_, audit| Ok(((), audit)))
+            .await
+            .map(|((), journaled)| journaled)
+    }
+
     /// Journals events that have no change of their own in the store (a system notice).
     pub async fn journal_events(
         self: &Arc<Self>,

@@ -7,9 +7,24 @@ use super::tables::SECRETS;
 use super::{Store, StoreError};
 use crate::model::event::Journaled;
 use crate::model::secret::{SecretMeta, StoredSecret};
-use redb::ReadableTable;
+use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// Stores a secret in `tx`, keeping the first `createdAt` when it replaces one.
+pub(super) fn put_sealed(
+    tx: &WriteTransaction,
+    secret: &mut StoredSecret,
+) -> Result<(), StoreError> {
+    let key = scoped(secret.meta.tenant_id, secret.meta.name.as_bytes());
+    let mut t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+    if let Some(old) = t.get(key.as_slice()).map_err(StoreError::from_redb)? {
+        secret.meta.created_at = decode::<StoredSecret>(old.value())?.meta.created_at;
+    }
+    t.insert(key.as_slice(), encode(&*secret)?.as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(())
+}
 
 impl Store {
     /// Stores a secret, keeping the first `createdAt` when it replaces one.
@@ -19,14 +34,7 @@ impl Store {
         record: Record,
     ) -> Result<Vec<Journaled>, StoreError> {
         self.mutate(record, move |tx, audit| {
-            let key = scoped(secret.meta.tenant_id, secret.meta.name.as_bytes());
-            let mut t = tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
-            if let Some(old) = t.get(key.as_slice()).map_err(StoreError::from_redb)? {
-                secret.meta.created_at = decode::<StoredSecret>(old.value())?.meta.created_at;
-            }
-            t.insert(key.as_slice(), encode(&secret)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            drop(t);
+            put_sealed(tx, &mut secret)?;
             Ok(((), audit.after(&secret.meta)))
         })
         .await

@@ -505,7 +505,7 @@ body:
         vec![
             (
                 "/api/v1/check-commands",
-                json!({"name": "check_plc", "type": "plugin", "line": ["/bin/true"]}),
+                json!({"name": "check_plc", "type": "plugin", "line": ["check_dummy", "0"]}),
             ),
             (
                 "/api/v1/time-periods",

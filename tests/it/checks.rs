@@ -58,6 +58,17 @@ async fn wait_state(
     panic!("state of {name} never matched; last {st}");
 }
 
+/// A server whose `checks.pluginDirs` is `dir` (plus `more` configuration).
+fn with_plugins_in(dir: &std::path::Path, more: &str) -> Admin {
+    Admin::start_with(Opts {
+        args: config_args(
+            dir,
+            &format!("checks: {{pluginDirs: [{}]{more}}}\n", dir.display()),
+        ),
+        ..no_seed()
+    })
+}
+
 fn script(dir: &std::path::Path, name: &str, body: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -86,9 +97,9 @@ async fn tcp_checks_follow_the_listener() {
 
 #[tokio::test]
 async fn plugins_run_with_macros_exit_codes_and_timeouts() {
-    let a = Admin::start_with(no_seed());
-    let s = &a.s;
     let dir = tempfile::tempdir().unwrap();
+    let a = with_plugins_in(dir.path(), "");
+    let s = &a.s;
     let warn = script(
         dir.path(),
         "check_warn",
@@ -189,9 +200,9 @@ async fn plugins_run_with_macros_exit_codes_and_timeouts() {
 /// plugin only; a secret that is not set makes the check UNKNOWN without running it.
 #[tokio::test]
 async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
-    let a = Admin::start_with(no_seed());
-    let s = &a.s;
     let dir = tempfile::tempdir().unwrap();
+    let a = with_plugins_in(dir.path(), "");
+    let s = &a.s;
     let login = script(
         dir.path(),
         "check_login",
@@ -249,10 +260,7 @@ async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
 #[tokio::test]
 async fn no_more_checks_run_at_once_than_configured() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Admin::start_with(Opts {
-        args: config_args(dir.path(), "checks: {maxConcurrent: 2}\n"),
-        ..no_seed()
-    });
+    let a = with_plugins_in(dir.path(), ", maxConcurrent: 2");
     let s = &a.s;
     let log = dir.path().join("runs.log");
     let slow = script(

@@ -419,7 +419,10 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
             version: 1,
             body: json!({"kind": "host", "spec": {"templates": imports}}).to_string(),
         };
-        store.create_doc(doc, audit(&name)).await.unwrap();
+        store
+            .create_doc(doc, Vec::new(), audit(&name))
+            .await
+            .unwrap();
     }
     let head = json!({"kind": "host", "spec": {"templates": ["old-1"], "checkCommand": "tcp"}})
         .to_string();
@@ -430,6 +433,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
             "old-0".into(),
             1,
             move |d| d.body = head,
+            Vec::new(),
             audit("old-0"),
         )
         .await

@@ -291,12 +291,12 @@ async fn a_chain_pages_the_contact_then_the_on_call_person_until_an_ack_link_sto
     );
     assert_eq!(body["step"], 1);
 
-    let res = s
-        .http
-        .get(s.url(&ack_path(body["ackUrl"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap();
+    // Opening the link (as a mail scanner would, or HEAD) shows what it acknowledges and acts
+    // on nothing; the page's button POSTs.
+    let link = s.url(&ack_path(body["ackUrl"].as_str().unwrap()));
+    let head = s.http.head(&link).send().await.unwrap();
+    assert_eq!(head.status(), 200);
+    let res = s.http.get(&link).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert!(
         res.headers()["content-type"]
@@ -304,6 +304,16 @@ async fn a_chain_pages_the_contact_then_the_on_call_person_until_an_ack_link_sto
             .unwrap()
             .starts_with("text/html")
     );
+    let page = res.text().await.unwrap();
+    assert!(
+        page.contains("Boiler pressure low") && page.contains("bob"),
+        "{page}"
+    );
+    assert!(page.contains("<form method=\"post\">"), "{page}");
+    let still = get(s, token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(still["status"], "open", "GET and HEAD never act");
+    let res = s.http.post(&link).send().await.unwrap();
+    assert_eq!(res.status(), 200);
     assert!(res.text().await.unwrap().contains("Acknowledged"));
     let acked = get(s, token, &format!("/api/v1/alerts/{id}")).await;
     assert_eq!(acked["status"], "acked");
@@ -314,17 +324,12 @@ async fn a_chain_pages_the_contact_then_the_on_call_person_until_an_ack_link_sto
     // Step 3 would have fired 5 s after opening: the ack stopped it.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(hooks.received("/hook").len(), 2, "no step after the ack");
-    let again = s
-        .http
-        .get(s.url(&ack_path(body["ackUrl"].as_str().unwrap())))
-        .send()
-        .await
-        .unwrap();
+    let again = s.http.post(&link).send().await.unwrap();
     assert_eq!(again.status(), 200);
     assert!(again.text().await.unwrap().contains("no longer open"));
     let forged = s
         .http
-        .get(s.url(&format!("/api/v1/ack/{id}.-.9999999999.00ff")))
+        .post(s.url(&format!("/api/v1/ack/{id}.-.9999999999.00ff")))
         .send()
         .await
         .unwrap();
@@ -1217,9 +1222,15 @@ async fn a_restart_between_steps_loses_and_repeats_none_and_a_resolved_incident_
 
 #[tokio::test]
 async fn a_script_channel_gets_the_message_on_stdin() {
-    let a = Admin::start();
-    let (s, token) = (&a.s, a.token.as_str());
     let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(
+            dir.path(),
+            &format!("notify: {{scriptDir: {}}}\n", dir.path().display()),
+        ),
+        ..Default::default()
+    });
+    let (s, token) = (&a.s, a.token.as_str());
     let script = dir.path().join("page.sh");
     let out = dir.path().join("paged.txt");
     std::fs::write(

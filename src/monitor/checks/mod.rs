@@ -16,7 +16,9 @@ use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::config::ObjectSpec;
 use crate::model::object::{Object, ObjectKind};
+use crate::model::secret::mask_values;
 use crate::runtime::SecretSource;
+use crate::runtime::programs::{self, ProgramDirs, Run, RunError};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -134,46 +136,39 @@ fn address(spec: &ObjectSpec, host: &HostInfo) -> String {
         .unwrap_or_default()
 }
 
-/// Runs a plugin; its process is killed at the timeout.
-async fn plugin(argv: Vec<String>, timeout: Duration) -> Outcome {
+/// A plugin's output is capped as monitoring plugins expect.
+const PLUGIN_OUTPUT: usize = 64 * 1024;
+
+/// Runs a plugin found in `checks.pluginDirs`; one found nowhere there never runs (UNKNOWN).
+async fn plugin(plugins: &ProgramDirs, argv: Vec<String>, timeout: Duration) -> Outcome {
     let Some((program, args)) = argv.split_first() else {
-        return Outcome {
-            code: 3,
-            output: "UNKNOWN - empty command line".into(),
-        };
+        return Outcome::new(3, "UNKNOWN - empty command line");
     };
-    let child = tokio::process::Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    match tokio::time::timeout(timeout, child).await {
-        Err(_) => Outcome {
-            code: 3,
-            output: format!("UNKNOWN - plugin timed out after {}s", timeout.as_secs()),
-        },
-        Ok(Err(e)) => Outcome {
-            code: 3,
-            output: format!("UNKNOWN - cannot run {program}: {e}"),
-        },
-        Ok(Ok(out)) => {
-            // Output is capped at 64 KiB as monitoring plugins expect.
-            let text = String::from_utf8_lossy(&out.stdout[..out.stdout.len().min(64 * 1024)])
-                .trim_end()
-                .to_string();
+    let program = match plugins.resolve(program) {
+        Ok(p) => p,
+        Err(why) => return Outcome::new(3, format!("UNKNOWN - not run: {why}")),
+    };
+    let finished = programs::run(Run {
+        program: &program,
+        args,
+        env: Vec::new(),
+        stdin: None,
+        timeout,
+        output_cap: PLUGIN_OUTPUT,
+    })
+    .await;
+    match finished {
+        Err(RunError::Timeout(_)) => Outcome::new(
+            3,
+            format!("UNKNOWN - plugin timed out after {}s", timeout.as_secs()),
+        ),
+        Err(e) => Outcome::new(3, format!("UNKNOWN - {e}")),
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
             match out.status.code() {
-                Some(c @ 0..=3) => Outcome {
-                    code: c as u8,
-                    output: text,
-                },
-                Some(c) => Outcome {
-                    code: 3,
-                    output: format!("UNKNOWN - plugin exited {c}: {text}"),
-                },
-                None => Outcome {
-                    code: 3,
-                    output: format!("UNKNOWN - plugin killed by a signal: {text}"),
-                },
+                Some(c @ 0..=3) => Outcome::new(c as u8, text),
+                Some(c) => Outcome::new(3, format!("UNKNOWN - plugin exited {c}: {text}")),
+                None => Outcome::new(3, format!("UNKNOWN - plugin killed by a signal: {text}")),
             }
         }
     }
@@ -188,6 +183,7 @@ pub async fn run(
     spec: &ObjectSpec,
     secrets: &dyn SecretSource,
     devices: &Devices,
+    plugins: &ProgramDirs,
     now: Timestamp,
 ) -> Outcome {
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
@@ -202,7 +198,7 @@ pub async fn run(
             None => return Outcome::new(3, format!("UNKNOWN - secret {name:?} is not set")),
         };
     }
-    match command {
+    let outcome = match command {
         Command::Builtin(name) => {
             let args: Vec<String> = spec
                 .args
@@ -233,8 +229,13 @@ pub async fn run(
                 .iter()
                 .map(|a| expand(a, o, host, spec, &values))
                 .collect();
-            plugin(argv, own.unwrap_or(timeout)).await
+            plugin(plugins, argv, own.unwrap_or(timeout)).await
         }
+    };
+    // A secret the check used does not come back in its output, which viewers read.
+    Outcome {
+        output: mask_values(&outcome.output, values.values().map(String::as_str)),
+        ..outcome
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::{Outgoing, SendError, Sent};
 use crate::model::notify::Message;
+use crate::model::template;
 use hmac::{Hmac, Mac};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
@@ -89,6 +90,12 @@ async fn post(
             ..Sent::default()
         });
     }
+    if status.is_redirection() {
+        return Err(SendError::permanent(format!(
+            "HTTP {}: redirects are not followed",
+            status.as_u16()
+        )));
+    }
     let message = format!("HTTP {}: {quoted}", status.as_u16());
     if status.is_server_error() || matches!(status.as_u16(), 408 | 429) {
         Err(SendError::retry(message))
@@ -118,7 +125,7 @@ pub async fn webhook(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sen
     let mut headers = json_headers();
     let body = match out.template {
         Some(t) => {
-            let text = super::template::render(t, &super::template::context(m));
+            let text = template::render(t, &template::context(m));
             if serde_json::from_str::<Value>(&text).is_err() {
                 header(&mut headers, "content-type", "text/plain; charset=utf-8")?;
             }
@@ -226,7 +233,7 @@ pub async fn ntfy(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, 
         header(
             &mut headers,
             "Actions",
-            &format!("http, Acknowledge, {}, method=GET, clear=true", m.ack_url),
+            &format!("http, Acknowledge, {}, method=POST, clear=true", m.ack_url),
         )?;
     }
     if let Some(token) = out.get("token") {

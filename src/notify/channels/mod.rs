@@ -7,11 +7,13 @@ pub mod http;
 mod pager;
 pub mod phone;
 mod script;
-pub mod template;
 
 use crate::hw::espa::Pager;
 use crate::hw::gsm::Modem;
 use crate::model::notify::{Delivery, Message};
+use crate::model::secret::{REFERENCE_PREFIX, mask_values, reference_allowed};
+use crate::model::template;
+use crate::runtime::programs::ProgramDirs;
 use crate::runtime::{AlertAction, SecretSource};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,6 +57,8 @@ pub struct Senders {
     pub http: reqwest::Client,
     pub modem: Option<Modem>,
     pub pager: Option<Pager>,
+    /// Where script channels may run programs from.
+    pub scripts: ProgramDirs,
 }
 
 /// What a channel needs to send: its type, its configuration with secrets opened, its
@@ -115,19 +119,51 @@ pub fn default_text(m: &Message) -> String {
     }
 }
 
+/// A channel's configuration with its secrets opened, and the values opened, to be masked in
+/// whatever the send brings back.
+pub struct Opened {
+    pub config: BTreeMap<String, String>,
+    values: Vec<String>,
+}
+
+impl Opened {
+    /// A send's outcome with every opened secret value masked in its texts.
+    pub fn masked(&self, outcome: Result<Sent, SendError>) -> Result<Sent, SendError> {
+        let mask = |text: &str| mask_values(text, self.values.iter().map(String::as_str));
+        match outcome {
+            Ok(sent) => Ok(Sent {
+                detail: mask(&sent.detail),
+                answer: mask(&sent.answer),
+                ..sent
+            }),
+            Err(e) => Err(SendError {
+                message: mask(&e.message),
+                ..e
+            }),
+        }
+    }
+}
+
 /// Replaces every `$SECRET:name$` in the channel's configuration with the tenant's secret;
-/// one that is not set is a permanent failure.
+/// one that is not set, or stands where no secret may (a URL's host, say), is a permanent
+/// failure.
 pub async fn open_secrets(
     secrets: &Arc<dyn SecretSource>,
     tenant: uuid::Uuid,
     config: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, SendError> {
+) -> Result<Opened, SendError> {
     let mut out = BTreeMap::new();
+    let mut values = Vec::new();
     for (k, v) in config {
+        if !reference_allowed(k, v) {
+            return Err(SendError::permanent(format!(
+                "config.{k} names a secret where none may stand"
+            )));
+        }
         let mut value = String::new();
         let mut rest = v.as_str();
-        while let Some(start) = rest.find("$SECRET:") {
-            let tail = &rest[start + 8..];
+        while let Some(start) = rest.find(REFERENCE_PREFIX) {
+            let tail = &rest[start + REFERENCE_PREFIX.len()..];
             let Some(end) = tail.find('$') else {
                 break;
             };
@@ -138,12 +174,16 @@ pub async fn open_secrets(
                 .ok_or_else(|| SendError::permanent(format!("secret {name:?} is not set")))?;
             value.push_str(&rest[..start]);
             value.push_str(&secret);
+            values.push(secret);
             rest = &tail[end + 1..];
         }
         value.push_str(rest);
         out.insert(k.clone(), value);
     }
-    Ok(out)
+    Ok(Opened {
+        config: out,
+        values,
+    })
 }
 
 /// Sends one delivery on its channel.
@@ -156,7 +196,7 @@ pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendErr
         "ntfy" => http::ntfy(client, out).await,
         "gotify" => http::gotify(client, out).await,
         "servicenow" => http::servicenow(client, out).await,
-        "script" => script::run(out).await,
+        "script" => script::run(&senders.scripts, out).await,
         "email" => email::send(out).await,
         "sms" => phone::sms(senders, out).await,
         "voice" => phone::voice(senders, out).await,

@@ -1,51 +1,62 @@
-//! `script`: runs `config.command` (with `config.args`, split on whitespace) with the
-//! rendered message on stdin and the alert in `SVC_*` environment variables. Exit 0 is sent;
-//! exit 75 (`EX_TEMPFAIL`) or a timeout is retried; any other exit is permanent.
+//! `script`: runs `config.command`, an executable in `notify.scriptDir` (none configured: script
+//! channels are off), with `config.args` split on whitespace into argv elements (never a shell
+//! line), the rendered message on stdin and the alert in `SVC_*` environment variables (nothing
+//! else of the service's environment). Exit 0 is sent; exit 75 (`EX_TEMPFAIL`) or a timeout is
+//! retried; any other exit is permanent.
 
 use super::{Outgoing, SendError, Sent};
-use std::process::Stdio;
+use crate::runtime::programs::{self, ProgramDirs, Run, RunError};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const EX_TEMPFAIL: i32 = 75;
+/// What a script may print that is kept (its answer and its error text).
+const OUTPUT_CAP: usize = 16 * 1024;
+/// Of that, what an error or detail quotes.
+const QUOTED: usize = 300;
 
-pub async fn run(out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn run(scripts: &ProgramDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let command = out
         .get("command")
         .ok_or_else(|| SendError::permanent("script channel has no command"))?;
+    let program = scripts.resolve(command).map_err(SendError::permanent)?;
     let m = &out.delivery.payload;
-    let mut cmd = tokio::process::Command::new(command);
-    cmd.args(out.get("args").unwrap_or_default().split_whitespace())
-        .env(
-            "SVC_ALERT_ID",
-            m.alert_id.map(|a| a.to_string()).unwrap_or_default(),
-        )
-        .env("SVC_ALERT_TITLE", &m.title)
-        .env("SVC_ALERT_SEVERITY", &m.severity)
-        .env("SVC_CONTACT", &m.contact)
-        .env("SVC_TARGET", &out.delivery.target)
-        .env("SVC_ACK_URL", &m.ack_url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| SendError::permanent(format!("cannot run {command:?}: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let text = out.text();
-        // A script that does not read its input is its own business.
-        let _ = stdin.write_all(text.as_bytes()).await;
-    }
-    let output = tokio::time::timeout(TIMEOUT, child.wait_with_output())
-        .await
-        .map_err(|_| SendError::retry(format!("{command:?} ran longer than {TIMEOUT:?}")))?
-        .map_err(|e| SendError::retry(format!("{command:?} failed: {e}")))?;
+    let args: Vec<String> = out
+        .get("args")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let finished = programs::run(Run {
+        program: &program,
+        args: &args,
+        env: vec![
+            (
+                "SVC_ALERT_ID",
+                m.alert_id.map(|a| a.to_string()).unwrap_or_default(),
+            ),
+            ("SVC_ALERT_TITLE", m.title.clone()),
+            ("SVC_ALERT_SEVERITY", m.severity.clone()),
+            ("SVC_CONTACT", m.contact.clone()),
+            ("SVC_TARGET", out.delivery.target.clone()),
+            ("SVC_ACK_URL", m.ack_url.clone()),
+        ],
+        stdin: Some(out.text()),
+        timeout: TIMEOUT,
+        output_cap: OUTPUT_CAP,
+    })
+    .await;
+    let output = match finished {
+        Ok(o) => o,
+        Err(e @ RunError::Timeout(_)) => {
+            return Err(SendError::retry(format!("{command:?} {e}")));
+        }
+        Err(e) => return Err(SendError::permanent(e.to_string())),
+    };
     let said = |b: &[u8]| {
         String::from_utf8_lossy(b)
             .chars()
-            .take(300)
+            .take(QUOTED)
             .collect::<String>()
     };
     match output.status.code() {

@@ -4,7 +4,7 @@
 //! `trunc N` and `json`, called as `{{upper .Title}}` or piped (`{{.Title | upper}}`). A
 //! missing key renders as nothing (`missingkey=zero`).
 
-use crate::model::notify::Message;
+use super::notify::Message;
 use serde_json::{Value, json};
 
 /// The context a template sees: `.Alert .Contact .Severity` (upper case) `.Title .Summary
@@ -112,9 +112,70 @@ pub fn render(template: &str, ctx: &Value) -> String {
     out
 }
 
+/// The functions a template may call.
+const FUNCTIONS: [&str; 4] = ["upper", "lower", "json", "trunc"];
+
+/// Whether a template is one `render` understands: every `{{` closed, every action a path
+/// (`.Title`), a quoted string, a number or a known function, `trunc` with a length.
+pub fn check(template: &str) -> Result<(), String> {
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        let Some(close) = rest[open..].find("}}") else {
+            return Err(format!(
+                "{:?} opens an action that is never closed with }}}}",
+                excerpt(&rest[open..])
+            ));
+        };
+        let action = rest[open + 2..open + close]
+            .trim_start_matches('-')
+            .trim_end_matches('-');
+        for stage in action.split('|') {
+            let words: Vec<&str> = stage.split_whitespace().collect();
+            let Some(first) = words.first() else {
+                return Err(format!("{{{{{action}}}}} has an empty command"));
+            };
+            let value = first.starts_with('.')
+                || (first.len() >= 2 && first.starts_with('"') && first.ends_with('"'))
+                || first.parse::<i64>().is_ok();
+            if !value && !FUNCTIONS.contains(first) {
+                return Err(format!(
+                    "{{{{{action}}}}}: {first:?} is neither a field such as .Title nor one of the functions {}",
+                    FUNCTIONS.join(", ")
+                ));
+            }
+            if *first == "trunc" && words.get(1).is_none_or(|n| n.parse::<u32>().is_err()) {
+                return Err(format!("{{{{{action}}}}}: trunc takes a length first"));
+            }
+        }
+        rest = &rest[open + close + 2..];
+    }
+    Ok(())
+}
+
+fn excerpt(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn broken_templates_are_named() {
+        assert!(
+            check("[{{.Severity}}] {{trunc 9 .Title | upper}} {{\"x\"}} {{- .Step -}}").is_ok()
+        );
+        for (bad, why) in [
+            ("{{.Title", "never closed"),
+            ("{{}}", "empty command"),
+            ("{{ .Title | }}", "empty command"),
+            ("{{exec .Title}}", "neither a field"),
+            ("{{trunc .Title}}", "takes a length"),
+        ] {
+            let e = check(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn actions_paths_functions_and_pipes() {

@@ -1,0 +1,348 @@
+//! Programs the service runs for its users: plugin check commands and script channels. They
+//! come only from directories the configuration file names (`checks.pluginDirs`,
+//! `notify.scriptDir`), resolved so that no symlink or `..` leads out of them; they run as argv
+//! (never a shell line) in their own process group, with a scrubbed environment, a deadline and
+//! capped output.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+/// The search path a program sees: the system's own directories, nothing of the service's.
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The directories one kind of program may come from, with the configuration key naming them.
+#[derive(Clone, Debug)]
+pub struct ProgramDirs {
+    key: &'static str,
+    dirs: Vec<PathBuf>,
+}
+
+impl ProgramDirs {
+    pub fn new(key: &'static str, dirs: Vec<PathBuf>) -> Self {
+        Self { key, dirs }
+    }
+
+    /// The configuration key, for messages (`checks.pluginDirs`).
+    pub fn key(&self) -> &'static str {
+        self.key
+    }
+
+    /// The executable `program` names: a bare name or a relative path is looked up in each
+    /// directory in turn, an absolute path must lie in one of them. Either way the file's real
+    /// path (symlinks and `..` resolved) must stay inside a configured directory's real path.
+    pub fn resolve(&self, program: &str) -> Result<PathBuf, String> {
+        self.find(program).map_err(|r| r.to_string())
+    }
+
+    /// Whether `program` may be saved in a document: it resolves, or it is not installed yet
+    /// but names a place inside the directories (a plugin package installed later). A program
+    /// outside them, or reached through a link out of them, is refused.
+    pub fn admissible(&self, program: &str) -> Result<(), String> {
+        match self.find(program) {
+            Ok(_) => Ok(()),
+            Err(Refusal::Missing(why)) => {
+                let given = Path::new(program);
+                let climbs = given
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir));
+                let inside = !given.is_absolute() || self.dirs.iter().any(|d| given.starts_with(d));
+                if inside && !climbs {
+                    Ok(())
+                } else {
+                    Err(Refusal::Outside(why).to_string())
+                }
+            }
+            Err(other) => Err(other.to_string()),
+        }
+    }
+
+    fn find(&self, program: &str) -> Result<PathBuf, Refusal> {
+        let key = self.key;
+        if program.trim().is_empty() {
+            return Err(Refusal::Invalid("the program is empty".into()));
+        }
+        if program.contains('$') {
+            return Err(Refusal::Invalid(format!(
+                "the program {program:?} is written out in full, without macros or secrets"
+            )));
+        }
+        if self.dirs.is_empty() {
+            return Err(Refusal::Invalid(format!(
+                "{key} names no directory, so no program may run (set it in the configuration file)"
+            )));
+        }
+        let roots: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .collect();
+        let given = Path::new(program);
+        let candidates: Vec<PathBuf> = if given.is_absolute() {
+            vec![given.to_path_buf()]
+        } else {
+            self.dirs.iter().map(|d| d.join(given)).collect()
+        };
+        let mut outside = false;
+        for candidate in candidates {
+            let Ok(real) = std::fs::canonicalize(&candidate) else {
+                continue;
+            };
+            if !roots.iter().any(|root| real.starts_with(root)) {
+                outside = true;
+                continue;
+            }
+            let executable = std::fs::metadata(&real)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+            if executable {
+                return Ok(real);
+            }
+        }
+        let dirs = self
+            .dirs
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(if outside {
+            Refusal::Outside(format!("{program:?} resolves outside {key} ({dirs})"))
+        } else {
+            Refusal::Missing(format!("no executable {program:?} in {key} ({dirs})"))
+        })
+    }
+}
+
+/// Why a program is not run.
+#[derive(Debug)]
+enum Refusal {
+    /// Nothing is written there (yet).
+    Missing(String),
+    /// It is, or leads, outside the directories.
+    Outside(String),
+    /// It cannot name a program at all.
+    Invalid(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Missing(why) => f.write_str(why),
+            Refusal::Outside(why) => f.write_str(why),
+            Refusal::Invalid(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Both kinds of program directories, as the configuration names them.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    /// `checks.pluginDirs`: plugin check commands.
+    pub plugins: ProgramDirs,
+    /// `notify.scriptDir`: script channels.
+    pub scripts: ProgramDirs,
+}
+
+/// What to run: the resolved program, its arguments, the variables it sees besides `PATH`,
+/// its standard input, its deadline and how much of its output is kept.
+pub struct Run<'a> {
+    pub program: &'a Path,
+    pub args: &'a [String],
+    pub env: Vec<(&'static str, String)>,
+    pub stdin: Option<String>,
+    pub timeout: Duration,
+    pub output_cap: usize,
+}
+
+/// How a program ended: its status and the first `output_cap` bytes of each stream.
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot run {0}: {1}")]
+    Spawn(String, std::io::Error),
+    #[error("ran longer than {0:?}")]
+    Timeout(Duration),
+}
+
+/// Reads a stream to its end, keeping at most `cap` bytes (the rest is read and dropped, so
+/// the program is never blocked on a full pipe).
+async fn read_capped(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut stream) = stream else {
+        return kept;
+    };
+    let mut buf = [0u8; 8192];
+    while let Ok(n @ 1..) = stream.read(&mut buf).await {
+        let room = cap.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    kept
+}
+
+/// Runs a program; at its deadline its whole process group is killed.
+pub async fn run(r: Run<'_>) -> Result<Finished, RunError> {
+    let mut cmd = tokio::process::Command::new(r.program);
+    cmd.args(r.args)
+        .env_clear()
+        .env("PATH", PATH)
+        .envs(r.env)
+        .stdin(if r.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| RunError::Spawn(r.program.display().to_string(), e))?;
+    let group = child.id();
+    let stdin = child.stdin.take();
+    let input = r.stdin;
+    let feed = async move {
+        if let (Some(mut pipe), Some(text)) = (stdin, input) {
+            // A program that does not read its input is its own business.
+            let _ = pipe.write_all(text.as_bytes()).await;
+        }
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let cap = r.output_cap;
+    let work = async {
+        let ((), stdout, stderr, status) = tokio::join!(
+            feed,
+            read_capped(stdout, cap),
+            read_capped(stderr, cap),
+            child.wait()
+        );
+        (stdout, stderr, status)
+    };
+    match tokio::time::timeout(r.timeout, work).await {
+        Ok((stdout, stderr, Ok(status))) => Ok(Finished {
+            status,
+            stdout,
+            stderr,
+        }),
+        Ok((_, _, Err(e))) => Err(RunError::Spawn(r.program.display().to_string(), e)),
+        Err(_) => {
+            kill_group(group);
+            Err(RunError::Timeout(r.timeout))
+        }
+    }
+}
+
+/// Kills what a program started too (a plugin's own children keep its pipes open).
+fn kill_group(group: Option<u32>) {
+    if let Some(pid) = group.and_then(|g| i32::try_from(g).ok()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn executable(path: &Path) {
+        std::fs::write(path, "#!/bin/sh\necho ran\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn programs_resolve_only_inside_their_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let plugins = root.path().join("plugins");
+        std::fs::create_dir(&plugins).unwrap();
+        executable(&plugins.join("check_ok"));
+        std::fs::write(plugins.join("not_executable"), "x").unwrap();
+        executable(&root.path().join("outside"));
+        std::os::unix::fs::symlink(root.path().join("outside"), plugins.join("escape")).unwrap();
+        let dirs = ProgramDirs::new("checks.pluginDirs", vec![plugins.clone()]);
+        let real = std::fs::canonicalize(plugins.join("check_ok")).unwrap();
+        assert_eq!(dirs.resolve("check_ok").unwrap(), real);
+        assert_eq!(
+            dirs.resolve(plugins.join("check_ok").to_str().unwrap())
+                .unwrap(),
+            real
+        );
+        for (program, why) in [
+            ("escape", "resolves outside"),
+            ("../outside", "resolves outside"),
+            ("/bin/sh", "resolves outside"),
+            ("not_executable", "no executable"),
+            ("missing", "no executable"),
+            ("$ARG1$", "without macros"),
+            ("", "empty"),
+        ] {
+            let e = dirs.resolve(program).unwrap_err();
+            assert!(e.contains(why), "{program}: {e}");
+        }
+        assert!(dirs.admissible("check_later").is_ok(), "installed later");
+        assert!(
+            dirs.admissible(plugins.join("check_later").to_str().unwrap())
+                .is_ok()
+        );
+        for program in [
+            "/bin/sh",
+            "/nowhere/check_x",
+            "../outside",
+            "escape",
+            "sub/../../x",
+        ] {
+            assert!(dirs.admissible(program).is_err(), "{program}");
+        }
+        let none = ProgramDirs::new("notify.scriptDir", Vec::new());
+        assert!(
+            none.resolve("check_ok")
+                .unwrap_err()
+                .contains("names no directory")
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_with_a_scrubbed_environment_capped_output_and_a_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("prog");
+        std::fs::write(
+            &program,
+            "#!/bin/sh\nenv | sort\nhead -c 100000 /dev/zero | tr '\\0' x\nsleep \"$1\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let finished = run(Run {
+            program: &program,
+            args: &["0".to_string()],
+            env: vec![("SVC_ALERT_ID", "a1".into())],
+            stdin: None,
+            timeout: Duration::from_secs(10),
+            output_cap: 1000,
+        })
+        .await
+        .unwrap();
+        let out = String::from_utf8_lossy(&finished.stdout);
+        assert_eq!(finished.stdout.len(), 1000);
+        assert!(out.contains("SVC_ALERT_ID=a1"), "{out}");
+        assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin"), "{out}");
+        assert!(!out.contains("HOME="), "the environment is scrubbed: {out}");
+        let slow = run(Run {
+            program: &program,
+            args: &["30".to_string()],
+            env: Vec::new(),
+            stdin: None,
+            timeout: Duration::from_millis(300),
+            output_cap: 10,
+        })
+        .await;
+        assert!(matches!(slow, Err(RunError::Timeout(_))));
+    }
+}
