@@ -127,7 +127,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tls,
             })?;
             init_logging();
-            runtime()?.block_on(svc::app::serve(cfg))?;
+            let rt = runtime()?;
+            let served = rt.block_on(svc::app::serve(cfg));
+            // Blocking work still running (a rule evaluation past its budget, a plugin) does
+            // not hold the exit: everything is flushed and closed by now.
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            served?;
         }
         Some(Command::Bootstrap { config, data_dir }) => {
             let cfg = load(&Overrides {

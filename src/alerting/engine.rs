@@ -4,9 +4,12 @@
 //! a restart or kill -9 neither loses nor repeats a decision.
 
 use super::Alerting;
-use super::rules::{CompiledRule, compile, decide, reaches_rules};
+use super::evaluator::{Evaluator, Overrun, Work};
+use super::rules::{CompiledRule, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
+use crate::model::event::{EventDraft, EventType, Severity};
+use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::alerts::AlertMatch;
@@ -25,10 +28,12 @@ pub struct AlertEngine {
     store: Arc<Store>,
     events: Arc<Events>,
     clock: SharedClock,
+    metrics: Arc<Metrics>,
     consumer: Option<Consumer>,
     /// Compiled rules per tenant, for the catalog generation they were compiled at.
     rules: HashMap<Uuid, Arc<Vec<CompiledRule>>>,
     generation: u64,
+    evaluator: Evaluator,
 }
 
 impl AlertEngine {
@@ -37,15 +42,18 @@ impl AlertEngine {
         store: Arc<Store>,
         events: Arc<Events>,
         clock: SharedClock,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Self {
             alerting,
             store,
             events,
             clock,
+            metrics,
             consumer: None,
             rules: HashMap::new(),
             generation: 0,
+            evaluator: Evaluator::new(),
         }
     }
 
@@ -54,6 +62,7 @@ impl AlertEngine {
         let generation = self.store.catalog_generation();
         if generation != self.generation {
             self.rules.clear();
+            self.evaluator.rules_changed();
             self.generation = generation;
         }
         if let Some(r) = self.rules.get(&tenant) {
@@ -83,30 +92,24 @@ impl AlertEngine {
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
-        // The rules of the batch's tenants, then every event decided on one CEL-sized thread.
+        // The rules of the batch's tenants, then every event decided under the budgets.
         let mut work = Vec::new();
         for event in batch.iter().filter(|e| reaches_rules(e)) {
             let rules = self.rules_of(event.tenant_id).await?;
             if !rules.is_empty() {
-                work.push((rules, event.clone()));
+                work.push(Work {
+                    rules,
+                    event: event.clone(),
+                });
             }
         }
-        let (clock, now) = (self.clock.clone(), self.clock.now());
-        let decided = on_cel_stack(move || {
-            let mut decided = Vec::new();
-            for (rules, event) in &work {
-                // An expression that panics the evaluator is no match for that event only.
-                let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    decide(rules, event, &mut || clock.new_id(), now)
-                }));
-                match one {
-                    Ok(d) => decided.extend(d),
-                    Err(_) => tracing::warn!(event = %event.id, "rule evaluation failed; no match"),
-                }
-            }
-            decided
-        })
-        .unwrap_or_default();
+        let clock = self.clock.clone();
+        let decided = self
+            .evaluator
+            .decide(work, Arc::new(move || clock.new_id()), self.clock.now())
+            .await;
+        self.report(decided.overruns).await;
+        let decided = decided.matches;
         // Silences and downtimes matter only to the tenants with an alert to open.
         let tenants: HashSet<Uuid> = decided
             .iter()
@@ -133,6 +136,42 @@ impl AlertEngine {
         // A failed filing stays journaled for the event filer; the decisions are committed.
         let _ = self.events.file(journaled).await;
         Ok(())
+    }
+}
+
+impl AlertEngine {
+    /// Says that rules ran over their budget: a `system` event in the rule's tenant each, and
+    /// the `np_alert_rule_overruns` counter.
+    async fn report(&self, overruns: Vec<Overrun>) {
+        if overruns.is_empty() {
+            return;
+        }
+        let drafts = overruns
+            .iter()
+            .map(|o| {
+                self.metrics.rule_overruns.inc();
+                EventDraft::new(
+                    o.tenant,
+                    EventType::System,
+                    Some(Severity::Warning),
+                    serde_json::json!({
+                        "summary": format!(
+                            "alert rule {:?} ran past its {:?} evaluation budget on event {}; it is skipped for {} minutes or until the rules change",
+                            o.rule, o.budget, o.event, super::evaluator::QUARANTINE.as_secs() / 60
+                        ),
+                        "rule": o.rule,
+                        "eventId": o.event,
+                        "budgetMs": o.budget.as_millis() as u64,
+                    }),
+                )
+            })
+            .collect();
+        match self.store.journal_events(drafts).await {
+            Ok(journaled) => {
+                let _ = self.events.file(journaled).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not record rule overruns"),
+        }
     }
 }
 

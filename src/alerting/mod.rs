@@ -2,6 +2,7 @@
 //! rules) and the alert operations of the API (list, get, manual alarm, ack, resolve).
 
 pub mod engine;
+pub mod evaluator;
 mod incidents;
 mod rule_test;
 pub mod rules;

@@ -8,6 +8,10 @@ use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::alert::RuleTestRequest;
 use crate::model::cel::on_cel_stack;
+use crate::model::event::{MAX_LABELS, check_payload};
+
+/// How long a rule test may evaluate.
+const TEST_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::model::config::AlertRule;
 use crate::model::event::{Event, EventFilter, EventType};
 use serde_json::Value;
@@ -24,6 +28,16 @@ fn demo_event(tenant: Uuid, v: Value, id: Uuid, now: Timestamp) -> Result<Event,
     let kind: EventType = serde_json::from_value(v.get("type").cloned().unwrap_or_default())
         .map_err(|_| bad("each demo event needs a known type"))?;
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    // Demo events are held to the bounds of inbound ones: rules are sized for those.
+    check_payload(&v).map_err(|e| bad(&e))?;
+    if let Some(labels) = v.pointer("/payload/labels").and_then(Value::as_object) {
+        if labels.len() > MAX_LABELS {
+            return Err(bad(&format!(
+                "{} labels; at most {MAX_LABELS} are accepted",
+                labels.len()
+            )));
+        }
+    }
     Ok(Event {
         id: text("id").and_then(|s| s.parse().ok()).unwrap_or(id),
         tenant_id: tenant,
@@ -65,7 +79,7 @@ impl Alerting {
                 .collect::<Result<Vec<_>, _>>()?,
             None => self.history(p, req.from, req.to).await?,
         };
-        self.run_test(name, rule, events)
+        self.run_test(name, rule, events).await
     }
 
     /// A stored rule tried on history.
@@ -82,18 +96,33 @@ impl Alerting {
         let rule = AlertRule::parse(&doc.body)
             .ok_or_else(|| invalid("rule", "the stored rule cannot be read"))?;
         let events = self.history(p, req.from, req.to).await?;
-        self.run_test(name, rule, events)
+        self.run_test(name, rule, events).await
     }
 
-    fn run_test(
+    /// Runs the test off the async workers, within `TEST_BUDGET`: past it the answer is 422
+    /// and the evaluation is left to end on its own (the bounds of `model::cel` and of inbound
+    /// events bound how long).
+    async fn run_test(
         &self,
         name: String,
         rule: AlertRule,
         events: Vec<Event>,
     ) -> Result<RuleTest, AlertError> {
         let (clock, now) = (self.clock.clone(), self.clock.now());
-        on_cel_stack(move || test_rule(&name, rule, &events, &mut || clock.new_id(), now))
-            .ok_or_else(|| invalid("rule", "the rule could not be evaluated"))
+        let run = tokio::task::spawn_blocking(move || {
+            on_cel_stack(move || test_rule(&name, rule, &events, &mut || clock.new_id(), now))
+        });
+        match tokio::time::timeout(TEST_BUDGET, run).await {
+            Ok(Ok(Some(result))) => Ok(result),
+            Ok(_) => Err(invalid("rule", "the rule could not be evaluated")),
+            Err(_) => Err(invalid(
+                "rule",
+                format!(
+                    "the rule ran past the test's {}s budget on these events",
+                    TEST_BUDGET.as_secs()
+                ),
+            )),
+        }
     }
 
     /// The tenant's stored events in the window, oldest first, at most 1000.

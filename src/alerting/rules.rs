@@ -250,6 +250,31 @@ fn default_title(r: &CompiledRule, view: &Value) -> String {
     }
 }
 
+/// One event as rules see it: its `event` view and the CEL context holding it (built once,
+/// shared by every rule).
+pub struct Subject<'e> {
+    event: &'e Event,
+    view: Value,
+    ctx: ::cel::Context<'static, 'static>,
+    clear: bool,
+}
+
+impl<'e> Subject<'e> {
+    /// `None` when the view cannot become a CEL value (then no rule matches).
+    pub fn new(e: &'e Event) -> Option<Self> {
+        let view = event_view(e);
+        let mut ctx = ::cel::Context::default();
+        ctx.add_variable_from_value("event", ::cel::to_value(&view).ok()?);
+        let clear = is_clear(e, &view);
+        Some(Self {
+            event: e,
+            view,
+            ctx,
+            clear,
+        })
+    }
+}
+
 /// What the tenant's rules decide for one event: an alert to open or refresh, or a key to
 /// clear, per rule. Runs the expressions; call it on the CEL stack.
 pub fn decide(
@@ -258,89 +283,96 @@ pub fn decide(
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
 ) -> Vec<AlertMatch> {
-    let view = event_view(e);
-    // One context per event, shared by every rule.
-    let mut ctx = ::cel::Context::default();
-    match ::cel::to_value(&view) {
-        Ok(v) => ctx.add_variable_from_value("event", v),
-        Err(_) => return Vec::new(),
-    }
-    let clear_event = is_clear(e, &view);
+    let Some(subject) = Subject::new(e) else {
+        return Vec::new();
+    };
+    rules
+        .iter()
+        .flat_map(|r| decide_rule(r, &subject, new_id, now))
+        .collect()
+}
+
+/// What one rule decides for one event. Runs its expressions; call it on the CEL stack.
+pub fn decide_rule(
+    r: &CompiledRule,
+    subject: &Subject<'_>,
+    new_id: &mut dyn FnMut() -> Uuid,
+    now: Timestamp,
+) -> Vec<AlertMatch> {
+    let (e, view, ctx, clear_event) = (subject.event, &subject.view, &subject.ctx, subject.clear);
     let mut out = Vec::new();
-    for r in rules {
-        if r.rule
-            .heartbeat
-            .as_ref()
-            .is_some_and(|h| from_source(e, &h.source))
-        {
-            out.push(AlertMatch::Beat {
-                tenant: e.tenant_id,
-                rule: r.name.clone(),
-                at: e.ts,
-                event: e.id,
-            });
-        }
-        let Some(matches) = &r.matches else {
-            continue;
+    if r.rule
+        .heartbeat
+        .as_ref()
+        .is_some_and(|h| from_source(e, &h.source))
+    {
+        out.push(AlertMatch::Beat {
+            tenant: e.tenant_id,
+            rule: r.name.clone(),
+            at: e.ts,
+            event: e.id,
+        });
+    }
+    let Some(matches) = &r.matches else {
+        return out;
+    };
+    let matched = r.requires.iter().all(|(p, v)| has(view, p, v)) && holds(matches, ctx);
+    let cleared = r.clear.as_ref().is_some_and(|c| holds(c, ctx))
+        || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
+    if cleared {
+        out.push(AlertMatch::Clear {
+            tenant: e.tenant_id,
+            dedup_key: dedup_key(r, e, view),
+            event: e.id,
+        });
+    } else if matched {
+        let mut labels: BTreeMap<String, String> = view
+            .get("labels")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        labels.extend(r.rule.set_labels.clone());
+        let severity = r
+            .rule
+            .severity
+            .parse()
+            .ok()
+            .or(e.severity)
+            .unwrap_or(Severity::Warning);
+        let title = match r.rule.title.as_deref().filter(|t| !t.is_empty()) {
+            Some(t) => render(t, view),
+            None => default_title(r, view),
         };
-        let matched = r.requires.iter().all(|(p, v)| has(&view, p, v)) && holds(matches, &ctx);
-        let cleared = r.clear.as_ref().is_some_and(|c| holds(c, &ctx))
-            || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
-        if cleared {
-            out.push(AlertMatch::Clear {
-                tenant: e.tenant_id,
-                dedup_key: dedup_key(r, e, &view),
-                event: e.id,
-            });
-        } else if matched {
-            let mut labels: BTreeMap<String, String> = view
-                .get("labels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| {
-                            (
-                                k.clone(),
-                                v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            labels.extend(r.rule.set_labels.clone());
-            let severity = r
-                .rule
-                .severity
-                .parse()
-                .ok()
-                .or(e.severity)
-                .unwrap_or(Severity::Warning);
-            let title = match r.rule.title.as_deref().filter(|t| !t.is_empty()) {
-                Some(t) => render(t, &view),
-                None => default_title(r, &view),
-            };
-            out.push(AlertMatch::Fire {
-                alert: Box::new(Alert {
-                    object_id: e.object_id,
-                    labels,
-                    payload: e.payload.clone(),
-                    escalation_policy: r.rule.escalation_policy.clone(),
-                    auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
-                    group_id: r.rule.group_id.clone().filter(|g| !g.is_empty()),
-                    ..Alert::open(
-                        new_id(),
-                        e.tenant_id,
-                        r.name.clone(),
-                        dedup_key(r, e, &view),
-                        severity,
-                        title,
-                        now,
-                    )
-                }),
-                event: e.id,
-                pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),
-            });
-        }
+        out.push(AlertMatch::Fire {
+            alert: Box::new(Alert {
+                object_id: e.object_id,
+                labels,
+                payload: e.payload.clone(),
+                escalation_policy: r.rule.escalation_policy.clone(),
+                auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
+                group_id: r.rule.group_id.clone().filter(|g| !g.is_empty()),
+                ..Alert::open(
+                    new_id(),
+                    e.tenant_id,
+                    r.name.clone(),
+                    dedup_key(r, e, view),
+                    severity,
+                    title,
+                    now,
+                )
+            }),
+            event: e.id,
+            pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),
+        });
     }
     out
 }

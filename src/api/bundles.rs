@@ -28,7 +28,7 @@ pub fn routes() -> Vec<Route> {
             "config",
             "Dry-run diff of a bundle",
             concat!(
-                "`{plan: [{action: create|update|unchanged|delete, kind, name, host?}], applyToken, warnings}`; `prune=true` plans deleting what the bundle lacks. The token applies exactly this plan for 15 minutes. ",
+                "`{plan: [{action: create|update|unchanged|delete, kind, name, host?}], applyToken, warnings}`; `prune=true` plans deleting what the bundle lacks. The token applies exactly this plan for 15 minutes (plans are kept up to 32 MiB of bundles in all; past it the oldest tokens are forgotten). Plans, applies and exports run at most 2 at a time; a request that waits 10 s for its turn gets 503 `svc:bundle/busy` with `Retry-After: 5`. ",
                 bundle_format!()
             ),
         )
@@ -71,6 +71,7 @@ async fn plan(
     ApiQuery(f): ApiQuery<Flags>,
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
+    let _slot = st.inventory.bundle_slot().await?;
     let text = text(req).await?;
     Ok(Json(
         st.inventory
@@ -91,6 +92,7 @@ async fn apply(
     ApiQuery(f): ApiQuery<Flags>,
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
+    let _slot = st.inventory.bundle_slot().await?;
     let text = text(req).await?;
     let source = match serde_json::from_str::<TokenBody>(&text) {
         Ok(t) => BundleSource::Token(t.apply_token),
@@ -104,6 +106,7 @@ async fn apply(
 }
 
 async fn export(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    let _slot = st.inventory.bundle_slot().await?;
     let yaml = st.inventory.export_bundle(&c.principal).await?;
     Ok(([(CONTENT_TYPE, "application/yaml")], yaml))
 }

@@ -45,6 +45,8 @@ pub enum Code {
     UsersEmailInUse,
     ValidationSize,
     BundleSize,
+    /// Bundle work (plan, apply, export) at its concurrency limit.
+    BundleBusy,
     /// `svc:validation/<field>`.
     Validation(Cow<'static, str>),
     BundleApply,
@@ -87,6 +89,7 @@ impl Code {
             Code::UsersEmailInUse => "svc:users/email-in-use",
             Code::ValidationSize => "svc:validation/size",
             Code::BundleSize => "svc:bundle/size",
+            Code::BundleBusy => "svc:bundle/busy",
             Code::Validation(field) => return Cow::Owned(format!("svc:validation/{field}")),
             Code::BundleApply => "svc:bundle/apply",
             Code::PreconditionIfMatch => "svc:precondition/if-match",
@@ -109,7 +112,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 33] = [
+    const FIXED: [Code; 34] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -127,6 +130,7 @@ impl Code {
         Code::UsersEmailInUse,
         Code::ValidationSize,
         Code::BundleSize,
+        Code::BundleBusy,
         Code::BundleApply,
         Code::PreconditionIfMatch,
         Code::DirectoryUnconfigured,
@@ -206,6 +210,9 @@ impl Code {
                 ));
             }
             Code::BundleApply => "The bundle could not be applied; nothing of it was stored.",
+            Code::BundleBusy => {
+                "Bundle plans, applies and exports are at their concurrency limit; retry after Retry-After."
+            }
             Code::PreconditionIfMatch => {
                 "The update needs an If-Match header with the version last read."
             }
@@ -262,6 +269,7 @@ impl Code {
             Code::UsersLastAdmin => (S::CONFLICT, "Last administrator"),
             Code::UsersEmailInUse => (S::CONFLICT, "E-mail in use"),
             Code::ValidationSize | Code::BundleSize => (S::PAYLOAD_TOO_LARGE, "Body too large"),
+            Code::BundleBusy => (S::SERVICE_UNAVAILABLE, "Bundle work busy"),
             Code::Validation(_) => (S::UNPROCESSABLE_ENTITY, "Validation failed"),
             Code::BundleApply => (S::UNPROCESSABLE_ENTITY, "Bundle apply failed"),
             Code::PreconditionIfMatch => (S::PRECONDITION_REQUIRED, "If-Match required"),
@@ -417,6 +425,9 @@ impl From<InventoryError> for Problem {
                 "the apply token is unknown, expired or of another tenant",
             ),
             InventoryError::Apply(why) => Problem::new(Code::BundleApply, why),
+            e @ InventoryError::Busy => {
+                Problem::new(Code::BundleBusy, e.to_string()).retry_after(Duration::from_secs(5))
+            }
             InventoryError::NoKey => Problem::new(
                 Code::SecretsNoKey,
                 "no usable master key; see secrets.masterKeyFile",
@@ -439,6 +450,7 @@ impl From<ReportError> for Problem {
         match e {
             ReportError::Invalid(i) => Problem::validation(i.field, i.detail),
             ReportError::Pdf => Problem::new(Code::ReportsPdf, e.to_string()),
+            ReportError::Forbidden(permission) => Problem::new(Code::AuthForbidden, permission),
             ReportError::Store(s) => s.into(),
         }
     }

@@ -23,7 +23,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/readyz", readyz).doc(
             "system",
             "Readiness",
-            "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `results-pipeline`, and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
+            "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `event-consumers` (not ok while the alert engine or the webhook dispatcher is more than 60 s behind: stuck, or not keeping up; `info` names the furthest behind; the federation uplink, which waits for the main instance when the network is down, does not count), `results-pipeline`, and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         )
             .answers_as(200, JSON, schemas::literal(schemas::readiness)).answers_as(503, JSON, schemas::literal(schemas::readiness)),
         Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition.")
@@ -153,6 +153,25 @@ struct Subsystem {
     info: Option<String>,
 }
 
+/// A durable consumer further behind than this is not ready: it is stuck, or cannot keep up.
+const CONSUMER_READY_LAG: f64 = 60.0;
+
+/// The durable event consumers: not ok while one is further behind than `CONSUMER_READY_LAG`.
+/// The federation uplink is left out: it waits for the main instance by design when the
+/// network is down, and the site works on regardless.
+fn consumers(st: &AppState) -> Subsystem {
+    let lags = st.events.consumer_lags();
+    let worst = lags
+        .iter()
+        .filter(|(name, _)| **name != crate::federation::edge::UPLINK)
+        .max_by(|a, b| a.1.lag_seconds.total_cmp(&b.1.lag_seconds));
+    Subsystem {
+        name: "event-consumers",
+        ok: worst.is_none_or(|(_, l)| l.lag_seconds < CONSUMER_READY_LAG),
+        info: worst.map(|(name, l)| format!("{name} {:.0}s behind", l.lag_seconds)),
+    }
+}
+
 fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let reason = st.store.offline_reason();
     let journal = st.events.unfiled_reason();
@@ -204,6 +223,7 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
             ok: bus_depth < crate::events::bus::MAIN_QUEUE,
             info: Some(format!("{bus_depth} queued")),
         },
+        consumers(st),
         Subsystem {
             name: "results-pipeline",
             ok: pipeline.queued < READY_LIMIT && !pipeline.stalled,
@@ -249,8 +269,9 @@ fn queues(st: &AppState) -> std::collections::BTreeMap<String, usize> {
 }
 
 async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
-    // Queue depth gauges are refreshed at scrape time; the bus sets its own while reporting.
+    // Queue depth and consumer lag gauges are refreshed at scrape time.
     st.events.queue_depths();
+    st.events.consumer_lags();
     st.metrics
         .queue_depth
         .get_or_create(&crate::runtime::metrics::QueueLabels {

@@ -26,8 +26,9 @@ use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
+use crate::monitor::checks::Runners;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
-use crate::notify::{Courier, Escalator, Handoffs, Notifier, WebhookDispatcher};
+use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::programs::{ProgramDirs, Programs};
@@ -45,6 +46,9 @@ use std::time::Duration;
 const DRAIN_DEADLINE: Duration = Duration::from_secs(20);
 /// How long workers may take to stop after the requests have drained.
 const WORKER_EXIT_DEADLINE: Duration = Duration::from_secs(10);
+/// From the stop signal, the longest the process lives, whatever its threads do (the unit's
+/// `TimeoutStopSec` is 45 s).
+pub const STOP_DEADLINE: Duration = Duration::from_secs(35);
 /// Delay before a panicked worker runs again.
 const WORKER_RESTART_DELAY: Duration = Duration::from_secs(5);
 
@@ -65,8 +69,35 @@ pub enum AppError {
     Internal(String),
 }
 
-/// Opens the store off the async runtime.
+/// The file whose lock marks a data directory as this process's.
+const LOCK_FILE: &str = "svc.lock";
+
+/// Takes the data directory for this process until it exits: a second server (or `svc
+/// bootstrap`) on the same directory is refused even while this one shuts down, whatever its
+/// threads are doing.
+fn lock_data_dir(data_dir: &Path) -> Result<(), AppError> {
+    std::fs::create_dir_all(data_dir).map_err(|e| AppError::Internal(e.to_string()))?;
+    let path = data_dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| AppError::Internal(format!("{}: {e}", path.display())))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        // Held (and its descriptor open) until the process ends.
+        Ok(lock) => {
+            std::mem::forget(lock);
+            Ok(())
+        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(StoreError::Locked.into()),
+        Err((_, e)) => Err(AppError::Internal(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Locks the data directory, then opens the store off the async runtime.
 pub async fn open_store(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, AppError> {
+    lock_data_dir(data_dir)?;
     let dir = data_dir.to_path_buf();
     tokio::task::spawn_blocking(move || Store::open(&dir, clock))
         .await
@@ -161,6 +192,11 @@ impl Worker for Watchdog {
 pub async fn serve(config: Config) -> Result<(), AppError> {
     // Outgoing TLS (notification channels) uses ring, like everything else here.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if nix::unistd::geteuid().is_root() {
+        tracing::warn!(
+            "running as root: plugins and scripts run as root too; run svc as its own user (the packaged unit does)"
+        );
+    }
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
     let store = open_store(&config.data_dir, clock.clone()).await?;
@@ -242,6 +278,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         store.clone(),
         events.clone(),
         clock.clone(),
+        metrics.clone(),
     ));
     let metric_store = MetricsStore::open(&config.data_dir)?;
     let catalog = Catalog::new(store.clone());
@@ -291,9 +328,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         catalog,
         clock.clone(),
         pipeline.clone(),
-        inventory.clone(),
-        devices.clone(),
-        programs.plugins.clone(),
+        Runners {
+            secrets: inventory.clone(),
+            devices: devices.clone(),
+            plugins: programs.plugins.clone(),
+        },
         config.checks.max_concurrent,
     );
     store.watch_catalog(scheduler.waker());
@@ -344,8 +383,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         secrets,
         alerting.clone(),
-        devices.clone(),
-        programs.scripts,
+        Senders::new(devices.clone(), programs.scripts),
         config.base_url.clone(),
     );
     supervisor.spawn(Escalator(notify.clone()));
@@ -414,6 +452,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let trigger = stop.clone();
     tokio::spawn(async move {
         stop_requested.await;
+        crate::runtime::shutdown::exit_after(STOP_DEADLINE);
         tracing::info!("stop signal received; draining");
         systemd::notify("STOPPING=1");
         trigger.trigger();

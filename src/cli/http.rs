@@ -1,5 +1,6 @@
-//! The client's one HTTP path: bearer token, 60 s timeout, 16 MiB read limit, and problem
-//! documents turned into errors that print as title, code and detail (SPEC 4.6).
+//! The client's one HTTP path: bearer token, 60 s timeout, 16 MiB read limit, problem
+//! documents turned into errors that print as title, code and detail (SPEC 4.6), and every text
+//! the server sends made safe for a terminal before anything prints it.
 
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -169,7 +170,8 @@ impl Client {
                 if let Some(d) = line.strip_prefix("data:") {
                     data.push_str(d.trim_start());
                 } else if line.is_empty() && !data.is_empty() {
-                    if let Ok(event) = serde_json::from_str(&std::mem::take(&mut data)) {
+                    if let Ok(mut event) = serde_json::from_str(&std::mem::take(&mut data)) {
+                        clean(&mut event);
                         on_event(event).await?;
                     }
                 }
@@ -272,7 +274,7 @@ impl Client {
             }
             bytes.extend_from_slice(&chunk);
         }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = printable(&String::from_utf8_lossy(&bytes));
         if status.is_success() {
             Ok(text)
         } else {
@@ -285,12 +287,45 @@ impl Client {
         if text.trim().is_empty() {
             return Ok(Value::Null);
         }
-        serde_json::from_str(&text)
-            .map_err(|e| CliError::Transport(format!("the server's answer is not JSON: {e}")))
+        let mut v: Value = serde_json::from_str(&text)
+            .map_err(|e| CliError::Transport(format!("the server's answer is not JSON: {e}")))?;
+        clean(&mut v);
+        Ok(v)
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, CliError> {
         self.json(Method::GET, path, Body::None).await
+    }
+}
+
+/// Server text made safe for a terminal: control characters (an escape sequence, a carriage
+/// return that rewrites a line, a bell) are dropped; line breaks and tabs stay.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
+        .collect()
+}
+
+/// `printable` over every string (and key) of a JSON answer.
+fn clean(v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t')) {
+                *s = printable(s);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(clean),
+        Value::Object(map) => {
+            let entries = std::mem::take(map);
+            *map = entries
+                .into_iter()
+                .map(|(k, mut v)| {
+                    clean(&mut v);
+                    (printable(&k), v)
+                })
+                .collect();
+        }
+        _ => {}
     }
 }
 
@@ -304,7 +339,7 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 
 fn problem(status: StatusCode, text: &str) -> CliError {
     let doc: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-    let field = |k: &str| doc[k].as_str().unwrap_or_default().to_string();
+    let field = |k: &str| printable(doc[k].as_str().unwrap_or_default());
     let title = match field("title") {
         t if t.is_empty() => status
             .canonical_reason()
@@ -321,5 +356,21 @@ fn problem(status: StatusCode, text: &str) -> CliError {
         title,
         code: field("code"),
         detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_text_cannot_drive_the_terminal() {
+        assert_eq!(
+            printable("Disk \u{1b}[2J\u{1b}]0;owned\u{7}full\r\n\tok\u{9b}31m"),
+            "Disk [2J]0;ownedfull\n\tok31m"
+        );
+        let mut v = serde_json::json!({"items": [{"title": "a\u{1b}[31mb", "labels": {"k\u{1b}": "v"}}]});
+        clean(&mut v);
+        assert_eq!(v, serde_json::json!({"items": [{"title": "a[31mb", "labels": {"k": "v"}}]}));
     }
 }

@@ -14,6 +14,7 @@ pub use consumer::Consumer;
 pub use filer::EventFiler;
 pub use retention::RetentionWorker;
 
+use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, Journaled, id_millis};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
@@ -52,7 +53,8 @@ pub struct Events {
 }
 
 /// Where a durable consumer stands: the last event it committed the work of, and the age of
-/// the oldest committed event it has not (0 when it has caught up).
+/// the oldest committed event it has not (0 when it has caught up). The age is taken when it is
+/// asked for, so a consumer stuck on an event shows a lag that grows.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerLag {
@@ -60,6 +62,9 @@ pub struct ConsumerLag {
     pub lag_seconds: f64,
     /// Events retention removed before the consumer read them, since this process started.
     pub lost: u64,
+    /// The time of the oldest event it has read and not done yet.
+    #[serde(skip)]
+    oldest: Option<Timestamp>,
 }
 
 /// Counts one connected SSE client while alive.
@@ -192,23 +197,15 @@ impl Events {
     /// Records where durable consumer `name` stands: at `position`, with `oldest` the
     /// oldest committed event it has not done yet.
     pub fn report_lag(&self, name: &'static str, position: Uuid, oldest: Option<&Event>) {
-        let lag_seconds = oldest.map_or(0.0, |e| {
-            (self.clock.now().as_millis() - e.ts.as_millis()).max(0) as f64 / 1000.0
-        });
-        self.metrics
-            .consumer_lag
-            .get_or_create(&crate::runtime::metrics::ConsumerLabels {
-                consumer: name.into(),
-            })
-            .set(lag_seconds);
         let mut consumers = lock(&self.consumers);
         let lost = consumers.get(name).map_or(0, |c| c.lost);
         consumers.insert(
             name,
             ConsumerLag {
                 position,
-                lag_seconds,
+                lag_seconds: 0.0,
                 lost,
+                oldest: oldest.map(|e| e.ts),
             },
         );
     }
@@ -231,9 +228,22 @@ impl Events {
         }
     }
 
-    /// Every durable consumer's lag, by name.
+    /// Every durable consumer's lag, by name, as of now (also set in `/metrics`).
     pub fn consumer_lags(&self) -> BTreeMap<&'static str, ConsumerLag> {
-        lock(&self.consumers).clone()
+        let now = self.clock.now();
+        let mut lags = lock(&self.consumers).clone();
+        for (name, lag) in &mut lags {
+            lag.lag_seconds = lag.oldest.map_or(0.0, |ts| {
+                (now.as_millis() - ts.as_millis()).max(0) as f64 / 1000.0
+            });
+            self.metrics
+                .consumer_lag
+                .get_or_create(&crate::runtime::metrics::ConsumerLabels {
+                    consumer: (*name).into(),
+                })
+                .set(lag.lag_seconds);
+        }
+        lags
     }
 
     /// Why journaled events wait to be stored, if they do.

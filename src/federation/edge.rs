@@ -32,7 +32,7 @@ const FIRST_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Pending events are counted up to this many for the heartbeat.
 const PENDING_COUNT_MAX: usize = 10_000;
-const UPLINK: &str = "federation-uplink";
+pub const UPLINK: &str = "federation-uplink";
 
 /// What goes upward: what the central on-call needs to see of a site.
 fn forwarded(e: &Event) -> bool {

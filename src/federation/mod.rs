@@ -6,7 +6,7 @@ pub mod edge;
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::GoDuration;
+use crate::model::{GoDuration, Timestamp};
 use crate::model::alert::ManualAlarm;
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
@@ -27,6 +27,34 @@ use uuid::Uuid;
 
 /// At most this many events in one forwarded batch.
 pub const FORWARD_BATCH_MAX: usize = 1000;
+/// A forwarded event stamped further than this from its arrival gets its arrival's hour.
+pub const STAMP_WINDOW: Duration = Duration::from_secs(86_400);
+
+/// A forwarded event whose time lies outside `STAMP_WINDOW` around `now` (a site's clock far
+/// off, or a hostile site) is stamped with the hour it arrived, under an id made of that hour
+/// and a digest of the site and its own id, so a resend within the hour is still recognised as
+/// one; its own time and id stay in `payload.originalTs` and `payload.originalId`. So a site's
+/// events land in the month files around now, and cannot open files for other years.
+fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
+    let off = (e.ts.as_millis() - now.as_millis()).unsigned_abs();
+    if off <= STAMP_WINDOW.as_millis() as u64 {
+        return e;
+    }
+    let hour = now.as_millis() - now.as_millis().rem_euclid(3_600_000);
+    let digest = Sha256::new()
+        .chain_update(site.as_bytes())
+        .chain_update(e.id.as_bytes())
+        .finalize();
+    let mut random = [0u8; 10];
+    random.copy_from_slice(&digest[..10]);
+    if let Some(payload) = e.payload.as_object_mut() {
+        payload.insert("originalTs".into(), serde_json::json!(e.ts));
+        payload.insert("originalId".into(), serde_json::json!(e.id));
+    }
+    e.id = uuid::Builder::from_unix_timestamp_millis(hour.max(0) as u64, &random).into_uuid();
+    e.ts = Timestamp::from_millis(hour).unwrap_or(now);
+    e
+}
 /// The stale threshold of a site that has not said how often it beats.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
 /// How often stale sites are looked for.
@@ -294,13 +322,14 @@ impl Sites {
         };
         let _one_at_a_time = self.receiving.lock().await;
         let sent = batch.events.len() as u64;
+        let now = self.clock.now();
         let events: Vec<Event> = batch
             .events
             .into_iter()
             .map(|mut e| {
                 e.tenant_id = p.tenant;
                 e.site = Some(name.to_string());
-                e
+                restamp(e, name, now)
             })
             .collect();
         let stored = self.events.store_forwarded(events).await?;

@@ -14,7 +14,7 @@ pub mod snmp;
 pub mod webhook;
 
 use crate::model::config::EventSource;
-use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::event::{EventDraft, EventType, Severity, check_labels, check_payload};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
@@ -113,6 +113,15 @@ pub struct Normalized {
     /// The original, archived as the event's `payload`.
     pub original: Value,
     pub resolve: bool,
+}
+
+/// Whether an inbound event (with its source's labels) stays within what alert rules are sized
+/// for: labels and the payload's lists and maps (`model::event` bounds).
+pub fn bounds(source: &Source, event: &Normalized) -> Result<(), String> {
+    let mut labels = source.labels.clone();
+    labels.extend(event.labels.clone());
+    check_labels(&labels)?;
+    check_payload(&event.original)
 }
 
 impl Ingress {
@@ -214,6 +223,16 @@ impl Ingress {
         events: Vec<Normalized>,
     ) -> Result<Vec<Uuid>, StoreError> {
         let now = self.clock.now();
+        // What no adapter may store: an event past the bounds is left out (HTTP ingest refuses
+        // it with 422 before it gets here).
+        let (events, refused): (Vec<Normalized>, Vec<Normalized>) =
+            events.into_iter().partition(|e| bounds(source, e).is_ok());
+        for e in &refused {
+            if let Err(why) = bounds(source, e) {
+                tracing::warn!(source = %source.name, %why, "inbound event over the bounds; not stored");
+                self.count(&source.name, Outcome::Refused);
+            }
+        }
         let drafts = events
             .into_iter()
             .map(|event| {

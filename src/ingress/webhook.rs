@@ -6,6 +6,8 @@
 //! `dedupKey`, `labels` and `resolve`. Every event of a request is stored in one transaction,
 //! or none is.
 
+use super::bounds;
+use crate::model::event::check_payload;
 use super::mapping::Mapping;
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::auth::crypto::constant_time_eq;
@@ -428,6 +430,7 @@ impl Ingress {
         }
         let doc: Value = serde_json::from_slice(body)
             .map_err(|e| IngestError::Format(format!("the body is not JSON: {e}")))?;
+        check_payload(&doc).map_err(IngestError::Format)?;
         let default_severity = source
             .config
             .get("severity")
@@ -446,9 +449,15 @@ impl Ingress {
                 }
             };
             let mapping = self.mapping_of(tenant, name, version, &source)?;
-            docs.iter()
-                .map(|d| map_document(d, &mapping, name, default_severity))
-                .collect::<Result<_, _>>()?
+            // Mapping expressions run off the async workers (they may loop over the body).
+            let source_name = name.to_string();
+            tokio::task::spawn_blocking(move || {
+                docs.iter()
+                    .map(|d| map_document(d, &mapping, &source_name, default_severity))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await
+            .map_err(|_| IngestError::Mapping("the mapping could not be evaluated".into()))??
         };
         if events.len() > EVENTS_PER_REQUEST {
             return Err(IngestError::Format(format!(
@@ -456,6 +465,10 @@ impl Ingress {
             )));
         }
         let source = Source::of(tenant, name.to_string(), &source);
+        for (i, e) in events.iter().enumerate() {
+            bounds(&source, e)
+                .map_err(|why| IngestError::Format(format!("event {}: {why}", i + 1)))?;
+        }
         Ok(self.record_all(&source, events).await?)
     }
 }

@@ -21,11 +21,20 @@ use uuid::Uuid;
 
 /// How long a plan's `applyToken` stays good.
 const TOKEN_TTL: Duration = Duration::from_secs(15 * 60);
+/// Bundle plans, applies and exports at once (each may hold a bundle of up to 8 MiB and what
+/// it parses into); more wait up to `BUNDLE_WAIT`, then get 503 `svc:bundle/busy`.
+pub const BUNDLE_WORK: usize = 2;
+const BUNDLE_WAIT: Duration = Duration::from_secs(10);
+/// Plans kept for their `applyToken`: at most this many bundle bytes in all; the oldest go
+/// first (their tokens are then unknown).
+const KEPT_PLAN_BYTES: usize = 32 << 20;
 
 /// A plan kept for `:apply` by token.
 pub struct Planned {
     tenant: Uuid,
     expires: Timestamp,
+    /// The size of the bundle it was made of, what it is counted as.
+    size: usize,
     ops: Vec<BundleOp>,
     result: PlanResult,
 }
@@ -123,6 +132,7 @@ fn check(inventory: &Inventory, doc: BundleDoc) -> Result<Checked, String> {
             } else {
                 doc.body
             })?;
+            crate::model::event::check_labels(&body.labels)?;
             match (doc.kind.as_str(), &doc.host) {
                 ("service", None) => return Err("a service needs its host".into()),
                 ("host", Some(_)) => return Err("a host has no host".into()),
@@ -407,6 +417,15 @@ impl Inventory {
         ))
     }
 
+    /// A place among the `BUNDLE_WORK` bundle jobs running at once, held while the request
+    /// reads its body and works; `Busy` after waiting `BUNDLE_WAIT` for one.
+    pub async fn bundle_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, InventoryError> {
+        match tokio::time::timeout(BUNDLE_WAIT, self.bundle_slots.acquire()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(InventoryError::Busy),
+        }
+    }
+
     /// `:plan`: the changes, and a token that applies exactly them within 15 minutes.
     pub async fn plan_bundle(
         &self,
@@ -420,11 +439,23 @@ impl Inventory {
         let now = self.clock.now();
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         plans.retain(|_, planned| planned.expires > now);
+        let mut kept: usize = plans.values().map(|p| p.size).sum::<usize>() + text.len();
+        while kept > KEPT_PLAN_BYTES {
+            let Some(oldest) = plans
+                .iter()
+                .min_by_key(|(_, p)| p.expires)
+                .map(|(t, _)| t.clone())
+            else {
+                break;
+            };
+            kept -= plans.remove(&oldest).map_or(0, |p| p.size);
+        }
         plans.insert(
             token,
             Planned {
                 tenant: p.tenant,
                 expires: now.plus(TOKEN_TTL),
+                size: text.len(),
                 ops,
                 result: result.clone(),
             },

@@ -36,6 +36,9 @@ pub enum InventoryError {
     /// A bundle failed at a document; nothing was applied.
     #[error("{0}")]
     Apply(String),
+    /// Bundle work is at its concurrency limit.
+    #[error("bundle work is at its limit of {} at once", bundles::BUNDLE_WORK)]
+    Busy,
 }
 
 /// 16 random bytes (apply tokens).
@@ -61,6 +64,8 @@ pub struct Inventory {
     /// Effective labels for the object lists' selector and states.
     labels: Arc<dyn ObjectLabels>,
     plans: std::sync::Mutex<std::collections::HashMap<String, bundles::Planned>>,
+    /// Bundle plans, applies and exports running at once (see `bundles::BUNDLE_WORK`).
+    bundle_slots: tokio::sync::Semaphore,
     /// Where plugin check commands and script channels may run programs from.
     programs: Programs,
     /// `strictReferences`: a save that names a document nothing defines is refused.
@@ -105,6 +110,7 @@ impl Inventory {
             master_key,
             labels,
             plans: Default::default(),
+            bundle_slots: tokio::sync::Semaphore::new(bundles::BUNDLE_WORK),
             programs,
             strict_references,
         })

@@ -7,6 +7,7 @@ use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{Invalid, ObjectSpec, check_name, spec_references};
 use crate::model::event::EventDraft;
+use crate::model::event::check_labels;
 use crate::model::identity::Actor;
 use crate::model::object::{
     EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
@@ -107,6 +108,7 @@ impl Inventory {
         let body: ObjectBody =
             crate::model::input::from_value(value).map_err(|e| invalid("body", e))?;
         check_name(&body.name)?;
+        check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
         self.check_references(p.tenant, spec_references(&spec))
@@ -358,6 +360,7 @@ impl Inventory {
                 return Err(invalid("host", "a service cannot move to another host").into());
             }
         }
+        check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
         self.check_references(p.tenant, spec_references(&spec))

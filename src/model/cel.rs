@@ -2,7 +2,11 @@
 //! `cel` crate parses and checks recursively, so an expression deep enough overflows the stack
 //! and aborts the process, and some malformed ones panic. Expressions are bounded in length,
 //! nesting and operator count before the crate sees them, compiled on a thread with a known
-//! stack, and a panic there is an ordinary error.
+//! stack, and a panic there is an ordinary error. The cost of running one is bounded too: at
+//! most `MAX_COMPREHENSIONS` comprehension macros (`all`, `exists`, `exists_one`, `map`,
+//! `filter`), nested at most `MAX_COMPREHENSION_NESTING` deep, over events whose lists and
+//! maps ingress bounds (`event::MAX_MEMBERS`), and the alert engine runs rules under a
+//! wall-clock budget besides.
 
 /// Longest accepted expression, in bytes.
 pub const MAX_LEN: usize = 4096;
@@ -11,6 +15,12 @@ pub const MAX_NESTING: usize = 32;
 /// Most operator characters (`.`, `+`, `==` counts two, `in`...) in one expression: each can add
 /// a level to the parse tree, so this bounds its depth.
 pub const MAX_OPERATORS: usize = 1000;
+/// Most comprehension macros in one expression.
+pub const MAX_COMPREHENSIONS: usize = 8;
+/// Deepest nesting of comprehension macros (one inside another's body is 2).
+pub const MAX_COMPREHENSION_NESTING: usize = 2;
+/// The macros that loop over a list or map.
+const COMPREHENSIONS: [&str; 5] = ["all", "exists", "exists_one", "map", "filter"];
 /// Stack of the compiling thread. The crate's parser needs about 130 KiB per nesting level in
 /// debug builds; with the bounds above the deepest accepted tree uses a fraction of this.
 const COMPILE_STACK: usize = 16 << 20;
@@ -23,6 +33,10 @@ pub enum CelError {
     TooDeep,
     #[error("expression has more than {MAX_OPERATORS} operators")]
     TooManyOperators,
+    #[error(
+        "expression has more than {MAX_COMPREHENSIONS} comprehensions (all, exists, exists_one, map, filter) or nests them more than {MAX_COMPREHENSION_NESTING} deep"
+    )]
+    TooCostly,
     #[error("{0}")]
     Syntax(String),
     #[error("expression could not be parsed")]
@@ -36,8 +50,14 @@ pub fn check_bounds(source: &str) -> Result<(), CelError> {
     }
     let chars: Vec<char> = source.chars().collect();
     let (mut depth, mut operators, mut i) = (0usize, 0usize, 0usize);
+    // Per open bracket, whether it opened a comprehension macro's arguments.
+    let mut open: Vec<bool> = Vec::new();
+    let mut comprehensions = 0usize;
+    // Whether the last word read was a comprehension macro called as a member (`.all`).
+    let mut macro_name = false;
     while i < chars.len() {
         let c = chars[i];
+        let after_macro = std::mem::take(&mut macro_name);
         match c {
             '"' | '\'' => i = skip_string(&chars, i),
             '/' if chars.get(i + 1) == Some(&'/') => {
@@ -51,10 +71,20 @@ pub fn check_bounds(source: &str) -> Result<(), CelError> {
                 if depth > MAX_NESTING {
                     return Err(CelError::TooDeep);
                 }
+                let comprehension = c == '(' && after_macro;
+                if comprehension {
+                    comprehensions += 1;
+                    let nesting = open.iter().filter(|o| **o).count() + 1;
+                    if comprehensions > MAX_COMPREHENSIONS || nesting > MAX_COMPREHENSION_NESTING {
+                        return Err(CelError::TooCostly);
+                    }
+                }
+                open.push(comprehension);
                 i += 1;
             }
             ')' | ']' | '}' => {
                 depth = depth.saturating_sub(1);
+                open.pop();
                 i += 1;
             }
             '.' | '+' | '-' | '*' | '/' | '%' | '!' | '?' | '<' | '>' | '=' | '&' | '|' => {
@@ -66,6 +96,7 @@ pub fn check_bounds(source: &str) -> Result<(), CelError> {
                 while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
                     i += 1;
                 }
+                let word: String = chars[start..i].iter().collect();
                 // A string prefix (r, b, rb...) directly before a quote.
                 if matches!(chars.get(i), Some('"' | '\''))
                     && chars[start..i]
@@ -73,9 +104,17 @@ pub fn check_bounds(source: &str) -> Result<(), CelError> {
                         .all(|c| matches!(c, 'r' | 'R' | 'b' | 'B'))
                 {
                     i = skip_string(&chars, i);
-                } else if chars[start..i] == ['i', 'n'] {
+                } else if word == "in" {
                     operators += 1;
+                } else {
+                    let member =
+                        chars[..start].iter().rev().find(|c| !c.is_whitespace()) == Some(&'.');
+                    macro_name = member && COMPREHENSIONS.contains(&word.as_str());
                 }
+            }
+            c if c.is_whitespace() => {
+                macro_name = after_macro;
+                i += 1;
             }
             _ => i += 1,
         }
@@ -179,6 +218,19 @@ mod tests {
         assert_eq!(check(&map), Err(CelError::TooDeep));
         // Brackets inside strings and comments do not count.
         assert_eq!(check_bounds(&format!("'{}'", "(".repeat(100))), Ok(()));
+        // Comprehensions: two deep and eight in all at most.
+        let two = "event.labels.all(k, event.labels.exists(j, j == k))";
+        assert_eq!(check(two), Ok(()));
+        let three = "event.labels.all(k, event.labels.all(j, event.labels.all(i, i == j)))";
+        assert_eq!(check(three), Err(CelError::TooCostly));
+        let many = ["event.labels.exists(k, k == 'a')"; MAX_COMPREHENSIONS + 1].join(" || ");
+        assert_eq!(check(&many), Err(CelError::TooCostly));
+        assert_eq!(
+            check("event.labels.map (k, k).size() > 0 && 'all(' != 'x'"),
+            Ok(())
+        );
+        let calls = ["all(1)"; MAX_COMPREHENSIONS + 1].join(" || ");
+        assert_eq!(check_bounds(&calls), Ok(()), "only member macros loop");
     }
 
     #[test]

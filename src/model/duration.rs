@@ -15,6 +15,19 @@ impl GoDuration {
     }
 }
 
+/// The longest duration accepted: Go's (`2562047h47m16.854775807s`, about 292 years), which
+/// every time the service computes with stays within.
+pub const MAX: Duration = Duration::new(9_223_372_036, 854_775_807);
+
+fn bounded(input: &str, d: Duration) -> Result<GoDuration, String> {
+    if d > MAX {
+        return Err(format!(
+            "duration {input:?} is too large (at most 2562047h, about 292 years)"
+        ));
+    }
+    Ok(GoDuration(d))
+}
+
 impl FromStr for GoDuration {
     type Err = String;
 
@@ -24,7 +37,7 @@ impl FromStr for GoDuration {
             return Err("empty duration".into());
         }
         if let Ok(secs) = s.parse::<u64>() {
-            return Ok(Self::from_secs(secs));
+            return bounded(input, Duration::from_secs(secs));
         }
         let mut total: u128 = 0;
         let mut rest = s;
@@ -63,7 +76,7 @@ impl FromStr for GoDuration {
         let secs = u64::try_from(total / 1_000_000_000)
             .map_err(|_| format!("duration {input:?} is too large"))?;
         let nanos = (total % 1_000_000_000) as u32;
-        Ok(Self(Duration::new(secs, nanos)))
+        bounded(input, Duration::new(secs, nanos))
     }
 }
 
@@ -129,12 +142,12 @@ impl<'de> Deserialize<'de> for GoDuration {
                 f.write_str("a duration such as \"30s\", \"5m\" or a number of seconds")
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GoDuration, E> {
-                Ok(GoDuration::from_secs(v))
+                bounded(&v.to_string(), Duration::from_secs(v)).map_err(E::custom)
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GoDuration, E> {
-                u64::try_from(v)
-                    .map(GoDuration::from_secs)
-                    .map_err(|_| E::custom("a duration cannot be negative"))
+                let secs =
+                    u64::try_from(v).map_err(|_| E::custom("a duration cannot be negative"))?;
+                self.visit_u64(secs)
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<GoDuration, E> {
                 v.parse().map_err(E::custom)
@@ -180,9 +193,12 @@ mod tests {
         assert_eq!(p("90"), Duration::from_secs(90));
         assert_eq!(p("250ms"), Duration::from_millis(250));
         assert_eq!(p("1.5h"), Duration::from_secs(5400));
-        for bad in ["", "5x", "m", "1h-3m", "abc"] {
+        for bad in ["", "5x", "m", "1h-3m", "abc", "100000000h", "9223372037"] {
             assert!(bad.parse::<GoDuration>().is_err(), "{bad:?} should fail");
         }
+        assert_eq!(p("2562047h"), Duration::from_secs(2_562_047 * 3600));
+        let huge: Result<GoDuration, _> = serde_json::from_value(serde_json::json!(u64::MAX));
+        assert!(huge.is_err(), "a bare number past the bound is refused too");
     }
 
     #[test]

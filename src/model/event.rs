@@ -4,8 +4,61 @@
 use super::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::str::FromStr;
 use uuid::Uuid;
+
+/// Most labels an event (an ingress event, an object) may carry: alert rules loop over them.
+pub const MAX_LABELS: usize = 64;
+/// Longest label name and value, in bytes.
+pub const MAX_LABEL_NAME: usize = 128;
+pub const MAX_LABEL_VALUE: usize = 1024;
+/// Most members of any one list or map in an inbound event's payload: rules loop over them.
+pub const MAX_MEMBERS: usize = 1000;
+
+/// Whether labels stay within what rules are sized for (`MAX_LABELS`, `MAX_LABEL_NAME`,
+/// `MAX_LABEL_VALUE`); the message says which bound is passed.
+pub fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), String> {
+    if labels.len() > MAX_LABELS {
+        return Err(format!(
+            "{} labels; at most {MAX_LABELS} are accepted",
+            labels.len()
+        ));
+    }
+    for (k, v) in labels {
+        if k.len() > MAX_LABEL_NAME || v.len() > MAX_LABEL_VALUE {
+            return Err(format!(
+                "label {:?} is longer than {MAX_LABEL_NAME} bytes of name or {MAX_LABEL_VALUE} of value",
+                k.chars().take(40).collect::<String>()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether every list and map of an inbound payload has at most `MAX_MEMBERS` members.
+pub fn check_payload(payload: &Value) -> Result<(), String> {
+    let mut pending = vec![payload];
+    while let Some(v) = pending.pop() {
+        let members = match v {
+            Value::Array(a) => {
+                pending.extend(a);
+                a.len()
+            }
+            Value::Object(o) => {
+                pending.extend(o.values());
+                o.len()
+            }
+            _ => 0,
+        };
+        if members > MAX_MEMBERS {
+            return Err(format!(
+                "the payload has a list or map of {members} members; at most {MAX_MEMBERS} are accepted"
+            ));
+        }
+    }
+    Ok(())
+}
 
 #[derive(
     Clone,

@@ -22,9 +22,11 @@ impl Timestamp {
         std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))
     }
 
+    /// `self + d`, saturating at the latest representable time (never wrapping to now).
     pub fn plus(&self, d: std::time::Duration) -> Timestamp {
         let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        Timestamp::from_millis(self.as_millis().saturating_add(ms)).unwrap_or(*self)
+        Timestamp::from_millis(self.as_millis().saturating_add(ms))
+            .unwrap_or(Timestamp(jiff::Timestamp::MAX))
     }
 }
 

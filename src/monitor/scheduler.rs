@@ -11,13 +11,10 @@ use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
 use super::pipeline::Pipeline;
 use super::results::Job;
-use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
-use crate::runtime::SecretSource;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::programs::ProgramDirs;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
@@ -38,11 +35,7 @@ pub struct Scheduler {
     catalog: Arc<Catalog>,
     clock: SharedClock,
     pipeline: Arc<Pipeline>,
-    secrets: Arc<dyn SecretSource>,
-    /// The paging devices, for the `gsm` check.
-    devices: Devices,
-    /// Where plugin check commands may come from.
-    plugins: ProgramDirs,
+    runners: checks::Runners,
     due: Mutex<HashMap<Key, Timestamp>>,
     /// Objects a check-now asked for: they run even outside their check period.
     forced: Mutex<HashSet<Key>>,
@@ -87,9 +80,7 @@ impl Scheduler {
         catalog: Arc<Catalog>,
         clock: SharedClock,
         pipeline: Arc<Pipeline>,
-        secrets: Arc<dyn SecretSource>,
-        devices: Devices,
-        plugins: ProgramDirs,
+        runners: checks::Runners,
         max_running: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -97,9 +88,7 @@ impl Scheduler {
             catalog,
             clock,
             pipeline,
-            secrets,
-            devices,
-            plugins,
+            runners,
             due: Mutex::new(HashMap::new()),
             forced: Mutex::new(HashSet::new()),
             running: Mutex::new(HashSet::new()),
@@ -134,16 +123,7 @@ impl Scheduler {
             },
             (None, Some(c)) => {
                 let now = self.clock.now();
-                checks::run(
-                    c,
-                    o,
-                    &entry.host,
-                    spec,
-                    &*self.secrets,
-                    &self.devices,
-                    &self.plugins,
-                    now,
-                )
+                checks::run(c, o, &entry.host, spec, &self.runners, now)
                 .await
             }
             (None, None) => checks::Outcome {

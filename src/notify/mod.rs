@@ -12,13 +12,13 @@ mod handoff;
 pub mod schedule;
 pub mod webhooks;
 
+pub use channels::Senders;
 pub use courier::Courier;
 pub use escalation::Links;
 pub use handoff::Handoffs;
 pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
-use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
@@ -29,11 +29,9 @@ use crate::model::notify::{
     Channel, Delivery, Message, OnCallShift, Override, OverrideBody, TestSend, mask,
 };
 use crate::runtime::clock::SharedClock;
-use crate::runtime::programs::ProgramDirs;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
-use channels::Senders;
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -54,8 +52,6 @@ const ICS_AHEAD_DAYS: u64 = 60;
 const IDLE: Duration = Duration::from_secs(60);
 /// Escalation timers fired per step of the escalator.
 const TIMERS_PER_STEP: usize = 200;
-/// Provider requests give up after this long (a retryable failure).
-const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn days(n: u64) -> Duration {
     Duration::from_secs(n * 86_400)
@@ -115,28 +111,16 @@ impl Notifier {
         sink: Arc<dyn EventSink>,
         secrets: Arc<dyn SecretSource>,
         alerts: Arc<dyn AlertActions>,
-        devices: Devices,
-        scripts: ProgramDirs,
+        senders: Senders,
         base_url: String,
     ) -> Arc<Self> {
-        let http = reqwest::Client::builder()
-            .timeout(SEND_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
         Arc::new(Self {
             store,
             clock,
             sink,
             secrets,
             alerts,
-            senders: Senders {
-                http,
-                modem: devices.modem,
-                pager: devices.pager,
-                scripts,
-            },
+            senders,
             base_url,
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),

@@ -301,11 +301,26 @@ impl Roster {
 }
 
 /// A text value of an iCalendar property (RFC 5545 3.3.11).
+/// Line breaks (CR, LF, CRLF) become `\n`; other control characters, which TEXT may not hold,
+/// are dropped, so a value can never start a line of its own (a property, a `BEGIN`).
 fn ics_text(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace(';', "\\;")
-        .replace(',', "\\,")
-        .replace('\n', "\\n")
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            ';' => out.push_str("\\;"),
+            ',' => out.push_str("\\,"),
+            '\r' => {
+                chars.next_if_eq(&'\n');
+                out.push_str("\\n");
+            }
+            '\n' => out.push_str("\\n"),
+            c if c.is_control() && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Folds a content line at 75 octets (RFC 5545 3.1).
@@ -426,6 +441,14 @@ mod tests {
         // Back to winter time on 2026-10-25: 09:00 CET is 08:00 UTC again.
         let autumn = r.at(at("2026-10-27T12:00:00Z"), false).unwrap();
         assert_eq!(autumn.start, at("2026-10-26T08:00:00Z"));
+    }
+
+    #[test]
+    fn ics_text_cannot_start_a_line() {
+        assert_eq!(
+            ics_text("Ada\r\nEND:VEVENT\r\nBEGIN:VEVENT; x, y\\z\rq\u{7}"),
+            "Ada\\nEND:VEVENT\\nBEGIN:VEVENT\\; x\\, y\\\\z\\nq"
+        );
     }
 
     #[test]

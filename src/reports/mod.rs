@@ -54,9 +54,15 @@ pub enum ReportError {
     /// `format=pdf` (501 `svc:reports/pdf`).
     #[error("PDF rendering is not available; ask for html, csv or json")]
     Pdf,
+    /// The report shows what the caller may not read (403, naming the permission).
+    #[error("{0}")]
+    Forbidden(&'static str),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+/// What reading an `audit` report takes besides the route's own permission.
+const AUDIT_REPORT_PERMISSION: &str = "admin:users";
 
 fn invalid(field: &str, detail: impl Into<String>) -> ReportError {
     ReportError::Invalid(Invalid {
@@ -126,6 +132,15 @@ impl Reports {
         Ok((doc, body))
     }
 
+    /// A report of users and their roles (`audit`) shows what `GET /users` does, so reading it
+    /// (rendering, or its archive) takes that route's permission too.
+    fn check_readable(p: &Principal, body: &ReportBody) -> Result<(), ReportError> {
+        if body.kind == "audit" && !p.allows(AUDIT_REPORT_PERMISSION) {
+            return Err(ReportError::Forbidden(AUDIT_REPORT_PERMISSION));
+        }
+        Ok(())
+    }
+
     /// The report rendered now in `format` (`html` by default).
     pub async fn render(
         &self,
@@ -135,6 +150,7 @@ impl Reports {
     ) -> Result<Rendered, ReportError> {
         let format = format.filter(|f| !f.is_empty()).unwrap_or("html");
         let (doc, body) = self.report(p.tenant, name).await?;
+        Self::check_readable(p, &body)?;
         let content_type = content_type(format)?;
         let table = self.table(p.tenant, &doc.name, &body).await?;
         Ok(Rendered {
@@ -152,6 +168,7 @@ impl Reports {
         name: &str,
     ) -> Result<Vec<ArchivedReport>, ReportError> {
         let (doc, body) = self.report(p.tenant, name).await?;
+        Self::check_readable(p, &body)?;
         let slot = format!("manual-{}", self.clock.now().as_millis());
         self.archive_run(p.tenant, &doc, &body, slot, false, actor)
             .await
@@ -303,7 +320,8 @@ impl Reports {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ArchivedReport>, ReportError> {
-        let (doc, _) = self.report(p.tenant, name).await?;
+        let (doc, body) = self.report(p.tenant, name).await?;
+        Self::check_readable(p, &body)?;
         Ok(self
             .store
             .archived_reports(p.tenant, doc.name, before, limit)
@@ -316,6 +334,8 @@ impl Reports {
         name: &str,
         id: Uuid,
     ) -> Result<(ArchivedReport, Vec<u8>), ReportError> {
+        let (_, body) = self.report(p.tenant, name).await?;
+        Self::check_readable(p, &body)?;
         Ok(self
             .store
             .archived_report(p.tenant, name.to_string(), id)

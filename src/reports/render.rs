@@ -58,11 +58,19 @@ pub fn html(t: &ReportTable) -> String {
     out
 }
 
+/// A CSV cell: quoted when it holds a separator, a quote or a line break; a cell that a
+/// spreadsheet would read as a formula (starting `=`, `+`, `-`, `@`, tab or carriage return)
+/// gets a leading `'` so it stays text.
 fn csv_field(s: &str) -> String {
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{s}")
+    } else {
+        s.to_string()
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_string()
+        s
     }
 }
 
@@ -112,6 +120,14 @@ mod tests {
             csv(&table()),
             "object,availability %\r\n\"web1/http, \"\"main\"\"\",99.500\r\n"
         );
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://evil\",\"x\")"),
+            "\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\""
+        );
+        for formula in ["+1", "-2", "@SUM(A1)", "\tx"] {
+            assert!(csv_field(formula).trim_start_matches('"').starts_with('\''), "{formula}");
+        }
+        assert_eq!(csv_field("plain"), "plain");
     }
 
     #[test]

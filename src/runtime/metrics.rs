@@ -71,6 +71,8 @@ pub struct Metrics {
     pub ingress_received: Family<SourceLabels, Gauge>,
     pub ingress_refused: Family<SourceLabels, Gauge>,
     pub ingress_rate_limited: Family<SourceLabels, Gauge>,
+    /// Alert rule evaluations stopped for running past their budget.
+    pub rule_overruns: Counter,
 }
 
 impl Default for Metrics {
@@ -164,8 +166,15 @@ impl Metrics {
             "Requests over an event source's rate limit since start",
             ingress_rate_limited.clone(),
         );
+        let rule_overruns = Counter::default();
+        registry.register(
+            "np_alert_rule_overruns",
+            "Alert rule evaluations that ran past their budget (the rule is skipped for a while)",
+            rule_overruns.clone(),
+        );
         Self {
             registry,
+            rule_overruns,
             ingress_received,
             ingress_refused,
             ingress_rate_limited,

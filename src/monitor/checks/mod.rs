@@ -20,6 +20,7 @@ use crate::model::secret::mask_values;
 use crate::runtime::SecretSource;
 use crate::runtime::programs::{self, ProgramDirs, Run, RunError};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What a check produced, before mapping to the object's states.
@@ -174,6 +175,14 @@ async fn plugin(plugins: &ProgramDirs, argv: Vec<String>, timeout: Duration) -> 
     }
 }
 
+/// What checks run with: the tenant's secrets, the paging devices (the `gsm` check) and where
+/// plugins may come from.
+pub struct Runners {
+    pub secrets: Arc<dyn SecretSource>,
+    pub devices: Devices,
+    pub plugins: ProgramDirs,
+}
+
 /// Runs one check of `o` with its resolved `spec`; a `$SECRET:name$` that is not set makes
 /// the result UNKNOWN without running anything.
 pub async fn run(
@@ -181,11 +190,10 @@ pub async fn run(
     o: &Object,
     host: &HostInfo,
     spec: &ObjectSpec,
-    secrets: &dyn SecretSource,
-    devices: &Devices,
-    plugins: &ProgramDirs,
+    runners: &Runners,
     now: Timestamp,
 ) -> Outcome {
+    let (secrets, devices) = (&runners.secrets, &runners.devices);
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
     let templates = match command {
         Command::Builtin(_) => secret_names(spec.args.iter().flatten()),
@@ -229,7 +237,7 @@ pub async fn run(
                 .iter()
                 .map(|a| expand(a, o, host, spec, &values))
                 .collect();
-            plugin(plugins, argv, own.unwrap_or(timeout)).await
+            plugin(&runners.plugins, argv, own.unwrap_or(timeout)).await
         }
     };
     // A secret the check used does not come back in its output, which viewers read.

@@ -8,6 +8,7 @@ mod pager;
 pub mod phone;
 mod script;
 
+use crate::hw::Devices;
 use crate::hw::espa::Pager;
 use crate::hw::gsm::Modem;
 use crate::model::notify::{Delivery, Message};
@@ -17,6 +18,10 @@ use crate::runtime::programs::ProgramDirs;
 use crate::runtime::{AlertAction, SecretSource};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one send may take.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendError {
@@ -59,6 +64,25 @@ pub struct Senders {
     pub pager: Option<Pager>,
     /// Where script channels may run programs from.
     pub scripts: ProgramDirs,
+}
+
+impl Senders {
+    /// The HTTP client (no redirects followed, every request under a deadline) and the local
+    /// devices and scripts.
+    pub fn new(devices: Devices, scripts: ProgramDirs) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(SEND_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        Self {
+            http,
+            modem: devices.modem,
+            pager: devices.pager,
+            scripts,
+        }
+    }
 }
 
 /// What a channel needs to send: its type, its configuration with secrets opened, its
