@@ -140,7 +140,11 @@ impl Evaluator {
             };
             // The thread is abandoned: dropping the receiver leaves it to end on its own.
             let w = &work[item];
-            let name = w.rules.get(rule).map(|r| r.name.clone()).unwrap_or_default();
+            let name = w
+                .rules
+                .get(rule)
+                .map(|r| r.name.clone())
+                .unwrap_or_default();
             tracing::warn!(
                 tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, ?budget,
                 "alert rule over its evaluation budget; skipped for a while"
@@ -207,9 +211,10 @@ impl Evaluator {
                             shared.rule.store(j, Ordering::SeqCst);
                             shared.rule_since.store(ms(), Ordering::SeqCst);
                             // An expression that panics the evaluator is no match.
-                            let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                decide_rule(rule, &subject, &mut || new_id(), now)
-                            }));
+                            let one =
+                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                    decide_rule(rule, &subject, &mut || new_id(), now)
+                                }));
                             match one {
                                 Ok(d) => matches.extend(d),
                                 Err(_) => tracing::warn!(

@@ -34,7 +34,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/sites/{name}:events", receive).permission("sites:connect").doc(
             "sites",
             "Forward a site's events",
-            "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. The answer's `through` is the last id received; the site advances its position to it.",
+            "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. An event whose time is more than 31 days before its arrival or more than a day after it (a site clock far off) is stored at the hour it arrived, under an id made of that hour and its own id (a resend within the hour is still a duplicate), with its own time and id in `payload.originalTs` and `payload.originalId`; so a site fills only the month files around now. The answer's `through` is the last id received; the site advances its position to it.",
         )
             .body::<ForwardBatch>().ok::<ForwardReceipt>(),
         Route::get("/api/v1/sites:overview", overview).permission("objects:read").doc(

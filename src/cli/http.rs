@@ -310,7 +310,9 @@ pub fn printable(text: &str) -> String {
 fn clean(v: &mut Value) {
     match v {
         Value::String(s) => {
-            if s.chars().any(|c| c.is_control() && !matches!(c, '\n' | '\t')) {
+            if s.chars()
+                .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+            {
                 *s = printable(s);
             }
         }
@@ -369,8 +371,12 @@ mod tests {
             printable("Disk \u{1b}[2J\u{1b}]0;owned\u{7}full\r\n\tok\u{9b}31m"),
             "Disk [2J]0;ownedfull\n\tok31m"
         );
-        let mut v = serde_json::json!({"items": [{"title": "a\u{1b}[31mb", "labels": {"k\u{1b}": "v"}}]});
+        let mut v =
+            serde_json::json!({"items": [{"title": "a\u{1b}[31mb", "labels": {"k\u{1b}": "v"}}]});
         clean(&mut v);
-        assert_eq!(v, serde_json::json!({"items": [{"title": "a[31mb", "labels": {"k": "v"}}]}));
+        assert_eq!(
+            v,
+            serde_json::json!({"items": [{"title": "a[31mb", "labels": {"k": "v"}}]})
+        );
     }
 }

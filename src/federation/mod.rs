@@ -6,7 +6,6 @@ pub mod edge;
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::{GoDuration, Timestamp};
 use crate::model::alert::ManualAlarm;
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
@@ -14,6 +13,7 @@ use crate::model::site::{
     CONNECTED_WITHIN, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
     SiteStatus,
 };
+use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, EventSink, Wait, Worker};
@@ -27,17 +27,22 @@ use uuid::Uuid;
 
 /// At most this many events in one forwarded batch.
 pub const FORWARD_BATCH_MAX: usize = 1000;
-/// A forwarded event stamped further than this from its arrival gets its arrival's hour.
-pub const STAMP_WINDOW: Duration = Duration::from_secs(86_400);
+/// Forwarded events keep their own time when it lies within this long before their arrival (a
+/// site that was offline for weeks forwards its history as it happened)...
+pub const STAMP_PAST: Duration = Duration::from_secs(31 * 86_400);
+/// ...and within this long after it (clocks drift).
+pub const STAMP_FUTURE: Duration = Duration::from_secs(86_400);
 
-/// A forwarded event whose time lies outside `STAMP_WINDOW` around `now` (a site's clock far
-/// off, or a hostile site) is stamped with the hour it arrived, under an id made of that hour
-/// and a digest of the site and its own id, so a resend within the hour is still recognised as
-/// one; its own time and id stay in `payload.originalTs` and `payload.originalId`. So a site's
-/// events land in the month files around now, and cannot open files for other years.
+/// A forwarded event whose time lies outside [`now - STAMP_PAST`, `now + STAMP_FUTURE`] (a
+/// site's clock far off, or a hostile site) is stamped with the hour it arrived, under an id
+/// made of that hour and a digest of the site and its own id, so a resend within the hour is
+/// still recognised as one; its own time and id stay in `payload.originalTs` and
+/// `payload.originalId`. So a site's events land in the few month files around now, and can
+/// never open files for other years.
 fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
-    let off = (e.ts.as_millis() - now.as_millis()).unsigned_abs();
-    if off <= STAMP_WINDOW.as_millis() as u64 {
+    let ahead = e.ts.as_millis() - now.as_millis();
+    let window = -(STAMP_PAST.as_millis() as i64)..=STAMP_FUTURE.as_millis() as i64;
+    if window.contains(&ahead) {
         return e;
     }
     let hour = now.as_millis() - now.as_millis().rem_euclid(3_600_000);

@@ -7,13 +7,13 @@
 //! or none is.
 
 use super::bounds;
-use crate::model::event::check_payload;
 use super::mapping::Mapping;
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
 use crate::model::config::EventSource;
 use crate::model::event::Severity;
+use crate::model::event::check_payload;
 use crate::store::StoreError;
 use hmac::{Hmac, Mac};
 use serde_json::Value;

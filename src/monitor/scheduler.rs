@@ -123,8 +123,7 @@ impl Scheduler {
             },
             (None, Some(c)) => {
                 let now = self.clock.now();
-                checks::run(c, o, &entry.host, spec, &self.runners, now)
-                .await
+                checks::run(c, o, &entry.host, spec, &self.runners, now).await
             }
             (None, None) => checks::Outcome {
                 code: 3,

@@ -125,7 +125,10 @@ mod tests {
             "\"'=HYPERLINK(\"\"http://evil\"\",\"\"x\"\")\""
         );
         for formula in ["+1", "-2", "@SUM(A1)", "\tx"] {
-            assert!(csv_field(formula).trim_start_matches('"').starts_with('\''), "{formula}");
+            assert!(
+                csv_field(formula).trim_start_matches('"').starts_with('\''),
+                "{formula}"
+            );
         }
         assert_eq!(csv_field("plain"), "plain");
     }

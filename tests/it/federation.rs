@@ -321,8 +321,13 @@ async fn sites_pull_report_and_forward_on_the_main() {
     )
     .await;
 
-    // Forwarded events: stored with the site's ids and times, each once.
-    let base = 1_790_000_000_000u64;
+    // Forwarded events: stored with the site's ids and times, each once (an hour old: within
+    // the window of times kept as the site sent them).
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let base = now_ms - 3_600_000;
     let first: Vec<Value> = (0..3).map(|n| forwarded_event(base + n, n)).collect();
     let receipt = json(
         send(

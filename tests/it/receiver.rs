@@ -1,0 +1,177 @@
+//! A webhook provider on a local port for the notification and security tests: records every
+//! request, answers with scripted statuses, headers and bodies (or the request's headers).
+
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+    pub status: u16,
+}
+
+impl Received {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+#[derive(Default)]
+struct Script {
+    /// Statuses to answer next, per path; then the path's default (else 200).
+    queued: HashMap<String, VecDeque<u16>>,
+    default: HashMap<String, u16>,
+    /// Extra headers and the body to answer a path with (else `{"ok":true}`).
+    replies: HashMap<String, (Vec<(String, String)>, Vec<u8>)>,
+    /// Paths whose answer's body is the request's headers as JSON.
+    echo: std::collections::HashSet<String>,
+}
+
+/// A webhook provider on a local port: records every request and answers as scripted.
+pub struct Receiver {
+    pub base: String,
+    got: Arc<Mutex<Vec<Received>>>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let script: Arc<Mutex<Script>> = Arc::default();
+        let (g, sc) = (got.clone(), script.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (g, sc) = (g.clone(), sc.clone());
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let (g, sc) = (g.clone(), sc.clone());
+                            async move {
+                                use http_body_util::BodyExt;
+                                let path = req.uri().path().to_string();
+                                let headers = req
+                                    .headers()
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.as_str().to_string(),
+                                            v.to_str().unwrap_or("").to_string(),
+                                        )
+                                    })
+                                    .collect();
+                                let body =
+                                    req.into_body().collect().await.unwrap().to_bytes().to_vec();
+                                let (status, extra, answer) = {
+                                    let mut s = sc.lock().unwrap();
+                                    let queued =
+                                        s.queued.get_mut(&path).and_then(VecDeque::pop_front);
+                                    let status = queued
+                                        .or_else(|| s.default.get(&path).copied())
+                                        .unwrap_or(200);
+                                    let (extra, answer) = if s.echo.contains(&path) {
+                                        (Vec::new(), serde_json::to_vec(&headers).unwrap())
+                                    } else {
+                                        s.replies.get(&path).cloned().unwrap_or_else(|| {
+                                            (Vec::new(), b"{\"ok\":true}".to_vec())
+                                        })
+                                    };
+                                    (status, extra, answer)
+                                };
+                                g.lock().unwrap().push(Received {
+                                    path,
+                                    headers,
+                                    body,
+                                    status,
+                                });
+                                let mut res = hyper::Response::builder().status(status);
+                                for (k, v) in extra {
+                                    res = res.header(k, v);
+                                }
+                                let res = res
+                                    .body(http_body_util::Full::new(bytes::Bytes::from(answer)))
+                                    .unwrap();
+                                Ok::<_, std::convert::Infallible>(res)
+                            }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Receiver { base, got, script }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn queue(&self, path: &str, statuses: &[u16]) {
+        let mut s = self.script.lock().unwrap();
+        s.queued.entry(path.into()).or_default().extend(statuses);
+    }
+
+    pub fn answer(&self, path: &str, status: u16) {
+        self.script
+            .lock()
+            .unwrap()
+            .default
+            .insert(path.into(), status);
+    }
+
+    /// Answers `path` with these headers and this body (and the scripted status).
+    pub fn reply(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.script
+            .lock()
+            .unwrap()
+            .replies
+            .insert(path.into(), (headers, body.to_vec()));
+    }
+
+    /// Answers `path` with the request's headers as a JSON body.
+    pub fn echo_headers(&self, path: &str) {
+        self.script.lock().unwrap().echo.insert(path.into());
+    }
+
+    pub fn received(&self, path: &str) -> Vec<Received> {
+        self.got
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.path == path)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until `path` has had `n` requests; returns them.
+    pub async fn wait_for(&self, path: &str, n: usize, limit: Duration) -> Vec<Received> {
+        let started = Instant::now();
+        loop {
+            let got = self.received(path);
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "{path} got {} requests, not {n}: {got:?}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

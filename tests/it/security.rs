@@ -1,0 +1,1098 @@
+//! The attacks of issue 33, each against the spawned server: refused (or without effect), with
+//! the data left as it was. Who may act in which tenant, what runs, where secrets go, what a
+//! link does, whose events an ingest URL takes, what outbound requests follow, what one event
+//! costs, what readers and sites may make the box hold, and what lands in a spreadsheet, a
+//! calendar or a terminal.
+
+use crate::receiver::Receiver;
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+async fn default_tenant(s: &Server, admin: &str) -> String {
+    get(s, admin, "/api/v1/tenants").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["slug"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn executable(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+/// A server whose `checks.pluginDirs` is `plugins` (and `notify.scriptDir` `scripts`, if any).
+fn with_program_dirs(dir: &Path, plugins: &Path, scripts: Option<&Path>) -> Admin {
+    let scripts = scripts
+        .map(|d| format!("notify: {{scriptDir: {}}}\n", d.display()))
+        .unwrap_or_default();
+    Admin::start_with(Opts {
+        args: config_args(
+            dir,
+            &format!("checks: {{pluginDirs: [{}]}}\n{scripts}", plugins.display()),
+        ),
+        ..no_seed()
+    })
+}
+
+/// Polls the live state of service `name` until it has output.
+async fn checked_output(s: &Server, token: &str, name: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let v = get(s, token, "/api/v1/services").await;
+        let state = &v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap()["state"];
+        if let Some(out) = state["output"].as_str() {
+            return out.to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{name} was never checked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn check_now(s: &Server, token: &str, id: &str) {
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/objects/{id}/check-now"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 202);
+}
+
+/// A tenant's `admin` role governs its tenant only: no backup, no other tenant's tokens, no
+/// tenants, whatever `X-Service-Tenant` says; the default tenant's admin keeps all of it, and
+/// every backup download is audited.
+#[tokio::test]
+async fn tenant_admins_govern_only_their_tenant() {
+    let a = Admin::start_with(no_seed());
+    let (s, admin) = (&a.s, a.token.as_str());
+    let default = default_tenant(s, admin).await;
+    let b = json(
+        send(
+            s,
+            admin,
+            Method::POST,
+            "/api/v1/tenants",
+            json!({"name": "b", "slug": "b"}),
+        )
+        .await,
+        201,
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (b_admin, _) = mint_in(s, admin, &b, json!({"name": "b-admin", "roles": ["admin"]})).await;
+    let (b_viewer, _) = mint_in(
+        s,
+        admin,
+        &b,
+        json!({"name": "b-viewer", "roles": ["viewer"]}),
+    )
+    .await;
+    let tokens_before = get(s, admin, "/api/v1/api-tokens").await;
+
+    for tenant in [None, Some(default.as_str())] {
+        let with = |req: reqwest::RequestBuilder| match tenant {
+            Some(t) => req.header("X-Service-Tenant", t),
+            None => req,
+        };
+        let backup = with(call(s, &b_admin, Method::GET, "/api/v1/system/backup"))
+            .send()
+            .await
+            .unwrap();
+        assert_problem(backup, 403, "svc:auth/forbidden").await;
+        for (method, path) in [
+            (Method::GET, "/api/v1/tenants"),
+            (Method::POST, "/api/v1/tenants"),
+        ] {
+            let res = with(call(s, &b_admin, method, path))
+                .json(&json!({"name": "c", "slug": "c"}))
+                .send()
+                .await
+                .unwrap();
+            assert_problem(res, 403, "svc:auth/forbidden").await;
+        }
+    }
+    // Naming the default tenant is refused outright, not quietly ignored.
+    for (method, body) in [
+        (Method::GET, Value::Null),
+        (Method::POST, json!({"name": "mine", "scopes": ["*:*"]})),
+    ] {
+        let res = call(s, &b_admin, method, "/api/v1/api-tokens")
+            .header("X-Service-Tenant", &default)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(res, 403, "svc:auth/forbidden").await;
+    }
+    let own = get(s, &b_admin, "/api/v1/api-tokens").await;
+    assert!(
+        !own.to_string().contains("bootstrap-admin"),
+        "B's admin lists B's tokens only: {own}"
+    );
+    // A viewer's header asks for nothing: ignored (SPEC 5.3).
+    let whoami = json(
+        call(s, &b_viewer, Method::GET, "/api/v1/whoami")
+            .header("X-Service-Tenant", &default)
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(whoami["tenantId"], b);
+    assert_eq!(
+        get(s, admin, "/api/v1/api-tokens").await,
+        tokens_before,
+        "the default tenant's tokens are untouched"
+    );
+    assert_eq!(
+        get(s, admin, "/api/v1/tenants").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    // The default tenant's admin: every tenant, and backups, each one audited.
+    let res = call(s, admin, Method::GET, "/api/v1/system/backup?events=false")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert!(!res.bytes().await.unwrap().is_empty());
+    let audit = get(s, admin, "/api/v1/audit?action=system.backup").await;
+    let entries = audit["items"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{audit}");
+    assert_eq!(entries[0]["resource"], "system/backup?events=false");
+    let in_b = json(
+        call(s, admin, Method::GET, "/api/v1/api-tokens")
+            .header("X-Service-Tenant", &b)
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert!(in_b.to_string().contains("b-admin"));
+    let openapi = json(s.get("/api/openapi.json").await, 200).await;
+    assert_eq!(
+        openapi["paths"]["/api/v1/system/backup"]["get"]["x-instance-wide"],
+        true
+    );
+}
+
+/// Plugin check commands and script channels run only programs inside the configured
+/// directories: anything else is refused at save naming the field and never stored; a program
+/// swapped for a link out of its directory after saving is not run (the directories are the
+/// operator's, so a swap racing a run is outside what this guards); a plugin sees a scrubbed
+/// environment.
+#[tokio::test]
+async fn programs_run_only_from_the_configured_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let outside = executable(dir.path(), "outside", "echo outside ran");
+    std::os::unix::fs::symlink(&outside, plugins.join("escape")).unwrap();
+    executable(
+        &plugins,
+        "check_env",
+        "echo \"ENV OK - home=${HOME:-none} path=$PATH svc=${SVC_CONFIG:-none}\"",
+    );
+    let swapped = executable(&plugins, "check_swapped", "echo SWAPPED OK");
+    let a = with_program_dirs(dir.path(), &plugins, None);
+    let (s, token) = (&a.s, a.token.as_str());
+
+    for (line, why) in [
+        (json!(["/bin/cat", "/etc/passwd"]), "resolves outside"),
+        (json!(["/bin/sh", "-c", "id"]), "resolves outside"),
+        (json!(["escape"]), "resolves outside"),
+        (json!(["../outside"]), "resolves outside"),
+        (json!(["$ARG1$"]), "without macros"),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/check-commands",
+            json!({"name": "evil", "type": "plugin", "line": line}),
+        )
+        .await;
+        let doc = assert_problem(res, 422, "svc:validation/line").await;
+        assert!(doc["detail"].as_str().unwrap().contains(why), "{doc}");
+    }
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "evil", "type": "script", "config": {"command": "/bin/cat", "args": "/etc/passwd"}}),
+    )
+    .await;
+    let doc = assert_problem(res, 422, "svc:validation/config").await;
+    assert!(
+        doc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("notify.scriptDir names no directory"),
+        "{doc}"
+    );
+    let bundle =
+        "kind: check-commands\nname: evil\nbody: {type: plugin, line: [/bin/sh, -c, id]}\n";
+    let res = call(s, token, Method::POST, "/api/v1/config/bundles:apply")
+        .header("content-type", "application/yaml")
+        .body(bundle)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:validation/bundle").await;
+    for kind in ["check-commands", "channels"] {
+        let list = get(s, token, &format!("/api/v1/{kind}")).await;
+        assert_eq!(list["items"], json!([]), "nothing stored: {list}");
+    }
+
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/check-commands",
+                json!({"name": "env", "type": "plugin", "line": ["check_env"]}),
+            ),
+            (
+                "/api/v1/check-commands",
+                json!({"name": "swapped", "type": "plugin", "line": [swapped]}),
+            ),
+            ("/api/v1/hosts", json!({"name": "rtu", "spec": {}})),
+        ],
+    )
+    .await;
+    // Once saved, the program is replaced by a link out of the directory.
+    std::fs::remove_file(plugins.join("check_swapped")).unwrap();
+    std::os::unix::fs::symlink(&outside, plugins.join("check_swapped")).unwrap();
+    let mut ids = Vec::new();
+    for name in ["env", "swapped"] {
+        let svc = json(
+            send(
+                s,
+                token,
+                Method::POST,
+                "/api/v1/services",
+                json!({"name": name, "host": "rtu", "spec": {"checkCommand": name, "interval": 3600, "maxCheckAttempts": 1}}),
+            )
+            .await,
+            201,
+        )
+        .await;
+        ids.push(svc["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        check_now(s, token, id).await;
+    }
+    let env = checked_output(s, token, "env").await;
+    assert_eq!(
+        env, "ENV OK - home=none path=/usr/local/bin:/usr/bin:/bin svc=none",
+        "the environment is scrubbed"
+    );
+    let out = checked_output(s, token, "swapped").await;
+    assert!(
+        out.starts_with("UNKNOWN - not run:") && out.contains("resolves outside"),
+        "{out}"
+    );
+}
+
+/// Secret values are write-only: a plain-text credential in a channel is stored as a secret
+/// and only its reference comes back (GET, export, audit); a secret a check used is masked in
+/// its output; no secret may stand in a URL's host; what a provider echoes is masked too.
+#[tokio::test]
+async fn secrets_stay_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    executable(
+        &plugins,
+        "check_login",
+        "echo \"LOGIN CRITICAL - string $1 not found\"\nexit 2",
+    );
+    let a = with_program_dirs(dir.path(), &plugins, None);
+    let (s, token) = (&a.s, a.token.as_str());
+    let (viewer, _) = mint(s, token, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    let res = call(s, token, Method::PUT, "/api/v1/secrets/db")
+        .json(&json!({"value": "TOPSECRET-1234"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/check-commands",
+                json!({"name": "login", "type": "plugin", "line": ["check_login", "$SECRET:db$"]}),
+            ),
+            ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        ],
+    )
+    .await;
+    let svc = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/services",
+            json!({"name": "login", "host": "plc", "spec": {"checkCommand": "login", "interval": 3600, "maxCheckAttempts": 1}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    check_now(s, token, svc["id"].as_str().unwrap()).await;
+    let out = checked_output(s, &viewer, "login").await;
+    assert_eq!(out, "LOGIN CRITICAL - string ******** not found");
+
+    let hooks = Receiver::start().await;
+    hooks.echo_headers("/hook");
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "hook", "type": "webhook", "config": {
+            "url": hooks.url("/hook"),
+            "secret": "hmac-key-plain",
+            "header.Authorization": "Bearer tok-plain",
+            "header.X-Env": "lab"
+        }}),
+    )
+    .await;
+    let created = json(res, 201).await;
+    assert_eq!(created["config"]["secret"], "$SECRET:channel.hook.secret$");
+    assert_eq!(
+        created["config"]["header.Authorization"],
+        "$SECRET:channel.hook.header.Authorization$"
+    );
+    assert_eq!(created["config"]["header.X-Env"], "lab");
+    let seen = [
+        get(s, &viewer, "/api/v1/channels/hook").await.to_string(),
+        call(s, &viewer, Method::GET, "/api/v1/config/bundles:export")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        get(s, token, "/api/v1/audit?limit=100").await.to_string(),
+        get(s, token, "/api/v1/events?limit=1000").await.to_string(),
+    ];
+    for text in &seen {
+        for plain in ["hmac-key-plain", "tok-plain", "TOPSECRET"] {
+            assert!(!text.contains(plain), "{plain} leaked: {text}");
+        }
+    }
+    let names = get(s, token, "/api/v1/secrets").await.to_string();
+    assert!(names.contains("channel.hook.secret"), "{names}");
+
+    // The secrets still work where they are meant for; what the provider says back is masked.
+    let tested = json(
+        call(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/channels/hook:test-notification",
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    let got = hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    assert_eq!(got[0].headers["authorization"], "Bearer tok-plain");
+    let detail = tested["detail"].as_str().unwrap();
+    assert!(!detail.contains("tok-plain"), "{detail}");
+    assert!(
+        detail.len() <= 200,
+        "a test answers a short excerpt: {detail}"
+    );
+
+    for (config, field) in [
+        (
+            json!({"url": "https://$SECRET:db$/x"}),
+            "svc:validation/config",
+        ),
+        (
+            json!({"url": "http://127.0.0.1:99999/x"}),
+            "svc:validation/config",
+        ),
+        (
+            json!({"url": "ftp://example.org/x"}),
+            "svc:validation/config",
+        ),
+        (
+            json!({"url": "http://example.org/", "port": "99999"}),
+            "svc:validation/config",
+        ),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "bad", "type": "webhook", "config": config}),
+        )
+        .await;
+        assert_problem(res, 422, field).await;
+    }
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "bad", "type": "webhook", "config": {"url": "http://example.org/"}, "template": "{{.Title"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/template").await;
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "bad", "type": "email", "config": {"host": "relay", "port": "0"}}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/config").await;
+    assert_eq!(
+        get(s, token, "/api/v1/channels").await["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1,
+        "none of the refused channels is stored"
+    );
+}
+
+/// An ack link shows what it acknowledges and acts only on POST (a scanner's GET or HEAD does
+/// nothing); it dies with its alert; a reader who may not acknowledge sees dead letters' links
+/// masked.
+#[tokio::test]
+async fn ack_links_need_a_person() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let (viewer, _) = mint(s, token, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    let hooks = Receiver::start().await;
+    hooks.answer("/gone", 404);
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/channels", json!({"name": "gone", "type": "webhook", "config": {"url": hooks.url("/gone")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["hook"], "profile": "default"}]})),
+            ("/api/v1/contacts", json!({"name": "bob", "preferences": [{"channels": ["gone"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}, {"after": 0, "notify": {"contact": "bob"}}]})),
+        ],
+    )
+    .await;
+    let alert = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "Pump <b>4</b> tripped", "escalationPolicy": "page"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let id = alert["id"].as_str().unwrap();
+    let got = hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+    let url = got[0].json()["ackUrl"].as_str().unwrap().to_string();
+    let link = s.url(&format!(
+        "/api/v1/ack/{}",
+        url.rsplit_once("/api/v1/ack/").unwrap().1
+    ));
+
+    for _ in 0..3 {
+        assert_eq!(s.http.head(&link).send().await.unwrap().status(), 200);
+        let page = s.http.get(&link).send().await.unwrap();
+        assert_eq!(page.status(), 200);
+        let csp = page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        let text = page.text().await.unwrap();
+        assert!(text.contains("Pump &lt;b&gt;4&lt;/b&gt; tripped"), "{text}");
+        assert!(text.contains("ada"), "{text}");
+    }
+    assert_eq!(
+        get(s, token, &format!("/api/v1/alerts/{id}")).await["status"],
+        "open",
+        "GET and HEAD acknowledge nothing"
+    );
+
+    // Bob's channel refuses for good: a dead letter holding his link.
+    let started = Instant::now();
+    let letters = loop {
+        let v = get(s, token, "/api/v1/notifications/dead-letters").await;
+        if !v["items"].as_array().unwrap().is_empty() {
+            break v;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "no dead letter"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let full = letters["items"][0]["payload"]["ackUrl"].as_str().unwrap();
+    assert!(full.contains("/api/v1/ack/"), "{letters}");
+    let masked = get(s, &viewer, "/api/v1/notifications/dead-letters").await;
+    let shown = masked["items"][0]["payload"]["ackUrl"].as_str().unwrap();
+    assert!(shown.ends_with("/***") && !shown.contains(id), "{shown}");
+
+    let res = s.http.post(&link).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        get(s, token, &format!("/api/v1/alerts/{id}")).await["status"],
+        "acked"
+    );
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{id}:resolve"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    for method in [Method::GET, Method::POST] {
+        let res = s.http.request(method, &link).send().await.unwrap();
+        assert_eq!(res.status(), 404, "the link died with its alert");
+    }
+}
+
+/// Event-source names are the instance's: another tenant cannot take one, and a token-mode
+/// source takes its own token only, never an API token of its tenant (nor another tenant's).
+#[tokio::test]
+async fn ingest_belongs_to_one_tenant() {
+    let a = Admin::start_with(no_seed());
+    let (s, admin) = (&a.s, a.token.as_str());
+    let (b_id, b) = second_tenant(s, admin, "b").await;
+    let (_, c) = second_tenant(s, admin, "c").await;
+    let res = call(s, admin, Method::PUT, "/api/v1/secrets/grafana-token")
+        .header("X-Service-Tenant", &b_id)
+        .json(&json!({"value": "b-source-token"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    json(
+        send(
+            s,
+            &b,
+            Method::POST,
+            "/api/v1/event-sources",
+            json!({"name": "grafana", "type": "webhook", "authMode": "token", "secretRef": "grafana-token"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let res = send(
+        s,
+        &c,
+        Method::POST,
+        "/api/v1/event-sources",
+        json!({"name": "grafana", "type": "webhook", "authMode": "none"}),
+    )
+    .await;
+    assert_problem(res, 409, "svc:conflict/duplicate").await;
+    let (b_viewer, _) = mint(s, &b, json!({"name": "v", "scopes": ["objects:read"]})).await;
+    let event = json!({"summary": "pump 4 tripped", "severity": "critical"});
+    for token in [c.as_str(), b_viewer.as_str(), "wrong-token"] {
+        let res = s
+            .http
+            .post(s.url("/api/v1/ingest/grafana"))
+            .bearer_auth(token)
+            .json(&event)
+            .send()
+            .await
+            .unwrap();
+        assert_problem(res, 401, "svc:ingress/auth").await;
+    }
+    let stored = |t: String| async move {
+        get(s, &t, "/api/v1/events?types=ingress").await["items"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(stored(b.clone()).await, 0);
+    assert_eq!(stored(c.clone()).await, 0);
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/grafana"))
+        .header("X-Svc-Token", "b-source-token")
+        .json(&event)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    assert_eq!(stored(b).await, 1);
+    assert_eq!(stored(c).await, 0, "never in another tenant");
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/grafana"))
+        .header("X-Svc-Token", "b-source-token")
+        .json(&json!({"summary": "x", "labels": (0..65).map(|i| (format!("l{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}))
+        .send()
+        .await
+        .unwrap();
+    let doc = assert_problem(res, 422, "svc:ingress/format").await;
+    assert!(
+        doc["detail"].as_str().unwrap().contains("65 labels"),
+        "{doc}"
+    );
+}
+
+/// A provider answering with a redirect is a failed attempt naming the status; the redirect's
+/// target never hears from us (with or without the channel's headers); a reader cannot test a
+/// channel.
+#[tokio::test]
+async fn outbound_http_follows_no_redirect() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let (viewer, _) = mint(s, token, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    let elsewhere = Receiver::start().await;
+    let hooks = Receiver::start().await;
+    hooks.answer("/hook", 302);
+    hooks.reply("/hook", &[("location", &elsewhere.url("/stolen"))], b"");
+    json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook"), "header.X-Api-Key": "k-123456"}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let res = call(
+        s,
+        &viewer,
+        Method::POST,
+        "/api/v1/channels/hook:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    let res = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/hook:test-notification",
+    )
+    .send()
+    .await
+    .unwrap();
+    let doc = assert_problem(res, 502, "svc:notify/test-failed").await;
+    assert!(
+        doc["detail"].as_str().unwrap().contains("HTTP 302"),
+        "{doc}"
+    );
+    assert_eq!(hooks.received("/hook").len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        elsewhere.received("/stolen").is_empty(),
+        "the redirect is not followed"
+    );
+}
+
+/// One event cannot stall the engine: a rule that would loop for minutes over one event is
+/// stopped at its budget and skipped (a `system` event and the metric say so), the other rules
+/// and tenants go on; what rules may loop over is bounded at save and at ingress; SIGTERM ends
+/// the process while that evaluation still runs; a second server cannot take the data
+/// directory meanwhile.
+#[tokio::test]
+async fn no_event_stalls_the_engine() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alert-rules",
+        json!({"name": "cubic", "match": "event.labels.all(a, event.labels.all(b, event.labels.all(c, a != b)))", "severity": "critical"}),
+    )
+    .await;
+    let doc = assert_problem(res, 422, "svc:validation/match").await;
+    assert!(
+        doc["detail"].as_str().unwrap().contains("comprehensions"),
+        "{doc}"
+    );
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/alert-rules",
+        json!({"name": "late", "match": "event.type == 'ingress'", "severity": "warning", "pendingFor": "100000000h"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/alert-rule").await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/event-sources", json!({"name": "hooks", "type": "webhook", "authMode": "none"})),
+            // Quadratic over the payload's list, four times over: minutes in a debug build.
+            ("/api/v1/alert-rules", json!({"name": "heavy", "severity": "critical", "match":
+                (0..4).map(|i| format!("event.payload.items.all(x, event.payload.items.all(y, x + y != '{i}'))")).collect::<Vec<_>>().join(" && ")})),
+            ("/api/v1/alert-rules", json!({"name": "plain", "severity": "warning", "match": "event.type == 'ingress'", "dedupKey": "{{ .event.summary }}"})),
+        ],
+    )
+    .await;
+    let items: Vec<String> = (0..1000).map(|i| format!("item-{i}")).collect();
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/hooks"))
+        .json(&json!({"summary": "heavy", "items": items}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/hooks"))
+        .json(&json!({"summary": "light"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let started = Instant::now();
+    let alerts = loop {
+        let v = get(s, token, "/api/v1/alerts").await;
+        if v["items"].as_array().unwrap().len() >= 2 {
+            break v;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the engine is stuck: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut rules: Vec<&str> = alerts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ruleId"].as_str().unwrap())
+        .collect();
+    rules.sort();
+    assert_eq!(
+        rules,
+        ["plain", "plain"],
+        "both events decided, the heavy rule skipped"
+    );
+    let system = get(s, token, "/api/v1/events?types=system").await;
+    let notice = &system["items"][0]["payload"];
+    assert_eq!(notice["rule"], "heavy", "{system}");
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("np_alert_rule_overruns_total 1"),
+        "{metrics}"
+    );
+    assert_eq!(s.get("/readyz").await.status(), 200);
+
+    // A second server on the same data directory is refused while this one lives.
+    let (code, _, err) = svc(&["bootstrap", "--data-dir", s.data.to_str().unwrap()], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("locked by another process"), "{err}");
+
+    // The abandoned evaluation is still running; SIGTERM ends the process regardless.
+    let stopping = Instant::now();
+    let status = a.s.stop();
+    assert!(status.success(), "{status:?}");
+    assert!(stopping.elapsed() < Duration::from_secs(35));
+}
+
+/// Readers and sites cannot make the box hold unbounded work: bundle work waits its turn and is
+/// refused with 503 past a wait; a site's events far from now land at their arrival's hour,
+/// opening no month file of another year.
+#[tokio::test]
+async fn readers_and_sites_get_bounded_work() {
+    let a = Admin::start_with(no_seed());
+    let (s, admin) = (&a.s, a.token.as_str());
+    let (viewer, _) = mint(s, admin, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    // Two plans whose bodies never finish hold both places.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tx.send(bytes::Bytes::from_static(b"kind: host\n"))
+            .await
+            .unwrap();
+        let req = call(s, &viewer, Method::POST, "/api/v1/config/bundles:plan")
+            .header("content-type", "application/yaml")
+            .body(reqwest::Body::wrap(Trickle(rx)))
+            .send();
+        held.push((tx, tokio::spawn(req)));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let waited = Instant::now();
+    let res = call(s, &viewer, Method::POST, "/api/v1/config/bundles:plan")
+        .header("content-type", "application/yaml")
+        .body("kind: host\nname: x\nbody: {spec: {}}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["retry-after"], "5");
+    assert_problem(res, 503, "svc:bundle/busy").await;
+    assert!(waited.elapsed() >= Duration::from_secs(9));
+    drop(held);
+
+    // A site stamping its events in 1990 and 2300.
+    create_all(s, admin, vec![("/api/v1/sites", json!({"name": "north"}))]).await;
+    let (north, _) = mint(
+        s,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let events: Vec<Value> = [631_152_000_000u64, 10_413_792_000_000]
+        .iter()
+        .enumerate()
+        .map(|(n, ms)| {
+            let hex = format!("{ms:012x}7{n:03x}8{n:015x}");
+            let id = format!(
+                "{}-{}-{}-{}-{}",
+                &hex[..8],
+                &hex[8..12],
+                &hex[12..16],
+                &hex[16..20],
+                &hex[20..]
+            );
+            let ts = jiff::Timestamp::from_millisecond(*ms as i64)
+                .unwrap()
+                .to_string();
+            json!({"id": id, "tenantId": "00000000-0000-0000-0000-000000000000", "ts": ts,
+                "type": "alert_opened", "payload": {"title": "far off"}})
+        })
+        .collect();
+    let receipt = json(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:events",
+            json!({"events": events}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(receipt["stored"], 2);
+    let listed = get(s, admin, "/api/v1/events?site=north").await;
+    let now = jiff::Timestamp::now();
+    for e in listed["items"].as_array().unwrap() {
+        let ts: jiff::Timestamp = e["ts"].as_str().unwrap().parse().unwrap();
+        assert!(
+            (now.as_second() - ts.as_second()).abs() <= 3600,
+            "stamped at the arrival's hour: {e}"
+        );
+        assert!(e["payload"]["originalTs"].is_string(), "{e}");
+    }
+    let again = json(
+        send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:events",
+            json!({"events": events}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(again["duplicates"], 2, "a resend is still recognised");
+    let months: Vec<String> = walk(&s.data)
+        .into_iter()
+        .filter(|n| n.starts_with("events-"))
+        .collect();
+    assert!(
+        months
+            .iter()
+            .all(|m| !m.contains("1990") && !m.contains("2300")),
+        "{months:?}"
+    );
+}
+
+/// A request body that sends what its channel gives and ends only when the channel closes.
+struct Trickle(tokio::sync::mpsc::Receiver<bytes::Bytes>);
+
+impl hyper::body::Body for Trickle {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+/// Every file name under `dir`.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
+/// What the service writes cannot be turned against its readers: HTML pages forbid framing and
+/// sniffing, a CSV cell is never a formula, a contact's name cannot add a calendar event, the
+/// command-line client prints no terminal control sequence from the server.
+#[tokio::test]
+async fn outputs_cannot_be_turned_against_their_readers() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let login = s.get("/login").await;
+    let h = login.headers();
+    assert!(
+        h["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["referrer-policy"], "no-referrer");
+    assert_eq!(
+        get_raw(s, token, "/api/v1/whoami").await["x-content-type-options"],
+        "nosniff"
+    );
+
+    let formula = "=HYPERLINK(\"evil.example\",\"open\")";
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/hosts",
+                json!({"name": formula, "labels": {"site": "x"}, "spec": {}}),
+            ),
+            (
+                "/api/v1/reports",
+                json!({"name": "avail", "type": "availability", "params": {"selector": "site=x"}}),
+            ),
+            ("/api/v1/contacts", json!({"name": "ada"})),
+        ],
+    )
+    .await;
+    let csv = call(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/reports/avail:render?format=csv",
+    )
+    .send()
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(csv.contains("\"'=HYPERLINK("), "{csv}");
+    assert!(!csv.lines().any(|l| l.starts_with('=')), "{csv}");
+
+    // A layer's name is free text, and the feed shows it.
+    json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/schedules",
+            json!({"name": "ops", "timeZone": "UTC", "layers": [{"name": "day\r\nEND:VEVENT\r\nBEGIN:VEVENT\r\nSUMMARY:forged", "unit": "weekly", "anchor": "2026-01-05T08:00:00Z", "participants": ["ada"]}]}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let ics = call(s, token, Method::GET, "/api/v1/schedules/ops/ics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let begins = ics.matches("\r\nBEGIN:VEVENT").count();
+    let ends = ics.matches("\r\nEND:VEVENT").count();
+    assert!(begins > 0 && begins == ends, "{ics}");
+    assert!(
+        ics.contains("DESCRIPTION:layer day\\nEND:VEVENT\\nBEGIN:VEVENT"),
+        "{ics}"
+    );
+    assert!(!ics.contains("\r\nSUMMARY:forged"), "{ics}");
+    assert!(!ics.replace("\r\n", "").contains('\r'), "no bare CR");
+
+    json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": "Boiler \u{1b}[2J\u{1b}]0;owned\u{7} low"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let (code, out, err) = svc(
+        &["--server", &s.base, "get", "alerts"],
+        &[("SVC_TOKEN", token), ("NO_COLOR", "1")],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Boiler"), "{out}");
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+}
+
+async fn get_raw(s: &Server, token: &str, path: &str) -> reqwest::header::HeaderMap {
+    call(s, token, Method::GET, path)
+        .send()
+        .await
+        .unwrap()
+        .headers()
+        .clone()
+}
