@@ -309,12 +309,11 @@ pub fn printable(text: &str) -> String {
 /// `printable` over every string (and key) of a JSON answer.
 fn clean(v: &mut Value) {
     match v {
-        Value::String(s) => {
+        Value::String(s)
             if s.chars()
-                .any(|c| c.is_control() && !matches!(c, '\n' | '\t'))
-            {
-                *s = printable(s);
-            }
+                .any(|c| c.is_control() && !matches!(c, '\n' | '\t')) =>
+        {
+            *s = printable(s);
         }
         Value::Array(items) => items.iter_mut().for_each(clean),
         Value::Object(map) => {

@@ -21,13 +21,16 @@ impl Received {
     }
 }
 
+/// Extra headers and a body.
+type Reply = (Vec<(String, String)>, Vec<u8>);
+
 #[derive(Default)]
 struct Script {
     /// Statuses to answer next, per path; then the path's default (else 200).
     queued: HashMap<String, VecDeque<u16>>,
     default: HashMap<String, u16>,
     /// Extra headers and the body to answer a path with (else `{"ok":true}`).
-    replies: HashMap<String, (Vec<(String, String)>, Vec<u8>)>,
+    replies: HashMap<String, Reply>,
     /// Paths whose answer's body is the request's headers as JSON.
     echo: std::collections::HashSet<String>,
 }
