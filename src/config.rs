@@ -91,7 +91,17 @@ pub struct TlsConfig {
     pub mode: String,
     pub cert_file: Option<PathBuf>,
     pub key_file: Option<PathBuf>,
+    /// The only directories a channel's or event source's `caFile` may name a file in
+    /// (absolute paths).
+    pub ca_dirs: Vec<PathBuf>,
 }
+
+/// Where Debian keeps CA certificates, and the service's own configuration directory.
+pub const DEFAULT_CA_DIRS: [&str; 3] = [
+    "/etc/ssl/certs",
+    "/usr/local/share/ca-certificates",
+    "/etc/svc",
+];
 
 impl Default for TlsConfig {
     fn default() -> Self {
@@ -99,6 +109,7 @@ impl Default for TlsConfig {
             mode: "auto".into(),
             cert_file: None,
             key_file: None,
+            ca_dirs: DEFAULT_CA_DIRS.iter().map(PathBuf::from).collect(),
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
-use crate::runtime::programs::{ProgramDirs, Programs};
+use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
@@ -297,12 +297,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     supervisor.spawn(StalenessSweep(pipeline.clone()));
-    let programs = Programs {
-        plugins: ProgramDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
-        scripts: ProgramDirs::new(
+    let programs = Allowed {
+        plugins: AllowedDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
+        scripts: AllowedDirs::new(
             "notify.scriptDir",
             config.notify.script_dir.iter().cloned().collect(),
         ),
+        ca_files: AllowedDirs::new("tls.caDirs", config.tls.ca_dirs.clone()),
     };
     let inventory = Inventory::new(
         store.clone(),
@@ -344,6 +345,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         alerting.clone(),
         secrets.clone(),
+        programs.ca_files.clone(),
     );
     hardware.listen(&supervisor, &ingress);
     let sites = Sites::new(
@@ -383,7 +385,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         secrets,
         alerting.clone(),
-        Senders::new(devices.clone(), programs.scripts),
+        Senders::new(
+            devices.clone(),
+            programs.scripts.clone(),
+            programs.ca_files.clone(),
+        ),
         config.base_url.clone(),
     );
     supervisor.spawn(Escalator(notify.clone()));

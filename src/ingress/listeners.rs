@@ -63,7 +63,16 @@ impl SourceListeners {
             if self.running.contains_key(&key) {
                 continue;
             }
-            let source = Source::of(key.0, key.1.clone(), &body);
+            let source = match self
+                .ingress
+                .confined(Source::of(key.0, key.1.clone(), &body))
+            {
+                Ok(source) => source,
+                Err(why) => {
+                    tracing::warn!(source = %key.1, %why, "event source not started");
+                    continue;
+                }
+            };
             let started = match body.kind.as_str() {
                 "mqtt" => mqtt::start(&self.ingress, source, &body.mapping, &body.secret_ref),
                 "email" => email::start(&self.ingress, source, &body.mapping, &body.secret_ref),

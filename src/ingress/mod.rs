@@ -16,6 +16,7 @@ pub mod webhook;
 use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity, check_labels, check_payload};
 use crate::runtime::clock::SharedClock;
+use crate::runtime::paths::AllowedDirs;
 use crate::runtime::{AlertActions, EventSink, SecretSource};
 use crate::store::{Store, StoreError};
 use serde_json::{Value, json};
@@ -32,6 +33,8 @@ pub struct Ingress {
     buckets: webhook::Buckets,
     counters: Mutex<BTreeMap<String, SourceCounters>>,
     mappings: mapping::Compiled,
+    /// Where a source's `caFile` may be.
+    ca_files: AllowedDirs,
 }
 
 /// What a source brought since start: events stored, requests or messages refused (auth,
@@ -131,6 +134,7 @@ impl Ingress {
         sink: Arc<dyn EventSink>,
         alerts: Arc<dyn AlertActions>,
         secrets: Arc<dyn SecretSource>,
+        ca_files: AllowedDirs,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -141,7 +145,20 @@ impl Ingress {
             buckets: webhook::Buckets::default(),
             counters: Mutex::default(),
             mappings: mapping::Compiled::default(),
+            ca_files,
         })
+    }
+
+    /// The source with its `caFile` found inside `tls.caDirs` (as its real path), or why not.
+    pub fn confined(&self, mut source: Source) -> Result<Source, String> {
+        if let Some(ca) = source.config.get_mut("caFile") {
+            let real = self
+                .ca_files
+                .resolve_file(ca)
+                .map_err(|why| format!("config.caFile: {why}"))?;
+            *ca = real.display().to_string();
+        }
+        Ok(source)
     }
 
     /// Counts what happened to an input of `source`.

@@ -13,7 +13,7 @@ use crate::model::config::{
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::programs::Programs;
+use crate::runtime::paths::Allowed;
 use crate::runtime::{EventSink, ObjectLabels};
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
@@ -67,7 +67,7 @@ pub struct Inventory {
     /// Bundle plans, applies and exports running at once (see `bundles::BUNDLE_WORK`).
     bundle_slots: tokio::sync::Semaphore,
     /// Where plugin check commands and script channels may run programs from.
-    programs: Programs,
+    programs: Allowed,
     /// `strictReferences`: a save that names a document nothing defines is refused.
     strict_references: bool,
 }
@@ -100,7 +100,7 @@ impl Inventory {
         sink: Arc<dyn EventSink>,
         master_key: Option<secrets::MasterKey>,
         labels: Arc<dyn ObjectLabels>,
-        programs: Programs,
+        programs: Allowed,
         strict_references: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -143,8 +143,8 @@ impl Inventory {
     }
 
     /// Checks a document of `kind` for saving (create, replace, bundles): the kind's own rules,
-    /// the program it names (found in the directories the configuration file names, else
-    /// refused), and its plain-text credentials, taken out to be sealed as secrets.
+    /// the programs and files it names (inside the directories the configuration file names,
+    /// else refused), and its plain-text credentials, taken out to be sealed as secrets.
     fn admit(
         &self,
         kind: &Kind,
@@ -152,35 +152,46 @@ impl Inventory {
         mut body: Map<String, Value>,
     ) -> Result<Admitted, Invalid> {
         kind.validate(&mut body)?;
-        self.check_program(kind, &body)?;
+        self.check_paths(kind, &body)?;
         let credentials = take_credentials(kind.name, name, &mut body);
         Ok(Admitted { body, credentials })
     }
 
-    /// A plugin check command's program and a script channel's command must lie inside
-    /// `checks.pluginDirs` and `notify.scriptDir` (one not installed yet may be saved; it runs
-    /// once it is there).
-    fn check_program(&self, kind: &Kind, body: &Map<String, Value>) -> Result<(), Invalid> {
-        let (dirs, program, field, label) = match kind.name {
-            "check-commands" if body.get("type").and_then(Value::as_str) == Some("plugin") => (
-                &self.programs.plugins,
-                body.get("line").and_then(|l| l.get(0)),
-                "line",
-                "line[0]",
-            ),
-            "channels" if body.get("type").and_then(Value::as_str) == Some("script") => (
-                &self.programs.scripts,
-                body.get("config").and_then(|c| c.get("command")),
-                "config",
-                "config.command",
-            ),
-            _ => return Ok(()),
-        };
-        let program = program.and_then(Value::as_str).unwrap_or_default();
-        dirs.admissible(program).map_err(|why| Invalid {
+    /// The paths a document names must lie inside the directories the configuration file
+    /// names: a plugin check command's program (`checks.pluginDirs`), a script channel's
+    /// command (`notify.scriptDir`), a channel's or event source's `caFile` (`tls.caDirs`). One
+    /// not there yet may be saved; it is used once it is.
+    fn check_paths(&self, kind: &Kind, body: &Map<String, Value>) -> Result<(), Invalid> {
+        let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let kind_is = |t: &str| body.get("type").and_then(Value::as_str) == Some(t);
+        let config = body.get("config");
+        let fail = |field: &str, label: &str, why: String| Invalid {
             field: field.into(),
             detail: format!("{label}: {why}"),
-        })
+        };
+        if kind.name == "check-commands" && kind_is("plugin") {
+            let program = text(body.get("line").and_then(|l| l.get(0))).unwrap_or_default();
+            self.programs
+                .plugins
+                .admissible(&program)
+                .map_err(|why| fail("line", "line[0]", why))?;
+        }
+        if kind.name == "channels" && kind_is("script") {
+            let command = text(config.and_then(|c| c.get("command"))).unwrap_or_default();
+            self.programs
+                .scripts
+                .admissible(&command)
+                .map_err(|why| fail("config", "config.command", why))?;
+        }
+        if matches!(kind.name, "channels" | "event-sources")
+            && let Some(ca) = text(config.and_then(|c| c.get("caFile")))
+        {
+            self.programs
+                .ca_files
+                .admissible_file(&ca)
+                .map_err(|why| fail("config", "config.caFile", why))?;
+        }
+        Ok(())
     }
 
     /// The audit entry and the `config` event of a change to a document of `kind`.

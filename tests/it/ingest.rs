@@ -563,8 +563,9 @@ async fn mqtt_over_tls_trusts_the_configured_ca() {
     let Some(broker) = Broker::start_tls() else {
         return;
     };
-    let ca = broker.tls.as_ref().unwrap().1.display().to_string();
-    let a = Admin::start();
+    let ca_file = broker.tls.as_ref().unwrap().1.clone();
+    let ca = ca_file.display().to_string();
+    let a = Admin::start_with(trusting_ca(&ca_file));
     let (s, token) = (&a.s, a.token.as_str());
     let put = call(s, token, Method::PUT, "/api/v1/secrets/broker")
         .json(&json!({"value": "hunter2"}))
@@ -1059,7 +1060,7 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
     let Some(mut dovecot) = Dovecot::start() else {
         return;
     };
-    let a = Admin::start();
+    let a = Admin::start_with(trusting_ca(std::path::Path::new(&dovecot.ca())));
     let (s, token) = (&a.s, a.token.as_str());
     let set_password = |value: &'static str| async move {
         let put = call(s, token, Method::PUT, "/api/v1/secrets/mailbox")

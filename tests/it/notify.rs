@@ -915,7 +915,7 @@ async fn e_mail_goes_through_a_real_smtp_server_with_starttls_and_authentication
         );
         return;
     };
-    let a = Admin::start();
+    let a = Admin::start_with(trusting_ca(&smtp.ca));
     let (s, token) = (&a.s, a.token.as_str());
     let put = send(
         s,

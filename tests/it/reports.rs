@@ -261,7 +261,10 @@ async fn a_run_archives_html_and_csv_keeps_the_newest_and_mails_them() {
     if smtp.is_none() {
         peer_missing("python3-aiosmtpd");
     }
-    let a = Admin::start();
+    let a = Admin::start_with(
+        smtp.as_ref()
+            .map_or_else(Opts::default, |m| trusting_ca(&m.ca)),
+    );
     let (s, token) = (&a.s, a.token.as_str());
     create_all(
         s,

@@ -41,6 +41,17 @@ pub fn config_args(dir: &Path, yaml: &str) -> Vec<String> {
     vec!["--config".into(), file.display().to_string()]
 }
 
+/// Options for a server whose `tls.caDirs` is the directory of `ca` (a peer's private CA),
+/// so a channel or an event source may name it as `caFile`; the configuration file is
+/// written beside it.
+pub fn trusting_ca(ca: &Path) -> Opts {
+    let dir = ca.parent().unwrap();
+    Opts {
+        args: config_args(dir, &format!("tls: {{caDirs: [{}]}}\n", dir.display())),
+        ..Default::default()
+    }
+}
+
 /// Options for one server start.
 #[derive(Clone, Default)]
 pub struct Opts {

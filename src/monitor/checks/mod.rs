@@ -18,7 +18,7 @@ use crate::model::config::ObjectSpec;
 use crate::model::object::{Object, ObjectKind};
 use crate::model::secret::mask_values;
 use crate::runtime::SecretSource;
-use crate::runtime::programs::{self, ProgramDirs, Run, RunError};
+use crate::runtime::paths::{self as programs, AllowedDirs, Run, RunError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,7 +141,7 @@ fn address(spec: &ObjectSpec, host: &HostInfo) -> String {
 const PLUGIN_OUTPUT: usize = 64 * 1024;
 
 /// Runs a plugin found in `checks.pluginDirs`; one found nowhere there never runs (UNKNOWN).
-async fn plugin(plugins: &ProgramDirs, argv: Vec<String>, timeout: Duration) -> Outcome {
+async fn plugin(plugins: &AllowedDirs, argv: Vec<String>, timeout: Duration) -> Outcome {
     let Some((program, args)) = argv.split_first() else {
         return Outcome::new(3, "UNKNOWN - empty command line");
     };
@@ -180,7 +180,7 @@ async fn plugin(plugins: &ProgramDirs, argv: Vec<String>, timeout: Duration) -> 
 pub struct Runners {
     pub secrets: Arc<dyn SecretSource>,
     pub devices: Devices,
-    pub plugins: ProgramDirs,
+    pub plugins: AllowedDirs,
 }
 
 /// Runs one check of `o` with its resolved `spec`; a `$SECRET:name$` that is not set makes

@@ -1,12 +1,13 @@
 //! `email`: SMTP with STARTTLS (`config.tls: starttls`, the default, port 587), implicit TLS
 //! (`tls`, port 465) or plain (`none`, port 25, for a trusted local relay), authenticated
 //! with `username`/`password` when set, from `from` to the contact's address. The server's
-//! certificate is checked against the system roots and `caFile` (a PEM file, for a private
+//! certificate is checked against the system roots and `caFile` (a PEM file in `tls.caDirs`, for a private
 //! CA); `tlsInsecure: "true"` skips the check. A template's first line `Subject: ...` is the
 //! subject. SMTP 4xx answers and connection failures are retried; 5xx answers and TLS
 //! failures are permanent.
 
 use super::{Outgoing, SendError, Sent};
+use crate::runtime::paths::AllowedDirs;
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
 use lettre::transport::smtp::authentication::Credentials;
@@ -44,7 +45,7 @@ fn classify(e: &lettre::transport::smtp::Error) -> SendError {
     }
 }
 
-pub async fn send(out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn send(ca_files: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let host = out
         .get("host")
         .ok_or_else(|| SendError::permanent("email channel has no host"))?;
@@ -73,7 +74,10 @@ pub async fn send(out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let mut params = TlsParameters::builder(host.to_string())
         .dangerous_accept_invalid_certs(out.get("tlsInsecure") == Some("true"));
     if let Some(path) = out.get("caFile") {
-        let pem = tokio::fs::read(path)
+        let real = ca_files
+            .resolve_file(path)
+            .map_err(|why| SendError::permanent(format!("caFile: {why}")))?;
+        let pem = tokio::fs::read(real)
             .await
             .map_err(|e| SendError::permanent(format!("caFile {path:?}: {e}")))?;
         let cert = Certificate::from_pem(&pem)

@@ -14,7 +14,7 @@ use crate::hw::gsm::Modem;
 use crate::model::notify::{Delivery, Message};
 use crate::model::secret::{REFERENCE_PREFIX, mask_values, reference_allowed};
 use crate::model::template;
-use crate::runtime::programs::ProgramDirs;
+use crate::runtime::paths::AllowedDirs;
 use crate::runtime::{AlertAction, SecretSource};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,13 +63,15 @@ pub struct Senders {
     pub modem: Option<Modem>,
     pub pager: Option<Pager>,
     /// Where script channels may run programs from.
-    pub scripts: ProgramDirs,
+    pub scripts: AllowedDirs,
+    /// Where an e-mail channel's `caFile` may be.
+    pub ca_files: AllowedDirs,
 }
 
 impl Senders {
     /// The HTTP client (no redirects followed, every request under a deadline) and the local
     /// devices and scripts.
-    pub fn new(devices: Devices, scripts: ProgramDirs) -> Self {
+    pub fn new(devices: Devices, scripts: AllowedDirs, ca_files: AllowedDirs) -> Self {
         let http = reqwest::Client::builder()
             .timeout(SEND_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
@@ -81,6 +83,7 @@ impl Senders {
             modem: devices.modem,
             pager: devices.pager,
             scripts,
+            ca_files,
         }
     }
 }
@@ -221,7 +224,7 @@ pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendErr
         "gotify" => http::gotify(client, out).await,
         "servicenow" => http::servicenow(client, out).await,
         "script" => script::run(&senders.scripts, out).await,
-        "email" => email::send(out).await,
+        "email" => email::send(&senders.ca_files, out).await,
         "sms" => phone::sms(senders, out).await,
         "voice" => phone::voice(senders, out).await,
         "espa" => pager::espa(senders, out).await,

@@ -5,7 +5,7 @@
 //! retried; any other exit is permanent.
 
 use super::{Outgoing, SendError, Sent};
-use crate::runtime::programs::{self, ProgramDirs, Run, RunError};
+use crate::runtime::paths::{self as programs, AllowedDirs, Run, RunError};
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -15,7 +15,7 @@ const OUTPUT_CAP: usize = 16 * 1024;
 /// Of that, what an error or detail quotes.
 const QUOTED: usize = 300;
 
-pub async fn run(scripts: &ProgramDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn run(scripts: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let command = out
         .get("command")
         .ok_or_else(|| SendError::permanent("script channel has no command"))?;

@@ -1,8 +1,9 @@
-//! Programs the service runs for its users: plugin check commands and script channels. They
+//! Paths API users may name: programs the service runs for them (plugin check commands,
+//! script channels) and files it reads for them (a private CA's certificates, `caFile`). They
 //! come only from directories the configuration file names (`checks.pluginDirs`,
-//! `notify.scriptDir`), resolved so that no symlink or `..` leads out of them; they run as argv
-//! (never a shell line) in their own process group, with a scrubbed environment, a deadline and
-//! capped output.
+//! `notify.scriptDir`, `tls.caDirs`), resolved so that no symlink or `..` leads out of them.
+//! Programs run as argv (never a shell line) in their own process group, with a scrubbed
+//! environment, a deadline and capped output.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -13,14 +14,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 /// The search path a program sees: the system's own directories, nothing of the service's.
 const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// The directories one kind of program may come from, with the configuration key naming them.
+/// The directories one kind of program or file may come from, with the configuration key
+/// naming them.
 #[derive(Clone, Debug)]
-pub struct ProgramDirs {
+pub struct AllowedDirs {
     key: &'static str,
     dirs: Vec<PathBuf>,
 }
 
-impl ProgramDirs {
+impl AllowedDirs {
     pub fn new(key: &'static str, dirs: Vec<PathBuf>) -> Self {
         Self { key, dirs }
     }
@@ -34,14 +36,28 @@ impl ProgramDirs {
     /// directory in turn, an absolute path must lie in one of them. Either way the file's real
     /// path (symlinks and `..` resolved) must stay inside a configured directory's real path.
     pub fn resolve(&self, program: &str) -> Result<PathBuf, String> {
-        self.find(program).map_err(|r| r.to_string())
+        self.find(program, true).map_err(|r| r.to_string())
+    }
+
+    /// The readable file `path` names, found as `resolve` finds programs.
+    pub fn resolve_file(&self, path: &str) -> Result<PathBuf, String> {
+        self.find(path, false).map_err(|r| r.to_string())
     }
 
     /// Whether `program` may be saved in a document: it resolves, or it is not installed yet
     /// but names a place inside the directories (a plugin package installed later). A program
     /// outside them, or reached through a link out of them, is refused.
     pub fn admissible(&self, program: &str) -> Result<(), String> {
-        match self.find(program) {
+        self.admit(program, true)
+    }
+
+    /// `admissible` for a file to read.
+    pub fn admissible_file(&self, path: &str) -> Result<(), String> {
+        self.admit(path, false)
+    }
+
+    fn admit(&self, program: &str, executable: bool) -> Result<(), String> {
+        match self.find(program, executable) {
             Ok(_) => Ok(()),
             Err(Refusal::Missing(why)) => {
                 let given = Path::new(program);
@@ -59,19 +75,19 @@ impl ProgramDirs {
         }
     }
 
-    fn find(&self, program: &str) -> Result<PathBuf, Refusal> {
+    fn find(&self, program: &str, executable: bool) -> Result<PathBuf, Refusal> {
         let key = self.key;
         if program.trim().is_empty() {
             return Err(Refusal::Invalid("the program is empty".into()));
         }
         if program.contains('$') {
             return Err(Refusal::Invalid(format!(
-                "the program {program:?} is written out in full, without macros or secrets"
+                "{program:?} is written out in full, without macros or secrets"
             )));
         }
         if self.dirs.is_empty() {
             return Err(Refusal::Invalid(format!(
-                "{key} names no directory, so no program may run (set it in the configuration file)"
+                "{key} names no directory, so none may be used (set it in the configuration file)"
             )));
         }
         let roots: Vec<PathBuf> = self
@@ -94,9 +110,9 @@ impl ProgramDirs {
                 outside = true;
                 continue;
             }
-            let executable = std::fs::metadata(&real)
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-            if executable {
+            let usable = std::fs::metadata(&real)
+                .is_ok_and(|m| m.is_file() && (!executable || m.permissions().mode() & 0o111 != 0));
+            if usable {
                 return Ok(real);
             }
         }
@@ -106,10 +122,11 @@ impl ProgramDirs {
             .map(|d| d.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
+        let what = if executable { "executable" } else { "file" };
         Err(if outside {
             Refusal::Outside(format!("{program:?} resolves outside {key} ({dirs})"))
         } else {
-            Refusal::Missing(format!("no executable {program:?} in {key} ({dirs})"))
+            Refusal::Missing(format!("no {what} {program:?} in {key} ({dirs})"))
         })
     }
 }
@@ -135,13 +152,15 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// Both kinds of program directories, as the configuration names them.
+/// Every kind of allowed directory, as the configuration names them.
 #[derive(Clone, Debug)]
-pub struct Programs {
+pub struct Allowed {
     /// `checks.pluginDirs`: plugin check commands.
-    pub plugins: ProgramDirs,
+    pub plugins: AllowedDirs,
     /// `notify.scriptDir`: script channels.
-    pub scripts: ProgramDirs,
+    pub scripts: AllowedDirs,
+    /// `tls.caDirs`: the `caFile` of channels and event sources.
+    pub ca_files: AllowedDirs,
 }
 
 /// What to run: the resolved program, its arguments, the variables it sees besides `PATH`,
@@ -267,7 +286,7 @@ mod tests {
         std::fs::write(plugins.join("not_executable"), "x").unwrap();
         executable(&root.path().join("outside"));
         std::os::unix::fs::symlink(root.path().join("outside"), plugins.join("escape")).unwrap();
-        let dirs = ProgramDirs::new("checks.pluginDirs", vec![plugins.clone()]);
+        let dirs = AllowedDirs::new("checks.pluginDirs", vec![plugins.clone()]);
         let real = std::fs::canonicalize(plugins.join("check_ok")).unwrap();
         assert_eq!(dirs.resolve("check_ok").unwrap(), real);
         assert_eq!(
@@ -301,7 +320,14 @@ mod tests {
         ] {
             assert!(dirs.admissible(program).is_err(), "{program}");
         }
-        let none = ProgramDirs::new("notify.scriptDir", Vec::new());
+        std::fs::write(plugins.join("ca.pem"), "x").unwrap();
+        assert!(
+            dirs.resolve_file("ca.pem").is_ok(),
+            "a file need not be executable"
+        );
+        assert!(dirs.resolve("ca.pem").is_err(), "a program must be");
+        assert!(dirs.admissible_file("/etc/shadow").is_err());
+        let none = AllowedDirs::new("notify.scriptDir", Vec::new());
         assert!(
             none.resolve("check_ok")
                 .unwrap_err()
