@@ -36,7 +36,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/config/bundles:apply", apply).permission("config:write").doc(
             "config",
             "Apply a bundle",
-            "The bundle as the body, or `{\"applyToken\": \"...\"}` from `:plan` (409 `svc:bundle/token` when unknown, expired or of another tenant). `dryRun=true` only plans; `prune=true` deletes what the bundle lacks. All or nothing: a failing document is 422 `svc:bundle/apply` naming it, and nothing changes. Answers the plan with `applied`.",
+            "The bundle as the body, or `{\"applyToken\": \"...\"}` from `:plan` (409 `svc:bundle/token` when unknown, expired or of another tenant, or when the state changed so that the same bundle now plans differently). `dryRun=true` only plans; `prune=true` deletes what the bundle lacks. All or nothing: a failing document is 422 `svc:bundle/apply` naming it, and nothing changes. Answers the plan with `applied`.",
         )
             .query::<Flags>().text_body("application/yaml").ok::<PlanResult>(),
         Route::get("/api/v1/config/bundles:export", export).permission("objects:read").doc(

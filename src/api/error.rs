@@ -422,7 +422,7 @@ impl From<InventoryError> for Problem {
             InventoryError::Store(s) => s.into(),
             InventoryError::Token => Problem::new(
                 Code::BundleToken,
-                "the apply token is unknown, expired or of another tenant",
+                "the apply token is unknown, expired or of another tenant, or what it planned has changed since",
             ),
             InventoryError::Apply(why) => Problem::new(Code::BundleApply, why),
             e @ InventoryError::Busy => {

@@ -15,6 +15,7 @@ use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 use uuid::Uuid;
@@ -29,14 +30,23 @@ const BUNDLE_WAIT: Duration = Duration::from_secs(10);
 /// first (their tokens are then unknown).
 const KEPT_PLAN_BYTES: usize = 32 << 20;
 
-/// A plan kept for `:apply` by token.
+/// A plan kept for `:apply` by token: the bundle's text and a digest of what it planned, not the
+/// parsed documents (several times the text's size), so what tokens hold is what
+/// `KEPT_PLAN_BYTES` counts. Applying plans the text again and applies only if the plan is the
+/// same one.
 pub struct Planned {
     tenant: Uuid,
     expires: Timestamp,
-    /// The size of the bundle it was made of, what it is counted as.
-    size: usize,
-    ops: Vec<BundleOp>,
-    result: PlanResult,
+    prune: bool,
+    text: String,
+    digest: [u8; 32],
+}
+
+/// What identifies a plan: its actions, in order.
+fn plan_digest(result: &PlanResult) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(&result.plan).unwrap_or_default());
+    h.finalize().into()
 }
 
 /// Where an apply takes its changes from.
@@ -433,13 +443,13 @@ impl Inventory {
         text: &str,
         prune: bool,
     ) -> Result<PlanResult, InventoryError> {
-        let (ops, mut result) = self.plan(p.tenant, text, prune).await?;
+        let (_, mut result) = self.plan(p.tenant, text, prune).await?;
         let token = crate::model::audit::hex(&super::random_token());
         result.apply_token = Some(token.clone());
         let now = self.clock.now();
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         plans.retain(|_, planned| planned.expires > now);
-        let mut kept: usize = plans.values().map(|p| p.size).sum::<usize>() + text.len();
+        let mut kept: usize = plans.values().map(|p| p.text.len()).sum::<usize>() + text.len();
         while kept > KEPT_PLAN_BYTES {
             let Some(oldest) = plans
                 .iter()
@@ -448,16 +458,16 @@ impl Inventory {
             else {
                 break;
             };
-            kept -= plans.remove(&oldest).map_or(0, |p| p.size);
+            kept -= plans.remove(&oldest).map_or(0, |p| p.text.len());
         }
         plans.insert(
             token,
             Planned {
                 tenant: p.tenant,
                 expires: now.plus(TOKEN_TTL),
-                size: text.len(),
-                ops,
-                result: result.clone(),
+                prune,
+                text: text.to_string(),
+                digest: plan_digest(&result),
             },
         );
         Ok(result)
@@ -476,21 +486,29 @@ impl Inventory {
         let (ops, mut result) = match source {
             BundleSource::Text(text) => self.plan(p.tenant, &text, prune).await?,
             BundleSource::Token(token) => {
-                let now = self.clock.now();
-                let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
-                match plans.remove(&token) {
-                    Some(planned) if planned.tenant == p.tenant && planned.expires > now => {
-                        (planned.ops, planned.result)
-                    }
-                    Some(planned) => {
-                        if planned.tenant != p.tenant {
-                            // Another tenant's token stays usable by its owner.
-                            plans.insert(token, planned);
+                let planned = {
+                    let now = self.clock.now();
+                    let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+                    match plans.remove(&token) {
+                        Some(planned) if planned.tenant == p.tenant && planned.expires > now => {
+                            planned
                         }
-                        return Err(InventoryError::Token);
+                        Some(planned) => {
+                            if planned.tenant != p.tenant {
+                                // Another tenant's token stays usable by its owner.
+                                plans.insert(token, planned);
+                            }
+                            return Err(InventoryError::Token);
+                        }
+                        None => return Err(InventoryError::Token),
                     }
-                    None => return Err(InventoryError::Token),
+                };
+                let (ops, result) = self.plan(p.tenant, &planned.text, planned.prune).await?;
+                // What changed since the plan makes it another plan: its token applies nothing.
+                if plan_digest(&result) != planned.digest {
+                    return Err(InventoryError::Token);
                 }
+                (ops, result)
             }
         };
         result.apply_token = None;

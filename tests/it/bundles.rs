@@ -262,6 +262,35 @@ async fn tokens_prune_and_all_or_nothing() {
         "svc:bundle/token",
     )
     .await;
+    // A token applies exactly its plan: once the state changed under it, nothing.
+    let plan = json(
+        post_text(s, &a.token, "/api/v1/config/bundles:plan", BUNDLE).await,
+        200,
+    )
+    .await;
+    let stale = json!({"applyToken": plan["applyToken"]}).to_string();
+    json(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", BUNDLE).await,
+        200,
+    )
+    .await;
+    assert_problem(
+        post_text(s, &a.token, "/api/v1/config/bundles:apply", &stale).await,
+        409,
+        "svc:bundle/token",
+    )
+    .await;
+    json(
+        post_text(
+            s,
+            &a.token,
+            "/api/v1/config/bundles:apply?prune=true",
+            &smaller,
+        )
+        .await,
+        200,
+    )
+    .await;
     let objects = json(
         call(s, &a.token, Method::GET, "/api/v1/objects")
             .send()
