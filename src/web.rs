@@ -3,7 +3,8 @@
 
 use crate::model::VERSION;
 
-fn escape(s: &str) -> String {
+/// HTML text: the characters that could open markup or leave an attribute, escaped.
+pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

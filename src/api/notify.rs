@@ -12,7 +12,9 @@ use super::schemas;
 use crate::model::alert::AlertStatus;
 use crate::model::notify::{Delivery, OverrideBody, TestSend};
 use crate::model::notify::{OnCallShift, Override};
+use crate::notify::AckLink;
 use crate::runtime::AlertAction;
+use crate::web::escape;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -243,15 +245,6 @@ async fn test_notification(
     Ok(Json(result))
 }
 
-/// HTML text: the characters that could open markup or leave an attribute, escaped.
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
 /// A small page; `form` is markup of ours (already escaped where it quotes anything).
 fn page(status: StatusCode, title: &str, text: &str, form: &str) -> axum::response::Response {
     let body = format!(
@@ -270,13 +263,18 @@ fn page(status: StatusCode, title: &str, text: &str, form: &str) -> axum::respon
         .into_response()
 }
 
-fn invalid_link() -> axum::response::Response {
-    page(
-        StatusCode::NOT_FOUND,
-        "Link not valid",
-        "This acknowledgement link is invalid or has expired, or its alert is resolved.",
-        "",
-    )
+/// The valid ack link `token` is, or the page (or problem) that says why not.
+async fn claim(st: &AppState, token: &str) -> Result<AckLink, axum::response::Response> {
+    match st.notify.ack_claim(token).await {
+        Ok(Some(link)) => Ok(link),
+        Ok(None) => Err(page(
+            StatusCode::NOT_FOUND,
+            "Link not valid",
+            "This acknowledgement link is invalid or has expired, or its alert is resolved.",
+            "",
+        )),
+        Err(e) => Err(Problem::from(e).into_response()),
+    }
 }
 
 /// GET (and HEAD): what the link acknowledges, and the button that does it.
@@ -284,10 +282,9 @@ async fn ack_page(
     State(st): State<AppState>,
     ApiPath(token): ApiPath<String>,
 ) -> axum::response::Response {
-    let link = match st.notify.ack_claim(&token).await {
-        Ok(Some(link)) => link,
-        Ok(None) => return invalid_link(),
-        Err(e) => return Problem::from(e).into_response(),
+    let link = match claim(&st, &token).await {
+        Ok(link) => link,
+        Err(answer) => return answer,
     };
     let a = &link.alert;
     let status = match &a.acked_by {
@@ -314,10 +311,9 @@ async fn ack_link(
     State(st): State<AppState>,
     ApiPath(token): ApiPath<String>,
 ) -> axum::response::Response {
-    let link = match st.notify.ack_claim(&token).await {
-        Ok(Some(link)) => link,
-        Ok(None) => return invalid_link(),
-        Err(e) => return Problem::from(e).into_response(),
+    let link = match claim(&st, &token).await {
+        Ok(link) => link,
+        Err(answer) => return answer,
     };
     let alert = &link.alert;
     match st

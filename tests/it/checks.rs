@@ -19,19 +19,6 @@ async fn post(s: &Server, token: &str, path: &str, body: Value) -> Value {
     .await
 }
 
-/// `POST /api/v1/objects/{id}/check-now`.
-async fn check_now(s: &Server, token: &str, id: &str) -> reqwest::Response {
-    call(
-        s,
-        token,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap()
-}
-
 /// Polls an object's live state until `done` holds (10 s at most).
 async fn wait_state(
     s: &Server,

@@ -487,16 +487,7 @@ async fn a_store_holding_a_chain_over_the_limit_starts_and_reports_it() {
         "{doc}"
     );
     // The object reports the configuration error as its state.
-    let res = call(
-        &s,
-        t,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(res.status(), 202);
+    assert_eq!(check_now(&s, t, &id).await.status(), 202);
     let mut state = Value::Null;
     for _ in 0..100 {
         state = host_state(&s, t).await;

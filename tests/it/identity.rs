@@ -577,23 +577,7 @@ async fn tenants_and_tenant_selection() {
     .await;
 
     // Without admin:tenants the header is ignored: B's token still sees only B.
-    let home = json(
-        call(s, &a.token, Method::GET, "/api/v1/tenants")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
-    let default_id = home["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["slug"] == "default")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let default_id = default_tenant(s, &a.token).await;
     let seen = json(
         call(s, &b_token, Method::GET, "/api/v1/api-tokens")
             .header("X-Service-Tenant", &default_id)

@@ -12,18 +12,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-async fn default_tenant(s: &Server, admin: &str) -> String {
-    get(s, admin, "/api/v1/tenants").await["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["slug"] == "default")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 fn executable(dir: &Path, name: &str, body: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -65,19 +53,6 @@ async fn checked_output(s: &Server, token: &str, name: &str) -> String {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn check_now(s: &Server, token: &str, id: &str) {
-    let res = call(
-        s,
-        token,
-        Method::POST,
-        &format!("/api/v1/objects/{id}/check-now"),
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(res.status(), 202);
 }
 
 /// A tenant's `admin` role governs its tenant only: no backup, no other tenant's tokens, no
@@ -310,7 +285,7 @@ async fn programs_run_only_from_the_configured_directories() {
         ids.push(svc["id"].as_str().unwrap().to_string());
     }
     for id in &ids {
-        check_now(s, token, id).await;
+        assert_eq!(check_now(s, token, id).await.status(), 202);
     }
     let env = checked_output(s, token, "env").await;
     assert_eq!(
@@ -371,7 +346,8 @@ async fn secrets_stay_secrets() {
         201,
     )
     .await;
-    check_now(s, token, svc["id"].as_str().unwrap()).await;
+    let res = check_now(s, token, svc["id"].as_str().unwrap()).await;
+    assert_eq!(res.status(), 202);
     let out = checked_output(s, &viewer, "login").await;
     assert_eq!(out, "LOGIN CRITICAL - string ******** not found");
 

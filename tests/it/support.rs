@@ -389,6 +389,32 @@ pub async fn second_tenant(s: &Server, admin: &str, slug: &str) -> (String, Stri
     (id, secret)
 }
 
+/// `POST /api/v1/objects/{id}/check-now`.
+pub async fn check_now(s: &Server, token: &str, id: &str) -> reqwest::Response {
+    call(
+        s,
+        token,
+        reqwest::Method::POST,
+        &format!("/api/v1/objects/{id}/check-now"),
+    )
+    .send()
+    .await
+    .unwrap()
+}
+
+/// The default tenant's id, as `admin` (who may list tenants) sees it.
+pub async fn default_tenant(s: &Server, admin: &str) -> String {
+    get(s, admin, "/api/v1/tenants").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["slug"] == "default")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// Mints a token in another tenant through `X-Service-Tenant`.
 pub async fn mint_in(
     s: &Server,
