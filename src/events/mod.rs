@@ -357,3 +357,33 @@ impl EventSink for Events {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::{EventDraft, EventType};
+    use crate::runtime::{Clock, TestClock};
+
+    /// A consumer that reported an event it has not done shows a lag that grows with the time
+    /// asked, not the time it last reported: a stuck consumer is seen as stuck.
+    #[tokio::test]
+    async fn a_stuck_consumer_lags_more_the_longer_it_is_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let clock = Arc::new(TestClock::new(start));
+        let events = Events::new(
+            EventStore::open(dir.path()).unwrap(),
+            clock.clone(),
+            Arc::new(Metrics::new()),
+        );
+        let stuck = EventDraft::new(Uuid::nil(), EventType::Ingress, None, serde_json::json!({}))
+            .stamped(clock.new_id(), start);
+        events.report_lag("engine", Uuid::nil(), Some(&stuck));
+        clock.advance(std::time::Duration::from_secs(90));
+        assert_eq!(events.consumer_lags()["engine"].lag_seconds, 90.0);
+        clock.advance(std::time::Duration::from_secs(30));
+        assert_eq!(events.consumer_lags()["engine"].lag_seconds, 120.0);
+        events.report_lag("engine", stuck.id, None);
+        assert_eq!(events.consumer_lags()["engine"].lag_seconds, 0.0);
+    }
+}
