@@ -1,4 +1,4 @@
-//! Event figures for the README:
+//! Event figures for docs/performance.md:
 //! - durable events appended per second through the producer path (journaled in a main-store
 //!   transaction, then `Events::file`: group commit with fsync, then publish) with 1, 8 and
 //!   64 concurrent producers, in process;

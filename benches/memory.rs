@@ -1,4 +1,4 @@
-//! Memory figures for the README (issue: memory on small boards), the release server's resident
+//! Memory figures for docs/performance.md (issue: memory on small boards), the release server's resident
 //! set size: after a first start (which seeds the default administrator: one argon2id hash of
 //! 64 MiB), while 100 new API tokens are verified at once (each a first verification, one
 //! argon2id run) and after it, and with 10,000 hosts and 50,000 passive services loaded.

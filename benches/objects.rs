@@ -1,4 +1,4 @@
-//! Inventory figures for the README: 10,000 hosts with 5 services each created through
+//! Inventory figures for docs/performance.md: 10,000 hosts with 5 services each created through
 //! `POST /api/v1/objects:batch` on the release server (objects per second), then paging through
 //! `GET /api/v1/services?selector=...` (latency percentiles per page).
 //!

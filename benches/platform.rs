@@ -1,4 +1,4 @@
-//! Platform figures for the README: binary size, start-up time to `/healthz`, idle resident
+//! Platform figures for docs/performance.md: binary size, start-up time to `/healthz`, idle resident
 //! memory, and requests per second with latency percentiles for an authenticated
 //! `GET /api/v1/whoami` (token, cached verification) against an unauthenticated `GET /healthz`,
 //! measured in one run against the release binary.

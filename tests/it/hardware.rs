@@ -711,8 +711,9 @@ async fn espa_pages_reach_the_paging_system_and_panel_calls_open_alerts() {
     assert_eq!(event["payload"]["dedupKey"], "espa/204");
     assert_eq!(event["payload"]["payload"]["callAddress"], "204");
 
-    peer.wait_for(Duration::from_secs(10), "the page", |st| {
-        !st.blocks.is_empty()
+    // The transfer ends with EOT after the block's ACK: wait for both.
+    peer.wait_for(Duration::from_secs(10), "the page and its EOT", |st| {
+        !st.blocks.is_empty() && st.eots >= 1
     });
     let short = short_id(&alert);
     let (counts, page, eots) = {
