@@ -399,6 +399,7 @@ fn silent_sources(
     tx: &WriteTransaction,
     now: Timestamp,
     new_id: &dyn Fn() -> Uuid,
+    pruned: &mut bool,
 ) -> Result<Vec<Alert>, StoreError> {
     let rows: Vec<(Vec<u8>, i64)> = {
         let t = tx.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
@@ -426,6 +427,7 @@ fn silent_sources(
                 .map_err(StoreError::from_redb)?
                 .remove(key.as_slice())
                 .map_err(StoreError::from_redb)?;
+            *pruned = true;
             continue;
         };
         let expect_ms = i64::try_from(beat.expect_every.0.as_millis()).unwrap_or(i64::MAX);
@@ -804,7 +806,7 @@ impl Store {
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
     ) -> Result<Vec<Journaled>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.write_if_changed(move |tx| {
             let due: Vec<(Vec<u8>, Uuid, Uuid, Timestamp)> = {
                 let t = tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
                 let end = (now.as_millis() + 1).to_be_bytes();
@@ -825,6 +827,8 @@ impl Store {
                 due
             };
             let mut events = Vec::new();
+            // Whether anything was written: a sweep with nothing due is aborted, not synced.
+            let mut changed = !due.is_empty();
             for (key, tenant, id, at) in due {
                 tx.open_table(ALERT_TIMERS)
                     .map_err(StoreError::from_redb)?
@@ -843,6 +847,7 @@ impl Store {
             for (tenant, id) in super::notify::suppressed_alerts(tx)? {
                 let Some(alert) = load(tx, tenant, id)? else {
                     super::notify::release_suppressed(tx, tenant, id)?;
+                    changed = true;
                     continue;
                 };
                 let lifted = alert.status == AlertStatus::Open
@@ -850,12 +855,14 @@ impl Store {
                     && suppressed(&alert, host_of(tx, tenant, alert.object_id)?).is_none();
                 if !alert.status.is_active() || lifted {
                     super::notify::release_suppressed(tx, tenant, id)?;
+                    changed = true;
                 }
                 if lifted {
                     super::notify::arm_escalation(tx, &alert, alert.opened_at, now)?;
                 }
             }
-            for alert in silent_sources(tx, now, &|| store.clock.new_id())? {
+            for alert in silent_sources(tx, now, &|| store.clock.new_id(), &mut changed)? {
+                changed = true;
                 let (alert, _, opened) = fire(tx, alert, None, None)?;
                 if let Some(opened) = opened {
                     events.push(opened);
@@ -876,6 +883,7 @@ impl Store {
                 }
                 ripe
             };
+            changed |= !ripe.is_empty();
             for (key, pending) in ripe {
                 tx.open_table(PENDING_ALERTS)
                     .map_err(StoreError::from_redb)?
@@ -889,7 +897,7 @@ impl Store {
                     events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
                 }
             }
-            store.journal(tx, events)
+            Ok((store.journal(tx, events)?, changed))
         })
         .await
         .inspect(|_| self.escalations.notify_one())

@@ -5,7 +5,9 @@
 //! serialize on the database's write lock anyway; one thread running them in turn shares one
 //! fsync among all that arrived together, holds no thread per waiting caller, and leaves the
 //! lock to nobody else. A write queued `Ahead` (the pager's, one at a time per worker) joins the
-//! next group before every request write still waiting, so a page is not behind a burst.
+//! next group before every request write still waiting, so a page is not behind a burst. A write
+//! that says it changed nothing (a timer sweep with nothing due) is aborted instead of committed,
+//! and a group of only such writes is not synced: an idle box does not write.
 
 use super::{Store, StoreError};
 use redb::{Database, Durability, WriteTransaction};
@@ -32,11 +34,20 @@ pub(super) enum Turn {
     Ahead,
 }
 
+/// What a write did in its transaction.
+pub(super) enum Outcome {
+    /// It wrote: commit it, and answer once the group is durable.
+    Changed,
+    /// It looked and wrote nothing: abort it, answer at once.
+    Unchanged,
+    /// It failed with this error: abort it, answer at once with the error.
+    Failed(StoreError),
+}
+
 /// One queued write.
 pub(super) trait Write: Send {
-    /// Runs the write in `tx`: the error it failed with (its transaction is then dropped, not
-    /// committed), and its reply.
-    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Option<StoreError>, Reply);
+    /// Runs the write in `tx`: what it did, and its reply.
+    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Outcome, Reply);
     /// Answers without running.
     fn refuse(self: Box<Self>, e: StoreError);
 }
@@ -48,16 +59,21 @@ struct Pending<F, A> {
 
 impl<F, A, T> Write for Pending<F, A>
 where
-    F: FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send,
+    F: FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send,
     A: FnOnce(Result<T, StoreError>) + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Option<StoreError>, Reply) {
+    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Outcome, Reply) {
         let Pending { f, answer } = *self;
         let out = f(tx);
-        let failed = out.as_ref().err().cloned();
-        let reply: Reply = Box::new(move |synced| answer(out.and_then(|v| synced.map(|()| v))));
-        (failed, reply)
+        let outcome = match &out {
+            Ok((_, true)) => Outcome::Changed,
+            Ok((_, false)) => Outcome::Unchanged,
+            Err(e) => Outcome::Failed(e.clone()),
+        };
+        let reply: Reply =
+            Box::new(move |synced| answer(out.and_then(|(v, _)| synced.map(|()| v))));
+        (outcome, reply)
     }
 
     fn refuse(self: Box<Self>, e: StoreError) {
@@ -87,12 +103,12 @@ impl Committer {
     }
 
     /// Queues `f` as one write transaction; `answer` has its outcome once it is durable (or
-    /// failed). An answer dropped unanswered (the thread is gone, or `f` panicked) means
-    /// `unanswered`.
+    /// failed, or at once when `f` says it changed nothing). An answer dropped unanswered (the
+    /// thread is gone, or `f` panicked) means `unanswered`.
     pub(super) fn submit<T: Send + 'static>(
         &self,
         turn: Turn,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
         answer: impl FnOnce(Result<T, StoreError>) + Send + 'static,
     ) {
         let _ = self.jobs.send((turn, Box::new(Pending { f, answer })));
@@ -150,7 +166,8 @@ fn commit_group(store: &Store, group: Vec<Job>) {
     let mut checkpoint = None;
     for job in group {
         match run_job(&db, job) {
-            Ok(reply) => {
+            Ok(None) => {}
+            Ok(Some(reply)) => {
                 committed.push(reply);
                 // An audit append that crossed a checkpoint boundary asked for one; it is
                 // written once its transaction is durable.
@@ -166,6 +183,7 @@ fn commit_group(store: &Store, group: Vec<Job>) {
         return;
     }
     let synced = sync(&db);
+    store.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     match &synced {
         Ok(()) => {
             if let Some(head) = checkpoint {
@@ -180,9 +198,10 @@ fn commit_group(store: &Store, group: Vec<Job>) {
 }
 
 /// Runs one job in its own transaction and commits it without syncing: its reply, to be
-/// answered once synced. A job that failed, panicked or whose commit failed is answered here,
-/// its transaction left uncommitted, and its error returned.
-fn run_job(db: &Database, job: Job) -> Result<Reply, StoreError> {
+/// answered once synced. A job that changed nothing is answered here, its transaction aborted
+/// (`None`: nothing to sync). A job that failed, panicked or whose commit failed is answered
+/// here, its transaction left uncommitted, and its error returned.
+fn run_job(db: &Database, job: Job) -> Result<Option<Reply>, StoreError> {
     let mut tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -194,18 +213,26 @@ fn run_job(db: &Database, job: Job) -> Result<Reply, StoreError> {
     // Refused only with persistent savepoints, which this store never makes; the commit is
     // then durable by itself.
     let _ = tx.set_durability(Durability::None);
-    let Ok((failed, reply)) = catch_unwind(AssertUnwindSafe(|| job.run(&tx))) else {
+    let Ok((outcome, reply)) = catch_unwind(AssertUnwindSafe(|| job.run(&tx))) else {
         // The job's answer went with the unwinding.
         return Err(StoreError::Internal("a write panicked".into()));
     };
-    if let Some(e) = failed {
-        // The dropped transaction is aborted; the reply carries the job's own error.
-        drop(tx);
-        reply(Ok(()));
-        return Err(e);
+    match outcome {
+        Outcome::Changed => {}
+        Outcome::Unchanged => {
+            drop(tx);
+            reply(Ok(()));
+            return Ok(None);
+        }
+        Outcome::Failed(e) => {
+            // The dropped transaction is aborted; the reply carries the job's own error.
+            drop(tx);
+            reply(Ok(()));
+            return Err(e);
+        }
     }
     match tx.commit() {
-        Ok(()) => Ok(reply),
+        Ok(()) => Ok(Some(reply)),
         Err(e) => {
             let e = StoreError::from_redb(e);
             reply(Err(e.clone()));
@@ -326,5 +353,31 @@ mod tests {
         assert_eq!(*order.lock().unwrap(), [9, 1, 2, 3]);
         assert_eq!(stored(&store), [0, 1, 2, 3, 9]);
         assert_eq!(store.write(put(4)).await.unwrap(), 4, "the thread goes on");
+    }
+
+    /// A write that says it changed nothing is answered at once, leaves nothing behind (its
+    /// transaction is aborted, whatever it did) and costs no sync; one that changed is synced.
+    #[tokio::test]
+    async fn a_write_that_changed_nothing_is_not_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let before = store.syncs();
+        let looked = store
+            .write_if_changed(|tx| {
+                put(7)(tx)?;
+                Ok(("nothing due", false))
+            })
+            .await
+            .unwrap();
+        assert_eq!(looked, "nothing due");
+        assert_eq!(store.syncs(), before, "no sync for a write that changed nothing");
+        assert!(stored(&store).is_empty(), "its transaction was aborted");
+        let wrote = store
+            .write_if_changed(|tx| Ok((put(8)(tx)?, true)))
+            .await
+            .unwrap();
+        assert_eq!(wrote, 8);
+        assert_eq!(store.syncs(), before + 1);
+        assert_eq!(stored(&store), [8]);
     }
 }

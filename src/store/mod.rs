@@ -85,6 +85,8 @@ pub struct Store {
     committer: committer::Committer,
     /// Notified after writes that may have armed an escalation step (the escalator's waker).
     escalations: Arc<Notify>,
+    /// Durable syncs of the main database since it opened (a group commit's one each).
+    syncs: AtomicU64,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -158,6 +160,7 @@ impl Store {
             catalog_watchers: Mutex::default(),
             committer,
             escalations: Arc::new(Notify::new()),
+            syncs: AtomicU64::new(0),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
@@ -227,10 +230,13 @@ impl Store {
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        self.committer
-            .submit(committer::Turn::InOrder, f, move |out| {
+        self.committer.submit(
+            committer::Turn::InOrder,
+            move |tx| f(tx).map(|v| (v, true)),
+            move |out| {
                 let _ = answer.send(out);
-            });
+            },
+        );
         answered
             .recv()
             .unwrap_or_else(|_| Err(committer::unanswered()))
@@ -273,6 +279,23 @@ impl Store {
         turn: committer::Turn,
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
+        self.submit(turn, move |tx| f(tx).map(|v| (v, true))).await
+    }
+
+    /// A write that may find nothing to do: `f` says whether it changed anything, and one that
+    /// did not is aborted and costs no sync (a timer sweep with nothing due).
+    async fn write_if_changed<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.submit(committer::Turn::InOrder, f).await
+    }
+
+    async fn submit<T: Send + 'static>(
+        &self,
+        turn: committer::Turn,
+        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         self.committer.submit(turn, f, move |out| {
             let _ = answer.send(out);
@@ -300,6 +323,11 @@ impl Store {
             }
         }
         out
+    }
+
+    /// Durable syncs of the main database since it opened: what an idle box should not make.
+    pub fn syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     /// Notified after every write that may have armed an escalation step.

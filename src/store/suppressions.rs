@@ -191,7 +191,7 @@ impl Store {
         self: &Arc<Self>,
         now: Timestamp,
     ) -> Result<usize, StoreError> {
-        self.write(move |tx| {
+        self.write_if_changed(move |tx| {
             let waiting: Vec<Downtime> = {
                 let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
                 let mut out = Vec::new();
@@ -222,7 +222,8 @@ impl Store {
                     started += 1;
                 }
             }
-            Ok(started)
+            // Nothing started: nothing written, nothing to sync.
+            Ok((started, started > 0))
         })
         .await
     }
