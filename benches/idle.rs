@@ -41,7 +41,15 @@ fn syncs(pid: u32, window: Duration) -> u64 {
     let out = tempfile::NamedTempFile::new().expect("tempfile");
     let status = Command::new("timeout")
         .arg(window.as_secs().to_string())
-        .args(["strace", "-qq", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .args([
+            "strace",
+            "-qq",
+            "-f",
+            "-c",
+            "-e",
+            "trace=fsync,fdatasync",
+            "-o",
+        ])
         .arg(out.path())
         .args(["-p", &pid.to_string()])
         .status()
@@ -76,18 +84,48 @@ async fn main() {
     let now = jiff::Timestamp::now();
     let later = |h: i64| (now + jiff::SignedDuration::from_hours(h)).to_string();
     for (path, body) in [
-        ("/api/v1/hosts", json!({"name": "gw", "labels": {"site": "north"}, "spec": {"address": "127.0.0.1", "stalenessAfter": 3600}})),
-        ("/api/v1/services", json!({"name": "door", "host": "gw", "spec": {"stalenessAfter": 3600}})),
-        ("/api/v1/alert-rules", json!({"name": "crit", "match": "event.type == 'state_change' && event.state == 'CRITICAL'", "severity": "critical"})),
-        ("/api/v1/alert-rules", json!({"name": "slow", "match": "event.type == 'ingress'", "severity": "warning", "pendingFor": "2h"})),
-        ("/api/v1/alert-rules", json!({"name": "pulse", "severity": "critical", "heartbeat": {"source": "plc", "expectEvery": "2h"}})),
+        (
+            "/api/v1/hosts",
+            json!({"name": "gw", "labels": {"site": "north"}, "spec": {"address": "127.0.0.1", "stalenessAfter": 3600}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "door", "host": "gw", "spec": {"stalenessAfter": 3600}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "crit", "match": "event.type == 'state_change' && event.state == 'CRITICAL'", "severity": "critical"}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "slow", "match": "event.type == 'ingress'", "severity": "warning", "pendingFor": "2h"}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "pulse", "severity": "critical", "heartbeat": {"source": "plc", "expectEvery": "2h"}}),
+        ),
         ("/api/v1/contacts", json!({"name": "ada"})),
-        ("/api/v1/schedules", json!({"name": "ops", "timeZone": "UTC", "layers": [{"unit": "weekly", "anchor": "2026-01-05T08:00:00Z", "participants": ["ada"]}]})),
-        ("/api/v1/heartbeats", json!({"name": "backup-job", "expectEvery": "2h"})),
-        ("/api/v1/silences", json!({"comment": "lab", "selector": "site=lab", "expiresAt": later(4)})),
-        ("/api/v1/downtimes", json!({"comment": "maintenance", "selector": "site=north", "type": "flexible", "duration": "1h", "start": later(-1), "end": later(3)})),
+        (
+            "/api/v1/schedules",
+            json!({"name": "ops", "timeZone": "UTC", "layers": [{"unit": "weekly", "anchor": "2026-01-05T08:00:00Z", "participants": ["ada"]}]}),
+        ),
+        (
+            "/api/v1/heartbeats",
+            json!({"name": "backup-job", "expectEvery": "2h"}),
+        ),
+        (
+            "/api/v1/silences",
+            json!({"comment": "lab", "selector": "site=lab", "expiresAt": later(4)}),
+        ),
+        (
+            "/api/v1/downtimes",
+            json!({"comment": "maintenance", "selector": "site=north", "type": "flexible", "duration": "1h", "start": later(-1), "end": later(3)}),
+        ),
         ("/api/v1/sites", json!({"name": "south"})),
-        ("/api/v1/event-sources", json!({"name": "hooks", "type": "webhook", "authMode": "none"})),
+        (
+            "/api/v1/event-sources",
+            json!({"name": "hooks", "type": "webhook", "authMode": "none"}),
+        ),
     ] {
         post(&client, &base, &token, path, body).await;
     }
@@ -111,8 +149,22 @@ async fn main() {
         json!({"duration": "3h"}),
     )
     .await;
-    post(&client, &base, &token, "/api/v1/ingest/hooks", json!({"summary": "held"})).await;
-    post(&client, &base, &token, "/api/v1/results", json!({"results": [{"host": "gw", "service": "door", "state": 0, "output": "OK"}]})).await;
+    post(
+        &client,
+        &base,
+        &token,
+        "/api/v1/ingest/hooks",
+        json!({"summary": "held"}),
+    )
+    .await;
+    post(
+        &client,
+        &base,
+        &token,
+        "/api/v1/results",
+        json!({"results": [{"host": "gw", "service": "door", "state": 0, "output": "OK"}]}),
+    )
+    .await;
     // What the writes above set going (journal filing, consumers) settles first.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let count = syncs(server.id(), window);

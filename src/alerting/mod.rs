@@ -10,8 +10,12 @@ pub mod suppression;
 
 pub use engine::AlertEngine;
 
-/// How often snoozes that ran out are looked for (CONTRACT 3).
-pub const TIMERS_EVERY: Duration = Duration::from_secs(5);
+/// The longest the alert timers sleep without a wake: a bound, should one be missed. They
+/// otherwise sleep until the next timer falls due (a snooze's end to the millisecond, where
+/// CONTRACT 3 allows 5 s), or a write that may bring one forward wakes them.
+pub const TIMERS_MAX_SLEEP: Duration = Duration::from_secs(3600);
+/// After a failed run, the next try.
+const TIMERS_RETRY: Duration = Duration::from_secs(5);
 
 use crate::auth::Principal;
 use crate::events::Events;
@@ -232,22 +236,26 @@ impl Alerting {
     }
 
     /// Runs the alert timers that are due (flexible downtimes that start, snoozes, auto-close,
-    /// pending alerts); returns how many events they wrote.
-    pub async fn run_timers(&self) -> Result<usize, AlertError> {
-        self.store
+    /// pending alerts, silent heartbeat rules, suppressions that lift); returns when the next
+    /// one falls due (none: nothing waits).
+    pub async fn run_timers(&self) -> Result<Option<Timestamp>, AlertError> {
+        let (_, downtimes) = self
+            .store
             .start_flexible_downtimes(self.clock.now())
             .await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressions = self.suppressions(tenants).await?;
-        let journaled = self
+        let (journaled, timers) = self
             .store
             .run_alert_timers(self.clock.now(), self.storm, move |a, host| {
                 suppressions.reason(a, host)
             })
             .await?;
-        let written = journaled.len();
         self.sink.file(journaled).await;
-        Ok(written)
+        Ok(match (downtimes, timers) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// An acknowledgement or resolution by a contact `via` a path that is not the API (an ack
@@ -354,7 +362,7 @@ impl AlertActions for Alerting {
     }
 }
 
-/// Wakes snoozed alerts every 5 s.
+/// Runs the alert timers when the next falls due, or when a write wakes them.
 pub struct AlertTimers(pub Arc<Alerting>);
 
 impl Worker for AlertTimers {
@@ -364,10 +372,19 @@ impl Worker for AlertTimers {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            if let Err(e) = self.0.run_timers().await {
-                tracing::warn!(error = %e, "alert timers failed");
+            match self.0.run_timers().await {
+                Ok(next) => Wait::For(next.map_or(TIMERS_MAX_SLEEP, |n| {
+                    n.since(self.0.clock.now()).min(TIMERS_MAX_SLEEP)
+                })),
+                Err(e) => {
+                    tracing::warn!(error = %e, "alert timers failed");
+                    Wait::For(TIMERS_RETRY)
+                }
             }
-            Wait::For(TIMERS_EVERY)
         })
+    }
+
+    fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.0.store.alert_timers_waker())
     }
 }

@@ -61,7 +61,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").doc(
             "alerts",
             "Snooze an alert",
-            "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (checked every 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
+            "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (to the millisecond; CONTRACT 3 allows 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
         )
             .body::<SnoozeRequest>().ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(

@@ -23,7 +23,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/heartbeats", upsert).permission("config:write").doc(
             "heartbeats",
             "Create or replace a heartbeat",
-            "Upsert by name: `{name, expectEvery, grace?, labels?, severity?}` (grace 0, severity warning by default); 201. Overdue when more than `expectEvery + grace` passed since the last beat (or the definition); a sweep every 5 s emits `heartbeat_missed` once.",
+            "Upsert by name: `{name, expectEvery, grace?, labels?, severity?}` (grace 0, severity warning by default); 201. Overdue when more than `expectEvery + grace` passed since the last beat (or the definition); a sweep run when the next heartbeat falls due emits `heartbeat_missed` once.",
         )
             .body::<HeartbeatBody>().answers::<Heartbeat>(201),
         Route::delete("/api/v1/heartbeats/{name}", delete).permission("config:write").doc("heartbeats", "Delete a heartbeat", "204.")

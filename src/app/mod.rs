@@ -272,6 +272,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         storm,
     );
+    // A changed heartbeat rule may move its timer.
+    store.watch_catalog(store.alert_timers_waker());
     supervisor.spawn(AlertTimers(alerting.clone()));
     supervisor.spawn(AlertEngine::new(
         alerting.clone(),
@@ -296,7 +298,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     );
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
-    supervisor.spawn(StalenessSweep(pipeline.clone()));
+    let staleness = StalenessSweep::new(pipeline.clone());
+    if let Some(wake) = staleness.waker() {
+        store.watch_catalog(wake);
+    }
+    supervisor.spawn(staleness);
     let programs = Allowed {
         plugins: AllowedDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
         scripts: AllowedDirs::new(
@@ -355,6 +361,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         alerting.clone(),
     );
+    store.watch_catalog(sites.sweep_waker());
     supervisor.spawn(StaleSites(sites.clone()));
     match MainLink::from_config(&config.site) {
         Ok(Some(link)) => {

@@ -62,8 +62,12 @@ fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
 }
 /// The stale threshold of a site that has not said how often it beats.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
-/// How often stale sites are looked for.
-const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// The longest the stale-site sweep sleeps without a wake: a bound, should one be missed. It
+/// otherwise sleeps until the next site would go stale, or until a heartbeat or a change of the
+/// sites wakes it.
+const MAX_SLEEP: Duration = Duration::from_secs(3600);
+/// After a failed sweep, the next try.
+const RETRY: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SiteError {
@@ -107,6 +111,9 @@ pub struct Sites {
     receiving: tokio::sync::Mutex<()>,
     /// This instance's own side, when it is a site.
     edge: Arc<Mutex<EdgeStatus>>,
+    /// Wakes the stale-site sweep: a heartbeat may be a site's first, a change of the sites may
+    /// move a threshold.
+    wake: Arc<tokio::sync::Notify>,
 }
 
 impl Sites {
@@ -125,6 +132,7 @@ impl Sites {
             alerts,
             receiving: tokio::sync::Mutex::new(()),
             edge: Arc::default(),
+            wake: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -206,6 +214,7 @@ impl Sites {
             )
             .await?;
         self.sink.file(journaled).await;
+        self.wake.notify_one();
         // The beat ended any staleness; an alert still recorded is resolved now.
         if let Some(alert) = status.stale_alert {
             self.resolve_stale_alert(p.tenant, name, alert).await?;
@@ -361,10 +370,10 @@ impl Sites {
     }
 
     /// Raises the alert of every site whose last heartbeat is older than its threshold;
-    /// returns how many went stale.
-    pub async fn sweep(&self) -> Result<usize, SiteError> {
+    /// returns when the next site would go stale (none: no site is waiting to).
+    pub async fn sweep(&self) -> Result<Option<Timestamp>, SiteError> {
         let now = self.clock.now();
-        let mut raised = 0;
+        let mut next: Option<Timestamp> = None;
         for status in self.store.all_site_statuses().await? {
             let Some(last) = status.last_heartbeat_at else {
                 continue;
@@ -383,7 +392,12 @@ impl Sites {
             };
             let threshold = stale_after(&site, &status.heartbeat);
             if status.stale_since.is_none() {
-                if site.disabled || now.since(last) <= threshold {
+                if site.disabled {
+                    continue;
+                }
+                if now.since(last) <= threshold {
+                    let due = last.plus(threshold + Duration::from_millis(1));
+                    next = Some(next.map_or(due, |n| n.min(due)));
                     continue;
                 }
                 // Stale first, alert second: whoever sees the alert sees the site stale, and an
@@ -446,11 +460,14 @@ impl Sites {
             if after.stale_since.is_none() {
                 self.resolve_stale_alert(status.tenant_id, &status.name, alert.id)
                     .await?;
-            } else {
-                raised += 1;
             }
         }
-        Ok(raised)
+        Ok(next)
+    }
+
+    /// What wakes the stale-site sweep (also to be notified on catalog changes).
+    pub fn sweep_waker(&self) -> Arc<tokio::sync::Notify> {
+        self.wake.clone()
     }
 
     /// This instance's side of the federation (`GET /site:status`).
@@ -494,7 +511,7 @@ fn returned(status: &SiteStatus) -> EventDraft {
     draft
 }
 
-/// Runs the stale-site sweep every 5 s.
+/// Runs the stale-site sweep when the next site would go stale, or when woken.
 pub struct StaleSites(pub Arc<Sites>);
 
 impl Worker for StaleSites {
@@ -504,10 +521,19 @@ impl Worker for StaleSites {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            if let Err(e) = self.0.sweep().await {
-                tracing::warn!(error = %e, "stale-site sweep failed");
+            match self.0.sweep().await {
+                Ok(next) => Wait::For(
+                    next.map_or(MAX_SLEEP, |n| n.since(self.0.clock.now()).min(MAX_SLEEP)),
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "stale-site sweep failed");
+                    Wait::For(RETRY)
+                }
             }
-            Wait::For(SWEEP_EVERY)
         })
+    }
+
+    fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.0.wake.clone())
     }
 }

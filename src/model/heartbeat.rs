@@ -32,6 +32,13 @@ impl Heartbeat {
     pub fn overdue(&self, now: Timestamp) -> bool {
         now.since(self.last_beat.unwrap_or(self.created_at)) > self.expect_every.0 + self.grace.0
     }
+
+    /// The first moment it is overdue, unless it beats before.
+    pub fn due(&self) -> Timestamp {
+        self.last_beat
+            .unwrap_or(self.created_at)
+            .plus(self.expect_every.0 + self.grace.0 + std::time::Duration::from_millis(1))
+    }
 }
 
 /// `POST /api/v1/heartbeats`.

@@ -8,7 +8,7 @@
 //! `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does when the oldest queued
 //! submission has waited longer than `STALL_AFTER`.
 
-use super::results::{Accepted, Job, ResultBatch, ResultError, Results, STALENESS_SWEEP};
+use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
@@ -296,8 +296,26 @@ impl Worker for PipelineWorker {
     }
 }
 
-/// Every 5 s, queues an UNKNOWN result for each object silent past its `stalenessAfter`.
-pub struct StalenessSweep(pub Arc<Pipeline>);
+/// Queues an UNKNOWN result for each object silent past its `stalenessAfter`, when the next one
+/// falls due or the catalog changes (a new object to watch).
+pub struct StalenessSweep {
+    pipeline: Arc<Pipeline>,
+    wake: Arc<Notify>,
+}
+
+/// The longest the staleness sweep sleeps without a wake: a bound, should one be missed.
+const STALENESS_MAX_SLEEP: Duration = Duration::from_secs(3600);
+/// After a failed sweep, the next try.
+const STALENESS_RETRY: Duration = Duration::from_secs(5);
+
+impl StalenessSweep {
+    pub fn new(pipeline: Arc<Pipeline>) -> Self {
+        Self {
+            pipeline,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+}
 
 impl Worker for StalenessSweep {
     fn name(&self) -> &'static str {
@@ -306,16 +324,30 @@ impl Worker for StalenessSweep {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            match self.0.results.stale_jobs().await {
-                Ok(jobs) => {
-                    if let Err(e) = self.0.submit(jobs).await {
-                        tracing::warn!(error = %e, "stale results not applied");
+            let results = &self.pipeline.results;
+            match results.stale_jobs().await {
+                Ok((jobs, next)) => {
+                    if !jobs.is_empty() {
+                        if let Err(e) = self.pipeline.submit(jobs).await {
+                            tracing::warn!(error = %e, "stale results not applied");
+                            return Wait::For(STALENESS_RETRY);
+                        }
                     }
+                    let now = results.now();
+                    Wait::For(next.map_or(STALENESS_MAX_SLEEP, |n| {
+                        n.since(now).min(STALENESS_MAX_SLEEP)
+                    }))
                 }
-                Err(e) => tracing::warn!(error = %e, "staleness sweep failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "staleness sweep failed");
+                    Wait::For(STALENESS_RETRY)
+                }
             }
-            Wait::For(STALENESS_SWEEP)
         })
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::catalog::{Catalog, Entry};
 use crate::auth::Principal;
+use crate::model::Timestamp;
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::metric::parse_perfdata;
 use crate::model::object::{Object, ObjectKind};
@@ -25,8 +26,9 @@ use uuid::Uuid;
 
 /// Output of a stale object when its spec has no `stalenessText`.
 pub const STALE_TEXT: &str = "UNKNOWN - check result is stale (freshness threshold exceeded)";
-/// How often silent objects are looked for.
-pub const STALENESS_SWEEP: std::time::Duration = std::time::Duration::from_secs(5);
+/// How soon an object outside its check period is looked at again (when a period begins is not
+/// worked out; this bounds the delay).
+const PERIOD_RECHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ResultError {
@@ -293,20 +295,30 @@ impl Results {
         Ok(())
     }
 
+    /// The time on the results' clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
     /// Observations of the objects that have been silent for longer than their
     /// `stalenessAfter`: UNKNOWN with their `stalenessText` (Nagios freshness), outside their
-    /// `checkPeriod` none. Not forced hard: with attempts they go soft first.
-    pub async fn stale_jobs(&self) -> Result<Vec<Job>, StoreError> {
+    /// `checkPeriod` none. Not forced hard: with attempts they go soft first. Also when the next
+    /// object would go stale (none: no object is watched).
+    pub async fn stale_jobs(&self) -> Result<(Vec<Job>, Option<Timestamp>), StoreError> {
         let now = self.clock.now();
         let snapshot = self.catalog.snapshot().await?;
         let mut jobs = Vec::new();
+        let mut next: Option<Timestamp> = None;
+        let mut due = |at: Timestamp| next = Some(next.map_or(at, |n: Timestamp| n.min(at)));
         for (tenant, catalog) in snapshot.tenants() {
-            let watched: Vec<&Arc<Entry>> = catalog
+            let (watched, off): (Vec<&Arc<Entry>>, Vec<&Arc<Entry>>) = catalog
                 .entries
                 .iter()
                 .filter(|e| e.spec.staleness_after.is_some_and(|d| !d.0.is_zero()))
-                .filter(|e| catalog.in_period(e.spec.check_period.as_deref(), now))
-                .collect();
+                .partition(|e| catalog.in_period(e.spec.check_period.as_deref(), now));
+            if !off.is_empty() {
+                due(now.plus(PERIOD_RECHECK));
+            }
             if watched.is_empty() {
                 continue;
             }
@@ -324,8 +336,11 @@ impl Results {
                     .get(&e.object.id)
                     .map_or(e.object.created_at, |s| s.last_check);
                 if now.since(last) <= after {
+                    due(last.plus(after + std::time::Duration::from_millis(1)));
                     continue;
                 }
+                // Its stale result counts as its last check.
+                due(now.plus(after));
                 let output = e
                     .spec
                     .staleness_text
@@ -343,7 +358,7 @@ impl Results {
                 ));
             }
         }
-        Ok(jobs)
+        Ok((jobs, next))
     }
 
     /// The live states of these objects.

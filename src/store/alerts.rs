@@ -400,6 +400,7 @@ fn silent_sources(
     now: Timestamp,
     new_id: &dyn Fn() -> Uuid,
     pruned: &mut bool,
+    next: &mut Option<Timestamp>,
 ) -> Result<Vec<Alert>, StoreError> {
     let rows: Vec<(Vec<u8>, i64)> = {
         let t = tx.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
@@ -432,7 +433,14 @@ fn silent_sources(
         };
         let expect_ms = i64::try_from(beat.expect_every.0.as_millis()).unwrap_or(i64::MAX);
         let dedup_key = heartbeat_key(name);
-        if now.as_millis() - last_ms <= expect_ms || active(tx, tenant, &dedup_key)?.is_some() {
+        if active(tx, tenant, &dedup_key)?.is_some() {
+            continue;
+        }
+        if now.as_millis() - last_ms <= expect_ms {
+            let due = Timestamp::from_millis(last_ms.saturating_add(expect_ms).saturating_add(1));
+            if let Some(due) = due {
+                *next = Some(next.map_or(due, |n| n.min(due)));
+            }
             continue;
         }
         out.push(Alert {
@@ -452,6 +460,10 @@ fn silent_sources(
     }
     Ok(out)
 }
+
+/// How soon the alert timers look again while suppressed alerts wait: their suppression may
+/// lift with time (a silence running out) or with a state change (a parent back up).
+const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// An alert group's view of one member (SEMANTICS 3, evaluated here where the reference only
 /// stores groups): the group's active alerts sharing the member's `groupBy` labels, opened
@@ -748,7 +760,7 @@ impl Store {
             store.journal(tx, events)
         })
         .await
-        .inspect(|_| self.escalations.notify_one())
+        .inspect(|_| self.alerts_changed())
     }
 
     /// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
@@ -770,7 +782,7 @@ impl Store {
             Ok((alert, opened, journaled))
         })
         .await
-        .inspect(|_| self.escalations.notify_one())
+        .inspect(|_| self.alerts_changed())
     }
 
     /// Moves an alert on (`:ack`, `:resolve`), with its lifecycle event and audit entry in the
@@ -793,6 +805,7 @@ impl Store {
             Ok((new, journaled))
         })
         .await
+        .inspect(|_| self.alert_timers.notify_one())
     }
 
     /// Runs the alert timers due by `now`: snoozes that ran out (open again, with the wake-up
@@ -804,7 +817,7 @@ impl Store {
         now: Timestamp,
         storm: Storm,
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(Vec<Journaled>, Option<Timestamp>), StoreError> {
         let store = self.clone();
         self.write_if_changed(move |tx| {
             let due: Vec<(Vec<u8>, Uuid, Uuid, Timestamp)> = {
@@ -861,7 +874,14 @@ impl Store {
                     super::notify::arm_escalation(tx, &alert, alert.opened_at, now)?;
                 }
             }
-            for alert in silent_sources(tx, now, &|| store.clock.new_id(), &mut changed)? {
+            // When to look again: the next timer, pending alert or heartbeat rule due, and soon
+            // while suppressed alerts wait for their suppression to lift.
+            let mut next: Option<Timestamp> = None;
+            if !super::notify::suppressed_alerts(tx)?.is_empty() {
+                next = Some(now.plus(SUPPRESSED_RECHECK));
+            }
+            for alert in silent_sources(tx, now, &|| store.clock.new_id(), &mut changed, &mut next)?
+            {
                 changed = true;
                 let (alert, _, opened) = fire(tx, alert, None, None)?;
                 if let Some(opened) = opened {
@@ -879,6 +899,8 @@ impl Store {
                     let pending: PendingAlert = decode(v.value())?;
                     if pending.due <= now {
                         ripe.push((k.value().to_vec(), pending));
+                    } else {
+                        next = Some(next.map_or(pending.due, |n| n.min(pending.due)));
                     }
                 }
                 ripe
@@ -897,7 +919,19 @@ impl Store {
                     events.extend(store.opened(tx, alert, now, storm, &suppressed)?);
                 }
             }
-            Ok((store.journal(tx, events)?, changed))
+            let timer = tx
+                .open_table(ALERT_TIMERS)
+                .map_err(StoreError::from_redb)?
+                .first()
+                .map_err(StoreError::from_redb)?
+                .and_then(|(k, _)| {
+                    let at: [u8; 8] = k.value().get(..8)?.try_into().ok()?;
+                    Timestamp::from_millis(i64::from_be_bytes(at))
+                });
+            if let Some(at) = timer {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+            Ok(((store.journal(tx, events)?, next), changed))
         })
         .await
         .inspect(|_| self.escalations.notify_one())

@@ -183,7 +183,9 @@ fn commit_group(store: &Store, group: Vec<Job>) {
         return;
     }
     let synced = sync(&db);
-    store.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    store
+        .syncs
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     match &synced {
         Ok(()) => {
             if let Some(head) = checkpoint {
@@ -370,7 +372,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(looked, "nothing due");
-        assert_eq!(store.syncs(), before, "no sync for a write that changed nothing");
+        assert_eq!(
+            store.syncs(),
+            before,
+            "no sync for a write that changed nothing"
+        );
         assert!(stored(&store).is_empty(), "its transaction was aborted");
         let wrote = store
             .write_if_changed(|tx| Ok((put(8)(tx)?, true)))

@@ -85,6 +85,9 @@ pub struct Store {
     committer: committer::Committer,
     /// Notified after writes that may have armed an escalation step (the escalator's waker).
     escalations: Arc<Notify>,
+    /// Notified after writes that may bring an alert timer forward: a snooze, a pending or
+    /// suppressed alert, a heartbeat rule's beat, a silence or downtime (the alert timers' waker).
+    alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
 }
@@ -160,6 +163,7 @@ impl Store {
             catalog_watchers: Mutex::default(),
             committer,
             escalations: Arc::new(Notify::new()),
+            alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
@@ -328,6 +332,17 @@ impl Store {
     /// Durable syncs of the main database since it opened: what an idle box should not make.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// Notified after every write that may bring an alert timer forward.
+    pub fn alert_timers_waker(&self) -> Arc<Notify> {
+        self.alert_timers.clone()
+    }
+
+    /// After a write that changed alerts: the escalator and the alert timers look again.
+    fn alerts_changed(&self) {
+        self.escalations.notify_one();
+        self.alert_timers.notify_one();
     }
 
     /// Notified after every write that may have armed an escalation step.

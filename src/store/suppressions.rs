@@ -67,6 +67,9 @@ fn save<T: Serialize>(
     Ok(())
 }
 
+/// How soon an open flexible-downtime window waiting for a problem is looked at again.
+const WAITING_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl Store {
     pub async fn create_silence(
         self: &Arc<Self>,
@@ -80,6 +83,7 @@ impl Store {
             Ok((silence, journaled))
         })
         .await
+        .inspect(|_| self.alert_timers.notify_one())
     }
 
     /// Ends a silence now (`expiresAt` = `now` unless it ended before).
@@ -101,6 +105,7 @@ impl Store {
             store.record(tx, [audit.before(&old).after(&new)], Vec::new())
         })
         .await
+        .inspect(|_| self.alert_timers.notify_one())
     }
 
     /// Every silence of the tenant.
@@ -161,6 +166,7 @@ impl Store {
             Ok(Idempotent::Created(downtime, journaled))
         })
         .await
+        .inspect(|_| self.alert_timers.notify_one())
     }
 
     /// Changes a downtime: ends it now (`DELETE`), or starts a flexible one.
@@ -182,6 +188,7 @@ impl Store {
             Ok((new, journaled))
         })
         .await
+        .inspect(|_| self.alert_timers.notify_one())
     }
 
     /// Starts every flexible downtime whose window is open and one of whose objects (by id,
@@ -190,20 +197,26 @@ impl Store {
     pub async fn start_flexible_downtimes(
         self: &Arc<Self>,
         now: Timestamp,
-    ) -> Result<usize, StoreError> {
+    ) -> Result<(usize, Option<Timestamp>), StoreError> {
         self.write_if_changed(move |tx| {
+            // When to look again: a window that opens later, or soon while one is open and
+            // waiting for a problem (a state change starts it).
+            let mut next: Option<Timestamp> = None;
             let waiting: Vec<Downtime> = {
                 let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
                 let mut out = Vec::new();
                 for row in t.iter().map_err(StoreError::from_redb)? {
                     let d: Downtime = decode(row.map_err(StoreError::from_redb)?.1.value())?;
-                    if d.kind == "flexible"
-                        && d.started_at.is_none()
-                        && d.start <= now
-                        && now < d.end
-                    {
-                        out.push(d);
+                    if d.kind != "flexible" || d.started_at.is_some() || now >= d.end {
+                        continue;
                     }
+                    let again = if d.start <= now {
+                        out.push(d.clone());
+                        now.plus(WAITING_RECHECK)
+                    } else {
+                        d.start
+                    };
+                    next = Some(next.map_or(again, |n| n.min(again)));
                 }
                 out
             };
@@ -223,7 +236,7 @@ impl Store {
                 }
             }
             // Nothing started: nothing written, nothing to sync.
-            Ok((started, started > 0))
+            Ok(((started, next), started > 0))
         })
         .await
     }

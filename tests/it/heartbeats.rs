@@ -55,7 +55,7 @@ async fn a_missed_heartbeat_is_reported_once_and_so_is_its_recovery() {
     assert_eq!(again["id"], h["id"]);
     assert_eq!(again["version"], 2);
 
-    // The sweep (every 5 s) notices within a few seconds; the miss is reported once.
+    // The sweep wakes when the heartbeat falls due; the miss is reported once.
     let mut events = Vec::new();
     for _ in 0..120 {
         events = missed(s, &a.token).await;
@@ -66,6 +66,14 @@ async fn a_missed_heartbeat_is_reported_once_and_so_is_its_recovery() {
     }
     assert_eq!(events.len(), 1, "{events:?}");
     let e = &events[0];
+    // Reported when it fell due (1 s after the definition), not at a later tick of a sweep.
+    let due: jiff::Timestamp = h["createdAt"].as_str().unwrap().parse().unwrap();
+    let reported: jiff::Timestamp = e["ts"].as_str().unwrap().parse().unwrap();
+    let late = reported.duration_since(due) - jiff::SignedDuration::from_secs(1);
+    assert!(
+        late < jiff::SignedDuration::from_millis(900),
+        "reported {late:?} after it fell due"
+    );
     assert_eq!(e["severity"], "critical");
     assert_eq!(e["sourceId"], h["id"]);
     assert_eq!(e["payload"]["heartbeat"], "nightly-backup");
