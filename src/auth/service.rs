@@ -77,7 +77,10 @@ impl Auth {
             policy,
             hash_slots: Semaphore::new(hash_slots.max(1)),
             hash_queue: AtomicUsize::new(0),
-            cache_key: super::crypto::random_bytes::<32>().unwrap_or_default(),
+            cache_key: super::crypto::random_bytes::<32>().unwrap_or_else(|| {
+                tracing::error!("no randomness for the token cache's key; it is all zeros");
+                [0; 32]
+            }),
             verified: Mutex::new(HashMap::new()),
             last_used: Mutex::new(HashMap::new()),
             dummy: tokio::sync::OnceCell::new(),

@@ -292,10 +292,16 @@ impl Auth {
         }
         let (password, generated) = match settings.password {
             Some(p) => (p, false),
-            None => (
-                hex(&super::crypto::random_bytes::<16>().unwrap_or_default()),
-                true,
-            ),
+            // Without randomness there is no password to make: seeding fails rather than
+            // seeding a guessable one.
+            None => match super::crypto::random_bytes::<16>() {
+                Some(bytes) => (hex(&bytes), true),
+                None => {
+                    return Err(AuthError::Store(crate::store::StoreError::Internal(
+                        "no randomness for the default administrator's password".into(),
+                    )));
+                }
+            },
         };
         check_password(&password)?;
         let tenant = self.store.default_tenant().await?;

@@ -444,7 +444,7 @@ impl Inventory {
         prune: bool,
     ) -> Result<PlanResult, InventoryError> {
         let (_, mut result) = self.plan(p.tenant, text, prune).await?;
-        let token = crate::model::audit::hex(&super::random_token());
+        let token = crate::model::audit::hex(&super::random_token()?);
         result.apply_token = Some(token.clone());
         let now = self.clock.now();
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());

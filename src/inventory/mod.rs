@@ -41,13 +41,12 @@ pub enum InventoryError {
     Busy,
 }
 
-/// 16 random bytes (apply tokens).
-fn random_token() -> [u8; 16] {
+/// 16 random bytes (apply tokens); without randomness, no token rather than a guessable one.
+fn random_token() -> Result<[u8; 16], InventoryError> {
     let mut t = [0u8; 16];
-    if getrandom::fill(&mut t).is_err() {
-        tracing::error!("no randomness for a token");
-    }
-    t
+    getrandom::fill(&mut t)
+        .map_err(|e| StoreError::Internal(format!("no randomness for a token: {e}")))?;
+    Ok(t)
 }
 
 impl From<Invalid> for InventoryError {
