@@ -82,6 +82,43 @@ fn imports(text: &str) -> BTreeSet<String> {
     found
 }
 
+/// Top-level modules a file at `rel` (relative to `src/`) reaches through `super::` chains
+/// long enough to climb to the crate root (`super::super::alerting` from `notify/channels.rs`).
+/// Its test module, one level deeper, is left out.
+fn super_imports(rel: &Path, text: &str) -> BTreeSet<String> {
+    let text = &text[..text.find("#[cfg(test)]").unwrap_or(text.len())];
+    let parts = rel.components().count();
+    let depth = if rel.file_name().is_some_and(|n| n == "mod.rs") {
+        parts - 1
+    } else {
+        parts
+    };
+    let mut found = BTreeSet::new();
+    for (i, _) in text.match_indices("super::") {
+        // Only the start of a chain counts.
+        if text[..i].ends_with("super::") {
+            continue;
+        }
+        let mut rest = &text[i..];
+        let mut climbs = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            climbs += 1;
+            rest = r;
+        }
+        if climbs < depth {
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !name.is_empty() {
+            found.insert(name);
+        }
+    }
+    found
+}
+
 fn visit(dir: &Path, files: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -114,7 +151,7 @@ fn dependency_rules_hold() {
         }
         let Some(ok) = allowed(&module) else { continue };
         let text = std::fs::read_to_string(f).unwrap();
-        for imported in imports(&text) {
+        for imported in imports(&text).into_iter().chain(super_imports(rel, &text)) {
             if imported != module && !ok.contains(&imported.as_str()) {
                 violations
                     .entry(rel.display().to_string())
@@ -178,6 +215,28 @@ fn the_checks_see_what_they_look_for() {
     assert!(!reaches_up(
         "use crate::model;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n"
     ));
+}
+
+/// An edge through `super::` chains is seen like one through `crate::`: the rules cannot be
+/// passed by climbing.
+#[test]
+fn the_scanner_sees_edges_through_super_chains() {
+    let injected = "use super::super::super::alerting::Alerting;\nuse super::Sibling;\n";
+    let found = super_imports(Path::new("notify/channels/http.rs"), injected);
+    assert_eq!(found, ["alerting".to_string()].into_iter().collect());
+    assert!(
+        !allowed("notify")
+            .unwrap()
+            .contains(&found.iter().next().unwrap().as_str()),
+        "and the rules refuse it"
+    );
+    assert!(
+        super_imports(Path::new("notify/mod.rs"), "use super::alerting::X;").contains("alerting")
+    );
+    assert!(
+        super_imports(Path::new("notify/courier.rs"), "use super::Notifier;").is_empty(),
+        "a sibling is no edge"
+    );
 }
 
 #[test]
