@@ -1,7 +1,8 @@
 //! How often an idle server syncs its disk (issue 35: gateways boot from SD cards): the release
 //! server with objects, alert rules with a heartbeat rule, a pending rule, a snoozed alert, a
 //! schedule, a heartbeat, a silence, a flexible downtime and a federation site, left alone
-//! after a warm-up; `strace -c` counts its `fsync` and `fdatasync` calls over the window.
+//! after a warm-up; `strace -c` counts its system calls over the window: the syncs, the
+//! runtime's wake-ups (epoll waits) and all of them.
 //!
 //! Run: `cargo bench --bench idle` (needs `strace`; `SVC_IDLE_SECONDS` sets the window, 60 by
 //! default).
@@ -36,20 +37,12 @@ async fn post(client: &reqwest::Client, base: &str, token: &str, path: &str, bod
     );
 }
 
-/// Counts of `fsync` and `fdatasync` by `pid` (and its threads) over `window`.
-fn syncs(pid: u32, window: Duration) -> u64 {
+/// System calls of `pid` (and its threads) over `window`, by name, as `strace -c` counts them.
+fn syscalls(pid: u32, window: Duration) -> std::collections::BTreeMap<String, u64> {
     let out = tempfile::NamedTempFile::new().expect("tempfile");
     let status = Command::new("timeout")
         .arg(window.as_secs().to_string())
-        .args([
-            "strace",
-            "-qq",
-            "-f",
-            "-c",
-            "-e",
-            "trace=fsync,fdatasync",
-            "-o",
-        ])
+        .args(["strace", "-qq", "-f", "-c", "-o"])
         .arg(out.path())
         .args(["-p", &pid.to_string()])
         .status()
@@ -59,12 +52,16 @@ fn syncs(pid: u32, window: Duration) -> u64 {
         status.code() == Some(124) || status.success(),
         "strace: {status}"
     );
+    // Rows: `% time, seconds, usecs/call, calls, [errors,] syscall`; the last row is the total.
     std::fs::read_to_string(out.path())
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.ends_with("fsync") || l.ends_with("fdatasync"))
-        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
-        .sum()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            let calls = fields.get(3)?.parse::<u64>().ok()?;
+            Some((fields.last()?.to_string(), calls))
+        })
+        .collect()
 }
 
 #[tokio::main]
@@ -167,14 +164,27 @@ async fn main() {
     .await;
     // What the writes above set going (journal filing, consumers) settles first.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let count = syncs(server.id(), window);
-    let per_minute = count as f64 * 60.0 / window.as_secs_f64();
+    let calls = syscalls(server.id(), window);
+    let count = |names: &[&str]| -> u64 { names.iter().filter_map(|n| calls.get(*n)).sum() };
+    let per_minute = |n: u64| n as f64 * 60.0 / window.as_secs_f64();
+    let syncs = count(&["fsync", "fdatasync"]);
+    let waits = count(&["epoll_wait", "epoll_pwait", "epoll_pwait2"]);
+    let all = count(&["total"]);
     println!(
         "idle server (objects, rules incl. pending and heartbeat rules, a snoozed alert, a schedule, a heartbeat, a silence, a flexible downtime, a site):"
     );
+    let secs = window.as_secs();
     println!(
-        "  fsync + fdatasync in {} s: {count} ({per_minute:.1} a minute)",
-        window.as_secs()
+        "  fsync + fdatasync in {secs} s: {syncs} ({:.1} a minute)",
+        per_minute(syncs)
+    );
+    println!(
+        "  epoll waits (wake-ups of the runtime) in {secs} s: {waits} ({:.1} a minute)",
+        per_minute(waits)
+    );
+    println!(
+        "  system calls in {secs} s: {all} ({:.1} a minute)",
+        per_minute(all)
     );
     let _ = server.kill();
     let _ = server.wait();

@@ -114,11 +114,21 @@ fn with_purging_allocator() {
     eprintln!("svc: could not restart with {PURGE_DELAY}=0 ({err}); freed memory returns later");
 }
 
+/// The log filter is `SVC_LOG`, else `RUST_LOG`, else `info`. With `SVC_LOG_SPANS` set (not
+/// `0`), every span the filter admits logs a line when it closes with its busy and idle time:
+/// `SVC_LOG=svc=debug SVC_LOG_SPANS=1` follows a request through its transactions, and a
+/// consumer batch through its transactions and deliveries.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SVC_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let spans = match std::env::var("SVC_LOG_SPANS") {
+        Ok(v) if !v.is_empty() && v != "0" => tracing_subscriber::fmt::format::FmtSpan::CLOSE,
+        _ => tracing_subscriber::fmt::format::FmtSpan::NONE,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();

@@ -8,7 +8,7 @@ use super::evaluator::{Evaluator, Overrun, Work};
 use super::rules::{CompiledRule, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
-use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -17,6 +17,7 @@ use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 pub const CONSUMER: &str = "alert-engine";
@@ -92,6 +93,16 @@ impl AlertEngine {
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
+        let span = consumer.batch_span(&batch);
+        self.decide_batch(batch, through).instrument(span).await
+    }
+
+    /// Decides a batch read through `through` and commits the decisions with the position.
+    async fn decide_batch(
+        &mut self,
+        batch: Vec<Arc<Event>>,
+        through: Uuid,
+    ) -> Result<(), StoreError> {
         // The rules of the batch's tenants, then every event decided under the budgets.
         let mut work = Vec::new();
         for event in batch.iter().filter(|e| reaches_rules(e)) {

@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 pub const REQUEST_ID: &str = "x-request-id";
@@ -25,14 +26,25 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug)]
 pub struct RequestId(pub Uuid);
 
+/// Gives the request its id, and runs it in a `request` span carrying the id, so everything it
+/// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`).
 pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let id = st.clock.new_id();
     req.extensions_mut().insert(RequestId(id));
-    let mut res = next.run(req).await;
+    let route = route_of(&req);
+    let span = tracing::info_span!("request", id = %id, method = %req.method(), route = %route);
+    let mut res = next.run(req).instrument(span).await;
     if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
         res.headers_mut().insert(REQUEST_ID, v);
     }
     res
+}
+
+/// The documented path of the route `req` matched, as metrics and spans name it.
+fn route_of(req: &Request) -> String {
+    req.extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| documented_path(m.as_str()))
 }
 
 /// What every HTML page may load and do: its own scripts and styles (inline styles too, the
@@ -68,10 +80,7 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
 }
 
 pub async fn record_metrics(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |m| documented_path(m.as_str()));
+    let route = route_of(&req);
     let method = req.method().to_string();
     let watch = Stopwatch::start();
     let res = next.run(req).await;

@@ -1,8 +1,9 @@
 //! Durable consumers: what must not miss an event (the alert engine, the notifier, webhooks,
 //! the federation uplink) reads every committed event in commit order from the store, after a
-//! position saved in the transaction of the work it did for the events before it. The bus
-//! only wakes it; restarting resumes after the last committed position, and "resync" is
-//! simply reading on from it.
+//! position saved in the transaction of the work it did for the events before it. The store
+//! wakes it once journaled events are durable, filed or not (it never looks on a timer);
+//! restarting resumes after the last committed position, and "resync" is simply reading on
+//! from it.
 //!
 //! What a consumer can see: the journal head (the newest committed event) and the journal rows
 //! not yet forgotten, read in one snapshot, and then the month files up to that head. An event
@@ -15,20 +16,16 @@ use crate::model::event::{Event, EventDraft};
 use crate::store::{Store, StoreError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use uuid::Uuid;
-
-/// A consumer looks for events this often even without a wake: events whose producer
-/// committed but never filed them are found in the journal.
-const POLL: Duration = Duration::from_secs(1);
 
 pub struct Consumer {
     name: &'static str,
     events: Arc<Events>,
     store: Arc<Store>,
     position: Uuid,
-    wake: watch::Receiver<u64>,
+    /// Notified by the store once events journaled are durable.
+    wake: Arc<Notify>,
 }
 
 impl Consumer {
@@ -38,7 +35,8 @@ impl Consumer {
         events: Arc<Events>,
         store: Arc<Store>,
     ) -> Result<Self, StoreError> {
-        let wake = events.filings();
+        let wake = Arc::new(Notify::new());
+        store.watch_journal(&wake);
         let position = store.consumer_position(name).await?;
         events.report_lag(name, position, None);
         Ok(Self {
@@ -56,16 +54,29 @@ impl Consumer {
     }
 
     /// The next committed events after the position, oldest first, at most `max`; waits
-    /// until there is one.
+    /// until there is one. A journal write made durable while it reads leaves a wake behind,
+    /// so none is missed between the read and the wait.
     pub async fn next(&mut self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
         loop {
-            self.wake.borrow_and_update();
             let batch = self.read(max.max(1)).await?;
             if !batch.is_empty() {
                 return Ok(batch);
             }
-            let _ = tokio::time::timeout(POLL, self.wake.changed()).await;
+            self.wake.notified().await;
         }
+    }
+
+    /// The span a batch's work runs in, so its transactions and deliveries can be followed
+    /// back to the events that caused them.
+    pub fn batch_span(&self, batch: &[Arc<Event>]) -> tracing::Span {
+        let id = |e: Option<&Arc<Event>>| e.map(|e| e.id.to_string()).unwrap_or_default();
+        tracing::debug_span!(
+            "batch",
+            consumer = self.name,
+            events = batch.len(),
+            first = %id(batch.first()),
+            through = %id(batch.last()),
+        )
     }
 
     /// After the work for the events through `through` committed with the position (a store
@@ -146,6 +157,7 @@ mod tests {
     use crate::store::events::EventStore;
     use serde_json::json;
     use std::collections::HashSet;
+    use std::time::Duration;
 
     struct Rig {
         store: Arc<Store>,

@@ -6,7 +6,9 @@
 //! every committed event ends up in the event store exactly once.
 
 use super::{Events, lock};
+use crate::model::Timestamp;
 use crate::model::event::Journaled;
+use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
 use std::collections::HashSet;
@@ -16,28 +18,41 @@ use tokio::sync::Notify;
 
 /// Journal rows (each one transaction's events) read per round of refiling.
 const REFILE_BATCH: usize = 64;
-/// How often stored events' journal rows are forgotten (one small transaction).
+/// Stored events' journal rows are forgotten at most this often (one small transaction for a
+/// burst of filings).
 const FORGET_EVERY: Duration = Duration::from_secs(1);
 /// How soon a failed refile is tried again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// A journal row still there this long after its events were stamped lost its producer before
 /// it filed them (a dropped request, say): the filer stores them instead.
 const ABANDONED_AFTER: Duration = Duration::from_secs(60);
-/// Steps (of `FORGET_EVERY`) between two looks for abandoned rows.
-const ABANDONED_SWEEP_STEPS: u64 = 10;
 
+/// What a look for abandoned journal rows found.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Abandoned {
+    /// Rows' events stored because their producer left them.
+    pub stored: usize,
+    /// When the youngest row still waiting for its producer would be abandoned.
+    pub next_look: Option<Timestamp>,
+}
+
+/// Sleeps until something is due: forgetting stored rows, or a journal row becoming abandoned.
+/// It is woken by filings and by durable journal writes; an idle box wakes it never.
 pub struct EventFiler {
     events: Arc<Events>,
     store: Arc<Store>,
-    steps: u64,
+    last_forget: Option<Stopwatch>,
+    next_look: Option<Timestamp>,
 }
 
 impl EventFiler {
     pub fn new(events: Arc<Events>, store: Arc<Store>) -> Self {
+        store.watch_journal(&events.filer);
         Self {
             events,
             store,
-            steps: 0,
+            last_forget: None,
+            next_look: None,
         }
     }
 
@@ -71,20 +86,24 @@ impl EventFiler {
     }
 
     /// Stores the events of journal rows older than `ABANDONED_AFTER` that nobody filed.
-    pub async fn file_abandoned(&self) -> Result<usize, StoreError> {
+    pub async fn file_abandoned(&self) -> Result<Abandoned, StoreError> {
         let horizon = self.events.clock.now().as_millis()
             - i64::try_from(ABANDONED_AFTER.as_millis()).unwrap_or(i64::MAX);
-        let abandoned: Vec<_> = self
+        let (abandoned, waiting): (Vec<_>, Vec<_>) = self
             .unstored()
             .await?
             .into_iter()
-            .filter(|j| j.event.ts.as_millis() < horizon)
-            .collect();
-        let n = abandoned.len();
-        if n > 0 {
+            .partition(|j| j.event.ts.as_millis() < horizon);
+        let stored = abandoned.len();
+        if stored > 0 {
             self.events.file(abandoned).await?;
         }
-        Ok(n)
+        let next_look = waiting
+            .iter()
+            .map(|j| j.event.ts)
+            .min()
+            .map(|ts| ts.plus(ABANDONED_AFTER));
+        Ok(Abandoned { stored, next_look })
     }
 
     async fn refile_all(&self) -> Result<usize, StoreError> {
@@ -100,6 +119,59 @@ impl EventFiler {
             self.events.file(rows).await?;
         }
     }
+}
+
+impl EventFiler {
+    /// Forgets stored rows unless it did less than `FORGET_EVERY` ago; how long until it may.
+    async fn forget_when_due(&mut self) -> Option<Duration> {
+        if lock(&self.events.filed).is_empty() {
+            return None;
+        }
+        let since = self.last_forget.map_or(FORGET_EVERY, |at| at.elapsed());
+        if since < FORGET_EVERY {
+            return Some(FORGET_EVERY - since);
+        }
+        self.last_forget = Some(Stopwatch::start());
+        match self.forget_filed().await {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::debug!(error = %e, "journal rows not forgotten yet");
+                Some(FORGET_EVERY)
+            }
+        }
+    }
+
+    /// Looks for abandoned rows once one may be: a wake means a durable journal write or a
+    /// filing, whose rows are abandoned at the earliest `ABANDONED_AFTER` from now. How long
+    /// until the next look.
+    async fn look_when_due(&mut self) -> Option<Duration> {
+        let now = self.events.clock.now();
+        let due = *self.next_look.get_or_insert(now.plus(ABANDONED_AFTER));
+        if due > now {
+            return Some(until(now, due));
+        }
+        match self.file_abandoned().await {
+            Ok(found) => {
+                if found.stored > 0 {
+                    tracing::warn!(
+                        events = found.stored,
+                        "stored journaled events their producer left"
+                    );
+                }
+                self.next_look = found.next_look;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "abandoned journal rows not stored yet");
+                self.next_look = Some(now.plus(RETRY_EVERY));
+            }
+        }
+        self.next_look.map(|due| until(now, due))
+    }
+}
+
+/// The time from `now` to `due`, nothing when it has passed.
+fn until(now: Timestamp, due: Timestamp) -> Duration {
+    Duration::from_millis(u64::try_from(due.as_millis() - now.as_millis()).unwrap_or(0))
 }
 
 impl Worker for EventFiler {
@@ -122,20 +194,12 @@ impl Worker for EventFiler {
                     }
                 }
             }
-            if let Err(e) = self.forget_filed().await {
-                tracing::debug!(error = %e, "journal rows not forgotten yet");
+            let forget = self.forget_when_due().await;
+            let look = self.look_when_due().await;
+            match forget.into_iter().chain(look).min() {
+                Some(d) => Wait::For(d),
+                None => Wait::UntilWoken,
             }
-            self.steps += 1;
-            if self.steps % ABANDONED_SWEEP_STEPS == 0 {
-                match self.file_abandoned().await {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        tracing::warn!(events = n, "stored journaled events their producer left")
-                    }
-                    Err(e) => tracing::debug!(error = %e, "abandoned journal rows not stored yet"),
-                }
-            }
-            Wait::For(FORGET_EVERY)
         })
     }
 }
@@ -204,15 +268,26 @@ mod tests {
         journal_one(1).await;
         assert_eq!(filer.refile().await.unwrap(), 1);
         // Left by a dropped request: stored once old enough, not before.
+        let journaled_at = clock.now();
         journal_one(2).await;
-        assert_eq!(filer.file_abandoned().await.unwrap(), 0);
+        assert_eq!(
+            filer.file_abandoned().await.unwrap(),
+            Abandoned {
+                stored: 0,
+                next_look: Some(journaled_at.plus(ABANDONED_AFTER)),
+            },
+            "looked at again once it would be abandoned"
+        );
         clock.advance(ABANDONED_AFTER + Duration::from_secs(1));
-        assert_eq!(filer.file_abandoned().await.unwrap(), 1);
+        assert_eq!(filer.file_abandoned().await.unwrap().stored, 1);
         filer.forget_filed().await.unwrap();
         assert_eq!(
             filer.file_abandoned().await.unwrap(),
-            0,
-            "forgotten once stored"
+            Abandoned {
+                stored: 0,
+                next_look: None,
+            },
+            "forgotten once stored, and nothing left to look at"
         );
         assert_eq!(filer.refile().await.unwrap(), 0);
         let stored = events.list(filter, None, 10).await.unwrap();

@@ -24,7 +24,7 @@ use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// At most this many committed, not yet filed events are merged into a list (the journal is
@@ -45,9 +45,9 @@ pub struct Events {
     filed: Mutex<Vec<u64>>,
     /// Why journaled events could not be stored; the filer stores them from the journal.
     unfiled: Mutex<Option<String>>,
+    /// The filer's waker: notified after every filing (rows to forget), after a failed one
+    /// (rows to store) and once journaled events are durable (rows that may be left unfiled).
     filer: Arc<Notify>,
-    /// Bumped after every filing, to wake durable consumers.
-    filed_count: watch::Sender<u64>,
     /// Where each durable consumer stands, for `/metrics` and the health report.
     consumers: Mutex<BTreeMap<&'static str, ConsumerLag>>,
 }
@@ -88,7 +88,6 @@ impl Events {
             filed: Mutex::default(),
             unfiled: Mutex::default(),
             filer: Arc::new(Notify::new()),
-            filed_count: watch::Sender::new(0),
             consumers: Mutex::default(),
         })
     }
@@ -122,7 +121,7 @@ impl Events {
                         self.bus.publish(event.clone()).await;
                     }
                     lock(&self.filed).extend(seqs);
-                    self.filed_count.send_modify(|n| *n = n.wrapping_add(1));
+                    self.filer.notify_one();
                 }
                 Err(e) => {
                     self.metrics.events_dropped.inc_by(events.len() as u64);
@@ -161,11 +160,6 @@ impl Events {
             self.bus.publish(event.clone()).await;
         }
         Ok(fresh)
-    }
-
-    /// Wakes whoever waits for events to be filed.
-    pub fn filings(&self) -> watch::Receiver<u64> {
-        self.filed_count.subscribe()
     }
 
     /// The stored events of `tenants` strictly after event `after`, oldest first, at most

@@ -21,6 +21,7 @@ use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -450,39 +451,44 @@ impl EdgeUplink {
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
-        let events: Vec<Event> = batch
-            .iter()
-            .filter(|e| e.tenant_id == tenant && forwarded(e))
-            .map(|e| (**e).clone())
-            .collect();
-        debug_assert!(events.len() <= FORWARD_BATCH_MAX);
-        if let Some(first) = events.first() {
-            lock(&self.status).forward.oldest_unsent = Some(first.ts);
-            let res = self
-                .link
-                .http
-                .post(self.link.url("events"))
-                .bearer_auth(&self.link.token)
-                .header(CONTENT_TYPE, "application/json")
-                .body(serde_json::to_vec(&ForwardBatch { events }).map_err(|e| e.to_string())?)
-                .send()
-                .await
-                .map_err(MainLink::transport)?;
-            if !res.status().is_success() {
-                return Err(MainLink::refused(res).await);
+        let span = consumer.batch_span(&batch);
+        let (link, status) = (&self.link, &self.status);
+        async move {
+            let events: Vec<Event> = batch
+                .iter()
+                .filter(|e| e.tenant_id == tenant && forwarded(e))
+                .map(|e| (**e).clone())
+                .collect();
+            debug_assert!(events.len() <= FORWARD_BATCH_MAX);
+            if let Some(first) = events.first() {
+                lock(status).forward.oldest_unsent = Some(first.ts);
+                let res = link
+                    .http
+                    .post(link.url("events"))
+                    .bearer_auth(&link.token)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(serde_json::to_vec(&ForwardBatch { events }).map_err(|e| e.to_string())?)
+                    .send()
+                    .await
+                    .map_err(MainLink::transport)?;
+                if !res.status().is_success() {
+                    return Err(MainLink::refused(res).await);
+                }
+                let body = res.bytes().await.map_err(MainLink::transport)?;
+                serde_json::from_slice::<ForwardReceipt>(&body)
+                    .map_err(|e| format!("main's receipt unreadable: {e}"))?;
             }
-            let body = res.bytes().await.map_err(MainLink::transport)?;
-            serde_json::from_slice::<ForwardReceipt>(&body)
-                .map_err(|e| format!("main's receipt unreadable: {e}"))?;
+            consumer
+                .commit(through, Vec::new())
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut s = lock(status);
+            s.forward.position = Some(through);
+            s.forward.oldest_unsent = None;
+            Ok(())
         }
-        consumer
-            .commit(through, Vec::new())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut s = lock(&self.status);
-        s.forward.position = Some(through);
-        s.forward.oldest_unsent = None;
-        Ok(())
+        .instrument(span)
+        .await
     }
 }
 

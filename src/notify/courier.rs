@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 /// Deliveries sent concurrently per step.
@@ -267,6 +268,13 @@ impl Notifier {
             let skip = (!d.fallbacks.is_empty())
                 .then(|| self.health.down(d, &policy, now))
                 .flatten();
+            let span = tracing::debug_span!(
+                "delivery",
+                id = %d.id,
+                channel = %d.channel,
+                attempt = d.attempts + 1,
+                alert = %d.payload.alert_id.map(|a| a.to_string()).unwrap_or_default(),
+            );
             async move {
                 let watch = Stopwatch::start();
                 let skipped = skip.is_some();
@@ -276,6 +284,7 @@ impl Notifier {
                 };
                 (outcome, watch.elapsed(), policy, skipped)
             }
+            .instrument(span)
         });
         let outcomes = futures_util::future::join_all(sends).await;
         let now = self.clock.now();

@@ -9,16 +9,20 @@ use crate::events::{Consumer, Events};
 use crate::model::event::Event;
 use crate::model::notify::{Delivery, Message, WebhookSubscription};
 use crate::model::{Selector, Timestamp};
+use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
+use tracing::Instrument;
 use uuid::Uuid;
 
 pub const CONSUMER: &str = "webhooks";
-/// With no subscription anywhere, the dispatcher looks again this often.
-const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// With no subscription anywhere, the dispatcher moves its position past new events at most
+/// this often (one small write for a burst of them), and not at all while nothing happens.
+const IDLE_SKIP_EVERY: Duration = Duration::from_secs(1);
 const BATCH: usize = 256;
 
 struct Subscription {
@@ -48,16 +52,26 @@ pub struct WebhookDispatcher {
     consumer: Option<Consumer>,
     subscriptions: HashMap<Uuid, Arc<Vec<Subscription>>>,
     generation: u64,
+    /// Notified after catalog writes (a subscription may have come) and durable journal
+    /// writes (events to pass over while there is none).
+    wake: Arc<Notify>,
+    /// When the position was last moved past events nobody subscribed to.
+    last_skip: Option<Stopwatch>,
 }
 
 impl WebhookDispatcher {
     pub fn new(notifier: Arc<Notifier>, events: Arc<Events>) -> Self {
+        let wake = Arc::new(Notify::new());
+        notifier.store.watch_catalog(wake.clone());
+        notifier.store.watch_journal(&wake);
         Self {
             notifier,
             events,
             consumer: None,
             subscriptions: HashMap::new(),
             generation: 0,
+            wake,
+            last_skip: None,
         }
     }
 
@@ -95,12 +109,17 @@ impl WebhookDispatcher {
         Ok(subs)
     }
 
-    /// One batch; `false` when no tenant has a subscription (the position then moves to the
-    /// journal head without reading).
-    async fn run_once(&mut self) -> Result<bool, StoreError> {
+    /// One batch, or with no subscription anywhere the position moved to the journal head
+    /// without reading: how long until the next step.
+    async fn run_once(&mut self) -> Result<Wait, StoreError> {
         if self.consumer.is_none() {
             let store = self.notifier.store.clone();
             self.consumer = Some(Consumer::open(CONSUMER, self.events.clone(), store).await?);
+        }
+        if let Some(since) = self.last_skip.map(|at| at.elapsed())
+            && since < IDLE_SKIP_EVERY
+        {
+            return Ok(Wait::For(IDLE_SKIP_EVERY - since));
         }
         let moved = self
             .notifier
@@ -111,15 +130,29 @@ impl WebhookDispatcher {
             if let Some(c) = self.consumer.as_mut() {
                 c.advance(at);
             }
-            return Ok(false);
+            self.last_skip = Some(Stopwatch::start());
+            return Ok(Wait::UntilWoken);
         }
-        let batch = match self.consumer.as_mut() {
-            Some(c) => c.next(BATCH).await?,
-            None => return Ok(true),
+        self.last_skip = None;
+        let Some(consumer) = self.consumer.as_mut() else {
+            return Ok(Wait::For(Duration::ZERO));
         };
+        let batch = consumer.next(BATCH).await?;
         let Some(through) = batch.last().map(|e| e.id) else {
-            return Ok(true);
+            return Ok(Wait::For(Duration::ZERO));
         };
+        let span = consumer.batch_span(&batch);
+        self.enqueue_batch(batch, through).instrument(span).await?;
+        Ok(Wait::For(Duration::ZERO))
+    }
+
+    /// Queues a delivery for each subscription each event of a batch read through `through`
+    /// is for, with the position.
+    async fn enqueue_batch(
+        &mut self,
+        batch: Vec<Arc<Event>>,
+        through: Uuid,
+    ) -> Result<(), StoreError> {
         let now = self.notifier.clock.now();
         let mut deliveries = Vec::new();
         for event in &batch {
@@ -140,7 +173,7 @@ impl WebhookDispatcher {
         if any {
             self.notifier.courier_wake.notify_one();
         }
-        Ok(true)
+        Ok(())
     }
 
     fn delivery(&self, sub: &Subscription, event: &Event, now: Timestamp) -> Delivery {
@@ -175,11 +208,14 @@ impl Worker for WebhookDispatcher {
         "webhook-dispatcher"
     }
 
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.wake.clone())
+    }
+
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
             match self.run_once().await {
-                Ok(true) => Wait::For(Duration::ZERO),
-                Ok(false) => Wait::For(IDLE_CHECK),
+                Ok(wait) => wait,
                 Err(e) => {
                     tracing::warn!(error = %e, "webhook dispatch failed; retrying");
                     self.consumer = None;

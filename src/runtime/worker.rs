@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Wait> + Send + 'a>>;
 
@@ -151,7 +152,7 @@ impl Supervisor {
         self.tasks
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .spawn(task);
+            .spawn(task.instrument(tracing::info_span!("worker", name)));
     }
 
     pub fn states(&self) -> Vec<WorkerState> {

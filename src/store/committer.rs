@@ -55,6 +55,8 @@ pub(super) trait Write: Send {
 struct Pending<F, A> {
     f: F,
     answer: A,
+    /// The submitter's span (a request's, a consumer batch's): the transaction runs under it.
+    caller: tracing::Span,
 }
 
 impl<F, A, T> Write for Pending<F, A>
@@ -64,13 +66,23 @@ where
     T: Send + 'static,
 {
     fn run(self: Box<Self>, tx: &WriteTransaction) -> (Outcome, Reply) {
-        let Pending { f, answer } = *self;
-        let out = f(tx);
+        let Pending { f, answer, caller } = *self;
+        let span =
+            tracing::debug_span!(parent: &caller, "transaction", outcome = tracing::field::Empty);
+        let out = span.in_scope(|| f(tx));
         let outcome = match &out {
             Ok((_, true)) => Outcome::Changed,
             Ok((_, false)) => Outcome::Unchanged,
             Err(e) => Outcome::Failed(e.clone()),
         };
+        span.record(
+            "outcome",
+            match outcome {
+                Outcome::Changed => "changed",
+                Outcome::Unchanged => "unchanged",
+                Outcome::Failed(_) => "failed",
+            },
+        );
         let reply: Reply =
             Box::new(move |synced| answer(out.and_then(|(v, _)| synced.map(|()| v))));
         (outcome, reply)
@@ -111,7 +123,10 @@ impl Committer {
         f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
         answer: impl FnOnce(Result<T, StoreError>) + Send + 'static,
     ) {
-        let _ = self.jobs.send((turn, Box::new(Pending { f, answer })));
+        let caller = tracing::Span::current();
+        let _ = self
+            .jobs
+            .send((turn, Box::new(Pending { f, answer, caller })));
     }
 }
 
@@ -182,7 +197,7 @@ fn commit_group(store: &Store, group: Vec<Job>) {
     if committed.is_empty() {
         return;
     }
-    let synced = sync(&db);
+    let synced = tracing::debug_span!("sync", writes = committed.len()).in_scope(|| sync(&db));
     store
         .syncs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -191,6 +206,7 @@ fn commit_group(store: &Store, group: Vec<Job>) {
             if let Some(head) = checkpoint {
                 store.write_checkpoint(&head);
             }
+            store.journal_durable();
         }
         Err(e) => store.fail(e),
     }

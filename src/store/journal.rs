@@ -146,6 +146,8 @@ impl Store {
         }
         t.insert(seq, packed.as_slice())
             .map_err(StoreError::from_redb)?;
+        self.journaled
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Some(last) = out.last() {
             tx.open_table(META)
                 .map_err(StoreError::from_redb)?

@@ -38,7 +38,7 @@ use crate::runtime::clock::SharedClock;
 use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::Notify;
 
 /// Runs blocking storage work (a redb transaction, an event or metric file read) off the async
@@ -90,6 +90,11 @@ pub struct Store {
     alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
+    /// Set by a write that journaled events; the committer clears it once they are durable.
+    journaled: AtomicBool,
+    /// Notified once events journaled are durable (durable consumers and the event filer);
+    /// held weakly, so a consumer that is dropped stops being notified.
+    journal_watchers: Mutex<Vec<Weak<Notify>>>,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -165,6 +170,8 @@ impl Store {
             escalations: Arc::new(Notify::new()),
             alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
+            journaled: AtomicBool::new(false),
+            journal_watchers: Mutex::default(),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
@@ -356,6 +363,31 @@ impl Store {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(watcher);
+    }
+
+    /// Has `watcher` notified (one permit, kept until it waits) once events journaled after
+    /// this are durable, for as long as the caller holds it.
+    pub fn watch_journal(&self, watcher: &Arc<Notify>) {
+        let mut watchers = self
+            .journal_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        watchers.retain(|w| w.strong_count() > 0);
+        watchers.push(Arc::downgrade(watcher));
+    }
+
+    /// After a durable group: tells the journal's watchers when it journaled events.
+    fn journal_durable(&self) {
+        if !self.journaled.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let watchers = self
+            .journal_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for watcher in watchers.iter().filter_map(Weak::upgrade) {
+            watcher.notify_one();
+        }
     }
 
     /// Changes with every committed catalog write; read it before reading the catalog.

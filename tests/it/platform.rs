@@ -1,5 +1,6 @@
 //! The binary, the HTTP platform's cross-cutting rules and the operations endpoints.
 
+use crate::receiver::Receiver;
 use crate::support::*;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -668,4 +669,69 @@ async fn a_data_directory_of_the_previous_schema_is_migrated_and_keeps_working()
         assert!(started.elapsed() < Duration::from_secs(10), "{resolved}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// With `SVC_LOG_SPANS` a request can be followed from its log lines: the transaction it
+/// commits closes inside the request's span (carrying the id the response names), the alert
+/// engine's batch of the event it made commits inside the batch's span, and the webhook
+/// delivery of that event closes in its own span.
+#[tokio::test]
+async fn spans_follow_a_request_into_its_transaction_the_batch_and_the_delivery_after_it() {
+    let a = Admin::start_with(Opts {
+        env: vec![
+            ("SVC_LOG".into(), "info,svc=debug".into()),
+            ("SVC_LOG_SPANS".into(), "1".into()),
+        ],
+        ..Default::default()
+    });
+    let hooks = Receiver::start().await;
+    let res = send(
+        &a.s,
+        &a.token,
+        Method::POST,
+        "/api/v1/webhooks",
+        json!({"name": "all", "url": hooks.url("/all")}),
+    )
+    .await;
+    json(res, 201).await;
+    let res = call(&a.s, &a.token, Method::POST, "/api/v1/hosts")
+        .json(&json!({"name": "traced", "spec": {}}))
+        .send()
+        .await
+        .unwrap();
+    let id = res.headers()["x-request-id"].to_str().unwrap().to_string();
+    json(res, 201).await;
+    let request = format!("request{{id={id} method=POST route=/api/v1/hosts}}");
+    hooks.wait_for("/all", 1, Duration::from_secs(10)).await;
+    let mut log = String::new();
+    for _ in 0..100 {
+        log = a.s.log();
+        if log.contains("batch{consumer=\"alert-engine\"") && log.contains("delivery{") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let closed = |spans: &str| {
+        log.lines()
+            .any(|l| l.contains(spans) && l.contains(": close time.busy="))
+    };
+    assert!(
+        closed(&format!("{request}:transaction{{outcome=\"changed\"}}: ")),
+        "the request's transaction closes in its span; log:\n{log}"
+    );
+    assert!(
+        closed(&format!("INFO {request}: svc::api::middleware")),
+        "the request span closes with its time; log:\n{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("batch{consumer=\"alert-engine\" events=1")
+                && l.contains("}:transaction{outcome=\"changed\"}: ")
+                && l.contains(": close time.busy=")),
+        "the engine commits its batch inside the batch's span; log:\n{log}"
+    );
+    assert!(
+        closed("delivery{id="),
+        "the delivery closes in its span with its time; log:\n{log}"
+    );
 }
