@@ -1,7 +1,7 @@
 //! Event figures for docs/performance.md:
 //! - durable events appended per second through the producer path (journaled in a main-store
-//!   transaction, then `Events::file`: group commit with fsync, then publish) with 1, 8 and
-//!   64 concurrent producers, in process;
+//!   transaction, group commit with fsync, then filed by the store: month-file group commit,
+//!   then publish) with 1, 8 and 64 concurrent producers, in process;
 //! - latency from append to delivery on 100 concurrent SSE clients of the release server
 //!   (event `ts`, stamped just before the append, to the client reading the frame);
 //! - the server's resident memory with those clients connected.
@@ -37,6 +37,7 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
         Arc::new(SystemClock),
         Arc::new(Metrics::new()),
     );
+    main.file_with(events.clone(), tokio::runtime::Handle::current());
     let sup = Supervisor::new(Shutdown::new(), Duration::from_secs(1));
     sup.spawn(events.bus().dispatcher().unwrap());
     let stop = Arc::new(AtomicBool::new(false));
@@ -44,8 +45,7 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
     let tenant = uuid::Uuid::from_u128(1);
     let tasks: Vec<_> = (0..producers)
         .map(|p| {
-            let (events, main, stop, count) =
-                (events.clone(), main.clone(), stop.clone(), count.clone());
+            let (main, stop, count) = (main.clone(), stop.clone(), count.clone());
             tokio::spawn(async move {
                 let mut i = 0u64;
                 let mut in_flight = futures_util::stream::FuturesUnordered::new();
@@ -53,10 +53,9 @@ async fn appends(producers: usize, window: usize, seconds: u64) -> f64 {
                     while in_flight.len() < window {
                         let payload = serde_json::json!({"summary": "bench", "producer": p, "n": i, "labels": {"site": "bench"}});
                         let draft = EventDraft::new(tenant, EventType::Ingress, Some(Severity::Info), payload);
-                        let (events, main) = (events.clone(), main.clone());
+                        let main = main.clone();
                         in_flight.push(async move {
-                            let journaled = main.journal_events(vec![draft]).await.unwrap();
-                            events.file(journaled).await.unwrap();
+                            main.journal_events(vec![draft]).await.unwrap();
                         });
                         i += 1;
                     }

@@ -130,8 +130,7 @@ impl AlertEngine {
             })
             .collect();
         let suppressions = self.alerting.suppressions(tenants).await?;
-        let journaled = self
-            .store
+        self.store
             .apply_alert_matches(
                 CONSUMER,
                 through,
@@ -144,8 +143,6 @@ impl AlertEngine {
         if let Some(consumer) = self.consumer.as_mut() {
             consumer.advance(through);
         }
-        // A failed filing stays journaled for the event filer; the decisions are committed.
-        let _ = self.events.file(journaled).await;
         Ok(())
     }
 }
@@ -177,11 +174,8 @@ impl AlertEngine {
                 )
             })
             .collect();
-        match self.store.journal_events(drafts).await {
-            Ok(journaled) => {
-                let _ = self.events.file(journaled).await;
-            }
-            Err(e) => tracing::warn!(error = %e, "could not record rule overruns"),
+        if let Err(e) = self.store.journal_events(drafts).await {
+            tracing::warn!(error = %e, "could not record rule overruns");
         }
     }
 }

@@ -71,8 +71,7 @@ impl Alerting {
             version: 1,
         };
         let audit = self.incident_audit(p, actor, "create", incident.id);
-        let (incident, journaled) = self.store.create_incident(incident, audit).await?;
-        self.sink.file(journaled).await;
+        let incident = self.store.create_incident(incident, audit).await?;
         Ok(incident)
     }
 
@@ -101,7 +100,7 @@ impl Alerting {
         }
         let now = self.clock.now();
         let audit = self.incident_audit(p, actor, "update", id);
-        let (incident, journaled) = self
+        let incident = self
             .store
             .update_incident(
                 p.tenant,
@@ -138,7 +137,6 @@ impl Alerting {
                 audit,
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(incident)
     }
 

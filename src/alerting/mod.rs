@@ -29,7 +29,7 @@ use crate::model::{GoDuration, Timestamp};
 use crate::runtime::alerts::ActFuture;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertAction, AlertActions, EventSink};
+use crate::runtime::{AlertAction, AlertActions};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,7 +53,6 @@ fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
 pub struct Alerting {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     /// The stored events, for testing rules against history.
     history: Arc<Events>,
     storm: Storm,
@@ -63,14 +62,12 @@ impl Alerting {
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
         history: Arc<Events>,
         storm: Storm,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
-            sink,
             history,
             storm,
         })
@@ -180,8 +177,7 @@ impl Alerting {
             ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
-        let (alert, opened, journaled) = self.store.raise_alarm(alert, audit, via).await?;
-        self.sink.file(journaled).await;
+        let (alert, opened) = self.store.raise_alarm(alert, audit, via).await?;
         Ok((alert, opened))
     }
 
@@ -194,11 +190,10 @@ impl Alerting {
     ) -> Result<Alert, AlertError> {
         let (by, now) = (p.name.clone(), self.clock.now());
         let audit = self.audit(p, actor, "alert.ack", id);
-        let (alert, journaled) = self
+        let alert = self
             .store
             .transition_alert(p.tenant, id, move |a| a.ack(&by, comment, now), audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(alert)
     }
 
@@ -227,11 +222,10 @@ impl Alerting {
         }
         let by = p.name.clone();
         let audit = self.audit(p, actor, "alert.snooze", id);
-        let (alert, journaled) = self
+        let alert = self
             .store
             .transition_alert(p.tenant, id, move |a| a.snooze(&by, until, now), audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(alert)
     }
 
@@ -245,13 +239,12 @@ impl Alerting {
             .await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressions = self.suppressions(tenants).await?;
-        let (journaled, timers) = self
+        let timers = self
             .store
             .run_alert_timers(self.clock.now(), self.storm, move |a, host| {
                 suppressions.reason(a, host)
             })
             .await?;
-        self.sink.file(journaled).await;
         Ok(match (downtimes, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -294,10 +287,7 @@ impl Alerting {
             )
             .await;
         match done {
-            Ok((alert, journaled)) => {
-                self.sink.file(journaled).await;
-                Ok(Some(alert))
-            }
+            Ok(alert) => Ok(Some(alert)),
             Err(StoreError::NotFound | StoreError::Conflict(_)) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -311,11 +301,10 @@ impl Alerting {
     ) -> Result<Alert, AlertError> {
         let now = self.clock.now();
         let audit = self.audit(p, actor, "alert.resolve", id);
-        let (alert, journaled) = self
+        let alert = self
             .store
             .transition_alert(p.tenant, id, move |a| a.resolve(now), audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(alert)
     }
 }

@@ -188,8 +188,7 @@ impl Alerting {
             version: 1,
         };
         let audit = self.suppression_audit(p, actor, "silence.create", silence.id);
-        let (silence, journaled) = self.store.create_silence(silence, audit).await?;
-        self.sink.file(journaled).await;
+        let silence = self.store.create_silence(silence, audit).await?;
         Ok(silence)
     }
 
@@ -210,11 +209,9 @@ impl Alerting {
         id: Uuid,
     ) -> Result<(), AlertError> {
         let audit = self.suppression_audit(p, actor, "silence.expire", id);
-        let journaled = self
-            .store
+        self.store
             .expire_silence(p.tenant, id, self.clock.now(), audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -299,10 +296,7 @@ impl Alerting {
             })
             .await?;
         Ok(match created {
-            Idempotent::Created(d, journaled) => {
-                self.sink.file(journaled).await;
-                DowntimeCreated::Created(Box::new(d))
-            }
+            Idempotent::Created(d) => DowntimeCreated::Created(Box::new(d)),
             Idempotent::Replay(answer) if Some(&answer.body_sha256) == digest.as_ref() => {
                 DowntimeCreated::Replay {
                     status: answer.status,
@@ -336,7 +330,7 @@ impl Alerting {
     ) -> Result<(), AlertError> {
         let now = self.clock.now();
         let audit = self.suppression_audit(p, actor, "downtime.delete", id);
-        let (_, journaled) = self
+        let _ = self
             .store
             .change_downtime(
                 p.tenant,
@@ -352,7 +346,6 @@ impl Alerting {
                 audit,
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 

@@ -225,6 +225,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 
     let metrics = Arc::new(Metrics::new());
     let events = open_events(&config.data_dir, clock.clone(), metrics.clone())?;
+    // Every durable write's events reach the event store and the bus from here on.
+    store.file_with(events.clone(), tokio::runtime::Handle::current());
     if let Some(dispatcher) = events.bus().dispatcher() {
         supervisor.spawn(dispatcher);
     }
@@ -250,28 +252,21 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         clock.clone(),
         crypto_policy(),
         config.auth.hash_slots(),
-        events.clone(),
     );
-    supervisor.spawn(LastUsedWorker(auth.clone()));
+    supervisor.spawn(LastUsedWorker::new(auth.clone()));
     supervisor.spawn(SessionPurgeWorker(auth.clone()));
     let seed = DefaultAdminSeed::from_env(auth.clone());
     if seed.attempt().await != Wait::Done {
         supervisor.spawn(seed);
     }
     let key = master_key(&config.master_key_file());
-    let heartbeats = Heartbeats::new(store.clone(), clock.clone(), events.clone());
+    let heartbeats = Heartbeats::new(store.clone(), clock.clone());
     supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
     let storm = Storm {
         threshold: config.alerting.storm_threshold,
         window: config.alerting.storm_window.0,
     };
-    let alerting = Alerting::new(
-        store.clone(),
-        clock.clone(),
-        events.clone(),
-        events.clone(),
-        storm,
-    );
+    let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
     // A changed heartbeat rule may move its timer.
     store.watch_catalog(store.alert_timers_waker());
     supervisor.spawn(AlertTimers(alerting.clone()));
@@ -294,7 +289,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         catalog.clone(),
         metric_store.clone(),
         clock.clone(),
-        events.clone(),
     );
     let pipeline = Pipeline::new(results.clone());
     supervisor.spawn(PipelineWorker(pipeline.clone()));
@@ -314,7 +308,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let inventory = Inventory::new(
         store.clone(),
         clock.clone(),
-        events.clone(),
         key,
         catalog.clone(),
         programs.clone(),
@@ -348,7 +341,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let ingress = Ingress::new(
         store.clone(),
         clock.clone(),
-        events.clone(),
         alerting.clone(),
         secrets.clone(),
         programs.ca_files.clone(),
@@ -357,7 +349,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let sites = Sites::new(
         store.clone(),
         clock.clone(),
-        events.clone(),
         events.clone(),
         alerting.clone(),
     );
@@ -389,7 +380,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let notify = Notifier::new(
         store.clone(),
         clock.clone(),
-        events.clone(),
         secrets,
         alerting.clone(),
         Senders::new(
@@ -408,7 +398,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         labels: object_labels,
         oncall: notify.clone(),
-        sink: events.clone(),
         clock: clock.clone(),
         courier: notify.courier_waker(),
         base_url: config.base_url.clone(),
@@ -485,12 +474,12 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
     let store = open_store(&config.data_dir, clock.clone()).await?;
     let events = open_events(&config.data_dir, clock.clone(), Arc::new(Metrics::new()))?;
+    store.file_with(events.clone(), tokio::runtime::Handle::current());
     let auth = Auth::new(
         store.clone(),
         clock,
         crypto_policy(),
         config.auth.hash_slots(),
-        events.clone(),
     );
     let minted = auth.mint_bootstrap().await;
     events.store().close();

@@ -36,11 +36,9 @@ impl Auth {
         kind: &str,
         audit: AuditDraft,
     ) -> Result<(), AuthError> {
-        let journaled = self
-            .store
+        self.store
             .put_setting(tenant, key, value, Self::record(kind, audit))
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ApiToken, TenantRequest};
 use crate::model::{Tenant, Timestamp};
-use crate::runtime::EventSink;
+use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use uuid::Uuid;
 
 /// At most this many hashings wait for or hold a slot (`auth.hashConcurrency` of them run at
@@ -54,13 +54,14 @@ pub struct Auth {
     cache_key: [u8; 32],
     pub(super) verified: Mutex<HashMap<[u8; 32], ApiToken>>,
     last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
+    /// Notified when a token is used with none waiting to be written back.
+    used: Arc<Notify>,
     pub(super) dummy: tokio::sync::OnceCell<String>,
     /// The default tenant's id, read once (it never changes).
     default_tenant: tokio::sync::OnceCell<Uuid>,
     pub(super) setup_lock: tokio::sync::Mutex<()>,
     pub limiter: RateLimiter,
     pub(super) token_failures: RateLimiter,
-    pub(super) sink: Arc<dyn EventSink>,
 }
 
 impl Auth {
@@ -69,7 +70,6 @@ impl Auth {
         clock: SharedClock,
         policy: CryptoPolicy,
         hash_slots: usize,
-        sink: Arc<dyn EventSink>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -83,12 +83,12 @@ impl Auth {
             }),
             verified: Mutex::new(HashMap::new()),
             last_used: Mutex::new(HashMap::new()),
+            used: Arc::new(Notify::new()),
             dummy: tokio::sync::OnceCell::new(),
             default_tenant: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
             limiter: RateLimiter::sign_in(),
             token_failures: RateLimiter::new(TOKEN_FAILURE_BURST, TOKEN_FAILURE_REFILL),
-            sink,
         })
     }
 
@@ -172,10 +172,11 @@ impl Auth {
 
     pub(super) fn mark_used(&self, tenant: Uuid, id: Uuid) {
         let now = self.clock.now();
-        self.last_used
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((tenant, id), now);
+        let mut used = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        if used.is_empty() {
+            self.used.notify_one();
+        }
+        used.insert((tenant, id), now);
     }
 
     fn take_used(&self) -> Vec<(Uuid, Uuid, Timestamp)> {
@@ -357,11 +358,10 @@ impl Auth {
             "tenant.create",
             format!("tenant/{}", tenant.id),
         );
-        let (created, journaled) = self
+        let created = self
             .store
             .create_tenant(tenant, Self::record("tenants", audit))
             .await?;
-        self.sink.file(journaled).await;
         Ok(created)
     }
 
@@ -392,21 +392,45 @@ impl Auth {
     }
 }
 
-/// Writes `lastUsedAt` of recently used tokens back in batches, off the request path.
-pub struct LastUsedWorker(pub Arc<Auth>);
+/// Writes `lastUsedAt` of recently used tokens back in batches, off the request path: at most
+/// once per `LAST_USED_FLUSH`, and not at all while no token is used.
+pub struct LastUsedWorker {
+    auth: Arc<Auth>,
+    last_flush: Option<Stopwatch>,
+}
+
+impl LastUsedWorker {
+    pub fn new(auth: Arc<Auth>) -> Self {
+        Self {
+            auth,
+            last_flush: None,
+        }
+    }
+}
 
 impl Worker for LastUsedWorker {
     fn name(&self) -> &'static str {
         "token-last-used"
     }
 
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.auth.used.clone())
+    }
+
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            let used = self.0.take_used();
-            if !used.is_empty() {
-                if let Err(e) = self.0.store.touch_tokens(used).await {
-                    tracing::warn!(error = %e, "could not record token use");
-                }
+            if let Some(since) = self.last_flush.as_ref().map(Stopwatch::elapsed)
+                && since < LAST_USED_FLUSH
+            {
+                return Wait::For(LAST_USED_FLUSH - since);
+            }
+            let used = self.auth.take_used();
+            if used.is_empty() {
+                return Wait::UntilWoken;
+            }
+            self.last_flush = Some(Stopwatch::start());
+            if let Err(e) = self.auth.store.touch_tokens(used).await {
+                tracing::warn!(error = %e, "could not record token use");
             }
             Wait::For(LAST_USED_FLUSH)
         })

@@ -240,7 +240,7 @@ impl Auth {
             action,
             format!("user/{}", user.user.id),
         );
-        let (_, journaled) = self
+        let _ = self
             .store
             .insert_user_with_session(
                 user,
@@ -250,7 +250,6 @@ impl Auth {
             )
             .await
             .map_err(user_errors)?;
-        self.sink.file(journaled).await;
         Ok(NewSession {
             id,
             ttl: SESSION_TTL,
@@ -330,10 +329,7 @@ impl Auth {
             .insert_user(user, Self::record("users", audit))
             .await
         {
-            Ok((_, journaled)) => {
-                self.sink.file(journaled).await;
-                Ok(generated.then_some((email, password)))
-            }
+            Ok(_) => Ok(generated.then_some((email, password))),
             Err(StoreError::EmailInUse) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -382,7 +378,6 @@ mod tests {
 mod expiry_tests {
     use super::*;
     use crate::model::Timestamp;
-    use crate::runtime::sink::DiscardSink;
     use crate::runtime::{Clock, TestClock};
     use crate::store::Store;
 
@@ -398,7 +393,6 @@ mod expiry_tests {
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
             1,
-            Arc::new(DiscardSink),
         );
         let seed = SeedSettings {
             password: Some("a long enough password".into()),
@@ -457,7 +451,6 @@ mod expiry_tests {
             clock.clone(),
             crate::auth::CryptoPolicy::FAST_TEST,
             1,
-            Arc::new(DiscardSink),
         );
         let password = "a long enough password";
         let seed = SeedSettings {

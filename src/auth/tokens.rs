@@ -224,8 +224,7 @@ impl Auth {
             "token.create",
             format!("api-token/{}", meta.id),
         );
-        let journaled = self
-            .store
+        self.store
             .insert_token(
                 StoredToken {
                     meta: meta.clone(),
@@ -234,7 +233,6 @@ impl Auth {
                 Self::record("api-tokens", audit),
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -350,7 +348,7 @@ impl Auth {
             new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
         let secret_hash = self.hash_secret(secret.clone()).await?;
         let audit = self.audit(p, actor, "token.rotate", format!("api-token/{id}"));
-        let (meta, journaled) = self
+        let meta = self
             .store
             .rotate_token(
                 p.tenant,
@@ -362,7 +360,6 @@ impl Auth {
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
-        self.sink.file(journaled).await;
         Ok(MintedToken {
             token: secret,
             meta,
@@ -371,13 +368,12 @@ impl Auth {
 
     pub async fn revoke(&self, p: &Principal, actor: &Actor, id: Uuid) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "token.delete", format!("api-token/{id}"));
-        let (_, journaled) = self
+        let _ = self
             .store
             .delete_token(p.tenant, id, Self::record("api-tokens", audit))
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
-        self.sink.file(journaled).await;
         Ok(())
     }
 }

@@ -102,11 +102,10 @@ impl Auth {
             .await?;
         stored.user.disabled = req.disabled;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
-        let (user, journaled) = self
+        let user = self
             .store
             .insert_user(stored, Self::record("users", audit))
             .await?;
-        self.sink.file(journaled).await;
         Ok(user)
     }
 
@@ -139,7 +138,7 @@ impl Auth {
         }
         let now = self.clock.now();
         let audit = self.audit(p, actor, "user.update", format!("user/{id}"));
-        let (updated, journaled) = self
+        let updated = self
             .store
             .update_user(p.tenant, id, Self::record("users", audit), move |u| {
                 if let Some(e) = email {
@@ -158,7 +157,6 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
-        self.sink.file(journaled).await;
         Ok(updated)
     }
 
@@ -169,12 +167,10 @@ impl Auth {
         id: Uuid,
     ) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "user.delete", format!("user/{id}"));
-        let journaled = self
-            .store
+        self.store
             .delete_user(p.tenant, id, Self::record("users", audit))
             .await
             .map_err(user_errors)?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -240,7 +236,7 @@ impl Auth {
     ) -> Result<(), AuthError> {
         let hash = self.hash_secret(password).await?;
         let now = self.clock.now();
-        let (_, journaled) = self
+        let _ = self
             .store
             .update_user(tenant, id, Self::record("users", audit), move |u| {
                 u.password_hash = Some(hash);
@@ -248,7 +244,6 @@ impl Auth {
             })
             .await
             .map_err(user_errors)?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 }

@@ -156,9 +156,10 @@ impl Worker for Dispatcher {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            // Bounded waits so shutdown is noticed between steps.
-            match tokio::time::timeout(Duration::from_secs(1), self.rx.recv()).await {
-                Ok(Some(first)) => {
+            // Waits for the next event however long it takes (an idle box wakes for nothing);
+            // the supervisor ends the wait at shutdown.
+            match self.rx.recv().await {
+                Some(first) => {
                     self.bus.fan_out(&first);
                     for _ in 0..1024 {
                         match self.rx.try_recv() {
@@ -168,8 +169,7 @@ impl Worker for Dispatcher {
                     }
                     Wait::For(Duration::ZERO)
                 }
-                Ok(None) => Wait::Done,
-                Err(_) => Wait::For(Duration::ZERO),
+                None => Wait::Done,
             }
         })
     }

@@ -92,10 +92,8 @@ impl Consumer {
         through: Uuid,
         events: Vec<EventDraft>,
     ) -> Result<(), StoreError> {
-        let journaled = self.store.consume(self.name, through, events).await?;
+        self.store.consume(self.name, through, events).await?;
         self.advance(through);
-        // A failed filing stays journaled for the filer; the work is committed either way.
-        let _ = self.events.file(journaled).await;
         Ok(())
     }
 
@@ -165,6 +163,28 @@ mod tests {
         tenant: Uuid,
     }
 
+    /// Files all but every fifth durable group: the others stay journaled, as if their
+    /// process had died between the commit and the filing.
+    struct Lossy {
+        events: Arc<Events>,
+        groups: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::store::Filing for Lossy {
+        fn file(
+            self: Arc<Self>,
+            journaled: Vec<crate::model::event::Journaled>,
+        ) -> futures_util::future::BoxFuture<'static, ()> {
+            let n = self
+                .groups
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if n % 5 == 4 {
+                return Box::pin(async {});
+            }
+            crate::store::Filing::file(self.events.clone(), journaled)
+        }
+    }
+
     fn rig(dir: &std::path::Path) -> Rig {
         let clock = Arc::new(SystemClock);
         let store = Store::open(dir, clock.clone()).unwrap();
@@ -173,6 +193,11 @@ mod tests {
             clock,
             Arc::new(Metrics::new()),
         );
+        let lossy = Lossy {
+            events: events.clone(),
+            groups: Default::default(),
+        };
+        store.file_with(Arc::new(lossy), tokio::runtime::Handle::current());
         Rig {
             store,
             events,
@@ -180,12 +205,12 @@ mod tests {
         }
     }
 
-    /// Producers journal `per_task` events each from `tasks` tasks; every fifth is never
-    /// filed (its producer "crashed" after the commit). Returns the committed ids.
+    /// Producers journal `per_task` events each from `tasks` tasks; every fifth group is
+    /// never filed (see `Lossy`). Returns the committed ids.
     async fn produce(rig: &Rig, tasks: usize, per_task: usize) -> Vec<Uuid> {
         let mut handles = Vec::new();
         for t in 0..tasks {
-            let (store, events, tenant) = (rig.store.clone(), rig.events.clone(), rig.tenant);
+            let (store, tenant) = (rig.store.clone(), rig.tenant);
             handles.push(tokio::spawn(async move {
                 let mut ids = Vec::new();
                 for n in 0..per_task {
@@ -195,11 +220,7 @@ mod tests {
                         None,
                         json!({"input": true, "task": t, "n": n}),
                     );
-                    let journaled = store.journal_events(vec![draft]).await.unwrap();
-                    ids.extend(journaled.iter().map(|j| j.event.id));
-                    if n % 5 != 4 {
-                        events.file(journaled).await.unwrap();
-                    }
+                    ids.extend(store.journal_events(vec![draft]).await.unwrap());
                 }
                 ids
             }));

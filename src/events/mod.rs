@@ -18,13 +18,13 @@ use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, Journaled, id_millis};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::sink::{EmitFuture, EventSink};
 use crate::store::events::{EventStore, Position};
-use crate::store::{Store, StoreError};
+use crate::store::{Filing, Store, StoreError};
+use futures_util::future::BoxFuture;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, oneshot};
 use uuid::Uuid;
 
 /// At most this many committed, not yet filed events are merged into a list (the journal is
@@ -48,6 +48,9 @@ pub struct Events {
     /// The filer's waker: notified after every filing (rows to forget), after a failed one
     /// (rows to store) and once journaled events are durable (rows that may be left unfiled).
     filer: Arc<Notify>,
+    /// Resolves once the last durable group handed over is published: the next one publishes
+    /// after it, so the bus sees groups in commit order.
+    published: Mutex<oneshot::Receiver<()>>,
     /// Where each durable consumer stands, for `/metrics` and the health report.
     consumers: Mutex<BTreeMap<&'static str, ConsumerLag>>,
 }
@@ -88,6 +91,7 @@ impl Events {
             filed: Mutex::default(),
             unfiled: Mutex::default(),
             filer: Arc::new(Notify::new()),
+            published: Mutex::new(oneshot::channel().1),
             consumers: Mutex::default(),
         })
     }
@@ -96,42 +100,62 @@ impl Events {
         &self.bus
     }
 
-    /// Stores journaled events and publishes them once stored (see `EventSink::file`). The
-    /// append is queued when this is called, not when the future is first polled, so appends
-    /// keep call order while their commits are awaited elsewhere.
-    pub fn file(
+    /// Stores journaled events and publishes them once stored; their journal rows are
+    /// forgotten once stored, and a failed store leaves them journaled for the filer (and is
+    /// counted). The append is queued when this is called, not when the future is first
+    /// polled, so appends keep call order.
+    fn file(
         &self,
         journaled: Vec<Journaled>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
+        let queued = self.queue(journaled);
+        self.publish_stored(queued)
+    }
+
+    /// Queues the append of journaled events to their month files.
+    fn queue(&self, journaled: Vec<Journaled>) -> Queued {
         let mut seqs: Vec<u64> = journaled.iter().map(|j| j.seq).collect();
         seqs.dedup();
         let events: Vec<Arc<Event>> = journaled.iter().map(|j| j.event.clone()).collect();
         let rows = journaled.into_iter().map(|j| (j.event, j.row)).collect();
         let stored = (!events.is_empty()).then(|| self.store.append_encoded(rows));
-        async move {
-            let Some(stored) = stored else {
-                return Ok(());
-            };
-            let result = stored
-                .await
-                .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())));
-            match &result {
-                Ok(()) => {
-                    for event in &events {
-                        self.bus.publish(event.clone()).await;
-                    }
-                    lock(&self.filed).extend(seqs);
-                    self.filer.notify_one();
-                }
-                Err(e) => {
-                    self.metrics.events_dropped.inc_by(events.len() as u64);
-                    tracing::error!(error = %e, count = events.len(), "journaled events not stored yet; the filer retries");
-                    *lock(&self.unfiled) = Some(e.to_string());
-                    self.filer.notify_one();
-                }
-            }
-            result
+        Queued {
+            seqs,
+            events,
+            stored,
         }
+    }
+
+    /// Once the queued append is done: publishes the events and hands their rows to the filer
+    /// to forget, or, when it failed, to store again.
+    async fn publish_stored(&self, queued: Queued) -> Result<(), StoreError> {
+        let Queued {
+            seqs,
+            events,
+            stored,
+        } = queued;
+        let Some(stored) = stored else {
+            return Ok(());
+        };
+        let result = stored
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())));
+        match &result {
+            Ok(()) => {
+                for event in &events {
+                    self.bus.publish(event.clone()).await;
+                }
+                lock(&self.filed).extend(seqs);
+                self.filer.notify_one();
+            }
+            Err(e) => {
+                self.metrics.events_dropped.inc_by(events.len() as u64);
+                tracing::error!(error = %e, count = events.len(), "journaled events not stored yet; the filer retries");
+                *lock(&self.unfiled) = Some(e.to_string());
+                self.filer.notify_one();
+            }
+        }
+        result
     }
 
     /// Stores the events a federation site forwarded, with their own ids and times, leaving
@@ -339,11 +363,24 @@ impl Events {
     }
 }
 
-impl EventSink for Events {
-    fn file(&self, journaled: Vec<Journaled>) -> EmitFuture<'_> {
-        let filed = Events::file(self, journaled);
+/// An append on its way to the month files, and what to do once it is done.
+struct Queued {
+    seqs: Vec<u64>,
+    events: Vec<Arc<Event>>,
+    stored: Option<oneshot::Receiver<Result<(), StoreError>>>,
+}
+
+/// The store hands every durable group's events here, in commit order.
+impl Filing for Events {
+    fn file(self: Arc<Self>, journaled: Vec<Journaled>) -> BoxFuture<'static, ()> {
+        let queued = self.queue(journaled);
+        let (published, next_turn) = oneshot::channel();
+        let turn = std::mem::replace(&mut *lock(&self.published), next_turn);
         Box::pin(async move {
-            let _ = filed.await;
+            // The group before is published, or its filing is gone.
+            let _ = turn.await;
+            let _ = self.publish_stored(queued).await;
+            let _ = published.send(());
         })
     }
 }

@@ -110,6 +110,7 @@ mod tests {
         let clock = Arc::new(TestClock::new("2026-01-15T12:00:00Z".parse().unwrap()));
         let main = crate::store::Store::open(dir.path(), clock.clone()).unwrap();
         let events = Events::new(store.clone(), clock.clone(), Arc::new(Metrics::new()));
+        main.file_with(events.clone(), tokio::runtime::Handle::current());
         for month in [
             "2026-01-15T12:00:00Z",
             "2026-02-15T12:00:00Z",
@@ -123,8 +124,7 @@ mod tests {
                 None,
                 serde_json::json!({}),
             );
-            let journaled = main.journal_events(vec![draft]).await.unwrap();
-            events.file(journaled).await.unwrap();
+            main.journal_events(vec![draft]).await.unwrap();
         }
         assert_eq!(store.months(), vec![202601, 202602, 202603, 202604]);
         // A consumer that read only January's event loses February's to retention.

@@ -16,7 +16,7 @@ use crate::model::site::{
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
-use crate::runtime::{AlertAction, AlertActions, EventSink, Wait, Worker};
+use crate::runtime::{AlertAction, AlertActions, Wait, Worker};
 use crate::store::{Store, StoreError};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -104,7 +104,6 @@ pub fn bundle_etag(text: &str) -> String {
 pub struct Sites {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     events: Arc<Events>,
     alerts: Arc<dyn AlertActions>,
     /// Forwarded batches of one site are stored one after the other.
@@ -120,14 +119,12 @@ impl Sites {
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
         events: Arc<Events>,
         alerts: Arc<dyn AlertActions>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
-            sink,
             events,
             alerts,
             receiving: tokio::sync::Mutex::new(()),
@@ -193,7 +190,7 @@ impl Sites {
     ) -> Result<(), SiteError> {
         self.connectable(p, name).await?;
         let now = self.clock.now();
-        let (status, journaled) = self
+        let status = self
             .store
             .touch_site_status(
                 p.tenant,
@@ -213,7 +210,6 @@ impl Sites {
                 },
             )
             .await?;
-        self.sink.file(journaled).await;
         self.wake.notify_one();
         // The beat ended any staleness; an alert still recorded is resolved now.
         if let Some(alert) = status.stale_alert {
@@ -402,7 +398,7 @@ impl Sites {
                 }
                 // Stale first, alert second: whoever sees the alert sees the site stale, and an
                 // alert that fails to open is retried by the next sweep.
-                let (marked, _) = self
+                let marked = self
                     .store
                     .touch_site_status(
                         status.tenant_id,
@@ -443,7 +439,7 @@ impl Sites {
                 .alarm(status.tenant_id, alarm, "federation".into(), "federation")
                 .await
                 .map_err(|why| StoreError::Internal(format!("stale-site alert: {why}")))?;
-            let (after, journaled) = self
+            let after = self
                 .store
                 .touch_site_status(
                     status.tenant_id,
@@ -456,7 +452,6 @@ impl Sites {
                     |_, _| Vec::new(),
                 )
                 .await?;
-            self.sink.file(journaled).await;
             if after.stale_since.is_none() {
                 self.resolve_stale_alert(status.tenant_id, &status.name, alert.id)
                     .await?;

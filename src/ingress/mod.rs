@@ -17,7 +17,7 @@ use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity, check_labels, check_payload};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::AllowedDirs;
-use crate::runtime::{AlertActions, EventSink, SecretSource};
+use crate::runtime::{AlertActions, SecretSource};
 use crate::store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -27,7 +27,6 @@ use uuid::Uuid;
 pub struct Ingress {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     alerts: Arc<dyn AlertActions>,
     secrets: Arc<dyn SecretSource>,
     buckets: webhook::Buckets,
@@ -131,7 +130,6 @@ impl Ingress {
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
         alerts: Arc<dyn AlertActions>,
         secrets: Arc<dyn SecretSource>,
         ca_files: AllowedDirs,
@@ -139,7 +137,6 @@ impl Ingress {
         Arc::new(Self {
             store,
             clock,
-            sink,
             alerts,
             secrets,
             buckets: webhook::Buckets::default(),
@@ -279,9 +276,7 @@ impl Ingress {
                 draft
             })
             .collect();
-        let journaled = self.store.journal_events(drafts).await?;
-        let ids: Vec<Uuid> = journaled.iter().map(|j| j.event.id).collect();
-        self.sink.file(journaled).await;
+        let ids = self.store.journal_events(drafts).await?;
         self.count(&source.name, Outcome::Received(ids.len() as u64));
         Ok(ids)
     }

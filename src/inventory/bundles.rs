@@ -528,7 +528,7 @@ impl Inventory {
         let ids = ops.iter().map(|_| self.clock.new_id()).collect();
         let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
         let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
-        let (_, journaled) = self
+        let _ = self
             .store
             .apply_bundle(
                 p.tenant,
@@ -543,7 +543,6 @@ impl Inventory {
                 crate::store::StoreError::Conflict(why) => InventoryError::Apply(why),
                 other => other.into(),
             })?;
-        self.sink.file(journaled).await;
         result.applied = true;
         Ok(result)
     }

@@ -12,9 +12,9 @@ use crate::model::config::{
 };
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
+use crate::runtime::ObjectLabels;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::Allowed;
-use crate::runtime::{EventSink, ObjectLabels};
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
 use serde_json::{Map, Value};
@@ -58,7 +58,6 @@ impl From<Invalid> for InventoryError {
 pub struct Inventory {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     master_key: Option<secrets::MasterKey>,
     /// Effective labels for the object lists' selector and states.
     labels: Arc<dyn ObjectLabels>,
@@ -96,7 +95,6 @@ impl Inventory {
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
         master_key: Option<secrets::MasterKey>,
         labels: Arc<dyn ObjectLabels>,
         programs: Allowed,
@@ -105,7 +103,6 @@ impl Inventory {
         Arc::new(Self {
             store,
             clock,
-            sink,
             master_key,
             labels,
             plans: Default::default(),
@@ -242,8 +239,7 @@ impl Inventory {
             body: Value::Object(body).to_string(),
         };
         let record = self.record(p, actor, kind, "create", &name);
-        let (doc, journaled) = self.store.create_doc(doc, secrets, record).await?;
-        self.sink.file(journaled).await;
+        let doc = self.store.create_doc(doc, secrets, record).await?;
         Ok(doc)
     }
 
@@ -282,7 +278,7 @@ impl Inventory {
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();
-        let (doc, journaled) = self
+        let doc = self
             .store
             .update_doc(
                 p.tenant,
@@ -297,7 +293,6 @@ impl Inventory {
                 record,
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(doc)
     }
 
@@ -309,11 +304,9 @@ impl Inventory {
         name: String,
     ) -> Result<(), InventoryError> {
         let record = self.record(p, actor, kind, "delete", &name);
-        let journaled = self
-            .store
+        self.store
             .delete_doc(p.tenant, kind.name, name, record)
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 

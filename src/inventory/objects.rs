@@ -170,7 +170,7 @@ impl Inventory {
         let o = self.new_object(p, value, service_route).await?;
         let audit = self.object_audit(p, actor, &o, "create");
         let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
-        let (mut results, journaled) = self
+        let mut results = self
             .store
             .write_objects(vec![ObjectWrite::Create(Box::new(o), audit)], move |out| {
                 out.iter()
@@ -180,7 +180,6 @@ impl Inventory {
                     .collect()
             })
             .await?;
-        self.sink.file(journaled).await;
         let created = results
             .pop()
             .ok_or(StoreError::NotFound)?
@@ -248,7 +247,7 @@ impl Inventory {
                 }
                 // One `config` event per transaction, naming how many objects it wrote.
                 let tenant = p.tenant;
-                let (outcomes, journaled) = self
+                let outcomes = self
                     .store
                     .write_objects(writes, move |out| {
                         let written = out.iter().filter(|r| r.is_ok()).count();
@@ -265,7 +264,6 @@ impl Inventory {
                             .collect()
                     })
                     .await?;
-                self.sink.file(journaled).await;
                 let mut outcomes = outcomes.into_iter();
                 for name in names.into_iter().flatten() {
                     match outcomes.next() {
@@ -367,7 +365,7 @@ impl Inventory {
             .await?;
         let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
-        let (updated, journaled) = self
+        let updated = self
             .store
             .update_object(
                 p.tenant,
@@ -382,7 +380,6 @@ impl Inventory {
                 record,
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(updated)
     }
 
@@ -394,8 +391,7 @@ impl Inventory {
     ) -> Result<(), InventoryError> {
         let current = self.store.object(p.tenant, id).await?;
         let record = self.object_record(p, actor, &current, "delete");
-        let journaled = self.store.delete_object(p.tenant, id, record).await?;
-        self.sink.file(journaled).await;
+        self.store.delete_object(p.tenant, id, record).await?;
         Ok(())
     }
 

@@ -170,8 +170,7 @@ impl Inventory {
             created_at: now,
             updated_at: now,
         };
-        let journaled = self
-            .store
+        self.store
             .put_secret(
                 StoredSecret {
                     meta,
@@ -181,7 +180,6 @@ impl Inventory {
                 self.record_of(audit, "secrets"),
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -199,11 +197,9 @@ impl Inventory {
             "secret.delete",
             format!("secret/{name}"),
         );
-        let journaled = self
-            .store
+        self.store
             .delete_secret(p.tenant, name, self.record_of(audit, "secrets"))
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 

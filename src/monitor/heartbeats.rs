@@ -9,7 +9,6 @@ use crate::model::config::{Invalid, check_name};
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::heartbeat::{Heartbeat, HeartbeatBody};
 use crate::model::identity::Actor;
-use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::journal::Record;
@@ -35,7 +34,6 @@ pub enum HeartbeatError {
 pub struct Heartbeats {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     /// Wakes the sweep when a definition changes (its next due time may be sooner).
     wake: Arc<Notify>,
 }
@@ -49,11 +47,10 @@ fn severity(s: &str) -> Severity {
 }
 
 impl Heartbeats {
-    pub fn new(store: Arc<Store>, clock: SharedClock, sink: Arc<dyn EventSink>) -> Arc<Self> {
+    pub fn new(store: Arc<Store>, clock: SharedClock) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
-            sink,
             wake: Arc::new(Notify::new()),
         })
     }
@@ -102,8 +99,7 @@ impl Heartbeats {
             "heartbeat.upsert",
             format!("heartbeat/{}", body.name),
         ));
-        let (saved, journaled) = self.store.upsert_heartbeat(h, record).await?;
-        self.sink.file(journaled).await;
+        let saved = self.store.upsert_heartbeat(h, record).await?;
         self.wake.notify_one();
         Ok(saved)
     }
@@ -121,8 +117,7 @@ impl Heartbeats {
             "heartbeat.delete",
             format!("heartbeat/{name}"),
         ));
-        let journaled = self.store.delete_heartbeat(p.tenant, name, record).await?;
-        self.sink.file(journaled).await;
+        self.store.delete_heartbeat(p.tenant, name, record).await?;
         Ok(())
     }
 
@@ -133,8 +128,7 @@ impl Heartbeats {
     /// Records a beat; a beat that ends a miss reports the recovery.
     pub async fn beat(&self, p: &Principal, name: String) -> Result<(), HeartbeatError> {
         let now = self.clock.now();
-        let journaled = self
-            .store
+        self.store
             .touch_heartbeat(
                 p.tenant,
                 name,
@@ -145,7 +139,6 @@ impl Heartbeats {
                 |before, after| before.missing.then(|| report(after, true)),
             )
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -163,8 +156,7 @@ impl Heartbeats {
                 continue;
             }
             // Re-checked inside the write: a beat may have arrived since the read.
-            let journaled = self
-                .store
+            self.store
                 .touch_heartbeat(
                     h.tenant_id,
                     h.name.clone(),
@@ -178,7 +170,6 @@ impl Heartbeats {
                     },
                 )
                 .await?;
-            self.sink.file(journaled).await;
         }
         Ok(next)
     }

@@ -12,9 +12,9 @@ use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
-use crate::runtime::sink::EmitFuture;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -180,7 +180,7 @@ impl Pipeline {
     /// events in order.
     pub async fn drain(&self) -> usize {
         let mut total = 0;
-        let mut storing: VecDeque<EmitFuture<'_>> = VecDeque::new();
+        let mut storing: VecDeque<BoxFuture<'_, ()>> = VecDeque::new();
         loop {
             if storing.len() >= STORING_GROUPS {
                 finish_oldest(&mut storing).await;
@@ -269,7 +269,7 @@ impl Pipeline {
 }
 
 /// Waits until the oldest applied group's events and samples are stored.
-async fn finish_oldest(storing: &mut VecDeque<EmitFuture<'_>>) {
+async fn finish_oldest(storing: &mut VecDeque<BoxFuture<'_, ()>>) {
     if let Some(oldest) = storing.front_mut() {
         oldest.await;
         storing.pop_front();
@@ -357,7 +357,6 @@ mod tests {
     use crate::model::Timestamp;
     use crate::model::object::{Object, ObjectKind};
     use crate::monitor::catalog::{Catalog, Entry};
-    use crate::runtime::sink::DiscardSink;
     use crate::runtime::{Clock, TestClock};
     use crate::store::Store;
     use crate::store::metrics::MetricsStore;
@@ -372,13 +371,7 @@ mod tests {
         let store = Store::open(dir.path(), clock.clone()).unwrap();
         let metrics = MetricsStore::open(dir.path()).unwrap();
         let catalog = Catalog::new(store.clone());
-        let results = Results::new(
-            store,
-            catalog,
-            metrics,
-            clock.clone(),
-            Arc::new(DiscardSink),
-        );
+        let results = Results::new(store, catalog, metrics, clock.clone());
         let pipeline = Pipeline::new(results);
         let entry = Arc::new(Entry {
             object: Object {

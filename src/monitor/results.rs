@@ -13,11 +13,10 @@ use crate::model::state::{
     self, CheckState, DOWN, Observation, StateType, Transition, UNREACHABLE, UP, badness, label,
     severity,
 };
-use crate::runtime::EventSink;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::sink::EmitFuture;
 use crate::store::metrics::{MetricsStore, Sample};
 use crate::store::{Store, StoreError};
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -71,7 +70,7 @@ pub struct Accepted {
 /// What `Results::apply` did: the new states, and the commit of their events and samples.
 pub struct Applied<'a> {
     pub states: Vec<CheckState>,
-    pub stored: EmitFuture<'a>,
+    pub stored: BoxFuture<'a, ()>,
 }
 
 /// One problem of `GET /api/v1/problems`.
@@ -159,7 +158,6 @@ pub struct Results {
     catalog: Arc<Catalog>,
     metrics: Arc<MetricsStore>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
 }
 
 impl Results {
@@ -168,14 +166,12 @@ impl Results {
         catalog: Arc<Catalog>,
         metrics: Arc<MetricsStore>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             catalog,
             metrics,
             clock,
-            sink,
         })
     }
 
@@ -251,9 +247,11 @@ impl Results {
         }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
-        let events_stored = self.sink.file(applied.events);
+        let events_filed = applied.filed;
         let stored = Box::pin(async move {
-            events_stored.await;
+            if let Some(filed) = events_filed {
+                filed.await;
+            }
             let _ = samples_stored.await;
         });
         Ok(Applied {

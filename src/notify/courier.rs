@@ -361,8 +361,7 @@ impl Notifier {
             });
         }
         let tried = attempts.len();
-        let journaled = self.store.record_attempts(attempts).await?;
-        self.sink.file(journaled).await;
+        self.store.record_attempts(attempts).await?;
         // After the attempt is recorded: the ack stops the chain this delivery belongs to.
         for (tenant, alert, action, by) in replies {
             if let Err(e) = self.alerts.act(tenant, alert, action, by, "dtmf").await {

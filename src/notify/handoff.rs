@@ -94,11 +94,9 @@ impl Notifier {
                     .map(|d| d.attempt_event("pending", None, None))
                     .collect();
                 let any = !deliveries.is_empty();
-                let journaled = self
-                    .store
+                self.store
                     .record_handoff(tenant.id, schedule.id, current.start, deliveries, events)
                     .await?;
-                self.sink.file(journaled).await;
                 if any {
                     self.courier_wake.notify_one();
                 }

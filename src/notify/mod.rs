@@ -30,7 +30,7 @@ use crate::model::notify::{
 };
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertActions, EventSink, SecretSource};
+use crate::runtime::{AlertActions, SecretSource};
 use crate::store::{Store, StoreError};
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
@@ -87,7 +87,6 @@ const TEST_EXCERPT: usize = 120;
 pub struct Notifier {
     store: Arc<Store>,
     clock: SharedClock,
-    sink: Arc<dyn EventSink>,
     secrets: Arc<dyn SecretSource>,
     alerts: Arc<dyn AlertActions>,
     senders: Senders,
@@ -108,7 +107,6 @@ impl Notifier {
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,
-        sink: Arc<dyn EventSink>,
         secrets: Arc<dyn SecretSource>,
         alerts: Arc<dyn AlertActions>,
         senders: Senders,
@@ -117,7 +115,6 @@ impl Notifier {
         Arc::new(Self {
             store,
             clock,
-            sink,
             secrets,
             alerts,
             senders,
@@ -347,8 +344,7 @@ impl Notifier {
             "override.create",
             format!("schedule/{name}/override/{id}"),
         );
-        let (o, journaled) = self.store.create_override(o, audit).await?;
-        self.sink.file(journaled).await;
+        let o = self.store.create_override(o, audit).await?;
         Ok(o)
     }
 
@@ -366,11 +362,9 @@ impl Notifier {
             "override.delete",
             format!("schedule/{name}/override/{id}"),
         );
-        let journaled = self
-            .store
+        self.store
             .delete_override(p.tenant, schedule.id, id, audit)
             .await?;
-        self.sink.file(journaled).await;
         Ok(())
     }
 
@@ -417,11 +411,10 @@ impl Notifier {
         id: Uuid,
     ) -> Result<Delivery, NotifyError> {
         let audit = self.audit(p, actor, "notification.replay", format!("dead-letter/{id}"));
-        let (d, journaled) = self
+        let d = self
             .store
             .replay_dead_letter(p.tenant, id, self.clock.now(), audit)
             .await?;
-        self.sink.file(journaled).await;
         self.courier_wake.notify_one();
         Ok(d)
     }
@@ -537,12 +530,11 @@ impl Notifier {
             firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
         let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
-        let journaled = self.store.commit_firings(firings).await?;
+        self.store.commit_firings(firings).await?;
         // The deliveries are committed: the courier need not wait for their events' filing.
         if delivered {
             self.courier_wake.notify_one();
         }
-        self.sink.file(journaled).await;
         Ok(timers.len())
     }
 }

@@ -26,7 +26,7 @@ use crate::model::selector::Selector;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{EventSink, ObjectLabels, OnCall};
+use crate::runtime::{ObjectLabels, OnCall};
 use crate::store::events::Position;
 use crate::store::reports::ReportRun;
 use crate::store::{Store, StoreError};
@@ -82,7 +82,6 @@ pub struct Reports {
     events: Arc<Events>,
     labels: Arc<dyn ObjectLabels>,
     oncall: Arc<dyn OnCall>,
-    sink: Arc<dyn EventSink>,
     clock: SharedClock,
     /// Wakes the notifier's courier after mails were queued.
     courier: Arc<Notify>,
@@ -97,7 +96,6 @@ pub struct ReportsParts {
     pub events: Arc<Events>,
     pub labels: Arc<dyn ObjectLabels>,
     pub oncall: Arc<dyn OnCall>,
-    pub sink: Arc<dyn EventSink>,
     pub clock: SharedClock,
     pub courier: Arc<Notify>,
     pub base_url: String,
@@ -110,7 +108,6 @@ impl Reports {
             events: parts.events,
             labels: parts.labels,
             oncall: parts.oncall,
-            sink: parts.sink,
             clock: parts.clock,
             courier: parts.courier,
             base_url: parts.base_url.trim_end_matches('/').to_string(),
@@ -216,8 +213,7 @@ impl Reports {
             "report.run",
             format!("reports/{}", doc.name),
         );
-        let journaled = self
-            .store
+        self.store
             .archive_report_run(
                 ReportRun {
                     tenant,
@@ -230,7 +226,6 @@ impl Reports {
                 audit,
             )
             .await?;
-        self.sink.file(journaled).await;
         if queued {
             self.courier.notify_one();
         }

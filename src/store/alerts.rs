@@ -15,8 +15,8 @@ use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertCause, AlertFilter, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
+use crate::model::event::EventDraft;
 use crate::model::event::Severity;
-use crate::model::event::{EventDraft, Journaled};
 use crate::model::incident::{Incident, Storm};
 use crate::model::object::ObjectKind;
 use crate::model::state::{DOWN, UNREACHABLE};
@@ -700,7 +700,7 @@ impl Store {
         now: Timestamp,
         storm: Storm,
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let matches = without_idle_clears(tx, matches)?;
@@ -770,7 +770,7 @@ impl Store {
         alert: Alert,
         audit: AuditDraft,
         via: &'static str,
-    ) -> Result<(Alert, bool, Vec<Journaled>), StoreError> {
+    ) -> Result<(Alert, bool), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let (alert, opened, event) = fire(tx, alert, None, Some(via))?;
@@ -778,8 +778,8 @@ impl Store {
                 super::notify::arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
             }
             let audit = audit.after(&alert);
-            let journaled = store.record(tx, [audit], event.into_iter().collect())?;
-            Ok((alert, opened, journaled))
+            store.record(tx, [audit], event.into_iter().collect())?;
+            Ok((alert, opened))
         })
         .await
         .inspect(|_| self.alerts_changed())
@@ -793,7 +793,7 @@ impl Store {
         id: Uuid,
         change: impl FnOnce(&mut Alert) -> Result<EventDraft, TransitionError> + Send + 'static,
         audit: AuditDraft,
-    ) -> Result<(Alert, Vec<Journaled>), StoreError> {
+    ) -> Result<Alert, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let old = load(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
@@ -801,8 +801,8 @@ impl Store {
             let event = change(&mut new).map_err(refused)?;
             save(tx, &new)?;
             let audit = audit.before(&old).after(&new);
-            let journaled = store.record(tx, [audit], vec![event])?;
-            Ok((new, journaled))
+            store.record(tx, [audit], vec![event])?;
+            Ok(new)
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())
@@ -817,7 +817,7 @@ impl Store {
         now: Timestamp,
         storm: Storm,
         suppressed: impl Fn(&Alert, Option<Uuid>) -> Option<String> + Send + 'static,
-    ) -> Result<(Vec<Journaled>, Option<Timestamp>), StoreError> {
+    ) -> Result<Option<Timestamp>, StoreError> {
         let store = self.clone();
         self.write_if_changed(move |tx| {
             let due: Vec<(Vec<u8>, Uuid, Uuid, Timestamp)> = {
@@ -931,7 +931,8 @@ impl Store {
             if let Some(at) = timer {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
-            Ok(((store.journal(tx, events)?, next), changed))
+            store.journal(tx, events)?;
+            Ok((next, changed))
         })
         .await
         .inspect(|_| self.escalations.notify_one())

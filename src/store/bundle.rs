@@ -11,7 +11,7 @@ use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::BundleOp;
 use crate::model::config::ConfigDoc;
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
@@ -58,7 +58,7 @@ impl Store {
         now: Timestamp,
         actor: Actor,
         events: Vec<EventDraft>,
-    ) -> Result<(usize, Vec<Journaled>), StoreError> {
+    ) -> Result<usize, StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let mut audits = Vec::new();
@@ -206,7 +206,8 @@ impl Store {
                     }
                 }
             }
-            Ok((count, store.record(tx, audits, events)?))
+            store.record(tx, audits, events)?;
+            Ok(count)
         })
         .await
     }

@@ -7,10 +7,14 @@
 //! lock to nobody else. A write queued `Ahead` (the pager's, one at a time per worker) joins the
 //! next group before every request write still waiting, so a page is not behind a burst. A write
 //! that says it changed nothing (a timer sweep with nothing due) is aborted instead of committed,
-//! and a group of only such writes is not synced: an idle box does not write.
+//! and a group of only such writes is not synced: an idle box does not write. Once a group is
+//! durable, the events its writes journaled are handed to the filing (event store, bus) in
+//! commit order, and each caller's answer carries the future of their filing.
 
-use super::{Store, StoreError};
-use redb::{Database, Durability, WriteTransaction};
+use super::tx::Tx;
+use super::{Filed, Store, StoreError};
+use crate::model::event::Journaled;
+use redb::{Database, Durability};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
@@ -20,8 +24,9 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 /// first of them does not wait long for the last.
 const MAX_GROUP: usize = 16;
 
-/// How to answer a job's caller once the group's sync is known.
-type Reply = Box<dyn FnOnce(Result<(), StoreError>) + Send>;
+/// How to answer a job's caller once the group's sync is known, with the filing of the
+/// group's events when it journaled any.
+type Reply = Box<dyn FnOnce(Result<(), StoreError>, Option<Filed>) + Send>;
 type Job = Box<dyn Write>;
 type Queued = (Turn, Job);
 
@@ -47,7 +52,7 @@ pub(super) enum Outcome {
 /// One queued write.
 pub(super) trait Write: Send {
     /// Runs the write in `tx`: what it did, and its reply.
-    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Outcome, Reply);
+    fn run(self: Box<Self>, tx: &Tx) -> (Outcome, Reply);
     /// Answers without running.
     fn refuse(self: Box<Self>, e: StoreError);
 }
@@ -61,11 +66,11 @@ struct Pending<F, A> {
 
 impl<F, A, T> Write for Pending<F, A>
 where
-    F: FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send,
-    A: FnOnce(Result<T, StoreError>) + Send + 'static,
+    F: FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send,
+    A: FnOnce(Result<T, StoreError>, Option<Filed>) + Send + 'static,
     T: Send + 'static,
 {
-    fn run(self: Box<Self>, tx: &WriteTransaction) -> (Outcome, Reply) {
+    fn run(self: Box<Self>, tx: &Tx) -> (Outcome, Reply) {
         let Pending { f, answer, caller } = *self;
         let span =
             tracing::debug_span!(parent: &caller, "transaction", outcome = tracing::field::Empty);
@@ -84,12 +89,12 @@ where
             },
         );
         let reply: Reply =
-            Box::new(move |synced| answer(out.and_then(|(v, _)| synced.map(|()| v))));
+            Box::new(move |synced, filed| answer(out.and_then(|(v, _)| synced.map(|()| v)), filed));
         (outcome, reply)
     }
 
     fn refuse(self: Box<Self>, e: StoreError) {
-        (self.answer)(Err(e));
+        (self.answer)(Err(e), None);
     }
 }
 
@@ -115,13 +120,14 @@ impl Committer {
     }
 
     /// Queues `f` as one write transaction; `answer` has its outcome once it is durable (or
-    /// failed, or at once when `f` says it changed nothing). An answer dropped unanswered (the
-    /// thread is gone, or `f` panicked) means `unanswered`.
+    /// failed, or at once when `f` says it changed nothing), with the filing of its group's
+    /// events. An answer dropped unanswered (the thread is gone, or `f` panicked) means
+    /// `unanswered`.
     pub(super) fn submit<T: Send + 'static>(
         &self,
         turn: Turn,
-        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
-        answer: impl FnOnce(Result<T, StoreError>) + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
+        answer: impl FnOnce(Result<T, StoreError>, Option<Filed>) + Send + 'static,
     ) {
         let caller = tracing::Span::current();
         let _ = self
@@ -177,13 +183,16 @@ fn commit_group(store: &Store, group: Vec<Job>) {
             return;
         }
     };
-    let mut committed: Vec<Reply> = Vec::with_capacity(group.len());
+    // Each committed write's reply, and whether it journaled events (and so waits for them).
+    let mut committed: Vec<(Reply, bool)> = Vec::with_capacity(group.len());
+    let mut journaled: Vec<Journaled> = Vec::new();
     let mut checkpoint = None;
     for job in group {
         match run_job(&db, job) {
             Ok(None) => {}
-            Ok(Some(reply)) => {
-                committed.push(reply);
+            Ok(Some((reply, events))) => {
+                committed.push((reply, !events.is_empty()));
+                journaled.extend(events);
                 // An audit append that crossed a checkpoint boundary asked for one; it is
                 // written once its transaction is durable.
                 checkpoint = store.take_pending_checkpoint().or(checkpoint);
@@ -201,25 +210,30 @@ fn commit_group(store: &Store, group: Vec<Job>) {
     store
         .syncs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    match &synced {
+    let filed = match &synced {
         Ok(()) => {
             if let Some(head) = checkpoint {
                 store.write_checkpoint(&head);
             }
-            store.journal_durable();
+            store.journal_durable(journaled)
         }
-        Err(e) => store.fail(e),
-    }
-    for reply in committed {
-        reply(synced.clone());
+        // Not known to be durable: the events stay journaled, and the filer stores what the
+        // reopened database still holds.
+        Err(e) => {
+            store.fail(e);
+            None
+        }
+    };
+    for (reply, journaled) in committed {
+        reply(synced.clone(), filed.clone().filter(|_| journaled));
     }
 }
 
 /// Runs one job in its own transaction and commits it without syncing: its reply, to be
-/// answered once synced. A job that changed nothing is answered here, its transaction aborted
-/// (`None`: nothing to sync). A job that failed, panicked or whose commit failed is answered
-/// here, its transaction left uncommitted, and its error returned.
-fn run_job(db: &Database, job: Job) -> Result<Option<Reply>, StoreError> {
+/// answered once synced, and the events it journaled. A job that changed nothing is answered
+/// here, its transaction aborted (`None`: nothing to sync). A job that failed, panicked or whose
+/// commit failed is answered here, its transaction left uncommitted, and its error returned.
+fn run_job(db: &Database, job: Job) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
     let mut tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -231,7 +245,12 @@ fn run_job(db: &Database, job: Job) -> Result<Option<Reply>, StoreError> {
     // Refused only with persistent savepoints, which this store never makes; the commit is
     // then durable by itself.
     let _ = tx.set_durability(Durability::None);
-    let Ok((outcome, reply)) = catch_unwind(AssertUnwindSafe(|| job.run(&tx))) else {
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        let kernel = Tx::new(&tx);
+        let (outcome, reply) = job.run(&kernel);
+        (outcome, reply, kernel.into_journaled())
+    }));
+    let Ok((outcome, reply, journaled)) = ran else {
         // The job's answer went with the unwinding.
         return Err(StoreError::Internal("a write panicked".into()));
     };
@@ -239,21 +258,22 @@ fn run_job(db: &Database, job: Job) -> Result<Option<Reply>, StoreError> {
         Outcome::Changed => {}
         Outcome::Unchanged => {
             drop(tx);
-            reply(Ok(()));
+            reply(Ok(()), None);
             return Ok(None);
         }
         Outcome::Failed(e) => {
-            // The dropped transaction is aborted; the reply carries the job's own error.
+            // The dropped transaction is aborted with its events; the reply carries the job's
+            // own error.
             drop(tx);
-            reply(Ok(()));
+            reply(Ok(()), None);
             return Err(e);
         }
     }
     match tx.commit() {
-        Ok(()) => Ok(Some(reply)),
+        Ok(()) => Ok(Some((reply, journaled))),
         Err(e) => {
             let e = StoreError::from_redb(e);
-            reply(Err(e.clone()));
+            reply(Err(e.clone()), None);
             Err(e)
         }
     }
@@ -275,7 +295,7 @@ mod tests {
 
     const ROWS: TableDefinition<u32, u32> = TableDefinition::new("committer_test_rows");
 
-    fn put(key: u32) -> impl FnOnce(&WriteTransaction) -> Result<u32, StoreError> + Send {
+    fn put(key: u32) -> impl FnOnce(&Tx) -> Result<u32, StoreError> + Send {
         move |tx| {
             tx.open_table(ROWS)
                 .map_err(StoreError::from_redb)?
@@ -288,7 +308,7 @@ mod tests {
     fn queue<T: Send + 'static>(
         store: &Arc<Store>,
         turn: Turn,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> tokio::task::JoinHandle<Result<T, StoreError>> {
         let store = store.clone();
         tokio::spawn(async move { store.write_in_turn(turn, f).await })
@@ -401,5 +421,73 @@ mod tests {
         assert_eq!(wrote, 8);
         assert_eq!(store.syncs(), before + 1);
         assert_eq!(stored(&store), [8]);
+    }
+
+    /// Records what the committer files: each group's event ids, and whether the filing ran.
+    #[derive(Default)]
+    struct Recorder {
+        groups: std::sync::Mutex<Vec<Vec<uuid::Uuid>>>,
+        filed: std::sync::atomic::AtomicUsize,
+    }
+
+    impl super::super::Filing for Recorder {
+        fn file(
+            self: Arc<Self>,
+            journaled: Vec<Journaled>,
+        ) -> futures_util::future::BoxFuture<'static, ()> {
+            let ids = journaled.iter().map(|j| j.event.id).collect();
+            self.groups.lock().unwrap().push(ids);
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                self.filed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            })
+        }
+    }
+
+    fn draft(n: u32) -> crate::model::event::EventDraft {
+        crate::model::event::EventDraft::new(
+            uuid::Uuid::nil(),
+            crate::model::event::EventType::System,
+            None,
+            serde_json::json!({"n": n}),
+        )
+    }
+
+    /// Events leave by the kernel, never by hand: a durable write's events reach the filing in
+    /// commit order and its caller is answered once they are filed; a failed or unchanged
+    /// write's events go nowhere, and a write without events asks for no filing.
+    #[tokio::test]
+    async fn durable_writes_are_filed_in_commit_order_and_aborted_ones_never() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let recorder = Arc::new(Recorder::default());
+        store.file_with(recorder.clone(), tokio::runtime::Handle::current());
+        let journal = |store: &Arc<Store>, n: u32, outcome: Result<bool, StoreError>| {
+            let kernel = store.clone();
+            let store = store.clone();
+            async move {
+                store
+                    .write_if_changed(move |tx| {
+                        kernel.journal(tx, vec![draft(n), draft(n + 1)])?;
+                        Ok((tx.journaled_ids(), outcome?))
+                    })
+                    .await
+            }
+        };
+        let first = journal(&store, 1, Ok(true)).await.unwrap();
+        assert_eq!(
+            recorder.filed.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "answered after the filing"
+        );
+        assert!(matches!(
+            journal(&store, 3, Err(StoreError::Conflict("no".into()))).await,
+            Err(StoreError::Conflict(_))
+        ));
+        journal(&store, 5, Ok(false)).await.unwrap();
+        store.write(put(1)).await.unwrap();
+        let second = journal(&store, 7, Ok(true)).await.unwrap();
+        assert_eq!(*recorder.groups.lock().unwrap(), vec![first, second]);
+        assert_eq!(recorder.filed.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }

@@ -8,7 +8,6 @@ use super::secrets::put_sealed;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS, TENANTS};
 use super::{Store, StoreError};
 use crate::model::config::{ConfigDoc, unique_across_tenants};
-use crate::model::event::Journaled;
 use crate::model::secret::StoredSecret;
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::{BTreeMap, HashMap};
@@ -83,7 +82,7 @@ impl Store {
         doc: ConfigDoc,
         secrets: Vec<StoredSecret>,
         record: Record,
-    ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
+    ) -> Result<ConfigDoc, StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
             if load(tx, &key)?.is_some() {
@@ -115,7 +114,7 @@ impl Store {
         change: impl FnOnce(&mut ConfigDoc) + Send + 'static,
         secrets: Vec<StoredSecret>,
         record: Record,
-    ) -> Result<(ConfigDoc, Vec<Journaled>), StoreError> {
+    ) -> Result<ConfigDoc, StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
             super::check_version(old.version, expected)?;
@@ -138,7 +137,7 @@ impl Store {
         kind: &'static str,
         name: String,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             let key = doc_key(tenant, kind, &name);
             let old = load(tx, &key)?.ok_or(StoreError::NotFound)?;
@@ -153,7 +152,6 @@ impl Store {
             Ok(((), audit.before(old.to_json())))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// A document by name, or by id when `by_id` allows it (templates).

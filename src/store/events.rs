@@ -312,9 +312,19 @@ impl EventStore {
         }
     }
 
+    /// Whether an open month file holds object keys not yet filed.
+    fn has_unfiled_keys(&self) -> bool {
+        self.files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .any(|f| !f.unfiled().keys.is_empty())
+    }
+
     fn write_loop(&self, mut inbox: Inbox<Append>) {
         loop {
-            let first = match inbox.recv_timeout(FILE_IDLE) {
+            let idle_work = self.has_unfiled_keys().then_some(FILE_IDLE);
+            let first = match inbox.recv_within(idle_work) {
                 Ok(first) => first,
                 Err(RecvTimeoutError::Timeout) => {
                     self.file_object_keys(true);

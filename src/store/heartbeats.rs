@@ -5,7 +5,7 @@ use super::journal::Record;
 use super::keys::scoped;
 use super::tables::HEARTBEATS;
 use super::{Store, StoreError};
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::heartbeat::Heartbeat;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ impl Store {
         self: &Arc<Self>,
         mut h: Heartbeat,
         record: Record,
-    ) -> Result<(Heartbeat, Vec<Journaled>), StoreError> {
+    ) -> Result<Heartbeat, StoreError> {
         self.mutate(record, move |tx, audit| {
             let old = load(tx, h.tenant_id, &h.name)?;
             if let Some(old) = &old {
@@ -63,7 +63,7 @@ impl Store {
         tenant: Uuid,
         name: String,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             let old = load(tx, tenant, &name)?.ok_or(StoreError::NotFound)?;
             tx.open_table(HEARTBEATS)
@@ -73,7 +73,6 @@ impl Store {
             Ok(((), audit.before(&old)))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// Applies `change` to one heartbeat (a beat, or the sweep marking it missing), with the
@@ -84,7 +83,7 @@ impl Store {
         name: String,
         change: impl FnOnce(&mut Heartbeat) + Send + 'static,
         report: impl FnOnce(&Heartbeat, &Heartbeat) -> Option<EventDraft> + Send + 'static,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let old = load(tx, tenant, &name)?.ok_or(StoreError::NotFound)?;

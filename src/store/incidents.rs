@@ -7,7 +7,6 @@ use super::tables::{ALERTS, INCIDENTS};
 use super::{Store, StoreError};
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
-use crate::model::event::Journaled;
 use crate::model::incident::Incident;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -63,13 +62,13 @@ impl Store {
         self: &Arc<Self>,
         incident: Incident,
         audit: AuditDraft,
-    ) -> Result<(Incident, Vec<Journaled>), StoreError> {
+    ) -> Result<Incident, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             save(tx, &incident)?;
             let event = incident.update_event("created");
-            let journaled = store.record(tx, [audit.after(&incident)], vec![event])?;
-            Ok((incident, journaled))
+            store.record(tx, [audit.after(&incident)], vec![event])?;
+            Ok(incident)
         })
         .await
     }
@@ -82,7 +81,7 @@ impl Store {
         expected: u64,
         change: impl FnOnce(&mut Incident) + Send + 'static,
         audit: AuditDraft,
-    ) -> Result<(Incident, Vec<Journaled>), StoreError> {
+    ) -> Result<Incident, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let old = load(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
@@ -97,8 +96,8 @@ impl Store {
                 }
             }
             let event = new.update_event("updated");
-            let journaled = store.record(tx, [audit.before(&old).after(&new)], vec![event])?;
-            Ok((new, journaled))
+            store.record(tx, [audit.before(&old).after(&new)], vec![event])?;
+            Ok(new)
         })
         .await
     }

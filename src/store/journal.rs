@@ -10,7 +10,7 @@
 
 use super::codec::{decode, encode};
 use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
@@ -117,14 +117,10 @@ impl Store {
     }
 
     /// Stamps `drafts` and records them in `tx` as one journal row, after every row journaled
-    /// before; returns them with that row's sequence number.
-    pub(super) fn journal(
-        &self,
-        tx: &WriteTransaction,
-        drafts: Vec<EventDraft>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    /// before; the transaction keeps them for the committer to file once it is durable.
+    pub(super) fn journal(&self, tx: &Tx, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
         if drafts.is_empty() {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let mut t = tx
             .open_table(EVENT_JOURNAL)
@@ -146,25 +142,24 @@ impl Store {
         }
         t.insert(seq, packed.as_slice())
             .map_err(StoreError::from_redb)?;
-        self.journaled
-            .store(true, std::sync::atomic::Ordering::Release);
         if let Some(last) = out.last() {
             tx.open_table(META)
                 .map_err(StoreError::from_redb)?
                 .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())
                 .map_err(StoreError::from_redb)?;
         }
-        Ok(out)
+        tx.journaled(out);
+        Ok(())
     }
 
     /// A record's audit entries and events, written in `tx`: the one way a mutation records
     /// itself.
     pub(super) fn record(
         &self,
-        tx: &WriteTransaction,
+        tx: &Tx,
         audits: impl IntoIterator<Item = AuditDraft>,
         events: Vec<EventDraft>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         for audit in audits {
             self.append_audit(tx, audit)?;
         }
@@ -172,15 +167,12 @@ impl Store {
     }
 
     /// One mutation: `change` in one transaction with the record's audit entry (which `change`
-    /// completes with what it saw) and the record's events journaled; the events come back
-    /// with their journal sequence, for the caller to file.
+    /// completes with what it saw) and the record's events journaled (and filed once durable).
     pub(super) async fn mutate<T: Send + 'static>(
         self: &Arc<Self>,
         record: Record,
-        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
-        + Send
-        + 'static,
-    ) -> Result<(T, Vec<Journaled>), StoreError> {
+        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         self.write(self.recorded(record, change)).await
     }
 
@@ -188,10 +180,8 @@ impl Store {
     pub(super) async fn mutate_catalog<T: Send + 'static>(
         self: &Arc<Self>,
         record: Record,
-        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
-        + Send
-        + 'static,
-    ) -> Result<(T, Vec<Journaled>), StoreError> {
+        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         self.write_catalog(self.recorded(record, change)).await
     }
 
@@ -199,36 +189,34 @@ impl Store {
     fn recorded<T: Send + 'static>(
         self: &Arc<Self>,
         record: Record,
-        change: impl FnOnce(&WriteTransaction, AuditDraft) -> Result<(T, AuditDraft), StoreError>
-        + Send
-        + 'static,
-    ) -> impl FnOnce(&WriteTransaction) -> Result<(T, Vec<Journaled>), StoreError> + Send + 'static
-    {
+        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
+    ) -> impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static {
         let store = self.clone();
         move |tx| {
             let (out, audit) = change(tx, record.audit)?;
-            Ok((out, store.record(tx, [audit], record.events)?))
+            store.record(tx, [audit], record.events)?;
+            Ok(out)
         }
     }
 
     /// Records an audit entry (and its events) that has no change of its own: an audited read
     /// such as a backup download.
-    pub async fn record_only(
-        self: &Arc<Self>,
-        record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
-        self.mutate(record, |_, audit| Ok(((), audit)))
-            .await
-            .map(|((), journaled)| journaled)
+    pub async fn record_only(self: &Arc<Self>, record: Record) -> Result<(), StoreError> {
+        self.mutate(record, |_, audit| Ok(((), audit))).await
     }
 
     /// Journals events that have no change of their own in the store (a system notice).
+    /// Their ids, once filed.
     pub async fn journal_events(
         self: &Arc<Self>,
         drafts: Vec<EventDraft>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<Vec<Uuid>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| store.journal(tx, drafts)).await
+        self.write(move |tx| {
+            store.journal(tx, drafts)?;
+            Ok(tx.journaled_ids())
+        })
+        .await
     }
 
     /// The head and the first `limit` events still journaled after `after` (by id), in one
@@ -296,7 +284,7 @@ impl Store {
         name: &str,
         through: Uuid,
         events: Vec<EventDraft>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let name = name.to_string();
         let store = self.clone();
         self.write(move |tx| {

@@ -456,9 +456,10 @@ impl MetricsStore {
     fn write_loop(&self, mut inbox: Inbox<Msg>, mut index: SeriesIndex, early: Vec<Msg>) {
         let mut early = early.into_iter();
         loop {
+            let idle_work = (!self.unfiled().points.is_empty()).then_some(FILE_IDLE);
             let first = match early
                 .next()
-                .map_or_else(|| inbox.recv_timeout(FILE_IDLE), Ok)
+                .map_or_else(|| inbox.recv_within(idle_work), Ok)
             {
                 Ok(first) => first,
                 Err(RecvTimeoutError::Timeout) => {

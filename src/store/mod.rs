@@ -29,13 +29,17 @@ pub mod suppressions;
 mod tables;
 mod tenants;
 mod tokens;
+mod tx;
 mod users;
 mod writer;
 
 pub use error::StoreError;
+pub use tx::Tx;
 
+use crate::model::event::Journaled;
 use crate::runtime::clock::SharedClock;
-use redb::{Database, ReadTransaction, ReadableDatabase, WriteTransaction};
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use redb::{Database, ReadTransaction, ReadableDatabase};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -58,6 +62,18 @@ fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
     } else {
         Err(StoreError::VersionConflict { stored, expected })
     }
+}
+
+/// The filing of a durable group's events (event store, bus): resolves once they are filed, or
+/// left journaled for the event filer when that failed.
+pub type Filed = Shared<BoxFuture<'static, ()>>;
+
+/// Where the events of durable writes go: the events service, registered at start
+/// (`Store::file_with`). The store depends on no domain, so the seam points this way.
+pub trait Filing: Send + Sync + 'static {
+    /// Called on the writer thread once a group is durable, with its events in commit order;
+    /// queues them (it must not block) and returns their filing, which the store drives.
+    fn file(self: Arc<Self>, journaled: Vec<Journaled>) -> BoxFuture<'static, ()>;
 }
 
 /// File name of the database inside the data dir.
@@ -90,8 +106,8 @@ pub struct Store {
     alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
-    /// Set by a write that journaled events; the committer clears it once they are durable.
-    journaled: AtomicBool,
+    /// Files the events of durable groups, on the runtime that drives their filing.
+    filing: RwLock<Option<(Arc<dyn Filing>, tokio::runtime::Handle)>>,
     /// Notified once events journaled are durable (durable consumers and the event filer);
     /// held weakly, so a consumer that is dropped stops being notified.
     journal_watchers: Mutex<Vec<Weak<Notify>>>,
@@ -170,7 +186,7 @@ impl Store {
             escalations: Arc::new(Notify::new()),
             alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
-            journaled: AtomicBool::new(false),
+            filing: RwLock::default(),
             journal_watchers: Mutex::default(),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
@@ -238,13 +254,13 @@ impl Store {
     /// One write transaction, durable when this returns. Blocking (see `committer`).
     fn write_blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
         self.committer.submit(
             committer::Turn::InOrder,
             move |tx| f(tx).map(|v| (v, true)),
-            move |out| {
+            move |out, _filed| {
                 let _ = answer.send(out);
             },
         );
@@ -268,10 +284,11 @@ impl Store {
         result
     }
 
-    /// One write transaction, durable when this resolves (see `committer`).
+    /// One write transaction, durable and its events filed when this resolves (see
+    /// `committer`).
     async fn write<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.write_in_turn(committer::Turn::InOrder, f).await
     }
@@ -280,7 +297,7 @@ impl Store {
     /// time and must not wait behind a burst of requests (the pager's outbox, say).
     async fn write_ahead<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.write_in_turn(committer::Turn::Ahead, f).await
     }
@@ -288,7 +305,7 @@ impl Store {
     async fn write_in_turn<T: Send + 'static>(
         &self,
         turn: committer::Turn,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.submit(turn, move |tx| f(tx).map(|v| (v, true))).await
     }
@@ -297,29 +314,52 @@ impl Store {
     /// did not is aborted and costs no sync (a timer sweep with nothing due).
     async fn write_if_changed<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.submit(committer::Turn::InOrder, f).await
     }
 
-    async fn submit<T: Send + 'static>(
+    /// A write answered once durable, with the filing of its events still under way (`None`
+    /// when it journaled none): for a producer that overlaps filing with its next write.
+    async fn write_filing_later<T: Send + 'static>(
         &self,
-        turn: committer::Turn,
-        f: impl FnOnce(&WriteTransaction) -> Result<(T, bool), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<(T, Option<Filed>), StoreError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        self.committer.submit(turn, f, move |out| {
-            let _ = answer.send(out);
-        });
+        self.committer.submit(
+            committer::Turn::InOrder,
+            move |tx| f(tx).map(|v| (v, true)),
+            move |out, filed| {
+                let _ = answer.send(out.map(|v| (v, filed)));
+            },
+        );
         answered
             .await
             .unwrap_or_else(|_| Err(committer::unanswered()))
     }
 
+    async fn submit<T: Send + 'static>(
+        &self,
+        turn: committer::Turn,
+        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.committer.submit(turn, f, move |out, filed| {
+            let _ = answer.send((out, filed));
+        });
+        let (out, filed) = answered
+            .await
+            .unwrap_or_else(|_| (Err(committer::unanswered()), None));
+        if let Some(filed) = filed {
+            filed.await;
+        }
+        out
+    }
+
     /// A write that changes the catalog (objects, configuration documents, tenants).
     async fn write_catalog<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let out = self.write(f).await;
         if out.is_ok() {
@@ -376,11 +416,27 @@ impl Store {
         watchers.push(Arc::downgrade(watcher));
     }
 
-    /// After a durable group: tells the journal's watchers when it journaled events.
-    fn journal_durable(&self) {
-        if !self.journaled.swap(false, Ordering::AcqRel) {
-            return;
+    /// Has `filing` file the events of every durable group from now on, driven on `runtime`.
+    pub fn file_with(&self, filing: Arc<dyn Filing>, runtime: tokio::runtime::Handle) {
+        *self.filing.write().unwrap_or_else(|e| e.into_inner()) = Some((filing, runtime));
+    }
+
+    /// After a durable group: files the events it journaled (in commit order) and tells the
+    /// journal's watchers; the filing, when there was any.
+    fn journal_durable(&self, journaled: Vec<Journaled>) -> Option<Filed> {
+        if journaled.is_empty() {
+            return None;
         }
+        let filed = self
+            .filing
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(filing, runtime)| {
+                let filed = filing.clone().file(journaled).shared();
+                runtime.spawn(filed.clone());
+                filed
+            });
         let watchers = self
             .journal_watchers
             .lock()
@@ -388,6 +444,7 @@ impl Store {
         for watcher in watchers.iter().filter_map(Weak::upgrade) {
             watcher.notify_one();
         }
+        filed
     }
 
     /// Changes with every committed catalog write; read it before reading the catalog.

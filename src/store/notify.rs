@@ -13,7 +13,7 @@ use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::audit::AuditDraft;
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::notify::{Delivery, EscalationTimer, Override};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -291,7 +291,7 @@ impl Store {
     pub async fn commit_firings(
         self: &Arc<Self>,
         firings: Vec<(EscalationTimer, Firing)>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write_ahead(move |tx| {
             let mut events = Vec::new();
@@ -336,7 +336,7 @@ impl Store {
     pub async fn record_attempts(
         self: &Arc<Self>,
         attempts: Vec<Attempt>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write_ahead(move |tx| {
             let mut events = Vec::new();
@@ -364,7 +364,7 @@ impl Store {
         deliveries: Vec<Delivery>,
         events: Vec<EventDraft>,
         position: Option<(&'static str, Uuid)>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             for d in &deliveries {
@@ -401,7 +401,7 @@ impl Store {
         start: Timestamp,
         deliveries: Vec<Delivery>,
         events: Vec<EventDraft>,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             tx.open_table(HANDOFFS)
@@ -440,7 +440,7 @@ impl Store {
         id: Uuid,
         now: Timestamp,
         audit: AuditDraft,
-    ) -> Result<(Delivery, Vec<Journaled>), StoreError> {
+    ) -> Result<Delivery, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let mut d: Delivery = tx
@@ -457,8 +457,8 @@ impl Store {
             d.next_try = now;
             d.last_error = None;
             put_delivery(tx, &d)?;
-            let journaled = store.record(tx, [audit.after(&d)], Vec::new())?;
-            Ok((d, journaled))
+            store.record(tx, [audit.after(&d)], Vec::new())?;
+            Ok(d)
         })
         .await
     }
@@ -488,7 +488,7 @@ impl Store {
         self: &Arc<Self>,
         o: Override,
         audit: AuditDraft,
-    ) -> Result<(Override, Vec<Journaled>), StoreError> {
+    ) -> Result<Override, StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
@@ -497,8 +497,8 @@ impl Store {
                 .map_err(StoreError::from_redb)?
                 .insert(key.as_slice(), encode(&o)?.as_slice())
                 .map_err(StoreError::from_redb)?;
-            let journaled = store.record(tx, [audit.after(&o)], Vec::new())?;
-            Ok((o, journaled))
+            store.record(tx, [audit.after(&o)], Vec::new())?;
+            Ok(o)
         })
         .await
     }
@@ -509,7 +509,7 @@ impl Store {
         schedule: Uuid,
         id: Uuid,
         audit: AuditDraft,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let mut key = scoped(tenant, schedule.as_bytes());

@@ -7,7 +7,7 @@ use super::keys::{scoped, tenant_range};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -156,7 +156,7 @@ impl Store {
         self: &Arc<Self>,
         writes: Vec<ObjectWrite>,
         events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft> + Send + 'static,
-    ) -> Result<(Vec<Result<Object, StoreError>>, Vec<Journaled>), StoreError> {
+    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
         let store = self.clone();
         self.write_catalog(move |tx| {
             let mut out = Vec::with_capacity(writes.len());
@@ -210,8 +210,8 @@ impl Store {
                 };
                 out.push(result);
             }
-            let journaled = store.record(tx, audits, events(&out))?;
-            Ok((out, journaled))
+            store.record(tx, audits, events(&out))?;
+            Ok(out)
         })
         .await
     }
@@ -260,7 +260,7 @@ impl Store {
         expected: u64,
         change: impl FnOnce(&mut Object) + Send + 'static,
         record: Record,
-    ) -> Result<(Object, Vec<Journaled>), StoreError> {
+    ) -> Result<Object, StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
             super::check_version(old.version, expected)?;
@@ -281,13 +281,12 @@ impl Store {
         tenant: Uuid,
         id: Uuid,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             let (old, _) = delete_cascade(tx, tenant, id)?;
             Ok(((), audit.before(&old)))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// Objects in id order after `after`, at most `limit` that `keep` accepts.

@@ -8,7 +8,6 @@ use super::notify::put_delivery;
 use super::tables::{REPORT_ARCHIVE, REPORT_CONTENT, SETTINGS};
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
-use crate::model::event::Journaled;
 use crate::model::notify::Delivery;
 use crate::model::report::ArchivedReport;
 use redb::{ReadableTable, WriteTransaction};
@@ -50,7 +49,7 @@ impl Store {
         self: &Arc<Self>,
         run: ReportRun,
         audit: AuditDraft,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             for (entry, content) in &run.renderings {

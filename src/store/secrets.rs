@@ -5,7 +5,6 @@ use super::journal::Record;
 use super::keys::scoped;
 use super::tables::SECRETS;
 use super::{Store, StoreError};
-use crate::model::event::Journaled;
 use crate::model::secret::{SecretMeta, StoredSecret};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -32,13 +31,12 @@ impl Store {
         self: &Arc<Self>,
         mut secret: StoredSecret,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             put_sealed(tx, &mut secret)?;
             Ok(((), audit.after(&secret.meta)))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     pub async fn delete_secret(
@@ -46,7 +44,7 @@ impl Store {
         tenant: Uuid,
         name: String,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             let removed = tx
                 .open_table(SECRETS)
@@ -60,7 +58,6 @@ impl Store {
             Ok(((), audit))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// One secret as stored (sealed).

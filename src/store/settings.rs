@@ -5,7 +5,6 @@ use super::journal::Record;
 use super::keys::scoped;
 use super::tables::SETTINGS;
 use super::{Store, StoreError};
-use crate::model::event::Journaled;
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -33,7 +32,7 @@ impl Store {
         key: String,
         value: Option<Value>,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             let mut t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
             let key = scoped(tenant, key.as_bytes());
@@ -51,6 +50,5 @@ impl Store {
             Ok(((), audit))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 }

@@ -5,7 +5,7 @@ use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_STATUS};
 use super::{Store, StoreError};
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::object::{Object, ObjectKind};
 use crate::model::site::SiteStatus;
 use redb::ReadableTable;
@@ -29,7 +29,7 @@ impl Store {
         name: String,
         change: impl FnOnce(&mut SiteStatus) + Send + 'static,
         report: impl FnOnce(&SiteStatus, &SiteStatus) -> Vec<EventDraft> + Send + 'static,
-    ) -> Result<(SiteStatus, Vec<Journaled>), StoreError> {
+    ) -> Result<SiteStatus, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let key = scoped(tenant, name.as_bytes());
@@ -47,8 +47,8 @@ impl Store {
             t.insert(key.as_slice(), encode(&new)?.as_slice())
                 .map_err(StoreError::from_redb)?;
             drop(t);
-            let journaled = store.journal(tx, report(&old, &new))?;
-            Ok((new, journaled))
+            store.journal(tx, report(&old, &new))?;
+            Ok(new)
         })
         .await
     }

@@ -4,9 +4,9 @@
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
-use super::{Store, StoreError};
+use super::{Filed, Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::object::Object;
 use crate::model::selector::Selector;
 use crate::model::state::{CheckState, Observation, StateType, Transition};
@@ -176,10 +176,11 @@ pub(super) fn mirror_ack(
 pub type Step =
     fn(Uuid, Option<&CheckState>, &Observation, Timestamp) -> (CheckState, Option<Transition>);
 
-/// The states applied, each with its transition, and the events the transitions journaled.
+/// The states applied, each with its transition, and the filing of the events the transitions
+/// journaled, still under way (`None`: there were none).
 pub struct AppliedStates {
     pub states: Vec<(CheckState, Option<Transition>)>,
-    pub events: Vec<Journaled>,
+    pub filed: Option<Filed>,
 }
 
 impl Store {
@@ -194,7 +195,7 @@ impl Store {
         mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<EventDraft> + Send + 'static,
     ) -> Result<AppliedStates, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        let write = self.write_filing_later(move |tx| {
             let mut events = Vec::new();
             let mut states = Vec::with_capacity(items.len());
             {
@@ -215,10 +216,11 @@ impl Store {
                     states.push((next, transition));
                 }
             }
-            let events = store.journal(tx, events)?;
-            Ok(AppliedStates { states, events })
-        })
-        .await
+            store.journal(tx, events)?;
+            Ok(states)
+        });
+        let (states, filed) = write.await?;
+        Ok(AppliedStates { states, filed })
     }
 
     /// The live states of the given objects (absent: no result yet); `labels` gives an

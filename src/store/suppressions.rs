@@ -7,7 +7,7 @@ use super::tables::{DOWNTIMES, IDEMPOTENT_ANSWERS, SILENCES};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
-use crate::model::event::{EventDraft, Journaled};
+use crate::model::event::EventDraft;
 use crate::model::selector::Selector;
 use crate::model::suppression::{Downtime, Silence};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -32,7 +32,7 @@ pub struct IdempotentAnswer {
 
 /// What a create with an `Idempotency-Key` came to.
 pub enum Idempotent<T> {
-    Created(T, Vec<Journaled>),
+    Created(T),
     /// The key was used before within 24 h: its answer.
     Replay(IdempotentAnswer),
 }
@@ -75,12 +75,12 @@ impl Store {
         self: &Arc<Self>,
         silence: Silence,
         audit: AuditDraft,
-    ) -> Result<(Silence, Vec<Journaled>), StoreError> {
+    ) -> Result<Silence, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             save(tx, SILENCES, silence.tenant_id, silence.id, &silence)?;
-            let journaled = store.record(tx, [audit.after(&silence)], vec![silence.event()])?;
-            Ok((silence, journaled))
+            store.record(tx, [audit.after(&silence)], vec![silence.event()])?;
+            Ok(silence)
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())
@@ -93,7 +93,7 @@ impl Store {
         id: Uuid,
         now: Timestamp,
         audit: AuditDraft,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let old: Silence = load(tx, SILENCES, tenant, id)?.ok_or(StoreError::NotFound)?;
@@ -162,8 +162,8 @@ impl Store {
                     .map_err(StoreError::from_redb)?;
             }
             let event: EventDraft = downtime.event();
-            let journaled = store.record(tx, [audit.after(&downtime)], vec![event])?;
-            Ok(Idempotent::Created(downtime, journaled))
+            store.record(tx, [audit.after(&downtime)], vec![event])?;
+            Ok(Idempotent::Created(downtime))
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())
@@ -176,7 +176,7 @@ impl Store {
         id: Uuid,
         change: impl FnOnce(&mut Downtime) + Send + 'static,
         audit: AuditDraft,
-    ) -> Result<(Downtime, Vec<Journaled>), StoreError> {
+    ) -> Result<Downtime, StoreError> {
         let store = self.clone();
         self.write(move |tx| {
             let old: Downtime = load(tx, DOWNTIMES, tenant, id)?.ok_or(StoreError::NotFound)?;
@@ -184,8 +184,8 @@ impl Store {
             change(&mut new);
             new.version += 1;
             save(tx, DOWNTIMES, tenant, id, &new)?;
-            let journaled = store.record(tx, [audit.before(&old).after(&new)], Vec::new())?;
-            Ok((new, journaled))
+            store.record(tx, [audit.before(&old).after(&new)], Vec::new())?;
+            Ok(new)
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())

@@ -4,7 +4,6 @@ use super::codec::{decode, encode};
 use super::journal::Record;
 use super::tables::{TENANT_SLUGS, TENANTS};
 use super::{Store, StoreError};
-use crate::model::event::Journaled;
 use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
 use redb::ReadableTable;
 use std::sync::Arc;
@@ -106,7 +105,7 @@ impl Store {
         self: &Arc<Self>,
         tenant: Tenant,
         record: Record,
-    ) -> Result<(Tenant, Vec<Journaled>), StoreError> {
+    ) -> Result<Tenant, StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
             {
                 let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;

@@ -6,7 +6,6 @@ use super::keys::scoped;
 use super::tables::{TOKEN_PREFIXES, TOKENS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::event::Journaled;
 use crate::model::identity::{ApiToken, StoredToken};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -59,13 +58,12 @@ impl Store {
         self: &Arc<Self>,
         token: StoredToken,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             put(tx, &token)?;
             Ok(((), audit.after(&token.meta)))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// Every token whose secret starts with `prefix` (collisions are possible, if rare).
@@ -111,7 +109,7 @@ impl Store {
         tenant: Uuid,
         id: Uuid,
         record: Record,
-    ) -> Result<(ApiToken, Vec<Journaled>), StoreError> {
+    ) -> Result<ApiToken, StoreError> {
         self.mutate(record, move |tx, audit| {
             let old = take(tx, tenant, id)?;
             let audit = audit.before(&old.meta);
@@ -128,7 +126,7 @@ impl Store {
         prefix: String,
         secret_hash: String,
         record: Record,
-    ) -> Result<(ApiToken, Vec<Journaled>), StoreError> {
+    ) -> Result<ApiToken, StoreError> {
         self.mutate(record, move |tx, audit| {
             let old = take(tx, tenant, id)?;
             let mut meta = old.meta.clone();

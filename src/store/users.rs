@@ -6,7 +6,6 @@ use super::keys::{scoped, tenant_range};
 use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError};
 use crate::model::Timestamp;
-use crate::model::event::Journaled;
 use crate::model::identity::{Session, StoredUser, User};
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::sync::Arc;
@@ -92,7 +91,7 @@ impl Store {
         self: &Arc<Self>,
         user: StoredUser,
         record: Record,
-    ) -> Result<(User, Vec<Journaled>), StoreError> {
+    ) -> Result<User, StoreError> {
         self.mutate(record, move |tx, audit| {
             put_user(tx, &user, None)?;
             let audit = audit.after(&user.user);
@@ -185,7 +184,7 @@ impl Store {
         id: Uuid,
         record: Record,
         change: impl FnOnce(&mut StoredUser) + Send + 'static,
-    ) -> Result<(User, Vec<Journaled>), StoreError> {
+    ) -> Result<User, StoreError> {
         self.mutate(record, move |tx, audit| {
             let before = users_of(tx, tenant)?;
             let old = get_user(tx, tenant, id)?;
@@ -205,7 +204,7 @@ impl Store {
         tenant: Uuid,
         id: Uuid,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             let before = users_of(tx, tenant)?;
             let old = get_user(tx, tenant, id)?;
@@ -221,7 +220,6 @@ impl Store {
             Ok(((), audit.before(&old.user)))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// Stores a session; `audit` records the sign-in that minted it.
@@ -229,7 +227,7 @@ impl Store {
         self: &Arc<Self>,
         session: Session,
         record: Record,
-    ) -> Result<Vec<Journaled>, StoreError> {
+    ) -> Result<(), StoreError> {
         self.mutate(record, move |tx, audit| {
             tx.open_table(SESSIONS)
                 .map_err(StoreError::from_redb)?
@@ -238,7 +236,6 @@ impl Store {
             Ok(((), audit))
         })
         .await
-        .map(|((), journaled)| journaled)
     }
 
     /// A new user and its first session in one transaction (setup, registration). For setup,
@@ -249,7 +246,7 @@ impl Store {
         session: Session,
         record: Record,
         only_while_setup_open: bool,
-    ) -> Result<(User, Vec<Journaled>), StoreError> {
+    ) -> Result<User, StoreError> {
         let store = self.clone();
         self.mutate(record, move |tx, audit| {
             if only_while_setup_open && !store.setup_gate_open(tx, user.user.tenant_id)? {

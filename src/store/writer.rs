@@ -46,6 +46,21 @@ impl<M> Inbox<M> {
         Ok(self.counted(msg))
     }
 
+    /// The next message: within `wait` when there is work left for idle time, else however
+    /// long it takes (an idle writer thread wakes for nothing).
+    pub fn recv_within(&mut self, wait: Option<Duration>) -> Result<M, mpsc::RecvTimeoutError> {
+        match wait {
+            Some(wait) => self.recv_timeout(wait),
+            None => {
+                let msg = self
+                    .rx
+                    .recv()
+                    .map_err(|_| mpsc::RecvTimeoutError::Disconnected)?;
+                Ok(self.counted(msg))
+            }
+        }
+    }
+
     /// A message already queued, without waiting.
     pub fn try_recv(&mut self) -> Option<M> {
         let msg = self.rx.try_recv().ok()?;
