@@ -48,12 +48,14 @@ pub struct Hardware {
     calls: Option<mpsc::Receiver<Received>>,
 }
 
-/// Opens the devices `config` names; they run (and reopen their ports) on their own tasks.
+/// Opens the devices `config` names; their drivers run (and reopen their ports) as workers of
+/// `supervisor`.
 pub async fn start(
     config: &Config,
     store: &Arc<Store>,
     secrets: &Arc<dyn SecretSource>,
     clock: &SharedClock,
+    supervisor: &Supervisor,
 ) -> Hardware {
     let mut devices = Devices::default();
     let mut sms_in = None;
@@ -80,7 +82,8 @@ pub async fn start(
             key_timeout: g.key_timeout.map_or(Duration::from_secs(30), |d| d.0),
             refresh_every: Duration::from_secs(60),
         };
-        let (modem, inbound) = Modem::start(settings, clock.clone());
+        let (modem, inbound, driver) = Modem::start(settings, clock.clone());
+        supervisor.spawn(driver);
         devices.modem = Some(modem);
         sms_in = Some(inbound);
     }
@@ -107,7 +110,8 @@ pub async fn start(
             reply_timeout: e.reply_timeout.map_or(Duration::from_secs(3), |d| d.0),
             attempts: e.attempts.unwrap_or(3),
         };
-        let (pager, calls) = Pager::start(settings, clock.clone());
+        let (pager, calls, driver) = Pager::start(settings, clock.clone());
+        supervisor.spawn(driver);
         devices.pager = Some(pager);
         calls_in = Some(calls);
     }

@@ -320,7 +320,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         clock.clone(),
     );
     let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
-    let hardware = hardware::start(&config, &store, &secrets, &clock).await;
+    let hardware = hardware::start(&config, &store, &secrets, &clock, &supervisor).await;
     let devices = hardware.devices.clone();
     let object_labels: Arc<dyn crate::runtime::ObjectLabels> = catalog.clone();
     let scheduler = Scheduler::new(
@@ -376,7 +376,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         Ok(None) => {}
         Err(why) => return Err(AppError::Site(why)),
     }
-    supervisor.spawn(SourceListeners::new(ingress.clone()));
+    supervisor.spawn(SourceListeners::new(ingress.clone(), supervisor.clone()));
     let notify = Notifier::new(
         store.clone(),
         clock.clone(),

@@ -9,6 +9,7 @@
 use super::serial::{self, BoxedLine, LineSettings};
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use serde::Serialize;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -227,16 +228,27 @@ pub struct Pager {
 }
 
 impl Pager {
-    /// Starts the driver; blocks called in by the peer arrive on the receiver.
-    pub fn start(settings: EspaSettings, clock: SharedClock) -> (Pager, mpsc::Receiver<Received>) {
+    /// The line's handle, the receiver of blocks called in by the peer, and the driver, a
+    /// worker for the supervisor to run.
+    pub fn start(
+        settings: EspaSettings,
+        clock: SharedClock,
+    ) -> (Pager, mpsc::Receiver<Received>, EspaDriver) {
         let (jobs, job_rx) = mpsc::channel(64);
         let (calls_tx, calls) = mpsc::channel(64);
         let (status_tx, status) = watch::channel(EspaStatus {
             device: settings.device.clone(),
             ..EspaStatus::default()
         });
-        tokio::spawn(drive(settings, job_rx, status_tx, calls_tx, clock));
-        (Pager { jobs, status }, calls)
+        let driver = EspaDriver {
+            settings,
+            jobs: job_rx,
+            status: status_tx,
+            calls: calls_tx,
+            clock,
+            backoff: FIRST_REOPEN,
+        };
+        (Pager { jobs, status }, calls, driver)
     }
 
     pub fn status(&self) -> EspaStatus {
@@ -256,36 +268,48 @@ impl Pager {
     }
 }
 
-async fn drive(
+/// The first wait before reopening a line that failed.
+const FIRST_REOPEN: Duration = Duration::from_secs(1);
+
+/// The driver, a supervised worker: each step is a session on one opening of the line, then
+/// (when it failed) the wait before the next, refusing pages while the line is gone. A panic
+/// loses the session only: the queue, the status and the call channel stay with the worker.
+pub struct EspaDriver {
     settings: EspaSettings,
-    mut jobs: mpsc::Receiver<PageJob>,
+    jobs: mpsc::Receiver<PageJob>,
     status: watch::Sender<EspaStatus>,
     calls: mpsc::Sender<Received>,
     clock: SharedClock,
-) {
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let failure = match serial::open(&settings.device, settings.line).await {
+    backoff: Duration,
+}
+
+impl EspaDriver {
+    /// One session; `false` once the line's handles are all gone.
+    async fn session(&mut self) -> bool {
+        let failure = match serial::open(&self.settings.device, self.settings.line).await {
             Ok(port) => {
-                status.send_modify(|s| {
+                self.status.send_modify(|s| {
                     s.connected = true;
                     s.last_error = None;
                 });
-                backoff = Duration::from_secs(1);
+                self.backoff = FIRST_REOPEN;
                 let mut line = Line {
                     port,
                     pending: Vec::new(),
-                    settings: &settings,
+                    settings: &self.settings,
                 };
-                match line.serve(&mut jobs, &status, &calls, &clock).await {
-                    Ok(()) => return,
+                match line
+                    .serve(&mut self.jobs, &self.status, &self.calls, &self.clock)
+                    .await
+                {
+                    Ok(()) => return false,
                     Err(e) => e,
                 }
             }
             Err(e) => EspaError::Port(e.to_string()),
         };
-        tracing::warn!(device = %settings.device, error = %failure, "ESPA line unavailable; reopening");
-        status.send_modify(|s| {
+        tracing::warn!(device = %self.settings.device, error = %failure, "ESPA line unavailable; reopening");
+        self.status.send_modify(|s| {
             s.connected = false;
             s.last_error = Some(failure.to_string());
         });
@@ -293,10 +317,27 @@ async fn drive(
         let refuse = |job: PageJob| {
             let _ = job.reply.send(Err(EspaError::Unavailable(why.clone())));
         };
-        if !serial::wait_to_reopen(backoff, &mut jobs, refuse).await {
-            return;
+        if !serial::wait_to_reopen(self.backoff, &mut self.jobs, refuse).await {
+            return false;
         }
-        backoff = (backoff * 2).min(REOPEN_MAX);
+        self.backoff = (self.backoff * 2).min(REOPEN_MAX);
+        true
+    }
+}
+
+impl Worker for EspaDriver {
+    fn name(&self) -> &'static str {
+        "espa-line"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if self.session().await {
+                Wait::For(Duration::ZERO)
+            } else {
+                Wait::Done
+            }
+        })
     }
 }
 

@@ -9,6 +9,7 @@ use super::sms;
 use crate::model::Timestamp;
 pub use crate::model::hardware::Profile;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -168,8 +169,12 @@ pub struct Modem {
 }
 
 impl Modem {
-    /// Starts the driver task; inbound messages and calls arrive on the receiver.
-    pub fn start(settings: ModemSettings, clock: SharedClock) -> (Modem, mpsc::Receiver<Inbound>) {
+    /// The modem's handle, the receiver of inbound messages and calls, and the driver, a worker
+    /// for the supervisor to run.
+    pub fn start(
+        settings: ModemSettings,
+        clock: SharedClock,
+    ) -> (Modem, mpsc::Receiver<Inbound>, ModemDriver) {
         let (jobs, job_rx) = mpsc::channel(64);
         let (inbound_tx, inbound) = mpsc::channel(64);
         let (status_tx, status) = watch::channel(ModemStatus {
@@ -179,8 +184,15 @@ impl Modem {
             registration: "unknown".into(),
             ..ModemStatus::default()
         });
-        tokio::spawn(drive(settings, job_rx, status_tx, inbound_tx, clock));
-        (Modem { jobs, status }, inbound)
+        let driver = ModemDriver {
+            settings,
+            jobs: job_rx,
+            status: status_tx,
+            inbound: inbound_tx,
+            clock,
+            backoff: FIRST_REOPEN,
+        };
+        (Modem { jobs, status }, inbound, driver)
     }
 
     pub fn status(&self) -> ModemStatus {
@@ -240,34 +252,42 @@ impl Modem {
     }
 }
 
-/// The driver: a session per opening of the port, refusing work while the port is gone.
-async fn drive(
+/// The first wait before reopening a port that failed.
+const FIRST_REOPEN: Duration = Duration::from_secs(1);
+
+/// The driver, a supervised worker: each step is a session on one opening of the port, then
+/// (when it failed) the wait before the next, refusing work while the port is gone. A panic
+/// loses the session only: the queue, the status and the inbound channel stay with the worker.
+pub struct ModemDriver {
     settings: ModemSettings,
-    mut jobs: mpsc::Receiver<Job>,
+    jobs: mpsc::Receiver<Job>,
     status: watch::Sender<ModemStatus>,
     inbound: mpsc::Sender<Inbound>,
     clock: SharedClock,
-) {
-    let mut backoff = Duration::from_secs(1);
-    loop {
-        let failure = match serial::open(&settings.device, settings.line).await {
+    backoff: Duration,
+}
+
+impl ModemDriver {
+    /// One session; `false` once the modem's handles are all gone.
+    async fn session(&mut self) -> bool {
+        let failure = match serial::open(&self.settings.device, self.settings.line).await {
             Ok(port) => {
                 let mut session = Session {
                     port,
                     buf: Vec::new(),
                     urcs: VecDeque::new(),
-                    settings: &settings,
-                    status: &status,
-                    inbound: &inbound,
-                    clock: &clock,
+                    settings: &self.settings,
+                    status: &self.status,
+                    inbound: &self.inbound,
+                    clock: &self.clock,
                     reference: 0,
                     caller: None,
                 };
-                match session.serve(&mut jobs).await {
-                    Ok(()) => return,
+                match session.serve(&mut self.jobs).await {
+                    Ok(()) => return false,
                     Err(e) => {
-                        if status.borrow().connected {
-                            backoff = Duration::from_secs(1);
+                        if self.status.borrow().connected {
+                            self.backoff = FIRST_REOPEN;
                         }
                         e
                     }
@@ -275,17 +295,34 @@ async fn drive(
             }
             Err(e) => GsmError::Port(e.to_string()),
         };
-        tracing::warn!(device = %settings.device, error = %failure, "GSM modem unavailable; reopening");
-        status.send_modify(|s| {
+        tracing::warn!(device = %self.settings.device, error = %failure, "GSM modem unavailable; reopening");
+        self.status.send_modify(|s| {
             s.connected = false;
             s.last_error = Some(failure.to_string());
         });
         let why = failure.to_string();
         let refuse = |job: Job| job.refuse(GsmError::Unavailable(why.clone()));
-        if !serial::wait_to_reopen(backoff, &mut jobs, refuse).await {
-            return;
+        if !serial::wait_to_reopen(self.backoff, &mut self.jobs, refuse).await {
+            return false;
         }
-        backoff = (backoff * 2).min(REOPEN_MAX);
+        self.backoff = (self.backoff * 2).min(REOPEN_MAX);
+        true
+    }
+}
+
+impl Worker for ModemDriver {
+    fn name(&self) -> &'static str {
+        "gsm-modem"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if self.session().await {
+                Wait::For(Duration::ZERO)
+            } else {
+                Wait::Done
+            }
+        })
     }
 }
 

@@ -17,6 +17,7 @@ use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source, trust};
 use crate::model::event::Severity;
 use crate::model::source_config::ImapConfig;
+use crate::runtime::worker::Task;
 use futures_util::TryStreamExt;
 use rustls_pki_types::ServerName;
 use serde_json::json;
@@ -24,7 +25,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
@@ -136,7 +136,7 @@ fn mail_event(source: &Source, mapping: &Mapping, raw: &[u8]) -> Result<Normaliz
 impl Ingress {
     /// Polls one source until the task is aborted; a failed poll is retried sooner (1 s
     /// doubling up to the interval, with jitter).
-    async fn poll_mailbox(self: Arc<Self>, source: Source, mapping: Mapping, m: Mailbox) {
+    async fn poll_mailbox(self: Arc<Self>, source: Source, mapping: Arc<Mapping>, m: Arc<Mailbox>) {
         let mut backoff = Duration::from_secs(1);
         loop {
             let wait = match tokio::time::timeout(
@@ -239,17 +239,27 @@ impl Ingress {
     }
 }
 
-/// Starts the poller of an `email` source.
+/// The poller of an `email` source, as a worker.
 pub(super) fn start(
     ingress: &Arc<Ingress>,
     source: Source,
     mapping: &BTreeMap<String, String>,
     secret_ref: &Option<String>,
-) -> Result<JoinHandle<()>, String> {
-    let m = mailbox(&source, secret_ref)?;
-    let mapping = Mapping::compile(mapping)?;
-    Ok(tokio::spawn(
-        ingress.clone().poll_mailbox(source, mapping, m),
+) -> Result<Task, String> {
+    let m = Arc::new(mailbox(&source, secret_ref)?);
+    let mapping = Arc::new(Mapping::compile(mapping)?);
+    let ingress = ingress.clone();
+    Ok(Task::new(
+        "event-source",
+        Some(super::listeners::instance(&source)),
+        super::listeners::RESTART,
+        move || {
+            Box::pin(
+                ingress
+                    .clone()
+                    .poll_mailbox(source.clone(), mapping.clone(), m.clone()),
+            )
+        },
     ))
 }
 

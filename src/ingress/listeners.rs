@@ -1,35 +1,48 @@
-//! Keeps one listener task per enabled event source that listens or polls on its own (`mqtt`,
-//! `snmp`, `email`), started when the source is saved and restarted or stopped only when that
-//! source changes or goes: the catalog's generation says when to look.
+//! Keeps one listener per enabled event source that listens or polls on its own (`mqtt`,
+//! `snmp`, `email`), each a supervised worker (`event-source/<source>@<tenant>` in the health
+//! report, restarted with back-off after a panic), started when the source is saved and
+//! restarted or stopped only when that source changes or goes: the catalog's generation says
+//! when to look.
 
 use super::{Ingress, Source, email, mqtt, snmp};
 use crate::model::config::EventSource;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::Supervisor;
+use crate::runtime::worker::{StepFuture, Wait, Worker, WorkerHandle};
 use crate::store::StoreError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 /// Source types that run a listener.
 const LISTENING: [&str; 3] = ["mqtt", "snmp", "email"];
 
+/// How soon a listener that ended (it keeps reconnecting by itself, so only a bug ends it) is
+/// started again.
+pub(super) const RESTART: Duration = Duration::from_secs(5);
+
+/// A listener's name in the health report: the source and its tenant.
+pub(super) fn instance(source: &Source) -> String {
+    format!("{}@{}", source.name, source.tenant)
+}
+
 pub struct SourceListeners {
     ingress: Arc<Ingress>,
+    supervisor: Arc<Supervisor>,
     wake: Arc<Notify>,
     generation: Option<u64>,
-    /// By tenant and source name: the document body it was started from, and its task.
-    running: HashMap<(Uuid, String), (String, JoinHandle<()>)>,
+    /// By tenant and source name: the document body it was started from, and its worker.
+    running: HashMap<(Uuid, String), (String, WorkerHandle)>,
 }
 
 impl SourceListeners {
-    pub fn new(ingress: Arc<Ingress>) -> Self {
+    pub fn new(ingress: Arc<Ingress>, supervisor: Arc<Supervisor>) -> Self {
         let wake = Arc::new(Notify::new());
         ingress.store.watch_catalog(wake.clone());
         Self {
             ingress,
+            supervisor,
             wake,
             generation: None,
             running: HashMap::new(),
@@ -52,10 +65,10 @@ impl SourceListeners {
                 }
             }
         }
-        self.running.retain(|key, (version, task)| {
-            let keep = wanted.get(key).is_some_and(|(v, _)| v == version) && !task.is_finished();
+        self.running.retain(|key, (version, worker)| {
+            let keep = wanted.get(key).is_some_and(|(v, _)| v == version) && !worker.is_finished();
             if !keep {
-                task.abort();
+                worker.stop();
             }
             keep
         });
@@ -76,11 +89,12 @@ impl SourceListeners {
             let started = match body.kind.as_str() {
                 "mqtt" => mqtt::start(&self.ingress, source, &body.mapping, &body.secret_ref),
                 "email" => email::start(&self.ingress, source, &body.mapping, &body.secret_ref),
-                _ => snmp::start(&self.ingress, source).await,
+                _ => snmp::start(&self.ingress, source),
             };
             match started {
                 Ok(task) => {
-                    self.running.insert(key, (version, task));
+                    self.running
+                        .insert(key, (version, self.supervisor.spawn(task)));
                 }
                 Err(why) => tracing::warn!(source = %key.1, %why, "event source not started"),
             }
@@ -115,8 +129,8 @@ impl Worker for SourceListeners {
 
 impl Drop for SourceListeners {
     fn drop(&mut self) {
-        for (_, (_, task)) in self.running.drain() {
-            task.abort();
+        for (_, (_, worker)) in self.running.drain() {
+            worker.stop();
         }
     }
 }

@@ -14,6 +14,7 @@ use super::webhook::{map_document, severity_named};
 use super::{Ingress, Normalized, Outcome, Source, trust};
 use crate::model::event::Severity;
 use crate::model::source_config::MqttConfig;
+use crate::runtime::worker::Task;
 use rumqttc::{
     AsyncClient, Event, EventLoop, MqttOptions, Packet, Publish, QoS, TlsConfiguration, Transport,
 };
@@ -89,7 +90,12 @@ fn message(
 
 impl Ingress {
     /// Listens to one source until the task is aborted.
-    async fn listen_mqtt(self: Arc<Self>, source: Source, mapping: Mapping, sub: Subscription) {
+    async fn listen_mqtt(
+        self: Arc<Self>,
+        source: Source,
+        mapping: Arc<Mapping>,
+        sub: Subscription,
+    ) {
         let mut backoff = Duration::from_secs(1);
         loop {
             let mut options = MqttOptions::new(&sub.client_id, &sub.broker.host, sub.broker.port);
@@ -115,7 +121,7 @@ impl Ingress {
             // The event loop is polled on its own task, so keep-alives and acknowledgements go
             // on while a message is being stored.
             let (tx, mut incoming) = mpsc::channel(256);
-            let poller = tokio::spawn(poll(events, tx));
+            let poller = Poller(tokio::spawn(poll(events, tx)));
             let mut held = None;
             loop {
                 let next = match held.take() {
@@ -165,11 +171,21 @@ impl Ingress {
                     tracing::error!(source = %source.name, error = %e, "MQTT messages could not be stored and are lost");
                 }
             }
-            poller.abort();
+            drop(poller);
             let jitter = f64::from(getrandom::u32().unwrap_or(0) % 1000) / 1000.0;
             tokio::time::sleep(backoff.mul_f64(0.75 + jitter / 2.0)).await;
             backoff = (backoff * 2).min(BACKOFF_MAX);
         }
+    }
+}
+
+/// The task driving a client's event loop; ended with the listener that owns it, whether the
+/// listener goes on to reconnect or is stopped (its future dropped).
+struct Poller(JoinHandle<()>);
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -197,17 +213,27 @@ async fn poll(mut events: EventLoop, tx: mpsc::Sender<Incoming>) {
     }
 }
 
-/// Starts the listener of an `mqtt` source.
+/// The listener of an `mqtt` source, as a worker.
 pub(super) fn start(
     ingress: &Arc<Ingress>,
     source: Source,
     mapping: &BTreeMap<String, String>,
     secret_ref: &Option<String>,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<Task, String> {
     let sub = subscription(&source, secret_ref)?;
-    let mapping = Mapping::compile(mapping)?;
-    Ok(tokio::spawn(
-        ingress.clone().listen_mqtt(source, mapping, sub),
+    let mapping = Arc::new(Mapping::compile(mapping)?);
+    let ingress = ingress.clone();
+    Ok(Task::new(
+        "event-source",
+        Some(super::listeners::instance(&source)),
+        super::listeners::RESTART,
+        move || {
+            Box::pin(
+                ingress
+                    .clone()
+                    .listen_mqtt(source.clone(), mapping.clone(), sub.clone()),
+            )
+        },
     ))
 }
 

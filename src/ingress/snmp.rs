@@ -7,6 +7,7 @@
 
 use super::{Ingress, Normalized, Outcome, Source};
 use crate::model::event::Severity;
+use crate::runtime::worker::Task;
 use serde_json::{Value, json};
 use snmp2::{MessageType, Pdu, Value as Snmp};
 use std::collections::BTreeMap;
@@ -14,7 +15,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 /// snmpTrapOID.0 and sysUpTime.0 (RFC 3416), and ifIndex's prefix (RFC 2863).
 const TRAP_OID: &str = "1.3.6.1.6.3.1.1.4.1.0";
@@ -143,51 +143,58 @@ fn bind(listen: &str) -> std::io::Result<UdpSocket> {
     UdpSocket::from_std(socket.into())
 }
 
-/// Binds the source's socket and starts its receiver: one loop reads and decodes datagrams,
-/// another stores what has arrived in batches, so a burst waits in memory, not in the
-/// kernel's buffer.
-pub(super) async fn start(
-    ingress: &Arc<Ingress>,
-    source: Source,
-) -> Result<JoinHandle<()>, String> {
+/// Binds the source's socket and makes its receiver, as a worker: one loop reads and decodes
+/// datagrams, another stores what has arrived in batches, so a burst waits in memory, not in
+/// the kernel's buffer. A restart keeps the socket.
+pub(super) fn start(ingress: &Arc<Ingress>, source: Source) -> Result<Task, String> {
     let listen = source
         .config
         .get("listen")
         .cloned()
         .unwrap_or_else(|| "0.0.0.0:162".into());
-    let socket = bind(&listen).map_err(|e| format!("cannot listen on udp {listen}: {e}"))?;
+    let socket =
+        Arc::new(bind(&listen).map_err(|e| format!("cannot listen on udp {listen}: {e}"))?);
     let ingress = ingress.clone();
-    Ok(tokio::spawn(async move {
-        let (tx, mut rx) = mpsc::channel::<Normalized>(QUEUE);
-        let community = source.config.get("community").cloned();
-        let receive = async {
-            let mut buf = vec![0u8; 65_535];
-            loop {
-                let Ok((n, from)) = socket.recv_from(&mut buf).await else {
-                    continue;
-                };
-                let queued = normalize(&buf[..n], from, community.as_deref())
-                    .is_some_and(|event| tx.try_send(event).is_ok());
-                if !queued {
-                    ingress.count(&source.name, Outcome::Refused);
-                    tracing::debug!(source = %source.name, %from, "datagram not taken (no trap for this source, or the queue is full)");
+    let instance = super::listeners::instance(&source);
+    Ok(Task::new(
+        "event-source",
+        Some(instance),
+        super::listeners::RESTART,
+        move || Box::pin(receive(ingress.clone(), source.clone(), socket.clone())),
+    ))
+}
+
+/// The receiver of one source; it runs until stopped.
+async fn receive(ingress: Arc<Ingress>, source: Source, socket: Arc<UdpSocket>) {
+    let (tx, mut rx) = mpsc::channel::<Normalized>(QUEUE);
+    let community = source.config.get("community").cloned();
+    let receive = async {
+        let mut buf = vec![0u8; 65_535];
+        loop {
+            let Ok((n, from)) = socket.recv_from(&mut buf).await else {
+                continue;
+            };
+            let queued = normalize(&buf[..n], from, community.as_deref())
+                .is_some_and(|event| tx.try_send(event).is_ok());
+            if !queued {
+                ingress.count(&source.name, Outcome::Refused);
+                tracing::debug!(source = %source.name, %from, "datagram not taken (no trap for this source, or the queue is full)");
+            }
+        }
+    };
+    let store = async {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(event) => batch.push(event),
+                    Err(_) => break,
                 }
             }
-        };
-        let store = async {
-            while let Some(first) = rx.recv().await {
-                let mut batch = vec![first];
-                while batch.len() < BATCH {
-                    match rx.try_recv() {
-                        Ok(event) => batch.push(event),
-                        Err(_) => break,
-                    }
-                }
-                if let Err(e) = ingress.record_all(&source, batch).await {
-                    tracing::error!(source = %source.name, error = %e, "SNMP traps could not be stored and are lost");
-                }
+            if let Err(e) = ingress.record_all(&source, batch).await {
+                tracing::error!(source = %source.name, error = %e, "SNMP traps could not be stored and are lost");
             }
-        };
-        tokio::join!(receive, store);
-    }))
+        }
+    };
+    tokio::join!(receive, store);
 }

@@ -1,9 +1,12 @@
 //! Background loops as `Worker`s run by one `Supervisor`: a panicked worker is restarted after a
-//! delay, every worker's state is visible in `/api/v1/system/health`, and shutdown waits for the
-//! workers up to an exit deadline.
+//! delay that doubles while it keeps panicking, every worker's state is visible in
+//! `/api/v1/system/health` (and one restarting makes `/readyz` not ready), and shutdown waits
+//! for the workers up to an exit deadline. A worker can also be stopped alone, by its handle (an
+//! event source's listener when the source goes). `Task` runs a long-lived future as a worker.
 
 use super::Shutdown;
 use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -20,6 +23,9 @@ pub type StepFuture<'a> = Pin<Box<dyn Future<Output = Wait> + Send + 'a>>;
 /// How long a step still running at shutdown may go on.
 const STEP_GRACE: Duration = Duration::from_secs(2);
 
+/// The longest wait before restarting a worker that keeps panicking.
+const MAX_RESTART_DELAY: Duration = Duration::from_secs(60);
+
 /// What a worker waits for before its next step. A wake-up on the worker's `Notify` ends any wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wait {
@@ -33,6 +39,11 @@ pub enum Wait {
 
 pub trait Worker: Send + 'static {
     fn name(&self) -> &'static str;
+    /// Which one of several workers of a kind this is (an event source's listener): shown as
+    /// `name/instance`.
+    fn instance(&self) -> Option<String> {
+        None
+    }
     /// One unit of work. Errors are the worker's to log; a panic is caught by the supervisor.
     fn step(&mut self) -> StepFuture<'_>;
     /// Wakes the worker before its wait is over.
@@ -52,7 +63,7 @@ pub struct WorkerState {
     pub last_panic: Option<String>,
 }
 
-type States = Arc<Mutex<BTreeMap<&'static str, WorkerState>>>;
+type States = Arc<Mutex<BTreeMap<String, WorkerState>>>;
 
 pub struct Supervisor {
     shutdown: Shutdown,
@@ -61,15 +72,85 @@ pub struct Supervisor {
     tasks: Mutex<JoinSet<()>>,
 }
 
-fn set_state(states: &States, name: &'static str, f: impl FnOnce(&mut WorkerState)) {
+/// Stops one worker, whatever the others do.
+pub struct WorkerHandle {
+    stop: Shutdown,
+    finished: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl WorkerHandle {
+    /// Ends the worker: its step gets the grace of a shutdown, and it leaves the health report.
+    pub fn stop(&self) {
+        self.stop.trigger();
+    }
+
+    /// The worker is done, or stopped.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A long-lived future run as a worker: `start` makes it afresh for every (re)start, and its
+/// whole run is one step; one that ends is started again after `again`, one that panics after
+/// the supervisor's back-off.
+pub struct Task {
+    name: &'static str,
+    instance: Option<String>,
+    start: Box<dyn FnMut() -> BoxFuture<'static, ()> + Send>,
+    again: Duration,
+}
+
+impl Task {
+    pub fn new(
+        name: &'static str,
+        instance: Option<String>,
+        again: Duration,
+        start: impl FnMut() -> BoxFuture<'static, ()> + Send + 'static,
+    ) -> Self {
+        Self {
+            name,
+            instance,
+            start: Box::new(start),
+            again,
+        }
+    }
+}
+
+impl Worker for Task {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.instance.clone()
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        let run = (self.start)();
+        let again = self.again;
+        Box::pin(async move {
+            run.await;
+            Wait::For(again)
+        })
+    }
+}
+
+fn set_state(states: &States, name: &str, f: impl FnOnce(&mut WorkerState)) {
     let mut map = states.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = map.entry(name).or_insert_with(|| WorkerState {
+    let entry = map.entry(name.to_string()).or_insert_with(|| WorkerState {
         name: name.to_string(),
         state: "running",
         restarts: 0,
         last_panic: None,
     });
     f(entry);
+}
+
+/// The wait before restart number `panics` in a row: the base delay, doubled for each panic
+/// before it, at most `MAX_RESTART_DELAY`.
+fn restart_delay(base: Duration, panics: u32) -> Duration {
+    base.saturating_mul(1 << panics.saturating_sub(1).min(16))
+        .min(MAX_RESTART_DELAY)
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -89,20 +170,43 @@ impl Supervisor {
         }
     }
 
-    /// Runs `worker` until it is done or shutdown is triggered.
-    pub fn spawn<W: Worker>(&self, mut worker: W) {
-        let name = worker.name();
+    /// Runs `worker` until it is done, stopped by the handle, or shutdown is triggered.
+    pub fn spawn<W: Worker>(&self, mut worker: W) -> WorkerHandle {
+        let kind = worker.name();
+        let name = match worker.instance() {
+            Some(instance) => format!("{kind}/{instance}"),
+            None => kind.to_string(),
+        };
         let states = self.states.clone();
-        let shutdown = self.shutdown.clone();
+        let global = self.shutdown.clone();
+        let own = Shutdown::new();
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let handle = WorkerHandle {
+            stop: own.clone(),
+            finished: finished.clone(),
+        };
+        let stopping = move || {
+            let (global, own) = (global.clone(), own.clone());
+            async move {
+                tokio::select! {
+                    _ = global.wait() => {}
+                    _ = own.wait() => {}
+                }
+            }
+        };
+        let stopped_alone = handle.stop.clone();
         let delay = self.restart_delay;
-        set_state(&states, name, |s| s.state = "running");
+        set_state(&states, &name, |s| s.state = "running");
         let waker = worker.waker().unwrap_or_default();
+        let span = tracing::info_span!("worker", name = %name);
         let task = async move {
+            let shutdown = stopping;
+            let mut panics = 0u32;
             loop {
-                if shutdown.is_triggered() {
+                if stopped_alone.is_triggered() || shutdown().now_or_never().is_some() {
                     break;
                 }
-                set_state(&states, name, |s| s.state = "running");
+                set_state(&states, &name, |s| s.state = "running");
                 let step = AssertUnwindSafe(worker.step()).catch_unwind();
                 tokio::pin!(step);
                 // A step still running at shutdown (a durable consumer waiting for events) gets
@@ -110,49 +214,75 @@ impl Supervisor {
                 // not at all.
                 let outcome = tokio::select! {
                     out = &mut step => out,
-                    _ = shutdown.wait() => match tokio::time::timeout(STEP_GRACE, &mut step).await {
+                    _ = shutdown() => match tokio::time::timeout(STEP_GRACE, &mut step).await {
                         Ok(out) => out,
                         Err(_) => break,
                     },
                 };
                 let wait = match outcome {
-                    Ok(w) => w,
+                    Ok(w) => {
+                        panics = 0;
+                        w
+                    }
                     Err(p) => {
+                        panics += 1;
                         let msg = panic_message(p.as_ref());
-                        tracing::error!(worker = name, panic = %msg, "worker panicked; restarting after delay");
-                        set_state(&states, name, |s| {
+                        let after = restart_delay(delay, panics);
+                        tracing::error!(worker = %name, panic = %msg, ?after, "worker panicked; restarting after a delay");
+                        set_state(&states, &name, |s| {
                             s.state = "restarting";
                             s.restarts += 1;
                             s.last_panic = Some(msg);
                         });
-                        Wait::For(delay)
+                        Wait::For(after)
                     }
                 };
                 let sleep = match wait {
                     Wait::Done => {
-                        set_state(&states, name, |s| s.state = "done");
+                        set_state(&states, &name, |s| s.state = "done");
+                        finished.store(true, std::sync::atomic::Ordering::SeqCst);
                         return;
                     }
                     Wait::For(d) => d,
                     Wait::UntilWoken => Duration::MAX,
                 };
-                set_state(&states, name, |s| {
+                set_state(&states, &name, |s| {
                     if s.state == "running" {
                         s.state = "waiting";
                     }
                 });
                 tokio::select! {
-                    _ = shutdown.wait() => break,
+                    _ = shutdown() => break,
                     _ = waker.notified() => {}
                     _ = tokio::time::sleep(sleep.min(Duration::from_secs(86_400 * 365))) => {}
                 }
             }
-            set_state(&states, name, |s| s.state = "stopped");
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            if stopped_alone.is_triggered() {
+                states
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&name);
+            } else {
+                set_state(&states, &name, |s| s.state = "stopped");
+            }
         };
-        self.tasks
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        // Workers stopped alone have ended; their entries go.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(task.instrument(span));
+        handle
+    }
+
+    /// Workers waiting to be restarted after a panic: what keeps `/readyz` from ready.
+    pub fn restarting(&self) -> Vec<String> {
+        self.states
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .spawn(task.instrument(tracing::info_span!("worker", name)));
+            .values()
+            .filter(|s| s.state == "restarting")
+            .map(|s| s.name.clone())
+            .collect()
     }
 
     pub fn states(&self) -> Vec<WorkerState> {
@@ -250,5 +380,49 @@ mod tests {
             "well before the exit deadline"
         );
         assert_eq!(sup.states()[0].state, "stopped");
+    }
+
+    #[test]
+    fn restarts_back_off_while_a_worker_keeps_panicking() {
+        let base = Duration::from_secs(5);
+        let delays: Vec<u64> = (1..=6).map(|n| restart_delay(base, n).as_secs()).collect();
+        assert_eq!(delays, [5, 10, 20, 40, 60, 60]);
+        assert_eq!(restart_delay(base, u32::MAX), MAX_RESTART_DELAY);
+    }
+
+    /// A task that panics on its first run, then runs until stopped.
+    #[tokio::test(start_paused = true)]
+    async fn a_task_is_restarted_after_a_panic_and_stopped_alone_by_its_handle() {
+        let sup = Supervisor::new(Shutdown::new(), Duration::from_secs(1));
+        let starts = Arc::new(AtomicU32::new(0));
+        let counted = starts.clone();
+        let handle = sup.spawn(Task::new(
+            "listener",
+            Some("plant".into()),
+            Duration::from_secs(1),
+            move || {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                Box::pin(async move {
+                    assert!(n != 0, "first run fails");
+                    std::future::pending::<()>().await;
+                })
+            },
+        ));
+        sup.spawn(Stubborn);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(sup.restarting(), ["listener/plant"]);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(starts.load(Ordering::SeqCst), 2, "restarted once");
+        assert!(sup.restarting().is_empty());
+        assert!(!handle.is_finished());
+        handle.stop();
+        tokio::time::sleep(STEP_GRACE + Duration::from_secs(1)).await;
+        assert!(handle.is_finished());
+        let names: Vec<String> = sup.states().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["stubborn"],
+            "a worker stopped alone leaves the report"
+        );
     }
 }

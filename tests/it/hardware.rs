@@ -448,6 +448,15 @@ async fn the_modem_reports_its_health_and_comes_back_after_it_is_unplugged() {
     let health = get(s, token, "/api/v1/system/health").await;
     assert_eq!(health["hardware"]["gsm"]["sim"], "pin required");
     assert_eq!(health["hardware"]["espa"], Value::Null);
+    // The driver is a supervised worker.
+    let drivers: Vec<&Value> = health["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["name"] == "gsm-modem")
+        .collect();
+    assert_eq!(drivers.len(), 1, "{}", health["workers"]);
+    assert_eq!(drivers[0]["restarts"], 0);
 
     // The PIN as a secret of the default tenant, read at the next start.
     let res = send(

@@ -699,6 +699,41 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
         assert!(started.elapsed() < Duration::from_secs(20), "no reconnect");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+
+    // The listener is a supervised worker of its own, and leaves with its source.
+    let listeners = |v: &Value| -> Vec<String> {
+        v["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["name"].as_str())
+            .filter(|n| n.starts_with("event-source/plant@"))
+            .map(String::from)
+            .collect()
+    };
+    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    assert_eq!(listeners(&health).len(), 1, "{}", health["workers"]);
+    let gone = call(s, token, Method::DELETE, "/api/v1/event-sources/plant")
+        .send()
+        .await
+        .unwrap();
+    assert!(gone.status().is_success(), "{}", gone.status());
+    let started = Instant::now();
+    while !listeners(&json(s.get("/api/v1/system/health").await, 200).await).is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the listener outlived its source"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let count = received(&json(s.get("/api/v1/system/health").await, 200).await);
+    broker.publish("plant/pump4/alarm", "after the source went");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        received(&json(s.get("/api/v1/system/health").await, 200).await),
+        count,
+        "nothing is received for a deleted source"
+    );
 }
 
 /// `snmptrap` from net-snmp (Debian `snmp`): `false` where it is not installed.
