@@ -5,6 +5,7 @@
 
 use super::Alerting;
 use super::evaluator::{Evaluator, Overrun, Work};
+use super::lifecycle::AlertMatch;
 use super::rules::{CompiledRule, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
@@ -12,7 +13,6 @@ use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::alerts::AlertMatch;
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -130,16 +130,16 @@ impl AlertEngine {
             })
             .collect();
         let suppressions = self.alerting.suppressions(tenants).await?;
-        self.store
-            .apply_alert_matches(
-                CONSUMER,
-                through,
-                decided,
-                self.clock.now(),
-                self.alerting.storm(),
-                move |a, host| suppressions.reason(a, host),
-            )
-            .await?;
+        super::lifecycle::apply_matches(
+            &self.store,
+            CONSUMER,
+            through,
+            decided,
+            self.clock.now(),
+            self.alerting.storm(),
+            Box::new(move |a, host| suppressions.reason(a, host)),
+        )
+        .await?;
         if let Some(consumer) = self.consumer.as_mut() {
             consumer.advance(through);
         }

@@ -7,11 +7,11 @@
 //! the batch goes on at the same event on a fresh thread. No event, however it is shaped,
 //! holds the engine, and so every other tenant's alerts, for longer than one budget.
 
+use super::lifecycle::AlertMatch;
 use super::rules::{CompiledRule, Subject, decide_rule};
 use crate::model::Timestamp;
 use crate::model::event::Event;
 use crate::runtime::Stopwatch;
-use crate::store::alerts::AlertMatch;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

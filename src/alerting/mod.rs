@@ -4,6 +4,7 @@
 pub mod engine;
 pub mod evaluator;
 mod incidents;
+pub mod lifecycle;
 mod rule_test;
 pub mod rules;
 pub mod suppression;
@@ -177,7 +178,7 @@ impl Alerting {
             ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
-        let (alert, opened) = self.store.raise_alarm(alert, audit, via).await?;
+        let (alert, opened) = lifecycle::raise_alarm(&self.store, alert, audit, via).await?;
         Ok((alert, opened))
     }
 
@@ -190,10 +191,14 @@ impl Alerting {
     ) -> Result<Alert, AlertError> {
         let (by, now) = (p.name.clone(), self.clock.now());
         let audit = self.audit(p, actor, "alert.ack", id);
-        let alert = self
-            .store
-            .transition_alert(p.tenant, id, move |a| a.ack(&by, comment, now), audit)
-            .await?;
+        let alert = lifecycle::transition(
+            &self.store,
+            p.tenant,
+            id,
+            move |a| a.ack(&by, comment, now),
+            audit,
+        )
+        .await?;
         Ok(alert)
     }
 
@@ -222,10 +227,14 @@ impl Alerting {
         }
         let by = p.name.clone();
         let audit = self.audit(p, actor, "alert.snooze", id);
-        let alert = self
-            .store
-            .transition_alert(p.tenant, id, move |a| a.snooze(&by, until, now), audit)
-            .await?;
+        let alert = lifecycle::transition(
+            &self.store,
+            p.tenant,
+            id,
+            move |a| a.snooze(&by, until, now),
+            audit,
+        )
+        .await?;
         Ok(alert)
     }
 
@@ -239,12 +248,13 @@ impl Alerting {
             .await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressions = self.suppressions(tenants).await?;
-        let timers = self
-            .store
-            .run_alert_timers(self.clock.now(), self.storm, move |a, host| {
-                suppressions.reason(a, host)
-            })
-            .await?;
+        let timers = lifecycle::run_timers(
+            &self.store,
+            self.clock.now(),
+            self.storm,
+            Box::new(move |a, host| suppressions.reason(a, host)),
+        )
+        .await?;
         Ok(match (downtimes, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -269,23 +279,22 @@ impl Alerting {
             AlertAction::Resolve => "alert.resolve",
         };
         let audit = AuditDraft::new(now, tenant, &actor, verb, format!("alert/{id}"));
-        let done = self
-            .store
-            .transition_alert(
-                tenant,
-                id,
-                move |a| {
-                    let mut event = match action {
-                        AlertAction::Ack => a.ack(&by, None, now)?,
-                        AlertAction::Resolve => a.resolve(now)?,
-                    };
-                    event.payload["via"] = serde_json::json!(via);
-                    event.payload["by"] = serde_json::json!(by);
-                    Ok(event)
-                },
-                audit,
-            )
-            .await;
+        let done = lifecycle::transition(
+            &self.store,
+            tenant,
+            id,
+            move |a| {
+                let mut event = match action {
+                    AlertAction::Ack => a.ack(&by, None, now)?,
+                    AlertAction::Resolve => a.resolve(now)?,
+                };
+                event.payload["via"] = serde_json::json!(via);
+                event.payload["by"] = serde_json::json!(by);
+                Ok(event)
+            },
+            audit,
+        )
+        .await;
         match done {
             Ok(alert) => Ok(Some(alert)),
             Err(StoreError::NotFound | StoreError::Conflict(_)) => Ok(None),
@@ -301,10 +310,9 @@ impl Alerting {
     ) -> Result<Alert, AlertError> {
         let now = self.clock.now();
         let audit = self.audit(p, actor, "alert.resolve", id);
-        let alert = self
-            .store
-            .transition_alert(p.tenant, id, move |a| a.resolve(now), audit)
-            .await?;
+        let alert =
+            lifecycle::transition(&self.store, p.tenant, id, move |a| a.resolve(now), audit)
+                .await?;
         Ok(alert)
     }
 }

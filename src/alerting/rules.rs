@@ -1,12 +1,12 @@
 //! Alert rules at run time (SEMANTICS 3): each enabled `alert-rules` document compiled once,
 //! the `event` variable rules see, and what a rule decides for one event.
 
+use super::lifecycle::AlertMatch;
 use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::cel as bounds;
 use crate::model::config::AlertRule;
 use crate::model::event::{Event, EventType, Severity};
-use crate::store::alerts::AlertMatch;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use uuid::Uuid;

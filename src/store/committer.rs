@@ -188,7 +188,7 @@ fn commit_group(store: &Store, group: Vec<Job>) {
     let mut journaled: Vec<Journaled> = Vec::new();
     let mut checkpoint = None;
     for job in group {
-        match run_job(&db, job) {
+        match run_job(store, &db, job) {
             Ok(None) => {}
             Ok(Some((reply, events))) => {
                 committed.push((reply, !events.is_empty()));
@@ -233,7 +233,11 @@ fn commit_group(store: &Store, group: Vec<Job>) {
 /// answered once synced, and the events it journaled. A job that changed nothing is answered
 /// here, its transaction aborted (`None`: nothing to sync). A job that failed, panicked or whose
 /// commit failed is answered here, its transaction left uncommitted, and its error returned.
-fn run_job(db: &Database, job: Job) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
+fn run_job(
+    store: &Store,
+    db: &Database,
+    job: Job,
+) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
     let mut tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -246,7 +250,7 @@ fn run_job(db: &Database, job: Job) -> Result<Option<(Reply, Vec<Journaled>)>, S
     // then durable by itself.
     let _ = tx.set_durability(Durability::None);
     let ran = catch_unwind(AssertUnwindSafe(|| {
-        let kernel = Tx::new(&tx);
+        let kernel = Tx::new(store, &tx);
         let (outcome, reply) = job.run(&kernel);
         (outcome, reply, kernel.into_journaled())
     }));
@@ -401,7 +405,7 @@ mod tests {
         let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
         let before = store.syncs();
         let looked = store
-            .write_if_changed(|tx| {
+            .transact(|tx| {
                 put(7)(tx)?;
                 Ok(("nothing due", false))
             })
@@ -414,10 +418,7 @@ mod tests {
             "no sync for a write that changed nothing"
         );
         assert!(stored(&store).is_empty(), "its transaction was aborted");
-        let wrote = store
-            .write_if_changed(|tx| Ok((put(8)(tx)?, true)))
-            .await
-            .unwrap();
+        let wrote = store.transact(|tx| Ok((put(8)(tx)?, true))).await.unwrap();
         assert_eq!(wrote, 8);
         assert_eq!(store.syncs(), before + 1);
         assert_eq!(stored(&store), [8]);
@@ -467,7 +468,7 @@ mod tests {
             let store = store.clone();
             async move {
                 store
-                    .write_if_changed(move |tx| {
+                    .transact(move |tx| {
                         kernel.journal(tx, vec![draft(n), draft(n + 1)])?;
                         Ok((tx.journaled_ids(), outcome?))
                     })

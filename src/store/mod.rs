@@ -310,10 +310,11 @@ impl Store {
         self.submit(turn, move |tx| f(tx).map(|v| (v, true))).await
     }
 
-    /// A write that may find nothing to do: `f` says whether it changed anything, and one that
-    /// did not is aborted and costs no sync (a timer sweep with nothing due).
-    async fn write_if_changed<T: Send + 'static>(
-        self: &Arc<Self>,
+    /// One write transaction whose body is domain code (see `Tx`): `f` says whether it changed
+    /// anything, and one that did not is aborted and costs no sync (a timer sweep with nothing
+    /// due). Durable, and its events filed, when this resolves.
+    pub async fn transact<T: Send + 'static>(
+        &self,
         f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.submit(committer::Turn::InOrder, f).await
@@ -387,7 +388,7 @@ impl Store {
     }
 
     /// After a write that changed alerts: the escalator and the alert timers look again.
-    fn alerts_changed(&self) {
+    pub fn alerts_changed(&self) {
         self.escalations.notify_one();
         self.alert_timers.notify_one();
     }

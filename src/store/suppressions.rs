@@ -198,7 +198,7 @@ impl Store {
         self: &Arc<Self>,
         now: Timestamp,
     ) -> Result<(usize, Option<Timestamp>), StoreError> {
-        self.write_if_changed(move |tx| {
+        self.transact(move |tx| {
             // When to look again: a window that opens later, or soon while one is open and
             // waiting for a problem (a state change starts it).
             let mut next: Option<Timestamp> = None;

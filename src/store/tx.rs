@@ -1,20 +1,28 @@
-//! The transaction a write runs in: redb's write transaction, and the events journaled in it.
-//! The committer takes those events once the write commits and files them once its group is
-//! durable, so no caller files events by hand and an aborted write's events go nowhere.
+//! The transaction a write runs in, and the kernel's face to the domains: `Store::transact`
+//! hands domain code a `Tx` in which it reads and writes rows through typed operations (each
+//! aggregate's file of `store/` adds its own), records audit entries and journals events. The
+//! transaction keeps the events journaled in it; the committer takes them once the write
+//! commits and files them once its group is durable, so no caller files events by hand and an
+//! aborted write's events go nowhere. redb stays behind it: domain code names no table.
 
-use crate::model::event::Journaled;
+use super::{Store, StoreError};
+use crate::model::audit::AuditDraft;
+use crate::model::event::{EventDraft, Journaled};
 use redb::WriteTransaction;
 use std::cell::RefCell;
 use std::ops::Deref;
+use uuid::Uuid;
 
 pub struct Tx<'a> {
+    store: &'a Store,
     inner: &'a WriteTransaction,
     journaled: RefCell<Vec<Journaled>>,
 }
 
 impl<'a> Tx<'a> {
-    pub(super) fn new(inner: &'a WriteTransaction) -> Self {
+    pub(super) fn new(store: &'a Store, inner: &'a WriteTransaction) -> Self {
         Self {
+            store,
             inner,
             journaled: RefCell::default(),
         }
@@ -26,13 +34,38 @@ impl<'a> Tx<'a> {
     }
 
     /// The ids of the events journaled in this transaction so far.
-    pub(super) fn journaled_ids(&self) -> Vec<uuid::Uuid> {
+    pub fn journaled_ids(&self) -> Vec<Uuid> {
         self.journaled.borrow().iter().map(|j| j.event.id).collect()
     }
 
     /// The events journaled in this transaction.
     pub(super) fn into_journaled(self) -> Vec<Journaled> {
         self.journaled.into_inner()
+    }
+
+    /// Stamps `drafts` and journals them in this transaction (filed once it is durable).
+    pub fn journal(&self, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
+        self.store.journal(self, drafts)
+    }
+
+    /// Appends audit entries and journals events in this transaction: the one way a change
+    /// records itself.
+    pub fn record(
+        &self,
+        audits: impl IntoIterator<Item = AuditDraft>,
+        events: Vec<EventDraft>,
+    ) -> Result<(), StoreError> {
+        self.store.record(self, audits, events)
+    }
+
+    /// Saves durable consumer `name`'s position with the work it did in this transaction.
+    pub fn save_position(&self, name: &str, through: Uuid) -> Result<(), StoreError> {
+        super::journal::save_position(self, name, through)
+    }
+
+    /// A new id (UUIDv7) from the store's clock.
+    pub fn new_id(&self) -> Uuid {
+        self.store.clock.new_id()
     }
 }
 

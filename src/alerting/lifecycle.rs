@@ -1,0 +1,902 @@
+//! What happens to alerts, decided here and committed through the store's kernel (`Tx`): the
+//! alert engine's matches (fire under a dedup key, hold for `pendingFor`, clear, a heartbeat
+//! rule's beat), the alert timers (snoozes ending, auto-close, pending alerts ripening, silent
+//! heartbeat rules, suppressions lifting), a manual alarm, and an operator's transition. What an
+//! opened alert sets going is decided here too: its topology cause, suppression, escalation,
+//! alarm-storm correlation and its alert group. Each is one transaction with its events (and,
+//! for an operator's action, its audit entry).
+
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertCause, AlertStatus, TransitionError};
+use crate::model::audit::AuditDraft;
+use crate::model::config::{AlertGroup, AlertRule};
+use crate::model::event::{EventDraft, Severity};
+use crate::model::incident::{Incident, Storm};
+use crate::model::state::{DOWN, UNREACHABLE};
+use crate::store::alerts::PendingAlert;
+use crate::store::{Store, StoreError, Tx};
+use std::collections::HashSet;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// What the alert engine decided for one event.
+pub enum AlertMatch {
+    /// Open `alert` under its dedup key, or refresh the active alert holding the key.
+    Fire {
+        alert: Box<Alert>,
+        event: Uuid,
+        /// The rule's `pendingFor`: the alert opens only once the condition held this long.
+        pending_for: Option<std::time::Duration>,
+    },
+    /// An event from a heartbeat rule's source: the rule's heartbeat is armed (or kept) and
+    /// its "no event" alert, if open, resolved.
+    Beat {
+        tenant: Uuid,
+        rule: String,
+        at: Timestamp,
+        event: Uuid,
+    },
+    /// Resolve the active alert holding `dedup_key`, if any.
+    Clear {
+        tenant: Uuid,
+        dedup_key: String,
+        event: Uuid,
+    },
+}
+
+/// Why an alert does not page on its own: given the alert and its object's host, the silence
+/// or downtime covering it.
+pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
+
+/// How soon the alert timers look again while suppressed alerts wait: their suppression may
+/// lift with time (a silence running out) or with a state change (a parent back up).
+const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn refused(e: TransitionError) -> StoreError {
+    match e {
+        TransitionError::NotOpen(_) => StoreError::NotFound,
+        TransitionError::Closed(_) => StoreError::Conflict(e.to_string()),
+    }
+}
+
+/// The dedup key of a heartbeat rule's "no event" alert (SEMANTICS 3).
+fn heartbeat_key(rule: &str) -> String {
+    format!("heartbeat/{rule}")
+}
+
+/// Opens `new` under its key, or refreshes the active alert holding it; returns the alert,
+/// whether it is new, and its `alert_opened` event when it is.
+fn fire(
+    tx: &Tx,
+    new: Alert,
+    event: Option<Uuid>,
+    via: Option<&str>,
+) -> Result<(Alert, bool, Option<EventDraft>), StoreError> {
+    let held = tx.active_alert(new.tenant_id, &new.dedup_key)?;
+    let fresh = held.is_none();
+    let mut alert = match held {
+        Some(mut held) => {
+            held.refresh(new.severity, new.title, new.payload);
+            held
+        }
+        None => new,
+    };
+    if let Some(e) = event {
+        alert.remember(e);
+    }
+    tx.save_alert(&alert)?;
+    let opened = fresh.then(|| alert.opened(via));
+    Ok((alert, fresh, opened))
+}
+
+/// Records a match of a `pendingFor` rule: a new pending alert due at `due`, or a refresh of
+/// the one already waiting (its due time kept: the condition has held since then).
+fn hold(tx: &Tx, alert: Alert, event: Uuid, due: Timestamp) -> Result<(), StoreError> {
+    let mut pending = match tx.pending_alert(alert.tenant_id, &alert.dedup_key)? {
+        Some(mut p) => {
+            p.alert.refresh(alert.severity, alert.title, alert.payload);
+            p
+        }
+        None => PendingAlert { alert, due },
+    };
+    pending.alert.remember(event);
+    tx.put_pending_alert(&pending)
+}
+
+/// Topology (SEMANTICS 7): a service's problem while its host is hard DOWN is caused by the
+/// host; an UNREACHABLE host's by a parent that is hard DOWN or UNREACHABLE.
+fn topology_cause(
+    tx: &Tx,
+    tenant: Uuid,
+    object: Option<Uuid>,
+) -> Result<Option<AlertCause>, StoreError> {
+    let Some(id) = object else {
+        return Ok(None);
+    };
+    let Some(o) = tx.object(tenant, id)? else {
+        return Ok(None);
+    };
+    if let Some(host) = o.host_id {
+        if tx.hard_state(tenant, host)? == Some(DOWN) {
+            let name = tx.object(tenant, host)?.map(|h| h.name).unwrap_or_default();
+            return Ok(Some(AlertCause {
+                object_id: Some(host),
+                reason: format!("host {name} is DOWN"),
+            }));
+        }
+        return Ok(None);
+    }
+    if tx.hard_state(tenant, id)? != Some(UNREACHABLE) {
+        return Ok(None);
+    }
+    for parent in o.spec.parents.iter().flatten() {
+        if let Some(pid) = tx.host_named(tenant, parent)? {
+            if matches!(tx.hard_state(tenant, pid)?, Some(DOWN | UNREACHABLE)) {
+                return Ok(Some(AlertCause {
+                    object_id: Some(pid),
+                    reason: format!("parent {parent} is down"),
+                }));
+            }
+        }
+    }
+    Ok(Some(AlertCause {
+        object_id: None,
+        reason: "unreachable through its parents".into(),
+    }))
+}
+
+/// The host of an object, for a host downtime covering its services.
+fn host_of(tx: &Tx, tenant: Uuid, object: Option<Uuid>) -> Result<Option<Uuid>, StoreError> {
+    let Some(object) = object else {
+        return Ok(None);
+    };
+    Ok(tx.object(tenant, object)?.and_then(|o| o.host_id))
+}
+
+/// Alarm storm (SEMANTICS 7): when `opened` makes `storm.threshold` alerts opened within
+/// `storm.window` share one label pair, they are attached to one incident (the one one of
+/// them has, or a new "Alarm storm" incident); returns its `incident_update` event.
+fn correlate_storm(
+    tx: &Tx,
+    opened: &Alert,
+    now: Timestamp,
+    storm: Storm,
+) -> Result<Option<EventDraft>, StoreError> {
+    let tenant = opened.tenant_id;
+    let since = Timestamp::from_millis(
+        now.as_millis() - i64::try_from(storm.window.as_millis()).unwrap_or(i64::MAX),
+    )
+    .unwrap_or(now);
+    let mut found = None;
+    for (k, v) in &opened.labels {
+        let pair = format!("{k}={v}");
+        let ids = tx.storm_opens(opened, &pair, since)?;
+        if found.is_none() && ids.len() >= storm.threshold.max(1) {
+            found = Some((k.clone(), v.clone(), ids, pair));
+        }
+    }
+    let Some((k, v, ids, cluster)) = found else {
+        return Ok(None);
+    };
+    // A storm already under way: only the new alert joins its incident.
+    let ongoing = match tx.storm_incident(tenant, &cluster)? {
+        Some(id) => tx.incident(tenant, id)?.filter(|i| i.status != "resolved"),
+        None => None,
+    };
+    let sharing: Vec<Alert> = match &ongoing {
+        Some(_) => vec![opened.clone()],
+        None => ids
+            .into_iter()
+            .filter_map(|id| tx.alert(tenant, id).transpose())
+            .collect::<Result<_, _>>()?,
+    };
+    let existing = match ongoing {
+        Some(i) => Some(i),
+        None => match sharing.iter().find_map(|a| a.incident_id) {
+            Some(id) => tx.incident(tenant, id)?,
+            None => None,
+        },
+    };
+    let mut incident = existing.unwrap_or_else(|| Incident {
+        id: tx.new_id(),
+        tenant_id: tenant,
+        title: String::new(),
+        summary: String::new(),
+        severity: Severity::Critical,
+        status: "open".into(),
+        labels: [(k, v)].into_iter().collect(),
+        impact: String::new(),
+        ticket_url: String::new(),
+        alert_ids: Vec::new(),
+        created_by: "correlation".into(),
+        opened_at: now,
+        updated_at: now,
+        resolved_at: None,
+        version: 0,
+    });
+    for a in &sharing {
+        if !incident.alert_ids.contains(&a.id) {
+            incident.alert_ids.push(a.id);
+        }
+    }
+    if incident.created_by == "correlation" {
+        incident.title = format!(
+            "Alarm storm: {} alerts sharing {cluster}",
+            incident.alert_ids.len()
+        );
+    }
+    incident.updated_at = now;
+    incident.version += 1;
+    let joining: Vec<Uuid> = sharing
+        .iter()
+        .filter(|a| a.incident_id != Some(incident.id))
+        .map(|a| a.id)
+        .collect();
+    tx.attach_to_incident(&incident, &joining)?;
+    tx.set_storm_incident(tenant, &cluster, incident.id)?;
+    Ok(Some(incident.storm_event(&cluster)))
+}
+
+/// The "no event" alerts of heartbeat rules whose source has been silent longer than
+/// `expectEvery` since it was last heard (SEMANTICS 3), for rules that are not open already;
+/// rows of rules deleted, disabled or no longer heartbeat rules are dropped (`pruned`).
+fn silent_sources(
+    tx: &Tx,
+    now: Timestamp,
+    pruned: &mut bool,
+    next: &mut Option<Timestamp>,
+) -> Result<Vec<Alert>, StoreError> {
+    let mut out = Vec::new();
+    for (tenant, name, last) in tx.rule_beats()? {
+        let rule = tx
+            .config_doc(tenant, "alert-rules", &name)?
+            .and_then(|d| AlertRule::parse(&d.body))
+            .filter(|r| !r.disabled);
+        let Some((rule, beat)) = rule.and_then(|r| {
+            let beat = r.heartbeat.clone()?;
+            Some((r, beat))
+        }) else {
+            tx.drop_rule_beat(tenant, &name)?;
+            *pruned = true;
+            continue;
+        };
+        let dedup_key = heartbeat_key(&name);
+        if tx.active_alert(tenant, &dedup_key)?.is_some() {
+            continue;
+        }
+        let due = last
+            .plus(beat.expect_every.0)
+            .plus(std::time::Duration::from_millis(1));
+        if now < due {
+            *next = Some(next.map_or(due, |n| n.min(due)));
+            continue;
+        }
+        out.push(Alert {
+            labels: rule.set_labels.clone(),
+            payload: serde_json::json!({"source": beat.source, "lastEventAt": last}),
+            escalation_policy: rule.escalation_policy.clone(),
+            ..Alert::open(
+                tx.new_id(),
+                tenant,
+                name.clone(),
+                dedup_key,
+                rule.severity.parse().unwrap_or(Severity::Warning),
+                format!("No event from {} for {}", beat.source, beat.expect_every),
+                now,
+            )
+        });
+    }
+    Ok(out)
+}
+
+/// An alert group's view of one member (SEMANTICS 3, evaluated here where the reference only
+/// stores groups): the group's active alerts sharing the member's `groupBy` labels, opened
+/// within its window; from `minCount` of them the group alert is opened or refreshed with the
+/// aggregate, below it an open group alert is resolved. Returns the events written.
+fn evaluate_group(tx: &Tx, member: &Alert, now: Timestamp) -> Result<Vec<EventDraft>, StoreError> {
+    let Some(name) = member.group_id.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let tenant = member.tenant_id;
+    let Some(group) = tx
+        .config_doc(tenant, "alert-groups", name)?
+        .and_then(|d| AlertGroup::parse(&d.body))
+    else {
+        return Ok(Vec::new());
+    };
+    let key: Vec<(String, String)> = group
+        .group_by
+        .iter()
+        .map(|k| (k.clone(), member.labels.get(k).cloned().unwrap_or_default()))
+        .collect();
+    let since = Timestamp::from_millis(
+        now.as_millis() - i64::try_from(group.window.0.as_millis()).unwrap_or(i64::MAX),
+    )
+    .unwrap_or(now);
+    let members: Vec<Alert> = tx
+        .alerts_since(tenant, since)?
+        .into_iter()
+        .filter(|a| {
+            let same_key = key
+                .iter()
+                .all(|(k, v)| a.labels.get(k).cloned().unwrap_or_default() == *v);
+            a.status.is_active() && a.group_id.as_deref() == Some(name) && same_key
+        })
+        .collect();
+    let key_text = key
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let dedup_key = format!("group/{name}/{key_text}");
+    let min_count = usize::try_from(group.min_count.unwrap_or(2).max(1)).unwrap_or(2);
+    if members.len() < min_count {
+        let mut events = Vec::new();
+        if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
+            events.push(held.resolve(now).map_err(refused)?);
+            tx.save_alert(&held)?;
+        }
+        return Ok(events);
+    }
+    let aggregate = group.aggregate.clone().unwrap_or_else(|| "count".into());
+    let values: Vec<f64> = members
+        .iter()
+        .filter_map(|a| {
+            let path = group.value_path.as_deref()?;
+            let mut at = &a.payload;
+            for part in path.split('.').filter(|p| !p.is_empty()) {
+                at = at.get(part)?;
+            }
+            at.as_f64().or_else(|| at.as_str()?.parse().ok())
+        })
+        .collect();
+    let value = aggregate_of(&aggregate, members.len(), values);
+    let severity = members
+        .iter()
+        .map(|a| a.severity)
+        .max_by_key(|s| crate::model::alert::rank(*s))
+        .unwrap_or(Severity::Warning);
+    let value_text = value.map_or_else(|| "n/a".to_string(), |v| format!("{v}"));
+    let alert = Alert {
+        labels: key.into_iter().collect(),
+        payload: serde_json::json!({
+            "group": name,
+            "count": members.len(),
+            "aggregate": aggregate,
+            "value": value,
+            "alertIds": members.iter().map(|a| a.id).collect::<Vec<_>>(),
+        }),
+        ..Alert::open(
+            tx.new_id(),
+            tenant,
+            format!("group:{name}"),
+            dedup_key,
+            severity,
+            format!(
+                "{} alerts for {key_text}: {aggregate} {value_text}",
+                members.len()
+            ),
+            now,
+        )
+    };
+    Ok(fire(tx, alert, None, None)?.2.into_iter().collect())
+}
+
+/// `count`, or `min`, `max`, `avg`, `median` of the values (`None` without values).
+fn aggregate_of(aggregate: &str, count: usize, mut values: Vec<f64>) -> Option<f64> {
+    if aggregate == "count" {
+        return Some(count as f64);
+    }
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(match aggregate {
+        "min" => values[0],
+        "max" => values[n - 1],
+        "median" if n % 2 == 1 => values[n / 2],
+        "median" => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        _ => values.iter().sum::<f64>() / n as f64,
+    })
+}
+
+/// Drops the clears of keys no alert holds, none is pending for and no match of the batch
+/// fires (a rule with `resolveOnOk` sends one for every OK event).
+fn without_idle_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMatch>, StoreError> {
+    let fired: HashSet<(Uuid, String)> = matches
+        .iter()
+        .filter_map(|m| match m {
+            AlertMatch::Fire { alert, .. } => Some((alert.tenant_id, alert.dedup_key.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut kept = Vec::with_capacity(matches.len());
+    for m in matches {
+        if let AlertMatch::Clear {
+            tenant, dedup_key, ..
+        } = &m
+        {
+            let live = fired.contains(&(*tenant, dedup_key.clone()))
+                || tx.key_in_use(*tenant, dedup_key)?;
+            if !live {
+                continue;
+            }
+        }
+        kept.push(m);
+    }
+    Ok(kept)
+}
+
+/// What follows a rule's alert opening: its topology cause (then it does not page on its own),
+/// else a silence or downtime covering it (`suppressed`), either as a `suppressed`
+/// notification event; else its escalation; then alarm-storm correlation.
+fn opened(
+    tx: &Tx,
+    mut alert: Alert,
+    now: Timestamp,
+    storm: Storm,
+    suppressed: &Suppressed,
+) -> Result<Vec<EventDraft>, StoreError> {
+    let mut events = Vec::new();
+    let reason = match topology_cause(tx, alert.tenant_id, alert.object_id)? {
+        Some(cause) => {
+            let reason = format!("caused by: {}", cause.reason);
+            alert.cause = Some(cause);
+            tx.save_alert(&alert)?;
+            Some(reason)
+        }
+        None => suppressed(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
+    };
+    match &reason {
+        Some(why) => {
+            events.push(alert.suppressed(why));
+            tx.hold_suppressed(&alert)?;
+        }
+        None => tx.arm_escalation(&alert, alert.opened_at, now)?,
+    }
+    events.extend(correlate_storm(tx, &alert, now, storm)?);
+    Ok(events)
+}
+
+/// The alert engine's work for the events through `through`, committed with its consumer
+/// position and the lifecycle events it caused, in one transaction.
+pub async fn apply_matches(
+    store: &Arc<Store>,
+    consumer: &'static str,
+    through: Uuid,
+    matches: Vec<AlertMatch>,
+    now: Timestamp,
+    storm: Storm,
+    suppressed: Box<Suppressed>,
+) -> Result<(), StoreError> {
+    store
+        .transact(move |tx| {
+            let mut events = Vec::new();
+            for m in without_idle_clears(tx, matches)? {
+                match m {
+                    AlertMatch::Fire {
+                        alert,
+                        event,
+                        pending_for: Some(wait),
+                    } if tx
+                        .active_alert(alert.tenant_id, &alert.dedup_key)?
+                        .is_none() =>
+                    {
+                        hold(tx, *alert, event, now.plus(wait))?;
+                    }
+                    AlertMatch::Fire { alert, event, .. } => {
+                        let (alert, _, opened_event) = fire(tx, *alert, Some(event), None)?;
+                        events.extend(evaluate_group(tx, &alert, now)?);
+                        if let Some(e) = opened_event {
+                            events.push(e);
+                            events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                        }
+                    }
+                    AlertMatch::Beat {
+                        tenant,
+                        rule,
+                        at,
+                        event,
+                    } => {
+                        tx.set_rule_beat(tenant, &rule, at)?;
+                        if let Some(mut held) = tx.active_alert(tenant, &heartbeat_key(&rule))? {
+                            held.remember(event);
+                            events.push(held.resolve(now).map_err(refused)?);
+                            tx.save_alert(&held)?;
+                        }
+                    }
+                    AlertMatch::Clear {
+                        tenant,
+                        dedup_key,
+                        event,
+                    } => {
+                        tx.drop_pending_alert(tenant, &dedup_key)?;
+                        if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
+                            held.remember(event);
+                            events.push(held.resolve(now).map_err(refused)?);
+                            tx.save_alert(&held)?;
+                            events.extend(evaluate_group(tx, &held, now)?);
+                        }
+                    }
+                }
+            }
+            tx.save_position(consumer, through)?;
+            tx.journal(events)?;
+            Ok(((), true))
+        })
+        .await
+        .inspect(|()| store.alerts_changed())
+}
+
+/// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
+/// (`false`: folded), with its audit entry.
+pub async fn raise_alarm(
+    store: &Arc<Store>,
+    alert: Alert,
+    audit: AuditDraft,
+    via: &'static str,
+) -> Result<(Alert, bool), StoreError> {
+    store
+        .transact(move |tx| {
+            let (alert, fresh, event) = fire(tx, alert, None, Some(via))?;
+            if fresh {
+                tx.arm_escalation(&alert, alert.opened_at, alert.opened_at)?;
+            }
+            tx.record([audit.after(&alert)], event.into_iter().collect())?;
+            Ok(((alert, fresh), true))
+        })
+        .await
+        .inspect(|_| store.alerts_changed())
+}
+
+/// Moves an alert on (`:ack`, `:snooze`, `:resolve`), with its lifecycle event and audit entry
+/// in the same transaction.
+pub async fn transition(
+    store: &Arc<Store>,
+    tenant: Uuid,
+    id: Uuid,
+    change: impl FnOnce(&mut Alert) -> Result<EventDraft, TransitionError> + Send + 'static,
+    audit: AuditDraft,
+) -> Result<Alert, StoreError> {
+    store
+        .transact(move |tx| {
+            let old = tx.alert(tenant, id)?.ok_or(StoreError::NotFound)?;
+            let mut new = old.clone();
+            let event = change(&mut new).map_err(refused)?;
+            tx.save_alert(&new)?;
+            tx.record([audit.before(&old).after(&new)], vec![event])?;
+            Ok((new, true))
+        })
+        .await
+        .inspect(|_| store.alert_timers_waker().notify_one())
+}
+
+/// Runs the alert timers due by `now`: snoozes that ran out (open again, with the wake-up
+/// event), alerts past `autoCloseAfter` (expired, no event), suppressions that lifted (the
+/// chain starts), silent heartbeat rules and pending alerts whose condition held for their
+/// rule's `pendingFor` (opened). Returns when the next is due; a run with nothing due writes
+/// nothing.
+pub async fn run_timers(
+    store: &Arc<Store>,
+    now: Timestamp,
+    storm: Storm,
+    suppressed: Box<Suppressed>,
+) -> Result<Option<Timestamp>, StoreError> {
+    store
+        .transact(move |tx| {
+            let mut events = Vec::new();
+            let due = tx.due_alert_timers(now)?;
+            let mut changed = !due.is_empty();
+            for timer in due {
+                tx.drop_alert_timer(&timer)?;
+                if let Some(mut alert) = tx.alert(timer.tenant, timer.alert)? {
+                    if let Some(woken) = alert.wake(timer.at) {
+                        tx.save_alert(&alert)?;
+                        tx.arm_escalation(&alert, timer.at, now)?;
+                        events.push(woken);
+                    } else if alert.expire(timer.at) {
+                        tx.save_alert(&alert)?;
+                    }
+                }
+            }
+            for (tenant, id) in tx.suppressed_alerts()? {
+                let Some(alert) = tx.alert(tenant, id)? else {
+                    tx.release_suppressed(tenant, id)?;
+                    changed = true;
+                    continue;
+                };
+                let lifted = alert.status == AlertStatus::Open
+                    && topology_cause(tx, tenant, alert.object_id)?.is_none()
+                    && suppressed(&alert, host_of(tx, tenant, alert.object_id)?).is_none();
+                if !alert.status.is_active() || lifted {
+                    tx.release_suppressed(tenant, id)?;
+                    changed = true;
+                }
+                if lifted {
+                    tx.arm_escalation(&alert, alert.opened_at, now)?;
+                }
+            }
+            // When to look again: the next timer, pending alert or heartbeat rule due, and soon
+            // while suppressed alerts wait for their suppression to lift.
+            let mut next: Option<Timestamp> = None;
+            if !tx.suppressed_alerts()?.is_empty() {
+                next = Some(now.plus(SUPPRESSED_RECHECK));
+            }
+            for alert in silent_sources(tx, now, &mut changed, &mut next)? {
+                changed = true;
+                let (alert, _, opened_event) = fire(tx, alert, None, None)?;
+                if let Some(e) = opened_event {
+                    events.push(e);
+                    events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                }
+            }
+            for pending in tx.pending_alerts()? {
+                if pending.due > now {
+                    next = Some(next.map_or(pending.due, |n| n.min(pending.due)));
+                    continue;
+                }
+                changed = true;
+                let mut alert = pending.alert;
+                tx.drop_pending_alert(alert.tenant_id, &alert.dedup_key)?;
+                alert.opened_at = now;
+                let (alert, _, opened_event) = fire(tx, alert, None, None)?;
+                if let Some(e) = opened_event {
+                    events.push(e);
+                    events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                }
+            }
+            if let Some(at) = tx.next_alert_timer()? {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+            tx.journal(events)?;
+            Ok((next, changed))
+        })
+        .await
+        .inspect(|_| store.escalation_waker().notify_one())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::config::ConfigDoc;
+    use crate::model::identity::Actor;
+    use crate::runtime::{Clock, TestClock};
+    use crate::store::journal::Record;
+    use std::time::Duration;
+
+    struct Rig {
+        store: Arc<Store>,
+        clock: Arc<TestClock>,
+        tenant: Uuid,
+        _dir: tempfile::TempDir,
+    }
+
+    const STORM: Storm = Storm {
+        threshold: 3,
+        window: Duration::from_secs(60),
+    };
+
+    fn rig() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        Rig {
+            store: Store::open(dir.path(), clock.clone()).unwrap(),
+            clock,
+            tenant: Uuid::from_u128(7),
+            _dir: dir,
+        }
+    }
+
+    impl Rig {
+        fn alert(&self, key: &str, labels: &[(&str, &str)]) -> Alert {
+            Alert {
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Alert::open(
+                    self.clock.new_id(),
+                    self.tenant,
+                    "rule".into(),
+                    key.into(),
+                    Severity::Critical,
+                    format!("{key} is bad"),
+                    self.clock.now(),
+                )
+            }
+        }
+
+        async fn apply(&self, m: AlertMatch) {
+            let none: Box<Suppressed> = Box::new(|_, _| None);
+            apply_matches(
+                &self.store,
+                "test",
+                self.clock.new_id(),
+                vec![m],
+                self.clock.now(),
+                STORM,
+                none,
+            )
+            .await
+            .unwrap();
+        }
+
+        async fn fire(&self, alert: Alert, pending_for: Option<Duration>) {
+            let event = self.clock.new_id();
+            self.apply(AlertMatch::Fire {
+                alert: Box::new(alert),
+                event,
+                pending_for,
+            })
+            .await;
+        }
+
+        async fn clear(&self, key: &str) {
+            let event = self.clock.new_id();
+            self.apply(AlertMatch::Clear {
+                tenant: self.tenant,
+                dedup_key: key.into(),
+                event,
+            })
+            .await;
+        }
+
+        /// Reads in a transaction that writes nothing (it is aborted).
+        async fn read<T: Send + 'static>(
+            &self,
+            f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
+        ) -> T {
+            self.store.transact(|tx| Ok((f(tx)?, false))).await.unwrap()
+        }
+
+        async fn active(&self, key: &str) -> Option<Alert> {
+            let (tenant, key) = (self.tenant, key.to_string());
+            self.read(move |tx| tx.active_alert(tenant, &key)).await
+        }
+
+        async fn timers(&self) -> Option<Timestamp> {
+            let none: Box<Suppressed> = Box::new(|_, _| None);
+            run_timers(&self.store, self.clock.now(), STORM, none)
+                .await
+                .unwrap()
+        }
+    }
+
+    #[test]
+    fn aggregates_count_and_summarise_the_values() {
+        let v = || vec![3.0, 1.0, 4.0, 2.0];
+        assert_eq!(aggregate_of("count", 7, v()), Some(7.0));
+        assert_eq!(aggregate_of("min", 4, v()), Some(1.0));
+        assert_eq!(aggregate_of("max", 4, v()), Some(4.0));
+        assert_eq!(aggregate_of("avg", 4, v()), Some(2.5));
+        assert_eq!(aggregate_of("median", 4, v()), Some(2.5));
+        assert_eq!(aggregate_of("median", 3, vec![5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(aggregate_of("max", 2, Vec::new()), None);
+    }
+
+    /// One active alert per dedup key: a second match refreshes it, a clear resolves it and
+    /// frees the key for a new alert.
+    #[tokio::test]
+    async fn a_key_holds_one_active_alert_until_it_is_cleared() {
+        let rig = rig();
+        rig.fire(rig.alert("pump", &[]), None).await;
+        let first = rig.active("pump").await.unwrap();
+        rig.fire(rig.alert("pump", &[]), None).await;
+        let refreshed = rig.active("pump").await.unwrap();
+        assert_eq!(refreshed.id, first.id);
+        assert_eq!(refreshed.event_ids.len(), 2);
+        rig.clear("pump").await;
+        assert!(rig.active("pump").await.is_none());
+        let (tenant, id) = (rig.tenant, first.id);
+        let resolved = rig.read(move |tx| tx.alert(tenant, id)).await.unwrap();
+        assert_eq!(resolved.status, AlertStatus::Resolved);
+        rig.fire(rig.alert("pump", &[]), None).await;
+        assert_ne!(rig.active("pump").await.unwrap().id, first.id);
+    }
+
+    /// `threshold` alerts opened within the window sharing a label pair make one incident; a
+    /// later one joins it; one with other labels stays out.
+    #[tokio::test]
+    async fn an_alarm_storm_gathers_its_alerts_into_one_incident() {
+        let rig = rig();
+        rig.fire(rig.alert("a", &[("site", "north")]), None).await;
+        rig.fire(rig.alert("b", &[("site", "north")]), None).await;
+        assert!(rig.active("b").await.unwrap().incident_id.is_none());
+        rig.fire(rig.alert("other", &[("site", "south")]), None)
+            .await;
+        rig.fire(rig.alert("c", &[("site", "north")]), None).await;
+        let incident = rig.active("c").await.unwrap().incident_id.unwrap();
+        for key in ["a", "b"] {
+            assert_eq!(rig.active(key).await.unwrap().incident_id, Some(incident));
+        }
+        assert!(rig.active("other").await.unwrap().incident_id.is_none());
+        rig.fire(rig.alert("d", &[("site", "north")]), None).await;
+        assert_eq!(rig.active("d").await.unwrap().incident_id, Some(incident));
+        let tenant = rig.tenant;
+        let i = rig
+            .read(move |tx| tx.incident(tenant, incident))
+            .await
+            .unwrap();
+        assert_eq!(i.alert_ids.len(), 4);
+        assert_eq!(i.title, "Alarm storm: 4 alerts sharing site=north");
+        // Past the window the count starts again: one alert is no storm.
+        rig.clock.advance(Duration::from_secs(120));
+        rig.fire(rig.alert("e", &[("site", "north")]), None).await;
+        assert!(rig.active("e").await.unwrap().incident_id.is_none());
+    }
+
+    /// A `pendingFor` match opens nothing until the condition has held that long; the timers
+    /// say when that is and open it then.
+    #[tokio::test]
+    async fn a_pending_alert_opens_once_its_condition_held_long_enough() {
+        let rig = rig();
+        let wait = Duration::from_secs(30);
+        rig.fire(rig.alert("slow", &[]), Some(wait)).await;
+        assert!(rig.active("slow").await.is_none());
+        let due = rig.clock.now().plus(wait);
+        assert_eq!(rig.timers().await, Some(due));
+        rig.clock.advance(Duration::from_secs(10));
+        rig.fire(rig.alert("slow", &[]), Some(wait)).await;
+        assert_eq!(
+            rig.timers().await,
+            Some(due),
+            "a repeat keeps the first due time"
+        );
+        rig.clock.advance(Duration::from_secs(21));
+        assert_eq!(rig.timers().await, None);
+        let opened = rig.active("slow").await.unwrap();
+        assert_eq!(opened.event_ids.len(), 2);
+        assert_eq!(opened.opened_at, rig.clock.now());
+        // A clear before the time drops a pending alert.
+        rig.fire(rig.alert("flappy", &[]), Some(wait)).await;
+        rig.clear("flappy").await;
+        rig.clock.advance(Duration::from_secs(31));
+        rig.timers().await;
+        assert!(rig.active("flappy").await.is_none());
+    }
+
+    /// From `minCount` members sharing the group's labels the group alert opens with the
+    /// aggregate; below it, it is resolved.
+    #[tokio::test]
+    async fn an_alert_group_opens_from_min_count_and_resolves_below_it() {
+        let rig = rig();
+        let now = rig.clock.now();
+        let body = r#"{"groupBy":["site"],"window":"10m","minCount":2,"aggregate":"max","valuePath":"temp"}"#;
+        let doc = ConfigDoc {
+            id: rig.clock.new_id(),
+            tenant_id: rig.tenant,
+            kind: "alert-groups".into(),
+            name: "pumps".into(),
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            body: body.into(),
+        };
+        let audit = AuditDraft::new(
+            now,
+            rig.tenant,
+            &Actor::system("test"),
+            "config.create",
+            "alert-groups/pumps".into(),
+        );
+        rig.store
+            .create_doc(doc, Vec::new(), Record::new(audit, Vec::new()))
+            .await
+            .unwrap();
+        let member = |key: &str, temp: u32| Alert {
+            group_id: Some("pumps".into()),
+            payload: serde_json::json!({"temp": temp}),
+            ..rig.alert(key, &[("site", "north")])
+        };
+        rig.fire(member("p1", 70), None).await;
+        assert!(rig.active("group/pumps/site=north").await.is_none());
+        rig.fire(member("p2", 80), None).await;
+        let group = rig.active("group/pumps/site=north").await.unwrap();
+        assert_eq!(group.payload["count"], 2);
+        assert_eq!(group.payload["value"], 80.0);
+        assert_eq!(group.title, "2 alerts for site=north: max 80");
+        rig.clear("p2").await;
+        assert!(rig.active("group/pumps/site=north").await.is_none());
+    }
+}
