@@ -4,16 +4,18 @@
 use super::{Inventory, InventoryError};
 use crate::auth::Principal;
 use crate::model::Timestamp;
+use crate::model::audit::AuditDraft;
 use crate::model::bundle::{
     BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
 };
 use crate::model::config::{
-    Invalid, KINDS, Kind, METADATA, ObjectSpec, Reference, check_name, doc_references,
+    ConfigDoc, Invalid, KINDS, Kind, METADATA, ObjectSpec, Reference, check_name, doc_references,
     spec_references, template_spec,
 };
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
+use crate::store::{StoreError, Tx};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -202,6 +204,151 @@ fn templates_after(
         _ => None,
     });
     kept.chain(bundled).collect()
+}
+
+/// Applies a plan's operations in order in `tx` (all or nothing: an error names the operation
+/// and the transaction is aborted); the audit entry of each change.
+fn apply_ops(
+    tx: &Tx,
+    tenant: Uuid,
+    ops: Vec<BundleOp>,
+    now: Timestamp,
+    actor: &Actor,
+) -> Result<Vec<AuditDraft>, StoreError> {
+    let mut audits = Vec::new();
+    let audit =
+        |action: &str, resource: String| AuditDraft::new(now, tenant, actor, action, resource);
+    for (i, op) in ops.into_iter().enumerate() {
+        let fail = |e: StoreError, what: &str| {
+            StoreError::Conflict(format!("document {} ({what}): {e}", i + 1))
+        };
+        match op {
+            BundleOp::PutDoc {
+                kind,
+                name,
+                body,
+                secrets,
+            } => {
+                let what = format!("{kind} {name:?}");
+                let doc = match tx.config_doc(tenant, kind, &name)? {
+                    Some(old) => ConfigDoc {
+                        body,
+                        updated_at: now,
+                        version: old.version + 1,
+                        ..old
+                    },
+                    None => {
+                        tx.check_doc_name_free(tenant, kind, &name)
+                            .map_err(|e| fail(e, &what))?;
+                        ConfigDoc {
+                            id: tx.new_id(),
+                            tenant_id: tenant,
+                            kind: kind.to_string(),
+                            name: name.clone(),
+                            created_at: now,
+                            updated_at: now,
+                            version: 1,
+                            body,
+                        }
+                    }
+                };
+                tx.put_config_doc(&doc).map_err(|e| fail(e, &what))?;
+                for mut secret in secrets {
+                    tx.put_secret(&mut secret).map_err(|e| fail(e, &what))?;
+                }
+                audits.push(audit("bundle.apply", format!("{kind}/{name}")).after(doc.to_json()));
+            }
+            BundleOp::DeleteDoc { kind, name } => {
+                if let Some(old) = tx.remove_config_doc(tenant, kind, &name)? {
+                    audits.push(
+                        audit("bundle.prune", format!("{kind}/{name}")).before(old.to_json()),
+                    );
+                }
+            }
+            BundleOp::PutObject {
+                host,
+                name,
+                folder,
+                labels,
+                spec,
+            } => {
+                let what = format!(
+                    "{} {name:?}",
+                    if host.is_some() { "service" } else { "host" }
+                );
+                // The host a service names must exist by now (earlier operations included).
+                let owner = match &host {
+                    None => None,
+                    Some(h) => Some(
+                        tx.object_named(tenant, ObjectKind::Host, None, h)?
+                            .ok_or_else(|| {
+                                fail(StoreError::Conflict(format!("no host {h:?}")), &what)
+                            })?,
+                    ),
+                };
+                let kind = if owner.is_some() {
+                    ObjectKind::Service
+                } else {
+                    ObjectKind::Host
+                };
+                let existing = match tx.object_named(tenant, kind, owner, &name)? {
+                    Some(id) => tx.object(tenant, id)?,
+                    None => None,
+                };
+                let object = match existing {
+                    Some(old) => {
+                        let new = Object {
+                            folder,
+                            labels,
+                            spec: *spec,
+                            updated_at: now,
+                            version: old.version + 1,
+                            ..old
+                        };
+                        tx.put_object(&new)?;
+                        new
+                    }
+                    None => {
+                        let new = Object {
+                            id: tx.new_id(),
+                            tenant_id: tenant,
+                            kind,
+                            name: name.clone(),
+                            folder,
+                            host_id: owner,
+                            labels,
+                            spec: *spec,
+                            created_at: now,
+                            updated_at: now,
+                            version: 1,
+                        };
+                        tx.insert_object(&new).map_err(|e| fail(e, &what))?;
+                        new
+                    }
+                };
+                audits.push(audit("bundle.apply", what.clone()).after(&object));
+            }
+            BundleOp::DeleteObject { host, name } => {
+                let owner = match &host {
+                    Some(h) => match tx.object_named(tenant, ObjectKind::Host, None, h)? {
+                        Some(id) => Some(id),
+                        None => continue,
+                    },
+                    None => None,
+                };
+                let kind = if host.is_some() {
+                    ObjectKind::Service
+                } else {
+                    ObjectKind::Host
+                };
+                if let Some(id) = tx.object_named(tenant, kind, owner, &name)? {
+                    let old = tx.delete_object(tenant, id)?;
+                    audits.push(audit("bundle.prune", format!("object/{}", old.id)).before(&old));
+                }
+            }
+        }
+    }
+    Ok(audits)
 }
 
 impl Inventory {
@@ -525,22 +672,17 @@ impl Inventory {
                 BundleOp::PutObject { .. } | BundleOp::DeleteObject { .. } => "objects".to_string(),
             })
             .collect();
-        let ids = ops.iter().map(|_| self.clock.new_id()).collect();
         let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
         let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
-        let _ = self
-            .store
-            .apply_bundle(
-                p.tenant,
-                ops,
-                ids,
-                self.clock.now(),
-                actor.clone(),
-                vec![event],
-            )
+        let (tenant, now, actor) = (p.tenant, self.clock.now(), actor.clone());
+        self.store
+            .transact_catalog(move |tx| {
+                let audits = apply_ops(tx, tenant, ops, now, &actor)?;
+                tx.record(audits, vec![event])
+            })
             .await
             .map_err(|e| match e {
-                crate::store::StoreError::Conflict(why) => InventoryError::Apply(why),
+                StoreError::Conflict(why) => InventoryError::Apply(why),
                 other => other.into(),
             })?;
         result.applied = true;
@@ -606,5 +748,105 @@ impl crate::runtime::SiteBundles for Inventory {
             .map(|_| ())
             .map_err(|e| e.to_string())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Clock, TestClock};
+    use crate::store::Store;
+    use std::sync::Arc;
+
+    fn object(host: Option<&str>, name: &str) -> BundleOp {
+        BundleOp::PutObject {
+            host: host.map(String::from),
+            name: name.into(),
+            folder: "/".into(),
+            labels: BTreeMap::new(),
+            spec: Box::default(),
+        }
+    }
+
+    fn host(name: &str) -> BundleOp {
+        object(None, name)
+    }
+
+    fn service(host: &str, name: &str) -> BundleOp {
+        object(Some(host), name)
+    }
+
+    /// Operations apply in order in one transaction, each with its audit entry; one that
+    /// fails names itself and leaves nothing of the others behind.
+    #[tokio::test]
+    async fn a_plan_applies_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now, actor) = (Uuid::from_u128(7), clock.now(), Actor::system("test"));
+        let apply = |ops: Vec<BundleOp>| {
+            let actor = actor.clone();
+            store.transact_catalog(move |tx| apply_ops(tx, tenant, ops, now, &actor))
+        };
+        let names = || {
+            store.transact(move |tx| {
+                let host = tx.object_named(tenant, ObjectKind::Host, None, "plc")?;
+                let service = match host {
+                    Some(h) => tx.object_named(tenant, ObjectKind::Service, Some(h), "modbus")?,
+                    None => None,
+                };
+                let doc = tx.config_doc(tenant, "contacts", "ops")?;
+                Ok(((host.is_some(), service.is_some(), doc.is_some()), false))
+            })
+        };
+        let doc = BundleOp::PutDoc {
+            kind: "contacts",
+            name: "ops".into(),
+            body: r#"{"email":"ops@example.org"}"#.into(),
+            secrets: Vec::new(),
+        };
+        let refused = apply(vec![doc, host("plc"), service("missing", "modbus")])
+            .await
+            .unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("document 3 (service \"modbus\")"),
+            "{refused}"
+        );
+        assert_eq!(names().await.unwrap(), (false, false, false));
+
+        let doc = BundleOp::PutDoc {
+            kind: "contacts",
+            name: "ops".into(),
+            body: r#"{"email":"ops@example.org"}"#.into(),
+            secrets: Vec::new(),
+        };
+        let audits = apply(vec![doc, host("plc"), service("plc", "modbus")])
+            .await
+            .unwrap();
+        let actions: Vec<&str> = audits.iter().map(|a| a.action.as_str()).collect();
+        assert_eq!(actions, ["bundle.apply"; 3]);
+        assert_eq!(names().await.unwrap(), (true, true, true));
+
+        let pruned = apply(vec![
+            BundleOp::DeleteObject {
+                host: None,
+                name: "plc".into(),
+            },
+            BundleOp::DeleteDoc {
+                kind: "contacts",
+                name: "ops".into(),
+            },
+        ])
+        .await
+        .unwrap();
+        assert_eq!(pruned.len(), 2);
+        assert!(pruned.iter().all(|a| a.action == "bundle.prune"));
+        assert_eq!(
+            names().await.unwrap(),
+            (false, false, false),
+            "the host took its service"
+        );
     }
 }

@@ -312,6 +312,31 @@ pub struct Delivery {
     pub fallbacks: Vec<String>,
 }
 
+#[cfg(test)]
+impl Delivery {
+    /// A webhook notice due at `now`, for tests of the outbox.
+    pub fn test_notice(id: Uuid, tenant: Uuid, now: Timestamp) -> Delivery {
+        Delivery {
+            id,
+            tenant_id: tenant,
+            channel_id: None,
+            channel: "ops".into(),
+            kind: "webhook".into(),
+            payload: Message::notice("test", "t".into(), "s".into(), "info", now),
+            attempts: 0,
+            next_try: now,
+            dead: false,
+            last_error: None,
+            created_at: now,
+            target: String::new(),
+            contact_id: None,
+            webhook_id: None,
+            url: String::new(),
+            fallbacks: Vec::new(),
+        }
+    }
+}
+
 impl Message {
     /// A message about no alert (a test, a handoff, a subscribed event): only what is given.
     pub fn notice(

@@ -10,11 +10,11 @@ use super::channels::{self, Outgoing, SendError};
 use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
+use crate::model::event::EventDraft;
 use crate::model::notify::{Channel, Delivery, WebhookSubscription};
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::StoreError;
-use crate::store::notify::Attempt;
+use crate::store::{Store, StoreError};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -118,6 +118,42 @@ fn jitter() -> f64 {
 }
 
 pub struct Courier(pub Arc<Notifier>);
+
+/// The outcome of one delivery attempt.
+pub struct Attempt {
+    /// The delivery as it is after the attempt (`attempts`, `next_try`, `dead`, `last_error`).
+    pub delivery: Delivery,
+    /// The delivery leaves the outbox: sent, or handed to the contact's next channel.
+    pub settled: bool,
+    /// The next channel of the contact, after a permanent failure.
+    pub fallback: Option<Delivery>,
+    pub events: Vec<EventDraft>,
+}
+
+/// Records delivery attempts in one transaction, ahead of queued requests: a sent one leaves
+/// the outbox, a failed one waits for its next try or becomes a dead letter, each with its
+/// events; one no longer in the outbox (replayed or dropped meanwhile) is left alone.
+async fn record(store: &Arc<Store>, attempts: Vec<Attempt>) -> Result<(), StoreError> {
+    store
+        .transact_ahead(move |tx| {
+            let mut events = Vec::new();
+            for a in attempts {
+                if tx.take_delivery(a.delivery.id)?.is_none() {
+                    continue;
+                }
+                if !a.settled {
+                    tx.put_delivery(&a.delivery)?;
+                }
+                if let Some(f) = &a.fallback {
+                    tx.put_delivery(f)?;
+                }
+                events.extend(a.events);
+            }
+            tx.journal(events)?;
+            Ok(((), true))
+        })
+        .await
+}
 
 /// A delivery's channel (for a `webhooks` subscription, one made of it), if it still exists.
 async fn channel_of(n: &Notifier, d: &Delivery) -> Result<Option<Channel>, StoreError> {
@@ -361,7 +397,7 @@ impl Notifier {
             });
         }
         let tried = attempts.len();
-        self.store.record_attempts(attempts).await?;
+        record(&self.store, attempts).await?;
         // After the attempt is recorded: the ack stops the chain this delivery belongs to.
         for (tenant, alert, action, by) in replies {
             if let Err(e) = self.alerts.act(tenant, alert, action, by, "dtmf").await {
@@ -408,6 +444,67 @@ impl Worker for Courier {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::{Clock, TestClock};
+
+    /// A sent delivery leaves the outbox, a failed one waits for its next try with its
+    /// fallback beside it, and one no longer in the outbox stays out.
+    #[tokio::test]
+    async fn attempts_settle_retry_or_fall_back_and_never_resurrect() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now) = (Uuid::from_u128(7), clock.now());
+        let [sent, failed, fallback, gone] =
+            [(); 4].map(|()| Delivery::test_notice(clock.new_id(), tenant, now));
+        let queued = [sent.clone(), failed.clone()];
+        store
+            .transact(move |tx| {
+                for d in &queued {
+                    tx.put_delivery(d)?;
+                }
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        let retry = Delivery {
+            attempts: 1,
+            next_try: now.plus(Duration::from_secs(30)),
+            last_error: Some("503".into()),
+            ..failed.clone()
+        };
+        let attempt = |delivery: Delivery, settled, fallback| Attempt {
+            delivery,
+            settled,
+            fallback,
+            events: Vec::new(),
+        };
+        record(
+            &store,
+            vec![
+                attempt(sent, true, None),
+                attempt(retry, false, Some(fallback.clone())),
+                attempt(gone, true, None),
+            ],
+        )
+        .await
+        .unwrap();
+        let due_now: Vec<Uuid> = store
+            .deliveries_due(now, 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        assert_eq!(due_now, [fallback.id]);
+        let later = store
+            .deliveries_due(now.plus(Duration::from_secs(30)), 10)
+            .await
+            .unwrap();
+        assert_eq!(later.len(), 2);
+        let retried = later.iter().find(|d| d.id == failed.id).unwrap();
+        assert_eq!(retried.attempts, 1);
+        assert_eq!(retried.last_error.as_deref(), Some("503"));
+    }
 
     #[test]
     fn backoff_doubles_to_its_cap_with_jitter() {

@@ -11,10 +11,48 @@ use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::notify::{
     Contact, Delivery, EscalationPolicy, EscalationStep, EscalationTimer, Message,
 };
-use crate::store::notify::Firing;
+use crate::store::{Store, StoreError};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use uuid::Uuid;
+
+/// What one firing of an escalation step commits: the timers that follow it, the deliveries
+/// it makes and its events.
+pub struct Firing {
+    pub next: Vec<EscalationTimer>,
+    pub deliveries: Vec<Delivery>,
+    pub events: Vec<EventDraft>,
+}
+
+/// Commits firings of timers in one transaction, ahead of queued requests; a timer that
+/// changed or went away since it was read (the alert was acked, or the chain re-armed) has its
+/// firing dropped.
+pub async fn commit(
+    store: &Arc<Store>,
+    firings: Vec<(EscalationTimer, Firing)>,
+) -> Result<(), StoreError> {
+    store
+        .transact_ahead(move |tx| {
+            let mut events = Vec::new();
+            for (timer, firing) in firings {
+                if tx.escalation_timer(timer.alert_id, timer.step)?.as_ref() != Some(&timer) {
+                    continue;
+                }
+                tx.drop_escalation_timer(timer.alert_id, timer.step)?;
+                for next in &firing.next {
+                    tx.put_escalation_timer(next)?;
+                }
+                for d in &firing.deliveries {
+                    tx.put_delivery(d)?;
+                }
+                events.extend(firing.events);
+            }
+            tx.journal(events)?;
+            Ok(((), true))
+        })
+        .await
+}
 
 /// Where links in messages point: the service's base URL and the ack-link key.
 #[derive(Clone)]
@@ -388,4 +426,67 @@ pub fn simulate(
             out
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Clock, TestClock};
+    use std::time::Duration;
+
+    /// A firing commits only while its timer is as it was read: then the timer goes, the next
+    /// ones are armed and the deliveries enter the outbox, with the firing's events.
+    #[tokio::test]
+    async fn a_firing_commits_only_for_the_timer_it_was_planned_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now) = (Uuid::from_u128(7), clock.now());
+        let timer = EscalationTimer {
+            tenant_id: tenant,
+            alert_id: clock.new_id(),
+            step: 0,
+            repeat: 0,
+            base: now,
+            due: now,
+        };
+        let armed = timer.clone();
+        store
+            .transact(move |tx| Ok((tx.put_escalation_timer(&armed)?, true)))
+            .await
+            .unwrap();
+        let firing = |delivery: Uuid| Firing {
+            next: vec![EscalationTimer {
+                step: 1,
+                due: now.plus(Duration::from_secs(300)),
+                ..timer.clone()
+            }],
+            deliveries: vec![Delivery::test_notice(delivery, tenant, now)],
+            events: Vec::new(),
+        };
+        // Re-armed since it was read: the stale firing is dropped.
+        let stale = EscalationTimer {
+            repeat: 1,
+            ..timer.clone()
+        };
+        commit(&store, vec![(stale, firing(clock.new_id()))])
+            .await
+            .unwrap();
+        assert_eq!(
+            store.escalations_due(now, 10).await.unwrap(),
+            std::slice::from_ref(&timer)
+        );
+        assert!(store.deliveries_due(now, 10).await.unwrap().is_empty());
+        let delivery = clock.new_id();
+        commit(&store, vec![(timer.clone(), firing(delivery))])
+            .await
+            .unwrap();
+        assert!(store.escalations_due(now, 10).await.unwrap().is_empty());
+        let later = now.plus(Duration::from_secs(300));
+        let next = store.escalations_due(later, 10).await.unwrap();
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].step, 1);
+        let outbox = store.deliveries_due(now, 10).await.unwrap();
+        assert_eq!(outbox.iter().map(|d| d.id).collect::<Vec<_>>(), [delivery]);
+    }
 }

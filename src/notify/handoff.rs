@@ -94,8 +94,16 @@ impl Notifier {
                     .map(|d| d.attempt_event("pending", None, None))
                     .collect();
                 let any = !deliveries.is_empty();
+                let (tenant, schedule, start) = (tenant.id, schedule.id, current.start);
                 self.store
-                    .record_handoff(tenant.id, schedule.id, current.start, deliveries, events)
+                    .transact(move |tx| {
+                        tx.set_handoff(tenant, schedule, start)?;
+                        for d in &deliveries {
+                            tx.put_delivery(d)?;
+                        }
+                        tx.journal(events)?;
+                        Ok(((), true))
+                    })
                     .await?;
                 if any {
                     self.courier_wake.notify_one();

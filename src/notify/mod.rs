@@ -411,9 +411,23 @@ impl Notifier {
         id: Uuid,
     ) -> Result<Delivery, NotifyError> {
         let audit = self.audit(p, actor, "notification.replay", format!("dead-letter/{id}"));
+        let now = self.clock.now();
+        let tenant = p.tenant;
         let d = self
             .store
-            .replay_dead_letter(p.tenant, id, self.clock.now(), audit)
+            .transact(move |tx| {
+                let mut d = tx
+                    .take_dead_letter(tenant, id)?
+                    .ok_or(StoreError::NotFound)?;
+                let audit = audit.before(&d);
+                d.dead = false;
+                d.attempts = 0;
+                d.next_try = now;
+                d.last_error = None;
+                tx.put_delivery(&d)?;
+                tx.record([audit.after(&d)], Vec::new())?;
+                Ok((d, true))
+            })
             .await?;
         self.courier_wake.notify_one();
         Ok(d)
@@ -530,7 +544,7 @@ impl Notifier {
             firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
         let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
-        self.store.commit_firings(firings).await?;
+        escalation::commit(&self.store, firings).await?;
         // The deliveries are committed: the courier need not wait for their events' filing.
         if delivered {
             self.courier_wake.notify_one();

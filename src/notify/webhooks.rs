@@ -165,7 +165,13 @@ impl WebhookDispatcher {
         let any = !deliveries.is_empty();
         self.notifier
             .store
-            .enqueue_deliveries(deliveries, Vec::new(), Some((CONSUMER, through)))
+            .transact(move |tx| {
+                for d in &deliveries {
+                    tx.put_delivery(d)?;
+                }
+                tx.save_position(CONSUMER, through)?;
+                Ok(((), true))
+            })
             .await?;
         if let Some(c) = self.consumer.as_mut() {
             c.advance(through);

@@ -6,7 +6,7 @@ use super::journal::Record;
 use super::keys::scoped;
 use super::secrets::put_sealed;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS, TENANTS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::config::{ConfigDoc, unique_across_tenants};
 use crate::model::secret::StoredSecret;
 use redb::{ReadableTable, WriteTransaction};
@@ -53,6 +53,61 @@ pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreErr
 
 /// A document of a kind whose names are unique across tenants may not take a name another
 /// tenant holds (a duplicate, as within one tenant).
+/// Removes a document and its id; the document, when there was one.
+fn remove(
+    tx: &WriteTransaction,
+    tenant: Uuid,
+    kind: &str,
+    name: &str,
+) -> Result<Option<ConfigDoc>, StoreError> {
+    let key = doc_key(tenant, kind, name);
+    let Some(old) = load(tx, &key)? else {
+        return Ok(None);
+    };
+    tx.open_table(CONFIG_DOCS)
+        .map_err(StoreError::from_redb)?
+        .remove(key.as_slice())
+        .map_err(StoreError::from_redb)?;
+    tx.open_table(CONFIG_IDS)
+        .map_err(StoreError::from_redb)?
+        .remove(scoped(tenant, old.id.as_bytes()).as_slice())
+        .map_err(StoreError::from_redb)?;
+    Ok(Some(old))
+}
+
+/// Configuration documents in a transaction.
+impl Tx<'_> {
+    /// Saves a document (created or changed) with its id index.
+    pub fn put_config_doc(&self, doc: &ConfigDoc) -> Result<(), StoreError> {
+        put(self, doc)
+    }
+
+    /// Refuses a new document whose name another tenant uses, for kinds named across tenants.
+    pub fn check_doc_name_free(
+        &self,
+        tenant: Uuid,
+        kind: &str,
+        name: &str,
+    ) -> Result<(), StoreError> {
+        check_unique_across_tenants(self, tenant, kind, name)
+    }
+
+    /// Removes a document; the document, when there was one.
+    pub fn remove_config_doc(
+        &self,
+        tenant: Uuid,
+        kind: &str,
+        name: &str,
+    ) -> Result<Option<ConfigDoc>, StoreError> {
+        remove(self, tenant, kind, name)
+    }
+
+    /// Seals and saves a secret a document names.
+    pub fn put_secret(&self, secret: &mut StoredSecret) -> Result<(), StoreError> {
+        put_sealed(self, secret)
+    }
+}
+
 pub(super) fn check_unique_across_tenants(
     tx: &WriteTransaction,
     tenant: Uuid,
@@ -139,16 +194,7 @@ impl Store {
         record: Record,
     ) -> Result<(), StoreError> {
         self.mutate_catalog(record, move |tx, audit| {
-            let key = doc_key(tenant, kind, &name);
-            let old = load(tx, &key)?.ok_or(StoreError::NotFound)?;
-            tx.open_table(CONFIG_DOCS)
-                .map_err(StoreError::from_redb)?
-                .remove(key.as_slice())
-                .map_err(StoreError::from_redb)?;
-            tx.open_table(CONFIG_IDS)
-                .map_err(StoreError::from_redb)?
-                .remove(scoped(tenant, old.id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?;
+            let old = remove(tx, tenant, kind, &name)?.ok_or(StoreError::NotFound)?;
             Ok(((), audit.before(old.to_json())))
         })
         .await

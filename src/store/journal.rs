@@ -182,7 +182,7 @@ impl Store {
         record: Record,
         change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.write_catalog(self.recorded(record, change)).await
+        self.transact_catalog(self.recorded(record, change)).await
     }
 
     /// The transaction body of a mutation: the change, then its record.

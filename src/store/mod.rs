@@ -6,7 +6,6 @@
 pub mod alerts;
 mod audit;
 pub mod backup;
-mod bundle;
 mod codec;
 mod committer;
 mod config;
@@ -293,15 +292,6 @@ impl Store {
         self.write_in_turn(committer::Turn::InOrder, f).await
     }
 
-    /// A write that passes the queued requests: for a worker that has one write in flight at a
-    /// time and must not wait behind a burst of requests (the pager's outbox, say).
-    async fn write_ahead<T: Send + 'static>(
-        self: &Arc<Self>,
-        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        self.write_in_turn(committer::Turn::Ahead, f).await
-    }
-
     async fn write_in_turn<T: Send + 'static>(
         &self,
         turn: committer::Turn,
@@ -318,6 +308,15 @@ impl Store {
         f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         self.submit(committer::Turn::InOrder, f).await
+    }
+
+    /// `transact` for a worker that has one write in flight at a time and must not wait behind
+    /// a burst of requests (the pager's outbox): it passes the queued requests.
+    pub async fn transact_ahead<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.submit(committer::Turn::Ahead, f).await
     }
 
     /// A write answered once durable, with the filing of its events still under way (`None`
@@ -357,12 +356,13 @@ impl Store {
         out
     }
 
-    /// A write that changes the catalog (objects, configuration documents, tenants).
-    async fn write_catalog<T: Send + 'static>(
-        self: &Arc<Self>,
+    /// A write that changes the catalog (objects, configuration documents, tenants): the
+    /// catalogs rebuild and its watchers (the check scheduler, the listeners) look again.
+    pub async fn transact_catalog<T: Send + 'static>(
+        &self,
         f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let out = self.write(f).await;
+        let out = self.write_in_turn(committer::Turn::InOrder, f).await;
         if out.is_ok() {
             self.catalog_generation.fetch_add(1, Ordering::SeqCst);
             for watcher in self

@@ -1,7 +1,8 @@
 //! Notification records: escalation timers (indexed by alert and by due time), deliveries
-//! (the outbox, indexed by next try; dead letters by tenant), schedule overrides, and the
-//! alerts whose chain waits for their suppression to lift. Each change commits with the
-//! events (and audit entry) it causes.
+//! (the outbox, indexed by next try; dead letters by tenant), schedule overrides, handoffs,
+//! and the alerts whose chain waits for their suppression to lift. `notify/` decides what a
+//! firing, an attempt or a handoff writes and commits it in a `Tx` with its events; this file
+//! keeps the rows and their due-time indexes true and reads them.
 
 use super::codec::{decode, encode, tenant_values_newest};
 use super::keys::{scoped, tenant_range};
@@ -9,11 +10,10 @@ use super::tables::{
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, HANDOFFS, META,
     OVERRIDES, SUPPRESSED_ALERTS,
 };
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::audit::AuditDraft;
-use crate::model::event::EventDraft;
 use crate::model::notify::{Delivery, EscalationTimer, Override};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -227,23 +227,68 @@ fn due_rows<T: serde::de::DeserializeOwned>(
     Ok(out)
 }
 
-/// What one firing of an escalation step commits: the timers that follow it, the deliveries
-/// it makes and its events.
-pub struct Firing {
-    pub next: Vec<EscalationTimer>,
-    pub deliveries: Vec<Delivery>,
-    pub events: Vec<EventDraft>,
-}
+/// What the notifier writes in its transactions.
+impl Tx<'_> {
+    /// The armed timer of an alert's escalation step.
+    pub fn escalation_timer(
+        &self,
+        alert: Uuid,
+        step: u32,
+    ) -> Result<Option<EscalationTimer>, StoreError> {
+        self.open_table(ESCALATIONS)
+            .map_err(StoreError::from_redb)?
+            .get(timer_key(alert, step).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
 
-/// The outcome of one delivery attempt.
-pub struct Attempt {
-    /// The delivery as it is after the attempt (`attempts`, `next_try`, `dead`, `last_error`).
-    pub delivery: Delivery,
-    /// The delivery leaves the outbox: sent, or handed to the contact's next channel.
-    pub settled: bool,
-    /// The next channel of the contact, after a permanent failure.
-    pub fallback: Option<Delivery>,
-    pub events: Vec<EventDraft>,
+    /// Sets (or replaces) an escalation timer.
+    pub fn put_escalation_timer(&self, timer: &EscalationTimer) -> Result<(), StoreError> {
+        put_timer(self, timer)
+    }
+
+    /// Removes an escalation timer.
+    pub fn drop_escalation_timer(&self, alert: Uuid, step: u32) -> Result<(), StoreError> {
+        drop_timer(self, &timer_key(alert, step)).map(drop)
+    }
+
+    /// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
+    pub fn put_delivery(&self, delivery: &Delivery) -> Result<(), StoreError> {
+        put_delivery(self, delivery)
+    }
+
+    /// Takes a delivery out of the outbox; `None` when it is no longer there.
+    pub fn take_delivery(&self, id: Uuid) -> Result<Option<Delivery>, StoreError> {
+        take_delivery(self, id)
+    }
+
+    /// Takes a dead letter out of the tenant's dead letters.
+    pub fn take_dead_letter(&self, tenant: Uuid, id: Uuid) -> Result<Option<Delivery>, StoreError> {
+        self.open_table(DEAD_LETTERS)
+            .map_err(StoreError::from_redb)?
+            .remove(scoped(tenant, id.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    /// Notes that the incoming person of the schedule's shift starting at `start` was told.
+    pub fn set_handoff(
+        &self,
+        tenant: Uuid,
+        schedule: Uuid,
+        start: Timestamp,
+    ) -> Result<(), StoreError> {
+        self.open_table(HANDOFFS)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                scoped(tenant, schedule.as_bytes()).as_slice(),
+                start.as_millis(),
+            )
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
 }
 
 impl Store {
@@ -286,41 +331,6 @@ impl Store {
             .await
     }
 
-    /// Commits firings of timers in one transaction; a timer that changed or went away since
-    /// it was read (the alert was acked, or the chain re-armed) has its firing dropped.
-    pub async fn commit_firings(
-        self: &Arc<Self>,
-        firings: Vec<(EscalationTimer, Firing)>,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write_ahead(move |tx| {
-            let mut events = Vec::new();
-            for (timer, firing) in firings {
-                let key = timer_key(timer.alert_id, timer.step);
-                let current: Option<EscalationTimer> = tx
-                    .open_table(ESCALATIONS)
-                    .map_err(StoreError::from_redb)?
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode(v.value()))
-                    .transpose()?;
-                if current.as_ref() != Some(&timer) {
-                    continue;
-                }
-                drop_timer(tx, &key)?;
-                for next in &firing.next {
-                    put_timer(tx, next)?;
-                }
-                for d in &firing.deliveries {
-                    put_delivery(tx, d)?;
-                }
-                events.extend(firing.events);
-            }
-            store.journal(tx, events)
-        })
-        .await
-    }
-
     /// Deliveries due by `now`, earliest first, at most `max`.
     pub async fn deliveries_due(
         self: &Arc<Self>,
@@ -329,53 +339,6 @@ impl Store {
     ) -> Result<Vec<Delivery>, StoreError> {
         self.read(move |tx| due_rows(tx, DELIVERIES_DUE, DELIVERIES, now, max))
             .await
-    }
-
-    /// Records delivery attempts: a sent one leaves the outbox, a failed one waits for its
-    /// next try or becomes a dead letter; each with its events, all in one transaction.
-    pub async fn record_attempts(
-        self: &Arc<Self>,
-        attempts: Vec<Attempt>,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write_ahead(move |tx| {
-            let mut events = Vec::new();
-            for a in attempts {
-                if take_delivery(tx, a.delivery.id)?.is_none() {
-                    continue;
-                }
-                if !a.settled {
-                    put_delivery(tx, &a.delivery)?;
-                }
-                if let Some(f) = &a.fallback {
-                    put_delivery(tx, f)?;
-                }
-                events.extend(a.events);
-            }
-            store.journal(tx, events)
-        })
-        .await
-    }
-
-    /// Adds deliveries to the outbox with their events; `position` saves a durable
-    /// consumer's position in the same transaction.
-    pub async fn enqueue_deliveries(
-        self: &Arc<Self>,
-        deliveries: Vec<Delivery>,
-        events: Vec<EventDraft>,
-        position: Option<(&'static str, Uuid)>,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            for d in &deliveries {
-                put_delivery(tx, d)?;
-            }
-            if let Some((consumer, through)) = position {
-                super::journal::save_position(tx, consumer, through)?;
-            }
-            store.journal(tx, events)
-        })
-        .await
     }
 
     /// The start of the last shift of a schedule whose incoming person was told.
@@ -393,32 +356,6 @@ impl Store {
         .await
     }
 
-    /// Records a handoff (the shift starting at `start`) with its deliveries and events.
-    pub async fn record_handoff(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        schedule: Uuid,
-        start: Timestamp,
-        deliveries: Vec<Delivery>,
-        events: Vec<EventDraft>,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            tx.open_table(HANDOFFS)
-                .map_err(StoreError::from_redb)?
-                .insert(
-                    scoped(tenant, schedule.as_bytes()).as_slice(),
-                    start.as_millis(),
-                )
-                .map_err(StoreError::from_redb)?;
-            for d in &deliveries {
-                put_delivery(tx, d)?;
-            }
-            store.journal(tx, events)
-        })
-        .await
-    }
-
     /// Dead letters, newest first, strictly before `before`.
     pub async fn dead_letters(
         self: &Arc<Self>,
@@ -429,36 +366,6 @@ impl Store {
         self.read(move |tx| {
             let t = tx.open_table(DEAD_LETTERS).map_err(StoreError::from_redb)?;
             tenant_values_newest(&t, tenant, before, limit, |_: &Delivery| true)
-        })
-        .await
-    }
-
-    /// Puts a dead letter back in the outbox, attempts reset and due at `now`.
-    pub async fn replay_dead_letter(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        now: Timestamp,
-        audit: AuditDraft,
-    ) -> Result<Delivery, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let mut d: Delivery = tx
-                .open_table(DEAD_LETTERS)
-                .map_err(StoreError::from_redb)?
-                .remove(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
-                .map(|v| decode(v.value()))
-                .transpose()?
-                .ok_or(StoreError::NotFound)?;
-            let audit = audit.before(&d);
-            d.dead = false;
-            d.attempts = 0;
-            d.next_try = now;
-            d.last_error = None;
-            put_delivery(tx, &d)?;
-            store.record(tx, [audit.after(&d)], Vec::new())?;
-            Ok(d)
         })
         .await
     }
@@ -490,7 +397,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<Override, StoreError> {
         let store = self.clone();
-        self.write_catalog(move |tx| {
+        self.transact_catalog(move |tx| {
             let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
             key.extend_from_slice(o.id.as_bytes());
             tx.open_table(OVERRIDES)
@@ -511,7 +418,7 @@ impl Store {
         audit: AuditDraft,
     ) -> Result<(), StoreError> {
         let store = self.clone();
-        self.write_catalog(move |tx| {
+        self.transact_catalog(move |tx| {
             let mut key = scoped(tenant, schedule.as_bytes());
             key.extend_from_slice(id.as_bytes());
             let old: Override = tx

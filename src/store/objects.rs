@@ -5,7 +5,7 @@ use super::codec::{decode, encode};
 use super::journal::Record;
 use super::keys::{scoped, tenant_range};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::object::{Object, ObjectKind};
@@ -100,6 +100,40 @@ pub(super) fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError
 }
 
 /// Removes an object and, for a host, its services; returns it and how many services went.
+/// Hosts and services in a transaction.
+impl Tx<'_> {
+    /// The id of the tenant's host (`host` none) or of a host's service named `name`.
+    pub fn object_named(
+        &self,
+        tenant: Uuid,
+        kind: ObjectKind,
+        host: Option<Uuid>,
+        name: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
+        Ok(self
+            .open_table(OBJECT_NAMES)
+            .map_err(StoreError::from_redb)?
+            .get(name_key(tenant, kind, host, name).as_slice())
+            .map_err(StoreError::from_redb)?
+            .and_then(|v| Uuid::from_slice(v.value()).ok()))
+    }
+
+    /// Saves a new object with its name index; a name in use is refused.
+    pub fn insert_object(&self, object: &Object) -> Result<(), StoreError> {
+        insert(self, object)
+    }
+
+    /// Saves a changed object (its name and host unchanged).
+    pub fn put_object(&self, object: &Object) -> Result<(), StoreError> {
+        put(self, object)
+    }
+
+    /// Deletes an object, and a host's services with it; the object.
+    pub fn delete_object(&self, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
+        delete_cascade(self, tenant, id).map(|(old, _)| old)
+    }
+}
+
 pub(super) fn delete_cascade(
     tx: &WriteTransaction,
     tenant: Uuid,
@@ -158,7 +192,7 @@ impl Store {
         events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft> + Send + 'static,
     ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
         let store = self.clone();
-        self.write_catalog(move |tx| {
+        self.transact_catalog(move |tx| {
             let mut out = Vec::with_capacity(writes.len());
             let mut audits = Vec::new();
             for w in writes {
