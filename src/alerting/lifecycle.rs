@@ -649,6 +649,11 @@ pub async fn run_timers(
             if let Some(at) = tx.next_alert_timer()? {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
+            if events.is_empty() {
+                // Auto-close has no event (as the reference's); a suppression lifting starts a
+                // chain whose steps record themselves; a deleted rule's beat is bookkeeping.
+                tx.unrecorded("alert expiry, suppressions lifting, stale heartbeat rows");
+            }
             tx.journal(events)?;
             Ok((next, changed))
         })

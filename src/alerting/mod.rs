@@ -242,10 +242,8 @@ impl Alerting {
     /// pending alerts, silent heartbeat rules, suppressions that lift); returns when the next
     /// one falls due (none: nothing waits).
     pub async fn run_timers(&self) -> Result<Option<Timestamp>, AlertError> {
-        let (_, downtimes) = self
-            .store
-            .start_flexible_downtimes(self.clock.now())
-            .await?;
+        let downtimes =
+            suppression::start_flexible_downtimes(&self.store, self.clock.now()).await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressions = self.suppressions(tenants).await?;
         let timers = lifecycle::run_timers(

@@ -6,13 +6,15 @@ use super::{AlertError, Alerting, invalid};
 use crate::auth::Principal;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
+use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::selector::Selector;
 use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
-use crate::store::StoreError;
 use crate::store::suppressions::Idempotent;
+use crate::store::{Store, StoreError};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -116,6 +118,73 @@ impl TenantSuppressions {
     pub fn reason(&self, alert: &Alert, host: Option<Uuid>) -> Option<String> {
         self.0.get(&alert.tenant_id)?.reason(alert, host)
     }
+}
+
+/// How soon an open flexible-downtime window waiting for a problem is looked at again.
+const WAITING_RECHECK: Duration = Duration::from_secs(5);
+
+/// Starts every flexible downtime whose window is open and one of whose objects (by id, a
+/// host's services included, or by selector on their labels) is in a hard problem, each with
+/// its `downtime` event (`started`) and an audit entry by the system; returns when to look
+/// again: a window that opens later, or soon while one is open and waiting for a problem (a
+/// state change starts it). Nothing started: nothing written.
+pub async fn start_flexible_downtimes(
+    store: &Arc<Store>,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, StoreError> {
+    store
+        .transact(move |tx| {
+            let mut next: Option<Timestamp> = None;
+            let mut audits = Vec::new();
+            let mut events = Vec::new();
+            for old in tx.all_downtimes()? {
+                if old.kind != "flexible" || old.started_at.is_some() || now >= old.end {
+                    continue;
+                }
+                if old.start > now {
+                    next = Some(next.map_or(old.start, |n| n.min(old.start)));
+                    continue;
+                }
+                let selector: Selector = old.selector.parse().unwrap_or_default();
+                let mut in_problem = false;
+                for o in tx.tenant_objects(old.tenant_id)? {
+                    if old.covers(o.id, o.host_id, &o.labels, &selector)
+                        && tx.hard_problem(old.tenant_id, o.id)?
+                    {
+                        in_problem = true;
+                        break;
+                    }
+                }
+                if !in_problem {
+                    let again = now.plus(WAITING_RECHECK);
+                    next = Some(next.map_or(again, |n| n.min(again)));
+                    continue;
+                }
+                let mut started = old.clone();
+                started.started_at = Some(now);
+                started.version += 1;
+                tx.save_downtime(&started)?;
+                let mut event: EventDraft = started.event();
+                event.payload["action"] = serde_json::json!("started");
+                event.payload["startedAt"] = serde_json::json!(now);
+                events.push(event);
+                audits.push(
+                    AuditDraft::new(
+                        now,
+                        started.tenant_id,
+                        &Actor::system("flexible-downtime"),
+                        "downtime.start",
+                        format!("downtime/{}", started.id),
+                    )
+                    .before(&old)
+                    .after(&started),
+                );
+            }
+            let changed = !events.is_empty();
+            tx.record(audits, events)?;
+            Ok((next, changed))
+        })
+        .await
 }
 
 impl Alerting {

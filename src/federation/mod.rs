@@ -342,17 +342,27 @@ impl Sites {
                 restamp(e, name, now)
             })
             .collect();
-        let stored = self.events.store_forwarded(events).await?;
-        let opened = count_of(&stored, EventType::AlertOpened);
-        let closed = count_of(&stored, EventType::AlertResolved);
-        let fresh = stored.len() as u64;
+        let kinds: Vec<(Uuid, EventType)> = events.iter().map(|e| (e.id, e.kind)).collect();
+        let fresh = self.events.store_forwarded(events).await?.len() as u64;
+        // Counted by position, not by what was stored: events stored before a crash and not
+        // yet counted are counted when the site sends them again, and none twice.
         self.store
             .touch_site_status(
                 p.tenant,
                 name.to_string(),
                 move |s| {
+                    let new: Vec<EventType> = kinds
+                        .iter()
+                        .filter(|(id, _)| s.forwarded_through.is_none_or(|t| *id > t))
+                        .map(|(_, kind)| *kind)
+                        .collect();
+                    let count = |kind| new.iter().filter(|k| **k == kind).count() as i64;
+                    let (opened, closed) = (
+                        count(EventType::AlertOpened),
+                        count(EventType::AlertResolved),
+                    );
                     s.forwarded_through = s.forwarded_through.max(Some(through));
-                    s.forwarded += fresh;
+                    s.forwarded += new.len() as u64;
                     s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
                 },
                 |_, _| Vec::new(),
@@ -474,10 +484,6 @@ impl Sites {
     pub fn edge_handle(&self) -> Arc<Mutex<EdgeStatus>> {
         self.edge.clone()
     }
-}
-
-fn count_of(events: &[Arc<Event>], kind: EventType) -> i64 {
-    events.iter().filter(|e| e.kind == kind).count() as i64
 }
 
 /// The site's own threshold, else three of its heartbeat intervals.

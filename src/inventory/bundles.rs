@@ -786,7 +786,11 @@ mod tests {
         let (tenant, now, actor) = (Uuid::from_u128(7), clock.now(), Actor::system("test"));
         let apply = |ops: Vec<BundleOp>| {
             let actor = actor.clone();
-            store.transact_catalog(move |tx| apply_ops(tx, tenant, ops, now, &actor))
+            store.transact_catalog(move |tx| {
+                let audits = apply_ops(tx, tenant, ops, now, &actor)?;
+                tx.record(audits.clone(), Vec::new())?;
+                Ok(audits)
+            })
         };
         let names = || {
             store.transact(move |tx| {

@@ -137,9 +137,14 @@ async fn record(store: &Arc<Store>, attempts: Vec<Attempt>) -> Result<(), StoreE
     store
         .transact_ahead(move |tx| {
             let mut events = Vec::new();
+            let mut changed = false;
             for a in attempts {
                 if tx.take_delivery(a.delivery.id)?.is_none() {
                     continue;
+                }
+                changed = true;
+                if a.events.is_empty() {
+                    tx.unrecorded("a subscription's delivery: its attempts are no events");
                 }
                 if !a.settled {
                     tx.put_delivery(&a.delivery)?;
@@ -150,7 +155,7 @@ async fn record(store: &Arc<Store>, attempts: Vec<Attempt>) -> Result<(), StoreE
                 events.extend(a.events);
             }
             tx.journal(events)?;
-            Ok(((), true))
+            Ok(((), changed))
         })
         .await
 }
@@ -459,6 +464,7 @@ mod tests {
         let queued = [sent.clone(), failed.clone()];
         store
             .transact(move |tx| {
+                tx.unrecorded("test setup");
                 for d in &queued {
                     tx.put_delivery(d)?;
                 }
@@ -473,10 +479,10 @@ mod tests {
             ..failed.clone()
         };
         let attempt = |delivery: Delivery, settled, fallback| Attempt {
+            events: vec![delivery.attempt_event("sent", None, None)],
             delivery,
             settled,
             fallback,
-            events: Vec::new(),
         };
         record(
             &store,

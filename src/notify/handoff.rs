@@ -89,7 +89,7 @@ impl Notifier {
                         }
                     }
                 }
-                let events = deliveries
+                let events: Vec<_> = deliveries
                     .iter()
                     .map(|d| d.attempt_event("pending", None, None))
                     .collect();
@@ -97,6 +97,9 @@ impl Notifier {
                 let (tenant, schedule, start) = (tenant.id, schedule.id, current.start);
                 self.store
                     .transact(move |tx| {
+                        if events.is_empty() {
+                            tx.unrecorded("a handoff with nobody to tell");
+                        }
                         tx.set_handoff(tenant, schedule, start)?;
                         for d in &deliveries {
                             tx.put_delivery(d)?;

@@ -252,6 +252,16 @@ fn run_job(
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let kernel = Tx::new(store, &tx);
         let (outcome, reply) = job.run(&kernel);
+        // A change that neither recorded itself nor said why not is a bug: the tests fail on it.
+        let outcome = match outcome {
+            Outcome::Changed if cfg!(debug_assertions) && !kernel.accounted_for() => {
+                tracing::error!("a change without its audit entry or event; refused");
+                Outcome::Failed(StoreError::Internal(
+                    "a change without its audit entry or event (see Tx::unrecorded)".into(),
+                ))
+            }
+            other => other,
+        };
         (outcome, reply, kernel.into_journaled())
     }));
     let Ok((outcome, reply, journaled)) = ran else {
@@ -267,9 +277,9 @@ fn run_job(
         }
         Outcome::Failed(e) => {
             // The dropped transaction is aborted with its events; the reply carries the job's
-            // own error.
+            // own error, or this one when the job itself succeeded.
             drop(tx);
-            reply(Ok(()), None);
+            reply(Err(e.clone()), None);
             return Err(e);
         }
     }
@@ -301,6 +311,7 @@ mod tests {
 
     fn put(key: u32) -> impl FnOnce(&Tx) -> Result<u32, StoreError> + Send {
         move |tx| {
+            tx.unrecorded("test rows");
             tx.open_table(ROWS)
                 .map_err(StoreError::from_redb)?
                 .insert(key, key)

@@ -90,7 +90,11 @@ impl Store {
             let mut new = old.clone();
             change(&mut new);
             save(tx, &new)?;
-            store.journal(tx, report(&old, &new).into_iter().collect())
+            let events: Vec<EventDraft> = report(&old, &new).into_iter().collect();
+            if events.is_empty() {
+                tx.unrecorded("a heartbeat's last beat, no transition");
+            }
+            store.journal(tx, events)
         })
         .await
     }

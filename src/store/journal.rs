@@ -14,7 +14,7 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
-use redb::{ReadableTable, WriteTransaction};
+use redb::ReadableTable;
 use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -43,11 +43,9 @@ pub struct JournalView {
 }
 
 /// Saves a durable consumer's position in the transaction of the work it did.
-pub(super) fn save_position(
-    tx: &WriteTransaction,
-    name: &str,
-    through: Uuid,
-) -> Result<(), StoreError> {
+/// Work for events already recorded needs no record of its own.
+pub(super) fn save_position(tx: &Tx, name: &str, through: Uuid) -> Result<(), StoreError> {
+    tx.unrecorded("a durable consumer's position");
     tx.open_table(CONSUMER_POSITIONS)
         .map_err(StoreError::from_redb)?
         .insert(name, through.as_bytes().as_slice())
@@ -162,6 +160,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         for audit in audits {
             self.append_audit(tx, audit)?;
+            tx.audited();
         }
         self.journal(tx, events)
     }
@@ -255,7 +254,7 @@ impl Store {
     /// from now on), and that start is saved, so nothing committed after it is skipped.
     pub async fn consumer_position(self: &Arc<Self>, name: &str) -> Result<Uuid, StoreError> {
         let name = name.to_string();
-        self.write(move |tx| {
+        self.transact(move |tx| {
             let saved = {
                 let t = tx
                     .open_table(CONSUMER_POSITIONS)
@@ -265,12 +264,12 @@ impl Store {
                     .and_then(|v| Uuid::from_slice(v.value()).ok())
             };
             match saved {
-                Some(at) => Ok(at),
+                Some(at) => Ok((at, false)),
                 None => {
                     let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
                     let head = head(&meta)?.unwrap_or(Uuid::nil());
                     save_position(tx, &name, head)?;
-                    Ok(head)
+                    Ok((head, true))
                 }
             }
         })
@@ -382,6 +381,7 @@ impl Store {
         };
         let forget: HashSet<u64> = seqs.into_iter().collect();
         self.write(move |tx| {
+            tx.unrecorded("journal rows whose events are stored");
             tx.open_table(EVENT_JOURNAL)
                 .map_err(StoreError::from_redb)?
                 .retain_in(lo..=hi, |seq, _| !forget.contains(&seq))

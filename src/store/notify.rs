@@ -437,16 +437,17 @@ impl Store {
     /// A 32-byte key of this installation stored under `name`, made on first use (for
     /// signing ack links).
     pub async fn install_key(self: &Arc<Self>, name: &'static str) -> Result<Vec<u8>, StoreError> {
-        self.write(move |tx| {
+        self.transact(move |tx| {
             let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
             if let Some(v) = meta.get(name).map_err(StoreError::from_redb)? {
-                return Ok(v.value().to_vec());
+                return Ok((v.value().to_vec(), false));
             }
             let mut key = vec![0u8; 32];
             getrandom::fill(&mut key).map_err(|e| StoreError::Internal(e.to_string()))?;
             meta.insert(name, key.as_slice())
                 .map_err(StoreError::from_redb)?;
-            Ok(key)
+            tx.unrecorded("an installation key, made on first use");
+            Ok((key, true))
         })
         .await
     }

@@ -244,6 +244,9 @@ impl Store {
                 };
                 out.push(result);
             }
+            if audits.is_empty() {
+                tx.unrecorded("a batch none of whose items was written");
+            }
             store.record(tx, audits, events(&out))?;
             Ok(out)
         })

@@ -47,7 +47,11 @@ impl Store {
             t.insert(key.as_slice(), encode(&new)?.as_slice())
                 .map_err(StoreError::from_redb)?;
             drop(t);
-            store.journal(tx, report(&old, &new))?;
+            let events = report(&old, &new);
+            if events.is_empty() {
+                tx.unrecorded("a site's last contact, no transition");
+            }
+            store.journal(tx, events)?;
             Ok(new)
         })
         .await

@@ -216,6 +216,9 @@ impl Store {
                     states.push((next, transition));
                 }
             }
+            if events.is_empty() {
+                tx.unrecorded("live states without a transition");
+            }
             store.journal(tx, events)?;
             Ok(states)
         });

@@ -4,11 +4,11 @@
 use super::codec::{decode, encode, tenant_value, tenant_values};
 use super::keys::scoped;
 use super::tables::{DOWNTIMES, IDEMPOTENT_ANSWERS, SILENCES};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
-use crate::model::selector::Selector;
+use crate::model::object::Object;
 use crate::model::suppression::{Downtime, Silence};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use serde::de::DeserializeOwned;
@@ -67,8 +67,32 @@ fn save<T: Serialize>(
     Ok(())
 }
 
-/// How soon an open flexible-downtime window waiting for a problem is looked at again.
-const WAITING_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
+/// Downtimes, and what a flexible one waits for, in a transaction.
+impl Tx<'_> {
+    /// Every tenant's downtimes.
+    pub fn all_downtimes(&self) -> Result<Vec<Downtime>, StoreError> {
+        let t = self.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(StoreError::from_redb)? {
+            out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn save_downtime(&self, downtime: &Downtime) -> Result<(), StoreError> {
+        save(self, DOWNTIMES, downtime.tenant_id, downtime.id, downtime)
+    }
+
+    /// The tenant's hosts and services.
+    pub fn tenant_objects(&self, tenant: Uuid) -> Result<Vec<Object>, StoreError> {
+        super::objects::tenant_objects(self, tenant)
+    }
+
+    /// Whether an object is in a hard problem (a hard state other than OK/UP).
+    pub fn hard_problem(&self, tenant: Uuid, object: Uuid) -> Result<bool, StoreError> {
+        super::states::hard_problem(self, tenant, object)
+    }
+}
 
 impl Store {
     pub async fn create_silence(
@@ -127,7 +151,7 @@ impl Store {
         answer: impl FnOnce(&Downtime) -> (u16, Vec<u8>) + Send + 'static,
     ) -> Result<Idempotent<Downtime>, StoreError> {
         let store = self.clone();
-        self.write(move |tx| {
+        self.transact(move |tx| {
             let tenant = downtime.tenant_id;
             if let Some((key, _)) = &idempotency {
                 let t = tx
@@ -140,7 +164,7 @@ impl Store {
                     .transpose()?;
                 if let Some(stored) = stored {
                     if audit.ts.as_millis() - stored.at.as_millis() < IDEMPOTENCY_TTL_MS {
-                        return Ok(Idempotent::Replay(stored));
+                        return Ok((Idempotent::Replay(stored), false));
                     }
                 }
             }
@@ -163,7 +187,7 @@ impl Store {
             }
             let event: EventDraft = downtime.event();
             store.record(tx, [audit.after(&downtime)], vec![event])?;
-            Ok(Idempotent::Created(downtime))
+            Ok((Idempotent::Created(downtime), true))
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())
@@ -189,56 +213,6 @@ impl Store {
         })
         .await
         .inspect(|_| self.alert_timers.notify_one())
-    }
-
-    /// Starts every flexible downtime whose window is open and one of whose objects (by id,
-    /// a host's services included, or by selector on their labels) is in a hard problem;
-    /// returns how many started.
-    pub async fn start_flexible_downtimes(
-        self: &Arc<Self>,
-        now: Timestamp,
-    ) -> Result<(usize, Option<Timestamp>), StoreError> {
-        self.transact(move |tx| {
-            // When to look again: a window that opens later, or soon while one is open and
-            // waiting for a problem (a state change starts it).
-            let mut next: Option<Timestamp> = None;
-            let waiting: Vec<Downtime> = {
-                let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
-                let mut out = Vec::new();
-                for row in t.iter().map_err(StoreError::from_redb)? {
-                    let d: Downtime = decode(row.map_err(StoreError::from_redb)?.1.value())?;
-                    if d.kind != "flexible" || d.started_at.is_some() || now >= d.end {
-                        continue;
-                    }
-                    let again = if d.start <= now {
-                        out.push(d.clone());
-                        now.plus(WAITING_RECHECK)
-                    } else {
-                        d.start
-                    };
-                    next = Some(next.map_or(again, |n| n.min(again)));
-                }
-                out
-            };
-            let mut started = 0;
-            for mut d in waiting {
-                let selector: Selector = d.selector.parse().unwrap_or_default();
-                let objects = super::objects::tenant_objects(tx, d.tenant_id)?;
-                let in_problem = objects.iter().any(|o| {
-                    d.covers(o.id, o.host_id, &o.labels, &selector)
-                        && super::states::hard_problem(tx, d.tenant_id, o.id).unwrap_or(false)
-                });
-                if in_problem {
-                    d.started_at = Some(now);
-                    d.version += 1;
-                    save(tx, DOWNTIMES, d.tenant_id, d.id, &d)?;
-                    started += 1;
-                }
-            }
-            // Nothing started: nothing written, nothing to sync.
-            Ok(((started, next), started > 0))
-        })
-        .await
     }
 
     /// Every downtime of the tenant.

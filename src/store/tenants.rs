@@ -16,6 +16,7 @@ impl Store {
         now: Timestamp,
     ) -> Result<Tenant, StoreError> {
         self.write_blocking(move |tx| {
+            tx.unrecorded("the default tenant, made at the first start");
             let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
             let mut tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
             if let Some(existing) = slugs

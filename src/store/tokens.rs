@@ -152,6 +152,7 @@ impl Store {
         used: Vec<(Uuid, Uuid, Timestamp)>,
     ) -> Result<(), StoreError> {
         self.write(move |tx| {
+            tx.unrecorded("tokens' last use");
             let mut tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
             for (tenant, id, at) in used {
                 let key = token_key(tenant, id);

@@ -9,7 +9,7 @@ use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
 use crate::model::event::{EventDraft, Journaled};
 use redb::WriteTransaction;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use uuid::Uuid;
 
@@ -17,6 +17,10 @@ pub struct Tx<'a> {
     store: &'a Store,
     inner: &'a WriteTransaction,
     journaled: RefCell<Vec<Journaled>>,
+    /// An audit entry was appended in this transaction.
+    audited: Cell<bool>,
+    /// Why this transaction's changes are not recorded, when it says so (see `unrecorded`).
+    unrecorded: Cell<Option<&'static str>>,
 }
 
 impl<'a> Tx<'a> {
@@ -25,7 +29,26 @@ impl<'a> Tx<'a> {
             store,
             inner,
             journaled: RefCell::default(),
+            audited: Cell::new(false),
+            unrecorded: Cell::new(None),
         }
+    }
+
+    /// Says that this transaction's changes carry no audit entry and no event, and why:
+    /// bookkeeping (a consumer's position, a token's last use, a purge), or a change the
+    /// reference makes silently. Every other change records itself (`record`, `journal`); the
+    /// committer refuses one that does neither, in builds with debug assertions (the tests).
+    pub fn unrecorded(&self, why: &'static str) {
+        self.unrecorded.set(Some(why));
+    }
+
+    pub(super) fn audited(&self) {
+        self.audited.set(true);
+    }
+
+    /// Whether this transaction recorded its changes or said why not.
+    pub(super) fn accounted_for(&self) -> bool {
+        self.audited.get() || !self.journaled.borrow().is_empty() || self.unrecorded.get().is_some()
     }
 
     /// Keeps events journaled in this transaction, in journal order.
@@ -58,7 +81,8 @@ impl<'a> Tx<'a> {
         self.store.record(self, audits, events)
     }
 
-    /// Saves durable consumer `name`'s position with the work it did in this transaction.
+    /// Saves durable consumer `name`'s position with the work it did in this transaction:
+    /// work for events already recorded, which needs no record of its own.
     pub fn save_position(&self, name: &str, through: Uuid) -> Result<(), StoreError> {
         super::journal::save_position(self, name, through)
     }

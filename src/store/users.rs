@@ -123,7 +123,7 @@ impl Store {
     /// The gate as a read; a storage error counts as closed.
     pub async fn setup_open(self: &Arc<Self>, tenant: Uuid) -> bool {
         let store = self.clone();
-        self.write(move |tx| store.setup_gate_open(tx, tenant))
+        self.transact(move |tx| Ok((store.setup_gate_open(tx, tenant)?, false)))
             .await
             .unwrap_or(false)
     }
@@ -282,6 +282,7 @@ impl Store {
 
     pub async fn delete_session(self: &Arc<Self>, id: String) -> Result<(), StoreError> {
         self.write(move |tx| {
+            tx.unrecorded("a session ended");
             tx.open_table(SESSIONS)
                 .map_err(StoreError::from_redb)?
                 .remove(id.as_str())
@@ -298,6 +299,7 @@ impl Store {
         at: Timestamp,
     ) -> Result<(), StoreError> {
         self.write(move |tx| {
+            tx.unrecorded("a session's last use");
             let mut sessions = tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
             let current = sessions
                 .get(id.as_str())
@@ -330,6 +332,7 @@ impl Store {
     /// Removes sessions expired before `now`; returns how many.
     pub async fn purge_sessions(self: &Arc<Self>, now: Timestamp) -> Result<u64, StoreError> {
         self.write(move |tx| {
+            tx.unrecorded("expired sessions purged");
             let mut sessions = tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
             let before = sessions.len().map_err(StoreError::from_redb)?;
             sessions

@@ -1163,6 +1163,21 @@ async fn a_flexible_downtime_starts_with_the_first_problem() {
         get(s, token, "/api/v1/hosts").await["items"][0]["state"]["downtimeDepth"],
         1
     );
+    // The start is a change like any other: its event and audit entry.
+    let id = active[0]["id"].as_str().unwrap();
+    let events = get(s, token, "/api/v1/events?types=downtime").await;
+    let start = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["payload"]["action"] == "started")
+        .expect("a downtime started event");
+    assert_eq!(start["payload"]["downtimeId"], id);
+    assert_eq!(start["payload"]["startedAt"], active[0]["startedAt"]);
+    let audit = get(s, token, "/api/v1/audit?action=downtime.start").await;
+    let entry = &audit["items"][0];
+    assert_eq!(entry["resource"], format!("downtime/{id}"));
+    assert_eq!(entry["actorId"], "flexible-downtime");
 }
 
 /// A heartbeat rule arms on its source's first event, opens "No event from …" once the source
