@@ -232,10 +232,12 @@ async fn open_account(st: &AppState, req: Request, page: AccountPage) -> Respons
     }
 }
 
-/// A POST after setup completed goes to the sign-in page (SPEC 4); only a POST racing the
-/// one that closes the gate gets 409.
+/// A POST after setup completed goes to the sign-in page (SPEC 4); a POST that began while
+/// another was being handled races it, goes on to the gate re-checked under the mutex, and
+/// gets 409 if it lost.
 async fn setup(State(st): State<AppState>, req: Request) -> Response {
-    if !st.auth.setup_open().await {
+    let attempt = st.auth.setup_attempt();
+    if !attempt.racing() && !st.auth.setup_open().await {
         return redirect("/login");
     }
     open_account(&st, req, AccountPage::Setup).await

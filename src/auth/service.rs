@@ -60,6 +60,8 @@ pub struct Auth {
     /// The default tenant's id, read once (it never changes).
     default_tenant: tokio::sync::OnceCell<Uuid>,
     pub(super) setup_lock: tokio::sync::Mutex<()>,
+    /// Setup POSTs being handled: one that begins while another is handled races it.
+    pub(super) setup_posts: AtomicUsize,
     pub limiter: RateLimiter,
     pub(super) token_failures: RateLimiter,
 }
@@ -87,6 +89,7 @@ impl Auth {
             dummy: tokio::sync::OnceCell::new(),
             default_tenant: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
+            setup_posts: AtomicUsize::new(0),
             limiter: RateLimiter::sign_in(),
             token_failures: RateLimiter::new(TOKEN_FAILURE_BURST, TOKEN_FAILURE_REFILL),
         })

@@ -206,6 +206,27 @@ pub struct NewAccount<'a> {
     pub source_ip: &'a str,
 }
 
+/// A setup POST being handled. One that began while another was races it: finding the gate
+/// closed, it is told 409 (SPEC 5: "a racing second POST gets 409"), not sent to sign in.
+pub struct SetupAttempt<'a> {
+    auth: &'a Auth,
+    racing: bool,
+}
+
+impl SetupAttempt<'_> {
+    pub fn racing(&self) -> bool {
+        self.racing
+    }
+}
+
+impl Drop for SetupAttempt<'_> {
+    fn drop(&mut self) {
+        self.auth
+            .setup_posts
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Auth {
     async fn open_account(
         &self,
@@ -261,6 +282,17 @@ impl Auth {
     pub async fn setup(&self, form: NewAccount<'_>) -> Result<NewSession, AuthError> {
         let _one_at_a_time = self.setup_lock.lock().await;
         self.open_account(form, "admin", "setup.admin", true).await
+    }
+
+    /// Counts a setup POST while it is handled; whether it began while another was.
+    pub fn setup_attempt(&self) -> SetupAttempt<'_> {
+        let before = self
+            .setup_posts
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        SetupAttempt {
+            auth: self,
+            racing: before > 0,
+        }
     }
 
     /// Self-registration: a viewer in the default tenant with a 12 h session.

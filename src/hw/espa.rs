@@ -36,7 +36,6 @@ pub const ADDRESS_MAX: usize = 16;
 pub const MESSAGE_MAX: usize = 128;
 /// How long an incoming transfer may pause before the line is taken back.
 const RECEIVE_IDLE: Duration = Duration::from_secs(10);
-const REOPEN_MAX: Duration = Duration::from_secs(30);
 
 /// Record 6: `1` normal, `2` high, `3` alarm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,7 +245,7 @@ impl Pager {
             status: status_tx,
             calls: calls_tx,
             clock,
-            backoff: FIRST_REOPEN,
+            reopen: serial::Reopen::default(),
         };
         (Pager { jobs, status }, calls, driver)
     }
@@ -268,9 +267,6 @@ impl Pager {
     }
 }
 
-/// The first wait before reopening a line that failed.
-const FIRST_REOPEN: Duration = Duration::from_secs(1);
-
 /// The driver, a supervised worker: each step is a session on one opening of the line, then
 /// (when it failed) the wait before the next, refusing pages while the line is gone. A panic
 /// loses the session only: the queue, the status and the call channel stay with the worker.
@@ -280,7 +276,7 @@ pub struct EspaDriver {
     status: watch::Sender<EspaStatus>,
     calls: mpsc::Sender<Received>,
     clock: SharedClock,
-    backoff: Duration,
+    reopen: serial::Reopen,
 }
 
 impl EspaDriver {
@@ -292,7 +288,7 @@ impl EspaDriver {
                     s.connected = true;
                     s.last_error = None;
                 });
-                self.backoff = FIRST_REOPEN;
+                self.reopen.reset();
                 let mut line = Line {
                     port,
                     pending: Vec::new(),
@@ -317,11 +313,7 @@ impl EspaDriver {
         let refuse = |job: PageJob| {
             let _ = job.reply.send(Err(EspaError::Unavailable(why.clone())));
         };
-        if !serial::wait_to_reopen(self.backoff, &mut self.jobs, refuse).await {
-            return false;
-        }
-        self.backoff = (self.backoff * 2).min(REOPEN_MAX);
-        true
+        self.reopen.wait(&mut self.jobs, refuse).await
     }
 }
 

@@ -20,8 +20,6 @@ use tokio::sync::{mpsc, oneshot, watch};
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
 /// Sending a message waits for the service centre.
 const SEND_TIMEOUT: Duration = Duration::from_secs(60);
-/// Reopening a port that is gone: from 1 s, doubling to 30 s.
-const REOPEN_MAX: Duration = Duration::from_secs(30);
 const CTRL_Z: u8 = 0x1A;
 /// Silence that ends the wait for a late answer after a command timed out.
 const QUIET: Duration = Duration::from_millis(300);
@@ -190,7 +188,7 @@ impl Modem {
             status: status_tx,
             inbound: inbound_tx,
             clock,
-            backoff: FIRST_REOPEN,
+            reopen: serial::Reopen::default(),
         };
         (Modem { jobs, status }, inbound, driver)
     }
@@ -252,9 +250,6 @@ impl Modem {
     }
 }
 
-/// The first wait before reopening a port that failed.
-const FIRST_REOPEN: Duration = Duration::from_secs(1);
-
 /// The driver, a supervised worker: each step is a session on one opening of the port, then
 /// (when it failed) the wait before the next, refusing work while the port is gone. A panic
 /// loses the session only: the queue, the status and the inbound channel stay with the worker.
@@ -264,7 +259,7 @@ pub struct ModemDriver {
     status: watch::Sender<ModemStatus>,
     inbound: mpsc::Sender<Inbound>,
     clock: SharedClock,
-    backoff: Duration,
+    reopen: serial::Reopen,
 }
 
 impl ModemDriver {
@@ -287,7 +282,7 @@ impl ModemDriver {
                     Ok(()) => return false,
                     Err(e) => {
                         if self.status.borrow().connected {
-                            self.backoff = FIRST_REOPEN;
+                            self.reopen.reset();
                         }
                         e
                     }
@@ -302,11 +297,7 @@ impl ModemDriver {
         });
         let why = failure.to_string();
         let refuse = |job: Job| job.refuse(GsmError::Unavailable(why.clone()));
-        if !serial::wait_to_reopen(self.backoff, &mut self.jobs, refuse).await {
-            return false;
-        }
-        self.backoff = (self.backoff * 2).min(REOPEN_MAX);
-        true
+        self.reopen.wait(&mut self.jobs, refuse).await
     }
 }
 

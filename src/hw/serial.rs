@@ -48,10 +48,40 @@ pub fn open_port(device: &str, s: LineSettings) -> io::Result<tokio_serial::Seri
         .map_err(|e| io::Error::other(format!("{device}: {e}")))
 }
 
-/// Waits `pause` before a driver opens its port again, answering each job that arrives
-/// meanwhile with `refuse` (so senders fail fast and retry); `false` once the job queue is
-/// closed and the driver should stop.
-pub async fn wait_to_reopen<J>(
+/// When a driver opens its port again after losing it: from 1 s, doubling to 30 s, and from 1 s
+/// again once a session worked.
+pub struct Reopen(std::time::Duration);
+
+const FIRST_REOPEN: std::time::Duration = std::time::Duration::from_secs(1);
+const REOPEN_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Default for Reopen {
+    fn default() -> Self {
+        Self(FIRST_REOPEN)
+    }
+}
+
+impl Reopen {
+    /// A session worked: the next loss waits the least again.
+    pub fn reset(&mut self) {
+        self.0 = FIRST_REOPEN;
+    }
+
+    /// Waits before the next opening, answering each job that arrives meanwhile with `refuse`
+    /// (so senders fail fast and retry); `false` once the job queue is closed and the driver
+    /// should stop.
+    pub async fn wait<J>(
+        &mut self,
+        jobs: &mut tokio::sync::mpsc::Receiver<J>,
+        refuse: impl FnMut(J),
+    ) -> bool {
+        let go = wait_to_reopen(self.0, jobs, refuse).await;
+        self.0 = (self.0 * 2).min(REOPEN_MAX);
+        go
+    }
+}
+
+async fn wait_to_reopen<J>(
     pause: std::time::Duration,
     jobs: &mut tokio::sync::mpsc::Receiver<J>,
     mut refuse: impl FnMut(J),

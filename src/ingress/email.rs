@@ -249,18 +249,13 @@ pub(super) fn start(
     let m = Arc::new(mailbox(&source, secret_ref)?);
     let mapping = Arc::new(Mapping::compile(mapping)?);
     let ingress = ingress.clone();
-    Ok(Task::new(
-        "event-source",
-        Some(super::listeners::instance(&source)),
-        super::listeners::RESTART,
-        move || {
-            Box::pin(
-                ingress
-                    .clone()
-                    .poll_mailbox(source.clone(), mapping.clone(), m.clone()),
-            )
-        },
-    ))
+    Ok(super::listeners::task(&source.clone(), move || {
+        Box::pin(
+            ingress
+                .clone()
+                .poll_mailbox(source.clone(), mapping.clone(), m.clone()),
+        )
+    }))
 }
 
 #[cfg(test)]

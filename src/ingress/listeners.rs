@@ -7,8 +7,9 @@
 use super::{Ingress, Source, email, mqtt, snmp};
 use crate::model::config::EventSource;
 use crate::runtime::Supervisor;
-use crate::runtime::worker::{StepFuture, Wait, Worker, WorkerHandle};
+use crate::runtime::worker::{StepFuture, Task, Wait, Worker, WorkerHandle};
 use crate::store::StoreError;
+use futures_util::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,11 +21,16 @@ const LISTENING: [&str; 3] = ["mqtt", "snmp", "email"];
 
 /// How soon a listener that ended (it keeps reconnecting by itself, so only a bug ends it) is
 /// started again.
-pub(super) const RESTART: Duration = Duration::from_secs(5);
+const RESTART: Duration = Duration::from_secs(5);
 
-/// A listener's name in the health report: the source and its tenant.
-pub(super) fn instance(source: &Source) -> String {
-    format!("{}@{}", source.name, source.tenant)
+/// A source's listener as a worker, `event-source/<source>@<tenant>` in the health report:
+/// `run` makes its future afresh for every start.
+pub(super) fn task(
+    source: &Source,
+    run: impl FnMut() -> BoxFuture<'static, ()> + Send + 'static,
+) -> Task {
+    let instance = format!("{}@{}", source.name, source.tenant);
+    Task::new("event-source", Some(instance), RESTART, run)
 }
 
 pub struct SourceListeners {

@@ -223,18 +223,13 @@ pub(super) fn start(
     let sub = subscription(&source, secret_ref)?;
     let mapping = Arc::new(Mapping::compile(mapping)?);
     let ingress = ingress.clone();
-    Ok(Task::new(
-        "event-source",
-        Some(super::listeners::instance(&source)),
-        super::listeners::RESTART,
-        move || {
-            Box::pin(
-                ingress
-                    .clone()
-                    .listen_mqtt(source.clone(), mapping.clone(), sub.clone()),
-            )
-        },
-    ))
+    Ok(super::listeners::task(&source.clone(), move || {
+        Box::pin(
+            ingress
+                .clone()
+                .listen_mqtt(source.clone(), mapping.clone(), sub.clone()),
+        )
+    }))
 }
 
 #[cfg(test)]

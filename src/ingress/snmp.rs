@@ -155,13 +155,9 @@ pub(super) fn start(ingress: &Arc<Ingress>, source: Source) -> Result<Task, Stri
     let socket =
         Arc::new(bind(&listen).map_err(|e| format!("cannot listen on udp {listen}: {e}"))?);
     let ingress = ingress.clone();
-    let instance = super::listeners::instance(&source);
-    Ok(Task::new(
-        "event-source",
-        Some(instance),
-        super::listeners::RESTART,
-        move || Box::pin(receive(ingress.clone(), source.clone(), socket.clone())),
-    ))
+    Ok(super::listeners::task(&source.clone(), move || {
+        Box::pin(receive(ingress.clone(), source.clone(), socket.clone()))
+    }))
 }
 
 /// The receiver of one source; it runs until stopped.

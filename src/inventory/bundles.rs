@@ -803,13 +803,13 @@ mod tests {
                 Ok(((host.is_some(), service.is_some(), doc.is_some()), false))
             })
         };
-        let doc = BundleOp::PutDoc {
+        let contact = || BundleOp::PutDoc {
             kind: "contacts",
             name: "ops".into(),
             body: r#"{"email":"ops@example.org"}"#.into(),
             secrets: Vec::new(),
         };
-        let refused = apply(vec![doc, host("plc"), service("missing", "modbus")])
+        let refused = apply(vec![contact(), host("plc"), service("missing", "modbus")])
             .await
             .unwrap_err();
         assert!(
@@ -820,13 +820,7 @@ mod tests {
         );
         assert_eq!(names().await.unwrap(), (false, false, false));
 
-        let doc = BundleOp::PutDoc {
-            kind: "contacts",
-            name: "ops".into(),
-            body: r#"{"email":"ops@example.org"}"#.into(),
-            secrets: Vec::new(),
-        };
-        let audits = apply(vec![doc, host("plc"), service("plc", "modbus")])
+        let audits = apply(vec![contact(), host("plc"), service("plc", "modbus")])
             .await
             .unwrap();
         let actions: Vec<&str> = audits.iter().map(|a| a.action.as_str()).collect();

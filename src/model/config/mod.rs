@@ -6,12 +6,12 @@
 //! table, names, references and the stored document; each group of kinds has its own file
 //! with its bodies, checks and tests.
 
-use super::notify::{
+use crate::model::notify::{
     Channel, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
     WebhookSubscription,
 };
-use super::report::ReportBody;
-use super::{GoDuration, Timestamp};
+use crate::model::report::ReportBody;
+use crate::model::{GoDuration, Timestamp};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -111,7 +111,7 @@ pub const KINDS: [Kind; 20] = [
         "time-period",
         CONFIG,
         validate_time_period,
-        body_schema::<super::timeperiod::TimePeriod>,
+        body_schema::<crate::model::timeperiod::TimePeriod>,
     ),
     kind(
         "alert-rules",
@@ -280,7 +280,7 @@ fn validate_as<T: Serialize + for<'de> Deserialize<'de>>(
     body: &mut Map<String, Value>,
 ) -> Result<(), Invalid> {
     let parsed: T =
-        super::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
+        crate::model::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
     if let Value::Object(normal) =
         serde_json::to_value(parsed).map_err(|e| invalid("", e.to_string()))?
     {
@@ -389,7 +389,7 @@ fn check_time_zone(tz: &str) -> Result<(), Invalid> {
 fn check_selector(selector: Option<&str>) -> Result<(), Invalid> {
     match selector {
         Some(s) => s
-            .parse::<super::Selector>()
+            .parse::<crate::model::Selector>()
             .map(|_| ())
             .map_err(|e| invalid("selector", e.to_string())),
         None => Ok(()),
@@ -402,7 +402,7 @@ fn validate_with<T: Serialize + for<'de> Deserialize<'de>>(
     check: impl FnOnce(&T) -> Result<(), Invalid>,
 ) -> Result<(), Invalid> {
     let parsed: T =
-        super::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
+        crate::model::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
     check(&parsed)?;
     if let Value::Object(normal) =
         serde_json::to_value(parsed).map_err(|e| invalid("", e.to_string()))?
