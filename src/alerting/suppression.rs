@@ -59,6 +59,15 @@ pub enum DowntimeCreated {
     KeyReused,
 }
 
+/// A silence's or downtime's selector, checked when it was saved; one that no longer parses
+/// matches nothing (and is logged), never everything.
+fn stored_selector(text: &str) -> Selector {
+    text.parse().unwrap_or_else(|e| {
+        tracing::error!(selector = text, error = %e, "a saved selector no longer parses; it matches nothing");
+        Selector::nothing()
+    })
+}
+
 /// What the active silences and downtimes of a tenant suppress, read once per batch.
 pub struct Suppressions {
     silences: Vec<(Silence, Selector, Option<regex_lite::Regex>)>,
@@ -72,7 +81,7 @@ impl Suppressions {
                 .into_iter()
                 .filter(|s| s.active(now))
                 .map(|s| {
-                    let sel = s.selector.parse().unwrap_or_default();
+                    let sel = stored_selector(&s.selector);
                     let re = (!s.text_regex.is_empty())
                         .then(|| regex_lite::Regex::new(&s.text_regex).ok())
                         .flatten();
@@ -83,7 +92,7 @@ impl Suppressions {
                 .into_iter()
                 .filter(|d| d.active(now))
                 .map(|d| {
-                    let sel = d.selector.parse().unwrap_or_default();
+                    let sel = stored_selector(&d.selector);
                     (d, sel)
                 })
                 .collect(),
@@ -145,7 +154,7 @@ pub async fn start_flexible_downtimes(
                     next = Some(next.map_or(old.start, |n| n.min(old.start)));
                     continue;
                 }
-                let selector: Selector = old.selector.parse().unwrap_or_default();
+                let selector = stored_selector(&old.selector);
                 let mut in_problem = false;
                 for o in tx.tenant_objects(old.tenant_id)? {
                     if old.covers(o.id, o.host_id, &o.labels, &selector)
@@ -434,5 +443,49 @@ impl Alerting {
             by_tenant.insert(tenant, s);
         }
         Ok(TenantSuppressions(by_tenant))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::Severity;
+
+    /// A saved selector that no longer parses silences nothing, where a default would have
+    /// silenced the whole tenant.
+    #[test]
+    fn a_broken_saved_selector_silences_nothing() {
+        let now: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let tenant = Uuid::from_u128(7);
+        let silence = |id: u128, selector: &str| Silence {
+            id: Uuid::from_u128(id),
+            tenant_id: tenant,
+            comment: format!("silence {id}"),
+            selector: selector.into(),
+            text_regex: String::new(),
+            starts_at: now,
+            expires_at: now.plus(Duration::from_secs(3600)),
+            created_at: now,
+            created_by: "test".into(),
+            version: 1,
+        };
+        let alert = Alert {
+            labels: [("site".to_string(), "north".to_string())].into(),
+            ..Alert::open(
+                Uuid::from_u128(1),
+                tenant,
+                "rule".into(),
+                "key".into(),
+                Severity::Critical,
+                "pump".into(),
+                now,
+            )
+        };
+        let broken = Suppressions::new(vec![silence(2, "site in (north")], Vec::new(), now);
+        assert_eq!(broken.reason(&alert, None), None);
+        let south = Suppressions::new(vec![silence(3, "site=south")], Vec::new(), now);
+        assert_eq!(south.reason(&alert, None), None);
+        let north = Suppressions::new(vec![silence(4, "site=north")], Vec::new(), now);
+        assert!(north.reason(&alert, None).is_some());
     }
 }

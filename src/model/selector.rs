@@ -67,6 +67,15 @@ impl Selector {
         self.terms.is_empty()
     }
 
+    /// A selector that matches nothing: what a saved selector that no longer parses (a damaged
+    /// row, a stricter parser after an upgrade) stands for, so that it silences or covers
+    /// nothing rather than everything.
+    pub fn nothing() -> Selector {
+        Selector {
+            terms: vec![Term::In(String::new(), BTreeSet::new())],
+        }
+    }
+
     pub fn matches(&self, labels: &impl Labels) -> bool {
         self.terms.iter().all(|t| t.matches(labels))
     }

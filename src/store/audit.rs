@@ -107,8 +107,11 @@ impl Store {
     pub(super) fn write_checkpoint(&self, head: &ChainHead) {
         let path = self.checkpoint_path();
         let tmp = path.with_extension("tmp");
-        let body = serde_json::to_vec(head).unwrap_or_default();
-        let result = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, &path));
+        // A head that cannot be written out leaves the last checkpoint, never an empty one.
+        let result = serde_json::to_vec(head)
+            .map_err(std::io::Error::other)
+            .and_then(|body| std::fs::write(&tmp, body))
+            .and_then(|()| std::fs::rename(&tmp, &path));
         if let Err(e) = result {
             tracing::error!(error = %e, "could not write the audit checkpoint");
         }

@@ -269,7 +269,10 @@ impl Store {
                 .into_iter()
                 .filter(|d| d.active(now))
                 .map(|d| {
-                    let sel = d.selector.parse().unwrap_or_default();
+                    let sel = d.selector.parse().unwrap_or_else(|e| {
+                        tracing::error!(downtime = %d.id, error = %e, "a saved selector no longer parses; it covers nothing");
+                        Selector::nothing()
+                    });
                     (d, sel)
                 })
                 .collect()
