@@ -198,6 +198,7 @@ impl Auth {
 
 /// A new local account with its first session: the first administrator at setup, or a
 /// self-registered viewer.
+#[derive(Clone, Copy)]
 pub struct NewAccount<'a> {
     pub name: &'a str,
     pub email: &'a str,
@@ -412,6 +413,37 @@ mod expiry_tests {
     use crate::model::Timestamp;
     use crate::runtime::{Clock, TestClock};
     use crate::store::Store;
+
+    /// Two setups at once: the gate re-checked under the mutex lets exactly one through; the
+    /// other is the conflict a racing POST answers with 409. A setup attempt that begins while
+    /// another is handled is marked racing (the handler then skips its early redirect).
+    #[tokio::test]
+    async fn racing_setups_make_one_admin_and_one_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let auth = Auth::new(store, clock, crate::auth::CryptoPolicy::FAST_TEST, 2);
+        let first = auth.setup_attempt();
+        let second = auth.setup_attempt();
+        assert!(!first.racing() && second.racing());
+        drop((first, second));
+        assert!(!auth.setup_attempt().racing(), "none in flight any more");
+        let form = NewAccount {
+            name: "Ada",
+            email: "ada@example.org",
+            password: "a good long password",
+            confirmation: "a good long password",
+            source_ip: "127.0.0.1",
+        };
+        let (a, b) = tokio::join!(auth.setup(form), auth.setup(form));
+        let (won, lost) = if a.is_ok() { (a, b) } else { (b, a) };
+        assert!(won.is_ok());
+        let lost = lost.expect_err("one of two setups loses");
+        assert!(
+            matches!(lost, AuthError::Store(StoreError::Conflict(_))),
+            "the loser is the conflict a racing POST answers with 409: {lost}"
+        );
+    }
 
     /// Sessions expire after their TTL and are purged; driven by a test clock, no sleeping.
     #[tokio::test]
