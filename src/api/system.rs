@@ -23,7 +23,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/readyz", readyz).doc(
             "system",
             "Readiness",
-            "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `event-consumers` (not ok while the alert engine or the webhook dispatcher is more than 60 s behind: stuck, or not keeping up; `info` names the furthest behind; the federation uplink, which waits for the main instance when the network is down, does not count), `results-pipeline`, `workers` (not ok while a background worker waits to be restarted after a panic, with a delay that doubles from 5 s to at most 60 s while it keeps panicking; `info` names them), and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
+            "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `event-consumers` (not ok while the alert engine or the webhook dispatcher is more than 60 s behind: stuck, or not keeping up; `info` names the furthest behind; the federation uplink, which waits for the main instance when the network is down, does not count), `results-pipeline`, `workers` (not ok while a background worker waits to be restarted after a panic, with a delay that doubles from 5 s to at most 60 s while it keeps panicking; `info` names their kinds, such as `event-source`, never a tenant's source), and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         )
             .answers_as(200, JSON, schemas::literal(schemas::readiness)).answers_as(503, JSON, schemas::literal(schemas::readiness)),
         Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition.")
@@ -177,7 +177,14 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
     let journal = st.events.unfiled_reason();
     let bus_depth = st.events.queue_depths().first().map_or(0, |(_, d)| *d);
     let pipeline = st.pipeline.stats();
-    let restarting = st.supervisor.restarting();
+    // `/readyz` answers anyone: the kinds of worker only, never a tenant's source name.
+    let mut restarting: Vec<String> = st
+        .supervisor
+        .restarting()
+        .into_iter()
+        .map(|name| name.split('/').next().unwrap_or_default().to_string())
+        .collect();
+    restarting.dedup();
     let mut hardware = Vec::new();
     if let Some(m) = &st.devices.modem {
         let s = m.status();

@@ -1,5 +1,5 @@
 //! Keeps one listener per enabled event source that listens or polls on its own (`mqtt`,
-//! `snmp`, `email`), each a supervised worker (`event-source/<source>@<tenant>` in the health
+//! `snmp`, `email`), each a supervised worker (`event-source/<source>` in the health
 //! report, restarted with back-off after a panic), started when the source is saved and
 //! restarted or stopped only when that source changes or goes: the catalog's generation says
 //! when to look.
@@ -23,14 +23,14 @@ const LISTENING: [&str; 3] = ["mqtt", "snmp", "email"];
 /// started again.
 const RESTART: Duration = Duration::from_secs(5);
 
-/// A source's listener as a worker, `event-source/<source>@<tenant>` in the health report:
-/// `run` makes its future afresh for every start.
+/// A source's listener as a worker, `event-source/<source>` in the health report (source
+/// names are unique across tenants, so no tenant id shows): `run` makes its future afresh for
+/// every start.
 pub(super) fn task(
     source: &Source,
     run: impl FnMut() -> BoxFuture<'static, ()> + Send + 'static,
 ) -> Task {
-    let instance = format!("{}@{}", source.name, source.tenant);
-    Task::new("event-source", Some(instance), RESTART, run)
+    Task::new("event-source", Some(source.name.clone()), RESTART, run)
 }
 
 pub struct SourceListeners {

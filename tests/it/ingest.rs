@@ -707,7 +707,7 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
             .unwrap()
             .iter()
             .filter_map(|w| w["name"].as_str())
-            .filter(|n| n.starts_with("event-source/plant@"))
+            .filter(|n| *n == "event-source/plant")
             .map(String::from)
             .collect()
     };
