@@ -2,10 +2,12 @@
 
 use super::{AlertError, Alerting, invalid};
 use crate::auth::Principal;
+use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::incident::{Incident, IncidentBody, STATUSES};
+use crate::store::{StoreError, check_version};
 use uuid::Uuid;
 
 fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
@@ -16,6 +18,45 @@ fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
             .map(Some)
             .map_err(|_| invalid("severity", "severity must be critical, warning or info")),
     }
+}
+
+/// `old` with the fields `body` names replaced (`severity` parsed from it) at `now`: status
+/// `resolved` stamps `resolvedAt` once, any other status clears it.
+fn changed(
+    old: &Incident,
+    body: IncidentBody,
+    severity: Option<Severity>,
+    now: Timestamp,
+) -> Incident {
+    let mut i = old.clone();
+    if let Some(t) = body.title {
+        i.title = t.trim().to_string();
+    }
+    if let Some(s) = body.summary {
+        i.summary = s;
+    }
+    if let Some(s) = severity {
+        i.severity = s;
+    }
+    if let Some(l) = body.labels {
+        i.labels = l;
+    }
+    if let Some(x) = body.impact {
+        i.impact = x;
+    }
+    if let Some(x) = body.ticket_url {
+        i.ticket_url = x;
+    }
+    if let Some(ids) = body.alert_ids {
+        i.alert_ids = ids;
+    }
+    if let Some(s) = body.status {
+        i.resolved_at = (s == "resolved").then_some(i.resolved_at.unwrap_or(now));
+        i.status = s;
+    }
+    i.updated_at = now;
+    i.version = old.version + 1;
+    i
 }
 
 impl Alerting {
@@ -71,7 +112,15 @@ impl Alerting {
             version: 1,
         };
         let audit = self.incident_audit(p, actor, "create", incident.id);
-        let incident = self.store.create_incident(incident, audit).await?;
+        let incident = self
+            .store
+            .transact(move |tx| {
+                tx.save_incident(&incident)?;
+                let event = incident.update_event("created");
+                tx.record([audit.after(&incident)], vec![event])?;
+                Ok((incident, true))
+            })
+            .await?;
         Ok(incident)
     }
 
@@ -100,42 +149,23 @@ impl Alerting {
         }
         let now = self.clock.now();
         let audit = self.incident_audit(p, actor, "update", id);
+        let tenant = p.tenant;
         let incident = self
             .store
-            .update_incident(
-                p.tenant,
-                id,
-                expected,
-                move |i| {
-                    if let Some(t) = body.title {
-                        i.title = t.trim().to_string();
+            .transact(move |tx| {
+                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+                check_version(old.version, expected)?;
+                let new = changed(&old, body, severity, now);
+                tx.save_incident(&new)?;
+                if new.status == "resolved" && old.status != "resolved" {
+                    for alert in &new.alert_ids {
+                        tx.disarm_escalation(*alert)?;
                     }
-                    if let Some(s) = body.summary {
-                        i.summary = s;
-                    }
-                    if let Some(s) = severity {
-                        i.severity = s;
-                    }
-                    if let Some(l) = body.labels {
-                        i.labels = l;
-                    }
-                    if let Some(x) = body.impact {
-                        i.impact = x;
-                    }
-                    if let Some(x) = body.ticket_url {
-                        i.ticket_url = x;
-                    }
-                    if let Some(ids) = body.alert_ids {
-                        i.alert_ids = ids;
-                    }
-                    if let Some(s) = body.status {
-                        i.resolved_at = (s == "resolved").then_some(i.resolved_at.unwrap_or(now));
-                        i.status = s;
-                    }
-                    i.updated_at = now;
-                },
-                audit,
-            )
+                }
+                let event = new.update_event("updated");
+                tx.record([audit.before(&old).after(&new)], vec![event])?;
+                Ok((new, true))
+            })
             .await?;
         Ok(incident)
     }
@@ -155,5 +185,61 @@ impl Alerting {
             .store
             .incidents(p.tenant, open_only, before, limit)
             .await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn incident() -> Incident {
+        let at: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        Incident {
+            id: Uuid::from_u128(1),
+            tenant_id: Uuid::from_u128(2),
+            title: "Core switch down".into(),
+            summary: String::new(),
+            severity: Severity::Critical,
+            status: "open".into(),
+            labels: Default::default(),
+            impact: String::new(),
+            ticket_url: String::new(),
+            alert_ids: vec![Uuid::from_u128(3)],
+            created_by: "ops".into(),
+            opened_at: at,
+            updated_at: at,
+            resolved_at: None,
+            version: 4,
+        }
+    }
+
+    #[test]
+    fn a_change_replaces_only_what_the_body_names_and_resolving_stamps_once() {
+        let old = incident();
+        let now: Timestamp = "2026-03-01T09:00:00Z".parse().unwrap();
+        let body = IncidentBody {
+            title: Some("  Core switch flapping ".into()),
+            status: Some("resolved".into()),
+            ..Default::default()
+        };
+        let new = changed(&old, body, Some(Severity::Warning), now);
+        assert_eq!(new.title, "Core switch flapping");
+        assert_eq!(new.severity, Severity::Warning);
+        assert_eq!(new.alert_ids, old.alert_ids);
+        assert_eq!(
+            (new.resolved_at, new.updated_at, new.version),
+            (Some(now), now, 5)
+        );
+        let later: Timestamp = "2026-03-01T10:00:00Z".parse().unwrap();
+        let again = IncidentBody {
+            status: Some("resolved".into()),
+            ..Default::default()
+        };
+        assert_eq!(changed(&new, again, None, later).resolved_at, Some(now));
+        let reopen = IncidentBody {
+            status: Some("open".into()),
+            ..Default::default()
+        };
+        assert_eq!(changed(&new, reopen, None, later).resolved_at, None);
     }
 }

@@ -11,7 +11,7 @@ use crate::model::identity::Actor;
 use crate::model::selector::Selector;
 use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
-use crate::store::suppressions::Idempotent;
+use crate::store::suppressions::IdempotentAnswer;
 use crate::store::{Store, StoreError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -266,7 +266,15 @@ impl Alerting {
             version: 1,
         };
         let audit = self.suppression_audit(p, actor, "silence.create", silence.id);
-        let silence = self.store.create_silence(silence, audit).await?;
+        let silence = self
+            .store
+            .transact(move |tx| {
+                tx.save_silence(&silence)?;
+                tx.record([audit.after(&silence)], vec![silence.event()])?;
+                Ok((silence, true))
+            })
+            .await?;
+        self.store.suppressions_changed();
         Ok(silence)
     }
 
@@ -286,10 +294,19 @@ impl Alerting {
         actor: &Actor,
         id: Uuid,
     ) -> Result<(), AlertError> {
+        let now = self.clock.now();
+        let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "silence.expire", id);
         self.store
-            .expire_silence(p.tenant, id, self.clock.now(), audit)
+            .transact(move |tx| {
+                let old = tx.silence(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let new = old.expired(now);
+                tx.save_silence(&new)?;
+                tx.record([audit.before(&old).after(&new)], Vec::new())?;
+                Ok(((), true))
+            })
             .await?;
+        self.store.suppressions_changed();
         Ok(())
     }
 
@@ -302,7 +319,6 @@ impl Alerting {
         body: DowntimeBody,
         idempotency: Option<(String, Vec<u8>)>,
     ) -> Result<DowntimeCreated, AlertError> {
-        let digest = idempotency.as_ref().map(|(_, d)| d.clone());
         let now = self.clock.now();
         let comment = comment(body.comment)?;
         let start = time("start", body.start.as_deref())?
@@ -367,22 +383,42 @@ impl Alerting {
             version: 1,
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
+        let tenant = p.tenant;
         let created = self
             .store
-            .create_downtime(downtime, audit, idempotency, |d| {
-                (201, serde_json::to_vec(d).unwrap_or_default())
+            .transact(move |tx| {
+                if let Some((key, digest)) = &idempotency {
+                    if let Some(kept) = tx.idempotent_answer(tenant, key, now)? {
+                        let replay = if kept.body_sha256 == *digest {
+                            DowntimeCreated::Replay {
+                                status: kept.status,
+                                body: kept.answer,
+                            }
+                        } else {
+                            DowntimeCreated::KeyReused
+                        };
+                        return Ok((replay, false));
+                    }
+                }
+                tx.save_downtime(&downtime)?;
+                if let Some((key, body_sha256)) = idempotency {
+                    let answer = IdempotentAnswer {
+                        body_sha256,
+                        status: 201,
+                        answer: serde_json::to_vec(&downtime)
+                            .map_err(|e| StoreError::Internal(format!("encode: {e}")))?,
+                        at: now,
+                    };
+                    tx.keep_idempotent_answer(tenant, &key, &answer)?;
+                }
+                tx.record([audit.after(&downtime)], vec![downtime.event()])?;
+                Ok((DowntimeCreated::Created(Box::new(downtime)), true))
             })
             .await?;
-        Ok(match created {
-            Idempotent::Created(d) => DowntimeCreated::Created(Box::new(d)),
-            Idempotent::Replay(answer) if Some(&answer.body_sha256) == digest.as_ref() => {
-                DowntimeCreated::Replay {
-                    status: answer.status,
-                    body: answer.answer,
-                }
-            }
-            Idempotent::Replay(_) => DowntimeCreated::KeyReused,
-        })
+        if matches!(created, DowntimeCreated::Created(_)) {
+            self.store.suppressions_changed();
+        }
+        Ok(created)
     }
 
     /// Every downtime (at most 1000), latest start first; only those in effect with `active`.
@@ -407,23 +443,18 @@ impl Alerting {
         id: Uuid,
     ) -> Result<(), AlertError> {
         let now = self.clock.now();
+        let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "downtime.delete", id);
-        let _ = self
-            .store
-            .change_downtime(
-                p.tenant,
-                id,
-                move |d| {
-                    d.end = d.end.min(now);
-                    d.start = d.start.min(d.end);
-                    if let Some(started) = d.started_at {
-                        let ran = now.since(started).as_secs();
-                        d.duration = d.duration.map(|secs| secs.min(ran));
-                    }
-                },
-                audit,
-            )
+        self.store
+            .transact(move |tx| {
+                let old = tx.downtime(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let new = old.ended(now);
+                tx.save_downtime(&new)?;
+                tx.record([audit.before(&old).after(&new)], Vec::new())?;
+                Ok(((), true))
+            })
             .await?;
+        self.store.suppressions_changed();
         Ok(())
     }
 

@@ -1,15 +1,15 @@
 //! Browser sign-in (SPEC 5.4, 5.6, 5.8, 5.9): sessions, local login with constant-time failures,
 //! the setup gate, self-registration, default administrator seeding, and session purging.
 
-use super::users::{check_password, user_errors};
+use super::users::{check_password, insert_user, user_errors};
 use super::{Auth, AuthError, Principal};
 use crate::model::audit::{AuditDraft, hex};
 use crate::model::identity::{Actor, ActorType, Session, StoredUser};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::StoreError;
-use crate::store::journal::Record;
+use crate::store::{StoreError, Tx};
 use std::sync::Arc;
 use std::time::Duration;
+use uuid::Uuid;
 
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 pub const REMEMBER_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -60,6 +60,11 @@ pub struct SeedSettings {
 }
 
 pub const DEFAULT_ADMIN_EMAIL: &str = "admin@localhost";
+
+/// The setup gate (SPEC 3): open while no local user exists and the tenant has no API token.
+fn setup_gate_open(tx: &Tx, tenant: Uuid) -> Result<bool, StoreError> {
+    Ok(!tx.any_local_user()? && !tx.tenant_has_tokens(tenant)?)
+}
 
 impl Auth {
     fn session(&self, user: &StoredUser, ttl: Duration) -> Result<Session, AuthError> {
@@ -140,7 +145,11 @@ impl Auth {
             format!("user/{}", user.user.id),
         );
         self.store
-            .insert_session(session, Record::new(audit, Vec::new()))
+            .transact(move |tx| {
+                tx.save_session(&session)?;
+                tx.record([audit], Vec::new())?;
+                Ok(((), true))
+            })
             .await?;
         Ok(NewSession { id, ttl })
     }
@@ -188,9 +197,14 @@ impl Auth {
         Ok(self.store.delete_session(id.to_string()).await?)
     }
 
+    /// Whether the setup gate is open; a storage error counts as closed.
     pub async fn setup_open(&self) -> bool {
         match self.store.default_tenant().await {
-            Ok(t) => self.store.setup_open(t.id).await,
+            Ok(t) => self
+                .store
+                .transact(move |tx| Ok((setup_gate_open(tx, t.id)?, false)))
+                .await
+                .unwrap_or(false),
             Err(_) => false,
         }
     }
@@ -262,14 +276,16 @@ impl Auth {
             action,
             format!("user/{}", user.user.id),
         );
-        let _ = self
-            .store
-            .insert_user_with_session(
-                user,
-                session,
-                Self::record("users", audit),
-                only_while_setup_open,
-            )
+        let record = Self::record("users", audit);
+        self.store
+            .transact(move |tx| {
+                if only_while_setup_open && !setup_gate_open(tx, user.user.tenant_id)? {
+                    return Err(StoreError::Conflict("setup already completed".into()));
+                }
+                insert_user(tx, &user, record)?;
+                tx.save_session(&session)?;
+                Ok(((), true))
+            })
             .await
             .map_err(user_errors)?;
         Ok(NewSession {
@@ -357,11 +373,7 @@ impl Auth {
             "user.seed",
             format!("user/{}", user.user.id),
         );
-        match self
-            .store
-            .insert_user(user, Self::record("users", audit))
-            .await
-        {
+        match self.insert_user(user, Self::record("users", audit)).await {
             Ok(_) => Ok(generated.then_some((email, password))),
             Err(StoreError::EmailInUse) => Ok(None),
             Err(e) => Err(e.into()),

@@ -8,6 +8,7 @@ use crate::model::identity::is_permission;
 use crate::model::identity::{
     Actor, ActorType, ApiToken, MintedToken, PersonalTokenRequest, StoredToken, TokenRequest,
 };
+use crate::store::StoreError;
 use std::net::IpAddr;
 use uuid::Uuid;
 
@@ -224,14 +225,17 @@ impl Auth {
             "token.create",
             format!("api-token/{}", meta.id),
         );
+        let record = Self::record("api-tokens", audit);
+        let token = StoredToken {
+            meta: meta.clone(),
+            secret_hash,
+        };
         self.store
-            .insert_token(
-                StoredToken {
-                    meta: meta.clone(),
-                    secret_hash,
-                },
-                Self::record("api-tokens", audit),
-            )
+            .transact(move |tx| {
+                tx.insert_token(&token)?;
+                tx.record([record.audit.after(&token.meta)], record.events)?;
+                Ok(((), true))
+            })
             .await?;
         Ok(MintedToken {
             token: secret,
@@ -348,15 +352,23 @@ impl Auth {
             new_secret().ok_or_else(|| AuthError::Invalid("no randomness available".into()))?;
         let secret_hash = self.hash_secret(secret.clone()).await?;
         let audit = self.audit(p, actor, "token.rotate", format!("api-token/{id}"));
+        let record = Self::record("api-tokens", audit);
+        let prefix = lookup_prefix(&secret);
+        let tenant = p.tenant;
         let meta = self
             .store
-            .rotate_token(
-                p.tenant,
-                id,
-                lookup_prefix(&secret),
-                secret_hash,
-                Self::record("api-tokens", audit),
-            )
+            .transact(move |tx| {
+                let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let mut meta = old.meta.clone();
+                meta.prefix = prefix;
+                meta.version += 1;
+                tx.insert_token(&StoredToken {
+                    meta: meta.clone(),
+                    secret_hash,
+                })?;
+                tx.record([record.audit.before(&old.meta).after(&meta)], record.events)?;
+                Ok((meta, true))
+            })
             .await
             .map_err(not_found)?;
         self.cache_forget(id);
@@ -368,9 +380,14 @@ impl Auth {
 
     pub async fn revoke(&self, p: &Principal, actor: &Actor, id: Uuid) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "token.delete", format!("api-token/{id}"));
-        let _ = self
-            .store
-            .delete_token(p.tenant, id, Self::record("api-tokens", audit))
+        let record = Self::record("api-tokens", audit);
+        let tenant = p.tenant;
+        self.store
+            .transact(move |tx| {
+                let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
+                tx.record([record.audit.before(&old.meta)], record.events)?;
+                Ok(((), true))
+            })
             .await
             .map_err(not_found)?;
         self.cache_forget(id);

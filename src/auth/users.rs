@@ -5,7 +5,8 @@ use super::{Auth, AuthError, Principal};
 use crate::model::identity::{
     Actor, ActorType, ChangePassword, CreateUser, SetPassword, StoredUser, UpdateUser, User,
 };
-use crate::store::StoreError;
+use crate::store::journal::Record;
+use crate::store::{StoreError, Tx};
 use uuid::Uuid;
 
 /// SPEC 5.5: at least 12 Unicode code points, nothing else.
@@ -41,7 +42,62 @@ pub(super) fn user_errors(e: StoreError) -> AuthError {
     }
 }
 
+/// Fails when a change leaves a tenant that had an enabled administrator without one.
+fn guard_last_admin(before: &[User], after: &[User]) -> Result<(), StoreError> {
+    let had = before.iter().any(User::is_enabled_admin);
+    let has = after.iter().any(User::is_enabled_admin);
+    if had && !has {
+        return Err(StoreError::LastAdmin);
+    }
+    Ok(())
+}
+
+/// Saves a new user with its record.
+pub(super) fn insert_user(tx: &Tx, user: &StoredUser, record: Record) -> Result<(), StoreError> {
+    tx.save_user(user)?;
+    tx.record([record.audit.after(&user.user)], record.events)
+}
+
 impl Auth {
+    /// Stores a new user with its record.
+    pub(super) async fn insert_user(
+        &self,
+        user: StoredUser,
+        record: Record,
+    ) -> Result<User, StoreError> {
+        self.store
+            .transact(move |tx| {
+                insert_user(tx, &user, record)?;
+                Ok((user.user, true))
+            })
+            .await
+    }
+
+    /// Applies `change` to a user under the last-administrator guard, with its record.
+    async fn change_user(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        record: Record,
+        change: impl FnOnce(&mut StoredUser) + Send + 'static,
+    ) -> Result<User, AuthError> {
+        self.store
+            .transact(move |tx| {
+                let before = tx.users(tenant)?;
+                let old = tx.user(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let mut new = old.clone();
+                change(&mut new);
+                new.user.version = old.user.version + 1;
+                tx.save_user(&new)?;
+                guard_last_admin(&before, &tx.users(tenant)?)?;
+                let audit = record.audit.before(&old.user).after(&new.user);
+                tx.record([audit], record.events)?;
+                Ok((new.user, true))
+            })
+            .await
+            .map_err(user_errors)
+    }
+
     /// A new local user record (not yet stored).
     pub(super) async fn new_local_user(
         &self,
@@ -103,7 +159,6 @@ impl Auth {
         stored.user.disabled = req.disabled;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
         let user = self
-            .store
             .insert_user(stored, Self::record("users", audit))
             .await?;
         Ok(user)
@@ -139,8 +194,7 @@ impl Auth {
         let now = self.clock.now();
         let audit = self.audit(p, actor, "user.update", format!("user/{id}"));
         let updated = self
-            .store
-            .update_user(p.tenant, id, Self::record("users", audit), move |u| {
+            .change_user(p.tenant, id, Self::record("users", audit), move |u| {
                 if let Some(e) = email {
                     u.user.email = e;
                 }
@@ -155,8 +209,7 @@ impl Auth {
                 }
                 u.user.updated_at = now;
             })
-            .await
-            .map_err(user_errors)?;
+            .await?;
         Ok(updated)
     }
 
@@ -167,8 +220,16 @@ impl Auth {
         id: Uuid,
     ) -> Result<(), AuthError> {
         let audit = self.audit(p, actor, "user.delete", format!("user/{id}"));
+        let record = Self::record("users", audit);
+        let tenant = p.tenant;
         self.store
-            .delete_user(p.tenant, id, Self::record("users", audit))
+            .transact(move |tx| {
+                let before = tx.users(tenant)?;
+                let old = tx.remove_user(tenant, id)?.ok_or(StoreError::NotFound)?;
+                guard_last_admin(&before, &tx.users(tenant)?)?;
+                tx.record([record.audit.before(&old.user)], record.events)?;
+                Ok(((), true))
+            })
             .await
             .map_err(user_errors)?;
         Ok(())
@@ -236,14 +297,11 @@ impl Auth {
     ) -> Result<(), AuthError> {
         let hash = self.hash_secret(password).await?;
         let now = self.clock.now();
-        let _ = self
-            .store
-            .update_user(tenant, id, Self::record("users", audit), move |u| {
-                u.password_hash = Some(hash);
-                u.user.updated_at = now;
-            })
-            .await
-            .map_err(user_errors)?;
+        self.change_user(tenant, id, Self::record("users", audit), move |u| {
+            u.password_hash = Some(hash);
+            u.user.updated_at = now;
+        })
+        .await?;
         Ok(())
     }
 }
@@ -272,5 +330,48 @@ mod tests {
         assert!(check_email("nobody").is_err());
         assert!(check_email("@x").is_err());
         assert!(check_email("a@b@c").is_err());
+    }
+
+    fn user(id: u128, roles: &[&str], disabled: bool) -> User {
+        let at: crate::model::Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        User {
+            id: Uuid::from_u128(id),
+            tenant_id: Uuid::from_u128(9),
+            email: format!("u{id}@example.org"),
+            name: format!("User {id}"),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
+            local: true,
+            subject: String::new(),
+            disabled,
+            last_seen_at: None,
+            created_at: at,
+            updated_at: at,
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn the_last_enabled_administrator_cannot_be_removed_demoted_or_disabled() {
+        let admin = user(1, &["admin"], false);
+        let viewer = user(2, &["viewer"], false);
+        let before = [admin.clone(), viewer.clone()];
+        let demoted = user(1, &["viewer"], false);
+        let disabled = user(1, &["admin"], true);
+        for after in [
+            vec![viewer.clone()],
+            vec![demoted, viewer.clone()],
+            vec![disabled, viewer.clone()],
+        ] {
+            assert!(matches!(
+                guard_last_admin(&before, &after),
+                Err(StoreError::LastAdmin)
+            ));
+        }
+        let second = user(3, &["admin"], false);
+        assert!(guard_last_admin(&[admin, second.clone()], &[second, viewer.clone()]).is_ok());
+        assert!(
+            guard_last_admin(std::slice::from_ref(&viewer), &[]).is_ok(),
+            "a tenant without an administrator may stay without one"
+        );
     }
 }

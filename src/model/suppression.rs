@@ -46,6 +46,16 @@ impl Silence {
         self.starts_at <= now && now < self.expires_at
     }
 
+    /// This silence expired at `now` (`DELETE`): it ends no later than now, and one that had
+    /// not begun never does.
+    pub fn expired(&self, now: Timestamp) -> Silence {
+        let mut s = self.clone();
+        s.expires_at = s.expires_at.min(now);
+        s.starts_at = s.starts_at.min(s.expires_at);
+        s.version += 1;
+        s
+    }
+
     pub fn event(&self) -> EventDraft {
         let mut d = EventDraft::new(
             self.tenant_id,
@@ -116,6 +126,20 @@ impl Downtime {
         }
     }
 
+    /// This downtime ended at `now` (`DELETE`): its window closes no later than now, and a
+    /// started flexible one lasts only as long as it ran.
+    pub fn ended(&self, now: Timestamp) -> Downtime {
+        let mut d = self.clone();
+        d.end = d.end.min(now);
+        d.start = d.start.min(d.end);
+        if let Some(started) = d.started_at {
+            let ran = now.since(started).as_secs();
+            d.duration = d.duration.map(|secs| secs.min(ran));
+        }
+        d.version += 1;
+        d
+    }
+
     /// Whether it covers an object (whose host is `host`): by id, a host's downtime covering
     /// its services, or by `selector` (this downtime's, parsed) on the object's labels.
     pub fn covers(
@@ -141,5 +165,75 @@ impl Downtime {
         d.object_id = self.object_id;
         d.source_id = Some(self.id.to_string());
         d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn silence(starts_at: &str, expires_at: &str) -> Silence {
+        Silence {
+            id: Uuid::from_u128(1),
+            tenant_id: Uuid::from_u128(2),
+            comment: "maintenance".into(),
+            selector: "env=prod".into(),
+            text_regex: String::new(),
+            starts_at: at(starts_at),
+            expires_at: at(expires_at),
+            created_at: at("2026-03-01T00:00:00Z"),
+            created_by: "ops".into(),
+            version: 3,
+        }
+    }
+
+    fn downtime(kind: &str, started_at: Option<&str>, duration: Option<u64>) -> Downtime {
+        Downtime {
+            id: Uuid::from_u128(1),
+            tenant_id: Uuid::from_u128(2),
+            comment: "patching".into(),
+            object_id: Some(Uuid::from_u128(3)),
+            selector: String::new(),
+            kind: kind.into(),
+            start: at("2026-03-01T08:00:00Z"),
+            end: at("2026-03-01T12:00:00Z"),
+            duration,
+            started_at: started_at.map(at),
+            created_at: at("2026-03-01T00:00:00Z"),
+            created_by: "ops".into(),
+            version: 1,
+        }
+    }
+
+    #[test]
+    fn an_expired_silence_ends_now_and_one_not_begun_never_begins() {
+        let now = at("2026-03-01T09:00:00Z");
+        let running = silence("2026-03-01T08:00:00Z", "2026-03-01T10:00:00Z").expired(now);
+        assert_eq!(running.expires_at, now);
+        assert_eq!(running.starts_at, at("2026-03-01T08:00:00Z"));
+        assert_eq!(running.version, 4);
+        assert!(!running.active(now));
+        let ahead = silence("2026-03-02T08:00:00Z", "2026-03-02T10:00:00Z").expired(now);
+        assert_eq!((ahead.starts_at, ahead.expires_at), (now, now));
+        let past = silence("2026-03-01T06:00:00Z", "2026-03-01T07:00:00Z").expired(now);
+        assert_eq!(past.expires_at, at("2026-03-01T07:00:00Z"));
+    }
+
+    #[test]
+    fn an_ended_downtime_closes_its_window_and_keeps_what_a_flexible_one_ran() {
+        let now = at("2026-03-01T09:00:00Z");
+        let fixed = downtime("fixed", None, None).ended(now);
+        assert_eq!((fixed.start, fixed.end), (at("2026-03-01T08:00:00Z"), now));
+        assert!(!fixed.active(now));
+        assert_eq!(fixed.version, 2);
+        let flexible = downtime("flexible", Some("2026-03-01T08:30:00Z"), Some(7200)).ended(now);
+        assert_eq!(flexible.duration, Some(1800));
+        assert!(!flexible.active(now));
+        let early = downtime("fixed", None, None).ended(at("2026-03-01T07:00:00Z"));
+        assert_eq!(early.start, early.end);
     }
 }

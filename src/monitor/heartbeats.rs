@@ -11,7 +11,6 @@ use crate::model::heartbeat::{Heartbeat, HeartbeatBody};
 use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::journal::Record;
 use crate::store::{Store, StoreError};
 use serde_json::json;
 use std::sync::Arc;
@@ -92,14 +91,30 @@ impl Heartbeats {
             updated_at: now,
             version: 1,
         };
-        let record = record(AuditDraft::new(
+        let (audit, event) = record(AuditDraft::new(
             now,
             p.tenant,
             actor,
             "heartbeat.upsert",
             format!("heartbeat/{}", body.name),
         ));
-        let saved = self.store.upsert_heartbeat(h, record).await?;
+        let saved = self
+            .store
+            .transact(move |tx| {
+                let old = tx.heartbeat(h.tenant_id, &h.name)?;
+                let new = match &old {
+                    Some(old) => h.replacing(old),
+                    None => h,
+                };
+                tx.save_heartbeat(&new)?;
+                let audit = match &old {
+                    Some(o) => audit.before(o),
+                    None => audit,
+                };
+                tx.record([audit.after(&new)], vec![event])?;
+                Ok((new, true))
+            })
+            .await?;
         self.wake.notify_one();
         Ok(saved)
     }
@@ -110,14 +125,23 @@ impl Heartbeats {
         actor: &Actor,
         name: String,
     ) -> Result<(), HeartbeatError> {
-        let record = record(AuditDraft::new(
+        let (audit, event) = record(AuditDraft::new(
             self.clock.now(),
             p.tenant,
             actor,
             "heartbeat.delete",
             format!("heartbeat/{name}"),
         ));
-        self.store.delete_heartbeat(p.tenant, name, record).await?;
+        let tenant = p.tenant;
+        self.store
+            .transact(move |tx| {
+                let old = tx
+                    .remove_heartbeat(tenant, &name)?
+                    .ok_or(StoreError::NotFound)?;
+                tx.record([audit.before(&old)], vec![event])?;
+                Ok(((), true))
+            })
+            .await?;
         Ok(())
     }
 
@@ -128,16 +152,20 @@ impl Heartbeats {
     /// Records a beat; a beat that ends a miss reports the recovery.
     pub async fn beat(&self, p: &Principal, name: String) -> Result<(), HeartbeatError> {
         let now = self.clock.now();
+        let tenant = p.tenant;
         self.store
-            .touch_heartbeat(
-                p.tenant,
-                name,
-                move |h| {
-                    h.last_beat = Some(now);
-                    h.missing = false;
-                },
-                |before, after| before.missing.then(|| report(after, true)),
-            )
+            .transact(move |tx| {
+                let old = tx.heartbeat(tenant, &name)?.ok_or(StoreError::NotFound)?;
+                let mut new = old.clone();
+                new.last_beat = Some(now);
+                new.missing = false;
+                tx.save_heartbeat(&new)?;
+                match old.missing {
+                    true => tx.journal(vec![report(&new, true)])?,
+                    false => tx.unrecorded("a heartbeat's last beat, no transition"),
+                }
+                Ok(((), true))
+            })
             .await?;
         Ok(())
     }
@@ -157,18 +185,18 @@ impl Heartbeats {
             }
             // Re-checked inside the write: a beat may have arrived since the read.
             self.store
-                .touch_heartbeat(
-                    h.tenant_id,
-                    h.name.clone(),
-                    move |h| {
-                        if h.overdue(now) {
-                            h.missing = true;
-                        }
-                    },
-                    |before, after| {
-                        (!before.missing && after.missing).then(|| report(after, false))
-                    },
-                )
+                .transact(move |tx| {
+                    let Some(mut stored) = tx.heartbeat(h.tenant_id, &h.name)? else {
+                        return Ok(((), false));
+                    };
+                    if stored.missing || !stored.overdue(now) {
+                        return Ok(((), false));
+                    }
+                    stored.missing = true;
+                    tx.save_heartbeat(&stored)?;
+                    tx.journal(vec![report(&stored, false)])?;
+                    Ok(((), true))
+                })
                 .await?;
         }
         Ok(next)
@@ -176,14 +204,14 @@ impl Heartbeats {
 }
 
 /// The audit entry of a definition's change with its `config` event.
-fn record(audit: AuditDraft) -> Record {
+fn record(audit: AuditDraft) -> (AuditDraft, EventDraft) {
     let event = EventDraft::config(
         audit.tenant_id,
         &["heartbeats"],
         &audit.action,
         &audit.resource,
     );
-    Record::new(audit, vec![event])
+    (audit, event)
 }
 
 /// The `heartbeat_missed` event of a miss, or of its recovery.

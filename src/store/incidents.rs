@@ -4,9 +4,8 @@
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::scoped;
 use super::tables::{ALERTS, INCIDENTS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::alert::Alert;
-use crate::model::audit::AuditDraft;
 use crate::model::incident::Incident;
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -56,52 +55,20 @@ pub(super) fn attach(tx: &WriteTransaction, i: &Incident, ids: &[Uuid]) -> Resul
     Ok(())
 }
 
+impl Tx<'_> {
+    /// Saves an incident and points each of its alerts at it; an alert id the tenant does not
+    /// have is refused.
+    pub fn save_incident(&self, incident: &Incident) -> Result<(), StoreError> {
+        save(self, incident)
+    }
+
+    /// Stops the escalation chain of an alert (its incident was resolved).
+    pub fn disarm_escalation(&self, alert: Uuid) -> Result<(), StoreError> {
+        super::notify::disarm_escalation(self, alert)
+    }
+}
+
 impl Store {
-    /// Creates an incident with its audit entry and `incident_update` event.
-    pub async fn create_incident(
-        self: &Arc<Self>,
-        incident: Incident,
-        audit: AuditDraft,
-    ) -> Result<Incident, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            save(tx, &incident)?;
-            let event = incident.update_event("created");
-            store.record(tx, [audit.after(&incident)], vec![event])?;
-            Ok(incident)
-        })
-        .await
-    }
-
-    /// Changes an incident if `expected` is its stored version.
-    pub async fn update_incident(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        expected: u64,
-        change: impl FnOnce(&mut Incident) + Send + 'static,
-        audit: AuditDraft,
-    ) -> Result<Incident, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let old = load(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
-            super::check_version(old.version, expected)?;
-            let mut new = old.clone();
-            change(&mut new);
-            new.version = old.version + 1;
-            save(tx, &new)?;
-            if new.status == "resolved" && old.status != "resolved" {
-                for alert in &new.alert_ids {
-                    super::notify::disarm_escalation(tx, *alert)?;
-                }
-            }
-            let event = new.update_event("updated");
-            store.record(tx, [audit.before(&old).after(&new)], vec![event])?;
-            Ok(new)
-        })
-        .await
-    }
-
     pub async fn incident(
         self: &Arc<Self>,
         tenant: Uuid,

@@ -54,8 +54,8 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(|e| StoreError::Internal(e.to_string()))?
 }
 
-/// An update's `If-Match` against the stored version.
-fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
+/// Refuses a change made against another version than the stored one (`If-Match`).
+pub fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
     if stored == expected {
         Ok(())
     } else {
@@ -390,6 +390,11 @@ impl Store {
     /// After a write that changed alerts: the escalator and the alert timers look again.
     pub fn alerts_changed(&self) {
         self.escalations.notify_one();
+        self.alert_timers.notify_one();
+    }
+
+    /// After a write that changed silences or downtimes: the alert timers look again.
+    pub fn suppressions_changed(&self) {
         self.alert_timers.notify_one();
     }
 

@@ -6,8 +6,6 @@ use super::keys::scoped;
 use super::tables::{DOWNTIMES, IDEMPOTENT_ANSWERS, SILENCES};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
-use crate::model::audit::AuditDraft;
-use crate::model::event::EventDraft;
 use crate::model::object::Object;
 use crate::model::suppression::{Downtime, Silence};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -31,12 +29,6 @@ pub struct IdempotentAnswer {
 }
 
 /// What a create with an `Idempotency-Key` came to.
-pub enum Idempotent<T> {
-    Created(T),
-    /// The key was used before within 24 h: its answer.
-    Replay(IdempotentAnswer),
-}
-
 fn load<T: DeserializeOwned>(
     tx: &WriteTransaction,
     table: Table,
@@ -69,7 +61,18 @@ fn save<T: Serialize>(
 
 /// Downtimes, and what a flexible one waits for, in a transaction.
 impl Tx<'_> {
-    /// Every tenant's downtimes.
+    pub fn silence(&self, tenant: Uuid, id: Uuid) -> Result<Option<Silence>, StoreError> {
+        load(self, SILENCES, tenant, id)
+    }
+
+    pub fn save_silence(&self, silence: &Silence) -> Result<(), StoreError> {
+        save(self, SILENCES, silence.tenant_id, silence.id, silence)
+    }
+
+    pub fn downtime(&self, tenant: Uuid, id: Uuid) -> Result<Option<Downtime>, StoreError> {
+        load(self, DOWNTIMES, tenant, id)
+    }
+
     pub fn all_downtimes(&self) -> Result<Vec<Downtime>, StoreError> {
         let t = self.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
         let mut out = Vec::new();
@@ -83,56 +86,52 @@ impl Tx<'_> {
         save(self, DOWNTIMES, downtime.tenant_id, downtime.id, downtime)
     }
 
-    /// The tenant's hosts and services.
+    /// The answer kept for the tenant's `Idempotency-Key` `key`, unless older than 24 h at
+    /// `now` (then the key is free again).
+    pub fn idempotent_answer(
+        &self,
+        tenant: Uuid,
+        key: &str,
+        now: Timestamp,
+    ) -> Result<Option<IdempotentAnswer>, StoreError> {
+        let t = self
+            .open_table(IDEMPOTENT_ANSWERS)
+            .map_err(StoreError::from_redb)?;
+        let stored = t
+            .get(scoped(tenant, key.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode::<IdempotentAnswer>(v.value()))
+            .transpose()?;
+        Ok(stored.filter(|a| now.as_millis() - a.at.as_millis() < IDEMPOTENCY_TTL_MS))
+    }
+
+    /// Keeps the answer a request with the tenant's `Idempotency-Key` `key` got.
+    pub fn keep_idempotent_answer(
+        &self,
+        tenant: Uuid,
+        key: &str,
+        answer: &IdempotentAnswer,
+    ) -> Result<(), StoreError> {
+        self.open_table(IDEMPOTENT_ANSWERS)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                scoped(tenant, key.as_bytes()).as_slice(),
+                encode(answer)?.as_slice(),
+            )
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+
     pub fn tenant_objects(&self, tenant: Uuid) -> Result<Vec<Object>, StoreError> {
         super::objects::tenant_objects(self, tenant)
     }
 
-    /// Whether an object is in a hard problem (a hard state other than OK/UP).
     pub fn hard_problem(&self, tenant: Uuid, object: Uuid) -> Result<bool, StoreError> {
         super::states::hard_problem(self, tenant, object)
     }
 }
 
 impl Store {
-    pub async fn create_silence(
-        self: &Arc<Self>,
-        silence: Silence,
-        audit: AuditDraft,
-    ) -> Result<Silence, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            save(tx, SILENCES, silence.tenant_id, silence.id, &silence)?;
-            store.record(tx, [audit.after(&silence)], vec![silence.event()])?;
-            Ok(silence)
-        })
-        .await
-        .inspect(|_| self.alert_timers.notify_one())
-    }
-
-    /// Ends a silence now (`expiresAt` = `now` unless it ended before).
-    pub async fn expire_silence(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        now: Timestamp,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let old: Silence = load(tx, SILENCES, tenant, id)?.ok_or(StoreError::NotFound)?;
-            let mut new = old.clone();
-            new.expires_at = new.expires_at.min(now);
-            new.starts_at = new.starts_at.min(new.expires_at);
-            new.version += 1;
-            save(tx, SILENCES, tenant, id, &new)?;
-            store.record(tx, [audit.before(&old).after(&new)], Vec::new())
-        })
-        .await
-        .inspect(|_| self.alert_timers.notify_one())
-    }
-
-    /// Every silence of the tenant.
     pub async fn silences(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Silence>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
@@ -141,81 +140,6 @@ impl Store {
         .await
     }
 
-    /// Creates a downtime; with an `Idempotency-Key` (key, body hash, the answer made of the
-    /// downtime) the key is checked and its answer saved in the same transaction.
-    pub async fn create_downtime(
-        self: &Arc<Self>,
-        downtime: Downtime,
-        audit: AuditDraft,
-        idempotency: Option<(String, Vec<u8>)>,
-        answer: impl FnOnce(&Downtime) -> (u16, Vec<u8>) + Send + 'static,
-    ) -> Result<Idempotent<Downtime>, StoreError> {
-        let store = self.clone();
-        self.transact(move |tx| {
-            let tenant = downtime.tenant_id;
-            if let Some((key, _)) = &idempotency {
-                let t = tx
-                    .open_table(IDEMPOTENT_ANSWERS)
-                    .map_err(StoreError::from_redb)?;
-                let stored = t
-                    .get(scoped(tenant, key.as_bytes()).as_slice())
-                    .map_err(StoreError::from_redb)?
-                    .map(|v| decode::<IdempotentAnswer>(v.value()))
-                    .transpose()?;
-                if let Some(stored) = stored {
-                    if audit.ts.as_millis() - stored.at.as_millis() < IDEMPOTENCY_TTL_MS {
-                        return Ok((Idempotent::Replay(stored), false));
-                    }
-                }
-            }
-            save(tx, DOWNTIMES, tenant, downtime.id, &downtime)?;
-            if let Some((key, body_sha256)) = idempotency {
-                let (status, answer) = answer(&downtime);
-                let stored = IdempotentAnswer {
-                    body_sha256,
-                    status,
-                    answer,
-                    at: audit.ts,
-                };
-                tx.open_table(IDEMPOTENT_ANSWERS)
-                    .map_err(StoreError::from_redb)?
-                    .insert(
-                        scoped(tenant, key.as_bytes()).as_slice(),
-                        encode(&stored)?.as_slice(),
-                    )
-                    .map_err(StoreError::from_redb)?;
-            }
-            let event: EventDraft = downtime.event();
-            store.record(tx, [audit.after(&downtime)], vec![event])?;
-            Ok((Idempotent::Created(downtime), true))
-        })
-        .await
-        .inspect(|_| self.alert_timers.notify_one())
-    }
-
-    /// Changes a downtime: ends it now (`DELETE`), or starts a flexible one.
-    pub async fn change_downtime(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        change: impl FnOnce(&mut Downtime) + Send + 'static,
-        audit: AuditDraft,
-    ) -> Result<Downtime, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let old: Downtime = load(tx, DOWNTIMES, tenant, id)?.ok_or(StoreError::NotFound)?;
-            let mut new = old.clone();
-            change(&mut new);
-            new.version += 1;
-            save(tx, DOWNTIMES, tenant, id, &new)?;
-            store.record(tx, [audit.before(&old).after(&new)], Vec::new())?;
-            Ok(new)
-        })
-        .await
-        .inspect(|_| self.alert_timers.notify_one())
-    }
-
-    /// Every downtime of the tenant.
     pub async fn downtimes(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Downtime>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;

@@ -1,10 +1,9 @@
 //! API tokens: by tenant and id, and a prefix index for lookup by secret.
 
 use super::codec::{decode, encode, tenant_values};
-use super::journal::Record;
 use super::keys::scoped;
 use super::tables::{TOKEN_PREFIXES, TOKENS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{ApiToken, StoredToken};
 use redb::{ReadableTable, WriteTransaction};
@@ -53,19 +52,24 @@ fn take(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<StoredToken, St
     Ok(old)
 }
 
-impl Store {
-    pub async fn insert_token(
-        self: &Arc<Self>,
-        token: StoredToken,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            put(tx, &token)?;
-            Ok(((), audit.after(&token.meta)))
-        })
-        .await
+/// API tokens in a transaction.
+impl Tx<'_> {
+    /// Saves a new token with its prefix index.
+    pub fn insert_token(&self, token: &StoredToken) -> Result<(), StoreError> {
+        put(self, token)
     }
 
+    /// Removes a token and its prefix index entry; the token, when there was one.
+    pub fn remove_token(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
+        match take(self, tenant, id) {
+            Ok(old) => Ok(Some(old)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Store {
     /// Every token whose secret starts with `prefix` (collisions are possible, if rare).
     pub async fn tokens_by_prefix(
         self: &Arc<Self>,
@@ -100,47 +104,6 @@ impl Store {
                 .into_iter()
                 .map(|t| t.meta)
                 .collect())
-        })
-        .await
-    }
-
-    pub async fn delete_token(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        record: Record,
-    ) -> Result<ApiToken, StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let old = take(tx, tenant, id)?;
-            let audit = audit.before(&old.meta);
-            Ok((old.meta, audit))
-        })
-        .await
-    }
-
-    /// Replaces a token's secret: the old one stops working with this commit.
-    pub async fn rotate_token(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        prefix: String,
-        secret_hash: String,
-        record: Record,
-    ) -> Result<ApiToken, StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let old = take(tx, tenant, id)?;
-            let mut meta = old.meta.clone();
-            meta.prefix = prefix;
-            meta.version += 1;
-            put(
-                tx,
-                &StoredToken {
-                    meta: meta.clone(),
-                    secret_hash,
-                },
-            )?;
-            let audit = audit.before(&old.meta).after(&meta);
-            Ok((meta, audit))
         })
         .await
     }

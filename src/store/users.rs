@@ -1,10 +1,9 @@
 //! Users (by tenant and id, with an instance-wide e-mail index) and sessions (by id).
 
 use super::codec::{decode, encode, tenant_values};
-use super::journal::Record;
 use super::keys::{scoped, tenant_range};
 use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{Session, StoredUser, User};
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
@@ -17,14 +16,6 @@ fn user_key(tenant: Uuid, id: Uuid) -> Vec<u8> {
 
 fn email_key(email: &str) -> String {
     email.trim().to_lowercase()
-}
-
-fn users_of(tx: &WriteTransaction, tenant: Uuid) -> Result<Vec<User>, StoreError> {
-    let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-    Ok(tenant_values::<StoredUser, _>(&users, tenant)?
-        .into_iter()
-        .map(|u| u.user)
-        .collect())
 }
 
 fn put_user(
@@ -59,24 +50,6 @@ fn put_user(
     Ok(())
 }
 
-fn get_user(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<StoredUser, StoreError> {
-    let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-    let row = users
-        .get(user_key(tenant, id).as_slice())
-        .map_err(StoreError::from_redb)?;
-    decode(row.ok_or(StoreError::NotFound)?.value())
-}
-
-/// Fails when a change leaves a tenant that had an enabled administrator without one.
-fn guard_last_admin(before: &[User], after: &[User]) -> Result<(), StoreError> {
-    let had = before.iter().any(User::is_enabled_admin);
-    let has = after.iter().any(User::is_enabled_admin);
-    if had && !has {
-        return Err(StoreError::LastAdmin);
-    }
-    Ok(())
-}
-
 fn read_user(tx: &ReadTransaction, key: &[u8]) -> Result<Option<StoredUser>, StoreError> {
     let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
     users
@@ -86,48 +59,86 @@ fn read_user(tx: &ReadTransaction, key: &[u8]) -> Result<Option<StoredUser>, Sto
         .transpose()
 }
 
-impl Store {
-    pub async fn insert_user(
-        self: &Arc<Self>,
-        user: StoredUser,
-        record: Record,
-    ) -> Result<User, StoreError> {
-        self.mutate(record, move |tx, audit| {
-            put_user(tx, &user, None)?;
-            let audit = audit.after(&user.user);
-            Ok((user.user, audit))
-        })
-        .await
+/// Users and sessions in a transaction. E-mail addresses are unique across the instance: a
+/// save that would reuse one fails with `EmailInUse`.
+impl Tx<'_> {
+    pub fn users(&self, tenant: Uuid) -> Result<Vec<User>, StoreError> {
+        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
+        Ok(tenant_values::<StoredUser, _>(&users, tenant)?
+            .into_iter()
+            .map(|u| u.user)
+            .collect())
     }
 
-    /// The setup gate (SPEC 3): open while no local user exists and the tenant has no API token.
-    fn setup_gate_open(&self, tx: &WriteTransaction, tenant: Uuid) -> Result<bool, StoreError> {
-        let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
+    pub fn user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
+        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
+        users
+            .get(user_key(tenant, id).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    /// Saves a new or changed user with its e-mail index.
+    pub fn save_user(&self, user: &StoredUser) -> Result<(), StoreError> {
+        let old = self.user(user.user.tenant_id, user.user.id)?;
+        put_user(self, user, old.as_ref().map(|o| o.user.email.as_str()))
+    }
+
+    /// Removes a user; the user, when there was one.
+    pub fn remove_user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
+        let Some(old) = self
+            .open_table(USERS)
+            .map_err(StoreError::from_redb)?
+            .remove(user_key(tenant, id).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode::<StoredUser>(v.value()))
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        self.open_table(USER_EMAILS)
+            .map_err(StoreError::from_redb)?
+            .remove(email_key(&old.user.email).as_str())
+            .map_err(StoreError::from_redb)?;
+        Ok(Some(old))
+    }
+
+    pub fn save_session(&self, session: &Session) -> Result<(), StoreError> {
+        self.open_table(SESSIONS)
+            .map_err(StoreError::from_redb)?
+            .insert(session.id.as_str(), encode(session)?.as_slice())
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+
+    /// Whether any tenant has a local (password) user.
+    pub fn any_local_user(&self) -> Result<bool, StoreError> {
+        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
         for row in users.iter().map_err(StoreError::from_redb)? {
             if decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?
                 .user
                 .local
             {
-                return Ok(false);
+                return Ok(true);
             }
         }
-        let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+        Ok(false)
+    }
+
+    /// Whether the tenant has an API token.
+    pub fn tenant_has_tokens(&self, tenant: Uuid) -> Result<bool, StoreError> {
+        let tokens = self.open_table(TOKENS).map_err(StoreError::from_redb)?;
         let (lo, hi) = tenant_range(tenant);
         Ok(tokens
             .range(lo.as_slice()..hi.as_slice())
             .map_err(StoreError::from_redb)?
             .next()
-            .is_none())
+            .is_some())
     }
+}
 
-    /// The gate as a read; a storage error counts as closed.
-    pub async fn setup_open(self: &Arc<Self>, tenant: Uuid) -> bool {
-        let store = self.clone();
-        self.transact(move |tx| Ok((store.setup_gate_open(tx, tenant)?, false)))
-            .await
-            .unwrap_or(false)
-    }
-
+impl Store {
     pub async fn user(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<StoredUser, StoreError> {
         self.read(move |tx| read_user(tx, &user_key(tenant, id))?.ok_or(StoreError::NotFound))
             .await
@@ -173,92 +184,6 @@ impl Store {
                 }
             }
             Ok(false)
-        })
-        .await
-    }
-
-    /// Applies `change` to a user under the e-mail and last-administrator guards.
-    pub async fn update_user(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        record: Record,
-        change: impl FnOnce(&mut StoredUser) + Send + 'static,
-    ) -> Result<User, StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let before = users_of(tx, tenant)?;
-            let old = get_user(tx, tenant, id)?;
-            let mut new = old.clone();
-            change(&mut new);
-            new.user.version = old.user.version + 1;
-            put_user(tx, &new, Some(&old.user.email))?;
-            guard_last_admin(&before, &users_of(tx, tenant)?)?;
-            let audit = audit.before(&old.user).after(&new.user);
-            Ok((new.user, audit))
-        })
-        .await
-    }
-
-    pub async fn delete_user(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let before = users_of(tx, tenant)?;
-            let old = get_user(tx, tenant, id)?;
-            tx.open_table(USERS)
-                .map_err(StoreError::from_redb)?
-                .remove(user_key(tenant, id).as_slice())
-                .map_err(StoreError::from_redb)?;
-            tx.open_table(USER_EMAILS)
-                .map_err(StoreError::from_redb)?
-                .remove(email_key(&old.user.email).as_str())
-                .map_err(StoreError::from_redb)?;
-            guard_last_admin(&before, &users_of(tx, tenant)?)?;
-            Ok(((), audit.before(&old.user)))
-        })
-        .await
-    }
-
-    /// Stores a session; `audit` records the sign-in that minted it.
-    pub async fn insert_session(
-        self: &Arc<Self>,
-        session: Session,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            tx.open_table(SESSIONS)
-                .map_err(StoreError::from_redb)?
-                .insert(session.id.as_str(), encode(&session)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            Ok(((), audit))
-        })
-        .await
-    }
-
-    /// A new user and its first session in one transaction (setup, registration). For setup,
-    /// the gate is re-checked inside the transaction, so a racing second request conflicts.
-    pub async fn insert_user_with_session(
-        self: &Arc<Self>,
-        user: StoredUser,
-        session: Session,
-        record: Record,
-        only_while_setup_open: bool,
-    ) -> Result<User, StoreError> {
-        let store = self.clone();
-        self.mutate(record, move |tx, audit| {
-            if only_while_setup_open && !store.setup_gate_open(tx, user.user.tenant_id)? {
-                return Err(StoreError::Conflict("setup already completed".into()));
-            }
-            put_user(tx, &user, None)?;
-            tx.open_table(SESSIONS)
-                .map_err(StoreError::from_redb)?
-                .insert(session.id.as_str(), encode(&session)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            let audit = audit.after(&user.user);
-            Ok((user.user, audit))
         })
         .await
     }
