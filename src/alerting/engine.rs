@@ -76,7 +76,14 @@ impl AlertEngine {
             .into_iter()
             .map(|d| (d.name, d.body))
             .collect();
-        let compiled = Arc::new(on_cel_stack(|| compile(docs)).unwrap_or_default());
+        let Some(compiled) = on_cel_stack(|| compile(docs)) else {
+            // Not kept: the next batch compiles again rather than run without rules for good.
+            crate::model::fault::internal("alert rules", "compiling the tenant's rules failed");
+            return Err(StoreError::Internal(
+                "alert rules could not be compiled".into(),
+            ));
+        };
+        let compiled = Arc::new(compiled);
         self.rules.insert(tenant, compiled.clone());
         Ok(compiled)
     }

@@ -4,6 +4,7 @@
 use super::AppState;
 use super::error::{Problem, ProblemDoc};
 use super::router::documented_path;
+use crate::model::fault;
 use crate::runtime::Stopwatch;
 use crate::runtime::metrics::{HttpLabels, RouteLabels};
 use axum::body::Body;
@@ -121,7 +122,7 @@ pub async fn render_problems(State(st): State<AppState>, req: Request, next: Nex
         detail: &p.detail,
         instance: &path,
     };
-    let body = serde_json::to_vec(&doc).unwrap_or_default();
+    let body = fault::encoded("a problem document", serde_json::to_vec(&doc));
     res.headers_mut().remove(header::CONTENT_LENGTH);
     *res.body_mut() = Body::from(body);
     res

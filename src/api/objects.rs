@@ -11,6 +11,7 @@ use super::schemas;
 use crate::inventory::objects::BatchRequest;
 use crate::inventory::objects::BatchResult;
 use crate::model::Selector;
+use crate::model::fault;
 use crate::model::object::{EffectiveConfig, ObjectBody, ObjectView};
 use crate::model::object::{Object, ObjectFilter, ObjectKind};
 use axum::Json;
@@ -117,7 +118,7 @@ async fn list(
         items: page
             .items
             .iter()
-            .map(|v| serde_json::to_value(v).unwrap_or_default())
+            .map(|v| fault::encoded("an object", serde_json::to_value(v)))
             .collect(),
         next_cursor: page.next_cursor,
     }))
@@ -150,7 +151,7 @@ async fn list_services(
 fn one(o: &Object) -> impl IntoResponse + use<> {
     (
         etag(o.version),
-        Json(serde_json::to_value(o).unwrap_or_default()),
+        Json(fault::encoded("an object", serde_json::to_value(o))),
     )
 }
 

@@ -293,6 +293,12 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
         })
         .set(i64::try_from(st.pipeline.depth()).unwrap_or(i64::MAX));
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    for (kind, n) in crate::model::fault::counts() {
+        st.metrics
+            .faults
+            .get_or_create(&crate::runtime::metrics::FaultLabels { kind: kind.into() })
+            .set(count(n));
+    }
     let device = |name: &str| crate::runtime::metrics::DeviceLabels {
         device: name.into(),
     };

@@ -386,7 +386,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             devices.clone(),
             programs.scripts.clone(),
             programs.ca_files.clone(),
-        ),
+        )
+        .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
         config.base_url.clone(),
     );
     supervisor.spawn(Escalator(notify.clone()));

@@ -4,6 +4,7 @@
 use super::service::Auth;
 use super::{AuthError, Principal};
 use crate::model::audit::AuditDraft;
+use crate::model::fault;
 use crate::model::identity::{
     Actor, ActorType, Branding, Preferences, PushSubscription, PushUnsubscribe,
 };
@@ -45,7 +46,7 @@ impl Auth {
     pub async fn branding(&self) -> Result<Branding, AuthError> {
         let stored = self.store.setting(Uuid::nil(), BRANDING.into()).await?;
         Ok(stored
-            .and_then(|v| serde_json::from_value(v).ok())
+            .map(|v| fault::decoded("the branding", serde_json::from_value(v)))
             .unwrap_or_default())
     }
 
@@ -65,7 +66,7 @@ impl Auth {
             }
         }
         let audit = self.audit(p, actor, "branding.update", "branding".into());
-        let value = serde_json::to_value(&branding).unwrap_or_default();
+        let value = fault::encoded("the branding", serde_json::to_value(&branding));
         self.keep(Uuid::nil(), BRANDING.into(), Some(value), "branding", audit)
             .await?;
         Ok(branding)
@@ -92,7 +93,7 @@ impl Auth {
         let (tenant, key) = self.preferences_key(p, id).await?;
         let stored = self.store.setting(tenant, key).await?;
         Ok(stored
-            .and_then(|v| serde_json::from_value(v).ok())
+            .map(|v| fault::decoded("preferences", serde_json::from_value(v)))
             .unwrap_or_default())
     }
 
@@ -106,7 +107,7 @@ impl Auth {
         let prefs: Preferences = parse("preferences", body)?;
         let (tenant, key) = self.preferences_key(p, id).await?;
         let audit = self.draft(tenant, actor, "preferences.update", key.clone());
-        let value = serde_json::to_value(&prefs).unwrap_or_default();
+        let value = fault::encoded("preferences", serde_json::to_value(&prefs));
         self.keep(tenant, key, Some(value), "preferences", audit)
             .await?;
         Ok(prefs)
@@ -154,7 +155,7 @@ impl Auth {
             "push-subscription.create",
             key.clone(),
         );
-        let value = serde_json::to_value(&sub).unwrap_or_default();
+        let value = fault::encoded("a push subscription", serde_json::to_value(&sub));
         self.keep(p.home_tenant, key, Some(value), "push-subscriptions", audit)
             .await?;
         Ok(sub)

@@ -3,6 +3,7 @@
 
 use super::Events;
 use crate::model::event::{Event, EventFilter};
+use crate::model::fault;
 use crate::store::events::Position;
 use bytes::Bytes;
 use futures_util::Stream;
@@ -12,7 +13,7 @@ const EXPORT_PAGE: usize = 1000;
 const EXPORT_MAX: usize = 100_000;
 
 fn ndjson_line(e: &Event) -> Vec<u8> {
-    let mut line = serde_json::to_vec(e).unwrap_or_default();
+    let mut line = fault::encoded("an event", serde_json::to_vec(e));
     line.push(b'\n');
     line
 }

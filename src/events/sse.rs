@@ -4,6 +4,7 @@
 
 use super::{Delivery, Events, SSE_BUFFER, SseClient, Subscription};
 use crate::model::event::{Event, EventFilter};
+use crate::model::fault;
 use crate::model::selector::Selector;
 use crate::store::StoreError;
 use bytes::Bytes;
@@ -16,7 +17,7 @@ use uuid::Uuid;
 const PING_EVERY: Duration = Duration::from_secs(15);
 
 fn frame(e: &Event) -> Bytes {
-    let data = serde_json::to_string(e).unwrap_or_default();
+    let data = fault::encoded("an event", serde_json::to_string(e));
     Bytes::from(format!(
         "event: {}\nid: {}\ndata: {data}\n\n",
         e.kind.as_str(),

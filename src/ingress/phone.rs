@@ -10,6 +10,7 @@ use super::{Ingress, Normalized, Source};
 use crate::hw::gsm::{Inbound, Modem};
 use crate::model::alert::{AlertFilter, AlertStatus, ManualAlarm};
 use crate::model::event::Severity;
+use crate::model::fault;
 use crate::model::notify::Contact;
 use crate::runtime::AlertAction;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -156,7 +157,7 @@ impl PhoneInbound {
         let menus = store.docs(tenant, "ivr-menus", None, 1, |_| true).await?;
         let Some(menu) = menus
             .first()
-            .and_then(|d| serde_json::from_str::<Value>(&d.body).ok())
+            .and_then(|d| fault::readable("an IVR menu", serde_json::from_str::<Value>(&d.body)))
         else {
             self.modem.hang_up().await;
             return Ok(());
@@ -202,7 +203,13 @@ impl PhoneInbound {
                     message: option["text"].as_str().map(str::to_string),
                     severity: option["severity"].as_str().map(str::to_string),
                     escalation_policy: option["escalationPolicy"].as_str().map(str::to_string),
-                    labels: serde_json::from_value(option["labels"].clone()).unwrap_or_default(),
+                    labels: match &option["labels"] {
+                        Value::Null => Default::default(),
+                        l => fault::decoded(
+                            "a menu option's labels",
+                            serde_json::from_value(l.clone()),
+                        ),
+                    },
                     ..ManualAlarm::default()
                 };
                 if let Err(e) = alerts.alarm(tenant, alarm, name, "ivr").await {

@@ -13,6 +13,7 @@ use crate::model::config::{
     spec_references, template_spec,
 };
 use crate::model::event::EventDraft;
+use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
 use crate::store::{StoreError, Tx};
@@ -47,7 +48,10 @@ pub struct Planned {
 /// What identifies a plan: its actions, in order.
 fn plan_digest(result: &PlanResult) -> [u8; 32] {
     let mut h = Sha256::new();
-    h.update(serde_json::to_vec(&result.plan).unwrap_or_default());
+    h.update(fault::encoded(
+        "a bundle plan",
+        serde_json::to_vec(&result.plan),
+    ));
     h.finalize().into()
 }
 
@@ -703,7 +707,7 @@ impl Inventory {
                     kind: kind.name.into(),
                     name: name.clone(),
                     host: None,
-                    body: serde_json::from_str(body).unwrap_or_default(),
+                    body: fault::decoded("a configuration document", serde_json::from_str(body)),
                 });
             }
         }
@@ -721,7 +725,7 @@ impl Inventory {
                 kind: if host.is_some() { "service" } else { "host" }.into(),
                 name: name.clone(),
                 host: host.clone(),
-                body: serde_json::to_value(body).unwrap_or_default(),
+                body: fault::encoded("an object", serde_json::to_value(body)),
             });
         }
         Ok(render(&out))

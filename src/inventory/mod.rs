@@ -11,6 +11,7 @@ use crate::model::config::{
     ConfigDoc, Invalid, Kind, METADATA, Reference, check_name, doc_references, take_credentials,
 };
 use crate::model::event::EventDraft;
+use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::runtime::ObjectLabels;
 use crate::runtime::clock::SharedClock;
@@ -254,9 +255,10 @@ impl Inventory {
         if kind.name != "templates" {
             return Ok(());
         }
-        let spec: crate::model::config::ObjectSpec =
-            serde_json::from_value(body.get("spec").cloned().unwrap_or_default())
-                .unwrap_or_default();
+        let spec: crate::model::config::ObjectSpec = match body.get("spec") {
+            Some(spec) => fault::decoded("a template's spec", serde_json::from_value(spec.clone())),
+            None => Default::default(),
+        };
         self.check_template_imports(p.tenant, name, &spec).await
     }
 

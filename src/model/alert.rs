@@ -23,6 +23,16 @@ pub enum AlertStatus {
 }
 
 impl AlertStatus {
+    /// The wire name (`open`, `acked`, `resolved`, `expired`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertStatus::Open => "open",
+            AlertStatus::Acked => "acked",
+            AlertStatus::Resolved => "resolved",
+            AlertStatus::Expired => "expired",
+        }
+    }
+
     /// Open and acked alerts hold their dedup key.
     pub fn is_active(self) -> bool {
         matches!(self, AlertStatus::Open | AlertStatus::Acked)

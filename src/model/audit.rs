@@ -117,7 +117,7 @@ pub fn chain_hash(entry: &AuditEntry) -> String {
     use sha2::{Digest, Sha256};
     let mut unhashed = entry.clone();
     unhashed.hash = String::new();
-    let canonical = serde_json::to_vec(&unhashed).unwrap_or_default();
+    let canonical = super::fault::encoded("an audit entry", serde_json::to_vec(&unhashed));
     let mut h = Sha256::new();
     h.update(entry.prev_hash.as_bytes());
     h.update(&canonical);

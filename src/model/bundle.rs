@@ -168,7 +168,7 @@ pub fn parse(text: &str) -> Result<Vec<BundleDoc>, String> {
 /// Writes documents as a multi-document YAML bundle.
 pub fn render(docs: &[BundleDoc]) -> String {
     docs.iter()
-        .map(|d| serde_yaml_ng::to_string(d).unwrap_or_default())
+        .map(|d| super::fault::encoded("a bundle document", serde_yaml_ng::to_string(d)))
         .collect::<Vec<_>>()
         .join("---\n")
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod discovery;
 pub mod duration;
 pub mod event;
+pub mod fault;
 pub mod hardware;
 pub mod heartbeat;
 pub mod identity;

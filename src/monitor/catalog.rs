@@ -5,6 +5,7 @@
 
 use super::checks::{Command, HostInfo};
 use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
+use crate::model::fault;
 use crate::model::object::{Object, ObjectKind, effective_labels, resolve};
 use crate::model::timeperiod::TimePeriod;
 use crate::model::{GoDuration, Timestamp};
@@ -110,7 +111,13 @@ pub struct Catalog {
 }
 
 fn command_of(doc: &serde_json::Value) -> Command {
-    let line: Vec<String> = serde_json::from_value(doc["line"].clone()).unwrap_or_default();
+    let line: Vec<String> = match &doc["line"] {
+        serde_json::Value::Null => Vec::new(),
+        line => fault::decoded(
+            "a check command's line",
+            serde_json::from_value(line.clone()),
+        ),
+    };
     if doc["type"] == "builtin" {
         return Command::Builtin(line.first().cloned().unwrap_or_default());
     }
@@ -192,7 +199,10 @@ impl Catalog {
         let periods = docs("time-periods")
             .await?
             .into_iter()
-            .filter_map(|d| Some((d.name.clone(), serde_json::from_str(&d.body).ok()?)))
+            .filter_map(|d| {
+                let period = fault::readable("a time period", serde_json::from_str(&d.body))?;
+                Some((d.name.clone(), period))
+            })
             .collect();
         let resolved: Vec<(Object, ObjectSpec, Option<String>, Vec<String>)> = objects
             .into_iter()

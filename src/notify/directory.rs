@@ -6,7 +6,7 @@
 //! eligible preferences' channels are the fallbacks when a channel fails for good.
 
 use super::schedule::{Member, Roster};
-use crate::model::Timestamp;
+use crate::model::{Timestamp, fault};
 use crate::model::alert::rank;
 use crate::model::event::Severity;
 use crate::model::notify::{
@@ -51,7 +51,7 @@ async fn named<T: DeserializeOwned + Send + 'static>(
     Ok(docs
         .into_iter()
         .filter_map(|d| {
-            let body = serde_json::from_str(&d.body).ok()?;
+            let body = fault::readable(kind, serde_json::from_str(&d.body))?;
             Some(Named {
                 id: d.id,
                 doc: d.to_json(),

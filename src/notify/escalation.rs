@@ -107,10 +107,7 @@ pub fn message(
         title: alert.title.clone(),
         summary,
         severity: alert.severity.as_str().to_string(),
-        status: serde_json::to_value(alert.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        status: alert.status.as_str().to_string(),
         labels: alert.labels.clone(),
         object_id: alert.object_id,
         policy: policy.to_string(),

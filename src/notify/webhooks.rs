@@ -8,7 +8,7 @@ use super::Notifier;
 use crate::events::{Consumer, Events};
 use crate::model::event::Event;
 use crate::model::notify::{Delivery, Message, WebhookSubscription};
-use crate::model::{Selector, Timestamp};
+use crate::model::{Selector, Timestamp, fault};
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
@@ -91,9 +91,10 @@ impl WebhookDispatcher {
             .await?
             .into_iter()
             .filter_map(|d| {
-                let body: WebhookSubscription = serde_json::from_str(&d.body).ok()?;
+                let body: WebhookSubscription =
+                    fault::readable("a webhook subscription", serde_json::from_str(&d.body))?;
                 let selector = match body.selector.as_deref() {
-                    Some(s) => Some(s.parse().ok()?),
+                    Some(s) => Some(fault::readable("a webhook subscription's selector", s.parse::<Selector>())?),
                     None => None,
                 };
                 Some(Subscription {

@@ -15,6 +15,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::availability::{DownSpans, union_length};
 use crate::model::config::{ConfigDoc, Invalid};
 use crate::model::event::{EventFilter, EventType};
+use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::notify::{Delivery, Message};
 use crate::model::object::ObjectKind;
@@ -264,10 +265,8 @@ impl Reports {
             }
             Err(e) => return Err(e.into()),
         };
-        let kind = serde_json::from_str::<Value>(&channel.body)
-            .ok()
-            .and_then(|b| b["type"].as_str().map(str::to_string))
-            .unwrap_or_default();
+        let channel_body: Value = fault::decoded("a channel", serde_json::from_str(&channel.body));
+        let kind = channel_body["type"].as_str().unwrap_or_default();
         if kind != "email" {
             return Err(invalid(
                 "params",

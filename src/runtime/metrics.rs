@@ -47,6 +47,12 @@ pub struct SourceLabels {
     pub source: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// `decode` (a stored value that does not decode) or `encode`.
+    pub kind: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub http_requests: Family<HttpLabels, Counter>,
@@ -73,6 +79,8 @@ pub struct Metrics {
     pub ingress_rate_limited: Family<SourceLabels, Gauge>,
     /// Alert rule evaluations stopped for running past their budget.
     pub rule_overruns: Counter,
+    /// Faults since start (`model::fault`), set at scrape time.
+    pub faults: Family<FaultLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -172,9 +180,16 @@ impl Metrics {
             "Alert rule evaluations that ran past their budget (the rule is skipped for a while)",
             rule_overruns.clone(),
         );
+        let faults = Family::<FaultLabels, Gauge>::default();
+        registry.register(
+            "np_faults",
+            "Values since start that did not decode (stored, corrupt) or encode; each is logged at ERROR",
+            faults.clone(),
+        );
         Self {
             registry,
             rule_overruns,
+            faults,
             ingress_received,
             ingress_refused,
             ingress_rate_limited,

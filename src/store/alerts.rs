@@ -50,6 +50,30 @@ fn timer_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
     k
 }
 
+/// The timer an index key names (the inverse of `timer_key`).
+fn due_timer(key: Vec<u8>) -> Result<DueTimer, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("alert timer key of {} bytes", key.len()));
+    let at = key
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(corrupt)?;
+    let at = Timestamp::from_millis(i64::from_be_bytes(at)).ok_or_else(corrupt)?;
+    let tenant = key
+        .get(8..24)
+        .and_then(|b| Uuid::from_slice(b).ok())
+        .ok_or_else(corrupt)?;
+    let alert = key
+        .get(24..40)
+        .and_then(|b| Uuid::from_slice(b).ok())
+        .ok_or_else(corrupt)?;
+    Ok(DueTimer {
+        key,
+        tenant,
+        alert,
+        at,
+    })
+}
+
 /// An alert timer that fell due: the alert's tenant and id, and when it was due.
 pub struct DueTimer {
     key: Vec<u8>,
@@ -231,21 +255,7 @@ impl Tx<'_> {
         let mut due = Vec::new();
         for row in t.range(..end.as_slice()).map_err(StoreError::from_redb)? {
             let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
-            let (at, ids) = key.split_at(8);
-            let ms = i64::from_be_bytes(at.try_into().unwrap_or_default());
-            let (tenant, id) = ids.split_at(16);
-            if let (Ok(tenant), Ok(alert), Some(at)) = (
-                Uuid::from_slice(tenant),
-                Uuid::from_slice(id),
-                Timestamp::from_millis(ms),
-            ) {
-                due.push(DueTimer {
-                    key,
-                    tenant,
-                    alert,
-                    at,
-                });
-            }
+            due.push(due_timer(key)?);
         }
         Ok(due)
     }
@@ -512,5 +522,24 @@ impl Store {
             tenant_values_newest(&t, tenant, before, limit, |a| filter.matches(a))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timer_key_reads_back_and_a_damaged_one_is_corruption() {
+        let at: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
+        let (tenant, alert) = (Uuid::from_u128(7), Uuid::from_u128(9));
+        let key = timer_key(at, tenant, alert);
+        let timer = due_timer(key.clone()).unwrap();
+        assert_eq!((timer.at, timer.tenant, timer.alert), (at, tenant, alert));
+        assert_eq!(timer.key, key);
+        assert!(matches!(
+            due_timer(key[..30].to_vec()),
+            Err(StoreError::Corrupt(_))
+        ));
     }
 }

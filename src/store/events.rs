@@ -229,19 +229,23 @@ impl EventStore {
 
     /// Month files present on disk, oldest first.
     pub fn months(&self) -> Vec<u32> {
-        let mut months: Vec<u32> = std::fs::read_dir(&self.dir)
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .filter_map(|e| {
-                        let name = e.file_name().into_string().ok()?;
-                        name.strip_prefix("events-")?
-                            .strip_suffix(".redb")?
-                            .parse()
-                            .ok()
-                    })
-                    .collect()
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(rd) => rd,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "cannot list the event month files");
+                return Vec::new();
+            }
+        };
+        let mut months: Vec<u32> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("events-")?
+                    .strip_suffix(".redb")?
+                    .parse()
+                    .ok()
             })
-            .unwrap_or_default();
+            .collect();
         months.sort_unstable();
         months
     }

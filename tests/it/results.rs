@@ -732,4 +732,10 @@ async fn performance_data_becomes_queryable_series() {
         metrics.contains("np_queue_depth{queue=\"results\"} 0"),
         "{metrics}"
     );
+    for kind in ["decode", "encode", "internal"] {
+        assert!(
+            metrics.contains(&format!("np_faults{{kind=\"{kind}\"}} 0")),
+            "a healthy server shows no {kind} fault: {metrics}"
+        );
+    }
 }

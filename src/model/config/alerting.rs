@@ -61,11 +61,11 @@ impl AlertRule {
 
     /// A stored rule document's body (validated at save).
     pub fn parse(body: &str) -> Option<AlertRule> {
-        let mut v: Value = serde_json::from_str(body).ok()?;
+        let mut v: Value = fault::readable("an alert rule", serde_json::from_str(body))?;
         if let Some(m) = v.as_object_mut() {
             m.remove("name");
         }
-        serde_json::from_value(v).ok()
+        fault::readable("an alert rule", serde_json::from_value(v))
     }
 }
 
@@ -121,7 +121,7 @@ pub struct AlertGroup {
 
 impl AlertGroup {
     pub fn parse(body: &str) -> Option<AlertGroup> {
-        serde_json::from_str(body).ok()
+        fault::readable("an alert group", serde_json::from_str(body))
     }
 }
 
@@ -161,7 +161,7 @@ pub(super) fn worst_rule() -> String {
 impl BusinessService {
     /// A stored document's body (validated at save).
     pub fn parse(body: &str) -> Option<BusinessService> {
-        serde_json::from_str(body).ok()
+        fault::readable("a business service", serde_json::from_str(body))
     }
 
     /// The SLA window.

@@ -11,7 +11,7 @@ use crate::model::notify::{
     WebhookSubscription,
 };
 use crate::model::report::ReportBody;
-use crate::model::{GoDuration, Timestamp};
+use crate::model::{GoDuration, Timestamp, fault};
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -351,8 +351,10 @@ pub fn doc_references(kind: &str, body: &Map<String, Value>) -> Vec<Reference> {
     match kind {
         "templates" => body
             .get("spec")
-            .and_then(|s| serde_json::from_value(s.clone()).ok())
-            .map(|spec| spec_references(&spec))
+            .map(|s| {
+                let spec = fault::decoded("a template's spec", serde_json::from_value(s.clone()));
+                spec_references(&spec)
+            })
             .unwrap_or_default(),
         "alert-rules" => body
             .get("escalationPolicy")
@@ -430,7 +432,8 @@ pub struct ConfigDoc {
 impl ConfigDoc {
     /// The document as the API shows it: the body's fields, then the metadata.
     pub fn to_json(&self) -> Value {
-        let mut out: Map<String, Value> = serde_json::from_str(&self.body).unwrap_or_default();
+        let mut out: Map<String, Value> =
+            fault::decoded("a configuration document", serde_json::from_str(&self.body));
         out.insert("id".into(), Value::String(self.id.to_string()));
         out.insert("name".into(), Value::String(self.name.clone()));
         out.insert("tenantId".into(), Value::String(self.tenant_id.to_string()));

@@ -66,18 +66,22 @@ pub struct ObjectSpec {
 
 /// A template document's labels.
 pub fn template_labels(body: &str) -> BTreeMap<String, String> {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|b| serde_json::from_value(b["labels"].clone()).ok())
-        .unwrap_or_default()
+    template_field(body, "labels")
 }
 
 /// The object spec inside a template document's body text (empty if it has none).
 pub fn template_spec(body: &str) -> ObjectSpec {
-    serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|b| serde_json::from_value(b["spec"].clone()).ok())
-        .unwrap_or_default()
+    template_field(body, "spec")
+}
+
+/// A field of a template document's body text; empty when absent, and a fault when the body
+/// does not decode.
+fn template_field<T: serde::de::DeserializeOwned + Default>(body: &str, field: &str) -> T {
+    let value = serde_json::from_str::<Value>(body).and_then(|b| match b.get(field) {
+        None | Some(Value::Null) => Ok(T::default()),
+        Some(v) => serde_json::from_value(v.clone()),
+    });
+    crate::model::fault::decoded("a template document", value)
 }
 
 pub(super) fn vars_as_text<'de, D: serde::Deserializer<'de>>(
@@ -153,11 +157,11 @@ pub(super) fn validate_template(body: &mut Map<String, Value>) -> Result<(), Inv
     body.insert("kind".into(), Value::String(kind));
     body.insert(
         "labels".into(),
-        serde_json::to_value(labels).unwrap_or_default(),
+        crate::model::fault::encoded("a template's labels", serde_json::to_value(labels)),
     );
     body.insert(
         "spec".into(),
-        serde_json::to_value(spec).unwrap_or_default(),
+        crate::model::fault::encoded("a template's spec", serde_json::to_value(spec)),
     );
     Ok(())
 }

@@ -26,9 +26,9 @@ pub struct SiteBody {
 }
 
 impl SiteBody {
-    /// The body of a stored `sites` document (an unreadable one is an empty site).
+    /// The body of a stored `sites` document (an unreadable one is an empty site, and a fault).
     pub fn parse(body: &str) -> SiteBody {
-        serde_json::from_str(body).unwrap_or_default()
+        crate::model::fault::decoded("a site document", serde_json::from_str(body))
     }
 }
 

@@ -4,6 +4,7 @@
 //! the ServiceNow Table API.
 
 use super::{Outgoing, SendError, Sent};
+use crate::model::fault;
 use crate::model::notify::Message;
 use crate::model::template;
 use hmac::{Hmac, Mac};
@@ -131,7 +132,7 @@ pub async fn webhook(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sen
             }
             text.into_bytes()
         }
-        None => serde_json::to_vec(&webhook_body(m)).unwrap_or_default(),
+        None => fault::encoded("a webhook body", serde_json::to_vec(&webhook_body(m))),
     };
     for (k, v) in out.config {
         if let Some(name) = k.strip_prefix("header.") {
@@ -163,7 +164,7 @@ pub async fn slack(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent,
         client,
         out.url()?,
         json_headers(),
-        serde_json::to_vec(&body).unwrap_or_default(),
+        fault::encoded("a request body", serde_json::to_vec(&body)),
         None,
     )
     .await
@@ -200,7 +201,7 @@ pub async fn teams(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent,
         client,
         out.url()?,
         json_headers(),
-        serde_json::to_vec(&body).unwrap_or_default(),
+        fault::encoded("a request body", serde_json::to_vec(&body)),
         None,
     )
     .await
@@ -264,7 +265,7 @@ pub async fn gotify(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent
         client,
         &url,
         headers,
-        serde_json::to_vec(&body).unwrap_or_default(),
+        fault::encoded("a request body", serde_json::to_vec(&body)),
         None,
     )
     .await
@@ -305,7 +306,7 @@ pub async fn servicenow(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<
         client,
         &url,
         json_headers(),
-        serde_json::to_vec(&body).unwrap_or_default(),
+        fault::encoded("a request body", serde_json::to_vec(&body)),
         basic,
     )
     .await?;

@@ -70,21 +70,25 @@ pub struct Senders {
 
 impl Senders {
     /// The HTTP client (no redirects followed, every request under a deadline) and the local
-    /// devices and scripts.
-    pub fn new(devices: Devices, scripts: AllowedDirs, ca_files: AllowedDirs) -> Self {
+    /// devices and scripts. Fails when the client cannot be built (no TLS roots): a default
+    /// client would follow redirects.
+    pub fn new(
+        devices: Devices,
+        scripts: AllowedDirs,
+        ca_files: AllowedDirs,
+    ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(SEND_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
-        Self {
+            .build()?;
+        Ok(Self {
             http,
             modem: devices.modem,
             pager: devices.pager,
             scripts,
             ca_files,
-        }
+        })
     }
 }
 
