@@ -6,13 +6,13 @@
 //! eligible preferences' channels are the fallbacks when a channel fails for good.
 
 use super::schedule::{Member, Roster};
-use crate::model::{Timestamp, fault};
 use crate::model::alert::rank;
 use crate::model::event::Severity;
 use crate::model::notify::{
     Channel, Contact, ContactGroup, EscalationPolicy, EscalationTarget, Override, Schedule,
 };
 use crate::model::timeperiod::TimePeriod;
+use crate::model::{Timestamp, fault};
 use crate::store::{Store, StoreError};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;

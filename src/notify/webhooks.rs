@@ -94,7 +94,10 @@ impl WebhookDispatcher {
                 let body: WebhookSubscription =
                     fault::readable("a webhook subscription", serde_json::from_str(&d.body))?;
                 let selector = match body.selector.as_deref() {
-                    Some(s) => Some(fault::readable("a webhook subscription's selector", s.parse::<Selector>())?),
+                    Some(s) => Some(fault::readable(
+                        "a webhook subscription's selector",
+                        s.parse::<Selector>(),
+                    )?),
                     None => None,
                 };
                 Some(Subscription {

@@ -7,43 +7,34 @@
 //! most frequent titles), `oncall` (who is on call now per schedule) and `audit` (users and
 //! their roles).
 
+mod alert_stats;
+mod audit;
+mod availability;
+mod on_call;
 pub mod render;
 
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::audit::AuditDraft;
-use crate::model::availability::{DownSpans, union_length};
 use crate::model::config::{ConfigDoc, Invalid};
-use crate::model::event::{EventFilter, EventType};
 use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::notify::{Delivery, Message};
-use crate::model::object::ObjectKind;
 use crate::model::report::{
-    ArchivedReport, DEFAULT_KEEP, FORMATS, ReportBody, ReportParams, ReportRow, ReportSchedule,
-    ReportTable,
+    ArchivedReport, DEFAULT_KEEP, FORMATS, ReportBody, ReportParams, ReportSchedule, ReportTable,
 };
-use crate::model::selector::Selector;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{ObjectLabels, OnCall};
-use crate::store::events::Position;
 use crate::store::reports::ReportRun;
 use crate::store::{Store, StoreError};
-use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-/// Rows an availability report covers at most.
-const MAX_OBJECTS: usize = 10_000;
-/// Events read per page while summing availability.
-const EVENT_PAGE: usize = 10_000;
-/// Titles an alert-stats report lists.
-const TOP_TITLES: usize = 20;
 /// The longest the schedule sweep sleeps (it is woken by configuration changes and wakes
 /// at the next due run).
 const SWEEP: Duration = Duration::from_secs(3600);
@@ -368,286 +359,6 @@ impl Reports {
         Ok(table)
     }
 
-    async fn availability(
-        &self,
-        tenant: Uuid,
-        params: &ReportParams,
-        table: &mut ReportTable,
-    ) -> Result<(), ReportError> {
-        let selector: Option<Selector> = match params.selector.as_str() {
-            "" => None,
-            s => Some(
-                s.parse()
-                    .map_err(|e| invalid("selector", format!("params.selector: {e}")))?,
-            ),
-        };
-        let labels = self.labels.labels_of(tenant).await;
-        let effective = labels.clone();
-        let objects = self
-            .store
-            .objects(tenant, None, MAX_OBJECTS, move |o| {
-                selector
-                    .as_ref()
-                    .is_none_or(|s| s.matches(&effective(o.id).unwrap_or_else(|| o.labels.clone())))
-            })
-            .await?;
-        let hosts = self
-            .store
-            .host_names(tenant, objects.iter().filter_map(|o| o.host_id).collect())
-            .await?;
-        let states: HashMap<Uuid, _> = self
-            .store
-            .all_states(tenant, labels)
-            .await?
-            .into_iter()
-            .map(|s| (s.object_id, s))
-            .collect();
-        let now = table.generated_at.as_millis();
-        let window_ms = i64::from(params.window_days) * 86_400_000;
-        let from = now - window_ms;
-        let mut trackers: HashMap<Uuid, DownSpans> = objects
-            .iter()
-            .map(|o| (o.id, DownSpans::new(from)))
-            .collect();
-        let filter = EventFilter {
-            tenant_id: tenant,
-            types: vec![EventType::StateChange],
-            from: Timestamp::from_millis(from),
-            ..Default::default()
-        };
-        let mut after = None;
-        loop {
-            let page = self
-                .events
-                .ascending(filter.clone(), after, EVENT_PAGE)
-                .await?;
-            for e in &page {
-                if let Some(t) = e.object_id.and_then(|o| trackers.get_mut(&o)) {
-                    t.observe(e);
-                }
-            }
-            match page.last() {
-                Some(last) if page.len() == EVENT_PAGE => after = Position::of_id(last.id),
-                _ => break,
-            }
-        }
-        let sla = table.kind == "sla";
-        table.columns = vec!["object".into(), "kind".into(), "availability %".into()];
-        if sla {
-            table
-                .columns
-                .extend(["target %", "budget", "down", "budget left"].map(String::from));
-        } else {
-            table.columns.push("down".into());
-        }
-        let budget_ms = (window_ms as f64 * (1.0 - params.target / 100.0)).round() as i64;
-        let (mut below, mut sum) = (0, 0.0);
-        for o in &objects {
-            let spans = trackers
-                .remove(&o.id)
-                .map(|t| t.finish(states.get(&o.id), now))
-                .unwrap_or_default();
-            let down_ms = union_length(spans);
-            let availability = 100.0 * (1.0 - down_ms as f64 / window_ms.max(1) as f64);
-            sum += availability;
-            let met = availability >= params.target;
-            if !met {
-                below += 1;
-            }
-            let name = match o.host_id.and_then(|h| hosts.get(&h)) {
-                Some(host) => format!("{host}/{}", o.name),
-                None => o.name.clone(),
-            };
-            let kind = match o.kind {
-                ObjectKind::Host => "host",
-                ObjectKind::Service => "service",
-            };
-            // Floored, so that 100.000 means never down.
-            let shown = (availability * 1000.0).floor() / 1000.0;
-            let mut values = vec![kind.to_string(), format!("{shown:.3}")];
-            if sla {
-                values.push(format!("{}", params.target));
-                values.push(duration(budget_ms));
-                values.push(duration(down_ms));
-                values.push(duration((budget_ms - down_ms).max(0)));
-            } else {
-                values.push(duration(down_ms));
-            }
-            table.rows.push(ReportRow {
-                name,
-                values,
-                class: if met { "ok" } else { "critical" }.into(),
-            });
-        }
-        let mean = if objects.is_empty() {
-            100.0
-        } else {
-            sum / objects.len() as f64
-        };
-        table.totals.insert("objects".into(), json!(objects.len()));
-        table.totals.insert("belowTarget".into(), json!(below));
-        table.totals.insert("target".into(), json!(params.target));
-        table.totals.insert(
-            "meanAvailability".into(),
-            json!((mean * 1000.0).round() / 1000.0),
-        );
-        Ok(())
-    }
-
-    async fn alert_stats(
-        &self,
-        tenant: Uuid,
-        params: &ReportParams,
-        table: &mut ReportTable,
-    ) -> Result<(), ReportError> {
-        const PAGE: usize = 500;
-        let from = table.generated_at.as_millis() - i64::from(params.window_days) * 86_400_000;
-        #[derive(Default)]
-        struct Tally {
-            count: u64,
-            acked: u64,
-            ack_ms: i64,
-            resolved: u64,
-            resolve_ms: i64,
-        }
-        impl Tally {
-            fn add(&mut self, a: &crate::model::alert::Alert) {
-                self.count += 1;
-                if let Some(at) = a.acked_at {
-                    self.acked += 1;
-                    self.ack_ms += at.as_millis() - a.opened_at.as_millis();
-                }
-                if let Some(at) = a.resolved_at {
-                    self.resolved += 1;
-                    self.resolve_ms += at.as_millis() - a.opened_at.as_millis();
-                }
-            }
-            fn mean(total: i64, n: u64) -> String {
-                match i64::try_from(n) {
-                    Ok(n) if n > 0 => duration(total / n),
-                    _ => "-".into(),
-                }
-            }
-        }
-        let mut all = Tally::default();
-        let mut by_title: HashMap<String, Tally> = HashMap::new();
-        let mut by_severity: BTreeMap<String, u64> = BTreeMap::new();
-        let mut before = None;
-        'pages: loop {
-            let page = self
-                .store
-                .alerts(tenant, Default::default(), before, PAGE)
-                .await?;
-            for a in &page {
-                if a.opened_at.as_millis() < from {
-                    break 'pages;
-                }
-                all.add(a);
-                by_title.entry(a.title.clone()).or_default().add(a);
-                *by_severity
-                    .entry(a.severity.as_str().to_string())
-                    .or_default() += 1;
-            }
-            match page.last() {
-                Some(last) if page.len() == PAGE => before = Some(last.id),
-                _ => break,
-            }
-        }
-        let mut titles: Vec<(String, Tally)> = by_title.into_iter().collect();
-        titles.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-        table.columns = [
-            "title",
-            "alerts",
-            "acknowledged",
-            "resolved",
-            "mtta",
-            "mttr",
-        ]
-        .map(String::from)
-        .to_vec();
-        for (title, t) in titles.into_iter().take(TOP_TITLES) {
-            table.rows.push(ReportRow {
-                name: title,
-                values: vec![
-                    t.count.to_string(),
-                    t.acked.to_string(),
-                    t.resolved.to_string(),
-                    Tally::mean(t.ack_ms, t.acked),
-                    Tally::mean(t.resolve_ms, t.resolved),
-                ],
-                class: String::new(),
-            });
-        }
-        table.totals.insert("alerts".into(), json!(all.count));
-        table.totals.insert("acknowledged".into(), json!(all.acked));
-        table.totals.insert("resolved".into(), json!(all.resolved));
-        table
-            .totals
-            .insert("mtta".into(), json!(Tally::mean(all.ack_ms, all.acked)));
-        table.totals.insert(
-            "mttr".into(),
-            json!(Tally::mean(all.resolve_ms, all.resolved)),
-        );
-        table.totals.insert("bySeverity".into(), json!(by_severity));
-        Ok(())
-    }
-
-    async fn on_call(&self, tenant: Uuid, table: &mut ReportTable) -> Result<(), ReportError> {
-        let roster = self
-            .oncall
-            .on_call_now(tenant)
-            .await
-            .map_err(|e| ReportError::Store(StoreError::Internal(e)))?;
-        table.columns = vec!["schedule".into(), "on call now".into()];
-        let uncovered = roster.iter().filter(|(_, who)| who.is_empty()).count();
-        table.totals.insert("schedules".into(), json!(roster.len()));
-        table.totals.insert("uncovered".into(), json!(uncovered));
-        for (schedule, who) in roster {
-            table.rows.push(ReportRow {
-                name: schedule,
-                class: if who.is_empty() { "critical" } else { "ok" }.into(),
-                values: vec![if who.is_empty() {
-                    "nobody".into()
-                } else {
-                    who.join(", ")
-                }],
-            });
-        }
-        Ok(())
-    }
-
-    async fn audit(&self, tenant: Uuid, table: &mut ReportTable) -> Result<(), ReportError> {
-        let mut users = self.store.users(tenant).await?;
-        users.sort_by(|a, b| a.email.cmp(&b.email));
-        table.columns = ["user", "name", "roles", "sign-in", "disabled", "last seen"]
-            .map(String::from)
-            .to_vec();
-        let admins = users
-            .iter()
-            .filter(|u| !u.disabled && u.roles.iter().any(|r| r == "admin"))
-            .count();
-        table.totals.insert("users".into(), json!(users.len()));
-        table.totals.insert("enabledAdmins".into(), json!(admins));
-        table.totals.insert(
-            "disabled".into(),
-            json!(users.iter().filter(|u| u.disabled).count()),
-        );
-        for u in users {
-            table.rows.push(ReportRow {
-                values: vec![
-                    u.name.clone(),
-                    u.roles.join(", "),
-                    if u.local { "local" } else { "directory" }.into(),
-                    if u.disabled { "yes" } else { "no" }.into(),
-                    u.last_seen_at.map(|t| t.to_string()).unwrap_or_default(),
-                ],
-                class: if u.disabled { "warning" } else { "" }.into(),
-                name: u.email,
-            });
-        }
-        Ok(())
-    }
-
     /// Runs every scheduled report whose current slot has not run yet (a slot missed while
     /// the server was down runs once when it is back, older ones not at all); returns when
     /// the next one is due.
@@ -727,6 +438,20 @@ fn encode(table: &ReportTable, format: &str) -> Result<Vec<u8>, ReportError> {
 /// Milliseconds as a Go duration (`1h2m3s`), to the second.
 fn duration(ms: i64) -> String {
     GoDuration(Duration::from_secs(u64::try_from(ms / 1000).unwrap_or(0))).to_string()
+}
+
+/// A table with no columns, rows or totals yet, for the report types' unit tests.
+#[cfg(test)]
+fn empty_table(kind: &str) -> ReportTable {
+    ReportTable {
+        title: "test".into(),
+        kind: kind.into(),
+        generated_at: "2026-03-01T08:00:00Z".parse().unwrap(),
+        window_days: 30,
+        columns: Vec::new(),
+        rows: Vec::new(),
+        totals: Map::new(),
+    }
 }
 
 /// The schedule sweep: at the next due run, or when the configuration changed.
