@@ -186,18 +186,34 @@ async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize) -> f64 {
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// Stops Icinga 2 and every process it forked (some leave the child's process group): SIGTERM
-/// to the group, then, once the child has exited, SIGKILL to whatever still runs on this
-/// bench's configuration file.
+/// Stops Icinga 2 and every process it forked (its own process group): SIGTERM to the group,
+/// up to 10 s for the child to exit, then SIGKILL to the group and to whatever still runs on
+/// this bench's configuration file (some forks leave the group). Says so if any survived.
 fn stop_icinga(child: &mut Child, dir: &Path) {
-    let _ = Command::new("kill")
-        .args(["-TERM", "--", &format!("-{}", child.id())])
-        .status();
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let group = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let _ = killpg(group, Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = killpg(group, Signal::SIGKILL);
     let _ = child.wait();
     let _ = Command::new("pkill")
         .args(["-KILL", "-f"])
         .arg(dir.join("icinga2.conf"))
         .status();
+    std::thread::sleep(Duration::from_millis(200));
+    let left = Command::new("pgrep")
+        .arg("-f")
+        .arg(dir.join("icinga2.conf"))
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if left {
+        println!("  warning: Icinga 2 processes of this run are still running");
+    }
 }
 
 fn main() {

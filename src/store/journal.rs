@@ -103,6 +103,24 @@ fn unpack(seq: u64, mut packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
     Ok(out)
 }
 
+/// The id of a journal row's last event (its events are in id order), decoding that id alone.
+fn last_id(seq: u64, mut packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: Uuid,
+    }
+    let cut = || StoreError::Corrupt(format!("journal row {seq} cut short"));
+    let mut last = None;
+    while !packed.is_empty() {
+        let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(cut)?;
+        let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| cut())?;
+        let (row, rest) = rest.split_at_checked(len).ok_or_else(cut)?;
+        last = Some(row);
+        packed = rest;
+    }
+    last.map(|row| decode::<Id>(row).map(|e| e.id)).transpose()
+}
+
 impl Store {
     /// Gives a draft its id and time: the id is minted from the store's clock, the time read
     /// back from the id, so both always agree.
@@ -233,6 +251,12 @@ impl Store {
             let mut pending = Vec::new();
             for row in t.iter().map_err(StoreError::from_redb)? {
                 let (seq, packed) = row.map_err(StoreError::from_redb)?;
+                // Rows the reader is past are skipped without decoding their events.
+                if let Some(after) = after
+                    && last_id(seq.value(), packed.value())?.is_none_or(|last| last <= after)
+                {
+                    continue;
+                }
                 pending.extend(
                     unpack(seq.value(), packed.value())?
                         .into_iter()
@@ -425,5 +449,8 @@ mod tests {
             unpack(7, &packed[..packed.len() - 1]).is_err(),
             "a cut row is corrupt"
         );
+        assert_eq!(last_id(7, &packed).unwrap(), Some(uuid::Uuid::from_u128(12)));
+        assert_eq!(last_id(7, &[]).unwrap(), None);
+        assert!(last_id(7, &packed[..packed.len() - 1]).is_err());
     }
 }
