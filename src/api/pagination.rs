@@ -1,6 +1,6 @@
 //! The one keyset pagination helper (SPEC 8): `limit` and `cursor` in, `{items, nextCursor?}` out.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// Per-endpoint defaults and maxima.
 #[derive(Clone, Copy, Debug)]
@@ -79,13 +79,7 @@ impl PageQuery {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
-}
+pub use crate::model::page::Page;
 
 impl<T> Page<T> {
     /// A page of items fetched with `req.limit`; `nextCursor` is the last item's key when the

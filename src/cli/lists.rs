@@ -1,9 +1,17 @@
 //! The tables `list`, `get`, `oncall`, `sites`, `audit`, `plan` and `describe` print.
 
 use super::*;
+use crate::model::alert::Alert;
+use crate::model::audit::AuditEntry;
+use crate::model::event::Event;
+use crate::model::identity::ApiToken;
+use crate::model::incident::Incident;
+use crate::model::page::Page;
+use crate::model::suppression::{Downtime, Silence};
 
-/// A list as a table; `wide` adds columns and keeps long text whole.
-pub(super) type Render = fn(&Value, bool) -> String;
+/// A list as a table; `wide` adds columns and keeps long text whole. Lists of the wire types
+/// `model` shares with the server are read as those types.
+pub(super) type Render = fn(&Value, bool) -> Result<String, CliError>;
 
 /// How much of a long text a column shows.
 pub(super) fn text_width(wide: bool) -> usize {
@@ -27,7 +35,7 @@ pub(super) fn live(o: &Value) -> String {
     state_name(o["kind"].as_str().unwrap_or("service"), &o["state"])
 }
 
-pub(super) fn hosts(v: &Value, wide: bool) -> String {
+pub(super) fn hosts(v: &Value, wide: bool) -> Result<String, CliError> {
     let list = items(v);
     let mut rows: Vec<Vec<String>> = list
         .iter()
@@ -52,10 +60,10 @@ pub(super) fn hosts(v: &Value, wide: bool) -> String {
             ]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn services(v: &Value, wide: bool) -> String {
+pub(super) fn services(v: &Value, wide: bool) -> Result<String, CliError> {
     let list = items(v);
     let mut rows: Vec<Vec<String>> = list
         .iter()
@@ -79,10 +87,10 @@ pub(super) fn services(v: &Value, wide: bool) -> String {
             ]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn problems(v: &Value, wide: bool) -> String {
+pub(super) fn problems(v: &Value, wide: bool) -> Result<String, CliError> {
     let now = now();
     let list = items(v);
     let mut rows: Vec<Vec<String>> = list
@@ -114,21 +122,21 @@ pub(super) fn problems(v: &Value, wide: bool) -> String {
             vec![cell(&list[i]["object"]["id"], 40)]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn alerts(v: &Value, wide: bool) -> String {
+pub(super) fn alerts(v: &Value, wide: bool) -> Result<String, CliError> {
     let now = now();
-    let list = items(v);
+    let list = wire::<Page<Alert>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|a| {
             vec![
-                cell(&a["id"], 40),
-                cell(&a["status"], 10),
-                cell(&a["severity"], 10),
-                age(&a["openedAt"], now),
-                cell(&a["title"], text_width(wide)),
+                a.id.to_string(),
+                a.status.as_str().into(),
+                a.severity.as_str().into(),
+                since(Some(a.opened_at.0), now),
+                text(&a.title, text_width(wide)),
             ]
         })
         .collect();
@@ -141,82 +149,77 @@ pub(super) fn alerts(v: &Value, wide: bool) -> String {
             |i| {
                 let a = &list[i];
                 vec![
-                    cell(&a["dedupKey"], 80),
-                    cell(&a["ackedBy"], 40),
-                    cell(&a["objectId"], 40),
+                    text(&a.dedup_key, 80),
+                    shown(a.acked_by.as_deref(), 40),
+                    shown(a.object_id, 40),
                 ]
             },
         );
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn incidents(v: &Value, wide: bool) -> String {
+pub(super) fn incidents(v: &Value, wide: bool) -> Result<String, CliError> {
     let now = now();
-    let list = items(v);
+    let list = wire::<Page<Incident>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|i| {
             vec![
-                cell(&i["id"], 40),
-                cell(&i["status"], 12),
-                age(&i["createdAt"], now),
-                cell(&i["title"], text_width(wide)),
+                i.id.to_string(),
+                text(&i.status, 12),
+                since(Some(i.opened_at.0), now),
+                text(&i.title, text_width(wide)),
             ]
         })
         .collect();
     let mut header = vec!["ID", "STATUS", "AGE", "TITLE"];
     if wide {
         widen(&mut header, &mut rows, &["LABELS", "SUMMARY"], |i| {
-            vec![labels(&list[i]["labels"]), cell(&list[i]["summary"], 1000)]
+            vec![label_map(&list[i].labels), text(&list[i].summary, 1000)]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn silences(v: &Value, wide: bool) -> String {
-    let list = items(v);
+pub(super) fn silences(v: &Value, wide: bool) -> Result<String, CliError> {
+    let list = wire::<Page<Silence>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|s| {
             vec![
-                cell(&s["id"], 40),
-                cell(&s["selector"], 40),
-                cell(&s["textRegex"], 30),
-                cell(&s["expiresAt"], 30),
-                cell(&s["comment"], if wide { 1000 } else { 40 }),
+                s.id.to_string(),
+                text(&s.selector, 40),
+                text(&s.text_regex, 30),
+                s.expires_at.to_string(),
+                text(&s.comment, if wide { 1000 } else { 40 }),
             ]
         })
         .collect();
     let mut header = vec!["ID", "SELECTOR", "TEXT", "EXPIRES", "COMMENT"];
     if wide {
         widen(&mut header, &mut rows, &["STARTS", "CREATED BY"], |i| {
-            vec![
-                cell(&list[i]["startsAt"], 30),
-                cell(&list[i]["createdBy"], 40),
-            ]
+            vec![list[i].starts_at.to_string(), text(&list[i].created_by, 40)]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn downtimes(v: &Value, wide: bool) -> String {
-    let list = items(v);
+pub(super) fn downtimes(v: &Value, wide: bool) -> Result<String, CliError> {
+    let list = wire::<Page<Downtime>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|d| {
-            let target = if d["objectId"].is_string() {
-                &d["objectId"]
-            } else {
-                &d["selector"]
-            };
+            let target = d
+                .object_id
+                .map_or_else(|| text(&d.selector, 40), |o| o.to_string());
             vec![
-                cell(&d["id"], 40),
-                cell(&d["type"], 10),
-                cell(target, 40),
-                cell(&d["start"], 30),
-                cell(&d["end"], 30),
-                cell(&d["comment"], if wide { 1000 } else { 40 }),
+                d.id.to_string(),
+                text(&d.kind, 10),
+                target,
+                d.start.to_string(),
+                d.end.to_string(),
+                text(&d.comment, if wide { 1000 } else { 40 }),
             ]
         })
         .collect();
@@ -224,29 +227,29 @@ pub(super) fn downtimes(v: &Value, wide: bool) -> String {
     if wide {
         widen(&mut header, &mut rows, &["DURATION", "CREATED BY"], |i| {
             vec![
-                cell(&list[i]["duration"], 20),
-                cell(&list[i]["createdBy"], 40),
+                shown(list[i].duration.map(|s| format!("{s}s")), 20),
+                text(&list[i].created_by, 40),
             ]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
-pub(super) fn events(v: &Value, wide: bool) -> String {
-    let list = items(v);
+pub(super) fn events(v: &Value, wide: bool) -> Result<String, CliError> {
+    let list = wire::<Page<Event>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|e| {
-            let p = &e["payload"];
+            let p = &e.payload;
             let what = [&p["title"], &p["output"], &p["summary"], &p["name"]]
                 .into_iter()
                 .find(|x| x.is_string())
                 .unwrap_or(&Value::Null);
             vec![
-                cell(&e["ts"], 30),
-                cell(&e["type"], 24),
-                cell(&e["severity"], 10),
-                cell(&e["objectId"], 40),
+                e.ts.to_string(),
+                e.kind.as_str().into(),
+                shown(e.severity.map(|s| s.as_str()), 10),
+                shown(e.object_id, 40),
                 cell(what, text_width(wide)),
             ]
         })
@@ -254,10 +257,13 @@ pub(super) fn events(v: &Value, wide: bool) -> String {
     let mut header = vec!["TIME", "TYPE", "SEVERITY", "OBJECT", "WHAT"];
     if wide {
         widen(&mut header, &mut rows, &["SOURCE", "ID"], |i| {
-            vec![cell(&list[i]["sourceId"], 40), cell(&list[i]["id"], 40)]
+            vec![
+                shown(list[i].source_id.as_deref(), 40),
+                list[i].id.to_string(),
+            ]
         });
     }
-    table(&header, &rows)
+    Ok(table(&header, &rows))
 }
 
 pub(super) fn oncall(v: &Value) -> String {
@@ -289,39 +295,36 @@ pub(super) fn oncall(v: &Value) -> String {
     table(&["SCHEDULE", "ON CALL", "UNTIL"], &rows)
 }
 
-pub(super) fn tokens(v: &Value) -> String {
+pub(super) fn tokens(v: &Value) -> Result<String, CliError> {
     let now = now();
-    let joined = |list: &Value| {
-        list.as_array()
-            .map(|a| a.iter().map(|s| cell(s, 40)).collect::<Vec<_>>().join(","))
-            .unwrap_or_default()
-    };
-    let rows: Vec<Vec<String>> = items(v)
+    let rows: Vec<Vec<String>> = wire::<Page<ApiToken>>(v)?
+        .items
         .iter()
         .map(|t| {
-            let access = if t["owner"].is_string() {
+            let access = if t.owner.is_some() {
                 "as its user".to_string()
             } else {
-                [joined(&t["scopes"]), joined(&t["roles"])]
+                [t.scopes.join(","), t.roles.join(",")]
                     .into_iter()
                     .filter(|s| !s.is_empty())
+                    .map(|s| text(&s, 200))
                     .collect::<Vec<_>>()
                     .join(" ")
             };
             vec![
-                cell(&t["id"], 40),
-                cell(&t["name"], 40),
-                cell(&t["prefix"], 10),
+                t.id.to_string(),
+                text(&t.name, 40),
+                text(&t.prefix, 10),
                 access,
-                cell(&t["expiresAt"], 30),
-                age(&t["lastUsedAt"], now),
+                shown(t.expires_at, 30),
+                since(t.last_used_at.map(|at| at.0), now),
             ]
         })
         .collect();
-    table(
+    Ok(table(
         &["ID", "NAME", "PREFIX", "ACCESS", "EXPIRES", "USED"],
         &rows,
-    )
+    ))
 }
 
 pub(super) fn sites(v: &Value) -> String {
@@ -394,20 +397,24 @@ pub(super) fn site_status(v: &Value) -> Result<String, CliError> {
     Ok(rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect())
 }
 
-pub(super) fn audit(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = items(v)
+pub(super) fn audit(v: &Value) -> Result<String, CliError> {
+    let rows: Vec<Vec<String>> = wire::<Page<AuditEntry>>(v)?
+        .items
         .iter()
         .map(|e| {
             vec![
-                cell(&e["seq"], 12),
-                cell(&e["ts"], 30),
-                format!("{}:{}", cell(&e["actorType"], 10), cell(&e["actorId"], 40)),
-                cell(&e["action"], 40),
-                cell(&e["resource"], 60),
+                e.seq.to_string(),
+                e.ts.to_string(),
+                format!("{}:{}", e.actor_type.as_str(), text(&e.actor_id, 40)),
+                text(&e.action, 40),
+                text(&e.resource, 60),
             ]
         })
         .collect();
-    table(&["SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE"], &rows)
+    Ok(table(
+        &["SEQ", "TIME", "ACTOR", "ACTION", "RESOURCE"],
+        &rows,
+    ))
 }
 
 pub(super) fn plan(v: &Value) -> String {
@@ -491,22 +498,54 @@ mod tests {
     #[test]
     fn an_alert_list_cuts_long_titles_unless_wide() {
         let list = json!({"items": [{
-            "id": "a1", "status": "open", "severity": "critical",
+            "id": "0190f000-0000-7000-8000-000000000001", "tenantId": uuid::Uuid::nil(),
+            "ruleId": "pumps", "dedupKey": "pump/1", "status": "open", "severity": "critical",
             "openedAt": "2026-03-01T08:00:00Z", "title": format!("pump hot {}", "x".repeat(80)),
+            "version": 1,
         }]});
-        let narrow = alerts(&list, false);
+        let narrow = alerts(&list, false).unwrap();
         let header: Vec<&str> = narrow.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(header, ["ID", "STATUS", "SEVERITY", "AGE", "TITLE"]);
         assert!(
             narrow.contains("pump hot") && narrow.contains('…'),
             "{narrow}"
         );
-        let wide = alerts(&list, true);
+        let wide = alerts(&list, true).unwrap();
         assert!(
             wide.contains("DEDUP KEY") && wide.contains("ACKED BY"),
             "{wide}"
         );
         assert!(!wide.contains('…'), "whole with --wide: {wide}");
+    }
+
+    /// A list is read as the wire type the server writes: an answer of another shape is an
+    /// error that says so, not a table of dashes.
+    #[test]
+    fn an_answer_of_another_shape_is_an_error() {
+        let list = json!({"items": [{"id": "a1", "title": "no status, no key"}]});
+        match alerts(&list, false) {
+            Err(CliError::Transport(why)) => assert!(why.contains("another version"), "{why}"),
+            other => panic!("expected a transport error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_incident_list_shows_its_age_from_when_it_opened() {
+        let list = json!({"items": [{
+            "id": "0190f000-0000-7000-8000-000000000002", "tenantId": uuid::Uuid::nil(),
+            "title": "Core switch down", "summary": "", "severity": "critical",
+            "status": "open", "labels": {"site": "north"}, "impact": "", "ticketUrl": "",
+            "alertIds": [], "createdBy": "ops", "openedAt": "2026-03-01T08:00:00Z",
+            "updatedAt": "2026-03-01T08:00:00Z", "version": 1,
+        }]});
+        let narrow = incidents(&list, false).unwrap();
+        let row = narrow.lines().nth(1).unwrap();
+        assert!(
+            row.contains("open") && row.contains("Core switch down"),
+            "{narrow}"
+        );
+        assert!(!row.contains(" - "), "the age is known: {narrow}");
+        assert!(incidents(&list, true).unwrap().contains("site=north"));
     }
 
     #[test]
@@ -516,14 +555,14 @@ mod tests {
             "spec": {"address": "10.0.0.5", "checkCommand": "ping"},
             "state": {"state": 0, "stateType": "hard", "output": "PING OK"},
         }]});
-        let narrow = hosts(&list, false);
+        let narrow = hosts(&list, false).unwrap();
         let header: Vec<&str> = narrow.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(header, ["NAME", "STATE", "ADDRESS", "LABELS", "OUTPUT"]);
         assert!(
             narrow.contains("10.0.0.5") && narrow.contains("site=north") && narrow.contains("UP"),
             "{narrow}"
         );
-        let wide = hosts(&list, true);
+        let wide = hosts(&list, true).unwrap();
         let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
         assert_eq!(header[5..], ["FOLDER", "CHECK", "ID"]);
         assert!(wide.contains("/north") && wide.contains("ping"));

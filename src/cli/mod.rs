@@ -12,9 +12,12 @@ use doctor::*;
 use lists::*;
 use tokens::*;
 
+use crate::model::alert::{AckRequest, Alert};
+use crate::model::audit::AuditVerification;
+use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 pub use http::CliError;
 use http::{Body, Client};
-use output::{age, cell, labels, state_name, table};
+use output::{age, cell, label_map, labels, shown, since, state_name, table, text};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -240,6 +243,22 @@ fn pretty(v: &Value) -> String {
     format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
+/// The server's JSON read as the wire type client and server share (`model`).
+fn wire<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, CliError> {
+    serde_json::from_value(v.clone()).map_err(|e| {
+        CliError::Transport(format!(
+            "the server's answer is not what this client reads (another version?): {e}"
+        ))
+    })
+}
+
+/// A request body as the wire type client and server share (`model`).
+fn body(v: &impl serde::Serialize) -> Result<Body, CliError> {
+    serde_json::to_value(v)
+        .map(Body::Json)
+        .map_err(|e| CliError::Failed(format!("cannot write the request: {e}")))
+}
+
 fn items(v: &Value) -> &[Value] {
     v["items"].as_array().map(Vec::as_slice).unwrap_or_default()
 }
@@ -304,7 +323,7 @@ async fn execute(
             let first = if as_json {
                 pretty(&v)
             } else {
-                render(&v, wide)
+                render(&v, wide)?
             };
             if !watch {
                 return Ok(first);
@@ -358,18 +377,23 @@ async fn execute(
                 .await?
         }
         ClientCommand::Ack { id, message } => {
-            let body = message.map_or(Body::None, |m| Body::Json(json!({"comment": m})));
+            let request = match message {
+                Some(comment) => body(&AckRequest {
+                    comment: Some(comment),
+                })?,
+                None => Body::None,
+            };
             let v = c
                 .json(
                     Method::POST,
                     &format!("/api/v1/alerts/{}:ack", alert_id(c, &id).await?),
-                    body,
+                    request,
                 )
                 .await?;
             if as_json {
                 pretty(&v)
             } else {
-                format!("alert {} acknowledged\n", cell(&v["id"], 40))
+                format!("alert {} acknowledged\n", wire::<Alert>(&v)?.id)
             }
         }
         ClientCommand::Resolve { id } => {
@@ -383,7 +407,7 @@ async fn execute(
             if as_json {
                 pretty(&v)
             } else {
-                format!("alert {} resolved\n", cell(&v["id"], 40))
+                format!("alert {} resolved\n", wire::<Alert>(&v)?.id)
             }
         }
         ClientCommand::Downtime {
@@ -393,24 +417,27 @@ async fn execute(
             message,
         } => {
             let (start, end) = hours_from_now(hours)?;
-            let mut body = json!({"type": "fixed", "start": start, "end": end, "comment": message});
-            if let Some(s) = selector {
-                body["selector"] = json!(s);
-            }
-            if let Some(o) = object {
-                body["objectId"] = json!(object_id(c, &o).await?);
-            }
+            let object_id = match object {
+                Some(o) => Some(object_id(c, &o).await?),
+                None => None,
+            };
+            let request = DowntimeBody {
+                comment: Some(message),
+                object_id,
+                selector,
+                kind: Some("fixed".into()),
+                start: Some(start),
+                end: Some(end),
+                duration: None,
+            };
             let v = c
-                .json(Method::POST, "/api/v1/downtimes", Body::Json(body))
+                .json(Method::POST, "/api/v1/downtimes", body(&request)?)
                 .await?;
             if as_json {
                 pretty(&v)
             } else {
-                format!(
-                    "downtime {} until {}\n",
-                    cell(&v["id"], 40),
-                    cell(&v["end"], 40)
-                )
+                let d: Downtime = wire(&v)?;
+                format!("downtime {} until {}\n", d.id, d.end)
             }
         }
         ClientCommand::Silence {
@@ -419,18 +446,21 @@ async fn execute(
             message,
         } => {
             let (start, end) = hours_from_now(hours)?;
-            let body = json!({"selector": selector, "startsAt": start, "expiresAt": end, "comment": message});
+            let request = SilenceBody {
+                comment: Some(message),
+                selector: Some(selector),
+                text_regex: None,
+                starts_at: Some(start),
+                expires_at: Some(end),
+            };
             let v = c
-                .json(Method::POST, "/api/v1/silences", Body::Json(body))
+                .json(Method::POST, "/api/v1/silences", body(&request)?)
                 .await?;
             if as_json {
                 pretty(&v)
             } else {
-                format!(
-                    "silence {} until {}\n",
-                    cell(&v["id"], 40),
-                    cell(&v["expiresAt"], 40)
-                )
+                let s: Silence = wire(&v)?;
+                format!("silence {} until {}\n", s.id, s.expires_at)
             }
         }
         ClientCommand::CheckNow { id } => {
@@ -457,15 +487,19 @@ async fn execute(
             let v = c
                 .json(Method::POST, "/api/v1/audit:verify", Body::None)
                 .await?;
+            let verification: AuditVerification = wire(&v)?;
             if as_json {
                 pretty(&v)
-            } else if v["intact"] == true {
-                format!("audit chain intact: {} entries verified\n", v["verified"])
+            } else if verification.intact {
+                format!(
+                    "audit chain intact: {} entries verified\n",
+                    verification.verified
+                )
             } else {
                 return Err(CliError::Failed(format!(
                     "audit chain broken after {} entries: {}",
-                    v["verified"],
-                    cell(&v["error"], 400)
+                    verification.verified,
+                    shown(verification.error, 400)
                 )));
             }
         }
@@ -473,7 +507,7 @@ async fn execute(
             what: AuditCommand::Tail,
         } => {
             let v = c.get("/api/v1/audit?limit=30").await?;
-            if as_json { pretty(&v) } else { audit(&v) }
+            if as_json { pretty(&v) } else { audit(&v)? }
         }
         ClientCommand::Doctor => doctor(c, as_json).await?,
         ClientCommand::Backup { out, no_events } => {
@@ -534,7 +568,7 @@ async fn watch_changes(
 "
             ),
             (Listing::Events, false) => {
-                let mut rows = events(&json!({"items": [event]}), wide);
+                let mut rows = events(&json!({"items": [event]}), wide)?;
                 rows.drain(..rows.find('\n').map_or(0, |i| i + 1));
                 rows
             }
@@ -543,7 +577,7 @@ async fn watch_changes(
                 let body = if as_json {
                     pretty(&v)
                 } else {
-                    render(&v, wide)
+                    render(&v, wide)?
                 };
                 format!("\n{body}")
             }

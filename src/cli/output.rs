@@ -88,7 +88,12 @@ pub fn state_name(kind: &str, state: &Value) -> String {
 
 /// `3m`, `2h`, `5d`: how long ago `at` (RFC 3339) was.
 pub fn age(at: &Value, now: Timestamp) -> String {
-    let Some(at) = at.as_str().and_then(|t| t.parse::<Timestamp>().ok()) else {
+    since(at.as_str().and_then(|t| t.parse::<Timestamp>().ok()), now)
+}
+
+/// `3m`, `2h`, `5d`: how long ago `at` was; `-` for never.
+pub fn since(at: Option<Timestamp>, now: Timestamp) -> String {
+    let Some(at) = at else {
         return "-".into();
     };
     let secs = (now.as_second() - at.as_second()).max(0);
@@ -102,19 +107,41 @@ pub fn age(at: &Value, now: Timestamp) -> String {
 
 /// A text cell: the string, or `-` when absent; on one line, cut at `max` characters.
 pub fn cell(v: &Value, max: usize) -> String {
-    let text = match v {
-        Value::Null => return "-".into(),
-        Value::String(s) if s.is_empty() => return "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let line = text.lines().next().unwrap_or_default();
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => text(s, max),
+        other => text(&other.to_string(), max),
+    }
+}
+
+/// A cell of what may be absent (`-`), as `text`.
+pub fn shown(v: Option<impl ToString>, max: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| text(&v.to_string(), max))
+}
+
+/// A text cell of a string: `-` when empty; its first line, cut at `max` characters.
+pub fn text(s: &str, max: usize) -> String {
+    if s.is_empty() {
+        return "-".into();
+    }
+    let line = s.lines().next().unwrap_or_default();
     if line.chars().count() > max {
         let cut: String = line.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
     } else {
         line.to_string()
     }
+}
+
+/// `k=v,k=v` of a label map.
+pub fn label_map(m: &std::collections::BTreeMap<String, String>) -> String {
+    if m.is_empty() {
+        return "-".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `k=v,k=v` of a labels object.
@@ -165,5 +192,11 @@ mod tests {
         assert_eq!(age(&json!("2026-01-01T10:00:00Z"), now), "2h");
         assert_eq!(cell(&json!("line one\nline two"), 20), "line one");
         assert_eq!(cell(&json!("abcdef"), 4), "abc…");
+        assert_eq!(cell(&json!(""), 4), "-");
+        assert_eq!(shown(None::<&str>, 4), "-");
+        assert_eq!(shown(Some(42), 4), "42");
+        assert_eq!(since(None, now), "-");
+        let labels = [("b", "2"), ("a", "1")].map(|(k, v)| (k.to_string(), v.to_string()));
+        assert_eq!(label_map(&labels.into_iter().collect()), "a=1,b=2");
     }
 }

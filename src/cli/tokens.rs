@@ -1,6 +1,7 @@
 //! `svc token`: create, list and revoke API tokens.
 
 use super::*;
+use crate::model::identity::{MintedToken, PersonalTokenRequest, TokenRequest};
 
 pub(super) async fn token(
     c: &Client,
@@ -22,28 +23,33 @@ pub(super) async fn token(
             expires_at,
         } => {
             let personal = scopes.is_empty() && roles.is_empty();
-            let body = if personal {
-                json!({"name": name, "expiresAt": expires_at})
+            let request = if personal {
+                body(&PersonalTokenRequest { name, expires_at })?
             } else {
-                json!({"name": name, "scopes": scopes, "roles": roles, "expiresAt": expires_at})
+                body(&TokenRequest {
+                    name,
+                    scopes,
+                    roles,
+                    expires_at,
+                    ..TokenRequest::default()
+                })?
             };
-            let v = c
-                .json(Method::POST, mine(personal), Body::Json(body))
-                .await?;
+            let v = c.json(Method::POST, mine(personal), request).await?;
             if as_json {
                 pretty(&v)
             } else {
+                let minted: MintedToken = wire(&v)?;
                 format!(
                     "token {} ({}) created; its secret, shown once:\n{}\n",
-                    cell(&v["meta"]["name"], 80),
-                    cell(&v["meta"]["id"], 40),
-                    cell(&v["token"], 80)
+                    text(&minted.meta.name, 80),
+                    minted.meta.id,
+                    text(&minted.token, 80)
                 )
             }
         }
         TokenCommand::List { mine: personal } => {
             let v = c.get(mine(personal)).await?;
-            if as_json { pretty(&v) } else { tokens(&v) }
+            if as_json { pretty(&v) } else { tokens(&v)? }
         }
         TokenCommand::Revoke { id, mine: personal } => {
             c.send(

@@ -371,7 +371,7 @@ pub struct RuleTestRequest {
 }
 
 /// `:ack` body.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     #[serde(default)]

@@ -80,7 +80,7 @@ pub struct ApiToken {
 }
 
 /// `POST /api/v1/api-tokens`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRequest {
     #[serde(default)]
@@ -102,7 +102,7 @@ pub struct TokenRequest {
 }
 
 /// `POST /api/v1/users/me/api-tokens`: a token that acts as the signed-in user.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PersonalTokenRequest {
     pub name: String,
@@ -111,7 +111,7 @@ pub struct PersonalTokenRequest {
 }
 
 /// A freshly minted or rotated token: the secret, shown once, and its metadata.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MintedToken {
     pub token: String,
     pub meta: ApiToken,

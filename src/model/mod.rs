@@ -18,6 +18,7 @@ pub mod input;
 pub mod metric;
 pub mod notify;
 pub mod object;
+pub mod page;
 pub mod report;
 pub mod secret;
 pub mod selector;

@@ -26,7 +26,7 @@ pub struct Silence {
     pub version: u64,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SilenceBody {
     #[serde(default)]
@@ -93,7 +93,7 @@ pub struct Downtime {
     pub version: u64,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DowntimeBody {
     #[serde(default)]

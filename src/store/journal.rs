@@ -449,7 +449,10 @@ mod tests {
             unpack(7, &packed[..packed.len() - 1]).is_err(),
             "a cut row is corrupt"
         );
-        assert_eq!(last_id(7, &packed).unwrap(), Some(uuid::Uuid::from_u128(12)));
+        assert_eq!(
+            last_id(7, &packed).unwrap(),
+            Some(uuid::Uuid::from_u128(12))
+        );
         assert_eq!(last_id(7, &[]).unwrap(), None);
         assert!(last_id(7, &packed[..packed.len() - 1]).is_err());
     }
