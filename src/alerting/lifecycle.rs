@@ -667,7 +667,6 @@ mod tests {
     use crate::model::config::ConfigDoc;
     use crate::model::identity::Actor;
     use crate::runtime::{Clock, TestClock};
-    use crate::store::journal::Record;
     use std::time::Duration;
 
     struct Rig {
@@ -886,7 +885,10 @@ mod tests {
             "alert-groups/pumps".into(),
         );
         rig.store
-            .create_doc(doc, Vec::new(), Record::new(audit, Vec::new()))
+            .transact_catalog(move |tx| {
+                tx.insert_config_doc(&doc)?;
+                tx.record([audit], Vec::new())
+            })
             .await
             .unwrap();
         let member = |key: &str, temp: u32| Alert {

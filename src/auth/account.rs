@@ -37,8 +37,17 @@ impl Auth {
         kind: &str,
         audit: AuditDraft,
     ) -> Result<(), AuthError> {
+        let record = Self::record(kind, audit);
         self.store
-            .put_setting(tenant, key, value, Self::record(kind, audit))
+            .transact(move |tx| {
+                tx.put_setting(tenant, &key, value.as_ref())?;
+                let audit = match &value {
+                    Some(v) => record.audit.after(v),
+                    None => record.audit,
+                };
+                tx.record([audit], record.events)?;
+                Ok(((), true))
+            })
             .await?;
         Ok(())
     }

@@ -361,9 +361,14 @@ impl Auth {
             "tenant.create",
             format!("tenant/{}", tenant.id),
         );
+        let record = Self::record("tenants", audit);
         let created = self
             .store
-            .create_tenant(tenant, Self::record("tenants", audit))
+            .transact_catalog(move |tx| {
+                tx.insert_tenant(&tenant)?;
+                tx.record([record.audit.after(&tenant)], record.events)?;
+                Ok(tenant)
+            })
             .await?;
         Ok(created)
     }

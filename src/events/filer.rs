@@ -249,11 +249,10 @@ mod tests {
             let store = store.clone();
             async move {
                 store
-                    .create_doc(
-                        doc,
-                        Vec::new(),
-                        crate::store::journal::Record::new(audit, vec![draft]),
-                    )
+                    .transact_catalog(move |tx| {
+                        tx.insert_config_doc(&doc)?;
+                        tx.record([audit], vec![draft])
+                    })
                     .await
                     .unwrap()
             }

@@ -115,6 +115,31 @@ pub struct Sites {
     wake: Arc<tokio::sync::Notify>,
 }
 
+/// Applies `change` to a site's status (a new one starts empty), with the events `report`
+/// makes of it before and after journaled in the same transaction; the new status.
+async fn touch_site_status(
+    store: &Arc<Store>,
+    tenant: Uuid,
+    name: String,
+    change: impl FnOnce(&mut SiteStatus) + Send + 'static,
+    report: impl FnOnce(&SiteStatus, &SiteStatus) -> Vec<EventDraft> + Send + 'static,
+) -> Result<SiteStatus, StoreError> {
+    store
+        .transact(move |tx| {
+            let old = tx.site_status(tenant, &name)?;
+            let mut new = old.clone();
+            change(&mut new);
+            tx.save_site_status(&new)?;
+            let events = report(&old, &new);
+            if events.is_empty() {
+                tx.unrecorded("a site's last contact, no transition");
+            }
+            tx.journal(events)?;
+            Ok((new, true))
+        })
+        .await
+}
+
 impl Sites {
     pub fn new(
         store: Arc<Store>,
@@ -166,14 +191,14 @@ impl Sites {
         let text = site.bundle.unwrap_or_default();
         let etag = bundle_etag(&text);
         let now = self.clock.now();
-        self.store
-            .touch_site_status(
-                p.tenant,
-                name.to_string(),
-                move |s| s.last_pull_at = Some(now),
-                |_, _| Vec::new(),
-            )
-            .await?;
+        touch_site_status(
+            &self.store,
+            p.tenant,
+            name.to_string(),
+            move |s| s.last_pull_at = Some(now),
+            |_, _| Vec::new(),
+        )
+        .await?;
         if if_none_match.iter().any(|t| t == "*" || *t == etag) {
             return Ok(Pulled::NotModified { etag });
         }
@@ -190,26 +215,25 @@ impl Sites {
     ) -> Result<(), SiteError> {
         self.connectable(p, name).await?;
         let now = self.clock.now();
-        let status = self
-            .store
-            .touch_site_status(
-                p.tenant,
-                name.to_string(),
-                move |s| {
-                    if s.stale_since.is_some() {
-                        s.last_alone_seconds =
-                            s.last_heartbeat_at.map(|last| now.since(last).as_secs());
-                        s.stale_since = None;
-                    }
-                    s.last_heartbeat_at = Some(now);
-                    s.heartbeat = beat;
-                },
-                |before, after| {
-                    let back = before.stale_since.is_some() && after.stale_since.is_none();
-                    back.then(|| returned(after)).into_iter().collect()
-                },
-            )
-            .await?;
+        let status = touch_site_status(
+            &self.store,
+            p.tenant,
+            name.to_string(),
+            move |s| {
+                if s.stale_since.is_some() {
+                    s.last_alone_seconds =
+                        s.last_heartbeat_at.map(|last| now.since(last).as_secs());
+                    s.stale_since = None;
+                }
+                s.last_heartbeat_at = Some(now);
+                s.heartbeat = beat;
+            },
+            |before, after| {
+                let back = before.stale_since.is_some() && after.stale_since.is_none();
+                back.then(|| returned(after)).into_iter().collect()
+            },
+        )
+        .await?;
         self.wake.notify_one();
         // The beat ended any staleness; an alert still recorded is resolved now.
         if let Some(alert) = status.stale_alert {
@@ -238,18 +262,18 @@ impl Sites {
             tracing::warn!(site = name, error = %why, "stale-site alert not resolved yet");
             return Ok(());
         }
-        self.store
-            .touch_site_status(
-                tenant,
-                name.to_string(),
-                move |s| {
-                    if s.stale_alert == Some(alert) && s.stale_since.is_none() {
-                        s.stale_alert = None;
-                    }
-                },
-                |_, _| Vec::new(),
-            )
-            .await?;
+        touch_site_status(
+            &self.store,
+            tenant,
+            name.to_string(),
+            move |s| {
+                if s.stale_alert == Some(alert) && s.stale_since.is_none() {
+                    s.stale_alert = None;
+                }
+            },
+            |_, _| Vec::new(),
+        )
+        .await?;
         Ok(())
     }
 
@@ -346,28 +370,28 @@ impl Sites {
         let fresh = self.events.store_forwarded(events).await?.len() as u64;
         // Counted by position, not by what was stored: events stored before a crash and not
         // yet counted are counted when the site sends them again, and none twice.
-        self.store
-            .touch_site_status(
-                p.tenant,
-                name.to_string(),
-                move |s| {
-                    let new: Vec<EventType> = kinds
-                        .iter()
-                        .filter(|(id, _)| s.forwarded_through.is_none_or(|t| *id > t))
-                        .map(|(_, kind)| *kind)
-                        .collect();
-                    let count = |kind| new.iter().filter(|k| **k == kind).count() as i64;
-                    let (opened, closed) = (
-                        count(EventType::AlertOpened),
-                        count(EventType::AlertResolved),
-                    );
-                    s.forwarded_through = s.forwarded_through.max(Some(through));
-                    s.forwarded += new.len() as u64;
-                    s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
-                },
-                |_, _| Vec::new(),
-            )
-            .await?;
+        touch_site_status(
+            &self.store,
+            p.tenant,
+            name.to_string(),
+            move |s| {
+                let new: Vec<EventType> = kinds
+                    .iter()
+                    .filter(|(id, _)| s.forwarded_through.is_none_or(|t| *id > t))
+                    .map(|(_, kind)| *kind)
+                    .collect();
+                let count = |kind| new.iter().filter(|k| **k == kind).count() as i64;
+                let (opened, closed) = (
+                    count(EventType::AlertOpened),
+                    count(EventType::AlertResolved),
+                );
+                s.forwarded_through = s.forwarded_through.max(Some(through));
+                s.forwarded += new.len() as u64;
+                s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
+            },
+            |_, _| Vec::new(),
+        )
+        .await?;
         Ok(ForwardReceipt {
             stored: fresh,
             duplicates: sent - fresh,
@@ -408,20 +432,19 @@ impl Sites {
                 }
                 // Stale first, alert second: whoever sees the alert sees the site stale, and an
                 // alert that fails to open is retried by the next sweep.
-                let marked = self
-                    .store
-                    .touch_site_status(
-                        status.tenant_id,
-                        status.name.clone(),
-                        move |s| {
-                            // A heartbeat may have arrived since the read.
-                            if s.last_heartbeat_at == Some(last) {
-                                s.stale_since = Some(now);
-                            }
-                        },
-                        |_, _| Vec::new(),
-                    )
-                    .await?;
+                let marked = touch_site_status(
+                    &self.store,
+                    status.tenant_id,
+                    status.name.clone(),
+                    move |s| {
+                        // A heartbeat may have arrived since the read.
+                        if s.last_heartbeat_at == Some(last) {
+                            s.stale_since = Some(now);
+                        }
+                    },
+                    |_, _| Vec::new(),
+                )
+                .await?;
                 if marked.stale_since.is_none() {
                     continue;
                 }
@@ -449,19 +472,18 @@ impl Sites {
                 .alarm(status.tenant_id, alarm, "federation".into(), "federation")
                 .await
                 .map_err(|why| StoreError::Internal(format!("stale-site alert: {why}")))?;
-            let after = self
-                .store
-                .touch_site_status(
-                    status.tenant_id,
-                    status.name.clone(),
-                    move |s| {
-                        if s.stale_since.is_some() {
-                            s.stale_alert = Some(alert.id);
-                        }
-                    },
-                    |_, _| Vec::new(),
-                )
-                .await?;
+            let after = touch_site_status(
+                &self.store,
+                status.tenant_id,
+                status.name.clone(),
+                move |s| {
+                    if s.stale_since.is_some() {
+                        s.stale_alert = Some(alert.id);
+                    }
+                },
+                |_, _| Vec::new(),
+            )
+            .await?;
             if after.stale_since.is_none() {
                 self.resolve_stale_alert(status.tenant_id, &status.name, alert.id)
                     .await?;

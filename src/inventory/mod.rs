@@ -17,7 +17,7 @@ use crate::runtime::ObjectLabels;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::Allowed;
 use crate::store::journal::Record;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, check_version};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -240,7 +240,17 @@ impl Inventory {
             body: Value::Object(body).to_string(),
         };
         let record = self.record(p, actor, kind, "create", &name);
-        let doc = self.store.create_doc(doc, secrets, record).await?;
+        let doc = self
+            .store
+            .transact_catalog(move |tx| {
+                tx.insert_config_doc(&doc)?;
+                for mut secret in secrets {
+                    tx.put_secret(&mut secret)?;
+                }
+                tx.record([record.audit.after(doc.to_json())], record.events)?;
+                Ok(doc)
+            })
+            .await?;
         Ok(doc)
     }
 
@@ -280,20 +290,28 @@ impl Inventory {
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);
         let body = Value::Object(body).to_string();
+        let tenant = p.tenant;
         let doc = self
             .store
-            .update_doc(
-                p.tenant,
-                kind.name,
-                name,
-                expected,
-                move |d| {
-                    d.body = body;
-                    d.updated_at = now;
-                },
-                secrets,
-                record,
-            )
+            .transact_catalog(move |tx| {
+                let old = tx
+                    .config_doc(tenant, kind.name, &name)?
+                    .ok_or(StoreError::NotFound)?;
+                check_version(old.version, expected)?;
+                let new = ConfigDoc {
+                    body,
+                    updated_at: now,
+                    version: old.version + 1,
+                    ..old.clone()
+                };
+                tx.put_config_doc(&new)?;
+                for mut secret in secrets {
+                    tx.put_secret(&mut secret)?;
+                }
+                let audit = record.audit.before(old.to_json()).after(new.to_json());
+                tx.record([audit], record.events)?;
+                Ok(new)
+            })
             .await?;
         Ok(doc)
     }
@@ -306,8 +324,14 @@ impl Inventory {
         name: String,
     ) -> Result<(), InventoryError> {
         let record = self.record(p, actor, kind, "delete", &name);
+        let tenant = p.tenant;
         self.store
-            .delete_doc(p.tenant, kind.name, name, record)
+            .transact_catalog(move |tx| {
+                let old = tx
+                    .remove_config_doc(tenant, kind.name, &name)?
+                    .ok_or(StoreError::NotFound)?;
+                tx.record([record.audit.before(old.to_json())], record.events)
+            })
             .await?;
         Ok(())
     }

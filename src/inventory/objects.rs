@@ -13,9 +13,8 @@ use crate::model::object::{
     EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
     check_template_graph, effective_labels, resolve,
 };
-use crate::store::StoreError;
 use crate::store::journal::Record;
-use crate::store::objects::ObjectWrite;
+use crate::store::{StoreError, Tx, check_version};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -73,6 +72,65 @@ pub(super) fn normal_folder(folder: Option<String>) -> String {
     } else {
         format!("/{f}")
     }
+}
+
+/// What one batch item does.
+enum ObjectWrite {
+    Create(Box<Object>, AuditDraft),
+    /// Replace the fields of the object of that name, or create it.
+    Upsert(Box<Object>, AuditDraft),
+}
+
+/// Applies the writes in one transaction; each item succeeds or fails on its own (a taken
+/// name, a missing host), other errors abort the whole transaction. Each written item's audit
+/// entry, and the events `events` makes of the outcomes, are recorded in that transaction.
+fn write_objects(
+    tx: &Tx,
+    writes: Vec<ObjectWrite>,
+    events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft>,
+) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+    let mut out = Vec::with_capacity(writes.len());
+    let mut audits = Vec::new();
+    for w in writes {
+        let (o, audit, upsert) = match w {
+            ObjectWrite::Create(o, audit) => (o, audit, false),
+            ObjectWrite::Upsert(o, audit) => (o, audit, true),
+        };
+        let existing = match upsert {
+            true => match tx.object_named(o.tenant_id, o.kind, o.host_id, &o.name)? {
+                Some(id) => tx.object(o.tenant_id, id)?,
+                None => None,
+            },
+            false => None,
+        };
+        let result = match existing {
+            Some(old) => {
+                let new = Object {
+                    id: old.id,
+                    created_at: old.created_at,
+                    version: old.version + 1,
+                    ..*o
+                };
+                tx.put_object(&new)?;
+                audits.push(audit.before(&old).after(&new));
+                Ok(new)
+            }
+            None => match tx.insert_object(&o) {
+                Ok(()) => {
+                    audits.push(audit.after(&*o));
+                    Ok(*o)
+                }
+                Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => Err(e),
+                Err(e) => return Err(e),
+            },
+        };
+        out.push(result);
+    }
+    if audits.is_empty() {
+        tx.unrecorded("a batch none of whose items was written");
+    }
+    tx.record(audits, events(&out))?;
+    Ok(out)
 }
 
 impl Inventory {
@@ -172,12 +230,14 @@ impl Inventory {
         let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
         let mut results = self
             .store
-            .write_objects(vec![ObjectWrite::Create(Box::new(o), audit)], move |out| {
-                out.iter()
-                    .any(Result::is_ok)
-                    .then_some(event)
-                    .into_iter()
-                    .collect()
+            .transact_catalog(move |tx| {
+                write_objects(tx, vec![ObjectWrite::Create(Box::new(o), audit)], |out| {
+                    out.iter()
+                        .any(Result::is_ok)
+                        .then_some(event)
+                        .into_iter()
+                        .collect()
+                })
             })
             .await?;
         let created = results
@@ -249,19 +309,21 @@ impl Inventory {
                 let tenant = p.tenant;
                 let outcomes = self
                     .store
-                    .write_objects(writes, move |out| {
-                        let written = out.iter().filter(|r| r.is_ok()).count();
-                        (written > 0)
-                            .then(|| {
-                                EventDraft::config(
-                                    tenant,
-                                    &[OBJECTS],
-                                    "objects.batch",
-                                    &format!("objects/{written}"),
-                                )
-                            })
-                            .into_iter()
-                            .collect()
+                    .transact_catalog(move |tx| {
+                        write_objects(tx, writes, |out| {
+                            let written = out.iter().filter(|r| r.is_ok()).count();
+                            (written > 0)
+                                .then(|| {
+                                    EventDraft::config(
+                                        tenant,
+                                        &[OBJECTS],
+                                        "objects.batch",
+                                        &format!("objects/{written}"),
+                                    )
+                                })
+                                .into_iter()
+                                .collect()
+                        })
                     })
                     .await?;
                 let mut outcomes = outcomes.into_iter();
@@ -365,20 +427,24 @@ impl Inventory {
             .await?;
         let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
+        let tenant = p.tenant;
         let updated = self
             .store
-            .update_object(
-                p.tenant,
-                id,
-                expected,
-                move |o| {
-                    o.folder = folder;
-                    o.labels = labels;
-                    o.spec = spec;
-                    o.updated_at = now;
-                },
-                record,
-            )
+            .transact_catalog(move |tx| {
+                let old = tx.object(tenant, id)?.ok_or(StoreError::NotFound)?;
+                check_version(old.version, expected)?;
+                let new = Object {
+                    folder,
+                    labels,
+                    spec,
+                    updated_at: now,
+                    version: old.version + 1,
+                    ..old.clone()
+                };
+                tx.put_object(&new)?;
+                tx.record([record.audit.before(&old).after(&new)], record.events)?;
+                Ok(new)
+            })
             .await?;
         Ok(updated)
     }
@@ -391,7 +457,13 @@ impl Inventory {
     ) -> Result<(), InventoryError> {
         let current = self.store.object(p.tenant, id).await?;
         let record = self.object_record(p, actor, &current, "delete");
-        self.store.delete_object(p.tenant, id, record).await?;
+        let tenant = p.tenant;
+        self.store
+            .transact_catalog(move |tx| {
+                let old = tx.delete_object(tenant, id)?;
+                tx.record([record.audit.before(&old)], record.events)
+            })
+            .await?;
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use crate::model::config::{Invalid, check_name};
 use crate::model::identity::Actor;
 use crate::model::secret::{SecretMeta, StoredSecret};
 use crate::runtime::secrets::{SecretFuture, SecretSource};
+use crate::store::StoreError;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::Deserialize;
@@ -170,15 +171,18 @@ impl Inventory {
             created_at: now,
             updated_at: now,
         };
+        let record = self.record_of(audit, "secrets");
+        let mut secret = StoredSecret {
+            meta,
+            nonce,
+            sealed,
+        };
         self.store
-            .put_secret(
-                StoredSecret {
-                    meta,
-                    nonce,
-                    sealed,
-                },
-                self.record_of(audit, "secrets"),
-            )
+            .transact(move |tx| {
+                tx.put_secret(&mut secret)?;
+                tx.record([record.audit.after(&secret.meta)], record.events)?;
+                Ok(((), true))
+            })
             .await?;
         Ok(())
     }
@@ -197,8 +201,16 @@ impl Inventory {
             "secret.delete",
             format!("secret/{name}"),
         );
+        let record = self.record_of(audit, "secrets");
+        let tenant = p.tenant;
         self.store
-            .delete_secret(p.tenant, name, self.record_of(audit, "secrets"))
+            .transact(move |tx| {
+                if !tx.remove_secret(tenant, &name)? {
+                    return Err(StoreError::NotFound);
+                }
+                tx.record([record.audit], record.events)?;
+                Ok(((), true))
+            })
             .await?;
         Ok(())
     }

@@ -344,7 +344,14 @@ impl Notifier {
             "override.create",
             format!("schedule/{name}/override/{id}"),
         );
-        let o = self.store.create_override(o, audit).await?;
+        let o = self
+            .store
+            .transact_catalog(move |tx| {
+                tx.put_override(&o)?;
+                tx.record([audit.after(&o)], Vec::new())?;
+                Ok(o)
+            })
+            .await?;
         Ok(o)
     }
 
@@ -362,8 +369,14 @@ impl Notifier {
             "override.delete",
             format!("schedule/{name}/override/{id}"),
         );
+        let tenant = p.tenant;
         self.store
-            .delete_override(p.tenant, schedule.id, id, audit)
+            .transact_catalog(move |tx| {
+                let old = tx
+                    .remove_override(tenant, schedule.id, id)?
+                    .ok_or(StoreError::NotFound)?;
+                tx.record([audit.before(&old)], Vec::new())
+            })
             .await?;
         Ok(())
     }

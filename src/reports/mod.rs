@@ -27,7 +27,6 @@ use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{ObjectLabels, OnCall};
-use crate::store::reports::ReportRun;
 use crate::store::{Store, StoreError};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -205,18 +204,26 @@ impl Reports {
             "report.run",
             format!("reports/{}", doc.name),
         );
+        // One transaction: the renderings archived and pruned to `keep`, the scheduled slot
+        // recorded so it runs once, the mails queued, and the audit entry.
+        let report = doc.name.clone();
+        let keep = body.keep.unwrap_or(DEFAULT_KEEP).max(1);
+        let archived = entries.clone();
         self.store
-            .archive_report_run(
-                ReportRun {
-                    tenant,
-                    report: doc.name.clone(),
-                    renderings,
-                    keep: body.keep.unwrap_or(DEFAULT_KEEP).max(1),
-                    scheduled_slot: scheduled.then_some(slot),
-                    mails,
-                },
-                audit,
-            )
+            .transact(move |tx| {
+                for (entry, content) in &renderings {
+                    tx.archive_report(entry, content)?;
+                }
+                tx.prune_report_archive(tenant, &report, keep)?;
+                if scheduled {
+                    tx.set_report_slot(tenant, &report, &slot)?;
+                }
+                for mail in &mails {
+                    tx.put_delivery(mail)?;
+                }
+                tx.record([audit.after(&archived)], Vec::new())?;
+                Ok(((), true))
+            })
             .await?;
         if queued {
             self.courier.notify_one();

@@ -2,7 +2,6 @@
 //! addressed by UUID). Every mutation carries its audit entry in the same transaction.
 
 use super::codec::{decode, encode};
-use super::journal::Record;
 use super::keys::scoped;
 use super::secrets::put_sealed;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS, TENANTS};
@@ -82,6 +81,19 @@ impl Tx<'_> {
         put(self, doc)
     }
 
+    /// Saves a new document: a name the tenant has (or, for kinds named across tenants, any
+    /// tenant has) is a `Duplicate`.
+    pub fn insert_config_doc(&self, doc: &ConfigDoc) -> Result<(), StoreError> {
+        if load(self, &doc_key(doc.tenant_id, &doc.kind, &doc.name))?.is_some() {
+            return Err(StoreError::Duplicate(format!(
+                "{} {:?}",
+                doc.kind, doc.name
+            )));
+        }
+        check_unique_across_tenants(self, doc.tenant_id, &doc.kind, &doc.name)?;
+        put(self, doc)
+    }
+
     /// Refuses a new document whose name another tenant uses, for kinds named across tenants.
     pub fn check_doc_name_free(
         &self,
@@ -130,76 +142,6 @@ pub(super) fn check_unique_across_tenants(
 }
 
 impl Store {
-    /// Creates a document with the secrets it names, and its record (audit entry, events),
-    /// in one transaction.
-    pub async fn create_doc(
-        self: &Arc<Self>,
-        doc: ConfigDoc,
-        secrets: Vec<StoredSecret>,
-        record: Record,
-    ) -> Result<ConfigDoc, StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
-            if load(tx, &key)?.is_some() {
-                return Err(StoreError::Duplicate(format!(
-                    "{} {:?}",
-                    doc.kind, doc.name
-                )));
-            }
-            check_unique_across_tenants(tx, doc.tenant_id, &doc.kind, &doc.name)?;
-            put(tx, &doc)?;
-            for mut secret in secrets {
-                put_sealed(tx, &mut secret)?;
-            }
-            let audit = audit.after(doc.to_json());
-            Ok((doc, audit))
-        })
-        .await
-    }
-
-    /// Replaces a document's body if `expected` is its stored version, with the secrets it
-    /// names.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn update_doc(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        kind: &'static str,
-        name: String,
-        expected: u64,
-        change: impl FnOnce(&mut ConfigDoc) + Send + 'static,
-        secrets: Vec<StoredSecret>,
-        record: Record,
-    ) -> Result<ConfigDoc, StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            let old = load(tx, &doc_key(tenant, kind, &name))?.ok_or(StoreError::NotFound)?;
-            super::check_version(old.version, expected)?;
-            let mut new = old.clone();
-            change(&mut new);
-            new.version = old.version + 1;
-            put(tx, &new)?;
-            for mut secret in secrets {
-                put_sealed(tx, &mut secret)?;
-            }
-            let audit = audit.before(old.to_json()).after(new.to_json());
-            Ok((new, audit))
-        })
-        .await
-    }
-
-    pub async fn delete_doc(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        kind: &'static str,
-        name: String,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            let old = remove(tx, tenant, kind, &name)?.ok_or(StoreError::NotFound)?;
-            Ok(((), audit.before(old.to_json())))
-        })
-        .await
-    }
-
     /// A document by name, or by id when `by_id` allows it (templates).
     pub async fn doc(
         self: &Arc<Self>,

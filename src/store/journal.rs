@@ -183,43 +183,11 @@ impl Store {
         self.journal(tx, events)
     }
 
-    /// One mutation: `change` in one transaction with the record's audit entry (which `change`
-    /// completes with what it saw) and the record's events journaled (and filed once durable).
-    pub(super) async fn mutate<T: Send + 'static>(
-        self: &Arc<Self>,
-        record: Record,
-        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        self.write(self.recorded(record, change)).await
-    }
-
-    /// `mutate` for a change of the catalog (objects, configuration documents, tenants).
-    pub(super) async fn mutate_catalog<T: Send + 'static>(
-        self: &Arc<Self>,
-        record: Record,
-        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        self.transact_catalog(self.recorded(record, change)).await
-    }
-
-    /// The transaction body of a mutation: the change, then its record.
-    fn recorded<T: Send + 'static>(
-        self: &Arc<Self>,
-        record: Record,
-        change: impl FnOnce(&Tx, AuditDraft) -> Result<(T, AuditDraft), StoreError> + Send + 'static,
-    ) -> impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static {
-        let store = self.clone();
-        move |tx| {
-            let (out, audit) = change(tx, record.audit)?;
-            store.record(tx, [audit], record.events)?;
-            Ok(out)
-        }
-    }
-
     /// Records an audit entry (and its events) that has no change of its own: an audited read
     /// such as a backup download.
     pub async fn record_only(self: &Arc<Self>, record: Record) -> Result<(), StoreError> {
-        self.mutate(record, |_, audit| Ok(((), audit))).await
+        self.write(move |tx| tx.record([record.audit], record.events))
+            .await
     }
 
     /// Journals events that have no change of their own in the store (a system notice).

@@ -13,7 +13,6 @@ use super::tables::{
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
-use crate::model::audit::AuditDraft;
 use crate::model::notify::{Delivery, EscalationTimer, Override};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -254,6 +253,33 @@ impl Tx<'_> {
     }
 
     /// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
+    pub fn put_override(&self, o: &Override) -> Result<(), StoreError> {
+        let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
+        key.extend_from_slice(o.id.as_bytes());
+        self.open_table(OVERRIDES)
+            .map_err(StoreError::from_redb)?
+            .insert(key.as_slice(), encode(o)?.as_slice())
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+
+    /// Removes a schedule's override; the override, when there was one.
+    pub fn remove_override(
+        &self,
+        tenant: Uuid,
+        schedule: Uuid,
+        id: Uuid,
+    ) -> Result<Option<Override>, StoreError> {
+        let mut key = scoped(tenant, schedule.as_bytes());
+        key.extend_from_slice(id.as_bytes());
+        self.open_table(OVERRIDES)
+            .map_err(StoreError::from_redb)?
+            .remove(key.as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
     pub fn put_delivery(&self, delivery: &Delivery) -> Result<(), StoreError> {
         put_delivery(self, delivery)
     }
@@ -387,49 +413,6 @@ impl Store {
             }
             out.sort_by_key(|o| (o.start, o.id));
             Ok(out)
-        })
-        .await
-    }
-
-    pub async fn create_override(
-        self: &Arc<Self>,
-        o: Override,
-        audit: AuditDraft,
-    ) -> Result<Override, StoreError> {
-        let store = self.clone();
-        self.transact_catalog(move |tx| {
-            let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
-            key.extend_from_slice(o.id.as_bytes());
-            tx.open_table(OVERRIDES)
-                .map_err(StoreError::from_redb)?
-                .insert(key.as_slice(), encode(&o)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            store.record(tx, [audit.after(&o)], Vec::new())?;
-            Ok(o)
-        })
-        .await
-    }
-
-    pub async fn delete_override(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        schedule: Uuid,
-        id: Uuid,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.transact_catalog(move |tx| {
-            let mut key = scoped(tenant, schedule.as_bytes());
-            key.extend_from_slice(id.as_bytes());
-            let old: Override = tx
-                .open_table(OVERRIDES)
-                .map_err(StoreError::from_redb)?
-                .remove(key.as_slice())
-                .map_err(StoreError::from_redb)?
-                .map(|v| decode(v.value()))
-                .transpose()?
-                .ok_or(StoreError::NotFound)?;
-            store.record(tx, [audit.before(&old)], Vec::new())
         })
         .await
     }

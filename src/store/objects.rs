@@ -2,12 +2,9 @@
 //! names per tenant, service names per host) and a host → services index for cascades.
 
 use super::codec::{decode, encode};
-use super::journal::Record;
 use super::keys::{scoped, tenant_range};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError, Tx};
-use crate::model::audit::AuditDraft;
-use crate::model::event::EventDraft;
 use crate::model::object::{Object, ObjectKind};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -99,7 +96,6 @@ pub(super) fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError
     put(tx, o)
 }
 
-/// Removes an object and, for a host, its services; returns it and how many services went.
 /// Hosts and services in a transaction.
 impl Tx<'_> {
     /// The id of the tenant's host (`host` none) or of a host's service named `name`.
@@ -130,15 +126,11 @@ impl Tx<'_> {
 
     /// Deletes an object, and a host's services with it; the object.
     pub fn delete_object(&self, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
-        delete_cascade(self, tenant, id).map(|(old, _)| old)
+        delete_cascade(self, tenant, id)
     }
 }
 
-pub(super) fn delete_cascade(
-    tx: &WriteTransaction,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<(Object, usize), StoreError> {
+fn delete_cascade(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
     let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
     let children: Vec<Uuid> = {
         let c = tx
@@ -162,7 +154,7 @@ pub(super) fn delete_cascade(
         }
     }
     remove(tx, &old)?;
-    Ok((old, children.len()))
+    Ok(old)
 }
 
 /// Every object of a tenant, in a write transaction.
@@ -174,85 +166,7 @@ pub(super) fn tenant_objects(
     super::codec::tenant_values(&t, tenant)
 }
 
-/// What one batch item does.
-pub enum ObjectWrite {
-    Create(Box<Object>, AuditDraft),
-    /// Replace an existing object's fields (name and host unchanged).
-    Upsert(Box<Object>, AuditDraft),
-}
-
 impl Store {
-    /// Applies the writes in one transaction; each item succeeds or fails on its own
-    /// (a taken name, a missing host), other errors abort the whole transaction. Each
-    /// written item's audit entry, and the events `events` makes of the outcomes, are recorded
-    /// in that transaction.
-    pub async fn write_objects(
-        self: &Arc<Self>,
-        writes: Vec<ObjectWrite>,
-        events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft> + Send + 'static,
-    ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
-        let store = self.clone();
-        self.transact_catalog(move |tx| {
-            let mut out = Vec::with_capacity(writes.len());
-            let mut audits = Vec::new();
-            for w in writes {
-                let result = match w {
-                    ObjectWrite::Create(o, audit) => match insert(tx, &o) {
-                        Ok(()) => {
-                            audits.push(audit.after(&*o));
-                            Ok(*o)
-                        }
-                        Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => Err(e),
-                        Err(e) => return Err(e),
-                    },
-                    ObjectWrite::Upsert(o, audit) => {
-                        let key = name_key(o.tenant_id, o.kind, o.host_id, &o.name);
-                        let existing = {
-                            let names =
-                                tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
-                            names
-                                .get(key.as_slice())
-                                .map_err(StoreError::from_redb)?
-                                .and_then(|v| Uuid::from_slice(v.value()).ok())
-                        };
-                        match existing
-                            .map(|id| get(tx, o.tenant_id, id))
-                            .transpose()?
-                            .flatten()
-                        {
-                            Some(old) => {
-                                let mut new = *o;
-                                new.id = old.id;
-                                new.created_at = old.created_at;
-                                new.version = old.version + 1;
-                                put(tx, &new)?;
-                                audits.push(audit.before(&old).after(&new));
-                                Ok(new)
-                            }
-                            None => match insert(tx, &o) {
-                                Ok(()) => {
-                                    audits.push(audit.after(&*o));
-                                    Ok(*o)
-                                }
-                                Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => {
-                                    Err(e)
-                                }
-                                Err(e) => return Err(e),
-                            },
-                        }
-                    }
-                };
-                out.push(result);
-            }
-            if audits.is_empty() {
-                tx.unrecorded("a batch none of whose items was written");
-            }
-            store.record(tx, audits, events(&out))?;
-            Ok(out)
-        })
-        .await
-    }
-
     pub async fn object(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
@@ -284,44 +198,6 @@ impl Store {
                 .map_err(StoreError::from_redb)?
                 .map(|v| decode(v.value()))
                 .transpose()
-        })
-        .await
-    }
-
-    /// Replaces an object if `expected` is its stored version, with its record (audit entry,
-    /// events) in the same transaction.
-    pub async fn update_object(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        expected: u64,
-        change: impl FnOnce(&mut Object) + Send + 'static,
-        record: Record,
-    ) -> Result<Object, StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
-            super::check_version(old.version, expected)?;
-            let mut new = old.clone();
-            change(&mut new);
-            new.version = old.version + 1;
-            put(tx, &new)?;
-            let audit = audit.before(&old).after(&new);
-            Ok((new, audit))
-        })
-        .await
-    }
-
-    /// Deletes an object, and a host's services with it, with its record in the same
-    /// transaction.
-    pub async fn delete_object(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        id: Uuid,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            let (old, _) = delete_cascade(tx, tenant, id)?;
-            Ok(((), audit.before(&old)))
         })
         .await
     }

@@ -1,14 +1,10 @@
-//! The report archive: each rendering's entry by (tenant, report, id) and its content by id.
-//! A run archives its renderings, prunes each format to the report's `keep`, records the
-//! scheduled slot it ran for and queues the mails, with its audit entry, in one transaction.
+//! The report archive: each rendering's entry by (tenant, report, id) and its content by id,
+//! and the scheduled slot each report last ran for.
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
-use super::notify::put_delivery;
 use super::tables::{REPORT_ARCHIVE, REPORT_CONTENT, SETTINGS};
-use super::{Store, StoreError};
-use crate::model::audit::AuditDraft;
-use crate::model::notify::Delivery;
+use super::{Store, StoreError, Tx};
 use crate::model::report::ArchivedReport;
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -33,57 +29,53 @@ fn slot_setting(tenant: Uuid, report: &str) -> Vec<u8> {
     scoped(tenant, format!("report-slot:{report}").as_bytes())
 }
 
-/// One run of a report: what it archives and mails.
-pub struct ReportRun {
-    pub tenant: Uuid,
-    pub report: String,
-    pub renderings: Vec<(ArchivedReport, Vec<u8>)>,
-    pub keep: u32,
-    /// The scheduled slot this run is for, recorded so it runs once.
-    pub scheduled_slot: Option<String>,
-    pub mails: Vec<Delivery>,
+/// The report archive in a transaction.
+impl Tx<'_> {
+    /// Archives one rendering of a report: its entry and its content.
+    pub fn archive_report(&self, entry: &ArchivedReport, content: &[u8]) -> Result<(), StoreError> {
+        self.open_table(REPORT_ARCHIVE)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                archive_key(entry.tenant_id, &entry.report, entry.id).as_slice(),
+                encode(entry)?.as_slice(),
+            )
+            .map_err(StoreError::from_redb)?;
+        self.open_table(REPORT_CONTENT)
+            .map_err(StoreError::from_redb)?
+            .insert(entry.id.as_bytes().as_slice(), content)
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+
+    /// Keeps the newest `keep` renderings of each format of a report.
+    pub fn prune_report_archive(
+        &self,
+        tenant: Uuid,
+        report: &str,
+        keep: u32,
+    ) -> Result<(), StoreError> {
+        prune(self, tenant, report, keep)
+    }
+
+    /// Records the scheduled slot a report ran for, so that slot runs once.
+    pub fn set_report_slot(
+        &self,
+        tenant: Uuid,
+        report: &str,
+        slot: &str,
+    ) -> Result<(), StoreError> {
+        self.open_table(SETTINGS)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                slot_setting(tenant, report).as_slice(),
+                encode(&slot)?.as_slice(),
+            )
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
 }
 
 impl Store {
-    pub async fn archive_report_run(
-        self: &Arc<Self>,
-        run: ReportRun,
-        audit: AuditDraft,
-    ) -> Result<(), StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            for (entry, content) in &run.renderings {
-                tx.open_table(REPORT_ARCHIVE)
-                    .map_err(StoreError::from_redb)?
-                    .insert(
-                        archive_key(run.tenant, &run.report, entry.id).as_slice(),
-                        encode(entry)?.as_slice(),
-                    )
-                    .map_err(StoreError::from_redb)?;
-                tx.open_table(REPORT_CONTENT)
-                    .map_err(StoreError::from_redb)?
-                    .insert(entry.id.as_bytes().as_slice(), content.as_slice())
-                    .map_err(StoreError::from_redb)?;
-            }
-            prune(tx, run.tenant, &run.report, run.keep)?;
-            if let Some(slot) = &run.scheduled_slot {
-                tx.open_table(SETTINGS)
-                    .map_err(StoreError::from_redb)?
-                    .insert(
-                        slot_setting(run.tenant, &run.report).as_slice(),
-                        encode(slot)?.as_slice(),
-                    )
-                    .map_err(StoreError::from_redb)?;
-            }
-            for mail in &run.mails {
-                put_delivery(tx, mail)?;
-            }
-            let entries: Vec<&ArchivedReport> = run.renderings.iter().map(|(e, _)| e).collect();
-            store.record(tx, [audit.after(&entries)], Vec::new())
-        })
-        .await
-    }
-
     /// The slot a report's schedule last ran for.
     pub async fn report_slot(
         self: &Arc<Self>,

@@ -1,10 +1,10 @@
 //! Sealed secrets by tenant and name.
 
 use super::codec::{decode, encode, tenant_values};
-use super::journal::Record;
+
 use super::keys::scoped;
 use super::tables::SECRETS;
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::secret::{SecretMeta, StoredSecret};
 use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
@@ -25,42 +25,20 @@ pub(super) fn put_sealed(
     Ok(())
 }
 
+/// Secrets in a transaction (`Tx::put_secret` seals and saves one).
+impl Tx<'_> {
+    /// Removes a secret; whether there was one.
+    pub fn remove_secret(&self, tenant: Uuid, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .open_table(SECRETS)
+            .map_err(StoreError::from_redb)?
+            .remove(scoped(tenant, name.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+            .is_some())
+    }
+}
+
 impl Store {
-    /// Stores a secret, keeping the first `createdAt` when it replaces one.
-    pub async fn put_secret(
-        self: &Arc<Self>,
-        mut secret: StoredSecret,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            put_sealed(tx, &mut secret)?;
-            Ok(((), audit.after(&secret.meta)))
-        })
-        .await
-    }
-
-    pub async fn delete_secret(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        name: String,
-        record: Record,
-    ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let removed = tx
-                .open_table(SECRETS)
-                .map_err(StoreError::from_redb)?
-                .remove(scoped(tenant, name.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
-                .is_some();
-            if !removed {
-                return Err(StoreError::NotFound);
-            }
-            Ok(((), audit))
-        })
-        .await
-    }
-
-    /// One secret as stored (sealed).
     pub async fn secret(
         self: &Arc<Self>,
         tenant: Uuid,

@@ -1,10 +1,9 @@
 //! Small per-tenant settings stored as JSON by key (branding, preferences, push subscriptions).
 
 use super::codec::{decode, encode};
-use super::journal::Record;
 use super::keys::scoped;
 use super::tables::SETTINGS;
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -24,31 +23,25 @@ impl Store {
         })
         .await
     }
+}
 
+/// Settings in a transaction.
+impl Tx<'_> {
     /// Stores a setting, or removes it when `value` is `None` (absent is no error).
-    pub async fn put_setting(
-        self: &Arc<Self>,
+    pub fn put_setting(
+        &self,
         tenant: Uuid,
-        key: String,
-        value: Option<Value>,
-        record: Record,
+        key: &str,
+        value: Option<&Value>,
     ) -> Result<(), StoreError> {
-        self.mutate(record, move |tx, audit| {
-            let mut t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
-            let key = scoped(tenant, key.as_bytes());
-            let audit = match &value {
-                Some(v) => {
-                    t.insert(key.as_slice(), encode(v)?.as_slice())
-                        .map_err(StoreError::from_redb)?;
-                    audit.after(v)
-                }
-                None => {
-                    t.remove(key.as_slice()).map_err(StoreError::from_redb)?;
-                    audit
-                }
-            };
-            Ok(((), audit))
-        })
-        .await
+        let mut t = self.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+        let key = scoped(tenant, key.as_bytes());
+        match value {
+            Some(v) => t
+                .insert(key.as_slice(), encode(v)?.as_slice())
+                .map_err(StoreError::from_redb)?,
+            None => t.remove(key.as_slice()).map_err(StoreError::from_redb)?,
+        };
+        Ok(())
     }
 }

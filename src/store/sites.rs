@@ -4,8 +4,7 @@
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_STATUS};
-use super::{Store, StoreError};
-use crate::model::event::EventDraft;
+use super::{Store, StoreError, Tx};
 use crate::model::object::{Object, ObjectKind};
 use crate::model::site::SiteStatus;
 use redb::ReadableTable;
@@ -20,43 +19,39 @@ pub struct SiteCounts {
     pub alerts_open: i64,
 }
 
-impl Store {
-    /// Applies `change` to a site's status (a new one starts empty), with the events `report`
-    /// makes of it before and after journaled in the same transaction; returns the new status.
-    pub async fn touch_site_status(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        name: String,
-        change: impl FnOnce(&mut SiteStatus) + Send + 'static,
-        report: impl FnOnce(&SiteStatus, &SiteStatus) -> Vec<EventDraft> + Send + 'static,
-    ) -> Result<SiteStatus, StoreError> {
-        let store = self.clone();
-        self.write(move |tx| {
-            let key = scoped(tenant, name.as_bytes());
-            let mut t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
-            let old: SiteStatus = match t.get(key.as_slice()).map_err(StoreError::from_redb)? {
-                Some(v) => decode(v.value())?,
-                None => SiteStatus {
-                    tenant_id: tenant,
-                    name: name.clone(),
-                    ..Default::default()
-                },
-            };
-            let mut new = old.clone();
-            change(&mut new);
-            t.insert(key.as_slice(), encode(&new)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            drop(t);
-            let events = report(&old, &new);
-            if events.is_empty() {
-                tx.unrecorded("a site's last contact, no transition");
-            }
-            store.journal(tx, events)?;
-            Ok(new)
-        })
-        .await
+/// Site statuses in a transaction.
+impl Tx<'_> {
+    /// A site's status; a site never heard of starts empty.
+    pub fn site_status(&self, tenant: Uuid, name: &str) -> Result<SiteStatus, StoreError> {
+        let t = self
+            .open_table(SITE_STATUS)
+            .map_err(StoreError::from_redb)?;
+        match t
+            .get(scoped(tenant, name.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+        {
+            Some(v) => decode(v.value()),
+            None => Ok(SiteStatus {
+                tenant_id: tenant,
+                name: name.to_string(),
+                ..Default::default()
+            }),
+        }
     }
 
+    pub fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {
+        self.open_table(SITE_STATUS)
+            .map_err(StoreError::from_redb)?
+            .insert(
+                scoped(status.tenant_id, status.name.as_bytes()).as_slice(),
+                encode(status)?.as_slice(),
+            )
+            .map_err(StoreError::from_redb)?;
+        Ok(())
+    }
+}
+
+impl Store {
     pub async fn site_statuses(
         self: &Arc<Self>,
         tenant: Uuid,

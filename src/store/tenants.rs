@@ -1,9 +1,9 @@
 //! Tenants: the default one made at first start, lookups by id and slug.
 
 use super::codec::{decode, encode};
-use super::journal::Record;
+
 use super::tables::{TENANT_SLUGS, TENANTS};
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
 use redb::ReadableTable;
 use std::sync::Arc;
@@ -100,34 +100,27 @@ impl Store {
     }
 }
 
-impl Store {
-    /// Creates a tenant; its slug must be free.
-    pub async fn create_tenant(
-        self: &Arc<Self>,
-        tenant: Tenant,
-        record: Record,
-    ) -> Result<Tenant, StoreError> {
-        self.mutate_catalog(record, move |tx, audit| {
-            {
-                let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
-                if slugs
-                    .get(tenant.slug.as_str())
-                    .map_err(StoreError::from_redb)?
-                    .is_some()
-                {
-                    return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
-                }
-                slugs
-                    .insert(tenant.slug.as_str(), tenant.id.as_u128())
-                    .map_err(StoreError::from_redb)?;
-                tx.open_table(TENANTS)
-                    .map_err(StoreError::from_redb)?
-                    .insert(tenant.id.as_u128(), encode(&tenant)?.as_slice())
-                    .map_err(StoreError::from_redb)?;
-            }
-            let audit = audit.after(&tenant);
-            Ok((tenant, audit))
-        })
-        .await
+/// Tenants in a transaction.
+impl Tx<'_> {
+    /// Saves a new tenant: a slug in use is a `Duplicate`.
+    pub fn insert_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
+        let mut slugs = self
+            .open_table(TENANT_SLUGS)
+            .map_err(StoreError::from_redb)?;
+        if slugs
+            .get(tenant.slug.as_str())
+            .map_err(StoreError::from_redb)?
+            .is_some()
+        {
+            return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
+        }
+        slugs
+            .insert(tenant.slug.as_str(), tenant.id.as_u128())
+            .map_err(StoreError::from_redb)?;
+        self.open_table(TENANTS)
+            .map_err(StoreError::from_redb)?
+            .insert(tenant.id.as_u128(), encode(tenant)?.as_slice())
+            .map_err(StoreError::from_redb)?;
+        Ok(())
     }
 }

@@ -380,7 +380,6 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
     use svc::model::audit::AuditDraft;
     use svc::model::config::ConfigDoc;
     use svc::model::identity::Actor;
-    use svc::store::journal::Record;
     let now = Timestamp(jiff::Timestamp::now());
     let store =
         svc::store::Store::open(data, std::sync::Arc::new(svc::runtime::clock::SystemClock))
@@ -393,15 +392,14 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         .find(|t| t.slug == "default")
         .unwrap()
         .id;
-    let audit = |name: &str| Record {
-        audit: AuditDraft::new(
+    let audit = move |name: &str| {
+        AuditDraft::new(
             now,
             tenant,
             &Actor::system("test"),
             "template.create",
             format!("templates/{name}"),
-        ),
-        events: Vec::new(),
+        )
     };
     for i in 1..depth {
         let name = format!("old-{i}");
@@ -419,23 +417,28 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
             version: 1,
             body: json!({"kind": "host", "spec": {"templates": imports}}).to_string(),
         };
+        let audit = audit(&name);
         store
-            .create_doc(doc, Vec::new(), audit(&name))
+            .transact_catalog(move |tx| {
+                tx.insert_config_doc(&doc)?;
+                tx.record([audit], Vec::new())
+            })
             .await
             .unwrap();
     }
     let head = json!({"kind": "host", "spec": {"templates": ["old-1"], "checkCommand": "tcp"}})
         .to_string();
+    let audit = audit("old-0");
     store
-        .update_doc(
-            tenant,
-            "templates",
-            "old-0".into(),
-            1,
-            move |d| d.body = head,
-            Vec::new(),
-            audit("old-0"),
-        )
+        .transact_catalog(move |tx| {
+            let old = tx.config_doc(tenant, "templates", "old-0")?.unwrap();
+            tx.put_config_doc(&ConfigDoc {
+                body: head,
+                version: old.version + 1,
+                ..old
+            })?;
+            tx.record([audit], Vec::new())
+        })
         .await
         .unwrap();
     store.close();
