@@ -29,7 +29,7 @@ pub fn routes() -> Vec<Route> {
             "Objects not OK/UP",
             "Items `{object, hostName, state}` (`hostName` for services): unhandled before handled (acknowledged or in downtime; listed only with `includeHandled=true`), worst state first (CRITICAL/DOWN, UNKNOWN/UNREACHABLE, WARNING), then the oldest hard change; limit 500 by default.",
         )
-            .query::<ProblemQuery>().ok::<Page<crate::monitor::results::Problem>>(),
+            .query::<ProblemQuery>().ok::<Page<crate::model::state::Problem>>(),
     ]
 }
 

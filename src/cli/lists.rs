@@ -6,7 +6,9 @@ use crate::model::audit::AuditEntry;
 use crate::model::event::Event;
 use crate::model::identity::ApiToken;
 use crate::model::incident::Incident;
+use crate::model::object::ObjectView;
 use crate::model::page::Page;
+use crate::model::state::Problem;
 use crate::model::suppression::{Downtime, Silence};
 
 /// A list as a table; `wide` adds columns and keeps long text whole. Lists of the wire types
@@ -31,32 +33,31 @@ pub(super) fn widen(
     }
 }
 
-pub(super) fn live(o: &Value) -> String {
-    state_name(o["kind"].as_str().unwrap_or("service"), &o["state"])
-}
-
 pub(super) fn hosts(v: &Value, wide: bool) -> Result<String, CliError> {
-    let list = items(v);
+    let list = wire::<Page<ObjectView>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|h| {
             vec![
-                cell(&h["name"], 40),
-                live(h),
-                cell(&h["spec"]["address"], 40),
-                labels(&h["labels"]),
-                cell(&h["state"]["output"], text_width(wide)),
+                text(&h.object.name, 40),
+                state_name(h.object.kind, h.state.as_ref()),
+                shown(h.object.spec.address.as_deref(), 40),
+                label_map(&h.object.labels),
+                shown(
+                    h.state.as_ref().map(|s| s.output.as_str()),
+                    text_width(wide),
+                ),
             ]
         })
         .collect();
     let mut header = vec!["NAME", "STATE", "ADDRESS", "LABELS", "OUTPUT"];
     if wide {
         widen(&mut header, &mut rows, &["FOLDER", "CHECK", "ID"], |i| {
-            let h = &list[i];
+            let h = &list[i].object;
             vec![
-                cell(&h["folder"], 60),
-                cell(&h["spec"]["checkCommand"], 40),
-                cell(&h["id"], 40),
+                text(&h.folder, 60),
+                shown(h.spec.check_command.as_deref(), 40),
+                h.id.to_string(),
             ]
         });
     }
@@ -64,26 +65,29 @@ pub(super) fn hosts(v: &Value, wide: bool) -> Result<String, CliError> {
 }
 
 pub(super) fn services(v: &Value, wide: bool) -> Result<String, CliError> {
-    let list = items(v);
+    let list = wire::<Page<ObjectView>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|s| {
             vec![
-                cell(&s["hostName"], 40),
-                cell(&s["name"], 40),
-                live(s),
-                cell(&s["state"]["output"], text_width(wide)),
+                shown(s.host_name.as_deref(), 40),
+                text(&s.object.name, 40),
+                state_name(s.object.kind, s.state.as_ref()),
+                shown(
+                    s.state.as_ref().map(|s| s.output.as_str()),
+                    text_width(wide),
+                ),
             ]
         })
         .collect();
     let mut header = vec!["HOST", "SERVICE", "STATE", "OUTPUT"];
     if wide {
         widen(&mut header, &mut rows, &["LABELS", "CHECK", "ID"], |i| {
-            let s = &list[i];
+            let s = &list[i].object;
             vec![
-                labels(&s["labels"]),
-                cell(&s["spec"]["checkCommand"], 40),
-                cell(&s["id"], 40),
+                label_map(&s.labels),
+                shown(s.spec.check_command.as_deref(), 40),
+                s.id.to_string(),
             ]
         });
     }
@@ -92,34 +96,33 @@ pub(super) fn services(v: &Value, wide: bool) -> Result<String, CliError> {
 
 pub(super) fn problems(v: &Value, wide: bool) -> Result<String, CliError> {
     let now = now();
-    let list = items(v);
+    let list = wire::<Page<Problem>>(v)?.items;
     let mut rows: Vec<Vec<String>> = list
         .iter()
         .map(|p| {
-            let o = &p["object"];
-            let name = if p["hostName"].is_string() {
-                format!("{}/{}", cell(&p["hostName"], 60), cell(&o["name"], 60))
-            } else {
-                cell(&o["name"], 60)
+            let o = &p.object;
+            let name = match &p.host_name {
+                Some(host) => format!("{}/{}", text(host, 60), text(&o.name, 60)),
+                None => text(&o.name, 60),
             };
             vec![
                 name,
-                cell(&o["kind"], 10),
-                state_name(o["kind"].as_str().unwrap_or("service"), &p["state"]),
-                age(&p["state"]["lastChange"], now),
-                if p["state"]["ackedBy"].is_string() {
+                o.kind.as_str().into(),
+                state_name(o.kind, Some(&p.state)),
+                since(Some(p.state.last_change.0), now),
+                if p.state.acked_by.is_some() {
                     "acked".into()
                 } else {
                     "-".into()
                 },
-                cell(&p["state"]["output"], text_width(wide)),
+                text(&p.state.output, text_width(wide)),
             ]
         })
         .collect();
     let mut header = vec!["OBJECT", "KIND", "STATE", "SINCE", "HANDLED", "OUTPUT"];
     if wide {
         widen(&mut header, &mut rows, &["ID"], |i| {
-            vec![cell(&list[i]["object"]["id"], 40)]
+            vec![list[i].object.id.to_string()]
         });
     }
     Ok(table(&header, &rows))
@@ -550,10 +553,17 @@ mod tests {
 
     #[test]
     fn a_host_list_has_its_columns_and_more_when_wide() {
+        let at = "2026-03-01T08:00:00Z";
         let list = json!({"items": [{
+            "id": "0190f000-0000-7000-8000-000000000003", "tenantId": uuid::Uuid::nil(),
             "name": "plc", "kind": "host", "folder": "/north", "labels": {"site": "north"},
             "spec": {"address": "10.0.0.5", "checkCommand": "ping"},
-            "state": {"state": 0, "stateType": "hard", "output": "PING OK"},
+            "createdAt": at, "updatedAt": at, "version": 1,
+            "state": {
+                "objectId": "0190f000-0000-7000-8000-000000000003", "state": 0,
+                "stateType": "hard", "attempt": 1, "output": "PING OK",
+                "lastCheck": at, "lastChange": at,
+            },
         }]});
         let narrow = hosts(&list, false).unwrap();
         let header: Vec<&str> = narrow.lines().next().unwrap().split_whitespace().collect();

@@ -1,5 +1,7 @@
 //! Tables as kubectl and icingacli print them: aligned columns, short state names, ages.
 
+use crate::model::object::ObjectKind;
+use crate::model::state::{CheckState, StateType};
 use jiff::Timestamp;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,21 +68,21 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 /// The short state name of a live state (`OK WARN CRIT UNKN UP DOWN UNREACH`), or `PEND` for
 /// an object never checked.
-pub fn state_name(kind: &str, state: &Value) -> String {
-    let Some(n) = state["state"].as_u64() else {
+pub fn state_name(kind: ObjectKind, state: Option<&CheckState>) -> String {
+    let Some(state) = state else {
         return "PEND".into();
     };
-    let name = match (kind, n) {
-        ("host", 0) => "UP",
-        ("host", 1) => "DOWN",
-        ("host", _) => "UNREACH",
+    let name = match (kind, state.state) {
+        (ObjectKind::Host, 0) => "UP",
+        (ObjectKind::Host, 1) => "DOWN",
+        (ObjectKind::Host, _) => "UNREACH",
         (_, 0) => "OK",
         (_, 1) => "WARN",
         (_, 2) => "CRIT",
         _ => "UNKN",
     };
-    if state["stateType"] == "soft" && n != 0 {
-        format!("{name} (soft {})", state["attempt"].as_u64().unwrap_or(0))
+    if state.state_type == StateType::Soft && state.state != 0 {
+        format!("{name} (soft {})", state.attempt)
     } else {
         name.to_string()
     }
@@ -171,22 +173,28 @@ mod tests {
             ],
         );
         assert_eq!(t, "NAME    STATE\nweb01   UP\ndb      DOWN\n");
+        let state = |state: u8, soft: bool| -> CheckState {
+            serde_json::from_value(json!({
+                "objectId": uuid::Uuid::nil(), "state": state,
+                "stateType": if soft { "soft" } else { "hard" }, "attempt": 2,
+                "output": "", "lastCheck": "2026-01-01T12:00:00Z",
+                "lastChange": "2026-01-01T12:00:00Z",
+            }))
+            .unwrap()
+        };
         assert_eq!(
-            state_name("service", &json!({"state": 2, "stateType": "hard"})),
+            state_name(ObjectKind::Service, Some(&state(2, false))),
             "CRIT"
         );
         assert_eq!(
-            state_name(
-                "service",
-                &json!({"state": 1, "stateType": "soft", "attempt": 2})
-            ),
+            state_name(ObjectKind::Service, Some(&state(1, true))),
             "WARN (soft 2)"
         );
         assert_eq!(
-            state_name("host", &json!({"state": 2, "stateType": "hard"})),
+            state_name(ObjectKind::Host, Some(&state(2, false))),
             "UNREACH"
         );
-        assert_eq!(state_name("host", &Value::Null), "PEND");
+        assert_eq!(state_name(ObjectKind::Host, None), "PEND");
         let now: Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
         assert_eq!(age(&json!("2026-01-01T11:57:00Z"), now), "3m");
         assert_eq!(age(&json!("2026-01-01T10:00:00Z"), now), "2h");

@@ -200,10 +200,7 @@ impl Inventory {
     }
 
     fn object_audit(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> AuditDraft {
-        let kind = match o.kind {
-            ObjectKind::Host => "host",
-            ObjectKind::Service => "service",
-        };
+        let kind = o.kind.as_str();
         AuditDraft::new(
             self.clock.now(),
             p.tenant,

@@ -14,6 +14,14 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
+    /// The wire name (`host`, `service`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Host => "host",
+            ObjectKind::Service => "service",
+        }
+    }
+
     pub fn code(&self) -> u8 {
         match self {
             ObjectKind::Host => 0,
@@ -60,7 +68,7 @@ pub struct ObjectBody {
 }
 
 /// An object as lists show it: with its host's name, and its live state once it has one.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectView {
     #[serde(flatten)]

@@ -264,6 +264,17 @@ fn hard_if(hard: bool, attempt: u32) -> (StateType, u32, bool) {
     }
 }
 
+/// One problem of `GET /api/v1/problems`: an object in a non-OK state, with its host's name.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    pub object: super::object::Object,
+    /// A service's host, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_name: Option<String>,
+    pub state: CheckState,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,10 +8,10 @@ use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::metric::parse_perfdata;
-use crate::model::object::{Object, ObjectKind};
+use crate::model::object::ObjectKind;
 use crate::model::state::{
-    self, CheckState, DOWN, Observation, StateType, Transition, UNREACHABLE, UP, badness, label,
-    severity,
+    self, CheckState, DOWN, Observation, Problem, StateType, Transition, UNREACHABLE, UP, badness,
+    label, severity,
 };
 use crate::runtime::clock::SharedClock;
 use crate::store::metrics::{MetricsStore, Sample};
@@ -71,17 +71,6 @@ pub struct Accepted {
 pub struct Applied<'a> {
     pub states: Vec<CheckState>,
     pub stored: BoxFuture<'a, ()>,
-}
-
-/// One problem of `GET /api/v1/problems`.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Problem {
-    pub object: Object,
-    /// A service's host, by name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_name: Option<String>,
-    pub state: CheckState,
 }
 
 /// A result's state in the object's numbers: services 0..3; hosts UP, DOWN or UNREACHABLE
@@ -429,10 +418,7 @@ fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
         drafts.push(draft);
     }
     if t.changed {
-        let kind = match o.kind {
-            ObjectKind::Host => "host",
-            ObjectKind::Service => "service",
-        };
+        let kind = o.kind.as_str();
         let mut payload = json!({
             "object": o.name,
             "kind": kind,

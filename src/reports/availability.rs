@@ -130,10 +130,7 @@ fn fill(table: &mut ReportTable, target: f64, window_ms: i64, downs: Vec<Down>) 
         if !met {
             below += 1;
         }
-        let kind = match d.kind {
-            ObjectKind::Host => "host",
-            ObjectKind::Service => "service",
-        };
+        let kind = d.kind.as_str();
         // Floored, so that 100.000 means never down.
         let shown = (availability * 1000.0).floor() / 1000.0;
         let mut values = vec![kind.to_string(), format!("{shown:.3}")];
