@@ -13,7 +13,7 @@ use http_body_util::{BodyExt, Empty, Limited};
 use rustls_pki_types::ServerName;
 use std::sync::Arc;
 
-/// Bodies are read up to this size for `-s`.
+/// Bodies are read up to this size for `-s`; a larger one is not searched.
 const BODY_LIMIT: usize = 1024 * 1024;
 
 struct Target {
@@ -171,11 +171,13 @@ where
     tokio::spawn(conn);
     let res = sender.send_request(req).await.map_err(|e| e.to_string())?;
     let (parts, body) = res.into_parts();
-    let body = Limited::new(body, BODY_LIMIT)
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
+    // A body over the limit is not searched (`-s` finds nothing in it); a body the server
+    // broke off is the check's failure, not an empty page.
+    let body = match Limited::new(body, BODY_LIMIT).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Default::default(),
+        Err(e) => return Err(format!("reading the body: {e}")),
+    };
     Ok(Response {
         status: parts.status,
         version: parts.version,
