@@ -6,13 +6,14 @@ use super::extract::ApiQuery;
 use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
+use crate::auth::Principal;
 use crate::model::{GoDuration, RUST_VERSION, VERSION};
 use crate::monitor::pipeline::READY_LIMIT;
 use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
-use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Serialize;
 use serde_json::json;
 
@@ -36,7 +37,7 @@ pub fn routes() -> Vec<Route> {
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         )
             .answers_as(200, JSON, schemas::literal(schemas::system_info)),
-        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`).")
+        Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`). No credential is needed; the names a tenant gave its things (event sources in `ingress`, and the workers named after them, `event-source/<name>`) are shown only to the instance's administrators (`admin:tenants` in the default tenant): anyone else gets `ingress` empty and such workers by kind (`event-source`).")
             .answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/system/backup", backup)
             .permission("admin:backup")
@@ -385,11 +386,35 @@ async fn info(State(st): State<AppState>) -> impl IntoResponse {
     }))
 }
 
-async fn health(State(st): State<AppState>) -> impl IntoResponse {
+/// Who may read the names a tenant gave its things (event sources, and the workers named after
+/// them) in the health report, which answers anyone (SPEC 4.1): the instance's administrators.
+/// Everyone else sees worker kinds and no per-source counters.
+fn sees_names(caller: Option<&Principal>) -> bool {
+    caller.is_some_and(|p| p.allows("admin:tenants"))
+}
+
+async fn health(
+    State(st): State<AppState>,
+    caller: Option<Extension<Principal>>,
+) -> impl IntoResponse {
+    let named = sees_names(caller.as_ref().map(|c| &c.0));
+    let mut workers = st.supervisor.states();
+    if !named {
+        for w in &mut workers {
+            if let Some((kind, _)) = w.name.split_once('/') {
+                w.name = kind.to_string();
+            }
+        }
+    }
+    let ingress = if named {
+        json!(st.ingress.counters())
+    } else {
+        json!({})
+    };
     Json(json!({
         "status": if st.store.offline_reason().is_none() { "ok" } else { "degraded" },
         "subsystems": subsystems(&st),
-        "workers": st.supervisor.states(),
+        "workers": workers,
         "queues": queues(&st),
         "pipeline": st.pipeline.stats(),
         "tsdb": st.metric_queries.stats(),
@@ -397,7 +422,7 @@ async fn health(State(st): State<AppState>) -> impl IntoResponse {
         "consumers": st.events.consumer_lags(),
         "notify": st.notify.health().await.ok(),
         "hardware": hardware(&st),
-        "ingress": st.ingress.counters(),
+        "ingress": ingress,
         "tasks": live_tasks(),
         "residentMB": resident_mb(),
         "disk": st.store.disk_space(),

@@ -195,7 +195,13 @@ async fn sources_authenticate_their_own_way_and_refuse_with_the_spec_codes() {
     assert_eq!(res.headers()["retry-after"], "5");
     assert_problem(res, 429, "svc:ingress/rate").await;
 
-    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    let anonymous = json(s.get("/api/v1/system/health").await, 200).await;
+    assert_eq!(
+        anonymous["ingress"],
+        json!({}),
+        "a tenant's source names are for the instance's administrators"
+    );
+    let health = get(s, token, "/api/v1/system/health").await;
     assert_eq!(
         health["ingress"]["hooks"],
         json!({"received": 2, "refused": 4, "rateLimited": 0})
@@ -672,7 +678,7 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
     broker.publish_lines("plant/tank/alarm", &burst);
     let started = Instant::now();
     loop {
-        let health = json(s.get("/api/v1/system/health").await, 200).await;
+        let health = get(s, token, "/api/v1/system/health").await;
         if health["ingress"]["plant"]["received"].as_u64().unwrap() >= (before + 1000) as u64 {
             break;
         }
@@ -689,11 +695,11 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
     drop(broker);
     let broker = Broker::start(Some(port)).unwrap();
     let received = |v: &Value| v["ingress"]["plant"]["received"].as_u64().unwrap();
-    let count = received(&json(s.get("/api/v1/system/health").await, 200).await);
+    let count = received(&get(s, token, "/api/v1/system/health").await);
     let started = Instant::now();
     loop {
         broker.publish("plant/pump3/alarm", "pump 3 dry run");
-        if received(&json(s.get("/api/v1/system/health").await, 200).await) > count {
+        if received(&get(s, token, "/api/v1/system/health").await) > count {
             break;
         }
         assert!(started.elapsed() < Duration::from_secs(20), "no reconnect");
@@ -711,26 +717,32 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
             .map(String::from)
             .collect()
     };
-    let health = json(s.get("/api/v1/system/health").await, 200).await;
+    let health = get(s, token, "/api/v1/system/health").await;
     assert_eq!(listeners(&health).len(), 1, "{}", health["workers"]);
+    let anonymous = json(s.get("/api/v1/system/health").await, 200).await;
+    let kinds = anonymous["workers"].to_string();
+    assert!(
+        listeners(&anonymous).is_empty() && kinds.contains("\"event-source\""),
+        "workers by kind without credentials: {kinds}"
+    );
     let gone = call(s, token, Method::DELETE, "/api/v1/event-sources/plant")
         .send()
         .await
         .unwrap();
     assert!(gone.status().is_success(), "{}", gone.status());
     let started = Instant::now();
-    while !listeners(&json(s.get("/api/v1/system/health").await, 200).await).is_empty() {
+    while !listeners(&get(s, token, "/api/v1/system/health").await).is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the listener outlived its source"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let count = received(&json(s.get("/api/v1/system/health").await, 200).await);
+    let count = received(&get(s, token, "/api/v1/system/health").await);
     broker.publish("plant/pump4/alarm", "after the source went");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
-        received(&json(s.get("/api/v1/system/health").await, 200).await),
+        received(&get(s, token, "/api/v1/system/health").await),
         count,
         "nothing is received for a deleted source"
     );
