@@ -3,11 +3,13 @@
 use super::*;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditEntry;
+use crate::model::bundle::PlanResult;
 use crate::model::event::Event;
 use crate::model::identity::ApiToken;
 use crate::model::incident::Incident;
-use crate::model::object::ObjectView;
+use crate::model::object::{EffectiveConfig, Object, ObjectView};
 use crate::model::page::Page;
+use crate::model::site::{EdgeStatus, SiteOverview};
 use crate::model::state::Problem;
 use crate::model::suppression::{Downtime, Silence};
 
@@ -330,38 +332,41 @@ pub(super) fn tokens(v: &Value) -> Result<String, CliError> {
     ))
 }
 
-pub(super) fn sites(v: &Value) -> String {
+pub(super) fn sites(v: &Value) -> Result<String, CliError> {
     let now = now();
-    let rows: Vec<Vec<String>> = items(v)
+    let stat = |s: &SiteOverview, k: &str| shown(s.stats.get(k), 8);
+    let rows: Vec<Vec<String>> = wire::<Page<SiteOverview>>(v)?
+        .items
         .iter()
         .map(|s| {
-            let connection = if s["disabled"] == true {
+            let connection = if s.disabled {
                 "disabled"
-            } else if s["stale"] == true {
+            } else if s.stale {
                 "stale"
-            } else if s["connected"] == true {
+            } else if s.connected {
                 "connected"
             } else {
                 "offline"
             };
             vec![
-                cell(&s["name"], 40),
+                text(&s.name, 40),
                 connection.to_string(),
-                age(&s["lastHeartbeatAt"], now),
-                cell(&s["version"], 20),
-                cell(&s["stats"]["hosts"], 8),
-                cell(&s["stats"]["services"], 8),
-                cell(&s["stats"]["alertsOpen"], 8),
-                if s["bundleCurrent"] == true {
-                    "current".into()
+                since(s.last_heartbeat_at.map(|t| t.0), now),
+                text(&s.version, 20),
+                stat(s, "hosts"),
+                stat(s, "services"),
+                stat(s, "alertsOpen"),
+                if s.bundle_current {
+                    "current"
                 } else {
-                    "behind".into()
-                },
-                cell(&s["applyError"], 60),
+                    "behind"
+                }
+                .into(),
+                text(&s.apply_error, 60),
             ]
         })
         .collect();
-    table(
+    Ok(table(
         &[
             "NAME",
             "STATUS",
@@ -374,28 +379,32 @@ pub(super) fn sites(v: &Value) -> String {
             "APPLY ERROR",
         ],
         &rows,
-    )
+    ))
 }
 
 pub(super) fn site_status(v: &Value) -> Result<String, CliError> {
-    if v["enabled"] != true {
+    let status: EdgeStatus = wire(v)?;
+    if !status.enabled {
         return Err(CliError::Failed(
             "this instance is not a federation site (site.mainUrl is not set)".into(),
         ));
     }
     let now = now();
-    let f = &v["forward"];
+    let f = &status.forward;
     let rows = [
-        ("site", cell(&v["name"], 80)),
-        ("main", cell(&v["mainUrl"], 80)),
-        ("last pull", age(&v["lastPullAt"], now)),
-        ("last heartbeat", age(&v["lastHeartbeatAt"], now)),
-        ("bundle", cell(&v["bundleEtag"], 40)),
-        ("apply error", cell(&v["applyError"], 200)),
-        ("last error", cell(&v["lastError"], 200)),
-        ("queue depth", cell(&f["pending"], 20)),
-        ("oldest unsent", age(&f["oldestUnsent"], now)),
-        ("forwarded through", cell(&f["position"], 40)),
+        ("site", text(&status.name, 80)),
+        ("main", text(&status.main_url, 80)),
+        ("last pull", since(status.last_pull_at.map(|t| t.0), now)),
+        (
+            "last heartbeat",
+            since(status.last_heartbeat_at.map(|t| t.0), now),
+        ),
+        ("bundle", text(&status.bundle_etag, 40)),
+        ("apply error", text(&status.apply_error, 200)),
+        ("last error", text(&status.last_error, 200)),
+        ("queue depth", f.pending.to_string()),
+        ("oldest unsent", since(f.oldest_unsent.map(|t| t.0), now)),
+        ("forwarded through", shown(f.position, 40)),
     ];
     Ok(rows.iter().map(|(k, v)| format!("{k:<18} {v}\n")).collect())
 }
@@ -420,54 +429,43 @@ pub(super) fn audit(v: &Value) -> Result<String, CliError> {
     ))
 }
 
-pub(super) fn plan(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = v["plan"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+pub(super) fn plan(v: &Value) -> Result<String, CliError> {
+    let result: PlanResult = wire(v)?;
+    let rows: Vec<Vec<String>> = result
+        .plan
         .iter()
-        .map(|a| {
-            vec![
-                cell(&a["action"], 10),
-                cell(&a["kind"], 24),
-                cell(&a["name"], 60),
-            ]
-        })
+        .map(|a| vec![text(&a.action, 10), text(&a.kind, 24), text(&a.name, 60)])
         .collect();
     let mut out = table(&["ACTION", "KIND", "NAME"], &rows);
-    for w in v["warnings"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        out.push_str(&format!("warning: {}\n", cell(w, 400)));
+    for w in &result.warnings {
+        out.push_str(&format!("warning: {}\n", text(w, 400)));
     }
-    out.push_str(if v["applied"] == true {
+    out.push_str(if result.applied {
         "applied\n"
     } else {
         "not applied (dry run)\n"
     });
-    out
+    Ok(out)
 }
 
-pub(super) fn describe(o: &Value, effective: &Value) -> String {
+pub(super) fn describe(o: &Value, effective: &Value) -> Result<String, CliError> {
+    let o: Object = wire(o)?;
+    let effective: EffectiveConfig = wire(effective)?;
     let mut out = String::new();
     let mut line = |k: &str, v: String| out.push_str(&format!("{k:<16}{v}\n"));
-    line("Name:", cell(&o["name"], 200));
-    line("Kind:", cell(&o["kind"], 20));
-    line("Id:", cell(&o["id"], 40));
-    if o["hostId"].is_string() {
-        line("Host:", cell(&o["hostId"], 40));
+    line("Name:", text(&o.name, 200));
+    line("Kind:", o.kind.as_str().into());
+    line("Id:", o.id.to_string());
+    if let Some(host) = o.host_id {
+        line("Host:", host.to_string());
     }
-    line("Folder:", cell(&o["folder"], 200));
-    line("Labels:", labels(&o["labels"]));
-    line("Version:", cell(&o["version"], 20));
-    let chain: Vec<String> = effective["templateChain"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    line("Folder:", text(&o.folder, 200));
+    line("Labels:", label_map(&o.labels));
+    line("Version:", o.version.to_string());
+    let chain: Vec<String> = effective
+        .template_chain
         .iter()
-        .map(|t| cell(t, 80))
+        .map(|t| text(t, 80))
         .collect();
     line(
         "Templates:",
@@ -478,7 +476,12 @@ pub(super) fn describe(o: &Value, effective: &Value) -> String {
         },
     );
     out.push_str("Effective spec:\n");
-    for (k, v) in effective["spec"].as_object().into_iter().flatten() {
+    let spec = serde_json::to_value(&effective.spec)
+        .map_err(|e| CliError::Failed(format!("cannot show the spec: {e}")))?;
+    for (k, v) in spec.as_object().into_iter().flatten() {
+        if v.is_null() {
+            continue;
+        }
         out.push_str(&format!(
             "  {k:<20}{}\n",
             if v.is_string() {
@@ -488,7 +491,7 @@ pub(super) fn describe(o: &Value, effective: &Value) -> String {
             }
         ));
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]

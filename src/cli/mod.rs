@@ -17,7 +17,7 @@ use crate::model::audit::AuditVerification;
 use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 pub use http::CliError;
 use http::{Body, Client};
-use output::{age, cell, label_map, labels, shown, since, state_name, table, text};
+use output::{cell, label_map, shown, since, state_name, table, text};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -352,7 +352,7 @@ async fn execute(
             if as_json {
                 format!("{}{}", pretty(&object), pretty(&effective))
             } else {
-                describe(&object, &effective)
+                describe(&object, &effective)?
             }
         }
         ClientCommand::Apply {
@@ -370,7 +370,7 @@ async fn execute(
             let v = c
                 .json(Method::POST, &path, Body::Text("application/yaml", text))
                 .await?;
-            if as_json { pretty(&v) } else { plan(&v) }
+            if as_json { pretty(&v) } else { plan(&v)? }
         }
         ClientCommand::Export => {
             c.send(Method::GET, "/api/v1/config/bundles:export", Body::None)
@@ -520,7 +520,7 @@ async fn execute(
         ClientCommand::Token { what } => token(c, as_json, what).await?,
         ClientCommand::Sites => {
             let v = c.get("/api/v1/sites:overview").await?;
-            if as_json { pretty(&v) } else { sites(&v) }
+            if as_json { pretty(&v) } else { sites(&v)? }
         }
         ClientCommand::Site {
             what: SiteCommand::Status,

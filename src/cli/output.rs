@@ -88,11 +88,6 @@ pub fn state_name(kind: ObjectKind, state: Option<&CheckState>) -> String {
     }
 }
 
-/// `3m`, `2h`, `5d`: how long ago `at` (RFC 3339) was.
-pub fn age(at: &Value, now: Timestamp) -> String {
-    since(at.as_str().and_then(|t| t.parse::<Timestamp>().ok()), now)
-}
-
 /// `3m`, `2h`, `5d`: how long ago `at` was; `-` for never.
 pub fn since(at: Option<Timestamp>, now: Timestamp) -> String {
     let Some(at) = at else {
@@ -146,18 +141,6 @@ pub fn label_map(m: &std::collections::BTreeMap<String, String>) -> String {
         .join(",")
 }
 
-/// `k=v,k=v` of a labels object.
-pub fn labels(v: &Value) -> String {
-    match v.as_object() {
-        Some(m) if !m.is_empty() => m
-            .iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-            .join(","),
-        _ => "-".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,8 +179,9 @@ mod tests {
         );
         assert_eq!(state_name(ObjectKind::Host, None), "PEND");
         let now: Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
-        assert_eq!(age(&json!("2026-01-01T11:57:00Z"), now), "3m");
-        assert_eq!(age(&json!("2026-01-01T10:00:00Z"), now), "2h");
+        let at = |t: &str| Some(t.parse::<Timestamp>().unwrap());
+        assert_eq!(since(at("2026-01-01T11:57:00Z"), now), "3m");
+        assert_eq!(since(at("2026-01-01T10:00:00Z"), now), "2h");
         assert_eq!(cell(&json!("line one\nline two"), 20), "line one");
         assert_eq!(cell(&json!("abcdef"), 4), "abc…");
         assert_eq!(cell(&json!(""), 4), "-");

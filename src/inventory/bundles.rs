@@ -488,7 +488,7 @@ impl Inventory {
                     };
                     keep_docs.insert((kind.name, name.clone()));
                     plan.push(PlanAction {
-                        action,
+                        action: action.into(),
                         kind: kind.name.into(),
                         name: name.clone(),
                         host: None,
@@ -518,7 +518,7 @@ impl Inventory {
                     keep_objects.insert((host.clone(), name.clone()));
                     let kind = if host.is_some() { "service" } else { "host" };
                     plan.push(PlanAction {
-                        action,
+                        action: action.into(),
                         kind: kind.into(),
                         name: name.clone(),
                         host: host.clone(),
@@ -544,7 +544,7 @@ impl Inventory {
             gone.sort_by_key(|(host, _)| host.is_none());
             for (host, name) in gone {
                 plan.push(PlanAction {
-                    action: "delete",
+                    action: "delete".into(),
                     kind: if host.is_some() { "service" } else { "host" }.into(),
                     name: name.clone(),
                     host: host.clone(),
@@ -556,7 +556,7 @@ impl Inventory {
             }
             for (kind, name) in docs_now.keys().filter(|k| !keep_docs.contains(*k)) {
                 plan.push(PlanAction {
-                    action: "delete",
+                    action: "delete".into(),
                     kind: (*kind).into(),
                     name: name.clone(),
                     host: None,

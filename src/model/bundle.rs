@@ -67,17 +67,17 @@ pub enum BundleOp {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlanAction {
     /// `create`, `update`, `unchanged` or `delete`.
-    pub action: &'static str,
+    pub action: String,
     pub kind: String,
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanResult {
     pub plan: Vec<PlanAction>,

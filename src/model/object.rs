@@ -81,7 +81,7 @@ pub struct ObjectView {
 }
 
 /// `GET /api/v1/objects/{id}/effective-config`.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EffectiveConfig {
     pub spec: ObjectSpec,

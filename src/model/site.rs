@@ -101,7 +101,7 @@ pub struct SiteStatus {
 }
 
 /// One row of `GET /api/v1/sites:overview`.
-#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SiteOverview {
     pub name: String,
