@@ -11,7 +11,7 @@ use super::router::{JSON, Route};
 use super::schemas;
 use crate::model::alert::AlertStatus;
 use crate::model::notify::{Delivery, OverrideBody, TestSend};
-use crate::model::notify::{OnCallShift, Override};
+use crate::model::notify::{OnCallNow, OnCallShift, Override};
 use crate::notify::AckLink;
 use crate::runtime::AlertAction;
 use crate::web::escape;
@@ -29,7 +29,7 @@ pub fn routes() -> Vec<Route> {
             "Who is on call",
             "A JSON array with one entry per schedule: `{schedule, shifts: [{contactId, contact, start, end, layer, override}], contacts: [Contact]}`; `shifts` is empty when nobody is on call. Resolution: the first override covering now, else the first layer whose restriction covers now.",
         )
-            .answers_as(200, JSON, schemas::literal(schemas::open_array)),
+            .ok::<Vec<OnCallNow>>(),
         Route::get("/api/v1/schedules/{name}/overrides", overrides).permission("oncall:read").doc(
             "schedules",
             "List overrides of a schedule",

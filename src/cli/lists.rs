@@ -7,6 +7,7 @@ use crate::model::bundle::PlanResult;
 use crate::model::event::Event;
 use crate::model::identity::ApiToken;
 use crate::model::incident::Incident;
+use crate::model::notify::OnCallNow;
 use crate::model::object::{EffectiveConfig, Object, ObjectView};
 use crate::model::page::Page;
 use crate::model::site::{EdgeStatus, SiteOverview};
@@ -271,33 +272,23 @@ pub(super) fn events(v: &Value, wide: bool) -> Result<String, CliError> {
     Ok(table(&header, &rows))
 }
 
-pub(super) fn oncall(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = v
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+pub(super) fn oncall(v: &Value) -> Result<String, CliError> {
+    let rows: Vec<Vec<String>> = wire::<Vec<OnCallNow>>(v)?
         .iter()
         .map(|s| {
-            let names: Vec<String> = s["contacts"]
-                .as_array()
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(|c| cell(&c["name"], 40))
-                .collect();
-            let until = s["shifts"][0]["end"].clone();
+            let names: Vec<String> = s.shifts.iter().map(|sh| text(&sh.contact, 40)).collect();
             vec![
-                cell(&s["schedule"], 40),
+                text(&s.schedule, 40),
                 if names.is_empty() {
                     "-".into()
                 } else {
                     names.join(", ")
                 },
-                cell(&until, 30),
+                shown(s.shifts.first().map(|sh| sh.end), 30),
             ]
         })
         .collect();
-    table(&["SCHEDULE", "ON CALL", "UNTIL"], &rows)
+    Ok(table(&["SCHEDULE", "ON CALL", "UNTIL"], &rows))
 }
 
 pub(super) fn tokens(v: &Value) -> Result<String, CliError> {

@@ -479,7 +479,7 @@ async fn execute(
         }
         ClientCommand::Oncall => {
             let v = c.get("/api/v1/oncall/now").await?;
-            if as_json { pretty(&v) } else { oncall(&v) }
+            if as_json { pretty(&v) } else { oncall(&v)? }
         }
         ClientCommand::Audit {
             what: AuditCommand::Verify,

@@ -220,6 +220,15 @@ pub struct OnCallShift {
     pub is_override: bool,
 }
 
+/// One schedule of `GET /api/v1/oncall/now`: its shifts now (none when nobody is on call) and
+/// the contacts they name, as stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct OnCallNow {
+    pub schedule: String,
+    pub shifts: Vec<OnCallShift>,
+    pub contacts: Vec<serde_json::Value>,
+}
+
 /// A persisted escalation step timer: step `step` of the alert's policy fires (for the
 /// `repeat`th time) at `due`; `base` is the time `after` counts from (the opening, or the
 /// snooze's wake-up).

@@ -26,7 +26,7 @@ use crate::model::config::Invalid;
 use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::notify::{
-    Channel, Delivery, Message, OnCallShift, Override, OverrideBody, TestSend, mask,
+    Channel, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody, TestSend, mask,
 };
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -206,7 +206,7 @@ impl Notifier {
     }
 
     /// `GET /oncall/now` (CONTRACT 3): per schedule the shift now and its contacts.
-    pub async fn on_call_now(&self, p: &Principal) -> Result<Vec<Value>, NotifyError> {
+    pub async fn on_call_now(&self, p: &Principal) -> Result<Vec<OnCallNow>, NotifyError> {
         let dir = self.directory(p.tenant).await?;
         let now = self.clock.now();
         Ok(dir
@@ -214,12 +214,16 @@ impl Notifier {
             .iter()
             .map(|s| {
                 let shifts: Vec<OnCallShift> = dir.roster(s).at(now, false).into_iter().collect();
-                let contacts: Vec<&Value> = shifts
+                let contacts: Vec<Value> = shifts
                     .iter()
                     .filter_map(|sh| dir.contact(&sh.contact_id))
-                    .map(|c| &c.doc)
+                    .map(|c| c.doc.clone())
                     .collect();
-                json!({"schedule": s.name, "shifts": shifts, "contacts": contacts})
+                OnCallNow {
+                    schedule: s.name.clone(),
+                    shifts,
+                    contacts,
+                }
             })
             .collect())
     }
