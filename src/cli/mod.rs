@@ -1,6 +1,8 @@
 //! The command-line client (SPEC 4.6): a thin client of the HTTP API, configured by flags or
 //! the environment. Tables for people, the API's JSON unchanged with `--json`.
 
+mod alerts;
+mod config;
 mod doctor;
 mod http;
 mod lists;
@@ -8,6 +10,8 @@ mod login;
 mod output;
 mod tokens;
 
+use alerts::*;
+use config::*;
 use doctor::*;
 use lists::*;
 use tokens::*;
@@ -270,20 +274,6 @@ fn now() -> jiff::Timestamp {
     jiff::Timestamp::now()
 }
 
-fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
-    if !(hours > 0.0 && hours <= 24.0 * 366.0) {
-        return Err(CliError::Failed(format!(
-            "--hours {hours}: expected a positive number of hours"
-        )));
-    }
-    let start = now();
-    let span = jiff::SignedDuration::from_secs_f64(hours * 3600.0);
-    let end = start
-        .checked_add(span)
-        .map_err(|e| CliError::Failed(format!("--hours {hours}: {e}")))?;
-    Ok((start.to_string(), end.to_string()))
-}
-
 async fn execute(
     c: &mut Client,
     as_json: bool,
@@ -332,151 +322,27 @@ async fn execute(
             watch_changes(c, as_json, wide, what, &path, render).await?;
             String::new()
         }
-        ClientCommand::Describe { target } => {
-            let id = match target.as_slice() {
-                [kind, name] if matches!(kind.as_str(), "host" | "service" | "object") => {
-                    name.clone()
-                }
-                [one] => one.clone(),
-                _ => {
-                    return Err(CliError::Failed(
-                        "describe takes an id or name, optionally after `host` or `service`".into(),
-                    ));
-                }
-            };
-            let id = object_id(c, &id).await?;
-            let object = c.get(&format!("/api/v1/objects/{id}")).await?;
-            let effective = c
-                .get(&format!("/api/v1/objects/{id}/effective-config"))
-                .await?;
-            if as_json {
-                format!("{}{}", pretty(&object), pretty(&effective))
-            } else {
-                describe(&object, &effective)?
-            }
-        }
+        ClientCommand::Describe { target } => describe_object(c, as_json, &target).await?,
         ClientCommand::Apply {
             file,
             prune,
             dry_run,
-        } => {
-            let text = if file == "-" {
-                std::io::read_to_string(std::io::stdin())
-            } else {
-                std::fs::read_to_string(&file)
-            }
-            .map_err(|e| CliError::Failed(format!("cannot read {file}: {e}")))?;
-            let path = format!("/api/v1/config/bundles:apply?prune={prune}&dryRun={dry_run}");
-            let v = c
-                .json(Method::POST, &path, Body::Text("application/yaml", text))
-                .await?;
-            if as_json { pretty(&v) } else { plan(&v)? }
-        }
-        ClientCommand::Export => {
-            c.send(Method::GET, "/api/v1/config/bundles:export", Body::None)
-                .await?
-        }
-        ClientCommand::Ack { id, message } => {
-            let request = match message {
-                Some(comment) => body(&AckRequest {
-                    comment: Some(comment),
-                })?,
-                None => Body::None,
-            };
-            let v = c
-                .json(
-                    Method::POST,
-                    &format!("/api/v1/alerts/{}:ack", alert_id(c, &id).await?),
-                    request,
-                )
-                .await?;
-            if as_json {
-                pretty(&v)
-            } else {
-                format!("alert {} acknowledged\n", wire::<Alert>(&v)?.id)
-            }
-        }
-        ClientCommand::Resolve { id } => {
-            let v = c
-                .json(
-                    Method::POST,
-                    &format!("/api/v1/alerts/{}:resolve", alert_id(c, &id).await?),
-                    Body::None,
-                )
-                .await?;
-            if as_json {
-                pretty(&v)
-            } else {
-                format!("alert {} resolved\n", wire::<Alert>(&v)?.id)
-            }
-        }
+        } => apply(c, as_json, &file, prune, dry_run).await?,
+        ClientCommand::Export => export(c).await?,
+        ClientCommand::Ack { id, message } => ack(c, as_json, &id, message).await?,
+        ClientCommand::Resolve { id } => resolve(c, as_json, &id).await?,
         ClientCommand::Downtime {
             selector,
             object,
             hours,
             message,
-        } => {
-            let (start, end) = hours_from_now(hours)?;
-            let object_id = match object {
-                Some(o) => Some(object_id(c, &o).await?),
-                None => None,
-            };
-            let request = DowntimeBody {
-                comment: Some(message),
-                object_id,
-                selector,
-                kind: Some("fixed".into()),
-                start: Some(start),
-                end: Some(end),
-                duration: None,
-            };
-            let v = c
-                .json(Method::POST, "/api/v1/downtimes", body(&request)?)
-                .await?;
-            if as_json {
-                pretty(&v)
-            } else {
-                let d: Downtime = wire(&v)?;
-                format!("downtime {} until {}\n", d.id, d.end)
-            }
-        }
+        } => downtime(c, as_json, selector, object, hours, message).await?,
         ClientCommand::Silence {
             selector,
             hours,
             message,
-        } => {
-            let (start, end) = hours_from_now(hours)?;
-            let request = SilenceBody {
-                comment: Some(message),
-                selector: Some(selector),
-                text_regex: None,
-                starts_at: Some(start),
-                expires_at: Some(end),
-            };
-            let v = c
-                .json(Method::POST, "/api/v1/silences", body(&request)?)
-                .await?;
-            if as_json {
-                pretty(&v)
-            } else {
-                let s: Silence = wire(&v)?;
-                format!("silence {} until {}\n", s.id, s.expires_at)
-            }
-        }
-        ClientCommand::CheckNow { id } => {
-            let v = c
-                .json(
-                    Method::POST,
-                    &format!("/api/v1/objects/{}/check-now", object_id(c, &id).await?),
-                    Body::None,
-                )
-                .await?;
-            if as_json {
-                pretty(&v)
-            } else {
-                format!("check of {id} scheduled\n")
-            }
-        }
+        } => silence(c, as_json, selector, hours, message).await?,
+        ClientCommand::CheckNow { id } => check_now(c, as_json, &id).await?,
         ClientCommand::Oncall => {
             let v = c.get("/api/v1/oncall/now").await?;
             if as_json { pretty(&v) } else { oncall(&v)? }
@@ -587,62 +453,4 @@ async fn watch_changes(
         Ok(())
     })
     .await
-}
-
-/// An object's id, or the id of the object a name names: `web01` (a host) or `web01/disk` (a
-/// service of it).
-async fn object_id(c: &Client, arg: &str) -> Result<String, CliError> {
-    if uuid::Uuid::parse_str(arg).is_ok() {
-        return Ok(arg.to_string());
-    }
-    let (list, name, host) = match arg.split_once('/') {
-        Some((host, service)) => ("/api/v1/services", service, Some(host)),
-        None => ("/api/v1/hosts", arg, None),
-    };
-    let v = c
-        .get(&format!(
-            "{list}?limit=5000&withState=false&name={}",
-            path_segment(name)
-        ))
-        .await?;
-    let found: Vec<&Value> = items(&v)
-        .iter()
-        .filter(|o| o["name"] == name && host.is_none_or(|h| o["hostName"] == h))
-        .collect();
-    match found.as_slice() {
-        [one] => Ok(cell(&one["id"], 40)),
-        [] => Err(CliError::Failed(format!(
-            "no {} named {arg:?}",
-            if host.is_some() { "service" } else { "host" }
-        ))),
-        _ => Err(CliError::Failed(format!(
-            "{arg:?} names more than one object; give its id"
-        ))),
-    }
-}
-
-/// An alert's id, or the id of the open (else acknowledged) alert of the object a name names.
-async fn alert_id(c: &Client, arg: &str) -> Result<String, CliError> {
-    if uuid::Uuid::parse_str(arg).is_ok() {
-        return Ok(arg.to_string());
-    }
-    let object = object_id(c, arg).await?;
-    let v = c
-        .get(&format!(
-            "/api/v1/alerts?objectId={object}&status=open,acked"
-        ))
-        .await?;
-    let mut alerts: Vec<&Value> = items(&v).iter().collect();
-    alerts.sort_by_key(|a| a["status"] != "open");
-    alerts
-        .first()
-        .map(|a| cell(&a["id"], 40))
-        .ok_or_else(|| CliError::Failed(format!("{arg} has no open or acknowledged alert")))
-}
-
-/// An id or name as one path segment.
-fn path_segment(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
 }

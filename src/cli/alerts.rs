@@ -1,0 +1,173 @@
+//! `svc ack`, `resolve`, `downtime`, `silence` and `check-now`: acting on alerts and objects.
+
+use super::config::object_id;
+use super::*;
+
+pub(super) async fn ack(
+    c: &Client,
+    as_json: bool,
+    id: &str,
+    message: Option<String>,
+) -> Result<String, CliError> {
+    let request = match message {
+        Some(comment) => body(&AckRequest {
+            comment: Some(comment),
+        })?,
+        None => Body::None,
+    };
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/v1/alerts/{}:ack", alert_id(c, id).await?),
+            request,
+        )
+        .await?;
+    Ok(if as_json {
+        pretty(&v)
+    } else {
+        format!("alert {} acknowledged\n", wire::<Alert>(&v)?.id)
+    })
+}
+
+pub(super) async fn resolve(c: &Client, as_json: bool, id: &str) -> Result<String, CliError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/v1/alerts/{}:resolve", alert_id(c, id).await?),
+            Body::None,
+        )
+        .await?;
+    Ok(if as_json {
+        pretty(&v)
+    } else {
+        format!("alert {} resolved\n", wire::<Alert>(&v)?.id)
+    })
+}
+
+/// A fixed downtime from now, of an object (by id or name) or of what a selector picks.
+pub(super) async fn downtime(
+    c: &Client,
+    as_json: bool,
+    selector: Option<String>,
+    object: Option<String>,
+    hours: f64,
+    message: String,
+) -> Result<String, CliError> {
+    let (start, end) = hours_from_now(hours)?;
+    let object_id = match object {
+        Some(o) => Some(object_id(c, &o).await?),
+        None => None,
+    };
+    let request = DowntimeBody {
+        comment: Some(message),
+        object_id,
+        selector,
+        kind: Some("fixed".into()),
+        start: Some(start),
+        end: Some(end),
+        duration: None,
+    };
+    let v = c
+        .json(Method::POST, "/api/v1/downtimes", body(&request)?)
+        .await?;
+    Ok(if as_json {
+        pretty(&v)
+    } else {
+        let d: Downtime = wire(&v)?;
+        format!("downtime {} until {}\n", d.id, d.end)
+    })
+}
+
+pub(super) async fn silence(
+    c: &Client,
+    as_json: bool,
+    selector: String,
+    hours: f64,
+    message: String,
+) -> Result<String, CliError> {
+    let (start, end) = hours_from_now(hours)?;
+    let request = SilenceBody {
+        comment: Some(message),
+        selector: Some(selector),
+        text_regex: None,
+        starts_at: Some(start),
+        expires_at: Some(end),
+    };
+    let v = c
+        .json(Method::POST, "/api/v1/silences", body(&request)?)
+        .await?;
+    Ok(if as_json {
+        pretty(&v)
+    } else {
+        let s: Silence = wire(&v)?;
+        format!("silence {} until {}\n", s.id, s.expires_at)
+    })
+}
+
+pub(super) async fn check_now(c: &Client, as_json: bool, id: &str) -> Result<String, CliError> {
+    let v = c
+        .json(
+            Method::POST,
+            &format!("/api/v1/objects/{}/check-now", object_id(c, id).await?),
+            Body::None,
+        )
+        .await?;
+    Ok(if as_json {
+        pretty(&v)
+    } else {
+        format!("check of {id} scheduled\n")
+    })
+}
+
+/// An alert's id, or the id of the open (else acknowledged) alert of the object a name names.
+async fn alert_id(c: &Client, arg: &str) -> Result<String, CliError> {
+    if uuid::Uuid::parse_str(arg).is_ok() {
+        return Ok(arg.to_string());
+    }
+    let object = object_id(c, arg).await?;
+    let v = c
+        .get(&format!(
+            "/api/v1/alerts?objectId={object}&status=open,acked"
+        ))
+        .await?;
+    let mut alerts: Vec<&Value> = items(&v).iter().collect();
+    alerts.sort_by_key(|a| a["status"] != "open");
+    alerts
+        .first()
+        .map(|a| cell(&a["id"], 40))
+        .ok_or_else(|| CliError::Failed(format!("{arg} has no open or acknowledged alert")))
+}
+
+/// From now for `hours` (more than 0, at most a leap year), as RFC 3339 times.
+fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
+    if !(hours > 0.0 && hours <= 24.0 * 366.0) {
+        return Err(CliError::Failed(format!(
+            "--hours {hours}: expected a positive number of hours"
+        )));
+    }
+    let start = now();
+    let span = jiff::SignedDuration::from_secs_f64(hours * 3600.0);
+    let end = start
+        .checked_add(span)
+        .map_err(|e| CliError::Failed(format!("--hours {hours}: {e}")))?;
+    Ok((start.to_string(), end.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_are_positive_and_at_most_a_leap_year() {
+        for bad in [0.0, -1.0, f64::NAN, 24.0 * 366.0 + 1.0] {
+            assert!(
+                matches!(hours_from_now(bad), Err(CliError::Failed(_))),
+                "{bad}"
+            );
+        }
+        let (start, end) = hours_from_now(1.5).unwrap();
+        let (start, end): (jiff::Timestamp, jiff::Timestamp) =
+            (start.parse().unwrap(), end.parse().unwrap());
+        assert_eq!((end - start).get_seconds(), 5400);
+    }
+}
