@@ -1,5 +1,5 @@
 //! Configuration documents by tenant, kind and name, with an id index (templates are also
-//! addressed by UUID). Every mutation carries its audit entry in the same transaction.
+//! addressed by UUID); a name in use, or for some kinds used in another tenant, is refused.
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
