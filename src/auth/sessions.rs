@@ -62,8 +62,16 @@ pub struct SeedSettings {
 pub const DEFAULT_ADMIN_EMAIL: &str = "admin@localhost";
 
 /// The setup gate (SPEC 3): open while no local user exists and the tenant has no API token.
+fn gate_open(local_user: bool, tenant_tokens: bool) -> bool {
+    !local_user && !tenant_tokens
+}
+
+/// The setup gate inside a write, so a racing second setup finds it closed.
 fn setup_gate_open(tx: &Tx, tenant: Uuid) -> Result<bool, StoreError> {
-    Ok(!tx.any_local_user()? && !tx.tenant_has_tokens(tenant)?)
+    Ok(gate_open(
+        tx.any_local_user()?,
+        tx.tenant_has_tokens(tenant)?,
+    ))
 }
 
 impl Auth {
@@ -202,9 +210,9 @@ impl Auth {
         match self.store.default_tenant().await {
             Ok(t) => self
                 .store
-                .transact(move |tx| Ok((setup_gate_open(tx, t.id)?, false)))
+                .users_and_tokens(t.id)
                 .await
-                .unwrap_or(false),
+                .is_ok_and(|(users, tokens)| gate_open(users, tokens)),
             Err(_) => false,
         }
     }

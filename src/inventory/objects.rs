@@ -74,42 +74,34 @@ pub(super) fn normal_folder(folder: Option<String>) -> String {
     }
 }
 
-/// What one batch item does.
-enum ObjectWrite {
-    Create(Box<Object>, AuditDraft),
-    /// Replace the fields of the object of that name, or create it.
-    Upsert(Box<Object>, AuditDraft),
-}
-
-/// Applies the writes in one transaction; each item succeeds or fails on its own (a taken
-/// name, a missing host), other errors abort the whole transaction. Each written item's audit
-/// entry, and the events `events` makes of the outcomes, are recorded in that transaction.
+/// Applies the writes in one transaction: each object is created, or with `upsert` replaces
+/// the fields of the object of its name. Each item succeeds or fails on its own (a taken name,
+/// a missing host), other errors abort the whole transaction. Each written item's audit entry,
+/// and the events `events` makes of the outcomes, are recorded in that transaction.
 fn write_objects(
     tx: &Tx,
-    writes: Vec<ObjectWrite>,
+    writes: Vec<(Object, AuditDraft)>,
+    upsert: bool,
     events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft>,
 ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
     let mut out = Vec::with_capacity(writes.len());
     let mut audits = Vec::new();
-    for w in writes {
-        let (o, audit, upsert) = match w {
-            ObjectWrite::Create(o, audit) => (o, audit, false),
-            ObjectWrite::Upsert(o, audit) => (o, audit, true),
-        };
-        let existing = match upsert {
-            true => match tx.object_named(o.tenant_id, o.kind, o.host_id, &o.name)? {
-                Some(id) => tx.object(o.tenant_id, id)?,
-                None => None,
-            },
+    for (o, audit) in writes {
+        let named = match upsert {
+            true => tx.object_named(o.tenant_id, o.kind, o.host_id, &o.name)?,
             false => None,
         };
+        let existing = named
+            .map(|id| tx.object(o.tenant_id, id))
+            .transpose()?
+            .flatten();
         let result = match existing {
             Some(old) => {
                 let new = Object {
                     id: old.id,
                     created_at: old.created_at,
                     version: old.version + 1,
-                    ..*o
+                    ..o
                 };
                 tx.put_object(&new)?;
                 audits.push(audit.before(&old).after(&new));
@@ -117,8 +109,8 @@ fn write_objects(
             }
             None => match tx.insert_object(&o) {
                 Ok(()) => {
-                    audits.push(audit.after(&*o));
-                    Ok(*o)
+                    audits.push(audit.after(&o));
+                    Ok(o)
                 }
                 Err(e @ (StoreError::Duplicate(_) | StoreError::NotFound)) => Err(e),
                 Err(e) => return Err(e),
@@ -228,7 +220,7 @@ impl Inventory {
         let mut results = self
             .store
             .transact_catalog(move |tx| {
-                write_objects(tx, vec![ObjectWrite::Create(Box::new(o), audit)], |out| {
+                write_objects(tx, vec![(o, audit)], false, |out| {
                     out.iter()
                         .any(Result::is_ok)
                         .then_some(event)
@@ -284,11 +276,7 @@ impl Inventory {
                                 &o,
                                 if upsert { "upsert" } else { "create" },
                             );
-                            writes.push(if upsert {
-                                ObjectWrite::Upsert(Box::new(o), audit)
-                            } else {
-                                ObjectWrite::Create(Box::new(o), audit)
-                            });
+                            writes.push((o, audit));
                             names.push(Some(name));
                         }
                         Err(e) => {
@@ -307,7 +295,7 @@ impl Inventory {
                 let outcomes = self
                     .store
                     .transact_catalog(move |tx| {
-                        write_objects(tx, writes, |out| {
+                        write_objects(tx, writes, upsert, |out| {
                             let written = out.iter().filter(|r| r.is_ok()).count();
                             (written > 0)
                                 .then(|| {

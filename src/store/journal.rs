@@ -85,40 +85,44 @@ fn kind_in_use(
     Ok(false)
 }
 
-/// The events of one journal row.
-fn unpack(seq: u64, mut packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
+/// The encoded events of one journal row (each length-prefixed), in order.
+fn frames(seq: u64, mut packed: &[u8]) -> Result<Vec<&[u8]>, StoreError> {
     let cut = || StoreError::Corrupt(format!("journal row {seq} cut short"));
     let mut out = Vec::new();
     while !packed.is_empty() {
         let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(cut)?;
         let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| cut())?;
         let (row, rest) = rest.split_at_checked(len).ok_or_else(cut)?;
-        out.push(Journaled {
-            seq,
-            event: Arc::new(decode::<Event>(row)?),
-            row: row.to_vec(),
-        });
+        out.push(row);
         packed = rest;
     }
     Ok(out)
 }
 
+/// The events of one journal row.
+fn unpack(seq: u64, packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
+    frames(seq, packed)?
+        .into_iter()
+        .map(|row| {
+            Ok(Journaled {
+                seq,
+                event: Arc::new(decode::<Event>(row)?),
+                row: row.to_vec(),
+            })
+        })
+        .collect()
+}
+
 /// The id of a journal row's last event (its events are in id order), decoding that id alone.
-fn last_id(seq: u64, mut packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
+fn last_id(seq: u64, packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
     #[derive(serde::Deserialize)]
     struct Id {
         id: Uuid,
     }
-    let cut = || StoreError::Corrupt(format!("journal row {seq} cut short"));
-    let mut last = None;
-    while !packed.is_empty() {
-        let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(cut)?;
-        let len = usize::try_from(u32::from_be_bytes(*len)).map_err(|_| cut())?;
-        let (row, rest) = rest.split_at_checked(len).ok_or_else(cut)?;
-        last = Some(row);
-        packed = rest;
-    }
-    last.map(|row| decode::<Id>(row).map(|e| e.id)).transpose()
+    frames(seq, packed)?
+        .last()
+        .map(|row| decode::<Id>(row).map(|e| e.id))
+        .transpose()
 }
 
 impl Store {

@@ -36,20 +36,22 @@ fn put(tx: &WriteTransaction, t: &StoredToken) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn take(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<StoredToken, StoreError> {
-    let key = token_key(tenant, id);
-    let old: StoredToken = {
-        let mut tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
-        let row = tokens
-            .remove(key.as_slice())
-            .map_err(StoreError::from_redb)?;
-        decode(row.ok_or(StoreError::NotFound)?.value())?
-    };
-    tx.open_table(TOKEN_PREFIXES)
+/// Removes a token and its prefix index entry; the token, when there was one.
+fn take(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
+    let removed = tx
+        .open_table(TOKENS)
         .map_err(StoreError::from_redb)?
-        .remove(prefix_key(&old.meta.prefix, id).as_slice())
-        .map_err(StoreError::from_redb)?;
-    Ok(old)
+        .remove(token_key(tenant, id).as_slice())
+        .map_err(StoreError::from_redb)?
+        .map(|row| decode::<StoredToken>(row.value()))
+        .transpose()?;
+    if let Some(old) = &removed {
+        tx.open_table(TOKEN_PREFIXES)
+            .map_err(StoreError::from_redb)?
+            .remove(prefix_key(&old.meta.prefix, id).as_slice())
+            .map_err(StoreError::from_redb)?;
+    }
+    Ok(removed)
 }
 
 /// API tokens in a transaction.
@@ -61,11 +63,7 @@ impl Tx<'_> {
 
     /// Removes a token and its prefix index entry; the token, when there was one.
     pub fn remove_token(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
-        match take(self, tenant, id) {
-            Ok(old) => Ok(Some(old)),
-            Err(StoreError::NotFound) => Ok(None),
-            Err(e) => Err(e),
-        }
+        take(self, tenant, id)
     }
 }
 

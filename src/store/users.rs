@@ -114,28 +114,44 @@ impl Tx<'_> {
 
     /// Whether any tenant has a local (password) user.
     pub fn any_local_user(&self) -> Result<bool, StoreError> {
-        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
-        for row in users.iter().map_err(StoreError::from_redb)? {
-            if decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?
-                .user
-                .local
-            {
-                return Ok(true);
-            }
-        }
-        Ok(false)
+        any_user(
+            &self.open_table(USERS).map_err(StoreError::from_redb)?,
+            |u| u.local,
+        )
     }
 
     /// Whether the tenant has an API token.
     pub fn tenant_has_tokens(&self, tenant: Uuid) -> Result<bool, StoreError> {
-        let tokens = self.open_table(TOKENS).map_err(StoreError::from_redb)?;
-        let (lo, hi) = tenant_range(tenant);
-        Ok(tokens
-            .range(lo.as_slice()..hi.as_slice())
-            .map_err(StoreError::from_redb)?
-            .next()
-            .is_some())
+        has_tokens(
+            &self.open_table(TOKENS).map_err(StoreError::from_redb)?,
+            tenant,
+        )
     }
+}
+
+/// Whether any user, of any tenant, is one `wanted` accepts.
+fn any_user(
+    users: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    wanted: impl Fn(&User) -> bool,
+) -> Result<bool, StoreError> {
+    for row in users.iter().map_err(StoreError::from_redb)? {
+        if wanted(&decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?.user) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn has_tokens(
+    tokens: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    tenant: Uuid,
+) -> Result<bool, StoreError> {
+    let (lo, hi) = tenant_range(tenant);
+    Ok(tokens
+        .range(lo.as_slice()..hi.as_slice())
+        .map_err(StoreError::from_redb)?
+        .next()
+        .is_some())
 }
 
 impl Store {
@@ -177,13 +193,21 @@ impl Store {
     pub async fn has_enabled_local_admin(self: &Arc<Self>) -> Result<bool, StoreError> {
         self.read(|tx| {
             let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-            for row in users.iter().map_err(StoreError::from_redb)? {
-                let u = decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?.user;
-                if u.local && u.is_enabled_admin() {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
+            any_user(&users, |u| u.local && u.is_enabled_admin())
+        })
+        .await
+    }
+
+    /// Whether any tenant has a local user, and whether `tenant` has an API token: what the
+    /// setup gate is decided on, read without a write.
+    pub async fn users_and_tokens(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<(bool, bool), StoreError> {
+        self.read(move |tx| {
+            let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
+            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            Ok((any_user(&users, |u| u.local)?, has_tokens(&tokens, tenant)?))
         })
         .await
     }
