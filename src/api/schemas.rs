@@ -134,41 +134,6 @@ pub fn problem() -> Schema {
     Schema::new_ref(format!("{SCHEMAS}problemDoc"))
 }
 
-/// `GET /readyz`.
-pub fn readiness() -> Schema {
-    json_schema!({
-        "type": "object",
-        "required": ["ready", "subsystems"],
-        "properties": {
-            "ready": {"type": "boolean"},
-            "subsystems": {"type": "array", "items": {
-                "type": "object",
-                "required": ["name", "ok"],
-                "properties": {"name": {"type": "string"}, "ok": {"type": "boolean"}, "info": {"type": "string"}}
-            }}
-        }
-    })
-}
-
-/// `GET /api/v1/system/info`.
-pub fn system_info() -> Schema {
-    json_schema!({
-        "type": "object",
-        "required": ["version", "goVersion", "goroutines", "startedAt", "uptime", "storage", "aiEnabled"],
-        "properties": {
-            "version": {"type": "string"},
-            "goVersion": {"type": "string", "description": "the Rust compiler's version"},
-            "rustVersion": {"type": "string"},
-            "goroutines": {"type": "integer", "description": "live async tasks"},
-            "heapMB": {"type": ["number", "null"], "description": "resident set size"},
-            "startedAt": {"type": "string", "format": "date-time"},
-            "uptime": {"type": "string"},
-            "storage": {"type": "string"},
-            "aiEnabled": {"type": "boolean"}
-        }
-    })
-}
-
 /// `{accepted, eventIds}` of an ingest.
 pub fn ingest_accepted() -> Schema {
     json_schema!({

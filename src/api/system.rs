@@ -7,6 +7,7 @@ use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
 use crate::auth::Principal;
+use crate::model::health::{Hardware, HealthReport, Readiness, Subsystem, SystemInfo};
 use crate::model::{GoDuration, RUST_VERSION, VERSION};
 use crate::monitor::pipeline::READY_LIMIT;
 use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
@@ -14,8 +15,6 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use serde::Serialize;
-use serde_json::json;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -26,7 +25,7 @@ pub fn routes() -> Vec<Route> {
             "Readiness",
             "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `event-consumers` (not ok while the alert engine or the webhook dispatcher is more than 60 s behind: stuck, or not keeping up; `info` names the furthest behind; the federation uplink, which waits for the main instance when the network is down, does not count), `results-pipeline`, `workers` (not ok while a background worker waits to be restarted after a panic, with a delay that doubles from 5 s to at most 60 s while it keeps panicking; `info` names their kinds, such as `event-source`, never a tenant's source), and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         )
-            .answers_as(200, JSON, schemas::literal(schemas::readiness)).answers_as(503, JSON, schemas::literal(schemas::readiness)),
+            .answers::<Readiness>(200).answers::<Readiness>(503),
         Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition.")
             .answers_text(200, OPENMETRICS),
         Route::get("/api/openapi.json", openapi_json).doc("system", "This document", "")
@@ -36,9 +35,9 @@ pub fn routes() -> Vec<Route> {
             "Version and runtime info",
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         )
-            .answers_as(200, JSON, schemas::literal(schemas::system_info)),
+            .ok::<SystemInfo>(),
         Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`). No credential is needed; the names a tenant gave its things (event sources in `ingress`, and the workers named after them, `event-source/<name>`) are shown only to the instance's administrators (`admin:tenants` in the default tenant): anyone else gets `ingress` empty and such workers by kind (`event-source`).")
-            .answers_as(200, JSON, schemas::literal(schemas::open_object)),
+            .ok::<HealthReport>(),
         Route::get("/api/v1/system/backup", backup)
             .permission("admin:backup")
             .no_deadline()
@@ -146,14 +145,6 @@ async fn healthz() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok")
 }
 
-#[derive(Serialize)]
-struct Subsystem {
-    name: &'static str,
-    ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    info: Option<String>,
-}
-
 /// A durable consumer further behind than this is not ready: it is stuck, or cannot keep up.
 const CONSUMER_READY_LAG: f64 = 60.0;
 
@@ -167,7 +158,7 @@ fn consumers(st: &AppState) -> Subsystem {
         .filter(|(name, _)| **name != crate::federation::edge::UPLINK)
         .max_by(|a, b| a.1.lag_seconds.total_cmp(&b.1.lag_seconds));
     Subsystem {
-        name: "event-consumers",
+        name: "event-consumers".into(),
         ok: worst.is_none_or(|(_, l)| l.lag_seconds < CONSUMER_READY_LAG),
         info: worst.map(|(name, l)| format!("{name} {:.0}s behind", l.lag_seconds)),
     }
@@ -190,7 +181,7 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
     if let Some(m) = &st.devices.modem {
         let s = m.status();
         hardware.push(Subsystem {
-            name: "gsm",
+            name: "gsm".into(),
             ok: s.ready(),
             info: Some(match (&s.last_error, s.connected) {
                 (Some(e), false) => e.clone(),
@@ -208,7 +199,7 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
     if let Some(p) = &st.devices.pager {
         let s = p.status();
         hardware.push(Subsystem {
-            name: "espa",
+            name: "espa".into(),
             ok: s.connected,
             info: Some(
                 s.last_error
@@ -218,23 +209,23 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
     }
     let mut list = vec![
         Subsystem {
-            name: "store",
+            name: "store".into(),
             ok: reason.is_none(),
             info: reason,
         },
         Subsystem {
-            name: "event-journal",
+            name: "event-journal".into(),
             ok: journal.is_none(),
             info: journal,
         },
         Subsystem {
-            name: "event-bus",
+            name: "event-bus".into(),
             ok: bus_depth < crate::events::bus::MAIN_QUEUE,
             info: Some(format!("{bus_depth} queued")),
         },
         consumers(st),
         Subsystem {
-            name: "results-pipeline",
+            name: "results-pipeline".into(),
             ok: pipeline.queued < READY_LIMIT && !pipeline.stalled,
             info: Some(if pipeline.stalled {
                 format!("stalled, {} queued", pipeline.queued)
@@ -243,7 +234,7 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
             }),
         },
         Subsystem {
-            name: "workers",
+            name: "workers".into(),
             ok: restarting.is_empty(),
             info: (!restarting.is_empty())
                 .then(|| format!("restarting after a panic: {}", restarting.join(", "))),
@@ -254,11 +245,11 @@ fn subsystems(st: &AppState) -> Vec<Subsystem> {
 }
 
 /// The paging devices' own reports.
-fn hardware(st: &AppState) -> serde_json::Value {
-    json!({
-        "gsm": st.devices.modem.as_ref().map(|m| m.status()),
-        "espa": st.devices.pager.as_ref().map(|p| p.status()),
-    })
+fn hardware(st: &AppState) -> Hardware {
+    Hardware {
+        gsm: st.devices.modem.as_ref().map(|m| m.status()),
+        espa: st.devices.pager.as_ref().map(|p| p.status()),
+    }
 }
 
 async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
@@ -269,10 +260,7 @@ async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({"ready": ready, "subsystems": subsystems})),
-    )
+    (status, Json(Readiness { ready, subsystems }))
 }
 
 /// The bus queues and the results queue by name.
@@ -369,21 +357,20 @@ fn live_tasks() -> usize {
         .num_alive_tasks()
 }
 
-async fn info(State(st): State<AppState>) -> impl IntoResponse {
-    let uptime = GoDuration(std::time::Duration::from_secs(
-        st.uptime.elapsed().as_secs(),
-    ));
-    Json(json!({
-        "version": VERSION,
-        "goVersion": RUST_VERSION,
-        "rustVersion": RUST_VERSION,
-        "goroutines": live_tasks(),
-        "heapMB": resident_mb(),
-        "startedAt": st.started_at,
-        "uptime": uptime,
-        "storage": st.config.storage.backend,
-        "aiEnabled": st.config.ai.provider != "none",
-    }))
+async fn info(State(st): State<AppState>) -> Json<SystemInfo> {
+    Json(SystemInfo {
+        version: VERSION.into(),
+        go_version: RUST_VERSION.into(),
+        rust_version: RUST_VERSION.into(),
+        goroutines: live_tasks(),
+        heap_mb: resident_mb(),
+        started_at: st.started_at,
+        uptime: GoDuration(std::time::Duration::from_secs(
+            st.uptime.elapsed().as_secs(),
+        )),
+        storage: st.config.storage.backend.clone(),
+        ai_enabled: st.config.ai.provider != "none",
+    })
 }
 
 /// Who may read the names a tenant gave its things (event sources, and the workers named after
@@ -396,7 +383,7 @@ fn sees_names(caller: Option<&Principal>) -> bool {
 async fn health(
     State(st): State<AppState>,
     caller: Option<Extension<Principal>>,
-) -> impl IntoResponse {
+) -> Json<HealthReport> {
     let named = sees_names(caller.as_ref().map(|c| &c.0));
     let mut workers = st.supervisor.states();
     if !named {
@@ -406,26 +393,35 @@ async fn health(
             }
         }
     }
-    let ingress = if named {
-        json!(st.ingress.counters())
-    } else {
-        json!({})
-    };
-    Json(json!({
-        "status": if st.store.offline_reason().is_none() { "ok" } else { "degraded" },
-        "subsystems": subsystems(&st),
-        "workers": workers,
-        "queues": queues(&st),
-        "pipeline": st.pipeline.stats(),
-        "tsdb": st.metric_queries.stats(),
-        "sseClients": st.events.sse_client_count(),
-        "consumers": st.events.consumer_lags(),
-        "notify": st.notify.health().await.ok(),
-        "hardware": hardware(&st),
-        "ingress": ingress,
-        "tasks": live_tasks(),
-        "residentMB": resident_mb(),
-        "disk": st.store.disk_space(),
-        "time": st.clock.now(),
-    }))
+    Json(HealthReport {
+        status: if st.store.offline_reason().is_none() {
+            "ok"
+        } else {
+            "degraded"
+        }
+        .into(),
+        subsystems: subsystems(&st),
+        workers,
+        queues: queues(&st),
+        pipeline: st.pipeline.stats(),
+        tsdb: st.metric_queries.stats(),
+        sse_clients: st.events.sse_client_count(),
+        consumers: st
+            .events
+            .consumer_lags()
+            .into_iter()
+            .map(|(name, lag)| (name.to_string(), lag))
+            .collect(),
+        notify: st.notify.health().await.ok(),
+        hardware: hardware(&st),
+        ingress: if named {
+            st.ingress.counters()
+        } else {
+            Default::default()
+        },
+        tasks: live_tasks(),
+        resident_mb: resident_mb(),
+        disk: st.store.disk_space(),
+        time: st.clock.now(),
+    })
 }

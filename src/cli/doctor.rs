@@ -1,6 +1,7 @@
 //! `svc doctor`: what is wrong with a server, from its health report.
 
 use super::*;
+use crate::model::health::{DiskSpace, HealthReport, SystemInfo};
 
 /// Less free space than this (or than 5 %) on the data directory's file system fails `doctor`.
 pub(super) const DISK_FREE_MIN: u64 = 256 * 1024 * 1024;
@@ -8,66 +9,58 @@ pub(super) const DISK_FREE_MIN: u64 = 256 * 1024 * 1024;
 pub(super) const CLOCK_SKEW_MAX: f64 = 30.0;
 
 pub(super) async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError> {
-    let info = c.get("/api/v1/system/info").await?;
+    let info_body = c.get("/api/v1/system/info").await?;
     let asked = now();
-    let health = c.get("/api/v1/system/health").await?;
+    let health_body = c.get("/api/v1/system/health").await?;
     let answered = now();
     if as_json {
-        return Ok(pretty(&json!({"info": info, "health": health})));
+        return Ok(pretty(&json!({"info": info_body, "health": health_body})));
     }
+    let info: SystemInfo = wire(&info_body)?;
+    let health: HealthReport = wire(&health_body)?;
     let mut rows = vec![vec![
         "server".to_string(),
         "ok".to_string(),
         format!(
             "reachable, version {}, up {}, storage {}",
-            cell(&info["version"], 40),
-            cell(&info["uptime"], 20),
-            cell(&info["storage"], 20)
+            text(&info.version, 40),
+            info.uptime,
+            text(&info.storage, 20)
         ),
     ]];
     let mut failing = Vec::new();
-    for s in health["subsystems"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let ok = s["ok"] == true;
-        if !ok {
-            failing.push(cell(&s["name"], 40));
+    for s in &health.subsystems {
+        if !s.ok {
+            failing.push(text(&s.name, 40));
         }
         rows.push(vec![
-            cell(&s["name"], 40),
-            if ok { "ok" } else { "FAIL" }.to_string(),
-            cell(&s["info"], 100),
+            text(&s.name, 40),
+            if s.ok { "ok" } else { "FAIL" }.to_string(),
+            text(s.info.as_deref().unwrap_or_default(), 100),
         ]);
     }
-    for (name, depth) in health["queues"].as_object().into_iter().flatten() {
+    for (name, depth) in &health.queues {
         rows.push(vec![
-            format!("queue {name}"),
+            format!("queue {}", text(name, 40)),
             "ok".into(),
             format!("{depth} queued"),
         ]);
     }
-    if let Some(gsm) = health["hardware"]["gsm"].as_object() {
+    if let Some(gsm) = &health.hardware.gsm {
         rows.push(vec![
             "gsm modem".into(),
-            if gsm.get("connected") == Some(&Value::Bool(true)) {
-                "ok"
-            } else {
-                "FAIL"
-            }
-            .into(),
+            if gsm.connected { "ok" } else { "FAIL" }.into(),
             format!(
-                "SIM {}, registration {}, signal {} dBm",
-                cell(&gsm["sim"], 20),
-                cell(&gsm["registration"], 20),
-                cell(&gsm["signalDbm"], 10)
+                "SIM {}, registration {}, signal {}",
+                text(&gsm.sim, 20),
+                text(&gsm.registration, 20),
+                gsm.signal_dbm
+                    .map_or_else(|| "unknown".to_string(), |d| format!("{d} dBm"))
             ),
         ]);
     }
-    let disk = &health["disk"];
-    if let (Some(free), Some(total)) = (disk["freeBytes"].as_u64(), disk["totalBytes"].as_u64()) {
-        let low = free < DISK_FREE_MIN || free.saturating_mul(20) < total;
+    if let Some(disk) = health.disk {
+        let low = disk_low(disk);
         if low {
             failing.push("disk".into());
         }
@@ -77,32 +70,27 @@ pub(super) async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError
             if low { "FAIL" } else { "ok" }.into(),
             format!(
                 "{:.1} GiB free of {:.1} GiB on the data directory",
-                gib(free),
-                gib(total)
+                gib(disk.free_bytes),
+                gib(disk.total_bytes)
             ),
         ]);
     }
-    if let Some(server) = health["time"]
-        .as_str()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-    {
-        // The server read its clock between asking and answering: compare with the middle.
-        let middle = (asked.as_millisecond() + answered.as_millisecond()) / 2;
-        let skew = (server.as_millisecond() - middle) as f64 / 1000.0;
-        let off = skew.abs() > CLOCK_SKEW_MAX;
-        if off {
-            failing.push("clock".into());
-        }
-        rows.push(vec![
-            "clock".into(),
-            if off { "FAIL" } else { "ok" }.into(),
-            format!(
-                "the server's clock is {:.1} s {} this machine's",
-                skew.abs(),
-                if skew >= 0.0 { "ahead of" } else { "behind" }
-            ),
-        ]);
+    // The server read its clock between asking and answering: compare with the middle.
+    let middle = (asked.as_millisecond() + answered.as_millisecond()) / 2;
+    let skew = (health.time.as_millis() - middle) as f64 / 1000.0;
+    let off = skew.abs() > CLOCK_SKEW_MAX;
+    if off {
+        failing.push("clock".into());
     }
+    rows.push(vec![
+        "clock".into(),
+        if off { "FAIL" } else { "ok" }.into(),
+        format!(
+            "the server's clock is {:.1} s {} this machine's",
+            skew.abs(),
+            if skew >= 0.0 { "ahead of" } else { "behind" }
+        ),
+    ]);
     let out = table(&["CHECK", "STATUS", "INFO"], &rows);
     if failing.is_empty() {
         Ok(out)
@@ -112,5 +100,30 @@ pub(super) async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError
             "not ready: {}",
             failing.join(", ")
         )))
+    }
+}
+
+/// Less than `DISK_FREE_MIN` or 5 % free.
+fn disk_low(disk: DiskSpace) -> bool {
+    disk.free_bytes < DISK_FREE_MIN || disk.free_bytes.saturating_mul(20) < disk.total_bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_is_low_under_the_floor_or_five_percent() {
+        let gib = 1u64 << 30;
+        let low = |free, total| {
+            disk_low(DiskSpace {
+                free_bytes: free,
+                total_bytes: total,
+            })
+        };
+        assert!(low(100 << 20, 2 * gib), "under 256 MiB");
+        assert!(low(4 * gib, 100 * gib), "4 % of the disk");
+        assert!(!low(6 * gib, 100 * gib));
+        assert!(!low(300 << 20, 4 * gib), "7 % and over the floor");
     }
 }

@@ -16,6 +16,7 @@ pub use retention::RetentionWorker;
 
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, Journaled, id_millis};
+use crate::model::health::ConsumerLag;
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::store::events::{EventStore, Position};
@@ -52,21 +53,17 @@ pub struct Events {
     /// after it, so the bus sees groups in commit order.
     published: Mutex<oneshot::Receiver<()>>,
     /// Where each durable consumer stands, for `/metrics` and the health report.
-    consumers: Mutex<BTreeMap<&'static str, ConsumerLag>>,
+    consumers: Mutex<BTreeMap<&'static str, Standing>>,
 }
 
-/// Where a durable consumer stands: the last event it committed the work of, and the age of
-/// the oldest committed event it has not (0 when it has caught up). The age is taken when it is
-/// asked for, so a consumer stuck on an event shows a lag that grows.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsumerLag {
-    pub position: Uuid,
-    pub lag_seconds: f64,
+/// Where a durable consumer stands. Its lag is the age of `oldest`, taken when asked for, so
+/// a consumer stuck on an event shows a lag that grows.
+#[derive(Clone, Copy)]
+struct Standing {
+    position: Uuid,
     /// Events retention removed before the consumer read them, since this process started.
-    pub lost: u64,
+    lost: u64,
     /// The time of the oldest event it has read and not done yet.
-    #[serde(skip)]
     oldest: Option<Timestamp>,
 }
 
@@ -219,9 +216,8 @@ impl Events {
         let lost = consumers.get(name).map_or(0, |c| c.lost);
         consumers.insert(
             name,
-            ConsumerLag {
+            Standing {
                 position,
-                lag_seconds: 0.0,
                 lost,
                 oldest: oldest.map(|e| e.ts),
             },
@@ -231,13 +227,13 @@ impl Events {
     /// Counts events of month files about to be removed that a consumer has not read yet.
     fn count_lost_before_removal(&self, months: &[u32]) {
         let mut consumers = lock(&self.consumers);
-        for lag in consumers.values_mut() {
-            let Some(at) = Position::of_id(lag.position) else {
+        for standing in consumers.values_mut() {
+            let Some(at) = Position::of_id(standing.position) else {
                 continue;
             };
             for month in months {
                 match self.store.count_after(*month, at) {
-                    Ok(n) => lag.lost += n,
+                    Ok(n) => standing.lost += n,
                     Err(e) => {
                         tracing::warn!(month, error = %e, "could not count unread events of an expiring month")
                     }
@@ -249,19 +245,26 @@ impl Events {
     /// Every durable consumer's lag, by name, as of now (also set in `/metrics`).
     pub fn consumer_lags(&self) -> BTreeMap<&'static str, ConsumerLag> {
         let now = self.clock.now();
-        let mut lags = lock(&self.consumers).clone();
-        for (name, lag) in &mut lags {
-            lag.lag_seconds = lag.oldest.map_or(0.0, |ts| {
-                (now.as_millis() - ts.as_millis()).max(0) as f64 / 1000.0
-            });
-            self.metrics
-                .consumer_lag
-                .get_or_create(&crate::runtime::metrics::ConsumerLabels {
-                    consumer: (*name).into(),
-                })
-                .set(lag.lag_seconds);
-        }
-        lags
+        let standings = lock(&self.consumers).clone();
+        standings
+            .into_iter()
+            .map(|(name, s)| {
+                let lag = ConsumerLag {
+                    position: s.position,
+                    lag_seconds: s.oldest.map_or(0.0, |ts| {
+                        (now.as_millis() - ts.as_millis()).max(0) as f64 / 1000.0
+                    }),
+                    lost: s.lost,
+                };
+                self.metrics
+                    .consumer_lag
+                    .get_or_create(&crate::runtime::metrics::ConsumerLabels {
+                        consumer: name.into(),
+                    })
+                    .set(lag.lag_seconds);
+                (name, lag)
+            })
+            .collect()
     }
 
     /// Why journaled events wait to be stored, if they do.

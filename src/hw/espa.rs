@@ -7,10 +7,9 @@
 //! handed to the caller. The line is a serial port or a serial server (`tcp://host:port`).
 
 use super::serial::{self, BoxedLine, LineSettings};
-use crate::model::Timestamp;
+use crate::model::health::EspaStatus;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use serde::Serialize;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -197,21 +196,6 @@ pub struct EspaSettings {
     pub reply_timeout: Duration,
     /// Transmissions of a select or a block before giving up.
     pub attempts: u32,
-}
-
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EspaStatus {
-    pub device: String,
-    pub connected: bool,
-    pub pages_sent: u64,
-    pub calls_received: u64,
-    /// Blocks sent again after a NAK or silence.
-    pub retransmissions: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_page_at: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
 }
 
 struct PageJob {

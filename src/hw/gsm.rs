@@ -6,11 +6,10 @@
 
 use super::serial::{self, BoxedLine, LineSettings};
 use super::sms;
-use crate::model::Timestamp;
 pub use crate::model::hardware::Profile;
+use crate::model::health::ModemStatus;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,40 +39,6 @@ pub struct ModemSettings {
     pub key_timeout: Duration,
     /// How often registration and signal are read again.
     pub refresh_every: Duration,
-}
-
-/// What the modem last said about itself.
-#[derive(Clone, Debug, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModemStatus {
-    pub device: String,
-    pub profile: String,
-    /// The port is open and the start-up sequence passed.
-    pub connected: bool,
-    /// `ready`, `pin required`, `puk required`, `absent` or `unknown`.
-    pub sim: String,
-    /// `home`, `roaming`, `searching`, `denied`, `not registered` or `unknown`.
-    pub registration: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub signal_dbm: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_sent_at: Option<Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    pub sms_sent: u64,
-    pub sms_received: u64,
-    pub calls: u64,
-}
-
-impl ModemStatus {
-    /// Connected, SIM ready and registered: a message would go out now.
-    pub fn ready(&self) -> bool {
-        self.connected && self.sim == "ready" && self.registered()
-    }
-
-    pub fn registered(&self) -> bool {
-        matches!(self.registration.as_str(), "home" | "roaming")
-    }
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]

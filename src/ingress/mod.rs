@@ -15,6 +15,7 @@ pub mod webhook;
 
 use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity, check_labels, check_payload};
+use crate::model::health::SourceCounters;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::AllowedDirs;
 use crate::runtime::{AlertActions, SecretSource};
@@ -34,16 +35,6 @@ pub struct Ingress {
     mappings: mapping::Compiled,
     /// Where a source's `caFile` may be.
     ca_files: AllowedDirs,
-}
-
-/// What a source brought since start: events stored, requests or messages refused (auth,
-/// format, mapping, community), requests over the rate limit.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SourceCounters {
-    pub received: u64,
-    pub refused: u64,
-    pub rate_limited: u64,
 }
 
 #[derive(Clone, Copy)]

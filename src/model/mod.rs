@@ -11,6 +11,7 @@ pub mod duration;
 pub mod event;
 pub mod fault;
 pub mod hardware;
+pub mod health;
 pub mod heartbeat;
 pub mod identity;
 pub mod incident;

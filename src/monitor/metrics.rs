@@ -5,10 +5,11 @@
 use super::catalog::Catalog;
 use crate::auth::Principal;
 use crate::model::Timestamp;
+use crate::model::health::MetricsStats;
 use crate::model::metric::{Agg, AggFn, Tier, plan};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::metrics::{MetricsStats, MetricsStore, Prune};
+use crate::store::metrics::{MetricsStore, Prune};
 use crate::store::{Store, StoreError, blocking};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

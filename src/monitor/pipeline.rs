@@ -10,12 +10,12 @@
 
 use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
+use crate::model::health::PipelineStats;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
 use futures_util::future::BoxFuture;
-use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,17 +57,6 @@ struct Pending {
     queued: Stopwatch,
     reply: Reply,
     permits: tokio::sync::OwnedSemaphorePermit,
-}
-
-/// Queue figures for readiness and health.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PipelineStats {
-    pub queued: usize,
-    pub capacity: usize,
-    pub stalled: bool,
-    pub applied: u64,
-    pub batches: u64,
 }
 
 pub struct Pipeline {

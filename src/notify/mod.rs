@@ -24,6 +24,7 @@ use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
+use crate::model::health::NotifyHealth;
 use crate::model::identity::Actor;
 use crate::model::notify::{
     Channel, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody, TestSend, mask,
@@ -143,16 +144,16 @@ impl Notifier {
 
     /// For `/system/health`: armed escalation timers, the outbox, dead letters, and delivery
     /// attempts since start by outcome.
-    pub async fn health(&self) -> Result<Value, StoreError> {
-        let (escalations, outbox, dead_letters) = self.store.notify_counts().await?;
-        Ok(json!({
-            "escalationTimers": escalations,
-            "outbox": outbox,
-            "deadLetters": dead_letters,
-            "sent": self.sent.load(Ordering::Relaxed),
-            "failed": self.failed.load(Ordering::Relaxed),
-            "dead": self.dead.load(Ordering::Relaxed),
-        }))
+    pub async fn health(&self) -> Result<NotifyHealth, StoreError> {
+        let (escalation_timers, outbox, dead_letters) = self.store.notify_counts().await?;
+        Ok(NotifyHealth {
+            escalation_timers,
+            outbox,
+            dead_letters,
+            sent: self.sent.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            dead: self.dead.load(Ordering::Relaxed),
+        })
     }
 
     /// The tenant's people and channels as of the latest catalog write.

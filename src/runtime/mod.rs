@@ -22,4 +22,4 @@ pub use metrics::Metrics;
 pub use oncall::{OnCall, OnCallRoster};
 pub use secrets::SecretSource;
 pub use shutdown::Shutdown;
-pub use worker::{Supervisor, Wait, Worker, WorkerState};
+pub use worker::{Supervisor, Wait, Worker};

@@ -5,9 +5,9 @@
 //! event source's listener when the source goes). `Task` runs a long-lived future as a worker.
 
 use super::Shutdown;
+use crate::model::health::{WorkerState, WorkerStatus};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -50,17 +50,6 @@ pub trait Worker: Send + 'static {
     fn waker(&self) -> Option<Arc<Notify>> {
         None
     }
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerState {
-    pub name: String,
-    /// `running`, `waiting`, `restarting`, `stopped` or `done`.
-    pub state: &'static str,
-    pub restarts: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_panic: Option<String>,
 }
 
 type States = Arc<Mutex<BTreeMap<String, WorkerState>>>;
@@ -139,7 +128,7 @@ fn set_state(states: &States, name: &str, f: impl FnOnce(&mut WorkerState)) {
     let mut map = states.lock().unwrap_or_else(|e| e.into_inner());
     let entry = map.entry(name.to_string()).or_insert_with(|| WorkerState {
         name: name.to_string(),
-        state: "running",
+        state: WorkerStatus::Running,
         restarts: 0,
         last_panic: None,
     });
@@ -196,7 +185,7 @@ impl Supervisor {
         };
         let stopped_alone = handle.stop.clone();
         let delay = self.restart_delay;
-        set_state(&states, &name, |s| s.state = "running");
+        set_state(&states, &name, |s| s.state = WorkerStatus::Running);
         let waker = worker.waker().unwrap_or_default();
         let span = tracing::info_span!("worker", name = %name);
         let task = async move {
@@ -206,7 +195,7 @@ impl Supervisor {
                 if stopped_alone.is_triggered() || shutdown().now_or_never().is_some() {
                     break;
                 }
-                set_state(&states, &name, |s| s.state = "running");
+                set_state(&states, &name, |s| s.state = WorkerStatus::Running);
                 let step = AssertUnwindSafe(worker.step()).catch_unwind();
                 tokio::pin!(step);
                 // A step still running at shutdown (a durable consumer waiting for events) gets
@@ -230,7 +219,7 @@ impl Supervisor {
                         let after = restart_delay(delay, panics);
                         tracing::error!(worker = %name, panic = %msg, ?after, "worker panicked; restarting after a delay");
                         set_state(&states, &name, |s| {
-                            s.state = "restarting";
+                            s.state = WorkerStatus::Restarting;
                             s.restarts += 1;
                             s.last_panic = Some(msg);
                         });
@@ -239,7 +228,7 @@ impl Supervisor {
                 };
                 let sleep = match wait {
                     Wait::Done => {
-                        set_state(&states, &name, |s| s.state = "done");
+                        set_state(&states, &name, |s| s.state = WorkerStatus::Done);
                         finished.store(true, std::sync::atomic::Ordering::SeqCst);
                         return;
                     }
@@ -247,8 +236,8 @@ impl Supervisor {
                     Wait::UntilWoken => Duration::MAX,
                 };
                 set_state(&states, &name, |s| {
-                    if s.state == "running" {
-                        s.state = "waiting";
+                    if s.state == WorkerStatus::Running {
+                        s.state = WorkerStatus::Waiting;
                     }
                 });
                 tokio::select! {
@@ -264,7 +253,7 @@ impl Supervisor {
                     .unwrap_or_else(|e| e.into_inner())
                     .remove(&name);
             } else {
-                set_state(&states, &name, |s| s.state = "stopped");
+                set_state(&states, &name, |s| s.state = WorkerStatus::Stopped);
             }
         };
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
@@ -280,7 +269,7 @@ impl Supervisor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .filter(|s| s.state == "restarting")
+            .filter(|s| s.state == WorkerStatus::Restarting)
             .map(|s| s.name.clone())
             .collect()
     }
@@ -346,12 +335,12 @@ mod tests {
             "waits out the restart delay"
         );
         let st = sup.states();
-        assert_eq!(st[0].state, "restarting");
+        assert_eq!(st[0].state, WorkerStatus::Restarting);
         assert_eq!(st[0].restarts, 1);
         assert_eq!(st[0].last_panic.as_deref(), Some("second step fails"));
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(steps.load(Ordering::SeqCst), 4);
-        assert_eq!(sup.states()[0].state, "done");
+        assert_eq!(sup.states()[0].state, WorkerStatus::Done);
     }
 
     struct Stubborn;
@@ -379,7 +368,7 @@ mod tests {
             STEP_GRACE,
             "well before the exit deadline"
         );
-        assert_eq!(sup.states()[0].state, "stopped");
+        assert_eq!(sup.states()[0].state, WorkerStatus::Stopped);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 use super::StoreError;
 use super::codec::{decode, encode};
 use super::writer::{Inbox, Writer};
+use crate::model::health::MetricsStats;
 use crate::model::metric::{Agg, Tier};
 use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
@@ -264,18 +265,6 @@ fn latest(info: &mut SeriesInfo, unfiled: &[Point]) {
             info.last = newest.value;
         }
     }
-}
-
-/// Stats for the health endpoint.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MetricsStats {
-    pub series: u64,
-    pub max_series: u64,
-    /// Samples refused because the series cap was reached.
-    pub refused_samples: u64,
-    /// Sample batches that failed to commit.
-    pub failed_batches: u64,
 }
 
 impl MetricsStore {

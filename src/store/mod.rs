@@ -36,6 +36,7 @@ pub use error::StoreError;
 pub use tx::Tx;
 
 use crate::model::event::Journaled;
+use crate::model::health::DiskSpace;
 use crate::runtime::clock::SharedClock;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use redb::{Database, ReadTransaction, ReadableDatabase};
@@ -139,14 +140,6 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
         );
     });
     builder.create(path).map_err(StoreError::from_open)
-}
-
-/// The space of the file system holding the data directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DiskSpace {
-    pub free_bytes: u64,
-    pub total_bytes: u64,
 }
 
 impl Store {
