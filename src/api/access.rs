@@ -144,6 +144,21 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
     next.run(req).await
 }
 
+/// What no route names (SPEC 5.7, 7): a browser's page load without a valid session goes to
+/// `/login`; everything else gets the plain-text 404.
+pub async fn unrouted(State(st): State<AppState>, req: Request) -> Response {
+    if is_document_navigation(&req) {
+        let signed_in = match cookie(req.headers(), SESSION_COOKIE) {
+            Some(id) => st.auth.session_principal(id).await.is_ok(),
+            None => false,
+        };
+        if !signed_in {
+            return to_login();
+        }
+    }
+    super::router::not_found()
+}
+
 /// A browser loading a page (SPEC 5.7): GET or HEAD accepting HTML, outside the API and assets.
 fn is_document_navigation(req: &Request) -> bool {
     let path = req.uri().path();

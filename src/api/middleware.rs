@@ -106,12 +106,22 @@ pub async fn render_problems(State(st): State<AppState>, req: Request, next: Nex
         .get::<OriginalUri>()
         .map_or_else(|| req.uri().path().to_string(), |o| o.0.path().to_string());
     let method = req.method().clone();
+    let page = is_page_request(&req, &path);
     let mut res = next.run(req).await;
     let Some(p) = res.extensions_mut().remove::<Problem>() else {
         return res;
     };
     if p.status.is_server_error() {
         tracing::error!(%method, %path, code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "request failed");
+    }
+    res.headers_mut().remove(header::CONTENT_LENGTH);
+    if page {
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        *res.body_mut() = Body::from(crate::web::error(p.status.as_u16(), p.title(), &p.detail));
+        return res;
     }
     let code = p.code.as_str();
     let doc = ProblemDoc {
@@ -123,9 +133,24 @@ pub async fn render_problems(State(st): State<AppState>, req: Request, next: Nex
         instance: &path,
     };
     let body = fault::encoded("a problem document", serde_json::to_vec(&doc));
-    res.headers_mut().remove(header::CONTENT_LENGTH);
     *res.body_mut() = Body::from(body);
     res
+}
+
+/// A browser's request for a page of the UI (not the API, not `/mcp`), which a refusal answers
+/// with an HTML page instead of a problem document: it accepts HTML, or it posts a form.
+fn is_page_request(req: &Request, path: &str) -> bool {
+    let headers = req.headers();
+    let says = |name: header::HeaderName, what: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains(what))
+    };
+    !path.starts_with("/api/")
+        && path != "/mcp"
+        && (says(header::ACCEPT, "text/html")
+            || says(header::CONTENT_TYPE, "application/x-www-form-urlencoded"))
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

@@ -32,6 +32,7 @@ mod secrets;
 mod sites;
 mod suppressions;
 mod system;
+mod ui;
 mod users;
 
 use crate::alerting::Alerting;

@@ -1,10 +1,8 @@
-//! Browser sign-in routes: `/`, `/login`, `/setup`, `/register`, `/auth/logout`, and the SSO
+//! Browser sign-in routes: `/login`, `/setup`, `/register`, `/auth/logout`, and the SSO
 //! entry points (501 until SSO is configured).
 
 use super::AppState;
-use super::access::{
-    Caller, SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request,
-};
+use super::access::{SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request};
 use super::error::Problem;
 use super::router::{HTML, Route, not_found};
 use crate::auth::sessions::NewAccount;
@@ -18,8 +16,6 @@ use serde::Deserialize;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", home).identity().doc("pages", "Home page", "Signed-in users get the UI; an anonymous browser is redirected to `/login`.")
-            .answers_text(200, HTML).answers_empty(302).page(),
         Route::get("/login", login_page).sign_in().doc("pages", "Sign-in form", "HTML.")
             .answers_text(200, HTML).page(),
         Route::post("/login", login).sign_in().doc(
@@ -105,10 +101,6 @@ async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Requ
         .await
         .map(|f| f.0)
         .unwrap_or_default()
-}
-
-async fn home(c: Caller) -> Response {
-    html(StatusCode::OK, web::home(&c.principal.name))
 }
 
 async fn login_page() -> Response {

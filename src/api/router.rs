@@ -9,7 +9,7 @@ use super::middleware::{
 use super::{
     account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
     ingest, metrics, notify, objects, pages, problem_pages, reports, results, secrets, sites,
-    suppressions, system, users,
+    suppressions, system, ui, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -258,6 +258,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(users::routes());
     all.extend(account::routes());
     all.extend(pages::routes());
+    all.extend(ui::routes());
     all.extend(problem_pages::routes());
     all.extend(events::routes());
     all.extend(config::routes());
@@ -368,7 +369,7 @@ pub fn build_router(state: AppState) -> Router {
         router = router.route(&path, handler);
     }
     let inner = router
-        .fallback(async || not_found())
+        .fallback(super::access::unrouted)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn(catch_panic))
         .layer(from_fn_with_state(state.clone(), render_problems))

@@ -36,3 +36,4 @@ mod results;
 mod security;
 mod signin;
 mod support;
+mod ui;

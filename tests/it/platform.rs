@@ -134,7 +134,15 @@ async fn openapi_documents_every_route() {
         assert!(paths.contains_key(must), "{must} missing");
     }
     // Every documented operation exists on the server (answers something other than the
-    // router's own 404/405), and declares its permission.
+    // router's own 404/405), and declares its permission. An asset is asked for by the name
+    // the sign-in page links.
+    let login = s.get("/login").await.text().await.unwrap();
+    let stylesheet = login
+        .split("href=\"/assets/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the sign-in page links its stylesheet")
+        .to_string();
     for (path, ops) in paths {
         for (method, op) in ops.as_object().unwrap() {
             assert!(op.get("x-required-permission").is_some(), "{method} {path}");
@@ -145,6 +153,7 @@ async fn openapi_documents_every_route() {
                     "/problems/svc/auth/required",
                 )
                 .replace("/problems/svc/{name}", "/problems/svc/not-found")
+                .replace("/assets/{file}", &format!("/assets/{stylesheet}"))
                 .replace(['{', '}'], "");
             let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let res = s.http.request(m, s.url(&concrete)).send().await.unwrap();

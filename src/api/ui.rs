@@ -1,0 +1,776 @@
+//! The UI's pages and form actions (issue 36). Each route is in the one route table with the
+//! permission of the API operation it stands for, so the same authorisation and cross-site
+//! check run first; a handler parses, calls the same domain function as the API, and renders
+//! (`web`). Actions are form POSTs answered with 303 to the page they came from; a refused one
+//! answers an HTML page with the problem's status and detail.
+
+use super::AppState;
+use super::access::Caller;
+use super::error::Problem;
+use super::extract::path_id;
+use super::pagination::{ALERTS, EVENTS, OBJECTS, Page, PageQuery};
+use super::router::{HTML, Route};
+use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
+use crate::model::event::{EventFilter, EventType};
+use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
+use crate::web::views::{self, Can};
+use crate::web::{self, Frame, Notice, Section, assets};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::header::{
+    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY,
+};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
+            .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "`status` (`open`, `acked`, `resolved,expired`), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+            .query::<AlertsQuery>().answers_text(200, HTML).page(),
+        Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
+            .form::<BulkForm>().answers_empty(303).page(),
+        Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, acknowledge (with a comment), snooze, resolve, and its timeline (opened, acknowledged, escalations, notifications, resolved); live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
+        Route::post("/alerts/{id}/snooze", snooze).permission("alerts:ack").doc("ui", "Snooze an alert", "Form: `duration` (`30m`, `1h`...), `back`. As `POST /api/v1/alerts/{id}:snooze`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/alerts/{id}/resolve", resolve).permission("alerts:ack").doc("ui", "Resolve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:resolve`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "`q` (name contains), `selector` (labels), `cursor`; hosts and services with their state, 100 a page.")
+            .query::<ObjectsQuery>().answers_text(200, HTML).page(),
+        Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/oncall", on_call).permission("oncall:read").doc("ui", "On-call page", "Who is on call now in each schedule, until when, with call and e-mail links.")
+            .answers_text(200, HTML).page(),
+        Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
+            .query::<EventsQuery>().answers_text(200, HTML).page(),
+        Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
+            .answers_text(200, HTML).page(),
+        Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
+            .answers_text(200, "text/css").answers_text(404, "text/plain").page(),
+    ]
+}
+
+/// Items on one page of a UI list.
+const UI_PAGE: usize = 50;
+
+fn html(status: StatusCode, body: String) -> Response {
+    (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// A refused action or a failed page as an HTML page, through the one error map.
+fn failed(e: impl Into<Problem>) -> Response {
+    let p: Problem = e.into();
+    if p.status.is_server_error() {
+        tracing::error!(code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "a UI request failed");
+    }
+    html(
+        p.status,
+        web::error(p.status.as_u16(), p.title(), &p.detail),
+    )
+}
+
+/// Where an action returns: a path of this server only (never `//host` or a URL), else `/`.
+fn back_to(back: Option<&str>) -> String {
+    match back {
+        Some(b) if b.starts_with('/') && !b.starts_with("//") && !b.contains('\\') => b.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+/// 303 to `back` with what was done, shown once by the page.
+fn done(back: Option<&str>, did: &str) -> Response {
+    let to = back_to(back);
+    let sep = if to.contains('?') { '&' } else { '?' };
+    let location = format!("{to}{sep}did={did}");
+    match HeaderValue::from_str(&location) {
+        Ok(v) => (StatusCode::SEE_OTHER, [(LOCATION, v)]).into_response(),
+        Err(_) => (
+            StatusCode::SEE_OTHER,
+            [(LOCATION, HeaderValue::from_static("/"))],
+        )
+            .into_response(),
+    }
+}
+
+/// The line a page shows after an action redirected to it (`did=`), from a fixed list: the
+/// query never puts its own text on the page.
+fn notice(did: Option<&str>) -> Option<Notice> {
+    let text = match did? {
+        "ack" => "Acknowledged.",
+        "ack-some" => "Acknowledged the selected alerts that were still open.",
+        "snooze" => "Snoozed.",
+        "resolve" => "Resolved.",
+        "check" => "Check scheduled.",
+        _ => return None,
+    };
+    Some(Notice::Done(text.into()))
+}
+
+fn frame<'a>(
+    c: &'a Caller,
+    section: Section,
+    title: String,
+    live: &'a [&'a str],
+    did: Option<&str>,
+) -> Frame<'a> {
+    Frame {
+        principal: &c.principal,
+        section,
+        title,
+        live,
+        notice: notice(did),
+    }
+}
+
+fn can(c: &Caller) -> Can {
+    Can {
+        ack: c.principal.allows("alerts:ack"),
+        check_now: c.principal.allows("checks:run"),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ProblemsQuery {
+    handled: Option<String>,
+    did: Option<String>,
+}
+
+/// Types whose events change what the problems and alert pages show.
+const ALERT_LIVE: &[&str] = &[
+    "state_change",
+    "alert_opened",
+    "alert_resolved",
+    "ack",
+    "escalation",
+    "downtime",
+];
+
+async fn problems(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ProblemsQuery>,
+) -> Response {
+    let handled = q
+        .handled
+        .as_deref()
+        .is_some_and(|h| h == "1" || h == "true");
+    let items = match st.results.problems(&c.principal, handled, 500).await {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let mut open = HashMap::new();
+    if c.principal.allows("alerts:read") {
+        let filter = AlertFilter {
+            statuses: vec![AlertStatus::Open],
+            ..Default::default()
+        };
+        match st.alerting.list(&c.principal, filter, None, 1000).await {
+            Ok(alerts) => {
+                for a in alerts {
+                    if let Some(o) = a.object_id {
+                        open.entry(o).or_insert(a.id);
+                    }
+                }
+            }
+            Err(e) => return failed(e),
+        }
+    }
+    let unhandled = items
+        .iter()
+        .filter(|p| p.state.acked_by.is_none() && p.state.downtime_depth == 0)
+        .count();
+    let title = if unhandled > 0 {
+        format!("({unhandled}) Problems")
+    } else {
+        "Problems".to_string()
+    };
+    let content = views::problems(st.clock.now(), &items, handled, &open, can(&c));
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Problems, title, ALERT_LIVE, q.did.as_deref()),
+            content,
+        ),
+    )
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct AlertsQuery {
+    status: Option<String>,
+    cursor: Option<String>,
+    did: Option<String>,
+}
+
+async fn alerts(State(st): State<AppState>, c: Caller, Query(q): Query<AlertsQuery>) -> Response {
+    let status = match q.status.as_deref() {
+        Some("acked") => "acked",
+        Some("resolved,expired") => "resolved,expired",
+        _ => "open",
+    };
+    let filter = AlertFilter {
+        statuses: status.split(',').filter_map(|s| s.parse().ok()).collect(),
+        ..Default::default()
+    };
+    let req = PageQuery {
+        limit: Some(UI_PAGE.to_string()),
+        cursor: q.cursor.clone(),
+    }
+    .resolve(ALERTS);
+    let cursor = req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = match st
+        .alerting
+        .list(&c.principal, filter, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |a| a.id.to_string());
+    let title = match status {
+        "open" => format!("({}) Open alerts", page.items.len()),
+        "acked" => "Acknowledged alerts".to_string(),
+        _ => "Closed alerts".to_string(),
+    };
+    let content = views::alerts(
+        st.clock.now(),
+        &page.items,
+        status,
+        page.next_cursor.as_deref(),
+        can(&c),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Alerts, title, ALERT_LIVE, q.did.as_deref()),
+            content,
+        ),
+    )
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct DidQuery {
+    did: Option<String>,
+}
+
+/// The events of an alert's life (opened, acknowledged, escalated, notified, resolved), newest
+/// first, from its opening on.
+async fn alert_timeline(
+    st: &AppState,
+    c: &Caller,
+    alert: &crate::model::alert::Alert,
+) -> Result<Vec<crate::model::event::Event>, Problem> {
+    let filter = EventFilter {
+        tenant_id: c.principal.tenant,
+        types: vec![
+            EventType::AlertOpened,
+            EventType::Ack,
+            EventType::Escalation,
+            EventType::Notification,
+            EventType::AlertResolved,
+        ],
+        from: Some(alert.opened_at),
+        ..Default::default()
+    };
+    let id = alert.id.to_string();
+    let events = st
+        .events
+        .list_committed(&st.store, filter, None, 1000)
+        .await?;
+    Ok(events
+        .into_iter()
+        .filter(|e| e.payload.get("alertId").and_then(|v| v.as_str()) == Some(id.as_str()))
+        .take(UI_PAGE)
+        .collect())
+}
+
+async fn alert(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let found = match path_id(&id) {
+        Ok(id) => st
+            .alerting
+            .get(&c.principal, id)
+            .await
+            .map_err(Problem::from),
+        Err(p) => Err(p),
+    };
+    let alert = match found {
+        Ok(a) => a,
+        Err(p) => return failed(p),
+    };
+    let events = match alert_timeline(&st, &c, &alert).await {
+        Ok(e) => e,
+        Err(p) => return failed(p),
+    };
+    let content = views::alert(st.clock.now(), &alert, &events, can(&c));
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Alerts,
+                alert.title.clone(),
+                ALERT_LIVE,
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+/// A UI action's form.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ActionForm {
+    /// The page to return to: a path of this server.
+    back: Option<String>,
+    /// Acknowledge: an optional comment.
+    comment: Option<String>,
+    /// Snooze: how long (`30m`, `1h`...).
+    duration: Option<String>,
+}
+
+impl ActionForm {
+    fn parse(body: &Bytes) -> Result<Self, Problem> {
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+    }
+}
+
+/// The bulk acknowledge form (`id` repeated, which a plain form decoder does not keep).
+#[derive(Default, schemars::JsonSchema)]
+struct BulkForm {
+    /// An alert id, once per selected alert.
+    id: Vec<String>,
+    back: Option<String>,
+}
+
+impl BulkForm {
+    fn parse(body: &Bytes) -> Self {
+        let mut form = BulkForm::default();
+        for (k, v) in form_urlencoded::parse(body) {
+            match k.as_ref() {
+                "id" => form.id.push(v.into_owned()),
+                "back" => form.back = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        form
+    }
+}
+
+async fn ack(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        let comment = f
+            .comment
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        st.alerting
+            .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "ack"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn ack_many(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let f = BulkForm::parse(&body);
+    for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
+        let Ok(id) = Uuid::parse_str(raw) else {
+            return failed(Problem::not_found());
+        };
+        match st.alerting.ack(&c.principal, &c.actor, id, None).await {
+            Ok(_) => {}
+            // Acknowledged or closed meanwhile (by someone else, or escalation): left as it is.
+            Err(e) => {
+                let p = Problem::from(e);
+                if p.status != StatusCode::NOT_FOUND {
+                    return failed(p);
+                }
+            }
+        }
+    }
+    done(f.back.as_deref(), "ack-some")
+}
+
+async fn snooze(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        let req = SnoozeRequest {
+            until: None,
+            duration: Some(f.duration.unwrap_or_else(|| "1h".into())),
+        };
+        st.alerting
+            .snooze(&c.principal, &c.actor, path_id(&id)?, req)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "snooze"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn resolve(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        st.alerting
+            .resolve(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "resolve"),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ObjectsQuery {
+    q: Option<String>,
+    selector: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn objects(State(st): State<AppState>, c: Caller, Query(q): Query<ObjectsQuery>) -> Response {
+    let text = q.q.clone().unwrap_or_default();
+    let raw_selector = q.selector.clone().unwrap_or_default();
+    let selector = match raw_selector.parse() {
+        Ok(s) => s,
+        Err(e) => {
+            let e: crate::model::SelectorError = e;
+            return failed(Problem::validation("selector", e.to_string()));
+        }
+    };
+    let filter = ObjectFilter {
+        selector,
+        q: Some(text.trim().to_string()).filter(|s| !s.is_empty()),
+        ..Default::default()
+    };
+    let req = PageQuery {
+        limit: Some("100".into()),
+        cursor: q.cursor.clone(),
+    }
+    .resolve(OBJECTS);
+    let after = req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = match st
+        .inventory
+        .objects(&c.principal, filter, after, req.limit, true)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |v| v.object.id.to_string());
+    let content = views::objects(
+        st.clock.now(),
+        &page.items,
+        &text,
+        &raw_selector,
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Objects, "Objects".into(), &[], None),
+            content,
+        ),
+    )
+}
+
+/// One object with its state, found the way the lists find it (by kind, host and name).
+async fn object_view(st: &AppState, c: &Caller, id: Uuid) -> Result<ObjectView, Problem> {
+    let o = st.inventory.object(&c.principal, id).await?;
+    let filter = ObjectFilter {
+        kind: Some(o.kind),
+        host_id: o.host_id,
+        name: Some(o.name.clone()),
+        ..Default::default()
+    };
+    let views = st
+        .inventory
+        .objects(&c.principal, filter, None, 10, true)
+        .await?;
+    views
+        .into_iter()
+        .find(|v| v.object.id == id)
+        .ok_or_else(Problem::not_found)
+}
+
+async fn object(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let id = match path_id(&id) {
+        Ok(id) => id,
+        Err(p) => return failed(p),
+    };
+    let view = match object_view(&st, &c, id).await {
+        Ok(v) => v,
+        Err(p) => return failed(p),
+    };
+    let services = if view.object.kind == ObjectKind::Host {
+        let filter = ObjectFilter {
+            kind: Some(ObjectKind::Service),
+            host_id: Some(id),
+            ..Default::default()
+        };
+        match st
+            .inventory
+            .objects(
+                &c.principal,
+                filter,
+                None,
+                OBJECTS.max.unwrap_or(5000),
+                true,
+            )
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        }
+    } else {
+        Vec::new()
+    };
+    let events = if c.principal.allows("events:read") {
+        let filter = EventFilter {
+            tenant_id: c.principal.tenant,
+            object_id: Some(id),
+            ..Default::default()
+        };
+        match st.events.list_committed(&st.store, filter, None, 20).await {
+            Ok(e) => e,
+            Err(e) => return failed(e),
+        }
+    } else {
+        Vec::new()
+    };
+    let title = match &view.host_name {
+        Some(h) => format!("{h} / {}", view.object.name),
+        None => view.object.name.clone(),
+    };
+    let content = views::object(st.clock.now(), &view, &services, &events, can(&c));
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Objects,
+                title,
+                &["state_change", "downtime", "ack"],
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+async fn check_now(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        st.scheduler
+            .check_now(c.principal.tenant, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "check"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn on_call(State(st): State<AppState>, c: Caller) -> Response {
+    match st.notify.on_call_now(&c.principal).await {
+        Ok(schedules) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::OnCall, "On call now".into(), &[], None),
+                views::on_call(st.clock.now(), &schedules),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct EventsQuery {
+    types: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn events(State(st): State<AppState>, c: Caller, Query(q): Query<EventsQuery>) -> Response {
+    let kind = q
+        .types
+        .as_deref()
+        .and_then(|t| EventType::ALL.into_iter().find(|k| k.as_str() == t));
+    let filter = EventFilter {
+        tenant_id: c.principal.tenant,
+        types: kind.into_iter().collect(),
+        ..Default::default()
+    };
+    let req = PageQuery {
+        limit: Some(UI_PAGE.to_string()),
+        cursor: q.cursor.clone(),
+    }
+    .resolve(EVENTS);
+    let cursor = req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = match st
+        .events
+        .list_committed(&st.store, filter, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |e| e.id.to_string());
+    let live: &[&str] = if page.next_cursor.is_none() || req.cursor.is_none() {
+        &[
+            "state_change",
+            "alert_opened",
+            "alert_resolved",
+            "ack",
+            "escalation",
+            "notification",
+            "ingress",
+            "downtime",
+            "silence",
+            "config",
+            "system",
+            "heartbeat_missed",
+            "incident_update",
+        ]
+    } else {
+        &[]
+    };
+    let content = views::events(
+        st.clock.now(),
+        &page.items,
+        kind.map_or("", |k| k.as_str()),
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Events, "Events".into(), live, None),
+            content,
+        ),
+    )
+}
+
+async fn account(c: Caller) -> Response {
+    let p = &c.principal;
+    let content = maud::html! {
+        dl.facts {
+            dt { "Name" } dd { (p.name) }
+            dt { "Tenant" } dd { (p.tenant) }
+            dt { "Permissions" } dd { (p.permissions.to_vec().join(", ")) }
+        }
+        p { a href="/auth/logout" { "Sign out" } }
+    };
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Account, "Account".into(), &[], None),
+            content,
+        ),
+    )
+}
+
+async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
+    let Some(a) = assets::by_path(&format!("/assets/{file}")) else {
+        return super::router::not_found();
+    };
+    let gzip_ok = headers
+        .get(ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|e| e.trim().split(';').next() == Some("gzip"))
+        });
+    let cache = (
+        CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    let media = (CONTENT_TYPE, HeaderValue::from_static(a.media));
+    let vary = (VARY, HeaderValue::from_static("Accept-Encoding"));
+    match (&a.gzipped, gzip_ok) {
+        (Some(z), true) => (
+            [
+                media,
+                cache,
+                vary,
+                (CONTENT_ENCODING, HeaderValue::from_static("gzip")),
+            ],
+            z.clone(),
+        )
+            .into_response(),
+        _ => ([media, cache, vary], a.bytes).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_return_only_to_paths_of_this_server() {
+        assert_eq!(back_to(Some("/alerts?status=open")), "/alerts?status=open");
+        assert_eq!(back_to(Some("//evil.example/")), "/");
+        assert_eq!(back_to(Some("https://evil.example/")), "/");
+        assert_eq!(back_to(Some("/\\evil.example")), "/");
+        assert_eq!(back_to(None), "/");
+    }
+
+    #[test]
+    fn a_notice_is_one_of_the_fixed_lines() {
+        assert!(notice(Some("ack")).is_some());
+        assert!(notice(Some("<script>")).is_none());
+        assert!(notice(None).is_none());
+    }
+
+    #[test]
+    fn repeated_form_fields_are_all_kept() {
+        let f = BulkForm::parse(&Bytes::from_static(b"id=a&id=b&back=%2Falerts&other=x"));
+        assert_eq!(f.id, ["a", "b"]);
+        assert_eq!(f.back.as_deref(), Some("/alerts"));
+    }
+}

@@ -1,0 +1,220 @@
+//! The server-rendered UI (issue 36): pages are HTML from the binary, escaped by the template
+//! language (maud), styled by one embedded stylesheet, live through one small module over the
+//! event stream, and complete without JavaScript: every action is a form POST answered with a
+//! redirect. The handlers are in `api/ui.rs` and `api/pages.rs`; here is only rendering, from
+//! the wire types of `model`.
+
+pub mod assets;
+pub mod views;
+
+use crate::auth::Principal;
+use crate::model::VERSION;
+use maud::{DOCTYPE, Markup, html};
+
+/// HTML text outside a template (a problem detail in plain code): the characters that could
+/// open markup or leave an attribute, escaped.
+pub fn escape(s: &str) -> String {
+    html! { (s) }.into_string()
+}
+
+/// The parts of the UI, for the navigation: what a page belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Problems,
+    Alerts,
+    Objects,
+    OnCall,
+    Events,
+    Account,
+}
+
+/// The navigation links: section, path, label, and the permission that shows it.
+const NAV: &[(Section, &str, &str, &str)] = &[
+    (Section::Problems, "/", "Problems", "objects:read"),
+    (Section::Alerts, "/alerts", "Alerts", "alerts:read"),
+    (Section::Objects, "/objects", "Objects", "objects:read"),
+    (Section::OnCall, "/oncall", "On call", "oncall:read"),
+    (Section::Events, "/events", "Events", "events:read"),
+];
+
+/// A page of the signed-in UI.
+pub struct Frame<'a> {
+    pub principal: &'a Principal,
+    pub section: Section,
+    pub title: String,
+    /// Event types that make the page fetch itself again (empty: not live).
+    pub live: &'a [&'a str],
+    /// A line above the content (the outcome of the last action).
+    pub notice: Option<Notice>,
+}
+
+/// What the last action did, shown once after its redirect.
+pub enum Notice {
+    Done(String),
+    Failed(String),
+}
+
+fn document(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · svc" }
+                link rel="stylesheet" href=(assets::url("app.css"));
+            }
+            body { (body) }
+        }
+    }
+}
+
+/// A signed-in page: navigation (the sections the caller may read), the title as the one
+/// `h1`, the content, and the live module where the page is live.
+pub fn page(frame: Frame<'_>, content: Markup) -> String {
+    let live = frame.live.join(" ");
+    document(
+        &frame.title,
+        html! {
+            a.skip href="#content" { "Skip to content" }
+            header {
+                nav aria-label="Main" {
+                    a.brand href="/" { "svc" }
+                    @for (section, path, label, permission) in NAV {
+                        @if frame.principal.allows(permission) {
+                            a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
+                        }
+                    }
+                    a.me href="/account" aria-current=[(frame.section == Section::Account).then_some("page")] { (frame.principal.name) }
+                    a href="/auth/logout" { "Sign out" }
+                }
+            }
+            main #content data-live=[(!live.is_empty()).then_some(live.as_str())] {
+                h1 { (frame.title) }
+                @match &frame.notice {
+                    Some(Notice::Done(text)) => p.notice role="status" { (text) },
+                    Some(Notice::Failed(text)) => p.notice.error role="alert" { (text) },
+                    None => {},
+                }
+                (content)
+            }
+            footer { "svc " (VERSION) }
+            @if !frame.live.is_empty() {
+                script src=(assets::url("live.js")) defer {}
+            }
+        },
+    )
+    .into_string()
+}
+
+/// A page outside the signed-in UI: sign-in forms, problem explanations, errors.
+fn plain(title: &str, content: Markup) -> String {
+    document(
+        title,
+        html! {
+            main.login #content {
+                h1 { (title) }
+                (content)
+            }
+            footer { "svc " (VERSION) }
+        },
+    )
+    .into_string()
+}
+
+fn message(msg: Option<&str>) -> Markup {
+    html! {
+        @if let Some(m) = msg { p.notice.error role="alert" { (m) } }
+    }
+}
+
+pub fn login(msg: Option<&str>, email: &str) -> String {
+    plain(
+        "Sign in",
+        html! {
+            (message(msg))
+            form method="post" action="/login" {
+                label for="email" { "E-mail" }
+                input #email name="email" type="email" autocomplete="username" required value=(email);
+                label for="password" { "Password" }
+                input #password name="password" type="password" autocomplete="current-password" required;
+                label.check { input name="remember" type="checkbox" value="1"; "Keep me signed in for 30 days" }
+                button.primary type="submit" { "Sign in" }
+            }
+        },
+    )
+}
+
+fn account_form(action: &str, button: &str, msg: Option<&str>, name: &str, email: &str) -> Markup {
+    html! {
+        (message(msg))
+        form method="post" action=(action) {
+            label for="name" { "Name" }
+            input #name name="name" type="text" autocomplete="name" required value=(name);
+            label for="email" { "E-mail" }
+            input #email name="email" type="email" autocomplete="username" required value=(email);
+            label for="password" { "Password (at least 12 characters)" }
+            input #password name="password" type="password" autocomplete="new-password" minlength="12" required;
+            label for="confirmation" { "Repeat the password" }
+            input #confirmation name="confirmation" type="password" autocomplete="new-password" minlength="12" required;
+            button.primary type="submit" { (button) }
+        }
+    }
+}
+
+pub fn setup(msg: Option<&str>, name: &str, email: &str) -> String {
+    plain(
+        "Set up svc",
+        html! {
+            p { "Create the first administrator." }
+            (account_form("/setup", "Create administrator", msg, name, email))
+        },
+    )
+}
+
+pub fn register(msg: Option<&str>, name: &str, email: &str) -> String {
+    plain(
+        "Create an account",
+        account_form("/register", "Create account", msg, name, email),
+    )
+}
+
+/// The page a problem document's `type` URL names: what the code means and what to do.
+pub fn problem(code: &str, status: u16, title: &str, explanation: &str) -> String {
+    plain(
+        title,
+        html! {
+            p { code { (code) } " · HTTP " (status) }
+            p { (explanation) }
+            p { "Clients branch on " code { "code" } "; " code { "detail" } " says what was wrong with the request at hand." }
+        },
+    )
+}
+
+/// A failed page request as a page: what went wrong, and a way back.
+pub fn error(status: u16, title: &str, detail: &str) -> String {
+    plain(
+        title,
+        html! {
+            p role="alert" { (detail) }
+            p.muted { "HTTP " (status) }
+            p { a href="/" { "Back to the problems" } }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn values_are_escaped() {
+        let html = super::login(Some("<b>x</b>"), "\"><script>");
+        assert!(!html.contains("<script>") && !html.contains("<b>"));
+        assert!(html.contains("&lt;b&gt;x&lt;/b&gt;"));
+        assert!(
+            html.contains(crate::model::VERSION),
+            "footer carries the version"
+        );
+        assert!(html.contains(super::assets::url("app.css")));
+    }
+}

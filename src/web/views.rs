@@ -1,0 +1,440 @@
+//! The content of each UI page, from the same wire types the API answers with. Controls appear
+//! only where the caller holds the permission the action's route checks again.
+
+use crate::model::Timestamp;
+use crate::model::alert::{Alert, AlertStatus};
+use crate::model::event::{Event, Severity};
+use crate::model::notify::OnCallNow;
+use crate::model::object::{ObjectKind, ObjectView};
+use crate::model::state::{CheckState, Problem, StateType, badness, label};
+use maud::{Markup, html};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// What the caller may do on a page, decided by the handler from the caller's permissions.
+#[derive(Clone, Copy, Default)]
+pub struct Can {
+    pub ack: bool,
+    pub check_now: bool,
+}
+
+/// `5m ago`, `in 2h`: the distance from `now`, with the exact time in the element's title.
+pub fn when(now: Timestamp, at: Timestamp) -> Markup {
+    let ms = now.as_millis() - at.as_millis();
+    let secs = ms.unsigned_abs() / 1000;
+    let span = match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m", secs / 60),
+        3600..=172_799 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d", secs / 86_400),
+    };
+    let text = if ms >= 0 {
+        format!("{span} ago")
+    } else {
+        format!("in {span}")
+    };
+    html! { time datetime=(at) title=(at) { (text) } }
+}
+
+/// The badge class of a state: `s-crit`, `s-warn`, `s-unkn`, `s-ok`.
+fn state_class(kind: ObjectKind, state: Option<u8>) -> &'static str {
+    match state.map(|s| badness(kind, s)) {
+        Some(3) => "s-crit",
+        Some(2) => "s-unkn",
+        Some(1) => "s-warn",
+        Some(_) => "s-ok",
+        None => "s-info",
+    }
+}
+
+fn state_badge(kind: ObjectKind, state: Option<&CheckState>) -> Markup {
+    let s = state.map(|s| s.state);
+    let soft = state.is_some_and(|s| s.state_type == StateType::Soft && s.state != 0);
+    html! {
+        span.badge.(state_class(kind, s)) { (label(kind, s)) }
+        @if soft { " " small.muted { "soft " (state.map_or(0, |s| s.attempt)) } }
+    }
+}
+
+fn severity_badge(s: Severity) -> Markup {
+    let class = match s {
+        Severity::Critical => "s-crit",
+        Severity::Warning => "s-warn",
+        Severity::Info => "s-info",
+        Severity::Ok => "s-ok",
+    };
+    html! { span.badge.(class) { (s.as_str()) } }
+}
+
+/// A one-button form posting to `action`, coming back to `back`.
+fn button(action: &str, back: &str, text: &str, label_for: &str) -> Markup {
+    html! {
+        form method="post" action=(action) {
+            input type="hidden" name="back" value=(back);
+            button type="submit" aria-label=(format!("{text} {label_for}")) { (text) }
+        }
+    }
+}
+
+fn object_name(o: &crate::model::object::Object, host_name: Option<&str>) -> String {
+    match host_name {
+        Some(h) => format!("{h} / {}", o.name),
+        None => o.name.clone(),
+    }
+}
+
+/// `/`: what is wrong now. Unhandled first (acknowledged or in downtime is handled), worst
+/// first; `open` maps an object to its open alert, for the acknowledge button.
+pub fn problems(
+    now: Timestamp,
+    items: &[Problem],
+    handled_shown: bool,
+    open: &HashMap<Uuid, Uuid>,
+    can: Can,
+) -> Markup {
+    let back = if handled_shown { "/?handled=1" } else { "/" };
+    html! {
+        nav.tabs aria-label="Which problems" {
+            a href="/" aria-current=[(!handled_shown).then_some("page")] { "Unhandled" }
+            a href="/?handled=1" aria-current=[handled_shown.then_some("page")] { "All, handled too" }
+        }
+        @if items.is_empty() {
+            p { "No problems. Everything checked is OK or UP." }
+        } @else {
+            ul.list {
+                @for p in items {
+                    @let name = object_name(&p.object, p.host_name.as_deref());
+                    li {
+                        (state_badge(p.object.kind, Some(&p.state)))
+                        span.what {
+                            a href=(format!("/objects/{}", p.object.id)) { (name) }
+                            " " small { (p.state.output) }
+                            br;
+                            small { "since " (when(now, p.state.last_hard_change.unwrap_or(p.state.last_change))) }
+                            @if let Some(by) = &p.state.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
+                            @if p.state.downtime_depth > 0 { " " span.handled { "⏸ in downtime" } }
+                        }
+                        span.acts {
+                            @if let (true, Some(alert)) = (can.ack, open.get(&p.object.id)) {
+                                (button(&format!("/alerts/{alert}/ack"), back, "Acknowledge", &name))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The status tabs of the alert list, with the query value each stands for.
+const ALERT_TABS: &[(&str, &str)] = &[
+    ("open", "Open"),
+    ("acked", "Acknowledged"),
+    ("resolved,expired", "Closed"),
+];
+
+/// `/alerts`: one status at a time, newest first, paged; open ones can be acknowledged in bulk.
+pub fn alerts(
+    now: Timestamp,
+    items: &[Alert],
+    status: &str,
+    next: Option<&str>,
+    can: Can,
+) -> Markup {
+    let back = format!("/alerts?status={status}");
+    let bulk = can.ack && status == "open" && !items.is_empty();
+    html! {
+        nav.tabs aria-label="Alert status" {
+            @for (value, text) in ALERT_TABS {
+                a href=(format!("/alerts?status={value}")) aria-current=[(*value == status).then_some("page")] { (text) }
+            }
+        }
+        @if items.is_empty() {
+            p { "No alerts here." }
+        } @else {
+            form #bulk method="post" action="/alerts/ack" {
+                input type="hidden" name="back" value=(back);
+            }
+            ul.list {
+                @for a in items {
+                    li {
+                        @if bulk {
+                            input type="checkbox" name="id" value=(a.id) form="bulk" aria-label=(format!("Select {}", a.title));
+                        }
+                        (severity_badge(a.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                            br;
+                            small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                            @if let Some(by) = &a.acked_by { " " span.handled { "✓ " (by) } }
+                            @if let Some(until) = a.snoozed_until { " " span.handled { "snoozed until " (when(now, until)) } }
+                        }
+                        span.acts {
+                            @if can.ack && a.status == AlertStatus::Open {
+                                (button(&format!("/alerts/{}/ack", a.id), &back, "Acknowledge", &a.title))
+                            }
+                        }
+                    }
+                }
+            }
+            @if bulk {
+                p { button form="bulk" type="submit" { "Acknowledge selected" } }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/alerts?status={status}&cursor={cursor}")) { "Older" }
+            }
+        }
+    }
+}
+
+/// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
+pub fn alert(now: Timestamp, a: &Alert, events: &[Event], can: Can) -> Markup {
+    let here = format!("/alerts/{}", a.id);
+    let active = matches!(a.status, AlertStatus::Open | AlertStatus::Acked);
+    html! {
+        dl.facts {
+            dt { "Status" } dd { (a.status.as_str()) }
+            dt { "Severity" } dd { (severity_badge(a.severity)) }
+            dt { "Opened" } dd { (when(now, a.opened_at)) }
+            @if let Some(by) = &a.acked_by { dt { "Acknowledged by" } dd { (by) } }
+            @if let Some(at) = a.acked_at { dt { "Acknowledged" } dd { (when(now, at)) } }
+            @if let Some(until) = a.snoozed_until { dt { "Snoozed until" } dd { (when(now, until)) } }
+            @if let Some(at) = a.resolved_at { dt { "Closed" } dd { (when(now, at)) } }
+            @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { "the object" } } }
+            @if let Some(p) = &a.escalation_policy { dt { "Escalation policy" } dd { (p) } }
+            @if let Some(cause) = &a.cause { dt { "Caused by" } dd { (cause.reason) } }
+            dt { "Rule" } dd { (a.rule_id) }
+            @for (k, v) in &a.labels { dt { (k) } dd { (v) } }
+        }
+        @if can.ack && active {
+            h2 { "Act" }
+            div.acts {
+                @if a.status == AlertStatus::Open {
+                    form method="post" action=(format!("{here}/ack")) {
+                        input type="hidden" name="back" value=(here);
+                        label for="comment" { "Comment (optional)" }
+                        input #comment type="text" name="comment" maxlength="1000";
+                        " "
+                        button.primary type="submit" { "Acknowledge" }
+                    }
+                }
+                form method="post" action=(format!("{here}/snooze")) {
+                    input type="hidden" name="back" value=(here);
+                    label for="duration" { "Snooze for" }
+                    select #duration name="duration" {
+                        option value="30m" { "30 minutes" }
+                        option value="1h" selected { "1 hour" }
+                        option value="4h" { "4 hours" }
+                        option value="24h" { "24 hours" }
+                    }
+                    " "
+                    button type="submit" { "Snooze" }
+                }
+                (button(&format!("{here}/resolve"), &here, "Resolve", &a.title))
+            }
+        }
+        h2 { "Timeline" }
+        (timeline(now, events))
+    }
+}
+
+fn event_summary(e: &Event) -> String {
+    let p = &e.payload;
+    let text = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+    let parts: Vec<&str> = [
+        "summary", "title", "comment", "output", "to", "reason", "message",
+    ]
+    .iter()
+    .map(|k| text(k))
+    .filter(|s| !s.is_empty())
+    .take(2)
+    .collect();
+    parts.join(" · ")
+}
+
+fn timeline(now: Timestamp, events: &[Event]) -> Markup {
+    html! {
+        @if events.is_empty() {
+            p.muted { "No events." }
+        } @else {
+            ul.list {
+                @for e in events {
+                    li {
+                        @if let Some(s) = e.severity { (severity_badge(s)) }
+                        span.what {
+                            strong { (e.kind.as_str()) } " " (event_summary(e))
+                            br;
+                            small { (when(now, e.ts)) }
+                            @if let Some(site) = &e.site { small { " · site " (site) } }
+                            @if let Some(o) = e.object_id { small { " · " a href=(format!("/objects/{o}")) { "object" } } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/objects`: search and filter on the server, paged.
+pub fn objects(
+    now: Timestamp,
+    items: &[ObjectView],
+    q: &str,
+    selector: &str,
+    next: Option<&str>,
+) -> Markup {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("q", q)
+        .append_pair("selector", selector)
+        .finish();
+    html! {
+        form.filters method="get" action="/objects" role="search" {
+            div { label for="q" { "Name contains" } input #q type="search" name="q" value=(q); }
+            div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(selector) placeholder="site=north,role=db"; }
+            button type="submit" { "Filter" }
+        }
+        @if items.is_empty() {
+            p { "Nothing matches." }
+        } @else {
+            ul.list {
+                @for v in items {
+                    li {
+                        (state_badge(v.object.kind, v.state.as_ref()))
+                        span.what {
+                            a href=(format!("/objects/{}", v.object.id)) { (object_name(&v.object, v.host_name.as_deref())) }
+                            @if let Some(s) = &v.state {
+                                " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/objects?{query}&cursor={cursor}")) { "Next" }
+            }
+        }
+    }
+}
+
+/// `/objects/{id}`: the object's state and output, its services (a host), its recent events.
+pub fn object(
+    now: Timestamp,
+    v: &ObjectView,
+    services: &[ObjectView],
+    events: &[Event],
+    can: Can,
+) -> Markup {
+    let here = format!("/objects/{}", v.object.id);
+    html! {
+        dl.facts {
+            dt { "State" } dd { (state_badge(v.object.kind, v.state.as_ref())) }
+            @if let Some(s) = &v.state {
+                dt { "Output" } dd { (s.output) }
+                dt { "Last check" } dd { (when(now, s.last_check)) }
+                dt { "Last change" } dd { (when(now, s.last_change)) }
+                @if let Some(by) = &s.acked_by { dt { "Acknowledged by" } dd { (by) } }
+                @if s.downtime_depth > 0 { dt { "Downtime" } dd { "in downtime" } }
+                @if s.flapping { dt { "Flapping" } dd { (format!("{:.0} %", s.flap_pct)) } }
+            }
+            @if let Some(h) = &v.host_name {
+                dt { "Host" } dd { a href=(format!("/objects/{}", v.object.host_id.map(|h| h.to_string()).unwrap_or_default())) { (h) } }
+            }
+            @for (k, val) in &v.object.labels { dt { (k) } dd { (val) } }
+        }
+        @if let Some(s) = &v.state {
+            @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
+            @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
+        }
+        @if can.check_now {
+            p { (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name)) }
+        }
+        @if v.object.kind == ObjectKind::Host {
+            h2 { "Services" }
+            @if services.is_empty() {
+                p.muted { "No services." }
+            } @else {
+                ul.list {
+                    @for s in services {
+                        li {
+                            (state_badge(s.object.kind, s.state.as_ref()))
+                            span.what {
+                                a href=(format!("/objects/{}", s.object.id)) { (s.object.name) }
+                                @if let Some(st) = &s.state { " " small { (st.output) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Recent events" }
+        (timeline(now, events))
+    }
+}
+
+/// `/oncall`: who is on call now in each schedule, until when, and how to reach them.
+pub fn on_call(now: Timestamp, schedules: &[OnCallNow]) -> Markup {
+    html! {
+        @if schedules.is_empty() {
+            p { "No schedules." }
+        }
+        @for s in schedules {
+            section aria-labelledby=(format!("schedule-{}", s.schedule)) {
+                h2 id=(format!("schedule-{}", s.schedule)) { (s.schedule) }
+                @if s.shifts.is_empty() {
+                    p.muted { "Nobody is on call now." }
+                } @else {
+                    ul.list {
+                        @for shift in &s.shifts {
+                            @let contact = s.contacts.iter().find(|c| c.get("name").and_then(|n| n.as_str()) == Some(shift.contact.as_str()));
+                            li {
+                                span.what {
+                                    strong { (shift.contact) }
+                                    @if shift.is_override { " " span.handled { "(override)" } }
+                                    @if let Some(layer) = &shift.layer { " " small { (layer) } }
+                                    br;
+                                    small { "until " (when(now, shift.end)) }
+                                }
+                                span.acts {
+                                    @if let Some(phone) = contact.and_then(|c| c.get("phone")).and_then(|p| p.as_str()) {
+                                        a.button href=(format!("tel:{phone}")) { "Call " (phone) }
+                                    }
+                                    @if let Some(email) = contact.and_then(|c| c.get("email")).and_then(|p| p.as_str()) {
+                                        a.button href=(format!("mailto:{email}")) { "E-mail" }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/events`: the tenant's event feed, newest first, filtered by type, paged, live.
+pub fn events(now: Timestamp, items: &[Event], kind: &str, next: Option<&str>) -> Markup {
+    html! {
+        form.filters method="get" action="/events" {
+            div {
+                label for="types" { "Type" }
+                select #types name="types" {
+                    option value="" selected[kind.is_empty()] { "All" }
+                    @for t in crate::model::event::EventType::ALL {
+                        option value=(t.as_str()) selected[kind == t.as_str()] { (t.as_str()) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        (timeline(now, items))
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/events?types={kind}&cursor={cursor}")) { "Older" }
+            }
+        }
+    }
+}

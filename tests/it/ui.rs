@@ -1,0 +1,433 @@
+//! The web UI over HTTP as a browser without JavaScript uses it: sign in with the form, read
+//! the pages, act through form POSTs and follow their redirects; the same permissions, the
+//! same cross-site check and the same audit entries as the API.
+
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A browser session: the cookie a form sign-in set.
+struct Browser<'a> {
+    s: &'a Server,
+    cookie: String,
+}
+
+impl<'a> Browser<'a> {
+    async fn sign_in(s: &'a Server, email: &str, password: &str) -> Browser<'a> {
+        let res = s
+            .http
+            .post(s.url("/login"))
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "email={}&password={}",
+                email.replace('@', "%40"),
+                password.replace(' ', "+")
+            ))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 302, "signed in as {email}");
+        let cookie = res.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        Browser { s, cookie }
+    }
+
+    async fn page(&self, path: &str) -> (u16, String) {
+        let res = self
+            .s
+            .http
+            .get(self.s.url(path))
+            .header("Cookie", &self.cookie)
+            .header("Accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        if status == 200 {
+            assert_eq!(
+                res.headers()["content-type"],
+                "text/html; charset=utf-8",
+                "{path}"
+            );
+        }
+        (status, res.text().await.unwrap())
+    }
+
+    /// Posts a form as the page would, same-origin; the status and where it redirects.
+    async fn post(&self, path: &str, body: &str, site: &str) -> (u16, Option<String>, String) {
+        let res = self
+            .s
+            .http
+            .post(self.s.url(path))
+            .header("Cookie", &self.cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .header("Sec-Fetch-Site", site)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let location = res
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_string());
+        (status, location, res.text().await.unwrap())
+    }
+}
+
+async fn user(a: &Admin, email: &str, role: &str) {
+    let res = send(
+        &a.s,
+        &a.token,
+        Method::POST,
+        "/api/v1/users",
+        json!({"email": email, "name": format!("{role} <b>user</b>"), "roles": [role], "password": "a long enough password"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+}
+
+async fn result(s: &Server, token: &str, service: &str, state: &str) {
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "edge", "service": service, "state": state, "output": format!("{service} <script>alert(1)</script> full")}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+}
+
+async fn critical(s: &Server, token: &str, service: &str) {
+    result(s, token, service, "CRITICAL").await;
+}
+
+/// Polls the open alerts until there are `n`.
+async fn open_alerts(s: &Server, token: &str, n: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let v = get(s, token, "/api/v1/alerts?status=open").await;
+        let items = v["items"].as_array().unwrap().clone();
+        if items.len() == n {
+            return items;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{n} open alerts never came: {items:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn setup(a: &Admin) {
+    create_all(
+        &a.s,
+        &a.token,
+        vec![
+            (
+                "/api/v1/hosts",
+                json!({"name": "edge", "labels": {"site": "north"}, "spec": {}}),
+            ),
+            (
+                "/api/v1/services",
+                json!({"name": "disk", "host": "edge", "spec": {}}),
+            ),
+            (
+                "/api/v1/services",
+                json!({"name": "load", "host": "edge", "spec": {}}),
+            ),
+            (
+                "/api/v1/services",
+                json!({"name": "swap", "host": "edge", "spec": {}}),
+            ),
+            (
+                "/api/v1/alert-rules",
+                json!({
+                    "name": "critical",
+                    "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                    "severity": "critical",
+                    "title": "{{ .event.object }} is {{ .event.state }}",
+                }),
+            ),
+        ],
+    )
+    .await;
+    user(a, "olga@example.org", "operator").await;
+    user(a, "vera@example.org", "viewer").await;
+}
+
+#[tokio::test]
+async fn an_operator_runs_a_shift_without_javascript() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    critical(s, &a.token, "swap").await;
+    let alerts = open_alerts(s, &a.token, 3).await;
+    let id_of = |service: &str| {
+        alerts
+            .iter()
+            .find(|x| x["title"].as_str().unwrap().starts_with(service))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+
+    // The problems page: three unhandled, counted in the title, output escaped, each with
+    // its alert's acknowledge button; the stylesheet by its hashed name; the live module.
+    let (status, home) = olga.page("/").await;
+    assert_eq!(status, 200);
+    assert!(home.contains("<title>(3) Problems · svc</title>"), "{home}");
+    assert!(home.contains("edge / disk") && home.contains("edge / swap"));
+    assert!(!home.contains("<script>alert(1)"), "output is escaped");
+    assert!(home.contains("&lt;script&gt;"));
+    assert!(!home.contains("<b>user</b>"), "the user's name is escaped");
+    let disk = id_of("disk");
+    assert!(home.contains(&format!("action=\"/alerts/{disk}/ack\"")));
+    assert!(home.contains("data-live=\"state_change"));
+    assert_eq!(home.matches("<h1").count(), 1, "one h1");
+    assert!(home.contains("<html lang=\"en\">"));
+    let css = home
+        .split("href=\"/assets/app.")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .map(|rest| format!("/assets/app.{rest}"))
+        .expect("the stylesheet is linked");
+    let res = s
+        .http
+        .get(s.url(&css))
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "assets need no session");
+    assert_eq!(
+        res.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(res.headers()["content-encoding"], "gzip");
+    assert_eq!(res.headers()["content-type"], "text/css; charset=utf-8");
+    assert_eq!(
+        s.get("/assets/app.css").await.status(),
+        404,
+        "only hashed names"
+    );
+
+    // Acknowledge from the row: 303 back with a notice; the API sees the same change, with
+    // its audit entry by the user.
+    let (status, to, _) = olga
+        .post(&format!("/alerts/{disk}/ack"), "back=%2F", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/?did=ack"));
+    let alert = get(s, &a.token, &format!("/api/v1/alerts/{disk}")).await;
+    assert_eq!(alert["status"], "acked");
+    let audit = get(s, &a.token, "/api/v1/audit?limit=20").await;
+    assert!(
+        audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"].as_str().unwrap_or_default().contains("ack")
+                && e["actorType"] == "user"
+                && e["resource"].as_str().unwrap_or_default().contains(&disk)),
+        "{audit}"
+    );
+    let (_, home) = olga.page("/?did=ack").await;
+    assert!(home.contains("Acknowledged."), "the notice is shown");
+    let (_, home) = olga.page("/?did=%3Cb%3Ehello").await;
+    assert!(
+        !home.contains("role=\"status\"") && !home.contains("hello"),
+        "a notice is never the query's text"
+    );
+
+    // The alert page: facts, timeline with the acknowledgement, snooze and resolve.
+    let load = id_of("load");
+    let (status, page) = olga.page(&format!("/alerts/{load}")).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("alert_opened"), "timeline: {page}");
+    assert!(page.contains(&format!("action=\"/alerts/{load}/snooze\"")));
+    let (status, to, _) = olga
+        .post(
+            &format!("/alerts/{load}/snooze"),
+            &format!("duration=30m&back=%2Falerts%2F{load}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to, Some(format!("/alerts/{load}?did=snooze")));
+    assert!(get(s, &a.token, &format!("/api/v1/alerts/{load}")).await["snoozedUntil"].is_string());
+    let (status, _, _) = olga
+        .post(
+            &format!("/alerts/{load}/resolve"),
+            "back=%2Falerts",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (_, page) = olga.page(&format!("/alerts/{load}")).await;
+    assert!(
+        page.contains("alert_resolved") && page.contains(">ack<"),
+        "{page}"
+    );
+    // Resolving it again is refused as by the API, as a page.
+    let (status, _, body) = olga
+        .post(
+            &format!("/alerts/{load}/resolve"),
+            "back=%2F",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409);
+    assert!(body.contains("<h1>"), "an HTML page: {body}");
+
+    // Bulk acknowledge from the alert list; a foreign redirect target is not followed.
+    result(s, &a.token, "load", "OK").await;
+    critical(s, &a.token, "load").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let (status, list) = olga.page("/alerts?status=open").await;
+    assert_eq!(status, 200);
+    assert!(list.contains("Acknowledge selected"));
+    let ids: Vec<String> = alerts
+        .iter()
+        .map(|x| format!("id={}", x["id"].as_str().unwrap()))
+        .collect();
+    let (status, to, _) = olga
+        .post(
+            "/alerts/ack",
+            &format!("{}&back=https%3A%2F%2Fevil.example%2F", ids.join("&")),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/?did=ack-some"));
+    open_alerts(s, &a.token, 0).await;
+    let (_, home) = olga.page("/").await;
+    assert!(
+        home.contains("<title>Problems · svc</title>"),
+        "all handled: {home}"
+    );
+    let (_, all) = olga.page("/?handled=1").await;
+    assert!(all.contains("acknowledged by"), "{all}");
+
+    // Objects: the list filters on the server; a host with its services.
+    let (status, objects) = olga.page("/objects?q=swa").await;
+    assert_eq!(status, 200);
+    assert!(objects.contains("edge / swap") && !objects.contains("edge / disk"));
+    let host = get(s, &a.token, "/api/v1/hosts?name=edge").await["items"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, page) = olga.page(&format!("/objects/{host}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(">disk<") && page.contains(">swap<") && page.contains("CRITICAL"),
+        "{page}"
+    );
+    let (status, _) = olga.page("/objects?selector=site%3D%3D%3D").await;
+    assert_eq!(status, 422, "a bad selector is a page saying so");
+
+    // The other pages answer.
+    for path in ["/oncall", "/events", "/events?types=ack", "/account"] {
+        let (status, page) = olga.page(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert_eq!(page.matches("<h1").count(), 1, "{path}");
+    }
+    let (status, _) = olga.page(&format!("/alerts/{}", uuid_like())).await;
+    assert_eq!(status, 404);
+}
+
+fn uuid_like() -> &'static str {
+    "0190f2a4-0000-7000-8000-000000000000"
+}
+
+#[tokio::test]
+async fn the_ui_keeps_the_apis_permissions_and_cross_site_rule() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    let id = open_alerts(s, &a.token, 1).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // A viewer sees the problem but no acknowledge button, and cannot post one.
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (status, home) = vera.page("/").await;
+    assert_eq!(status, 200);
+    assert!(home.contains("edge / disk"));
+    assert!(
+        !home.contains("/ack\""),
+        "no acknowledge control for a viewer"
+    );
+    let (status, _, body) = vera
+        .post(&format!("/alerts/{id}/ack"), "back=%2F", "same-origin")
+        .await;
+    assert_eq!(status, 403);
+    assert!(
+        body.contains("<h1>") && body.contains("alerts:ack"),
+        "{body}"
+    );
+    assert_eq!(
+        get(s, &a.token, &format!("/api/v1/alerts/{id}")).await["status"],
+        "open"
+    );
+
+    // An operator's form posted from another site is refused before anything happens.
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (status, _, _) = olga
+        .post(&format!("/alerts/{id}/ack"), "back=%2F", "cross-site")
+        .await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        get(s, &a.token, &format!("/api/v1/alerts/{id}")).await["status"],
+        "open"
+    );
+
+    // Anonymous: every page load goes to the sign-in form, routed or not; the API and the
+    // assets never redirect.
+    for path in ["/", "/alerts", "/objects", "/no-such-page", "/alerts/x/y/z"] {
+        let res = s
+            .http
+            .get(s.url(path))
+            .header("Accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 302, "{path}");
+        assert_eq!(res.headers()["location"], "/login", "{path}");
+    }
+    let res = s
+        .http
+        .head(s.url("/no-such-page"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302, "HEAD too");
+    let res = s.get("/no-such-page").await;
+    assert_eq!(res.status(), 404, "not a page load: the plain 404");
+    assert_eq!(res.text().await.unwrap(), "404 page not found\n");
+    let res = s
+        .http
+        .get(s.url("/assets/nothing.css"))
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404);
+    // Signed in, an unknown page is the plain 404, not the sign-in form.
+    let (status, _) = olga.page("/no-such-page").await;
+    assert_eq!(status, 404);
+}
