@@ -4,7 +4,7 @@
 
 use super::{AlertError, Alerting, invalid};
 use crate::auth::Principal;
-use crate::model::alert::Alert;
+use crate::model::alert::{Alert, AlertFilter, AlertStatus};
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
@@ -68,9 +68,39 @@ fn stored_selector(text: &str) -> Selector {
     })
 }
 
+/// A silence with its selector and title pattern compiled once, to match many alerts.
+struct SilenceMatcher {
+    silence: Silence,
+    selector: Selector,
+    text: Option<regex_lite::Regex>,
+}
+
+impl SilenceMatcher {
+    fn new(silence: Silence) -> Self {
+        let selector = stored_selector(&silence.selector);
+        let text = (!silence.text_regex.is_empty())
+            .then(|| regex_lite::Regex::new(&silence.text_regex).ok())
+            .flatten();
+        Self {
+            silence,
+            selector,
+            text,
+        }
+    }
+
+    /// Its selector matches the alert's labels (an empty one matches all) and its pattern the
+    /// alert's title (a pattern that no longer compiles matches nothing).
+    fn matches(&self, alert: &Alert) -> bool {
+        let labels = self.silence.selector.is_empty() || self.selector.matches(&alert.labels);
+        let text = self.silence.text_regex.is_empty()
+            || self.text.as_ref().is_some_and(|r| r.is_match(&alert.title));
+        labels && text
+    }
+}
+
 /// What the active silences and downtimes of a tenant suppress, read once per batch.
 pub struct Suppressions {
-    silences: Vec<(Silence, Selector, Option<regex_lite::Regex>)>,
+    silences: Vec<SilenceMatcher>,
     downtimes: Vec<(Downtime, Selector)>,
 }
 
@@ -80,13 +110,7 @@ impl Suppressions {
             silences: silences
                 .into_iter()
                 .filter(|s| s.active(now))
-                .map(|s| {
-                    let sel = stored_selector(&s.selector);
-                    let re = (!s.text_regex.is_empty())
-                        .then(|| regex_lite::Regex::new(&s.text_regex).ok())
-                        .flatten();
-                    (s, sel, re)
-                })
+                .map(SilenceMatcher::new)
                 .collect(),
             downtimes: downtimes
                 .into_iter()
@@ -108,15 +132,10 @@ impl Suppressions {
                 }
             }
         }
-        for (s, sel, re) in &self.silences {
-            let labels = s.selector.is_empty() || sel.matches(&alert.labels);
-            let text =
-                s.text_regex.is_empty() || re.as_ref().is_some_and(|r| r.is_match(&alert.title));
-            if labels && text {
-                return Some(format!("silence {}: {}", s.id, s.comment));
-            }
-        }
-        None
+        self.silences
+            .iter()
+            .find(|m| m.matches(alert))
+            .map(|m| format!("silence {}: {}", m.silence.id, m.silence.comment))
     }
 }
 
@@ -286,6 +305,27 @@ impl Alerting {
         all.sort_by(|a, b| b.expires_at.cmp(&a.expires_at).then(b.id.cmp(&a.id)));
         all.truncate(LIST_CAP);
         Ok(all)
+    }
+
+    /// How many of the tenant's active alerts (open or acknowledged, the newest 1000) each
+    /// silence matches now, in the order given.
+    pub async fn silence_reach(
+        &self,
+        p: &Principal,
+        silences: &[Silence],
+    ) -> Result<Vec<usize>, AlertError> {
+        let filter = AlertFilter {
+            statuses: vec![AlertStatus::Open, AlertStatus::Acked],
+            ..Default::default()
+        };
+        let alerts = self.store.alerts(p.tenant, filter, None, LIST_CAP).await?;
+        Ok(silences
+            .iter()
+            .map(|s| {
+                let m = SilenceMatcher::new(s.clone());
+                alerts.iter().filter(|a| m.matches(a)).count()
+            })
+            .collect())
     }
 
     pub async fn expire_silence(
@@ -518,5 +558,19 @@ mod tests {
         assert_eq!(south.reason(&alert, None), None);
         let north = Suppressions::new(vec![silence(4, "site=north")], Vec::new(), now);
         assert!(north.reason(&alert, None).is_some());
+
+        // The title pattern and the selector must both match; an empty one matches all; a
+        // pattern that no longer compiles matches nothing.
+        let with_text = |selector: &str, text: &str| {
+            SilenceMatcher::new(Silence {
+                text_regex: text.into(),
+                ..silence(5, selector)
+            })
+        };
+        assert!(with_text("", "").matches(&alert));
+        assert!(with_text("site=north", "^pu").matches(&alert));
+        assert!(!with_text("site=north", "^disk").matches(&alert));
+        assert!(!with_text("site=south", "^pu").matches(&alert));
+        assert!(!with_text("", "(unclosed").matches(&alert));
     }
 }

@@ -13,7 +13,9 @@ use super::router::{HTML, Route};
 use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
-use crate::web::views::{self, Can};
+use crate::model::suppression::{DowntimeBody, SilenceBody};
+use crate::model::{GoDuration, Timestamp};
+use crate::web::views::{self, Can, SuppressionDraft};
 use crate::web::{self, Frame, Notice, Section, assets};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -22,6 +24,7 @@ use axum::http::header::{
 };
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use maud::Markup;
 use serde::Deserialize;
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -52,6 +55,22 @@ pub fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
             .query::<EventsQuery>().answers_text(200, HTML).page(),
+        Route::get("/silences", silences).permission("objects:read").doc("ui", "Silences page", "Active silences with how many active alerts each matches now and a warning when one ends within the hour, upcoming ones, the last 50 expired; expire.")
+            .answers_text(200, HTML).page(),
+        Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title).")
+            .query::<SilenceDraftQuery>().answers_text(200, HTML).page(),
+        Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `duration` (from now), `comment`. As `POST /api/v1/silences`; 303 to `/silences`; a refusal shows the form again with the reason (422).")
+            .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/silences/{id}/expire", expire_silence).permission("silences:write").doc("ui", "Expire a silence", "Form: `back`. As `DELETE /api/v1/silences/{id}`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/downtimes", downtimes).permission("objects:read").doc("ui", "Downtimes page", "Active downtimes (flagged when ending within the hour), upcoming or waiting ones, the last 50 ended; end now.")
+            .answers_text(200, HTML).page(),
+        Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
+            .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Start a downtime", "Form: `objectId` or `selector`, `duration` (from now), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+            .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
@@ -110,6 +129,10 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "snooze" => "Snoozed.",
         "resolve" => "Resolved.",
         "check" => "Check scheduled.",
+        "silence" => "Silence created.",
+        "expire" => "Silence expired.",
+        "downtime" => "Downtime started.",
+        "end" => "Downtime ended.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
@@ -135,6 +158,8 @@ fn can(c: &Caller) -> Can {
     Can {
         ack: c.principal.allows("alerts:ack"),
         check_now: c.principal.allows("checks:run"),
+        silence: c.principal.allows("silences:write"),
+        downtime: c.principal.allows("downtimes:write"),
     }
 }
 
@@ -694,6 +719,270 @@ async fn events(State(st): State<AppState>, c: Caller, Query(q): Query<EventsQue
             content,
         ),
     )
+}
+
+async fn silences(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+    let result = async {
+        let all = st.alerting.silences(&c.principal, false).await?;
+        let reach = st.alerting.silence_reach(&c.principal, &all).await?;
+        Ok::<_, Problem>(all.into_iter().zip(reach).collect::<Vec<_>>())
+    };
+    match result.await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Silences,
+                    "Silences".into(),
+                    &["silence", "alert_opened", "alert_resolved"],
+                    q.did.as_deref(),
+                ),
+                views::silences(st.clock.now(), &items, c.principal.allows("silences:write")),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SilenceDraftQuery {
+    selector: Option<String>,
+    text_regex: Option<String>,
+}
+
+async fn new_silence(c: Caller, Query(q): Query<SilenceDraftQuery>) -> Response {
+    let draft = SuppressionDraft {
+        selector: q.selector.unwrap_or_default(),
+        text_regex: q.text_regex.unwrap_or_default(),
+        ..Default::default()
+    };
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Silences, "New silence".into(), &[], None),
+            views::silence_form(&draft),
+        ),
+    )
+}
+
+/// The new silence and new downtime forms.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SuppressionForm {
+    selector: Option<String>,
+    text_regex: Option<String>,
+    /// A downtime of one object.
+    object_id: Option<String>,
+    /// How long from now: `2h`, `24h`...
+    duration: Option<String>,
+    comment: Option<String>,
+}
+
+impl SuppressionForm {
+    fn parse(body: &Bytes) -> Self {
+        serde_urlencoded::from_bytes(body).unwrap_or_default()
+    }
+
+    /// The end of the suppression: now plus the chosen duration.
+    fn end(&self, now: Timestamp) -> Result<Timestamp, Problem> {
+        let raw = self.duration.as_deref().unwrap_or("2h");
+        let d: GoDuration = raw
+            .parse()
+            .map_err(|_| Problem::validation("duration", format!("{raw:?} is not a duration")))?;
+        Ok(now.plus(d.0))
+    }
+
+    fn draft(&self, object: Option<(Uuid, String)>) -> SuppressionDraft {
+        SuppressionDraft {
+            selector: self.selector.clone().unwrap_or_default(),
+            text_regex: self.text_regex.clone().unwrap_or_default(),
+            comment: self.comment.clone().unwrap_or_default(),
+            duration: self.duration.clone().unwrap_or_default(),
+            object,
+        }
+    }
+}
+
+/// A refused form shown again with its fields and the reason.
+fn form_again(c: &Caller, section: Section, title: &str, p: Problem, form: Markup) -> Response {
+    if p.status.is_server_error() {
+        return failed(p);
+    }
+    let frame = Frame {
+        notice: Some(Notice::Failed(p.detail.clone())),
+        ..frame(c, section, title.into(), &[], None)
+    };
+    html(p.status, web::page(frame, form))
+}
+
+async fn create_silence(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let f = SuppressionForm::parse(&body);
+    let result = async {
+        let body = SilenceBody {
+            comment: f.comment.clone(),
+            selector: f.selector.clone(),
+            text_regex: f.text_regex.clone(),
+            starts_at: None,
+            expires_at: Some(f.end(st.clock.now())?.to_string()),
+        };
+        st.alerting
+            .create_silence(&c.principal, &c.actor, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/silences"), "silence"),
+        Err(p) => form_again(
+            &c,
+            Section::Silences,
+            "New silence",
+            p,
+            views::silence_form(&f.draft(None)),
+        ),
+    }
+}
+
+async fn expire_silence(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        st.alerting
+            .expire_silence(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "expire"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn downtimes(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+    match st.alerting.downtimes(&c.principal, false).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Downtimes,
+                    "Downtimes".into(),
+                    &["downtime"],
+                    q.did.as_deref(),
+                ),
+                views::downtimes(
+                    st.clock.now(),
+                    &items,
+                    c.principal.allows("downtimes:write"),
+                ),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct DowntimeDraftQuery {
+    /// The object the downtime is for.
+    object: Option<String>,
+}
+
+/// The object a downtime form is for, by id, with the name its page shows.
+async fn downtime_object(
+    st: &AppState,
+    c: &Caller,
+    raw: Option<&str>,
+) -> Result<Option<(Uuid, String)>, Problem> {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    let v = object_view(st, c, path_id(raw)?).await?;
+    let name = match &v.host_name {
+        Some(h) => format!("{h} / {}", v.object.name),
+        None => v.object.name.clone(),
+    };
+    Ok(Some((v.object.id, name)))
+}
+
+async fn new_downtime(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<DowntimeDraftQuery>,
+) -> Response {
+    let object = match downtime_object(&st, &c, q.object.as_deref()).await {
+        Ok(o) => o,
+        Err(p) => return failed(p),
+    };
+    let draft = SuppressionDraft {
+        object,
+        ..Default::default()
+    };
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Downtimes, "New downtime".into(), &[], None),
+            views::downtime_form(&draft),
+        ),
+    )
+}
+
+async fn create_downtime(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let f = SuppressionForm::parse(&body);
+    let object = match downtime_object(&st, &c, f.object_id.as_deref()).await {
+        Ok(o) => o,
+        Err(p) => return failed(p),
+    };
+    let result = async {
+        let now = st.clock.now();
+        let body = DowntimeBody {
+            comment: f.comment.clone(),
+            object_id: object.as_ref().map(|(id, _)| id.to_string()),
+            selector: if object.is_some() {
+                None
+            } else {
+                f.selector.clone()
+            },
+            kind: Some("fixed".into()),
+            start: Some(now.to_string()),
+            end: Some(f.end(now)?.to_string()),
+            duration: None,
+        };
+        st.alerting
+            .create_downtime(&c.principal, &c.actor, body, None)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/downtimes"), "downtime"),
+        Err(p) => {
+            let form = views::downtime_form(&f.draft(object));
+            form_again(&c, Section::Downtimes, "New downtime", p, form)
+        }
+    }
+}
+
+async fn end_downtime(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = ActionForm::parse(&body)?;
+        st.alerting
+            .end_downtime(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "end"),
+        Err(p) => failed(p),
+    }
 }
 
 async fn account(c: Caller) -> Response {

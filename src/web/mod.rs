@@ -25,6 +25,8 @@ pub enum Section {
     Objects,
     OnCall,
     Events,
+    Silences,
+    Downtimes,
     Account,
 }
 
@@ -35,6 +37,13 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Objects, "/objects", "Objects", "objects:read"),
     (Section::OnCall, "/oncall", "On call", "oncall:read"),
     (Section::Events, "/events", "Events", "events:read"),
+    (Section::Silences, "/silences", "Silences", "objects:read"),
+    (
+        Section::Downtimes,
+        "/downtimes",
+        "Downtimes",
+        "objects:read",
+    ),
 ];
 
 /// A page of the signed-in UI.

@@ -7,6 +7,7 @@ use crate::model::event::{Event, Severity};
 use crate::model::notify::OnCallNow;
 use crate::model::object::{ObjectKind, ObjectView};
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
+use crate::model::suppression::{Downtime, Silence};
 use maud::{Markup, html};
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -16,6 +17,37 @@ use uuid::Uuid;
 pub struct Can {
     pub ack: bool,
     pub check_now: bool,
+    pub silence: bool,
+    pub downtime: bool,
+}
+
+/// The new-silence form pre-filled to match alerts like `a`: its labels whose values a
+/// selector can carry as they are, and its exact title.
+pub fn silence_like(a: &Alert) -> String {
+    let plain = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+    };
+    let selector: Vec<String> = a
+        .labels
+        .iter()
+        .filter(|(k, v)| plain(k) && plain(v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut title = String::from("^");
+    for c in a.title.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            title.push('\\');
+        }
+        title.push(c);
+    }
+    title.push('$');
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("selector", &selector.join(","))
+        .append_pair("textRegex", &title)
+        .finish();
+    format!("/silences/new?{query}")
 }
 
 /// `5m ago`, `in 2h`: the distance from `now`, with the exact time in the element's title.
@@ -235,6 +267,9 @@ pub fn alert(now: Timestamp, a: &Alert, events: &[Event], can: Can) -> Markup {
                 (button(&format!("{here}/resolve"), &here, "Resolve", &a.title))
             }
         }
+        @if can.silence && active {
+            p { a.button href=(silence_like(a)) { "Silence alerts like this" } }
+        }
         h2 { "Timeline" }
         (timeline(now, events))
     }
@@ -349,8 +384,13 @@ pub fn object(
             @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
             @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
         }
-        @if can.check_now {
-            p { (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name)) }
+        div.acts {
+            @if can.check_now {
+                (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name))
+            }
+            @if can.downtime {
+                a.button href=(format!("/downtimes/new?object={}", v.object.id)) { "Schedule downtime" }
+            }
         }
         @if v.object.kind == ObjectKind::Host {
             h2 { "Services" }
@@ -435,6 +475,182 @@ pub fn events(now: Timestamp, items: &[Event], kind: &str, next: Option<&str>) -
             nav.pager aria-label="Pages" {
                 a.button href=(format!("/events?types={kind}&cursor={cursor}")) { "Older" }
             }
+        }
+    }
+}
+
+/// Less time than this left on a silence or downtime is flagged on its row.
+const ENDING_SOON_SECS: i64 = 3600;
+
+/// The choices of how long a new silence or downtime lasts: value (a duration) and text.
+pub const DURATIONS: &[(&str, &str)] = &[
+    ("1h", "1 hour"),
+    ("2h", "2 hours"),
+    ("4h", "4 hours"),
+    ("8h", "8 hours"),
+    ("24h", "1 day"),
+    ("72h", "3 days"),
+    ("168h", "7 days"),
+];
+
+fn duration_select(chosen: &str) -> Markup {
+    html! {
+        label for="duration" { "For" }
+        select #duration name="duration" {
+            @for (value, text) in DURATIONS {
+                option value=(value) selected[*value == chosen] { (text) }
+            }
+        }
+    }
+}
+
+/// The end of a suppression: when, and flagged when it is soon.
+fn ends(now: Timestamp, at: Timestamp, verb: &str) -> Markup {
+    let left = (at.as_millis() - now.as_millis()) / 1000;
+    html! {
+        @if (0..ENDING_SOON_SECS).contains(&left) {
+            strong.badge.s-warn { (verb) " " (when(now, at)) }
+        } @else {
+            (verb) " " (when(now, at))
+        }
+    }
+}
+
+/// `/silences`: active (with how many active alerts each matches now), upcoming, expired.
+pub fn silences(now: Timestamp, items: &[(Silence, usize)], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now)).collect();
+    let upcoming: Vec<_> = items.iter().filter(|(s, _)| s.starts_at > now).collect();
+    let expired: Vec<_> = items
+        .iter()
+        .filter(|(s, _)| s.expires_at <= now)
+        .take(50)
+        .collect();
+    let row = |s: &Silence, reach: Option<usize>| {
+        html! {
+            li {
+                span.what {
+                    strong { (s.comment) }
+                    br;
+                    small {
+                        @if !s.selector.is_empty() { "labels " code { (s.selector) } " " }
+                        @if !s.text_regex.is_empty() { "title ~ " code { (s.text_regex) } " " }
+                        @if s.selector.is_empty() && s.text_regex.is_empty() { "every alert " }
+                        "· by " (s.created_by) " · "
+                        @if s.expires_at > now { (ends(now, s.expires_at, "expires")) } @else { "expired " (when(now, s.expires_at)) }
+                    }
+                    @if let Some(n) = reach { br; small { "matches " (n) " active alert" @if n != 1 { "s" } " now" } }
+                }
+                span.acts {
+                    @if can_write && s.expires_at > now {
+                        (button(&format!("/silences/{}/expire", s.id), "/silences", "Expire", &s.comment))
+                    }
+                }
+            }
+        }
+    };
+    html! {
+        @if can_write { p { a.button href="/silences/new" { "New silence" } } }
+        h2 { "Active" }
+        @if active.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for (s, n) in &active { (row(s, Some(*n))) } }
+        }
+        @if !upcoming.is_empty() {
+            h2 { "Upcoming" }
+            ul.list { @for (s, _) in &upcoming { (row(s, None)) } }
+        }
+        h2 { "Expired" }
+        @if expired.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for (s, _) in &expired { (row(s, None)) } }
+        }
+    }
+}
+
+/// What a new silence or downtime form shows again after a refusal, or pre-filled.
+#[derive(Default)]
+pub struct SuppressionDraft {
+    pub selector: String,
+    pub text_regex: String,
+    pub comment: String,
+    pub duration: String,
+    /// A downtime of one object: its id and name.
+    pub object: Option<(Uuid, String)>,
+}
+
+/// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
+pub fn silence_form(d: &SuppressionDraft) -> Markup {
+    html! {
+        form method="post" action="/silences" {
+            label for="selector" { "Alert labels (a selector; empty: any)" }
+            input #selector type="text" name="selector" value=(d.selector) placeholder="site=north,team=ops";
+            label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
+            input #textRegex type="text" name="textRegex" value=(d.text_regex);
+            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
+            p { button.primary type="submit" { "Create silence" } }
+        }
+        p.muted { "A silence never stops an alert from opening; it holds its pages while it lasts." }
+    }
+}
+
+/// `/downtimes`: active, upcoming and ended downtimes.
+pub fn downtimes(now: Timestamp, items: &[Downtime], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|d| d.active(now)).collect();
+    let upcoming: Vec<_> = items
+        .iter()
+        .filter(|d| !d.active(now) && d.end > now)
+        .collect();
+    let ended: Vec<_> = items.iter().filter(|d| d.end <= now).take(50).collect();
+    let row = |d: &Downtime| {
+        html! {
+            li {
+                span.what {
+                    strong { (d.comment) }
+                    br;
+                    small {
+                        @if let Some(o) = d.object_id { a href=(format!("/objects/{o}")) { "one object" } " " }
+                        @if !d.selector.is_empty() { "labels " code { (d.selector) } " " }
+                        "· " (d.kind) " · by " (d.created_by) " · "
+                        @if d.start > now { "starts " (when(now, d.start)) " · " }
+                        @if d.end > now { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
+                    }
+                }
+                span.acts {
+                    @if can_write && d.end > now {
+                        (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
+                    }
+                }
+            }
+        }
+    };
+    html! {
+        @if can_write { p { a.button href="/downtimes/new" { "New downtime" } } }
+        h2 { "Active" }
+        @if active.is_empty() { p.muted { "None." } } @else { ul.list { @for d in &active { (row(d)) } } }
+        @if !upcoming.is_empty() {
+            h2 { "Upcoming or waiting for a problem" }
+            ul.list { @for d in &upcoming { (row(d)) } }
+        }
+        h2 { "Ended" }
+        @if ended.is_empty() { p.muted { "None." } } @else { ul.list { @for d in &ended { (row(d)) } } }
+    }
+}
+
+/// `/downtimes/new`: one object (from its page) or a selector, from now for how long, why.
+pub fn downtime_form(d: &SuppressionDraft) -> Markup {
+    html! {
+        form method="post" action="/downtimes" {
+            @if let Some((id, name)) = &d.object {
+                input type="hidden" name="objectId" value=(id);
+                p { "For " strong { (name) } " (a host's downtime covers its services)." }
+            } @else {
+                label for="selector" { "Objects with the labels (a selector)" }
+                input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
+            }
+            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
+            p { button.primary type="submit" { "Start downtime now" } }
         }
     }
 }

@@ -431,3 +431,125 @@ async fn the_ui_keeps_the_apis_permissions_and_cross_site_rule() {
     let (status, _) = olga.page("/no-such-page").await;
     assert_eq!(status, 404);
 }
+
+#[tokio::test]
+async fn silences_and_downtimes_from_an_alert_and_an_object() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    let alert = open_alerts(s, &a.token, 1).await.remove(0);
+    let id = alert["id"].as_str().unwrap();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+
+    // The alert page links a silence form pre-filled with its exact title.
+    let (_, page) = olga.page(&format!("/alerts/{id}")).await;
+    let link = page
+        .split("href=\"/silences/new?")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("a silence link")
+        .replace("&amp;", "&");
+    let (status, form) = olga.page(&format!("/silences/new?{link}")).await;
+    assert_eq!(status, 200);
+    assert!(form.contains("value=\"^disk is CRITICAL$\""), "{form}");
+
+    // Without a reason it is refused and the form comes back with what was typed.
+    let (status, _, again) = olga
+        .post(
+            "/silences",
+            "textRegex=%5Edisk&duration=1h&comment=",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert!(
+        again.contains("value=\"^disk\"") && again.contains("role=\"alert\""),
+        "{again}"
+    );
+    let (status, to, _) = olga
+        .post(
+            "/silences",
+            "textRegex=%5Edisk&duration=30m&comment=disk+swap+tomorrow",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/silences?did=silence"));
+    let (_, list) = olga.page("/silences").await;
+    assert!(
+        list.contains("disk swap tomorrow") && list.contains("matches 1 active alert now"),
+        "{list}"
+    );
+    assert!(
+        list.contains("badge s-warn"),
+        "ending within the hour is flagged: {list}"
+    );
+    let silence = get(s, &a.token, "/api/v1/silences?active=true").await["items"][0].clone();
+    assert_eq!(silence["textRegex"], "^disk");
+    let sid = silence["id"].as_str().unwrap();
+    let (status, _, _) = olga
+        .post(
+            &format!("/silences/{sid}/expire"),
+            "back=%2Fsilences",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert!(
+        get(s, &a.token, "/api/v1/silences?active=true").await["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+
+    // A downtime from the object page; the problem becomes handled.
+    let object = alert["objectId"].as_str().unwrap();
+    let (_, page) = olga.page(&format!("/objects/{object}")).await;
+    assert!(page.contains(&format!("/downtimes/new?object={object}")));
+    let (status, form) = olga.page(&format!("/downtimes/new?object={object}")).await;
+    assert_eq!(status, 200);
+    assert!(form.contains("edge / disk"));
+    let (status, to, _) = olga
+        .post(
+            "/downtimes",
+            &format!("objectId={object}&duration=2h&comment=replacing+the+disk"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{to:?}");
+    let (_, list) = olga.page("/downtimes").await;
+    assert!(list.contains("replacing the disk"));
+    let started = Instant::now();
+    loop {
+        let (_, home) = olga.page("/").await;
+        if home.contains("<title>Problems · svc</title>") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the downtime never handled the problem: {home}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let downtime = get(s, &a.token, "/api/v1/downtimes?active=true").await["items"][0].clone();
+    let did = downtime["id"].as_str().unwrap();
+    let (status, _, _) = olga
+        .post(
+            &format!("/downtimes/{did}/end"),
+            "back=%2Fdowntimes",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+
+    // A viewer reads both lists without the controls, and cannot open the forms.
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (status, list) = vera.page("/silences").await;
+    assert_eq!(status, 200);
+    assert!(!list.contains("New silence") && !list.contains("/expire"));
+    let (status, _) = vera.page("/silences/new").await;
+    assert_eq!(status, 403);
+    let (status, _) = vera.page("/downtimes").await;
+    assert_eq!(status, 200);
+}
