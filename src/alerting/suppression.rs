@@ -13,7 +13,7 @@ use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::store::suppressions::IdempotentAnswer;
 use crate::store::{Store, StoreError};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -325,6 +325,28 @@ impl Alerting {
                 let m = SilenceMatcher::new(s.clone());
                 alerts.iter().filter(|a| m.matches(a)).count()
             })
+            .collect())
+    }
+
+    /// The alerts of `alerts` an active silence holds now.
+    pub async fn silenced(
+        &self,
+        p: &Principal,
+        alerts: &[Alert],
+    ) -> Result<HashSet<Uuid>, AlertError> {
+        let now = self.clock.now();
+        let matchers: Vec<SilenceMatcher> = self
+            .store
+            .silences(p.tenant)
+            .await?
+            .into_iter()
+            .filter(|s| s.active(now))
+            .map(SilenceMatcher::new)
+            .collect();
+        Ok(alerts
+            .iter()
+            .filter(|a| matchers.iter().any(|m| m.matches(a)))
+            .map(|a| a.id)
             .collect())
     }
 

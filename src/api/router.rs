@@ -4,7 +4,8 @@
 use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::{
-    catch_panic, deadline, record_metrics, render_problems, request_id, security_headers,
+    catch_panic, deadline, gzip_pages, record_metrics, render_problems, request_id,
+    security_headers,
 };
 use super::{
     account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
@@ -372,6 +373,7 @@ pub fn build_router(state: AppState) -> Router {
         .fallback(super::access::unrouted)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn(catch_panic))
+        .layer(from_fn(gzip_pages))
         .layer(from_fn_with_state(state.clone(), render_problems))
         .layer(from_fn_with_state(state.clone(), record_metrics))
         .layer(from_fn_with_state(state.clone(), request_id))

@@ -15,13 +15,11 @@ use crate::model::event::{EventFilter, EventType};
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
-use crate::web::views::{self, Can, SuppressionDraft};
+use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
 use crate::web::{self, Frame, Notice, Section, assets};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::header::{
-    ACCEPT_ENCODING, CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY,
-};
+use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::Markup;
@@ -179,46 +177,55 @@ const ALERT_LIVE: &[&str] = &[
     "downtime",
 ];
 
-async fn problems(
-    State(st): State<AppState>,
-    c: Caller,
-    Query(q): Query<ProblemsQuery>,
-) -> Response {
-    let handled = q
-        .handled
-        .as_deref()
-        .is_some_and(|h| h == "1" || h == "true");
-    let items = match st.results.problems(&c.principal, handled, 500).await {
-        Ok(items) => items,
-        Err(e) => return failed(e),
-    };
+/// The problems, and each problem object's open alert with whether a silence holds it.
+async fn problems_with_alerts(
+    st: &AppState,
+    c: &Caller,
+) -> Result<(Vec<crate::model::state::Problem>, HashMap<Uuid, OpenAlert>), Problem> {
+    let items = st.results.problems(&c.principal, true, 500).await?;
     let mut open = HashMap::new();
     if c.principal.allows("alerts:read") {
         let filter = AlertFilter {
             statuses: vec![AlertStatus::Open],
             ..Default::default()
         };
-        match st.alerting.list(&c.principal, filter, None, 1000).await {
-            Ok(alerts) => {
-                for a in alerts {
-                    if let Some(o) = a.object_id {
-                        open.entry(o).or_insert(a.id);
-                    }
-                }
+        let alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
+        let silenced = st.alerting.silenced(&c.principal, &alerts).await?;
+        for a in alerts {
+            if let Some(o) = a.object_id {
+                open.entry(o).or_insert(OpenAlert {
+                    id: a.id,
+                    silenced: silenced.contains(&a.id),
+                });
             }
-            Err(e) => return failed(e),
         }
     }
-    let unhandled = items
-        .iter()
-        .filter(|p| p.state.acked_by.is_none() && p.state.downtime_depth == 0)
-        .count();
+    Ok((items, open))
+}
+
+async fn problems(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<ProblemsQuery>,
+) -> Response {
+    let handled_shown = q
+        .handled
+        .as_deref()
+        .is_some_and(|h| h == "1" || h == "true");
+    let (mut items, open) = match problems_with_alerts(&st, &c).await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let unhandled = items.iter().filter(|p| !views::handled(p, &open)).count();
+    if !handled_shown {
+        items.retain(|p| !views::handled(p, &open));
+    }
     let title = if unhandled > 0 {
         format!("({unhandled}) Problems")
     } else {
         "Problems".to_string()
     };
-    let content = views::problems(st.clock.now(), &items, handled, &open, can(&c));
+    let content = views::problems(st.clock.now(), &items, handled_shown, &open, can(&c));
     html(
         StatusCode::OK,
         web::page(
@@ -323,23 +330,24 @@ async fn alert(
     Path(id): Path<String>,
     Query(q): Query<DidQuery>,
 ) -> Response {
-    let found = match path_id(&id) {
-        Ok(id) => st
-            .alerting
-            .get(&c.principal, id)
-            .await
-            .map_err(Problem::from),
-        Err(p) => Err(p),
+    let found = async {
+        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+        let events = alert_timeline(&st, &c, &alert).await?;
+        // An alert may outlive its object: then it is named without it.
+        let object = match alert.object_id {
+            Some(o) => object_view(&st, &c, o)
+                .await
+                .ok()
+                .map(|v| views::view_name(&v)),
+            None => None,
+        };
+        Ok::<_, Problem>((alert, events, object))
     };
-    let alert = match found {
-        Ok(a) => a,
+    let (alert, events, object) = match found.await {
+        Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let events = match alert_timeline(&st, &c, &alert).await {
-        Ok(e) => e,
-        Err(p) => return failed(p),
-    };
-    let content = views::alert(st.clock.now(), &alert, &events, can(&c));
+    let content = views::alert(st.clock.now(), &alert, object.as_deref(), &events, can(&c));
     html(
         StatusCode::OK,
         web::page(
@@ -604,10 +612,7 @@ async fn object(
     } else {
         Vec::new()
     };
-    let title = match &view.host_name {
-        Some(h) => format!("{h} / {}", view.object.name),
-        None => view.object.name.clone(),
-    };
+    let title = views::view_name(&view);
     let content = views::object(st.clock.now(), &view, &services, &events, can(&c));
     html(
         StatusCode::OK,
@@ -902,11 +907,7 @@ async fn downtime_object(
         return Ok(None);
     };
     let v = object_view(st, c, path_id(raw)?).await?;
-    let name = match &v.host_name {
-        Some(h) => format!("{h} / {}", v.object.name),
-        None => v.object.name.clone(),
-    };
-    Ok(Some((v.object.id, name)))
+    Ok(Some((v.object.id, views::view_name(&v))))
 }
 
 async fn new_downtime(
@@ -1008,13 +1009,7 @@ async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
     let Some(a) = assets::by_path(&format!("/assets/{file}")) else {
         return super::router::not_found();
     };
-    let gzip_ok = headers
-        .get(ACCEPT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|e| e.trim().split(';').next() == Some("gzip"))
-        });
+    let gzip_ok = super::middleware::accepts_gzip(&headers);
     let cache = (
         CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=31536000, immutable"),

@@ -108,6 +108,7 @@ fn button(action: &str, back: &str, text: &str, label_for: &str) -> Markup {
     }
 }
 
+/// `host / service`, or the host's name.
 fn object_name(o: &crate::model::object::Object, host_name: Option<&str>) -> String {
     match host_name {
         Some(h) => format!("{h} / {}", o.name),
@@ -115,13 +116,33 @@ fn object_name(o: &crate::model::object::Object, host_name: Option<&str>) -> Str
     }
 }
 
-/// `/`: what is wrong now. Unhandled first (acknowledged or in downtime is handled), worst
-/// first; `open` maps an object to its open alert, for the acknowledge button.
+pub fn view_name(v: &ObjectView) -> String {
+    object_name(&v.object, v.host_name.as_deref())
+}
+
+/// A problem object's open alert: the acknowledge button acts on it.
+pub struct OpenAlert {
+    pub id: Uuid,
+    /// An active silence holds it.
+    pub silenced: bool,
+}
+
+/// Whether someone has a problem in hand: acknowledged, in downtime, or its open alert
+/// silenced (the API's `/problems` knows the first two; the page adds silences, as
+/// Alertmanager's users expect).
+pub fn handled(p: &Problem, open: &HashMap<Uuid, OpenAlert>) -> bool {
+    p.state.acked_by.is_some()
+        || p.state.downtime_depth > 0
+        || open.get(&p.object.id).is_some_and(|a| a.silenced)
+}
+
+/// `/`: what is wrong now, as the domain orders it (unhandled first, worst first); `open`
+/// maps an object to its open alert, for the acknowledge button.
 pub fn problems(
     now: Timestamp,
     items: &[Problem],
     handled_shown: bool,
-    open: &HashMap<Uuid, Uuid>,
+    open: &HashMap<Uuid, OpenAlert>,
     can: Can,
 ) -> Markup {
     let back = if handled_shown { "/?handled=1" } else { "/" };
@@ -145,10 +166,11 @@ pub fn problems(
                             small { "since " (when(now, p.state.last_hard_change.unwrap_or(p.state.last_change))) }
                             @if let Some(by) = &p.state.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
                             @if p.state.downtime_depth > 0 { " " span.handled { "⏸ in downtime" } }
+                            @if open.get(&p.object.id).is_some_and(|a| a.silenced) { " " span.handled { "🔕 silenced" } }
                         }
                         span.acts {
                             @if let (true, Some(alert)) = (can.ack, open.get(&p.object.id)) {
-                                (button(&format!("/alerts/{alert}/ack"), back, "Acknowledge", &name))
+                                (button(&format!("/alerts/{}/ack", alert.id), back, "Acknowledge", &name))
                             }
                         }
                     }
@@ -222,7 +244,13 @@ pub fn alerts(
 }
 
 /// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
-pub fn alert(now: Timestamp, a: &Alert, events: &[Event], can: Can) -> Markup {
+pub fn alert(
+    now: Timestamp,
+    a: &Alert,
+    object: Option<&str>,
+    events: &[Event],
+    can: Can,
+) -> Markup {
     let here = format!("/alerts/{}", a.id);
     let active = matches!(a.status, AlertStatus::Open | AlertStatus::Acked);
     html! {
@@ -234,7 +262,7 @@ pub fn alert(now: Timestamp, a: &Alert, events: &[Event], can: Can) -> Markup {
             @if let Some(at) = a.acked_at { dt { "Acknowledged" } dd { (when(now, at)) } }
             @if let Some(until) = a.snoozed_until { dt { "Snoozed until" } dd { (when(now, until)) } }
             @if let Some(at) = a.resolved_at { dt { "Closed" } dd { (when(now, at)) } }
-            @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { "the object" } } }
+            @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { (object.unwrap_or("its object")) } } }
             @if let Some(p) = &a.escalation_policy { dt { "Escalation policy" } dd { (p) } }
             @if let Some(cause) = &a.cause { dt { "Caused by" } dd { (cause.reason) } }
             dt { "Rule" } dd { (a.rule_id) }
@@ -338,7 +366,7 @@ pub fn objects(
                     li {
                         (state_badge(v.object.kind, v.state.as_ref()))
                         span.what {
-                            a href=(format!("/objects/{}", v.object.id)) { (object_name(&v.object, v.host_name.as_deref())) }
+                            a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
                             @if let Some(s) = &v.state {
                                 " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
                             }

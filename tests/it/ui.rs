@@ -222,6 +222,19 @@ async fn an_operator_runs_a_shift_without_javascript() {
         404,
         "only hashed names"
     );
+    // Pages are gzipped for browsers that take it, and only for them.
+    let zipped = s
+        .http
+        .get(s.url("/"))
+        .header("Cookie", &olga.cookie)
+        .header("Accept-Encoding", "gzip, br")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(zipped.headers()["content-encoding"], "gzip");
+    let bytes = zipped.bytes().await.unwrap();
+    assert!(bytes.len() * 2 < home.len(), "{} of {}", bytes.len(), home.len());
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "a gzip stream");
 
     // Acknowledge from the row: 303 back with a notice; the API sees the same change, with
     // its audit entry by the user.
@@ -485,6 +498,11 @@ async fn silences_and_downtimes_from_an_alert_and_an_object() {
         list.contains("badge s-warn"),
         "ending within the hour is flagged: {list}"
     );
+    // The silenced alert's problem is handled.
+    let (_, home) = olga.page("/").await;
+    assert!(home.contains("<title>Problems · svc</title>"), "{home}");
+    let (_, all) = olga.page("/?handled=1").await;
+    assert!(all.contains("silenced"), "{all}");
     let silence = get(s, &a.token, "/api/v1/silences?active=true").await["items"][0].clone();
     assert_eq!(silence["textRegex"], "^disk");
     let sid = silence["id"].as_str().unwrap();

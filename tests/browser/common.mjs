@@ -1,0 +1,99 @@
+// What the browser suite and the page-weight benchmark share: a real svc server on a free port
+// with a fresh data directory, the API with its bootstrap token, Chromium's launch options.
+
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { chromium } from "playwright-core";
+
+export const BIN = resolve(process.env.SVC_BIN || "target/release/svc");
+export const PASSWORD = "a long enough password";
+
+/// Debian's Chromium, headless, kept off the network this machine does not have.
+export function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
+function freePort() {
+  return new Promise((ok) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const port = s.address().port;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export async function startServer() {
+  const data = mkdtempSync(join(tmpdir(), "svc-browser-"));
+  const token = execFileSync(BIN, ["bootstrap", "--data-dir", data], { encoding: "utf8" }).trim();
+  const port = await freePort();
+  const log = [];
+  const child = spawn(BIN, ["serve", "--data-dir", data, "--listen", `127.0.0.1:${port}`, "--tls", "off"], {
+    env: { ...process.env, SVC_DEFAULT_ADMIN_DISABLED: "1", RUST_LOG: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.stdout.on("data", (d) => log.push(String(d)));
+  child.stderr.on("data", (d) => log.push(String(d)));
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    try {
+      if ((await fetch(`${base}/healthz`)).ok) return { base, token, child, log };
+    } catch {}
+    await sleep(100);
+  }
+  throw new Error(`the server did not start:\n${log.join("")}`);
+}
+
+export async function api(srv, method, path, body) {
+  const res = await fetch(srv.base + path, {
+    method,
+    headers: { Authorization: `Bearer ${srv.token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+export async function result(srv, service, state) {
+  await api(srv, "POST", "/api/v1/results", {
+    results: [{ host: "edge", service, state, output: `${service} is ${state}` }],
+  });
+}
+
+export async function seed(srv) {
+  await api(srv, "POST", "/api/v1/hosts", { name: "edge", labels: { site: "north" }, spec: {} });
+  for (const name of ["disk", "load", "swap", "fan"]) {
+    await api(srv, "POST", "/api/v1/services", { name, host: "edge", spec: {} });
+  }
+  await api(srv, "POST", "/api/v1/alert-rules", {
+    name: "critical",
+    match: "event.type == 'state_change' && event.state == 'CRITICAL'",
+    severity: "critical",
+    title: "{{ .event.object }} is {{ .event.state }}",
+  });
+  await api(srv, "POST", "/api/v1/contacts", { name: "ada", email: "ada@example.org", phone: "+4930123456" });
+  await api(srv, "POST", "/api/v1/schedules", {
+    name: "primary",
+    timeZone: "UTC",
+    layers: [{ name: "week", unit: "weekly", anchor: "2026-01-05T00:00:00Z", participants: ["ada"] }],
+  });
+  await api(srv, "POST", "/api/v1/users", { email: "olga@example.org", name: "Olga", roles: ["operator"], password: PASSWORD });
+}
+
+export async function signIn(page, base) {
+  await page.goto(`${base}/login`);
+  await page.fill("#email", "olga@example.org");
+  await page.fill("#password", PASSWORD);
+  await Promise.all([page.waitForURL(`${base}/`), page.click("button[type=submit]")]);
+}
+

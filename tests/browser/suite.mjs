@@ -1,0 +1,204 @@
+// The UI in a real browser: Debian's Chromium driven by playwright-core, against a real svc
+// server this script starts on a free port with a fresh data directory.
+//
+//   SVC_BIN=target/release/svc node tests/browser/suite.mjs
+//
+// Flows: sign in, a CRITICAL result appearing live on the problems page (no reload),
+// acknowledge from the row, silence from an alert, the on-call page, a service's page, the
+// same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
+// every page, and axe-core on every page (no serious or critical violation). A failing flow
+// leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
+// With SVC_SCREENSHOTS=DIR it also keeps pictures of the main pages there (docs/img for the
+// README).
+
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { createRequire } from "node:module";
+import { api, launch, result, seed, signIn, sleep, startServer } from "./common.mjs";
+
+const require = createRequire(import.meta.url);
+const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const ARTIFACTS = resolve(process.env.SVC_ARTIFACTS || "target/browser-artifacts");
+const SCREENSHOTS = process.env.SVC_SCREENSHOTS ? resolve(process.env.SVC_SCREENSHOTS) : null;
+
+async function picture(page, name) {
+  if (!SCREENSHOTS) return;
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`) });
+}
+
+/// axe-core on the page as it is: the serious and critical violations.
+async function axe(page) {
+  await page.addScriptTag({ content: AXE });
+  const found = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ["violations"] });
+    return r.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(" ")).slice(0, 3).join(", ")}`);
+  });
+  return found;
+}
+
+const results = [];
+let current = null;
+
+async function flow(name, page, body) {
+  const started = Date.now();
+  current = name;
+  try {
+    await body();
+    results.push({ name, ok: true, ms: Date.now() - started });
+    console.log(`ok   ${name} (${Date.now() - started} ms)`);
+  } catch (e) {
+    results.push({ name, ok: false, ms: Date.now() - started, error: e });
+    console.log(`FAIL ${name}: ${e.stack || e}`);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const file = name.replace(/[^a-z0-9]+/gi, "-").toLowerCase();
+    try {
+      await page.screenshot({ path: join(ARTIFACTS, `${file}.png`), fullPage: true });
+      writeFileSync(join(ARTIFACTS, `${file}.html`), await page.content());
+    } catch {}
+  }
+}
+
+function assert(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+const PAGES = ["/", "/alerts", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/account"];
+
+async function main() {
+  const srv = await startServer();
+  let browser;
+  try {
+    await seed(srv);
+    await result(srv, "fan", "CRITICAL");
+    browser = await launch();
+
+    // axe-core is injected as an inline script, which the pages' CSP forbids.
+    const desktop = await browser.newContext({ viewport: { width: 1280, height: 800 }, bypassCSP: true });
+    const page = await desktop.newPage();
+    const base = srv.base;
+
+    await flow("sign in", page, async () => {
+      await signIn(page, base);
+      assert((await page.title()).includes("Problems"), `title: ${await page.title()}`);
+    });
+
+    await flow("a CRITICAL result appears live on the problems page", page, async () => {
+      await page.goto(`${base}/`);
+      await page.evaluate(() => (window.__notReloaded = true));
+      await result(srv, "disk", "CRITICAL");
+      await page.waitForSelector("text=edge / disk", { timeout: 10000 });
+      assert(await page.evaluate(() => window.__notReloaded === true), "the page was reloaded instead of updated");
+      await page.waitForFunction(() => document.title.startsWith("(2)"), null, { timeout: 10000 });
+      await page.locator("li", { hasText: "edge / disk" }).getByRole("button", { name: /Acknowledge/ }).waitFor({ timeout: 10000 });
+      await picture(page, "problems");
+    });
+
+    await flow("acknowledge from the row", page, async () => {
+      const row = page.locator("li", { hasText: "edge / disk" });
+      await row.getByRole("button", { name: /Acknowledge/ }).waitFor({ timeout: 10000 });
+      await Promise.all([page.waitForURL(/did=ack/), row.getByRole("button", { name: /Acknowledge/ }).click()]);
+      assert(await page.isVisible("text=Acknowledged."), "no notice");
+      assert(!(await page.isVisible("text=edge / disk")), "the acknowledged problem is still listed as unhandled");
+    });
+
+    await flow("silence from an alert", page, async () => {
+      await result(srv, "load", "CRITICAL");
+      await page.goto(`${base}/alerts`);
+      await page.click("text=load is CRITICAL");
+      await picture(page, "alert");
+      await page.click("text=Silence alerts like this");
+      assert((await page.inputValue("#textRegex")) === "^load is CRITICAL$", await page.inputValue("#textRegex"));
+      await page.fill("#comment", "load test tonight");
+      await Promise.all([page.waitForURL(/\/silences\?did=silence/), page.click("text=Create silence")]);
+      assert(await page.isVisible("text=load test tonight"), "the silence is not listed");
+      assert(await page.isVisible("text=matches 1 active alert now"), "the silence matches nothing");
+    });
+
+    await flow("the on-call page", page, async () => {
+      await page.goto(`${base}/oncall`);
+      assert((await page.locator("h1").textContent()) === "On call now", "h1");
+      assert(await page.isVisible("text=primary"), "the schedule is not listed");
+      assert(await page.isVisible("a[href='tel:+4930123456']"), "no call link for the person on call");
+    });
+
+    await flow("a service's page with its history", page, async () => {
+      await page.goto(`${base}/objects?q=disk`);
+      await page.click("text=edge / disk");
+      await page.waitForSelector("text=Recent events");
+      assert(await page.isVisible("text=state_change"), "no state change in the history");
+      assert(await page.isVisible("text=Schedule downtime"), "no downtime control");
+      await picture(page, "service");
+    });
+
+    await flow("axe-core finds no serious or critical violation on any page", page, async () => {
+      const found = [];
+      for (const path of PAGES) {
+        await page.goto(base + path);
+        for (const v of await axe(page)) found.push(`${path}: ${v}`);
+      }
+      const alertId = (await api(srv, "GET", "/api/v1/alerts?limit=1")).items[0].id;
+      for (const path of [`/alerts/${alertId}`, "/login"]) {
+        await page.goto(base + path);
+        for (const v of await axe(page)) found.push(`${path}: ${v}`);
+      }
+      assert(found.length === 0, found.join("\n"));
+    });
+
+    const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+    const mobile = await phone.newPage();
+    await flow("a 390x844 phone: no horizontal scrolling, 44 px touch targets", mobile, async () => {
+      await signIn(mobile, base);
+      await picture(mobile, "phone-problems");
+      const wide = [];
+      const small = [];
+      for (const path of PAGES) {
+        await mobile.goto(base + path);
+        const w = await mobile.evaluate(() => document.documentElement.scrollWidth);
+        if (w > 390) wide.push(`${path}: ${w}px`);
+        const tiny = await mobile.evaluate(() =>
+          [...document.querySelectorAll("main button, main a.button, header a, main select, main input:not([type=hidden]):not([type=checkbox])")]
+            .filter((e) => e.getBoundingClientRect().height < 44)
+            .map((e) => e.outerHTML.slice(0, 60)),
+        );
+        for (const t of tiny) small.push(`${path}: ${t}`);
+      }
+      assert(wide.length === 0, `wider than the screen: ${wide.join(", ")}`);
+      assert(small.length === 0, `touch targets under 44 px: ${small.join("\n")}`);
+    });
+
+    const noScript = await browser.newContext({ javaScriptEnabled: false });
+    const plain = await noScript.newPage();
+    await flow("the same shift with JavaScript off", plain, async () => {
+      await signIn(plain, base);
+      await result(srv, "swap", "CRITICAL");
+      const row = plain.locator("li", { hasText: "edge / swap" });
+      for (let i = 0; i < 50; i++) {
+        await plain.goto(`${base}/`);
+        if (await row.getByRole("button", { name: /Acknowledge/ }).isVisible()) break;
+        await sleep(200);
+      }
+      await Promise.all([plain.waitForURL(/did=ack/), row.getByRole("button", { name: /Acknowledge/ }).click()]);
+      assert(await plain.isVisible("text=Acknowledged."), "no notice without JavaScript");
+      await plain.goto(`${base}/silences`);
+      assert(await plain.isVisible("text=load test tonight"), "silences without JavaScript");
+    });
+  } finally {
+    if (browser) await browser.close();
+    srv.child.kill("SIGTERM");
+  }
+  const failed = results.filter((r) => !r.ok);
+  console.log(`\n${results.length - failed.length} of ${results.length} flows passed`);
+  if (failed.length) {
+    console.log(`screenshots and pages of the failures: ${ARTIFACTS}`);
+    console.log(`server log:\n${srv.log.join("").split("\n").slice(-40).join("\n")}`);
+    process.exit(1);
+  }
+}
+
+main().catch((e) => {
+  console.error(e.stack || e);
+  process.exit(1);
+});
