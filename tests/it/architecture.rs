@@ -18,7 +18,8 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
         "monitor" | "alerting" | "notify" | "ingress" | "federation" | "inventory" | "reports" => {
             DOMAIN
         }
-        "api" | "web" => &[
+        "web" => &["model", "auth"],
+        "api" => &[
             "model",
             "runtime",
             "store",
