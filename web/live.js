@@ -2,7 +2,8 @@
 // types and, a moment after the last one, fetches the same page and swaps in its <main> and
 // title, so rows appear, change and leave without a reload. Without JavaScript the page is the
 // same, only not live. Nothing is swapped while a control inside <main> has the focus or holds
-// typed text, so an operator mid-comment does not lose it.
+// typed text, so an operator mid-comment does not lose it. The stream is opened once per page
+// and closed with it.
 (function () {
   "use strict";
   var main = document.querySelector("main[data-live]");
@@ -48,4 +49,7 @@
   types.concat(["resync"]).forEach(function (t) {
     stream.addEventListener(t, function () { schedule(400); });
   });
+  // Whatever happened between the page's rendering and the stream's (re)start was not heard:
+  // one fetch on each opening catches up.
+  stream.addEventListener("open", function () { schedule(100); });
 })();

@@ -48,8 +48,9 @@ fn route_of(req: &Request) -> String {
         .map_or_else(|| "unmatched".to_string(), |m| documented_path(m.as_str()))
 }
 
-/// What every HTML page may load and do: its own scripts and styles (inline styles too, the
-/// sign-in pages have one), forms posting back here, no framing anywhere.
+/// What every HTML page may load and do: its own scripts and styles (inline styles too: the
+/// ack pages and reports carry one, a history bar's segments their widths), forms posting
+/// back here, no framing anywhere.
 const PAGE_POLICY: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'";
 
 /// Headers that keep answers from being turned against their readers: no content sniffing and
@@ -169,7 +170,8 @@ pub async fn gzip_pages(req: Request, next: Next) -> Response {
     let bytes = match axum::body::to_bytes(body, PAGE_LIMIT).await {
         Ok(b) => b,
         Err(e) => {
-            return Problem::internal(format!("reading a page to compress it: {e}")).into_response();
+            return Problem::internal(format!("reading a page to compress it: {e}"))
+                .into_response();
         }
     };
     if bytes.len() < GZIP_FROM {

@@ -11,10 +11,11 @@ use super::extract::path_id;
 use super::pagination::{ALERTS, EVENTS, OBJECTS, Page, PageQuery};
 use super::router::{HTML, Route};
 use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
-use crate::model::event::{EventFilter, EventType};
+use crate::model::event::{Event, EventFilter, EventType};
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
+use crate::monitor::metrics::MetricQuery;
 use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
 use crate::web::{self, Frame, Notice, Section, assets};
 use axum::body::Bytes;
@@ -599,21 +600,24 @@ async fn object(
     } else {
         Vec::new()
     };
-    let events = if c.principal.allows("events:read") {
-        let filter = EventFilter {
-            tenant_id: c.principal.tenant,
-            object_id: Some(id),
-            ..Default::default()
-        };
-        match st.events.list_committed(&st.store, filter, None, 20).await {
-            Ok(e) => e,
-            Err(e) => return failed(e),
-        }
-    } else {
-        Vec::new()
+    let (changes, events) = match object_events(&st, &c, id).await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let graphs = match object_graphs(&st, &c, id).await {
+        Ok(g) => g,
+        Err(p) => return failed(p),
     };
     let title = views::view_name(&view);
-    let content = views::object(st.clock.now(), &view, &services, &events, can(&c));
+    let content = views::object(
+        st.clock.now(),
+        &view,
+        &services,
+        &changes,
+        &graphs,
+        &events,
+        can(&c),
+    );
     html(
         StatusCode::OK,
         web::page(
@@ -627,6 +631,82 @@ async fn object(
             content,
         ),
     )
+}
+
+/// An object's state changes of the last day (for its history bar) and its latest events;
+/// none without `events:read`.
+async fn object_events(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+) -> Result<(Vec<Event>, Vec<Event>), Problem> {
+    if !c.principal.allows("events:read") {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let now = st.clock.now();
+    let day = EventFilter {
+        tenant_id: c.principal.tenant,
+        object_id: Some(id),
+        types: vec![EventType::StateChange],
+        from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000),
+        ..Default::default()
+    };
+    let changes = st.events.list_committed(&st.store, day, None, 1000).await?;
+    let latest = EventFilter {
+        tenant_id: c.principal.tenant,
+        object_id: Some(id),
+        ..Default::default()
+    };
+    let events = st
+        .events
+        .list_committed(&st.store, latest, None, 20)
+        .await?;
+    Ok((changes, events))
+}
+
+/// Graphs of an object's metric series over the last day (at most four); none without
+/// `metrics:read`.
+async fn object_graphs(st: &AppState, c: &Caller, id: Uuid) -> Result<Vec<views::Graph>, Problem> {
+    if !c.principal.allows("metrics:read") {
+        return Ok(Vec::new());
+    }
+    let now = st.clock.now();
+    let mut graphs = Vec::new();
+    for s in st
+        .metric_queries
+        .series(&c.principal, id)
+        .await?
+        .into_iter()
+        .take(4)
+    {
+        let q = MetricQuery {
+            object_id: Some(id),
+            metric: Some(s.metric.clone()),
+            from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000)
+                .unwrap_or(now),
+            to: now.plus(std::time::Duration::from_secs(1)),
+            max_points: Some(120),
+            step_seconds: None,
+            agg: None,
+        };
+        // A series retention emptied since it was listed has nothing to draw.
+        let points = match st
+            .metric_queries
+            .query(&c.principal, q)
+            .await
+            .map_err(Problem::from)
+        {
+            Ok(p) => p,
+            Err(p) if p.status == StatusCode::NOT_FOUND => continue,
+            Err(p) => return Err(p),
+        };
+        graphs.push(views::Graph {
+            metric: s.metric,
+            unit: s.unit,
+            points: points.points.into_iter().map(|p| (p.t, p.v)).collect(),
+        });
+    }
+    Ok(graphs)
 }
 
 async fn check_now(

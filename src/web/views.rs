@@ -388,9 +388,12 @@ pub fn object(
     now: Timestamp,
     v: &ObjectView,
     services: &[ObjectView],
+    changes: &[Event],
+    graphs: &[Graph],
     events: &[Event],
     can: Can,
 ) -> Markup {
+    let segments = history(now, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
     html! {
         dl.facts {
@@ -408,6 +411,9 @@ pub fn object(
             }
             @for (k, val) in &v.object.labels { dt { (k) } dd { (val) } }
         }
+        h2 { "The last day" }
+        (history_bar(v.object.kind, &segments))
+        @for g in graphs { (graph(g)) }
         @if let Some(s) = &v.state {
             @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
             @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
@@ -680,5 +686,219 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
             input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
             p { button.primary type="submit" { "Start downtime now" } }
         }
+    }
+}
+
+/// The last day of an object's states, for its history bar.
+pub const HISTORY_SECS: i64 = 24 * 3600;
+
+/// The state history over `[now - HISTORY_SECS, now]` as (state, share of the window) from the
+/// oldest: `changes` are the object's `state_change` events in the window, newest first (as the
+/// event list gives them). Before the first change the object was in that change's `fromState`;
+/// `None` is time without data (before its first result).
+pub fn history(now: Timestamp, current: Option<u8>, changes: &[Event]) -> Vec<(Option<u8>, f64)> {
+    let start = now.as_millis() - HISTORY_SECS * 1000;
+    let span = (HISTORY_SECS * 1000) as f64;
+    let state_of = |e: &Event, key: &str| {
+        e.payload
+            .get(key)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u8::try_from(v).ok())
+    };
+    let mut oldest_first: Vec<&Event> = changes
+        .iter()
+        .filter(|e| e.ts.as_millis() >= start && e.ts.as_millis() <= now.as_millis())
+        .collect();
+    oldest_first.sort_by_key(|e| e.ts);
+    let mut out: Vec<(Option<u8>, f64)> = Vec::new();
+    let mut at = start;
+    let mut state = match oldest_first.first() {
+        Some(e) => state_of(e, "fromState"),
+        None => current,
+    };
+    for e in oldest_first {
+        let t = e.ts.as_millis();
+        if t > at {
+            out.push((state, (t - at) as f64 / span));
+        }
+        at = t;
+        state = state_of(e, "toState");
+    }
+    out.push((state, (now.as_millis() - at) as f64 / span));
+    // Neighbours in the same state become one segment.
+    let mut merged: Vec<(Option<u8>, f64)> = Vec::new();
+    for (s, share) in out {
+        match merged.last_mut() {
+            Some((last, total)) if *last == s => *total += share,
+            _ => merged.push((s, share)),
+        }
+    }
+    merged.retain(|(_, share)| *share > 0.0);
+    merged
+}
+
+fn history_bar(kind: ObjectKind, segments: &[(Option<u8>, f64)]) -> Markup {
+    let summary: Vec<String> = segments
+        .iter()
+        .map(|(s, share)| format!("{} {:.0} %", label(kind, *s), share * 100.0))
+        .collect();
+    html! {
+        div.bar role="img" aria-label=(format!("The last 24 hours: {}", summary.join(", "))) {
+            @for (s, share) in segments {
+                span.(state_class(kind, *s)) style=(format!("width:{:.3}%", share * 100.0)) title=(format!("{} {:.1} %", label(kind, *s), share * 100.0)) {}
+            }
+        }
+        p.muted.span { small { "24 hours ago" } small { "now" } }
+    }
+}
+
+/// One metric series of an object, for its graph.
+pub struct Graph {
+    pub metric: String,
+    pub unit: String,
+    pub points: Vec<(Timestamp, f64)>,
+}
+
+/// A line graph as inline SVG: rendered by the server, so it needs no script and no library,
+/// and costs a few hundred bytes.
+fn graph(g: &Graph) -> Markup {
+    const W: f64 = 600.0;
+    const H: f64 = 120.0;
+    let (Some(first), Some(last)) = (g.points.first(), g.points.last()) else {
+        return html! {};
+    };
+    let (t0, t1) = (first.0.as_millis() as f64, last.0.as_millis() as f64);
+    let (lo, hi) = g
+        .points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, v)| {
+            (lo.min(*v), hi.max(*v))
+        });
+    let x = |t: Timestamp| {
+        if t1 > t0 {
+            (t.as_millis() as f64 - t0) / (t1 - t0) * W
+        } else {
+            W
+        }
+    };
+    let y = |v: f64| {
+        if hi > lo {
+            H - (v - lo) / (hi - lo) * H
+        } else {
+            H / 2.0
+        }
+    };
+    let mut line: Vec<String> = g
+        .points
+        .iter()
+        .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+        .collect();
+    // One sample is a level across the graph, not an invisible point.
+    if g.points.len() == 1 {
+        line = vec![format!("0,{:.1}", y(first.1)), format!("{W},{:.1}", y(first.1))];
+    }
+    let describe = format!(
+        "{} over the last day: from {lo} to {hi} {unit}, now {} {unit}",
+        g.metric,
+        last.1,
+        unit = g.unit
+    );
+    html! {
+        figure {
+            figcaption { strong { (g.metric) } " " small.muted { (format!("{} {}", last.1, g.unit)) " now · " (lo) "–" (hi) } }
+            svg viewBox=(format!("0 0 {W} {H}")) preserveAspectRatio="none" width="100%" height="120" role="img" aria-label=(describe) {
+                polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="2" vector-effect="non-scaling-stroke" {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::EventType;
+    use serde_json::json;
+
+    fn change(now: Timestamp, secs_ago: i64, from: Option<u8>, to: u8) -> Event {
+        Event {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            ts: Timestamp::from_millis(now.as_millis() - secs_ago * 1000).unwrap_or(now),
+            kind: EventType::StateChange,
+            object_id: None,
+            source_id: None,
+            severity: None,
+            payload: json!({"fromState": from, "toState": to}),
+            site: None,
+        }
+    }
+
+    #[test]
+    fn the_history_bar_is_the_day_in_state_segments() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let share = |h: f64| h * 3600.0 / HISTORY_SECS as f64;
+        // No change in the day: all of it in the current state, or no data.
+        assert_eq!(history(now, Some(0), &[]), vec![(Some(0), 1.0)]);
+        assert_eq!(history(now, None, &[]), vec![(None, 1.0)]);
+        // Created 6 h ago (no state before its first result), CRITICAL 6 h, then OK for 3 h.
+        let changes = [
+            change(now, 3 * 3600, Some(2), 0),
+            change(now, 6 * 3600, None, 2),
+        ];
+        let got = history(now, Some(0), &changes);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, None);
+        assert!((got[0].1 - share(18.0)).abs() < 1e-9);
+        assert_eq!(got[1].0, Some(2));
+        assert!((got[1].1 - share(3.0)).abs() < 1e-9);
+        assert_eq!(got[2].0, Some(0));
+        assert!((got[2].1 - share(3.0)).abs() < 1e-9);
+        // A soft change back and forth within one state merges; changes older than the day
+        // are left out.
+        let changes = [
+            change(now, 3600, Some(2), 2),
+            change(now, 7200, Some(0), 2),
+            change(now, 30 * 3600, Some(1), 0),
+        ];
+        let got = history(now, Some(2), &changes);
+        assert_eq!(
+            got.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [Some(0), Some(2)]
+        );
+        assert!((got.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let mut a = Alert::open(
+            Uuid::nil(),
+            Uuid::nil(),
+            "rule".into(),
+            "key".into(),
+            Severity::Critical,
+            "disk (/var) 95%".into(),
+            now,
+        );
+        a.labels.insert("site".into(), "north".into());
+        a.labels.insert("note".into(), "a, b".into());
+        let link = silence_like(&a);
+        let query: Vec<(String, String)> = form_urlencoded::parse(
+            link.split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .into_owned()
+        .collect();
+        assert_eq!(query[0], ("selector".into(), "site=north".into()));
+        assert_eq!(
+            query[1],
+            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
+        );
     }
 }

@@ -129,6 +129,8 @@ async function main() {
       await page.click("text=edge / disk");
       await page.waitForSelector("text=Recent events");
       assert(await page.isVisible("text=state_change"), "no state change in the history");
+      assert(await page.isVisible("div.bar[role=img]"), "no state-history bar");
+      assert(await page.isVisible("figure svg[role=img]"), "no metric graph");
       assert(await page.isVisible("text=Schedule downtime"), "no downtime control");
       await picture(page, "service");
     });

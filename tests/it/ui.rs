@@ -233,7 +233,12 @@ async fn an_operator_runs_a_shift_without_javascript() {
         .unwrap();
     assert_eq!(zipped.headers()["content-encoding"], "gzip");
     let bytes = zipped.bytes().await.unwrap();
-    assert!(bytes.len() * 2 < home.len(), "{} of {}", bytes.len(), home.len());
+    assert!(
+        bytes.len() * 2 < home.len(),
+        "{} of {}",
+        bytes.len(),
+        home.len()
+    );
     assert_eq!(&bytes[..2], &[0x1f, 0x8b], "a gzip stream");
 
     // Acknowledge from the row: 303 back with a notice; the API sees the same change, with
