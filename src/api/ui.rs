@@ -8,10 +8,11 @@ use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
 use super::extract::path_id;
-use super::pagination::{ALERTS, EVENTS, OBJECTS, Page, PageQuery};
+use super::pagination::{ALERTS, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery};
 use super::router::{HTML, Route};
 use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
 use crate::model::event::{Event, EventFilter, EventType};
+use crate::model::incident::IncidentBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
@@ -44,6 +45,14 @@ pub fn routes() -> Vec<Route> {
             .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/alerts/{id}/resolve", resolve).permission("alerts:ack").doc("ui", "Resolve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:resolve`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::post("/alerts/{id}/incident", assign_incident).permission("incidents:write").doc("ui", "Add an alert to an incident", "Form: `incident` (an open incident's id, or `new` for an incident of its own titled as the alert). As `PUT /api/v1/incidents/{id}` with the alert added (or `POST /api/v1/incidents`); 303 to the incident.")
+            .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::get("/incidents", incidents).permission("incidents:read").doc("ui", "Incidents page", "Open incidents, or all with `all=1`; newest first, 50 a page.")
+            .query::<IncidentsQuery>().answers_text(200, HTML).page(),
+        Route::get("/incidents/{id}", incident).permission("incidents:read").doc("ui", "Incident page", "The incident, its alerts, its timeline (`incident_update` events), its status to change; live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/incidents/{id}/status", incident_status).permission("incidents:write").doc("ui", "Change an incident's status", "Form: `status` (open, acked, resolved), `version` (the version the page showed: a stale one is 409, as `If-Match` on `PUT /api/v1/incidents/{id}`); 303 back.")
+            .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
         Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "`q` (name contains), `selector` (labels), `cursor`; hosts and services with their state, 100 a page.")
             .query::<ObjectsQuery>().answers_text(200, HTML).page(),
         Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live.")
@@ -132,6 +141,8 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "expire" => "Silence expired.",
         "downtime" => "Downtime started.",
         "end" => "Downtime ended.",
+        "assign" => "Added to the incident.",
+        "status" => "Status changed.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
@@ -342,13 +353,29 @@ async fn alert(
                 .map(|v| views::view_name(&v)),
             None => None,
         };
-        Ok::<_, Problem>((alert, events, object))
+        let incidents = if c.principal.allows("incidents:write") {
+            Some(
+                st.alerting
+                    .incidents(&c.principal, true, None, UI_PAGE)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok::<_, Problem>((alert, events, object, incidents))
     };
-    let (alert, events, object) = match found.await {
+    let (alert, events, object, incidents) = match found.await {
         Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let content = views::alert(st.clock.now(), &alert, object.as_deref(), &events, can(&c));
+    let content = views::alert(
+        st.clock.now(),
+        &alert,
+        object.as_deref(),
+        incidents.as_deref(),
+        &events,
+        can(&c),
+    );
     html(
         StatusCode::OK,
         web::page(
@@ -487,6 +514,202 @@ async fn resolve(
     };
     match result.await {
         Ok(back) => done(back.as_deref(), "resolve"),
+        Err(p) => failed(p),
+    }
+}
+
+/// The incident forms: which incident (`new` for one of its own), or a status and the version
+/// it was shown at.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct IncidentForm {
+    incident: Option<String>,
+    status: Option<String>,
+    version: Option<u64>,
+}
+
+impl IncidentForm {
+    fn parse(body: &Bytes) -> Result<Self, Problem> {
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+    }
+}
+
+/// 303 to an incident's page, saying what was done.
+fn to_incident(id: Uuid, did: &str) -> Response {
+    done(Some(&format!("/incidents/{id}")), did)
+}
+
+async fn assign_incident(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = IncidentForm::parse(&body)?;
+        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+        let incident = match f.incident.as_deref() {
+            Some("new") => {
+                let body = IncidentBody {
+                    title: Some(alert.title.clone()),
+                    severity: Some(alert.severity.as_str().into()),
+                    alert_ids: Some(vec![alert.id]),
+                    ..Default::default()
+                };
+                st.alerting
+                    .create_incident(&c.principal, &c.actor, body)
+                    .await?
+            }
+            Some(raw) => {
+                let old = st.alerting.incident(&c.principal, path_id(raw)?).await?;
+                let mut ids = old.alert_ids.clone();
+                if !ids.contains(&alert.id) {
+                    ids.push(alert.id);
+                }
+                let body = IncidentBody {
+                    alert_ids: Some(ids),
+                    ..Default::default()
+                };
+                st.alerting
+                    .update_incident(&c.principal, &c.actor, old.id, old.version, body)
+                    .await?
+            }
+            None => return Err(Problem::validation("incident", "choose an incident")),
+        };
+        Ok::<_, Problem>(incident.id)
+    };
+    match result.await {
+        Ok(incident) => to_incident(incident, "assign"),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct IncidentsQuery {
+    all: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn incidents(
+    State(st): State<AppState>,
+    c: Caller,
+    Query(q): Query<IncidentsQuery>,
+) -> Response {
+    let all = q.all.as_deref() == Some("1");
+    let req = PageQuery {
+        limit: Some(UI_PAGE.to_string()),
+        cursor: q.cursor.clone(),
+    }
+    .resolve(INCIDENTS);
+    let cursor = req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
+    let items = match st
+        .alerting
+        .incidents(&c.principal, !all, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |i| i.id.to_string());
+    let content = views::incidents(
+        st.clock.now(),
+        &page.items,
+        all,
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Incidents,
+                "Incidents".into(),
+                &["incident_update"],
+                None,
+            ),
+            content,
+        ),
+    )
+}
+
+async fn incident(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let found = async {
+        let incident = st.alerting.incident(&c.principal, path_id(&id)?).await?;
+        let mut alerts = Vec::new();
+        for a in incident.alert_ids.iter().take(ALERTS.default) {
+            // An alert removed by retention is left out.
+            if let Ok(alert) = st.alerting.get(&c.principal, *a).await {
+                alerts.push(alert);
+            }
+        }
+        let filter = EventFilter {
+            tenant_id: c.principal.tenant,
+            types: vec![EventType::IncidentUpdate],
+            from: Some(incident.opened_at),
+            ..Default::default()
+        };
+        let key = incident.id.to_string();
+        let events: Vec<Event> = st
+            .events
+            .list_committed(&st.store, filter, None, 1000)
+            .await?
+            .into_iter()
+            .filter(|e| e.payload.get("incidentId").and_then(|v| v.as_str()) == Some(key.as_str()))
+            .take(UI_PAGE)
+            .collect();
+        Ok::<_, Problem>((incident, alerts, events))
+    };
+    let (incident, alerts, events) = match found.await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let content = views::incident(
+        st.clock.now(),
+        &incident,
+        &alerts,
+        &events,
+        c.principal.allows("incidents:write"),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Incidents,
+                incident.title.clone(),
+                &["incident_update", "alert_resolved", "ack"],
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+async fn incident_status(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = IncidentForm::parse(&body)?;
+        let id = path_id(&id)?;
+        let body = IncidentBody {
+            status: f.status,
+            ..Default::default()
+        };
+        st.alerting
+            .update_incident(&c.principal, &c.actor, id, f.version.unwrap_or(0), body)
+            .await?;
+        Ok::<_, Problem>(id)
+    };
+    match result.await {
+        Ok(id) => to_incident(id, "status"),
         Err(p) => failed(p),
     }
 }

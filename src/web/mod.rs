@@ -22,6 +22,7 @@ pub fn escape(s: &str) -> String {
 pub enum Section {
     Problems,
     Alerts,
+    Incidents,
     Objects,
     OnCall,
     Events,
@@ -34,6 +35,12 @@ pub enum Section {
 const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Problems, "/", "Problems", "objects:read"),
     (Section::Alerts, "/alerts", "Alerts", "alerts:read"),
+    (
+        Section::Incidents,
+        "/incidents",
+        "Incidents",
+        "incidents:read",
+    ),
     (Section::Objects, "/objects", "Objects", "objects:read"),
     (Section::OnCall, "/oncall", "On call", "oncall:read"),
     (Section::Events, "/events", "Events", "events:read"),

@@ -4,6 +4,7 @@
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::event::{Event, Severity};
+use crate::model::incident::Incident;
 use crate::model::notify::OnCallNow;
 use crate::model::object::{ObjectKind, ObjectView};
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
@@ -248,6 +249,7 @@ pub fn alert(
     now: Timestamp,
     a: &Alert,
     object: Option<&str>,
+    open_incidents: Option<&[Incident]>,
     events: &[Event],
     can: Can,
 ) -> Markup {
@@ -298,6 +300,7 @@ pub fn alert(
         @if can.silence && active {
             p { a.button href=(silence_like(a)) { "Silence alerts like this" } }
         }
+        @if let Some(open) = open_incidents { (assign_to_incident(a, open)) }
         h2 { "Timeline" }
         (timeline(now, events))
     }
@@ -795,7 +798,10 @@ fn graph(g: &Graph) -> Markup {
         .collect();
     // One sample is a level across the graph, not an invisible point.
     if g.points.len() == 1 {
-        line = vec![format!("0,{:.1}", y(first.1)), format!("{W},{:.1}", y(first.1))];
+        line = vec![
+            format!("0,{:.1}", y(first.1)),
+            format!("{W},{:.1}", y(first.1)),
+        ];
     }
     let describe = format!(
         "{} over the last day: from {lo} to {hi} {unit}, now {} {unit}",
@@ -900,5 +906,119 @@ mod tests {
             query[1],
             ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
         );
+    }
+}
+
+/// `/incidents`: open incidents (or all), newest first.
+pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
+    html! {
+        nav.tabs aria-label="Which incidents" {
+            a href="/incidents" aria-current=[(!all).then_some("page")] { "Open" }
+            a href="/incidents?all=1" aria-current=[all.then_some("page")] { "All" }
+        }
+        @if items.is_empty() {
+            p { "No incidents here." }
+        } @else {
+            ul.list {
+                @for i in items {
+                    li {
+                        (severity_badge(i.severity))
+                        span.what {
+                            a href=(format!("/incidents/{}", i.id)) { (i.title) }
+                            br;
+                            small { (i.status) " · " (i.alert_ids.len()) " alert" @if i.alert_ids.len() != 1 { "s" } " · opened " (when(now, i.opened_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/incidents?all={}&cursor={cursor}", u8::from(all))) { "Older" }
+            }
+        }
+    }
+}
+
+/// `/incidents/{id}`: the incident, its alerts, its timeline, and its status to change.
+pub fn incident(
+    now: Timestamp,
+    i: &Incident,
+    alerts: &[Alert],
+    events: &[Event],
+    can_write: bool,
+) -> Markup {
+    let here = format!("/incidents/{}", i.id);
+    html! {
+        dl.facts {
+            dt { "Status" } dd { (i.status) }
+            dt { "Severity" } dd { (severity_badge(i.severity)) }
+            dt { "Opened" } dd { (when(now, i.opened_at)) " by " (i.created_by) }
+            @if let Some(at) = i.resolved_at { dt { "Resolved" } dd { (when(now, at)) } }
+            @if !i.impact.is_empty() { dt { "Impact" } dd { (i.impact) } }
+            @if !i.ticket_url.is_empty() { dt { "Ticket" } dd { (i.ticket_url) } }
+            @for (k, v) in &i.labels { dt { (k) } dd { (v) } }
+        }
+        @if !i.summary.is_empty() { p { (i.summary) } }
+        @if can_write {
+            form.acts method="post" action=(format!("{here}/status")) {
+                input type="hidden" name="version" value=(i.version);
+                div {
+                    label for="status" { "Status" }
+                    select #status name="status" {
+                        @for s in ["open", "acked", "resolved"] {
+                            option value=(s) selected[i.status == s] { (s) }
+                        }
+                    }
+                }
+                button.primary type="submit" { "Change status" }
+            }
+        }
+        h2 { "Alerts" }
+        @if alerts.is_empty() {
+            p.muted { "None." }
+        } @else {
+            ul.list {
+                @for a in alerts {
+                    li {
+                        (severity_badge(a.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                            br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Timeline" }
+        (timeline(now, events))
+    }
+}
+
+/// On an alert's page: add it to an open incident, or open one for it.
+pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
+    let here = format!("/alerts/{}", a.id);
+    html! {
+        h2 { "Incident" }
+        @if let Some(id) = a.incident_id {
+            p { "Part of " a href=(format!("/incidents/{id}")) { "an incident" } "." }
+        } @else {
+            div.acts {
+                @if !open.is_empty() {
+                    form method="post" action=(format!("{here}/incident")) {
+                        label for="incident" { "Add to an open incident" }
+                        select #incident name="incident" {
+                            @for i in open { option value=(i.id) { (i.title) } }
+                        }
+                        " "
+                        button type="submit" { "Add" }
+                    }
+                }
+                form method="post" action=(format!("{here}/incident")) {
+                    input type="hidden" name="incident" value="new";
+                    button type="submit" { "Open an incident for it" }
+                }
+            }
+        }
     }
 }

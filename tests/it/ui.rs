@@ -576,3 +576,91 @@ async fn silences_and_downtimes_from_an_alert_and_an_object() {
     let (status, _) = vera.page("/downtimes").await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn an_alert_goes_into_an_incident_whose_status_changes_by_version() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let (first, second) = (
+        alerts[0]["id"].as_str().unwrap().to_string(),
+        alerts[1]["id"].as_str().unwrap().to_string(),
+    );
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+
+    let (_, page) = olga.page(&format!("/alerts/{first}")).await;
+    assert!(page.contains("Open an incident for it"), "{page}");
+    let (status, to, _) = olga
+        .post(
+            &format!("/alerts/{first}/incident"),
+            "incident=new",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let to = to.unwrap();
+    let incident = to
+        .strip_prefix("/incidents/")
+        .and_then(|r| r.split('?').next())
+        .unwrap()
+        .to_string();
+    // The second alert joins it from its own page.
+    let (_, page) = olga.page(&format!("/alerts/{second}")).await;
+    assert!(
+        page.contains(&format!("<option value=\"{incident}\"")),
+        "{page}"
+    );
+    let (status, _, _) = olga
+        .post(
+            &format!("/alerts/{second}/incident"),
+            &format!("incident={incident}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let stored = get(s, &a.token, &format!("/api/v1/incidents/{incident}")).await;
+    assert_eq!(stored["alertIds"].as_array().unwrap().len(), 2, "{stored}");
+    let version = stored["version"].as_u64().unwrap();
+
+    let (status, page) = olga.page(&format!("/incidents/{incident}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains(&format!("/alerts/{first}")) && page.contains(&format!("/alerts/{second}"))
+    );
+    assert!(page.contains("incident_update"), "timeline: {page}");
+    let (_, list) = olga.page("/incidents").await;
+    assert!(list.contains("2 alerts"), "{list}");
+
+    // A status change from a page shown before the last change is refused, as If-Match is.
+    let (status, _, body) = olga
+        .post(
+            &format!("/incidents/{incident}/status"),
+            &format!("status=acked&version={}", version - 1),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _, _) = olga
+        .post(
+            &format!("/incidents/{incident}/status"),
+            &format!("status=acked&version={version}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        get(s, &a.token, &format!("/api/v1/incidents/{incident}")).await["status"],
+        "acked"
+    );
+
+    // A viewer reads incidents but gets no forms.
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (status, page) = vera.page(&format!("/incidents/{incident}")).await;
+    assert_eq!(status, 200);
+    assert!(!page.contains("Change status"));
+    let (_, page) = vera.page(&format!("/alerts/{first}")).await;
+    assert!(!page.contains("Open an incident for it"));
+}
