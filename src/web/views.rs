@@ -819,96 +819,6 @@ fn graph(g: &Graph) -> Markup {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::event::EventType;
-    use serde_json::json;
-
-    fn change(now: Timestamp, secs_ago: i64, from: Option<u8>, to: u8) -> Event {
-        Event {
-            id: Uuid::nil(),
-            tenant_id: Uuid::nil(),
-            ts: Timestamp::from_millis(now.as_millis() - secs_ago * 1000).unwrap_or(now),
-            kind: EventType::StateChange,
-            object_id: None,
-            source_id: None,
-            severity: None,
-            payload: json!({"fromState": from, "toState": to}),
-            site: None,
-        }
-    }
-
-    #[test]
-    fn the_history_bar_is_the_day_in_state_segments() {
-        let now: Timestamp = "2026-11-26T12:00:00Z"
-            .parse()
-            .unwrap_or_else(|_| unreachable!());
-        let share = |h: f64| h * 3600.0 / HISTORY_SECS as f64;
-        // No change in the day: all of it in the current state, or no data.
-        assert_eq!(history(now, Some(0), &[]), vec![(Some(0), 1.0)]);
-        assert_eq!(history(now, None, &[]), vec![(None, 1.0)]);
-        // Created 6 h ago (no state before its first result), CRITICAL 6 h, then OK for 3 h.
-        let changes = [
-            change(now, 3 * 3600, Some(2), 0),
-            change(now, 6 * 3600, None, 2),
-        ];
-        let got = history(now, Some(0), &changes);
-        assert_eq!(got.len(), 3);
-        assert_eq!(got[0].0, None);
-        assert!((got[0].1 - share(18.0)).abs() < 1e-9);
-        assert_eq!(got[1].0, Some(2));
-        assert!((got[1].1 - share(3.0)).abs() < 1e-9);
-        assert_eq!(got[2].0, Some(0));
-        assert!((got[2].1 - share(3.0)).abs() < 1e-9);
-        // A soft change back and forth within one state merges; changes older than the day
-        // are left out.
-        let changes = [
-            change(now, 3600, Some(2), 2),
-            change(now, 7200, Some(0), 2),
-            change(now, 30 * 3600, Some(1), 0),
-        ];
-        let got = history(now, Some(2), &changes);
-        assert_eq!(
-            got.iter().map(|s| s.0).collect::<Vec<_>>(),
-            [Some(0), Some(2)]
-        );
-        assert!((got.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
-        let now: Timestamp = "2026-11-26T12:00:00Z"
-            .parse()
-            .unwrap_or_else(|_| unreachable!());
-        let mut a = Alert::open(
-            Uuid::nil(),
-            Uuid::nil(),
-            "rule".into(),
-            "key".into(),
-            Severity::Critical,
-            "disk (/var) 95%".into(),
-            now,
-        );
-        a.labels.insert("site".into(), "north".into());
-        a.labels.insert("note".into(), "a, b".into());
-        let link = silence_like(&a);
-        let query: Vec<(String, String)> = form_urlencoded::parse(
-            link.split_once('?')
-                .map(|(_, q)| q)
-                .unwrap_or_default()
-                .as_bytes(),
-        )
-        .into_owned()
-        .collect();
-        assert_eq!(query[0], ("selector".into(), "site=north".into()));
-        assert_eq!(
-            query[1],
-            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
-        );
-    }
-}
-
 /// `/incidents`: open incidents (or all), newest first.
 pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
     html! {
@@ -1020,5 +930,95 @@ pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::EventType;
+    use serde_json::json;
+
+    fn change(now: Timestamp, secs_ago: i64, from: Option<u8>, to: u8) -> Event {
+        Event {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            ts: Timestamp::from_millis(now.as_millis() - secs_ago * 1000).unwrap_or(now),
+            kind: EventType::StateChange,
+            object_id: None,
+            source_id: None,
+            severity: None,
+            payload: json!({"fromState": from, "toState": to}),
+            site: None,
+        }
+    }
+
+    #[test]
+    fn the_history_bar_is_the_day_in_state_segments() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let share = |h: f64| h * 3600.0 / HISTORY_SECS as f64;
+        // No change in the day: all of it in the current state, or no data.
+        assert_eq!(history(now, Some(0), &[]), vec![(Some(0), 1.0)]);
+        assert_eq!(history(now, None, &[]), vec![(None, 1.0)]);
+        // Created 6 h ago (no state before its first result), CRITICAL 6 h, then OK for 3 h.
+        let changes = [
+            change(now, 3 * 3600, Some(2), 0),
+            change(now, 6 * 3600, None, 2),
+        ];
+        let got = history(now, Some(0), &changes);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, None);
+        assert!((got[0].1 - share(18.0)).abs() < 1e-9);
+        assert_eq!(got[1].0, Some(2));
+        assert!((got[1].1 - share(3.0)).abs() < 1e-9);
+        assert_eq!(got[2].0, Some(0));
+        assert!((got[2].1 - share(3.0)).abs() < 1e-9);
+        // A soft change back and forth within one state merges; changes older than the day
+        // are left out.
+        let changes = [
+            change(now, 3600, Some(2), 2),
+            change(now, 7200, Some(0), 2),
+            change(now, 30 * 3600, Some(1), 0),
+        ];
+        let got = history(now, Some(2), &changes);
+        assert_eq!(
+            got.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [Some(0), Some(2)]
+        );
+        assert!((got.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let mut a = Alert::open(
+            Uuid::nil(),
+            Uuid::nil(),
+            "rule".into(),
+            "key".into(),
+            Severity::Critical,
+            "disk (/var) 95%".into(),
+            now,
+        );
+        a.labels.insert("site".into(), "north".into());
+        a.labels.insert("note".into(), "a, b".into());
+        let link = silence_like(&a);
+        let query: Vec<(String, String)> = form_urlencoded::parse(
+            link.split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .into_owned()
+        .collect();
+        assert_eq!(query[0], ("selector".into(), "site=north".into()));
+        assert_eq!(
+            query[1],
+            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
+        );
     }
 }
