@@ -8,10 +8,12 @@ use super::AppState;
 use super::access::Caller;
 use super::error::Problem;
 use super::extract::path_id;
-use super::pagination::{ALERTS, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery};
+use super::pagination::{ALERTS, AUDIT, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery};
 use super::router::{HTML, Route};
 use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
+use crate::model::audit::AuditFilter;
 use crate::model::event::{Event, EventFilter, EventType};
+use crate::model::identity::{ActorType, ChangePassword};
 use crate::model::incident::IncidentBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
@@ -79,6 +81,12 @@ pub fn routes() -> Vec<Route> {
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/sites", sites).permission("objects:read").doc("ui", "Sites page", "Each field site as the main sees it: connected, quiet or stale, its last heartbeat, version, bundle, apply error, open alerts forwarded; live.")
+            .answers_text(200, HTML).page(),
+        Route::get("/audit", audit).permission("admin:audit").doc("ui", "Audit page", "The tenant's audit entries, newest first, 50 a page.")
+            .query::<CursorQuery>().answers_text(200, HTML).page(),
+        Route::post("/account/password", change_password).identity().doc("ui", "Change the password", "Form: `oldPassword`, `newPassword`. As `POST /api/v1/users/me:change-password` (a signed-in local user only); 303 to `/account`; a wrong current password or a weak new one shows the page again with the reason.")
+            .form::<ChangePassword>().answers_empty(303).answers_text(403, HTML).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
@@ -143,6 +151,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "end" => "Downtime ended.",
         "assign" => "Added to the incident.",
         "status" => "Status changed.",
+        "password" => "Password changed.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
@@ -1289,23 +1298,92 @@ async fn end_downtime(
     }
 }
 
-async fn account(c: Caller) -> Response {
+async fn account(c: Caller, Query(q): Query<DidQuery>) -> Response {
     let p = &c.principal;
-    let content = maud::html! {
-        dl.facts {
-            dt { "Name" } dd { (p.name) }
-            dt { "Tenant" } dd { (p.tenant) }
-            dt { "Permissions" } dd { (p.permissions.to_vec().join(", ")) }
-        }
-        p { a href="/auth/logout" { "Sign out" } }
-    };
+    let content = views::account(
+        &p.name,
+        p.tenant,
+        &p.permissions.to_vec(),
+        c.actor.actor_type == ActorType::User,
+    );
     html(
         StatusCode::OK,
         web::page(
-            frame(&c, Section::Account, "Account".into(), &[], None),
+            frame(
+                &c,
+                Section::Account,
+                "Account".into(),
+                &[],
+                q.did.as_deref(),
+            ),
             content,
         ),
     )
+}
+
+async fn change_password(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let result = async {
+        let req: ChangePassword = serde_urlencoded::from_bytes(&body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))?;
+        st.auth.change_password(&c.principal, &c.actor, req).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "password"),
+        Err(p) => {
+            let principal = &c.principal;
+            let form = views::account(
+                &principal.name,
+                principal.tenant,
+                &principal.permissions.to_vec(),
+                true,
+            );
+            form_again(&c, Section::Account, "Account", p, form)
+        }
+    }
+}
+
+async fn sites(State(st): State<AppState>, c: Caller) -> Response {
+    match st.sites.overview(&c.principal).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::Sites, "Sites".into(), &["system"], None),
+                views::sites(st.clock.now(), &items),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct CursorQuery {
+    cursor: Option<String>,
+}
+
+async fn audit(State(st): State<AppState>, c: Caller, Query(q): Query<CursorQuery>) -> Response {
+    let req = PageQuery {
+        limit: Some(UI_PAGE.to_string()),
+        cursor: q.cursor,
+    }
+    .resolve(AUDIT);
+    let filter = AuditFilter {
+        before_seq: req.cursor.as_deref().and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    match st.auth.audit_entries(&c.principal, filter, req.limit).await {
+        Ok(items) => {
+            let page = Page::new(items, &req, |e| e.seq.to_string());
+            html(
+                StatusCode::OK,
+                web::page(
+                    frame(&c, Section::Audit, "Audit log".into(), &[], None),
+                    views::audit(&page.items, page.next_cursor.as_deref()),
+                ),
+            )
+        }
+        Err(e) => failed(e),
+    }
 }
 
 async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {

@@ -28,6 +28,8 @@ pub enum Section {
     Events,
     Silences,
     Downtimes,
+    Sites,
+    Audit,
     Account,
 }
 
@@ -51,6 +53,8 @@ const NAV: &[(Section, &str, &str, &str)] = &[
         "Downtimes",
         "objects:read",
     ),
+    (Section::Sites, "/sites", "Sites", "objects:read"),
+    (Section::Audit, "/audit", "Audit", "admin:audit"),
 ];
 
 /// A page of the signed-in UI.

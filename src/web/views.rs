@@ -3,10 +3,12 @@
 
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
+use crate::model::audit::AuditEntry;
 use crate::model::event::{Event, Severity};
 use crate::model::incident::Incident;
 use crate::model::notify::OnCallNow;
 use crate::model::object::{ObjectKind, ObjectView};
+use crate::model::site::SiteOverview;
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
 use crate::model::suppression::{Downtime, Silence};
 use maud::{Markup, html};
@@ -930,6 +932,91 @@ pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// `/sites`: each field site as the main sees it.
+pub fn sites(now: Timestamp, items: &[SiteOverview]) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p { "No sites. A site is a configuration document of kind " code { "sites" } "." }
+        } @else {
+            ul.list {
+                @for s in items {
+                    li {
+                        @if s.disabled {
+                            span.badge.s-info { "disabled" }
+                        } @else if s.stale {
+                            span.badge.s-crit { "stale" }
+                        } @else if s.connected {
+                            span.badge.s-ok { "connected" }
+                        } @else {
+                            span.badge.s-warn { "quiet" }
+                        }
+                        span.what {
+                            strong { (s.name) }
+                            @if let Some(d) = &s.description { " " small { (d) } }
+                            br;
+                            small {
+                                "heartbeat "
+                                @if let Some(at) = s.last_heartbeat_at { (when(now, at)) } @else { "never" }
+                                " · version " (s.version)
+                                @if s.version_skew { " " strong { "(differs from the main)" } }
+                                " · bundle " @if s.bundle_current { "current" } @else { strong { "behind" } }
+                                @if !s.apply_error.is_empty() { " · " strong { "apply failed: " (s.apply_error) } }
+                                " · " (s.forwarded_alerts_open) " open alerts forwarded"
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/audit`: the hash-chained log, newest first.
+pub fn audit(items: &[AuditEntry], next: Option<&str>) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p { "No entries." }
+        } @else {
+            ul.list {
+                @for e in items {
+                    li {
+                        span.what {
+                            strong { (e.action) } " " code { (e.resource) }
+                            br;
+                            small { time datetime=(e.ts) { (e.ts) } " · " (e.actor_type.as_str()) " " (e.actor_id) @if !e.source_ip.is_empty() { " from " (e.source_ip) } " · #" (e.seq) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" { a.button href=(format!("/audit?cursor={cursor}")) { "Older" } }
+        }
+    }
+}
+
+/// `/account`: who is signed in, and the password form for local accounts.
+pub fn account(name: &str, tenant: Uuid, permissions: &[String], session_user: bool) -> Markup {
+    html! {
+        dl.facts {
+            dt { "Name" } dd { (name) }
+            dt { "Tenant" } dd { (tenant) }
+            dt { "Permissions" } dd { (permissions.join(", ")) }
+        }
+        @if session_user {
+            h2 { "Change the password" }
+            form method="post" action="/account/password" {
+                label for="oldPassword" { "Current password" }
+                input #oldPassword type="password" name="oldPassword" autocomplete="current-password" required;
+                label for="newPassword" { "New password (at least 12 characters)" }
+                input #newPassword type="password" name="newPassword" autocomplete="new-password" minlength="12" required;
+                p { button.primary type="submit" { "Change password" } }
+            }
+        }
+        p { a.button href="/auth/logout" { "Sign out" } }
     }
 }
 

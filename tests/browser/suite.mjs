@@ -65,7 +65,7 @@ function assert(cond, what) {
   if (!cond) throw new Error(what);
 }
 
-const PAGES = ["/", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/account"];
+const PAGES = ["/", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
 
 async function main() {
   const srv = await startServer();

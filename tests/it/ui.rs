@@ -664,3 +664,70 @@ async fn an_alert_goes_into_an_incident_whose_status_changes_by_version() {
     let (_, page) = vera.page(&format!("/alerts/{first}")).await;
     assert!(!page.contains("Open an incident for it"));
 }
+
+#[tokio::test]
+async fn account_password_audit_and_sites_pages() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    user(&a, "ada@example.org", "admin").await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+
+    // The password form: a wrong current password is refused on the page, the right one
+    // changes it, and the new one signs in.
+    let (status, page) = olga.page("/account").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("action=\"/account/password\""));
+    let (status, _, body) = olga
+        .post(
+            "/account/password",
+            "oldPassword=wrong+password+here&newPassword=another+long+password",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("role=\"alert\""), "{body}");
+    let (status, to, _) = olga
+        .post(
+            "/account/password",
+            "oldPassword=a+long+enough+password&newPassword=another+long+password",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/account?did=password"));
+    Browser::sign_in(s, "olga@example.org", "another long password").await;
+
+    // The audit log is the instance administrators' and the tenant admins': an operator has
+    // neither the link nor the page.
+    let (_, home) = olga.page("/").await;
+    assert!(!home.contains("href=\"/audit\""));
+    assert_eq!(olga.page("/audit").await.0, 403);
+    let ada = Browser::sign_in(s, "ada@example.org", "a long enough password").await;
+    let (status, audit) = ada.page("/audit").await;
+    assert_eq!(status, 200);
+    assert!(
+        audit.contains("user.password") || audit.contains("password"),
+        "{audit}"
+    );
+
+    // Sites: none yet, then one that has never reported.
+    let (status, sites) = olga.page("/sites").await;
+    assert_eq!(status, 200);
+    assert!(sites.contains("No sites"));
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/sites",
+        json!({"name": "north-gw", "description": "the <north> gateway"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let (_, sites) = olga.page("/sites").await;
+    assert!(
+        sites.contains("north-gw") && sites.contains("heartbeat never"),
+        "{sites}"
+    );
+    assert!(sites.contains("the &lt;north&gt; gateway"));
+}
