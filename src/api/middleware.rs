@@ -155,7 +155,8 @@ pub fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
 /// Pages are gzipped for clients that take it: a list of 50 problems is 28 KB of HTML and a
 /// few KB gzipped, which is what a phone on a slow link waits for. Pages carry no secret for a
 /// compression side channel to recover (the session is a cookie, cross-site forms are refused
-/// by `Sec-Fetch-Site`, not by a token in the page).
+/// by `Sec-Fetch-Site`, not by a token in the page); the one page that shows a secret (a token
+/// just minted, marked `no-store`) goes uncompressed all the same.
 pub async fn gzip_pages(req: Request, next: Next) -> Response {
     let accepts = accepts_gzip(req.headers());
     let res = next.run(req).await;
@@ -163,7 +164,11 @@ pub async fn gzip_pages(req: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
-    if !accepts || !html || res.headers().contains_key(header::CONTENT_ENCODING) {
+    let secret = res
+        .headers()
+        .get(header::CACHE_CONTROL)
+        .is_some_and(|v| v.as_bytes() == b"no-store");
+    if !accepts || !html || secret || res.headers().contains_key(header::CONTENT_ENCODING) {
         return res;
     }
     let (mut parts, body) = res.into_parts();

@@ -13,7 +13,9 @@ use super::router::{HTML, Route};
 use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
 use crate::model::audit::AuditFilter;
 use crate::model::event::{Event, EventFilter, EventType};
-use crate::model::identity::{ActorType, ChangePassword};
+use crate::model::identity::{
+    ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
+};
 use crate::model::incident::IncidentBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
@@ -87,6 +89,22 @@ pub fn routes() -> Vec<Route> {
             .query::<CursorQuery>().answers_text(200, HTML).page(),
         Route::post("/account/password", change_password).identity().doc("ui", "Change the password", "Form: `oldPassword`, `newPassword`. As `POST /api/v1/users/me:change-password` (a signed-in local user only); 303 to `/account`; a wrong current password or a weak new one shows the page again with the reason.")
             .form::<ChangePassword>().answers_empty(303).answers_text(403, HTML).page(),
+        Route::get("/users", users).permission("admin:users").doc("ui", "Users page", "The tenant's users: roles, local or single sign-on, last seen; enable, disable (not oneself), add.")
+            .answers_text(200, HTML).page(),
+        Route::post("/users", create_user).permission("admin:users").doc("ui", "Add a user", "Form: `name`, `email`, `role`, optional `password`. As `POST /api/v1/users`; 303 to `/users`; a refusal shows the page again with the reason.")
+            .form::<AccountsForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/users/{id}/disable", disable_user).permission("admin:users").doc("ui", "Disable a user", "As `PUT /api/v1/users/{id}` with `disabled: true` (the last administrator stays); 303 to `/users`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::post("/users/{id}/enable", enable_user).permission("admin:users").doc("ui", "Enable a user", "As `PUT /api/v1/users/{id}` with `disabled: false`; 303 to `/users`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/tokens", tokens).permission("admin:tokens").doc("ui", "API tokens page", "The tenant's API tokens without their secrets: roles, scopes, last use, expiry; rotate, revoke, mint.")
+            .answers_text(200, HTML).page(),
+        Route::post("/tokens", mint_token).permission("admin:tokens").doc("ui", "Mint an API token", "Form: `name`, `role`, optional `days` to expiry. As `POST /api/v1/api-tokens`; 200 with a page that shows the secret once (`Cache-Control: no-store`).")
+            .form::<AccountsForm>().answers_text(200, HTML).answers_text(422, HTML).page(),
+        Route::post("/tokens/{id}/rotate", rotate_token).permission("admin:tokens").doc("ui", "Rotate an API token", "As `POST /api/v1/api-tokens/{id}:rotate`; 200 with a page that shows the new secret once (`Cache-Control: no-store`).")
+            .form::<ActionForm>().answers_text(200, HTML).page(),
+        Route::post("/tokens/{id}/revoke", revoke_token).permission("admin:tokens").doc("ui", "Revoke an API token", "As `DELETE /api/v1/api-tokens/{id}`; 303 to `/tokens`.")
+            .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
@@ -152,6 +170,10 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "assign" => "Added to the incident.",
         "status" => "Status changed.",
         "password" => "Password changed.",
+        "user" => "User added.",
+        "disable" => "User disabled.",
+        "enable" => "User enabled.",
+        "revoke" => "Token revoked.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
@@ -1340,6 +1362,191 @@ async fn change_password(State(st): State<AppState>, c: Caller, body: Bytes) -> 
             );
             form_again(&c, Section::Account, "Account", p, form)
         }
+    }
+}
+
+/// The forms that add a user or mint a token.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct AccountsForm {
+    name: Option<String>,
+    email: Option<String>,
+    /// One role, built in (`viewer`, `operator`, `editor`, `admin`) or the tenant's own.
+    role: Option<String>,
+    password: Option<String>,
+    /// A token's days to expiry; empty: it does not expire.
+    days: Option<String>,
+}
+
+impl AccountsForm {
+    fn parse(body: &Bytes) -> Result<Self, Problem> {
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+    }
+
+    fn roles(&self) -> Vec<String> {
+        self.role
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect()
+    }
+}
+
+async fn users_page(
+    st: &AppState,
+    c: &Caller,
+    did: Option<&str>,
+    failure: Option<Problem>,
+) -> Response {
+    let items = match st.auth.users(&c.principal).await {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let content = views::users(st.clock.now(), &items, c.principal.user);
+    match failure {
+        Some(p) => form_again(c, Section::Users, "Users", p, content),
+        None => html(
+            StatusCode::OK,
+            web::page(frame(c, Section::Users, "Users".into(), &[], did), content),
+        ),
+    }
+}
+
+async fn users(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+    users_page(&st, &c, q.did.as_deref(), None).await
+}
+
+async fn create_user(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let result = async {
+        let f = AccountsForm::parse(&body)?;
+        let req = CreateUser {
+            email: f.email.clone().unwrap_or_default(),
+            name: f.name.clone().unwrap_or_default(),
+            password: f.password.clone().filter(|p| !p.is_empty()),
+            roles: Some(f.roles()),
+            disabled: false,
+        };
+        st.auth.create_user(&c.principal, &c.actor, req).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/users"), "user"),
+        Err(p) => users_page(&st, &c, None, Some(p)).await,
+    }
+}
+
+async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Response {
+    let result = async {
+        let req = UpdateUser {
+            disabled: Some(disabled),
+            ..Default::default()
+        };
+        st.auth
+            .update_user(&c.principal, &c.actor, path_id(id)?, req)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/users"), if disabled { "disable" } else { "enable" }),
+        Err(p) => failed(p),
+    }
+}
+
+async fn disable_user(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+    set_disabled(&st, &c, &id, true).await
+}
+
+async fn enable_user(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+    set_disabled(&st, &c, &id, false).await
+}
+
+async fn tokens(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+    match st.auth.tokens(&c.principal).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Tokens,
+                    "API tokens".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                views::tokens(st.clock.now(), &items),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+/// A page showing a secret once: never kept by a cache or the browser's history.
+fn secret_page(c: &Caller, minted: &MintedToken) -> Response {
+    let mut res = html(
+        StatusCode::OK,
+        web::page(
+            frame(c, Section::Tokens, "API token".into(), &[], None),
+            views::token_secret(minted),
+        ),
+    );
+    res.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn mint_token(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+    let result = async {
+        let f = AccountsForm::parse(&body)?;
+        let days: Option<u64> = match f.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            Some(d) => Some(d.parse().map_err(|_| {
+                Problem::validation("expiresAt", format!("{d:?} is not a number of days"))
+            })?),
+            None => None,
+        };
+        let expires_at = days.map(|d| {
+            st.clock
+                .now()
+                .plus(std::time::Duration::from_secs(d.saturating_mul(86_400)))
+                .to_string()
+        });
+        let req = TokenRequest {
+            name: f.name.clone().unwrap_or_default(),
+            roles: f.roles(),
+            expires_at,
+            ..Default::default()
+        };
+        Ok::<_, Problem>(st.auth.mint(&c.principal, &c.actor, req).await?)
+    };
+    match result.await {
+        Ok(minted) => secret_page(&c, &minted),
+        Err(p) => failed(p),
+    }
+}
+
+async fn rotate_token(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+    let result = async {
+        Ok::<_, Problem>(
+            st.auth
+                .rotate(&c.principal, &c.actor, path_id(&id)?)
+                .await?,
+        )
+    };
+    match result.await {
+        Ok(minted) => secret_page(&c, &minted),
+        Err(p) => failed(p),
+    }
+}
+
+async fn revoke_token(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+    let result = async {
+        Ok::<_, Problem>(
+            st.auth
+                .revoke(&c.principal, &c.actor, path_id(&id)?)
+                .await?,
+        )
+    };
+    match result.await {
+        Ok(_) => done(Some("/tokens"), "revoke"),
+        Err(p) => failed(p),
     }
 }
 

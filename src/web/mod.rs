@@ -30,6 +30,8 @@ pub enum Section {
     Downtimes,
     Sites,
     Audit,
+    Users,
+    Tokens,
     Account,
 }
 
@@ -55,6 +57,8 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     ),
     (Section::Sites, "/sites", "Sites", "objects:read"),
     (Section::Audit, "/audit", "Audit", "admin:audit"),
+    (Section::Users, "/users", "Users", "admin:users"),
+    (Section::Tokens, "/tokens", "API tokens", "admin:tokens"),
 ];
 
 /// A page of the signed-in UI.

@@ -5,6 +5,7 @@ use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::audit::AuditEntry;
 use crate::model::event::{Event, Severity};
+use crate::model::identity::{ApiToken, MintedToken, User};
 use crate::model::incident::Incident;
 use crate::model::notify::OnCallNow;
 use crate::model::object::{ObjectKind, ObjectView};
@@ -1017,6 +1018,109 @@ pub fn account(name: &str, tenant: Uuid, permissions: &[String], session_user: b
             }
         }
         p { a.button href="/auth/logout" { "Sign out" } }
+    }
+}
+
+/// The built-in roles, offered in the role fields (custom roles are typed).
+const BUILTIN_ROLES: &[&str] = &["viewer", "operator", "editor", "admin"];
+
+fn role_field(id: &str, value: &str) -> Markup {
+    html! {
+        label for=(id) { "Role" }
+        input id=(id) type="text" name="role" list=(format!("{id}-list")) required value=(value);
+        datalist id=(format!("{id}-list")) {
+            @for r in BUILTIN_ROLES { option value=(r) {} }
+        }
+    }
+}
+
+/// `/users`: the tenant's users, to enable, disable and add.
+pub fn users(now: Timestamp, items: &[User], me: Option<Uuid>) -> Markup {
+    html! {
+        ul.list {
+            @for u in items {
+                li {
+                    @if u.disabled { span.badge.s-info { "disabled" } } @else { span.badge.s-ok { "active" } }
+                    span.what {
+                        strong { (u.name) } " " small { (u.email) }
+                        br;
+                        small {
+                            (u.roles.join(", "))
+                            @if u.local { " · local" } @else { " · single sign-on" }
+                            " · last seen " @if let Some(at) = u.last_seen_at { (when(now, at)) } @else { "never" }
+                        }
+                    }
+                    span.acts {
+                        @if Some(u.id) != me {
+                            @if u.disabled {
+                                (button(&format!("/users/{}/enable", u.id), "/users", "Enable", &u.name))
+                            } @else {
+                                (button(&format!("/users/{}/disable", u.id), "/users", "Disable", &u.name))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Add a user" }
+        form method="post" action="/users" {
+            label for="name" { "Name" }
+            input #name type="text" name="name" required autocomplete="off";
+            label for="email" { "E-mail" }
+            input #email type="email" name="email" required autocomplete="off";
+            (role_field("role", "viewer"))
+            label for="password" { "Password (at least 12 characters; empty: single sign-on only)" }
+            input #password type="password" name="password" minlength="12" autocomplete="new-password";
+            p { button.primary type="submit" { "Add user" } }
+        }
+    }
+}
+
+/// `/tokens`: the tenant's API tokens (never their secrets), to revoke, rotate and mint.
+pub fn tokens(now: Timestamp, items: &[ApiToken]) -> Markup {
+    html! {
+        @if items.is_empty() { p { "No API tokens." } }
+        ul.list {
+            @for t in items {
+                li {
+                    span.what {
+                        strong { (t.name) } " " code { (t.prefix) "…" }
+                        br;
+                        small {
+                            @if !t.roles.is_empty() { "roles " (t.roles.join(", ")) " " }
+                            @if !t.scopes.is_empty() { "scopes " (t.scopes.join(", ")) " " }
+                            "· last used " @if let Some(at) = t.last_used_at { (when(now, at)) } @else { "never" }
+                            @if let Some(at) = t.expires_at { " · " (ends(now, at, "expires")) }
+                        }
+                    }
+                    span.acts {
+                        (button(&format!("/tokens/{}/rotate", t.id), "/tokens", "Rotate", &t.name))
+                        (button(&format!("/tokens/{}/revoke", t.id), "/tokens", "Revoke", &t.name))
+                    }
+                }
+            }
+        }
+        h2 { "Mint a token" }
+        form method="post" action="/tokens" {
+            label for="name" { "Name" }
+            input #name type="text" name="name" required autocomplete="off";
+            (role_field("role", "viewer"))
+            label for="days" { "Expires after (days; empty: never)" }
+            input #days type="number" name="days" min="1" max="3650";
+            p { button.primary type="submit" { "Mint token" } }
+        }
+    }
+}
+
+/// The secret of a token just minted or rotated: shown on this page once, never again.
+pub fn token_secret(minted: &MintedToken) -> Markup {
+    html! {
+        p.notice role="status" { "Copy the secret now: it is not shown again." }
+        dl.facts {
+            dt { "Token" } dd { (minted.meta.name) }
+            dt { "Secret" } dd { code { (minted.token) } }
+        }
+        p { a.button href="/tokens" { "Back to the tokens" } }
     }
 }
 

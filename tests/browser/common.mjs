@@ -88,11 +88,12 @@ export async function seed(srv) {
     layers: [{ name: "week", unit: "weekly", anchor: "2026-01-05T00:00:00Z", participants: ["ada"] }],
   });
   await api(srv, "POST", "/api/v1/users", { email: "olga@example.org", name: "Olga", roles: ["operator"], password: PASSWORD });
+  await api(srv, "POST", "/api/v1/users", { email: "ada@example.org", name: "Ada", roles: ["admin"], password: PASSWORD });
 }
 
-export async function signIn(page, base) {
+export async function signIn(page, base, email = "olga@example.org") {
   await page.goto(`${base}/login`);
-  await page.fill("#email", "olga@example.org");
+  await page.fill("#email", email);
   await page.fill("#password", PASSWORD);
   await Promise.all([page.waitForURL(`${base}/`), page.click("button[type=submit]")]);
 }

@@ -65,6 +65,7 @@ function assert(cond, what) {
   if (!cond) throw new Error(what);
 }
 
+const ADMIN_PAGES = ["/users", "/tokens", "/audit"];
 const PAGES = ["/", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
 
 async function main() {
@@ -146,6 +147,15 @@ async function main() {
         await page.goto(base + path);
         for (const v of await axe(page)) found.push(`${path}: ${v}`);
       }
+      // The administrators' pages, as an administrator.
+      const admin = await desktop.browser().newContext({ bypassCSP: true });
+      const adminPage = await admin.newPage();
+      await signIn(adminPage, base, "ada@example.org");
+      for (const path of ADMIN_PAGES) {
+        await adminPage.goto(base + path);
+        for (const v of await axe(adminPage)) found.push(`${path}: ${v}`);
+      }
+      await admin.close();
       assert(found.length === 0, found.join("\n"));
     });
 

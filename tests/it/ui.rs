@@ -731,3 +731,131 @@ async fn account_password_audit_and_sites_pages() {
     );
     assert!(sites.contains("the &lt;north&gt; gateway"));
 }
+
+#[tokio::test]
+async fn an_administrator_manages_users_and_tokens() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    user(&a, "ada@example.org", "admin").await;
+    let ada = Browser::sign_in(s, "ada@example.org", "a long enough password").await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    assert_eq!(
+        olga.page("/users").await.0,
+        403,
+        "an operator manages no users"
+    );
+    assert_eq!(olga.page("/tokens").await.0, 403);
+
+    // Users: add one with a role, disable another (who is out at once), not oneself.
+    let (status, page) = ada.page("/users").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("olga@example.org") && page.contains("datalist"));
+    let (status, to, _) = ada
+        .post(
+            "/users",
+            "name=Tom&email=tom%40example.org&role=operator&password=a+long+enough+password",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{to:?}");
+    Browser::sign_in(s, "tom@example.org", "a long enough password").await;
+    let (status, _, body) = ada
+        .post(
+            "/users",
+            "name=Bad&email=not-an-address&role=viewer",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("role=\"alert\"") && body.contains("olga@example.org"));
+    let users = get(s, &a.token, "/api/v1/users").await;
+    let id_of = |email: &str| {
+        users["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["email"] == email)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (olga_id, ada_id) = (id_of("olga@example.org"), id_of("ada@example.org"));
+    let (_, page) = ada.page("/users").await;
+    assert!(
+        !page.contains(&format!("/users/{ada_id}/disable")),
+        "not oneself"
+    );
+    let (status, _, _) = ada
+        .post(&format!("/users/{olga_id}/disable"), "", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    let res = s
+        .http
+        .get(s.url("/"))
+        .header("Cookie", &olga.cookie)
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302, "a disabled user's session ends at once");
+    let (status, _, _) = ada
+        .post(&format!("/users/{olga_id}/enable"), "", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+
+    // Tokens: minted with the secret shown once and kept by no cache; it works; revoked, it
+    // does not.
+    let res = s
+        .http
+        .post(s.url("/tokens"))
+        .header("Cookie", &ada.cookie)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Accept-Encoding", "gzip")
+        .body("name=ci+runner&role=viewer&days=30")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["cache-control"], "no-store");
+    assert!(
+        res.headers().get("content-encoding").is_none(),
+        "a page with a secret is never compressed"
+    );
+    let page = res.text().await.unwrap();
+    let secret = page
+        .split("<code>")
+        .nth(1)
+        .and_then(|r| r.split("</code>").next())
+        .unwrap()
+        .to_string();
+    let who = call(s, &secret, Method::GET, "/api/v1/whoami")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(who.status(), 200);
+    let (_, list) = ada.page("/tokens").await;
+    assert!(
+        list.contains("ci runner") && !list.contains(&secret),
+        "secrets are never listed"
+    );
+    let token_id = get(s, &a.token, "/api/v1/api-tokens").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "ci runner")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (status, _, _) = ada
+        .post(&format!("/tokens/{token_id}/revoke"), "", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    let who = call(s, &secret, Method::GET, "/api/v1/whoami")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(who.status(), 401);
+}
