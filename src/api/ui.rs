@@ -17,6 +17,7 @@ use crate::model::identity::{
     ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
 };
 use crate::model::incident::IncidentBody;
+use crate::model::notify::OverrideBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
@@ -63,8 +64,10 @@ pub fn routes() -> Vec<Route> {
             .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
-        Route::get("/oncall", on_call).permission("oncall:read").doc("ui", "On-call page", "Who is on call now in each schedule, until when, with call and e-mail links.")
+        Route::get("/oncall", on_call).permission("oncall:read").doc("ui", "On-call page", "The caller's shifts of the next 7 days (theirs: the contact whose `userId` is the caller), who is on call now in each schedule and until when, with call and e-mail links, and each schedule's next 7 days, overrides marked.")
             .answers_text(200, HTML).page(),
+        Route::post("/oncall/{schedule}/take-over", take_over).permission("oncall:write").doc("ui", "Take a shift over", "Form: `start`, `end` (the shift's). An override of the schedule for the caller's contact from the shift's start (now, if it has begun) to its end, as `POST /api/v1/schedules/{name}/overrides`; 303 to `/oncall`; 422 when no contact names the caller.")
+            .form::<TakeOverForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
             .query::<EventsQuery>().answers_text(200, HTML).page(),
         Route::get("/silences", silences).permission("objects:read").doc("ui", "Silences page", "Active silences with how many active alerts each matches now and a warning when one ends within the hour, upcoming ones, the last 50 expired; expire.")
@@ -174,6 +177,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "disable" => "User disabled.",
         "enable" => "User enabled.",
         "revoke" => "Token revoked.",
+        "takeover" => "The shift is yours.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
@@ -982,16 +986,95 @@ async fn check_now(
     }
 }
 
-async fn on_call(State(st): State<AppState>, c: Caller) -> Response {
-    match st.notify.on_call_now(&c.principal).await {
-        Ok(schedules) => html(
+async fn on_call(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+    let found = async {
+        let now_on = st.notify.on_call_now(&c.principal).await?;
+        let week = st
+            .clock
+            .now()
+            .plus(std::time::Duration::from_secs(7 * 86_400))
+            .to_string();
+        let mut upcoming = Vec::new();
+        for s in &now_on {
+            let shifts = st
+                .notify
+                .timeline(&c.principal, &s.schedule, None, Some(&week))
+                .await?;
+            upcoming.push(views::Upcoming {
+                schedule: s.schedule.clone(),
+                shifts,
+            });
+        }
+        let me = st.notify.own_contact(&c.principal).await?;
+        Ok::<_, Problem>((now_on, upcoming, me))
+    };
+    match found.await {
+        Ok((now_on, upcoming, me)) => html(
             StatusCode::OK,
             web::page(
-                frame(&c, Section::OnCall, "On call now".into(), &[], None),
-                views::on_call(st.clock.now(), &schedules),
+                frame(
+                    &c,
+                    Section::OnCall,
+                    "On call now".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                views::on_call(
+                    st.clock.now(),
+                    &now_on,
+                    &upcoming,
+                    me.as_deref(),
+                    c.principal.allows("oncall:write"),
+                ),
             ),
         ),
-        Err(e) => failed(e),
+        Err(p) => failed(p),
+    }
+}
+
+/// The take-over form: the shift's times as the page showed them.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct TakeOverForm {
+    start: Option<String>,
+    end: Option<String>,
+}
+
+/// An override putting the caller's contact on the shift, from now if it has begun.
+async fn take_over(
+    State(st): State<AppState>,
+    c: Caller,
+    Path(schedule): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f: TakeOverForm = serde_urlencoded::from_bytes(&body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))?;
+        let me = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
+            Problem::validation(
+                "override",
+                "no contact names you (its userId): ask an editor to add one",
+            )
+        })?;
+        let now = st.clock.now();
+        let start = match f.start.as_deref().and_then(|s| s.parse::<Timestamp>().ok()) {
+            Some(s) if s > now => s,
+            _ => now,
+        };
+        let body = OverrideBody {
+            schedule: None,
+            contact_id: Some(me),
+            start: Some(start.to_string()),
+            end: f.end,
+            reason: Some(format!("taken over by {} in the UI", c.principal.name)),
+        };
+        st.notify
+            .create_override(&c.principal, &c.actor, &schedule, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/oncall"), "takeover"),
+        Err(p) => failed(p),
     }
 }
 

@@ -229,6 +229,21 @@ impl Notifier {
             .collect())
     }
 
+    /// The contact that is the caller (its `userId` is the caller's user), by name: whose
+    /// shifts are "mine" and who takes a shift over.
+    pub async fn own_contact(&self, p: &Principal) -> Result<Option<String>, NotifyError> {
+        let Some(user) = p.user else {
+            return Ok(None);
+        };
+        let dir = self.directory(p.tenant).await?;
+        let user = user.to_string();
+        Ok(dir
+            .contacts
+            .iter()
+            .find(|c| c.body.user_id.as_deref() == Some(user.as_str()))
+            .map(|c| c.name.clone()))
+    }
+
     /// The range asked for, defaulting to `now .. now + default_days`.
     fn range(
         &self,

@@ -7,7 +7,7 @@ use crate::model::audit::AuditEntry;
 use crate::model::event::{Event, Severity};
 use crate::model::identity::{ApiToken, MintedToken, User};
 use crate::model::incident::Incident;
-use crate::model::notify::OnCallNow;
+use crate::model::notify::{OnCallNow, OnCallShift};
 use crate::model::object::{ObjectKind, ObjectView};
 use crate::model::site::SiteOverview;
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
@@ -455,9 +455,59 @@ pub fn object(
     }
 }
 
-/// `/oncall`: who is on call now in each schedule, until when, and how to reach them.
-pub fn on_call(now: Timestamp, schedules: &[OnCallNow]) -> Markup {
+/// One schedule's shifts over the coming days, for the on-call page.
+pub struct Upcoming {
+    pub schedule: String,
+    pub shifts: Vec<OnCallShift>,
+}
+
+/// A form taking `shift` of `schedule` over for the caller.
+fn take_over(schedule: &str, shift: &OnCallShift) -> Markup {
     html! {
+        form method="post" action=(format!("/oncall/{}/take-over", encode_segment(schedule))) {
+            input type="hidden" name="start" value=(shift.start);
+            input type="hidden" name="end" value=(shift.end);
+            button type="submit" aria-label=(format!("Take over {}'s shift in {schedule}", shift.contact)) { "Take over" }
+        }
+    }
+}
+
+/// A path segment with what would end or escape it encoded.
+fn encode_segment(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// `/oncall`: my shifts; who is on call now in each schedule, until when, and how to reach
+/// them; each schedule's next days. `me` is the caller's contact; `can_take` whether they may
+/// take a shift over (an override, `oncall:write`).
+pub fn on_call(
+    now: Timestamp,
+    schedules: &[OnCallNow],
+    upcoming: &[Upcoming],
+    me: Option<&str>,
+    can_take: bool,
+) -> Markup {
+    let mine: Vec<(&str, &OnCallShift)> = upcoming
+        .iter()
+        .flat_map(|u| u.shifts.iter().map(move |s| (u.schedule.as_str(), s)))
+        .filter(|(_, s)| Some(s.contact.as_str()) == me)
+        .collect();
+    let takes = |shift: &OnCallShift| can_take && me.is_some_and(|m| m != shift.contact);
+    html! {
+        @if me.is_some() {
+            h2 { "My shifts, the next 7 days" }
+            @if mine.is_empty() {
+                p.muted { "None." }
+            } @else {
+                ul.list {
+                    @for (schedule, s) in &mine {
+                        li { span.what { strong { (schedule) } br; small { (when(now, s.start)) " until " (when(now, s.end)) } } }
+                    }
+                }
+            }
+        }
         @if schedules.is_empty() {
             p { "No schedules." }
         }
@@ -473,10 +523,11 @@ pub fn on_call(now: Timestamp, schedules: &[OnCallNow]) -> Markup {
                             li {
                                 span.what {
                                     strong { (shift.contact) }
+                                    @if Some(shift.contact.as_str()) == me { " " span.badge.s-ok { "you" } }
                                     @if shift.is_override { " " span.handled { "(override)" } }
                                     @if let Some(layer) = &shift.layer { " " small { (layer) } }
                                     br;
-                                    small { "until " (when(now, shift.end)) }
+                                    small { "now, until " (when(now, shift.end)) }
                                 }
                                 span.acts {
                                     @if let Some(phone) = contact.and_then(|c| c.get("phone")).and_then(|p| p.as_str()) {
@@ -485,7 +536,25 @@ pub fn on_call(now: Timestamp, schedules: &[OnCallNow]) -> Markup {
                                     @if let Some(email) = contact.and_then(|c| c.get("email")).and_then(|p| p.as_str()) {
                                         a.button href=(format!("mailto:{email}")) { "E-mail" }
                                     }
+                                    @if takes(shift) { (take_over(&s.schedule, shift)) }
                                 }
+                            }
+                        }
+                    }
+                }
+                @if let Some(u) = upcoming.iter().find(|u| u.schedule == s.schedule) {
+                    h3 { "Next 7 days" }
+                    ul.list {
+                        @for shift in u.shifts.iter().filter(|sh| sh.start > now) {
+                            li {
+                                span.what {
+                                    strong { (shift.contact) }
+                                    @if Some(shift.contact.as_str()) == me { " " span.badge.s-ok { "you" } }
+                                    @if shift.is_override { " " span.handled { "(override)" } }
+                                    br;
+                                    small { (when(now, shift.start)) " until " (when(now, shift.end)) }
+                                }
+                                span.acts { @if takes(shift) { (take_over(&s.schedule, shift)) } }
                             }
                         }
                     }

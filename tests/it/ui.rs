@@ -859,3 +859,68 @@ async fn an_administrator_manages_users_and_tokens() {
         .unwrap();
     assert_eq!(who.status(), 401);
 }
+
+#[tokio::test]
+async fn an_operator_takes_over_the_current_shift() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    // Taking a shift over needs oncall:write, which editors have.
+    user(&a, "eve@example.org", "editor").await;
+    let users = get(s, &a.token, "/api/v1/users").await;
+    let eve = users["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == "eve@example.org")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    create_all(s, &a.token, vec![
+        ("/api/v1/contacts", json!({"name": "ada", "phone": "+4930123456"})),
+        ("/api/v1/contacts", json!({"name": "eve", "email": "eve@example.org", "userId": eve})),
+        (
+            "/api/v1/schedules",
+            json!({"name": "primary", "timeZone": "UTC", "layers": [{"unit": "weekly", "anchor": "2026-01-05T00:00:00Z", "participants": ["ada"]}]}),
+        ),
+    ])
+    .await;
+    let eve_browser = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    let (status, page) = eve_browser.page("/oncall").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("My shifts") && page.contains("href=\"tel:+4930123456\""),
+        "{page}"
+    );
+    let form = page
+        .split("action=\"/oncall/primary/take-over\"")
+        .nth(1)
+        .expect("a take-over form for ada's shift");
+    let field = |name: &str| {
+        form.split(&format!("name=\"{name}\" value=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap()
+            .to_string()
+    };
+    let body = format!(
+        "start={}&end={}",
+        field("start").replace(':', "%3A"),
+        field("end").replace(':', "%3A")
+    );
+    let (status, to, body) = eve_browser
+        .post("/oncall/primary/take-over", &body, "same-origin")
+        .await;
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(to.as_deref(), Some("/oncall?did=takeover"));
+    let now = get(s, &a.token, "/api/v1/oncall/now").await;
+    assert_eq!(now[0]["shifts"][0]["contact"], "eve", "{now}");
+    let (_, page) = eve_browser.page("/oncall").await;
+    assert!(page.contains("badge s-ok\">you"), "{page}");
+
+    // An operator (no oncall:write) sees no take-over control.
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (_, page) = olga.page("/oncall").await;
+    assert!(!page.contains("take-over"));
+}
