@@ -135,9 +135,12 @@ fn operation(
     }
     let guarded = r.permission != PUBLIC || r.identity;
     if r.page {
-        responses.entry("401").or_insert_with(|| {
-            problem("A bearer credential that is not valid (`svc:auth/invalid`)")
+        let refused = responses.entry("401").or_insert_with(|| {
+            problem("A bearer credential that is not valid (`svc:auth/invalid`), or a form posted without a session (an HTML page)")
         });
+        if let Some(content) = refused.get_mut("content").and_then(Value::as_object_mut) {
+            content.insert("text/html".into(), json!({"schema": {"type": "string"}}));
+        }
         responses.insert(
             "default".into(),
             json!({"description": "An HTML page saying what went wrong", "content": {"text/html": {"schema": {"type": "string"}}}}),
