@@ -32,6 +32,7 @@ pub enum Section {
     Audit,
     Users,
     Tokens,
+    Config,
     Account,
 }
 
@@ -59,6 +60,7 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Audit, "/audit", "Audit", "admin:audit"),
     (Section::Users, "/users", "Users", "admin:users"),
     (Section::Tokens, "/tokens", "API tokens", "admin:tokens"),
+    (Section::Config, "/config", "Configuration", "objects:read"),
 ];
 
 /// A page of the signed-in UI.

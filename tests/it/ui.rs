@@ -924,3 +924,84 @@ async fn an_operator_takes_over_the_current_shift() {
     let (_, page) = olga.page("/oncall").await;
     assert!(!page.contains("take-over"));
 }
+
+#[tokio::test]
+async fn a_configuration_document_is_planned_then_applied_at_its_version() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    user(&a, "eve@example.org", "editor").await;
+    let eve = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    let (status, kinds) = eve.page("/config").await;
+    assert_eq!(status, 200);
+    assert!(kinds.contains("href=\"/config/alert-rules\""));
+    let (status, list) = eve.page("/config/alert-rules").await;
+    assert_eq!(status, 200);
+    assert!(
+        list.contains("href=\"/config/alert-rules/critical\""),
+        "{list}"
+    );
+    let (status, doc) = eve.page("/config/alert-rules/critical").await;
+    assert_eq!(status, 200);
+    assert!(
+        doc.contains("severity: critical") && doc.contains("Plan the change"),
+        "{doc}"
+    );
+    let version = get(s, &a.token, "/api/v1/alert-rules/critical").await["version"]
+        .as_u64()
+        .unwrap();
+    let yaml = "name: critical\nmatch: event.type == 'state_change' && event.state == 'CRITICAL'\nseverity: warning\ntitle: '{{ .event.object }} is {{ .event.state }}'\n";
+    let form = form_urlencoded::Serializer::new(String::new())
+        .append_pair("yaml", yaml)
+        .append_pair("version", &version.to_string())
+        .finish();
+    let (status, _, plan) = eve
+        .post("/config/alert-rules/critical/plan", &form, "same-origin")
+        .await;
+    assert_eq!(status, 200, "{plan}");
+    assert!(
+        plan.contains("<del>- severity: critical") && plan.contains("<ins>+ severity: warning"),
+        "{plan}"
+    );
+    assert_eq!(
+        get(s, &a.token, "/api/v1/alert-rules/critical").await["severity"],
+        "critical",
+        "a plan changes nothing"
+    );
+    let (status, to, _) = eve
+        .post("/config/alert-rules/critical", &form, "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        to.as_deref(),
+        Some("/config/alert-rules/critical?did=saved")
+    );
+    assert_eq!(
+        get(s, &a.token, "/api/v1/alert-rules/critical").await["severity"],
+        "warning"
+    );
+    // The same plan applied again is stale: the document changed since.
+    let (status, _, _) = eve
+        .post("/config/alert-rules/critical", &form, "same-origin")
+        .await;
+    assert_eq!(status, 409);
+    // YAML that does not read, and a document the kind refuses, say so.
+    let (status, _, _) = eve
+        .post(
+            "/config/alert-rules/critical/plan",
+            "yaml=%5B&version=1",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+    // An operator reads rules but may not change them, and sees no form.
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (status, doc) = olga.page("/config/alert-rules/critical").await;
+    assert_eq!(status, 200);
+    assert!(!doc.contains("Plan the change"));
+    let (status, _, _) = olga
+        .post("/config/alert-rules/critical/plan", &form, "same-origin")
+        .await;
+    assert_eq!(status, 403);
+    assert_eq!(olga.page("/config/no-such-kind").await.0, 404);
+}
