@@ -17,6 +17,7 @@ use crate::model::event::{Event, EventFilter, EventType};
 use crate::model::identity::{
     ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
 };
+use crate::model::identity::{Branding, Preferences};
 use crate::model::incident::IncidentBody;
 use crate::model::notify::OverrideBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
@@ -24,10 +25,12 @@ use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
 use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
-use crate::web::{self, Frame, Notice, Section, assets};
+use crate::web::{self, Frame, Notice, Section, Theme, assets};
 use axum::body::Bytes;
+use axum::extract::FromRequestParts;
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use maud::Markup;
@@ -120,6 +123,10 @@ pub fn routes() -> Vec<Route> {
             .form::<ConfigForm>().answers_text(200, HTML).answers_text(403, HTML).answers_text(422, HTML).page(),
         Route::post("/config/{kind}/{name}", config_apply).identity().doc("ui", "Apply a planned change", "Form: `yaml`, `version`. As `PUT /api/v1/{kind}/{name}` with `If-Match: version` (a change made since the plan is 409; an invalid document is 422 with the reason); 303 to the document. Needs the kind's `write` permission.")
             .form::<ConfigForm>().answers_empty(303).answers_text(409, HTML).answers_text(422, HTML).page(),
+        Route::post("/account/preferences", set_preferences).identity().doc("ui", "Set the look of one's pages", "Form: `theme` (`light`, `dark`, or empty: the device's), `live` (`on`, `off`). Kept in the caller's preferences (`extra.theme`, `extra.live`, as `PUT /api/v1/users/me/preferences`); 303 to `/account`.")
+            .form::<LookForm>().answers_empty(303).page(),
+        Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's colours", "Form: `mode` (`light`, `dark`, or empty: each device's). As `PUT /api/v1/branding` with `mode`; a user's own theme wins over it; 303 to `/account`.")
+            .form::<LookForm>().answers_empty(303).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
@@ -191,13 +198,14 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "revoke" => "Token revoked.",
         "takeover" => "The shift is yours.",
         "saved" => "Saved.",
+        "look" => "Saved: your pages look so from now on.",
         _ => return None,
     };
     Some(Notice::Done(text.into()))
 }
 
 fn frame<'a>(
-    c: &'a Caller,
+    c: &'a Visitor,
     section: Section,
     title: String,
     live: &'a [&'a str],
@@ -207,8 +215,64 @@ fn frame<'a>(
         principal: &c.principal,
         section,
         title,
-        live,
+        live: if c.live { live } else { &[] },
         notice: notice(did),
+        theme: c.theme,
+    }
+}
+
+/// The caller of a page, with how their pages look: their theme (else the instance's
+/// branding mode; `None` follows the browser) and whether lists update live.
+struct Visitor {
+    caller: Caller,
+    theme: Option<Theme>,
+    live: bool,
+}
+
+impl std::ops::Deref for Visitor {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.caller
+    }
+}
+
+/// The `extra` preference that sets a user's theme (`light`, `dark`; anything else: auto).
+const THEME: &str = "theme";
+/// The `extra` preference that turns live updates off (`off`).
+const LIVE: &str = "live";
+
+impl FromRequestParts<AppState> for Visitor {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Problem> {
+        let caller = Caller::from_request_parts(parts, st).await?;
+        // The look is a courtesy: when it cannot be read the page follows the browser.
+        let prefs = match st.auth.preferences(&caller.principal, "me").await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read a user's preferences");
+                Preferences::default()
+            }
+        };
+        let branding = match st.auth.branding().await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the branding");
+                Branding::default()
+            }
+        };
+        let theme = prefs
+            .extra
+            .get(THEME)
+            .and_then(|t| Theme::named(t))
+            .or_else(|| branding.mode.as_deref().and_then(Theme::named));
+        let live = prefs.extra.get(LIVE).map(String::as_str) != Some("off");
+        Ok(Visitor {
+            caller,
+            theme,
+            live,
+        })
     }
 }
 
@@ -265,7 +329,7 @@ async fn problems_with_alerts(
 
 async fn problems(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Query(q): Query<ProblemsQuery>,
 ) -> Response {
     let handled_shown = q
@@ -302,7 +366,7 @@ struct AlertsQuery {
     did: Option<String>,
 }
 
-async fn alerts(State(st): State<AppState>, c: Caller, Query(q): Query<AlertsQuery>) -> Response {
+async fn alerts(State(st): State<AppState>, c: Visitor, Query(q): Query<AlertsQuery>) -> Response {
     let status = match q.status.as_deref() {
         Some("acked") => "acked",
         Some("resolved,expired") => "resolved,expired",
@@ -386,7 +450,7 @@ async fn alert_timeline(
 
 async fn alert(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     Query(q): Query<DidQuery>,
 ) -> Response {
@@ -481,7 +545,7 @@ impl BulkForm {
 
 async fn ack(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -504,7 +568,7 @@ async fn ack(
     }
 }
 
-async fn ack_many(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let f = BulkForm::parse(&body);
     for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
         let Ok(id) = Uuid::parse_str(raw) else {
@@ -526,7 +590,7 @@ async fn ack_many(State(st): State<AppState>, c: Caller, body: Bytes) -> Respons
 
 async fn snooze(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -549,7 +613,7 @@ async fn snooze(
 
 async fn resolve(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -589,7 +653,7 @@ fn to_incident(id: Uuid, did: &str) -> Response {
 
 async fn assign_incident(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -640,7 +704,7 @@ struct IncidentsQuery {
 
 async fn incidents(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Query(q): Query<IncidentsQuery>,
 ) -> Response {
     let all = q.all.as_deref() == Some("1");
@@ -682,7 +746,7 @@ async fn incidents(
 
 async fn incident(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     Query(q): Query<DidQuery>,
 ) -> Response {
@@ -740,7 +804,7 @@ async fn incident(
 
 async fn incident_status(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -769,7 +833,11 @@ struct ObjectsQuery {
     cursor: Option<String>,
 }
 
-async fn objects(State(st): State<AppState>, c: Caller, Query(q): Query<ObjectsQuery>) -> Response {
+async fn objects(
+    State(st): State<AppState>,
+    c: Visitor,
+    Query(q): Query<ObjectsQuery>,
+) -> Response {
     let text = q.q.clone().unwrap_or_default();
     let raw_selector = q.selector.clone().unwrap_or_default();
     let selector = match raw_selector.parse() {
@@ -836,7 +904,7 @@ async fn object_view(st: &AppState, c: &Caller, id: Uuid) -> Result<ObjectView, 
 
 async fn object(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     Query(q): Query<DidQuery>,
 ) -> Response {
@@ -982,7 +1050,7 @@ async fn object_graphs(st: &AppState, c: &Caller, id: Uuid) -> Result<Vec<views:
 
 async fn check_now(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -999,7 +1067,7 @@ async fn check_now(
     }
 }
 
-async fn on_call(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+async fn on_call(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
     let found = async {
         let now_on = st.notify.on_call_now(&c.principal).await?;
         let week = st
@@ -1055,7 +1123,7 @@ struct TakeOverForm {
 /// An override putting the caller's contact on the shift, from now if it has begun.
 async fn take_over(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(schedule): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -1097,7 +1165,7 @@ struct EventsQuery {
     cursor: Option<String>,
 }
 
-async fn events(State(st): State<AppState>, c: Caller, Query(q): Query<EventsQuery>) -> Response {
+async fn events(State(st): State<AppState>, c: Visitor, Query(q): Query<EventsQuery>) -> Response {
     let kind = q
         .types
         .as_deref()
@@ -1156,7 +1224,7 @@ async fn events(State(st): State<AppState>, c: Caller, Query(q): Query<EventsQue
     )
 }
 
-async fn silences(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+async fn silences(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
     let result = async {
         let all = st.alerting.silences(&c.principal, false).await?;
         let reach = st.alerting.silence_reach(&c.principal, &all).await?;
@@ -1187,7 +1255,7 @@ struct SilenceDraftQuery {
     text_regex: Option<String>,
 }
 
-async fn new_silence(c: Caller, Query(q): Query<SilenceDraftQuery>) -> Response {
+async fn new_silence(c: Visitor, Query(q): Query<SilenceDraftQuery>) -> Response {
     let draft = SuppressionDraft {
         selector: q.selector.unwrap_or_default(),
         text_regex: q.text_regex.unwrap_or_default(),
@@ -1241,7 +1309,7 @@ impl SuppressionForm {
 }
 
 /// A refused form shown again with its fields and the reason.
-fn form_again(c: &Caller, section: Section, title: &str, p: Problem, form: Markup) -> Response {
+fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Markup) -> Response {
     if p.status.is_server_error() {
         return failed(p);
     }
@@ -1252,7 +1320,7 @@ fn form_again(c: &Caller, section: Section, title: &str, p: Problem, form: Marku
     html(p.status, web::page(frame, form))
 }
 
-async fn create_silence(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let f = SuppressionForm::parse(&body);
     let result = async {
         let body = SilenceBody {
@@ -1281,7 +1349,7 @@ async fn create_silence(State(st): State<AppState>, c: Caller, body: Bytes) -> R
 
 async fn expire_silence(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -1298,7 +1366,7 @@ async fn expire_silence(
     }
 }
 
-async fn downtimes(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+async fn downtimes(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
     match st.alerting.downtimes(&c.principal, false).await {
         Ok(items) => html(
             StatusCode::OK,
@@ -1342,7 +1410,7 @@ async fn downtime_object(
 
 async fn new_downtime(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Query(q): Query<DowntimeDraftQuery>,
 ) -> Response {
     let object = match downtime_object(&st, &c, q.object.as_deref()).await {
@@ -1362,7 +1430,7 @@ async fn new_downtime(
     )
 }
 
-async fn create_downtime(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let f = SuppressionForm::parse(&body);
     let object = match downtime_object(&st, &c, f.object_id.as_deref()).await {
         Ok(o) => o,
@@ -1399,7 +1467,7 @@ async fn create_downtime(State(st): State<AppState>, c: Caller, body: Bytes) -> 
 
 async fn end_downtime(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
@@ -1416,30 +1484,49 @@ async fn end_downtime(
     }
 }
 
-async fn account(c: Caller, Query(q): Query<DidQuery>) -> Response {
+/// The account page's content: who, the look, the password form.
+async fn account_content(st: &AppState, c: &Visitor) -> Result<Markup, Problem> {
     let p = &c.principal;
-    let content = views::account(
+    let prefs = st.auth.preferences(p, "me").await?;
+    let branding = if p.allows("config:write") {
+        Some(st.auth.branding().await?.mode.unwrap_or_default())
+    } else {
+        None
+    };
+    let looks = views::Looks {
+        theme: prefs.extra.get(THEME).map_or("", String::as_str),
+        live: c.live,
+        branding: branding.as_deref(),
+    };
+    Ok(views::account(
         &p.name,
         p.tenant,
         &p.permissions.to_vec(),
         c.actor.actor_type == ActorType::User,
-    );
-    html(
-        StatusCode::OK,
-        web::page(
-            frame(
-                &c,
-                Section::Account,
-                "Account".into(),
-                &[],
-                q.did.as_deref(),
-            ),
-            content,
-        ),
-    )
+        &looks,
+    ))
 }
 
-async fn change_password(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn account(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    match account_content(&st, &c).await {
+        Ok(content) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Account,
+                    "Account".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                content,
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+async fn change_password(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let result = async {
         let req: ChangePassword = serde_urlencoded::from_bytes(&body)
             .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))?;
@@ -1448,16 +1535,79 @@ async fn change_password(State(st): State<AppState>, c: Caller, body: Bytes) -> 
     };
     match result.await {
         Ok(()) => done(Some("/account"), "password"),
-        Err(p) => {
-            let principal = &c.principal;
-            let form = views::account(
-                &principal.name,
-                principal.tenant,
-                &principal.permissions.to_vec(),
-                true,
-            );
-            form_again(&c, Section::Account, "Account", p, form)
-        }
+        Err(p) => match account_content(&st, &c).await {
+            Ok(form) => form_again(&c, Section::Account, "Account", p, form),
+            Err(_) => failed(p),
+        },
+    }
+}
+
+/// The look forms: a user's theme and live updates, the instance's mode.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct LookForm {
+    /// `light`, `dark`, or empty: as the device is set.
+    theme: Option<String>,
+    /// `on` or `off`.
+    live: Option<String>,
+    /// The instance's: `light`, `dark`, or empty.
+    mode: Option<String>,
+}
+
+impl LookForm {
+    fn parse(body: &Bytes) -> Result<Self, Problem> {
+        serde_urlencoded::from_bytes(body)
+            .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+    }
+}
+
+/// A scheme as stored: `light`, `dark`, or `system` for the device's.
+fn scheme(raw: Option<&str>) -> &'static str {
+    match raw.and_then(Theme::named) {
+        Some(Theme::Light) => "light",
+        Some(Theme::Dark) => "dark",
+        None => "system",
+    }
+}
+
+async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = LookForm::parse(&body)?;
+        let mut prefs = st.auth.preferences(&c.principal, "me").await?;
+        prefs
+            .extra
+            .insert(THEME.into(), scheme(f.theme.as_deref()).into());
+        let live = if f.live.as_deref() == Some("off") {
+            "off"
+        } else {
+            "on"
+        };
+        prefs.extra.insert(LIVE.into(), live.into());
+        let body = serde_json::to_value(&prefs)
+            .map_err(|e| Problem::internal(format!("preferences as JSON: {e}")))?;
+        st.auth
+            .set_preferences(&c.principal, &c.actor, "me", body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "look"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn set_branding(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = LookForm::parse(&body)?;
+        let mut branding = st.auth.branding().await?;
+        branding.mode = Some(scheme(f.mode.as_deref()).into());
+        let body = serde_json::to_value(&branding)
+            .map_err(|e| Problem::internal(format!("branding as JSON: {e}")))?;
+        st.auth.set_branding(&c.principal, &c.actor, body).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "look"),
+        Err(p) => failed(p),
     }
 }
 
@@ -1490,7 +1640,7 @@ impl AccountsForm {
 
 async fn users_page(
     st: &AppState,
-    c: &Caller,
+    c: &Visitor,
     did: Option<&str>,
     failure: Option<Problem>,
 ) -> Response {
@@ -1508,11 +1658,11 @@ async fn users_page(
     }
 }
 
-async fn users(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+async fn users(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
     users_page(&st, &c, q.did.as_deref(), None).await
 }
 
-async fn create_user(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn create_user(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let result = async {
         let f = AccountsForm::parse(&body)?;
         let req = CreateUser {
@@ -1548,15 +1698,15 @@ async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Re
     }
 }
 
-async fn disable_user(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+async fn disable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
     set_disabled(&st, &c, &id, true).await
 }
 
-async fn enable_user(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+async fn enable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
     set_disabled(&st, &c, &id, false).await
 }
 
-async fn tokens(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>) -> Response {
+async fn tokens(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
     match st.auth.tokens(&c.principal).await {
         Ok(items) => html(
             StatusCode::OK,
@@ -1576,7 +1726,7 @@ async fn tokens(State(st): State<AppState>, c: Caller, Query(q): Query<DidQuery>
 }
 
 /// A page showing a secret once: never kept by a cache or the browser's history.
-fn secret_page(c: &Caller, minted: &MintedToken) -> Response {
+fn secret_page(c: &Visitor, minted: &MintedToken) -> Response {
     let mut res = html(
         StatusCode::OK,
         web::page(
@@ -1589,7 +1739,7 @@ fn secret_page(c: &Caller, minted: &MintedToken) -> Response {
     res
 }
 
-async fn mint_token(State(st): State<AppState>, c: Caller, body: Bytes) -> Response {
+async fn mint_token(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
     let result = async {
         let f = AccountsForm::parse(&body)?;
         let days: Option<u64> = match f.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
@@ -1618,7 +1768,7 @@ async fn mint_token(State(st): State<AppState>, c: Caller, body: Bytes) -> Respo
     }
 }
 
-async fn rotate_token(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+async fn rotate_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
     let result = async {
         Ok::<_, Problem>(
             st.auth
@@ -1632,7 +1782,7 @@ async fn rotate_token(State(st): State<AppState>, c: Caller, Path(id): Path<Stri
     }
 }
 
-async fn revoke_token(State(st): State<AppState>, c: Caller, Path(id): Path<String>) -> Response {
+async fn revoke_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
     let result = async {
         Ok::<_, Problem>(
             st.auth
@@ -1680,7 +1830,7 @@ fn doc_yaml(d: &ConfigDoc) -> Result<String, Problem> {
         .map_err(|e| Problem::internal(format!("a document as YAML: {e}")))
 }
 
-async fn config_kinds(c: Caller) -> Response {
+async fn config_kinds(c: Visitor) -> Response {
     let kinds: Vec<&str> = KINDS
         .iter()
         .filter(|k| c.principal.allows(k.read))
@@ -1695,7 +1845,7 @@ async fn config_kinds(c: Caller) -> Response {
     )
 }
 
-async fn config_list(State(st): State<AppState>, c: Caller, Path(kind): Path<String>) -> Response {
+async fn config_list(State(st): State<AppState>, c: Visitor, Path(kind): Path<String>) -> Response {
     let found = async {
         let kind = config_kind(&c, &kind, read_permission)?;
         let docs = st
@@ -1718,7 +1868,7 @@ async fn config_list(State(st): State<AppState>, c: Caller, Path(kind): Path<Str
 
 async fn config_doc(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path((kind, name)): Path<(String, String)>,
     Query(q): Query<DidQuery>,
 ) -> Response {
@@ -1766,7 +1916,7 @@ impl ConfigForm {
 
 async fn config_plan(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path((kind, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
@@ -1797,7 +1947,7 @@ async fn config_plan(
 
 async fn config_apply(
     State(st): State<AppState>,
-    c: Caller,
+    c: Visitor,
     Path((kind, name)): Path<(String, String)>,
     body: Bytes,
 ) -> Response {
@@ -1816,7 +1966,7 @@ async fn config_apply(
     }
 }
 
-async fn sites(State(st): State<AppState>, c: Caller) -> Response {
+async fn sites(State(st): State<AppState>, c: Visitor) -> Response {
     match st.sites.overview(&c.principal).await {
         Ok(items) => html(
             StatusCode::OK,
@@ -1834,7 +1984,7 @@ struct CursorQuery {
     cursor: Option<String>,
 }
 
-async fn audit(State(st): State<AppState>, c: Caller, Query(q): Query<CursorQuery>) -> Response {
+async fn audit(State(st): State<AppState>, c: Visitor, Query(q): Query<CursorQuery>) -> Response {
     let req = PageQuery {
         limit: Some(UI_PAGE.to_string()),
         cursor: q.cursor,

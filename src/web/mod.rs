@@ -63,6 +63,31 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Config, "/config", "Configuration", "objects:read"),
 ];
 
+/// A colour scheme chosen over the browser's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Theme {
+    Light,
+    Dark,
+}
+
+impl Theme {
+    /// `light` or `dark`; anything else (`system`, `auto`) is no choice.
+    pub fn named(name: &str) -> Option<Theme> {
+        match name {
+            "light" => Some(Theme::Light),
+            "dark" => Some(Theme::Dark),
+            _ => None,
+        }
+    }
+
+    fn class(self) -> &'static str {
+        match self {
+            Theme::Light => "light",
+            Theme::Dark => "dark",
+        }
+    }
+}
+
 /// A page of the signed-in UI.
 pub struct Frame<'a> {
     pub principal: &'a Principal,
@@ -72,6 +97,8 @@ pub struct Frame<'a> {
     pub live: &'a [&'a str],
     /// A line above the content (the outcome of the last action).
     pub notice: Option<Notice>,
+    /// The caller's colour scheme; `None` follows the browser.
+    pub theme: Option<Theme>,
 }
 
 /// What the last action did, shown once after its redirect.
@@ -80,10 +107,10 @@ pub enum Notice {
     Failed(String),
 }
 
-fn document(title: &str, body: Markup) -> Markup {
+fn document(title: &str, theme: Option<Theme>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
-        html lang="en" {
+        html lang="en" class=[theme.map(Theme::class)] {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
@@ -102,6 +129,7 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
     let live = frame.live.join(" ");
     document(
         &frame.title,
+        frame.theme,
         html! {
             a.skip href="#content" { "Skip to content" }
             header {
@@ -138,6 +166,7 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
 fn plain(title: &str, content: Markup) -> String {
     document(
         title,
+        None,
         html! {
             main.login #content {
                 h1 { (title) }

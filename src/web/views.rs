@@ -1069,13 +1069,58 @@ pub fn audit(items: &[AuditEntry], next: Option<&str>) -> Markup {
     }
 }
 
-/// `/account`: who is signed in, and the password form for local accounts.
-pub fn account(name: &str, tenant: Uuid, permissions: &[String], session_user: bool) -> Markup {
+/// What the account page shows of the caller's and the instance's look.
+pub struct Looks<'a> {
+    /// The caller's theme preference (`light`, `dark`, or empty: the browser's).
+    pub theme: &'a str,
+    pub live: bool,
+    /// The instance's branding mode, when the caller may change it (`config:write`).
+    pub branding: Option<&'a str>,
+}
+
+fn scheme_select(id: &str, name: &str, chosen: &str, auto: &str) -> Markup {
+    html! {
+        select id=(id) name=(name) {
+            option value="" selected[chosen != "light" && chosen != "dark"] { (auto) }
+            option value="light" selected[chosen == "light"] { "Light" }
+            option value="dark" selected[chosen == "dark"] { "Dark" }
+        }
+    }
+}
+
+/// `/account`: who is signed in, the look of their pages, the password form for local
+/// accounts, and the instance's look for those who may change it.
+pub fn account(
+    name: &str,
+    tenant: Uuid,
+    permissions: &[String],
+    session_user: bool,
+    looks: &Looks<'_>,
+) -> Markup {
     html! {
         dl.facts {
             dt { "Name" } dd { (name) }
             dt { "Tenant" } dd { (tenant) }
             dt { "Permissions" } dd { (permissions.join(", ")) }
+        }
+        h2 { "My pages" }
+        form method="post" action="/account/preferences" {
+            label for="theme" { "Colours" }
+            (scheme_select("theme", "theme", looks.theme, "As the device is set"))
+            label for="live" { "Lists" }
+            select #live name="live" {
+                option value="on" selected[looks.live] { "Update live" }
+                option value="off" selected[!looks.live] { "Update when reloaded" }
+            }
+            p { button type="submit" { "Save" } }
+        }
+        @if let Some(mode) = looks.branding {
+            h2 { "Every user's pages" }
+            form method="post" action="/account/branding" {
+                label for="mode" { "Colours, unless a user chose" }
+                (scheme_select("mode", "mode", mode, "As each device is set"))
+                p { button type="submit" { "Save for everyone" } }
+            }
         }
         @if session_user {
             h2 { "Change the password" }

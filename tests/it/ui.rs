@@ -698,12 +698,36 @@ async fn account_password_audit_and_sites_pages() {
     assert_eq!(to.as_deref(), Some("/account?did=password"));
     Browser::sign_in(s, "olga@example.org", "another long password").await;
 
+    // The look: a user's own theme and live updates; the instance's colours for everyone who
+    // chose none.
+    let (_, home) = olga.page("/").await;
+    assert!(home.contains("<html lang=\"en\">") && home.contains("data-live"));
+    let (status, to, _) = olga
+        .post("/account/preferences", "theme=dark&live=off", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/account?did=look"));
+    let (_, home) = olga.page("/").await;
+    assert!(home.contains("<html lang=\"en\" class=\"dark\">"), "{home}");
+    assert!(!home.contains("data-live") && !home.contains("live."), "not live: {home}");
+    let ada = Browser::sign_in(s, "ada@example.org", "a long enough password").await;
+    assert_eq!(
+        olga.post("/account/branding", "mode=light", "same-origin").await.0,
+        403,
+        "the instance's colours are config:write"
+    );
+    let (status, _, _) = ada.post("/account/branding", "mode=light", "same-origin").await;
+    assert_eq!(status, 303);
+    let (_, page) = ada.page("/").await;
+    assert!(page.contains("class=\"light\""), "{page}");
+    let (_, home) = olga.page("/").await;
+    assert!(home.contains("class=\"dark\""), "a user's choice wins");
+
     // The audit log is the instance administrators' and the tenant admins': an operator has
     // neither the link nor the page.
     let (_, home) = olga.page("/").await;
     assert!(!home.contains("href=\"/audit\""));
     assert_eq!(olga.page("/audit").await.0, 403);
-    let ada = Browser::sign_in(s, "ada@example.org", "a long enough password").await;
     let (status, audit) = ada.page("/audit").await;
     assert_eq!(status, 200);
     assert!(
