@@ -709,14 +709,21 @@ async fn account_password_audit_and_sites_pages() {
     assert_eq!(to.as_deref(), Some("/account?did=look"));
     let (_, home) = olga.page("/").await;
     assert!(home.contains("<html lang=\"en\" class=\"dark\">"), "{home}");
-    assert!(!home.contains("data-live") && !home.contains("live."), "not live: {home}");
+    assert!(
+        !home.contains("data-live") && !home.contains("live."),
+        "not live: {home}"
+    );
     let ada = Browser::sign_in(s, "ada@example.org", "a long enough password").await;
     assert_eq!(
-        olga.post("/account/branding", "mode=light", "same-origin").await.0,
+        olga.post("/account/branding", "mode=light", "same-origin")
+            .await
+            .0,
         403,
         "the instance's colours are config:write"
     );
-    let (status, _, _) = ada.post("/account/branding", "mode=light", "same-origin").await;
+    let (status, _, _) = ada
+        .post("/account/branding", "mode=light", "same-origin")
+        .await;
     assert_eq!(status, 303);
     let (_, page) = ada.page("/").await;
     assert!(page.contains("class=\"light\""), "{page}");

@@ -1,0 +1,546 @@
+//! The UI's problems, alerts and incidents: the pages, and acknowledging, snoozing,
+//! resolving and assigning from them.
+
+use super::*;
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
+            .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "`status` (`open`, `acked`, `resolved,expired`), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+            .query::<AlertsQuery>().answers_text(200, HTML).page(),
+        Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
+            .form::<BulkForm>().answers_empty(303).page(),
+        Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, acknowledge (with a comment), snooze, resolve, and its timeline (opened, acknowledged, escalations, notifications, resolved); live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
+        Route::post("/alerts/{id}/snooze", snooze).permission("alerts:ack").doc("ui", "Snooze an alert", "Form: `duration` (`30m`, `1h`...), `back`. As `POST /api/v1/alerts/{id}:snooze`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/alerts/{id}/resolve", resolve).permission("alerts:ack").doc("ui", "Resolve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:resolve`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::post("/alerts/{id}/incident", assign_incident).permission("incidents:write").doc("ui", "Add an alert to an incident", "Form: `incident` (an open incident's id, or `new` for an incident of its own titled as the alert). As `PUT /api/v1/incidents/{id}` with the alert added (or `POST /api/v1/incidents`); 303 to the incident.")
+            .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::get("/incidents", incidents).permission("incidents:read").doc("ui", "Incidents page", "Open incidents, or all with `all=1`; newest first, 50 a page.")
+            .query::<IncidentsQuery>().answers_text(200, HTML).page(),
+        Route::get("/incidents/{id}", incident).permission("incidents:read").doc("ui", "Incident page", "The incident, its alerts, its timeline (`incident_update` events), its status to change; live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/incidents/{id}/status", incident_status).permission("incidents:write").doc("ui", "Change an incident's status", "Form: `status` (open, acked, resolved), `version` (the version the page showed: a stale one is 409, as `If-Match` on `PUT /api/v1/incidents/{id}`); 303 back.")
+            .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
+    ]
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ProblemsQuery {
+    handled: Option<String>,
+    did: Option<String>,
+}
+
+/// Types whose events change what the problems and alert pages show.
+const ALERT_LIVE: &[&str] = &[
+    "state_change",
+    "alert_opened",
+    "alert_resolved",
+    "ack",
+    "escalation",
+    "downtime",
+];
+
+/// The problems, and each problem object's open alert with whether a silence holds it.
+async fn problems_with_alerts(
+    st: &AppState,
+    c: &Caller,
+) -> Result<(Vec<crate::model::state::Problem>, HashMap<Uuid, OpenAlert>), Problem> {
+    let items = st.results.problems(&c.principal, true, 500).await?;
+    let mut open = HashMap::new();
+    if c.principal.allows("alerts:read") {
+        let filter = AlertFilter {
+            statuses: vec![AlertStatus::Open],
+            ..Default::default()
+        };
+        let alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
+        let silenced = st.alerting.silenced(&c.principal, &alerts).await?;
+        for a in alerts {
+            if let Some(o) = a.object_id {
+                open.entry(o).or_insert(OpenAlert {
+                    id: a.id,
+                    silenced: silenced.contains(&a.id),
+                });
+            }
+        }
+    }
+    Ok((items, open))
+}
+
+async fn problems(
+    State(st): State<AppState>,
+    c: Visitor,
+    Query(q): Query<ProblemsQuery>,
+) -> Response {
+    let handled_shown = q
+        .handled
+        .as_deref()
+        .is_some_and(|h| h == "1" || h == "true");
+    let (mut items, open) = match problems_with_alerts(&st, &c).await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let unhandled = items.iter().filter(|p| !views::handled(p, &open)).count();
+    if !handled_shown {
+        items.retain(|p| !views::handled(p, &open));
+    }
+    let title = if unhandled > 0 {
+        format!("({unhandled}) Problems")
+    } else {
+        "Problems".to_string()
+    };
+    let content = views::problems(st.clock.now(), &items, handled_shown, &open, can(&c));
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Problems, title, ALERT_LIVE, q.did.as_deref()),
+            content,
+        ),
+    )
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct AlertsQuery {
+    status: Option<String>,
+    cursor: Option<String>,
+    did: Option<String>,
+}
+
+async fn alerts(State(st): State<AppState>, c: Visitor, Query(q): Query<AlertsQuery>) -> Response {
+    let status = match q.status.as_deref() {
+        Some("acked") => "acked",
+        Some("resolved,expired") => "resolved,expired",
+        _ => "open",
+    };
+    let filter = AlertFilter {
+        statuses: status.split(',').filter_map(|s| s.parse().ok()).collect(),
+        ..Default::default()
+    };
+    let req = ui_page(q.cursor.clone(), UI_PAGE, ALERTS);
+    let cursor = id_cursor(&req);
+    let items = match st
+        .alerting
+        .list(&c.principal, filter, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |a| a.id.to_string());
+    let title = match status {
+        "open" => format!("({}) Open alerts", page.items.len()),
+        "acked" => "Acknowledged alerts".to_string(),
+        _ => "Closed alerts".to_string(),
+    };
+    let content = views::alerts(
+        st.clock.now(),
+        &page.items,
+        status,
+        page.next_cursor.as_deref(),
+        can(&c),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Alerts, title, ALERT_LIVE, q.did.as_deref()),
+            content,
+        ),
+    )
+}
+
+/// The events of an alert's life (opened, acknowledged, escalated, notified, resolved), newest
+/// first, from its opening on.
+async fn alert_timeline(
+    st: &AppState,
+    c: &Caller,
+    alert: &crate::model::alert::Alert,
+) -> Result<Vec<crate::model::event::Event>, Problem> {
+    let filter = EventFilter {
+        tenant_id: c.principal.tenant,
+        types: vec![
+            EventType::AlertOpened,
+            EventType::Ack,
+            EventType::Escalation,
+            EventType::Notification,
+            EventType::AlertResolved,
+        ],
+        from: Some(alert.opened_at),
+        ..Default::default()
+    };
+    let id = alert.id.to_string();
+    let events = st
+        .events
+        .list_committed(&st.store, filter, None, 1000)
+        .await?;
+    Ok(events
+        .into_iter()
+        .filter(|e| e.payload.get("alertId").and_then(|v| v.as_str()) == Some(id.as_str()))
+        .take(UI_PAGE)
+        .collect())
+}
+
+async fn alert(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let found = async {
+        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+        let events = alert_timeline(&st, &c, &alert).await?;
+        // An alert may outlive its object: then it is named without it.
+        let object = match alert.object_id {
+            Some(o) => object_view(&st, &c, o)
+                .await
+                .ok()
+                .map(|v| views::view_name(&v)),
+            None => None,
+        };
+        let incidents = if c.principal.allows("incidents:write") {
+            Some(
+                st.alerting
+                    .incidents(&c.principal, true, None, UI_PAGE)
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok::<_, Problem>((alert, events, object, incidents))
+    };
+    let (alert, events, object, incidents) = match found.await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let content = views::alert(
+        st.clock.now(),
+        &alert,
+        object.as_deref(),
+        incidents.as_deref(),
+        &events,
+        can(&c),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Alerts,
+                alert.title.clone(),
+                ALERT_LIVE,
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+/// The bulk acknowledge form (`id` repeated, which a plain form decoder does not keep).
+#[derive(Default, schemars::JsonSchema)]
+struct BulkForm {
+    /// An alert id, once per selected alert.
+    id: Vec<String>,
+    back: Option<String>,
+}
+
+impl BulkForm {
+    fn parse(body: &Bytes) -> Self {
+        let mut form = BulkForm::default();
+        for (k, v) in form_urlencoded::parse(body) {
+            match k.as_ref() {
+                "id" => form.id.push(v.into_owned()),
+                "back" => form.back = Some(v.into_owned()),
+                _ => {}
+            }
+        }
+        form
+    }
+}
+
+async fn ack(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        let comment = f
+            .comment
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        st.alerting
+            .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "ack"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let f = BulkForm::parse(&body);
+    for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
+        let Ok(id) = Uuid::parse_str(raw) else {
+            return failed(Problem::not_found());
+        };
+        match st.alerting.ack(&c.principal, &c.actor, id, None).await {
+            Ok(_) => {}
+            // Acknowledged or closed meanwhile (by someone else, or escalation): left as it is.
+            Err(e) => {
+                let p = Problem::from(e);
+                if p.status != StatusCode::NOT_FOUND {
+                    return failed(p);
+                }
+            }
+        }
+    }
+    done(f.back.as_deref(), "ack-some")
+}
+
+async fn snooze(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        let req = SnoozeRequest {
+            until: None,
+            duration: Some(f.duration.unwrap_or_else(|| "1h".into())),
+        };
+        st.alerting
+            .snooze(&c.principal, &c.actor, path_id(&id)?, req)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "snooze"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn resolve(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        st.alerting
+            .resolve(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "resolve"),
+        Err(p) => failed(p),
+    }
+}
+
+/// The incident forms: which incident (`new` for one of its own), or a status and the version
+/// it was shown at.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct IncidentForm {
+    incident: Option<String>,
+    status: Option<String>,
+    version: Option<u64>,
+}
+
+/// 303 to an incident's page, saying what was done.
+fn to_incident(id: Uuid, did: &str) -> Response {
+    done(Some(&format!("/incidents/{id}")), did)
+}
+
+async fn assign_incident(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<IncidentForm>(&body)?;
+        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+        let incident = match f.incident.as_deref() {
+            Some("new") => {
+                let body = IncidentBody {
+                    title: Some(alert.title.clone()),
+                    severity: Some(alert.severity.as_str().into()),
+                    alert_ids: Some(vec![alert.id]),
+                    ..Default::default()
+                };
+                st.alerting
+                    .create_incident(&c.principal, &c.actor, body)
+                    .await?
+            }
+            Some(raw) => {
+                let old = st.alerting.incident(&c.principal, path_id(raw)?).await?;
+                let mut ids = old.alert_ids.clone();
+                if !ids.contains(&alert.id) {
+                    ids.push(alert.id);
+                }
+                let body = IncidentBody {
+                    alert_ids: Some(ids),
+                    ..Default::default()
+                };
+                st.alerting
+                    .update_incident(&c.principal, &c.actor, old.id, old.version, body)
+                    .await?
+            }
+            None => return Err(Problem::validation("incident", "choose an incident")),
+        };
+        Ok::<_, Problem>(incident.id)
+    };
+    match result.await {
+        Ok(incident) => to_incident(incident, "assign"),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct IncidentsQuery {
+    all: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn incidents(
+    State(st): State<AppState>,
+    c: Visitor,
+    Query(q): Query<IncidentsQuery>,
+) -> Response {
+    let all = q.all.as_deref() == Some("1");
+    let req = ui_page(q.cursor.clone(), UI_PAGE, INCIDENTS);
+    let cursor = id_cursor(&req);
+    let items = match st
+        .alerting
+        .incidents(&c.principal, !all, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |i| i.id.to_string());
+    let content = views::incidents(
+        st.clock.now(),
+        &page.items,
+        all,
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Incidents,
+                "Incidents".into(),
+                &["incident_update"],
+                None,
+            ),
+            content,
+        ),
+    )
+}
+
+async fn incident(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let found = async {
+        let incident = st.alerting.incident(&c.principal, path_id(&id)?).await?;
+        let mut alerts = Vec::new();
+        for a in incident.alert_ids.iter().take(ALERTS.default) {
+            // An alert removed by retention is left out.
+            if let Ok(alert) = st.alerting.get(&c.principal, *a).await {
+                alerts.push(alert);
+            }
+        }
+        let filter = EventFilter {
+            tenant_id: c.principal.tenant,
+            types: vec![EventType::IncidentUpdate],
+            from: Some(incident.opened_at),
+            ..Default::default()
+        };
+        let key = incident.id.to_string();
+        let events: Vec<Event> = st
+            .events
+            .list_committed(&st.store, filter, None, 1000)
+            .await?
+            .into_iter()
+            .filter(|e| e.payload.get("incidentId").and_then(|v| v.as_str()) == Some(key.as_str()))
+            .take(UI_PAGE)
+            .collect();
+        Ok::<_, Problem>((incident, alerts, events))
+    };
+    let (incident, alerts, events) = match found.await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let content = views::incident(
+        st.clock.now(),
+        &incident,
+        &alerts,
+        &events,
+        c.principal.allows("incidents:write"),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Incidents,
+                incident.title.clone(),
+                &["incident_update", "alert_resolved", "ack"],
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+async fn incident_status(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<IncidentForm>(&body)?;
+        let id = path_id(&id)?;
+        let body = IncidentBody {
+            status: f.status,
+            ..Default::default()
+        };
+        st.alerting
+            .update_incident(&c.principal, &c.actor, id, f.version.unwrap_or(0), body)
+            .await?;
+        Ok::<_, Problem>(id)
+    };
+    match result.await {
+        Ok(id) => to_incident(id, "status"),
+        Err(p) => failed(p),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_form_fields_are_all_kept() {
+        let f = BulkForm::parse(&Bytes::from_static(b"id=a&id=b&back=%2Falerts&other=x"));
+        assert_eq!(f.id, ["a", "b"]);
+        assert_eq!(f.back.as_deref(), Some("/alerts"));
+    }
+}

@@ -1,0 +1,329 @@
+//! The UI's pages and form actions (issue 36). Each route is in the one route table with the
+//! permission of the API operation it stands for, so the same authorisation and cross-site
+//! check run first; a handler parses, calls the same domain function as the API, and renders
+//! (`web`). Actions are form POSTs answered with 303 to the page they came from; a refused one
+//! answers an HTML page with the problem's status and detail. One file per group of pages;
+//! the helpers they share are here.
+
+mod alerts;
+mod config;
+mod objects;
+mod people;
+
+use crate::api::AppState;
+use crate::api::access::Caller;
+use crate::api::error::{Code, Problem};
+use crate::api::extract::path_id;
+use crate::api::pagination::{
+    ALERTS, AUDIT, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery, PageRequest, PageRules,
+};
+use crate::api::router::{HTML, Route};
+use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
+use crate::model::audit::AuditFilter;
+use crate::model::config::{ConfigDoc, KINDS, Kind, kind_by_name};
+use crate::model::event::{Event, EventFilter, EventType};
+use crate::model::identity::{
+    ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
+};
+use crate::model::identity::{Branding, Preferences};
+use crate::model::incident::IncidentBody;
+use crate::model::notify::OverrideBody;
+use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
+use crate::model::suppression::{DowntimeBody, SilenceBody};
+use crate::model::{GoDuration, Timestamp};
+use crate::monitor::metrics::MetricQuery;
+use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
+use crate::web::{self, Frame, Notice, Section, Theme, assets};
+use axum::body::Bytes;
+use axum::extract::FromRequestParts;
+use axum::extract::{Path, Query, State};
+use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use maud::Markup;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+pub fn routes() -> Vec<Route> {
+    let mut all = vec![
+        Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
+            .answers_text(200, "text/css").answers_text(404, "text/plain").page(),
+    ];
+    all.extend(alerts::routes());
+    all.extend(objects::routes());
+    all.extend(people::routes());
+    all.extend(config::routes());
+    all
+}
+
+/// Items on one page of a UI list.
+const UI_PAGE: usize = 50;
+
+fn html(status: StatusCode, body: String) -> Response {
+    (status, [(CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// A refused action or a failed page as an HTML page, through the one error map.
+fn failed(e: impl Into<Problem>) -> Response {
+    let p: Problem = e.into();
+    if p.status.is_server_error() {
+        tracing::error!(code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "a UI request failed");
+    }
+    html(
+        p.status,
+        web::error(p.status.as_u16(), p.title(), &p.detail),
+    )
+}
+
+/// Where an action returns: a path of this server only (never `//host` or a URL), else `/`.
+fn back_to(back: Option<&str>) -> String {
+    match back {
+        Some(b) if b.starts_with('/') && !b.starts_with("//") && !b.contains('\\') => b.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+/// A submitted form as `T`; one that does not read is 422.
+fn form<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
+    serde_urlencoded::from_bytes(body)
+        .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+}
+
+/// One page of a UI list: `size` items after `cursor`, within the list's rules.
+fn ui_page(cursor: Option<String>, size: usize, rules: PageRules) -> PageRequest {
+    PageQuery {
+        limit: Some(size.to_string()),
+        cursor,
+    }
+    .resolve(rules)
+}
+
+/// The cursor of a list keyed by id.
+fn id_cursor(req: &PageRequest) -> Option<Uuid> {
+    req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok())
+}
+
+/// 303 to `back` with what was done, shown once by the page.
+fn done(back: Option<&str>, did: &str) -> Response {
+    let to = back_to(back);
+    let sep = if to.contains('?') { '&' } else { '?' };
+    let location = format!("{to}{sep}did={did}");
+    match HeaderValue::from_str(&location) {
+        Ok(v) => (StatusCode::SEE_OTHER, [(LOCATION, v)]).into_response(),
+        Err(_) => (
+            StatusCode::SEE_OTHER,
+            [(LOCATION, HeaderValue::from_static("/"))],
+        )
+            .into_response(),
+    }
+}
+
+/// The line a page shows after an action redirected to it (`did=`), from a fixed list: the
+/// query never puts its own text on the page.
+fn notice(did: Option<&str>) -> Option<Notice> {
+    let text = match did? {
+        "ack" => "Acknowledged.",
+        "ack-some" => "Acknowledged the selected alerts that were still open.",
+        "snooze" => "Snoozed.",
+        "resolve" => "Resolved.",
+        "check" => "Check scheduled.",
+        "silence" => "Silence created.",
+        "expire" => "Silence expired.",
+        "downtime" => "Downtime started.",
+        "end" => "Downtime ended.",
+        "assign" => "Added to the incident.",
+        "status" => "Status changed.",
+        "password" => "Password changed.",
+        "user" => "User added.",
+        "disable" => "User disabled.",
+        "enable" => "User enabled.",
+        "revoke" => "Token revoked.",
+        "takeover" => "The shift is yours.",
+        "saved" => "Saved.",
+        "look" => "Saved: your pages look so from now on.",
+        _ => return None,
+    };
+    Some(Notice::Done(text.into()))
+}
+
+fn frame<'a>(
+    c: &'a Visitor,
+    section: Section,
+    title: String,
+    live: &'a [&'a str],
+    did: Option<&str>,
+) -> Frame<'a> {
+    Frame {
+        principal: &c.principal,
+        section,
+        title,
+        live: if c.live { live } else { &[] },
+        notice: notice(did),
+        theme: c.theme,
+    }
+}
+
+/// The caller of a page, with how their pages look: their theme (else the instance's
+/// branding mode; `None` follows the browser) and whether lists update live.
+struct Visitor {
+    caller: Caller,
+    theme: Option<Theme>,
+    live: bool,
+}
+
+impl std::ops::Deref for Visitor {
+    type Target = Caller;
+
+    fn deref(&self) -> &Caller {
+        &self.caller
+    }
+}
+
+/// The `extra` preference that sets a user's theme (`light`, `dark`; anything else: auto).
+const THEME: &str = "theme";
+/// The `extra` preference that turns live updates off (`off`).
+const LIVE: &str = "live";
+
+impl FromRequestParts<AppState> for Visitor {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Problem> {
+        let caller = Caller::from_request_parts(parts, st).await?;
+        // The look is a courtesy: when it cannot be read the page follows the browser.
+        let prefs = match st.auth.preferences(&caller.principal, "me").await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read a user's preferences");
+                Preferences::default()
+            }
+        };
+        let branding = match st.auth.branding().await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the branding");
+                Branding::default()
+            }
+        };
+        let theme = prefs
+            .extra
+            .get(THEME)
+            .and_then(|t| Theme::named(t))
+            .or_else(|| branding.mode.as_deref().and_then(Theme::named));
+        let live = prefs.extra.get(LIVE).map(String::as_str) != Some("off");
+        Ok(Visitor {
+            caller,
+            theme,
+            live,
+        })
+    }
+}
+
+fn can(c: &Caller) -> Can {
+    Can {
+        ack: c.principal.allows("alerts:ack"),
+        check_now: c.principal.allows("checks:run"),
+        silence: c.principal.allows("silences:write"),
+        downtime: c.principal.allows("downtimes:write"),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct DidQuery {
+    did: Option<String>,
+}
+
+/// A UI action's form.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ActionForm {
+    /// The page to return to: a path of this server.
+    back: Option<String>,
+    /// Acknowledge: an optional comment.
+    comment: Option<String>,
+    /// Snooze: how long (`30m`, `1h`...).
+    duration: Option<String>,
+}
+
+/// A refused form shown again with its fields and the reason.
+fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Markup) -> Response {
+    if p.status.is_server_error() {
+        return failed(p);
+    }
+    let frame = Frame {
+        notice: Some(Notice::Failed(p.detail.clone())),
+        ..frame(c, section, title.into(), &[], None)
+    };
+    html(p.status, web::page(frame, form))
+}
+
+async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
+    let Some(a) = assets::by_path(&format!("/assets/{file}")) else {
+        return super::router::not_found();
+    };
+    let gzip_ok = super::middleware::accepts_gzip(&headers);
+    let cache = (
+        CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=31536000, immutable"),
+    );
+    let media = (CONTENT_TYPE, HeaderValue::from_static(a.media));
+    let vary = (VARY, HeaderValue::from_static("Accept-Encoding"));
+    match (&a.gzipped, gzip_ok) {
+        (Some(z), true) => (
+            [
+                media,
+                cache,
+                vary,
+                (CONTENT_ENCODING, HeaderValue::from_static("gzip")),
+            ],
+            z.clone(),
+        )
+            .into_response(),
+        _ => ([media, cache, vary], a.bytes).into_response(),
+    }
+}
+
+/// One object with its state, found the way the lists find it (by kind, host and name).
+pub(super) async fn object_view(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+) -> Result<ObjectView, Problem> {
+    let o = st.inventory.object(&c.principal, id).await?;
+    let filter = ObjectFilter {
+        kind: Some(o.kind),
+        host_id: o.host_id,
+        name: Some(o.name.clone()),
+        ..Default::default()
+    };
+    let views = st
+        .inventory
+        .objects(&c.principal, filter, None, 10, true)
+        .await?;
+    views
+        .into_iter()
+        .find(|v| v.object.id == id)
+        .ok_or_else(Problem::not_found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_return_only_to_paths_of_this_server() {
+        assert_eq!(back_to(Some("/alerts?status=open")), "/alerts?status=open");
+        assert_eq!(back_to(Some("//evil.example/")), "/");
+        assert_eq!(back_to(Some("https://evil.example/")), "/");
+        assert_eq!(back_to(Some("/\\evil.example")), "/");
+        assert_eq!(back_to(None), "/");
+    }
+
+    #[test]
+    fn a_notice_is_one_of_the_fixed_lines() {
+        assert!(notice(Some("ack")).is_some());
+        assert!(notice(Some("<script>")).is_none());
+        assert!(notice(None).is_none());
+    }
+}

@@ -1,0 +1,576 @@
+//! The UI's objects, events, silences, downtimes and sites.
+
+use super::*;
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "`q` (name contains), `selector` (labels), `cursor`; hosts and services with their state, 100 a page.")
+            .query::<ObjectsQuery>().answers_text(200, HTML).page(),
+        Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
+            .query::<EventsQuery>().answers_text(200, HTML).page(),
+        Route::get("/silences", silences).permission("objects:read").doc("ui", "Silences page", "Active silences with how many active alerts each matches now and a warning when one ends within the hour, upcoming ones, the last 50 expired; expire.")
+            .answers_text(200, HTML).page(),
+        Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title).")
+            .query::<SilenceDraftQuery>().answers_text(200, HTML).page(),
+        Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `duration` (from now), `comment`. As `POST /api/v1/silences`; 303 to `/silences`; a refusal shows the form again with the reason (422).")
+            .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/silences/{id}/expire", expire_silence).permission("silences:write").doc("ui", "Expire a silence", "Form: `back`. As `DELETE /api/v1/silences/{id}`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/downtimes", downtimes).permission("objects:read").doc("ui", "Downtimes page", "Active downtimes (flagged when ending within the hour), upcoming or waiting ones, the last 50 ended; end now.")
+            .answers_text(200, HTML).page(),
+        Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
+            .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Start a downtime", "Form: `objectId` or `selector`, `duration` (from now), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+            .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/sites", sites).permission("objects:read").doc("ui", "Sites page", "Each field site as the main sees it: connected, quiet or stale, its last heartbeat, version, bundle, apply error, open alerts forwarded; live.")
+            .answers_text(200, HTML).page(),
+    ]
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct ObjectsQuery {
+    q: Option<String>,
+    selector: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn objects(
+    State(st): State<AppState>,
+    c: Visitor,
+    Query(q): Query<ObjectsQuery>,
+) -> Response {
+    let text = q.q.clone().unwrap_or_default();
+    let raw_selector = q.selector.clone().unwrap_or_default();
+    let selector = match raw_selector.parse() {
+        Ok(s) => s,
+        Err(e) => {
+            let e: crate::model::SelectorError = e;
+            return failed(Problem::validation("selector", e.to_string()));
+        }
+    };
+    let filter = ObjectFilter {
+        selector,
+        q: Some(text.trim().to_string()).filter(|s| !s.is_empty()),
+        ..Default::default()
+    };
+    let req = ui_page(q.cursor.clone(), 100, OBJECTS);
+    let after = id_cursor(&req);
+    let items = match st
+        .inventory
+        .objects(&c.principal, filter, after, req.limit, true)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |v| v.object.id.to_string());
+    let content = views::objects(
+        st.clock.now(),
+        &page.items,
+        &text,
+        &raw_selector,
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Objects, "Objects".into(), &[], None),
+            content,
+        ),
+    )
+}
+
+async fn object(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    Query(q): Query<DidQuery>,
+) -> Response {
+    let id = match path_id(&id) {
+        Ok(id) => id,
+        Err(p) => return failed(p),
+    };
+    let view = match object_view(&st, &c, id).await {
+        Ok(v) => v,
+        Err(p) => return failed(p),
+    };
+    let services = if view.object.kind == ObjectKind::Host {
+        let filter = ObjectFilter {
+            kind: Some(ObjectKind::Service),
+            host_id: Some(id),
+            ..Default::default()
+        };
+        match st
+            .inventory
+            .objects(
+                &c.principal,
+                filter,
+                None,
+                OBJECTS.max.unwrap_or(5000),
+                true,
+            )
+            .await
+        {
+            Ok(s) => s,
+            Err(e) => return failed(e),
+        }
+    } else {
+        Vec::new()
+    };
+    let (changes, events) = match object_events(&st, &c, id).await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let graphs = match object_graphs(&st, &c, id).await {
+        Ok(g) => g,
+        Err(p) => return failed(p),
+    };
+    let title = views::view_name(&view);
+    let content = views::object(
+        st.clock.now(),
+        &view,
+        &services,
+        &changes,
+        &graphs,
+        &events,
+        can(&c),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                &c,
+                Section::Objects,
+                title,
+                &["state_change", "downtime", "ack"],
+                q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+/// An object's state changes of the last day (for its history bar) and its latest events;
+/// none without `events:read`.
+async fn object_events(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+) -> Result<(Vec<Event>, Vec<Event>), Problem> {
+    if !c.principal.allows("events:read") {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let now = st.clock.now();
+    let day = EventFilter {
+        tenant_id: c.principal.tenant,
+        object_id: Some(id),
+        types: vec![EventType::StateChange],
+        from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000),
+        ..Default::default()
+    };
+    let changes = st.events.list_committed(&st.store, day, None, 1000).await?;
+    let latest = EventFilter {
+        tenant_id: c.principal.tenant,
+        object_id: Some(id),
+        ..Default::default()
+    };
+    let events = st
+        .events
+        .list_committed(&st.store, latest, None, 20)
+        .await?;
+    Ok((changes, events))
+}
+
+/// Graphs of an object's metric series over the last day (at most four); none without
+/// `metrics:read`.
+async fn object_graphs(st: &AppState, c: &Caller, id: Uuid) -> Result<Vec<views::Graph>, Problem> {
+    if !c.principal.allows("metrics:read") {
+        return Ok(Vec::new());
+    }
+    let now = st.clock.now();
+    let mut graphs = Vec::new();
+    for s in st
+        .metric_queries
+        .series(&c.principal, id)
+        .await?
+        .into_iter()
+        .take(4)
+    {
+        let q = MetricQuery {
+            object_id: Some(id),
+            metric: Some(s.metric.clone()),
+            from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000)
+                .unwrap_or(now),
+            to: now.plus(std::time::Duration::from_secs(1)),
+            max_points: Some(120),
+            step_seconds: None,
+            agg: None,
+        };
+        // A series retention emptied since it was listed has nothing to draw.
+        let points = match st
+            .metric_queries
+            .query(&c.principal, q)
+            .await
+            .map_err(Problem::from)
+        {
+            Ok(p) => p,
+            Err(p) if p.status == StatusCode::NOT_FOUND => continue,
+            Err(p) => return Err(p),
+        };
+        graphs.push(views::Graph {
+            metric: s.metric,
+            unit: s.unit,
+            points: points.points.into_iter().map(|p| (p.t, p.v)).collect(),
+        });
+    }
+    Ok(graphs)
+}
+
+async fn check_now(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        st.scheduler
+            .check_now(c.principal.tenant, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "check"),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct EventsQuery {
+    types: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn events(State(st): State<AppState>, c: Visitor, Query(q): Query<EventsQuery>) -> Response {
+    let kind = q
+        .types
+        .as_deref()
+        .and_then(|t| EventType::ALL.into_iter().find(|k| k.as_str() == t));
+    let filter = EventFilter {
+        tenant_id: c.principal.tenant,
+        types: kind.into_iter().collect(),
+        ..Default::default()
+    };
+    let req = ui_page(q.cursor.clone(), UI_PAGE, EVENTS);
+    let cursor = id_cursor(&req);
+    let items = match st
+        .events
+        .list_committed(&st.store, filter, cursor, req.limit)
+        .await
+    {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let page = Page::new(items, &req, |e| e.id.to_string());
+    let live: &[&str] = if page.next_cursor.is_none() || req.cursor.is_none() {
+        &[
+            "state_change",
+            "alert_opened",
+            "alert_resolved",
+            "ack",
+            "escalation",
+            "notification",
+            "ingress",
+            "downtime",
+            "silence",
+            "config",
+            "system",
+            "heartbeat_missed",
+            "incident_update",
+        ]
+    } else {
+        &[]
+    };
+    let content = views::events(
+        st.clock.now(),
+        &page.items,
+        kind.map_or("", |k| k.as_str()),
+        page.next_cursor.as_deref(),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Events, "Events".into(), live, None),
+            content,
+        ),
+    )
+}
+
+async fn silences(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    let result = async {
+        let all = st.alerting.silences(&c.principal, false).await?;
+        let reach = st.alerting.silence_reach(&c.principal, &all).await?;
+        Ok::<_, Problem>(all.into_iter().zip(reach).collect::<Vec<_>>())
+    };
+    match result.await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Silences,
+                    "Silences".into(),
+                    &["silence", "alert_opened", "alert_resolved"],
+                    q.did.as_deref(),
+                ),
+                views::silences(st.clock.now(), &items, c.principal.allows("silences:write")),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SilenceDraftQuery {
+    selector: Option<String>,
+    text_regex: Option<String>,
+}
+
+async fn new_silence(c: Visitor, Query(q): Query<SilenceDraftQuery>) -> Response {
+    let draft = SuppressionDraft {
+        selector: q.selector.unwrap_or_default(),
+        text_regex: q.text_regex.unwrap_or_default(),
+        ..Default::default()
+    };
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Silences, "New silence".into(), &[], None),
+            views::silence_form(&draft),
+        ),
+    )
+}
+
+/// The new silence and new downtime forms.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SuppressionForm {
+    selector: Option<String>,
+    text_regex: Option<String>,
+    /// A downtime of one object.
+    object_id: Option<String>,
+    /// How long from now: `2h`, `24h`...
+    duration: Option<String>,
+    comment: Option<String>,
+}
+
+impl SuppressionForm {
+    /// The end of the suppression: now plus the chosen duration.
+    fn end(&self, now: Timestamp) -> Result<Timestamp, Problem> {
+        let raw = self.duration.as_deref().unwrap_or("2h");
+        let d: GoDuration = raw
+            .parse()
+            .map_err(|_| Problem::validation("duration", format!("{raw:?} is not a duration")))?;
+        Ok(now.plus(d.0))
+    }
+
+    fn draft(&self, object: Option<(Uuid, String)>) -> SuppressionDraft {
+        SuppressionDraft {
+            selector: self.selector.clone().unwrap_or_default(),
+            text_regex: self.text_regex.clone().unwrap_or_default(),
+            comment: self.comment.clone().unwrap_or_default(),
+            duration: self.duration.clone().unwrap_or_default(),
+            object,
+        }
+    }
+}
+
+async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let f = match form::<SuppressionForm>(&body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    let result = async {
+        let body = SilenceBody {
+            comment: f.comment.clone(),
+            selector: f.selector.clone(),
+            text_regex: f.text_regex.clone(),
+            starts_at: None,
+            expires_at: Some(f.end(st.clock.now())?.to_string()),
+        };
+        st.alerting
+            .create_silence(&c.principal, &c.actor, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/silences"), "silence"),
+        Err(p) => form_again(
+            &c,
+            Section::Silences,
+            "New silence",
+            p,
+            views::silence_form(&f.draft(None)),
+        ),
+    }
+}
+
+async fn expire_silence(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        st.alerting
+            .expire_silence(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "expire"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn downtimes(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    match st.alerting.downtimes(&c.principal, false).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Downtimes,
+                    "Downtimes".into(),
+                    &["downtime"],
+                    q.did.as_deref(),
+                ),
+                views::downtimes(
+                    st.clock.now(),
+                    &items,
+                    c.principal.allows("downtimes:write"),
+                ),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct DowntimeDraftQuery {
+    /// The object the downtime is for.
+    object: Option<String>,
+}
+
+/// The object a downtime form is for, by id, with the name its page shows.
+async fn downtime_object(
+    st: &AppState,
+    c: &Caller,
+    raw: Option<&str>,
+) -> Result<Option<(Uuid, String)>, Problem> {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
+        return Ok(None);
+    };
+    let v = object_view(st, c, path_id(raw)?).await?;
+    Ok(Some((v.object.id, views::view_name(&v))))
+}
+
+async fn new_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    Query(q): Query<DowntimeDraftQuery>,
+) -> Response {
+    let object = match downtime_object(&st, &c, q.object.as_deref()).await {
+        Ok(o) => o,
+        Err(p) => return failed(p),
+    };
+    let draft = SuppressionDraft {
+        object,
+        ..Default::default()
+    };
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(&c, Section::Downtimes, "New downtime".into(), &[], None),
+            views::downtime_form(&draft),
+        ),
+    )
+}
+
+async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let f = match form::<SuppressionForm>(&body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    let object = match downtime_object(&st, &c, f.object_id.as_deref()).await {
+        Ok(o) => o,
+        Err(p) => return failed(p),
+    };
+    let result = async {
+        let now = st.clock.now();
+        let body = DowntimeBody {
+            comment: f.comment.clone(),
+            object_id: object.as_ref().map(|(id, _)| id.to_string()),
+            selector: if object.is_some() {
+                None
+            } else {
+                f.selector.clone()
+            },
+            kind: Some("fixed".into()),
+            start: Some(now.to_string()),
+            end: Some(f.end(now)?.to_string()),
+            duration: None,
+        };
+        st.alerting
+            .create_downtime(&c.principal, &c.actor, body, None)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/downtimes"), "downtime"),
+        Err(p) => {
+            let form = views::downtime_form(&f.draft(object));
+            form_again(&c, Section::Downtimes, "New downtime", p, form)
+        }
+    }
+}
+
+async fn end_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f = form::<ActionForm>(&body)?;
+        st.alerting
+            .end_downtime(&c.principal, &c.actor, path_id(&id)?)
+            .await?;
+        Ok::<_, Problem>(f.back)
+    };
+    match result.await {
+        Ok(back) => done(back.as_deref(), "end"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn sites(State(st): State<AppState>, c: Visitor) -> Response {
+    match st.sites.overview(&c.principal).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::Sites, "Sites".into(), &["system"], None),
+                views::sites(st.clock.now(), &items),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}

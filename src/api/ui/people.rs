@@ -1,0 +1,455 @@
+//! The UI's people: on call and taking a shift over, one's account and its look, users,
+//! API tokens and the audit log.
+
+use super::*;
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route::get("/oncall", on_call).permission("oncall:read").doc("ui", "On-call page", "The caller's shifts of the next 7 days (theirs: the contact whose `userId` is the caller), who is on call now in each schedule and until when, with call and e-mail links, and each schedule's next 7 days, overrides marked.")
+            .answers_text(200, HTML).page(),
+        Route::post("/oncall/{schedule}/take-over", take_over).permission("oncall:write").doc("ui", "Take a shift over", "Form: `start`, `end` (the shift's). An override of the schedule for the caller's contact from the shift's start (now, if it has begun) to its end, as `POST /api/v1/schedules/{name}/overrides`; 303 to `/oncall`; 422 when no contact names the caller.")
+            .form::<TakeOverForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::get("/audit", audit).permission("admin:audit").doc("ui", "Audit page", "The tenant's audit entries, newest first, 50 a page.")
+            .query::<CursorQuery>().answers_text(200, HTML).page(),
+        Route::post("/account/password", change_password).identity().doc("ui", "Change the password", "Form: `oldPassword`, `newPassword`. As `POST /api/v1/users/me:change-password` (a signed-in local user only); 303 to `/account`; a wrong current password or a weak new one shows the page again with the reason.")
+            .form::<ChangePassword>().answers_empty(303).answers_text(403, HTML).page(),
+        Route::get("/users", users).permission("admin:users").doc("ui", "Users page", "The tenant's users: roles, local or single sign-on, last seen; enable, disable (not oneself), add.")
+            .answers_text(200, HTML).page(),
+        Route::post("/users", create_user).permission("admin:users").doc("ui", "Add a user", "Form: `name`, `email`, `role`, optional `password`. As `POST /api/v1/users`; 303 to `/users`; a refusal shows the page again with the reason.")
+            .form::<AccountsForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/users/{id}/disable", disable_user).permission("admin:users").doc("ui", "Disable a user", "As `PUT /api/v1/users/{id}` with `disabled: true` (the last administrator stays); 303 to `/users`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::post("/users/{id}/enable", enable_user).permission("admin:users").doc("ui", "Enable a user", "As `PUT /api/v1/users/{id}` with `disabled: false`; 303 to `/users`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::get("/tokens", tokens).permission("admin:tokens").doc("ui", "API tokens page", "The tenant's API tokens without their secrets: roles, scopes, last use, expiry; rotate, revoke, mint.")
+            .answers_text(200, HTML).page(),
+        Route::post("/tokens", mint_token).permission("admin:tokens").doc("ui", "Mint an API token", "Form: `name`, `role`, optional `days` to expiry. As `POST /api/v1/api-tokens`; 200 with a page that shows the secret once (`Cache-Control: no-store`).")
+            .form::<AccountsForm>().answers_text(200, HTML).answers_text(422, HTML).page(),
+        Route::post("/tokens/{id}/rotate", rotate_token).permission("admin:tokens").doc("ui", "Rotate an API token", "As `POST /api/v1/api-tokens/{id}:rotate`; 200 with a page that shows the new secret once (`Cache-Control: no-store`).")
+            .form::<ActionForm>().answers_text(200, HTML).page(),
+        Route::post("/tokens/{id}/revoke", revoke_token).permission("admin:tokens").doc("ui", "Revoke an API token", "As `DELETE /api/v1/api-tokens/{id}`; 303 to `/tokens`.")
+            .form::<ActionForm>().answers_empty(303).page(),
+        Route::post("/account/preferences", set_preferences).identity().doc("ui", "Set the look of one's pages", "Form: `theme` (`light`, `dark`, or empty: the device's), `live` (`on`, `off`). Kept in the caller's preferences (`extra.theme`, `extra.live`, as `PUT /api/v1/users/me/preferences`); 303 to `/account`.")
+            .form::<LookForm>().answers_empty(303).page(),
+        Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's colours", "Form: `mode` (`light`, `dark`, or empty: each device's). As `PUT /api/v1/branding` with `mode`; a user's own theme wins over it; 303 to `/account`.")
+            .form::<LookForm>().answers_empty(303).page(),
+        Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
+            .answers_text(200, HTML).page(),
+    ]
+}
+
+async fn on_call(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    let found = async {
+        let now_on = st.notify.on_call_now(&c.principal).await?;
+        let week = st
+            .clock
+            .now()
+            .plus(std::time::Duration::from_secs(7 * 86_400))
+            .to_string();
+        let mut upcoming = Vec::new();
+        for s in &now_on {
+            let shifts = st
+                .notify
+                .timeline(&c.principal, &s.schedule, None, Some(&week))
+                .await?;
+            upcoming.push(views::Upcoming {
+                schedule: s.schedule.clone(),
+                shifts,
+            });
+        }
+        let me = st.notify.own_contact(&c.principal).await?;
+        Ok::<_, Problem>((now_on, upcoming, me))
+    };
+    match found.await {
+        Ok((now_on, upcoming, me)) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::OnCall,
+                    "On call now".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                views::on_call(
+                    st.clock.now(),
+                    &now_on,
+                    &upcoming,
+                    me.as_deref(),
+                    c.principal.allows("oncall:write"),
+                ),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+/// The take-over form: the shift's times as the page showed them.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct TakeOverForm {
+    start: Option<String>,
+    end: Option<String>,
+}
+
+/// An override putting the caller's contact on the shift, from now if it has begun.
+async fn take_over(
+    State(st): State<AppState>,
+    c: Visitor,
+    Path(schedule): Path<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let f: TakeOverForm = form(&body)?;
+        let me = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
+            Problem::validation(
+                "override",
+                "no contact names you (its userId): ask an editor to add one",
+            )
+        })?;
+        let now = st.clock.now();
+        let start = match f.start.as_deref().and_then(|s| s.parse::<Timestamp>().ok()) {
+            Some(s) if s > now => s,
+            _ => now,
+        };
+        let body = OverrideBody {
+            schedule: None,
+            contact_id: Some(me),
+            start: Some(start.to_string()),
+            end: f.end,
+            reason: Some(format!("taken over by {} in the UI", c.principal.name)),
+        };
+        st.notify
+            .create_override(&c.principal, &c.actor, &schedule, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/oncall"), "takeover"),
+        Err(p) => failed(p),
+    }
+}
+
+/// The account page's content: who, the look, the password form.
+async fn account_content(st: &AppState, c: &Visitor) -> Result<Markup, Problem> {
+    let p = &c.principal;
+    let prefs = st.auth.preferences(p, "me").await?;
+    let branding = if p.allows("config:write") {
+        Some(st.auth.branding().await?.mode.unwrap_or_default())
+    } else {
+        None
+    };
+    let looks = views::Looks {
+        theme: prefs.extra.get(THEME).map_or("", String::as_str),
+        live: c.live,
+        branding: branding.as_deref(),
+    };
+    Ok(views::account(
+        &p.name,
+        p.tenant,
+        &p.permissions.to_vec(),
+        c.actor.actor_type == ActorType::User,
+        &looks,
+    ))
+}
+
+async fn account(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    match account_content(&st, &c).await {
+        Ok(content) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Account,
+                    "Account".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                content,
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+async fn change_password(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let req: ChangePassword = form(&body)?;
+        st.auth.change_password(&c.principal, &c.actor, req).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "password"),
+        Err(p) => match account_content(&st, &c).await {
+            Ok(form) => form_again(&c, Section::Account, "Account", p, form),
+            Err(_) => failed(p),
+        },
+    }
+}
+
+/// The look forms: a user's theme and live updates, the instance's mode.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct LookForm {
+    /// `light`, `dark`, or empty: as the device is set.
+    theme: Option<String>,
+    /// `on` or `off`.
+    live: Option<String>,
+    /// The instance's: `light`, `dark`, or empty.
+    mode: Option<String>,
+}
+
+/// A scheme as stored: `light`, `dark`, or `system` for the device's.
+fn scheme(raw: Option<&str>) -> &'static str {
+    match raw.and_then(Theme::named) {
+        Some(Theme::Light) => "light",
+        Some(Theme::Dark) => "dark",
+        None => "system",
+    }
+}
+
+async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = form::<LookForm>(&body)?;
+        let mut prefs = st.auth.preferences(&c.principal, "me").await?;
+        prefs
+            .extra
+            .insert(THEME.into(), scheme(f.theme.as_deref()).into());
+        let live = if f.live.as_deref() == Some("off") {
+            "off"
+        } else {
+            "on"
+        };
+        prefs.extra.insert(LIVE.into(), live.into());
+        let body = serde_json::to_value(&prefs)
+            .map_err(|e| Problem::internal(format!("preferences as JSON: {e}")))?;
+        st.auth
+            .set_preferences(&c.principal, &c.actor, "me", body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "look"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn set_branding(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = form::<LookForm>(&body)?;
+        let mut branding = st.auth.branding().await?;
+        branding.mode = Some(scheme(f.mode.as_deref()).into());
+        let body = serde_json::to_value(&branding)
+            .map_err(|e| Problem::internal(format!("branding as JSON: {e}")))?;
+        st.auth.set_branding(&c.principal, &c.actor, body).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/account"), "look"),
+        Err(p) => failed(p),
+    }
+}
+
+/// The forms that add a user or mint a token.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct AccountsForm {
+    name: Option<String>,
+    email: Option<String>,
+    /// One role, built in (`viewer`, `operator`, `editor`, `admin`) or the tenant's own.
+    role: Option<String>,
+    password: Option<String>,
+    /// A token's days to expiry; empty: it does not expire.
+    days: Option<String>,
+}
+
+impl AccountsForm {
+    fn roles(&self) -> Vec<String> {
+        self.role
+            .iter()
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .collect()
+    }
+}
+
+async fn users_page(
+    st: &AppState,
+    c: &Visitor,
+    did: Option<&str>,
+    failure: Option<Problem>,
+) -> Response {
+    let items = match st.auth.users(&c.principal).await {
+        Ok(items) => items,
+        Err(e) => return failed(e),
+    };
+    let content = views::users(st.clock.now(), &items, c.principal.user);
+    match failure {
+        Some(p) => form_again(c, Section::Users, "Users", p, content),
+        None => html(
+            StatusCode::OK,
+            web::page(frame(c, Section::Users, "Users".into(), &[], did), content),
+        ),
+    }
+}
+
+async fn users(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    users_page(&st, &c, q.did.as_deref(), None).await
+}
+
+async fn create_user(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = form::<AccountsForm>(&body)?;
+        let req = CreateUser {
+            email: f.email.clone().unwrap_or_default(),
+            name: f.name.clone().unwrap_or_default(),
+            password: f.password.clone().filter(|p| !p.is_empty()),
+            roles: Some(f.roles()),
+            disabled: false,
+        };
+        st.auth.create_user(&c.principal, &c.actor, req).await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/users"), "user"),
+        Err(p) => users_page(&st, &c, None, Some(p)).await,
+    }
+}
+
+async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Response {
+    let result = async {
+        let req = UpdateUser {
+            disabled: Some(disabled),
+            ..Default::default()
+        };
+        st.auth
+            .update_user(&c.principal, &c.actor, path_id(id)?, req)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => done(Some("/users"), if disabled { "disable" } else { "enable" }),
+        Err(p) => failed(p),
+    }
+}
+
+async fn disable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+    set_disabled(&st, &c, &id, true).await
+}
+
+async fn enable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+    set_disabled(&st, &c, &id, false).await
+}
+
+async fn tokens(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+    match st.auth.tokens(&c.principal).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Tokens,
+                    "API tokens".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                views::tokens(st.clock.now(), &items),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
+}
+
+/// A page showing a secret once: never kept by a cache or the browser's history.
+fn secret_page(c: &Visitor, minted: &MintedToken) -> Response {
+    let mut res = html(
+        StatusCode::OK,
+        web::page(
+            frame(c, Section::Tokens, "API token".into(), &[], None),
+            views::token_secret(minted),
+        ),
+    );
+    res.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn mint_token(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let f = form::<AccountsForm>(&body)?;
+        let days: Option<u64> = match f.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+            Some(d) => Some(d.parse().map_err(|_| {
+                Problem::validation("expiresAt", format!("{d:?} is not a number of days"))
+            })?),
+            None => None,
+        };
+        let expires_at = days.map(|d| {
+            st.clock
+                .now()
+                .plus(std::time::Duration::from_secs(d.saturating_mul(86_400)))
+                .to_string()
+        });
+        let req = TokenRequest {
+            name: f.name.clone().unwrap_or_default(),
+            roles: f.roles(),
+            expires_at,
+            ..Default::default()
+        };
+        Ok::<_, Problem>(st.auth.mint(&c.principal, &c.actor, req).await?)
+    };
+    match result.await {
+        Ok(minted) => secret_page(&c, &minted),
+        Err(p) => failed(p),
+    }
+}
+
+async fn rotate_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+    let result = async {
+        Ok::<_, Problem>(
+            st.auth
+                .rotate(&c.principal, &c.actor, path_id(&id)?)
+                .await?,
+        )
+    };
+    match result.await {
+        Ok(minted) => secret_page(&c, &minted),
+        Err(p) => failed(p),
+    }
+}
+
+async fn revoke_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+    let result = async {
+        Ok::<_, Problem>(
+            st.auth
+                .revoke(&c.principal, &c.actor, path_id(&id)?)
+                .await?,
+        )
+    };
+    match result.await {
+        Ok(_) => done(Some("/tokens"), "revoke"),
+        Err(p) => failed(p),
+    }
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct CursorQuery {
+    cursor: Option<String>,
+}
+
+async fn audit(State(st): State<AppState>, c: Visitor, Query(q): Query<CursorQuery>) -> Response {
+    let req = ui_page(q.cursor, UI_PAGE, AUDIT);
+    let filter = AuditFilter {
+        before_seq: req.cursor.as_deref().and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    match st.auth.audit_entries(&c.principal, filter, req.limit).await {
+        Ok(items) => {
+            let page = Page::new(items, &req, |e| e.seq.to_string());
+            html(
+                StatusCode::OK,
+                web::page(
+                    frame(&c, Section::Audit, "Audit log".into(), &[], None),
+                    views::audit(&page.items, page.next_cursor.as_deref()),
+                ),
+            )
+        }
+        Err(e) => failed(e),
+    }
+}

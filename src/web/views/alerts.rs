@@ -1,0 +1,368 @@
+//! Problems, alerts and incidents.
+
+use super::*;
+
+/// The new-silence form pre-filled to match alerts like `a`: its labels whose values a
+/// selector can carry as they are, and its exact title.
+pub fn silence_like(a: &Alert) -> String {
+    let plain = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+    };
+    let selector: Vec<String> = a
+        .labels
+        .iter()
+        .filter(|(k, v)| plain(k) && plain(v))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut title = String::from("^");
+    for c in a.title.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            title.push('\\');
+        }
+        title.push(c);
+    }
+    title.push('$');
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("selector", &selector.join(","))
+        .append_pair("textRegex", &title)
+        .finish();
+    format!("/silences/new?{query}")
+}
+
+/// A problem object's open alert: the acknowledge button acts on it.
+pub struct OpenAlert {
+    pub id: Uuid,
+    /// An active silence holds it.
+    pub silenced: bool,
+}
+
+/// Whether someone has a problem in hand: acknowledged, in downtime, or its open alert
+/// silenced (the API's `/problems` knows the first two; the page adds silences, as
+/// Alertmanager's users expect).
+pub fn handled(p: &Problem, open: &HashMap<Uuid, OpenAlert>) -> bool {
+    p.state.acked_by.is_some()
+        || p.state.downtime_depth > 0
+        || open.get(&p.object.id).is_some_and(|a| a.silenced)
+}
+
+/// `/`: what is wrong now, as the domain orders it (unhandled first, worst first); `open`
+/// maps an object to its open alert, for the acknowledge button.
+pub fn problems(
+    now: Timestamp,
+    items: &[Problem],
+    handled_shown: bool,
+    open: &HashMap<Uuid, OpenAlert>,
+    can: Can,
+) -> Markup {
+    let back = if handled_shown { "/?handled=1" } else { "/" };
+    html! {
+        nav.tabs aria-label="Which problems" {
+            a href="/" aria-current=[(!handled_shown).then_some("page")] { "Unhandled" }
+            a href="/?handled=1" aria-current=[handled_shown.then_some("page")] { "All, handled too" }
+        }
+        @if items.is_empty() {
+            p { "No problems. Everything checked is OK or UP." }
+        } @else {
+            ul.list {
+                @for p in items {
+                    @let name = object_name(&p.object, p.host_name.as_deref());
+                    li {
+                        (state_badge(p.object.kind, Some(&p.state)))
+                        span.what {
+                            a href=(format!("/objects/{}", p.object.id)) { (name) }
+                            " " small { (p.state.output) }
+                            br;
+                            small { "since " (when(now, p.state.last_hard_change.unwrap_or(p.state.last_change))) }
+                            @if let Some(by) = &p.state.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
+                            @if p.state.downtime_depth > 0 { " " span.handled { "⏸ in downtime" } }
+                            @if open.get(&p.object.id).is_some_and(|a| a.silenced) { " " span.handled { "🔕 silenced" } }
+                        }
+                        span.acts {
+                            @if let (true, Some(alert)) = (can.ack, open.get(&p.object.id)) {
+                                (button(&format!("/alerts/{}/ack", alert.id), back, "Acknowledge", &name))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The status tabs of the alert list, with the query value each stands for.
+const ALERT_TABS: &[(&str, &str)] = &[
+    ("open", "Open"),
+    ("acked", "Acknowledged"),
+    ("resolved,expired", "Closed"),
+];
+
+/// `/alerts`: one status at a time, newest first, paged; open ones can be acknowledged in bulk.
+pub fn alerts(
+    now: Timestamp,
+    items: &[Alert],
+    status: &str,
+    next: Option<&str>,
+    can: Can,
+) -> Markup {
+    let back = format!("/alerts?status={status}");
+    let bulk = can.ack && status == "open" && !items.is_empty();
+    html! {
+        nav.tabs aria-label="Alert status" {
+            @for (value, text) in ALERT_TABS {
+                a href=(format!("/alerts?status={value}")) aria-current=[(*value == status).then_some("page")] { (text) }
+            }
+        }
+        @if items.is_empty() {
+            p { "No alerts here." }
+        } @else {
+            form #bulk method="post" action="/alerts/ack" {
+                input type="hidden" name="back" value=(back);
+            }
+            ul.list {
+                @for a in items {
+                    li {
+                        @if bulk {
+                            input type="checkbox" name="id" value=(a.id) form="bulk" aria-label=(format!("Select {}", a.title));
+                        }
+                        (severity_badge(a.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                            br;
+                            small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                            @if let Some(by) = &a.acked_by { " " span.handled { "✓ " (by) } }
+                            @if let Some(until) = a.snoozed_until { " " span.handled { "snoozed until " (when(now, until)) } }
+                        }
+                        span.acts {
+                            @if can.ack && a.status == AlertStatus::Open {
+                                (button(&format!("/alerts/{}/ack", a.id), &back, "Acknowledge", &a.title))
+                            }
+                        }
+                    }
+                }
+            }
+            @if bulk {
+                p { button form="bulk" type="submit" { "Acknowledge selected" } }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/alerts?status={status}&cursor={cursor}")) { "Older" }
+            }
+        }
+    }
+}
+
+/// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
+pub fn alert(
+    now: Timestamp,
+    a: &Alert,
+    object: Option<&str>,
+    open_incidents: Option<&[Incident]>,
+    events: &[Event],
+    can: Can,
+) -> Markup {
+    let here = format!("/alerts/{}", a.id);
+    let active = matches!(a.status, AlertStatus::Open | AlertStatus::Acked);
+    html! {
+        dl.facts {
+            dt { "Status" } dd { (a.status.as_str()) }
+            dt { "Severity" } dd { (severity_badge(a.severity)) }
+            dt { "Opened" } dd { (when(now, a.opened_at)) }
+            @if let Some(by) = &a.acked_by { dt { "Acknowledged by" } dd { (by) } }
+            @if let Some(at) = a.acked_at { dt { "Acknowledged" } dd { (when(now, at)) } }
+            @if let Some(until) = a.snoozed_until { dt { "Snoozed until" } dd { (when(now, until)) } }
+            @if let Some(at) = a.resolved_at { dt { "Closed" } dd { (when(now, at)) } }
+            @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { (object.unwrap_or("its object")) } } }
+            @if let Some(p) = &a.escalation_policy { dt { "Escalation policy" } dd { (p) } }
+            @if let Some(cause) = &a.cause { dt { "Caused by" } dd { (cause.reason) } }
+            dt { "Rule" } dd { (a.rule_id) }
+            @for (k, v) in &a.labels { dt { (k) } dd { (v) } }
+        }
+        @if can.ack && active {
+            h2 { "Act" }
+            div.acts {
+                @if a.status == AlertStatus::Open {
+                    form method="post" action=(format!("{here}/ack")) {
+                        input type="hidden" name="back" value=(here);
+                        label for="comment" { "Comment (optional)" }
+                        input #comment type="text" name="comment" maxlength="1000";
+                        " "
+                        button.primary type="submit" { "Acknowledge" }
+                    }
+                }
+                form method="post" action=(format!("{here}/snooze")) {
+                    input type="hidden" name="back" value=(here);
+                    label for="duration" { "Snooze for" }
+                    select #duration name="duration" {
+                        option value="30m" { "30 minutes" }
+                        option value="1h" selected { "1 hour" }
+                        option value="4h" { "4 hours" }
+                        option value="24h" { "24 hours" }
+                    }
+                    " "
+                    button type="submit" { "Snooze" }
+                }
+                (button(&format!("{here}/resolve"), &here, "Resolve", &a.title))
+            }
+        }
+        @if can.silence && active {
+            p { a.button href=(silence_like(a)) { "Silence alerts like this" } }
+        }
+        @if let Some(open) = open_incidents { (assign_to_incident(a, open)) }
+        h2 { "Timeline" }
+        (timeline(now, events))
+    }
+}
+
+/// `/incidents`: open incidents (or all), newest first.
+pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
+    html! {
+        nav.tabs aria-label="Which incidents" {
+            a href="/incidents" aria-current=[(!all).then_some("page")] { "Open" }
+            a href="/incidents?all=1" aria-current=[all.then_some("page")] { "All" }
+        }
+        @if items.is_empty() {
+            p { "No incidents here." }
+        } @else {
+            ul.list {
+                @for i in items {
+                    li {
+                        (severity_badge(i.severity))
+                        span.what {
+                            a href=(format!("/incidents/{}", i.id)) { (i.title) }
+                            br;
+                            small { (i.status) " · " (i.alert_ids.len()) " alert" @if i.alert_ids.len() != 1 { "s" } " · opened " (when(now, i.opened_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/incidents?all={}&cursor={cursor}", u8::from(all))) { "Older" }
+            }
+        }
+    }
+}
+
+/// `/incidents/{id}`: the incident, its alerts, its timeline, and its status to change.
+pub fn incident(
+    now: Timestamp,
+    i: &Incident,
+    alerts: &[Alert],
+    events: &[Event],
+    can_write: bool,
+) -> Markup {
+    let here = format!("/incidents/{}", i.id);
+    html! {
+        dl.facts {
+            dt { "Status" } dd { (i.status) }
+            dt { "Severity" } dd { (severity_badge(i.severity)) }
+            dt { "Opened" } dd { (when(now, i.opened_at)) " by " (i.created_by) }
+            @if let Some(at) = i.resolved_at { dt { "Resolved" } dd { (when(now, at)) } }
+            @if !i.impact.is_empty() { dt { "Impact" } dd { (i.impact) } }
+            @if !i.ticket_url.is_empty() { dt { "Ticket" } dd { (i.ticket_url) } }
+            @for (k, v) in &i.labels { dt { (k) } dd { (v) } }
+        }
+        @if !i.summary.is_empty() { p { (i.summary) } }
+        @if can_write {
+            form.acts method="post" action=(format!("{here}/status")) {
+                input type="hidden" name="version" value=(i.version);
+                div {
+                    label for="status" { "Status" }
+                    select #status name="status" {
+                        @for s in ["open", "acked", "resolved"] {
+                            option value=(s) selected[i.status == s] { (s) }
+                        }
+                    }
+                }
+                button.primary type="submit" { "Change status" }
+            }
+        }
+        h2 { "Alerts" }
+        @if alerts.is_empty() {
+            p.muted { "None." }
+        } @else {
+            ul.list {
+                @for a in alerts {
+                    li {
+                        (severity_badge(a.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                            br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Timeline" }
+        (timeline(now, events))
+    }
+}
+
+/// On an alert's page: add it to an open incident, or open one for it.
+pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
+    let here = format!("/alerts/{}", a.id);
+    html! {
+        h2 { "Incident" }
+        @if let Some(id) = a.incident_id {
+            p { "Part of " a href=(format!("/incidents/{id}")) { "an incident" } "." }
+        } @else {
+            div.acts {
+                @if !open.is_empty() {
+                    form method="post" action=(format!("{here}/incident")) {
+                        label for="incident" { "Add to an open incident" }
+                        select #incident name="incident" {
+                            @for i in open { option value=(i.id) { (i.title) } }
+                        }
+                        " "
+                        button type="submit" { "Add" }
+                    }
+                }
+                form method="post" action=(format!("{here}/incident")) {
+                    input type="hidden" name="incident" value="new";
+                    button type="submit" { "Open an incident for it" }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let mut a = Alert::open(
+            Uuid::nil(),
+            Uuid::nil(),
+            "rule".into(),
+            "key".into(),
+            Severity::Critical,
+            "disk (/var) 95%".into(),
+            now,
+        );
+        a.labels.insert("site".into(), "north".into());
+        a.labels.insert("note".into(), "a, b".into());
+        let link = silence_like(&a);
+        let query: Vec<(String, String)> = form_urlencoded::parse(
+            link.split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .into_owned()
+        .collect();
+        assert_eq!(query[0], ("selector".into(), "site=north".into()));
+        assert_eq!(
+            query[1],
+            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
+        );
+    }
+}

@@ -1,0 +1,499 @@
+//! Objects with their history and graphs, events, silences, downtimes and sites.
+
+use super::*;
+
+/// `/objects`: search and filter on the server, paged.
+pub fn objects(
+    now: Timestamp,
+    items: &[ObjectView],
+    q: &str,
+    selector: &str,
+    next: Option<&str>,
+) -> Markup {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("q", q)
+        .append_pair("selector", selector)
+        .finish();
+    html! {
+        form.filters method="get" action="/objects" role="search" {
+            div { label for="q" { "Name contains" } input #q type="search" name="q" value=(q); }
+            div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(selector) placeholder="site=north,role=db"; }
+            button type="submit" { "Filter" }
+        }
+        @if items.is_empty() {
+            p { "Nothing matches." }
+        } @else {
+            ul.list {
+                @for v in items {
+                    li {
+                        (state_badge(v.object.kind, v.state.as_ref()))
+                        span.what {
+                            a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
+                            @if let Some(s) = &v.state {
+                                " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/objects?{query}&cursor={cursor}")) { "Next" }
+            }
+        }
+    }
+}
+
+/// `/objects/{id}`: the object's state and output, its services (a host), its recent events.
+pub fn object(
+    now: Timestamp,
+    v: &ObjectView,
+    services: &[ObjectView],
+    changes: &[Event],
+    graphs: &[Graph],
+    events: &[Event],
+    can: Can,
+) -> Markup {
+    let segments = history(now, v.state.as_ref().map(|s| s.state), changes);
+    let here = format!("/objects/{}", v.object.id);
+    html! {
+        dl.facts {
+            dt { "State" } dd { (state_badge(v.object.kind, v.state.as_ref())) }
+            @if let Some(s) = &v.state {
+                dt { "Output" } dd { (s.output) }
+                dt { "Last check" } dd { (when(now, s.last_check)) }
+                dt { "Last change" } dd { (when(now, s.last_change)) }
+                @if let Some(by) = &s.acked_by { dt { "Acknowledged by" } dd { (by) } }
+                @if s.downtime_depth > 0 { dt { "Downtime" } dd { "in downtime" } }
+                @if s.flapping { dt { "Flapping" } dd { (format!("{:.0} %", s.flap_pct)) } }
+            }
+            @if let Some(h) = &v.host_name {
+                dt { "Host" } dd { a href=(format!("/objects/{}", v.object.host_id.map(|h| h.to_string()).unwrap_or_default())) { (h) } }
+            }
+            @for (k, val) in &v.object.labels { dt { (k) } dd { (val) } }
+        }
+        h2 { "The last day" }
+        (history_bar(v.object.kind, &segments))
+        @for g in graphs { (graph(g)) }
+        @if let Some(s) = &v.state {
+            @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
+            @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
+        }
+        div.acts {
+            @if can.check_now {
+                (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name))
+            }
+            @if can.downtime {
+                a.button href=(format!("/downtimes/new?object={}", v.object.id)) { "Schedule downtime" }
+            }
+        }
+        @if v.object.kind == ObjectKind::Host {
+            h2 { "Services" }
+            @if services.is_empty() {
+                p.muted { "No services." }
+            } @else {
+                ul.list {
+                    @for s in services {
+                        li {
+                            (state_badge(s.object.kind, s.state.as_ref()))
+                            span.what {
+                                a href=(format!("/objects/{}", s.object.id)) { (s.object.name) }
+                                @if let Some(st) = &s.state { " " small { (st.output) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Recent events" }
+        (timeline(now, events))
+    }
+}
+
+/// `/events`: the tenant's event feed, newest first, filtered by type, paged, live.
+pub fn events(now: Timestamp, items: &[Event], kind: &str, next: Option<&str>) -> Markup {
+    html! {
+        form.filters method="get" action="/events" {
+            div {
+                label for="types" { "Type" }
+                select #types name="types" {
+                    option value="" selected[kind.is_empty()] { "All" }
+                    @for t in crate::model::event::EventType::ALL {
+                        option value=(t.as_str()) selected[kind == t.as_str()] { (t.as_str()) }
+                    }
+                }
+            }
+            button type="submit" { "Filter" }
+        }
+        (timeline(now, items))
+        @if let Some(cursor) = next {
+            nav.pager aria-label="Pages" {
+                a.button href=(format!("/events?types={kind}&cursor={cursor}")) { "Older" }
+            }
+        }
+    }
+}
+
+/// `/silences`: active (with how many active alerts each matches now), upcoming, expired.
+pub fn silences(now: Timestamp, items: &[(Silence, usize)], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now)).collect();
+    let upcoming: Vec<_> = items.iter().filter(|(s, _)| s.starts_at > now).collect();
+    let expired: Vec<_> = items
+        .iter()
+        .filter(|(s, _)| s.expires_at <= now)
+        .take(50)
+        .collect();
+    let row = |s: &Silence, reach: Option<usize>| {
+        html! {
+            li {
+                span.what {
+                    strong { (s.comment) }
+                    br;
+                    small {
+                        @if !s.selector.is_empty() { "labels " code { (s.selector) } " " }
+                        @if !s.text_regex.is_empty() { "title ~ " code { (s.text_regex) } " " }
+                        @if s.selector.is_empty() && s.text_regex.is_empty() { "every alert " }
+                        "· by " (s.created_by) " · "
+                        @if s.expires_at > now { (ends(now, s.expires_at, "expires")) } @else { "expired " (when(now, s.expires_at)) }
+                    }
+                    @if let Some(n) = reach { br; small { "matches " (n) " active alert" @if n != 1 { "s" } " now" } }
+                }
+                span.acts {
+                    @if can_write && s.expires_at > now {
+                        (button(&format!("/silences/{}/expire", s.id), "/silences", "Expire", &s.comment))
+                    }
+                }
+            }
+        }
+    };
+    html! {
+        @if can_write { p { a.button href="/silences/new" { "New silence" } } }
+        h2 { "Active" }
+        @if active.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for (s, n) in &active { (row(s, Some(*n))) } }
+        }
+        @if !upcoming.is_empty() {
+            h2 { "Upcoming" }
+            ul.list { @for (s, _) in &upcoming { (row(s, None)) } }
+        }
+        h2 { "Expired" }
+        @if expired.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for (s, _) in &expired { (row(s, None)) } }
+        }
+    }
+}
+
+/// What a new silence or downtime form shows again after a refusal, or pre-filled.
+#[derive(Default)]
+pub struct SuppressionDraft {
+    pub selector: String,
+    pub text_regex: String,
+    pub comment: String,
+    pub duration: String,
+    /// A downtime of one object: its id and name.
+    pub object: Option<(Uuid, String)>,
+}
+
+/// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
+pub fn silence_form(d: &SuppressionDraft) -> Markup {
+    html! {
+        form method="post" action="/silences" {
+            label for="selector" { "Alert labels (a selector; empty: any)" }
+            input #selector type="text" name="selector" value=(d.selector) placeholder="site=north,team=ops";
+            label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
+            input #textRegex type="text" name="textRegex" value=(d.text_regex);
+            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
+            p { button.primary type="submit" { "Create silence" } }
+        }
+        p.muted { "A silence never stops an alert from opening; it holds its pages while it lasts." }
+    }
+}
+
+/// `/downtimes`: active, upcoming and ended downtimes.
+pub fn downtimes(now: Timestamp, items: &[Downtime], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|d| d.active(now)).collect();
+    let upcoming: Vec<_> = items
+        .iter()
+        .filter(|d| !d.active(now) && d.end > now)
+        .collect();
+    let ended: Vec<_> = items.iter().filter(|d| d.end <= now).take(50).collect();
+    let row = |d: &Downtime| {
+        html! {
+            li {
+                span.what {
+                    strong { (d.comment) }
+                    br;
+                    small {
+                        @if let Some(o) = d.object_id { a href=(format!("/objects/{o}")) { "one object" } " " }
+                        @if !d.selector.is_empty() { "labels " code { (d.selector) } " " }
+                        "· " (d.kind) " · by " (d.created_by) " · "
+                        @if d.start > now { "starts " (when(now, d.start)) " · " }
+                        @if d.end > now { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
+                    }
+                }
+                span.acts {
+                    @if can_write && d.end > now {
+                        (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
+                    }
+                }
+            }
+        }
+    };
+    html! {
+        @if can_write { p { a.button href="/downtimes/new" { "New downtime" } } }
+        h2 { "Active" }
+        @if active.is_empty() { p.muted { "None." } } @else { ul.list { @for d in &active { (row(d)) } } }
+        @if !upcoming.is_empty() {
+            h2 { "Upcoming or waiting for a problem" }
+            ul.list { @for d in &upcoming { (row(d)) } }
+        }
+        h2 { "Ended" }
+        @if ended.is_empty() { p.muted { "None." } } @else { ul.list { @for d in &ended { (row(d)) } } }
+    }
+}
+
+/// `/downtimes/new`: one object (from its page) or a selector, from now for how long, why.
+pub fn downtime_form(d: &SuppressionDraft) -> Markup {
+    html! {
+        form method="post" action="/downtimes" {
+            @if let Some((id, name)) = &d.object {
+                input type="hidden" name="objectId" value=(id);
+                p { "For " strong { (name) } " (a host's downtime covers its services)." }
+            } @else {
+                label for="selector" { "Objects with the labels (a selector)" }
+                input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
+            }
+            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
+            p { button.primary type="submit" { "Start downtime now" } }
+        }
+    }
+}
+
+/// The last day of an object's states, for its history bar.
+pub const HISTORY_SECS: i64 = 24 * 3600;
+
+/// The state history over `[now - HISTORY_SECS, now]` as (state, share of the window) from the
+/// oldest: `changes` are the object's `state_change` events in the window, newest first (as the
+/// event list gives them). Before the first change the object was in that change's `fromState`;
+/// `None` is time without data (before its first result).
+pub fn history(now: Timestamp, current: Option<u8>, changes: &[Event]) -> Vec<(Option<u8>, f64)> {
+    let start = now.as_millis() - HISTORY_SECS * 1000;
+    let span = (HISTORY_SECS * 1000) as f64;
+    let state_of = |e: &Event, key: &str| {
+        e.payload
+            .get(key)
+            .and_then(|v| v.as_u64())
+            .and_then(|v| u8::try_from(v).ok())
+    };
+    let mut oldest_first: Vec<&Event> = changes
+        .iter()
+        .filter(|e| e.ts.as_millis() >= start && e.ts.as_millis() <= now.as_millis())
+        .collect();
+    oldest_first.sort_by_key(|e| e.ts);
+    let mut out: Vec<(Option<u8>, f64)> = Vec::new();
+    let mut at = start;
+    let mut state = match oldest_first.first() {
+        Some(e) => state_of(e, "fromState"),
+        None => current,
+    };
+    for e in oldest_first {
+        let t = e.ts.as_millis();
+        if t > at {
+            out.push((state, (t - at) as f64 / span));
+        }
+        at = t;
+        state = state_of(e, "toState");
+    }
+    out.push((state, (now.as_millis() - at) as f64 / span));
+    // Neighbours in the same state become one segment.
+    let mut merged: Vec<(Option<u8>, f64)> = Vec::new();
+    for (s, share) in out {
+        match merged.last_mut() {
+            Some((last, total)) if *last == s => *total += share,
+            _ => merged.push((s, share)),
+        }
+    }
+    merged.retain(|(_, share)| *share > 0.0);
+    merged
+}
+
+fn history_bar(kind: ObjectKind, segments: &[(Option<u8>, f64)]) -> Markup {
+    let summary: Vec<String> = segments
+        .iter()
+        .map(|(s, share)| format!("{} {:.0} %", label(kind, *s), share * 100.0))
+        .collect();
+    html! {
+        div.bar role="img" aria-label=(format!("The last 24 hours: {}", summary.join(", "))) {
+            @for (s, share) in segments {
+                span.(state_class(kind, *s)) style=(format!("width:{:.3}%", share * 100.0)) title=(format!("{} {:.1} %", label(kind, *s), share * 100.0)) {}
+            }
+        }
+        p.muted.span { small { "24 hours ago" } small { "now" } }
+    }
+}
+
+/// One metric series of an object, for its graph.
+pub struct Graph {
+    pub metric: String,
+    pub unit: String,
+    pub points: Vec<(Timestamp, f64)>,
+}
+
+/// A line graph as inline SVG: rendered by the server, so it needs no script and no library,
+/// and costs a few hundred bytes.
+fn graph(g: &Graph) -> Markup {
+    const W: f64 = 600.0;
+    const H: f64 = 120.0;
+    let (Some(first), Some(last)) = (g.points.first(), g.points.last()) else {
+        return html! {};
+    };
+    let (t0, t1) = (first.0.as_millis() as f64, last.0.as_millis() as f64);
+    let (lo, hi) = g
+        .points
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, v)| {
+            (lo.min(*v), hi.max(*v))
+        });
+    let x = |t: Timestamp| {
+        if t1 > t0 {
+            (t.as_millis() as f64 - t0) / (t1 - t0) * W
+        } else {
+            W
+        }
+    };
+    let y = |v: f64| {
+        if hi > lo {
+            H - (v - lo) / (hi - lo) * H
+        } else {
+            H / 2.0
+        }
+    };
+    let mut line: Vec<String> = g
+        .points
+        .iter()
+        .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
+        .collect();
+    // One sample is a level across the graph, not an invisible point.
+    if g.points.len() == 1 {
+        line = vec![
+            format!("0,{:.1}", y(first.1)),
+            format!("{W},{:.1}", y(first.1)),
+        ];
+    }
+    let describe = format!(
+        "{} over the last day: from {lo} to {hi} {unit}, now {} {unit}",
+        g.metric,
+        last.1,
+        unit = g.unit
+    );
+    html! {
+        figure {
+            figcaption { strong { (g.metric) } " " small.muted { (format!("{} {}", last.1, g.unit)) " now · " (lo) "–" (hi) } }
+            svg viewBox=(format!("0 0 {W} {H}")) preserveAspectRatio="none" width="100%" height="120" role="img" aria-label=(describe) {
+                polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="2" vector-effect="non-scaling-stroke" {}
+            }
+        }
+    }
+}
+
+/// `/sites`: each field site as the main sees it.
+pub fn sites(now: Timestamp, items: &[SiteOverview]) -> Markup {
+    html! {
+        @if items.is_empty() {
+            p { "No sites. A site is a configuration document of kind " code { "sites" } "." }
+        } @else {
+            ul.list {
+                @for s in items {
+                    li {
+                        @if s.disabled {
+                            span.badge.s-info { "disabled" }
+                        } @else if s.stale {
+                            span.badge.s-crit { "stale" }
+                        } @else if s.connected {
+                            span.badge.s-ok { "connected" }
+                        } @else {
+                            span.badge.s-warn { "quiet" }
+                        }
+                        span.what {
+                            strong { (s.name) }
+                            @if let Some(d) = &s.description { " " small { (d) } }
+                            br;
+                            small {
+                                "heartbeat "
+                                @if let Some(at) = s.last_heartbeat_at { (when(now, at)) } @else { "never" }
+                                " · version " (s.version)
+                                @if s.version_skew { " " strong { "(differs from the main)" } }
+                                " · bundle " @if s.bundle_current { "current" } @else { strong { "behind" } }
+                                @if !s.apply_error.is_empty() { " · " strong { "apply failed: " (s.apply_error) } }
+                                " · " (s.forwarded_alerts_open) " open alerts forwarded"
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::EventType;
+    use serde_json::json;
+
+    fn change(now: Timestamp, secs_ago: i64, from: Option<u8>, to: u8) -> Event {
+        Event {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            ts: Timestamp::from_millis(now.as_millis() - secs_ago * 1000).unwrap_or(now),
+            kind: EventType::StateChange,
+            object_id: None,
+            source_id: None,
+            severity: None,
+            payload: json!({"fromState": from, "toState": to}),
+            site: None,
+        }
+    }
+
+    #[test]
+    fn the_history_bar_is_the_day_in_state_segments() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let share = |h: f64| h * 3600.0 / HISTORY_SECS as f64;
+        // No change in the day: all of it in the current state, or no data.
+        assert_eq!(history(now, Some(0), &[]), vec![(Some(0), 1.0)]);
+        assert_eq!(history(now, None, &[]), vec![(None, 1.0)]);
+        // Created 6 h ago (no state before its first result), CRITICAL 6 h, then OK for 3 h.
+        let changes = [
+            change(now, 3 * 3600, Some(2), 0),
+            change(now, 6 * 3600, None, 2),
+        ];
+        let got = history(now, Some(0), &changes);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, None);
+        assert!((got[0].1 - share(18.0)).abs() < 1e-9);
+        assert_eq!(got[1].0, Some(2));
+        assert!((got[1].1 - share(3.0)).abs() < 1e-9);
+        assert_eq!(got[2].0, Some(0));
+        assert!((got[2].1 - share(3.0)).abs() < 1e-9);
+        // A soft change back and forth within one state merges; changes older than the day
+        // are left out.
+        let changes = [
+            change(now, 3600, Some(2), 2),
+            change(now, 7200, Some(0), 2),
+            change(now, 30 * 3600, Some(1), 0),
+        ];
+        let got = history(now, Some(2), &changes);
+        assert_eq!(
+            got.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [Some(0), Some(2)]
+        );
+        assert!((got.iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-9);
+    }
+}
