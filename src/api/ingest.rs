@@ -6,7 +6,8 @@ use super::error::{Code, Problem};
 use super::extract::{JSON_BODY_LIMIT, read_body};
 use super::router::{JSON, Route};
 use super::schemas;
-use crate::ingress::webhook::{Credentials, base64_decode};
+use crate::ingress::webhook::Credentials;
+use crate::model::base64;
 use axum::Json;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -28,7 +29,7 @@ fn credentials(headers: &HeaderMap) -> Credentials {
     let bearer = bearer_value(headers).filter(|t| !t.starts_with("svc_"));
     let basic = authorization
         .strip_prefix("Basic ")
-        .and_then(base64_decode)
+        .and_then(base64::decode)
         .and_then(|raw| String::from_utf8(raw).ok())
         .and_then(|pair| {
             pair.split_once(':')

@@ -266,33 +266,6 @@ fn alertmanager(doc: &Value) -> Result<Vec<Normalized>, IngestError> {
         .collect()
 }
 
-/// Decodes standard base64 (for `Authorization: Basic`).
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s.trim().trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes() {
-        acc = (acc << 6) | value(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 impl Ingress {
     /// The source named `name`. Event-source names are unique across tenants (the ingest URL
     /// names no tenant); should an older data directory hold one name twice, the default
@@ -524,12 +497,5 @@ mod tests {
         assert!(events[1].resolve);
         assert!(alertmanager(&json!({"version": "3", "alerts": []})).is_err());
         assert!(alertmanager(&json!({"hello": 1})).is_err());
-    }
-
-    #[test]
-    fn basic_credentials_decode() {
-        assert_eq!(base64_decode("dXNlcjpwYXNz").unwrap(), b"user:pass");
-        assert_eq!(base64_decode("YQ==").unwrap(), b"a");
-        assert!(base64_decode("@@").is_none());
     }
 }

@@ -3,9 +3,11 @@
 pub mod alert;
 pub mod audit;
 pub mod availability;
+pub mod base64;
 pub mod bundle;
 pub mod cel;
 pub mod config;
+pub mod dashboard;
 pub mod discovery;
 pub mod duration;
 pub mod event;

@@ -33,12 +33,19 @@ pub enum Section {
     Users,
     Tokens,
     Config,
+    Dashboards,
     Account,
 }
 
 /// The navigation links: section, path, label, and the permission that shows it.
 const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Problems, "/", "Problems", "objects:read"),
+    (
+        Section::Dashboards,
+        "/dashboards",
+        "Dashboards",
+        "objects:read",
+    ),
     (Section::Alerts, "/alerts", "Alerts", "alerts:read"),
     (
         Section::Incidents,

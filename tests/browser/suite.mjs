@@ -66,7 +66,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical"];
-const PAGES = ["/", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
+const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
 
 async function main() {
   const srv = await startServer();

@@ -1036,3 +1036,80 @@ async fn a_configuration_document_is_planned_then_applied_at_its_version() {
     assert_eq!(status, 403);
     assert_eq!(olga.page("/config/no-such-kind").await.0, 404);
 }
+
+/// Standard base64, for a dashboard's layout.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "swap").await;
+    open_alerts(s, &a.token, 2).await;
+    let layout = json!({"tiles": [
+        {"filter": "open-alerts", "title": "Open alerts"},
+        {"filter": "north-services", "show": "count"},
+        {"filter": "no-such-filter"},
+        {"filter": "tenant-audit"},
+    ]});
+    create_all(s, &a.token, vec![
+        ("/api/v1/saved-filters", json!({"name": "open-alerts", "resource": "alerts", "query": {"status": "open"}, "shared": true})),
+        ("/api/v1/saved-filters", json!({"name": "north-services", "resource": "services", "query": {"selector": "site=north"}})),
+        ("/api/v1/saved-filters", json!({"name": "tenant-audit", "resource": "events", "query": {"types": "ack"}})),
+        ("/api/v1/dashboards", json!({"name": "noc", "shared": true, "spec": base64(layout.to_string().as_bytes())})),
+        ("/api/v1/dashboards", json!({"name": "private", "shared": false, "ownerId": "someone-else", "spec": base64(b"{\"tiles\":[]}")})),
+        ("/api/v1/dashboards", json!({"name": "broken", "shared": true, "spec": base64(b"{\"a\":1}")})),
+    ])
+    .await;
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (status, list) = vera.page("/dashboards").await;
+    assert_eq!(status, 200);
+    assert!(
+        list.contains("/dashboards/noc") && !list.contains("/dashboards/private"),
+        "{list}"
+    );
+    let (status, page) = vera.page("/dashboards/noc").await;
+    assert_eq!(status, 200);
+    // Two open alerts, listed; the services labelled site=north, counted; a tile whose filter
+    // is missing says so and the others still show.
+    assert!(
+        page.contains("<h2>Open alerts</h2>") && page.contains("disk is CRITICAL"),
+        "{page}"
+    );
+    assert!(page.contains("<strong>2</strong>"), "{page}");
+    assert!(page.contains("<h2>north-services</h2>"));
+    assert!(
+        page.contains("no-such-filter") && page.contains("notice error"),
+        "{page}"
+    );
+    assert!(page.contains("data-live"));
+    assert_eq!(
+        vera.page("/dashboards/private").await.0,
+        404,
+        "another's private dashboard"
+    );
+    assert_eq!(
+        vera.page("/dashboards/broken").await.0,
+        422,
+        "a layout that does not read"
+    );
+}

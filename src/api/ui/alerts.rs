@@ -36,16 +36,6 @@ struct ProblemsQuery {
     did: Option<String>,
 }
 
-/// Types whose events change what the problems and alert pages show.
-const ALERT_LIVE: &[&str] = &[
-    "state_change",
-    "alert_opened",
-    "alert_resolved",
-    "ack",
-    "escalation",
-    "downtime",
-];
-
 /// The problems, and each problem object's open alert with whether a silence holds it.
 async fn problems_with_alerts(
     st: &AppState,

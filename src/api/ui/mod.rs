@@ -7,6 +7,7 @@
 
 mod alerts;
 mod config;
+mod dashboards;
 mod objects;
 mod people;
 
@@ -56,6 +57,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(objects::routes());
     all.extend(people::routes());
     all.extend(config::routes());
+    all.extend(dashboards::routes());
     all
 }
 
@@ -306,6 +308,16 @@ pub(super) async fn object_view(
         .find(|v| v.object.id == id)
         .ok_or_else(Problem::not_found)
 }
+
+/// Types whose events change what the problems, alert and dashboard pages show.
+const ALERT_LIVE: &[&str] = &[
+    "state_change",
+    "alert_opened",
+    "alert_resolved",
+    "ack",
+    "escalation",
+    "downtime",
+];
 
 #[cfg(test)]
 mod tests {

@@ -4,11 +4,13 @@
 
 mod alerts;
 mod config;
+mod dashboards;
 mod objects;
 mod people;
 
 pub use alerts::*;
 pub use config::*;
+pub use dashboards::*;
 pub use objects::*;
 pub use people::*;
 

@@ -1,0 +1,42 @@
+//! Standard base64 (RFC 4648 section 4), decoding only: what clients send encoded.
+
+/// Decodes standard base64 (`Authorization: Basic`, a dashboard's layout); `None` for a
+/// character outside the alphabet.
+pub fn decode(s: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.trim().trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        acc = (acc << 6) | value(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_padded_and_unpadded_and_refuses_other_characters() {
+        assert_eq!(decode("dXNlcjpwYXNz").unwrap_or_default(), b"user:pass");
+        assert_eq!(decode("YQ==").unwrap_or_default(), b"a");
+        assert_eq!(decode("YQ").unwrap_or_default(), b"a");
+        assert!(decode("@@").is_none());
+    }
+}
