@@ -325,17 +325,13 @@ async fn resolve(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
+    back_after(&body, "resolve", async {
         st.alerting
             .resolve(&c.principal, &c.actor, path_id(&id)?)
             .await?;
-        Ok::<_, Problem>(f.back)
-    };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "resolve"),
-        Err(p) => failed(p),
-    }
+        Ok(())
+    })
+    .await
 }
 
 /// The incident forms: which incident (`new` for one of its own), or a status and the version

@@ -108,6 +108,23 @@ fn id_cursor(req: &PageRequest) -> Option<Uuid> {
     req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok())
 }
 
+/// A one-button action: the form's `back` read first, then `work`; 303 there with `did`, or
+/// the refusal as a page.
+async fn back_after(
+    body: &Bytes,
+    did: &str,
+    work: impl std::future::Future<Output = Result<(), Problem>>,
+) -> Response {
+    let f = match form::<ActionForm>(body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    match work.await {
+        Ok(()) => done(f.back.as_deref(), did),
+        Err(p) => failed(p),
+    }
+}
+
 /// 303 to `back` with what was done, shown once by the page.
 fn done(back: Option<&str>, did: &str) -> Response {
     let to = back_to(back);

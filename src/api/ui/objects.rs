@@ -238,17 +238,13 @@ async fn check_now(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
+    back_after(&body, "check", async {
         st.scheduler
             .check_now(c.principal.tenant, path_id(&id)?)
             .await?;
-        Ok::<_, Problem>(f.back)
-    };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "check"),
-        Err(p) => failed(p),
-    }
+        Ok(())
+    })
+    .await
 }
 
 #[derive(Deserialize, Default, schemars::JsonSchema)]
@@ -428,17 +424,13 @@ async fn expire_silence(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
+    back_after(&body, "expire", async {
         st.alerting
             .expire_silence(&c.principal, &c.actor, path_id(&id)?)
             .await?;
-        Ok::<_, Problem>(f.back)
-    };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "expire"),
-        Err(p) => failed(p),
-    }
+        Ok(())
+    })
+    .await
 }
 
 async fn downtimes(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
@@ -549,17 +541,13 @@ async fn end_downtime(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
+    back_after(&body, "end", async {
         st.alerting
             .end_downtime(&c.principal, &c.actor, path_id(&id)?)
             .await?;
-        Ok::<_, Problem>(f.back)
-    };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "end"),
-        Err(p) => failed(p),
-    }
+        Ok(())
+    })
+    .await
 }
 
 async fn sites(State(st): State<AppState>, c: Visitor) -> Response {
