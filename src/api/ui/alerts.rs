@@ -33,13 +33,8 @@ pub(super) fn routes() -> Vec<Route> {
 #[derive(Deserialize, Default, schemars::JsonSchema)]
 struct ProblemsQuery {
     handled: Option<String>,
-    /// How many problems the earlier pages showed.
-    from: Option<usize>,
     did: Option<String>,
 }
-
-/// Problems on one page of the problems list.
-const PROBLEMS_PAGE: usize = 100;
 
 /// The problems, and each problem object's open alert with whether a silence holds it.
 async fn problems_with_alerts(
@@ -89,21 +84,7 @@ async fn problems(
     } else {
         "Problems".to_string()
     };
-    let total = items.len();
-    let from = q.from.unwrap_or(0).min(total);
-    let shown = &items[from..total.min(from + PROBLEMS_PAGE)];
-    let content = views::problems(
-        st.clock.now(),
-        views::ProblemPage {
-            items: shown,
-            from,
-            total,
-            size: PROBLEMS_PAGE,
-            handled_shown,
-        },
-        &open,
-        can(&c),
-    );
+    let content = views::problems(st.clock.now(), &items, handled_shown, &open, can(&c));
     html(
         StatusCode::OK,
         web::page(
