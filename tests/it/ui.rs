@@ -445,6 +445,15 @@ async fn the_ui_keeps_the_apis_permissions_and_cross_site_rule() {
         .await
         .unwrap();
     assert_eq!(res.status(), 404);
+    // A repeated query parameter takes its first value, as the API's do (not a plain-text 400).
+    let (status, page) = olga
+        .page("/alerts?status=acked&status=open&cursor=x&cursor=y")
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("Acknowledged alerts"),
+        "the first status: {page}"
+    );
     // Signed in, an unknown page is the plain 404, not the sign-in form.
     let (status, _) = olga.page("/no-such-page").await;
     assert_eq!(status, 404);

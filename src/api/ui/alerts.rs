@@ -65,7 +65,7 @@ async fn problems_with_alerts(
 async fn problems(
     State(st): State<AppState>,
     c: Visitor,
-    Query(q): Query<ProblemsQuery>,
+    ApiQuery(q): ApiQuery<ProblemsQuery>,
 ) -> Response {
     let handled_shown = q
         .handled
@@ -101,7 +101,11 @@ struct AlertsQuery {
     did: Option<String>,
 }
 
-async fn alerts(State(st): State<AppState>, c: Visitor, Query(q): Query<AlertsQuery>) -> Response {
+async fn alerts(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<AlertsQuery>,
+) -> Response {
     let status = match q.status.as_deref() {
         Some("acked") => "acked",
         Some("resolved,expired") => "resolved,expired",
@@ -177,8 +181,8 @@ async fn alert_timeline(
 async fn alert(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
-    Query(q): Query<DidQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
         let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
@@ -254,7 +258,7 @@ impl BulkForm {
 async fn ack(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -299,7 +303,7 @@ async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Respon
 async fn snooze(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -322,7 +326,7 @@ async fn snooze(
 async fn resolve(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     back_after(&body, "resolve", async {
@@ -351,7 +355,7 @@ fn to_incident(id: Uuid, did: &str) -> Response {
 async fn assign_incident(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -402,7 +406,7 @@ struct IncidentsQuery {
 async fn incidents(
     State(st): State<AppState>,
     c: Visitor,
-    Query(q): Query<IncidentsQuery>,
+    ApiQuery(q): ApiQuery<IncidentsQuery>,
 ) -> Response {
     let all = q.all.as_deref() == Some("1");
     let req = ui_page(q.cursor.clone(), UI_PAGE, INCIDENTS);
@@ -440,8 +444,8 @@ async fn incidents(
 async fn incident(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
-    Query(q): Query<DidQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
         let incident = st.alerting.incident(&c.principal, path_id(&id)?).await?;
@@ -498,7 +502,7 @@ async fn incident(
 async fn incident_status(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let result = async {

@@ -67,7 +67,11 @@ async fn config_kinds(c: Visitor) -> Response {
     )
 }
 
-async fn config_list(State(st): State<AppState>, c: Visitor, Path(kind): Path<String>) -> Response {
+async fn config_list(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(kind): ApiPath<String>,
+) -> Response {
     let found = async {
         let kind = config_kind(&c, &kind, read_permission)?;
         let docs = st
@@ -91,8 +95,8 @@ async fn config_list(State(st): State<AppState>, c: Visitor, Path(kind): Path<St
 async fn config_doc(
     State(st): State<AppState>,
     c: Visitor,
-    Path((kind, name)): Path<(String, String)>,
-    Query(q): Query<DidQuery>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
         let kind = config_kind(&c, &kind, read_permission)?;
@@ -138,7 +142,7 @@ impl ConfigForm {
 async fn config_plan(
     State(st): State<AppState>,
     c: Visitor,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Response {
     let found = async {
@@ -169,7 +173,7 @@ async fn config_plan(
 async fn config_apply(
     State(st): State<AppState>,
     c: Visitor,
-    Path((kind, name)): Path<(String, String)>,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
     body: Bytes,
 ) -> Response {
     let result = async {

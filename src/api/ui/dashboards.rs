@@ -168,7 +168,11 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
     }
 }
 
-async fn dashboard(State(st): State<AppState>, c: Visitor, Path(name): Path<String>) -> Response {
+async fn dashboard(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(name): ApiPath<String>,
+) -> Response {
     let found = async {
         let kind = kind_by_name("dashboards")
             .ok_or_else(|| Problem::internal("the dashboards kind is missing"))?;

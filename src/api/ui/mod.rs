@@ -14,7 +14,7 @@ mod people;
 use crate::api::AppState;
 use crate::api::access::Caller;
 use crate::api::error::{Code, Problem};
-use crate::api::extract::path_id;
+use crate::api::extract::{ApiPath, ApiQuery, path_id};
 use crate::api::pagination::{
     ALERTS, AUDIT, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery, PageRequest, PageRules,
 };
@@ -37,7 +37,7 @@ use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
 use crate::web::{self, Frame, Notice, Section, Theme, assets};
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::header::{CACHE_CONTROL, CONTENT_ENCODING, CONTENT_TYPE, LOCATION, VARY};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -277,9 +277,9 @@ fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Mark
     html(p.status, web::page(frame, form))
 }
 
-async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
+async fn asset(ApiPath(file): ApiPath<String>, headers: HeaderMap) -> Response {
     let Some(a) = assets::by_path(&format!("/assets/{file}")) else {
-        return super::router::not_found();
+        return crate::api::router::not_found();
     };
     let gzip_ok = super::middleware::accepts_gzip(&headers);
     let cache = (

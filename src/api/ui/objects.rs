@@ -43,7 +43,7 @@ struct ObjectsQuery {
 async fn objects(
     State(st): State<AppState>,
     c: Visitor,
-    Query(q): Query<ObjectsQuery>,
+    ApiQuery(q): ApiQuery<ObjectsQuery>,
 ) -> Response {
     let text = q.q.clone().unwrap_or_default();
     let raw_selector = q.selector.clone().unwrap_or_default();
@@ -89,8 +89,8 @@ async fn objects(
 async fn object(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
-    Query(q): Query<DidQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let id = match path_id(&id) {
         Ok(id) => id,
@@ -235,7 +235,7 @@ async fn object_graphs(st: &AppState, c: &Caller, id: Uuid) -> Result<Vec<views:
 async fn check_now(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     back_after(&body, "check", async {
@@ -253,7 +253,11 @@ struct EventsQuery {
     cursor: Option<String>,
 }
 
-async fn events(State(st): State<AppState>, c: Visitor, Query(q): Query<EventsQuery>) -> Response {
+async fn events(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Response {
     let kind = q
         .types
         .as_deref()
@@ -308,7 +312,11 @@ async fn events(State(st): State<AppState>, c: Visitor, Query(q): Query<EventsQu
     )
 }
 
-async fn silences(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn silences(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     let result = async {
         let all = st.alerting.silences(&c.principal, false).await?;
         let reach = st.alerting.silence_reach(&c.principal, &all).await?;
@@ -339,7 +347,7 @@ struct SilenceDraftQuery {
     text_regex: Option<String>,
 }
 
-async fn new_silence(c: Visitor, Query(q): Query<SilenceDraftQuery>) -> Response {
+async fn new_silence(c: Visitor, ApiQuery(q): ApiQuery<SilenceDraftQuery>) -> Response {
     let draft = SuppressionDraft {
         selector: q.selector.unwrap_or_default(),
         text_regex: q.text_regex.unwrap_or_default(),
@@ -421,7 +429,7 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
 async fn expire_silence(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     back_after(&body, "expire", async {
@@ -433,7 +441,11 @@ async fn expire_silence(
     .await
 }
 
-async fn downtimes(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn downtimes(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     match st.alerting.downtimes(&c.principal, false).await {
         Ok(items) => html(
             StatusCode::OK,
@@ -478,7 +490,7 @@ async fn downtime_object(
 async fn new_downtime(
     State(st): State<AppState>,
     c: Visitor,
-    Query(q): Query<DowntimeDraftQuery>,
+    ApiQuery(q): ApiQuery<DowntimeDraftQuery>,
 ) -> Response {
     let object = match downtime_object(&st, &c, q.object.as_deref()).await {
         Ok(o) => o,
@@ -538,7 +550,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
 async fn end_downtime(
     State(st): State<AppState>,
     c: Visitor,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     back_after(&body, "end", async {

@@ -38,7 +38,11 @@ pub(super) fn routes() -> Vec<Route> {
     ]
 }
 
-async fn on_call(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn on_call(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     let found = async {
         let now_on = st.notify.on_call_now(&c.principal).await?;
         let week = st
@@ -95,7 +99,7 @@ struct TakeOverForm {
 async fn take_over(
     State(st): State<AppState>,
     c: Visitor,
-    Path(schedule): Path<String>,
+    ApiPath(schedule): ApiPath<String>,
     body: Bytes,
 ) -> Response {
     let result = async {
@@ -152,7 +156,11 @@ async fn account_content(st: &AppState, c: &Visitor) -> Result<Markup, Problem> 
     ))
 }
 
-async fn account(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn account(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     match account_content(&st, &c).await {
         Ok(content) => html(
             StatusCode::OK,
@@ -290,7 +298,11 @@ async fn users_page(
     }
 }
 
-async fn users(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn users(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     users_page(&st, &c, q.did.as_deref(), None).await
 }
 
@@ -330,15 +342,27 @@ async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Re
     }
 }
 
-async fn disable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+async fn disable_user(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
     set_disabled(&st, &c, &id, true).await
 }
 
-async fn enable_user(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+async fn enable_user(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
     set_disabled(&st, &c, &id, false).await
 }
 
-async fn tokens(State(st): State<AppState>, c: Visitor, Query(q): Query<DidQuery>) -> Response {
+async fn tokens(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
     match st.auth.tokens(&c.principal).await {
         Ok(items) => html(
             StatusCode::OK,
@@ -400,7 +424,11 @@ async fn mint_token(State(st): State<AppState>, c: Visitor, body: Bytes) -> Resp
     }
 }
 
-async fn rotate_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+async fn rotate_token(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
     let result = async {
         Ok::<_, Problem>(
             st.auth
@@ -414,7 +442,11 @@ async fn rotate_token(State(st): State<AppState>, c: Visitor, Path(id): Path<Str
     }
 }
 
-async fn revoke_token(State(st): State<AppState>, c: Visitor, Path(id): Path<String>) -> Response {
+async fn revoke_token(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
     let result = async {
         Ok::<_, Problem>(
             st.auth
@@ -433,7 +465,11 @@ struct CursorQuery {
     cursor: Option<String>,
 }
 
-async fn audit(State(st): State<AppState>, c: Visitor, Query(q): Query<CursorQuery>) -> Response {
+async fn audit(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<CursorQuery>,
+) -> Response {
     let req = ui_page(q.cursor, UI_PAGE, AUDIT);
     let filter = AuditFilter {
         before_seq: req.cursor.as_deref().and_then(|s| s.parse().ok()),

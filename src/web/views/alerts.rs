@@ -58,10 +58,7 @@ pub fn problems(
 ) -> Markup {
     let back = if handled_shown { "/?handled=1" } else { "/" };
     html! {
-        nav.tabs aria-label="Which problems" {
-            a href="/" aria-current=[(!handled_shown).then_some("page")] { "Unhandled" }
-            a href="/?handled=1" aria-current=[handled_shown.then_some("page")] { "All, handled too" }
-        }
+        (tabs("Which problems", &[("/".into(), "Unhandled", !handled_shown), ("/?handled=1".into(), "All, handled too", handled_shown)]))
         @if items.is_empty() {
             p { "No problems. Everything checked is OK or UP." }
         } @else {
@@ -109,11 +106,7 @@ pub fn alerts(
     let back = format!("/alerts?status={status}");
     let bulk = can.ack && status == "open" && !items.is_empty();
     html! {
-        nav.tabs aria-label="Alert status" {
-            @for (value, text) in ALERT_TABS {
-                a href=(format!("/alerts?status={value}")) aria-current=[(*value == status).then_some("page")] { (text) }
-            }
-        }
+        (tabs("Alert status", &ALERT_TABS.iter().map(|(value, text)| (format!("/alerts?status={value}"), *text, *value == status)).collect::<Vec<_>>()))
         @if items.is_empty() {
             p { "No alerts here." }
         } @else {
@@ -219,10 +212,7 @@ pub fn alert(
 /// `/incidents`: open incidents (or all), newest first.
 pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
     html! {
-        nav.tabs aria-label="Which incidents" {
-            a href="/incidents" aria-current=[(!all).then_some("page")] { "Open" }
-            a href="/incidents?all=1" aria-current=[all.then_some("page")] { "All" }
-        }
+        (tabs("Which incidents", &[("/incidents".into(), "Open", !all), ("/incidents?all=1".into(), "All", all)]))
         @if items.is_empty() {
             p { "No incidents here." }
         } @else {

@@ -87,6 +87,17 @@ fn severity_badge(s: Severity) -> Markup {
     html! { span.badge.(class) { (s.as_str()) } }
 }
 
+/// Tabs between views of one list: (link, text, whether it is the one shown).
+fn tabs(label: &str, items: &[(String, &str, bool)]) -> Markup {
+    html! {
+        nav.tabs aria-label=(label) {
+            @for (href, text, current) in items {
+                a href=(href) aria-current=[current.then_some("page")] { (text) }
+            }
+        }
+    }
+}
+
 /// A one-button form posting to `action`, coming back to `back`.
 fn button(action: &str, back: &str, text: &str, label_for: &str) -> Markup {
     html! {
