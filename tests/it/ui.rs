@@ -1122,3 +1122,56 @@ async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
         "a layout that does not read"
     );
 }
+
+#[tokio::test]
+async fn the_problems_page_is_paged() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let services: Vec<Value> = (0..117)
+        .map(|i| json!({"name": format!("p{i:03}"), "host": "edge", "spec": {}}))
+        .collect();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/objects:batch",
+        json!({"services": services, "mode": "upsert"}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let results: Vec<Value> = (0..117)
+        .map(|i| json!({"host": "edge", "service": format!("p{i:03}"), "state": "WARNING", "output": "warm"}))
+        .collect();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": results}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (status, first) = olga.page("/").await;
+    assert_eq!(status, 200);
+    assert!(
+        first.contains("<title>(117) Problems · svc</title>"),
+        "{first}"
+    );
+    assert!(
+        first.contains("1–100 of 117") && first.contains("href=\"/?from=100\""),
+        "{first}"
+    );
+    assert_eq!(first.matches("class=\"badge s-warn\"").count(), 100);
+    let (_, second) = olga.page("/?from=100").await;
+    assert!(
+        second.contains("101–117 of 117") && second.contains("href=\"/?from=0\""),
+        "{second}"
+    );
+    assert_eq!(second.matches("class=\"badge s-warn\"").count(), 17);
+    assert!(!second.contains(">Next<"));
+    let (status, past) = olga.page("/?from=5000").await;
+    assert_eq!(status, 200, "past the end is an empty page, not an error");
+    assert!(past.contains("No more problems past this point"), "{past}");
+}

@@ -5,7 +5,7 @@ use super::*;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
+        Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed), each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
         Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "`status` (`open`, `acked`, `resolved,expired`), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
             .query::<AlertsQuery>().answers_text(200, HTML).page(),
@@ -33,8 +33,13 @@ pub(super) fn routes() -> Vec<Route> {
 #[derive(Deserialize, Default, schemars::JsonSchema)]
 struct ProblemsQuery {
     handled: Option<String>,
+    /// How many problems the earlier pages showed; anything but a count reads as 0.
+    from: Option<String>,
     did: Option<String>,
 }
+
+/// Problems on one page of the problems list.
+const PROBLEMS_PAGE: usize = 100;
 
 /// The problems, and each problem object's open alert with whether a silence holds it.
 async fn problems_with_alerts(
@@ -84,7 +89,26 @@ async fn problems(
     } else {
         "Problems".to_string()
     };
-    let content = views::problems(st.clock.now(), &items, handled_shown, &open, can(&c));
+    let total = items.len();
+    let from = q
+        .from
+        .as_deref()
+        .and_then(|f| f.parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(total);
+    let shown = &items[from..total.min(from + PROBLEMS_PAGE)];
+    let content = views::problems(
+        st.clock.now(),
+        views::ProblemPage {
+            items: shown,
+            from,
+            total,
+            size: PROBLEMS_PAGE,
+            handled_shown,
+        },
+        &open,
+        can(&c),
+    );
     html(
         StatusCode::OK,
         web::page(

@@ -49,17 +49,42 @@ pub fn handled(p: &Problem, open: &HashMap<Uuid, OpenAlert>) -> bool {
 
 /// `/`: what is wrong now, as the domain orders it (unhandled first, worst first); `open`
 /// maps an object to its open alert, for the acknowledge button.
+/// One page of the problems: those shown, after how many, of how many.
+pub struct ProblemPage<'a> {
+    pub items: &'a [Problem],
+    pub from: usize,
+    pub total: usize,
+    /// Problems a page shows at most.
+    pub size: usize,
+    pub handled_shown: bool,
+}
+
 pub fn problems(
     now: Timestamp,
-    items: &[Problem],
-    handled_shown: bool,
+    page: ProblemPage<'_>,
     open: &HashMap<Uuid, OpenAlert>,
     can: Can,
 ) -> Markup {
-    let back = if handled_shown { "/?handled=1" } else { "/" };
+    let ProblemPage {
+        items,
+        from,
+        total,
+        size,
+        handled_shown,
+    } = page;
+    let query = if handled_shown { "/?handled=1&" } else { "/?" };
+    let back = match (from, handled_shown) {
+        (0, false) => "/".to_string(),
+        (0, true) => "/?handled=1".to_string(),
+        _ => format!("{query}from={from}"),
+    };
+    let back = back.as_str();
+    let next = from + items.len();
     html! {
         (tabs("Which problems", &[("/".into(), "Unhandled", !handled_shown), ("/?handled=1".into(), "All, handled too", handled_shown)]))
-        @if items.is_empty() {
+        @if items.is_empty() && total > 0 {
+            p { "No more problems past this point. " a href=(if handled_shown { "/?handled=1" } else { "/" }) { "Back to the first" } }
+        } @else if items.is_empty() {
             p { "No problems. Everything checked is OK or UP." }
         } @else {
             ul.list {
@@ -83,6 +108,13 @@ pub fn problems(
                         }
                     }
                 }
+            }
+        }
+        @if total > items.len() && !items.is_empty() {
+            nav.pager aria-label="Pages" {
+                span.muted { (from + 1) "–" (next) " of " (total) }
+                @if from > 0 { a.button href=(format!("{query}from={}", from.saturating_sub(size))) { "Previous" } }
+                @if next < total { a.button href=(format!("{query}from={next}")) { "Next" } }
             }
         }
     }
