@@ -73,17 +73,18 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
+/// The alert list's query, also the UI's and a saved filter's.
 #[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct AlertQuery {
-    object_id: Option<String>,
-    rule_id: Option<String>,
-    incident_id: Option<String>,
-    status: Option<String>,
-    severity: Option<String>,
-    since: Option<String>,
+pub(crate) struct AlertQuery {
+    pub object_id: Option<String>,
+    pub rule_id: Option<String>,
+    pub incident_id: Option<String>,
+    pub status: Option<String>,
+    pub severity: Option<String>,
+    pub since: Option<String>,
     #[serde(flatten)]
-    page: PageQuery,
+    pub page: PageQuery,
 }
 
 /// Every value of a CSV parsed, or `None` when one names nothing (the list is then empty).
@@ -94,22 +95,27 @@ fn csv<T: std::str::FromStr>(raw: Option<&str>) -> Option<Vec<T>> {
         })
 }
 
-/// The filter a query asks for, or `None` when it can match nothing.
-fn filter(q: &AlertQuery) -> Option<AlertFilter> {
-    let id = |raw: &Option<String>| -> Option<Option<Uuid>> {
-        match raw.as_deref().filter(|s| !s.is_empty()) {
-            None => Some(None),
-            Some(s) => Uuid::parse_str(s).ok().map(Some),
-        }
-    };
-    Some(AlertFilter {
-        object_id: id(&q.object_id)?,
-        rule_id: q.rule_id.clone().filter(|s| !s.is_empty()),
-        incident_id: id(&q.incident_id)?,
-        statuses: csv(q.status.as_deref())?,
-        severities: csv(q.severity.as_deref())?,
-        since: q.since.as_deref().and_then(|s| s.parse::<Timestamp>().ok()),
-    })
+impl AlertQuery {
+    /// The filter this query asks for, or `None` when it can match nothing.
+    pub(crate) fn filter(&self) -> Option<AlertFilter> {
+        let id = |raw: &Option<String>| -> Option<Option<Uuid>> {
+            match raw.as_deref().filter(|s| !s.is_empty()) {
+                None => Some(None),
+                Some(s) => Uuid::parse_str(s).ok().map(Some),
+            }
+        };
+        Some(AlertFilter {
+            object_id: id(&self.object_id)?,
+            rule_id: self.rule_id.clone().filter(|s| !s.is_empty()),
+            incident_id: id(&self.incident_id)?,
+            statuses: csv(self.status.as_deref())?,
+            severities: csv(self.severity.as_deref())?,
+            since: self
+                .since
+                .as_deref()
+                .and_then(|s| s.parse::<Timestamp>().ok()),
+        })
+    }
 }
 
 async fn list(
@@ -118,7 +124,7 @@ async fn list(
     ApiQuery(q): ApiQuery<AlertQuery>,
 ) -> Result<impl IntoResponse, Problem> {
     let page = q.page.resolve(ALERTS);
-    let Some(f) = filter(&q) else {
+    let Some(f) = q.filter() else {
         return Ok(Json(Page::all(Vec::new())));
     };
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());

@@ -24,7 +24,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
-    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
+    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `state` (state labels, comma-separated: `CRITICAL,WARNING`, `DOWN`, `PENDING` before the first result; any case; implies `withState`), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
     vec![
         Route::get("/api/v1/objects", list_all).permission("objects:read").doc("objects", "List hosts and services", LIST)
             .query::<ListQuery>().ok::<Page<ObjectView>>(),
@@ -67,17 +67,54 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+/// The object lists' query, also the UI's and a saved filter's.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct ListQuery {
-    selector: Option<String>,
-    host_id: Option<String>,
-    folder: Option<String>,
-    q: Option<String>,
-    name: Option<String>,
-    with_state: Option<String>,
+pub(crate) struct ListQuery {
+    pub selector: Option<String>,
+    pub host_id: Option<String>,
+    pub folder: Option<String>,
+    pub q: Option<String>,
+    pub name: Option<String>,
+    /// State labels, comma-separated (`CRITICAL,WARNING`, `DOWN`, `PENDING`), any case.
+    pub state: Option<String>,
+    pub with_state: Option<String>,
     #[serde(flatten)]
-    page: PageQuery,
+    pub page: PageQuery,
+}
+
+impl ListQuery {
+    /// The filter this query asks for over objects of `kind` (any when `None`).
+    pub(crate) fn filter(&self, kind: Option<ObjectKind>) -> Result<ObjectFilter, Problem> {
+        let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
+        let selector: Selector = self.selector.as_deref().unwrap_or("").parse().map_err(
+            |e: crate::model::SelectorError| Problem::validation("selector", e.to_string()),
+        )?;
+        let host_id = match given(&self.host_id) {
+            Some(h) => Some(
+                Uuid::parse_str(&h)
+                    .map_err(|_| Problem::validation("host", "hostId is not an id"))?,
+            ),
+            None => None,
+        };
+        Ok(ObjectFilter {
+            kind,
+            selector,
+            host_id,
+            folder: given(&self.folder),
+            q: given(&self.q).map(|q| q.trim().to_string()),
+            name: given(&self.name),
+            states: self
+                .state
+                .as_deref()
+                .unwrap_or("")
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_uppercase)
+                .collect(),
+        })
+    }
 }
 
 async fn list(
@@ -87,26 +124,7 @@ async fn list(
     kind: Option<ObjectKind>,
 ) -> Result<Json<Page<Value>>, Problem> {
     let page = q.page.resolve(OBJECTS);
-    let selector: Selector = q
-        .selector
-        .as_deref()
-        .unwrap_or("")
-        .parse()
-        .map_err(|e: crate::model::SelectorError| Problem::validation("selector", e.to_string()))?;
-    let host_id = match q.host_id.as_deref().filter(|h| !h.is_empty()) {
-        Some(h) => Some(
-            Uuid::parse_str(h).map_err(|_| Problem::validation("host", "hostId is not an id"))?,
-        ),
-        None => None,
-    };
-    let filter = ObjectFilter {
-        kind,
-        selector,
-        host_id,
-        folder: q.folder.filter(|f| !f.is_empty()),
-        q: q.q.filter(|s| !s.is_empty()),
-        name: q.name.filter(|s| !s.is_empty()),
-    };
+    let filter = q.filter(kind)?;
     let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
     let with_state = q.with_state.as_deref() != Some("false");
     let views = st

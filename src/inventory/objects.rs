@@ -13,6 +13,7 @@ use crate::model::object::{
     EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
     check_template_graph, effective_labels, resolve,
 };
+use crate::model::state::label;
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx, check_version};
 use serde::{Deserialize, Serialize};
@@ -452,7 +453,8 @@ impl Inventory {
         Ok(())
     }
 
-    /// One page in id order, with host names for services and, if asked, live states.
+    /// One page in id order, with host names for services and, if asked, live states (always
+    /// when the filter names states).
     pub async fn objects(
         &self,
         p: &Principal,
@@ -461,8 +463,45 @@ impl Inventory {
         limit: usize,
         with_state: bool,
     ) -> Result<Vec<ObjectView>, InventoryError> {
+        if filter.states.is_empty() {
+            return self.views(p, &filter, after, limit, with_state).await;
+        }
+        // The state is stored apart from the object: read on in chunks past the objects in
+        // other states until a page is full or the objects end.
+        const CHUNK: usize = 500;
+        let mut found = Vec::new();
+        let mut after = after;
+        loop {
+            let chunk = self.views(p, &filter, after, CHUNK, true).await?;
+            let ended = chunk.len() < CHUNK;
+            for v in chunk {
+                after = Some(v.object.id);
+                let state = label(v.object.kind, v.state.as_ref().map(|s| s.state));
+                if filter.states.iter().any(|s| s.eq_ignore_ascii_case(state)) {
+                    found.push(v);
+                    if found.len() == limit {
+                        return Ok(found);
+                    }
+                }
+            }
+            if ended {
+                return Ok(found);
+            }
+        }
+    }
+
+    /// One page of the objects the filter's own facts match.
+    async fn views(
+        &self,
+        p: &Principal,
+        filter: &ObjectFilter,
+        after: Option<Uuid>,
+        limit: usize,
+        with_state: bool,
+    ) -> Result<Vec<ObjectView>, InventoryError> {
         let labels = self.labels.labels_of(p.tenant).await;
         let effective = labels.clone();
+        let filter = filter.clone();
         let objects = self
             .store
             .objects(p.tenant, after, limit, move |o| {

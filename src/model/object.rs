@@ -122,17 +122,24 @@ pub struct ObjectFilter {
     pub q: Option<String>,
     /// The exact name.
     pub name: Option<String>,
+    /// State labels (`CRITICAL`, `DOWN`, `PENDING`...; see `state::label`), any when empty.
+    /// The state lives apart from the object, so the inventory applies this one after
+    /// `matches`.
+    pub states: Vec<String>,
 }
 
 impl ObjectFilter {
-    /// Whether `o` is listed; the selector matches the object's effective `labels`, asked for
-    /// only when every other filter passed and there is a selector.
+    /// Whether `o` is listed by its own facts (all but `states`); the selector matches the
+    /// object's effective `labels`, asked for only when every other filter passed and there is
+    /// a selector.
     pub fn matches(&self, o: &Object, labels: impl FnOnce() -> BTreeMap<String, String>) -> bool {
         self.kind.is_none_or(|k| o.kind == k)
             && self.host_id.is_none_or(|h| o.host_id == Some(h))
             && self.folder.as_ref().is_none_or(|f| {
-                let f = f.trim_end_matches('/');
-                f.is_empty() || o.folder == f || o.folder.starts_with(&format!("{f}/"))
+                // Folders are stored as `/north/pumps`; `north` names the same one.
+                let f = f.trim().trim_matches('/');
+                let folder = o.folder.trim_start_matches('/');
+                f.is_empty() || folder == f || folder.starts_with(&format!("{f}/"))
             })
             && self
                 .q
@@ -349,6 +356,34 @@ pub fn check_template_graph(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn a_folder_filter_takes_the_folder_and_its_subfolders_with_or_without_slashes() {
+        let object = |folder: &str| -> Object {
+            serde_json::from_value(serde_json::json!({
+                "id": Uuid::nil(), "tenantId": Uuid::nil(), "kind": "service", "name": "disk",
+                "folder": folder, "spec": {}, "createdAt": "2026-01-01T00:00:00Z",
+                "updatedAt": "2026-01-01T00:00:00Z", "version": 1,
+            }))
+            .unwrap()
+        };
+        let in_folder = |filter: &str, folder: &str| {
+            ObjectFilter {
+                folder: Some(filter.into()),
+                ..ObjectFilter::default()
+            }
+            .matches(&object(folder), BTreeMap::new)
+        };
+        for filter in ["north", "/north", "north/", " /north/ "] {
+            assert!(in_folder(filter, "/north"), "{filter:?}");
+            assert!(in_folder(filter, "/north/pumps"), "{filter:?}");
+            assert!(!in_folder(filter, "/northeast"), "{filter:?}");
+            assert!(!in_folder(filter, "/south/north"), "{filter:?}");
+        }
+        assert!(in_folder("/", "/south"), "the root holds every folder");
+        assert!(in_folder("north/pumps", "/north/pumps/7"));
+        assert!(!in_folder("north/pumps", "/north"));
+    }
 
     #[test]
     fn overlay_overrides_fields_and_merges_vars() {

@@ -1124,12 +1124,12 @@ async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
 }
 
 #[tokio::test]
-async fn the_problems_page_is_paged() {
+async fn lists_are_paged_and_filtered_on_the_server() {
     let a = Admin::start();
     let s = &a.s;
     setup(&a).await;
     let services: Vec<Value> = (0..117)
-        .map(|i| json!({"name": format!("p{i:03}"), "host": "edge", "spec": {}}))
+        .map(|i| json!({"name": format!("p{i:03}"), "host": "edge", "folder": if i < 3 { "north/pumps" } else { "south" }, "spec": {}}))
         .collect();
     let res = send(
         s,
@@ -1174,4 +1174,83 @@ async fn the_problems_page_is_paged() {
     let (status, past) = olga.page("/?from=5000").await;
     assert_eq!(status, 200, "past the end is an empty page, not an error");
     assert!(past.contains("No more problems past this point"), "{past}");
+
+    critical(s, &a.token, "p001").await;
+    critical(s, &a.token, "p004").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let api = get(s, &a.token, "/api/v1/services?state=critical").await;
+    let names: Vec<&str> = api["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{api}");
+    assert!(names.contains(&"p001") && names.contains(&"p004"));
+    let api = get(
+        s,
+        &a.token,
+        "/api/v1/services?state=WARNING,PENDING&limit=300",
+    )
+    .await;
+    assert_eq!(
+        api["items"].as_array().unwrap().len(),
+        115 + 3,
+        "the warm ones and the three without a result"
+    );
+    let api = get(s, &a.token, "/api/v1/objects?state=CRITICAL&limit=1").await;
+    assert_eq!(api["items"].as_array().unwrap().len(), 1);
+    let after = api["nextCursor"].as_str().expect("a second page");
+    let api = get(
+        s,
+        &a.token,
+        &format!("/api/v1/objects?state=CRITICAL&limit=1&cursor={after}"),
+    )
+    .await;
+    assert_eq!(api["items"].as_array().unwrap().len(), 1, "{api}");
+    let api = get(s, &a.token, "/api/v1/objects?state=SIDEWAYS").await;
+    assert_eq!(api["items"], json!([]), "an unknown state matches nothing");
+
+    let (_, page) = olga
+        .page("/objects?state=CRITICAL%2CDOWN&folder=north")
+        .await;
+    assert!(page.contains(">edge / p001<"), "{page}");
+    assert!(
+        !page.contains(">edge / p004<"),
+        "p004 is in the south folder"
+    );
+    assert!(!page.contains(">edge / p000<"), "p000 is only warm");
+    assert!(
+        page.contains(r#"<option value="CRITICAL,DOWN" selected>"#),
+        "the form shows the filter: {page}"
+    );
+    let (_, page) = olga.page("/alerts?severity=critical").await;
+    for alert in &alerts {
+        assert!(page.contains(alert["id"].as_str().unwrap()), "{page}");
+    }
+    assert!(
+        page.contains(r#"href="/alerts?status=acked&amp;severity=critical""#),
+        "the tabs keep the filter: {page}"
+    );
+    let (_, page) = olga.page("/alerts?severity=info").await;
+    assert!(page.contains("No alerts here."), "{page}");
+    let object = alerts[0]["objectId"].as_str().unwrap();
+    let (_, page) = olga.page(&format!("/objects/{object}")).await;
+    assert!(
+        page.contains(&format!(
+            r#"href="/alerts?status=open&amp;objectId={object}""#
+        )),
+        "the object page links its alerts: {page}"
+    );
+    let (_, page) = olga
+        .page(&format!("/alerts?objectId={object}&severity=critical"))
+        .await;
+    assert!(page.contains(alerts[0]["id"].as_str().unwrap()));
+    assert!(!page.contains(alerts[1]["id"].as_str().unwrap()), "{page}");
+    let (status, page) = olga.page("/alerts?severity=loud").await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("No alerts here."),
+        "an unknown severity matches nothing"
+    );
 }

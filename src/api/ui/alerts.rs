@@ -7,7 +7,7 @@ pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed), each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
-        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "`status` (`open`, `acked`, `resolved,expired`), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
             .query::<AlertsQuery>().answers_text(200, HTML).page(),
         Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
@@ -120,34 +120,41 @@ async fn problems(
 
 #[derive(Deserialize, Default, schemars::JsonSchema)]
 struct AlertsQuery {
-    status: Option<String>,
-    cursor: Option<String>,
+    #[serde(flatten)]
+    list: AlertQuery,
     did: Option<String>,
 }
 
 async fn alerts(
     State(st): State<AppState>,
     c: Visitor,
-    ApiQuery(q): ApiQuery<AlertsQuery>,
+    ApiQuery(mut q): ApiQuery<AlertsQuery>,
 ) -> Response {
-    let status = match q.status.as_deref() {
+    let status = match q.list.status.as_deref() {
         Some("acked") => "acked",
         Some("resolved,expired") => "resolved,expired",
         _ => "open",
     };
-    let filter = AlertFilter {
-        statuses: status.split(',').filter_map(|s| s.parse().ok()).collect(),
-        ..Default::default()
+    q.list.status = Some(status.into());
+    let shown = views::AlertsFilter {
+        status,
+        severity: q.list.severity.as_deref().unwrap_or_default(),
+        rule_id: q.list.rule_id.as_deref().unwrap_or_default(),
+        object_id: q.list.object_id.as_deref().unwrap_or_default(),
     };
-    let req = ui_page(q.cursor.clone(), UI_PAGE, ALERTS);
+    let req = ui_page(q.list.page.cursor.clone(), UI_PAGE, ALERTS);
     let cursor = id_cursor(&req);
-    let items = match st
-        .alerting
-        .list(&c.principal, filter, cursor, req.limit)
-        .await
-    {
-        Ok(items) => items,
-        Err(e) => return failed(e),
+    // A filter naming an unknown severity or a malformed id matches nothing, as in the API.
+    let items = match q.list.filter() {
+        None => Vec::new(),
+        Some(filter) => match st
+            .alerting
+            .list(&c.principal, filter, cursor, req.limit)
+            .await
+        {
+            Ok(items) => items,
+            Err(e) => return failed(e),
+        },
     };
     let page = Page::new(items, &req, |a| a.id.to_string());
     let title = match status {
@@ -158,7 +165,7 @@ async fn alerts(
     let content = views::alerts(
         st.clock.now(),
         &page.items,
-        status,
+        &shown,
         page.next_cursor.as_deref(),
         can(&c),
     );

@@ -62,6 +62,13 @@ fn csv<T: std::str::FromStr>(raw: Option<&String>) -> Result<Vec<T>, String> {
         .collect()
 }
 
+/// A saved filter's query read as its list's query.
+fn listed<Q: serde::de::DeserializeOwned>(query: &HashMap<String, String>) -> Result<Q, String> {
+    serde_json::to_value(query)
+        .and_then(serde_json::from_value)
+        .map_err(|e| format!("the filter's query does not read: {e}"))
+}
+
 /// What one saved filter lists, as its list would.
 async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, String> {
     let kind = kind_by_name("saved-filters").ok_or("the saved-filters kind is missing")?;
@@ -90,23 +97,12 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
     match resource {
         "objects" | "hosts" | "services" => {
             needs("objects:read")?;
-            let selector = query
-                .get("selector")
-                .map(String::as_str)
-                .unwrap_or_default()
-                .parse()
-                .map_err(|e: crate::model::SelectorError| e.to_string())?;
-            let filter = ObjectFilter {
-                kind: match resource {
-                    "hosts" => Some(ObjectKind::Host),
-                    "services" => Some(ObjectKind::Service),
-                    _ => None,
-                },
-                selector,
-                q: query.get("q").cloned().filter(|q| !q.is_empty()),
-                folder: query.get("folder").cloned().filter(|f| !f.is_empty()),
-                ..Default::default()
+            let kind = match resource {
+                "hosts" => Some(ObjectKind::Host),
+                "services" => Some(ObjectKind::Service),
+                _ => None,
             };
+            let filter = listed::<ListQuery>(&query)?.filter(kind).map_err(refused)?;
             st.inventory
                 .objects(&c.principal, filter, None, TILE_CAP, true)
                 .await
@@ -124,16 +120,13 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
         }
         "alerts" => {
             needs("alerts:read")?;
-            let statuses = csv(query.get("status"))?;
-            let filter = AlertFilter {
-                statuses: if statuses.is_empty() {
-                    vec![AlertStatus::Open]
-                } else {
-                    statuses
-                },
-                severities: csv(query.get("severity"))?,
-                ..Default::default()
-            };
+            let mut list = listed::<AlertQuery>(&query)?;
+            if list.status.as_deref().is_none_or(|s| s.trim().is_empty()) {
+                list.status = Some("open".into());
+            }
+            let filter = list
+                .filter()
+                .ok_or("the filter names a status, severity or id alerts do not have")?;
             st.alerting
                 .list(&c.principal, filter, None, TILE_CAP)
                 .await

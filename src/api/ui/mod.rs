@@ -13,8 +13,10 @@ mod people;
 
 use crate::api::AppState;
 use crate::api::access::Caller;
+use crate::api::alerts::AlertQuery;
 use crate::api::error::{Code, Problem};
 use crate::api::extract::{ApiPath, ApiQuery, path_id};
+use crate::api::objects::ListQuery;
 use crate::api::pagination::{
     ALERTS, AUDIT, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery, PageRequest, PageRules,
 };
@@ -242,6 +244,7 @@ impl FromRequestParts<AppState> for Visitor {
 
 fn can(c: &Caller) -> Can {
     Can {
+        alerts: c.principal.allows("alerts:read"),
         ack: c.principal.allows("alerts:ack"),
         check_now: c.principal.allows("checks:run"),
         silence: c.principal.allows("silences:write"),

@@ -4,8 +4,8 @@ use super::*;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "`q` (name contains), `selector` (labels), `cursor`; hosts and services with their state, 100 a page.")
-            .query::<ObjectsQuery>().answers_text(200, HTML).page(),
+        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page.")
+            .query::<ListQuery>().answers_text(200, HTML).page(),
         Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
@@ -33,33 +33,16 @@ pub(super) fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
-struct ObjectsQuery {
-    q: Option<String>,
-    selector: Option<String>,
-    cursor: Option<String>,
-}
-
 async fn objects(
     State(st): State<AppState>,
     c: Visitor,
-    ApiQuery(q): ApiQuery<ObjectsQuery>,
+    ApiQuery(q): ApiQuery<ListQuery>,
 ) -> Response {
-    let text = q.q.clone().unwrap_or_default();
-    let raw_selector = q.selector.clone().unwrap_or_default();
-    let selector = match raw_selector.parse() {
-        Ok(s) => s,
-        Err(e) => {
-            let e: crate::model::SelectorError = e;
-            return failed(Problem::validation("selector", e.to_string()));
-        }
+    let filter = match q.filter(None) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
     };
-    let filter = ObjectFilter {
-        selector,
-        q: Some(text.trim().to_string()).filter(|s| !s.is_empty()),
-        ..Default::default()
-    };
-    let req = ui_page(q.cursor.clone(), 100, OBJECTS);
+    let req = ui_page(q.page.cursor.clone(), 100, OBJECTS);
     let after = id_cursor(&req);
     let items = match st
         .inventory
@@ -70,11 +53,16 @@ async fn objects(
         Err(e) => return failed(e),
     };
     let page = Page::new(items, &req, |v| v.object.id.to_string());
+    let shown = views::ObjectsFilter {
+        q: q.q.as_deref().unwrap_or_default(),
+        selector: q.selector.as_deref().unwrap_or_default(),
+        folder: q.folder.as_deref().unwrap_or_default(),
+        state: q.state.as_deref().unwrap_or_default(),
+    };
     let content = views::objects(
         st.clock.now(),
         &page.items,
-        &text,
-        &raw_selector,
+        &shown,
         page.next_cursor.as_deref(),
     );
     html(

@@ -127,18 +127,71 @@ const ALERT_TABS: &[(&str, &str)] = &[
     ("resolved,expired", "Closed"),
 ];
 
-/// `/alerts`: one status at a time, newest first, paged; open ones can be acknowledged in bulk.
+/// The alert list's filters as the page shows them.
+pub struct AlertsFilter<'a> {
+    /// The tab: `open`, `acked` or `resolved,expired`.
+    pub status: &'a str,
+    pub severity: &'a str,
+    pub rule_id: &'a str,
+    pub object_id: &'a str,
+}
+
+impl AlertsFilter<'_> {
+    /// The list's address with these filters and `status`.
+    fn href(&self, status: &str) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        query.append_pair("status", status);
+        for (name, value) in [
+            ("severity", self.severity),
+            ("ruleId", self.rule_id),
+            ("objectId", self.object_id),
+        ] {
+            if !value.is_empty() {
+                query.append_pair(name, value);
+            }
+        }
+        format!("/alerts?{}", query.finish())
+    }
+}
+
+/// The severity filter's choices: (value of `severity`, text).
+const SEVERITY_CHOICES: [(&str, &str); 5] = [
+    ("", "Any"),
+    ("critical", "Critical"),
+    ("warning", "Warning"),
+    ("critical,warning", "Critical or warning"),
+    ("info", "Info"),
+];
+
+/// `/alerts`: one status at a time, filtered by severity, rule or object, newest first,
+/// paged; open ones can be acknowledged in bulk.
 pub fn alerts(
     now: Timestamp,
     items: &[Alert],
-    status: &str,
+    filter: &AlertsFilter<'_>,
     next: Option<&str>,
     can: Can,
 ) -> Markup {
-    let back = format!("/alerts?status={status}");
+    let status = filter.status;
+    let back = filter.href(status);
     let bulk = can.ack && status == "open" && !items.is_empty();
     html! {
-        (tabs("Alert status", &ALERT_TABS.iter().map(|(value, text)| (format!("/alerts?status={value}"), *text, *value == status)).collect::<Vec<_>>()))
+        (tabs("Alert status", &ALERT_TABS.iter().map(|(value, text)| (filter.href(value), *text, *value == status)).collect::<Vec<_>>()))
+        form.filters method="get" action="/alerts" {
+            input type="hidden" name="status" value=(status);
+            @if !filter.object_id.is_empty() { input type="hidden" name="objectId" value=(filter.object_id); }
+            div {
+                label for="severity" { "Severity" }
+                select #severity name="severity" {
+                    @for (value, text) in SEVERITY_CHOICES {
+                        option value=(value) selected[filter.severity == value] { (text) }
+                    }
+                }
+            }
+            div { label for="rule" { "Rule" } input #rule type="text" name="ruleId" value=(filter.rule_id) placeholder="disk-full"; }
+            button type="submit" { "Filter" }
+            @if !filter.object_id.is_empty() { a href=(AlertsFilter { object_id: "", ..*filter }.href(status)) { "All objects" } }
+        }
         @if items.is_empty() {
             p { "No alerts here." }
         } @else {
@@ -173,7 +226,7 @@ pub fn alerts(
         }
         @if let Some(cursor) = next {
             nav.pager aria-label="Pages" {
-                a.button href=(format!("/alerts?status={status}&cursor={cursor}")) { "Older" }
+                a.button href=(format!("{back}&cursor={cursor}")) { "Older" }
             }
         }
     }

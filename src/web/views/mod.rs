@@ -33,6 +33,8 @@ use uuid::Uuid;
 /// What the caller may do on a page, decided by the handler from the caller's permissions.
 #[derive(Clone, Copy, Default)]
 pub struct Can {
+    /// May read alerts: links to them are shown.
+    pub alerts: bool,
     pub ack: bool,
     pub check_now: bool,
     pub silence: bool,

@@ -2,22 +2,52 @@
 
 use super::*;
 
+/// The object list's filters as the form shows them.
+pub struct ObjectsFilter<'a> {
+    pub q: &'a str,
+    pub selector: &'a str,
+    pub folder: &'a str,
+    pub state: &'a str,
+}
+
+/// The state filter's choices: (value of `state`, text). Hosts and services share the
+/// worst-first order of their labels.
+const STATE_CHOICES: [(&str, &str); 7] = [
+    ("", "Any"),
+    ("CRITICAL,DOWN", "Critical or down"),
+    ("WARNING,UNREACHABLE", "Warning or unreachable"),
+    ("UNKNOWN", "Unknown"),
+    ("PENDING", "Pending (no result yet)"),
+    ("OK,UP", "OK or up"),
+    ("CRITICAL,DOWN,WARNING,UNREACHABLE,UNKNOWN", "Not OK"),
+];
+
 /// `/objects`: search and filter on the server, paged.
 pub fn objects(
     now: Timestamp,
     items: &[ObjectView],
-    q: &str,
-    selector: &str,
+    filter: &ObjectsFilter<'_>,
     next: Option<&str>,
 ) -> Markup {
     let query = form_urlencoded::Serializer::new(String::new())
-        .append_pair("q", q)
-        .append_pair("selector", selector)
+        .append_pair("q", filter.q)
+        .append_pair("selector", filter.selector)
+        .append_pair("folder", filter.folder)
+        .append_pair("state", filter.state)
         .finish();
     html! {
         form.filters method="get" action="/objects" role="search" {
-            div { label for="q" { "Name contains" } input #q type="search" name="q" value=(q); }
-            div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(selector) placeholder="site=north,role=db"; }
+            div { label for="q" { "Name contains" } input #q type="search" name="q" value=(filter.q); }
+            div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(filter.selector) placeholder="site=north,role=db"; }
+            div { label for="folder" { "Folder" } input #folder type="text" name="folder" value=(filter.folder) placeholder="north/pumps"; }
+            div {
+                label for="state" { "State" }
+                select #state name="state" {
+                    @for (value, text) in STATE_CHOICES {
+                        option value=(value) selected[filter.state.eq_ignore_ascii_case(value)] { (text) }
+                    }
+                }
+            }
             button type="submit" { "Filter" }
         }
         @if items.is_empty() {
@@ -86,6 +116,9 @@ pub fn object(
             }
             @if can.downtime {
                 a.button href=(format!("/downtimes/new?object={}", v.object.id)) { "Schedule downtime" }
+            }
+            @if can.alerts {
+                a.button href=(format!("/alerts?status=open&objectId={}", v.object.id)) { "Its alerts" }
             }
         }
         @if v.object.kind == ObjectKind::Host {
