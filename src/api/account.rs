@@ -14,12 +14,12 @@ use serde_json::Value;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/branding", branding).identity().doc("branding", "Get this instance's console branding", "`{mode?, theme?}`; `{}` until set.")
+        Route::get("/api/v1/branding", branding).identity().doc("branding", "Get this instance's console branding", "`{mode?, theme?, name?, accentColor?, logo?}`; `{}` until set.")
             .ok::<Branding>(),
         Route::put("/api/v1/branding", set_branding).permission("config:write").doc(
             "branding",
             "Set this instance's console branding",
-            "Replaces `{mode?, theme?}` (each at most 200 characters; other fields are 422 `svc:validation/branding`); no If-Match.",
+            "Replaces `{mode?, theme?}` (each at most 200 characters) and svc's `name` (at most 64), `accentColor` (`#rrggbb`, the header's colour) and `logo` (a `data:` URI of a PNG, JPEG or WebP image of at most 64 KiB, checked by its bytes; served at `/branding/logo`); anything else is 422 `svc:validation/branding`. The branding is every tenant's console: only callers of the default tenant change it (403 otherwise). No If-Match.",
         )
             .body::<Branding>().ok::<Branding>(),
         Route::get("/api/v1/users/{id}/preferences", preferences).identity().doc(

@@ -18,6 +18,7 @@ mod incidents;
 mod ingest;
 mod metrics;
 pub mod middleware;
+mod multipart;
 mod notify;
 mod objects;
 pub mod openapi;

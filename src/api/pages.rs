@@ -5,6 +5,7 @@ use super::AppState;
 use super::access::{SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request};
 use super::error::Problem;
 use super::router::{HTML, Route, not_found};
+use super::ui::look;
 use crate::auth::sessions::NewAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::web;
@@ -103,8 +104,8 @@ async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Requ
         .unwrap_or_default()
 }
 
-async fn login_page() -> Response {
-    html(StatusCode::OK, web::login(None, ""))
+async fn login_page(State(st): State<AppState>) -> Response {
+    html(StatusCode::OK, web::login(&look(&st, None).await, None, ""))
 }
 
 #[derive(Default, Deserialize, schemars::JsonSchema)]
@@ -120,8 +121,10 @@ struct LoginForm {
 async fn login(State(st): State<AppState>, req: Request) -> Response {
     let o = origin(&st, &req);
     let f: LoginForm = form(&st, req).await;
+    let look = look(&st, None).await;
     if !st.auth.limiter.allow(o.ip, st.clock.now()) {
         return throttled(web::login(
+            &look,
             Some("Too many sign-in attempts. Try again in 30 seconds."),
             &f.email,
         ));
@@ -135,13 +138,17 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
         Ok(session) => signed_in(session, o.secure),
         Err(AuthError::Invalid(_)) => html(
             StatusCode::UNAUTHORIZED,
-            web::login(Some("Invalid e-mail or password."), &f.email),
+            web::login(&look, Some("Invalid e-mail or password."), &f.email),
         ),
         Err(e) => {
             tracing::error!(error = %e, "sign-in failed");
             html(
                 StatusCode::SERVICE_UNAVAILABLE,
-                web::login(Some("Sign-in is unavailable; try again later."), &f.email),
+                web::login(
+                    &look,
+                    Some("Sign-in is unavailable; try again later."),
+                    &f.email,
+                ),
             )
         }
     }

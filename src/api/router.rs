@@ -192,6 +192,11 @@ impl Route {
         self.body_as(FORM, schema_of::<T>(), false)
     }
 
+    /// A `multipart/form-data` body whose fields are those of `T` (a form with a file).
+    pub fn multipart<T: JsonSchema>(self) -> Self {
+        self.body_as("multipart/form-data", schema_of::<T>(), false)
+    }
+
     /// Marks a browser page (failures answer HTML).
     pub fn page(mut self) -> Self {
         self.page = true;

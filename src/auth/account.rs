@@ -15,7 +15,6 @@ use uuid::Uuid;
 
 /// Branding is one setting of the instance, kept under the nil tenant.
 const BRANDING: &str = "branding";
-const TEXT_MAX: usize = 200;
 const ENDPOINT_MAX: usize = 2048;
 
 /// Parses a body, naming `field` in the problem when it does not fit.
@@ -65,15 +64,15 @@ impl Auth {
         actor: &Actor,
         body: Value,
     ) -> Result<Branding, AuthError> {
-        let branding: Branding = parse("branding", body)?;
-        for text in [&branding.mode, &branding.theme].into_iter().flatten() {
-            if text.chars().count() > TEXT_MAX || text.chars().any(char::is_control) {
-                return Err(AuthError::validation(
-                    "branding",
-                    format!("{text:?} is not a mode or theme name (at most {TEXT_MAX} characters)"),
-                ));
-            }
+        if !p.instance {
+            return Err(AuthError::Forbidden(
+                "the branding is the whole instance's: only the default tenant changes it".into(),
+            ));
         }
+        let branding: Branding = parse("branding", body)?;
+        branding
+            .check()
+            .map_err(|e| AuthError::validation("branding", e))?;
         let audit = self.audit(p, actor, "branding.update", "branding".into());
         let value = fault::encoded("the branding", serde_json::to_value(&branding));
         self.keep(Uuid::nil(), BRANDING.into(), Some(value), "branding", audit)

@@ -309,6 +309,110 @@ pub struct Branding {
     /// Theme name of the console.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub theme: Option<String>,
+    /// The name the console shows in its header, page titles and sign-in page instead of
+    /// `svc` (at most 64 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The header's colour, `#rrggbb`; its text is black or white, whichever reads better.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
+    /// The logo as a `data:` URI of a PNG, JPEG or WebP image of at most 64 KiB
+    /// (`data:image/png;base64,...`); served to pages at `/branding/logo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logo: Option<String>,
+}
+
+/// The largest logo, decoded.
+pub const LOGO_MAX: usize = 64 * 1024;
+
+/// The image types a logo may have, with the bytes each file starts with. SVG is not among
+/// them: it can carry script.
+const LOGO_TYPES: [(&str, &[u8]); 3] = [
+    ("image/png", b"\x89PNG\r\n\x1a\n"),
+    ("image/jpeg", b"\xff\xd8\xff"),
+    ("image/webp", b"RIFF"),
+];
+
+impl Branding {
+    /// Why the branding cannot be kept, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        for (field, text, max) in [
+            ("mode", &self.mode, 200),
+            ("theme", &self.theme, 200),
+            ("name", &self.name, 64),
+        ] {
+            if let Some(text) = text
+                && (text.chars().count() > max || text.chars().any(char::is_control))
+            {
+                return Err(format!(
+                    "{field} {text:?} has more than {max} characters or control characters"
+                ));
+            }
+        }
+        if let Some(colour) = &self.accent_color
+            && parse_colour(colour).is_none()
+        {
+            return Err(format!("accentColor {colour:?} is not #rrggbb"));
+        }
+        if self.logo.is_some() {
+            self.logo_image()?;
+        }
+        Ok(())
+    }
+
+    /// The logo's media type and bytes; an error names what is wrong with it.
+    pub fn logo_image(&self) -> Result<(&'static str, Vec<u8>), String> {
+        let uri = self.logo.as_deref().ok_or("there is no logo")?;
+        let (head, data) = uri
+            .strip_prefix("data:")
+            .and_then(|rest| rest.split_once(";base64,"))
+            .ok_or("the logo is not a data: URI with base64 (data:image/png;base64,...)")?;
+        let (media, magic) = LOGO_TYPES
+            .iter()
+            .find(|(media, _)| media.eq_ignore_ascii_case(head.trim()))
+            .ok_or_else(|| format!("a logo of type {head:?}: PNG, JPEG or WebP only"))?;
+        if data.len() > LOGO_MAX * 4 / 3 + 4 {
+            return Err(format!("the logo is larger than {} KiB", LOGO_MAX / 1024));
+        }
+        let bytes = super::base64::decode(data).ok_or("the logo's base64 does not decode")?;
+        if bytes.len() > LOGO_MAX {
+            return Err(format!("the logo is larger than {} KiB", LOGO_MAX / 1024));
+        }
+        if !bytes.starts_with(magic)
+            || (*media == "image/webp" && bytes.get(8..12) != Some(b"WEBP"))
+        {
+            return Err(format!("the logo's bytes are not a {media} image"));
+        }
+        Ok((media, bytes))
+    }
+
+    /// The header's background and the text colour that reads on it (black or white,
+    /// whichever contrasts more: at least 4.5:1 for any background).
+    pub fn header_colours(&self) -> Option<(String, &'static str)> {
+        let (r, g, b) = parse_colour(self.accent_color.as_deref()?)?;
+        let linear = |c: u8| {
+            let c = f64::from(c) / 255.0;
+            if c <= 0.04045 {
+                c / 12.92
+            } else {
+                ((c + 0.055) / 1.055).powf(2.4)
+            }
+        };
+        let luminance = 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+        let on_black = (luminance + 0.05) / 0.05;
+        let on_white = 1.05 / (luminance + 0.05);
+        let text = if on_black >= on_white { "#000" } else { "#fff" };
+        Some((format!("#{r:02x}{g:02x}{b:02x}"), text))
+    }
+}
+
+/// `#rrggbb` as its three channels.
+fn parse_colour(s: &str) -> Option<(u8, u8, u8)> {
+    let hex = s
+        .strip_prefix('#')
+        .filter(|h| h.len() == 6 && h.is_ascii())?;
+    let channel = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).ok();
+    Some((channel(0)?, channel(2)?, channel(4)?))
 }
 
 /// A user's console preferences (`/api/v1/users/{id}/preferences`).

@@ -104,8 +104,26 @@ pub struct Frame<'a> {
     pub live: &'a [&'a str],
     /// A line above the content (the outcome of the last action).
     pub notice: Option<Notice>,
-    /// The caller's colour scheme; `None` follows the browser.
+    pub look: &'a Look,
+}
+
+/// How pages look: the instance's branding and the caller's colour scheme.
+#[derive(Clone, Default)]
+pub struct Look {
+    /// `None` follows the browser.
     pub theme: Option<Theme>,
+    /// The name in the header and the titles; `svc` when unset.
+    pub name: Option<String>,
+    /// The header's background and its text colour.
+    pub header: Option<(String, &'static str)>,
+    /// The logo's address, when there is a logo.
+    pub logo: Option<String>,
+}
+
+impl Look {
+    fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or("svc")
+    }
 }
 
 /// What the last action did, shown once after its redirect.
@@ -114,16 +132,20 @@ pub enum Notice {
     Failed(String),
 }
 
-fn document(title: &str, theme: Option<Theme>, body: Markup) -> Markup {
+fn document(title: &str, look: &Look, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
-        html lang="en" class=[theme.map(Theme::class)] {
+        html lang="en" class=[look.theme.map(Theme::class)] {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light dark";
-                title { (title) " · svc" }
+                title { (title) " · " (look.name()) }
                 link rel="stylesheet" href=(assets::url("app.css"));
+                @if let Some((background, text)) = &look.header {
+                    // Both are `#rrggbb` by construction (`Branding::header_colours`).
+                    style { (maud::PreEscaped(format!(":root{{--brand-bg:{background};--brand-fg:{text}}}"))) }
+                }
             }
             body { (body) }
         }
@@ -136,12 +158,12 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
     let live = frame.live.join(" ");
     document(
         &frame.title,
-        frame.theme,
+        frame.look,
         html! {
             a.skip href="#content" { "Skip to content" }
             header {
                 nav aria-label="Main" {
-                    a.brand href="/" { "svc" }
+                    (brand(frame.look))
                     @for (section, path, label, permission) in NAV {
                         @if frame.principal.allows(permission) {
                             a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
@@ -169,13 +191,24 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
     .into_string()
 }
 
+/// The header's link home: the logo, if any, and the name.
+fn brand(look: &Look) -> Markup {
+    html! {
+        a.brand href="/" {
+            @if let Some(logo) = &look.logo { img src=(logo) alt="" height="28"; }
+            (look.name())
+        }
+    }
+}
+
 /// A page outside the signed-in UI: sign-in forms, problem explanations, errors.
-fn plain(title: &str, content: Markup) -> String {
+fn plain(title: &str, look: &Look, content: Markup) -> String {
     document(
         title,
-        None,
+        look,
         html! {
             main.login #content {
+                @if look.logo.is_some() || look.name.is_some() { p.brand { (brand(look)) } }
                 h1 { (title) }
                 (content)
             }
@@ -191,9 +224,10 @@ fn message(msg: Option<&str>) -> Markup {
     }
 }
 
-pub fn login(msg: Option<&str>, email: &str) -> String {
+pub fn login(look: &Look, msg: Option<&str>, email: &str) -> String {
     plain(
         "Sign in",
+        look,
         html! {
             (message(msg))
             form method="post" action="/login" {
@@ -228,6 +262,7 @@ fn account_form(action: &str, button: &str, msg: Option<&str>, name: &str, email
 pub fn setup(msg: Option<&str>, name: &str, email: &str) -> String {
     plain(
         "Set up svc",
+        &Look::default(),
         html! {
             p { "Create the first administrator." }
             (account_form("/setup", "Create administrator", msg, name, email))
@@ -238,6 +273,7 @@ pub fn setup(msg: Option<&str>, name: &str, email: &str) -> String {
 pub fn register(msg: Option<&str>, name: &str, email: &str) -> String {
     plain(
         "Create an account",
+        &Look::default(),
         account_form("/register", "Create account", msg, name, email),
     )
 }
@@ -246,6 +282,7 @@ pub fn register(msg: Option<&str>, name: &str, email: &str) -> String {
 pub fn problem(code: &str, status: u16, title: &str, explanation: &str) -> String {
     plain(
         title,
+        &Look::default(),
         html! {
             p { code { (code) } " · HTTP " (status) }
             p { (explanation) }
@@ -258,6 +295,7 @@ pub fn problem(code: &str, status: u16, title: &str, explanation: &str) -> Strin
 pub fn error(status: u16, title: &str, detail: &str) -> String {
     plain(
         title,
+        &Look::default(),
         html! {
             p role="alert" { (detail) }
             p.muted { "HTTP " (status) }
@@ -270,7 +308,7 @@ pub fn error(status: u16, title: &str, detail: &str) -> String {
 mod tests {
     #[test]
     fn values_are_escaped() {
-        let html = super::login(Some("<b>x</b>"), "\"><script>");
+        let html = super::login(&super::Look::default(), Some("<b>x</b>"), "\"><script>");
         assert!(!html.contains("<script>") && !html.contains("<b>"));
         assert!(html.contains("&lt;b&gt;x&lt;/b&gt;"));
         assert!(

@@ -1064,6 +1064,51 @@ async fn branding_preferences_and_push_subscriptions_need_an_identity() {
     let typo = send(s, &a.token, Method::PUT, branding, json!({"colour": "red"})).await;
     let p = assert_problem(typo, 422, "svc:validation/branding").await;
     assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+    let no_logo = s.http.get(s.url("/branding/logo")).send().await.unwrap();
+    assert_eq!(no_logo.status(), 404);
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYPj/HwADAgH/eL9C0QAAAABJRU5ErkJggg==";
+    let look = json!({"mode": "dark", "name": "Leitstelle Nord", "accentColor": "#0a7d3b", "logo": format!("data:image/png;base64,{png}")});
+    let set = send(s, &a.token, Method::PUT, branding, look.clone()).await;
+    assert_eq!(json(set, 200).await, look);
+    let logo = s.http.get(s.url("/branding/logo")).send().await.unwrap();
+    assert_eq!(
+        logo.status(),
+        200,
+        "the sign-in page shows it: no identity needed"
+    );
+    assert_eq!(logo.headers()["content-type"], "image/png");
+    assert_eq!(logo.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(&logo.bytes().await.unwrap()[..4], b"\x89PNG");
+    for (bad, why) in [
+        (json!({"name": "x".repeat(65)}), "64"),
+        (json!({"name": "two\nlines"}), "control"),
+        (json!({"accentColor": "red"}), "#rrggbb"),
+        (json!({"accentColor": "#12345g"}), "#rrggbb"),
+        (json!({"logo": "https://example.org/logo.png"}), "data: URI"),
+        (
+            json!({"logo": format!("data:image/svg+xml;base64,{png}")}),
+            "PNG, JPEG or WebP",
+        ),
+        (
+            json!({"logo": "data:image/png;base64,PHN2Zz48L3N2Zz4="}),
+            "not a image/png",
+        ),
+        (
+            json!({"logo": format!("data:image/png;base64,{}", "A".repeat(90_000))}),
+            "64 KiB",
+        ),
+        (json!({"logo": "data:image/png;base64,@@@@"}), "decode"),
+    ] {
+        let res = send(s, &a.token, Method::PUT, branding, bad.clone()).await;
+        let p = assert_problem(res, 422, "svc:validation/branding").await;
+        assert!(p["detail"].as_str().unwrap().contains(why), "{bad}: {p}");
+    }
+    assert_eq!(
+        get(s, &a.token, branding).await,
+        look,
+        "refused brandings leave the kept one"
+    );
 
     let mine = "/api/v1/users/me/preferences";
     assert_eq!(

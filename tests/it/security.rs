@@ -123,6 +123,17 @@ async fn tenant_admins_govern_only_their_tenant() {
             .unwrap();
         assert_problem(res, 403, "svc:auth/forbidden").await;
     }
+    // The branding is every tenant's console: B's admin cannot rename or recolour it.
+    let branding = send(
+        s,
+        &b_admin,
+        Method::PUT,
+        "/api/v1/branding",
+        json!({"name": "Enter your password here"}),
+    )
+    .await;
+    assert_problem(branding, 403, "svc:auth/forbidden").await;
+    assert_eq!(get(s, admin, "/api/v1/branding").await, json!({}));
     let own = get(s, &b_admin, "/api/v1/api-tokens").await;
     assert!(
         !own.to_string().contains("bootstrap-admin"),

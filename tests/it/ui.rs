@@ -7,6 +7,9 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// A field of a multipart form: its name, the file's name and type if it is a file, its bytes.
+type Field<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a [u8]);
+
 /// A browser session: the cookie a form sign-in set.
 struct Browser<'a> {
     s: &'a Server,
@@ -69,6 +72,46 @@ impl<'a> Browser<'a> {
             .header("Content-Type", "application/x-www-form-urlencoded")
             .header("Sec-Fetch-Site", site)
             .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let location = res
+            .headers()
+            .get("location")
+            .map(|l| l.to_str().unwrap().to_string());
+        (status, location, res.text().await.unwrap())
+    }
+
+    /// Posts a `multipart/form-data` form as a browser sends one with a file input.
+    async fn post_multipart(
+        &self,
+        path: &str,
+        fields: &[Field<'_>],
+    ) -> (u16, Option<String>, String) {
+        let boundary = "----svcFormBoundary7MA4YWxk";
+        let mut body = Vec::new();
+        for (name, file, data) in fields {
+            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+            match file {
+                Some((filename, media)) => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {media}\r\n\r\n").as_bytes()),
+                None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes()),
+            }
+            body.extend_from_slice(data);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        let res = self
+            .s
+            .http
+            .post(self.s.url(path))
+            .header("Cookie", &self.cookie)
+            .header(
+                "Content-Type",
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .header("Sec-Fetch-Site", "same-origin")
+            .body(body)
             .send()
             .await
             .unwrap();
@@ -730,14 +773,111 @@ async fn account_password_audit_and_sites_pages() {
         403,
         "the instance's colours are config:write"
     );
-    let (status, _, _) = ada
-        .post("/account/branding", "mode=light", "same-origin")
+    let (_, page) = olga.page("/account").await;
+    assert!(
+        !page.contains("/account/branding"),
+        "no branding form: {page}"
+    );
+    let (_, page) = ada.page("/account").await;
+    assert!(
+        page.contains(r#"action="/account/branding" enctype="multipart/form-data""#),
+        "{page}"
+    );
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc`\x18\x05\xa3\x60\x14\x0c\x02\0\0\x05\0\x01\xd4\xe1\xe1\xc6\0\0\0\0IEND\xaeB`\x82\r\n";
+    let (status, to, body) = ada
+        .post_multipart(
+            "/account/branding",
+            &[
+                ("mode", None, b"light"),
+                ("name", None, b"Leitstelle <Nord>"),
+                ("accent", None, b"on"),
+                ("accentColor", None, b"#0a7d3b"),
+                ("logo", Some(("logo.png", "image/png")), png),
+            ],
+        )
         .await;
-    assert_eq!(status, 303);
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(to.as_deref(), Some("/account?did=look"));
     let (_, page) = ada.page("/").await;
     assert!(page.contains("class=\"light\""), "{page}");
+    assert!(
+        page.contains("Problems · Leitstelle &lt;Nord&gt;</title>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(":root{--brand-bg:#0a7d3b;--brand-fg:#fff}"),
+        "white reads on dark green: {page}"
+    );
+    let logo = page
+        .split("<img src=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the header shows the logo")
+        .to_string();
+    assert!(logo.starts_with("/branding/logo?v="), "{logo}");
+    let res = s.http.get(s.url(&logo)).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        res.headers()["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    assert_eq!(
+        res.bytes().await.unwrap().as_ref(),
+        png,
+        "the file as uploaded"
+    );
+    let login = s.http.get(s.url("/login")).send().await.unwrap();
+    let login = login.text().await.unwrap();
+    assert!(
+        login.contains(&logo) && login.contains("Sign in · Leitstelle &lt;Nord&gt;"),
+        "the sign-in page is branded: {login}"
+    );
     let (_, home) = olga.page("/").await;
     assert!(home.contains("class=\"dark\""), "a user's choice wins");
+    assert!(
+        home.contains("--brand-bg:#0a7d3b"),
+        "the header colour is everyone's"
+    );
+
+    // A file that is not an image is refused and the branding stays; the logo can go.
+    let (status, _, body) = ada
+        .post_multipart(
+            "/account/branding",
+            &[("logo", Some(("x.gif", "image/gif")), b"GIF89a....")],
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("PNG, JPEG or WebP"), "{body}");
+    let kept = get(s, &a.token, "/api/v1/branding").await;
+    assert_eq!(kept["name"], "Leitstelle <Nord>");
+    assert!(
+        kept["logo"]
+            .as_str()
+            .unwrap()
+            .starts_with("data:image/png;base64,iVBORw0KGgo")
+    );
+    let (status, _, _) = ada
+        .post_multipart(
+            "/account/branding",
+            &[
+                ("mode", None, b"light"),
+                ("logo", Some(("", "application/octet-stream")), b""),
+                ("removeLogo", None, b"on"),
+                ("accentColor", None, b"#0a7d3b"),
+            ],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        get(s, &a.token, "/api/v1/branding").await,
+        json!({"mode": "light"}),
+        "no name, no colour without the box ticked, no logo"
+    );
+    let (_, page) = ada.page("/").await;
+    assert!(
+        !page.contains("<img") && !page.contains("--brand-bg") && page.contains("· svc</title>")
+    );
+    assert_eq!(s.http.get(s.url(&logo)).send().await.unwrap().status(), 404);
 
     // The audit log is the instance administrators' and the tenant admins': an operator has
     // neither the link nor the page.

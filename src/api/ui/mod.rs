@@ -36,7 +36,7 @@ use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
 use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
-use crate::web::{self, Frame, Notice, Section, Theme, assets};
+use crate::web::{self, Frame, Look, Notice, Section, Theme, assets};
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
 use axum::extract::State;
@@ -54,6 +54,8 @@ pub fn routes() -> Vec<Route> {
     let mut all = vec![
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
             .answers_text(200, "text/css").answers_text(404, "text/plain").page(),
+        Route::get("/branding/logo", logo).doc("ui", "The instance's logo", "The branding's logo image (PNG, JPEG or WebP) for the header and the sign-in page, so it needs no identity; 404 when there is none. `v` as pages link it (a digest of the logo) makes it `immutable`, otherwise `no-cache`.")
+            .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, "text/plain").page(),
     ];
     all.extend(alerts::routes());
     all.extend(objects::routes());
@@ -93,6 +95,41 @@ fn back_to(back: Option<&str>) -> String {
 /// A submitted form as `T`; one that does not read is 422.
 fn form<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
     serde_urlencoded::from_bytes(body)
+        .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
+}
+
+/// A multipart form's fields: text as it came (trimmed), a chosen file as its `data:` URI;
+/// an empty field or a file input with no file is left out, as is a repeated name.
+fn multipart_form<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<T, Problem> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let parts = crate::api::multipart::parse(content_type, body)
+        .map_err(|e| Problem::validation("body", e))?;
+    let mut fields = serde_json::Map::new();
+    for part in parts {
+        let value = match &part.filename {
+            Some(_) => {
+                let media = part
+                    .content_type
+                    .as_deref()
+                    .unwrap_or("application/octet-stream");
+                format!(
+                    "data:{media};base64,{}",
+                    crate::model::base64::encode(&part.data)
+                )
+            }
+            None => String::from_utf8_lossy(&part.data).trim().to_string(),
+        };
+        if !part.data.is_empty() && !value.is_empty() {
+            fields.entry(part.name).or_insert(Value::String(value));
+        }
+    }
+    serde_json::from_value(Value::Object(fields))
         .map_err(|e| Problem::validation("body", format!("the form does not read: {e}")))
 }
 
@@ -183,15 +220,15 @@ fn frame<'a>(
         title,
         live: if c.live { live } else { &[] },
         notice: notice(did),
-        theme: c.theme,
+        look: &c.look,
     }
 }
 
-/// The caller of a page, with how their pages look: their theme (else the instance's
-/// branding mode; `None` follows the browser) and whether lists update live.
+/// The caller of a page, with how their pages look (their theme, else the instance's
+/// branding mode; the branding's name, colours and logo) and whether lists update live.
 struct Visitor {
     caller: Caller,
-    theme: Option<Theme>,
+    look: Look,
     live: bool,
 }
 
@@ -221,25 +258,73 @@ impl FromRequestParts<AppState> for Visitor {
                 Preferences::default()
             }
         };
-        let branding = match st.auth.branding().await {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the branding");
-                Branding::default()
-            }
-        };
-        let theme = prefs
-            .extra
-            .get(THEME)
-            .and_then(|t| Theme::named(t))
-            .or_else(|| branding.mode.as_deref().and_then(Theme::named));
+        let theme = prefs.extra.get(THEME).and_then(|t| Theme::named(t));
         let live = prefs.extra.get(LIVE).map(String::as_str) != Some("off");
         Ok(Visitor {
             caller,
-            theme,
+            look: look(st, theme).await,
             live,
         })
     }
+}
+
+/// How the instance's pages look to someone whose own colour scheme is `theme` (`None`: the
+/// branding's mode, else the browser's).
+pub(in crate::api) async fn look(st: &AppState, theme: Option<Theme>) -> Look {
+    let branding = match st.auth.branding().await {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the branding");
+            Branding::default()
+        }
+    };
+    Look {
+        theme: theme.or_else(|| branding.mode.as_deref().and_then(Theme::named)),
+        name: branding.name.clone().filter(|n| !n.trim().is_empty()),
+        header: branding.header_colours(),
+        logo: branding
+            .logo
+            .as_deref()
+            .map(|l| format!("/branding/logo?v={}", logo_version(l))),
+    }
+}
+
+/// A short digest of the logo: its address changes with it, so browsers may keep it forever.
+fn logo_version(logo: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(logo.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct LogoQuery {
+    /// The logo's version as pages link it; the current one makes the answer cacheable for good.
+    v: Option<String>,
+}
+
+async fn logo(State(st): State<AppState>, ApiQuery(q): ApiQuery<LogoQuery>) -> Response {
+    let branding = match st.auth.branding().await {
+        Ok(b) => b,
+        Err(e) => return failed(e),
+    };
+    let (Some(uri), Ok((media, bytes))) = (&branding.logo, branding.logo_image()) else {
+        return crate::api::router::not_found();
+    };
+    let cache = if q.v.as_deref() == Some(logo_version(uri).as_str()) {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    };
+    (
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(media)),
+            (CACHE_CONTROL, HeaderValue::from_static(cache)),
+        ],
+        bytes,
+    )
+        .into_response()
 }
 
 fn can(c: &Caller) -> Can {

@@ -31,8 +31,8 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<ActionForm>().answers_empty(303).page(),
         Route::post("/account/preferences", set_preferences).identity().doc("ui", "Set the look of one's pages", "Form: `theme` (`light`, `dark`, or empty: the device's), `live` (`on`, `off`). Kept in the caller's preferences (`extra.theme`, `extra.live`, as `PUT /api/v1/users/me/preferences`); 303 to `/account`.")
             .form::<LookForm>().answers_empty(303).page(),
-        Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's colours", "Form: `mode` (`light`, `dark`, or empty: each device's). As `PUT /api/v1/branding` with `mode`; a user's own theme wins over it; 303 to `/account`.")
-            .form::<LookForm>().answers_empty(303).page(),
+        Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's branding", "A `multipart/form-data` form: `mode` (`light`, `dark`, or empty: each device's; a user's own theme wins over it), `name`, `accent` (`on` to colour the header) with `accentColor`, a `logo` file (PNG, JPEG or WebP, at most 64 KiB; none chosen keeps the current one), `removeLogo` (`on`). As `PUT /api/v1/branding` (the default tenant only); 303 to `/account`.")
+            .multipart::<BrandingForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
     ]
@@ -137,15 +137,15 @@ async fn take_over(
 async fn account_content(st: &AppState, c: &Visitor) -> Result<Markup, Problem> {
     let p = &c.principal;
     let prefs = st.auth.preferences(p, "me").await?;
-    let branding = if p.allows("config:write") {
-        Some(st.auth.branding().await?.mode.unwrap_or_default())
+    let branding = if p.allows("config:write") && p.instance {
+        Some(st.auth.branding().await?)
     } else {
         None
     };
     let looks = views::Looks {
         theme: prefs.extra.get(THEME).map_or("", String::as_str),
         live: c.live,
-        branding: branding.as_deref(),
+        branding: branding.as_ref(),
     };
     Ok(views::account(
         &p.name,
@@ -201,8 +201,6 @@ struct LookForm {
     theme: Option<String>,
     /// `on` or `off`.
     live: Option<String>,
-    /// The instance's: `light`, `dark`, or empty.
-    mode: Option<String>,
 }
 
 /// A scheme as stored: `light`, `dark`, or `system` for the device's.
@@ -240,11 +238,39 @@ async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) ->
     }
 }
 
-async fn set_branding(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+/// The account page's branding form.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct BrandingForm {
+    mode: Option<String>,
+    name: Option<String>,
+    /// `on`: the header takes `accentColor`.
+    accent: Option<String>,
+    accent_color: Option<String>,
+    /// The image file; read as its `data:` URI.
+    #[schemars(extend("format" = "binary"))]
+    logo: Option<String>,
+    /// `on`: the logo goes.
+    remove_logo: Option<String>,
+}
+
+async fn set_branding(
+    State(st): State<AppState>,
+    c: Visitor,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let result = async {
-        let f = form::<LookForm>(&body)?;
+        let f: BrandingForm = multipart_form(&headers, &body)?;
         let mut branding = st.auth.branding().await?;
         branding.mode = Some(scheme(f.mode.as_deref()).into());
+        branding.name = f.name;
+        branding.accent_color = f.accent_color.filter(|_| f.accent.as_deref() == Some("on"));
+        if f.remove_logo.as_deref() == Some("on") {
+            branding.logo = None;
+        } else if f.logo.is_some() {
+            branding.logo = f.logo;
+        }
         let body = serde_json::to_value(&branding)
             .map_err(|e| Problem::internal(format!("branding as JSON: {e}")))?;
         st.auth.set_branding(&c.principal, &c.actor, body).await?;

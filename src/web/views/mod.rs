@@ -19,7 +19,7 @@ use crate::model::alert::{Alert, AlertStatus};
 use crate::model::audit::AuditEntry;
 use crate::model::config::ConfigDoc;
 use crate::model::event::{Event, Severity};
-use crate::model::identity::{ApiToken, MintedToken, User};
+use crate::model::identity::{ApiToken, Branding, MintedToken, User};
 use crate::model::incident::Incident;
 use crate::model::notify::{OnCallNow, OnCallShift};
 use crate::model::object::{ObjectKind, ObjectView};

@@ -133,8 +133,9 @@ pub struct Looks<'a> {
     /// The caller's theme preference (`light`, `dark`, or empty: the browser's).
     pub theme: &'a str,
     pub live: bool,
-    /// The instance's branding mode, when the caller may change it (`config:write`).
-    pub branding: Option<&'a str>,
+    /// The instance's branding, when the caller may change it (`config:write` in the default
+    /// tenant).
+    pub branding: Option<&'a Branding>,
 }
 
 fn scheme_select(id: &str, name: &str, chosen: &str, auto: &str) -> Markup {
@@ -173,11 +174,21 @@ pub fn account(
             }
             p { button type="submit" { "Save" } }
         }
-        @if let Some(mode) = looks.branding {
+        @if let Some(b) = looks.branding {
             h2 { "Every user's pages" }
-            form method="post" action="/account/branding" {
+            form method="post" action="/account/branding" enctype="multipart/form-data" {
                 label for="mode" { "Colours, unless a user chose" }
-                (scheme_select("mode", "mode", mode, "As each device is set"))
+                (scheme_select("mode", "mode", b.mode.as_deref().unwrap_or_default(), "As each device is set"))
+                label for="brandName" { "Name in the header and titles (empty: svc)" }
+                input #brandName type="text" name="name" maxlength="64" value=[b.name.as_deref()];
+                label.check { input type="checkbox" name="accent" value="on" checked[b.accent_color.is_some()]; "Colour the header" }
+                label for="accentColor" { "Header colour" }
+                input #accentColor type="color" name="accentColor" value=(b.accent_color.as_deref().unwrap_or("#0b57c2"));
+                label for="logo" { "Logo (PNG, JPEG or WebP, at most 64 KiB; none chosen keeps the current one)" }
+                input #logo type="file" name="logo" accept="image/png,image/jpeg,image/webp";
+                @if b.logo.is_some() {
+                    label.check { input type="checkbox" name="removeLogo" value="on"; "Remove the logo" }
+                }
                 p { button type="submit" { "Save for everyone" } }
             }
         }
