@@ -71,7 +71,7 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
     };
     let delete = move |State(st): State<AppState>, c: Caller, ApiPath(name): ApiPath<String>| async move {
         st.inventory
-            .delete(&c.principal, &c.actor, kind, name)
+            .delete(&c.principal, &c.actor, kind, name, None)
             .await?;
         Ok::<_, Problem>(StatusCode::NO_CONTENT)
     };

@@ -316,12 +316,14 @@ impl Inventory {
         Ok(doc)
     }
 
+    /// Deletes the document; at `expected` only, when given (a page that showed a version).
     pub async fn delete(
         &self,
         p: &Principal,
         actor: &Actor,
         kind: &'static Kind,
         name: String,
+        expected: Option<u64>,
     ) -> Result<(), InventoryError> {
         let record = self.record(p, actor, kind, "delete", &name);
         let tenant = p.tenant;
@@ -330,6 +332,9 @@ impl Inventory {
                 let old = tx
                     .remove_config_doc(tenant, kind.name, &name)?
                     .ok_or(StoreError::NotFound)?;
+                if let Some(expected) = expected {
+                    check_version(old.version, expected)?;
+                }
                 tx.record([record.audit.before(old.to_json())], record.events)
             })
             .await?;

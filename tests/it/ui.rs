@@ -1184,6 +1184,83 @@ async fn a_configuration_document_is_planned_then_applied_at_its_version() {
         .await;
     assert_eq!(status, 403);
     assert_eq!(olga.page("/config/no-such-kind").await.0, 404);
+    let (_, list) = olga.page("/config/alert-rules").await;
+    assert!(!list.contains("New document"), "no create form: {list}");
+    let (status, _, _) = olga
+        .post(
+            "/config/alert-rules",
+            "name=mine&yaml=match%3A+%22true%22",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    // Created from the list page; a refusal keeps the text typed; deleted at its version.
+    let (_, list) = eve.page("/config/alert-rules").await;
+    assert!(list.contains("New document"), "{list}");
+    let yaml = "match: \"event.type == 'state_change'\"\nseverity: loud\ntitle: x\n";
+    let typed: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("name", "noisy")
+        .append_pair("yaml", yaml)
+        .finish();
+    let (status, _, body) = eve.post("/config/alert-rules", &typed, "same-origin").await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.contains("severity: loud") && body.contains("value=\"noisy\""),
+        "the form again, as typed: {body}"
+    );
+    let typed = typed.replace("loud", "warning");
+    let (status, to, body) = eve.post("/config/alert-rules", &typed, "same-origin").await;
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(to.as_deref(), Some("/config/alert-rules/noisy?did=created"));
+    assert_eq!(
+        get(s, &a.token, "/api/v1/alert-rules/noisy").await["severity"],
+        "warning"
+    );
+    let (status, _, _) = eve.post("/config/alert-rules", &typed, "same-origin").await;
+    assert_eq!(status, 409, "the name is taken");
+    let (_, doc) = eve.page("/config/alert-rules/noisy").await;
+    assert!(doc.contains("/config/alert-rules/noisy/delete"), "{doc}");
+    let (status, _, _) = eve
+        .post(
+            "/config/alert-rules/noisy/delete",
+            "version=1",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "not confirmed");
+    let (status, _, _) = eve
+        .post(
+            "/config/alert-rules/noisy/delete",
+            "confirm=on&version=7",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409, "a stale page");
+    let (status, _, _) = olga
+        .post(
+            "/config/alert-rules/noisy/delete",
+            "confirm=on&version=1",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let (status, to, _) = eve
+        .post(
+            "/config/alert-rules/noisy/delete",
+            "confirm=on&version=1",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/config/alert-rules?did=deleted"));
+    let gone = call(s, &a.token, Method::GET, "/api/v1/alert-rules/noisy")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let audit = get(s, &a.token, "/api/v1/audit?limit=5").await.to_string();
+    assert!(audit.contains("\"alert-rule.delete\""), "{audit}");
 }
 
 /// Standard base64, for a dashboard's layout.

@@ -9,6 +9,10 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/config/{kind}", config_list).identity().doc("ui", "Documents of a kind", "By name, 500 at most. Needs the kind's `read` permission (it depends on the kind, so the page checks it: 403 without).")
             .answers_text(200, HTML).answers_text(403, HTML).answers_text(404, HTML).page(),
+        Route::post("/config/{kind}", config_create).identity().doc("ui", "Create a configuration document", "Form: `name`, `yaml` (the document's fields). As `POST /api/v1/{kind}`; 303 to the new document; a refusal shows the form again with the reason and the text as typed (409 taken name, 422 invalid). Needs the kind's `write` permission.")
+            .form::<NewDocForm>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
+        Route::post("/config/{kind}/{name}/delete", config_delete).identity().doc("ui", "Delete a configuration document", "Form: `confirm` (`on`), `version` (the version the page showed: a change since is 409). As `DELETE /api/v1/{kind}/{name}`; 303 to the kind's list. Needs the kind's `write` permission.")
+            .form::<DeleteForm>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::get("/config/{kind}/{name}", config_doc).identity().doc("ui", "A configuration document", "The document's own fields as YAML; with the kind's `write` permission, a form to change it, planned before it is applied. Needs the kind's `read` permission.")
             .answers_text(200, HTML).answers_text(403, HTML).answers_text(404, HTML).page(),
         Route::post("/config/{kind}/{name}/plan", config_plan).identity().doc("ui", "Plan a change", "Form: `yaml`, `version`. The change as removed and added lines against the stored document, and a form that applies exactly this text at that version; YAML that does not read is 422. Needs the kind's `write` permission.")
@@ -71,6 +75,7 @@ async fn config_list(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(kind): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
         let kind = config_kind(&c, &kind, read_permission)?;
@@ -81,13 +86,22 @@ async fn config_list(
         Ok::<_, Problem>((kind, docs))
     };
     match found.await {
-        Ok((kind, docs)) => html(
-            StatusCode::OK,
-            web::page(
-                frame(&c, Section::Config, kind.name.into(), &["config"], None),
-                views::config_list(st.clock.now(), kind.name, &docs),
-            ),
-        ),
+        Ok((kind, docs)) => {
+            let new = c.principal.allows(kind.write).then_some(("", ""));
+            html(
+                StatusCode::OK,
+                web::page(
+                    frame(
+                        &c,
+                        Section::Config,
+                        kind.name.into(),
+                        &["config"],
+                        q.did.as_deref(),
+                    ),
+                    views::config_list(st.clock.now(), kind.name, &docs, new),
+                ),
+            )
+        }
         Err(p) => failed(p),
     }
 }
@@ -187,6 +201,104 @@ async fn config_apply(
     };
     match result.await {
         Ok(to) => done(Some(&to), "saved"),
+        Err(p) => failed(p),
+    }
+}
+
+/// The new-document form.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct NewDocForm {
+    name: Option<String>,
+    yaml: Option<String>,
+}
+
+async fn config_create(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(kind): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    let kind = match config_kind(&c, &kind, write_permission) {
+        Ok(k) => k,
+        Err(p) => return failed(p),
+    };
+    let f: NewDocForm = match form(&body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    let name = f.name.unwrap_or_default().trim().to_string();
+    let text = f.yaml.unwrap_or_default().replace("\r\n", "\n");
+    let result = async {
+        let mut value: Value = if text.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_yaml_ng::from_str(&text)
+                .map_err(|e| Problem::validation("body", format!("the YAML does not read: {e}")))?
+        };
+        let Some(fields) = value.as_object_mut() else {
+            return Err(Problem::validation(
+                "body",
+                "the YAML is not a mapping of fields",
+            ));
+        };
+        fields.insert("name".into(), Value::String(name.clone()));
+        let doc = st
+            .inventory
+            .create(&c.principal, &c.actor, kind, value)
+            .await?;
+        Ok(format!(
+            "/config/{}/{}",
+            kind.name,
+            views::encode_segment(&doc.name)
+        ))
+    };
+    match result.await {
+        Ok(to) => done(Some(&to), "created"),
+        Err(p) => form_again(
+            &c,
+            Section::Config,
+            kind.name,
+            p,
+            views::new_doc_form(kind.name, &name, &text),
+        ),
+    }
+}
+
+/// The delete form: a ticked confirmation, and the version the page showed.
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct DeleteForm {
+    confirm: Option<String>,
+    version: Option<u64>,
+}
+
+async fn config_delete(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath((kind, name)): ApiPath<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let kind = config_kind(&c, &kind, write_permission)?;
+        let f: DeleteForm = form(&body)?;
+        if f.confirm.as_deref() != Some("on") {
+            return Err(Problem::validation(
+                "body",
+                "tick the box to confirm the deletion",
+            ));
+        }
+        st.inventory
+            .delete(
+                &c.principal,
+                &c.actor,
+                kind,
+                name,
+                Some(f.version.unwrap_or(0)),
+            )
+            .await?;
+        Ok(format!("/config/{}", kind.name))
+    };
+    match result.await {
+        Ok(to) => done(Some(&to), "deleted"),
         Err(p) => failed(p),
     }
 }

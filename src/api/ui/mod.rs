@@ -201,6 +201,8 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "revoke" => "Token revoked.",
         "takeover" => "The shift is yours.",
         "saved" => "Saved.",
+        "created" => "Created.",
+        "deleted" => "Deleted.",
         "look" => "Saved: your pages look so from now on.",
         _ => return None,
     };

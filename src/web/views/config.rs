@@ -14,8 +14,14 @@ pub fn config_kinds(kinds: &[&str]) -> Markup {
     }
 }
 
-/// `/config/{kind}`: its documents by name.
-pub fn config_list(now: Timestamp, kind: &str, docs: &[ConfigDoc]) -> Markup {
+/// `/config/{kind}`: its documents by name, and the form that creates one (`Some`: the caller
+/// may write the kind; the name and YAML typed before, if any).
+pub fn config_list(
+    now: Timestamp,
+    kind: &str,
+    docs: &[ConfigDoc],
+    new: Option<(&str, &str)>,
+) -> Markup {
     html! {
         @if docs.is_empty() { p { "No documents of this kind." } }
         ul.list {
@@ -27,6 +33,21 @@ pub fn config_list(now: Timestamp, kind: &str, docs: &[ConfigDoc]) -> Markup {
                     }
                 }
             }
+        }
+        @if let Some((name, yaml)) = new { (new_doc_form(kind, name, yaml)) }
+    }
+}
+
+/// The form that creates a document of `kind`.
+pub fn new_doc_form(kind: &str, name: &str, yaml: &str) -> Markup {
+    html! {
+        h2 #new { "New document" }
+        form method="post" action=(format!("/config/{kind}")) {
+            label for="name" { "Name" }
+            input #name type="text" name="name" required value=(name);
+            label for="yaml" { "The document's fields (YAML; the reference's body without the name)" }
+            textarea #yaml name="yaml" rows="12" spellcheck="false" { (yaml) }
+            p { button.primary type="submit" { "Create" } }
         }
     }
 }
@@ -42,6 +63,12 @@ pub fn config_doc(kind: &str, d: &ConfigDoc, yaml: &str, can_write: bool) -> Mar
                 label for="yaml" { "The document (YAML; the name and the service's fields are kept)" }
                 textarea #yaml name="yaml" rows="20" spellcheck="false" { (yaml) }
                 p { button.primary type="submit" { "Plan the change" } }
+            }
+            h2 { "Delete" }
+            form method="post" action=(format!("{here}/delete")) {
+                input type="hidden" name="version" value=(d.version);
+                label.check { input type="checkbox" name="confirm" value="on" required; "Delete " (kind) " " (d.name) " for good" }
+                p { button.danger type="submit" { "Delete" } }
             }
         } @else {
             pre { (yaml) }

@@ -160,7 +160,7 @@ fn timeline(now: Timestamp, events: &[Event]) -> Markup {
 }
 
 /// A path segment with what would end or escape it encoded.
-fn encode_segment(s: &str) -> String {
+pub fn encode_segment(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
