@@ -65,7 +65,7 @@ function assert(cond, what) {
   if (!cond) throw new Error(what);
 }
 
-const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical"];
+const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
 const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
 
 async function main() {

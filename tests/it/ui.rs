@@ -1338,6 +1338,108 @@ async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
         422,
         "a layout that does not read"
     );
+
+    // An editor makes a dashboard in the UI: a graph of a metric of the objects a saved
+    // filter finds, and a count.
+    assert!(!list.contains("/dashboards/new"), "a viewer makes none");
+    assert_eq!(vera.page("/dashboards/new").await.0, 403);
+    user(&a, "eve@example.org", "editor").await;
+    let eve = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    create_all(
+        s,
+        &a.token,
+        vec![(
+            "/api/v1/saved-filters",
+            json!({"name": "edge-load", "resource": "services", "query": {"q": "load"}}),
+        )],
+    )
+    .await;
+    for load in [0.5, 1.5] {
+        let res = send(
+            s,
+            &a.token,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": [{"host": "edge", "service": "load", "state": "OK", "output": format!("OK | load1={load};4;8")}]}),
+        )
+        .await;
+        assert_eq!(res.status(), 202);
+    }
+    let (status, editor) = eve.page("/dashboards/new").await;
+    assert_eq!(status, 200);
+    assert!(
+        editor.contains(r#"<option value="edge-load">services</option>"#),
+        "the saved filters are offered: {editor}"
+    );
+    let tiles = "filter0=edge-load&title0=Load&show0=graph&metric0=load1&filter1=open-alerts&show1=count&filter2=&show2=list";
+    let (status, _, body) = eve
+        .post(
+            "/dashboards",
+            &tiles.replace("metric0=load1", "metric0="),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "a graph names its metric: {body}");
+    let (status, to, body) = eve
+        .post(
+            "/dashboards",
+            &format!("name=loads&shared=on&version=0&{tiles}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{body}");
+    assert_eq!(to.as_deref(), Some("/dashboards/loads?did=saved"));
+    let (status, page) = vera.page("/dashboards/loads").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<h2>Load</h2>"), "{page}");
+    assert!(
+        page.contains("<strong>edge / load · load1</strong>") && page.contains("<polyline"),
+        "the graph of load1 on edge / load: {page}"
+    );
+    assert!(page.contains("<h2>open-alerts</h2>"));
+    assert!(
+        !page.contains("/dashboards/loads/edit"),
+        "a viewer edits nothing"
+    );
+    let stored = get(s, &a.token, "/api/v1/dashboards/loads").await;
+    assert_eq!(stored["shared"], true);
+    assert!(stored["ownerId"].is_string(), "{stored}");
+
+    let (_, page) = eve.page("/dashboards/loads").await;
+    assert!(page.contains(r#"href="/dashboards/loads/edit""#));
+    let (status, editor) = eve.page("/dashboards/loads/edit").await;
+    assert_eq!(status, 200);
+    assert!(
+        editor.contains(r#"value="edge-load""#)
+            && editor.contains(r#"<option value="graph" selected>"#)
+            && editor.contains(r#"value="load1""#),
+        "{editor}"
+    );
+    let (status, _, _) = eve
+        .post(
+            "/dashboards/loads",
+            "version=1&shared=on&filter0=open-alerts&show0=list",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (status, _, _) = eve
+        .post(
+            "/dashboards/loads",
+            "version=1&shared=on&filter0=open-alerts&show0=count",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409, "the editor showed version 1; it is at 2");
+    let (status, _, _) = vera
+        .post("/dashboards/loads", "version=2&filter0=x", "same-origin")
+        .await;
+    assert_eq!(status, 403);
+    let (_, page) = vera.page("/dashboards/loads").await;
+    assert!(
+        !page.contains("<figure") && page.contains("disk is CRITICAL"),
+        "{page}"
+    );
 }
 
 #[tokio::test]

@@ -1,14 +1,22 @@
 //! The UI's dashboards: each tile's saved filter run as the list it names would run it.
 
 use super::*;
-use crate::model::dashboard::{Layout, Show};
+use crate::model::dashboard::{Layout, MAX_TILES, Show, Tile};
 use crate::web::views::{TileItems, TileView};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/dashboards", dashboards).permission("objects:read").doc("ui", "Dashboards page", "The tenant's dashboards: the shared ones and the caller's own (`ownerId`).")
             .answers_text(200, HTML).page(),
-        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\"}]}` (at most 24 tiles). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, and with `list` the first ten; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; live.")
+        Route::get("/dashboards/new", new_dashboard).identity().doc("ui", "New dashboard form", "The dashboard editor, empty: a name, shared or the caller's own, and rows of tiles (a saved filter, a title, count, list or graph, a graph's metric). Needs the dashboards kind's `write` permission.")
+            .answers_text(200, HTML).answers_text(403, HTML).page(),
+        Route::post("/dashboards", create_dashboard).identity().doc("ui", "Create a dashboard", "Form: `name`, `shared` (`on`), rows `filter{i}`, `title{i}`, `show{i}` (`count`, `list`, `graph`), `metric{i}` for i from 0 (a row without a filter is left out; at most 24). As `POST /api/v1/dashboards` with the layout as base64 JSON in `spec` and the caller as `ownerId`; 303 to the dashboard. Needs the dashboards kind's `write` permission.")
+            .form::<HashMap<String, String>>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
+        Route::get("/dashboards/{name}/edit", edit_dashboard).identity().doc("ui", "Dashboard editor", "The dashboard's tiles as rows of a form, with three empty rows to add tiles. Needs the dashboards kind's `write` permission and a dashboard the caller sees.")
+            .answers_text(200, HTML).answers_text(403, HTML).answers_text(404, HTML).page(),
+        Route::post("/dashboards/{name}", update_dashboard).identity().doc("ui", "Change a dashboard", "Form: as creating one, with `version` (the version the editor showed: a change since is 409), without `name`. As `PUT /api/v1/dashboards/{name}` with `If-Match`; 303 to the dashboard.")
+            .form::<HashMap<String, String>>().answers_empty(303).answers_text(403, HTML).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
+        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a tile whose filter is missing, unreadable or beyond the caller's permissions says so; live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
     ]
 }
@@ -40,7 +48,7 @@ async fn dashboards(State(st): State<AppState>, c: Visitor) -> Response {
                 StatusCode::OK,
                 web::page(
                     frame(&c, Section::Dashboards, "Dashboards".into(), &[], None),
-                    views::dashboards(&names),
+                    views::dashboards(&names, c.principal.allows(kind.write)),
                 ),
             )
         }
@@ -161,10 +169,53 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
     }
 }
 
+/// Objects a graph tile draws at most.
+const GRAPHED_OBJECTS: usize = 4;
+
+/// A graph tile's lines: `metric` of the first objects its filter found, each captioned with
+/// its object.
+async fn tile_graphs(
+    st: &AppState,
+    c: &Caller,
+    items: &TileItems,
+    metric: &str,
+) -> Result<Vec<views::Graph>, String> {
+    let objects: Vec<(Uuid, String)> = match items {
+        TileItems::Objects(v) => v
+            .iter()
+            .map(|o| (o.object.id, views::view_name(o)))
+            .collect(),
+        TileItems::Problems(v) => v
+            .iter()
+            .map(|p| (p.object.id, views::problem_name(p)))
+            .collect(),
+        _ => {
+            return Err(
+                "a graph tile needs a saved filter of objects, hosts, services or problems".into(),
+            );
+        }
+    };
+    if !c.principal.allows("metrics:read") {
+        return Err("this tile needs permission metrics:read".into());
+    }
+    let mut graphs = Vec::new();
+    for (id, name) in objects.into_iter().take(GRAPHED_OBJECTS) {
+        let found = object_graphs(st, c, id, Some(metric))
+            .await
+            .map_err(|p| p.detail)?;
+        graphs.extend(found.into_iter().map(|mut g| {
+            g.label = format!("{name} · {}", g.label);
+            g
+        }));
+    }
+    Ok(graphs)
+}
+
 async fn dashboard(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
         let kind = kind_by_name("dashboards")
@@ -178,25 +229,220 @@ async fn dashboard(
         let layout = Layout::from_spec(spec).map_err(|e| Problem::validation("dashboard", e))?;
         let mut tiles = Vec::new();
         for t in layout.tiles {
-            let found = run_filter(&st, &c, &t.filter).await;
+            let mut found = run_filter(&st, &c, &t.filter).await;
             let capped = found.as_ref().is_ok_and(|items| items.len() >= TILE_CAP);
+            let mut graphs = Vec::new();
+            if let (Show::Graph, Some(metric), Ok(items)) = (t.show, &t.metric, &found) {
+                match tile_graphs(&st, &c, items, metric).await {
+                    Ok(g) => graphs = g,
+                    Err(why) => found = Err(why),
+                }
+            }
             tiles.push(TileView {
                 title: t.title.unwrap_or_else(|| t.filter.clone()),
-                list: t.show == Show::List,
+                show: t.show,
                 found,
                 capped,
+                graphs,
             });
         }
-        Ok::<_, Problem>((doc.name, tiles))
+        Ok::<_, Problem>((doc.name, kind, tiles))
     };
     match found.await {
-        Ok((name, tiles)) => html(
-            StatusCode::OK,
-            web::page(
-                frame(&c, Section::Dashboards, name, ALERT_LIVE, None),
-                views::dashboard(st.clock.now(), &tiles),
-            ),
+        Ok((name, kind, tiles)) => {
+            let edit = c
+                .principal
+                .allows(kind.write)
+                .then(|| format!("/dashboards/{}/edit", views::encode_segment(&name)));
+            html(
+                StatusCode::OK,
+                web::page(
+                    frame(&c, Section::Dashboards, name, ALERT_LIVE, q.did.as_deref()),
+                    views::dashboard(st.clock.now(), &tiles, edit.as_deref()),
+                ),
+            )
+        }
+        Err(p) => failed(p),
+    }
+}
+
+/// The dashboards kind, if the caller may write it.
+fn writable(c: &Caller) -> Result<&'static Kind, Problem> {
+    let kind = kind_by_name("dashboards")
+        .ok_or_else(|| Problem::internal("the dashboards kind is missing"))?;
+    if !c.principal.allows(kind.write) {
+        return Err(Problem::new(Code::AuthForbidden, kind.write));
+    }
+    Ok(kind)
+}
+
+/// The saved filters the editor offers: name and what each lists; none when the caller may
+/// not read them (the field still takes a typed name).
+async fn filter_choices(st: &AppState, c: &Caller) -> Vec<(String, String)> {
+    let Some(kind) = kind_by_name("saved-filters").filter(|k| c.principal.allows(k.read)) else {
+        return Vec::new();
+    };
+    match st.inventory.list(&c.principal, kind, None, None, 500).await {
+        Ok(docs) => docs
+            .iter()
+            .map(|d| {
+                let resource = d.to_json()["resource"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (d.name.clone(), resource)
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %Problem::from(e).detail, "could not list the saved filters");
+            Vec::new()
+        }
+    }
+}
+
+fn editor(c: &Visitor, title: String, draft: &views::DashboardDraft<'_>) -> Response {
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(c, Section::Dashboards, title, &[], None),
+            views::dashboard_editor(draft),
         ),
+    )
+}
+
+async fn new_dashboard(State(st): State<AppState>, c: Visitor) -> Response {
+    if let Err(p) = writable(&c) {
+        return failed(p);
+    }
+    let filters = filter_choices(&st, &c).await;
+    let draft = views::DashboardDraft {
+        name: None,
+        shared: true,
+        version: 0,
+        tiles: &[],
+        filters: &filters,
+    };
+    editor(&c, "New dashboard".into(), &draft)
+}
+
+async fn edit_dashboard(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(name): ApiPath<String>,
+) -> Response {
+    let found = async {
+        let kind = writable(&c)?;
+        let doc = st.inventory.get(&c.principal, kind, name).await?;
+        let json = doc.to_json();
+        if !visible(&json, &c) {
+            return Err(Problem::not_found());
+        }
+        // A layout that does not read starts over rather than locking the dashboard.
+        let layout =
+            Layout::from_spec(json["spec"].as_str().unwrap_or_default()).unwrap_or_default();
+        Ok::<_, Problem>((doc, json["shared"].as_bool() == Some(true), layout))
+    };
+    match found.await {
+        Ok((doc, shared, layout)) => {
+            let filters = filter_choices(&st, &c).await;
+            let draft = views::DashboardDraft {
+                name: Some(&doc.name),
+                shared,
+                version: doc.version,
+                tiles: &layout.tiles,
+                filters: &filters,
+            };
+            editor(&c, format!("Edit {}", doc.name), &draft)
+        }
+        Err(p) => failed(p),
+    }
+}
+
+/// The editor's rows as a layout: rows without a filter left out.
+fn edited_layout(f: &HashMap<String, String>) -> Result<Layout, Problem> {
+    let field = |name: String| f.get(&name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let mut tiles = Vec::new();
+    for i in 0..MAX_TILES + views::SPARE_ROWS {
+        let Some(filter) = field(format!("filter{i}")) else {
+            continue;
+        };
+        let show = match field(format!("show{i}")) {
+            None => Show::default(),
+            Some(s) => Show::ALL
+                .into_iter()
+                .find(|v| v.as_str() == s)
+                .ok_or_else(|| {
+                    Problem::validation(
+                        "dashboard",
+                        format!("tile {}: show {s:?} is not count, list or graph", i + 1),
+                    )
+                })?,
+        };
+        tiles.push(Tile {
+            title: field(format!("title{i}")).map(str::to_string),
+            filter: filter.to_string(),
+            show,
+            metric: field(format!("metric{i}")).map(str::to_string),
+        });
+    }
+    let layout = Layout { tiles };
+    layout
+        .check()
+        .map_err(|e| Problem::validation("dashboard", e))?;
+    Ok(layout)
+}
+
+async fn create_dashboard(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+    let result = async {
+        let kind = writable(&c)?;
+        let f: HashMap<String, String> = form(&body)?;
+        let layout = edited_layout(&f)?;
+        let mut value = serde_json::json!({
+            "name": f.get("name").map(|n| n.trim()).unwrap_or_default(),
+            "shared": f.get("shared").map(String::as_str) == Some("on"),
+            "spec": layout.to_spec(),
+        });
+        if let Some(user) = c.principal.user {
+            value["ownerId"] = Value::String(user.to_string());
+        }
+        let doc = st
+            .inventory
+            .create(&c.principal, &c.actor, kind, value)
+            .await?;
+        Ok::<_, Problem>(format!("/dashboards/{}", views::encode_segment(&doc.name)))
+    };
+    match result.await {
+        Ok(to) => done(Some(&to), "saved"),
+        Err(p) => failed(p),
+    }
+}
+
+async fn update_dashboard(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(name): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let kind = writable(&c)?;
+        let f: HashMap<String, String> = form(&body)?;
+        let layout = edited_layout(&f)?;
+        let doc = st.inventory.get(&c.principal, kind, name.clone()).await?;
+        let mut value = doc.to_json();
+        if !visible(&value, &c) {
+            return Err(Problem::not_found());
+        }
+        value["shared"] = Value::Bool(f.get("shared").map(String::as_str) == Some("on"));
+        value["spec"] = Value::String(layout.to_spec());
+        let version = f.get("version").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let doc = st
+            .inventory
+            .update(&c.principal, &c.actor, kind, name, version, value)
+            .await?;
+        Ok::<_, Problem>(format!("/dashboards/{}", views::encode_segment(&doc.name)))
+    };
+    match result.await {
+        Ok(to) => done(Some(&to), "saved"),
         Err(p) => failed(p),
     }
 }

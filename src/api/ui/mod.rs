@@ -367,6 +367,57 @@ fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Mark
     html(p.status, web::page(frame, form))
 }
 
+/// Graphs of an object's metric series over the last day (at most four; `only` one metric),
+/// none without `metrics:read`.
+async fn object_graphs(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+    only: Option<&str>,
+) -> Result<Vec<views::Graph>, Problem> {
+    if !c.principal.allows("metrics:read") {
+        return Ok(Vec::new());
+    }
+    let now = st.clock.now();
+    let mut graphs = Vec::new();
+    for s in st
+        .metric_queries
+        .series(&c.principal, id)
+        .await?
+        .into_iter()
+        .filter(|s| only.is_none_or(|m| s.metric == m))
+        .take(4)
+    {
+        let q = MetricQuery {
+            object_id: Some(id),
+            metric: Some(s.metric.clone()),
+            from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000)
+                .unwrap_or(now),
+            to: now.plus(std::time::Duration::from_secs(1)),
+            max_points: Some(120),
+            step_seconds: None,
+            agg: None,
+        };
+        // A series retention emptied since it was listed has nothing to draw.
+        let points = match st
+            .metric_queries
+            .query(&c.principal, q)
+            .await
+            .map_err(Problem::from)
+        {
+            Ok(p) => p,
+            Err(p) if p.status == StatusCode::NOT_FOUND => continue,
+            Err(p) => return Err(p),
+        };
+        graphs.push(views::Graph {
+            label: s.metric,
+            unit: s.unit,
+            points: points.points.into_iter().map(|p| (p.t, p.v)).collect(),
+        });
+    }
+    Ok(graphs)
+}
+
 async fn asset(ApiPath(file): ApiPath<String>, headers: HeaderMap) -> Response {
     let Some(a) = assets::by_path(&format!("/assets/{file}")) else {
         return crate::api::router::not_found();

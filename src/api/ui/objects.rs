@@ -115,7 +115,7 @@ async fn object(
         Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let graphs = match object_graphs(&st, &c, id).await {
+    let graphs = match object_graphs(&st, &c, id, None).await {
         Ok(g) => g,
         Err(p) => return failed(p),
     };
@@ -173,51 +173,6 @@ async fn object_events(
         .list_committed(&st.store, latest, None, 20)
         .await?;
     Ok((changes, events))
-}
-
-/// Graphs of an object's metric series over the last day (at most four); none without
-/// `metrics:read`.
-async fn object_graphs(st: &AppState, c: &Caller, id: Uuid) -> Result<Vec<views::Graph>, Problem> {
-    if !c.principal.allows("metrics:read") {
-        return Ok(Vec::new());
-    }
-    let now = st.clock.now();
-    let mut graphs = Vec::new();
-    for s in st
-        .metric_queries
-        .series(&c.principal, id)
-        .await?
-        .into_iter()
-        .take(4)
-    {
-        let q = MetricQuery {
-            object_id: Some(id),
-            metric: Some(s.metric.clone()),
-            from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000)
-                .unwrap_or(now),
-            to: now.plus(std::time::Duration::from_secs(1)),
-            max_points: Some(120),
-            step_seconds: None,
-            agg: None,
-        };
-        // A series retention emptied since it was listed has nothing to draw.
-        let points = match st
-            .metric_queries
-            .query(&c.principal, q)
-            .await
-            .map_err(Problem::from)
-        {
-            Ok(p) => p,
-            Err(p) if p.status == StatusCode::NOT_FOUND => continue,
-            Err(p) => return Err(p),
-        };
-        graphs.push(views::Graph {
-            metric: s.metric,
-            unit: s.unit,
-            points: points.points.into_iter().map(|p| (p.t, p.v)).collect(),
-        });
-    }
-    Ok(graphs)
 }
 
 async fn check_now(

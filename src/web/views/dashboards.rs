@@ -1,6 +1,7 @@
 //! Dashboards: tiles of saved filters, each a count or a short list.
 
 use super::*;
+use crate::model::dashboard::{MAX_TILES, Show, Tile};
 
 /// What a tile's saved filter found.
 pub enum TileItems {
@@ -30,10 +31,12 @@ impl TileItems {
 /// One tile as shown: its title, and what its filter found or why it could not be read.
 pub struct TileView {
     pub title: String,
-    pub list: bool,
+    pub show: Show,
     pub found: Result<TileItems, String>,
     /// The count stopped at the tile's cap.
     pub capped: bool,
+    /// A graph tile's lines.
+    pub graphs: Vec<Graph>,
 }
 
 /// Rows a list tile shows.
@@ -63,11 +66,12 @@ fn tile_rows(now: Timestamp, items: &TileItems) -> Markup {
     }
 }
 
-/// `/dashboards`: the dashboards the caller may see.
-pub fn dashboards(names: &[String]) -> Markup {
+/// `/dashboards`: the dashboards the caller may see, and a link to make one.
+pub fn dashboards(names: &[String], can_write: bool) -> Markup {
     html! {
+        @if can_write { p { a.button href="/dashboards/new" { "New dashboard" } } }
         @if names.is_empty() {
-            p { "No dashboards. A dashboard is a configuration document of kind " code { "dashboards" } " whose " code { "spec" } " is the base64 of " code { "{\"tiles\": [{\"filter\": \"<saved filter>\", \"title\"?, \"show\"?: \"count\" | \"list\"}]}" } "." }
+            p { "No dashboards. A dashboard is a configuration document of kind " code { "dashboards" } " whose " code { "spec" } " is the base64 of " code { "{\"tiles\": [{\"filter\": \"<saved filter>\", \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}" } "." }
         }
         ul.list {
             @for n in names { li { span.what { a href=(format!("/dashboards/{}", encode_segment(n))) { (n) } } } }
@@ -75,9 +79,11 @@ pub fn dashboards(names: &[String]) -> Markup {
     }
 }
 
-/// `/dashboards/{name}`: its tiles.
-pub fn dashboard(now: Timestamp, tiles: &[TileView]) -> Markup {
+/// `/dashboards/{name}`: its tiles, and a link to change them (`edit`: the editor's address).
+pub fn dashboard(now: Timestamp, tiles: &[TileView], edit: Option<&str>) -> Markup {
     html! {
+        @if let Some(href) = edit { p { a.button href=(href) { "Edit" } } }
+        @if tiles.is_empty() { p { "No tiles yet." } }
         div.tiles {
             @for t in tiles {
                 section.tile aria-label=(t.title) {
@@ -86,11 +92,72 @@ pub fn dashboard(now: Timestamp, tiles: &[TileView]) -> Markup {
                         Err(why) => p.notice.error { (why) },
                         Ok(items) => {
                             p.count { strong { (items.len()) @if t.capped { "+" } } }
-                            @if t.list && !items.is_empty() { (tile_rows(now, items)) }
+                            @match t.show {
+                                Show::List if !items.is_empty() => (tile_rows(now, items)),
+                                Show::Graph if t.graphs.is_empty() => p.muted { "No data for this metric yet." },
+                                Show::Graph => @for g in &t.graphs { (super::objects::graph(g)) },
+                                _ => {},
+                            }
                         },
                     }
                 }
             }
+        }
+    }
+}
+
+/// What the dashboard editor starts from.
+pub struct DashboardDraft<'a> {
+    /// `None` for a new dashboard (the form asks for its name).
+    pub name: Option<&'a str>,
+    pub shared: bool,
+    pub version: u64,
+    pub tiles: &'a [Tile],
+    /// The saved filters to choose from: name and what they list.
+    pub filters: &'a [(String, String)],
+}
+
+/// Empty rows the editor offers past the tiles there are.
+pub const SPARE_ROWS: usize = 3;
+
+/// `/dashboards/new`, `/dashboards/{name}/edit`: the tiles as rows of a form (a row without a
+/// filter is left out), so it works without script.
+pub fn dashboard_editor(d: &DashboardDraft<'_>) -> Markup {
+    let action = match d.name {
+        Some(n) => format!("/dashboards/{}", encode_segment(n)),
+        None => "/dashboards".to_string(),
+    };
+    let rows = (d.tiles.len() + SPARE_ROWS).min(MAX_TILES);
+    html! {
+        form method="post" action=(action) {
+            @if d.name.is_none() {
+                label for="name" { "Name" }
+                input #name type="text" name="name" required;
+            }
+            input type="hidden" name="version" value=(d.version);
+            label.check { input type="checkbox" name="shared" value="on" checked[d.shared]; "Shared with everyone in the tenant (otherwise only mine)" }
+            datalist #filters {
+                @for (name, resource) in d.filters { option value=(name) { (resource) } }
+            }
+            @for i in 0..rows {
+                @let t = d.tiles.get(i);
+                fieldset.tile-row {
+                    legend { "Tile " (i + 1) }
+                    label for=(format!("filter{i}")) { "Saved filter (empty: no tile)" }
+                    input id=(format!("filter{i}")) type="text" name=(format!("filter{i}")) list="filters" value=[t.map(|t| t.filter.as_str())];
+                    label for=(format!("title{i}")) { "Title (empty: the filter's name)" }
+                    input id=(format!("title{i}")) type="text" name=(format!("title{i}")) value=[t.and_then(|t| t.title.as_deref())];
+                    label for=(format!("show{i}")) { "Show" }
+                    select id=(format!("show{i}")) name=(format!("show{i}")) {
+                        @for s in Show::ALL {
+                            option value=(s.as_str()) selected[t.map_or(Show::List, |t| t.show) == s] { (s.as_str()) }
+                        }
+                    }
+                    label for=(format!("metric{i}")) { "Metric (a graph's)" }
+                    input id=(format!("metric{i}")) type="text" name=(format!("metric{i}")) placeholder="load1" value=[t.and_then(|t| t.metric.as_deref())];
+                }
+            }
+            p { button.primary type="submit" { "Save" } }
         }
     }
 }

@@ -118,6 +118,10 @@ fn object_name(o: &crate::model::object::Object, host_name: Option<&str>) -> Str
     }
 }
 
+pub fn problem_name(p: &Problem) -> String {
+    object_name(&p.object, p.host_name.as_deref())
+}
+
 pub fn view_name(v: &ObjectView) -> String {
     object_name(&v.object, v.host_name.as_deref())
 }

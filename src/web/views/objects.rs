@@ -372,14 +372,15 @@ fn history_bar(kind: ObjectKind, segments: &[(Option<u8>, f64)]) -> Markup {
 
 /// One metric series of an object, for its graph.
 pub struct Graph {
-    pub metric: String,
+    /// The caption: the metric on its object's page, object and metric on a dashboard.
+    pub label: String,
     pub unit: String,
     pub points: Vec<(Timestamp, f64)>,
 }
 
 /// A line graph as inline SVG: rendered by the server, so it needs no script and no library,
 /// and costs a few hundred bytes.
-fn graph(g: &Graph) -> Markup {
+pub(super) fn graph(g: &Graph) -> Markup {
     const W: f64 = 600.0;
     const H: f64 = 120.0;
     let (Some(first), Some(last)) = (g.points.first(), g.points.last()) else {
@@ -420,13 +421,13 @@ fn graph(g: &Graph) -> Markup {
     }
     let describe = format!(
         "{} over the last day: from {lo} to {hi} {unit}, now {} {unit}",
-        g.metric,
+        g.label,
         last.1,
         unit = g.unit
     );
     html! {
         figure {
-            figcaption { strong { (g.metric) } " " small.muted { (format!("{} {}", last.1, g.unit)) " now · " (lo) "–" (hi) } }
+            figcaption { strong { (g.label) } " " small.muted { (format!("{} {}", last.1, g.unit)) " now · " (lo) "–" (hi) } }
             svg viewBox=(format!("0 0 {W} {H}")) preserveAspectRatio="none" width="100%" height="120" role="img" aria-label=(describe) {
                 polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="2" vector-effect="non-scaling-stroke" {}
             }
