@@ -297,12 +297,33 @@ impl Default for ChecksConfig {
 }
 
 /// Notification.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct NotifyConfig {
     /// The only directory script channels may run programs from (an absolute path); none, the
     /// default, turns script channels off.
     pub script_dir: Option<PathBuf>,
+    /// The push services `push` channels reach, as origins (`https://host[:port]`, `*.` for
+    /// any subdomain): a subscription's endpoint elsewhere is not sent to, so a registered
+    /// URL cannot aim the server at an internal address. The default: the push services of
+    /// Chrome, Firefox, Safari and Edge.
+    pub push_services: Vec<String>,
+}
+
+impl Default for NotifyConfig {
+    fn default() -> Self {
+        Self {
+            script_dir: None,
+            push_services: [
+                "https://fcm.googleapis.com",
+                "https://*.push.services.mozilla.com",
+                "https://web.push.apple.com",
+                "https://*.notify.windows.com",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
 }
 
 /// Alert correlation.

@@ -5,7 +5,7 @@ use super::access::Caller;
 use super::error::Problem;
 use super::extract::{ApiJson, ApiPath};
 use super::router::Route;
-use crate::model::identity::{Branding, Preferences, PushSubscription, PushUnsubscribe};
+use crate::model::identity::{Branding, Preferences, PushKey, PushSubscription, PushUnsubscribe};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -40,6 +40,12 @@ pub fn routes() -> Vec<Route> {
             "Body `{endpoint, keys}` as the browser's `PushSubscription` gives it: `endpoint` an http(s) URL (422 `svc:validation/endpoint`), `keys` base64 text or `{p256dh, auth}` (422 `svc:validation/keys`). 201; registering the same endpoint again replaces it.",
         )
             .body::<PushSubscription>().answers::<PushSubscription>(201),
+        Route::get("/api/v1/push-subscriptions/key", push_key).identity().doc(
+            "push-subscriptions",
+            "The key browsers subscribe with",
+            "`{publicKey}`: the instance's VAPID public key (RFC 8292), base64url, for `PushManager.subscribe({applicationServerKey})`. Made on the first call (audited as `push.vapid-key.create`) and kept: every subscription is tied to it.",
+        )
+            .ok::<PushKey>(),
         Route::delete("/api/v1/push-subscriptions", unsubscribe).identity().doc(
             "push-subscriptions",
             "Unregister a Web Push subscription",
@@ -91,6 +97,11 @@ async fn subscribe(
 ) -> Result<impl IntoResponse, Problem> {
     let sub = st.auth.subscribe_push(&c.principal, &c.actor, body).await?;
     Ok((StatusCode::CREATED, Json(sub)))
+}
+
+async fn push_key(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    let public_key = st.auth.push_public_key(&c.principal, &c.actor).await?;
+    Ok(Json(PushKey { public_key }))
 }
 
 async fn unsubscribe(

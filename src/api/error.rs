@@ -410,6 +410,7 @@ impl From<AuthError> for Problem {
             e @ AuthError::Busy => {
                 Problem::new(Code::AuthBusy, e.to_string()).retry_after(Duration::from_secs(1))
             }
+            AuthError::Internal(why) => Problem::internal(why),
             AuthError::Store(s) => s.into(),
         }
     }

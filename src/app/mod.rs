@@ -386,6 +386,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             devices.clone(),
             programs.scripts.clone(),
             programs.ca_files.clone(),
+            config.notify.push_services.clone(),
         )
         .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
         config.base_url.clone(),

@@ -5,6 +5,7 @@ mod account;
 pub mod crypto;
 pub mod permissions;
 mod principal;
+pub mod push;
 pub mod ratelimit;
 mod service;
 pub mod sessions;
@@ -43,6 +44,9 @@ pub enum AuthError {
     /// The hashing pool's queue is full: answered at once instead of queueing.
     #[error("credential verification is busy; retry shortly")]
     Busy,
+    /// The service could not do what is its own part (no randomness for a key).
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -1,10 +1,26 @@
-//! Standard base64 (RFC 4648 section 4): what clients send encoded, and a file a form
-//! uploaded kept as a `data:` URI.
+//! Base64 (RFC 4648): what clients send encoded, a file a form uploaded kept as a `data:`
+//! URI, and the URL-safe form of Web Push keys and tokens (section 5).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
 /// Encodes with padding.
 pub fn encode(bytes: &[u8]) -> String {
+    encode_with(bytes, ALPHABET, true)
+}
+
+/// Encodes with the URL-safe alphabet and without padding (JWTs, Web Push keys).
+pub fn encode_url(bytes: &[u8]) -> String {
+    encode_with(bytes, URL_ALPHABET, false)
+}
+
+/// Encodes with the URL-safe alphabet and padding (session ids, as SPEC 5.6 writes them).
+pub fn encode_url_padded(bytes: &[u8]) -> String {
+    encode_with(bytes, URL_ALPHABET, true)
+}
+
+fn encode_with(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = chunk
@@ -13,8 +29,8 @@ pub fn encode(bytes: &[u8]) -> String {
             .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
+                out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else if pad {
                 out.push('=');
             }
         }
@@ -22,16 +38,16 @@ pub fn encode(bytes: &[u8]) -> String {
     out
 }
 
-/// Decodes standard base64 (`Authorization: Basic`, a dashboard's layout); `None` for a
-/// character outside the alphabet.
+/// Decodes base64, standard or URL-safe, padded or not (`Authorization: Basic`, a
+/// dashboard's layout, a browser's push keys); `None` for a character outside the alphabets.
 pub fn decode(s: &str) -> Option<Vec<u8>> {
     let value = |c: u8| -> Option<u32> {
         Some(match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,
             b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
             _ => return None,
         } as u32)
     };
@@ -70,5 +86,8 @@ mod tests {
         assert_eq!(encode(b"user:pass"), "dXNlcjpwYXNz");
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(decode(&encode(&all)).unwrap_or_default(), all);
+        assert_eq!(decode(&encode_url(&all)).unwrap_or_default(), all);
+        assert_eq!(encode_url(&[0xfb, 0xff]), "-_8");
+        assert_eq!(encode_url_padded(&[0xfb, 0xff]), "-_8=");
     }
 }

@@ -437,6 +437,14 @@ pub struct PushSubscription {
     pub keys: serde_json::Value,
 }
 
+/// `GET /api/v1/push-subscriptions/key`: what browsers subscribe with.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushKey {
+    /// The instance's VAPID public key: the uncompressed P-256 point, base64url.
+    pub public_key: String,
+}
+
 /// `DELETE /api/v1/push-subscriptions`: the subscription to forget, by endpoint.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -6,7 +6,7 @@
 //! goes on on the next channel of the contact's preferences.
 
 use super::channels::phone::Speech;
-use super::channels::{self, Outgoing, SendError};
+use super::channels::{self, Outgoing, SendError, webpush};
 use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
@@ -225,12 +225,14 @@ impl Notifier {
             }
         };
         let speech = self.speech(d.tenant_id, kind, &opened.config).await;
+        let push = self.push_recipient(d.tenant_id, kind, &d.target).await?;
         let out = Outgoing {
             kind,
             config: &opened.config,
             template,
             delivery: d,
             speech: speech.as_ref(),
+            push: push.as_ref(),
         };
         opened.masked(channels::send(&self.senders, &out).await)
     }
@@ -245,6 +247,39 @@ impl Notifier {
         let name = config.get("ttsProfile").filter(|_| kind == "voice")?;
         let dir = self.directory(tenant).await.ok()?;
         dir.tts_profile(name).map(Speech::of)
+    }
+
+    /// A push channel's recipient: the instance's VAPID key and the subscriptions of the user
+    /// `target` names; `None` for other channels, or when either is missing.
+    pub(super) async fn push_recipient(
+        &self,
+        tenant: Uuid,
+        kind: &str,
+        target: &str,
+    ) -> Result<Option<webpush::Recipient>, SendError> {
+        let Some(user) = (kind == "push")
+            .then(|| Uuid::parse_str(target).ok())
+            .flatten()
+        else {
+            return Ok(None);
+        };
+        let unavailable =
+            |e: StoreError| SendError::retry(format!("reading push subscriptions: {e}"));
+        let Some(vapid) = crate::auth::push::vapid(&self.store)
+            .await
+            .map_err(unavailable)?
+        else {
+            return Ok(None);
+        };
+        let subscriptions = crate::auth::push::subscriptions_of(&self.store, tenant, user)
+            .await
+            .map_err(unavailable)?;
+        Ok(Some(webpush::Recipient {
+            vapid,
+            subscriptions,
+            services: self.senders.push_services.clone(),
+            now: self.clock.now().as_millis() / 1000,
+        }))
     }
 
     /// The next channel of a failed contact delivery that can take it.

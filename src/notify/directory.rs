@@ -62,12 +62,14 @@ async fn named<T: DeserializeOwned + Send + 'static>(
         .collect())
 }
 
-/// Channel types whose target is the contact's e-mail address, phone number or pager.
+/// Channel types whose target is the contact's e-mail address, phone number, pager or user
+/// (whose browsers' push subscriptions a push goes to).
 pub fn contact_target(kind: &str, contact: &Contact) -> Option<Option<String>> {
     match kind {
         "email" => Some(contact.email.clone()),
         "sms" | "voice" => Some(contact.phone.clone()),
         "espa" => Some(contact.pager.clone()),
+        "push" => Some(contact.user_id.clone()),
         _ => None,
     }
 }

@@ -502,12 +502,17 @@ impl Notifier {
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
         let speech = self.speech(p.tenant, &channel.kind, &opened.config).await;
+        let push = self
+            .push_recipient(p.tenant, &channel.kind, &delivery.target)
+            .await
+            .map_err(|e| NotifyError::TestFailed(e.message))?;
         let out = channels::Outgoing {
             kind: &channel.kind,
             config: &opened.config,
             template: channel.template.as_deref(),
             delivery: &delivery,
             speech: speech.as_ref(),
+            push: push.as_ref(),
         };
         // A test answers with a short excerpt of what the provider said, never its whole answer.
         let excerpt = |text: &str| text.chars().take(TEST_EXCERPT).collect::<String>();

@@ -4,6 +4,7 @@ use super::codec::{decode, encode};
 use super::keys::scoped;
 use super::tables::SETTINGS;
 use super::{Store, StoreError, Tx};
+use redb::ReadableTable;
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -23,10 +24,40 @@ impl Store {
         })
         .await
     }
+
+    /// The values of the tenant's settings whose keys start with `prefix`, in key order.
+    pub async fn settings_under(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        prefix: String,
+    ) -> Result<Vec<Value>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+            let start = scoped(tenant, prefix.as_bytes());
+            let mut out = Vec::new();
+            for entry in t.range(start.as_slice()..).map_err(StoreError::from_redb)? {
+                let (k, v) = entry.map_err(StoreError::from_redb)?;
+                if !k.value().starts_with(&start) {
+                    break;
+                }
+                out.push(decode(v.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
 }
 
 /// Settings in a transaction.
 impl Tx<'_> {
+    pub fn setting(&self, tenant: Uuid, key: &str) -> Result<Option<Value>, StoreError> {
+        let t = self.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+        t.get(scoped(tenant, key.as_bytes()).as_slice())
+            .map_err(StoreError::from_redb)?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
     /// Stores a setting, or removes it when `value` is `None` (absent is no error).
     pub fn put_setting(
         &self,

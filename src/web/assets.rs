@@ -29,6 +29,16 @@ const FILES: &[(&str, &str, &[u8])] = &[
         "text/javascript; charset=utf-8",
         include_bytes!("../../web/live.js"),
     ),
+    (
+        "push.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../web/push.js"),
+    ),
+    (
+        "sw.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../web/sw.js"),
+    ),
 ];
 
 static ASSETS: LazyLock<Vec<(&'static str, Asset)>> = LazyLock::new(|| {
@@ -62,6 +72,12 @@ pub fn url(name: &str) -> &'static str {
         .iter()
         .find(|(n, _)| *n == name)
         .map_or("/assets/missing", |(_, a)| a.path.as_str())
+}
+
+/// An embedded file by its plain name, for the one served under it (the service worker,
+/// whose address decides its scope).
+pub fn by_name(name: &str) -> Option<&'static Asset> {
+    ASSETS.iter().find(|(n, _)| *n == name).map(|(_, a)| a)
 }
 
 /// The file served at `path` (its hashed name).

@@ -4,7 +4,8 @@
 //   SVC_BIN=target/release/svc node tests/browser/suite.mjs
 //
 // Flows: sign in, a CRITICAL result appearing live on the problems page (no reload),
-// acknowledge from the row, silence from an alert, the on-call page, a service's page, the
+// acknowledge from the row, silence from an alert, the on-call page, the service worker the
+// account page registers, a service's page, the
 // same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
 // every page, and axe-core on every page (no serious or critical violation). A failing flow
 // leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
@@ -123,6 +124,14 @@ async function main() {
       assert((await page.locator("h1").textContent()) === "On call now", "h1");
       assert(await page.isVisible("text=primary"), "the schedule is not listed");
       assert(await page.isVisible("a[href='tel:+4930123456']"), "no call link for the person on call");
+    });
+
+    await flow("the account page registers the service worker for Web Push", page, async () => {
+      await page.goto(`${base}/account`);
+      const scope = await page.evaluate(async () => (await navigator.serviceWorker.ready).scope);
+      assert(scope === `${base}/`, `scope: ${scope}`);
+      await page.waitForSelector("text=Notifications are off for this device.", { timeout: 10000 });
+      assert(await page.isVisible("#push button[data-on]"), "no Turn on button");
     });
 
     await flow("a service's page with its history", page, async () => {

@@ -1222,3 +1222,292 @@ async fn preferences_pick_the_channel_by_severity_and_the_contacts_own_night() {
         .sum();
     assert_eq!(total, 3, "one delivery per alert");
 }
+
+/// A browser's push subscription as the test's own push service holds it: the key pair and
+/// authentication secret the browser would make (RFC 8291 section 3), and the decryption a
+/// browser does, written from the RFC apart from svc's sender.
+struct TestBrowser {
+    private: Option<ring::agreement::EphemeralPrivateKey>,
+    public: Vec<u8>,
+    auth: [u8; 16],
+}
+
+impl TestBrowser {
+    fn new() -> TestBrowser {
+        use ring::rand::SecureRandom;
+        let rng = ring::rand::SystemRandom::new();
+        let private =
+            ring::agreement::EphemeralPrivateKey::generate(&ring::agreement::ECDH_P256, &rng)
+                .unwrap();
+        let public = private.compute_public_key().unwrap().as_ref().to_vec();
+        let mut auth = [0u8; 16];
+        rng.fill(&mut auth).unwrap();
+        TestBrowser {
+            private: Some(private),
+            public,
+            auth,
+        }
+    }
+
+    fn keys(&self) -> Value {
+        json!({"p256dh": b64url(&self.public), "auth": b64url(&self.auth)})
+    }
+
+    /// The message of an `aes128gcm` body (one record), opened with this browser's key.
+    fn open(&mut self, body: &[u8]) -> Vec<u8> {
+        use ring::hkdf::{HKDF_SHA256, KeyType, Salt};
+        struct Len(usize);
+        impl KeyType for Len {
+            fn len(&self) -> usize {
+                self.0
+            }
+        }
+        let expand = |salt: &[u8], ikm: &[u8], info: &[u8], n: usize| {
+            let mut out = vec![0u8; n];
+            Salt::new(HKDF_SHA256, salt)
+                .extract(ikm)
+                .expand(&[info], Len(n))
+                .unwrap()
+                .fill(&mut out)
+                .unwrap();
+            out
+        };
+        let salt = &body[..16];
+        let record_size = u32::from_be_bytes(body[16..20].try_into().unwrap());
+        let id_len = body[20] as usize;
+        let sender = &body[21..21 + id_len];
+        let record = &body[21 + id_len..];
+        assert!(record.len() <= record_size as usize, "one record");
+        let secret = ring::agreement::agree_ephemeral(
+            self.private
+                .take()
+                .expect("one message per key in this test"),
+            &ring::agreement::UnparsedPublicKey::new(&ring::agreement::ECDH_P256, sender),
+            |s| s.to_vec(),
+        )
+        .unwrap();
+        let info = [b"WebPush: info\0".as_slice(), &self.public, sender].concat();
+        let ikm = expand(&self.auth, &secret, &info, 32);
+        let key = expand(salt, &ikm, b"Content-Encoding: aes128gcm\0", 16);
+        let nonce = expand(salt, &ikm, b"Content-Encoding: nonce\0", 12);
+        let key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &key).unwrap(),
+        );
+        let mut data = record.to_vec();
+        let plain = key
+            .open_in_place(
+                ring::aead::Nonce::try_assume_unique_for_key(&nonce).unwrap(),
+                ring::aead::Aad::empty(),
+                &mut data,
+            )
+            .expect("the record opens with the browser's key and secret");
+        let (delimiter, message) = plain.split_last().unwrap();
+        assert_eq!(*delimiter, 2, "the last record's delimiter, no padding");
+        message.to_vec()
+    }
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..=chunk.len() {
+            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+fn unb64url(s: &str) -> Vec<u8> {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
+    for c in s.bytes().filter(|c| *c != b'=') {
+        acc = (acc << 6) | A.iter().position(|a| *a == c).unwrap() as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+/// The push channel as a browser's push service sees it: a request to the subscription's
+/// endpoint only when the configuration names the service, encrypted for the browser (the
+/// test opens it with the browser's key), carrying a VAPID token for the service's origin
+/// that verifies with the key the browser subscribed with, and the alert's ack link, which
+/// acknowledges when the notification's action posts it.
+#[tokio::test]
+async fn a_push_channel_reaches_a_users_browser_encrypted_and_signed() {
+    let service = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(
+            dir.path(),
+            &format!("notify: {{pushServices: [\"{}\"]}}\n", service.base),
+        ),
+        ..Default::default()
+    });
+    let (s, token) = (&a.s, a.token.as_str());
+    let pia = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/users",
+            json!({"email": "pia@example.org", "name": "Pia", "roles": ["operator"], "password": "a long enough password"}),
+        )
+        .await,
+        201,
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let login = s
+        .http
+        .post(s.url("/login"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("email=pia%40example.org&password=a+long+enough+password")
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let as_pia = |method: Method, path: &str| {
+        s.http
+            .request(method, s.url(path))
+            .header("Cookie", &cookie)
+            .header("Sec-Fetch-Site", "same-origin")
+    };
+    let key = json(
+        as_pia(Method::GET, "/api/v1/push-subscriptions/key")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await["publicKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(unb64url(&key).len(), 65, "an uncompressed P-256 point");
+    let again = json(
+        call(s, token, Method::GET, "/api/v1/push-subscriptions/key")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(again["publicKey"], key.as_str(), "one key for the instance");
+    let mut browser = TestBrowser::new();
+    // Registered, but on no push service the configuration names: never sent to.
+    let elsewhere = Receiver::start().await;
+    for (endpoint, keys) in [
+        (service.url("/push/pia"), browser.keys()),
+        (elsewhere.url("/push/pia"), TestBrowser::new().keys()),
+    ] {
+        let res = as_pia(Method::POST, "/api/v1/push-subscriptions")
+            .json(&json!({"endpoint": endpoint, "keys": keys}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+    }
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/channels",
+                json!({"name": "browser", "type": "push", "enabled": true, "config": {"subject": "mailto:ops@example.org"}}),
+            ),
+            (
+                "/api/v1/contacts",
+                json!({"name": "pia", "userId": pia, "preferences": [{"channels": ["push"], "profile": "default"}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "page-pia", "steps": [{"after": 0, "notify": {"contact": "pia"}}]}),
+            ),
+        ],
+    )
+    .await;
+    let bad = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "odd", "type": "push", "config": {"subject": "ops"}}),
+    )
+    .await;
+    assert_problem(bad, 422, "svc:validation/config").await;
+
+    let alert = raise(s, token, "Pump 3 <dry>", "page-pia").await;
+    let got = service
+        .wait_for("/push/pia", 1, Duration::from_secs(10))
+        .await;
+    assert_eq!(got.len(), 1, "one push to the subscription");
+    let push = &got[0];
+    assert_eq!(push.headers["content-encoding"], "aes128gcm");
+    assert_eq!(push.headers["urgency"], "high", "a critical alert");
+    assert_eq!(push.headers["ttl"], "86400");
+    let authorization = &push.headers["authorization"];
+    let (jwt, k) = authorization
+        .strip_prefix("vapid t=")
+        .and_then(|rest| rest.split_once(", k="))
+        .unwrap_or_else(|| panic!("{authorization}"));
+    assert_eq!(k, key, "signed with the key the browser subscribed with");
+    let parts: Vec<&str> = jwt.split('.').collect();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, unb64url(k))
+        .verify(
+            format!("{}.{}", parts[0], parts[1]).as_bytes(),
+            &unb64url(parts[2]),
+        )
+        .expect("the VAPID token verifies");
+    let claims: Value = serde_json::from_slice(&unb64url(parts[1])).unwrap();
+    assert_eq!(claims["aud"], service.base.as_str());
+    assert_eq!(claims["sub"], "mailto:ops@example.org");
+    assert!(claims["exp"].as_i64().unwrap() > jiff::Timestamp::now().as_second());
+    let message: Value = serde_json::from_slice(&browser.open(&push.body)).unwrap();
+    assert_eq!(message["title"], "[CRITICAL] Pump 3 <dry>");
+    assert_eq!(message["tag"], alert["id"]);
+    let ack_url = message["ackUrl"].as_str().unwrap();
+    assert!(ack_url.contains("/api/v1/ack/"), "{message}");
+    assert_eq!(
+        notifications(s, token, 2, |c| c == "browser").await,
+        ["browser:pending", "browser:sent"]
+    );
+    assert!(
+        elsewhere.received("/push/pia").is_empty(),
+        "a service the configuration does not name is never reached"
+    );
+
+    // The notification's Acknowledge action, as the service worker makes it.
+    let res = s.http.post(s.url(&ack_path(ack_url))).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let alert = get(
+        s,
+        token,
+        &format!("/api/v1/alerts/{}", alert["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(alert["status"], "acked");
+
+    // The service worker the UI registers, at the root.
+    let sw = s.http.get(s.url("/sw.js")).send().await.unwrap();
+    assert_eq!(sw.status(), 200);
+    assert_eq!(sw.headers()["service-worker-allowed"], "/");
+    assert!(sw.text().await.unwrap().contains("showNotification"));
+}

@@ -54,6 +54,8 @@ pub fn routes() -> Vec<Route> {
     let mut all = vec![
         Route::get("/assets/{file}", asset).doc("ui", "UI assets", "The stylesheet and the live-update module under names that carry their content's hash: `Cache-Control: public, max-age=31536000, immutable`, gzipped for clients that accept it; any other name is 404.")
             .answers_text(200, "text/css").answers_text(404, "text/plain").page(),
+        Route::get("/sw.js", service_worker).doc("ui", "The service worker", "Shows Web Push messages as notifications, with an Acknowledge action that POSTs the alert's ack link; served at the root so its scope is the whole UI (`Service-Worker-Allowed: /`, `Cache-Control: no-cache`). Needs no identity: browsers fetch it on their own.")
+            .answers_text(200, "text/javascript").page(),
         Route::get("/branding/logo", logo).doc("ui", "The instance's logo", "The branding's logo image (PNG, JPEG or WebP) for the header and the sign-in page, so it needs no identity; 404 when there is none. `v` as pages link it (a digest of the logo) makes it `immutable`, otherwise `no-cache`.")
             .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, "text/plain").page(),
     ];
@@ -416,6 +418,24 @@ async fn object_graphs(
         });
     }
     Ok(graphs)
+}
+
+async fn service_worker() -> Response {
+    let Some(sw) = assets::by_name("sw.js") else {
+        return crate::api::router::not_found();
+    };
+    (
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(sw.media)),
+            (CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (
+                axum::http::HeaderName::from_static("service-worker-allowed"),
+                HeaderValue::from_static("/"),
+            ),
+        ],
+        sw.bytes,
+    )
+        .into_response()
 }
 
 async fn asset(ApiPath(file): ApiPath<String>, headers: HeaderMap) -> Response {

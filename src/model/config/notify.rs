@@ -87,8 +87,9 @@ pub(super) fn validate_escalation_policy(body: &mut Map<String, Value>) -> Resul
     })
 }
 
-pub const CHANNEL_TYPES: [&str; 11] = [
+pub const CHANNEL_TYPES: [&str; 12] = [
     "email",
+    "push",
     "webhook",
     "sms",
     "voice",
@@ -148,6 +149,20 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
         }
     }
     match kind {
+        "push" => {
+            if let Some(subject) = given("subject")
+                && !(subject.starts_with("mailto:") || subject.starts_with("https://"))
+            {
+                return Err(format!(
+                    "config.subject: {subject:?} is a mailto: or https: address of the operator"
+                ));
+            }
+            if let Some(ttl) = given("ttl")
+                && ttl.parse::<u32>().is_err()
+            {
+                return Err(format!("config.ttl: {ttl:?} is not a number of seconds"));
+            }
+        }
         "email" => {
             let host = given("host").ok_or("config.host: the SMTP relay is required")?;
             if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '$') {

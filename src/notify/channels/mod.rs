@@ -7,6 +7,7 @@ pub mod http;
 mod pager;
 pub mod phone;
 mod script;
+pub mod webpush;
 
 use crate::hw::Devices;
 use crate::hw::espa::Pager;
@@ -66,6 +67,8 @@ pub struct Senders {
     pub scripts: AllowedDirs,
     /// Where an e-mail channel's `caFile` may be.
     pub ca_files: AllowedDirs,
+    /// The push services a `push` channel may reach (`notify.pushServices`).
+    pub push_services: Vec<String>,
 }
 
 impl Senders {
@@ -76,6 +79,7 @@ impl Senders {
         devices: Devices,
         scripts: AllowedDirs,
         ca_files: AllowedDirs,
+        push_services: Vec<String>,
     ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(SEND_TIMEOUT)
@@ -88,6 +92,7 @@ impl Senders {
             pager: devices.pager,
             scripts,
             ca_files,
+            push_services,
         })
     }
 }
@@ -101,6 +106,8 @@ pub struct Outgoing<'a> {
     pub delivery: &'a Delivery,
     /// A voice channel's text-to-speech profile.
     pub speech: Option<&'a phone::Speech>,
+    /// A push channel's key and the subscriptions of the contact's user.
+    pub push: Option<&'a webpush::Recipient>,
 }
 
 impl Outgoing<'_> {
@@ -232,6 +239,12 @@ pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendErr
         "sms" => phone::sms(senders, out).await,
         "voice" => phone::voice(senders, out).await,
         "espa" => pager::espa(senders, out).await,
+        "push" => match out.push {
+            Some(to) => webpush::send(client, out, to).await,
+            None => Err(SendError::permanent(
+                "a push needs a contact with a user (userId) and the instance's VAPID key, made when a browser first subscribes",
+            )),
+        },
         other => Err(SendError::permanent(format!(
             "channel type {other:?} has no sender in this build"
         ))),

@@ -193,6 +193,16 @@ pub fn account(
             }
         }
         @if session_user {
+            section #push aria-labelledby="push-heading" {
+                h2 #push-heading { "Notifications on this device" }
+                p data-state { "Web Push needs JavaScript: with it off, notifications come by the other channels." }
+                p {
+                    button type="button" data-on hidden { "Turn on" }
+                    button type="button" data-off hidden { "Turn off" }
+                }
+                p.muted { "A contact whose user is you gets its push channel's notifications here, with an Acknowledge action." }
+            }
+            script src=(crate::web::assets::url("push.js")) defer {}
             h2 { "Change the password" }
             form method="post" action="/account/password" {
                 label for="oldPassword" { "Current password" }
