@@ -70,6 +70,14 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Config, "/config", "Configuration", "objects:read"),
 ];
 
+/// The first page of the navigation `principal` may read (the account page when none): where
+/// the start page sends someone who may not see problems.
+pub fn first_page(principal: &Principal) -> &'static str {
+    NAV.iter()
+        .find(|(_, _, _, permission)| principal.allows(permission))
+        .map_or("/account", |(_, path, _, _)| path)
+}
+
 /// A colour scheme chosen over the browser's.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Theme {

@@ -423,6 +423,29 @@ async fn the_ui_keeps_the_apis_permissions_and_cross_site_rule() {
         .unwrap()
         .to_string();
 
+    // Someone whose role reads on-call only starts there, not on a refusal.
+    create_all(
+        s,
+        &a.token,
+        vec![(
+            "/api/v1/roles",
+            json!({"name": "pager-only", "permissions": ["oncall:read"]}),
+        )],
+    )
+    .await;
+    user(&a, "pat@example.org", "pager-only").await;
+    let pat = Browser::sign_in(s, "pat@example.org", "a long enough password").await;
+    let res = s
+        .http
+        .get(s.url("/"))
+        .header("Cookie", &pat.cookie)
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302);
+    assert_eq!(res.headers()["location"], "/oncall");
+
     // A viewer sees the problem but no acknowledge button, and cannot post one.
     let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
     let (status, home) = vera.page("/").await;

@@ -5,7 +5,7 @@ use super::*;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", problems).permission("objects:read").doc("ui", "Problems page", "The UI's start page: objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed), each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
+        Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed), each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
         Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
             .query::<AlertsQuery>().answers_text(200, HTML).page(),
@@ -72,6 +72,16 @@ async fn problems(
     c: Visitor,
     ApiQuery(q): ApiQuery<ProblemsQuery>,
 ) -> Response {
+    if !c.principal.allows("objects:read") {
+        return (
+            StatusCode::FOUND,
+            [(
+                LOCATION,
+                HeaderValue::from_static(web::first_page(&c.principal)),
+            )],
+        )
+            .into_response();
+    }
     let handled_shown = q
         .handled
         .as_deref()
