@@ -31,6 +31,8 @@ pub struct Access {
     pub identity: bool,
     /// A sign-in page: an invalid session cookie is ignored and cleared.
     pub sign_in: bool,
+    /// A raw route (SPEC 5.7): the session cookie is not read, so there is no CSRF check.
+    pub raw: bool,
 }
 
 /// The value of `Authorization: Bearer`, whatever it is.
@@ -70,7 +72,9 @@ pub fn peer_ip(extensions: &axum::http::Extensions) -> IpAddr {
 pub async fn authorize(State(access): State<Access>, mut req: Request, next: Next) -> Response {
     let headers = req.headers();
     let bearer = bearer_token(headers).map(str::to_string);
-    let session = cookie(headers, SESSION_COOKIE).map(str::to_string);
+    let session = cookie(headers, SESSION_COOKIE)
+        .filter(|_| !access.raw)
+        .map(str::to_string);
     let cross_site = headers
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));

@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use serde_json::json;
 
 pub fn routes() -> Vec<Route> {
-    vec![Route::post("/api/v1/ingest/{source}", ingest).doc(
+    vec![Route::post("/api/v1/ingest/{source}", ingest).raw().doc(
         "ingress",
         "Ingest an event",
         "Inbound webhook of the `event-sources` document `{source}` (types `webhook`, `alertmanager`; others take the webhook shape). Event-source names are unique across tenants (a name another tenant holds is 409 `svc:conflict/duplicate` at save), so the name alone finds the source. Authenticated by the source's `authMode`, by the source's own secret only (an API token of the tenant does not pass): `token` (`Authorization: Bearer <secret>` or `X-Svc-Token`), `hmac` (`X-Svc-Signature: sha256=<hex HMAC-SHA256 of the body>`), `basic` (the secret as password, `config.username` if set), `none`; the secret is the tenant secret named by `secretRef`. Body: JSON up to 1 MiB, an object or an array of objects mapped by the source's `mapping` (JSON paths for `severity`, `summary`, `dedupKey`, `labels`, `resolve`; without one the same-named keys, `title`/`message`/`text` for the summary), or an Alertmanager version 4 payload (one event per alert: labels, `annotations.summary`, `fingerprint` as dedup key, `resolved` as resolve). 202 `{accepted, eventIds}`: one `ingress` event each, all stored or none. 404 `svc:ingress/unknown-source`, 403 `svc:ingress/disabled`, 401 `svc:ingress/auth`, 413 `svc:ingress/size`, 422 `svc:ingress/format` (not JSON, not an Alertmanager payload) or `svc:ingress/mapping` (the reason), 429 `svc:ingress/rate` with `Retry-After: 5` (token bucket per source: `rateLimit`/s, `burst`, 50 and 200 by default).",

@@ -90,13 +90,13 @@ pub fn routes() -> Vec<Route> {
             "Optional `{target}` (required for e-mail, SMS and voice channels: the address or number). Sends at once: 200 `{result: \"sent\", detail}`, or 502 `svc:notify/test-failed` with the provider's error as detail.",
         )
             .optional_body::<TestSend>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
-        Route::get("/api/v1/ack/{token}", ack_page).doc(
+        Route::get("/api/v1/ack/{token}", ack_page).raw().doc(
             "notifications",
             "Ack link: what it acknowledges",
             "The link of a notification (HMAC-signed for this use only; valid 24 h and while its alert is open or acknowledged; no credential needed). `text/html`: a page naming the alert, its severity and status and who the link was sent to, with a button that POSTs to the same URL. GET and HEAD never act, so a mail scanner that fetches links acknowledges nothing. 404 for a link that is invalid, expired or whose alert is resolved.",
         )
             .answers_text(200, "text/html").page(),
-        Route::post("/api/v1/ack/{token}", ack_link).no_body().doc(
+        Route::post("/api/v1/ack/{token}", ack_link).raw().no_body().doc(
             "notifications",
             "Acknowledge by link",
             "The confirmation page's button. `text/html`: 200 when it acknowledged the alert or the alert was acknowledged already (it says which); 404 for a link that is invalid, expired or whose alert is resolved.",

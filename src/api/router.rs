@@ -38,6 +38,9 @@ pub struct Route {
     /// A sign-in page (`/login`, `/setup`, `/register`, `/auth/logout`): an invalid session
     /// cookie is ignored and cleared instead of refused, so a stale cookie locks nobody out.
     pub sign_in: bool,
+    /// A raw route of SPEC 5.7 (ingest, ack links): no CSRF check and no session, whatever
+    /// cookie a browser sends along; it authenticates by its own means.
+    pub raw: bool,
     pub tag: &'static str,
     pub summary: &'static str,
     /// Longer text for the OpenAPI document: our choices where the spec is silent.
@@ -100,6 +103,7 @@ impl Route {
             permission: PUBLIC,
             identity: false,
             sign_in: false,
+            raw: false,
             tag: "system",
             summary: "",
             description: "",
@@ -142,6 +146,11 @@ impl Route {
 
     pub fn sign_in(mut self) -> Self {
         self.sign_in = true;
+        self
+    }
+
+    pub fn raw(mut self) -> Self {
+        self.raw = true;
         self
     }
 
@@ -354,6 +363,7 @@ pub fn build_router(state: AppState) -> Router {
             permission: r.permission,
             identity: r.identity,
             sign_in: r.sign_in,
+            raw: r.raw,
         };
         let mut handler = r.handler.layer(from_fn_with_state(access, authorize));
         if r.deadline {

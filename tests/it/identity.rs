@@ -119,6 +119,34 @@ async fn whoami_and_the_situation_table() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+    // The raw routes of SPEC 5.7 are not wrapped: the cookie a browser sends along is not
+    // read, so neither a cross-site context nor a stale session refuses an ack link or an
+    // ingest; they answer as they would without it.
+    for (method, path) in [
+        (Method::GET, "/api/v1/ack/not-a-link"),
+        (Method::POST, "/api/v1/ack/not-a-link"),
+        (Method::POST, "/api/v1/ingest/no-such-source"),
+    ] {
+        let plain = s
+            .http
+            .request(method.clone(), s.url(path))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        for site in ["cross-site", "same-origin"] {
+            let res = s
+                .http
+                .request(method.clone(), s.url(path))
+                .header("Cookie", "svc_session=abc")
+                .header("Sec-Fetch-Site", site)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), plain, "{method} {path} from {site}");
+            assert_ne!(res.status(), 403);
+        }
+    }
 }
 
 #[tokio::test]

@@ -57,7 +57,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/sw.js", service_worker).doc("ui", "The service worker", "Shows Web Push messages as notifications, with an Acknowledge action that POSTs the alert's ack link; served at the root so its scope is the whole UI (`Service-Worker-Allowed: /`, `Cache-Control: no-cache`). Needs no identity: browsers fetch it on their own.")
             .answers_text(200, "text/javascript").page(),
         Route::get("/branding/logo", logo).doc("ui", "The instance's logo", "The branding's logo image (PNG, JPEG or WebP) for the header and the sign-in page, so it needs no identity; 404 when there is none. `v` as pages link it (a digest of the logo) makes it `immutable`, otherwise `no-cache`.")
-            .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, "text/plain").page(),
+            .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, HTML).page(),
     ];
     all.extend(alerts::routes());
     all.extend(objects::routes());
@@ -314,7 +314,7 @@ async fn logo(State(st): State<AppState>, ApiQuery(q): ApiQuery<LogoQuery>) -> R
         Err(e) => return failed(e),
     };
     let (Some(uri), Ok((media, bytes))) = (&branding.logo, branding.logo_image()) else {
-        return crate::api::router::not_found();
+        return failed(Problem::new(Code::NotFound, "there is no logo"));
     };
     let cache = if q.v.as_deref() == Some(logo_version(uri).as_str()) {
         "public, max-age=31536000, immutable"
