@@ -2,6 +2,7 @@
 //! quoted or weak; missing or 0 → 428 `svc:precondition/if-match`; `If-None-Match` tag lists.
 
 use super::error::{Code, Problem};
+use crate::model::bare_entity_tag;
 use axum::extract::FromRequestParts;
 use axum::http::header::{ETAG, IF_MATCH, IF_NONE_MATCH};
 use axum::http::request::Parts;
@@ -19,15 +20,6 @@ pub fn entity_tag(tag: &str) -> [(axum::http::HeaderName, HeaderValue); 1] {
     [(ETAG, value)]
 }
 
-/// An entity tag without weakness marker, quotes or spaces.
-fn bare(tag: &str) -> String {
-    tag.trim()
-        .trim_start_matches("W/")
-        .chars()
-        .filter(|c| *c != '"' && !c.is_whitespace())
-        .collect()
-}
-
 /// The entity tags of `If-None-Match` (a list; bare, quoted or weak).
 pub fn if_none_match(headers: &HeaderMap) -> Vec<String> {
     headers
@@ -35,7 +27,7 @@ pub fn if_none_match(headers: &HeaderMap) -> Vec<String> {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .map(bare)
+        .map(bare_entity_tag)
         .filter(|t| !t.is_empty())
         .collect()
 }
@@ -52,7 +44,7 @@ pub fn parse_if_match(headers: &HeaderMap) -> Result<Option<u64>, Problem> {
     let text = raw
         .to_str()
         .map_err(|_| Problem::new(Code::PreconditionIfMatch, "If-Match is not text"))?;
-    let version = bare(text).parse::<u64>().map_err(|_| {
+    let version = bare_entity_tag(text).parse::<u64>().map_err(|_| {
         Problem::new(
             Code::PreconditionIfMatch,
             format!("If-Match {text:?} is not a version number"),

@@ -211,9 +211,11 @@ impl Sites {
         &self,
         p: &Principal,
         name: &str,
-        beat: SiteHeartbeat,
+        mut beat: SiteHeartbeat,
     ) -> Result<(), SiteError> {
         self.connectable(p, name).await?;
+        // The ETag as `:pull` sent it (quoted) or bare names the same bundle.
+        beat.bundle_etag = crate::model::bare_entity_tag(&beat.bundle_etag);
         let now = self.clock.now();
         let status = touch_site_status(
             &self.store,

@@ -34,6 +34,16 @@ pub mod tenant;
 pub mod time;
 pub mod timeperiod;
 
+/// An entity tag without weakness marker, quotes or spaces (`W/"3"`, `"3"` and `3` are one
+/// tag): how `If-Match`, `If-None-Match` and a site's echoed bundle ETag are compared.
+pub fn bare_entity_tag(tag: &str) -> String {
+    tag.trim()
+        .trim_start_matches("W/")
+        .chars()
+        .filter(|c| *c != '"' && !c.is_whitespace())
+        .collect()
+}
+
 pub use duration::GoDuration;
 pub use selector::{Selector, SelectorError};
 pub use tenant::Tenant;

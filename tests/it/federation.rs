@@ -194,6 +194,24 @@ async fn sites_pull_report_and_forward_on_the_main() {
     assert_eq!(n["versionSkew"], true);
     assert_eq!(n["bundleCurrent"], true);
     assert_eq!(n["labels"], json!({"region": "n"}));
+    // The ETag echoed as `:pull` wrote it (quoted, or weak) names the same bundle.
+    for echoed in [format!("\"{expected}\""), format!("W/\"{expected}\"")] {
+        let mut quoted = beat.clone();
+        quoted["bundleEtag"] = json!(echoed);
+        let res = send(
+            s,
+            &north,
+            Method::POST,
+            "/api/v1/sites/north:heartbeat",
+            quoted,
+        )
+        .await;
+        assert_eq!(res.status(), 204);
+        let overview = get(s, admin, "/api/v1/sites:overview").await;
+        let n = overview_of(&overview, "north");
+        assert_eq!(n["bundleCurrent"], true, "{echoed}: {n}");
+        assert_eq!(n["appliedEtag"], expected.as_str());
+    }
     assert!(n["lastHeartbeatAt"].is_string() && n["lastPullAt"].is_string());
     assert_eq!(overview_of(&overview, "west")["connected"], false);
 
