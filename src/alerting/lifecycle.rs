@@ -52,10 +52,11 @@ pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
 /// lift with time (a silence running out) or with a state change (a parent back up).
 const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// CONTRACT 3: an alert not in a status the change starts from answers as one that does not
+/// exist, as the reference does (`svc:conflict` is reserved for name clashes, SPEC 7).
 fn refused(e: TransitionError) -> StoreError {
     match e {
-        TransitionError::NotOpen(_) => StoreError::NotFound,
-        TransitionError::Closed(_) => StoreError::Conflict(e.to_string()),
+        TransitionError::NotOpen(_) | TransitionError::Closed(_) => StoreError::NotFound,
     }
 }
 

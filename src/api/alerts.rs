@@ -67,7 +67,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(
             "alerts",
             "Resolve an alert",
-            "From `open` or `acked`; an alert already resolved or expired is 409 `svc:conflict`. Writes an `alert_resolved` event and the audit entry with the change.",
+            "From `open` or `acked`; an alert already resolved or expired is 404 `svc:not-found`, as one acknowledged when not open (CONTRACT 3). Writes an `alert_resolved` event and the audit entry with the change.",
         )
             .no_body().ok::<Alert>(),
     ]

@@ -284,7 +284,7 @@ async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
     .send()
     .await
     .unwrap();
-    assert_problem(twice, 409, "svc:conflict").await;
+    assert_problem(twice, 404, "svc:not-found").await;
     // Resolved frees the key: the same alarm opens a new alert.
     let reopened = json(
         send(s, token, Method::POST, "/api/v1/alerts", body).await,

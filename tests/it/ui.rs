@@ -349,7 +349,7 @@ async fn an_operator_runs_a_shift_without_javascript() {
             "same-origin",
         )
         .await;
-    assert_eq!(status, 409);
+    assert_eq!(status, 404);
     assert!(body.contains("<h1>"), "an HTML page: {body}");
 
     // Bulk acknowledge from the alert list; a foreign redirect target is not followed.

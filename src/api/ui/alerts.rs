@@ -18,7 +18,7 @@ pub(super) fn routes() -> Vec<Route> {
         Route::post("/alerts/{id}/snooze", snooze).permission("alerts:ack").doc("ui", "Snooze an alert", "Form: `duration` (`30m`, `1h`...), `back`. As `POST /api/v1/alerts/{id}:snooze`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/alerts/{id}/resolve", resolve).permission("alerts:ack").doc("ui", "Resolve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:resolve`; 303 to `back`.")
-            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/incident", assign_incident).permission("incidents:write").doc("ui", "Add an alert to an incident", "Form: `incident` (an open incident's id, or `new` for an incident of its own titled as the alert). As `PUT /api/v1/incidents/{id}` with the alert added (or `POST /api/v1/incidents`); 303 to the incident.")
             .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
         Route::get("/incidents", incidents).permission("incidents:read").doc("ui", "Incidents page", "Open incidents, or all with `all=1`; newest first, 50 a page.")
