@@ -80,6 +80,9 @@ fn problems(r: &Route, responses: &mut Map<String, Value>) {
             .entry(status.to_string())
             .or_insert_with(|| problem(what));
     };
+    for (status, what) in &r.failures {
+        add(&status.to_string(), what);
+    }
     let guarded = r.permission != PUBLIC || r.identity;
     if guarded {
         add(

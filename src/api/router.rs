@@ -59,6 +59,9 @@ pub struct Route {
     pub query: Option<SchemaFn>,
     /// The documented answers (the problem documents are derived in `openapi`).
     pub responses: Vec<Answer>,
+    /// Problem documents the route answers beyond those its access and input imply: status
+    /// and what it means (with the code).
+    pub failures: Vec<(u16, &'static str)>,
     handler: MethodRouter<AppState>,
 }
 
@@ -114,6 +117,7 @@ impl Route {
             example: None,
             query: None,
             responses: Vec::new(),
+            failures: Vec::new(),
             handler,
         }
     }
@@ -146,6 +150,12 @@ impl Route {
 
     pub fn sign_in(mut self) -> Self {
         self.sign_in = true;
+        self
+    }
+
+    /// A problem document the route may answer with `status`, described with its code.
+    pub fn fails(mut self, status: u16, what: &'static str) -> Self {
+        self.failures.push((status, what));
         self
     }
 

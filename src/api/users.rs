@@ -44,7 +44,8 @@ pub fn routes() -> Vec<Route> {
             "Change your own password",
             "Body `{oldPassword, newPassword}`; session users only (tokens get 401); 403 `svc:auth/bad-password` for a wrong old password; existing sessions stay valid.",
         )
-            .body::<ChangePassword>().answers_as(200, JSON, schemas::literal(schemas::status)),
+            .body::<ChangePassword>().answers_as(200, JSON, schemas::literal(schemas::status))
+            .fails(403, "The old password is wrong (`svc:auth/bad-password`)"),
     ]
 }
 

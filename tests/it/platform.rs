@@ -133,6 +133,15 @@ async fn openapi_documents_every_route() {
     ] {
         assert!(paths.contains_key(must), "{must} missing");
     }
+    // A problem an operation answers beyond its access and input is documented with its code.
+    let change = &paths["/api/v1/users/me:change-password"]["post"]["responses"]["403"];
+    assert!(
+        change["description"]
+            .as_str()
+            .unwrap()
+            .contains("svc:auth/bad-password"),
+        "{change}"
+    );
     // Every documented operation exists on the server (answers something other than the
     // router's own 404/405), and declares its permission. An asset is asked for by the name
     // the sign-in page links.
