@@ -53,7 +53,7 @@ assert created.status_code == 201, created.content
 host = created.parsed
 assert isinstance(host, models.Object), type(host)
 fetched = get_one.sync(client=client, id=host.id)
-assert isinstance(fetched, models.Object) and fetched.name == "contract-host", fetched
+assert isinstance(fetched, models.ObjectView) and fetched.name == "contract-host", fetched
 page = list_hosts.sync(client=client, q="contract")
 assert [h.name for h in page.items] == ["contract-host"], page
 print("contract: a generated Python client created, read and listed a host")

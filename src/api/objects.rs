@@ -42,8 +42,8 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
             .body::<ObjectBody>().answers::<Object>(201)
             .example(json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
-        Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "`ETag` is the version.")
-            .ok::<Object>(),
+        Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version.")
+            .ok::<ObjectView>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")
             .body::<ObjectBody>().ok::<Object>(),
         Route::delete("/api/v1/objects/{id}", delete).permission("objects:write").doc("objects", "Delete an object", "204; a host's services go with it.")
@@ -208,10 +208,11 @@ async fn get(
     c: Caller,
     ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(one(&st
-        .inventory
-        .object(&c.principal, path_id(&raw)?)
-        .await?))
+    let view = st.inventory.view(&c.principal, path_id(&raw)?).await?;
+    Ok((
+        etag(view.object.version),
+        Json(fault::encoded("an object", serde_json::to_value(&view))),
+    ))
 }
 
 async fn update(

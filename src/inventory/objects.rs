@@ -348,6 +348,26 @@ impl Inventory {
         Ok(self.store.object(p.tenant, id).await?)
     }
 
+    /// One object as the lists show it: with its host's name and its live state.
+    pub async fn view(&self, p: &Principal, id: Uuid) -> Result<ObjectView, InventoryError> {
+        let object = self.store.object(p.tenant, id).await?;
+        let host_name = match object.host_id {
+            Some(h) => self.store.host_names(p.tenant, vec![h]).await?.remove(&h),
+            None => None,
+        };
+        let labels = self.labels.labels_of(p.tenant).await;
+        let state = self
+            .store
+            .states(p.tenant, vec![id], labels)
+            .await?
+            .remove(&id);
+        Ok(ObjectView {
+            object,
+            host_name,
+            state,
+        })
+    }
+
     pub async fn effective(
         &self,
         p: &Principal,

@@ -559,6 +559,17 @@ async fn performance_data_becomes_queryable_series() {
         .as_str()
         .unwrap()
         .to_string();
+    // The single object carries its live state and host's name, as the lists do.
+    let one = call(s, &a.token, Method::GET, &format!("/api/v1/objects/{disk}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(one.headers()["etag"], "\"1\"");
+    let one = json(one, 200).await;
+    assert_eq!(one["state"]["state"], 0, "{one}");
+    assert_eq!(one["state"]["output"], "OK");
+    assert_eq!(one["hostName"], "edge");
+    assert_eq!(one["name"], "disk");
     let series = json(
         call(
             s,

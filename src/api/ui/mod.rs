@@ -470,21 +470,7 @@ pub(super) async fn object_view(
     c: &Caller,
     id: Uuid,
 ) -> Result<ObjectView, Problem> {
-    let o = st.inventory.object(&c.principal, id).await?;
-    let filter = ObjectFilter {
-        kind: Some(o.kind),
-        host_id: o.host_id,
-        name: Some(o.name.clone()),
-        ..Default::default()
-    };
-    let views = st
-        .inventory
-        .objects(&c.principal, filter, None, 10, true)
-        .await?;
-    views
-        .into_iter()
-        .find(|v| v.object.id == id)
-        .ok_or_else(Problem::not_found)
+    Ok(st.inventory.view(&c.principal, id).await?)
 }
 
 /// Types whose events change what the problems, alert and dashboard pages show.
