@@ -6,7 +6,7 @@
 use super::catalog::Catalog;
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::availability::{down_spans, subtract, union_length};
+use crate::model::availability::{availability, coverage, subtract, union_length};
 use crate::model::config::{BusinessService, ConfigDoc};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
@@ -355,7 +355,11 @@ impl BusinessServices {
         } else {
             Vec::new()
         };
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut down: Vec<(i64, i64)> = Vec::new();
+        // The service has data from when the first of its objects had: time before is
+        // neither up nor down.
+        let mut no_data_ms = window_ms;
         for object in f.bound(d) {
             let filter = EventFilter {
                 tenant_id: p.tenant,
@@ -365,7 +369,9 @@ impl BusinessServices {
                 ..Default::default()
             };
             let changes = self.events.ascending(filter, None, SLA_EVENTS).await?;
-            let mut spans = down_spans(&changes, f.states.get(&object), from_ms, now.as_millis());
+            let covered = coverage(&changes, f.states.get(&object), from_ms, now.as_millis());
+            no_data_ms = no_data_ms.min(covered.no_data_ms);
+            let mut spans = covered.down;
             for dt in downtimes.iter().filter(|dt| {
                 dt.object_id == Some(object)
                     || f.objects.get(&object).is_some_and(|(_, _, labels)| {
@@ -386,11 +392,11 @@ impl BusinessServices {
             down.extend(spans);
         }
         let down_ms = union_length(down);
-        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
+        let measured_ms = window_ms - no_data_ms;
         let target = d.bs.sla_target.unwrap_or(99.9);
-        let availability = 100.0 * (1.0 - down_ms as f64 / window_ms as f64);
+        let availability = availability(down_ms, measured_ms);
         let total =
-            Duration::from_millis((window_ms as f64 * (1.0 - target / 100.0)).round() as u64);
+            Duration::from_millis((measured_ms as f64 * (1.0 - target / 100.0)).round() as u64);
         let spent = Duration::from_millis(u64::try_from(down_ms).unwrap_or(0));
         Ok(SlaReport {
             service: d.doc.name.clone(),

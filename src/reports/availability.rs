@@ -3,7 +3,7 @@
 
 use super::{ReportError, Reports, duration, invalid};
 use crate::model::Timestamp;
-use crate::model::availability::{DownSpans, union_length};
+use crate::model::availability::{DownSpans, availability, union_length};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
 use crate::model::report::{ReportParams, ReportRow, ReportTable};
@@ -23,6 +23,8 @@ struct Down {
     name: String,
     kind: ObjectKind,
     down_ms: i64,
+    /// The time the object had data in the window.
+    measured_ms: i64,
 }
 
 impl Reports {
@@ -91,26 +93,30 @@ impl Reports {
         }
         let downs = objects
             .iter()
-            .map(|o| Down {
-                name: match o.host_id.and_then(|h| hosts.get(&h)) {
-                    Some(host) => format!("{host}/{}", o.name),
-                    None => o.name.clone(),
-                },
-                kind: o.kind,
-                down_ms: trackers
+            .map(|o| {
+                let coverage = trackers
                     .remove(&o.id)
-                    .map(|t| union_length(t.finish(states.get(&o.id), now)))
-                    .unwrap_or(0),
+                    .map(|t| t.finish(states.get(&o.id), now))
+                    .unwrap_or_default();
+                Down {
+                    name: match o.host_id.and_then(|h| hosts.get(&h)) {
+                        Some(host) => format!("{host}/{}", o.name),
+                        None => o.name.clone(),
+                    },
+                    kind: o.kind,
+                    down_ms: union_length(coverage.down.clone()),
+                    measured_ms: coverage.measured_ms(window_ms),
+                }
             })
             .collect();
-        fill(table, params.target, window_ms, downs);
+        fill(table, params.target, downs);
         Ok(())
     }
 }
 
-/// The table of `downs` over a window of `window_ms` against `target` percent: one row per
-/// object (an `sla` report adds the error budget), and the totals.
-fn fill(table: &mut ReportTable, target: f64, window_ms: i64, downs: Vec<Down>) {
+/// The table of `downs` against `target` percent: one row per object, its availability over
+/// the time it had data (an `sla` report adds the error budget of that time), and the totals.
+fn fill(table: &mut ReportTable, target: f64, downs: Vec<Down>) {
     let sla = table.kind == "sla";
     table.columns = vec!["object".into(), "kind".into(), "availability %".into()];
     if sla {
@@ -120,11 +126,11 @@ fn fill(table: &mut ReportTable, target: f64, window_ms: i64, downs: Vec<Down>) 
     } else {
         table.columns.push("down".into());
     }
-    let budget_ms = (window_ms as f64 * (1.0 - target / 100.0)).round() as i64;
     let (mut below, mut sum) = (0, 0.0);
     let count = downs.len();
     for d in downs {
-        let availability = 100.0 * (1.0 - d.down_ms as f64 / window_ms.max(1) as f64);
+        let budget_ms = (d.measured_ms as f64 * (1.0 - target / 100.0)).round() as i64;
+        let availability = availability(d.down_ms, d.measured_ms);
         sum += availability;
         let met = availability >= target;
         if !met {
@@ -169,11 +175,12 @@ mod tests {
 
     const DAY_MS: i64 = 86_400_000;
 
-    fn down(name: &str, kind: ObjectKind, down_ms: i64) -> Down {
+    fn down(name: &str, kind: ObjectKind, down_ms: i64, measured_ms: i64) -> Down {
         Down {
             name: name.into(),
             kind,
             down_ms,
+            measured_ms,
         }
     }
 
@@ -181,10 +188,10 @@ mod tests {
     fn availability_is_floored_and_the_mean_and_misses_are_totalled() {
         let mut table = empty_table("availability");
         let downs = vec![
-            down("web", ObjectKind::Host, 0),
-            down("web/http", ObjectKind::Service, 60_000),
+            down("web", ObjectKind::Host, 0, DAY_MS),
+            down("web/http", ObjectKind::Service, 60_000, DAY_MS),
         ];
-        fill(&mut table, 99.9, DAY_MS, downs);
+        fill(&mut table, 99.9, downs);
         assert_eq!(table.columns.last().unwrap(), "down");
         assert_eq!(table.rows[0].values, ["host", "100.000", "0s"]);
         // 1 minute of a day: 99.93055…, shown floored.
@@ -199,10 +206,14 @@ mod tests {
         let mut table = empty_table("sla");
         // 99 % of 30 days leaves 7h12m of budget.
         let downs = vec![
-            down("db", ObjectKind::Host, 3_600_000),
-            down("db/disk", ObjectKind::Service, 10 * 3_600_000),
+            down("db", ObjectKind::Host, 3_600_000, 30 * DAY_MS),
+            down("db/disk", ObjectKind::Service, 10 * 3_600_000, 30 * DAY_MS),
+            // Made a day before the end, down an hour of it: its budget is of that day.
+            down("db/new", ObjectKind::Service, 3_600_000, DAY_MS),
+            // No data at all: nothing measured, nothing down.
+            down("db/quiet", ObjectKind::Service, 0, 0),
         ];
-        fill(&mut table, 99.0, 30 * DAY_MS, downs);
+        fill(&mut table, 99.0, downs);
         assert_eq!(
             table.columns,
             [
@@ -221,13 +232,16 @@ mod tests {
         );
         assert_eq!(table.rows[1].values[5], "0s");
         assert_eq!(table.rows[1].class, "critical");
-        assert_eq!(table.totals["belowTarget"], 1);
+        assert_eq!(table.rows[2].values[1], "95.833");
+        assert_eq!(table.rows[2].values[3], "14m24s");
+        assert_eq!(table.rows[3].values[1], "100.000");
+        assert_eq!(table.totals["belowTarget"], 2);
     }
 
     #[test]
     fn no_objects_is_a_full_mean() {
         let mut table = empty_table("availability");
-        fill(&mut table, 99.0, DAY_MS, Vec::new());
+        fill(&mut table, 99.0, Vec::new());
         assert!(table.rows.is_empty());
         assert_eq!(table.totals["meanAvailability"], 100.0);
         assert_eq!(table.totals["objects"], 0);
