@@ -200,13 +200,33 @@ pub(super) fn validate_business_service(body: &mut Map<String, Value>) -> Result
             return Err(invalid("slaTarget", "slaTarget must be 0..100"));
         }
         Ok(())
-    })
+    })?;
+    // Durations come back in one form, Go's (CONTRACT 3): a window given as one is kept so.
+    if let Some(Value::String(w)) = body.get_mut("slaWindow")
+        && let Ok(d) = w.parse::<GoDuration>()
+    {
+        *w = d.to_string();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_business_service_window_is_kept_as_go_writes_durations() {
+        let kept = |w: &str| {
+            let mut body = json!({"rule": "worst", "slaWindow": w});
+            let map = body.as_object_mut().unwrap();
+            validate_business_service(map).unwrap();
+            map["slaWindow"].clone()
+        };
+        assert_eq!(kept("720h"), "720h0m0s");
+        assert_eq!(kept("3600"), "1h0m0s");
+        assert_eq!(kept("quarter"), "quarter");
+    }
 
     #[test]
     fn rules_compile_and_business_services_parse_their_selector() {
