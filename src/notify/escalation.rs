@@ -159,6 +159,7 @@ pub fn delivery(
             let what = match kind.as_str() {
                 "email" => "e-mail address",
                 "espa" => "pager call address",
+                "push" => "user (userId) whose browsers to push to",
                 _ => "phone number",
             };
             return Err(format!(
@@ -229,7 +230,12 @@ fn fan_out(
     };
     let mut take = |made: Result<Delivery, String>, reference: &str| match made {
         Ok(d) => {
-            used.push(d.kind.clone());
+            // The channel used by its name; a bare URL's by its type.
+            used.push(if d.channel.is_empty() {
+                d.kind.clone()
+            } else {
+                d.channel.clone()
+            });
             deliveries.push(d);
         }
         Err(e) => failures.push(failed_event(alert, timer, reference, &e)),

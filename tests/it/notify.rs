@@ -1489,6 +1489,12 @@ async fn a_push_channel_reaches_a_users_browser_encrypted_and_signed() {
         notifications(s, token, 2, |c| c == "browser").await,
         ["browser:pending", "browser:sent"]
     );
+    let escalation = events_of(s, token, "escalation").await;
+    assert_eq!(
+        escalation[0]["payload"]["channels"],
+        json!(["browser"]),
+        "the escalation names the channel used, not its type"
+    );
     assert!(
         elsewhere.received("/push/pia").is_empty(),
         "a service the configuration does not name is never reached"
