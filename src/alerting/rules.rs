@@ -147,8 +147,15 @@ pub fn event_view(e: &Event) -> Value {
     if let Some(o) = e.object_id {
         v.insert("objectId".into(), json!(o));
     }
-    if let Some(s) = &e.source_id {
+    // Rules name an ingress source as its ingest URL does, by name; `sourceId` is its id.
+    let source_name = (e.kind == EventType::Ingress)
+        .then(|| p.get("source").and_then(Value::as_str))
+        .flatten();
+    if let Some(s) = source_name.or(e.source_id.as_deref()) {
         v.insert("source".into(), json!(s));
+    }
+    if let Some(s) = &e.source_id {
+        v.insert("sourceId".into(), json!(s));
     }
     v.insert("labels".into(), get("labels").unwrap_or_else(|| json!({})));
     let payload = match e.kind {

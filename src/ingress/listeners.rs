@@ -67,7 +67,10 @@ impl SourceListeners {
                     continue;
                 };
                 if LISTENING.contains(&body.kind.as_str()) && body.enabled {
-                    wanted.insert((tenant.id, doc.name.clone()), (doc.body.clone(), body));
+                    wanted.insert(
+                        (tenant.id, doc.name.clone()),
+                        (doc.body.clone(), (doc.id, body)),
+                    );
                 }
             }
         }
@@ -78,13 +81,13 @@ impl SourceListeners {
             }
             keep
         });
-        for (key, (version, body)) in wanted {
+        for (key, (version, (id, body))) in wanted {
             if self.running.contains_key(&key) {
                 continue;
             }
             let source = match self
                 .ingress
-                .confined(Source::of(key.0, key.1.clone(), &body))
+                .confined(Source::of(key.0, id, key.1.clone(), &body))
             {
                 Ok(source) => source,
                 Err(why) => {

@@ -48,15 +48,19 @@ pub enum Outcome {
 #[derive(Clone, Debug)]
 pub struct Source {
     pub tenant: Uuid,
+    /// The `event-sources` document's id; none for a built-in source without one (SMS or
+    /// calls with no document of their kind).
+    pub id: Option<Uuid>,
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub config: BTreeMap<String, String>,
 }
 
 impl Source {
-    pub fn of(tenant: Uuid, name: String, body: &EventSource) -> Self {
+    pub fn of(tenant: Uuid, id: Uuid, name: String, body: &EventSource) -> Self {
         Self {
             tenant,
+            id: Some(id),
             name,
             labels: body.labels.clone(),
             config: body.config.clone(),
@@ -76,6 +80,7 @@ impl Source {
     pub fn configured(name: &str, config: &[(&str, &str)]) -> Self {
         Self {
             tenant: Uuid::nil(),
+            id: None,
             name: name.into(),
             labels: BTreeMap::new(),
             config: config
@@ -197,7 +202,7 @@ impl Ingress {
                     continue;
                 };
                 if body.kind == kind && body.enabled {
-                    found.push(Source::of(t, doc.name, &body));
+                    found.push(Source::of(t, doc.id, doc.name, &body));
                 }
             }
         }
@@ -208,6 +213,7 @@ impl Ingress {
             };
             found.push(Source {
                 tenant,
+                id: None,
                 name: kind.to_string(),
                 labels: BTreeMap::new(),
                 config: BTreeMap::new(),
@@ -263,7 +269,13 @@ impl Ingress {
                     Some(event.severity),
                     payload,
                 );
-                draft.source_id = Some(source.name.clone());
+                // SPEC 6.1: the event source's id; a built-in source without a document is
+                // known by its name.
+                draft.source_id = Some(
+                    source
+                        .id
+                        .map_or_else(|| source.name.clone(), |id| id.to_string()),
+                );
                 draft
             })
             .collect();

@@ -270,7 +270,8 @@ impl Ingress {
     /// The source named `name`. Event-source names are unique across tenants (the ingest URL
     /// names no tenant); should an older data directory hold one name twice, the default
     /// tenant's wins, then the oldest tenant's.
-    async fn source_doc(&self, name: &str) -> Result<(Uuid, EventSource, u64), IngestError> {
+    /// The event source named `name`: its tenant, id, body and version.
+    async fn source_doc(&self, name: &str) -> Result<(Uuid, Uuid, EventSource, u64), IngestError> {
         let default = self.store.default_tenant().await?.id;
         let mut tenants: Vec<Uuid> = self
             .store
@@ -289,7 +290,7 @@ impl Ingress {
                 Ok(doc) => {
                     let body = serde_json::from_str(&doc.body)
                         .map_err(|_| IngestError::UnknownSource(name.to_string()))?;
-                    return Ok((t, body, doc.version));
+                    return Ok((t, doc.id, body, doc.version));
                 }
                 Err(StoreError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
@@ -388,7 +389,7 @@ impl Ingress {
         creds: Credentials,
         body: &[u8],
     ) -> Result<Vec<Uuid>, IngestError> {
-        let (tenant, source, version) = self.source_doc(name).await?;
+        let (tenant, id, source, version) = self.source_doc(name).await?;
         if !source.enabled {
             return Err(IngestError::Disabled(name.to_string()));
         }
@@ -437,7 +438,7 @@ impl Ingress {
                 "at most {EVENTS_PER_REQUEST} events per request"
             )));
         }
-        let source = Source::of(tenant, name.to_string(), &source);
+        let source = Source::of(tenant, id, name.to_string(), &source);
         for (i, e) in events.iter().enumerate() {
             bounds(&source, e)
                 .map_err(|why| IngestError::Format(format!("event {}: {why}", i + 1)))?;

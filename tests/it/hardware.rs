@@ -264,7 +264,7 @@ async fn sms_encoding_errors_and_inbound_texts_follow_the_standards() {
     let event = &swept["items"][0];
     assert_eq!(
         event["sourceId"], "sms",
-        "no sms source yet: the default one"
+        "no sms source yet: the built-in one, by name"
     );
     assert_eq!(event["payload"]["summary"], "pump 2 pressure low");
     assert_eq!(event["payload"]["payload"]["from"], "+4930123456");
@@ -286,7 +286,11 @@ async fn sms_encoding_errors_and_inbound_texts_follow_the_standards() {
     })
     .await;
     let event = &later["items"][0];
-    assert_eq!(event["sourceId"], "field-sms");
+    assert_eq!(
+        event["sourceId"],
+        get(s, token, "/api/v1/event-sources/field-sms").await["id"],
+        "a source with a document: its id"
+    );
     assert_eq!(event["payload"]["labels"]["site"], "pumps");
     assert_eq!(
         event["payload"]["summary"], "Pumpe 3 Übertemperatur",

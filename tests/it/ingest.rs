@@ -25,6 +25,14 @@ async fn ingress_events(s: &Server, token: &str) -> Vec<Value> {
     json(res, 200).await["items"].as_array().unwrap().clone()
 }
 
+/// The id of event source `name`: what its events carry as `sourceId` (SPEC 6.1).
+async fn source_id(s: &Server, token: &str, name: &str) -> String {
+    get(s, token, &format!("/api/v1/event-sources/{name}")).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test]
 async fn sources_authenticate_their_own_way_and_refuse_with_the_spec_codes() {
     let a = Admin::start();
@@ -123,7 +131,7 @@ async fn sources_authenticate_their_own_way_and_refuse_with_the_spec_codes() {
         "an API token of the tenant is not the source's token"
     );
     let e = &events[0];
-    assert_eq!(e["sourceId"], "hooks");
+    assert_eq!(e["sourceId"], source_id(s, token, "hooks").await);
     assert_eq!(e["severity"], "critical");
     assert_eq!(e["payload"]["summary"], "pump 4 tripped");
     assert_eq!(e["payload"]["dedupKey"], "pump-4");
@@ -613,10 +621,8 @@ async fn mqtt_over_tls_trusts_the_configured_ca() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let events = ingress_events(s, token).await;
-    assert!(
-        events.iter().all(|e| e["sourceId"] == "secure"),
-        "{events:?}"
-    );
+    let secure = source_id(s, token, "secure").await;
+    assert!(events.iter().all(|e| e["sourceId"] == secure), "{events:?}");
     assert_eq!(events[0]["payload"]["summary"], "door forced");
 }
 
@@ -655,7 +661,7 @@ async fn mqtt_messages_become_events_across_a_broker_restart() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     let e = &ingress_events(s, token).await[0];
-    assert_eq!(e["sourceId"], "plant");
+    assert_eq!(e["sourceId"], source_id(s, token, "plant").await);
     assert_eq!(e["severity"], "critical");
     assert_eq!(e["payload"]["summary"], "pump 1 hot");
     assert_eq!(
@@ -814,7 +820,7 @@ async fn snmp_traps_v1_and_v2c_become_events_and_link_up_resolves_link_down() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let e = ingress_events(s, token).await.last().unwrap().clone();
-    assert_eq!(e["sourceId"], "switches");
+    assert_eq!(e["sourceId"], source_id(s, token, "switches").await);
     assert_eq!(
         e["payload"]["summary"],
         "linkDown from 127.0.0.1 (interface 2)"
@@ -1175,7 +1181,7 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
             .clone()
     };
     let pump = by_key("1@plant");
-    assert_eq!(pump["sourceId"], "vendor");
+    assert_eq!(pump["sourceId"], source_id(s, token, "vendor").await);
     assert_eq!(pump["severity"], "critical");
     assert_eq!(pump["payload"]["summary"], "Pumpe 1 überhitzt CRIT");
     assert_eq!(
