@@ -369,9 +369,12 @@ impl Config {
             .config
             .clone()
             .or_else(|| env("SVC_CONFIG").map(PathBuf::from));
-        let mut cfg = match &path {
-            Some(p) => Self::from_file(p)?,
-            None => Config::default(),
+        let (cfg, mut problems) = match &path {
+            Some(p) => Self::read_file(p),
+            None => (Some(Config::default()), Vec::new()),
+        };
+        let Some(mut cfg) = cfg else {
+            return Err(ConfigError(problems));
         };
         cfg.apply_env(env);
         if let Some(d) = overrides
@@ -387,7 +390,7 @@ impl Config {
         if let Some(t) = overrides.tls.clone().or_else(|| env("SVC_TLS")) {
             cfg.tls.mode = t;
         }
-        let problems = cfg.problems();
+        problems.extend(cfg.problems());
         if problems.is_empty() {
             Ok(cfg)
         } else {
@@ -395,17 +398,75 @@ impl Config {
         }
     }
 
-    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(vec![format!("{}: {e}", path.display())]))?;
-        Self::from_yaml(&text).map_err(|e| ConfigError(vec![format!("{}: {e}", path.display())]))
+    /// The file's configuration as far as it reads, and its problems, each naming the file.
+    fn read_file(path: &Path) -> (Option<Config>, Vec<String>) {
+        let (cfg, problems) = match std::fs::read_to_string(path) {
+            Ok(text) => Self::read_yaml(&text),
+            Err(e) => (None, vec![e.to_string()]),
+        };
+        let named = problems
+            .into_iter()
+            .map(|p| format!("{}: {p}", path.display()))
+            .collect();
+        (cfg, named)
     }
 
+    /// The configuration of `text`, or what is wrong with it (the first problem).
     pub fn from_yaml(text: &str) -> Result<Config, String> {
-        if text.trim().is_empty() {
-            return Ok(Config::default());
+        match Self::read_yaml(text) {
+            (Some(cfg), problems) if problems.is_empty() => Ok(cfg),
+            (_, problems) => Err(problems.join("\n")),
         }
-        serde_yaml_ng::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Reads `text`, naming every key that does not fit rather than stopping at the first:
+    /// each one found is set aside and the rest read again, so `svc config check` lists them
+    /// all. Returns the configuration without them, when the YAML reads at all, and the
+    /// problems (`dataDirr: unknown field`, `notify.scriptDir: invalid type`...).
+    fn read_yaml(text: &str) -> (Option<Config>, Vec<String>) {
+        if text.trim().is_empty() {
+            return (Some(Config::default()), Vec::new());
+        }
+        let mut value: serde_yaml_ng::Value = match serde_yaml_ng::from_str(text) {
+            Ok(v) => v,
+            Err(e) => return (None, vec![e.to_string()]),
+        };
+        let mut problems = Vec::new();
+        // Each round removes one key; a file has far fewer.
+        for _ in 0..100 {
+            match serde_path_to_error::deserialize::<_, Config>(value.clone()) {
+                Ok(cfg) => return (Some(cfg), problems),
+                Err(e) => {
+                    let path: Vec<String> = e
+                        .path()
+                        .iter()
+                        .map(|seg| seg.to_string())
+                        .filter(|seg| seg != "?")
+                        .collect();
+                    let inner = e.into_inner().to_string();
+                    let unknown = inner
+                        .strip_prefix("unknown field `")
+                        .and_then(|rest| rest.split_once('`'))
+                        .map(|(field, _)| field.to_string());
+                    let mut at = path.clone();
+                    if let Some(field) = &unknown
+                        && at.last() != Some(field)
+                    {
+                        at.push(field.clone());
+                    }
+                    let key = if at.is_empty() {
+                        "(the file)".to_string()
+                    } else {
+                        at.join(".")
+                    };
+                    problems.push(format!("{key}: {inner}"));
+                    if at.is_empty() || !remove_key(&mut value, &at) {
+                        return (None, problems);
+                    }
+                }
+            }
+        }
+        (None, problems)
     }
 
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) {
@@ -623,10 +684,60 @@ impl Config {
     }
 }
 
+/// Removes the key at `path` (mapping keys from the top) from a YAML document; whether it was
+/// there.
+fn remove_key(value: &mut serde_yaml_ng::Value, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for key in parents {
+        match at.get_mut(key.as_str()) {
+            Some(next) => at = next,
+            None => return false,
+        }
+    }
+    at.as_mapping_mut()
+        .and_then(|m| m.remove(last.as_str()))
+        .is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn every_key_that_does_not_fit_is_named_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("svc.yaml");
+        std::fs::write(
+            &file,
+            "dataDirr: /x\nlisten: nowhere\ntls:\n  mode: off\n  bogus: 1\nnotify:\n  scriptDir: [1, 2]\nalerting: {stormThreshold: many}\n",
+        )
+        .unwrap();
+        let ConfigError(problems) = Config::load(
+            &Overrides {
+                config: Some(file),
+                ..Default::default()
+            },
+            &no_env,
+        )
+        .unwrap_err();
+        let all = problems.join("\n");
+        for key in [
+            "dataDirr: unknown field",
+            "tls.bogus: unknown field",
+            "notify.scriptDir: invalid type",
+            "alerting.stormThreshold: invalid type",
+        ] {
+            assert!(all.contains(key), "{key} missing from:\n{all}");
+        }
+        assert!(all.contains("listen: \"nowhere\""), "and the values: {all}");
+        assert_eq!(problems.len(), 5, "{all}");
+        let (_, broken) = Config::read_yaml("listen: [unclosed\n");
+        assert_eq!(broken.len(), 1, "YAML that does not read is one problem");
+    }
 
     fn no_env(_: &str) -> Option<String> {
         None
