@@ -5,10 +5,48 @@ use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::Severity;
+use crate::model::event::{Event, EventDraft, EventFilter};
 use crate::model::identity::Actor;
-use crate::model::incident::{Incident, IncidentBody, STATUSES};
-use crate::store::{StoreError, check_version};
+use crate::model::incident::{Incident, IncidentBody, IncidentDetail, STATUSES};
+use crate::store::{StoreError, Tx, check_version};
+use serde_json::json;
 use uuid::Uuid;
+
+/// Alerts whose events a detail's timeline reads at most, and the events it shows.
+const TIMELINE_ALERTS: usize = 20;
+const TIMELINE_EVENTS: usize = 200;
+
+/// Resolves the incident's open and acknowledged alerts in `tx` (their chains stop, their keys
+/// free): an `alert_resolved` event and an audit entry each.
+fn resolve_alerts(
+    tx: &Tx,
+    incident: &Incident,
+    now: Timestamp,
+    actor: &Actor,
+) -> Result<(Vec<AuditDraft>, Vec<EventDraft>), StoreError> {
+    let (mut audits, mut events) = (Vec::new(), Vec::new());
+    for id in &incident.alert_ids {
+        let Some(old) = tx.alert(incident.tenant_id, *id)? else {
+            continue;
+        };
+        let mut new = old.clone();
+        // Resolved or expired already: nothing to do.
+        let Ok(event) = new.resolve(now) else {
+            continue;
+        };
+        tx.save_alert(&new)?;
+        let audit = AuditDraft::new(
+            now,
+            incident.tenant_id,
+            actor,
+            "alert.resolve",
+            format!("alert/{id}"),
+        );
+        audits.push(audit.before(&old).after(&new));
+        events.push(event);
+    }
+    Ok((audits, events))
+}
 
 fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
     match raw {
@@ -150,6 +188,7 @@ impl Alerting {
         let now = self.clock.now();
         let audit = self.incident_audit(p, actor, "update", id);
         let tenant = p.tenant;
+        let actor = actor.clone();
         let incident = self
             .store
             .transact(move |tx| {
@@ -157,17 +196,181 @@ impl Alerting {
                 check_version(old.version, expected)?;
                 let new = changed(&old, body, severity, now);
                 tx.save_incident(&new)?;
-                if new.status == "resolved" && old.status != "resolved" {
-                    for alert in &new.alert_ids {
-                        tx.disarm_escalation(*alert)?;
-                    }
-                }
-                let event = new.update_event("updated");
-                tx.record([audit.before(&old).after(&new)], vec![event])?;
+                // Resolving an incident resolves its alerts, as `:resolve` does.
+                let (mut audits, mut events) =
+                    if new.status == "resolved" && old.status != "resolved" {
+                        resolve_alerts(tx, &new, now, &actor)?
+                    } else {
+                        (Vec::new(), Vec::new())
+                    };
+                audits.insert(0, audit.before(&old).after(&new));
+                events.insert(0, new.update_event("updated"));
+                tx.record(audits, events)?;
                 Ok((new, true))
             })
             .await?;
+        self.store.alert_timers_waker().notify_one();
         Ok(incident)
+    }
+
+    /// `:resolve`: the incident and its open or acknowledged alerts, in one transaction; an
+    /// incident resolved already is answered as it is.
+    pub async fn resolve_incident(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<Incident, AlertError> {
+        let now = self.clock.now();
+        let audit = self.incident_audit(p, actor, "resolve", id);
+        let (tenant, actor) = (p.tenant, actor.clone());
+        let incident = self
+            .store
+            .transact(move |tx| {
+                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let (mut audits, mut events) = resolve_alerts(tx, &old, now, &actor)?;
+                if old.status == "resolved" && audits.is_empty() {
+                    return Ok((old, false));
+                }
+                let mut new = old.clone();
+                new.status = "resolved".into();
+                new.resolved_at = Some(old.resolved_at.unwrap_or(now));
+                new.updated_at = now;
+                new.version = old.version + 1;
+                tx.save_incident(&new)?;
+                audits.insert(0, audit.before(&old).after(&new));
+                events.insert(0, new.update_event("resolved"));
+                tx.record(audits, events)?;
+                Ok((new, true))
+            })
+            .await?;
+        self.store.alert_timers_waker().notify_one();
+        Ok(incident)
+    }
+
+    /// `:merge`: the alerts of the `sources` move into incident `id`, and the sources are
+    /// resolved; the timelines of both say so. One transaction.
+    pub async fn merge_incidents(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        sources: Vec<Uuid>,
+    ) -> Result<Incident, AlertError> {
+        if sources.is_empty() {
+            return Err(invalid(
+                "sourceIds",
+                "sourceIds names the incidents to merge",
+            ));
+        }
+        if sources.contains(&id) {
+            return Err(invalid("sourceIds", "an incident cannot merge into itself"));
+        }
+        let now = self.clock.now();
+        let audit = self.incident_audit(p, actor, "merge", id);
+        let (tenant, actor) = (p.tenant, actor.clone());
+        let incident = self
+            .store
+            .transact(move |tx| {
+                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let mut target = old.clone();
+                let (mut audits, mut events) = (Vec::new(), Vec::new());
+                for source_id in &sources {
+                    // A source the tenant does not have answers as the target would: 404.
+                    let source = tx
+                        .incident(tenant, *source_id)?
+                        .ok_or(StoreError::NotFound)?;
+                    for alert in &source.alert_ids {
+                        if !target.alert_ids.contains(alert) {
+                            target.alert_ids.push(*alert);
+                        }
+                    }
+                    let mut closed = source.clone();
+                    closed.alert_ids.clear();
+                    closed.status = "resolved".into();
+                    closed.resolved_at = Some(source.resolved_at.unwrap_or(now));
+                    closed.updated_at = now;
+                    closed.version = source.version + 1;
+                    tx.save_incident(&closed)?;
+                    let mut event = closed.update_event("merged");
+                    event.payload["mergedInto"] = json!(id);
+                    events.push(event);
+                    audits.push(
+                        AuditDraft::new(
+                            now,
+                            tenant,
+                            &actor,
+                            "incident.merge",
+                            format!("incident/{source_id}"),
+                        )
+                        .before(&source)
+                        .after(&closed),
+                    );
+                }
+                target.updated_at = now;
+                target.version = old.version + 1;
+                // Points the moved alerts at the target.
+                tx.save_incident(&target)?;
+                let mut event = target.update_event("merged");
+                event.payload["merged"] = json!(sources);
+                events.insert(0, event);
+                audits.insert(0, audit.before(&old).after(&target));
+                tx.record(audits, events)?;
+                Ok((target, true))
+            })
+            .await?;
+        Ok(incident)
+    }
+
+    /// The incident with its alerts and its timeline: its own `incident_update` events and
+    /// its first alerts' events, newest first.
+    pub async fn incident_detail(
+        &self,
+        p: &Principal,
+        id: Uuid,
+    ) -> Result<IncidentDetail, AlertError> {
+        let incident = self.store.incident(p.tenant, id).await?;
+        let mut alerts = Vec::new();
+        for a in &incident.alert_ids {
+            // An alert removed by retention is left out.
+            if let Ok(alert) = self.store.alert(p.tenant, *a).await {
+                alerts.push(alert);
+            }
+        }
+        let of = |source: String, from: Timestamp| EventFilter {
+            tenant_id: p.tenant,
+            source_id: Some(source),
+            from: Some(from),
+            ..Default::default()
+        };
+        let mut timeline: Vec<Event> = self
+            .history
+            .list_committed(
+                &self.store,
+                of(id.to_string(), incident.opened_at),
+                None,
+                TIMELINE_EVENTS,
+            )
+            .await?;
+        for a in alerts.iter().take(TIMELINE_ALERTS) {
+            timeline.extend(
+                self.history
+                    .list_committed(
+                        &self.store,
+                        of(a.id.to_string(), a.opened_at),
+                        None,
+                        TIMELINE_EVENTS,
+                    )
+                    .await?,
+            );
+        }
+        timeline.sort_by(|a, b| b.ts.cmp(&a.ts).then(b.id.cmp(&a.id)));
+        timeline.truncate(TIMELINE_EVENTS);
+        Ok(IncidentDetail {
+            incident,
+            alerts,
+            timeline,
+        })
     }
 
     pub async fn incident(&self, p: &Principal, id: Uuid) -> Result<Incident, AlertError> {

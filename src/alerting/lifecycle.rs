@@ -457,7 +457,58 @@ fn opened(
         None => tx.arm_escalation(&alert, alert.opened_at, now)?,
     }
     events.extend(correlate_storm(tx, &alert, now, storm)?);
+    events.extend(rule_incident(tx, &alert, now)?);
     Ok(events)
+}
+
+/// A rule with `incident: true` puts its new alert into an incident (unless correlation did):
+/// the rule's open incident, else a new one titled as the alert, `createdBy: rule:<name>`.
+fn rule_incident(tx: &Tx, alert: &Alert, now: Timestamp) -> Result<Option<EventDraft>, StoreError> {
+    let tenant = alert.tenant_id;
+    let Some(alert) = tx
+        .alert(tenant, alert.id)?
+        .filter(|a| a.incident_id.is_none())
+    else {
+        return Ok(None);
+    };
+    let wanted = tx
+        .config_doc(tenant, "alert-rules", &alert.rule_id)?
+        .and_then(|doc| AlertRule::parse(&doc.body))
+        .is_some_and(|rule| rule.incident);
+    if !wanted {
+        return Ok(None);
+    }
+    let by = format!("rule:{}", alert.rule_id);
+    let (mut incident, action) = match tx.open_incident_by(tenant, &by)? {
+        Some(i) => (i, "alert-added"),
+        None => (
+            Incident {
+                id: tx.new_id(),
+                tenant_id: tenant,
+                title: alert.title.clone(),
+                summary: String::new(),
+                severity: alert.severity,
+                status: "open".into(),
+                labels: alert.labels.clone(),
+                impact: String::new(),
+                ticket_url: String::new(),
+                alert_ids: Vec::new(),
+                created_by: by,
+                opened_at: now,
+                updated_at: now,
+                resolved_at: None,
+                version: 0,
+            },
+            "created",
+        ),
+    };
+    incident.alert_ids.push(alert.id);
+    incident.updated_at = now;
+    incident.version += 1;
+    tx.attach_to_incident(&incident, &[alert.id])?;
+    let mut event = incident.update_event(action);
+    event.payload["alertId"] = serde_json::json!(alert.id);
+    Ok(Some(event))
 }
 
 /// The alert engine's work for the events through `through`, committed with its consumer

@@ -40,6 +40,7 @@ pub enum Code {
     ConflictDuplicate,
     ConflictIdempotency,
     Conflict,
+    AiDisabled,
     BundleToken,
     UsersLastAdmin,
     UsersEmailInUse,
@@ -84,6 +85,7 @@ impl Code {
             Code::ConflictDuplicate => "svc:conflict/duplicate",
             Code::ConflictIdempotency => "svc:conflict/idempotency",
             Code::Conflict => "svc:conflict",
+            Code::AiDisabled => "svc:ai/disabled",
             Code::BundleToken => "svc:bundle/token",
             Code::UsersLastAdmin => "svc:users/last-admin",
             Code::UsersEmailInUse => "svc:users/email-in-use",
@@ -112,7 +114,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 34] = [
+    const FIXED: [Code; 35] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -125,6 +127,7 @@ impl Code {
         Code::ConflictDuplicate,
         Code::ConflictIdempotency,
         Code::Conflict,
+        Code::AiDisabled,
         Code::BundleToken,
         Code::UsersLastAdmin,
         Code::UsersEmailInUse,
@@ -194,6 +197,9 @@ impl Code {
                 "The Idempotency-Key was used before with a different request body."
             }
             Code::Conflict => "The request conflicts with the resource's current state.",
+            Code::AiDisabled => {
+                "No AI provider is configured (`ai.provider` is none), so nothing can be proposed."
+            }
             Code::BundleToken => {
                 "The bundle's apply token is unknown or expired; plan the bundle again."
             }
@@ -265,6 +271,7 @@ impl Code {
             Code::ConflictDuplicate => (S::CONFLICT, "Already exists"),
             Code::ConflictIdempotency => (S::CONFLICT, "Idempotency-Key reused"),
             Code::Conflict => (S::CONFLICT, "Conflict"),
+            Code::AiDisabled => (S::SERVICE_UNAVAILABLE, "AI disabled"),
             Code::BundleToken => (S::CONFLICT, "Unknown apply token"),
             Code::UsersLastAdmin => (S::CONFLICT, "Last administrator"),
             Code::UsersEmailInUse => (S::CONFLICT, "E-mail in use"),

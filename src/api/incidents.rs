@@ -2,12 +2,12 @@
 
 use super::AppState;
 use super::access::Caller;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{INCIDENTS, Page, PageQuery};
 use super::router::Route;
-use crate::model::incident::{Incident, IncidentBody};
+use crate::model::incident::{Incident, IncidentBody, IncidentDetail, MergeRequest};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -33,16 +33,34 @@ pub fn routes() -> Vec<Route> {
             .example(json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),
         Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").doc(
             "incidents",
-            "Get an incident",
-            "With `ETag: \"<version>\"`.",
+            "Get an incident with its alerts and timeline",
+            "The incident's fields (as the list's), `alerts` (its alerts), and `timeline`: its `incident_update` events and its alerts' events (opened, acknowledged, escalated, notified, resolved), newest first, at most 200. With `ETag: \"<version>\"`.",
         )
-            .ok::<Incident>(),
+            .ok::<IncidentDetail>(),
         Route::put("/api/v1/incidents/{id}", update).permission("incidents:write").doc(
             "incidents",
             "Update an incident",
             "`If-Match` required (428 `svc:precondition/if-match`; stale: 409 `svc:conflict/version`). Replaces the fields the body names, `status` (open, acked, resolved) included. Writes an `incident_update` event with `action: updated`.",
         )
             .body::<IncidentBody>().ok::<Incident>(),
+        Route::post("/api/v1/incidents/{id}:resolve", resolve).permission("incidents:write").doc(
+            "incidents",
+            "Resolve an incident and its alerts",
+            "The incident and its open or acknowledged alerts are resolved in one transaction: an `incident_update` event (`action: resolved`), an `alert_resolved` event and an audit entry per alert, their escalations stopped. An incident resolved already answers as it is. No If-Match.",
+        )
+            .no_body().ok::<Incident>(),
+        Route::post("/api/v1/incidents/{id}:merge", merge).permission("incidents:write").doc(
+            "incidents",
+            "Merge incidents into this one",
+            "`{sourceIds}`: the alerts of those incidents move into this one and they are resolved, in one transaction; `incident_update` events with `action: merged` say so on both sides (`merged` on this one, `mergedInto` on each source). A source the tenant does not have is 404; none, or this incident itself, is 422 `svc:validation/sourceIds`.",
+        )
+            .body::<MergeRequest>().ok::<Incident>(),
+        Route::post("/api/v1/incidents/{id}:summarize", summarize).permission("incidents:write").doc(
+            "incidents",
+            "Propose a summary (AI)",
+            "A summary proposed by the configured AI provider. With `ai.provider: none` (the only provider of this build) 503 `svc:ai/disabled`; the incident is not changed either way.",
+        )
+            .no_body().fails(503, "No AI provider is configured (`svc:ai/disabled`)"),
     ]
 }
 
@@ -87,8 +105,49 @@ async fn get(
     c: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    let i = st.alerting.incident(&c.principal, path_id(&id)?).await?;
+    let detail = st
+        .alerting
+        .incident_detail(&c.principal, path_id(&id)?)
+        .await?;
+    Ok((etag(detail.incident.version), Json(detail)))
+}
+
+async fn resolve(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let i = st
+        .alerting
+        .resolve_incident(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
     Ok((etag(i.version), Json(i)))
+}
+
+async fn merge(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<MergeRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let i = st
+        .alerting
+        .merge_incidents(&c.principal, &c.actor, path_id(&id)?, body.source_ids)
+        .await?;
+    Ok((etag(i.version), Json(i)))
+}
+
+/// No AI provider exists in this build (`ai.provider` must be none): nothing to propose.
+async fn summarize(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    st.alerting.incident(&c.principal, path_id(&id)?).await?;
+    Err::<StatusCode, _>(Problem::new(
+        Code::AiDisabled,
+        "no AI provider is configured (ai.provider: none), so no summary can be proposed",
+    ))
 }
 
 async fn update(

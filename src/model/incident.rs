@@ -58,6 +58,27 @@ pub struct IncidentBody {
     pub status: Option<String>,
 }
 
+/// `GET /api/v1/incidents/{id}`: the incident with its alerts and what happened to both,
+/// newest first (the reference's "incident with alerts + timeline").
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IncidentDetail {
+    #[serde(flatten)]
+    pub incident: Incident,
+    pub alerts: Vec<super::alert::Alert>,
+    /// Its `incident_update` events and its alerts' events (opened, acknowledged, escalated,
+    /// notified, resolved), newest first, at most 200.
+    pub timeline: Vec<super::event::Event>,
+}
+
+/// `POST /api/v1/incidents/{id}:merge` (the reference's `mergeRequest`): the incidents whose
+/// alerts move into this one; they are resolved.
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MergeRequest {
+    pub source_ids: Vec<Uuid>,
+}
+
 /// Alarm-storm correlation (SEMANTICS 7): this many alerts opened within `window` sharing one
 /// label pair become one incident (`alerting.stormThreshold`, default 5, and
 /// `alerting.stormWindow`, default 120 s, in the configuration file).

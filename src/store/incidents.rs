@@ -62,6 +62,19 @@ impl Tx<'_> {
         save(self, incident)
     }
 
+    /// The newest unresolved incident `created_by` opened: the one a rule's alerts join.
+    pub fn open_incident_by(
+        &self,
+        tenant: Uuid,
+        created_by: &str,
+    ) -> Result<Option<Incident>, StoreError> {
+        let t = self.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+        Ok(tenant_values_newest(&t, tenant, None, 1, |i: &Incident| {
+            i.status != "resolved" && i.created_by == created_by
+        })?
+        .pop())
+    }
+
     /// Stops the escalation chain of an alert (its incident was resolved).
     pub fn disarm_escalation(&self, alert: Uuid) -> Result<(), StoreError> {
         super::notify::disarm_escalation(self, alert)

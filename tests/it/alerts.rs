@@ -497,6 +497,153 @@ async fn incidents_carry_versions_alerts_and_update_events() {
     assert_eq!(updates[0]["payload"]["summary"], "two lines");
     assert_eq!(updates[1]["payload"]["status"], "resolved");
     assert_eq!(updates[1]["severity"], "ok");
+    // Resolving the incident by PUT resolved its alert too.
+    let line4 = get(s, token, &format!("/api/v1/alerts/{alert_id}")).await;
+    assert_eq!(line4["status"], "resolved", "{line4}");
+
+    // The reference's incident verbs: merge, resolve, summarize; the detail with alerts and
+    // timeline.
+    let raise = |title: &'static str| async move {
+        json(
+            send(
+                s,
+                token,
+                Method::POST,
+                "/api/v1/alerts",
+                json!({"title": title, "dedupKey": title}),
+            )
+            .await,
+            201,
+        )
+        .await["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (pump, valve) = (raise("pump").await, raise("valve").await);
+    let create = |title: &str, alert: &str| {
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/incidents",
+            json!({"title": title, "alertIds": [alert]}),
+        )
+    };
+    let main = json(create("Water supply", &pump).await, 201).await;
+    let side = json(create("Valve", &valve).await, 201).await;
+    let (main_id, side_id) = (main["id"].as_str().unwrap(), side["id"].as_str().unwrap());
+    let merge_path = format!("/api/v1/incidents/{main_id}:merge");
+    let merge = |body: Value| send(s, token, Method::POST, &merge_path, body);
+    assert_problem(
+        merge(json!({"sourceIds": []})).await,
+        422,
+        "svc:validation/sourceIds",
+    )
+    .await;
+    assert_problem(
+        merge(json!({"sourceIds": [main_id]})).await,
+        422,
+        "svc:validation/sourceIds",
+    )
+    .await;
+    assert_problem(
+        merge(json!({"sourceIds": [uuid::Uuid::now_v7()]})).await,
+        404,
+        "svc:not-found",
+    )
+    .await;
+    let merged = json(merge(json!({"sourceIds": [side_id]})).await, 200).await;
+    assert_eq!(merged["alertIds"], json!([pump, valve]));
+    let side = get(s, token, &format!("/api/v1/incidents/{side_id}")).await;
+    assert_eq!(side["status"], "resolved");
+    assert_eq!(side["alerts"], json!([]), "its alerts moved");
+    assert_eq!(
+        get(s, token, &format!("/api/v1/alerts/{valve}")).await["incidentId"],
+        main_id
+    );
+    let detail = get(s, token, &format!("/api/v1/incidents/{main_id}")).await;
+    assert_eq!(detail["title"], "Water supply");
+    assert_eq!(detail["alerts"].as_array().unwrap().len(), 2);
+    let kinds: Vec<&str> = detail["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"incident_update") && kinds.contains(&"alert_opened"),
+        "{kinds:?}"
+    );
+    assert_eq!(detail["timeline"][0]["payload"]["action"], "merged");
+    let summary = call(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/incidents/{main_id}:summarize"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(summary, 503, "svc:ai/disabled").await;
+    let resolve = || {
+        call(
+            s,
+            token,
+            Method::POST,
+            &format!("/api/v1/incidents/{main_id}:resolve"),
+        )
+        .send()
+    };
+    let done = json(resolve().await.unwrap(), 200).await;
+    assert_eq!(done["status"], "resolved");
+    for alert in [&pump, &valve] {
+        assert_eq!(
+            get(s, token, &format!("/api/v1/alerts/{alert}")).await["status"],
+            "resolved"
+        );
+    }
+    let again = json(resolve().await.unwrap(), 200).await;
+    assert_eq!(
+        again["version"], done["version"],
+        "resolved already: as it is"
+    );
+    let audit = get(s, token, "/api/v1/audit?limit=20").await.to_string();
+    assert!(
+        audit.contains("incident.resolve") && audit.contains("incident.merge"),
+        "{audit}"
+    );
+
+    // A rule with `incident: true` puts its alerts into its incident.
+    setup(s, token).await;
+    create_all(s, token, vec![(
+        "/api/v1/alert-rules",
+        json!({"name": "disk-incident", "incident": true, "severity": "critical",
+            "match": "event.type == 'state_change' && event.state == 'CRITICAL'", "title": "disk full"}),
+    )])
+    .await;
+    result(s, token, "CRITICAL").await;
+    let opened = alerts_until(s, token, "?status=open", |a| {
+        a.iter()
+            .any(|x| x["ruleId"] == "disk-incident" && x["incidentId"].is_string())
+    })
+    .await;
+    let alert = opened
+        .iter()
+        .find(|x| x["ruleId"] == "disk-incident")
+        .unwrap();
+    let incident = get(
+        s,
+        token,
+        &format!(
+            "/api/v1/incidents/{}",
+            alert["incidentId"].as_str().unwrap()
+        ),
+    )
+    .await;
+    assert_eq!(incident["createdBy"], "rule:disk-incident");
+    assert_eq!(incident["title"], "disk full");
+    assert_eq!(incident["alertIds"], json!([alert["id"]]));
 }
 
 fn at(offset_secs: i64) -> String {

@@ -489,40 +489,19 @@ async fn incident(
     ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
-        let incident = st.alerting.incident(&c.principal, path_id(&id)?).await?;
-        let mut alerts = Vec::new();
-        for a in incident.alert_ids.iter().take(ALERTS.default) {
-            // An alert removed by retention is left out.
-            if let Ok(alert) = st.alerting.get(&c.principal, *a).await {
-                alerts.push(alert);
-            }
-        }
-        let filter = EventFilter {
-            tenant_id: c.principal.tenant,
-            types: vec![EventType::IncidentUpdate],
-            from: Some(incident.opened_at),
-            ..Default::default()
-        };
-        let key = incident.id.to_string();
-        let events: Vec<Event> = st
-            .events
-            .list_committed(&st.store, filter, None, 1000)
-            .await?
-            .into_iter()
-            .filter(|e| e.payload.get("incidentId").and_then(|v| v.as_str()) == Some(key.as_str()))
-            .take(UI_PAGE)
-            .collect();
-        Ok::<_, Problem>((incident, alerts, events))
+        let id = path_id(&id)?;
+        Ok::<_, Problem>(st.alerting.incident_detail(&c.principal, id).await?)
     };
-    let (incident, alerts, events) = match found.await {
+    let detail = match found.await {
         Ok(found) => found,
         Err(p) => return failed(p),
     };
+    let incident = &detail.incident;
     let content = views::incident(
         st.clock.now(),
-        &incident,
-        &alerts,
-        &events,
+        incident,
+        &detail.alerts,
+        &detail.timeline,
         c.principal.allows("incidents:write"),
     );
     html(
