@@ -99,6 +99,36 @@ impl Alerting {
         Ok(self.store.alerts(p.tenant, filter, before, limit).await?)
     }
 
+    /// The tenant's open and acknowledged alerts counted by severity.
+    pub async fn active_counts(
+        &self,
+        p: &Principal,
+    ) -> Result<std::collections::BTreeMap<String, u64>, AlertError> {
+        const PAGE: usize = 1000;
+        let filter = AlertFilter {
+            statuses: vec![
+                crate::model::alert::AlertStatus::Open,
+                crate::model::alert::AlertStatus::Acked,
+            ],
+            ..Default::default()
+        };
+        let mut counts = std::collections::BTreeMap::new();
+        let mut before = None;
+        loop {
+            let page = self
+                .store
+                .alerts(p.tenant, filter.clone(), before, PAGE)
+                .await?;
+            for a in &page {
+                *counts.entry(a.severity.as_str().to_string()).or_insert(0) += 1;
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => before = Some(last.id),
+                _ => return Ok(counts),
+            }
+        }
+    }
+
     pub async fn get(&self, p: &Principal, id: Uuid) -> Result<Alert, AlertError> {
         Ok(self.store.alert(p.tenant, id).await?)
     }

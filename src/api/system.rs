@@ -7,7 +7,9 @@ use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
 use crate::auth::Principal;
-use crate::model::health::{Hardware, HealthReport, Readiness, Subsystem, SystemInfo};
+use crate::model::health::{
+    Hardware, HealthReport, Overview, QueueStats, Readiness, Subsystem, SystemInfo,
+};
 use crate::model::{GoDuration, RUST_VERSION, VERSION};
 use crate::monitor::pipeline::READY_LIMIT;
 use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
@@ -36,6 +38,8 @@ pub fn routes() -> Vec<Route> {
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         )
             .ok::<SystemInfo>(),
+        Route::get("/api/v1/overview", overview).permission("objects:read").doc("overview", "Wallboard counters", "The acting tenant's objects by state (`summary`: hosts up, down, unreachable; services OK, warning, critical, unknown; problems acknowledged, flapping, in downtime), its open and acknowledged alerts by severity (`openAlerts`, with `alerts:read`, else empty), its open incidents (`openIncidents`, with `incidents:read`, else empty), and the instance's queues (`queues`: bus, outbox and results depths, SSE clients, dropped bus frames; the AI figures are 0, this build has no AI agent).")
+            .ok::<Overview>(),
         Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`). No credential is needed; the names a tenant gave its things (event sources in `ingress`, and the workers named after them, `event-source/<name>`) are shown only to the instance's administrators (`admin:tenants` in the default tenant): anyone else gets `ingress` empty and such workers by kind (`event-source`).")
             .ok::<HealthReport>(),
         Route::get("/api/v1/system/backup", backup)
@@ -261,6 +265,40 @@ async fn readyz(State(st): State<AppState>) -> impl IntoResponse {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, Json(Readiness { ready, subsystems }))
+}
+
+async fn overview(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    let p = &c.principal;
+    let open_alerts = if p.allows("alerts:read") {
+        st.alerting.active_counts(p).await?
+    } else {
+        Default::default()
+    };
+    let open_incidents = if p.allows("incidents:read") {
+        st.alerting.incidents(p, true, None, 500).await?
+    } else {
+        Vec::new()
+    };
+    let as_count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let queues = QueueStats {
+        dropped_subscriber_messages: st.events.dropped(),
+        events_depth: st
+            .events
+            .queue_depths()
+            .iter()
+            .map(|(_, d)| as_count(*d))
+            .sum(),
+        notify_depth: st.notify.health().await?.outbox,
+        results_depth: as_count(st.pipeline.depth()),
+        subscribers: as_count(st.events.sse_client_count()),
+        ..QueueStats::default()
+    };
+    Ok(Json(Overview {
+        open_alerts,
+        open_incidents,
+        queues,
+        summary: st.results.summary(p).await?,
+    }))
 }
 
 /// The bus queues and the results queue by name.

@@ -28,6 +28,8 @@ pub struct Bus {
     rx: Mutex<Option<mpsc::Receiver<Arc<Event>>>>,
     slots: RwLock<Vec<Arc<Slot>>>,
     metrics: Arc<Metrics>,
+    /// Frames dropped for subscribers that could not keep up, since start.
+    dropped: AtomicU64,
 }
 
 /// What a subscriber receives.
@@ -61,6 +63,7 @@ impl Bus {
             rx: Mutex::new(Some(rx)),
             slots: RwLock::new(Vec::new()),
             metrics,
+            dropped: AtomicU64::new(0),
         })
     }
 
@@ -95,6 +98,7 @@ impl Bus {
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     slot.resync.store(true, Ordering::SeqCst);
                     slot.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
                     self.metrics
                         .bus_dropped
                         .get_or_create(&QueueLabels {
@@ -114,6 +118,10 @@ impl Bus {
     }
 
     /// Depth of the main queue and the deepest buffer of each subscriber kind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
     pub fn depths(&self) -> Vec<(String, usize)> {
         let mut out = vec![("main".to_string(), MAIN_QUEUE - self.tx.capacity())];
         for slot in self.slots.read().unwrap_or_else(|e| e.into_inner()).iter() {

@@ -361,6 +361,11 @@ impl Events {
         self.bus.depths()
     }
 
+    /// Frames the bus dropped for subscribers that could not keep up, since start.
+    pub fn dropped(&self) -> u64 {
+        self.bus.dropped()
+    }
+
     pub fn store(&self) -> &Arc<EventStore> {
         &self.store
     }

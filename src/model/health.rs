@@ -100,6 +100,36 @@ pub struct ConsumerLag {
     pub lost: u64,
 }
 
+/// `GET /api/v1/overview`: the wallboard's counters (the reference's `overview`).
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Overview {
+    /// Open and acknowledged alerts by severity.
+    pub open_alerts: std::collections::BTreeMap<String, u64>,
+    pub open_incidents: Vec<super::incident::Incident>,
+    pub queues: QueueStats,
+    pub summary: super::state::StateSummary,
+}
+
+/// The instance's queues as the reference's `Stats` names them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStats {
+    /// AI work waiting: none in this build, which has no AI agent.
+    pub ai_depth: u64,
+    pub dropped_ai: u64,
+    /// Events the bus dropped for subscribers that could not keep up, since start.
+    pub dropped_subscriber_messages: u64,
+    /// Events waiting in the bus's queues.
+    pub events_depth: u64,
+    /// Deliveries waiting in the outbox.
+    pub notify_depth: u64,
+    /// Results waiting to be applied.
+    pub results_depth: u64,
+    /// Live event stream (SSE) clients.
+    pub subscribers: u64,
+}
+
 /// Notification's figures: armed escalation timers, the outbox, dead letters, and delivery
 /// attempts since start by outcome.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]

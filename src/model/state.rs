@@ -56,6 +56,44 @@ pub struct CheckState {
     pub acked_by: Option<String>,
 }
 
+/// How many of a tenant's objects are in each state (the reference's `StateSummary`, for the
+/// wallboard); objects without a result yet are in none.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StateSummary {
+    pub hosts_up: u64,
+    pub hosts_down: u64,
+    pub hosts_unreachable: u64,
+    pub services_ok: u64,
+    pub services_warning: u64,
+    pub services_critical: u64,
+    pub services_unknown: u64,
+    /// Problems someone acknowledged.
+    pub acked: u64,
+    pub flapping: u64,
+    pub in_downtime: u64,
+}
+
+impl StateSummary {
+    /// Counts one object of `kind` in state `s`.
+    pub fn add(&mut self, kind: super::object::ObjectKind, s: &CheckState) {
+        use super::object::ObjectKind;
+        let counter = match (kind, s.state) {
+            (ObjectKind::Host, 0) => &mut self.hosts_up,
+            (ObjectKind::Host, 1) => &mut self.hosts_down,
+            (ObjectKind::Host, _) => &mut self.hosts_unreachable,
+            (ObjectKind::Service, 0) => &mut self.services_ok,
+            (ObjectKind::Service, 1) => &mut self.services_warning,
+            (ObjectKind::Service, 2) => &mut self.services_critical,
+            (ObjectKind::Service, _) => &mut self.services_unknown,
+        };
+        *counter += 1;
+        self.acked += u64::from(s.state != 0 && s.acked_by.is_some());
+        self.flapping += u64::from(s.flapping);
+        self.in_downtime += u64::from(s.downtime_depth > 0);
+    }
+}
+
 /// One check result for one object, already mapped to the object's state numbers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Observation {

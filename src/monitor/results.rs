@@ -10,8 +10,8 @@ use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::metric::parse_perfdata;
 use crate::model::object::ObjectKind;
 use crate::model::state::{
-    self, CheckState, DOWN, Observation, Problem, StateType, Transition, UNREACHABLE, UP, badness,
-    label, severity,
+    self, CheckState, DOWN, Observation, Problem, StateSummary, StateType, Transition, UNREACHABLE,
+    UP, badness, label, severity,
 };
 use crate::runtime::clock::SharedClock;
 use crate::store::metrics::{MetricsStore, Sample};
@@ -360,6 +360,25 @@ impl Results {
 
     /// Objects not OK/UP: unhandled before handled (acknowledged or in downtime, listed only
     /// with `include_handled`), then worst state first, then oldest hard change.
+    /// How many of the tenant's objects are in each state.
+    pub async fn summary(&self, p: &Principal) -> Result<StateSummary, StoreError> {
+        let snapshot = self.catalog.snapshot().await?;
+        let Some(catalog) = snapshot.tenant(p.tenant) else {
+            return Ok(StateSummary::default());
+        };
+        let mut summary = StateSummary::default();
+        for s in self
+            .store
+            .all_states(p.tenant, snapshot.labels_of(p.tenant))
+            .await?
+        {
+            if let Some(o) = catalog.get(s.object_id) {
+                summary.add(o.object.kind, &s);
+            }
+        }
+        Ok(summary)
+    }
+
     pub async fn problems(
         &self,
         p: &Principal,

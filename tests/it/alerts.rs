@@ -644,6 +644,27 @@ async fn incidents_carry_versions_alerts_and_update_events() {
     assert_eq!(incident["createdBy"], "rule:disk-incident");
     assert_eq!(incident["title"], "disk full");
     assert_eq!(incident["alertIds"], json!([alert["id"]]));
+
+    // The wallboard's counters.
+    let overview = get(s, token, "/api/v1/overview").await;
+    assert_eq!(overview["summary"]["servicesCritical"], 1, "{overview}");
+    assert_eq!(
+        overview["summary"]["hostsUp"], 0,
+        "edge has no result of its own"
+    );
+    assert_eq!(
+        overview["openAlerts"]["critical"], 2,
+        "the two rules' alerts: {overview}"
+    );
+    let open: Vec<&str> = overview["openIncidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["createdBy"].as_str().unwrap())
+        .collect();
+    assert_eq!(open, ["rule:disk-incident"]);
+    assert!(overview["queues"]["resultsDepth"].is_u64());
+    assert_eq!(overview["queues"]["aiDepth"], 0);
 }
 
 fn at(offset_secs: i64) -> String {
