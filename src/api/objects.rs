@@ -11,9 +11,11 @@ use super::schemas;
 use crate::inventory::objects::BatchRequest;
 use crate::inventory::objects::BatchResult;
 use crate::model::Selector;
+use crate::model::config::BUILTIN_CHECKS;
 use crate::model::fault;
 use crate::model::object::{EffectiveConfig, ObjectBody, ObjectView};
 use crate::model::object::{Object, ObjectFilter, ObjectKind};
+use crate::model::state::{TestCheck, TestCheckResult};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -52,6 +54,11 @@ pub fn routes() -> Vec<Route> {
             .permission("objects:read")
             .doc("objects", "Resolved spec and template chain", "`{spec, templateChain}`: templates apply depth first in the order named, later ones override earlier ones, the object's own spec overrides them all; `vars` merge key by key.")
             .ok::<EffectiveConfig>(),
+        Route::get("/api/v1/check-commands:builtins", builtins).permission("objects:read").doc("check-commands", "List the built-in checks", "The names a check command's or a service's `builtin` may take.")
+            .ok::<Vec<String>>(),
+        Route::post("/api/v1/check-commands:test", test_check).permission("checks:run").doc("check-commands", "Run a built-in check once", "`{builtin, address, args}`: the check runs now against `address` with `args` (no macros, no secrets; the default 10 s timeout) and answers `{label, state, output, perfdata, tookMs}`; nothing is stored. An unknown `builtin` is 422 `svc:validation/builtin`; an empty `address` (except for `gsm`) 422 `svc:validation/address`.")
+            .body::<TestCheck>().ok::<TestCheckResult>()
+            .example(json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
         Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").doc(
             "objects",
             "Run the object's check now",
@@ -269,4 +276,39 @@ async fn check_now(
         StatusCode::ACCEPTED,
         Json(serde_json::json!({"status": "scheduled"})),
     ))
+}
+
+async fn builtins() -> impl IntoResponse {
+    Json(BUILTIN_CHECKS)
+}
+
+async fn test_check(
+    State(st): State<AppState>,
+    ApiJson(req): ApiJson<TestCheck>,
+) -> Result<impl IntoResponse, Problem> {
+    if !BUILTIN_CHECKS.contains(&req.builtin.as_str()) {
+        return Err(Problem::validation(
+            "builtin",
+            format!("builtin must be one of {}", BUILTIN_CHECKS.join(", ")),
+        ));
+    }
+    let address = req.address.trim();
+    if address.is_empty() && req.builtin != "gsm" {
+        return Err(Problem::validation("address", "address is required"));
+    }
+    let (outcome, took) = st
+        .scheduler
+        .test_builtin(&req.builtin, address, &req.args)
+        .await;
+    let (output, perfdata) = match outcome.output.split_once('|') {
+        Some((text, perf)) => (text.trim().to_string(), perf.trim().to_string()),
+        None => (outcome.output.clone(), String::new()),
+    };
+    Ok(Json(TestCheckResult {
+        label: req.builtin,
+        state: outcome.code,
+        output,
+        perfdata,
+        took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+    }))
 }

@@ -56,6 +56,37 @@ pub struct CheckState {
     pub acked_by: Option<String>,
 }
 
+/// `POST /api/v1/check-commands:test`: a built-in check to run once (the reference's
+/// `testCheckRequest`).
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestCheck {
+    /// A built-in check's name (`GET /check-commands:builtins`).
+    pub builtin: String,
+    /// What it checks: a host name or address (empty for `gsm`).
+    #[serde(default)]
+    pub address: String,
+    /// Its flags, as a service's `args` (no macros, no secrets).
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// What a test run found (the reference's `testCheckResponse`).
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestCheckResult {
+    /// The check's name.
+    pub label: String,
+    /// 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.
+    pub state: u8,
+    /// The text before `|`.
+    pub output: String,
+    /// The performance data after `|`, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub perfdata: String,
+    pub took_ms: u64,
+}
+
 /// How many of a tenant's objects are in each state (the reference's `StateSummary`, for the
 /// wallboard); objects without a result yet are in none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -99,6 +99,20 @@ impl Scheduler {
 
     /// `check-now`: runs the object's check as soon as possible, inside its check period or
     /// not; another tenant's object or an unknown one is `NotFound`.
+    /// A built-in check run once, ad hoc (`check-commands:test`): its outcome and how long it
+    /// took.
+    pub async fn test_builtin(
+        &self,
+        name: &str,
+        address: &str,
+        args: &[String],
+    ) -> (checks::Outcome, std::time::Duration) {
+        let started = std::time::Instant::now();
+        let outcome =
+            checks::run_builtin(name, address, args, &self.runners, self.clock.now()).await;
+        (outcome, started.elapsed())
+    }
+
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
         lock(&self.due).insert((tenant, id), self.clock.now());

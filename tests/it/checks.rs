@@ -80,6 +80,66 @@ async fn tcp_checks_follow_the_listener() {
         "{down}"
     );
     assert_eq!(down["stateType"], "hard");
+
+    // The same built-in run once, ad hoc; nothing stored.
+    let builtins = get(s, &a.token, "/api/v1/check-commands:builtins").await;
+    assert!(
+        builtins.as_array().unwrap().contains(&json!("tcp")),
+        "{builtins}"
+    );
+    let again = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let open = again.local_addr().unwrap().port().to_string();
+    let test = |body: Value| {
+        call(s, &a.token, Method::POST, "/api/v1/check-commands:test")
+            .json(&body)
+            .send()
+    };
+    let ok = json(
+        test(json!({"builtin": "tcp", "address": "127.0.0.1", "args": [open]}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(ok["state"], 0, "{ok}");
+    assert_eq!(ok["label"], "tcp");
+    assert!(ok["output"].as_str().unwrap().starts_with("TCP OK"), "{ok}");
+    assert!(
+        ok["perfdata"].as_str().unwrap().starts_with("time="),
+        "{ok}"
+    );
+    assert!(ok["tookMs"].is_u64());
+    let closed = json(
+        test(json!({"builtin": "tcp", "address": "127.0.0.1", "args": [port.to_string()]}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(closed["state"], 2, "{closed}");
+    assert_problem(
+        test(json!({"builtin": "nmap", "address": "127.0.0.1"}))
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/builtin",
+    )
+    .await;
+    assert_problem(
+        test(json!({"builtin": "tcp", "address": " "}))
+            .await
+            .unwrap(),
+        422,
+        "svc:validation/address",
+    )
+    .await;
+    let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
+    let refused = call(s, &viewer, Method::POST, "/api/v1/check-commands:test")
+        .json(&json!({"builtin": "tcp", "address": "127.0.0.1", "args": [port.to_string()]}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(refused, 403, "svc:auth/forbidden").await;
 }
 
 #[tokio::test]

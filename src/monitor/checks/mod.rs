@@ -222,15 +222,7 @@ pub async fn run(
                 now,
                 devices,
             };
-            match name.as_str() {
-                "tcp" => tcp::check(&ctx).await,
-                "http" => http::check(&ctx).await,
-                "dns" => dns::check(&ctx).await,
-                "ping" => ping::check(&ctx).await,
-                "modbus" => modbus::check(&ctx).await,
-                "gsm" => gsm::check(&ctx),
-                other => Outcome::new(3, format!("UNKNOWN - no built-in check {other:?}")),
-            }
+            builtin(name, &ctx).await
         }
         Command::Plugin { line, timeout: own } => {
             let argv = line
@@ -245,6 +237,39 @@ pub async fn run(
         output: mask_values(&outcome.output, values.values().map(String::as_str)),
         ..outcome
     }
+}
+
+async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
+    match name {
+        "tcp" => tcp::check(ctx).await,
+        "http" => http::check(ctx).await,
+        "dns" => dns::check(ctx).await,
+        "ping" => ping::check(ctx).await,
+        "modbus" => modbus::check(ctx).await,
+        "gsm" => gsm::check(ctx),
+        other => Outcome::new(3, format!("UNKNOWN - no built-in check {other:?}")),
+    }
+}
+
+/// `check-commands:test`: built-in check `name` run once against `address` with `args` as
+/// given (no macros, no secrets), under the default timeout.
+pub async fn run_builtin(
+    name: &str,
+    address: &str,
+    args: &[String],
+    runners: &Runners,
+    now: Timestamp,
+) -> Outcome {
+    let spec = ObjectSpec::default();
+    let ctx = Builtin {
+        args: Args::parse(args),
+        address: address.to_string(),
+        spec: &spec,
+        timeout: DEFAULT_TIMEOUT,
+        now,
+        devices: &runners.devices,
+    };
+    builtin(name, &ctx).await
 }
 
 /// What a built-in check gets: its parsed flags, the object's address, its spec, its timeout.
