@@ -107,7 +107,7 @@ impl Scheduler {
         address: &str,
         args: &[String],
     ) -> (checks::Outcome, std::time::Duration) {
-        let started = std::time::Instant::now();
+        let started = crate::runtime::Stopwatch::start();
         let outcome =
             checks::run_builtin(name, address, args, &self.runners, self.clock.now()).await;
         (outcome, started.elapsed())
