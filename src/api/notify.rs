@@ -10,7 +10,7 @@ use super::pagination::{DEAD_LETTERS, Page, PageQuery};
 use super::router::{JSON, Route};
 use super::schemas;
 use crate::model::alert::AlertStatus;
-use crate::model::notify::{Delivery, OverrideBody, TestSend};
+use crate::model::notify::{ContactDisclosure, Delivery, OverrideBody, TestSend};
 use crate::model::notify::{OnCallNow, OnCallShift, Override};
 use crate::notify::AckLink;
 use crate::runtime::AlertAction;
@@ -84,6 +84,8 @@ pub fn routes() -> Vec<Route> {
             "202 with the delivery: attempts reset, due now; an unknown id is 404.",
         )
             .no_body().answers::<Delivery>(202),
+        Route::get("/api/v1/contacts/{name}:data-export", contact_data).permission("admin:audit").doc("contacts", "A contact's data disclosure", "Everything held about the contact (by name or id), as a data subject may ask for it: `{generatedAt, contact, audit, schedules, notifications}`: the contact document, the audit entries of its changes (newest first), the schedules whose layers or overrides name it, and the `notification` events of deliveries to it (newest first, among the tenant's latest 100,000 notification events).")
+            .ok::<ContactDisclosure>(),
         Route::post("/api/v1/channels/{name}:test-notification", test_notification).permission("config:write").doc(
             "channels",
             "Send a test notification",
@@ -338,4 +340,16 @@ async fn ack_link(
         ),
         Err(e) => Problem::from(e).into_response(),
     }
+}
+
+async fn contact_data(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(
+        st.notify
+            .contact_disclosure(&c.principal, &name, &st.events)
+            .await?,
+    ))
 }

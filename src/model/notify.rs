@@ -101,6 +101,23 @@ pub struct Contact {
     pub preferences: Vec<ChannelPreference>,
 }
 
+/// `GET /api/v1/contacts/{name}:data-export`: what the service holds about a contact (a data
+/// subject's disclosure): the contact, the changes to it, the schedules naming it, and the
+/// notifications sent to it.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ContactDisclosure {
+    pub generated_at: Timestamp,
+    /// The contact document as the API shows it.
+    pub contact: Value,
+    /// The audit entries of changes to the contact, newest first.
+    pub audit: Vec<super::audit::AuditEntry>,
+    /// The schedules whose layers or overrides name the contact.
+    pub schedules: Vec<String>,
+    /// The `notification` events of deliveries to the contact, newest first.
+    pub notifications: Vec<super::event::Event>,
+}
+
 /// A contact's rule for how to reach them: `channels` (types or names, tried in order on
 /// permanent failure) when the alert is at least `severity` and now is inside `period`.
 #[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]

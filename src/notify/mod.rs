@@ -27,7 +27,8 @@ use crate::model::event::Severity;
 use crate::model::health::NotifyHealth;
 use crate::model::identity::Actor;
 use crate::model::notify::{
-    Channel, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody, TestSend, mask,
+    Channel, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody,
+    TestSend, mask,
 };
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -157,6 +158,66 @@ impl Notifier {
     }
 
     /// The tenant's people and channels as of the latest catalog write.
+    /// Everything held about contact `name` (a data subject's disclosure): the contact, the
+    /// audit entries of its changes, the schedules naming it, and the `notification` events of
+    /// deliveries to it (read from the event store, at most `EXPORT_EVENTS` of the tenant's
+    /// notification events, newest first).
+    pub async fn contact_disclosure(
+        &self,
+        p: &Principal,
+        name: &str,
+        events: &crate::events::Events,
+    ) -> Result<ContactDisclosure, NotifyError> {
+        const EXPORT_EVENTS: usize = 100_000;
+        const PAGE: usize = 1000;
+        let dir = self.directory(p.tenant).await?;
+        let contact = dir.contact(name).ok_or(StoreError::NotFound)?;
+        let audit = self
+            .store
+            .audit_entries(
+                crate::model::audit::AuditFilter {
+                    tenant_id: Some(p.tenant),
+                    resource: Some(format!("contacts/{}", contact.name)),
+                    ..Default::default()
+                },
+                PAGE,
+            )
+            .await?;
+        let quoted = Value::String(contact.name.clone()).to_string();
+        let schedules = dir
+            .schedules
+            .iter()
+            .filter(|s| s.doc.to_string().contains(&quoted))
+            .map(|s| s.name.clone())
+            .collect();
+        let id = contact.id.to_string();
+        let filter = crate::model::event::EventFilter {
+            tenant_id: p.tenant,
+            types: vec![crate::model::event::EventType::Notification],
+            ..Default::default()
+        };
+        let (mut notifications, mut cursor, mut read) = (Vec::new(), None, 0);
+        while read < EXPORT_EVENTS {
+            let page = events.list(filter.clone(), cursor, PAGE).await?;
+            read += page.len();
+            cursor = page.last().map(|e| e.id);
+            let full = page.len() == PAGE;
+            notifications.extend(page.into_iter().filter(|e| {
+                e.payload.get("contactId").and_then(Value::as_str) == Some(id.as_str())
+            }));
+            if !full {
+                break;
+            }
+        }
+        Ok(ContactDisclosure {
+            generated_at: self.clock.now(),
+            contact: contact.doc.clone(),
+            audit,
+            schedules,
+            notifications,
+        })
+    }
+
     pub async fn directory(&self, tenant: Uuid) -> Result<Arc<Directory>, StoreError> {
         let generation = self.store.catalog_generation();
         {

@@ -215,6 +215,27 @@ async fn a_chain_pages_the_contact_then_the_on_call_person_until_an_ack_link_sto
     );
     let notes = events_of(s, token, "notification").await;
     assert!(notes[0]["payload"]["latencyMs"].is_u64());
+
+    // What the service holds about ada, for her data request.
+    let export = get(s, token, "/api/v1/contacts/ada:data-export").await;
+    assert_eq!(export["contact"]["name"], "ada");
+    let ada = export["contact"]["id"].as_str().unwrap();
+    let sent = export["notifications"].as_array().unwrap();
+    assert_eq!(sent.len(), 2, "her pending and sent notice: {export}");
+    assert!(sent.iter().all(|e| e["payload"]["contactId"] == ada));
+    assert_eq!(export["audit"][0]["action"], "contact.create", "{export}");
+    let (viewer, _) = mint(s, token, json!({"name": "v", "roles": ["viewer"]})).await;
+    let refused = call(s, &viewer, Method::GET, "/api/v1/contacts/ada:data-export")
+        .send()
+        .await
+        .unwrap();
+    let p = assert_problem(refused, 403, "svc:auth/forbidden").await;
+    assert!(p["detail"].as_str().unwrap().contains("admin:audit"), "{p}");
+    let missing = call(s, token, Method::GET, "/api/v1/contacts/nobody:data-export")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(missing, 404, "svc:not-found").await;
 }
 
 #[tokio::test]
