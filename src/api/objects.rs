@@ -11,7 +11,7 @@ use super::schemas;
 use crate::inventory::objects::BatchRequest;
 use crate::inventory::objects::BatchResult;
 use crate::model::Selector;
-use crate::model::config::BUILTIN_CHECKS;
+use crate::model::config::{AgentChecks, BUILTIN_CHECKS};
 use crate::model::fault;
 use crate::model::object::{EffectiveConfig, ObjectBody, ObjectView};
 use crate::model::object::{Object, ObjectFilter, ObjectKind};
@@ -56,9 +56,11 @@ pub fn routes() -> Vec<Route> {
             .ok::<EffectiveConfig>(),
         Route::get("/api/v1/check-commands:builtins", builtins).permission("objects:read").doc("check-commands", "List the built-in checks", "The names a check command's or a service's `builtin` may take.")
             .ok::<Vec<String>>(),
-        Route::post("/api/v1/check-commands:test", test_check).permission("checks:run").doc("check-commands", "Run a built-in check once", "`{builtin, address, args}`: the check runs now against `address` with `args` (no macros, no secrets; the default 10 s timeout) and answers `{label, state, output, perfdata, tookMs}`; nothing is stored. An unknown `builtin` is 422 `svc:validation/builtin`; an empty `address` (except for `gsm`) 422 `svc:validation/address`.")
+        Route::post("/api/v1/check-commands:test", test_check).permission("checks:run").doc("check-commands", "Run a built-in check once", "`{builtin, address, args}`: the check runs now against `address` with `args` (no macros, no secrets; the default 30 s timeout) and answers `{label, state, output, perfdata, tookMs}`; nothing is stored. An unknown `builtin` is 422 `svc:validation/builtin`; an empty `address` (except for `gsm`) 422 `svc:validation/address`.")
             .body::<TestCheck>().ok::<TestCheckResult>()
             .example(json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
+        Route::get("/api/v1/agent/checks", agent_checks).permission("objects:read").doc("agent", "A host's agent checks", "`host` (required): the services of that host whose `checkCommand` is `agent:exec:<plugin>`, which the server never runs: `{host, checks: [{service, command, args, intervalSeconds, timeoutSeconds}]}`, `command` the plugin, `args` with macros expanded except `$SECRET:name$`. The host's agent polls this and reports the results with `POST /results`. No such host: 404.")
+            .query::<AgentQuery>().ok::<AgentChecks>(),
         Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").doc(
             "objects",
             "Run the object's check now",
@@ -311,4 +313,26 @@ async fn test_check(
         perfdata,
         took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
     }))
+}
+
+#[derive(Deserialize, Default, schemars::JsonSchema)]
+struct AgentQuery {
+    /// The host's name.
+    host: Option<String>,
+}
+
+async fn agent_checks(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiQuery(q): ApiQuery<AgentQuery>,
+) -> Result<impl IntoResponse, Problem> {
+    let host = q.host.unwrap_or_default();
+    if host.trim().is_empty() {
+        return Err(Problem::validation("host", "host names the agent's host"));
+    }
+    st.scheduler
+        .agent_checks(c.principal.tenant, host.trim())
+        .await?
+        .map(Json)
+        .ok_or_else(Problem::not_found)
 }

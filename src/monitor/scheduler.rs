@@ -12,6 +12,7 @@ use super::checks::{self, Command};
 use super::pipeline::Pipeline;
 use super::results::Job;
 use crate::model::Timestamp;
+use crate::model::config::{AgentCheck, AgentChecks, agent_plugin};
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
 use crate::runtime::clock::SharedClock;
@@ -113,6 +114,56 @@ impl Scheduler {
         (outcome, started.elapsed())
     }
 
+    /// The `agent:exec:` checks of host `host`'s services, for its agent to run: the plugin,
+    /// its arguments with macros expanded (`$SECRET:name$` left for the agent), the interval
+    /// and timeout. `None` when the tenant has no such host.
+    pub async fn agent_checks(
+        &self,
+        tenant: Uuid,
+        host: &str,
+    ) -> Result<Option<AgentChecks>, StoreError> {
+        let snapshot = self.catalog.snapshot().await?;
+        let Some(catalog) = snapshot.tenant(tenant) else {
+            return Ok(None);
+        };
+        let Some(h) = catalog.by_name(host, None) else {
+            return Ok(None);
+        };
+        let mut checks = Vec::new();
+        for entry in &catalog.entries {
+            let spec = &entry.spec;
+            let Some(plugin) = spec.check_command.as_deref().and_then(agent_plugin) else {
+                continue;
+            };
+            if entry.object.host_id != Some(h.object.id) || spec.enable_checks == Some(false) {
+                continue;
+            }
+            let args: Vec<String> = spec.args.iter().flatten().cloned().collect();
+            let kept: HashMap<String, String> = checks::secret_names(&args)
+                .into_iter()
+                .map(|name| (name.clone(), format!("$SECRET:{name}$")))
+                .collect();
+            let secs = |d: Option<crate::model::GoDuration>, default: Duration| {
+                d.map_or(default, |d| d.0).as_secs()
+            };
+            checks.push(AgentCheck {
+                service: entry.object.name.clone(),
+                command: plugin.to_string(),
+                args: args
+                    .iter()
+                    .map(|a| checks::expand(a, &entry.object, &entry.host, spec, &kept))
+                    .collect(),
+                interval_seconds: secs(spec.interval, DEFAULT_INTERVAL),
+                timeout_seconds: secs(spec.timeout, checks::DEFAULT_TIMEOUT),
+            });
+        }
+        checks.sort_by(|a, b| a.service.cmp(&b.service));
+        Ok(Some(AgentChecks {
+            host: host.to_string(),
+            checks,
+        }))
+    }
+
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
         lock(&self.due).insert((tenant, id), self.clock.now());
@@ -196,6 +247,10 @@ impl Scheduler {
                 let spec = &entry.spec;
                 let name = spec.check_command.as_deref().filter(|c| !c.is_empty());
                 if name.is_none() && entry.config_error.is_none() {
+                    continue;
+                }
+                // The host's agent runs it and reports the result.
+                if name.is_some_and(|n| agent_plugin(n).is_some()) {
                     continue;
                 }
                 if spec.enable_checks == Some(false) {

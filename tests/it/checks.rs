@@ -140,6 +140,41 @@ async fn tcp_checks_follow_the_listener() {
         .await
         .unwrap();
     assert_problem(refused, 403, "svc:auth/forbidden").await;
+
+    // Checks a host's agent runs: listed for the agent, never run by the server.
+    post(
+        s,
+        &a.token,
+        "/api/v1/hosts",
+        json!({"name": "rtu", "spec": {"address": "10.0.0.9"}}),
+    )
+    .await;
+    post(s, &a.token, "/api/v1/services", json!({"name": "load", "host": "rtu", "spec": {
+        "checkCommand": "agent:exec:check_load", "interval": 1, "timeout": 20, "vars": {"warn": "5"},
+        "args": ["-w", "$vars.warn$", "-H", "$address$", "--token", "$SECRET:tok$"]}})).await;
+    let agent = get(s, &a.token, "/api/v1/agent/checks?host=rtu").await;
+    assert_eq!(
+        agent,
+        json!({"host": "rtu", "checks": [{"service": "load", "command": "check_load",
+            "args": ["-w", "5", "-H", "10.0.0.9", "--token", "$SECRET:tok$"],
+            "intervalSeconds": 1, "timeoutSeconds": 20}]})
+    );
+    let nobody = call(
+        s,
+        &a.token,
+        Method::GET,
+        "/api/v1/agent/checks?host=nowhere",
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(nobody, 404, "svc:not-found").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let services = get(s, &a.token, "/api/v1/services?name=load").await;
+    assert!(
+        services["items"][0]["state"].is_null(),
+        "the server never runs an agent check: {services}"
+    );
 }
 
 #[tokio::test]

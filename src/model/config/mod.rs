@@ -332,7 +332,7 @@ pub fn spec_references(spec: &ObjectSpec) -> Vec<Reference> {
     let command = spec
         .check_command
         .iter()
-        .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()))
+        .filter(|c| !BUILTIN_CHECKS.contains(&c.as_str()) && agent_plugin(c).is_none())
         .map(|c| Reference {
             path: "spec.checkCommand",
             kind: "check-commands",

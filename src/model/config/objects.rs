@@ -166,6 +166,37 @@ pub(super) fn validate_template(body: &mut Map<String, Value>) -> Result<(), Inv
     Ok(())
 }
 
+/// A check command the host's agent runs and reports (SEMANTICS 11): `agent:exec:<plugin>`.
+/// The server never runs it; `GET /agent/checks?host=` tells the agent what to run.
+pub const AGENT_EXEC: &str = "agent:exec:";
+
+/// The plugin an `agent:exec:` check command names.
+pub fn agent_plugin(command: &str) -> Option<&str> {
+    command.strip_prefix(AGENT_EXEC).filter(|p| !p.is_empty())
+}
+
+/// `GET /api/v1/agent/checks?host=`: the `agent:exec:` checks a host's agent runs (the
+/// reference's `AgentChecksResponse`).
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentChecks {
+    pub host: String,
+    pub checks: Vec<AgentCheck>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentCheck {
+    /// The service the result is reported for.
+    pub service: String,
+    /// The plugin the agent runs (from its own allowlist).
+    pub command: String,
+    /// Its arguments, macros expanded except `$SECRET:name$`, which stays for the agent.
+    pub args: Vec<String>,
+    pub interval_seconds: u64,
+    pub timeout_seconds: u64,
+}
+
 /// Built-in checks a check command may name instead of a plugin.
 pub const BUILTIN_CHECKS: [&str; 6] = ["ping", "tcp", "http", "dns", "modbus", "gsm"];
 

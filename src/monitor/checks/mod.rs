@@ -54,7 +54,7 @@ pub struct HostInfo {
 }
 
 /// Secret names used as `$SECRET:name$` in these arguments.
-fn secret_names<'a>(args: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+pub(crate) fn secret_names<'a>(args: impl IntoIterator<Item = &'a String>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for arg in args {
         for (i, part) in arg.split('$').enumerate() {
@@ -252,7 +252,7 @@ async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
 }
 
 /// `check-commands:test`: built-in check `name` run once against `address` with `args` as
-/// given (no macros, no secrets), under the default timeout.
+/// given (no macros, no secrets), under the default timeout (30 s).
 pub async fn run_builtin(
     name: &str,
     address: &str,
