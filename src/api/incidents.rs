@@ -7,7 +7,9 @@ use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{INCIDENTS, Page, PageQuery};
 use super::router::Route;
-use crate::model::incident::{Incident, IncidentBody, IncidentDetail, MergeRequest};
+use crate::model::incident::{
+    Incident, IncidentBody, IncidentDetail, MergeRequest, SummaryProposal,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -58,9 +60,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/incidents/{id}:summarize", summarize).permission("incidents:write").doc(
             "incidents",
             "Propose a summary (AI)",
-            "A summary proposed by the configured AI provider. With `ai.provider: none` (the only provider of this build) 503 `svc:ai/disabled`; the incident is not changed either way.",
+            "`{summary}` proposed by the configured AI provider; the incident is not changed. With `ai.provider: none`, the only provider of this build, 503 `svc:ai/disabled`.",
         )
-            .no_body().fails(503, "No AI provider is configured (`svc:ai/disabled`)"),
+            .no_body().ok::<SummaryProposal>().fails(503, "No AI provider is configured (`svc:ai/disabled`)"),
     ]
 }
 

@@ -79,6 +79,14 @@ pub struct MergeRequest {
     pub source_ids: Vec<Uuid>,
 }
 
+/// `POST /api/v1/incidents/{id}:summarize` with an AI provider: the summary it proposes (the
+/// incident is not changed). This build has no provider and answers 503 instead.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryProposal {
+    pub summary: String,
+}
+
 /// Alarm-storm correlation (SEMANTICS 7): this many alerts opened within `window` sharing one
 /// label pair become one incident (`alerting.stormThreshold`, default 5, and
 /// `alerting.stormWindow`, default 120 s, in the configuration file).

@@ -1271,7 +1271,7 @@ impl TestBrowser {
     }
 
     fn keys(&self) -> Value {
-        json!({"p256dh": b64url(&self.public), "auth": b64url(&self.auth)})
+        json!({"p256dh": base64_of(&self.public, true), "auth": base64_of(&self.auth, true)})
     }
 
     /// The message of an `aes128gcm` body (one record), opened with this browser's key.
@@ -1326,21 +1326,6 @@ impl TestBrowser {
         assert_eq!(*delimiter, 2, "the last record's delimiter, no padding");
         message.to_vec()
     }
-}
-
-fn b64url(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..=chunk.len() {
-            out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-        }
-    }
-    out
 }
 
 fn unb64url(s: &str) -> Vec<u8> {

@@ -561,3 +561,28 @@ pub async fn get(s: &Server, token: &str, path: &str) -> serde_json::Value {
     )
     .await
 }
+
+/// Base64 of `bytes` written here, apart from the server's: standard with padding, or
+/// URL-safe without (`url`), as a dashboard's layout and a browser's push keys are sent.
+pub fn base64_of(bytes: &[u8], url: bool) -> String {
+    let alphabet: &[u8] = if url {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    };
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(alphabet[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else if !url {
+                out.push('=');
+            }
+        }
+    }
+    out
+}

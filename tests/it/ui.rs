@@ -1286,26 +1286,6 @@ async fn a_configuration_document_is_planned_then_applied_at_its_version() {
     assert!(audit.contains("\"alert-rule.delete\""), "{audit}");
 }
 
-/// Standard base64, for a dashboard's layout.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test]
 async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
     let a = Admin::start();
@@ -1324,9 +1304,9 @@ async fn a_dashboard_shows_its_saved_filters_as_counts_and_lists() {
         ("/api/v1/saved-filters", json!({"name": "open-alerts", "resource": "alerts", "query": {"status": "open"}, "shared": true})),
         ("/api/v1/saved-filters", json!({"name": "north-services", "resource": "services", "query": {"selector": "site=north"}})),
         ("/api/v1/saved-filters", json!({"name": "tenant-audit", "resource": "events", "query": {"types": "ack"}})),
-        ("/api/v1/dashboards", json!({"name": "noc", "shared": true, "spec": base64(layout.to_string().as_bytes())})),
-        ("/api/v1/dashboards", json!({"name": "private", "shared": false, "ownerId": "someone-else", "spec": base64(b"{\"tiles\":[]}")})),
-        ("/api/v1/dashboards", json!({"name": "broken", "shared": true, "spec": base64(b"{\"a\":1}")})),
+        ("/api/v1/dashboards", json!({"name": "noc", "shared": true, "spec": base64_of(layout.to_string().as_bytes(), false)})),
+        ("/api/v1/dashboards", json!({"name": "private", "shared": false, "ownerId": "someone-else", "spec": base64_of(b"{\"tiles\":[]}", false)})),
+        ("/api/v1/dashboards", json!({"name": "broken", "shared": true, "spec": base64_of(b"{\"a\":1}", false)})),
     ])
     .await;
     let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
