@@ -420,51 +420,74 @@ impl Config {
     }
 
     /// Reads `text`, naming every key that does not fit rather than stopping at the first:
-    /// each one found is set aside and the rest read again, so `svc config check` lists them
-    /// all. Returns the configuration without them, when the YAML reads at all, and the
-    /// problems (`dataDirr: unknown field`, `notify.scriptDir: invalid type`...).
+    /// each line a problem is found on is set aside (with the lines nested under it) and the
+    /// rest read again, so `svc config check` lists them all. Returns the configuration
+    /// without them, when the rest reads, and the problems, each with its key and line
+    /// (`dataDirr: unknown field ... (line 1)`).
     fn read_yaml(text: &str) -> (Option<Config>, Vec<String>) {
         if text.trim().is_empty() {
             return (Some(Config::default()), Vec::new());
         }
-        let mut value: serde_yaml_ng::Value = match serde_yaml_ng::from_str(text) {
-            Ok(v) => v,
-            Err(e) => return (None, vec![e.to_string()]),
-        };
+        // The lines still read, each with its number in the file.
+        let mut lines: Vec<(usize, &str)> =
+            text.lines().enumerate().map(|(i, l)| (i + 1, l)).collect();
         let mut problems = Vec::new();
-        // Each round removes one key; a file has far fewer.
+        // Each round sets a line aside; a file has far fewer problems.
         for _ in 0..100 {
-            match serde_path_to_error::deserialize::<_, Config>(value.clone()) {
+            let current = lines.iter().map(|(_, l)| *l).collect::<Vec<_>>().join("\n");
+            let de = serde_yaml_ng::Deserializer::from_str(&current);
+            let e = match serde_path_to_error::deserialize::<_, Config>(de) {
                 Ok(cfg) => return (Some(cfg), problems),
-                Err(e) => {
-                    let path: Vec<String> = e
-                        .path()
-                        .iter()
-                        .map(|seg| seg.to_string())
-                        .filter(|seg| seg != "?")
-                        .collect();
-                    let inner = e.into_inner().to_string();
-                    let unknown = inner
-                        .strip_prefix("unknown field `")
-                        .and_then(|rest| rest.split_once('`'))
-                        .map(|(field, _)| field.to_string());
-                    let mut at = path.clone();
-                    if let Some(field) = &unknown
-                        && at.last() != Some(field)
-                    {
-                        at.push(field.clone());
-                    }
-                    let key = if at.is_empty() {
-                        "(the file)".to_string()
-                    } else {
-                        at.join(".")
-                    };
-                    problems.push(format!("{key}: {inner}"));
-                    if at.is_empty() || !remove_key(&mut value, &at) {
-                        return (None, problems);
-                    }
-                }
+                Err(e) => e,
+            };
+            let mut at: Vec<String> = e
+                .path()
+                .iter()
+                .map(|seg| seg.to_string())
+                .filter(|seg| seg != "?")
+                .collect();
+            let inner = e.into_inner();
+            let message = inner.to_string();
+            // The message's own position counts the lines still read; the file's is added.
+            let message = message
+                .split_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m);
+            // The parser names the path (or its parent) itself in nested errors; it is said
+            // once, in front.
+            let message = (1..=at.len())
+                .rev()
+                .find_map(|n| message.strip_prefix(&format!("{}: ", at[..n].join("."))))
+                .unwrap_or(message)
+                .to_string();
+            if let Some(field) = message
+                .strip_prefix("unknown field `")
+                .and_then(|rest| rest.split_once('`'))
+                .map(|(field, _)| field.to_string())
+                && at.last() != Some(&field)
+            {
+                at.push(field);
             }
+            let key = if at.is_empty() {
+                "(the file)".to_string()
+            } else {
+                at.join(".")
+            };
+            let Some(index) = inner
+                .location()
+                .map(|l| l.line().saturating_sub(1))
+                .filter(|i| *i < lines.len())
+            else {
+                problems.push(format!("{key}: {message}"));
+                return (None, problems);
+            };
+            problems.push(format!("{key}: {message} (line {})", lines[index].0));
+            let indent = |l: &str| l.len() - l.trim_start().len();
+            let own = indent(lines[index].1);
+            let nested = lines[index + 1..]
+                .iter()
+                .take_while(|(_, l)| l.trim().is_empty() || indent(l) > own)
+                .count();
+            lines.drain(index..=index + nested);
         }
         (None, problems)
     }
@@ -682,24 +705,6 @@ impl Config {
             .clone()
             .unwrap_or_else(|| self.data_dir.join("master.key"))
     }
-}
-
-/// Removes the key at `path` (mapping keys from the top) from a YAML document; whether it was
-/// there.
-fn remove_key(value: &mut serde_yaml_ng::Value, path: &[String]) -> bool {
-    let Some((last, parents)) = path.split_last() else {
-        return false;
-    };
-    let mut at = value;
-    for key in parents {
-        match at.get_mut(key.as_str()) {
-            Some(next) => at = next,
-            None => return false,
-        }
-    }
-    at.as_mapping_mut()
-        .and_then(|m| m.remove(last.as_str()))
-        .is_some()
 }
 
 #[cfg(test)]
