@@ -10,7 +10,6 @@ use crate::model::identity::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// Branding is one setting of the instance, kept under the nil tenant.
@@ -122,9 +121,7 @@ impl Auth {
     }
 
     fn push_key(p: &Principal, endpoint: &str) -> String {
-        let digest = Sha256::digest(endpoint.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}/{hex}", own_key(p, "push"))
+        super::push::subscription_key(&own_key(p, "push"), endpoint)
     }
 
     pub async fn subscribe_push(

@@ -70,6 +70,58 @@ impl Vapid {
     }
 }
 
+/// Where a subscription is kept: under its owner's `push/<actor type>:<id>` prefix, by a digest
+/// of its endpoint (registering the same endpoint again replaces it).
+pub(super) fn subscription_key(owner: &str, endpoint: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(endpoint.as_bytes());
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{owner}/{hex}")
+}
+
+/// Forgets the subscriptions of `user` whose push service said they are gone (404 or 410,
+/// RFC 8030 section 7.3), each with an audit entry by the service.
+pub async fn forget_gone(
+    store: &Arc<Store>,
+    now: crate::model::Timestamp,
+    tenant: Uuid,
+    user: Uuid,
+    endpoints: Vec<String>,
+) -> Result<(), StoreError> {
+    if endpoints.is_empty() {
+        return Ok(());
+    }
+    let actor = Actor::system("push");
+    let keys: Vec<String> = endpoints
+        .iter()
+        .map(|e| subscription_key(&format!("push/user:{user}"), e))
+        .collect();
+    store
+        .transact(move |tx| {
+            let mut audits = Vec::new();
+            for key in keys {
+                let Some(old) = tx.setting(tenant, &key)? else {
+                    continue;
+                };
+                tx.put_setting(tenant, &key, None)?;
+                audits.push(
+                    crate::model::audit::AuditDraft::new(
+                        now,
+                        tenant,
+                        &actor,
+                        "push-subscription.gone",
+                        key,
+                    )
+                    .before(&old),
+                );
+            }
+            let changed = !audits.is_empty();
+            tx.record(audits, Vec::new())?;
+            Ok(((), changed))
+        })
+        .await
+}
+
 /// The kept key pair, if one was made.
 pub async fn vapid(store: &Arc<Store>) -> Result<Option<Vapid>, StoreError> {
     let kept = store.setting(Uuid::nil(), VAPID.into()).await?;

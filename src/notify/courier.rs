@@ -234,7 +234,22 @@ impl Notifier {
             speech: speech.as_ref(),
             push: push.as_ref(),
         };
-        opened.masked(channels::send(&self.senders, &out).await)
+        let outcome = opened.masked(channels::send(&self.senders, &out).await);
+        if let (Some(push), Ok(user)) = (&push, Uuid::parse_str(&d.target)) {
+            let gone = std::mem::take(&mut *push.gone.lock().unwrap_or_else(|e| e.into_inner()));
+            if let Err(e) = crate::auth::push::forget_gone(
+                &self.store,
+                self.clock.now(),
+                d.tenant_id,
+                user,
+                gone,
+            )
+            .await
+            {
+                tracing::warn!(error = %e, "could not forget gone push subscriptions");
+            }
+        }
+        outcome
     }
 
     /// A voice channel's `config.ttsProfile`, read from the tenant's `tts-profiles`.
@@ -279,6 +294,7 @@ impl Notifier {
             subscriptions,
             services: self.senders.push_services.clone(),
             now: self.clock.now().as_millis() / 1000,
+            gone: Default::default(),
         }))
     }
 

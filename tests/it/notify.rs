@@ -1517,6 +1517,22 @@ async fn a_push_channel_reaches_a_users_browser_encrypted_and_signed() {
     .await;
     assert_eq!(alert["status"], "acked");
 
+    // A push service that says the subscription is gone (410): it is forgotten, audited.
+    service.answer("/push/pia", 410);
+    raise(s, token, "Pump 4 dry", "page-pia").await;
+    let started = Instant::now();
+    loop {
+        let audit = get(s, token, "/api/v1/audit?limit=50").await.to_string();
+        if audit.contains("push-subscription.gone") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the gone subscription was not forgotten: {audit}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // The service worker the UI registers, at the root.
     let sw = s.http.get(s.url("/sw.js")).send().await.unwrap();
     assert_eq!(sw.status(), 200);

@@ -30,6 +30,8 @@ pub struct Recipient {
     pub services: Vec<String>,
     /// Unix seconds now, for the token's expiry.
     pub now: i64,
+    /// Endpoints the push service said are gone (404, 410), for the courier to forget.
+    pub gone: std::sync::Mutex<Vec<String>>,
 }
 
 /// Whether `endpoint` belongs to one of the allowed push services: same scheme and port, and
@@ -257,7 +259,11 @@ pub async fn send(
                 let status = r.status().as_u16();
                 retry |= status == 429 || status == 408 || status >= 500;
                 let gone = if matches!(status, 404 | 410) {
-                    " (the subscription is gone)"
+                    to.gone
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(sub.endpoint.clone());
+                    " (the subscription is gone and is forgotten)"
                 } else {
                     ""
                 };
