@@ -41,9 +41,10 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
+/// The event list's query, also a saved filter's.
 #[derive(Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct EventQuery {
+pub(crate) struct EventQuery {
     types: Option<String>,
     object_id: Option<String>,
     source_id: Option<String>,
@@ -59,7 +60,7 @@ struct EventQuery {
 
 /// The filter a query asks for, or `None` when it can match nothing (an unknown type, object
 /// id or severity).
-fn filter(q: &EventQuery, tenant: Uuid) -> Option<EventFilter> {
+pub(crate) fn filter(q: &EventQuery, tenant: Uuid) -> Option<EventFilter> {
     let mut f = EventFilter {
         tenant_id: tenant,
         ..Default::default()

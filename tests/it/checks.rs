@@ -169,6 +169,11 @@ async fn tcp_checks_follow_the_listener() {
     .await
     .unwrap();
     assert_problem(nobody, 404, "svc:not-found").await;
+    let unnamed = call(s, &a.token, Method::GET, "/api/v1/agent/checks")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(unnamed, 422, "svc:validation/host").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let services = get(s, &a.token, "/api/v1/services?name=load").await;
     assert!(

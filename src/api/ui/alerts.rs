@@ -230,7 +230,9 @@ async fn alert(
         let events = alert_timeline(&st, &c, &alert).await?;
         // An alert may outlive its object: then it is named without it.
         let object = match alert.object_id {
-            Some(o) => object_view(&st, &c, o)
+            Some(o) => st
+                .inventory
+                .view(&c.principal, o)
                 .await
                 .ok()
                 .map(|v| views::view_name(&v)),

@@ -56,20 +56,6 @@ async fn dashboards(State(st): State<AppState>, c: Visitor) -> Response {
     }
 }
 
-/// A comma-separated query value as a list (empty: none).
-fn csv<T: std::str::FromStr>(raw: Option<&String>) -> Result<Vec<T>, String> {
-    raw.map(String::as_str)
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse()
-                .map_err(|_| format!("{s:?} is not a value this list knows"))
-        })
-        .collect()
-}
-
 /// A saved filter's query read as its list's query.
 fn listed<Q: serde::de::DeserializeOwned>(query: &HashMap<String, String>) -> Result<Q, String> {
     serde_json::to_value(query)
@@ -152,11 +138,9 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
         }
         "events" => {
             needs("events:read")?;
-            let filter = EventFilter {
-                tenant_id: c.principal.tenant,
-                types: csv(query.get("types"))?,
-                ..Default::default()
-            };
+            let list = listed::<crate::api::events::EventQuery>(&query)?;
+            let filter = crate::api::events::filter(&list, c.principal.tenant)
+                .ok_or("the filter names a type, object or severity events do not have")?;
             st.events
                 .list_committed(&st.store, filter, None, TILE_CAP)
                 .await

@@ -31,7 +31,7 @@ use crate::model::identity::{
 use crate::model::identity::{Branding, Preferences};
 use crate::model::incident::IncidentBody;
 use crate::model::notify::OverrideBody;
-use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
+use crate::model::object::{ObjectFilter, ObjectKind};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
@@ -462,15 +462,6 @@ async fn asset(ApiPath(file): ApiPath<String>, headers: HeaderMap) -> Response {
             .into_response(),
         _ => ([media, cache, vary], a.bytes).into_response(),
     }
-}
-
-/// One object with its state, found the way the lists find it (by kind, host and name).
-pub(super) async fn object_view(
-    st: &AppState,
-    c: &Caller,
-    id: Uuid,
-) -> Result<ObjectView, Problem> {
-    Ok(st.inventory.view(&c.principal, id).await?)
 }
 
 /// Types whose events change what the problems, alert and dashboard pages show.

@@ -84,9 +84,9 @@ async fn object(
         Ok(id) => id,
         Err(p) => return failed(p),
     };
-    let view = match object_view(&st, &c, id).await {
+    let view = match st.inventory.view(&c.principal, id).await {
         Ok(v) => v,
-        Err(p) => return failed(p),
+        Err(e) => return failed(e),
     };
     let services = if view.object.kind == ObjectKind::Host {
         let filter = ObjectFilter {
@@ -426,7 +426,7 @@ async fn downtime_object(
     let Some(raw) = raw.filter(|r| !r.is_empty()) else {
         return Ok(None);
     };
-    let v = object_view(st, c, path_id(raw)?).await?;
+    let v = st.inventory.view(&c.principal, path_id(raw)?).await?;
     Ok(Some((v.object.id, views::view_name(&v))))
 }
 
