@@ -32,7 +32,7 @@ const IN_FLIGHT: usize = 16;
 const LATENCY_SAMPLES: usize = 200;
 
 fn result(i: usize, round: usize) -> Value {
-    let state = if round % 2 == 0 { 2 } else { 0 };
+    let state = if round.is_multiple_of(2) { 2 } else { 0 };
     json!({"host": "bench", "service": format!("s{i}"), "state": state, "output": format!("round {round}")})
 }
 

@@ -30,7 +30,7 @@ const IN_FLIGHT: usize = 16;
 
 /// One result for service `i`, flipping its state every round.
 fn result(i: usize, round: usize) -> Value {
-    let state = if round % 2 == 0 { 2 } else { 0 };
+    let state = if round.is_multiple_of(2) { 2 } else { 0 };
     json!({"host": "bench", "service": format!("s{i}"), "state": state, "output": format!("round {round} | value={round};5;10;0")})
 }
 
@@ -86,6 +86,26 @@ async fn svc_rate(
         "{newest}"
     );
     sent as f64 / elapsed
+}
+
+/// Authenticated requests per second that store nothing (`GET /api/v1/whoami`, the same client,
+/// 16 in flight): the most any one-result-per-request path of this server could reach here, since
+/// the load generator shares the machine's cores with it.
+async fn request_floor(http: &reqwest::Client, base: &str, token: &str, total: usize) -> f64 {
+    let t0 = Instant::now();
+    futures_util::stream::iter(0..total)
+        .map(|_| {
+            let req = http.get(format!("{base}/api/v1/whoami")).bearer_auth(token);
+            async move {
+                let res = req.send().await.unwrap();
+                assert_eq!(res.status(), 200);
+                res.bytes().await.unwrap();
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
+    total as f64 / t0.elapsed().as_secs_f64()
 }
 
 fn free_port() -> u16 {
@@ -235,6 +255,7 @@ fn main() {
         assert_eq!(res["failed"], 0, "{res}");
         // Warm-up: every service gets its first state.
         svc_rate(&http, &base, &token, 500, SERVICES).await;
+        let floor = request_floor(&http, &base, &token, 50_000).await;
         let single = svc_rate(&http, &base, &token, 1, 20_000).await;
         let batched = svc_rate(&http, &base, &token, 500, 500_000).await;
         let events: Value = http.get(format!("{base}/api/v1/events?type=state_change&limit=1")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
@@ -242,6 +263,7 @@ fn main() {
         println!("svc passive results, {SERVICES} services, {IN_FLIGHT} requests in flight, every result a state change with its event and metric sample:");
         println!("  batch 1:   {single:>9.0} results/s");
         println!("  batch 500: {batched:>9.0} results/s");
+        println!("  request floor, GET /api/v1/whoami (authenticated, stores nothing): {floor:>9.0} requests/s");
         // Each server is measured alone: Icinga 2 starts once svc has stopped.
         let _ = child.kill();
         let _ = child.wait();
@@ -259,7 +281,7 @@ fn main() {
                 icinga_rate(&http, port, SERVICES).await;
                 let rate = icinga_rate(&http, port, 50_000).await;
                 println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
-                println!("  ratio: batch 1 {:.1}x, batch 500 {:.1}x", single / rate, batched / rate);
+                println!("  ratio: batch 1 {:.1}x, batch 500 {:.1}x, request floor {:.1}x", single / rate, batched / rate, floor / rate);
                 stop_icinga(&mut ic, &icinga_dir);
             }
             None => println!("Icinga 2 reference: not measured (/usr/sbin/icinga2 missing; apt-get install icinga2)"),

@@ -525,12 +525,12 @@ impl Config {
                 self.base_url
             ));
         }
-        if let Some(pb) = &self.problem_base {
-            if !(pb.starts_with("http://") || pb.starts_with("https://") || pb.starts_with('/')) {
-                p.push(format!(
-                    "problemBase: {pb:?} must be an absolute URL or path"
-                ));
-            }
+        if let Some(pb) = &self.problem_base
+            && !(pb.starts_with("http://") || pb.starts_with("https://") || pb.starts_with('/'))
+        {
+            p.push(format!(
+                "problemBase: {pb:?} must be an absolute URL or path"
+            ));
         }
         if self.data_dir.as_os_str().is_empty() {
             p.push("dataDir: must not be empty".into());

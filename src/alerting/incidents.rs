@@ -171,15 +171,15 @@ impl Alerting {
         expected: u64,
         body: IncidentBody,
     ) -> Result<Incident, AlertError> {
-        if let Some(t) = &body.title {
-            if t.trim().is_empty() {
-                return Err(invalid("title", "title must not be empty"));
-            }
+        if let Some(t) = &body.title
+            && t.trim().is_empty()
+        {
+            return Err(invalid("title", "title must not be empty"));
         }
-        if let Some(s) = &body.status {
-            if !STATUSES.contains(&s.as_str()) {
-                return Err(invalid("status", "status must be open, acked or resolved"));
-            }
+        if let Some(s) = &body.status
+            && !STATUSES.contains(&s.as_str())
+        {
+            return Err(invalid("status", "status must be open, acked or resolved"));
         }
         let severity = severity(body.severity.as_deref())?;
         if let Some(ids) = &body.alert_ids {

@@ -131,13 +131,13 @@ fn topology_cause(
         return Ok(None);
     }
     for parent in o.spec.parents.iter().flatten() {
-        if let Some(pid) = tx.host_named(tenant, parent)? {
-            if matches!(tx.hard_state(tenant, pid)?, Some(DOWN | UNREACHABLE)) {
-                return Ok(Some(AlertCause {
-                    object_id: Some(pid),
-                    reason: format!("parent {parent} is down"),
-                }));
-            }
+        if let Some(pid) = tx.host_named(tenant, parent)?
+            && matches!(tx.hard_state(tenant, pid)?, Some(DOWN | UNREACHABLE))
+        {
+            return Ok(Some(AlertCause {
+                object_id: Some(pid),
+                reason: format!("parent {parent} is down"),
+            }));
         }
     }
     Ok(Some(AlertCause {

@@ -30,13 +30,13 @@ fn demo_event(tenant: Uuid, v: Value, id: Uuid, now: Timestamp) -> Result<Event,
     let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     // Demo events are held to the bounds of inbound ones: rules are sized for those.
     check_payload(&v).map_err(|e| bad(&e))?;
-    if let Some(labels) = v.pointer("/payload/labels").and_then(Value::as_object) {
-        if labels.len() > MAX_LABELS {
-            return Err(bad(&format!(
-                "{} labels; at most {MAX_LABELS} are accepted",
-                labels.len()
-            )));
-        }
+    if let Some(labels) = v.pointer("/payload/labels").and_then(Value::as_object)
+        && labels.len() > MAX_LABELS
+    {
+        return Err(bad(&format!(
+            "{} labels; at most {MAX_LABELS} are accepted",
+            labels.len()
+        )));
     }
     Ok(Event {
         id: text("id").and_then(|s| s.parse().ok()).unwrap_or(id),

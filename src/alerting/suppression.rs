@@ -449,18 +449,18 @@ impl Alerting {
         let created = self
             .store
             .transact(move |tx| {
-                if let Some((key, digest)) = &idempotency {
-                    if let Some(kept) = tx.idempotent_answer(tenant, key, now)? {
-                        let replay = if kept.body_sha256 == *digest {
-                            DowntimeCreated::Replay {
-                                status: kept.status,
-                                body: kept.answer,
-                            }
-                        } else {
-                            DowntimeCreated::KeyReused
-                        };
-                        return Ok((replay, false));
-                    }
+                if let Some((key, digest)) = &idempotency
+                    && let Some(kept) = tx.idempotent_answer(tenant, key, now)?
+                {
+                    let replay = if kept.body_sha256 == *digest {
+                        DowntimeCreated::Replay {
+                            status: kept.status,
+                            body: kept.answer,
+                        }
+                    } else {
+                        DowntimeCreated::KeyReused
+                    };
+                    return Ok((replay, false));
                 }
                 tx.save_downtime(&downtime)?;
                 if let Some((key, body_sha256)) = idempotency {

@@ -86,6 +86,8 @@ pub struct AppContext {
     pub started_at: Timestamp,
     pub uptime: Stopwatch,
     pub problem_base: String,
+    /// OpenID Connect sign-in, when `oidc.issuer` is set.
+    pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
 }
 
 pub type AppState = Arc<AppContext>;

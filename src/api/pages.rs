@@ -1,18 +1,20 @@
-//! Browser sign-in routes: `/login`, `/setup`, `/register`, `/auth/logout`, and the SSO
-//! entry points (501 until SSO is configured).
+//! Browser sign-in routes: `/login`, `/setup`, `/register`, `/auth/logout`, and OpenID Connect
+//! sign-in at `/auth/oidc` and `/auth/callback` (501 until `oidc.issuer` is set).
 
 use super::AppState;
 use super::access::{SESSION_COOKIE, clear_session_cookie, cookie, peer_ip, secure_request};
 use super::error::Problem;
 use super::router::{HTML, Route, not_found};
 use super::ui::look;
+use crate::auth::oidc::{self, OidcError};
 use crate::auth::sessions::NewAccount;
+use crate::auth::sso::SsoAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::web;
 use axum::extract::{Form, FromRequest, Request, State};
 use axum::http::header::{CONTENT_TYPE, LOCATION, RETRY_AFTER, SET_COOKIE};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::{AppendHeaders, IntoResponse, Response};
 use serde::Deserialize;
 
 pub fn routes() -> Vec<Route> {
@@ -35,10 +37,10 @@ pub fn routes() -> Vec<Route> {
             .form::<AccountForm>().answers_empty(302).answers_text(404, "text/plain").page(),
         Route::get("/auth/logout", logout).sign_in().doc("pages", "Sign out", "Deletes the session, clears the cookie, 302 to `/login`.")
             .answers_empty(302).page(),
-        Route::get("/auth/oidc", sso_unconfigured).doc("pages", "Start SSO sign-in", "501 `SSO not configured` until OIDC is configured.")
-            .answers_text(501, "text/plain").page(),
-        Route::get("/auth/callback", sso_unconfigured).doc("pages", "SSO callback", "501 `SSO not configured` until OIDC is configured.")
-            .answers_text(501, "text/plain").page(),
+        Route::get("/auth/oidc", oidc_start).sign_in().doc("pages", "Start SSO sign-in", "302 to the identity provider's authorization endpoint (Authorization Code with PKCE S256), setting `svc_oidc_state` and `svc_oidc_verifier` (Path=/auth, HttpOnly, SameSite=Lax, Secure on HTTPS, Max-Age=600); the sign-in page with a message, 502, when the provider cannot be reached; 501 `SSO not configured` without `oidc.issuer`.")
+            .answers_empty(302).answers_text(502, HTML).answers_text(501, "text/plain").page(),
+        Route::get("/auth/callback", oidc_callback).sign_in().doc("pages", "SSO callback", "Query `code` and `state` (or `error`) from the identity provider: the state checked against its cookie, the code exchanged with the PKCE verifier, the id_token verified (signature, issuer, audience, expiry, nonce); the account provisioned or updated by subject `issuer|sub` with roles from its groups, then 302 to `/` with a 12 h `svc_session`. Any failure: the sign-in page with the reason, 401 (502 when the provider cannot be reached); both flow cookies are cleared either way. 501 `SSO not configured` without `oidc.issuer`.")
+            .answers_empty(302).answers_text(401, HTML).answers_text(502, HTML).answers_text(501, "text/plain").page(),
     ]
 }
 
@@ -104,8 +106,17 @@ async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Requ
         .unwrap_or_default()
 }
 
+/// The sign-in page, with the identity provider's button when OIDC is on.
+fn login_html(st: &AppState, look: &web::Look, msg: Option<&str>, email: &str) -> String {
+    let sso = st.oidc.as_ref().map(|o| o.provider_name.as_str());
+    web::login(look, msg, email, sso)
+}
+
 async fn login_page(State(st): State<AppState>) -> Response {
-    html(StatusCode::OK, web::login(&look(&st, None).await, None, ""))
+    html(
+        StatusCode::OK,
+        login_html(&st, &look(&st, None).await, None, ""),
+    )
 }
 
 #[derive(Default, Deserialize, schemars::JsonSchema)]
@@ -123,7 +134,8 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
     let f: LoginForm = form(&st, req).await;
     let look = look(&st, None).await;
     if !st.auth.limiter.allow(o.ip, st.clock.now()) {
-        return throttled(web::login(
+        return throttled(login_html(
+            &st,
             &look,
             Some("Too many sign-in attempts. Try again in 30 seconds."),
             &f.email,
@@ -138,13 +150,14 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
         Ok(session) => signed_in(session, o.secure),
         Err(AuthError::Invalid(_)) => html(
             StatusCode::UNAUTHORIZED,
-            web::login(&look, Some("Invalid e-mail or password."), &f.email),
+            login_html(&st, &look, Some("Invalid e-mail or password."), &f.email),
         ),
         Err(e) => {
             tracing::error!(error = %e, "sign-in failed");
             html(
                 StatusCode::SERVICE_UNAVAILABLE,
-                web::login(
+                login_html(
+                    &st,
                     &look,
                     Some("Sign-in is unavailable; try again later."),
                     &f.email,
@@ -263,10 +276,10 @@ async fn register(State(st): State<AppState>, req: Request) -> Response {
 }
 
 async fn logout(State(st): State<AppState>, req: Request) -> Response {
-    if let Some(id) = cookie(req.headers(), SESSION_COOKIE) {
-        if let Err(e) = st.auth.logout(id).await {
-            tracing::warn!(error = %e, "could not delete the session");
-        }
+    if let Some(id) = cookie(req.headers(), SESSION_COOKIE)
+        && let Err(e) = st.auth.logout(id).await
+    {
+        tracing::warn!(error = %e, "could not delete the session");
     }
     (
         StatusCode::FOUND,
@@ -285,4 +298,153 @@ async fn sso_unconfigured() -> Response {
         "SSO not configured",
     )
         .into_response()
+}
+
+/// A cookie of the OIDC flow: scoped to `/auth`, gone after `max_age` seconds (0 clears it).
+fn flow_cookie(name: &str, value: &str, max_age: u64, secure: bool) -> HeaderValue {
+    let attrs = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path=/auth; Max-Age={max_age}; HttpOnly; SameSite=Lax{attrs}"
+    ))
+    .unwrap_or(HeaderValue::from_static(""))
+}
+
+/// Both flow cookies cleared.
+fn clear_flow(secure: bool) -> [(axum::http::HeaderName, HeaderValue); 2] {
+    [
+        (SET_COOKIE, flow_cookie(oidc::STATE_COOKIE, "", 0, secure)),
+        (
+            SET_COOKIE,
+            flow_cookie(oidc::VERIFIER_COOKIE, "", 0, secure),
+        ),
+    ]
+}
+
+/// The sign-in page telling why SSO failed: 502 when the provider was out of reach, else 401.
+async fn sso_failed(st: &AppState, e: &OidcError, secure: bool) -> Response {
+    tracing::warn!(error = %e, "SSO sign-in failed");
+    let status = match e {
+        OidcError::Unreachable(_) => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    let page = login_html(
+        st,
+        &look(st, None).await,
+        Some(&format!("Single sign-on failed: {e}.")),
+        "",
+    );
+    (
+        status,
+        AppendHeaders(clear_flow(secure)),
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+async fn oidc_start(State(st): State<AppState>, req: Request) -> Response {
+    let Some(oidc) = st.oidc.clone() else {
+        return sso_unconfigured().await;
+    };
+    let secure = secure_request(&st, &req);
+    match oidc.start().await {
+        Ok(start) => {
+            let ttl = oidc::FLOW_TTL.as_secs();
+            let mut res = (StatusCode::FOUND, [(LOCATION, start.url)]).into_response();
+            let headers = res.headers_mut();
+            headers.append(
+                SET_COOKIE,
+                flow_cookie(oidc::STATE_COOKIE, &start.state, ttl, secure),
+            );
+            headers.append(
+                SET_COOKIE,
+                flow_cookie(oidc::VERIFIER_COOKIE, &start.verifier, ttl, secure),
+            );
+            res
+        }
+        Err(e) => sso_failed(&st, &e, secure).await,
+    }
+}
+
+/// What the identity provider sends the browser back with (RFC 6749 4.1.2).
+#[derive(Default, Deserialize, schemars::JsonSchema)]
+struct CallbackQuery {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    error: String,
+}
+
+async fn oidc_callback(State(st): State<AppState>, req: Request) -> Response {
+    let Some(oidc) = st.oidc.clone() else {
+        return sso_unconfigured().await;
+    };
+    // Not throttled like the password form: nothing can be guessed here. A forged state fails
+    // before any request leaves, and a code is the provider's to check, once.
+    let o = origin(&st, &req);
+    let q: CallbackQuery =
+        serde_urlencoded::from_str(req.uri().query().unwrap_or("")).unwrap_or_default();
+    let identity = if q.error.is_empty() {
+        oidc.finish(
+            &q.code,
+            &q.state,
+            cookie(req.headers(), oidc::STATE_COOKIE),
+            cookie(req.headers(), oidc::VERIFIER_COOKIE),
+        )
+        .await
+    } else {
+        // Only the error code is shown: it is short and from a fixed set, where a description
+        // would be any text whoever crafted the link chose.
+        let code: String = q
+            .error
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(64)
+            .collect();
+        Err(OidcError::Refused(code))
+    };
+    let identity = match identity {
+        Ok(i) => i,
+        Err(e) => return sso_failed(&st, &e, o.secure).await,
+    };
+    let account = SsoAccount {
+        subject: identity.subject,
+        email: identity.email,
+        name: identity.name,
+        groups: identity.groups,
+    };
+    match st
+        .auth
+        .sign_in_sso(account, oidc.admin_group.as_deref(), &o.ip.to_string())
+        .await
+    {
+        Ok(session) => {
+            let mut res = signed_in(session, o.secure);
+            for (name, value) in clear_flow(o.secure) {
+                res.headers_mut().append(name, value);
+            }
+            res
+        }
+        Err(AuthError::Invalid(reason)) => {
+            sso_failed(&st, &OidcError::Rejected(reason), o.secure).await
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "SSO sign-in failed");
+            let page = login_html(
+                &st,
+                &look(&st, None).await,
+                Some("Sign-in is unavailable; try again later."),
+                "",
+            );
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                AppendHeaders(clear_flow(o.secure)),
+                [(CONTENT_TYPE, "text/html; charset=utf-8")],
+                page,
+            )
+                .into_response()
+        }
+    }
 }

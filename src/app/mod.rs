@@ -411,7 +411,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         metrics: metric_store.clone(),
         master_key: config.master_key_file(),
     });
+    let oidc = crate::auth::oidc::Oidc::new(&config.oidc, &config.base_url, clock.clone())
+        .map_err(AppError::Internal)?
+        .map(Arc::new);
     let ctx = Arc::new(AppContext {
+        oidc,
         problem_base: config.problem_base(),
         config,
         store: store.clone(),

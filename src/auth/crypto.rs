@@ -75,7 +75,7 @@ pub fn random_bytes<const N: usize>() -> Option<[u8; N]> {
 }
 
 pub fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

@@ -3,12 +3,14 @@
 
 mod account;
 pub mod crypto;
+pub mod oidc;
 pub mod permissions;
 mod principal;
 pub mod push;
 pub mod ratelimit;
 mod service;
 pub mod sessions;
+pub mod sso;
 mod tokens;
 pub mod users;
 

@@ -17,7 +17,7 @@ const LAST_SEEN_EVERY: Duration = Duration::from_secs(60);
 const PURGE_EVERY: Duration = Duration::from_secs(600);
 
 /// Base64url (with padding) of the hex of 24 random bytes, as SPEC 5.6 describes the id.
-fn new_session_id() -> Option<String> {
+pub(super) fn new_session_id() -> Option<String> {
     let raw = hex(&super::crypto::random_bytes::<24>()?);
     Some(crate::model::base64::encode_url_padded(raw.as_bytes()))
 }

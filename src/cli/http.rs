@@ -169,11 +169,12 @@ impl Client {
                 let line = line.trim_end_matches(['\r', '\n']);
                 if let Some(d) = line.strip_prefix("data:") {
                     data.push_str(d.trim_start());
-                } else if line.is_empty() && !data.is_empty() {
-                    if let Ok(mut event) = serde_json::from_str(&std::mem::take(&mut data)) {
-                        clean(&mut event);
-                        on_event(event).await?;
-                    }
+                } else if line.is_empty()
+                    && !data.is_empty()
+                    && let Ok(mut event) = serde_json::from_str(&std::mem::take(&mut data))
+                {
+                    clean(&mut event);
+                    on_event(event).await?;
                 }
             }
         }

@@ -112,7 +112,8 @@ pub fn ucs2_hex(text: &str) -> String {
 
 /// Text from UCS-2 hex, or `None` when it is not.
 pub fn from_ucs2_hex(hex: &str) -> Option<String> {
-    if hex.is_empty() || hex.len() % 4 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if hex.is_empty() || !hex.len().is_multiple_of(4) || !hex.bytes().all(|b| b.is_ascii_hexdigit())
+    {
         return None;
     }
     let units: Vec<u16> = (0..hex.len())

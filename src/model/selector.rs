@@ -174,15 +174,15 @@ fn parse_term(raw: &str) -> Result<Term, SelectorError> {
     }
     // `in`/`notin` must be separated from the key by white space.
     if key_end < term.len() && term[key_end..].starts_with(char::is_whitespace) {
-        if let Some(r) = rest.strip_prefix("notin") {
-            if r.starts_with(|c: char| c.is_whitespace() || c == '(') {
-                return Ok(Term::NotIn(key, parse_set(r, term)?));
-            }
+        if let Some(r) = rest.strip_prefix("notin")
+            && r.starts_with(|c: char| c.is_whitespace() || c == '(')
+        {
+            return Ok(Term::NotIn(key, parse_set(r, term)?));
         }
-        if let Some(r) = rest.strip_prefix("in") {
-            if r.starts_with(|c: char| c.is_whitespace() || c == '(') {
-                return Ok(Term::In(key, parse_set(r, term)?));
-            }
+        if let Some(r) = rest.strip_prefix("in")
+            && r.starts_with(|c: char| c.is_whitespace() || c == '(')
+        {
+            return Ok(Term::In(key, parse_set(r, term)?));
         }
     }
     Err(SelectorError(format!("unknown operator in {term:?}")))

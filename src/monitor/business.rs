@@ -108,17 +108,17 @@ impl Forest {
     /// The objects a node binds by itself.
     fn bound(&self, d: &Doc) -> BTreeSet<Uuid> {
         let mut out = BTreeSet::new();
-        if let Some(id) = d.bs.object_id.as_deref().and_then(|s| s.parse().ok()) {
-            if self.objects.contains_key(&id) {
-                out.insert(id);
-            }
+        if let Some(id) = d.bs.object_id.as_deref().and_then(|s| s.parse().ok())
+            && self.objects.contains_key(&id)
+        {
+            out.insert(id);
         }
-        if let Some(sel) = d.bs.selector.as_deref().filter(|s| !s.is_empty()) {
-            if let Ok(sel) = sel.parse::<Selector>() {
-                for (id, (_, _, labels)) in &self.objects {
-                    if sel.matches(labels) {
-                        out.insert(*id);
-                    }
+        if let Some(sel) = d.bs.selector.as_deref().filter(|s| !s.is_empty())
+            && let Ok(sel) = sel.parse::<Selector>()
+        {
+            for (id, (_, _, labels)) in &self.objects {
+                if sel.matches(labels) {
+                    out.insert(*id);
                 }
             }
         }

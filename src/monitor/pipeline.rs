@@ -316,11 +316,11 @@ impl Worker for StalenessSweep {
             let results = &self.pipeline.results;
             match results.stale_jobs().await {
                 Ok((jobs, next)) => {
-                    if !jobs.is_empty() {
-                        if let Err(e) = self.pipeline.submit(jobs).await {
-                            tracing::warn!(error = %e, "stale results not applied");
-                            return Wait::For(STALENESS_RETRY);
-                        }
+                    if !jobs.is_empty()
+                        && let Err(e) = self.pipeline.submit(jobs).await
+                    {
+                        tracing::warn!(error = %e, "stale results not applied");
+                        return Wait::For(STALENESS_RETRY);
                     }
                     let now = results.now();
                     Wait::For(next.map_or(STALENESS_MAX_SLEEP, |n| {

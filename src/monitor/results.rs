@@ -259,22 +259,22 @@ impl Results {
             if o.kind != ObjectKind::Host {
                 continue;
             }
-            if job.obs.state == DOWN {
-                if let Some(parents) = &job.entry.parents {
-                    let labels = self.catalog.snapshot().await?.labels_of(o.tenant_id);
-                    let stored = self
-                        .store
-                        .states(o.tenant_id, parents.clone(), labels)
-                        .await?;
-                    let down = |id: &Uuid| match seen.get(id) {
-                        Some((state, hard)) => *state != UP && *hard,
-                        None => stored
-                            .get(id)
-                            .is_some_and(|s| s.state != UP && s.state_type == StateType::Hard),
-                    };
-                    if parents.iter().all(down) {
-                        job.obs.state = UNREACHABLE;
-                    }
+            if job.obs.state == DOWN
+                && let Some(parents) = &job.entry.parents
+            {
+                let labels = self.catalog.snapshot().await?.labels_of(o.tenant_id);
+                let stored = self
+                    .store
+                    .states(o.tenant_id, parents.clone(), labels)
+                    .await?;
+                let down = |id: &Uuid| match seen.get(id) {
+                    Some((state, hard)) => *state != UP && *hard,
+                    None => stored
+                        .get(id)
+                        .is_some_and(|s| s.state != UP && s.state_type == StateType::Hard),
+                };
+                if parents.iter().all(down) {
+                    job.obs.state = UNREACHABLE;
                 }
             }
             seen.insert(o.id, (job.obs.state, job.obs.max_attempts <= 1));

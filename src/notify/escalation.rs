@@ -331,24 +331,24 @@ pub fn plan(
     let policy_name = alert.escalation_policy.clone().unwrap_or_default();
     let (deliveries, names, channels, failures) = fan_out(ctx, alert, &policy_name, step, timer);
     let mut next = Vec::new();
-    if timer.repeat == 0 {
-        if let Some(following) = policy.steps.get(timer.step as usize + 1) {
-            next.push(EscalationTimer {
-                step: timer.step + 1,
-                repeat: 0,
-                due: timer.base.plus(following.after.0).max(now),
-                ..timer.clone()
-            });
-        }
+    if timer.repeat == 0
+        && let Some(following) = policy.steps.get(timer.step as usize + 1)
+    {
+        next.push(EscalationTimer {
+            step: timer.step + 1,
+            repeat: 0,
+            due: timer.base.plus(following.after.0).max(now),
+            ..timer.clone()
+        });
     }
-    if let Some(every) = step.repeat_every {
-        if step.max_repeats.is_none_or(|max| timer.repeat < max) {
-            next.push(EscalationTimer {
-                repeat: timer.repeat + 1,
-                due: now.plus(every.0),
-                ..timer.clone()
-            });
-        }
+    if let Some(every) = step.repeat_every
+        && step.max_repeats.is_none_or(|max| timer.repeat < max)
+    {
+        next.push(EscalationTimer {
+            repeat: timer.repeat + 1,
+            due: now.plus(every.0),
+            ..timer.clone()
+        });
     }
     let mut escalation = EventDraft::new(
         alert.tenant_id,

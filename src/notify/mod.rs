@@ -222,10 +222,10 @@ impl Notifier {
         let generation = self.store.catalog_generation();
         {
             let cache = self.directories.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 == generation {
-                if let Some(d) = cache.1.get(&tenant) {
-                    return Ok(d.clone());
-                }
+            if cache.0 == generation
+                && let Some(d) = cache.1.get(&tenant)
+            {
+                return Ok(d.clone());
             }
         }
         let dir = Arc::new(Directory::load(&self.store, tenant).await?);

@@ -139,21 +139,20 @@ impl Roster {
 
     /// Who is on call at `t`; `backup`: the next in rotation, overrides ignored.
     pub fn at(&self, t: Timestamp, backup: bool) -> Option<OnCallShift> {
-        if !backup {
-            if let Some((o, m)) = self
+        if !backup
+            && let Some((o, m)) = self
                 .overrides
                 .iter()
                 .find(|(o, _)| o.start <= t && t < o.end)
-            {
-                return Some(OnCallShift {
-                    contact_id: m.id.clone(),
-                    contact: m.name.clone(),
-                    start: o.start,
-                    end: o.end,
-                    layer: None,
-                    is_override: true,
-                });
-            }
+        {
+            return Some(OnCallShift {
+                contact_id: m.id.clone(),
+                contact: m.name.clone(),
+                start: o.start,
+                end: o.end,
+                layer: None,
+                is_override: true,
+            });
         }
         self.layers.iter().enumerate().find_map(|(i, layer)| {
             if layer.participants.is_empty()

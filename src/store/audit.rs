@@ -86,7 +86,7 @@ impl Store {
             .map_err(StoreError::from_redb)?
             .insert(HEAD, encode(&new_head)?.as_slice())
             .map_err(StoreError::from_redb)?;
-        if entry.seq % CHECKPOINT_EVERY == 0 {
+        if entry.seq.is_multiple_of(CHECKPOINT_EVERY) {
             *self
                 .pending_checkpoint
                 .lock()
@@ -222,13 +222,14 @@ impl Store {
                 if chain_hash(&e) != e.hash {
                     return Ok(broken(verified, format!("entry {seq} was altered")));
                 }
-                if let Some(cp) = &checkpoint {
-                    if cp.seq == seq && cp.hash != e.hash {
-                        return Ok(broken(
-                            verified,
-                            format!("entry {seq} differs from the checkpoint"),
-                        ));
-                    }
+                if let Some(cp) = &checkpoint
+                    && cp.seq == seq
+                    && cp.hash != e.hash
+                {
+                    return Ok(broken(
+                        verified,
+                        format!("entry {seq} differs from the checkpoint"),
+                    ));
                 }
                 prev = e.hash;
                 verified = seq;
@@ -239,16 +240,16 @@ impl Store {
                     format!("chain ends at {verified} but its head says {}", head.seq),
                 ));
             }
-            if let Some(cp) = &checkpoint {
-                if cp.seq > verified {
-                    return Ok(broken(
-                        verified,
-                        format!(
-                            "chain ends at {verified} before the checkpoint at {}",
-                            cp.seq
-                        ),
-                    ));
-                }
+            if let Some(cp) = &checkpoint
+                && cp.seq > verified
+            {
+                return Ok(broken(
+                    verified,
+                    format!(
+                        "chain ends at {verified} before the checkpoint at {}",
+                        cp.seq
+                    ),
+                ));
             }
             Ok(AuditVerification {
                 intact: true,

@@ -308,10 +308,8 @@ impl EventStore {
                 let n = f.unfiled().keys.len();
                 n > 0 && (force || n >= FILE_AFTER)
             };
-            if due {
-                if let Err(e) = f.file_object_keys() {
-                    tracing::error!(error = %e, "object index not updated; keys stay unfiled");
-                }
+            if due && let Err(e) = f.file_object_keys() {
+                tracing::error!(error = %e, "object index not updated; keys stay unfiled");
             }
         }
     }

@@ -138,7 +138,7 @@ fn pack(points: &[Point]) -> Vec<u8> {
 }
 
 fn unpack(bytes: &[u8]) -> Result<Vec<Point>, StoreError> {
-    if bytes.len() % POINT_BYTES != 0 {
+    if !bytes.len().is_multiple_of(POINT_BYTES) {
         return Err(StoreError::Corrupt(
             "unfiled samples row is cut short".into(),
         ));
@@ -259,11 +259,11 @@ fn stored_series(
 
 /// Moves a series' last value forward to the newest of its unfiled samples.
 fn latest(info: &mut SeriesInfo, unfiled: &[Point]) {
-    if let Some(newest) = unfiled.iter().max_by_key(|p| p.ms) {
-        if newest.ms >= info.last_ms {
-            info.last_ms = newest.ms;
-            info.last = newest.value;
-        }
+    if let Some(newest) = unfiled.iter().max_by_key(|p| p.ms)
+        && newest.ms >= info.last_ms
+    {
+        info.last_ms = newest.ms;
+        info.last = newest.value;
     }
 }
 
@@ -479,11 +479,11 @@ impl MetricsStore {
                     next = early.next().or_else(|| inbox.try_recv());
                 }
             }
-            if !samples.is_empty() {
-                if let Err(e) = self.commit(&samples, &mut index) {
-                    self.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, samples = samples.len(), "metric samples not stored");
-                }
+            if !samples.is_empty()
+                && let Err(e) = self.commit(&samples, &mut index)
+            {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, samples = samples.len(), "metric samples not stored");
             }
             for ack in acks {
                 let _ = ack.send(());
@@ -652,14 +652,14 @@ impl MetricsStore {
                     continue;
                 };
                 let stored = stored_series(&series, key)?;
-                if let (Some(mut info), Some(newest)) = (stored, run.last()) {
-                    if newest.ms >= info.last_ms {
-                        info.last_ms = newest.ms;
-                        info.last = newest.value;
-                        series
-                            .insert(key.as_slice(), encode(&info)?.as_slice())
-                            .map_err(StoreError::from_redb)?;
-                    }
+                if let (Some(mut info), Some(newest)) = (stored, run.last())
+                    && newest.ms >= info.last_ms
+                {
+                    info.last_ms = newest.ms;
+                    info.last = newest.value;
+                    series
+                        .insert(key.as_slice(), encode(&info)?.as_slice())
+                        .map_err(StoreError::from_redb)?;
                 }
             }
             tx.open_table(UNFILED)

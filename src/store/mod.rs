@@ -230,16 +230,16 @@ impl Store {
 
     /// Takes the store offline after an I/O error; the recovery worker reopens it.
     fn fail(&self, err: &StoreError) {
-        if let StoreError::Unavailable(reason) = err {
-            if !self.needs_recovery.swap(true, Ordering::SeqCst) {
-                tracing::error!(%reason, "storage I/O failed; store offline until it can be reopened");
-                *self
-                    .offline_reason
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
-                self.db.write().unwrap_or_else(|e| e.into_inner()).take();
-                self.recovery.notify_one();
-            }
+        if let StoreError::Unavailable(reason) = err
+            && !self.needs_recovery.swap(true, Ordering::SeqCst)
+        {
+            tracing::error!(%reason, "storage I/O failed; store offline until it can be reopened");
+            *self
+                .offline_reason
+                .write()
+                .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+            self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+            self.recovery.notify_one();
         }
     }
 

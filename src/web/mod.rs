@@ -232,12 +232,17 @@ fn message(msg: Option<&str>) -> Markup {
     }
 }
 
-pub fn login(look: &Look, msg: Option<&str>, email: &str) -> String {
+/// The sign-in page; `sso` names the identity provider when OIDC is on.
+pub fn login(look: &Look, msg: Option<&str>, email: &str, sso: Option<&str>) -> String {
     plain(
         "Sign in",
         look,
         html! {
             (message(msg))
+            @if let Some(provider) = sso {
+                p { a.button.primary href="/auth/oidc" { "Sign in with " (provider) } }
+                p.muted { "Or with an account of this server:" }
+            }
             form method="post" action="/login" {
                 label for="email" { "E-mail" }
                 input #email name="email" type="email" autocomplete="username" required value=(email);
@@ -316,8 +321,13 @@ pub fn error(status: u16, title: &str, detail: &str) -> String {
 mod tests {
     #[test]
     fn values_are_escaped() {
-        let html = super::login(&super::Look::default(), Some("<b>x</b>"), "\"><script>");
-        assert!(!html.contains("<script>") && !html.contains("<b>"));
+        let html = super::login(
+            &super::Look::default(),
+            Some("<b>x</b>"),
+            "\"><script>",
+            Some("<i>idp</i>"),
+        );
+        assert!(!html.contains("<script>") && !html.contains("<b>") && !html.contains("<i>"));
         assert!(html.contains("&lt;b&gt;x&lt;/b&gt;"));
         assert!(
             html.contains(crate::model::VERSION),

@@ -35,5 +35,6 @@ mod reports;
 mod results;
 mod security;
 mod signin;
+mod sso;
 mod support;
 mod ui;

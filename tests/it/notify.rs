@@ -1136,10 +1136,10 @@ async fn a_script_channel_gets_the_message_on_stdin() {
     raise(s, token, "Compressor stopped", "page").await;
     let started = Instant::now();
     let text = loop {
-        if let Ok(t) = std::fs::read_to_string(&out) {
-            if t.contains("Acknowledge") {
-                break t;
-            }
+        if let Ok(t) = std::fs::read_to_string(&out)
+            && t.contains("Acknowledge")
+        {
+            break t;
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),

@@ -8,10 +8,10 @@ pub(super) fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Inva
             .map_err(|e| invalid("preferences", e))?;
     }
     validate_with(body, |c: &Contact| {
-        if let Some(tz) = &c.time_zone {
-            if jiff::tz::TimeZone::get(tz).is_err() {
-                return Err(invalid("contact", format!("unknown time zone {tz:?}")));
-            }
+        if let Some(tz) = &c.time_zone
+            && jiff::tz::TimeZone::get(tz).is_err()
+        {
+            return Err(invalid("contact", format!("unknown time zone {tz:?}")));
         }
         for p in &c.preferences {
             if let Some(s) = &p.severity {
@@ -38,7 +38,7 @@ pub(super) struct DashboardBody {
 
 pub(super) fn is_base64(s: &str) -> bool {
     let t = s.trim_end_matches('=');
-    s.len() % 4 == 0
+    s.len().is_multiple_of(4)
         && s.len() - t.len() <= 2
         && t.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '/')
@@ -143,10 +143,10 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
     if let Some(url) = given("url") {
         check_url(url).map_err(|e| format!("config.url: {e}"))?;
     }
-    if let Some(port) = given("port") {
-        if !port.parse::<u16>().is_ok_and(|p| p > 0) {
-            return Err(format!("config.port: {port:?} is not a port (1-65535)"));
-        }
+    if let Some(port) = given("port")
+        && !port.parse::<u16>().is_ok_and(|p| p > 0)
+    {
+        return Err(format!("config.port: {port:?} is not a port (1-65535)"));
     }
     match kind {
         "push" => {
@@ -168,12 +168,12 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
             if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '$') {
                 return Err(format!("config.host: {host:?} is not a host name"));
             }
-            if let Some(tls) = given("tls") {
-                if !["starttls", "tls", "none"].contains(&tls) {
-                    return Err(format!(
-                        "config.tls: {tls:?} must be one of starttls, tls, none"
-                    ));
-                }
+            if let Some(tls) = given("tls")
+                && !["starttls", "tls", "none"].contains(&tls)
+            {
+                return Err(format!(
+                    "config.tls: {tls:?} must be one of starttls, tls, none"
+                ));
             }
         }
         "script" => {
@@ -201,12 +201,13 @@ pub fn take_credentials(
 ) -> Vec<(String, String)> {
     let mut taken = Vec::new();
     let mut take = |field: &str, value: &mut Value, label: &str| {
-        if let Value::String(plain) = value {
-            if !plain.is_empty() && !crate::model::secret::has_reference(plain) {
-                let secret = format!("{label}.{name}.{field}");
-                let reference = crate::model::secret::reference(&secret);
-                taken.push((secret, std::mem::replace(plain, reference)));
-            }
+        if let Value::String(plain) = value
+            && !plain.is_empty()
+            && !crate::model::secret::has_reference(plain)
+        {
+            let secret = format!("{label}.{name}.{field}");
+            let reference = crate::model::secret::reference(&secret);
+            taken.push((secret, std::mem::replace(plain, reference)));
         }
     };
     match kind {

@@ -237,11 +237,11 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
         None => 0,
     };
     let mut notes = Vec::new();
-    if let Some(needle) = ctx.args.get(&["-s", "--string"]) {
-        if !String::from_utf8_lossy(&response.body).contains(needle) {
-            code = 2;
-            notes.push(format!("string {needle:?} not found"));
-        }
+    if let Some(needle) = ctx.args.get(&["-s", "--string"])
+        && !String::from_utf8_lossy(&response.body).contains(needle)
+    {
+        code = 2;
+        notes.push(format!("string {needle:?} not found"));
     }
     code = code.max(limits.grade(secs));
     let mut perf = format!(

@@ -59,10 +59,10 @@ pub(crate) fn secret_names<'a>(args: impl IntoIterator<Item = &'a String>) -> Ve
     for arg in args {
         for (i, part) in arg.split('$').enumerate() {
             // Odd parts lie between a pair of `$`.
-            if let Some(name) = part.strip_prefix("SECRET:").filter(|_| i % 2 == 1) {
-                if !names.iter().any(|n| n == name) {
-                    names.push(name.to_string());
-                }
+            if let Some(name) = part.strip_prefix("SECRET:").filter(|_| i % 2 == 1)
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_string());
             }
         }
     }
