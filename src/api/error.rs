@@ -53,6 +53,7 @@ pub enum Code {
     BundleApply,
     PreconditionIfMatch,
     DirectoryUnconfigured,
+    DirectorySync,
     SecretsNoKey,
     StorageUnavailable,
     PipelineStalled,
@@ -96,6 +97,7 @@ impl Code {
             Code::BundleApply => "svc:bundle/apply",
             Code::PreconditionIfMatch => "svc:precondition/if-match",
             Code::DirectoryUnconfigured => "svc:directory/unconfigured",
+            Code::DirectorySync => "svc:directory/sync",
             Code::SecretsNoKey => "svc:secrets/nokey",
             Code::StorageUnavailable => "svc:storage/unavailable",
             Code::PipelineStalled => "svc:pipeline/stalled",
@@ -114,7 +116,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 35] = [
+    const FIXED: [Code; 36] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -137,6 +139,7 @@ impl Code {
         Code::BundleApply,
         Code::PreconditionIfMatch,
         Code::DirectoryUnconfigured,
+        Code::DirectorySync,
         Code::SecretsNoKey,
         Code::StorageUnavailable,
         Code::PipelineStalled,
@@ -223,6 +226,9 @@ impl Code {
                 "The update needs an If-Match header with the version last read."
             }
             Code::DirectoryUnconfigured => "No LDAP directory is configured.",
+            Code::DirectorySync => {
+                "The LDAP directory could not be reached or read; the detail says why. Nothing was changed."
+            }
             Code::SecretsNoKey => {
                 "The secrets master key is missing or unusable, so secrets cannot be opened."
             }
@@ -281,6 +287,7 @@ impl Code {
             Code::BundleApply => (S::UNPROCESSABLE_ENTITY, "Bundle apply failed"),
             Code::PreconditionIfMatch => (S::PRECONDITION_REQUIRED, "If-Match required"),
             Code::DirectoryUnconfigured => (S::NOT_IMPLEMENTED, "Directory not configured"),
+            Code::DirectorySync => (S::BAD_GATEWAY, "Directory sync failed"),
             Code::SecretsNoKey => (S::SERVICE_UNAVAILABLE, "No master key"),
             Code::StorageUnavailable => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
             Code::PipelineStalled => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
@@ -417,6 +424,7 @@ impl From<AuthError> for Problem {
             e @ AuthError::Busy => {
                 Problem::new(Code::AuthBusy, e.to_string()).retry_after(Duration::from_secs(1))
             }
+            AuthError::Directory(why) => Problem::new(Code::DirectorySync, why),
             AuthError::Internal(why) => Problem::internal(why),
             AuthError::Store(s) => s.into(),
         }

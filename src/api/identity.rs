@@ -7,6 +7,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{AUDIT, Page, PageQuery};
 use super::router::{PROBLEM, Route};
 use super::schemas;
+use crate::auth::directory::{Directory, DirectoryStatus, SyncResult};
 use crate::model::Tenant;
 use crate::model::audit::AuditFilter;
 use crate::model::audit::{AuditEntry, AuditVerification};
@@ -19,6 +20,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
+use std::sync::Arc;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -68,18 +70,22 @@ pub fn routes() -> Vec<Route> {
             .permission("admin:tenants")
             .doc("tenants", "Create tenant", "Body `{name, slug}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug.")
             .body::<TenantRequest>().answers::<Tenant>(201),
-        Route::get("/api/v1/directory/status", directory).permission("admin:users").doc(
+        Route::get("/api/v1/directory/status", directory_status).permission("admin:users").doc(
             "directory",
             "Directory (LDAP) sync status",
-            "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
+            "`{configured, url, syncInterval, lastSyncAt, lastResult, lastError}` of the last sync since the server started. The directory's accounts are the default tenant's: in another tenant 403. 501 `svc:directory/unconfigured` without `ldap.url`.",
         )
+            .ok::<DirectoryStatus>()
             .answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
-        Route::post("/api/v1/directory:sync", directory).permission("admin:users").doc(
+        Route::post("/api/v1/directory:sync", directory_sync).permission("admin:users").doc(
             "directory",
             "Run a directory (LDAP) sync now",
-            "501 `svc:directory/unconfigured`: LDAP sign-in and sync are not built yet.",
+            "Reads every person under `ldap.baseDn` and brings the default tenant's directory accounts in line: `{created, updated, unchanged, disabled, skipped, warnings}`; audited as `directory.sync` with each account's change. 502 `svc:directory/sync` when the directory cannot be reached or read (nothing is changed); in another tenant 403; 501 `svc:directory/unconfigured` without `ldap.url`.",
         )
-            .no_body().answers_as(501, PROBLEM, schemas::literal(schemas::problem)),
+            .no_body()
+            .ok::<SyncResult>()
+            .answers_as(501, PROBLEM, schemas::literal(schemas::problem))
+            .answers_as(502, PROBLEM, schemas::literal(schemas::problem)),
         Route::get("/api/v1/audit", audit_list).permission("admin:audit").doc(
             "audit",
             "Search audit log",
@@ -100,14 +106,38 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// Until the directory issue lands there is no LDAP sync, configured or not.
-async fn directory(State(st): State<AppState>) -> Problem {
-    let detail = if st.config.ldap.url.is_empty() {
-        "LDAP is not configured"
-    } else {
-        "LDAP sign-in and sync are not available in this build"
+/// The directory, for a caller acting in the default tenant, whose accounts it holds.
+fn directory_for(st: &AppState, c: &Caller) -> Result<Arc<Directory>, Problem> {
+    let Some(directory) = st.directory.clone() else {
+        return Err(Problem::new(
+            Code::DirectoryUnconfigured,
+            "LDAP is not configured (ldap.url)",
+        ));
     };
-    Problem::new(Code::DirectoryUnconfigured, detail)
+    if !(c.principal.instance && c.principal.tenant == c.principal.home_tenant) {
+        return Err(Problem::new(
+            Code::AuthForbidden,
+            "the directory's accounts belong to the default tenant",
+        ));
+    }
+    Ok(directory)
+}
+
+async fn directory_status(
+    State(st): State<AppState>,
+    c: Caller,
+) -> Result<Json<DirectoryStatus>, Problem> {
+    Ok(Json(directory_for(&st, &c)?.status()))
+}
+
+async fn directory_sync(
+    State(st): State<AppState>,
+    c: Caller,
+) -> Result<Json<SyncResult>, Problem> {
+    let directory = directory_for(&st, &c)?;
+    Ok(Json(
+        st.auth.sync_directory(&directory, &c.actor, true).await?,
+    ))
 }
 
 async fn whoami(c: Caller) -> impl IntoResponse {

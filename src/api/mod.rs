@@ -88,6 +88,8 @@ pub struct AppContext {
     pub problem_base: String,
     /// OpenID Connect sign-in, when `oidc.issuer` is set.
     pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
+    /// The LDAP directory, when `ldap.url` is set.
+    pub directory: Option<Arc<crate::auth::directory::Directory>>,
 }
 
 pub type AppState = Arc<AppContext>;

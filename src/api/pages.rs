@@ -144,7 +144,13 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
     let remember = f.remember == "1" || f.remember == "on" || f.remember == "true";
     match st
         .auth
-        .login(&f.email, &f.password, remember, &o.ip.to_string())
+        .login(
+            &f.email,
+            &f.password,
+            remember,
+            &o.ip.to_string(),
+            st.directory.as_deref(),
+        )
         .await
     {
         Ok(session) => signed_in(session, o.secure),

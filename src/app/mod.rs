@@ -414,8 +414,17 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let oidc = crate::auth::oidc::Oidc::new(&config.oidc, &config.base_url, clock.clone())
         .map_err(AppError::Internal)?
         .map(Arc::new);
+    let directory =
+        crate::auth::directory::Directory::new(&config.ldap).map_err(AppError::Internal)?;
+    if let Some(directory) = &directory {
+        supervisor.spawn(crate::auth::directory::DirectorySync {
+            auth: auth.clone(),
+            directory: directory.clone(),
+        });
+    }
     let ctx = Arc::new(AppContext {
         oidc,
+        directory,
         problem_base: config.problem_base(),
         config,
         store: store.clone(),

@@ -3,6 +3,7 @@
 
 mod account;
 pub mod crypto;
+pub mod directory;
 pub mod oidc;
 pub mod permissions;
 mod principal;
@@ -46,6 +47,9 @@ pub enum AuthError {
     /// The hashing pool's queue is full: answered at once instead of queueing.
     #[error("credential verification is busy; retry shortly")]
     Busy,
+    /// The LDAP directory could not be reached or read; the text says why.
+    #[error("{0}")]
+    Directory(String),
     /// The service could not do what is its own part (no randomness for a key).
     #[error("{0}")]
     Internal(String),

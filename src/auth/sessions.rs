@@ -54,12 +54,14 @@ fn setup_gate_open(tx: &Tx, tenant: Uuid) -> Result<bool, StoreError> {
 }
 
 impl Auth {
+    /// A session for `user`; an empty role list means `admin` for a local account (the legacy
+    /// rule of SPEC 5.4) and `viewer` for a directory account (SPEC 5.4 step 3).
     fn session(&self, user: &StoredUser, ttl: Duration) -> Result<Session, AuthError> {
         let now = self.clock.now();
-        let roles = if user.user.roles.is_empty() {
-            vec!["admin".to_string()]
-        } else {
-            user.user.roles.clone()
+        let roles = match (user.user.roles.is_empty(), user.user.local) {
+            (false, _) => user.user.roles.clone(),
+            (true, true) => vec!["admin".to_string()],
+            (true, false) => vec!["viewer".to_string()],
         };
         Ok(Session {
             id: new_session_id()
@@ -91,13 +93,17 @@ impl Auth {
             .cloned()
     }
 
-    /// Local login (SPEC 5.4 steps 2, 4-6). Every failure is the same `Invalid`.
+    /// Password sign-in (SPEC 5.4 steps 2-6): a directory account (when `directory` is
+    /// configured) is checked by the directory, search then bind, with the roles of the last
+    /// sync; everyone else against the stored hash, or a dummy one for unknown and SSO
+    /// accounts. Every failure is the same `Invalid`.
     pub async fn login(
         &self,
         email: &str,
         password: &str,
         remember: bool,
         source_ip: &str,
+        directory: Option<&super::directory::Directory>,
     ) -> Result<NewSession, AuthError> {
         let failed = || AuthError::Invalid("invalid e-mail or password".into());
         let user = self
@@ -105,16 +111,26 @@ impl Auth {
             .user_by_email(email.to_string())
             .await?
             .filter(|u| !u.user.disabled);
+        let in_directory = user
+            .as_ref()
+            .is_some_and(|u| !u.user.local && u.user.subject.starts_with("ldap|"));
         let candidate = user
             .as_ref()
             .filter(|u| u.user.local)
             .and_then(|u| u.password_hash.clone());
-        let ok = match candidate {
-            Some(hash) => self.verify_secret(password.to_string(), hash).await?,
-            None => {
+        let (ok, action) = match (directory.filter(|_| in_directory), candidate) {
+            (Some(dir), _) => (
+                self.verify_in_directory(dir, email, password).await?,
+                "login.ldap",
+            ),
+            (None, Some(hash)) => (
+                self.verify_secret(password.to_string(), hash).await?,
+                "login.local",
+            ),
+            (None, None) => {
                 let dummy = self.dummy_hash().await?;
                 self.verify_secret(password.to_string(), dummy).await?;
-                false
+                (false, "login.local")
             }
         };
         let user = match user {
@@ -128,7 +144,7 @@ impl Auth {
             self.clock.now(),
             user.user.tenant_id,
             &Self::user_actor(&user, source_ip),
-            "login.local",
+            action,
             format!("user/{}", user.user.id),
         );
         self.store
@@ -465,6 +481,7 @@ mod expiry_tests {
                 "a long enough password",
                 false,
                 "127.0.0.1",
+                None,
             )
             .await
             .unwrap();
@@ -474,6 +491,7 @@ mod expiry_tests {
                 "a long enough password",
                 true,
                 "127.0.0.1",
+                None,
             )
             .await
             .unwrap();
@@ -521,13 +539,13 @@ mod expiry_tests {
         let held: Vec<_> = std::iter::from_fn(|| auth.queue_for_hashing().ok()).collect();
         assert_eq!(held.len(), crate::auth::service::HASH_QUEUE);
         assert!(matches!(
-            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1")
+            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1", None)
                 .await,
             Err(AuthError::Busy)
         ));
         drop(held);
         assert!(
-            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1")
+            auth.login(DEFAULT_ADMIN_EMAIL, password, false, "127.0.0.1", None)
                 .await
                 .is_ok()
         );

@@ -16,6 +16,7 @@ mod checks;
 mod cli;
 mod config;
 mod contract;
+mod directory;
 mod durability;
 mod espa_peer;
 mod events;
