@@ -1,11 +1,13 @@
 // What the browser suite and the page-weight benchmark share: a real svc server on a free port
-// with a fresh data directory, the API with its bootstrap token, Chromium's launch options.
+// with a fresh data directory, the API with its bootstrap token, Chromium's launch options, the
+// OpenID provider of tests/peers/oidc.
 
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
 export const BIN = resolve(process.env.SVC_BIN || "target/release/svc");
@@ -32,18 +34,32 @@ function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export async function startServer() {
-  const data = mkdtempSync(join(tmpdir(), "svc-browser-"));
-  const token = execFileSync(BIN, ["bootstrap", "--data-dir", data], { encoding: "utf8" }).trim();
+/// A free port on 127.0.0.1 and the base URL a server on it has.
+export async function address() {
   const port = await freePort();
+  return { port, base: `http://127.0.0.1:${port}` };
+}
+
+/// An svc server on `at` (from `address()`, a fresh one by default), with `config` (YAML) as
+/// its configuration file when given.
+export async function startServer(at, config) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-browser-"));
+  const data = join(dir, "data");
+  mkdirSync(data);
+  const token = execFileSync(BIN, ["bootstrap", "--data-dir", data], { encoding: "utf8" }).trim();
+  const { port, base } = at || (await address());
+  const extra = [];
+  if (config) {
+    writeFileSync(join(dir, "svc.yaml"), config);
+    extra.push("--config", join(dir, "svc.yaml"));
+  }
   const log = [];
-  const child = spawn(BIN, ["serve", "--data-dir", data, "--listen", `127.0.0.1:${port}`, "--tls", "off"], {
+  const child = spawn(BIN, ["serve", "--data-dir", data, "--listen", `127.0.0.1:${port}`, "--tls", "off", ...extra], {
     env: { ...process.env, SVC_DEFAULT_ADMIN_DISABLED: "1", RUST_LOG: "warn" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   child.stdout.on("data", (d) => log.push(String(d)));
   child.stderr.on("data", (d) => log.push(String(d)));
-  const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 100; i++) {
     try {
       if ((await fetch(`${base}/healthz`)).ok) return { base, token, child, log };
@@ -98,3 +114,28 @@ export async function signIn(page, base, email = "olga@example.org") {
   await Promise.all([page.waitForURL(`${base}/`), page.click("button[type=submit]")]);
 }
 
+
+/// The OpenID provider of the SSO tests (tests/peers/oidc, `npm ci` there first) on a free port,
+/// with one client `svc` for the server at `base` and `accounts` ({login: {email, name, groups}}).
+export async function startProvider(base, accounts) {
+  const dir = mkdtempSync(join(tmpdir(), "svc-oidc-"));
+  const state = join(dir, "state.json");
+  writeFileSync(state, JSON.stringify({
+    clients: [{ client_id: "svc", client_secret: "a-client-secret-for-the-browser-suite", redirect_uris: [`${base}/auth/callback`], grant_types: ["authorization_code"], response_types: ["code"] }],
+    accounts,
+    tamper: null,
+  }));
+  const { port, base: issuer } = await address();
+  const script = resolve(dirname(fileURLToPath(import.meta.url)), "../peers/oidc/provider.mjs");
+  const child = spawn(process.execPath, [script, String(port), state], { stdio: ["ignore", "pipe", "pipe"] });
+  const log = [];
+  child.stdout.on("data", (d) => log.push(String(d)));
+  child.stderr.on("data", (d) => log.push(String(d)));
+  for (let i = 0; i < 100; i++) {
+    try {
+      if ((await fetch(`${issuer}/.well-known/openid-configuration`)).ok) return { issuer, child, secret: "a-client-secret-for-the-browser-suite" };
+    } catch {}
+    await sleep(100);
+  }
+  throw new Error(`the OpenID provider did not start:\n${log.join("")}`);
+}

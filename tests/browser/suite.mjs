@@ -3,7 +3,7 @@
 //
 //   SVC_BIN=target/release/svc node tests/browser/suite.mjs
 //
-// Flows: sign in, a CRITICAL result appearing live on the problems page (no reload),
+// Flows: sign in, single sign-on through an OpenID provider (tests/peers/oidc), a CRITICAL result appearing live on the problems page (no reload),
 // acknowledge from the row, silence from an alert, the on-call page, the service worker the
 // account page registers, a service's page, the
 // same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
@@ -15,7 +15,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createRequire } from "node:module";
-import { api, launch, result, seed, signIn, sleep, startServer } from "./common.mjs";
+import { address, api, launch, result, seed, signIn, sleep, startProvider, startServer } from "./common.mjs";
 
 const require = createRequire(import.meta.url);
 const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
@@ -70,10 +70,14 @@ const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-ru
 const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/silences/new", "/sites", "/account"];
 
 async function main() {
-  const srv = await startServer();
+  // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.
+  const at = await address();
+  const idp = await startProvider(at.base, { sofia: { email: "sofia@example.org", name: "Sofia", groups: ["noc"] } });
+  const srv = await startServer(at, `baseUrl: ${at.base}\noidc:\n  issuer: ${idp.issuer}\n  clientId: svc\n  clientSecret: ${idp.secret}\n`);
   let browser;
   try {
     await seed(srv);
+    await api(srv, "POST", "/api/v1/roles", { name: "noc", permissions: ["objects:read", "alerts:read", "alerts:ack"], idpGroups: ["noc"] });
     await result(srv, "fan", "CRITICAL");
     browser = await launch();
 
@@ -85,6 +89,23 @@ async function main() {
     await flow("sign in", page, async () => {
       await signIn(page, base);
       assert((await page.title()).includes("Problems"), `title: ${await page.title()}`);
+    });
+
+    await flow("single sign-on through the OpenID provider", page, async () => {
+      const sso = await desktop.browser().newContext();
+      const tab = await sso.newPage();
+      try {
+        await tab.goto(`${base}/login`);
+        await Promise.all([tab.waitForURL(/\/interaction\//), tab.click("text=Sign in with 127.0.0.1")]);
+        await tab.fill("input[name=login]", "sofia");
+        await tab.fill("input[name=password]", "anything");
+        await Promise.all([tab.waitForURL(`${base}/`), tab.click("button[type=submit]")]);
+        assert((await tab.title()).includes("Problems"), `title: ${await tab.title()}`);
+        const sofia = (await api(srv, "GET", "/api/v1/users")).items.find((u) => u.email === "sofia@example.org");
+        assert(sofia && !sofia.local && sofia.roles.join() === "noc", `account: ${JSON.stringify(sofia)}`);
+      } finally {
+        await sso.close();
+      }
     });
 
     await flow("a CRITICAL result appears live on the problems page", page, async () => {
@@ -209,6 +230,7 @@ async function main() {
   } finally {
     if (browser) await browser.close();
     srv.child.kill("SIGTERM");
+    idp.child.kill("SIGTERM");
   }
   const failed = results.filter((r) => !r.ok);
   console.log(`\n${results.length - failed.length} of ${results.length} flows passed`);

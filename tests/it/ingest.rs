@@ -1229,7 +1229,15 @@ async fn mails_in_an_imap_mailbox_become_events_and_are_marked_or_moved() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(dovecot.flags(""), ["S", "S"]);
+    // The copy shows before the original is expunged from the inbox.
+    while dovecot.flags("") != ["S", "S"] {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "moved, not copied: {:?}",
+            dovecot.flags("")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
