@@ -8,7 +8,7 @@ use super::router::{HTML, Route, not_found};
 use super::ui::look;
 use crate::auth::oidc::{self, OidcError};
 use crate::auth::sessions::NewAccount;
-use crate::auth::sso::SsoAccount;
+use crate::auth::sso::ExternalAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::web;
 use axum::extract::{Form, FromRequest, Request, State};
@@ -415,7 +415,7 @@ async fn oidc_callback(State(st): State<AppState>, req: Request) -> Response {
         Ok(i) => i,
         Err(e) => return sso_failed(&st, &e, o.secure).await,
     };
-    let account = SsoAccount {
+    let account = ExternalAccount {
         subject: identity.subject,
         email: identity.email,
         name: identity.name,

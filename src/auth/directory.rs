@@ -8,13 +8,13 @@
 //! entry per account changed and one for the sync, and writes nothing when nothing changed, so
 //! a directory at rest costs the disk nothing.
 
-use super::sso::{GroupMatch, roles_for};
+use super::sso::{ExternalAccount, GroupMatch, provisioned, roles_for};
 use super::{Auth, AuthError};
 use crate::config::LdapConfig;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
-use crate::model::identity::{Actor, ActorType, StoredUser, User};
+use crate::model::identity::{Actor, ActorType, User};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use ldap3::adapters::{EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry, ldap_escape};
@@ -69,15 +69,6 @@ pub struct DirectoryError(String);
 
 fn ldap_error(what: &str, e: ldap3::LdapError) -> DirectoryError {
     DirectoryError(format!("{what}: {e}"))
-}
-
-/// A person as the directory has them.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Person {
-    pub subject: String,
-    pub email: String,
-    pub name: String,
-    pub groups: Vec<String>,
 }
 
 /// `ldap.*` with SPEC 5.11's defaults filled in.
@@ -160,10 +151,10 @@ fn first_rdn_value(dn: &str) -> &str {
 /// What a sync does to one account.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
-    Create(Person, Vec<String>),
+    Create(ExternalAccount, Vec<String>),
     Update {
         id: Uuid,
-        person: Person,
+        person: ExternalAccount,
         roles: Vec<String>,
     },
     Disable(Uuid),
@@ -174,7 +165,7 @@ pub enum Change {
 /// account's person is gone. Accounts are matched by subject; everyone else is left alone.
 pub fn plan(
     stored: &[User],
-    people: &[(Person, Vec<String>)],
+    people: &[(ExternalAccount, Vec<String>)],
     disable_missing: bool,
 ) -> (Vec<Change>, u64) {
     let by_subject: HashMap<&str, &User> = stored
@@ -321,7 +312,7 @@ impl Directory {
         Ok(groups.into_iter().map(|g| g.dn).collect())
     }
 
-    fn person(&self, entry: &SearchEntry, groups: Vec<String>) -> Option<Person> {
+    fn person(&self, entry: &SearchEntry, groups: Vec<String>) -> Option<ExternalAccount> {
         let email = values(entry, &self.settings.user_attr)
             .first()?
             .trim()
@@ -339,7 +330,7 @@ impl Directory {
             .map(|n| n.trim().to_string())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| email.clone());
-        Some(Person {
+        Some(ExternalAccount {
             subject: format!("ldap|{}", id.to_lowercase()),
             email,
             name,
@@ -349,7 +340,7 @@ impl Directory {
 
     /// Everyone under `baseDn` that `userFilter` matches; those without an e-mail are counted
     /// as skipped.
-    async fn people(&self) -> Result<(Vec<Person>, u64), DirectoryError> {
+    async fn people(&self) -> Result<(Vec<ExternalAccount>, u64), DirectoryError> {
         let s = &self.settings;
         let mut ldap = self.bind(&s.bind_dn, &s.bind_password).await?;
         let mut attrs = vec![
@@ -448,7 +439,7 @@ impl Auth {
             .id;
         let defined = self.idp_roles(tenant).await.map_err(internal)?;
         let s = &directory.settings;
-        let people: Vec<(Person, Vec<String>)> = found
+        let people: Vec<(ExternalAccount, Vec<String>)> = found
             .into_iter()
             .map(|p| {
                 let roles = roles_for(
@@ -486,36 +477,16 @@ impl Auth {
                 let mut counts = BTreeMap::<&str, u64>::new();
                 for (change, new_id) in changes.into_iter().zip(ids) {
                     let (before, after, action) = match change {
-                        Change::Create(person, roles) => {
-                            let user = StoredUser {
-                                user: User {
-                                    id: new_id,
-                                    tenant_id: tenant,
-                                    email: person.email,
-                                    name: person.name,
-                                    roles,
-                                    local: false,
-                                    subject: person.subject,
-                                    disabled: false,
-                                    last_seen_at: None,
-                                    created_at: now,
-                                    updated_at: now,
-                                    version: 1,
-                                },
-                                password_hash: None,
-                            };
-                            (None, user, "user.provision")
-                        }
+                        Change::Create(person, roles) => (
+                            None,
+                            provisioned(None, &person, &roles, new_id, tenant, now),
+                            "user.provision",
+                        ),
                         Change::Update { id, person, roles } => {
                             let Some(old) = tx.user(tenant, id)? else {
                                 continue;
                             };
-                            let mut user = old.clone();
-                            user.user.email = person.email;
-                            user.user.name = person.name;
-                            user.user.roles = roles;
-                            user.user.updated_at = now;
-                            user.user.version += 1;
+                            let user = provisioned(Some(&old), &person, &roles, id, tenant, now);
                             (Some(old), user, "user.update")
                         }
                         Change::Disable(id) => {
@@ -666,8 +637,8 @@ mod tests {
         }
     }
 
-    fn person(dn: &str, email: &str) -> Person {
-        Person {
+    fn person(dn: &str, email: &str) -> ExternalAccount {
+        ExternalAccount {
             subject: format!("ldap|{dn}"),
             email: email.into(),
             name: email.into(),

@@ -59,9 +59,9 @@ pub fn roles_for(
     roles
 }
 
-/// Who an identity provider says signed in.
-#[derive(Clone, Debug)]
-pub struct SsoAccount {
+/// A person as an identity provider or a directory has them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalAccount {
     /// `issuer|sub`, or `ldap|dn`
     pub subject: String,
     pub email: String,
@@ -69,10 +69,12 @@ pub struct SsoAccount {
     pub groups: Vec<String>,
 }
 
-/// The account as the sign-in leaves it, before and after.
-fn provisioned(
+/// The account of an external person as a sign-in or a sync leaves it: `existing` brought up
+/// to date (its version moved only when something changed), or a new one, not local and
+/// without a password, with id `new_id` in `tenant`.
+pub(super) fn provisioned(
     existing: Option<&StoredUser>,
-    account: &SsoAccount,
+    account: &ExternalAccount,
     roles: &[String],
     new_id: Uuid,
     tenant: Uuid,
@@ -146,7 +148,7 @@ impl Auth {
     /// address another account holds, is refused.
     pub async fn sign_in_sso(
         &self,
-        account: SsoAccount,
+        account: ExternalAccount,
         admin_group: Option<&str>,
         source_ip: &str,
     ) -> Result<NewSession, AuthError> {
@@ -310,7 +312,7 @@ mod tests {
     fn a_returning_account_changes_only_when_something_did() {
         let tenant = Uuid::nil();
         let now = crate::model::Timestamp(jiff::Timestamp::UNIX_EPOCH);
-        let account = SsoAccount {
+        let account = ExternalAccount {
             subject: "https://idp|1".into(),
             email: "a@example.org".into(),
             name: "A".into(),

@@ -7,23 +7,16 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 const SUFFIX: &str = "dc=example,dc=org";
 const ROOT: &str = "cn=admin,dc=example,dc=org";
 const ROOT_PASSWORD: &str = "slapd-admin-password";
 
 struct Slapd {
-    child: Child,
+    _child: Peer,
     port: u16,
     tls_port: u16,
-}
-
-impl Drop for Slapd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Starts slapd on two free ports (plain with StartTLS, and LDAPS) with a certificate of a
@@ -78,7 +71,7 @@ fn slapd(dir: &Path) -> Option<Slapd> {
         .spawn()
         .unwrap();
     let slapd = Slapd {
-        child,
+        _child: Peer(child),
         port,
         tls_port,
     };
@@ -134,6 +127,15 @@ async fn add_person(ldap: &mut Ldap, uid: &str, name: &str, mail: Option<&str>) 
     add(ldap, &dn, attrs).await;
 }
 
+async fn add_group(ldap: &mut Ldap, cn: &str, member: &str) {
+    let attrs = vec![
+        ("objectClass", vec!["groupOfNames"]),
+        ("cn", vec![cn]),
+        ("member", vec![member]),
+    ];
+    add(ldap, &group_dn(cn), attrs).await;
+}
+
 /// The directory: four people (dave without e-mail), the groups NOC and svc-admins.
 async fn fill(port: u16) {
     let mut ldap = admin(port).await;
@@ -162,27 +164,8 @@ async fn fill(port: u16) {
     add_person(&mut ldap, "bob", "Bob Boss", Some("bob@example.org")).await;
     add_person(&mut ldap, "carol", "Carol", Some("carol@example.org")).await;
     add_person(&mut ldap, "dave", "Dave", None).await;
-    let (alice, bob) = (person_dn("alice"), person_dn("bob"));
-    add(
-        &mut ldap,
-        &group_dn("NOC"),
-        vec![
-            ("objectClass", vec!["groupOfNames"]),
-            ("cn", vec!["NOC"]),
-            ("member", vec![alice.as_str()]),
-        ],
-    )
-    .await;
-    add(
-        &mut ldap,
-        &group_dn("svc-admins"),
-        vec![
-            ("objectClass", vec!["groupOfNames"]),
-            ("cn", vec!["svc-admins"]),
-            ("member", vec![bob.as_str()]),
-        ],
-    )
-    .await;
+    add_group(&mut ldap, "NOC", &person_dn("alice")).await;
+    add_group(&mut ldap, "svc-admins", &person_dn("bob")).await;
     let _ = ldap.unbind().await;
 }
 

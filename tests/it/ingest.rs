@@ -439,7 +439,7 @@ async fn wait_alert(s: &Server, token: &str, status: &str) -> Value {
 /// A mosquitto broker on a free local port, or `None` where it is not installed (CI installs
 /// it and must not skip).
 struct Broker {
-    child: std::process::Child,
+    _child: Peer,
     port: u16,
     /// With TLS: the broker's files, and its CA's certificate that clients trust.
     tls: Option<(tempfile::TempDir, std::path::PathBuf)>,
@@ -462,7 +462,11 @@ impl Broker {
     ) -> Option<Broker> {
         let child = spawn_peer(command, "mosquitto")?;
         wait_listening(port, "mosquitto");
-        Some(Broker { child, port, tls })
+        Some(Broker {
+            _child: Peer(child),
+            port,
+            tls,
+        })
     }
 
     /// A broker that speaks only TLS, with a certificate of a private CA, and signs in only
@@ -543,13 +547,6 @@ impl Broker {
             .unwrap()
             .success();
         assert!(ok, "mosquitto_pub failed");
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -874,7 +871,7 @@ async fn snmp_traps_v1_and_v2c_become_events_and_link_up_resolves_link_down() {
 /// Prometheus Alertmanager (Debian `prometheus-alertmanager`) with svc as its webhook
 /// receiver, or `None` where it is not installed.
 struct Alertmanager {
-    child: std::process::Child,
+    _child: Peer,
     url: String,
     _dir: tempfile::TempDir,
 }
@@ -903,7 +900,7 @@ impl Alertmanager {
         )?;
         wait_listening(port, "alertmanager");
         Some(Alertmanager {
-            child,
+            _child: Peer(child),
             url: format!("http://127.0.0.1:{port}"),
             _dir: dir,
         })
@@ -924,13 +921,6 @@ impl Alertmanager {
             .await
             .unwrap();
         assert!(res.status().is_success(), "alertmanager: {}", res.status());
-    }
-}
-
-impl Drop for Alertmanager {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -976,7 +966,7 @@ async fn a_real_alertmanager_fires_and_resolves_an_alert_in_svc() {
 /// refused) with the mailbox `ops`/`secret` in Maildir form, its certificate signed by a private
 /// CA; `None` where it is not installed (CI installs it and must not skip).
 struct Dovecot {
-    child: std::process::Child,
+    _child: Peer,
     dir: tempfile::TempDir,
     imaps: u16,
     imap: u16,
@@ -1030,13 +1020,13 @@ impl Dovecot {
         );
         std::fs::write(d.join("dovecot.conf"), config).unwrap();
         let mut server = Dovecot {
-            child: spawn_peer(
+            _child: Peer(spawn_peer(
                 std::process::Command::new("dovecot")
                     .arg("-F")
                     .arg("-c")
                     .arg(d.join("dovecot.conf")),
                 "dovecot-imapd",
-            )?,
+            )?),
             dir,
             imaps,
             imap,
@@ -1092,13 +1082,6 @@ impl Dovecot {
             .collect();
         flags.sort();
         flags
-    }
-}
-
-impl Drop for Dovecot {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -7,22 +7,15 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 const SECRET: &str = "a-client-secret-for-the-sso-tests";
 
 /// The provider, stopped when dropped.
 struct Provider {
-    child: Child,
+    _child: Peer,
     issuer: String,
     state: PathBuf,
-}
-
-impl Drop for Provider {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Provider {
@@ -74,7 +67,7 @@ fn provider(dir: &Path, svc_base: &str, accounts: Value) -> Option<Provider> {
         return None;
     };
     let provider = Provider {
-        child,
+        _child: Peer(child),
         issuer: format!("http://127.0.0.1:{port}"),
         state,
     };

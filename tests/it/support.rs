@@ -477,6 +477,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A peer's process, stopped (killed and reaped) when dropped.
+pub struct Peer(pub Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Spawns a peer program (an interoperability peer from a Debian package), or `None` with a
 /// note where it is not installed; in CI, which installs them, its absence fails the test.
 pub fn spawn_peer(cmd: &mut Command, package: &str) -> Option<Child> {
