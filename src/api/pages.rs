@@ -8,7 +8,6 @@ use super::router::{HTML, Route, not_found};
 use super::ui::look;
 use crate::auth::oidc::{self, OidcError};
 use crate::auth::sessions::NewAccount;
-use crate::auth::sso::ExternalAccount;
 use crate::auth::{AuthError, NewSession};
 use crate::web;
 use axum::extract::{Form, FromRequest, Request, State};
@@ -411,15 +410,9 @@ async fn oidc_callback(State(st): State<AppState>, req: Request) -> Response {
             .collect();
         Err(OidcError::Refused(code))
     };
-    let identity = match identity {
-        Ok(i) => i,
+    let account = match identity {
+        Ok(a) => a,
         Err(e) => return sso_failed(&st, &e, o.secure).await,
-    };
-    let account = ExternalAccount {
-        subject: identity.subject,
-        email: identity.email,
-        name: identity.name,
-        groups: identity.groups,
     };
     match st
         .auth

@@ -8,6 +8,7 @@
 //! authorization URL next to the challenge. The provider's discovery document and keys are
 //! cached for five minutes; a token signed with a key the cache lacks fetches them again once.
 
+use super::sso::ExternalAccount;
 use crate::config::OidcConfig;
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
@@ -74,16 +75,6 @@ pub struct Start {
     pub url: String,
     pub state: String,
     pub verifier: String,
-}
-
-/// Who the provider says signed in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    /// `issuer|sub`
-    pub subject: String,
-    pub email: String,
-    pub name: String,
-    pub groups: Vec<String>,
 }
 
 /// Why a sign-in failed; the text is shown on the sign-in page, so it names no secret.
@@ -285,7 +276,7 @@ impl Oidc {
         state: &str,
         state_cookie: Option<&str>,
         verifier_cookie: Option<&str>,
-    ) -> Result<Identity, OidcError> {
+    ) -> Result<ExternalAccount, OidcError> {
         let (Some(expected), Some(verifier)) = (state_cookie, verifier_cookie) else {
             return Err(OidcError::NoFlow);
         };
@@ -358,7 +349,7 @@ impl Oidc {
             .map(|e| e.trim().to_lowercase())
             .filter(|e| !e.is_empty())
             .ok_or(OidcError::NoEmail)?;
-        Ok(Identity {
+        Ok(ExternalAccount {
             subject: format!("{}|{}", claims.issuer().as_str(), claims.subject().as_str()),
             name: name
                 .filter(|n| !n.trim().is_empty())
