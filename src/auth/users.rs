@@ -243,7 +243,13 @@ impl Auth {
         req: SetPassword,
     ) -> Result<(), AuthError> {
         // Another tenant's user is not found, whatever the body says.
-        self.store.user(p.tenant, id).await.map_err(user_errors)?;
+        let user = self.store.user(p.tenant, id).await.map_err(user_errors)?;
+        if !user.user.local {
+            return Err(AuthError::validation(
+                "password",
+                "this account signs in through its identity provider or directory; it has no password here",
+            ));
+        }
         check_password(&req.password)?;
         let audit = self.audit(p, actor, "user.set-password", format!("user/{id}"));
         self.replace_password(p.tenant, id, req.password, audit)

@@ -379,6 +379,18 @@ async fn oidc_sign_in_maps_groups_to_roles_again_at_each_sign_in() {
         "one account per subject"
     );
 
+    // An SSO account has no password here to set.
+    let alice_id = user["id"].as_str().unwrap();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        &format!("/api/v1/users/{alice_id}:set-password"),
+        json!({"password": "a-long-enough-password"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/password").await;
+
     // No matching group: viewer; no name: the e-mail address.
     let mut carol = Browser::new();
     assert_eq!(sign_in(&mut carol, s, "carol").await.status(), 302);
