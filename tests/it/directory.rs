@@ -496,6 +496,28 @@ async fn directory_over_tls_and_its_failures() {
         );
     }
 
+    // Groups found by a search instead of memberOf, the subject from uid, the admin group by CN.
+    let d = dir.path().join("g");
+    std::fs::create_dir_all(&d).unwrap();
+    let yaml = ldap_config(
+        &format!("ldap://127.0.0.1:{}", ldap.port),
+        &format!("  groupAttr: description\n  groupFilter: (&(objectClass=groupOfNames)(member={{dn}}))\n  groupBaseDn: ou=groups,{SUFFIX}\n  idAttr: uid\n"),
+    )
+    .replace(&format!("adminGroup: cn=svc-admins,ou=groups,{SUFFIX}"), "adminGroup: SVC-Admins");
+    let a = Admin::start_with(Opts {
+        args: config_args(&d, &yaml),
+        ..Default::default()
+    });
+    json(sync(&a).await.unwrap(), 200).await;
+    let users = users_by_email(&a.s, &a.token).await;
+    assert_eq!(
+        users["bob@example.org"]["roles"],
+        json!(["admin"]),
+        "{users:?}"
+    );
+    assert_eq!(users["alice@example.org"]["roles"], json!(["viewer"]));
+    assert_eq!(users["alice@example.org"]["subject"], "ldap|alice");
+
     // A wrong bind password, and a directory that is not there.
     let d = dir.path().join("e");
     std::fs::create_dir_all(&d).unwrap();
