@@ -168,7 +168,8 @@ impl Auth {
         let ip = source_ip.to_string();
         self.store
             .transact(move |tx| {
-                let existing = match tx.users(tenant)?.into_iter().find(|u| u.subject == account.subject) {
+                let known = tx.users(tenant)?;
+                let existing = match known.iter().find(|u| u.subject == account.subject) {
                     Some(u) => tx.user(tenant, u.id)?,
                     None => None,
                 };
