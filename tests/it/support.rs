@@ -596,3 +596,14 @@ pub fn base64_of(bytes: &[u8], url: bool) -> String {
     }
     out
 }
+
+/// The actions of the acting tenant's newest `limit` audit entries, newest first.
+pub async fn audit_actions(s: &Server, token: &str, limit: usize) -> Vec<String> {
+    let audit = get(s, token, &format!("/api/v1/audit?limit={limit}")).await;
+    audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_string())
+        .collect()
+}
