@@ -394,7 +394,7 @@ impl Directory {
         }
     }
 
-    fn record(&self, at: Timestamp, outcome: &Result<SyncResult, DirectoryError>) {
+    fn record(&self, at: Timestamp, outcome: &Result<SyncResult, AuthError>) {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         status.last_sync_at = Some(at);
         match outcome {
@@ -420,24 +420,22 @@ impl Auth {
         let _one_at_a_time = directory.running.lock().await;
         let outcome = self.sync_once(directory, actor, always_audit).await;
         directory.record(self.clock.now(), &outcome);
-        outcome.map_err(|e| AuthError::Directory(e.to_string()))
+        outcome
     }
 
+    /// One sync: the directory's failures are `Directory` (502), the store's are its own.
     async fn sync_once(
         &self,
         directory: &Directory,
         actor: &Actor,
         always_audit: bool,
-    ) -> Result<SyncResult, DirectoryError> {
-        let internal = |e: AuthError| DirectoryError(e.to_string());
-        let (found, skipped) = directory.people().await?;
-        let tenant = self
-            .store
-            .default_tenant()
+    ) -> Result<SyncResult, AuthError> {
+        let (found, skipped) = directory
+            .people()
             .await
-            .map_err(|e| internal(e.into()))?
-            .id;
-        let defined = self.idp_roles(tenant).await.map_err(internal)?;
+            .map_err(|e| AuthError::Directory(e.to_string()))?;
+        let tenant = self.store.default_tenant().await?.id;
+        let defined = self.idp_roles(tenant).await?;
         let s = &directory.settings;
         let people: Vec<(ExternalAccount, Vec<String>)> = found
             .into_iter()
@@ -452,24 +450,19 @@ impl Auth {
                 (p, roles)
             })
             .collect();
-        let stored = self
-            .store
-            .users(tenant)
-            .await
-            .map_err(|e| internal(e.into()))?;
+        let stored = self.store.users(tenant).await?;
         let (changes, unchanged) = plan(&stored, &people, s.disable_missing);
-        let mut result = SyncResult {
-            unchanged,
-            skipped,
-            ..Default::default()
-        };
         if changes.is_empty() && !always_audit {
-            return Ok(result);
+            return Ok(SyncResult {
+                unchanged,
+                skipped,
+                ..Default::default()
+            });
         }
         let now = self.clock.now();
         let ids: Vec<Uuid> = changes.iter().map(|_| self.clock.new_id()).collect();
         let actor = actor.clone();
-        let outcome = self
+        let result = self
             .store
             .transact(move |tx| {
                 let mut audits = Vec::new();
@@ -545,9 +538,7 @@ impl Auth {
                 tx.record(audits, events)?;
                 Ok((result, true))
             })
-            .await
-            .map_err(|e| DirectoryError(e.to_string()))?;
-        result = outcome;
+            .await?;
         Ok(result)
     }
 
