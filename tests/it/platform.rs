@@ -370,6 +370,30 @@ fn board_presets_are_valid_configurations() {
     assert!(n > 0, "no presets found");
 }
 
+#[test]
+fn the_readmes_configuration_examples_are_valid() {
+    let readme = include_str!("../../README.md");
+    let section = &readme[readme.find("## Configuration").unwrap()..];
+    let section = &section[..section.find("\n## ").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for block in section.split("```yaml\n").skip(1) {
+        let yaml = &block[..block.find("```").unwrap()];
+        if yaml.starts_with("kind:") {
+            continue; // a configuration document, applied by the SSO test
+        }
+        let file = dir.path().join(format!("example-{checked}.yaml"));
+        std::fs::write(&file, yaml).unwrap();
+        let (code, _, err) = svc(
+            &["config", "check", "--config", file.to_str().unwrap()],
+            &[],
+        );
+        assert_eq!(code, 0, "{yaml}\n{err}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "the OIDC and the LDAP examples");
+}
+
 #[tokio::test]
 async fn bootstrap_refuses_while_the_server_holds_the_store() {
     let s = Server::start();
