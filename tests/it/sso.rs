@@ -459,7 +459,7 @@ async fn oidc_refuses_what_a_strict_relying_party_must() {
     // No token and no local account: the setup gate is open and stays open after SSO sign-ins.
     let s = Server::start_with(Opts {
         env: vec![("SVC_DEFAULT_ADMIN_DISABLED".into(), "1".into())],
-        ..relying_party(dir.path(), port, &idp.issuer, "")
+        ..relying_party(dir.path(), port, &idp.issuer, "trustProxy: true\n")
     });
     let refused = |res: reqwest::Response| async move {
         let status = res.status().as_u16();
@@ -547,6 +547,24 @@ async fn oidc_refuses_what_a_strict_relying_party_must() {
         page.contains("access_denied") && !page.contains("call us"),
         "{page}"
     );
+
+    // Behind a TLS proxy that says so (trustProxy), the flow's cookies are Secure.
+    let res = s
+        .http
+        .get(s.url("/auth/oidc"))
+        .header("X-Forwarded-Proto", "https")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 302);
+    let set: Vec<&str> = res
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(set.len(), 2, "{set:?}");
+    assert!(set.iter().all(|c| c.ends_with("; Secure")), "{set:?}");
 
     // SSO accounts do not close the setup gate: it waits for a local administrator.
     assert_eq!(s.get("/setup").await.status(), 200);
