@@ -8,13 +8,13 @@
 //! entry per account changed and one for the sync, and writes nothing when nothing changed, so
 //! a directory at rest costs the disk nothing.
 
-use super::sso::{ExternalAccount, GroupMatch, provisioned, roles_for};
+use super::sso::{ExternalAccount, GroupMatch, first_rdn_value, provisioned, roles_for};
 use super::{Auth, AuthError};
 use crate::config::LdapConfig;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
-use crate::model::identity::{Actor, ActorType, User};
+use crate::model::identity::{Actor, ActorType, DIRECTORY_SUBJECT, User};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use ldap3::adapters::{EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry, ldap_escape};
@@ -140,14 +140,6 @@ fn values<'e>(entry: &'e SearchEntry, attr: &str) -> Vec<&'e str> {
         .collect()
 }
 
-/// The value of a DN's first RDN (`uid=ada,ou=people` → `ada`).
-fn first_rdn_value(dn: &str) -> &str {
-    dn.split(',')
-        .next()
-        .and_then(|rdn| rdn.split_once('='))
-        .map_or(dn, |(_, v)| v.trim())
-}
-
 /// What a sync does to one account.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Change {
@@ -170,7 +162,7 @@ pub fn plan(
 ) -> (Vec<Change>, u64) {
     let by_subject: HashMap<&str, &User> = stored
         .iter()
-        .filter(|u| u.subject.starts_with("ldap|"))
+        .filter(|u| u.is_directory_account())
         .map(|u| (u.subject.as_str(), u))
         .collect();
     let mut changes = Vec::new();
@@ -331,7 +323,7 @@ impl Directory {
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| email.clone());
         Some(ExternalAccount {
-            subject: format!("ldap|{}", id.to_lowercase()),
+            subject: format!("{DIRECTORY_SUBJECT}{}", id.to_lowercase()),
             email,
             name,
             groups,
@@ -618,7 +610,7 @@ mod tests {
             email: email.into(),
             name: email.into(),
             roles: roles.iter().map(|r| r.to_string()).collect(),
-            local: !subject.starts_with("ldap|"),
+            local: !subject.starts_with(DIRECTORY_SUBJECT),
             subject: subject.into(),
             disabled,
             last_seen_at: None,
@@ -700,11 +692,5 @@ mod tests {
         assert_eq!(s.sync_interval, DEFAULT_SYNC_INTERVAL);
         assert_eq!(s.default_roles, vec!["viewer"]);
         assert!(s.disable_missing && !s.start_tls && !s.insecure);
-    }
-
-    #[test]
-    fn the_first_rdn_names_a_group() {
-        assert_eq!(first_rdn_value("cn=NOC,ou=groups,dc=x"), "NOC");
-        assert_eq!(first_rdn_value("plain"), "plain");
     }
 }

@@ -8,10 +8,12 @@
 //! authorization URL next to the challenge. The provider's discovery document and keys are
 //! cached for five minutes; a token signed with a key the cache lacks fetches them again once.
 
+use super::crypto::constant_time_eq;
 use super::sso::ExternalAccount;
 use crate::config::OidcConfig;
 use crate::model::Timestamp;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::outbound::error_text;
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreClient, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
     CoreJwsSigningAlgorithm, CoreProviderMetadata,
@@ -149,15 +151,6 @@ fn nonce_of(verifier: &str) -> String {
     crate::model::base64::encode_url(&h.finalize())
 }
 
-/// Equal strings, compared in time that does not depend on where they differ.
-fn same_secret(a: &str, b: &str) -> bool {
-    let (x, y) = (Sha256::digest(a.as_bytes()), Sha256::digest(b.as_bytes()));
-    x.iter()
-        .zip(y.iter())
-        .fold(0u8, |acc, (p, q)| acc | (p ^ q))
-        == 0
-}
-
 /// The groups in a claim: a list of strings, or one string.
 fn groups_in(value: Option<&Value>) -> Vec<String> {
     match value {
@@ -196,10 +189,7 @@ impl Oidc {
             Some(s) if s.is_empty() => MINIMUM_SCOPES.iter().map(|s| s.to_string()).collect(),
             Some(s) => s.clone(),
         };
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
+        let http = crate::runtime::outbound::client(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| format!("oidc: no HTTP client: {e}"))?;
         Ok(Some(Self {
@@ -234,7 +224,7 @@ impl Oidc {
         }
         let meta = CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http)
             .await
-            .map_err(|e| OidcError::Unreachable(error_chain(&e)))?;
+            .map_err(|e| OidcError::Unreachable(error_text(&e)))?;
         *cached = Some((now, meta.clone()));
         Ok(meta)
     }
@@ -280,7 +270,7 @@ impl Oidc {
         let (Some(expected), Some(verifier)) = (state_cookie, verifier_cookie) else {
             return Err(OidcError::NoFlow);
         };
-        if state.is_empty() || !same_secret(state, expected) {
+        if state.is_empty() || !constant_time_eq(state.as_bytes(), expected.as_bytes()) {
             return Err(OidcError::StateMismatch);
         }
         let meta = self.metadata(false).await?;
@@ -291,7 +281,7 @@ impl Oidc {
             .set_pkce_verifier(PkceCodeVerifier::new(verifier.to_string()))
             .request_async(&self.http)
             .await
-            .map_err(|e| OidcError::Refused(error_chain(&e)))?;
+            .map_err(|e| OidcError::Refused(error_text(&e)))?;
         let raw = tokens
             .id_token()
             .ok_or_else(|| OidcError::Rejected("no id_token in the token answer".into()))?
@@ -331,7 +321,7 @@ impl Oidc {
             let info: UserInfoClaims<OtherClaims, CoreGenderClaim> = request
                 .request_async(&self.http)
                 .await
-                .map_err(|e| OidcError::Rejected(format!("userinfo: {}", error_chain(&e))))?;
+                .map_err(|e| OidcError::Rejected(format!("userinfo: {}", error_text(&e))))?;
             email = email.or_else(|| info.email().map(|e| e.as_str().to_string()));
             name = name.or_else(|| {
                 info.name()
@@ -358,18 +348,6 @@ impl Oidc {
             groups: groups_in(groups.as_ref()),
         })
     }
-}
-
-/// An error and its causes in one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]
@@ -401,8 +379,9 @@ mod tests {
 
     #[test]
     fn states_compare_whole() {
-        assert!(same_secret("abc", "abc"));
-        assert!(!same_secret("abc", "abd"));
-        assert!(!same_secret("abc", "ab"));
+        let same = |a: &str, b: &str| constant_time_eq(a.as_bytes(), b.as_bytes());
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
     }
 }

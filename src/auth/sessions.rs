@@ -111,9 +111,7 @@ impl Auth {
             .user_by_email(email.to_string())
             .await?
             .filter(|u| !u.user.disabled);
-        let in_directory = user
-            .as_ref()
-            .is_some_and(|u| !u.user.local && u.user.subject.starts_with("ldap|"));
+        let in_directory = user.as_ref().is_some_and(|u| u.user.is_directory_account());
         let candidate = user
             .as_ref()
             .filter(|u| u.user.local)

@@ -24,15 +24,19 @@ impl GroupMatch {
             GroupMatch::Exact => configured == group,
             GroupMatch::Directory => {
                 let (configured, group) = (configured.to_lowercase(), group.to_lowercase());
-                let first_rdn = group
-                    .split(',')
-                    .next()
-                    .and_then(|rdn| rdn.split_once('='))
-                    .map(|(_, value)| value.trim());
-                configured == group || first_rdn == Some(configured.as_str())
+                configured == group || first_rdn_value(&group) == configured
             }
         }
     }
+}
+
+/// The value of a DN's first RDN (`uid=ada,ou=people` → `ada`); a string that is no DN is
+/// its own value.
+pub(super) fn first_rdn_value(dn: &str) -> &str {
+    dn.split(',')
+        .next()
+        .and_then(|rdn| rdn.split_once('='))
+        .map_or(dn, |(_, v)| v.trim())
 }
 
 /// The roles of a member of `groups`: every role (name, its `idpGroups`) naming one of them,
@@ -286,6 +290,12 @@ mod tests {
             roles_for(&defined(), &[], None, GroupMatch::Exact, &[]),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn the_first_rdn_names_a_group() {
+        assert_eq!(first_rdn_value("cn=NOC,ou=groups,dc=x"), "NOC");
+        assert_eq!(first_rdn_value("plain"), "plain");
     }
 
     #[test]

@@ -69,9 +69,7 @@ impl MainLink {
         if site.main_url.is_empty() {
             return Ok(None);
         }
-        let builder = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
+        let builder = crate::runtime::outbound::client(REQUEST_TIMEOUT)
             .user_agent(concat!("svc-site/", env!("CARGO_PKG_VERSION")));
         let builder = if !site.fingerprint.is_empty() {
             // Exactly the pinned certificate, whoever signed it (a private CA, self-signed).
@@ -127,13 +125,10 @@ impl MainLink {
     }
 
     fn transport(e: reqwest::Error) -> String {
-        let mut text = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(s) = source {
-            text = format!("{text}: {s}");
-            source = s.source();
-        }
-        format!("main unreachable: {text}")
+        format!(
+            "main unreachable: {}",
+            crate::runtime::outbound::error_text(&e)
+        )
     }
 }
 

@@ -176,9 +176,17 @@ pub struct User {
     pub version: u64,
 }
 
+/// What a directory account's subject starts with (SPEC 5.11): `ldap|` and its DN or id.
+pub const DIRECTORY_SUBJECT: &str = "ldap|";
+
 impl User {
     pub fn is_enabled_admin(&self) -> bool {
         !self.disabled && self.roles.iter().any(|r| r == "admin")
+    }
+
+    /// An account of the LDAP directory (not local, its subject `ldap|…`).
+    pub fn is_directory_account(&self) -> bool {
+        !self.local && self.subject.starts_with(DIRECTORY_SUBJECT)
     }
 }
 

@@ -4,6 +4,7 @@
 //! open or acknowledged. Opening a link shows what it acknowledges; only a POST from that page
 //! acts, so a mail scanner fetching links acknowledges nothing.
 
+use crate::auth::crypto::constant_time_eq;
 use crate::model::Timestamp;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -51,15 +52,7 @@ pub fn sign(key: &[u8], alert: Uuid, contact: Option<Uuid>, now: Timestamp) -> S
 pub fn verify(key: &[u8], token: &str, now: Timestamp) -> Option<AckClaim> {
     let (body, given) = token.rsplit_once('.')?;
     let expected = mac(key, body);
-    // Constant time: the comparison does not stop at the first differing byte.
-    if expected.is_empty()
-        || expected.len() != given.len()
-        || expected
-            .bytes()
-            .zip(given.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            != 0
-    {
+    if expected.is_empty() || !constant_time_eq(expected.as_bytes(), given.as_bytes()) {
         return None;
     }
     let mut parts = body.split('.');

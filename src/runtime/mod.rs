@@ -7,6 +7,7 @@ pub mod clock;
 pub mod labels;
 pub mod metrics;
 pub mod oncall;
+pub mod outbound;
 pub mod paths;
 pub mod secrets;
 pub mod shutdown;

@@ -191,16 +191,6 @@ async fn sync_now(s: &Server, token: &str) -> Value {
     json(res.send().await.unwrap(), 200).await
 }
 
-async fn sign_in(s: &Server, email: &str, password: &str) -> reqwest::Response {
-    s.http
-        .post(s.url("/login"))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(serde_urlencoded::to_string([("email", email), ("password", password)]).unwrap())
-        .send()
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
     let dir = tempfile::tempdir().unwrap();
@@ -291,25 +281,10 @@ async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
     );
 
     // Directory people sign in with their directory password (search, then bind).
-    let res = sign_in(s, "alice@example.org", "directory-password").await;
+    let res = login(s, "alice@example.org", "directory-password", false).await;
     assert_eq!(res.status(), 302);
-    let cookie = res.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string();
-    let me = json(
-        s.http
-            .get(s.url("/api/v1/whoami"))
-            .header("Cookie", &cookie)
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    let (session, _) = session_of(&res);
+    let me = json(whoami_cookie(s, &session).await, 200).await;
     assert!(
         me["permissions"]
             .as_array()
@@ -317,9 +292,12 @@ async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
             .contains(&json!("alerts:ack")),
         "{me}"
     );
-    assert_eq!(sign_in(s, "alice@example.org", "wrong").await.status(), 401);
     assert_eq!(
-        sign_in(s, "alice@example.org", "").await.status(),
+        login(s, "alice@example.org", "wrong", false).await.status(),
+        401
+    );
+    assert_eq!(
+        login(s, "alice@example.org", "", false).await.status(),
         401,
         "an empty password is no anonymous bind"
     );
@@ -362,7 +340,7 @@ async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
     assert_eq!(users["carol@example.org"]["disabled"], true);
     assert_eq!(users["alice@example.org"]["roles"], json!(["admin"]));
     assert_eq!(
-        sign_in(s, "carol@example.org", "directory-password")
+        login(s, "carol@example.org", "directory-password", false)
             .await
             .status(),
         401
@@ -470,7 +448,7 @@ async fn directory_over_tls_and_its_failures() {
             "dave has no e-mail: {result}"
         );
         assert_eq!(
-            sign_in(&a.s, "bob@example.org", "directory-password")
+            login(&a.s, "bob@example.org", "directory-password", false)
                 .await
                 .status(),
             302,

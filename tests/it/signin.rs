@@ -4,62 +4,6 @@ use crate::support::*;
 use reqwest::Method;
 use serde_json::json;
 
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-async fn post_form(s: &Server, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
-    let body = fields
-        .iter()
-        .map(|(k, v)| format!("{k}={}", urlencode(v)))
-        .collect::<Vec<_>>()
-        .join("&");
-    s.http
-        .post(s.url(path))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-}
-
-/// The `svc_session` value a response sets, and the whole Set-Cookie header.
-fn session_of(res: &reqwest::Response) -> (String, String) {
-    let header = res.headers()["set-cookie"].to_str().unwrap().to_string();
-    let value = header
-        .split(';')
-        .next()
-        .unwrap()
-        .strip_prefix("svc_session=")
-        .unwrap()
-        .to_string();
-    (value, header)
-}
-
-async fn whoami_cookie(s: &Server, session: &str) -> reqwest::Response {
-    s.http
-        .get(s.url("/api/v1/whoami"))
-        .header("Cookie", format!("svc_session={session}"))
-        .send()
-        .await
-        .unwrap()
-}
-
-async fn login(s: &Server, email: &str, password: &str, remember: bool) -> reqwest::Response {
-    let mut f = vec![("email", email), ("password", password)];
-    if remember {
-        f.push(("remember", "1"));
-    }
-    post_form(s, "/login", &f).await
-}
-
 #[tokio::test]
 async fn first_run_setup_gate() {
     let s = Server::start_with(no_seed());

@@ -149,6 +149,12 @@ impl Browser {
         res
     }
 
+    /// `GET /api/v1/whoami` on `svc` with this browser's cookies, expecting 200.
+    async fn whoami(&mut self, svc: &Server) -> Value {
+        let req = self.http.get(svc.url("/api/v1/whoami"));
+        json(self.send(req, &svc.url("/")).await, 200).await
+    }
+
     async fn get(&mut self, url: &str) -> reqwest::Response {
         let req = self.http.get(url).header("Accept", "text/html");
         self.send(req, url).await
@@ -327,13 +333,7 @@ async fn oidc_sign_in_maps_groups_to_roles_again_at_each_sign_in() {
             .any(|c| c.starts_with("svc_oidc_state=;") && c.contains("Max-Age=0")),
         "{set:?}"
     );
-    let me = json(
-        alice
-            .send(alice.http.get(s.url("/api/v1/whoami")), &s.url("/"))
-            .await,
-        200,
-    )
-    .await;
+    let me = alice.whoami(s).await;
     assert_eq!(me["name"], "Alice Admin");
     let user = user_by_email(s, &a.token, "alice@example.org").await;
     assert_eq!(user["roles"], json!(["field", "noc"]), "{user}");
@@ -344,13 +344,7 @@ async fn oidc_sign_in_maps_groups_to_roles_again_at_each_sign_in() {
     // Her groups change at the provider: her roles follow at the next sign-in, not before.
     idp.set(&accounts(json!(["ops-admins"])), None);
     let old = me["permissions"].clone();
-    let again = json(
-        alice
-            .send(alice.http.get(s.url("/api/v1/whoami")), &s.url("/"))
-            .await,
-        200,
-    )
-    .await;
+    let again = alice.whoami(s).await;
     assert_eq!(
         again["permissions"], old,
         "roles change at the next sign-in"
@@ -359,13 +353,7 @@ async fn oidc_sign_in_maps_groups_to_roles_again_at_each_sign_in() {
     assert_eq!(sign_in(&mut alice2, s, "alice").await.status(), 302);
     let user = user_by_email(s, &a.token, "alice@example.org").await;
     assert_eq!(user["roles"], json!(["admin"]), "{user}");
-    let me2 = json(
-        alice2
-            .send(alice2.http.get(s.url("/api/v1/whoami")), &s.url("/"))
-            .await,
-        200,
-    )
-    .await;
+    let me2 = alice2.whoami(s).await;
     assert_eq!(me2["permissions"], json!(["*:*"]));
     let users = get(s, &a.token, "/api/v1/users").await;
     assert_eq!(

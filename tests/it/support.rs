@@ -607,3 +607,46 @@ pub async fn audit_actions(s: &Server, token: &str, limit: usize) -> Vec<String>
         .map(|e| e["action"].as_str().unwrap().to_string())
         .collect()
 }
+
+/// A form posted as a browser posts it.
+pub async fn post_form(s: &Server, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+    s.http
+        .post(s.url(path))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(serde_urlencoded::to_string(fields).unwrap())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The `svc_session` value a response sets, and the whole Set-Cookie header.
+pub fn session_of(res: &reqwest::Response) -> (String, String) {
+    let header = res.headers()["set-cookie"].to_str().unwrap().to_string();
+    let value = header
+        .split(';')
+        .next()
+        .unwrap()
+        .strip_prefix("svc_session=")
+        .unwrap()
+        .to_string();
+    (value, header)
+}
+
+/// `GET /api/v1/whoami` with a session cookie.
+pub async fn whoami_cookie(s: &Server, session: &str) -> reqwest::Response {
+    s.http
+        .get(s.url("/api/v1/whoami"))
+        .header("Cookie", format!("svc_session={session}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// `POST /login` with the password form.
+pub async fn login(s: &Server, email: &str, password: &str, remember: bool) -> reqwest::Response {
+    let mut f = vec![("email", email), ("password", password)];
+    if remember {
+        f.push(("remember", "1"));
+    }
+    post_form(s, "/login", &f).await
+}

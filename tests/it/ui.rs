@@ -18,27 +18,13 @@ struct Browser<'a> {
 
 impl<'a> Browser<'a> {
     async fn sign_in(s: &'a Server, email: &str, password: &str) -> Browser<'a> {
-        let res = s
-            .http
-            .post(s.url("/login"))
-            .header("Content-Type", "application/x-www-form-urlencoded")
-            .body(format!(
-                "email={}&password={}",
-                email.replace('@', "%40"),
-                password.replace(' ', "+")
-            ))
-            .send()
-            .await
-            .unwrap();
+        let res = login(s, email, password, false).await;
         assert_eq!(res.status(), 302, "signed in as {email}");
-        let cookie = res.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_string();
-        Browser { s, cookie }
+        let (session, _) = session_of(&res);
+        Browser {
+            s,
+            cookie: format!("svc_session={session}"),
+        }
     }
 
     async fn page(&self, path: &str) -> (u16, String) {

@@ -81,11 +81,7 @@ impl Senders {
         ca_files: AllowedDirs,
         push_services: Vec<String>,
     ) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(SEND_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("svc/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let http = crate::runtime::outbound::client(SEND_TIMEOUT).build()?;
         Ok(Self {
             http,
             modem: devices.modem,

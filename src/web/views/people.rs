@@ -241,7 +241,7 @@ pub fn users(now: Timestamp, items: &[User], me: Option<Uuid>) -> Markup {
                         br;
                         small {
                             (u.roles.join(", "))
-                            @if u.local { " · local" } @else if u.subject.starts_with("ldap|") { " · directory" } @else { " · single sign-on" }
+                            @if u.local { " · local" } @else if u.is_directory_account() { " · directory" } @else { " · single sign-on" }
                             " · last seen " @if let Some(at) = u.last_seen_at { (when(now, at)) } @else { "never" }
                         }
                     }
