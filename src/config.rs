@@ -234,17 +234,66 @@ pub struct ModbusConfig {
     pub baud_rate: Option<u32>,
 }
 
+/// The AI agent. Off unless `provider` names one; then nothing leaves the box except to the
+/// endpoints named here (the instance's own and `endpoints`), whatever an API user stores.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AiConfig {
+    /// `none` (AI off), `openai` (an OpenAI-compatible chat-completions API) or `anthropic`
+    /// (an Anthropic-compatible messages API): the instance connection's wire format.
     pub provider: String,
+    /// The instance connection's base URL (`https://api.openai.com/v1` for `openai`,
+    /// `https://api.anthropic.com/v1` for `anthropic`, when left out).
+    pub endpoint: Option<String>,
+    /// The instance connection's model.
+    pub model: Option<String>,
+    /// The instance connection's API key (`SERVICE_AI_API_KEY`).
+    pub api_key: SecretString,
+    /// Further base URLs connections made through the API may use (a local model server, a
+    /// gateway); a connection elsewhere is refused, so a stored URL cannot aim the server at
+    /// an internal address.
+    pub endpoints: Vec<String>,
+    /// Tokens a tenant may spend a calendar month (UTC); a `system` warning event at 80 %,
+    /// and turns are refused once it is spent.
+    pub monthly_token_budget: u64,
+    /// Agent turns running at once in the whole instance; more are refused (503), as AI work
+    /// is the first to give way.
+    pub max_concurrent_turns: usize,
 }
 
 impl Default for AiConfig {
     fn default() -> Self {
         Self {
             provider: "none".into(),
+            endpoint: None,
+            model: None,
+            api_key: SecretString::default(),
+            endpoints: Vec::new(),
+            monthly_token_budget: 50_000_000,
+            max_concurrent_turns: 4,
         }
+    }
+}
+
+impl AiConfig {
+    pub fn enabled(&self) -> bool {
+        self.provider != "none"
+    }
+
+    /// The base URL of the instance connection.
+    pub fn instance_endpoint(&self) -> Option<String> {
+        let default = match self.provider.as_str() {
+            "openai" => "https://api.openai.com/v1",
+            "anthropic" => "https://api.anthropic.com/v1",
+            _ => return None,
+        };
+        Some(
+            self.endpoint
+                .clone()
+                .unwrap_or_else(|| default.to_string())
+                .trim_end_matches('/')
+                .to_string(),
+        )
     }
 }
 
@@ -508,6 +557,7 @@ impl Config {
         set(&mut self.ldap.bind_dn, "SERVICE_LDAP_BIND_DN");
         set(&mut self.ldap.bind_password.0, "SERVICE_LDAP_BIND_PASSWORD");
         set(&mut self.ldap.base_dn, "SERVICE_LDAP_BASE_DN");
+        set(&mut self.ai.api_key.0, "SERVICE_AI_API_KEY");
     }
 
     /// Every problem of a parsed configuration, each naming its key.
@@ -681,11 +731,21 @@ impl Config {
                 }
             }
         }
-        if self.ai.provider != "none" {
+        if !["none", "openai", "anthropic"].contains(&self.ai.provider.as_str()) {
             p.push(format!(
-                "ai.provider: {:?} is not available in this build; use none",
+                "ai.provider: {:?} is not one of none, openai, anthropic",
                 self.ai.provider
             ));
+        }
+        for e in self.ai.endpoint.iter().chain(&self.ai.endpoints) {
+            if !(e.starts_with("https://") || e.starts_with("http://"))
+                || url::Url::parse(e).is_err()
+            {
+                p.push(format!("ai.endpoints: {e:?} is not an http(s) URL"));
+            }
+        }
+        if self.ai.max_concurrent_turns == 0 {
+            p.push("ai.maxConcurrentTurns: at least 1".into());
         }
         p
     }

@@ -1,5 +1,6 @@
 //! svc: monitoring and alerting appliance. The module tree; see DESIGN.md for the layering.
 
+pub mod ai;
 pub mod alerting;
 pub mod api;
 pub mod app;

@@ -33,6 +33,8 @@ pub struct Access {
     pub sign_in: bool,
     /// A raw route (SPEC 5.7): the session cookie is not read, so there is no CSRF check.
     pub raw: bool,
+    /// Reads the session but is not CSRF-checked (`/mcp`).
+    pub csrf_exempt: bool,
 }
 
 /// The value of `Authorization: Bearer`, whatever it is.
@@ -69,7 +71,20 @@ pub fn peer_ip(extensions: &axum::http::Extensions) -> IpAddr {
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
 }
 
+/// A request the service makes to its own API for a caller it already authenticated (a tool
+/// call of `/mcp` or the agent): it acts as that principal, in its acting tenant. Only the
+/// service can attach it; no header or cookie can.
+#[derive(Clone, Debug)]
+pub struct Delegated(pub Principal);
+
 pub async fn authorize(State(access): State<Access>, mut req: Request, next: Next) -> Response {
+    if let Some(Delegated(principal)) = req.extensions_mut().remove::<Delegated>() {
+        if access.permission != PUBLIC && !principal.allows(access.permission) {
+            return Problem::new(Code::AuthForbidden, access.permission).into_response();
+        }
+        req.extensions_mut().insert(principal);
+        return next.run(req).await;
+    }
     let headers = req.headers();
     let bearer = bearer_token(headers).map(str::to_string);
     let session = cookie(headers, SESSION_COOKIE)
@@ -78,7 +93,7 @@ pub async fn authorize(State(access): State<Access>, mut req: Request, next: Nex
     let cross_site = headers
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
-    if bearer.is_none() && session.is_some() && cross_site {
+    if bearer.is_none() && session.is_some() && cross_site && !access.csrf_exempt {
         return Problem::new(Code::AuthCsrf, "cross-site request with a session cookie")
             .into_response();
     }

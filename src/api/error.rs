@@ -4,6 +4,7 @@
 //! Handlers return `Problem`; the `render_problems` middleware fills in `type` (problem base +
 //! code with `:` as `/`) and `instance` (the request path), and logs every 5xx once.
 
+use crate::ai::AiError;
 use crate::alerting::AlertError;
 use crate::auth::AuthError;
 use crate::federation::SiteError;
@@ -41,6 +42,12 @@ pub enum Code {
     ConflictIdempotency,
     Conflict,
     AiDisabled,
+    /// A turn is already streaming on the chat.
+    AiBusy,
+    /// The AI provider failed or refused.
+    AiProvider,
+    /// An approved action's call failed.
+    AiExecute,
     BundleToken,
     UsersLastAdmin,
     UsersEmailInUse,
@@ -87,6 +94,9 @@ impl Code {
             Code::ConflictIdempotency => "svc:conflict/idempotency",
             Code::Conflict => "svc:conflict",
             Code::AiDisabled => "svc:ai/disabled",
+            Code::AiBusy => "svc:ai/busy",
+            Code::AiProvider => "svc:ai/provider",
+            Code::AiExecute => "svc:ai/execute",
             Code::BundleToken => "svc:bundle/token",
             Code::UsersLastAdmin => "svc:users/last-admin",
             Code::UsersEmailInUse => "svc:users/email-in-use",
@@ -116,7 +126,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 36] = [
+    const FIXED: [Code; 39] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -130,6 +140,9 @@ impl Code {
         Code::ConflictIdempotency,
         Code::Conflict,
         Code::AiDisabled,
+        Code::AiBusy,
+        Code::AiProvider,
+        Code::AiExecute,
         Code::BundleToken,
         Code::UsersLastAdmin,
         Code::UsersEmailInUse,
@@ -201,7 +214,14 @@ impl Code {
             }
             Code::Conflict => "The request conflicts with the resource's current state.",
             Code::AiDisabled => {
-                "No AI provider is configured (`ai.provider` is none), so nothing can be proposed."
+                "The AI agent is off (`ai.provider` is none), has no connection to use, has spent the month's token budget, or sheds work under load (with Retry-After)."
+            }
+            Code::AiBusy => "A turn is already streaming on this chat; wait for it to finish.",
+            Code::AiProvider => {
+                "The AI provider could not be reached or refused the request; the detail carries its answer."
+            }
+            Code::AiExecute => {
+                "The approved action's API call failed; the action is kept as failed with the call's answer."
             }
             Code::BundleToken => {
                 "The bundle's apply token is unknown or expired; plan the bundle again."
@@ -278,6 +298,9 @@ impl Code {
             Code::ConflictIdempotency => (S::CONFLICT, "Idempotency-Key reused"),
             Code::Conflict => (S::CONFLICT, "Conflict"),
             Code::AiDisabled => (S::SERVICE_UNAVAILABLE, "AI disabled"),
+            Code::AiBusy => (S::CONFLICT, "Chat busy"),
+            Code::AiProvider => (S::BAD_GATEWAY, "AI provider error"),
+            Code::AiExecute => (S::BAD_GATEWAY, "Action failed"),
             Code::BundleToken => (S::CONFLICT, "Unknown apply token"),
             Code::UsersLastAdmin => (S::CONFLICT, "Last administrator"),
             Code::UsersEmailInUse => (S::CONFLICT, "E-mail in use"),
@@ -448,6 +471,31 @@ impl From<InventoryError> for Problem {
                 Code::SecretsNoKey,
                 "no usable master key; see secrets.masterKeyFile",
             ),
+        }
+    }
+}
+
+impl From<AiError> for Problem {
+    fn from(e: AiError) -> Self {
+        match e {
+            AiError::Disabled(why) => Problem::new(Code::AiDisabled, why),
+            e @ AiError::Shed => {
+                Problem::new(Code::AiDisabled, e.to_string()).retry_after(Duration::from_secs(5))
+            }
+            e @ AiError::Busy => Problem::new(Code::AiBusy, e.to_string()),
+            AiError::Provider(why) => Problem::new(Code::AiProvider, why),
+            AiError::Execute(why) => Problem::new(Code::AiExecute, why),
+            AiError::Conflict(why) => Problem::new(Code::Conflict, why),
+            AiError::NotFound => {
+                Problem::new(Code::NotFound, "no such AI record in the acting tenant")
+            }
+            AiError::Forbidden(permission) => Problem::new(Code::AuthForbidden, permission),
+            AiError::Invalid(i) => Problem::validation(i.field, i.detail),
+            AiError::NoKey => Problem::new(
+                Code::SecretsNoKey,
+                "no usable master key to seal or open the connection's API key; see secrets.masterKeyFile",
+            ),
+            AiError::Store(s) => s.into(),
         }
     }
 }

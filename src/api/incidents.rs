@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::access::Caller;
-use super::error::{Code, Problem};
+use super::error::Problem;
 use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{INCIDENTS, Page, PageQuery};
@@ -60,9 +60,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/incidents/{id}:summarize", summarize).permission("incidents:write").doc(
             "incidents",
             "Propose a summary (AI)",
-            "`{summary}` proposed by the configured AI provider; the incident is not changed. With `ai.provider: none`, the only provider of this build, 503 `svc:ai/disabled`.",
+            "`{summary}` proposed by the instance connection (`ai.model`), else the tenant's first shared connection with a default model, from the incident, its alerts and timeline; the incident is not changed. 503 `svc:ai/disabled` with `ai.provider: none` or no connection, 502 `svc:ai/provider` when the provider fails.",
         )
-            .no_body().ok::<SummaryProposal>().fails(503, "No AI provider is configured (`svc:ai/disabled`)"),
+            .no_body().ok::<SummaryProposal>().fails(502, "The provider failed (`svc:ai/provider`)").fails(503, "No AI provider is configured (`svc:ai/disabled`)"),
     ]
 }
 
@@ -139,17 +139,20 @@ async fn merge(
     Ok((etag(i.version), Json(i)))
 }
 
-/// No AI provider exists in this build (`ai.provider` must be none): nothing to propose.
+/// A summary proposed by the AI provider from the incident, its alerts and timeline; nothing
+/// is stored.
 async fn summarize(
     State(st): State<AppState>,
     c: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    st.alerting.incident(&c.principal, path_id(&id)?).await?;
-    Err::<StatusCode, _>(Problem::new(
-        Code::AiDisabled,
-        "no AI provider is configured (ai.provider: none), so no summary can be proposed",
-    ))
+    let detail = st
+        .alerting
+        .incident_detail(&c.principal, path_id(&id)?)
+        .await?;
+    let incident = serde_json::to_value(&detail).map_err(|e| Problem::internal(e.to_string()))?;
+    let summary = st.ai.summarize(&c.principal, &incident).await?;
+    Ok(Json(SummaryProposal { summary }))
 }
 
 async fn update(

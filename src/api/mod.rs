@@ -3,6 +3,7 @@
 
 pub mod access;
 mod account;
+mod ai;
 mod alerts;
 mod bundles;
 mod business;
@@ -16,6 +17,7 @@ mod heartbeats;
 mod identity;
 mod incidents;
 mod ingest;
+mod mcp;
 mod metrics;
 pub mod middleware;
 mod multipart;
@@ -90,6 +92,8 @@ pub struct AppContext {
     pub oidc: Option<Arc<crate::auth::oidc::Oidc>>,
     /// The LDAP directory, when `ldap.url` is set.
     pub directory: Option<Arc<crate::auth::directory::Directory>>,
+    /// The AI agent and the tool catalog `/mcp` shares.
+    pub ai: Arc<crate::ai::Ai>,
 }
 
 pub type AppState = Arc<AppContext>;

@@ -93,6 +93,18 @@ impl<T> Page<T> {
         Self { items, next_cursor }
     }
 
+    /// A page of a list held whole, in its order: the items after the one whose key is
+    /// `req.cursor` (all of them when no item has it), at most `req.limit`.
+    pub fn after(items: Vec<T>, req: &PageRequest, key: impl Fn(&T) -> String) -> Self {
+        let start = req
+            .cursor
+            .as_ref()
+            .and_then(|c| items.iter().position(|i| &key(i) == c))
+            .map_or(0, |at| at + 1);
+        let page: Vec<T> = items.into_iter().skip(start).take(req.limit).collect();
+        Self::new(page, req, key)
+    }
+
     /// A list without paging.
     pub fn all(items: Vec<T>) -> Self {
         Self {

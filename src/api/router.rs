@@ -8,9 +8,9 @@ use super::middleware::{
     security_headers,
 };
 use super::{
-    account, alerts, bundles, business, config, discovery, events, heartbeats, identity, incidents,
-    ingest, metrics, notify, objects, pages, problem_pages, reports, results, secrets, sites,
-    suppressions, system, ui, users,
+    account, ai, alerts, bundles, business, config, discovery, events, heartbeats, identity,
+    incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports, results,
+    secrets, sites, suppressions, system, ui, users,
 };
 use axum::Router;
 use axum::extract::Request;
@@ -41,6 +41,9 @@ pub struct Route {
     /// A raw route of SPEC 5.7 (ingest, ack links): no CSRF check and no session, whatever
     /// cookie a browser sends along; it authenticates by its own means.
     pub raw: bool,
+    /// Reads the session cookie but is not CSRF-checked (`/mcp`, SPEC 5.7): it takes only
+    /// JSON bodies, which no cross-site form can send, and checks `Origin` itself.
+    pub csrf_exempt: bool,
     pub tag: &'static str,
     pub summary: &'static str,
     /// Longer text for the OpenAPI document: our choices where the spec is silent.
@@ -107,6 +110,7 @@ impl Route {
             identity: false,
             sign_in: false,
             raw: false,
+            csrf_exempt: false,
             tag: "system",
             summary: "",
             description: "",
@@ -161,6 +165,11 @@ impl Route {
 
     pub fn raw(mut self) -> Self {
         self.raw = true;
+        self
+    }
+
+    pub fn csrf_exempt(mut self) -> Self {
+        self.csrf_exempt = true;
         self
     }
 
@@ -302,6 +311,8 @@ pub fn routes() -> Vec<Route> {
     all.extend(business::routes());
     all.extend(results::routes());
     all.extend(metrics::routes());
+    all.extend(ai::routes());
+    all.extend(mcp::routes());
     all
 }
 
@@ -374,6 +385,7 @@ pub fn build_router(state: AppState) -> Router {
             identity: r.identity,
             sign_in: r.sign_in,
             raw: r.raw,
+            csrf_exempt: r.csrf_exempt,
         };
         let mut handler = r.handler.layer(from_fn_with_state(access, authorize));
         if r.deadline {
@@ -403,9 +415,14 @@ pub fn build_router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), record_metrics))
         .layer(from_fn_with_state(state.clone(), request_id))
         .layer(from_fn(security_headers))
-        .with_state(state);
+        .with_state(state.clone());
     let verbs = Arc::new(verbs);
-    Router::new().fallback_service(inner.map_request(move |req| split_verb(&verbs, req)))
+    let router =
+        Router::new().fallback_service(inner.map_request(move |req| split_verb(&verbs, req)));
+    state.ai.set_runner(Arc::new(ai::ApiRunner {
+        router: router.clone(),
+    }));
+    router
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub fn routes() -> Vec<Route> {
             "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size.",
         )
             .ok::<SystemInfo>(),
-        Route::get("/api/v1/overview", overview).permission("objects:read").doc("overview", "Wallboard counters", "The acting tenant's objects by state (`summary`: hosts up, down, unreachable; services OK, warning, critical, unknown; problems acknowledged, flapping, in downtime), its open and acknowledged alerts by severity (`openAlerts`, with `alerts:read`, else empty), its open incidents (`openIncidents`, with `incidents:read`, else empty), and the instance's queues (`queues`: bus, outbox and results depths, SSE clients, dropped bus frames; the AI figures are 0, this build has no AI agent).")
+        Route::get("/api/v1/overview", overview).permission("objects:read").doc("overview", "Wallboard counters", "The acting tenant's objects by state (`summary`: hosts up, down, unreachable; services OK, warning, critical, unknown; problems acknowledged, flapping, in downtime), its open and acknowledged alerts by severity (`openAlerts`, with `alerts:read`, else empty), its open incidents (`openIncidents`, with `incidents:read`, else empty), and the instance's queues (`queues`: bus, outbox and results depths, SSE clients, dropped bus frames, agent turns running (`aiDepth`) and refused under load (`droppedAi`)).")
             .ok::<Overview>(),
         Route::get("/api/v1/system/health", health).doc("system", "Subsystem health", "Worker states, storage state, queue depths (`queues`: the bus main queue, the deepest buffer per subscriber kind, `results`), the results pipeline (`pipeline`: queued, capacity, stalled, applied, batches), the metrics store (`tsdb`: series, maxSeries, refusedSamples, failedBatches), connected SSE clients, durable event consumers (`consumers`: by name, `position` the last event whose work is committed and `lagSeconds` the age of the oldest event not done yet), notification (`notify`: `escalationTimers` armed, `outbox` deliveries waiting, `deadLetters`, and delivery attempts since start: `sent`, `failed`, `dead`), paging devices (`hardware`: `gsm` with `connected`, `sim`, `registration`, `signalDbm`, `lastSentAt`, `lastError`, `smsSent`, `smsReceived`, `calls`; `espa` with `connected`, `pagesSent`, `callsReceived`, `retransmissions`, `lastPageAt`, `lastError`; null when not configured), event sources since start (`ingress`: by source name `received`, `refused`, `rateLimited`). No credential is needed; the names a tenant gave its things (event sources in `ingress`, and the workers named after them, `event-source/<name>`) are shown only to the instance's administrators (`admin:tenants` in the default tenant): anyone else gets `ingress` empty and such workers by kind (`event-source`).")
             .ok::<HealthReport>(),
@@ -291,7 +291,8 @@ async fn overview(State(st): State<AppState>, c: Caller) -> Result<impl IntoResp
         notify_depth: st.notify.health().await?.outbox,
         results_depth: as_count(st.pipeline.depth()),
         subscribers: as_count(st.events.sse_client_count()),
-        ..QueueStats::default()
+        ai_depth: st.ai.running(),
+        dropped_ai: st.ai.shed_count(),
     };
     Ok(Json(Overview {
         open_alerts,
@@ -407,7 +408,7 @@ async fn info(State(st): State<AppState>) -> Json<SystemInfo> {
             st.uptime.elapsed().as_secs(),
         )),
         storage: st.config.storage.backend.clone(),
-        ai_enabled: st.config.ai.provider != "none",
+        ai_enabled: st.ai.enabled(),
     })
 }
 

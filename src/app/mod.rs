@@ -422,7 +422,15 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             directory: directory.clone(),
         });
     }
+    let ai = crate::ai::Ai::new(
+        store.clone(),
+        clock.clone(),
+        inventory.clone(),
+        config.ai.clone(),
+    )
+    .map_err(|e| AppError::Internal(format!("the AI HTTP client: {e}")))?;
     let ctx = Arc::new(AppContext {
+        ai,
         oidc,
         directory,
         problem_base: config.problem_base(),

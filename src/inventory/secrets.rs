@@ -138,6 +138,19 @@ impl Inventory {
             .collect()
     }
 
+    /// Seals one value as the tenant's secret `name`, for a domain to store in its own
+    /// transaction (an AI connection's key).
+    pub fn seal(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        value: &str,
+    ) -> Result<StoredSecret, InventoryError> {
+        self.seal_all(tenant, vec![(name.to_string(), value.to_string())])?
+            .pop()
+            .ok_or(InventoryError::NoKey)
+    }
+
     /// Whether the tenant's secrets hold these values already.
     pub(super) async fn holds(&self, tenant: Uuid, credentials: &[(String, String)]) -> bool {
         for (name, value) in credentials {

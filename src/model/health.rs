@@ -115,8 +115,10 @@ pub struct Overview {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
-    /// AI work waiting: none in this build, which has no AI agent.
+    /// Agent turns running now.
     pub ai_depth: u64,
+    /// Agent turns refused since start because `ai.maxConcurrentTurns` ran (AI work gives
+    /// way first).
     pub dropped_ai: u64,
     /// Events the bus dropped for subscribers that could not keep up, since start.
     pub dropped_subscriber_messages: u64,

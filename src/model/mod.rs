@@ -1,5 +1,6 @@
 //! Resource types as the API shows them (serde, camelCase), ids, durations, time and selectors; no I/O.
 
+pub mod ai;
 pub mod alert;
 pub mod audit;
 pub mod availability;

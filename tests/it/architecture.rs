@@ -19,6 +19,18 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
             DOMAIN
         }
         "web" => &["model", "auth"],
+        // The agent reaches the other domains only through the API (its `ToolRunner` port);
+        // it seals connection keys with the inventory's secrets.
+        "ai" => &[
+            "model",
+            "runtime",
+            "store",
+            "auth",
+            "events",
+            "hw",
+            "config",
+            "inventory",
+        ],
         "api" => &[
             "model",
             "runtime",
@@ -36,6 +48,7 @@ fn allowed(module: &str) -> Option<&'static [&'static str]> {
             "reports",
             "web",
             "api",
+            "ai",
         ],
         "cli" => &["model"],
         "app" => return None,

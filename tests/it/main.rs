@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+mod ai;
 mod alerts;
 mod architecture;
 mod bundles;

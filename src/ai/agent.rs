@@ -1,0 +1,231 @@
+//! One agent turn: the model answers, asks for tools, reads their results and answers again,
+//! for at most the policy's `maxRounds` calls. Every tool call goes through `Ai::call_tool`:
+//! the caller's permission and the tenant's policy decide, and write tools that must ask
+//! become actions a person approves.
+
+use super::provider::{Endpoint, ToolSpec};
+use super::{Ai, AiError, ToolOutcome, tools};
+use crate::auth::Principal;
+use crate::model::ai::{Chat, Conversation, Message, Role, ToolCall, ToolMode};
+use crate::model::identity::Actor;
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use uuid::Uuid;
+
+pub const SYSTEM_PROMPT: &str = "You are the operations assistant of svc, a monitoring and alerting service. \
+Answer from live data: call the tools to read problems, alerts, incidents, objects, events, metrics, \
+schedules and who is on call. Write tools (acknowledge, resolve, snooze, silence, downtime, check now, \
+incident changes) act as the person you talk to; some wait for a person's approval, some are refused \
+by the tenant's policy: say so plainly. Be brief and name the objects and alerts you mean.";
+
+/// What a tool result may put before the model.
+const RESULT_MAX: usize = 16 * 1024;
+
+/// Where a turn's messages are kept.
+pub enum Target {
+    Chat(Chat),
+    Conversation(Conversation),
+}
+
+/// Everything a turn needs, checked by `Ai::begin_*_turn`.
+pub struct TurnPlan {
+    pub endpoint: Endpoint,
+    pub model: String,
+    /// The messages so far, the caller's new one last.
+    pub history: Vec<Message>,
+    pub max_rounds: u32,
+    pub target: Target,
+}
+
+/// What a turn reports as it goes (the chat stream's events).
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum TurnEvent {
+    /// Text of the assistant as it arrives.
+    TextDelta {
+        text: String,
+    },
+    ToolCall {
+        #[serde(rename = "toolCallId")]
+        id: String,
+        #[serde(rename = "toolName")]
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        #[serde(rename = "toolCallId")]
+        id: String,
+        /// `ran`, `queued` (an action awaits approval) or `refused`.
+        outcome: &'static str,
+        output: Value,
+    },
+    Finish {
+        #[serde(rename = "messageId")]
+        message_id: Uuid,
+        tokens: u64,
+    },
+    Error {
+        code: String,
+        detail: String,
+    },
+}
+
+/// The tools the model is offered: those the caller holds and the policy does not refuse.
+async fn offered(ai: &Ai, p: &Principal) -> Result<Vec<ToolSpec>, AiError> {
+    let policy = ai.policy(p.tenant).await?;
+    Ok(tools::CATALOG
+        .iter()
+        .filter(|t| p.allows(t.permission) && policy.mode(t.name, t.write) != ToolMode::Deny)
+        .map(|t| ToolSpec {
+            name: t.name.into(),
+            description: t.description.into(),
+            parameters: t.input_schema(),
+        })
+        .collect())
+}
+
+pub fn clip(mut text: String) -> String {
+    if text.len() > RESULT_MAX {
+        let mut cut = RESULT_MAX;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("… (cut)");
+    }
+    text
+}
+
+/// Runs a planned turn to its end, reporting through `emit`, and keeps its messages. Returns
+/// the kept target and the assistant's last text.
+pub async fn run(
+    ai: &Arc<Ai>,
+    p: &Principal,
+    actor: &Actor,
+    plan: TurnPlan,
+    emit: &mut (dyn FnMut(TurnEvent) + Send),
+) -> Result<(Target, String), AiError> {
+    let TurnPlan {
+        endpoint,
+        model,
+        mut history,
+        max_rounds,
+        target,
+    } = plan;
+    let specs = offered(ai, p).await?;
+    let chat = match &target {
+        Target::Chat(c) => Some(c.id),
+        Target::Conversation(_) => None,
+    };
+    let mut tokens = 0;
+    let mut last_text = String::new();
+    let mut last_id = Uuid::nil();
+    let mut failure = None;
+    for round in 0..max_rounds {
+        let mut forward = |t: &str| {
+            emit(TurnEvent::TextDelta {
+                text: t.to_string(),
+            })
+        };
+        let reply = match endpoint
+            .complete(
+                &ai.http,
+                &model,
+                SYSTEM_PROMPT,
+                &history,
+                &specs,
+                &mut forward,
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                failure = Some(AiError::Provider(e.to_string()));
+                break;
+            }
+        };
+        tokens += reply.tokens;
+        last_id = ai.clock.new_id();
+        last_text.clone_from(&reply.text);
+        let calls = reply.tool_calls;
+        history.push(Message {
+            id: last_id,
+            role: Role::Assistant,
+            content: reply.text,
+            tool_calls: calls.clone(),
+            tool_call_id: None,
+            created_at: ai.clock.now(),
+        });
+        if calls.is_empty() {
+            break;
+        }
+        for call in calls {
+            let (outcome, output) = tool_result(ai, p, actor, &call, chat).await?;
+            emit(TurnEvent::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                input: call.arguments.clone(),
+            });
+            emit(TurnEvent::ToolResult {
+                id: call.id.clone(),
+                outcome,
+                output: output.clone(),
+            });
+            history.push(Message {
+                id: ai.clock.new_id(),
+                role: Role::Tool,
+                content: clip(output.to_string()),
+                tool_calls: Vec::new(),
+                tool_call_id: Some(call.id),
+                created_at: ai.clock.now(),
+            });
+        }
+        if round + 1 == max_rounds {
+            last_text = format!("(stopped after {max_rounds} rounds, the policy's maxRounds)");
+        }
+    }
+    let kept = ai.finish_turn(p, actor, target, history, tokens).await?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    emit(TurnEvent::Finish {
+        message_id: last_id,
+        tokens,
+    });
+    Ok((kept, last_text))
+}
+
+/// Calls one tool the model asked for and says what came of it.
+async fn tool_result(
+    ai: &Ai,
+    p: &Principal,
+    actor: &Actor,
+    call: &ToolCall,
+    chat: Option<Uuid>,
+) -> Result<(&'static str, Value), AiError> {
+    let Some(tool) = tools::find(&call.name) else {
+        return Ok((
+            "refused",
+            json!({"error": format!("no tool named {}", call.name)}),
+        ));
+    };
+    match ai
+        .call_tool(p, actor, tool, call.arguments.clone(), chat)
+        .await
+    {
+        Ok(ToolOutcome::Ran(answer)) => {
+            Ok(("ran", json!({"status": answer.status, "body": answer.body})))
+        }
+        Ok(ToolOutcome::Queued(action)) => Ok((
+            "queued",
+            json!({"actionId": action.id, "status": "pending", "note": "waits for a person's approval in /ai/actions"}),
+        )),
+        Ok(ToolOutcome::Refused(why)) => Ok(("refused", json!({"error": why}))),
+        Err(AiError::Invalid(i)) => Ok((
+            "refused",
+            json!({"error": format!("{}: {}", i.field, i.detail)}),
+        )),
+        Err(e) => Err(e),
+    }
+}
