@@ -38,36 +38,48 @@ pub struct TurnPlan {
     pub target: Target,
 }
 
-/// What a turn reports as it goes (the chat stream's events).
+/// What a turn reports as it goes: the chunks of the AI SDK's UI message stream protocol (its
+/// `useChat` reads `POST /ai/chat` as it reads any such endpoint), `data: [DONE]` after them.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum TurnEvent {
+    Start {
+        #[serde(rename = "messageId")]
+        message_id: Uuid,
+    },
+    TextStart {
+        id: String,
+    },
     /// Text of the assistant as it arrives.
     TextDelta {
-        text: String,
+        id: String,
+        delta: String,
     },
-    ToolCall {
+    TextEnd {
+        id: String,
+    },
+    ToolInputAvailable {
         #[serde(rename = "toolCallId")]
         id: String,
         #[serde(rename = "toolName")]
         name: String,
         input: Value,
     },
-    ToolResult {
+    /// `output.outcome`: `ran`, `queued` (an action awaits approval) or `refused`.
+    ToolOutputAvailable {
         #[serde(rename = "toolCallId")]
         id: String,
-        /// `ran`, `queued` (an action awaits approval) or `refused`.
-        outcome: &'static str,
         output: Value,
     },
+    /// `messageMetadata`: the last assistant message's id and the turn's tokens.
     Finish {
-        #[serde(rename = "messageId")]
-        message_id: Uuid,
-        tokens: u64,
+        #[serde(rename = "messageMetadata")]
+        metadata: Value,
     },
+    /// `errorText` starts with the problem's code (`svc:ai/provider: …`).
     Error {
-        code: String,
-        detail: String,
+        #[serde(rename = "errorText")]
+        text: String,
     },
 }
 
@@ -120,15 +132,25 @@ pub async fn run(
     };
     let mut tokens = 0;
     let mut last_text = String::new();
-    let mut last_id = Uuid::nil();
+    let mut last_id = ai.clock.new_id();
+    emit(TurnEvent::Start {
+        message_id: last_id,
+    });
     let mut failure = None;
     for round in 0..max_rounds {
+        let part = format!("text-{round}");
+        let mut started = false;
         let mut forward = |t: &str| {
+            if !started {
+                started = true;
+                emit(TurnEvent::TextStart { id: part.clone() });
+            }
             emit(TurnEvent::TextDelta {
-                text: t.to_string(),
-            })
+                id: part.clone(),
+                delta: t.to_string(),
+            });
         };
-        let reply = match endpoint
+        let reply = endpoint
             .complete(
                 &ai.http,
                 &model,
@@ -137,8 +159,11 @@ pub async fn run(
                 &specs,
                 &mut forward,
             )
-            .await
-        {
+            .await;
+        if started {
+            emit(TurnEvent::TextEnd { id: part });
+        }
+        let reply = match reply {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(AiError::Provider(e.to_string()));
@@ -146,7 +171,9 @@ pub async fn run(
             }
         };
         tokens += reply.tokens;
-        last_id = ai.clock.new_id();
+        if round > 0 {
+            last_id = ai.clock.new_id();
+        }
         last_text.clone_from(&reply.text);
         let calls = reply.tool_calls;
         history.push(Message {
@@ -161,15 +188,14 @@ pub async fn run(
             break;
         }
         for call in calls {
-            let (outcome, output) = tool_result(ai, p, actor, &call, chat).await?;
-            emit(TurnEvent::ToolCall {
+            emit(TurnEvent::ToolInputAvailable {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 input: call.arguments.clone(),
             });
-            emit(TurnEvent::ToolResult {
+            let output = tool_result(ai, p, actor, &call, chat).await?;
+            emit(TurnEvent::ToolOutputAvailable {
                 id: call.id.clone(),
-                outcome,
                 output: output.clone(),
             });
             history.push(Message {
@@ -190,42 +216,37 @@ pub async fn run(
         return Err(e);
     }
     emit(TurnEvent::Finish {
-        message_id: last_id,
-        tokens,
+        metadata: json!({"messageId": last_id, "tokens": tokens}),
     });
     Ok((kept, last_text))
 }
 
-/// Calls one tool the model asked for and says what came of it.
+/// Calls one tool the model asked for and says what came of it (`outcome`: ran, queued or
+/// refused), as the model and the stream read it.
 async fn tool_result(
     ai: &Ai,
     p: &Principal,
     actor: &Actor,
     call: &ToolCall,
     chat: Option<Uuid>,
-) -> Result<(&'static str, Value), AiError> {
+) -> Result<Value, AiError> {
     let Some(tool) = tools::find(&call.name) else {
-        return Ok((
-            "refused",
-            json!({"error": format!("no tool named {}", call.name)}),
-        ));
+        return Ok(json!({"outcome": "refused", "error": format!("no tool named {}", call.name)}));
     };
     match ai
         .call_tool(p, actor, tool, call.arguments.clone(), chat)
         .await
     {
         Ok(ToolOutcome::Ran(answer)) => {
-            Ok(("ran", json!({"status": answer.status, "body": answer.body})))
+            Ok(json!({"outcome": "ran", "status": answer.status, "body": answer.body}))
         }
-        Ok(ToolOutcome::Queued(action)) => Ok((
-            "queued",
-            json!({"actionId": action.id, "status": "pending", "note": "waits for a person's approval in /ai/actions"}),
-        )),
-        Ok(ToolOutcome::Refused(why)) => Ok(("refused", json!({"error": why}))),
-        Err(AiError::Invalid(i)) => Ok((
-            "refused",
-            json!({"error": format!("{}: {}", i.field, i.detail)}),
-        )),
+        Ok(ToolOutcome::Queued(action)) => Ok(
+            json!({"outcome": "queued", "actionId": action.id, "status": "pending", "note": "waits for a person's approval in /ai/actions"}),
+        ),
+        Ok(ToolOutcome::Refused(why)) => Ok(json!({"outcome": "refused", "error": why})),
+        Err(AiError::Invalid(i)) => {
+            Ok(json!({"outcome": "refused", "error": format!("{}: {}", i.field, i.detail)}))
+        }
         Err(e) => Err(e),
     }
 }

@@ -19,7 +19,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{HeaderName, Method, Request, StatusCode};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -87,7 +87,7 @@ pub fn routes() -> Vec<Route> {
             .answers_empty(204).fails(409, "A turn is streaming (`svc:ai/busy`)").fails(503, "AI is off (`svc:ai/disabled`)"),
         Route::delete("/api/v1/ai/chats/{id}/messages/{msgId}", delete_message).permission("events:read").doc("ai", "Delete one chat message", "204.")
             .answers_empty(204).fails(409, "A turn is streaming (`svc:ai/busy`)").fails(503, "AI is off (`svc:ai/disabled`)"),
-        Route::post("/api/v1/ai/chat", chat_turn).permission("events:read").doc("ai", "Stream an agent turn (SSE)", "`sendInput`: `chatId`, `message` (the caller's new message), or `trigger: regenerate-message` with `messageId` (answers again from that message). 201 `text/event-stream`, one JSON object per `data:` line, `type` one of `text-delta {text}`, `tool-call {toolCallId, toolName, input}`, `tool-result {toolCallId, outcome (ran, queued, refused), output}`, `finish {messageId, tokens}`, `error {code, detail}`. One turn at a time per chat: 409 `svc:ai/busy`. Tool calls act as the caller under the tenant's policy. 503 `svc:ai/disabled` when AI is off, the month's token budget is spent, or turns are at `ai.maxConcurrentTurns` (with Retry-After).")
+        Route::post("/api/v1/ai/chat", chat_turn).permission("events:read").doc("ai", "Stream an agent turn (SSE)", "`sendInput`: `chatId`, `message` (the caller's new message), or `trigger: regenerate-message` with `messageId` (answers again from that message). 201 `text/event-stream` in the AI SDK's UI message stream protocol (`x-vercel-ai-ui-message-stream: v1`): one JSON object per `data:` line, `data: [DONE]` last; `type` one of `start {messageId}`, `text-start {id}`, `text-delta {id, delta}`, `text-end {id}`, `tool-input-available {toolCallId, toolName, input}`, `tool-output-available {toolCallId, output}` (`output.outcome`: ran, queued with `actionId`, refused), `finish {messageMetadata: {messageId, tokens}}`, `error {errorText}` (the problem's code first). One turn at a time per chat: 409 `svc:ai/busy`. Tool calls act as the caller under the tenant's policy. 503 `svc:ai/disabled` when AI is off, the month's token budget is spent, or turns are at `ai.maxConcurrentTurns` (with Retry-After).")
             .no_deadline().body::<SendInput>().answers_text(201, "text/event-stream").fails(409, "A turn is streaming (`svc:ai/busy`)").fails(503, "AI is off, out of budget or shedding load (`svc:ai/disabled`)"),
         Route::get("/api/v1/ai/conversations", conversations).permission("events:read").doc("ai", "List conversations", "The caller's conversations, `updatedAt` descending, 50 by default, without their messages.")
             .query::<PageQuery>().ok::<Page<Conversation>>().fails(503, "AI is off (`svc:ai/disabled`)"),
@@ -319,6 +319,9 @@ fn frame(event: &TurnEvent) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
 }
 
+/// The header that marks an AI SDK UI message stream.
+const UI_MESSAGE_STREAM: &str = "x-vercel-ai-ui-message-stream";
+
 /// Streams one turn: the checks answer as problems before the stream starts; once it runs,
 /// a failure is its last event.
 async fn chat_turn(
@@ -338,8 +341,7 @@ async fn chat_turn(
         if let Err(e) = agent::run(&ai, &c.principal, &c.actor, plan, &mut emit).await {
             let p = Problem::from(e);
             let _ = tx.send(frame(&TurnEvent::Error {
-                code: p.code.as_str().into_owned(),
-                detail: p.detail,
+                text: format!("{}: {}", p.code.as_str(), p.detail),
             }));
         }
         let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n"));
@@ -352,6 +354,7 @@ async fn chat_turn(
         [
             (CONTENT_TYPE, "text/event-stream"),
             (CACHE_CONTROL, "no-cache"),
+            (HeaderName::from_static(UI_MESSAGE_STREAM), "v1"),
         ],
         Body::from_stream(frames),
     ))

@@ -1,8 +1,10 @@
-//! `/mcp`: the Model Context Protocol over its Streamable HTTP transport (revision 2025-11-25,
-//! and 2025-06-18 and 2025-03-26 for older clients), with the API's credentials. Stateless:
-//! every POST carries one JSON-RPC message and a request is answered in the POST's own JSON
-//! body, so no session is kept and GET (a server-to-client stream) is 405. The tools are the
-//! catalog of `ai::tools`, called as the caller under the tenant's policy.
+//! `/mcp`: the Model Context Protocol over its Streamable HTTP transport with the API's
+//! credentials. Both eras: the stateless revision 2026-07-28 (every request carries its
+//! protocol version and capabilities, `server/discover` instead of a handshake) and the
+//! `initialize` handshake of 2025-11-25, 2025-06-18 and 2025-03-26. Either way one JSON-RPC
+//! message per POST, a request answered in the POST's own JSON body, no session kept, so GET
+//! (a server-to-client stream) is 405. The tools are the catalog of `ai::tools`, called as the
+//! caller under the tenant's policy.
 
 use super::AppState;
 use super::access::Caller;
@@ -17,13 +19,21 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+/// The revisions of the `initialize` handshake, newest first.
 pub const REVISIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless revision: every request self-contained, `server/discover` instead of a
+/// handshake.
+const MODERN: &str = "2026-07-28";
+const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+const CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 const BODY_MAX: usize = 1 << 20;
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
+const HEADER_MISMATCH: i64 = -32020;
+const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// A JSON-RPC 2.0 message (MCP's `JSONRPCMessage`): a request, a notification or a response.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -39,7 +49,7 @@ pub struct JsonRpcMessage {
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::post("/mcp", post).identity().csrf_exempt().doc("mcp", "MCP endpoint (Streamable HTTP)", "One JSON-RPC 2.0 message per POST with the API's credentials (bearer token or session; 401 problem without). Requests are answered 200 `application/json`; notifications and responses 202. Methods: `initialize` (protocol 2025-11-25, 2025-06-18 or 2025-03-26; `serverInfo.version` is the server version), `ping`, `tools/list` (the tools of `GET /api/v1/ai/tools` the caller holds and the tenant's policy does not refuse), `tools/call` (runs the tool's API route as the caller: allow runs, ask queues an action in `/api/v1/ai/actions`, deny refuses; a refused or failed call is a result with `isError`). A browser's request (with `Origin`) whose `Origin` or `Host` the configuration does not name is 403 (DNS rebinding); an unsupported `MCP-Protocol-Version`, or a body that is no JSON-RPC message, is 400 with a JSON-RPC error. Not CSRF-wrapped (SPEC 5.7).")
+        Route::post("/mcp", post).identity().csrf_exempt().doc("mcp", "MCP endpoint (Streamable HTTP)", "One JSON-RPC 2.0 message per POST with the API's credentials (bearer token or session; 401 problem without). Requests are answered 200 `application/json`; notifications and responses 202. Protocol 2026-07-28 (stateless: `params._meta` carries the protocol version and client capabilities, mirrored by `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`; `server/discover`; errors answered 400, or 404 for an unknown method) or the `initialize` handshake of 2025-11-25, 2025-06-18 or 2025-03-26 (`serverInfo.version` is the server version). Methods: `ping`, `tools/list` (the tools of `GET /api/v1/ai/tools` the caller holds and the tenant's policy does not refuse), `tools/call` (runs the tool's API route as the caller: allow runs, ask queues an action in `/api/v1/ai/actions`, deny refuses; a refused or failed call is a result with `isError`). A browser's request (with `Origin`) whose `Origin` or `Host` the configuration does not name is 403 (DNS rebinding); an unsupported `MCP-Protocol-Version`, or a body that is no JSON-RPC message, is 400 with a JSON-RPC error. Not CSRF-wrapped (SPEC 5.7).")
             .no_deadline().body::<JsonRpcMessage>().answers::<Value>(200).answers_empty(202).answers::<Value>(400).fails(403, "A browser's Origin or Host the configuration does not name"),
         Route::get("/mcp", no_stream).identity().csrf_exempt().doc("mcp", "MCP server-to-client stream (not offered)", "405: the server sends nothing unasked, so it offers no stream (the transport allows this).")
             .answers_empty(405),
@@ -102,8 +112,77 @@ fn error(id: Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 
-fn bad_request(body: Value) -> Response {
-    (StatusCode::BAD_REQUEST, Json(body)).into_response()
+/// A JSON-RPC error as the transport sends it: 404 for an unknown method, 400 for a request
+/// that does not fit (the 2026-07-28 table; earlier revisions read the body either way).
+fn rpc_error(id: Value, code: i64, message: impl Into<String>, data: Option<Value>) -> Response {
+    let mut body = error(id, code, message);
+    if let Some(d) = data {
+        body["error"]["data"] = d;
+    }
+    let status = match code {
+        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    (status, Json(body)).into_response()
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// The 2026-07-28 envelope of a request: every request carries its protocol version and the
+/// client's capabilities in `params._meta`, mirrored by the `MCP-Protocol-Version`,
+/// `Mcp-Method` and (for `tools/call`) `Mcp-Name` headers; no handshake, no session.
+fn check_envelope(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Value,
+) -> Result<(), (i64, String, Option<Value>)> {
+    let meta = &params["_meta"];
+    let (Some(version), true) = (meta.get(VERSION_KEY), meta.get(CAPABILITIES_KEY).is_some())
+    else {
+        return Err((
+            INVALID_PARAMS,
+            format!("params._meta must carry {VERSION_KEY:?} and {CAPABILITIES_KEY:?}"),
+            None,
+        ));
+    };
+    if header(headers, "mcp-protocol-version") != version.as_str() {
+        return Err((
+            HEADER_MISMATCH,
+            "the MCP-Protocol-Version header does not match params._meta".into(),
+            None,
+        ));
+    }
+    if header(headers, "mcp-method") != Some(method) {
+        return Err((
+            HEADER_MISMATCH,
+            "the Mcp-Method header does not match the method".into(),
+            None,
+        ));
+    }
+    if method == "tools/call"
+        && let Some(name) = params["name"].as_str()
+        && header(headers, "mcp-name") != Some(name)
+    {
+        return Err((
+            HEADER_MISMATCH,
+            "the Mcp-Name header does not match the tool's name".into(),
+            None,
+        ));
+    }
+    if version.as_str() != Some(MODERN) {
+        let supported: Vec<&str> = REVISIONS.iter().copied().chain([MODERN]).collect();
+        return Err((
+            UNSUPPORTED_PROTOCOL_VERSION,
+            "unsupported protocol version".into(),
+            Some(json!({"supported": supported, "requested": version})),
+        ));
+    }
+    Ok(())
 }
 
 async fn post(
@@ -124,35 +203,23 @@ async fn post(
             "an MCP message is at most 1 MiB",
         ));
     }
-    if let Some(v) = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        && !REVISIONS.contains(&v.trim())
-    {
-        return Ok(bad_request(error(
-            Value::Null,
-            INVALID_REQUEST,
-            format!(
-                "unsupported MCP-Protocol-Version {v}; supported: {}",
-                REVISIONS.join(", ")
-            ),
-        )));
-    }
     let Ok(value) = serde_json::from_slice::<Value>(&body) else {
-        return Ok(bad_request(error(
+        return Ok(rpc_error(
             Value::Null,
             PARSE_ERROR,
             "the body is not JSON",
-        )));
+            None,
+        ));
     };
     let message = match serde_json::from_value::<JsonRpcMessage>(value) {
         Ok(m) if m.jsonrpc == "2.0" => m,
         _ => {
-            return Ok(bad_request(error(
+            return Ok(rpc_error(
                 Value::Null,
                 INVALID_REQUEST,
                 "one JSON-RPC 2.0 message per request",
-            )));
+                None,
+            ));
         }
     };
     let (Some(id), Some(method)) = (message.id, message.method) else {
@@ -160,18 +227,58 @@ async fn post(
         return Ok(StatusCode::ACCEPTED.into_response());
     };
     let params = message.params.unwrap_or(Value::Null);
+    let version_header = header(&headers, "mcp-protocol-version");
+    let modern = version_header == Some(MODERN) || params["_meta"].get(VERSION_KEY).is_some();
+    if modern {
+        if let Err((code, message, data)) = check_envelope(&headers, &method, &params) {
+            return Ok(rpc_error(id, code, message, data));
+        }
+    } else if let Some(v) = version_header
+        && !REVISIONS.contains(&v)
+    {
+        let supported: Vec<&str> = REVISIONS.iter().copied().chain([MODERN]).collect();
+        return Ok(rpc_error(
+            id,
+            INVALID_REQUEST,
+            format!(
+                "unsupported MCP-Protocol-Version {v}; supported: {}",
+                supported.join(", ")
+            ),
+            None,
+        ));
+    }
     let reply = match method.as_str() {
-        "initialize" => Ok(initialize(&params)),
+        "initialize" if !modern => Ok(initialize(&params)),
+        "server/discover" if modern => Ok(discover()),
         "ping" => Ok(json!({})),
         "tools/list" => tools_list(&st, &c).await,
         "tools/call" => tools_call(&st, &c, &params).await,
         other => Err((METHOD_NOT_FOUND, format!("no method {other}"))),
     };
-    let answer = match reply {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err((code, message)) => error(id, code, message),
-    };
-    Ok(Json(answer).into_response())
+    match reply {
+        Ok(mut result) => {
+            if modern {
+                // Required on the 2026-07-28 wire; lists and discovery say how long they keep.
+                result["resultType"] = json!("complete");
+                if matches!(method.as_str(), "tools/list" | "server/discover") {
+                    result["ttlMs"] = json!(0);
+                    result["cacheScope"] = json!("private");
+                }
+            }
+            Ok(Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response())
+        }
+        Err((METHOD_NOT_FOUND, message)) if modern => {
+            Ok(rpc_error(id, METHOD_NOT_FOUND, message, None))
+        }
+        // Earlier revisions answer every request in a 200 body.
+        Err((code, message)) => Ok(Json(error(id, code, message)).into_response()),
+    }
+}
+
+const INSTRUCTIONS: &str = "Tools read and act on this monitoring service as the credential's holder. Write tools run only where the tenant's tool policy allows them; some wait for a person's approval (their result names the action).";
+
+fn server_info() -> Value {
+    json!({"name": "svc", "title": "svc monitoring and alerting", "version": crate::model::VERSION})
 }
 
 fn initialize(params: &Value) -> Value {
@@ -184,8 +291,19 @@ fn initialize(params: &Value) -> Value {
     json!({
         "protocolVersion": version,
         "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {"name": "svc", "title": "svc monitoring and alerting", "version": crate::model::VERSION},
-        "instructions": "Tools read and act on this monitoring service as the credential's holder. Write tools run only where the tenant's tool policy allows them; some wait for a person's approval (their result names the action).",
+        "serverInfo": server_info(),
+        "instructions": INSTRUCTIONS,
+    })
+}
+
+/// `server/discover` (2026-07-28): what `initialize` says, without a handshake.
+fn discover() -> Value {
+    let supported: Vec<&str> = [MODERN].into_iter().chain(REVISIONS).collect();
+    json!({
+        "supportedVersions": supported,
+        "capabilities": {"tools": {"listChanged": false}},
+        "instructions": INSTRUCTIONS,
+        "_meta": {"io.modelcontextprotocol/serverInfo": server_info()},
     })
 }
 

@@ -79,6 +79,7 @@ async fn turn(s: &Server, token: &str, chat: &str, message: &str) -> Vec<Value> 
     .await;
     assert_eq!(res.status(), 201);
     assert_eq!(res.headers()["content-type"], "text/event-stream");
+    assert_eq!(res.headers()["x-vercel-ai-ui-message-stream"], "v1");
     frames(&res.text().await.unwrap())
 }
 
@@ -490,11 +491,13 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     let text: String = events
         .iter()
         .filter(|e| e["type"] == "text-delta")
-        .map(|e| e["text"].as_str().unwrap())
+        .map(|e| e["delta"].as_str().unwrap())
         .collect();
     assert_eq!(text, "echo: hello");
+    assert_eq!(events[0]["type"], "start");
+    assert_eq!(events[1], json!({"type": "text-start", "id": "text-0"}));
     assert_eq!(events.last().unwrap()["type"], "finish");
-    assert_eq!(events.last().unwrap()["tokens"], 10);
+    assert_eq!(events.last().unwrap()["messageMetadata"]["tokens"], 10);
     let kept = get(s, t, &format!("/api/v1/ai/chats/{chat}")).await;
     let roles: Vec<&str> = kept["messages"]
         .as_array()
@@ -520,15 +523,31 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     // A read tool runs as the caller.
     let alert = open_alert(s, t, "disk-1").await;
     let events = turn(s, t, &chat, "list").await;
-    let result = events.iter().find(|e| e["type"] == "tool-result").unwrap();
-    assert_eq!(result["outcome"], "ran");
+    let input = events
+        .iter()
+        .find(|e| e["type"] == "tool-input-available")
+        .unwrap();
+    assert_eq!(input["toolName"], "alerts_list");
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool-output-available")
+        .unwrap();
+    assert_eq!(result["toolCallId"], input["toolCallId"]);
+    assert_eq!(result["output"]["outcome"], "ran");
     assert_eq!(result["output"]["body"]["items"][0]["id"], alert.as_str());
-    assert!(events.iter().any(|e| e["type"] == "text-delta" && e["text"].as_str().unwrap().contains("tool said")));
+    assert!(
+        events.iter().any(
+            |e| e["type"] == "text-delta" && e["delta"].as_str().unwrap().contains("tool said")
+        )
+    );
 
     // A write tool the policy does not name is refused; the alert stays open.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
     assert_eq!(
-        events.iter().find(|e| e["type"] == "tool-result").unwrap()["outcome"],
+        events
+            .iter()
+            .find(|e| e["type"] == "tool-output-available")
+            .unwrap()["output"]["outcome"],
         "refused"
     );
     assert_eq!(
@@ -550,8 +569,11 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     )
     .await;
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let queued = events.iter().find(|e| e["type"] == "tool-result").unwrap();
-    assert_eq!(queued["outcome"], "queued");
+    let queued = events
+        .iter()
+        .find(|e| e["type"] == "tool-output-available")
+        .unwrap();
+    assert_eq!(queued["output"]["outcome"], "queued");
     let action = queued["output"]["actionId"].as_str().unwrap().to_string();
     let pending = get(s, t, "/api/v1/ai/actions?status=pending").await;
     assert_eq!(pending["items"][0]["id"], action.as_str());
@@ -590,7 +612,10 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 
     // Approved, it runs as the approver, who must hold the tool's permission.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let action = events.iter().find(|e| e["type"] == "tool-result").unwrap()["output"]["actionId"]
+    let action = events
+        .iter()
+        .find(|e| e["type"] == "tool-output-available")
+        .unwrap()["output"]["actionId"]
         .as_str()
         .unwrap()
         .to_string();
@@ -637,7 +662,10 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 
     // An approved call that fails: 502 svc:ai/execute, and the action says so.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let action = events.iter().find(|e| e["type"] == "tool-result").unwrap()["output"]["actionId"]
+    let action = events
+        .iter()
+        .find(|e| e["type"] == "tool-output-available")
+        .unwrap()["output"]["actionId"]
         .as_str()
         .unwrap()
         .to_string();
@@ -675,7 +703,10 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     let other = open_alert(s, t, "disk-2").await;
     let events = turn(s, t, &chat, &format!("ack {other}")).await;
     assert_eq!(
-        events.iter().find(|e| e["type"] == "tool-result").unwrap()["outcome"],
+        events
+            .iter()
+            .find(|e| e["type"] == "tool-output-available")
+            .unwrap()["output"]["outcome"],
         "ran"
     );
     assert_eq!(
@@ -724,7 +755,7 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     let said: String = frames(&slow.await.unwrap())
         .iter()
         .filter(|e| e["type"] == "text-delta")
-        .map(|e| e["text"].as_str().unwrap().to_string())
+        .map(|e| e["delta"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(said, "echo: slow");
 
@@ -732,8 +763,13 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     let events = turn(s, t, &chat, "fail").await;
     let last = events.last().unwrap();
     assert_eq!(
-        (last["type"].as_str(), last["code"].as_str()),
-        (Some("error"), Some("svc:ai/provider"))
+        (
+            last["type"].as_str(),
+            last["errorText"]
+                .as_str()
+                .map(|t| t.starts_with("svc:ai/provider: "))
+        ),
+        (Some("error"), Some(true))
     );
     let kept = get(s, t, &format!("/api/v1/ai/chats/{chat}")).await;
     let messages = kept["messages"].as_array().unwrap();
@@ -1025,10 +1061,29 @@ fn mcp_python() -> Option<PathBuf> {
     Some(python)
 }
 
+async fn out_version(s: &Server, t: &str) -> Value {
+    get(s, t, "/api/v1/system/info").await["version"].clone()
+}
+
+/// Runs the official client in its default mode (`server/discover`, the 2026-07-28
+/// revision), or with `MCP_MODE=legacy` (the `initialize` handshake).
 fn mcp_client(python: &Path, s: &Server, token: &str, calls: &[(&str, Value)]) -> Value {
+    mcp_client_in("auto", python, s, token, calls)
+}
+
+fn mcp_client_in(
+    mode: &str,
+    python: &Path,
+    s: &Server,
+    token: &str,
+    calls: &[(&str, Value)],
+) -> Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/mcp/client.py");
     let mut cmd = Command::new(python);
-    cmd.arg(script).arg(s.url("/mcp")).arg(token);
+    cmd.env("MCP_MODE", mode)
+        .arg(script)
+        .arg(s.url("/mcp"))
+        .arg(token);
     for (name, args) in calls {
         cmd.arg(name).arg(args.to_string());
     }
@@ -1069,7 +1124,7 @@ async fn the_official_mcp_client_lists_and_calls_tools_as_its_credential() {
             ("alert_ack", json!({"id": alert})),
         ],
     );
-    assert_eq!(out["protocolVersion"], "2025-11-25");
+    assert_eq!(out["protocolVersion"], "2026-07-28");
     assert_eq!(out["serverName"], "svc");
     assert_eq!(
         out["serverVersion"],
@@ -1128,7 +1183,15 @@ async fn the_official_mcp_client_lists_and_calls_tools_as_its_credential() {
 
     // Without the permission, the policy does not help.
     let other = open_alert(s, t, "mcp-2").await;
-    let out = mcp_client(&python, s, &viewer, &[("alert_ack", json!({"id": other}))]);
+    let out = mcp_client_in(
+        "legacy",
+        &python,
+        s,
+        &viewer,
+        &[("alert_ack", json!({"id": other}))],
+    );
+    assert_eq!(out["protocolVersion"], "2025-11-25", "the handshake, too");
+    assert_eq!(out["serverVersion"], out_version(s, t).await);
     assert!(
         !out["tools"]
             .as_array()
@@ -1264,6 +1327,73 @@ async fn mcp_speaks_json_rpc_with_the_apis_credentials() {
         200,
         "a client that is no browser names the server as it reaches it"
     );
+    // The 2026-07-28 envelope: checked against its headers, no handshake needed.
+    let envelope = |method: &str, params: Value| {
+        let mut params = params;
+        params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+        rpc(json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", method)
+    };
+    let discovered = json(
+        envelope("server/discover", json!({})).send().await.unwrap(),
+        200,
+    )
+    .await;
+    assert!(
+        discovered["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2025-11-25"))
+    );
+    assert_eq!(discovered["result"]["resultType"], "complete");
+    assert_eq!(
+        discovered["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "svc"
+    );
+    let listed = json(envelope("tools/list", json!({})).send().await.unwrap(), 200).await;
+    assert!(listed["result"]["tools"].as_array().unwrap().len() > 5);
+    assert_eq!(listed["result"]["ttlMs"], 0);
+    let mismatch = envelope(
+        "tools/call",
+        json!({"name": "problems_list", "arguments": {}}),
+    )
+    .header("Mcp-Name", "alerts_list")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(json(mismatch, 400).await["error"]["code"], -32020);
+    let called = envelope(
+        "tools/call",
+        json!({"name": "problems_list", "arguments": {}}),
+    )
+    .header("Mcp-Name", "problems_list")
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(json(called, 200).await["result"]["isError"], false);
+    let unknown = json(
+        envelope("prompts/list", json!({})).send().await.unwrap(),
+        404,
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32601);
+    let old_version = rpc(json!({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+        .header("MCP-Protocol-Version", "2030-01-01")
+        .header("Mcp-Method", "ping")
+        .send()
+        .await
+        .unwrap();
+    let refused = json(old_version, 400).await;
+    assert_eq!(refused["error"]["code"], -32022);
+    assert_eq!(refused["error"]["data"]["requested"], "2030-01-01");
+    let no_meta = rpc(json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json(no_meta, 400).await["error"]["code"], -32602);
+
     let get = s
         .http
         .get(s.url("/mcp"))

@@ -3,10 +3,13 @@ requirements.txt): connects with a bearer token, lists the tools and calls the o
 the command line. Prints one JSON document for the test to check.
 
 usage: client.py URL TOKEN [TOOL JSON-ARGUMENTS]...
+MCP_MODE: the client's connect mode, "auto" (the default: server/discover, falling back to the
+initialize handshake) or "legacy" (the handshake only).
 """
 
 import asyncio
 import json
+import os
 import sys
 
 import httpx2
@@ -17,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 async def main(url: str, token: str, calls: list[tuple[str, dict]]) -> dict:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
     transport = streamable_http_client(url, http_client=http)
-    async with Client(transport) as client:
+    async with Client(transport, mode=os.environ.get("MCP_MODE", "auto")) as client:
         info = client.server_info
         version = client.protocol_version
         tools = await client.list_tools()
