@@ -49,6 +49,10 @@ const NAME_MAX: usize = 200;
 /// Share of the monthly budget at which the `system` warning is journaled.
 const WARN_AT_PERCENT: u64 = 80;
 
+/// Whether the instance is busy with work that comes before AI (results, events,
+/// notifications), and why: `app` wires it to the results pipeline.
+pub type Pressure = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
+
 /// Runs an API request as a principal: the port through which tools reach the API.
 pub trait ToolRunner: Send + Sync + 'static {
     fn run<'a>(
@@ -62,9 +66,9 @@ pub trait ToolRunner: Send + Sync + 'static {
 pub enum AiError {
     #[error("{0}")]
     Disabled(String),
-    /// Turns are at their limit: AI work gives way first.
-    #[error("AI turns are at their limit; retry later")]
-    Shed,
+    /// Turns are at their limit, or other work is backed up: AI work gives way first.
+    #[error("AI work gives way: {0}; retry later")]
+    Shed(&'static str),
     #[error("a turn is already streaming on this chat")]
     Busy,
     #[error("{0}")]
@@ -145,6 +149,7 @@ pub struct Ai {
     busy: Mutex<HashSet<Uuid>>,
     turns: Arc<Semaphore>,
     runner: OnceLock<Arc<dyn ToolRunner>>,
+    pressure: Pressure,
     shed: AtomicU64,
 }
 
@@ -154,6 +159,7 @@ impl Ai {
         clock: SharedClock,
         inventory: Arc<Inventory>,
         config: AiConfig,
+        pressure: Pressure,
     ) -> Result<Arc<Ai>, String> {
         Ok(Arc::new(Ai {
             http: provider::http()?,
@@ -164,6 +170,7 @@ impl Ai {
             config,
             busy: Mutex::default(),
             runner: OnceLock::new(),
+            pressure,
             shed: AtomicU64::new(0),
         }))
     }
@@ -1015,10 +1022,18 @@ impl Ai {
 
     /// Takes a turn slot: refused when the instance runs its most, and counted.
     fn slot(self: &Arc<Self>, chat: Option<Uuid>) -> Result<TurnGuard, AiError> {
-        let permit = self.turns.clone().try_acquire_owned().map_err(|_| {
+        let shed = |why| {
             self.shed.fetch_add(1, Ordering::Relaxed);
-            AiError::Shed
-        })?;
+            AiError::Shed(why)
+        };
+        if let Some(why) = (self.pressure)() {
+            return Err(shed(why));
+        }
+        let permit = self
+            .turns
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| shed("ai.maxConcurrentTurns turns are running"))?;
         if let Some(chat) = chat
             && !self
                 .busy

@@ -479,7 +479,7 @@ impl From<AiError> for Problem {
     fn from(e: AiError) -> Self {
         match e {
             AiError::Disabled(why) => Problem::new(Code::AiDisabled, why),
-            e @ AiError::Shed => {
+            e @ AiError::Shed(_) => {
                 Problem::new(Code::AiDisabled, e.to_string()).retry_after(Duration::from_secs(5))
             }
             e @ AiError::Busy => Problem::new(Code::AiBusy, e.to_string()),

@@ -422,11 +422,17 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             directory: directory.clone(),
         });
     }
+    let backlog = pipeline.clone();
+    let pressure: crate::ai::Pressure = Arc::new(move || {
+        (backlog.depth() > crate::monitor::pipeline::CAPACITY / 2 || backlog.stalled())
+            .then_some("the results pipeline is backed up")
+    });
     let ai = crate::ai::Ai::new(
         store.clone(),
         clock.clone(),
         inventory.clone(),
         config.ai.clone(),
+        pressure,
     )
     .map_err(|e| AppError::Internal(format!("the AI HTTP client: {e}")))?;
     let ctx = Arc::new(AppContext {

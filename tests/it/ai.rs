@@ -868,8 +868,47 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 async fn conversations_use_the_instance_connection_and_the_budget_holds() {
     let dir = tempfile::tempdir().unwrap();
     let provider = Provider::start(dir.path());
-    let a = start(dir.path(), &provider, "  monthlyTokenBudget: 25\n");
+    let a = start(
+        dir.path(),
+        &provider,
+        "  monthlyTokenBudget: 35\n  maxConcurrentTurns: 1\n",
+    );
     let (s, t) = (&a.s, a.token.as_str());
+    // One turn at a time in this instance: another is shed at once, and counted.
+    let slow = {
+        let (http, url, token) = (
+            s.http.clone(),
+            s.url("/api/v1/ai/conversations"),
+            t.to_string(),
+        );
+        tokio::spawn(async move {
+            let res = http
+                .post(url)
+                .bearer_auth(token)
+                .json(&json!({"message": "slow"}))
+                .send()
+                .await
+                .unwrap();
+            res.status().as_u16()
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let shed = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/conversations",
+        json!({"message": "hello"}),
+    )
+    .await;
+    assert_eq!(shed.headers()["retry-after"], "5");
+    assert_problem(shed, 503, "svc:ai/disabled").await;
+    let queues = get(s, t, "/api/v1/overview").await["queues"].clone();
+    assert_eq!(
+        (queues["droppedAi"].as_u64(), queues["aiDepth"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(slow.await.unwrap(), 201);
     let c = json(
         send(
             s,
@@ -918,7 +957,7 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         "svc:not-found",
     )
     .await;
-    // 20 of 25 tokens: the month's warning is a `system` event.
+    // 30 of 35 tokens: the month's warning is a `system` event.
     let events = get(s, t, "/api/v1/events?type=system").await;
     let warning = events["items"]
         .as_array()
