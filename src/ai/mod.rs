@@ -436,28 +436,14 @@ impl Ai {
         }
         let call = tool.request(&action.arguments).map_err(AiError::Execute)?;
         let answer = self.runner()?.run(p, call).await;
-        action.status = if answer.ok() {
+        let status = if answer.ok() {
             ActionStatus::Executed
         } else {
             ActionStatus::Failed
         };
-        action.decided_by = Some(owner_of(p));
-        action.decided_at = Some(self.clock.now());
         action.result_status = Some(answer.status);
         action.result = Some(answer.body.clone());
-        let audit = self.audit(
-            p,
-            actor,
-            "ai.action.approve",
-            format!("ai/action/{}", action.id),
-        );
-        self.keep(
-            p.tenant,
-            format!("{ACTIONS}{}", action.id),
-            Some(encode("an action", &action)),
-            audit,
-        )
-        .await?;
+        let action = self.decided(p, actor, action, status, "approve").await?;
         if !answer.ok() {
             let detail = answer.body["detail"]
                 .as_str()
@@ -471,14 +457,27 @@ impl Ai {
     }
 
     pub async fn deny(&self, p: &Principal, actor: &Actor, id: &str) -> Result<Action, AiError> {
-        let mut action = self.pending_action(p.tenant, id).await?;
-        action.status = ActionStatus::Denied;
+        let action = self.pending_action(p.tenant, id).await?;
+        self.decided(p, actor, action, ActionStatus::Denied, "deny")
+            .await
+    }
+
+    /// Keeps a person's decision on an action, with its audit entry (`ai.action.<verb>`).
+    async fn decided(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        mut action: Action,
+        status: ActionStatus,
+        verb: &str,
+    ) -> Result<Action, AiError> {
+        action.status = status;
         action.decided_by = Some(owner_of(p));
         action.decided_at = Some(self.clock.now());
         let audit = self.audit(
             p,
             actor,
-            "ai.action.deny",
+            &format!("ai.action.{verb}"),
             format!("ai/action/{}", action.id),
         );
         self.keep(
@@ -842,35 +841,43 @@ impl Ai {
 
     // --- chats ---
 
-    fn owned<T>(p: &Principal, owner: &str, v: T) -> Result<T, AiError> {
-        if owner == owner_of(p) {
-            Ok(v)
-        } else {
-            Err(AiError::NotFound)
-        }
-    }
-
-    pub async fn chats(&self, p: &Principal) -> Result<Vec<Chat>, AiError> {
+    /// The caller's records under `prefix`, without what a list leaves out.
+    async fn own_records<T: Owned>(&self, p: &Principal, prefix: &str) -> Result<Vec<T>, AiError> {
         self.require_enabled()?;
         let owner = owner_of(p);
-        let mut all: Vec<Chat> = self.load_all(p.tenant, CHATS).await?;
-        all.retain(|c| c.owner == owner);
-        all.reverse();
-        for c in &mut all {
-            c.messages.clear();
+        let mut all: Vec<T> = self.load_all(p.tenant, prefix).await?;
+        all.retain(|r| r.owner() == owner);
+        for r in &mut all {
+            r.summarise();
         }
         Ok(all)
     }
 
-    pub async fn chat(&self, p: &Principal, id: &str) -> Result<Chat, AiError> {
+    /// One of the caller's records; another's is not found.
+    async fn own_record<T: Owned>(
+        &self,
+        p: &Principal,
+        prefix: &str,
+        id: &str,
+    ) -> Result<T, AiError> {
         self.require_enabled()?;
         let id = parse_id(id)?;
-        let chat: Chat = self
-            .load(p.tenant, format!("{CHATS}{id}"))
+        let owner = owner_of(p);
+        self.load::<T>(p.tenant, format!("{prefix}{id}"))
             .await?
-            .ok_or(AiError::NotFound)?;
-        let owner = chat.owner.clone();
-        Self::owned(p, &owner, chat)
+            .filter(|r| r.owner() == owner)
+            .ok_or(AiError::NotFound)
+    }
+
+    /// The caller's chats, newest first.
+    pub async fn chats(&self, p: &Principal) -> Result<Vec<Chat>, AiError> {
+        let mut all: Vec<Chat> = self.own_records(p, CHATS).await?;
+        all.reverse();
+        Ok(all)
+    }
+
+    pub async fn chat(&self, p: &Principal, id: &str) -> Result<Chat, AiError> {
+        self.own_record(p, CHATS, id).await
     }
 
     async fn chat_settings(
@@ -1222,27 +1229,15 @@ impl Ai {
 
     // --- conversations ---
 
+    /// The caller's conversations, the latest changed first.
     pub async fn conversations(&self, p: &Principal) -> Result<Vec<Conversation>, AiError> {
-        self.require_enabled()?;
-        let owner = owner_of(p);
-        let mut all: Vec<Conversation> = self.load_all(p.tenant, CONVERSATIONS).await?;
-        all.retain(|c| c.owner == owner);
+        let mut all: Vec<Conversation> = self.own_records(p, CONVERSATIONS).await?;
         all.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(b.id.cmp(&a.id)));
-        for c in &mut all {
-            c.messages.clear();
-        }
         Ok(all)
     }
 
     pub async fn conversation(&self, p: &Principal, id: &str) -> Result<Conversation, AiError> {
-        self.require_enabled()?;
-        let id = parse_id(id)?;
-        let c: Conversation = self
-            .load(p.tenant, format!("{CONVERSATIONS}{id}"))
-            .await?
-            .ok_or(AiError::NotFound)?;
-        let owner = c.owner.clone();
-        Self::owned(p, &owner, c)
+        self.own_record(p, CONVERSATIONS, id).await
     }
 
     /// Starts a conversation turn through the instance connection (or the tenant's first
@@ -1362,6 +1357,33 @@ impl Ai {
             .await
             .map_err(|e| AiError::Provider(e.to_string()))?;
         Ok(reply.text)
+    }
+}
+
+/// A record of one owner (a chat, a conversation): listed and read by its owner alone.
+trait Owned: DeserializeOwned {
+    fn owner(&self) -> &str;
+    /// Leaves out what a list does not show (the messages).
+    fn summarise(&mut self);
+}
+
+impl Owned for Chat {
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn summarise(&mut self) {
+        self.messages.clear();
+    }
+}
+
+impl Owned for Conversation {
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn summarise(&mut self) {
+        self.messages.clear();
     }
 }
 

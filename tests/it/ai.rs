@@ -83,6 +83,37 @@ async fn turn(s: &Server, token: &str, chat: &str, message: &str) -> Vec<Value> 
     frames(&res.text().await.unwrap())
 }
 
+/// The catalog entry of `name` in a `GET /ai/tools` page.
+fn tool<'a>(tools: &'a Value, name: &str) -> &'a Value {
+    tools["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap()
+}
+
+/// The output of a turn's first tool call.
+fn tool_output(events: &[Value]) -> &Value {
+    &events
+        .iter()
+        .find(|e| e["type"] == "tool-output-available")
+        .expect("a tool's output")["output"]
+}
+
+/// A POST without a body (the `:verb` routes).
+async fn post_empty(s: &Server, token: &str, path: &str) -> reqwest::Response {
+    send(s, token, Method::POST, path, Value::Null).await
+}
+
+async fn set_policy(s: &Server, token: &str, policy: Value) -> Value {
+    json(
+        send(s, token, Method::PUT, "/api/v1/ai/policy", policy).await,
+        200,
+    )
+    .await
+}
+
 async fn open_alert(s: &Server, token: &str, key: &str) -> String {
     let a = json(
         send(
@@ -114,12 +145,7 @@ async fn with_ai_off_the_catalogs_answer_and_the_agent_is_refused() {
         names.contains(&"alerts_list") && names.contains(&"alert_ack"),
         "{names:?}"
     );
-    let ack = tools["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "alert_ack")
-        .unwrap();
+    let ack = tool(&tools, "alert_ack");
     assert_eq!(
         ack["policy"], "deny",
         "write tools are off until the policy names them"
@@ -207,13 +233,7 @@ async fn with_ai_off_the_catalogs_answer_and_the_agent_is_refused() {
     )
     .await;
     let permitted = get(s, &viewer, "/api/v1/ai/tools").await;
-    let ack = permitted["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "alert_ack")
-        .unwrap()
-        .clone();
+    let ack = tool(&permitted, "alert_ack");
     assert_eq!(ack["permitted"], false, "a viewer cannot acknowledge");
 
     // The policy: names are checked, the version counts.
@@ -243,18 +263,7 @@ async fn with_ai_off_the_catalogs_answer_and_the_agent_is_refused() {
         "svc:validation/policy",
     )
     .await;
-    let p = json(
-        send(
-            s,
-            t,
-            Method::PUT,
-            "/api/v1/ai/policy",
-            json!({"ask": ["alert_ack"], "maxRounds": 4}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    let p = set_policy(s, t, json!({"ask": ["alert_ack"], "maxRounds": 4})).await;
     assert_eq!(
         (p["version"].as_i64(), p["maxRounds"].as_i64()),
         (Some(1), Some(4))
@@ -265,13 +274,7 @@ async fn with_ai_off_the_catalogs_answer_and_the_agent_is_refused() {
             .contains(&"ai.policy.update".to_string())
     );
     let tools = get(s, t, "/api/v1/ai/tools").await;
-    let ack = tools["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "alert_ack")
-        .unwrap()
-        .clone();
+    let ack = tool(&tools, "alert_ack");
     assert_eq!(ack["policy"], "ask");
 }
 
@@ -328,14 +331,7 @@ async fn connections_keep_their_keys_and_reach_only_named_endpoints() {
     let models = get(s, t, &format!("/api/v1/ai/connections/{id}/models")).await;
     assert_eq!(models["items"], json!([{"id": "fake-1"}, {"id": "fake-2"}]));
     let test = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/ai/connections/{id}:test"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/ai/connections/{id}:test")).await,
         200,
     )
     .await;
@@ -357,14 +353,7 @@ async fn connections_keep_their_keys_and_reach_only_named_endpoints() {
     )
     .await;
     assert_eq!(updated["hasApiKey"], true);
-    let refused = send(
-        s,
-        t,
-        Method::POST,
-        &format!("/api/v1/ai/connections/{id}:test"),
-        Value::Null,
-    )
-    .await;
+    let refused = post_empty(s, t, &format!("/api/v1/ai/connections/{id}:test")).await;
     let p = assert_problem(refused, 502, "svc:ai/provider").await;
     assert!(p["detail"].as_str().unwrap().contains("401"), "{p}");
 
@@ -543,64 +532,30 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 
     // A write tool the policy does not name is refused; the alert stays open.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    assert_eq!(
-        events
-            .iter()
-            .find(|e| e["type"] == "tool-output-available")
-            .unwrap()["output"]["outcome"],
-        "refused"
-    );
+    assert_eq!(tool_output(&events)["outcome"], "refused");
     assert_eq!(
         get(s, t, &format!("/api/v1/alerts/{alert}")).await["status"],
         "open"
     );
 
     // Ask: the call becomes an action; denying it runs nothing.
-    json(
-        send(
-            s,
-            t,
-            Method::PUT,
-            "/api/v1/ai/policy",
-            json!({"ask": ["alert_ack"]}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    set_policy(s, t, json!({"ask": ["alert_ack"]})).await;
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let queued = events
-        .iter()
-        .find(|e| e["type"] == "tool-output-available")
-        .unwrap();
-    assert_eq!(queued["output"]["outcome"], "queued");
-    let action = queued["output"]["actionId"].as_str().unwrap().to_string();
+    let queued = tool_output(&events);
+    assert_eq!(queued["outcome"], "queued");
+    let action = queued["actionId"].as_str().unwrap().to_string();
     let pending = get(s, t, "/api/v1/ai/actions?status=pending").await;
     assert_eq!(pending["items"][0]["id"], action.as_str());
     assert_eq!(pending["items"][0]["tool"], "alert_ack");
     assert_eq!(pending["items"][0]["chatId"], chat.as_str());
     let denied = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/ai/actions/{action}:deny"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/ai/actions/{action}:deny")).await,
         200,
     )
     .await;
     assert_eq!(denied["status"], "denied");
     assert_problem(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/ai/actions/{action}:approve"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/ai/actions/{action}:approve")).await,
         409,
         "svc:conflict",
     )
@@ -612,36 +567,19 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 
     // Approved, it runs as the approver, who must hold the tool's permission.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let action = events
-        .iter()
-        .find(|e| e["type"] == "tool-output-available")
-        .unwrap()["output"]["actionId"]
+    let action = tool_output(&events)["actionId"]
         .as_str()
         .unwrap()
         .to_string();
     let (viewer, _) = mint(s, t, json!({"name": "v", "roles": ["viewer"]})).await;
     assert_problem(
-        send(
-            s,
-            &viewer,
-            Method::POST,
-            &format!("/api/v1/ai/actions/{action}:approve"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, &viewer, &format!("/api/v1/ai/actions/{action}:approve")).await,
         403,
         "svc:auth/forbidden",
     )
     .await;
     let done = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/ai/actions/{action}:approve"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/ai/actions/{action}:approve")).await,
         200,
     )
     .await;
@@ -662,22 +600,12 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
 
     // An approved call that fails: 502 svc:ai/execute, and the action says so.
     let events = turn(s, t, &chat, &format!("ack {alert}")).await;
-    let action = events
-        .iter()
-        .find(|e| e["type"] == "tool-output-available")
-        .unwrap()["output"]["actionId"]
+    let action = tool_output(&events)["actionId"]
         .as_str()
         .unwrap()
         .to_string();
     assert_problem(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/ai/actions/{action}:approve"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/ai/actions/{action}:approve")).await,
         502,
         "svc:ai/execute",
     )
@@ -688,27 +616,10 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     );
 
     // Allow: it runs at once.
-    json(
-        send(
-            s,
-            t,
-            Method::PUT,
-            "/api/v1/ai/policy",
-            json!({"autoApprove": ["alert_resolve", "alert_ack"]}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    set_policy(s, t, json!({"autoApprove": ["alert_resolve", "alert_ack"]})).await;
     let other = open_alert(s, t, "disk-2").await;
     let events = turn(s, t, &chat, &format!("ack {other}")).await;
-    assert_eq!(
-        events
-            .iter()
-            .find(|e| e["type"] == "tool-output-available")
-            .unwrap()["output"]["outcome"],
-        "ran"
-    );
+    assert_eq!(tool_output(&events)["outcome"], "ran");
     assert_eq!(
         get(s, t, &format!("/api/v1/alerts/{other}")).await["status"],
         "acked"
@@ -1057,14 +968,7 @@ async fn the_messages_format_carries_tool_use_and_summaries() {
     .await;
     let id = incident["id"].as_str().unwrap();
     let summary = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            &format!("/api/v1/incidents/{id}:summarize"),
-            Value::Null,
-        )
-        .await,
+        post_empty(s, t, &format!("/api/v1/incidents/{id}:summarize")).await,
         200,
     )
     .await;
@@ -1194,18 +1098,7 @@ async fn the_official_mcp_client_lists_and_calls_tools_as_its_credential() {
     );
 
     // Allowed by the policy, the write runs, audited as the AI agent it is.
-    json(
-        send(
-            s,
-            t,
-            Method::PUT,
-            "/api/v1/ai/policy",
-            json!({"autoApprove": ["alert_ack"]}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    set_policy(s, t, json!({"autoApprove": ["alert_ack"]})).await;
     let out = mcp_client(
         &python,
         s,
@@ -1250,18 +1143,7 @@ async fn the_official_mcp_client_lists_and_calls_tools_as_its_credential() {
     );
 
     // Ask: the call waits in the approval queue.
-    json(
-        send(
-            s,
-            t,
-            Method::PUT,
-            "/api/v1/ai/policy",
-            json!({"ask": ["alert_ack"]}),
-        )
-        .await,
-        200,
-    )
-    .await;
+    set_policy(s, t, json!({"ask": ["alert_ack"]})).await;
     let out = mcp_client(&python, s, &agent, &[("alert_ack", json!({"id": other}))]);
     assert_eq!(out["results"][0]["structured"]["status"], "pending");
     let action = out["results"][0]["structured"]["actionId"]
