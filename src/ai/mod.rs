@@ -909,6 +909,32 @@ impl Ai {
         }
     }
 
+    /// A chat's title: the one asked for, which none of the owner's other chats may have
+    /// (409), or the first free "New chat", "New chat 2"...
+    async fn chat_title(
+        &self,
+        p: &Principal,
+        wanted: Option<String>,
+        except: Option<Uuid>,
+    ) -> Result<String, AiError> {
+        let others: Vec<Chat> = self.own_records(p, CHATS).await?;
+        let taken = |t: &str| others.iter().any(|c| Some(c.id) != except && c.title == t);
+        match wanted
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+        {
+            Some(t) if taken(&t) => Err(AiError::Conflict(format!("a chat named {t:?} exists"))),
+            Some(t) => Ok(t),
+            None => Ok((1..)
+                .map(|n| match n {
+                    1 => "New chat".to_string(),
+                    n => format!("New chat {n}"),
+                })
+                .find(|t| !taken(t))
+                .unwrap_or_default()),
+        }
+    }
+
     pub async fn create_chat(
         &self,
         p: &Principal,
@@ -917,10 +943,11 @@ impl Ai {
     ) -> Result<Chat, AiError> {
         self.require_enabled()?;
         let connection_id = self.chat_settings(p, &input).await?;
+        let title = self.chat_title(p, input.title, None).await?;
         let now = self.clock.now();
         let chat = Chat {
             id: self.clock.new_id(),
-            title: input.title.unwrap_or_else(|| "New chat".into()),
+            title,
             connection_id,
             model: input.model.filter(|m| !m.is_empty()),
             settings: input.settings,
@@ -962,8 +989,8 @@ impl Ai {
         let mut chat = self.chat(p, id).await?;
         self.check_free(chat.id)?;
         let connection_id = self.chat_settings(p, &input).await?;
-        if let Some(t) = input.title {
-            chat.title = t;
+        if input.title.is_some() {
+            chat.title = self.chat_title(p, input.title, Some(chat.id)).await?;
         }
         if input.connection_id.is_some() {
             chat.connection_id = connection_id;

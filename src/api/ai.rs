@@ -77,11 +77,11 @@ pub fn routes() -> Vec<Route> {
             .no_body().ok::<ConnectionTest>().fails(502, "The provider failed (`svc:ai/provider`)").fails(503, "AI is off (`svc:ai/disabled`)"),
         Route::get("/api/v1/ai/chats", chats).permission("events:read").doc("ai", "List my agent chats", "The caller's chats, newest first, without their messages.")
             .query::<PageQuery>().ok::<Page<Chat>>().fails(503, "AI is off (`svc:ai/disabled`)"),
-        Route::post("/api/v1/ai/chats", create_chat).permission("events:read").doc("ai", "Create an agent chat", "`chatInput`: `title`, `connectionId` (one the caller sees; none: the instance connection), `model`, `settings` (kept as given). 201.")
-            .body::<ChatInput>().answers::<Chat>(201).fails(503, "AI is off (`svc:ai/disabled`)"),
+        Route::post("/api/v1/ai/chats", create_chat).permission("events:read").doc("ai", "Create an agent chat", "`chatInput`: `title`, `connectionId` (one the caller sees; none: the instance connection), `model`, `settings` (kept as given). 201. A title another of the caller's chats has is 409 `svc:conflict`; untitled chats are \"New chat\", \"New chat 2\"...")
+            .body::<ChatInput>().answers::<Chat>(201).fails(409, "The title is taken (`svc:conflict`)").fails(503, "AI is off (`svc:ai/disabled`)"),
         Route::get("/api/v1/ai/chats/{id}", get_chat).permission("events:read").doc("ai", "Chat with messages", "Only the owner's: another's chat is 404.")
             .ok::<Chat>().fails(503, "AI is off (`svc:ai/disabled`)"),
-        Route::put("/api/v1/ai/chats/{id}", update_chat).permission("events:read").doc("ai", "Update chat settings", "Fields given replace the stored ones; no If-Match (SPEC 9). 409 `svc:ai/busy` while a turn streams.")
+        Route::put("/api/v1/ai/chats/{id}", update_chat).permission("events:read").doc("ai", "Update chat settings", "Fields given replace the stored ones; no If-Match (SPEC 9). 409 `svc:ai/busy` while a turn streams, `svc:conflict` for a title another of the caller's chats has.")
             .body::<ChatInput>().ok::<Chat>().fails(409, "A turn is streaming (`svc:ai/busy`)").fails(503, "AI is off (`svc:ai/disabled`)"),
         Route::delete("/api/v1/ai/chats/{id}", delete_chat).permission("events:read").doc("ai", "Delete a chat", "204; 409 `svc:ai/busy` while a turn streams.")
             .answers_empty(204).fails(409, "A turn is streaming (`svc:ai/busy`)").fails(503, "AI is off (`svc:ai/disabled`)"),

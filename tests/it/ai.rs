@@ -475,6 +475,54 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     )
     .await;
     let chat = chat["id"].as_str().unwrap().to_string();
+    // Names: one per owner (409 svc:conflict), untitled chats numbered.
+    let clash = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/chats",
+        json!({"title": "night shift"}),
+    )
+    .await;
+    assert_problem(clash, 409, "svc:conflict").await;
+    let mut untitled = Vec::new();
+    for _ in 0..2 {
+        let c = json(
+            send(s, t, Method::POST, "/api/v1/ai/chats", json!({})).await,
+            201,
+        )
+        .await;
+        untitled.push((
+            c["id"].as_str().unwrap().to_string(),
+            c["title"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert_eq!(
+        (untitled[0].1.as_str(), untitled[1].1.as_str()),
+        ("New chat", "New chat 2")
+    );
+    let rename = send(
+        s,
+        t,
+        Method::PUT,
+        &format!("/api/v1/ai/chats/{}", untitled[1].0),
+        json!({"title": "New chat"}),
+    )
+    .await;
+    assert_problem(rename, 409, "svc:conflict").await;
+    let (other, _) = mint(s, t, json!({"name": "other", "roles": ["operator"]})).await;
+    json(
+        send(
+            s,
+            &other,
+            Method::POST,
+            "/api/v1/ai/chats",
+            json!({"title": "night shift"}),
+        )
+        .await,
+        201,
+    )
+    .await;
 
     let events = turn(s, t, &chat, "hello").await;
     let text: String = events
@@ -739,9 +787,17 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     )
     .await;
     assert_eq!(renamed["title"], "day shift");
+    let mine = get(s, t, "/api/v1/ai/chats").await;
+    let titles: Vec<&str> = mine["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["title"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        get(s, t, "/api/v1/ai/chats").await["items"][0]["title"],
-        "day shift"
+        titles,
+        ["New chat 2", "New chat", "day shift"],
+        "newest first, the owner's only"
     );
     assert_eq!(
         call(s, t, Method::DELETE, &format!("/api/v1/ai/chats/{chat}"))

@@ -391,7 +391,7 @@ fn the_readmes_configuration_examples_are_valid() {
         assert_eq!(code, 0, "{yaml}\n{err}");
         checked += 1;
     }
-    assert_eq!(checked, 2, "the OIDC and the LDAP examples");
+    assert_eq!(checked, 3, "the OIDC, LDAP and AI examples");
 }
 
 #[tokio::test]
