@@ -113,21 +113,22 @@ fn encode(what: &str, v: &impl Serialize) -> Value {
     fault::encoded(what, serde_json::to_value(v))
 }
 
-/// Releases a chat for its next turn when the turn ends, however it ends.
+/// Releases a chat or conversation for its next turn, and the turn's slot, when the turn
+/// ends, however it ends.
 pub struct TurnGuard {
     ai: Arc<Ai>,
-    chat: Option<Uuid>,
+    held: Option<Uuid>,
     _permit: OwnedSemaphorePermit,
 }
 
 impl Drop for TurnGuard {
     fn drop(&mut self) {
-        if let Some(chat) = self.chat {
+        if let Some(id) = self.held {
             self.ai
                 .busy
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .remove(&chat);
+                .remove(&id);
         }
     }
 }
@@ -1054,8 +1055,18 @@ impl Ai {
 
     // --- turns ---
 
-    /// Takes a turn slot: refused when the instance runs its most, and counted.
-    fn slot(self: &Arc<Self>, chat: Option<Uuid>) -> Result<TurnGuard, AiError> {
+    /// Takes a turn slot holding `held` (a chat or conversation): busy while another turn
+    /// holds it; shed, and counted, under pressure or at the limit.
+    fn slot(self: &Arc<Self>, held: Option<Uuid>) -> Result<TurnGuard, AiError> {
+        let busy = |id: Uuid| {
+            self.busy
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&id)
+        };
+        if held.is_some_and(busy) {
+            return Err(AiError::Busy);
+        }
         let shed = |why| {
             self.shed.fetch_add(1, Ordering::Relaxed);
             AiError::Shed(why)
@@ -1068,18 +1079,18 @@ impl Ai {
             .clone()
             .try_acquire_owned()
             .map_err(|_| shed("ai.maxConcurrentTurns turns are running"))?;
-        if let Some(chat) = chat
+        if let Some(id) = held
             && !self
                 .busy
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(chat)
+                .insert(id)
         {
             return Err(AiError::Busy);
         }
         Ok(TurnGuard {
             ai: self.clone(),
-            chat,
+            held,
             _permit: permit,
         })
     }
@@ -1109,6 +1120,10 @@ impl Ai {
         p: &Principal,
         input: crate::model::ai::SendInput,
     ) -> Result<(agent::TurnPlan, TurnGuard), AiError> {
+        self.require_enabled()?;
+        // The chat is held before it is read, so no turn starts from messages another turn
+        // is about to replace.
+        let guard = self.slot(Some(parse_id(&input.chat_id)?))?;
         let mut chat = self.chat(p, &input.chat_id).await?;
         let regenerate = input.trigger.as_deref() == Some("regenerate-message");
         let text = input.message.clone().unwrap_or_default();
@@ -1120,7 +1135,6 @@ impl Ai {
         }
         self.check_budget(p.tenant).await?;
         let (endpoint, model) = self.chat_endpoint(p, &chat).await?;
-        let guard = self.slot(Some(chat.id))?;
         if let Some(from) = input.message_id.as_deref().filter(|_| regenerate) {
             let from = parse_id(from)?;
             let at = chat
@@ -1195,6 +1209,7 @@ impl Ai {
     ) -> Result<agent::Target, AiError> {
         let tenant = p.tenant;
         let now = self.clock.now();
+        let conversation = matches!(target, agent::Target::Conversation(_));
         let (key, value, action, resource, target) = match target {
             agent::Target::Chat(mut chat) => {
                 chat.messages = messages;
@@ -1231,7 +1246,21 @@ impl Ai {
         let budget = self.config.monthly_token_budget;
         self.store
             .transact(move |tx| {
-                tx.put_setting(tenant, &key, Some(&value))?;
+                // Only the messages are the turn's: what else changed meanwhile stays, and a
+                // chat deleted meanwhile is not brought back.
+                let kept = match tx.setting(tenant, &key)? {
+                    Some(mut stored) => {
+                        stored["messages"] = value["messages"].clone();
+                        stored["updatedAt"] = value["updatedAt"].clone();
+                        Some(stored)
+                    }
+                    // A conversation's first turn stores it; none is ever deleted.
+                    None if conversation => Some(value),
+                    None => None,
+                };
+                if let Some(kept) = &kept {
+                    tx.put_setting(tenant, &key, Some(kept))?;
+                }
                 let mut usage: Usage = tx
                     .setting(tenant, &usage_key)?
                     .and_then(|v| decode("the AI token use", v))
@@ -1279,12 +1308,24 @@ impl Ai {
         if message.trim().is_empty() || message.len() > MESSAGE_MAX {
             return Err(invalid("message", "1 byte to 32 KiB"));
         }
-        let mut c = match conversation.filter(|c| !c.is_empty()) {
+        let existing = conversation.filter(|c| !c.is_empty());
+        let id = match &existing {
+            Some(id) => parse_id(id)?,
+            None => self.clock.new_id(),
+        };
+        self.check_budget(p.tenant).await?;
+        let (endpoint, model) = match self.instance_endpoint() {
+            Some(e) => e,
+            None => self.shared_endpoint(p).await?,
+        };
+        // Held before it is read, as a chat is.
+        let guard = self.slot(Some(id))?;
+        let mut c = match existing {
             Some(id) => self.conversation(p, &id).await?,
             None => {
                 let now = self.clock.now();
                 Conversation {
-                    id: self.clock.new_id(),
+                    id,
                     title: message.chars().take(60).collect(),
                     owner: owner_of(p),
                     created_at: now,
@@ -1294,12 +1335,6 @@ impl Ai {
                 }
             }
         };
-        self.check_budget(p.tenant).await?;
-        let (endpoint, model) = match self.instance_endpoint() {
-            Some(e) => e,
-            None => self.shared_endpoint(p).await?,
-        };
-        let guard = self.slot(None)?;
         c.messages.push(Message {
             id: self.clock.new_id(),
             role: Role::User,

@@ -841,18 +841,34 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         "  monthlyTokenBudget: 35\n  maxConcurrentTurns: 1\n",
     );
     let (s, t) = (&a.s, a.token.as_str());
-    // One turn at a time in this instance: another is shed at once, and counted.
+    let c = json(
+        send(
+            s,
+            t,
+            Method::POST,
+            "/api/v1/ai/conversations",
+            json!({"message": "hello"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    assert_eq!(c["reply"], "echo: hello");
+    let id = c["id"].as_str().unwrap();
+    // One turn at a time per conversation, and here one in the instance: another
+    // conversation's is shed at once, and counted.
     let slow = {
         let (http, url, token) = (
             s.http.clone(),
             s.url("/api/v1/ai/conversations"),
             t.to_string(),
         );
+        let body = json!({"conversationId": id, "message": "slow"});
         tokio::spawn(async move {
             let res = http
                 .post(url)
                 .bearer_auth(token)
-                .json(&json!({"message": "slow"}))
+                .json(&body)
                 .send()
                 .await
                 .unwrap();
@@ -860,6 +876,15 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let busy = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/conversations",
+        json!({"conversationId": id, "message": "x"}),
+    )
+    .await;
+    assert_problem(busy, 409, "svc:ai/busy").await;
     let shed = send(
         s,
         t,
@@ -876,20 +901,6 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         (Some(1), Some(1))
     );
     assert_eq!(slow.await.unwrap(), 201);
-    let c = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/conversations",
-            json!({"message": "hello"}),
-        )
-        .await,
-        201,
-    )
-    .await;
-    assert_eq!(c["reply"], "echo: hello");
-    let id = c["id"].as_str().unwrap();
     let again = json(
         send(
             s,
@@ -902,11 +913,11 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         201,
     )
     .await;
-    assert_eq!(again["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(again["messages"].as_array().unwrap().len(), 6);
     let listed = get(s, t, "/api/v1/ai/conversations").await;
     assert_eq!(listed["items"][0]["id"], id);
     assert_eq!(
-        get(s, t, &format!("/api/v1/ai/conversations/{id}")).await["messages"][3]["content"],
+        get(s, t, &format!("/api/v1/ai/conversations/{id}")).await["messages"][5]["content"],
         "echo: more"
     );
     let (op, _) = mint(s, t, json!({"name": "op", "roles": ["operator"]})).await;
