@@ -663,6 +663,54 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
         action.as_str()
     );
 
+    // The UI's approvals page shows a waiting call to those who may decide it; denied there,
+    // nothing runs.
+    let events = turn(s, t, &chat, &format!("ack {alert}")).await;
+    let action = tool_output(&events)["actionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let page = |token: &str| {
+        call(s, token, Method::GET, "/approvals")
+            .header("Accept", "text/html")
+            .send()
+    };
+    let html = page(t).await.unwrap().text().await.unwrap();
+    assert!(
+        html.contains(&format!("/approvals/{action}/approve"))
+            && html.contains(&format!("/approvals/{action}/deny"))
+            && html.contains("alert_ack"),
+        "{html}"
+    );
+    let seen = page(&viewer).await.unwrap();
+    assert_eq!(seen.status(), 200);
+    let seen = seen.text().await.unwrap();
+    assert!(
+        seen.contains("alert_ack") && !seen.contains("/approve\""),
+        "{seen}"
+    );
+    let denied = call(s, t, Method::POST, &format!("/approvals/{action}/deny"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("back=%2Fapprovals")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 303);
+    assert_eq!(denied.headers()["location"], "/approvals?did=deny");
+    let decided = get(s, t, "/api/v1/ai/actions?status=denied").await;
+    assert!(
+        decided["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == action.as_str())
+    );
+    assert_eq!(
+        get(s, t, &format!("/api/v1/alerts/{alert}")).await["status"],
+        "acked",
+        "acknowledged by the approval before, not again"
+    );
+
     // Allow: it runs at once.
     set_policy(s, t, json!({"autoApprove": ["alert_resolve", "alert_ack"]})).await;
     let other = open_alert(s, t, "disk-2").await;

@@ -21,6 +21,12 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/incident", assign_incident).permission("incidents:write").doc("ui", "Add an alert to an incident", "Form: `incident` (an open incident's id, or `new` for an incident of its own titled as the alert). As `PUT /api/v1/incidents/{id}` with the alert added (or `POST /api/v1/incidents`); 303 to the incident.")
             .form::<IncidentForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::get("/approvals", approvals).permission("alerts:read").doc("ui", "AI actions page", "The write tool calls the tenant's tool policy made wait (`GET /api/v1/ai/actions`): waiting ones with approve (`config:write`) and deny (`alerts:ack`), and the last 50 decided.")
+            .query::<DidQuery>().answers_text(200, HTML).page(),
+        Route::post("/approvals/{id}/approve", approve_action).permission("config:write").doc("ui", "Approve an AI action", "Form: `back`. As `POST /api/v1/ai/actions/{id}:approve` (the call runs as the approver); 303 to `back`; a failed call is its page (502).")
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(502, HTML).page(),
+        Route::post("/approvals/{id}/deny", deny_action).permission("alerts:ack").doc("ui", "Deny an AI action", "Form: `back`. As `POST /api/v1/ai/actions/{id}:deny`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).page(),
         Route::get("/incidents", incidents).permission("incidents:read").doc("ui", "Incidents page", "Open incidents, or all with `all=1`; newest first, 50 a page.")
             .query::<IncidentsQuery>().answers_text(200, HTML).page(),
         Route::get("/incidents/{id}", incident).permission("incidents:read").doc("ui", "Incident page", "The incident, its alerts, its timeline (`incident_update` events), its status to change; live.")
@@ -555,4 +561,58 @@ mod tests {
         assert_eq!(f.id, ["a", "b"]);
         assert_eq!(f.back.as_deref(), Some("/alerts"));
     }
+}
+
+async fn approvals(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<DidQuery>,
+) -> Response {
+    match st.ai.actions(c.principal.tenant, None).await {
+        Ok(items) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Approvals,
+                    "Approvals".into(),
+                    &[],
+                    q.did.as_deref(),
+                ),
+                views::approvals(
+                    st.clock.now(),
+                    &items,
+                    c.principal.allows("config:write"),
+                    c.principal.allows("alerts:ack"),
+                ),
+            ),
+        ),
+        Err(e) => failed(Problem::from(e)),
+    }
+}
+
+async fn approve_action(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    back_after(&body, "approve", async {
+        st.ai.approve(&c.principal, &c.actor, &id).await?;
+        Ok(())
+    })
+    .await
+}
+
+async fn deny_action(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    back_after(&body, "deny", async {
+        st.ai.deny(&c.principal, &c.actor, &id).await?;
+        Ok(())
+    })
+    .await
 }

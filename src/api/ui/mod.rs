@@ -195,6 +195,8 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "downtime" => "Downtime started.",
         "end" => "Downtime ended.",
         "assign" => "Added to the incident.",
+        "approve" => "Approved: the call ran.",
+        "deny" => "Denied: nothing ran.",
         "status" => "Status changed.",
         "password" => "Password changed.",
         "user" => "User added.",

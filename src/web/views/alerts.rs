@@ -441,3 +441,62 @@ mod tests {
         );
     }
 }
+
+/// `/approvals`: the write tool calls the tool policy made wait, and the last 50 decided.
+pub fn approvals(
+    now: Timestamp,
+    items: &[crate::model::ai::Action],
+    can_approve: bool,
+    can_deny: bool,
+) -> Markup {
+    use crate::model::ai::ActionStatus;
+    let pending: Vec<_> = items
+        .iter()
+        .filter(|a| a.status == ActionStatus::Pending)
+        .collect();
+    let decided: Vec<_> = items
+        .iter()
+        .filter(|a| a.status != ActionStatus::Pending)
+        .take(50)
+        .collect();
+    let row = |a: &crate::model::ai::Action| {
+        let status = match a.status {
+            ActionStatus::Pending => "waiting",
+            ActionStatus::Executed => "approved and run",
+            ActionStatus::Failed => "approved, and the call failed",
+            ActionStatus::Denied => "denied",
+        };
+        html! {
+            li {
+                span.what {
+                    strong { (a.tool) } " " code { (a.route) }
+                    br;
+                    small { code { (a.arguments.to_string()) } }
+                    br;
+                    small {
+                        "proposed by " (a.proposed_by) " " (when(now, a.created_at)) " · " (status)
+                        @if let Some(by) = &a.decided_by { " by " (by) }
+                        @if let Some(code) = a.result_status { " · answered " (code) }
+                    }
+                }
+                span.acts {
+                    @if a.status == ActionStatus::Pending {
+                        @if can_approve { (button(&format!("/approvals/{}/approve", a.id), "/approvals", "Approve", a.tool.as_str())) }
+                        @if can_deny { (button(&format!("/approvals/{}/deny", a.id), "/approvals", "Deny", a.tool.as_str())) }
+                    }
+                }
+            }
+        }
+    };
+    html! {
+        p.muted { "Calls of write tools, by an assistant or the agent, that the tenant's tool policy makes wait for a person. Approving runs the call as you, with your permissions." }
+        h2 { "Waiting" }
+        @if pending.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for a in &pending { (row(a)) } }
+        }
+        h2 { "Decided" }
+        @if decided.is_empty() { p.muted { "None." } } @else {
+            ul.list { @for a in &decided { (row(a)) } }
+        }
+    }
+}
