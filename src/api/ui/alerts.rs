@@ -551,18 +551,6 @@ async fn incident_status(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repeated_form_fields_are_all_kept() {
-        let f = BulkForm::parse(&Bytes::from_static(b"id=a&id=b&back=%2Falerts&other=x"));
-        assert_eq!(f.id, ["a", "b"]);
-        assert_eq!(f.back.as_deref(), Some("/alerts"));
-    }
-}
-
 async fn approvals(
     State(st): State<AppState>,
     c: Visitor,
@@ -615,4 +603,16 @@ async fn deny_action(
         Ok(())
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_form_fields_are_all_kept() {
+        let f = BulkForm::parse(&Bytes::from_static(b"id=a&id=b&back=%2Falerts&other=x"));
+        assert_eq!(f.id, ["a", "b"]);
+        assert_eq!(f.back.as_deref(), Some("/alerts"));
+    }
 }

@@ -405,43 +405,6 @@ pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
-        let now: Timestamp = "2026-11-26T12:00:00Z"
-            .parse()
-            .unwrap_or_else(|_| unreachable!());
-        let mut a = Alert::open(
-            Uuid::nil(),
-            Uuid::nil(),
-            "rule".into(),
-            "key".into(),
-            Severity::Critical,
-            "disk (/var) 95%".into(),
-            now,
-        );
-        a.labels.insert("site".into(), "north".into());
-        a.labels.insert("note".into(), "a, b".into());
-        let link = silence_like(&a);
-        let query: Vec<(String, String)> = form_urlencoded::parse(
-            link.split_once('?')
-                .map(|(_, q)| q)
-                .unwrap_or_default()
-                .as_bytes(),
-        )
-        .into_owned()
-        .collect();
-        assert_eq!(query[0], ("selector".into(), "site=north".into()));
-        assert_eq!(
-            query[1],
-            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
-        );
-    }
-}
-
 /// `/approvals`: the write tool calls the tool policy made wait, and the last 50 decided.
 pub fn approvals(
     now: Timestamp,
@@ -498,5 +461,42 @@ pub fn approvals(
         @if decided.is_empty() { p.muted { "None." } } @else {
             ul.list { @for a in &decided { (row(a)) } }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_silence_link_escapes_the_title_and_keeps_only_plain_labels() {
+        let now: Timestamp = "2026-11-26T12:00:00Z"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        let mut a = Alert::open(
+            Uuid::nil(),
+            Uuid::nil(),
+            "rule".into(),
+            "key".into(),
+            Severity::Critical,
+            "disk (/var) 95%".into(),
+            now,
+        );
+        a.labels.insert("site".into(), "north".into());
+        a.labels.insert("note".into(), "a, b".into());
+        let link = silence_like(&a);
+        let query: Vec<(String, String)> = form_urlencoded::parse(
+            link.split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .into_owned()
+        .collect();
+        assert_eq!(query[0], ("selector".into(), "site=north".into()));
+        assert_eq!(
+            query[1],
+            ("textRegex".into(), "^disk \\(/var\\) 95%$".into())
+        );
     }
 }
