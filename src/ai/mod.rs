@@ -113,12 +113,12 @@ fn encode(what: &str, v: &impl Serialize) -> Value {
     fault::encoded(what, serde_json::to_value(v))
 }
 
-/// Releases a chat or conversation for its next turn, and the turn's slot, when the turn
-/// ends, however it ends.
+/// Releases a chat, a conversation or an action being decided, and a turn's slot, when the
+/// work ends, however it ends.
 pub struct TurnGuard {
     ai: Arc<Ai>,
     held: Option<Uuid>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl Drop for TurnGuard {
@@ -222,7 +222,7 @@ impl Ai {
             .transact(move |tx| {
                 tx.put_setting(tenant, &key, value.as_ref())?;
                 let audit = match &value {
-                    Some(v) => audit.after(v),
+                    Some(v) => audit.after(without_messages(v)),
                     None => audit,
                 };
                 tx.record([audit], vec![event])?;
@@ -428,7 +428,13 @@ impl Ai {
 
     /// Approves a pending action and runs it as the approver, with the approver's
     /// permissions: a person answers for what runs.
-    pub async fn approve(&self, p: &Principal, actor: &Actor, id: &str) -> Result<Action, AiError> {
+    pub async fn approve(
+        self: &Arc<Self>,
+        p: &Principal,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<Action, AiError> {
+        let _held = self.hold(parse_id(id)?)?;
         let mut action = self.pending_action(p.tenant, id).await?;
         let tool = tools::find(&action.tool)
             .ok_or_else(|| AiError::Execute("the tool no longer exists".into()))?;
@@ -457,7 +463,13 @@ impl Ai {
         Ok(action)
     }
 
-    pub async fn deny(&self, p: &Principal, actor: &Actor, id: &str) -> Result<Action, AiError> {
+    pub async fn deny(
+        self: &Arc<Self>,
+        p: &Principal,
+        actor: &Actor,
+        id: &str,
+    ) -> Result<Action, AiError> {
+        let _held = self.hold(parse_id(id)?)?;
         let action = self.pending_action(p.tenant, id).await?;
         self.decided(p, actor, action, ActionStatus::Denied, "deny")
             .await
@@ -1091,7 +1103,24 @@ impl Ai {
         Ok(TurnGuard {
             ai: self.clone(),
             held,
-            _permit: permit,
+            _permit: Some(permit),
+        })
+    }
+
+    /// Holds an action while a person's decision on it is carried out, so it runs once.
+    fn hold(self: &Arc<Self>, id: Uuid) -> Result<TurnGuard, AiError> {
+        if !self
+            .busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id)
+        {
+            return Err(AiError::Conflict("the action is being decided".into()));
+        }
+        Ok(TurnGuard {
+            ai: self.clone(),
+            held: Some(id),
+            _permit: None,
         })
     }
 
@@ -1454,6 +1483,15 @@ pub enum ToolOutcome {
     Ran(ApiAnswer),
     Queued(Action),
     Refused(String),
+}
+
+/// A record as its audit entry shows it: what was said stays in the chat, not in the log.
+fn without_messages(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("messages");
+    }
+    v
 }
 
 fn trim(messages: &mut Vec<Message>) {

@@ -835,6 +835,13 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     )
     .await;
     assert_eq!(renamed["title"], "day shift");
+    let logged = get(s, t, "/api/v1/audit?action=ai.chat.update").await;
+    let after = &logged["items"][0]["after"];
+    assert_eq!(after["title"], "day shift");
+    assert!(
+        after.get("messages").is_none(),
+        "what was said stays out of the log: {after}"
+    );
     let mine = get(s, t, "/api/v1/ai/chats").await;
     let titles: Vec<&str> = mine["items"]
         .as_array()
