@@ -101,6 +101,11 @@ fn tool_output(events: &[Value]) -> &Value {
         .expect("a tool's output")["output"]
 }
 
+/// A POST expected to create (201), its answer.
+async fn created(s: &Server, token: &str, path: &str, body: Value) -> Value {
+    json(send(s, token, Method::POST, path, body).await, 201).await
+}
+
 /// A POST without a body (the `:verb` routes).
 async fn post_empty(s: &Server, token: &str, path: &str) -> reqwest::Response {
     send(s, token, Method::POST, path, Value::Null).await
@@ -115,16 +120,11 @@ async fn set_policy(s: &Server, token: &str, policy: Value) -> Value {
 }
 
 async fn open_alert(s: &Server, token: &str, key: &str) -> String {
-    let a = json(
-        send(
-            s,
-            token,
-            Method::POST,
-            "/api/v1/alerts",
-            json!({"title": "Disk full", "dedupKey": key}),
-        )
-        .await,
-        201,
+    let a = created(
+        s,
+        token,
+        "/api/v1/alerts",
+        json!({"title": "Disk full", "dedupKey": key}),
     )
     .await;
     a["id"].as_str().unwrap().to_string()
@@ -390,7 +390,7 @@ async fn connections_keep_their_keys_and_reach_only_named_endpoints() {
         "svc:auth/forbidden",
     )
     .await;
-    let shared = json(send(s, t, Method::POST, "/api/v1/ai/connections", json!({"name": "team", "provider": "anthropic", "endpoint": provider.base, "apiKey": KEY, "shared": true})).await, 201).await;
+    let shared = created(s, t, "/api/v1/ai/connections", json!({"name": "team", "provider": "anthropic", "endpoint": provider.base, "apiKey": KEY, "shared": true})).await;
     assert_eq!(
         get(s, &user, "/api/v1/ai/connections").await["items"]
             .as_array()
@@ -462,18 +462,7 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     let provider = Provider::start(dir.path());
     let a = start(dir.path(), &provider, "");
     let (s, t) = (&a.s, a.token.as_str());
-    let chat = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/chats",
-            json!({"title": "night shift"}),
-        )
-        .await,
-        201,
-    )
-    .await;
+    let chat = created(s, t, "/api/v1/ai/chats", json!({"title": "night shift"})).await;
     let chat = chat["id"].as_str().unwrap().to_string();
     // Names: one per owner (409 svc:conflict), untitled chats numbered.
     let clash = send(
@@ -487,11 +476,7 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     assert_problem(clash, 409, "svc:conflict").await;
     let mut untitled = Vec::new();
     for _ in 0..2 {
-        let c = json(
-            send(s, t, Method::POST, "/api/v1/ai/chats", json!({})).await,
-            201,
-        )
-        .await;
+        let c = created(s, t, "/api/v1/ai/chats", json!({})).await;
         untitled.push((
             c["id"].as_str().unwrap().to_string(),
             c["title"].as_str().unwrap().to_string(),
@@ -511,16 +496,11 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
     .await;
     assert_problem(rename, 409, "svc:conflict").await;
     let (other, _) = mint(s, t, json!({"name": "other", "roles": ["operator"]})).await;
-    json(
-        send(
-            s,
-            &other,
-            Method::POST,
-            "/api/v1/ai/chats",
-            json!({"title": "night shift"}),
-        )
-        .await,
-        201,
+    created(
+        s,
+        &other,
+        "/api/v1/ai/chats",
+        json!({"title": "night shift"}),
     )
     .await;
 
@@ -896,16 +876,11 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         "  monthlyTokenBudget: 35\n  maxConcurrentTurns: 1\n",
     );
     let (s, t) = (&a.s, a.token.as_str());
-    let c = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/conversations",
-            json!({"message": "hello"}),
-        )
-        .await,
-        201,
+    let c = created(
+        s,
+        t,
+        "/api/v1/ai/conversations",
+        json!({"message": "hello"}),
     )
     .await;
     assert_eq!(c["reply"], "echo: hello");
@@ -956,16 +931,11 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         (Some(1), Some(1))
     );
     assert_eq!(slow.await.unwrap(), 201);
-    let again = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/conversations",
-            json!({"conversationId": id, "message": "more"}),
-        )
-        .await,
-        201,
+    let again = created(
+        s,
+        t,
+        "/api/v1/ai/conversations",
+        json!({"conversationId": id, "message": "more"}),
     )
     .await;
     assert_eq!(again["messages"].as_array().unwrap().len(), 6);
@@ -999,16 +969,11 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
         .find(|e| e["payload"]["action"] == "ai.budget")
         .expect("a budget warning");
     assert_eq!(warning["severity"], "warning");
-    json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/conversations",
-            json!({"message": "third"}),
-        )
-        .await,
-        201,
+    created(
+        s,
+        t,
+        "/api/v1/ai/conversations",
+        json!({"message": "third"}),
     )
     .await;
     let spent = send(
@@ -1050,18 +1015,7 @@ async fn the_messages_format_carries_tool_use_and_summaries() {
     });
     let (s, t) = (&a.s, a.token.as_str());
     open_alert(s, t, "disk-9").await;
-    let c = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/ai/conversations",
-            json!({"message": "list"}),
-        )
-        .await,
-        201,
-    )
-    .await;
+    let c = created(s, t, "/api/v1/ai/conversations", json!({"message": "list"})).await;
     assert!(
         c["reply"].as_str().unwrap().starts_with("tool said:"),
         "{c}"
@@ -1076,18 +1030,7 @@ async fn the_messages_format_carries_tool_use_and_summaries() {
         "tool_result"
     );
 
-    let incident = json(
-        send(
-            s,
-            t,
-            Method::POST,
-            "/api/v1/incidents",
-            json!({"title": "Storage"}),
-        )
-        .await,
-        201,
-    )
-    .await;
+    let incident = created(s, t, "/api/v1/incidents", json!({"title": "Storage"})).await;
     let id = incident["id"].as_str().unwrap();
     let summary = json(
         post_empty(s, t, &format!("/api/v1/incidents/{id}:summarize")).await,
@@ -1446,7 +1389,13 @@ async fn mcp_speaks_json_rpc_with_the_apis_credentials() {
         .unwrap();
     assert_eq!(get.status(), 405);
     // A session works as well as a token, and a cross-site fetch is not a CSRF refusal here.
-    let viewer = json(send(s, t, Method::POST, "/api/v1/users", json!({"email": "v@example.org", "name": "V", "password": "a long enough password", "roles": ["viewer"]})).await, 201).await;
+    let viewer = created(
+        s,
+        t,
+        "/api/v1/users",
+        json!({"email": "v@example.org", "name": "V", "password": "a long enough password", "roles": ["viewer"]}),
+    )
+    .await;
     assert!(viewer["id"].is_string());
     let res = login(s, "v@example.org", "a long enough password", false).await;
     let (cookie, _) = session_of(&res);
