@@ -53,11 +53,13 @@ const WARN_AT_PERCENT: u64 = 80;
 /// notifications), and why: `app` wires it to the results pipeline.
 pub type Pressure = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
 
-/// Runs an API request as a principal: the port through which tools reach the API.
+/// Runs an API request as a principal, from the address its actor came from (the audit
+/// entry names it): the port through which tools reach the API.
 pub trait ToolRunner: Send + Sync + 'static {
     fn run<'a>(
         &'a self,
         principal: &'a Principal,
+        actor: &'a Actor,
         call: ApiCall,
     ) -> Pin<Box<dyn Future<Output = ApiAnswer> + Send + 'a>>;
 }
@@ -357,7 +359,7 @@ impl Ai {
                 let action = self.propose(p, actor, tool, args, chat).await?;
                 Ok(ToolOutcome::Queued(action))
             }
-            ToolMode::Allow => Ok(ToolOutcome::Ran(self.runner()?.run(p, call).await)),
+            ToolMode::Allow => Ok(ToolOutcome::Ran(self.runner()?.run(p, actor, call).await)),
         }
     }
 
@@ -442,7 +444,7 @@ impl Ai {
             return Err(AiError::Forbidden(tool.permission.into()));
         }
         let call = tool.request(&action.arguments).map_err(AiError::Execute)?;
-        let answer = self.runner()?.run(p, call).await;
+        let answer = self.runner()?.run(p, actor, call).await;
         let status = if answer.ok() {
             ActionStatus::Executed
         } else {

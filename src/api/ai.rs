@@ -15,6 +15,7 @@ use crate::model::ai::{
     Action, ActionStatus, Chat, ChatInput, Connection, ConnectionInput, ConnectionTest,
     Conversation, ConverseRequest, ModelInfo, ProviderInfo, SendInput, ToolInfo, ToolPolicy,
 };
+use crate::model::identity::Actor;
 use axum::Json;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -26,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use tower::ServiceExt;
 
@@ -402,6 +403,14 @@ pub struct ApiRunner {
     pub router: axum::Router,
 }
 
+/// The address the delegating request came from (unspecified when it cannot be read).
+fn caller_ip(actor: &Actor) -> IpAddr {
+    actor
+        .source_ip
+        .parse()
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
 /// The most of an answer a tool call reads.
 const ANSWER_MAX: usize = 4 << 20;
 
@@ -409,6 +418,7 @@ impl ToolRunner for ApiRunner {
     fn run<'a>(
         &'a self,
         principal: &'a Principal,
+        actor: &'a Actor,
         call: ApiCall,
     ) -> Pin<Box<dyn Future<Output = ApiAnswer> + Send + 'a>> {
         Box::pin(async move {
@@ -432,7 +442,7 @@ impl ToolRunner for ApiRunner {
             };
             req.extensions_mut().insert(Delegated(principal.clone()));
             req.extensions_mut()
-                .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 0))));
+                .insert(ConnectInfo(SocketAddr::new(caller_ip(actor), 0)));
             let res = match self.router.clone().oneshot(req).await {
                 Ok(r) => r,
                 Err(never) => match never {},

@@ -523,6 +523,44 @@ async fn a_turn_streams_calls_tools_under_the_policy_and_waits_for_approval() {
         .map(|m| m["role"].as_str().unwrap())
         .collect();
     assert_eq!(roles, ["user", "assistant"]);
+    // Regenerating answers again from a message of the chat, and only from one.
+    let unknown = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/chat",
+        json!({"chatId": chat, "trigger": "regenerate-message", "messageId": uuid::Uuid::now_v7()}),
+    )
+    .await;
+    assert_problem(unknown, 422, "svc:validation/messageId").await;
+    let empty = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/chat",
+        json!({"chatId": chat, "message": " "}),
+    )
+    .await;
+    assert_problem(empty, 422, "svc:validation/message").await;
+    let answer = kept["messages"][1]["id"].as_str().unwrap();
+    let again = send(
+        s,
+        t,
+        Method::POST,
+        "/api/v1/ai/chat",
+        json!({"chatId": chat, "trigger": "regenerate-message", "messageId": answer}),
+    )
+    .await;
+    assert_eq!(again.status(), 201);
+    assert_eq!(
+        frames(&again.text().await.unwrap()).last().unwrap()["type"],
+        "finish"
+    );
+    let kept = get(s, t, &format!("/api/v1/ai/chats/{chat}")).await;
+    let messages = kept["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "the old answer gave way to the new one");
+    assert_ne!(messages[1]["id"], answer);
+    assert_eq!(messages[1]["content"], "echo: hello");
     let sent = provider.requests().pop().unwrap();
     assert_eq!(sent["body"]["model"], "fake-1");
     assert_eq!(sent["body"]["stream"], true);
