@@ -8,6 +8,7 @@
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::scoped;
 use super::keys::tenant_range;
+use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, PENDING_ALERTS, RULE_BEATS,
     STORM_INCIDENTS, STORM_INDEX,
@@ -18,7 +19,6 @@ use crate::model::alert::{Alert, AlertFilter, AlertStatus};
 use crate::model::config::ConfigDoc;
 use crate::model::incident::Incident;
 use crate::model::object::{Object, ObjectKind};
-use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -27,12 +27,8 @@ fn active_key(tenant: Uuid, dedup_key: &str) -> Vec<u8> {
     scoped(tenant, dedup_key.as_bytes())
 }
 
-fn load(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
-    tenant_value(
-        &tx.open_table(ALERTS).map_err(StoreError::from_redb)?,
-        tenant,
-        id,
-    )
+fn load(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
+    tenant_value(&tx.open_table(ALERTS)?, tenant, id)
 }
 
 /// An alert a `pendingFor` rule will open at `due` unless a clear comes first.
@@ -85,7 +81,7 @@ pub struct DueTimer {
 /// Saves an alert and keeps its dedup key held exactly while it is active. An active alert's
 /// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
 /// stale are dropped when due.
-fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
+fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
     if a.status != AlertStatus::Open {
         super::notify::disarm_escalation(tx, a.id)?;
     }
@@ -96,34 +92,25 @@ fn save(tx: &WriteTransaction, a: &Alert) -> Result<(), StoreError> {
         super::states::mirror_ack(tx, a.tenant_id, object, by)?;
     }
     if a.status.is_active() {
-        let mut timers = tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
+        let mut timers = tx.open_table(ALERT_TIMERS)?;
         for at in [a.snoozed_until, a.auto_close_at].into_iter().flatten() {
-            timers
-                .insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())
-                .map_err(StoreError::from_redb)?;
+            timers.insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())?;
         }
     }
-    tx.open_table(ALERTS)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            scoped(a.tenant_id, a.id.as_bytes()).as_slice(),
-            encode(a)?.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
-    let mut keys = tx
-        .open_table(ACTIVE_ALERT_KEYS)
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(ALERTS)?.insert(
+        scoped(a.tenant_id, a.id.as_bytes()).as_slice(),
+        encode(a)?.as_slice(),
+    )?;
+    let mut keys = tx.open_table(ACTIVE_ALERT_KEYS)?;
     let key = active_key(a.tenant_id, &a.dedup_key);
     if a.status.is_active() {
-        keys.insert(key.as_slice(), a.id.as_bytes().as_slice())
-            .map_err(StoreError::from_redb)?;
+        keys.insert(key.as_slice(), a.id.as_bytes().as_slice())?;
     } else {
         let held_by_this = keys
-            .get(key.as_slice())
-            .map_err(StoreError::from_redb)?
+            .get(key.as_slice())?
             .is_some_and(|v| v.value() == a.id.as_bytes().as_slice());
         if held_by_this {
-            keys.remove(key.as_slice()).map_err(StoreError::from_redb)?;
+            keys.remove(key.as_slice())?;
         }
     }
     Ok(())
@@ -146,11 +133,8 @@ impl Tx<'_> {
     /// The active alert holding `dedup_key`.
     pub fn active_alert(&self, tenant: Uuid, dedup_key: &str) -> Result<Option<Alert>, StoreError> {
         let id = {
-            let keys = self
-                .open_table(ACTIVE_ALERT_KEYS)
-                .map_err(StoreError::from_redb)?;
-            keys.get(active_key(tenant, dedup_key).as_slice())
-                .map_err(StoreError::from_redb)?
+            let keys = self.open_table(ACTIVE_ALERT_KEYS)?;
+            keys.get(active_key(tenant, dedup_key).as_slice())?
                 .and_then(|v| Uuid::from_slice(v.value()).ok())
         };
         match id {
@@ -169,15 +153,12 @@ impl Tx<'_> {
     pub fn alerts_since(&self, tenant: Uuid, since: Timestamp) -> Result<Vec<Alert>, StoreError> {
         let first_id =
             Uuid::from_u128(u128::from(u64::try_from(since.as_millis()).unwrap_or(0)) << 80);
-        let t = self.open_table(ALERTS).map_err(StoreError::from_redb)?;
+        let t = self.open_table(ALERTS)?;
         let (_, hi) = tenant_range(tenant);
         let lo = scoped(tenant, first_id.as_bytes());
         let mut out = Vec::new();
-        for row in t
-            .range(lo.as_slice()..hi.as_slice())
-            .map_err(StoreError::from_redb)?
-        {
-            out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+        for row in t.range(lo.as_slice()..hi.as_slice())? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
@@ -188,42 +169,33 @@ impl Tx<'_> {
         tenant: Uuid,
         dedup_key: &str,
     ) -> Result<Option<PendingAlert>, StoreError> {
-        self.open_table(PENDING_ALERTS)
-            .map_err(StoreError::from_redb)?
-            .get(active_key(tenant, dedup_key).as_slice())
-            .map_err(StoreError::from_redb)?
+        self.open_table(PENDING_ALERTS)?
+            .get(active_key(tenant, dedup_key).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
 
     pub fn put_pending_alert(&self, pending: &PendingAlert) -> Result<(), StoreError> {
         let a = &pending.alert;
-        self.open_table(PENDING_ALERTS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                active_key(a.tenant_id, &a.dedup_key).as_slice(),
-                encode(pending)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(PENDING_ALERTS)?.insert(
+            active_key(a.tenant_id, &a.dedup_key).as_slice(),
+            encode(pending)?.as_slice(),
+        )?;
         Ok(())
     }
 
     pub fn drop_pending_alert(&self, tenant: Uuid, dedup_key: &str) -> Result<(), StoreError> {
-        self.open_table(PENDING_ALERTS)
-            .map_err(StoreError::from_redb)?
-            .remove(active_key(tenant, dedup_key).as_slice())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(PENDING_ALERTS)?
+            .remove(active_key(tenant, dedup_key).as_slice())?;
         Ok(())
     }
 
     /// Every alert waiting for its rule's `pendingFor`.
     pub fn pending_alerts(&self) -> Result<Vec<PendingAlert>, StoreError> {
-        let t = self
-            .open_table(PENDING_ALERTS)
-            .map_err(StoreError::from_redb)?;
+        let t = self.open_table(PENDING_ALERTS)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(StoreError::from_redb)? {
-            out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+        for row in t.iter()? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
@@ -232,61 +204,48 @@ impl Tx<'_> {
     pub fn key_in_use(&self, tenant: Uuid, dedup_key: &str) -> Result<bool, StoreError> {
         let key = active_key(tenant, dedup_key);
         let held = self
-            .open_table(ACTIVE_ALERT_KEYS)
-            .map_err(StoreError::from_redb)?
-            .get(key.as_slice())
-            .map_err(StoreError::from_redb)?
+            .open_table(ACTIVE_ALERT_KEYS)?
+            .get(key.as_slice())?
             .is_some();
         Ok(held
             || self
-                .open_table(PENDING_ALERTS)
-                .map_err(StoreError::from_redb)?
-                .get(key.as_slice())
-                .map_err(StoreError::from_redb)?
+                .open_table(PENDING_ALERTS)?
+                .get(key.as_slice())?
                 .is_some())
     }
 
     /// The alert timers due by `now`, oldest first.
     pub fn due_alert_timers(&self, now: Timestamp) -> Result<Vec<DueTimer>, StoreError> {
-        let t = self
-            .open_table(ALERT_TIMERS)
-            .map_err(StoreError::from_redb)?;
+        let t = self.open_table(ALERT_TIMERS)?;
         let end = (now.as_millis() + 1).to_be_bytes();
         let mut due = Vec::new();
-        for row in t.range(..end.as_slice()).map_err(StoreError::from_redb)? {
-            let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+        for row in t.range(..end.as_slice())? {
+            let key = row?.0.value().to_vec();
             due.push(due_timer(key)?);
         }
         Ok(due)
     }
 
     pub fn drop_alert_timer(&self, timer: &DueTimer) -> Result<(), StoreError> {
-        self.open_table(ALERT_TIMERS)
-            .map_err(StoreError::from_redb)?
-            .remove(timer.key.as_slice())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(ALERT_TIMERS)?
+            .remove(timer.key.as_slice())?;
         Ok(())
     }
 
     /// When the next alert timer is due.
     pub fn next_alert_timer(&self) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self
-            .open_table(ALERT_TIMERS)
-            .map_err(StoreError::from_redb)?
-            .first()
-            .map_err(StoreError::from_redb)?
-            .and_then(|(k, _)| {
-                let at: [u8; 8] = k.value().get(..8)?.try_into().ok()?;
-                Timestamp::from_millis(i64::from_be_bytes(at))
-            }))
+        Ok(self.open_table(ALERT_TIMERS)?.first()?.and_then(|(k, _)| {
+            let at: [u8; 8] = k.value().get(..8)?.try_into().ok()?;
+            Timestamp::from_millis(i64::from_be_bytes(at))
+        }))
     }
 
     /// Heartbeat rules' last events: (tenant, rule, when).
     pub fn rule_beats(&self) -> Result<Vec<(Uuid, String, Timestamp)>, StoreError> {
-        let t = self.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
+        let t = self.open_table(RULE_BEATS)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(StoreError::from_redb)? {
-            let (k, v) = row.map_err(StoreError::from_redb)?;
+        for row in t.iter()? {
+            let (k, v) = row?;
             let key = k.value();
             let (tenant, name) = key.split_at(16.min(key.len()));
             if let (Ok(tenant), Ok(name), Some(at)) = (
@@ -301,18 +260,14 @@ impl Tx<'_> {
     }
 
     pub fn set_rule_beat(&self, tenant: Uuid, rule: &str, at: Timestamp) -> Result<(), StoreError> {
-        self.open_table(RULE_BEATS)
-            .map_err(StoreError::from_redb)?
-            .insert(scoped(tenant, rule.as_bytes()).as_slice(), at.as_millis())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(RULE_BEATS)?
+            .insert(scoped(tenant, rule.as_bytes()).as_slice(), at.as_millis())?;
         Ok(())
     }
 
     pub fn drop_rule_beat(&self, tenant: Uuid, rule: &str) -> Result<(), StoreError> {
-        self.open_table(RULE_BEATS)
-            .map_err(StoreError::from_redb)?
-            .remove(scoped(tenant, rule.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(RULE_BEATS)?
+            .remove(scoped(tenant, rule.as_bytes()).as_slice())?;
         Ok(())
     }
 
@@ -330,23 +285,16 @@ impl Tx<'_> {
             key.extend_from_slice(&ms.to_be_bytes());
             key
         };
-        let mut index = self
-            .open_table(STORM_INDEX)
-            .map_err(StoreError::from_redb)?;
+        let mut index = self.open_table(STORM_INDEX)?;
         let mut mine = at(opened.opened_at.as_millis());
         mine.extend_from_slice(opened.id.as_bytes());
-        index
-            .insert(mine.as_slice(), ())
-            .map_err(StoreError::from_redb)?;
-        index
-            .retain_in(
-                at(i64::MIN).as_slice()..at(since.as_millis()).as_slice(),
-                |_, _| false,
-            )
-            .map_err(StoreError::from_redb)?;
+        index.insert(mine.as_slice(), ())?;
+        index.retain_in(
+            at(i64::MIN).as_slice()..at(since.as_millis()).as_slice(),
+            |_, _| false,
+        )?;
         let ids = index
-            .range(at(since.as_millis()).as_slice()..at(i64::MAX).as_slice())
-            .map_err(StoreError::from_redb)?
+            .range(at(since.as_millis()).as_slice()..at(i64::MAX).as_slice())?
             .filter_map(|row| {
                 let key = row.ok()?.0.value().to_vec();
                 Uuid::from_slice(&key[key.len() - 16..]).ok()
@@ -358,10 +306,8 @@ impl Tx<'_> {
     /// The incident of the storm on label `pair` (`k=v`), if one was opened.
     pub fn storm_incident(&self, tenant: Uuid, pair: &str) -> Result<Option<Uuid>, StoreError> {
         Ok(self
-            .open_table(STORM_INCIDENTS)
-            .map_err(StoreError::from_redb)?
-            .get(storm_pair(tenant, pair).as_slice())
-            .map_err(StoreError::from_redb)?
+            .open_table(STORM_INCIDENTS)?
+            .get(storm_pair(tenant, pair).as_slice())?
             .and_then(|v| Uuid::from_slice(v.value()).ok()))
     }
 
@@ -371,13 +317,10 @@ impl Tx<'_> {
         pair: &str,
         incident: Uuid,
     ) -> Result<(), StoreError> {
-        self.open_table(STORM_INCIDENTS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                storm_pair(tenant, pair).as_slice(),
-                incident.as_bytes().as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(STORM_INCIDENTS)?.insert(
+            storm_pair(tenant, pair).as_slice(),
+            incident.as_bytes().as_slice(),
+        )?;
         Ok(())
     }
 
@@ -402,10 +345,8 @@ impl Tx<'_> {
     pub fn host_named(&self, tenant: Uuid, name: &str) -> Result<Option<Uuid>, StoreError> {
         let key = super::objects::name_key(tenant, ObjectKind::Host, None, name);
         Ok(self
-            .open_table(OBJECT_NAMES)
-            .map_err(StoreError::from_redb)?
-            .get(key.as_slice())
-            .map_err(StoreError::from_redb)?
+            .open_table(OBJECT_NAMES)?
+            .get(key.as_slice())?
             .and_then(|v| Uuid::from_slice(v.value()).ok()))
     }
 
@@ -457,7 +398,7 @@ impl Store {
         ids: Vec<(Uuid, Uuid)>,
     ) -> Result<Vec<Alert>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(ALERTS)?;
             let mut out = Vec::new();
             for (tenant, id) in ids {
                 out.extend(tenant_value::<Alert, _>(&t, tenant, id)?);
@@ -475,16 +416,11 @@ impl Store {
     ) -> Result<Option<Alert>, StoreError> {
         let short = short.to_ascii_lowercase();
         self.read(move |tx| {
-            let keys = tx
-                .open_table(ACTIVE_ALERT_KEYS)
-                .map_err(StoreError::from_redb)?;
-            let alerts = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let keys = tx.open_table(ACTIVE_ALERT_KEYS)?;
+            let alerts = tx.open_table(ALERTS)?;
             let prefix = tenant.as_bytes().to_vec();
-            for row in keys
-                .range(prefix.as_slice()..)
-                .map_err(StoreError::from_redb)?
-            {
-                let (key, id) = row.map_err(StoreError::from_redb)?;
+            for row in keys.range(prefix.as_slice()..)? {
+                let (key, id) = row?;
                 if !key.value().starts_with(&prefix) {
                     break;
                 }
@@ -502,7 +438,7 @@ impl Store {
 
     pub async fn alert(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Alert, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(ALERTS)?;
             tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
         })
         .await
@@ -518,7 +454,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Alert>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(ALERTS)?;
             tenant_values_newest(&t, tenant, before, limit, |a| filter.matches(a))
         })
         .await

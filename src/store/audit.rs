@@ -2,12 +2,12 @@
 //! against a checkpoint file beside the database (so rewriting the whole chain is detected too).
 
 use super::codec::{decode, encode};
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{AUDIT, META};
 use super::{Store, StoreError};
 use crate::model::audit::{
     AuditDraft, AuditEntry, AuditFilter, AuditVerification, GENESIS_HASH, chain_hash,
 };
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,9 +23,9 @@ pub struct ChainHead {
     pub hash: String,
 }
 
-fn read_head(tx: &WriteTransaction) -> Result<ChainHead, StoreError> {
-    let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-    let head = meta.get(HEAD).map_err(StoreError::from_redb)?;
+fn read_head(tx: &WriteTx) -> Result<ChainHead, StoreError> {
+    let meta = tx.open_table(META)?;
+    let head = meta.get(HEAD)?;
     match head {
         Some(v) => decode(v.value()),
         None => Ok(ChainHead {
@@ -35,9 +35,9 @@ fn read_head(tx: &WriteTransaction) -> Result<ChainHead, StoreError> {
     }
 }
 
-pub(super) fn read_head_ro(tx: &ReadTransaction) -> Result<ChainHead, StoreError> {
-    let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-    match meta.get(HEAD).map_err(StoreError::from_redb)? {
+pub(super) fn read_head_ro(tx: &ReadTx) -> Result<ChainHead, StoreError> {
+    let meta = tx.open_table(META)?;
+    match meta.get(HEAD)? {
         Some(v) => decode(v.value()),
         None => Ok(ChainHead {
             seq: 0,
@@ -54,7 +54,7 @@ impl Store {
     /// Appends one entry in `tx`; the caller's commit makes it durable with the change it records.
     pub(super) fn append_audit(
         &self,
-        tx: &WriteTransaction,
+        tx: &WriteTx,
         draft: AuditDraft,
     ) -> Result<AuditEntry, StoreError> {
         let head = read_head(tx)?;
@@ -78,14 +78,10 @@ impl Store {
             seq: entry.seq,
             hash: entry.hash.clone(),
         };
-        tx.open_table(AUDIT)
-            .map_err(StoreError::from_redb)?
-            .insert(entry.seq, encode(&entry)?.as_slice())
-            .map_err(StoreError::from_redb)?;
-        tx.open_table(META)
-            .map_err(StoreError::from_redb)?
-            .insert(HEAD, encode(&new_head)?.as_slice())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(AUDIT)?
+            .insert(entry.seq, encode(&entry)?.as_slice())?;
+        tx.open_table(META)?
+            .insert(HEAD, encode(&new_head)?.as_slice())?;
         if entry.seq.is_multiple_of(CHECKPOINT_EVERY) {
             *self
                 .pending_checkpoint
@@ -133,11 +129,11 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.read(move |tx| {
-            let table = tx.open_table(AUDIT).map_err(StoreError::from_redb)?;
+            let table = tx.open_table(AUDIT)?;
             let upper = filter.before_seq.unwrap_or(u64::MAX);
             let mut out = Vec::new();
-            for row in table.range(..upper).map_err(StoreError::from_redb)?.rev() {
-                let (k, v) = row.map_err(StoreError::from_redb)?;
+            for row in table.range(..upper)?.rev() {
+                let (k, v) = row?;
                 if filter.after_seq.is_some_and(|s| k.value() <= s) {
                     break;
                 }
@@ -162,13 +158,10 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.read(move |tx| {
-            let table = tx.open_table(AUDIT).map_err(StoreError::from_redb)?;
+            let table = tx.open_table(AUDIT)?;
             let mut out = Vec::new();
-            for row in table
-                .range(after_seq.saturating_add(1)..)
-                .map_err(StoreError::from_redb)?
-            {
-                let (_, v) = row.map_err(StoreError::from_redb)?;
+            for row in table.range(after_seq.saturating_add(1)..)? {
+                let (_, v) = row?;
                 let e: AuditEntry = decode(v.value())?;
                 if e.tenant_id == tenant {
                     out.push(e);
@@ -189,7 +182,7 @@ impl Store {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         self.read(move |tx| {
-            let table = tx.open_table(AUDIT).map_err(StoreError::from_redb)?;
+            let table = tx.open_table(AUDIT)?;
             let head = read_head_ro(tx)?;
             let broken = |verified: u64, why: String| AuditVerification {
                 intact: false,
@@ -198,8 +191,8 @@ impl Store {
             };
             let mut prev = GENESIS_HASH.to_string();
             let mut verified = 0u64;
-            for row in table.iter().map_err(StoreError::from_redb)? {
-                let (k, v) = row.map_err(StoreError::from_redb)?;
+            for row in table.iter()? {
+                let (k, v) = row?;
                 let seq = k.value();
                 let e: AuditEntry = match decode(v.value()) {
                     Ok(e) => e,

@@ -5,6 +5,7 @@
 
 use super::audit::{CHECKPOINT_FILE, read_head_ro};
 use super::events::EventStore;
+use super::kv::ReadTx;
 use super::metrics::MetricsStore;
 use super::{DB_FILE, Store, StoreError, migrations};
 use crate::model::{Timestamp, VERSION};
@@ -142,10 +143,14 @@ impl Backups {
         let scratch = Scratch(dir.join(format!("{SCRATCH_PREFIX}{}", self.store.clock.new_id())));
         std::fs::create_dir_all(&scratch.0).map_err(|e| StoreError::Io(e.to_string()))?;
         let db = self.store.handle()?;
-        let snapshot = db.begin_read().map_err(StoreError::from_redb)?;
-        snapshot_into(&snapshot, &scratch.0.join(DB_FILE), super::tables::copy_all)?;
+        let snapshot = ReadTx::new(db.begin_read().map_err(StoreError::from_redb)?);
+        snapshot_into(
+            snapshot.backend(),
+            &scratch.0.join(DB_FILE),
+            super::tables::copy_all,
+        )?;
         let head = read_head_ro(&snapshot)?;
-        let schema_version = migrations::current_version(&snapshot)?;
+        let schema_version = migrations::current_version(snapshot.backend())?;
         drop(snapshot);
         let mut files = vec![DB_FILE.to_string()];
         if head.seq > 0 {

@@ -17,15 +17,12 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 pub fn tenant_values<T, R>(table: &R, tenant: uuid::Uuid) -> Result<Vec<T>, StoreError>
 where
     T: DeserializeOwned,
-    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+    R: super::kv::Readable<&'static [u8], &'static [u8]>,
 {
     let (lo, hi) = super::keys::tenant_range(tenant);
     let mut out = Vec::new();
-    for row in table
-        .range(lo.as_slice()..hi.as_slice())
-        .map_err(StoreError::from_redb)?
-    {
-        out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+    for row in table.range(lo.as_slice()..hi.as_slice())? {
+        out.push(decode(row?.1.value())?);
     }
     Ok(out)
 }
@@ -38,11 +35,10 @@ pub fn tenant_value<T, R>(
 ) -> Result<Option<T>, StoreError>
 where
     T: DeserializeOwned,
-    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+    R: super::kv::Readable<&'static [u8], &'static [u8]>,
 {
     table
-        .get(super::keys::scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
+        .get(super::keys::scoped(tenant, id.as_bytes()).as_slice())?
         .map(|v| decode(v.value()))
         .transpose()
 }
@@ -58,17 +54,13 @@ pub fn tenant_values_newest<T, R>(
 ) -> Result<Vec<T>, StoreError>
 where
     T: DeserializeOwned,
-    R: redb::ReadableTable<&'static [u8], &'static [u8]>,
+    R: super::kv::Readable<&'static [u8], &'static [u8]>,
 {
     let (lo, hi) = super::keys::tenant_range(tenant);
     let hi = before.map_or(hi, |b| super::keys::scoped(tenant, b.as_bytes()));
     let mut out = Vec::new();
-    for row in table
-        .range(lo.as_slice()..hi.as_slice())
-        .map_err(StoreError::from_redb)?
-        .rev()
-    {
-        let value: T = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+    for row in table.range(lo.as_slice()..hi.as_slice())?.rev() {
+        let value: T = decode(row?.1.value())?;
         if keep(&value) {
             out.push(value);
             if out.len() >= limit {

@@ -11,6 +11,7 @@
 //! durable, the events its writes journaled are handed to the filing (event store, bus) in
 //! commit order, and each caller's answer carries the future of their filing.
 
+use super::kv::WriteTx;
 use super::tx::Tx;
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
@@ -239,7 +240,7 @@ fn run_job(
     job: Job,
 ) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
     let mut tx = match db.begin_write() {
-        Ok(tx) => tx,
+        Ok(tx) => WriteTx::new(tx),
         Err(e) => {
             let e = StoreError::from_redb(e);
             job.refuse(e.clone());
@@ -248,7 +249,7 @@ fn run_job(
     };
     // Refused only with persistent savepoints, which this store never makes; the commit is
     // then durable by itself.
-    let _ = tx.set_durability(Durability::None);
+    let _ = tx.backend().set_durability(Durability::None);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let kernel = Tx::new(store, &tx);
         let (outcome, reply) = job.run(&kernel);
@@ -283,7 +284,7 @@ fn run_job(
             return Err(e);
         }
     }
-    match tx.commit() {
+    match tx.into_backend().commit() {
         Ok(()) => Ok(Some((reply, journaled))),
         Err(e) => {
             let e = StoreError::from_redb(e);
@@ -312,10 +313,7 @@ mod tests {
     fn put(key: u32) -> impl FnOnce(&Tx) -> Result<u32, StoreError> + Send {
         move |tx| {
             tx.unrecorded("test rows");
-            tx.open_table(ROWS)
-                .map_err(StoreError::from_redb)?
-                .insert(key, key)
-                .map_err(StoreError::from_redb)?;
+            tx.open_table(ROWS)?.insert(key, key)?;
             Ok(key)
         }
     }

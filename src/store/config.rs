@@ -3,12 +3,12 @@
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::secrets::put_sealed;
 use super::tables::{CONFIG_DOCS, CONFIG_IDS, TENANTS};
 use super::{Store, StoreError, Tx};
 use crate::model::config::{ConfigDoc, unique_across_tenants};
 use crate::model::secret::StoredSecret;
-use redb::{ReadableTable, WriteTransaction};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -26,27 +26,19 @@ pub(super) fn doc_key(tenant: Uuid, kind: &str, name: &str) -> Vec<u8> {
     k
 }
 
-pub(super) fn load(tx: &WriteTransaction, key: &[u8]) -> Result<Option<ConfigDoc>, StoreError> {
-    let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
-    docs.get(key)
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
+pub(super) fn load(tx: &WriteTx, key: &[u8]) -> Result<Option<ConfigDoc>, StoreError> {
+    let docs = tx.open_table(CONFIG_DOCS)?;
+    docs.get(key)?.map(|v| decode(v.value())).transpose()
 }
 
-pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreError> {
+pub(super) fn put(tx: &WriteTx, doc: &ConfigDoc) -> Result<(), StoreError> {
     let key = doc_key(doc.tenant_id, &doc.kind, &doc.name);
-    tx.open_table(CONFIG_DOCS)
-        .map_err(StoreError::from_redb)?
-        .insert(key.as_slice(), encode(doc)?.as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(CONFIG_IDS)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            scoped(doc.tenant_id, doc.id.as_bytes()).as_slice(),
-            key.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(CONFIG_DOCS)?
+        .insert(key.as_slice(), encode(doc)?.as_slice())?;
+    tx.open_table(CONFIG_IDS)?.insert(
+        scoped(doc.tenant_id, doc.id.as_bytes()).as_slice(),
+        key.as_slice(),
+    )?;
     Ok(())
 }
 
@@ -54,7 +46,7 @@ pub(super) fn put(tx: &WriteTransaction, doc: &ConfigDoc) -> Result<(), StoreErr
 /// tenant holds (a duplicate, as within one tenant).
 /// Removes a document and its id; the document, when there was one.
 fn remove(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     tenant: Uuid,
     kind: &str,
     name: &str,
@@ -63,14 +55,9 @@ fn remove(
     let Some(old) = load(tx, &key)? else {
         return Ok(None);
     };
-    tx.open_table(CONFIG_DOCS)
-        .map_err(StoreError::from_redb)?
-        .remove(key.as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(CONFIG_IDS)
-        .map_err(StoreError::from_redb)?
-        .remove(scoped(tenant, old.id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(CONFIG_DOCS)?.remove(key.as_slice())?;
+    tx.open_table(CONFIG_IDS)?
+        .remove(scoped(tenant, old.id.as_bytes()).as_slice())?;
     Ok(Some(old))
 }
 
@@ -121,7 +108,7 @@ impl Tx<'_> {
 }
 
 pub(super) fn check_unique_across_tenants(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     tenant: Uuid,
     kind: &str,
     name: &str,
@@ -129,9 +116,9 @@ pub(super) fn check_unique_across_tenants(
     if !unique_across_tenants(kind) {
         return Ok(());
     }
-    let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-    for row in tenants.iter().map_err(StoreError::from_redb)? {
-        let other = Uuid::from_u128(row.map_err(StoreError::from_redb)?.0.value());
+    let tenants = tx.open_table(TENANTS)?;
+    for row in tenants.iter()? {
+        let other = Uuid::from_u128(row?.0.value());
         if other != tenant && load(tx, &doc_key(other, kind, name))?.is_some() {
             return Err(StoreError::Duplicate(format!(
                 "{kind} {name:?} (in another tenant: {kind} names are unique across tenants)"
@@ -151,27 +138,19 @@ impl Store {
         by_id: bool,
     ) -> Result<ConfigDoc, StoreError> {
         self.read(move |tx| {
-            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
-            if let Some(v) = docs
-                .get(doc_key(tenant, kind, &name).as_slice())
-                .map_err(StoreError::from_redb)?
-            {
+            let docs = tx.open_table(CONFIG_DOCS)?;
+            if let Some(v) = docs.get(doc_key(tenant, kind, &name).as_slice())? {
                 return decode(v.value());
             }
             let Some(id) = by_id.then(|| Uuid::parse_str(&name).ok()).flatten() else {
                 return Err(StoreError::NotFound);
             };
-            let ids = tx.open_table(CONFIG_IDS).map_err(StoreError::from_redb)?;
+            let ids = tx.open_table(CONFIG_IDS)?;
             let key = ids
-                .get(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
+                .get(scoped(tenant, id.as_bytes()).as_slice())?
                 .ok_or(StoreError::NotFound)?;
-            let doc: ConfigDoc = decode(
-                docs.get(key.value())
-                    .map_err(StoreError::from_redb)?
-                    .ok_or(StoreError::NotFound)?
-                    .value(),
-            )?;
+            let doc: ConfigDoc =
+                decode(docs.get(key.value())?.ok_or(StoreError::NotFound)?.value())?;
             if doc.kind == kind {
                 Ok(doc)
             } else {
@@ -191,7 +170,7 @@ impl Store {
         keep: impl Fn(&ConfigDoc) -> bool + Send + 'static,
     ) -> Result<Vec<ConfigDoc>, StoreError> {
         self.read(move |tx| {
-            let docs = tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
+            let docs = tx.open_table(CONFIG_DOCS)?;
             let prefix = kind_prefix(tenant, kind);
             let start = match &cursor {
                 Some(c) => {
@@ -202,11 +181,8 @@ impl Store {
                 None => prefix.clone(),
             };
             let mut out = Vec::new();
-            for row in docs
-                .range(start.as_slice()..)
-                .map_err(StoreError::from_redb)?
-            {
-                let (k, v) = row.map_err(StoreError::from_redb)?;
+            for row in docs.range(start.as_slice()..)? {
+                let (k, v) = row?;
                 if !k.value().starts_with(&prefix) {
                     break;
                 }

@@ -2,10 +2,10 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::tables::HEARTBEATS;
 use super::{Store, StoreError, Tx};
 use crate::model::heartbeat::Heartbeat;
-use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -13,19 +13,16 @@ fn key(tenant: Uuid, name: &str) -> Vec<u8> {
     scoped(tenant, name.as_bytes())
 }
 
-fn load(tx: &WriteTransaction, tenant: Uuid, name: &str) -> Result<Option<Heartbeat>, StoreError> {
-    let t = tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
-    t.get(key(tenant, name).as_slice())
-        .map_err(StoreError::from_redb)?
+fn load(tx: &WriteTx, tenant: Uuid, name: &str) -> Result<Option<Heartbeat>, StoreError> {
+    let t = tx.open_table(HEARTBEATS)?;
+    t.get(key(tenant, name).as_slice())?
         .map(|v| decode(v.value()))
         .transpose()
 }
 
-fn save(tx: &WriteTransaction, h: &Heartbeat) -> Result<(), StoreError> {
-    tx.open_table(HEARTBEATS)
-        .map_err(StoreError::from_redb)?
-        .insert(key(h.tenant_id, &h.name).as_slice(), encode(h)?.as_slice())
-        .map_err(StoreError::from_redb)?;
+fn save(tx: &WriteTx, h: &Heartbeat) -> Result<(), StoreError> {
+    tx.open_table(HEARTBEATS)?
+        .insert(key(h.tenant_id, &h.name).as_slice(), encode(h)?.as_slice())?;
     Ok(())
 }
 
@@ -46,10 +43,8 @@ impl Tx<'_> {
     ) -> Result<Option<Heartbeat>, StoreError> {
         let old = load(self, tenant, name)?;
         if old.is_some() {
-            self.open_table(HEARTBEATS)
-                .map_err(StoreError::from_redb)?
-                .remove(key(tenant, name).as_slice())
-                .map_err(StoreError::from_redb)?;
+            self.open_table(HEARTBEATS)?
+                .remove(key(tenant, name).as_slice())?;
         }
         Ok(old)
     }
@@ -58,7 +53,7 @@ impl Tx<'_> {
 impl Store {
     pub async fn heartbeats(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(HEARTBEATS)?;
             tenant_values(&t, tenant)
         })
         .await
@@ -67,10 +62,10 @@ impl Store {
     /// Every tenant's heartbeats, for the sweep.
     pub async fn all_heartbeats(self: &Arc<Self>) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(|tx| {
-            let t = tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(HEARTBEATS)?;
             let mut out = Vec::new();
-            for row in t.iter().map_err(StoreError::from_redb)? {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            for row in t.iter()? {
+                out.push(decode(row?.1.value())?);
             }
             Ok(out)
         })

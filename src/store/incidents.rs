@@ -3,53 +3,40 @@
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::tables::{ALERTS, INCIDENTS};
 use super::{Store, StoreError, Tx};
 use crate::model::alert::Alert;
 use crate::model::incident::Incident;
-use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
-pub(super) fn load(
-    tx: &WriteTransaction,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<Option<Incident>, StoreError> {
-    tenant_value(
-        &tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?,
-        tenant,
-        id,
-    )
+pub(super) fn load(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<Incident>, StoreError> {
+    tenant_value(&tx.open_table(INCIDENTS)?, tenant, id)
 }
 
 /// Saves the incident and points each of its alerts at it; an alert id the tenant does not
 /// have is refused.
-pub(super) fn save(tx: &WriteTransaction, i: &Incident) -> Result<(), StoreError> {
+pub(super) fn save(tx: &WriteTx, i: &Incident) -> Result<(), StoreError> {
     attach(tx, i, &i.alert_ids)
 }
 
 /// Saves the incident and points the alerts `ids` at it.
-pub(super) fn attach(tx: &WriteTransaction, i: &Incident, ids: &[Uuid]) -> Result<(), StoreError> {
-    tx.open_table(INCIDENTS)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            scoped(i.tenant_id, i.id.as_bytes()).as_slice(),
-            encode(i)?.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
-    let mut alerts = tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
+pub(super) fn attach(tx: &WriteTx, i: &Incident, ids: &[Uuid]) -> Result<(), StoreError> {
+    tx.open_table(INCIDENTS)?.insert(
+        scoped(i.tenant_id, i.id.as_bytes()).as_slice(),
+        encode(i)?.as_slice(),
+    )?;
+    let mut alerts = tx.open_table(ALERTS)?;
     for id in ids {
         let key = scoped(i.tenant_id, id.as_bytes());
-        let mut alert: Alert = match alerts.get(key.as_slice()).map_err(StoreError::from_redb)? {
+        let mut alert: Alert = match alerts.get(key.as_slice())? {
             Some(v) => decode(v.value())?,
             None => return Err(StoreError::Conflict(format!("alert {id} does not exist"))),
         };
         if alert.incident_id != Some(i.id) {
             alert.incident_id = Some(i.id);
-            alerts
-                .insert(key.as_slice(), encode(&alert)?.as_slice())
-                .map_err(StoreError::from_redb)?;
+            alerts.insert(key.as_slice(), encode(&alert)?.as_slice())?;
         }
     }
     Ok(())
@@ -68,7 +55,7 @@ impl Tx<'_> {
         tenant: Uuid,
         created_by: &str,
     ) -> Result<Option<Incident>, StoreError> {
-        let t = self.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+        let t = self.open_table(INCIDENTS)?;
         Ok(tenant_values_newest(&t, tenant, None, 1, |i: &Incident| {
             i.status != "resolved" && i.created_by == created_by
         })?
@@ -88,7 +75,7 @@ impl Store {
         id: Uuid,
     ) -> Result<Incident, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(INCIDENTS)?;
             tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
         })
         .await
@@ -103,7 +90,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Incident>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(INCIDENTS)?;
             tenant_values_newest(&t, tenant, before, limit, |i: &Incident| {
                 !open_only || i.status != "resolved"
             })

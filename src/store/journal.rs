@@ -9,12 +9,12 @@
 //! keyed by their id) and then forgets the journal row.
 
 use super::codec::{decode, encode};
+use super::kv::Readable;
 use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
-use redb::ReadableTable;
 use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -46,38 +46,28 @@ pub struct JournalView {
 /// Work for events already recorded needs no record of its own.
 pub(super) fn save_position(tx: &Tx, name: &str, through: Uuid) -> Result<(), StoreError> {
     tx.unrecorded("a durable consumer's position");
-    tx.open_table(CONSUMER_POSITIONS)
-        .map_err(StoreError::from_redb)?
-        .insert(name, through.as_bytes().as_slice())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(CONSUMER_POSITIONS)?
+        .insert(name, through.as_bytes().as_slice())?;
     Ok(())
 }
 
 /// The id of the newest journaled event, from the meta table.
-fn head(
-    meta: &impl ReadableTable<&'static str, &'static [u8]>,
-) -> Result<Option<Uuid>, StoreError> {
+fn head(meta: &impl Readable<&'static str, &'static [u8]>) -> Result<Option<Uuid>, StoreError> {
     Ok(meta
-        .get(JOURNAL_HEAD)
-        .map_err(StoreError::from_redb)?
+        .get(JOURNAL_HEAD)?
         .and_then(|v| Uuid::from_slice(v.value()).ok()))
 }
 
 /// Whether any tenant has a configuration document of `kind`.
 fn kind_in_use(
-    tenants: &impl ReadableTable<u128, &'static [u8]>,
-    docs: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    tenants: &impl Readable<u128, &'static [u8]>,
+    docs: &impl Readable<&'static [u8], &'static [u8]>,
     kind: &str,
 ) -> Result<bool, StoreError> {
-    for row in tenants.iter().map_err(StoreError::from_redb)? {
-        let tenant = Uuid::from_u128(row.map_err(StoreError::from_redb)?.0.value());
+    for row in tenants.iter()? {
+        let tenant = Uuid::from_u128(row?.0.value());
         let prefix = super::config::kind_prefix(tenant, kind);
-        let first = docs
-            .range(prefix.as_slice()..)
-            .map_err(StoreError::from_redb)?
-            .next()
-            .transpose()
-            .map_err(StoreError::from_redb)?;
+        let first = docs.range(prefix.as_slice()..)?.next().transpose()?;
         if first.is_some_and(|(k, _)| k.value().starts_with(&prefix)) {
             return Ok(true);
         }
@@ -142,13 +132,8 @@ impl Store {
         if drafts.is_empty() {
             return Ok(());
         }
-        let mut t = tx
-            .open_table(EVENT_JOURNAL)
-            .map_err(StoreError::from_redb)?;
-        let seq = t
-            .last()
-            .map_err(StoreError::from_redb)?
-            .map_or(0, |(k, _)| k.value() + 1);
+        let mut t = tx.open_table(EVENT_JOURNAL)?;
+        let seq = t.last()?.map_or(0, |(k, _)| k.value() + 1);
         let mut out = Vec::with_capacity(drafts.len());
         let mut packed = Vec::new();
         for draft in drafts {
@@ -160,13 +145,10 @@ impl Store {
             packed.extend_from_slice(&row);
             out.push(Journaled { seq, event, row });
         }
-        t.insert(seq, packed.as_slice())
-            .map_err(StoreError::from_redb)?;
+        t.insert(seq, packed.as_slice())?;
         if let Some(last) = out.last() {
-            tx.open_table(META)
-                .map_err(StoreError::from_redb)?
-                .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())
-                .map_err(StoreError::from_redb)?;
+            tx.open_table(META)?
+                .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())?;
         }
         tx.journaled(out);
         Ok(())
@@ -216,13 +198,11 @@ impl Store {
         limit: usize,
     ) -> Result<JournalView, StoreError> {
         self.read(move |tx| {
-            let head = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
-            let t = tx
-                .open_table(EVENT_JOURNAL)
-                .map_err(StoreError::from_redb)?;
+            let head = head(&tx.open_table(META)?)?;
+            let t = tx.open_table(EVENT_JOURNAL)?;
             let mut pending = Vec::new();
-            for row in t.iter().map_err(StoreError::from_redb)? {
-                let (seq, packed) = row.map_err(StoreError::from_redb)?;
+            for row in t.iter()? {
+                let (seq, packed) = row?;
                 // Rows the reader is past are skipped without decoding their events.
                 if let Some(after) = after
                     && last_id(seq.value(), packed.value())?.is_none_or(|last| last <= after)
@@ -252,17 +232,14 @@ impl Store {
         let name = name.to_string();
         self.transact(move |tx| {
             let saved = {
-                let t = tx
-                    .open_table(CONSUMER_POSITIONS)
-                    .map_err(StoreError::from_redb)?;
-                t.get(name.as_str())
-                    .map_err(StoreError::from_redb)?
+                let t = tx.open_table(CONSUMER_POSITIONS)?;
+                t.get(name.as_str())?
                     .and_then(|v| Uuid::from_slice(v.value()).ok())
             };
             match saved {
                 Some(at) => Ok((at, false)),
                 None => {
-                    let meta = tx.open_table(META).map_err(StoreError::from_redb)?;
+                    let meta = tx.open_table(META)?;
                     let head = head(&meta)?.unwrap_or(Uuid::nil());
                     save_position(tx, &name, head)?;
                     Ok((head, true))
@@ -301,17 +278,12 @@ impl Store {
     ) -> Result<Option<Uuid>, StoreError> {
         let (in_use, head_now, saved) = self
             .read(move |tx| {
-                let in_use = kind_in_use(
-                    &tx.open_table(TENANTS).map_err(StoreError::from_redb)?,
-                    &tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?,
-                    kind,
-                )?;
-                let head = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
+                let in_use =
+                    kind_in_use(&tx.open_table(TENANTS)?, &tx.open_table(CONFIG_DOCS)?, kind)?;
+                let head = head(&tx.open_table(META)?)?;
                 let saved = tx
-                    .open_table(CONSUMER_POSITIONS)
-                    .map_err(StoreError::from_redb)?
-                    .get(name)
-                    .map_err(StoreError::from_redb)?
+                    .open_table(CONSUMER_POSITIONS)?
+                    .get(name)?
                     .and_then(|v| Uuid::from_slice(v.value()).ok());
                 Ok((in_use, head, saved))
             })
@@ -323,12 +295,8 @@ impl Store {
             _ => return Ok(Some(saved)),
         }
         self.write(move |tx| {
-            let in_use = kind_in_use(
-                &tx.open_table(TENANTS).map_err(StoreError::from_redb)?,
-                &tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?,
-                kind,
-            )?;
-            let at = head(&tx.open_table(META).map_err(StoreError::from_redb)?)?;
+            let in_use = kind_in_use(&tx.open_table(TENANTS)?, &tx.open_table(CONFIG_DOCS)?, kind)?;
+            let at = head(&tx.open_table(META)?)?;
             match at {
                 Some(at) if !in_use => {
                     save_position(tx, name, at)?;
@@ -348,13 +316,11 @@ impl Store {
         skip: HashSet<u64>,
     ) -> Result<Vec<Journaled>, StoreError> {
         self.read(move |tx| {
-            let t = tx
-                .open_table(EVENT_JOURNAL)
-                .map_err(StoreError::from_redb)?;
+            let t = tx.open_table(EVENT_JOURNAL)?;
             let mut out = Vec::new();
             let mut taken = 0;
-            for row in t.iter().map_err(StoreError::from_redb)? {
-                let (seq, packed) = row.map_err(StoreError::from_redb)?;
+            for row in t.iter()? {
+                let (seq, packed) = row?;
                 if skip.contains(&seq.value()) {
                     continue;
                 }
@@ -378,10 +344,8 @@ impl Store {
         let forget: HashSet<u64> = seqs.into_iter().collect();
         self.write(move |tx| {
             tx.unrecorded("journal rows whose events are stored");
-            tx.open_table(EVENT_JOURNAL)
-                .map_err(StoreError::from_redb)?
+            tx.open_table(EVENT_JOURNAL)?
                 .retain_in(lo..=hi, |seq, _| !forget.contains(&seq))
-                .map_err(StoreError::from_redb)
         })
         .await
     }

@@ -2,6 +2,7 @@
 //! `schema_version`, so a failing migration stops start-up and leaves the last committed one.
 
 use super::StoreError;
+use super::kv::WriteTx;
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
@@ -10,12 +11,12 @@ use super::tables::{
     SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
     SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
-use redb::{Database, ReadTransaction, ReadableDatabase, TableError, WriteTransaction};
+use redb::{Database, ReadTransaction, ReadableDatabase, TableError};
 
 pub struct Migration {
     pub version: u32,
     pub name: &'static str,
-    pub apply: fn(&WriteTransaction) -> Result<(), StoreError>,
+    pub apply: fn(&WriteTx) -> Result<(), StoreError>,
 }
 
 pub const MIGRATIONS: &[Migration] = &[
@@ -113,126 +114,113 @@ pub const MIGRATIONS: &[Migration] = &[
 
 const SCHEMA_VERSION: &str = "schema_version";
 
-fn create_base_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(META).map_err(StoreError::from_redb)?;
-    tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-    tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+fn create_base_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(META)?;
+    tx.open_table(TENANTS)?;
+    tx.open_table(TENANT_SLUGS)?;
     Ok(())
 }
 
-fn create_identity_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(AUDIT).map_err(StoreError::from_redb)?;
-    tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
-    tx.open_table(TOKEN_PREFIXES)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(USERS).map_err(StoreError::from_redb)?;
-    tx.open_table(USER_EMAILS).map_err(StoreError::from_redb)?;
-    tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
+fn create_identity_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(AUDIT)?;
+    tx.open_table(TOKENS)?;
+    tx.open_table(TOKEN_PREFIXES)?;
+    tx.open_table(USERS)?;
+    tx.open_table(USER_EMAILS)?;
+    tx.open_table(SESSIONS)?;
     Ok(())
 }
 
-fn create_config_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(CONFIG_DOCS).map_err(StoreError::from_redb)?;
-    tx.open_table(CONFIG_IDS).map_err(StoreError::from_redb)?;
+fn create_config_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(CONFIG_DOCS)?;
+    tx.open_table(CONFIG_IDS)?;
     Ok(())
 }
 
-fn create_object_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
-    tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
-    tx.open_table(OBJECT_CHILDREN)
-        .map_err(StoreError::from_redb)?;
+fn create_object_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(OBJECTS)?;
+    tx.open_table(OBJECT_NAMES)?;
+    tx.open_table(OBJECT_CHILDREN)?;
     Ok(())
 }
 
-fn create_secret_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(SECRETS).map_err(StoreError::from_redb)?;
+fn create_secret_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(SECRETS)?;
     Ok(())
 }
 
-fn create_heartbeat_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(HEARTBEATS).map_err(StoreError::from_redb)?;
+fn create_heartbeat_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(HEARTBEATS)?;
     Ok(())
 }
 
-fn create_event_journal(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(EVENT_JOURNAL)
-        .map_err(StoreError::from_redb)?;
+fn create_event_journal(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(EVENT_JOURNAL)?;
     Ok(())
 }
 
-fn create_consumer_positions(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(CONSUMER_POSITIONS)
-        .map_err(StoreError::from_redb)?;
+fn create_consumer_positions(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(CONSUMER_POSITIONS)?;
     Ok(())
 }
 
-fn create_alert_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(ALERTS).map_err(StoreError::from_redb)?;
-    tx.open_table(ACTIVE_ALERT_KEYS)
-        .map_err(StoreError::from_redb)?;
+fn create_alert_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(ALERTS)?;
+    tx.open_table(ACTIVE_ALERT_KEYS)?;
     Ok(())
 }
 
-fn create_alert_timer_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(ALERT_TIMERS).map_err(StoreError::from_redb)?;
-    tx.open_table(PENDING_ALERTS)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(RULE_BEATS).map_err(StoreError::from_redb)?;
+fn create_alert_timer_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(ALERT_TIMERS)?;
+    tx.open_table(PENDING_ALERTS)?;
+    tx.open_table(RULE_BEATS)?;
     Ok(())
 }
 
-fn create_suppression_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(INCIDENTS).map_err(StoreError::from_redb)?;
-    tx.open_table(STORM_INDEX).map_err(StoreError::from_redb)?;
-    tx.open_table(STORM_INCIDENTS)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
-    tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
-    tx.open_table(IDEMPOTENT_ANSWERS)
-        .map_err(StoreError::from_redb)?;
+fn create_suppression_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(INCIDENTS)?;
+    tx.open_table(STORM_INDEX)?;
+    tx.open_table(STORM_INCIDENTS)?;
+    tx.open_table(SILENCES)?;
+    tx.open_table(DOWNTIMES)?;
+    tx.open_table(IDEMPOTENT_ANSWERS)?;
     Ok(())
 }
 
-fn create_notify_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
-    tx.open_table(ESCALATIONS_DUE)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(DELIVERIES).map_err(StoreError::from_redb)?;
-    tx.open_table(DELIVERIES_DUE)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(DEAD_LETTERS).map_err(StoreError::from_redb)?;
-    tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
-    tx.open_table(SUPPRESSED_ALERTS)
-        .map_err(StoreError::from_redb)?;
+fn create_notify_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(ESCALATIONS)?;
+    tx.open_table(ESCALATIONS_DUE)?;
+    tx.open_table(DELIVERIES)?;
+    tx.open_table(DELIVERIES_DUE)?;
+    tx.open_table(DEAD_LETTERS)?;
+    tx.open_table(OVERRIDES)?;
+    tx.open_table(SUPPRESSED_ALERTS)?;
     Ok(())
 }
 
-fn create_handoff_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(HANDOFFS).map_err(StoreError::from_redb)?;
+fn create_handoff_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(HANDOFFS)?;
     Ok(())
 }
 
-fn create_settings_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+fn create_settings_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(SETTINGS)?;
     Ok(())
 }
 
-fn create_site_status_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+fn create_site_status_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(SITE_STATUS)?;
     Ok(())
 }
 
-fn create_report_tables(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(REPORT_ARCHIVE)
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(REPORT_CONTENT)
-        .map_err(StoreError::from_redb)?;
+fn create_report_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(REPORT_ARCHIVE)?;
+    tx.open_table(REPORT_CONTENT)?;
     Ok(())
 }
 
-fn create_state_table(tx: &WriteTransaction) -> Result<(), StoreError> {
-    tx.open_table(STATES).map_err(StoreError::from_redb)?;
+fn create_state_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(STATES)?;
     Ok(())
 }
 
@@ -272,13 +260,13 @@ pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> 
         };
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
+        let tx = WriteTx::new(tx);
         (m.apply)(&tx).map_err(|e| fail(e.to_string()))?;
-        {
-            let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-            meta.insert(SCHEMA_VERSION, &m.version.to_be_bytes()[..])
-                .map_err(StoreError::from_redb)?;
-        }
-        tx.commit().map_err(|e| fail(e.to_string()))?;
+        tx.open_table(META)?
+            .insert(SCHEMA_VERSION, &m.version.to_be_bytes()[..])?;
+        tx.into_backend()
+            .commit()
+            .map_err(|e| fail(e.to_string()))?;
         tracing::info!(
             version = m.version,
             name = m.name,
@@ -296,14 +284,12 @@ mod tests {
         current_version(&db.begin_read().unwrap()).unwrap()
     }
 
-    fn broken(_: &WriteTransaction) -> Result<(), StoreError> {
+    fn broken(_: &WriteTx) -> Result<(), StoreError> {
         Err(StoreError::Internal("boom".into()))
     }
 
-    fn second(tx: &WriteTransaction) -> Result<(), StoreError> {
-        let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-        meta.insert("second", &b"yes"[..])
-            .map_err(StoreError::from_redb)?;
+    fn second(tx: &WriteTx) -> Result<(), StoreError> {
+        tx.open_table(META)?.insert("second", &b"yes"[..])?;
         Ok(())
     }
 

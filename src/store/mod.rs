@@ -15,6 +15,7 @@ mod heartbeats;
 mod incidents;
 pub mod journal;
 mod keys;
+mod kv;
 pub mod metrics;
 mod migrations;
 pub mod notify;
@@ -39,7 +40,8 @@ use crate::model::event::Journaled;
 use crate::model::health::DiskSpace;
 use crate::runtime::clock::SharedClock;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use redb::{Database, ReadTransaction, ReadableDatabase};
+use kv::ReadTx;
+use redb::{Database, ReadableDatabase};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -263,11 +265,12 @@ impl Store {
 
     fn read_blocking<T>(
         &self,
-        f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError>,
+        f: impl FnOnce(&ReadTx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let db = self.handle()?;
         let result = db
             .begin_read()
+            .map(ReadTx::new)
             .map_err(StoreError::from_redb)
             .and_then(|tx| f(&tx));
         if let Err(e) = &result {
@@ -454,7 +457,7 @@ impl Store {
     /// Runs a read transaction off the async runtime.
     async fn read<T: Send + 'static>(
         self: &Arc<Self>,
-        f: impl FnOnce(&ReadTransaction) -> Result<T, StoreError> + Send + 'static,
+        f: impl FnOnce(&ReadTx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.clone();
         blocking(move || store.read_blocking(f)).await

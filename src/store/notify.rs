@@ -6,6 +6,7 @@
 
 use super::codec::{decode, encode, tenant_values_newest};
 use super::keys::{scoped, tenant_range};
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, HANDOFFS, META,
     OVERRIDES, SUPPRESSED_ALERTS,
@@ -14,7 +15,6 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::notify::{Delivery, EscalationTimer, Override};
-use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -31,34 +31,26 @@ fn due_key(at: Timestamp, id: &[u8]) -> Vec<u8> {
 }
 
 /// Sets (or replaces) an escalation timer.
-fn put_timer(tx: &WriteTransaction, t: &EscalationTimer) -> Result<(), StoreError> {
+fn put_timer(tx: &WriteTx, t: &EscalationTimer) -> Result<(), StoreError> {
     let key = timer_key(t.alert_id, t.step);
     drop_timer(tx, &key)?;
-    tx.open_table(ESCALATIONS)
-        .map_err(StoreError::from_redb)?
-        .insert(key.as_slice(), encode(t)?.as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(ESCALATIONS_DUE)
-        .map_err(StoreError::from_redb)?
-        .insert(due_key(t.due, &key).as_slice(), ())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(ESCALATIONS)?
+        .insert(key.as_slice(), encode(t)?.as_slice())?;
+    tx.open_table(ESCALATIONS_DUE)?
+        .insert(due_key(t.due, &key).as_slice(), ())?;
     Ok(())
 }
 
 /// Removes the timer at `key` and its due entry; returns it.
-fn drop_timer(tx: &WriteTransaction, key: &[u8]) -> Result<Option<EscalationTimer>, StoreError> {
+fn drop_timer(tx: &WriteTx, key: &[u8]) -> Result<Option<EscalationTimer>, StoreError> {
     let old: Option<EscalationTimer> = tx
-        .open_table(ESCALATIONS)
-        .map_err(StoreError::from_redb)?
-        .remove(key)
-        .map_err(StoreError::from_redb)?
+        .open_table(ESCALATIONS)?
+        .remove(key)?
         .map(|v| decode(v.value()))
         .transpose()?;
     if let Some(old) = &old {
-        tx.open_table(ESCALATIONS_DUE)
-            .map_err(StoreError::from_redb)?
-            .remove(due_key(old.due, key).as_slice())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(ESCALATIONS_DUE)?
+            .remove(due_key(old.due, key).as_slice())?;
     }
     Ok(old)
 }
@@ -66,7 +58,7 @@ fn drop_timer(tx: &WriteTransaction, key: &[u8]) -> Result<Option<EscalationTime
 /// Starts an alert's escalation chain at step 0, counting `after` from `base`; the escalator
 /// fires the step when it is due. An alert without a policy has no chain.
 pub(super) fn arm_escalation(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     alert: &Alert,
     base: Timestamp,
     now: Timestamp,
@@ -89,17 +81,14 @@ pub(super) fn arm_escalation(
 }
 
 /// Stops an alert's chain: ack, resolve, snooze, expiry, incident resolve.
-pub(super) fn disarm_escalation(tx: &WriteTransaction, alert: Uuid) -> Result<(), StoreError> {
+pub(super) fn disarm_escalation(tx: &WriteTx, alert: Uuid) -> Result<(), StoreError> {
     let keys: Vec<Vec<u8>> = {
-        let t = tx.open_table(ESCALATIONS).map_err(StoreError::from_redb)?;
+        let t = tx.open_table(ESCALATIONS)?;
         let lo = timer_key(alert, 0);
         let hi = timer_key(alert, u32::MAX);
         let mut keys = Vec::new();
-        for row in t
-            .range(lo.as_slice()..=hi.as_slice())
-            .map_err(StoreError::from_redb)?
-        {
-            keys.push(row.map_err(StoreError::from_redb)?.0.value().to_vec());
+        for row in t.range(lo.as_slice()..=hi.as_slice())? {
+            keys.push(row?.0.value().to_vec());
         }
         keys
     };
@@ -110,24 +99,20 @@ pub(super) fn disarm_escalation(tx: &WriteTransaction, alert: Uuid) -> Result<()
 }
 
 /// Notes an alert that opened suppressed, so its chain starts when the suppression lifts.
-pub(super) fn hold_suppressed(tx: &WriteTransaction, alert: &Alert) -> Result<(), StoreError> {
+pub(super) fn hold_suppressed(tx: &WriteTx, alert: &Alert) -> Result<(), StoreError> {
     if alert.escalation_policy.is_some() {
-        tx.open_table(SUPPRESSED_ALERTS)
-            .map_err(StoreError::from_redb)?
-            .insert(scoped(alert.tenant_id, alert.id.as_bytes()).as_slice(), ())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(SUPPRESSED_ALERTS)?
+            .insert(scoped(alert.tenant_id, alert.id.as_bytes()).as_slice(), ())?;
     }
     Ok(())
 }
 
 /// The alerts waiting for their suppression to lift: (tenant, alert id).
-pub(super) fn suppressed_alerts(tx: &WriteTransaction) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
-    let t = tx
-        .open_table(SUPPRESSED_ALERTS)
-        .map_err(StoreError::from_redb)?;
+pub(super) fn suppressed_alerts(tx: &WriteTx) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+    let t = tx.open_table(SUPPRESSED_ALERTS)?;
     let mut out = Vec::new();
-    for row in t.iter().map_err(StoreError::from_redb)? {
-        let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
+    for row in t.iter()? {
+        let key = row?.0.value().to_vec();
         if let (Ok(tenant), Ok(id)) = (Uuid::from_slice(&key[..16]), Uuid::from_slice(&key[16..])) {
             out.push((tenant, id));
         }
@@ -136,65 +121,52 @@ pub(super) fn suppressed_alerts(tx: &WriteTransaction) -> Result<Vec<(Uuid, Uuid
 }
 
 pub(super) fn release_suppressed(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     tenant: Uuid,
     alert: Uuid,
 ) -> Result<(), StoreError> {
-    tx.open_table(SUPPRESSED_ALERTS)
-        .map_err(StoreError::from_redb)?
-        .remove(scoped(tenant, alert.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(SUPPRESSED_ALERTS)?
+        .remove(scoped(tenant, alert.as_bytes()).as_slice())?;
     Ok(())
 }
 
 /// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
-pub(super) fn put_delivery(tx: &WriteTransaction, d: &Delivery) -> Result<(), StoreError> {
+pub(super) fn put_delivery(tx: &WriteTx, d: &Delivery) -> Result<(), StoreError> {
     if d.dead {
-        tx.open_table(DEAD_LETTERS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                scoped(d.tenant_id, d.id.as_bytes()).as_slice(),
-                encode(d)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(DEAD_LETTERS)?.insert(
+            scoped(d.tenant_id, d.id.as_bytes()).as_slice(),
+            encode(d)?.as_slice(),
+        )?;
         return Ok(());
     }
-    tx.open_table(DELIVERIES)
-        .map_err(StoreError::from_redb)?
-        .insert(d.id.as_bytes().as_slice(), encode(d)?.as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(DELIVERIES_DUE)
-        .map_err(StoreError::from_redb)?
-        .insert(due_key(d.next_try, d.id.as_bytes()).as_slice(), ())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(DELIVERIES)?
+        .insert(d.id.as_bytes().as_slice(), encode(d)?.as_slice())?;
+    tx.open_table(DELIVERIES_DUE)?
+        .insert(due_key(d.next_try, d.id.as_bytes()).as_slice(), ())?;
     Ok(())
 }
 
 /// Takes a delivery out of the outbox; `None` when it is no longer there.
-fn take_delivery(tx: &WriteTransaction, id: Uuid) -> Result<Option<Delivery>, StoreError> {
+fn take_delivery(tx: &WriteTx, id: Uuid) -> Result<Option<Delivery>, StoreError> {
     let old: Option<Delivery> = tx
-        .open_table(DELIVERIES)
-        .map_err(StoreError::from_redb)?
-        .remove(id.as_bytes().as_slice())
-        .map_err(StoreError::from_redb)?
+        .open_table(DELIVERIES)?
+        .remove(id.as_bytes().as_slice())?
         .map(|v| decode(v.value()))
         .transpose()?;
     if let Some(old) = &old {
-        tx.open_table(DELIVERIES_DUE)
-            .map_err(StoreError::from_redb)?
-            .remove(due_key(old.next_try, old.id.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(DELIVERIES_DUE)?
+            .remove(due_key(old.next_try, old.id.as_bytes()).as_slice())?;
     }
     Ok(old)
 }
 
 /// The earliest due key of a `ms + ...` index.
 fn first_due(
-    tx: &redb::ReadTransaction,
+    tx: &ReadTx,
     table: redb::TableDefinition<&[u8], ()>,
 ) -> Result<Option<Timestamp>, StoreError> {
-    let t = tx.open_table(table).map_err(StoreError::from_redb)?;
-    let first = t.first().map_err(StoreError::from_redb)?;
+    let t = tx.open_table(table)?;
+    let first = t.first()?;
     Ok(first.and_then(|(k, _)| {
         let ms = i64::from_be_bytes(k.value().get(..8)?.try_into().ok()?);
         Timestamp::from_millis(ms)
@@ -204,19 +176,19 @@ fn first_due(
 /// The rows of `items` whose `ms + key` entry in `due` is at or before `now`, earliest first,
 /// at most `max`.
 fn due_rows<T: serde::de::DeserializeOwned>(
-    tx: &redb::ReadTransaction,
+    tx: &ReadTx,
     due: redb::TableDefinition<&[u8], ()>,
     items: redb::TableDefinition<&[u8], &[u8]>,
     now: Timestamp,
     max: usize,
 ) -> Result<Vec<T>, StoreError> {
-    let due = tx.open_table(due).map_err(StoreError::from_redb)?;
-    let items = tx.open_table(items).map_err(StoreError::from_redb)?;
+    let due = tx.open_table(due)?;
+    let items = tx.open_table(items)?;
     let end = (now.as_millis() + 1).to_be_bytes();
     let mut out = Vec::new();
-    for row in due.range(..end.as_slice()).map_err(StoreError::from_redb)? {
-        let key = row.map_err(StoreError::from_redb)?.0.value().to_vec();
-        if let Some(v) = items.get(&key[8..]).map_err(StoreError::from_redb)? {
+    for row in due.range(..end.as_slice())? {
+        let key = row?.0.value().to_vec();
+        if let Some(v) = items.get(&key[8..])? {
             out.push(decode(v.value())?);
         }
         if out.len() >= max {
@@ -234,10 +206,8 @@ impl Tx<'_> {
         alert: Uuid,
         step: u32,
     ) -> Result<Option<EscalationTimer>, StoreError> {
-        self.open_table(ESCALATIONS)
-            .map_err(StoreError::from_redb)?
-            .get(timer_key(alert, step).as_slice())
-            .map_err(StoreError::from_redb)?
+        self.open_table(ESCALATIONS)?
+            .get(timer_key(alert, step).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -256,10 +226,8 @@ impl Tx<'_> {
     pub fn put_override(&self, o: &Override) -> Result<(), StoreError> {
         let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
         key.extend_from_slice(o.id.as_bytes());
-        self.open_table(OVERRIDES)
-            .map_err(StoreError::from_redb)?
-            .insert(key.as_slice(), encode(o)?.as_slice())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(OVERRIDES)?
+            .insert(key.as_slice(), encode(o)?.as_slice())?;
         Ok(())
     }
 
@@ -272,10 +240,8 @@ impl Tx<'_> {
     ) -> Result<Option<Override>, StoreError> {
         let mut key = scoped(tenant, schedule.as_bytes());
         key.extend_from_slice(id.as_bytes());
-        self.open_table(OVERRIDES)
-            .map_err(StoreError::from_redb)?
-            .remove(key.as_slice())
-            .map_err(StoreError::from_redb)?
+        self.open_table(OVERRIDES)?
+            .remove(key.as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -291,10 +257,8 @@ impl Tx<'_> {
 
     /// Takes a dead letter out of the tenant's dead letters.
     pub fn take_dead_letter(&self, tenant: Uuid, id: Uuid) -> Result<Option<Delivery>, StoreError> {
-        self.open_table(DEAD_LETTERS)
-            .map_err(StoreError::from_redb)?
-            .remove(scoped(tenant, id.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?
+        self.open_table(DEAD_LETTERS)?
+            .remove(scoped(tenant, id.as_bytes()).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -306,13 +270,10 @@ impl Tx<'_> {
         schedule: Uuid,
         start: Timestamp,
     ) -> Result<(), StoreError> {
-        self.open_table(HANDOFFS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                scoped(tenant, schedule.as_bytes()).as_slice(),
-                start.as_millis(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(HANDOFFS)?.insert(
+            scoped(tenant, schedule.as_bytes()).as_slice(),
+            start.as_millis(),
+        )?;
         Ok(())
     }
 }
@@ -335,13 +296,7 @@ impl Store {
     /// are kept.
     pub async fn notify_counts(self: &Arc<Self>) -> Result<(u64, u64, u64), StoreError> {
         self.read(|tx| {
-            let len = |t: redb::TableDefinition<&[u8], &[u8]>| -> Result<u64, StoreError> {
-                use redb::ReadableTableMetadata;
-                tx.open_table(t)
-                    .map_err(StoreError::from_redb)?
-                    .len()
-                    .map_err(StoreError::from_redb)
-            };
+            let len = |t: redb::TableDefinition<&[u8], &[u8]>| tx.open_table(t)?.len();
             Ok((len(ESCALATIONS)?, len(DELIVERIES)?, len(DEAD_LETTERS)?))
         })
         .await
@@ -374,9 +329,8 @@ impl Store {
         schedule: Uuid,
     ) -> Result<Option<Timestamp>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(HANDOFFS).map_err(StoreError::from_redb)?;
-            Ok(t.get(scoped(tenant, schedule.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
+            let t = tx.open_table(HANDOFFS)?;
+            Ok(t.get(scoped(tenant, schedule.as_bytes()).as_slice())?
                 .and_then(|v| Timestamp::from_millis(v.value())))
         })
         .await
@@ -390,7 +344,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(DEAD_LETTERS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(DEAD_LETTERS)?;
             tenant_values_newest(&t, tenant, before, limit, |_: &Delivery| true)
         })
         .await
@@ -402,14 +356,11 @@ impl Store {
         tenant: Uuid,
     ) -> Result<Vec<Override>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(OVERRIDES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(OVERRIDES)?;
             let (lo, hi) = tenant_range(tenant);
             let mut out: Vec<Override> = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            for row in t.range(lo.as_slice()..hi.as_slice())? {
+                out.push(decode(row?.1.value())?);
             }
             out.sort_by_key(|o| (o.start, o.id));
             Ok(out)
@@ -421,14 +372,13 @@ impl Store {
     /// signing ack links).
     pub async fn install_key(self: &Arc<Self>, name: &'static str) -> Result<Vec<u8>, StoreError> {
         self.transact(move |tx| {
-            let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
-            if let Some(v) = meta.get(name).map_err(StoreError::from_redb)? {
+            let mut meta = tx.open_table(META)?;
+            if let Some(v) = meta.get(name)? {
                 return Ok((v.value().to_vec(), false));
             }
             let mut key = vec![0u8; 32];
             getrandom::fill(&mut key).map_err(|e| StoreError::Internal(e.to_string()))?;
-            meta.insert(name, key.as_slice())
-                .map_err(StoreError::from_redb)?;
+            meta.insert(name, key.as_slice())?;
             tx.unrecorded("an installation key, made on first use");
             Ok((key, true))
         })

@@ -3,10 +3,10 @@
 
 use super::codec::{decode, encode};
 use super::keys::{scoped, tenant_range};
+use super::kv::{Readable, WriteTx};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError, Tx};
 use crate::model::object::{Object, ObjectKind};
-use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -24,74 +24,50 @@ fn child_key(tenant: Uuid, host: Uuid, service: Uuid) -> Vec<u8> {
     scoped(tenant, &local)
 }
 
-pub(super) fn get(
-    tx: &WriteTransaction,
-    tenant: Uuid,
-    id: Uuid,
-) -> Result<Option<Object>, StoreError> {
-    let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
-    t.get(scoped(tenant, id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
+pub(super) fn get(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<Object>, StoreError> {
+    let t = tx.open_table(OBJECTS)?;
+    t.get(scoped(tenant, id.as_bytes()).as_slice())?
         .map(|v| decode(v.value()))
         .transpose()
 }
 
-pub(super) fn put(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
-    tx.open_table(OBJECTS)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            scoped(o.tenant_id, o.id.as_bytes()).as_slice(),
-            encode(o)?.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
+pub(super) fn put(tx: &WriteTx, o: &Object) -> Result<(), StoreError> {
+    tx.open_table(OBJECTS)?.insert(
+        scoped(o.tenant_id, o.id.as_bytes()).as_slice(),
+        encode(o)?.as_slice(),
+    )?;
     Ok(())
 }
 
-fn remove(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
-    tx.open_table(STATES)
-        .map_err(StoreError::from_redb)?
-        .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(OBJECTS)
-        .map_err(StoreError::from_redb)?
-        .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(OBJECT_NAMES)
-        .map_err(StoreError::from_redb)?
-        .remove(name_key(o.tenant_id, o.kind, o.host_id, &o.name).as_slice())
-        .map_err(StoreError::from_redb)?;
+fn remove(tx: &WriteTx, o: &Object) -> Result<(), StoreError> {
+    tx.open_table(STATES)?
+        .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())?;
+    tx.open_table(OBJECTS)?
+        .remove(scoped(o.tenant_id, o.id.as_bytes()).as_slice())?;
+    tx.open_table(OBJECT_NAMES)?
+        .remove(name_key(o.tenant_id, o.kind, o.host_id, &o.name).as_slice())?;
     if let Some(h) = o.host_id {
-        tx.open_table(OBJECT_CHILDREN)
-            .map_err(StoreError::from_redb)?
-            .remove(child_key(o.tenant_id, h, o.id).as_slice())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(OBJECT_CHILDREN)?
+            .remove(child_key(o.tenant_id, h, o.id).as_slice())?;
     }
     Ok(())
 }
 
 /// Inserts a new object; a taken name is `Duplicate`.
-pub(super) fn insert(tx: &WriteTransaction, o: &Object) -> Result<(), StoreError> {
-    let mut names = tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
+pub(super) fn insert(tx: &WriteTx, o: &Object) -> Result<(), StoreError> {
+    let mut names = tx.open_table(OBJECT_NAMES)?;
     let key = name_key(o.tenant_id, o.kind, o.host_id, &o.name);
-    if names
-        .get(key.as_slice())
-        .map_err(StoreError::from_redb)?
-        .is_some()
-    {
+    if names.get(key.as_slice())?.is_some() {
         return Err(StoreError::Duplicate(format!("{:?}", o.name)));
     }
     if let Some(h) = o.host_id {
         if get(tx, o.tenant_id, h)?.is_none() {
             return Err(StoreError::NotFound);
         }
-        tx.open_table(OBJECT_CHILDREN)
-            .map_err(StoreError::from_redb)?
-            .insert(child_key(o.tenant_id, h, o.id).as_slice(), ())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(OBJECT_CHILDREN)?
+            .insert(child_key(o.tenant_id, h, o.id).as_slice(), ())?;
     }
-    names
-        .insert(key.as_slice(), o.id.as_bytes().as_slice())
-        .map_err(StoreError::from_redb)?;
+    names.insert(key.as_slice(), o.id.as_bytes().as_slice())?;
     drop(names);
     put(tx, o)
 }
@@ -107,10 +83,8 @@ impl Tx<'_> {
         name: &str,
     ) -> Result<Option<Uuid>, StoreError> {
         Ok(self
-            .open_table(OBJECT_NAMES)
-            .map_err(StoreError::from_redb)?
-            .get(name_key(tenant, kind, host, name).as_slice())
-            .map_err(StoreError::from_redb)?
+            .open_table(OBJECT_NAMES)?
+            .get(name_key(tenant, kind, host, name).as_slice())?
             .and_then(|v| Uuid::from_slice(v.value()).ok()))
     }
 
@@ -130,20 +104,15 @@ impl Tx<'_> {
     }
 }
 
-fn delete_cascade(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
+fn delete_cascade(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
     let old = get(tx, tenant, id)?.ok_or(StoreError::NotFound)?;
     let children: Vec<Uuid> = {
-        let c = tx
-            .open_table(OBJECT_CHILDREN)
-            .map_err(StoreError::from_redb)?;
+        let c = tx.open_table(OBJECT_CHILDREN)?;
         let lo = child_key(tenant, id, Uuid::nil());
         let hi = child_key(tenant, id, Uuid::max());
         let mut ids = Vec::new();
-        for row in c
-            .range(lo.as_slice()..=hi.as_slice())
-            .map_err(StoreError::from_redb)?
-        {
-            let (k, _) = row.map_err(StoreError::from_redb)?;
+        for row in c.range(lo.as_slice()..=hi.as_slice())? {
+            let (k, _) = row?;
             ids.extend(Uuid::from_slice(&k.value()[32..]).ok());
         }
         ids
@@ -158,21 +127,17 @@ fn delete_cascade(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Objec
 }
 
 /// Every object of a tenant, in a write transaction.
-pub(super) fn tenant_objects(
-    tx: &WriteTransaction,
-    tenant: Uuid,
-) -> Result<Vec<Object>, StoreError> {
-    let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+pub(super) fn tenant_objects(tx: &WriteTx, tenant: Uuid) -> Result<Vec<Object>, StoreError> {
+    let t = tx.open_table(OBJECTS)?;
     super::codec::tenant_values(&t, tenant)
 }
 
 impl Store {
     pub async fn object(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(OBJECTS)?;
             let v = t
-                .get(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
+                .get(scoped(tenant, id.as_bytes()).as_slice())?
                 .ok_or(StoreError::NotFound)?;
             decode(v.value())
         })
@@ -185,17 +150,15 @@ impl Store {
         name: String,
     ) -> Result<Option<Object>, StoreError> {
         self.read(move |tx| {
-            let names = tx.open_table(OBJECT_NAMES).map_err(StoreError::from_redb)?;
+            let names = tx.open_table(OBJECT_NAMES)?;
             let Some(id) = names
-                .get(name_key(tenant, ObjectKind::Host, None, &name).as_slice())
-                .map_err(StoreError::from_redb)?
+                .get(name_key(tenant, ObjectKind::Host, None, &name).as_slice())?
                 .and_then(|v| Uuid::from_slice(v.value()).ok())
             else {
                 return Ok(None);
             };
-            let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
-            t.get(scoped(tenant, id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
+            let t = tx.open_table(OBJECTS)?;
+            t.get(scoped(tenant, id.as_bytes()).as_slice())?
                 .map(|v| decode(v.value()))
                 .transpose()
         })
@@ -211,7 +174,7 @@ impl Store {
         keep: impl Fn(&Object) -> bool + Send + 'static,
     ) -> Result<Vec<Object>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(OBJECTS)?;
             let (lo, hi) = tenant_range(tenant);
             let start = match after {
                 Some(a) => {
@@ -222,11 +185,8 @@ impl Store {
                 None => lo,
             };
             let mut out = Vec::new();
-            for row in t
-                .range(start.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                let o: Object = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+            for row in t.range(start.as_slice()..hi.as_slice())? {
+                let o: Object = decode(row?.1.value())?;
                 if keep(&o) {
                     out.push(o);
                     if out.len() >= limit {
@@ -246,13 +206,10 @@ impl Store {
         ids: Vec<Uuid>,
     ) -> Result<HashMap<Uuid, String>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(OBJECTS)?;
             let mut out = HashMap::new();
             for id in ids {
-                if let Some(v) = t
-                    .get(scoped(tenant, id.as_bytes()).as_slice())
-                    .map_err(StoreError::from_redb)?
-                {
+                if let Some(v) = t.get(scoped(tenant, id.as_bytes()).as_slice())? {
                     out.insert(id, decode::<Object>(v.value())?.name);
                 }
             }

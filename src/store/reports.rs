@@ -3,10 +3,10 @@
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::tables::{REPORT_ARCHIVE, REPORT_CONTENT, SETTINGS};
 use super::{Store, StoreError, Tx};
 use crate::model::report::ArchivedReport;
-use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -33,17 +33,12 @@ fn slot_setting(tenant: Uuid, report: &str) -> Vec<u8> {
 impl Tx<'_> {
     /// Archives one rendering of a report: its entry and its content.
     pub fn archive_report(&self, entry: &ArchivedReport, content: &[u8]) -> Result<(), StoreError> {
-        self.open_table(REPORT_ARCHIVE)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                archive_key(entry.tenant_id, &entry.report, entry.id).as_slice(),
-                encode(entry)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
-        self.open_table(REPORT_CONTENT)
-            .map_err(StoreError::from_redb)?
-            .insert(entry.id.as_bytes().as_slice(), content)
-            .map_err(StoreError::from_redb)?;
+        self.open_table(REPORT_ARCHIVE)?.insert(
+            archive_key(entry.tenant_id, &entry.report, entry.id).as_slice(),
+            encode(entry)?.as_slice(),
+        )?;
+        self.open_table(REPORT_CONTENT)?
+            .insert(entry.id.as_bytes().as_slice(), content)?;
         Ok(())
     }
 
@@ -64,13 +59,10 @@ impl Tx<'_> {
         report: &str,
         slot: &str,
     ) -> Result<(), StoreError> {
-        self.open_table(SETTINGS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                slot_setting(tenant, report).as_slice(),
-                encode(&slot)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(SETTINGS)?.insert(
+            slot_setting(tenant, report).as_slice(),
+            encode(&slot)?.as_slice(),
+        )?;
         Ok(())
     }
 }
@@ -83,9 +75,8 @@ impl Store {
         report: String,
     ) -> Result<Option<String>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
-            t.get(slot_setting(tenant, &report).as_slice())
-                .map_err(StoreError::from_redb)?
+            let t = tx.open_table(SETTINGS)?;
+            t.get(slot_setting(tenant, &report).as_slice())?
                 .map(|v| decode(v.value()))
                 .transpose()
         })
@@ -101,9 +92,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<ArchivedReport>, StoreError> {
         self.read(move |tx| {
-            let t = tx
-                .open_table(REPORT_ARCHIVE)
-                .map_err(StoreError::from_redb)?;
+            let t = tx.open_table(REPORT_ARCHIVE)?;
             let lo = report_prefix(tenant, &report);
             let hi = match before {
                 Some(b) => archive_key(tenant, &report, b),
@@ -114,13 +103,8 @@ impl Store {
                 }
             };
             let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-                .rev()
-                .take(limit)
-            {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            for row in t.range(lo.as_slice()..hi.as_slice())?.rev().take(limit) {
+                out.push(decode(row?.1.value())?);
             }
             Ok(out)
         })
@@ -136,18 +120,14 @@ impl Store {
     ) -> Result<(ArchivedReport, Vec<u8>), StoreError> {
         self.read(move |tx| {
             let entry: ArchivedReport = tx
-                .open_table(REPORT_ARCHIVE)
-                .map_err(StoreError::from_redb)?
-                .get(archive_key(tenant, &report, id).as_slice())
-                .map_err(StoreError::from_redb)?
+                .open_table(REPORT_ARCHIVE)?
+                .get(archive_key(tenant, &report, id).as_slice())?
                 .map(|v| decode(v.value()))
                 .transpose()?
                 .ok_or(StoreError::NotFound)?;
             let content = tx
-                .open_table(REPORT_CONTENT)
-                .map_err(StoreError::from_redb)?
-                .get(id.as_bytes().as_slice())
-                .map_err(StoreError::from_redb)?
+                .open_table(REPORT_CONTENT)?
+                .get(id.as_bytes().as_slice())?
                 .map(|v| v.value().to_vec())
                 .ok_or(StoreError::NotFound)?;
             Ok((entry, content))
@@ -157,21 +137,15 @@ impl Store {
 }
 
 /// Keeps the newest `keep` renderings of each format of a report.
-fn prune(tx: &WriteTransaction, tenant: Uuid, report: &str, keep: u32) -> Result<(), StoreError> {
-    let mut archive = tx
-        .open_table(REPORT_ARCHIVE)
-        .map_err(StoreError::from_redb)?;
+fn prune(tx: &WriteTx, tenant: Uuid, report: &str, keep: u32) -> Result<(), StoreError> {
+    let mut archive = tx.open_table(REPORT_ARCHIVE)?;
     let lo = report_prefix(tenant, report);
     let mut hi = scoped(tenant, report.as_bytes());
     hi.push(1);
     let mut seen: HashMap<String, u32> = HashMap::new();
     let mut doomed = Vec::new();
-    for row in archive
-        .range(lo.as_slice()..hi.as_slice())
-        .map_err(StoreError::from_redb)?
-        .rev()
-    {
-        let (k, v) = row.map_err(StoreError::from_redb)?;
+    for row in archive.range(lo.as_slice()..hi.as_slice())?.rev() {
+        let (k, v) = row?;
         let entry: ArchivedReport = decode(v.value())?;
         let n = seen.entry(entry.format.clone()).or_default();
         *n += 1;
@@ -179,16 +153,10 @@ fn prune(tx: &WriteTransaction, tenant: Uuid, report: &str, keep: u32) -> Result
             doomed.push((k.value().to_vec(), entry.id));
         }
     }
-    let mut content = tx
-        .open_table(REPORT_CONTENT)
-        .map_err(StoreError::from_redb)?;
+    let mut content = tx.open_table(REPORT_CONTENT)?;
     for (key, id) in doomed {
-        archive
-            .remove(key.as_slice())
-            .map_err(StoreError::from_redb)?;
-        content
-            .remove(id.as_bytes().as_slice())
-            .map_err(StoreError::from_redb)?;
+        archive.remove(key.as_slice())?;
+        content.remove(id.as_bytes().as_slice())?;
     }
     Ok(())
 }

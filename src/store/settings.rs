@@ -2,9 +2,9 @@
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
+use super::kv::Readable;
 use super::tables::SETTINGS;
 use super::{Store, StoreError, Tx};
-use redb::ReadableTable;
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -16,9 +16,8 @@ impl Store {
         key: String,
     ) -> Result<Option<Value>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
-            t.get(scoped(tenant, key.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
+            let t = tx.open_table(SETTINGS)?;
+            t.get(scoped(tenant, key.as_bytes()).as_slice())?
                 .map(|v| decode(v.value()))
                 .transpose()
         })
@@ -32,11 +31,11 @@ impl Store {
         prefix: String,
     ) -> Result<Vec<Value>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(SETTINGS)?;
             let start = scoped(tenant, prefix.as_bytes());
             let mut out = Vec::new();
-            for entry in t.range(start.as_slice()..).map_err(StoreError::from_redb)? {
-                let (k, v) = entry.map_err(StoreError::from_redb)?;
+            for entry in t.range(start.as_slice()..)? {
+                let (k, v) = entry?;
                 if !k.value().starts_with(&start) {
                     break;
                 }
@@ -51,9 +50,8 @@ impl Store {
 /// Settings in a transaction.
 impl Tx<'_> {
     pub fn setting(&self, tenant: Uuid, key: &str) -> Result<Option<Value>, StoreError> {
-        let t = self.open_table(SETTINGS).map_err(StoreError::from_redb)?;
-        t.get(scoped(tenant, key.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?
+        let t = self.open_table(SETTINGS)?;
+        t.get(scoped(tenant, key.as_bytes()).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -65,13 +63,11 @@ impl Tx<'_> {
         key: &str,
         value: Option<&Value>,
     ) -> Result<(), StoreError> {
-        let mut t = self.open_table(SETTINGS).map_err(StoreError::from_redb)?;
+        let mut t = self.open_table(SETTINGS)?;
         let key = scoped(tenant, key.as_bytes());
         match value {
-            Some(v) => t
-                .insert(key.as_slice(), encode(v)?.as_slice())
-                .map_err(StoreError::from_redb)?,
-            None => t.remove(key.as_slice()).map_err(StoreError::from_redb)?,
+            Some(v) => t.insert(key.as_slice(), encode(v)?.as_slice())?,
+            None => t.remove(key.as_slice())?,
         };
         Ok(())
     }

@@ -3,11 +3,11 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
+use super::kv::Readable;
 use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_STATUS};
 use super::{Store, StoreError, Tx};
 use crate::model::object::{Object, ObjectKind};
 use crate::model::site::SiteStatus;
-use redb::ReadableTable;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -23,13 +23,8 @@ pub struct SiteCounts {
 impl Tx<'_> {
     /// A site's status; a site never heard of starts empty.
     pub fn site_status(&self, tenant: Uuid, name: &str) -> Result<SiteStatus, StoreError> {
-        let t = self
-            .open_table(SITE_STATUS)
-            .map_err(StoreError::from_redb)?;
-        match t
-            .get(scoped(tenant, name.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?
-        {
+        let t = self.open_table(SITE_STATUS)?;
+        match t.get(scoped(tenant, name.as_bytes()).as_slice())? {
             Some(v) => decode(v.value()),
             None => Ok(SiteStatus {
                 tenant_id: tenant,
@@ -40,13 +35,10 @@ impl Tx<'_> {
     }
 
     pub fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {
-        self.open_table(SITE_STATUS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                scoped(status.tenant_id, status.name.as_bytes()).as_slice(),
-                encode(status)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(SITE_STATUS)?.insert(
+            scoped(status.tenant_id, status.name.as_bytes()).as_slice(),
+            encode(status)?.as_slice(),
+        )?;
         Ok(())
     }
 }
@@ -57,7 +49,7 @@ impl Store {
         tenant: Uuid,
     ) -> Result<Vec<SiteStatus>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(SITE_STATUS)?;
             tenant_values(&t, tenant)
         })
         .await
@@ -66,10 +58,10 @@ impl Store {
     /// Every tenant's site statuses, for the stale-site sweep.
     pub async fn all_site_statuses(self: &Arc<Self>) -> Result<Vec<SiteStatus>, StoreError> {
         self.read(|tx| {
-            let t = tx.open_table(SITE_STATUS).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(SITE_STATUS)?;
             let mut out = Vec::new();
-            for row in t.iter().map_err(StoreError::from_redb)? {
-                out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+            for row in t.iter()? {
+                out.push(decode(row?.1.value())?);
             }
             Ok(out)
         })
@@ -81,25 +73,17 @@ impl Store {
         self.read(move |tx| {
             let (lo, hi) = tenant_range(tenant);
             let mut counts = SiteCounts::default();
-            let objects = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
-            for row in objects
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                let o: Object = decode(row.map_err(StoreError::from_redb)?.1.value())?;
+            let objects = tx.open_table(OBJECTS)?;
+            for row in objects.range(lo.as_slice()..hi.as_slice())? {
+                let o: Object = decode(row?.1.value())?;
                 match o.kind {
                     ObjectKind::Host => counts.hosts += 1,
                     ObjectKind::Service => counts.services += 1,
                 }
             }
-            let active = tx
-                .open_table(ACTIVE_ALERT_KEYS)
-                .map_err(StoreError::from_redb)?;
-            for row in active
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                row.map_err(StoreError::from_redb)?;
+            let active = tx.open_table(ACTIVE_ALERT_KEYS)?;
+            for row in active.range(lo.as_slice()..hi.as_slice())? {
+                row?;
                 counts.alerts_open += 1;
             }
             Ok(counts)

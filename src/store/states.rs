@@ -3,6 +3,7 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
 use super::{Filed, Store, StoreError};
 use crate::model::Timestamp;
@@ -11,7 +12,6 @@ use crate::model::object::Object;
 use crate::model::selector::Selector;
 use crate::model::state::{CheckState, Observation, StateType, Transition};
 use crate::model::suppression::Downtime;
-use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -104,17 +104,16 @@ fn object_of(key: &[u8]) -> Result<Uuid, StoreError> {
 
 /// Migration: rewrites the rows of the first state layout (the wire form, times as text, no
 /// flap history) as compact rows.
-pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
-    let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+pub(super) fn compact_rows(tx: &WriteTx) -> Result<(), StoreError> {
+    let mut t = tx.open_table(STATES)?;
     let mut rows = Vec::new();
-    for row in t.iter().map_err(StoreError::from_redb)? {
-        let (k, v) = row.map_err(StoreError::from_redb)?;
+    for row in t.iter()? {
+        let (k, v) = row?;
         let state: CheckState = decode(v.value())?;
         rows.push((k.value().to_vec(), encode_state(&state)?));
     }
     for (k, v) in rows {
-        t.insert(k.as_slice(), v.as_slice())
-            .map_err(StoreError::from_redb)?;
+        t.insert(k.as_slice(), v.as_slice())?;
     }
     Ok(())
 }
@@ -122,42 +121,34 @@ pub(super) fn compact_rows(tx: &WriteTransaction) -> Result<(), StoreError> {
 /// Whether an object is in a hard non-OK (non-UP) state.
 /// An object's state number while it is hard (`None`: soft, or no result yet).
 pub(super) fn hard_state(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     tenant: Uuid,
     object: Uuid,
 ) -> Result<Option<u8>, StoreError> {
-    let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
-    let Some(v) = t
-        .get(scoped(tenant, object.as_bytes()).as_slice())
-        .map_err(StoreError::from_redb)?
-    else {
+    let t = tx.open_table(STATES)?;
+    let Some(v) = t.get(scoped(tenant, object.as_bytes()).as_slice())? else {
         return Ok(None);
     };
     let s = decode_state(object, v.value())?;
     Ok((s.state_type == StateType::Hard).then_some(s.state))
 }
 
-pub(super) fn hard_problem(
-    tx: &WriteTransaction,
-    tenant: Uuid,
-    object: Uuid,
-) -> Result<bool, StoreError> {
+pub(super) fn hard_problem(tx: &WriteTx, tenant: Uuid, object: Uuid) -> Result<bool, StoreError> {
     Ok(hard_state(tx, tenant, object)?.is_some_and(|s| s != 0))
 }
 
 /// Mirrors an alert's acknowledgement onto its object's live state (`ackedBy`), in the
 /// transaction of the alert's change; the state machine clears it on recovery.
 pub(super) fn mirror_ack(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     tenant: Uuid,
     object: Uuid,
     by: Option<&str>,
 ) -> Result<(), StoreError> {
-    let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+    let mut t = tx.open_table(STATES)?;
     let key = scoped(tenant, object.as_bytes());
     let Some(mut state) = t
-        .get(key.as_slice())
-        .map_err(StoreError::from_redb)?
+        .get(key.as_slice())?
         .map(|v| decode_state(object, v.value()))
         .transpose()?
     else {
@@ -167,8 +158,7 @@ pub(super) fn mirror_ack(
         return Ok(());
     }
     state.acked_by = by.map(str::to_string);
-    t.insert(key.as_slice(), encode_state(&state)?.as_slice())
-        .map_err(StoreError::from_redb)?;
+    t.insert(key.as_slice(), encode_state(&state)?.as_slice())?;
     Ok(())
 }
 
@@ -199,17 +189,15 @@ impl Store {
             let mut events = Vec::new();
             let mut states = Vec::with_capacity(items.len());
             {
-                let mut t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+                let mut t = tx.open_table(STATES)?;
                 for (i, (tenant, id, obs)) in items.into_iter().enumerate() {
                     let key = scoped(tenant, id.as_bytes());
                     let prev = t
-                        .get(key.as_slice())
-                        .map_err(StoreError::from_redb)?
+                        .get(key.as_slice())?
                         .map(|v| decode_state(id, v.value()))
                         .transpose()?;
                     let (next, transition) = step(id, prev.as_ref(), &obs, now);
-                    t.insert(key.as_slice(), encode_state(&next)?.as_slice())
-                        .map_err(StoreError::from_redb)?;
+                    t.insert(key.as_slice(), encode_state(&next)?.as_slice())?;
                     if let Some(tr) = &transition {
                         events.extend(report(i, &next, tr));
                     }
@@ -236,13 +224,10 @@ impl Store {
     ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
         let store = self.clone();
         self.read(move |tx| {
-            let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(STATES)?;
             let mut out = HashMap::new();
             for id in ids {
-                if let Some(v) = t
-                    .get(scoped(tenant, id.as_bytes()).as_slice())
-                    .map_err(StoreError::from_redb)?
-                {
+                if let Some(v) = t.get(scoped(tenant, id.as_bytes()).as_slice())? {
                     out.insert(id, decode_state(id, v.value())?);
                 }
             }
@@ -257,14 +242,14 @@ impl Store {
     /// (selectors match its effective labels, from `labels`, else its own).
     fn count_downtimes(
         &self,
-        tx: &ReadTransaction,
+        tx: &ReadTx,
         tenant: Uuid,
         states: &mut [CheckState],
         labels: &LabelsOf,
     ) -> Result<(), StoreError> {
         let now = self.clock.now();
         let downtimes: Vec<(Downtime, Selector)> = {
-            let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(DOWNTIMES)?;
             tenant_values::<Downtime, _>(&t, tenant)?
                 .into_iter()
                 .filter(|d| d.active(now))
@@ -280,12 +265,9 @@ impl Store {
         if downtimes.is_empty() {
             return Ok(());
         }
-        let objects = tx.open_table(OBJECTS).map_err(StoreError::from_redb)?;
+        let objects = tx.open_table(OBJECTS)?;
         for s in states {
-            let Some(row) = objects
-                .get(scoped(tenant, s.object_id.as_bytes()).as_slice())
-                .map_err(StoreError::from_redb)?
-            else {
+            let Some(row) = objects.get(scoped(tenant, s.object_id.as_bytes()).as_slice())? else {
                 continue;
             };
             let o: Object = decode(row.value())?;
@@ -307,14 +289,11 @@ impl Store {
     ) -> Result<Vec<CheckState>, StoreError> {
         let store = self.clone();
         self.read(move |tx| {
-            let t = tx.open_table(STATES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(STATES)?;
             let (lo, hi) = tenant_range(tenant);
             let mut out = Vec::new();
-            for row in t
-                .range(lo.as_slice()..hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                let (k, v) = row.map_err(StoreError::from_redb)?;
+            for row in t.range(lo.as_slice()..hi.as_slice())? {
+                let (k, v) = row?;
                 out.push(decode_state(object_of(k.value())?, v.value())?);
             }
             store.count_downtimes(tx, tenant, &mut out, &labels)?;
@@ -404,13 +383,13 @@ mod tests {
             acked_by: Some("ops".into()),
         };
         let key = scoped(Uuid::from_u128(2), old.object_id.as_bytes());
-        let tx = db.begin_write().unwrap();
+        let tx = WriteTx::new(db.begin_write().unwrap());
         tx.open_table(STATES)
             .unwrap()
             .insert(key.as_slice(), encode(&old).unwrap().as_slice())
             .unwrap();
         compact_rows(&tx).unwrap();
-        tx.commit().unwrap();
+        tx.into_backend().commit().unwrap();
         let tx = db.begin_read().unwrap();
         let t = tx.open_table(STATES).unwrap();
         let row = t.get(key.as_slice()).unwrap().unwrap();

@@ -3,12 +3,13 @@
 
 use super::codec::{decode, encode, tenant_value, tenant_values};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::tables::{DOWNTIMES, IDEMPOTENT_ANSWERS, SILENCES};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::object::Object;
 use crate::model::suppression::{Downtime, Silence};
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::TableDefinition;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -30,32 +31,25 @@ pub struct IdempotentAnswer {
 
 /// What a create with an `Idempotency-Key` came to.
 fn load<T: DeserializeOwned>(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     table: Table,
     tenant: Uuid,
     id: Uuid,
 ) -> Result<Option<T>, StoreError> {
-    tenant_value(
-        &tx.open_table(table).map_err(StoreError::from_redb)?,
-        tenant,
-        id,
-    )
+    tenant_value(&tx.open_table(table)?, tenant, id)
 }
 
 fn save<T: Serialize>(
-    tx: &WriteTransaction,
+    tx: &WriteTx,
     table: Table,
     tenant: Uuid,
     id: Uuid,
     value: &T,
 ) -> Result<(), StoreError> {
-    tx.open_table(table)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            scoped(tenant, id.as_bytes()).as_slice(),
-            encode(value)?.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(table)?.insert(
+        scoped(tenant, id.as_bytes()).as_slice(),
+        encode(value)?.as_slice(),
+    )?;
     Ok(())
 }
 
@@ -74,10 +68,10 @@ impl Tx<'_> {
     }
 
     pub fn all_downtimes(&self) -> Result<Vec<Downtime>, StoreError> {
-        let t = self.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+        let t = self.open_table(DOWNTIMES)?;
         let mut out = Vec::new();
-        for row in t.iter().map_err(StoreError::from_redb)? {
-            out.push(decode(row.map_err(StoreError::from_redb)?.1.value())?);
+        for row in t.iter()? {
+            out.push(decode(row?.1.value())?);
         }
         Ok(out)
     }
@@ -94,12 +88,9 @@ impl Tx<'_> {
         key: &str,
         now: Timestamp,
     ) -> Result<Option<IdempotentAnswer>, StoreError> {
-        let t = self
-            .open_table(IDEMPOTENT_ANSWERS)
-            .map_err(StoreError::from_redb)?;
+        let t = self.open_table(IDEMPOTENT_ANSWERS)?;
         let stored = t
-            .get(scoped(tenant, key.as_bytes()).as_slice())
-            .map_err(StoreError::from_redb)?
+            .get(scoped(tenant, key.as_bytes()).as_slice())?
             .map(|v| decode::<IdempotentAnswer>(v.value()))
             .transpose()?;
         Ok(stored.filter(|a| now.as_millis() - a.at.as_millis() < IDEMPOTENCY_TTL_MS))
@@ -112,13 +103,10 @@ impl Tx<'_> {
         key: &str,
         answer: &IdempotentAnswer,
     ) -> Result<(), StoreError> {
-        self.open_table(IDEMPOTENT_ANSWERS)
-            .map_err(StoreError::from_redb)?
-            .insert(
-                scoped(tenant, key.as_bytes()).as_slice(),
-                encode(answer)?.as_slice(),
-            )
-            .map_err(StoreError::from_redb)?;
+        self.open_table(IDEMPOTENT_ANSWERS)?.insert(
+            scoped(tenant, key.as_bytes()).as_slice(),
+            encode(answer)?.as_slice(),
+        )?;
         Ok(())
     }
 
@@ -134,7 +122,7 @@ impl Tx<'_> {
 impl Store {
     pub async fn silences(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Silence>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(SILENCES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(SILENCES)?;
             tenant_values(&t, tenant)
         })
         .await
@@ -142,7 +130,7 @@ impl Store {
 
     pub async fn downtimes(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Downtime>, StoreError> {
         self.read(move |tx| {
-            let t = tx.open_table(DOWNTIMES).map_err(StoreError::from_redb)?;
+            let t = tx.open_table(DOWNTIMES)?;
             tenant_values(&t, tenant)
         })
         .await

@@ -2,10 +2,10 @@
 
 use super::codec::{decode, encode};
 
+use super::kv::Readable;
 use super::tables::{TENANT_SLUGS, TENANTS};
 use super::{Store, StoreError, Tx};
 use crate::model::{DEFAULT_TENANT_SLUG, Tenant, Timestamp};
-use redb::ReadableTable;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -17,19 +17,13 @@ impl Store {
     ) -> Result<Tenant, StoreError> {
         self.write_blocking(move |tx| {
             tx.unrecorded("the default tenant, made at the first start");
-            let mut slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
-            let mut tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-            if let Some(existing) = slugs
-                .get(DEFAULT_TENANT_SLUG)
-                .map_err(StoreError::from_redb)?
-            {
+            let mut slugs = tx.open_table(TENANT_SLUGS)?;
+            let mut tenants = tx.open_table(TENANTS)?;
+            if let Some(existing) = slugs.get(DEFAULT_TENANT_SLUG)? {
                 let id = existing.value();
-                let row = tenants
-                    .get(id)
-                    .map_err(StoreError::from_redb)?
-                    .ok_or_else(|| {
-                        StoreError::Corrupt("default tenant slug points at no tenant".into())
-                    })?;
+                let row = tenants.get(id)?.ok_or_else(|| {
+                    StoreError::Corrupt("default tenant slug points at no tenant".into())
+                })?;
                 return decode(row.value());
             }
             let tenant = Tenant {
@@ -40,12 +34,8 @@ impl Store {
                 updated_at: now,
                 version: 1,
             };
-            tenants
-                .insert(id.as_u128(), encode(&tenant)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            slugs
-                .insert(DEFAULT_TENANT_SLUG, id.as_u128())
-                .map_err(StoreError::from_redb)?;
+            tenants.insert(id.as_u128(), encode(&tenant)?.as_slice())?;
+            slugs.insert(DEFAULT_TENANT_SLUG, id.as_u128())?;
             tracing::info!(tenant = %id, "default tenant created");
             Ok(tenant)
         })
@@ -58,17 +48,13 @@ impl Store {
     async fn tenant_by_slug(self: &Arc<Self>, slug: &str) -> Result<Tenant, StoreError> {
         let slug = slug.to_string();
         self.read(move |tx| {
-            let slugs = tx.open_table(TENANT_SLUGS).map_err(StoreError::from_redb)?;
+            let slugs = tx.open_table(TENANT_SLUGS)?;
             let id = slugs
-                .get(slug.as_str())
-                .map_err(StoreError::from_redb)?
+                .get(slug.as_str())?
                 .ok_or(StoreError::NotFound)?
                 .value();
-            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-            let row = tenants
-                .get(id)
-                .map_err(StoreError::from_redb)?
-                .ok_or(StoreError::NotFound)?;
+            let tenants = tx.open_table(TENANTS)?;
+            let row = tenants.get(id)?.ok_or(StoreError::NotFound)?;
             decode(row.value())
         })
         .await
@@ -76,11 +62,8 @@ impl Store {
 
     pub async fn tenant(self: &Arc<Self>, id: Uuid) -> Result<Tenant, StoreError> {
         self.read(move |tx| {
-            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
-            let row = tenants
-                .get(id.as_u128())
-                .map_err(StoreError::from_redb)?
-                .ok_or(StoreError::NotFound)?;
+            let tenants = tx.open_table(TENANTS)?;
+            let row = tenants.get(id.as_u128())?.ok_or(StoreError::NotFound)?;
             decode(row.value())
         })
         .await
@@ -88,10 +71,10 @@ impl Store {
 
     pub async fn tenants(self: &Arc<Self>) -> Result<Vec<Tenant>, StoreError> {
         self.read(|tx| {
-            let tenants = tx.open_table(TENANTS).map_err(StoreError::from_redb)?;
+            let tenants = tx.open_table(TENANTS)?;
             let mut out = Vec::new();
-            for row in tenants.iter().map_err(StoreError::from_redb)? {
-                let (_, v) = row.map_err(StoreError::from_redb)?;
+            for row in tenants.iter()? {
+                let (_, v) = row?;
                 out.push(decode(v.value())?);
             }
             Ok(out)
@@ -104,23 +87,13 @@ impl Store {
 impl Tx<'_> {
     /// Saves a new tenant: a slug in use is a `Duplicate`.
     pub fn insert_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
-        let mut slugs = self
-            .open_table(TENANT_SLUGS)
-            .map_err(StoreError::from_redb)?;
-        if slugs
-            .get(tenant.slug.as_str())
-            .map_err(StoreError::from_redb)?
-            .is_some()
-        {
+        let mut slugs = self.open_table(TENANT_SLUGS)?;
+        if slugs.get(tenant.slug.as_str())?.is_some() {
             return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
         }
-        slugs
-            .insert(tenant.slug.as_str(), tenant.id.as_u128())
-            .map_err(StoreError::from_redb)?;
-        self.open_table(TENANTS)
-            .map_err(StoreError::from_redb)?
-            .insert(tenant.id.as_u128(), encode(tenant)?.as_slice())
-            .map_err(StoreError::from_redb)?;
+        slugs.insert(tenant.slug.as_str(), tenant.id.as_u128())?;
+        self.open_table(TENANTS)?
+            .insert(tenant.id.as_u128(), encode(tenant)?.as_slice())?;
         Ok(())
     }
 }

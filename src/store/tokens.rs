@@ -2,11 +2,11 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::scoped;
+use super::kv::{Readable, WriteTx};
 use super::tables::{TOKEN_PREFIXES, TOKENS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{ApiToken, StoredToken};
-use redb::{ReadableTable, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -20,36 +20,27 @@ fn prefix_key(prefix: &str, id: Uuid) -> Vec<u8> {
     k
 }
 
-fn put(tx: &WriteTransaction, t: &StoredToken) -> Result<(), StoreError> {
+fn put(tx: &WriteTx, t: &StoredToken) -> Result<(), StoreError> {
     let key = token_key(t.meta.tenant_id, t.meta.id);
-    tx.open_table(TOKENS)
-        .map_err(StoreError::from_redb)?
-        .insert(key.as_slice(), encode(t)?.as_slice())
-        .map_err(StoreError::from_redb)?;
-    tx.open_table(TOKEN_PREFIXES)
-        .map_err(StoreError::from_redb)?
-        .insert(
-            prefix_key(&t.meta.prefix, t.meta.id).as_slice(),
-            key.as_slice(),
-        )
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(TOKENS)?
+        .insert(key.as_slice(), encode(t)?.as_slice())?;
+    tx.open_table(TOKEN_PREFIXES)?.insert(
+        prefix_key(&t.meta.prefix, t.meta.id).as_slice(),
+        key.as_slice(),
+    )?;
     Ok(())
 }
 
 /// Removes a token and its prefix index entry; the token, when there was one.
-fn take(tx: &WriteTransaction, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
+fn take(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
     let removed = tx
-        .open_table(TOKENS)
-        .map_err(StoreError::from_redb)?
-        .remove(token_key(tenant, id).as_slice())
-        .map_err(StoreError::from_redb)?
+        .open_table(TOKENS)?
+        .remove(token_key(tenant, id).as_slice())?
         .map(|row| decode::<StoredToken>(row.value()))
         .transpose()?;
     if let Some(old) = &removed {
-        tx.open_table(TOKEN_PREFIXES)
-            .map_err(StoreError::from_redb)?
-            .remove(prefix_key(&old.meta.prefix, id).as_slice())
-            .map_err(StoreError::from_redb)?;
+        tx.open_table(TOKEN_PREFIXES)?
+            .remove(prefix_key(&old.meta.prefix, id).as_slice())?;
     }
     Ok(removed)
 }
@@ -74,19 +65,14 @@ impl Store {
         prefix: String,
     ) -> Result<Vec<StoredToken>, StoreError> {
         self.read(move |tx| {
-            let index = tx
-                .open_table(TOKEN_PREFIXES)
-                .map_err(StoreError::from_redb)?;
-            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let index = tx.open_table(TOKEN_PREFIXES)?;
+            let tokens = tx.open_table(TOKENS)?;
             let mut out = Vec::new();
             let lo = prefix_key(&prefix, Uuid::nil());
             let hi = prefix_key(&prefix, Uuid::max());
-            for row in index
-                .range(lo.as_slice()..=hi.as_slice())
-                .map_err(StoreError::from_redb)?
-            {
-                let (_, key) = row.map_err(StoreError::from_redb)?;
-                if let Some(t) = tokens.get(key.value()).map_err(StoreError::from_redb)? {
+            for row in index.range(lo.as_slice()..=hi.as_slice())? {
+                let (_, key) = row?;
+                if let Some(t) = tokens.get(key.value())? {
                     out.push(decode(t.value())?);
                 }
             }
@@ -97,7 +83,7 @@ impl Store {
 
     pub async fn tokens(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<ApiToken>, StoreError> {
         self.read(move |tx| {
-            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let tokens = tx.open_table(TOKENS)?;
             Ok(tenant_values::<StoredToken, _>(&tokens, tenant)?
                 .into_iter()
                 .map(|t| t.meta)
@@ -114,19 +100,16 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(move |tx| {
             tx.unrecorded("tokens' last use");
-            let mut tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let mut tokens = tx.open_table(TOKENS)?;
             for (tenant, id, at) in used {
                 let key = token_key(tenant, id);
                 let current = tokens
-                    .get(key.as_slice())
-                    .map_err(StoreError::from_redb)?
+                    .get(key.as_slice())?
                     .map(|v| decode::<StoredToken>(v.value()));
                 if let Some(t) = current {
                     let mut t = t?;
                     t.meta.last_used_at = Some(at);
-                    tokens
-                        .insert(key.as_slice(), encode(&t)?.as_slice())
-                        .map_err(StoreError::from_redb)?;
+                    tokens.insert(key.as_slice(), encode(&t)?.as_slice())?;
                 }
             }
             Ok(())

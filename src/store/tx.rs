@@ -5,17 +5,17 @@
 //! commits and files them once its group is durable, so no caller files events by hand and an
 //! aborted write's events go nowhere. redb stays behind it: domain code names no table.
 
+use super::kv::WriteTx;
 use super::{Store, StoreError};
 use crate::model::audit::AuditDraft;
 use crate::model::event::{EventDraft, Journaled};
-use redb::WriteTransaction;
 use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use uuid::Uuid;
 
 pub struct Tx<'a> {
     store: &'a Store,
-    inner: &'a WriteTransaction,
+    inner: &'a WriteTx,
     journaled: RefCell<Vec<Journaled>>,
     /// An audit entry was appended in this transaction.
     audited: Cell<bool>,
@@ -24,7 +24,7 @@ pub struct Tx<'a> {
 }
 
 impl<'a> Tx<'a> {
-    pub(super) fn new(store: &'a Store, inner: &'a WriteTransaction) -> Self {
+    pub(super) fn new(store: &'a Store, inner: &'a WriteTx) -> Self {
         Self {
             store,
             inner,
@@ -94,9 +94,9 @@ impl<'a> Tx<'a> {
 }
 
 impl Deref for Tx<'_> {
-    type Target = WriteTransaction;
+    type Target = WriteTx;
 
-    fn deref(&self) -> &WriteTransaction {
+    fn deref(&self) -> &WriteTx {
         self.inner
     }
 }

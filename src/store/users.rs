@@ -2,11 +2,11 @@
 
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{Session, StoredUser, User};
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -18,52 +18,34 @@ fn email_key(email: &str) -> String {
     email.trim().to_lowercase()
 }
 
-fn put_user(
-    tx: &WriteTransaction,
-    u: &StoredUser,
-    old_email: Option<&str>,
-) -> Result<(), StoreError> {
+fn put_user(tx: &WriteTx, u: &StoredUser, old_email: Option<&str>) -> Result<(), StoreError> {
     let key = user_key(u.user.tenant_id, u.user.id);
-    let mut emails = tx.open_table(USER_EMAILS).map_err(StoreError::from_redb)?;
+    let mut emails = tx.open_table(USER_EMAILS)?;
     let new_email = email_key(&u.user.email);
     if old_email.map(email_key).as_deref() != Some(new_email.as_str()) {
-        if emails
-            .get(new_email.as_str())
-            .map_err(StoreError::from_redb)?
-            .is_some()
-        {
+        if emails.get(new_email.as_str())?.is_some() {
             return Err(StoreError::EmailInUse);
         }
         if let Some(old) = old_email {
-            emails
-                .remove(email_key(old).as_str())
-                .map_err(StoreError::from_redb)?;
+            emails.remove(email_key(old).as_str())?;
         }
-        emails
-            .insert(new_email.as_str(), key.as_slice())
-            .map_err(StoreError::from_redb)?;
+        emails.insert(new_email.as_str(), key.as_slice())?;
     }
-    tx.open_table(USERS)
-        .map_err(StoreError::from_redb)?
-        .insert(key.as_slice(), encode(u)?.as_slice())
-        .map_err(StoreError::from_redb)?;
+    tx.open_table(USERS)?
+        .insert(key.as_slice(), encode(u)?.as_slice())?;
     Ok(())
 }
 
-fn read_user(tx: &ReadTransaction, key: &[u8]) -> Result<Option<StoredUser>, StoreError> {
-    let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-    users
-        .get(key)
-        .map_err(StoreError::from_redb)?
-        .map(|v| decode(v.value()))
-        .transpose()
+fn read_user(tx: &ReadTx, key: &[u8]) -> Result<Option<StoredUser>, StoreError> {
+    let users = tx.open_table(USERS)?;
+    users.get(key)?.map(|v| decode(v.value())).transpose()
 }
 
 /// Users and sessions in a transaction. E-mail addresses are unique across the instance: a
 /// save that would reuse one fails with `EmailInUse`.
 impl Tx<'_> {
     pub fn users(&self, tenant: Uuid) -> Result<Vec<User>, StoreError> {
-        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
+        let users = self.open_table(USERS)?;
         Ok(tenant_values::<StoredUser, _>(&users, tenant)?
             .into_iter()
             .map(|u| u.user)
@@ -71,10 +53,9 @@ impl Tx<'_> {
     }
 
     pub fn user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
-        let users = self.open_table(USERS).map_err(StoreError::from_redb)?;
+        let users = self.open_table(USERS)?;
         users
-            .get(user_key(tenant, id).as_slice())
-            .map_err(StoreError::from_redb)?
+            .get(user_key(tenant, id).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -88,54 +69,42 @@ impl Tx<'_> {
     /// Removes a user; the user, when there was one.
     pub fn remove_user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
         let Some(old) = self
-            .open_table(USERS)
-            .map_err(StoreError::from_redb)?
-            .remove(user_key(tenant, id).as_slice())
-            .map_err(StoreError::from_redb)?
+            .open_table(USERS)?
+            .remove(user_key(tenant, id).as_slice())?
             .map(|v| decode::<StoredUser>(v.value()))
             .transpose()?
         else {
             return Ok(None);
         };
-        self.open_table(USER_EMAILS)
-            .map_err(StoreError::from_redb)?
-            .remove(email_key(&old.user.email).as_str())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(USER_EMAILS)?
+            .remove(email_key(&old.user.email).as_str())?;
         Ok(Some(old))
     }
 
     pub fn save_session(&self, session: &Session) -> Result<(), StoreError> {
-        self.open_table(SESSIONS)
-            .map_err(StoreError::from_redb)?
-            .insert(session.id.as_str(), encode(session)?.as_slice())
-            .map_err(StoreError::from_redb)?;
+        self.open_table(SESSIONS)?
+            .insert(session.id.as_str(), encode(session)?.as_slice())?;
         Ok(())
     }
 
     /// Whether any tenant has a local (password) user.
     pub fn any_local_user(&self) -> Result<bool, StoreError> {
-        any_user(
-            &self.open_table(USERS).map_err(StoreError::from_redb)?,
-            |u| u.local,
-        )
+        any_user(&self.open_table(USERS)?, |u| u.local)
     }
 
     /// Whether the tenant has an API token.
     pub fn tenant_has_tokens(&self, tenant: Uuid) -> Result<bool, StoreError> {
-        has_tokens(
-            &self.open_table(TOKENS).map_err(StoreError::from_redb)?,
-            tenant,
-        )
+        has_tokens(&self.open_table(TOKENS)?, tenant)
     }
 }
 
 /// Whether any user, of any tenant, is one `wanted` accepts.
 fn any_user(
-    users: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    users: &impl Readable<&'static [u8], &'static [u8]>,
     wanted: impl Fn(&User) -> bool,
 ) -> Result<bool, StoreError> {
-    for row in users.iter().map_err(StoreError::from_redb)? {
-        if wanted(&decode::<StoredUser>(row.map_err(StoreError::from_redb)?.1.value())?.user) {
+    for row in users.iter()? {
+        if wanted(&decode::<StoredUser>(row?.1.value())?.user) {
             return Ok(true);
         }
     }
@@ -143,15 +112,11 @@ fn any_user(
 }
 
 fn has_tokens(
-    tokens: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    tokens: &impl Readable<&'static [u8], &'static [u8]>,
     tenant: Uuid,
 ) -> Result<bool, StoreError> {
     let (lo, hi) = tenant_range(tenant);
-    Ok(tokens
-        .range(lo.as_slice()..hi.as_slice())
-        .map_err(StoreError::from_redb)?
-        .next()
-        .is_some())
+    Ok(tokens.range(lo.as_slice()..hi.as_slice())?.next().is_some())
 }
 
 impl Store {
@@ -165,10 +130,9 @@ impl Store {
         email: String,
     ) -> Result<Option<StoredUser>, StoreError> {
         self.read(move |tx| {
-            let emails = tx.open_table(USER_EMAILS).map_err(StoreError::from_redb)?;
+            let emails = tx.open_table(USER_EMAILS)?;
             let key = emails
-                .get(email_key(&email).as_str())
-                .map_err(StoreError::from_redb)?
+                .get(email_key(&email).as_str())?
                 .map(|k| k.value().to_vec());
             match key {
                 Some(k) => read_user(tx, &k),
@@ -180,7 +144,7 @@ impl Store {
 
     pub async fn users(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<User>, StoreError> {
         self.read(move |tx| {
-            let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
+            let users = tx.open_table(USERS)?;
             Ok(tenant_values::<StoredUser, _>(&users, tenant)?
                 .into_iter()
                 .map(|u| u.user)
@@ -192,7 +156,7 @@ impl Store {
     /// Whether any enabled local administrator exists, in any tenant (default admin seeding).
     pub async fn has_enabled_local_admin(self: &Arc<Self>) -> Result<bool, StoreError> {
         self.read(|tx| {
-            let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
+            let users = tx.open_table(USERS)?;
             any_user(&users, |u| u.local && u.is_enabled_admin())
         })
         .await
@@ -205,8 +169,8 @@ impl Store {
         tenant: Uuid,
     ) -> Result<(bool, bool), StoreError> {
         self.read(move |tx| {
-            let users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
-            let tokens = tx.open_table(TOKENS).map_err(StoreError::from_redb)?;
+            let users = tx.open_table(USERS)?;
+            let tokens = tx.open_table(TOKENS)?;
             Ok((any_user(&users, |u| u.local)?, has_tokens(&tokens, tenant)?))
         })
         .await
@@ -218,8 +182,8 @@ impl Store {
         id: String,
     ) -> Result<Option<(Session, Option<StoredUser>)>, StoreError> {
         self.read(move |tx| {
-            let sessions = tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
-            let Some(row) = sessions.get(id.as_str()).map_err(StoreError::from_redb)? else {
+            let sessions = tx.open_table(SESSIONS)?;
+            let Some(row) = sessions.get(id.as_str())? else {
                 return Ok(None);
             };
             let s: Session = decode(row.value())?;
@@ -232,10 +196,7 @@ impl Store {
     pub async fn delete_session(self: &Arc<Self>, id: String) -> Result<(), StoreError> {
         self.write(move |tx| {
             tx.unrecorded("a session ended");
-            tx.open_table(SESSIONS)
-                .map_err(StoreError::from_redb)?
-                .remove(id.as_str())
-                .map_err(StoreError::from_redb)?;
+            tx.open_table(SESSIONS)?.remove(id.as_str())?;
             Ok(())
         })
         .await
@@ -249,29 +210,23 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.write(move |tx| {
             tx.unrecorded("a session's last use");
-            let mut sessions = tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
+            let mut sessions = tx.open_table(SESSIONS)?;
             let current = sessions
-                .get(id.as_str())
-                .map_err(StoreError::from_redb)?
+                .get(id.as_str())?
                 .map(|v| decode::<Session>(v.value()));
             let Some(s) = current else { return Ok(()) };
             let mut s = s?;
             s.last_seen_at = Some(at);
-            sessions
-                .insert(id.as_str(), encode(&s)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-            let mut users = tx.open_table(USERS).map_err(StoreError::from_redb)?;
+            sessions.insert(id.as_str(), encode(&s)?.as_slice())?;
+            let mut users = tx.open_table(USERS)?;
             let key = user_key(s.tenant_id, s.user_id);
             let current = users
-                .get(key.as_slice())
-                .map_err(StoreError::from_redb)?
+                .get(key.as_slice())?
                 .map(|v| decode::<StoredUser>(v.value()));
             if let Some(u) = current {
                 let mut u = u?;
                 u.user.last_seen_at = Some(at);
-                users
-                    .insert(key.as_slice(), encode(&u)?.as_slice())
-                    .map_err(StoreError::from_redb)?;
+                users.insert(key.as_slice(), encode(&u)?.as_slice())?;
             }
             Ok(())
         })
@@ -282,16 +237,14 @@ impl Store {
     pub async fn purge_sessions(self: &Arc<Self>, now: Timestamp) -> Result<u64, StoreError> {
         self.write(move |tx| {
             tx.unrecorded("expired sessions purged");
-            let mut sessions = tx.open_table(SESSIONS).map_err(StoreError::from_redb)?;
-            let before = sessions.len().map_err(StoreError::from_redb)?;
-            sessions
-                .retain(|_, v| {
-                    decode::<Session>(v)
-                        .map(|s| s.expires_at > now)
-                        .unwrap_or(false)
-                })
-                .map_err(StoreError::from_redb)?;
-            Ok(before - sessions.len().map_err(StoreError::from_redb)?)
+            let mut sessions = tx.open_table(SESSIONS)?;
+            let before = sessions.len()?;
+            sessions.retain(|_, v| {
+                decode::<Session>(v)
+                    .map(|s| s.expires_at > now)
+                    .unwrap_or(false)
+            })?;
+            Ok(before - sessions.len()?)
         })
         .await
     }
