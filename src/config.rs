@@ -132,10 +132,30 @@ impl Default for StorageConfig {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PostgresConfig {
+    /// `postgres://user:password@host:port/database` (`SERVICE_STORAGE_POSTGRES_URL`, so the
+    /// password need not be in the file).
     pub url: SecretString,
+    /// `disable`, `prefer` or `require`; TLS (rustls) always checks the server's certificate
+    /// and name.
+    pub tls_mode: String,
+    /// A private CA's PEM certificates for the server's certificate; else the system roots.
+    pub ca_file: Option<String>,
+    /// Connections kept for reads, beside the writer's one.
+    pub pool_size: usize,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        Self {
+            url: SecretString::default(),
+            tls_mode: "prefer".into(),
+            ca_file: None,
+            pool_size: 8,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -558,6 +578,11 @@ impl Config {
         set(&mut self.ldap.bind_password.0, "SERVICE_LDAP_BIND_PASSWORD");
         set(&mut self.ldap.base_dn, "SERVICE_LDAP_BASE_DN");
         set(&mut self.ai.api_key.0, "SERVICE_AI_API_KEY");
+        set(&mut self.storage.backend, "SERVICE_STORAGE_BACKEND");
+        set(
+            &mut self.storage.postgres.url.0,
+            "SERVICE_STORAGE_POSTGRES_URL",
+        );
     }
 
     /// Every problem of a parsed configuration, each naming its key.
@@ -639,8 +664,27 @@ impl Config {
         }
         match self.storage.backend.as_str() {
             "redb" => {}
+            "postgres" if !cfg!(feature = "postgres") => p.push(
+                "storage.backend: postgres is not available in this build (built without the postgres feature); use redb".into(),
+            ),
             "postgres" => {
-                p.push("storage.backend: postgres is not available in this build; use redb".into())
+                let pg = &self.storage.postgres;
+                let url = &pg.url.0;
+                if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                    p.push("storage.postgres.url: required with storage.backend postgres: postgres://user:password@host:port/database (or SERVICE_STORAGE_POSTGRES_URL)".into());
+                }
+                if !["disable", "prefer", "require"].contains(&pg.tls_mode.as_str()) {
+                    p.push(format!(
+                        "storage.postgres.tlsMode: {:?} must be disable, prefer or require",
+                        pg.tls_mode
+                    ));
+                }
+                if !(1..=64).contains(&pg.pool_size) {
+                    p.push(format!(
+                        "storage.postgres.poolSize: {} must be 1..64",
+                        pg.pool_size
+                    ));
+                }
             }
             other => p.push(format!(
                 "storage.backend: {other:?} must be redb or postgres"

@@ -56,6 +56,23 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
+    /// Move the main database of a stopped server's data directory (redb) into an empty
+    /// PostgreSQL database, and verify its audit chain there. Example: `svc migrate
+    /// --from-data-dir /var/lib/svc --to postgres://svc@db/svc`.
+    #[cfg(feature = "postgres")]
+    Migrate {
+        #[arg(long)]
+        from_data_dir: PathBuf,
+        /// `postgres://user:password@host:port/database` (or SERVICE_STORAGE_POSTGRES_URL).
+        #[arg(long, env = "SERVICE_STORAGE_POSTGRES_URL", hide_env_values = true)]
+        to: String,
+        /// `disable`, `prefer` or `require` (the server's `storage.postgres.tlsMode`).
+        #[arg(long, default_value = "prefer")]
+        tls_mode: String,
+        /// A private CA's PEM certificates for the database server's certificate.
+        #[arg(long)]
+        ca_file: Option<String>,
+    },
     /// Print the version string.
     Version,
     /// Configuration commands.
@@ -182,6 +199,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Restore { from, data_dir }) => {
             let done = runtime()?.block_on(svc::app::restore(&from, &data_dir))?;
+            println!("{done}");
+        }
+        #[cfg(feature = "postgres")]
+        Some(Command::Migrate {
+            from_data_dir,
+            to,
+            tls_mode,
+            ca_file,
+        }) => {
+            let target = svc::store::kv::pg::Target {
+                url: to,
+                tls_mode,
+                ca_file,
+                pool_size: 1,
+            };
+            let done = runtime()?.block_on(svc::app::migrate(&from_data_dir, target))?;
             println!("{done}");
         }
         Some(Command::Completion { shell }) => {

@@ -36,7 +36,7 @@ use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
 use crate::store::metrics::MetricsStore;
-use crate::store::{Store, StoreError};
+use crate::store::{Backing, Store, StoreError};
 use recovery::RecoveryWorker;
 use std::path::Path;
 use std::sync::Arc;
@@ -95,11 +95,32 @@ fn lock_data_dir(data_dir: &Path) -> Result<(), AppError> {
     }
 }
 
+/// Where `config` keeps the main database.
+pub fn backing(config: &Config) -> Backing {
+    match config.storage.backend.as_str() {
+        #[cfg(feature = "postgres")]
+        "postgres" => {
+            let pg = &config.storage.postgres;
+            Backing::Postgres(crate::store::kv::pg::Target {
+                url: pg.url.0.clone(),
+                tls_mode: pg.tls_mode.clone(),
+                ca_file: pg.ca_file.clone(),
+                pool_size: pg.pool_size,
+            })
+        }
+        _ => Backing::File,
+    }
+}
+
 /// Locks the data directory, then opens the store off the async runtime.
-pub async fn open_store(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, AppError> {
+pub async fn open_store(
+    data_dir: &Path,
+    clock: SharedClock,
+    backing: Backing,
+) -> Result<Arc<Store>, AppError> {
     lock_data_dir(data_dir)?;
     let dir = data_dir.to_path_buf();
-    tokio::task::spawn_blocking(move || Store::open(&dir, clock))
+    tokio::task::spawn_blocking(move || Store::open_on(&dir, clock, backing))
         .await
         .map_err(|e| AppError::Internal(e.to_string()))?
         .map_err(AppError::from)
@@ -199,7 +220,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     }
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
-    let store = open_store(&config.data_dir, clock.clone()).await?;
+    let store = open_store(&config.data_dir, clock.clone(), backing(&config)).await?;
     let shutdown = Shutdown::new();
     let supervisor = Arc::new(Supervisor::new(shutdown.clone(), WORKER_RESTART_DELAY));
     supervisor.spawn(RecoveryWorker::new(store.clone()));
@@ -501,7 +522,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 /// bootstrap-admin token.
 pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
-    let store = open_store(&config.data_dir, clock.clone()).await?;
+    let store = open_store(&config.data_dir, clock.clone(), backing(config)).await?;
     let events = open_events(&config.data_dir, clock.clone(), Arc::new(Metrics::new()))?;
     store.file_with(events.clone(), tokio::runtime::Handle::current());
     let auth = Auth::new(
@@ -518,6 +539,44 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
         .map_err(|e| AppError::Internal(e.to_string()))
 }
 
+/// `svc migrate`: moves the main database of `data_dir` (a redb file) into an empty PostgreSQL
+/// database, then opens the store there and verifies the audit chain it now holds. The event
+/// month files, metrics, master key and audit checkpoint stay in the data directory, which the
+/// server on PostgreSQL keeps using.
+#[cfg(feature = "postgres")]
+pub async fn migrate(
+    data_dir: &Path,
+    target: crate::store::kv::pg::Target,
+) -> Result<String, AppError> {
+    lock_data_dir(data_dir)?;
+    let dir = data_dir.to_path_buf();
+    let to = target.clone();
+    let copied = tokio::task::spawn_blocking(move || crate::store::copy_to_postgres(&dir, to))
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))??;
+    let dir = data_dir.to_path_buf();
+    let store = tokio::task::spawn_blocking(move || {
+        Store::open_on(&dir, Arc::new(SystemClock), Backing::Postgres(target))
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.to_string()))??;
+    let audit = store.verify_audit().await;
+    store.close();
+    let audit = audit?;
+    if !audit.intact {
+        return Err(AppError::Internal(format!(
+            "copied, but the audit chain does not verify on PostgreSQL: {}",
+            audit.error.unwrap_or_default()
+        )));
+    }
+    Ok(format!(
+        "copied {} tables of {} into PostgreSQL; audit chain verified ({} entries). Start the server with storage.backend: postgres and the same data directory.",
+        copied.len(),
+        data_dir.display(),
+        audit.verified
+    ))
+}
+
 /// `svc restore`: unpacks a backup into an empty `data_dir`, opens it (migrating an older
 /// schema) and verifies its audit chain; a broken chain fails the restore.
 pub async fn restore(archive: &Path, data_dir: &Path) -> Result<String, AppError> {
@@ -529,7 +588,7 @@ pub async fn restore(archive: &Path, data_dir: &Path) -> Result<String, AppError
     })
     .await
     .map_err(|e| AppError::Internal(e.to_string()))??;
-    let store = open_store(data_dir, Arc::new(SystemClock)).await?;
+    let store = open_store(data_dir, Arc::new(SystemClock), Backing::File).await?;
     let audit = store.verify_audit().await;
     store.close();
     let audit = audit?;

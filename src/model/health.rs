@@ -22,6 +22,7 @@ pub struct SystemInfo {
     pub heap_mb: Option<f64>,
     pub started_at: Timestamp,
     pub uptime: GoDuration,
+    /// Where the main database is: `redb` or `postgres` (`storage.backend`).
     pub storage: String,
     pub ai_enabled: bool,
 }

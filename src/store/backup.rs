@@ -5,14 +5,11 @@
 
 use super::audit::{CHECKPOINT_FILE, read_head_ro};
 use super::events::EventStore;
-use super::kv::ReadTx;
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::metrics::MetricsStore;
 use super::{DB_FILE, Store, StoreError, migrations};
 use crate::model::{Timestamp, VERSION};
-use redb::{
-    Database, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError,
-    TableHandle, Value, WriteTransaction,
-};
+use redb::{Database, Key, ReadableDatabase, TableDefinition, TableHandle, Value};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -39,23 +36,20 @@ pub struct BackupManifest {
     pub files: Vec<String>,
 }
 
-/// Copies every row of `def` the snapshot has (a table it lacks is skipped) and answers its name.
+/// Copies every row of `def` the snapshot has (a table it lacks is skipped) and answers its
+/// name: into a backup's file, or from one backend to the other (`svc migrate`).
 pub(super) fn copy_table<K: Key + 'static, V: Value + 'static>(
-    from: &ReadTransaction,
-    to: &WriteTransaction,
+    from: &ReadTx,
+    to: &WriteTx,
     def: TableDefinition<K, V>,
 ) -> Result<String, StoreError> {
-    let source = match from.open_table(def) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(def.name().to_string()),
-        Err(e) => return Err(StoreError::from_redb(e)),
+    let Some(source) = from.open_existing(def)? else {
+        return Ok(def.name().to_string());
     };
-    let mut target = to.open_table(def).map_err(StoreError::from_redb)?;
-    for row in source.iter().map_err(StoreError::from_redb)? {
-        let (k, v) = row.map_err(StoreError::from_redb)?;
-        target
-            .insert(k.value(), v.value())
-            .map_err(StoreError::from_redb)?;
+    let mut target = to.open_table(def)?;
+    for row in source.iter()? {
+        let (k, v) = row?;
+        target.insert(k.value(), v.value())?;
     }
     Ok(def.name().to_string())
 }
@@ -69,33 +63,30 @@ macro_rules! copy_tables {
 pub(super) use copy_tables;
 
 /// A database's table list, as one copy function.
-pub(super) type CopyTables =
-    fn(&ReadTransaction, &WriteTransaction) -> Result<Vec<String>, StoreError>;
+pub(super) type CopyTables = fn(&ReadTx, &WriteTx) -> Result<Vec<String>, StoreError>;
 
 /// Copies the snapshot `from` into a new database at `dst`. A table of the snapshot the list
 /// does not name fails the backup, so a table added later cannot be left out silently.
-pub(super) fn snapshot_into(
-    from: &ReadTransaction,
-    dst: &Path,
-    copy: CopyTables,
-) -> Result<(), StoreError> {
+pub(super) fn snapshot_into(from: &ReadTx, dst: &Path, copy: CopyTables) -> Result<(), StoreError> {
     let target = Database::create(dst).map_err(StoreError::from_open)?;
-    let tx = target.begin_write().map_err(StoreError::from_redb)?;
+    let tx = WriteTx::new(target.begin_write().map_err(StoreError::from_redb)?);
     let copied = copy(from, &tx)?;
-    for table in from.list_tables().map_err(StoreError::from_redb)? {
-        if !copied.iter().any(|name| name == table.name()) {
-            return Err(StoreError::Internal(format!(
-                "table {} is not in the backup's table list",
-                table.name()
-            )));
+    if let Some(file) = from.redb() {
+        for table in file.list_tables().map_err(StoreError::from_redb)? {
+            if !copied.iter().any(|name| name == table.name()) {
+                return Err(StoreError::Internal(format!(
+                    "table {} is not in the backup's table list",
+                    table.name()
+                )));
+            }
         }
     }
-    tx.commit().map_err(StoreError::from_redb)
+    tx.commit()
 }
 
 /// Snapshots a whole database file into `dst`.
 pub(super) fn snapshot_db(db: &Database, dst: &Path, copy: CopyTables) -> Result<(), StoreError> {
-    let from = db.begin_read().map_err(StoreError::from_redb)?;
+    let from = ReadTx::from_redb(db.begin_read().map_err(StoreError::from_redb)?);
     snapshot_into(&from, dst, copy)
 }
 
@@ -143,14 +134,12 @@ impl Backups {
         let scratch = Scratch(dir.join(format!("{SCRATCH_PREFIX}{}", self.store.clock.new_id())));
         std::fs::create_dir_all(&scratch.0).map_err(|e| StoreError::Io(e.to_string()))?;
         let db = self.store.handle()?;
-        let snapshot = ReadTx::new(db.begin_read().map_err(StoreError::from_redb)?);
-        snapshot_into(
-            snapshot.backend(),
-            &scratch.0.join(DB_FILE),
-            super::tables::copy_all,
-        )?;
+        // On PostgreSQL too the archive holds a redb store (the same tables, copied from one
+        // snapshot): it restores into a data directory, which `svc migrate` moves back.
+        let snapshot = db.begin_read()?;
+        snapshot_into(&snapshot, &scratch.0.join(DB_FILE), super::tables::copy_all)?;
         let head = read_head_ro(&snapshot)?;
-        let schema_version = migrations::current_version(snapshot.backend())?;
+        let schema_version = migrations::current_version(&snapshot)?;
         drop(snapshot);
         let mut files = vec![DB_FILE.to_string()];
         if head.seq > 0 {

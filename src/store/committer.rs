@@ -11,11 +11,10 @@
 //! durable, the events its writes journaled are handed to the filing (event store, bus) in
 //! commit order, and each caller's answer carries the future of their filing.
 
-use super::kv::WriteTx;
+use super::kv::Db;
 use super::tx::Tx;
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
-use redb::{Database, Durability};
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
@@ -205,9 +204,12 @@ fn commit_group(store: &Store, group: Vec<Job>) {
         }
     }
     if committed.is_empty() {
+        if let Err(e) = db.discard_group() {
+            store.fail(&e);
+        }
         return;
     }
-    let synced = tracing::debug_span!("sync", writes = committed.len()).in_scope(|| sync(&db));
+    let synced = tracing::debug_span!("sync", writes = committed.len()).in_scope(|| db.sync());
     store
         .syncs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -236,20 +238,16 @@ fn commit_group(store: &Store, group: Vec<Job>) {
 /// commit failed is answered here, its transaction left uncommitted, and its error returned.
 fn run_job(
     store: &Store,
-    db: &Database,
+    db: &Db,
     job: Job,
 ) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
-    let mut tx = match db.begin_write() {
-        Ok(tx) => WriteTx::new(tx),
+    let tx = match db.begin_write() {
+        Ok(tx) => tx,
         Err(e) => {
-            let e = StoreError::from_redb(e);
             job.refuse(e.clone());
             return Err(e);
         }
     };
-    // Refused only with persistent savepoints, which this store never makes; the commit is
-    // then durable by itself.
-    let _ = tx.backend().set_durability(Durability::None);
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let kernel = Tx::new(store, &tx);
         let (outcome, reply) = job.run(&kernel);
@@ -284,28 +282,21 @@ fn run_job(
             return Err(e);
         }
     }
-    match tx.into_backend().commit() {
+    match tx.commit() {
         Ok(()) => Ok(Some((reply, journaled))),
         Err(e) => {
-            let e = StoreError::from_redb(e);
             reply(Err(e.clone()), None);
             Err(e)
         }
     }
 }
 
-/// Makes every commit before it durable.
-fn sync(db: &Database) -> Result<(), StoreError> {
-    let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-    tx.set_quick_repair(true);
-    tx.commit().map_err(StoreError::from_redb)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::kv::Readable;
     use super::*;
     use crate::runtime::clock::SystemClock;
-    use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+    use redb::TableDefinition;
     use std::sync::Arc;
 
     const ROWS: TableDefinition<u32, u32> = TableDefinition::new("committer_test_rows");

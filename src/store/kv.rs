@@ -1,107 +1,296 @@
 //! The kernel's table handles: the one face of the main database the store's files use. A
 //! transaction opens a table by its definition (`tables.rs`) and reads and writes rows through
-//! these handles; every call answers a `StoreError`. redb is behind them today; a second backend
-//! (issue 40, PostgreSQL) implements the same handles, so the store's files and the domains above
-//! them stay as they are. Keys and values keep redb's typed vocabulary (`&[u8]`, `&str`, `u64`,
-//! `u128`, `i64`, `()`), which names types, not an engine.
+//! these handles; every call answers a `StoreError`. Two backends stand behind them: redb (a file
+//! in the data directory, the default and the only one on a gateway) and PostgreSQL (`pg`, the
+//! `postgres` cargo feature, for a central instance), so the store's files and the domains above
+//! them are the same on both. Keys and values keep redb's typed vocabulary (`&[u8]`, `&str`,
+//! `u64`, `u128`, `i64`, `()`), which names types, not an engine.
 
 use super::StoreError;
-use redb::{Key, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value};
+use redb::{
+    Durability, Key, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
+};
 use std::borrow::Borrow;
 use std::ops::RangeBounds;
+#[cfg(feature = "postgres")]
+use {redb::TableHandle as _, std::marker::PhantomData, std::ops::Bound, std::sync::Arc};
+
+#[cfg(feature = "postgres")]
+pub mod pg;
+
+/// An open main database.
+pub(super) enum Db {
+    Redb(redb::Database),
+    #[cfg(feature = "postgres")]
+    Pg(Arc<pg::Pool>),
+}
+
+impl Db {
+    /// A write of the writer thread's current group (see `committer`).
+    pub(super) fn begin_write(&self) -> Result<WriteTx, StoreError> {
+        match self {
+            Db::Redb(db) => {
+                let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+                // Refused only with persistent savepoints, which this store never makes; the
+                // commit is then durable by itself.
+                let _ = tx.set_durability(Durability::None);
+                Ok(WriteTx(WriteInner::Redb(Box::new(tx))))
+            }
+            #[cfg(feature = "postgres")]
+            Db::Pg(pool) => pool.begin_write().map(|w| WriteTx(WriteInner::Pg(w))),
+        }
+    }
+
+    pub(super) fn begin_read(&self) -> Result<ReadTx, StoreError> {
+        match self {
+            Db::Redb(db) => {
+                use redb::ReadableDatabase as _;
+                db.begin_read()
+                    .map(|tx| ReadTx(ReadInner::Redb(tx)))
+                    .map_err(StoreError::from_redb)
+            }
+            #[cfg(feature = "postgres")]
+            Db::Pg(pool) => pool.begin_read().map(|r| ReadTx(ReadInner::Pg(r))),
+        }
+    }
+
+    /// Makes every write committed since the last sync durable: on redb an empty transaction
+    /// committed durably (with quick repair), on PostgreSQL the group's `COMMIT`.
+    pub(super) fn sync(&self) -> Result<(), StoreError> {
+        match self {
+            Db::Redb(db) => {
+                let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+                tx.set_quick_repair(true);
+                tx.commit().map_err(StoreError::from_redb)
+            }
+            #[cfg(feature = "postgres")]
+            Db::Pg(pool) => pool.end_group(true),
+        }
+    }
+
+    /// Ends a group none of whose writes committed: nothing is written.
+    pub(super) fn discard_group(&self) -> Result<(), StoreError> {
+        match self {
+            Db::Redb(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Db::Pg(pool) => pool.end_group(false),
+        }
+    }
+}
 
 /// A write transaction: what one queued write runs in (see `committer`).
-pub struct WriteTx(redb::WriteTransaction);
+pub struct WriteTx(WriteInner);
+
+enum WriteInner {
+    /// Boxed: redb's transaction is large, and a write moves it once.
+    Redb(Box<redb::WriteTransaction>),
+    #[cfg(feature = "postgres")]
+    Pg(pg::Write),
+}
 
 /// A read transaction: a consistent snapshot for as long as it lives.
-pub struct ReadTx(redb::ReadTransaction);
+pub struct ReadTx(ReadInner);
+
+enum ReadInner {
+    Redb(redb::ReadTransaction),
+    #[cfg(feature = "postgres")]
+    Pg(pg::Read),
+}
 
 /// A table opened for writing in a `WriteTx`.
-pub struct Table<'t, K: Key + 'static, V: Value + 'static>(redb::Table<'t, K, V>);
+pub struct Table<'t, K: Key + 'static, V: Value + 'static>(TableInner<'t, K, V>);
+
+enum TableInner<'t, K: Key + 'static, V: Value + 'static> {
+    Redb(redb::Table<'t, K, V>),
+    #[cfg(feature = "postgres")]
+    Pg(pg::Table<K, V>, PhantomData<&'t ()>),
+}
 
 /// A table opened in a `ReadTx`.
-pub struct ReadOnlyTable<K: Key + 'static, V: Value + 'static>(redb::ReadOnlyTable<K, V>);
+pub struct ReadOnlyTable<K: Key + 'static, V: Value + 'static>(ReadOnlyInner<K, V>);
 
-/// A stored key or value, read in place.
-pub struct Guard<'a, V: Value + 'static>(redb::AccessGuard<'a, V>);
+enum ReadOnlyInner<K: Key + 'static, V: Value + 'static> {
+    Redb(redb::ReadOnlyTable<K, V>),
+    #[cfg(feature = "postgres")]
+    Pg(pg::Table<K, V>),
+}
+
+/// A stored key or value.
+pub struct Guard<'a, V: Value + 'static>(GuardInner<'a, V>);
+
+enum GuardInner<'a, V: Value + 'static> {
+    /// Read in place from redb's pages.
+    Redb(redb::AccessGuard<'a, V>),
+    /// Fetched, in redb's encoding of the type.
+    #[cfg(feature = "postgres")]
+    Fetched(Vec<u8>),
+}
 
 /// Rows in key order; `rev()` walks them backwards.
-pub struct Range<'a, K: Key + 'static, V: Value + 'static>(redb::Range<'a, K, V>);
+pub struct Range<'a, K: Key + 'static, V: Value + 'static>(RangeInner<'a, K, V>);
+
+enum RangeInner<'a, K: Key + 'static, V: Value + 'static> {
+    Redb(redb::Range<'a, K, V>),
+    #[cfg(feature = "postgres")]
+    Pg(pg::Range, PhantomData<fn() -> (K, V)>),
+}
 
 /// A row: its key and its value.
 pub type Row<'a, K, V> = (Guard<'a, K>, Guard<'a, V>);
 
 impl WriteTx {
+    /// A redb transaction as a kernel one (the migrations', which run before the writer does).
     pub(super) fn new(tx: redb::WriteTransaction) -> Self {
-        Self(tx)
+        Self(WriteInner::Redb(Box::new(tx)))
     }
 
-    /// The backend's transaction, for the committer's durability settings and the migrations.
-    pub(super) fn backend(&mut self) -> &mut redb::WriteTransaction {
-        &mut self.0
-    }
-
-    pub(super) fn into_backend(self) -> redb::WriteTransaction {
-        self.0
+    /// Commits this write: on redb a commit the group's sync makes durable, on PostgreSQL the
+    /// release of its savepoint in the group's transaction.
+    pub(super) fn commit(self) -> Result<(), StoreError> {
+        match self.0 {
+            WriteInner::Redb(tx) => tx.commit().map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(w) => w.commit(),
+        }
     }
 
     pub fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Table<'_, K, V>, StoreError> {
-        self.0
-            .open_table(def)
-            .map(Table)
-            .map_err(StoreError::from_redb)
+        match &self.0 {
+            WriteInner::Redb(tx) => tx
+                .open_table(def)
+                .map(|t| Table(TableInner::Redb(t)))
+                .map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(w) => Ok(Table(TableInner::Pg(w.table(def.name()), PhantomData))),
+        }
     }
 }
 
 impl ReadTx {
-    pub(super) fn new(tx: redb::ReadTransaction) -> Self {
-        Self(tx)
-    }
-
     pub fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<ReadOnlyTable<K, V>, StoreError> {
-        self.0
-            .open_table(def)
-            .map(ReadOnlyTable)
-            .map_err(StoreError::from_redb)
+        match &self.0 {
+            ReadInner::Redb(tx) => tx
+                .open_table(def)
+                .map(|t| ReadOnlyTable(ReadOnlyInner::Redb(t)))
+                .map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(r) => Ok(ReadOnlyTable(ReadOnlyInner::Pg(r.table(def.name())))),
+        }
     }
 
-    /// The backend's transaction, for copying every table into a backup.
-    pub(super) fn backend(&self) -> &redb::ReadTransaction {
-        &self.0
+    /// `open_table`, or `None` for a table this snapshot does not have (a redb file written
+    /// before the table was added).
+    pub fn open_existing<K: Key + 'static, V: Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
+        match &self.0 {
+            ReadInner::Redb(tx) => match tx.open_table(def) {
+                Ok(t) => Ok(Some(ReadOnlyTable(ReadOnlyInner::Redb(t)))),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+                Err(e) => Err(StoreError::from_redb(e)),
+            },
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(_) => self.open_table(def).map(Some),
+        }
+    }
+
+    /// A redb snapshot as a kernel one.
+    pub(super) fn from_redb(tx: redb::ReadTransaction) -> Self {
+        Self(ReadInner::Redb(tx))
+    }
+
+    /// The redb snapshot, for what only a file has (backups).
+    pub(super) fn redb(&self) -> Option<&redb::ReadTransaction> {
+        match &self.0 {
+            ReadInner::Redb(tx) => Some(tx),
+            #[cfg(feature = "postgres")]
+            ReadInner::Pg(_) => None,
+        }
     }
 }
 
 impl<V: Value + 'static> Guard<'_, V> {
     pub fn value(&self) -> V::SelfType<'_> {
-        self.0.value()
+        match &self.0 {
+            GuardInner::Redb(g) => g.value(),
+            #[cfg(feature = "postgres")]
+            GuardInner::Fetched(bytes) => V::from_bytes(bytes),
+        }
     }
 }
 
-fn row<'a, K: Key + 'static, V: Value + 'static>(
-    r: Result<(redb::AccessGuard<'a, K>, redb::AccessGuard<'a, V>), redb::StorageError>,
-) -> Result<Row<'a, K, V>, StoreError> {
-    r.map(|(k, v)| (Guard(k), Guard(v)))
-        .map_err(StoreError::from_redb)
+fn redb_guard<V: Value + 'static>(g: redb::AccessGuard<'_, V>) -> Guard<'_, V> {
+    Guard(GuardInner::Redb(g))
+}
+
+#[cfg(feature = "postgres")]
+fn fetched<'a, V: Value + 'static>(bytes: Vec<u8>) -> Guard<'a, V> {
+    Guard(GuardInner::Fetched(bytes))
 }
 
 impl<'a, K: Key + 'static, V: Value + 'static> Iterator for Range<'a, K, V> {
     type Item = Result<Row<'a, K, V>, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(row)
+        match &mut self.0 {
+            RangeInner::Redb(r) => r.next().map(redb_row),
+            #[cfg(feature = "postgres")]
+            RangeInner::Pg(r, _) => r.next().map(pg_row),
+        }
     }
 }
 
 impl<K: Key + 'static, V: Value + 'static> DoubleEndedIterator for Range<'_, K, V> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(row)
+        match &mut self.0 {
+            RangeInner::Redb(r) => r.next_back().map(redb_row),
+            #[cfg(feature = "postgres")]
+            RangeInner::Pg(r, _) => r.next_back().map(pg_row),
+        }
     }
+}
+
+type RedbRow<'a, K, V> = (redb::AccessGuard<'a, K>, redb::AccessGuard<'a, V>);
+
+fn redb_row<'a, K: Key + 'static, V: Value + 'static>(
+    r: Result<RedbRow<'a, K, V>, redb::StorageError>,
+) -> Result<Row<'a, K, V>, StoreError> {
+    r.map(|(k, v)| (redb_guard(k), redb_guard(v)))
+        .map_err(StoreError::from_redb)
+}
+
+#[cfg(feature = "postgres")]
+fn pg_row<'a, K: Key + 'static, V: Value + 'static>(
+    r: Result<pg::Pair, StoreError>,
+) -> Result<Row<'a, K, V>, StoreError> {
+    r.map(|(k, v)| (fetched(k), fetched(v)))
+}
+
+/// A range's bounds as stored keys.
+#[cfg(feature = "postgres")]
+fn pg_bounds<'a, K: Key + 'static, V: Value + 'static, KR: Borrow<K::SelfType<'a>> + 'a>(
+    t: &pg::Table<K, V>,
+    range: &(impl RangeBounds<KR> + 'a),
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let bound = |b: Bound<&KR>| b.map(|k| t.ordered(k.borrow()));
+    (bound(range.start_bound()), bound(range.end_bound()))
+}
+
+#[cfg(feature = "postgres")]
+fn pg_first<'a, K: Key + 'static, V: Value + 'static>(
+    t: &pg::Table<K, V>,
+    last: bool,
+) -> Result<Option<Row<'a, K, V>>, StoreError> {
+    let mut rows = t.range(Bound::Unbounded, Bound::Unbounded);
+    let row = if last { rows.next_back() } else { rows.next() };
+    row.map(pg_row).transpose()
 }
 
 /// What both kinds of table answer.
@@ -118,27 +307,39 @@ pub trait Readable<K: Key + 'static, V: Value + 'static> {
     where
         KR: Borrow<K::SelfType<'a>> + 'a;
 
-    fn iter(&self) -> Result<Range<'_, K, V>, StoreError>;
+    fn iter(&self) -> Result<Range<'_, K, V>, StoreError> {
+        self.range::<K::SelfType<'_>>(..)
+    }
 
     fn first(&self) -> Result<Option<Row<'_, K, V>>, StoreError>;
 
     fn last(&self) -> Result<Option<Row<'_, K, V>>, StoreError>;
 
     fn len(&self) -> Result<u64, StoreError>;
+
+    fn is_empty(&self) -> Result<bool, StoreError> {
+        self.len().map(|n| n == 0)
+    }
 }
 
-/// `Readable` for a handle whose `.0` is a redb table.
+/// `Readable` for a table handle whose two variants are `Redb` and `Pg`.
 macro_rules! readable {
-    ($handle:ty $(, $lt:lifetime)?) => {
-        impl<$($lt,)? K: Key + 'static, V: Value + 'static> Readable<K, V> for $handle {
+    ($handle:ident, $inner:ident $(, $lt:lifetime)?; $($pg_extra:pat)?) => {
+        impl<$($lt,)? K: Key + 'static, V: Value + 'static> Readable<K, V> for $handle<$($lt,)? K, V> {
             fn get<'a>(
                 &self,
                 key: impl Borrow<K::SelfType<'a>>,
             ) -> Result<Option<Guard<'_, V>>, StoreError> {
-                self.0
-                    .get(key)
-                    .map(|v| v.map(Guard))
-                    .map_err(StoreError::from_redb)
+                match &self.0 {
+                    $inner::Redb(t) => t
+                        .get(key)
+                        .map(|v| v.map(redb_guard))
+                        .map_err(StoreError::from_redb),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => t
+                        .get(t.ordered(key.borrow()))
+                        .map(|v| v.map(fetched)),
+                }
             }
 
             fn range<'a, KR>(
@@ -148,39 +349,54 @@ macro_rules! readable {
             where
                 KR: Borrow<K::SelfType<'a>> + 'a,
             {
-                self.0
-                    .range(range)
-                    .map(Range)
-                    .map_err(StoreError::from_redb)
-            }
-
-            fn iter(&self) -> Result<Range<'_, K, V>, StoreError> {
-                self.0.iter().map(Range).map_err(StoreError::from_redb)
+                match &self.0 {
+                    $inner::Redb(t) => t
+                        .range(range)
+                        .map(|r| Range(RangeInner::Redb(r)))
+                        .map_err(StoreError::from_redb),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => {
+                        let (lo, hi) = pg_bounds(t, &range);
+                        Ok(Range(RangeInner::Pg(t.range(lo, hi), PhantomData)))
+                    }
+                }
             }
 
             fn first(&self) -> Result<Option<Row<'_, K, V>>, StoreError> {
-                self.0
-                    .first()
-                    .map(|r| r.map(|(k, v)| (Guard(k), Guard(v))))
-                    .map_err(StoreError::from_redb)
+                match &self.0 {
+                    $inner::Redb(t) => t
+                        .first()
+                        .map(|r| r.map(|(k, v)| (redb_guard(k), redb_guard(v))))
+                        .map_err(StoreError::from_redb),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => pg_first(t, false),
+                }
             }
 
             fn last(&self) -> Result<Option<Row<'_, K, V>>, StoreError> {
-                self.0
-                    .last()
-                    .map(|r| r.map(|(k, v)| (Guard(k), Guard(v))))
-                    .map_err(StoreError::from_redb)
+                match &self.0 {
+                    $inner::Redb(t) => t
+                        .last()
+                        .map(|r| r.map(|(k, v)| (redb_guard(k), redb_guard(v))))
+                        .map_err(StoreError::from_redb),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => pg_first(t, true),
+                }
             }
 
             fn len(&self) -> Result<u64, StoreError> {
-                self.0.len().map_err(StoreError::from_redb)
+                match &self.0 {
+                    $inner::Redb(t) => t.len().map_err(StoreError::from_redb),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => t.count(),
+                }
             }
         }
     };
 }
 
-readable!(Table<'t, K, V>, 't);
-readable!(ReadOnlyTable<K, V>);
+readable!(Table, TableInner, 't; _);
+readable!(ReadOnlyTable, ReadOnlyInner;);
 
 impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     /// Stores `value` under `key`; the value it replaced.
@@ -189,10 +405,19 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
-        self.0
-            .insert(key, value)
-            .map(|v| v.map(Guard))
-            .map_err(StoreError::from_redb)
+        match &mut self.0 {
+            TableInner::Redb(t) => t
+                .insert(key, value)
+                .map(|v| v.map(redb_guard))
+                .map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t, _) => t
+                .insert(
+                    t.ordered(key.borrow()),
+                    V::as_bytes(value.borrow()).as_ref(),
+                )
+                .map(|v| v.map(fetched)),
+        }
     }
 
     /// Removes `key`; the value it held.
@@ -200,10 +425,14 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         &mut self,
         key: impl Borrow<K::SelfType<'a>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
-        self.0
-            .remove(key)
-            .map(|v| v.map(Guard))
-            .map_err(StoreError::from_redb)
+        match &mut self.0 {
+            TableInner::Redb(t) => t
+                .remove(key)
+                .map(|v| v.map(redb_guard))
+                .map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t, _) => t.remove(t.ordered(key.borrow())).map(|v| v.map(fetched)),
+        }
     }
 
     /// Keeps the rows `keep` accepts, removing the others.
@@ -211,7 +440,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         &mut self,
         keep: F,
     ) -> Result<(), StoreError> {
-        self.0.retain(keep).map_err(StoreError::from_redb)
+        self.retain_in::<K::SelfType<'_>, F>(.., keep)
     }
 
     /// `retain` within `range`.
@@ -223,6 +452,14 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     where
         KR: Borrow<K::SelfType<'a>> + 'a,
     {
-        self.0.retain_in(range, keep).map_err(StoreError::from_redb)
+        match &mut self.0 {
+            TableInner::Redb(t) => t.retain_in(range, keep).map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t, _) => {
+                let (lo, hi) = pg_bounds(t, &range);
+                let mut keep = keep;
+                t.retain_in(lo, hi, |k, v| keep(K::from_bytes(k), V::from_bytes(v)))
+            }
+        }
     }
 }

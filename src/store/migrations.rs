@@ -2,7 +2,7 @@
 //! `schema_version`, so a failing migration stops start-up and leaves the last committed one.
 
 use super::StoreError;
-use super::kv::WriteTx;
+use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
@@ -11,7 +11,7 @@ use super::tables::{
     SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
     SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
-use redb::{Database, ReadTransaction, ReadableDatabase, TableError};
+use redb::{Database, ReadableDatabase};
 
 pub struct Migration {
     pub version: u32,
@@ -112,7 +112,13 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
-const SCHEMA_VERSION: &str = "schema_version";
+pub const SCHEMA_VERSION: &str = "schema_version";
+
+/// The version the latest migration brings a store to.
+#[cfg(feature = "postgres")]
+pub fn latest() -> u32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
 
 fn create_base_tables(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(META)?;
@@ -224,13 +230,13 @@ fn create_state_table(tx: &WriteTx) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub fn current_version(tx: &ReadTransaction) -> Result<u32, StoreError> {
-    let meta = match tx.open_table(META) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(0),
-        Err(e) => return Err(StoreError::from_redb(e)),
+/// The schema version a store's tables are at (0: none yet). PostgreSQL's tables are made at
+/// the latest version and say so here too, so a backup of either restores alike.
+pub fn current_version(tx: &ReadTx) -> Result<u32, StoreError> {
+    let Some(meta) = tx.open_existing(META)? else {
+        return Ok(0);
     };
-    let Some(v) = meta.get(SCHEMA_VERSION).map_err(StoreError::from_redb)? else {
+    let Some(v) = meta.get(SCHEMA_VERSION)? else {
         return Ok(0);
     };
     let bytes: [u8; 4] = v
@@ -241,7 +247,7 @@ pub fn current_version(tx: &ReadTransaction) -> Result<u32, StoreError> {
 }
 
 pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> {
-    let read = db.begin_read().map_err(StoreError::from_redb)?;
+    let read = ReadTx::from_redb(db.begin_read().map_err(StoreError::from_redb)?);
     let version = current_version(&read)?;
     drop(read);
     let supported = migrations.last().map_or(0, |m| m.version);
@@ -264,9 +270,7 @@ pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> 
         (m.apply)(&tx).map_err(|e| fail(e.to_string()))?;
         tx.open_table(META)?
             .insert(SCHEMA_VERSION, &m.version.to_be_bytes()[..])?;
-        tx.into_backend()
-            .commit()
-            .map_err(|e| fail(e.to_string()))?;
+        tx.commit().map_err(|e| fail(e.to_string()))?;
         tracing::info!(
             version = m.version,
             name = m.name,
@@ -281,7 +285,7 @@ mod tests {
     use super::*;
 
     fn version(db: &Database) -> u32 {
-        current_version(&db.begin_read().unwrap()).unwrap()
+        current_version(&ReadTx::from_redb(db.begin_read().unwrap())).unwrap()
     }
 
     fn broken(_: &WriteTx) -> Result<(), StoreError> {

@@ -15,7 +15,7 @@ mod heartbeats;
 mod incidents;
 pub mod journal;
 mod keys;
-mod kv;
+pub mod kv;
 pub mod metrics;
 mod migrations;
 pub mod notify;
@@ -40,8 +40,10 @@ use crate::model::event::Journaled;
 use crate::model::health::DiskSpace;
 use crate::runtime::clock::SharedClock;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use kv::ReadTx;
-use redb::{Database, ReadableDatabase};
+#[cfg(feature = "postgres")]
+use kv::Readable;
+use kv::{Db, ReadTx};
+use redb::Database;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -78,6 +80,16 @@ pub trait Filing: Send + Sync + 'static {
     fn file(self: Arc<Self>, journaled: Vec<Journaled>) -> BoxFuture<'static, ()>;
 }
 
+/// Where the main database lives.
+#[derive(Clone)]
+pub enum Backing {
+    /// A redb file in the data directory (`storage.backend: redb`).
+    File,
+    /// A PostgreSQL database (`storage.backend: postgres`).
+    #[cfg(feature = "postgres")]
+    Postgres(kv::pg::Target),
+}
+
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "svc.redb";
 
@@ -88,7 +100,9 @@ pub struct Store {
     path: PathBuf,
     /// Stamps journaled events and makes the default tenant, should the store have to.
     clock: SharedClock,
-    db: RwLock<Option<Arc<Database>>>,
+    /// Where the main database lives.
+    backing: Backing,
+    db: RwLock<Option<Arc<Db>>>,
     offline_reason: RwLock<Option<String>>,
     needs_recovery: AtomicBool,
     recovery: Arc<Notify>,
@@ -144,6 +158,35 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
     builder.create(path).map_err(StoreError::from_open)
 }
 
+/// Copies the redb store of `data_dir` into the empty PostgreSQL database of `target` (`svc
+/// migrate`): every table, from one snapshot, in one transaction; the names of the tables.
+/// Refuses a database that already holds a store. Blocking; nothing may have the file open.
+#[cfg(feature = "postgres")]
+pub fn copy_to_postgres(
+    data_dir: &Path,
+    target: kv::pg::Target,
+) -> Result<Vec<String>, StoreError> {
+    let file = open_db(&data_dir.join(DB_FILE))?;
+    migrations::apply(&file, migrations::MIGRATIONS)?;
+    let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target)?));
+    if !postgres
+        .begin_read()?
+        .open_table(tables::TENANTS)?
+        .is_empty()?
+    {
+        return Err(StoreError::Conflict(
+            "the PostgreSQL database already holds a store; migrate into an empty one".into(),
+        ));
+    }
+    let file = Db::Redb(file);
+    let from = file.begin_read()?;
+    let to = postgres.begin_write()?;
+    let copied = tables::copy_all(&from, &to)?;
+    to.commit()?;
+    postgres.sync()?;
+    Ok(copied)
+}
+
 impl Store {
     /// Free and total space where the store lives; `None` when the file system will not say.
     // The widths of statvfs's fields differ between targets (32-bit on armv7).
@@ -164,10 +207,20 @@ impl Store {
     /// once the disk takes writes. Blocking: call from `spawn_blocking` or before the runtime
     /// serves.
     pub fn open(data_dir: &Path, clock: SharedClock) -> Result<Arc<Store>, StoreError> {
+        Self::open_on(data_dir, clock, Backing::File)
+    }
+
+    /// `open`, with the main database where `backing` says.
+    pub fn open_on(
+        data_dir: &Path,
+        clock: SharedClock,
+        backing: Backing,
+    ) -> Result<Arc<Store>, StoreError> {
         std::fs::create_dir_all(data_dir).map_err(|e| StoreError::Io(e.to_string()))?;
         let (committer, queue) = committer::Committer::new();
         let store = Arc::new(Store {
             path: data_dir.join(DB_FILE),
+            backing,
             clock,
             db: RwLock::new(None),
             offline_reason: RwLock::new(None),
@@ -198,12 +251,19 @@ impl Store {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         backup::remove_scratch(dir);
         check_headroom(dir)?;
-        let db = open_db(&self.path)?;
-        migrations::apply(&db, migrations::MIGRATIONS)?;
-        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
-        tables::touch_meta(&tx)?;
-        tx.commit().map_err(StoreError::from_redb)?;
+        let db = match &self.backing {
+            Backing::File => {
+                let db = open_db(&self.path)?;
+                migrations::apply(&db, migrations::MIGRATIONS)?;
+                let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+                tx.set_quick_repair(true);
+                tables::touch_meta(&tx)?;
+                tx.commit().map_err(StoreError::from_redb)?;
+                Db::Redb(db)
+            }
+            #[cfg(feature = "postgres")]
+            Backing::Postgres(target) => Db::Pg(Arc::new(kv::pg::Pool::open(target.clone())?)),
+        };
         *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
         *self
             .offline_reason
@@ -222,7 +282,7 @@ impl Store {
             .clone()
     }
 
-    fn handle(&self) -> Result<Arc<Database>, StoreError> {
+    fn handle(&self) -> Result<Arc<Db>, StoreError> {
         self.db
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -268,11 +328,7 @@ impl Store {
         f: impl FnOnce(&ReadTx) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let db = self.handle()?;
-        let result = db
-            .begin_read()
-            .map(ReadTx::new)
-            .map_err(StoreError::from_redb)
-            .and_then(|tx| f(&tx));
+        let result = db.begin_read().and_then(|tx| f(&tx));
         if let Err(e) = &result {
             self.fail(e);
         }

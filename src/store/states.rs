@@ -389,7 +389,7 @@ mod tests {
             .insert(key.as_slice(), encode(&old).unwrap().as_slice())
             .unwrap();
         compact_rows(&tx).unwrap();
-        tx.into_backend().commit().unwrap();
+        tx.commit().unwrap();
         let tx = db.begin_read().unwrap();
         let t = tx.open_table(STATES).unwrap();
         let row = t.get(key.as_slice()).unwrap().unwrap();

@@ -1,7 +1,8 @@
 //! Every table of the database, named `key_value` by what it holds.
 
 use super::StoreError;
-use redb::{ReadTransaction, TableDefinition, WriteTransaction};
+use super::kv::{ReadTx, WriteTx};
+use redb::{TableDefinition, WriteTransaction};
 
 /// Store-wide settings: `schema_version` and the like.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
@@ -134,12 +135,11 @@ pub const REPORT_ARCHIVE: TableDefinition<&[u8], &[u8]> =
 pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("report_content_by_id");
 
-/// Copies every table for a backup (`backup::snapshot_into` refuses a table left off).
-pub fn copy_all(from: &ReadTransaction, to: &WriteTransaction) -> Result<Vec<String>, StoreError> {
-    super::backup::copy_tables!(
-        from,
-        to,
-        [
+/// Every table of the main database, handed to `$apply!(args…, [TABLES])`: the one list the
+/// backups, the copy between backends and the PostgreSQL schema are made from.
+macro_rules! every_table {
+    ($apply:ident, $($arg:expr),*) => {
+        $apply!($($arg,)* [
             META,
             TENANTS,
             TENANT_SLUGS,
@@ -182,8 +182,25 @@ pub fn copy_all(from: &ReadTransaction, to: &WriteTransaction) -> Result<Vec<Str
             SITE_STATUS,
             REPORT_ARCHIVE,
             REPORT_CONTENT
-        ]
-    )
+        ])
+    };
+}
+
+/// Copies every table for a backup (`backup::snapshot_into` refuses a table left off).
+pub fn copy_all(from: &ReadTx, to: &WriteTx) -> Result<Vec<String>, StoreError> {
+    use super::backup::copy_tables;
+    every_table!(copy_tables, from, to)
+}
+
+/// The names of every table.
+#[cfg(feature = "postgres")]
+pub fn names() -> Vec<&'static str> {
+    macro_rules! names {
+        ([$($table:expr),*]) => {
+            vec![$(redb::TableHandle::name(&$table)),*]
+        };
+    }
+    every_table!(names,)
 }
 
 /// A tiny write that proves the file accepts commits.

@@ -381,9 +381,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
     use svc::model::config::ConfigDoc;
     use svc::model::identity::Actor;
     let now = Timestamp(jiff::Timestamp::now());
-    let store =
-        svc::store::Store::open(data, std::sync::Arc::new(svc::runtime::clock::SystemClock))
-            .unwrap();
+    let store = super::support::open_store(data);
     let tenant = store
         .tenants()
         .await

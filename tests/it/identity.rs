@@ -778,32 +778,70 @@ async fn every_mutation_is_audited_in_a_chain() {
     assert_eq!(v, json!({"intact": true, "verified": 4}));
 }
 
-fn rewrite_audit(data: &std::path::Path, f: impl Fn(u64, &mut svc::model::audit::AuditEntry)) {
+/// The stored audit entries of the stopped server on `data`, in order.
+fn stored_audit(data: &std::path::Path) -> Vec<svc::model::audit::AuditEntry> {
+    if super::postgres::enabled() {
+        return super::postgres::rows(data, "audit_entry_by_seq")
+            .into_iter()
+            .map(|(_, v)| rmp_serde::from_slice(&v).unwrap())
+            .collect();
+    }
     use redb::{ReadableDatabase, ReadableTable};
     let db = redb::Database::open(data.join("svc.redb")).unwrap();
-    let table_def: redb::TableDefinition<u64, &[u8]> =
-        redb::TableDefinition::new("audit_entry_by_seq");
-    let rows: Vec<(u64, svc::model::audit::AuditEntry)> = {
-        let tx = db.begin_read().unwrap();
-        let t = tx.open_table(table_def).unwrap();
-        t.iter()
-            .unwrap()
-            .map(|r| {
-                let (k, v) = r.unwrap();
-                (k.value(), rmp_serde::from_slice(v.value()).unwrap())
-            })
-            .collect()
-    };
+    let tx = db.begin_read().unwrap();
+    let t = tx.open_table(AUDIT_TABLE).unwrap();
+    t.iter()
+        .unwrap()
+        .map(|r| rmp_serde::from_slice(r.unwrap().1.value()).unwrap())
+        .collect()
+}
+
+const AUDIT_TABLE: redb::TableDefinition<u64, &[u8]> =
+    redb::TableDefinition::new("audit_entry_by_seq");
+
+/// Stores `entries` over the stopped server's, and the chain head `head` when given, behind
+/// its back.
+fn store_audit(
+    data: &std::path::Path,
+    entries: &[svc::model::audit::AuditEntry],
+    head: Option<serde_json::Value>,
+) {
+    let head = head.map(|h| rmp_serde::to_vec_named(&h).unwrap());
+    if super::postgres::enabled() {
+        for e in entries {
+            let row = rmp_serde::to_vec_named(e).unwrap();
+            super::postgres::put(data, "audit_entry_by_seq", &e.seq.to_be_bytes(), &row);
+        }
+        if let Some(head) = head {
+            super::postgres::put(data, "meta", b"audit_head", &head);
+        }
+        return;
+    }
+    let db = redb::Database::create(data.join("svc.redb")).unwrap();
     let tx = db.begin_write().unwrap();
     {
-        let mut t = tx.open_table(table_def).unwrap();
-        for (seq, mut v) in rows {
-            f(seq, &mut v);
-            t.insert(seq, rmp_serde::to_vec_named(&v).unwrap().as_slice())
+        let mut t = tx.open_table(AUDIT_TABLE).unwrap();
+        for e in entries {
+            t.insert(e.seq, rmp_serde::to_vec_named(e).unwrap().as_slice())
+                .unwrap();
+        }
+        if let Some(head) = head {
+            let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+            tx.open_table(meta)
+                .unwrap()
+                .insert("audit_head", head.as_slice())
                 .unwrap();
         }
     }
     tx.commit().unwrap();
+}
+
+fn rewrite_audit(data: &std::path::Path, f: impl Fn(u64, &mut svc::model::audit::AuditEntry)) {
+    let mut entries = stored_audit(data);
+    for e in &mut entries {
+        f(e.seq, e);
+    }
+    store_audit(data, &entries, None);
 }
 
 async fn verify(s: &Server, token: &str) -> serde_json::Value {
@@ -858,18 +896,7 @@ async fn a_tampered_store_is_detected() {
 
 /// Re-chains every entry after a forgery so that only the checkpoint can tell.
 fn relink(data: &std::path::Path) {
-    use redb::{ReadableDatabase, ReadableTable};
-    let db = redb::Database::open(data.join("svc.redb")).unwrap();
-    let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("audit_entry_by_seq");
-    let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
-    let mut entries: Vec<svc::model::audit::AuditEntry> = {
-        let tx = db.begin_read().unwrap();
-        let t = tx.open_table(def).unwrap();
-        t.iter()
-            .unwrap()
-            .map(|r| rmp_serde::from_slice(r.unwrap().1.value()).unwrap())
-            .collect()
-    };
+    let mut entries = stored_audit(data);
     let mut prev = svc::model::audit::GENESIS_HASH.to_string();
     for e in &mut entries {
         if e.seq == 2 {
@@ -879,23 +906,8 @@ fn relink(data: &std::path::Path) {
         e.hash = svc::model::audit::chain_hash(e);
         prev = e.hash.clone();
     }
-    let tx = db.begin_write().unwrap();
-    {
-        let mut t = tx.open_table(def).unwrap();
-        for e in &entries {
-            t.insert(e.seq, rmp_serde::to_vec_named(e).unwrap().as_slice())
-                .unwrap();
-        }
-        let head = json!({"seq": entries.last().unwrap().seq, "hash": prev});
-        tx.open_table(meta)
-            .unwrap()
-            .insert(
-                "audit_head",
-                rmp_serde::to_vec_named(&head).unwrap().as_slice(),
-            )
-            .unwrap();
-    }
-    tx.commit().unwrap();
+    let head = json!({"seq": entries.last().unwrap().seq, "hash": prev});
+    store_audit(data, &entries, Some(head));
 }
 
 #[tokio::test]

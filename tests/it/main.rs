@@ -31,6 +31,7 @@ mod modem_sim;
 mod notify;
 mod objects;
 mod platform;
+mod postgres;
 mod pty;
 mod receiver;
 mod reports;

@@ -65,7 +65,12 @@ async fn readiness_info_and_health() {
     assert_eq!(info["goVersion"], info["rustVersion"]);
     assert!(info["goroutines"].as_u64().unwrap() > 0);
     assert!(info["heapMB"].as_f64().unwrap() > 0.0);
-    assert_eq!(info["storage"], "redb");
+    let backend = if super::postgres::enabled() {
+        "postgres"
+    } else {
+        "redb"
+    };
+    assert_eq!(info["storage"], backend);
     assert_eq!(info["aiEnabled"], false);
     assert!(info["startedAt"].as_str().unwrap().ends_with('Z'));
     assert!(info["uptime"].as_str().unwrap().ends_with('s'));

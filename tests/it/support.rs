@@ -100,8 +100,14 @@ impl Server {
             .args(&opts.args)
             .env_remove("SVC_CONFIG")
             .env("SVC_LOG", "info")
-            .env("SVC_CRYPTO_POLICY", "fast")
-            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("SVC_CRYPTO_POLICY", "fast");
+        if super::postgres::enabled() {
+            cmd.env("SERVICE_STORAGE_BACKEND", "postgres").env(
+                "SERVICE_STORAGE_POSTGRES_URL",
+                super::postgres::url_for(data),
+            );
+        }
+        cmd.envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log));
         let mut child = cmd.spawn().unwrap();
@@ -223,15 +229,24 @@ impl Drop for Server {
 
 /// Runs `svc` with arguments; returns (exit code, stdout, stderr).
 pub fn svc(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
         .env_remove("SVC_CONFIG")
         .env("SVC_CRYPTO_POLICY", "fast")
         // No credentials `svc login` may have left for the user running the tests.
-        .env("XDG_CONFIG_HOME", "/nonexistent/svc-tests")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+        .env("XDG_CONFIG_HOME", "/nonexistent/svc-tests");
+    // A command on a data directory reaches its store where the server keeps it; `restore`
+    // writes a data directory of its own (a redb store), moved on the server's first start.
+    if let Some(data) = args.windows(2).find(|w| w[0] == "--data-dir").map(|w| w[1])
+        && super::postgres::enabled()
+        && args.first() != Some(&"restore")
+    {
+        cmd.env("SERVICE_STORAGE_BACKEND", "postgres").env(
+            "SERVICE_STORAGE_POSTGRES_URL",
+            super::postgres::url_for(Path::new(data)),
+        );
+    }
+    let out = cmd.envs(env.iter().copied()).output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -264,6 +279,26 @@ pub async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> 
         );
     }
     doc
+}
+
+/// Opens the store of the stopped server on `data` in this process, on the backend the
+/// servers of this run use.
+pub fn open_store(data: &Path) -> std::sync::Arc<svc::store::Store> {
+    let clock = std::sync::Arc::new(svc::runtime::clock::SystemClock);
+    #[cfg(feature = "postgres")]
+    let backing = if super::postgres::enabled() {
+        svc::store::Backing::Postgres(svc::store::kv::pg::Target {
+            url: super::postgres::url_for(data),
+            tls_mode: "disable".into(),
+            ca_file: None,
+            pool_size: 2,
+        })
+    } else {
+        svc::store::Backing::File
+    };
+    #[cfg(not(feature = "postgres"))]
+    let backing = svc::store::Backing::File;
+    svc::store::Store::open_on(data, clock, backing).unwrap()
 }
 
 pub fn assert_uuid_v7(s: &str) {

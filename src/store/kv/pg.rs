@@ -1,0 +1,639 @@
+//! The table handles on PostgreSQL (`storage.backend: postgres`). Every table of the store is a
+//! table `kv_<name>` of byte keys and values: keys in an order-preserving encoding (integers
+//! big-endian, the sign bit flipped), so `bytea` order is the key order redb keeps, and values in
+//! redb's own encoding of their type, so a row reads back the same on either backend.
+//!
+//! Writes keep redb's model: one writer at a time. The store's writer thread runs a group of
+//! writes as one PostgreSQL transaction, each write under a savepoint (released when it commits,
+//! rolled back when it aborts), and the group's sync is the `COMMIT`. The group holds a
+//! transaction-scoped advisory lock, so writers of several processes on one database take turns
+//! as the writer threads of one process do. Reads run in `REPEATABLE READ READ ONLY`
+//! transactions on a small pool of connections: a consistent snapshot, as a redb read is.
+//! One process serves a database at a time (a session advisory lock its writer holds), as one
+//! process opens a redb file.
+
+use super::super::StoreError;
+use redb::{Key, TypeName, Value};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Wake, Waker};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Statement};
+
+mod tls;
+
+/// The advisory lock a group of writes holds: one writer at a time across every process.
+const WRITER_LOCK: i64 = 0x5356_4300_0001;
+
+/// The advisory lock the serving process holds for as long as it lives: one process per
+/// database until the consumers run once across several (issue 40); the in-memory heads (the
+/// audit chain's, the journal's sequence) assume they are the only writer.
+const INSTANCE_LOCK: i64 = 0x5356_4300_0002;
+
+/// Rows fetched per round trip while walking a range.
+const PAGE: i64 = 256;
+
+/// The schema of the PostgreSQL backend, forward-only, each step in its own transaction.
+const MIGRATIONS: &[(i32, &str)] = &[(1, "key-value tables for every table of the store")];
+
+/// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
+#[derive(Clone)]
+pub struct Target {
+    pub url: String,
+    /// `disable`, `prefer` (the default) or `require`; TLS always verifies the server's
+    /// certificate and name, against `ca_file` when given, else the system roots.
+    pub tls_mode: String,
+    pub ca_file: Option<String>,
+    pub pool_size: usize,
+}
+
+/// One connection, with the statements it has prepared.
+pub(super) struct Conn {
+    client: Client,
+    statements: HashMap<String, Statement>,
+}
+
+impl Conn {
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = block_on(self.client.prepare(sql)).map_err(from_pg)?;
+        self.statements.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let s = self.statement(sql)?;
+        block_on(self.client.query(&s, params)).map_err(from_pg)
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let s = self.statement(sql)?;
+        block_on(self.client.execute(&s, params)).map_err(from_pg)
+    }
+
+    fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        block_on(self.client.batch_execute(sql)).map_err(from_pg)
+    }
+}
+
+type Shared = Arc<Mutex<Conn>>;
+
+fn lock(conn: &Shared) -> MutexGuard<'_, Conn> {
+    conn.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A PostgreSQL error as the store's: a lost connection or a refused one takes the store
+/// offline until it reconnects, as an I/O error does on redb.
+fn from_pg(e: tokio_postgres::Error) -> StoreError {
+    if e.is_closed() || e.code().is_none() {
+        StoreError::Unavailable(format!("PostgreSQL: {e}"))
+    } else {
+        StoreError::Internal(format!("PostgreSQL: {e}"))
+    }
+}
+
+/// The connections of one store: the writer's, and the readers' pool.
+pub struct Pool {
+    target: Target,
+    writer: Shared,
+    /// Whether the writer's connection is inside a group's transaction.
+    in_group: Mutex<bool>,
+    readers: Mutex<Vec<Shared>>,
+}
+
+impl Pool {
+    /// Connects the writer, applies the schema's pending migrations and checks the server.
+    pub fn open(target: Target) -> Result<Pool, StoreError> {
+        let mut writer = connect(&target)?;
+        migrate(&mut writer)?;
+        let held = writer.query(
+            &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
+            &[],
+        )?;
+        if !held.first().is_some_and(|r| r.get::<_, bool>(0)) {
+            return Err(StoreError::Locked);
+        }
+        Ok(Pool {
+            target,
+            writer: Arc::new(Mutex::new(writer)),
+            in_group: Mutex::new(false),
+            readers: Mutex::default(),
+        })
+    }
+
+    /// A write of the current group, under its own savepoint; the first opens the group.
+    pub(super) fn begin_write(&self) -> Result<Write, StoreError> {
+        let mut in_group = self.in_group.lock().unwrap_or_else(|e| e.into_inner());
+        let mut conn = lock(&self.writer);
+        if !*in_group {
+            conn.batch(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK})"
+            ))?;
+            *in_group = true;
+        }
+        conn.batch("SAVEPOINT write")?;
+        Ok(Write {
+            conn: self.writer.clone(),
+            done: false,
+        })
+    }
+
+    /// Ends the group: `COMMIT` when `keep`, else `ROLLBACK`. Nothing to do outside a group.
+    pub(super) fn end_group(&self, keep: bool) -> Result<(), StoreError> {
+        let mut in_group = self.in_group.lock().unwrap_or_else(|e| e.into_inner());
+        if !*in_group {
+            return Ok(());
+        }
+        *in_group = false;
+        lock(&self.writer).batch(if keep { "COMMIT" } else { "ROLLBACK" })
+    }
+
+    pub(super) fn begin_read(self: &Arc<Self>) -> Result<Read, StoreError> {
+        let pooled = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match pooled {
+            Some(c) if !lock(&c).client.is_closed() => c,
+            _ => Arc::new(Mutex::new(connect(&self.target)?)),
+        };
+        lock(&conn).batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        Ok(Read {
+            conn,
+            pool: self.clone(),
+        })
+    }
+}
+
+fn connect(target: &Target) -> Result<Conn, StoreError> {
+    use tokio_postgres::config::SslMode;
+    let mut config: tokio_postgres::Config = target
+        .url
+        .parse()
+        .map_err(|e| StoreError::Unavailable(format!("storage.postgres.url: {e}")))?;
+    config.ssl_mode(match target.tls_mode.as_str() {
+        "disable" => SslMode::Disable,
+        "require" => SslMode::Require,
+        _ => SslMode::Prefer,
+    });
+    config.application_name("svc");
+    config.connect_timeout(std::time::Duration::from_secs(10));
+    let tls = tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+    let runtime = io_runtime()?;
+    let connecting = runtime.spawn(async move {
+        let (client, connection) = config.connect(tls).await?;
+        // The connection does the socket's I/O on this runtime until its client is dropped.
+        tokio::spawn(connection);
+        Ok::<_, tokio_postgres::Error>(client)
+    });
+    let client = block_on(connecting)
+        .map_err(|e| StoreError::Internal(e.to_string()))?
+        .map_err(from_pg)?;
+    Ok(Conn {
+        client,
+        statements: HashMap::new(),
+    })
+}
+
+/// The runtime on a thread of its own that does the connections' socket I/O. The store's calls
+/// block (as redb's do) on a client's requests, which reach the connection through channels;
+/// so a store call works the same on the server's runtime, a blocking thread or the writer's.
+fn io_runtime() -> Result<&'static tokio::runtime::Handle, StoreError> {
+    static RUNTIME: std::sync::OnceLock<Result<tokio::runtime::Handle, String>> =
+        std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            let handle = runtime.handle().clone();
+            std::thread::Builder::new()
+                .name("svc-postgres".into())
+                .spawn(move || runtime.block_on(std::future::pending::<()>()))
+                .map_err(|e| e.to_string())?;
+            Ok(handle)
+        })
+        .as_ref()
+        .map_err(|e| StoreError::Unavailable(format!("PostgreSQL I/O thread: {e}")))
+}
+
+/// Wakes the thread that waits in `block_on`.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs `future` to its end on this thread, parking it while the future waits.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
+/// Applies the schema's pending migrations, each with its version in one transaction, under the
+/// writers' lock (two processes starting together migrate once).
+fn migrate(conn: &mut Conn) -> Result<(), StoreError> {
+    conn.batch("CREATE TABLE IF NOT EXISTS svc_schema (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")?;
+    for (version, name) in MIGRATIONS {
+        conn.batch(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK})"
+        ))?;
+        let applied = conn
+            .query("SELECT 1 FROM svc_schema WHERE version = $1", &[version])?
+            .is_empty();
+        let step = if applied {
+            apply(conn, *version).and_then(|()| {
+                conn.execute(
+                    "INSERT INTO svc_schema (version, name) VALUES ($1, $2)",
+                    &[version, name],
+                )
+                .map(drop)
+            })
+        } else {
+            Ok(())
+        };
+        match step {
+            Ok(()) => conn.batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.batch("ROLLBACK");
+                return Err(StoreError::Migration {
+                    version: *version as u32,
+                    name,
+                    reason: e.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
+    match version {
+        1 => {
+            let tables = super::super::tables::names();
+            for name in &tables {
+                conn.batch(&format!(
+                    "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL)",
+                    table(name)
+                ))?;
+            }
+            // The tables are those of the redb schema's latest version; META says so, as a
+            // redb store's does (backups and `svc migrate` carry it).
+            let meta = table(tables.first().copied().unwrap_or("meta"));
+            let version = super::super::migrations::latest().to_be_bytes().to_vec();
+            conn.execute(
+                &format!("INSERT INTO {meta} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING"),
+                &[
+                    &super::super::migrations::SCHEMA_VERSION.as_bytes(),
+                    &version,
+                ],
+            )
+            .map(drop)
+        }
+        other => Err(StoreError::Internal(format!("no migration {other}"))),
+    }
+}
+
+/// The PostgreSQL table of a store table (names are the store's own constants).
+fn table(name: &str) -> String {
+    format!("\"kv_{name}\"")
+}
+
+/// A write in the group's transaction; dropped without `commit`, it rolls back to its savepoint.
+pub struct Write {
+    conn: Shared,
+    done: bool,
+}
+
+impl Write {
+    pub(super) fn commit(mut self) -> Result<(), StoreError> {
+        self.done = true;
+        lock(&self.conn).batch("RELEASE SAVEPOINT write")
+    }
+
+    pub(super) fn table<K: Key + 'static, V: Value + 'static>(&self, name: &str) -> Table<K, V> {
+        Table::new(self.conn.clone(), name)
+    }
+}
+
+impl Drop for Write {
+    fn drop(&mut self) {
+        if !self.done {
+            // A failure here leaves the group's transaction failed: its COMMIT then fails and
+            // every write of the group answers the error.
+            let _ = lock(&self.conn).batch("ROLLBACK TO SAVEPOINT write; RELEASE SAVEPOINT write");
+        }
+    }
+}
+
+/// A read-only snapshot; its connection goes back to the pool when it ends.
+pub struct Read {
+    conn: Shared,
+    pool: Arc<Pool>,
+}
+
+impl Read {
+    pub(super) fn table<K: Key + 'static, V: Value + 'static>(&self, name: &str) -> Table<K, V> {
+        Table::new(self.conn.clone(), name)
+    }
+}
+
+impl Drop for Read {
+    fn drop(&mut self) {
+        let ended = lock(&self.conn).batch("COMMIT").is_ok();
+        // A handle that outlived its transaction keeps the connection; it is not reused.
+        if ended && Arc::strong_count(&self.conn) == 1 {
+            let mut readers = self.pool.readers.lock().unwrap_or_else(|e| e.into_inner());
+            if readers.len() < self.pool.target.pool_size {
+                readers.push(self.conn.clone());
+            }
+        }
+    }
+}
+
+/// A table of a write or a read.
+pub struct Table<K: Key + 'static, V: Value + 'static> {
+    conn: Shared,
+    sql_table: String,
+    key: KeyCoding,
+    _types: PhantomData<fn() -> (K, V)>,
+}
+
+/// Rows as (key, value) in redb's encodings.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
+    fn new(conn: Shared, name: &str) -> Self {
+        Self {
+            conn,
+            sql_table: table(name),
+            key: KeyCoding::of(&K::type_name()),
+            _types: PhantomData,
+        }
+    }
+
+    /// A key's bytes as stored here.
+    pub fn ordered<'a>(&self, key: &K::SelfType<'a>) -> Vec<u8> {
+        self.key.ordered(K::as_bytes(key).as_ref())
+    }
+
+    pub fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        let sql = format!("SELECT v FROM {} WHERE k = $1", self.sql_table);
+        let rows = lock(&self.conn).query(&sql, &[&key])?;
+        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    pub fn insert(&self, key: Vec<u8>, value: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let t = &self.sql_table;
+        let sql = format!(
+            "WITH old AS (SELECT v FROM {t} WHERE k = $1), \
+             up AS (INSERT INTO {t} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v) \
+             SELECT v FROM old"
+        );
+        let rows = lock(&self.conn).query(&sql, &[&key, &value])?;
+        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    pub fn remove(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
+        let rows = lock(&self.conn).query(&sql, &[&key])?;
+        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    pub fn count(&self) -> Result<u64, StoreError> {
+        let sql = format!("SELECT count(*) FROM {}", self.sql_table);
+        let rows = lock(&self.conn).query(&sql, &[])?;
+        Ok(rows
+            .first()
+            .map_or(0, |r| u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)))
+    }
+
+    /// The rows between `lo` and `hi` (stored keys), fetched a page at a time.
+    pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Range {
+        Range {
+            conn: self.conn.clone(),
+            sql_table: self.sql_table.clone(),
+            key: self.key,
+            lo,
+            hi,
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            exhausted: false,
+        }
+    }
+
+    /// Removes the rows between `lo` and `hi` that `keep` refuses (given redb's encodings).
+    pub fn retain_in(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        for row in self.range(lo, hi) {
+            let (k, v) = row?;
+            if !keep(&k, &v) {
+                doomed.push(self.key.ordered(&k));
+            }
+        }
+        let sql = format!("DELETE FROM {} WHERE k = ANY($1)", self.sql_table);
+        for chunk in doomed.chunks(1024) {
+            lock(&self.conn).execute(&sql, &[&chunk])?;
+        }
+        Ok(())
+    }
+}
+
+/// Rows in key order, fetched a page at a time from either end.
+pub struct Range {
+    conn: Shared,
+    sql_table: String,
+    key: KeyCoding,
+    /// What is not yet fetched lies between these (stored keys).
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    front: VecDeque<Pair>,
+    back: VecDeque<Pair>,
+    /// Nothing is left between `lo` and `hi`.
+    exhausted: bool,
+}
+
+impl Range {
+    /// Fetches the next page from the low end (`ascending`) or the high end into its buffer.
+    fn fetch(&mut self, ascending: bool) -> Result<(), StoreError> {
+        let mut clauses = Vec::new();
+        let mut params: Vec<&(dyn ToSql + Sync)> = Vec::new();
+        for (bound, lower) in [(&self.lo, true), (&self.hi, false)] {
+            let (op, key) = match (bound, lower) {
+                (Bound::Included(k), true) => (">=", k),
+                (Bound::Excluded(k), true) => (">", k),
+                (Bound::Included(k), false) => ("<=", k),
+                (Bound::Excluded(k), false) => ("<", k),
+                (Bound::Unbounded, _) => continue,
+            };
+            params.push(key);
+            clauses.push(format!("k {op} ${}", params.len()));
+        }
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let order = if ascending { "ASC" } else { "DESC" };
+        let sql = format!(
+            "SELECT k, v FROM {} {filter} ORDER BY k {order} LIMIT {PAGE}",
+            self.sql_table
+        );
+        let rows = lock(&self.conn).query(&sql, &params)?;
+        if rows.len() < PAGE as usize {
+            self.exhausted = true;
+        }
+        let mut last = None;
+        for row in rows {
+            let k: Vec<u8> = row.get(0);
+            let v: Vec<u8> = row.get(1);
+            let pair = (self.key.unordered(&k), v);
+            last = Some(k);
+            if ascending {
+                self.front.push_back(pair);
+            } else {
+                self.back.push_front(pair);
+            }
+        }
+        if let Some(k) = last {
+            if ascending {
+                self.lo = Bound::Excluded(k);
+            } else {
+                self.hi = Bound::Excluded(k);
+            }
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, ascending: bool) -> Option<Result<Pair, StoreError>> {
+        let take = |r: &mut Self| {
+            if ascending {
+                r.front.pop_front().or_else(|| r.back.pop_front())
+            } else {
+                r.back.pop_back().or_else(|| r.front.pop_back())
+            }
+        };
+        let buffered = if ascending { &self.front } else { &self.back };
+        if buffered.is_empty()
+            && !self.exhausted
+            && let Err(e) = self.fetch(ascending)
+        {
+            self.exhausted = true;
+            return Some(Err(e));
+        }
+        take(self).map(Ok)
+    }
+}
+
+impl Iterator for Range {
+    type Item = Result<Pair, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(true)
+    }
+}
+
+impl DoubleEndedIterator for Range {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.step(false)
+    }
+}
+
+/// How a key type's redb encoding maps to bytes that sort as the keys do.
+#[derive(Clone, Copy)]
+enum KeyCoding {
+    /// Byte strings and text: stored as they are.
+    Bytes,
+    /// Little-endian unsigned integers: stored big-endian.
+    Unsigned,
+    /// Little-endian signed integers: stored big-endian with the sign bit flipped.
+    Signed,
+}
+
+impl KeyCoding {
+    fn of(name: &TypeName) -> Self {
+        match name.name() {
+            "u8" | "u16" | "u32" | "u64" | "u128" => Self::Unsigned,
+            "i8" | "i16" | "i32" | "i64" | "i128" => Self::Signed,
+            _ => Self::Bytes,
+        }
+    }
+
+    fn ordered(self, redb: &[u8]) -> Vec<u8> {
+        let mut out: Vec<u8> = redb.to_vec();
+        if !matches!(self, Self::Bytes) {
+            out.reverse();
+        }
+        if let (Self::Signed, Some(first)) = (self, out.first_mut()) {
+            *first ^= 0x80;
+        }
+        out
+    }
+
+    fn unordered(self, stored: &[u8]) -> Vec<u8> {
+        let mut out = stored.to_vec();
+        if let (Self::Signed, Some(first)) = (self, out.first_mut()) {
+            *first ^= 0x80;
+        }
+        if !matches!(self, Self::Bytes) {
+            out.reverse();
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored<K: Key + 'static>(key: K::SelfType<'_>) -> Vec<u8> {
+        KeyCoding::of(&K::type_name()).ordered(K::as_bytes(&key).as_ref())
+    }
+
+    #[test]
+    fn stored_keys_sort_as_the_keys_do() {
+        let unsigned = [0u64, 1, 255, 256, 65_536, u64::MAX - 1, u64::MAX];
+        let mut keys: Vec<Vec<u8>> = unsigned.iter().rev().map(|&k| stored::<u64>(k)).collect();
+        keys.sort();
+        assert_eq!(keys, unsigned.map(stored::<u64>).to_vec());
+        let signed = [i64::MIN, -65_536, -1, 0, 1, 255, i64::MAX];
+        let mut keys: Vec<Vec<u8>> = signed.iter().rev().map(|&k| stored::<i64>(k)).collect();
+        keys.sort();
+        assert_eq!(keys, signed.map(stored::<i64>).to_vec());
+        assert_eq!(stored::<&str>("audit_head"), b"audit_head");
+        assert_eq!(stored::<&[u8]>(&[3, 1, 2]), vec![3, 1, 2]);
+    }
+
+    #[test]
+    fn stored_keys_read_back_as_redb_encodes_them() {
+        for coding in [KeyCoding::Unsigned, KeyCoding::Signed, KeyCoding::Bytes] {
+            for redb in [vec![1, 2, 3, 4, 5, 6, 7, 0x80], vec![0xff; 16], vec![]] {
+                assert_eq!(coding.unordered(&coding.ordered(&redb)), redb);
+            }
+        }
+        let k = 0x0102_0304_0506_0708u64;
+        let coding = KeyCoding::of(&<u64 as Value>::type_name());
+        assert_eq!(coding.ordered(&k.to_le_bytes()), k.to_be_bytes());
+    }
+}
