@@ -138,8 +138,8 @@ pub struct PostgresConfig {
     /// `postgres://user:password@host:port/database` (`SERVICE_STORAGE_POSTGRES_URL`, so the
     /// password need not be in the file).
     pub url: SecretString,
-    /// `disable`, `prefer` or `require`; TLS (rustls) always checks the server's certificate
-    /// and name.
+    /// `disable`, `prefer` or `require`; unset, the URL's `sslmode` (else `prefer`). TLS
+    /// (rustls) always checks the server's certificate and name.
     pub tls_mode: String,
     /// A private CA's PEM certificates for the server's certificate; else the system roots.
     pub ca_file: Option<String>,
@@ -151,7 +151,7 @@ impl Default for PostgresConfig {
     fn default() -> Self {
         Self {
             url: SecretString::default(),
-            tls_mode: "prefer".into(),
+            tls_mode: String::new(),
             ca_file: None,
             pool_size: 8,
         }
@@ -673,7 +673,7 @@ impl Config {
                 if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
                     p.push("storage.postgres.url: required with storage.backend postgres: postgres://user:password@host:port/database (or SERVICE_STORAGE_POSTGRES_URL)".into());
                 }
-                if !["disable", "prefer", "require"].contains(&pg.tls_mode.as_str()) {
+                if !["", "disable", "prefer", "require"].contains(&pg.tls_mode.as_str()) {
                     p.push(format!(
                         "storage.postgres.tlsMode: {:?} must be disable, prefer or require",
                         pg.tls_mode

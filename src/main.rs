@@ -66,8 +66,9 @@ enum Command {
         /// `postgres://user:password@host:port/database` (or SERVICE_STORAGE_POSTGRES_URL).
         #[arg(long, env = "SERVICE_STORAGE_POSTGRES_URL", hide_env_values = true)]
         to: String,
-        /// `disable`, `prefer` or `require` (the server's `storage.postgres.tlsMode`).
-        #[arg(long, default_value = "prefer")]
+        /// `disable`, `prefer` or `require` (the server's `storage.postgres.tlsMode`); by default
+        /// the URL's `sslmode`, else `prefer`.
+        #[arg(long, default_value = "")]
         tls_mode: String,
         /// A private CA's PEM certificates for the database server's certificate.
         #[arg(long)]

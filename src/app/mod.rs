@@ -560,20 +560,11 @@ pub async fn migrate(
     })
     .await
     .map_err(|e| AppError::Internal(e.to_string()))??;
-    let audit = store.verify_audit().await;
-    store.close();
-    let audit = audit?;
-    if !audit.intact {
-        return Err(AppError::Internal(format!(
-            "copied, but the audit chain does not verify on PostgreSQL: {}",
-            audit.error.unwrap_or_default()
-        )));
-    }
+    let verified = verify_then_close(&store, "copied, but on PostgreSQL").await?;
     Ok(format!(
-        "copied {} tables of {} into PostgreSQL; audit chain verified ({} entries). Start the server with storage.backend: postgres and the same data directory.",
+        "copied {} tables of {} into PostgreSQL; audit chain verified ({verified} entries). Start the server with storage.backend: postgres and the same data directory.",
         copied.len(),
         data_dir.display(),
-        audit.verified
     ))
 }
 
@@ -589,15 +580,7 @@ pub async fn restore(archive: &Path, data_dir: &Path) -> Result<String, AppError
     .await
     .map_err(|e| AppError::Internal(e.to_string()))??;
     let store = open_store(data_dir, Arc::new(SystemClock), Backing::File).await?;
-    let audit = store.verify_audit().await;
-    store.close();
-    let audit = audit?;
-    if !audit.intact {
-        return Err(AppError::Internal(format!(
-            "restored, but the audit chain does not verify: {}",
-            audit.error.unwrap_or_default()
-        )));
-    }
+    let verified = verify_then_close(&store, "restored, but").await?;
     Ok(format!(
         "restored {} files from svc {} (schema {}, taken {}, events {}) into {}; audit chain verified ({} entries)",
         manifest.files.len(),
@@ -610,8 +593,23 @@ pub async fn restore(archive: &Path, data_dir: &Path) -> Result<String, AppError
             "left out"
         },
         data_dir.display(),
-        audit.verified
+        verified
     ))
+}
+
+/// Verifies the audit chain of a store just restored or moved, then closes it: the entries
+/// verified, or why the chain does not verify (`after` says what was done).
+async fn verify_then_close(store: &Arc<Store>, after: &str) -> Result<u64, AppError> {
+    let audit = store.verify_audit().await;
+    store.close();
+    let audit = audit?;
+    if !audit.intact {
+        return Err(AppError::Internal(format!(
+            "{after} the audit chain does not verify: {}",
+            audit.error.unwrap_or_default()
+        )));
+    }
+    Ok(audit.verified)
 }
 
 /// `SVC_CRYPTO_POLICY=fast` selects the test preset of the secret hash; never set it in production.

@@ -259,11 +259,14 @@ impl<K: Key + 'static, V: Value + 'static> DoubleEndedIterator for Range<'_, K, 
 
 type RedbRow<'a, K, V> = (redb::AccessGuard<'a, K>, redb::AccessGuard<'a, V>);
 
+fn redb_pair<K: Key + 'static, V: Value + 'static>((k, v): RedbRow<'_, K, V>) -> Row<'_, K, V> {
+    (redb_guard(k), redb_guard(v))
+}
+
 fn redb_row<'a, K: Key + 'static, V: Value + 'static>(
     r: Result<RedbRow<'a, K, V>, redb::StorageError>,
 ) -> Result<Row<'a, K, V>, StoreError> {
-    r.map(|(k, v)| (redb_guard(k), redb_guard(v)))
-        .map_err(StoreError::from_redb)
+    r.map(redb_pair).map_err(StoreError::from_redb)
 }
 
 #[cfg(feature = "postgres")]
@@ -364,10 +367,7 @@ macro_rules! readable {
 
             fn first(&self) -> Result<Option<Row<'_, K, V>>, StoreError> {
                 match &self.0 {
-                    $inner::Redb(t) => t
-                        .first()
-                        .map(|r| r.map(|(k, v)| (redb_guard(k), redb_guard(v))))
-                        .map_err(StoreError::from_redb),
+                    $inner::Redb(t) => t.first().map(|r| r.map(redb_pair)).map_err(StoreError::from_redb),
                     #[cfg(feature = "postgres")]
                     $inner::Pg(t $(, $pg_extra)?) => pg_first(t, false),
                 }
@@ -375,10 +375,7 @@ macro_rules! readable {
 
             fn last(&self) -> Result<Option<Row<'_, K, V>>, StoreError> {
                 match &self.0 {
-                    $inner::Redb(t) => t
-                        .last()
-                        .map(|r| r.map(|(k, v)| (redb_guard(k), redb_guard(v))))
-                        .map_err(StoreError::from_redb),
+                    $inner::Redb(t) => t.last().map(|r| r.map(redb_pair)).map_err(StoreError::from_redb),
                     #[cfg(feature = "postgres")]
                     $inner::Pg(t $(, $pg_extra)?) => pg_first(t, true),
                 }

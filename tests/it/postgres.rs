@@ -17,6 +17,8 @@ pub fn enabled() -> bool {
 struct Cluster {
     port: u16,
     bin: PathBuf,
+    /// The private CA whose certificate for 127.0.0.1 the cluster serves TLS with.
+    ca: PathBuf,
 }
 
 /// The newest PostgreSQL 15 or later Debian installed.
@@ -81,14 +83,32 @@ fn cluster() -> &'static Cluster {
             .status()
             .unwrap();
         assert!(made.success(), "initdb failed");
+        let (ca, cert, key) = super::support::private_ca(&dir);
+        for file in [&cert, &key] {
+            if is_root() {
+                assert!(
+                    Command::new("chown")
+                        .arg("postgres")
+                        .arg(file)
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+            }
+        }
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         let port = super::support::free_port();
         let started = as_owner(&bin.join("pg_ctl"))
             .arg("-D")
             .arg(&data)
             .arg("-o")
             .arg(format!(
-                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400",
-                dir.display()
+                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 \
+                 -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                dir.display(),
+                cert.display(),
+                key.display()
             ))
             .arg("-l")
             .arg(dir.join("log"))
@@ -119,7 +139,7 @@ fn cluster() -> &'static Cluster {
             .status()
             .unwrap();
         assert!(detached.success());
-        Cluster { port, bin }
+        Cluster { port, bin, ca }
     })
 }
 
@@ -225,4 +245,61 @@ pub fn put(data: &Path, table: &str, key: &[u8], value: &[u8]) {
             hex(value)
         ),
     );
+}
+
+/// TLS to the database is rustls checking the server's certificate: trusted through
+/// `storage.postgres.caFile`, the store serves over an encrypted connection; with the system
+/// roots only, which do not know the private CA, the store stays offline and says why.
+#[tokio::test]
+async fn the_database_connection_is_tls_with_a_checked_certificate() {
+    use super::support::{Opts, Server, config_args};
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let ca = &cluster().ca;
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = dir.path().join("trusted");
+    std::fs::create_dir_all(&trusted).unwrap();
+    let yaml = format!(
+        "storage: {{backend: postgres, postgres: {{tlsMode: require, caFile: {}}}}}\n",
+        ca.display()
+    );
+    let s = Server::start_in(
+        &trusted,
+        Opts {
+            args: config_args(dir.path(), &yaml),
+            ..Default::default()
+        },
+    );
+    let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let encrypted = psql(
+        &trusted,
+        "SELECT bool_and(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) \
+         WHERE application_name = 'svc' AND datname = current_database()",
+    );
+    assert_eq!(
+        encrypted.trim(),
+        "t",
+        "every connection of the server is TLS"
+    );
+    drop(s);
+
+    let untrusted = dir.path().join("untrusted");
+    std::fs::create_dir_all(&untrusted).unwrap();
+    let s = Server::start_in(
+        &untrusted,
+        Opts {
+            args: config_args(
+                dir.path(),
+                "storage: {backend: postgres, postgres: {tlsMode: require}}\n",
+            ),
+            ..Default::default()
+        },
+    );
+    let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body = ready.text().await.unwrap();
+    assert!(body.contains("certificate"), "{body}");
 }

@@ -43,8 +43,9 @@ const MIGRATIONS: &[(i32, &str)] = &[(1, "key-value tables for every table of th
 #[derive(Clone)]
 pub struct Target {
     pub url: String,
-    /// `disable`, `prefer` (the default) or `require`; TLS always verifies the server's
-    /// certificate and name, against `ca_file` when given, else the system roots.
+    /// `disable`, `prefer` or `require`, or empty for the URL's `sslmode` (else `prefer`); TLS
+    /// always verifies the server's certificate and name, against `ca_file` when given, else
+    /// the system roots.
     pub tls_mode: String,
     pub ca_file: Option<String>,
     pub pool_size: usize,
@@ -94,10 +95,17 @@ fn lock(conn: &Shared) -> MutexGuard<'_, Conn> {
 /// A PostgreSQL error as the store's: a lost connection or a refused one takes the store
 /// offline until it reconnects, as an I/O error does on redb.
 fn from_pg(e: tokio_postgres::Error) -> StoreError {
+    // With its causes: "error performing TLS handshake" alone does not say which certificate.
+    let mut why = format!("PostgreSQL: {e}");
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        why.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
     if e.is_closed() || e.code().is_none() {
-        StoreError::Unavailable(format!("PostgreSQL: {e}"))
+        StoreError::Unavailable(why)
     } else {
-        StoreError::Internal(format!("PostgreSQL: {e}"))
+        StoreError::Internal(why)
     }
 }
 
@@ -177,11 +185,13 @@ fn connect(target: &Target) -> Result<Conn, StoreError> {
         .url
         .parse()
         .map_err(|e| StoreError::Unavailable(format!("storage.postgres.url: {e}")))?;
-    config.ssl_mode(match target.tls_mode.as_str() {
-        "disable" => SslMode::Disable,
-        "require" => SslMode::Require,
-        _ => SslMode::Prefer,
-    });
+    match target.tls_mode.as_str() {
+        "disable" => config.ssl_mode(SslMode::Disable),
+        "require" => config.ssl_mode(SslMode::Require),
+        "prefer" => config.ssl_mode(SslMode::Prefer),
+        // Unset: the URL's `sslmode`, else `prefer`.
+        _ => &mut config,
+    };
     config.application_name("svc");
     config.connect_timeout(std::time::Duration::from_secs(10));
     let tls = tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
