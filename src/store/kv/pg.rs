@@ -6,8 +6,8 @@
 //! Writes keep redb's model: one writer at a time. The store's writer thread runs a group of
 //! writes as one PostgreSQL transaction, each write under a savepoint (released when it commits,
 //! rolled back when it aborts), and the group's sync is the `COMMIT`. The group holds a
-//! transaction-scoped advisory lock, so writers of several processes on one database take turns
-//! as the writer threads of one process do. Reads run in `REPEATABLE READ READ ONLY`
+//! transaction-scoped advisory lock, the turn a writer of another process will wait for once
+//! several serve one database (issue 40). Reads run in `REPEATABLE READ READ ONLY`
 //! transactions on a small pool of connections: a consistent snapshot, as a redb read is.
 //! One process serves a database at a time (a session advisory lock its writer holds), as one
 //! process opens a redb file.
@@ -119,7 +119,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Connects the writer, applies the schema's pending migrations and checks the server.
+    /// Connects the writer, applies the schema's pending migrations and takes the database for
+    /// this process (`Locked` while another serves it).
     pub fn open(target: Target) -> Result<Pool, StoreError> {
         let mut writer = connect(&target)?;
         migrate(&mut writer)?;
