@@ -153,8 +153,9 @@ pub enum Change {
 }
 
 /// What a sync changes: accounts to create for people not yet known, to update where the
-/// e-mail, name or roles differ, and, with `disable_missing`, to disable where a directory
-/// account's person is gone. Accounts are matched by subject; everyone else is left alone.
+/// e-mail, name or roles differ or where a sync had disabled them (the person is back), and,
+/// with `disable_missing`, to disable where a directory account's person is gone. Accounts are
+/// matched by subject; everyone else is left alone.
 pub fn plan(
     stored: &[User],
     people: &[(ExternalAccount, Vec<String>)],
@@ -170,7 +171,12 @@ pub fn plan(
     for (person, roles) in people {
         match by_subject.get(person.subject.as_str()) {
             None => changes.push(Change::Create(person.clone(), roles.clone())),
-            Some(u) if u.email != person.email || u.name != person.name || &u.roles != roles => {
+            Some(u)
+                if u.email != person.email
+                    || u.name != person.name
+                    || &u.roles != roles
+                    || (u.disabled && u.disabled_by_directory) =>
+            {
                 changes.push(Change::Update {
                     id: u.id,
                     person: person.clone(),
@@ -471,7 +477,15 @@ impl Auth {
                             let Some(old) = tx.user(tenant, id)? else {
                                 continue;
                             };
-                            let user = provisioned(Some(&old), &person, &roles, id, tenant, now);
+                            let mut user =
+                                provisioned(Some(&old), &person, &roles, id, tenant, now);
+                            if user.user.disabled && user.user.disabled_by_directory {
+                                // The person is back in the directory.
+                                user.user.disabled = false;
+                                user.user.disabled_by_directory = false;
+                                user.user.updated_at = now;
+                                user.user.version = old.user.version + 1;
+                            }
                             (Some(old), user, "user.update")
                         }
                         Change::Disable(id) => {
@@ -480,6 +494,7 @@ impl Auth {
                             };
                             let mut user = old.clone();
                             user.user.disabled = true;
+                            user.user.disabled_by_directory = true;
                             user.user.updated_at = now;
                             user.user.version += 1;
                             (Some(old), user, "user.disable")
@@ -613,6 +628,7 @@ mod tests {
             local: !subject.starts_with(DIRECTORY_SUBJECT),
             subject: subject.into(),
             disabled,
+            disabled_by_directory: false,
             last_seen_at: None,
             created_at: now,
             updated_at: now,
@@ -669,6 +685,36 @@ mod tests {
         );
         let (changes, _) = plan(&stored, &people, false);
         assert!(!changes.iter().any(|c| matches!(c, Change::Disable(_))));
+    }
+
+    #[test]
+    fn a_person_back_in_the_directory_is_enabled_unless_an_administrator_disabled_them() {
+        let mut left = user(1, "ldap|uid=left,dc=x", "left@x", &["viewer"], true);
+        left.disabled_by_directory = true;
+        let barred = user(2, "ldap|uid=barred,dc=x", "barred@x", &["viewer"], true);
+        let people = vec![
+            (
+                person("uid=left,dc=x", "left@x"),
+                vec!["viewer".to_string()],
+            ),
+            (
+                person("uid=barred,dc=x", "barred@x"),
+                vec!["viewer".to_string()],
+            ),
+        ];
+        let (changes, unchanged) = plan(&[left.clone(), barred], &people, true);
+        assert_eq!(
+            changes,
+            vec![Change::Update {
+                id: left.id,
+                person: people[0].0.clone(),
+                roles: vec!["viewer".into()]
+            }]
+        );
+        assert_eq!(
+            unchanged, 1,
+            "the account an administrator disabled stays disabled"
+        );
     }
 
     #[test]

@@ -109,6 +109,7 @@ pub(super) fn provisioned(
                 local: false,
                 subject: account.subject.clone(),
                 disabled: false,
+                disabled_by_directory: false,
                 last_seen_at: None,
                 created_at: now,
                 updated_at: now,

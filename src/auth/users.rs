@@ -131,6 +131,7 @@ impl Auth {
                 local: true,
                 subject: String::new(),
                 disabled: false,
+                disabled_by_directory: false,
                 last_seen_at: None,
                 created_at: now,
                 updated_at: now,
@@ -157,6 +158,7 @@ impl Auth {
             )
             .await?;
         stored.user.disabled = req.disabled;
+        stored.user.disabled_by_directory = false;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
         let user = self
             .insert_user(stored, Self::record("users", audit))
@@ -206,6 +208,7 @@ impl Auth {
                 }
                 if let Some(d) = req.disabled {
                     u.user.disabled = d;
+                    u.user.disabled_by_directory = false;
                 }
                 u.user.updated_at = now;
             })
@@ -349,6 +352,7 @@ mod tests {
             local: true,
             subject: String::new(),
             disabled,
+            disabled_by_directory: false,
             last_seen_at: None,
             created_at: at,
             updated_at: at,

@@ -169,6 +169,11 @@ pub struct User {
     pub subject: String,
     #[serde(default)]
     pub disabled: bool,
+    /// Disabled by a directory sync because the person had left the directory: the sync that
+    /// finds them again enables the account. An administrator's `disabled` clears it, so an
+    /// account an administrator disabled stays so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub disabled_by_directory: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen_at: Option<Timestamp>,
     pub created_at: Timestamp,

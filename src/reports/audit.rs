@@ -62,6 +62,7 @@ mod tests {
             local,
             subject: String::new(),
             disabled,
+            disabled_by_directory: false,
             last_seen_at: local.then_some(at),
             created_at: at,
             updated_at: at,

@@ -345,6 +345,25 @@ async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
             .status(),
         401
     );
+    assert_eq!(users["carol@example.org"]["disabledByDirectory"], true);
+
+    // Carol comes back: the sync that finds her enables the account it had disabled.
+    add_person(&mut root, "carol", "Carol", Some("carol@example.org")).await;
+    let result = sync_now(s, &a.token).await;
+    assert_eq!(result["updated"].as_u64(), Some(1), "{result}");
+    let users = users_by_email(s, &a.token).await;
+    assert_eq!(users["carol@example.org"]["disabled"], false);
+    assert!(
+        users["carol@example.org"]
+            .get("disabledByDirectory")
+            .is_none()
+    );
+    assert_eq!(
+        login(s, "carol@example.org", "directory-password", false)
+            .await
+            .status(),
+        302
+    );
 
     // Audited and journaled.
     let actions = audit_actions(s, &a.token, 200).await;
