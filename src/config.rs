@@ -853,6 +853,23 @@ mod tests {
     }
 
     #[test]
+    fn the_postgres_backend_needs_a_url_and_a_known_tls_mode() {
+        let problems = |yaml: &str| Config::from_yaml(yaml).unwrap().problems().join("\n");
+        let all = problems(
+            "storage: {backend: postgres, postgres: {tlsMode: verify-full, poolSize: 0}}\n",
+        );
+        for key in [
+            "storage.postgres.url: required",
+            "storage.postgres.tlsMode: \"verify-full\"",
+            "storage.postgres.poolSize: 0",
+        ] {
+            assert!(all.contains(key), "{key} missing from:\n{all}");
+        }
+        let url = "storage: {backend: postgres, postgres: {url: 'postgres://svc@db/svc'}}\n";
+        assert_eq!(problems(url), "");
+    }
+
+    #[test]
     fn defaults_are_valid() {
         let c = Config::load(&Overrides::default(), &no_env).unwrap();
         assert_eq!(c.listen, "0.0.0.0:8443");

@@ -158,7 +158,6 @@ impl Auth {
             )
             .await?;
         stored.user.disabled = req.disabled;
-        stored.user.disabled_by_directory = false;
         let audit = self.audit(p, actor, "user.create", format!("user/{}", stored.user.id));
         let user = self
             .insert_user(stored, Self::record("users", audit))

@@ -69,7 +69,7 @@ pub(super) type CopyTables = fn(&ReadTx, &WriteTx) -> Result<Vec<String>, StoreE
 /// does not name fails the backup, so a table added later cannot be left out silently.
 pub(super) fn snapshot_into(from: &ReadTx, dst: &Path, copy: CopyTables) -> Result<(), StoreError> {
     let target = Database::create(dst).map_err(StoreError::from_open)?;
-    let tx = WriteTx::new(target.begin_write().map_err(StoreError::from_redb)?);
+    let tx = WriteTx::from_redb(target.begin_write().map_err(StoreError::from_redb)?);
     let copied = copy(from, &tx)?;
     if let Some(file) = from.redb() {
         for table in file.list_tables().map_err(StoreError::from_redb)? {

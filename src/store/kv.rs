@@ -140,7 +140,7 @@ pub type Row<'a, K, V> = (Guard<'a, K>, Guard<'a, V>);
 
 impl WriteTx {
     /// A redb transaction as a kernel one (the migrations', which run before the writer does).
-    pub(super) fn new(tx: redb::WriteTransaction) -> Self {
+    pub(super) fn from_redb(tx: redb::WriteTransaction) -> Self {
         Self(WriteInner::Redb(Box::new(tx)))
     }
 

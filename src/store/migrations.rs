@@ -266,7 +266,7 @@ pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> 
         };
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
-        let tx = WriteTx::new(tx);
+        let tx = WriteTx::from_redb(tx);
         (m.apply)(&tx).map_err(|e| fail(e.to_string()))?;
         tx.open_table(META)?
             .insert(SCHEMA_VERSION, &m.version.to_be_bytes()[..])?;

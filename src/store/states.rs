@@ -383,7 +383,7 @@ mod tests {
             acked_by: Some("ops".into()),
         };
         let key = scoped(Uuid::from_u128(2), old.object_id.as_bytes());
-        let tx = WriteTx::new(db.begin_write().unwrap());
+        let tx = WriteTx::from_redb(db.begin_write().unwrap());
         tx.open_table(STATES)
             .unwrap()
             .insert(key.as_slice(), encode(&old).unwrap().as_slice())

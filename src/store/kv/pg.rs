@@ -112,6 +112,8 @@ fn from_pg(e: tokio_postgres::Error) -> StoreError {
 /// The connections of one store: the writer's, and the readers' pool.
 pub struct Pool {
     target: Target,
+    /// The TLS client every connection uses (its roots read once, at open).
+    tls: tls::Connector,
     writer: Shared,
     /// Whether the writer's connection is inside a group's transaction.
     in_group: Mutex<bool>,
@@ -122,7 +124,9 @@ impl Pool {
     /// Connects the writer, applies the schema's pending migrations and takes the database for
     /// this process (`Locked` while another serves it).
     pub fn open(target: Target) -> Result<Pool, StoreError> {
-        let mut writer = connect(&target)?;
+        let tls =
+            tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+        let mut writer = connect(&target, &tls)?;
         migrate(&mut writer)?;
         let held = writer.query(
             &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
@@ -133,6 +137,7 @@ impl Pool {
         }
         Ok(Pool {
             target,
+            tls,
             writer: Arc::new(Mutex::new(writer)),
             in_group: Mutex::new(false),
             readers: Mutex::default(),
@@ -170,7 +175,7 @@ impl Pool {
         let pooled = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
         let conn = match pooled {
             Some(c) if !lock(&c).client.is_closed() => c,
-            _ => Arc::new(Mutex::new(connect(&self.target)?)),
+            _ => Arc::new(Mutex::new(connect(&self.target, &self.tls)?)),
         };
         lock(&conn).batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         Ok(Read {
@@ -180,7 +185,7 @@ impl Pool {
     }
 }
 
-fn connect(target: &Target) -> Result<Conn, StoreError> {
+fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
     use tokio_postgres::config::SslMode;
     let mut config: tokio_postgres::Config = target
         .url
@@ -195,7 +200,7 @@ fn connect(target: &Target) -> Result<Conn, StoreError> {
     };
     config.application_name("svc");
     config.connect_timeout(std::time::Duration::from_secs(10));
-    let tls = tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+    let tls = tls.clone();
     let runtime = io_runtime()?;
     let connecting = runtime.spawn(async move {
         let (client, connection) = config.connect(tls).await?;
