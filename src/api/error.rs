@@ -420,6 +420,13 @@ impl From<StoreError> for Problem {
                     "storage is not available; retry later",
                 )
             },
+            StoreError::Superseded => Problem {
+                internal: Some(StoreError::Superseded.to_string()),
+                ..Problem::new(
+                    Code::StorageUnavailable,
+                    "storage is not available; retry later",
+                )
+            },
             e @ (StoreError::Locked
             | StoreError::Corrupt(_)
             | StoreError::Migration { .. }

@@ -106,9 +106,22 @@ pub fn backing(config: &Config) -> Backing {
                 tls_mode: pg.tls_mode.clone(),
                 ca_file: pg.ca_file.clone(),
                 pool_size: pg.pool_size,
+                standby: false,
             })
         }
         _ => Backing::File,
+    }
+}
+
+/// A server on a database another serves waits to take over (docs/storage.md, Failover).
+fn standing_by(backing: Backing) -> Backing {
+    match backing {
+        #[cfg(feature = "postgres")]
+        Backing::Postgres(target) => Backing::Postgres(crate::store::kv::pg::Target {
+            standby: true,
+            ..target
+        }),
+        other => other,
     }
 }
 
@@ -126,13 +139,15 @@ pub async fn open_store(
         .map_err(AppError::from)
 }
 
-/// The event store's month files live beside the main database.
+/// The event store of the backing: month files beside the main database, or partitions in
+/// its PostgreSQL database.
 fn open_events(
     data_dir: &Path,
+    backing: &Backing,
     clock: SharedClock,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Events>, AppError> {
-    let store = EventStore::open(data_dir)?;
+    let store = EventStore::open_on(data_dir, backing)?;
     Ok(Events::new(store, clock, metrics))
 }
 
@@ -220,7 +235,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     }
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
-    let store = open_store(&config.data_dir, clock.clone(), backing(&config)).await?;
+    let backing = standing_by(backing(&config));
+    let store = {
+        let waiting = tokio::spawn(systemd::extend_start_while_waiting());
+        let opened = open_store(&config.data_dir, clock.clone(), backing.clone()).await;
+        waiting.abort();
+        opened?
+    };
     let shutdown = Shutdown::new();
     let supervisor = Arc::new(Supervisor::new(shutdown.clone(), WORKER_RESTART_DELAY));
     supervisor.spawn(RecoveryWorker::new(store.clone()));
@@ -245,7 +266,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let scheme = if tls.is_some() { "https" } else { "http" };
 
     let metrics = Arc::new(Metrics::new());
-    let events = open_events(&config.data_dir, clock.clone(), metrics.clone())?;
+    let events = open_events(&config.data_dir, &backing, clock.clone(), metrics.clone())?;
     // Every durable write's events reach the event store and the bus from here on.
     store.file_with(events.clone(), tokio::runtime::Handle::current());
     if let Some(dispatcher) = events.bus().dispatcher() {
@@ -522,8 +543,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
 /// bootstrap-admin token.
 pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
     let clock: SharedClock = Arc::new(SystemClock);
-    let store = open_store(&config.data_dir, clock.clone(), backing(config)).await?;
-    let events = open_events(&config.data_dir, clock.clone(), Arc::new(Metrics::new()))?;
+    let backing = backing(config);
+    let store = open_store(&config.data_dir, clock.clone(), backing.clone()).await?;
+    let events = open_events(
+        &config.data_dir,
+        &backing,
+        clock.clone(),
+        Arc::new(Metrics::new()),
+    )?;
     store.file_with(events.clone(), tokio::runtime::Handle::current());
     let auth = Auth::new(
         store.clone(),
@@ -539,10 +566,10 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
         .map_err(|e| AppError::Internal(e.to_string()))
 }
 
-/// `svc migrate`: moves the main database of `data_dir` (a redb file) into an empty PostgreSQL
-/// database, then opens the store there and verifies the audit chain it now holds. The event
-/// month files, metrics, master key and audit checkpoint stay in the data directory, which the
-/// server on PostgreSQL keeps using.
+/// `svc migrate`: moves the main database of `data_dir` (a redb file) and its event month files
+/// into an empty PostgreSQL database, then opens the store there and verifies the audit chain
+/// it now holds. The metrics, master key and audit checkpoint stay in the data directory, which
+/// the server on PostgreSQL keeps using.
 #[cfg(feature = "postgres")]
 pub async fn migrate(
     data_dir: &Path,
@@ -551,9 +578,10 @@ pub async fn migrate(
     lock_data_dir(data_dir)?;
     let dir = data_dir.to_path_buf();
     let to = target.clone();
-    let copied = tokio::task::spawn_blocking(move || crate::store::copy_to_postgres(&dir, to))
-        .await
-        .map_err(|e| AppError::Internal(e.to_string()))??;
+    let (copied, events) =
+        tokio::task::spawn_blocking(move || crate::store::copy_to_postgres(&dir, to))
+            .await
+            .map_err(|e| AppError::Internal(e.to_string()))??;
     let dir = data_dir.to_path_buf();
     let store = tokio::task::spawn_blocking(move || {
         Store::open_on(&dir, Arc::new(SystemClock), Backing::Postgres(target))
@@ -562,7 +590,7 @@ pub async fn migrate(
     .map_err(|e| AppError::Internal(e.to_string()))??;
     let verified = verify_then_close(&store, "copied, but on PostgreSQL").await?;
     Ok(format!(
-        "copied {} tables of {} into PostgreSQL; audit chain verified ({verified} entries). Start the server with storage.backend: postgres and the same data directory.",
+        "copied {} tables and {events} events of {} into PostgreSQL; audit chain verified ({verified} entries). Start the server with storage.backend: postgres and the same data directory.",
         copied.len(),
         data_dir.display(),
     ))

@@ -1,12 +1,14 @@
 //! The worker that brings the store back after an I/O error, once the disk takes writes again.
 
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// The exit status of a process another took the database from (`EX_TEMPFAIL`).
+pub const EXIT_SUPERSEDED: i32 = 75;
 
 pub struct RecoveryWorker {
     store: Arc<Store>,
@@ -35,6 +37,14 @@ impl Worker for RecoveryWorker {
             let store = self.store.clone();
             match tokio::task::spawn_blocking(move || store.try_reopen()).await {
                 Ok(Ok(())) => Wait::UntilWoken,
+                Ok(Err(StoreError::Superseded)) => {
+                    // Fencing: this process's caches are stale; the one that serves now owns
+                    // the database. Exiting non-zero lets systemd start it again, as a standby.
+                    tracing::error!(
+                        "another process took over the database while this one was cut off from it; exiting to start again as its standby"
+                    );
+                    std::process::exit(EXIT_SUPERSEDED)
+                }
                 Ok(Err(e)) => {
                     tracing::debug!(error = %e, "store not reopened yet");
                     Wait::For(RETRY_EVERY)

@@ -7,6 +7,10 @@ pub enum StoreError {
     Unavailable(String),
     #[error("the store is locked by another process (is the server running?)")]
     Locked,
+    /// Another process served the database while this one was cut off from it: this one's
+    /// in-memory state is stale, so it must not serve again (it exits and starts afresh).
+    #[error("another process took over the database while this one was cut off from it")]
+    Superseded,
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("schema migration {version} ({name}) failed: {reason}")]

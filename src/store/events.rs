@@ -1,6 +1,7 @@
 //! The event store: one redb file per month (`events-YYYYMM.redb`) in the data dir, indexed by
-//! tenant + time, object, source and type. One writer thread groups the appends of many
-//! producers into one commit per month file, so durable throughput is not one fsync per event.
+//! tenant + time, object, source and type; or, with `storage.backend: postgres`, one table
+//! range-partitioned by month (`pg.rs`). One writer thread groups the appends of many producers
+//! into one commit per month, so durable throughput is not one fsync per event.
 //!
 //! The object index is filed late: every object keeps its newest keys on its own B-tree page,
 //! so inserting each event's key at once dirties a page per event. A commit's keys are first
@@ -22,6 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+
+#[cfg(feature = "postgres")]
+pub mod pg;
 
 /// Events by tenant + ts + id.
 const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("event_by_tenant_ts_id");
@@ -54,6 +58,12 @@ const FILE_IDLE: Duration = Duration::from_secs(2);
 /// At most this many events go into one commit.
 const MAX_BATCH: usize = 8192;
 const FILE_CACHE_BYTES: usize = 16 * 1024 * 1024;
+/// Events per page while copying a month between backends.
+#[cfg(feature = "postgres")]
+const COPY_PAGE: usize = 4096;
+/// What takes each page of a month being copied: its events with their stored rows.
+#[cfg(feature = "postgres")]
+type EachPage<'a> = dyn FnMut(&[(Event, Vec<u8>)]) -> Result<(), StoreError> + 'a;
 
 /// A month as `YYYYMM`.
 pub fn month_of(ts: Timestamp) -> u32 {
@@ -185,21 +195,61 @@ impl MonthFile {
 }
 
 pub struct EventStore {
+    backend: Backend,
+    writer: Writer<Append>,
+}
+
+/// Where the months of events are kept.
+enum Backend {
+    /// One redb file per month in the data directory.
+    Files(MonthFiles),
+    /// A table partitioned by month in PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(pg::Partitions),
+}
+
+impl Backend {
+    fn files(&self) -> Option<&MonthFiles> {
+        match self {
+            Backend::Files(files) => Some(files),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(_) => None,
+        }
+    }
+}
+
+/// The month files of a data directory, opened as they are first used.
+struct MonthFiles {
     dir: PathBuf,
     files: Mutex<BTreeMap<u32, Arc<MonthFile>>>,
-    writer: Writer<Append>,
 }
 
 impl EventStore {
     /// Opens the month files already in `dir` lazily and starts the writer thread.
     pub fn open(dir: &Path) -> Result<Arc<EventStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        Self::start(Backend::Files(MonthFiles::new(dir)))
+    }
+
+    /// The event store in the PostgreSQL database `target` names (its partitioned table made
+    /// by the schema's migrations, which opening the main store applied).
+    #[cfg(feature = "postgres")]
+    pub fn open_on_postgres(target: &super::kv::pg::Target) -> Result<Arc<EventStore>, StoreError> {
+        Self::start(Backend::Postgres(pg::Partitions::open(target)?))
+    }
+
+    /// The event store of a backing: the data directory's month files, or PostgreSQL's.
+    pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<EventStore>, StoreError> {
+        match backing {
+            super::Backing::File => Self::open(dir),
+            #[cfg(feature = "postgres")]
+            super::Backing::Postgres(target) => Self::open_on_postgres(target),
+        }
+    }
+
+    fn start(backend: Backend) -> Result<Arc<EventStore>, StoreError> {
         let (writer, inbox) = Writer::new(16_384);
-        let store = Arc::new(EventStore {
-            dir: dir.to_path_buf(),
-            files: Mutex::new(BTreeMap::new()),
-            writer,
-        });
+        let store = Arc::new(EventStore { backend, writer });
         let worker = store.clone();
         store
             .writer
@@ -207,8 +257,232 @@ impl EventStore {
         Ok(store)
     }
 
-    /// Snapshots every month file into `dir` for a backup; the file names.
+    /// Snapshots every month into `dir` for a backup, one redb month file each (whichever the
+    /// backend: a backup restores into a data directory); the file names.
     pub fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        match &self.backend {
+            Backend::Files(files) => files.snapshot(dir),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => {
+                let target = MonthFiles::new(dir);
+                for month in partitions.months()? {
+                    partitions.each_of_month(month, &mut |events| {
+                        let rows: Vec<(&Event, &[u8])> =
+                            events.iter().map(|(e, row)| (e, row.as_slice())).collect();
+                        target.commit(month, &rows)
+                    })?;
+                }
+                target.file_object_keys(true);
+                let names = target.months().into_iter().map(file_name).collect();
+                target
+                    .files
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+                Ok(names)
+            }
+        }
+    }
+
+    /// Months holding events (PostgreSQL: partitions, one made ahead), oldest first.
+    pub fn months(&self) -> Vec<u32> {
+        match &self.backend {
+            Backend::Files(files) => files.months(),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.months().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot list the event partitions");
+                Vec::new()
+            }),
+        }
+    }
+
+    fn write_loop(&self, mut inbox: Inbox<Append>) {
+        let idle = || {
+            self.backend
+                .files()
+                .filter(|files| files.has_unfiled_keys())
+                .map(|_| FILE_IDLE)
+        };
+        let file_keys = |force: bool| {
+            if let Some(files) = self.backend.files() {
+                files.file_object_keys(force);
+            }
+        };
+        loop {
+            let first = match inbox.recv_within(idle()) {
+                Ok(first) => first,
+                Err(RecvTimeoutError::Timeout) => {
+                    file_keys(true);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    file_keys(true);
+                    return;
+                }
+            };
+            let mut batch = vec![first];
+            let mut count = batch[0].events.len();
+            while count < MAX_BATCH {
+                let Some(more) = inbox.try_recv() else { break };
+                count += more.events.len();
+                batch.push(more);
+            }
+            let mut by_month: BTreeMap<u32, Vec<(&Event, &[u8])>> = BTreeMap::new();
+            for a in &batch {
+                for (e, row) in &a.events {
+                    by_month
+                        .entry(month_of(e.ts))
+                        .or_default()
+                        .push((e, row.as_slice()));
+                }
+            }
+            let result = by_month
+                .into_iter()
+                .try_for_each(|(month, events)| match &self.backend {
+                    Backend::Files(files) => files.commit(month, &events),
+                    #[cfg(feature = "postgres")]
+                    Backend::Postgres(partitions) => partitions.commit(month, &events),
+                });
+            for a in batch {
+                let _ = a.ack.send(result.clone());
+            }
+            inbox.finished();
+            file_keys(false);
+        }
+    }
+
+    /// `append_encoded` for events not encoded yet (events forwarded by a federation site).
+    pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
+        let encoded: Result<Vec<_>, StoreError> = events
+            .into_iter()
+            .map(|e| super::codec::encode(&*e).map(|row| (e, row)))
+            .collect();
+        match encoded {
+            Ok(events) => self.append_encoded(events),
+            Err(e) => {
+                let (ack, done) = oneshot::channel();
+                let _ = ack.send(Err(e));
+                done
+            }
+        }
+    }
+
+    /// Queues events (encoded once, for the journal) for the next group commit; the receiver
+    /// resolves once they are durable. Reads that begin after this returns wait for them
+    /// (`settled`).
+    pub fn append_encoded(
+        &self,
+        events: Vec<(Arc<Event>, Vec<u8>)>,
+    ) -> oneshot::Receiver<Result<(), StoreError>> {
+        let (ack, done) = oneshot::channel();
+        if let Err(refused) = self.writer.send(Append { events, ack }) {
+            let _ = refused
+                .ack
+                .send(Err(StoreError::Unavailable("event store closed".into())));
+        }
+        done
+    }
+
+    /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
+    pub fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+        match &self.backend {
+            Backend::Files(files) => files.contains(tenant, ts, id),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.contains(tenant, ts, id),
+        }
+    }
+
+    /// Resolves once every append queued before this call is committed (or failed).
+    pub async fn settled(&self) {
+        self.writer.settled().await;
+    }
+
+    /// Newest first: at most `limit` events matching `filter` strictly before `before`.
+    /// Blocking.
+    pub fn newest(
+        &self,
+        filter: &EventFilter,
+        before: Option<Position>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.read(
+            filter,
+            Scan {
+                lo: None,
+                hi: before,
+                descending: true,
+                limit,
+            },
+        )
+    }
+
+    /// Oldest first: at most `limit` events matching `filter` strictly after `after`. Blocking.
+    pub fn oldest(
+        &self,
+        filter: &EventFilter,
+        after: Option<Position>,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.read(
+            filter,
+            Scan {
+                lo: after,
+                hi: None,
+                descending: false,
+                limit,
+            },
+        )
+    }
+
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+        match &self.backend {
+            Backend::Files(files) => files.read(filter, scan),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.read(filter, scan),
+        }
+    }
+
+    /// How many events of `month` (all tenants) lie after `after`. Blocking.
+    pub fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+        match &self.backend {
+            Backend::Files(files) => files.count_after(month, after),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.count_after(month, after),
+        }
+    }
+
+    /// Removes the months older than `keep_from` (a `YYYYMM`), whole files or partitions;
+    /// returns the months removed.
+    pub fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+        match &self.backend {
+            Backend::Files(files) => files.remove_months_before(keep_from),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.remove_months_before(keep_from),
+        }
+    }
+
+    /// Stops the writer after it has committed everything queued, and closes the files.
+    pub fn close(&self) {
+        self.writer.close();
+        if let Some(files) = self.backend.files() {
+            files
+                .files
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        }
+    }
+}
+
+impl MonthFiles {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            files: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
         let mut names = Vec::new();
         for month in self.months() {
             let Some(file) = self.file(month, false)? else {
@@ -228,7 +502,7 @@ impl EventStore {
     }
 
     /// Month files present on disk, oldest first.
-    pub fn months(&self) -> Vec<u32> {
+    fn months(&self) -> Vec<u32> {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd,
             Err(e) => {
@@ -323,47 +597,6 @@ impl EventStore {
             .any(|f| !f.unfiled().keys.is_empty())
     }
 
-    fn write_loop(&self, mut inbox: Inbox<Append>) {
-        loop {
-            let idle_work = self.has_unfiled_keys().then_some(FILE_IDLE);
-            let first = match inbox.recv_within(idle_work) {
-                Ok(first) => first,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.file_object_keys(true);
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.file_object_keys(true);
-                    return;
-                }
-            };
-            let mut batch = vec![first];
-            let mut count = batch[0].events.len();
-            while count < MAX_BATCH {
-                let Some(more) = inbox.try_recv() else { break };
-                count += more.events.len();
-                batch.push(more);
-            }
-            let mut by_month: BTreeMap<u32, Vec<(&Event, &[u8])>> = BTreeMap::new();
-            for a in &batch {
-                for (e, row) in &a.events {
-                    by_month
-                        .entry(month_of(e.ts))
-                        .or_default()
-                        .push((e, row.as_slice()));
-                }
-            }
-            let result = by_month
-                .into_iter()
-                .try_for_each(|(month, events)| self.commit(month, &events));
-            for a in batch {
-                let _ = a.ack.send(result.clone());
-            }
-            inbox.finished();
-            self.file_object_keys(false);
-        }
-    }
-
     fn commit(&self, month: u32, events: &[(&Event, &[u8])]) -> Result<(), StoreError> {
         let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
         let seq = file.unfiled().next_seq;
@@ -405,40 +638,7 @@ impl EventStore {
         Ok(())
     }
 
-    /// `append_encoded` for events not encoded yet (events forwarded by a federation site).
-    pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
-        let encoded: Result<Vec<_>, StoreError> = events
-            .into_iter()
-            .map(|e| super::codec::encode(&*e).map(|row| (e, row)))
-            .collect();
-        match encoded {
-            Ok(events) => self.append_encoded(events),
-            Err(e) => {
-                let (ack, done) = oneshot::channel();
-                let _ = ack.send(Err(e));
-                done
-            }
-        }
-    }
-
-    /// Queues events (encoded once, for the journal) for the next group commit; the receiver
-    /// resolves once they are durable. Reads that begin after this returns wait for them
-    /// (`settled`).
-    pub fn append_encoded(
-        &self,
-        events: Vec<(Arc<Event>, Vec<u8>)>,
-    ) -> oneshot::Receiver<Result<(), StoreError>> {
-        let (ack, done) = oneshot::channel();
-        if let Err(refused) = self.writer.send(Append { events, ack }) {
-            let _ = refused
-                .ack
-                .send(Err(StoreError::Unavailable("event store closed".into())));
-        }
-        done
-    }
-
-    /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
-    pub fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
         let Some(file) = self.file(month_of(ts), false)? else {
             return Ok(false);
         };
@@ -449,11 +649,6 @@ impl EventStore {
             .get(key.as_slice())
             .map_err(StoreError::from_redb)?
             .is_some())
-    }
-
-    /// Resolves once every append queued before this call is committed (or failed).
-    pub async fn settled(&self) {
-        self.writer.settled().await;
     }
 
     /// The index prefix the filter reads, and whether the index already applies the filter's
@@ -653,46 +848,30 @@ impl EventStore {
         Ok(out)
     }
 
-    /// Newest first: at most `limit` events matching `filter` strictly before `before`.
-    /// Blocking.
-    pub fn newest(
-        &self,
-        filter: &EventFilter,
-        before: Option<Position>,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.read(
-            filter,
-            Scan {
-                lo: None,
-                hi: before,
-                descending: true,
-                limit,
-            },
-        )
-    }
-
-    /// Oldest first: at most `limit` events matching `filter` strictly after `after`. Blocking.
-    pub fn oldest(
-        &self,
-        filter: &EventFilter,
-        after: Option<Position>,
-        limit: usize,
-    ) -> Result<Vec<Event>, StoreError> {
-        self.read(
-            filter,
-            Scan {
-                lo: after,
-                hi: None,
-                descending: false,
-                limit,
-            },
-        )
+    /// Hands every event of `month` to `each`, a page at a time, in key order.
+    #[cfg(feature = "postgres")]
+    fn each_of_month(&self, month: u32, each: &mut EachPage<'_>) -> Result<(), StoreError> {
+        let Some(file) = self.file(month, false)? else {
+            return Ok(());
+        };
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let mut page = Vec::new();
+        for row in main.iter().map_err(StoreError::from_redb)? {
+            let (_, v) = row.map_err(StoreError::from_redb)?;
+            let row = v.value().to_vec();
+            page.push((decode::<Event>(&row)?, row));
+            if page.len() == COPY_PAGE {
+                each(&page)?;
+                page.clear();
+            }
+        }
+        if page.is_empty() { Ok(()) } else { each(&page) }
     }
 
     /// How many events of `month` (all tenants) lie after `after`. Blocking; reads the whole
     /// file when `after` is in or before it.
-    pub fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
         let Some(file) = self.file(month, false)? else {
             return Ok(0);
         };
@@ -710,7 +889,7 @@ impl EventStore {
     }
 
     /// Deletes the month files older than `keep_from` (a `YYYYMM`); returns the months removed.
-    pub fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
         let mut removed = Vec::new();
         for month in self.months().into_iter().filter(|m| *m < keep_from) {
             self.files
@@ -725,12 +904,6 @@ impl EventStore {
             }
         }
         removed
-    }
-
-    /// Stops the writer after it has committed everything queued, and closes the files.
-    pub fn close(&self) {
-        self.writer.close();
-        self.files.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 }
 
@@ -888,7 +1061,13 @@ mod tests {
         let store = EventStore::open(dir.path()).unwrap();
         let first = batch(0..4);
         store.append(first.clone()).await.unwrap().unwrap();
-        let file = store.file(202603, false).unwrap().unwrap();
+        let file = store
+            .backend
+            .files()
+            .unwrap()
+            .file(202603, false)
+            .unwrap()
+            .unwrap();
         assert_eq!(file.unfiled().keys.len(), 4, "not filed yet");
         assert_eq!(store.newest(&by_object, None, 10).unwrap().len(), 4);
         file.file_object_keys().unwrap();

@@ -45,6 +45,8 @@ use kv::Readable;
 use kv::{Db, ReadTx};
 use redb::Database;
 use std::path::{Path, PathBuf};
+#[cfg(feature = "postgres")]
+use std::sync::atomic::AtomicI64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::Notify;
@@ -122,6 +124,9 @@ pub struct Store {
     alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
+    /// On PostgreSQL, the lease generation this process took the database at (0: not yet).
+    #[cfg(feature = "postgres")]
+    lease: AtomicI64,
     /// Files the events of durable groups, on the runtime that drives their filing.
     filing: RwLock<Option<(Arc<dyn Filing>, tokio::runtime::Handle)>>,
     /// Notified once events journaled are durable (durable consumers and the event filer);
@@ -159,16 +164,17 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 }
 
 /// Copies the redb store of `data_dir` into the empty PostgreSQL database of `target` (`svc
-/// migrate`): every table, from one snapshot, in one transaction; the names of the tables.
-/// Refuses a database that already holds a store. Blocking; nothing may have the file open.
+/// migrate`): every table, from one snapshot, in one transaction, then the event month files
+/// into the event partitions; the names of the tables and the number of events. Refuses a
+/// database that already holds a store. Blocking; nothing may have the files open.
 #[cfg(feature = "postgres")]
 pub fn copy_to_postgres(
     data_dir: &Path,
     target: kv::pg::Target,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<(Vec<String>, u64), StoreError> {
     let file = open_db(&data_dir.join(DB_FILE))?;
     migrations::apply(&file, migrations::MIGRATIONS)?;
-    let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target)?));
+    let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target.clone(), false)?));
     if !postgres
         .begin_read()?
         .open_table(tables::TENANTS)?
@@ -184,7 +190,8 @@ pub fn copy_to_postgres(
     let copied = tables::copy_all(&from, &to)?;
     to.commit()?;
     postgres.sync()?;
-    Ok(copied)
+    let events = events::pg::copy_month_files(data_dir, &target)?;
+    Ok((copied, events))
 }
 
 impl Store {
@@ -233,6 +240,8 @@ impl Store {
             escalations: Arc::new(Notify::new()),
             alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
+            #[cfg(feature = "postgres")]
+            lease: AtomicI64::new(0),
             filing: RwLock::default(),
             journal_watchers: Mutex::default(),
         });
@@ -262,7 +271,20 @@ impl Store {
                 Db::Redb(db)
             }
             #[cfg(feature = "postgres")]
-            Backing::Postgres(target) => Db::Pg(Arc::new(kv::pg::Pool::open(target.clone())?)),
+            Backing::Postgres(target) => {
+                // Only the first open may wait as a standby: a process that lost its session
+                // takes the database back only if nobody served it meanwhile.
+                let first = self.lease.load(Ordering::SeqCst) == 0;
+                let pool = match kv::pg::Pool::open(target.clone(), target.standby && first) {
+                    Err(StoreError::Locked) if !first => return Err(StoreError::Superseded),
+                    opened => opened?,
+                };
+                let previous = self.lease.swap(pool.generation, Ordering::SeqCst);
+                if !first && pool.generation != previous + 1 {
+                    return Err(StoreError::Superseded);
+                }
+                Db::Pg(Arc::new(pool))
+            }
         };
         *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
         *self

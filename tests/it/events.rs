@@ -185,10 +185,17 @@ async fn events_are_durable_and_exported_oldest_first() {
     }
     assert!(s.stop().success());
     let month = jiff::Timestamp::now().strftime("%Y%m").to_string();
-    assert!(
-        data.join(format!("events-{month}.redb")).exists(),
-        "one file per month"
-    );
+    if super::postgres::enabled() {
+        assert!(
+            super::postgres::event_partitions(&data).contains(&format!("events_{month}")),
+            "one partition per month"
+        );
+    } else {
+        assert!(
+            data.join(format!("events-{month}.redb")).exists(),
+            "one file per month"
+        );
+    }
     let s = Server::start_in(&data, no_seed());
     let listed = items(&events(&s, &token, "").await);
     assert_eq!(listed.len(), 6);

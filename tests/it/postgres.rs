@@ -219,6 +219,18 @@ fn unhex(text: &str) -> Vec<u8> {
         .collect()
 }
 
+/// The partitions of the events table of the server on `data`, by name, in order.
+pub fn event_partitions(data: &Path) -> Vec<String> {
+    psql(
+        data,
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+         JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'events' ORDER BY c.relname",
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
 /// Every row of the store table `table` of the server on `data`, in key order, as stored:
 /// keys in their order-preserving form (integers big-endian), values as redb keeps them.
 pub fn rows(data: &Path, table: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -302,4 +314,369 @@ async fn the_database_connection_is_tls_with_a_checked_certificate() {
     assert_eq!(ready.status(), 503);
     let body = ready.text().await.unwrap();
     assert!(body.contains("certificate"), "{body}");
+}
+
+/// An event of `tenant` at `ms` whose id carries that time, as the server's ids do.
+#[cfg(feature = "postgres")]
+fn event_at(n: u32, tenant: uuid::Uuid, ms: i64) -> svc::model::event::Event {
+    use svc::model::event::{EventType, Severity};
+    let ms_u = u64::try_from(ms).unwrap();
+    let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(
+        uuid::NoContext,
+        ms_u / 1000,
+        u32::try_from(ms_u % 1000).unwrap() * 1_000_000,
+    ));
+    let objects = [uuid::Uuid::from_u128(0xa1), uuid::Uuid::from_u128(0xa2)];
+    svc::model::event::Event {
+        id,
+        tenant_id: tenant,
+        ts: svc::model::Timestamp::from_millis(ms).unwrap(),
+        kind: EventType::ALL[(n as usize / 2) % 4],
+        object_id: (!n.is_multiple_of(3)).then(|| objects[(n as usize / 2) % 2]),
+        source_id: n.is_multiple_of(5).then(|| format!("source-{}", n % 3)),
+        severity: Some([Severity::Critical, Severity::Warning, Severity::Info][n as usize % 3]),
+        payload: serde_json::json!({"n": n}),
+        site: n.is_multiple_of(7).then(|| "edge-1".to_string()),
+    }
+}
+
+/// Events on PostgreSQL live in a table partitioned by month (the month after the newest made
+/// ahead) and answer every filter, page and direction exactly as the month files do; retention
+/// drops whole partitions, a backup writes month files, and `svc migrate` carries a data
+/// directory's month files into the partitions.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
+    use svc::model::event::{Event, EventFilter, EventType, Severity};
+    use svc::store::events::{EventStore, Position};
+    use uuid::Uuid;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let on_pg = dir.path().join("pg");
+    let on_files = dir.path().join("files");
+    std::fs::create_dir_all(&on_pg).unwrap();
+    // Opening the main store applies the schema, the events' table with it.
+    super::support::open_store(&on_pg).close();
+    let pg = EventStore::open_on(&on_pg, &super::support::backing(&on_pg)).unwrap();
+    let files = EventStore::open(&on_files).unwrap();
+
+    let tenants = [Uuid::from_u128(1), Uuid::from_u128(2)];
+    let sept = "2026-09-30T23:59:00Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_millisecond();
+    let events: Vec<Event> = (0..600u32)
+        // Three months (the last minute of September, October, November), three events to a
+        // millisecond, both tenants interleaved.
+        .map(|n| {
+            event_at(
+                n,
+                tenants[n as usize % 2],
+                sept + i64::from(n / 3) * 25_920_000,
+            )
+        })
+        .collect();
+    for chunk in events.chunks(97) {
+        let batch: Vec<_> = chunk.iter().cloned().map(std::sync::Arc::new).collect();
+        pg.append(batch.clone()).await.unwrap().unwrap();
+        files.append(batch).await.unwrap().unwrap();
+    }
+    assert_eq!(
+        pg.months(),
+        vec![202609, 202610, 202611, 202612],
+        "a partition per month written, and the next one ahead"
+    );
+    assert_eq!(
+        event_partitions(&on_pg),
+        [
+            "events_202609",
+            "events_202610",
+            "events_202611",
+            "events_202612"
+        ]
+    );
+    assert_eq!(psql(&on_pg, "SELECT count(*) FROM events").trim(), "600");
+    // Stored twice is stored once.
+    let again: Vec<_> = events[..10]
+        .iter()
+        .cloned()
+        .map(std::sync::Arc::new)
+        .collect();
+    pg.append(again).await.unwrap().unwrap();
+    assert_eq!(psql(&on_pg, "SELECT count(*) FROM events").trim(), "600");
+
+    let mid = events[300].ts;
+    let filters = |tenant: Uuid| {
+        let base = EventFilter {
+            tenant_id: tenant,
+            ..Default::default()
+        };
+        vec![
+            base.clone(),
+            EventFilter {
+                object_id: Some(Uuid::from_u128(0xa1)),
+                ..base.clone()
+            },
+            EventFilter {
+                source_id: Some("source-0".into()),
+                ..base.clone()
+            },
+            EventFilter {
+                types: vec![EventType::ALL[1]],
+                ..base.clone()
+            },
+            EventFilter {
+                types: vec![EventType::ALL[0], EventType::ALL[3]],
+                ..base.clone()
+            },
+            EventFilter {
+                severity: Some(Severity::Warning),
+                ..base.clone()
+            },
+            EventFilter {
+                site: Some("edge-1".into()),
+                ..base.clone()
+            },
+            EventFilter {
+                from: Some(mid),
+                ..base.clone()
+            },
+            EventFilter {
+                to: Some(mid),
+                object_id: Some(Uuid::from_u128(0xa2)),
+                ..base.clone()
+            },
+        ]
+    };
+    let key = |e: &Event| (e.ts.as_millis(), e.id);
+    for tenant in tenants {
+        for filter in filters(tenant) {
+            let mut expected: Vec<&Event> = events.iter().filter(|e| filter.matches(e)).collect();
+            expected.sort_by_key(|e| key(e));
+            let expected: Vec<Uuid> = expected.iter().map(|e| e.id).collect();
+            assert!(!expected.is_empty(), "{filter:?} matches some");
+            for store in [&pg, &files] {
+                // Oldest first, seven to a page, each page after the last one's position.
+                let (mut ascending, mut after) = (Vec::new(), None);
+                loop {
+                    let page = store.oldest(&filter, after, 7).unwrap();
+                    let Some(last) = page.last() else { break };
+                    after = Position::of_id(last.id);
+                    ascending.extend(page.iter().map(|e| e.id));
+                }
+                assert_eq!(ascending, expected, "oldest first: {filter:?}");
+                let (mut descending, mut before) = (Vec::new(), None);
+                loop {
+                    let page = store.newest(&filter, before, 11).unwrap();
+                    let Some(last) = page.last() else { break };
+                    before = Position::of_id(last.id);
+                    descending.extend(page.iter().map(|e| e.id));
+                }
+                descending.reverse();
+                assert_eq!(descending, expected, "newest first: {filter:?}");
+            }
+        }
+    }
+    let some = &events[123];
+    assert!(pg.contains(&some.tenant_id, some.ts, &some.id).unwrap());
+    assert!(
+        !pg.contains(&tenants[0], some.ts, &Uuid::from_u128(0xdead))
+            .unwrap()
+    );
+    let at = Position::of_id(events[250].id).unwrap();
+    assert_eq!(
+        pg.count_after(202610, at).unwrap(),
+        files.count_after(202610, at).unwrap()
+    );
+
+    // A backup of PostgreSQL's events is month files that read back the same.
+    let backup = dir.path().join("backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    let mut written = pg.snapshot(&backup).unwrap();
+    written.sort();
+    assert_eq!(
+        written,
+        [
+            "events-202609.redb",
+            "events-202610.redb",
+            "events-202611.redb"
+        ]
+    );
+    let restored = EventStore::open(&backup).unwrap();
+    let all = EventFilter {
+        tenant_id: tenants[1],
+        ..Default::default()
+    };
+    assert_eq!(
+        restored.oldest(&all, None, 1000).unwrap().len(),
+        pg.oldest(&all, None, 1000).unwrap().len()
+    );
+    restored.close();
+
+    // Retention drops whole partitions.
+    assert_eq!(pg.remove_months_before(202610), vec![202609]);
+    assert_eq!(pg.months(), vec![202610, 202611, 202612]);
+    let left: usize = events
+        .iter()
+        .filter(|e| e.ts.as_millis() >= sept + 60_000)
+        .count();
+    assert_eq!(
+        psql(&on_pg, "SELECT count(*) FROM events").trim(),
+        left.to_string()
+    );
+    assert!(
+        pg.oldest(&all, None, 1000)
+            .unwrap()
+            .iter()
+            .all(|e| e.ts.as_millis() >= sept + 60_000)
+    );
+    pg.close();
+
+    // `svc migrate` carries a data directory's month files into the partitions.
+    let moved = dir.path().join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    svc::store::Store::open_on(
+        &moved,
+        std::sync::Arc::new(svc::runtime::clock::SystemClock),
+        svc::store::Backing::File,
+    )
+    .unwrap()
+    .close();
+    files.close();
+    for name in std::fs::read_dir(&on_files).unwrap() {
+        let name = name.unwrap().file_name();
+        std::fs::copy(on_files.join(&name), moved.join(&name)).unwrap();
+    }
+    // The first use of the database migrates the data directory into it.
+    super::support::open_store(&moved).close();
+    let migrated = EventStore::open_on(&moved, &super::support::backing(&moved)).unwrap();
+    for tenant in tenants {
+        let f = EventFilter {
+            tenant_id: tenant,
+            ..Default::default()
+        };
+        let ids: Vec<Uuid> = migrated
+            .oldest(&f, None, 1000)
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        let mut expected: Vec<&Event> = events.iter().filter(|e| f.matches(e)).collect();
+        expected.sort_by_key(|e| key(e));
+        assert_eq!(ids, expected.iter().map(|e| e.id).collect::<Vec<_>>());
+    }
+    migrated.close();
+}
+
+/// Failover: a second server on the database waits as a standby (not listening) and takes over
+/// when the serving one is killed, with everything it acknowledged; the killed one, started
+/// again, is the next standby. A server cut off from the database (its session ended) while the
+/// standby took over does not serve again: its next write answers 503 and it exits 75, since its
+/// in-memory heads are stale (the lease's generation moved on).
+#[tokio::test]
+async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
+    use super::support::{Opts, Server, bootstrap, call, get, json};
+    use reqwest::Method;
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&a_data).unwrap();
+    let token = bootstrap(&a_data);
+    let a = Server::start_in(&a_data, Opts::default());
+    // B has a data directory of its own, A's database and A's secrets key.
+    std::fs::create_dir_all(&b_data).unwrap();
+    std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
+    std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
+    let b = match Server::spawn_in(&b_data, Opts::default()).within(Duration::from_secs(3)) {
+        Ok(_) => panic!("a second server on the database served beside the first"),
+        Err(waiting) => waiting,
+    };
+    let log = std::fs::read_to_string(b_data.with_extension("log")).unwrap();
+    assert!(log.contains("waiting as its standby"), "{log}");
+
+    let create = |s: &Server, name: String| {
+        call(s, &token, Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": name, "spec": {"address": "192.0.2.7"}}))
+            .send()
+    };
+    let mut acked = Vec::new();
+    for i in 0..10 {
+        let name = format!("on-a-{i}");
+        assert_eq!(create(&a, name.clone()).await.unwrap().status(), 201);
+        acked.push(name);
+    }
+    let killed = Instant::now();
+    a.crash();
+    let b = b
+        .within(Duration::from_secs(30))
+        .unwrap_or_else(|b| b.fail());
+    eprintln!("the standby served {:?} after the kill", killed.elapsed());
+    let hosts = get(&b, &token, "/api/v1/hosts?limit=500").await;
+    let names: Vec<&str> = hosts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["name"].as_str())
+        .collect();
+    for name in &acked {
+        assert!(
+            names.contains(&name.as_str()),
+            "{name} lost in the takeover"
+        );
+    }
+    let verified = json(
+        call(&b, &token, Method::POST, "/api/v1/audit:verify")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(verified["intact"], true, "{verified}");
+    assert_eq!(create(&b, "on-b".into()).await.unwrap().status(), 201);
+    let events = get(&b, &token, "/api/v1/events?limit=500").await;
+    assert!(
+        events["items"].as_array().unwrap().len() > acked.len(),
+        "the events A filed and B's own are all there: {events}"
+    );
+    let lease = psql(&b_data, "SELECT holder FROM svc_lease");
+    assert!(lease.contains(&format!("pid {}", b.pid())), "{lease}");
+
+    // A again, as the standby; then B is cut off and A takes over.
+    let a = match Server::spawn_in(&a_data, Opts::default()).within(Duration::from_secs(3)) {
+        Ok(_) => panic!("the restarted server served beside the new one"),
+        Err(waiting) => waiting,
+    };
+    psql(
+        &b_data,
+        "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+         WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.granted \
+         AND l.classid = 21334 AND l.objid = 1124073474",
+    );
+    let a = a
+        .within(Duration::from_secs(30))
+        .unwrap_or_else(|a| a.fail());
+    let refused = create(&b, "on-b-after-the-cut".into()).await.unwrap();
+    assert_eq!(refused.status(), 503, "a server cut off must not write");
+    let status = b.exits_within(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(75), "it steps down: {status:?}");
+    let hosts = get(&a, &token, "/api/v1/hosts?limit=500").await;
+    let names: Vec<&str> = hosts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"on-b") && !names.contains(&"on-b-after-the-cut"),
+        "{names:?}"
+    );
 }

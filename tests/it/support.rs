@@ -85,6 +85,14 @@ impl Server {
 
     /// Starts a server on an existing data dir (restarts, crash tests).
     pub fn start_in(data: &Path, opts: Opts) -> Server {
+        match Self::spawn_in(data, opts).within(Duration::from_secs(30)) {
+            Ok(server) => server,
+            Err(starting) => starting.fail(),
+        }
+    }
+
+    /// Starts a server on an existing data dir without waiting for it to listen (a standby).
+    pub fn spawn_in(data: &Path, opts: Opts) -> Starting {
         std::fs::create_dir_all(data).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -120,20 +128,10 @@ impl Server {
                 }
             }
         });
-        let base = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(b) => b,
-            Err(_) => {
-                let _ = child.kill();
-                let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
-                panic!("server did not start; log:\n{log}");
-            }
-        };
-        Server {
+        Starting {
             child: Some(child),
-            base,
             data: data.to_path_buf(),
-            _dir: None,
-            http: client(),
+            listening: rx,
         }
     }
 
@@ -149,7 +147,7 @@ impl Server {
         std::fs::read_to_string(self.data.with_extension("log")).unwrap_or_default()
     }
 
-    fn pid(&self) -> i32 {
+    pub fn pid(&self) -> i32 {
         self.child.as_ref().unwrap().id() as i32
     }
 
@@ -173,11 +171,56 @@ impl Server {
         self.stop_keeping_data().start(Opts::default())
     }
 
+    /// Waits for the server to end on its own; its exit status.
+    pub fn exits_within(mut self, limit: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().unwrap();
+        wait_with_timeout(&mut child, limit)
+    }
+
     /// kill -9: no chance to flush anything.
     pub fn crash(mut self) {
         let mut child = self.child.take().unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+}
+
+/// A server process that has not said where it listens yet; dropped, it is killed.
+pub struct Starting {
+    child: Option<Child>,
+    data: PathBuf,
+    listening: mpsc::Receiver<String>,
+}
+
+impl Starting {
+    /// The server, once it listens within `limit`; else still starting.
+    pub fn within(mut self, limit: Duration) -> Result<Server, Starting> {
+        match self.listening.recv_timeout(limit) {
+            Ok(base) => Ok(Server {
+                child: self.child.take(),
+                base,
+                data: self.data.clone(),
+                _dir: None,
+                http: client(),
+            }),
+            Err(_) => Err(self),
+        }
+    }
+
+    /// Kills it and fails the test with its log.
+    pub fn fail(self) -> ! {
+        let log = std::fs::read_to_string(self.data.with_extension("log")).unwrap_or_default();
+        drop(self);
+        panic!("server did not start; log:\n{log}");
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -283,22 +326,27 @@ pub async fn assert_problem(res: reqwest::Response, status: u16, code: &str) -> 
 
 /// Opens the store of the stopped server on `data` in this process, on the backend the
 /// servers of this run use.
-pub fn open_store(data: &Path) -> std::sync::Arc<svc::store::Store> {
-    let clock = std::sync::Arc::new(svc::runtime::clock::SystemClock);
+/// Where the store of a server on `data` lives in this run: its data directory, or its
+/// database when the suite runs on PostgreSQL.
+pub fn backing(data: &Path) -> svc::store::Backing {
     #[cfg(feature = "postgres")]
-    let backing = if super::postgres::enabled() {
-        svc::store::Backing::Postgres(svc::store::kv::pg::Target {
+    if super::postgres::enabled() {
+        return svc::store::Backing::Postgres(svc::store::kv::pg::Target {
             url: super::postgres::url_for(data),
             tls_mode: "disable".into(),
             ca_file: None,
             pool_size: 2,
-        })
-    } else {
-        svc::store::Backing::File
-    };
+            standby: false,
+        });
+    }
     #[cfg(not(feature = "postgres"))]
-    let backing = svc::store::Backing::File;
-    svc::store::Store::open_on(data, clock, backing).unwrap()
+    let _ = data;
+    svc::store::Backing::File
+}
+
+pub fn open_store(data: &Path) -> std::sync::Arc<svc::store::Store> {
+    let clock = std::sync::Arc::new(svc::runtime::clock::SystemClock);
+    svc::store::Store::open_on(data, clock, backing(data)).unwrap()
 }
 
 pub fn assert_uuid_v7(s: &str) {

@@ -28,16 +28,25 @@ mod tls;
 /// The advisory lock a group of writes holds: one writer at a time across every process.
 const WRITER_LOCK: i64 = 0x5356_4300_0001;
 
-/// The advisory lock the serving process holds for as long as it lives: one process per
-/// database until the consumers run once across several (issue 40); the in-memory heads (the
-/// audit chain's, the journal's sequence) assume they are the only writer.
+/// The advisory lock the serving process holds for as long as its writer's session lives: one
+/// process serves a database, others wait on this lock as standbys. The in-memory heads (the
+/// audit chain's, the journal's sequence) assume their process is the only writer, so a process
+/// whose session ended does not serve again once another has taken the lease (its generation).
 const INSTANCE_LOCK: i64 = 0x5356_4300_0002;
+
+/// A standby that lost its connection tries again after this long, doubling up to the most.
+const STANDBY_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const STANDBY_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Rows fetched per round trip while walking a range.
 const PAGE: i64 = 256;
 
 /// The schema of the PostgreSQL backend, forward-only, each step in its own transaction.
-const MIGRATIONS: &[(i32, &str)] = &[(1, "key-value tables for every table of the store")];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, "key-value tables for every table of the store"),
+    (2, "events, range-partitioned by month"),
+    (3, "the lease of the serving process"),
+];
 
 /// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
 #[derive(Clone)]
@@ -49,10 +58,13 @@ pub struct Target {
     pub tls_mode: String,
     pub ca_file: Option<String>,
     pub pool_size: usize,
+    /// Whether opening waits, as a standby, while another process serves the database (`svc
+    /// serve`), rather than answering `Locked` (the commands that must not wait).
+    pub standby: bool,
 }
 
 /// One connection, with the statements it has prepared.
-pub(super) struct Conn {
+pub(in crate::store) struct Conn {
     client: Client,
     statements: HashMap<String, Statement>,
 }
@@ -67,7 +79,7 @@ impl Conn {
         Ok(s)
     }
 
-    fn query(
+    pub(in crate::store) fn query(
         &mut self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
@@ -76,12 +88,16 @@ impl Conn {
         block_on(self.client.query(&s, params)).map_err(from_pg)
     }
 
-    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+    pub(in crate::store) fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
         let s = self.statement(sql)?;
         block_on(self.client.execute(&s, params)).map_err(from_pg)
     }
 
-    fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+    pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
         block_on(self.client.batch_execute(sql)).map_err(from_pg)
     }
 }
@@ -102,7 +118,12 @@ fn from_pg(e: tokio_postgres::Error) -> StoreError {
         why.push_str(&format!(": {c}"));
         cause = c.source();
     }
-    if e.is_closed() || e.code().is_none() {
+    // Class 08 (connection exception) and 57P (the server shutting down, or an administrator
+    // ending the session) are the database going away, not a wrong statement.
+    let gone = e
+        .code()
+        .is_none_or(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+    if e.is_closed() || gone {
         StoreError::Unavailable(why)
     } else {
         StoreError::Internal(why)
@@ -112,6 +133,8 @@ fn from_pg(e: tokio_postgres::Error) -> StoreError {
 /// The connections of one store: the writer's, and the readers' pool.
 pub struct Pool {
     target: Target,
+    /// The lease's generation this process took the database at.
+    pub generation: i64,
     /// The TLS client every connection uses (its roots read once, at open).
     tls: tls::Connector,
     writer: Shared,
@@ -122,26 +145,74 @@ pub struct Pool {
 
 impl Pool {
     /// Connects the writer, applies the schema's pending migrations and takes the database for
-    /// this process (`Locked` while another serves it).
-    pub fn open(target: Target) -> Result<Pool, StoreError> {
+    /// this process: at once, or `Locked` while another serves it, unless `wait` (a standby),
+    /// which waits for the serving process's session to end. Taking it counts the lease's
+    /// generation up: the fencing token a process that lost its session compares.
+    pub fn open(target: Target, wait: bool) -> Result<Pool, StoreError> {
         let tls =
             tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
-        let mut writer = connect(&target, &tls)?;
+        let (mut retry, mut standing_by) = (STANDBY_RETRY_FIRST, false);
+        let mut writer = loop {
+            match Self::take(&target, &tls, wait, &mut standing_by) {
+                Err(StoreError::Unavailable(why)) if standing_by => {
+                    // A standby outlives the database's restarts without starting to serve.
+                    tracing::warn!(%why, ?retry, "standby lost the database; connecting again");
+                    let pause = io_runtime()?.spawn(tokio::time::sleep(retry));
+                    block_on(pause).map_err(|e| StoreError::Internal(e.to_string()))?;
+                    retry = (retry * 2).min(STANDBY_RETRY_MAX);
+                }
+                taken => break taken?,
+            }
+        };
+        let generation = writer
+            .query(
+                "UPDATE svc_lease SET generation = generation + 1, holder = $1, since = now() \
+                 RETURNING generation",
+                &[&holder_name()],
+            )?
+            .first()
+            .map(|r| r.get::<_, i64>(0))
+            .ok_or_else(|| StoreError::Corrupt("svc_lease has no row".into()))?;
+        Ok(Pool {
+            target,
+            tls,
+            generation,
+            writer: Arc::new(Mutex::new(writer)),
+            in_group: Mutex::new(false),
+            readers: Mutex::default(),
+        })
+    }
+
+    /// A writer's connection holding the instance lock, waited for when `wait` (and then
+    /// `standing_by` says so, for good).
+    fn take(
+        target: &Target,
+        tls: &tls::Connector,
+        wait: bool,
+        standing_by: &mut bool,
+    ) -> Result<Conn, StoreError> {
+        let mut writer = connect(target, tls)?;
         migrate(&mut writer)?;
         let held = writer.query(
             &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
             &[],
         )?;
         if !held.first().is_some_and(|r| r.get::<_, bool>(0)) {
-            return Err(StoreError::Locked);
+            if !wait {
+                return Err(StoreError::Locked);
+            }
+            let lease = writer.query("SELECT holder, since::text FROM svc_lease", &[])?;
+            let (holder, since) = lease
+                .first()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .unwrap_or_default();
+            tracing::warn!(%holder, %since, "another process serves this database; waiting as its standby to take over when its session ends");
+            *standing_by = true;
+            // PostgreSQL grants the lock the moment the holder's session ends: no polling.
+            writer.batch(&format!("SELECT pg_advisory_lock({INSTANCE_LOCK})"))?;
+            tracing::info!(previous = %holder, "took over the database");
         }
-        Ok(Pool {
-            target,
-            tls,
-            writer: Arc::new(Mutex::new(writer)),
-            in_group: Mutex::new(false),
-            readers: Mutex::default(),
-        })
+        Ok(writer)
     }
 
     /// A write of the current group, under its own savepoint; the first opens the group.
@@ -185,6 +256,43 @@ impl Pool {
     }
 }
 
+/// Connections to the database for work beside the key-value tables (the event partitions):
+/// each call takes an idle one or connects, and gives it back unless it broke.
+pub(in crate::store) struct Connections {
+    target: Target,
+    tls: tls::Connector,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Connections {
+    pub(in crate::store) fn open(target: &Target) -> Result<Self, StoreError> {
+        let tls =
+            tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+        Ok(Self {
+            target: target.clone(),
+            tls,
+            idle: Mutex::default(),
+        })
+    }
+
+    pub(in crate::store) fn with<T>(
+        &self,
+        work: impl FnOnce(&mut Conn) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut conn = match idle {
+            Some(c) if !c.client.is_closed() => c,
+            _ => connect(&self.target, &self.tls)?,
+        };
+        let out = work(&mut conn);
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if !conn.client.is_closed() && idle.len() < self.target.pool_size.max(1) {
+            idle.push(conn);
+        }
+        out
+    }
+}
+
 fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
     use tokio_postgres::config::SslMode;
     let mut config: tokio_postgres::Config = target
@@ -200,6 +308,12 @@ fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
     };
     config.application_name("svc");
     config.connect_timeout(std::time::Duration::from_secs(10));
+    // A database (or a network) gone silent fails a call within half a minute instead of the
+    // kernel's quarter of an hour: the store goes offline and a cut-off server steps down.
+    config.keepalives_idle(std::time::Duration::from_secs(10));
+    config.keepalives_interval(std::time::Duration::from_secs(5));
+    config.keepalives_retries(3);
+    config.tcp_user_timeout(std::time::Duration::from_secs(30));
     let tls = tls.clone();
     let runtime = io_runtime()?;
     let connecting = runtime.spawn(async move {
@@ -322,8 +436,49 @@ fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
             )
             .map(drop)
         }
+        // Keys as the month files' are (tenant, time, id), so a page reads one index range;
+        // the other indexes serve the filters the month files index. Times are milliseconds,
+        // the partition key: each month is a partition `events_YYYYMM` made as it is first
+        // written (and the next one with it), dropped whole by retention.
+        2 => conn.batch(
+            "CREATE TABLE events (
+                tenant uuid NOT NULL,
+                ts bigint NOT NULL,
+                id uuid NOT NULL,
+                object_id uuid,
+                source_id text,
+                type smallint NOT NULL,
+                severity text,
+                site text,
+                body bytea NOT NULL,
+                PRIMARY KEY (tenant, ts, id)
+            ) PARTITION BY RANGE (ts);
+            CREATE INDEX events_by_object ON events (tenant, object_id, ts, id) WHERE object_id IS NOT NULL;
+            CREATE INDEX events_by_source ON events (tenant, source_id, ts, id) WHERE source_id IS NOT NULL;
+            CREATE INDEX events_by_type ON events (tenant, type, ts, id);",
+        ),
+        // One row: who serves the database and since when, and how many times it has been
+        // taken (the fencing token).
+        3 => conn.batch(
+            "CREATE TABLE svc_lease (
+                only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+                generation bigint NOT NULL,
+                holder text NOT NULL,
+                since timestamptz NOT NULL
+            );
+            INSERT INTO svc_lease VALUES (true, 0, '', now());",
+        ),
         other => Err(StoreError::Internal(format!("no migration {other}"))),
     }
+}
+
+/// Who holds the lease, for the standby's log and the lease row: host and process.
+fn holder_name() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    format!("{host} pid {}", std::process::id())
 }
 
 /// The PostgreSQL table of a store table (names are the store's own constants).
