@@ -9,7 +9,9 @@
 //! `prometheus-alertmanager`): alerts per second accepted, and p50/p99 from the post to the
 //! alert readable on `GET /api/v2/alerts`.
 //!
-//! Run: `cargo bench --bench alerts`.
+//! Run: `cargo bench --bench alerts`; with `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…` the server
+//! keeps its store in that (empty) PostgreSQL database, and a second process waits on it as the
+//! standby throughout.
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -284,8 +286,29 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let token = common::bootstrap(&data);
-    let (mut child, base) = common::start(&data, false);
+    let main_env = common::main_storage();
+    let token = common::bootstrap_in(&data, &main_env);
+    let (mut child, base) = common::start_in(&data, "127.0.0.1:0", false, &[], &main_env);
+    // On PostgreSQL, a second process on the database: it waits as the standby meanwhile.
+    let mut standby = (!main_env.is_empty()).then(|| {
+        println!("a second svc process waits as the standby on the same database");
+        Command::new(common::bin())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--tls",
+                "off",
+                "--data-dir",
+            ])
+            .arg(dir.path().join("standby"))
+            .envs(main_env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("SVC_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the standby")
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -319,6 +342,11 @@ fn main() {
         println!("  results with rules:    {with:>9.0} results/s ({:+.1} %)", (with / without - 1.0) * 100.0);
         println!("  state changes evaluated by the alert engine (to caught up): {evaluated:>9.0} events/s");
         println!("  result accepted to alert readable: p50 {p50:.1} ms, p99 {p99:.1} ms ({LATENCY_SAMPLES} samples)");
+        // The standby first: it would take over from the killed server.
+        if let Some(standby) = standby.as_mut() {
+            let _ = standby.kill();
+            let _ = standby.wait();
+        }
         let _ = child.kill();
         let _ = child.wait();
         match start_alertmanager(&dir.path().join("alertmanager")) {

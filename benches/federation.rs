@@ -4,7 +4,8 @@
 //! connection of the uplink until the backlog is gone, and the edge's resident memory while it
 //! replays (sampled every 100 ms).
 //!
-//! Run: `cargo bench --bench federation`.
+//! Run: `cargo bench --bench federation`; with `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…` the
+//! main keeps its store in that (empty) PostgreSQL database.
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -67,10 +68,11 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let (main_data, edge_data) = (dir.path().join("main"), dir.path().join("edge"));
-    let main_token = common::bootstrap(&main_data);
+    let main_env = common::main_storage();
+    let main_token = common::bootstrap_in(&main_data, &main_env);
     let edge_token = common::bootstrap(&edge_data);
     let listen = format!("127.0.0.1:{}", free_port());
-    let (mut main, main_base) = common::start_at(&main_data, &listen, false, &[]);
+    let (mut main, main_base) = common::start_in(&main_data, &listen, false, &[], &main_env);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -101,7 +103,7 @@ fn main() {
         let pending = get(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
         println!("backlog on the edge: {} forwardable events pending (counted up to 10,000), main down; edge RSS {:.1} MiB", pending["forward"]["pending"], common::rss_mb(edge.id()));
 
-        let (mut main, _) = common::start_at(&main_data, &listen, false, &[]);
+        let (mut main, _) = common::start_in(&main_data, &listen, false, &[], &main_env);
         let edge_pid = edge.id();
         let (mut first, mut t0) = (None::<(u64, Instant)>, Instant::now());
         let mut peak_rss: f64 = 0.0;

@@ -14,9 +14,28 @@ pub fn bin() -> String {
 
 /// `svc bootstrap` on `data`: the bootstrap-admin secret.
 pub fn bootstrap(data: &Path) -> String {
+    bootstrap_in(data, &[])
+}
+
+/// The environment of a main server whose store is in PostgreSQL: `SVC_BENCH_MAIN_POSTGRES_URL`
+/// (benches that run a main and an edge; the edge keeps redb). Empty when unset.
+pub fn main_storage() -> Vec<(&'static str, String)> {
+    std::env::var("SVC_BENCH_MAIN_POSTGRES_URL")
+        .map(|url| {
+            vec![
+                ("SERVICE_STORAGE_BACKEND", "postgres".to_string()),
+                ("SERVICE_STORAGE_POSTGRES_URL", url),
+            ]
+        })
+        .unwrap_or_default()
+}
+
+/// `bootstrap` with more environment (`main_storage`).
+pub fn bootstrap_in(data: &Path, env: &[(&str, String)]) -> String {
     let out = Command::new(bin())
         .args(["bootstrap", "--data-dir"])
         .arg(data)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .expect("bootstrap");
     let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -40,10 +59,22 @@ pub fn start_with(data: &Path, seed_admin: bool, args: &[String]) -> (Child, Str
 
 /// The same on a given listen address (a server that must come back on its port).
 pub fn start_at(data: &Path, listen: &str, seed_admin: bool, args: &[String]) -> (Child, String) {
+    start_in(data, listen, seed_admin, args, &[])
+}
+
+/// `start_at` with more environment (`main_storage`).
+pub fn start_in(
+    data: &Path,
+    listen: &str,
+    seed_admin: bool,
+    args: &[String],
+    env: &[(&str, String)],
+) -> (Child, String) {
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--listen", listen, "--tls", "off", "--data-dir"])
         .arg(data)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("SVC_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

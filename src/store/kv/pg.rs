@@ -192,7 +192,6 @@ impl Pool {
         standing_by: &mut bool,
     ) -> Result<Conn, StoreError> {
         let mut writer = connect(target, tls)?;
-        migrate(&mut writer)?;
         let held = writer.query(
             &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
             &[],
@@ -201,10 +200,14 @@ impl Pool {
             if !wait {
                 return Err(StoreError::Locked);
             }
-            let lease = writer.query("SELECT holder, since::text FROM svc_lease", &[])?;
-            let (holder, since) = lease
-                .first()
-                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+            // A serving process older than the lease table has no row to show.
+            let (holder, since) = writer
+                .query("SELECT holder, since::text FROM svc_lease", &[])
+                .ok()
+                .and_then(|rows| {
+                    rows.first()
+                        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                })
                 .unwrap_or_default();
             tracing::warn!(%holder, %since, "another process serves this database; waiting as its standby to take over when its session ends");
             *standing_by = true;
@@ -212,6 +215,9 @@ impl Pool {
             writer.batch(&format!("SELECT pg_advisory_lock({INSTANCE_LOCK})"))?;
             tracing::info!(previous = %holder, "took over the database");
         }
+        // Only the process that serves migrates: a standby of a newer version changes nothing
+        // under the older one it waits for.
+        migrate(&mut writer)?;
         Ok(writer)
     }
 
