@@ -8,7 +8,7 @@ use tokio::sync::Notify;
 
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 /// The exit status of a process another took the database from (`EX_TEMPFAIL`).
-pub const EXIT_SUPERSEDED: i32 = 75;
+const EXIT_SUPERSEDED: i32 = 75;
 
 pub struct RecoveryWorker {
     store: Arc<Store>,

@@ -28,18 +28,6 @@ async fn slugs(s: &Server, token: &str) -> BTreeSet<String> {
         .collect()
 }
 
-async fn assert_chain_intact(s: &Server, token: &str) {
-    let v = json(
-        call(s, token, Method::POST, "/api/v1/audit:verify")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
-    assert_eq!(v["intact"], true, "{v}");
-}
-
 /// A writer creating resources at `path` (the `i`th named `name(i)`, with the body `body` makes
 /// of the name) until told to stop or the server is gone; returns the names acknowledged 201.
 fn spawn_creator(

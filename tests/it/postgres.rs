@@ -451,12 +451,15 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
             },
         ]
     };
-    let key = |e: &Event| (e.ts.as_millis(), e.id);
+    // The ids of the events `filter` matches, in time order: what every read must answer.
+    let expected_ids = |filter: &EventFilter| -> Vec<Uuid> {
+        let mut matched: Vec<&Event> = events.iter().filter(|e| filter.matches(e)).collect();
+        matched.sort_by_key(|e| (e.ts.as_millis(), e.id));
+        matched.iter().map(|e| e.id).collect()
+    };
     for tenant in tenants {
         for filter in filters(tenant) {
-            let mut expected: Vec<&Event> = events.iter().filter(|e| filter.matches(e)).collect();
-            expected.sort_by_key(|e| key(e));
-            let expected: Vec<Uuid> = expected.iter().map(|e| e.id).collect();
+            let expected = expected_ids(&filter);
             assert!(!expected.is_empty(), "{filter:?} matches some");
             for store in [&pg, &files] {
                 // Oldest first, seven to a page, each page after the last one's position.
@@ -564,9 +567,7 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
             .iter()
             .map(|e| e.id)
             .collect();
-        let mut expected: Vec<&Event> = events.iter().filter(|e| f.matches(e)).collect();
-        expected.sort_by_key(|e| key(e));
-        assert_eq!(ids, expected.iter().map(|e| e.id).collect::<Vec<_>>());
+        assert_eq!(ids, expected_ids(&f));
     }
     migrated.close();
 }
@@ -578,7 +579,7 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
 /// in-memory heads are stale (the lease's generation moved on).
 #[tokio::test]
 async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
-    use super::support::{Opts, Server, bootstrap, call, get, json};
+    use super::support::{Opts, Server, assert_chain_intact, bootstrap, call, get, host_names};
     use reqwest::Method;
     use serde_json::json;
     use std::time::{Duration, Instant};
@@ -619,28 +620,11 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
         .within(Duration::from_secs(30))
         .unwrap_or_else(|b| b.fail());
     eprintln!("the standby served {:?} after the kill", killed.elapsed());
-    let hosts = get(&b, &token, "/api/v1/hosts?limit=500").await;
-    let names: Vec<&str> = hosts["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|h| h["name"].as_str())
-        .collect();
+    let names = host_names(&b, &token).await;
     for name in &acked {
-        assert!(
-            names.contains(&name.as_str()),
-            "{name} lost in the takeover"
-        );
+        assert!(names.contains(name), "{name} lost in the takeover");
     }
-    let verified = json(
-        call(&b, &token, Method::POST, "/api/v1/audit:verify")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
-    assert_eq!(verified["intact"], true, "{verified}");
+    assert_chain_intact(&b, &token).await;
     assert_eq!(create(&b, "on-b".into()).await.unwrap().status(), 201);
     let events = get(&b, &token, "/api/v1/events?limit=500").await;
     assert!(
@@ -668,15 +652,9 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     assert_eq!(refused.status(), 503, "a server cut off must not write");
     let status = b.exits_within(Duration::from_secs(30));
     assert_eq!(status.code(), Some(75), "it steps down: {status:?}");
-    let hosts = get(&a, &token, "/api/v1/hosts?limit=500").await;
-    let names: Vec<&str> = hosts["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|h| h["name"].as_str())
-        .collect();
+    let names = host_names(&a, &token).await;
     assert!(
-        names.contains(&"on-b") && !names.contains(&"on-b-after-the-cut"),
+        names.iter().any(|n| n == "on-b") && !names.iter().any(|n| n == "on-b-after-the-cut"),
         "{names:?}"
     );
 }

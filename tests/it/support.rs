@@ -349,6 +349,29 @@ pub fn open_store(data: &Path) -> std::sync::Arc<svc::store::Store> {
     svc::store::Store::open_on(data, clock, backing(data)).unwrap()
 }
 
+/// Asserts that the server's audit chain verifies.
+pub async fn assert_chain_intact(s: &Server, token: &str) {
+    let v = json(
+        call(s, token, reqwest::Method::POST, "/api/v1/audit:verify")
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(v["intact"], true, "{v}");
+}
+
+/// The names of the first 500 hosts the server lists.
+pub async fn host_names(s: &Server, token: &str) -> Vec<String> {
+    get(s, token, "/api/v1/hosts?limit=500").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 pub fn assert_uuid_v7(s: &str) {
     let id = uuid::Uuid::parse_str(s).unwrap();
     assert_eq!(id.get_version_num(), 7, "{s}");
