@@ -231,19 +231,15 @@ impl EventStore {
         Self::start(Backend::Files(MonthFiles::new(dir)))
     }
 
-    /// The event store in the PostgreSQL database `target` names (its partitioned table made
-    /// by the schema's migrations, which opening the main store applied).
-    #[cfg(feature = "postgres")]
-    pub fn open_on_postgres(target: &super::kv::pg::Target) -> Result<Arc<EventStore>, StoreError> {
-        Self::start(Backend::Postgres(pg::Partitions::open(target)?))
-    }
-
-    /// The event store of a backing: the data directory's month files, or PostgreSQL's.
+    /// The event store of a backing: the data directory's month files, or PostgreSQL's (its
+    /// partitioned table made by the schema's migrations, which opening the main store applied).
     pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<EventStore>, StoreError> {
         match backing {
             super::Backing::File => Self::open(dir),
             #[cfg(feature = "postgres")]
-            super::Backing::Postgres(target) => Self::open_on_postgres(target),
+            super::Backing::Postgres(target) => {
+                Self::start(Backend::Postgres(pg::Partitions::open(target)?))
+            }
         }
     }
 
@@ -272,14 +268,9 @@ impl EventStore {
                         target.commit(month, &rows)
                     })?;
                 }
+                // Filed, so each file is complete; they close as `target` goes.
                 target.file_object_keys(true);
-                let names = target.months().into_iter().map(file_name).collect();
-                target
-                    .files
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clear();
-                Ok(names)
+                Ok(target.months().into_iter().map(file_name).collect())
             }
         }
     }
