@@ -56,8 +56,8 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
-    /// Move the main database of a stopped server's data directory (redb) into an empty
-    /// PostgreSQL database, and verify its audit chain there. Example: `svc migrate
+    /// Move the main database of a stopped server's data directory (redb), its events and
+    /// metric series into an empty PostgreSQL database, and verify its audit chain there. Example: `svc migrate
     /// --from-data-dir /var/lib/svc --to postgres://svc@db/svc`.
     #[cfg(feature = "postgres")]
     Migrate {

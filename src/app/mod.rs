@@ -319,7 +319,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         clock.clone(),
         metrics.clone(),
     ));
-    let metric_store = MetricsStore::open(&config.data_dir)?;
+    let metric_store = MetricsStore::open_on(&config.data_dir, &backing)?;
     let catalog = Catalog::new(store.clone());
     supervisor.spawn(MetricsRetention {
         metrics: metric_store.clone(),
@@ -566,10 +566,10 @@ pub async fn bootstrap(config: &Config) -> Result<String, AppError> {
         .map_err(|e| AppError::Internal(e.to_string()))
 }
 
-/// `svc migrate`: moves the main database of `data_dir` (a redb file) and its event month files
-/// into an empty PostgreSQL database, then opens the store there and verifies the audit chain
-/// it now holds. The metrics, master key and audit checkpoint stay in the data directory, which
-/// the server on PostgreSQL keeps using.
+/// `svc migrate`: moves the main database of `data_dir` (a redb file), its event month files
+/// and its metric file into an empty PostgreSQL database, then opens the store there and
+/// verifies the audit chain it now holds. The master key and audit checkpoint stay in the data
+/// directory, which the server on PostgreSQL keeps using.
 #[cfg(feature = "postgres")]
 pub async fn migrate(
     data_dir: &Path,
@@ -578,7 +578,7 @@ pub async fn migrate(
     lock_data_dir(data_dir)?;
     let dir = data_dir.to_path_buf();
     let to = target.clone();
-    let (copied, events) =
+    let (copied, events, series) =
         tokio::task::spawn_blocking(move || crate::store::copy_to_postgres(&dir, to))
             .await
             .map_err(|e| AppError::Internal(e.to_string()))??;
@@ -590,7 +590,7 @@ pub async fn migrate(
     .map_err(|e| AppError::Internal(e.to_string()))??;
     let verified = verify_then_close(&store, "copied, but on PostgreSQL").await?;
     Ok(format!(
-        "copied {} tables and {events} events of {} into PostgreSQL; audit chain verified ({verified} entries). Start the server with storage.backend: postgres and the same data directory.",
+        "copied {} tables, {events} events and {series} metric series of {} into PostgreSQL; audit chain verified ({verified} entries). Start the server with storage.backend: postgres and the same data directory.",
         copied.len(),
         data_dir.display(),
     ))

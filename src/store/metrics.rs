@@ -10,6 +10,9 @@
 //! files them in sorted bulk once `FILE_AFTER` have gathered or it has been idle for
 //! `FILE_IDLE`: raw rows, the aggregates rolled forward once per series and bucket, and each
 //! series' last value. Opening the file loads the journal, so nothing is lost across a crash.
+//!
+//! On PostgreSQL (`storage.backend: postgres`) the same tables are the database's (`pg`), so a
+//! standby that takes over keeps the history; the writer thread and its batches are the same.
 
 use super::StoreError;
 use super::codec::{decode, encode};
@@ -28,6 +31,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
+
+#[cfg(feature = "postgres")]
+pub(super) mod pg;
 
 pub const FILE: &str = "metrics.redb";
 pub const MAX_SERIES: u64 = 100_000;
@@ -106,7 +112,16 @@ fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
     ))
 }
 
+/// Where the series live.
+enum Backend {
+    /// `metrics.redb` in the data directory (the fields of `MetricsStore` that say so).
+    File,
+    #[cfg(feature = "postgres")]
+    Postgres(pg::Tables),
+}
+
 pub struct MetricsStore {
+    backend: Backend,
     path: PathBuf,
     /// Set once the file is open (at start, or later by the writer thread).
     db: OnceLock<Arc<Database>>,
@@ -272,10 +287,22 @@ impl MetricsStore {
     /// reads answer `Unavailable` and the writer thread keeps trying to open it every second,
     /// holding what is queued meanwhile.
     pub fn open(dir: &Path) -> Result<Arc<MetricsStore>, StoreError> {
+        Self::open_on(dir, &super::Backing::File)
+    }
+
+    /// `open`, with the series in the main database's PostgreSQL when `backing` says so (a
+    /// database that cannot be reached is tried again every second, as a file is).
+    pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<MetricsStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
+        let backend = match backing {
+            super::Backing::File => Backend::File,
+            #[cfg(feature = "postgres")]
+            super::Backing::Postgres(target) => Backend::Postgres(pg::Tables::open(target)?),
+        };
         let path = dir.join(FILE);
         let (writer, inbox) = Writer::new(1024);
         let store = Arc::new(MetricsStore {
+            backend,
             path,
             db: OnceLock::new(),
             writer,
@@ -306,8 +333,15 @@ impl MetricsStore {
     }
 
     /// Opens the file (repairing it after a crash), makes its tables, reads the series index
-    /// and the unfiled journal.
+    /// and the unfiled journal; on PostgreSQL, reads the series index.
     fn load(&self) -> Result<SeriesIndex, StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            let index = tables.load()?;
+            self.series
+                .store(index.by_key.len() as u64, Ordering::Relaxed);
+            return Ok(index);
+        }
         let mut builder = Database::builder();
         builder.set_cache_size(CACHE_BYTES);
         let db = builder.create(&self.path).map_err(StoreError::from_open)?;
@@ -377,6 +411,11 @@ impl MetricsStore {
 
     /// Snapshots the metric database into `dir` for a backup; `None` while it is not open.
     pub fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            tables.write_file(&dir.join(FILE))?;
+            return Ok(Some(FILE.to_string()));
+        }
         let Ok(db) = self.db() else {
             return Ok(None);
         };
@@ -501,6 +540,14 @@ impl MetricsStore {
 
     /// Journals the samples of known series, creating new series up to the cap.
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            let refused = tables.commit(samples, index)?;
+            self.series
+                .store(index.by_key.len() as u64, Ordering::Relaxed);
+            self.refused.fetch_add(refused, Ordering::Relaxed);
+            return Ok(());
+        }
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         // New series and changed units reach the index once the commit holds.
@@ -681,6 +728,13 @@ impl MetricsStore {
 
     /// Runs with nothing unfiled (the caller files first).
     fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            let removed = tables.remove_expired(p, index)?;
+            self.series
+                .store(index.by_key.len() as u64, Ordering::Relaxed);
+            return Ok(removed);
+        }
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         let last_id = counter(&tx, "next_series_id")?;
@@ -741,6 +795,10 @@ impl MetricsStore {
 
     /// The series of one object, by metric name.
     pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            return tables.series_of(tenant, object);
+        }
         let unfiled = self.unfiled_copy();
         let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let t = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
@@ -772,6 +830,10 @@ impl MetricsStore {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backend::Postgres(tables) = &self.backend {
+            return tables.points(tenant, object, metric, tier, from_ms, to_ms);
+        }
         let copy = self.unfiled_copy();
         let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
@@ -779,12 +841,13 @@ impl MetricsStore {
             return Ok(None);
         };
         let id = info.id;
-        let unfiled: Vec<Point> = copy
-            .of(id, &tx)?
+        // The series' last value is its newest sample's, whatever range is asked for.
+        let unfiled = copy.of(id, &tx)?;
+        latest(&mut info, &unfiled);
+        let unfiled: Vec<Point> = unfiled
             .into_iter()
             .filter(|p| p.ms >= tier.bucket(from_ms) && p.ms < to_ms)
             .collect();
-        latest(&mut info, &unfiled);
         let range = (id, tier.bucket(from_ms))..(id, to_ms);
         let mut out: BTreeMap<i64, Agg> = BTreeMap::new();
         match tier {
@@ -960,6 +1023,14 @@ mod tests {
             .unwrap()
             .1;
         assert_eq!(raw.len(), 2);
+        let (before_it, _) = store
+            .points(tenant, object, "rta", Tier::Raw, now, now + 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            before_it.last, 2.0,
+            "the last value is the newest sample's, outside the range asked for too"
+        );
         store.close();
         drop(store);
         // A commit journaled just before a crash: its samples are in the journal only.

@@ -165,13 +165,14 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 
 /// Copies the redb store of `data_dir` into the empty PostgreSQL database of `target` (`svc
 /// migrate`): every table, from one snapshot, in one transaction, then the event month files
-/// into the event partitions; the names of the tables and the number of events. Refuses a
+/// into the event partitions and the metric file into the metric tables; the names of the
+/// tables, the number of events and of metric series. Refuses a
 /// database that already holds a store. Blocking; nothing may have the files open.
 #[cfg(feature = "postgres")]
 pub fn copy_to_postgres(
     data_dir: &Path,
     target: kv::pg::Target,
-) -> Result<(Vec<String>, u64), StoreError> {
+) -> Result<(Vec<String>, u64, u64), StoreError> {
     let file = open_db(&data_dir.join(DB_FILE))?;
     migrations::apply(&file, migrations::MIGRATIONS)?;
     let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target.clone(), false)?));
@@ -191,7 +192,8 @@ pub fn copy_to_postgres(
     to.commit()?;
     postgres.sync()?;
     let events = events::pg::copy_month_files(data_dir, &target)?;
-    Ok((copied, events))
+    let series = metrics::pg::copy_file(data_dir, &target)?;
+    Ok((copied, events, series))
 }
 
 impl Store {

@@ -493,7 +493,7 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
         .await
         .unwrap();
     assert!(res.status().is_success());
-    let result = |state: &str| json!({"results": [{"host": "plc", "service": "pump", "state": state, "output": state}]});
+    let result = |state: &str| json!({"results": [{"host": "plc", "service": "pump", "state": state, "output": format!("{state} | level=3.5m")}]});
     let res = call(s, token, Method::POST, "/api/v1/results")
         .json(&result("CRITICAL"))
         .send()
@@ -582,6 +582,25 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
         services["items"][0]["state"]["state"].is_u64(),
         "{services}"
     );
+    // The metric series and its last value came along (on PostgreSQL: out of its tables
+    // into the archive's metric file, and into the new database's tables).
+    let pump = services["items"][0]["id"].as_str().unwrap();
+    let series = json(
+        call(
+            &copy,
+            token,
+            Method::GET,
+            &format!("/api/v1/objects/{pump}/metrics"),
+        )
+        .send()
+        .await
+        .unwrap(),
+        200,
+    )
+    .await;
+    assert_eq!(series["items"][0]["metric"], "level", "{series}");
+    assert_eq!(series["items"][0]["unit"], "m");
+    assert_eq!(series["items"][0]["lastValue"], 3.5);
     let alerts = get("/api/v1/alerts").await;
     assert!(
         alerts["items"]

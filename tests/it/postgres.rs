@@ -577,6 +577,135 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
 /// again, is the next standby. A server cut off from the database (its session ended) while the
 /// standby took over does not serve again: its next write answers 503 and it exits 75, since its
 /// in-memory heads are stale (the lease's generation moved on).
+/// The metric tables answer as the metric file does: the same samples (new series, a unit
+/// that changes, samples of one millisecond, batches that share buckets) give the same series,
+/// raw points and aggregates; retention removes the same rows; a backup writes a metric file
+/// that answers the same again.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn metric_series_live_in_tables_and_answer_as_the_metric_file_does() {
+    use std::collections::HashSet;
+    use svc::model::metric::{DAY_MS, Tier};
+    use svc::store::metrics::{MetricsStore, Prune, Sample};
+    use uuid::Uuid;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (on_pg, on_file) = (dir.path().join("pg"), dir.path().join("file"));
+    std::fs::create_dir_all(&on_pg).unwrap();
+    super::support::open_store(&on_pg).close();
+    let pg = MetricsStore::open_on(&on_pg, &super::support::backing(&on_pg)).unwrap();
+    let file = MetricsStore::open(&on_file).unwrap();
+
+    let tenant = Uuid::from_u128(1);
+    let objects = [
+        Uuid::from_u128(0xa1),
+        Uuid::from_u128(0xa2),
+        Uuid::from_u128(0xa3),
+    ];
+    let start = 1_000 * DAY_MS;
+    // Three days of a sample every 7 minutes per series; whole numbers, so sums are exact
+    // whatever order they are added in.
+    let samples: Vec<Sample> = (0..620i64)
+        .flat_map(|n| {
+            objects.iter().flat_map(move |o| {
+                ["rta", "pl"].map(|metric| Sample {
+                    tenant,
+                    object: *o,
+                    metric: metric.into(),
+                    unit: if metric == "rta" && n >= 300 {
+                        "s"
+                    } else {
+                        "ms"
+                    }
+                    .into(),
+                    // Every tenth sample lands on the millisecond of the one before.
+                    ms: start + (n - i64::from(n % 10 == 9)) * 420_000,
+                    value: ((n * 7) % 23) as f64,
+                })
+            })
+        })
+        .collect();
+    for batch in samples.chunks(101) {
+        let (a, b) = (pg.record(batch.to_vec()), file.record(batch.to_vec()));
+        a.await.unwrap();
+        b.await.unwrap();
+    }
+    let answers = |store: &MetricsStore| {
+        let mut out = Vec::new();
+        for o in objects {
+            let series = store.series_of(tenant, o).unwrap();
+            out.push(format!(
+                "{:?}",
+                series
+                    .iter()
+                    .map(|s| (&s.metric, &s.unit, s.first_ms, s.last_ms, s.last))
+                    .collect::<Vec<_>>()
+            ));
+            for metric in ["rta", "pl", "none"] {
+                for tier in Tier::ALL {
+                    for (from, to) in [(0, i64::MAX), (start + DAY_MS + 1, start + 2 * DAY_MS)] {
+                        let points = store.points(tenant, o, metric, tier, from, to).unwrap();
+                        out.push(format!(
+                            "{o} {metric} {tier:?} {from}: {:?}",
+                            points.map(|(info, p)| (info.last, info.unit, p))
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    };
+    // Answer by answer, so a failure shows the one that differs.
+    let same = |got: Vec<String>, expected: &[String]| {
+        assert_eq!(got.len(), expected.len());
+        for (got, expected) in got.iter().zip(expected) {
+            assert_eq!(got, expected);
+        }
+    };
+    let expected = answers(&file);
+    same(answers(&pg), &expected);
+    assert!(
+        expected.iter().any(|a| a.contains("\"s\"")),
+        "the unit changed"
+    );
+    assert_eq!(pg.stats().series, 6);
+    assert_eq!(
+        psql(&on_pg, "SELECT count(*) FROM metric_raw").trim(),
+        (6 * 620 - 6 * 62).to_string(),
+        "one row per series and millisecond"
+    );
+
+    // A backup's metric file answers the same.
+    let backup = dir.path().join("backup");
+    std::fs::create_dir_all(&backup).unwrap();
+    assert_eq!(
+        pg.snapshot(&backup).unwrap().as_deref(),
+        Some("metrics.redb")
+    );
+    let restored = MetricsStore::open(&backup).unwrap();
+    same(answers(&restored), &expected);
+    restored.close();
+
+    // Retention: raw samples older than 30 days, and the series of an object that is gone.
+    let prune = || Prune {
+        now_ms: start + 32 * DAY_MS,
+        live: Some(HashSet::from([(tenant, objects[0]), (tenant, objects[1])])),
+    };
+    let (a, b) = (pg.prune(prune()), file.prune(prune()));
+    let removed = a.await.unwrap().unwrap();
+    assert_eq!(removed, b.await.unwrap().unwrap());
+    assert!(removed > 0);
+    let expected = answers(&file);
+    assert!(expected[0].contains("rta") && expected.iter().any(|a| a.ends_with("None")));
+    same(answers(&pg), &expected);
+    assert_eq!(pg.stats().series, 4);
+    pg.close();
+    file.close();
+}
+
 #[tokio::test]
 async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     use super::support::{Opts, Server, assert_chain_intact, bootstrap, call, get, host_names};
@@ -614,6 +743,42 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
         assert_eq!(create(&a, name.clone()).await.unwrap().status(), 201);
         acked.push(name);
     }
+    // Metric history, so the takeover shows it kept the series too.
+    let res = call(&a, &token, Method::POST, "/api/v1/services")
+        .json(&json!({"name": "pump", "host": "on-a-0", "spec": {}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let pump = res.json::<serde_json::Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let level = |s: &Server, value: f64| {
+        call(s, &token, Method::POST, "/api/v1/results")
+            .json(&json!({"results": [{"host": "on-a-0", "service": "pump", "state": 0, "output": format!("OK | level={value}m")}]}))
+            .send()
+    };
+    for value in [1.0, 2.0] {
+        assert_eq!(level(&a, value).await.unwrap().status(), 202);
+    }
+    let levels = |s: &Server| {
+        let query = call(s, &token, Method::POST, "/api/v1/metrics/query").json(&json!({
+            "objectId": pump, "metric": "level",
+            "from": jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1),
+            "to": jiff::Timestamp::now() + jiff::SignedDuration::from_mins(1),
+        }));
+        async move {
+            let body: serde_json::Value = query.send().await.unwrap().json().await.unwrap();
+            body["points"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{body}"))
+                .iter()
+                .map(|p| p["v"].as_f64().unwrap())
+                .collect::<Vec<f64>>()
+        }
+    };
+    assert_eq!(levels(&a).await, [1.0, 2.0], "the samples are stored");
     let killed = Instant::now();
     a.crash();
     let b = b
@@ -626,6 +791,12 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     }
     assert_chain_intact(&b, &token).await;
     assert_eq!(create(&b, "on-b".into()).await.unwrap().status(), 201);
+    assert_eq!(level(&b, 3.0).await.unwrap().status(), 202);
+    assert_eq!(
+        levels(&b).await,
+        [1.0, 2.0, 3.0],
+        "the series goes on where A left it"
+    );
     let events = get(&b, &token, "/api/v1/events?limit=500").await;
     assert!(
         events["items"].as_array().unwrap().len() > acked.len(),

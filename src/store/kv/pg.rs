@@ -46,6 +46,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, "key-value tables for every table of the store"),
     (2, "events, range-partitioned by month"),
     (3, "the lease of the serving process"),
+    (
+        4,
+        "metric series, raw samples and their 5-minute and 1-hour aggregates",
+    ),
 ];
 
 /// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
@@ -99,6 +103,23 @@ impl Conn {
 
     pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
         block_on(self.client.batch_execute(sql)).map_err(from_pg)
+    }
+
+    /// Runs `work` in one transaction opened by `begin` (`BEGIN` and its options): committed
+    /// when it succeeds, else rolled back.
+    pub(in crate::store) fn transaction<T>(
+        &mut self,
+        begin: &str,
+        work: impl FnOnce(&mut Conn) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.batch(begin)?;
+        match work(self) {
+            Ok(out) => self.batch("COMMIT").map(|()| out),
+            Err(e) => {
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
     }
 }
 
@@ -473,6 +494,39 @@ fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
                 since timestamptz NOT NULL
             );
             INSERT INTO svc_lease VALUES (true, 0, '', now());",
+        ),
+        // The metric file's tables as columns: a series by tenant, object and name (in byte
+        // order, as the file's keys), its samples by (series, time), and each tier's
+        // aggregates by (series, bucket start).
+        4 => conn.batch(
+            "CREATE TABLE metric_series (
+                id bigserial PRIMARY KEY,
+                tenant uuid NOT NULL,
+                object uuid NOT NULL,
+                metric text COLLATE \"C\" NOT NULL,
+                unit text NOT NULL,
+                first_ms bigint NOT NULL,
+                last_ms bigint NOT NULL,
+                last double precision NOT NULL,
+                UNIQUE (tenant, object, metric)
+            );
+            CREATE TABLE metric_raw (
+                series bigint NOT NULL,
+                ms bigint NOT NULL,
+                value double precision NOT NULL,
+                PRIMARY KEY (series, ms)
+            );
+            CREATE TABLE metric_5m (
+                series bigint NOT NULL,
+                bucket bigint NOT NULL,
+                count bigint NOT NULL,
+                sum double precision NOT NULL,
+                min double precision NOT NULL,
+                max double precision NOT NULL,
+                last double precision NOT NULL,
+                PRIMARY KEY (series, bucket)
+            );
+            CREATE TABLE metric_1h (LIKE metric_5m INCLUDING ALL);",
         ),
         other => Err(StoreError::Internal(format!("no migration {other}"))),
     }
