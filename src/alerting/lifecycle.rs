@@ -412,21 +412,25 @@ fn without_idle_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMat
             _ => None,
         })
         .collect();
-    let mut kept = Vec::with_capacity(matches.len());
-    for m in matches {
-        if let AlertMatch::Clear {
-            tenant, dedup_key, ..
-        } = &m
-        {
-            let live = fired.contains(&(*tenant, dedup_key.clone()))
-                || tx.key_in_use(*tenant, dedup_key)?;
-            if !live {
-                continue;
-            }
-        }
-        kept.push(m);
-    }
-    Ok(kept)
+    let clears: Vec<(Uuid, &str)> = matches
+        .iter()
+        .filter_map(|m| match m {
+            AlertMatch::Clear {
+                tenant, dedup_key, ..
+            } => Some((*tenant, dedup_key.as_str())),
+            _ => None,
+        })
+        .collect();
+    let live: Vec<bool> = clears
+        .iter()
+        .zip(tx.keys_in_use(&clears)?)
+        .map(|((tenant, key), in_use)| in_use || fired.contains(&(*tenant, key.to_string())))
+        .collect();
+    let mut live = live.into_iter();
+    Ok(matches
+        .into_iter()
+        .filter(|m| !matches!(m, AlertMatch::Clear { .. }) || live.next().unwrap_or(false))
+        .collect())
 }
 
 /// What follows a rule's alert opening: its topology cause (then it does not page on its own),

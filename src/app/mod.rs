@@ -512,7 +512,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     // The one line scripts and tests read to find the bound address.
     println!("svc listening on {scheme}://{addr}");
     tracing::info!(%addr, scheme, version = crate::model::VERSION, "listening");
-    systemd::notify("READY=1");
+    // The status replaces a standby's "waiting for the database" in `systemctl status`.
+    systemd::notify(&format!("READY=1\nSTATUS=serving on {scheme}://{addr}"));
     if let Some(every) = systemd::watchdog_interval() {
         supervisor.spawn(Watchdog {
             store: store.clone(),

@@ -1,5 +1,6 @@
 //! The systemd notification protocol (`sd_notify`), without libsystemd: `READY=1` once the
-//! store is open and the listener bound, `WATCHDOG=1` while the service is healthy, `STOPPING=1`
+//! store is open and the listener bound (with a `STATUS` that says where it serves, which
+//! replaces a standby's waiting one), `WATCHDOG=1` while the service is healthy, `STOPPING=1`
 //! when it drains. A datagram to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
 //! namespace); outside systemd there is no socket and every call does nothing.
 

@@ -200,18 +200,14 @@ impl Tx<'_> {
         Ok(out)
     }
 
-    /// Whether an alert holds `dedup_key` or waits for it.
-    pub fn key_in_use(&self, tenant: Uuid, dedup_key: &str) -> Result<bool, StoreError> {
-        let key = active_key(tenant, dedup_key);
-        let held = self
-            .open_table(ACTIVE_ALERT_KEYS)?
-            .get(key.as_slice())?
-            .is_some();
-        Ok(held
-            || self
-                .open_table(PENDING_ALERTS)?
-                .get(key.as_slice())?
-                .is_some())
+    /// Whether an alert holds each (tenant, dedup key) or waits for it, in their order: two
+    /// lookups for them all (a rule with `resolveOnOk` asks for every OK event).
+    pub fn keys_in_use(&self, keys: &[(Uuid, &str)]) -> Result<Vec<bool>, StoreError> {
+        let stored: Vec<Vec<u8>> = keys.iter().map(|(t, k)| active_key(*t, k)).collect();
+        let stored: Vec<&[u8]> = stored.iter().map(Vec::as_slice).collect();
+        let held = self.open_table(ACTIVE_ALERT_KEYS)?.contains_each(&stored)?;
+        let waiting = self.open_table(PENDING_ALERTS)?.contains_each(&stored)?;
+        Ok(held.iter().zip(waiting).map(|(h, w)| *h || w).collect())
     }
 
     /// The alert timers due by `now`, oldest first.

@@ -318,6 +318,10 @@ pub trait Readable<K: Key + 'static, V: Value + 'static> {
 
     fn last(&self) -> Result<Option<Row<'_, K, V>>, StoreError>;
 
+    /// Whether the table holds each of `keys`, in their order: one query on PostgreSQL, where
+    /// `get` is a round trip per key.
+    fn contains_each<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<Vec<bool>, StoreError>;
+
     fn len(&self) -> Result<u64, StoreError>;
 
     fn is_empty(&self) -> Result<bool, StoreError> {
@@ -388,6 +392,19 @@ macro_rules! readable {
                     $inner::Pg(t $(, $pg_extra)?) => t.count(),
                 }
             }
+
+            fn contains_each<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<Vec<bool>, StoreError> {
+                match &self.0 {
+                    $inner::Redb(t) => keys
+                        .iter()
+                        .map(|k| t.get(k).map(|v| v.is_some()).map_err(StoreError::from_redb))
+                        .collect(),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => {
+                        t.contains_each(keys.iter().map(|k| t.ordered(k)).collect())
+                    }
+                }
+            }
         }
     };
 }
@@ -396,8 +413,28 @@ readable!(Table, TableInner, 't; _);
 readable!(ReadOnlyTable, ReadOnlyInner;);
 
 impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
-    /// Stores `value` under `key`; the value it replaced.
+    /// Stores `value` under `key`. On PostgreSQL the row goes out without waiting for its
+    /// answer, which the write reads as it commits: use `replace` to learn what was there.
     pub fn insert<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<(), StoreError> {
+        match &mut self.0 {
+            TableInner::Redb(t) => t
+                .insert(key, value)
+                .map(drop)
+                .map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t, _) => t.put(
+                t.ordered(key.borrow()),
+                V::as_bytes(value.borrow()).as_ref(),
+            ),
+        }
+    }
+
+    /// Stores `value` under `key`; the value it replaced.
+    pub fn replace<'k, 'v>(
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
@@ -409,7 +446,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
                 .map_err(StoreError::from_redb),
             #[cfg(feature = "postgres")]
             TableInner::Pg(t, _) => t
-                .insert(
+                .replace(
                     t.ordered(key.borrow()),
                     V::as_bytes(value.borrow()).as_ref(),
                 )
@@ -417,8 +454,18 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         }
     }
 
+    /// Removes `key` (on PostgreSQL without waiting, as `insert`): use `take` to learn what
+    /// it held.
+    pub fn remove<'a>(&mut self, key: impl Borrow<K::SelfType<'a>>) -> Result<(), StoreError> {
+        match &mut self.0 {
+            TableInner::Redb(t) => t.remove(key).map(drop).map_err(StoreError::from_redb),
+            #[cfg(feature = "postgres")]
+            TableInner::Pg(t, _) => t.delete(t.ordered(key.borrow())),
+        }
+    }
+
     /// Removes `key`; the value it held.
-    pub fn remove<'a>(
+    pub fn take<'a>(
         &mut self,
         key: impl Borrow<K::SelfType<'a>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
@@ -428,7 +475,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
                 .map(|v| v.map(redb_guard))
                 .map_err(StoreError::from_redb),
             #[cfg(feature = "postgres")]
-            TableInner::Pg(t, _) => t.remove(t.ordered(key.borrow())).map(|v| v.map(fetched)),
+            TableInner::Pg(t, _) => t.take(t.ordered(key.borrow())).map(|v| v.map(fetched)),
         }
     }
 

@@ -45,7 +45,7 @@ fn put_timer(tx: &WriteTx, t: &EscalationTimer) -> Result<(), StoreError> {
 fn drop_timer(tx: &WriteTx, key: &[u8]) -> Result<Option<EscalationTimer>, StoreError> {
     let old: Option<EscalationTimer> = tx
         .open_table(ESCALATIONS)?
-        .remove(key)?
+        .take(key)?
         .map(|v| decode(v.value()))
         .transpose()?;
     if let Some(old) = &old {
@@ -150,7 +150,7 @@ pub(super) fn put_delivery(tx: &WriteTx, d: &Delivery) -> Result<(), StoreError>
 fn take_delivery(tx: &WriteTx, id: Uuid) -> Result<Option<Delivery>, StoreError> {
     let old: Option<Delivery> = tx
         .open_table(DELIVERIES)?
-        .remove(id.as_bytes().as_slice())?
+        .take(id.as_bytes().as_slice())?
         .map(|v| decode(v.value()))
         .transpose()?;
     if let Some(old) = &old {
@@ -241,7 +241,7 @@ impl Tx<'_> {
         let mut key = scoped(tenant, schedule.as_bytes());
         key.extend_from_slice(id.as_bytes());
         self.open_table(OVERRIDES)?
-            .remove(key.as_slice())?
+            .take(key.as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }
@@ -258,7 +258,7 @@ impl Tx<'_> {
     /// Takes a dead letter out of the tenant's dead letters.
     pub fn take_dead_letter(&self, tenant: Uuid, id: Uuid) -> Result<Option<Delivery>, StoreError> {
         self.open_table(DEAD_LETTERS)?
-            .remove(scoped(tenant, id.as_bytes()).as_slice())?
+            .take(scoped(tenant, id.as_bytes()).as_slice())?
             .map(|v| decode(v.value()))
             .transpose()
     }

@@ -27,7 +27,7 @@ impl Tx<'_> {
     pub fn remove_secret(&self, tenant: Uuid, name: &str) -> Result<bool, StoreError> {
         Ok(self
             .open_table(SECRETS)?
-            .remove(scoped(tenant, name.as_bytes()).as_slice())?
+            .take(scoped(tenant, name.as_bytes()).as_slice())?
             .is_some())
     }
 }

@@ -35,7 +35,7 @@ fn put(tx: &WriteTx, t: &StoredToken) -> Result<(), StoreError> {
 fn take(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
     let removed = tx
         .open_table(TOKENS)?
-        .remove(token_key(tenant, id).as_slice())?
+        .take(token_key(tenant, id).as_slice())?
         .map(|row| decode::<StoredToken>(row.value()))
         .transpose()?;
     if let Some(old) = &removed {

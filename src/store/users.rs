@@ -70,7 +70,7 @@ impl Tx<'_> {
     pub fn remove_user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
         let Some(old) = self
             .open_table(USERS)?
-            .remove(user_key(tenant, id).as_slice())?
+            .take(user_key(tenant, id).as_slice())?
             .map(|v| decode::<StoredUser>(v.value()))
             .transpose()?
         else {

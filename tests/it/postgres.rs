@@ -706,6 +706,75 @@ async fn metric_series_live_in_tables_and_answer_as_the_metric_file_does() {
     file.close();
 }
 
+/// A write's row changes go out without waiting for their answers; one the database refuses
+/// fails that write alone (its savepoint rolls back) while the writes grouped with it commit,
+/// and the next writes go on.
+#[tokio::test]
+async fn a_row_the_database_refuses_fails_its_write_alone() {
+    use super::support::{Admin, assert_chain_intact, call, host_names};
+    use reqwest::Method;
+    use serde_json::json;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    psql(
+        &s.data,
+        "CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+         IF position('poison'::bytea in NEW.k) > 0 THEN RAISE EXCEPTION 'poisoned row'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER refuse_poison BEFORE INSERT ON \"kv_object_id_by_name\" \
+         FOR EACH ROW EXECUTE FUNCTION refuse_poison();",
+    );
+    let create = |name: String| {
+        call(s, token, Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": name, "spec": {}}))
+            .send()
+    };
+    // Many at once, so the poisoned write shares its group with others.
+    let names: Vec<String> = (0..40)
+        .map(|i| {
+            if i % 10 == 5 {
+                format!("poison-{i}")
+            } else {
+                format!("fine-{i}")
+            }
+        })
+        .collect();
+    let answers = futures_util::future::join_all(names.iter().cloned().map(create)).await;
+    for (name, res) in names.iter().zip(answers) {
+        let res = res.unwrap();
+        let status = res.status();
+        let body = res.text().await.unwrap();
+        if name.starts_with("poison") {
+            assert_eq!(status, 500, "{name}: {body}");
+            assert!(
+                !body.contains("poisoned row"),
+                "internal errors stay in the log: {body}"
+            );
+        } else {
+            assert_eq!(status, 201, "{name}: {body}");
+        }
+    }
+    let stored = host_names(s, token).await;
+    for name in &names {
+        assert_eq!(
+            stored.contains(name),
+            name.starts_with("fine"),
+            "{name}: {stored:?}"
+        );
+    }
+    assert_eq!(create("fine-after".into()).await.unwrap().status(), 201);
+    assert_chain_intact(s, token).await;
+    let log = std::fs::read_to_string(s.data.with_extension("log")).unwrap();
+    assert!(
+        log.contains("poisoned row"),
+        "the database's reason is logged"
+    );
+}
+
 #[tokio::test]
 async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     use super::support::{Opts, Server, assert_chain_intact, bootstrap, call, get, host_names};

@@ -67,10 +67,22 @@ pub struct Target {
     pub standby: bool,
 }
 
-/// One connection, with the statements it has prepared.
+/// A statement sent and not yet answered.
+type Sent = std::pin::Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
+
+/// Statements sent ahead of their answers at most, before a write waits for them.
+const MAX_SENT: usize = 1024;
+
+/// One connection, with the statements it has prepared and the writes sent on it whose
+/// answers are not read yet.
 pub(in crate::store) struct Conn {
-    client: Client,
+    client: Arc<Client>,
     statements: HashMap<String, Statement>,
+    /// A write's row changes go out without waiting (PostgreSQL answers a connection's
+    /// statements in the order they came, so a later read sees them); their answers are read
+    /// when the write commits (`flush`), so a write costs a round trip per read it makes, not
+    /// per row it changes.
+    sent: Vec<Sent>,
 }
 
 impl Conn {
@@ -78,9 +90,22 @@ impl Conn {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let s = block_on(self.client.prepare(sql)).map_err(from_pg)?;
+        let prepared = block_on(self.client.prepare(sql));
+        let s = self.answered(prepared)?;
         self.statements.insert(sql.to_string(), s.clone());
         Ok(s)
+    }
+
+    /// An answer as the store's; a failure after statements sent ahead is theirs when they
+    /// failed first (the transaction refuses everything after its first error).
+    fn answered<T>(&mut self, answer: Result<T, tokio_postgres::Error>) -> Result<T, StoreError> {
+        match answer {
+            Ok(out) => Ok(out),
+            Err(e) => {
+                self.flush()?;
+                Err(from_pg(e))
+            }
+        }
     }
 
     pub(in crate::store) fn query(
@@ -89,7 +114,8 @@ impl Conn {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let s = self.statement(sql)?;
-        block_on(self.client.query(&s, params)).map_err(from_pg)
+        let answer = block_on(self.client.query(&s, params));
+        self.answered(answer)
     }
 
     pub(in crate::store) fn execute(
@@ -98,11 +124,64 @@ impl Conn {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
         let s = self.statement(sql)?;
-        block_on(self.client.execute(&s, params)).map_err(from_pg)
+        let answer = block_on(self.client.execute(&s, params));
+        self.answered(answer)
     }
 
     pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
-        block_on(self.client.batch_execute(sql)).map_err(from_pg)
+        let answer = block_on(self.client.batch_execute(sql));
+        self.answered(answer)
+    }
+
+    /// Sends a statement of `bytea` parameters without waiting for its answer (`flush` reads
+    /// it).
+    fn send(&mut self, sql: &str, params: Vec<Vec<u8>>) -> Result<(), StoreError> {
+        let s = self.statement(sql)?;
+        let client = self.client.clone();
+        self.sent_ahead(Box::pin(async move {
+            let refs: Vec<&(dyn ToSql + Sync)> =
+                params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+            client.execute(&s, &refs).await.map(drop)
+        }))
+    }
+
+    /// Sends simple statements (a savepoint's) without waiting for their answer.
+    fn send_batch(&mut self, sql: &'static str) -> Result<(), StoreError> {
+        let client = self.client.clone();
+        self.sent_ahead(Box::pin(async move { client.batch_execute(sql).await }))
+    }
+
+    /// Polls `statement` once, which puts it on the connection's queue in order, and keeps it
+    /// for its answer unless that came at once.
+    fn sent_ahead(&mut self, mut statement: Sent) -> Result<(), StoreError> {
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        match statement.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(answer) => return self.answered(answer),
+            Poll::Pending => self.sent.push(statement),
+        }
+        if self.sent.len() >= MAX_SENT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Reads the answers of the statements sent ahead; the first failure among them.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let mut first = Ok(());
+        for statement in std::mem::take(&mut self.sent) {
+            if let Err(e) = block_on(statement)
+                && first.is_ok()
+            {
+                first = Err(from_pg(e));
+            }
+        }
+        first
+    }
+
+    /// Forgets the statements sent ahead (their write rolls back): their answers are dropped
+    /// as they come.
+    fn forget_sent(&mut self) {
+        self.sent.clear();
     }
 
     /// Runs `work` in one transaction opened by `begin` (`BEGIN` and its options): committed
@@ -252,7 +331,7 @@ impl Pool {
             ))?;
             *in_group = true;
         }
-        conn.batch("SAVEPOINT write")?;
+        conn.send_batch("SAVEPOINT write")?;
         Ok(Write {
             conn: self.writer.clone(),
             done: false,
@@ -266,7 +345,12 @@ impl Pool {
             return Ok(());
         }
         *in_group = false;
-        lock(&self.writer).batch(if keep { "COMMIT" } else { "ROLLBACK" })
+        let mut conn = lock(&self.writer);
+        // Every write of the group read its answers as it committed or forgot them as it
+        // rolled back; what is left is a write's that ended neither way.
+        let answered = conn.flush();
+        let ended = conn.batch(if keep { "COMMIT" } else { "ROLLBACK" });
+        answered.and(ended)
     }
 
     pub(super) fn begin_read(self: &Arc<Self>) -> Result<Read, StoreError> {
@@ -353,8 +437,9 @@ fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
         .map_err(|e| StoreError::Internal(e.to_string()))?
         .map_err(from_pg)?;
     Ok(Conn {
-        client,
+        client: Arc::new(client),
         statements: HashMap::new(),
+        sent: Vec::new(),
     })
 }
 
@@ -553,9 +638,16 @@ pub struct Write {
 }
 
 impl Write {
+    /// Releases the savepoint and reads the answers of every row change sent ahead; when one
+    /// failed, the write rolls back to its savepoint as it is dropped, alone.
     pub(super) fn commit(mut self) -> Result<(), StoreError> {
-        self.done = true;
-        lock(&self.conn).batch("RELEASE SAVEPOINT write")
+        let released = {
+            let mut conn = lock(&self.conn);
+            conn.send_batch("RELEASE SAVEPOINT write")
+                .and_then(|()| conn.flush())
+        };
+        self.done = released.is_ok();
+        released
     }
 
     pub(super) fn table<K: Key + 'static, V: Value + 'static>(&self, name: &str) -> Table<K, V> {
@@ -568,7 +660,9 @@ impl Drop for Write {
         if !self.done {
             // A failure here leaves the group's transaction failed: its COMMIT then fails and
             // every write of the group answers the error.
-            let _ = lock(&self.conn).batch("ROLLBACK TO SAVEPOINT write; RELEASE SAVEPOINT write");
+            let mut conn = lock(&self.conn);
+            conn.forget_sent();
+            let _ = conn.batch("ROLLBACK TO SAVEPOINT write; RELEASE SAVEPOINT write");
         }
     }
 }
@@ -630,7 +724,35 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
-    pub fn insert(&self, key: Vec<u8>, value: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    /// Whether each of `keys` (stored keys) is here, in one query.
+    pub fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT k FROM {} WHERE k = ANY($1)", self.sql_table);
+        let rows = lock(&self.conn).query(&sql, &[&keys])?;
+        let held: std::collections::HashSet<Vec<u8>> =
+            rows.iter().map(|r| r.get::<_, Vec<u8>>(0)).collect();
+        Ok(keys.iter().map(|k| held.contains(k)).collect())
+    }
+
+    /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
+    pub fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
+        let sql = format!(
+            "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+            self.sql_table
+        );
+        lock(&self.conn).send(&sql, vec![key, value.to_vec()])
+    }
+
+    /// Removes `key`, sent ahead of its answer.
+    pub fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
+        let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
+        lock(&self.conn).send(&sql, vec![key])
+    }
+
+    /// Stores `value` under `key`; the value it replaced.
+    pub fn replace(&self, key: Vec<u8>, value: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let t = &self.sql_table;
         let sql = format!(
             "WITH old AS (SELECT v FROM {t} WHERE k = $1), \
@@ -641,7 +763,8 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
-    pub fn remove(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+    /// Removes `key`; the value it held.
+    pub fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
         let rows = lock(&self.conn).query(&sql, &[&key])?;
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
