@@ -112,16 +112,10 @@ fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
     ))
 }
 
-/// Where the series live.
-enum Backend {
-    /// `metrics.redb` in the data directory (the fields of `MetricsStore` that say so).
-    File,
-    #[cfg(feature = "postgres")]
-    Postgres(pg::Tables),
-}
-
 pub struct MetricsStore {
-    backend: Backend,
+    /// The database's tables when the series live in PostgreSQL; else `metrics.redb` at `path`.
+    #[cfg(feature = "postgres")]
+    postgres: Option<pg::Tables>,
     path: PathBuf,
     /// Set once the file is open (at start, or later by the writer thread).
     db: OnceLock<Arc<Database>>,
@@ -294,15 +288,19 @@ impl MetricsStore {
     /// database that cannot be reached is tried again every second, as a file is).
     pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<MetricsStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        let backend = match backing {
-            super::Backing::File => Backend::File,
-            #[cfg(feature = "postgres")]
-            super::Backing::Postgres(target) => Backend::Postgres(pg::Tables::open(target)?),
+        #[cfg(feature = "postgres")]
+        let postgres = match backing {
+            super::Backing::File => None,
+            super::Backing::Postgres(target) => Some(pg::Tables::open(target)?),
         };
+        // Without the `postgres` feature every backing is a file.
+        #[cfg(not(feature = "postgres"))]
+        let super::Backing::File = backing;
         let path = dir.join(FILE);
         let (writer, inbox) = Writer::new(1024);
         let store = Arc::new(MetricsStore {
-            backend,
+            #[cfg(feature = "postgres")]
+            postgres,
             path,
             db: OnceLock::new(),
             writer,
@@ -336,7 +334,7 @@ impl MetricsStore {
     /// and the unfiled journal; on PostgreSQL, reads the series index.
     fn load(&self) -> Result<SeriesIndex, StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             let index = tables.load()?;
             self.series
                 .store(index.by_key.len() as u64, Ordering::Relaxed);
@@ -412,7 +410,7 @@ impl MetricsStore {
     /// Snapshots the metric database into `dir` for a backup; `None` while it is not open.
     pub fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             tables.write_file(&dir.join(FILE))?;
             return Ok(Some(FILE.to_string()));
         }
@@ -541,7 +539,7 @@ impl MetricsStore {
     /// Journals the samples of known series, creating new series up to the cap.
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             let refused = tables.commit(samples, index)?;
             self.series
                 .store(index.by_key.len() as u64, Ordering::Relaxed);
@@ -729,7 +727,7 @@ impl MetricsStore {
     /// Runs with nothing unfiled (the caller files first).
     fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             let removed = tables.remove_expired(p, index)?;
             self.series
                 .store(index.by_key.len() as u64, Ordering::Relaxed);
@@ -796,7 +794,7 @@ impl MetricsStore {
     /// The series of one object, by metric name.
     pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             return tables.series_of(tenant, object);
         }
         let unfiled = self.unfiled_copy();
@@ -831,7 +829,7 @@ impl MetricsStore {
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
         #[cfg(feature = "postgres")]
-        if let Backend::Postgres(tables) = &self.backend {
+        if let Some(tables) = &self.postgres {
             return tables.points(tenant, object, metric, tier, from_ms, to_ms);
         }
         let copy = self.unfiled_copy();
