@@ -133,7 +133,15 @@ impl Store {
             return Ok(());
         }
         let mut t = tx.open_table(EVENT_JOURNAL)?;
-        let seq = t.last()?.map_or(0, |(k, _)| k.value() + 1);
+        let seq = {
+            let mut next = self.journal_seq.lock().unwrap_or_else(|e| e.into_inner());
+            let seq = match *next {
+                Some(seq) => seq,
+                None => t.last()?.map_or(0, |(k, _)| k.value() + 1),
+            };
+            *next = Some(seq + 1);
+            seq
+        };
         let mut out = Vec::with_capacity(drafts.len());
         let mut packed = Vec::new();
         for draft in drafts {

@@ -132,6 +132,10 @@ pub struct Store {
     /// Notified once events journaled are durable (durable consumers and the event filer);
     /// held weakly, so a consumer that is dropped stops being notified.
     journal_watchers: Mutex<Vec<Weak<Notify>>>,
+    /// The next journal row's sequence, read from the journal by the first write that journals
+    /// (on PostgreSQL a round trip each write would cost). Only this process writes, and the
+    /// number only grows, so a write that rolled back leaves a gap, never a reused row.
+    journal_seq: Mutex<Option<u64>>,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -246,6 +250,7 @@ impl Store {
             lease: AtomicI64::new(0),
             filing: RwLock::default(),
             journal_watchers: Mutex::default(),
+            journal_seq: Mutex::default(),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
