@@ -418,10 +418,16 @@ async fn a_slow_client_is_told_to_resync() {
             .any(|l| l.starts_with("np_bus_frames_dropped_total{queue=\"sse\"}")),
         "no frame was dropped"
     );
-    // Now read: somewhere in the stream the server said resync.
+    // Now read: somewhere in the stream the server said resync. The receive buffer grows
+    // first: one smaller than a loopback segment advertises no window as it is read, so the
+    // server would wait for its zero-window probes, whose back-off grew through the flood
+    // (a minute under load). The deadline still covers that back-off's most (120 s).
+    socket2::SockRef::from(&conn)
+        .set_recv_buffer_size(1 << 20)
+        .unwrap();
     let mut text = String::new();
     let mut buf = vec![0u8; 65536];
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(130);
     let mut told = false;
     while !told {
         match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
