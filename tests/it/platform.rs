@@ -616,15 +616,7 @@ async fn a_backup_of_a_running_server_restores_into_a_working_instance() {
     assert!(!changes["items"].as_array().unwrap().is_empty());
     let secrets = get("/api/v1/secrets").await;
     assert!(secrets.to_string().contains("modbus"), "{secrets}");
-    let audit = json(
-        call(&copy, token, Method::POST, "/api/v1/audit:verify")
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
-    assert_eq!(audit["intact"], true, "{audit}");
+    super::support::assert_chain_intact(&copy, token).await;
     drop(copy);
 
     // A directory in use, and a file that is no backup, are refused.

@@ -165,16 +165,19 @@ impl Tables {
         let mut new = NewSeries::default();
         let mut units: HashMap<u64, &str> = HashMap::new();
         let mut refused = 0;
-        for s in samples {
-            let key = series_key(s.tenant, s.object, &s.metric);
-            if let Some((id, _)) = index.by_key.get(&key) {
+        let keys: Vec<Vec<u8>> = samples
+            .iter()
+            .map(|s| series_key(s.tenant, s.object, &s.metric))
+            .collect();
+        for (s, key) in samples.iter().zip(&keys) {
+            if let Some((id, _)) = index.by_key.get(key) {
                 units.insert(*id, &s.unit);
-            } else if let Some(at) = new.by_key.get(&key) {
+            } else if let Some(at) = new.by_key.get(key) {
                 new.units[*at] = &s.unit;
             } else if (index.by_key.len() + new.first.len()) as u64 >= MAX_SERIES {
                 refused += 1;
             } else {
-                new.by_key.insert(key, new.first.len());
+                new.by_key.insert(key.clone(), new.first.len());
                 new.first.push(s);
                 new.units.push(&s.unit);
             }
@@ -198,8 +201,9 @@ impl Tables {
                 };
                 let mut points: Vec<Point> = samples
                     .iter()
-                    .filter_map(|s| {
-                        id_of_key(&series_key(s.tenant, s.object, &s.metric)).map(|series| Point {
+                    .zip(&keys)
+                    .filter_map(|(s, key)| {
+                        id_of_key(key).map(|series| Point {
                             series,
                             ms: s.ms,
                             value: s.value,
