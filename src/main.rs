@@ -214,7 +214,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tls_mode,
                 ca_file,
                 pool_size: 1,
-                standby: false,
             };
             let done = runtime()?.block_on(svc::app::migrate(&from_data_dir, target))?;
             println!("{done}");

@@ -84,6 +84,8 @@ pub struct AppContext {
     pub backups: Arc<crate::store::backup::Backups>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
+    /// Whether this process leads (its consumers run).
+    pub lead: Arc<crate::runtime::worker::Lead>,
     pub clock: SharedClock,
     pub started_at: Timestamp,
     pub uptime: Stopwatch,

@@ -32,11 +32,11 @@ use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDisp
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::{Allowed, AllowedDirs};
-use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::worker::{Lead, Led, StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
 use crate::store::metrics::MetricsStore;
-use crate::store::{Backing, Store, StoreError};
+use crate::store::{Backing, Change, Store, StoreError};
 use recovery::RecoveryWorker;
 use std::path::Path;
 use std::sync::Arc;
@@ -106,22 +106,9 @@ pub fn backing(config: &Config) -> Backing {
                 tls_mode: pg.tls_mode.clone(),
                 ca_file: pg.ca_file.clone(),
                 pool_size: pg.pool_size,
-                standby: false,
             })
         }
         _ => Backing::File,
-    }
-}
-
-/// A server on a database another serves waits to take over (docs/storage.md, Failover).
-fn standing_by(backing: Backing) -> Backing {
-    match backing {
-        #[cfg(feature = "postgres")]
-        Backing::Postgres(target) => Backing::Postgres(crate::store::kv::pg::Target {
-            standby: true,
-            ..target
-        }),
-        other => other,
     }
 }
 
@@ -224,6 +211,31 @@ impl Worker for Watchdog {
     }
 }
 
+/// How long a start waits for the lead before serving beside another process that holds it.
+const LEAD_AT_ONCE: Duration = Duration::from_secs(2);
+
+/// Marks this process as leading once `store.lead()` answered (its task's end).
+fn took_lead(lead: &Lead, taken: Result<Result<(), StoreError>, tokio::task::JoinError>) {
+    match taken {
+        Ok(Ok(())) => {
+            tracing::info!("leading: the consumers, sweeps and couriers run in this process");
+            lead.take();
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot take the lead; serving without the consumers")
+        }
+        Err(e) => tracing::error!(error = %e, "the lead's task failed"),
+    }
+}
+
+/// `worker`, run only while this process leads.
+fn led<W>(lead: &Arc<Lead>, worker: W) -> Led<W> {
+    Led {
+        worker,
+        lead: lead.clone(),
+    }
+}
+
 /// Runs the service until a stop signal.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     // Outgoing TLS (notification channels) uses ring, like everything else here.
@@ -235,16 +247,27 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     }
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
-    let backing = standing_by(backing(&config));
-    let store = {
-        let waiting = tokio::spawn(systemd::extend_start_while_waiting());
-        let opened = open_store(&config.data_dir, clock.clone(), backing.clone()).await;
-        waiting.abort();
-        opened?
-    };
+    let backing = backing(&config);
+    let store = open_store(&config.data_dir, clock.clone(), backing.clone()).await?;
+    store.follow_others()?;
     let shutdown = Shutdown::new();
     let supervisor = Arc::new(Supervisor::new(shutdown.clone(), WORKER_RESTART_DELAY));
     supervisor.spawn(RecoveryWorker::new(store.clone()));
+    // The consumers, sweeps and couriers run in the process that leads (on redb: this one).
+    let lead = Arc::new(Lead::default());
+    // Where no other process leads, this one leads before its consumers start and its
+    // listener binds, as on redb; else it serves beside the leader and leads when that ends.
+    let mut leading = tokio::spawn({
+        let store = store.clone();
+        async move { store.lead().await }
+    });
+    let led_at_once = match tokio::time::timeout(LEAD_AT_ONCE, &mut leading).await {
+        Ok(taken) => {
+            took_lead(&lead, taken);
+            true
+        }
+        Err(_) => false,
+    };
 
     let tls = match config.tls.mode.as_str() {
         "off" => None,
@@ -273,6 +296,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         supervisor.spawn(dispatcher);
     }
     // Events journaled before a crash reach the event store before anything new is produced.
+    // Beside other processes, the bus gets every process's events from the journal.
+    #[cfg(feature = "postgres")]
+    if matches!(backing, Backing::Postgres(_)) {
+        supervisor.spawn(crate::events::EventRelay::new(
+            events.clone(),
+            store.clone(),
+        ));
+    }
     let filer = EventFiler::new(events.clone(), store.clone());
     match filer.refile().await {
         Ok(0) => {}
@@ -283,11 +314,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         Err(e) => tracing::error!(error = %e, "journaled events not stored yet; the filer retries"),
     }
     supervisor.spawn(filer);
-    supervisor.spawn(RetentionWorker::new(
-        events.clone(),
-        clock.clone(),
-        config.storage.event_retention_months,
-        jiff::tz::TimeZone::system(),
+    supervisor.spawn(led(
+        &lead,
+        RetentionWorker::new(
+            events.clone(),
+            clock.clone(),
+            config.storage.event_retention_months,
+            jiff::tz::TimeZone::system(),
+        ),
     ));
     let auth = Auth::new(
         store.clone(),
@@ -296,14 +330,18 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         config.auth.hash_slots(),
     );
     supervisor.spawn(LastUsedWorker::new(auth.clone()));
-    supervisor.spawn(SessionPurgeWorker(auth.clone()));
+    supervisor.spawn(led(&lead, SessionPurgeWorker(auth.clone())));
     let seed = DefaultAdminSeed::from_env(auth.clone());
     if seed.attempt().await != Wait::Done {
         supervisor.spawn(seed);
     }
     let key = master_key(&config.master_key_file());
     let heartbeats = Heartbeats::new(store.clone(), clock.clone());
-    supervisor.spawn(HeartbeatSweep(heartbeats.clone()));
+    let heartbeat_sweep = HeartbeatSweep(heartbeats.clone());
+    if let Some(wake) = heartbeat_sweep.waker() {
+        store.watch_others(Change::Heartbeats, wake);
+    }
+    supervisor.spawn(led(&lead, heartbeat_sweep));
     let storm = Storm {
         threshold: config.alerting.storm_threshold,
         window: config.alerting.storm_window.0,
@@ -311,21 +349,27 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
     // A changed heartbeat rule may move its timer.
     store.watch_catalog(store.alert_timers_waker());
-    supervisor.spawn(AlertTimers(alerting.clone()));
-    supervisor.spawn(AlertEngine::new(
-        alerting.clone(),
-        store.clone(),
-        events.clone(),
-        clock.clone(),
-        metrics.clone(),
+    supervisor.spawn(led(&lead, AlertTimers(alerting.clone())));
+    supervisor.spawn(led(
+        &lead,
+        AlertEngine::new(
+            alerting.clone(),
+            store.clone(),
+            events.clone(),
+            clock.clone(),
+            metrics.clone(),
+        ),
     ));
     let metric_store = MetricsStore::open_on(&config.data_dir, &backing)?;
     let catalog = Catalog::new(store.clone());
-    supervisor.spawn(MetricsRetention {
-        metrics: metric_store.clone(),
-        catalog: catalog.clone(),
-        clock: clock.clone(),
-    });
+    supervisor.spawn(led(
+        &lead,
+        MetricsRetention {
+            metrics: metric_store.clone(),
+            catalog: catalog.clone(),
+            clock: clock.clone(),
+        },
+    ));
     let results = Results::new(
         store.clone(),
         catalog.clone(),
@@ -338,7 +382,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     if let Some(wake) = staleness.waker() {
         store.watch_catalog(wake);
     }
-    supervisor.spawn(staleness);
+    supervisor.spawn(led(&lead, staleness));
     let programs = Allowed {
         plugins: AllowedDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
         scripts: AllowedDirs::new(
@@ -378,6 +422,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         config.checks.max_concurrent,
     );
     store.watch_catalog(scheduler.waker());
+    scheduler.run_while_leading(lead.clone());
+    let scheduler_waker = scheduler.waker();
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
     let metric_queries = MetricQueries::new(store.clone(), metric_store.clone(), clock.clone());
     let ingress = Ingress::new(
@@ -395,30 +441,40 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         alerting.clone(),
     );
     store.watch_catalog(sites.sweep_waker());
-    supervisor.spawn(StaleSites(sites.clone()));
+    store.watch_others(Change::Sites, sites.sweep_waker());
+    supervisor.spawn(led(&lead, StaleSites(sites.clone())));
     match MainLink::from_config(&config.site) {
         Ok(Some(link)) => {
-            supervisor.spawn(EdgeSync::new(
-                link.clone(),
-                &config.site,
-                store.clone(),
-                events.clone(),
-                clock.clone(),
-                inventory.clone(),
-                sites.edge_handle(),
+            supervisor.spawn(led(
+                &lead,
+                EdgeSync::new(
+                    link.clone(),
+                    &config.site,
+                    store.clone(),
+                    events.clone(),
+                    clock.clone(),
+                    inventory.clone(),
+                    sites.edge_handle(),
+                ),
             ));
-            supervisor.spawn(EdgeUplink::new(
-                link,
-                &config.site,
-                store.clone(),
-                events.clone(),
-                sites.edge_handle(),
+            supervisor.spawn(led(
+                &lead,
+                EdgeUplink::new(
+                    link,
+                    &config.site,
+                    store.clone(),
+                    events.clone(),
+                    sites.edge_handle(),
+                ),
             ));
         }
         Ok(None) => {}
         Err(why) => return Err(AppError::Site(why)),
     }
-    supervisor.spawn(SourceListeners::new(ingress.clone(), supervisor.clone()));
+    supervisor.spawn(led(
+        &lead,
+        SourceListeners::new(ingress.clone(), supervisor.clone()),
+    ));
     let notify = Notifier::new(
         store.clone(),
         clock.clone(),
@@ -433,10 +489,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
         config.base_url.clone(),
     );
-    supervisor.spawn(Escalator(notify.clone()));
-    supervisor.spawn(Courier(notify.clone()));
-    supervisor.spawn(Handoffs::new(notify.clone()));
-    supervisor.spawn(WebhookDispatcher::new(notify.clone(), events.clone()));
+    store.watch_others(Change::Deliveries, notify.courier_waker());
+    supervisor.spawn(led(&lead, Escalator(notify.clone())));
+    supervisor.spawn(led(&lead, Courier(notify.clone())));
+    supervisor.spawn(led(&lead, Handoffs::new(notify.clone())));
+    supervisor.spawn(led(
+        &lead,
+        WebhookDispatcher::new(notify.clone(), events.clone()),
+    ));
     let reports = Reports::new(ReportsParts {
         store: store.clone(),
         events: events.clone(),
@@ -446,7 +506,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         courier: notify.courier_waker(),
         base_url: config.base_url.clone(),
     });
-    supervisor.spawn(ReportScheduler::new(reports.clone()));
+    supervisor.spawn(led(&lead, ReportScheduler::new(reports.clone())));
     let backups = Arc::new(crate::store::backup::Backups {
         store: store.clone(),
         events: events.store().clone(),
@@ -459,10 +519,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let directory =
         crate::auth::directory::Directory::new(&config.ldap).map_err(AppError::Internal)?;
     if let Some(directory) = &directory {
-        supervisor.spawn(crate::auth::directory::DirectorySync {
-            auth: auth.clone(),
-            directory: directory.clone(),
-        });
+        supervisor.spawn(led(
+            &lead,
+            crate::auth::directory::DirectorySync {
+                auth: auth.clone(),
+                directory: directory.clone(),
+            },
+        ));
     }
     let backlog = pipeline.clone();
     let pressure: crate::ai::Pressure = Arc::new(move || {
@@ -503,16 +566,23 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         backups,
         metrics,
         supervisor: supervisor.clone(),
+        lead: lead.clone(),
         started_at: clock.now(),
         clock,
         uptime,
     });
     let router = build_router(ctx);
+    if !led_at_once {
+        let (taken, scheduler) = (lead.clone(), scheduler_waker);
+        tokio::spawn(async move {
+            took_lead(&taken, leading.await);
+            scheduler.notify_one();
+        });
+    }
     let stop_requested = stop_signal();
     // The one line scripts and tests read to find the bound address.
     println!("svc listening on {scheme}://{addr}");
     tracing::info!(%addr, scheme, version = crate::model::VERSION, "listening");
-    // The status replaces a standby's "waiting for the database" in `systemctl status`.
     systemd::notify(&format!("READY=1\nSTATUS=serving on {scheme}://{addr}"));
     if let Some(every) = systemd::watchdog_interval() {
         supervisor.spawn(Watchdog {

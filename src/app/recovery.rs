@@ -38,10 +38,10 @@ impl Worker for RecoveryWorker {
             match tokio::task::spawn_blocking(move || store.try_reopen()).await {
                 Ok(Ok(())) => Wait::UntilWoken,
                 Ok(Err(StoreError::Superseded)) => {
-                    // Fencing: this process's caches are stale; the one that serves now owns
-                    // the database. Exiting non-zero lets systemd start it again, as a standby.
+                    // Fencing: another process took the lead this one held while it was cut
+                    // off. Exiting non-zero lets systemd start it again, beside the new leader.
                     tracing::error!(
-                        "another process took over the database while this one was cut off from it; exiting to start again as its standby"
+                        "another process took the lead while this one was cut off from the database; exiting to start again beside it"
                     );
                     std::process::exit(EXIT_SUPERSEDED)
                 }

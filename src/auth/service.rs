@@ -43,6 +43,15 @@ impl Drop for Queued<'_> {
     }
 }
 
+/// A token whose secret was verified: its stored hash (a rotation changes it) and the store's
+/// credentials generation it was read at (another process's change to tokens moves it on).
+#[derive(Clone)]
+pub(super) struct Verified {
+    pub token: ApiToken,
+    pub secret_hash: String,
+    pub generation: u64,
+}
+
 pub struct Auth {
     pub(super) store: Arc<Store>,
     pub(super) clock: SharedClock,
@@ -52,7 +61,7 @@ pub struct Auth {
     /// Random per process: cache keys are digests of secrets under it, so the cache never holds
     /// a secret and its keys are useless outside this process.
     cache_key: [u8; 32],
-    pub(super) verified: Mutex<HashMap<[u8; 32], ApiToken>>,
+    pub(super) verified: Mutex<HashMap<[u8; 32], Verified>>,
     last_used: Mutex<HashMap<(Uuid, Uuid), Timestamp>>,
     /// Notified when a token is used with none waiting to be written back.
     used: Arc<Notify>,
@@ -102,7 +111,7 @@ impl Auth {
         h.finalize().into()
     }
 
-    pub(super) fn cache_get(&self, key: &[u8; 32]) -> Option<ApiToken> {
+    pub(super) fn cache_get(&self, key: &[u8; 32]) -> Option<Verified> {
         self.verified
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -110,12 +119,14 @@ impl Auth {
             .cloned()
     }
 
-    pub(super) fn cache_put(&self, key: [u8; 32], token: ApiToken) {
+    /// Keeps a verification, as of the store's credentials generation read before the token
+    /// was (so a change made meanwhile by another process has it checked again).
+    pub(super) fn cache_put(&self, key: [u8; 32], verified: Verified) {
         let mut c = self.verified.lock().unwrap_or_else(|e| e.into_inner());
         if c.len() >= CACHE_MAX {
             c.clear();
         }
-        c.insert(key, token);
+        c.insert(key, verified);
     }
 
     /// Drops every cached verification of a token (rotate, delete).
@@ -123,7 +134,7 @@ impl Auth {
         self.verified
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, t| t.id != token_id);
+            .retain(|_, v| v.token.id != token_id);
     }
 
     /// A place in the hashing queue, or `Busy` when it is full.

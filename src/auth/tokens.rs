@@ -1,6 +1,7 @@
 //! API tokens: `svc_` + 48 hex characters; authentication with the verified-token cache, and
 //! mint, rotate, revoke, list, bootstrap.
 
+use super::service::Verified;
 use super::{Auth, AuthError, Principal};
 use crate::model::Timestamp;
 use crate::model::audit::hex;
@@ -55,7 +56,31 @@ impl Auth {
             return Err(AuthError::Invalid("malformed API token".into()));
         }
         let key = self.digest(secret);
-        let meta = match self.cache_get(&key) {
+        let generation = self.store.credentials_generation();
+        let cached = match self.cache_get(&key) {
+            Some(v) if v.generation == generation => Some(v.token),
+            // Another process changed tokens since: the row is read again (no hash), and a
+            // token deleted or rotated there is verified from scratch, which fails.
+            Some(v) => self
+                .store
+                .tokens_by_prefix(lookup_prefix(secret))
+                .await?
+                .into_iter()
+                .find(|c| c.meta.id == v.token.id && c.secret_hash == v.secret_hash)
+                .map(|c| {
+                    self.cache_put(
+                        key,
+                        Verified {
+                            token: c.meta.clone(),
+                            secret_hash: c.secret_hash,
+                            generation,
+                        },
+                    );
+                    c.meta
+                }),
+            None => None,
+        };
+        let meta = match cached {
             Some(m) => m,
             None => {
                 let unknown = || AuthError::Invalid("unknown API token".into());
@@ -75,16 +100,23 @@ impl Auth {
                         .verify_secret(secret.to_string(), candidate.secret_hash.clone())
                         .await?
                     {
-                        found = Some(candidate.meta);
+                        found = Some(candidate);
                         break;
                     }
                 }
-                let Some(meta) = found else {
+                let Some(found) = found else {
                     self.token_failures.allow(peer, now);
                     return Err(unknown());
                 };
-                self.cache_put(key, meta.clone());
-                meta
+                self.cache_put(
+                    key,
+                    Verified {
+                        token: found.meta.clone(),
+                        secret_hash: found.secret_hash,
+                        generation,
+                    },
+                );
+                found.meta
             }
         };
         if meta.expires_at.is_some_and(|at| self.clock.now() >= at) {

@@ -116,35 +116,43 @@ impl Consumer {
     }
 
     async fn read_committed(&self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
-        let view = self.store.journal_view(Some(self.position), max).await?;
-        let Some(head) = view.head.filter(|h| *h > self.position) else {
-            self.events.report_lag(self.name, self.position, None);
-            return Ok(Vec::new());
-        };
-        let tenants = self
-            .store
-            .tenants()
-            .await?
-            .into_iter()
-            .map(|t| t.id)
-            .chain([Uuid::nil()])
-            .collect();
-        let stored = self
-            .events
-            .stored_after(tenants, self.position, max)
-            .await?;
-        let mut merged: BTreeMap<Uuid, Arc<Event>> =
-            stored.into_iter().map(|e| (e.id, Arc::new(e))).collect();
-        merged.extend(view.pending.into_iter().map(|e| (e.id, e)));
-        let batch: Vec<Arc<Event>> = merged
-            .into_values()
-            .filter(|e| e.id <= head)
-            .take(max)
-            .collect();
-        self.events
-            .report_lag(self.name, self.position, batch.first().map(|e| &**e));
+        let (head, batch) = committed_after(&self.events, &self.store, self.position, max).await?;
+        let oldest = head.and(batch.first().map(|e| &**e));
+        self.events.report_lag(self.name, self.position, oldest);
         Ok(batch)
     }
+}
+
+/// The committed events after `position`, oldest first, at most `max`: the journal rows not
+/// yet forgotten and the stored events, read up to the journal's head (in one snapshot), with
+/// the head when it is past `position`.
+pub(super) async fn committed_after(
+    events: &Events,
+    store: &Arc<Store>,
+    position: Uuid,
+    max: usize,
+) -> Result<(Option<Uuid>, Vec<Arc<Event>>), StoreError> {
+    let view = store.journal_view(Some(position), max).await?;
+    let Some(head) = view.head.filter(|h| *h > position) else {
+        return Ok((None, Vec::new()));
+    };
+    let tenants = store
+        .tenants()
+        .await?
+        .into_iter()
+        .map(|t| t.id)
+        .chain([Uuid::nil()])
+        .collect();
+    let stored = events.stored_after(tenants, position, max).await?;
+    let mut merged: BTreeMap<Uuid, Arc<Event>> =
+        stored.into_iter().map(|e| (e.id, Arc::new(e))).collect();
+    merged.extend(view.pending.into_iter().map(|e| (e.id, e)));
+    let batch = merged
+        .into_values()
+        .filter(|e| e.id <= head)
+        .take(max)
+        .collect();
+    Ok((Some(head), batch))
 }
 
 #[cfg(test)]

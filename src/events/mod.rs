@@ -6,12 +6,14 @@ pub mod bus;
 pub mod consumer;
 pub mod export;
 pub mod filer;
+pub mod relay;
 pub mod retention;
 pub mod sse;
 
 pub use bus::{Bus, Delivery, Dispatcher, SSE_BUFFER, Subscription};
 pub use consumer::Consumer;
 pub use filer::EventFiler;
+pub use relay::EventRelay;
 pub use retention::RetentionWorker;
 
 use crate::model::Timestamp;
@@ -54,7 +56,17 @@ pub struct Events {
     published: Mutex<oneshot::Receiver<()>>,
     /// Where each durable consumer stands, for `/metrics` and the health report.
     consumers: Mutex<BTreeMap<&'static str, Standing>>,
+    /// Set where other processes write the same database: committed events reach the bus
+    /// through the relay (every process's, in commit order), not as they are filed here.
+    relayed: std::sync::atomic::AtomicBool,
+    /// The newest event the relay published: a write answers once its events are on the bus,
+    /// as where it publishes them itself.
+    relayed_through: tokio::sync::watch::Sender<Uuid>,
 }
+
+/// The longest a write waits for the relay to publish its events before it answers anyway
+/// (they reach the bus later).
+const RELAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Where a durable consumer stands. Its lag is the age of `oldest`, taken when asked for, so
 /// a consumer stuck on an event shows a lag that grows.
@@ -90,6 +102,8 @@ impl Events {
             filer: Arc::new(Notify::new()),
             published: Mutex::new(oneshot::channel().1),
             consumers: Mutex::default(),
+            relayed: Default::default(),
+            relayed_through: tokio::sync::watch::Sender::new(Uuid::nil()),
         })
     }
 
@@ -139,8 +153,15 @@ impl Events {
             .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())));
         match &result {
             Ok(()) => {
-                for event in &events {
-                    self.bus.publish(event.clone()).await;
+                if self.relayed.load(Ordering::SeqCst) {
+                    let last = events.iter().map(|e| e.id).max().unwrap_or_default();
+                    let mut relayed = self.relayed_through.subscribe();
+                    let _ =
+                        tokio::time::timeout(RELAY_WAIT, relayed.wait_for(|at| *at >= last)).await;
+                } else {
+                    for event in &events {
+                        self.bus.publish(event.clone()).await;
+                    }
                 }
                 lock(&self.filed).extend(seqs);
                 self.filer.notify_one();

@@ -24,6 +24,10 @@ pub struct SystemInfo {
     pub uptime: GoDuration,
     /// Where the main database is: `redb` or `postgres` (`storage.backend`).
     pub storage: String,
+    /// Whether this process leads: its consumers, sweeps and couriers run. Several processes
+    /// may serve one PostgreSQL database and one leads; on redb always true.
+    #[serde(default)]
+    pub leads: bool,
     pub ai_enabled: bool,
 }
 

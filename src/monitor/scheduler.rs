@@ -43,6 +43,8 @@ pub struct Scheduler {
     running: Mutex<HashSet<Key>>,
     slots: Arc<Semaphore>,
     wake: Arc<Notify>,
+    /// Set where several processes serve one database: scheduled checks run in the leading one.
+    lead: std::sync::OnceLock<Arc<crate::runtime::worker::Lead>>,
 }
 
 /// A stable offset within the interval from the object id (FNV-1a), so first runs spread out
@@ -95,6 +97,7 @@ impl Scheduler {
             running: Mutex::new(HashSet::new()),
             slots: Arc::new(Semaphore::new(max_running)),
             wake: Arc::new(Notify::new()),
+            lead: std::sync::OnceLock::new(),
         })
     }
 
@@ -229,6 +232,16 @@ impl Scheduler {
         self.wake.notify_one();
     }
 
+    /// Runs the scheduled checks only while `lead` is taken (several processes on one
+    /// database); the checks asked for with `check_now` run wherever they were asked.
+    pub fn run_while_leading(&self, lead: Arc<crate::runtime::worker::Lead>) {
+        let _ = self.lead.set(lead);
+    }
+
+    fn leads(&self) -> bool {
+        self.lead.get().is_none_or(|l| l.is_taken())
+    }
+
     /// The waker of the scheduler's worker, for whoever changes what is due.
     pub fn waker(&self) -> Arc<Notify> {
         self.wake.clone()
@@ -258,6 +271,10 @@ impl Scheduler {
                 }
                 let key = (*tenant, entry.object.id);
                 live.insert(key);
+                // Beside the leading process, only the checks asked for here run.
+                if !self.leads() && !lock(&self.forced).contains(&key) {
+                    continue;
+                }
                 let interval = spec
                     .interval
                     .map(|i| i.0)

@@ -1,6 +1,5 @@
 //! The systemd notification protocol (`sd_notify`), without libsystemd: `READY=1` once the
-//! store is open and the listener bound (with a `STATUS` that says where it serves, which
-//! replaces a standby's waiting one), `WATCHDOG=1` while the service is healthy, `STOPPING=1`
+//! store is open and the listener bound (with a `STATUS` that says where it serves), `WATCHDOG=1` while the service is healthy, `STOPPING=1`
 //! when it drains. A datagram to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract
 //! namespace); outside systemd there is no socket and every call does nothing.
 
@@ -40,23 +39,4 @@ pub fn watchdog_interval() -> Option<Duration> {
     }
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
     (usec > 0).then(|| Duration::from_micros(usec / 2))
-}
-
-/// While the store opens: after a while, tells systemd that the start goes on (a standby waits
-/// for the serving process to end, however long), every minute until it is dropped. Outside
-/// systemd it returns at once.
-pub async fn extend_start_while_waiting() {
-    const FIRST: Duration = Duration::from_secs(30);
-    const EVERY: Duration = Duration::from_secs(60);
-    if socket_addr().is_none() {
-        return;
-    }
-    tokio::time::sleep(FIRST).await;
-    loop {
-        notify(&format!(
-            "STATUS=waiting for the database (a standby until the serving process ends)\nEXTEND_TIMEOUT_USEC={}",
-            (EVERY * 2).as_micros()
-        ));
-        tokio::time::sleep(EVERY).await;
-    }
 }

@@ -52,6 +52,66 @@ pub trait Worker: Send + 'static {
     }
 }
 
+/// Whether this process leads (several processes on one PostgreSQL database): taken once,
+/// awaited by the `Led` workers.
+#[derive(Default)]
+pub struct Lead {
+    taken: std::sync::atomic::AtomicBool,
+    changed: Notify,
+}
+
+impl Lead {
+    pub fn take(&self) {
+        self.taken.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub fn is_taken(&self) -> bool {
+        self.taken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Resolves once this process leads.
+    pub async fn taken(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.is_taken() {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// A worker only the leading process runs (a consumer, a sweep, a courier): its first step
+/// waits for the lead.
+pub struct Led<W> {
+    pub worker: W,
+    pub lead: Arc<Lead>,
+}
+
+impl<W: Worker> Worker for Led<W> {
+    fn name(&self) -> &'static str {
+        self.worker.name()
+    }
+
+    fn instance(&self) -> Option<String> {
+        self.worker.instance()
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            self.lead.taken().await;
+            self.worker.step().await
+        })
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        self.worker.waker()
+    }
+}
+
 type States = Arc<Mutex<BTreeMap<String, WorkerState>>>;
 
 pub struct Supervisor {

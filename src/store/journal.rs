@@ -22,6 +22,27 @@ use uuid::Uuid;
 /// Meta key of the id of the newest journaled event.
 const JOURNAL_HEAD: &str = "journal_head";
 
+/// The journal's head as this process last wrote it, good for the epoch it was written in
+/// (see `WriteTx::epoch`): the next row's sequence and the newest event id. A write that rolls
+/// back leaves a gap in the sequence, never a reused row or an id out of order.
+#[derive(Clone, Copy)]
+pub(super) struct JournalHead {
+    epoch: u64,
+    next: u64,
+    newest: Uuid,
+}
+
+/// The smallest UUIDv7 after `id`: the next of its millisecond, or the first of the next
+/// millisecond when its random bits are all ones.
+fn successor(id: Uuid) -> Uuid {
+    let next = Uuid::from_u128(id.as_u128().wrapping_add(1));
+    if next.get_version_num() == 7 && next.get_variant() == uuid::Variant::RFC4122 {
+        return next;
+    }
+    let ms = (id.as_u128() >> 80) + 1;
+    Uuid::from_u128((ms << 80) | (0x7 << 76) | (0b10 << 62))
+}
+
 /// What a mutation writes beside its change, in the same transaction: its audit entry and its
 /// events (stamped in that transaction).
 pub struct Record {
@@ -116,10 +137,19 @@ fn last_id(seq: u64, packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
 }
 
 impl Store {
-    /// Gives a draft its id and time: the id is minted from the store's clock, the time read
-    /// back from the id, so both always agree.
-    fn stamp(&self, draft: EventDraft) -> Event {
-        let id = self.clock.new_id();
+    /// Gives a draft its id and time: the id is minted from the store's clock, after
+    /// `newest` (the newest journaled id, which it becomes), and the time read back from the
+    /// id, so both always agree. Ids then follow commit order across every process writing
+    /// the database, whatever their clocks say: a process behind another stamps the
+    /// millisecond of the newest id.
+    fn stamp(&self, draft: EventDraft, newest: &mut Uuid) -> Event {
+        let minted = self.clock.new_id();
+        let id = if minted > *newest {
+            minted
+        } else {
+            successor(*newest)
+        };
+        *newest = id;
         let ts = id_millis(&id)
             .and_then(Timestamp::from_millis)
             .unwrap_or_else(|| self.clock.now());
@@ -133,19 +163,19 @@ impl Store {
             return Ok(());
         }
         let mut t = tx.open_table(EVENT_JOURNAL)?;
-        let seq = {
-            let mut next = self.journal_seq.lock().unwrap_or_else(|e| e.into_inner());
-            let seq = match *next {
-                Some(seq) => seq,
-                None => t.last()?.map_or(0, |(k, _)| k.value() + 1),
-            };
-            *next = Some(seq + 1);
-            seq
+        let mut kept = self.journal_head.lock().unwrap_or_else(|e| e.into_inner());
+        let (seq, mut newest) = match *kept {
+            Some(h) if h.epoch == tx.epoch() => (h.next, h.newest),
+            // Another process may have journaled since: the stored head.
+            _ => (
+                t.last()?.map_or(0, |(k, _)| k.value() + 1),
+                head(&tx.open_table(META)?)?.unwrap_or(Uuid::nil()),
+            ),
         };
         let mut out = Vec::with_capacity(drafts.len());
         let mut packed = Vec::new();
         for draft in drafts {
-            let event = Arc::new(self.stamp(draft));
+            let event = Arc::new(self.stamp(draft, &mut newest));
             let row = encode(&*event)?;
             let len = u32::try_from(row.len())
                 .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
@@ -154,6 +184,12 @@ impl Store {
             out.push(Journaled { seq, event, row });
         }
         t.insert(seq, packed.as_slice())?;
+        *kept = Some(JournalHead {
+            epoch: tx.epoch(),
+            next: seq + 1,
+            newest,
+        });
+        drop(kept);
         if let Some(last) = out.last() {
             tx.open_table(META)?
                 .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())?;
@@ -196,6 +232,11 @@ impl Store {
             Ok(tx.journaled_ids())
         })
         .await
+    }
+
+    /// The id of the newest journaled event.
+    pub async fn journal_head(self: &Arc<Self>) -> Result<Option<Uuid>, StoreError> {
+        self.read(|tx| head(&tx.open_table(META)?)).await
     }
 
     /// The head and the first `limit` events still journaled after `after` (by id), in one
@@ -363,6 +404,42 @@ impl Store {
 mod tests {
     use super::*;
     use crate::model::event::{EventDraft, EventType};
+    use crate::runtime::TestClock;
+
+    fn draft() -> EventDraft {
+        EventDraft::new(Uuid::nil(), EventType::Config, None, serde_json::json!({}))
+    }
+
+    /// Ids follow commit order even when the clock went back (an NTP step, a store opened
+    /// by a process whose clock is behind): the next id is after the newest journaled one,
+    /// in its millisecond.
+    #[tokio::test]
+    async fn ids_follow_the_newest_journaled_one_whatever_the_clock_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let later: Timestamp = "2026-11-27T12:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(later))).unwrap();
+        let first = store.journal_events(vec![draft()]).await.unwrap()[0];
+        store.close();
+        drop(store);
+        let earlier: Timestamp = "2026-11-27T11:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(earlier))).unwrap();
+        let next = store.journal_events(vec![draft(), draft()]).await.unwrap();
+        assert!(first < next[0] && next[0] < next[1], "{first} {next:?}");
+        assert_eq!(id_millis(&next[1]), id_millis(&first));
+        assert_eq!(store.journal_head().await.unwrap(), Some(next[1]));
+    }
+
+    #[test]
+    fn the_successor_of_an_id_is_the_next_of_its_millisecond_or_the_next_millisecond() {
+        let id = Uuid::parse_str("01a21d5e-c9e4-75a5-82e6-74af1242adce").unwrap();
+        let next = successor(id);
+        assert_eq!(next.as_u128(), id.as_u128() + 1);
+        let full = Uuid::from_u128(id.as_u128() | ((1u128 << 62) - 1));
+        let after = successor(full);
+        assert!(after > full);
+        assert_eq!(after.get_version_num(), 7);
+        assert_eq!(id_millis(&after), id_millis(&full).map(|ms| ms + 1));
+    }
 
     #[test]
     fn a_row_holds_its_events_in_order() {

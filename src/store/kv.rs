@@ -154,6 +154,17 @@ impl WriteTx {
         }
     }
 
+    /// The same number for the writes between which no other process committed (always
+    /// the same on redb, which one process opens): what the store keeps in memory about the
+    /// stored rows (the journal's head) holds for one epoch.
+    pub(super) fn epoch(&self) -> u64 {
+        match &self.0 {
+            WriteInner::Redb(_) => 0,
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(w) => w.epoch,
+        }
+    }
+
     pub fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,

@@ -11,8 +11,9 @@
 //! `FILE_IDLE`: raw rows, the aggregates rolled forward once per series and bucket, and each
 //! series' last value. Opening the file loads the journal, so nothing is lost across a crash.
 //!
-//! On PostgreSQL (`storage.backend: postgres`) the same tables are the database's (`pg`), so a
-//! standby that takes over keeps the history; the writer thread and its batches are the same.
+//! On PostgreSQL (`storage.backend: postgres`) the same tables are the database's (`pg`), so
+//! every process on the database serves the same history; the writer thread and its batches
+//! are the same.
 
 use super::StoreError;
 use super::codec::{decode, encode};

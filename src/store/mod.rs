@@ -20,6 +20,7 @@ pub mod metrics;
 mod migrations;
 pub mod notify;
 pub mod objects;
+mod processes;
 pub mod reports;
 mod secrets;
 mod settings;
@@ -34,6 +35,7 @@ mod users;
 mod writer;
 
 pub use error::StoreError;
+pub use processes::Change;
 pub use tx::Tx;
 
 use crate::model::event::Journaled;
@@ -115,6 +117,8 @@ pub struct Store {
     catalog_generation: AtomicU64,
     /// Notified after every committed catalog write (the check scheduler's waker).
     catalog_watchers: Mutex<Vec<Arc<Notify>>>,
+    /// Notified when another process commits a change of their kind.
+    others_watchers: Mutex<Vec<(Change, Arc<Notify>)>>,
     /// The writer thread's queue: every write goes through it.
     committer: committer::Committer,
     /// Notified after writes that may have armed an escalation step (the escalator's waker).
@@ -124,18 +128,23 @@ pub struct Store {
     alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
-    /// On PostgreSQL, the lease generation this process took the database at (0: not yet).
+    /// On PostgreSQL, the lease generation while this process leads (0: it does not).
     #[cfg(feature = "postgres")]
-    lease: AtomicI64,
+    lead: AtomicI64,
+    /// Another process took the lead this one held: its writes stop, and it starts again.
+    superseded: AtomicBool,
+    /// Bumped when another process changed tokens, users or sessions: verified credentials
+    /// kept in memory are checked against the store again.
+    credentials_generation: AtomicU64,
     /// Files the events of durable groups, on the runtime that drives their filing.
     filing: RwLock<Option<(Arc<dyn Filing>, tokio::runtime::Handle)>>,
     /// Notified once events journaled are durable (durable consumers and the event filer);
     /// held weakly, so a consumer that is dropped stops being notified.
     journal_watchers: Mutex<Vec<Weak<Notify>>>,
-    /// The next journal row's sequence, read from the journal by the first write that journals
-    /// (on PostgreSQL a round trip each write would cost). Only this process writes, and the
-    /// number only grows, so a write that rolled back leaves a gap, never a reused row.
-    journal_seq: Mutex<Option<u64>>,
+    /// The journal's head as this process last wrote it, read from the journal by the first
+    /// write that journals and again after another process wrote (on PostgreSQL a round trip
+    /// each write would cost).
+    journal_head: Mutex<Option<journal::JournalHead>>,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -179,7 +188,7 @@ pub fn copy_to_postgres(
 ) -> Result<(Vec<String>, u64, u64), StoreError> {
     let file = open_db(&data_dir.join(DB_FILE))?;
     migrations::apply(&file, migrations::MIGRATIONS)?;
-    let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target.clone(), false)?));
+    let postgres = Db::Pg(Arc::new(kv::pg::Pool::open(target.clone())?));
     if !postgres
         .begin_read()?
         .open_table(tables::TENANTS)?
@@ -242,15 +251,18 @@ impl Store {
             pending_checkpoint: Mutex::new(None),
             catalog_generation: AtomicU64::new(1),
             catalog_watchers: Mutex::default(),
+            others_watchers: Mutex::default(),
             committer,
             escalations: Arc::new(Notify::new()),
             alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
             #[cfg(feature = "postgres")]
-            lease: AtomicI64::new(0),
+            lead: AtomicI64::new(0),
+            superseded: AtomicBool::new(false),
+            credentials_generation: AtomicU64::new(0),
             filing: RwLock::default(),
             journal_watchers: Mutex::default(),
-            journal_seq: Mutex::default(),
+            journal_head: Mutex::default(),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
@@ -279,17 +291,11 @@ impl Store {
             }
             #[cfg(feature = "postgres")]
             Backing::Postgres(target) => {
-                // Only the first open may wait as a standby: a process that lost its session
-                // takes the database back only if nobody served it meanwhile.
-                let first = self.lease.load(Ordering::SeqCst) == 0;
-                let pool = match kv::pg::Pool::open(target.clone(), target.standby && first) {
-                    Err(StoreError::Locked) if !first => return Err(StoreError::Superseded),
-                    opened => opened?,
-                };
-                let previous = self.lease.swap(pool.generation, Ordering::SeqCst);
-                if !first && pool.generation != previous + 1 {
+                if self.superseded.load(Ordering::SeqCst) {
                     return Err(StoreError::Superseded);
                 }
+                let pool = kv::pg::Pool::open(target.clone())?;
+                pool.fence(self.lead.load(Ordering::SeqCst));
                 Db::Pg(Arc::new(pool))
             }
         };
@@ -319,16 +325,23 @@ impl Store {
             .ok_or_else(|| StoreError::Unavailable(self.offline_reason().unwrap_or_default()))
     }
 
-    /// Takes the store offline after an I/O error; the recovery worker reopens it.
+    /// Takes the store offline after an I/O error or once another process took the lead this
+    /// one held (`Superseded`: it does not come back); the recovery worker reopens it.
     fn fail(&self, err: &StoreError) {
-        if let StoreError::Unavailable(reason) = err
-            && !self.needs_recovery.swap(true, Ordering::SeqCst)
-        {
+        let reason = match err {
+            StoreError::Unavailable(reason) => reason.clone(),
+            StoreError::Superseded => {
+                self.superseded.store(true, Ordering::SeqCst);
+                err.to_string()
+            }
+            _ => return,
+        };
+        if !self.needs_recovery.swap(true, Ordering::SeqCst) {
             tracing::error!(%reason, "storage I/O failed; store offline until it can be reopened");
             *self
                 .offline_reason
                 .write()
-                .unwrap_or_else(|e| e.into_inner()) = Some(reason.clone());
+                .unwrap_or_else(|e| e.into_inner()) = Some(reason);
             self.db.write().unwrap_or_else(|e| e.into_inner()).take();
             self.recovery.notify_one();
         }
@@ -445,17 +458,23 @@ impl Store {
     ) -> Result<T, StoreError> {
         let out = self.write_in_turn(committer::Turn::InOrder, f).await;
         if out.is_ok() {
-            self.catalog_generation.fetch_add(1, Ordering::SeqCst);
-            for watcher in self
-                .catalog_watchers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-            {
-                watcher.notify_one();
-            }
+            self.catalog_changed();
         }
         out
+    }
+
+    /// The catalog changed (here or in another process): in-memory catalogs rebuild, and its
+    /// watchers look again.
+    fn catalog_changed(&self) {
+        self.catalog_generation.fetch_add(1, Ordering::SeqCst);
+        for watcher in self
+            .catalog_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            watcher.notify_one();
+        }
     }
 
     /// Durable syncs of the main database since it opened: what an idle box should not make.
@@ -524,6 +543,12 @@ impl Store {
                 runtime.spawn(filed.clone());
                 filed
             });
+        self.notify_journal_watchers();
+        filed
+    }
+
+    /// Tells the journal's watchers that committed events wait to be read.
+    fn notify_journal_watchers(&self) {
         let watchers = self
             .journal_watchers
             .lock()
@@ -531,7 +556,6 @@ impl Store {
         for watcher in watchers.iter().filter_map(Weak::upgrade) {
             watcher.notify_one();
         }
-        filed
     }
 
     /// Changes with every committed catalog write; read it before reading the catalog.

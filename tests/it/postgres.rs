@@ -572,11 +572,6 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
     migrated.close();
 }
 
-/// Failover: a second server on the database waits as a standby (not listening) and takes over
-/// when the serving one is killed, with everything it acknowledged; the killed one, started
-/// again, is the next standby. A server cut off from the database (its session ended) while the
-/// standby took over does not serve again: its next write answers 503 and it exits 75, since its
-/// in-memory heads are stale (the lease's generation moved on).
 /// The metric tables answer as the metric file does: the same samples (new series, a unit
 /// that changes, samples of one millisecond, batches that share buckets) give the same series,
 /// raw points and aggregates; retention removes the same rows; a backup writes a metric file
@@ -775,11 +770,27 @@ async fn a_row_the_database_refuses_fails_its_write_alone() {
     );
 }
 
+async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json::Value> {
+    super::support::get(s, token, "/api/v1/alerts?status=open").await["items"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Two processes on one database both serve: a write through either is read through the
+/// other (an object, a rule the leading process's alert engine then applies to a result posted
+/// to the other, the metric history); a token deleted through one stops working on the other,
+/// which had it cached; an SSE client of one sees what is committed through the other. Killing the leading process moves the lead (the alert engine) to the
+/// other with everything acknowledged. The killed one, started again, serves beside it; a
+/// leading process cut off from the database while the other took the lead does not write
+/// again: it answers 503 and exits 75.
 #[tokio::test]
-async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
-    use super::support::{Opts, Server, assert_chain_intact, bootstrap, call, get, host_names};
+async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
+    use super::support::{
+        Opts, Server, assert_chain_intact, bootstrap, call, get, host_names, leads,
+    };
     use reqwest::Method;
-    use serde_json::json;
+    use serde_json::{Value, json};
     use std::time::{Duration, Instant};
     if !enabled() {
         eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
@@ -794,12 +805,20 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     std::fs::create_dir_all(&b_data).unwrap();
     std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
     std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
-    let b = match Server::spawn_in(&b_data, Opts::default()).within(Duration::from_secs(3)) {
-        Ok(_) => panic!("a second server on the database served beside the first"),
-        Err(waiting) => waiting,
+    let b = Server::start_in(&b_data, Opts::default());
+    let b_log = || std::fs::read_to_string(b_data.with_extension("log")).unwrap();
+    let until = |what: &str, limit: Duration, started: Instant| {
+        assert!(started.elapsed() < limit, "{what} never happened");
     };
-    let log = std::fs::read_to_string(b_data.with_extension("log")).unwrap();
-    assert!(log.contains("waiting as its standby"), "{log}");
+    let started = Instant::now();
+    while !b_log().contains("another process leads") {
+        until("B serving beside A", Duration::from_secs(10), started);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        leads(&a, &token).await && !leads(&b, &token).await,
+        "A leads, B does not"
+    );
 
     let create = |s: &Server, name: String| {
         call(s, &token, Method::POST, "/api/v1/hosts")
@@ -808,29 +827,121 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
     };
     let mut acked = Vec::new();
     for i in 0..10 {
-        let name = format!("on-a-{i}");
-        assert_eq!(create(&a, name.clone()).await.unwrap().status(), 201);
+        let (s, name) = if i % 2 == 0 {
+            (&a, format!("on-a-{i}"))
+        } else {
+            (&b, format!("on-b-{i}"))
+        };
+        assert_eq!(create(s, name.clone()).await.unwrap().status(), 201);
         acked.push(name);
     }
-    // Metric history, so the takeover shows it kept the series too.
-    let res = call(&a, &token, Method::POST, "/api/v1/services")
-        .json(&json!({"name": "pump", "host": "on-a-0", "spec": {}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201);
-    let pump = res.json::<serde_json::Value>().await.unwrap()["id"]
+    for s in [&a, &b] {
+        let names = host_names(s, &token).await;
+        assert!(acked.iter().all(|n| names.contains(n)), "{names:?}");
+    }
+    // A rule and a service made through B; a critical result posted to B opens an alert by
+    // A's engine (the lead), readable through B.
+    for (path, body) in [
+        (
+            "/api/v1/services",
+            json!({"name": "pump", "host": "on-a-0", "spec": {}}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "pump-critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'", "severity": "critical"}),
+        ),
+    ] {
+        let res = call(&b, &token, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201, "{path}");
+    }
+    let pump = get(&a, &token, "/api/v1/services?name=pump").await["items"][0]["id"]
         .as_str()
         .unwrap()
         .to_string();
-    let level = |s: &Server, value: f64| {
+    let level = |s: &Server, state: u8, value: f64| {
         call(s, &token, Method::POST, "/api/v1/results")
-            .json(&json!({"results": [{"host": "on-a-0", "service": "pump", "state": 0, "output": format!("OK | level={value}m")}]}))
+            .json(&json!({"results": [{"host": "on-a-0", "service": "pump", "state": state, "output": format!("level | level={value}m")}]}))
             .send()
     };
-    for value in [1.0, 2.0] {
-        assert_eq!(level(&a, value).await.unwrap().status(), 202);
+    assert_eq!(level(&b, 2, 1.0).await.unwrap().status(), 202);
+    let started = Instant::now();
+    while open_alerts(&b, &token).await.is_empty() {
+        until("an alert from B's result", Duration::from_secs(20), started);
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert_eq!(level(&a, 0, 2.0).await.unwrap().status(), 202);
+
+    // A token used through B (so B caches it), then deleted through A.
+    let minted = call(&a, &token, Method::POST, "/api/v1/api-tokens")
+        .json(&json!({"name": "short-lived", "scopes": ["objects:read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(minted.status(), 201);
+    let minted: Value = minted.json().await.unwrap();
+    let (secret, id) = (
+        minted["token"].as_str().unwrap().to_string(),
+        minted["meta"]["id"].as_str().unwrap().to_string(),
+    );
+    let whoami = |s: &Server| call(s, &secret, Method::GET, "/api/v1/whoami").send();
+    assert_eq!(whoami(&b).await.unwrap().status(), 200);
+    assert_eq!(whoami(&b).await.unwrap().status(), 200, "cached");
+    let deleted = call(
+        &a,
+        &token,
+        Method::DELETE,
+        &format!("/api/v1/api-tokens/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let started = Instant::now();
+    while whoami(&b).await.unwrap().status() != 401 {
+        until(
+            "B refusing the deleted token",
+            Duration::from_secs(5),
+            started,
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // An SSE client of B sees what is committed through A (and through B), in commit order.
+    let mut stream = call(&b, &token, Method::GET, "/api/v1/stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut made = Vec::new();
+    for (s, name) in [(&a, "seen-on-b"), (&b, "made-on-b")] {
+        let res = create(s, name.into()).await.unwrap();
+        assert_eq!(res.status(), 201);
+        let host: Value = res.json().await.unwrap();
+        made.push(format!("host/{}", host["id"].as_str().unwrap()));
+    }
+    let mut seen = String::new();
+    let started = Instant::now();
+    while !made.iter().all(|m| seen.contains(m.as_str())) {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B's SSE client saw only: {seen}"
+        );
+        if let Ok(Ok(Some(chunk))) =
+            tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+    assert!(
+        seen.find(&made[0]) < seen.find(&made[1]),
+        "in commit order: {seen}"
+    );
+    drop(stream);
+
     let levels = |s: &Server| {
         let query = call(s, &token, Method::POST, "/api/v1/metrics/query").json(&json!({
             "objectId": pump, "metric": "level",
@@ -847,54 +958,66 @@ async fn a_standby_takes_over_and_a_server_cut_off_steps_down() {
                 .collect::<Vec<f64>>()
         }
     };
-    assert_eq!(levels(&a).await, [1.0, 2.0], "the samples are stored");
+    assert_eq!(levels(&b).await, [1.0, 2.0], "samples through both");
+
+    // The lead dies: B leads, with every acknowledged write, and its engine resolves the
+    // alert A's engine opened.
     let killed = Instant::now();
     a.crash();
-    let b = b
-        .within(Duration::from_secs(30))
-        .unwrap_or_else(|b| b.fail());
-    eprintln!("the standby served {:?} after the kill", killed.elapsed());
+    while !leads(&b, &token).await {
+        until("B taking the lead", Duration::from_secs(30), killed);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!("B led {:?} after the kill", killed.elapsed());
     let names = host_names(&b, &token).await;
     for name in &acked {
         assert!(names.contains(name), "{name} lost in the takeover");
     }
     assert_chain_intact(&b, &token).await;
-    assert_eq!(create(&b, "on-b".into()).await.unwrap().status(), 201);
-    assert_eq!(level(&b, 3.0).await.unwrap().status(), 202);
-    assert_eq!(
-        levels(&b).await,
-        [1.0, 2.0, 3.0],
-        "the series goes on where A left it"
-    );
-    let events = get(&b, &token, "/api/v1/events?limit=500").await;
-    assert!(
-        events["items"].as_array().unwrap().len() > acked.len(),
-        "the events A filed and B's own are all there: {events}"
-    );
+    assert_eq!(level(&b, 2, 3.0).await.unwrap().status(), 202);
+    assert_eq!(level(&b, 0, 4.0).await.unwrap().status(), 202);
+    assert_eq!(levels(&b).await, [1.0, 2.0, 3.0, 4.0]);
+    let started = Instant::now();
+    while !open_alerts(&b, &token).await.is_empty() {
+        until(
+            "B's engine resolving the alert",
+            Duration::from_secs(20),
+            started,
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let lease = psql(&b_data, "SELECT holder FROM svc_lease");
     assert!(lease.contains(&format!("pid {}", b.pid())), "{lease}");
 
-    // A again, as the standby; then B is cut off and A takes over.
-    let a = match Server::spawn_in(&a_data, Opts::default()).within(Duration::from_secs(3)) {
-        Ok(_) => panic!("the restarted server served beside the new one"),
-        Err(waiting) => waiting,
-    };
+    // A again, beside B; then B's lease session is cut: A leads, and B steps down.
+    let a = Server::start_in(&a_data, Opts::default());
+    assert_eq!(create(&a, "on-a-again".into()).await.unwrap().status(), 201);
+    let a_log = || std::fs::read_to_string(a_data.with_extension("log")).unwrap();
+    let started = Instant::now();
+    while !a_log().contains("another process leads") {
+        until("A waiting for the lead", Duration::from_secs(10), started);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     psql(
         &b_data,
         "SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
          WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.granted \
          AND l.classid = 21334 AND l.objid = 1124073474",
     );
-    let a = a
-        .within(Duration::from_secs(30))
-        .unwrap_or_else(|a| a.fail());
-    let refused = create(&b, "on-b-after-the-cut".into()).await.unwrap();
-    assert_eq!(refused.status(), 503, "a server cut off must not write");
+    let cut = Instant::now();
+    while !leads(&a, &token).await {
+        until("A taking the lead", Duration::from_secs(30), cut);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // B notices the lost lease on its own and may have exited already.
+    if let Ok(refused) = create(&b, "on-b-after-the-cut".into()).await {
+        assert_eq!(refused.status(), 503, "a lead cut off must not write");
+    }
     let status = b.exits_within(Duration::from_secs(30));
     assert_eq!(status.code(), Some(75), "it steps down: {status:?}");
     let names = host_names(&a, &token).await;
     assert!(
-        names.iter().any(|n| n == "on-b") && !names.iter().any(|n| n == "on-b-after-the-cut"),
+        names.iter().any(|n| n == "on-a-again") && !names.iter().any(|n| n == "on-b-after-the-cut"),
         "{names:?}"
     );
 }

@@ -91,7 +91,7 @@ impl Server {
         }
     }
 
-    /// Starts a server on an existing data dir without waiting for it to listen (a standby).
+    /// Starts a server on an existing data dir without waiting for it to listen.
     pub fn spawn_in(data: &Path, opts: Opts) -> Starting {
         std::fs::create_dir_all(data).unwrap();
         let log = std::fs::OpenOptions::new()
@@ -336,7 +336,6 @@ pub fn backing(data: &Path) -> svc::store::Backing {
             tls_mode: "disable".into(),
             ca_file: None,
             pool_size: 2,
-            standby: false,
         });
     }
     #[cfg(not(feature = "postgres"))]
@@ -360,6 +359,11 @@ pub async fn assert_chain_intact(s: &Server, token: &str) {
     )
     .await;
     assert_eq!(v["intact"], true, "{v}");
+}
+
+/// Whether `s` leads (its consumers run), as `GET /api/v1/system/info` says.
+pub async fn leads(s: &Server, token: &str) -> bool {
+    get(s, token, "/api/v1/system/info").await["leads"] == true
 }
 
 /// The names of the first 500 hosts the server lists.

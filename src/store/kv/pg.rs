@@ -5,12 +5,15 @@
 //!
 //! Writes keep redb's model: one writer at a time. The store's writer thread runs a group of
 //! writes as one PostgreSQL transaction, each write under a savepoint (released when it commits,
-//! rolled back when it aborts), and the group's sync is the `COMMIT`. The group holds a
-//! transaction-scoped advisory lock, the turn a writer of another process will wait for once
-//! several serve one database (issue 40). Reads run in `REPEATABLE READ READ ONLY`
-//! transactions on a small pool of connections: a consistent snapshot, as a redb read is.
-//! One process serves a database at a time (a session advisory lock its writer holds), as one
-//! process opens a redb file.
+//! rolled back when it aborts), and the group's sync is the `COMMIT`. Several processes serve
+//! one database: a group holds a transaction-scoped advisory lock (the writers' turn, so
+//! groups commit one after another across processes), counts itself in `svc_commits` (a
+//! process that finds the count moved since its last group reloads its in-memory heads) and
+//! announces its commit with the tables it changed (`NOTIFY`), on which the other processes
+//! wake and drop what they cached. One process leads (a session advisory lock, `Lease`): its
+//! consumers run, and its groups check the lease is still theirs. Reads run in
+//! `REPEATABLE READ READ ONLY` transactions on a small pool of connections: a consistent
+//! snapshot, as a redb read is.
 
 use super::super::StoreError;
 use redb::{Key, TypeName, Value};
@@ -28,15 +31,14 @@ mod tls;
 /// The advisory lock a group of writes holds: one writer at a time across every process.
 const WRITER_LOCK: i64 = 0x5356_4300_0001;
 
-/// The advisory lock the serving process holds for as long as its writer's session lives: one
-/// process serves a database, others wait on this lock as standbys. The in-memory heads (the
-/// audit chain's, the journal's sequence) assume their process is the only writer, so a process
-/// whose session ended does not serve again once another has taken the lease (its generation).
+/// The advisory lock the leading process holds for as long as its lease's session lives: its
+/// consumers run; the other processes serve beside it and wait on this lock to lead.
 const INSTANCE_LOCK: i64 = 0x5356_4300_0002;
 
-/// A standby that lost its connection tries again after this long, doubling up to the most.
-const STANDBY_RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
-const STANDBY_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+/// Waiting for the lease or the commit notices tries again after this long once the database
+/// is lost, doubling up to the most.
+const RECONNECT_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RECONNECT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Rows fetched per round trip while walking a range.
 const PAGE: i64 = 256;
@@ -50,7 +52,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
         4,
         "metric series, raw samples and their 5-minute and 1-hour aggregates",
     ),
+    (5, "the count of committed write groups"),
 ];
+
+/// The channel every committed group is announced on (`NOTIFY`), with its process and the
+/// tables it changed, so the other processes on the database wake and drop what they cached.
+pub const COMMITS_CHANNEL: &str = "svc_commits";
 
 /// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
 #[derive(Clone)]
@@ -62,9 +69,6 @@ pub struct Target {
     pub tls_mode: String,
     pub ca_file: Option<String>,
     pub pool_size: usize,
-    /// Whether opening waits, as a standby, while another process serves the database (`svc
-    /// serve`), rather than answering `Locked` (the commands that must not wait).
-    pub standby: bool,
 }
 
 /// A statement sent and not yet answered.
@@ -83,6 +87,8 @@ pub(in crate::store) struct Conn {
     /// when the write commits (`flush`), so a write costs a round trip per read it makes, not
     /// per row it changes.
     sent: Vec<Sent>,
+    /// The tables a group's writes changed (names as the store's), for its commit's notice.
+    written: std::collections::BTreeSet<String>,
 }
 
 impl Conn {
@@ -131,6 +137,22 @@ impl Conn {
     pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
         let answer = block_on(self.client.batch_execute(sql));
         self.answered(answer)
+    }
+
+    /// Runs simple statements in one round trip; the text of the first column of every row
+    /// they answered, in order.
+    fn batch_rows(&mut self, sql: &str) -> Result<Vec<String>, StoreError> {
+        let answer = block_on(self.client.simple_query(sql));
+        Ok(self
+            .answered(answer)?
+            .into_iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(row) => {
+                    Some(row.get(0).unwrap_or_default().to_string())
+                }
+                _ => None,
+            })
+            .collect())
     }
 
     /// Sends a statement of `bytea` parameters without waiting for its answer (`flush` reads
@@ -233,123 +255,139 @@ fn from_pg(e: tokio_postgres::Error) -> StoreError {
 /// The connections of one store: the writer's, and the readers' pool.
 pub struct Pool {
     target: Target,
-    /// The lease's generation this process took the database at.
-    pub generation: i64,
     /// The TLS client every connection uses (its roots read once, at open).
     tls: tls::Connector,
+    /// This process among the database's: its commit notices carry it, so it skips its own.
+    pub process: String,
     writer: Shared,
-    /// Whether the writer's connection is inside a group's transaction.
-    in_group: Mutex<bool>,
+    group: Mutex<Group>,
+    /// Counts up each time a group finds that another process committed since this one's last
+    /// group (and once for a new pool): the store's in-memory heads hold for one epoch.
+    epoch: std::sync::atomic::AtomicU64,
+    /// The lease generation while this process leads, else 0: its groups check that the lease
+    /// is still theirs (the fence).
+    lead: std::sync::atomic::AtomicI64,
     readers: Mutex<Vec<Shared>>,
 }
 
+/// The writer's group: whether one is open, and the commit count it will leave.
+#[derive(Default)]
+struct Group {
+    open: bool,
+    /// Groups committed on the database (`svc_commits`) when this process's last group
+    /// committed; `None` before its first.
+    committed: Option<i64>,
+    /// The count the open group leaves when it commits.
+    counting: i64,
+}
+
+/// Epochs are unique across the pools of a process (a store reopened gets a new pool).
+static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl Pool {
-    /// Connects the writer, applies the schema's pending migrations and takes the database for
-    /// this process: at once, or `Locked` while another serves it, unless `wait` (a standby),
-    /// which waits for the serving process's session to end. Taking it counts the lease's
-    /// generation up: the fencing token a process that lost its session compares.
-    pub fn open(target: Target, wait: bool) -> Result<Pool, StoreError> {
+    /// Connects the writer and applies the schema's pending migrations. Any number of
+    /// processes may hold a pool on one database: their groups take turns (`WRITER_LOCK`).
+    pub fn open(target: Target) -> Result<Pool, StoreError> {
         let tls =
             tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
-        let (mut retry, mut standing_by) = (STANDBY_RETRY_FIRST, false);
-        let mut writer = loop {
-            match Self::take(&target, &tls, wait, &mut standing_by) {
-                Err(StoreError::Unavailable(why)) if standing_by => {
-                    // A standby outlives the database's restarts without starting to serve.
-                    tracing::warn!(%why, ?retry, "standby lost the database; connecting again");
-                    let pause = io_runtime()?.spawn(tokio::time::sleep(retry));
-                    block_on(pause).map_err(|e| StoreError::Internal(e.to_string()))?;
-                    retry = (retry * 2).min(STANDBY_RETRY_MAX);
-                }
-                taken => break taken?,
-            }
-        };
-        let generation = writer
-            .query(
-                "UPDATE svc_lease SET generation = generation + 1, holder = $1, since = now() \
-                 RETURNING generation",
-                &[&holder_name()],
-            )?
-            .first()
-            .map(|r| r.get::<_, i64>(0))
-            .ok_or_else(|| StoreError::Corrupt("svc_lease has no row".into()))?;
+        let mut writer = connect(&target, &tls)?;
+        migrate(&mut writer)?;
+        let mut process = [0u8; 8];
+        getrandom::fill(&mut process).map_err(|e| StoreError::Internal(e.to_string()))?;
         Ok(Pool {
             target,
             tls,
-            generation,
+            process: crate::model::audit::hex(&process),
             writer: Arc::new(Mutex::new(writer)),
-            in_group: Mutex::new(false),
+            group: Mutex::default(),
+            epoch: EPOCHS
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                .into(),
+            lead: 0.into(),
             readers: Mutex::default(),
         })
     }
 
-    /// A writer's connection holding the instance lock, waited for when `wait` (and then
-    /// `standing_by` says so, for good).
-    fn take(
-        target: &Target,
-        tls: &tls::Connector,
-        wait: bool,
-        standing_by: &mut bool,
-    ) -> Result<Conn, StoreError> {
-        let mut writer = connect(target, tls)?;
-        let held = writer.query(
-            &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
-            &[],
-        )?;
-        if !held.first().is_some_and(|r| r.get::<_, bool>(0)) {
-            if !wait {
-                return Err(StoreError::Locked);
-            }
-            // A serving process older than the lease table has no row to show.
-            let (holder, since) = writer
-                .query("SELECT holder, since::text FROM svc_lease", &[])
-                .ok()
-                .and_then(|rows| {
-                    rows.first()
-                        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-                })
-                .unwrap_or_default();
-            tracing::warn!(%holder, %since, "another process serves this database; waiting as its standby to take over when its session ends");
-            *standing_by = true;
-            // PostgreSQL grants the lock the moment the holder's session ends: no polling.
-            writer.batch(&format!("SELECT pg_advisory_lock({INSTANCE_LOCK})"))?;
-            tracing::info!(previous = %holder, "took over the database");
-        }
-        // Only the process that serves migrates: a standby of a newer version changes nothing
-        // under the older one it waits for.
-        migrate(&mut writer)?;
-        Ok(writer)
+    /// The epoch of the open group: the same while no other process commits between this
+    /// one's groups.
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// A write of the current group, under its own savepoint; the first opens the group.
+    /// Fences this process's groups by the lease's `generation` while it leads (see `Lease`).
+    pub(in crate::store) fn fence(&self, generation: i64) {
+        self.lead
+            .store(generation, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A write of the current group, under its own savepoint; the first opens the group: it
+    /// waits for the writers' turn, counts the commit and, while this process leads, checks
+    /// the lease is still its own.
     pub(super) fn begin_write(&self) -> Result<Write, StoreError> {
-        let mut in_group = self.in_group.lock().unwrap_or_else(|e| e.into_inner());
+        let mut group = self.group.lock().unwrap_or_else(|e| e.into_inner());
         let mut conn = lock(&self.writer);
-        if !*in_group {
-            conn.batch(&format!(
-                "BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK})"
+        if !group.open {
+            let lead = self.lead.load(std::sync::atomic::Ordering::SeqCst);
+            let fence = if lead == 0 {
+                String::new()
+            } else {
+                "; SELECT generation FROM svc_lease FOR SHARE".into()
+            };
+            let rows = conn.batch_rows(&format!(
+                "BEGIN; SELECT pg_advisory_xact_lock({WRITER_LOCK}); \
+                 UPDATE svc_commits SET n = n + 1 RETURNING n{fence}"
             ))?;
-            *in_group = true;
+            let number = |i: usize| rows.get(i).and_then(|v| v.parse::<i64>().ok());
+            let counting =
+                number(1).ok_or_else(|| StoreError::Corrupt("svc_commits has no row".into()))?;
+            if lead != 0 && number(2) != Some(lead) {
+                let _ = conn.batch("ROLLBACK");
+                return Err(StoreError::Superseded);
+            }
+            if group.committed != Some(counting - 1) {
+                self.epoch.store(
+                    EPOCHS.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                    std::sync::atomic::Ordering::SeqCst,
+                );
+            }
+            group.counting = counting;
+            group.open = true;
         }
         conn.send_batch("SAVEPOINT write")?;
         Ok(Write {
             conn: self.writer.clone(),
             done: false,
+            epoch: self.epoch(),
         })
     }
 
-    /// Ends the group: `COMMIT` when `keep`, else `ROLLBACK`. Nothing to do outside a group.
+    /// Ends the group: `COMMIT` when `keep`, announcing it with the tables it changed, else
+    /// `ROLLBACK`. Nothing to do outside a group.
     pub(super) fn end_group(&self, keep: bool) -> Result<(), StoreError> {
-        let mut in_group = self.in_group.lock().unwrap_or_else(|e| e.into_inner());
-        if !*in_group {
+        let mut group = self.group.lock().unwrap_or_else(|e| e.into_inner());
+        if !group.open {
             return Ok(());
         }
-        *in_group = false;
+        group.open = false;
         let mut conn = lock(&self.writer);
+        let written = std::mem::take(&mut conn.written);
         // Every write of the group read its answers as it committed or forgot them as it
         // rolled back; what is left is a write's that ended neither way.
         let answered = conn.flush();
-        let ended = conn.batch(if keep { "COMMIT" } else { "ROLLBACK" });
+        let ended = if keep {
+            // Table names are the store's constants and the process a hex string: nothing
+            // to quote. PostgreSQL delivers the notice when (and only if) the group commits.
+            let tables = written.into_iter().collect::<Vec<_>>().join(",");
+            conn.batch(&format!(
+                "SELECT pg_notify('{COMMITS_CHANNEL}', '{} {tables}'); COMMIT",
+                self.process
+            ))
+        } else {
+            conn.batch("ROLLBACK")
+        };
+        if keep && answered.is_ok() && ended.is_ok() {
+            group.committed = Some(group.counting);
+        }
         answered.and(ended)
     }
 
@@ -364,6 +402,157 @@ impl Pool {
             conn,
             pool: self.clone(),
         })
+    }
+}
+
+/// The lease of the leading process, whose consumers run (the alert engine, escalations,
+/// couriers, timers, retention): a session advisory lock on a connection of its own, and the
+/// generation of the lease row, counted up by each taking: the fence its groups check.
+pub(in crate::store) struct Lease {
+    pub generation: i64,
+    _conn: Conn,
+    /// Disconnected when the lease's session ends.
+    ended: std::sync::mpsc::Receiver<String>,
+}
+
+impl Lease {
+    /// Waits while another process holds the lease, then takes it. Waiting outlives the
+    /// database's restarts (connecting again with a back-off). Blocking.
+    pub(in crate::store) fn take(target: &Target) -> Result<Lease, StoreError> {
+        let tls =
+            tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+        let mut retry = RECONNECT_FIRST;
+        loop {
+            match Self::try_take(target, &tls, None) {
+                Err(StoreError::Unavailable(why)) => {
+                    tracing::warn!(%why, ?retry, "waiting for the lease lost the database; connecting again");
+                    pause(retry)?;
+                    retry = (retry * 2).min(RECONNECT_MAX);
+                }
+                taken => return taken,
+            }
+        }
+    }
+
+    /// Takes the lease: waiting for it, or, given the generation this process held (`since`),
+    /// only if no other process took it meanwhile (else `Superseded`).
+    fn try_take(
+        target: &Target,
+        tls: &tls::Connector,
+        since: Option<i64>,
+    ) -> Result<Lease, StoreError> {
+        let (notices, ended) = std::sync::mpsc::channel();
+        let mut conn = connect_with(target, tls, Some(notices))?;
+        let held = conn.query(
+            &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
+            &[],
+        )?;
+        if !held.first().is_some_and(|r| r.get::<_, bool>(0)) {
+            if since.is_some() {
+                return Err(StoreError::Superseded);
+            }
+            let (holder, at) = conn
+                .query("SELECT holder, since::text FROM svc_lease", &[])?
+                .first()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .unwrap_or_default();
+            tracing::info!(%holder, since = %at, "another process leads on this database; serving beside it, ready to lead when its session ends");
+            // PostgreSQL grants the lock the moment the holder's session ends: no polling.
+            conn.batch(&format!("SELECT pg_advisory_lock({INSTANCE_LOCK})"))?;
+            tracing::info!(previous = %holder, "took the lead");
+        }
+        // Taking it back keeps the generation, so this process's fence holds throughout.
+        let taken = match since {
+            None => conn.query(
+                "UPDATE svc_lease SET generation = generation + 1, holder = $1, since = now() \
+                 RETURNING generation",
+                &[&holder_name()],
+            )?,
+            Some(held) => conn.query(
+                "UPDATE svc_lease SET holder = $1 WHERE generation = $2 RETURNING generation",
+                &[&holder_name(), &held],
+            )?,
+        };
+        let generation = taken
+            .first()
+            .map(|r| r.get::<_, i64>(0))
+            .ok_or(StoreError::Superseded)?;
+        Ok(Lease {
+            generation,
+            _conn: conn,
+            ended,
+        })
+    }
+
+    /// Blocks while the lease's session lives; then takes the lease again, with its
+    /// generation, unless another process took it meanwhile (`Superseded`), retrying while
+    /// the database is away.
+    pub(in crate::store) fn hold(self, target: &Target) -> Result<Lease, StoreError> {
+        while self.ended.recv().is_ok() {}
+        tracing::warn!("the lead's session ended; taking the lead again");
+        let tls =
+            tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+        let mut retry = RECONNECT_FIRST;
+        loop {
+            match Self::try_take(target, &tls, Some(self.generation)) {
+                Err(StoreError::Unavailable(why)) => {
+                    tracing::warn!(%why, ?retry, "the lead cannot reach the database; trying again");
+                    pause(retry)?;
+                    retry = (retry * 2).min(RECONNECT_MAX);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// Sleeps `how_long` on the I/O runtime's clock (this thread blocks).
+fn pause(how_long: std::time::Duration) -> Result<(), StoreError> {
+    // The timer is made on the runtime: this thread has none.
+    let slept = io_runtime()?.spawn(async move { tokio::time::sleep(how_long).await });
+    block_on(slept).map_err(|e| StoreError::Internal(e.to_string()))
+}
+
+/// Follows the commit notices of every process on the database (`COMMITS_CHANNEL`): each
+/// payload to `notice`, and `None` after connecting again (notices sent meanwhile are lost).
+/// Returns once `notice` answers false. Blocking.
+pub(in crate::store) fn follow_commits(
+    target: &Target,
+    mut notice: impl FnMut(Option<&str>) -> bool,
+) {
+    let mut retry = RECONNECT_FIRST;
+    let mut again = false;
+    loop {
+        let (notices, received) = std::sync::mpsc::channel();
+        let listening = tls::Connector::new(target.ca_file.as_deref())
+            .map_err(StoreError::Unavailable)
+            .and_then(|tls| connect_with(target, &tls, Some(notices)))
+            .and_then(|mut conn| {
+                conn.batch(&format!("LISTEN {COMMITS_CHANNEL}"))
+                    .map(|()| conn)
+            });
+        match listening {
+            Ok(_conn) => {
+                retry = RECONNECT_FIRST;
+                if again && !notice(None) {
+                    return;
+                }
+                again = true;
+                for payload in received.iter() {
+                    if !notice(Some(&payload)) {
+                        return;
+                    }
+                }
+                tracing::warn!("lost the commit notices of the other processes; listening again");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, ?retry, "cannot listen for the other processes' commits; trying again")
+            }
+        }
+        if pause(retry).is_err() {
+            return;
+        }
+        retry = (retry * 2).min(RECONNECT_MAX);
     }
 }
 
@@ -405,6 +594,16 @@ impl Connections {
 }
 
 fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
+    connect_with(target, tls, None)
+}
+
+/// A connection whose session's notices (`NOTIFY` payloads) go to `notices`, which is
+/// dropped when the session ends: the receiver then knows it ended.
+fn connect_with(
+    target: &Target,
+    tls: &tls::Connector,
+    notices: Option<std::sync::mpsc::Sender<String>>,
+) -> Result<Conn, StoreError> {
     use tokio_postgres::config::SslMode;
     let mut config: tokio_postgres::Config = target
         .url
@@ -428,9 +627,22 @@ fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
     let tls = tls.clone();
     let runtime = io_runtime()?;
     let connecting = runtime.spawn(async move {
-        let (client, connection) = config.connect(tls).await?;
+        let (client, mut connection) = config.connect(tls).await?;
         // The connection does the socket's I/O on this runtime until its client is dropped.
-        tokio::spawn(connection);
+        tokio::spawn(async move {
+            loop {
+                let message = std::future::poll_fn(|cx| connection.poll_message(cx)).await;
+                match message {
+                    Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                        if let Some(to) = &notices {
+                            let _ = to.send(n.payload().to_string());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => break,
+                }
+            }
+        });
         Ok::<_, tokio_postgres::Error>(client)
     });
     let client = block_on(connecting)
@@ -440,6 +652,7 @@ fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
         client: Arc::new(client),
         statements: HashMap::new(),
         sent: Vec::new(),
+        written: Default::default(),
     })
 }
 
@@ -613,11 +826,19 @@ fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
             );
             CREATE TABLE metric_1h (LIKE metric_5m INCLUDING ALL);",
         ),
+        // One row: how many groups committed, across every process.
+        5 => conn.batch(
+            "CREATE TABLE svc_commits (
+                only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+                n bigint NOT NULL
+            );
+            INSERT INTO svc_commits VALUES (true, 0);",
+        ),
         other => Err(StoreError::Internal(format!("no migration {other}"))),
     }
 }
 
-/// Who holds the lease, for the standby's log and the lease row: host and process.
+/// Who holds the lease, for the lease row and the other processes' log: host and process.
 fn holder_name() -> String {
     let host = nix::unistd::gethostname()
         .ok()
@@ -635,6 +856,8 @@ fn table(name: &str) -> String {
 pub struct Write {
     conn: Shared,
     done: bool,
+    /// The pool's epoch when the write began.
+    pub epoch: u64,
 }
 
 impl Write {
@@ -695,6 +918,7 @@ impl Drop for Read {
 /// A table of a write or a read.
 pub struct Table<K: Key + 'static, V: Value + 'static> {
     conn: Shared,
+    name: String,
     sql_table: String,
     key: KeyCoding,
     _types: PhantomData<fn() -> (K, V)>,
@@ -707,10 +931,20 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     fn new(conn: Shared, name: &str) -> Self {
         Self {
             conn,
+            name: name.to_string(),
             sql_table: table(name),
             key: KeyCoding::of(&K::type_name()),
             _types: PhantomData,
         }
+    }
+
+    /// The connection for a change to this table, which its group's commit announces.
+    fn changing(&self) -> MutexGuard<'_, Conn> {
+        let mut conn = lock(&self.conn);
+        if !conn.written.contains(&self.name) {
+            conn.written.insert(self.name.clone());
+        }
+        conn
     }
 
     /// A key's bytes as stored here.
@@ -742,13 +976,13 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
             self.sql_table
         );
-        lock(&self.conn).send(&sql, vec![key, value.to_vec()])
+        self.changing().send(&sql, vec![key, value.to_vec()])
     }
 
     /// Removes `key`, sent ahead of its answer.
     pub fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
-        lock(&self.conn).send(&sql, vec![key])
+        self.changing().send(&sql, vec![key])
     }
 
     /// Stores `value` under `key`; the value it replaced.
@@ -759,14 +993,14 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
              up AS (INSERT INTO {t} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v) \
              SELECT v FROM old"
         );
-        let rows = lock(&self.conn).query(&sql, &[&key, &value])?;
+        let rows = self.changing().query(&sql, &[&key, &value])?;
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
     /// Removes `key`; the value it held.
     pub fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
-        let rows = lock(&self.conn).query(&sql, &[&key])?;
+        let rows = self.changing().query(&sql, &[&key])?;
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
@@ -808,7 +1042,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         }
         let sql = format!("DELETE FROM {} WHERE k = ANY($1)", self.sql_table);
         for chunk in doomed.chunks(1024) {
-            lock(&self.conn).execute(&sql, &[&chunk])?;
+            self.changing().execute(&sql, &[&chunk])?;
         }
         Ok(())
     }

@@ -1,0 +1,208 @@
+//! Several processes on one database (PostgreSQL, `docs/storage.md`): every process serves the
+//! API and writes (its groups take turns, `kv::pg`); one leads, and its consumers run. What a
+//! process keeps in memory about stored rows follows the others' commits: each commit is
+//! announced with the tables it changed, and on that notice this process wakes what sleeps on
+//! those tables and drops what it cached from them. On redb one process opens the file: it
+//! leads at once and hears no one.
+
+#[cfg(feature = "postgres")]
+use super::{Backing, tables};
+use super::{Store, StoreError};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::sync::Notify;
+
+/// What another process's commit changed, for whoever sleeps on it or caches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Tenants, objects, configuration documents, schedule overrides, settings.
+    Catalog,
+    /// Tokens, users, sessions.
+    Credentials,
+    /// The event journal: committed events to read.
+    Journal,
+    /// Snoozes, pending, suppressed and heartbeat-rule alerts, silences and downtimes.
+    AlertTimers,
+    Escalations,
+    Deliveries,
+    Heartbeats,
+    Sites,
+}
+
+/// The change a write to table `name` is.
+#[cfg(feature = "postgres")]
+fn change_of(name: &str) -> Option<Change> {
+    use redb::TableHandle as _;
+    let kinds = [
+        (tables::TENANTS.name(), Change::Catalog),
+        (tables::CONFIG_DOCS.name(), Change::Catalog),
+        (tables::OBJECTS.name(), Change::Catalog),
+        (tables::OVERRIDES.name(), Change::Catalog),
+        (tables::SETTINGS.name(), Change::Catalog),
+        (tables::TOKENS.name(), Change::Credentials),
+        (tables::USERS.name(), Change::Credentials),
+        (tables::SESSIONS.name(), Change::Credentials),
+        (tables::EVENT_JOURNAL.name(), Change::Journal),
+        (tables::ALERT_TIMERS.name(), Change::AlertTimers),
+        (tables::PENDING_ALERTS.name(), Change::AlertTimers),
+        (tables::RULE_BEATS.name(), Change::AlertTimers),
+        (tables::SILENCES.name(), Change::AlertTimers),
+        (tables::DOWNTIMES.name(), Change::AlertTimers),
+        (tables::SUPPRESSED_ALERTS.name(), Change::AlertTimers),
+        (tables::ESCALATIONS_DUE.name(), Change::Escalations),
+        (tables::DELIVERIES_DUE.name(), Change::Deliveries),
+        (tables::HEARTBEATS.name(), Change::Heartbeats),
+        (tables::SITE_STATUS.name(), Change::Sites),
+    ];
+    kinds.into_iter().find(|(n, _)| *n == name).map(|(_, c)| c)
+}
+
+impl Store {
+    /// Has `waker` notified when another process commits a change of `change` (a sweep whose
+    /// next due time it may bring forward).
+    pub fn watch_others(&self, change: Change, waker: Arc<Notify>) {
+        self.others_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((change, waker));
+    }
+
+    /// Moves on when another process changes tokens, users or sessions: a credential verified
+    /// at an older generation is read again before it is trusted.
+    pub fn credentials_generation(&self) -> u64 {
+        self.credentials_generation.load(Ordering::SeqCst)
+    }
+
+    #[cfg(feature = "postgres")]
+    /// Another process committed changes to `changed` (`None`: anything, as after notices
+    /// were lost).
+    fn others_committed(&self, changed: Option<&[Change]>) {
+        let touches = |c: Change| changed.is_none_or(|list| list.contains(&c));
+        if touches(Change::Catalog) {
+            self.catalog_changed();
+        }
+        if touches(Change::Credentials) {
+            self.credentials_generation.fetch_add(1, Ordering::SeqCst);
+        }
+        if touches(Change::Journal) {
+            self.notify_journal_watchers();
+        }
+        if touches(Change::AlertTimers) {
+            self.alert_timers.notify_one();
+        }
+        if touches(Change::Escalations) {
+            self.escalations.notify_one();
+        }
+        for (change, waker) in self
+            .others_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            if touches(*change) {
+                waker.notify_one();
+            }
+        }
+    }
+
+    /// Follows the other processes' commits for as long as this store lives (a thread of its
+    /// own); nothing on redb.
+    pub fn follow_others(self: &Arc<Self>) -> Result<(), StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backing::Postgres(target) = &self.backing {
+            let store = Arc::downgrade(self);
+            let target = target.clone();
+            std::thread::Builder::new()
+                .name("svc-commits".into())
+                .spawn(move || {
+                    super::kv::pg::follow_commits(&target, |notice| {
+                        let Some(store) = store.upgrade() else {
+                            return false;
+                        };
+                        match notice {
+                            None => store.others_committed(None),
+                            Some(payload) => {
+                                let (process, names) =
+                                    payload.split_once(' ').unwrap_or((payload, ""));
+                                if store.process_id().as_deref() != Some(process) {
+                                    let changed: Vec<Change> =
+                                        names.split(',').filter_map(change_of).collect();
+                                    store.others_committed(Some(&changed));
+                                }
+                            }
+                        }
+                        true
+                    })
+                })
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// This process's name in its commit notices (the open pool's).
+    #[cfg(feature = "postgres")]
+    fn process_id(&self) -> Option<String> {
+        match self.handle().ok()?.as_ref() {
+            super::Db::Pg(pool) => Some(pool.process.clone()),
+            super::Db::Redb(_) => None,
+        }
+    }
+
+    /// Resolves once this process leads: at once on redb; on PostgreSQL once it holds the
+    /// lease, which it then keeps (taking it back after a lost session, unless another
+    /// process took it meanwhile: then this store stops serving, `Superseded`).
+    pub async fn lead(self: &Arc<Self>) -> Result<(), StoreError> {
+        #[cfg(feature = "postgres")]
+        if let Backing::Postgres(target) = &self.backing {
+            let (taken, led) = tokio::sync::oneshot::channel();
+            let store = Arc::downgrade(self);
+            let target = target.clone();
+            std::thread::Builder::new()
+                .name("svc-lease".into())
+                .spawn(move || hold_lease(&store, &target, taken))
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            return led
+                .await
+                .map_err(|_| StoreError::Internal("the lease's thread ended".into()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Takes the lease, says so through `taken`, and holds it: after a lost session it is taken
+/// back (the same generation) unless another process took it, which supersedes this store.
+#[cfg(feature = "postgres")]
+fn hold_lease(
+    store: &std::sync::Weak<Store>,
+    target: &super::kv::pg::Target,
+    taken: tokio::sync::oneshot::Sender<Result<(), StoreError>>,
+) {
+    let mut lease = match super::kv::pg::Lease::take(target) {
+        Ok(lease) => lease,
+        Err(e) => {
+            let _ = taken.send(Err(e));
+            return;
+        }
+    };
+    if let Some(store) = store.upgrade() {
+        store.lead.store(lease.generation, Ordering::SeqCst);
+        if let Ok(db) = store.handle()
+            && let super::Db::Pg(pool) = db.as_ref()
+        {
+            pool.fence(lease.generation);
+        }
+    }
+    let _ = taken.send(Ok(()));
+    loop {
+        match lease.hold(target) {
+            Ok(again) => lease = again,
+            Err(e) => {
+                tracing::error!(error = %e, "lost the lead to another process");
+                if let Some(store) = store.upgrade() {
+                    store.fail(&StoreError::Superseded);
+                }
+                return;
+            }
+        }
+    }
+}
