@@ -24,6 +24,8 @@ pub struct Consumer {
     events: Arc<Events>,
     store: Arc<Store>,
     position: Uuid,
+    /// The journal row its next read starts at (see `JournalView::from_row`).
+    journal_from: u64,
     /// Notified by the store once events journaled are durable.
     wake: Arc<Notify>,
 }
@@ -44,6 +46,7 @@ impl Consumer {
             events,
             store,
             position,
+            journal_from: 0,
             wake,
         })
     }
@@ -115,8 +118,15 @@ impl Consumer {
         }
     }
 
-    async fn read_committed(&self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
-        let (head, batch) = committed_after(&self.events, &self.store, self.position, max).await?;
+    async fn read_committed(&mut self, max: usize) -> Result<Vec<Arc<Event>>, StoreError> {
+        let (head, batch) = committed_after(
+            &self.events,
+            &self.store,
+            self.position,
+            &mut self.journal_from,
+            max,
+        )
+        .await?;
         let oldest = head.and(batch.first().map(|e| &**e));
         self.events.report_lag(self.name, self.position, oldest);
         Ok(batch)
@@ -124,15 +134,18 @@ impl Consumer {
 }
 
 /// The committed events after `position`, oldest first, at most `max`: the journal rows not
-/// yet forgotten and the stored events, read up to the journal's head (in one snapshot), with
-/// the head when it is past `position`.
+/// yet forgotten (from row `from_row`, moved on past the rows wholly behind `position`) and
+/// the stored events, read up to the journal's head (in one snapshot), with the head when it is
+/// past `position`.
 pub(super) async fn committed_after(
     events: &Events,
     store: &Arc<Store>,
     position: Uuid,
+    from_row: &mut u64,
     max: usize,
 ) -> Result<(Option<Uuid>, Vec<Arc<Event>>), StoreError> {
-    let view = store.journal_view(Some(position), max).await?;
+    let view = store.journal_view(Some(position), *from_row, max).await?;
+    *from_row = view.from_row;
     let Some(head) = view.head.filter(|h| *h > position) else {
         return Ok((None, Vec::new()));
     };

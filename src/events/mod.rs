@@ -317,7 +317,7 @@ impl Events {
         cursor: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let pending = main.journal_view(None, UNFILED_LISTED).await?.pending;
+        let pending = main.journal_view(None, 0, UNFILED_LISTED).await?.pending;
         let mut items = self.list(filter.clone(), cursor, limit).await?;
         let before = cursor.and_then(Position::of_id);
         let listed: HashSet<Uuid> = items.iter().map(|e| e.id).collect();

@@ -26,6 +26,8 @@ pub struct EventRelay {
     store: Arc<Store>,
     /// The newest event published; read from the journal's head at the first step.
     position: Option<Uuid>,
+    /// The journal row its next read starts at (see `JournalView::from_row`).
+    journal_from: u64,
     wake: Arc<Notify>,
 }
 
@@ -41,6 +43,7 @@ impl EventRelay {
             events,
             store,
             position: None,
+            journal_from: 0,
             wake,
         }
     }
@@ -56,7 +59,14 @@ impl EventRelay {
                 *self.position.insert(head)
             }
         };
-        let (_, batch) = committed_after(&self.events, &self.store, position, BATCH).await?;
+        let (_, batch) = committed_after(
+            &self.events,
+            &self.store,
+            position,
+            &mut self.journal_from,
+            BATCH,
+        )
+        .await?;
         for event in &batch {
             self.events.bus.publish(event.clone()).await;
         }

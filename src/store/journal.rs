@@ -22,6 +22,10 @@ use uuid::Uuid;
 /// Meta key of the id of the newest journaled event.
 const JOURNAL_HEAD: &str = "journal_head";
 
+/// Meta key of the next journal row's sequence (big-endian): kept, so a sequence is never used
+/// twice even once every row is forgotten (readers start at a row they have passed).
+const JOURNAL_NEXT: &str = "journal_next_row";
+
 /// The journal's head as this process last wrote it, good for the epoch it was written in
 /// (see `WriteTx::epoch`): the next row's sequence and the newest event id. A write that rolls
 /// back leaves a gap in the sequence, never a reused row or an id out of order.
@@ -61,6 +65,10 @@ impl Record {
 pub struct JournalView {
     pub head: Option<Uuid>,
     pub pending: Vec<Arc<Event>>,
+    /// The first journal row not wholly at or before `after`: a reader whose position only
+    /// moves on starts its next view there (rows are in commit order, so every row before it
+    /// is behind the reader), instead of walking the rows it is past again.
+    pub from_row: u64,
 }
 
 /// Saves a durable consumer's position in the transaction of the work it did.
@@ -167,10 +175,17 @@ impl Store {
         let (seq, mut newest) = match *kept {
             Some(h) if h.epoch == tx.epoch() => (h.next, h.newest),
             // Another process may have journaled since: the stored head.
-            _ => (
-                t.last()?.map_or(0, |(k, _)| k.value() + 1),
-                head(&tx.open_table(META)?)?.unwrap_or(Uuid::nil()),
-            ),
+            _ => {
+                let meta = tx.open_table(META)?;
+                let kept = meta
+                    .get(JOURNAL_NEXT)?
+                    .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes));
+                let after_last = t.last()?.map_or(0, |(k, _)| k.value() + 1);
+                (
+                    kept.unwrap_or(0).max(after_last),
+                    head(&meta)?.unwrap_or(Uuid::nil()),
+                )
+            }
         };
         let mut out = Vec::with_capacity(drafts.len());
         let mut packed = Vec::new();
@@ -190,9 +205,10 @@ impl Store {
             newest,
         });
         drop(kept);
+        let mut meta = tx.open_table(META)?;
+        meta.insert(JOURNAL_NEXT, (seq + 1).to_be_bytes().as_slice())?;
         if let Some(last) = out.last() {
-            tx.open_table(META)?
-                .insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())?;
+            meta.insert(JOURNAL_HEAD, last.event.id.as_bytes().as_slice())?;
         }
         tx.journaled(out);
         Ok(())
@@ -240,22 +256,28 @@ impl Store {
     }
 
     /// The head and the first `limit` events still journaled after `after` (by id), in one
-    /// snapshot.
+    /// snapshot, looking from journal row `from_row` on (a reader's last `JournalView::from_row`,
+    /// or 0).
     pub async fn journal_view(
         self: &Arc<Self>,
         after: Option<Uuid>,
+        from_row: u64,
         limit: usize,
     ) -> Result<JournalView, StoreError> {
         self.read(move |tx| {
             let head = head(&tx.open_table(META)?)?;
             let t = tx.open_table(EVENT_JOURNAL)?;
             let mut pending = Vec::new();
-            for row in t.iter()? {
+            let mut next_from = from_row;
+            for row in t.range(from_row..)? {
                 let (seq, packed) = row?;
                 // Rows the reader is past are skipped without decoding their events.
                 if let Some(after) = after
                     && last_id(seq.value(), packed.value())?.is_none_or(|last| last <= after)
                 {
+                    if pending.is_empty() {
+                        next_from = seq.value() + 1;
+                    }
                     continue;
                 }
                 pending.extend(
@@ -269,7 +291,11 @@ impl Store {
                     break;
                 }
             }
-            Ok(JournalView { head, pending })
+            Ok(JournalView {
+                head,
+                pending,
+                from_row: next_from,
+            })
         })
         .await
     }

@@ -333,6 +333,12 @@ pub trait Readable<K: Key + 'static, V: Value + 'static> {
     /// `get` is a round trip per key.
     fn contains_each<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<Vec<bool>, StoreError>;
 
+    /// The value of each of `keys`, in their order: one query on PostgreSQL.
+    fn get_each<'a>(
+        &self,
+        keys: &[K::SelfType<'a>],
+    ) -> Result<Vec<Option<Guard<'_, V>>>, StoreError>;
+
     fn len(&self) -> Result<u64, StoreError>;
 
     fn is_empty(&self) -> Result<bool, StoreError> {
@@ -414,6 +420,24 @@ macro_rules! readable {
                     $inner::Pg(t $(, $pg_extra)?) => {
                         t.contains_each(keys.iter().map(|k| t.ordered(k)).collect())
                     }
+                }
+            }
+
+            fn get_each<'a>(
+                &self,
+                keys: &[K::SelfType<'a>],
+            ) -> Result<Vec<Option<Guard<'_, V>>>, StoreError> {
+                match &self.0 {
+                    $inner::Redb(t) => keys
+                        .iter()
+                        .map(|k| t.get(k).map(|v| v.map(redb_guard)).map_err(StoreError::from_redb))
+                        .collect(),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => Ok(t
+                        .get_each(keys.iter().map(|k| t.ordered(k)).collect())?
+                        .into_iter()
+                        .map(|v| v.map(fetched))
+                        .collect()),
                 }
             }
         }

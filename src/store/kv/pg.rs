@@ -970,6 +970,20 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         Ok(keys.iter().map(|k| held.contains(k)).collect())
     }
 
+    /// The value of each of `keys` (stored keys), in one query.
+    pub fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT k, v FROM {} WHERE k = ANY($1)", self.sql_table);
+        let rows = lock(&self.conn).query(&sql, &[&keys])?;
+        let held: HashMap<Vec<u8>, Vec<u8>> = rows
+            .iter()
+            .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
+            .collect();
+        Ok(keys.iter().map(|k| held.get(k).cloned()).collect())
+    }
+
     /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
     pub fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
         let sql = format!(
