@@ -295,7 +295,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     if let Some(dispatcher) = events.bus().dispatcher() {
         supervisor.spawn(dispatcher);
     }
-    // Events journaled before a crash reach the event store before anything new is produced.
     // Beside other processes, the bus gets every process's events from the journal.
     #[cfg(feature = "postgres")]
     if matches!(backing, Backing::Postgres(_)) {
@@ -304,6 +303,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             store.clone(),
         ));
     }
+    // Events journaled before a crash reach the event store before anything new is produced.
     let filer = EventFiler::new(events.clone(), store.clone());
     match filer.refile().await {
         Ok(0) => {}
