@@ -57,55 +57,47 @@ impl Auth {
         }
         let key = self.digest(secret);
         let generation = self.store.credentials_generation();
-        let cached = match self.cache_get(&key) {
-            Some(v) if v.generation == generation => Some(v.token),
-            // Another process changed tokens since: the row is read again (no hash), and a
-            // token deleted or rotated there is verified from scratch, which fails.
-            Some(v) => self
-                .store
-                .tokens_by_prefix(lookup_prefix(secret))
-                .await?
-                .into_iter()
-                .find(|c| c.meta.id == v.token.id && c.secret_hash == v.secret_hash)
-                .map(|c| {
-                    self.cache_put(
-                        key,
-                        Verified {
-                            token: c.meta.clone(),
-                            secret_hash: c.secret_hash,
-                            generation,
-                        },
-                    );
-                    c.meta
-                }),
-            None => None,
-        };
-        let meta = match cached {
-            Some(m) => m,
-            None => {
+        let meta = match self.cache_get(&key) {
+            Some(v) if v.generation == generation => v.token,
+            cached => {
                 let unknown = || AuthError::Invalid("unknown API token".into());
                 let candidates = self.store.tokens_by_prefix(lookup_prefix(secret)).await?;
-                if candidates.is_empty() {
-                    return Err(unknown());
-                }
-                // Only a real token's prefix costs a hash; past the failures allowed from this
-                // address, no hash at all.
-                let now = self.clock.now();
-                if !self.token_failures.has_token(peer, now) {
-                    return Err(AuthError::Throttled(self.token_failures.refill_every()));
-                }
-                let mut found = None;
-                for candidate in candidates {
-                    if self
-                        .verify_secret(secret.to_string(), candidate.secret_hash.clone())
-                        .await?
-                    {
-                        found = Some(candidate);
-                        break;
+                // Verified before another process changed tokens, and its row unchanged since
+                // (not deleted, not rotated): no hash again.
+                let known = cached.and_then(|v| {
+                    candidates
+                        .iter()
+                        .position(|c| c.meta.id == v.token.id && c.secret_hash == v.secret_hash)
+                });
+                let found = match known {
+                    Some(i) => candidates.into_iter().nth(i),
+                    None => {
+                        if candidates.is_empty() {
+                            return Err(unknown());
+                        }
+                        // Only a real token's prefix costs a hash; past the failures allowed
+                        // from this address, no hash at all.
+                        let now = self.clock.now();
+                        if !self.token_failures.has_token(peer, now) {
+                            return Err(AuthError::Throttled(self.token_failures.refill_every()));
+                        }
+                        let mut found = None;
+                        for candidate in candidates {
+                            if self
+                                .verify_secret(secret.to_string(), candidate.secret_hash.clone())
+                                .await?
+                            {
+                                found = Some(candidate);
+                                break;
+                            }
+                        }
+                        if found.is_none() {
+                            self.token_failures.allow(peer, now);
+                        }
+                        found
                     }
-                }
+                };
                 let Some(found) = found else {
-                    self.token_failures.allow(peer, now);
                     return Err(unknown());
                 };
                 self.cache_put(

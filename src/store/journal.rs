@@ -177,12 +177,13 @@ impl Store {
             // Another process may have journaled since: the stored head.
             _ => {
                 let meta = tx.open_table(META)?;
-                let kept = meta
+                let stored_next = meta
                     .get(JOURNAL_NEXT)?
                     .and_then(|v| v.value().try_into().ok().map(u64::from_be_bytes));
+                // A store journaled before the next sequence was kept has only its rows.
                 let after_last = t.last()?.map_or(0, |(k, _)| k.value() + 1);
                 (
-                    kept.unwrap_or(0).max(after_last),
+                    stored_next.unwrap_or(0).max(after_last),
                     head(&meta)?.unwrap_or(Uuid::nil()),
                 )
             }

@@ -57,7 +57,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
 /// tables it changed, so the other processes on the database wake and drop what they cached.
-pub const COMMITS_CHANNEL: &str = "svc_commits";
+const COMMITS_CHANNEL: &str = "svc_commits";
 
 /// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
 #[derive(Clone)]
