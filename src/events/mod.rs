@@ -178,7 +178,8 @@ impl Events {
 
     /// Stores the events a federation site forwarded, with their own ids and times, leaving
     /// out those already stored (a replay after a crash on either side), and publishes the
-    /// new ones; returns them. The caller serialises the batches of one site.
+    /// new ones (through every process's relay where processes share the store); returns them.
+    /// The caller serialises the batches of one site.
     pub async fn store_forwarded(&self, events: Vec<Event>) -> Result<Vec<Arc<Event>>, StoreError> {
         let store = self.store.clone();
         let fresh = crate::store::blocking(move || {
@@ -198,8 +199,21 @@ impl Events {
             .append(fresh.clone())
             .await
             .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())))?;
-        for event in &fresh {
-            self.bus.publish(event.clone()).await;
+        // Where processes share the store, each one's relay publishes them once announced.
+        let announced = self.relayed.load(Ordering::SeqCst)
+            && {
+                let (store, stored) = (self.store.clone(), fresh.clone());
+                crate::store::blocking(move || store.announce_forwarded(&stored))
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "forwarded events stored but not announced to the other processes");
+                    false
+                })
+            };
+        if !announced {
+            for event in &fresh {
+                self.bus.publish(event.clone()).await;
+            }
         }
         Ok(fresh)
     }

@@ -4,12 +4,15 @@
 //! the head when the process starts (an SSE client resumes from the event store by its
 //! `Last-Event-ID`). The store wakes it after this process's durable groups and on the
 //! others' commit notices. A write of this process answers once the relay published its
-//! events (see `Events`), as where a process publishes its own.
+//! events (see `Events`), as where a process publishes its own. Events a federation site
+//! forwarded keep the site's ids and are not journaled: the process that stored them announces
+//! their keys, and every relay reads and publishes them.
 
 use super::Events;
 use super::consumer::committed_after;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::{Store, StoreError};
+use crate::store::events::EventKey;
+use crate::store::{Change, Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -28,6 +31,8 @@ pub struct EventRelay {
     position: Option<Uuid>,
     /// The journal row its next read starts at (see `JournalView::from_row`).
     journal_from: u64,
+    /// Forwarded events announced and not published yet.
+    forwarded: Vec<EventKey>,
     wake: Arc<Notify>,
 }
 
@@ -36,6 +41,7 @@ impl EventRelay {
     pub fn new(events: Arc<Events>, store: Arc<Store>) -> Self {
         let wake = Arc::new(Notify::new());
         store.watch_journal(&wake);
+        store.watch_others(Change::Forwarded, wake.clone());
         events
             .relayed
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -44,12 +50,29 @@ impl EventRelay {
             store,
             position: None,
             journal_from: 0,
+            forwarded: Vec::new(),
             wake,
         }
     }
 
+    /// Publishes the forwarded events announced since its last step.
+    async fn relay_forwarded(&mut self) -> Result<(), StoreError> {
+        self.forwarded.extend(self.store.take_forwarded());
+        if self.forwarded.is_empty() {
+            return Ok(());
+        }
+        let (store, keys) = (self.events.store.clone(), self.forwarded.clone());
+        let found = crate::store::blocking(move || store.by_keys(&keys)).await?;
+        self.forwarded.clear();
+        for event in found {
+            self.events.bus.publish(Arc::new(event)).await;
+        }
+        Ok(())
+    }
+
     /// Publishes the next committed events; whether it read a whole batch (more may wait).
     async fn relay(&mut self) -> Result<bool, StoreError> {
+        self.relay_forwarded().await?;
         let position = match self.position {
             Some(at) => at,
             None => {

@@ -118,6 +118,47 @@ impl Position {
     }
 }
 
+/// Where a stored event is: its tenant, time and id (the key of the months' tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventKey {
+    pub tenant: Uuid,
+    pub ts: Timestamp,
+    pub id: Uuid,
+}
+
+impl EventKey {
+    pub fn of(event: &Event) -> Self {
+        Self {
+            tenant: event.tenant_id,
+            ts: event.ts,
+            id: event.id,
+        }
+    }
+
+    /// `tenant:millisecond:id`, as a notice carries it (see `parse_list`).
+    pub fn to_text(&self) -> String {
+        format!(
+            "{}:{}:{}",
+            self.tenant.simple(),
+            self.ts.as_millis(),
+            self.id.simple()
+        )
+    }
+
+    /// The keys of a space-separated list of `to_text`s, leaving out what does not parse.
+    pub fn parse_list(text: &str) -> Vec<Self> {
+        text.split(' ')
+            .filter_map(|key| {
+                let mut parts = key.split(':');
+                let tenant = Uuid::try_parse(parts.next()?).ok()?;
+                let ts = Timestamp::from_millis(parts.next()?.parse().ok()?)?;
+                let id = Uuid::try_parse(parts.next()?).ok()?;
+                parts.next().is_none().then_some(Self { tenant, ts, id })
+            })
+            .collect()
+    }
+}
+
 /// Bounds (exclusive), direction and size of one read.
 #[derive(Clone, Copy, Debug)]
 struct Scan {
@@ -372,6 +413,34 @@ impl EventStore {
                 .send(Err(StoreError::Unavailable("event store closed".into())));
         }
         done
+    }
+
+    /// Tells every process on the database, this one too, that `events` (forwarded by a
+    /// federation site, stored with the site's ids, so not in the journal the relays read) are
+    /// stored: each process's relay publishes them (`Store::take_forwarded`). False where no
+    /// other process shares the store (the month files): the caller publishes them. Blocking.
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+    pub fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
+        match &self.backend {
+            Backend::Files(_) => Ok(false),
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => {
+                let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
+                partitions.announce(&keys).map(|()| true)
+            }
+        }
+    }
+
+    /// The stored events of `keys`, in id order; keys of events no longer stored are left
+    /// out. Blocking.
+    pub fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        let mut found = match &self.backend {
+            Backend::Files(files) => files.by_keys(keys)?,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(partitions) => partitions.by_keys(keys)?,
+        };
+        found.sort_by_key(|e| e.id);
+        Ok(found)
     }
 
     /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
@@ -640,6 +709,22 @@ impl MonthFiles {
             .get(key.as_slice())
             .map_err(StoreError::from_redb)?
             .is_some())
+    }
+
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        let mut found = Vec::with_capacity(keys.len());
+        for k in keys {
+            let Some(file) = self.file(month_of(k.ts), false)? else {
+                continue;
+            };
+            let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+            let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+            let key = cat(k.tenant.as_bytes(), &suffix(k.ts.as_millis(), &k.id));
+            if let Some(row) = main.get(key.as_slice()).map_err(StoreError::from_redb)? {
+                found.push(decode(row.value())?);
+            }
+        }
+        Ok(found)
     }
 
     /// The index prefix the filter reads, and whether the index already applies the filter's
@@ -929,6 +1014,47 @@ mod tests {
             payload: json!({"labels": {"a": "b"}}),
             site: None,
         }
+    }
+
+    #[tokio::test]
+    async fn events_are_found_by_their_keys_as_a_notice_carries_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EventStore::open(dir.path()).unwrap();
+        let t = Uuid::from_u128(1);
+        let later = ev(t, "2026-02-03T00:00:00Z", EventType::Ingress, None, None);
+        let earlier = ev(t, "2026-01-31T23:59:59Z", EventType::Config, None, None);
+        store
+            .append(vec![Arc::new(later.clone()), Arc::new(earlier.clone())])
+            .await
+            .unwrap()
+            .unwrap();
+        let never_stored = [
+            ev(t, "2026-02-03T00:00:01Z", EventType::Ingress, None, None),
+            ev(t, "2025-07-01T00:00:00Z", EventType::Ingress, None, None),
+        ];
+        let keys: Vec<EventKey> = [&later, &never_stored[0], &earlier, &never_stored[1]]
+            .into_iter()
+            .map(EventKey::of)
+            .collect();
+        let text: Vec<String> = keys.iter().map(EventKey::to_text).collect();
+        let noted = format!(
+            "{} not:a:key {}:x:{}",
+            text.join(" "),
+            t.simple(),
+            t.simple()
+        );
+        assert_eq!(
+            EventKey::parse_list(&noted),
+            keys,
+            "what does not parse is left out"
+        );
+        let found = store.by_keys(&keys).unwrap();
+        assert_eq!(
+            found.iter().map(|e| e.id).collect::<Vec<_>>(),
+            [earlier.id, later.id],
+            "the stored ones, in id order"
+        );
+        assert_eq!(found[1].payload, later.payload);
     }
 
     #[tokio::test]

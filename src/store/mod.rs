@@ -136,6 +136,9 @@ pub struct Store {
     /// Bumped when another process changed tokens, users or sessions: verified credentials
     /// kept in memory are checked against the store again.
     credentials_generation: AtomicU64,
+    /// Events a federation site forwarded that some process stored and announced, for this
+    /// process's relay to publish (`Change::Forwarded`).
+    forwarded: Mutex<Vec<events::EventKey>>,
     /// Files the events of durable groups, on the runtime that drives their filing.
     filing: RwLock<Option<(Arc<dyn Filing>, tokio::runtime::Handle)>>,
     /// Notified once events journaled are durable (durable consumers and the event filer);
@@ -260,6 +263,7 @@ impl Store {
             lead: AtomicI64::new(0),
             superseded: AtomicBool::new(false),
             credentials_generation: AtomicU64::new(0),
+            forwarded: Mutex::default(),
             filing: RwLock::default(),
             journal_watchers: Mutex::default(),
             journal_head: Mutex::default(),

@@ -6,6 +6,8 @@
 //! leads at once and hears no one.
 
 #[cfg(feature = "postgres")]
+use super::kv::pg::Notice;
+#[cfg(feature = "postgres")]
 use super::{Backing, tables};
 use super::{Store, StoreError};
 use std::sync::Arc;
@@ -27,6 +29,8 @@ pub enum Change {
     Deliveries,
     Heartbeats,
     Sites,
+    /// Events a federation site forwarded were stored (by any process): `take_forwarded`.
+    Forwarded,
 }
 
 /// The change a write to table `name` is.
@@ -71,6 +75,12 @@ impl Store {
     /// at an older generation is read again before it is trusted.
     pub fn credentials_generation(&self) -> u64 {
         self.credentials_generation.load(Ordering::SeqCst)
+    }
+
+    /// The events a federation site forwarded that were announced since the last call (see
+    /// `EventStore::announce_forwarded`), in the order they were announced.
+    pub fn take_forwarded(&self) -> Vec<super::events::EventKey> {
+        std::mem::take(&mut *self.forwarded.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     #[cfg(feature = "postgres")]
@@ -120,15 +130,25 @@ impl Store {
                             return false;
                         };
                         match notice {
-                            None => store.others_committed(None),
-                            Some(payload) => {
+                            Notice::Lost => store.others_committed(None),
+                            Notice::Committed(payload) => {
                                 let (process, names) =
-                                    payload.split_once(' ').unwrap_or((payload, ""));
+                                    payload.split_once(' ').unwrap_or((&payload, ""));
                                 if store.process_id().as_deref() != Some(process) {
                                     let changed: Vec<Change> =
                                         names.split(',').filter_map(change_of).collect();
                                     store.others_committed(Some(&changed));
                                 }
+                            }
+                            // This process's own too: it publishes them only when announced.
+                            Notice::Forwarded(payload) => {
+                                let keys = super::events::EventKey::parse_list(&payload);
+                                store
+                                    .forwarded
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .extend(keys);
+                                store.others_committed(Some(&[Change::Forwarded]));
                             }
                         }
                         true

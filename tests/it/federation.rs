@@ -87,7 +87,7 @@ fn overview_of<'a>(overview: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{name} not in {overview}"))
 }
 
-fn forwarded_event(id_ms: u64, n: u64) -> Value {
+pub fn forwarded_event(id_ms: u64, n: u64) -> Value {
     // A UUIDv7 with the given time, as an edge mints them.
     let hex = format!("{id_ms:012x}7{:03x}8{:015x}", n & 0xfff, n);
     let id = format!(

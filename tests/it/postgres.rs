@@ -780,7 +780,8 @@ async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json:
 /// Two processes on one database both serve: a write through either is read through the
 /// other (an object, a rule the leading process's alert engine then applies to a result posted
 /// to the other, the metric history); a token deleted through one stops working on the other,
-/// which had it cached; an SSE client of one sees what is committed through the other. Killing the leading process moves the lead (the alert engine) to the
+/// which had it cached; an SSE client of one sees what is committed through the other, and the
+/// events a federation site forwarded to the other. Killing the leading process moves the lead (the alert engine) to the
 /// other with everything acknowledged. The killed one, started again, serves beside it; a
 /// leading process cut off from the database while the other took the lead does not write
 /// again: it answers 503 and exits 75.
@@ -940,6 +941,50 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         seen.find(&made[0]) < seen.find(&made[1]),
         "in commit order: {seen}"
     );
+    // Events a site forwards to A (stored with the site's ids, not journaled) reach B's SSE
+    // client too.
+    let res = call(&a, &token, Method::POST, "/api/v1/sites")
+        .json(&json!({"name": "north"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let (north, _) = super::support::mint(
+        &a,
+        &token,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let hour_ago = (jiff::Timestamp::now().as_millisecond() - 3_600_000) as u64;
+    let forwarded: Vec<Value> = (0..3)
+        .map(|n| super::federation::forwarded_event(hour_ago + n, n))
+        .collect();
+    let res = call(&a, &north, Method::POST, "/api/v1/sites/north:events")
+        .json(&json!({"events": forwarded}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let started = Instant::now();
+    while !forwarded
+        .iter()
+        .all(|e| seen.contains(e["id"].as_str().unwrap()))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B's SSE client saw no forwarded events: {seen}"
+        );
+        if let Ok(Ok(Some(chunk))) =
+            tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+    let ids: Vec<usize> = forwarded
+        .iter()
+        .map(|e| seen.find(e["id"].as_str().unwrap()).unwrap())
+        .collect();
+    assert!(ids.is_sorted(), "in the site's order: {seen}");
     drop(stream);
 
     let levels = |s: &Server| {

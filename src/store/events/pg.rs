@@ -4,12 +4,12 @@
 //! month's with it; retention drops whole partitions. An event's row is the same encoding the
 //! month files and the journal keep, so backups and `svc migrate` copy rows, not meanings.
 
-use super::{Position, Scan};
+use super::{EventKey, Position, Scan};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter};
 use crate::store::StoreError;
 use crate::store::codec::decode;
-use crate::store::kv::pg::{Conn, Connections, Target};
+use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
@@ -156,6 +156,43 @@ impl Partitions {
             )
         })?;
         Ok(())
+    }
+
+    /// Announces stored events on `FORWARDED_CHANNEL`, as many keys to a notice as its
+    /// payload holds (PostgreSQL takes under 8,000 bytes).
+    pub(super) fn announce(&self, keys: &[EventKey]) -> Result<(), StoreError> {
+        const PAYLOAD_MAX: usize = 7_800;
+        let mut payloads: Vec<String> = Vec::new();
+        for key in keys {
+            let text = key.to_text();
+            match payloads.last_mut() {
+                Some(p) if p.len() + 1 + text.len() <= PAYLOAD_MAX => {
+                    p.push(' ');
+                    p.push_str(&text);
+                }
+                _ => payloads.push(text),
+            }
+        }
+        self.db.with(|c| {
+            for payload in &payloads {
+                c.execute("SELECT pg_notify($1, $2)", &[&FORWARDED_CHANNEL, payload])?;
+            }
+            Ok(())
+        })
+    }
+
+    pub(super) fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        let tenants: Vec<Uuid> = keys.iter().map(|k| k.tenant).collect();
+        let times: Vec<i64> = keys.iter().map(|k| k.ts.as_millis()).collect();
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
+        let rows = self.db.with(|c| {
+            c.query(
+                "SELECT body FROM events WHERE (tenant, ts, id) IN \
+                 (SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[]))",
+                &[&tenants, &times, &ids],
+            )
+        })?;
+        rows.iter().map(|r| decode(r.get::<_, &[u8]>(0))).collect()
     }
 
     pub(super) fn contains(

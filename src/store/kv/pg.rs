@@ -59,6 +59,20 @@ const MIGRATIONS: &[(i32, &str)] = &[
 /// tables it changed, so the other processes on the database wake and drop what they cached.
 const COMMITS_CHANNEL: &str = "svc_commits";
 
+/// The channel events a federation site forwarded are announced on once stored, so every
+/// process's SSE clients get them (they are stored with the site's ids, not journaled).
+pub(in crate::store) const FORWARDED_CHANNEL: &str = "svc_forwarded";
+
+/// A notice heard on a listening connection.
+pub(in crate::store) enum Notice {
+    /// Another process's (or this one's) committed group: its process and changed tables.
+    Committed(String),
+    /// Forwarded events stored by some process: their keys.
+    Forwarded(String),
+    /// The listening connection was lost and made again: notices sent meanwhile are lost.
+    Lost,
+}
+
 /// How to reach the database: the URL (`postgres://…`), the TLS mode and the readers' pool.
 #[derive(Clone)]
 pub struct Target {
@@ -412,7 +426,7 @@ pub(in crate::store) struct Lease {
     pub generation: i64,
     _conn: Conn,
     /// Disconnected when the lease's session ends.
-    ended: std::sync::mpsc::Receiver<String>,
+    ended: std::sync::mpsc::Receiver<(String, String)>,
 }
 
 impl Lease {
@@ -513,13 +527,10 @@ fn pause(how_long: std::time::Duration) -> Result<(), StoreError> {
     block_on(slept).map_err(|e| StoreError::Internal(e.to_string()))
 }
 
-/// Follows the commit notices of every process on the database (`COMMITS_CHANNEL`): each
-/// payload to `notice`, and `None` after connecting again (notices sent meanwhile are lost).
-/// Returns once `notice` answers false. Blocking.
-pub(in crate::store) fn follow_commits(
-    target: &Target,
-    mut notice: impl FnMut(Option<&str>) -> bool,
-) {
+/// Follows the commit and forwarded-event notices of every process on the database
+/// (`COMMITS_CHANNEL`, `FORWARDED_CHANNEL`), each to `notice`, and `Notice::Lost` after
+/// connecting again. Returns once `notice` answers false. Blocking.
+pub(in crate::store) fn follow_commits(target: &Target, mut notice: impl FnMut(Notice) -> bool) {
     let mut retry = RECONNECT_FIRST;
     let mut again = false;
     loop {
@@ -528,18 +539,25 @@ pub(in crate::store) fn follow_commits(
             .map_err(StoreError::Unavailable)
             .and_then(|tls| connect_with(target, &tls, Some(notices)))
             .and_then(|mut conn| {
-                conn.batch(&format!("LISTEN {COMMITS_CHANNEL}"))
-                    .map(|()| conn)
+                conn.batch(&format!(
+                    "LISTEN {COMMITS_CHANNEL}; LISTEN {FORWARDED_CHANNEL}"
+                ))
+                .map(|()| conn)
             });
         match listening {
             Ok(_conn) => {
                 retry = RECONNECT_FIRST;
-                if again && !notice(None) {
+                if again && !notice(Notice::Lost) {
                     return;
                 }
                 again = true;
-                for payload in received.iter() {
-                    if !notice(Some(&payload)) {
+                for (channel, payload) in received.iter() {
+                    let heard = if channel == FORWARDED_CHANNEL {
+                        Notice::Forwarded(payload)
+                    } else {
+                        Notice::Committed(payload)
+                    };
+                    if !notice(heard) {
                         return;
                     }
                 }
@@ -602,7 +620,7 @@ fn connect(target: &Target, tls: &tls::Connector) -> Result<Conn, StoreError> {
 fn connect_with(
     target: &Target,
     tls: &tls::Connector,
-    notices: Option<std::sync::mpsc::Sender<String>>,
+    notices: Option<std::sync::mpsc::Sender<(String, String)>>,
 ) -> Result<Conn, StoreError> {
     use tokio_postgres::config::SslMode;
     let mut config: tokio_postgres::Config = target
@@ -624,6 +642,16 @@ fn connect_with(
     config.keepalives_interval(std::time::Duration::from_secs(5));
     config.keepalives_retries(3);
     config.tcp_user_timeout(std::time::Duration::from_secs(30));
+    // The same on the server's side of the session, so a host that dies without closing its
+    // connections (power, a network cut) releases the lead within half a minute, not after
+    // the kernel's two hours, whatever `postgresql.conf` says.
+    let server_side = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 \
+                       -c tcp_keepalives_count=3 -c tcp_user_timeout=30000";
+    let options = match config.get_options() {
+        Some(given) if !given.is_empty() => format!("{given} {server_side}"),
+        _ => server_side.to_string(),
+    };
+    config.options(&options);
     let tls = tls.clone();
     let runtime = io_runtime()?;
     let connecting = runtime.spawn(async move {
@@ -635,7 +663,7 @@ fn connect_with(
                 match message {
                     Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
                         if let Some(to) = &notices {
-                            let _ = to.send(n.payload().to_string());
+                            let _ = to.send((n.channel().to_string(), n.payload().to_string()));
                         }
                     }
                     Some(Ok(_)) => {}
