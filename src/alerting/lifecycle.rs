@@ -180,7 +180,8 @@ fn correlate_storm(
         return Ok(None);
     };
     // A storm already under way: only the new alert joins its incident.
-    let ongoing = match tx.storm_incident(tenant, &cluster)? {
+    let recorded = tx.storm_incident(tenant, &cluster)?;
+    let ongoing = match recorded {
         Some(id) => tx.incident(tenant, id)?.filter(|i| i.status != "resolved"),
         None => None,
     };
@@ -234,7 +235,9 @@ fn correlate_storm(
         .map(|a| a.id)
         .collect();
     tx.attach_to_incident(&incident, &joining)?;
-    tx.set_storm_incident(tenant, &cluster, incident.id)?;
+    if recorded != Some(incident.id) {
+        tx.set_storm_incident(tenant, &cluster, incident.id)?;
+    }
     Ok(Some(incident.storm_event(&cluster)))
 }
 
@@ -515,6 +518,41 @@ fn rule_incident(tx: &Tx, alert: &Alert, now: Timestamp) -> Result<Option<EventD
     Ok(Some(event))
 }
 
+/// Reads ahead what deciding on `matches` reads row by row (`Tx::read_ahead`).
+fn read_ahead(tx: &Tx, matches: &[AlertMatch]) -> Result<(), StoreError> {
+    let (mut keys, mut objects, mut pairs, mut rules) = (vec![], vec![], vec![], vec![]);
+    for m in matches {
+        match m {
+            AlertMatch::Fire { alert, .. } => {
+                let tenant = alert.tenant_id;
+                keys.push((tenant, alert.dedup_key.as_str()));
+                objects.extend(alert.object_id.map(|o| (tenant, o)));
+                pairs.extend(
+                    alert
+                        .labels
+                        .iter()
+                        .map(|(k, v)| (tenant, format!("{k}={v}"))),
+                );
+                rules.push((tenant, alert.rule_id.as_str()));
+            }
+            AlertMatch::Clear {
+                tenant, dedup_key, ..
+            } => keys.push((*tenant, dedup_key.as_str())),
+            AlertMatch::Beat { .. } => {}
+        }
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    objects.sort_unstable();
+    objects.dedup();
+    pairs.sort_unstable();
+    pairs.dedup();
+    rules.sort_unstable();
+    rules.dedup();
+    let pairs: Vec<(Uuid, &str)> = pairs.iter().map(|(t, p)| (*t, p.as_str())).collect();
+    tx.read_ahead(&keys, &objects, &pairs, &rules)
+}
+
 /// The alert engine's work for the events through `through`, committed with its consumer
 /// position and the lifecycle events it caused, in one transaction.
 pub async fn apply_matches(
@@ -529,6 +567,7 @@ pub async fn apply_matches(
     store
         .transact(move |tx| {
             let mut events = Vec::new();
+            read_ahead(tx, &matches)?;
             for m in without_idle_clears(tx, matches)? {
                 match m {
                     AlertMatch::Fire {

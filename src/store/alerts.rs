@@ -10,8 +10,8 @@ use super::keys::scoped;
 use super::keys::tenant_range;
 use super::kv::{Readable, WriteTx};
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, OBJECT_NAMES, PENDING_ALERTS, RULE_BEATS,
-    STORM_INCIDENTS, STORM_INDEX,
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECT_NAMES, OBJECTS,
+    PENDING_ALERTS, RULE_BEATS, STATES, STORM_INCIDENTS, STORM_INDEX,
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
@@ -82,7 +82,9 @@ pub struct DueTimer {
 /// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
 /// stale are dropped when due.
 fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
-    if a.status != AlertStatus::Open {
+    // Only an alert with a policy is ever armed (`arm_escalation`), and a policy is not taken
+    // off an alert: one without has no timers to look for.
+    if a.status != AlertStatus::Open && a.escalation_policy.is_some() {
         super::notify::disarm_escalation(tx, a.id)?;
     }
     if let Some(object) = a.object_id {
@@ -124,8 +126,83 @@ fn storm_pair(tenant: Uuid, pair: &str) -> Vec<u8> {
     prefix
 }
 
+/// Keys as the tables take them.
+fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
+    keys.iter().map(Vec::as_slice).collect()
+}
+
 /// What the alert engine reads and writes in its transactions.
 impl Tx<'_> {
+    /// Reads ahead, in a few queries, the rows that deciding on a batch of alert matches reads
+    /// one at a time: the alerts holding or waiting on the dedup `keys`, the `objects` (and
+    /// those alerts') and their hosts with the states of both, the storm incidents of the label `pairs` (`k=v`) and
+    /// the `rules`' documents. Where each read is a round trip (PostgreSQL) the decisions are
+    /// then answered from what the transaction knows; nothing on redb, whose reads are local.
+    pub fn read_ahead(
+        &self,
+        keys: &[(Uuid, &str)],
+        objects: &[(Uuid, Uuid)],
+        pairs: &[(Uuid, &str)],
+        rules: &[(Uuid, &str)],
+    ) -> Result<(), StoreError> {
+        if !self.reads_are_remote() {
+            return Ok(());
+        }
+        let active: Vec<Vec<u8>> = keys.iter().map(|(t, k)| active_key(*t, k)).collect();
+        self.open_table(PENDING_ALERTS)?
+            .prefetch(&as_keys(&active))?;
+        let index = self.open_table(ACTIVE_ALERT_KEYS)?;
+        let held = index.get_each(&as_keys(&active))?;
+        let alerts: Vec<Vec<u8>> = keys
+            .iter()
+            .zip(held)
+            .filter_map(|((t, _), id)| Some(scoped(*t, id?.value())))
+            .collect();
+        // The objects of the alerts held too: a clear mirrors on its object's state.
+        let mut wanted: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(t, o)| scoped(*t, o.as_bytes()))
+            .collect();
+        let table = self.open_table(ALERTS)?;
+        for alert in table.get_each(&as_keys(&alerts))? {
+            let Some(alert) = alert else { continue };
+            let alert: Alert = decode(alert.value())?;
+            if let Some(o) = alert.object_id {
+                wanted.push(scoped(alert.tenant_id, o.as_bytes()));
+            }
+        }
+        let found = self
+            .open_table(OBJECTS)?
+            .get_each(&as_keys(&wanted))?
+            .into_iter()
+            .map(|v| v.map(|v| decode::<Object>(v.value())).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+        let hosts: Vec<Vec<u8>> = found
+            .into_iter()
+            .flatten()
+            .filter_map(|o| Some(scoped(o.tenant_id, o.host_id?.as_bytes())))
+            .collect();
+        self.open_table(OBJECTS)?.prefetch(&as_keys(&hosts))?;
+        wanted.extend(hosts);
+        self.open_table(STATES)?.prefetch(&as_keys(&wanted))?;
+
+        let storms: Vec<Vec<u8>> = pairs.iter().map(|(t, p)| storm_pair(*t, p)).collect();
+        let incidents: Vec<Vec<u8>> = pairs
+            .iter()
+            .zip(
+                self.open_table(STORM_INCIDENTS)?
+                    .get_each(&as_keys(&storms))?,
+            )
+            .filter_map(|((t, _), id)| Some(scoped(*t, id?.value())))
+            .collect();
+        self.open_table(INCIDENTS)?.prefetch(&as_keys(&incidents))?;
+        let docs: Vec<Vec<u8>> = rules
+            .iter()
+            .map(|(t, name)| super::config::doc_key(*t, "alert-rules", name))
+            .collect();
+        self.open_table(CONFIG_DOCS)?.prefetch(&as_keys(&docs))
+    }
+
     pub fn alert(&self, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
         load(self, tenant, id)
     }
@@ -285,17 +362,23 @@ impl Tx<'_> {
         let mut mine = at(opened.opened_at.as_millis());
         mine.extend_from_slice(opened.id.as_bytes());
         index.insert(mine.as_slice(), ())?;
-        index.retain_in(
-            at(i64::MIN).as_slice()..at(since.as_millis()).as_slice(),
-            |_, _| false,
-        )?;
-        let ids = index
-            .range(at(since.as_millis()).as_slice()..at(i64::MAX).as_slice())?
-            .filter_map(|row| {
-                let key = row.ok()?.0.value().to_vec();
-                Uuid::from_slice(&key[key.len() - 16..]).ok()
-            })
-            .collect();
+        // One read of the pair's opens (a round trip on PostgreSQL): those before the window
+        // go, the others are the answer.
+        let start = at(since.as_millis());
+        let mut expired = Vec::new();
+        let mut ids = Vec::new();
+        // Times since the epoch: big-endian, so byte order is time order from 0 on.
+        for row in index.range(at(0).as_slice()..at(i64::MAX).as_slice())? {
+            let key = row?.0.value().to_vec();
+            if key < start {
+                expired.push(key);
+            } else if let Some(id) = key.get(key.len().saturating_sub(16)..) {
+                ids.extend(Uuid::from_slice(id).ok());
+            }
+        }
+        for key in expired {
+            index.remove(key.as_slice())?;
+        }
         Ok(ids)
     }
 

@@ -154,6 +154,16 @@ impl WriteTx {
         }
     }
 
+    /// Whether each read is a round trip to a server (PostgreSQL), so reading rows ahead in
+    /// one query pays; redb's reads are local.
+    pub(super) fn reads_are_remote(&self) -> bool {
+        match &self.0 {
+            WriteInner::Redb(_) => false,
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(_) => true,
+        }
+    }
+
     /// The same number for the writes between which no other process committed (always
     /// the same on redb, which one process opens): what the store keeps in memory about the
     /// stored rows (the journal's head) holds for one epoch.
@@ -339,6 +349,11 @@ pub trait Readable<K: Key + 'static, V: Value + 'static> {
         keys: &[K::SelfType<'a>],
     ) -> Result<Vec<Option<Guard<'_, V>>>, StoreError>;
 
+    /// Reads `keys` ahead in one query where each read is a round trip (PostgreSQL), so this
+    /// transaction's later reads of them are answered from what it knows; nothing on redb,
+    /// whose reads are local.
+    fn prefetch<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<(), StoreError>;
+
     fn len(&self) -> Result<u64, StoreError>;
 
     fn is_empty(&self) -> Result<bool, StoreError> {
@@ -420,6 +435,17 @@ macro_rules! readable {
                     $inner::Pg(t $(, $pg_extra)?) => {
                         t.contains_each(keys.iter().map(|k| t.ordered(k)).collect())
                     }
+                }
+            }
+
+            #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+            fn prefetch<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<(), StoreError> {
+                match &self.0 {
+                    $inner::Redb(_) => Ok(()),
+                    #[cfg(feature = "postgres")]
+                    $inner::Pg(t $(, $pg_extra)?) => t
+                        .get_each(keys.iter().map(|k| t.ordered(k)).collect())
+                        .map(drop),
                 }
             }
 

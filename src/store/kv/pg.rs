@@ -103,6 +103,63 @@ pub(in crate::store) struct Conn {
     sent: Vec<Sent>,
     /// The tables a group's writes changed (names as the store's), for its commit's notice.
     written: std::collections::BTreeSet<String>,
+    /// Rows of the open transaction already read or written (see `Known`).
+    known: Known,
+}
+
+/// Rows one transaction has read or written, by table and stored key (`None`: no such row),
+/// so reading one again costs no round trip. True for the transaction's length only: while a
+/// group holds the writers' turn no other process changes a row (every change to these tables
+/// is a group's), and a read's snapshot does not move. Forgotten when a transaction begins or
+/// a write rolls back to its savepoint.
+#[derive(Default)]
+struct Known {
+    rows: HashMap<String, HashMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// About what `rows` holds, in bytes.
+    size: usize,
+}
+
+/// About the most a transaction keeps known, in bytes: a large group (a bundle's thousands of
+/// objects) stops learning new rows and keeps those it knows true.
+const KNOWN_MAX_BYTES: usize = 16 << 20;
+
+/// What one known row costs beside its key and value.
+const KNOWN_ROW_BYTES: usize = 64;
+
+fn known_size(key: &[u8], value: &Option<Vec<u8>>) -> usize {
+    KNOWN_ROW_BYTES + key.len() + value.as_ref().map_or(0, Vec::len)
+}
+
+impl Known {
+    fn get(&self, table: &str, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.rows.get(table)?.get(key)
+    }
+
+    /// Records what `key` holds now.
+    fn learn(&mut self, table: &str, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if let Some(slot) = self.rows.get_mut(table).and_then(|t| t.get_mut(&key)) {
+            self.size = self.size + known_size(&key, &value) - known_size(&key, slot);
+            *slot = value;
+        } else if self.size < KNOWN_MAX_BYTES {
+            self.size += known_size(&key, &value);
+            self.rows
+                .entry(table.to_string())
+                .or_default()
+                .insert(key, value);
+        }
+    }
+
+    /// Forgets one table's rows (a change this does not follow row by row).
+    fn forget_table(&mut self, table: &str) {
+        if let Some(rows) = self.rows.remove(table) {
+            self.size -= rows.iter().map(|(k, v)| known_size(k, v)).sum::<usize>();
+        }
+    }
+
+    fn forget(&mut self) {
+        self.rows.clear();
+        self.size = 0;
+    }
 }
 
 impl Conn {
@@ -366,6 +423,7 @@ impl Pool {
             }
             group.counting = counting;
             group.open = true;
+            conn.known.forget();
         }
         conn.send_batch("SAVEPOINT write")?;
         Ok(Write {
@@ -385,6 +443,7 @@ impl Pool {
         group.open = false;
         let mut conn = lock(&self.writer);
         let written = std::mem::take(&mut conn.written);
+        conn.known.forget();
         // Every write of the group read its answers as it committed or forgot them as it
         // rolled back; what is left is a write's that ended neither way.
         let answered = conn.flush();
@@ -411,7 +470,11 @@ impl Pool {
             Some(c) if !lock(&c).client.is_closed() => c,
             _ => Arc::new(Mutex::new(connect(&self.target, &self.tls)?)),
         };
-        lock(&conn).batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        {
+            let mut c = lock(&conn);
+            c.known.forget();
+            c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+        }
         Ok(Read {
             conn,
             pool: self.clone(),
@@ -681,6 +744,7 @@ fn connect_with(
         statements: HashMap::new(),
         sent: Vec::new(),
         written: Default::default(),
+        known: Known::default(),
     })
 }
 
@@ -913,6 +977,7 @@ impl Drop for Write {
             // every write of the group answers the error.
             let mut conn = lock(&self.conn);
             conn.forget_sent();
+            conn.known.forget();
             let _ = conn.batch("ROLLBACK TO SAVEPOINT write; RELEASE SAVEPOINT write");
         }
     }
@@ -981,35 +1046,72 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     pub fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+        let mut conn = lock(&self.conn);
+        if let Some(known) = conn.known.get(&self.name, &key) {
+            return Ok(known.clone());
+        }
         let sql = format!("SELECT v FROM {} WHERE k = $1", self.sql_table);
-        let rows = lock(&self.conn).query(&sql, &[&key])?;
-        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
+        let rows = conn.query(&sql, &[&key])?;
+        let value = rows.first().map(|r| r.get::<_, Vec<u8>>(0));
+        conn.known.learn(&self.name, key, value.clone());
+        Ok(value)
     }
 
-    /// Whether each of `keys` (stored keys) is here, in one query.
+    /// Whether each of `keys` (stored keys) is here, in one query for those not known yet.
     pub fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
+        let mut conn = lock(&self.conn);
+        let unknown: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|k| conn.known.get(&self.name, k).is_none())
+            .collect();
+        let mut held = std::collections::HashSet::new();
+        if !unknown.is_empty() {
+            let sql = format!("SELECT k FROM {} WHERE k = ANY($1)", self.sql_table);
+            held = conn
+                .query(&sql, &[&unknown])?
+                .iter()
+                .map(|r| r.get::<_, Vec<u8>>(0))
+                .collect();
+            // A key not found is known to be absent; one found is present, its value unread.
+            for k in unknown.into_iter().filter(|k| !held.contains(*k)) {
+                conn.known.learn(&self.name, k.clone(), None);
+            }
         }
-        let sql = format!("SELECT k FROM {} WHERE k = ANY($1)", self.sql_table);
-        let rows = lock(&self.conn).query(&sql, &[&keys])?;
-        let held: std::collections::HashSet<Vec<u8>> =
-            rows.iter().map(|r| r.get::<_, Vec<u8>>(0)).collect();
-        Ok(keys.iter().map(|k| held.contains(k)).collect())
+        Ok(keys
+            .iter()
+            .map(|k| match conn.known.get(&self.name, k) {
+                Some(known) => known.is_some(),
+                None => held.contains(k),
+            })
+            .collect())
     }
 
-    /// The value of each of `keys` (stored keys), in one query.
+    /// The value of each of `keys` (stored keys), in one query for those not known yet.
     pub fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = format!("SELECT k, v FROM {} WHERE k = ANY($1)", self.sql_table);
-        let rows = lock(&self.conn).query(&sql, &[&keys])?;
-        let held: HashMap<Vec<u8>, Vec<u8>> = rows
+        let mut conn = lock(&self.conn);
+        let unknown: Vec<&Vec<u8>> = keys
             .iter()
-            .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
+            .filter(|k| conn.known.get(&self.name, k).is_none())
             .collect();
-        Ok(keys.iter().map(|k| held.get(k).cloned()).collect())
+        let mut found: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+        if !unknown.is_empty() {
+            let sql = format!("SELECT k, v FROM {} WHERE k = ANY($1)", self.sql_table);
+            let rows = conn.query(&sql, &[&unknown])?;
+            found = unknown.iter().map(|k| ((*k).clone(), None)).collect();
+            for r in rows {
+                found.insert(r.get::<_, Vec<u8>>(0), Some(r.get::<_, Vec<u8>>(1)));
+            }
+            for (k, v) in &found {
+                conn.known.learn(&self.name, k.clone(), v.clone());
+            }
+        }
+        Ok(keys
+            .iter()
+            .map(|k| match found.get(k) {
+                Some(v) => v.clone(),
+                None => conn.known.get(&self.name, k).cloned().flatten(),
+            })
+            .collect())
     }
 
     /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
@@ -1018,13 +1120,18 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
             self.sql_table
         );
-        self.changing().send(&sql, vec![key, value.to_vec()])
+        let mut conn = self.changing();
+        conn.known
+            .learn(&self.name, key.clone(), Some(value.to_vec()));
+        conn.send(&sql, vec![key, value.to_vec()])
     }
 
     /// Removes `key`, sent ahead of its answer.
     pub fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
-        self.changing().send(&sql, vec![key])
+        let mut conn = self.changing();
+        conn.known.learn(&self.name, key.clone(), None);
+        conn.send(&sql, vec![key])
     }
 
     /// Stores `value` under `key`; the value it replaced.
@@ -1035,14 +1142,18 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
              up AS (INSERT INTO {t} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v) \
              SELECT v FROM old"
         );
-        let rows = self.changing().query(&sql, &[&key, &value])?;
+        let mut conn = self.changing();
+        let rows = conn.query(&sql, &[&key, &value])?;
+        conn.known.learn(&self.name, key, Some(value.to_vec()));
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
     /// Removes `key`; the value it held.
     pub fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
-        let rows = self.changing().query(&sql, &[&key])?;
+        let mut conn = self.changing();
+        let rows = conn.query(&sql, &[&key])?;
+        conn.known.learn(&self.name, key, None);
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
@@ -1083,8 +1194,10 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             }
         }
         let sql = format!("DELETE FROM {} WHERE k = ANY($1)", self.sql_table);
+        let mut conn = self.changing();
+        conn.known.forget_table(&self.name);
         for chunk in doomed.chunks(1024) {
-            self.changing().execute(&sql, &[&chunk])?;
+            conn.execute(&sql, &[&chunk])?;
         }
         Ok(())
     }
@@ -1265,5 +1378,40 @@ mod tests {
         let k = 0x0102_0304_0506_0708u64;
         let coding = KeyCoding::of(&<u64 as Value>::type_name());
         assert_eq!(coding.ordered(&k.to_le_bytes()), k.to_be_bytes());
+    }
+
+    /// What a transaction knows follows its writes, counts its size, and stops growing at its
+    /// budget while keeping true what it already knows.
+    #[test]
+    fn known_rows_follow_writes_within_a_budget() {
+        let mut known = Known::default();
+        known.learn("t", b"a".to_vec(), Some(b"1".to_vec()));
+        known.learn("t", b"b".to_vec(), None);
+        assert_eq!(known.get("t", b"a"), Some(&Some(b"1".to_vec())));
+        assert_eq!(known.get("t", b"b"), Some(&None), "known absent");
+        assert_eq!(known.get("t", b"c"), None, "not known");
+        assert_eq!(known.get("u", b"a"), None, "another table's");
+        known.learn("t", b"a".to_vec(), None);
+        assert_eq!(known.get("t", b"a"), Some(&None), "a delete is followed");
+        assert_eq!(known.size, 2 * (KNOWN_ROW_BYTES + 1));
+        known.forget_table("t");
+        assert_eq!((known.get("t", b"b"), known.size), (None, 0));
+
+        let big = vec![0u8; KNOWN_MAX_BYTES];
+        known.learn("t", b"big".to_vec(), Some(big));
+        known.learn("t", b"late".to_vec(), Some(b"x".to_vec()));
+        assert_eq!(
+            known.get("t", b"late"),
+            None,
+            "past the budget nothing new is learned"
+        );
+        known.learn("t", b"big".to_vec(), None);
+        assert_eq!(
+            known.get("t", b"big"),
+            Some(&None),
+            "what is known stays true"
+        );
+        known.forget();
+        assert_eq!((known.get("t", b"big"), known.size), (None, 0));
     }
 }
