@@ -135,9 +135,10 @@ fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
 impl Tx<'_> {
     /// Reads ahead, in a few queries, the rows that deciding on a batch of alert matches reads
     /// one at a time: the alerts holding or waiting on the dedup `keys`, the `objects` (and
-    /// those alerts') and their hosts with the states of both, the storm incidents of the label `pairs` (`k=v`) and
-    /// the `rules`' documents. Where each read is a round trip (PostgreSQL) the decisions are
-    /// then answered from what the transaction knows; nothing on redb, whose reads are local.
+    /// those alerts') and their hosts with the states of both, the storm incidents of the
+    /// label `pairs` (`k=v`) and the `rules`' documents. Where each read is a round trip
+    /// (PostgreSQL) the decisions are then answered from what the transaction knows; nothing
+    /// on redb, whose reads are local.
     pub fn read_ahead(
         &self,
         keys: &[(Uuid, &str)],
@@ -543,6 +544,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::event::Severity;
+    use crate::runtime::TestClock;
 
     #[test]
     fn a_timer_key_reads_back_and_a_damaged_one_is_corruption() {
@@ -556,5 +559,44 @@ mod tests {
             due_timer(key[..30].to_vec()),
             Err(StoreError::Corrupt(_))
         ));
+    }
+
+    /// A label pair's storm index keeps the opens within the window asked for: each open
+    /// removes those before it, so the index does not grow with every alert ever opened.
+    #[tokio::test]
+    async fn the_storm_index_forgets_opens_before_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(start))).unwrap();
+        let at =
+            move |mins: i64| Timestamp::from_millis(start.as_millis() + mins * 60_000).unwrap();
+        let opens = store
+            .transact(move |tx| {
+                tx.unrecorded("test setup");
+                let open = |n: u128, mins: i64| {
+                    Alert::open(
+                        Uuid::from_u128(n),
+                        Uuid::from_u128(7),
+                        "r".into(),
+                        format!("k{n}"),
+                        Severity::Critical,
+                        "t".into(),
+                        at(mins),
+                    )
+                };
+                let pair = "site=north";
+                let opens = vec![
+                    tx.storm_opens(&open(1, 0), pair, at(-5))?,
+                    tx.storm_opens(&open(2, 1), pair, at(-4))?,
+                    tx.storm_opens(&open(3, 10), pair, at(5))?,
+                ];
+                let kept = tx.open_table(STORM_INDEX)?.len()?;
+                Ok(((opens, kept), true))
+            })
+            .await
+            .unwrap();
+        let ids = |ns: &[u128]| ns.iter().map(|n| Uuid::from_u128(*n)).collect::<Vec<_>>();
+        assert_eq!(opens.0, [ids(&[1]), ids(&[1, 2]), ids(&[3])]);
+        assert_eq!(opens.1, 1, "the two opens before the window are gone");
     }
 }

@@ -770,6 +770,23 @@ async fn a_row_the_database_refuses_fails_its_write_alone() {
     );
 }
 
+/// Reads an SSE stream into `seen` until it holds every one of `wanted` (10 s at most).
+async fn read_stream_until(stream: &mut reqwest::Response, seen: &mut String, wanted: &[&str]) {
+    let started = std::time::Instant::now();
+    while !wanted.iter().all(|w| seen.contains(w)) {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "the SSE client saw only: {seen}"
+        );
+        let chunk = stream.chunk();
+        if let Ok(Ok(Some(chunk))) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), chunk).await
+        {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
 async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json::Value> {
     super::support::get(s, token, "/api/v1/alerts?status=open").await["items"]
         .as_array()
@@ -925,18 +942,8 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         made.push(format!("host/{}", host["id"].as_str().unwrap()));
     }
     let mut seen = String::new();
-    let started = Instant::now();
-    while !made.iter().all(|m| seen.contains(m.as_str())) {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "B's SSE client saw only: {seen}"
-        );
-        if let Ok(Ok(Some(chunk))) =
-            tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await
-        {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
+    let made_refs: Vec<&str> = made.iter().map(String::as_str).collect();
+    read_stream_until(&mut stream, &mut seen, &made_refs).await;
     assert!(
         seen.find(&made[0]) < seen.find(&made[1]),
         "in commit order: {seen}"
@@ -965,25 +972,12 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
-    let started = Instant::now();
-    while !forwarded
+    let sent: Vec<&str> = forwarded
         .iter()
-        .all(|e| seen.contains(e["id"].as_str().unwrap()))
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "B's SSE client saw no forwarded events: {seen}"
-        );
-        if let Ok(Ok(Some(chunk))) =
-            tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await
-        {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-    let ids: Vec<usize> = forwarded
-        .iter()
-        .map(|e| seen.find(e["id"].as_str().unwrap()).unwrap())
+        .map(|e| e["id"].as_str().unwrap())
         .collect();
+    read_stream_until(&mut stream, &mut seen, &sent).await;
+    let ids: Vec<usize> = sent.iter().map(|id| seen.find(id).unwrap()).collect();
     assert!(ids.is_sorted(), "in the site's order: {seen}");
     drop(stream);
 
