@@ -798,8 +798,8 @@ async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json:
 /// other (an object, a rule the leading process's alert engine then applies to a result posted
 /// to the other, the metric history); a token deleted through one stops working on the other,
 /// which had it cached; an SSE client of one sees what is committed through the other, and the
-/// events a federation site forwarded to the other. Killing the leading process moves the lead (the alert engine) to the
-/// other with everything acknowledged. The killed one, started again, serves beside it; a
+/// events a federation site forwarded to the other. Killing the leading process moves the lead
+/// (the alert engine) to the other with everything acknowledged. The killed one, started again, serves beside it; a
 /// leading process cut off from the database while the other took the lead does not write
 /// again: it answers 503 and exits 75.
 #[tokio::test]

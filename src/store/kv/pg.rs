@@ -707,11 +707,12 @@ fn connect_with(
     config.tcp_user_timeout(std::time::Duration::from_secs(30));
     // The same on the server's side of the session, so a host that dies without closing its
     // connections (power, a network cut) releases the lead within half a minute, not after
-    // the kernel's two hours, whatever `postgresql.conf` says.
+    // the kernel's two hours, whatever `postgresql.conf` says. Options the URL gives come
+    // after these, so they win (the last `-c` of a setting does).
     let server_side = "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 \
                        -c tcp_keepalives_count=3 -c tcp_user_timeout=30000";
     let options = match config.get_options() {
-        Some(given) if !given.is_empty() => format!("{given} {server_side}"),
+        Some(given) if !given.is_empty() => format!("{server_side} {given}"),
         _ => server_side.to_string(),
     };
     config.options(&options);
