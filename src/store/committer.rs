@@ -227,6 +227,9 @@ fn commit_group(store: &Store, group: Vec<Job>) {
             None
         }
     };
+    // Let go of the database before answering: a caller that closes the store next (a
+    // shutdown, a reopen) finds the file's lock released.
+    drop(db);
     for (reply, journaled) in committed {
         reply(synced.clone(), filed.clone().filter(|_| journaled));
     }
