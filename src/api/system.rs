@@ -35,7 +35,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/system/info", info).doc(
             "system",
             "Version and runtime info",
-            "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size, `storage` the backend, `leads` whether this process leads (its consumers, sweeps and couriers run: with several processes on one PostgreSQL database, one of them; on redb always).",
+            "`goVersion` carries the Rust compiler version (also as `rustVersion`), `goroutines` the number of live async tasks, `heapMB` the resident set size, `storage` the backend, `leads` whether this process leads (its consumers and sweeps run: with several processes on one PostgreSQL database, one of them; on redb always; the courier sends in every process).",
         )
             .ok::<SystemInfo>(),
         Route::get("/api/v1/overview", overview).permission("objects:read").doc("overview", "Wallboard counters", "The acting tenant's objects by state (`summary`: hosts up, down, unreachable; services OK, warning, critical, unknown; problems acknowledged, flapping, in downtime), its open and acknowledged alerts by severity (`openAlerts`, with `alerts:read`, else empty), its open incidents (`openIncidents`, with `incidents:read`, else empty), and the instance's queues (`queues`: bus, outbox and results depths, SSE clients, dropped bus frames, agent turns running (`aiDepth`) and refused under load (`droppedAi`)).")

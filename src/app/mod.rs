@@ -218,7 +218,7 @@ const LEAD_AT_ONCE: Duration = Duration::from_secs(2);
 fn took_lead(lead: &Lead, taken: Result<Result<(), StoreError>, tokio::task::JoinError>) {
     match taken {
         Ok(Ok(())) => {
-            tracing::info!("leading: the consumers, sweeps and couriers run in this process");
+            tracing::info!("leading: the consumers and sweeps run in this process");
             lead.take();
         }
         Ok(Err(e)) => {
@@ -253,7 +253,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let shutdown = Shutdown::new();
     let supervisor = Arc::new(Supervisor::new(shutdown.clone(), WORKER_RESTART_DELAY));
     supervisor.spawn(RecoveryWorker::new(store.clone()));
-    // The consumers, sweeps and couriers run in the process that leads (on redb: this one).
+    // The consumers and sweeps run in the process that leads (on redb: this one).
     let lead = Arc::new(Lead::default());
     // Where no other process leads, this one leads before its consumers start and its
     // listener binds, as on redb; else it serves beside the leader and leads when that ends.
@@ -491,7 +491,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     );
     store.watch_others(Change::Deliveries, notify.courier_waker());
     supervisor.spawn(led(&lead, Escalator(notify.clone())));
-    supervisor.spawn(led(&lead, Courier(notify.clone())));
+    // Every process's courier sends, claiming what it takes (the leader's takes every kind).
+    supervisor.spawn(Courier {
+        notifier: notify.clone(),
+        lead: lead.clone(),
+    });
     supervisor.spawn(led(&lead, Handoffs::new(notify.clone())));
     supervisor.spawn(led(
         &lead,

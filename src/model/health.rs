@@ -24,8 +24,9 @@ pub struct SystemInfo {
     pub uptime: GoDuration,
     /// Where the main database is: `redb` or `postgres` (`storage.backend`).
     pub storage: String,
-    /// Whether this process leads: its consumers, sweeps and couriers run. Several processes
-    /// may serve one PostgreSQL database and one leads; on redb always true.
+    /// Whether this process leads: its consumers and sweeps run (the courier runs in every
+    /// process). Several processes may serve one PostgreSQL database and one leads; on redb
+    /// always true.
     #[serde(default)]
     pub leads: bool,
     pub ai_enabled: bool,

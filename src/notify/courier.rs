@@ -4,6 +4,11 @@
 //! channel (`config.retryMaxAttempts`, `retryBackoffSeconds`, `retryBackoffCapSeconds`). A
 //! delivery out of attempts, or refused for good, is a dead letter; a contact's delivery then
 //! goes on on the next channel of the contact's preferences.
+//!
+//! Beside other processes on one database, every process's courier sends: each claims the due
+//! deliveries it can send (`Store::claim_deliveries`: their next try moves past `CLAIM_LEASE`
+//! in one write), so no two send one, and the claim of a process that died mid-send lapses into
+//! another's. The leading process claims every kind; the others those their devices can send.
 
 use super::channels::phone::Speech;
 use super::channels::{self, Outgoing, SendError, webpush};
@@ -13,7 +18,8 @@ use crate::model::Timestamp;
 use crate::model::event::EventDraft;
 use crate::model::notify::{Channel, Delivery, WebhookSubscription};
 use crate::runtime::Stopwatch;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
+use crate::store::notify::Claimable;
 use crate::store::{Store, StoreError};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -26,6 +32,11 @@ use uuid::Uuid;
 
 /// Deliveries sent concurrently per step.
 const BATCH: usize = 100;
+
+/// How long a claim keeps other processes from a delivery: past the longest send (a call's
+/// minute on the modem, behind another), short enough that a page a dying process held goes
+/// out soon after.
+const CLAIM_LEASE: Duration = Duration::from_secs(180);
 
 /// How often a channel's deliveries are tried.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,10 +128,16 @@ fn jitter() -> f64 {
     f64::from(r) / f64::from(u32::MAX) * 2.0 - 1.0
 }
 
-pub struct Courier(pub Arc<Notifier>);
+pub struct Courier {
+    pub notifier: Arc<Notifier>,
+    /// Whether this process leads: then it claims every kind of delivery.
+    pub lead: Arc<Lead>,
+}
 
 /// The outcome of one delivery attempt.
 pub struct Attempt {
+    /// The delivery as its claim left it in the outbox.
+    pub claimed: Delivery,
     /// The delivery as it is after the attempt (`attempts`, `next_try`, `dead`, `last_error`).
     pub delivery: Delivery,
     /// The delivery leaves the outbox: sent, or handed to the contact's next channel.
@@ -132,14 +149,15 @@ pub struct Attempt {
 
 /// Records delivery attempts in one transaction, ahead of queued requests: a sent one leaves
 /// the outbox, a failed one waits for its next try or becomes a dead letter, each with its
-/// events; one no longer in the outbox (replayed or dropped meanwhile) is left alone.
+/// events; one no longer in the outbox as its claim left it (dropped, or claimed by another
+/// process after the claim lapsed) is left alone.
 async fn record(store: &Arc<Store>, attempts: Vec<Attempt>) -> Result<(), StoreError> {
     store
         .transact_ahead(move |tx| {
             let mut events = Vec::new();
             let mut changed = false;
             for a in attempts {
-                if tx.take_delivery(a.delivery.id)?.is_none() {
+                if tx.take_claimed_delivery(&a.claimed)?.is_none() {
                     continue;
                 }
                 changed = true;
@@ -337,10 +355,20 @@ impl Notifier {
         None
     }
 
-    /// Sends what is due; returns how many deliveries it tried.
-    pub async fn deliver_due(&self) -> Result<usize, StoreError> {
+    /// The deliveries this process's courier takes: every kind while it leads, else those its
+    /// devices can send (a delivery no process can send still fails at the leader's).
+    fn claimable(&self, leading: bool) -> Claimable {
+        let senders = self.senders.clone();
+        Arc::new(move |d: &Delivery| leading || senders.can_send(&d.kind))
+    }
+
+    /// Sends what is due and this process may claim; returns how many deliveries it tried.
+    pub async fn deliver_due(&self, leading: bool) -> Result<usize, StoreError> {
         let now = self.clock.now();
-        let due = self.store.deliveries_due(now, BATCH).await?;
+        let due = self
+            .store
+            .claim_deliveries(now, CLAIM_LEASE, BATCH, self.claimable(leading))
+            .await?;
         if due.is_empty() {
             return Ok(0);
         }
@@ -382,8 +410,8 @@ impl Notifier {
         let now = self.clock.now();
         let mut attempts = Vec::new();
         let mut replies = Vec::new();
-        for (d, (outcome, took, policy, skipped)) in due.into_iter().zip(outcomes) {
-            let mut d = d;
+        for (claimed, (outcome, took, policy, skipped)) in due.into_iter().zip(outcomes) {
+            let mut d = claimed.clone();
             d.attempts += 1;
             let latency = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
             let mut events = Vec::new();
@@ -446,6 +474,7 @@ impl Notifier {
                 events.clear();
             }
             attempts.push(Attempt {
+                claimed,
                 delivery: d,
                 settled,
                 fallback,
@@ -470,12 +499,13 @@ impl Worker for Courier {
     }
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
-        Some(self.0.courier_wake.clone())
+        Some(self.notifier.courier_wake.clone())
     }
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            match self.0.deliver_due().await {
+            let leading = self.lead.is_taken();
+            match self.notifier.deliver_due(leading).await {
                 Ok(n) if n >= BATCH => return Wait::For(Duration::ZERO),
                 Ok(_) => {}
                 Err(e) => {
@@ -483,9 +513,14 @@ impl Worker for Courier {
                     return Wait::For(Duration::from_secs(1));
                 }
             }
-            let now = self.0.clock.now();
-            match self.0.store.notify_due().await {
-                Ok((_, Some(next))) => Wait::For(
+            let now = self.notifier.clock.now();
+            let next = self
+                .notifier
+                .store
+                .next_claimable_delivery(self.notifier.claimable(leading))
+                .await;
+            match next {
+                Ok(Some(next)) => Wait::For(
                     Duration::from_millis(
                         u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
                     )
@@ -529,7 +564,8 @@ mod tests {
             last_error: Some("503".into()),
             ..failed.clone()
         };
-        let attempt = |delivery: Delivery, settled, fallback| Attempt {
+        let attempt = |claimed: &Delivery, delivery: Delivery, settled, fallback| Attempt {
+            claimed: claimed.clone(),
             events: vec![delivery.attempt_event("sent", None, None)],
             delivery,
             settled,
@@ -538,9 +574,9 @@ mod tests {
         record(
             &store,
             vec![
-                attempt(sent, true, None),
-                attempt(retry, false, Some(fallback.clone())),
-                attempt(gone, true, None),
+                attempt(&sent, sent.clone(), true, None),
+                attempt(&failed, retry, false, Some(fallback.clone())),
+                attempt(&gone, gone.clone(), true, None),
             ],
         )
         .await

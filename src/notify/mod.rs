@@ -676,8 +676,8 @@ impl Worker for Escalator {
                 }
             }
             let now = self.0.clock.now();
-            match self.0.store.notify_due().await {
-                Ok((Some(next), _)) => Wait::For(
+            match self.0.store.next_escalation_due().await {
+                Ok(Some(next)) => Wait::For(
                     Duration::from_millis(
                         u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),
                     )

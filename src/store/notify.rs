@@ -160,6 +160,40 @@ fn take_delivery(tx: &WriteTx, id: Uuid) -> Result<Option<Delivery>, StoreError>
     Ok(old)
 }
 
+/// How many outbox rows a look for claimable deliveries reads at most: rows ahead of them that
+/// this process cannot send are another process's to claim.
+const CLAIM_SCAN_MAX: usize = 1000;
+
+/// Which deliveries a courier may claim (the kinds its process can send).
+pub type Claimable = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
+
+/// The outbox in the order it is due: the deliveries `claimable` accepts that are due by `now`
+/// (at most `max`, earliest first), and when the first claimable one after those is due.
+fn claimable_due(
+    due: &impl Readable<&'static [u8], ()>,
+    items: &impl Readable<&'static [u8], &'static [u8]>,
+    now: Timestamp,
+    max: usize,
+    claimable: &dyn Fn(&Delivery) -> bool,
+) -> Result<(Vec<Delivery>, Option<Timestamp>), StoreError> {
+    let mut taken = Vec::new();
+    for row in due.range::<&[u8]>(..)?.take(CLAIM_SCAN_MAX) {
+        let key = row?.0.value().to_vec();
+        let Some(value) = items.get(&key[8..])? else {
+            continue;
+        };
+        let d: Delivery = decode(value.value())?;
+        if !claimable(&d) {
+            continue;
+        }
+        if d.next_try > now || taken.len() >= max {
+            return Ok((taken, Some(d.next_try)));
+        }
+        taken.push(d);
+    }
+    Ok((taken, None))
+}
+
 /// The earliest due key of a `ms + ...` index.
 fn first_due(
     tx: &ReadTx,
@@ -250,9 +284,52 @@ impl Tx<'_> {
         put_delivery(self, delivery)
     }
 
-    /// Takes a delivery out of the outbox; `None` when it is no longer there.
-    pub fn take_delivery(&self, id: Uuid) -> Result<Option<Delivery>, StoreError> {
-        take_delivery(self, id)
+    /// Claims the deliveries due by `now` that `claimable` accepts (at most `max`, earliest
+    /// first) until `until`: each one's next try moves there, so no other process's courier
+    /// takes it meanwhile, and one does once the claim lapses (this process died mid-send).
+    /// The deliveries as claimed.
+    pub fn claim_deliveries(
+        &self,
+        now: Timestamp,
+        until: Timestamp,
+        max: usize,
+        claimable: &dyn Fn(&Delivery) -> bool,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let (due, _) = claimable_due(
+            &self.open_table(DELIVERIES_DUE)?,
+            &self.open_table(DELIVERIES)?,
+            now,
+            max,
+            claimable,
+        )?;
+        due.into_iter()
+            .map(|d| {
+                take_delivery(self, d.id)?;
+                let claimed = Delivery {
+                    next_try: until,
+                    ..d
+                };
+                put_delivery(self, &claimed)?;
+                Ok(claimed)
+            })
+            .collect()
+    }
+
+    /// Takes a claimed delivery out of the outbox; `None` when it is no longer there or is no
+    /// longer as `claimed` left it (its claim lapsed and another process claimed it since).
+    pub fn take_claimed_delivery(
+        &self,
+        claimed: &Delivery,
+    ) -> Result<Option<Delivery>, StoreError> {
+        let stored: Option<Delivery> = self
+            .open_table(DELIVERIES)?
+            .get(claimed.id.as_bytes().as_slice())?
+            .map(|v| decode(v.value()))
+            .transpose()?;
+        match stored {
+            Some(d) if d.next_try == claimed.next_try => take_delivery(self, claimed.id),
+            _ => Ok(None),
+        }
     }
 
     /// Takes a dead letter out of the tenant's dead letters.
@@ -279,17 +356,9 @@ impl Tx<'_> {
 }
 
 impl Store {
-    /// When the next escalation timer and the next delivery are due.
-    pub async fn notify_due(
-        self: &Arc<Self>,
-    ) -> Result<(Option<Timestamp>, Option<Timestamp>), StoreError> {
-        self.read(|tx| {
-            Ok((
-                first_due(tx, ESCALATIONS_DUE)?,
-                first_due(tx, DELIVERIES_DUE)?,
-            ))
-        })
-        .await
+    /// When the next escalation timer is due.
+    pub async fn next_escalation_due(self: &Arc<Self>) -> Result<Option<Timestamp>, StoreError> {
+        self.read(|tx| first_due(tx, ESCALATIONS_DUE)).await
     }
 
     /// How many escalation timers are armed, deliveries wait in the outbox, and dead letters
@@ -320,6 +389,63 @@ impl Store {
     ) -> Result<Vec<Delivery>, StoreError> {
         self.read(move |tx| due_rows(tx, DELIVERIES_DUE, DELIVERIES, now, max))
             .await
+    }
+
+    /// Claims the deliveries due by `now` that `claimable` accepts, at most `max`, earliest
+    /// first, for `lease` (see `Tx::claim_deliveries`). Only beside other processes does a
+    /// claim write: alone (redb) nobody else takes from the outbox, and a restart after a crash
+    /// finds every delivery due as it was.
+    pub async fn claim_deliveries(
+        self: &Arc<Self>,
+        now: Timestamp,
+        lease: std::time::Duration,
+        max: usize,
+        claimable: Claimable,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let seen = claimable.clone();
+        let due = self
+            .read(move |tx| {
+                let (due, _) = claimable_due(
+                    &tx.open_table(DELIVERIES_DUE)?,
+                    &tx.open_table(DELIVERIES)?,
+                    now,
+                    max,
+                    &*seen,
+                )?;
+                Ok(due)
+            })
+            .await?;
+        // The writers' turn only when something is due; the claim reads again in it.
+        if due.is_empty() || !self.is_shared() {
+            return Ok(due);
+        }
+        self.transact_ahead(move |tx| {
+            let claimed = tx.claim_deliveries(now, now.plus(lease), max, &*claimable)?;
+            tx.unrecorded("a courier's claim on the deliveries it sends");
+            let changed = !claimed.is_empty();
+            Ok((claimed, changed))
+        })
+        .await
+    }
+
+    /// When the first delivery `claimable` accepts is due (maybe already).
+    pub async fn next_claimable_delivery(
+        self: &Arc<Self>,
+        claimable: Claimable,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let now = self.clock.now();
+        self.read(move |tx| {
+            // Taking none, the scan answers the first claimable one's due time.
+            let (_, next) = claimable_due(
+                &tx.open_table(DELIVERIES_DUE)?,
+                &tx.open_table(DELIVERIES)?,
+                now,
+                0,
+                &*claimable,
+            )?;
+            Ok(next)
+        })
+        .await
     }
 
     /// The start of the last shift of a schedule whose incoming person was told.
@@ -383,5 +509,92 @@ impl Store {
             Ok((key, true))
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Clock, TestClock};
+    use std::time::Duration;
+
+    /// A claim takes the due deliveries it may, earliest first, and moves them past its lease:
+    /// a second claim finds none of them until the lease lapses, and the attempt of a claim
+    /// another took over since takes nothing out of the outbox.
+    #[tokio::test]
+    async fn a_claim_hides_what_it_took_until_its_lease_lapses() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now) = (Uuid::from_u128(7), clock.now());
+        let at = |secs: u64| now.plus(Duration::from_secs(secs));
+        let notice = |due: Timestamp, kind: &str| Delivery {
+            kind: kind.into(),
+            ..Delivery::test_notice(clock.new_id(), tenant, due)
+        };
+        let queued = [
+            notice(at(0), "sms"),
+            notice(at(1), "webhook"),
+            notice(at(2), "webhook"),
+            notice(at(60), "webhook"),
+        ];
+        let outbox = queued.to_vec();
+        store
+            .transact(move |tx| {
+                tx.unrecorded("test setup");
+                for d in &outbox {
+                    tx.put_delivery(d)?;
+                }
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        let claim = |now: Timestamp, until: Timestamp| {
+            store.transact(move |tx| {
+                tx.unrecorded("test claim");
+                let no_sms = |d: &Delivery| d.kind != "sms";
+                Ok((tx.claim_deliveries(now, until, 10, &no_sms)?, true))
+            })
+        };
+        let ids = |ds: &[Delivery]| ds.iter().map(|d| d.id).collect::<Vec<_>>();
+
+        let first = claim(at(5), at(65)).await.unwrap();
+        assert_eq!(
+            ids(&first),
+            [queued[1].id, queued[2].id],
+            "due and claimable"
+        );
+        assert!(first.iter().all(|d| d.next_try == at(65)));
+        assert!(claim(at(5), at(65)).await.unwrap().is_empty(), "claimed");
+        let every: Claimable = Arc::new(|_: &Delivery| true);
+        let webhooks: Claimable = Arc::new(|d: &Delivery| d.kind == "webhook");
+        let next = |claimable: &Claimable| store.next_claimable_delivery(claimable.clone());
+        assert_eq!(next(&every).await.unwrap(), Some(at(0)), "the SMS, due");
+        assert_eq!(next(&webhooks).await.unwrap(), Some(at(60)));
+
+        // The lease lapsed: another claim takes them (and the one now due) over.
+        let second = claim(at(65), at(125)).await.unwrap();
+        assert_eq!(
+            ids(&second),
+            [queued[3].id, queued[1].id, queued[2].id],
+            "by due time"
+        );
+        let (stale, current) = (first[0].clone(), second[1].clone());
+        let taken = store
+            .transact(move |tx| {
+                tx.unrecorded("test attempts");
+                let stale = tx.take_claimed_delivery(&stale)?;
+                let current = tx.take_claimed_delivery(&current)?;
+                Ok(((stale.is_some(), current.map(|d| d.id)), true))
+            })
+            .await
+            .unwrap();
+        assert_eq!(taken, (false, Some(queued[1].id)));
+        let left = store.deliveries_due(at(125), 10).await.unwrap();
+        assert_eq!(
+            ids(&left),
+            [queued[0].id, queued[2].id, queued[3].id],
+            "the SMS, then the two still claimed, by id within their millisecond"
+        );
     }
 }

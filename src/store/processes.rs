@@ -159,6 +159,16 @@ impl Store {
         Ok(())
     }
 
+    /// Whether other processes may serve this store beside this one (PostgreSQL): what one
+    /// takes from a shared queue it must claim first.
+    pub fn is_shared(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        if let Backing::Postgres(_) = &self.backing {
+            return true;
+        }
+        false
+    }
+
     /// This process's name in its commit notices (the open pool's).
     #[cfg(feature = "postgres")]
     fn process_id(&self) -> Option<String> {

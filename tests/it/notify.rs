@@ -88,7 +88,7 @@ async fn paged(hooks: &Receiver, id: &str) {
     }
 }
 
-async fn raise(s: &Server, token: &str, title: &str, policy: &str) -> Value {
+pub async fn raise(s: &Server, token: &str, title: &str, policy: &str) -> Value {
     let res = send(
         s,
         token,
@@ -114,7 +114,7 @@ async fn events_of(s: &Server, token: &str, types: &str) -> Vec<Value> {
 
 /// `channel:status` of the notification events on the channels `keep` accepts, oldest first,
 /// once there are `n` of them (or after 10 s).
-async fn notifications(
+pub async fn notifications(
     s: &Server,
     token: &str,
     n: usize,

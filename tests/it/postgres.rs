@@ -794,6 +794,52 @@ async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json:
         .clone()
 }
 
+/// Two servers on one database, as in `two_processes`.
+struct Pair {
+    /// The administrator's token.
+    token: String,
+    /// The server that leads.
+    a: super::support::Server,
+    /// The server beside it.
+    b: super::support::Server,
+    a_data: PathBuf,
+    b_data: PathBuf,
+}
+
+/// Starts A, which leads, and then B beside it: a data directory of its own with A's database
+/// and A's secrets key.
+async fn two_processes(dir: &Path) -> Pair {
+    use super::support::{Opts, Server, bootstrap, leads};
+    use std::time::{Duration, Instant};
+    let (a_data, b_data) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a_data).unwrap();
+    let token = bootstrap(&a_data);
+    let a = Server::start_in(&a_data, Opts::default());
+    std::fs::create_dir_all(&b_data).unwrap();
+    std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
+    std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
+    let b = Server::start_in(&b_data, Opts::default());
+    let started = Instant::now();
+    while !b.log().contains("another process leads") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B never served beside A"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        leads(&a, &token).await && !leads(&b, &token).await,
+        "A leads, B does not"
+    );
+    Pair {
+        token,
+        a,
+        b,
+        a_data,
+        b_data,
+    }
+}
+
 /// Two processes on one database both serve: a write through either is read through the
 /// other (an object, a rule the leading process's alert engine then applies to a result posted
 /// to the other, the metric history); a token deleted through one stops working on the other,
@@ -804,9 +850,7 @@ async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json:
 /// again: it answers 503 and exits 75.
 #[tokio::test]
 async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
-    use super::support::{
-        Opts, Server, assert_chain_intact, bootstrap, call, get, host_names, leads,
-    };
+    use super::support::{Opts, Server, assert_chain_intact, call, get, host_names, leads};
     use reqwest::Method;
     use serde_json::{Value, json};
     use std::time::{Duration, Instant};
@@ -815,28 +859,16 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
-    std::fs::create_dir_all(&a_data).unwrap();
-    let token = bootstrap(&a_data);
-    let a = Server::start_in(&a_data, Opts::default());
-    // B has a data directory of its own, A's database and A's secrets key.
-    std::fs::create_dir_all(&b_data).unwrap();
-    std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
-    std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
-    let b = Server::start_in(&b_data, Opts::default());
-    let b_log = || std::fs::read_to_string(b_data.with_extension("log")).unwrap();
+    let Pair {
+        token,
+        a,
+        b,
+        a_data,
+        b_data,
+    } = two_processes(dir.path()).await;
     let until = |what: &str, limit: Duration, started: Instant| {
         assert!(started.elapsed() < limit, "{what} never happened");
     };
-    let started = Instant::now();
-    while !b_log().contains("another process leads") {
-        until("B serving beside A", Duration::from_secs(10), started);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        leads(&a, &token).await && !leads(&b, &token).await,
-        "A leads, B does not"
-    );
 
     let create = |s: &Server, name: String| {
         call(s, &token, Method::POST, "/api/v1/hosts")
@@ -1059,4 +1091,77 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         names.iter().any(|n| n == "on-a-again") && !names.iter().any(|n| n == "on-b-after-the-cut"),
         "{names:?}"
     );
+}
+
+/// Stops a process (SIGSTOP) between two of its writes: a process stopped inside one would
+/// keep the writers' lock and stall every other.
+fn stop_between_writes(data: &Path, pid: i32) {
+    use super::support::signal;
+    let writing = "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+         WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.granted \
+         AND l.classid = 21334 AND l.objid = 1124073473";
+    for _ in 0..50 {
+        signal(pid, "STOP");
+        if psql(data, writing).trim() == "0" {
+            return;
+        }
+        signal(pid, "CONT");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the process never stopped between writes");
+}
+
+/// Every process's courier sends, each claiming the deliveries it takes. A page's first attempt
+/// fails; with the leading process stopped (it keeps the lead but does nothing), the other
+/// sends the retry; started again, the leader sends nothing twice.
+#[tokio::test]
+async fn a_process_beside_the_leader_sends_what_is_due() {
+    use super::notify::{notifications, raise};
+    use super::receiver::Receiver;
+    use super::support::{create_all, signal};
+    use serde_json::json;
+    use std::time::Duration;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
+    let hooks = Receiver::start().await;
+    hooks.queue("/page", &[503]);
+    create_all(
+        &b,
+        &token,
+        vec![
+            (
+                "/api/v1/channels",
+                json!({"name": "hook", "type": "webhook", "enabled": true, "config": {
+                    "url": hooks.url("/page"), "retryBackoffSeconds": "2", "retryMaxAttempts": "5"}}),
+            ),
+            (
+                "/api/v1/contacts",
+                json!({"name": "ada", "preferences": [{"channels": ["hook"], "profile": "default"}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+            ),
+        ],
+    )
+    .await;
+    raise(&b, &token, "Pump 3 ran dry", "page").await;
+    hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
+    let hook = |c: &str| c == "hook";
+    let first = notifications(&b, &token, 2, hook).await;
+    assert_eq!(first, ["hook:pending", "hook:failed"], "the first attempt");
+
+    stop_between_writes(&a.data, a.pid());
+    let got = hooks.wait_for("/page", 2, Duration::from_secs(20)).await;
+    assert_eq!(got[1].status, 200, "the retry, sent by B");
+    let all = notifications(&b, &token, 3, hook).await;
+    assert_eq!(all, ["hook:pending", "hook:failed", "hook:sent"]);
+    signal(a.pid(), "CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(hooks.received("/page").len(), 2, "nothing sent twice");
+    assert!(b.log().contains("another process leads") && !b.log().contains("leading:"));
 }

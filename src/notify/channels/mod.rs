@@ -93,6 +93,18 @@ impl Senders {
     }
 }
 
+impl Senders {
+    /// Whether this process can send a channel type's deliveries: SMS and calls need its
+    /// modem, ESPA its pager; the rest go over the network.
+    pub fn can_send(&self, kind: &str) -> bool {
+        match kind {
+            "sms" | "voice" => self.modem.is_some(),
+            "espa" => self.pager.is_some(),
+            _ => true,
+        }
+    }
+}
+
 /// What a channel needs to send: its type, its configuration with secrets opened, its
 /// template.
 pub struct Outgoing<'a> {
