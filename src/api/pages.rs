@@ -132,7 +132,7 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
     let o = origin(&st, &req);
     let f: LoginForm = form(&st, req).await;
     let look = look(&st, None).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+    if !st.auth.limiter.allow(o.ip, st.clock.now()).await {
         return throttled(login_html(
             &st,
             &look,
@@ -225,7 +225,7 @@ impl AccountPage {
 async fn open_account(st: &AppState, req: Request, page: AccountPage) -> Response {
     let o = origin(st, &req);
     let f: AccountForm = form(st, req).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()) {
+    if !st.auth.limiter.allow(o.ip, st.clock.now()).await {
         return throttled(page.render(Some("Too many attempts. Try again in 30 seconds."), &f));
     }
     let ip = o.ip.to_string();

@@ -83,6 +83,13 @@ impl Auth {
         hash_slots: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
+            limiter: RateLimiter::sign_in(&store),
+            token_failures: RateLimiter::new(
+                "token-failures",
+                TOKEN_FAILURE_BURST,
+                TOKEN_FAILURE_REFILL,
+                &store,
+            ),
             store,
             clock,
             policy,
@@ -99,8 +106,6 @@ impl Auth {
             default_tenant: tokio::sync::OnceCell::new(),
             setup_lock: tokio::sync::Mutex::new(()),
             setup_posts: AtomicUsize::new(0),
-            limiter: RateLimiter::sign_in(),
-            token_failures: RateLimiter::new(TOKEN_FAILURE_BURST, TOKEN_FAILURE_REFILL),
         })
     }
 

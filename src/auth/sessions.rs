@@ -397,6 +397,9 @@ impl Worker for SessionPurgeWorker {
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "session purge failed"),
             }
+            let now = self.0.clock.now();
+            self.0.limiter.forget_idle(now).await;
+            self.0.token_failures.forget_idle(now).await;
             Wait::For(PURGE_EVERY)
         })
     }

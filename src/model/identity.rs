@@ -467,3 +467,12 @@ pub struct PushUnsubscribe {
     #[serde(default)]
     pub keys: Option<serde_json::Value>,
 }
+
+/// A rate limit's token bucket for one client address: the tokens it held when last touched.
+/// Kept in the store where several processes serve it (PostgreSQL), so an address has one
+/// bucket across them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RateBucket {
+    pub tokens: f64,
+    pub last: Timestamp,
+}

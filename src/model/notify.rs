@@ -336,6 +336,11 @@ pub struct Delivery {
     /// for good.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<String>,
+    /// The database session of the courier that claimed it, while it is claimed beside other
+    /// processes (PostgreSQL): the claim lapses with that session. Never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub claimed_by: Option<i64>,
 }
 
 #[cfg(test)]
@@ -359,6 +364,7 @@ impl Delivery {
             webhook_id: None,
             url: String::new(),
             fallbacks: Vec::new(),
+            claimed_by: None,
         }
     }
 }
@@ -442,6 +448,7 @@ impl Delivery {
             webhook_id: None,
             url: String::new(),
             fallbacks: Vec::new(),
+            claimed_by: None,
             payload,
         }
     }

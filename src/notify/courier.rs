@@ -6,9 +6,10 @@
 //! goes on on the next channel of the contact's preferences.
 //!
 //! Beside other processes on one database, every process's courier sends: each claims the due
-//! deliveries it can send (`Store::claim_deliveries`: their next try moves past `CLAIM_LEASE`
-//! in one write), so no two send one, and the claim of a process that died mid-send lapses into
-//! another's. The leading process claims every kind; the others those their devices can send.
+//! deliveries it can send (`Store::claim_deliveries`: their next try moves past a lease,
+//! in one write naming its database session), so no two send one; the claim of a process that
+//! died mid-send lapses with its session, and another sends the delivery. The leading process
+//! claims every kind; the others those their devices can send.
 
 use super::channels::phone::Speech;
 use super::channels::{self, Outgoing, SendError, webpush};
@@ -32,11 +33,6 @@ use uuid::Uuid;
 
 /// Deliveries sent concurrently per step.
 const BATCH: usize = 100;
-
-/// How long a claim keeps other processes from a delivery: past the longest send (a call's
-/// minute on the modem, behind another), short enough that a page a dying process held goes
-/// out soon after.
-const CLAIM_LEASE: Duration = Duration::from_secs(180);
 
 /// How often a channel's deliveries are tried.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -367,7 +363,7 @@ impl Notifier {
         let now = self.clock.now();
         let due = self
             .store
-            .claim_deliveries(now, CLAIM_LEASE, BATCH, self.claimable(leading))
+            .claim_deliveries(now, BATCH, self.claimable(leading))
             .await?;
         if due.is_empty() {
             return Ok(0);
@@ -411,7 +407,11 @@ impl Notifier {
         let mut attempts = Vec::new();
         let mut replies = Vec::new();
         for (claimed, (outcome, took, policy, skipped)) in due.into_iter().zip(outcomes) {
-            let mut d = claimed.clone();
+            // Whatever the attempt leaves in the outbox is no one's claim.
+            let mut d = Delivery {
+                claimed_by: None,
+                ..claimed.clone()
+            };
             d.attempts += 1;
             let latency = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
             let mut events = Vec::new();

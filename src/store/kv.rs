@@ -11,6 +11,7 @@ use redb::{
     Durability, Key, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
 };
 use std::borrow::Borrow;
+use std::collections::HashSet;
 use std::ops::RangeBounds;
 #[cfg(feature = "postgres")]
 use {redb::TableHandle as _, std::marker::PhantomData, std::ops::Bound, std::sync::Arc};
@@ -161,6 +162,17 @@ impl WriteTx {
             WriteInner::Redb(_) => false,
             #[cfg(feature = "postgres")]
             WriteInner::Pg(_) => true,
+        }
+    }
+
+    /// This write's database session and the sessions on the database now, where other
+    /// processes may serve beside this one (PostgreSQL); `None` on redb, which one process
+    /// opens.
+    pub(super) fn sessions(&self) -> Result<Option<(i64, HashSet<i64>)>, StoreError> {
+        match &self.0 {
+            WriteInner::Redb(_) => Ok(None),
+            #[cfg(feature = "postgres")]
+            WriteInner::Pg(w) => w.sessions().map(Some),
         }
     }
 

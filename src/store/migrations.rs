@@ -7,9 +7,10 @@ use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
     DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
     EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS,
-    SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
-    SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RATE_BUCKETS, REPORT_ARCHIVE, REPORT_CONTENT,
+    RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS,
+    STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
+    USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -109,6 +110,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "report archive",
         apply: create_report_tables,
+    },
+    Migration {
+        version: 19,
+        name: "rate-limit buckets",
+        apply: create_rate_bucket_table,
     },
 ];
 
@@ -222,6 +228,11 @@ fn create_site_status_table(tx: &WriteTx) -> Result<(), StoreError> {
 fn create_report_tables(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(REPORT_ARCHIVE)?;
     tx.open_table(REPORT_CONTENT)?;
+    Ok(())
+}
+
+fn create_rate_bucket_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(RATE_BUCKETS)?;
     Ok(())
 }
 

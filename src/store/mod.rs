@@ -21,6 +21,7 @@ mod migrations;
 pub mod notify;
 pub mod objects;
 mod processes;
+mod ratelimits;
 pub mod reports;
 mod secrets;
 mod settings;

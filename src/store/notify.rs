@@ -15,6 +15,7 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::notify::{Delivery, EscalationTimer, Override};
+use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -164,19 +165,55 @@ fn take_delivery(tx: &WriteTx, id: Uuid) -> Result<Option<Delivery>, StoreError>
 /// this process cannot send are another process's to claim.
 const CLAIM_SCAN_MAX: usize = 1000;
 
+/// How long a claim keeps other processes from a delivery while its process lives: past the
+/// longest send (a call's minute on the modem, behind another). A process that dies lets go of
+/// its claims with its database session.
+pub const CLAIM_LEASE: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// How soon a courier looks again at a delivery another claimed: the claim lapses the moment
+/// its database session ends (a process killed mid-send), and then another process sends it.
+pub const CLAIM_CHECK: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Which deliveries a courier may claim (the kinds its process can send).
 pub type Claimable = Arc<dyn Fn(&Delivery) -> bool + Send + Sync>;
 
-/// The outbox in the order it is due: the deliveries `claimable` accepts that are due by `now`
-/// (at most `max`, earliest first), and when the first claimable one after those is due.
+/// What a look at the outbox knows of the claims in it.
+enum Claims<'a> {
+    /// Claims hold while their session is among these (a claim's write knows them).
+    Live(&'a HashSet<i64>),
+    /// Unknown (a read): a claimed delivery may be free, so it is looked at again soon.
+    Unknown,
+}
+
+/// A look at the outbox in the order it is due.
+#[derive(Default)]
+struct Due {
+    /// The deliveries due that may be claimed (at most the look's `max`), earliest first.
+    due: Vec<Delivery>,
+    /// A claimed delivery was seen whose claim may have lapsed (its session is not known).
+    doubtful: bool,
+    /// When to look again: the first claimable delivery not taken is due, or a claim is to be
+    /// checked.
+    next: Option<Timestamp>,
+}
+
+/// Looks at the outbox in the order it is due for the deliveries `claimable` accepts: those due
+/// by `now` and not held by a live claim (one whose session ended is due at once). It reads on
+/// past the first one not yet due as far as a claim made now would last, since claims that
+/// lapsed wait there.
 fn claimable_due(
     due: &impl Readable<&'static [u8], ()>,
     items: &impl Readable<&'static [u8], &'static [u8]>,
     now: Timestamp,
     max: usize,
     claimable: &dyn Fn(&Delivery) -> bool,
-) -> Result<(Vec<Delivery>, Option<Timestamp>), StoreError> {
-    let mut taken = Vec::new();
+    claims: Claims,
+) -> Result<Due, StoreError> {
+    let horizon = now.plus(CLAIM_LEASE);
+    let mut look = Due::default();
+    let again = |at: Timestamp, look: &mut Due| {
+        look.next = Some(look.next.map_or(at, |next| next.min(at)));
+    };
     for row in due.range::<&[u8]>(..)?.take(CLAIM_SCAN_MAX) {
         let key = row?.0.value().to_vec();
         let Some(value) = items.get(&key[8..])? else {
@@ -186,12 +223,27 @@ fn claimable_due(
         if !claimable(&d) {
             continue;
         }
-        if d.next_try > now || taken.len() >= max {
-            return Ok((taken, Some(d.next_try)));
+        let due_at = match (d.claimed_by, &claims) {
+            (None, _) => d.next_try,
+            (Some(session), Claims::Live(live)) if !live.contains(&session) => now,
+            (Some(_), Claims::Live(_)) => continue,
+            (Some(_), Claims::Unknown) => {
+                look.doubtful = true;
+                again(d.next_try.min(now.plus(CLAIM_CHECK)), &mut look);
+                continue;
+            }
+        };
+        if due_at <= now && look.due.len() < max {
+            look.due.push(d);
+            continue;
         }
-        taken.push(d);
+        again(due_at, &mut look);
+        // Full, or past where any claim ends.
+        if due_at <= now || due_at > horizon {
+            break;
+        }
     }
-    Ok((taken, None))
+    Ok(look)
 }
 
 /// The earliest due key of a `ms + ...` index.
@@ -285,9 +337,10 @@ impl Tx<'_> {
     }
 
     /// Claims the deliveries due by `now` that `claimable` accepts (at most `max`, earliest
-    /// first) until `until`: each one's next try moves there, so no other process's courier
-    /// takes it meanwhile, and one does once the claim lapses (this process died mid-send).
-    /// The deliveries as claimed.
+    /// first) until `until`, for this write's database session: each one's next try moves
+    /// there, so no other process's courier takes it while the claim holds. It holds until
+    /// then or until the session ends (a process killed mid-send), whichever comes first.
+    /// The deliveries as claimed; none where no other process may serve (redb).
     pub fn claim_deliveries(
         &self,
         now: Timestamp,
@@ -295,18 +348,24 @@ impl Tx<'_> {
         max: usize,
         claimable: &dyn Fn(&Delivery) -> bool,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let (due, _) = claimable_due(
+        let Some((session, live)) = self.sessions()? else {
+            return Ok(Vec::new());
+        };
+        let look = claimable_due(
             &self.open_table(DELIVERIES_DUE)?,
             &self.open_table(DELIVERIES)?,
             now,
             max,
             claimable,
+            Claims::Live(&live),
         )?;
-        due.into_iter()
+        look.due
+            .into_iter()
             .map(|d| {
                 take_delivery(self, d.id)?;
                 let claimed = Delivery {
                     next_try: until,
+                    claimed_by: Some(session),
                     ..d
                 };
                 put_delivery(self, &claimed)?;
@@ -327,7 +386,9 @@ impl Tx<'_> {
             .map(|v| decode(v.value()))
             .transpose()?;
         match stored {
-            Some(d) if d.next_try == claimed.next_try => take_delivery(self, claimed.id),
+            Some(d) if d.next_try == claimed.next_try && d.claimed_by == claimed.claimed_by => {
+                take_delivery(self, claimed.id)
+            }
             _ => Ok(None),
         }
     }
@@ -392,35 +453,37 @@ impl Store {
     }
 
     /// Claims the deliveries due by `now` that `claimable` accepts, at most `max`, earliest
-    /// first, for `lease` (see `Tx::claim_deliveries`). Only beside other processes does a
+    /// first, for `CLAIM_LEASE` (see `Tx::claim_deliveries`). Only beside other processes does a
     /// claim write: alone (redb) nobody else takes from the outbox, and a restart after a crash
     /// finds every delivery due as it was.
     pub async fn claim_deliveries(
         self: &Arc<Self>,
         now: Timestamp,
-        lease: std::time::Duration,
         max: usize,
         claimable: Claimable,
     ) -> Result<Vec<Delivery>, StoreError> {
         let seen = claimable.clone();
-        let due = self
+        let look = self
             .read(move |tx| {
-                let (due, _) = claimable_due(
+                claimable_due(
                     &tx.open_table(DELIVERIES_DUE)?,
                     &tx.open_table(DELIVERIES)?,
                     now,
                     max,
                     &*seen,
-                )?;
-                Ok(due)
+                    Claims::Unknown,
+                )
             })
             .await?;
-        // The writers' turn only when something is due; the claim reads again in it.
-        if due.is_empty() || !self.is_shared() {
-            return Ok(due);
+        if !self.is_shared() {
+            return Ok(look.due);
+        }
+        // The writers' turn only when something may be claimed; the claim looks again in it.
+        if look.due.is_empty() && !look.doubtful {
+            return Ok(Vec::new());
         }
         self.transact_ahead(move |tx| {
-            let claimed = tx.claim_deliveries(now, now.plus(lease), max, &*claimable)?;
+            let claimed = tx.claim_deliveries(now, now.plus(CLAIM_LEASE), max, &*claimable)?;
             tx.unrecorded("a courier's claim on the deliveries it sends");
             let changed = !claimed.is_empty();
             Ok((claimed, changed))
@@ -428,22 +491,24 @@ impl Store {
         .await
     }
 
-    /// When the first delivery `claimable` accepts is due (maybe already).
+    /// When a courier that claims what `claimable` accepts looks at the outbox again: the
+    /// first such delivery is due (maybe already), or a claim on one is to be checked.
     pub async fn next_claimable_delivery(
         self: &Arc<Self>,
         claimable: Claimable,
     ) -> Result<Option<Timestamp>, StoreError> {
         let now = self.clock.now();
         self.read(move |tx| {
-            // Taking none, the scan answers the first claimable one's due time.
-            let (_, next) = claimable_due(
+            // Taking none, the look answers when the first claimable one is due.
+            let look = claimable_due(
                 &tx.open_table(DELIVERIES_DUE)?,
                 &tx.open_table(DELIVERIES)?,
                 now,
                 0,
                 &*claimable,
+                Claims::Unknown,
             )?;
-            Ok(next)
+            Ok(look.next)
         })
         .await
     }
@@ -518,11 +583,12 @@ mod tests {
     use crate::runtime::{Clock, TestClock};
     use std::time::Duration;
 
-    /// A claim takes the due deliveries it may, earliest first, and moves them past its lease:
-    /// a second claim finds none of them until the lease lapses, and the attempt of a claim
-    /// another took over since takes nothing out of the outbox.
+    /// A look at the outbox takes what is due and claimable, earliest first: a delivery a live
+    /// session claimed is held, one whose session ended is due at once (behind deliveries not
+    /// due yet); a read, which does not know the sessions, looks again soon. An attempt whose
+    /// claim another took over since takes nothing out of the outbox.
     #[tokio::test]
-    async fn a_claim_hides_what_it_took_until_its_lease_lapses() {
+    async fn claims_hold_while_their_session_lives() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
         let store = Store::open(dir.path(), clock.clone()).unwrap();
@@ -532,11 +598,18 @@ mod tests {
             kind: kind.into(),
             ..Delivery::test_notice(clock.new_id(), tenant, due)
         };
+        let claimed = |d: Delivery, until: Timestamp, by: i64| Delivery {
+            next_try: until,
+            claimed_by: Some(by),
+            ..d
+        };
         let queued = [
             notice(at(0), "sms"),
             notice(at(1), "webhook"),
-            notice(at(2), "webhook"),
             notice(at(60), "webhook"),
+            claimed(notice(at(0), "webhook"), at(180), 7),
+            claimed(notice(at(0), "webhook"), at(180), 9),
+            notice(at(400), "webhook"),
         ];
         let outbox = queued.to_vec();
         store
@@ -549,52 +622,77 @@ mod tests {
             })
             .await
             .unwrap();
-        let claim = |now: Timestamp, until: Timestamp| {
-            store.transact(move |tx| {
-                tx.unrecorded("test claim");
+        let id = |i: usize| queued[i].id;
+        let look = |max: usize, live: Option<HashSet<i64>>| {
+            let now = at(5);
+            store.read(move |tx| {
                 let no_sms = |d: &Delivery| d.kind != "sms";
-                Ok((tx.claim_deliveries(now, until, 10, &no_sms)?, true))
+                let look = claimable_due(
+                    &tx.open_table(DELIVERIES_DUE)?,
+                    &tx.open_table(DELIVERIES)?,
+                    now,
+                    max,
+                    &no_sms,
+                    live.as_ref().map_or(Claims::Unknown, Claims::Live),
+                )?;
+                let ids: Vec<Uuid> = look.due.iter().map(|d| d.id).collect();
+                Ok((ids, look.doubtful, look.next))
             })
         };
-        let ids = |ds: &[Delivery]| ds.iter().map(|d| d.id).collect::<Vec<_>>();
-
-        let first = claim(at(5), at(65)).await.unwrap();
+        let session_7 = || Some(HashSet::from([7]));
         assert_eq!(
-            ids(&first),
-            [queued[1].id, queued[2].id],
-            "due and claimable"
+            look(10, session_7()).await.unwrap(),
+            (vec![id(1), id(4)], false, Some(at(60))),
+            "due, and the one whose session ended; 7's held"
         );
-        assert!(first.iter().all(|d| d.next_try == at(65)));
-        assert!(claim(at(5), at(65)).await.unwrap().is_empty(), "claimed");
+        assert_eq!(
+            look(1, session_7()).await.unwrap(),
+            (vec![id(1)], false, Some(at(5))),
+            "full: the rest is due now"
+        );
+        assert_eq!(
+            look(10, None).await.unwrap(),
+            (vec![id(1)], true, Some(at(10))),
+            "a read looks at the claims again soon"
+        );
         let every: Claimable = Arc::new(|_: &Delivery| true);
         let webhooks: Claimable = Arc::new(|d: &Delivery| d.kind == "webhook");
         let next = |claimable: &Claimable| store.next_claimable_delivery(claimable.clone());
-        assert_eq!(next(&every).await.unwrap(), Some(at(0)), "the SMS, due");
-        assert_eq!(next(&webhooks).await.unwrap(), Some(at(60)));
-
-        // The lease lapsed: another claim takes them (and the one now due) over.
-        let second = claim(at(65), at(125)).await.unwrap();
-        assert_eq!(
-            ids(&second),
-            [queued[3].id, queued[1].id, queued[2].id],
-            "by due time"
+        assert_eq!(next(&every).await.unwrap(), Some(at(0)), "the SMS");
+        assert_eq!(next(&webhooks).await.unwrap(), Some(at(1)));
+        assert!(
+            store
+                .claim_deliveries(at(5), 10, webhooks.clone())
+                .await
+                .unwrap()
+                .iter()
+                .all(|d| d.claimed_by.is_none()),
+            "alone (redb) a claim writes nothing"
         );
-        let (stale, current) = (first[0].clone(), second[1].clone());
+
+        // Session 9's claim, taken over by session 8: the attempt under 9's is not recorded.
+        let stale = queued[4].clone();
+        let current = claimed(stale.clone(), at(185), 8);
+        let over = current.clone();
         let taken = store
             .transact(move |tx| {
                 tx.unrecorded("test attempts");
+                take_delivery(tx, over.id)?;
+                tx.put_delivery(&over)?;
                 let stale = tx.take_claimed_delivery(&stale)?;
-                let current = tx.take_claimed_delivery(&current)?;
+                let current = tx.take_claimed_delivery(&over)?;
                 Ok(((stale.is_some(), current.map(|d| d.id)), true))
             })
             .await
             .unwrap();
-        assert_eq!(taken, (false, Some(queued[1].id)));
-        let left = store.deliveries_due(at(125), 10).await.unwrap();
-        assert_eq!(
-            ids(&left),
-            [queued[0].id, queued[2].id, queued[3].id],
-            "the SMS, then the two still claimed, by id within their millisecond"
-        );
+        assert_eq!(taken, (false, Some(current.id)));
+        let left: Vec<Uuid> = store
+            .deliveries_due(at(400), 10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.id)
+            .collect();
+        assert_eq!(left, [id(0), id(1), id(2), id(3), id(5)]);
     }
 }

@@ -135,6 +135,11 @@ pub const REPORT_ARCHIVE: TableDefinition<&[u8], &[u8]> =
 pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("report_content_by_id");
 
+/// Rate-limit buckets by limiter name + 0 + client address (text), where several processes
+/// serve the store.
+pub const RATE_BUCKETS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("rate_bucket_by_limiter_address");
+
 /// Every table of the main database, handed to `$apply!(args…, [TABLES])`: the one list the
 /// backups, the copy between backends and the PostgreSQL schema are made from.
 macro_rules! every_table {
@@ -181,7 +186,8 @@ macro_rules! every_table {
             SETTINGS,
             SITE_STATUS,
             REPORT_ARCHIVE,
-            REPORT_CONTENT
+            REPORT_CONTENT,
+            RATE_BUCKETS
         ])
     };
 }

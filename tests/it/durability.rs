@@ -30,7 +30,7 @@ async fn slugs(s: &Server, token: &str) -> BTreeSet<String> {
 
 /// A writer creating resources at `path` (the `i`th named `name(i)`, with the body `body` makes
 /// of the name) until told to stop or the server is gone; returns the names acknowledged 201.
-fn spawn_creator(
+pub fn spawn_creator(
     base: &str,
     token: &str,
     stop: Arc<AtomicBool>,

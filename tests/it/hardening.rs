@@ -312,7 +312,7 @@ async fn repeated_query_parameters_and_bad_percent_encoding_are_not_plain_text()
 
 /// A secret with a real token's lookup prefix and a random rest: each one used to cost a full
 /// argon2 verification.
-fn forged(real: &str, i: usize) -> String {
+pub fn forged(real: &str, i: usize) -> String {
     format!("{}{:040x}", &real[..12], i as u128 * 0x9e37_79b9_7f4a_7c15)
 }
 

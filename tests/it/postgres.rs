@@ -1111,32 +1111,18 @@ fn stop_between_writes(data: &Path, pid: i32) {
     panic!("the process never stopped between writes");
 }
 
-/// Every process's courier sends, each claiming the deliveries it takes. A page's first attempt
-/// fails; with the leading process stopped (it keeps the lead but does nothing), the other
-/// sends the retry; started again, the leader sends nothing twice.
-#[tokio::test]
-async fn a_process_beside_the_leader_sends_what_is_due() {
-    use super::notify::{notifications, raise};
-    use super::receiver::Receiver;
-    use super::support::{create_all, signal};
+/// The escalation policy `page`: step 0 pages the contact `ada` on the webhook channel `hook`
+/// at `url` (a failure retried 2 s later, five attempts).
+async fn paging(s: &super::support::Server, token: &str, url: &str) {
     use serde_json::json;
-    use std::time::Duration;
-    if !enabled() {
-        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
-    let hooks = Receiver::start().await;
-    hooks.queue("/page", &[503]);
-    create_all(
-        &b,
-        &token,
+    super::support::create_all(
+        s,
+        token,
         vec![
             (
                 "/api/v1/channels",
                 json!({"name": "hook", "type": "webhook", "enabled": true, "config": {
-                    "url": hooks.url("/page"), "retryBackoffSeconds": "2", "retryMaxAttempts": "5"}}),
+                    "url": url, "retryBackoffSeconds": "2", "retryMaxAttempts": "5"}}),
             ),
             (
                 "/api/v1/contacts",
@@ -1149,6 +1135,26 @@ async fn a_process_beside_the_leader_sends_what_is_due() {
         ],
     )
     .await;
+}
+
+/// Every process's courier sends, each claiming the deliveries it takes. A page's first attempt
+/// fails; with the leading process stopped (it keeps the lead but does nothing), the other
+/// sends the retry; started again, the leader sends nothing twice.
+#[tokio::test]
+async fn a_process_beside_the_leader_sends_what_is_due() {
+    use super::notify::{notifications, raise};
+    use super::receiver::Receiver;
+    use super::support::signal;
+    use std::time::Duration;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
+    let hooks = Receiver::start().await;
+    hooks.queue("/page", &[503]);
+    paging(&b, &token, &hooks.url("/page")).await;
     raise(&b, &token, "Pump 3 ran dry", "page").await;
     hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
     let hook = |c: &str| c == "hook";
@@ -1164,4 +1170,156 @@ async fn a_process_beside_the_leader_sends_what_is_due() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(hooks.received("/page").len(), 2, "nothing sent twice");
     assert!(b.log().contains("another process leads") && !b.log().contains("leading:"));
+}
+
+/// Kill -9 of either process, round after round (the leader, then the one beside it, each
+/// started again), while both take writes and raise paged alerts: no acknowledged write is
+/// lost, and every acknowledged alert is paged, whichever process held its escalation or its
+/// delivery's claim when it died.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_of_either_process_loses_no_acknowledged_write_and_no_page() {
+    use super::durability::spawn_creator;
+    use super::receiver::Receiver;
+    use super::support::{Opts, Server, assert_chain_intact, host_names};
+    use serde_json::json;
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Pair {
+        token,
+        a,
+        b,
+        a_data,
+        b_data,
+    } = two_processes(dir.path()).await;
+    let hooks = Receiver::start().await;
+    paging(&b, &token, &hooks.url("/page")).await;
+    let data = [a_data, b_data];
+    let mut servers = [Some(a), Some(b)];
+    let (mut hosts, mut alerts) = (Vec::new(), Vec::new());
+    // A leads, then B: A (leading), A (beside B), B (leading), B (beside A).
+    for (round, victim) in [0, 0, 1, 1].into_iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut host_writers = Vec::new();
+        let mut alert_writers = Vec::new();
+        for (i, s) in servers.iter().flatten().enumerate() {
+            host_writers.push(spawn_creator(
+                &s.base,
+                &token,
+                stop.clone(),
+                "/api/v1/hosts",
+                move |n| format!("r{round}-s{i}-h{n}"),
+                |name| json!({"name": name, "spec": {}}),
+            ));
+            alert_writers.push(spawn_creator(
+                &s.base,
+                &token,
+                stop.clone(),
+                "/api/v1/alerts",
+                move |n| format!("r{round}-s{i}-a{n}"),
+                |title| json!({"title": title, "escalationPolicy": "page", "labels": {"n": title}}),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        servers[victim].take().unwrap().crash();
+        stop.store(true, Ordering::SeqCst);
+        for w in host_writers {
+            hosts.extend(w.await.unwrap());
+        }
+        for w in alert_writers {
+            alerts.extend(w.await.unwrap());
+        }
+        servers[victim] = Some(Server::start_in(&data[victim], Opts::default()));
+    }
+    assert!(
+        hosts.len() > 20 && alerts.len() > 20,
+        "the writers got only {} hosts and {} alerts through",
+        hosts.len(),
+        alerts.len()
+    );
+    for s in servers.iter().flatten() {
+        let present = host_names(s, &token).await;
+        let lost: Vec<_> = hosts.iter().filter(|h| !present.contains(h)).collect();
+        assert!(lost.is_empty(), "lost: {lost:?}");
+    }
+    let started = Instant::now();
+    loop {
+        let paged: BTreeSet<String> = hooks
+            .received("/page")
+            .iter()
+            .map(|r| r.json()["alert"]["title"].as_str().unwrap().to_string())
+            .collect();
+        let unpaged: Vec<_> = alerts.iter().filter(|t| !paged.contains(*t)).collect();
+        if unpaged.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} of {} acknowledged alerts never paged: {unpaged:?}",
+            unpaged.len(),
+            alerts.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "{} hosts, {} alerts acknowledged; {} pages; all paged {:?} after the last start",
+        hosts.len(),
+        alerts.len(),
+        hooks.received("/page").len(),
+        started.elapsed()
+    );
+    assert_chain_intact(servers[0].as_ref().unwrap(), &token).await;
+}
+
+/// An address has one sign-in throttle and one failed-token throttle across the processes:
+/// eight sign-ins through either, and the ninth waits whichever it goes through; twenty failed
+/// token verifications through both, and the next is refused on each.
+#[tokio::test]
+async fn the_throttles_hold_across_processes() {
+    use super::hardening::forged;
+    use super::support::{assert_problem, call, login, mint};
+    use reqwest::Method;
+    use serde_json::json;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
+    for s in [&a, &b].repeat(4) {
+        let res = login(s, "nobody@example.com", "wrong wrong wrong", false).await;
+        assert_eq!(res.status(), 401);
+    }
+    for s in [&b, &a] {
+        let res = login(s, "nobody@example.com", "wrong wrong wrong", false).await;
+        assert_eq!(res.status(), 429, "the ninth attempt waits on either");
+        assert_eq!(res.headers()["retry-after"], "30");
+    }
+
+    let (real, _) = mint(
+        &a,
+        &token,
+        json!({"name": "ops", "scopes": ["objects:read"]}),
+    )
+    .await;
+    for (i, s) in [&a, &b].repeat(10).into_iter().enumerate() {
+        let res = call(s, &forged(&real, i), Method::GET, "/api/v1/whoami")
+            .send()
+            .await
+            .unwrap();
+        assert_problem(res, 401, "svc:auth/invalid").await;
+    }
+    for s in [&a, &b] {
+        let res = call(s, &forged(&real, 99), Method::GET, "/api/v1/whoami")
+            .send()
+            .await
+            .unwrap();
+        assert_problem(res, 429, "svc:auth/throttled").await;
+    }
 }

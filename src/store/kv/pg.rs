@@ -17,7 +17,7 @@
 
 use super::super::StoreError;
 use redb::{Key, TypeName, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Bound;
@@ -53,6 +53,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         "metric series, raw samples and their 5-minute and 1-hour aggregates",
     ),
     (5, "the count of committed write groups"),
+    (6, "tables the store gained since: rate-limit buckets"),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
@@ -833,27 +834,7 @@ fn migrate(conn: &mut Conn) -> Result<(), StoreError> {
 
 fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     match version {
-        1 => {
-            let tables = super::super::tables::names();
-            for name in &tables {
-                conn.batch(&format!(
-                    "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL)",
-                    table(name)
-                ))?;
-            }
-            // The tables are those of the redb schema's latest version; META says so, as a
-            // redb store's does (backups and `svc migrate` carry it).
-            let meta = table(tables.first().copied().unwrap_or("meta"));
-            let version = super::super::migrations::latest().to_be_bytes().to_vec();
-            conn.execute(
-                &format!("INSERT INTO {meta} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING"),
-                &[
-                    &super::super::migrations::SCHEMA_VERSION.as_bytes(),
-                    &version,
-                ],
-            )
-            .map(drop)
-        }
+        1 | 6 => store_tables(conn),
         // Keys as the month files' are (tenant, time, id), so a page reads one index range;
         // the other indexes serve the filters the month files index. Times are milliseconds,
         // the partition key: each month is a partition `events_YYYYMM` made as it is first
@@ -931,6 +912,33 @@ fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     }
 }
 
+/// A key-value table for every table of the store, those it gained since included; the
+/// tables are then those of the redb schema's latest version, and META says so, as a redb
+/// store's does (backups and `svc migrate` carry it).
+fn store_tables(conn: &mut Conn) -> Result<(), StoreError> {
+    let tables = super::super::tables::names();
+    for name in &tables {
+        conn.batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (k bytea PRIMARY KEY, v bytea NOT NULL)",
+            table(name)
+        ))?;
+    }
+    let meta = table(tables.first().copied().unwrap_or("meta"));
+    // Big-endian, so a later version sorts after an earlier one.
+    let version = super::super::migrations::latest().to_be_bytes().to_vec();
+    conn.execute(
+        &format!(
+            "INSERT INTO {meta} (k, v) VALUES ($1, $2) \
+             ON CONFLICT (k) DO UPDATE SET v = excluded.v WHERE {meta}.v < excluded.v"
+        ),
+        &[
+            &super::super::migrations::SCHEMA_VERSION.as_bytes(),
+            &version,
+        ],
+    )
+    .map(drop)
+}
+
 /// Who holds the lease, for the lease row and the other processes' log: host and process.
 fn holder_name() -> String {
     let host = nix::unistd::gethostname()
@@ -968,6 +976,20 @@ impl Write {
 
     pub(super) fn table<K: Key + 'static, V: Value + 'static>(&self, name: &str) -> Table<K, V> {
         Table::new(self.conn.clone(), name)
+    }
+
+    /// This write's database session (its backend's pid) and every session on the database
+    /// now: what a claim names, and which claims still have their session.
+    pub(super) fn sessions(&self) -> Result<(i64, HashSet<i64>), StoreError> {
+        let rows = lock(&self.conn).batch_rows(
+            "SELECT pg_backend_pid(); \
+             SELECT pid FROM pg_stat_activity WHERE datname = current_database()",
+        )?;
+        let mut pids = rows.iter().filter_map(|pid| pid.parse::<i64>().ok());
+        let own = pids
+            .next()
+            .ok_or_else(|| StoreError::Internal("pg_backend_pid() answered nothing".into()))?;
+        Ok((own, pids.chain([own]).collect()))
     }
 }
 
@@ -1065,7 +1087,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             .iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
             .collect();
-        let mut held = std::collections::HashSet::new();
+        let mut held = HashSet::new();
         if !unknown.is_empty() {
             let sql = format!("SELECT k FROM {} WHERE k = ANY($1)", self.sql_table);
             held = conn

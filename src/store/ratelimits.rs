@@ -1,0 +1,87 @@
+//! Rate-limit buckets by limiter and client address, kept where several processes serve the
+//! store (PostgreSQL) so an address has one bucket across them. `auth::ratelimit` decides what
+//! a bucket holds; this keeps the rows.
+
+use super::codec::{decode, encode};
+use super::kv::Readable;
+use super::tables::RATE_BUCKETS;
+use super::{Store, StoreError, Tx};
+use crate::model::Timestamp;
+use crate::model::identity::RateBucket;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+fn bucket_key(limiter: &str, ip: IpAddr) -> Vec<u8> {
+    let mut key = limiter.as_bytes().to_vec();
+    key.push(0);
+    key.extend_from_slice(ip.to_string().as_bytes());
+    key
+}
+
+impl Tx<'_> {
+    /// A limiter's bucket for `ip`, if it has one.
+    pub fn rate_bucket(&self, limiter: &str, ip: IpAddr) -> Result<Option<RateBucket>, StoreError> {
+        self.open_table(RATE_BUCKETS)?
+            .get(bucket_key(limiter, ip).as_slice())?
+            .map(|v| decode(v.value()))
+            .transpose()
+    }
+
+    pub fn put_rate_bucket(
+        &self,
+        limiter: &str,
+        ip: IpAddr,
+        bucket: &RateBucket,
+    ) -> Result<(), StoreError> {
+        self.open_table(RATE_BUCKETS)?.insert(
+            bucket_key(limiter, ip).as_slice(),
+            encode(bucket)?.as_slice(),
+        )?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// A limiter's bucket for `ip`, if it has one.
+    pub async fn rate_bucket(
+        self: &Arc<Self>,
+        limiter: &'static str,
+        ip: IpAddr,
+    ) -> Result<Option<RateBucket>, StoreError> {
+        self.read(move |tx| {
+            tx.open_table(RATE_BUCKETS)?
+                .get(bucket_key(limiter, ip).as_slice())?
+                .map(|v| decode(v.value()))
+                .transpose()
+        })
+        .await
+    }
+
+    /// Removes the buckets untouched since `idle_since` (full again by then); how many.
+    pub async fn forget_rate_buckets(
+        self: &Arc<Self>,
+        idle_since: Timestamp,
+    ) -> Result<usize, StoreError> {
+        self.transact(move |tx| {
+            let idle: Vec<Vec<u8>> = {
+                let table = tx.open_table(RATE_BUCKETS)?;
+                let mut idle = Vec::new();
+                for row in table.range::<&[u8]>(..)? {
+                    let (key, value) = row?;
+                    let bucket: RateBucket = decode(value.value())?;
+                    if bucket.last < idle_since {
+                        idle.push(key.value().to_vec());
+                    }
+                }
+                idle
+            };
+            let mut table = tx.open_table(RATE_BUCKETS)?;
+            for key in &idle {
+                table.remove(key.as_slice())?;
+            }
+            tx.unrecorded("rate-limit buckets of addresses idle for an hour");
+            Ok((idle.len(), !idle.is_empty()))
+        })
+        .await
+    }
+}
