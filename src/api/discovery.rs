@@ -7,6 +7,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{DISCOVERY_SCANS, Page, PageQuery};
 use super::router::Route;
 use crate::model::discovery::{DiscoveryScan, ScanRequest};
+use crate::monitor::discovery::ScanError;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -19,13 +20,13 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/discovery/scans", list).permission("objects:read").doc(
             "discovery",
             "List scans",
-            "The tenant's scans, newest first (the newest 50 are kept, in memory).",
+            "The tenant's scans, newest first (the newest 50 are kept).",
         )
             .query::<PageQuery>().ok::<Page<DiscoveryScan>>(),
         Route::post("/api/v1/discovery/scans", start).permission("config:write").doc(
             "discovery",
             "Start a network discovery scan",
-            "202 with the scan, `running`: a TCP connect sweep of `cidr` (at most a /20, IPv6 a /116) on `ports` (default 22, 23, 80, 443, 502, 8080, 8443), 1 s per attempt, 256 at once. `found` lists the addresses that accepted a connection with their open ports and suggested checks; `probed` of `probes` tells the progress until `status` is `done`.",
+            "202 with the scan, `running`: a TCP connect sweep of `cidr` (at most a /20, IPv6 a /116) on `ports` (default 22, 23, 80, 443, 502, 8080, 8443), 1 s per attempt, 256 at once. `found` lists the addresses that accepted a connection with their open ports and suggested checks; `probed` of `probes` tells the progress (kept at most once a second, `updatedAt`) until `status` is `done`; a scan whose process stopped before it finished reads as `failed`, with `error`.",
         )
             .body::<ScanRequest>()
             .example(json!({"cidr": "192.168.10.0/24", "ports": [22, 80, 443, 502]}))
@@ -46,7 +47,10 @@ async fn list(
 ) -> Result<impl IntoResponse, Problem> {
     let page = q.resolve(DISCOVERY_SCANS);
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
-    let items = st.discovery.list(c.principal.tenant, cursor, page.limit);
+    let items = st
+        .discovery
+        .list(c.principal.tenant, cursor, page.limit)
+        .await?;
     Ok(Json(Page::new(items, &page, |s: &DiscoveryScan| {
         s.id.to_string()
     })))
@@ -60,7 +64,11 @@ async fn start(
     let scan = st
         .discovery
         .start(c.principal.tenant, req)
-        .map_err(|i| Problem::validation(i.field, i.detail))?;
+        .await
+        .map_err(|e| match e {
+            ScanError::Invalid(i) => Problem::validation(i.field, i.detail),
+            ScanError::Store(e) => e.into(),
+        })?;
     Ok((StatusCode::ACCEPTED, Json(scan)))
 }
 
@@ -71,6 +79,7 @@ async fn get(
 ) -> Result<impl IntoResponse, Problem> {
     st.discovery
         .get(c.principal.tenant, path_id(&raw)?)
+        .await?
         .map(Json)
         .ok_or_else(Problem::not_found)
 }

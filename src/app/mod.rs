@@ -564,7 +564,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         results,
         pipeline: pipeline.clone(),
         scheduler,
-        discovery: crate::monitor::discovery::Discovery::new(clock.clone()),
+        discovery: crate::monitor::discovery::Discovery::new(clock.clone(), store.clone()),
         reports,
         metric_queries,
         backups,

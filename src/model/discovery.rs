@@ -16,26 +16,33 @@ pub struct ScanRequest {
     pub ports: Option<Vec<u16>>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveryScan {
     pub id: Uuid,
     pub tenant_id: Uuid,
     pub cidr: String,
     pub ports: Vec<u16>,
-    /// `running`, then `done`.
+    /// `running`, then `done`; `failed` (with `error`) when the process running it stopped
+    /// first.
     pub status: String,
     pub started_at: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub done_at: Option<Timestamp>,
+    /// Why a `failed` scan did not finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Addresses with at least one open port, in address order.
     pub found: Vec<DiscoveryHit>,
     /// Probes made so far of `addresses × ports`.
     pub probed: usize,
     pub probes: usize,
+    /// When the scan last recorded its progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<Timestamp>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveryHit {
     pub address: String,

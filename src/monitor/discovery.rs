@@ -1,16 +1,20 @@
 //! Network discovery (`/discovery/scans`): a TCP connect sweep of an address range, at most a
 //! /20 (SEMANTICS 12), that lists which addresses answer on which ports and suggests checks.
-//! Scans run in the background and are kept in memory, the newest 50 per tenant: they are
-//! suggestions to act on, not configuration, and a restart forgets them.
+//! Scans run in the background of the process that was asked and are kept in the store, the
+//! newest 50 per tenant, so every process serving it answers for them. Progress is written at
+//! most once a second; a scan that stopped recording it (its process ended) reads as `failed`.
 
+use crate::model::Timestamp;
 use crate::model::config::Invalid;
 use crate::model::discovery::{DiscoveryHit, DiscoveryScan, ScanRequest};
+use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
+use crate::store::{Store, StoreError};
 use futures_util::StreamExt;
 use ipnet::IpNet;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -22,11 +26,34 @@ const DEFAULT_PORTS: [u16; 7] = [22, 23, 80, 443, 502, 8080, 8443];
 const IN_FLIGHT: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const KEPT_PER_TENANT: usize = 50;
+/// A running scan writes its progress at most this often (and always when it ends).
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+/// A running scan whose progress is older than this has lost its process: every probe ends
+/// within `CONNECT_TIMEOUT`, so a live sweep records progress every second or two.
+const LOST_AFTER: Duration = Duration::from_secs(30);
 
 pub struct Discovery {
     clock: SharedClock,
-    scans: Mutex<HashMap<Uuid, VecDeque<DiscoveryScan>>>,
+    store: Arc<Store>,
     slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// Why a scan could not start.
+#[derive(Debug)]
+pub enum ScanError {
+    Invalid(Invalid),
+    Store(StoreError),
+}
+
+/// A scan as it reads at `now`: one still `running` whose progress stopped long ago lost the
+/// process that ran it.
+fn as_seen(mut scan: DiscoveryScan, now: Timestamp) -> DiscoveryScan {
+    let touched = scan.updated_at.unwrap_or(scan.started_at);
+    if scan.status == "running" && now.since(touched) > LOST_AFTER {
+        scan.status = "failed".into();
+        scan.error = Some("the process running the scan stopped before it finished".into());
+    }
+    scan
 }
 
 fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
@@ -80,61 +107,62 @@ fn suggestions(open: &[u16]) -> Vec<String> {
 }
 
 impl Discovery {
-    pub fn new(clock: SharedClock) -> Arc<Self> {
+    pub fn new(clock: SharedClock, store: Arc<Store>) -> Arc<Self> {
         Arc::new(Self {
             clock,
-            scans: Mutex::default(),
+            store,
             slots: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
         })
     }
 
-    fn scans(&self) -> std::sync::MutexGuard<'_, HashMap<Uuid, VecDeque<DiscoveryScan>>> {
-        self.scans.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Checks the request and starts the sweep; the scan as it starts.
-    pub fn start(
+    /// Checks the request, keeps the scan and starts the sweep; the scan as it starts.
+    pub async fn start(
         self: &Arc<Self>,
         tenant: Uuid,
         req: ScanRequest,
-    ) -> Result<DiscoveryScan, Invalid> {
-        let targets = addresses(&req.cidr)?;
+    ) -> Result<DiscoveryScan, ScanError> {
+        let targets = addresses(&req.cidr).map_err(ScanError::Invalid)?;
         let mut ports = req.ports.unwrap_or_else(|| DEFAULT_PORTS.to_vec());
         ports.sort_unstable();
         ports.dedup();
         if ports.is_empty() || ports.len() > MAX_PORTS {
-            return Err(invalid(
+            return Err(ScanError::Invalid(invalid(
                 "ports",
                 format!("between 1 and {MAX_PORTS} ports, not {}", ports.len()),
-            ));
+            )));
         }
         if ports.contains(&0) {
-            return Err(invalid("ports", "port 0 cannot be scanned"));
+            return Err(ScanError::Invalid(invalid(
+                "ports",
+                "port 0 cannot be scanned",
+            )));
         }
+        let now = self.clock.now();
         let scan = DiscoveryScan {
             id: self.clock.new_id(),
             tenant_id: tenant,
             cidr: req.cidr.trim().to_string(),
             ports: ports.clone(),
             status: "running".into(),
-            started_at: self.clock.now(),
+            started_at: now,
             done_at: None,
+            error: None,
             found: Vec::new(),
             probed: 0,
             probes: targets.len() * ports.len(),
+            updated_at: Some(now),
         };
-        {
-            let mut all = self.scans();
-            let kept = all.entry(tenant).or_default();
-            kept.push_front(scan.clone());
-            kept.truncate(KEPT_PER_TENANT);
-        }
-        tokio::spawn(self.clone().sweep(tenant, scan.id, targets, ports));
+        self.store
+            .start_discovery_scan(scan.clone(), KEPT_PER_TENANT)
+            .await
+            .map_err(ScanError::Store)?;
+        tokio::spawn(self.clone().sweep(scan.clone(), targets));
         Ok(scan)
     }
 
     /// Tries every port of every address, recording progress and hits as they come.
-    async fn sweep(self: Arc<Self>, tenant: Uuid, id: Uuid, targets: Vec<IpAddr>, ports: Vec<u16>) {
+    async fn sweep(self: Arc<Self>, mut scan: DiscoveryScan, targets: Vec<IpAddr>) {
+        let ports = scan.ports.clone();
         // Made as they are taken: a /20 on 64 ports is 262,144 of them.
         let probes = targets.into_iter().flat_map(move |ip| {
             ports
@@ -157,57 +185,49 @@ impl Discovery {
             })
             .buffer_unordered(IN_FLIGHT);
         let mut open: BTreeMap<IpAddr, Vec<u16>> = BTreeMap::new();
-        let mut probed = 0;
+        let mut since_saved = Stopwatch::start();
         while let Some((addr, is_open)) = results.next().await {
-            probed += 1;
+            scan.probed += 1;
             if is_open {
                 open.entry(addr.ip()).or_default().push(addr.port());
             }
-            if is_open || probed % 256 == 0 {
-                self.update(tenant, id, |scan| {
-                    scan.probed = probed;
-                    scan.found = hits(&open);
-                });
+            if since_saved.elapsed() >= PROGRESS_EVERY {
+                scan.found = hits(&open);
+                self.save(&scan).await;
+                since_saved = Stopwatch::start();
             }
         }
-        let now = self.clock.now();
-        self.update(tenant, id, |scan| {
-            scan.probed = probed;
-            scan.found = hits(&open);
-            scan.status = "done".into();
-            scan.done_at = Some(now);
-        });
+        scan.found = hits(&open);
+        scan.status = "done".into();
+        scan.done_at = Some(self.clock.now());
+        self.save(&scan).await;
     }
 
-    fn update(&self, tenant: Uuid, id: Uuid, change: impl FnOnce(&mut DiscoveryScan)) {
-        if let Some(scan) = self
-            .scans()
-            .get_mut(&tenant)
-            .and_then(|kept| kept.iter_mut().find(|s| s.id == id))
-        {
-            change(scan);
+    async fn save(&self, scan: &DiscoveryScan) {
+        let mut scan = scan.clone();
+        scan.updated_at = Some(self.clock.now());
+        if let Err(e) = self.store.save_discovery_scan(scan).await {
+            tracing::warn!(error = %e, "a discovery scan's progress was not kept");
         }
     }
 
     /// The tenant's scans, newest first, after `cursor` (a scan id), at most `limit`.
-    pub fn list(&self, tenant: Uuid, cursor: Option<Uuid>, limit: usize) -> Vec<DiscoveryScan> {
-        self.scans()
-            .get(&tenant)
-            .map(|kept| {
-                kept.iter()
-                    .filter(|s| cursor.is_none_or(|c| s.id < c))
-                    .take(limit)
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+    pub async fn list(
+        &self,
+        tenant: Uuid,
+        cursor: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<DiscoveryScan>, StoreError> {
+        let now = self.clock.now();
+        let scans = self.store.discovery_scans(tenant, cursor, limit).await?;
+        Ok(scans.into_iter().map(|s| as_seen(s, now)).collect())
     }
 
     /// One of the tenant's scans.
-    pub fn get(&self, tenant: Uuid, id: Uuid) -> Option<DiscoveryScan> {
-        self.scans()
-            .get(&tenant)
-            .and_then(|kept| kept.iter().find(|s| s.id == id).cloned())
+    pub async fn get(&self, tenant: Uuid, id: Uuid) -> Result<Option<DiscoveryScan>, StoreError> {
+        let now = self.clock.now();
+        let scan = self.store.discovery_scan(tenant, id).await?;
+        Ok(scan.map(|s| as_seen(s, now)))
     }
 }
 
@@ -228,6 +248,65 @@ fn hits(open: &BTreeMap<IpAddr, Vec<u16>>) -> Vec<DiscoveryHit> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::{Clock, TestClock};
+
+    /// Scans are kept in the store, the newest 50 per tenant; one whose progress stopped for
+    /// half a minute while running reads as failed, a finished one never does.
+    #[tokio::test]
+    async fn scans_are_kept_fifty_a_tenant_and_a_lost_one_reads_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let discovery = Discovery::new(clock.clone(), store.clone());
+        let (tenant, other) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let scan = |tenant: Uuid| DiscoveryScan {
+            id: clock.new_id(),
+            tenant_id: tenant,
+            cidr: "192.0.2.0/30".into(),
+            ports: vec![22],
+            status: "running".into(),
+            started_at: clock.now(),
+            done_at: None,
+            error: None,
+            found: Vec::new(),
+            probed: 0,
+            probes: 2,
+            updated_at: Some(clock.now()),
+        };
+        let theirs = scan(other);
+        store
+            .start_discovery_scan(theirs.clone(), 50)
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..52 {
+            let s = scan(tenant);
+            ids.push(s.id);
+            store.start_discovery_scan(s, 50).await.unwrap();
+        }
+        let kept = discovery.list(tenant, None, 100).await.unwrap();
+        let newest: Vec<Uuid> = ids.iter().rev().take(50).copied().collect();
+        assert_eq!(kept.iter().map(|s| s.id).collect::<Vec<_>>(), newest);
+        assert!(
+            discovery.get(tenant, ids[0]).await.unwrap().is_none(),
+            "pruned"
+        );
+        assert!(discovery.get(other, theirs.id).await.unwrap().is_some());
+        assert!(
+            discovery.get(other, ids[51]).await.unwrap().is_none(),
+            "not theirs"
+        );
+
+        let mut done = scan(tenant);
+        done.status = "done".into();
+        store.save_discovery_scan(done.clone()).await.unwrap();
+        clock.advance(Duration::from_secs(31));
+        let lost = discovery.get(tenant, ids[51]).await.unwrap().unwrap();
+        assert_eq!(lost.status, "failed");
+        assert!(lost.error.unwrap().contains("stopped"));
+        let finished = discovery.get(tenant, done.id).await.unwrap().unwrap();
+        assert_eq!((finished.status.as_str(), finished.error), ("done", None));
+    }
 
     #[test]
     fn ranges_are_bounded_at_a_slash_twenty() {

@@ -5,12 +5,12 @@ use super::StoreError;
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
-    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DOWNTIMES, ESCALATIONS, ESCALATIONS_DUE,
-    EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN,
-    OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RATE_BUCKETS, REPORT_ARCHIVE, REPORT_CONTENT,
-    RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS,
-    STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
-    USERS,
+    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DISCOVERY_SCANS, DOWNTIMES, ESCALATIONS,
+    ESCALATIONS_DUE, EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META,
+    OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RATE_BUCKETS,
+    REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS,
+    STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES,
+    TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -113,8 +113,8 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 19,
-        name: "rate-limit buckets",
-        apply: create_rate_bucket_table,
+        name: "rate-limit buckets and discovery scans",
+        apply: create_bucket_and_scan_tables,
     },
 ];
 
@@ -231,8 +231,9 @@ fn create_report_tables(tx: &WriteTx) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn create_rate_bucket_table(tx: &WriteTx) -> Result<(), StoreError> {
+fn create_bucket_and_scan_tables(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(RATE_BUCKETS)?;
+    tx.open_table(DISCOVERY_SCANS)?;
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod backup;
 mod codec;
 mod committer;
 mod config;
+mod discovery;
 mod error;
 pub mod events;
 mod heartbeats;

@@ -140,6 +140,10 @@ pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
 pub const RATE_BUCKETS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("rate_bucket_by_limiter_address");
 
+/// Network discovery scans by tenant + scan id.
+pub const DISCOVERY_SCANS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("discovery_scan_by_tenant_id");
+
 /// Every table of the main database, handed to `$apply!(args…, [TABLES])`: the one list the
 /// backups, the copy between backends and the PostgreSQL schema are made from.
 macro_rules! every_table {
@@ -187,7 +191,8 @@ macro_rules! every_table {
             SITE_STATUS,
             REPORT_ARCHIVE,
             REPORT_CONTENT,
-            RATE_BUCKETS
+            RATE_BUCKETS,
+            DISCOVERY_SCANS
         ])
     };
 }

@@ -844,7 +844,8 @@ async fn two_processes(dir: &Path) -> Pair {
 /// other (an object, a rule the leading process's alert engine then applies to a result posted
 /// to the other, the metric history); a token deleted through one stops working on the other,
 /// which had it cached; an SSE client of one sees what is committed through the other, and the
-/// events a federation site forwarded to the other. Killing the leading process moves the lead
+/// events a federation site forwarded to the other; a discovery scan started through one is
+/// answered for through the other. Killing the leading process moves the lead
 /// (the alert engine) to the other with everything acknowledged. The killed one, started again, serves beside it; a
 /// leading process cut off from the database while the other took the lead does not write
 /// again: it answers 503 and exits 75.
@@ -1012,6 +1013,35 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
     let ids: Vec<usize> = sent.iter().map(|id| seen.find(id).unwrap()).collect();
     assert!(ids.is_sorted(), "in the site's order: {seen}");
     drop(stream);
+
+    // A discovery scan started through A is answered for through B.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let res = call(&a, &token, Method::POST, "/api/v1/discovery/scans")
+        .json(&json!({"cidr": "127.0.0.1/32", "ports": [port]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    let scan: Value = res.json().await.unwrap();
+    let path = format!("/api/v1/discovery/scans/{}", scan["id"].as_str().unwrap());
+    let started = Instant::now();
+    while get(&b, &token, &path).await["status"] != "done" {
+        until(
+            "the scan done, seen through B",
+            Duration::from_secs(10),
+            started,
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        get(&b, &token, &path).await["found"][0]["openPorts"],
+        json!([port])
+    );
+    assert_eq!(
+        get(&b, &token, "/api/v1/discovery/scans").await["items"][0]["id"],
+        scan["id"]
+    );
 
     let levels = |s: &Server| {
         let query = call(s, &token, Method::POST, "/api/v1/metrics/query").json(&json!({

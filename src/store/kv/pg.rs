@@ -53,7 +53,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         "metric series, raw samples and their 5-minute and 1-hour aggregates",
     ),
     (5, "the count of committed write groups"),
-    (6, "tables the store gained since: rate-limit buckets"),
+    (
+        6,
+        "tables the store gained since: rate-limit buckets, discovery scans",
+    ),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
