@@ -796,6 +796,8 @@ async fn open_alerts(s: &super::support::Server, token: &str) -> Vec<serde_json:
 
 /// Two servers on one database, as in `two_processes`.
 struct Pair {
+    /// Where their data directories are; gone with the pair.
+    dir: tempfile::TempDir,
     /// The administrator's token.
     token: String,
     /// The server that leads.
@@ -807,11 +809,16 @@ struct Pair {
 }
 
 /// Starts A, which leads, and then B beside it: a data directory of its own with A's database
-/// and A's secrets key.
-async fn two_processes(dir: &Path) -> Pair {
+/// and A's secrets key. `None`, saying SKIPPED, unless the run keeps its stores in PostgreSQL.
+async fn two_processes() -> Option<Pair> {
     use super::support::{Opts, Server, bootstrap, leads};
     use std::time::{Duration, Instant};
-    let (a_data, b_data) = (dir.join("a"), dir.join("b"));
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&a_data).unwrap();
     let token = bootstrap(&a_data);
     let a = Server::start_in(&a_data, Opts::default());
@@ -831,13 +838,14 @@ async fn two_processes(dir: &Path) -> Pair {
         leads(&a, &token).await && !leads(&b, &token).await,
         "A leads, B does not"
     );
-    Pair {
+    Some(Pair {
+        dir,
         token,
         a,
         b,
         a_data,
         b_data,
-    }
+    })
 }
 
 /// Two processes on one database both serve: a write through either is read through the
@@ -855,18 +863,17 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
     use reqwest::Method;
     use serde_json::{Value, json};
     use std::time::{Duration, Instant};
-    if !enabled() {
-        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Pair {
+    let Some(Pair {
+        dir: _dir,
         token,
         a,
         b,
         a_data,
         b_data,
-    } = two_processes(dir.path()).await;
+    }) = two_processes().await
+    else {
+        return;
+    };
     let until = |what: &str, limit: Duration, started: Instant| {
         assert!(started.elapsed() < limit, "{what} never happened");
     };
@@ -1176,12 +1183,16 @@ async fn a_process_beside_the_leader_sends_what_is_due() {
     use super::receiver::Receiver;
     use super::support::signal;
     use std::time::Duration;
-    if !enabled() {
-        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+    let Some(Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        ..
+    }) = two_processes().await
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
+    };
     let hooks = Receiver::start().await;
     hooks.queue("/page", &[503]);
     paging(&b, &token, &hooks.url("/page")).await;
@@ -1216,18 +1227,17 @@ async fn kill_9_of_either_process_loses_no_acknowledged_write_and_no_page() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
-    if !enabled() {
-        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Pair {
+    let Some(Pair {
+        dir: _dir,
         token,
         a,
         b,
         a_data,
         b_data,
-    } = two_processes(dir.path()).await;
+    }) = two_processes().await
+    else {
+        return;
+    };
     let hooks = Receiver::start().await;
     paging(&b, &token, &hooks.url("/page")).await;
     let data = [a_data, b_data];
@@ -1316,12 +1326,16 @@ async fn the_throttles_hold_across_processes() {
     use super::support::{assert_problem, call, login, mint};
     use reqwest::Method;
     use serde_json::json;
-    if !enabled() {
-        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+    let Some(Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        ..
+    }) = two_processes().await
+    else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let Pair { token, a, b, .. } = two_processes(dir.path()).await;
+    };
     for s in [&a, &b].repeat(4) {
         let res = login(s, "nobody@example.com", "wrong wrong wrong", false).await;
         assert_eq!(res.status(), 401);
