@@ -5,10 +5,19 @@ use super::codec::{encode, tenant_value, tenant_values_newest};
 use super::keys::{scoped, tenant_range};
 use super::kv::Readable;
 use super::tables::DISCOVERY_SCANS;
-use super::{Store, StoreError};
+use super::{Store, StoreError, Tx};
 use crate::model::discovery::DiscoveryScan;
 use std::sync::Arc;
 use uuid::Uuid;
+
+fn put_scan(tx: &Tx, scan: &DiscoveryScan) -> Result<(), StoreError> {
+    tx.open_table(DISCOVERY_SCANS)?.insert(
+        scoped(scan.tenant_id, scan.id.as_bytes()).as_slice(),
+        encode(scan)?.as_slice(),
+    )?;
+    tx.unrecorded("a discovery scan: suggestions, not configuration");
+    Ok(())
+}
 
 impl Store {
     /// Keeps a scan that starts, and drops the tenant's older scans past the newest `keep`
@@ -33,8 +42,8 @@ impl Store {
             for old in older {
                 table.remove(old.as_slice())?;
             }
-            table.insert(key.as_slice(), encode(&scan)?.as_slice())?;
-            tx.unrecorded("a discovery scan: suggestions, not configuration");
+            drop(table);
+            put_scan(tx, &scan)?;
             Ok(((), true))
         })
         .await
@@ -45,15 +54,8 @@ impl Store {
         self: &Arc<Self>,
         scan: DiscoveryScan,
     ) -> Result<(), StoreError> {
-        self.transact(move |tx| {
-            tx.open_table(DISCOVERY_SCANS)?.insert(
-                scoped(scan.tenant_id, scan.id.as_bytes()).as_slice(),
-                encode(&scan)?.as_slice(),
-            )?;
-            tx.unrecorded("a discovery scan's progress: suggestions, not configuration");
-            Ok(((), true))
-        })
-        .await
+        self.transact(move |tx| put_scan(tx, &scan).map(|()| ((), true)))
+            .await
     }
 
     /// The tenant's scans, newest first, older than `before`, at most `limit`.

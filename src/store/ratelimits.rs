@@ -18,13 +18,21 @@ fn bucket_key(limiter: &str, ip: IpAddr) -> Vec<u8> {
     key
 }
 
+fn bucket_in(
+    table: &impl Readable<&'static [u8], &'static [u8]>,
+    limiter: &str,
+    ip: IpAddr,
+) -> Result<Option<RateBucket>, StoreError> {
+    table
+        .get(bucket_key(limiter, ip).as_slice())?
+        .map(|v| decode(v.value()))
+        .transpose()
+}
+
 impl Tx<'_> {
     /// A limiter's bucket for `ip`, if it has one.
     pub fn rate_bucket(&self, limiter: &str, ip: IpAddr) -> Result<Option<RateBucket>, StoreError> {
-        self.open_table(RATE_BUCKETS)?
-            .get(bucket_key(limiter, ip).as_slice())?
-            .map(|v| decode(v.value()))
-            .transpose()
+        bucket_in(&self.open_table(RATE_BUCKETS)?, limiter, ip)
     }
 
     pub fn put_rate_bucket(
@@ -48,13 +56,8 @@ impl Store {
         limiter: &'static str,
         ip: IpAddr,
     ) -> Result<Option<RateBucket>, StoreError> {
-        self.read(move |tx| {
-            tx.open_table(RATE_BUCKETS)?
-                .get(bucket_key(limiter, ip).as_slice())?
-                .map(|v| decode(v.value()))
-                .transpose()
-        })
-        .await
+        self.read(move |tx| bucket_in(&tx.open_table(RATE_BUCKETS)?, limiter, ip))
+            .await
     }
 
     /// Removes the buckets untouched since `idle_since` (full again by then); how many.
