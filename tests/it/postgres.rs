@@ -1367,3 +1367,45 @@ async fn the_throttles_hold_across_processes() {
         assert_problem(res, 429, "svc:auth/throttled").await;
     }
 }
+
+/// A claim lapses with its process: the leader, killed (-9) while its courier waits on a send,
+/// leaves the delivery to the other process, which sends it within seconds of the kill, not
+/// after the claim's three minutes.
+#[tokio::test]
+async fn a_delivery_claimed_by_a_killed_process_goes_out_from_the_other() {
+    use super::notify::raise;
+    use super::receiver::Receiver;
+    use super::support::signal;
+    use std::time::{Duration, Instant};
+    let Some(Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        b_data,
+        ..
+    }) = two_processes().await
+    else {
+        return;
+    };
+    let hooks = Receiver::start().await;
+    hooks.hold("/page", 1);
+    paging(&a, &token, &hooks.url("/page")).await;
+    // Only A sends the first attempt, and it hangs there.
+    stop_between_writes(&b_data, b.pid());
+    raise(&a, &token, "Pump 4 ran dry", "page").await;
+    hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
+    let killed = Instant::now();
+    a.crash();
+    signal(b.pid(), "CONT");
+    let got = hooks.wait_for("/page", 2, Duration::from_secs(30)).await;
+    eprintln!("B sent the page {:?} after A died", killed.elapsed());
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].json()["alert"]["title"], "Pump 4 ran dry");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        hooks.received("/page").len(),
+        2,
+        "sent once more, not again"
+    );
+}

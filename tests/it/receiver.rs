@@ -33,6 +33,8 @@ struct Script {
     replies: HashMap<String, Reply>,
     /// Paths whose answer's body is the request's headers as JSON.
     echo: std::collections::HashSet<String>,
+    /// How many of the next requests to a path are held unanswered (a send that hangs).
+    held: HashMap<String, usize>,
 }
 
 /// A webhook provider on a local port: records every request and answers as scripted.
@@ -74,7 +76,7 @@ impl Receiver {
                                     .collect();
                                 let body =
                                     req.into_body().collect().await.unwrap().to_bytes().to_vec();
-                                let (status, extra, answer) = {
+                                let (status, extra, answer, hold) = {
                                     let mut s = sc.lock().unwrap();
                                     let queued =
                                         s.queued.get_mut(&path).and_then(VecDeque::pop_front);
@@ -88,7 +90,9 @@ impl Receiver {
                                             (Vec::new(), b"{\"ok\":true}".to_vec())
                                         })
                                     };
-                                    (status, extra, answer)
+                                    let hold =
+                                        s.held.get_mut(&path).filter(|n| **n > 0).map(|n| *n -= 1);
+                                    (status, extra, answer, hold.is_some())
                                 };
                                 g.lock().unwrap().push(Received {
                                     path,
@@ -96,6 +100,9 @@ impl Receiver {
                                     body,
                                     status,
                                 });
+                                if hold {
+                                    std::future::pending::<()>().await;
+                                }
                                 let mut res = hyper::Response::builder().status(status);
                                 for (k, v) in extra {
                                     res = res.header(k, v);
@@ -144,6 +151,11 @@ impl Receiver {
             .unwrap()
             .replies
             .insert(path.into(), (headers, body.to_vec()));
+    }
+
+    /// Holds the next `n` requests to `path` unanswered, for as long as their sender waits.
+    pub fn hold(&self, path: &str, n: usize) {
+        self.script.lock().unwrap().held.insert(path.into(), n);
     }
 
     /// Answers `path` with the request's headers as a JSON body.
