@@ -14,6 +14,9 @@ pub fn enabled() -> bool {
     cfg!(feature = "postgres") && std::env::var("SVC_TEST_STORAGE").as_deref() == Ok("postgres")
 }
 
+/// The addresses of the test hosts `Isolated` makes.
+const ISOLATED_NET: &str = "10.231.0.0/16";
+
 struct Cluster {
     port: u16,
     bin: PathBuf,
@@ -83,6 +86,16 @@ fn cluster() -> &'static Cluster {
             .status()
             .unwrap();
         assert!(made.success(), "initdb failed");
+        // The test hosts of `Isolated` reach the cluster through their veth links.
+        let mut hba = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("pg_hba.conf"))
+            .unwrap();
+        std::io::Write::write_all(
+            &mut hba,
+            format!("host all svc {ISOLATED_NET} trust\n").as_bytes(),
+        )
+        .unwrap();
         let (ca, cert, key) = super::support::private_ca(&dir);
         for file in [&cert, &key] {
             if is_root() {
@@ -104,7 +117,7 @@ fn cluster() -> &'static Cluster {
             .arg(&data)
             .arg("-o")
             .arg(format!(
-                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=400 \
+                "-p {port} -k {} -c listen_addresses=0.0.0.0 -c max_connections=400 \
                  -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
                 dir.display(),
                 cert.display(),
@@ -166,6 +179,12 @@ pub fn url_for(data: &Path) -> String {
         );
     }
     url
+}
+
+/// The database URL of the server on `data`, reached at `address` (the cluster listens on
+/// every address of this host; `pg_hba.conf` admits loopback and `ISOLATED_NET`).
+pub fn url_at(data: &Path, address: &str) -> String {
+    url_for(data).replacen("@127.0.0.1:", &format!("@{address}:"), 1)
 }
 
 fn database_for(data: &Path) -> String {
@@ -811,17 +830,22 @@ struct Pair {
 /// Starts A, which leads, and then B beside it: a data directory of its own with A's database
 /// and A's secrets key. `None`, saying SKIPPED, unless the run keeps its stores in PostgreSQL.
 async fn two_processes() -> Option<Pair> {
-    use super::support::{Opts, Server, bootstrap, leads};
-    use std::time::{Duration, Instant};
     if !enabled() {
         eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
         return None;
     }
+    Some(two_processes_with(|_| super::support::Opts::default()).await)
+}
+
+/// `two_processes`, A started with the options `a_opts` makes of its data directory.
+async fn two_processes_with(a_opts: impl FnOnce(&Path) -> super::support::Opts) -> Pair {
+    use super::support::{Opts, Server, bootstrap, leads};
+    use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
     std::fs::create_dir_all(&a_data).unwrap();
     let token = bootstrap(&a_data);
-    let a = Server::start_in(&a_data, Opts::default());
+    let a = Server::start_in(&a_data, a_opts(&a_data));
     std::fs::create_dir_all(&b_data).unwrap();
     std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
     std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
@@ -838,14 +862,14 @@ async fn two_processes() -> Option<Pair> {
         leads(&a, &token).await && !leads(&b, &token).await,
         "A leads, B does not"
     );
-    Some(Pair {
+    Pair {
         dir,
         token,
         a,
         b,
         a_data,
         b_data,
-    })
+    }
 }
 
 /// Two processes on one database both serve: a write through either is read through the
@@ -1408,4 +1432,174 @@ async fn a_delivery_claimed_by_a_killed_process_goes_out_from_the_other() {
         2,
         "sent once more, not again"
     );
+}
+
+/// A second host on this machine: a network namespace joined to this one by a veth pair, whose
+/// link can be cut without a word to either side (no FIN, no RST), as a power cut or a pulled
+/// cable does. Removed when dropped.
+struct Isolated {
+    name: String,
+    /// This host's end of the link.
+    outside: String,
+    /// The namespace's end.
+    inside: String,
+    /// This host's address on the link (where the cluster and a receiver are reached).
+    host_address: String,
+    /// The namespace's address.
+    address: String,
+}
+
+impl Isolated {
+    /// `None` where no namespace can be made (not root, no iproute2): a skip, or in CI a
+    /// failure.
+    fn new() -> Option<Isolated> {
+        let id = std::process::id();
+        let net = id % 256;
+        let isolated = Isolated {
+            name: format!("svc-it-{id}"),
+            outside: format!("sv{id}h"),
+            inside: format!("sv{id}n"),
+            host_address: format!("10.231.{net}.1"),
+            address: format!("10.231.{net}.2"),
+        };
+        let (name, outside, inside) = (&isolated.name, &isolated.outside, &isolated.inside);
+        let host_net = format!("{}/30", isolated.host_address);
+        let own_net = format!("{}/30", isolated.address);
+        let steps: [&[&str]; 8] = [
+            &["netns", "add", name],
+            &[
+                "link", "add", outside, "type", "veth", "peer", "name", inside,
+            ],
+            &["link", "set", inside, "netns", name],
+            &["addr", "add", &host_net, "dev", outside],
+            &["link", "set", outside, "up"],
+            &["-n", name, "addr", "add", &own_net, "dev", inside],
+            &["-n", name, "link", "set", inside, "up"],
+            &["-n", name, "link", "set", "lo", "up"],
+        ];
+        for step in steps {
+            if !ip(step) {
+                super::support::peer_missing("a network namespace (root and iproute2's ip)");
+                return None;
+            }
+        }
+        Some(isolated)
+    }
+
+    /// Options that start a server on this host, listening on its address, its database
+    /// reached over the link.
+    fn server_opts(&self, data: &Path) -> super::support::Opts {
+        super::support::Opts {
+            wrapper: ["ip", "netns", "exec", &self.name]
+                .map(String::from)
+                .to_vec(),
+            listen: Some(format!("{}:0", self.address)),
+            env: vec![(
+                "SERVICE_STORAGE_POSTGRES_URL".into(),
+                url_at(data, &self.host_address),
+            )],
+            ..Default::default()
+        }
+    }
+
+    /// Cuts (false) or mends (true) the link.
+    fn link(&self, up: bool) {
+        let state = if up { "up" } else { "down" };
+        assert!(ip(&["-n", &self.name, "link", "set", &self.inside, state]));
+    }
+}
+
+impl Drop for Isolated {
+    fn drop(&mut self) {
+        ip(&["netns", "del", &self.name]);
+        ip(&["link", "del", &self.outside]);
+    }
+}
+
+/// Runs iproute2's `ip` with `args`; whether it succeeded.
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The leader's host goes silent (its link cut: no FIN, no RST) while its courier waits on a
+/// page's send. The database's keepalives drop its sessions within about half a minute: the
+/// other process leads with every acknowledged write, and sends the page whose claim lapsed
+/// with them. Heard again, the old leader finds the lead taken and steps down (exit 75)
+/// without sending or writing anything.
+#[tokio::test]
+async fn a_leader_whose_host_goes_silent_loses_the_lead_and_its_claims() {
+    use super::notify::raise;
+    use super::receiver::Receiver;
+    use super::support::{call, host_names, leads, signal};
+    use reqwest::Method;
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let Some(net) = Isolated::new() else { return };
+    let Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        b_data,
+        ..
+    } = two_processes_with(|data| net.server_opts(data)).await;
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let name = format!("before-the-cut-{i}");
+        let res = call(&a, &token, Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": name, "spec": {"address": "192.0.2.7"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 201);
+        acked.push(name);
+    }
+    let hooks = Receiver::start_on(&net.host_address).await;
+    hooks.hold("/page", 1);
+    paging(&a, &token, &hooks.url("/page")).await;
+    // Only A sends the first attempt, and it hangs there.
+    stop_between_writes(&b_data, b.pid());
+    raise(&a, &token, "Pump 5 ran dry", "page").await;
+    hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
+
+    net.link(false);
+    let cut = Instant::now();
+    signal(b.pid(), "CONT");
+    while !leads(&b, &token).await {
+        assert!(
+            cut.elapsed() < Duration::from_secs(60),
+            "B never took the lead from the silent A"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("B led {:?} after A's link was cut", cut.elapsed());
+    let names = host_names(&b, &token).await;
+    for name in &acked {
+        assert!(names.contains(name), "{name} lost in the takeover");
+    }
+    let got = hooks.wait_for("/page", 2, Duration::from_secs(30)).await;
+    eprintln!("B sent the page {:?} after the cut", cut.elapsed());
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].json()["alert"]["title"], "Pump 5 ran dry");
+    let res = call(&b, &token, Method::POST, "/api/v1/hosts")
+        .json(&json!({"name": "after-the-cut", "spec": {"address": "192.0.2.7"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+
+    net.link(true);
+    let status = a.exits_within(Duration::from_secs(90));
+    assert_eq!(status.code(), Some(75), "A steps down: {status:?}");
+    assert_eq!(hooks.received("/page").len(), 2, "A sent nothing more");
+    assert!(leads(&b, &token).await);
 }

@@ -46,7 +46,12 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start() -> Receiver {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::start_on("127.0.0.1").await
+    }
+
+    /// A receiver on `address` (an address of this host's), on an ephemeral port.
+    pub async fn start_on(address: &str) -> Receiver {
+        let listener = tokio::net::TcpListener::bind((address, 0)).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
         let script: Arc<Mutex<Script>> = Arc::default();

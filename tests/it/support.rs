@@ -60,6 +60,9 @@ pub struct Opts {
     pub listen: Option<String>,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// A command the server runs under, its arguments before the server's (`ip netns exec
+    /// NAME`: a server on another host of the test's making).
+    pub wrapper: Vec<String>,
 }
 
 pub struct Server {
@@ -99,7 +102,14 @@ impl Server {
             .append(true)
             .open(data.with_extension("log"))
             .unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match opts.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(BIN);
+                cmd
+            }
+            None => Command::new(BIN),
+        };
         cmd.arg("serve")
             .arg("--data-dir")
             .arg(data)
