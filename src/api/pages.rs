@@ -132,13 +132,17 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
     let o = origin(&st, &req);
     let f: LoginForm = form(&st, req).await;
     let look = look(&st, None).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()).await {
-        return throttled(login_html(
-            &st,
-            &look,
-            Some("Too many sign-in attempts. Try again in 30 seconds."),
-            &f.email,
-        ));
+    match st.auth.limiter.allow(o.ip, st.clock.now()).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return throttled(login_html(
+                &st,
+                &look,
+                Some("Too many sign-in attempts. Try again in 30 seconds."),
+                &f.email,
+            ));
+        }
+        Err(e) => return sign_in_unavailable(&st, &look, &f.email, &e.into()),
     }
     let remember = f.remember == "1" || f.remember == "on" || f.remember == "true";
     match st
@@ -157,19 +161,22 @@ async fn login(State(st): State<AppState>, req: Request) -> Response {
             StatusCode::UNAUTHORIZED,
             login_html(&st, &look, Some("Invalid e-mail or password."), &f.email),
         ),
-        Err(e) => {
-            tracing::error!(error = %e, "sign-in failed");
-            html(
-                StatusCode::SERVICE_UNAVAILABLE,
-                login_html(
-                    &st,
-                    &look,
-                    Some("Sign-in is unavailable; try again later."),
-                    &f.email,
-                ),
-            )
-        }
+        Err(e) => sign_in_unavailable(&st, &look, &f.email, &e),
     }
+}
+
+/// The sign-in page again, 503: what failed is the server's part, logged.
+fn sign_in_unavailable(st: &AppState, look: &web::Look, email: &str, e: &AuthError) -> Response {
+    tracing::error!(error = %e, "sign-in failed");
+    html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        login_html(
+            st,
+            look,
+            Some("Sign-in is unavailable; try again later."),
+            email,
+        ),
+    )
 }
 
 #[derive(Default, Deserialize, schemars::JsonSchema)]
@@ -225,8 +232,15 @@ impl AccountPage {
 async fn open_account(st: &AppState, req: Request, page: AccountPage) -> Response {
     let o = origin(st, &req);
     let f: AccountForm = form(st, req).await;
-    if !st.auth.limiter.allow(o.ip, st.clock.now()).await {
-        return throttled(page.render(Some("Too many attempts. Try again in 30 seconds."), &f));
+    match st.auth.limiter.allow(o.ip, st.clock.now()).await {
+        Ok(true) => {}
+        Ok(false) => {
+            return throttled(page.render(Some("Too many attempts. Try again in 30 seconds."), &f));
+        }
+        Err(e) => {
+            let (status, msg) = account_error(e.into());
+            return html(status, page.render(Some(&msg), &f));
+        }
     }
     let ip = o.ip.to_string();
     let account = NewAccount {

@@ -19,10 +19,12 @@ use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
+use crate::model::health::ConsumerLag;
 use crate::model::incident::Storm;
 use crate::monitor::business::BusinessServices;
 use crate::monitor::catalog::Catalog;
 use crate::monitor::checks::Runners;
+use crate::monitor::discovery::{Discovery, DiscoveryWorker};
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
@@ -38,6 +40,7 @@ use crate::store::events::EventStore;
 use crate::store::metrics::MetricsStore;
 use crate::store::{Backing, Change, Store, StoreError};
 use recovery::RecoveryWorker;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,7 +192,36 @@ fn stop_signal() -> impl std::future::Future<Output = ()> {
 struct Watchdog {
     store: Arc<Store>,
     pipeline: Arc<Pipeline>,
+    events: Arc<Events>,
     every: Duration,
+}
+
+/// A consumer of this instance's own work whose position has not moved for this long with
+/// events waiting is stuck, not slow (a batch takes seconds).
+const CONSUMER_STALL_LIMIT: f64 = 120.0;
+
+/// Why the process is unwell enough for systemd to restart it, if it is: its store offline,
+/// its results pipeline stalled, or one of its consumers stuck (a process hung in part: its
+/// restart moves the lead, on a shared database, to a process that is not).
+fn unwell(
+    store_offline: Option<String>,
+    pipeline_stalled: bool,
+    lags: &BTreeMap<&str, ConsumerLag>,
+) -> Option<String> {
+    if let Some(reason) = store_offline {
+        return Some(format!("store offline: {reason}"));
+    }
+    if pipeline_stalled {
+        return Some("results pipeline stalled".into());
+    }
+    lags.iter()
+        .find(|(_, lag)| !lag.waits_on_peer && lag.stalled_seconds >= CONSUMER_STALL_LIMIT)
+        .map(|(name, lag)| {
+            format!(
+                "consumer {name} stuck: no progress for {:.0} s with events waiting",
+                lag.stalled_seconds
+            )
+        })
 }
 
 impl Worker for Watchdog {
@@ -199,12 +231,16 @@ impl Worker for Watchdog {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            if self.store.offline_reason().is_none() && !self.pipeline.stats().stalled {
-                systemd::notify("WATCHDOG=1");
-            } else {
-                tracing::warn!(
-                    "not feeding the systemd watchdog: store offline or pipeline stalled"
-                );
+            let why = unwell(
+                self.store.offline_reason(),
+                self.pipeline.stats().stalled,
+                &self.events.consumer_lags(),
+            );
+            match why {
+                None => {
+                    systemd::notify("WATCHDOG=1");
+                }
+                Some(why) => tracing::warn!(%why, "not feeding the systemd watchdog"),
             }
             Wait::For(self.every)
         })
@@ -544,6 +580,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         pressure,
     )
     .map_err(|e| AppError::Internal(format!("the AI HTTP client: {e}")))?;
+    let discovery = Discovery::new(clock.clone(), store.clone());
+    supervisor.spawn(DiscoveryWorker::new(discovery.clone()));
     let ctx = Arc::new(AppContext {
         ai,
         oidc,
@@ -564,7 +602,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         results,
         pipeline: pipeline.clone(),
         scheduler,
-        discovery: crate::monitor::discovery::Discovery::new(clock.clone(), store.clone()),
+        discovery,
         reports,
         metric_queries,
         backups,
@@ -592,6 +630,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         supervisor.spawn(Watchdog {
             store: store.clone(),
             pipeline: pipeline.clone(),
+            events: events.clone(),
             every,
         });
     }
@@ -765,5 +804,40 @@ impl Worker for DefaultAdminSeed {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(self.attempt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lag(stalled_seconds: f64, waits_on_peer: bool) -> ConsumerLag {
+        ConsumerLag {
+            position: uuid::Uuid::nil(),
+            lag_seconds: stalled_seconds,
+            stalled_seconds,
+            lost: 0,
+            waits_on_peer,
+        }
+    }
+
+    /// The watchdog goes unfed for a stuck consumer of this instance's own work, not for a
+    /// slow one, nor for the uplink waiting on its main.
+    #[test]
+    fn a_stuck_consumer_starves_the_watchdog_a_slow_one_does_not() {
+        let mut lags = BTreeMap::from([
+            ("alert-engine", lag(119.0, false)),
+            ("federation-uplink", lag(7200.0, true)),
+        ]);
+        assert_eq!(unwell(None, false, &lags), None);
+        lags.insert("alert-engine", lag(121.0, false));
+        let why = unwell(None, false, &lags).unwrap();
+        assert!(why.contains("alert-engine stuck"), "{why}");
+        assert!(
+            unwell(Some("disk gone".into()), false, &BTreeMap::new())
+                .unwrap()
+                .contains("disk gone")
+        );
+        assert!(unwell(None, true, &BTreeMap::new()).is_some());
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::model::Timestamp;
 use crate::model::identity::RateBucket;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -61,14 +61,15 @@ impl RateLimiter {
         Self::new("sign-in", 8, Duration::from_secs(15), store)
     }
 
-    /// Takes one token for `ip` at `now`; false when the bucket is empty (or, in the store,
-    /// cannot be read: a throttle fails closed).
-    pub async fn allow(&self, ip: IpAddr, now: Timestamp) -> bool {
+    /// Takes one token for `ip` at `now`; false when the bucket is empty. A bucket in a store
+    /// that cannot be reached is an error, not a refusal: the caller answers as the store is
+    /// (503), not as a throttle.
+    pub async fn allow(&self, ip: IpAddr, now: Timestamp) -> Result<bool, StoreError> {
         self.bucket(ip, now, true).await
     }
 
     /// Whether `ip` has a token at `now`, without taking it.
-    pub async fn has_token(&self, ip: IpAddr, now: Timestamp) -> bool {
+    pub async fn has_token(&self, ip: IpAddr, now: Timestamp) -> Result<bool, StoreError> {
         self.bucket(ip, now, false).await
     }
 
@@ -94,7 +95,7 @@ impl RateLimiter {
         }
     }
 
-    async fn bucket(&self, ip: IpAddr, now: Timestamp, take: bool) -> bool {
+    async fn bucket(&self, ip: IpAddr, now: Timestamp, take: bool) -> Result<bool, StoreError> {
         let (name, burst, every) = (self.name, self.burst, self.refill_every);
         let store = match &self.buckets {
             Buckets::Local(map) => {
@@ -110,11 +111,11 @@ impl RateLimiter {
                     tokens
                 };
                 map.insert(ip, RateBucket { tokens, last: now });
-                return allowed;
+                return Ok(allowed);
             }
             Buckets::Shared(store) => store,
         };
-        let decided = if take {
+        if take {
             store
                 .transact(move |tx| {
                     let tokens = refilled(tx.rate_bucket(name, ip)?, burst, every, now);
@@ -135,11 +136,7 @@ impl RateLimiter {
                 .rate_bucket(name, ip)
                 .await
                 .map(|b| refilled(b, burst, every, now) >= 1.0)
-        };
-        decided.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, limiter = name, "rate-limit bucket unreadable; refusing");
-            false
-        })
+        }
     }
 
     #[cfg(test)]
@@ -166,17 +163,21 @@ mod tests {
     async fn burst_then_one_per_15s(l: RateLimiter, t0: Timestamp) {
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
         for _ in 0..8 {
-            assert!(l.allow(ip, t0).await);
+            assert!(l.allow(ip, t0).await.unwrap());
         }
-        assert!(!l.allow(ip, t0).await);
-        assert!(!l.allow(ip, t0.plus(Duration::from_secs(14))).await);
+        assert!(!l.allow(ip, t0).await.unwrap());
+        assert!(!l.allow(ip, t0.plus(Duration::from_secs(14))).await.unwrap());
         // 30 s after running dry: two tokens back.
-        assert!(l.allow(ip, t0.plus(Duration::from_secs(30))).await);
-        assert!(l.allow(ip, t0.plus(Duration::from_secs(30))).await);
-        assert!(!l.has_token(ip, t0.plus(Duration::from_secs(30))).await);
-        assert!(!l.allow(ip, t0.plus(Duration::from_secs(30))).await);
+        assert!(l.allow(ip, t0.plus(Duration::from_secs(30))).await.unwrap());
+        assert!(l.allow(ip, t0.plus(Duration::from_secs(30))).await.unwrap());
+        assert!(
+            !l.has_token(ip, t0.plus(Duration::from_secs(30)))
+                .await
+                .unwrap()
+        );
+        assert!(!l.allow(ip, t0.plus(Duration::from_secs(30))).await.unwrap());
         let other: IpAddr = "192.0.2.2".parse().unwrap();
-        assert!(l.allow(other, t0).await, "per IP");
+        assert!(l.allow(other, t0).await.unwrap(), "per IP");
     }
 
     #[tokio::test]
@@ -198,11 +199,38 @@ mod tests {
             ..RateLimiter::sign_in(&store)
         };
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
-        assert!(!again.has_token(ip, t0.plus(Duration::from_secs(31))).await);
+        assert!(
+            !again
+                .has_token(ip, t0.plus(Duration::from_secs(31)))
+                .await
+                .unwrap()
+        );
         again.forget_idle(t0.plus(Duration::from_secs(3599))).await;
         assert!(store.rate_bucket("sign-in", ip).await.unwrap().is_some());
         again.forget_idle(t0.plus(Duration::from_secs(3631))).await;
         assert_eq!(store.rate_bucket("sign-in", ip).await.unwrap(), None);
+    }
+
+    /// A bucket in a store that cannot be reached is the store's error (the caller answers 503),
+    /// not a refusal that reads as a throttle (429).
+    #[tokio::test]
+    async fn a_store_out_of_reach_is_an_error_not_a_refusal() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let (store, _dir) = store(t0);
+        let shared = RateLimiter {
+            buckets: Buckets::Shared(store.clone()),
+            ..RateLimiter::sign_in(&store)
+        };
+        store.close();
+        let ip: IpAddr = "192.0.2.1".parse().unwrap();
+        assert!(matches!(
+            shared.allow(ip, t0).await,
+            Err(StoreError::Unavailable(_))
+        ));
+        assert!(matches!(
+            shared.has_token(ip, t0).await,
+            Err(StoreError::Unavailable(_))
+        ));
     }
 
     #[tokio::test]
@@ -211,11 +239,15 @@ mod tests {
         let (store, _dir) = store(t0);
         let l = RateLimiter::new("test", 1, Duration::from_secs(10), &store);
         let ip: IpAddr = "192.0.2.1".parse().unwrap();
-        assert!(l.has_token(ip, t0).await);
-        assert!(l.has_token(ip, t0).await);
-        assert!(l.allow(ip, t0).await);
-        assert!(!l.has_token(ip, t0).await);
-        assert!(l.has_token(ip, t0.plus(Duration::from_secs(10))).await);
+        assert!(l.has_token(ip, t0).await.unwrap());
+        assert!(l.has_token(ip, t0).await.unwrap());
+        assert!(l.allow(ip, t0).await.unwrap());
+        assert!(!l.has_token(ip, t0).await.unwrap());
+        assert!(
+            l.has_token(ip, t0.plus(Duration::from_secs(10)))
+                .await
+                .unwrap()
+        );
     }
 
     #[tokio::test]
@@ -224,11 +256,13 @@ mod tests {
         let (store, _dir) = store(t0);
         let l = RateLimiter::sign_in(&store);
         for i in 0..=MAX_BUCKETS as u32 {
-            l.allow(IpAddr::from(i.to_be_bytes()), t0).await;
+            l.allow(IpAddr::from(i.to_be_bytes()), t0).await.unwrap();
         }
         assert_eq!(l.len(), MAX_BUCKETS + 1);
         let later = t0.plus(Duration::from_secs(3601));
-        l.allow("198.51.100.1".parse().unwrap(), later).await;
+        l.allow("198.51.100.1".parse().unwrap(), later)
+            .await
+            .unwrap();
         assert_eq!(l.len(), 1, "only the fresh bucket is left");
     }
 }

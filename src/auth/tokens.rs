@@ -78,7 +78,7 @@ impl Auth {
                         // Only a real token's prefix costs a hash; past the failures allowed
                         // from this address, no hash at all.
                         let now = self.clock.now();
-                        if !self.token_failures.has_token(peer, now).await {
+                        if !self.token_failures.has_token(peer, now).await? {
                             return Err(AuthError::Throttled(self.token_failures.refill_every()));
                         }
                         let mut found = None;
@@ -92,7 +92,7 @@ impl Auth {
                             }
                         }
                         if found.is_none() {
-                            self.token_failures.allow(peer, now).await;
+                            self.token_failures.allow(peer, now).await?;
                         }
                         found
                     }

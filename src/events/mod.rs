@@ -77,6 +77,12 @@ struct Standing {
     lost: u64,
     /// The time of the oldest event it has read and not done yet.
     oldest: Option<Timestamp>,
+    /// When it last moved on or had nothing to do: with work waiting and no move since, it
+    /// stalls (a slow consumer moves batch by batch; a stuck one does not).
+    moved_at: Timestamp,
+    /// Its work waits on another instance by design (the federation uplink while the main is
+    /// away): neither its lag nor its stall says this instance is unwell.
+    waits_on_peer: bool,
 }
 
 /// Counts one connected SSE client while alive.
@@ -250,16 +256,33 @@ impl Events {
     /// Records where durable consumer `name` stands: at `position`, with `oldest` the
     /// oldest committed event it has not done yet.
     pub fn report_lag(&self, name: &'static str, position: Uuid, oldest: Option<&Event>) {
+        let now = self.clock.now();
         let mut consumers = lock(&self.consumers);
-        let lost = consumers.get(name).map_or(0, |c| c.lost);
+        let before = consumers.get(name);
+        let (lost, waits_on_peer) = before.map_or((0, false), |c| (c.lost, c.waits_on_peer));
+        let moved_at = match before {
+            Some(b) if b.position == position && b.oldest.is_some() && oldest.is_some() => {
+                b.moved_at
+            }
+            _ => now,
+        };
         consumers.insert(
             name,
             Standing {
                 position,
                 lost,
                 oldest: oldest.map(|e| e.ts),
+                moved_at,
+                waits_on_peer,
             },
         );
+    }
+
+    /// Marks consumer `name` as one whose work waits on another instance by design.
+    pub fn waits_on_peer(&self, name: &'static str) {
+        if let Some(standing) = lock(&self.consumers).get_mut(name) {
+            standing.waits_on_peer = true;
+        }
     }
 
     /// Counts events of month files about to be removed that a consumer has not read yet.
@@ -287,12 +310,18 @@ impl Events {
         standings
             .into_iter()
             .map(|(name, s)| {
+                let seconds_since =
+                    |ts: Timestamp| (now.as_millis() - ts.as_millis()).max(0) as f64 / 1000.0;
                 let lag = ConsumerLag {
                     position: s.position,
-                    lag_seconds: s.oldest.map_or(0.0, |ts| {
-                        (now.as_millis() - ts.as_millis()).max(0) as f64 / 1000.0
-                    }),
+                    lag_seconds: s.oldest.map_or(0.0, seconds_since),
+                    stalled_seconds: if s.oldest.is_some() {
+                        seconds_since(s.moved_at)
+                    } else {
+                        0.0
+                    },
                     lost: s.lost,
+                    waits_on_peer: s.waits_on_peer,
                 };
                 self.metrics
                     .consumer_lag
@@ -462,5 +491,58 @@ mod tests {
         assert_eq!(events.consumer_lags()["engine"].lag_seconds, 120.0);
         events.report_lag("engine", stuck.id, None);
         assert_eq!(events.consumer_lags()["engine"].lag_seconds, 0.0);
+    }
+
+    /// A consumer stalls while its position stays put with work waiting: reading the same
+    /// batch again (a retry) does not reset it, a batch done does, and so does running dry. A
+    /// slow consumer behind by minutes but moving batch by batch does not stall.
+    #[tokio::test]
+    async fn a_consumer_stalls_while_it_does_not_move_with_work_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let clock = Arc::new(TestClock::new(start));
+        let events = Events::new(
+            EventStore::open(dir.path()).unwrap(),
+            clock.clone(),
+            Arc::new(Metrics::new()),
+        );
+        let event = |n: u64| {
+            EventDraft::new(Uuid::nil(), EventType::Ingress, None, serde_json::json!({})).stamped(
+                clock.new_id(),
+                start.plus(std::time::Duration::from_secs(n)),
+            )
+        };
+        let stalled = |name: &str| events.consumer_lags()[name].stalled_seconds;
+        let (first, second) = (event(0), event(1));
+        events.report_lag("engine", Uuid::nil(), None);
+        clock.advance(std::time::Duration::from_secs(600));
+        assert_eq!(stalled("engine"), 0.0, "idle is not stalled");
+        events.report_lag("engine", Uuid::nil(), Some(&first));
+        clock.advance(std::time::Duration::from_secs(60));
+        events.report_lag("engine", Uuid::nil(), Some(&first));
+        clock.advance(std::time::Duration::from_secs(70));
+        assert_eq!(
+            stalled("engine"),
+            130.0,
+            "a retry of the same batch is no move"
+        );
+        events.report_lag("engine", first.id, Some(&second));
+        assert_eq!(stalled("engine"), 0.0, "a batch done");
+        assert!(
+            events.consumer_lags()["engine"].lag_seconds > 600.0,
+            "yet behind"
+        );
+        clock.advance(std::time::Duration::from_secs(5));
+        events.report_lag("engine", second.id, None);
+        clock.advance(std::time::Duration::from_secs(300));
+        assert_eq!(stalled("engine"), 0.0, "caught up");
+
+        events.report_lag("uplink", Uuid::nil(), Some(&first));
+        events.waits_on_peer("uplink");
+        clock.advance(std::time::Duration::from_secs(300));
+        events.report_lag("uplink", Uuid::nil(), Some(&first));
+        let uplink = events.consumer_lags()["uplink"];
+        assert!(uplink.waits_on_peer, "kept across reports");
+        assert_eq!(uplink.stalled_seconds, 300.0);
     }
 }

@@ -437,6 +437,7 @@ impl EdgeUplink {
                 .await
                 .map_err(|e| e.to_string())?;
             lock(&self.status).forward.position = Some(consumer.position());
+            self.events.waits_on_peer(UPLINK);
             self.consumer = Some(consumer);
         }
         let Some(consumer) = self.consumer.as_mut() else {

@@ -102,8 +102,16 @@ pub struct MetricsStats {
 pub struct ConsumerLag {
     pub position: Uuid,
     pub lag_seconds: f64,
+    /// How long its position has not moved while it had events to do (0 when caught up): a
+    /// stuck consumer's grows, a slow one's falls back with each batch done.
+    #[serde(default)]
+    pub stalled_seconds: f64,
     /// Events retention removed before the consumer read them, since this process started.
     pub lost: u64,
+    /// Its work waits on another instance by design (the federation uplink while its main is
+    /// away): its lag and stall do not make this instance unready.
+    #[serde(default)]
+    pub waits_on_peer: bool,
 }
 
 /// `GET /api/v1/overview`: the wallboard's counters (the reference's `overview`).

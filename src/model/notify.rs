@@ -300,6 +300,15 @@ pub struct Message {
     pub at: Timestamp,
 }
 
+/// A channel's retryable failures in a row (across deliveries) and when the last was: what
+/// makes the courier count it as down. Kept in the store where several processes serve it
+/// (PostgreSQL), so a channel one process found down is down for the others too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelFailures {
+    pub in_a_row: u32,
+    pub last: Timestamp,
+}
+
 /// An outbox item (CONTRACT 3's dead-letter shape plus where it goes): sent by the courier
 /// with retries; `dead` once its attempts ran out or its channel refused it for good.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

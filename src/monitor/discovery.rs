@@ -1,21 +1,27 @@
 //! Network discovery (`/discovery/scans`): a TCP connect sweep of an address range, at most a
 //! /20 (SEMANTICS 12), that lists which addresses answer on which ports and suggests checks.
-//! Scans run in the background of the process that was asked and are kept in the store, the
-//! newest 50 per tenant, so every process serving it answers for them. Progress is written at
-//! most once a second; a scan that stopped recording it (its process ended) reads as `failed`.
+//! Scans run in the process that was asked (its supervised `DiscoveryWorker`) and are kept in
+//! the store, the newest 50 per tenant, so every process serving it answers for them. Progress
+//! is written at most once a second; a scan that stopped recording it (its process ended)
+//! reads as `failed`.
 
 use crate::model::Timestamp;
 use crate::model::config::Invalid;
 use crate::model::discovery::{DiscoveryHit, DiscoveryScan, ScanRequest};
 use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::worker::StepFuture;
+use crate::runtime::{Wait, Worker};
 use crate::store::{Store, StoreError};
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
 use ipnet::IpNet;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// The widest range: 4,096 addresses, an IPv4 /20.
@@ -36,6 +42,9 @@ pub struct Discovery {
     clock: SharedClock,
     store: Arc<Store>,
     slots: Arc<tokio::sync::Semaphore>,
+    /// Scans started and not yet taken by the worker, with their addresses.
+    queued: Mutex<Vec<(DiscoveryScan, Vec<IpAddr>)>>,
+    wake: Arc<Notify>,
 }
 
 /// Why a scan could not start.
@@ -112,6 +121,8 @@ impl Discovery {
             clock,
             store,
             slots: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
+            queued: Mutex::default(),
+            wake: Arc::new(Notify::new()),
         })
     }
 
@@ -156,7 +167,11 @@ impl Discovery {
             .start_discovery_scan(scan.clone(), KEPT_PER_TENANT)
             .await
             .map_err(ScanError::Store)?;
-        tokio::spawn(self.clone().sweep(scan.clone(), targets));
+        self.queued
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((scan.clone(), targets));
+        self.wake.notify_one();
         Ok(scan)
     }
 
@@ -228,6 +243,58 @@ impl Discovery {
         let now = self.clock.now();
         let scan = self.store.discovery_scan(tenant, id).await?;
         Ok(scan.map(|s| as_seen(s, now)))
+    }
+}
+
+/// Runs the sweeps of the scans this process started, side by side, under the supervisor: a
+/// sweep still running at shutdown (or when a panic restarts the worker) ends there, and its
+/// scan reads as failed once its progress is half a minute old.
+pub struct DiscoveryWorker {
+    discovery: Arc<Discovery>,
+    sweeps: FuturesUnordered<BoxFuture<'static, ()>>,
+}
+
+impl DiscoveryWorker {
+    pub fn new(discovery: Arc<Discovery>) -> Self {
+        Self {
+            discovery,
+            sweeps: FuturesUnordered::new(),
+        }
+    }
+}
+
+impl Worker for DiscoveryWorker {
+    fn name(&self) -> &'static str {
+        "discovery"
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.discovery.wake.clone())
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            loop {
+                let queued = std::mem::take(
+                    &mut *self
+                        .discovery
+                        .queued
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()),
+                );
+                for (scan, targets) in queued {
+                    let sweep = self.discovery.clone().sweep(scan, targets);
+                    self.sweeps.push(Box::pin(sweep));
+                }
+                if self.sweeps.is_empty() {
+                    return Wait::UntilWoken;
+                }
+                tokio::select! {
+                    _ = self.sweeps.next() => {}
+                    () = self.discovery.wake.notified() => {}
+                }
+            }
+        })
     }
 }
 
@@ -306,6 +373,40 @@ mod tests {
         assert!(lost.error.unwrap().contains("stopped"));
         let finished = discovery.get(tenant, done.id).await.unwrap().unwrap();
         assert_eq!((finished.status.as_str(), finished.error), ("done", None));
+    }
+
+    /// Scans started are swept by the worker side by side; with none left it waits for a wake.
+    #[tokio::test]
+    async fn the_worker_sweeps_every_scan_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let discovery = Discovery::new(clock.clone(), store.clone());
+        let tenant = Uuid::from_u128(1);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = listener.local_addr().unwrap().port();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut started = Vec::new();
+        for ports in [vec![open], vec![open, closed]] {
+            let req = ScanRequest {
+                cidr: "127.0.0.1/32".into(),
+                ports: Some(ports),
+            };
+            started.push(discovery.start(tenant, req).await.unwrap());
+        }
+        let mut worker = DiscoveryWorker::new(discovery.clone());
+        assert_eq!(worker.step().await, Wait::UntilWoken);
+        for scan in started {
+            let swept = discovery.get(tenant, scan.id).await.unwrap().unwrap();
+            assert_eq!(swept.status, "done");
+            assert_eq!(swept.probed, swept.probes);
+            assert_eq!(swept.found.len(), 1);
+            assert_eq!(swept.found[0].open_ports, [open]);
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
-use crate::model::notify::{Channel, Delivery, WebhookSubscription};
+use crate::model::notify::{Channel, ChannelFailures, Delivery, WebhookSubscription};
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
 use crate::store::notify::Claimable;
@@ -49,12 +49,9 @@ pub struct RetryPolicy {
 /// How long a channel that is down is skipped before it is tried again.
 const DOWN_FOR: Duration = Duration::from_secs(60);
 
-/// Channel health: retryable failures in a row and when the last one was, by tenant and
-/// channel (its name, or a bare URL).
-#[derive(Default)]
-pub struct ChannelHealth(Mutex<HashMap<(Uuid, String), (u32, Timestamp)>>);
+type ChannelKey = (Uuid, String);
 
-fn health_key(d: &Delivery) -> (Uuid, String) {
+fn channel_key(d: &Delivery) -> ChannelKey {
     let channel = if d.channel.is_empty() {
         &d.url
     } else {
@@ -63,32 +60,134 @@ fn health_key(d: &Delivery) -> (Uuid, String) {
     (d.tenant_id, channel.clone())
 }
 
+/// Channel health: retryable failures in a row and when the last one was, by tenant and
+/// channel (its name, or a bare URL). Alone on its store (redb) a process keeps it in memory;
+/// beside other processes (PostgreSQL) it is in the store, written with the attempts that
+/// changed it, so a channel one process found down is down for every process.
+pub enum ChannelHealth {
+    Local(Mutex<HashMap<ChannelKey, ChannelFailures>>),
+    Shared,
+}
+
 impl ChannelHealth {
-    fn failed(&self, d: &Delivery, now: Timestamp) -> u32 {
-        let mut h = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let entry = h.entry(health_key(d)).or_insert((0, now));
-        *entry = (entry.0 + 1, now);
-        entry.0
+    pub fn new(store: &Store) -> Self {
+        if store.is_shared() {
+            Self::Shared
+        } else {
+            Self::Local(Mutex::default())
+        }
     }
 
-    fn worked(&self, d: &Delivery) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&health_key(d));
+    /// The health of the channels of `due` as a batch starts.
+    async fn of_batch(
+        &self,
+        store: &Arc<Store>,
+        due: &[Delivery],
+    ) -> Result<BatchHealth, StoreError> {
+        let keys: Vec<ChannelKey> = due.iter().map(channel_key).collect();
+        let seen = match self {
+            Self::Local(known) => {
+                let known = known.lock().unwrap_or_else(|p| p.into_inner());
+                keys.into_iter()
+                    .filter_map(|k| known.get(&k).map(|f| (k, *f)))
+                    .collect()
+            }
+            Self::Shared => store.channel_failures(keys).await?,
+        };
+        Ok(BatchHealth {
+            seen,
+            changes: HashMap::new(),
+        })
+    }
+
+    /// Keeps what a batch's attempts did: in memory here; in the store the attempts'
+    /// transaction wrote it (`record`).
+    fn settle(&self, changes: &HashMap<ChannelKey, HealthChange>) {
+        if let Self::Local(known) = self {
+            let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+            for (key, change) in changes {
+                match change.applied(known.get(key).copied()) {
+                    Some(f) => known.insert(key.clone(), f),
+                    None => known.remove(key),
+                };
+            }
+        }
+    }
+}
+
+/// What a batch's attempts did to a channel's failures in a row: reset by a success (then
+/// the failures after it), or more failures.
+#[derive(Clone, Copy, Default)]
+struct HealthChange {
+    worked: bool,
+    failed: u32,
+    last: Option<Timestamp>,
+}
+
+impl HealthChange {
+    /// The channel's failures after this change to `before`.
+    fn applied(&self, before: Option<ChannelFailures>) -> Option<ChannelFailures> {
+        let base = if self.worked {
+            0
+        } else {
+            before.map_or(0, |b| b.in_a_row)
+        };
+        let last = self.last?;
+        Some(ChannelFailures {
+            in_a_row: base + self.failed,
+            last,
+        })
+        .filter(|f| f.in_a_row > 0)
+    }
+}
+
+/// The health of a batch's channels: as it started, with its own attempts counted in.
+struct BatchHealth {
+    seen: HashMap<ChannelKey, ChannelFailures>,
+    changes: HashMap<ChannelKey, HealthChange>,
+}
+
+impl BatchHealth {
+    /// Counts a retryable failure on `d`'s channel; its failures in a row now.
+    fn failed(&mut self, d: &Delivery, now: Timestamp) -> u32 {
+        let key = channel_key(d);
+        let change = self.changes.entry(key.clone()).or_default();
+        change.failed += 1;
+        change.last = Some(now);
+        let seen = self.seen.entry(key).or_insert(ChannelFailures {
+            in_a_row: 0,
+            last: now,
+        });
+        *seen = ChannelFailures {
+            in_a_row: seen.in_a_row + 1,
+            last: now,
+        };
+        seen.in_a_row
+    }
+
+    fn worked(&mut self, d: &Delivery) {
+        let key = channel_key(d);
+        self.seen.remove(&key);
+        self.changes.insert(
+            key,
+            HealthChange {
+                worked: true,
+                ..Default::default()
+            },
+        );
     }
 
     /// Why `d`'s channel is skipped now: down (per `policy`) and failed within the last
     /// minute; `None` when it should be tried.
     fn down(&self, d: &Delivery, policy: &RetryPolicy, now: Timestamp) -> Option<String> {
-        let h = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (failures, last) = *h.get(&health_key(d))?;
-        let recent = now.as_millis() - last.as_millis()
+        let key = channel_key(d);
+        let f = self.seen.get(&key)?;
+        let recent = now.as_millis() - f.last.as_millis()
             < i64::try_from(DOWN_FOR.as_millis()).unwrap_or(i64::MAX);
-        (failures >= policy.failover_after && recent).then(|| {
+        (f.in_a_row >= policy.failover_after && recent).then(|| {
             format!(
-                "channel {:?} is down ({failures} failures in a row)",
-                health_key(d).1
+                "channel {:?} is down ({} failures in a row)",
+                key.1, f.in_a_row
             )
         })
     }
@@ -147,11 +246,21 @@ pub struct Attempt {
 /// the outbox, a failed one waits for its next try or becomes a dead letter, each with its
 /// events; one no longer in the outbox as its claim left it (dropped, or claimed by another
 /// process after the claim lapsed) is left alone.
-async fn record(store: &Arc<Store>, attempts: Vec<Attempt>) -> Result<(), StoreError> {
+async fn record(
+    store: &Arc<Store>,
+    attempts: Vec<Attempt>,
+    health: Option<HashMap<ChannelKey, HealthChange>>,
+) -> Result<(), StoreError> {
     store
         .transact_ahead(move |tx| {
             let mut events = Vec::new();
             let mut changed = false;
+            for ((tenant, channel), change) in health.iter().flatten() {
+                let before = tx.channel_failures(*tenant, channel)?;
+                tx.set_channel_failures(*tenant, channel, change.applied(before).as_ref())?;
+                tx.unrecorded("a channel's failures in a row: the attempts' events say them");
+                changed = true;
+            }
             for a in attempts {
                 if tx.take_claimed_delivery(&a.claimed)?.is_none() {
                     continue;
@@ -368,6 +477,7 @@ impl Notifier {
         if due.is_empty() {
             return Ok(0);
         }
+        let mut health = self.health.of_batch(&self.store, &due).await?;
         let mut channels: HashMap<(Uuid, String), Option<Channel>> = HashMap::new();
         for d in &due {
             let key = (d.tenant_id, d.channel.clone());
@@ -382,7 +492,7 @@ impl Notifier {
                 .flatten();
             let policy = RetryPolicy::of(channel.as_ref().map_or(&BTreeMap::new(), |c| &c.config));
             let skip = (!d.fallbacks.is_empty())
-                .then(|| self.health.down(d, &policy, now))
+                .then(|| health.down(d, &policy, now))
                 .flatten();
             let span = tracing::debug_span!(
                 "delivery",
@@ -419,12 +529,12 @@ impl Notifier {
             // A skip is no new failure: the channel is tried again a minute after its last one.
             let failures = match &outcome {
                 _ if skipped => policy.failover_after,
-                Err(e) if e.retryable => self.health.failed(&d, now),
+                Err(e) if e.retryable => health.failed(&d, now),
                 _ => 0,
             };
             let settled = match outcome {
                 Ok(sent) => {
-                    self.health.worked(&d);
+                    health.worked(&d);
                     if let (Some(action), Some(alert)) = (sent.action, d.payload.alert_id) {
                         replies.push((d.tenant_id, alert, action, d.payload.contact.clone()));
                     }
@@ -482,7 +592,10 @@ impl Notifier {
             });
         }
         let tried = attempts.len();
-        record(&self.store, attempts).await?;
+        let changes = health.changes;
+        let in_store = matches!(self.health, ChannelHealth::Shared).then(|| changes.clone());
+        record(&self.store, attempts, in_store).await?;
+        self.health.settle(&changes);
         // After the attempt is recorded: the ack stops the chain this delivery belongs to.
         for (tenant, alert, action, by) in replies {
             if let Err(e) = self.alerts.act(tenant, alert, action, by, "dtmf").await {
@@ -578,6 +691,7 @@ mod tests {
                 attempt(&failed, retry, false, Some(fallback.clone())),
                 attempt(&gone, gone.clone(), true, None),
             ],
+            None,
         )
         .await
         .unwrap();
@@ -597,6 +711,72 @@ mod tests {
         let retried = later.iter().find(|d| d.id == failed.id).unwrap();
         assert_eq!(retried.attempts, 1);
         assert_eq!(retried.last_error.as_deref(), Some("503"));
+    }
+
+    /// A channel's failures count in a row across a batch's attempts, a success resets them,
+    /// and a channel past `failoverAfter` within the last minute is down. Where processes
+    /// share the store, the attempts' transaction keeps them, and another process's next
+    /// batch finds the channel down.
+    #[tokio::test]
+    async fn channel_failures_count_in_a_row_and_are_shared_through_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now) = (Uuid::from_u128(7), clock.now());
+        let on = |channel: &str| Delivery {
+            channel: channel.into(),
+            ..Delivery::test_notice(clock.new_id(), tenant, now)
+        };
+        let (hook, sms) = (on("hook"), on("sms"));
+        let policy = RetryPolicy {
+            failover_after: 2,
+            ..RetryPolicy::of(&BTreeMap::new())
+        };
+        for health in [
+            ChannelHealth::Local(Mutex::default()),
+            ChannelHealth::Shared,
+        ] {
+            let mut batch = health
+                .of_batch(&store, std::slice::from_ref(&hook))
+                .await
+                .unwrap();
+            assert_eq!(batch.failed(&hook, now), 1);
+            assert_eq!(batch.down(&hook, &policy, now), None, "one of two");
+            batch.worked(&sms);
+            assert_eq!(batch.failed(&hook, now), 2);
+            assert!(
+                batch
+                    .down(&hook, &policy, now)
+                    .unwrap()
+                    .contains("2 failures")
+            );
+            let shared = matches!(health, ChannelHealth::Shared);
+            record(&store, Vec::new(), shared.then(|| batch.changes.clone()))
+                .await
+                .unwrap();
+            health.settle(&batch.changes);
+
+            // The next batch (in the store: any process's) starts from them.
+            let next = health
+                .of_batch(&store, &[hook.clone(), sms.clone()])
+                .await
+                .unwrap();
+            assert!(next.down(&hook, &policy, now).is_some());
+            assert_eq!(next.down(&sms, &policy, now), None);
+            let a_minute_on = now.plus(DOWN_FOR);
+            assert_eq!(next.down(&hook, &policy, a_minute_on), None, "tried again");
+            let mut worked = next;
+            worked.worked(&hook);
+            record(&store, Vec::new(), shared.then(|| worked.changes.clone()))
+                .await
+                .unwrap();
+            health.settle(&worked.changes);
+            let after = health
+                .of_batch(&store, std::slice::from_ref(&hook))
+                .await
+                .unwrap();
+            assert!(after.seen.is_empty(), "a success clears them");
+        }
     }
 
     #[test]

@@ -115,6 +115,7 @@ impl Notifier {
         base_url: String,
     ) -> Arc<Self> {
         Arc::new(Self {
+            health: courier::ChannelHealth::new(&store),
             store,
             clock,
             secrets,
@@ -124,7 +125,6 @@ impl Notifier {
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
-            health: courier::ChannelHealth::default(),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             dead: AtomicU64::new(0),

@@ -4,13 +4,13 @@
 use super::StoreError;
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CONFIG_DOCS, CONFIG_IDS, CONSUMER_POSITIONS,
-    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DISCOVERY_SCANS, DOWNTIMES, ESCALATIONS,
-    ESCALATIONS_DUE, EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS, INCIDENTS, META,
-    OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS, RATE_BUCKETS,
-    REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS,
-    STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES,
-    TOKENS, USER_EMAILS, USERS,
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CHANNEL_FAILURES, CONFIG_DOCS, CONFIG_IDS,
+    CONSUMER_POSITIONS, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DISCOVERY_SCANS, DOWNTIMES,
+    ESCALATIONS, ESCALATIONS_DUE, EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS,
+    INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS,
+    RATE_BUCKETS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS, SESSIONS, SETTINGS,
+    SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS,
+    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -115,6 +115,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 19,
         name: "rate-limit buckets and discovery scans",
         apply: create_bucket_and_scan_tables,
+    },
+    Migration {
+        version: 20,
+        name: "channel failures",
+        apply: create_channel_failures_table,
     },
 ];
 
@@ -234,6 +239,11 @@ fn create_report_tables(tx: &WriteTx) -> Result<(), StoreError> {
 fn create_bucket_and_scan_tables(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(RATE_BUCKETS)?;
     tx.open_table(DISCOVERY_SCANS)?;
+    Ok(())
+}
+
+fn create_channel_failures_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(CHANNEL_FAILURES)?;
     Ok(())
 }
 

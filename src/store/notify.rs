@@ -8,14 +8,14 @@ use super::codec::{decode, encode, tenant_values_newest};
 use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
-    DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE, HANDOFFS, META,
-    OVERRIDES, SUPPRESSED_ALERTS,
+    CHANNEL_FAILURES, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE,
+    HANDOFFS, META, OVERRIDES, SUPPRESSED_ALERTS,
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
-use crate::model::notify::{Delivery, EscalationTimer, Override};
-use std::collections::HashSet;
+use crate::model::notify::{ChannelFailures, Delivery, EscalationTimer, Override};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -23,6 +23,24 @@ fn timer_key(alert: Uuid, step: u32) -> Vec<u8> {
     let mut k = alert.as_bytes().to_vec();
     k.extend_from_slice(&step.to_be_bytes());
     k
+}
+
+/// A channel's failures row: tenant, then the channel's name (or bare URL).
+fn failures_key(tenant: Uuid, channel: &str) -> Vec<u8> {
+    let mut k = tenant.as_bytes().to_vec();
+    k.extend_from_slice(channel.as_bytes());
+    k
+}
+
+fn failures_in(
+    table: &impl Readable<&'static [u8], &'static [u8]>,
+    tenant: Uuid,
+    channel: &str,
+) -> Result<Option<ChannelFailures>, StoreError> {
+    table
+        .get(failures_key(tenant, channel).as_slice())?
+        .map(|v| decode(v.value()))
+        .transpose()
 }
 
 fn due_key(at: Timestamp, id: &[u8]) -> Vec<u8> {
@@ -286,6 +304,35 @@ fn due_rows<T: serde::de::DeserializeOwned>(
 
 /// What the notifier writes in its transactions.
 impl Tx<'_> {
+    /// A channel's failures in a row, if it has any.
+    pub fn channel_failures(
+        &self,
+        tenant: Uuid,
+        channel: &str,
+    ) -> Result<Option<ChannelFailures>, StoreError> {
+        failures_in(&self.open_table(CHANNEL_FAILURES)?, tenant, channel)
+    }
+
+    /// Sets a channel's failures in a row; `None` clears them (it worked).
+    pub fn set_channel_failures(
+        &self,
+        tenant: Uuid,
+        channel: &str,
+        failures: Option<&ChannelFailures>,
+    ) -> Result<(), StoreError> {
+        let key = failures_key(tenant, channel);
+        let mut table = self.open_table(CHANNEL_FAILURES)?;
+        match failures {
+            Some(f) => {
+                table.insert(key.as_slice(), encode(f)?.as_slice())?;
+            }
+            None => {
+                table.remove(key.as_slice())?;
+            }
+        }
+        Ok(())
+    }
+
     /// The armed timer of an alert's escalation step.
     pub fn escalation_timer(
         &self,
@@ -417,6 +464,24 @@ impl Tx<'_> {
 }
 
 impl Store {
+    /// The failures in a row of those of `channels` (tenant, name or bare URL) that have any.
+    pub async fn channel_failures(
+        self: &Arc<Self>,
+        channels: Vec<(Uuid, String)>,
+    ) -> Result<HashMap<(Uuid, String), ChannelFailures>, StoreError> {
+        self.read(move |tx| {
+            let table = tx.open_table(CHANNEL_FAILURES)?;
+            let mut found = HashMap::new();
+            for (tenant, channel) in channels {
+                if let Some(f) = failures_in(&table, tenant, &channel)? {
+                    found.insert((tenant, channel), f);
+                }
+            }
+            Ok(found)
+        })
+        .await
+    }
+
     /// When the next escalation timer is due.
     pub async fn next_escalation_due(self: &Arc<Self>) -> Result<Option<Timestamp>, StoreError> {
         self.read(|tx| first_due(tx, ESCALATIONS_DUE)).await

@@ -140,6 +140,11 @@ pub const REPORT_CONTENT: TableDefinition<&[u8], &[u8]> =
 pub const RATE_BUCKETS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("rate_bucket_by_limiter_address");
 
+/// A channel's failures in a row by tenant + channel (its name, or a bare URL), where several
+/// processes serve the store.
+pub const CHANNEL_FAILURES: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("channel_failures_by_tenant_channel");
+
 /// Network discovery scans by tenant + scan id.
 pub const DISCOVERY_SCANS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("discovery_scan_by_tenant_id");
@@ -192,7 +197,8 @@ macro_rules! every_table {
             REPORT_ARCHIVE,
             REPORT_CONTENT,
             RATE_BUCKETS,
-            DISCOVERY_SCANS
+            DISCOVERY_SCANS,
+            CHANNEL_FAILURES
         ])
     };
 }

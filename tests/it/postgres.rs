@@ -1603,3 +1603,64 @@ async fn a_leader_whose_host_goes_silent_loses_the_lead_and_its_claims() {
     assert_eq!(hooks.received("/page").len(), 2, "A sent nothing more");
     assert!(leads(&b, &token).await);
 }
+
+/// A channel one process found down is down for the other: A's attempt on `down` fails and
+/// passes the page to `spare` at once; B, sending the next page while A's courier waits on
+/// `spare`, skips `down` without an attempt of its own and pages through `spare`.
+#[tokio::test]
+async fn a_channel_one_process_found_down_is_down_for_the_other() {
+    use super::notify::raise;
+    use super::receiver::Receiver;
+    use super::support::{create_all, signal};
+    use serde_json::json;
+    use std::time::Duration;
+    let Some(Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        b_data,
+        ..
+    }) = two_processes().await
+    else {
+        return;
+    };
+    let hooks = Receiver::start().await;
+    hooks.answer("/down", 503);
+    hooks.hold("/spare", 1);
+    let hook = |name: &str, path: &str| json!({"name": name, "type": "webhook", "enabled": true, "config": {"url": hooks.url(path)}});
+    create_all(
+        &a,
+        &token,
+        vec![
+            ("/api/v1/channels", hook("down", "/down")),
+            ("/api/v1/channels", hook("spare", "/spare")),
+            (
+                "/api/v1/contacts",
+                json!({"name": "ada", "preferences": [
+                    {"channels": ["down"], "profile": "default"},
+                    {"channels": ["spare"], "profile": "default"}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+            ),
+        ],
+    )
+    .await;
+    // A alone sends the first page: `down` fails, and `spare` hangs, holding A's courier.
+    stop_between_writes(&b_data, b.pid());
+    raise(&a, &token, "Pump 6 ran dry", "page").await;
+    hooks.wait_for("/down", 1, Duration::from_secs(20)).await;
+    hooks.wait_for("/spare", 1, Duration::from_secs(20)).await;
+    signal(b.pid(), "CONT");
+    raise(&a, &token, "Pump 7 ran dry", "page").await;
+    let got = hooks.wait_for("/spare", 2, Duration::from_secs(30)).await;
+    assert_eq!(got[1].status, 200);
+    assert_eq!(got[1].json()["alert"]["title"], "Pump 7 ran dry");
+    assert_eq!(
+        hooks.received("/down").len(),
+        1,
+        "B did not try the channel A found down"
+    );
+}

@@ -57,6 +57,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         6,
         "tables the store gained since: rate-limit buckets, discovery scans",
     ),
+    (7, "tables the store gained since: channel failures"),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
@@ -837,7 +838,7 @@ fn migrate(conn: &mut Conn) -> Result<(), StoreError> {
 
 fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     match version {
-        1 | 6 => store_tables(conn),
+        1 | 6 | 7 => store_tables(conn),
         // Keys as the month files' are (tenant, time, id), so a page reads one index range;
         // the other indexes serve the filters the month files index. Times are milliseconds,
         // the partition key: each month is a partition `events_YYYYMM` made as it is first
