@@ -470,18 +470,23 @@ mod tests {
     use crate::model::event::{EventDraft, EventType};
     use crate::runtime::{Clock, TestClock};
 
-    /// A consumer that reported an event it has not done shows a lag that grows with the time
-    /// asked, not the time it last reported: a stuck consumer is seen as stuck.
-    #[tokio::test]
-    async fn a_stuck_consumer_lags_more_the_longer_it_is_stuck() {
+    fn events_on_a_test_clock() -> (Arc<Events>, Arc<TestClock>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let start: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
-        let clock = Arc::new(TestClock::new(start));
+        let clock = Arc::new(TestClock::new("2026-11-26T10:00:00Z".parse().unwrap()));
         let events = Events::new(
             EventStore::open(dir.path()).unwrap(),
             clock.clone(),
             Arc::new(Metrics::new()),
         );
+        (events, clock, dir)
+    }
+
+    /// A consumer that reported an event it has not done shows a lag that grows with the time
+    /// asked, not the time it last reported: a stuck consumer is seen as stuck.
+    #[tokio::test]
+    async fn a_stuck_consumer_lags_more_the_longer_it_is_stuck() {
+        let (events, clock, _dir) = events_on_a_test_clock();
+        let start = clock.now();
         let stuck = EventDraft::new(Uuid::nil(), EventType::Ingress, None, serde_json::json!({}))
             .stamped(clock.new_id(), start);
         events.report_lag("engine", Uuid::nil(), Some(&stuck));
@@ -498,14 +503,8 @@ mod tests {
     /// slow consumer behind by minutes but moving batch by batch does not stall.
     #[tokio::test]
     async fn a_consumer_stalls_while_it_does_not_move_with_work_waiting() {
-        let dir = tempfile::tempdir().unwrap();
-        let start: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
-        let clock = Arc::new(TestClock::new(start));
-        let events = Events::new(
-            EventStore::open(dir.path()).unwrap(),
-            clock.clone(),
-            Arc::new(Metrics::new()),
-        );
+        let (events, clock, _dir) = events_on_a_test_clock();
+        let start = clock.now();
         let event = |n: u64| {
             EventDraft::new(Uuid::nil(), EventType::Ingress, None, serde_json::json!({})).stamped(
                 clock.new_id(),
