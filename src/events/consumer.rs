@@ -40,7 +40,7 @@ impl Consumer {
         let wake = Arc::new(Notify::new());
         store.watch_journal(&wake);
         let position = store.consumer_position(name).await?;
-        events.report_lag(name, position, None);
+        events.consumer_opened(name, position);
         Ok(Self {
             name,
             events,

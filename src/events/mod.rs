@@ -278,6 +278,18 @@ impl Events {
         );
     }
 
+    /// Records consumer `name` opened at `position`. Opened again where it stood (a retry
+    /// after a failed batch), it keeps its standing: a consumer failing on the same batch over
+    /// and over stalls as one stuck on it does.
+    pub fn consumer_opened(&self, name: &'static str, position: Uuid) {
+        let reopened = lock(&self.consumers)
+            .get(name)
+            .is_some_and(|s| s.position == position);
+        if !reopened {
+            self.report_lag(name, position, None);
+        }
+    }
+
     /// Marks consumer `name` as one whose work waits on another instance by design.
     pub fn waits_on_peer(&self, name: &'static str) {
         if let Some(standing) = lock(&self.consumers).get_mut(name) {
@@ -498,9 +510,10 @@ mod tests {
         assert_eq!(events.consumer_lags()["engine"].lag_seconds, 0.0);
     }
 
-    /// A consumer stalls while its position stays put with work waiting: reading the same
-    /// batch again (a retry) does not reset it, a batch done does, and so does running dry. A
-    /// slow consumer behind by minutes but moving batch by batch does not stall.
+    /// A consumer stalls while its position stays put with work waiting: opening it again and
+    /// reading the same batch (a retry) does not reset it, a batch done does, and so does
+    /// running dry. A slow consumer behind by minutes but moving batch by batch does not
+    /// stall.
     #[tokio::test]
     async fn a_consumer_stalls_while_it_does_not_move_with_work_waiting() {
         let (events, clock, _dir) = events_on_a_test_clock();
@@ -518,12 +531,13 @@ mod tests {
         assert_eq!(stalled("engine"), 0.0, "idle is not stalled");
         events.report_lag("engine", Uuid::nil(), Some(&first));
         clock.advance(std::time::Duration::from_secs(60));
+        events.consumer_opened("engine", Uuid::nil());
         events.report_lag("engine", Uuid::nil(), Some(&first));
         clock.advance(std::time::Duration::from_secs(70));
         assert_eq!(
             stalled("engine"),
             130.0,
-            "a retry of the same batch is no move"
+            "opened again and the same batch read again is no move"
         );
         events.report_lag("engine", first.id, Some(&second));
         assert_eq!(stalled("engine"), 0.0, "a batch done");
