@@ -23,7 +23,7 @@ use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
 use crate::store::notify::Claimable;
 use crate::store::{Store, StoreError};
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
@@ -84,7 +84,7 @@ impl ChannelHealth {
         store: &Arc<Store>,
         due: &[Delivery],
     ) -> Result<BatchHealth, StoreError> {
-        let keys: Vec<ChannelKey> = due.iter().map(channel_key).collect();
+        let keys: HashSet<ChannelKey> = due.iter().map(channel_key).collect();
         let seen = match self {
             Self::Local(known) => {
                 let known = known.lock().unwrap_or_else(|p| p.into_inner());
@@ -132,12 +132,11 @@ impl HealthChange {
         } else {
             before.map_or(0, |b| b.in_a_row)
         };
-        let last = self.last?;
+        // `last` is set with each failure: none since a success clears them.
         Some(ChannelFailures {
             in_a_row: base + self.failed,
-            last,
+            last: self.last?,
         })
-        .filter(|f| f.in_a_row > 0)
     }
 }
 
@@ -158,10 +157,8 @@ impl BatchHealth {
             in_a_row: 0,
             last: now,
         });
-        *seen = ChannelFailures {
-            in_a_row: seen.in_a_row + 1,
-            last: now,
-        };
+        seen.in_a_row += 1;
+        seen.last = now;
         seen.in_a_row
     }
 
@@ -255,9 +252,11 @@ async fn record(
         .transact_ahead(move |tx| {
             let mut events = Vec::new();
             let mut changed = false;
-            for ((tenant, channel), change) in health.iter().flatten() {
-                let before = tx.channel_failures(*tenant, channel)?;
-                tx.set_channel_failures(*tenant, channel, change.applied(before).as_ref())?;
+            if let Some(health) = health.filter(|h| !h.is_empty()) {
+                for ((tenant, channel), change) in &health {
+                    let before = tx.channel_failures(*tenant, channel)?;
+                    tx.set_channel_failures(*tenant, channel, change.applied(before).as_ref())?;
+                }
                 tx.unrecorded("a channel's failures in a row: the attempts' events say them");
                 changed = true;
             }

@@ -467,7 +467,7 @@ impl Store {
     /// The failures in a row of those of `channels` (tenant, name or bare URL) that have any.
     pub async fn channel_failures(
         self: &Arc<Self>,
-        channels: Vec<(Uuid, String)>,
+        channels: HashSet<(Uuid, String)>,
     ) -> Result<HashMap<(Uuid, String), ChannelFailures>, StoreError> {
         self.read(move |tx| {
             let table = tx.open_table(CHANNEL_FAILURES)?;
