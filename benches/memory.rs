@@ -1,7 +1,8 @@
 //! Memory figures for docs/performance.md (issue: memory on small boards), the release server's resident
 //! set size: after a first start (which seeds the default administrator: one argon2id hash of
 //! 64 MiB), while 100 new API tokens are verified at once (each a first verification, one
-//! argon2id run) and after it, and with 10,000 hosts and 50,000 passive services loaded.
+//! argon2id run) and after it, the first request after the quiet minute (the code pages given
+//! back, `memory.releaseCodeAfter`), and with 10,000 hosts and 50,000 passive services loaded.
 //!
 //! Run: `cargo bench --bench memory` (`SVC_HASH_CONCURRENCY=N` sets `auth.hashConcurrency`;
 //! `SVC_BENCH_BIN` measures another binary, such as a static build; the server inherits the
@@ -104,6 +105,18 @@ fn main() {
                 .unwrap();
             secrets.push(minted["token"].as_str().unwrap().to_string());
         }
+        let whoami = async |token: &str| {
+            let t = Instant::now();
+            let res = http
+                .get(format!("{base}/api/v1/whoami"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            t.elapsed().as_secs_f64() * 1e3
+        };
+        let busy_request = whoami(&token).await;
         // Minting hashed each secret; let that memory go before the burst.
         tokio::time::sleep(Duration::from_secs(10)).await;
         let before = common::rss_mb(pid);
@@ -134,6 +147,13 @@ fn main() {
             after.push(format!("{at} s: {}", common::rss_parts(pid)));
         }
         println!("  after the burst: {}", after.join(", "));
+        // The code pages were given back after the quiet spell (`memory.releaseCodeAfter`):
+        // the next request reads its code again.
+        let quiet_request = whoami(&token).await;
+        println!(
+            "GET /api/v1/whoami: {busy_request:.1} ms while busy, {quiet_request:.1} ms as the first request after the quiet minute, then {}",
+            common::rss_parts(pid)
+        );
 
         let t2 = Instant::now();
         for chunk in 0..HOSTS / HOSTS_PER_BATCH {

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A configured secret: usable, but never printed by `Debug`.
 #[derive(Clone, Default, Deserialize, PartialEq, Eq)]
@@ -48,6 +49,7 @@ pub struct Config {
     pub secrets: SecretsConfig,
     pub auth: AuthConfig,
     pub checks: ChecksConfig,
+    pub memory: MemoryConfig,
     pub notify: NotifyConfig,
     pub alerting: AlertingConfig,
     /// A host, service, template or alert rule that names a check command, check period or
@@ -76,6 +78,7 @@ impl Default for Config {
             secrets: SecretsConfig::default(),
             auth: AuthConfig::default(),
             checks: ChecksConfig::default(),
+            memory: MemoryConfig::default(),
             notify: NotifyConfig::default(),
             alerting: AlertingConfig::default(),
             strict_references: false,
@@ -338,6 +341,23 @@ impl AuthConfig {
         self.hash_concurrency.unwrap_or_else(|| {
             std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
         })
+    }
+}
+
+/// Resident memory.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// After this long without a request, the server gives its code pages back to the kernel
+    /// (read again from the binary as they run); `0s` keeps them resident.
+    pub release_code_after: GoDuration,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            release_code_after: GoDuration::from_secs(30),
+        }
     }
 }
 
@@ -635,6 +655,13 @@ impl Config {
         if self.alerting.storm_window.0.is_zero() {
             p.push("alerting.stormWindow: must be positive".into());
         }
+        let release_after = self.memory.release_code_after.0;
+        if !release_after.is_zero() && release_after < Duration::from_secs(1) {
+            p.push(format!(
+                "memory.releaseCodeAfter: {} must be 0s (never) or at least 1s",
+                self.memory.release_code_after
+            ));
+        }
         if let Some(n) = self.auth.hash_concurrency
             && !(1..=64).contains(&n)
         {
@@ -891,7 +918,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let c = Config::from_yaml(
-            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nauth: {hashConcurrency: 0}\nchecks: {maxConcurrent: 0}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nauth: {hashConcurrency: 0}\nchecks: {maxConcurrent: 0}\nmemory: {releaseCodeAfter: 10ms}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
         )
         .unwrap();
         let p = c.problems().join("\n");
@@ -903,6 +930,7 @@ mod tests {
             "storage.backend:",
             "auth.hashConcurrency:",
             "checks.maxConcurrent:",
+            "memory.releaseCodeAfter:",
             "site.name:",
             "site.token:",
             "site.fingerprint:",

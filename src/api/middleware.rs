@@ -28,8 +28,10 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 pub struct RequestId(pub Uuid);
 
 /// Gives the request its id, and runs it in a `request` span carrying the id, so everything it
-/// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`).
+/// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`). It also
+/// marks the server busy, so its code pages stay resident while requests come.
 pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    st.activity.note();
     let id = st.clock.new_id();
     req.extensions_mut().insert(RequestId(id));
     let route = route_of(&req);

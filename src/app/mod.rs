@@ -33,6 +33,7 @@ use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
+use crate::runtime::memory::{Activity, CodeRelease, release_code_pages};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::worker::{Lead, Led, StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
@@ -582,6 +583,15 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     .map_err(|e| AppError::Internal(format!("the AI HTTP client: {e}")))?;
     let discovery = Discovery::new(clock.clone(), store.clone());
     supervisor.spawn(DiscoveryWorker::new(discovery.clone()));
+    let activity = Arc::new(Activity::default());
+    let release_after = config.memory.release_code_after.0;
+    if !release_after.is_zero() {
+        supervisor.spawn(CodeRelease::new(
+            activity.clone(),
+            release_after,
+            release_code_pages,
+        ));
+    }
     let ctx = Arc::new(AppContext {
         ai,
         oidc,
@@ -608,6 +618,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         backups,
         metrics,
         supervisor: supervisor.clone(),
+        activity,
         lead: lead.clone(),
         started_at: clock.now(),
         clock,

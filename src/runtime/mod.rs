@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod bundles;
 pub mod clock;
 pub mod labels;
+pub mod memory;
 pub mod metrics;
 pub mod oncall;
 pub mod outbound;

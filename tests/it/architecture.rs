@@ -214,6 +214,33 @@ fn dependency_rules_hold() {
     assert!(violations.is_empty(), "forbidden imports: {violations:#?}");
 }
 
+/// The crate denies `unsafe_code`; the one exemption is the memory release's madvise.
+const UNSAFE_ALLOWED_IN: &str = "runtime/memory.rs";
+
+/// Whether a file exempts itself from the crate's `unsafe_code` lint.
+fn allows_unsafe(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.contains("allow(unsafe_code)") || l.contains("expect(unsafe_code)"))
+}
+
+#[test]
+fn unsafe_code_stays_in_its_one_file() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    visit(&src, &mut files);
+    let exempt: Vec<String> = files
+        .iter()
+        .filter(|f| allows_unsafe(&std::fs::read_to_string(f).unwrap()))
+        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    assert_eq!(exempt, vec![UNSAFE_ALLOWED_IN.to_string()]);
+    let manifest =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
+    assert!(manifest.contains("unsafe_code = \"deny\""));
+    assert!(allows_unsafe("#[allow(unsafe_code)]\nfn f() {}\n"));
+    assert!(!allows_unsafe("#[allow(clippy::unwrap_used)]\nfn f() {}\n"));
+}
+
 /// Whether a `mod.rs` imports from its parent outside its test module.
 fn reaches_up(text: &str) -> bool {
     let tests_start = text.find("#[cfg(test)]").unwrap_or(text.len());

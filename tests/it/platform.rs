@@ -796,3 +796,79 @@ async fn spans_follow_a_request_into_its_transaction_the_batch_and_the_delivery_
         "the delivery closes in its span with its time; log:\n{log}"
     );
 }
+
+/// Kibibytes of a `/proc/<pid>/status` field.
+fn status_kib(pid: i32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A quiet server gives its code pages back, and a request runs it again. The server runs
+/// from a copy of the binary of its own: the kernel keeps pages other processes map (the
+/// suite's other servers), so a shared binary would keep them whatever this one asked.
+#[tokio::test]
+async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("svc");
+    std::fs::copy(BIN, &copy).unwrap();
+    // Written pages are dirty until written back, and reclaim from madvise skips those.
+    std::fs::File::open(&copy).unwrap().sync_all().unwrap();
+    let s = Server::start_with(Opts {
+        args: config_args(dir.path(), "memory: {releaseCodeAfter: 1s}\n"),
+        wrapper: vec![
+            "sh".into(),
+            "-c".into(),
+            format!("shift; exec '{}' \"$@\"", copy.display()),
+            "sh".into(),
+        ],
+        ..Default::default()
+    });
+    let health: Value = s.get("/api/v1/system/health").await.json().await.unwrap();
+    assert!(
+        health["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["name"] == "code-release"),
+        "{health}"
+    );
+    let busy = status_kib(s.pid(), "RssFile:");
+    // Released 1 to 1.25 s after the last request; watched without sending one.
+    let mut quiet = busy;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        quiet = status_kib(s.pid(), "RssFile:");
+        if quiet < busy / 2 {
+            break;
+        }
+    }
+    assert!(
+        quiet < busy / 2,
+        "file pages resident: {busy} KiB busy, {quiet} KiB quiet"
+    );
+    assert_eq!(s.get("/healthz").await.status(), 200);
+    assert!(status_kib(s.pid(), "RssFile:") > quiet);
+
+    let kept = Server::start_with(Opts {
+        args: config_args(dir.path(), "memory: {releaseCodeAfter: 0s}\n"),
+        ..Default::default()
+    });
+    let health: Value = kept
+        .get("/api/v1/system/health")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        !health["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["name"] == "code-release"),
+        "{health}"
+    );
+}

@@ -1,0 +1,260 @@
+//! Giving back the program's code pages once the server has gone quiet.
+//!
+//! The kernel maps a binary's code 64 KiB around every page that runs, so after a start or a
+//! burst of requests most of the code segment stays resident (about 20 MiB of the glibc
+//! release build), whatever part of it an idle server still runs. These pages are clean: the
+//! kernel can read them again from the binary. Once no request has come for a while,
+//! `CodeRelease` asks the kernel to reclaim them (`madvise(MADV_PAGEOUT)` on the binary's
+//! read-only mappings), and what is resident again is the code that then runs. The first
+//! request after a quiet spell reads its code back from the file (or the page cache).
+
+use super::worker::{StepFuture, Wait, Worker};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Whether requests came since the release worker last looked. A request writes the shared
+/// flag only when it is not set yet, so a busy server does not contend on it.
+#[derive(Default)]
+pub struct Activity {
+    seen: AtomicBool,
+    parked: AtomicBool,
+    wake: Arc<Notify>,
+}
+
+impl Activity {
+    /// A request came: the quiet spell starts again, and a parked worker wakes to time it.
+    pub fn note(&self) {
+        if !self.seen.load(Ordering::Relaxed) {
+            self.seen.store(true, Ordering::SeqCst);
+            if self.parked.swap(false, Ordering::SeqCst) {
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    fn take_seen(&self) -> bool {
+        self.seen.swap(false, Ordering::SeqCst)
+    }
+
+    /// Parks the worker unless a request came meanwhile (then it times a quiet spell again).
+    fn park(&self) -> bool {
+        self.parked.store(true, Ordering::SeqCst);
+        if self.seen.load(Ordering::SeqCst) {
+            self.parked.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
+/// Looks this many times a quiet spell, so the release comes between one and one and a quarter
+/// spells after the last request, and a busy server wakes the worker four times a spell.
+const LOOKS_PER_SPELL: u32 = 4;
+
+/// What releasing does: the real one pages out the binary's mappings; tests count calls.
+pub type Release = fn() -> std::io::Result<u64>;
+
+/// The worker that releases the code pages after `quiet` without a request, once per quiet
+/// spell; parked (no wake-ups) from then until the next request.
+pub struct CodeRelease {
+    activity: Arc<Activity>,
+    look_every: Duration,
+    quiet_looks: u32,
+    /// A request came since the last release (a start counts as one).
+    due: bool,
+    release: Release,
+}
+
+impl CodeRelease {
+    pub fn new(activity: Arc<Activity>, quiet: Duration, release: Release) -> Self {
+        Self {
+            activity,
+            look_every: quiet / LOOKS_PER_SPELL,
+            quiet_looks: 0,
+            due: true,
+            release,
+        }
+    }
+
+    fn next(&mut self) -> Wait {
+        if self.activity.take_seen() {
+            self.due = true;
+            self.quiet_looks = 0;
+            return Wait::For(self.look_every);
+        }
+        if !self.due {
+            return self.park();
+        }
+        self.quiet_looks += 1;
+        if self.quiet_looks < LOOKS_PER_SPELL {
+            return Wait::For(self.look_every);
+        }
+        self.due = false;
+        self.quiet_looks = 0;
+        match (self.release)() {
+            Ok(bytes) => tracing::debug!(mib = bytes >> 20, "code pages released"),
+            Err(e) => {
+                // A kernel before 5.4 has no MADV_PAGEOUT; nothing else to try.
+                tracing::info!(error = %e, "code pages cannot be released; not trying again");
+                return Wait::Done;
+            }
+        }
+        self.park()
+    }
+
+    fn park(&self) -> Wait {
+        if self.activity.park() {
+            Wait::UntilWoken
+        } else {
+            Wait::For(self.look_every)
+        }
+    }
+}
+
+impl Worker for CodeRelease {
+    fn name(&self) -> &'static str {
+        "code-release"
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        let wait = self.next();
+        Box::pin(async move { wait })
+    }
+
+    fn waker(&self) -> Option<Arc<Notify>> {
+        Some(self.activity.wake.clone())
+    }
+}
+
+/// Pages out the clean pages of the running binary's read-only mappings (code, constants);
+/// returns the bytes advised.
+pub fn release_code_pages() -> std::io::Result<u64> {
+    let exe = std::fs::read_link("/proc/self/exe")?;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let mut advised = 0;
+    for (start, end) in read_only_ranges(&maps, &exe) {
+        page_out(start, end - start)?;
+        advised += (end - start) as u64;
+    }
+    Ok(advised)
+}
+
+/// The address ranges of `exe`'s mappings without write permission, from `/proc/self/maps`
+/// (`start-end perms offset dev inode   path`).
+fn read_only_ranges(maps: &str, exe: &Path) -> Vec<(usize, usize)> {
+    maps.lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(6, ' ');
+            let range = fields.next()?;
+            let perms = fields.next()?;
+            let path = fields.nth(3)?.trim_start();
+            if perms.contains('w') || Path::new(path) != exe {
+                return None;
+            }
+            let (start, end) = range.split_once('-')?;
+            let start = usize::from_str_radix(start, 16).ok()?;
+            let end = usize::from_str_radix(end, 16).ok()?;
+            (end > start).then_some((start, end))
+        })
+        .collect()
+}
+
+/// The one unsafe call of the crate (`tests/it/architecture.rs` holds it to this file).
+#[allow(unsafe_code)]
+fn page_out(start: usize, len: usize) -> std::io::Result<()> {
+    let Some(addr) = std::ptr::NonNull::new(std::ptr::with_exposed_provenance_mut(start)) else {
+        return Ok(());
+    };
+    // SAFETY: MADV_PAGEOUT only reclaims. The range is one of this binary's own read-only file
+    // mappings, whose pages the kernel reads again from the file when they are next touched,
+    // so nothing this process reads or runs changes.
+    unsafe { nix::sys::mman::madvise(addr, len, nix::sys::mman::MmapAdvise::MADV_PAGEOUT) }
+        .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    static RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+    fn counted() -> std::io::Result<u64> {
+        RELEASES.fetch_add(1, Ordering::SeqCst);
+        Ok(4096)
+    }
+
+    #[test]
+    fn releases_once_after_a_quiet_spell_and_parks_until_the_next_request() {
+        let activity = Arc::new(Activity::default());
+        let mut worker = CodeRelease::new(activity.clone(), Duration::from_secs(40), counted);
+        let look = Wait::For(Duration::from_secs(10));
+        let before = RELEASES.load(Ordering::SeqCst);
+        // A start counts as a request: four quiet looks, then the release.
+        for _ in 0..3 {
+            assert_eq!(worker.next(), look);
+        }
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(RELEASES.load(Ordering::SeqCst), before + 1);
+
+        // Requests keep the spell from ending; the release waits four quiet looks after them.
+        activity.note();
+        assert_eq!(worker.next(), look);
+        assert_eq!(worker.next(), look);
+        activity.note();
+        activity.note();
+        assert_eq!(worker.next(), look);
+        for _ in 0..3 {
+            assert_eq!(worker.next(), look);
+        }
+        assert_eq!(RELEASES.load(Ordering::SeqCst), before + 1);
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(RELEASES.load(Ordering::SeqCst), before + 2);
+
+        // Parked, a wake-up without a request releases nothing.
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(RELEASES.load(Ordering::SeqCst), before + 2);
+    }
+
+    #[test]
+    fn a_request_wakes_a_parked_worker_once() {
+        use futures_util::FutureExt;
+        let activity = Activity::default();
+        assert!(activity.park());
+        activity.note();
+        activity.note();
+        assert!(activity.wake.notified().now_or_never().is_some());
+        assert!(activity.wake.notified().now_or_never().is_none());
+        // A request that came before the park keeps the worker timing.
+        assert!(!activity.park());
+    }
+
+    #[test]
+    fn finds_the_binarys_read_only_mappings() {
+        let maps = "\
+5600-5700 r--p 00000000 08:01 42                         /usr/bin/svc
+5700-5900 r-xp 00100000 08:01 42                         /usr/bin/svc
+5900-5a00 rw-p 00300000 08:01 42                         /usr/bin/svc
+7f00-7f10 r-xp 00000000 08:01 7                          /usr/lib/libc.so.6
+7f20-7f30 r-xp 00000000 08:01 43                         /opt/my svc/svc
+7ff0-7ff8 rw-p 00000000 00:00 0                          [stack]
+";
+        assert_eq!(
+            read_only_ranges(maps, Path::new("/usr/bin/svc")),
+            vec![(0x5600, 0x5700), (0x5700, 0x5900)]
+        );
+        assert_eq!(
+            read_only_ranges(maps, Path::new("/opt/my svc/svc")),
+            vec![(0x7f20, 0x7f30)]
+        );
+    }
+
+    #[test]
+    fn this_process_can_release_its_own_code() {
+        let advised = release_code_pages().expect("MADV_PAGEOUT (Linux 5.4 or later)");
+        assert!(advised > 0, "the test binary maps its code read-only");
+    }
+}
