@@ -348,15 +348,15 @@ impl AuthConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct MemoryConfig {
-    /// After this long without a request, the server gives its code pages back to the kernel
-    /// (read again from the binary as they run); `0s` keeps them resident.
-    pub release_code_after: GoDuration,
+    /// After this long without a request, the server returns its allocator's free memory and
+    /// its code pages (read again from the binary as they run) to the kernel; `0s` never.
+    pub release_after: GoDuration,
 }
 
 impl Default for MemoryConfig {
     fn default() -> Self {
         Self {
-            release_code_after: GoDuration::from_secs(30),
+            release_after: GoDuration::from_secs(30),
         }
     }
 }
@@ -655,11 +655,11 @@ impl Config {
         if self.alerting.storm_window.0.is_zero() {
             p.push("alerting.stormWindow: must be positive".into());
         }
-        let release_after = self.memory.release_code_after.0;
+        let release_after = self.memory.release_after.0;
         if !release_after.is_zero() && release_after < Duration::from_secs(1) {
             p.push(format!(
-                "memory.releaseCodeAfter: {} must be 0s (never) or at least 1s",
-                self.memory.release_code_after
+                "memory.releaseAfter: {} must be 0s (never) or at least 1s",
+                self.memory.release_after
             ));
         }
         if let Some(n) = self.auth.hash_concurrency
@@ -918,7 +918,7 @@ mod tests {
     #[test]
     fn bad_values_are_named() {
         let c = Config::from_yaml(
-            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nauth: {hashConcurrency: 0}\nchecks: {maxConcurrent: 0}\nmemory: {releaseCodeAfter: 10ms}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
+            "listen: nowhere\ntls: {mode: sometimes}\nldap: {url: 'ldap://x', bindDn: cn=a}\nstorage: {backend: mysql}\nauth: {hashConcurrency: 0}\nchecks: {maxConcurrent: 0}\nmemory: {releaseAfter: 10ms}\nsite: {mainUrl: 'https://main:8443', fingerprint: 'AB:CD', caFile: /nowhere/ca.pem}\n",
         )
         .unwrap();
         let p = c.problems().join("\n");
@@ -930,7 +930,7 @@ mod tests {
             "storage.backend:",
             "auth.hashConcurrency:",
             "checks.maxConcurrent:",
-            "memory.releaseCodeAfter:",
+            "memory.releaseAfter:",
             "site.name:",
             "site.token:",
             "site.fingerprint:",

@@ -106,32 +106,6 @@ fn env(key: &str) -> Option<String> {
     std::env::var(key).ok()
 }
 
-/// The allocator's setting that returns freed memory to the system at once, read by mimalloc
-/// from the environment when the process starts, before `main`.
-const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
-
-/// A server gives memory back by itself, however it is started: without the allocator's
-/// setting in its environment, `svc serve` runs itself again with it (same process id, so a
-/// supervisor sees no change). By default mimalloc keeps freed memory for a while and purges it
-/// only when later frees pass through the same arena, which a quiet server never has, so a
-/// burst of password hashes (64 MiB each) would stay resident. Setting the variable to another
-/// value keeps that value.
-fn with_purging_allocator() {
-    use std::os::unix::process::CommandExt;
-    if std::env::var_os(PURGE_DELAY).is_some() {
-        return;
-    }
-    let Ok(me) = std::env::current_exe() else {
-        return;
-    };
-    let err = std::process::Command::new(me)
-        .args(std::env::args_os().skip(1))
-        .env(PURGE_DELAY, "0")
-        .exec();
-    // Only reached when the exec failed: serve on, with the allocator's defaults.
-    eprintln!("svc: could not restart with {PURGE_DELAY}=0 ({err}); freed memory returns later");
-}
-
 /// The log filter is `SVC_LOG`, else `RUST_LOG`, else `info`. With `SVC_LOG_SPANS` set (not
 /// `0`), every span the filter admits logs a line when it closes with its busy and idle time:
 /// `SVC_LOG=svc=debug SVC_LOG_SPANS=1` follows a request through its transactions, and a
@@ -174,7 +148,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             listen,
             tls,
         }) => {
-            with_purging_allocator();
             let cfg = load(&Overrides {
                 config,
                 data_dir,

@@ -29,7 +29,7 @@ pub struct RequestId(pub Uuid);
 
 /// Gives the request its id, and runs it in a `request` span carrying the id, so everything it
 /// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`). It also
-/// marks the server busy, so its code pages stay resident while requests come.
+/// marks the server busy, so memory is given back only once requests stop coming.
 pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     st.activity.note();
     let id = st.clock.new_id();

@@ -84,7 +84,7 @@ pub struct AppContext {
     pub backups: Arc<crate::store::backup::Backups>,
     pub metrics: Arc<Metrics>,
     pub supervisor: Arc<Supervisor>,
-    /// Requests end the quiet spell after which the code pages are released.
+    /// Requests end the quiet spell after which memory is given back.
     pub activity: Arc<crate::runtime::memory::Activity>,
     /// Whether this process leads (its consumers run).
     pub lead: Arc<crate::runtime::worker::Lead>,

@@ -33,7 +33,7 @@ use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
-use crate::runtime::memory::{Activity, CodeRelease, release_code_pages};
+use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::worker::{Lead, Led, StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
@@ -584,12 +584,12 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let discovery = Discovery::new(clock.clone(), store.clone());
     supervisor.spawn(DiscoveryWorker::new(discovery.clone()));
     let activity = Arc::new(Activity::default());
-    let release_after = config.memory.release_code_after.0;
+    let release_after = config.memory.release_after.0;
     if !release_after.is_zero() {
-        supervisor.spawn(CodeRelease::new(
+        supervisor.spawn(MemoryRelease::new(
             activity.clone(),
             release_after,
-            release_code_pages,
+            release_memory,
         ));
     }
     let ctx = Arc::new(AppContext {

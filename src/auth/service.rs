@@ -10,6 +10,7 @@ use crate::model::identity::{Actor, ApiToken, TenantRequest};
 use crate::model::{Tenant, Timestamp};
 use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::memory::return_free_heap;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
 use crate::store::journal::Record;
@@ -151,7 +152,8 @@ impl Auth {
         Ok(Queued(&self.hash_queue))
     }
 
-    /// Runs argon2 off the async runtime, at most `auth.hashConcurrency` at once.
+    /// Runs argon2 off the async runtime, at most `auth.hashConcurrency` at once, and returns its
+    /// 64 MiB to the system at once.
     pub(super) async fn hash_secret(&self, secret: String) -> Result<String, AuthError> {
         let _queued = self.queue_for_hashing()?;
         let _slot = self
@@ -160,15 +162,19 @@ impl Auth {
             .await
             .map_err(|_| AuthError::Invalid("shutting down".into()))?;
         let policy = self.policy;
-        tokio::task::spawn_blocking(move || policy.hash(secret.as_bytes()))
-            .await
-            .ok()
-            .flatten()
-            .ok_or_else(|| {
-                AuthError::Store(crate::store::StoreError::Internal(
-                    "secret hashing failed".into(),
-                ))
-            })
+        tokio::task::spawn_blocking(move || {
+            let hashed = policy.hash(secret.as_bytes());
+            return_free_heap();
+            hashed
+        })
+        .await
+        .ok()
+        .flatten()
+        .ok_or_else(|| {
+            AuthError::Store(crate::store::StoreError::Internal(
+                "secret hashing failed".into(),
+            ))
+        })
     }
 
     /// Whether `secret` matches `stored`; `Busy` when the hashing queue is full.
@@ -182,11 +188,13 @@ impl Auth {
             return Ok(false);
         };
         let policy = self.policy;
-        Ok(
-            tokio::task::spawn_blocking(move || policy.verify(secret.as_bytes(), &stored))
-                .await
-                .unwrap_or(false),
-        )
+        Ok(tokio::task::spawn_blocking(move || {
+            let matched = policy.verify(secret.as_bytes(), &stored);
+            return_free_heap();
+            matched
+        })
+        .await
+        .unwrap_or(false))
     }
 
     pub(super) fn mark_used(&self, tenant: Uuid, id: Uuid) {

@@ -1,11 +1,20 @@
-//! Giving back the program's code pages once the server has gone quiet.
+//! Giving memory back once the server has gone quiet.
 //!
-//! The kernel maps a binary's code 64 KiB around every page that runs, so after a start or a
-//! burst of requests most of the code segment stays resident (about 20 MiB of the glibc
-//! release build), whatever part of it an idle server still runs. These pages are clean: the
-//! kernel can read them again from the binary. Once no request has come for a while,
-//! `CodeRelease` asks the kernel to reclaim them (`madvise(MADV_PAGEOUT)` on the binary's
-//! read-only mappings), and what is resident again is the code that then runs. The first
+//! Two kinds of memory stay resident after work that an idle server no longer needs:
+//!
+//! - **Freed heap.** mimalloc keeps freed memory for a second (its `purge_delay`, which keeps
+//!   a busy server from faulting its buffers in again: a third more results per second in
+//!   batches than purging at once) and purges it when later frees pass by, which a quiet
+//!   server never has: a burst of 64 MiB password hashes would stay resident.
+//! - **Code pages.** The kernel maps a binary's code 64 KiB around every page that runs, so
+//!   after a start or a burst most of the code segment stays resident (about 20 MiB of the
+//!   glibc release build), whatever an idle server still runs. They are clean: the kernel can
+//!   read them again from the binary.
+//!
+//! Once no request has come for a quarter of `memory.releaseAfter`, `MemoryRelease` has
+//! mimalloc return what is free (`mi_collect`); after the whole spell it also asks the kernel
+//! to reclaim the binary's read-only mappings (`madvise(MADV_PAGEOUT)`), and what is resident
+//! again is the code that then runs. The first
 //! request after a quiet spell reads its code back from the file (or the page cache).
 
 use super::worker::{StepFuture, Wait, Worker};
@@ -50,16 +59,28 @@ impl Activity {
     }
 }
 
-/// Looks this many times a quiet spell, so the release comes between one and one and a quarter
-/// spells after the last request, and a busy server wakes the worker four times a spell.
+/// Looks this many times a quiet spell, so the code is released between one and one and a
+/// quarter spells after the last request, and a busy server wakes the worker four times a
+/// spell. The free heap goes at the first quiet look: returning it costs a busy server nothing
+/// it would keep (its buffers are taken again within the purge delay), and a quiet one holds
+/// a burst's buffers for a quarter of a spell at most, not a whole one.
 const LOOKS_PER_SPELL: u32 = 4;
 
-/// What releasing does: the real one pages out the binary's mappings; tests count calls.
-pub type Release = fn() -> std::io::Result<u64>;
+/// What a release gives back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The allocator's free memory.
+    Heap,
+    /// That and the binary's code pages.
+    HeapAndCode,
+}
 
-/// The worker that releases the code pages after `quiet` without a request, once per quiet
-/// spell; parked (no wake-ups) from then until the next request.
-pub struct CodeRelease {
+/// What releasing does: the real one is `release_memory`; tests count calls.
+pub type Release = fn(Scope) -> std::io::Result<u64>;
+
+/// The worker that gives memory back after `quiet` without a request, once per quiet spell;
+/// parked (no wake-ups) from then until the next request.
+pub struct MemoryRelease {
     activity: Arc<Activity>,
     look_every: Duration,
     quiet_looks: u32,
@@ -68,7 +89,7 @@ pub struct CodeRelease {
     release: Release,
 }
 
-impl CodeRelease {
+impl MemoryRelease {
     pub fn new(activity: Arc<Activity>, quiet: Duration, release: Release) -> Self {
         Self {
             activity,
@@ -90,12 +111,16 @@ impl CodeRelease {
         }
         self.quiet_looks += 1;
         if self.quiet_looks < LOOKS_PER_SPELL {
+            if self.quiet_looks == 1 {
+                // Returning the heap cannot fail; only `HeapAndCode` has an error to tell.
+                let _ = (self.release)(Scope::Heap);
+            }
             return Wait::For(self.look_every);
         }
         self.due = false;
         self.quiet_looks = 0;
-        match (self.release)() {
-            Ok(bytes) => tracing::debug!(mib = bytes >> 20, "code pages released"),
+        match (self.release)(Scope::HeapAndCode) {
+            Ok(bytes) => tracing::debug!(code_mib = bytes >> 20, "memory released"),
             Err(e) => {
                 // A kernel before 5.4 has no MADV_PAGEOUT; nothing else to try.
                 tracing::info!(error = %e, "code pages cannot be released; not trying again");
@@ -114,9 +139,9 @@ impl CodeRelease {
     }
 }
 
-impl Worker for CodeRelease {
+impl Worker for MemoryRelease {
     fn name(&self) -> &'static str {
-        "code-release"
+        "memory-release"
     }
 
     fn step(&mut self) -> StepFuture<'_> {
@@ -129,9 +154,14 @@ impl Worker for CodeRelease {
     }
 }
 
-/// Pages out the clean pages of the running binary's read-only mappings (code, constants);
-/// returns the bytes advised.
-pub fn release_code_pages() -> std::io::Result<u64> {
+/// Returns the allocator's free memory to the system, then (`HeapAndCode`) pages out the clean
+/// pages of the running binary's read-only mappings (code, constants); returns the code bytes
+/// advised.
+pub fn release_memory(scope: Scope) -> std::io::Result<u64> {
+    return_free_heap();
+    if scope == Scope::Heap {
+        return Ok(0);
+    }
     let exe = std::fs::read_link("/proc/self/exe")?;
     let maps = std::fs::read_to_string("/proc/self/maps")?;
     let mut advised = 0;
@@ -162,7 +192,17 @@ fn read_only_ranges(maps: &str, exe: &Path) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// The one unsafe call of the crate (`tests/it/architecture.rs` holds it to this file).
+/// Returns the allocator's free memory to the system now: this thread's, and every arena's
+/// whichever thread freed it. Also called after each password hash, so a burst of them holds
+/// `auth.hashConcurrency` × 64 MiB at most, not what mimalloc's purge delay would keep.
+/// This file holds the crate's only unsafe calls (`tests/it/architecture.rs` keeps it so).
+#[allow(unsafe_code)]
+pub fn return_free_heap() {
+    // SAFETY: `mi_collect` takes no pointers; it frees what the allocator itself holds unused,
+    // and may be called from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 #[allow(unsafe_code)]
 fn page_out(start: usize, len: usize) -> std::io::Result<()> {
     let Some(addr) = std::ptr::NonNull::new(std::ptr::with_exposed_provenance_mut(start)) else {
@@ -181,24 +221,33 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     static RELEASES: AtomicUsize = AtomicUsize::new(0);
+    static HEAP_RELEASES: AtomicUsize = AtomicUsize::new(0);
 
-    fn counted() -> std::io::Result<u64> {
-        RELEASES.fetch_add(1, Ordering::SeqCst);
+    fn counted(scope: Scope) -> std::io::Result<u64> {
+        match scope {
+            Scope::Heap => HEAP_RELEASES.fetch_add(1, Ordering::SeqCst),
+            Scope::HeapAndCode => RELEASES.fetch_add(1, Ordering::SeqCst),
+        };
         Ok(4096)
     }
 
     #[test]
     fn releases_once_after_a_quiet_spell_and_parks_until_the_next_request() {
         let activity = Arc::new(Activity::default());
-        let mut worker = CodeRelease::new(activity.clone(), Duration::from_secs(40), counted);
+        let mut worker = MemoryRelease::new(activity.clone(), Duration::from_secs(40), counted);
         let look = Wait::For(Duration::from_secs(10));
         let before = RELEASES.load(Ordering::SeqCst);
-        // A start counts as a request: four quiet looks, then the release.
-        for _ in 0..3 {
+        let heap_before = HEAP_RELEASES.load(Ordering::SeqCst);
+        // A start counts as a request: the heap at the first quiet look, the code at the fourth.
+        assert_eq!(worker.next(), look);
+        assert_eq!(HEAP_RELEASES.load(Ordering::SeqCst), heap_before + 1);
+        for _ in 0..2 {
             assert_eq!(worker.next(), look);
         }
+        assert_eq!(RELEASES.load(Ordering::SeqCst), before);
         assert_eq!(worker.next(), Wait::UntilWoken);
         assert_eq!(RELEASES.load(Ordering::SeqCst), before + 1);
+        assert_eq!(HEAP_RELEASES.load(Ordering::SeqCst), heap_before + 1);
 
         // Requests keep the spell from ending; the release waits four quiet looks after them.
         activity.note();
@@ -254,7 +303,9 @@ mod tests {
 
     #[test]
     fn this_process_can_release_its_own_code() {
-        let advised = release_code_pages().expect("MADV_PAGEOUT (Linux 5.4 or later)");
+        assert_eq!(release_memory(Scope::Heap).unwrap(), 0);
+        let advised =
+            release_memory(Scope::HeapAndCode).expect("MADV_PAGEOUT (Linux 5.4 or later)");
         assert!(advised > 0, "the test binary maps its code read-only");
     }
 }

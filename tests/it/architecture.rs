@@ -214,7 +214,7 @@ fn dependency_rules_hold() {
     assert!(violations.is_empty(), "forbidden imports: {violations:#?}");
 }
 
-/// The crate denies `unsafe_code`; the one exemption is the memory release's madvise.
+/// The crate denies `unsafe_code`; the one exempt file is the memory release (mi_collect, madvise).
 const UNSAFE_ALLOWED_IN: &str = "runtime/memory.rs";
 
 /// Whether a file exempts itself from the crate's `unsafe_code` lint.

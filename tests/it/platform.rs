@@ -818,7 +818,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
     // Written pages are dirty until written back, and reclaim from madvise skips those.
     std::fs::File::open(&copy).unwrap().sync_all().unwrap();
     let s = Server::start_with(Opts {
-        args: config_args(dir.path(), "memory: {releaseCodeAfter: 1s}\n"),
+        args: config_args(dir.path(), "memory: {releaseAfter: 1s}\n"),
         wrapper: vec![
             "sh".into(),
             "-c".into(),
@@ -833,7 +833,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|w| w["name"] == "code-release"),
+            .any(|w| w["name"] == "memory-release"),
         "{health}"
     );
     let busy = status_kib(s.pid(), "RssFile:");
@@ -854,7 +854,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
     assert!(status_kib(s.pid(), "RssFile:") > quiet);
 
     let kept = Server::start_with(Opts {
-        args: config_args(dir.path(), "memory: {releaseCodeAfter: 0s}\n"),
+        args: config_args(dir.path(), "memory: {releaseAfter: 0s}\n"),
         ..Default::default()
     });
     let health: Value = kept
@@ -868,7 +868,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|w| w["name"] == "code-release"),
+            .any(|w| w["name"] == "memory-release"),
         "{health}"
     );
 }
