@@ -63,7 +63,7 @@ impl Activity {
 /// quarter spells after the last request, and a busy server wakes the worker four times a
 /// spell. The free heap goes at the first quiet look: returning it costs a busy server nothing
 /// it would keep (its buffers are taken again within the purge delay), and a quiet one holds
-/// a burst's buffers for a quarter of a spell at most, not a whole one.
+/// a burst's buffers for a quarter to half a spell, not a whole one.
 const LOOKS_PER_SPELL: u32 = 4;
 
 /// What a release gives back.

@@ -19,7 +19,8 @@ async fn post(s: &Server, token: &str, path: &str, body: Value) -> Value {
     .await
 }
 
-/// Polls an object's live state until `done` holds (10 s at most).
+/// Polls an object's live state until `done` holds (30 s at most: a loaded CI machine running
+/// the suite on PostgreSQL once took over 10 s to store a check-now's ping).
 async fn wait_state(
     s: &Server,
     token: &str,
@@ -28,7 +29,7 @@ async fn wait_state(
     done: impl Fn(&Value) -> bool,
 ) -> Value {
     let mut st = Value::Null;
-    for _ in 0..100 {
+    for _ in 0..300 {
         let v = json(call(s, token, Method::GET, list).send().await.unwrap(), 200).await;
         st = v["items"]
             .as_array()
