@@ -29,12 +29,14 @@ pub struct RequestId(pub Uuid);
 
 /// Gives the request its id, and runs it in a `request` span carrying the id, so everything it
 /// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`). It also
-/// marks the server busy, so memory is given back only once requests stop coming.
+/// marks the server busy (probes aside), so memory is given back only once requests stop.
 pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
-    st.activity.note();
+    let route = route_of(&req);
+    if !PROBES.contains(&route.as_str()) {
+        st.activity.note();
+    }
     let id = st.clock.new_id();
     req.extensions_mut().insert(RequestId(id));
-    let route = route_of(&req);
     let span = tracing::info_span!("request", id = %id, method = %req.method(), route = %route);
     let mut res = next.run(req).instrument(span).await;
     if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
@@ -42,6 +44,10 @@ pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next
     }
     res
 }
+
+/// Routes a load balancer, a supervisor or Prometheus polls: they do not keep the server busy,
+/// or a probe every 15 s would keep its memory from ever being given back.
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
 
 /// The documented path of the route `req` matched, as metrics and spans name it.
 fn route_of(req: &Request) -> String {
