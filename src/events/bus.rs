@@ -67,8 +67,18 @@ impl Bus {
         })
     }
 
-    /// Waits for room in the main queue when it is full.
+    /// Waits for room in the main queue when it is full. With no subscriber the event goes no
+    /// further: it is stored before it is published, and a subscriber that comes later reads
+    /// what it missed from the store (SSE's `Last-Event-ID`).
     pub async fn publish(&self, event: Arc<Event>) {
+        if self
+            .slots
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
+            return;
+        }
         if self.tx.send(event).await.is_err() {
             tracing::error!("event bus closed; event not published");
         }
@@ -234,5 +244,25 @@ mod tests {
             1,
             "closed subscribers are removed"
         );
+    }
+
+    /// With nobody subscribed, publishing queues nothing: more events than the main queue
+    /// holds go through without a dispatcher draining it. A subscriber gets what comes after.
+    #[tokio::test]
+    async fn events_nobody_listens_to_are_not_queued() {
+        let bus = Bus::new(Arc::new(Metrics::new()));
+        let mut d = bus.dispatcher().unwrap();
+        let published = tokio::time::timeout(Duration::from_secs(5), async {
+            for n in 0..(MAIN_QUEUE as u128 + 10) {
+                bus.publish(event(n)).await;
+            }
+        })
+        .await;
+        assert!(published.is_ok(), "a full main queue blocked the producer");
+        assert_eq!(bus.depths()[0], ("main".to_string(), 0));
+        let mut late = bus.subscribe("late", 4);
+        bus.publish(event(1 << 20)).await;
+        d.step().await;
+        assert!(matches!(late.recv().await, Some(Delivery::Event(e)) if e.id.as_u128() == 1 << 20));
     }
 }

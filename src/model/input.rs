@@ -16,8 +16,12 @@ pub fn from_value_at<T: DeserializeOwned>(at: &str, value: serde_json::Value) ->
     serde_path_to_error::deserialize(value).map_err(|e| readable(at, e.path(), e.inner()))
 }
 
-/// Reads `T` from JSON text.
+/// Reads `T` from JSON text. Tracking the path slows every parse, so it is done
+/// only for the message, after the plain parse failed.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value =
         serde_path_to_error::deserialize(&mut de).map_err(|e| readable("", e.path(), e.inner()))?;

@@ -86,6 +86,9 @@ pub struct MemoryRelease {
     quiet_looks: u32,
     /// A request came since the last release (a start counts as one).
     due: bool,
+    /// False once the kernel refused to page out code (before Linux 5.4): the heap is still
+    /// returned each spell.
+    code_releasable: bool,
     release: Release,
 }
 
@@ -96,6 +99,7 @@ impl MemoryRelease {
             look_every: quiet / LOOKS_PER_SPELL,
             quiet_looks: 0,
             due: true,
+            code_releasable: true,
             release,
         }
     }
@@ -119,12 +123,17 @@ impl MemoryRelease {
         }
         self.due = false;
         self.quiet_looks = 0;
-        match (self.release)(Scope::HeapAndCode) {
+        let scope = if self.code_releasable {
+            Scope::HeapAndCode
+        } else {
+            Scope::Heap
+        };
+        match (self.release)(scope) {
             Ok(bytes) => tracing::debug!(code_mib = bytes >> 20, "memory released"),
             Err(e) => {
-                // A kernel before 5.4 has no MADV_PAGEOUT; nothing else to try.
+                // A kernel before 5.4 has no MADV_PAGEOUT: later spells return the heap only.
                 tracing::info!(error = %e, "code pages cannot be released; not trying again");
-                return Wait::Done;
+                self.code_releasable = false;
             }
         }
         self.park()
@@ -266,6 +275,45 @@ mod tests {
         // Parked, a wake-up without a request releases nothing.
         assert_eq!(worker.next(), Wait::UntilWoken);
         assert_eq!(RELEASES.load(Ordering::SeqCst), before + 2);
+    }
+
+    static REFUSED_CODE: AtomicUsize = AtomicUsize::new(0);
+    static HEAP_ONLY: AtomicUsize = AtomicUsize::new(0);
+
+    fn without_pageout(scope: Scope) -> std::io::Result<u64> {
+        match scope {
+            Scope::Heap => {
+                HEAP_ONLY.fetch_add(1, Ordering::SeqCst);
+                Ok(0)
+            }
+            Scope::HeapAndCode => {
+                REFUSED_CODE.fetch_add(1, Ordering::SeqCst);
+                Err(std::io::Error::from_raw_os_error(22))
+            }
+        }
+    }
+
+    #[test]
+    fn a_kernel_without_pageout_still_gets_the_heap_back_each_spell() {
+        let activity = Arc::new(Activity::default());
+        let mut worker =
+            MemoryRelease::new(activity.clone(), Duration::from_secs(40), without_pageout);
+        for _ in 0..3 {
+            worker.next();
+        }
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(REFUSED_CODE.load(Ordering::SeqCst), 1);
+        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 1);
+
+        // The next spell returns the heap at its first quiet look and at its end, and does not
+        // ask for the code again.
+        activity.note();
+        for _ in 0..4 {
+            worker.next();
+        }
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(REFUSED_CODE.load(Ordering::SeqCst), 1);
+        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -118,7 +118,7 @@ fn frames(seq: u64, mut packed: &[u8]) -> Result<Vec<&[u8]>, StoreError> {
     Ok(out)
 }
 
-/// The events of one journal row.
+/// The events of one journal row, with their encoded rows (for filing them again).
 fn unpack(seq: u64, packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
     frames(seq, packed)?
         .into_iter()
@@ -129,6 +129,14 @@ fn unpack(seq: u64, packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
                 row: row.to_vec(),
             })
         })
+        .collect()
+}
+
+/// The events of one journal row, for a reader (no copy of their rows).
+fn unpack_events(seq: u64, packed: &[u8]) -> Result<Vec<Arc<Event>>, StoreError> {
+    frames(seq, packed)?
+        .into_iter()
+        .map(|row| Ok(Arc::new(decode::<Event>(row)?)))
         .collect()
 }
 
@@ -282,9 +290,8 @@ impl Store {
                     continue;
                 }
                 pending.extend(
-                    unpack(seq.value(), packed.value())?
+                    unpack_events(seq.value(), packed.value())?
                         .into_iter()
-                        .map(|j| j.event)
                         .filter(|e| after.is_none_or(|a| e.id > a)),
                 );
                 if pending.len() >= limit {
