@@ -89,8 +89,9 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let http = reqwest::Client::new();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        println!("restart, idle: {}", common::rss_parts(pid));
+        // After start-up's settle (2 s), as the first start's 5 s sample.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        println!("restart, idle 5 s: {}", common::rss_parts(pid));
         let mut secrets = Vec::new();
         for i in 0..TOKENS {
             let minted: Value = http

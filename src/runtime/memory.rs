@@ -14,8 +14,10 @@
 //! Once no request has come for a quarter of `memory.releaseAfter`, `MemoryRelease` has
 //! mimalloc return what is free (`mi_collect`); after the whole spell it also asks the kernel
 //! to reclaim the binary's read-only mappings (`madvise(MADV_PAGEOUT)`), and what is resident
-//! again is the code that then runs. The first
-//! request after a quiet spell reads its code back from the file (or the page cache).
+//! again is the code that then runs. Start-up's code (opening the store, migrations, seeding
+//! the administrator) runs once, so both go `START_SETTLE` after start unless a request came
+//! first. The first request after a quiet spell reads its code back from the file (or the
+//! page cache).
 
 use super::worker::{StepFuture, Wait, Worker};
 use std::path::Path;
@@ -66,6 +68,20 @@ impl Activity {
 /// a burst's buffers for a quarter to half a spell, not a whole one.
 const LOOKS_PER_SPELL: u32 = 4;
 
+/// How long after start, with no request, start-up's code and heap are given back (at most a
+/// spell).
+const START_SETTLE: Duration = Duration::from_secs(2);
+
+/// Where the worker is in the server's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Not stepped yet: it waits `START_SETTLE`.
+    Due,
+    /// It waited: with no request meanwhile it releases everything, otherwise times a spell.
+    Settled,
+    Over,
+}
+
 /// What a release gives back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -82,6 +98,7 @@ pub type Release = fn(Scope) -> std::io::Result<u64>;
 /// parked (no wake-ups) from then until the next request.
 pub struct MemoryRelease {
     activity: Arc<Activity>,
+    start: Start,
     look_every: Duration,
     quiet_looks: u32,
     /// A request came since the last release (a start counts as one).
@@ -96,6 +113,7 @@ impl MemoryRelease {
     pub fn new(activity: Arc<Activity>, quiet: Duration, release: Release) -> Self {
         Self {
             activity,
+            start: Start::Due,
             look_every: quiet / LOOKS_PER_SPELL,
             quiet_looks: 0,
             due: true,
@@ -105,6 +123,21 @@ impl MemoryRelease {
     }
 
     fn next(&mut self) -> Wait {
+        match self.start {
+            Start::Due => {
+                self.start = Start::Settled;
+                return Wait::For(START_SETTLE.min(self.look_every * LOOKS_PER_SPELL));
+            }
+            Start::Settled => {
+                self.start = Start::Over;
+                if !self.activity.take_seen() {
+                    return self.end_spell();
+                }
+                self.quiet_looks = 0;
+                return Wait::For(self.look_every);
+            }
+            Start::Over => {}
+        }
         if self.activity.take_seen() {
             self.due = true;
             self.quiet_looks = 0;
@@ -121,6 +154,11 @@ impl MemoryRelease {
             }
             return Wait::For(self.look_every);
         }
+        self.end_spell()
+    }
+
+    /// Releases what a quiet spell gives back (the code too, where the kernel can), then parks.
+    fn end_spell(&mut self) -> Wait {
         self.due = false;
         self.quiet_looks = 0;
         let scope = if self.code_releasable {
@@ -247,7 +285,12 @@ mod tests {
         let look = Wait::For(Duration::from_secs(10));
         let before = RELEASES.load(Ordering::SeqCst);
         let heap_before = HEAP_RELEASES.load(Ordering::SeqCst);
-        // A start counts as a request: the heap at the first quiet look, the code at the fourth.
+        // A request during start-up's settle: the heap at the first quiet look after it, the
+        // code at the fourth.
+        assert_eq!(worker.next(), Wait::For(START_SETTLE));
+        activity.note();
+        assert_eq!(worker.next(), look);
+        assert_eq!(HEAP_RELEASES.load(Ordering::SeqCst), heap_before);
         assert_eq!(worker.next(), look);
         assert_eq!(HEAP_RELEASES.load(Ordering::SeqCst), heap_before + 1);
         for _ in 0..2 {
@@ -298,12 +341,11 @@ mod tests {
         let activity = Arc::new(Activity::default());
         let mut worker =
             MemoryRelease::new(activity.clone(), Duration::from_secs(40), without_pageout);
-        for _ in 0..3 {
-            worker.next();
-        }
+        // A quiet start: the code is asked for once, and refused.
+        assert_eq!(worker.next(), Wait::For(START_SETTLE));
         assert_eq!(worker.next(), Wait::UntilWoken);
         assert_eq!(REFUSED_CODE.load(Ordering::SeqCst), 1);
-        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 1);
+        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 0);
 
         // The next spell returns the heap at its first quiet look and at its end, and does not
         // ask for the code again.
@@ -313,7 +355,33 @@ mod tests {
         }
         assert_eq!(worker.next(), Wait::UntilWoken);
         assert_eq!(REFUSED_CODE.load(Ordering::SeqCst), 1);
-        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 3);
+        assert_eq!(HEAP_ONLY.load(Ordering::SeqCst), 2);
+    }
+
+    static START_RELEASES: AtomicUsize = AtomicUsize::new(0);
+
+    fn counted_at_start(scope: Scope) -> std::io::Result<u64> {
+        assert_eq!(scope, Scope::HeapAndCode);
+        START_RELEASES.fetch_add(1, Ordering::SeqCst);
+        Ok(4096)
+    }
+
+    #[test]
+    fn start_ups_memory_goes_soon_after_a_quiet_start() {
+        let activity = Arc::new(Activity::default());
+        let mut worker =
+            MemoryRelease::new(activity.clone(), Duration::from_secs(30), counted_at_start);
+        assert_eq!(worker.next(), Wait::For(Duration::from_secs(2)));
+        assert_eq!(START_RELEASES.load(Ordering::SeqCst), 0);
+        // Probes do not note activity: nothing came, so heap and code go, and it parks.
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(START_RELEASES.load(Ordering::SeqCst), 1);
+        assert_eq!(worker.next(), Wait::UntilWoken);
+        assert_eq!(START_RELEASES.load(Ordering::SeqCst), 1);
+
+        // A spell shorter than the settle bounds it.
+        let mut short = MemoryRelease::new(activity, Duration::from_secs(1), counted_at_start);
+        assert_eq!(short.next(), Wait::For(Duration::from_secs(1)));
     }
 
     #[test]

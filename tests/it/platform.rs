@@ -807,7 +807,8 @@ fn status_kib(pid: i32, field: &str) -> u64 {
         .unwrap()
 }
 
-/// A quiet server gives its code pages back, and a request runs it again. The server runs
+/// A quiet server gives its code pages back, and a request runs it again; a quiet start gives
+/// start-up's code back after a short settle, not a whole spell. The server runs
 /// from a copy of the binary of its own: the kernel keeps pages other processes map (the
 /// suite's other servers), so a shared binary would keep them whatever this one asked.
 #[tokio::test]
@@ -817,14 +818,15 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
     std::fs::copy(BIN, &copy).unwrap();
     // Written pages are dirty until written back, and reclaim from madvise skips those.
     std::fs::File::open(&copy).unwrap().sync_all().unwrap();
+    let from_copy = vec![
+        "sh".into(),
+        "-c".into(),
+        format!("shift; exec '{}' \"$@\"", copy.display()),
+        "sh".into(),
+    ];
     let s = Server::start_with(Opts {
         args: config_args(dir.path(), "memory: {releaseAfter: 1s}\n"),
-        wrapper: vec![
-            "sh".into(),
-            "-c".into(),
-            format!("shift; exec '{}' \"$@\"", copy.display()),
-            "sh".into(),
-        ],
+        wrapper: from_copy.clone(),
         ..Default::default()
     });
     let health: Value = s.get("/api/v1/system/health").await.json().await.unwrap();
@@ -836,6 +838,11 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
             .any(|w| w["name"] == "memory-release"),
         "{health}"
     );
+    // Busy past start-up's settle (1 s here), so what is resident is what requests run.
+    for _ in 0..15 {
+        assert_eq!(s.get("/api/v1/system/health").await.status(), 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let busy = status_kib(s.pid(), "RssFile:");
     // Released 1 to 1.25 s after the last request; probes do not count as requests.
     let mut quiet = busy;
@@ -871,5 +878,27 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
             .iter()
             .any(|w| w["name"] == "memory-release"),
         "{health}"
+    );
+    drop(s);
+
+    // A quiet start gives start-up's code back 2 s after it, not a spell (1 min here) later.
+    let fresh = Server::start_with(Opts {
+        args: config_args(dir.path(), "memory: {releaseAfter: 1m}\n"),
+        wrapper: from_copy,
+        ..Default::default()
+    });
+    let started = status_kib(fresh.pid(), "RssFile:");
+    let mut settled = started;
+    for _ in 0..80 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(fresh.get("/healthz").await.status(), 200);
+        settled = status_kib(fresh.pid(), "RssFile:");
+        if settled < started / 2 {
+            break;
+        }
+    }
+    assert!(
+        settled < started / 2,
+        "file pages resident: {started} KiB started, {settled} KiB 8 s later"
     );
 }
