@@ -1,5 +1,5 @@
 //! The in-memory bus (SPEC 6.3): one main queue of 16384 that blocks producers when full, fanned
-//! out to every subscriber's bounded buffer. A subscriber that cannot keep up loses frames and is
+//! out to every subscriber's bounded buffer (while nobody subscribes, nothing is queued). A subscriber that cannot keep up loses frames and is
 //! told to resync. No topics: subscribers filter by tenant, type and selector themselves.
 
 use crate::model::event::Event;

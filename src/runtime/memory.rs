@@ -79,6 +79,7 @@ enum Start {
     Due,
     /// It waited: with no request meanwhile it releases everything, otherwise times a spell.
     Settled,
+    /// Spells only from here on.
     Over,
 }
 

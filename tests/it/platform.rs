@@ -807,6 +807,21 @@ fn status_kib(pid: i32, field: &str) -> u64 {
         .unwrap()
 }
 
+/// The server's resident file pages once under half of `from`, probing `/healthz` (which is
+/// not a request that keeps it busy) every 100 ms, at most `probes` times: the last reading.
+async fn file_pages_halved(s: &Server, from: u64, probes: usize) -> u64 {
+    let mut now = from;
+    for _ in 0..probes {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(s.get("/healthz").await.status(), 200);
+        now = status_kib(s.pid(), "RssFile:");
+        if now < from / 2 {
+            break;
+        }
+    }
+    now
+}
+
 /// A quiet server gives its code pages back, and a request runs it again; a quiet start gives
 /// start-up's code back after a short settle, not a whole spell. The server runs
 /// from a copy of the binary of its own: the kernel keeps pages other processes map (the
@@ -845,15 +860,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
     }
     let busy = status_kib(s.pid(), "RssFile:");
     // Released 1 to 1.25 s after the last request; probes do not count as requests.
-    let mut quiet = busy;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(s.get("/healthz").await.status(), 200);
-        quiet = status_kib(s.pid(), "RssFile:");
-        if quiet < busy / 2 {
-            break;
-        }
-    }
+    let quiet = file_pages_halved(&s, busy, 100).await;
     assert!(
         quiet < busy / 2,
         "file pages resident: {busy} KiB busy, {quiet} KiB quiet"
@@ -888,15 +895,7 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
         ..Default::default()
     });
     let started = status_kib(fresh.pid(), "RssFile:");
-    let mut settled = started;
-    for _ in 0..80 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(fresh.get("/healthz").await.status(), 200);
-        settled = status_kib(fresh.pid(), "RssFile:");
-        if settled < started / 2 {
-            break;
-        }
-    }
+    let settled = file_pages_halved(&fresh, started, 80).await;
     assert!(
         settled < started / 2,
         "file pages resident: {started} KiB started, {settled} KiB 8 s later"
