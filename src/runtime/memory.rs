@@ -134,7 +134,6 @@ impl MemoryRelease {
                 if !self.activity.take_seen() {
                     return self.end_spell();
                 }
-                self.quiet_looks = 0;
                 return Wait::For(self.look_every);
             }
             Start::Over => {}
