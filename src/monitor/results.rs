@@ -437,23 +437,30 @@ fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
         drafts.push(draft);
     }
     if t.changed {
-        let kind = o.kind.as_str();
-        let mut payload = json!({
-            "object": o.name,
-            "kind": kind,
-            "fromState": t.from,
-            "toState": t.to,
-            "from": label(o.kind, t.from),
-            "to": label(o.kind, Some(t.to)),
-            "stateType": t.state_type,
-            "attempt": t.attempt,
-            "output": next.output,
-            "labels": e.labels,
-            "metric": next.perfdata,
-        });
+        // Built from its fields in one go: a map filled key by key costs a search each, and
+        // this runs for every state change in the writer's transaction.
+        let labels = e
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut fields: Vec<(&str, Value)> = vec![
+            ("object", o.name.clone().into()),
+            ("kind", o.kind.as_str().into()),
+            ("fromState", t.from.into()),
+            ("toState", t.to.into()),
+            ("from", label(o.kind, t.from).into()),
+            ("to", label(o.kind, Some(t.to)).into()),
+            ("stateType", json!(t.state_type)),
+            ("attempt", t.attempt.into()),
+            ("output", next.output.clone().into()),
+            ("labels", Value::Object(labels)),
+            ("metric", next.perfdata.clone().into()),
+        ];
         if o.kind == ObjectKind::Service {
-            payload["host"] = json!(e.host.name);
+            fields.push(("host", e.host.name.clone().into()));
         }
+        let payload = Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
         let mut draft = EventDraft::new(
             o.tenant_id,
             EventType::StateChange,
@@ -473,6 +480,63 @@ fn handled(s: &CheckState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state change's payload, the fields rules, selectors and the event list read.
+    #[test]
+    fn a_state_change_reports_its_fields() {
+        let at = Timestamp::from_millis(0).unwrap();
+        let object = crate::model::object::Object {
+            id: Uuid::from_u128(2),
+            tenant_id: Uuid::from_u128(1),
+            kind: ObjectKind::Service,
+            name: "disk".into(),
+            folder: "/".into(),
+            host_id: Some(Uuid::from_u128(3)),
+            labels: Default::default(),
+            spec: Default::default(),
+            created_at: at,
+            updated_at: at,
+            version: 1,
+        };
+        let entry = Entry {
+            object,
+            spec: Default::default(),
+            config_error: None,
+            host: crate::monitor::checks::HostInfo {
+                name: "web1".into(),
+                address: None,
+            },
+            parents: None,
+            labels: [("env".to_string(), "prod".to_string())].into(),
+        };
+        let next: CheckState = serde_json::from_value(json!({
+            "objectId": Uuid::from_u128(2), "state": 2, "stateType": "hard", "attempt": 1,
+            "output": "DISK CRITICAL", "perfdata": "used=95%",
+            "lastCheck": at, "lastChange": at,
+        }))
+        .unwrap();
+        let t = Transition {
+            from: Some(0),
+            to: 2,
+            state_type: StateType::Hard,
+            attempt: 1,
+            changed: true,
+            flapping: None,
+        };
+        let drafts = report(&entry, &next, &t);
+        assert_eq!(drafts.len(), 1);
+        assert_eq!(drafts[0].kind, EventType::StateChange);
+        assert_eq!(drafts[0].object_id, Some(Uuid::from_u128(2)));
+        assert_eq!(
+            drafts[0].payload,
+            json!({
+                "object": "disk", "kind": "service", "host": "web1",
+                "fromState": 0, "toState": 2, "from": "OK", "to": "CRITICAL",
+                "stateType": "hard", "attempt": 1, "output": "DISK CRITICAL",
+                "labels": {"env": "prod"}, "metric": "used=95%",
+            })
+        );
+    }
 
     #[test]
     fn state_mapping() {

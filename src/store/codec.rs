@@ -5,8 +5,14 @@ use super::StoreError;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// Room an encoding starts with: most rows fit, so they are not copied as they grow.
+const ROW_START: usize = 256;
+
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    rmp_serde::to_vec_named(value).map_err(|e| StoreError::Internal(format!("encode: {e}")))
+    let mut row = Vec::with_capacity(ROW_START);
+    rmp_serde::encode::write_named(&mut row, value)
+        .map_err(|e| StoreError::Internal(format!("encode: {e}")))?;
+    Ok(row)
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {

@@ -15,8 +15,8 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
 /// Meta key of the id of the newest journaled event.
@@ -45,6 +45,67 @@ fn successor(id: Uuid) -> Uuid {
     }
     let ms = (id.as_u128() >> 80) + 1;
     Uuid::from_u128((ms << 80) | (0x7 << 76) | (0b10 << 62))
+}
+
+/// Events the recent rows may hold in memory at most: enough for the durable consumers, woken
+/// by the commit, to read what they are behind by under a stream of full result groups (8,192
+/// results a transaction, up to four groups being stored). Those groups' events are held until
+/// stored anyway, so keeping them here costs little more.
+const RECENT_EVENTS: usize = 32_768;
+
+/// The events of the journal rows this process made durable lately, as they were journaled: a
+/// reader takes a row's events from here instead of decoding the row again, once per reader. A
+/// row is never rewritten and a sequence never reused, so a row read in any snapshot is the
+/// one kept here. Rows leave once forgotten, or oldest first past `RECENT_EVENTS`.
+#[derive(Default)]
+pub(super) struct RecentRows(Mutex<Recent>);
+
+#[derive(Default)]
+struct Recent {
+    rows: BTreeMap<u64, Arc<[Arc<Event>]>>,
+    events: usize,
+}
+
+impl RecentRows {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the events of durable journal rows (`journaled` in row order).
+    pub(super) fn keep(&self, journaled: &[Journaled]) {
+        let mut recent = self.lock();
+        for row in journaled.chunk_by(|a, b| a.seq == b.seq) {
+            let events: Arc<[Arc<Event>]> = row.iter().map(|j| j.event.clone()).collect();
+            recent.events += events.len();
+            if let Some(replaced) = recent.rows.insert(row[0].seq, events) {
+                recent.events -= replaced.len();
+            }
+        }
+        while recent.events > RECENT_EVENTS {
+            let Some((_, oldest)) = recent.rows.pop_first() else {
+                break;
+            };
+            recent.events -= oldest.len();
+        }
+    }
+
+    fn get(&self, seq: u64) -> Option<Arc<[Arc<Event>]>> {
+        self.lock().rows.get(&seq).cloned()
+    }
+
+    fn forget(&self, seqs: &HashSet<u64>) {
+        let mut recent = self.lock();
+        for seq in seqs {
+            if let Some(gone) = recent.rows.remove(seq) {
+                recent.events -= gone.len();
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.lock().events
+    }
 }
 
 /// What a mutation writes beside its change, in the same transaction: its audit entry and its
@@ -273,6 +334,7 @@ impl Store {
         from_row: u64,
         limit: usize,
     ) -> Result<JournalView, StoreError> {
+        let store = self.clone();
         self.read(move |tx| {
             let head = head(&tx.open_table(META)?)?;
             let t = tx.open_table(EVENT_JOURNAL)?;
@@ -280,17 +342,27 @@ impl Store {
             let mut next_from = from_row;
             for row in t.range(from_row..)? {
                 let (seq, packed) = row?;
+                let (seq, packed) = (seq.value(), packed.value());
+                let recent = store.recent_rows.get(seq);
                 // Rows the reader is past are skipped without decoding their events.
-                if let Some(after) = after
-                    && last_id(seq.value(), packed.value())?.is_none_or(|last| last <= after)
-                {
-                    if pending.is_empty() {
-                        next_from = seq.value() + 1;
+                if let Some(after) = after {
+                    let last = match &recent {
+                        Some(events) => events.last().map(|e| e.id),
+                        None => last_id(seq, packed)?,
+                    };
+                    if last.is_none_or(|last| last <= after) {
+                        if pending.is_empty() {
+                            next_from = seq + 1;
+                        }
+                        continue;
                     }
-                    continue;
                 }
+                let events = match recent {
+                    Some(events) => events.to_vec(),
+                    None => unpack_events(seq, packed)?,
+                };
                 pending.extend(
-                    unpack_events(seq.value(), packed.value())?
+                    events
                         .into_iter()
                         .filter(|e| after.is_none_or(|a| e.id > a)),
                 );
@@ -425,12 +497,15 @@ impl Store {
             return Ok(());
         };
         let forget: HashSet<u64> = seqs.into_iter().collect();
+        let forgotten = forget.clone();
         self.write(move |tx| {
             tx.unrecorded("journal rows whose events are stored");
             tx.open_table(EVENT_JOURNAL)?
                 .retain_in(lo..=hi, |seq, _| !forget.contains(&seq))
         })
-        .await
+        .await?;
+        self.recent_rows.forget(&forgotten);
+        Ok(())
     }
 }
 
@@ -510,5 +585,90 @@ mod tests {
         );
         assert_eq!(last_id(7, &[]).unwrap(), None);
         assert!(last_id(7, &packed[..packed.len() - 1]).is_err());
+    }
+
+    /// A reader gets the events this process journaled as they were journaled, not decoded
+    /// again, and a forgotten row leaves memory; with no row in memory (a restart), the same
+    /// events are decoded from the journal.
+    #[tokio::test]
+    async fn readers_share_the_events_of_recent_rows_and_decode_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: Timestamp = "2026-11-28T10:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(now))).unwrap();
+        let ids = store.journal_events(vec![draft(), draft()]).await.unwrap();
+        assert_eq!(store.recent_rows.held(), 2);
+        let view = store.journal_view(None, 0, 10).await.unwrap();
+        let again = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(view.pending.iter().map(|e| e.id).collect::<Vec<_>>(), ids);
+        assert!(
+            view.pending
+                .iter()
+                .zip(&again.pending)
+                .all(|(a, b)| Arc::ptr_eq(a, b)),
+            "both readers hold the journaled events themselves"
+        );
+        let past_first = store.journal_view(Some(ids[0]), 0, 10).await.unwrap();
+        assert_eq!(past_first.pending.len(), 1);
+        assert!(Arc::ptr_eq(&past_first.pending[0], &view.pending[1]));
+
+        store.close();
+        drop(store);
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(now))).unwrap();
+        assert_eq!(store.recent_rows.held(), 0);
+        let decoded = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(
+            decoded
+                .pending
+                .iter()
+                .map(|e| (**e).clone())
+                .collect::<Vec<_>>(),
+            view.pending
+                .iter()
+                .map(|e| (**e).clone())
+                .collect::<Vec<_>>()
+        );
+        store.journal_events(vec![draft()]).await.unwrap();
+        assert_eq!(store.recent_rows.held(), 1);
+        let rows: Vec<u64> = store
+            .journaled(10, HashSet::new())
+            .await
+            .unwrap()
+            .iter()
+            .map(|j| j.seq)
+            .collect();
+        store.forget_journaled(rows).await.unwrap();
+        assert_eq!(store.recent_rows.held(), 0);
+        assert!(
+            store
+                .journal_view(None, 0, 10)
+                .await
+                .unwrap()
+                .pending
+                .is_empty()
+        );
+    }
+
+    /// Past `RECENT_EVENTS`, the oldest rows go first, whole.
+    #[test]
+    fn recent_rows_keep_the_newest_events_up_to_their_bound() {
+        let recent = RecentRows::default();
+        let event = Arc::new(draft().stamped(Uuid::nil(), Timestamp::from_millis(0).unwrap()));
+        let row = |seq: u64, n: usize| -> Vec<Journaled> {
+            (0..n)
+                .map(|_| Journaled {
+                    seq,
+                    event: event.clone(),
+                    row: Vec::new(),
+                })
+                .collect()
+        };
+        recent.keep(&[row(1, RECENT_EVENTS / 2), row(2, RECENT_EVENTS / 2)].concat());
+        assert_eq!(recent.held(), RECENT_EVENTS);
+        recent.keep(&row(3, 1));
+        assert_eq!(recent.held(), RECENT_EVENTS / 2 + 1);
+        assert!(recent.get(1).is_none());
+        assert_eq!(recent.get(2).map(|r| r.len()), Some(RECENT_EVENTS / 2));
+        recent.forget(&HashSet::from([2, 3]));
+        assert_eq!(recent.held(), 0);
     }
 }

@@ -20,8 +20,10 @@ use super::codec::{decode, encode};
 use super::writer::{Inbox, Writer};
 use crate::model::health::MetricsStats;
 use crate::model::metric::{Agg, Tier};
+use crate::runtime::Stopwatch;
 use redb::{
-    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -64,6 +66,11 @@ const MAX_BATCH: usize = 20_000;
 const FILE_AFTER: usize = 65_536;
 /// An idle writer files the samples it holds after this long.
 const FILE_IDLE: Duration = Duration::from_secs(2);
+/// Sample commits are made durable together, at most this long after the first of them: a
+/// durable commit (its syncs and the allocator state kept for a quick repair) for every small
+/// batch cost more than storing its samples. A crash loses at most this much of them, as it
+/// loses samples still queued.
+const SYNC_WITHIN: Duration = Duration::from_millis(500);
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// How often a store that could not be opened tries again.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);
@@ -482,19 +489,23 @@ impl MetricsStore {
 
     fn write_loop(&self, mut inbox: Inbox<Msg>, mut index: SeriesIndex, early: Vec<Msg>) {
         let mut early = early.into_iter();
+        // Since the first sample commit not yet durable.
+        let mut unsynced: Option<Stopwatch> = None;
         loop {
             let idle_work = (!self.unfiled().points.is_empty()).then_some(FILE_IDLE);
+            let sync_due = unsynced.map(|since| SYNC_WITHIN.saturating_sub(since.elapsed()));
             let first = match early
                 .next()
-                .map_or_else(|| inbox.recv_within(idle_work), Ok)
+                .map_or_else(|| inbox.recv_within(sync_due.or(idle_work)), Ok)
             {
                 Ok(first) => first,
+                // Idle: filing is due, and its durable commit makes the samples before durable.
                 Err(RecvTimeoutError::Timeout) => {
-                    self.file(&index);
+                    self.file(&index, &mut unsynced);
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    self.file(&index);
+                    self.file(&index, &mut unsynced);
                     return;
                 }
             };
@@ -517,22 +528,31 @@ impl MetricsStore {
                     next = early.next().or_else(|| inbox.try_recv());
                 }
             }
-            if !samples.is_empty()
-                && let Err(e) = self.commit(&samples, &mut index)
-            {
-                self.failed.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, samples = samples.len(), "metric samples not stored");
+            if !samples.is_empty() {
+                match self.commit(&samples, &mut index) {
+                    Ok(()) if self.durable_later() => {
+                        unsynced.get_or_insert_with(Stopwatch::start);
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        self.failed.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(error = %e, samples = samples.len(), "metric samples not stored");
+                    }
+                }
             }
             for ack in acks {
                 let _ = ack.send(());
             }
+            if unsynced.is_some_and(|since| since.elapsed() >= SYNC_WITHIN) {
+                self.sync(&mut unsynced);
+            }
             if let Some((p, ack)) = prune {
-                self.file(&index);
+                self.file(&index, &mut unsynced);
                 let _ = ack.send(self.remove_expired(&p, &mut index));
             }
             inbox.finished();
             if self.unfiled().points.len() >= FILE_AFTER {
-                self.file(&index);
+                self.file(&index, &mut unsynced);
             }
         }
     }
@@ -548,7 +568,9 @@ impl MetricsStore {
             return Ok(());
         }
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
+        // Made durable by the next `sync`, filing or prune (see `SYNC_WITHIN`).
+        tx.set_durability(Durability::None)
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
         // New series and changed units reach the index once the commit holds.
         let mut created: HashMap<Vec<u8>, (u64, String)> = HashMap::new();
         let mut units: HashMap<Vec<u8>, String> = HashMap::new();
@@ -635,6 +657,35 @@ impl MetricsStore {
         Ok(())
     }
 
+    /// Whether sample commits wait for a later durable one (redb); on PostgreSQL each is.
+    fn durable_later(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        if self.postgres.is_some() {
+            return false;
+        }
+        true
+    }
+
+    /// Makes the sample commits since the last durable one durable, while samples keep
+    /// coming; a failure leaves them to the next try.
+    fn sync(&self, unsynced: &mut Option<Stopwatch>) {
+        if unsynced.is_none() {
+            return;
+        }
+        let synced = self.db().and_then(|db| {
+            let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+            tx.set_quick_repair(true);
+            tx.commit().map_err(StoreError::from_redb)
+        });
+        match synced {
+            Ok(()) => *unsynced = None,
+            Err(e) => {
+                tracing::error!(error = %e, "metric samples not made durable yet");
+                *unsynced = Some(Stopwatch::start());
+            }
+        }
+    }
+
     fn rewrite_unit(
         &self,
         series: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
@@ -650,13 +701,21 @@ impl MetricsStore {
         Ok(())
     }
 
-    /// Files every unfiled sample; a failure leaves them in the journal for the next try.
-    fn file(&self, index: &SeriesIndex) {
+    /// Files every unfiled sample in a durable commit, which makes the sample commits before
+    /// it durable too; a failure leaves them in the journal for the next try.
+    fn file(&self, index: &SeriesIndex, unsynced: &mut Option<Stopwatch>) {
         if self.unfiled().points.is_empty() {
+            self.sync(unsynced);
             return;
         }
-        if let Err(e) = self.file_unfiled(index) {
-            tracing::error!(error = %e, "metric samples not filed; they stay in the journal");
+        match self.file_unfiled(index) {
+            Ok(()) => *unsynced = None,
+            Err(e) => {
+                tracing::error!(error = %e, "metric samples not filed; they stay in the journal");
+                if unsynced.is_some() {
+                    *unsynced = Some(Stopwatch::start());
+                }
+            }
         }
     }
 
@@ -977,6 +1036,53 @@ mod tests {
             .unwrap()
             .1;
         assert_eq!((five.len(), hour.len()), (0, 1));
+        store.close();
+    }
+
+    /// Small batches are readable as soon as they are stored, and durable together within
+    /// `SYNC_WITHIN`: a copy of the file taken while the store runs is what a crash would
+    /// leave.
+    #[tokio::test]
+    async fn sample_batches_are_readable_at_once_and_durable_within_the_sync_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tenant, object) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let now = 1_000 * DAY_MS;
+        let store = MetricsStore::open(dir.path()).unwrap();
+        let started = Stopwatch::start();
+        for i in 0..20 {
+            let sample = Sample {
+                tenant,
+                object,
+                metric: "rta".into(),
+                unit: "ms".into(),
+                ms: now + i,
+                value: 1.0,
+            };
+            store.record(vec![sample]).await.unwrap();
+        }
+        let raw = |store: &MetricsStore| {
+            store
+                .points(tenant, object, "rta", Tier::Raw, now, now + DAY_MS)
+                .unwrap()
+                .map_or(0, |(_, points)| points.len())
+        };
+        assert_eq!(raw(&store), 20, "readable before they are durable");
+        let crashed = |name: &str| {
+            let copy = dir.path().join(name);
+            std::fs::create_dir(&copy).unwrap();
+            std::fs::copy(dir.path().join(FILE), copy.join(FILE)).unwrap();
+            let reopened = MetricsStore::open(&copy).unwrap();
+            let n = raw(&reopened);
+            reopened.close();
+            n
+        };
+        let before = crashed("before");
+        // A machine slow enough to take the whole window has synced already.
+        if started.elapsed() < SYNC_WITHIN {
+            assert_eq!(before, 0, "not yet durable: one sync for them all");
+        }
+        tokio::time::sleep(SYNC_WITHIN + Duration::from_millis(300)).await;
+        assert_eq!(crashed("after"), 20);
         store.close();
     }
 

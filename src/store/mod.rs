@@ -150,6 +150,8 @@ pub struct Store {
     /// write that journals and again after another process wrote (on PostgreSQL a round trip
     /// each write would cost).
     journal_head: Mutex<Option<journal::JournalHead>>,
+    /// The events of the journal rows this process made durable lately, for its readers.
+    recent_rows: journal::RecentRows,
 }
 
 /// Room a recovered store must find free before it serves writes again: the largest request
@@ -269,6 +271,7 @@ impl Store {
             filing: RwLock::default(),
             journal_watchers: Mutex::default(),
             journal_head: Mutex::default(),
+            recent_rows: journal::RecentRows::default(),
         });
         committer::Committer::spawn(Arc::downgrade(&store), queue)?;
         match store.bring_online() {
@@ -539,6 +542,7 @@ impl Store {
         if journaled.is_empty() {
             return None;
         }
+        self.recent_rows.keep(&journaled);
         let filed = self
             .filing
             .read()
