@@ -499,9 +499,14 @@ impl MetricsStore {
                 .map_or_else(|| inbox.recv_within(sync_due.or(idle_work)), Ok)
             {
                 Ok(first) => first,
-                // Idle: filing is due, and its durable commit makes the samples before durable.
+                // A sync is due, else the idle filing. Filing at every sync would store each
+                // small batch at once, when samples arrive a little slower than the window.
                 Err(RecvTimeoutError::Timeout) => {
-                    self.file(&index, &mut unsynced);
+                    if unsynced.is_some() {
+                        self.sync(&mut unsynced);
+                    } else {
+                        self.file(&index, &mut unsynced);
+                    }
                     continue;
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -666,8 +671,8 @@ impl MetricsStore {
         true
     }
 
-    /// Makes the sample commits since the last durable one durable, while samples keep
-    /// coming; a failure leaves them to the next try.
+    /// Makes the sample commits since the last durable one durable; a failure leaves them to
+    /// the next try.
     fn sync(&self, unsynced: &mut Option<Stopwatch>) {
         if unsynced.is_none() {
             return;
