@@ -1,7 +1,8 @@
 //! The alert engine: a durable consumer (`alert-engine`) that runs every enabled alert rule of
 //! an event's tenant over each event that reaches rules, and commits what they decided (alerts
 //! opened, refreshed or resolved, with their lifecycle events) together with its position, so
-//! a restart or kill -9 neither loses nor repeats a decision.
+//! a restart or kill -9 neither loses nor repeats a decision. A batch that decided nothing
+//! moves the position in memory only, saved within `SAVE_POSITION_WITHIN` (see there).
 
 use super::Alerting;
 use super::evaluator::{Evaluator, Overrun, Work};
@@ -10,9 +11,9 @@ use super::rules::{CompiledRule, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
 use crate::model::event::{Event, EventDraft, EventType, Severity};
-use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{Metrics, Stopwatch};
 use crate::store::{Store, StoreError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -23,6 +24,20 @@ use uuid::Uuid;
 pub const CONSUMER: &str = "alert-engine";
 /// Events read and decided per transaction.
 const BATCH: usize = 256;
+/// The position past batches that decided nothing is saved at most this long after the first
+/// of them: with the next decision, once this long has passed under load, or once no event
+/// came for this long. A burst of state changes no rule wants then costs no sync per batch;
+/// a crash reads at most this much of them again, deciding nothing again (the rules are the
+/// same: a change of the catalog saves the position before the next batch is decided).
+const SAVE_POSITION_WITHIN: Duration = Duration::from_secs(1);
+
+/// A position moved past batches that decided nothing, not saved yet.
+struct Unsaved {
+    through: Uuid,
+    since: Stopwatch,
+    /// The catalog generation of the rules the batches were decided under.
+    generation: u64,
+}
 
 pub struct AlertEngine {
     alerting: Arc<Alerting>,
@@ -35,6 +50,7 @@ pub struct AlertEngine {
     rules: HashMap<Uuid, Arc<Vec<CompiledRule>>>,
     generation: u64,
     evaluator: Evaluator,
+    unsaved: Option<Unsaved>,
 }
 
 impl AlertEngine {
@@ -55,6 +71,7 @@ impl AlertEngine {
             rules: HashMap::new(),
             generation: 0,
             evaluator: Evaluator::new(),
+            unsaved: None,
         }
     }
 
@@ -93,15 +110,37 @@ impl AlertEngine {
             self.consumer =
                 Some(Consumer::open(CONSUMER, self.events.clone(), self.store.clone()).await?);
         }
+        let save_in = self
+            .unsaved
+            .as_ref()
+            .map(|u| SAVE_POSITION_WITHIN.saturating_sub(u.since.elapsed()));
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
         };
-        let batch = consumer.next(BATCH).await?;
+        // Reading is cancel-safe: it moves nothing past the position.
+        let batch = match save_in {
+            None => consumer.next(BATCH).await?,
+            Some(left) => match tokio::time::timeout(left, consumer.next(BATCH)).await {
+                Ok(batch) => batch?,
+                Err(_) => return self.save_position().await,
+            },
+        };
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
         let span = consumer.batch_span(&batch);
         self.decide_batch(batch, through).instrument(span).await
+    }
+
+    /// Saves the position past the batches that decided nothing.
+    async fn save_position(&mut self) -> Result<(), StoreError> {
+        let (Some(unsaved), Some(consumer)) = (self.unsaved.as_ref(), self.consumer.as_mut())
+        else {
+            return Ok(());
+        };
+        consumer.commit(unsaved.through, Vec::new()).await?;
+        self.unsaved = None;
+        Ok(())
     }
 
     /// Decides a batch read through `through` and commits the decisions with the position.
@@ -110,6 +149,13 @@ impl AlertEngine {
         batch: Vec<Arc<Event>>,
         through: Uuid,
     ) -> Result<(), StoreError> {
+        if self
+            .unsaved
+            .as_ref()
+            .is_some_and(|u| u.generation != self.store.catalog_generation())
+        {
+            self.save_position().await?;
+        }
         // The rules of the batch's tenants, then every event decided under the budgets.
         let mut work = Vec::new();
         for event in batch.iter().filter(|e| reaches_rules(e)) {
@@ -128,6 +174,9 @@ impl AlertEngine {
             .await;
         self.report(decided.overruns).await;
         let decided = decided.matches;
+        if decided.is_empty() {
+            return self.pass(through).await;
+        }
         // Silences and downtimes matter only to the tenants with an alert to open.
         let tenants: HashSet<Uuid> = decided
             .iter()
@@ -147,8 +196,28 @@ impl AlertEngine {
             Box::new(move |a, host| suppressions.reason(a, host)),
         )
         .await?;
+        self.unsaved = None;
         if let Some(consumer) = self.consumer.as_mut() {
             consumer.advance(through);
+        }
+        Ok(())
+    }
+
+    /// Moves the position past a batch that decided nothing, saving it once due.
+    async fn pass(&mut self, through: Uuid) -> Result<(), StoreError> {
+        let generation = self.generation;
+        let unsaved = self.unsaved.get_or_insert_with(|| Unsaved {
+            through,
+            since: Stopwatch::start(),
+            generation,
+        });
+        unsaved.through = through;
+        let due = unsaved.since.elapsed() >= SAVE_POSITION_WITHIN;
+        if let Some(consumer) = self.consumer.as_mut() {
+            consumer.advance(through);
+        }
+        if due {
+            self.save_position().await?;
         }
         Ok(())
     }
@@ -204,5 +273,76 @@ impl Worker for AlertEngine {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::incident::Storm;
+    use crate::runtime::SystemClock;
+    use crate::store::events::EventStore;
+
+    fn state_change(tenant: Uuid) -> EventDraft {
+        EventDraft::new(
+            tenant,
+            EventType::StateChange,
+            Some(Severity::Critical),
+            serde_json::json!({"toState": 2}),
+        )
+    }
+
+    /// Batches no rule decides move the position without a write each: it is saved once the
+    /// events stop for `SAVE_POSITION_WITHIN` (or that long under load), and a restart would
+    /// read on from there.
+    #[tokio::test]
+    async fn batches_that_decide_nothing_save_the_position_once_within_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock: SharedClock = Arc::new(SystemClock);
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let events = Events::new(
+            EventStore::open(dir.path()).unwrap(),
+            clock.clone(),
+            metrics.clone(),
+        );
+        store.file_with(events.clone(), tokio::runtime::Handle::current());
+        let storm = Storm {
+            threshold: 100,
+            window: Duration::from_secs(60),
+        };
+        let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
+        let mut engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);
+        let tenant = Uuid::nil();
+        let started_at = store.consumer_position(CONSUMER).await.unwrap();
+        let first = store
+            .journal_events(vec![state_change(tenant)])
+            .await
+            .unwrap();
+        let syncs = store.syncs();
+        engine.run_once().await.unwrap();
+        let second = store
+            .journal_events(vec![state_change(tenant), state_change(tenant)])
+            .await
+            .unwrap();
+        let syncs = (syncs, store.syncs());
+        engine.run_once().await.unwrap();
+        assert_eq!(
+            store.syncs(),
+            syncs.1,
+            "no write for a batch that decided nothing"
+        );
+        assert_eq!(syncs.1, syncs.0 + 1, "only the events' own write");
+        assert_eq!(
+            store.consumer_position(CONSUMER).await.unwrap(),
+            started_at,
+            "not saved yet"
+        );
+        // Nothing more comes: the engine saves the position once the window is over.
+        engine.run_once().await.unwrap();
+        let saved = store.consumer_position(CONSUMER).await.unwrap();
+        assert_eq!(saved, second[1]);
+        assert!(saved > first[0]);
+        store.close();
     }
 }

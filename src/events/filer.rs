@@ -56,13 +56,18 @@ impl EventFiler {
         }
     }
 
-    /// Forgets the journal rows of events already stored.
+    /// Forgets the journal rows of events already stored, once the month files hold them
+    /// durably (they commit journaled events without syncing).
     async fn forget_filed(&self) -> Result<(), StoreError> {
         let seqs = std::mem::take(&mut *lock(&self.events.filed));
         if seqs.is_empty() {
             return Ok(());
         }
-        if let Err(e) = self.store.forget_journaled(seqs.clone()).await {
+        let forgotten = async {
+            self.events.store.sync().await?;
+            self.store.forget_journaled(seqs.clone()).await
+        };
+        if let Err(e) = forgotten.await {
             lock(&self.events.filed).extend(seqs);
             return Err(e);
         }

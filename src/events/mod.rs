@@ -135,7 +135,7 @@ impl Events {
         seqs.dedup();
         let events: Vec<Arc<Event>> = journaled.iter().map(|j| j.event.clone()).collect();
         let rows = journaled.into_iter().map(|j| (j.event, j.row)).collect();
-        let stored = (!events.is_empty()).then(|| self.store.append_encoded(rows));
+        let stored = (!events.is_empty()).then(|| self.store.append_journaled(rows));
         Queued {
             seqs,
             events,

@@ -9,6 +9,12 @@
 //! events) and kept in memory, where reads merge them in; the writer files them into the index
 //! in sorted bulk once `FILE_AFTER` have gathered or it has been idle for `FILE_IDLE`. Opening
 //! a file loads its journal, so nothing is lost across a crash.
+//!
+//! Journaled events are committed without syncing: until their journal rows in the main
+//! database are forgotten, those rows are their durable copy, and the filer forgets them only
+//! after `sync` has made the month files durable (at most once a second, under load). A crash
+//! before that loses month-file rows the filer stores again from the journal on the next start.
+//! Events with no other copy (a federation site's, forwarded) are committed durably.
 
 use super::StoreError;
 use super::codec::decode;
@@ -18,6 +24,7 @@ use crate::model::event::{Event, EventFilter, id_millis};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -170,9 +177,18 @@ struct Scan {
 
 type Ack = oneshot::Sender<Result<(), StoreError>>;
 
+/// What the writer thread is asked to do.
+enum Msg {
+    Append(Append),
+    /// Make every commit so far durable.
+    Sync(Ack),
+}
+
 /// Events and their encoded rows: producers encode, so the one writer thread only writes.
 struct Append {
     events: Vec<(Arc<Event>, Vec<u8>)>,
+    /// Committed durably: the events have no journal rows to be stored again from.
+    durable: bool,
     ack: Ack,
 }
 
@@ -180,6 +196,8 @@ struct Append {
 struct MonthFile {
     db: Database,
     unfiled: Mutex<Unfiled>,
+    /// Whether a commit since the last durable one was not synced.
+    unsynced: AtomicBool,
 }
 
 #[derive(Default)]
@@ -206,6 +224,18 @@ impl MonthFile {
         }
     }
 
+    /// Makes the commits since the last durable one durable.
+    fn sync(&self) -> Result<(), StoreError> {
+        if !self.unsynced.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        tx.commit().map_err(StoreError::from_redb)?;
+        self.unsynced.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Moves the unfiled object keys into the object index, in one transaction.
     fn file_object_keys(&self) -> Result<(), StoreError> {
         let keys = self.unfiled().keys.clone();
@@ -227,6 +257,7 @@ impl MonthFile {
                 .map_err(StoreError::from_redb)?;
         }
         tx.commit().map_err(StoreError::from_redb)?;
+        self.unsynced.store(false, Ordering::SeqCst);
         // Readers copy the unfiled keys before they open their snapshot, so a key leaves
         // memory only once a snapshot would find it filed. Only the writer thread, which is
         // filing, adds keys: all of them are filed now.
@@ -237,7 +268,7 @@ impl MonthFile {
 
 pub struct EventStore {
     backend: Backend,
-    writer: Writer<Append>,
+    writer: Writer<Msg>,
 }
 
 /// Where the months of events are kept.
@@ -306,7 +337,7 @@ impl EventStore {
                     partitions.each_of_month(month, &mut |events| {
                         let rows: Vec<(&Event, &[u8])> =
                             events.iter().map(|(e, row)| (e, row.as_slice())).collect();
-                        target.commit(month, &rows)
+                        target.commit(month, &rows, true)
                     })?;
                 }
                 // Filed, so each file is complete; they close as `target` goes.
@@ -328,7 +359,7 @@ impl EventStore {
         }
     }
 
-    fn write_loop(&self, mut inbox: Inbox<Append>) {
+    fn write_loop(&self, mut inbox: Inbox<Msg>) {
         let idle = || {
             self.backend
                 .files()
@@ -349,48 +380,92 @@ impl EventStore {
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     file_keys(true);
+                    if let Err(e) = self.sync_files() {
+                        tracing::error!(error = %e, "event month files not synced at close");
+                    }
                     return;
                 }
             };
-            let mut batch = vec![first];
-            let mut count = batch[0].events.len();
-            while count < MAX_BATCH {
-                let Some(more) = inbox.try_recv() else { break };
-                count += more.events.len();
-                batch.push(more);
-            }
-            let mut by_month: BTreeMap<u32, Vec<(&Event, &[u8])>> = BTreeMap::new();
-            for a in &batch {
-                for (e, row) in &a.events {
-                    by_month
-                        .entry(month_of(e.ts))
-                        .or_default()
-                        .push((e, row.as_slice()));
+            // Appends queued together commit together; a sync covers the appends before it.
+            let (mut batch, mut count, mut sync) = (Vec::new(), 0, None);
+            let mut next = Some(first);
+            while let Some(msg) = next.take() {
+                match msg {
+                    Msg::Append(a) => {
+                        count += a.events.len();
+                        batch.push(a);
+                    }
+                    Msg::Sync(ack) => {
+                        sync = Some(ack);
+                        break;
+                    }
+                }
+                if count < MAX_BATCH {
+                    next = inbox.try_recv();
                 }
             }
-            let result = by_month
-                .into_iter()
-                .try_for_each(|(month, events)| match &self.backend {
-                    Backend::Files(files) => files.commit(month, &events),
-                    #[cfg(feature = "postgres")]
-                    Backend::Postgres(partitions) => partitions.commit(month, &events),
-                });
-            for a in batch {
-                let _ = a.ack.send(result.clone());
+            if !batch.is_empty() {
+                self.commit_batch(batch);
+            }
+            if let Some(ack) = sync {
+                let _ = ack.send(self.sync_files());
             }
             inbox.finished();
             file_keys(false);
         }
     }
 
-    /// `append_encoded` for events not encoded yet (events forwarded by a federation site).
+    /// Commits a batch of appends, one commit per month, and answers each.
+    fn commit_batch(&self, batch: Vec<Append>) {
+        let durable = batch.iter().any(|a| a.durable);
+        let mut by_month: BTreeMap<u32, Vec<(&Event, &[u8])>> = BTreeMap::new();
+        for a in &batch {
+            for (e, row) in &a.events {
+                by_month
+                    .entry(month_of(e.ts))
+                    .or_default()
+                    .push((e, row.as_slice()));
+            }
+        }
+        let result = by_month
+            .into_iter()
+            .try_for_each(|(month, events)| match &self.backend {
+                Backend::Files(files) => files.commit(month, &events, durable),
+                #[cfg(feature = "postgres")]
+                Backend::Postgres(partitions) => partitions.commit(month, &events),
+            });
+        for a in batch {
+            let _ = a.ack.send(result.clone());
+        }
+    }
+
+    /// Makes the month files' commits durable (PostgreSQL's are at once).
+    fn sync_files(&self) -> Result<(), StoreError> {
+        match self.backend.files() {
+            Some(files) => files.sync(),
+            None => Ok(()),
+        }
+    }
+
+    /// Resolves once every event stored before this call is durable.
+    pub async fn sync(&self) -> Result<(), StoreError> {
+        let (ack, done) = oneshot::channel();
+        if self.writer.send(Msg::Sync(ack)).is_err() {
+            return Err(StoreError::Unavailable("event store closed".into()));
+        }
+        done.await
+            .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())))
+    }
+
+    /// Queues events with no other copy (forwarded by a federation site) for the next group
+    /// commit; the receiver resolves once they are durable.
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let encoded: Result<Vec<_>, StoreError> = events
             .into_iter()
             .map(|e| super::codec::encode(&*e).map(|row| (e, row)))
             .collect();
         match encoded {
-            Ok(events) => self.append_encoded(events),
+            Ok(events) => self.queue(events, true),
             Err(e) => {
                 let (ack, done) = oneshot::channel();
                 let _ = ack.send(Err(e));
@@ -399,15 +474,28 @@ impl EventStore {
         }
     }
 
-    /// Queues events (encoded once, for the journal) for the next group commit; the receiver
-    /// resolves once they are durable. Reads that begin after this returns wait for them
-    /// (`settled`).
-    pub fn append_encoded(
+    /// Queues journaled events (encoded once, for the journal) for the next group commit; the
+    /// receiver resolves once they are committed, durable once `sync` has returned after it.
+    pub fn append_journaled(
         &self,
         events: Vec<(Arc<Event>, Vec<u8>)>,
     ) -> oneshot::Receiver<Result<(), StoreError>> {
+        self.queue(events, false)
+    }
+
+    /// Reads that begin after this returns wait for the events (`settled`).
+    fn queue(
+        &self,
+        events: Vec<(Arc<Event>, Vec<u8>)>,
+        durable: bool,
+    ) -> oneshot::Receiver<Result<(), StoreError>> {
         let (ack, done) = oneshot::channel();
-        if let Err(refused) = self.writer.send(Append { events, ack }) {
+        let append = Append {
+            events,
+            durable,
+            ack,
+        };
+        if let Err(Msg::Append(refused)) = self.writer.send(Msg::Append(append)) {
             let _ = refused
                 .ack
                 .send(Err(StoreError::Unavailable("event store closed".into())));
@@ -622,6 +710,7 @@ impl MonthFiles {
         let file = Arc::new(MonthFile {
             db,
             unfiled: Mutex::new(unfiled),
+            unsynced: AtomicBool::new(false),
         });
         files.insert(month, file.clone());
         Ok(Some(file))
@@ -648,6 +737,18 @@ impl MonthFiles {
         }
     }
 
+    /// Makes every open month file's commits durable.
+    fn sync(&self) -> Result<(), StoreError> {
+        let files: Vec<Arc<MonthFile>> = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        files.iter().try_for_each(|f| f.sync())
+    }
+
     /// Whether an open month file holds object keys not yet filed.
     fn has_unfiled_keys(&self) -> bool {
         self.files
@@ -657,12 +758,23 @@ impl MonthFiles {
             .any(|f| !f.unfiled().keys.is_empty())
     }
 
-    fn commit(&self, month: u32, events: &[(&Event, &[u8])]) -> Result<(), StoreError> {
+    /// Commits events to `month`'s file, synced or not (see the module's comment).
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        durable: bool,
+    ) -> Result<(), StoreError> {
         let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
         let seq = file.unfiled().next_seq;
         let mut object_keys = Vec::new();
         let mut tx = file.db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
+        if durable {
+            tx.set_quick_repair(true);
+        } else {
+            tx.set_durability(redb::Durability::None)
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+        }
         {
             let mut main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
             let mut by_source = tx.open_table(BY_SOURCE).map_err(StoreError::from_redb)?;
@@ -692,6 +804,7 @@ impl MonthFiles {
             }
         }
         tx.commit().map_err(StoreError::from_redb)?;
+        file.unsynced.store(!durable, Ordering::SeqCst);
         let mut unfiled = file.unfiled();
         unfiled.next_seq = seq + 1;
         unfiled.keys.extend(object_keys);
@@ -1157,6 +1270,67 @@ mod tests {
         assert_eq!(store.remove_months_before(202602), vec![202601]);
         assert_eq!(store.months(), vec![202602, 202603]);
         assert_eq!(store.newest(&all, None, 10).unwrap().len(), 3);
+        store.close();
+    }
+
+    /// Journaled events are readable once committed and durable only after `sync`, which a
+    /// copy of the file taken while the store runs shows (it is what a crash would leave);
+    /// events with no other copy are durable when their append resolves.
+    #[tokio::test]
+    async fn journaled_events_are_durable_after_a_sync_and_forwarded_ones_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Uuid::from_u128(1);
+        let all = EventFilter {
+            tenant_id: t,
+            ..Default::default()
+        };
+        let event = |s: u32| {
+            let e = ev(
+                t,
+                &format!("2026-03-01T00:00:{s:02}Z"),
+                EventType::System,
+                None,
+                None,
+            );
+            let row = super::super::codec::encode(&e).unwrap();
+            (Arc::new(e), row)
+        };
+        let store = EventStore::open(dir.path()).unwrap();
+        let crashed = |name: &str| {
+            let copy = dir.path().join(name);
+            std::fs::create_dir(&copy).unwrap();
+            std::fs::copy(
+                dir.path().join(file_name(202603)),
+                copy.join(file_name(202603)),
+            )
+            .unwrap();
+            let reopened = EventStore::open(&copy).unwrap();
+            let n = reopened.newest(&all, None, 10).unwrap().len();
+            reopened.close();
+            n
+        };
+        store.append(vec![event(0).0]).await.unwrap().unwrap();
+        assert_eq!(
+            crashed("forwarded"),
+            1,
+            "a forwarded event is durable at once"
+        );
+        for s in 1..4 {
+            store
+                .append_journaled(vec![event(s)])
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        assert_eq!(
+            store.newest(&all, None, 10).unwrap().len(),
+            4,
+            "readable at once"
+        );
+        assert_eq!(crashed("committed"), 1, "journaled ones wait for a sync");
+        store.sync().await.unwrap();
+        assert_eq!(crashed("synced"), 4);
+        store.sync().await.unwrap();
         store.close();
     }
 
