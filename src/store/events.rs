@@ -719,14 +719,7 @@ impl MonthFiles {
     /// Files the object keys of every open month file (`force`), or of those holding
     /// `FILE_AFTER` or more.
     fn file_object_keys(&self, force: bool) {
-        let files: Vec<Arc<MonthFile>> = self
-            .files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for f in files {
+        for f in self.open_files() {
             let due = {
                 let n = f.unfiled().keys.len();
                 n > 0 && (force || n >= FILE_AFTER)
@@ -739,14 +732,17 @@ impl MonthFiles {
 
     /// Makes every open month file's commits durable.
     fn sync(&self) -> Result<(), StoreError> {
-        let files: Vec<Arc<MonthFile>> = self
-            .files
+        self.open_files().iter().try_for_each(|f| f.sync())
+    }
+
+    /// The open month files, outside the lock.
+    fn open_files(&self) -> Vec<Arc<MonthFile>> {
+        self.files
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
             .cloned()
-            .collect();
-        files.iter().try_for_each(|f| f.sync())
+            .collect()
     }
 
     /// Whether an open month file holds object keys not yet filed.
