@@ -229,9 +229,7 @@ impl MonthFile {
         if !self.unsynced.load(Ordering::SeqCst) {
             return Ok(());
         }
-        let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
-        tx.commit().map_err(StoreError::from_redb)?;
+        super::kv::sync_redb(&self.db)?;
         self.unsynced.store(false, Ordering::SeqCst);
         Ok(())
     }

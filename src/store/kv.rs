@@ -59,11 +59,7 @@ impl Db {
     /// committed durably (with quick repair), on PostgreSQL the group's `COMMIT`.
     pub(super) fn sync(&self) -> Result<(), StoreError> {
         match self {
-            Db::Redb(db) => {
-                let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-                tx.set_quick_repair(true);
-                tx.commit().map_err(StoreError::from_redb)
-            }
+            Db::Redb(db) => sync_redb(db),
             #[cfg(feature = "postgres")]
             Db::Pg(pool) => pool.end_group(true),
         }
@@ -257,6 +253,14 @@ impl<V: Value + 'static> Guard<'_, V> {
             GuardInner::Fetched(bytes) => V::from_bytes(bytes),
         }
     }
+}
+
+/// Makes a redb file's commits since its last durable one durable: an empty transaction
+/// committed durably, with quick repair (the main database, the month files, the metric file).
+pub(super) fn sync_redb(db: &redb::Database) -> Result<(), StoreError> {
+    let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+    tx.set_quick_repair(true);
+    tx.commit().map_err(StoreError::from_redb)
 }
 
 fn redb_guard<V: Value + 'static>(g: redb::AccessGuard<'_, V>) -> Guard<'_, V> {

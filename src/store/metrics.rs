@@ -677,11 +677,7 @@ impl MetricsStore {
         if unsynced.is_none() {
             return;
         }
-        let synced = self.db().and_then(|db| {
-            let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-            tx.set_quick_repair(true);
-            tx.commit().map_err(StoreError::from_redb)
-        });
+        let synced = self.db().and_then(|db| super::kv::sync_redb(db));
         match synced {
             Ok(()) => *unsynced = None,
             Err(e) => {
