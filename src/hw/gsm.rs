@@ -560,18 +560,18 @@ impl Session<'_> {
         self.sweep().await?;
         let mut refresh_at = tokio::time::Instant::now() + self.refresh_period();
         loop {
+            // Lines read together with a command's final code are in the buffer already: a
+            // call or an SMS notice among them must not wait for the next bytes to arrive.
+            while let Some(line) = self.take_line() {
+                self.urcs.push_back(line);
+            }
             self.handle_urcs().await?;
             tokio::select! {
                 job = jobs.recv() => match job {
                     Some(job) => self.run(job).await?,
                     None => return Ok(()),
                 },
-                read = self.read_more() => {
-                    read?;
-                    while let Some(line) = self.take_line() {
-                        self.urcs.push_back(line);
-                    }
-                }
+                read = self.read_more() => read?,
                 _ = tokio::time::sleep_until(refresh_at) => {
                     self.refresh().await?;
                     refresh_at = tokio::time::Instant::now() + self.refresh_period();

@@ -2,7 +2,7 @@
 //! ESPA 4.4.4 paging system over socat pseudo-terminals.
 
 use crate::espa_peer::EspaPeer;
-use crate::modem_sim::{Callee, ModemSim};
+use crate::modem_sim::{Callee, ModemSim, ring_lines};
 use crate::pty::PtyPair;
 use crate::support::*;
 use reqwest::Method;
@@ -791,12 +791,13 @@ async fn a_known_caller_acknowledges_the_newest_alert_through_the_ivr_menu_on_a_
         ],
     )
     .await;
-    // A stranger is hung up on; ada hears the menu and presses 1.
+    // A stranger is hung up on; ada hears the menu and presses 1. Her call rings in the same
+    // write as the modem's OK to the hang-up: lines already read must not wait for more.
+    sim.state.lock().unwrap().with_ok_to = Some(("ATH".into(), ring_lines(ADA).to_vec()));
     sim.ring("+4911111111");
     sim.wait_for(Duration::from_secs(5), "the stranger hung up on", |st| {
         st.commands.iter().any(|c| c == "ATH")
     });
-    sim.ring(ADA);
     sim.wait_for(Duration::from_secs(15), "ada's call answered", |st| {
         st.commands.iter().any(|c| c == "ATA")
     });

@@ -55,6 +55,9 @@ pub struct SimState {
     /// The first `AT` is answered only together with the second (a modem still booting).
     pub first_probe_held: bool,
     probe_held: bool,
+    /// Lines the modem says in the same write as its `OK` to the named command, as unsolicited
+    /// lines that follow an answer at once do: the driver has them read before it waits for more.
+    pub with_ok_to: Option<(String, Vec<String>)>,
 }
 
 /// The simulator's end of the line, paced at a baud rate when one is set (a pty carries
@@ -229,6 +232,7 @@ impl ModemSim {
             pdu_length_errors: 0,
             first_probe_held: false,
             probe_held: false,
+            with_ok_to: None,
         }));
         let port = Arc::new(Port {
             file: Mutex::new(file.try_clone().unwrap()),
@@ -257,8 +261,9 @@ impl ModemSim {
 
     /// A call ringing from `from`.
     pub fn ring(&self, from: &str) {
-        say(&self.port, "RING");
-        say(&self.port, &format!("+CLIP: \"{from}\",145,,,,0"));
+        for line in ring_lines(from) {
+            say(&self.port, &line);
+        }
     }
 
     /// Waits until `done` holds for the state, or fails after `limit`.
@@ -285,6 +290,11 @@ impl ModemSim {
 }
 
 /// Writes one answer line framed as V.250 says (CR LF before and after).
+/// What a modem says when a call rings from `from` (with `AT+CLIP=1`).
+pub fn ring_lines(from: &str) -> [String; 2] {
+    ["RING".to_string(), format!("+CLIP: \"{from}\",145,,,,0")]
+}
+
 fn say(port: &Arc<Port>, line: &str) {
     port.write(format!("\r\n{line}\r\n").as_bytes());
 }
@@ -502,11 +512,22 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Port>) -> bo
             return false;
         }
     };
+    let after = match st.with_ok_to.take() {
+        Some((command, lines)) if command == upper => lines,
+        other => {
+            st.with_ok_to = other;
+            Vec::new()
+        }
+    };
     drop(st);
     for l in reply {
         say(port, &l);
     }
-    say(port, "OK");
+    let said: String = std::iter::once("OK")
+        .chain(after.iter().map(String::as_str))
+        .map(|l| format!("\r\n{l}\r\n"))
+        .collect();
+    port.write(said.as_bytes());
     false
 }
 
