@@ -289,14 +289,19 @@ impl ModemSim {
     }
 }
 
-/// Writes one answer line framed as V.250 says (CR LF before and after).
 /// What a modem says when a call rings from `from` (with `AT+CLIP=1`).
 pub fn ring_lines(from: &str) -> [String; 2] {
     ["RING".to_string(), format!("+CLIP: \"{from}\",145,,,,0")]
 }
 
+/// One answer line framed as V.250 says (CR LF before and after).
+fn framed(line: &str) -> String {
+    format!("\r\n{line}\r\n")
+}
+
+/// Writes one answer line, framed.
 fn say(port: &Arc<Port>, line: &str) {
-    port.write(format!("\r\n{line}\r\n").as_bytes());
+    port.write(framed(line).as_bytes());
 }
 
 fn serve(mut file: std::fs::File, state: Arc<Mutex<SimState>>, port: Arc<Port>) {
@@ -525,7 +530,7 @@ fn command_line(cmd: &str, state: &Arc<Mutex<SimState>>, port: &Arc<Port>) -> bo
     }
     let said: String = std::iter::once("OK")
         .chain(after.iter().map(String::as_str))
-        .map(|l| format!("\r\n{l}\r\n"))
+        .map(framed)
         .collect();
     port.write(said.as_bytes());
     false
