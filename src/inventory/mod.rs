@@ -19,6 +19,7 @@ use crate::runtime::paths::Allowed;
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError, check_version};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -114,18 +115,25 @@ impl Inventory {
     }
 
     /// Under `strictReferences`, the first name of `references` that no document of its kind
-    /// holds refuses the save (422 naming the field), as Icinga refuses such a config.
+    /// holds refuses the save (422 naming the field), as Icinga refuses such a config. `found`
+    /// holds the references already found (a batch reads each name once) and gains these.
     async fn check_references(
         &self,
         tenant: Uuid,
         references: Vec<Reference>,
+        found: &mut HashSet<(&'static str, String)>,
     ) -> Result<(), InventoryError> {
         if !self.strict_references {
             return Ok(());
         }
         for r in references {
+            if found.contains(&(r.kind, r.name.clone())) {
+                continue;
+            }
             match self.store.doc(tenant, r.kind, r.name.clone(), false).await {
-                Ok(_) => {}
+                Ok(_) => {
+                    found.insert((r.kind, r.name));
+                }
                 Err(StoreError::NotFound) => {
                     return Err(Invalid {
                         field: r.field().into(),
@@ -225,8 +233,12 @@ impl Inventory {
         check_name(&name)?;
         let Admitted { body, credentials } = self.admit(kind, &name, body)?;
         self.check_imports(p, kind, &name, &body).await?;
-        self.check_references(p.tenant, doc_references(kind.name, &body))
-            .await?;
+        self.check_references(
+            p.tenant,
+            doc_references(kind.name, &body),
+            &mut HashSet::new(),
+        )
+        .await?;
         let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let doc = ConfigDoc {
@@ -284,8 +296,12 @@ impl Inventory {
     ) -> Result<ConfigDoc, InventoryError> {
         let Admitted { body, credentials } = self.admit(kind, &name, body_of(value)?)?;
         self.check_imports(p, kind, &name, &body).await?;
-        self.check_references(p.tenant, doc_references(kind.name, &body))
-            .await?;
+        self.check_references(
+            p.tenant,
+            doc_references(kind.name, &body),
+            &mut HashSet::new(),
+        )
+        .await?;
         let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);

@@ -17,6 +17,7 @@ use crate::model::state::label;
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx, check_version};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
 
 /// Items per transaction of a batch: bounded so one batch never holds the writer for long.
@@ -60,6 +61,17 @@ pub struct BatchResult {
     pub results: Vec<BatchItemResult>,
 }
 
+/// What building objects reads from the store, read once per request: a batch of a thousand
+/// objects makes a few reads, not a few thousand (each a round trip on PostgreSQL).
+#[derive(Default)]
+struct Lookups {
+    templates: HashMap<String, ObjectSpec>,
+    /// References found to exist (see `check_references`).
+    found: HashSet<(&'static str, String)>,
+    /// Hosts found, by name.
+    hosts: HashMap<String, Uuid>,
+}
+
 fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
     let spec = spec.ok_or_else(|| invalid("spec", "spec is required"))?;
     crate::model::input::from_value_at("spec", spec).map_err(|e| invalid("spec", e))
@@ -85,6 +97,7 @@ fn write_objects(
     upsert: bool,
     events: impl FnOnce(&[Result<Object, StoreError>]) -> Vec<EventDraft>,
 ) -> Result<Vec<Result<Object, StoreError>>, StoreError> {
+    tx.read_ahead_objects(&writes.iter().map(|(o, _)| o).collect::<Vec<_>>())?;
     let mut out = Vec::with_capacity(writes.len());
     let mut audits = Vec::new();
     for (o, audit) in writes {
@@ -149,29 +162,45 @@ impl Inventory {
         check_template_graph(&templates, Some((name, spec))).map_err(|e| invalid("spec", e).into())
     }
 
+    async fn lookups(&self, tenant: Uuid) -> Result<Lookups, InventoryError> {
+        Ok(Lookups {
+            templates: self.store.template_specs(tenant).await?,
+            ..Lookups::default()
+        })
+    }
+
     /// Builds a new object from a payload; `kind` is decided by the route and the `host` field.
     async fn new_object(
         &self,
         p: &Principal,
         value: serde_json::Value,
         service_route: bool,
+        lookups: &mut Lookups,
     ) -> Result<Object, InventoryError> {
         let body: ObjectBody =
             crate::model::input::from_value(value).map_err(|e| invalid("body", e))?;
         check_name(&body.name)?;
         check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
-        self.resolve(p.tenant, &spec).await?;
-        self.check_references(p.tenant, spec_references(&spec))
+        resolve(&spec, &|n: &str| lookups.templates.get(n).cloned())
+            .map_err(|e| invalid("spec", e))?;
+        self.check_references(p.tenant, spec_references(&spec), &mut lookups.found)
             .await?;
         let (kind, host_id) = match body.host.filter(|h| !h.is_empty()) {
             Some(host) => {
-                let h = self
-                    .store
-                    .host_by_name(p.tenant, host.clone())
-                    .await?
-                    .ok_or_else(|| invalid("host", format!("no host {host:?}")))?;
-                (ObjectKind::Service, Some(h.id))
+                let id = match lookups.hosts.get(&host) {
+                    Some(id) => *id,
+                    None => {
+                        let h = self
+                            .store
+                            .host_by_name(p.tenant, host.clone())
+                            .await?
+                            .ok_or_else(|| invalid("host", format!("no host {host:?}")))?;
+                        lookups.hosts.insert(host, h.id);
+                        h.id
+                    }
+                };
+                (ObjectKind::Service, Some(id))
             }
             None if service_route => return Err(invalid("host", "a service needs its host").into()),
             None => (ObjectKind::Host, None),
@@ -215,7 +244,10 @@ impl Inventory {
         value: serde_json::Value,
         service_route: bool,
     ) -> Result<Object, InventoryError> {
-        let o = self.new_object(p, value, service_route).await?;
+        let mut lookups = self.lookups(p.tenant).await?;
+        let o = self
+            .new_object(p, value, service_route, &mut lookups)
+            .await?;
         let audit = self.object_audit(p, actor, &o, "create");
         let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
         let mut results = self
@@ -259,6 +291,7 @@ impl Inventory {
             }
         };
         let mut result = BatchResult::default();
+        let mut lookups = self.lookups(p.tenant).await?;
         for (items, service_route) in [(req.hosts, false), (req.services, true)] {
             for chunk in items.chunks(BATCH_CHUNK) {
                 let mut writes = Vec::new();
@@ -269,7 +302,10 @@ impl Inventory {
                         .and_then(|n| n.as_str())
                         .unwrap_or_default()
                         .to_string();
-                    match self.new_object(p, value.clone(), service_route).await {
+                    match self
+                        .new_object(p, value.clone(), service_route, &mut lookups)
+                        .await
+                    {
                         Ok(o) => {
                             let audit = self.object_audit(
                                 p,
@@ -429,7 +465,7 @@ impl Inventory {
         check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
         self.resolve(p.tenant, &spec).await?;
-        self.check_references(p.tenant, spec_references(&spec))
+        self.check_references(p.tenant, spec_references(&spec), &mut HashSet::new())
             .await?;
         let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());
