@@ -29,9 +29,10 @@ impl Provider {
             .arg(&log)
             .spawn()
             .expect("python3 runs the provider");
-        wait_listening(port, "the model provider");
+        let mut child = Peer(child);
+        child.wait_listening(port, "the model provider");
         Provider {
-            _child: Peer(child),
+            _child: child,
             base: format!("http://127.0.0.1:{port}/v1"),
             log,
         }

@@ -70,12 +70,12 @@ fn slapd(dir: &Path) -> Option<Slapd> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let slapd = Slapd {
+    let mut slapd = Slapd {
         _child: Peer(child),
         port,
         tls_port,
     };
-    wait_listening(port, "slapd");
+    slapd._child.wait_listening(port, "slapd");
     Some(slapd)
 }
 

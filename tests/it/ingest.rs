@@ -460,10 +460,10 @@ impl Broker {
         port: u16,
         tls: Option<(tempfile::TempDir, std::path::PathBuf)>,
     ) -> Option<Broker> {
-        let child = spawn_peer(command, "mosquitto")?;
-        wait_listening(port, "mosquitto");
+        let mut child = Peer(spawn_peer(command, "mosquitto")?);
+        child.wait_listening(port, "mosquitto");
         Some(Broker {
-            _child: Peer(child),
+            _child: child,
             port,
             tls,
         })
@@ -905,17 +905,17 @@ impl Alertmanager {
         )
         .unwrap();
         let port = free_port();
-        let child = spawn_peer(
+        let mut child = Peer(spawn_peer(
             std::process::Command::new("prometheus-alertmanager")
                 .arg(format!("--config.file={}", config.display()))
                 .arg(format!("--storage.path={}", dir.path().display()))
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
                 .arg("--cluster.listen-address="),
             "prometheus-alertmanager",
-        )?;
-        wait_listening(port, "alertmanager");
+        )?);
+        child.wait_listening(port, "alertmanager");
         Some(Alertmanager {
-            _child: Peer(child),
+            _child: child,
             url: format!("http://127.0.0.1:{port}"),
             _dir: dir,
         })
@@ -1047,7 +1047,7 @@ impl Dovecot {
             imap,
         };
         server.own();
-        wait_listening(imaps, "dovecot");
+        server._child.wait_listening(imaps, "dovecot");
         Some(server)
     }
 

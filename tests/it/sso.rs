@@ -66,12 +66,12 @@ fn provider(dir: &Path, svc_base: &str, accounts: Value) -> Option<Provider> {
         peer_missing("node");
         return None;
     };
-    let provider = Provider {
+    let mut provider = Provider {
         _child: Peer(child),
         issuer: format!("http://127.0.0.1:{port}"),
         state,
     };
-    wait_listening(port, "the OIDC provider");
+    provider._child.wait_listening(port, "the OIDC provider");
     Some(provider)
 }
 

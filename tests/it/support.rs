@@ -628,15 +628,22 @@ pub fn peer_missing(package: &str) {
     eprintln!("SKIPPED: {package} is not installed");
 }
 
-/// Waits until something listens on the local TCP `port`.
-pub fn wait_listening(port: u16, what: &str) {
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{what} did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+impl Peer {
+    /// Waits until something listens on the local TCP `port`, and fails at once when the peer
+    /// exits first. Up to a minute: beside a whole CI run (the static builds, the other tests'
+    /// servers) node once took more than 10 s to load the OIDC provider's modules.
+    pub fn wait_listening(&mut self, port: u16, what: &str) {
+        let started = std::time::Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                panic!("{what} exited ({status}) before it listened on port {port}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{what} did not listen on port {port} within a minute"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
