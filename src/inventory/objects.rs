@@ -72,6 +72,14 @@ struct Lookups {
     hosts: HashMap<String, Uuid>,
 }
 
+/// The template chain of a spec and the spec resolved through `templates`.
+fn resolve_through(
+    templates: &HashMap<String, ObjectSpec>,
+    spec: &ObjectSpec,
+) -> Result<EffectiveConfig, Invalid> {
+    resolve(spec, &|n: &str| templates.get(n).cloned()).map_err(|e| invalid("spec", e))
+}
+
 fn parse_spec(spec: Option<serde_json::Value>) -> Result<ObjectSpec, Invalid> {
     let spec = spec.ok_or_else(|| invalid("spec", "spec is required"))?;
     crate::model::input::from_value_at("spec", spec).map_err(|e| invalid("spec", e))
@@ -147,7 +155,7 @@ impl Inventory {
         spec: &ObjectSpec,
     ) -> Result<EffectiveConfig, InventoryError> {
         let templates = self.store.template_specs(tenant).await?;
-        resolve(spec, &|n: &str| templates.get(n).cloned()).map_err(|e| invalid("spec", e).into())
+        Ok(resolve_through(&templates, spec)?)
     }
 
     /// A template's imports must exist, and with it saved no template may sit in a cycle or head
@@ -182,8 +190,7 @@ impl Inventory {
         check_name(&body.name)?;
         check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
-        resolve(&spec, &|n: &str| lookups.templates.get(n).cloned())
-            .map_err(|e| invalid("spec", e))?;
+        resolve_through(&lookups.templates, &spec)?;
         self.check_references(p.tenant, spec_references(&spec), &mut lookups.found)
             .await?;
         let (kind, host_id) = match body.host.filter(|h| !h.is_empty()) {

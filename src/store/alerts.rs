@@ -6,8 +6,8 @@
 //! and reads them.
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
-use super::keys::scoped;
 use super::keys::tenant_range;
+use super::keys::{as_keys, scoped};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECT_NAMES, OBJECTS,
@@ -127,10 +127,6 @@ fn storm_pair(tenant: Uuid, pair: &str) -> Vec<u8> {
 }
 
 /// Keys as the tables take them.
-fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
-    keys.iter().map(Vec::as_slice).collect()
-}
-
 /// What the alert engine reads and writes in its transactions.
 impl Tx<'_> {
     /// Reads ahead, in a few queries, the rows that deciding on a batch of alert matches reads

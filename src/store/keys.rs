@@ -10,6 +10,11 @@ pub fn scoped(tenant: Uuid, local: &[u8]) -> Vec<u8> {
     k
 }
 
+/// Owned keys as the slices a table's `get_each` and `prefetch` take.
+pub fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
+    keys.iter().map(Vec::as_slice).collect()
+}
+
 /// The range of all keys of one tenant, for scans.
 pub fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
     let start = tenant.as_bytes().to_vec();

@@ -2,7 +2,7 @@
 //! names per tenant, service names per host) and a host → services index for cascades.
 
 use super::codec::{decode, encode};
-use super::keys::{scoped, tenant_range};
+use super::keys::{as_keys, scoped, tenant_range};
 use super::kv::{Readable, WriteTx};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError, Tx};
@@ -87,7 +87,7 @@ impl Tx<'_> {
             .map(|o| name_key(o.tenant_id, o.kind, o.host_id, &o.name))
             .collect();
         let index = self.open_table(OBJECT_NAMES)?;
-        let named = index.get_each(&names.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let named = index.get_each(&as_keys(&names))?;
         let mut wanted: Vec<Vec<u8>> = objects
             .iter()
             .zip(named)
@@ -100,8 +100,7 @@ impl Tx<'_> {
         );
         wanted.sort();
         wanted.dedup();
-        self.open_table(OBJECTS)?
-            .prefetch(&wanted.iter().map(Vec::as_slice).collect::<Vec<_>>())
+        self.open_table(OBJECTS)?.prefetch(&as_keys(&wanted))
     }
 
     /// The id of the tenant's host (`host` none) or of a host's service named `name`.
