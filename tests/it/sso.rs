@@ -6,8 +6,10 @@ use crate::support::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 const SECRET: &str = "a-client-secret-for-the-sso-tests";
 
@@ -72,7 +74,34 @@ fn provider(dir: &Path, svc_base: &str, accounts: Value) -> Option<Provider> {
         state,
     };
     provider._child.wait_listening(port, "the OIDC provider");
+    wait_discovery(port);
     Some(provider)
+}
+
+/// Waits until the provider on `port` serves its discovery document: listening is not yet
+/// serving, and node compiles a route at its first request. Beside a whole CI run the sign-in's
+/// start once answered 502, most likely its discovery past the relying party's 10-s timeout.
+fn wait_discovery(port: u16) {
+    let started = std::time::Instant::now();
+    loop {
+        let answer = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
+            c.write_all(
+                format!("GET /.well-known/openid-configuration HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )?;
+            let mut answer = String::new();
+            c.read_to_string(&mut answer)?;
+            Ok(answer)
+        });
+        if answer.is_ok_and(|a| a.starts_with("HTTP/1.1 200")) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the OIDC provider did not serve its discovery document within a minute"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// A server whose `baseUrl` is its own address, signing in with `provider`'s client `svc`.
