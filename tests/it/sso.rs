@@ -85,10 +85,13 @@ fn wait_discovery(port: u16) {
     let started = std::time::Instant::now();
     loop {
         let answer = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
-            c.write_all(
-                format!("GET /.well-known/openid-configuration HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
-                    .as_bytes(),
-            )?;
+            // A provider that accepts but never answers must not outlast the deadline.
+            c.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let request = format!(
+                "GET /.well-known/openid-configuration HTTP/1.1\r\n\
+                 Host: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+            );
+            c.write_all(request.as_bytes())?;
             let mut answer = String::new();
             c.read_to_string(&mut answer)?;
             Ok(answer)
