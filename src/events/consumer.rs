@@ -9,7 +9,9 @@
 //! not yet forgotten, read in one snapshot, and then the month files up to that head. An event
 //! committed by then is in one or the other (its journal row is forgotten only once it is
 //! stored), and events are stamped in their transaction, so id order is commit order: nothing
-//! committed at or before the head can appear later behind the position.
+//! committed at or before the head can appear later behind the position. A consumer at or past
+//! the newest event of a forgotten row (named in the same snapshot) has nothing to find in the
+//! month files, and does not read them.
 
 use super::Events;
 use crate::model::event::{Event, EventDraft};
@@ -149,6 +151,15 @@ pub(super) async fn committed_after(
     let Some(head) = view.head.filter(|h| *h > position) else {
         return Ok((None, Vec::new()));
     };
+    // Past every forgotten row, all it has not read is still journaled: the month files hold
+    // nothing more (but what federation sites forwarded, which readers pass over).
+    if view.forgotten_through.is_some_and(|f| f <= position) {
+        let mut batch = view.pending;
+        batch.sort_by_key(|e| e.id);
+        batch.retain(|e| e.id <= head);
+        batch.truncate(max);
+        return Ok((Some(head), batch));
+    }
     let tenants = store
         .tenants()
         .await?

@@ -26,6 +26,10 @@ const JOURNAL_HEAD: &str = "journal_head";
 /// twice even once every row is forgotten (readers start at a row they have passed).
 const JOURNAL_NEXT: &str = "journal_next_row";
 
+/// Meta key of the id of the newest event whose journal row was forgotten: every event after it
+/// is still journaled, so a reader past it finds all it has not read in the journal alone.
+const JOURNAL_FORGOTTEN: &str = "journal_forgotten_through";
+
 /// The journal's head as this process last wrote it, good for the epoch it was written in
 /// (see `WriteTx::epoch`): the next row's sequence and the newest event id. A write that rolls
 /// back leaves a gap in the sequence, never a reused row or an id out of order.
@@ -130,6 +134,10 @@ pub struct JournalView {
     /// moves on starts its next view there (rows are in commit order, so every row before it
     /// is behind the reader), instead of walking the rows it is past again.
     pub from_row: u64,
+    /// The newest event whose journal row was forgotten (`None`: no row forgotten since this
+    /// was first kept). A reader at or past it has every event after its position in
+    /// `pending`, and need not look in the month files.
+    pub forgotten_through: Option<Uuid>,
 }
 
 /// Saves a durable consumer's position in the transaction of the work it did.
@@ -143,8 +151,16 @@ pub(super) fn save_position(tx: &Tx, name: &str, through: Uuid) -> Result<(), St
 
 /// The id of the newest journaled event, from the meta table.
 fn head(meta: &impl Readable<&'static str, &'static [u8]>) -> Result<Option<Uuid>, StoreError> {
+    meta_id(meta, JOURNAL_HEAD)
+}
+
+/// An event id kept in the meta table.
+fn meta_id(
+    meta: &impl Readable<&'static str, &'static [u8]>,
+    key: &'static str,
+) -> Result<Option<Uuid>, StoreError> {
     Ok(meta
-        .get(JOURNAL_HEAD)?
+        .get(key)?
         .and_then(|v| Uuid::from_slice(v.value()).ok()))
 }
 
@@ -336,7 +352,9 @@ impl Store {
     ) -> Result<JournalView, StoreError> {
         let store = self.clone();
         self.read(move |tx| {
-            let head = head(&tx.open_table(META)?)?;
+            let meta = tx.open_table(META)?;
+            let head = head(&meta)?;
+            let forgotten_through = meta_id(&meta, JOURNAL_FORGOTTEN)?;
             let t = tx.open_table(EVENT_JOURNAL)?;
             let mut pending = Vec::new();
             let mut next_from = from_row;
@@ -375,6 +393,7 @@ impl Store {
                 head,
                 pending,
                 from_row: next_from,
+                forgotten_through,
             })
         })
         .await
@@ -500,8 +519,30 @@ impl Store {
         let forgotten = forget.clone();
         self.write(move |tx| {
             tx.unrecorded("journal rows whose events are stored");
+            let mut meta = tx.open_table(META)?;
+            let before = meta_id(&meta, JOURNAL_FORGOTTEN)?;
+            // A row whose last id cannot be read counts as reaching the head: readers then look
+            // in the month files too, which is only slower.
+            let mut unreadable = false;
+            let mut newest = before;
             tx.open_table(EVENT_JOURNAL)?
-                .retain_in(lo..=hi, |seq, _| !forget.contains(&seq))
+                .retain_in(lo..=hi, |seq, packed| {
+                    if !forget.contains(&seq) {
+                        return true;
+                    }
+                    match last_id(seq, packed) {
+                        Ok(last) => newest = newest.max(last),
+                        Err(_) => unreadable = true,
+                    }
+                    false
+                })?;
+            if unreadable {
+                newest = newest.max(head(&meta)?);
+            }
+            if let Some(through) = newest.filter(|_| newest != before) {
+                meta.insert(JOURNAL_FORGOTTEN, through.as_bytes().as_slice())?;
+            }
+            Ok(())
         })
         .await?;
         self.recent_rows.forget(&forgotten);
@@ -646,6 +687,41 @@ mod tests {
                 .pending
                 .is_empty()
         );
+    }
+
+    /// The view names the newest event of the rows forgotten so far, whichever order they
+    /// were forgotten in, so a reader past it knows the journal holds all it has not read.
+    #[tokio::test]
+    async fn the_view_names_the_newest_forgotten_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(now))).unwrap();
+        let mut rows = Vec::new();
+        for n in [2, 1, 3] {
+            store.journal_events(vec![draft(); n]).await.unwrap();
+            let journaled = store.journaled(10, HashSet::new()).await.unwrap();
+            let newest = journaled.last().unwrap();
+            rows.push((newest.seq, newest.event.id));
+        }
+        let view = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(view.forgotten_through, None, "nothing forgotten yet");
+        assert_eq!(view.pending.len(), 6);
+
+        store.forget_journaled(vec![rows[1].0]).await.unwrap();
+        let view = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(view.forgotten_through, Some(rows[1].1));
+        store.forget_journaled(vec![rows[0].0]).await.unwrap();
+        let view = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(
+            view.forgotten_through,
+            Some(rows[1].1),
+            "an older row forgotten later does not move it back"
+        );
+        assert_eq!(view.pending.len(), 3, "the third row is still journaled");
+        store.forget_journaled(vec![rows[2].0]).await.unwrap();
+        let view = store.journal_view(None, 0, 10).await.unwrap();
+        assert_eq!(view.forgotten_through, Some(rows[2].1));
+        assert_eq!(view.head, Some(rows[2].1));
     }
 
     /// Past `RECENT_EVENTS`, the oldest rows go first, whole.
