@@ -539,7 +539,9 @@ impl Store {
             if unreadable {
                 newest = newest.max(head(&meta)?);
             }
-            if let Some(through) = newest.filter(|_| newest != before) {
+            if newest != before
+                && let Some(through) = newest
+            {
                 meta.insert(JOURNAL_FORGOTTEN, through.as_bytes().as_slice())?;
             }
             Ok(())
