@@ -282,23 +282,28 @@ mod tests {
 
     /// The `done` events the consumer committed, by the input they were for, in commit order.
     async fn done_for(rig: &Rig) -> Vec<Uuid> {
+        read_after(rig, Uuid::nil(), 1000)
+            .await
+            .iter()
+            .filter_map(|e| e.payload.get("done")?.as_str()?.parse::<Uuid>().ok())
+            .collect()
+    }
+
+    /// Every event after `position`, read by a consumer standing there, `max` at a time (a new
+    /// consumer starts at the head: it is moved to `position` instead).
+    async fn read_after(rig: &Rig, position: Uuid, max: usize) -> Vec<Arc<Event>> {
         let mut reader = Consumer::open("reader", rig.events.clone(), rig.store.clone())
             .await
             .unwrap();
-        // A new consumer starts at the head: read from the very beginning instead.
-        reader.position = Uuid::nil();
+        reader.position = position;
         let mut out = Vec::new();
         loop {
-            let batch = reader.read(1000).await.unwrap();
+            let batch = reader.read(max).await.unwrap();
             let Some(last) = batch.last() else {
                 return out;
             };
             reader.position = last.id;
-            out.extend(
-                batch
-                    .iter()
-                    .filter_map(|e| e.payload.get("done")?.as_str()?.parse::<Uuid>().ok()),
-            );
+            out.extend(batch);
         }
     }
 
@@ -324,23 +329,6 @@ mod tests {
 
     /// A consumer that sleeps per event, running while producers commit concurrently (some
     /// never filing), does every committed event exactly once, in commit order.
-    /// The events after `position`, read by a consumer standing there.
-    async fn read_all(rig: &Rig, position: Uuid) -> Vec<Uuid> {
-        let mut reader = Consumer::open("reader", rig.events.clone(), rig.store.clone())
-            .await
-            .unwrap();
-        reader.position = position;
-        let mut out = Vec::new();
-        loop {
-            let batch = reader.read(7).await.unwrap();
-            let Some(last) = batch.last() else {
-                return out;
-            };
-            reader.position = last.id;
-            out.extend(batch.iter().map(|e| e.id));
-        }
-    }
-
     /// Once journal rows are forgotten, a reader behind them finds their events in the month
     /// files, and a reader past them reads the journal alone; each sees every event after its
     /// position once, in commit order.
@@ -362,13 +350,18 @@ mod tests {
             .expect("the newest forgotten event");
         let later = produce(&rig, 1, 10).await;
 
+        let rig = &rig;
+        let read_ids = |position| async move {
+            let events = read_after(rig, position, 7).await;
+            events.iter().map(|e| e.id).collect::<Vec<_>>()
+        };
         let mut all = first.clone();
         all.extend(&later);
-        assert_eq!(read_all(&rig, Uuid::nil()).await, all, "from the start");
+        assert_eq!(read_ids(Uuid::nil()).await, all, "from the start");
         let past: Vec<Uuid> = all.iter().copied().filter(|id| *id > forgotten).collect();
         assert!(past.len() >= later.len());
-        assert_eq!(read_all(&rig, forgotten).await, past, "from the mark");
-        assert_eq!(read_all(&rig, first[0]).await, all[1..], "from the first");
+        assert_eq!(read_ids(forgotten).await, past, "from the mark");
+        assert_eq!(read_ids(first[0]).await, all[1..], "from the first");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
