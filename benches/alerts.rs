@@ -73,30 +73,14 @@ async fn flip(
         .buffer_unordered(IN_FLIGHT)
         .collect::<Vec<_>>()
         .await;
-    let _: Value = http
-        .get(format!("{base}/api/v1/events?limit=1"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    common::get_json(http, base, token, "/api/v1/events?limit=1").await;
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
 /// Waits until the alert engine's position reaches the newest event.
 async fn engine_caught_up(http: &reqwest::Client, base: &str, token: &str) {
     loop {
-        let newest: Value = http
-            .get(format!("{base}/api/v1/events?limit=1"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let newest = common::get_json(http, base, token, "/api/v1/events?limit=1").await;
         let newest = newest["items"][0]["id"]
             .as_str()
             .unwrap_or_default()
@@ -126,15 +110,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// p50 and p99 in ms from posting one result to its alert being readable.
 async fn svc_latency(http: &reqwest::Client, base: &str, token: &str, round: usize) -> (f64, f64) {
-    let services: Value = http
-        .get(format!("{base}/api/v1/services?limit=5000"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let services = common::get_json(http, base, token, "/api/v1/services?limit=5000").await;
     let ids: std::collections::HashMap<String, String> = services["items"]
         .as_array()
         .unwrap()
@@ -160,17 +136,8 @@ async fn svc_latency(http: &reqwest::Client, base: &str, token: &str, round: usi
             .unwrap();
         assert_eq!(res.status(), 202);
         // Samples are sequential: the newest open alert is this sample's once it exists.
-        let url = format!("{base}/api/v1/alerts?status=open&limit=1");
         loop {
-            let v: Value = http
-                .get(&url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let v = common::get_json(http, base, token, "/api/v1/alerts?status=open&limit=1").await;
             if v["items"][0]["objectId"] == ids[&name].as_str() {
                 break;
             }

@@ -33,17 +33,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn get(http: &reqwest::Client, base: &str, token: &str, path: &str) -> Value {
-    http.get(format!("{base}{path}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn post(http: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) -> Value {
     let res = http
         .post(format!("{base}{path}"))
@@ -99,8 +88,8 @@ fn main() {
         }
         // The backlog is complete once the newest forwardable event is stored.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let newest = get(&http, &edge_base, &edge_token, &format!("/api/v1/events?types={FORWARDED_TYPES}&limit=1")).await["items"][0]["id"].as_str().unwrap().to_string();
-        let pending = get(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
+        let newest = common::get_json(&http, &edge_base, &edge_token, &format!("/api/v1/events?types={FORWARDED_TYPES}&limit=1")).await["items"][0]["id"].as_str().unwrap().to_string();
+        let pending = common::get_json(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
         println!("backlog on the edge: {} forwardable events pending (counted up to 10,000), main down; edge RSS {:.1} MiB", pending["forward"]["pending"], common::rss_mb(edge.id()));
 
         let (mut main, _) = common::start_in(&main_data, &listen, false, &[], &main_env);
@@ -113,7 +102,7 @@ fn main() {
             assert!(Instant::now() < limit, "the backlog was not forwarded within 15 minutes");
             tokio::time::sleep(Duration::from_millis(100)).await;
             let rss = common::rss_mb(edge_pid);
-            let overview = get(&http, &main_base, &main_token, "/api/v1/sites:overview").await;
+            let overview = common::get_json(&http, &main_base, &main_token, "/api/v1/sites:overview").await;
             let count = overview["items"][0]["forwardedEvents"].as_u64().unwrap_or(0);
             if count > 0 && first.is_none() {
                 // The clock starts at the first batch received: before it, the edge waited out
@@ -125,7 +114,7 @@ fn main() {
                 peak_rss = peak_rss.max(rss);
                 samples.push(rss);
             }
-            let status = get(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
+            let status = common::get_json(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
             if status["forward"]["position"].as_str().is_some_and(|p| p >= newest.as_str()) {
                 break count;
             }

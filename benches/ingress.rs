@@ -40,15 +40,7 @@ struct Bench {
 
 impl Bench {
     async fn get(&self, path: &str) -> Value {
-        self.http
-            .get(format!("{}{path}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        common::get_json(&self.http, &self.base, &self.token, path).await
     }
 
     async fn create(&self, path: &str, body: Value) {

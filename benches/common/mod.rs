@@ -119,3 +119,20 @@ pub fn rss_parts(pid: u32) -> String {
         status_mb(pid, "RssFile:")
     )
 }
+
+/// `GET {base}{path}` with the token: its JSON body.
+pub async fn get_json(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+) -> serde_json::Value {
+    http.get(format!("{base}{path}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}

@@ -173,6 +173,9 @@ fn operation(
     }
     let mut params = path_params(&r.path);
     params.extend(query_params(r.query.as_ref(), inline));
+    params.extend(r.headers.iter().map(|(name, meaning)| {
+        json!({"name": name, "in": "header", "required": false, "description": meaning, "schema": {"type": "string"}})
+    }));
     if !params.is_empty() {
         op["parameters"] = Value::Array(params);
     }

@@ -6,11 +6,12 @@ use super::error::Problem;
 use super::extract::{ApiJson, ApiQuery};
 use super::pagination::{PROBLEMS, Page, PageQuery};
 use super::router::Route;
+use crate::monitor::pipeline::AnswerWhen;
 use crate::monitor::results::Accepted;
 use crate::monitor::results::ResultBatch;
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::json;
@@ -20,8 +21,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/results", submit).permission("objects:write").doc(
             "results",
             "Submit passive check results",
-            "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE. The batch joins the results queue (8192 results; active check results share it) and the answer comes once its states are durably committed (its events and metric samples commit right after; any event or metrics read that begins after the answer waits for them); 503 `svc:pipeline/stalled` when the queue stays full for 5 s or its oldest entry has waited 10 s. Performance data becomes metric series (see `/api/v1/metrics/query`).",
+            "`{results: [{host, service?, state, output}]}`; `state` is 0..3 or a name (OK, WARNING/WARN, CRITICAL/CRIT, UNKNOWN/UNKN, UP, DOWN, UNREACHABLE); a host's DOWN is down. `output`: first line text, `|` starts performance data, further lines long output. All results of a batch are applied in one transaction, or none if one is malformed (422). Unknown hosts or services are listed in `rejected`, the others applied. 202 `{accepted, rejected}`. A passive result is hard at once unless the object's resolved spec sets `maxCheckAttempts`; a DOWN host whose parents are all hard non-UP becomes UNREACHABLE. The batch joins the results queue (8192 results; active check results share it) and the answer comes once its states are durably committed (its events and metric samples commit right after; any event or metrics read that begins after the answer waits for them), or once it is queued with `Prefer: respond-async`; 503 `svc:pipeline/stalled` when the queue stays full for 5 s or its oldest entry has waited 10 s. Performance data becomes metric series (see `/api/v1/metrics/query`).",
         )
+            .header("Prefer", "`respond-async` (RFC 7240): answer once the results are queued, as Icinga 2's API and NSCA do, not once their states are durably committed; the answer then carries `Preference-Applied: respond-async`. A crash before the commit loses them, and a read right after the answer may not show them yet. Other preferences are ignored.")
             .body::<ResultBatch>().answers::<Accepted>(202)
             .example(json!({"results": [{"host": "web01", "service": "disk", "state": "WARNING", "output": "DISK WARNING - 91% used | used=91%;90;95"}]})),
         Route::get("/api/v1/problems", problems).permission("objects:read").doc(
@@ -36,12 +38,36 @@ pub fn routes() -> Vec<Route> {
 async fn submit(
     State(st): State<AppState>,
     c: Caller,
+    headers: HeaderMap,
     ApiJson(batch): ApiJson<ResultBatch>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(st.pipeline.submit_results(&c.principal, batch).await?),
-    ))
+    let answer = if prefers_respond_async(&headers) {
+        AnswerWhen::Queued
+    } else {
+        AnswerWhen::Applied
+    };
+    let accepted = st
+        .pipeline
+        .submit_results(&c.principal, batch, answer)
+        .await?;
+    let applied = (answer == AnswerWhen::Queued)
+        .then_some([(PREFERENCE_APPLIED, HeaderValue::from_static(RESPOND_ASYNC))]);
+    Ok((StatusCode::ACCEPTED, applied, Json(accepted)))
+}
+
+const RESPOND_ASYNC: &str = "respond-async";
+const PREFERENCE_APPLIED: HeaderName = HeaderName::from_static("preference-applied");
+
+/// Whether a `Prefer` header (RFC 7240: comma-separated preferences, each a token with an
+/// optional `=value` and `;` parameters, names case-insensitive) asks for `respond-async`.
+fn prefers_respond_async(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|p| p.split([';', '=']).next())
+        .any(|name| name.trim().eq_ignore_ascii_case(RESPOND_ASYNC))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

@@ -60,6 +60,8 @@ pub struct Route {
     pub example: Option<serde_json::Value>,
     /// The query parameters, as the fields of one schema.
     pub query: Option<SchemaFn>,
+    /// Optional request headers the route reads beyond the API-wide ones: name and meaning.
+    pub headers: Vec<(&'static str, &'static str)>,
     /// The documented answers (the problem documents are derived in `openapi`).
     pub responses: Vec<Answer>,
     /// Problem documents the route answers beyond those its access and input imply: status
@@ -120,6 +122,7 @@ impl Route {
             reads_nothing: false,
             example: None,
             query: None,
+            headers: Vec::new(),
             responses: Vec::new(),
             failures: Vec::new(),
             handler,
@@ -246,6 +249,12 @@ impl Route {
     /// Query parameters: the fields of `T`.
     pub fn query<T: JsonSchema>(mut self) -> Self {
         self.query = Some(schema_of::<T>());
+        self
+    }
+
+    /// An optional request header the route reads, with what it means.
+    pub fn header(mut self, name: &'static str, meaning: &'static str) -> Self {
+        self.headers.push((name, meaning));
         self
     }
 

@@ -1,10 +1,11 @@
 //! The results pipeline: passive results, active check outcomes and staleness observations
 //! queue here and one worker applies them in arrival order, many submissions per transaction
 //! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
-//! once its results' states are committed; their events and metric samples are queued then and
-//! commit while the next group's states do (at most `STORING_GROUPS` groups behind), and reads
-//! of events and metrics wait for what was queued before them, so an answer is never ahead of
-//! what a client can read. The queue holds at most `CAPACITY` results; a submitter waits up to
+//! once its results' states are committed (or once queued, if it asked: `AnswerWhen`); their
+//! events and metric samples are queued then and commit while the next group's states do (at
+//! most `STORING_GROUPS` groups behind), and reads of events and metrics wait for what was
+//! queued before them, so an answer after the commit is never ahead of what a client can read.
+//! The queue holds at most `CAPACITY` results; a submitter waits up to
 //! `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does when the oldest queued
 //! submission has waited longer than `STALL_AFTER`.
 
@@ -51,6 +52,25 @@ impl From<PipelineError> for ResultError {
 }
 
 type Reply = oneshot::Sender<Result<Vec<CheckState>, StoreError>>;
+type AppliedStates = oneshot::Receiver<Result<Vec<CheckState>, StoreError>>;
+
+/// When a submitter of results is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerWhen {
+    /// Once the results' states are durably committed: the default.
+    Applied,
+    /// Once the results are queued (`Prefer: respond-async`), as Icinga 2's API and NSCA answer:
+    /// a crash before their commit loses them, and a read right after may not show them yet.
+    Queued,
+}
+
+/// The states of queued jobs, once applied.
+async fn states_once_applied(applied: AppliedStates) -> Result<Vec<CheckState>, PipelineError> {
+    applied
+        .await
+        .map_err(|_| PipelineError::Stalled("the pipeline stopped".into()))?
+        .map_err(PipelineError::Store)
+}
 
 struct Pending {
     jobs: Vec<Job>,
@@ -111,22 +131,35 @@ impl Pipeline {
     }
 
     /// `POST /results`: checks the batch, queues what names known objects, answers once it
-    /// is applied.
+    /// is applied, or once it is queued when the client asked for that.
     pub async fn submit_results(
         &self,
         p: &Principal,
         batch: ResultBatch,
+        answer: AnswerWhen,
     ) -> Result<Accepted, ResultError> {
         let (jobs, rejected) = self.results.prepare(p, batch).await?;
         let accepted = jobs.len();
-        self.submit(jobs).await?;
+        let applied = self.enqueue(jobs).await?;
+        if let (AnswerWhen::Applied, Some(applied)) = (answer, applied) {
+            states_once_applied(applied).await?;
+        }
         Ok(Accepted { accepted, rejected })
     }
 
     /// Queues jobs and waits until they are applied; returns their new states in order.
     pub async fn submit(&self, jobs: Vec<Job>) -> Result<Vec<CheckState>, PipelineError> {
+        match self.enqueue(jobs).await? {
+            Some(applied) => states_once_applied(applied).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Queues jobs once the queue has room for them; the answer to wait on for their states
+    /// (`None`: no jobs, nothing queued).
+    async fn enqueue(&self, jobs: Vec<Job>) -> Result<Option<AppliedStates>, PipelineError> {
         if jobs.is_empty() {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         if self.stalled() {
             return Err(PipelineError::Stalled(format!(
@@ -145,7 +178,7 @@ impl Pipeline {
                 ))
             })?
             .map_err(|_| PipelineError::Stalled("the pipeline is shut down".into()))?;
-        let (reply, answer) = oneshot::channel();
+        let (reply, applied) = oneshot::channel();
         self.depth.fetch_add(jobs.len(), Ordering::SeqCst);
         self.queue
             .lock()
@@ -157,10 +190,7 @@ impl Pipeline {
                 permits,
             });
         self.wake.notify_one();
-        answer
-            .await
-            .map_err(|_| PipelineError::Stalled("the pipeline stopped".into()))?
-            .map_err(PipelineError::Store)
+        Ok(Some(applied))
     }
 
     /// Applies what is queued, a group of submissions per state transaction, answering each
@@ -238,11 +268,16 @@ impl Pipeline {
         let count: usize = sizes.iter().sum();
         self.depth.fetch_sub(count, Ordering::SeqCst);
         self.batches.fetch_add(1, Ordering::Relaxed);
-        let applied = if states.is_ok() {
-            self.applied.fetch_add(count as u64, Ordering::Relaxed);
-            count
-        } else {
-            0
+        let applied = match &states {
+            Ok(_) => {
+                self.applied.fetch_add(count as u64, Ordering::Relaxed);
+                count
+            }
+            // Submitters answered once queued hear of it only here.
+            Err(e) => {
+                tracing::warn!(error = %e, results = count, "results not applied");
+                0
+            }
         };
         let mut states = states.map(Vec::into_iter);
         for (pending, size) in group.into_iter().zip(sizes) {

@@ -283,6 +283,49 @@ async fn rejects_unknowns_and_refuses_malformed_batches_whole() {
     assert!(theirs["items"].as_array().unwrap().is_empty());
 }
 
+/// `Prefer: respond-async` (RFC 7240): answered once queued, with `Preference-Applied`; the
+/// results still apply. Without it, or with other preferences, the answer waits for the commit.
+#[tokio::test]
+async fn respond_async_answers_once_queued_and_the_results_still_apply() {
+    let a = Admin::start_with(no_seed());
+    let s = &a.s;
+    setup(s, &a.token).await;
+    let submit = |prefer: &'static str, state: u8| {
+        call(s, &a.token, Method::POST, "/api/v1/results")
+            .header("Prefer", prefer)
+            .json(&json!({"results": [
+                {"host": "edge", "service": "disk", "state": state, "output": "x"},
+                {"host": "ghost", "state": 0, "output": "?"},
+            ]}))
+            .send()
+    };
+    let res = submit("wait=5, Respond-Async; x=1", 2).await.unwrap();
+    assert_eq!(res.status(), 202);
+    assert_eq!(res.headers()["preference-applied"], "respond-async");
+    assert_eq!(
+        res.json::<Value>().await.unwrap(),
+        json!({"accepted": 1, "rejected": ["ghost"]})
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state_of(s, &a.token, "/api/v1/services", "disk").await["state"] != 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a queued result was never applied"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let res = submit("return=minimal, respond-asynchronously", 0)
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    assert!(!res.headers().contains_key("preference-applied"));
+    assert_eq!(
+        state_of(s, &a.token, "/api/v1/services", "disk").await["state"],
+        0,
+        "without respond-async the answer comes once applied"
+    );
+}
+
 #[tokio::test]
 async fn problems_order_live_state_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
