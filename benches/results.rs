@@ -3,11 +3,11 @@
 //! change with an event and a metric sample) for 10,000 services on the release server, with
 //! 20,000 results in batches of 1 (answered once committed, then 20,000 more answered once
 //! queued: `Prefer: respond-async`, Icinga 2's answer) and 500,000 in batches of 500, 16
-//! requests in flight. The
-//! same workload goes to Icinga 2's `process-check-result` API (50,000 results) in the same run
-//! when `/usr/sbin/icinga2` is installed (Debian package `icinga2`): the bench starts its own
-//! daemon with a generated configuration (10,000 passive services, API listener on a free port,
-//! certificates from rcgen) once svc has stopped.
+//! requests in flight. The same workload goes to Icinga 2's `process-check-result` API (50,000
+//! results) in the same run when `/usr/sbin/icinga2` is installed (Debian package `icinga2`):
+//! the bench starts its own daemon with a generated configuration (10,000 passive services, API
+//! listener on a free port, certificates from rcgen) once svc has stopped. Icinga 2 gets a
+//! warm-up round first too, so each of its measured results is a change as well.
 //!
 //! Run: `cargo bench --bench results`.
 
