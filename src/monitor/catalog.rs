@@ -84,6 +84,11 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The store's catalog generation this snapshot was loaded at.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// The effective labels of a tenant's objects, for the store's downtime selectors.
     pub fn labels_of(self: &Arc<Self>, tenant: Uuid) -> crate::runtime::LabelsOf {
         let snapshot = self.clone();

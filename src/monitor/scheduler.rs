@@ -38,8 +38,9 @@ pub struct Scheduler {
     pipeline: Arc<Pipeline>,
     runners: checks::Runners,
     due: Mutex<HashMap<Key, Timestamp>>,
-    /// Objects a check-now asked for: they run even outside their check period.
-    forced: Mutex<HashSet<Key>>,
+    /// Objects a check-now asked for, with the catalog generation it was asked at: they run
+    /// even outside their check period, and stay asked for until a catalog that new has them.
+    forced: Mutex<HashMap<Key, u64>>,
     running: Mutex<HashSet<Key>>,
     slots: Arc<Semaphore>,
     wake: Arc<Notify>,
@@ -93,7 +94,7 @@ impl Scheduler {
             pipeline,
             runners,
             due: Mutex::new(HashMap::new()),
-            forced: Mutex::new(HashSet::new()),
+            forced: Mutex::new(HashMap::new()),
             running: Mutex::new(HashSet::new()),
             slots: Arc::new(Semaphore::new(max_running)),
             wake: Arc::new(Notify::new()),
@@ -169,8 +170,9 @@ impl Scheduler {
 
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
+        let asked_at = self.store.catalog_generation();
         lock(&self.due).insert((tenant, id), self.clock.now());
-        lock(&self.forced).insert((tenant, id));
+        lock(&self.forced).insert((tenant, id), asked_at);
         self.wake.notify_one();
         Ok(())
     }
@@ -272,7 +274,7 @@ impl Scheduler {
                 let key = (*tenant, entry.object.id);
                 live.insert(key);
                 // Beside the leading process, only the checks asked for here run.
-                if !self.leads() && !lock(&self.forced).contains(&key) {
+                if !self.leads() && !lock(&self.forced).contains_key(&key) {
                     continue;
                 }
                 let interval = spec
@@ -290,7 +292,7 @@ impl Scheduler {
                     next_due = earlier(next_due, due);
                     continue;
                 }
-                let forced = lock(&self.forced).contains(&key);
+                let forced = lock(&self.forced).contains_key(&key);
                 let in_period = catalog.in_period(spec.check_period.as_deref(), now);
                 let slot = if in_period || forced {
                     match self.slots.clone().try_acquire_owned() {
@@ -321,9 +323,13 @@ impl Scheduler {
                 tokio::spawn(me.check(entry, command, slot));
             }
         }
-        // Forget objects that were deleted or lost their check.
-        lock(&self.due).retain(|k, _| live.contains(k));
-        lock(&self.forced).retain(|k| live.contains(k));
+        // Forget objects that were deleted or lost their check. A check-now asked for after this
+        // snapshot was loaded may name an object it does not have yet (one just created): it
+        // stays until a snapshot that new has seen it.
+        let seen = snapshot.generation();
+        let mut forced = lock(&self.forced);
+        forced.retain(|k, asked_at| live.contains(k) || *asked_at > seen);
+        lock(&self.due).retain(|k, _| live.contains(k) || forced.contains_key(k));
         Ok(next_due)
     }
 }
