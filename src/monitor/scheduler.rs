@@ -171,8 +171,9 @@ impl Scheduler {
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
         let asked_at = self.store.catalog_generation();
-        lock(&self.due).insert((tenant, id), self.clock.now());
+        // Forced first: a tick ending in between keeps a due time only for a forced object.
         lock(&self.forced).insert((tenant, id), asked_at);
+        lock(&self.due).insert((tenant, id), self.clock.now());
         self.wake.notify_one();
         Ok(())
     }
