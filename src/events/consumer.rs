@@ -327,8 +327,6 @@ mod tests {
         }
     }
 
-    /// A consumer that sleeps per event, running while producers commit concurrently (some
-    /// never filing), does every committed event exactly once, in commit order.
     /// Once journal rows are forgotten, a reader behind them finds their events in the month
     /// files, and a reader past them reads the journal alone; each sees every event after its
     /// position once, in commit order.
@@ -364,6 +362,8 @@ mod tests {
         assert_eq!(read_ids(first[0]).await, all[1..], "from the first");
     }
 
+    /// A consumer that sleeps per event, running while producers commit concurrently (some
+    /// never filing), does every committed event exactly once, in commit order.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_consumer_does_every_event_once_in_order() {
         let dir = tempfile::tempdir().unwrap();

@@ -102,8 +102,6 @@ impl Scheduler {
         })
     }
 
-    /// `check-now`: runs the object's check as soon as possible, inside its check period or
-    /// not; another tenant's object or an unknown one is `NotFound`.
     /// A built-in check run once, ad hoc (`check-commands:test`): its outcome and how long it
     /// took.
     pub async fn test_builtin(
@@ -168,6 +166,8 @@ impl Scheduler {
         }))
     }
 
+    /// `check-now`: runs the object's check as soon as possible, inside its check period or
+    /// not; another tenant's object or an unknown one is `NotFound`.
     pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.store.object(tenant, id).await?;
         let asked_at = self.store.catalog_generation();
