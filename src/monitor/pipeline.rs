@@ -1,13 +1,13 @@
 //! The results pipeline: passive results, active check outcomes and staleness observations
 //! queue here and one worker applies them in arrival order, many submissions per transaction
-//! (group commit: up to `BATCH_RESULTS` results or whatever is queued). A submitter is answered
-//! once its results' states are committed (or once queued, if it asked: `AnswerWhen`); their
-//! events and metric samples are queued then and commit while the next group's states do (at
-//! most `STORING_GROUPS` groups behind), and reads of events and metrics wait for what was
-//! queued before them, so an answer after the commit is never ahead of what a client can read.
-//! The queue holds at most `CAPACITY` results; a submitter waits up to
-//! `ROOM_WAIT` for room, then the pipeline counts as stalled, as it does when the oldest queued
-//! submission has waited longer than `STALL_AFTER`.
+//! (group commit: up to `BATCH_RESULTS` results or whatever is queued; results nobody waits on
+//! gather for up to `GATHER` first). A submitter is answered once its results' states are
+//! committed (or once queued, if it asked: `AnswerWhen`); their events and metric samples are
+//! queued then and commit while the next group's states do (at most `STORING_GROUPS` groups
+//! behind), and reads of events and metrics wait for what was queued before them, so an answer
+//! after the commit is never ahead of what a client can read. The queue holds at most
+//! `CAPACITY` results; a submitter waits up to `ROOM_WAIT` for room, then the pipeline counts as
+//! stalled, as it does when the oldest queued submission has waited longer than `STALL_AFTER`.
 
 use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
@@ -15,7 +15,7 @@ use crate::model::health::PipelineStats;
 use crate::model::state::CheckState;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::StoreError;
+use crate::store::{Promise, StoreError};
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -31,6 +31,11 @@ pub const READY_LIMIT: usize = 8000;
 pub const BATCH_RESULTS: usize = 8192;
 /// Applied groups whose events and samples may still be committing.
 const STORING_GROUPS: usize = 4;
+/// A group that nobody waits on (every submitter answered once queued) gathers for up to this
+/// long, or until `GATHER_RESULTS` are queued, before it is applied: one transaction for many
+/// one-result requests instead of one each.
+const GATHER: Duration = Duration::from_millis(2);
+const GATHER_RESULTS: usize = 256;
 pub const STALL_AFTER: Duration = Duration::from_secs(10);
 pub const ROOM_WAIT: Duration = Duration::from_secs(5);
 
@@ -60,7 +65,8 @@ pub enum AnswerWhen {
     /// Once the results' states are durably committed: the default.
     Applied,
     /// Once the results are queued (`Prefer: respond-async`), as Icinga 2's API and NSCA answer:
-    /// a crash before their commit loses them, and a read right after may not show them yet.
+    /// a crash before their sync loses them, and a read right after may not show them yet. A
+    /// group of only such results commits without waiting for its sync (`Promise::Committed`).
     Queued,
 }
 
@@ -74,6 +80,7 @@ async fn states_once_applied(applied: AppliedStates) -> Result<Vec<CheckState>, 
 
 struct Pending {
     jobs: Vec<Job>,
+    answer: AnswerWhen,
     queued: Stopwatch,
     reply: Reply,
     permits: tokio::sync::OwnedSemaphorePermit,
@@ -140,7 +147,7 @@ impl Pipeline {
     ) -> Result<Accepted, ResultError> {
         let (jobs, rejected) = self.results.prepare(p, batch).await?;
         let accepted = jobs.len();
-        let applied = self.enqueue(jobs).await?;
+        let applied = self.enqueue(jobs, answer).await?;
         if let (AnswerWhen::Applied, Some(applied)) = (answer, applied) {
             states_once_applied(applied).await?;
         }
@@ -149,7 +156,7 @@ impl Pipeline {
 
     /// Queues jobs and waits until they are applied; returns their new states in order.
     pub async fn submit(&self, jobs: Vec<Job>) -> Result<Vec<CheckState>, PipelineError> {
-        match self.enqueue(jobs).await? {
+        match self.enqueue(jobs, AnswerWhen::Applied).await? {
             Some(applied) => states_once_applied(applied).await,
             None => Ok(Vec::new()),
         }
@@ -157,7 +164,11 @@ impl Pipeline {
 
     /// Queues jobs once the queue has room for them; the answer to wait on for their states
     /// (`None`: no jobs, nothing queued).
-    async fn enqueue(&self, jobs: Vec<Job>) -> Result<Option<AppliedStates>, PipelineError> {
+    async fn enqueue(
+        &self,
+        jobs: Vec<Job>,
+        answer: AnswerWhen,
+    ) -> Result<Option<AppliedStates>, PipelineError> {
         if jobs.is_empty() {
             return Ok(None);
         }
@@ -185,6 +196,7 @@ impl Pipeline {
             .unwrap_or_else(|e| e.into_inner())
             .push_back(Pending {
                 jobs,
+                answer,
                 queued: Stopwatch::start(),
                 reply,
                 permits,
@@ -205,6 +217,9 @@ impl Pipeline {
                 finish_oldest(&mut storing).await;
                 continue;
             }
+            if let Some(wait) = self.gathering() {
+                tokio::time::sleep(wait).await;
+            }
             let mut group = self.next_group();
             if group.is_empty() {
                 if storing.is_empty() {
@@ -222,7 +237,13 @@ impl Pipeline {
                 .iter_mut()
                 .flat_map(|p| std::mem::take(&mut p.jobs))
                 .collect();
-            let apply = self.results.apply(jobs);
+            // A group nobody waits on commits without waiting for its sync (see `Promise`).
+            let promise = if group.iter().all(|p| p.answer == AnswerWhen::Queued) {
+                Promise::Committed
+            } else {
+                Promise::Durable
+            };
+            let apply = self.results.apply(jobs, promise);
             tokio::pin!(apply);
             let outcome = loop {
                 tokio::select! {
@@ -239,6 +260,16 @@ impl Pipeline {
             };
             total += self.answer(group, sizes, states);
         }
+    }
+
+    /// How long the queued submissions still gather (see `GATHER`): none when one of them
+    /// waits for its answer, when enough are queued, or once the oldest has waited `GATHER`.
+    fn gathering(&self) -> Option<Duration> {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = queue.front()?;
+        let unawaited = queue.iter().all(|p| p.answer == AnswerWhen::Queued);
+        let waited = oldest.queued.elapsed();
+        (unawaited && self.depth() < GATHER_RESULTS && waited < GATHER).then(|| GATHER - waited)
     }
 
     /// Submissions for one state transaction: up to `BATCH_RESULTS` results, or one larger
@@ -385,10 +416,8 @@ mod tests {
     use crate::store::Store;
     use crate::store::metrics::MetricsStore;
 
-    /// No worker runs here: the test queues, watches the depth and stall reports, then
-    /// drains by hand. Time is paused, so the waits cost nothing.
-    #[tokio::test(start_paused = true)]
-    async fn a_full_or_stuck_queue_is_reported_and_drains_in_order() {
+    /// A pipeline on a fresh store, no worker running, and one host to make jobs for.
+    fn pipeline_with_a_host() -> (Arc<Pipeline>, Arc<Entry>, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
         let clock = Arc::new(TestClock::new(start));
@@ -417,6 +446,14 @@ mod tests {
             parents: None,
             labels: Default::default(),
         });
+        (pipeline, entry, dir)
+    }
+
+    /// No worker runs here: the test queues, watches the depth and stall reports, then
+    /// drains by hand. Time is paused, so the waits cost nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_or_stuck_queue_is_reported_and_drains_in_order() {
+        let (pipeline, entry, _dir) = pipeline_with_a_host();
         let jobs = |n: usize, state: u8| vec![Job::new(entry.clone(), state, "out", 1); n];
         let queued = pipeline.clone();
         let first = tokio::spawn({
@@ -451,5 +488,51 @@ mod tests {
         pipeline.drain().await;
         let states = again.await.unwrap().unwrap();
         assert_eq!(states.iter().map(|s| s.state).collect::<Vec<_>>(), [0, 0]);
+    }
+
+    /// Queues jobs whose submitter was answered once they are queued: nobody waits on them.
+    async fn queue_unawaited(pipeline: &Pipeline, jobs: Vec<Job>) {
+        let applied = pipeline.enqueue(jobs, AnswerWhen::Queued).await.unwrap();
+        drop(applied);
+    }
+
+    /// Submissions nobody waits on gather for up to `GATHER` into one transaction; a
+    /// submitter that waits for its answer, or a gathering that is full, is applied at once.
+    #[tokio::test(start_paused = true)]
+    async fn unawaited_submissions_gather_into_one_transaction() {
+        let (pipeline, entry, _dir) = pipeline_with_a_host();
+        let jobs = |n: usize, state: u8| vec![Job::new(entry.clone(), state, "out", 1); n];
+        let start = tokio::time::Instant::now();
+        for state in [0, 2] {
+            queue_unawaited(&pipeline, jobs(1, state)).await;
+        }
+        assert_eq!(pipeline.drain().await, 2);
+        assert_eq!(pipeline.stats().batches, 1, "both in one transaction");
+        assert!(start.elapsed() >= GATHER, "gathered first");
+
+        let waiting = tokio::spawn({
+            let (p, jobs) = (pipeline.clone(), jobs(1, 0));
+            async move { p.submit(jobs).await }
+        });
+        while pipeline.depth() < 1 {
+            tokio::task::yield_now().await;
+        }
+        queue_unawaited(&pipeline, jobs(1, 2)).await;
+        let start = tokio::time::Instant::now();
+        assert_eq!(pipeline.drain().await, 2);
+        assert!(
+            start.elapsed() < GATHER,
+            "a waiting submitter is not kept waiting"
+        );
+        assert_eq!(waiting.await.unwrap().unwrap()[0].state, 0);
+
+        queue_unawaited(&pipeline, jobs(GATHER_RESULTS, 0)).await;
+        let start = tokio::time::Instant::now();
+        assert_eq!(pipeline.drain().await, GATHER_RESULTS);
+        assert!(
+            start.elapsed() < GATHER,
+            "a full gathering is applied at once"
+        );
+        assert_eq!(pipeline.stats().batches, 3);
     }
 }

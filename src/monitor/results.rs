@@ -15,7 +15,7 @@ use crate::model::state::{
 };
 use crate::runtime::clock::SharedClock;
 use crate::store::metrics::{MetricsStore, Sample};
-use crate::store::{Store, StoreError};
+use crate::store::{Promise, Store, StoreError};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -200,10 +200,16 @@ impl Results {
     /// Runs jobs through the state machine in one transaction, in order, journals the
     /// transitions' events in it, then queues them for the event store (one append) and the
     /// performance data as metric samples;
-    /// returns each job's new state and a future that resolves once the events and samples
-    /// are stored too. Events and samples of successive calls are stored in call order, so the
-    /// next call may run while this one's are still committing.
-    pub async fn apply(&self, mut jobs: Vec<Job>) -> Result<Applied<'_>, StoreError> {
+    /// returns each job's new state, once durable or committed (`promise`), and a future that
+    /// resolves once the samples are stored too, and the events with them unless their sync
+    /// was deferred (`Promise::Committed`: the store files them once it is made). Events and
+    /// samples of successive calls are stored in call order, so the next call may run while
+    /// this one's are still committing.
+    pub async fn apply(
+        &self,
+        mut jobs: Vec<Job>,
+        promise: Promise,
+    ) -> Result<Applied<'_>, StoreError> {
         self.derive_unreachable(&mut jobs).await?;
         let now = self.clock.now();
         let (entries, items): (Vec<Arc<Entry>>, Vec<_>) = jobs
@@ -218,7 +224,7 @@ impl Results {
         let reported = entries.clone();
         let applied = self
             .store
-            .apply_observations(items, now, state::step, move |i, next, t| {
+            .apply_observations(items, now, promise, state::step, move |i, next, t| {
                 report(&reported[i], next, t)
             })
             .await?;
@@ -236,7 +242,7 @@ impl Results {
         }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
-        let events_filed = applied.filed;
+        let events_filed = applied.filed.filter(|_| promise == Promise::Durable);
         let stored = Box::pin(async move {
             if let Some(filed) = events_filed {
                 filed.await;

@@ -7,22 +7,34 @@
 //! lock to nobody else. A write queued `Ahead` (the pager's, one at a time per worker) joins the
 //! next group before every request write still waiting, so a page is not behind a burst. A write
 //! that says it changed nothing (a timer sweep with nothing due) is aborted instead of committed,
-//! and a group of only such writes is not synced: an idle box does not write. Once a group is
-//! durable, the events its writes journaled are handed to the filing (event store, bus) in
-//! commit order, and each caller's answer carries the future of their filing.
+//! and a group of only such writes is not synced: an idle box does not write. A write whose
+//! caller does not wait for durability (`Promise::Committed`: results answered once queued) is
+//! answered once committed, and a group of only such writes defers its sync: the next group that
+//! is synced, or `DEFERRED_SYNC` at the latest, makes it durable, so a stream of them shares one
+//! sync instead of one a group. Once a group is durable, the events its writes journaled are
+//! handed to the filing (event store, bus) in commit order, and each caller's answer carries the
+//! future of their filing.
 
+use super::audit::ChainHead;
 use super::kv::Db;
 use super::tx::Tx;
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
+use crate::runtime::Stopwatch;
+use futures_util::FutureExt;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::time::Duration;
 
 /// The most writes one sync covers: enough to empty a burst of requests, few enough that the
 /// first of them does not wait long for the last.
 const MAX_GROUP: usize = 16;
+/// The longest a write answered once committed waits for its sync: what a crash may lose of them.
+const DEFERRED_SYNC: Duration = Duration::from_millis(50);
+/// Writes whose sync is deferred at most: past them, the next sync is made at once.
+const DEFERRED_WRITES: usize = 1024;
 
 /// How to answer a job's caller once the group's sync is known, with the filing of the
 /// group's events when it journaled any.
@@ -37,6 +49,17 @@ pub(super) enum Turn {
     InOrder,
     /// Before every `InOrder` write not yet running.
     Ahead,
+}
+
+/// When a write's caller is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Promise {
+    /// Once the write is durable.
+    Durable,
+    /// Once it is committed and readable; it is made durable within `DEFERRED_SYNC`, and a crash
+    /// before that loses it (with its events, which are filed only once it is durable). Where a
+    /// commit is not readable before its sync (PostgreSQL), it is synced at once.
+    Committed,
 }
 
 /// What a write did in its transaction.
@@ -55,11 +78,13 @@ pub(super) trait Write: Send {
     fn run(self: Box<Self>, tx: &Tx) -> (Outcome, Reply);
     /// Answers without running.
     fn refuse(self: Box<Self>, e: StoreError);
+    fn promise(&self) -> Promise;
 }
 
 struct Pending<F, A> {
     f: F,
     answer: A,
+    promise: Promise,
     /// The submitter's span (a request's, a consumer batch's): the transaction runs under it.
     caller: tracing::Span,
 }
@@ -71,7 +96,9 @@ where
     T: Send + 'static,
 {
     fn run(self: Box<Self>, tx: &Tx) -> (Outcome, Reply) {
-        let Pending { f, answer, caller } = *self;
+        let Pending {
+            f, answer, caller, ..
+        } = *self;
         let span =
             tracing::debug_span!(parent: &caller, "transaction", outcome = tracing::field::Empty);
         let out = span.in_scope(|| f(tx));
@@ -95,6 +122,10 @@ where
 
     fn refuse(self: Box<Self>, e: StoreError) {
         (self.answer)(Err(e), None);
+    }
+
+    fn promise(&self) -> Promise {
+        self.promise
     }
 }
 
@@ -120,19 +151,24 @@ impl Committer {
     }
 
     /// Queues `f` as one write transaction; `answer` has its outcome once it is durable (or
-    /// failed, or at once when `f` says it changed nothing), with the filing of its group's
-    /// events. An answer dropped unanswered (the thread is gone, or `f` panicked) means
-    /// `unanswered`.
+    /// committed, as `promise` says; or failed, or at once when `f` says it changed nothing),
+    /// with the filing of its group's events. An answer dropped unanswered (the thread is gone,
+    /// or `f` panicked) means `unanswered`.
     pub(super) fn submit<T: Send + 'static>(
         &self,
         turn: Turn,
+        promise: Promise,
         f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
         answer: impl FnOnce(Result<T, StoreError>, Option<Filed>) + Send + 'static,
     ) {
         let caller = tracing::Span::current();
-        let _ = self
-            .jobs
-            .send((turn, Box::new(Pending { f, answer, caller })));
+        let pending = Pending {
+            f,
+            answer,
+            promise,
+            caller,
+        };
+        let _ = self.jobs.send((turn, Box::new(pending)));
     }
 }
 
@@ -141,14 +177,60 @@ pub(super) fn unanswered() -> StoreError {
     StoreError::Internal("the write was lost (store writer stopped or the write panicked)".into())
 }
 
+/// Groups committed and answered whose sync is deferred (`Promise::Committed`).
+struct Unsynced {
+    /// Since the first of them committed: their sync is due `DEFERRED_SYNC` after.
+    since: Stopwatch,
+    writes: usize,
+    journaled: Vec<Journaled>,
+    checkpoint: Option<ChainHead>,
+    /// Hands their callers' filing the filing of their events once they are durable; dropped
+    /// unsent (the sync failed or never came), the filing ends with nothing filed.
+    synced: tokio::sync::oneshot::Sender<Option<Filed>>,
+    /// What their callers were handed as their filing.
+    filing: Filed,
+}
+
+impl Unsynced {
+    fn new() -> Self {
+        let (synced, filed) = tokio::sync::oneshot::channel::<Option<Filed>>();
+        let filing = async move {
+            if let Ok(Some(filed)) = filed.await {
+                filed.await;
+            }
+        };
+        Self {
+            since: Stopwatch::start(),
+            writes: 0,
+            journaled: Vec::new(),
+            checkpoint: None,
+            synced,
+            filing: filing.boxed().shared(),
+        }
+    }
+}
+
 fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
     let (mut ahead, mut in_order) = (VecDeque::new(), VecDeque::new());
+    let mut unsynced: Option<Unsynced> = None;
     loop {
         if ahead.is_empty() && in_order.is_empty() {
-            let Ok(first) = queue.recv() else {
-                return;
+            let first = match &unsynced {
+                None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                Some(u) => queue.recv_timeout(DEFERRED_SYNC.saturating_sub(u.since.elapsed())),
             };
-            file(first, &mut ahead, &mut in_order);
+            match first {
+                Ok(first) => file(first, &mut ahead, &mut in_order),
+                Err(RecvTimeoutError::Timeout) => {
+                    let Some(store) = store.upgrade() else {
+                        return;
+                    };
+                    sync_deferred(&store, unsynced.take());
+                    continue;
+                }
+                // The store is gone: closing the database made its commits durable (redb).
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
         }
         for queued in queue.try_iter() {
             file(queued, &mut ahead, &mut in_order);
@@ -162,7 +244,7 @@ fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
         let Some(store) = store.upgrade() else {
             return;
         };
-        commit_group(&store, group);
+        commit_group(&store, group, &mut unsynced);
     }
 }
 
@@ -173,7 +255,7 @@ fn file((turn, job): Queued, ahead: &mut VecDeque<Job>, in_order: &mut VecDeque<
     }
 }
 
-fn commit_group(store: &Store, group: Vec<Job>) {
+fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>) {
     let db = match store.handle() {
         Ok(db) => db,
         Err(e) => {
@@ -183,15 +265,17 @@ fn commit_group(store: &Store, group: Vec<Job>) {
             return;
         }
     };
-    // Each committed write's reply, and whether it journaled events (and so waits for them).
-    let mut committed: Vec<(Reply, bool)> = Vec::with_capacity(group.len());
+    // Each committed write's reply, whether it journaled events (and so waits for them), and
+    // whether it waits for the sync.
+    let mut committed: Vec<(Reply, bool, Promise)> = Vec::with_capacity(group.len());
     let mut journaled: Vec<Journaled> = Vec::new();
     let mut checkpoint = None;
     for job in group {
+        let promise = job.promise();
         match run_job(store, &db, job) {
             Ok(None) => {}
             Ok(Some((reply, events))) => {
-                committed.push((reply, !events.is_empty()));
+                committed.push((reply, !events.is_empty(), promise));
                 journaled.extend(events);
                 // An audit append that crossed a checkpoint boundary asked for one; it is
                 // written once its transaction is durable.
@@ -209,7 +293,70 @@ fn commit_group(store: &Store, group: Vec<Job>) {
         }
         return;
     }
-    let synced = tracing::debug_span!("sync", writes = committed.len()).in_scope(|| db.sync());
+    if db.commits_readable_unsynced() && committed.iter().all(|(_, _, p)| *p == Promise::Committed)
+    {
+        let deferred = unsynced.get_or_insert_with(Unsynced::new);
+        deferred.writes += committed.len();
+        deferred.journaled.extend(journaled);
+        deferred.checkpoint = checkpoint.or(deferred.checkpoint.take());
+        for (reply, journaled, _) in committed {
+            reply(Ok(()), journaled.then(|| deferred.filing.clone()));
+        }
+        if deferred.writes >= DEFERRED_WRITES || deferred.since.elapsed() >= DEFERRED_SYNC {
+            drop(db);
+            sync_deferred(store, unsynced.take());
+        }
+        return;
+    }
+    // This sync makes the deferred groups before it durable too; their events file first.
+    let mut earlier = unsynced.take();
+    if let Some(earlier) = &mut earlier {
+        earlier.journaled.append(&mut journaled);
+        journaled = std::mem::take(&mut earlier.journaled);
+        checkpoint = checkpoint.or(earlier.checkpoint.take());
+    }
+    let (synced, filed) = sync(store, &db, committed.len(), journaled, checkpoint);
+    if let Some(earlier) = earlier {
+        let _ = earlier.synced.send(filed.clone());
+    }
+    // Let go of the database before answering: a caller that closes the store next (a
+    // shutdown, a reopen) finds the file's lock released.
+    drop(db);
+    for (reply, journaled, _) in committed {
+        reply(synced.clone(), filed.clone().filter(|_| journaled));
+    }
+}
+
+/// Makes the deferred groups durable, and files their events.
+fn sync_deferred(store: &Store, deferred: Option<Unsynced>) {
+    let Some(deferred) = deferred else {
+        return;
+    };
+    // An offline store drops them unfiled: their events stay journaled, and the filer stores
+    // what the reopened database holds.
+    let Ok(db) = store.handle() else {
+        return;
+    };
+    let (_, filed) = sync(
+        store,
+        &db,
+        deferred.writes,
+        deferred.journaled,
+        deferred.checkpoint,
+    );
+    let _ = deferred.synced.send(filed);
+}
+
+/// Makes every write committed since the last sync durable, then writes the audit checkpoint
+/// they asked for and hands their events to the filing.
+fn sync(
+    store: &Store,
+    db: &Db,
+    writes: usize,
+    journaled: Vec<Journaled>,
+    checkpoint: Option<ChainHead>,
+) -> (Result<(), StoreError>, Option<Filed>) {
+    let synced = tracing::debug_span!("sync", writes).in_scope(|| db.sync());
     store
         .syncs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -227,12 +374,7 @@ fn commit_group(store: &Store, group: Vec<Job>) {
             None
         }
     };
-    // Let go of the database before answering: a caller that closes the store next (a
-    // shutdown, a reopen) finds the file's lock released.
-    drop(db);
-    for (reply, journaled) in committed {
-        reply(synced.clone(), filed.clone().filter(|_| journaled));
-    }
+    (synced, filed)
 }
 
 /// Runs one job in its own transaction and commits it without syncing: its reply, to be
@@ -493,5 +635,68 @@ mod tests {
         let second = journal(&store, 7, Ok(true)).await.unwrap();
         assert_eq!(*recorder.groups.lock().unwrap(), vec![first, second]);
         assert_eq!(recorder.filed.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    /// Writes answered once committed are readable at once and share their syncs: a run of
+    /// them one after another costs a sync per `DEFERRED_SYNC` (or per `DEFERRED_WRITES`), not
+    /// one each. Their events are filed only once durable, in commit order, also when a write
+    /// answered once durable makes them so; and with nothing more to write, the last of them is
+    /// made durable by itself.
+    #[tokio::test]
+    async fn writes_answered_once_committed_share_their_syncs_and_file_in_commit_order() {
+        const WRITES: u32 = 200;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let recorder = Arc::new(Recorder::default());
+        store.file_with(recorder.clone(), tokio::runtime::Handle::current());
+        let write = |n: u32, promise: Promise| {
+            let kernel = store.clone();
+            let store = store.clone();
+            async move {
+                store
+                    .write_filing_later(promise, move |tx| {
+                        kernel.journal(tx, vec![draft(n)])?;
+                        tx.open_table(ROWS)?.insert(n, n)?;
+                        Ok(tx.journaled_ids())
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        let durable_filings = |r: &Recorder| r.groups.lock().unwrap().concat();
+        let before = store.syncs();
+        let mut journaled = Vec::new();
+        let mut filings = Vec::new();
+        for n in 0..WRITES {
+            let (ids, filed) = write(n, Promise::Committed).await;
+            assert!(stored(&store).contains(&n), "readable once answered");
+            // Whatever was filed by now was synced first.
+            assert!(durable_filings(&recorder).is_empty() || store.syncs() > before);
+            journaled.extend(ids);
+            filings.push(filed.expect("a journaling write has a filing"));
+        }
+        let shared = store.syncs() - before;
+        assert!(
+            shared < u64::from(WRITES) / 2,
+            "{shared} syncs for {WRITES} writes"
+        );
+        let (last, filed) = write(WRITES, Promise::Durable).await;
+        journaled.extend(last);
+        filed.unwrap().await;
+        for filed in filings {
+            filed.await;
+        }
+        assert_eq!(
+            durable_filings(&recorder),
+            journaled,
+            "filed once, in commit order"
+        );
+        let (alone, filed) = write(WRITES + 1, Promise::Committed).await;
+        filed.unwrap().await;
+        assert_eq!(
+            durable_filings(&recorder).last(),
+            alone.last(),
+            "synced by itself"
+        );
     }
 }

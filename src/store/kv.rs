@@ -65,6 +65,16 @@ impl Db {
         }
     }
 
+    /// Whether a committed write is readable before its sync (redb); on PostgreSQL the group's
+    /// writes become readable with its `COMMIT`, which is the sync.
+    pub(super) fn commits_readable_unsynced(&self) -> bool {
+        match self {
+            Db::Redb(_) => true,
+            #[cfg(feature = "postgres")]
+            Db::Pg(_) => false,
+        }
+    }
+
     /// Ends a group none of whose writes committed: nothing is written.
     pub(super) fn discard_group(&self) -> Result<(), StoreError> {
         match self {

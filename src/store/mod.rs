@@ -36,6 +36,7 @@ mod tx;
 mod users;
 mod writer;
 
+pub use committer::Promise;
 pub use error::StoreError;
 pub use processes::Change;
 pub use tx::Tx;
@@ -364,6 +365,7 @@ impl Store {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
         self.committer.submit(
             committer::Turn::InOrder,
+            Promise::Durable,
             move |tx| f(tx).map(|v| (v, true)),
             move |out, _filed| {
                 let _ = answer.send(out);
@@ -422,15 +424,18 @@ impl Store {
         self.submit(committer::Turn::Ahead, f).await
     }
 
-    /// A write answered once durable, with the filing of its events still under way (`None`
-    /// when it journaled none): for a producer that overlaps filing with its next write.
+    /// A write answered once durable (or committed, as `promise` says), with the filing of its
+    /// events still under way (`None` when it journaled none): for a producer that overlaps
+    /// filing with its next write.
     async fn write_filing_later<T: Send + 'static>(
         &self,
+        promise: Promise,
         f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<(T, Option<Filed>), StoreError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         self.committer.submit(
             committer::Turn::InOrder,
+            promise,
             move |tx| f(tx).map(|v| (v, true)),
             move |out, filed| {
                 let _ = answer.send(out.map(|v| (v, filed)));
@@ -447,9 +452,10 @@ impl Store {
         f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let (answer, answered) = tokio::sync::oneshot::channel();
-        self.committer.submit(turn, f, move |out, filed| {
-            let _ = answer.send((out, filed));
-        });
+        self.committer
+            .submit(turn, Promise::Durable, f, move |out, filed| {
+                let _ = answer.send((out, filed));
+            });
         let (out, filed) = answered
             .await
             .unwrap_or_else(|_| (Err(committer::unanswered()), None));

@@ -5,7 +5,7 @@ use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
-use super::{Filed, Store, StoreError};
+use super::{Filed, Promise, Store, StoreError};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
 use crate::model::object::Object;
@@ -175,17 +175,19 @@ pub struct AppliedStates {
 
 impl Store {
     /// Applies observations (tenant, object id, observation) in order in one transaction;
-    /// returns each new state and its transition. `report` turns the transition of the item
-    /// at an index into events, which are journaled in the same transaction.
+    /// returns each new state and its transition once durable or committed (`promise`).
+    /// `report` turns the transition of the item at an index into events, which are journaled
+    /// in the same transaction.
     pub async fn apply_observations(
         self: &Arc<Self>,
         items: Vec<(Uuid, Uuid, Observation)>,
         now: Timestamp,
+        promise: Promise,
         step: Step,
         mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<EventDraft> + Send + 'static,
     ) -> Result<AppliedStates, StoreError> {
         let store = self.clone();
-        let write = self.write_filing_later(move |tx| {
+        let write = self.write_filing_later(promise, move |tx| {
             let mut events = Vec::new();
             let mut states = Vec::with_capacity(items.len());
             {
@@ -348,9 +350,13 @@ mod tests {
         let store = Store::open(dir.path(), clock).unwrap();
         let (tenant, a, b) = (Uuid::from_u128(2), Uuid::from_u128(3), Uuid::from_u128(4));
         store
-            .apply_observations(vec![(tenant, a, observation(0))], now, step, |_, _, _| {
-                Vec::new()
-            })
+            .apply_observations(
+                vec![(tenant, a, observation(0))],
+                now,
+                Promise::Durable,
+                step,
+                |_, _, _| Vec::new(),
+            )
             .await
             .unwrap();
         let applied = store
@@ -361,6 +367,7 @@ mod tests {
                     (tenant, a, observation(2)),
                 ],
                 now,
+                Promise::Durable,
                 step,
                 |_, _, _| Vec::new(),
             )
@@ -389,6 +396,7 @@ mod tests {
                 .apply_observations(
                     vec![(tenant, object, observation(state))],
                     now,
+                    Promise::Durable,
                     step,
                     |_, _, _| Vec::new(),
                 )
