@@ -245,6 +245,14 @@ fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
             return;
         };
         commit_group(&store, group, &mut unsynced);
+        // Checked after every group, so a stream of writes that sync nothing (or change
+        // nothing) still makes the deferred ones durable in time.
+        if unsynced
+            .as_ref()
+            .is_some_and(|u| u.writes >= DEFERRED_WRITES || u.since.elapsed() >= DEFERRED_SYNC)
+        {
+            sync_deferred(&store, unsynced.take());
+        }
     }
 }
 
@@ -301,10 +309,6 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
         deferred.checkpoint = checkpoint.or(deferred.checkpoint.take());
         for (reply, journaled, _) in committed {
             reply(Ok(()), journaled.then(|| deferred.filing.clone()));
-        }
-        if deferred.writes >= DEFERRED_WRITES || deferred.since.elapsed() >= DEFERRED_SYNC {
-            drop(db);
-            sync_deferred(store, unsynced.take());
         }
         return;
     }
