@@ -3,7 +3,9 @@
 //! change with an event and a metric sample) for 10,000 services on the release server, with
 //! 20,000 results in batches of 1 (answered once committed, then 20,000 more answered once
 //! queued: `Prefer: respond-async`, Icinga 2's answer) and 500,000 in batches of 500 (answered
-//! once committed, then 500,000 more answered once queued), 16 requests in flight. The same workload goes to Icinga 2's `process-check-result` API (50,000
+//! once committed, then 500,000 more answered once queued), 16 requests in flight, over plain
+//! HTTP; then the one-result phases again over HTTPS (svc's default; Icinga 2's API serves
+//! nothing else). The same workload goes to Icinga 2's `process-check-result` API (50,000
 //! results) in the same run when `/usr/sbin/icinga2` is installed (Debian package `icinga2`):
 //! the bench starts its own daemon with a generated configuration (10,000 passive services, API
 //! listener on a free port, certificates from rcgen) once svc has stopped. Icinga 2 gets a
@@ -283,6 +285,18 @@ fn main() {
         println!("  batch 500: {batched:>9.0} results/s");
         println!("  batch 500, answered once queued (Prefer: respond-async): {batched_queued:>9.0} results/s");
         println!("  request floor, GET /api/v1/whoami (authenticated, stores nothing): {floor:>9.0} requests/s");
+        let _ = child.kill();
+        let _ = child.wait();
+        // The one-result phases again over HTTPS, svc's default and the only transport of
+        // Icinga 2's API: the same data, served again.
+        let (mut child, base) = common::start_https(&data);
+        let floor_https = request_floor(&http, &base, &token, 50_000).await;
+        let single_https = svc_rate(&http, &base, &token, (1, 20_000, 105), Answer::Committed).await;
+        let queued_https = svc_rate(&http, &base, &token, (1, 20_000, 107), Answer::Queued).await;
+        println!("svc over HTTPS (its default; the phases above are plain HTTP):");
+        println!("  batch 1:   {single_https:>9.0} results/s");
+        println!("  batch 1, answered once queued (Prefer: respond-async): {queued_https:>9.0} results/s");
+        println!("  request floor, GET /api/v1/whoami: {floor_https:>9.0} requests/s");
         // Each server is measured alone: Icinga 2 starts once svc has stopped.
         let _ = child.kill();
         let _ = child.wait();
@@ -301,6 +315,7 @@ fn main() {
                 let rate = icinga_rate(&http, port, 50_000, 1).await;
                 println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
                 println!("  ratio: batch 1 {:.1}x, batch 1 answered once queued {:.1}x, batch 500 {:.1}x, batch 500 answered once queued {:.1}x, request floor {:.1}x", single / rate, queued / rate, batched / rate, batched_queued / rate, floor / rate);
+                println!("  ratio over HTTPS: batch 1 {:.1}x, batch 1 answered once queued {:.1}x, request floor {:.1}x", single_https / rate, queued_https / rate, floor_https / rate);
                 stop_icinga(&mut ic, &icinga_dir);
             }
             None => println!("Icinga 2 reference: not measured (/usr/sbin/icinga2 missing; apt-get install icinga2)"),

@@ -70,8 +70,23 @@ pub fn start_in(
     args: &[String],
     env: &[(&str, String)],
 ) -> (Child, String) {
+    launch(data, (listen, "off"), seed_admin, args, env)
+}
+
+/// `start`, serving HTTPS as svc does by default (a self-signed certificate).
+pub fn start_https(data: &Path) -> (Child, String) {
+    launch(data, ("127.0.0.1:0", "auto"), false, &[], &[])
+}
+
+fn launch(
+    data: &Path,
+    (listen, tls): (&str, &str),
+    seed_admin: bool,
+    args: &[String],
+    env: &[(&str, String)],
+) -> (Child, String) {
     let mut cmd = Command::new(bin());
-    cmd.args(["serve", "--listen", listen, "--tls", "off", "--data-dir"])
+    cmd.args(["serve", "--listen", listen, "--tls", tls, "--data-dir"])
         .arg(data)
         .args(args)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
