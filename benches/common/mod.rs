@@ -70,17 +70,18 @@ pub fn start_in(
     args: &[String],
     env: &[(&str, String)],
 ) -> (Child, String) {
-    launch(data, (listen, "off"), seed_admin, args, env)
+    launch(data, listen, "off", seed_admin, args, env)
 }
 
 /// `start`, serving HTTPS as svc does by default (a self-signed certificate).
 pub fn start_https(data: &Path) -> (Child, String) {
-    launch(data, ("127.0.0.1:0", "auto"), false, &[], &[])
+    launch(data, "127.0.0.1:0", "auto", false, &[], &[])
 }
 
 fn launch(
     data: &Path,
-    (listen, tls): (&str, &str),
+    listen: &str,
+    tls: &str,
     seed_admin: bool,
     args: &[String],
     env: &[(&str, String)],

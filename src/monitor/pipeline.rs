@@ -266,10 +266,11 @@ impl Pipeline {
     /// waits for its answer, when enough are queued, or once the oldest has waited `GATHER`.
     fn gathering(&self) -> Option<Duration> {
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let oldest = queue.front()?;
-        let unawaited = queue.iter().all(|p| p.answer == AnswerWhen::Queued);
-        let waited = oldest.queued.elapsed();
-        (unawaited && self.depth() < GATHER_RESULTS && waited < GATHER).then(|| GATHER - waited)
+        let waited = queue.front()?.queued.elapsed();
+        let gathers = waited < GATHER
+            && self.depth() < GATHER_RESULTS
+            && queue.iter().all(|p| p.answer == AnswerWhen::Queued);
+        gathers.then(|| GATHER - waited)
     }
 
     /// Submissions for one state transaction: up to `BATCH_RESULTS` results, or one larger

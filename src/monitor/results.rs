@@ -201,10 +201,9 @@ impl Results {
     /// transitions' events in it, then queues them for the event store (one append) and the
     /// performance data as metric samples;
     /// returns each job's new state, once durable or committed (`promise`), and a future that
-    /// resolves once the samples are stored too, and the events with them unless their sync
-    /// was deferred (`Promise::Committed`: the store files them once it is made). Events and
-    /// samples of successive calls are stored in call order, so the next call may run while
-    /// this one's are still committing.
+    /// resolves once the events (of a durable write: a deferred one's are filed by the store
+    /// once it syncs) and samples are stored too. Events and samples of successive calls are
+    /// stored in call order, so the next call may run while this one's are still committing.
     pub async fn apply(
         &self,
         mut jobs: Vec<Job>,
@@ -242,7 +241,7 @@ impl Results {
         }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
-        let events_filed = applied.filed.filter(|_| promise == Promise::Durable);
+        let events_filed = applied.filed;
         let stored = Box::pin(async move {
             if let Some(filed) = events_filed {
                 filed.await;

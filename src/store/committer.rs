@@ -12,8 +12,8 @@
 //! answered once committed, and a group of only such writes defers its sync: the next group that
 //! is synced, or `DEFERRED_SYNC` at the latest, makes it durable, so a stream of them shares one
 //! sync instead of one a group. Once a group is durable, the events its writes journaled are
-//! handed to the filing (event store, bus) in commit order, and each caller's answer carries the
-//! future of their filing.
+//! handed to the filing (event store, bus) in commit order, and each caller answered once
+//! durable gets the future of their filing with the answer.
 
 use super::audit::ChainHead;
 use super::kv::Db;
@@ -21,7 +21,6 @@ use super::tx::Tx;
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
 use crate::runtime::Stopwatch;
-use futures_util::FutureExt;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
@@ -56,9 +55,10 @@ pub(super) enum Turn {
 pub enum Promise {
     /// Once the write is durable.
     Durable,
-    /// Once it is committed and readable; it is made durable within `DEFERRED_SYNC`, and a crash
-    /// before that loses it (with its events, which are filed only once it is durable). Where a
-    /// commit is not readable before its sync (PostgreSQL), it is synced at once.
+    /// Once it is committed and readable, with no filing to wait for; it is made durable within
+    /// `DEFERRED_SYNC`, and a crash before that loses it (with its events, which are filed only
+    /// once it is durable). Where a commit is not readable before its sync (PostgreSQL), it is
+    /// synced at once.
     Committed,
 }
 
@@ -184,28 +184,15 @@ struct Unsynced {
     writes: usize,
     journaled: Vec<Journaled>,
     checkpoint: Option<ChainHead>,
-    /// Hands their callers' filing the filing of their events once they are durable; dropped
-    /// unsent (the sync failed or never came), the filing ends with nothing filed.
-    synced: tokio::sync::oneshot::Sender<Option<Filed>>,
-    /// What their callers were handed as their filing.
-    filing: Filed,
 }
 
 impl Unsynced {
     fn new() -> Self {
-        let (synced, filed) = tokio::sync::oneshot::channel::<Option<Filed>>();
-        let filing = async move {
-            if let Ok(Some(filed)) = filed.await {
-                filed.await;
-            }
-        };
         Self {
             since: Stopwatch::start(),
             writes: 0,
             journaled: Vec::new(),
             checkpoint: None,
-            synced,
-            filing: filing.boxed().shared(),
         }
     }
 }
@@ -307,22 +294,18 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
         deferred.writes += committed.len();
         deferred.journaled.extend(journaled);
         deferred.checkpoint = checkpoint.or(deferred.checkpoint.take());
-        for (reply, journaled, _) in committed {
-            reply(Ok(()), journaled.then(|| deferred.filing.clone()));
+        for (reply, _, _) in committed {
+            reply(Ok(()), None);
         }
         return;
     }
     // This sync makes the deferred groups before it durable too; their events file first.
-    let mut earlier = unsynced.take();
-    if let Some(earlier) = &mut earlier {
+    if let Some(mut earlier) = unsynced.take() {
         earlier.journaled.append(&mut journaled);
-        journaled = std::mem::take(&mut earlier.journaled);
-        checkpoint = checkpoint.or(earlier.checkpoint.take());
+        journaled = earlier.journaled;
+        checkpoint = checkpoint.or(earlier.checkpoint);
     }
     let (synced, filed) = sync(store, &db, committed.len(), journaled, checkpoint);
-    if let Some(earlier) = earlier {
-        let _ = earlier.synced.send(filed.clone());
-    }
     // Let go of the database before answering: a caller that closes the store next (a
     // shutdown, a reopen) finds the file's lock released.
     drop(db);
@@ -336,19 +319,19 @@ fn sync_deferred(store: &Store, deferred: Option<Unsynced>) {
     let Some(deferred) = deferred else {
         return;
     };
-    // An offline store drops them unfiled: their events stay journaled, and the filer stores
+    // An offline store leaves them unfiled: their events stay journaled, and the filer stores
     // what the reopened database holds.
     let Ok(db) = store.handle() else {
         return;
     };
-    let (_, filed) = sync(
+    // Nobody waits on the outcome: a failed sync takes the store offline (see `sync`).
+    let _ = sync(
         store,
         &db,
         deferred.writes,
         deferred.journaled,
         deferred.checkpoint,
     );
-    let _ = deferred.synced.send(filed);
 }
 
 /// Makes every write committed since the last sync durable, then writes the audit checkpoint
@@ -670,14 +653,13 @@ mod tests {
         let durable_filings = |r: &Recorder| r.groups.lock().unwrap().concat();
         let before = store.syncs();
         let mut journaled = Vec::new();
-        let mut filings = Vec::new();
         for n in 0..WRITES {
             let (ids, filed) = write(n, Promise::Committed).await;
             assert!(stored(&store).contains(&n), "readable once answered");
+            assert!(filed.is_none(), "its caller waits for no filing");
             // Whatever was filed by now was synced first.
             assert!(durable_filings(&recorder).is_empty() || store.syncs() > before);
             journaled.extend(ids);
-            filings.push(filed.expect("a journaling write has a filing"));
         }
         let shared = store.syncs() - before;
         assert!(
@@ -686,21 +668,27 @@ mod tests {
         );
         let (last, filed) = write(WRITES, Promise::Durable).await;
         journaled.extend(last);
+        // Its filing comes after every deferred write's before it.
         filed.unwrap().await;
-        for filed in filings {
-            filed.await;
-        }
         assert_eq!(
             durable_filings(&recorder),
             journaled,
             "filed once, in commit order"
         );
-        let (alone, filed) = write(WRITES + 1, Promise::Committed).await;
-        filed.unwrap().await;
+        let (alone, _) = write(WRITES + 1, Promise::Committed).await;
+        let synced = Stopwatch::start();
+        while durable_filings(&recorder).last() != alone.last() {
+            assert!(
+                synced.elapsed() < Duration::from_secs(10),
+                "never synced by itself"
+            );
+            tokio::time::sleep(DEFERRED_SYNC / 5).await;
+        }
+        journaled.extend(alone);
         assert_eq!(
-            durable_filings(&recorder).last(),
-            alone.last(),
-            "synced by itself"
+            durable_filings(&recorder),
+            journaled,
+            "filed once, in order"
         );
     }
 }
