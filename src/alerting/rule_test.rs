@@ -49,7 +49,8 @@ fn demo_event(tenant: Uuid, v: Value, id: Uuid, now: Timestamp) -> Result<Event,
         payload: v
             .get("payload")
             .cloned()
-            .unwrap_or_else(|| Value::Object(Default::default())),
+            .unwrap_or_else(|| Value::Object(Default::default()))
+            .into(),
         site: None,
     })
 }

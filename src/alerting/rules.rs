@@ -160,8 +160,8 @@ pub fn event_view(e: &Event) -> Value {
     v.insert("labels".into(), get("labels").unwrap_or_else(|| json!({})));
     let payload = match e.kind {
         // Ingress: the original document's keys, hoisted.
-        EventType::Ingress => get("payload").unwrap_or_else(|| p.clone()),
-        _ => p.clone(),
+        EventType::Ingress => get("payload").unwrap_or_else(|| Value::clone(p)),
+        _ => Value::clone(p),
     };
     v.insert("payload".into(), payload);
     if e.kind == EventType::StateChange {
@@ -363,7 +363,7 @@ pub fn decide_rule(
             alert: Box::new(Alert {
                 object_id: e.object_id,
                 labels,
-                payload: e.payload.clone(),
+                payload: Value::clone(&e.payload),
                 escalation_policy: r.rule.escalation_policy.clone(),
                 auto_close_at: r.rule.auto_close_after.map(|d| now.plus(d.0)),
                 group_id: r.rule.group_id.clone().filter(|g| !g.is_empty()),

@@ -208,7 +208,7 @@ mod tests {
             object_id: None,
             source_id: None,
             severity: None,
-            payload: serde_json::json!({}),
+            payload: serde_json::json!({}).into(),
             site: None,
         })
     }

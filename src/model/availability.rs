@@ -179,7 +179,9 @@ mod tests {
             object_id: None,
             source_id: None,
             severity: Some(Severity::Info),
-            payload: json!({"from": from, "to": to, "stateType": if hard { "hard" } else { "soft" }}),
+            payload:
+                json!({"from": from, "to": to, "stateType": if hard { "hard" } else { "soft" }})
+                    .into(),
             site: None,
         }
     }

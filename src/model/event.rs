@@ -2,10 +2,12 @@
 //! own `ts`, so an id alone locates an event in time (cursors, `Last-Event-ID`).
 
 use super::Timestamp;
+use super::state::StateChangePayload;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use uuid::Uuid;
 
 /// Most labels an event (an ingress event, an object) may carry: alert rules loop over them.
@@ -207,7 +209,7 @@ pub struct Event {
     pub source_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
-    pub payload: Value,
+    pub payload: Payload,
     /// On a main instance: the federation site that forwarded the event (with the edge's own
     /// id and time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -218,6 +220,109 @@ impl Event {
     /// The labels selectors match against: `payload.labels`.
     pub fn labels(&self) -> Option<&serde_json::Map<String, Value>> {
         self.payload.get("labels").and_then(Value::as_object)
+    }
+}
+
+/// An event's payload: a JSON object, read as a `Value`. A state change journaled by the
+/// results' transaction keeps its typed fields instead (`StateChangePayload`): its row is
+/// encoded from them on the writer thread, and the `Value` is built the first time something
+/// reads it (a rule, a selector, a view), on that reader's thread. Both encode alike.
+#[derive(Clone)]
+pub struct Payload {
+    /// The payload, unless `typed` holds it.
+    json: Value,
+    /// A state change's fields, and their `Value` once built (shared by the event's clones).
+    typed: Option<Arc<(StateChangePayload, OnceLock<Value>)>>,
+}
+
+impl Payload {
+    pub fn state_change(fields: StateChangePayload) -> Self {
+        Self {
+            json: Value::Null,
+            typed: Some(Arc::new((fields, OnceLock::new()))),
+        }
+    }
+
+    /// The payload as a `Value` of its own.
+    pub fn into_value(self) -> Value {
+        match self.typed {
+            None => self.json,
+            Some(typed) => match Arc::try_unwrap(typed) {
+                Ok((fields, built)) => built.into_inner().unwrap_or_else(|| fields.to_value()),
+                Err(shared) => shared.1.get_or_init(|| shared.0.to_value()).clone(),
+            },
+        }
+    }
+}
+
+impl From<Value> for Payload {
+    fn from(json: Value) -> Self {
+        Self { json, typed: None }
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        match &self.typed {
+            None => &self.json,
+            Some(typed) => typed.1.get_or_init(|| typed.0.to_value()),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Payload {
+    /// A typed payload becomes a plain `Value` first.
+    fn deref_mut(&mut self) -> &mut Value {
+        if let Some(typed) = self.typed.take() {
+            self.json = Self {
+                json: Value::Null,
+                typed: Some(typed),
+            }
+            .into_value();
+        }
+        &mut self.json
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.typed {
+            None => self.json.serialize(s),
+            Some(typed) => typed.0.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(Self::from)
+    }
+}
+
+impl schemars::JsonSchema for Payload {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        Value::schema_name()
+    }
+
+    fn inline_schema() -> bool {
+        Value::inline_schema()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Value::json_schema(generator)
     }
 }
 
@@ -294,7 +399,7 @@ pub struct EventDraft {
     pub object_id: Option<Uuid>,
     pub source_id: Option<String>,
     pub severity: Option<Severity>,
-    pub payload: Value,
+    pub payload: Payload,
 }
 
 impl EventDraft {
@@ -317,7 +422,7 @@ impl EventDraft {
         tenant_id: Uuid,
         kind: EventType,
         severity: Option<Severity>,
-        payload: Value,
+        payload: impl Into<Payload>,
     ) -> Self {
         Self {
             tenant_id,
@@ -325,7 +430,7 @@ impl EventDraft {
             object_id: None,
             source_id: None,
             severity,
-            payload,
+            payload: payload.into(),
         }
     }
 

@@ -5,6 +5,8 @@ use super::Timestamp;
 use super::event::Severity;
 use super::object::ObjectKind;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
 use uuid::Uuid;
 
 pub const OK: u8 = 0;
@@ -21,6 +23,16 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 pub enum StateType {
     Soft,
     Hard,
+}
+
+impl StateType {
+    /// As it is serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateType::Soft => "soft",
+            StateType::Hard => "hard",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -201,6 +213,90 @@ pub fn label(kind: ObjectKind, state: Option<u8>) -> &'static str {
     }
 }
 
+/// A `state_change` event's payload as the results' transaction journals it: typed, so the
+/// writer thread encodes its row straight from the fields instead of building a JSON map first
+/// (`event::Payload` builds the map only once something reads it). Its encoding, in JSON and in
+/// the store, is the map's: the same keys, in the same (sorted) order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateChangePayload {
+    pub object: String,
+    pub kind: ObjectKind,
+    pub from: Option<u8>,
+    pub to: u8,
+    pub state_type: StateType,
+    pub attempt: u32,
+    pub output: String,
+    pub labels: BTreeMap<String, String>,
+    /// The performance data.
+    pub metric: String,
+    /// A service's host.
+    pub host: Option<String>,
+}
+
+impl StateChangePayload {
+    /// The payload as the JSON object rules, selectors and the event list read.
+    pub fn to_value(&self) -> Value {
+        let mut fields: Vec<(&str, Value)> = vec![
+            ("attempt", self.attempt.into()),
+            ("from", label(self.kind, self.from).into()),
+            ("fromState", self.from.into()),
+            ("kind", self.kind.as_str().into()),
+            (
+                "labels",
+                Value::Object(
+                    self.labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect(),
+                ),
+            ),
+            ("metric", self.metric.clone().into()),
+            ("object", self.object.clone().into()),
+            ("output", self.output.clone().into()),
+            ("stateType", self.state_type.as_str().into()),
+            ("to", label(self.kind, Some(self.to)).into()),
+            ("toState", self.to.into()),
+        ];
+        if let Some(host) = &self.host {
+            fields.push(("host", host.clone().into()));
+        }
+        Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    }
+}
+
+impl Serialize for StateChangePayload {
+    /// As `to_value()` serializes: keys in byte order, numbers as `u64`, a missing state as
+    /// JSON's `null` (a unit).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        struct Null;
+        impl Serialize for Null {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_unit()
+            }
+        }
+        let mut m = s.serialize_map(Some(11 + usize::from(self.host.is_some())))?;
+        m.serialize_entry("attempt", &u64::from(self.attempt))?;
+        m.serialize_entry("from", label(self.kind, self.from))?;
+        match self.from {
+            Some(from) => m.serialize_entry("fromState", &u64::from(from))?,
+            None => m.serialize_entry("fromState", &Null)?,
+        }
+        if let Some(host) = &self.host {
+            m.serialize_entry("host", host)?;
+        }
+        m.serialize_entry("kind", self.kind.as_str())?;
+        m.serialize_entry("labels", &self.labels)?;
+        m.serialize_entry("metric", &self.metric)?;
+        m.serialize_entry("object", &self.object)?;
+        m.serialize_entry("output", &self.output)?;
+        m.serialize_entry("stateType", self.state_type.as_str())?;
+        m.serialize_entry("to", label(self.kind, Some(self.to)))?;
+        m.serialize_entry("toState", &u64::from(self.to))?;
+        m.end()
+    }
+}
+
 /// The event severity of a state: hosts UP ok, DOWN critical, UNREACHABLE warning (SPEC 6.2);
 /// services OK ok, WARNING warning, CRITICAL critical, UNKNOWN warning.
 pub fn severity(kind: ObjectKind, state: u8) -> Severity {
@@ -347,6 +443,66 @@ pub struct Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A typed state change encodes exactly as the JSON object it stands for, in JSON and in
+    /// the store's MessagePack, so readers of either form cannot tell them apart; reading it
+    /// builds that object.
+    #[test]
+    fn a_typed_state_change_encodes_as_its_object() {
+        let service = StateChangePayload {
+            object: "disk".into(),
+            kind: ObjectKind::Service,
+            from: Some(OK),
+            to: 2,
+            state_type: StateType::Hard,
+            attempt: 3,
+            output: "DISK CRITICAL \"quoted\" é".into(),
+            labels: [
+                ("env".to_string(), "prod".to_string()),
+                ("a".into(), "b".into()),
+            ]
+            .into(),
+            metric: "used=95%;90;95".into(),
+            host: Some("web1".into()),
+        };
+        for typed in [service, host_down()] {
+            let value = typed.to_value();
+            assert_eq!(
+                serde_json::to_string(&typed).unwrap(),
+                serde_json::to_string(&value).unwrap()
+            );
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            rmp_serde::encode::write_named(&mut a, &typed).unwrap();
+            rmp_serde::encode::write_named(&mut b, &value).unwrap();
+            assert_eq!(a, b);
+            let payload = super::super::event::Payload::state_change(typed.clone());
+            assert_eq!(*payload, value);
+            assert_eq!(payload.clone().into_value(), value);
+            let decoded: super::super::event::Payload = rmp_serde::from_slice(&a).unwrap();
+            assert_eq!(decoded, payload);
+        }
+        let value = host_down().to_value();
+        assert_eq!(value["fromState"], Value::Null);
+        assert_eq!(value["from"], "PENDING");
+        assert_eq!(value["to"], "DOWN");
+        assert_eq!(value["stateType"], "soft");
+        assert!(value.get("host").is_none());
+    }
+
+    fn host_down() -> StateChangePayload {
+        StateChangePayload {
+            object: "web1".into(),
+            kind: ObjectKind::Host,
+            from: None,
+            to: DOWN,
+            state_type: StateType::Soft,
+            attempt: 1,
+            output: String::new(),
+            labels: BTreeMap::new(),
+            metric: String::new(),
+            host: None,
+        }
+    }
 
     fn obs(state: u8, max: u32) -> Observation {
         Observation {

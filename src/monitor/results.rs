@@ -6,12 +6,12 @@
 use super::catalog::{Catalog, Entry};
 use crate::auth::Principal;
 use crate::model::Timestamp;
-use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::event::{EventDraft, EventType, Payload, Severity};
 use crate::model::metric::parse_perfdata;
 use crate::model::object::ObjectKind;
 use crate::model::state::{
-    self, CheckState, DOWN, Observation, Problem, StateSummary, StateType, Transition, UNREACHABLE,
-    UP, badness, label, severity,
+    self, CheckState, DOWN, Observation, Problem, StateChangePayload, StateSummary, StateType,
+    Transition, UNREACHABLE, UP, badness, severity,
 };
 use crate::runtime::clock::SharedClock;
 use crate::store::metrics::{MetricsStore, Sample};
@@ -442,35 +442,23 @@ fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
         drafts.push(draft);
     }
     if t.changed {
-        // Built from its fields in one go: a map filled key by key costs a search each, and
-        // this runs for every state change in the writer's transaction.
-        let labels = e
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        let mut fields: Vec<(&str, Value)> = vec![
-            ("object", o.name.clone().into()),
-            ("kind", o.kind.as_str().into()),
-            ("fromState", t.from.into()),
-            ("toState", t.to.into()),
-            ("from", label(o.kind, t.from).into()),
-            ("to", label(o.kind, Some(t.to)).into()),
-            ("stateType", json!(t.state_type)),
-            ("attempt", t.attempt.into()),
-            ("output", next.output.clone().into()),
-            ("labels", Value::Object(labels)),
-            ("metric", next.perfdata.clone().into()),
-        ];
-        if o.kind == ObjectKind::Service {
-            fields.push(("host", e.host.name.clone().into()));
-        }
-        let payload = Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+        let payload = StateChangePayload {
+            object: o.name.clone(),
+            kind: o.kind,
+            from: t.from,
+            to: t.to,
+            state_type: t.state_type,
+            attempt: t.attempt,
+            output: next.output.clone(),
+            labels: e.labels.clone(),
+            metric: next.perfdata.clone(),
+            host: (o.kind == ObjectKind::Service).then(|| e.host.name.clone()),
+        };
         let mut draft = EventDraft::new(
             o.tenant_id,
             EventType::StateChange,
             Some(severity(o.kind, t.to)),
-            payload,
+            Payload::state_change(payload),
         );
         draft.object_id = Some(o.id);
         drafts.push(draft);
@@ -533,7 +521,7 @@ mod tests {
         assert_eq!(drafts[0].kind, EventType::StateChange);
         assert_eq!(drafts[0].object_id, Some(Uuid::from_u128(2)));
         assert_eq!(
-            drafts[0].payload,
+            *drafts[0].payload,
             json!({
                 "object": "disk", "kind": "service", "host": "web1",
                 "fromState": 0, "toState": 2, "from": "OK", "to": "CRITICAL",

@@ -1118,7 +1118,7 @@ mod tests {
             object_id: object,
             source_id: source.map(String::from),
             severity: Some(Severity::Info),
-            payload: json!({"labels": {"a": "b"}}),
+            payload: json!({"labels": {"a": "b"}}).into(),
             site: None,
         }
     }

@@ -354,7 +354,7 @@ fn event_at(n: u32, tenant: uuid::Uuid, ms: i64) -> svc::model::event::Event {
         object_id: (!n.is_multiple_of(3)).then(|| objects[(n as usize / 2) % 2]),
         source_id: n.is_multiple_of(5).then(|| format!("source-{}", n % 3)),
         severity: Some([Severity::Critical, Severity::Warning, Severity::Info][n as usize % 3]),
-        payload: serde_json::json!({"n": n}),
+        payload: serde_json::json!({"n": n}).into(),
         site: n.is_multiple_of(7).then(|| "edge-1".to_string()),
     }
 }

@@ -489,7 +489,7 @@ mod tests {
             object_id: None,
             source_id: None,
             severity: None,
-            payload: json!({"fromState": from, "toState": to}),
+            payload: json!({"fromState": from, "toState": to}).into(),
             site: None,
         }
     }
