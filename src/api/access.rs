@@ -3,7 +3,7 @@
 
 use super::AppState;
 use super::error::{Code, Problem};
-use super::middleware::RequestId;
+use super::middleware::{RequestId, within_deadline};
 use super::router::PUBLIC;
 use crate::auth::{AuthError, Principal};
 use crate::model::identity::Actor;
@@ -35,6 +35,8 @@ pub struct Access {
     pub raw: bool,
     /// Reads the session but is not CSRF-checked (`/mcp`).
     pub csrf_exempt: bool,
+    /// Whether the request deadline applies (to the access check and the handler alike).
+    pub deadline: bool,
 }
 
 /// The value of `Authorization: Bearer`, whatever it is.
@@ -77,7 +79,16 @@ pub fn peer_ip(extensions: &axum::http::Extensions) -> IpAddr {
 #[derive(Clone, Debug)]
 pub struct Delegated(pub Principal);
 
-pub async fn authorize(State(access): State<Access>, mut req: Request, next: Next) -> Response {
+/// Access control, then the handler, within the request deadline where the route has one.
+pub async fn authorize(State(access): State<Access>, req: Request, next: Next) -> Response {
+    if access.deadline {
+        within_deadline(authorized(access, req, next)).await
+    } else {
+        authorized(access, req, next).await
+    }
+}
+
+async fn authorized(access: Access, mut req: Request, next: Next) -> Response {
     if let Some(Delegated(principal)) = req.extensions_mut().remove::<Delegated>() {
         if access.permission != PUBLIC && !principal.allows(access.permission) {
             return Problem::new(Code::AuthForbidden, access.permission).into_response();

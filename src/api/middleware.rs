@@ -1,5 +1,6 @@
-//! Cross-cutting request handling, outermost first: request id, metrics, problem rendering,
-//! panic recovery; and the per-route request deadline.
+//! Cross-cutting request handling, in one layer (`around`): request id and span, security
+//! headers, metrics, problem rendering, page compression, panic recovery; and the per-route
+//! request deadline (`within_deadline`, applied with access control).
 
 use super::AppState;
 use super::error::{Problem, ProblemDoc};
@@ -9,7 +10,7 @@ use crate::runtime::Stopwatch;
 use crate::runtime::metrics::{HttpLabels, RouteLabels};
 use axum::body::Body;
 use axum::extract::{MatchedPath, OriginalUri, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
@@ -27,10 +28,16 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 #[derive(Clone, Copy, Debug)]
 pub struct RequestId(pub Uuid);
 
-/// Gives the request its id, and runs it in a `request` span carrying the id, so everything it
-/// logs and every transaction it commits can be followed back to it (`SVC_LOG_SPANS`). It also
-/// marks the server busy (probes aside), so memory is given back only once requests stop.
-pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Everything every request goes through, in one layer: a `from_fn` layer clones its inner
+/// service and boxes a future on every request, so six of them cost a request more than its
+/// access check. In order: the request gets its id and runs in a `request` span carrying it,
+/// so everything it logs and every transaction it commits can be followed back to it
+/// (`SVC_LOG_SPANS`); the server is marked busy (probes aside), so memory is given back only
+/// once requests stop; a panicking handler becomes 500 (`caught`); an HTML page is gzipped for
+/// a client that takes it (`gzip_page`); a `Problem` gets its body (`render_problem`); the
+/// request is counted and timed; the answer carries the id and the security headers
+/// (`secure`).
+pub async fn around(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     let route = route_of(&req);
     if !PROBES.contains(&route.as_str()) {
         st.activity.note();
@@ -38,11 +45,39 @@ pub async fn request_id(State(st): State<AppState>, mut req: Request, next: Next
     let id = st.clock.new_id();
     req.extensions_mut().insert(RequestId(id));
     let span = tracing::info_span!("request", id = %id, method = %req.method(), route = %route);
-    let mut res = next.run(req).instrument(span).await;
-    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
-        res.headers_mut().insert(REQUEST_ID, v);
+    // The path as the client sent it, before any `:verb` rewrite.
+    let path = req
+        .extensions()
+        .get::<OriginalUri>()
+        .map_or_else(|| req.uri().path().to_string(), |o| o.0.path().to_string());
+    let method = req.method().clone();
+    let page = is_page_request(&req, &path);
+    let gzip = accepts_gzip(req.headers());
+    let watch = Stopwatch::start();
+    async move {
+        let res = caught(next.run(req)).await;
+        let res = if gzip { gzip_page(res).await } else { res };
+        let mut res = render_problem(&st, res, &method, &path, page);
+        let labels = HttpLabels {
+            method: method.to_string(),
+            route: route.clone(),
+            status: res.status().as_u16(),
+        };
+        st.metrics.http_requests.get_or_create(&labels).inc();
+        st.metrics
+            .http_duration
+            .get_or_create(&RouteLabels {
+                method: labels.method,
+                route,
+            })
+            .observe(watch.elapsed().as_secs_f64());
+        if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
+            res.headers_mut().insert(REQUEST_ID, v);
+        }
+        secure(res)
     }
-    res
+    .instrument(span)
+    .await
 }
 
 /// Routes a load balancer, a supervisor or Prometheus polls: they do not keep the server busy,
@@ -64,8 +99,7 @@ const PAGE_POLICY: &str = "default-src 'self'; style-src 'self' 'unsafe-inline';
 /// Headers that keep answers from being turned against their readers: no content sniffing and
 /// no `Referer` (an ack link's token is in its path) on every answer; on HTML pages a content
 /// security policy that forbids framing.
-pub async fn security_headers(req: Request, next: Next) -> Response {
-    let mut res = next.run(req).await;
+fn secure(mut res: Response) -> Response {
     let html = res
         .headers()
         .get(header::CONTENT_TYPE)
@@ -89,34 +123,15 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     res
 }
 
-pub async fn record_metrics(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    let route = route_of(&req);
-    let method = req.method().to_string();
-    let watch = Stopwatch::start();
-    let res = next.run(req).await;
-    let labels = HttpLabels {
-        method: method.clone(),
-        route: route.clone(),
-        status: res.status().as_u16(),
-    };
-    st.metrics.http_requests.get_or_create(&labels).inc();
-    st.metrics
-        .http_duration
-        .get_or_create(&RouteLabels { method, route })
-        .observe(watch.elapsed().as_secs_f64());
-    res
-}
-
-/// Writes the body of every `Problem` response, and logs each 5xx once.
-pub async fn render_problems(State(st): State<AppState>, req: Request, next: Next) -> Response {
-    // The path as the client sent it, before any `:verb` rewrite.
-    let path = req
-        .extensions()
-        .get::<OriginalUri>()
-        .map_or_else(|| req.uri().path().to_string(), |o| o.0.path().to_string());
-    let method = req.method().clone();
-    let page = is_page_request(&req, &path);
-    let mut res = next.run(req).await;
+/// Writes the body of a `Problem` response (an HTML page for a browser's page request), and
+/// logs a 5xx once.
+fn render_problem(
+    st: &AppState,
+    mut res: Response,
+    method: &Method,
+    path: &str,
+    page: bool,
+) -> Response {
     let Some(p) = res.extensions_mut().remove::<Problem>() else {
         return res;
     };
@@ -139,7 +154,7 @@ pub async fn render_problems(State(st): State<AppState>, req: Request, next: Nex
         status: p.status.as_u16(),
         code: &code,
         detail: &p.detail,
-        instance: &path,
+        instance: path,
     };
     let body = fault::encoded("a problem document", serde_json::to_vec(&doc));
     *res.body_mut() = Body::from(body);
@@ -165,9 +180,7 @@ pub fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
 /// compression side channel to recover (the session is a cookie, cross-site forms are refused
 /// by `Sec-Fetch-Site`, not by a token in the page); the one page that shows a secret (a token
 /// just minted, marked `no-store`) goes uncompressed all the same.
-pub async fn gzip_pages(req: Request, next: Next) -> Response {
-    let accepts = accepts_gzip(req.headers());
-    let res = next.run(req).await;
+async fn gzip_page(res: Response) -> Response {
     let html = res
         .headers()
         .get(header::CONTENT_TYPE)
@@ -176,7 +189,7 @@ pub async fn gzip_pages(req: Request, next: Next) -> Response {
         .headers()
         .get(header::CACHE_CONTROL)
         .is_some_and(|v| v.as_bytes() == b"no-store");
-    if !accepts || !html || secret || res.headers().contains_key(header::CONTENT_ENCODING) {
+    if !html || secret || res.headers().contains_key(header::CONTENT_ENCODING) {
         return res;
     }
     let (mut parts, body) = res.into_parts();
@@ -236,8 +249,8 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// A panicking handler answers 500 `svc:internal`; the process keeps serving.
-pub async fn catch_panic(req: Request, next: Next) -> Response {
-    match AssertUnwindSafe(next.run(req)).catch_unwind().await {
+async fn caught(handling: impl Future<Output = Response>) -> Response {
+    match AssertUnwindSafe(handling).catch_unwind().await {
         Ok(res) => res,
         Err(p) => Problem::internal(format!("handler panicked: {}", panic_text(p.as_ref())))
             .into_response(),
@@ -245,8 +258,8 @@ pub async fn catch_panic(req: Request, next: Next) -> Response {
 }
 
 /// 503 with the plain text `request timeout` once the deadline passes (not a problem document).
-pub async fn deadline(req: Request, next: Next) -> Response {
-    match tokio::time::timeout(REQUEST_DEADLINE, next.run(req)).await {
+pub async fn within_deadline(handling: impl Future<Output = Response>) -> Response {
+    match tokio::time::timeout(REQUEST_DEADLINE, handling).await {
         Ok(res) => res,
         Err(_) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -260,57 +273,32 @@ pub async fn deadline(req: Request, next: Next) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::Router;
-    use axum::routing::get;
-    use tower::ServiceExt;
-
-    async fn slow() -> &'static str {
-        tokio::time::sleep(Duration::from_secs(31)).await;
-        "late"
-    }
-
-    async fn quick() -> &'static str {
-        "on time"
-    }
 
     #[tokio::test(start_paused = true)]
     async fn deadline_answers_503_request_timeout() {
-        let app = Router::new()
-            .route("/slow", get(slow))
-            .route("/quick", get(quick))
-            .layer(axum::middleware::from_fn(deadline));
-        let res = app
-            .clone()
-            .oneshot(Request::get("/slow").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body = axum::body::to_bytes(res.into_body(), 1024).await.unwrap();
+        let slow = within_deadline(async {
+            tokio::time::sleep(Duration::from_secs(31)).await;
+            "late".into_response()
+        })
+        .await;
+        assert_eq!(slow.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(slow.into_body(), 1024).await.unwrap();
         assert_eq!(&body[..], b"request timeout");
-        let res = app
-            .oneshot(Request::get("/quick").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(res.status(), StatusCode::OK);
+        let quick = within_deadline(async { "on time".into_response() }).await;
+        assert_eq!(quick.status(), StatusCode::OK);
     }
 
-    async fn boom() -> &'static str {
+    async fn boom() -> Response {
         let v: Vec<u8> = Vec::new();
         if v.is_empty() {
             std::panic::panic_any("handler exploded");
         }
-        "unreachable"
+        "unreachable".into_response()
     }
 
     #[tokio::test]
     async fn a_panic_becomes_500_internal() {
-        let app = Router::new()
-            .route("/boom", get(boom))
-            .layer(axum::middleware::from_fn(catch_panic));
-        let res = app
-            .oneshot(Request::get("/boom").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let res = caught(boom()).await;
         assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let p = res.extensions().get::<Problem>().unwrap();
         assert_eq!(p.code.as_str(), "svc:internal");

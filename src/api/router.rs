@@ -3,10 +3,7 @@
 
 use super::AppState;
 use super::access::{Access, authorize};
-use super::middleware::{
-    catch_panic, deadline, gzip_pages, record_metrics, render_problems, request_id,
-    security_headers,
-};
+use super::middleware::around;
 use super::{
     account, ai, alerts, bundles, business, config, discovery, events, heartbeats, identity,
     incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports, results,
@@ -17,7 +14,7 @@ use axum::extract::Request;
 use axum::handler::Handler;
 use axum::http::Uri;
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::{from_fn, from_fn_with_state};
+use axum::middleware::from_fn_with_state;
 use axum::response::IntoResponse;
 use axum::routing::MethodRouter;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
@@ -395,11 +392,9 @@ pub fn build_router(state: AppState) -> Router {
             sign_in: r.sign_in,
             raw: r.raw,
             csrf_exempt: r.csrf_exempt,
+            deadline: r.deadline,
         };
-        let mut handler = r.handler.layer(from_fn_with_state(access, authorize));
-        if r.deadline {
-            handler = handler.layer(from_fn(deadline));
-        }
+        let handler = r.handler.layer(from_fn_with_state(access, authorize));
         let routed = routed_path(&r.path);
         if let Some((_, verb)) = routed.rsplit_once("/:") {
             verbs.insert(verb.to_string());
@@ -418,12 +413,7 @@ pub fn build_router(state: AppState) -> Router {
     let inner = router
         .fallback(super::access::unrouted)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn(catch_panic))
-        .layer(from_fn(gzip_pages))
-        .layer(from_fn_with_state(state.clone(), render_problems))
-        .layer(from_fn_with_state(state.clone(), record_metrics))
-        .layer(from_fn_with_state(state.clone(), request_id))
-        .layer(from_fn(security_headers))
+        .layer(from_fn_with_state(state.clone(), around))
         .with_state(state.clone());
     let verbs = Arc::new(verbs);
     let router =
