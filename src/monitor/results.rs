@@ -7,7 +7,7 @@ use super::catalog::{Catalog, Entry};
 use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::event::{EventDraft, EventType, Payload, Severity};
-use crate::model::metric::parse_perfdata;
+use crate::model::metric::{PerfValue, parse_perfdata};
 use crate::model::object::ObjectKind;
 use crate::model::state::{
     self, CheckState, DOWN, Observation, Problem, StateChangePayload, StateSummary, StateType,
@@ -123,6 +123,9 @@ pub(super) fn split_output(output: &str) -> (String, String, String) {
 pub struct Job {
     pub entry: Arc<Entry>,
     pub obs: Observation,
+    /// The observation's performance data, parsed where the job is made (the request's or the
+    /// check's task), not by the pipeline between one transaction and the next.
+    perf: Vec<PerfValue>,
 }
 
 impl Job {
@@ -138,7 +141,8 @@ impl Job {
             max_attempts: entry.spec.max_check_attempts.unwrap_or(max_attempts),
             flap_thresholds: state::flap_thresholds(&entry.spec),
         };
-        Job { entry, obs }
+        let perf = parse_perfdata(&obs.perfdata);
+        Job { entry, obs, perf }
     }
 }
 
@@ -211,34 +215,31 @@ impl Results {
     ) -> Result<Applied<'_>, StoreError> {
         self.derive_unreachable(&mut jobs).await?;
         let now = self.clock.now();
+        // A state keeps its observation's performance data, so each job's samples are known.
+        let mut samples = Vec::new();
         let (entries, items): (Vec<Arc<Entry>>, Vec<_>) = jobs
             .into_iter()
             .map(|j| {
                 let o = &j.entry.object;
+                samples.extend(j.perf.into_iter().map(|v| Sample {
+                    tenant: o.tenant_id,
+                    object: o.id,
+                    metric: v.label,
+                    unit: v.unit,
+                    ms: now.as_millis(),
+                    value: v.value,
+                }));
                 let item = (o.tenant_id, o.id, j.obs);
                 (j.entry, item)
             })
             .unzip();
         // Transitions become events inside the state transaction, journaled with it.
-        let reported = entries.clone();
         let applied = self
             .store
             .apply_observations(items, now, promise, state::step, move |i, next, t| {
-                report(&reported[i], next, t)
+                report(&entries[i], next, t)
             })
             .await?;
-        let mut samples = Vec::new();
-        for (entry, (next, _)) in entries.iter().zip(&applied.states) {
-            let o = &entry.object;
-            samples.extend(parse_perfdata(&next.perfdata).into_iter().map(|v| Sample {
-                tenant: o.tenant_id,
-                object: o.id,
-                metric: v.label,
-                unit: v.unit,
-                ms: now.as_millis(),
-                value: v.value,
-            }));
-        }
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
         let events_filed = applied.filed;
