@@ -3,8 +3,9 @@
 //! change with an event and a metric sample) for 10,000 services on the release server, with
 //! 20,000 results in batches of 1 (answered once committed, then 20,000 more answered once
 //! queued: `Prefer: respond-async`, Icinga 2's answer) and 500,000 in batches of 500 (answered
-//! once committed, then 500,000 more answered once queued), 16 requests in flight, over plain
-//! HTTP; then the one-result phases again over HTTPS (svc's default; Icinga 2's API serves
+//! once committed, then 500,000 more answered once queued), 16 requests in flight on the
+//! keep-alive connections of a lean HTTP/1.1 client (`common::load`, which shares the machine
+//! with the server it measures), over plain HTTP; then the one-result phases again over HTTPS (svc's default; Icinga 2's API serves
 //! nothing else). The same workload goes to Icinga 2's `process-check-result` API (50,000
 //! results) in the same run when `/usr/sbin/icinga2` is installed (Debian package `icinga2`):
 //! the bench starts its own daemon with a generated configuration (10,000 passive services, API
@@ -21,7 +22,10 @@
     clippy::disallowed_methods
 )]
 
-use futures_util::StreamExt;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Method;
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{Value, json};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -46,11 +50,11 @@ enum Answer {
     Queued,
 }
 
-/// Sends `total` results in requests of `batch`, 16 in flight, rounds numbered from
-/// `first_round` (the round before it left every service in the other state, so each result
-/// is a change), until the last round's newest event is readable; returns results per second.
-/// Answered once committed, one read of the newest event finds it (a read waits for every
-/// event queued before it); answered once queued, the client reads until it is there.
+/// Sends `total` results in requests of `batch`, 16 in flight (`common::load`), rounds
+/// numbered from `first_round` (the round before it left every service in the other state, so
+/// each result is a change), until the last round's newest event is readable; returns results
+/// per second. Answered once committed, one read of the newest event finds it (a read waits for
+/// every event queued before it); answered once queued, the client reads until it is there.
 async fn svc_rate(
     http: &reqwest::Client,
     base: &str,
@@ -58,33 +62,25 @@ async fn svc_rate(
     (batch, total, first_round): (usize, usize, usize),
     answer: Answer,
 ) -> f64 {
-    let requests = total / batch;
-    // Bodies are encoded before the clock starts: the load generator shares the machine.
-    let bodies: Vec<Vec<u8>> = (0..requests)
-        .map(|r| serde_json::to_vec(&json!({"results": (0..batch).map(|k| { let n = r * batch + k; result(n % SERVICES, first_round + n / SERVICES) }).collect::<Vec<_>>()})).unwrap())
+    let requests: Vec<common::Request> = (0..total / batch)
+        .map(|r| {
+            let body = serde_json::to_vec(&json!({"results": (0..batch).map(|k| { let n = r * batch + k; result(n % SERVICES, first_round + n / SERVICES) }).collect::<Vec<_>>()})).unwrap();
+            let mut req = common::request(base, Method::POST, "/api/v1/results")
+                .header(AUTHORIZATION, format!("Bearer {token}"))
+                .header(CONTENT_TYPE, "application/json");
+            if answer == Answer::Queued {
+                req = req.header("prefer", "respond-async");
+            }
+            req.body(Full::new(Bytes::from(body))).unwrap()
+        })
         .collect();
     let t0 = Instant::now();
-    let sent = futures_util::stream::iter(bodies)
-        .map(|body| {
-            let mut req = http
-                .post(format!("{base}/api/v1/results"))
-                .bearer_auth(token)
-                .header("Content-Type", "application/json")
-                .body(body);
-            if answer == Answer::Queued {
-                req = req.header("Prefer", "respond-async");
-            }
-            async move {
-                let res = req.send().await.unwrap();
-                assert_eq!(res.status(), 202);
-                let v: Value = res.json().await.unwrap();
-                v["accepted"].as_u64().unwrap() as usize
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .fold(0, |a, n| async move { a + n })
-        .await;
-    assert_eq!(sent, requests * batch);
+    let sent = common::load(base, requests, IN_FLIGHT, |status, body| {
+        assert_eq!(status, 202);
+        serde_json::from_slice::<Accepted>(body).unwrap().accepted
+    })
+    .await;
+    assert_eq!(sent, total / batch * batch);
     // The requests still in flight at the end all belong to the last round.
     let last = format!("round {}", first_round + (total - 1) / SERVICES);
     loop {
@@ -104,23 +100,29 @@ async fn svc_rate(
     sent as f64 / t0.elapsed().as_secs_f64()
 }
 
+#[derive(serde::Deserialize)]
+struct Accepted {
+    accepted: usize,
+}
+
 /// Authenticated requests per second that store nothing (`GET /api/v1/whoami`, the same client,
 /// 16 in flight): the most any one-result-per-request path of this server could reach here, since
 /// the load generator shares the machine's cores with it.
-async fn request_floor(http: &reqwest::Client, base: &str, token: &str, total: usize) -> f64 {
-    let t0 = Instant::now();
-    futures_util::stream::iter(0..total)
+async fn request_floor(base: &str, token: &str, total: usize) -> f64 {
+    let requests = (0..total)
         .map(|_| {
-            let req = http.get(format!("{base}/api/v1/whoami")).bearer_auth(token);
-            async move {
-                let res = req.send().await.unwrap();
-                assert_eq!(res.status(), 200);
-                res.bytes().await.unwrap();
-            }
+            common::request(base, Method::GET, "/api/v1/whoami")
+                .header(AUTHORIZATION, format!("Bearer {token}"))
+                .body(Full::default())
+                .unwrap()
         })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await;
+        .collect();
+    let t0 = Instant::now();
+    common::load(base, requests, IN_FLIGHT, |status, _| {
+        assert_eq!(status, 200);
+        1
+    })
+    .await;
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
@@ -189,36 +191,27 @@ for (i in range({SERVICES})) {{
     Some((child, port))
 }
 
-async fn icinga_rate(http: &reqwest::Client, port: u16, total: usize, first_round: usize) -> f64 {
-    let url = format!("https://127.0.0.1:{port}/v1/actions/process-check-result");
-    let bodies: Vec<Vec<u8>> = (0..total)
+async fn icinga_rate(port: u16, total: usize, first_round: usize) -> f64 {
+    let base = format!("https://127.0.0.1:{port}");
+    let requests = (0..total)
         .map(|n| {
             let (i, round) = (n % SERVICES, first_round + n / SERVICES);
-            serde_json::to_vec(&json!({"type": "Service", "service": format!("bench!s{i}"), "exit_status": if round % 2 == 0 { 2 } else { 0 }, "plugin_output": format!("round {round}"), "performance_data": [format!("value={round};5;10;0")]})).unwrap()
+            let body = serde_json::to_vec(&json!({"type": "Service", "service": format!("bench!s{i}"), "exit_status": if round % 2 == 0 { 2 } else { 0 }, "plugin_output": format!("round {round}"), "performance_data": [format!("value={round};5;10;0")]})).unwrap();
+            common::request(&base, Method::POST, "/v1/actions/process-check-result")
+                // bench:bench
+                .header(AUTHORIZATION, "Basic YmVuY2g6YmVuY2g=")
+                .header(ACCEPT, "application/json")
+                .header(CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(body)))
+                .unwrap()
         })
         .collect();
     let t0 = Instant::now();
-    futures_util::stream::iter(bodies)
-        .map(|body| {
-            let req = http
-                .post(&url)
-                .basic_auth("bench", Some("bench"))
-                .header("Accept", "application/json")
-                .header("Content-Type", "application/json")
-                .body(body);
-            async move {
-                let res = req.send().await.unwrap();
-                assert_eq!(
-                    res.status(),
-                    200,
-                    "{}",
-                    res.text().await.unwrap_or_default()
-                );
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<Vec<_>>()
-        .await;
+    common::load(&base, requests, IN_FLIGHT, |status, body| {
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(body));
+        1
+    })
+    .await;
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
@@ -272,7 +265,7 @@ fn main() {
         // Warm-up: every service gets its first state (round 0); each phase then starts on the
         // round after the last one before it.
         svc_rate(&http, &base, &token, (500, SERVICES, 0), Answer::Committed).await;
-        let floor = request_floor(&http, &base, &token, 50_000).await;
+        let floor = request_floor(&base, &token, 50_000).await;
         let single = svc_rate(&http, &base, &token, (1, 20_000, 1), Answer::Committed).await;
         let queued = svc_rate(&http, &base, &token, (1, 20_000, 3), Answer::Queued).await;
         let batched = svc_rate(&http, &base, &token, (500, 500_000, 5), Answer::Committed).await;
@@ -290,7 +283,7 @@ fn main() {
         // The one-result phases again over HTTPS, svc's default and the only transport of
         // Icinga 2's API: the same data, served again.
         let (mut child, base) = common::start_https(&data);
-        let floor_https = request_floor(&http, &base, &token, 50_000).await;
+        let floor_https = request_floor(&base, &token, 50_000).await;
         let single_https = svc_rate(&http, &base, &token, (1, 20_000, 105), Answer::Committed).await;
         let queued_https = svc_rate(&http, &base, &token, (1, 20_000, 107), Answer::Queued).await;
         println!("svc over HTTPS (its default; the phases above are plain HTTP):");
@@ -311,8 +304,8 @@ fn main() {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 assert!(ready, "icinga2 did not start: {}", std::fs::read_to_string(icinga_dir.join("icinga2.log")).unwrap_or_default());
-                icinga_rate(&http, port, SERVICES, 0).await;
-                let rate = icinga_rate(&http, port, 50_000, 1).await;
+                icinga_rate(port, SERVICES, 0).await;
+                let rate = icinga_rate(port, 50_000, 1).await;
                 println!("Icinga 2 process-check-result (one result per request, the API's unit), same workload: {rate:>9.0} results/s");
                 println!("  ratio: batch 1 {:.1}x, batch 1 answered once queued {:.1}x, batch 500 {:.1}x, batch 500 answered once queued {:.1}x, request floor {:.1}x", single / rate, queued / rate, batched / rate, batched_queued / rate, floor / rate);
                 println!("  ratio over HTTPS: batch 1 {:.1}x, batch 1 answered once queued {:.1}x, request floor {:.1}x", single_https / rate, queued_https / rate, floor_https / rate);

@@ -152,3 +152,93 @@ pub async fn get_json(
         .await
         .unwrap()
 }
+
+/// One prepared request of a load run: method, path, headers and body, built before the clock
+/// starts.
+pub type Request = hyper::Request<http_body_util::Full<bytes::Bytes>>;
+
+/// A request to `path` of the server at `base` (its `Host` header from `base`).
+pub fn request(base: &str, method: hyper::Method, path: &str) -> hyper::http::request::Builder {
+    let host = base.split("://").nth(1).unwrap_or(base);
+    hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header(hyper::header::HOST, host)
+}
+
+/// Sends `requests` to `base` (`http://` or `https://`, any certificate) over `connections`
+/// keep-alive HTTP/1.1 connections, each sending its next request once the answer to its last
+/// is in; returns the sum of what `answered` makes of each status and body.
+///
+/// The load generator of the throughput benches, lean on purpose: it runs on the machine it
+/// measures, so every microsecond it spends a request is taken from the server. It is hyper's
+/// client connection and nothing else (no pool, no URL parsing, no redirects), and it measures
+/// svc and Icinga 2 alike.
+pub async fn load(
+    base: &str,
+    requests: Vec<Request>,
+    connections: usize,
+    answered: impl Fn(hyper::StatusCode, &[u8]) -> usize + Send + Sync + 'static,
+) -> usize {
+    use http_body_util::BodyExt;
+    use std::sync::{Arc, Mutex};
+    let queue = Arc::new(Mutex::new(requests.into_iter()));
+    let answered = Arc::new(answered);
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let mut sender = connect(base).await;
+        let (queue, answered) = (queue.clone(), answered.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sum = 0;
+            loop {
+                let next = queue.lock().unwrap().next();
+                let Some(req) = next else {
+                    return sum;
+                };
+                sender.ready().await.unwrap();
+                let res = sender.send_request(req).await.unwrap();
+                let status = res.status();
+                let body = res.into_body().collect().await.unwrap().to_bytes();
+                sum += answered(status, &body);
+            }
+        }));
+    }
+    let mut sum = 0;
+    for t in tasks {
+        sum += t.await.unwrap();
+    }
+    sum
+}
+
+/// A keep-alive HTTP/1.1 connection to `base`, its driver spawned.
+async fn connect(
+    base: &str,
+) -> hyper::client::conn::http1::SendRequest<http_body_util::Full<bytes::Bytes>> {
+    use hyper_util::rt::TokioIo;
+    let (tls, addr) = match base.split_once("://") {
+        Some(("https", addr)) => (true, addr),
+        Some((_, addr)) => (false, addr),
+        None => (false, base),
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    if !tls {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        return sender;
+    }
+    let config = svc::runtime::tls::client_config(|_| Ok(())).unwrap();
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).to_string();
+    let name = rustls_pki_types::ServerName::try_from(host).unwrap();
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    sender
+}
