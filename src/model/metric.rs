@@ -39,14 +39,15 @@ pub fn parse_perfdata(perf: &str) -> Vec<PerfValue> {
                 label.push(c);
             }
             match end {
-                Some(e) => (label, &quoted[e..]),
+                Some(e) if label.trim().len() == label.len() => (label, &quoted[e..]),
+                Some(e) => (label.trim().to_string(), &quoted[e..]),
                 None => break,
             }
         } else {
             // An unquoted label has no blanks: a token without '=' is skipped.
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
             match rest[..end].find('=') {
-                Some(i) => (rest[..i].to_string(), &rest[i..]),
+                Some(i) => (rest[..i].trim().to_string(), &rest[i..]),
                 None => {
                     rest = rest[end..].trim_start();
                     continue;
@@ -70,10 +71,16 @@ pub fn parse_perfdata(perf: &str) -> Vec<PerfValue> {
             .find(|c: char| !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E')))
             .unwrap_or(first.len());
         let (number, unit) = first.split_at(split);
-        let Ok(value) = number.replace(',', ".").parse::<f64>() else {
+        // A decimal comma (some plugins' locales) reads as a point.
+        let parsed = if number.contains(',') {
+            number.replace(',', ".").parse::<f64>()
+        } else {
+            number.parse::<f64>()
+        };
+        let Ok(value) = parsed else {
             continue;
         };
-        if !value.is_finite() || label.trim().is_empty() {
+        if !value.is_finite() || label.is_empty() {
             continue;
         }
         let mut field = || {
@@ -88,7 +95,7 @@ pub fn parse_perfdata(perf: &str) -> Vec<PerfValue> {
         let min = field().and_then(|f| f.parse().ok());
         let max = field().and_then(|f| f.parse().ok());
         out.push(PerfValue {
-            label: label.trim().to_string(),
+            label,
             value,
             unit: unit.to_string(),
             warn,
