@@ -448,11 +448,13 @@ impl EventStore {
             if !batch.is_empty() {
                 self.commit_batch(batch);
             }
+            inbox.finished();
+            file_keys(false);
+            // Answered after the filing step, so whoever waits on a sync finds the writer
+            // between messages.
             if let Some(ack) = sync {
                 let _ = ack.send(self.sync_files());
             }
-            inbox.finished();
-            file_keys(false);
         }
     }
 
@@ -1383,44 +1385,70 @@ mod tests {
         store.close();
     }
 
+    const TENANT: Uuid = Uuid::from_u128(1);
+    const OBJECT: Uuid = Uuid::from_u128(9);
+
+    /// State changes of one object, a second apart, at the seconds of `range` on 2026-03-01.
+    fn object_events(range: std::ops::Range<u32>) -> Vec<Arc<Event>> {
+        range
+            .map(|s| {
+                let at = format!("2026-03-01T00:00:{s:02}Z");
+                Arc::new(ev(TENANT, &at, EventType::StateChange, Some(OBJECT), None))
+            })
+            .collect()
+    }
+
+    /// The events of that object.
+    fn object_filter() -> EventFilter {
+        EventFilter {
+            tenant_id: TENANT,
+            object_id: Some(OBJECT),
+            ..Default::default()
+        }
+    }
+
+    /// Appends, then waits until the writer's filing steps have run: the writer files the
+    /// next chunk of a filing under way after each message and answers a sync only after that
+    /// step, so a test that files by hand next is the only filer (two would take the same
+    /// chunk).
+    async fn append_settled(store: &EventStore, events: Vec<Arc<Event>>) {
+        store.append(events).await.unwrap().unwrap();
+        store.sync().await.unwrap();
+    }
+
+    /// The open month file of March 2026.
+    fn march_file(store: &EventStore) -> Arc<MonthFile> {
+        store
+            .backend
+            .files()
+            .unwrap()
+            .file(202603, false)
+            .unwrap()
+            .unwrap()
+    }
+
     /// A filing takes the keys journaled when it began, a chunk per call; keys journaled
     /// meanwhile wait for the next, and only the filing's own journal rows go with its last
     /// chunk. Reads by object see every event throughout, and after a crash mid-way.
     #[tokio::test]
     async fn object_keys_are_filed_a_chunk_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
-        let (t, obj) = (Uuid::from_u128(1), Uuid::from_u128(9));
-        let batch = |range: std::ops::Range<u32>| -> Vec<Arc<Event>> {
-            range
-                .map(|s| {
-                    let at = format!("2026-03-01T00:00:{s:02}Z");
-                    Arc::new(ev(t, &at, EventType::StateChange, Some(obj), None))
-                })
-                .collect()
-        };
-        let by_object = EventFilter {
-            tenant_id: t,
-            object_id: Some(obj),
-            ..Default::default()
-        };
+        let (batch, by_object) = (object_events, object_filter());
         let ids = |events: Vec<Event>| events.iter().map(|e| e.id).collect::<Vec<_>>();
         let store = EventStore::open(dir.path()).unwrap();
         let first = batch(0..4);
-        store.append(first.clone()).await.unwrap().unwrap();
-        let file = store
-            .backend
-            .files()
-            .unwrap()
-            .file(202603, false)
-            .unwrap()
-            .unwrap();
+        append_settled(&store, first.clone()).await;
+        let file = march_file(&store);
         assert!(file.file_object_keys().unwrap(), "a chunk of 3 of the 4");
         assert_eq!(file.unfiled().keys.len(), 1);
         let second = batch(4..6);
-        store.append(second.clone()).await.unwrap().unwrap();
+        append_settled(&store, second.clone()).await;
         let all: Vec<Uuid> = first.iter().chain(&second).map(|e| e.id).collect();
         assert_eq!(ids(store.oldest(&by_object, None, 10).unwrap()), all);
-        assert!(!file.file_object_keys().unwrap(), "the filing's last key");
+        assert!(
+            file.unfiled().filing.is_none(),
+            "the writer filed the filing's last key after the append"
+        );
         assert_eq!(file.unfiled().keys.len(), 2, "journaled after it began");
         let journal_rows = |file: &MonthFile| {
             let tx = file.db.begin_read().unwrap();
@@ -1456,13 +1484,7 @@ mod tests {
             tx.commit().unwrap();
         }
         let store = EventStore::open(dir.path()).unwrap();
-        let file = store
-            .backend
-            .files()
-            .unwrap()
-            .file(202603, false)
-            .unwrap()
-            .unwrap();
+        let file = march_file(&store);
         assert_eq!(file.unfiled().keys.len(), 3);
         assert_eq!(ids(store.oldest(&by_object, None, 10).unwrap()), all);
         while file.file_object_keys().unwrap() {}
@@ -1477,28 +1499,11 @@ mod tests {
     #[tokio::test]
     async fn object_keys_are_filed_late_and_survive_a_crash() {
         let dir = tempfile::tempdir().unwrap();
-        let (t, obj) = (Uuid::from_u128(1), Uuid::from_u128(9));
-        let at = |s: u32| format!("2026-03-01T00:00:{s:02}Z");
-        let batch = |range: std::ops::Range<u32>| -> Vec<Arc<Event>> {
-            range
-                .map(|s| Arc::new(ev(t, &at(s), EventType::StateChange, Some(obj), None)))
-                .collect()
-        };
-        let by_object = EventFilter {
-            tenant_id: t,
-            object_id: Some(obj),
-            ..Default::default()
-        };
+        let (batch, by_object) = (object_events, object_filter());
         let store = EventStore::open(dir.path()).unwrap();
         let first = batch(0..4);
-        store.append(first.clone()).await.unwrap().unwrap();
-        let file = store
-            .backend
-            .files()
-            .unwrap()
-            .file(202603, false)
-            .unwrap()
-            .unwrap();
+        append_settled(&store, first.clone()).await;
+        let file = march_file(&store);
         assert_eq!(file.unfiled().keys.len(), 4, "not filed yet");
         assert_eq!(store.newest(&by_object, None, 10).unwrap().len(), 4);
         while file.file_object_keys().unwrap() {}

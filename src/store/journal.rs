@@ -307,15 +307,18 @@ impl Store {
             }
         };
         let mut out = Vec::with_capacity(drafts.len());
-        let mut packed = Vec::new();
         for draft in drafts {
             let event = Arc::new(self.stamp(draft, &mut newest));
             let row = encode(&*event)?;
-            let len = u32::try_from(row.len())
+            out.push(Journaled { seq, event, row });
+        }
+        // Sized once: a group's row is megabytes, and growing it copied it over and over.
+        let mut packed = Vec::with_capacity(out.iter().map(|j| 4 + j.row.len()).sum());
+        for j in &out {
+            let len = u32::try_from(j.row.len())
                 .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
             packed.extend_from_slice(&len.to_be_bytes());
-            packed.extend_from_slice(&row);
-            out.push(Journaled { seq, event, row });
+            packed.extend_from_slice(&j.row);
         }
         t.insert(seq, packed.as_slice())?;
         *kept = Some(JournalHead {
