@@ -1,7 +1,8 @@
-//! Live check states by tenant and object id, stored as compact rows: times in milliseconds,
-//! the object id only in the key, and the flap history the wire leaves out.
+//! Live check states by tenant and object id, stored as compact rows: fields by position,
+//! times in milliseconds, the object id only in the key, and the flap history the wire leaves
+//! out.
 
-use super::codec::{decode, encode, tenant_values};
+use super::codec::{decode, encode_positional, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
@@ -20,6 +21,8 @@ use uuid::Uuid;
 
 pub use crate::runtime::LabelsOf;
 
+/// Written by position (`encode_positional`): no field is skipped, and a new one goes at the
+/// end with `#[serde(default)]`. Rows written by name before read the same.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StateRow<'a> {
@@ -27,15 +30,15 @@ struct StateRow<'a> {
     state_type: StateType,
     attempt: u32,
     output: Cow<'a, str>,
-    #[serde(default, skip_serializing_if = "str::is_empty")]
+    #[serde(default)]
     long_output: Cow<'a, str>,
-    #[serde(default, skip_serializing_if = "str::is_empty")]
+    #[serde(default)]
     perfdata: Cow<'a, str>,
     last_check: i64,
     last_change: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     last_hard_change: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     last_ok: Option<i64>,
     #[serde(default)]
     flapping: bool,
@@ -45,12 +48,12 @@ struct StateRow<'a> {
     flap_history: u32,
     #[serde(default)]
     downtime_depth: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     acked_by: Option<Cow<'a, str>>,
 }
 
 fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
-    encode(&StateRow {
+    encode_positional(&StateRow {
         state: s.state,
         state_type: s.state_type,
         attempt: s.attempt,
@@ -325,6 +328,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::super::codec::encode;
     use super::*;
     use crate::model::state::{DEFAULT_MAX_ATTEMPTS, step};
     use redb::{Database, ReadableDatabase};
@@ -419,6 +423,58 @@ mod tests {
         assert!(!stored.flapping, "{}", stored.flap_pct);
         assert_eq!(stored.last_check, now);
         assert_eq!(store.all_states(tenant, own).await.unwrap(), [stored]);
+    }
+
+    /// A row written by position reads as the same state as one written by name (every row
+    /// before positions), in well under the room.
+    #[test]
+    fn rows_by_position_and_by_name_read_alike() {
+        let at: Timestamp = "2026-03-01T08:00:00.5Z".parse().unwrap();
+        let state = CheckState {
+            object_id: Uuid::from_u128(3),
+            state: 2,
+            state_type: StateType::Hard,
+            attempt: 3,
+            output: "CRIT".into(),
+            long_output: String::new(),
+            perfdata: "load=5;1;2".into(),
+            last_check: at,
+            last_change: at,
+            last_hard_change: Some(at),
+            last_ok: None,
+            flapping: true,
+            flap_pct: 31.5,
+            flap_history: 0b1011,
+            downtime_depth: 1,
+            acked_by: Some("ops".into()),
+        };
+        let by_position = encode_state(&state).unwrap();
+        let row = StateRow {
+            state: state.state,
+            state_type: state.state_type,
+            attempt: state.attempt,
+            output: Cow::Borrowed(&state.output),
+            long_output: Cow::Borrowed(&state.long_output),
+            perfdata: Cow::Borrowed(&state.perfdata),
+            last_check: at.as_millis(),
+            last_change: at.as_millis(),
+            last_hard_change: Some(at.as_millis()),
+            last_ok: None,
+            flapping: state.flapping,
+            flap_pct: state.flap_pct,
+            flap_history: state.flap_history,
+            downtime_depth: state.downtime_depth,
+            acked_by: state.acked_by.as_deref().map(Cow::Borrowed),
+        };
+        let by_name = encode(&row).unwrap();
+        assert_eq!(decode_state(state.object_id, &by_position).unwrap(), state);
+        assert_eq!(decode_state(state.object_id, &by_name).unwrap(), state);
+        assert!(
+            by_position.len() * 2 < by_name.len(),
+            "{} bytes by position, {} by name",
+            by_position.len(),
+            by_name.len()
+        );
     }
 
     #[test]
