@@ -53,7 +53,11 @@ struct StateRow<'a> {
 }
 
 fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
-    encode_positional(&StateRow {
+    encode_positional(&row_of(s))
+}
+
+fn row_of(s: &CheckState) -> StateRow<'_> {
+    StateRow {
         state: s.state,
         state_type: s.state_type,
         attempt: s.attempt,
@@ -69,7 +73,7 @@ fn encode_state(s: &CheckState) -> Result<Vec<u8>, StoreError> {
         flap_history: s.flap_history,
         downtime_depth: s.downtime_depth,
         acked_by: s.acked_by.as_deref().map(Cow::Borrowed),
-    })
+    }
 }
 
 fn decode_state(object_id: Uuid, bytes: &[u8]) -> Result<CheckState, StoreError> {
@@ -425,48 +429,36 @@ mod tests {
         assert_eq!(store.all_states(tenant, own).await.unwrap(), [stored]);
     }
 
-    /// A row written by position reads as the same state as one written by name (every row
-    /// before positions), in well under the room.
-    #[test]
-    fn rows_by_position_and_by_name_read_alike() {
+    /// A state with every field away from its default.
+    fn every_field_set() -> CheckState {
         let at: Timestamp = "2026-03-01T08:00:00.5Z".parse().unwrap();
-        let state = CheckState {
+        CheckState {
             object_id: Uuid::from_u128(3),
             state: 2,
             state_type: StateType::Hard,
             attempt: 3,
             output: "CRIT".into(),
-            long_output: String::new(),
+            long_output: "more".into(),
             perfdata: "load=5;1;2".into(),
             last_check: at,
             last_change: at,
             last_hard_change: Some(at),
-            last_ok: None,
+            last_ok: Some(at),
             flapping: true,
             flap_pct: 31.5,
             flap_history: 0b1011,
             downtime_depth: 1,
             acked_by: Some("ops".into()),
-        };
+        }
+    }
+
+    /// A row written by position reads as the same state as one written by name (every row
+    /// before positions), in well under the room.
+    #[test]
+    fn rows_by_position_and_by_name_read_alike() {
+        let state = every_field_set();
         let by_position = encode_state(&state).unwrap();
-        let row = StateRow {
-            state: state.state,
-            state_type: state.state_type,
-            attempt: state.attempt,
-            output: Cow::Borrowed(&state.output),
-            long_output: Cow::Borrowed(&state.long_output),
-            perfdata: Cow::Borrowed(&state.perfdata),
-            last_check: at.as_millis(),
-            last_change: at.as_millis(),
-            last_hard_change: Some(at.as_millis()),
-            last_ok: None,
-            flapping: state.flapping,
-            flap_pct: state.flap_pct,
-            flap_history: state.flap_history,
-            downtime_depth: state.downtime_depth,
-            acked_by: state.acked_by.as_deref().map(Cow::Borrowed),
-        };
-        let by_name = encode(&row).unwrap();
+        let by_name = encode(&row_of(&state)).unwrap();
         assert_eq!(decode_state(state.object_id, &by_position).unwrap(), state);
         assert_eq!(decode_state(state.object_id, &by_name).unwrap(), state);
         assert!(
@@ -481,24 +473,10 @@ mod tests {
     fn rows_of_the_first_layout_are_compacted() {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::create(dir.path().join("s.redb")).unwrap();
-        let at: Timestamp = "2026-03-01T08:00:00.5Z".parse().unwrap();
+        // The first layout was the wire form, which has no flap history.
         let old = CheckState {
-            object_id: Uuid::from_u128(3),
-            state: 2,
-            state_type: StateType::Soft,
-            attempt: 2,
-            output: "CRIT".into(),
-            long_output: "more".into(),
-            perfdata: String::new(),
-            last_check: at,
-            last_change: at,
-            last_hard_change: None,
-            last_ok: Some(at),
-            flapping: false,
-            flap_pct: 0.0,
             flap_history: 0,
-            downtime_depth: 0,
-            acked_by: Some("ops".into()),
+            ..every_field_set()
         };
         let key = scoped(Uuid::from_u128(2), old.object_id.as_bytes());
         let tx = WriteTx::from_redb(db.begin_write().unwrap());
