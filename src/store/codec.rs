@@ -1,5 +1,7 @@
 //! The one value codec: MessagePack with field names, compact and self-describing, so records
-//! gain optional fields without a migration and open JSON payloads round-trip.
+//! gain optional fields without a migration and open JSON payloads round-trip. The rows every
+//! result rewrites (live states) are written by position instead (`encode_positional`); one
+//! `decode` reads both forms.
 
 use super::StoreError;
 use serde::Serialize;
