@@ -224,7 +224,6 @@ impl Unfiled {
     fn push(&mut self, seq: u64, keys: Vec<ObjectKey>) {
         self.len += keys.len();
         self.rows.push((seq, keys));
-        self.next_seq = seq + 1;
     }
 
     /// Keys not in the object index yet: those held, less the filing's chunks filed so far.
@@ -796,6 +795,7 @@ impl MonthFiles {
                         .filter_map(|k| ObjectKey::try_from(k).ok())
                         .collect(),
                 );
+                unfiled.next_seq = seq.value() + 1;
             }
         }
         tx.commit().map_err(StoreError::from_redb)?;
@@ -906,9 +906,8 @@ impl MonthFiles {
         tx.commit().map_err(StoreError::from_redb)?;
         file.unsynced.store(!durable, Ordering::SeqCst);
         let mut unfiled = file.unfiled();
-        if object_keys.is_empty() {
-            unfiled.next_seq = seq + 1;
-        } else {
+        unfiled.next_seq = seq + 1;
+        if !object_keys.is_empty() {
             unfiled.push(seq, object_keys);
         }
         Ok(())
