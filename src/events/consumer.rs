@@ -88,6 +88,7 @@ impl Consumer {
     /// mutation that saved it in its transaction), reads go on after them.
     pub fn advance(&mut self, through: Uuid) {
         self.position = self.position.max(through);
+        self.events.consumer_moved(self.name, self.position);
     }
 
     /// Commits the position with the events the work made, in one transaction, and files
@@ -338,7 +339,7 @@ mod tests {
         rig.events.store.sync().await.unwrap();
         let filed = std::mem::take(&mut *super::super::lock(&rig.events.filed));
         assert!(!filed.is_empty(), "the lossy filer filed most groups");
-        rig.store.forget_journaled(filed).await.unwrap();
+        rig.store.forget_journaled(filed, None).await.unwrap();
         let forgotten = rig
             .store
             .journal_view(None, 0, 100)

@@ -278,6 +278,27 @@ impl Events {
         );
     }
 
+    /// Records consumer `name` moved on to `position` after work it committed, or past
+    /// events it has none for (skipped without reading): the filer keeps what it has not read.
+    pub fn consumer_moved(&self, name: &'static str, position: Uuid) {
+        if let Some(standing) = lock(&self.consumers).get_mut(name)
+            && position > standing.position
+        {
+            standing.position = position;
+            standing.moved_at = self.clock.now();
+        }
+    }
+
+    /// How far every durable consumer of this process has read (`None`: none reads), those
+    /// waiting on a peer by design left out.
+    pub fn consumed_through(&self) -> Option<Uuid> {
+        lock(&self.consumers)
+            .values()
+            .filter(|s| !s.waits_on_peer)
+            .map(|s| s.position)
+            .min()
+    }
+
     /// Records consumer `name` opened at `position`. Opened again where it stood (a retry
     /// after a failed batch), it keeps its standing: a consumer failing on the same batch over
     /// and over stalls as one stuck on it does.

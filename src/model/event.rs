@@ -334,6 +334,12 @@ pub fn id_millis(id: &Uuid) -> Option<i64> {
         .map(|s| s * 1000 + i64::from(nanos / 1_000_000))
 }
 
+/// The smallest UUIDv7 of time `at` or later: every id minted at or after `at` sorts at or
+/// after it, every one minted before, before it.
+pub fn first_id_at(at: super::Timestamp) -> Uuid {
+    Uuid::from_u128(u128::from(u64::try_from(at.as_millis()).unwrap_or(0)) << 80)
+}
+
 /// Filters of the event list, export and stream.
 #[derive(Clone, Debug, Default)]
 pub struct EventFilter {

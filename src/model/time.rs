@@ -28,6 +28,13 @@ impl Timestamp {
         Timestamp::from_millis(self.as_millis().saturating_add(ms))
             .unwrap_or(Timestamp(jiff::Timestamp::MAX))
     }
+
+    /// `self - d`, saturating at the earliest representable time.
+    pub fn minus(&self, d: std::time::Duration) -> Timestamp {
+        let ms = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        Timestamp::from_millis(self.as_millis().saturating_sub(ms))
+            .unwrap_or(Timestamp(jiff::Timestamp::MIN))
+    }
 }
 
 impl fmt::Display for Timestamp {

@@ -225,8 +225,7 @@ impl Tx<'_> {
 
     /// The tenant's alerts minted at or after `since` (alert ids are UUIDv7), oldest first.
     pub fn alerts_since(&self, tenant: Uuid, since: Timestamp) -> Result<Vec<Alert>, StoreError> {
-        let first_id =
-            Uuid::from_u128(u128::from(u64::try_from(since.as_millis()).unwrap_or(0)) << 80);
+        let first_id = crate::model::event::first_id_at(since);
         let t = self.open_table(ALERTS)?;
         let (_, hi) = tenant_range(tenant);
         let lo = scoped(tenant, first_id.as_bytes());

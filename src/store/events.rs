@@ -3,13 +3,14 @@
 //! range-partitioned by month (`pg.rs`). One writer thread groups the appends of many producers
 //! into one commit per month, so durable throughput is not one fsync per event.
 //!
-//! The object index is filed late: every object keeps its newest keys on its own B-tree page,
-//! so inserting each event's key at once dirties a page per event. A commit's keys are first
-//! appended to an unfiled journal table as one row (sequential, in the same transaction as the
-//! events) and kept in memory, where reads merge them in; the writer files them into the index
-//! in sorted bulk once `FILE_AFTER` have gathered or it has been idle for `FILE_IDLE`, a chunk
-//! of `FILE_CHUNK` keys at a time between commits of events, so appends are not held up for the
-//! whole filing. Opening a file loads its journal, so nothing is lost across a crash.
+//! The object index is filed late, in runs of keys per object (`runs`): every object keeps its
+//! newest keys on its own B-tree page, so inserting each event's key at once dirties a page per
+//! event. A commit's keys are first appended to an unfiled journal table as one row
+//! (sequential, in the same transaction as the events) and kept in memory, where reads merge
+//! them in; the writer files them into the runs in sorted bulk once `FILE_AFTER` have gathered
+//! or it has been idle for `FILE_IDLE`, a chunk of `FILE_CHUNK` keys at a time between commits
+//! of events, so appends are not held up for the whole filing. Opening a file loads its
+//! journal, so nothing is lost across a crash.
 //!
 //! Journaled events are committed without syncing: until their journal rows in the main
 //! database are forgotten, those rows are their durable copy, and the filer forgets them only
@@ -34,16 +35,15 @@ use uuid::Uuid;
 
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod runs;
 
 /// Events by tenant + ts + id.
 const MAIN: TableDefinition<&[u8], &[u8]> = TableDefinition::new("event_by_tenant_ts_id");
-/// tenant + object + ts + id → ().
-const BY_OBJECT: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_object");
 /// tenant + source length (2 bytes) + source + ts + id → ().
 const BY_SOURCE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_source");
 /// tenant + type code + ts + id → ().
 const BY_TYPE: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_type");
-/// Sequence → the `BY_OBJECT` keys of one commit not yet filed there, concatenated
+/// Sequence → the object keys of one commit not yet filed in the runs, concatenated
 /// (`OBJECT_KEY_LEN` bytes each).
 const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("event_object_key_unfiled");
 /// Tenant, object, time and id.
@@ -188,6 +188,17 @@ enum Msg {
     Sync(Ack),
 }
 
+/// Where a read finds its keys.
+#[derive(Clone, Copy)]
+enum Index {
+    /// The object's runs (`runs`), merged with its unfiled keys.
+    Object,
+    /// An index of a row per key.
+    Keys(TableDefinition<'static, &'static [u8], ()>),
+    /// None: the events, in time order.
+    Events,
+}
+
 /// Events and their encoded rows: producers encode, so the one writer thread only writes.
 struct Append {
     events: Vec<(Arc<Event>, Vec<u8>)>,
@@ -196,7 +207,7 @@ struct Append {
     ack: Ack,
 }
 
-/// One open month file and its object keys not yet filed in `BY_OBJECT`.
+/// One open month file and its object keys not yet filed in its runs.
 struct MonthFile {
     db: Database,
     unfiled: Mutex<Unfiled>,
@@ -325,12 +336,8 @@ impl MonthFile {
         let mut tx = self.db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         {
-            let mut by_object = tx.open_table(BY_OBJECT).map_err(StoreError::from_redb)?;
-            for k in &chunk {
-                by_object
-                    .insert(k.as_slice(), ())
-                    .map_err(StoreError::from_redb)?;
-            }
+            let mut by_object = tx.open_table(runs::RUNS).map_err(StoreError::from_redb)?;
+            runs::file(&mut by_object, &chunk)?;
             if last {
                 let mut journal = tx.open_table(UNFILED).map_err(StoreError::from_redb)?;
                 journal
@@ -731,7 +738,7 @@ impl MonthFiles {
                 super::backup::copy_tables!(
                     from,
                     to,
-                    [MAIN, BY_OBJECT, BY_SOURCE, BY_TYPE, UNFILED]
+                    [MAIN, runs::RUNS, BY_SOURCE, BY_TYPE, UNFILED]
                 )
             })?;
             names.push(name);
@@ -776,7 +783,9 @@ impl MonthFiles {
         let db = builder.create(&path).map_err(StoreError::from_open)?;
         let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
-        for t in [BY_OBJECT, BY_SOURCE, BY_TYPE] {
+        runs::convert_rows_per_key(&tx)?;
+        tx.open_table(runs::RUNS).map_err(StoreError::from_redb)?;
+        for t in [BY_SOURCE, BY_TYPE] {
             tx.open_table(t).map_err(StoreError::from_redb)?;
         }
         tx.open_table(MAIN).map_err(StoreError::from_redb)?;
@@ -942,20 +951,20 @@ impl MonthFiles {
         Ok(found)
     }
 
-    /// The index prefix the filter reads, and whether the index already applies the filter's
-    /// object, source or single type.
-    fn plan(filter: &EventFilter) -> (TableDefinition<'static, &'static [u8], ()>, Vec<u8>, bool) {
+    /// The index the filter reads and the prefix of its keys there: the index of the filter's
+    /// object, source or single type, else the events themselves.
+    fn plan(filter: &EventFilter) -> (Index, Vec<u8>) {
         let t = filter.tenant_id.as_bytes();
         if let Some(o) = filter.object_id {
-            return (BY_OBJECT, cat(t, o.as_bytes()), true);
+            return (Index::Object, cat(t, o.as_bytes()));
         }
         if let Some(s) = &filter.source_id {
-            return (BY_SOURCE, source_prefix(&filter.tenant_id, s), true);
+            return (Index::Keys(BY_SOURCE), source_prefix(&filter.tenant_id, s));
         }
         if let [only] = filter.types.as_slice() {
-            return (BY_TYPE, cat(t, &[only.code()]), true);
+            return (Index::Keys(BY_TYPE), cat(t, &[only.code()]));
         }
-        (BY_TYPE, Vec::new(), false)
+        (Index::Events, t.to_vec())
     }
 
     /// Reads one month file: matching events between the scan's bounds, in its direction.
@@ -971,12 +980,7 @@ impl MonthFiles {
             descending,
             limit,
         } = scan;
-        let (index, prefix, indexed) = Self::plan(filter);
-        let prefix = if indexed {
-            prefix
-        } else {
-            filter.tenant_id.as_bytes().to_vec()
-        };
+        let (index, prefix) = Self::plan(filter);
         let from_ms = filter.from.map_or(0, |f| f.as_millis());
         let lo_key = match lo {
             Some(p) => {
@@ -1018,6 +1022,49 @@ impl MonthFiles {
         };
         let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
         let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let filed: Box<dyn Iterator<Item = Result<Vec<u8>, StoreError>>> = match index {
+            Index::Object => {
+                let table = tx.open_table(runs::RUNS).map_err(StoreError::from_redb)?;
+                let keys = runs::Keys::new(&table, &prefix, &lo_key, &hi_key, descending)?;
+                Box::new(keys.map(|k| k.map(|k| k.to_vec())))
+            }
+            Index::Keys(index) => {
+                let table = tx.open_table(index).map_err(StoreError::from_redb)?;
+                let keys = table
+                    .range(lo_key.as_slice()..hi_key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .map(|row| {
+                        row.map(|(k, _)| k.value().to_vec())
+                            .map_err(StoreError::from_redb)
+                    });
+                if descending {
+                    Box::new(keys.rev())
+                } else {
+                    Box::new(keys)
+                }
+            }
+            Index::Events => {
+                let range = main
+                    .range(lo_key.as_slice()..hi_key.as_slice())
+                    .map_err(StoreError::from_redb)?;
+                let rows: Box<dyn Iterator<Item = _>> = if descending {
+                    Box::new(range.rev())
+                } else {
+                    Box::new(range)
+                };
+                for row in rows {
+                    let (_, v) = row.map_err(StoreError::from_redb)?;
+                    let e: Event = decode(v.value())?;
+                    if filter.matches(&e) {
+                        out.push(e);
+                        if out.len() >= limit {
+                            break;
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        };
         let mut take = |key: &[u8]| -> Result<bool, StoreError> {
             let sfx = &key[key.len() - 24..];
             let main_key = cat(filter.tenant_id.as_bytes(), sfx);
@@ -1032,72 +1079,27 @@ impl MonthFiles {
             }
             Ok(out.len() >= limit)
         };
-        if indexed {
-            let table = tx.open_table(index).map_err(StoreError::from_redb)?;
-            let range = table
-                .range(lo_key.as_slice()..hi_key.as_slice())
-                .map_err(StoreError::from_redb)?;
-            let keys: Box<dyn Iterator<Item = _>> = if descending {
-                Box::new(range.rev())
-            } else {
-                Box::new(range)
+        let mut filed = filed.peekable();
+        let mut unfiled = unfiled.into_iter().peekable();
+        // Filed and unfiled keys merged in the scan's order; a key in both counts once.
+        loop {
+            let (from_filed, in_both) = match (filed.peek(), unfiled.peek()) {
+                (None, None) => break,
+                (Some(Err(_)) | Some(Ok(_)), None) | (Some(Err(_)), Some(_)) => (true, false),
+                (None, Some(_)) => (false, false),
+                (Some(Ok(f)), Some(u)) => (if descending { f >= u } else { f <= u }, f == u),
             };
-            let mut filed = keys.peekable();
-            let mut unfiled = unfiled.into_iter().peekable();
-            // Filed and unfiled keys merged in the scan's order; a key in both counts once.
-            loop {
-                let filed_key = match filed.peek() {
-                    Some(Ok((k, _))) => Some(k.value().to_vec()),
-                    Some(Err(_)) => {
-                        if let Some(Err(e)) = filed.next() {
-                            return Err(StoreError::from_redb(e));
-                        }
-                        None
-                    }
-                    None => None,
-                };
-                let key = match (filed_key, unfiled.peek()) {
-                    (None, None) => break,
-                    (Some(f), None) => {
-                        filed.next();
-                        f
-                    }
-                    (None, Some(_)) => unfiled.next().unwrap_or_default(),
-                    (Some(f), Some(u)) => {
-                        let filed_first = if descending { f >= *u } else { f <= *u };
-                        if f == *u {
-                            unfiled.next();
-                        }
-                        if filed_first {
-                            filed.next();
-                            f
-                        } else {
-                            unfiled.next().unwrap_or_default()
-                        }
-                    }
-                };
-                if take(&key)? {
-                    break;
-                }
+            if in_both {
+                unfiled.next();
             }
-        } else {
-            let range = main
-                .range(lo_key.as_slice()..hi_key.as_slice())
-                .map_err(StoreError::from_redb)?;
-            let rows: Box<dyn Iterator<Item = _>> = if descending {
-                Box::new(range.rev())
+            let key = if from_filed {
+                filed.next().transpose()?
             } else {
-                Box::new(range)
+                unfiled.next()
             };
-            for row in rows {
-                let (_, v) = row.map_err(StoreError::from_redb)?;
-                let e: Event = decode(v.value())?;
-                if filter.matches(&e) {
-                    out.push(e);
-                    if out.len() >= limit {
-                        break;
-                    }
-                }
+            match key {
+                Some(key) if !take(&key)? => {}
+                _ => break,
             }
         }
         Ok(())
@@ -1519,13 +1521,8 @@ mod tests {
             let db = Database::create(&path).unwrap();
             let tx = db.begin_write().unwrap();
             {
-                let index = tx.open_table(BY_OBJECT).unwrap();
-                let row: Vec<u8> = index
-                    .iter()
-                    .unwrap()
-                    .take(3)
-                    .flat_map(|k| k.unwrap().0.value().to_vec())
-                    .collect();
+                let index = tx.open_table(runs::RUNS).unwrap();
+                let row: Vec<u8> = runs::all(&index).into_iter().take(3).flatten().collect();
                 drop(index);
                 tx.open_table(UNFILED)
                     .unwrap()
@@ -1584,19 +1581,15 @@ mod tests {
             let db = Database::create(&path).unwrap();
             let tx = db.begin_write().unwrap();
             {
-                let mut index = tx.open_table(BY_OBJECT).unwrap();
-                let mut journal = tx.open_table(UNFILED).unwrap();
-                let mut row = Vec::new();
-                for _ in 0..2 {
-                    let last = index
-                        .last()
-                        .unwrap()
-                        .map(|(k, _)| k.value().to_vec())
-                        .unwrap();
-                    index.remove(last.as_slice()).unwrap();
-                    row.extend(last);
-                }
-                journal.insert(0, row.as_slice()).unwrap();
+                let mut index = tx.open_table(runs::RUNS).unwrap();
+                let mut filed = runs::all(&index);
+                let row: Vec<u8> = filed.split_off(filed.len() - 2).concat();
+                index.retain(|_, _| false).unwrap();
+                runs::file(&mut index, &filed).unwrap();
+                tx.open_table(UNFILED)
+                    .unwrap()
+                    .insert(0, row.as_slice())
+                    .unwrap();
             }
             tx.commit().unwrap();
         }
@@ -1605,12 +1598,12 @@ mod tests {
         store.close();
         let db = Database::create(&path).unwrap();
         let tx = db.begin_read().unwrap();
-        use redb::ReadableTableMetadata;
         assert_eq!(
-            tx.open_table(BY_OBJECT).unwrap().len().unwrap(),
+            runs::all(&tx.open_table(runs::RUNS).unwrap()).len(),
             7,
             "filed at close"
         );
+        use redb::ReadableTableMetadata;
         assert!(tx.open_table(UNFILED).unwrap().is_empty().unwrap());
     }
 }

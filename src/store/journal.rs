@@ -542,12 +542,18 @@ impl Store {
 
     /// Forgets journal rows whose events are stored in their month files: one pass over the
     /// span they cover (they are mostly contiguous). A row's events are stored together.
-    pub async fn forget_journaled(self: &Arc<Self>, seqs: Vec<u64>) -> Result<(), StoreError> {
+    /// Rows with an event after `consumed_through` stay (durable consumers have not read them
+    /// all yet, and read them from the journal's recent rows instead of the month files);
+    /// returns them.
+    pub async fn forget_journaled(
+        self: &Arc<Self>,
+        seqs: Vec<u64>,
+        consumed_through: Option<Uuid>,
+    ) -> Result<Vec<u64>, StoreError> {
         let (Some(&lo), Some(&hi)) = (seqs.iter().min(), seqs.iter().max()) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let forget: HashSet<u64> = seqs.into_iter().collect();
-        let forgotten = forget.clone();
         self.write(move |tx| {
             tx.unrecorded("journal rows whose events are stored");
             let mut meta = tx.open_table(META)?;
@@ -556,15 +562,21 @@ impl Store {
             // in the month files too, which is only slower.
             let mut unreadable = false;
             let mut newest = before;
+            let (mut kept, mut forgotten) = (Vec::new(), HashSet::new());
             tx.open_table(EVENT_JOURNAL)?
                 .retain_in(lo..=hi, |seq, packed| {
                     if !forget.contains(&seq) {
                         return true;
                     }
                     match last_id(seq, packed) {
+                        Ok(last) if consumed_through.is_some() && last > consumed_through => {
+                            kept.push(seq);
+                            return true;
+                        }
                         Ok(last) => newest = newest.max(last),
                         Err(_) => unreadable = true,
                     }
+                    forgotten.insert(seq);
                     false
                 })?;
             if unreadable {
@@ -575,11 +587,13 @@ impl Store {
             {
                 meta.insert(JOURNAL_FORGOTTEN, through.as_bytes().as_slice())?;
             }
-            Ok(())
+            Ok((kept, forgotten))
         })
-        .await?;
-        self.recent_rows.forget(&forgotten);
-        Ok(())
+        .await
+        .map(|(kept, forgotten)| {
+            self.recent_rows.forget(&forgotten);
+            kept
+        })
     }
 }
 
@@ -710,7 +724,7 @@ mod tests {
             .iter()
             .map(|j| j.seq)
             .collect();
-        store.forget_journaled(rows).await.unwrap();
+        store.forget_journaled(rows, None).await.unwrap();
         assert_eq!(store.recent_rows.held(), 0);
         assert!(
             store
@@ -771,10 +785,10 @@ mod tests {
         assert_eq!(view.forgotten_through, None, "nothing forgotten yet");
         assert_eq!(view.pending.len(), 6);
 
-        store.forget_journaled(vec![rows[1].0]).await.unwrap();
+        store.forget_journaled(vec![rows[1].0], None).await.unwrap();
         let view = store.journal_view(None, 0, 10).await.unwrap();
         assert_eq!(view.forgotten_through, Some(rows[1].1));
-        store.forget_journaled(vec![rows[0].0]).await.unwrap();
+        store.forget_journaled(vec![rows[0].0], None).await.unwrap();
         let view = store.journal_view(None, 0, 10).await.unwrap();
         assert_eq!(
             view.forgotten_through,
@@ -782,7 +796,7 @@ mod tests {
             "an older row forgotten later does not move it back"
         );
         assert_eq!(view.pending.len(), 3, "the third row is still journaled");
-        store.forget_journaled(vec![rows[2].0]).await.unwrap();
+        store.forget_journaled(vec![rows[2].0], None).await.unwrap();
         let view = store.journal_view(None, 0, 10).await.unwrap();
         assert_eq!(view.forgotten_through, Some(rows[2].1));
         assert_eq!(view.head, Some(rows[2].1));
