@@ -1085,7 +1085,7 @@ impl MonthFiles {
         loop {
             let (from_filed, in_both) = match (filed.peek(), unfiled.peek()) {
                 (None, None) => break,
-                (Some(Err(_)) | Some(Ok(_)), None) | (Some(Err(_)), Some(_)) => (true, false),
+                (Some(Err(_)), _) | (Some(Ok(_)), None) => (true, false),
                 (None, Some(_)) => (false, false),
                 (Some(Ok(f)), Some(u)) => (if descending { f >= u } else { f <= u }, f == u),
             };
