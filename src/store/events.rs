@@ -189,7 +189,6 @@ enum Msg {
 }
 
 /// Where a read finds its keys.
-#[derive(Clone, Copy)]
 enum Index {
     /// The object's runs (`runs`), merged with its unfiled keys.
     Object,

@@ -544,7 +544,7 @@ impl Store {
     /// span they cover (they are mostly contiguous). A row's events are stored together.
     /// Rows with an event after `consumed_through` stay (durable consumers have not read them
     /// all yet, and read them from the journal's recent rows instead of the month files);
-    /// returns them.
+    /// returns them. A call that forgets nothing writes nothing (no sync).
     pub async fn forget_journaled(
         self: &Arc<Self>,
         seqs: Vec<u64>,
@@ -554,7 +554,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let forget: HashSet<u64> = seqs.into_iter().collect();
-        self.write(move |tx| {
+        self.transact(move |tx| {
             tx.unrecorded("journal rows whose events are stored");
             let mut meta = tx.open_table(META)?;
             let before = meta_id(&meta, JOURNAL_FORGOTTEN)?;
@@ -587,7 +587,8 @@ impl Store {
             {
                 meta.insert(JOURNAL_FORGOTTEN, through.as_bytes().as_slice())?;
             }
-            Ok((kept, forgotten))
+            let changed = !forgotten.is_empty();
+            Ok(((kept, forgotten), changed))
         })
         .await
         .map(|(kept, forgotten)| {
