@@ -243,6 +243,11 @@ impl Payload {
         }
     }
 
+    /// A state change's typed fields, when the payload holds them.
+    pub fn as_state_change(&self) -> Option<&StateChangePayload> {
+        self.typed.as_ref().map(|typed| &typed.0)
+    }
+
     /// The payload as a `Value` of its own.
     pub fn into_value(self) -> Value {
         match self.typed {

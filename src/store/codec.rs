@@ -1,7 +1,7 @@
 //! The one value codec: MessagePack with field names, compact and self-describing, so records
 //! gain optional fields without a migration and open JSON payloads round-trip. The rows every
-//! result rewrites (live states) are written by position instead (`encode_positional`); one
-//! `decode` reads both forms.
+//! result writes (live states, events: `event_rows.rs`) are written by position instead
+//! (`encode_positional`); one `decode` reads both forms.
 
 use super::StoreError;
 use serde::Serialize;
@@ -17,9 +17,9 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     Ok(row)
 }
 
-/// The same values by position instead of by name, for the rows every result rewrites (live
-/// states), where the names were half of each row and so half of the pages each group of
-/// results rewrites. Only for a struct none of whose fields is skipped when empty and whose
+/// The same values by position instead of by name, for the rows every result writes (live
+/// states, events), where the names were half of each row and so half of the pages each group
+/// of results writes. Only for a struct none of whose fields is skipped when empty and whose
 /// new fields go at its end with `#[serde(default)]`: `decode` reads either form, so rows
 /// written by name stay readable, and a row shorter than the struct takes the defaults.
 pub fn encode_positional<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {

@@ -8,7 +8,7 @@
 //! event filer copies them into the month files (where storing one again is a no-op: rows are
 //! keyed by their id) and then forgets the journal row.
 
-use super::codec::{decode, encode};
+use super::event_rows::{decode_event, encode_event, event_id};
 use super::kv::Readable;
 use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
 use super::{Store, StoreError, Tx};
@@ -202,7 +202,7 @@ fn unpack(seq: u64, packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
         .map(|row| {
             Ok(Journaled {
                 seq,
-                event: Arc::new(decode::<Event>(row)?),
+                event: Arc::new(decode_event(row)?),
                 row: row.to_vec(),
             })
         })
@@ -225,7 +225,7 @@ fn unpack_after(
     if let Some(after) = after {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if frame_id(frames[mid])? <= after {
+            if event_id(frames[mid])? <= after {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -235,7 +235,7 @@ fn unpack_after(
     frames[lo..]
         .iter()
         .take(limit)
-        .map(|row| Ok(Arc::new(decode::<Event>(row)?)))
+        .map(|row| Ok(Arc::new(decode_event(row)?)))
         .collect()
 }
 
@@ -245,20 +245,11 @@ fn kept_after(events: &[Arc<Event>], after: Option<Uuid>, limit: usize) -> Vec<A
     events[start..].iter().take(limit).cloned().collect()
 }
 
-/// The id of an encoded event, decoding that id alone.
-fn frame_id(row: &[u8]) -> Result<Uuid, StoreError> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: Uuid,
-    }
-    decode::<Id>(row).map(|e| e.id)
-}
-
 /// The id of a journal row's last event (its events are in id order), decoding that id alone.
 fn last_id(seq: u64, packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
     frames(seq, packed)?
         .last()
-        .map(|row| frame_id(row))
+        .map(|row| event_id(row))
         .transpose()
 }
 
@@ -309,7 +300,7 @@ impl Store {
         let mut out = Vec::with_capacity(drafts.len());
         for draft in drafts {
             let event = Arc::new(self.stamp(draft, &mut newest));
-            let row = encode(&*event)?;
+            let row = encode_event(&event)?;
             out.push(Journaled { seq, event, row });
         }
         // Sized once: a group's row is megabytes, and growing it copied it over and over.
@@ -654,8 +645,13 @@ mod tests {
             })
             .collect();
         let mut packed = Vec::new();
-        for e in &events {
-            let row = encode(&**e).unwrap();
+        // Rows by position and, as before them, by name, side by side.
+        for (i, e) in events.iter().enumerate() {
+            let row = if i % 2 == 0 {
+                encode_event(e).unwrap()
+            } else {
+                super::super::codec::encode(&**e).unwrap()
+            };
             packed.extend_from_slice(&(row.len() as u32).to_be_bytes());
             packed.extend_from_slice(&row);
         }

@@ -11,6 +11,7 @@ mod committer;
 mod config;
 mod discovery;
 mod error;
+mod event_rows;
 pub mod events;
 mod heartbeats;
 mod incidents;

@@ -8,7 +8,7 @@ use super::{EventKey, Position, Scan};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter};
 use crate::store::StoreError;
-use crate::store::codec::decode;
+use crate::store::event_rows::decode_event;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -192,7 +192,9 @@ impl Partitions {
                 &[&tenants, &times, &ids],
             )
         })?;
-        rows.iter().map(|r| decode(r.get::<_, &[u8]>(0))).collect()
+        rows.iter()
+            .map(|r| decode_event(r.get::<_, &[u8]>(0)))
+            .collect()
     }
 
     pub(super) fn contains(
@@ -259,7 +261,7 @@ impl Partitions {
         let rows = self.db.with(|c| c.query(&sql, &refs))?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
-            let e: Event = decode(r.get::<_, &[u8]>(0))?;
+            let e = decode_event(r.get::<_, &[u8]>(0))?;
             if filter.matches(&e) {
                 out.push(e);
             }
@@ -343,7 +345,7 @@ impl Partitions {
                 .iter()
                 .map(|r| {
                     let row = r.get::<_, Vec<u8>>(3);
-                    decode::<Event>(&row).map(|e| (e, row))
+                    decode_event(&row).map(|e| (e, row))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             each(&page)?;

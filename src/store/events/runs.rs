@@ -1,21 +1,26 @@
-//! The object index of a month file, in runs: an object's filed event keys (time and id, 24
-//! bytes each) are kept in runs of up to `RUN_KEYS`, one row per run, keyed by the object and
-//! the run's last key; an object's runs never overlap, so they are in time order both by key
-//! and by content. A filing rewrites a row or two per object it touches instead of inserting a
-//! row per event: with a row per event, filing each batch of 262,144 keys walked the tree as
-//! often and was half of the event writer's CPU at batches of 500 results.
+//! The object and type indexes of a month file, in runs: an object's (or a type's) event keys
+//! (time and id, 24 bytes each) are kept in runs of up to `RUN_KEYS`, one row per run, keyed by
+//! the object (the type) and the run's last key; its runs never overlap, so they are in time
+//! order both by key and by content. A filing rewrites a row or two per object or type it
+//! touches instead of inserting a row per event: with a row per event, filing each batch of
+//! 262,144 object keys walked the tree as often and was half of the event writer's CPU at
+//! batches of 500 results, and the type index's insert per event a fifth of it after that.
 
-use super::{OBJECT_KEY_LEN, ObjectKey};
+use super::{RUN_KEY_LEN, RunKey};
 use crate::store::StoreError;
 use redb::{ReadOnlyTable, ReadableTable, Table, TableDefinition, TableHandle};
 
 /// Tenant + object + the run's last time and id → the run's times and ids, ascending.
 pub(super) const RUNS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("event_key_runs_by_object");
-/// Tenant and object.
+/// Tenant + type code, padded to the object's 16 bytes with zeros, + the run's last time and id
+/// → the run's times and ids, ascending.
+pub(super) const TYPE_RUNS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("event_key_runs_by_type");
+/// Tenant and object (or type).
 const PREFIX: usize = 32;
 /// Time and id.
-const SUFFIX: usize = OBJECT_KEY_LEN - PREFIX;
+const SUFFIX: usize = RUN_KEY_LEN - PREFIX;
 /// Keys a run holds at most: a run that is not full takes the next keys after it, so a row
 /// is rewritten at most this many keys long (1.5 KiB).
 const RUN_KEYS: usize = 64;
@@ -32,21 +37,21 @@ fn suffixes(run: &[u8]) -> Result<Vec<Suffix>, StoreError> {
         .collect())
 }
 
-fn key(prefix: &[u8], suffix: &[u8]) -> ObjectKey {
-    let mut k = [0u8; OBJECT_KEY_LEN];
+fn key(prefix: &[u8], suffix: &[u8]) -> RunKey {
+    let mut k = [0u8; RUN_KEY_LEN];
     k[..PREFIX].copy_from_slice(prefix);
     k[PREFIX..].copy_from_slice(suffix);
     k
 }
 
 /// The last possible key of an object.
-fn object_end(prefix: &[u8]) -> ObjectKey {
+fn object_end(prefix: &[u8]) -> RunKey {
     key(prefix, &[0xff; SUFFIX])
 }
 
 /// Files keys (sorted, each once) into the runs. A key already filed stays once, so filing
 /// again after a crash changes nothing.
-pub(super) fn file(table: &mut Table<&[u8], &[u8]>, keys: &[ObjectKey]) -> Result<(), StoreError> {
+pub(super) fn file(table: &mut Table<&[u8], &[u8]>, keys: &[RunKey]) -> Result<(), StoreError> {
     for object in keys.chunk_by(|a, b| a[..PREFIX] == b[..PREFIX]) {
         file_object(table, object)?;
     }
@@ -55,7 +60,7 @@ pub(super) fn file(table: &mut Table<&[u8], &[u8]>, keys: &[ObjectKey]) -> Resul
 
 /// Files one object's keys: they are merged with the runs they overlap and with the run just
 /// before them unless it is full, and written back as runs of `RUN_KEYS`.
-fn file_object(table: &mut Table<&[u8], &[u8]>, keys: &[ObjectKey]) -> Result<(), StoreError> {
+fn file_object(table: &mut Table<&[u8], &[u8]>, keys: &[RunKey]) -> Result<(), StoreError> {
     let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
         return Ok(());
     };
@@ -104,37 +109,54 @@ fn file_object(table: &mut Table<&[u8], &[u8]>, keys: &[ObjectKey]) -> Result<()
     Ok(())
 }
 
-/// Converts a file's index of a row per key (`event_key_by_object`, before runs) into runs,
-/// in the transaction that opens the file, and drops it. Its keys are in order, so runs are
-/// written as they fill: memory holds one run, however large the file.
+/// The indexes of a row per key kept before runs, the runs each becomes, and the length of its
+/// keys' prefix: tenant and object, tenant and type code (padded to `PREFIX` in the runs).
+const ROWS_PER_KEY: [(&str, TableDefinition<&[u8], &[u8]>, usize); 2] = [
+    ("event_key_by_object", RUNS, PREFIX),
+    ("event_key_by_type", TYPE_RUNS, 16 + 1),
+];
+
+/// Converts a file's indexes of a row per key (before runs) into runs, in the transaction that
+/// opens the file, and drops them. Their keys are in order, so runs are written as they fill:
+/// memory holds one run, however large the file.
 pub(super) fn convert_rows_per_key(tx: &redb::WriteTransaction) -> Result<(), StoreError> {
-    const ROW_PER_KEY: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_object");
-    let exists = tx
+    let names: Vec<String> = tx
         .list_tables()
         .map_err(StoreError::from_redb)?
-        .any(|t| t.name() == ROW_PER_KEY.name());
-    if !exists {
-        return Ok(());
-    }
-    {
-        let old = tx.open_table(ROW_PER_KEY).map_err(StoreError::from_redb)?;
-        let mut runs = tx.open_table(RUNS).map_err(StoreError::from_redb)?;
-        let mut run: Vec<ObjectKey> = Vec::with_capacity(RUN_KEYS);
-        for row in old.iter().map_err(StoreError::from_redb)? {
-            let (k, _) = row.map_err(StoreError::from_redb)?;
-            let Ok(k) = ObjectKey::try_from(k.value()) else {
-                return Err(StoreError::Corrupt("object index key cut short".into()));
-            };
-            if run.len() == RUN_KEYS || run.first().is_some_and(|f| f[..PREFIX] != k[..PREFIX]) {
-                file(&mut runs, &run)?;
-                run.clear();
-            }
-            run.push(k);
+        .map(|t| t.name().to_string())
+        .collect();
+    for (name, into, prefix) in ROWS_PER_KEY {
+        if !names.iter().any(|n| n == name) {
+            continue;
         }
-        file(&mut runs, &run)?;
+        let rows: TableDefinition<&[u8], ()> = TableDefinition::new(name);
+        {
+            let old = tx.open_table(rows).map_err(StoreError::from_redb)?;
+            let mut runs = tx.open_table(into).map_err(StoreError::from_redb)?;
+            let mut run: Vec<RunKey> = Vec::with_capacity(RUN_KEYS);
+            for row in old.iter().map_err(StoreError::from_redb)? {
+                let (k, _) = row.map_err(StoreError::from_redb)?;
+                let k = k.value();
+                if k.len() != prefix + SUFFIX {
+                    return Err(StoreError::Corrupt(format!(
+                        "{name} key of {} bytes",
+                        k.len()
+                    )));
+                }
+                let mut padded = [0u8; PREFIX];
+                padded[..prefix].copy_from_slice(&k[..prefix]);
+                let k = key(&padded, &k[prefix..]);
+                if run.len() == RUN_KEYS || run.first().is_some_and(|f| f[..PREFIX] != k[..PREFIX])
+                {
+                    file(&mut runs, &run)?;
+                    run.clear();
+                }
+                run.push(k);
+            }
+            file(&mut runs, &run)?;
+        }
+        tx.delete_table(rows).map_err(StoreError::from_redb)?;
     }
-    tx.delete_table(ROW_PER_KEY)
-        .map_err(StoreError::from_redb)?;
     Ok(())
 }
 
@@ -147,7 +169,7 @@ pub(super) struct Keys {
     hi: Vec<u8>,
     descending: bool,
     /// The keys of the run being read, in the scan's order.
-    pending: std::vec::IntoIter<ObjectKey>,
+    pending: std::vec::IntoIter<RunKey>,
     done: bool,
 }
 
@@ -206,7 +228,7 @@ impl Keys {
 }
 
 impl Iterator for Keys {
-    type Item = Result<ObjectKey, StoreError>;
+    type Item = Result<RunKey, StoreError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
@@ -236,7 +258,7 @@ impl Iterator for Keys {
                     return Some(Err(e));
                 }
             };
-            let mut keys: Vec<ObjectKey> = keys.iter().map(|s| key(&self.prefix, s)).collect();
+            let mut keys: Vec<RunKey> = keys.iter().map(|s| key(&self.prefix, s)).collect();
             if self.descending {
                 keys.reverse();
             }
@@ -248,7 +270,7 @@ impl Iterator for Keys {
 
 /// Every filed key, in order (tests and checks).
 #[cfg(test)]
-pub(super) fn all(table: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Vec<ObjectKey> {
+pub(super) fn all(table: &impl ReadableTable<&'static [u8], &'static [u8]>) -> Vec<RunKey> {
     let mut out = Vec::new();
     for row in table.iter().unwrap() {
         let (k, v) = row.unwrap();
@@ -263,14 +285,14 @@ mod tests {
     use super::*;
     use redb::{Database, ReadableDatabase};
 
-    fn k(object: u8, n: u16) -> ObjectKey {
-        let mut k = [0u8; OBJECT_KEY_LEN];
+    fn k(object: u8, n: u16) -> RunKey {
+        let mut k = [0u8; RUN_KEY_LEN];
         k[31] = object;
         k[PREFIX..PREFIX + 2].copy_from_slice(&n.to_be_bytes());
         k
     }
 
-    fn file_all(db: &Database, keys: &[ObjectKey]) {
+    fn file_all(db: &Database, keys: &[RunKey]) {
         let tx = db.begin_write().unwrap();
         file(&mut tx.open_table(RUNS).unwrap(), keys).unwrap();
         tx.commit().unwrap();
@@ -307,7 +329,7 @@ mod tests {
         let db = Database::create(dir.path().join("runs.redb")).unwrap();
         // Object 1 in filings of 26 (as 10,000 objects at 262,144 keys a filing), object 2 once.
         for f in 0..10u16 {
-            let keys: Vec<ObjectKey> = (f * 26..f * 26 + 26).map(|n| k(1, n * 2)).collect();
+            let keys: Vec<RunKey> = (f * 26..f * 26 + 26).map(|n| k(1, n * 2)).collect();
             file_all(&db, &keys);
         }
         file_all(&db, &[k(2, 5)]);
@@ -342,17 +364,28 @@ mod tests {
         assert!(read(&db, 1, 9, 9, false).is_empty());
     }
 
-    /// A file indexed a row per key (before runs) is converted when opened, and reads alike.
+    /// A file indexed a row per key (before runs), by object and by type, is converted when
+    /// opened, and reads alike.
     #[test]
     fn rows_per_key_become_runs() {
         let dir = tempfile::tempdir().unwrap();
         let db = Database::create(dir.path().join("old.redb")).unwrap();
-        let old: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_object");
-        let keys: Vec<ObjectKey> = (0..150).map(|n| k(1, n)).chain([k(2, 1)]).collect();
+        let by_object: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_object");
+        let by_type: TableDefinition<&[u8], ()> = TableDefinition::new("event_key_by_type");
+        let keys: Vec<RunKey> = (0..150).map(|n| k(1, n)).chain([k(2, 1)]).collect();
+        // The type index's keys: tenant (here 0), type code, time and id.
+        let type_keys: Vec<Vec<u8>> = keys
+            .iter()
+            .map(|key| [&[0u8; 16][..], &[key[31] + 4], &key[PREFIX..]].concat())
+            .collect();
         let tx = db.begin_write().unwrap();
         {
-            let mut table = tx.open_table(old).unwrap();
+            let mut table = tx.open_table(by_object).unwrap();
             for key in &keys {
+                table.insert(key.as_slice(), ()).unwrap();
+            }
+            let mut table = tx.open_table(by_type).unwrap();
+            for key in &type_keys {
                 table.insert(key.as_slice(), ()).unwrap();
             }
         }
@@ -363,10 +396,26 @@ mod tests {
         let tx = db.begin_read().unwrap();
         assert_eq!(all(&tx.open_table(RUNS).unwrap()), keys);
         assert_eq!(run_lengths(&db), vec![64, 64, 22, 1]);
-        assert!(
-            tx.list_tables()
-                .unwrap()
-                .all(|t| t.name() != "event_key_by_object")
+        // Type 5 (object 1's keys) and type 6 (object 2's), the code padded to the prefix.
+        let typed: Vec<RunKey> = keys
+            .iter()
+            .map(|key| {
+                let mut t = [0u8; RUN_KEY_LEN];
+                t[16] = key[31] + 4;
+                t[PREFIX..].copy_from_slice(&key[PREFIX..]);
+                t
+            })
+            .collect();
+        assert_eq!(all(&tx.open_table(TYPE_RUNS).unwrap()), typed);
+        let mut tables: Vec<String> = tx
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_string())
+            .collect();
+        tables.sort();
+        assert_eq!(
+            tables,
+            ["event_key_runs_by_object", "event_key_runs_by_type"]
         );
     }
 }
