@@ -187,7 +187,7 @@ mod tests {
         );
         draft.object_id = Some(Uuid::from_u128(2));
         draft.stamped(
-            Uuid::now_v7(),
+            Uuid::from_u128(0x019a_b6a0_047b_7000_8000_0000_0000_0003),
             Timestamp::from_millis(1_764_000_000_123).unwrap(),
         )
     }
@@ -196,7 +196,7 @@ mod tests {
         let mut draft = EventDraft::new(Uuid::from_u128(1), EventType::Ingress, None, payload);
         draft.source_id = Some("src-1".into());
         let mut e = draft.stamped(
-            Uuid::now_v7(),
+            Uuid::from_u128(0x019a_b6a0_05c8_7000_8000_0000_0000_0004),
             Timestamp::from_millis(1_764_000_000_456).unwrap(),
         );
         e.site = Some("edge-1".into());

@@ -109,11 +109,27 @@ fn file_object(table: &mut Table<&[u8], &[u8]>, keys: &[RunKey]) -> Result<(), S
     Ok(())
 }
 
-/// The indexes of a row per key kept before runs, the runs each becomes, and the length of its
-/// keys' prefix: tenant and object, tenant and type code (padded to `PREFIX` in the runs).
-const ROWS_PER_KEY: [(&str, TableDefinition<&[u8], &[u8]>, usize); 2] = [
-    ("event_key_by_object", RUNS, PREFIX),
-    ("event_key_by_type", TYPE_RUNS, 16 + 1),
+/// An index of a row per key kept before runs.
+struct RowsPerKey {
+    name: &'static str,
+    /// The runs it becomes.
+    runs: TableDefinition<'static, &'static [u8], &'static [u8]>,
+    /// Its keys' prefix (padded to `PREFIX` in the runs).
+    prefix: usize,
+}
+
+const ROWS_PER_KEY: [RowsPerKey; 2] = [
+    RowsPerKey {
+        name: "event_key_by_object",
+        runs: RUNS,
+        prefix: PREFIX,
+    },
+    // Tenant and type code.
+    RowsPerKey {
+        name: "event_key_by_type",
+        runs: TYPE_RUNS,
+        prefix: 16 + 1,
+    },
 ];
 
 /// Converts a file's indexes of a row per key (before runs) into runs, in the transaction that
@@ -125,14 +141,14 @@ pub(super) fn convert_rows_per_key(tx: &redb::WriteTransaction) -> Result<(), St
         .map_err(StoreError::from_redb)?
         .map(|t| t.name().to_string())
         .collect();
-    for (name, into, prefix) in ROWS_PER_KEY {
+    for RowsPerKey { name, runs, prefix } in ROWS_PER_KEY {
         if !names.iter().any(|n| n == name) {
             continue;
         }
         let rows: TableDefinition<&[u8], ()> = TableDefinition::new(name);
         {
             let old = tx.open_table(rows).map_err(StoreError::from_redb)?;
-            let mut runs = tx.open_table(into).map_err(StoreError::from_redb)?;
+            let mut runs = tx.open_table(runs).map_err(StoreError::from_redb)?;
             let mut run: Vec<RunKey> = Vec::with_capacity(RUN_KEYS);
             for row in old.iter().map_err(StoreError::from_redb)? {
                 let (k, _) = row.map_err(StoreError::from_redb)?;
