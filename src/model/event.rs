@@ -394,12 +394,13 @@ mod tests {
 }
 
 /// An event recorded in the transaction of its cause: its place in the journal, the event, and
-/// its row as stored (encoded once, for the journal and the month file alike).
+/// its row as stored (encoded once, for the journal and the month file alike: a slice of its
+/// journal row, which holds the rows of the transaction's events in one buffer).
 #[derive(Clone, Debug)]
 pub struct Journaled {
     pub seq: u64,
     pub event: std::sync::Arc<Event>,
-    pub row: Vec<u8>,
+    pub row: bytes::Bytes,
 }
 
 /// What a producer hands over; the events service stamps id and time.

@@ -24,9 +24,16 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 /// written by name stay readable, and a row shorter than the struct takes the defaults.
 pub fn encode_positional<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     let mut row = Vec::with_capacity(ROW_START);
-    rmp_serde::encode::write(&mut row, value)
-        .map_err(|e| StoreError::Internal(format!("encode: {e}")))?;
+    encode_positional_into(&mut row, value)?;
     Ok(row)
+}
+
+/// `encode_positional` appended to `buf`.
+pub fn encode_positional_into<T: Serialize>(
+    buf: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), StoreError> {
+    rmp_serde::encode::write(buf, value).map_err(|e| StoreError::Internal(format!("encode: {e}")))
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {

@@ -6,7 +6,7 @@
 //! read the same (`decode_event`): a positional row is a MessagePack array, a named one a map.
 
 use super::StoreError;
-use super::codec::{decode, encode_positional};
+use super::codec::{decode, encode_positional_into};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventType, Payload, Severity};
 use crate::model::object::ObjectKind;
@@ -25,6 +25,8 @@ const SEVERITIES: [Severity; 4] = [
 ];
 const OBJECT_KINDS: [ObjectKind; 2] = [ObjectKind::Host, ObjectKind::Service];
 const STATE_TYPES: [StateType; 2] = [StateType::Soft, StateType::Hard];
+/// Room a row starts with: a result's state change fits.
+pub const ROW_GUESS: usize = 160;
 
 /// Fields by position (`encode_positional`): none is skipped, and a new one goes at the end
 /// with `#[serde(default)]`, so rows written before it read with its default.
@@ -69,6 +71,13 @@ fn of_code<T: Copy>(all: &[T], code: u8, what: &str) -> Result<T, StoreError> {
 
 /// An event's stored row.
 pub fn encode_event(e: &Event) -> Result<Vec<u8>, StoreError> {
+    let mut row = Vec::with_capacity(ROW_GUESS);
+    encode_event_into(&mut row, e)?;
+    Ok(row)
+}
+
+/// An event's stored row, appended to `buf`.
+pub fn encode_event_into(buf: &mut Vec<u8>, e: &Event) -> Result<(), StoreError> {
     let state_change = e.payload.as_state_change().map(|p| StateChangeRow {
         object: Cow::Borrowed(&p.object),
         kind: code_of(&OBJECT_KINDS, &p.kind),
@@ -81,18 +90,21 @@ pub fn encode_event(e: &Event) -> Result<Vec<u8>, StoreError> {
         metric: Cow::Borrowed(&p.metric),
         host: p.host.as_deref().map(Cow::Borrowed),
     });
-    encode_positional(&EventRow {
-        id: e.id,
-        tenant_id: e.tenant_id,
-        ts_ms: e.ts.as_millis(),
-        kind: e.kind.code(),
-        object_id: e.object_id,
-        source_id: e.source_id.as_deref().map(Cow::Borrowed),
-        severity: e.severity.map(|s| code_of(&SEVERITIES, &s)),
-        payload: state_change.is_none().then(|| Cow::Borrowed(&*e.payload)),
-        state_change,
-        site: e.site.as_deref().map(Cow::Borrowed),
-    })
+    encode_positional_into(
+        buf,
+        &EventRow {
+            id: e.id,
+            tenant_id: e.tenant_id,
+            ts_ms: e.ts.as_millis(),
+            kind: e.kind.code(),
+            object_id: e.object_id,
+            source_id: e.source_id.as_deref().map(Cow::Borrowed),
+            severity: e.severity.map(|s| code_of(&SEVERITIES, &s)),
+            payload: state_change.is_none().then(|| Cow::Borrowed(&*e.payload)),
+            state_change,
+            site: e.site.as_deref().map(Cow::Borrowed),
+        },
+    )
 }
 
 /// Whether a row is positional: a MessagePack array (fixarray, array 16, array 32).

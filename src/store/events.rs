@@ -23,6 +23,7 @@ use super::event_rows::decode_event;
 use super::writer::{Inbox, Writer};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, EventType, id_millis};
+use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -213,7 +214,7 @@ enum Index {
 
 /// Events and their encoded rows: producers encode, so the one writer thread only writes.
 struct Append {
-    events: Vec<(Arc<Event>, Vec<u8>)>,
+    events: Vec<(Arc<Event>, Bytes)>,
     /// Committed durably: the events have no journal rows to be stored again from.
     durable: bool,
     ack: Ack,
@@ -533,7 +534,7 @@ impl EventStore {
                 by_month
                     .entry(month_of(e.ts))
                     .or_default()
-                    .push((e, row.as_slice()));
+                    .push((e, &row[..]));
             }
         }
         let result = by_month
@@ -571,7 +572,7 @@ impl EventStore {
     pub fn append(&self, events: Vec<Arc<Event>>) -> oneshot::Receiver<Result<(), StoreError>> {
         let encoded: Result<Vec<_>, StoreError> = events
             .into_iter()
-            .map(|e| super::event_rows::encode_event(&e).map(|row| (e, row)))
+            .map(|e| super::event_rows::encode_event(&e).map(|row| (e, Bytes::from(row))))
             .collect();
         match encoded {
             Ok(events) => self.queue(events, true),
@@ -587,7 +588,7 @@ impl EventStore {
     /// receiver resolves once they are committed, durable once `sync` has returned after it.
     pub fn append_journaled(
         &self,
-        events: Vec<(Arc<Event>, Vec<u8>)>,
+        events: Vec<(Arc<Event>, Bytes)>,
     ) -> oneshot::Receiver<Result<(), StoreError>> {
         self.queue(events, false)
     }
@@ -595,7 +596,7 @@ impl EventStore {
     /// Reads that begin after this returns wait for the events (`settled`).
     fn queue(
         &self,
-        events: Vec<(Arc<Event>, Vec<u8>)>,
+        events: Vec<(Arc<Event>, Bytes)>,
         durable: bool,
     ) -> oneshot::Receiver<Result<(), StoreError>> {
         let (ack, done) = oneshot::channel();
@@ -1441,7 +1442,7 @@ mod tests {
                 None,
             );
             let row = super::super::codec::encode(&e).unwrap();
-            (Arc::new(e), row)
+            (Arc::new(e), Bytes::from(row))
         };
         let store = EventStore::open(dir.path()).unwrap();
         let crashed = |name: &str| {

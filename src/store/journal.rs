@@ -8,13 +8,14 @@
 //! event filer copies them into the month files (where storing one again is a no-op: rows are
 //! keyed by their id) and then forgets the journal row.
 
-use super::event_rows::{decode_event, encode_event, event_id};
+use super::event_rows::{ROW_GUESS, decode_event, encode_event_into, event_id};
 use super::kv::Readable;
 use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
+use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -203,7 +204,7 @@ fn unpack(seq: u64, packed: &[u8]) -> Result<Vec<Journaled>, StoreError> {
             Ok(Journaled {
                 seq,
                 event: Arc::new(decode_event(row)?),
-                row: row.to_vec(),
+                row: Bytes::copy_from_slice(row),
             })
         })
         .collect()
@@ -297,21 +298,31 @@ impl Store {
                 )
             }
         };
-        let mut out = Vec::with_capacity(drafts.len());
+        // The events are encoded into the journal row itself, each after its length, and each
+        // keeps its row as a slice of it: one buffer a transaction, not one an event (their
+        // allocations and frees on another thread were a tenth of the store writer's CPU).
+        let mut packed = Vec::with_capacity(drafts.len() * (4 + ROW_GUESS));
+        let mut events = Vec::with_capacity(drafts.len());
         for draft in drafts {
             let event = Arc::new(self.stamp(draft, &mut newest));
-            let row = encode_event(&event)?;
-            out.push(Journaled { seq, event, row });
-        }
-        // Sized once: a group's row is megabytes, and growing it copied it over and over.
-        let mut packed = Vec::with_capacity(out.iter().map(|j| 4 + j.row.len()).sum());
-        for j in &out {
-            let len = u32::try_from(j.row.len())
+            let at = packed.len();
+            packed.extend_from_slice(&[0; 4]);
+            encode_event_into(&mut packed, &event)?;
+            let len = u32::try_from(packed.len() - at - 4)
                 .map_err(|_| StoreError::Internal("event row over 4 GiB".into()))?;
-            packed.extend_from_slice(&len.to_be_bytes());
-            packed.extend_from_slice(&j.row);
+            packed[at..at + 4].copy_from_slice(&len.to_be_bytes());
+            events.push((event, at + 4..packed.len()));
         }
         t.insert(seq, packed.as_slice())?;
+        let packed = Bytes::from(packed);
+        let out: Vec<Journaled> = events
+            .into_iter()
+            .map(|(event, row)| Journaled {
+                seq,
+                event,
+                row: packed.slice(row),
+            })
+            .collect();
         *kept = Some(JournalHead {
             epoch: tx.epoch(),
             next: seq + 1,
@@ -648,7 +659,7 @@ mod tests {
         // Rows by position and, as before them, by name, side by side.
         for (i, e) in events.iter().enumerate() {
             let row = if i % 2 == 0 {
-                encode_event(e).unwrap()
+                super::super::event_rows::encode_event(e).unwrap()
             } else {
                 super::super::codec::encode(&**e).unwrap()
             };
@@ -809,7 +820,7 @@ mod tests {
                 .map(|_| Journaled {
                     seq,
                     event: event.clone(),
-                    row: Vec::new(),
+                    row: Bytes::new(),
                 })
                 .collect()
         };
