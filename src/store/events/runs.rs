@@ -44,7 +44,7 @@ fn key(prefix: &[u8], suffix: &[u8]) -> RunKey {
     k
 }
 
-/// The last possible key of an object.
+/// The last possible key of an object (a type).
 fn object_end(prefix: &[u8]) -> RunKey {
     key(prefix, &[0xff; SUFFIX])
 }
@@ -58,7 +58,7 @@ pub(super) fn file(table: &mut Table<&[u8], &[u8]>, keys: &[RunKey]) -> Result<(
     Ok(())
 }
 
-/// Files one object's keys: they are merged with the runs they overlap and with the run just
+/// Files one object's (or type's) keys: they are merged with the runs they overlap and with the run just
 /// before them unless it is full, and written back as runs of `RUN_KEYS`.
 fn file_object(table: &mut Table<&[u8], &[u8]>, keys: &[RunKey]) -> Result<(), StoreError> {
     let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
