@@ -88,7 +88,7 @@ async fn svc_rate(
             http,
             base,
             token,
-            "/api/v1/events?type=state_change&limit=1",
+            "/api/v1/events?types=state_change&limit=1",
         )
         .await;
         if newest["items"][0]["payload"]["output"] == last.as_str() {
@@ -270,7 +270,7 @@ fn main() {
         let queued = svc_rate(&http, &base, &token, (1, 20_000, 3), Answer::Queued).await;
         let batched = svc_rate(&http, &base, &token, (500, 500_000, 5), Answer::Committed).await;
         let batched_queued = svc_rate(&http, &base, &token, (500, 500_000, 55), Answer::Queued).await;
-        let events = common::get_json(&http, &base, &token, "/api/v1/events?type=state_change&limit=1").await;
+        let events = common::get_json(&http, &base, &token, "/api/v1/events?types=state_change&limit=1").await;
         assert!(events["items"].as_array().is_some_and(|e| !e.is_empty()), "state_change events stored");
         println!("svc passive results, {SERVICES} services, {IN_FLIGHT} requests in flight, every result a state change with its event and metric sample:");
         println!("  batch 1:   {single:>9.0} results/s");

@@ -1000,7 +1000,7 @@ async fn conversations_use_the_instance_connection_and_the_budget_holds() {
     )
     .await;
     // 30 of 35 tokens: the month's warning is a `system` event.
-    let events = get(s, t, "/api/v1/events?type=system").await;
+    let events = get(s, t, "/api/v1/events?types=system").await;
     let warning = events["items"]
         .as_array()
         .unwrap()

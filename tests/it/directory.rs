@@ -379,7 +379,7 @@ async fn directory_sync_provisions_maps_groups_and_disables_the_gone() {
             "{action} in {actions:?}"
         );
     }
-    let events = get(s, &a.token, "/api/v1/events?type=config&limit=50").await;
+    let events = get(s, &a.token, "/api/v1/events?types=config&limit=50").await;
     assert!(
         events["items"]
             .as_array()

@@ -730,6 +730,23 @@ async fn a_data_directory_of_the_previous_schema_is_migrated_and_keeps_working()
         assert!(started.elapsed() < Duration::from_secs(10), "{resolved}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The old month file's state changes (rows by name, its type index a row per key, converted
+    // to runs on opening) read by type beside the new one (a row by position), newest first.
+    let changes = get("/api/v1/events?types=state_change").await;
+    let items = changes["items"].as_array().unwrap();
+    assert!(items.len() >= 2, "{changes}");
+    assert_eq!(items[0]["payload"]["output"], "running", "{changes}");
+    let oldest = &items[items.len() - 1];
+    assert!(
+        oldest["ts"].as_str().unwrap().starts_with("2026-11"),
+        "{changes}"
+    );
+    assert_eq!(oldest["payload"]["object"], "pump", "{changes}");
+    assert!(
+        items.iter().all(|e| e["type"] == "state_change"),
+        "{changes}"
+    );
 }
 
 /// With `SVC_LOG_SPANS` a request can be followed from its log lines: the transaction it
