@@ -49,13 +49,6 @@ const UNFILED: TableDefinition<u64, &[u8]> = TableDefinition::new("event_object_
 const RUN_KEY_LEN: usize = 16 + 16 + 24;
 type RunKey = [u8; RUN_KEY_LEN];
 
-fn run_key(prefix: &[u8; 32], suffix: &[u8; 24]) -> RunKey {
-    let mut k = [0u8; RUN_KEY_LEN];
-    k[..32].copy_from_slice(prefix);
-    k[32..].copy_from_slice(suffix);
-    k
-}
-
 /// Tenant and object: an object's keys in the object index.
 fn object_prefix(tenant: &Uuid, object: &Uuid) -> [u8; 32] {
     let mut p = [0u8; 32];
@@ -907,14 +900,14 @@ impl MonthFiles {
                 main.insert(cat(t, &sfx).as_slice(), *row)
                     .map_err(StoreError::from_redb)?;
                 if let Some(o) = e.object_id {
-                    object_keys.push(run_key(&object_prefix(&e.tenant_id, &o), &sfx));
+                    object_keys.push(runs::key(&object_prefix(&e.tenant_id, &o), &sfx));
                 }
                 if let Some(s) = &e.source_id {
                     by_source
                         .insert(cat(&source_prefix(&e.tenant_id, s), &sfx).as_slice(), ())
                         .map_err(StoreError::from_redb)?;
                 }
-                type_keys.push(run_key(&type_prefix(&e.tenant_id, e.kind), &sfx));
+                type_keys.push(runs::key(&type_prefix(&e.tenant_id, e.kind), &sfx));
             }
             // A type's keys mostly extend its last run: a row or two per type a commit.
             type_keys.sort_unstable();

@@ -37,7 +37,8 @@ fn suffixes(run: &[u8]) -> Result<Vec<Suffix>, StoreError> {
         .collect())
 }
 
-fn key(prefix: &[u8], suffix: &[u8]) -> RunKey {
+/// A prefix (tenant and object, or tenant and type) and a suffix (time and id) as one key.
+pub(super) fn key(prefix: &[u8], suffix: &[u8]) -> RunKey {
     let mut k = [0u8; RUN_KEY_LEN];
     k[..PREFIX].copy_from_slice(prefix);
     k[PREFIX..].copy_from_slice(suffix);
