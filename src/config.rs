@@ -49,6 +49,8 @@ pub struct Config {
     pub secrets: SecretsConfig,
     pub auth: AuthConfig,
     pub checks: ChecksConfig,
+    pub programs: ProgramsConfig,
+    pub ingress: IngressConfig,
     pub memory: MemoryConfig,
     pub notify: NotifyConfig,
     pub alerting: AlertingConfig,
@@ -57,6 +59,13 @@ pub struct Config {
     /// config. Off by default: the reference saves such names as written, and its clients may
     /// create what they name afterwards.
     pub strict_references: bool,
+    /// A bearer token `/metrics` then requires (`Authorization: Bearer <token>`), and with
+    /// which it names each event source in its series; without one, `/metrics` answers anyone
+    /// and sums the event sources' counters (their names are what a sender of events needs).
+    pub metrics_token: SecretString,
+    /// The file this configuration was read from, if any: programs may not read it.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -78,10 +87,14 @@ impl Default for Config {
             secrets: SecretsConfig::default(),
             auth: AuthConfig::default(),
             checks: ChecksConfig::default(),
+            programs: ProgramsConfig::default(),
+            ingress: IngressConfig::default(),
             memory: MemoryConfig::default(),
             notify: NotifyConfig::default(),
             alerting: AlertingConfig::default(),
             strict_references: false,
+            metrics_token: SecretString::default(),
+            source: None,
         }
     }
 }
@@ -372,6 +385,49 @@ pub struct ChecksConfig {
     pub plugin_dirs: Vec<PathBuf>,
 }
 
+/// How the programs API users name (plugin checks, script channels) are confined
+/// (`runtime/sandbox.rs`, docs/security.md).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ProgramsConfig {
+    /// Programs, or directories of programs, that plugins and scripts may run besides
+    /// themselves (absolute paths): the helpers some plugins call, such as `/usr/bin/ping`
+    /// for `check_ping` or `/usr/bin/ssh` for `check_by_ssh`. None by default.
+    pub allow_exec: Vec<PathBuf>,
+    /// A user to run plugins and scripts as (the server must start as root); with Landlock,
+    /// besides it, without (kernels before 5.13), instead of it.
+    pub run_as: Option<String>,
+    /// Landlock confinement where the kernel has it (default true).
+    pub landlock: bool,
+}
+
+impl Default for ProgramsConfig {
+    fn default() -> Self {
+        Self {
+            allow_exec: Vec::new(),
+            run_as: None,
+            landlock: true,
+        }
+    }
+}
+
+/// Event sources.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct IngressConfig {
+    /// The ports below 1024 an event source may listen on (default `[162]`, SNMP traps'): any
+    /// other is refused at save, so an editor cannot take a port the operator did not hand out.
+    pub privileged_ports: Vec<u16>,
+}
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        Self {
+            privileged_ports: vec![162],
+        }
+    }
+}
+
 /// Where Debian's monitoring-plugins packages install their plugins.
 pub const DEBIAN_PLUGIN_DIRS: [&str; 2] =
     ["/usr/lib/nagios/plugins", "/usr/lib/monitoring-plugins"];
@@ -465,6 +521,7 @@ impl Config {
         let Some(mut cfg) = cfg else {
             return Err(ConfigError(problems));
         };
+        cfg.source = path.clone();
         cfg.apply_env(env);
         if let Some(d) = overrides
             .data_dir
@@ -598,6 +655,7 @@ impl Config {
         set(&mut self.ldap.bind_password.0, "SERVICE_LDAP_BIND_PASSWORD");
         set(&mut self.ldap.base_dn, "SERVICE_LDAP_BASE_DN");
         set(&mut self.ai.api_key.0, "SERVICE_AI_API_KEY");
+        set(&mut self.metrics_token.0, "SVC_METRICS_TOKEN");
         set(&mut self.storage.backend, "SERVICE_STORAGE_BACKEND");
         set(
             &mut self.storage.postgres.url.0,
@@ -677,11 +735,22 @@ impl Config {
                     .script_dir
                     .iter()
                     .map(|d| ("notify.scriptDir", d)),
+            )
+            .chain(
+                self.programs
+                    .allow_exec
+                    .iter()
+                    .map(|d| ("programs.allowExec", d)),
             );
         for (key, dir) in program_dirs {
             if !dir.is_absolute() {
                 p.push(format!("{key}: {} must be an absolute path", dir.display()));
             }
+        }
+        if self.metrics_token.0.starts_with("svc_")
+            || self.metrics_token.0.contains(char::is_whitespace)
+        {
+            p.push("metricsToken: must not start with svc_ (an API token's prefix) nor hold white space".into());
         }
         if !(1..=1024).contains(&self.checks.max_concurrent) {
             p.push(format!(

@@ -101,12 +101,22 @@ async fn authorized(access: Access, mut req: Request, next: Next) -> Response {
     let session = cookie(headers, SESSION_COOKIE)
         .filter(|_| !access.raw)
         .map(str::to_string);
-    let cross_site = headers
-        .get("sec-fetch-site")
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
-    if bearer.is_none() && session.is_some() && cross_site && !access.csrf_exempt {
-        return Problem::new(Code::AuthCsrf, "cross-site request with a session cookie")
-            .into_response();
+    if bearer.is_none()
+        && session.is_some()
+        && let Err(refused) = cookie_request_allowed(&access, &req)
+    {
+        return refused.into_response();
+    }
+    let form_session = session
+        .clone()
+        .filter(|_| bearer.is_none() && is_ui_form_route(&access, &req));
+    if let Some(id) = &form_session
+        && is_unsafe(req.method())
+    {
+        req = match with_form_token(req, id).await {
+            Ok(req) => req,
+            Err(refused) => return refused.into_response(),
+        };
     }
     let auth = &access.state.auth;
     let principal: Option<Principal> = if let Some(secret) = bearer {
@@ -171,7 +181,213 @@ async fn authorized(access: Access, mut req: Request, next: Next) -> Response {
         return Problem::from(e).into_response();
     }
     req.extensions_mut().insert(principal);
-    next.run(req).await
+    let res = next.run(req).await;
+    match form_session {
+        Some(id) => with_form_tokens_in_page(res, &id).await,
+        None => res,
+    }
+}
+
+/// Methods that change something: what a page of another origin must not make a browser send
+/// with its session.
+fn is_unsafe(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// A route of the UI's pages and forms (not the API, not `/mcp`, not a sign-in form, which
+/// SPEC 5.7 leaves to `SameSite`).
+fn is_ui_form_route(access: &Access, req: &Request) -> bool {
+    let path = req.uri().path();
+    !access.raw && !access.sign_in && !path.starts_with("/api/") && path != "/mcp"
+}
+
+/// A request made with a session cookie (issue 67): refused when its fetch metadata says
+/// `cross-site` (SPEC 5.1), when it carries an `Origin` that is not this server's (another
+/// port of the host, a sibling subdomain, `null`), and, on the API and `/mcp`, when it sends a
+/// body that is not JSON (a form or plain text, which a page of another origin may send
+/// without asking first). A request without `Origin` or fetch metadata (an old browser, a
+/// script) passes, as SPEC's table implies.
+fn cookie_request_allowed(access: &Access, req: &Request) -> Result<(), Problem> {
+    let headers = req.headers();
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"));
+    if cross_site && !access.csrf_exempt {
+        return Err(Problem::new(
+            Code::AuthCsrf,
+            "cross-site request with a session cookie",
+        ));
+    }
+    if let Some(origin) = headers.get(axum::http::header::ORIGIN)
+        && !own_origin(
+            &access.state,
+            headers,
+            secure_request(&access.state, req),
+            origin.to_str().unwrap_or("null"),
+        )
+    {
+        return Err(Problem::new(
+            Code::AuthCsrf,
+            "a request with a session cookie from another origin",
+        ));
+    }
+    let path = req.uri().path();
+    if is_unsafe(req.method())
+        && (path.starts_with("/api/") || path == "/mcp")
+        && !json_body(headers)
+    {
+        return Err(Problem::new(
+            Code::MediaType,
+            "a request with a session cookie sends JSON (Content-Type: application/json)",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a request's body, if it has one, is declared JSON (`application/json`,
+/// `application/*+json`) or another type no page of another origin can send unasked (YAML);
+/// a form, plain text, or a body without a type is not.
+fn json_body(headers: &HeaderMap) -> bool {
+    use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE, TRANSFER_ENCODING};
+    let Some(kind) = headers.get(CONTENT_TYPE) else {
+        let empty = headers
+            .get(CONTENT_LENGTH)
+            .is_none_or(|l| l.as_bytes() == b"0");
+        return empty && !headers.contains_key(TRANSFER_ENCODING);
+    };
+    let essence = kind
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    !matches!(
+        essence.as_str(),
+        "" | "text/plain" | "application/x-www-form-urlencoded" | "multipart/form-data"
+    )
+}
+
+/// Whether `origin` is this server's own: its `baseUrl`'s origin, or the scheme and host the
+/// request reached it by (`secure`: over TLS). `null` and anything unparsable are not.
+pub fn own_origin(st: &AppState, headers: &HeaderMap, secure: bool, origin: &str) -> bool {
+    let key = |u: &url::Url| {
+        (
+            u.scheme().to_string(),
+            u.host_str().map(str::to_ascii_lowercase),
+            u.port_or_known_default(),
+        )
+    };
+    let Some(given) = url::Url::parse(origin)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .map(|u| key(&u))
+    else {
+        return false;
+    };
+    if url::Url::parse(&st.config.base_url).is_ok_and(|b| key(&b) == given) {
+        return true;
+    }
+    let scheme = if secure { "https" } else { "http" };
+    headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| url::Url::parse(&format!("{scheme}://{h}")).ok())
+        .is_some_and(|reached| key(&reached) == given)
+}
+
+/// Largest UI form read to find its token (a branding logo is the largest field).
+const FORM_LIMIT: usize = 8 * 1024 * 1024;
+/// The field the UI's forms carry their token in; the form handlers never see it.
+pub const FORM_TOKEN: &str = "csrf";
+
+/// A UI form posted with a session must carry the token its page was given
+/// (`with_form_tokens_in_page`); the request goes on without it (a multipart form's parser
+/// passes it over).
+async fn with_form_token(req: Request, session: &str) -> Result<Request, Problem> {
+    let (parts, body) = req.into_parts();
+    let bytes = super::extract::read_body(
+        Request::from_parts(parts.clone(), body),
+        FORM_LIMIT,
+        Code::ValidationSize,
+    )
+    .await?;
+    let content_type = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let (given, rest) = if content_type.starts_with("multipart/form-data") {
+        let given = super::multipart::parse(content_type, &bytes)
+            .ok()
+            .and_then(|parts| parts.into_iter().find(|p| p.name == FORM_TOKEN))
+            .map(|p| String::from_utf8_lossy(&p.data).trim().to_string());
+        (given, bytes)
+    } else {
+        let mut given = None;
+        let mut rest = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in form_urlencoded::parse(&bytes) {
+            if k == FORM_TOKEN {
+                given = Some(v.into_owned());
+            } else {
+                rest.append_pair(&k, &v);
+            }
+        }
+        (given, bytes::Bytes::from(rest.finish()))
+    };
+    if !given.is_some_and(|t| crate::auth::crypto::form_token_ok(session, &t)) {
+        return Err(Problem::new(
+            Code::AuthCsrf,
+            "the form does not carry its page's token; reload the page and try again",
+        ));
+    }
+    let mut parts = parts;
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Ok(Request::from_parts(parts, axum::body::Body::from(rest)))
+}
+
+/// Every `<form method="post">` of an HTML page served to a session gets that session's token
+/// as a hidden field, so each form the UI renders carries it without each view knowing; the
+/// page is marked for no cache to keep.
+async fn with_form_tokens_in_page(res: Response, session: &str) -> Response {
+    let html = res
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !html {
+        return res;
+    }
+    let Some(token) = crate::auth::crypto::form_token(session) else {
+        return res;
+    };
+    let (mut parts, body) = res.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, FORM_LIMIT * 2).await else {
+        return Problem::internal("reading a page to give its forms their token").into_response();
+    };
+    let page = String::from_utf8_lossy(&bytes);
+    let field = format!("<input type=\"hidden\" name=\"{FORM_TOKEN}\" value=\"{token}\">");
+    let mut out = String::with_capacity(page.len() + 256);
+    let mut rest: &str = &page;
+    while let Some(at) = rest.find("<form") {
+        let Some(end) = rest[at..].find('>').map(|e| at + e + 1) else {
+            break;
+        };
+        out.push_str(&rest[..end]);
+        if rest[at..end].contains("method=\"post\"") {
+            out.push_str(&field);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    // A signed-in page is that person's: no cache keeps it (a page showing a minted token
+    // says `no-store` already, which page compression reads).
+    parts
+        .headers
+        .entry(axum::http::header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("private, no-store"));
+    Response::from_parts(parts, axum::body::Body::from(out))
 }
 
 /// What no route names (SPEC 5.7, 7): a browser's page load without a valid session goes to
@@ -204,10 +420,18 @@ fn is_document_navigation(req: &Request) -> bool {
 
 /// Whether cookies must carry `Secure`: direct TLS, or a trusted proxy saying it terminated TLS.
 pub fn secure_request(st: &AppState, req: &Request) -> bool {
-    req.extensions().get::<DirectTls>().is_some_and(|t| t.0)
+    reached_securely(st, req.extensions(), req.headers())
+}
+
+/// `secure_request` from a request's parts.
+pub fn reached_securely(
+    st: &AppState,
+    extensions: &axum::http::Extensions,
+    headers: &HeaderMap,
+) -> bool {
+    extensions.get::<DirectTls>().is_some_and(|t| t.0)
         || (st.config.trust_proxy
-            && req
-                .headers()
+            && headers
                 .get("x-forwarded-proto")
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https")))
 }

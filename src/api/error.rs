@@ -31,6 +31,9 @@ pub enum Code {
     AuthInvalid,
     AuthForbidden,
     AuthCsrf,
+    /// A cookie request to a JSON route whose body is not JSON (a form or plain text a page
+    /// of another origin could send without asking).
+    MediaType,
     AuthBadPassword,
     /// Too many failed token verifications from one address.
     AuthThrottled,
@@ -85,6 +88,7 @@ impl Code {
             Code::AuthInvalid => "svc:auth/invalid",
             Code::AuthForbidden => "svc:auth/forbidden",
             Code::AuthCsrf => "svc:auth/csrf",
+            Code::MediaType => "svc:media-type",
             Code::AuthBadPassword => "svc:auth/bad-password",
             Code::AuthThrottled => "svc:auth/throttled",
             Code::AuthBusy => "svc:auth/busy",
@@ -126,11 +130,12 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 39] = [
+    const FIXED: [Code; 40] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
         Code::AuthCsrf,
+        Code::MediaType,
         Code::AuthBadPassword,
         Code::AuthThrottled,
         Code::AuthBusy,
@@ -197,7 +202,10 @@ impl Code {
                 "The credential is valid but lacks the permission the route requires; the detail names it."
             }
             Code::AuthCsrf => {
-                "A browser request with a session cookie came from another origin and was refused."
+                "A browser request with a session cookie came from another origin (or a form without its page's token) and was refused."
+            }
+            Code::MediaType => {
+                "A request with a session cookie to a JSON route must send JSON (Content-Type: application/json)."
             }
             Code::AuthBadPassword => "The current password given is wrong.",
             Code::AuthThrottled => {
@@ -289,6 +297,7 @@ impl Code {
             Code::AuthInvalid => (S::UNAUTHORIZED, "Invalid credentials"),
             Code::AuthForbidden => (S::FORBIDDEN, "Permission missing"),
             Code::AuthCsrf => (S::FORBIDDEN, "Cross-site request refused"),
+            Code::MediaType => (S::UNSUPPORTED_MEDIA_TYPE, "Unsupported media type"),
             Code::AuthBadPassword => (S::FORBIDDEN, "Wrong password"),
             Code::AuthThrottled => (S::TOO_MANY_REQUESTS, "Too many failed verifications"),
             Code::AuthBusy => (S::SERVICE_UNAVAILABLE, "Verification busy"),
@@ -478,6 +487,7 @@ impl From<InventoryError> for Problem {
                 Code::SecretsNoKey,
                 "no usable master key; see secrets.masterKeyFile",
             ),
+            InventoryError::Forbidden(permission) => Problem::new(Code::AuthForbidden, permission),
         }
     }
 }

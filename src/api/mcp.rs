@@ -90,17 +90,20 @@ fn host_allowed(st: &AppState, host: &str) -> bool {
     listen == host || (literal && ["0.0.0.0", "::", ""].contains(&listen.as_str()))
 }
 
-/// A browser's request (it carries `Origin`) must come from, and be addressed to, a host this
-/// server answers to: DNS rebinding is a browser's doing. Other clients may name the server
-/// as they reach it; they need a credential either way.
-fn origin_ok(st: &AppState, headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+/// A browser's request (it carries `Origin`) must come from this server's own origin (not
+/// another port of a loopback name) and be addressed to a host this server answers to: DNS
+/// rebinding is a browser's doing. Other clients may name the server as they reach it; they
+/// need a credential either way.
+fn origin_ok(st: &AppState, headers: &HeaderMap, secure: bool) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN) else {
         return true;
     };
+    let origin = origin.to_str().unwrap_or("null");
     let origin_ok = url::Url::parse(origin)
         .ok()
         .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_string()))
-        .is_some_and(|h| host_allowed(st, &h));
+        .is_some_and(|h| host_allowed(st, &h))
+        && super::access::own_origin(st, headers, secure, origin);
     let host_ok = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
@@ -188,10 +191,13 @@ fn check_envelope(
 async fn post(
     State(st): State<AppState>,
     c: Caller,
+    tls: Option<axum::Extension<super::access::DirectTls>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Problem> {
-    if !origin_ok(&st, &headers) {
+    let secure = tls.is_some_and(|t| t.0.0)
+        || super::access::reached_securely(&st, &axum::http::Extensions::new(), &headers);
+    if !origin_ok(&st, &headers, secure) {
         return Err(Problem::new(
             Code::AuthForbidden,
             "the request's Origin or Host is not one this server answers to",

@@ -177,9 +177,9 @@ pub fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
 
 /// Pages are gzipped for clients that take it: a list of 50 problems is 28 KB of HTML and a
 /// few KB gzipped, which is what a phone on a slow link waits for. Pages carry no secret for a
-/// compression side channel to recover (the session is a cookie, cross-site forms are refused
-/// by `Sec-Fetch-Site`, not by a token in the page); the one page that shows a secret (a token
-/// just minted, marked `no-store`) goes uncompressed all the same.
+/// compression side channel to recover (the session is a cookie; the forms' token is masked
+/// afresh for every page, `auth::crypto::form_token`); the one page that shows a secret (a
+/// token just minted, marked `no-store` alone) goes uncompressed all the same.
 async fn gzip_page(res: Response) -> Response {
     let html = res
         .headers()

@@ -72,6 +72,8 @@ pub struct AppContext {
     pub notify: Arc<Notifier>,
     /// The paging devices, for their health.
     pub devices: crate::hw::Devices,
+    /// How plugins and scripts are confined, for `/system/info`.
+    pub confinement: crate::runtime::sandbox::Confinement,
     pub ingress: Arc<crate::ingress::Ingress>,
     pub sites: Arc<crate::federation::Sites>,
     pub business: Arc<BusinessServices>,

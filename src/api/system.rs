@@ -1,22 +1,24 @@
 //! Operations endpoints: liveness, readiness, runtime info and health, metrics, the OpenAPI document.
 
 use super::access::Caller;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::extract::ApiQuery;
 use super::router::{JSON, Route};
 use super::schemas;
 use super::{AppState, openapi};
 use crate::auth::Principal;
 use crate::model::health::{
-    Hardware, HealthReport, Overview, QueueStats, Readiness, Subsystem, SystemInfo,
+    Hardware, HealthReport, Overview, ProgramConfinement, QueueStats, Readiness, SourceCounters,
+    Subsystem, SystemInfo,
 };
 use crate::model::{GoDuration, RUST_VERSION, VERSION};
 use crate::monitor::pipeline::READY_LIMIT;
 use crate::runtime::metrics::CONTENT_TYPE as OPENMETRICS;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use std::collections::BTreeMap;
 
 pub fn routes() -> Vec<Route> {
     vec![
@@ -28,8 +30,8 @@ pub fn routes() -> Vec<Route> {
             "`{ready, subsystems:[{name, ok, info?}]}`: `store`, `event-journal`, `event-bus`, `event-consumers` (not ok while the alert engine or the webhook dispatcher is more than 60 s behind: stuck, or not keeping up; `info` names the furthest behind; the federation uplink, which waits for the main instance when the network is down, does not count), `results-pipeline`, `workers` (not ok while a background worker waits to be restarted after a panic, with a delay that doubles from 5 s to at most 60 s while it keeps panicking; `info` names their kinds, such as `event-source`, never a tenant's source), and the configured paging devices `gsm` (SIM ready and registered) and `espa` (line open); 503 while any subsystem is not ok (the store after an I/O error until it has been reopened, a modem that is unplugged or not registered).",
         )
             .answers::<Readiness>(200).answers::<Readiness>(503),
-        Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition.")
-            .answers_text(200, OPENMETRICS),
+        Route::get("/metrics", metrics).doc("system", "Metrics", "OpenMetrics text exposition. Without `metricsToken` in the configuration it answers anyone and sums the event sources' counters (`source=\"all\"`); with it, it needs `Authorization: Bearer <metricsToken>` (401 `svc:auth/required` otherwise) and names each source.")
+            .answers_text(200, OPENMETRICS).fails(401, "The scrape token is configured and missing or wrong"),
         Route::get("/api/openapi.json", openapi_json).doc("system", "This document", "")
             .answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/system/info", info).doc(
@@ -310,7 +312,19 @@ fn queues(st: &AppState) -> std::collections::BTreeMap<String, usize> {
     queues
 }
 
-async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
+async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    let token = &st.config.metrics_token.0;
+    let named = !token.is_empty();
+    if named {
+        let given = crate::api::access::bearer_value(&headers).unwrap_or_default();
+        if !crate::auth::crypto::constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            return Problem::new(
+                Code::AuthRequired,
+                "/metrics needs the scrape token (metricsToken) as a bearer token",
+            )
+            .into_response();
+        }
+    }
     // Queue depth and consumer lag gauges are refreshed at scrape time.
     st.events.queue_depths();
     st.events.consumer_lags();
@@ -344,7 +358,18 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
             .set(count(s.sms_received));
         m.gsm_signal_dbm.set(i64::from(s.signal_dbm.unwrap_or(0)));
     }
+    // A source's name is all a sender of events needs: only a scraper holding the token sees
+    // the names; anyone else gets the sum of every source (`source="all"`).
+    let mut by_source: BTreeMap<String, SourceCounters> = BTreeMap::new();
     for (name, c) in st.ingress.counters() {
+        let sum = by_source
+            .entry(if named { name } else { "all".into() })
+            .or_default();
+        sum.received += c.received;
+        sum.refused += c.refused;
+        sum.rate_limited += c.rate_limited;
+    }
+    for (name, c) in by_source {
         let source = crate::runtime::metrics::SourceLabels { source: name };
         let m = &st.metrics;
         m.ingress_received
@@ -370,7 +395,7 @@ async fn metrics(State(st): State<AppState>) -> impl IntoResponse {
             .get_or_create(&device("espa"))
             .set(count(s.calls_received));
     }
-    ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode())
+    ([(header::CONTENT_TYPE, OPENMETRICS)], st.metrics.encode()).into_response()
 }
 
 async fn openapi_json() -> impl IntoResponse {
@@ -410,6 +435,10 @@ async fn info(State(st): State<AppState>) -> Json<SystemInfo> {
         storage: st.config.storage.backend.clone(),
         leads: st.lead.is_taken(),
         ai_enabled: st.ai.enabled(),
+        programs: Some(ProgramConfinement {
+            confined: st.confinement.confined(),
+            how: st.confinement.describe(),
+        }),
     })
 }
 

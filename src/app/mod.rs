@@ -35,6 +35,7 @@ use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
+use crate::runtime::sandbox::{Confinement, ConfinementConfig};
 use crate::runtime::worker::{Lead, Led, StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::events::EventStore;
@@ -273,15 +274,43 @@ fn led<W>(lead: &Arc<Lead>, worker: W) -> Led<W> {
     }
 }
 
+/// How plugins and scripts are confined: nothing of the server's own (the data directory, the
+/// configuration file, the TLS key and the master key wherever they are) is theirs to read.
+fn confinement(config: &Config) -> Result<Confinement, AppError> {
+    let protect = [
+        Some(config.data_dir.clone()),
+        config.source.clone(),
+        config.tls.key_file.clone(),
+        config.secrets.master_key_file.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let confinement = Confinement::new(&ConfinementConfig {
+        protect,
+        allow_exec: config.programs.allow_exec.clone(),
+        run_as: config.programs.run_as.clone(),
+        no_landlock: !config.programs.landlock,
+    })
+    .map_err(AppError::Internal)?;
+    let how = confinement.describe();
+    if confinement.confined() {
+        tracing::info!("plugins and scripts run {how}");
+    } else {
+        tracing::warn!("plugins and scripts run {how}");
+    }
+    if nix::unistd::geteuid().is_root() && config.programs.run_as.is_none() {
+        tracing::warn!(
+            "running as root: set programs.runAs or run svc as its own user (the packaged unit does)"
+        );
+    }
+    Ok(confinement)
+}
+
 /// Runs the service until a stop signal.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     // Outgoing TLS (notification channels) uses ring, like everything else here.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    if nix::unistd::geteuid().is_root() {
-        tracing::warn!(
-            "running as root: plugins and scripts run as root too; run svc as its own user (the packaged unit does)"
-        );
-    }
     let clock: SharedClock = Arc::new(SystemClock);
     let uptime = Stopwatch::start();
     let backing = backing(&config);
@@ -420,12 +449,15 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         store.watch_catalog(wake);
     }
     supervisor.spawn(led(&lead, staleness));
+    let confinement = confinement(&config)?;
     let programs = Allowed {
-        plugins: AllowedDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone()),
+        plugins: AllowedDirs::new("checks.pluginDirs", config.checks.plugin_dirs.clone())
+            .confined(confinement.clone()),
         scripts: AllowedDirs::new(
             "notify.scriptDir",
             config.notify.script_dir.iter().cloned().collect(),
-        ),
+        )
+        .confined(confinement.clone()),
         ca_files: AllowedDirs::new("tls.caDirs", config.tls.ca_dirs.clone()),
     };
     let inventory = Inventory::new(
@@ -435,6 +467,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         catalog.clone(),
         programs.clone(),
         config.strict_references,
+        config.ingress.privileged_ports.clone(),
     );
     let business = BusinessServices::new(
         store.clone(),
@@ -606,6 +639,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         alerting,
         notify,
         devices,
+        confinement,
         ingress,
         sites,
         business,

@@ -88,6 +88,43 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What a session's form token is made from: a hash of the session's secret id, so only a
+/// page served to that session can hold it (SHA-256 gives no way back to the id).
+fn form_token_base(session: &str) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"svc form token\0")
+        .chain_update(session.as_bytes())
+        .finalize();
+    let mut base = [0u8; 16];
+    base.copy_from_slice(&digest[..16]);
+    base
+}
+
+/// The token the UI's forms carry for `session`, masked afresh for each page (a random pad and
+/// the token XOR the pad), so a compressed page never repeats it for a length side channel to
+/// recover. `None` without randomness.
+pub fn form_token(session: &str) -> Option<String> {
+    let pad: [u8; 16] = random_bytes()?;
+    let base = form_token_base(session);
+    let mut out = pad.to_vec();
+    out.extend(pad.iter().zip(base).map(|(p, b)| p ^ b));
+    Some(hex(&out))
+}
+
+/// Whether `given` is a form token of `session` (any masking of it).
+pub fn form_token_ok(session: &str, given: &str) -> bool {
+    let Some(raw) = unhex(given).filter(|r| r.len() == 32) else {
+        return false;
+    };
+    let unmasked: Vec<u8> = raw[..16]
+        .iter()
+        .zip(&raw[16..])
+        .map(|(p, m)| p ^ m)
+        .collect();
+    constant_time_eq(&unmasked, &form_token_base(session))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +147,16 @@ mod tests {
         let p = CryptoPolicy::PRODUCTION;
         assert!(p.argon().is_some());
         assert_eq!((p.memory_kib, p.time, p.lanes), (65536, 1, 4));
+    }
+
+    #[test]
+    fn form_tokens_are_masked_per_page_and_bound_to_their_session() {
+        let (a, b) = (form_token("s1").unwrap(), form_token("s1").unwrap());
+        assert_ne!(a, b, "each page gets its own masking");
+        assert!(form_token_ok("s1", &a) && form_token_ok("s1", &b));
+        assert!(!form_token_ok("s2", &a), "another session's token");
+        for bad in ["", "zz", &a[..62], &format!("{a}00")] {
+            assert!(!form_token_ok("s1", bad), "{bad:?}");
+        }
     }
 }

@@ -29,6 +29,13 @@ pub(super) async fn doctor(c: &Client, as_json: bool) -> Result<String, CliError
         ),
     ]];
     let mut failing = Vec::new();
+    if let Some(programs) = &info.programs {
+        rows.push(vec![
+            "programs".into(),
+            if programs.confined { "ok" } else { "WARN" }.into(),
+            format!("plugins and scripts run {}", text(&programs.how, 120)),
+        ]);
+    }
     for s in &health.subsystems {
         if !s.ok {
             failing.push(text(&s.name, 40));

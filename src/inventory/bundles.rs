@@ -663,6 +663,9 @@ impl Inventory {
             }
         };
         result.apply_token = None;
+        if !dry_run {
+            self.check_bundle_saves(p, &ops).await?;
+        }
         if dry_run || ops.is_empty() {
             result.applied = !dry_run;
             return Ok(result);
@@ -691,6 +694,53 @@ impl Inventory {
             })?;
         result.applied = true;
         Ok(result)
+    }
+
+    /// A bundle saves documents and objects as their own routes do: one that names a secret,
+    /// or whose check sends one, needs `admin:secrets` (secrets it seals from its own plain
+    /// text aside), and a listening source's address is checked as at its route.
+    async fn check_bundle_saves(
+        &self,
+        p: &Principal,
+        ops: &[BundleOp],
+    ) -> Result<(), InventoryError> {
+        // The objects resolve through the templates as the bundle leaves them.
+        let mut templates = self.store.template_specs(p.tenant).await?;
+        for op in ops {
+            if let BundleOp::PutDoc {
+                kind: "templates",
+                name,
+                body,
+                ..
+            } = op
+            {
+                templates.insert(name.clone(), template_spec(body));
+            }
+        }
+        for op in ops {
+            match op {
+                BundleOp::PutDoc {
+                    kind,
+                    name,
+                    body,
+                    secrets,
+                } => {
+                    let sealed: Vec<&str> = secrets.iter().map(|s| s.meta.name.as_str()).collect();
+                    let body = match serde_json::from_str(body) {
+                        Ok(Value::Object(body)) => body,
+                        _ => Default::default(),
+                    };
+                    super::check_secret_use(p, &super::document_secrets(kind, &body), &sealed)?;
+                    self.check_listen(p.tenant, kind, name, &body).await?;
+                }
+                BundleOp::PutObject { spec, .. } => {
+                    let effective = super::objects::resolve_through(&templates, spec)?;
+                    self.check_object_secret_use(p, &effective).await?;
+                }
+                BundleOp::DeleteDoc { .. } | BundleOp::DeleteObject { .. } => {}
+            }
+        }
+        Ok(())
     }
 
     /// The tenant's configuration as a bundle: documents by kind and name, then hosts and

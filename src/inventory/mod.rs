@@ -2,6 +2,7 @@
 //! twenty kinds with one implementation of their CRUD shape.
 
 pub mod bundles;
+pub mod listeners;
 pub mod objects;
 pub mod secrets;
 
@@ -15,7 +16,7 @@ use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::runtime::ObjectLabels;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::paths::Allowed;
+use crate::runtime::paths::{Allowed, runs_its_arguments};
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError, check_version};
 use serde_json::{Map, Value};
@@ -41,6 +42,66 @@ pub enum InventoryError {
     /// Bundle work is at its concurrency limit.
     #[error("bundle work is at its limit of {} at once", bundles::BUNDLE_WORK)]
     Busy,
+    /// The change needs a permission the caller lacks (a document naming a secret needs
+    /// `admin:secrets`).
+    #[error("needs {0}")]
+    Forbidden(&'static str),
+}
+
+/// The permission a document naming a secret needs: whoever saves one chooses where the value
+/// goes (a URL, a header, a plugin's arguments and the host they reach), so only those who may
+/// set secrets may (docs/security.md).
+pub const SECRET_USE: &str = "admin:secrets";
+
+/// The secrets `text` names (`$SECRET:name$`), in order of appearance.
+pub(super) fn named_secrets(text: &str) -> Vec<String> {
+    let prefix = crate::model::secret::REFERENCE_PREFIX;
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        rest = &rest[at + prefix.len()..];
+        let end = rest.find('$').unwrap_or(rest.len());
+        names.push(rest[..end].to_string());
+        rest = &rest[end..];
+    }
+    names
+}
+
+/// The secrets a document of `kind` sends somewhere: those its text names, and the `secretRef`
+/// of an MQTT or IMAP event source (the password it logs in with on the host its document
+/// names; a webhook source's only checks what comes in).
+pub fn document_secrets(kind: &str, body: &Map<String, Value>) -> Vec<String> {
+    let mut names = named_secrets(&Value::Object(body.clone()).to_string());
+    let logs_in = matches!(
+        body.get("type").and_then(Value::as_str),
+        Some("mqtt" | "email")
+    );
+    if kind == "event-sources"
+        && logs_in
+        && let Some(name) = body.get("secretRef").and_then(Value::as_str)
+    {
+        names.push(name.to_string());
+    }
+    names
+}
+
+/// Refuses a caller without `admin:secrets` the use of the secrets `names`, except those the
+/// same request seals from plain text (`sealed_here`): their values are the caller's own.
+pub fn check_secret_use(
+    p: &Principal,
+    names: &[String],
+    sealed_here: &[&str],
+) -> Result<(), InventoryError> {
+    if p.allows(SECRET_USE) {
+        return Ok(());
+    }
+    if names
+        .iter()
+        .any(|name| !sealed_here.contains(&name.as_str()))
+    {
+        return Err(InventoryError::Forbidden(SECRET_USE));
+    }
+    Ok(())
 }
 
 /// 16 random bytes (apply tokens); without randomness, no token rather than a guessable one.
@@ -70,6 +131,8 @@ pub struct Inventory {
     programs: Allowed,
     /// `strictReferences`: a save that names a document nothing defines is refused.
     strict_references: bool,
+    /// `ingress.privilegedPorts`: the ports below 1024 an event source may listen on.
+    privileged_ports: Vec<u16>,
 }
 
 /// A document ready to be saved: its body in normal form, and the credentials it carried in
@@ -101,6 +164,7 @@ impl Inventory {
         labels: Arc<dyn ObjectLabels>,
         programs: Allowed,
         strict_references: bool,
+        privileged_ports: Vec<u16>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -111,6 +175,7 @@ impl Inventory {
             bundle_slots: tokio::sync::Semaphore::new(bundles::BUNDLE_WORK),
             programs,
             strict_references,
+            privileged_ports,
         })
     }
 
@@ -175,11 +240,26 @@ impl Inventory {
             detail: format!("{label}: {why}"),
         };
         if kind.name == "check-commands" && kind_is("plugin") {
-            let program = text(body.get("line").and_then(|l| l.get(0))).unwrap_or_default();
+            let line: Vec<String> = body
+                .get("line")
+                .and_then(Value::as_array)
+                .map(|l| {
+                    l.iter()
+                        .map(|a| text(Some(a)).unwrap_or_default())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (program, args) = match line.split_first() {
+                Some((program, args)) => (program.as_str(), args),
+                None => ("", &[][..]),
+            };
             self.programs
                 .plugins
-                .admissible(&program)
+                .admissible(program)
                 .map_err(|why| fail("line", "line[0]", why))?;
+            if let Some(why) = runs_its_arguments(program, args) {
+                return Err(fail("line", "line", why));
+            }
         }
         if kind.name == "channels" && kind_is("script") {
             let command = text(config.and_then(|c| c.get("command"))).unwrap_or_default();
@@ -187,6 +267,9 @@ impl Inventory {
                 .scripts
                 .admissible(&command)
                 .map_err(|why| fail("config", "config.command", why))?;
+            if let Some(why) = runs_its_arguments(&command, &[]) {
+                return Err(fail("config", "config.command", why));
+            }
         }
         if matches!(kind.name, "channels" | "event-sources")
             && let Some(ca) = text(config.and_then(|c| c.get("caFile")))
@@ -232,6 +315,9 @@ impl Inventory {
         let body = body_of(value)?;
         check_name(&name)?;
         let Admitted { body, credentials } = self.admit(kind, &name, body)?;
+        let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
+        check_secret_use(p, &document_secrets(kind.name, &body), &sealed)?;
+        self.check_listen(p.tenant, kind.name, &name, &body).await?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(
             p.tenant,
@@ -295,6 +381,9 @@ impl Inventory {
         value: Value,
     ) -> Result<ConfigDoc, InventoryError> {
         let Admitted { body, credentials } = self.admit(kind, &name, body_of(value)?)?;
+        let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
+        check_secret_use(p, &document_secrets(kind.name, &body), &sealed)?;
+        self.check_listen(p.tenant, kind.name, &name, &body).await?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(
             p.tenant,

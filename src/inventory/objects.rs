@@ -2,7 +2,7 @@
 //! delete (a host takes its services), lists, and the effective configuration through the
 //! template chain.
 
-use super::{Inventory, InventoryError};
+use super::{Inventory, InventoryError, check_secret_use, named_secrets};
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{Invalid, ObjectSpec, check_name, spec_references};
@@ -73,7 +73,7 @@ struct Lookups {
 }
 
 /// The template chain of a spec and the spec resolved through `templates`.
-fn resolve_through(
+pub(super) fn resolve_through(
     templates: &HashMap<String, ObjectSpec>,
     spec: &ObjectSpec,
 ) -> Result<EffectiveConfig, Invalid> {
@@ -170,6 +170,33 @@ impl Inventory {
         check_template_graph(&templates, Some((name, spec))).map_err(|e| invalid("spec", e).into())
     }
 
+    /// An object whose check sends a secret (in its arguments, its templates' or its check
+    /// command's line) decides where the secret goes (its address, its arguments), so saving
+    /// one needs `admin:secrets` as saving a document that names a secret does.
+    pub(super) async fn check_object_secret_use(
+        &self,
+        p: &Principal,
+        effective: &EffectiveConfig,
+    ) -> Result<(), InventoryError> {
+        if p.allows(super::SECRET_USE) {
+            return Ok(());
+        }
+        let spec = serde_json::to_string(&effective.spec).unwrap_or_default();
+        check_secret_use(p, &named_secrets(&spec), &[])?;
+        if let Some(command) = effective.spec.check_command.clone() {
+            match self
+                .store
+                .doc(p.tenant, "check-commands", command, false)
+                .await
+            {
+                Ok(doc) => check_secret_use(p, &named_secrets(&doc.body), &[])?,
+                Err(StoreError::NotFound) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     async fn lookups(&self, tenant: Uuid) -> Result<Lookups, InventoryError> {
         Ok(Lookups {
             templates: self.store.template_specs(tenant).await?,
@@ -190,7 +217,8 @@ impl Inventory {
         check_name(&body.name)?;
         check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
-        resolve_through(&lookups.templates, &spec)?;
+        let effective = resolve_through(&lookups.templates, &spec)?;
+        self.check_object_secret_use(p, &effective).await?;
         self.check_references(p.tenant, spec_references(&spec), &mut lookups.found)
             .await?;
         let (kind, host_id) = match body.host.filter(|h| !h.is_empty()) {
@@ -471,7 +499,8 @@ impl Inventory {
         }
         check_labels(&body.labels).map_err(|e| invalid("labels", e))?;
         let spec = parse_spec(body.spec)?;
-        self.resolve(p.tenant, &spec).await?;
+        let effective = self.resolve(p.tenant, &spec).await?;
+        self.check_object_secret_use(p, &effective).await?;
         self.check_references(p.tenant, spec_references(&spec), &mut HashSet::new())
             .await?;
         let record = self.object_record(p, actor, &current, "update");

@@ -30,6 +30,18 @@ pub struct SystemInfo {
     #[serde(default)]
     pub leads: bool,
     pub ai_enabled: bool,
+    /// How plugins and scripts are confined (docs/security.md); absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub programs: Option<ProgramConfinement>,
+}
+
+/// Whether the programs API users name (plugins, scripts) run confined, and how.
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProgramConfinement {
+    pub confined: bool,
+    /// In a sentence: `confined by Landlock (ABI 7)`, `confined to user nobody...`,
+    /// `unconfined: ...`.
+    pub how: String,
 }
 
 /// One line of readiness: a part of the server and whether it can do its work now.

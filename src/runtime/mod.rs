@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod oncall;
 pub mod outbound;
 pub mod paths;
+pub mod sandbox;
 pub mod secrets;
 pub mod shutdown;
 pub mod systemd;

@@ -3,8 +3,10 @@
 //! come only from directories the configuration file names (`checks.pluginDirs`,
 //! `notify.scriptDir`, `tls.caDirs`), resolved so that no symlink or `..` leads out of them.
 //! Programs run as argv (never a shell line) in their own process group, with a scrubbed
-//! environment, a deadline and capped output.
+//! environment, a deadline and capped output, confined as `sandbox` says; programs that exist
+//! to run their arguments as another program (`WRAPPERS`) are refused.
 
+use super::sandbox::Confinement;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -20,11 +22,29 @@ const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 pub struct AllowedDirs {
     key: &'static str,
     dirs: Vec<PathBuf>,
+    confinement: Confinement,
 }
 
 impl AllowedDirs {
+    /// Directories whose programs run unconfined (files to read, and the runner's own tests).
     pub fn new(key: &'static str, dirs: Vec<PathBuf>) -> Self {
-        Self { key, dirs }
+        Self {
+            key,
+            dirs,
+            confinement: Confinement::unconfined(),
+        }
+    }
+
+    /// The same directories, their programs run under `confinement`.
+    pub fn confined(mut self, confinement: Confinement) -> Self {
+        self.confinement = confinement;
+        self
+    }
+
+    /// Runs `r.program`, resolved from these directories, confined: it may execute only
+    /// programs beneath them (and what `programs.allowExec` adds).
+    pub async fn run(&self, r: Run<'_>) -> Result<Finished, RunError> {
+        run(r, Some((&self.confinement, &self.dirs))).await
     }
 
     /// The configuration key, for messages (`checks.pluginDirs`).
@@ -152,6 +172,44 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// Programs that exist to run the command line they are given (monitoring-plugins' `negate`
+/// and `urlize`, `env`, `timeout`, shells and interpreters...): named as a plugin or script,
+/// they would run any program, so a document naming one is refused at save and never run.
+pub const WRAPPERS: [&str; 24] = [
+    "negate", "urlize", "env", "timeout", "nice", "ionice", "nohup", "setsid", "stdbuf", "sudo",
+    "su", "doas", "runuser", "xargs", "busybox", "sh", "bash", "dash", "ash", "ksh", "zsh", "perl",
+    "python", "python3",
+];
+
+/// `check_by_ssh` options that run a local program (`-o ProxyCommand=...`, `-o
+/// LocalCommand=...`) or read an ssh configuration that may (`-F`).
+const SSH_RUNS_LOCALLY: [&str; 4] = ["-o", "--ssh-option", "-F", "--configfile"];
+
+/// Why `program` with `args` would run a program of the caller's choosing, if it would: a
+/// wrapper of `WRAPPERS`, or `check_by_ssh` with an option that runs one locally. Checked at
+/// save on the command line as written, and again before running on the expanded one (an
+/// `$ARGn$` may carry the option).
+pub fn runs_its_arguments(program: &str, args: &[String]) -> Option<String> {
+    let name = Path::new(program).file_name()?.to_str()?;
+    if WRAPPERS.contains(&name) {
+        return Some(format!(
+            "{name} runs the command line it is given, so it is never run (docs/security.md)"
+        ));
+    }
+    let ssh_option = |a: &String| {
+        SSH_RUNS_LOCALLY.iter().any(|o| {
+            a == o || (a.starts_with(o) && (o.len() == 2 || a[o.len()..].starts_with('=')))
+        })
+    };
+    if name == "check_by_ssh" && args.iter().any(ssh_option) {
+        return Some(
+            "check_by_ssh with -o or -F can run a local program, so it is never run with them (docs/security.md)"
+                .into(),
+        );
+    }
+    None
+}
+
 /// Every kind of allowed directory, as the configuration names them.
 #[derive(Clone, Debug)]
 pub struct Allowed {
@@ -204,8 +262,12 @@ async fn read_capped(stream: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<
     kept
 }
 
-/// Runs a program; at its deadline its whole process group is killed.
-pub async fn run(r: Run<'_>) -> Result<Finished, RunError> {
+/// Runs a program, confined to run only beneath `roots` where a confinement is given; at its
+/// deadline its whole process group is killed.
+async fn run(
+    r: Run<'_>,
+    confined: Option<(&Confinement, &[PathBuf])>,
+) -> Result<Finished, RunError> {
     let mut cmd = tokio::process::Command::new(r.program);
     cmd.args(r.args)
         .env_clear()
@@ -220,6 +282,11 @@ pub async fn run(r: Run<'_>) -> Result<Finished, RunError> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some((confinement, roots)) = confined {
+        confinement
+            .apply(&mut cmd, r.program, roots)
+            .map_err(|e| RunError::Spawn(r.program.display().to_string(), e))?;
+    }
     let mut child = cmd
         .spawn()
         .map_err(|e| RunError::Spawn(r.program.display().to_string(), e))?;
@@ -335,6 +402,91 @@ mod tests {
         );
     }
 
+    #[test]
+    fn wrappers_that_run_their_arguments_are_named() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for (program, given) in [
+            ("negate", args(&["/bin/sh", "-c", "id"])),
+            (
+                "/usr/lib/nagios/plugins/urlize",
+                args(&["http://x", "/bin/sh"]),
+            ),
+            (
+                "check_by_ssh",
+                args(&["-H", "h", "-o", "ProxyCommand=sh -c id"]),
+            ),
+            ("check_by_ssh", args(&["-H", "h", "-oProxyCommand=id"])),
+            ("check_by_ssh", args(&["--ssh-option=LocalCommand=id"])),
+            ("check_by_ssh", args(&["-F", "/tmp/cfg"])),
+        ] {
+            assert!(
+                runs_its_arguments(program, &given).is_some(),
+                "{program} {given:?}"
+            );
+        }
+        for (program, given) in [
+            ("check_tcp", args(&["-H", "h", "-o"])),
+            ("check_by_ssh", args(&["-H", "h", "-C", "uptime"])),
+            ("check_by_ssh", args(&["--optional"])),
+        ] {
+            assert!(
+                runs_its_arguments(program, &given).is_none(),
+                "{program} {given:?}"
+            );
+        }
+    }
+
+    /// Needs a kernel with Landlock (5.13 and later): elsewhere it says so and checks nothing.
+    #[tokio::test]
+    async fn confined_programs_reach_neither_protected_paths_nor_other_programs() {
+        let root = tempfile::tempdir().unwrap();
+        let (plugins, data) = (root.path().join("plugins"), root.path().join("data"));
+        std::fs::create_dir(&plugins).unwrap();
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("master.key"), "0123456789abcdef").unwrap();
+        let probe = plugins.join("check_probe");
+        std::fs::write(
+            &probe,
+            "#!/bin/sh\n\
+             read -r key < \"$1\" && echo \"read $key\" || echo 'no read'\n\
+             echo x > \"$1.copy\" 2>/dev/null && echo wrote || echo 'no write'\n\
+             \"$2\" >/dev/null 2>&1 && echo ran || echo 'no exec'\n\
+             echo ok > \"$3\" && read -r back < \"$3\" && echo \"elsewhere $back\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let confinement = Confinement::new(&super::super::sandbox::ConfinementConfig {
+            protect: vec![data.clone()],
+            ..Default::default()
+        })
+        .unwrap();
+        if !confinement.confined() {
+            eprintln!("SKIPPED: {}", confinement.describe());
+            return;
+        }
+        let dirs =
+            AllowedDirs::new("checks.pluginDirs", vec![plugins.clone()]).confined(confinement);
+        let args = [
+            data.join("master.key").display().to_string(),
+            "/usr/bin/id".to_string(),
+            plugins.join("scratch").display().to_string(),
+        ];
+        let finished = dirs
+            .run(Run {
+                program: &dirs.resolve("check_probe").unwrap(),
+                args: &args,
+                env: Vec::new(),
+                stdin: None,
+                timeout: Duration::from_secs(10),
+                output_cap: 4096,
+            })
+            .await
+            .unwrap();
+        let out = String::from_utf8_lossy(&finished.stdout);
+        assert_eq!(out, "no read\nno write\nno exec\nelsewhere ok\n", "{out}");
+        assert!(!data.join("master.key.copy").exists());
+    }
+
     #[tokio::test]
     async fn runs_with_a_scrubbed_environment_capped_output_and_a_deadline() {
         let dir = tempfile::tempdir().unwrap();
@@ -345,14 +497,17 @@ mod tests {
         )
         .unwrap();
         std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let finished = run(Run {
-            program: &program,
-            args: &["0".to_string()],
-            env: vec![("SVC_ALERT_ID", "a1".into())],
-            stdin: None,
-            timeout: Duration::from_secs(10),
-            output_cap: 1000,
-        })
+        let finished = run(
+            Run {
+                program: &program,
+                args: &["0".to_string()],
+                env: vec![("SVC_ALERT_ID", "a1".into())],
+                stdin: None,
+                timeout: Duration::from_secs(10),
+                output_cap: 1000,
+            },
+            None,
+        )
         .await
         .unwrap();
         let out = String::from_utf8_lossy(&finished.stdout);
@@ -360,14 +515,17 @@ mod tests {
         assert!(out.contains("SVC_ALERT_ID=a1"), "{out}");
         assert!(out.contains("PATH=/usr/local/bin:/usr/bin:/bin"), "{out}");
         assert!(!out.contains("HOME="), "the environment is scrubbed: {out}");
-        let slow = run(Run {
-            program: &program,
-            args: &["30".to_string()],
-            env: Vec::new(),
-            stdin: None,
-            timeout: Duration::from_millis(300),
-            output_cap: 10,
-        })
+        let slow = run(
+            Run {
+                program: &program,
+                args: &["30".to_string()],
+                env: Vec::new(),
+                stdin: None,
+                timeout: Duration::from_millis(300),
+                output_cap: 10,
+            },
+            None,
+        )
         .await;
         assert!(matches!(slow, Err(RunError::Timeout(_))));
     }

@@ -46,12 +46,20 @@ async fn wait_state(
     panic!("state of {name} never matched; last {st}");
 }
 
-/// A server whose `checks.pluginDirs` is `dir` (plus `more` configuration).
+/// A server whose `checks.pluginDirs` is `dir` (plus `more` configuration). Its plugins are
+/// shell scripts that run system tools (`sleep`) and write beside themselves, so the system's
+/// program directories are allowed (`programs.allowExec`) and the configuration file, which
+/// no plugin may touch, is kept in a directory of its own.
 fn with_plugins_in(dir: &std::path::Path, more: &str) -> Admin {
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
     Admin::start_with(Opts {
         args: config_args(
-            dir,
-            &format!("checks: {{pluginDirs: [{}]{more}}}\n", dir.display()),
+            &etc,
+            &format!(
+                "checks: {{pluginDirs: [{}]{more}}}\nprograms: {{allowExec: [/usr/bin, /bin]}}\n",
+                dir.display()
+            ),
         ),
         ..no_seed()
     })
@@ -348,9 +356,13 @@ async fn plugins_get_secrets_and_an_unset_one_is_unknown() {
 #[tokio::test]
 async fn no_more_checks_run_at_once_than_configured() {
     let dir = tempfile::tempdir().unwrap();
+    // Not directly in the directory above the configuration file: no plugin may make anything
+    // there, nor reach what is made there after the start.
+    let logs = dir.path().join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let log = logs.join("runs.log");
     let a = with_plugins_in(dir.path(), ", maxConcurrent: 2");
     let s = &a.s;
-    let log = dir.path().join("runs.log");
     let slow = script(
         dir.path(),
         "check_busy",

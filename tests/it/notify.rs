@@ -1129,16 +1129,25 @@ async fn a_restart_between_steps_loses_and_repeats_none_and_a_resolved_incident_
 #[tokio::test]
 async fn a_script_channel_gets_the_message_on_stdin() {
     let dir = tempfile::tempdir().unwrap();
+    // The script runs `cat`; the configuration file, which no script may touch, is kept in a
+    // directory of its own.
+    let etc = dir.path().join("etc");
+    std::fs::create_dir(&etc).unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
     let a = Admin::start_with(Opts {
         args: config_args(
-            dir.path(),
-            &format!("notify: {{scriptDir: {}}}\n", dir.path().display()),
+            &etc,
+            &format!(
+                "notify: {{scriptDir: {}}}\nprograms: {{allowExec: [/usr/bin]}}\n",
+                dir.path().display()
+            ),
         ),
         ..Default::default()
     });
     let (s, token) = (&a.s, a.token.as_str());
     let script = dir.path().join("page.sh");
-    let out = dir.path().join("paged.txt");
+    let out = out_dir.join("paged.txt");
     std::fs::write(
         &script,
         "#!/bin/sh\n{ echo \"$SVC_ALERT_SEVERITY $SVC_CONTACT\"; cat; } > \"$1\"\n",

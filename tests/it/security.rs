@@ -310,6 +310,601 @@ async fn programs_run_only_from_the_configured_directories() {
     );
 }
 
+/// Issue 67, 1: a plugin, whatever its arguments, runs no program outside the configured
+/// directories and reads nothing of the data directory. Wrappers that exist to run their
+/// arguments (`negate`, `urlize`, `check_by_ssh -o`) are refused at save; a plugin that runs
+/// its arguments anyway (a shell script doing `exec "$@"`) is stopped where the child is made.
+#[tokio::test]
+async fn plugins_are_confined_whatever_their_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    executable(&plugins, "negate", "exec \"$@\"");
+    executable(&plugins, "check_run", "exec \"$@\"");
+    executable(
+        &plugins,
+        "check_probe",
+        "read -r key < \"$1\" && echo \"PROBE OK - read $key\" || echo 'PROBE OK - no read'",
+    );
+    let a = with_program_dirs(dir.path(), &plugins, None);
+    let (s, token) = (&a.s, a.token.as_str());
+    let info = get(s, token, "/api/v1/system/info").await;
+    if info["programs"]["confined"] != true {
+        eprintln!("SKIPPED plugins_are_confined_whatever_their_arguments: {info}");
+        return;
+    }
+    assert!(
+        info["programs"]["how"]
+            .as_str()
+            .unwrap()
+            .contains("Landlock"),
+        "{info}"
+    );
+    let key_file = s.data.join("master.key");
+    let key = std::fs::read_to_string(&key_file).unwrap();
+    let key_head: String = key.trim().chars().take(16).collect();
+    let steal = format!("echo OK - $(head -c 16 {})", key_file.display());
+
+    for (line, why) in [
+        (
+            json!(["negate", "/bin/sh", "-c", steal]),
+            "negate runs the command line",
+        ),
+        (json!(["urlize", "http://x", "/bin/sh"]), "urlize runs"),
+        (
+            json!(["check_by_ssh", "-H", "h", "-o", "ProxyCommand=sh -c id"]),
+            "check_by_ssh",
+        ),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/check-commands",
+            json!({"name": "evil", "type": "plugin", "line": line}),
+        )
+        .await;
+        let doc = assert_problem(res, 422, "svc:validation/line").await;
+        assert!(doc["detail"].as_str().unwrap().contains(why), "{doc}");
+    }
+    let key_arg = key_file.display().to_string();
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/check-commands",
+                json!({"name": "shell", "type": "plugin", "line": ["check_run", "/bin/sh", "-c", steal]}),
+            ),
+            (
+                "/api/v1/check-commands",
+                json!({"name": "head", "type": "plugin", "line": ["check_run", "/usr/bin/head", "-c", "16", key_arg]}),
+            ),
+            (
+                "/api/v1/check-commands",
+                json!({"name": "probe", "type": "plugin", "line": ["check_probe", key_arg]}),
+            ),
+            // The option comes in through an argument macro: refused before running.
+            (
+                "/api/v1/check-commands",
+                json!({"name": "ssh", "type": "plugin", "line": ["check_by_ssh", "-H", "h", "$ARG1$"]}),
+            ),
+            ("/api/v1/hosts", json!({"name": "rtu", "spec": {}})),
+        ],
+    )
+    .await;
+    let mut ids = Vec::new();
+    for (name, args) in [
+        ("shell", json!([])),
+        ("head", json!([])),
+        ("probe", json!([])),
+        ("ssh", json!(["-oProxyCommand=/bin/sh -c id"])),
+    ] {
+        let svc = json(
+            send(
+                s,
+                token,
+                Method::POST,
+                "/api/v1/services",
+                json!({"name": name, "host": "rtu", "spec": {"checkCommand": name, "args": args, "interval": 3600, "maxCheckAttempts": 1}}),
+            )
+            .await,
+            201,
+        )
+        .await;
+        ids.push(svc["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        assert_eq!(check_now(s, token, id).await.status(), 202);
+    }
+    let (viewer, _) = mint(s, token, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    for name in ["shell", "head", "probe", "ssh"] {
+        let out = checked_output(s, &viewer, name).await;
+        assert!(!out.contains(&key_head), "{name} read the key: {out}");
+        match name {
+            "probe" => assert_eq!(out, "PROBE OK - no read"),
+            "ssh" => assert!(out.starts_with("UNKNOWN - not run: check_by_ssh"), "{out}"),
+            _ => {}
+        }
+    }
+}
+
+/// Issue 67, 3: a document that names a secret, or an object whose check sends one, decides
+/// where the value goes, so saving one needs `admin:secrets`; an editor's own plain-text
+/// credential is still sealed for it, and an admin's document works as before.
+#[tokio::test]
+async fn only_secret_holders_choose_where_a_secret_goes() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = call(s, token, Method::PUT, "/api/v1/secrets/db")
+        .json(&json!({"value": "TOPSECRET-1234"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    let (editor, _) = mint(s, token, json!({"name": "ed", "roles": ["editor"]})).await;
+    let (operator, _) = mint(s, token, json!({"name": "op", "roles": ["operator"]})).await;
+    let forbidden = |res| async move {
+        let doc = assert_problem(res, 403, "svc:auth/forbidden").await;
+        assert_eq!(doc["detail"], "admin:secrets");
+    };
+    // A secret in an http check's URL path or in a webhook URL, the host the caller's own.
+    forbidden(
+        send(
+            s,
+            &editor,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "evil", "spec": {
+            "address": "127.0.0.1", "checkCommand": "http",
+            "args": ["url=http://127.0.0.1:9/$SECRET:db$"]}}),
+        )
+        .await,
+    )
+    .await;
+    forbidden(
+        send(
+            s,
+            &operator,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "evil", "spec": {
+            "checkCommand": "http", "args": ["url=http://127.0.0.1:9/$SECRET:db$"]}}),
+        )
+        .await,
+    )
+    .await;
+    forbidden(
+        send(
+            s,
+            &editor,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "evil", "type": "webhook",
+            "config": {"url": "http://127.0.0.1:9/hook/$SECRET:db$"}}),
+        )
+        .await,
+    )
+    .await;
+    // An IMAP source logs in with its `secretRef` on the host its document names.
+    forbidden(
+        send(
+            s,
+            &editor,
+            Method::POST,
+            "/api/v1/event-sources",
+            json!({"name": "mail", "type": "email",
+            "secretRef": "db", "config": {"url": "imap://127.0.0.1:9", "username": "x"}}),
+        )
+        .await,
+    )
+    .await;
+    let bundle = "kind: channels\nname: evil\nbody: {type: webhook, config: {url: 'http://127.0.0.1:9/$SECRET:db$'}}\n";
+    forbidden(
+        call(s, &editor, Method::POST, "/api/v1/config/bundles:apply")
+            .header("content-type", "application/yaml")
+            .body(bundle)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    // The admin's check command sends the secret to the host's address: re-pointing a host
+    // that uses it is choosing where the secret goes too.
+    create_all(
+        s,
+        token,
+        vec![
+            (
+                "/api/v1/check-commands",
+                json!({"name": "login", "type": "plugin", "line": ["check_http", "-H", "$address$", "-a", "u:$SECRET:db$"]}),
+            ),
+            ("/api/v1/hosts", json!({"name": "plc", "spec": {"address": "127.0.0.1", "checkCommand": "login"}})),
+        ],
+    )
+    .await;
+    let plc = get(s, token, "/api/v1/hosts").await["items"][0].clone();
+    forbidden(
+        call(
+            s,
+            &editor,
+            Method::PUT,
+            &format!("/api/v1/objects/{}", plc["id"].as_str().unwrap()),
+        )
+        .header("If-Match", format!("\"{}\"", plc["version"]))
+        .json(&json!({"name": "plc", "spec": {"address": "evil.example", "checkCommand": "login"}}))
+        .send()
+        .await
+        .unwrap(),
+    )
+    .await;
+    for kind in ["channels", "event-sources"] {
+        let list = get(s, token, &format!("/api/v1/{kind}")).await;
+        assert_eq!(list["items"], json!([]), "nothing stored: {list}");
+    }
+    let hosts = get(s, token, "/api/v1/hosts").await;
+    assert_eq!(hosts["items"].as_array().unwrap().len(), 1, "{hosts}");
+    assert_eq!(hosts["items"][0]["spec"]["address"], "127.0.0.1");
+    // The legitimate uses: an editor's own plain-text credential is sealed for it, and an
+    // editor may save a host whose check sends no secret.
+    let own = json(
+        send(
+            s,
+            &editor,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "mine", "type": "webhook",
+            "config": {"url": "http://127.0.0.1:9/hook", "header.Authorization": "Bearer mine"}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    assert_eq!(
+        own["config"]["header.Authorization"],
+        "$SECRET:channel.mine.header.Authorization$"
+    );
+    json(
+        send(
+            s,
+            &editor,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "plain", "spec": {"address": "127.0.0.1"}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    // Saving the same channel back as read (naming the sealed secret) without its value is
+    // choosing where the stored value goes: refused without `admin:secrets`, fine for an admin.
+    forbidden(
+        call(s, &editor, Method::PUT, "/api/v1/channels/mine")
+            .header("If-Match", "1")
+            .json(&json!({"name": "mine", "type": "webhook", "config": {
+                "url": "http://127.0.0.1:8/elsewhere",
+                "header.Authorization": "$SECRET:channel.mine.header.Authorization$"}}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let res = call(s, token, Method::PUT, "/api/v1/channels/mine")
+        .header("If-Match", "1")
+        .json(&json!({"name": "mine", "type": "webhook", "config": {
+            "url": "http://127.0.0.1:8/elsewhere",
+            "header.Authorization": "$SECRET:channel.mine.header.Authorization$"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+}
+
+/// Issue 67, 4 and 8: a request with a session cookie comes from this server's own origin:
+/// fetch metadata saying `cross-site`, an `Origin` of another port or `null`, and a JSON route
+/// sent a form or plain text are refused; UI forms carry their page's token; a request with
+/// neither `Origin` nor fetch metadata keeps working, and tokens are not concerned. Signed-in
+/// pages are kept by no cache, and an action's `back` with a control character goes home.
+#[tokio::test]
+async fn cookie_requests_come_only_from_this_origin() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/users",
+        json!({"email": "eve@example.org", "name": "Eve", "roles": ["admin"], "password": "a long enough password"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let (session, _) =
+        session_of(&login(s, "eve@example.org", "a long enough password", false).await);
+    let cookie = format!("svc_session={session}");
+    let other_port = {
+        let (scheme_host, port) = s.base.rsplit_once(':').unwrap();
+        format!("{scheme_host}:{}", port.parse::<u16>().unwrap() ^ 1)
+    };
+    let host = |name: &str| json!({"name": name, "spec": {}}).to_string();
+    let post = |headers: Vec<(&'static str, String)>, body: String| {
+        let mut req = s
+            .http
+            .post(s.url("/api/v1/hosts"))
+            .header("Cookie", &cookie)
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        req.send()
+    };
+    let json_type = ("Content-Type", "application/json".to_string());
+    for (headers, status, code) in [
+        (
+            vec![json_type.clone(), ("Sec-Fetch-Site", "cross-site".into())],
+            403,
+            "svc:auth/csrf",
+        ),
+        (
+            vec![
+                json_type.clone(),
+                ("Sec-Fetch-Site", "same-site".into()),
+                ("Origin", other_port.clone()),
+            ],
+            403,
+            "svc:auth/csrf",
+        ),
+        (
+            vec![json_type.clone(), ("Origin", "https://evil.example".into())],
+            403,
+            "svc:auth/csrf",
+        ),
+        (
+            vec![json_type.clone(), ("Origin", "null".into())],
+            403,
+            "svc:auth/csrf",
+        ),
+        (
+            vec![("Content-Type", "text/plain".into())],
+            415,
+            "svc:media-type",
+        ),
+        (
+            vec![("Content-Type", "application/x-www-form-urlencoded".into())],
+            415,
+            "svc:media-type",
+        ),
+        (vec![], 415, "svc:media-type"),
+    ] {
+        assert_problem(
+            post(headers.clone(), host("refused")).await.unwrap(),
+            status,
+            code,
+        )
+        .await;
+    }
+    let hosts = get(s, token, "/api/v1/hosts").await;
+    assert_eq!(hosts["items"], json!([]), "nothing stored: {hosts}");
+    let own = vec![
+        json_type.clone(),
+        ("Origin", s.base.clone()),
+        ("Sec-Fetch-Site", "same-origin".into()),
+    ];
+    assert_eq!(post(own, host("from-the-ui")).await.unwrap().status(), 201);
+    assert_eq!(
+        post(vec![json_type.clone()], host("from-a-script"))
+            .await
+            .unwrap()
+            .status(),
+        201
+    );
+    // A token's request is not a browser's: its content type is its own business.
+    let res = call(s, token, Method::POST, "/api/v1/hosts")
+        .header("Content-Type", "text/plain")
+        .body(host("by-token"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        ![403, 415].contains(&res.status().as_u16()),
+        "{}",
+        res.status()
+    );
+
+    // `/mcp` takes a browser's session only from this very origin, not another local port.
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let mcp = |origin: String| {
+        s.http
+            .post(s.url("/mcp"))
+            .header("Cookie", &cookie)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Origin", origin)
+            .body(ping.clone())
+            .send()
+    };
+    assert_eq!(
+        mcp(other_port.replace("127.0.0.1", "localhost"))
+            .await
+            .unwrap()
+            .status(),
+        403
+    );
+    assert_eq!(mcp(s.base.clone()).await.unwrap().status(), 200);
+
+    // UI forms: the page's token, or 403; the page itself is kept by no cache.
+    let page = s
+        .http
+        .get(s.url("/account"))
+        .header("Cookie", &cookie)
+        .header("Accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.headers()["cache-control"], "private, no-store");
+    let page = page.text().await.unwrap();
+    let marker = "name=\"csrf\" value=\"";
+    let at = page.find(marker).expect("a form token") + marker.len();
+    let form_token = &page[at..at + 64];
+    let form = |body: String| {
+        s.http
+            .post(s.url("/account/preferences"))
+            .header("Cookie", &cookie)
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    assert_eq!(form("theme=dark".into()).await.unwrap().status(), 403);
+    let forged = format!("theme=dark&csrf={}", "0".repeat(64));
+    assert_eq!(form(forged).await.unwrap().status(), 403);
+    let back = "/\t/evil.example";
+    let res = form(format!(
+        "theme=dark&back={}&csrf={form_token}",
+        back.replace('\t', "%09")
+    ))
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 303);
+    let location = res.headers()["location"].to_str().unwrap();
+    assert!(
+        location.starts_with("/?") || location.starts_with("/account"),
+        "{location}"
+    );
+    assert!(!location.contains("evil"), "{location}");
+}
+
+/// Issue 67, 5: an event source's name is all a sender of events needs, so `/metrics` names
+/// sources only to a scraper holding `metricsToken`; with the token configured, nobody else
+/// reads it at all.
+#[tokio::test]
+async fn metrics_name_sources_only_to_the_scraper() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(dir.path(), "metricsToken: scrape-4f9a2c\n"),
+        ..no_seed()
+    });
+    let (s, token) = (&a.s, a.token.as_str());
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/event-sources",
+        json!({"name": "secret-door", "type": "webhook", "authMode": "none"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/secret-door"))
+        .json(&json!({"title": "knock", "severity": "info"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 202);
+    for bearer in [None, Some("wrong"), Some(token)] {
+        let mut req = s.http.get(s.url("/metrics"));
+        if let Some(b) = bearer {
+            req = req.header("Authorization", format!("Bearer {b}"));
+        }
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 401, "{bearer:?}");
+    }
+    let scraped = s
+        .http
+        .get(s.url("/metrics"))
+        .header("Authorization", "Bearer scrape-4f9a2c")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.unwrap();
+    assert!(
+        text.contains("np_ingress_received{source=\"secret-door\"} 1"),
+        "{text}"
+    );
+}
+
+/// Issue 67, 6: a UDP listener is one tenant's: another tenant's source may not bind an
+/// address that overlaps it (409, as a taken name is), and a port below 1024 needs the
+/// instance's configuration to hand it out (`ingress.privilegedPorts`, SNMP's 162 by default).
+#[tokio::test]
+async fn listeners_belong_to_one_tenant_and_take_only_ports_handed_out() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let (_, other) = second_tenant(s, token, "udp-b").await;
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let source = |name: &str, listen: String| json!({"name": name, "type": "snmp", "authMode": "none", "config": {"listen": listen}});
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/event-sources",
+        source("traps-a", format!("127.0.0.1:{port}")),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    for listen in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}")] {
+        let res = send(
+            s,
+            &other,
+            Method::POST,
+            "/api/v1/event-sources",
+            source("traps-b", listen),
+        )
+        .await;
+        assert_problem(res, 409, "svc:conflict/duplicate").await;
+    }
+    let bundle = format!(
+        "kind: event-sources\nname: traps-b\nbody: {{type: snmp, authMode: none, config: {{listen: '0.0.0.0:{port}'}}}}\n"
+    );
+    let res = call(s, &other, Method::POST, "/api/v1/config/bundles:apply")
+        .header("content-type", "application/yaml")
+        .body(bundle)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 409, "svc:conflict/duplicate").await;
+    for listen in ["127.0.0.1:22", "0.0.0.0:53"] {
+        let res = send(
+            s,
+            &other,
+            Method::POST,
+            "/api/v1/event-sources",
+            source("traps-b", listen.into()),
+        )
+        .await;
+        let doc = assert_problem(res, 422, "svc:validation/config").await;
+        assert!(
+            doc["detail"].as_str().unwrap().contains("below 1024"),
+            "{doc}"
+        );
+    }
+    let list = get(s, &other, "/api/v1/event-sources").await;
+    assert_eq!(list["items"], json!([]), "nothing stored: {list}");
+    // Another address, or another port, is the other tenant's to take; so is 162.
+    let res = send(
+        s,
+        &other,
+        Method::POST,
+        "/api/v1/event-sources",
+        source("traps-b", format!("127.0.0.2:{port}")),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let res = send(
+        s,
+        &other,
+        Method::POST,
+        "/api/v1/event-sources",
+        source("traps-c", "127.0.0.3:162".into()),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+}
+
 /// Secret values are write-only: a plain-text credential in a channel is stored as a secret
 /// and only its reference comes back (GET, export, audit); a secret a check used is masked in
 /// its output; no secret may stand in a URL's host; what a provider echoes is masked too.

@@ -10,10 +10,20 @@ use std::time::{Duration, Instant};
 /// A field of a multipart form: its name, the file's name and type if it is a file, its bytes.
 type Field<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a [u8]);
 
-/// A browser session: the cookie a form sign-in set.
+/// A browser session: the cookie a form sign-in set, and the token its pages' forms carry.
 struct Browser<'a> {
     s: &'a Server,
     cookie: String,
+    token: String,
+}
+
+/// The token the first form of `page` carries (`csrf`).
+fn form_token(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no form token in {page}"));
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_string()
 }
 
 impl<'a> Browser<'a> {
@@ -21,10 +31,21 @@ impl<'a> Browser<'a> {
         let res = login(s, email, password, false).await;
         assert_eq!(res.status(), 302, "signed in as {email}");
         let (session, _) = session_of(&res);
-        Browser {
+        let mut b = Browser {
             s,
             cookie: format!("svc_session={session}"),
-        }
+            token: String::new(),
+        };
+        // The account page has forms for everyone who can sign in.
+        let (_, page) = b.page("/account").await;
+        b.token = form_token(&page);
+        b
+    }
+
+    /// A form's fields as the page posts them: with the page's token.
+    fn with_token(&self, body: &str) -> String {
+        let sep = if body.is_empty() { "" } else { "&" };
+        format!("{body}{sep}csrf={}", self.token)
     }
 
     async fn page(&self, path: &str) -> (u16, String) {
@@ -57,7 +78,7 @@ impl<'a> Browser<'a> {
             .header("Cookie", &self.cookie)
             .header("Content-Type", "application/x-www-form-urlencoded")
             .header("Sec-Fetch-Site", site)
-            .body(body.to_string())
+            .body(self.with_token(body))
             .send()
             .await
             .unwrap();
@@ -77,7 +98,8 @@ impl<'a> Browser<'a> {
     ) -> (u16, Option<String>, String) {
         let boundary = "----svcFormBoundary7MA4YWxk";
         let mut body = Vec::new();
-        for (name, file, data) in fields {
+        let token: Field<'_> = ("csrf", None, self.token.as_bytes());
+        for (name, file, data) in fields.iter().chain([&token]) {
             body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
             match file {
                 Some((filename, media)) => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: {media}\r\n\r\n").as_bytes()),
@@ -1002,7 +1024,7 @@ async fn an_administrator_manages_users_and_tokens() {
         .header("Cookie", &ada.cookie)
         .header("Content-Type", "application/x-www-form-urlencoded")
         .header("Accept-Encoding", "gzip")
-        .body("name=ci+runner&role=viewer&days=30")
+        .body(ada.with_token("name=ci+runner&role=viewer&days=30"))
         .send()
         .await
         .unwrap();

@@ -86,10 +86,19 @@ fn failed(e: impl Into<Problem>) -> Response {
     )
 }
 
-/// Where an action returns: a path of this server only (never `//host` or a URL), else `/`.
+/// Where an action returns: a path of this server only (one `/` first; never `//host`, a URL,
+/// a backslash or a control character, which browsers drop: `/\t/host` is `//host` to
+/// them), else `/`.
 fn back_to(back: Option<&str>) -> String {
     match back {
-        Some(b) if b.starts_with('/') && !b.starts_with("//") && !b.contains('\\') => b.to_string(),
+        Some(b)
+            if b.starts_with('/')
+                && !b.starts_with("//")
+                && !b.contains('\\')
+                && !b.chars().any(char::is_control) =>
+        {
+            b.to_string()
+        }
         _ => "/".to_string(),
     }
 }
@@ -101,7 +110,8 @@ fn form<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Problem> {
 }
 
 /// A multipart form's fields: text as it came (trimmed), a chosen file as its `data:` URI;
-/// an empty field or a file input with no file is left out, as is a repeated name.
+/// an empty field or a file input with no file is left out, as are a repeated name and the
+/// form's token (checked before the handler).
 fn multipart_form<T: serde::de::DeserializeOwned>(
     headers: &HeaderMap,
     body: &[u8],
@@ -127,7 +137,7 @@ fn multipart_form<T: serde::de::DeserializeOwned>(
             }
             None => String::from_utf8_lossy(&part.data).trim().to_string(),
         };
-        if !part.data.is_empty() && !value.is_empty() {
+        if !part.data.is_empty() && !value.is_empty() && part.name != super::access::FORM_TOKEN {
             fields.entry(part.name).or_insert(Value::String(value));
         }
     }
@@ -486,6 +496,8 @@ mod tests {
         assert_eq!(back_to(Some("//evil.example/")), "/");
         assert_eq!(back_to(Some("https://evil.example/")), "/");
         assert_eq!(back_to(Some("/\\evil.example")), "/");
+        assert_eq!(back_to(Some("/\t/evil.example")), "/");
+        assert_eq!(back_to(Some("/\n/evil.example")), "/");
         assert_eq!(back_to(None), "/");
     }
 

@@ -145,19 +145,23 @@ async fn plugin(plugins: &AllowedDirs, argv: Vec<String>, timeout: Duration) -> 
     let Some((program, args)) = argv.split_first() else {
         return Outcome::new(3, "UNKNOWN - empty command line");
     };
+    if let Some(why) = programs::runs_its_arguments(program, args) {
+        return Outcome::new(3, format!("UNKNOWN - not run: {why}"));
+    }
     let program = match plugins.resolve(program) {
         Ok(p) => p,
         Err(why) => return Outcome::new(3, format!("UNKNOWN - not run: {why}")),
     };
-    let finished = programs::run(Run {
-        program: &program,
-        args,
-        env: Vec::new(),
-        stdin: None,
-        timeout,
-        output_cap: PLUGIN_OUTPUT,
-    })
-    .await;
+    let finished = plugins
+        .run(Run {
+            program: &program,
+            args,
+            env: Vec::new(),
+            stdin: None,
+            timeout,
+            output_cap: PLUGIN_OUTPUT,
+        })
+        .await;
     match finished {
         Err(RunError::Timeout(_)) => Outcome::new(
             3,

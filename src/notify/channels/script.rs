@@ -27,25 +27,29 @@ pub async fn run(scripts: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, Send
         .split_whitespace()
         .map(String::from)
         .collect();
-    let finished = programs::run(Run {
-        program: &program,
-        args: &args,
-        env: vec![
-            (
-                "SVC_ALERT_ID",
-                m.alert_id.map(|a| a.to_string()).unwrap_or_default(),
-            ),
-            ("SVC_ALERT_TITLE", m.title.clone()),
-            ("SVC_ALERT_SEVERITY", m.severity.clone()),
-            ("SVC_CONTACT", m.contact.clone()),
-            ("SVC_TARGET", out.delivery.target.clone()),
-            ("SVC_ACK_URL", m.ack_url.clone()),
-        ],
-        stdin: Some(out.text()),
-        timeout: TIMEOUT,
-        output_cap: OUTPUT_CAP,
-    })
-    .await;
+    if let Some(why) = programs::runs_its_arguments(command, &args) {
+        return Err(SendError::permanent(why));
+    }
+    let finished = scripts
+        .run(Run {
+            program: &program,
+            args: &args,
+            env: vec![
+                (
+                    "SVC_ALERT_ID",
+                    m.alert_id.map(|a| a.to_string()).unwrap_or_default(),
+                ),
+                ("SVC_ALERT_TITLE", m.title.clone()),
+                ("SVC_ALERT_SEVERITY", m.severity.clone()),
+                ("SVC_CONTACT", m.contact.clone()),
+                ("SVC_TARGET", out.delivery.target.clone()),
+                ("SVC_ACK_URL", m.ack_url.clone()),
+            ],
+            stdin: Some(out.text()),
+            timeout: TIMEOUT,
+            output_cap: OUTPUT_CAP,
+        })
+        .await;
     let output = match finished {
         Ok(o) => o,
         Err(e @ RunError::Timeout(_)) => {
