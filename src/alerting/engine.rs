@@ -39,6 +39,24 @@ struct Unsaved {
     generation: u64,
 }
 
+/// Where a rule's skip is kept, by rule name, in its tenant's settings.
+const SKIPPED: &str = "alerting.skipped.";
+
+/// A rule skipped until `until`, as it was when it was skipped (`digest`).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Skipped {
+    rule: String,
+    digest: String,
+    until: crate::model::Timestamp,
+}
+
+/// What a rule is, as a short hash of its document: a skip holds only while it is the same.
+fn rule_digest(rule: &CompiledRule) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(&rule.rule).unwrap_or_default();
+    crate::model::audit::hex(&Sha256::digest(text.as_bytes())[..12])
+}
+
 pub struct AlertEngine {
     alerting: Arc<Alerting>,
     store: Arc<Store>,
@@ -101,8 +119,32 @@ impl AlertEngine {
             ));
         };
         let compiled = Arc::new(compiled);
+        self.restore_skips(tenant, &compiled).await?;
         self.rules.insert(tenant, compiled.clone());
         Ok(compiled)
+    }
+
+    /// The skips kept for the tenant's rules (`report`) still due and for a rule as it was
+    /// then: a restart does not run again a rule that took the budget, until its skip ends or
+    /// the rule changes.
+    async fn restore_skips(
+        &mut self,
+        tenant: Uuid,
+        rules: &[CompiledRule],
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        for kept in self.store.settings_under(tenant, SKIPPED.into()).await? {
+            let Ok(kept) = serde_json::from_value::<Skipped>(kept) else {
+                continue;
+            };
+            let same = rules
+                .iter()
+                .any(|r| r.name == kept.rule && rule_digest(r) == kept.digest);
+            if same && kept.until > now {
+                self.evaluator.skip(tenant, kept.rule, kept.until);
+            }
+        }
+        Ok(())
     }
 
     async fn run_once(&mut self) -> Result<(), StoreError> {
@@ -226,31 +268,67 @@ impl AlertEngine {
 impl AlertEngine {
     /// Says that rules ran over their budget: a `system` event in the rule's tenant each, and
     /// the `np_alert_rule_overruns` counter.
+    /// The skip is kept with the event (a setting per rule), so it outlives a restart.
     async fn report(&self, overruns: Vec<Overrun>) {
         if overruns.is_empty() {
             return;
         }
+        let minutes = super::evaluator::QUARANTINE.as_secs() / 60;
+        let until = self.clock.now().plus(super::evaluator::QUARANTINE);
+        let mut skips = Vec::new();
         let drafts = overruns
             .iter()
             .map(|o| {
                 self.metrics.rule_overruns.inc();
+                let what = match &o.bound {
+                    Some(bound) => format!("was not run on event {}: it {bound}", o.event),
+                    None => format!(
+                        "ran past its {:?} evaluation budget on event {}",
+                        o.budget, o.event
+                    ),
+                };
+                if let Some(rule) = self
+                    .rules
+                    .get(&o.tenant)
+                    .and_then(|rules| rules.iter().find(|r| r.name == o.rule))
+                {
+                    let kept = Skipped {
+                        rule: o.rule.clone(),
+                        digest: rule_digest(rule),
+                        until,
+                    };
+                    skips.push((o.tenant, format!("{SKIPPED}{}", o.rule), kept));
+                }
                 EventDraft::new(
                     o.tenant,
                     EventType::System,
                     Some(Severity::Warning),
                     serde_json::json!({
                         "summary": format!(
-                            "alert rule {:?} ran past its {:?} evaluation budget on event {}; it is skipped for {} minutes or until the rules change",
-                            o.rule, o.budget, o.event, super::evaluator::QUARANTINE.as_secs() / 60
+                            "alert rule {:?} {what}; it is skipped for {minutes} minutes or until it changes",
+                            o.rule
                         ),
                         "rule": o.rule,
                         "eventId": o.event,
                         "budgetMs": o.budget.as_millis() as u64,
+                        "overCost": o.bound.is_some(),
                     }),
                 )
             })
             .collect();
-        if let Err(e) = self.store.journal_events(drafts).await {
+        let kept = self
+            .store
+            .transact(move |tx| {
+                for (tenant, key, skip) in &skips {
+                    let value = serde_json::to_value(skip)
+                        .map_err(|e| StoreError::Internal(e.to_string()))?;
+                    tx.put_setting(*tenant, key, Some(&value))?;
+                }
+                tx.journal(drafts)?;
+                Ok(((), true))
+            })
+            .await;
+        if let Err(e) = kept {
             tracing::warn!(error = %e, "could not record rule overruns");
         }
     }

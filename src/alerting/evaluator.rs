@@ -8,7 +8,7 @@
 //! holds the engine, and so every other tenant's alerts, for longer than one budget.
 
 use super::lifecycle::AlertMatch;
-use super::rules::{CompiledRule, Subject, decide_rule};
+use super::rules::{CompiledRule, OverCost, Subject, decide_rule};
 use crate::model::Timestamp;
 use crate::model::event::Event;
 use crate::runtime::Stopwatch;
@@ -39,13 +39,15 @@ pub struct Work {
     pub event: Arc<Event>,
 }
 
-/// A rule that ran over its budget on an event.
+/// A rule that ran over its budget on an event, or whose bound on it was past the budget
+/// (`bound`: then it did not run at all).
 #[derive(Clone, Debug)]
 pub struct Overrun {
     pub tenant: Uuid,
     pub rule: String,
     pub event: Uuid,
     pub budget: Duration,
+    pub bound: Option<OverCost>,
 }
 
 /// What a batch decided, and the rules that ran over their budget in it.
@@ -64,9 +66,15 @@ struct Progress {
     item_since: AtomicU64,
 }
 
-/// What an evaluation thread reports: each item's decisions in order, then the end of its work.
+/// What an evaluation thread reports: each item's decisions in order, a rule not run on an
+/// item for its bound, then the end of its work.
 enum Report {
     Item(Vec<AlertMatch>),
+    OverCost {
+        item: usize,
+        rule: usize,
+        bound: OverCost,
+    },
     Done,
 }
 
@@ -100,9 +108,15 @@ impl Evaluator {
         }
     }
 
-    /// Forgets every quarantine (the rules changed).
+    /// Forgets every quarantine (the rules changed; the engine restores the skips it kept for
+    /// rules that are as they were).
     pub fn rules_changed(&mut self) {
         self.quarantine.clear();
+    }
+
+    /// Skips `rule` of `tenant` until `until` (a skip kept from before a restart).
+    pub fn skip(&mut self, tenant: Uuid, rule: String, until: Timestamp) {
+        self.quarantine.insert((tenant, rule), until);
     }
 
     /// Runs every item's rules, in order, under the budgets.
@@ -126,6 +140,23 @@ impl Evaluator {
                 let deadline = deadline(&progress, &watch);
                 match tokio::time::timeout(deadline, reports.recv()).await {
                     Ok(Some(Report::Item(matches))) => decided.matches.extend(matches),
+                    Ok(Some(Report::OverCost { item, rule, bound })) => {
+                        let w = &work[item];
+                        let name = rule_name(w, rule);
+                        tracing::warn!(
+                            tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, %bound,
+                            "alert rule not run: its bound is past the budget; skipped for a while"
+                        );
+                        self.quarantine
+                            .insert((w.event.tenant_id, name.clone()), now.plus(QUARANTINE));
+                        decided.overruns.push(Overrun {
+                            tenant: w.event.tenant_id,
+                            rule: name,
+                            event: w.event.id,
+                            budget: RULE_BUDGET,
+                            bound: Some(bound),
+                        });
+                    }
                     Ok(Some(Report::Done) | None) => break None,
                     Err(_) => {
                         if let Some(over) = over_budget(&progress, &watch) {
@@ -140,11 +171,7 @@ impl Evaluator {
             };
             // The thread is abandoned: dropping the receiver leaves it to end on its own.
             let w = &work[item];
-            let name = w
-                .rules
-                .get(rule)
-                .map(|r| r.name.clone())
-                .unwrap_or_default();
+            let name = rule_name(w, rule);
             tracing::warn!(
                 tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, ?budget,
                 "alert rule over its evaluation budget; skipped for a while"
@@ -156,6 +183,7 @@ impl Evaluator {
                 rule: name,
                 event: w.event.id,
                 budget,
+                bound: None,
             });
             from = item;
         }
@@ -199,13 +227,16 @@ impl Evaluator {
             .spawn(move || {
                 let _live = live;
                 let ms = || u64::try_from(watch.elapsed().as_millis()).unwrap_or(IDLE - 1);
+                // Rules this thread found past the budget: reported once, then passed over.
+                let mut over: HashSet<(Uuid, String)> = HashSet::new();
                 for (i, w) in work.iter().enumerate().skip(from) {
                     shared.item.store(i, Ordering::SeqCst);
                     shared.item_since.store(ms(), Ordering::SeqCst);
                     let mut matches = Vec::new();
                     if let Some(subject) = Subject::new(&w.event) {
                         for (j, rule) in w.rules.iter().enumerate() {
-                            if skipped.contains(&(w.event.tenant_id, rule.name.clone())) {
+                            let key = (w.event.tenant_id, rule.name.clone());
+                            if skipped.contains(&key) || over.contains(&key) {
                                 continue;
                             }
                             shared.rule.store(j, Ordering::SeqCst);
@@ -216,7 +247,15 @@ impl Evaluator {
                                     decide_rule(rule, &subject, &mut || new_id(), now)
                                 }));
                             match one {
-                                Ok(d) => matches.extend(d),
+                                Ok(Ok(d)) => matches.extend(d),
+                                Ok(Err(bound)) => {
+                                    over.insert(key);
+                                    let _ = tx.send(Report::OverCost {
+                                        item: i,
+                                        rule: j,
+                                        bound,
+                                    });
+                                }
                                 Err(_) => tracing::warn!(
                                     event = %w.event.id, rule = %rule.name,
                                     "rule evaluation failed; no match"
@@ -237,6 +276,14 @@ impl Evaluator {
         }
         (progress, watch, rx)
     }
+}
+
+/// The name of rule `rule` of an item.
+fn rule_name(w: &Work, rule: usize) -> String {
+    w.rules
+        .get(rule)
+        .map(|r| r.name.clone())
+        .unwrap_or_default()
 }
 
 /// How long to wait for the next report: until the running rule's or item's budget ends.

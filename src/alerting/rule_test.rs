@@ -100,9 +100,9 @@ impl Alerting {
         self.run_test(name, rule, events).await
     }
 
-    /// Runs the test off the async workers, within `TEST_BUDGET`: past it the answer is 422
-    /// and the evaluation is left to end on its own (the bounds of `model::cel` and of inbound
-    /// events bound how long).
+    /// Runs the test off the async workers, within `TEST_BUDGET`: past it the answer is 422.
+    /// No rule runs on an event its bound (`model::cel_cost`) is past the budget on, so no
+    /// evaluation outlives the answer by more than that budget.
     async fn run_test(
         &self,
         name: String,
@@ -114,7 +114,11 @@ impl Alerting {
             on_cel_stack(move || test_rule(&name, rule, &events, &mut || clock.new_id(), now))
         });
         match tokio::time::timeout(TEST_BUDGET, run).await {
-            Ok(Ok(Some(result))) => Ok(result),
+            Ok(Ok(Some(Ok(result)))) => Ok(result),
+            Ok(Ok(Some(Err((event, over))))) => Err(invalid(
+                "rule",
+                format!("the rule is not run on event {event}: it {over}"),
+            )),
             Ok(_) => Err(invalid("rule", "the rule could not be evaluated")),
             Err(_) => Err(invalid(
                 "rule",

@@ -5,6 +5,7 @@ use super::lifecycle::AlertMatch;
 use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::cel as bounds;
+use crate::model::cel_cost::{self, Cost};
 use crate::model::config::AlertRule;
 use crate::model::event::{Event, EventType, Severity};
 use serde_json::{Map, Value, json};
@@ -203,6 +204,39 @@ fn holds(program: &::cel::Program, ctx: &::cel::Context) -> bool {
     matches!(program.execute(ctx), Ok(::cel::Value::Bool(true)))
 }
 
+/// A rule whose expressions could cost more on an event than `model::cel_cost` allows: it is
+/// not run on it.
+#[derive(Clone, Copy, Debug)]
+pub struct OverCost(pub Cost);
+
+impl std::fmt::Display for OverCost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "could take {:.0} steps and build {:.0} bytes on it, past the budget of {:.0} steps and {:.0} bytes",
+            self.0.steps,
+            self.0.bytes,
+            cel_cost::STEP_BUDGET,
+            cel_cost::BYTE_BUDGET
+        )
+    }
+}
+
+/// The bound of running `programs` on `view`, within the budget or not.
+fn within_budget<'p>(
+    programs: impl Iterator<Item = &'p ::cel::Program>,
+    view: &Value,
+) -> Result<(), OverCost> {
+    let bound = programs
+        .map(|p| cel_cost::cost(p.expression(), view))
+        .fold(Cost::default(), Cost::plus);
+    if bound.within_budget() {
+        Ok(())
+    } else {
+        Err(OverCost(bound))
+    }
+}
+
 /// Renders `{{ .event.a.b }}` (also `{{ .a.b }}`) against the event view; unknown paths
 /// render empty.
 pub fn render(template: &str, view: &Value) -> String {
@@ -289,23 +323,25 @@ pub fn decide(
     e: &Event,
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
-) -> Vec<AlertMatch> {
+) -> Result<Vec<AlertMatch>, OverCost> {
     let Some(subject) = Subject::new(e) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    rules
-        .iter()
-        .flat_map(|r| decide_rule(r, &subject, new_id, now))
-        .collect()
+    let mut out = Vec::new();
+    for r in rules {
+        out.extend(decide_rule(r, &subject, new_id, now)?);
+    }
+    Ok(out)
 }
 
-/// What one rule decides for one event. Runs its expressions; call it on the CEL stack.
+/// What one rule decides for one event. Runs its expressions, unless their bound on this event
+/// is past the budget (`OverCost`, nothing run); call it on the CEL stack.
 pub fn decide_rule(
     r: &CompiledRule,
     subject: &Subject<'_>,
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
-) -> Vec<AlertMatch> {
+) -> Result<Vec<AlertMatch>, OverCost> {
     let (e, view, ctx, clear_event) = (subject.event, &subject.view, &subject.ctx, subject.clear);
     let mut out = Vec::new();
     if r.rule
@@ -321,9 +357,14 @@ pub fn decide_rule(
         });
     }
     let Some(matches) = &r.matches else {
-        return out;
+        return Ok(out);
     };
-    let matched = r.requires.iter().all(|(p, v)| has(view, p, v)) && holds(matches, ctx);
+    let required = r.requires.iter().all(|(p, v)| has(view, p, v));
+    within_budget(
+        required.then_some(matches).into_iter().chain(&r.clear),
+        view,
+    )?;
+    let matched = required && holds(matches, ctx);
     let cleared = r.clear.as_ref().is_some_and(|c| holds(c, ctx))
         || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
     if cleared {
@@ -381,7 +422,7 @@ pub fn decide_rule(
             pending_for: r.rule.pending_for.map(|d| d.0).filter(|d| !d.is_zero()),
         });
     }
-    out
+    Ok(out)
 }
 
 /// What a rule would have done with some events (`POST /alert-rules:test`).
@@ -396,19 +437,20 @@ pub struct RuleTest {
     pub sample_views: Vec<Value>,
 }
 
-/// Runs one rule over `events` the way the engine would; call it on the CEL stack.
+/// Runs one rule over `events` the way the engine would; call it on the CEL stack. An event
+/// the rule's bound is past the budget on ends the test, with that event's id.
 pub fn test_rule(
     name: &str,
     rule: AlertRule,
     events: &[Event],
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
-) -> RuleTest {
+) -> Result<RuleTest, (Uuid, OverCost)> {
     let rules = compile_one(name, rule);
     let mut out = RuleTest::default();
     let mut opened = std::collections::HashSet::new();
     for e in events.iter().filter(|e| reaches_rules(e)) {
-        let decided = decide(&rules, e, new_id, now);
+        let decided = decide(&rules, e, new_id, now).map_err(|over| (e.id, over))?;
         if decided.is_empty() {
             continue;
         }
@@ -437,7 +479,7 @@ pub fn test_rule(
             }
         }
     }
-    out
+    Ok(out)
 }
 
 fn compile_one(name: &str, rule: AlertRule) -> Vec<CompiledRule> {

@@ -37,7 +37,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alert-rules:test", test_rule).permission("alerts:read").doc(
             "alert-rules",
             "Test a rule",
-            "`{rule (an alert rule as for create), demoEvents?, from?, to?}`: runs the rule as the engine would over the demo events, or else over the tenant's stored events in `from`..`to` (default the last 24 hours, at most 1000). 200 `{matched, wouldOpen[{dedupKey, title, severity, labels, objectId, eventId}], sampleViews[≤5]}` (the `event` variable of the first matched events). An invalid rule is 422 as on create.",
+            "`{rule (an alert rule as for create), demoEvents?, from?, to?}`: runs the rule as the engine would over the demo events, or else over the tenant's stored events in `from`..`to` (default the last 24 hours, at most 1000). 200 `{matched, wouldOpen[{dedupKey, title, severity, labels, objectId, eventId}], sampleViews[≤5]}` (the `event` variable of the first matched events). An invalid rule is 422 as on create; a rule whose cost bound on one of the events is past the budget (100,000,000 steps or 32 MiB built, docs/security.md) is not run and is 422 `svc:validation/rule` naming the event.",
         )
             .body::<RuleTestRequest>().ok::<RuleTest>(),
         Route::post("/api/v1/alert-rules/{name}:test", test_stored_rule).permission("alerts:read").doc(

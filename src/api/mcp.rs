@@ -47,10 +47,34 @@ pub struct JsonRpcMessage {
     pub params: Option<Value>,
 }
 
+/// A JSON-RPC 2.0 response as `/mcp` answers (its shape in the OpenAPI document): `result`
+/// on success, `error` otherwise.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct JsonRpcResponse {
+    /// Always `2.0`.
+    pub jsonrpc: String,
+    /// The request's id (`null` when the request could not be read).
+    pub id: Value,
+    /// The method's result (`tools/list`: `{tools}`, `tools/call`: `{content, isError?}`...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<JsonRpcError>,
+}
+
+/// A JSON-RPC 2.0 error object.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct JsonRpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
 pub fn routes() -> Vec<Route> {
     vec![
         Route::post("/mcp", post).identity().csrf_exempt().doc("mcp", "MCP endpoint (Streamable HTTP)", "One JSON-RPC 2.0 message per POST with the API's credentials (bearer token or session; 401 problem without). Requests are answered 200 `application/json`; notifications and responses 202. Protocol 2026-07-28 (stateless: `params._meta` carries the protocol version and client capabilities, mirrored by `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`; `server/discover`; errors answered 400, or 404 for an unknown method) or the `initialize` handshake of 2025-11-25, 2025-06-18 or 2025-03-26 (`serverInfo.version` is the server version). Methods: `ping`, `tools/list` (the tools of `GET /api/v1/ai/tools` the caller holds and the tenant's policy does not refuse), `tools/call` (runs the tool's API route as the caller: allow runs, ask queues an action in `/api/v1/ai/actions`, deny refuses; a refused or failed call is a result with `isError`). A browser's request (with `Origin`) whose `Origin` or `Host` the configuration does not name is 403 (DNS rebinding); an unsupported `MCP-Protocol-Version`, or a body that is no JSON-RPC message, is 400 with a JSON-RPC error. Not CSRF-wrapped (SPEC 5.7).")
-            .no_deadline().body::<JsonRpcMessage>().answers::<Value>(200).answers_empty(202).answers::<Value>(400).fails(403, "A browser's Origin or Host the configuration does not name"),
+            .no_deadline().body::<JsonRpcMessage>().answers::<JsonRpcResponse>(200).answers_empty(202).answers::<JsonRpcResponse>(400).answers::<JsonRpcResponse>(404).fails(403, "A browser's Origin or Host the configuration does not name"),
         Route::get("/mcp", no_stream).identity().csrf_exempt().doc("mcp", "MCP server-to-client stream (not offered)", "405: the server sends nothing unasked, so it offers no stream (the transport allows this).")
             .answers_empty(405),
         Route::delete("/mcp", no_stream).identity().csrf_exempt().doc("mcp", "MCP session end (no sessions)", "405: the endpoint keeps no sessions.")

@@ -402,6 +402,15 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         supervisor.spawn(seed);
     }
     let key = master_key(&config.master_key_file());
+    if let Some(key) = &key
+        && let Some(kept) = store.keep_key_fingerprint(key.fingerprint()).await?
+    {
+        return Err(AppError::Internal(format!(
+            "the master key {} (fingerprint {}) is not the one this database's secrets are sealed with (fingerprint {kept}): give this process the same secrets.masterKeyFile as the others, or restore the key that belongs to the database",
+            config.master_key_file().display(),
+            key.fingerprint()
+        )));
+    }
     let heartbeats = Heartbeats::new(store.clone(), clock.clone());
     let heartbeat_sweep = HeartbeatSweep(heartbeats.clone());
     if let Some(wake) = heartbeat_sweep.waker() {

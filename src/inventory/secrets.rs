@@ -39,6 +39,16 @@ impl MasterKey {
         Some(Self(key))
     }
 
+    /// A short digest that names the key without giving it away (the database keeps it).
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(b"svc master key fingerprint\0")
+            .chain_update(self.0)
+            .finalize();
+        crate::model::audit::hex(&digest[..16])
+    }
+
     fn cipher(&self) -> XChaCha20Poly1305 {
         XChaCha20Poly1305::new(&self.0.into())
     }

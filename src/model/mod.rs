@@ -7,6 +7,7 @@ pub mod availability;
 pub mod base64;
 pub mod bundle;
 pub mod cel;
+pub mod cel_cost;
 pub mod config;
 pub mod dashboard;
 pub mod discovery;

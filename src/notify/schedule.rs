@@ -363,10 +363,15 @@ pub fn ics(schedule: &str, schedule_id: &str, shifts: &[OnCallShift], now: Times
         }
         let mut lines = vec![
             "BEGIN:VEVENT".to_string(),
+            // Every property's value is TEXT-escaped, the UID too: a participant's id is the
+            // operator's text and must not end the line.
             format!(
-                "UID:{schedule_id}-{}-{}@svc",
-                s.start.as_millis(),
-                s.contact_id
+                "UID:{}",
+                ics_text(&format!(
+                    "{schedule_id}-{}-{}@svc",
+                    s.start.as_millis(),
+                    s.contact_id
+                ))
             ),
             format!("DTSTAMP:{}", ics_time(now)),
             format!("DTSTART:{}", ics_time(s.start)),
@@ -524,6 +529,38 @@ mod tests {
         assert!(feed.starts_with("BEGIN:VCALENDAR\r\n"));
         assert_eq!(feed.matches("BEGIN:VEVENT").count(), 5);
         assert!(feed.contains("DTSTART:20261123T100000Z\r\n"));
+        assert!(feed.lines().all(|l| l.len() <= 75));
+    }
+
+    #[test]
+    fn no_participant_text_starts_a_property_of_its_own() {
+        let evil = "ada\r\nATTENDEE:mailto:x@evil.example\nEND:VEVENT";
+        let r = roster(
+            json!({"timeZone": "UTC", "layers": [{
+                "anchor": "2026-11-23T00:00:00Z", "unit": "daily",
+                "participants": [evil]}]}),
+            &[],
+        );
+        let line = r.timeline(at("2026-11-23T00:00:00Z"), at("2026-11-24T00:00:00Z"));
+        let feed = ics(
+            "ops\r\nX-EVIL:1",
+            "s1\nX-ID:1",
+            &line,
+            at("2026-11-23T00:00:00Z"),
+        );
+        let unfolded = feed.replace("\r\n ", "");
+        for l in unfolded.split("\r\n") {
+            assert!(
+                !l.starts_with("ATTENDEE") && !l.starts_with("X-EVIL") && !l.starts_with("X-ID"),
+                "{l:?} in {feed}"
+            );
+        }
+        let ends = unfolded
+            .split("\r\n")
+            .filter(|l| *l == "END:VEVENT")
+            .count();
+        assert_eq!(ends, 1, "{feed}");
+        assert!(unfolded.contains("UID:s1\\nX-ID:1-"), "{feed}");
         assert!(feed.lines().all(|l| l.len() <= 75));
     }
 }

@@ -4,7 +4,7 @@ use super::codec::{decode, encode, tenant_values};
 
 use super::keys::scoped;
 use super::kv::{Readable, WriteTx};
-use super::tables::SECRETS;
+use super::tables::{META, SECRETS};
 use super::{Store, StoreError, Tx};
 use crate::model::secret::{SecretMeta, StoredSecret};
 use std::sync::Arc;
@@ -54,6 +54,37 @@ impl Store {
                 .into_iter()
                 .map(|s| s.meta)
                 .collect())
+        })
+        .await
+    }
+}
+
+/// Where the database keeps the fingerprint of the master key its secrets are sealed with.
+const KEY_FINGERPRINT: &str = "master_key_fingerprint";
+
+impl Store {
+    /// Keeps `fingerprint` (of the master key this process holds) where none is kept yet, and
+    /// answers the one kept when it is another: a process whose key is not the database's
+    /// could open none of its secrets, and on a shared PostgreSQL database it would seal new
+    /// ones the others cannot open. Writes only the first time.
+    pub async fn keep_key_fingerprint(
+        self: &Arc<Self>,
+        fingerprint: String,
+    ) -> Result<Option<String>, StoreError> {
+        self.transact(move |tx| {
+            let mut meta = tx.open_table(META)?;
+            let kept = meta
+                .get(KEY_FINGERPRINT)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+            match kept {
+                Some(kept) if kept == fingerprint => Ok((None, false)),
+                Some(other) => Ok((Some(other), false)),
+                None => {
+                    meta.insert(KEY_FINGERPRINT, fingerprint.as_bytes())?;
+                    tx.unrecorded("the master key's fingerprint, kept once at the first start");
+                    Ok((None, true))
+                }
+            }
         })
         .await
     }

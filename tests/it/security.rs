@@ -905,6 +905,25 @@ async fn listeners_belong_to_one_tenant_and_take_only_ports_handed_out() {
     assert_eq!(res.status(), 201);
 }
 
+/// Issue 67, 9: the database keeps its master key's fingerprint; a process holding another
+/// key (a second server on a shared PostgreSQL database with its own `master.key`) refuses to
+/// start, naming the problem, instead of starting and opening no secret.
+#[tokio::test]
+async fn a_process_with_another_master_key_does_not_start() {
+    let stopped = Server::start_with(no_seed()).stop_keeping_data();
+    std::fs::write(stopped.data.join("master.key"), "ab".repeat(32)).unwrap();
+    let Err(starting) = Server::spawn_in(&stopped.data, no_seed()).within(Duration::from_secs(30))
+    else {
+        panic!("a server started with another master key");
+    };
+    drop(starting);
+    let log = std::fs::read_to_string(stopped.data.with_extension("log")).unwrap();
+    assert!(
+        log.contains("is not the one this database's secrets are sealed with"),
+        "{log}"
+    );
+}
+
 /// Secret values are write-only: a plain-text credential in a channel is stored as a secret
 /// and only its reference comes back (GET, export, audit); a secret a check used is masked in
 /// its output; no secret may stand in a URL's host; what a provider echoes is masked too.
@@ -1417,11 +1436,135 @@ async fn no_event_stalls_the_engine() {
     assert_eq!(code, 1);
     assert!(err.contains("locked by another process"), "{err}");
 
-    // The abandoned evaluation is still running; SIGTERM ends the process regardless.
+    // The heavy rule never ran: its bound on the event was past the budget (issue 67, 2).
+    assert_eq!(notice["overCost"], true, "{system}");
+    assert!(
+        notice["summary"].as_str().unwrap().contains("was not run"),
+        "{system}"
+    );
+    assert!(
+        cel_threads(s.pid()) == 0,
+        "no evaluation outlives its answer"
+    );
+
+    // The skip outlives a restart: the same event after it is not evaluated again.
     let stopping = Instant::now();
-    let status = a.s.stop();
-    assert!(status.success(), "{status:?}");
+    let s = a.s.restart();
     assert!(stopping.elapsed() < Duration::from_secs(35));
+    for summary in ["heavy again", "light again"] {
+        let res = s
+            .http
+            .post(s.url("/api/v1/ingest/hooks"))
+            .json(&json!({"summary": summary, "items": items}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 202);
+    }
+    let started = Instant::now();
+    while get(&s, token, "/api/v1/alerts").await["items"]
+        .as_array()
+        .unwrap()
+        .len()
+        < 4
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the engine is stuck"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let system = get(&s, token, "/api/v1/events?types=system").await;
+    let notices = system["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["rule"] == "heavy")
+        .count();
+    assert_eq!(notices, 1, "skipped since, not tried again: {system}");
+    let metrics = s.get("/metrics").await.text().await.unwrap();
+    assert!(
+        metrics.contains("np_alert_rule_overruns_total 0"),
+        "{metrics}"
+    );
+}
+
+/// The evaluation threads (`cel`) a server process has now.
+fn cel_threads(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "cel")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The resident memory of a process, in KiB.
+fn resident_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// Issue 67, 2: a viewer's rule test that would build strings without bound, or loop for
+/// minutes, is refused before it runs (422, `svc:validation/rule`), its memory never taken and
+/// no thread left running after the answer.
+#[tokio::test]
+async fn a_rule_test_is_bounded_before_it_runs() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let (viewer, _) = mint(s, token, json!({"name": "viewer", "roles": ["viewer"]})).await;
+    let items: Vec<String> = (0..1000).map(|i| format!("{i:0>200}")).collect();
+    let demo =
+        json!([{"type": "ingress", "payload": {"items": items, "blob": "b".repeat(200_000)}}]);
+    let idle = resident_kib(s.pid());
+    for rule in [
+        // Strings: a million of them, each 200 kB.
+        "event.payload.items.map(i, event.payload.items.map(j, event.payload.blob + i + j)).size() > 0",
+        // CPU: a million concatenations each compared with the blob.
+        "event.payload.items.all(i, event.payload.items.all(j, i + j != event.payload.blob))",
+    ] {
+        let asked = Instant::now();
+        let res = send(
+            s,
+            &viewer,
+            Method::POST,
+            "/api/v1/alert-rules:test",
+            json!({"rule": {"name": "probe", "match": rule, "severity": "critical"}, "demoEvents": demo}),
+        )
+        .await;
+        let doc = assert_problem(res, 422, "svc:validation/rule").await;
+        assert!(
+            doc["detail"].as_str().unwrap().contains("is not run"),
+            "{doc}"
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            asked.elapsed()
+        );
+        assert_eq!(cel_threads(s.pid()), 0, "no evaluation outlives its answer");
+    }
+    let grown = resident_kib(s.pid()).saturating_sub(idle);
+    assert!(grown < 64 * 1024, "grew by {grown} KiB");
+    // An ordinary rule on the same event still runs.
+    let res = send(
+        s,
+        &viewer,
+        Method::POST,
+        "/api/v1/alert-rules:test",
+        json!({"rule": {"name": "plain", "match": "event.payload.items.exists(i, i.endsWith('999'))", "severity": "critical"}, "demoEvents": demo}),
+    )
+    .await;
+    let test = json(res, 200).await;
+    assert_eq!(test["matched"], 1, "{test}");
 }
 
 /// Readers and sites cannot make the box hold unbounded work: bundle work waits its turn and is
