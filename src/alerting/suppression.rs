@@ -272,6 +272,12 @@ impl Alerting {
         if let Err(e) = regex_lite::Regex::new(&text_regex) {
             return Err(invalid("textRegex", e.to_string()));
         }
+        if selector.trim().is_empty() && text_regex.is_empty() {
+            return Err(invalid(
+                "selector",
+                "a silence needs a selector or a textRegex: without either it would mute every alert of the tenant",
+            ));
+        }
         let silence = Silence {
             id: self.clock.new_id(),
             tenant_id: p.tenant,

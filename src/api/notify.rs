@@ -242,7 +242,7 @@ async fn test_notification(
 ) -> Result<impl IntoResponse, Problem> {
     let result = st
         .notify
-        .test_channel(&c.principal, name, body.unwrap_or_default())
+        .test_channel(&c.principal, &c.actor, name, body.unwrap_or_default())
         .await?;
     Ok(Json(result))
 }

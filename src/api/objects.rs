@@ -272,7 +272,7 @@ async fn check_now(
     ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
     st.scheduler
-        .check_now(c.principal.tenant, path_id(&raw)?)
+        .check_now(&c.principal, &c.actor, path_id(&raw)?)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -286,6 +286,7 @@ async fn builtins() -> impl IntoResponse {
 
 async fn test_check(
     State(st): State<AppState>,
+    c: Caller,
     ApiJson(req): ApiJson<TestCheck>,
 ) -> Result<impl IntoResponse, Problem> {
     if !BUILTIN_CHECKS.contains(&req.builtin.as_str()) {
@@ -300,8 +301,8 @@ async fn test_check(
     }
     let (outcome, took) = st
         .scheduler
-        .test_builtin(&req.builtin, address, &req.args)
-        .await;
+        .test_builtin(&c.principal, &c.actor, &req.builtin, address, &req.args)
+        .await?;
     let (output, perfdata) = match outcome.output.split_once('|') {
         Some((text, perf)) => (text.trim().to_string(), perf.trim().to_string()),
         None => (outcome.output.clone(), String::new()),

@@ -57,7 +57,15 @@ pub async fn start(
     clock: &SharedClock,
     supervisor: &Supervisor,
 ) -> Hardware {
-    let mut devices = Devices::default();
+    let mut devices = Devices {
+        modbus_lines: config
+            .hardware
+            .modbus
+            .iter()
+            .filter_map(|m| m.device.clone())
+            .collect(),
+        ..Devices::default()
+    };
     let mut sms_in = None;
     let mut calls_in = None;
     if let Some(g) = &config.hardware.gsm {

@@ -402,9 +402,19 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         supervisor.spawn(seed);
     }
     let key = master_key(&config.master_key_file());
-    if let Some(key) = &key
-        && let Some(kept) = store.keep_key_fingerprint(key.fingerprint()).await?
-    {
+    // A store that cannot be read now (a full disk) is not a reason to stay down: the check is
+    // made at the next start.
+    let kept = match &key {
+        Some(key) => store
+            .keep_key_fingerprint(key.fingerprint())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "could not compare the master key with the database's");
+                None
+            }),
+        None => None,
+    };
+    if let (Some(key), Some(kept)) = (&key, kept) {
         return Err(AppError::Internal(format!(
             "the master key {} (fingerprint {}) is not the one this database's secrets are sealed with (fingerprint {kept}): give this process the same secrets.masterKeyFile as the others, or restore the key that belongs to the database",
             config.master_key_file().display(),

@@ -24,14 +24,7 @@ pub fn check_password(pw: &str) -> Result<(), AuthError> {
 
 pub fn check_email(email: &str) -> Result<String, AuthError> {
     let e = email.trim();
-    let ok = e.len() <= 254
-        && matches!(e.split_once('@'), Some((l, d)) if !l.is_empty() && !d.is_empty() && !d.contains('@'));
-    if !ok {
-        return Err(AuthError::validation(
-            "user",
-            format!("{e:?} is not an e-mail address"),
-        ));
-    }
+    crate::model::input::check_email(e).map_err(|why| AuthError::validation("user", why))?;
     Ok(e.to_string())
 }
 

@@ -299,21 +299,22 @@ impl Client {
     }
 }
 
-/// Server text made safe for a terminal: control characters (an escape sequence, a carriage
-/// return that rewrites a line, a bell) are dropped; line breaks and tabs stay.
+/// Whether a terminal shows `c` as itself: not a control character (an escape sequence, a
+/// carriage return that rewrites a line, a bell) bar line breaks and tabs, nor a bidi or
+/// zero-width one (U+202E reverses what follows).
+fn shows(c: char) -> bool {
+    (!c.is_control() || matches!(c, '\n' | '\t')) && !crate::model::input::is_hidden_format(c)
+}
+
+/// Server text made safe for a terminal: what does not show as itself is dropped.
 pub fn printable(text: &str) -> String {
-    text.chars()
-        .filter(|c| !c.is_control() || matches!(c, '\n' | '\t'))
-        .collect()
+    text.chars().filter(|c| shows(*c)).collect()
 }
 
 /// `printable` over every string (and key) of a JSON answer.
 fn clean(v: &mut Value) {
     match v {
-        Value::String(s)
-            if s.chars()
-                .any(|c| c.is_control() && !matches!(c, '\n' | '\t')) =>
-        {
+        Value::String(s) if !s.chars().all(shows) => {
             *s = printable(s);
         }
         Value::Array(items) => items.iter_mut().for_each(clean),
@@ -370,6 +371,10 @@ mod tests {
         assert_eq!(
             printable("Disk \u{1b}[2J\u{1b}]0;owned\u{7}full\r\n\tok\u{9b}31m"),
             "Disk [2J]0;ownedfull\n\tok31m"
+        );
+        assert_eq!(
+            printable("invoice\u{202E}fdp.exe\u{200B}"),
+            "invoicefdp.exe"
         );
         let mut v =
             serde_json::json!({"items": [{"title": "a\u{1b}[31mb", "labels": {"k\u{1b}": "v"}}]});

@@ -11,4 +11,7 @@ pub mod sms;
 pub struct Devices {
     pub modem: Option<gsm::Modem>,
     pub pager: Option<espa::Pager>,
+    /// The serial lines Modbus checks may open (`hardware.modbus.device`): a check naming any
+    /// other is not run, so a check's arguments cannot probe the file system.
+    pub modbus_lines: Vec<String>,
 }

@@ -104,6 +104,23 @@ pub fn check_secret_use(
     Ok(())
 }
 
+/// A secret is named `$SECRET:name$`: a lookalike (`${secret:name}`, the syntax of other
+/// tools) would be sent as written, so it is refused, naming its field.
+fn check_secret_syntax(body: &Map<String, Value>) -> Result<(), Invalid> {
+    match body
+        .iter()
+        .find(|(_, v)| v.to_string().to_ascii_lowercase().contains("${secret:"))
+    {
+        Some((field, _)) => Err(Invalid {
+            field: field.clone(),
+            detail: format!(
+                "{field}: a secret is named $SECRET:name$ here; ${{secret:...}} would be sent as written"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// 16 random bytes (apply tokens); without randomness, no token rather than a guessable one.
 fn random_token() -> Result<[u8; 16], InventoryError> {
     let mut t = [0u8; 16];
@@ -222,9 +239,45 @@ impl Inventory {
         mut body: Map<String, Value>,
     ) -> Result<Admitted, Invalid> {
         kind.validate(&mut body)?;
+        check_secret_syntax(&body)?;
         self.check_paths(kind, &body)?;
         let credentials = take_credentials(kind.name, name, &mut body);
         Ok(Admitted { body, credentials })
+    }
+
+    /// The secrets a document names (`named`, less those it seals itself) must be set: one
+    /// that is not would fail every send (422 naming the field that names it).
+    async fn check_secrets_exist(
+        &self,
+        tenant: uuid::Uuid,
+        body: &Map<String, Value>,
+        named: &[String],
+        sealed_here: &[&str],
+    ) -> Result<(), InventoryError> {
+        let wanted: Vec<&String> = named
+            .iter()
+            .filter(|n| !sealed_here.contains(&n.as_str()))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let set = self.store.secrets(tenant).await?;
+        for name in wanted {
+            if !set.iter().any(|s| &s.name == name) {
+                let reference = crate::model::secret::reference(name);
+                let field = body
+                    .iter()
+                    .find(|(_, v)| v.to_string().contains(&reference) || v.as_str() == Some(name))
+                    .map_or_else(|| "body".to_string(), |(k, _)| k.clone());
+                return Err(InventoryError::Invalid(Invalid {
+                    detail: format!(
+                        "{field}: the secret {name:?} is not set (PUT /api/v1/secrets/{name} first)"
+                    ),
+                    field,
+                }));
+            }
+        }
+        Ok(())
     }
 
     /// The paths a document names must lie inside the directories the configuration file
@@ -316,7 +369,10 @@ impl Inventory {
         check_name(&name)?;
         let Admitted { body, credentials } = self.admit(kind, &name, body)?;
         let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
-        check_secret_use(p, &document_secrets(kind.name, &body), &sealed)?;
+        let named = document_secrets(kind.name, &body);
+        check_secret_use(p, &named, &sealed)?;
+        self.check_secrets_exist(p.tenant, &body, &named, &sealed)
+            .await?;
         self.check_listen(p.tenant, kind.name, &name, &body).await?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(
@@ -382,7 +438,10 @@ impl Inventory {
     ) -> Result<ConfigDoc, InventoryError> {
         let Admitted { body, credentials } = self.admit(kind, &name, body_of(value)?)?;
         let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
-        check_secret_use(p, &document_secrets(kind.name, &body), &sealed)?;
+        let named = document_secrets(kind.name, &body);
+        check_secret_use(p, &named, &sealed)?;
+        self.check_secrets_exist(p.tenant, &body, &named, &sealed)
+            .await?;
         self.check_listen(p.tenant, kind.name, &name, &body).await?;
         self.check_imports(p, kind, &name, &body).await?;
         self.check_references(

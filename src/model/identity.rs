@@ -316,7 +316,7 @@ mod tests {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Branding {
-    /// Colour mode, for example `light`, `dark` or `system`.
+    /// Colour mode: `light`, `dark`, or `system` (also `auto` or empty): as each device is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// Theme name of the console.
@@ -335,6 +335,9 @@ pub struct Branding {
     pub logo: Option<String>,
 }
 
+/// The colour modes a branding may name (`system`, `auto` and empty: as each device is set).
+pub const BRANDING_MODES: [&str; 5] = ["light", "dark", "system", "auto", ""];
+
 /// The largest logo, decoded.
 pub const LOGO_MAX: usize = 64 * 1024;
 
@@ -349,6 +352,14 @@ const LOGO_TYPES: [(&str, &[u8]); 3] = [
 impl Branding {
     /// Why the branding cannot be kept, if it cannot.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(mode) = &self.mode
+            && !BRANDING_MODES.contains(&mode.as_str())
+        {
+            return Err(format!(
+                "mode {mode:?} must be one of {}",
+                BRANDING_MODES.join(", ")
+            ));
+        }
         for (field, text, max) in [
             ("mode", &self.mode, 200),
             ("theme", &self.theme, 200),

@@ -85,6 +85,37 @@ fn plain(e: &serde_json::Error) -> String {
     text
 }
 
+/// Characters that change how text around them reads without showing themselves: the bidi
+/// controls (U+202E turns `exe.txt` into `txt.exe` on screen) and the zero-width ones (two
+/// names that look the same). Refused in names, dropped by the command-line client.
+pub fn is_hidden_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
+/// Whether `address` reads as one e-mail address (`local@domain`, at most 254 characters): no
+/// white space or control character, which in a mail header would start another header.
+pub fn check_email(address: &str) -> Result<(), String> {
+    let ok = address.len() <= 254
+        && !address
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || is_hidden_format(c))
+        && matches!(address.split_once('@'),
+            Some((l, d)) if !l.is_empty() && !d.is_empty() && !d.contains('@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{address:?} is not an e-mail address"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +168,22 @@ mod tests {
         assert_eq!(e, "missing field `spec`");
         let e = from_slice::<Body>(br#"{"spec": {}} x"#).unwrap_err();
         assert_eq!(e, "trailing characters");
+    }
+
+    #[test]
+    fn addresses_are_one_line_and_names_show_what_they_are() {
+        assert!(check_email("ops@example.org").is_ok());
+        for bad in [
+            "ops@example.org\r\nBcc: x@y",
+            "a b@c",
+            "@c",
+            "a@",
+            "a@b@c",
+            "a\u{202E}@b",
+        ] {
+            assert!(check_email(bad).is_err(), "{bad:?}");
+        }
+        assert!(is_hidden_format('\u{202E}') && is_hidden_format('\u{200B}'));
+        assert!(!is_hidden_format('a') && !is_hidden_format('\u{00E9}'));
     }
 }

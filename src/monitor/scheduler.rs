@@ -11,8 +11,11 @@ use super::catalog::{Catalog, Entry};
 use super::checks::{self, Command};
 use super::pipeline::Pipeline;
 use super::results::Job;
+use crate::auth::Principal;
 use crate::model::Timestamp;
+use crate::model::audit::AuditDraft;
 use crate::model::config::{AgentCheck, AgentChecks, agent_plugin};
+use crate::model::identity::Actor;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
 use crate::runtime::clock::SharedClock;
@@ -106,14 +109,41 @@ impl Scheduler {
     /// took.
     pub async fn test_builtin(
         &self,
+        p: &Principal,
+        actor: &Actor,
         name: &str,
         address: &str,
         args: &[String],
-    ) -> (checks::Outcome, std::time::Duration) {
+    ) -> Result<(checks::Outcome, std::time::Duration), StoreError> {
+        self.audit_run(
+            p,
+            actor,
+            "check-command.test",
+            format!("check-commands/{name}"),
+        )
+        .await?;
         let started = crate::runtime::Stopwatch::start();
         let outcome =
             checks::run_builtin(name, address, args, &self.runners, self.clock.now()).await;
-        (outcome, started.elapsed())
+        Ok((outcome, started.elapsed()))
+    }
+
+    /// Records who ran a check by hand (check-now, a check command's test): every run a
+    /// person asks for is audited; the scheduled ones are the configuration's doing.
+    async fn audit_run(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        action: &str,
+        resource: String,
+    ) -> Result<(), StoreError> {
+        let audit = AuditDraft::new(self.clock.now(), p.tenant, actor, action, resource);
+        self.store
+            .transact(move |tx| {
+                tx.record([audit], Vec::new())?;
+                Ok(((), true))
+            })
+            .await
     }
 
     /// The `agent:exec:` checks of host `host`'s services, for its agent to run: the plugin,
@@ -168,8 +198,16 @@ impl Scheduler {
 
     /// `check-now`: runs the object's check as soon as possible, inside its check period or
     /// not; another tenant's object or an unknown one is `NotFound`.
-    pub async fn check_now(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
+    pub async fn check_now(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<(), StoreError> {
+        let tenant = p.tenant;
         self.store.object(tenant, id).await?;
+        self.audit_run(p, actor, "object.check-now", format!("objects/{id}"))
+            .await?;
         let asked_at = self.store.catalog_generation();
         // Forced first: a tick ending in between keeps a due time only for a forced object.
         lock(&self.forced).insert((tenant, id), asked_at);

@@ -531,10 +531,19 @@ impl Notifier {
     pub async fn test_channel(
         &self,
         p: &Principal,
+        actor: &Actor,
         name: String,
         body: TestSend,
     ) -> Result<Value, NotifyError> {
         let doc = self.store.doc(p.tenant, "channels", name, false).await?;
+        // A test sends (or runs a script) at a person's asking: audited, whatever it answers.
+        let audit = self.audit(p, actor, "channel.test", format!("channels/{}", doc.name));
+        self.store
+            .transact(move |tx| {
+                tx.record([audit], Vec::new())?;
+                Ok(((), true))
+            })
+            .await?;
         let channel: Channel =
             serde_json::from_str(&doc.body).map_err(|e| StoreError::Internal(e.to_string()))?;
         let target = body.target.filter(|t| !t.trim().is_empty());

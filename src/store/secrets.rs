@@ -66,26 +66,39 @@ impl Store {
     /// Keeps `fingerprint` (of the master key this process holds) where none is kept yet, and
     /// answers the one kept when it is another: a process whose key is not the database's
     /// could open none of its secrets, and on a shared PostgreSQL database it would seal new
-    /// ones the others cannot open. Writes only the first time.
+    /// ones the others cannot open. Reads first, and writes only the first time (a start on
+    /// a full disk writes nothing).
     pub async fn keep_key_fingerprint(
         self: &Arc<Self>,
         fingerprint: String,
     ) -> Result<Option<String>, StoreError> {
-        self.transact(move |tx| {
-            let mut meta = tx.open_table(META)?;
-            let kept = meta
-                .get(KEY_FINGERPRINT)?
-                .map(|v| String::from_utf8_lossy(v.value()).into_owned());
-            match kept {
-                Some(kept) if kept == fingerprint => Ok((None, false)),
-                Some(other) => Ok((Some(other), false)),
-                None => {
+        let kept = self
+            .read(|tx| {
+                Ok(tx
+                    .open_table(META)?
+                    .get(KEY_FINGERPRINT)?
+                    .map(|v| String::from_utf8_lossy(v.value()).into_owned()))
+            })
+            .await?;
+        match kept {
+            Some(kept) if kept == fingerprint => Ok(None),
+            Some(other) => Ok(Some(other)),
+            // Another process may have kept one since the read: compared again in the write.
+            None => {
+                self.transact(move |tx| {
+                    let mut meta = tx.open_table(META)?;
+                    let kept = meta
+                        .get(KEY_FINGERPRINT)?
+                        .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+                    if let Some(kept) = kept {
+                        return Ok(((kept != fingerprint).then_some(kept), false));
+                    }
                     meta.insert(KEY_FINGERPRINT, fingerprint.as_bytes())?;
                     tx.unrecorded("the master key's fingerprint, kept once at the first start");
                     Ok((None, true))
-                }
+                })
+                .await
             }
-        })
-        .await
+        }
     }
 }

@@ -64,7 +64,7 @@ fn kinds() -> Vec<(&'static str, Value, Value, &'static str)> {
         ),
         (
             "channels",
-            json!({"type": "webhook", "config": {"url": "http://127.0.0.1:9/hook", "token": "${secret:hook-token}"}}),
+            json!({"type": "webhook", "config": {"url": "http://127.0.0.1:9/hook", "token": "plain-hook-token"}}),
             json!({"type": "pigeon"}),
             "svc:validation/channel",
         ),

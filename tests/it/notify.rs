@@ -631,6 +631,13 @@ async fn a_channel_test_answers_what_the_provider_said() {
     let (s, token) = (&a.s, a.token.as_str());
     let hooks = Receiver::start().await;
     hooks.answer("/broken", 500);
+    // A channel may only name a secret that is set; one deleted after fails at send.
+    let put = call(s, token, Method::PUT, "/api/v1/secrets/nope")
+        .json(&json!({"value": "short-lived"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 204);
     create_all(
         s,
         token,
@@ -642,6 +649,11 @@ async fn a_channel_test_answers_what_the_provider_said() {
         ],
     )
     .await;
+    let gone = call(s, token, Method::DELETE, "/api/v1/secrets/nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 204);
     let res = call(
         s,
         token,
@@ -685,6 +697,9 @@ async fn a_channel_test_answers_what_the_provider_said() {
     .unwrap();
     let p = assert_problem(res, 502, "svc:notify/test-failed").await;
     assert!(p["detail"].as_str().unwrap().contains("nope"), "{p}");
+    let actions = audit_actions(s, token, 100).await;
+    let tests = actions.iter().filter(|a| *a == "channel.test").count();
+    assert_eq!(tests, 4, "every test is audited, sent or not: {actions:?}");
     let res = call(
         s,
         token,

@@ -427,6 +427,10 @@ async fn plugins_are_confined_whatever_their_arguments() {
             _ => {}
         }
     }
+    // Every run a person asks for is audited.
+    let actions = audit_actions(s, token, 100).await;
+    let runs = actions.iter().filter(|a| *a == "object.check-now").count();
+    assert_eq!(runs, 4, "{actions:?}");
 }
 
 /// Issue 67, 3: a document that names a secret, or an object whose check sends one, decides
@@ -922,6 +926,90 @@ async fn a_process_with_another_master_key_does_not_start() {
         log.contains("is not the one this database's secrets are sealed with"),
         "{log}"
     );
+}
+
+/// Issue 67, 8: what the probe saved that it should not have is 422 at save, naming the field,
+/// and nothing of it is stored.
+#[tokio::test]
+async fn malformed_documents_are_refused_at_save() {
+    let a = Admin::start_with(no_seed());
+    let (s, token) = (&a.s, a.token.as_str());
+    let in_an_hour = (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string();
+    let mut accepted = Vec::new();
+    for (path, method, body, code) in [
+        (
+            "/api/v1/channels",
+            Method::POST,
+            json!({"name": "hook", "type": "webhook", "config": {}}),
+            "svc:validation/config",
+        ),
+        (
+            "/api/v1/channels",
+            Method::POST,
+            json!({"name": "hook", "type": "webhook", "config": {"url": "http://127.0.0.1:9/", "header.Host": "evil.example"}}),
+            "svc:validation/config",
+        ),
+        (
+            "/api/v1/channels",
+            Method::POST,
+            json!({"name": "hook", "type": "webhook", "config": {"url": "http://127.0.0.1:9/", "header.Authorization": "${secret:db}"}}),
+            "svc:validation/config",
+        ),
+        (
+            "/api/v1/channels",
+            Method::POST,
+            json!({"name": "hook", "type": "webhook", "config": {"url": "http://127.0.0.1:9/", "header.Authorization": "$SECRET:nope$"}}),
+            "svc:validation/config",
+        ),
+        (
+            "/api/v1/event-sources",
+            Method::POST,
+            json!({"name": "src", "type": "webhook", "authMode": "none", "rateLimit": 0}),
+            "svc:validation/rateLimit",
+        ),
+        (
+            "/api/v1/silences",
+            Method::POST,
+            json!({"comment": "all of it", "expiresAt": in_an_hour}),
+            "svc:validation/selector",
+        ),
+        (
+            "/api/v1/reports",
+            Method::POST,
+            json!({"name": "weekly", "type": "alert-stats", "email": ["ops@example.org\r\nBcc: x@evil.example"]}),
+            "svc:validation/email",
+        ),
+        (
+            "/api/v1/hosts",
+            Method::POST,
+            json!({"name": "plc\u{202E}gpj.exe", "spec": {}}),
+            "svc:validation/name",
+        ),
+        (
+            "/api/v1/hosts",
+            Method::POST,
+            json!({"name": "plc\u{200B}", "spec": {}}),
+            "svc:validation/name",
+        ),
+        (
+            "/api/v1/branding",
+            Method::PUT,
+            json!({"mode": "<script>"}),
+            "svc:validation/branding",
+        ),
+    ] {
+        let res = send(s, token, method.clone(), path, body.clone()).await;
+        let status = res.status().as_u16();
+        let doc: Value = res.json().await.unwrap_or_default();
+        if status != 422 || doc["code"] != code {
+            accepted.push(format!("{path} {body}: {status} {doc}"));
+        }
+    }
+    assert!(accepted.is_empty(), "{accepted:#?}");
+    for kind in ["channels", "event-sources", "silences", "reports", "hosts"] {
+        let list = get(s, token, &format!("/api/v1/{kind}")).await;
+        assert_eq!(list["items"], json!([]), "nothing stored: {list}");
+    }
 }
 
 /// Secret values are write-only: a plain-text credential in a channel is stored as a secret

@@ -183,7 +183,7 @@ async fn check_now(
 ) -> Response {
     back_after(&body, "check", async {
         st.scheduler
-            .check_now(c.principal.tenant, path_id(&id)?)
+            .check_now(&c.principal, &c.actor, path_id(&id)?)
             .await?;
         Ok(())
     })

@@ -62,6 +62,17 @@ pub(super) fn validate_event_source(body: &mut Map<String, Value>) -> Result<(),
             &e.auth_mode,
             &["token", "hmac", "basic", "none"],
         )?;
+        if let Some(rate) = e.rate_limit
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(invalid(
+                "rateLimit",
+                format!("rateLimit {rate} must be a positive number of events a second"),
+            ));
+        }
+        if e.burst == Some(0) {
+            return Err(invalid("burst", "burst must be at least 1"));
+        }
         // The sources that connect out refuse a configuration their listener could not use.
         let connection = match e.kind.as_str() {
             "email" => {

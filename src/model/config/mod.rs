@@ -264,13 +264,17 @@ impl Kind {
 pub fn check_name(name: &str) -> Result<(), Invalid> {
     let ok = !name.trim().is_empty()
         && name.chars().count() <= 200
-        && !name.chars().any(|c| c == '/' || c.is_control());
+        && !name
+            .chars()
+            .any(|c| c == '/' || c.is_control() || crate::model::input::is_hidden_format(c));
     if ok {
         Ok(())
     } else {
         Err(invalid(
             "name",
-            format!("{name:?} is not a valid name (1-200 characters, no '/')"),
+            format!(
+                "{name:?} is not a valid name (1-200 characters, no '/', no control, bidi or zero-width character)"
+            ),
         ))
     }
 }

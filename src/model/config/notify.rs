@@ -114,6 +114,21 @@ pub(super) fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Inva
     })
 }
 
+/// The channel types that post to `config.url`.
+const HTTP_CHANNELS: [&str; 6] = ["webhook", "slack", "teams", "ntfy", "gotify", "servicenow"];
+
+/// Headers the HTTP client sets for a request itself: a channel naming one would send the
+/// request elsewhere than its URL says (`Host`) or frame it wrongly.
+const FRAMING_HEADERS: [&str; 7] = [
+    "Host",
+    "Content-Length",
+    "Transfer-Encoding",
+    "Connection",
+    "Upgrade",
+    "TE",
+    "Trailer",
+];
+
 /// A channel's configuration, as far as it can be checked without sending: where secrets are
 /// named, header names and values, the URL, the port, an e-mail relay's host and TLS mode, a
 /// script's command. The message names the key (`config.port: ...`).
@@ -129,6 +144,14 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
             if header.is_empty() || !header.bytes().all(token) {
                 return Err(format!("config.{key}: {header:?} is not a header name"));
             }
+            if FRAMING_HEADERS
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(header))
+            {
+                return Err(format!(
+                    "config.{key}: {header} is the request's own (where it goes and how it is framed), not a channel's to set"
+                ));
+            }
             if value.chars().any(|c| c.is_control() && c != '\t') {
                 return Err(format!("config.{key}: a header value is one line"));
             }
@@ -142,6 +165,10 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
     };
     if let Some(url) = given("url") {
         check_url(url).map_err(|e| format!("config.url: {e}"))?;
+    } else if HTTP_CHANNELS.contains(&kind) {
+        return Err(format!(
+            "config.url: a {kind} channel needs the URL it posts to"
+        ));
     }
     if let Some(port) = given("port")
         && !port.parse::<u16>().is_ok_and(|p| p > 0)

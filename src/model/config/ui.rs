@@ -52,6 +52,9 @@ pub(super) fn validate_report(body: &mut Map<String, Value>) -> Result<(), Inval
         if r.keep == Some(0) {
             return Err(invalid("keep", "keep must be at least 1"));
         }
+        for address in &r.email {
+            crate::model::input::check_email(address).map_err(|e| invalid("email", e))?;
+        }
         Ok(())
     })
 }

@@ -23,6 +23,13 @@ fn decode(format: &str, words: &[u16]) -> Option<f64> {
 
 async fn link(ctx: &Builtin<'_>) -> Result<Link, String> {
     if let Some(device) = ctx.args.get(&["-D", "--device"]) {
+        // Checked by name before anything is opened: whether some other path exists is not
+        // the check's to tell.
+        if !ctx.devices.modbus_lines.iter().any(|l| l == device) {
+            return Err(format!(
+                "-D {device:?} is not the serial line the configuration names (hardware.modbus.device)"
+            ));
+        }
         let parity = ctx
             .args
             .get(&["-P", "--parity"])
