@@ -141,21 +141,8 @@ impl Evaluator {
                 match tokio::time::timeout(deadline, reports.recv()).await {
                     Ok(Some(Report::Item(matches))) => decided.matches.extend(matches),
                     Ok(Some(Report::OverCost { item, rule, bound })) => {
-                        let w = &work[item];
-                        let name = rule_name(w, rule);
-                        tracing::warn!(
-                            tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, %bound,
-                            "alert rule not run: its bound is past the budget; skipped for a while"
-                        );
-                        self.quarantine
-                            .insert((w.event.tenant_id, name.clone()), now.plus(QUARANTINE));
-                        decided.overruns.push(Overrun {
-                            tenant: w.event.tenant_id,
-                            rule: name,
-                            event: w.event.id,
-                            budget: RULE_BUDGET,
-                            bound: Some(bound),
-                        });
+                        let over = self.skip_over(&work[item], rule, RULE_BUDGET, Some(bound), now);
+                        decided.overruns.push(over);
                     }
                     Ok(Some(Report::Done) | None) => break None,
                     Err(_) => {
@@ -170,24 +157,45 @@ impl Evaluator {
                 break;
             };
             // The thread is abandoned: dropping the receiver leaves it to end on its own.
-            let w = &work[item];
-            let name = rule_name(w, rule);
-            tracing::warn!(
-                tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, ?budget,
-                "alert rule over its evaluation budget; skipped for a while"
-            );
-            self.quarantine
-                .insert((w.event.tenant_id, name.clone()), now.plus(QUARANTINE));
-            decided.overruns.push(Overrun {
-                tenant: w.event.tenant_id,
-                rule: name,
-                event: w.event.id,
-                budget,
-                bound: None,
-            });
+            let over = self.skip_over(&work[item], rule, budget, None, now);
+            decided.overruns.push(over);
             from = item;
         }
         decided
+    }
+
+    /// Skips rule `rule` of an item's tenant for `QUARANTINE`: it ran past `budget`, or its
+    /// `bound` was past the budget and it did not run.
+    fn skip_over(
+        &mut self,
+        w: &Work,
+        rule: usize,
+        budget: Duration,
+        bound: Option<OverCost>,
+        now: Timestamp,
+    ) -> Overrun {
+        let name = w
+            .rules
+            .get(rule)
+            .map(|r| r.name.clone())
+            .unwrap_or_default();
+        let why = bound.map_or_else(
+            || format!("ran past {budget:?}"),
+            |b| format!("not run: it {b}"),
+        );
+        tracing::warn!(
+            tenant = %w.event.tenant_id, rule = %name, event = %w.event.id, %why,
+            "alert rule over its evaluation budget; skipped for a while"
+        );
+        self.quarantine
+            .insert((w.event.tenant_id, name.clone()), now.plus(QUARANTINE));
+        Overrun {
+            tenant: w.event.tenant_id,
+            rule: name,
+            event: w.event.id,
+            budget,
+            bound,
+        }
     }
 
     /// Waits while too many abandoned threads still run.
@@ -276,14 +284,6 @@ impl Evaluator {
         }
         (progress, watch, rx)
     }
-}
-
-/// The name of rule `rule` of an item.
-fn rule_name(w: &Work, rule: usize) -> String {
-    w.rules
-        .get(rule)
-        .map(|r| r.name.clone())
-        .unwrap_or_default()
 }
 
 /// How long to wait for the next report: until the running rule's or item's budget ends.

@@ -245,6 +245,32 @@ impl Inventory {
         Ok(Admitted { body, credentials })
     }
 
+    /// What a document to be saved (created or replaced) must hold to beyond its kind's own
+    /// rules: the caller may use the secrets it names, they are set, its listening address is
+    /// its own, its imports and the documents it names exist.
+    async fn check_saving(
+        &self,
+        p: &Principal,
+        kind: &Kind,
+        name: &str,
+        body: &Map<String, Value>,
+        credentials: &[(String, String)],
+    ) -> Result<(), InventoryError> {
+        let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
+        let named = document_secrets(kind.name, body);
+        check_secret_use(p, &named, &sealed)?;
+        self.check_secrets_exist(p.tenant, body, &named, &sealed)
+            .await?;
+        self.check_listen(p.tenant, kind.name, name, body).await?;
+        self.check_imports(p, kind, name, body).await?;
+        self.check_references(
+            p.tenant,
+            doc_references(kind.name, body),
+            &mut HashSet::new(),
+        )
+        .await
+    }
+
     /// The secrets a document names (`named`, less those it seals itself) must be set: one
     /// that is not would fail every send (422 naming the field that names it).
     async fn check_secrets_exist(
@@ -368,19 +394,8 @@ impl Inventory {
         let body = body_of(value)?;
         check_name(&name)?;
         let Admitted { body, credentials } = self.admit(kind, &name, body)?;
-        let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
-        let named = document_secrets(kind.name, &body);
-        check_secret_use(p, &named, &sealed)?;
-        self.check_secrets_exist(p.tenant, &body, &named, &sealed)
+        self.check_saving(p, kind, &name, &body, &credentials)
             .await?;
-        self.check_listen(p.tenant, kind.name, &name, &body).await?;
-        self.check_imports(p, kind, &name, &body).await?;
-        self.check_references(
-            p.tenant,
-            doc_references(kind.name, &body),
-            &mut HashSet::new(),
-        )
-        .await?;
         let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let doc = ConfigDoc {
@@ -437,19 +452,8 @@ impl Inventory {
         value: Value,
     ) -> Result<ConfigDoc, InventoryError> {
         let Admitted { body, credentials } = self.admit(kind, &name, body_of(value)?)?;
-        let sealed: Vec<&str> = credentials.iter().map(|(n, _)| n.as_str()).collect();
-        let named = document_secrets(kind.name, &body);
-        check_secret_use(p, &named, &sealed)?;
-        self.check_secrets_exist(p.tenant, &body, &named, &sealed)
+        self.check_saving(p, kind, &name, &body, &credentials)
             .await?;
-        self.check_listen(p.tenant, kind.name, &name, &body).await?;
-        self.check_imports(p, kind, &name, &body).await?;
-        self.check_references(
-            p.tenant,
-            doc_references(kind.name, &body),
-            &mut HashSet::new(),
-        )
-        .await?;
         let secrets = self.seal_all(p.tenant, credentials)?;
         let now = self.clock.now();
         let record = self.record(p, actor, kind, "update", &name);
