@@ -420,16 +420,13 @@ fn is_document_navigation(req: &Request) -> bool {
 
 /// Whether cookies must carry `Secure`: direct TLS, or a trusted proxy saying it terminated TLS.
 pub fn secure_request(st: &AppState, req: &Request) -> bool {
-    reached_securely(st, req.extensions(), req.headers())
+    let direct = req.extensions().get::<DirectTls>().is_some_and(|t| t.0);
+    reached_securely(st, direct, req.headers())
 }
 
-/// `secure_request` from a request's parts.
-pub fn reached_securely(
-    st: &AppState,
-    extensions: &axum::http::Extensions,
-    headers: &HeaderMap,
-) -> bool {
-    extensions.get::<DirectTls>().is_some_and(|t| t.0)
+/// `secure_request` for a handler that has the connection's `DirectTls` and the headers.
+pub fn reached_securely(st: &AppState, direct_tls: bool, headers: &HeaderMap) -> bool {
+    direct_tls
         || (st.config.trust_proxy
             && headers
                 .get("x-forwarded-proto")

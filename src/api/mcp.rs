@@ -219,8 +219,7 @@ async fn post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, Problem> {
-    let secure = tls.is_some_and(|t| t.0.0)
-        || super::access::reached_securely(&st, &axum::http::Extensions::new(), &headers);
+    let secure = super::access::reached_securely(&st, tls.is_some_and(|t| t.0.0), &headers);
     if !origin_ok(&st, &headers, secure) {
         return Err(Problem::new(
             Code::AuthForbidden,

@@ -698,7 +698,8 @@ impl Inventory {
 
     /// A bundle saves documents and objects as their own routes do: one that names a secret,
     /// or whose check sends one, needs `admin:secrets` (secrets it seals from its own plain
-    /// text aside), and a listening source's address is checked as at its route.
+    /// text aside), the secrets it names must be set, and a listening source's address is
+    /// checked as at its route.
     async fn check_bundle_saves(
         &self,
         p: &Principal,
@@ -730,7 +731,10 @@ impl Inventory {
                         Ok(Value::Object(body)) => body,
                         _ => Default::default(),
                     };
-                    super::check_secret_use(p, &super::document_secrets(kind, &body), &sealed)?;
+                    let named = super::document_secrets(kind, &body);
+                    super::check_secret_use(p, &named, &sealed)?;
+                    self.check_secrets_exist(p.tenant, &body, &named, &sealed)
+                        .await?;
                     self.check_listen(p.tenant, kind, name, &body).await?;
                 }
                 BundleOp::PutObject { spec, .. } => {

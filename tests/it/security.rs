@@ -1006,6 +1006,15 @@ async fn malformed_documents_are_refused_at_save() {
         }
     }
     assert!(accepted.is_empty(), "{accepted:#?}");
+    // A bundle saves as the routes do.
+    let bundle = "kind: channels\nname: hook\nbody: {type: webhook, config: {url: 'http://127.0.0.1:9/', token: '$SECRET:nope$'}}\n";
+    let res = call(s, token, Method::POST, "/api/v1/config/bundles:apply")
+        .header("content-type", "application/yaml")
+        .body(bundle)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:validation/config").await;
     for kind in ["channels", "event-sources", "silences", "reports", "hosts"] {
         let list = get(s, token, &format!("/api/v1/{kind}")).await;
         assert_eq!(list["items"], json!([]), "nothing stored: {list}");
