@@ -218,7 +218,14 @@ fn cookie_request_allowed(access: &Access, req: &Request) -> Result<(), Problem>
             "cross-site request with a session cookie",
         ));
     }
+    // Our own `Referrer-Policy: no-referrer` makes a browser send `Origin: null` with a form
+    // posted from our page (Fetch, "serializing a request origin"); its fetch metadata, which no
+    // page can set, says whether that post came from this origin.
+    let same_origin = headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"same-origin"));
     if let Some(origin) = headers.get(axum::http::header::ORIGIN)
+        && !(same_origin && origin.as_bytes() == b"null")
         && !own_origin(
             &access.state,
             headers,

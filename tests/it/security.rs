@@ -668,6 +668,15 @@ async fn cookie_requests_come_only_from_this_origin() {
             "svc:auth/csrf",
         ),
         (
+            vec![
+                json_type.clone(),
+                ("Origin", "null".into()),
+                ("Sec-Fetch-Site", "cross-site".into()),
+            ],
+            403,
+            "svc:auth/csrf",
+        ),
+        (
             vec![("Content-Type", "text/plain".into())],
             415,
             "svc:media-type",
@@ -758,6 +767,20 @@ async fn cookie_requests_come_only_from_this_origin() {
             .send()
     };
     assert_eq!(form("theme=dark".into()).await.unwrap().status(), 403);
+    // What a browser sends with a form posted from our page under our own
+    // `Referrer-Policy: no-referrer`: `Origin: null`, and fetch metadata saying same-origin.
+    let res = s
+        .http
+        .post(s.url("/account/preferences"))
+        .header("Cookie", &cookie)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .header("Origin", "null")
+        .header("Sec-Fetch-Site", "same-origin")
+        .body(format!("theme=dark&csrf={form_token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303);
     let forged = format!("theme=dark&csrf={}", "0".repeat(64));
     assert_eq!(form(forged).await.unwrap().status(), 403);
     let back = "/\t/evil.example";
