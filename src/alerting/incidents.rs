@@ -209,7 +209,6 @@ impl Alerting {
                 Ok((new, true))
             })
             .await?;
-        self.store.alert_timers_waker().notify_one();
         Ok(incident)
     }
 
@@ -244,7 +243,6 @@ impl Alerting {
                 Ok((new, true))
             })
             .await?;
-        self.store.alert_timers_waker().notify_one();
         Ok(incident)
     }
 

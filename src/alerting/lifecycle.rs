@@ -621,7 +621,6 @@ pub async fn apply_matches(
             Ok(((), true))
         })
         .await
-        .inspect(|()| store.alerts_changed())
 }
 
 /// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
@@ -642,7 +641,6 @@ pub async fn raise_alarm(
             Ok(((alert, fresh), true))
         })
         .await
-        .inspect(|_| store.alerts_changed())
 }
 
 /// Moves an alert on (`:ack`, `:snooze`, `:resolve`), with its lifecycle event and audit entry
@@ -664,7 +662,6 @@ pub async fn transition(
             Ok((new, true))
         })
         .await
-        .inspect(|_| store.alert_timers_waker().notify_one())
 }
 
 /// Runs the alert timers due by `now`: snoozes that ran out (open again, with the wake-up
@@ -753,7 +750,6 @@ pub async fn run_timers(
             Ok((next, changed))
         })
         .await
-        .inspect(|_| store.escalation_waker().notify_one())
 }
 
 #[cfg(test)]
@@ -980,9 +976,10 @@ mod tests {
             "alert-groups/pumps".into(),
         );
         rig.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.insert_config_doc(&doc)?;
-                tx.record([audit], Vec::new())
+                tx.record([audit], Vec::new())?;
+                Ok(((), true))
             })
             .await
             .unwrap();

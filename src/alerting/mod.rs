@@ -57,6 +57,9 @@ pub struct Alerting {
     /// The stored events, for testing rules against history.
     history: Arc<Events>,
     storm: Storm,
+    /// Wakes the alert timers: the application has the store notify it after commits that
+    /// may bring a timer forward (`Change::AlertTimers`, `Change::Catalog`).
+    timers_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Alerting {
@@ -71,6 +74,7 @@ impl Alerting {
             clock,
             history,
             storm,
+            timers_wake: Arc::default(),
         })
     }
 
@@ -410,6 +414,6 @@ impl Worker for AlertTimers {
     }
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
-        Some(self.0.store.alert_timers_waker())
+        Some(self.0.timers_wake.clone())
     }
 }

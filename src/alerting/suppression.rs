@@ -299,7 +299,6 @@ impl Alerting {
                 Ok((silence, true))
             })
             .await?;
-        self.store.suppressions_changed();
         Ok(silence)
     }
 
@@ -374,7 +373,6 @@ impl Alerting {
                 Ok(((), true))
             })
             .await?;
-        self.store.suppressions_changed();
         Ok(())
     }
 
@@ -483,9 +481,6 @@ impl Alerting {
                 Ok((DowntimeCreated::Created(Box::new(downtime)), true))
             })
             .await?;
-        if matches!(created, DowntimeCreated::Created(_)) {
-            self.store.suppressions_changed();
-        }
         Ok(created)
     }
 
@@ -522,7 +517,6 @@ impl Alerting {
                 Ok(((), true))
             })
             .await?;
-        self.store.suppressions_changed();
         Ok(())
     }
 

@@ -424,7 +424,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let heartbeats = Heartbeats::new(store.clone(), clock.clone());
     let heartbeat_sweep = HeartbeatSweep(heartbeats.clone());
     if let Some(wake) = heartbeat_sweep.waker() {
-        store.watch_others(Change::Heartbeats, wake);
+        store.watch_commits(Change::Heartbeats, wake);
     }
     supervisor.spawn(led(&lead, heartbeat_sweep));
     let storm = Storm {
@@ -432,9 +432,13 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         window: config.alerting.storm_window.0,
     };
     let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
-    // A changed heartbeat rule may move its timer.
-    store.watch_catalog(store.alert_timers_waker());
-    supervisor.spawn(led(&lead, AlertTimers(alerting.clone())));
+    let alert_timers = AlertTimers(alerting.clone());
+    if let Some(wake) = alert_timers.waker() {
+        store.watch_commits(Change::AlertTimers, wake.clone());
+        // A changed heartbeat rule may move its timer.
+        store.watch_commits(Change::Catalog, wake);
+    }
+    supervisor.spawn(led(&lead, alert_timers));
     supervisor.spawn(led(
         &lead,
         AlertEngine::new(
@@ -465,7 +469,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     supervisor.spawn(PipelineWorker(pipeline.clone()));
     let staleness = StalenessSweep::new(pipeline.clone());
     if let Some(wake) = staleness.waker() {
-        store.watch_catalog(wake);
+        store.watch_commits(Change::Catalog, wake);
     }
     supervisor.spawn(led(&lead, staleness));
     let confinement = confinement(&config)?;
@@ -510,7 +514,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         },
         config.checks.max_concurrent,
     );
-    store.watch_catalog(scheduler.waker());
+    store.watch_commits(Change::Catalog, scheduler.waker());
     scheduler.run_while_leading(lead.clone());
     let scheduler_waker = scheduler.waker();
     supervisor.spawn(SchedulerWorker(scheduler.clone()));
@@ -529,8 +533,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events.clone(),
         alerting.clone(),
     );
-    store.watch_catalog(sites.sweep_waker());
-    store.watch_others(Change::Sites, sites.sweep_waker());
+    store.watch_commits(Change::Catalog, sites.sweep_waker());
+    store.watch_commits(Change::Sites, sites.sweep_waker());
     supervisor.spawn(led(&lead, StaleSites(sites.clone())));
     match MainLink::from_config(&config.site) {
         Ok(Some(link)) => {
@@ -578,13 +582,20 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
         config.base_url.clone(),
     );
-    store.watch_others(Change::Deliveries, notify.courier_waker());
-    supervisor.spawn(led(&lead, Escalator(notify.clone())));
+    let escalator = Escalator(notify.clone());
+    if let Some(wake) = escalator.waker() {
+        store.watch_commits(Change::Escalations, wake);
+    }
+    supervisor.spawn(led(&lead, escalator));
     // Every process's courier sends, claiming what it takes (the leader's takes every kind).
-    supervisor.spawn(Courier {
+    let courier = Courier {
         notifier: notify.clone(),
         lead: lead.clone(),
-    });
+    };
+    if let Some(wake) = courier.waker() {
+        store.watch_commits(Change::Deliveries, wake);
+    }
+    supervisor.spawn(courier);
     supervisor.spawn(led(&lead, Handoffs::new(notify.clone())));
     supervisor.spawn(led(
         &lead,
@@ -596,7 +607,6 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         labels: object_labels,
         oncall: notify.clone(),
         clock: clock.clone(),
-        courier: notify.courier_waker(),
         base_url: config.base_url.clone(),
     });
     supervisor.spawn(led(&lead, ReportScheduler::new(reports.clone())));

@@ -388,10 +388,10 @@ impl Auth {
         let record = Self::record("tenants", audit);
         let created = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.insert_tenant(&tenant)?;
                 tx.record([record.audit.after(&tenant)], record.events)?;
-                Ok(tenant)
+                Ok((tenant, true))
             })
             .await?;
         Ok(created)

@@ -280,9 +280,10 @@ mod tests {
             body: r#"{"spec":{}}"#.into(),
         };
         rig.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.insert_config_doc(&doc)?;
-                tx.record([audit], vec![draft])
+                tx.record([audit], vec![draft])?;
+                Ok(((), true))
             })
             .await
             .unwrap()

@@ -41,7 +41,7 @@ impl EventRelay {
     pub fn new(events: Arc<Events>, store: Arc<Store>) -> Self {
         let wake = Arc::new(Notify::new());
         store.watch_journal(&wake);
-        store.watch_others(Change::Forwarded, wake.clone());
+        store.watch_commits(Change::Forwarded, wake.clone());
         events
             .relayed
             .store(true, std::sync::atomic::Ordering::SeqCst);

@@ -45,7 +45,9 @@ pub struct SourceListeners {
 impl SourceListeners {
     pub fn new(ingress: Arc<Ingress>, supervisor: Arc<Supervisor>) -> Self {
         let wake = Arc::new(Notify::new());
-        ingress.store.watch_catalog(wake.clone());
+        ingress
+            .store
+            .watch_commits(crate::store::Change::Catalog, wake.clone());
         Self {
             ingress,
             supervisor,

@@ -683,9 +683,10 @@ impl Inventory {
         let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
         let (tenant, now, actor) = (p.tenant, self.clock.now(), actor.clone());
         self.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let audits = apply_ops(tx, tenant, ops, now, &actor)?;
-                tx.record(audits, vec![event])
+                tx.record(audits, vec![event])?;
+                Ok(((), true))
             })
             .await
             .map_err(|e| match e {
@@ -844,10 +845,10 @@ mod tests {
         let (tenant, now, actor) = (Uuid::from_u128(7), clock.now(), Actor::system("test"));
         let apply = |ops: Vec<BundleOp>| {
             let actor = actor.clone();
-            store.transact_catalog(move |tx| {
+            store.transact(move |tx| {
                 let audits = apply_ops(tx, tenant, ops, now, &actor)?;
                 tx.record(audits.clone(), Vec::new())?;
-                Ok(audits)
+                Ok((audits, true))
             })
         };
         let names = || {

@@ -411,13 +411,13 @@ impl Inventory {
         let record = self.record(p, actor, kind, "create", &name);
         let doc = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.insert_config_doc(&doc)?;
                 for mut secret in secrets {
                     tx.put_secret(&mut secret)?;
                 }
                 tx.record([record.audit.after(doc.to_json())], record.events)?;
-                Ok(doc)
+                Ok((doc, true))
             })
             .await?;
         Ok(doc)
@@ -461,7 +461,7 @@ impl Inventory {
         let tenant = p.tenant;
         let doc = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let old = tx
                     .config_doc(tenant, kind.name, &name)?
                     .ok_or(StoreError::NotFound)?;
@@ -478,7 +478,7 @@ impl Inventory {
                 }
                 let audit = record.audit.before(old.to_json()).after(new.to_json());
                 tx.record([audit], record.events)?;
-                Ok(new)
+                Ok((new, true))
             })
             .await?;
         Ok(doc)
@@ -496,14 +496,15 @@ impl Inventory {
         let record = self.record(p, actor, kind, "delete", &name);
         let tenant = p.tenant;
         self.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let old = tx
                     .remove_config_doc(tenant, kind.name, &name)?
                     .ok_or(StoreError::NotFound)?;
                 if let Some(expected) = expected {
                     check_version(old.version, expected)?;
                 }
-                tx.record([record.audit.before(old.to_json())], record.events)
+                tx.record([record.audit.before(old.to_json())], record.events)?;
+                Ok(((), true))
             })
             .await?;
         Ok(())

@@ -287,7 +287,7 @@ impl Inventory {
         let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
         let mut results = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 write_objects(tx, vec![(o, audit)], false, |out| {
                     out.iter()
                         .any(Result::is_ok)
@@ -295,6 +295,7 @@ impl Inventory {
                         .into_iter()
                         .collect()
                 })
+                .map(|written| (written, true))
             })
             .await?;
         let created = results
@@ -366,7 +367,7 @@ impl Inventory {
                 let tenant = p.tenant;
                 let outcomes = self
                     .store
-                    .transact_catalog(move |tx| {
+                    .transact(move |tx| {
                         write_objects(tx, writes, upsert, |out| {
                             let written = out.iter().filter(|r| r.is_ok()).count();
                             (written > 0)
@@ -381,6 +382,7 @@ impl Inventory {
                                 .into_iter()
                                 .collect()
                         })
+                        .map(|written| (written, true))
                     })
                     .await?;
                 let mut outcomes = outcomes.into_iter();
@@ -508,7 +510,7 @@ impl Inventory {
         let tenant = p.tenant;
         let updated = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let old = tx.object(tenant, id)?.ok_or(StoreError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = Object {
@@ -521,7 +523,7 @@ impl Inventory {
                 };
                 tx.put_object(&new)?;
                 tx.record([record.audit.before(&old).after(&new)], record.events)?;
-                Ok(new)
+                Ok((new, true))
             })
             .await?;
         Ok(updated)
@@ -537,9 +539,10 @@ impl Inventory {
         let record = self.object_record(p, actor, &current, "delete");
         let tenant = p.tenant;
         self.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let old = tx.delete_object(tenant, id)?;
-                tx.record([record.audit.before(&old)], record.events)
+                tx.record([record.audit.before(&old)], record.events)?;
+                Ok(((), true))
             })
             .await?;
         Ok(())

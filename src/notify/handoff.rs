@@ -93,7 +93,6 @@ impl Notifier {
                     .iter()
                     .map(|d| d.attempt_event("pending", None, None))
                     .collect();
-                let any = !deliveries.is_empty();
                 let (tenant, schedule, start) = (tenant.id, schedule.id, current.start);
                 self.store
                     .transact(move |tx| {
@@ -108,9 +107,6 @@ impl Notifier {
                         Ok(((), true))
                     })
                     .await?;
-                if any {
-                    self.courier_wake.notify_one();
-                }
             }
         }
         Ok(next)
@@ -126,7 +122,9 @@ pub struct Handoffs {
 impl Handoffs {
     pub fn new(notifier: Arc<Notifier>) -> Self {
         let wake = Arc::new(Notify::new());
-        notifier.store.watch_catalog(wake.clone());
+        notifier
+            .store
+            .watch_commits(crate::store::Change::Catalog, wake.clone());
         Self { notifier, wake }
     }
 }

@@ -94,7 +94,10 @@ pub struct Notifier {
     senders: Senders,
     base_url: String,
     links: OnceCell<Links>,
+    /// Wake the courier and the escalator: the application has the store notify them after
+    /// commits that queue a delivery or arm a step (`Change::Deliveries`, `Change::Escalations`).
     courier_wake: Arc<Notify>,
+    escalations_wake: Arc<Notify>,
     /// Directories per tenant, for the catalog generation they were read at (overrides are
     /// catalog writes too).
     directories: Mutex<(u64, HashMap<Uuid, Arc<Directory>>)>,
@@ -124,6 +127,7 @@ impl Notifier {
             base_url,
             links: OnceCell::new(),
             courier_wake: Arc::new(Notify::new()),
+            escalations_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
             sent: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -260,11 +264,6 @@ impl Notifier {
             .cloned()
             .ok_or(StoreError::NotFound)?;
         Ok((dir, schedule))
-    }
-
-    /// Wakes the courier: for others who queue deliveries (mailed reports).
-    pub fn courier_waker(&self) -> Arc<Notify> {
-        self.courier_wake.clone()
     }
 
     /// `GET /oncall/now` (CONTRACT 3): per schedule the shift now and its contacts.
@@ -427,10 +426,10 @@ impl Notifier {
         );
         let o = self
             .store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.put_override(&o)?;
                 tx.record([audit.after(&o)], Vec::new())?;
-                Ok(o)
+                Ok((o, true))
             })
             .await?;
         Ok(o)
@@ -452,11 +451,12 @@ impl Notifier {
         );
         let tenant = p.tenant;
         self.store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 let old = tx
                     .remove_override(tenant, schedule.id, id)?
                     .ok_or(StoreError::NotFound)?;
-                tx.record([audit.before(&old)], Vec::new())
+                tx.record([audit.before(&old)], Vec::new())?;
+                Ok(((), true))
             })
             .await?;
         Ok(())
@@ -523,7 +523,6 @@ impl Notifier {
                 Ok((d, true))
             })
             .await?;
-        self.courier_wake.notify_one();
         Ok(d)
     }
 
@@ -651,12 +650,7 @@ impl Notifier {
             };
             firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
-        let delivered = firings.iter().any(|(_, f)| !f.deliveries.is_empty());
         escalation::commit(&self.store, firings).await?;
-        // The deliveries are committed: the courier need not wait for their events' filing.
-        if delivered {
-            self.courier_wake.notify_one();
-        }
         Ok(timers.len())
     }
 }
@@ -671,7 +665,7 @@ impl Worker for Escalator {
     }
 
     fn waker(&self) -> Option<Arc<Notify>> {
-        Some(self.0.store.escalation_waker())
+        Some(self.0.escalations_wake.clone())
     }
 
     fn step(&mut self) -> StepFuture<'_> {

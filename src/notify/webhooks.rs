@@ -62,7 +62,9 @@ pub struct WebhookDispatcher {
 impl WebhookDispatcher {
     pub fn new(notifier: Arc<Notifier>, events: Arc<Events>) -> Self {
         let wake = Arc::new(Notify::new());
-        notifier.store.watch_catalog(wake.clone());
+        notifier
+            .store
+            .watch_commits(crate::store::Change::Catalog, wake.clone());
         notifier.store.watch_journal(&wake);
         Self {
             notifier,
@@ -166,7 +168,6 @@ impl WebhookDispatcher {
                 }
             }
         }
-        let any = !deliveries.is_empty();
         self.notifier
             .store
             .transact(move |tx| {
@@ -179,9 +180,6 @@ impl WebhookDispatcher {
             .await?;
         if let Some(c) = self.consumer.as_mut() {
             c.advance(through);
-        }
-        if any {
-            self.notifier.courier_wake.notify_one();
         }
         Ok(())
     }

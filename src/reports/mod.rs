@@ -74,8 +74,6 @@ pub struct Reports {
     labels: Arc<dyn ObjectLabels>,
     oncall: Arc<dyn OnCall>,
     clock: SharedClock,
-    /// Wakes the notifier's courier after mails were queued.
-    courier: Arc<Notify>,
     /// The server's base URL, for the download link in mails.
     base_url: String,
     /// Schedules are in the server's local time.
@@ -88,7 +86,6 @@ pub struct ReportsParts {
     pub labels: Arc<dyn ObjectLabels>,
     pub oncall: Arc<dyn OnCall>,
     pub clock: SharedClock,
-    pub courier: Arc<Notify>,
     pub base_url: String,
 }
 
@@ -100,7 +97,6 @@ impl Reports {
             labels: parts.labels,
             oncall: parts.oncall,
             clock: parts.clock,
-            courier: parts.courier,
             base_url: parts.base_url.trim_end_matches('/').to_string(),
             tz: jiff::tz::TimeZone::system(),
         })
@@ -196,7 +192,6 @@ impl Reports {
             entry.mailed_to = mails.iter().map(|m| m.target.clone()).collect();
         }
         let entries: Vec<ArchivedReport> = renderings.iter().map(|(e, _)| e.clone()).collect();
-        let queued = !mails.is_empty();
         let audit = AuditDraft::new(
             self.clock.now(),
             tenant,
@@ -225,9 +220,6 @@ impl Reports {
                 Ok(((), true))
             })
             .await?;
-        if queued {
-            self.courier.notify_one();
-        }
         Ok(entries)
     }
 
@@ -470,7 +462,9 @@ pub struct ReportScheduler {
 impl ReportScheduler {
     pub fn new(reports: Arc<Reports>) -> Self {
         let wake = Arc::new(Notify::new());
-        reports.store.watch_catalog(wake.clone());
+        reports
+            .store
+            .watch_commits(crate::store::Change::Catalog, wake.clone());
         Self { reports, wake }
     }
 }

@@ -13,7 +13,8 @@
 //! is synced, or `DEFERRED_SYNC` at the latest, makes it durable, so a stream of them shares one
 //! sync instead of one a group. Once a group is durable, the events its writes journaled are
 //! handed to the filing (event store, bus) in commit order, and each caller answered once
-//! durable gets the future of their filing with the answer.
+//! durable gets the future of their filing with the answer, and what sleeps on the tables the
+//! group's writes changed is woken (`Store::committed`): no caller wakes anything by hand.
 
 use super::audit::ChainHead;
 use super::kv::Db;
@@ -21,7 +22,7 @@ use super::tx::Tx;
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
 use crate::runtime::Stopwatch;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Weak;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
@@ -184,6 +185,7 @@ struct Unsynced {
     writes: usize,
     journaled: Vec<Journaled>,
     checkpoint: Option<ChainHead>,
+    written: BTreeSet<String>,
 }
 
 impl Unsynced {
@@ -193,6 +195,7 @@ impl Unsynced {
             writes: 0,
             journaled: Vec::new(),
             checkpoint: None,
+            written: BTreeSet::new(),
         }
     }
 }
@@ -265,13 +268,15 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
     let mut committed: Vec<(Reply, bool, Promise)> = Vec::with_capacity(group.len());
     let mut journaled: Vec<Journaled> = Vec::new();
     let mut checkpoint = None;
+    let mut written = BTreeSet::new();
     for job in group {
         let promise = job.promise();
         match run_job(store, &db, job) {
             Ok(None) => {}
-            Ok(Some((reply, events))) => {
-                committed.push((reply, !events.is_empty(), promise));
-                journaled.extend(events);
+            Ok(Some(ran)) => {
+                committed.push((ran.reply, !ran.journaled.is_empty(), promise));
+                journaled.extend(ran.journaled);
+                written.extend(ran.written);
                 // An audit append that crossed a checkpoint boundary asked for one; it is
                 // written once its transaction is durable.
                 checkpoint = store.take_pending_checkpoint().or(checkpoint);
@@ -294,6 +299,7 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
         deferred.writes += committed.len();
         deferred.journaled.extend(journaled);
         deferred.checkpoint = checkpoint.or(deferred.checkpoint.take());
+        deferred.written.extend(written);
         for (reply, _, _) in committed {
             reply(Ok(()), None);
         }
@@ -304,8 +310,15 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
         earlier.journaled.append(&mut journaled);
         journaled = earlier.journaled;
         checkpoint = checkpoint.or(earlier.checkpoint);
+        written.extend(earlier.written);
     }
-    let (synced, filed) = sync(store, &db, committed.len(), journaled, checkpoint);
+    let durable = Durable {
+        writes: committed.len(),
+        journaled,
+        checkpoint,
+        written,
+    };
+    let (synced, filed) = sync(store, &db, durable);
     // Let go of the database before answering: a caller that closes the store next (a
     // shutdown, a reopen) finds the file's lock released.
     drop(db);
@@ -325,25 +338,35 @@ fn sync_deferred(store: &Store, deferred: Option<Unsynced>) {
         return;
     };
     // Nobody waits on the outcome: a failed sync takes the store offline (see `sync`).
-    let _ = sync(
-        store,
-        &db,
-        deferred.writes,
-        deferred.journaled,
-        deferred.checkpoint,
-    );
+    let durable = Durable {
+        writes: deferred.writes,
+        journaled: deferred.journaled,
+        checkpoint: deferred.checkpoint,
+        written: deferred.written,
+    };
+    let _ = sync(store, &db, durable);
 }
 
-/// Makes every write committed since the last sync durable, then writes the audit checkpoint
-/// they asked for and hands their events to the filing.
-fn sync(
-    store: &Store,
-    db: &Db,
+/// What one sync makes durable: the writes committed since the last, the events they
+/// journaled, the audit checkpoint they asked for and the tables they changed.
+struct Durable {
     writes: usize,
     journaled: Vec<Journaled>,
     checkpoint: Option<ChainHead>,
-) -> (Result<(), StoreError>, Option<Filed>) {
-    let synced = tracing::debug_span!("sync", writes).in_scope(|| db.sync());
+    written: BTreeSet<String>,
+}
+
+/// Makes every write committed since the last sync durable, then writes the audit checkpoint
+/// they asked for, hands their events to the filing and wakes what sleeps on the tables they
+/// changed.
+fn sync(store: &Store, db: &Db, durable: Durable) -> (Result<(), StoreError>, Option<Filed>) {
+    let Durable {
+        writes,
+        journaled,
+        checkpoint,
+        written,
+    } = durable;
+    let synced = tracing::debug_span!("sync", writes).in_scope(|| db.sync(&written));
     store
         .syncs
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -352,6 +375,7 @@ fn sync(
             if let Some(head) = checkpoint {
                 store.write_checkpoint(&head);
             }
+            store.committed(&written);
             store.journal_durable(journaled)
         }
         // Not known to be durable: the events stay journaled, and the filer stores what the
@@ -364,15 +388,19 @@ fn sync(
     (synced, filed)
 }
 
+/// A job committed, to be answered once synced.
+struct Ran {
+    reply: Reply,
+    journaled: Vec<Journaled>,
+    /// The tables it changed.
+    written: BTreeSet<String>,
+}
+
 /// Runs one job in its own transaction and commits it without syncing: its reply, to be
-/// answered once synced, and the events it journaled. A job that changed nothing is answered
+/// answered once synced, the events it journaled and the tables it changed. A job that changed nothing is answered
 /// here, its transaction aborted (`None`: nothing to sync). A job that failed, panicked or whose
 /// commit failed is answered here, its transaction left uncommitted, and its error returned.
-fn run_job(
-    store: &Store,
-    db: &Db,
-    job: Job,
-) -> Result<Option<(Reply, Vec<Journaled>)>, StoreError> {
+fn run_job(store: &Store, db: &Db, job: Job) -> Result<Option<Ran>, StoreError> {
     let tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -414,8 +442,13 @@ fn run_job(
             return Err(e);
         }
     }
+    let written = tx.written();
     match tx.commit() {
-        Ok(()) => Ok(Some((reply, journaled))),
+        Ok(()) => Ok(Some(Ran {
+            reply,
+            journaled,
+            written,
+        })),
         Err(e) => {
             reply(Err(e.clone()), None);
             Err(e)

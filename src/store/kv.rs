@@ -11,7 +11,8 @@ use redb::{
     Durability, Key, ReadableTable as _, ReadableTableMetadata as _, TableDefinition, Value,
 };
 use std::borrow::Borrow;
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
 use std::ops::RangeBounds;
 #[cfg(feature = "postgres")]
 use {redb::TableHandle as _, std::marker::PhantomData, std::ops::Bound, std::sync::Arc};
@@ -35,10 +36,10 @@ impl Db {
                 // Refused only with persistent savepoints, which this store never makes; the
                 // commit is then durable by itself.
                 let _ = tx.set_durability(Durability::None);
-                Ok(WriteTx(WriteInner::Redb(Box::new(tx))))
+                Ok(WriteTx::new(WriteInner::Redb(Box::new(tx))))
             }
             #[cfg(feature = "postgres")]
-            Db::Pg(pool) => pool.begin_write().map(|w| WriteTx(WriteInner::Pg(w))),
+            Db::Pg(pool) => pool.begin_write().map(|w| WriteTx::new(WriteInner::Pg(w))),
         }
     }
 
@@ -56,12 +57,16 @@ impl Db {
     }
 
     /// Makes every write committed since the last sync durable: on redb an empty transaction
-    /// committed durably (with quick repair), on PostgreSQL the group's `COMMIT`.
-    pub(super) fn sync(&self) -> Result<(), StoreError> {
+    /// committed durably (with quick repair), on PostgreSQL the group's `COMMIT`, announced to
+    /// the other processes with the tables its writes changed (`written`).
+    pub(super) fn sync(&self, written: &BTreeSet<String>) -> Result<(), StoreError> {
         match self {
-            Db::Redb(db) => sync_redb(db),
+            Db::Redb(db) => {
+                let _ = written;
+                sync_redb(db)
+            }
             #[cfg(feature = "postgres")]
-            Db::Pg(pool) => pool.end_group(true),
+            Db::Pg(pool) => pool.end_group(Some(written)),
         }
     }
 
@@ -80,13 +85,14 @@ impl Db {
         match self {
             Db::Redb(_) => Ok(()),
             #[cfg(feature = "postgres")]
-            Db::Pg(pool) => pool.end_group(false),
+            Db::Pg(pool) => pool.end_group(None),
         }
     }
 }
 
-/// A write transaction: what one queued write runs in (see `committer`).
-pub struct WriteTx(WriteInner);
+/// A write transaction: what one queued write runs in (see `committer`), with the names of
+/// the tables it changed, from which what follows its commit is derived (`Store::committed`).
+pub struct WriteTx(WriteInner, RefCell<BTreeSet<String>>);
 
 enum WriteInner {
     /// Boxed: redb's transaction is large, and a write moves it once.
@@ -104,8 +110,18 @@ enum ReadInner {
     Pg(pg::Read),
 }
 
-/// A table opened for writing in a `WriteTx`.
-pub struct Table<'t, K: Key + 'static, V: Value + 'static>(TableInner<'t, K, V>);
+/// A table opened for writing in a `WriteTx`, which its first change names to the transaction.
+pub struct Table<'t, K: Key + 'static, V: Value + 'static>(
+    TableInner<'t, K, V>,
+    Changing<'t, K, V>,
+);
+
+/// Where a table's first change is written down: its transaction's set of changed tables.
+struct Changing<'t, K: Key + 'static, V: Value + 'static> {
+    def: TableDefinition<'t, K, V>,
+    written: &'t RefCell<BTreeSet<String>>,
+    told: bool,
+}
 
 enum TableInner<'t, K: Key + 'static, V: Value + 'static> {
     Redb(redb::Table<'t, K, V>),
@@ -146,9 +162,18 @@ enum RangeInner<'a, K: Key + 'static, V: Value + 'static> {
 pub type Row<'a, K, V> = (Guard<'a, K>, Guard<'a, V>);
 
 impl WriteTx {
+    fn new(inner: WriteInner) -> Self {
+        Self(inner, RefCell::default())
+    }
+
     /// A redb transaction as a kernel one (the migrations', which run before the writer does).
     pub(super) fn from_redb(tx: redb::WriteTransaction) -> Self {
-        Self(WriteInner::Redb(Box::new(tx)))
+        Self::new(WriteInner::Redb(Box::new(tx)))
+    }
+
+    /// The names of the tables this transaction changed.
+    pub(super) fn written(&self) -> BTreeSet<String> {
+        self.1.borrow().clone()
     }
 
     /// Commits this write: on redb a commit the group's sync makes durable, on PostgreSQL the
@@ -193,17 +218,25 @@ impl WriteTx {
         }
     }
 
-    pub fn open_table<K: Key + 'static, V: Value + 'static>(
-        &self,
-        def: TableDefinition<K, V>,
-    ) -> Result<Table<'_, K, V>, StoreError> {
+    pub fn open_table<'t, K: Key + 'static, V: Value + 'static>(
+        &'t self,
+        def: TableDefinition<'t, K, V>,
+    ) -> Result<Table<'t, K, V>, StoreError> {
+        let changing = Changing {
+            def,
+            written: &self.1,
+            told: false,
+        };
         match &self.0 {
             WriteInner::Redb(tx) => tx
                 .open_table(def)
-                .map(|t| Table(TableInner::Redb(t)))
+                .map(|t| Table(TableInner::Redb(t), changing))
                 .map_err(StoreError::from_redb),
             #[cfg(feature = "postgres")]
-            WriteInner::Pg(w) => Ok(Table(TableInner::Pg(w.table(def.name()), PhantomData))),
+            WriteInner::Pg(w) => Ok(Table(
+                TableInner::Pg(w.table(def.name()), PhantomData),
+                changing,
+            )),
         }
     }
 }
@@ -499,6 +532,19 @@ macro_rules! readable {
 readable!(Table, TableInner, 't; _);
 readable!(ReadOnlyTable, ReadOnlyInner;);
 
+impl<K: Key + 'static, V: Value + 'static> Changing<'_, K, V> {
+    /// Names the table to its transaction, once: it is about to change.
+    fn tell(&mut self) {
+        use redb::TableHandle as _;
+        if !self.told {
+            self.told = true;
+            self.written
+                .borrow_mut()
+                .insert(self.def.name().to_string());
+        }
+    }
+}
+
 impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     /// Stores `value` under `key`. On PostgreSQL the row goes out without waiting for its
     /// answer, which the write reads as it commits: use `replace` to learn what was there.
@@ -507,6 +553,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<(), StoreError> {
+        self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t
                 .insert(key, value)
@@ -526,6 +573,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
+        self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t
                 .insert(key, value)
@@ -544,6 +592,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     /// Removes `key` (on PostgreSQL without waiting, as `insert`): use `take` to learn what
     /// it held.
     pub fn remove<'a>(&mut self, key: impl Borrow<K::SelfType<'a>>) -> Result<(), StoreError> {
+        self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t.remove(key).map(drop).map_err(StoreError::from_redb),
             #[cfg(feature = "postgres")]
@@ -556,6 +605,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         &mut self,
         key: impl Borrow<K::SelfType<'a>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
+        self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t
                 .remove(key)
@@ -583,6 +633,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     where
         KR: Borrow<K::SelfType<'a>> + 'a,
     {
+        self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t.retain_in(range, keep).map_err(StoreError::from_redb),
             #[cfg(feature = "postgres")]

@@ -116,20 +116,13 @@ pub struct Store {
     recovery: Arc<Notify>,
     /// Set by an audit append that crossed a checkpoint boundary; written after the commit.
     pending_checkpoint: Mutex<Option<audit::ChainHead>>,
-    /// Bumped after every commit that changed objects, configuration documents or tenants, so
-    /// in-memory catalogs know when to rebuild.
+    /// Bumped after every durable commit that changed the catalog's tables (`Change::Catalog`),
+    /// this process's or another's, so in-memory catalogs know when to rebuild.
     catalog_generation: AtomicU64,
-    /// Notified after every committed catalog write (the check scheduler's waker).
-    catalog_watchers: Mutex<Vec<Arc<Notify>>>,
-    /// Notified when another process commits a change of their kind.
-    others_watchers: Mutex<Vec<(Change, Arc<Notify>)>>,
+    /// Notified once a commit of a change of their kind is durable (`watch_commits`).
+    commit_watchers: Mutex<Vec<(Change, Arc<Notify>)>>,
     /// The writer thread's queue: every write goes through it.
     committer: committer::Committer,
-    /// Notified after writes that may have armed an escalation step (the escalator's waker).
-    escalations: Arc<Notify>,
-    /// Notified after writes that may bring an alert timer forward: a snooze, a pending or
-    /// suppressed alert, a heartbeat rule's beat, a silence or downtime (the alert timers' waker).
-    alert_timers: Arc<Notify>,
     /// Durable syncs of the main database since it opened (a group commit's one each).
     syncs: AtomicU64,
     /// On PostgreSQL, the lease generation while this process leads (0: it does not).
@@ -211,8 +204,9 @@ pub fn copy_to_postgres(
     let from = file.begin_read()?;
     let to = postgres.begin_write()?;
     let copied = tables::copy_all(&from, &to)?;
+    let written = to.written();
     to.commit()?;
-    postgres.sync()?;
+    postgres.sync(&written)?;
     let events = events::pg::copy_month_files(data_dir, &target)?;
     let series = metrics::pg::copy_file(data_dir, &target)?;
     Ok((copied, events, series))
@@ -259,11 +253,8 @@ impl Store {
             recovery: Arc::new(Notify::new()),
             pending_checkpoint: Mutex::new(None),
             catalog_generation: AtomicU64::new(1),
-            catalog_watchers: Mutex::default(),
-            others_watchers: Mutex::default(),
+            commit_watchers: Mutex::default(),
             committer,
-            escalations: Arc::new(Notify::new()),
-            alert_timers: Arc::new(Notify::new()),
             syncs: AtomicU64::new(0),
             #[cfg(feature = "postgres")]
             lead: AtomicI64::new(0),
@@ -466,65 +457,9 @@ impl Store {
         out
     }
 
-    /// A write that changes the catalog (objects, configuration documents, tenants): the
-    /// catalogs rebuild and its watchers (the check scheduler, the listeners) look again.
-    pub async fn transact_catalog<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
-        let out = self.write_in_turn(committer::Turn::InOrder, f).await;
-        if out.is_ok() {
-            self.catalog_changed();
-        }
-        out
-    }
-
-    /// The catalog changed (here or in another process): in-memory catalogs rebuild, and its
-    /// watchers look again.
-    fn catalog_changed(&self) {
-        self.catalog_generation.fetch_add(1, Ordering::SeqCst);
-        for watcher in self
-            .catalog_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            watcher.notify_one();
-        }
-    }
-
     /// Durable syncs of the main database since it opened: what an idle box should not make.
     pub fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
-    }
-
-    /// Notified after every write that may bring an alert timer forward.
-    pub fn alert_timers_waker(&self) -> Arc<Notify> {
-        self.alert_timers.clone()
-    }
-
-    /// After a write that changed alerts: the escalator and the alert timers look again.
-    pub fn alerts_changed(&self) {
-        self.escalations.notify_one();
-        self.alert_timers.notify_one();
-    }
-
-    /// After a write that changed silences or downtimes: the alert timers look again.
-    pub fn suppressions_changed(&self) {
-        self.alert_timers.notify_one();
-    }
-
-    /// Notified after every write that may have armed an escalation step.
-    pub fn escalation_waker(&self) -> Arc<Notify> {
-        self.escalations.clone()
-    }
-
-    /// Has `watcher` notified after every committed catalog write.
-    pub fn watch_catalog(&self, watcher: Arc<Notify>) {
-        self.catalog_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(watcher);
     }
 
     /// Has `watcher` notified (one permit, kept until it waits) once events journaled after

@@ -1,20 +1,21 @@
-//! Several processes on one database (PostgreSQL, `docs/storage.md`): every process serves the
-//! API and writes (its groups take turns, `kv::pg`); one leads, and its consumers run. What a
-//! process keeps in memory about stored rows follows the others' commits: each commit is
-//! announced with the tables it changed, and on that notice this process wakes what sleeps on
-//! those tables and drops what it cached from them. On redb one process opens the file: it
-//! leads at once and hears no one.
+//! What follows a commit, derived from the tables it changed: this process's own commits (the
+//! committer names the tables a durable group wrote, `Store::committed`) and, with several
+//! processes on one database (PostgreSQL, `docs/storage.md`), the others'. Every process serves
+//! the API and writes (its groups take turns, `kv::pg`); one leads, and its consumers run. Each
+//! commit is announced with the tables it changed, and on that notice this process wakes what
+//! sleeps on those tables and drops what it cached from them. On redb one process opens the
+//! file: it leads at once and hears no one. No domain wakes anything by hand after a write.
 
 #[cfg(feature = "postgres")]
-use super::kv::pg::Notice;
+use super::Backing;
 #[cfg(feature = "postgres")]
-use super::{Backing, tables};
-use super::{Store, StoreError};
+use super::kv::pg::Notice;
+use super::{Store, StoreError, tables};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::Notify;
 
-/// What another process's commit changed, for whoever sleeps on it or caches it.
+/// What a commit changed, for whoever sleeps on it or caches it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Tenants, objects, configuration documents, schedule overrides, settings.
@@ -34,7 +35,6 @@ pub enum Change {
 }
 
 /// The change a write to table `name` is.
-#[cfg(feature = "postgres")]
 fn change_of(name: &str) -> Option<Change> {
     use redb::TableHandle as _;
     let kinds = [
@@ -62,13 +62,38 @@ fn change_of(name: &str) -> Option<Change> {
 }
 
 impl Store {
-    /// Has `waker` notified when another process commits a change of `change` (a sweep whose
-    /// next due time it may bring forward).
-    pub fn watch_others(&self, change: Change, waker: Arc<Notify>) {
-        self.others_watchers
+    /// Has `waker` notified once a commit of a change of `change` is durable, this process's or
+    /// another's (a sweep whose next due time it may bring forward, a catalog to rebuild).
+    pub fn watch_commits(&self, change: Change, waker: Arc<Notify>) {
+        self.commit_watchers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((change, waker));
+    }
+
+    /// This process's group that changed the tables named `written` is durable: what sleeps on
+    /// them is woken (the journal's watchers are told by the filing, `journal_durable`).
+    pub(super) fn committed(&self, written: &std::collections::BTreeSet<String>) {
+        let changed: Vec<Change> = written.iter().filter_map(|t| change_of(t)).collect();
+        self.wake_on(|c| changed.contains(&c));
+    }
+
+    /// Wakes the watchers of the changes `touches` accepts; a catalog change moves the
+    /// catalog's generation first, so what the watchers read is the new catalog.
+    fn wake_on(&self, touches: impl Fn(Change) -> bool) {
+        if touches(Change::Catalog) {
+            self.catalog_generation.fetch_add(1, Ordering::SeqCst);
+        }
+        for (change, waker) in self
+            .commit_watchers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            if touches(*change) {
+                waker.notify_one();
+            }
+        }
     }
 
     /// Moves on when another process changes tokens, users or sessions: a credential verified
@@ -88,31 +113,13 @@ impl Store {
     /// were lost).
     fn others_committed(&self, changed: Option<&[Change]>) {
         let touches = |c: Change| changed.is_none_or(|list| list.contains(&c));
-        if touches(Change::Catalog) {
-            self.catalog_changed();
-        }
         if touches(Change::Credentials) {
             self.credentials_generation.fetch_add(1, Ordering::SeqCst);
         }
         if touches(Change::Journal) {
             self.notify_journal_watchers();
         }
-        if touches(Change::AlertTimers) {
-            self.alert_timers.notify_one();
-        }
-        if touches(Change::Escalations) {
-            self.escalations.notify_one();
-        }
-        for (change, waker) in self
-            .others_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            if touches(*change) {
-                waker.notify_one();
-            }
-        }
+        self.wake_on(touches);
     }
 
     /// Follows the other processes' commits for as long as this store lives (a thread of its
@@ -234,5 +241,77 @@ fn hold_lease(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::clock::SystemClock;
+    use std::time::Duration;
+
+    /// Whether `waker` has been notified (its permit taken).
+    async fn woken(waker: &Notify) -> bool {
+        tokio::time::timeout(Duration::from_millis(50), waker.notified())
+            .await
+            .is_ok()
+    }
+
+    /// What follows a commit is derived from the tables it changed, through any transaction:
+    /// a settings row written with plain `transact` moves the catalog's generation and wakes
+    /// the catalog's watchers, not the courier's; a delivery row wakes the courier; a write
+    /// that only read, or changed nothing, wakes no one.
+    #[tokio::test]
+    async fn a_commit_wakes_what_sleeps_on_the_tables_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let (catalog, courier) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        store.watch_commits(Change::Catalog, catalog.clone());
+        store.watch_commits(Change::Deliveries, courier.clone());
+        let before = store.catalog_generation();
+
+        store
+            .transact(|tx| {
+                tx.unrecorded("a test row");
+                tx.open_table(tables::SETTINGS)?
+                    .insert(b"tenant/key".as_slice(), b"value".as_slice())?;
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        assert!(store.catalog_generation() > before);
+        assert!(woken(&catalog).await, "the catalog's watcher");
+        assert!(!woken(&courier).await, "the courier");
+
+        store
+            .transact(|tx| {
+                tx.unrecorded("a test row");
+                tx.open_table(tables::DELIVERIES_DUE)?
+                    .insert(b"due".as_slice(), ())?;
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        assert!(woken(&courier).await, "the courier");
+        assert!(!woken(&catalog).await, "the catalog's watcher");
+
+        let generation = store.catalog_generation();
+        store
+            .transact(|tx| {
+                tx.open_table(tables::SETTINGS)?;
+                Ok(((), false))
+            })
+            .await
+            .unwrap();
+        store
+            .transact(|tx| {
+                tx.unrecorded("a read only");
+                tx.open_table(tables::SETTINGS)?;
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        assert_eq!(store.catalog_generation(), generation);
+        assert!(!woken(&catalog).await && !woken(&courier).await);
     }
 }

@@ -417,9 +417,10 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         };
         let audit = audit(&name);
         store
-            .transact_catalog(move |tx| {
+            .transact(move |tx| {
                 tx.insert_config_doc(&doc)?;
-                tx.record([audit], Vec::new())
+                tx.record([audit], Vec::new())?;
+                Ok(((), true))
             })
             .await
             .unwrap();
@@ -428,14 +429,15 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         .to_string();
     let audit = audit("old-0");
     store
-        .transact_catalog(move |tx| {
+        .transact(move |tx| {
             let old = tx.config_doc(tenant, "templates", "old-0")?.unwrap();
             tx.put_config_doc(&ConfigDoc {
                 body: head,
                 version: old.version + 1,
                 ..old
             })?;
-            tx.record([audit], Vec::new())
+            tx.record([audit], Vec::new())?;
+            Ok(((), true))
         })
         .await
         .unwrap();

@@ -106,8 +106,6 @@ pub(in crate::store) struct Conn {
     /// when the write commits (`flush`), so a write costs a round trip per read it makes, not
     /// per row it changes.
     sent: Vec<Sent>,
-    /// The tables a group's writes changed (names as the store's), for its commit's notice.
-    written: std::collections::BTreeSet<String>,
     /// Rows of the open transaction already read or written (see `Known`).
     known: Known,
 }
@@ -438,24 +436,31 @@ impl Pool {
         })
     }
 
-    /// Ends the group: `COMMIT` when `keep`, announcing it with the tables it changed, else
-    /// `ROLLBACK`. Nothing to do outside a group.
-    pub(super) fn end_group(&self, keep: bool) -> Result<(), StoreError> {
+    /// Ends the group: `COMMIT` when it keeps what it wrote, announcing it with the tables its
+    /// committed writes changed (`written`), else (`None`) `ROLLBACK`. Nothing to do outside a
+    /// group.
+    pub(super) fn end_group(
+        &self,
+        written: Option<&std::collections::BTreeSet<String>>,
+    ) -> Result<(), StoreError> {
         let mut group = self.group.lock().unwrap_or_else(|e| e.into_inner());
         if !group.open {
             return Ok(());
         }
         group.open = false;
         let mut conn = lock(&self.writer);
-        let written = std::mem::take(&mut conn.written);
         conn.known.forget();
         // Every write of the group read its answers as it committed or forgot them as it
         // rolled back; what is left is a write's that ended neither way.
         let answered = conn.flush();
-        let ended = if keep {
+        let ended = if let Some(written) = written {
             // Table names are the store's constants and the process a hex string: nothing
             // to quote. PostgreSQL delivers the notice when (and only if) the group commits.
-            let tables = written.into_iter().collect::<Vec<_>>().join(",");
+            let tables = written
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(",");
             conn.batch(&format!(
                 "SELECT pg_notify('{COMMITS_CHANNEL}', '{} {tables}'); COMMIT",
                 self.process
@@ -463,7 +468,7 @@ impl Pool {
         } else {
             conn.batch("ROLLBACK")
         };
-        if keep && answered.is_ok() && ended.is_ok() {
+        if written.is_some() && answered.is_ok() && ended.is_ok() {
             group.committed = Some(group.counting);
         }
         answered.and(ended)
@@ -749,7 +754,6 @@ fn connect_with(
         client: Arc::new(client),
         statements: HashMap::new(),
         sent: Vec::new(),
-        written: Default::default(),
         known: Known::default(),
     })
 }
@@ -1058,15 +1062,6 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         }
     }
 
-    /// The connection for a change to this table, which its group's commit announces.
-    fn changing(&self) -> MutexGuard<'_, Conn> {
-        let mut conn = lock(&self.conn);
-        if !conn.written.contains(&self.name) {
-            conn.written.insert(self.name.clone());
-        }
-        conn
-    }
-
     /// A key's bytes as stored here.
     pub fn ordered<'a>(&self, key: &K::SelfType<'a>) -> Vec<u8> {
         self.key.ordered(K::as_bytes(key).as_ref())
@@ -1147,7 +1142,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
             self.sql_table
         );
-        let mut conn = self.changing();
+        let mut conn = lock(&self.conn);
         conn.known
             .learn(&self.name, key.clone(), Some(value.to_vec()));
         conn.send(&sql, vec![key, value.to_vec()])
@@ -1156,7 +1151,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// Removes `key`, sent ahead of its answer.
     pub fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
-        let mut conn = self.changing();
+        let mut conn = lock(&self.conn);
         conn.known.learn(&self.name, key.clone(), None);
         conn.send(&sql, vec![key])
     }
@@ -1169,7 +1164,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
              up AS (INSERT INTO {t} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v) \
              SELECT v FROM old"
         );
-        let mut conn = self.changing();
+        let mut conn = lock(&self.conn);
         let rows = conn.query(&sql, &[&key, &value])?;
         conn.known.learn(&self.name, key, Some(value.to_vec()));
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
@@ -1178,7 +1173,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// Removes `key`; the value it held.
     pub fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
-        let mut conn = self.changing();
+        let mut conn = lock(&self.conn);
         let rows = conn.query(&sql, &[&key])?;
         conn.known.learn(&self.name, key, None);
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
@@ -1221,7 +1216,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             }
         }
         let sql = format!("DELETE FROM {} WHERE k = ANY($1)", self.sql_table);
-        let mut conn = self.changing();
+        let mut conn = lock(&self.conn);
         conn.known.forget_table(&self.name);
         for chunk in doomed.chunks(1024) {
             conn.execute(&sql, &[&chunk])?;
