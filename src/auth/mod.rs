@@ -4,6 +4,7 @@
 mod account;
 pub mod crypto;
 pub mod directory;
+pub mod jws;
 pub mod oidc;
 pub mod permissions;
 mod principal;

@@ -1,6 +1,7 @@
 //! OpenID Connect sign-in (SPEC 5.10): the Authorization Code flow with PKCE S256 against the
-//! configured issuer, through the `openidconnect` crate on svc's own HTTP client (rustls, no
-//! redirects followed, a deadline on every request, answers capped at 1 MiB).
+//! configured issuer, on svc's own HTTP client (rustls, no redirects followed, a deadline on
+//! every request, answers capped at 1 MiB), with the id_token verified by `jws` (on `ring`):
+//! OpenID Connect Core 1.0, 3.1.3.7, for a confidential or public client.
 //!
 //! The flow keeps no server-side state: `start` hands the browser a random `state` and PKCE
 //! verifier for two short-lived cookies; the nonce the provider must echo in the id_token is
@@ -8,27 +9,18 @@
 //! authorization URL next to the challenge. The provider's discovery document and keys are
 //! cached for five minutes; a token signed with a key the cache lacks fetches them again once.
 
-use super::crypto::constant_time_eq;
+use super::crypto::{constant_time_eq, random_bytes};
+use super::jws::{Compact, JwkSet, JwsError};
 use super::sso::ExternalAccount;
 use crate::config::OidcConfig;
-use crate::model::Timestamp;
+use crate::model::{Timestamp, base64};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::outbound::error_text;
-use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreGenderClaim, CoreJweContentEncryptionAlgorithm,
-    CoreJwsSigningAlgorithm, CoreProviderMetadata,
-};
-use openidconnect::{
-    AdditionalClaims, AsyncHttpClient, AuthorizationCode, ClientId, ClientSecret, CsrfToken,
-    EndpointMaybeSet, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse, IdToken, IssuerUrl,
-    Nonce, OAuth2TokenResponse, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope,
-    TokenResponse, UserInfoClaims,
-};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use std::future::Future;
-use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The cookies that carry a sign-in from `/auth/oidc` to `/auth/callback` (SPEC 5.10).
@@ -42,33 +34,8 @@ const MINIMUM_SCOPES: &[&str] = &["openid", "profile", "email"];
 const DISCOVERY_TTL: Duration = Duration::from_secs(300);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_ANSWER: usize = 1 << 20;
-
-/// Claims beyond the standard ones (the groups claim among them), as the provider sent them.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-struct OtherClaims {
-    #[serde(flatten)]
-    claims: Map<String, Value>,
-}
-
-impl AdditionalClaims for OtherClaims {}
-
-/// A client made from the provider's discovery document: its authorization endpoint is
-/// known, its token and userinfo endpoints may be.
-type DiscoveredClient = CoreClient<
-    EndpointSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointNotSet,
-    EndpointMaybeSet,
-    EndpointMaybeSet,
->;
-
-type ProviderIdToken = IdToken<
-    OtherClaims,
-    CoreGenderClaim,
-    CoreJweContentEncryptionAlgorithm,
-    CoreJwsSigningAlgorithm,
->;
+/// How far the provider's clock may be ahead of or behind ours for `exp` and `iat`.
+const CLOCK_SKEW: Duration = Duration::from_secs(60);
 
 /// A sign-in to send the browser on: the provider's authorization URL and the two cookies'
 /// values.
@@ -96,51 +63,52 @@ pub enum OidcError {
     NoEmail,
 }
 
-/// svc's HTTP client as the crate's: the request goes out as built, no redirect is followed.
-struct Http(reqwest::Client);
+/// The provider's discovery document (OpenID Connect Discovery 1.0, 3), as far as it is used.
+#[derive(Clone, Debug, Deserialize)]
+struct Metadata {
+    issuer: String,
+    authorization_endpoint: String,
+    #[serde(default)]
+    token_endpoint: Option<String>,
+    #[serde(default)]
+    userinfo_endpoint: Option<String>,
+    jwks_uri: String,
+    #[serde(default)]
+    token_endpoint_auth_methods_supported: Option<Vec<String>>,
+}
 
-impl<'c> AsyncHttpClient<'c> for Http {
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, std::io::Error>> + Send + 'c>>;
+/// The provider as discovered: its metadata and its keys.
+struct Discovered {
+    meta: Metadata,
+    keys: JwkSet,
+}
 
-    fn call(&'c self, request: HttpRequest) -> Self::Future {
-        Box::pin(async move {
-            let request = reqwest::Request::try_from(request).map_err(std::io::Error::other)?;
-            let mut answer = self
-                .0
-                .execute(request)
-                .await
-                .map_err(std::io::Error::other)?;
-            let mut body = Vec::new();
-            while let Some(chunk) = answer.chunk().await.map_err(std::io::Error::other)? {
-                if body.len() + chunk.len() > MAX_ANSWER {
-                    return Err(std::io::Error::other("the answer is larger than 1 MiB"));
-                }
-                body.extend_from_slice(&chunk);
-            }
-            let mut out = openidconnect::http::Response::new(body);
-            *out.status_mut() = answer.status();
-            *out.headers_mut() = std::mem::take(answer.headers_mut());
-            Ok(out)
-        })
-    }
+/// The token endpoint's answer (RFC 6749, 5.1), or its error (5.2).
+#[derive(Deserialize)]
+struct TokenAnswer {
+    #[serde(default)]
+    access_token: Option<String>,
+    #[serde(default)]
+    id_token: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
 }
 
 /// The relying party of one configured provider.
 pub struct Oidc {
-    issuer: IssuerUrl,
-    client_id: ClientId,
-    client_secret: Option<ClientSecret>,
-    redirect: RedirectUrl,
+    issuer: String,
+    client_id: String,
+    client_secret: Option<String>,
+    redirect: String,
     scopes: Vec<String>,
     groups_claim: String,
     /// The group whose members are also `admin` (`oidc.adminGroup`).
     pub admin_group: Option<String>,
     /// The issuer's host, for the sign-in page's button.
     pub provider_name: String,
-    http: Http,
+    http: reqwest::Client,
     clock: SharedClock,
-    discovered: tokio::sync::Mutex<Option<(Timestamp, CoreProviderMetadata)>>,
+    discovered: tokio::sync::Mutex<Option<(Timestamp, Arc<Discovered>)>>,
 }
 
 /// The nonce of a flow: derived from its PKCE verifier, which only this browser's cookie holds.
@@ -148,7 +116,19 @@ fn nonce_of(verifier: &str) -> String {
     let mut h = Sha256::new();
     h.update(b"svc oidc nonce\0");
     h.update(verifier.as_bytes());
-    crate::model::base64::encode_url(&h.finalize())
+    base64::encode_url(&h.finalize())
+}
+
+/// The PKCE S256 challenge of a verifier (RFC 7636, 4.2).
+fn challenge_of(verifier: &str) -> String {
+    base64::encode_url(&Sha256::digest(verifier.as_bytes()))
+}
+
+/// `N` random bytes, base64url: a state or a PKCE verifier (43 characters for 32 bytes).
+fn random_text<const N: usize>() -> Result<String, OidcError> {
+    random_bytes::<N>()
+        .map(|b| base64::encode_url(&b))
+        .ok_or_else(|| OidcError::Unreachable("no randomness from the system".into()))
 }
 
 /// The groups in a claim: a list of strings, or one string.
@@ -163,6 +143,60 @@ fn groups_in(value: Option<&Value>) -> Vec<String> {
     }
 }
 
+/// A text claim.
+fn text<'a>(claims: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+    claims.get(name).and_then(Value::as_str)
+}
+
+/// The id_token's claims checked as OpenID Connect Core 1.0, 3.1.3.7 says (its signature is
+/// checked before): issuer, audience (and `azp` when there are several), expiry, issue time,
+/// nonce. `now` in seconds since the epoch.
+fn check_claims(
+    claims: &Map<String, Value>,
+    issuer: &str,
+    client_id: &str,
+    nonce: &str,
+    now: i64,
+) -> Result<(), String> {
+    let iss = text(claims, "iss").unwrap_or_default();
+    if iss != issuer {
+        return Err(format!("the id_token's issuer {iss:?} is not {issuer:?}"));
+    }
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(a)) => vec![a.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !audiences.contains(&client_id) {
+        return Err("the id_token's audience does not include this client".into());
+    }
+    if audiences.len() > 1 && text(claims, "azp") != Some(client_id) {
+        return Err(
+            "the id_token has several audiences and is not authorized for this client (azp)".into(),
+        );
+    }
+    let skew = CLOCK_SKEW.as_secs() as i64;
+    let seconds = |name: &str| claims.get(name).and_then(Value::as_i64);
+    match seconds("exp") {
+        Some(exp) if exp + skew > now => {}
+        Some(_) => return Err("the id_token expired".into()),
+        None => return Err("the id_token has no expiry (exp)".into()),
+    }
+    match seconds("iat") {
+        Some(iat) if iat - skew <= now => {}
+        Some(_) => return Err("the id_token was issued in the future (iat)".into()),
+        None => return Err("the id_token has no issue time (iat)".into()),
+    }
+    let given = text(claims, "nonce").unwrap_or_default();
+    if !constant_time_eq(given.as_bytes(), nonce.as_bytes()) {
+        return Err("the id_token's nonce is not this sign-in's".into());
+    }
+    if text(claims, "sub").is_none_or(str::is_empty) {
+        return Err("the id_token names no subject (sub)".into());
+    }
+    Ok(())
+}
+
 impl Oidc {
     /// The relying party for `config`, or `None` when OIDC is off (no issuer). `base_url` is the
     /// configuration's `baseUrl`; the redirect URL is it with `/auth/callback`.
@@ -174,13 +208,14 @@ impl Oidc {
         if config.issuer.is_empty() {
             return Ok(None);
         }
-        let issuer =
-            IssuerUrl::new(config.issuer.clone()).map_err(|e| format!("oidc.issuer: {e}"))?;
-        let redirect =
-            RedirectUrl::new(format!("{}/auth/callback", base_url.trim_end_matches('/')))
-                .map_err(|e| format!("baseUrl: {e}"))?;
-        let provider_name = issuer
-            .url()
+        let issuer_url =
+            url::Url::parse(&config.issuer).map_err(|e| format!("oidc.issuer: {e}"))?;
+        if !matches!(issuer_url.scheme(), "http" | "https") {
+            return Err("oidc.issuer: an http or https URL".into());
+        }
+        let redirect = format!("{}/auth/callback", base_url.trim_end_matches('/'));
+        url::Url::parse(&redirect).map_err(|e| format!("baseUrl: {e}"))?;
+        let provider_name = issuer_url
             .host_str()
             .unwrap_or("the identity provider")
             .to_string();
@@ -193,10 +228,10 @@ impl Oidc {
             .build()
             .map_err(|e| format!("oidc: no HTTP client: {e}"))?;
         Ok(Some(Self {
-            issuer,
-            client_id: ClientId::new(config.client_id.clone()),
+            issuer: config.issuer.clone(),
+            client_id: config.client_id.clone(),
             client_secret: (!config.client_secret.is_empty())
-                .then(|| ClientSecret::new(config.client_secret.0.clone())),
+                .then(|| config.client_secret.0.clone()),
             redirect,
             scopes,
             groups_claim: config
@@ -206,55 +241,196 @@ impl Oidc {
                 .unwrap_or_else(|| "groups".into()),
             admin_group: config.admin_group.clone().filter(|g| !g.is_empty()),
             provider_name,
-            http: Http(http),
+            http,
             clock,
             discovered: tokio::sync::Mutex::new(None),
         }))
     }
 
+    /// A JSON answer of the provider, read to at most 1 MiB; a status other than 2xx is the
+    /// error `refused` makes of the body.
+    async fn answer<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+        refused: impl FnOnce(&[u8]) -> Option<OidcError>,
+    ) -> Result<T, OidcError> {
+        let mut res = request
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|e| OidcError::Unreachable(format!("{what}: {}", error_text(&e))))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = res
+            .chunk()
+            .await
+            .map_err(|e| OidcError::Unreachable(format!("{what}: {}", error_text(&e))))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER {
+                return Err(OidcError::Rejected(format!("{what}: larger than 1 MiB")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let status = res.status();
+        if !status.is_success() {
+            return Err(refused(&body).unwrap_or_else(|| {
+                OidcError::Unreachable(format!("{what}: HTTP {}", status.as_u16()))
+            }));
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| OidcError::Rejected(format!("{what}: not the JSON expected: {e}")))
+    }
+
     /// The provider's metadata and keys: cached, or fetched when stale or when `refresh`.
-    async fn metadata(&self, refresh: bool) -> Result<CoreProviderMetadata, OidcError> {
+    async fn discovered(&self, refresh: bool) -> Result<Arc<Discovered>, OidcError> {
         let mut cached = self.discovered.lock().await;
         let now = self.clock.now();
-        if let Some((at, meta)) = cached.as_ref()
+        if let Some((at, found)) = cached.as_ref()
             && !refresh
             && now.since(*at) < DISCOVERY_TTL
         {
-            return Ok(meta.clone());
+            return Ok(found.clone());
         }
-        let meta = CoreProviderMetadata::discover_async(self.issuer.clone(), &self.http)
-            .await
-            .map_err(|e| OidcError::Unreachable(error_text(&e)))?;
-        *cached = Some((now, meta.clone()));
-        Ok(meta)
-    }
-
-    fn client(&self, meta: CoreProviderMetadata) -> DiscoveredClient {
-        CoreClient::from_provider_metadata(meta, self.client_id.clone(), self.client_secret.clone())
-            .set_redirect_uri(self.redirect.clone())
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            self.issuer.trim_end_matches('/')
+        );
+        let meta: Metadata = self
+            .answer(self.http.get(&url), "discovery", |_| None)
+            .await?;
+        // Discovery 1.0, 4.3: the document is the issuer's own.
+        if meta.issuer != self.issuer {
+            return Err(OidcError::Rejected(format!(
+                "the discovery document's issuer {:?} is not {:?}",
+                meta.issuer, self.issuer
+            )));
+        }
+        let keys: JwkSet = self
+            .answer(self.http.get(&meta.jwks_uri), "the provider's keys", |_| {
+                None
+            })
+            .await?;
+        let found = Arc::new(Discovered { meta, keys });
+        *cached = Some((now, found.clone()));
+        Ok(found)
     }
 
     /// Starts a sign-in: where to send the browser, and what its cookies keep.
     pub async fn start(&self) -> Result<Start, OidcError> {
-        let client = self.client(self.metadata(false).await?);
-        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let nonce = nonce_of(verifier.secret());
-        let mut request = client
-            .authorize_url(
-                CoreAuthenticationFlow::AuthorizationCode,
-                CsrfToken::new_random,
-                move || Nonce::new(nonce),
+        let found = self.discovered(false).await?;
+        let state = random_text::<16>()?;
+        let verifier = random_text::<32>()?;
+        let mut url = url::Url::parse(&found.meta.authorization_endpoint).map_err(|e| {
+            OidcError::Rejected(format!("the authorization endpoint is not a URL: {e}"))
+        })?;
+        let scope = std::iter::once("openid")
+            .chain(
+                self.scopes
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|s| *s != "openid"),
             )
-            .set_pkce_challenge(challenge);
-        for scope in self.scopes.iter().filter(|s| s.as_str() != "openid") {
-            request = request.add_scope(Scope::new(scope.clone()));
-        }
-        let (url, state, _) = request.url();
+            .collect::<Vec<_>>()
+            .join(" ");
+        url.query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &self.client_id)
+            .append_pair("state", &state)
+            .append_pair("code_challenge", &challenge_of(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("redirect_uri", &self.redirect)
+            .append_pair("scope", &scope)
+            .append_pair("nonce", &nonce_of(&verifier));
         Ok(Start {
             url: url.to_string(),
-            state: state.secret().clone(),
-            verifier: verifier.secret().clone(),
+            state,
+            verifier,
         })
+    }
+
+    /// The code exchanged at the token endpoint with the PKCE verifier, the client
+    /// authenticated as the provider supports (`client_secret_basic` unless it only names
+    /// `client_secret_post`; a public client sends its id).
+    async fn exchange(
+        &self,
+        meta: &Metadata,
+        code: &str,
+        verifier: &str,
+    ) -> Result<TokenAnswer, OidcError> {
+        let endpoint = meta
+            .token_endpoint
+            .as_deref()
+            .ok_or_else(|| OidcError::Rejected("the provider names no token endpoint".into()))?;
+        let mut form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self.redirect.as_str()),
+            ("code_verifier", verifier),
+        ];
+        let mut request = self.http.post(endpoint);
+        let post_only = meta
+            .token_endpoint_auth_methods_supported
+            .as_ref()
+            .is_some_and(|m| {
+                m.iter().any(|m| m == "client_secret_post")
+                    && !m.iter().any(|m| m == "client_secret_basic")
+            });
+        match &self.client_secret {
+            Some(secret) if post_only => {
+                form.push(("client_id", &self.client_id));
+                form.push(("client_secret", secret));
+            }
+            // RFC 6749, 2.3.1: each part form-encoded before they are joined.
+            Some(secret) => {
+                let encode =
+                    |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let basic = base64::encode(
+                    format!("{}:{}", encode(&self.client_id), encode(secret)).as_bytes(),
+                );
+                request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+            }
+            None => form.push(("client_id", &self.client_id)),
+        }
+        let body =
+            serde_urlencoded::to_string(&form).map_err(|e| OidcError::Rejected(e.to_string()))?;
+        let request = request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(body);
+        self.answer(request, "the token endpoint", |body| {
+            // Only the error code is shown (from RFC 6749's fixed set), not the description.
+            let answer: TokenAnswer = serde_json::from_slice(body).ok()?;
+            let code: String = answer
+                .error?
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .take(64)
+                .collect();
+            Some(OidcError::Refused(code))
+        })
+        .await
+    }
+
+    /// The id_token's claims once its signature verifies with the provider's keys, fetched
+    /// again once when none of the cached ones fits or verifies (the keys rotated).
+    async fn verified_claims(
+        &self,
+        found: &Discovered,
+        token: &Compact<'_>,
+    ) -> Result<Map<String, Value>, OidcError> {
+        let secret = self.client_secret.as_deref().map(str::as_bytes);
+        let verified = match token.verify(&found.keys, secret) {
+            Err(JwsError::NoKey | JwsError::Signature) => {
+                let fresh = self.discovered(true).await?;
+                token.verify(&fresh.keys, secret)
+            }
+            other => other,
+        };
+        verified.map_err(|e| OidcError::Rejected(e.to_string()))?;
+        serde_json::from_slice(&token.payload)
+            .map_err(|_| OidcError::Rejected("the id_token's claims are not a JSON object".into()))
     }
 
     /// Finishes a sign-in at the callback: the state checked against the cookie's, the code
@@ -273,74 +449,55 @@ impl Oidc {
         if state.is_empty() || !constant_time_eq(state.as_bytes(), expected.as_bytes()) {
             return Err(OidcError::StateMismatch);
         }
-        let meta = self.metadata(false).await?;
-        let client = self.client(meta);
-        let tokens = client
-            .exchange_code(AuthorizationCode::new(code.to_string()))
-            .map_err(|e| OidcError::Rejected(e.to_string()))?
-            .set_pkce_verifier(PkceCodeVerifier::new(verifier.to_string()))
-            .request_async(&self.http)
-            .await
-            .map_err(|e| OidcError::Refused(error_text(&e)))?;
+        let found = self.discovered(false).await?;
+        let tokens = self.exchange(&found.meta, code, verifier).await?;
         let raw = tokens
-            .id_token()
-            .ok_or_else(|| OidcError::Rejected("no id_token in the token answer".into()))?
-            .to_string();
-        let id_token: ProviderIdToken = raw
-            .parse()
-            .map_err(|e: serde_json::Error| OidcError::Rejected(e.to_string()))?;
-        let nonce = Nonce::new(nonce_of(verifier));
-        let claims = match id_token.claims(&client.id_token_verifier(), &nonce) {
-            Ok(c) => c.clone(),
-            // A key the cached set lacks: the provider may have rotated its keys.
-            Err(openidconnect::ClaimsVerificationError::SignatureVerification(_)) => {
-                let fresh = self.client(self.metadata(true).await?);
-                id_token
-                    .claims(&fresh.id_token_verifier(), &nonce)
-                    .map_err(|e| OidcError::Rejected(e.to_string()))?
-                    .clone()
-            }
-            Err(e) => return Err(OidcError::Rejected(e.to_string())),
-        };
-        let mut email = claims.email().map(|e| e.as_str().to_string());
-        let mut name = claims
-            .name()
-            .and_then(|n| n.get(None))
-            .map(|n| n.as_str().to_string());
-        let mut groups = claims
-            .additional_claims()
-            .claims
-            .get(&self.groups_claim)
-            .cloned();
+            .id_token
+            .ok_or_else(|| OidcError::Rejected("no id_token in the token answer".into()))?;
+        let token = Compact::parse(&raw).map_err(|e| OidcError::Rejected(e.to_string()))?;
+        let claims = self.verified_claims(&found, &token).await?;
+        let now = self.clock.now().as_millis() / 1000;
+        check_claims(
+            &claims,
+            &self.issuer,
+            &self.client_id,
+            &nonce_of(verifier),
+            now,
+        )
+        .map_err(OidcError::Rejected)?;
+        let subject = text(&claims, "sub").unwrap_or_default().to_string();
+        let mut email = text(&claims, "email").map(str::to_string);
+        let mut name = text(&claims, "name").map(str::to_string);
+        let mut groups = claims.get(&self.groups_claim).cloned();
         if (email.is_none() || name.is_none() || groups.is_none())
-            && let Ok(request) = client.user_info(
-                tokens.access_token().clone(),
-                Some(claims.subject().clone()),
+            && let (Some(endpoint), Some(access)) = (
+                found.meta.userinfo_endpoint.as_deref(),
+                &tokens.access_token,
             )
         {
-            let info: UserInfoClaims<OtherClaims, CoreGenderClaim> = request
-                .request_async(&self.http)
-                .await
-                .map_err(|e| OidcError::Rejected(format!("userinfo: {}", error_text(&e))))?;
-            email = email.or_else(|| info.email().map(|e| e.as_str().to_string()));
-            name = name.or_else(|| {
-                info.name()
-                    .and_then(|n| n.get(None))
-                    .map(|n| n.as_str().to_string())
-            });
-            groups = groups.or_else(|| {
-                info.additional_claims()
-                    .claims
-                    .get(&self.groups_claim)
-                    .cloned()
-            });
+            let info: Map<String, Value> = self
+                .answer(
+                    self.http.get(endpoint).bearer_auth(access),
+                    "userinfo",
+                    |_| None,
+                )
+                .await?;
+            // Core 1.0, 5.3.2: the answer is about the id_token's subject, or not used.
+            if text(&info, "sub") != Some(subject.as_str()) {
+                return Err(OidcError::Rejected(
+                    "userinfo: the answer is about another subject".into(),
+                ));
+            }
+            email = email.or_else(|| text(&info, "email").map(str::to_string));
+            name = name.or_else(|| text(&info, "name").map(str::to_string));
+            groups = groups.or_else(|| info.get(&self.groups_claim).cloned());
         }
         let email = email
             .map(|e| e.trim().to_lowercase())
             .filter(|e| !e.is_empty())
             .ok_or(OidcError::NoEmail)?;
         Ok(ExternalAccount {
-            subject: format!("{}|{}", claims.issuer().as_str(), claims.subject().as_str()),
+            subject: format!("{}|{subject}", self.issuer),
             name: name
                 .filter(|n| !n.trim().is_empty())
                 .unwrap_or_else(|| email.clone()),
@@ -356,11 +513,56 @@ mod tests {
 
     #[test]
     fn the_nonce_is_bound_to_the_verifier_and_is_not_its_challenge() {
-        let verifier = PkceCodeVerifier::new("a".repeat(43));
-        let challenge = PkceCodeChallenge::from_code_verifier_sha256(&verifier);
-        assert_eq!(nonce_of(verifier.secret()), nonce_of(&"a".repeat(43)));
-        assert_ne!(nonce_of(verifier.secret()), nonce_of(&"b".repeat(43)));
-        assert_ne!(nonce_of(verifier.secret()), challenge.as_str());
+        let verifier = "a".repeat(43);
+        assert_eq!(nonce_of(&verifier), nonce_of(&"a".repeat(43)));
+        assert_ne!(nonce_of(&verifier), nonce_of(&"b".repeat(43)));
+        assert_ne!(nonce_of(&verifier), challenge_of(&verifier));
+        // RFC 7636, appendix B.
+        assert_eq!(
+            challenge_of("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    /// Core 1.0, 3.1.3.7: one wrong claim each, refused and named.
+    #[test]
+    fn claims_are_checked_as_the_core_spec_says() {
+        let now = 1_800_000_000;
+        let good = serde_json::json!({
+            "iss": "https://idp.example", "aud": "svc", "sub": "u1", "nonce": "n",
+            "exp": now + 300, "iat": now - 5,
+        });
+        let check = |change: Value| {
+            let mut claims = good.as_object().unwrap().clone();
+            for (k, v) in change.as_object().unwrap() {
+                if v.is_null() {
+                    claims.remove(k);
+                } else {
+                    claims.insert(k.clone(), v.clone());
+                }
+            }
+            check_claims(&claims, "https://idp.example", "svc", "n", now)
+        };
+        assert_eq!(check(serde_json::json!({})), Ok(()));
+        assert_eq!(check(serde_json::json!({"aud": ["svc"]})), Ok(()));
+        for (change, says) in [
+            (serde_json::json!({"iss": "https://evil.example"}), "issuer"),
+            (serde_json::json!({"aud": "other"}), "audience"),
+            (serde_json::json!({"aud": ["svc", "other"]}), "azp"),
+            (serde_json::json!({"exp": now - 61}), "expired"),
+            (serde_json::json!({"exp": null}), "exp"),
+            (serde_json::json!({"iat": now + 3600}), "future"),
+            (serde_json::json!({"nonce": "m"}), "nonce"),
+            (serde_json::json!({"nonce": null}), "nonce"),
+            (serde_json::json!({"sub": ""}), "subject"),
+        ] {
+            let refused = check(change.clone()).expect_err(&change.to_string());
+            assert!(refused.contains(says), "{change}: {refused}");
+        }
+        assert_eq!(
+            check(serde_json::json!({"aud": ["svc", "other"], "azp": "svc"})),
+            Ok(())
+        );
     }
 
     #[test]
