@@ -23,6 +23,7 @@ use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::secrets::SecretSource;
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use provider::{Api, Endpoint};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -221,14 +222,14 @@ impl Ai {
     ) -> Result<(), AiError> {
         let event = EventDraft::config(tenant, &["ai"], &audit.action, &audit.resource);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_setting(tenant, &key, value.as_ref())?;
                 let audit = match &value {
                     Some(v) => audit.after(without_messages(v)),
                     None => audit,
                 };
                 tx.record([audit], vec![event])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -691,7 +692,7 @@ impl Ai {
         }
         let event = EventDraft::config(tenant, &["ai"], action, &audit.resource);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_setting(tenant, &key, Some(&value))?;
                 if let Some(mut s) = sealed {
                     tx.put_secret(&mut s)?;
@@ -699,7 +700,7 @@ impl Ai {
                     tx.remove_secret(tenant, &secret)?;
                 }
                 tx.record([audit], vec![event])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -799,11 +800,11 @@ impl Ai {
             .before(&c);
         let event = EventDraft::config(tenant, &["ai"], &audit.action, &audit.resource);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_setting(tenant, &key, None)?;
                 tx.remove_secret(tenant, &secret)?;
                 tx.record([audit], vec![event])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -1276,7 +1277,7 @@ impl Ai {
         let usage_key = format!("{USAGE}{}", Self::month(now));
         let budget = self.config.monthly_token_budget;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 // Only the messages are the turn's: what else changed meanwhile stays, and a
                 // chat deleted meanwhile is not brought back.
                 let kept = match tx.setting(tenant, &key)? {
@@ -1308,7 +1309,7 @@ impl Ai {
                     Some(&encode("the AI token use", &usage)),
                 )?;
                 tx.record([audit], events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(target)

@@ -15,6 +15,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Stopwatch};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -318,14 +319,14 @@ impl AlertEngine {
             .collect();
         let kept = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 for (tenant, key, skip) in &skips {
                     let value = serde_json::to_value(skip)
                         .map_err(|e| StoreError::Internal(e.to_string()))?;
                     tx.put_setting(*tenant, key, Some(&value))?;
                 }
                 tx.journal(drafts)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await;
         if let Err(e) = kept {

@@ -9,6 +9,7 @@ use crate::model::event::{Event, EventDraft, EventFilter};
 use crate::model::identity::Actor;
 use crate::model::incident::{Incident, IncidentBody, IncidentDetail, STATUSES};
 use crate::store::{StoreError, Tx, check_version};
+use crate::store::{TxResult, Wrote};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -152,11 +153,11 @@ impl Alerting {
         let audit = self.incident_audit(p, actor, "create", incident.id);
         let incident = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.save_incident(&incident)?;
                 let event = incident.update_event("created");
                 tx.record([audit.after(&incident)], vec![event])?;
-                Ok((incident, true))
+                Ok(Wrote::Changed(incident))
             })
             .await?;
         Ok(incident)
@@ -191,7 +192,7 @@ impl Alerting {
         let actor = actor.clone();
         let incident = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = changed(&old, body, severity, now);
@@ -206,7 +207,7 @@ impl Alerting {
                 audits.insert(0, audit.before(&old).after(&new));
                 events.insert(0, new.update_event("updated"));
                 tx.record(audits, events)?;
-                Ok((new, true))
+                Ok(Wrote::Changed(new))
             })
             .await?;
         Ok(incident)
@@ -225,11 +226,11 @@ impl Alerting {
         let (tenant, actor) = (p.tenant, actor.clone());
         let incident = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
                 let (mut audits, mut events) = resolve_alerts(tx, &old, now, &actor)?;
                 if old.status == "resolved" && audits.is_empty() {
-                    return Ok((old, false));
+                    return Ok(Wrote::Unchanged(old));
                 }
                 let mut new = old.clone();
                 new.status = "resolved".into();
@@ -240,7 +241,7 @@ impl Alerting {
                 audits.insert(0, audit.before(&old).after(&new));
                 events.insert(0, new.update_event("resolved"));
                 tx.record(audits, events)?;
-                Ok((new, true))
+                Ok(Wrote::Changed(new))
             })
             .await?;
         Ok(incident)
@@ -269,7 +270,7 @@ impl Alerting {
         let (tenant, actor) = (p.tenant, actor.clone());
         let incident = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
                 let mut target = old.clone();
                 let (mut audits, mut events) = (Vec::new(), Vec::new());
@@ -314,7 +315,7 @@ impl Alerting {
                 events.insert(0, event);
                 audits.insert(0, audit.before(&old).after(&target));
                 tx.record(audits, events)?;
-                Ok((target, true))
+                Ok(Wrote::Changed(target))
             })
             .await?;
         Ok(incident)

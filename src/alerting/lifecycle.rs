@@ -6,6 +6,7 @@
 //! alarm-storm correlation and its alert group. Each is one transaction with its events (and,
 //! for an operator's action, its audit entry).
 
+use super::AlertError;
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertCause, AlertStatus, TransitionError};
 use crate::model::audit::AuditDraft;
@@ -15,6 +16,7 @@ use crate::model::incident::{Incident, Storm};
 use crate::model::state::{DOWN, UNREACHABLE};
 use crate::store::alerts::PendingAlert;
 use crate::store::{Store, StoreError, Tx};
+use crate::store::{TxResult, Wrote};
 use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -52,12 +54,9 @@ pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
 /// lift with time (a silence running out) or with a state change (a parent back up).
 const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// CONTRACT 3: an alert not in a status the change starts from answers as one that does not
-/// exist, as the reference does (`svc:conflict` is reserved for name clashes, SPEC 7).
-fn refused(e: TransitionError) -> StoreError {
-    match e {
-        TransitionError::NotOpen(_) | TransitionError::Closed(_) => StoreError::NotFound,
-    }
+/// An alert the active-key index holds refused to resolve: its row and its index disagree.
+fn inconsistent(e: TransitionError) -> StoreError {
+    StoreError::Corrupt(format!("an active alert would not resolve: {e}"))
 }
 
 /// The dedup key of a heartbeat rule's "no event" alert (SEMANTICS 3).
@@ -337,7 +336,7 @@ fn evaluate_group(tx: &Tx, member: &Alert, now: Timestamp) -> Result<Vec<EventDr
     if members.len() < min_count {
         let mut events = Vec::new();
         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
-            events.push(held.resolve(now).map_err(refused)?);
+            events.push(held.resolve(now).map_err(inconsistent)?);
             tx.save_alert(&held)?;
         }
         return Ok(events);
@@ -565,7 +564,7 @@ pub async fn apply_matches(
     suppressed: Box<Suppressed>,
 ) -> Result<(), StoreError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             read_ahead(tx, &matches)?;
             for m in without_idle_clears(tx, matches)? {
@@ -597,7 +596,7 @@ pub async fn apply_matches(
                         tx.set_rule_beat(tenant, &rule, at)?;
                         if let Some(mut held) = tx.active_alert(tenant, &heartbeat_key(&rule))? {
                             held.remember(event);
-                            events.push(held.resolve(now).map_err(refused)?);
+                            events.push(held.resolve(now).map_err(inconsistent)?);
                             tx.save_alert(&held)?;
                         }
                     }
@@ -609,7 +608,7 @@ pub async fn apply_matches(
                         tx.drop_pending_alert(tenant, &dedup_key)?;
                         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
                             held.remember(event);
-                            events.push(held.resolve(now).map_err(refused)?);
+                            events.push(held.resolve(now).map_err(inconsistent)?);
                             tx.save_alert(&held)?;
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
@@ -618,7 +617,7 @@ pub async fn apply_matches(
             }
             tx.save_position(consumer, through)?;
             tx.journal(events)?;
-            Ok(((), true))
+            Ok(Wrote::Changed(()))
         })
         .await
 }
@@ -632,13 +631,13 @@ pub async fn raise_alarm(
     via: &'static str,
 ) -> Result<(Alert, bool), StoreError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let (alert, fresh, event) = fire(tx, alert, None, Some(via))?;
             if fresh {
                 tx.arm_escalation(&alert, alert.opened_at, alert.opened_at)?;
             }
             tx.record([audit.after(&alert)], event.into_iter().collect())?;
-            Ok(((alert, fresh), true))
+            Ok(Wrote::Changed((alert, fresh)))
         })
         .await
 }
@@ -651,15 +650,15 @@ pub async fn transition(
     id: Uuid,
     change: impl FnOnce(&mut Alert) -> Result<EventDraft, TransitionError> + Send + 'static,
     audit: AuditDraft,
-) -> Result<Alert, StoreError> {
+) -> Result<Alert, AlertError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_, AlertError> {
             let old = tx.alert(tenant, id)?.ok_or(StoreError::NotFound)?;
             let mut new = old.clone();
-            let event = change(&mut new).map_err(refused)?;
+            let event = change(&mut new)?;
             tx.save_alert(&new)?;
             tx.record([audit.before(&old).after(&new)], vec![event])?;
-            Ok((new, true))
+            Ok(Wrote::Changed(new))
         })
         .await
 }
@@ -676,7 +675,7 @@ pub async fn run_timers(
     suppressed: Box<Suppressed>,
 ) -> Result<Option<Timestamp>, StoreError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             let due = tx.due_alert_timers(now)?;
             let mut changed = !due.is_empty();
@@ -747,7 +746,7 @@ pub async fn run_timers(
                 tx.unrecorded("alert expiry, suppressions lifting, stale heartbeat rows");
             }
             tx.journal(events)?;
-            Ok((next, changed))
+            Ok(Wrote::new(next, changed))
         })
         .await
 }
@@ -842,7 +841,10 @@ mod tests {
             &self,
             f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
         ) -> T {
-            self.store.transact(|tx| Ok((f(tx)?, false))).await.unwrap()
+            self.store
+                .transact(|tx| -> TxResult<_> { Ok(Wrote::Unchanged(f(tx)?)) })
+                .await
+                .unwrap()
         }
 
         async fn active(&self, key: &str) -> Option<Alert> {
@@ -976,10 +978,10 @@ mod tests {
             "alert-groups/pumps".into(),
         );
         rig.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_config_doc(&doc)?;
                 tx.record([audit], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();

@@ -40,8 +40,22 @@ use uuid::Uuid;
 pub enum AlertError {
     #[error("{}", .0.detail)]
     Invalid(Invalid),
+    /// The alert is not in a status the change starts from: CONTRACT 3 answers it as an alert
+    /// that does not exist, as the reference does (`svc:conflict` is reserved for name
+    /// clashes, SPEC 7).
+    #[error(transparent)]
+    Transition(#[from] crate::model::alert::TransitionError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl crate::store::TxAbort for AlertError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            AlertError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
@@ -329,8 +343,8 @@ impl Alerting {
         .await;
         match done {
             Ok(alert) => Ok(Some(alert)),
-            Err(StoreError::NotFound | StoreError::Conflict(_)) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(AlertError::Transition(_) | AlertError::Store(StoreError::NotFound)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -13,6 +13,7 @@ use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::store::suppressions::IdempotentAnswer;
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,7 +162,7 @@ pub async fn start_flexible_downtimes(
     now: Timestamp,
 ) -> Result<Option<Timestamp>, StoreError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let mut next: Option<Timestamp> = None;
             let mut audits = Vec::new();
             let mut events = Vec::new();
@@ -210,7 +211,7 @@ pub async fn start_flexible_downtimes(
             }
             let changed = !events.is_empty();
             tx.record(audits, events)?;
-            Ok((next, changed))
+            Ok(Wrote::new(next, changed))
         })
         .await
 }
@@ -293,10 +294,10 @@ impl Alerting {
         let audit = self.suppression_audit(p, actor, "silence.create", silence.id);
         let silence = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.save_silence(&silence)?;
                 tx.record([audit.after(&silence)], vec![silence.event()])?;
-                Ok((silence, true))
+                Ok(Wrote::Changed(silence))
             })
             .await?;
         Ok(silence)
@@ -365,12 +366,12 @@ impl Alerting {
         let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "silence.expire", id);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.silence(tenant, id)?.ok_or(StoreError::NotFound)?;
                 let new = old.expired(now);
                 tx.save_silence(&new)?;
                 tx.record([audit.before(&old).after(&new)], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -452,7 +453,7 @@ impl Alerting {
         let tenant = p.tenant;
         let created = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 if let Some((key, digest)) = &idempotency
                     && let Some(kept) = tx.idempotent_answer(tenant, key, now)?
                 {
@@ -464,7 +465,7 @@ impl Alerting {
                     } else {
                         DowntimeCreated::KeyReused
                     };
-                    return Ok((replay, false));
+                    return Ok(Wrote::Unchanged(replay));
                 }
                 tx.save_downtime(&downtime)?;
                 if let Some((key, body_sha256)) = idempotency {
@@ -478,7 +479,7 @@ impl Alerting {
                     tx.keep_idempotent_answer(tenant, &key, &answer)?;
                 }
                 tx.record([audit.after(&downtime)], vec![downtime.event()])?;
-                Ok((DowntimeCreated::Created(Box::new(downtime)), true))
+                Ok(Wrote::Changed(DowntimeCreated::Created(Box::new(downtime))))
             })
             .await?;
         Ok(created)
@@ -509,12 +510,12 @@ impl Alerting {
         let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "downtime.delete", id);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.downtime(tenant, id)?.ok_or(StoreError::NotFound)?;
                 let new = old.ended(now);
                 tx.save_downtime(&new)?;
                 tx.record([audit.before(&old).after(&new)], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())

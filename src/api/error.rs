@@ -417,10 +417,6 @@ impl From<StoreError> for Problem {
             StoreError::EmailInUse => {
                 Problem::new(Code::UsersEmailInUse, "the e-mail address is in use")
             }
-            StoreError::LastAdmin => Problem::new(
-                Code::UsersLastAdmin,
-                "the change would leave no enabled administrator",
-            ),
             StoreError::Conflict(why) => Problem::new(Code::Conflict, why),
             StoreError::Unavailable(why) => Problem {
                 internal: Some(why),
@@ -465,6 +461,8 @@ impl From<AuthError> for Problem {
             }
             AuthError::Directory(why) => Problem::new(Code::DirectorySync, why),
             AuthError::Internal(why) => Problem::internal(why),
+            e @ AuthError::LastAdmin => Problem::new(Code::UsersLastAdmin, e.to_string()),
+            e @ AuthError::SetupClosed => Problem::new(Code::Conflict, e.to_string()),
             AuthError::Store(s) => s.into(),
         }
     }
@@ -521,6 +519,7 @@ impl From<AlertError> for Problem {
     fn from(e: AlertError) -> Self {
         match e {
             AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
+            AlertError::Transition(_) => Problem::not_found(),
             AlertError::Store(s) => s.into(),
         }
     }

@@ -8,6 +8,7 @@ use crate::model::fault;
 use crate::model::identity::{
     Actor, ActorType, Branding, Preferences, PushSubscription, PushUnsubscribe,
 };
+use crate::store::{TxResult, Wrote};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
@@ -37,14 +38,14 @@ impl Auth {
     ) -> Result<(), AuthError> {
         let record = Self::record(kind, audit);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_setting(tenant, &key, value.as_ref())?;
                 let audit = match &value {
                     Some(v) => record.audit.after(v),
                     None => record.audit,
                 };
                 tx.record([audit], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())

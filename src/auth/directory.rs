@@ -16,6 +16,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ActorType, DIRECTORY_SUBJECT, User};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::store::{TxResult, Wrote};
 use ldap3::adapters::{EntriesOnly, PagedResults};
 use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope, SearchEntry, ldap_escape};
 use serde::Serialize;
@@ -462,7 +463,7 @@ impl Auth {
         let actor = actor.clone();
         let result = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let mut audits = Vec::new();
                 let mut warnings = Vec::new();
                 let mut counts = BTreeMap::<&str, u64>::new();
@@ -543,7 +544,7 @@ impl Auth {
                     Vec::new()
                 };
                 tx.record(audits, events)?;
-                Ok((result, true))
+                Ok(Wrote::Changed(result))
             })
             .await?;
         Ok(result)

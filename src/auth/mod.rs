@@ -54,8 +54,23 @@ pub enum AuthError {
     /// The service could not do what is its own part (no randomness for a key).
     #[error("{0}")]
     Internal(String),
+    /// The change would leave the tenant without an enabled administrator.
+    #[error("the change would leave no enabled administrator")]
+    LastAdmin,
+    /// First-run setup was completed meanwhile (a racing second request).
+    #[error("setup already completed")]
+    SetupClosed,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl crate::store::TxAbort for AuthError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            AuthError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 impl AuthError {

@@ -7,6 +7,7 @@ use crate::model::base64;
 use crate::model::fault;
 use crate::model::identity::{Actor, PushSubscription};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use serde_json::{Value, json};
@@ -97,7 +98,7 @@ pub async fn forget_gone(
         .map(|e| subscription_key(&format!("push/user:{user}"), e))
         .collect();
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let mut audits = Vec::new();
             for key in keys {
                 let Some(old) = tx.setting(tenant, &key)? else {
@@ -117,7 +118,7 @@ pub async fn forget_gone(
             }
             let changed = !audits.is_empty();
             tx.record(audits, Vec::new())?;
-            Ok(((), changed))
+            Ok(Wrote::new((), changed))
         })
         .await
 }
@@ -166,13 +167,13 @@ impl Auth {
         // answers with it.
         let kept = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 if let Some(kept) = tx.setting(Uuid::nil(), VAPID)? {
-                    return Ok((kept, false));
+                    return Ok(Wrote::Unchanged(kept));
                 }
                 tx.put_setting(Uuid::nil(), VAPID, Some(&value))?;
                 tx.record([record.audit], record.events)?;
-                Ok((value, true))
+                Ok(Wrote::Changed(value))
             })
             .await?;
         let pkcs8 = base64::decode(kept["pkcs8"].as_str().unwrap_or_default())

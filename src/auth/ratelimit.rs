@@ -8,6 +8,7 @@
 use crate::model::Timestamp;
 use crate::model::identity::RateBucket;
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -117,10 +118,10 @@ impl RateLimiter {
         };
         if take {
             store
-                .transact(move |tx| {
+                .transact(move |tx| -> TxResult<_> {
                     let tokens = refilled(tx.rate_bucket(name, ip)?, burst, every, now);
                     if tokens < 1.0 {
-                        return Ok((false, false));
+                        return Ok(Wrote::Unchanged(false));
                     }
                     let left = RateBucket {
                         tokens: tokens - 1.0,
@@ -128,7 +129,7 @@ impl RateLimiter {
                     };
                     tx.put_rate_bucket(name, ip, &left)?;
                     tx.unrecorded("a rate limit's token, taken");
-                    Ok((true, true))
+                    Ok(Wrote::Changed(true))
                 })
                 .await
         } else {

@@ -14,6 +14,7 @@ use crate::runtime::memory::return_free_heap;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::Store;
 use crate::store::journal::Record;
+use crate::store::{TxResult, Wrote};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -388,10 +389,10 @@ impl Auth {
         let record = Self::record("tenants", audit);
         let created = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_tenant(&tenant)?;
                 tx.record([record.audit.after(&tenant)], record.events)?;
-                Ok((tenant, true))
+                Ok(Wrote::Changed(tenant))
             })
             .await?;
         Ok(created)

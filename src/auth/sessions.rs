@@ -1,12 +1,13 @@
 //! Browser sign-in (SPEC 5.4, 5.6, 5.8, 5.9): sessions, local login with constant-time failures,
 //! the setup gate, self-registration, default administrator seeding, and session purging.
 
-use super::users::{check_password, insert_user, user_errors};
+use super::users::{check_password, insert_user};
 use super::{Auth, AuthError, Principal};
 use crate::model::audit::{AuditDraft, hex};
 use crate::model::identity::{Actor, ActorType, Session, StoredUser};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{StoreError, Tx};
+use crate::store::{TxResult, Wrote};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -146,10 +147,10 @@ impl Auth {
             format!("user/{}", user.user.id),
         );
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.save_session(&session)?;
                 tx.record([audit], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(NewSession { id, ttl })
@@ -279,16 +280,15 @@ impl Auth {
         );
         let record = Self::record("users", audit);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 if only_while_setup_open && !setup_gate_open(tx, user.user.tenant_id)? {
-                    return Err(StoreError::Conflict("setup already completed".into()));
+                    return Err(AuthError::SetupClosed);
                 }
                 insert_user(tx, &user, record)?;
                 tx.save_session(&session)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
-            .await
-            .map_err(user_errors)?;
+            .await?;
         Ok(NewSession {
             id,
             ttl: SESSION_TTL,
@@ -453,7 +453,7 @@ mod expiry_tests {
         assert!(won.is_ok());
         let lost = lost.expect_err("one of two setups loses");
         assert!(
-            matches!(lost, AuthError::Store(StoreError::Conflict(_))),
+            matches!(lost, AuthError::SetupClosed),
             "the loser is the conflict a racing POST answers with 409: {lost}"
         );
     }

@@ -7,6 +7,7 @@ use super::{Auth, AuthError};
 use crate::model::audit::AuditDraft;
 use crate::model::identity::{Actor, ActorType, Session, StoredUser, User};
 use crate::store::StoreError;
+use crate::store::{TxResult, Wrote};
 use uuid::Uuid;
 
 /// How a role's `idpGroups` entry (or the admin group) is compared with a user's group.
@@ -172,7 +173,7 @@ impl Auth {
         let id = session_id.clone();
         let ip = source_ip.to_string();
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let known = tx.users(tenant)?;
                 let existing = match known.iter().find(|u| u.subject == account.subject) {
                     Some(u) => tx.user(tenant, u.id)?,
@@ -224,7 +225,7 @@ impl Auth {
                     last_seen_at: None,
                 })?;
                 tx.record(audits, events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .map_err(|e| match e {

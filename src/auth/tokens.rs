@@ -10,6 +10,7 @@ use crate::model::identity::{
     Actor, ActorType, ApiToken, MintedToken, PersonalTokenRequest, StoredToken, TokenRequest,
 };
 use crate::store::StoreError;
+use crate::store::{TxResult, Wrote};
 use std::net::IpAddr;
 use uuid::Uuid;
 
@@ -255,10 +256,10 @@ impl Auth {
             secret_hash,
         };
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_token(&token)?;
                 tx.record([record.audit.after(&token.meta)], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(MintedToken {
@@ -381,7 +382,7 @@ impl Auth {
         let tenant = p.tenant;
         let meta = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
                 let mut meta = old.meta.clone();
                 meta.prefix = prefix;
@@ -391,7 +392,7 @@ impl Auth {
                     secret_hash,
                 })?;
                 tx.record([record.audit.before(&old.meta).after(&meta)], record.events)?;
-                Ok((meta, true))
+                Ok(Wrote::Changed(meta))
             })
             .await
             .map_err(not_found)?;
@@ -407,10 +408,10 @@ impl Auth {
         let record = Self::record("api-tokens", audit);
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
                 tx.record([record.audit.before(&old.meta)], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .map_err(not_found)?;

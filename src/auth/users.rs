@@ -7,6 +7,7 @@ use crate::model::identity::{
 };
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx};
+use crate::store::{TxResult, Wrote};
 use uuid::Uuid;
 
 /// SPEC 5.5: at least 12 Unicode code points, nothing else.
@@ -36,11 +37,11 @@ pub(super) fn user_errors(e: StoreError) -> AuthError {
 }
 
 /// Fails when a change leaves a tenant that had an enabled administrator without one.
-fn guard_last_admin(before: &[User], after: &[User]) -> Result<(), StoreError> {
+fn guard_last_admin(before: &[User], after: &[User]) -> Result<(), AuthError> {
     let had = before.iter().any(User::is_enabled_admin);
     let has = after.iter().any(User::is_enabled_admin);
     if had && !has {
-        return Err(StoreError::LastAdmin);
+        return Err(AuthError::LastAdmin);
     }
     Ok(())
 }
@@ -59,9 +60,9 @@ impl Auth {
         record: Record,
     ) -> Result<User, StoreError> {
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 insert_user(tx, &user, record)?;
-                Ok((user.user, true))
+                Ok(Wrote::Changed(user.user))
             })
             .await
     }
@@ -75,9 +76,9 @@ impl Auth {
         change: impl FnOnce(&mut StoredUser) + Send + 'static,
     ) -> Result<User, AuthError> {
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 let before = tx.users(tenant)?;
-                let old = tx.user(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let old = tx.user(tenant, id)?.ok_or(AuthError::NotFound)?;
                 let mut new = old.clone();
                 change(&mut new);
                 new.user.version = old.user.version + 1;
@@ -85,10 +86,9 @@ impl Auth {
                 guard_last_admin(&before, &tx.users(tenant)?)?;
                 let audit = record.audit.before(&old.user).after(&new.user);
                 tx.record([audit], record.events)?;
-                Ok((new.user, true))
+                Ok(Wrote::Changed(new.user))
             })
             .await
-            .map_err(user_errors)
     }
 
     /// A new local user record (not yet stored).
@@ -218,15 +218,14 @@ impl Auth {
         let record = Self::record("users", audit);
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 let before = tx.users(tenant)?;
-                let old = tx.remove_user(tenant, id)?.ok_or(StoreError::NotFound)?;
+                let old = tx.remove_user(tenant, id)?.ok_or(AuthError::NotFound)?;
                 guard_last_admin(&before, &tx.users(tenant)?)?;
                 tx.record([record.audit.before(&old.user)], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
-            .await
-            .map_err(user_errors)?;
+            .await?;
         Ok(())
     }
 
@@ -366,7 +365,7 @@ mod tests {
         ] {
             assert!(matches!(
                 guard_last_admin(&before, &after),
-                Err(StoreError::LastAdmin)
+                Err(AuthError::LastAdmin)
             ));
         }
         let second = user(3, &["admin"], false);

@@ -231,6 +231,7 @@ mod tests {
     use crate::model::event::{EventDraft, EventFilter, EventType};
     use crate::runtime::{Clock, Metrics, TestClock};
     use crate::store::events::EventStore;
+    use crate::store::{TxResult, Wrote};
     use uuid::Uuid;
 
     struct Rig {
@@ -280,10 +281,10 @@ mod tests {
             body: r#"{"spec":{}}"#.into(),
         };
         rig.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_config_doc(&doc)?;
                 tx.record([audit], vec![draft])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap()

@@ -18,6 +18,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, Wait, Worker};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -125,7 +126,7 @@ async fn touch_site_status(
     report: impl FnOnce(&SiteStatus, &SiteStatus) -> Vec<EventDraft> + Send + 'static,
 ) -> Result<SiteStatus, StoreError> {
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let old = tx.site_status(tenant, &name)?;
             let mut new = old.clone();
             change(&mut new);
@@ -135,7 +136,7 @@ async fn touch_site_status(
                 tx.unrecorded("a site's last contact, no transition");
             }
             tx.journal(events)?;
-            Ok((new, true))
+            Ok(Wrote::Changed(new))
         })
         .await
 }

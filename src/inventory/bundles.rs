@@ -17,6 +17,7 @@ use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
 use crate::store::{StoreError, Tx};
+use crate::store::{TxResult, Wrote};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -218,13 +219,24 @@ fn apply_ops(
     ops: Vec<BundleOp>,
     now: Timestamp,
     actor: &Actor,
-) -> Result<Vec<AuditDraft>, StoreError> {
+) -> Result<Vec<AuditDraft>, InventoryError> {
     let mut audits = Vec::new();
     let audit =
         |action: &str, resource: String| AuditDraft::new(now, tenant, actor, action, resource);
     for (i, op) in ops.into_iter().enumerate() {
-        let fail = |e: StoreError, what: &str| {
-            StoreError::Conflict(format!("document {} ({what}): {e}", i + 1))
+        let refused = |what: &str, why: &dyn std::fmt::Display| {
+            InventoryError::Apply(format!("document {} ({what}): {why}", i + 1))
+        };
+        // A refusal names its document; the store's own failure stays one (the kernel takes
+        // the store offline on it).
+        let fail = |e: StoreError, what: &str| match e {
+            StoreError::Duplicate(_)
+            | StoreError::NotFound
+            | StoreError::VersionConflict { .. }
+            | StoreError::EmailInUse
+            | StoreError::Conflict(_)
+            | StoreError::Invalid(_) => refused(what, &e),
+            failure => InventoryError::Store(failure),
         };
         match op {
             BundleOp::PutDoc {
@@ -285,9 +297,7 @@ fn apply_ops(
                     None => None,
                     Some(h) => Some(
                         tx.object_named(tenant, ObjectKind::Host, None, h)?
-                            .ok_or_else(|| {
-                                fail(StoreError::Conflict(format!("no host {h:?}")), &what)
-                            })?,
+                            .ok_or_else(|| refused(&what, &format!("no host {h:?}")))?,
                     ),
                 };
                 let kind = if owner.is_some() {
@@ -683,16 +693,12 @@ impl Inventory {
         let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
         let (tenant, now, actor) = (p.tenant, self.clock.now(), actor.clone());
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_, InventoryError> {
                 let audits = apply_ops(tx, tenant, ops, now, &actor)?;
                 tx.record(audits, vec![event])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
-            .await
-            .map_err(|e| match e {
-                StoreError::Conflict(why) => InventoryError::Apply(why),
-                other => other.into(),
-            })?;
+            .await?;
         result.applied = true;
         Ok(result)
     }
@@ -845,21 +851,25 @@ mod tests {
         let (tenant, now, actor) = (Uuid::from_u128(7), clock.now(), Actor::system("test"));
         let apply = |ops: Vec<BundleOp>| {
             let actor = actor.clone();
-            store.transact(move |tx| {
+            store.transact(move |tx| -> TxResult<_, InventoryError> {
                 let audits = apply_ops(tx, tenant, ops, now, &actor)?;
                 tx.record(audits.clone(), Vec::new())?;
-                Ok((audits, true))
+                Ok(Wrote::Changed(audits))
             })
         };
         let names = || {
-            store.transact(move |tx| {
+            store.transact(move |tx| -> TxResult<_> {
                 let host = tx.object_named(tenant, ObjectKind::Host, None, "plc")?;
                 let service = match host {
                     Some(h) => tx.object_named(tenant, ObjectKind::Service, Some(h), "modbus")?,
                     None => None,
                 };
                 let doc = tx.config_doc(tenant, "contacts", "ops")?;
-                Ok(((host.is_some(), service.is_some(), doc.is_some()), false))
+                Ok(Wrote::Unchanged((
+                    host.is_some(),
+                    service.is_some(),
+                    doc.is_some(),
+                )))
             })
         };
         let contact = || BundleOp::PutDoc {

@@ -19,6 +19,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::{Allowed, runs_its_arguments};
 use crate::store::journal::Record;
 use crate::store::{Store, StoreError, check_version};
+use crate::store::{TxResult, Wrote};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -46,6 +47,15 @@ pub enum InventoryError {
     /// `admin:secrets`).
     #[error("needs {0}")]
     Forbidden(&'static str),
+}
+
+impl crate::store::TxAbort for InventoryError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            InventoryError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// The permission a document naming a secret needs: whoever saves one chooses where the value
@@ -411,13 +421,13 @@ impl Inventory {
         let record = self.record(p, actor, kind, "create", &name);
         let doc = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_config_doc(&doc)?;
                 for mut secret in secrets {
                     tx.put_secret(&mut secret)?;
                 }
                 tx.record([record.audit.after(doc.to_json())], record.events)?;
-                Ok((doc, true))
+                Ok(Wrote::Changed(doc))
             })
             .await?;
         Ok(doc)
@@ -461,7 +471,7 @@ impl Inventory {
         let tenant = p.tenant;
         let doc = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx
                     .config_doc(tenant, kind.name, &name)?
                     .ok_or(StoreError::NotFound)?;
@@ -478,7 +488,7 @@ impl Inventory {
                 }
                 let audit = record.audit.before(old.to_json()).after(new.to_json());
                 tx.record([audit], record.events)?;
-                Ok((new, true))
+                Ok(Wrote::Changed(new))
             })
             .await?;
         Ok(doc)
@@ -496,7 +506,7 @@ impl Inventory {
         let record = self.record(p, actor, kind, "delete", &name);
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx
                     .remove_config_doc(tenant, kind.name, &name)?
                     .ok_or(StoreError::NotFound)?;
@@ -504,7 +514,7 @@ impl Inventory {
                     check_version(old.version, expected)?;
                 }
                 tx.record([record.audit.before(old.to_json())], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())

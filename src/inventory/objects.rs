@@ -16,6 +16,7 @@ use crate::model::object::{
 use crate::model::state::label;
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx, check_version};
+use crate::store::{TxResult, Wrote};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use uuid::Uuid;
@@ -287,7 +288,7 @@ impl Inventory {
         let event = EventDraft::config(p.tenant, &[OBJECTS], &audit.action, &audit.resource);
         let mut results = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 write_objects(tx, vec![(o, audit)], false, |out| {
                     out.iter()
                         .any(Result::is_ok)
@@ -295,7 +296,7 @@ impl Inventory {
                         .into_iter()
                         .collect()
                 })
-                .map(|written| (written, true))
+                .map(Wrote::Changed)
             })
             .await?;
         let created = results
@@ -367,7 +368,7 @@ impl Inventory {
                 let tenant = p.tenant;
                 let outcomes = self
                     .store
-                    .transact(move |tx| {
+                    .transact(move |tx| -> TxResult<_> {
                         write_objects(tx, writes, upsert, |out| {
                             let written = out.iter().filter(|r| r.is_ok()).count();
                             (written > 0)
@@ -382,7 +383,7 @@ impl Inventory {
                                 .into_iter()
                                 .collect()
                         })
-                        .map(|written| (written, true))
+                        .map(Wrote::Changed)
                     })
                     .await?;
                 let mut outcomes = outcomes.into_iter();
@@ -510,7 +511,7 @@ impl Inventory {
         let tenant = p.tenant;
         let updated = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.object(tenant, id)?.ok_or(StoreError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = Object {
@@ -523,7 +524,7 @@ impl Inventory {
                 };
                 tx.put_object(&new)?;
                 tx.record([record.audit.before(&old).after(&new)], record.events)?;
-                Ok((new, true))
+                Ok(Wrote::Changed(new))
             })
             .await?;
         Ok(updated)
@@ -539,10 +540,10 @@ impl Inventory {
         let record = self.object_record(p, actor, &current, "delete");
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.delete_object(tenant, id)?;
                 tx.record([record.audit.before(&old)], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())

@@ -10,6 +10,7 @@ use crate::model::identity::Actor;
 use crate::model::secret::{SecretMeta, StoredSecret};
 use crate::runtime::secrets::{SecretFuture, SecretSource};
 use crate::store::StoreError;
+use crate::store::{TxResult, Wrote};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde::Deserialize;
@@ -201,10 +202,10 @@ impl Inventory {
             sealed,
         };
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_secret(&mut secret)?;
                 tx.record([record.audit.after(&secret.meta)], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -227,12 +228,12 @@ impl Inventory {
         let record = self.record_of(audit, "secrets");
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 if !tx.remove_secret(tenant, &name)? {
                     return Err(StoreError::NotFound);
                 }
                 tx.record([record.audit], record.events)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())

@@ -12,6 +12,7 @@ use crate::model::identity::Actor;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,7 +101,7 @@ impl Heartbeats {
         ));
         let saved = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.heartbeat(h.tenant_id, &h.name)?;
                 let new = match &old {
                     Some(old) => h.replacing(old),
@@ -112,7 +113,7 @@ impl Heartbeats {
                     None => audit,
                 };
                 tx.record([audit.after(&new)], vec![event])?;
-                Ok((new, true))
+                Ok(Wrote::Changed(new))
             })
             .await?;
         self.wake.notify_one();
@@ -134,12 +135,12 @@ impl Heartbeats {
         ));
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx
                     .remove_heartbeat(tenant, &name)?
                     .ok_or(StoreError::NotFound)?;
                 tx.record([audit.before(&old)], vec![event])?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -154,7 +155,7 @@ impl Heartbeats {
         let now = self.clock.now();
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx.heartbeat(tenant, &name)?.ok_or(StoreError::NotFound)?;
                 let mut new = old.clone();
                 new.last_beat = Some(now);
@@ -164,7 +165,7 @@ impl Heartbeats {
                     true => tx.journal(vec![report(&new, true)])?,
                     false => tx.unrecorded("a heartbeat's last beat, no transition"),
                 }
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -185,17 +186,17 @@ impl Heartbeats {
             }
             // Re-checked inside the write: a beat may have arrived since the read.
             self.store
-                .transact(move |tx| {
+                .transact(move |tx| -> TxResult<_> {
                     let Some(mut stored) = tx.heartbeat(h.tenant_id, &h.name)? else {
-                        return Ok(((), false));
+                        return Ok(Wrote::Unchanged(()));
                     };
                     if stored.missing || !stored.overdue(now) {
-                        return Ok(((), false));
+                        return Ok(Wrote::Unchanged(()));
                     }
                     stored.missing = true;
                     tx.save_heartbeat(&stored)?;
                     tx.journal(vec![report(&stored, false)])?;
-                    Ok(((), true))
+                    Ok(Wrote::Changed(()))
                 })
                 .await?;
         }

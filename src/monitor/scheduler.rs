@@ -21,6 +21,7 @@ use crate::model::state::{self, DOWN, StateType, UP};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -139,9 +140,9 @@ impl Scheduler {
     ) -> Result<(), StoreError> {
         let audit = AuditDraft::new(self.clock.now(), p.tenant, actor, action, resource);
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.record([audit], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
     }

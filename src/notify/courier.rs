@@ -22,6 +22,7 @@ use crate::runtime::Stopwatch;
 use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
 use crate::store::notify::Claimable;
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -249,7 +250,7 @@ async fn record(
     health: Option<HashMap<ChannelKey, HealthChange>>,
 ) -> Result<(), StoreError> {
     store
-        .transact_ahead(move |tx| {
+        .transact_ahead(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             let mut changed = false;
             if let Some(health) = health.filter(|h| !h.is_empty()) {
@@ -277,7 +278,7 @@ async fn record(
                 events.extend(a.events);
             }
             tx.journal(events)?;
-            Ok(((), changed))
+            Ok(Wrote::new((), changed))
         })
         .await
 }
@@ -661,12 +662,12 @@ mod tests {
             [(); 4].map(|()| Delivery::test_notice(clock.new_id(), tenant, now));
         let queued = [sent.clone(), failed.clone()];
         store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test setup");
                 for d in &queued {
                     tx.put_delivery(d)?;
                 }
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();

@@ -12,6 +12,7 @@ use crate::model::notify::{
     Contact, Delivery, EscalationPolicy, EscalationStep, EscalationTimer, Message,
 };
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub async fn commit(
     firings: Vec<(EscalationTimer, Firing)>,
 ) -> Result<(), StoreError> {
     store
-        .transact_ahead(move |tx| {
+        .transact_ahead(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             let mut changed = false;
             for (timer, firing) in firings {
@@ -54,7 +55,7 @@ pub async fn commit(
                 events.extend(firing.events);
             }
             tx.journal(events)?;
-            Ok(((), changed))
+            Ok(Wrote::new((), changed))
         })
         .await
 }
@@ -460,9 +461,9 @@ mod tests {
         };
         let armed = timer.clone();
         store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test setup");
-                Ok((tx.put_escalation_timer(&armed)?, true))
+                Ok(Wrote::Changed(tx.put_escalation_timer(&armed)?))
             })
             .await
             .unwrap();

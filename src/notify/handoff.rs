@@ -10,6 +10,7 @@ use crate::model::event::Severity;
 use crate::model::notify::Message;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
+use crate::store::{TxResult, Wrote};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -95,7 +96,7 @@ impl Notifier {
                     .collect();
                 let (tenant, schedule, start) = (tenant.id, schedule.id, current.start);
                 self.store
-                    .transact(move |tx| {
+                    .transact(move |tx| -> TxResult<_> {
                         if events.is_empty() {
                             tx.unrecorded("a handoff with nobody to tell");
                         }
@@ -104,7 +105,7 @@ impl Notifier {
                             tx.put_delivery(d)?;
                         }
                         tx.journal(events)?;
-                        Ok(((), true))
+                        Ok(Wrote::Changed(()))
                     })
                     .await?;
             }

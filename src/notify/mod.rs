@@ -34,6 +34,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, SecretSource};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -426,10 +427,10 @@ impl Notifier {
         );
         let o = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.put_override(&o)?;
                 tx.record([audit.after(&o)], Vec::new())?;
-                Ok((o, true))
+                Ok(Wrote::Changed(o))
             })
             .await?;
         Ok(o)
@@ -451,12 +452,12 @@ impl Notifier {
         );
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let old = tx
                     .remove_override(tenant, schedule.id, id)?
                     .ok_or(StoreError::NotFound)?;
                 tx.record([audit.before(&old)], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(())
@@ -509,7 +510,7 @@ impl Notifier {
         let tenant = p.tenant;
         let d = self
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 let mut d = tx
                     .take_dead_letter(tenant, id)?
                     .ok_or(StoreError::NotFound)?;
@@ -520,7 +521,7 @@ impl Notifier {
                 d.last_error = None;
                 tx.put_delivery(&d)?;
                 tx.record([audit.after(&d)], Vec::new())?;
-                Ok((d, true))
+                Ok(Wrote::Changed(d))
             })
             .await?;
         Ok(d)
@@ -538,9 +539,9 @@ impl Notifier {
         // A test sends (or runs a script) at a person's asking: audited, whatever it answers.
         let audit = self.audit(p, actor, "channel.test", format!("channels/{}", doc.name));
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.record([audit], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         let channel: Channel =

@@ -12,6 +12,7 @@ use crate::model::{Selector, Timestamp, fault};
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::StoreError;
+use crate::store::{TxResult, Wrote};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,12 +171,12 @@ impl WebhookDispatcher {
         }
         self.notifier
             .store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 for d in &deliveries {
                     tx.put_delivery(d)?;
                 }
                 tx.save_position(CONSUMER, through)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         if let Some(c) = self.consumer.as_mut() {

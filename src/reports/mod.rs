@@ -28,6 +28,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{ObjectLabels, OnCall};
 use crate::store::{Store, StoreError};
+use crate::store::{TxResult, Wrote};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -205,7 +206,7 @@ impl Reports {
         let keep = body.keep.unwrap_or(DEFAULT_KEEP).max(1);
         let archived = entries.clone();
         self.store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 for (entry, content) in &renderings {
                     tx.archive_report(entry, content)?;
                 }
@@ -217,7 +218,7 @@ impl Reports {
                     tx.put_delivery(mail)?;
                 }
                 tx.record([audit.after(&archived)], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await?;
         Ok(entries)

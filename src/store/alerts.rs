@@ -541,6 +541,7 @@ mod tests {
     use super::*;
     use crate::model::event::Severity;
     use crate::runtime::TestClock;
+    use crate::store::{TxResult, Wrote};
 
     #[test]
     fn a_timer_key_reads_back_and_a_damaged_one_is_corruption() {
@@ -566,7 +567,7 @@ mod tests {
         let at =
             move |mins: i64| Timestamp::from_millis(start.as_millis() + mins * 60_000).unwrap();
         let opens = store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test setup");
                 let open = |n: u128, mins: i64| {
                     Alert::open(
@@ -586,7 +587,7 @@ mod tests {
                     tx.storm_opens(&open(3, 10), pair, at(5))?,
                 ];
                 let kept = tx.open_table(STORM_INDEX)?.len()?;
-                Ok(((opens, kept), true))
+                Ok(Wrote::Changed((opens, kept)))
             })
             .await
             .unwrap();

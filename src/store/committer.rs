@@ -18,7 +18,7 @@
 
 use super::audit::ChainHead;
 use super::kv::Db;
-use super::tx::Tx;
+use super::tx::{Tx, TxAbort, TxResult};
 use super::{Filed, Store, StoreError};
 use crate::model::event::Journaled;
 use crate::runtime::Stopwatch;
@@ -69,8 +69,9 @@ pub(super) enum Outcome {
     Changed,
     /// It looked and wrote nothing: abort it, answer at once.
     Unchanged,
-    /// It failed with this error: abort it, answer at once with the error.
-    Failed(StoreError),
+    /// It failed: abort it, answer at once with its error, and hand the kernel the store's
+    /// failure that error carries, if any (`None`: a domain's refusal).
+    Failed(Option<StoreError>),
 }
 
 /// One queued write.
@@ -90,11 +91,12 @@ struct Pending<F, A> {
     caller: tracing::Span,
 }
 
-impl<F, A, T> Write for Pending<F, A>
+impl<F, A, T, E> Write for Pending<F, A>
 where
-    F: FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send,
-    A: FnOnce(Result<T, StoreError>, Option<Filed>) + Send + 'static,
+    F: FnOnce(&Tx) -> TxResult<T, E> + Send,
+    A: FnOnce(Result<T, E>, Option<Filed>) + Send + 'static,
     T: Send + 'static,
+    E: TxAbort,
 {
     fn run(self: Box<Self>, tx: &Tx) -> (Outcome, Reply) {
         let Pending {
@@ -104,9 +106,9 @@ where
             tracing::debug_span!(parent: &caller, "transaction", outcome = tracing::field::Empty);
         let out = span.in_scope(|| f(tx));
         let outcome = match &out {
-            Ok((_, true)) => Outcome::Changed,
-            Ok((_, false)) => Outcome::Unchanged,
-            Err(e) => Outcome::Failed(e.clone()),
+            Ok(wrote) if wrote.changed() => Outcome::Changed,
+            Ok(_) => Outcome::Unchanged,
+            Err(e) => Outcome::Failed(e.store_error().cloned()),
         };
         span.record(
             "outcome",
@@ -116,13 +118,15 @@ where
                 Outcome::Failed(_) => "failed",
             },
         );
-        let reply: Reply =
-            Box::new(move |synced, filed| answer(out.and_then(|(v, _)| synced.map(|()| v)), filed));
+        let reply: Reply = Box::new(move |synced, filed| {
+            let out = out.and_then(|wrote| synced.map(|()| wrote.into_inner()).map_err(E::from));
+            answer(out, filed)
+        });
         (outcome, reply)
     }
 
     fn refuse(self: Box<Self>, e: StoreError) {
-        (self.answer)(Err(e), None);
+        (self.answer)(Err(E::from(e)), None);
     }
 
     fn promise(&self) -> Promise {
@@ -155,12 +159,12 @@ impl Committer {
     /// committed, as `promise` says; or failed, or at once when `f` says it changed nothing),
     /// with the filing of its group's events. An answer dropped unanswered (the thread is gone,
     /// or `f` panicked) means `unanswered`.
-    pub(super) fn submit<T: Send + 'static>(
+    pub(super) fn submit<T: Send + 'static, E: TxAbort>(
         &self,
         turn: Turn,
         promise: Promise,
-        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
-        answer: impl FnOnce(Result<T, StoreError>, Option<Filed>) + Send + 'static,
+        f: impl FnOnce(&Tx) -> TxResult<T, E> + Send + 'static,
+        answer: impl FnOnce(Result<T, E>, Option<Filed>) + Send + 'static,
     ) {
         let caller = tracing::Span::current();
         let pending = Pending {
@@ -415,9 +419,9 @@ fn run_job(store: &Store, db: &Db, job: Job) -> Result<Option<Ran>, StoreError> 
         let outcome = match outcome {
             Outcome::Changed if cfg!(debug_assertions) && !kernel.accounted_for() => {
                 tracing::error!("a change without its audit entry or event; refused");
-                Outcome::Failed(StoreError::Internal(
+                Outcome::Failed(Some(StoreError::Internal(
                     "a change without its audit entry or event (see Tx::unrecorded)".into(),
-                ))
+                )))
             }
             other => other,
         };
@@ -434,12 +438,25 @@ fn run_job(store: &Store, db: &Db, job: Job) -> Result<Option<Ran>, StoreError> 
             reply(Ok(()), None);
             return Ok(None);
         }
-        Outcome::Failed(e) => {
+        Outcome::Failed(failure) => {
             // The dropped transaction is aborted with its events; the reply carries the job's
             // own error, or this one when the job itself succeeded.
             drop(tx);
-            reply(Err(e.clone()), None);
-            return Err(e);
+            reply(
+                Err(failure.clone().unwrap_or_else(|| {
+                    StoreError::Internal("a refused write was answered as done".into())
+                })),
+                None,
+            );
+            return match failure {
+                Some(e) => Err(e),
+                // A domain's refusal: nothing failed, and nothing is left to write (an audit
+                // checkpoint it asked for went with it).
+                None => {
+                    store.take_pending_checkpoint();
+                    Ok(None)
+                }
+            };
         }
     }
     let written = tx.written();
@@ -459,6 +476,7 @@ fn run_job(store: &Store, db: &Db, job: Job) -> Result<Option<Ran>, StoreError> 
 #[cfg(test)]
 mod tests {
     use super::super::kv::Readable;
+    use super::super::{TxAbort, TxResult, Wrote};
     use super::*;
     use crate::runtime::clock::SystemClock;
     use redb::TableDefinition;
@@ -498,6 +516,50 @@ mod tests {
     /// Writes queued together share a group: a failing and a panicking one among them are
     /// answered with their errors, leave nothing behind, and do not stop the others or the
     /// thread; an `Ahead` write runs before the `InOrder` ones queued before it.
+    /// A domain's own error, as a transaction's body ends with one.
+    #[derive(Debug)]
+    enum Refusal {
+        NotAllowed,
+        Store(StoreError),
+    }
+
+    impl From<StoreError> for Refusal {
+        fn from(e: StoreError) -> Self {
+            Refusal::Store(e)
+        }
+    }
+
+    impl TxAbort for Refusal {
+        fn store_error(&self) -> Option<&StoreError> {
+            match self {
+                Refusal::Store(e) => Some(e),
+                Refusal::NotAllowed => None,
+            }
+        }
+    }
+
+    /// A body that refuses in its domain's own error type is answered with that error, its
+    /// writes undone, and the store stays online; the store's errors reach it through `?`.
+    #[tokio::test]
+    async fn a_domain_refusal_is_answered_as_itself_and_undoes_the_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let refused = store
+            .transact(|tx| -> TxResult<(), Refusal> {
+                put(1)(tx)?;
+                Err(Refusal::NotAllowed)
+            })
+            .await;
+        assert!(matches!(refused, Err(Refusal::NotAllowed)), "{refused:?}");
+        assert!(stored(&store).is_empty());
+        assert!(store.offline_reason().is_none());
+        let wrote = store
+            .transact(|tx| -> TxResult<u32, Refusal> { Ok(Wrote::Changed(put(2)(tx)?)) })
+            .await
+            .unwrap();
+        assert_eq!((wrote, stored(&store)), (2, vec![2]));
+    }
+
     #[tokio::test]
     async fn a_group_commits_each_write_alone_and_answers_each() {
         let dir = tempfile::tempdir().unwrap();
@@ -570,9 +632,9 @@ mod tests {
         let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
         let before = store.syncs();
         let looked = store
-            .transact(|tx| {
+            .transact(|tx| -> TxResult<_> {
                 put(7)(tx)?;
-                Ok(("nothing due", false))
+                Ok(Wrote::Unchanged("nothing due"))
             })
             .await
             .unwrap();
@@ -583,7 +645,10 @@ mod tests {
             "no sync for a write that changed nothing"
         );
         assert!(stored(&store).is_empty(), "its transaction was aborted");
-        let wrote = store.transact(|tx| Ok((put(8)(tx)?, true))).await.unwrap();
+        let wrote = store
+            .transact(|tx| -> TxResult<_> { Ok(Wrote::Changed(put(8)(tx)?)) })
+            .await
+            .unwrap();
         assert_eq!(wrote, 8);
         assert_eq!(store.syncs(), before + 1);
         assert_eq!(stored(&store), [8]);
@@ -633,9 +698,9 @@ mod tests {
             let store = store.clone();
             async move {
                 store
-                    .transact(move |tx| {
+                    .transact(move |tx| -> TxResult<_> {
                         kernel.journal(tx, vec![draft(n), draft(n + 1)])?;
-                        Ok((tx.journaled_ids(), outcome?))
+                        Ok(Wrote::new(tx.journaled_ids(), outcome?))
                     })
                     .await
             }

@@ -7,6 +7,7 @@ use super::kv::Readable;
 use super::tables::DISCOVERY_SCANS;
 use super::{Store, StoreError, Tx};
 use crate::model::discovery::DiscoveryScan;
+use crate::store::{TxResult, Wrote};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -27,7 +28,7 @@ impl Store {
         scan: DiscoveryScan,
         keep: usize,
     ) -> Result<(), StoreError> {
-        self.transact(move |tx| {
+        self.transact(move |tx| -> TxResult<_> {
             let mut table = tx.open_table(DISCOVERY_SCANS)?;
             let key = scoped(scan.tenant_id, scan.id.as_bytes());
             let (lo, _) = tenant_range(scan.tenant_id);
@@ -44,7 +45,7 @@ impl Store {
             }
             drop(table);
             put_scan(tx, &scan)?;
-            Ok(((), true))
+            Ok(Wrote::Changed(()))
         })
         .await
     }
@@ -54,7 +55,7 @@ impl Store {
         self: &Arc<Self>,
         scan: DiscoveryScan,
     ) -> Result<(), StoreError> {
-        self.transact(move |tx| put_scan(tx, &scan).map(|()| ((), true)))
+        self.transact(move |tx| put_scan(tx, &scan).map(Wrote::Changed))
             .await
     }
 

@@ -27,8 +27,6 @@ pub enum StoreError {
     VersionConflict { stored: u64, expected: u64 },
     #[error("the e-mail address is in use")]
     EmailInUse,
-    #[error("the change would leave no enabled administrator")]
-    LastAdmin,
     #[error("{0}")]
     Conflict(String),
     #[error("I/O error: {0}")]

@@ -15,6 +15,7 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
+use crate::store::{TxResult, Wrote};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -437,19 +438,19 @@ impl Store {
     /// from now on), and that start is saved, so nothing committed after it is skipped.
     pub async fn consumer_position(self: &Arc<Self>, name: &str) -> Result<Uuid, StoreError> {
         let name = name.to_string();
-        self.transact(move |tx| {
+        self.transact(move |tx| -> TxResult<_> {
             let saved = {
                 let t = tx.open_table(CONSUMER_POSITIONS)?;
                 t.get(name.as_str())?
                     .and_then(|v| Uuid::from_slice(v.value()).ok())
             };
             match saved {
-                Some(at) => Ok((at, false)),
+                Some(at) => Ok(Wrote::Unchanged(at)),
                 None => {
                     let meta = tx.open_table(META)?;
                     let head = head(&meta)?.unwrap_or(Uuid::nil());
                     save_position(tx, &name, head)?;
-                    Ok((head, true))
+                    Ok(Wrote::Changed(head))
                 }
             }
         })
@@ -556,7 +557,7 @@ impl Store {
             return Ok(Vec::new());
         };
         let forget: HashSet<u64> = seqs.into_iter().collect();
-        self.transact(move |tx| {
+        self.transact(move |tx| -> TxResult<_> {
             tx.unrecorded("journal rows whose events are stored");
             let mut meta = tx.open_table(META)?;
             let before = meta_id(&meta, JOURNAL_FORGOTTEN)?;
@@ -590,7 +591,7 @@ impl Store {
                 meta.insert(JOURNAL_FORGOTTEN, through.as_bytes().as_slice())?;
             }
             let changed = !forgotten.is_empty();
-            Ok(((kept, forgotten), changed))
+            Ok(Wrote::new((kept, forgotten), changed))
         })
         .await
         .map(|(kept, forgotten)| {

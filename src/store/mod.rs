@@ -40,7 +40,7 @@ mod writer;
 pub use committer::Promise;
 pub use error::StoreError;
 pub use processes::Change;
-pub use tx::Tx;
+pub use tx::{Tx, TxAbort, TxResult, Wrote};
 
 use crate::model::event::Journaled;
 use crate::model::health::DiskSpace;
@@ -358,7 +358,7 @@ impl Store {
         self.committer.submit(
             committer::Turn::InOrder,
             Promise::Durable,
-            move |tx| f(tx).map(|v| (v, true)),
+            move |tx| f(tx).map(Wrote::Changed),
             move |out, _filed| {
                 let _ = answer.send(out);
             },
@@ -394,25 +394,27 @@ impl Store {
         turn: committer::Turn,
         f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.submit(turn, move |tx| f(tx).map(|v| (v, true))).await
+        self.submit(turn, move |tx| f(tx).map(Wrote::Changed)).await
     }
 
     /// One write transaction whose body is domain code (see `Tx`): `f` says whether it changed
-    /// anything, and one that did not is aborted and costs no sync (a timer sweep with nothing
-    /// due). Durable, and its events filed, when this resolves.
-    pub async fn transact<T: Send + 'static>(
+    /// anything (`Wrote`), and one that did not is aborted and costs no sync (a timer sweep with
+    /// nothing due). It fails with the caller's own error type (`TxAbort`): a domain refuses in
+    /// its own terms, and the store's errors reach it through `?`. Durable, and its events
+    /// filed, when this resolves.
+    pub async fn transact<T: Send + 'static, E: TxAbort>(
         &self,
-        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&Tx) -> TxResult<T, E> + Send + 'static,
+    ) -> Result<T, E> {
         self.submit(committer::Turn::InOrder, f).await
     }
 
     /// `transact` for a worker that has one write in flight at a time and must not wait behind
     /// a burst of requests (the pager's outbox): it passes the queued requests.
-    pub async fn transact_ahead<T: Send + 'static>(
+    pub async fn transact_ahead<T: Send + 'static, E: TxAbort>(
         &self,
-        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&Tx) -> TxResult<T, E> + Send + 'static,
+    ) -> Result<T, E> {
         self.submit(committer::Turn::Ahead, f).await
     }
 
@@ -428,7 +430,7 @@ impl Store {
         self.committer.submit(
             committer::Turn::InOrder,
             promise,
-            move |tx| f(tx).map(|v| (v, true)),
+            move |tx| f(tx).map(Wrote::Changed),
             move |out, filed| {
                 let _ = answer.send(out.map(|v| (v, filed)));
             },
@@ -438,11 +440,11 @@ impl Store {
             .unwrap_or_else(|_| Err(committer::unanswered()))
     }
 
-    async fn submit<T: Send + 'static>(
+    async fn submit<T: Send + 'static, E: TxAbort>(
         &self,
         turn: committer::Turn,
-        f: impl FnOnce(&Tx) -> Result<(T, bool), StoreError> + Send + 'static,
-    ) -> Result<T, StoreError> {
+        f: impl FnOnce(&Tx) -> TxResult<T, E> + Send + 'static,
+    ) -> Result<T, E> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         self.committer
             .submit(turn, Promise::Durable, f, move |out, filed| {
@@ -450,7 +452,7 @@ impl Store {
             });
         let (out, filed) = answered
             .await
-            .unwrap_or_else(|_| (Err(committer::unanswered()), None));
+            .unwrap_or_else(|_| (Err(E::from(committer::unanswered())), None));
         if let Some(filed) = filed {
             filed.await;
         }

@@ -15,6 +15,7 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::notify::{ChannelFailures, Delivery, EscalationTimer, Override};
+use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -547,11 +548,11 @@ impl Store {
         if look.due.is_empty() && !look.doubtful {
             return Ok(Vec::new());
         }
-        self.transact_ahead(move |tx| {
+        self.transact_ahead(move |tx| -> TxResult<_> {
             let claimed = tx.claim_deliveries(now, now.plus(CLAIM_LEASE), max, &*claimable)?;
             tx.unrecorded("a courier's claim on the deliveries it sends");
             let changed = !claimed.is_empty();
-            Ok((claimed, changed))
+            Ok(Wrote::new(claimed, changed))
         })
         .await
     }
@@ -627,16 +628,16 @@ impl Store {
     /// A 32-byte key of this installation stored under `name`, made on first use (for
     /// signing ack links).
     pub async fn install_key(self: &Arc<Self>, name: &'static str) -> Result<Vec<u8>, StoreError> {
-        self.transact(move |tx| {
+        self.transact(move |tx| -> TxResult<_> {
             let mut meta = tx.open_table(META)?;
             if let Some(v) = meta.get(name)? {
-                return Ok((v.value().to_vec(), false));
+                return Ok(Wrote::Unchanged(v.value().to_vec()));
             }
             let mut key = vec![0u8; 32];
             getrandom::fill(&mut key).map_err(|e| StoreError::Internal(e.to_string()))?;
             meta.insert(name, key.as_slice())?;
             tx.unrecorded("an installation key, made on first use");
-            Ok((key, true))
+            Ok(Wrote::Changed(key))
         })
         .await
     }
@@ -678,12 +679,12 @@ mod tests {
         ];
         let outbox = queued.to_vec();
         store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test setup");
                 for d in &outbox {
                     tx.put_delivery(d)?;
                 }
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();
@@ -740,13 +741,13 @@ mod tests {
         let current = claimed(stale.clone(), at(185), 8);
         let over = current.clone();
         let taken = store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test attempts");
                 take_delivery(tx, over.id)?;
                 tx.put_delivery(&over)?;
                 let stale = tx.take_claimed_delivery(&stale)?;
                 let current = tx.take_claimed_delivery(&over)?;
-                Ok(((stale.is_some(), current.map(|d| d.id)), true))
+                Ok(Wrote::Changed((stale.is_some(), current.map(|d| d.id))))
             })
             .await
             .unwrap();

@@ -248,6 +248,7 @@ fn hold_lease(
 mod tests {
     use super::*;
     use crate::runtime::clock::SystemClock;
+    use crate::store::{TxResult, Wrote};
     use std::time::Duration;
 
     /// Whether `waker` has been notified (its permit taken).
@@ -271,11 +272,11 @@ mod tests {
         let before = store.catalog_generation();
 
         store
-            .transact(|tx| {
+            .transact(|tx| -> TxResult<_> {
                 tx.unrecorded("a test row");
                 tx.open_table(tables::SETTINGS)?
                     .insert(b"tenant/key".as_slice(), b"value".as_slice())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();
@@ -284,11 +285,11 @@ mod tests {
         assert!(!woken(&courier).await, "the courier");
 
         store
-            .transact(|tx| {
+            .transact(|tx| -> TxResult<_> {
                 tx.unrecorded("a test row");
                 tx.open_table(tables::DELIVERIES_DUE)?
                     .insert(b"due".as_slice(), ())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();
@@ -297,17 +298,17 @@ mod tests {
 
         let generation = store.catalog_generation();
         store
-            .transact(|tx| {
+            .transact(|tx| -> TxResult<_> {
                 tx.open_table(tables::SETTINGS)?;
-                Ok(((), false))
+                Ok(Wrote::Unchanged(()))
             })
             .await
             .unwrap();
         store
-            .transact(|tx| {
+            .transact(|tx| -> TxResult<_> {
                 tx.unrecorded("a read only");
                 tx.open_table(tables::SETTINGS)?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();

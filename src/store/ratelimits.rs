@@ -8,6 +8,7 @@ use super::tables::RATE_BUCKETS;
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::RateBucket;
+use crate::store::{TxResult, Wrote};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -65,7 +66,7 @@ impl Store {
         self: &Arc<Self>,
         idle_since: Timestamp,
     ) -> Result<usize, StoreError> {
-        self.transact(move |tx| {
+        self.transact(move |tx| -> TxResult<_> {
             let idle: Vec<Vec<u8>> = {
                 let table = tx.open_table(RATE_BUCKETS)?;
                 let mut idle = Vec::new();
@@ -83,7 +84,7 @@ impl Store {
                 table.remove(key.as_slice())?;
             }
             tx.unrecorded("rate-limit buckets of addresses idle for an hour");
-            Ok((idle.len(), !idle.is_empty()))
+            Ok(Wrote::new(idle.len(), !idle.is_empty()))
         })
         .await
     }

@@ -1,6 +1,7 @@
 //! Sealed secrets by tenant and name.
 
 use super::codec::{decode, encode, tenant_values};
+use crate::store::{TxResult, Wrote};
 
 use super::keys::scoped;
 use super::kv::{Readable, WriteTx};
@@ -85,17 +86,17 @@ impl Store {
             Some(other) => Ok(Some(other)),
             // Another process may have kept one since the read: compared again in the write.
             None => {
-                self.transact(move |tx| {
+                self.transact(move |tx| -> TxResult<_> {
                     let mut meta = tx.open_table(META)?;
                     let kept = meta
                         .get(KEY_FINGERPRINT)?
                         .map(|v| String::from_utf8_lossy(v.value()).into_owned());
                     if let Some(kept) = kept {
-                        return Ok(((kept != fingerprint).then_some(kept), false));
+                        return Ok(Wrote::Unchanged((kept != fingerprint).then_some(kept)));
                     }
                     meta.insert(KEY_FINGERPRINT, fingerprint.as_bytes())?;
                     tx.unrecorded("the master key's fingerprint, kept once at the first start");
-                    Ok((None, true))
+                    Ok(Wrote::Changed(None))
                 })
                 .await
             }

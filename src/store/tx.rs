@@ -13,6 +13,53 @@ use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use uuid::Uuid;
 
+/// What a transaction's body did: `Changed` is committed, `Unchanged` aborted at no sync (a
+/// timer sweep with nothing due), each with the value the caller gets.
+#[derive(Debug)]
+pub enum Wrote<T> {
+    Changed(T),
+    Unchanged(T),
+}
+
+impl<T> Wrote<T> {
+    /// `Changed` when `changed`, else `Unchanged`.
+    pub fn new(value: T, changed: bool) -> Self {
+        if changed {
+            Wrote::Changed(value)
+        } else {
+            Wrote::Unchanged(value)
+        }
+    }
+
+    pub(super) fn changed(&self) -> bool {
+        matches!(self, Wrote::Changed(_))
+    }
+
+    pub(super) fn into_inner(self) -> T {
+        match self {
+            Wrote::Changed(v) | Wrote::Unchanged(v) => v,
+        }
+    }
+}
+
+/// What a transaction's body answers: what it did, or its error: a domain's own refusal, or
+/// the store's failure carried in it (`?` on a `Tx` operation).
+pub type TxResult<T, E = StoreError> = Result<Wrote<T>, E>;
+
+/// An error a transaction's body may end with: the caller's own (a domain's error type), which
+/// carries the store's errors so `?` works on every `Tx` operation, and hands one back to the
+/// kernel, which takes the store offline after an I/O failure whoever's error carried it.
+pub trait TxAbort: From<StoreError> + Send + 'static {
+    /// The store's failure this error carries, if it is one.
+    fn store_error(&self) -> Option<&StoreError>;
+}
+
+impl TxAbort for StoreError {
+    fn store_error(&self) -> Option<&StoreError> {
+        Some(self)
+    }
+}
+
 pub struct Tx<'a> {
     store: &'a Store,
     inner: &'a WriteTx,

@@ -6,6 +6,7 @@ use crate::support::*;
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::time::Duration;
+use svc::store::{TxResult, Wrote};
 
 async fn alive(s: &Server) {
     let res = s.get("/healthz").await;
@@ -417,10 +418,10 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         };
         let audit = audit(&name);
         store
-            .transact(move |tx| {
+            .transact(move |tx| -> TxResult<_> {
                 tx.insert_config_doc(&doc)?;
                 tx.record([audit], Vec::new())?;
-                Ok(((), true))
+                Ok(Wrote::Changed(()))
             })
             .await
             .unwrap();
@@ -429,7 +430,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
         .to_string();
     let audit = audit("old-0");
     store
-        .transact(move |tx| {
+        .transact(move |tx| -> TxResult<_> {
             let old = tx.config_doc(tenant, "templates", "old-0")?.unwrap();
             tx.put_config_doc(&ConfigDoc {
                 body: head,
@@ -437,7 +438,7 @@ async fn deepen_stored_chain(data: &std::path::Path, depth: usize) {
                 ..old
             })?;
             tx.record([audit], Vec::new())?;
-            Ok(((), true))
+            Ok(Wrote::Changed(()))
         })
         .await
         .unwrap();
