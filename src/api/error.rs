@@ -478,6 +478,7 @@ impl From<InventoryError> for Problem {
                 "the apply token is unknown, expired or of another tenant, or what it planned has changed since",
             ),
             InventoryError::Apply(why) => Problem::new(Code::BundleApply, why),
+            InventoryError::Taken(why) => Problem::new(Code::ConflictDuplicate, why),
             e @ InventoryError::Busy => {
                 Problem::new(Code::BundleBusy, e.to_string()).retry_after(Duration::from_secs(5))
             }

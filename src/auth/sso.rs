@@ -173,14 +173,14 @@ impl Auth {
         let id = session_id.clone();
         let ip = source_ip.to_string();
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 let known = tx.users(tenant)?;
                 let existing = match known.iter().find(|u| u.subject == account.subject) {
                     Some(u) => tx.user(tenant, u.id)?,
                     None => None,
                 };
                 if existing.as_ref().is_some_and(|u| u.user.disabled) {
-                    return Err(StoreError::Conflict("this account is disabled".into()));
+                    return Err(AuthError::Invalid("this account is disabled".into()));
                 }
                 let user = provisioned(existing.as_ref(), &account, &roles, new_id, tenant, now);
                 let actor = Actor {
@@ -229,11 +229,10 @@ impl Auth {
             })
             .await
             .map_err(|e| match e {
-                StoreError::EmailInUse => AuthError::Invalid(
+                AuthError::Store(StoreError::EmailInUse) => AuthError::Invalid(
                     "another account has this e-mail address; an administrator can remove or change it".into(),
                 ),
-                StoreError::Conflict(m) => AuthError::Invalid(m),
-                e => AuthError::Store(e),
+                e => e,
             })?;
         Ok(NewSession {
             id,

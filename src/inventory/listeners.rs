@@ -3,7 +3,6 @@
 
 use super::{Inventory, InventoryError};
 use crate::model::config::Invalid;
-use crate::store::StoreError;
 use serde_json::{Map, Value};
 use std::net::SocketAddr;
 use uuid::Uuid;
@@ -82,10 +81,9 @@ impl Inventory {
                     } else {
                         " in another tenant"
                     };
-                    return Err(StoreError::Duplicate(format!(
+                    return Err(InventoryError::Taken(format!(
                         "config.listen {addr}: an event source{whose} listens on {taken}"
-                    ))
-                    .into());
+                    )));
                 }
             }
         }

@@ -47,6 +47,10 @@ pub enum InventoryError {
     /// `admin:secrets`).
     #[error("needs {0}")]
     Forbidden(&'static str),
+    /// What the document claims another one holds (a listening address): a conflict, as a
+    /// name in use is.
+    #[error("{0}")]
+    Taken(String),
 }
 
 impl crate::store::TxAbort for InventoryError {
