@@ -35,7 +35,7 @@ fn resolve_alerts(
         let Ok(event) = new.resolve(now) else {
             continue;
         };
-        tx.save_alert(&new)?;
+        super::lifecycle::store_alert(tx, &new)?;
         let audit = AuditDraft::new(
             now,
             incident.tenant_id,

@@ -54,6 +54,26 @@ pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
 /// lift with time (a silence running out) or with a state change (a parent back up).
 const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Saves an alert with what its status implies for other rows, in the same transaction: a
+/// chain stops once the alert is no longer open, and its object's live state shows who
+/// acknowledged it (cleared again when it is not acknowledged). Every change to an alert is
+/// saved through here.
+pub(super) fn store_alert(tx: &Tx, a: &Alert) -> Result<(), StoreError> {
+    tx.save_alert(a)?;
+    // Only an alert with a policy is ever armed (`arm_escalation`), and a policy is not taken
+    // off an alert: one without has no timers to look for.
+    if a.status != AlertStatus::Open && a.escalation_policy.is_some() {
+        tx.disarm_escalation(a.id)?;
+    }
+    if let Some(object) = a.object_id {
+        let by = (a.status == AlertStatus::Acked)
+            .then_some(a.acked_by.as_deref())
+            .flatten();
+        tx.set_acked_by(a.tenant_id, object, by)?;
+    }
+    Ok(())
+}
+
 /// An alert the active-key index holds refused to resolve: its row and its index disagree.
 fn inconsistent(e: TransitionError) -> StoreError {
     StoreError::Corrupt(format!("an active alert would not resolve: {e}"))
@@ -84,7 +104,7 @@ fn fire(
     if let Some(e) = event {
         alert.remember(e);
     }
-    tx.save_alert(&alert)?;
+    store_alert(tx, &alert)?;
     let opened = fresh.then(|| alert.opened(via));
     Ok((alert, fresh, opened))
 }
@@ -337,7 +357,7 @@ fn evaluate_group(tx: &Tx, member: &Alert, now: Timestamp) -> Result<Vec<EventDr
         let mut events = Vec::new();
         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
             events.push(held.resolve(now).map_err(inconsistent)?);
-            tx.save_alert(&held)?;
+            store_alert(tx, &held)?;
         }
         return Ok(events);
     }
@@ -450,7 +470,7 @@ fn opened(
         Some(cause) => {
             let reason = format!("caused by: {}", cause.reason);
             alert.cause = Some(cause);
-            tx.save_alert(&alert)?;
+            store_alert(tx, &alert)?;
             Some(reason)
         }
         None => suppressed(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
@@ -597,7 +617,7 @@ pub async fn apply_matches(
                         if let Some(mut held) = tx.active_alert(tenant, &heartbeat_key(&rule))? {
                             held.remember(event);
                             events.push(held.resolve(now).map_err(inconsistent)?);
-                            tx.save_alert(&held)?;
+                            store_alert(tx, &held)?;
                         }
                     }
                     AlertMatch::Clear {
@@ -609,7 +629,7 @@ pub async fn apply_matches(
                         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
                             held.remember(event);
                             events.push(held.resolve(now).map_err(inconsistent)?);
-                            tx.save_alert(&held)?;
+                            store_alert(tx, &held)?;
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
                     }
@@ -656,7 +676,7 @@ pub async fn transition(
             let old = tx.alert(tenant, id)?.ok_or(StoreError::NotFound)?;
             let mut new = old.clone();
             let event = change(&mut new)?;
-            tx.save_alert(&new)?;
+            store_alert(tx, &new)?;
             tx.record([audit.before(&old).after(&new)], vec![event])?;
             Ok(Wrote::Changed(new))
         })
@@ -683,11 +703,11 @@ pub async fn run_timers(
                 tx.drop_alert_timer(&timer)?;
                 if let Some(mut alert) = tx.alert(timer.tenant, timer.alert)? {
                     if let Some(woken) = alert.wake(timer.at) {
-                        tx.save_alert(&alert)?;
+                        store_alert(tx, &alert)?;
                         tx.arm_escalation(&alert, timer.at, now)?;
                         events.push(woken);
                     } else if alert.expire(timer.at) {
-                        tx.save_alert(&alert)?;
+                        store_alert(tx, &alert)?;
                     }
                 }
             }

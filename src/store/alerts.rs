@@ -15,7 +15,7 @@ use super::tables::{
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertFilter, AlertStatus};
+use crate::model::alert::{Alert, AlertFilter};
 use crate::model::config::ConfigDoc;
 use crate::model::incident::Incident;
 use crate::model::object::{Object, ObjectKind};
@@ -81,18 +81,9 @@ pub struct DueTimer {
 /// Saves an alert and keeps its dedup key held exactly while it is active. An active alert's
 /// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
 /// stale are dropped when due.
+/// The alert's row and its indexes (its active dedup key, its timers); what its status implies
+/// for other rows is `alerting`'s (`lifecycle::store_alert`).
 fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
-    // Only an alert with a policy is ever armed (`arm_escalation`), and a policy is not taken
-    // off an alert: one without has no timers to look for.
-    if a.status != AlertStatus::Open && a.escalation_policy.is_some() {
-        super::notify::disarm_escalation(tx, a.id)?;
-    }
-    if let Some(object) = a.object_id {
-        let by = (a.status == AlertStatus::Acked)
-            .then_some(a.acked_by.as_deref())
-            .flatten();
-        super::states::mirror_ack(tx, a.tenant_id, object, by)?;
-    }
     if a.status.is_active() {
         let mut timers = tx.open_table(ALERT_TIMERS)?;
         for at in [a.snoozed_until, a.auto_close_at].into_iter().flatten() {

@@ -6,7 +6,7 @@ use super::codec::{decode, encode_positional, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
-use super::{Filed, Promise, Store, StoreError};
+use super::{Filed, Promise, Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
 use crate::model::object::Object;
@@ -144,9 +144,9 @@ pub(super) fn hard_problem(tx: &WriteTx, tenant: Uuid, object: Uuid) -> Result<b
     Ok(hard_state(tx, tenant, object)?.is_some_and(|s| s != 0))
 }
 
-/// Mirrors an alert's acknowledgement onto its object's live state (`ackedBy`), in the
-/// transaction of the alert's change; the state machine clears it on recovery.
-pub(super) fn mirror_ack(
+/// Sets who acknowledged the problem of an object's live state (`ackedBy`; `None` clears it);
+/// the state machine clears it on recovery.
+fn set_acked_by(
     tx: &WriteTx,
     tenant: Uuid,
     object: Uuid,
@@ -178,6 +178,19 @@ pub type Step =
 pub struct AppliedStates {
     pub states: Vec<(CheckState, Option<Transition>)>,
     pub filed: Option<Filed>,
+}
+
+impl Tx<'_> {
+    /// Sets who acknowledged the problem of an object's live state (`ackedBy`; `None` clears
+    /// it), if the object has one.
+    pub fn set_acked_by(
+        &self,
+        tenant: Uuid,
+        object: Uuid,
+        by: Option<&str>,
+    ) -> Result<(), StoreError> {
+        set_acked_by(self, tenant, object, by)
+    }
 }
 
 impl Store {

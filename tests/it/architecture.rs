@@ -243,6 +243,23 @@ fn unsafe_code_stays_in_its_two_files() {
     assert!(!allows_unsafe("#[allow(clippy::unwrap_used)]\nfn f() {}\n"));
 }
 
+/// Issue 68, item 3: what saving an alert implies (its chain disarmed, its object's live state
+/// showing the acknowledgement) is `alerting`'s, so every change to an alert goes through
+/// `alerting::lifecycle::store_alert`, the one caller of the kernel's row write.
+#[test]
+fn alerts_are_saved_through_the_alerting_domain() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    visit(&src, &mut files);
+    let mut callers: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains(".save_alert("))
+        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
+        .collect();
+    callers.sort();
+    assert_eq!(callers, ["alerting/lifecycle.rs"]);
+}
+
 /// Whether a `mod.rs` imports from its parent outside its test module.
 fn reaches_up(text: &str) -> bool {
     let tests_start = text.find("#[cfg(test)]").unwrap_or(text.len());
