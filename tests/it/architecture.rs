@@ -224,17 +224,23 @@ fn allows_unsafe(text: &str) -> bool {
         .any(|l| l.contains("allow(unsafe_code)") || l.contains("expect(unsafe_code)"))
 }
 
-#[test]
-fn unsafe_code_stays_in_its_two_files() {
+/// The files under `src/` (paths relative to it, sorted) whose text `holds`.
+fn sources_where(holds: impl Fn(&str) -> bool) -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     visit(&src, &mut files);
-    let mut exempt: Vec<String> = files
+    let mut found: Vec<String> = files
         .iter()
-        .filter(|f| allows_unsafe(&std::fs::read_to_string(f).unwrap()))
+        .filter(|f| holds(&std::fs::read_to_string(f).unwrap()))
         .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
         .collect();
-    exempt.sort();
+    found.sort();
+    found
+}
+
+#[test]
+fn unsafe_code_stays_in_its_two_files() {
+    let exempt = sources_where(allows_unsafe);
     assert_eq!(exempt, UNSAFE_ALLOWED_IN.map(String::from).to_vec());
     let manifest =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap();
@@ -248,15 +254,7 @@ fn unsafe_code_stays_in_its_two_files() {
 /// `alerting::lifecycle::store_alert`, the one caller of the kernel's row write.
 #[test]
 fn alerts_are_saved_through_the_alerting_domain() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    visit(&src, &mut files);
-    let mut callers: Vec<String> = files
-        .iter()
-        .filter(|f| std::fs::read_to_string(f).unwrap().contains(".save_alert("))
-        .map(|f| f.strip_prefix(&src).unwrap().display().to_string())
-        .collect();
-    callers.sort();
+    let callers = sources_where(|text| text.contains(".save_alert("));
     assert_eq!(callers, ["alerting/lifecycle.rs"]);
 }
 
