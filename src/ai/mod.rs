@@ -20,6 +20,7 @@ use crate::model::config::Invalid;
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::fault;
 use crate::model::identity::Actor;
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::secrets::SecretSource;
 use crate::store::{Store, StoreError};
@@ -127,11 +128,7 @@ pub struct TurnGuard {
 impl Drop for TurnGuard {
     fn drop(&mut self) {
         if let Some(id) = self.held {
-            self.ai
-                .busy
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            self.ai.busy.locked().remove(&id);
         }
     }
 }
@@ -984,12 +981,7 @@ impl Ai {
     }
 
     fn check_free(&self, chat: Uuid) -> Result<(), AiError> {
-        if self
-            .busy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&chat)
-        {
+        if self.busy.locked().contains(&chat) {
             return Err(AiError::Busy);
         }
         Ok(())
@@ -1073,12 +1065,7 @@ impl Ai {
     /// Takes a turn slot holding `held` (a chat or conversation): busy while another turn
     /// holds it; shed, and counted, under pressure or at the limit.
     fn slot(self: &Arc<Self>, held: Option<Uuid>) -> Result<TurnGuard, AiError> {
-        let busy = |id: Uuid| {
-            self.busy
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(&id)
-        };
+        let busy = |id: Uuid| self.busy.locked().contains(&id);
         if held.is_some_and(busy) {
             return Err(AiError::Busy);
         }
@@ -1095,11 +1082,7 @@ impl Ai {
             .try_acquire_owned()
             .map_err(|_| shed("ai.maxConcurrentTurns turns are running"))?;
         if let Some(id) = held
-            && !self
-                .busy
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id)
+            && !self.busy.locked().insert(id)
         {
             return Err(AiError::Busy);
         }
@@ -1112,12 +1095,7 @@ impl Ai {
 
     /// Holds an action while a person's decision on it is carried out, so it runs once.
     fn hold(self: &Arc<Self>, id: Uuid) -> Result<TurnGuard, AiError> {
-        if !self
-            .busy
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id)
-        {
+        if !self.busy.locked().insert(id) {
             return Err(AiError::Conflict("the action is being decided".into()));
         }
         Ok(TurnGuard {

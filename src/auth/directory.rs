@@ -15,6 +15,7 @@ use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ActorType, DIRECTORY_SUBJECT, User};
+use crate::runtime::Locked;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{TxResult, Wrote};
 use ldap3::adapters::{EntriesOnly, PagedResults};
@@ -232,10 +233,7 @@ impl Directory {
     }
 
     pub fn status(&self) -> DirectoryStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.status.locked().clone()
     }
 
     /// A connection, bound as `dn` (anonymous when empty).
@@ -394,7 +392,7 @@ impl Directory {
     }
 
     fn record(&self, at: Timestamp, outcome: &Result<SyncResult, AuthError>) {
-        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        let mut status = self.status.locked();
         status.last_sync_at = Some(at);
         match outcome {
             Ok(result) => {

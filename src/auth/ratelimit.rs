@@ -7,6 +7,7 @@
 
 use crate::model::Timestamp;
 use crate::model::identity::RateBucket;
+use crate::runtime::Locked;
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use std::collections::HashMap;
@@ -82,10 +83,7 @@ impl RateLimiter {
     /// Drops the buckets idle over an hour (full again by then).
     pub async fn forget_idle(&self, now: Timestamp) {
         match &self.buckets {
-            Buckets::Local(map) => map
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|_, b| now.since(b.last) < IDLE),
+            Buckets::Local(map) => map.locked().retain(|_, b| now.since(b.last) < IDLE),
             Buckets::Shared(store) => {
                 let idle_ms = i64::try_from(IDLE.as_millis()).unwrap_or(i64::MAX);
                 let idle_since = Timestamp::from_millis(now.as_millis() - idle_ms).unwrap_or(now);
@@ -100,7 +98,7 @@ impl RateLimiter {
         let (name, burst, every) = (self.name, self.burst, self.refill_every);
         let store = match &self.buckets {
             Buckets::Local(map) => {
-                let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+                let mut map = map.locked();
                 if map.len() > MAX_BUCKETS {
                     map.retain(|_, b| now.since(b.last) < IDLE);
                 }
@@ -143,7 +141,7 @@ impl RateLimiter {
     #[cfg(test)]
     fn len(&self) -> usize {
         match &self.buckets {
-            Buckets::Local(map) => map.lock().unwrap_or_else(|e| e.into_inner()).len(),
+            Buckets::Local(map) => map.locked().len(),
             Buckets::Shared(_) => 0,
         }
     }

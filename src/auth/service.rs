@@ -8,6 +8,7 @@ use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ApiToken, TenantRequest};
 use crate::model::{Tenant, Timestamp};
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::memory::return_free_heap;
@@ -119,17 +120,13 @@ impl Auth {
     }
 
     pub(super) fn cache_get(&self, key: &[u8; 32]) -> Option<Verified> {
-        self.verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+        self.verified.locked().get(key).cloned()
     }
 
     /// Keeps a verification, as of the store's credentials generation read before the token
     /// was (so a change made meanwhile by another process has it checked again).
     pub(super) fn cache_put(&self, key: [u8; 32], verified: Verified) {
-        let mut c = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self.verified.locked();
         if c.len() >= CACHE_MAX {
             c.clear();
         }
@@ -138,10 +135,7 @@ impl Auth {
 
     /// Drops every cached verification of a token (rotate, delete).
     pub(super) fn cache_forget(&self, token_id: Uuid) {
-        self.verified
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|_, v| v.token.id != token_id);
+        self.verified.locked().retain(|_, v| v.token.id != token_id);
     }
 
     /// A place in the hashing queue, or `Busy` when it is full.
@@ -200,7 +194,7 @@ impl Auth {
 
     pub(super) fn mark_used(&self, tenant: Uuid, id: Uuid) {
         let now = self.clock.now();
-        let mut used = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut used = self.last_used.locked();
         if used.is_empty() {
             self.used.notify_one();
         }
@@ -208,7 +202,7 @@ impl Auth {
     }
 
     fn take_used(&self) -> Vec<(Uuid, Uuid, Timestamp)> {
-        let mut m = self.last_used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.last_used.locked();
         m.drain().map(|((t, i), at)| (t, i, at)).collect()
     }
 

@@ -6,6 +6,7 @@ use crate::model::event::Event;
 use crate::runtime::Metrics;
 use crate::runtime::metrics::QueueLabels;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{Locked, RwLocked};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -71,12 +72,7 @@ impl Bus {
     /// further: it is stored before it is published, and a subscriber that comes later reads
     /// what it missed from the store (SSE's `Last-Event-ID`).
     pub async fn publish(&self, event: Arc<Event>) {
-        if self
-            .slots
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
-        {
+        if self.slots.read_now().is_empty() {
             return;
         }
         if self.tx.send(event).await.is_err() {
@@ -93,16 +89,13 @@ impl Bus {
             resync: AtomicBool::new(false),
             dropped: AtomicU64::new(0),
         });
-        self.slots
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(slot.clone());
+        self.slots.write_now().push(slot.clone());
         Subscription { rx, slot }
     }
 
     fn fan_out(&self, event: &Arc<Event>) {
         let mut closed = false;
-        for slot in self.slots.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        for slot in self.slots.read_now().iter() {
             match slot.tx.try_send(event.clone()) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
@@ -120,10 +113,7 @@ impl Bus {
             }
         }
         if closed {
-            self.slots
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .retain(|s| !s.tx.is_closed());
+            self.slots.write_now().retain(|s| !s.tx.is_closed());
         }
     }
 
@@ -134,7 +124,7 @@ impl Bus {
 
     pub fn depths(&self) -> Vec<(String, usize)> {
         let mut out = vec![("main".to_string(), MAIN_QUEUE - self.tx.capacity())];
-        for slot in self.slots.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        for slot in self.slots.read_now().iter() {
             let depth = slot.capacity - slot.tx.capacity();
             match out.iter_mut().find(|(n, _)| n == slot.name) {
                 Some((_, d)) => *d = (*d).max(depth),
@@ -154,7 +144,7 @@ impl Bus {
 
     /// The worker that moves events from the main queue to the subscribers.
     pub fn dispatcher(self: &Arc<Self>) -> Option<Dispatcher> {
-        let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let rx = self.rx.locked().take()?;
         Some(Dispatcher {
             bus: self.clone(),
             rx,

@@ -181,6 +181,7 @@ pub(super) async fn committed_after(
 mod tests {
     use super::*;
     use crate::model::event::EventType;
+    use crate::runtime::Locked;
     use crate::runtime::{Metrics, SystemClock};
     use crate::store::events::EventStore;
     use serde_json::json;
@@ -337,7 +338,7 @@ mod tests {
         let rig = rig(dir.path());
         let first = produce(&rig, 2, 10).await;
         rig.events.store.sync().await.unwrap();
-        let filed = std::mem::take(&mut *super::super::lock(&rig.events.filed));
+        let filed = std::mem::take(&mut *rig.events.filed.locked());
         assert!(!filed.is_empty(), "the lossy filer filed most groups");
         rig.store.forget_journaled(filed, None).await.unwrap();
         let forgotten = rig

@@ -5,9 +5,10 @@
 //! each once stored. Storing an event twice is a no-op (month-file rows are keyed by id), so
 //! every committed event ends up in the event store exactly once.
 
-use super::{Events, lock};
+use super::Events;
 use crate::model::Timestamp;
 use crate::model::event::{Journaled, first_id_at};
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
@@ -66,7 +67,7 @@ impl EventFiler {
     /// durably (they commit journaled events without syncing), but those the durable consumers
     /// have not read yet, for up to `KEEP_FOR_CONSUMERS`: they stay to be forgotten later.
     async fn forget_filed(&self) -> Result<(), StoreError> {
-        let seqs = std::mem::take(&mut *lock(&self.events.filed));
+        let seqs = std::mem::take(&mut *self.events.filed.locked());
         if seqs.is_empty() {
             return Ok(());
         }
@@ -78,11 +79,11 @@ impl EventFiler {
         };
         match forgotten.await {
             Ok(kept) => {
-                lock(&self.events.filed).extend(kept);
+                self.events.filed.locked().extend(kept);
                 Ok(())
             }
             Err(e) => {
-                lock(&self.events.filed).extend(seqs);
+                self.events.filed.locked().extend(seqs);
                 Err(e)
             }
         }
@@ -93,14 +94,14 @@ impl EventFiler {
     pub async fn refile(&self) -> Result<usize, StoreError> {
         let refiled = self.refile_all().await;
         if let Err(e) = &refiled {
-            *lock(&self.events.unfiled) = Some(e.to_string());
+            *self.events.unfiled.locked() = Some(e.to_string());
         }
         refiled
     }
 
     /// The events of the oldest journal rows not stored yet.
     async fn unstored(&self) -> Result<Vec<Journaled>, StoreError> {
-        let stored: HashSet<u64> = lock(&self.events.filed).iter().copied().collect();
+        let stored: HashSet<u64> = self.events.filed.locked().iter().copied().collect();
         self.store.journaled(REFILE_BATCH, stored).await
     }
 
@@ -131,7 +132,7 @@ impl EventFiler {
             self.forget_filed().await?;
             let rows = self.unstored().await?;
             if rows.is_empty() {
-                *lock(&self.events.unfiled) = None;
+                *self.events.unfiled.locked() = None;
                 return Ok(refiled);
             }
             refiled += rows.len();
@@ -143,7 +144,7 @@ impl EventFiler {
 impl EventFiler {
     /// Forgets stored rows unless it did less than `FORGET_EVERY` ago; how long until it may.
     async fn forget_when_due(&mut self) -> Option<Duration> {
-        if lock(&self.events.filed).is_empty() {
+        if self.events.filed.locked().is_empty() {
             return None;
         }
         let since = self.last_forget.map_or(FORGET_EVERY, |at| at.elapsed());
@@ -152,7 +153,7 @@ impl EventFiler {
         }
         self.last_forget = Some(Stopwatch::start());
         match self.forget_filed().await {
-            Ok(()) if lock(&self.events.filed).is_empty() => None,
+            Ok(()) if self.events.filed.locked().is_empty() => None,
             Ok(()) => Some(FORGET_EVERY),
             Err(e) => {
                 tracing::debug!(error = %e, "journal rows not forgotten yet");
@@ -370,6 +371,6 @@ mod tests {
             .advance(KEEP_FOR_CONSUMERS + Duration::from_secs(1));
         filer.forget_filed().await.unwrap();
         assert!(journaled().await.is_empty(), "or once they are old");
-        assert!(lock(&rig.events.filed).is_empty());
+        assert!(rig.events.filed.locked().is_empty());
     }
 }

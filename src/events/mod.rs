@@ -19,6 +19,7 @@ pub use retention::RetentionWorker;
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, Journaled, id_millis};
 use crate::model::health::ConsumerLag;
+use crate::runtime::Locked;
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
 use crate::store::events::{EventStore, Position};
@@ -169,13 +170,13 @@ impl Events {
                         self.bus.publish(event.clone()).await;
                     }
                 }
-                lock(&self.filed).extend(seqs);
+                self.filed.locked().extend(seqs);
                 self.filer.notify_one();
             }
             Err(e) => {
                 self.metrics.events_dropped.inc_by(events.len() as u64);
                 tracing::error!(error = %e, count = events.len(), "journaled events not stored yet; the filer retries");
-                *lock(&self.unfiled) = Some(e.to_string());
+                *self.unfiled.locked() = Some(e.to_string());
                 self.filer.notify_one();
             }
         }
@@ -257,7 +258,7 @@ impl Events {
     /// oldest committed event it has not done yet.
     pub fn report_lag(&self, name: &'static str, position: Uuid, oldest: Option<&Event>) {
         let now = self.clock.now();
-        let mut consumers = lock(&self.consumers);
+        let mut consumers = self.consumers.locked();
         let before = consumers.get(name);
         let (lost, waits_on_peer) = before.map_or((0, false), |c| (c.lost, c.waits_on_peer));
         let moved_at = match before {
@@ -281,7 +282,7 @@ impl Events {
     /// Records consumer `name` moved on to `position` after work it committed, or past
     /// events it has none for (skipped without reading): the filer keeps what it has not read.
     pub fn consumer_moved(&self, name: &'static str, position: Uuid) {
-        if let Some(standing) = lock(&self.consumers).get_mut(name)
+        if let Some(standing) = self.consumers.locked().get_mut(name)
             && position > standing.position
         {
             standing.position = position;
@@ -292,7 +293,8 @@ impl Events {
     /// How far every durable consumer of this process has read (`None`: none reads), those
     /// waiting on a peer by design left out.
     pub fn consumed_through(&self) -> Option<Uuid> {
-        lock(&self.consumers)
+        self.consumers
+            .locked()
             .values()
             .filter(|s| !s.waits_on_peer)
             .map(|s| s.position)
@@ -303,7 +305,9 @@ impl Events {
     /// after a failed batch), it keeps its standing: a consumer failing on the same batch over
     /// and over stalls as one stuck on it does.
     pub fn consumer_opened(&self, name: &'static str, position: Uuid) {
-        let reopened = lock(&self.consumers)
+        let reopened = self
+            .consumers
+            .locked()
             .get(name)
             .is_some_and(|s| s.position == position);
         if !reopened {
@@ -313,14 +317,14 @@ impl Events {
 
     /// Marks consumer `name` as one whose work waits on another instance by design.
     pub fn waits_on_peer(&self, name: &'static str) {
-        if let Some(standing) = lock(&self.consumers).get_mut(name) {
+        if let Some(standing) = self.consumers.locked().get_mut(name) {
             standing.waits_on_peer = true;
         }
     }
 
     /// Counts events of month files about to be removed that a consumer has not read yet.
     fn count_lost_before_removal(&self, months: &[u32]) {
-        let mut consumers = lock(&self.consumers);
+        let mut consumers = self.consumers.locked();
         for standing in consumers.values_mut() {
             let Some(at) = Position::of_id(standing.position) else {
                 continue;
@@ -339,7 +343,7 @@ impl Events {
     /// Every durable consumer's lag, by name, as of now (also set in `/metrics`).
     pub fn consumer_lags(&self) -> BTreeMap<&'static str, ConsumerLag> {
         let now = self.clock.now();
-        let standings = lock(&self.consumers).clone();
+        let standings = self.consumers.locked().clone();
         standings
             .into_iter()
             .map(|(name, s)| {
@@ -369,7 +373,7 @@ impl Events {
 
     /// Why journaled events wait to be stored, if they do.
     pub fn unfiled_reason(&self) -> Option<String> {
-        lock(&self.unfiled).clone()
+        self.unfiled.locked().clone()
     }
 
     /// Newest first, strictly older than the event `cursor`. Like every read here, it sees
@@ -483,7 +487,7 @@ impl Filing for Events {
     fn file(self: Arc<Self>, journaled: Vec<Journaled>) -> BoxFuture<'static, ()> {
         let queued = self.queue(journaled);
         let (published, next_turn) = oneshot::channel();
-        let turn = std::mem::replace(&mut *lock(&self.published), next_turn);
+        let turn = std::mem::replace(&mut *self.published.locked(), next_turn);
         Box::pin(async move {
             // The group before is published, or its filing is gone.
             let _ = turn.await;
@@ -491,10 +495,6 @@ impl Filing for Events {
             let _ = published.send(());
         })
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

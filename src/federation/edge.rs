@@ -12,6 +12,7 @@ use crate::model::event::{Event, EventType};
 use crate::model::site::{
     EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt, SiteHeartbeat, parse_fingerprint,
 };
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{SiteBundles, Wait, Worker};
@@ -156,10 +157,6 @@ impl Backoff {
     }
 }
 
-fn lock(s: &Mutex<EdgeStatus>) -> std::sync::MutexGuard<'_, EdgeStatus> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Pulls the bundle and sends heartbeats, each on its own interval.
 pub struct EdgeSync {
     link: MainLink,
@@ -188,7 +185,7 @@ impl EdgeSync {
         status: Arc<Mutex<EdgeStatus>>,
     ) -> Self {
         {
-            let mut s = lock(&status);
+            let mut s = status.locked();
             s.enabled = true;
             s.main_url = link.base.clone();
             s.name = link.name.clone();
@@ -211,7 +208,7 @@ impl EdgeSync {
 
     /// One conditional pull; a new bundle is applied, and a refused one reported.
     async fn pull(&self) -> Result<(), String> {
-        let etag = lock(&self.status).bundle_etag.clone();
+        let etag = self.status.locked().bundle_etag.clone();
         let mut req = self
             .link
             .http
@@ -224,7 +221,7 @@ impl EdgeSync {
         let now = self.clock.now();
         match res.status() {
             StatusCode::NOT_MODIFIED => {
-                lock(&self.status).last_pull_at = Some(now);
+                self.status.locked().last_pull_at = Some(now);
                 Ok(())
             }
             StatusCode::OK => {
@@ -240,7 +237,7 @@ impl EdgeSync {
                 } else {
                     self.bundles.apply_site_bundle(text).await
                 };
-                let mut s = lock(&self.status);
+                let mut s = self.status.locked();
                 s.last_pull_at = Some(now);
                 match applied {
                     Ok(()) => {
@@ -270,7 +267,7 @@ impl EdgeSync {
             .site_counts(tenant)
             .await
             .map_err(|e| e.to_string())?;
-        let mut forward = lock(&self.status).forward.clone();
+        let mut forward = self.status.locked().forward.clone();
         forward.gap = self
             .events
             .consumer_lags()
@@ -288,13 +285,13 @@ impl EdgeSync {
         }
         {
             // The queue is known whether or not the main hears of it.
-            let mut s = lock(&self.status);
+            let mut s = self.status.locked();
             s.forward.pending = forward.pending;
             s.forward.oldest_unsent = forward.oldest_unsent;
             s.forward.gap = forward.gap;
         }
         let (etag, apply_error) = {
-            let s = lock(&self.status);
+            let s = self.status.locked();
             (s.bundle_etag.clone(), s.apply_error.clone())
         };
         let beat = SiteHeartbeat {
@@ -323,13 +320,13 @@ impl EdgeSync {
         if !res.status().is_success() {
             return Err(MainLink::refused(res).await);
         }
-        lock(&self.status).last_heartbeat_at = Some(self.clock.now());
+        self.status.locked().last_heartbeat_at = Some(self.clock.now());
         Ok(())
     }
 
     fn failed(&self, what: &str, why: String) {
         tracing::warn!(error = %why, "site {what} failed");
-        lock(&self.status).last_error = why;
+        self.status.locked().last_error = why;
     }
 }
 
@@ -345,7 +342,7 @@ impl Worker for EdgeSync {
                 let wait = match self.pull().await {
                     Ok(()) => {
                         self.pull_backoff.reset();
-                        lock(&self.status).last_error.clear();
+                        self.status.locked().last_error.clear();
                         self.pull_every
                     }
                     Err(why) => {
@@ -436,7 +433,7 @@ impl EdgeUplink {
             let consumer = Consumer::open(UPLINK, self.events.clone(), self.store.clone())
                 .await
                 .map_err(|e| e.to_string())?;
-            lock(&self.status).forward.position = Some(consumer.position());
+            self.status.locked().forward.position = Some(consumer.position());
             self.events.waits_on_peer(UPLINK);
             self.consumer = Some(consumer);
         }
@@ -457,7 +454,7 @@ impl EdgeUplink {
                 .collect();
             debug_assert!(events.len() <= FORWARD_BATCH_MAX);
             if let Some(first) = events.first() {
-                lock(status).forward.oldest_unsent = Some(first.ts);
+                status.locked().forward.oldest_unsent = Some(first.ts);
                 let res = link
                     .http
                     .post(link.url("events"))
@@ -478,7 +475,7 @@ impl EdgeUplink {
                 .commit(through, Vec::new())
                 .await
                 .map_err(|e| e.to_string())?;
-            let mut s = lock(status);
+            let mut s = status.locked();
             s.forward.position = Some(through);
             s.forward.oldest_unsent = None;
             Ok(())
@@ -502,7 +499,7 @@ impl Worker for EdgeUplink {
                 }
                 Err(why) => {
                     tracing::warn!(error = %why, "forwarding events to the main failed");
-                    lock(&self.status).last_error = why;
+                    self.status.locked().last_error = why;
                     Wait::For(self.backoff.next(self.retry_cap))
                 }
             }

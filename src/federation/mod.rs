@@ -14,6 +14,7 @@ use crate::model::site::{
     SiteStatus,
 };
 use crate::model::{GoDuration, Timestamp};
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, Wait, Worker};
@@ -502,7 +503,7 @@ impl Sites {
 
     /// This instance's side of the federation (`GET /site:status`).
     pub fn edge_status(&self) -> EdgeStatus {
-        self.edge.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.edge.locked().clone()
     }
 
     /// The status the edge workers keep up to date.

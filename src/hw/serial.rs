@@ -2,6 +2,7 @@
 //! server that carries the same bytes, and keeps one exchange at a time on each path.
 
 pub use crate::model::hardware::LineSettings;
+use crate::runtime::Locked;
 use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -103,10 +104,7 @@ async fn wait_to_reopen<J>(
 /// sharing a Modbus RTU line never interleave their frames.
 pub fn owner(device: &str) -> Arc<tokio::sync::Mutex<()>> {
     static OWNERS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
-    let mut owners = OWNERS
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let mut owners = OWNERS.get_or_init(Mutex::default).locked();
     owners.entry(device.to_string()).or_default().clone()
 }
 

@@ -7,6 +7,7 @@ use super::webhook::IngestError;
 use crate::model::cel;
 use crate::model::config::CEL_MAPPING_PREFIX;
 use crate::model::config::EventSource;
+use crate::runtime::Locked;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -107,7 +108,7 @@ impl super::Ingress {
         source: &EventSource,
     ) -> Result<Arc<Mapping>, IngestError> {
         let key = (tenant, name.to_string(), version);
-        let mut compiled = self.mappings.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut compiled = self.mappings.0.locked();
         if let Some(m) = compiled.get(&key) {
             return Ok(m.clone());
         }

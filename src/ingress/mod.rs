@@ -16,6 +16,7 @@ pub mod webhook;
 use crate::model::config::EventSource;
 use crate::model::event::{EventDraft, EventType, Severity, check_labels, check_payload};
 use crate::model::health::SourceCounters;
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::paths::AllowedDirs;
 use crate::runtime::{AlertActions, SecretSource};
@@ -156,7 +157,7 @@ impl Ingress {
 
     /// Counts what happened to an input of `source`.
     pub fn count(&self, source: &str, outcome: Outcome) {
-        let mut counters = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counters = self.counters.locked();
         let c = counters.entry(source.to_string()).or_default();
         match outcome {
             Outcome::Received(n) => c.received += n,
@@ -167,10 +168,7 @@ impl Ingress {
 
     /// Counters by source name since start, for `/metrics` and `/system/health`.
     pub fn counters(&self) -> BTreeMap<String, SourceCounters> {
-        self.counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.counters.locked().clone()
     }
 
     /// The enabled `event-sources` of type `kind` in `tenant`, or in every tenant; when there

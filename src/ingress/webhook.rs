@@ -14,6 +14,7 @@ use crate::model::Timestamp;
 use crate::model::config::EventSource;
 use crate::model::event::Severity;
 use crate::model::event::check_payload;
+use crate::runtime::Locked;
 use crate::store::StoreError;
 use hmac::{Hmac, Mac};
 use serde_json::Value;
@@ -63,7 +64,7 @@ pub struct Buckets(Mutex<HashMap<(Uuid, String), (f64, Timestamp)>>);
 impl Buckets {
     /// Takes one token; `false` when the bucket is empty.
     fn take(&self, key: (Uuid, String), rate: f64, burst: u32, now: Timestamp) -> bool {
-        let mut buckets = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.0.locked();
         let burst = f64::from(burst.max(1));
         let (tokens, last) = buckets.entry(key).or_insert((burst, now));
         let elapsed = (now.as_millis() - last.as_millis()).max(0) as f64 / 1000.0;

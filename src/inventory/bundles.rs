@@ -16,6 +16,7 @@ use crate::model::event::EventDraft;
 use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
+use crate::runtime::Locked;
 use crate::store::{StoreError, Tx};
 use crate::store::{TxResult, Wrote};
 use serde_json::Value;
@@ -608,7 +609,7 @@ impl Inventory {
         let token = crate::model::audit::hex(&super::random_token()?);
         result.apply_token = Some(token.clone());
         let now = self.clock.now();
-        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        let mut plans = self.plans.locked();
         plans.retain(|_, planned| planned.expires > now);
         let mut kept: usize = plans.values().map(|p| p.text.len()).sum::<usize>() + text.len();
         while kept > KEPT_PLAN_BYTES {
@@ -649,7 +650,7 @@ impl Inventory {
             BundleSource::Token(token) => {
                 let planned = {
                     let now = self.clock.now();
-                    let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut plans = self.plans.locked();
                     match plans.remove(&token) {
                         Some(planned) if planned.tenant == p.tenant && planned.expires > now => {
                             planned

@@ -10,6 +10,7 @@ use crate::model::object::{Object, ObjectKind, effective_labels, resolve};
 use crate::model::timeperiod::TimePeriod;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::ObjectLabels;
+use crate::runtime::RwLocked;
 use crate::runtime::labels::{LabelsFuture, own_labels};
 use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -159,10 +160,7 @@ impl Catalog {
     }
 
     fn cached(&self) -> Arc<Snapshot> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.current.read_now().clone()
     }
 
     /// The catalog as of the latest committed catalog write.
@@ -186,7 +184,7 @@ impl Catalog {
             generation,
             tenants,
         });
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+        *self.current.write_now() = fresh.clone();
         Ok(fresh)
     }
 

@@ -8,6 +8,7 @@
 use crate::model::Timestamp;
 use crate::model::config::Invalid;
 use crate::model::discovery::{DiscoveryHit, DiscoveryScan, ScanRequest};
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::StepFuture;
@@ -167,10 +168,7 @@ impl Discovery {
             .start_discovery_scan(scan.clone(), KEPT_PER_TENANT)
             .await
             .map_err(ScanError::Store)?;
-        self.queued
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((scan.clone(), targets));
+        self.queued.locked().push((scan.clone(), targets));
         self.wake.notify_one();
         Ok(scan)
     }
@@ -275,13 +273,7 @@ impl Worker for DiscoveryWorker {
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
             loop {
-                let queued = std::mem::take(
-                    &mut *self
-                        .discovery
-                        .queued
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner()),
-                );
+                let queued = std::mem::take(&mut *self.discovery.queued.locked());
                 for (scan, targets) in queued {
                     let sweep = self.discovery.clone().sweep(scan, targets);
                     self.sweeps.push(Box::pin(sweep));

@@ -13,6 +13,7 @@ use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
 use crate::model::health::PipelineStats;
 use crate::model::state::CheckState;
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Promise, StoreError};
@@ -121,8 +122,7 @@ impl Pipeline {
     /// Whether the oldest queued submission has waited longer than `STALL_AFTER`.
     pub fn stalled(&self) -> bool {
         self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .front()
             .is_some_and(|p| p.queued.elapsed() > STALL_AFTER)
     }
@@ -191,16 +191,13 @@ impl Pipeline {
             .map_err(|_| PipelineError::Stalled("the pipeline is shut down".into()))?;
         let (reply, applied) = oneshot::channel();
         self.depth.fetch_add(jobs.len(), Ordering::SeqCst);
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Pending {
-                jobs,
-                answer,
-                queued: Stopwatch::start(),
-                reply,
-                permits,
-            });
+        self.queue.locked().push_back(Pending {
+            jobs,
+            answer,
+            queued: Stopwatch::start(),
+            reply,
+            permits,
+        });
         self.wake.notify_one();
         Ok(Some(applied))
     }
@@ -265,7 +262,7 @@ impl Pipeline {
     /// How long the queued submissions still gather (see `GATHER`): none when one of them
     /// waits for its answer, when enough are queued, or once the oldest has waited `GATHER`.
     fn gathering(&self) -> Option<Duration> {
-        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = self.queue.locked();
         let waited = queue.front()?.queued.elapsed();
         let gathers = waited < GATHER
             && self.depth() < GATHER_RESULTS
@@ -276,7 +273,7 @@ impl Pipeline {
     /// Submissions for one state transaction: up to `BATCH_RESULTS` results, or one larger
     /// submission whole.
     fn next_group(&self) -> Vec<Pending> {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let mut queue = self.queue.locked();
         let mut group = Vec::new();
         let mut count = 0;
         while let Some(front) = queue.front() {

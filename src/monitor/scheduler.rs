@@ -18,6 +18,7 @@ use crate::model::config::{AgentCheck, AgentChecks, agent_plugin};
 use crate::model::identity::Actor;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::store::{Store, StoreError};
@@ -76,10 +77,6 @@ fn first_due(now: Timestamp, id: Uuid, interval: Duration) -> Timestamp {
 
 fn earlier(a: Option<Timestamp>, b: Timestamp) -> Option<Timestamp> {
     Some(a.map_or(b, |a| a.min(b)))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Scheduler {
@@ -211,8 +208,8 @@ impl Scheduler {
             .await?;
         let asked_at = self.store.catalog_generation();
         // Forced first: a tick ending in between keeps a due time only for a forced object.
-        lock(&self.forced).insert((tenant, id), asked_at);
-        lock(&self.due).insert((tenant, id), self.clock.now());
+        self.forced.locked().insert((tenant, id), asked_at);
+        self.due.locked().insert((tenant, id), self.clock.now());
         self.wake.notify_one();
         Ok(())
     }
@@ -263,14 +260,14 @@ impl Scheduler {
                     .is_some_and(|s| s.state != 0 && s.state_type == StateType::Soft)
                 {
                     let retry = spec.retry_interval.map_or(DEFAULT_RETRY, |r| r.0);
-                    lock(&self.due).insert(key, self.clock.now().plus(retry));
+                    self.due.locked().insert(key, self.clock.now().plus(retry));
                 }
             }
             Err(e) => tracing::warn!(object = %o.id, error = %e, "check result not applied"),
         }
         // Slot and object are free before the scheduler is woken to use them.
         drop(slot);
-        lock(&self.running).remove(&key);
+        self.running.locked().remove(&key);
         self.wake.notify_one();
     }
 
@@ -314,7 +311,7 @@ impl Scheduler {
                 let key = (*tenant, entry.object.id);
                 live.insert(key);
                 // Beside the leading process, only the checks asked for here run.
-                if !self.leads() && !lock(&self.forced).contains_key(&key) {
+                if !self.leads() && !self.forced.locked().contains_key(&key) {
                     continue;
                 }
                 let interval = spec
@@ -322,17 +319,19 @@ impl Scheduler {
                     .map(|i| i.0)
                     .filter(|i| !i.is_zero())
                     .unwrap_or(DEFAULT_INTERVAL);
-                let due = *lock(&self.due)
+                let due = *self
+                    .due
+                    .locked()
                     .entry(key)
                     .or_insert_with(|| first_due(now, entry.object.id, interval));
-                if lock(&self.running).contains(&key) {
+                if self.running.locked().contains(&key) {
                     continue;
                 }
                 if due > now {
                     next_due = earlier(next_due, due);
                     continue;
                 }
-                let forced = lock(&self.forced).contains_key(&key);
+                let forced = self.forced.locked().contains_key(&key);
                 let in_period = catalog.in_period(spec.check_period.as_deref(), now);
                 let slot = if in_period || forced {
                     match self.slots.clone().try_acquire_owned() {
@@ -350,13 +349,13 @@ impl Scheduler {
                 } else {
                     due.plus(interval)
                 };
-                lock(&self.due).insert(key, next);
+                self.due.locked().insert(key, next);
                 let Some(slot) = slot else {
                     next_due = earlier(next_due, next);
                     continue;
                 };
-                lock(&self.forced).remove(&key);
-                lock(&self.running).insert(key);
+                self.forced.locked().remove(&key);
+                self.running.locked().insert(key);
                 let command = name.and_then(|n| catalog.command(n));
                 let me = self.clone();
                 let entry = entry.clone();
@@ -367,9 +366,11 @@ impl Scheduler {
         // snapshot was loaded may name an object it does not have yet (one just created): it
         // stays until a snapshot that new has seen it.
         let seen = snapshot.generation();
-        let mut forced = lock(&self.forced);
+        let mut forced = self.forced.locked();
         forced.retain(|k, asked_at| live.contains(k) || *asked_at > seen);
-        lock(&self.due).retain(|k, _| live.contains(k) || forced.contains_key(k));
+        self.due
+            .locked()
+            .retain(|k, _| live.contains(k) || forced.contains_key(k));
         Ok(next_due)
     }
 }

@@ -18,6 +18,7 @@ use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
 use crate::model::notify::{Channel, ChannelFailures, Delivery, WebhookSubscription};
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
 use crate::store::notify::Claimable;
@@ -88,7 +89,7 @@ impl ChannelHealth {
         let keys: HashSet<ChannelKey> = due.iter().map(channel_key).collect();
         let seen = match self {
             Self::Local(known) => {
-                let known = known.lock().unwrap_or_else(|p| p.into_inner());
+                let known = known.locked();
                 keys.into_iter()
                     .filter_map(|k| known.get(&k).map(|f| (k, *f)))
                     .collect()
@@ -105,7 +106,7 @@ impl ChannelHealth {
     /// transaction wrote it (`record`).
     fn settle(&self, changes: &HashMap<ChannelKey, HealthChange>) {
         if let Self::Local(known) = self {
-            let mut known = known.lock().unwrap_or_else(|p| p.into_inner());
+            let mut known = known.locked();
             for (key, change) in changes {
                 match change.applied(known.get(key).copied()) {
                     Some(f) => known.insert(key.clone(), f),
@@ -359,7 +360,7 @@ impl Notifier {
         };
         let outcome = opened.masked(channels::send(&self.senders, &out).await);
         if let (Some(push), Ok(user)) = (&push, Uuid::parse_str(&d.target)) {
-            let gone = std::mem::take(&mut *push.gone.lock().unwrap_or_else(|e| e.into_inner()));
+            let gone = std::mem::take(&mut *push.gone.locked());
             if let Err(e) = crate::auth::push::forget_gone(
                 &self.store,
                 self.clock.now(),

@@ -30,6 +30,7 @@ use crate::model::notify::{
     Channel, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody,
     TestSend, mask,
 };
+use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, SecretSource};
@@ -226,7 +227,7 @@ impl Notifier {
     pub async fn directory(&self, tenant: Uuid) -> Result<Arc<Directory>, StoreError> {
         let generation = self.store.catalog_generation();
         {
-            let cache = self.directories.lock().unwrap_or_else(|e| e.into_inner());
+            let cache = self.directories.locked();
             if cache.0 == generation
                 && let Some(d) = cache.1.get(&tenant)
             {
@@ -234,7 +235,7 @@ impl Notifier {
             }
         }
         let dir = Arc::new(Directory::load(&self.store, tenant).await?);
-        let mut cache = self.directories.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.directories.locked();
         if cache.0 != generation {
             *cache = (generation, HashMap::new());
         }

@@ -1,5 +1,6 @@
 //! Time as a parameter: domain code asks a `Clock`, so tests can move time instead of sleeping.
 
+use super::locks::Locked;
 use crate::model::{Timestamp, fault};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -53,7 +54,7 @@ impl IdMinter {
 
     fn mint(&self, at: Timestamp) -> Uuid {
         let now = u64::try_from(at.as_millis()).unwrap_or(0);
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.0.locked();
         if now > m.ms {
             m.ms = now;
             m.reseed();
@@ -132,14 +133,14 @@ impl TestClock {
     }
 
     pub fn advance(&self, d: Duration) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = self.0.locked();
         *t = t.plus(d);
     }
 }
 
 impl Clock for TestClock {
     fn now(&self) -> Timestamp {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        *self.0.locked()
     }
 
     fn new_id(&self) -> Uuid {

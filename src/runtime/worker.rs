@@ -5,6 +5,7 @@
 //! event source's listener when the source goes). `Task` runs a long-lived future as a worker.
 
 use super::Shutdown;
+use super::locks::Locked;
 use crate::model::health::{WorkerState, WorkerStatus};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
@@ -185,7 +186,7 @@ impl Worker for Task {
 }
 
 fn set_state(states: &States, name: &str, f: impl FnOnce(&mut WorkerState)) {
-    let mut map = states.lock().unwrap_or_else(|e| e.into_inner());
+    let mut map = states.locked();
     let entry = map.entry(name.to_string()).or_insert_with(|| WorkerState {
         name: name.to_string(),
         state: WorkerStatus::Running,
@@ -308,15 +309,12 @@ impl Supervisor {
             }
             finished.store(true, std::sync::atomic::Ordering::SeqCst);
             if stopped_alone.is_triggered() {
-                states
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&name);
+                states.locked().remove(&name);
             } else {
                 set_state(&states, &name, |s| s.state = WorkerStatus::Stopped);
             }
         };
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tasks = self.tasks.locked();
         // Workers stopped alone have ended; their entries go.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(task.instrument(span));
@@ -326,8 +324,7 @@ impl Supervisor {
     /// Workers waiting to be restarted after a panic: what keeps `/readyz` from ready.
     pub fn restarting(&self) -> Vec<String> {
         self.states
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .values()
             .filter(|s| s.state == WorkerStatus::Restarting)
             .map(|s| s.name.clone())
@@ -335,18 +332,13 @@ impl Supervisor {
     }
 
     pub fn states(&self) -> Vec<WorkerState> {
-        self.states
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.states.locked().values().cloned().collect()
     }
 
     /// Triggers shutdown and waits for every worker, aborting those still running after `deadline`.
     pub async fn shutdown(&self, deadline: Duration) {
         self.shutdown.trigger();
-        let mut tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut tasks = std::mem::take(&mut *self.tasks.locked());
         let all = async { while tasks.join_next().await.is_some() {} };
         if tokio::time::timeout(deadline, all).await.is_err() {
             tracing::warn!("workers still running at the exit deadline; aborting them");

@@ -8,6 +8,7 @@ use super::{Store, StoreError};
 use crate::model::audit::{
     AuditDraft, AuditEntry, AuditFilter, AuditVerification, GENESIS_HASH, chain_hash,
 };
+use crate::runtime::Locked;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -83,10 +84,7 @@ impl Store {
         tx.open_table(META)?
             .insert(HEAD, encode(&new_head)?.as_slice())?;
         if entry.seq.is_multiple_of(CHECKPOINT_EVERY) {
-            *self
-                .pending_checkpoint
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(new_head);
+            *self.pending_checkpoint.locked() = Some(new_head);
         }
         Ok(entry)
     }
@@ -94,10 +92,7 @@ impl Store {
     /// Called after each transaction: the checkpoint it asked for, to write once it is durable
     /// (or to drop, when it did not commit).
     pub(super) fn take_pending_checkpoint(&self) -> Option<ChainHead> {
-        self.pending_checkpoint
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+        self.pending_checkpoint.locked().take()
     }
 
     pub(super) fn write_checkpoint(&self, head: &ChainHead) {

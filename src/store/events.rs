@@ -23,6 +23,7 @@ use super::event_rows::decode_event;
 use super::writer::{Inbox, Writer};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter, EventType, id_millis};
+use crate::runtime::Locked;
 use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::collections::BTreeMap;
@@ -289,7 +290,7 @@ struct Filing {
 
 impl MonthFile {
     fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
-        self.unfiled.lock().unwrap_or_else(|e| e.into_inner())
+        self.unfiled.locked()
     }
 
     /// The unfiled object keys in `lo..hi`, in the scan's direction.
@@ -716,11 +717,7 @@ impl EventStore {
     pub fn close(&self) {
         self.writer.close();
         if let Some(files) = self.backend.files() {
-            files
-                .files
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clear();
+            files.files.locked().clear();
         }
     }
 }
@@ -776,7 +773,7 @@ impl MonthFiles {
     }
 
     fn file(&self, month: u32, create: bool) -> Result<Option<Arc<MonthFile>>, StoreError> {
-        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let mut files = self.files.locked();
         if let Some(file) = files.get(&month) {
             return Ok(Some(file.clone()));
         }
@@ -856,19 +853,13 @@ impl MonthFiles {
 
     /// The open month files, outside the lock.
     fn open_files(&self) -> Vec<Arc<MonthFile>> {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.files.locked().values().cloned().collect()
     }
 
     /// Whether an open month file holds object keys not yet filed.
     fn has_unfiled_keys(&self) -> bool {
         self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .values()
             .any(|f| f.unfiled().waiting() > 0)
     }
@@ -1203,10 +1194,7 @@ impl MonthFiles {
     fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
         let mut removed = Vec::new();
         for month in self.months().into_iter().filter(|m| *m < keep_from) {
-            self.files
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&month);
+            self.files.locked().remove(&month);
             match std::fs::remove_file(self.dir.join(file_name(month))) {
                 Ok(()) => removed.push(month),
                 Err(e) => {

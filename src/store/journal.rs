@@ -15,6 +15,7 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::event::{Event, EventDraft, Journaled, id_millis};
+use crate::runtime::Locked;
 use crate::store::{TxResult, Wrote};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
@@ -74,7 +75,7 @@ struct Recent {
 
 impl RecentRows {
     fn lock(&self) -> std::sync::MutexGuard<'_, Recent> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.locked()
     }
 
     /// Keeps the events of durable journal rows (`journaled` in row order).
@@ -282,7 +283,7 @@ impl Store {
             return Ok(());
         }
         let mut t = tx.open_table(EVENT_JOURNAL)?;
-        let mut kept = self.journal_head.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.journal_head.locked();
         let (seq, mut newest) = match *kept {
             Some(h) if h.epoch == tx.epoch() => (h.next, h.newest),
             // Another process may have journaled since: the stored head.

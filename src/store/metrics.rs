@@ -20,6 +20,7 @@ use super::codec::{decode, encode};
 use super::writer::{Inbox, Writer};
 use crate::model::health::MetricsStats;
 use crate::model::metric::{Agg, Tier};
+use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
@@ -448,7 +449,7 @@ impl MetricsStore {
     }
 
     fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
-        self.unfiled.lock().unwrap_or_else(|e| e.into_inner())
+        self.unfiled.locked()
     }
 
     fn unfiled_copy(&self) -> UnfiledCopy {

@@ -45,6 +45,7 @@ pub use tx::{Tx, TxAbort, TxResult, Wrote};
 use crate::model::event::Journaled;
 use crate::model::health::DiskSpace;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::{Locked, RwLocked};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 #[cfg(feature = "postgres")]
 use kv::Readable;
@@ -301,11 +302,8 @@ impl Store {
                 Db::Pg(Arc::new(pool))
             }
         };
-        *self.db.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(db));
-        *self
-            .offline_reason
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        *self.db.write_now() = Some(Arc::new(db));
+        *self.offline_reason.write_now() = None;
         self.needs_recovery.store(false, Ordering::SeqCst);
         self.ensure_default_tenant_blocking(self.clock.new_id(), self.clock.now())?;
         Ok(())
@@ -313,16 +311,12 @@ impl Store {
 
     /// `None` when the store is serving, else why it is not.
     pub fn offline_reason(&self) -> Option<String> {
-        self.offline_reason
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.offline_reason.read_now().clone()
     }
 
     fn handle(&self) -> Result<Arc<Db>, StoreError> {
         self.db
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+            .read_now()
             .clone()
             .ok_or_else(|| StoreError::Unavailable(self.offline_reason().unwrap_or_default()))
     }
@@ -340,11 +334,8 @@ impl Store {
         };
         if !self.needs_recovery.swap(true, Ordering::SeqCst) {
             tracing::error!(%reason, "storage I/O failed; store offline until it can be reopened");
-            *self
-                .offline_reason
-                .write()
-                .unwrap_or_else(|e| e.into_inner()) = Some(reason);
-            self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+            *self.offline_reason.write_now() = Some(reason);
+            self.db.write_now().take();
             self.recovery.notify_one();
         }
     }
@@ -467,17 +458,14 @@ impl Store {
     /// Has `watcher` notified (one permit, kept until it waits) once events journaled after
     /// this are durable, for as long as the caller holds it.
     pub fn watch_journal(&self, watcher: &Arc<Notify>) {
-        let mut watchers = self
-            .journal_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut watchers = self.journal_watchers.locked();
         watchers.retain(|w| w.strong_count() > 0);
         watchers.push(Arc::downgrade(watcher));
     }
 
     /// Has `filing` file the events of every durable group from now on, driven on `runtime`.
     pub fn file_with(&self, filing: Arc<dyn Filing>, runtime: tokio::runtime::Handle) {
-        *self.filing.write().unwrap_or_else(|e| e.into_inner()) = Some((filing, runtime));
+        *self.filing.write_now() = Some((filing, runtime));
     }
 
     /// After a durable group: files the events it journaled (in commit order) and tells the
@@ -487,26 +475,18 @@ impl Store {
             return None;
         }
         self.recent_rows.keep(&journaled);
-        let filed = self
-            .filing
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|(filing, runtime)| {
-                let filed = filing.clone().file(journaled).shared();
-                runtime.spawn(filed.clone());
-                filed
-            });
+        let filed = self.filing.read_now().as_ref().map(|(filing, runtime)| {
+            let filed = filing.clone().file(journaled).shared();
+            runtime.spawn(filed.clone());
+            filed
+        });
         self.notify_journal_watchers();
         filed
     }
 
     /// Tells the journal's watchers that committed events wait to be read.
     fn notify_journal_watchers(&self) {
-        let watchers = self
-            .journal_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let watchers = self.journal_watchers.locked();
         for watcher in watchers.iter().filter_map(Weak::upgrade) {
             watcher.notify_one();
         }
@@ -551,10 +531,7 @@ impl Store {
     /// Writes the audit checkpoint and closes the database file. Later calls answer `Unavailable`.
     pub fn close(&self) {
         self.checkpoint_now();
-        *self
-            .offline_reason
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = Some("shut down".into());
-        self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+        *self.offline_reason.write_now() = Some("shut down".into());
+        self.db.write_now().take();
     }
 }

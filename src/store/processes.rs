@@ -6,11 +6,12 @@
 //! sleeps on those tables and drops what it cached from them. On redb one process opens the
 //! file: it leads at once and hears no one. No domain wakes anything by hand after a write.
 
-#[cfg(feature = "postgres")]
 use super::Backing;
 #[cfg(feature = "postgres")]
 use super::kv::pg::Notice;
 use super::{Store, StoreError, tables};
+#[cfg(feature = "postgres")]
+use crate::runtime::Locked;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::sync::Notify;
@@ -65,10 +66,7 @@ impl Store {
     /// Has `waker` notified once a commit of a change of `change` is durable, this process's or
     /// another's (a sweep whose next due time it may bring forward, a catalog to rebuild).
     pub fn watch_commits(&self, change: Change, waker: Arc<Notify>) {
-        self.commit_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((change, waker));
+        self.commit_watchers.locked().push((change, waker));
     }
 
     /// This process's group that changed the tables named `written` is durable: what sleeps on
@@ -84,12 +82,7 @@ impl Store {
         if touches(Change::Catalog) {
             self.catalog_generation.fetch_add(1, Ordering::SeqCst);
         }
-        for (change, waker) in self
-            .commit_watchers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        for (change, waker) in self.commit_watchers.locked().iter() {
             if touches(*change) {
                 waker.notify_one();
             }
@@ -105,7 +98,7 @@ impl Store {
     /// The events a federation site forwarded that were announced since the last call (see
     /// `EventStore::announce_forwarded`), in the order they were announced.
     pub fn take_forwarded(&self) -> Vec<super::events::EventKey> {
-        std::mem::take(&mut *self.forwarded.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.forwarded.locked())
     }
 
     #[cfg(feature = "postgres")]
@@ -150,11 +143,7 @@ impl Store {
                             // This process's own too: it publishes them only when announced.
                             Notice::Forwarded(payload) => {
                                 let keys = super::events::EventKey::parse_list(&payload);
-                                store
-                                    .forwarded
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .extend(keys);
+                                store.forwarded.locked().extend(keys);
                                 store.others_committed(Some(&[Change::Forwarded]));
                             }
                         }

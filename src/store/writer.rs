@@ -5,6 +5,7 @@
 //! gives read-your-writes to anyone whose write returned before their read began.
 
 use super::StoreError;
+use crate::runtime::Locked;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -106,18 +107,14 @@ impl<M: Send + 'static> Writer<M> {
             .name(name.into())
             .spawn(run)
             .map_err(|e| StoreError::Internal(e.to_string()))?;
-        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        *self.thread.locked() = Some(handle);
         Ok(())
     }
 
     /// Queues a message, blocking while the channel is full; gives it back once the writer is
     /// closed.
     pub fn send(&self, msg: M) -> Result<(), M> {
-        let sender = self
-            .sender
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let sender = self.sender.locked().clone();
         let Some(sender) = sender else {
             return Err(msg);
         };
@@ -138,8 +135,8 @@ impl<M: Send + 'static> Writer<M> {
 
     /// Stops the thread once it has finished everything queued.
     pub fn close(&self) {
-        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(handle) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        self.sender.locked().take();
+        if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();
         }
     }

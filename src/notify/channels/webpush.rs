@@ -7,6 +7,7 @@ use super::{Outgoing, SendError, Sent};
 use crate::auth::push::Vapid;
 use crate::model::base64;
 use crate::model::identity::PushSubscription;
+use crate::runtime::Locked;
 use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 use ring::agreement::{ECDH_P256, EphemeralPrivateKey, UnparsedPublicKey, agree_ephemeral};
 use ring::hkdf::{HKDF_SHA256, KeyType, Salt};
@@ -259,10 +260,7 @@ pub async fn send(
                 let status = r.status().as_u16();
                 retry |= status == 429 || status == 408 || status >= 500;
                 let gone = if matches!(status, 404 | 410) {
-                    to.gone
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(sub.endpoint.clone());
+                    to.gone.locked().push(sub.endpoint.clone());
                     " (the subscription is gone and is forgotten)"
                 } else {
                     ""

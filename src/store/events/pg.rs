@@ -7,6 +7,7 @@
 use super::{EventKey, Position, Scan};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter};
+use crate::runtime::Locked;
 use crate::store::StoreError;
 use crate::store::event_rows::decode_event;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
@@ -66,7 +67,7 @@ impl Partitions {
     }
 
     fn made(&self) -> std::sync::MutexGuard<'_, BTreeSet<u32>> {
-        self.made.lock().unwrap_or_else(|e| e.into_inner())
+        self.made.locked()
     }
 
     /// The months that have a partition, oldest first.

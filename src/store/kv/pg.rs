@@ -16,6 +16,7 @@
 //! snapshot, as a redb read is.
 
 use super::super::StoreError;
+use crate::runtime::Locked;
 use redb::{Key, TypeName, Value};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -301,7 +302,7 @@ impl Conn {
 type Shared = Arc<Mutex<Conn>>;
 
 fn lock(conn: &Shared) -> MutexGuard<'_, Conn> {
-    conn.lock().unwrap_or_else(|e| e.into_inner())
+    conn.locked()
 }
 
 /// A PostgreSQL error as the store's: a lost connection or a refused one takes the store
@@ -398,7 +399,7 @@ impl Pool {
     /// waits for the writers' turn, counts the commit and, while this process leads, checks
     /// the lease is still its own.
     pub(super) fn begin_write(&self) -> Result<Write, StoreError> {
-        let mut group = self.group.lock().unwrap_or_else(|e| e.into_inner());
+        let mut group = self.group.locked();
         let mut conn = lock(&self.writer);
         if !group.open {
             let lead = self.lead.load(std::sync::atomic::Ordering::SeqCst);
@@ -443,7 +444,7 @@ impl Pool {
         &self,
         written: Option<&std::collections::BTreeSet<String>>,
     ) -> Result<(), StoreError> {
-        let mut group = self.group.lock().unwrap_or_else(|e| e.into_inner());
+        let mut group = self.group.locked();
         if !group.open {
             return Ok(());
         }
@@ -475,7 +476,7 @@ impl Pool {
     }
 
     pub(super) fn begin_read(self: &Arc<Self>) -> Result<Read, StoreError> {
-        let pooled = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let pooled = self.readers.locked().pop();
         let conn = match pooled {
             Some(c) if !lock(&c).client.is_closed() => c,
             _ => Arc::new(Mutex::new(connect(&self.target, &self.tls)?)),
@@ -670,13 +671,13 @@ impl Connections {
         &self,
         work: impl FnOnce(&mut Conn) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let idle = self.idle.locked().pop();
         let mut conn = match idle {
             Some(c) if !c.client.is_closed() => c,
             _ => connect(&self.target, &self.tls)?,
         };
         let out = work(&mut conn);
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.idle.locked();
         if !conn.client.is_closed() && idle.len() < self.target.pool_size.max(1) {
             idle.push(conn);
         }
@@ -1031,7 +1032,7 @@ impl Drop for Read {
         let ended = lock(&self.conn).batch("COMMIT").is_ok();
         // A handle that outlived its transaction keeps the connection; it is not reused.
         if ended && Arc::strong_count(&self.conn) == 1 {
-            let mut readers = self.pool.readers.lock().unwrap_or_else(|e| e.into_inner());
+            let mut readers = self.pool.readers.locked();
             if readers.len() < self.pool.target.pool_size {
                 readers.push(self.conn.clone());
             }
