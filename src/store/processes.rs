@@ -6,11 +6,11 @@
 //! sleeps on those tables and drops what it cached from them. On redb one process opens the
 //! file: it leads at once and hears no one. No domain wakes anything by hand after a write.
 
+#[cfg(feature = "postgres")]
 use super::Backing;
 #[cfg(feature = "postgres")]
 use super::kv::pg::Notice;
 use super::{Store, StoreError, tables};
-#[cfg(feature = "postgres")]
 use crate::runtime::Locked;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
