@@ -533,10 +533,12 @@ async fn a_silent_object_goes_stale() {
     )
     .await;
     results(s, &a.token, json!([{"host": "edge", "service": "cron", "state": "OK", "output": "backup done"}, {"host": "edge", "service": "cron3", "state": "OK", "output": "ok"}])).await;
-    let mut st = Value::Null;
+    // The two go stale independently (each its own transition): wait for both.
+    let (mut st, mut other) = (Value::Null, Value::Null);
     for _ in 0..100 {
         st = state_of(s, &a.token, "/api/v1/services", "cron").await;
-        if st["state"] == 3 {
+        other = state_of(s, &a.token, "/api/v1/services", "cron3").await;
+        if st["state"] == 3 && other["state"] == 3 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -544,7 +546,6 @@ async fn a_silent_object_goes_stale() {
     assert_eq!(st["state"], 3, "{st}");
     assert_eq!(st["output"], "no result from the backup job");
     assert_eq!(st["stateType"], "hard");
-    let other = state_of(s, &a.token, "/api/v1/services", "cron3").await;
     assert_eq!(
         (
             other["state"].clone(),
