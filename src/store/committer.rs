@@ -442,12 +442,7 @@ fn run_job(store: &Store, db: &Db, job: Job) -> Result<Option<Ran>, StoreError> 
             // The dropped transaction is aborted with its events; the reply carries the job's
             // own error, or this one when the job itself succeeded.
             drop(tx);
-            reply(
-                Err(failure.clone().unwrap_or_else(|| {
-                    StoreError::Internal("a refused write was answered as done".into())
-                })),
-                None,
-            );
+            reply(failure.clone().map_or(Ok(()), Err), None);
             return match failure {
                 Some(e) => Err(e),
                 // A domain's refusal: nothing failed, and nothing is left to write (an audit

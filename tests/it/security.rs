@@ -248,12 +248,7 @@ async fn programs_run_only_from_the_configured_directories() {
     );
     let bundle =
         "kind: check-commands\nname: evil\nbody: {type: plugin, line: [/bin/sh, -c, id]}\n";
-    let res = call(s, token, Method::POST, "/api/v1/config/bundles:apply")
-        .header("content-type", "application/yaml")
-        .body(bundle)
-        .send()
-        .await
-        .unwrap();
+    let res = apply_bundle(s, token, bundle).await;
     assert_problem(res, 422, "svc:validation/bundle").await;
     for kind in ["check-commands", "channels"] {
         let list = get(s, token, &format!("/api/v1/{kind}")).await;
@@ -504,15 +499,7 @@ async fn only_secret_holders_choose_where_a_secret_goes() {
     )
     .await;
     let bundle = "kind: channels\nname: evil\nbody: {type: webhook, config: {url: 'http://127.0.0.1:9/$SECRET:db$'}}\n";
-    forbidden(
-        call(s, &editor, Method::POST, "/api/v1/config/bundles:apply")
-            .header("content-type", "application/yaml")
-            .body(bundle)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    forbidden(apply_bundle(s, &editor, bundle).await).await;
     // The admin's check command sends the secret to the host's address: re-pointing a host
     // that uses it is choosing where the secret goes too.
     create_all(
@@ -887,12 +874,7 @@ async fn listeners_belong_to_one_tenant_and_take_only_ports_handed_out() {
     let bundle = format!(
         "kind: event-sources\nname: traps-b\nbody: {{type: snmp, authMode: none, config: {{listen: '0.0.0.0:{port}'}}}}\n"
     );
-    let res = call(s, &other, Method::POST, "/api/v1/config/bundles:apply")
-        .header("content-type", "application/yaml")
-        .body(bundle)
-        .send()
-        .await
-        .unwrap();
+    let res = apply_bundle(s, &other, &bundle).await;
     assert_problem(res, 409, "svc:conflict/duplicate").await;
     for listen in ["127.0.0.1:22", "0.0.0.0:53"] {
         let res = send(
@@ -1031,12 +1013,7 @@ async fn malformed_documents_are_refused_at_save() {
     assert!(accepted.is_empty(), "{accepted:#?}");
     // A bundle saves as the routes do.
     let bundle = "kind: channels\nname: hook\nbody: {type: webhook, config: {url: 'http://127.0.0.1:9/', token: '$SECRET:nope$'}}\n";
-    let res = call(s, token, Method::POST, "/api/v1/config/bundles:apply")
-        .header("content-type", "application/yaml")
-        .body(bundle)
-        .send()
-        .await
-        .unwrap();
+    let res = apply_bundle(s, token, bundle).await;
     assert_problem(res, 422, "svc:validation/config").await;
     for kind in ["channels", "event-sources", "silences", "reports", "hosts"] {
         let list = get(s, token, &format!("/api/v1/{kind}")).await;

@@ -282,15 +282,7 @@ async fn oidc_sign_in_maps_groups_to_roles_again_at_each_sign_in() {
     let readme = include_str!("../../README.md");
     let at = readme.find("kind: roles").unwrap();
     let role = &readme[at..at + readme[at..].find("```").unwrap()];
-    let res = s
-        .http
-        .post(s.url("/api/v1/config/bundles:apply"))
-        .bearer_auth(&a.token)
-        .header("Content-Type", "application/yaml")
-        .body(role.to_string())
-        .send()
-        .await
-        .unwrap();
+    let res = apply_bundle(s, &a.token, role).await;
     assert_eq!(res.status(), 200, "{role}: {}", res.text().await.unwrap());
     let res = send(
         s,

@@ -432,6 +432,21 @@ pub fn call(
     s.http.request(method, s.url(path)).bearer_auth(token)
 }
 
+/// `POST /api/v1/config/bundles:apply` with a YAML bundle, sent.
+pub async fn apply_bundle(s: &Server, token: &str, yaml: &str) -> reqwest::Response {
+    call(
+        s,
+        token,
+        reqwest::Method::POST,
+        "/api/v1/config/bundles:apply",
+    )
+    .header("content-type", "application/yaml")
+    .body(yaml.to_string())
+    .send()
+    .await
+    .unwrap()
+}
+
 /// A request with a bearer token and a JSON body, sent.
 pub async fn send(
     s: &Server,
