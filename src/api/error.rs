@@ -462,6 +462,7 @@ impl From<AuthError> for Problem {
             AuthError::Directory(why) => Problem::new(Code::DirectorySync, why),
             AuthError::Internal(why) => Problem::internal(why),
             e @ AuthError::LastAdmin => Problem::new(Code::UsersLastAdmin, e.to_string()),
+            AuthError::Claimed(why) => Problem::new(Code::ConflictDuplicate, why),
             e @ AuthError::SetupClosed => Problem::new(Code::Conflict, e.to_string()),
             AuthError::Store(s) => s.into(),
         }

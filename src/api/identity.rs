@@ -12,7 +12,7 @@ use crate::model::Tenant;
 use crate::model::audit::AuditFilter;
 use crate::model::audit::{AuditEntry, AuditVerification};
 use crate::model::identity::{ApiToken, MintedToken, Whoami};
-use crate::model::identity::{PersonalTokenRequest, TenantRequest, TokenRequest};
+use crate::model::identity::{PersonalTokenRequest, TenantChange, TenantRequest, TokenRequest};
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -68,8 +68,12 @@ pub fn routes() -> Vec<Route> {
             .ok::<Page<Tenant>>(),
         Route::post("/api/v1/tenants", create_tenant)
             .permission("admin:tenants")
-            .doc("tenants", "Create tenant", "Body `{name, slug}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug.")
+            .doc("tenants", "Create tenant", "Body `{name, slug, emailDomains?}`; slug of lower-case letters, digits and '-'; 409 `svc:conflict/duplicate` for a taken slug. `emailDomains` (an addition) claims e-mail domains for the tenant: an address at a claimed domain may be held only by the claiming tenant's users, and a tenant that claims domains holds addresses at them only (422 `svc:validation/email` otherwise). A domain another tenant claims or has users at is 409 `svc:conflict/duplicate`.")
             .body::<TenantRequest>().answers::<Tenant>(201),
+        Route::put("/api/v1/tenants/{id}", change_tenant)
+            .permission("admin:tenants")
+            .doc("tenants", "Update tenant", "An addition. Body `{name?, emailDomains?}`: the fields given change; no If-Match (last write wins). `emailDomains` as on create; users already holding addresses outside a tenant's new claims keep them.")
+            .body::<TenantChange>().ok::<Tenant>(),
         Route::get("/api/v1/directory/status", directory_status).permission("admin:users").doc(
             "directory",
             "Directory (LDAP) sync status",
@@ -220,6 +224,17 @@ async fn create_tenant(
 ) -> Result<impl IntoResponse, Problem> {
     let tenant = st.auth.create_tenant(&c.actor, req).await?;
     Ok((StatusCode::CREATED, Json(tenant)))
+}
+
+async fn change_tenant(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(raw): ApiPath<String>,
+    ApiJson(req): ApiJson<TenantChange>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(
+        st.auth.change_tenant(&c.actor, path_id(&raw)?, req).await?,
+    ))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

@@ -461,7 +461,7 @@ impl Auth {
         let actor = actor.clone();
         let result = self
             .store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 let mut audits = Vec::new();
                 let mut warnings = Vec::new();
                 let mut counts = BTreeMap::<&str, u64>::new();
@@ -499,13 +499,17 @@ impl Auth {
                             (Some(old), user, "user.disable")
                         }
                     };
-                    match tx.save_user(&after) {
+                    match super::users::save_user(tx, &after) {
                         Ok(()) => {}
-                        Err(crate::store::StoreError::EmailInUse) => {
+                        Err(AuthError::Store(crate::store::StoreError::EmailInUse)) => {
                             warnings.push(format!(
                                 "{}: another account has the e-mail address {}",
                                 after.user.subject, after.user.email
                             ));
+                            continue;
+                        }
+                        Err(AuthError::Validation { detail, .. }) => {
+                            warnings.push(format!("{}: {detail}", after.user.subject));
                             continue;
                         }
                         Err(e) => return Err(e),

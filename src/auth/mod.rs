@@ -57,6 +57,9 @@ pub enum AuthError {
     /// The change would leave the tenant without an enabled administrator.
     #[error("the change would leave no enabled administrator")]
     LastAdmin,
+    /// An e-mail domain another tenant claims or holds addresses at; the text says which.
+    #[error("{0}")]
+    Claimed(String),
     /// First-run setup was completed meanwhile (a racing second request).
     #[error("setup already completed")]
     SetupClosed,

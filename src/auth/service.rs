@@ -6,15 +6,16 @@ use super::ratelimit::RateLimiter;
 use super::{AuthError, CryptoPolicy, Permissions, Principal};
 use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
 use crate::model::event::EventDraft;
-use crate::model::identity::{Actor, ApiToken, TenantRequest};
+use crate::model::identity::{Actor, ApiToken, TenantChange, TenantRequest};
+use crate::model::tenant::parse_email_domains;
 use crate::model::{Tenant, Timestamp};
 use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::memory::return_free_heap;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::store::Store;
 use crate::store::journal::Record;
+use crate::store::{Store, Tx};
 use crate::store::{TxResult, Wrote};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -360,15 +361,12 @@ impl Auth {
                 "slug must be 1-63 lower-case letters, digits or '-'",
             ));
         }
-        let name = req.name.trim().to_string();
-        if name.is_empty() {
-            return Err(AuthError::validation("name", "name is required"));
-        }
         let now = self.clock.now();
         let tenant = Tenant {
             id: self.clock.new_id(),
             slug,
-            name,
+            name: tenant_name(&req.name)?,
+            email_domains: email_domains(&req.email_domains)?,
             created_at: now,
             updated_at: now,
             version: 1,
@@ -383,13 +381,49 @@ impl Auth {
         let record = Self::record("tenants", audit);
         let created = self
             .store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, AuthError> {
+                claim_email_domains(tx, &tenant)?;
                 tx.insert_tenant(&tenant)?;
                 tx.record([record.audit.after(&tenant)], record.events)?;
                 Ok(Wrote::Changed(tenant))
             })
             .await?;
         Ok(created)
+    }
+
+    /// Changes a tenant's name or e-mail domains (the fields given).
+    pub async fn change_tenant(
+        &self,
+        actor: &Actor,
+        id: Uuid,
+        req: TenantChange,
+    ) -> Result<Tenant, AuthError> {
+        let name = req.name.as_deref().map(tenant_name).transpose()?;
+        let domains = req
+            .email_domains
+            .as_deref()
+            .map(email_domains)
+            .transpose()?;
+        let now = self.clock.now();
+        let audit = self.draft(id, actor, "tenant.update", format!("tenant/{id}"));
+        let record = Self::record("tenants", audit);
+        self.store
+            .transact(move |tx| -> TxResult<_, AuthError> {
+                let old = tx.tenant(id)?.ok_or(AuthError::NotFound)?;
+                let mut new = old.clone();
+                new.name = name.unwrap_or(new.name);
+                new.email_domains = domains.unwrap_or(new.email_domains);
+                if new == old {
+                    return Ok(Wrote::Unchanged(old));
+                }
+                new.updated_at = now;
+                new.version += 1;
+                claim_email_domains(tx, &new)?;
+                tx.save_tenant(&new)?;
+                tx.record([record.audit.before(&old).after(&new)], record.events)?;
+                Ok(Wrote::Changed(new))
+            })
+            .await
     }
 
     pub async fn audit_entries(
@@ -462,4 +496,51 @@ impl Worker for LastUsedWorker {
             Wait::For(LAST_USED_FLUSH)
         })
     }
+}
+
+fn tenant_name(name: &str) -> Result<String, AuthError> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(AuthError::validation("name", "name is required"));
+    }
+    Ok(name.to_string())
+}
+
+fn email_domains(domains: &[String]) -> Result<Vec<String>, AuthError> {
+    parse_email_domains(domains).map_err(|why| AuthError::validation("emailDomains", why))
+}
+
+/// Refuses a claim on a domain another tenant claims or holds addresses at, so that every
+/// address at a claimed domain stays its tenant's.
+fn claim_email_domains(tx: &Tx, tenant: &Tenant) -> Result<(), AuthError> {
+    let others: Vec<Tenant> = tx
+        .tenants()?
+        .into_iter()
+        .filter(|t| t.id != tenant.id)
+        .collect();
+    let slug = |id: Uuid| {
+        others
+            .iter()
+            .find(|t| t.id == id)
+            .map_or_else(|| id.to_string(), |t| t.slug.clone())
+    };
+    for domain in &tenant.email_domains {
+        if let Some(owner) = others.iter().find(|t| t.email_domains.contains(domain)) {
+            return Err(AuthError::Claimed(format!(
+                "tenant {:?} claims {domain:?}",
+                owner.slug
+            )));
+        }
+        if let Some(holder) = tx
+            .tenants_with_addresses_at(domain)?
+            .into_iter()
+            .find(|t| *t != tenant.id)
+        {
+            return Err(AuthError::Claimed(format!(
+                "users of tenant {:?} have addresses at {domain:?}",
+                slug(holder)
+            )));
+        }
+    }
+    Ok(())
 }

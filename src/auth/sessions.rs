@@ -376,8 +376,8 @@ impl Auth {
         );
         match self.insert_user(user, Self::record("users", audit)).await {
             Ok(_) => Ok(generated.then_some((email, password))),
-            Err(StoreError::EmailInUse) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(AuthError::Store(StoreError::EmailInUse)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }

@@ -205,7 +205,7 @@ impl Auth {
                 }
                 let mut events = Vec::new();
                 if !audits.is_empty() {
-                    tx.save_user(&user)?;
+                    super::users::save_user(tx, &user)?;
                     events.push(crate::model::event::EventDraft::config(
                         tenant,
                         &["users"],
@@ -232,6 +232,7 @@ impl Auth {
                 AuthError::Store(StoreError::EmailInUse) => AuthError::Invalid(
                     "another account has this e-mail address; an administrator can remove or change it".into(),
                 ),
+                AuthError::Validation { detail, .. } => AuthError::Invalid(detail),
                 e => e,
             })?;
         Ok(NewSession {

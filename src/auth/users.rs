@@ -5,6 +5,7 @@ use super::{Auth, AuthError, Principal};
 use crate::model::identity::{
     Actor, ActorType, ChangePassword, CreateUser, SetPassword, StoredUser, UpdateUser, User,
 };
+use crate::model::tenant::email_refusal;
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx};
 use crate::store::{TxResult, Wrote};
@@ -46,10 +47,23 @@ fn guard_last_admin(before: &[User], after: &[User]) -> Result<(), AuthError> {
     Ok(())
 }
 
+/// Saves a user, refusing a new address its tenant may not hold (`tenant::email_refusal`):
+/// the one way users are saved.
+pub(super) fn save_user(tx: &Tx, user: &StoredUser) -> Result<(), AuthError> {
+    let u = &user.user;
+    let old = tx.user(u.tenant_id, u.id)?;
+    if old.is_none_or(|o| !o.user.email.eq_ignore_ascii_case(&u.email))
+        && let Some(why) = email_refusal(&tx.tenants()?, u.tenant_id, &u.email)
+    {
+        return Err(AuthError::validation("email", why));
+    }
+    Ok(tx.save_user(user)?)
+}
+
 /// Saves a new user with its record.
-pub(super) fn insert_user(tx: &Tx, user: &StoredUser, record: Record) -> Result<(), StoreError> {
-    tx.save_user(user)?;
-    tx.record([record.audit.after(&user.user)], record.events)
+pub(super) fn insert_user(tx: &Tx, user: &StoredUser, record: Record) -> Result<(), AuthError> {
+    save_user(tx, user)?;
+    Ok(tx.record([record.audit.after(&user.user)], record.events)?)
 }
 
 impl Auth {
@@ -58,9 +72,9 @@ impl Auth {
         &self,
         user: StoredUser,
         record: Record,
-    ) -> Result<User, StoreError> {
+    ) -> Result<User, AuthError> {
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, AuthError> {
                 insert_user(tx, &user, record)?;
                 Ok(Wrote::Changed(user.user))
             })
@@ -82,7 +96,7 @@ impl Auth {
                 let mut new = old.clone();
                 change(&mut new);
                 new.user.version = old.user.version + 1;
-                tx.save_user(&new)?;
+                save_user(tx, &new)?;
                 guard_last_admin(&before, &tx.users(tenant)?)?;
                 let audit = record.audit.before(&old.user).after(&new.user);
                 tx.record([audit], record.events)?;

@@ -135,6 +135,17 @@ pub struct TenantRequest {
     pub name: String,
     #[serde(default)]
     pub slug: String,
+    /// E-mail domains the tenant claims (`Tenant::email_domains`).
+    #[serde(default)]
+    pub email_domains: Vec<String>,
+}
+
+/// `PUT /api/v1/tenants/{id}`: the fields given change.
+#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TenantChange {
+    pub name: Option<String>,
+    pub email_domains: Option<Vec<String>>,
 }
 
 /// A token as stored: its metadata and the argon2id hash of its secret.

@@ -30,6 +30,7 @@ impl Store {
                 id,
                 slug: DEFAULT_TENANT_SLUG.into(),
                 name: "Default".into(),
+                email_domains: Vec::new(),
                 created_at: now,
                 updated_at: now,
                 version: 1,
@@ -70,16 +71,7 @@ impl Store {
     }
 
     pub async fn tenants(self: &Arc<Self>) -> Result<Vec<Tenant>, StoreError> {
-        self.read(|tx| {
-            let tenants = tx.open_table(TENANTS)?;
-            let mut out = Vec::new();
-            for row in tenants.iter()? {
-                let (_, v) = row?;
-                out.push(decode(v.value())?);
-            }
-            Ok(out)
-        })
-        .await
+        self.read(|tx| all_tenants(&tx.open_table(TENANTS)?)).await
     }
 }
 
@@ -92,8 +84,34 @@ impl Tx<'_> {
             return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
         }
         slugs.insert(tenant.slug.as_str(), tenant.id.as_u128())?;
+        self.save_tenant(tenant)
+    }
+
+    /// Saves a changed tenant (its slug stays).
+    pub fn save_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
         self.open_table(TENANTS)?
             .insert(tenant.id.as_u128(), encode(tenant)?.as_slice())?;
         Ok(())
     }
+
+    pub fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
+        all_tenants(&self.open_table(TENANTS)?)
+    }
+
+    pub fn tenant(&self, id: Uuid) -> Result<Option<Tenant>, StoreError> {
+        let tenants = self.open_table(TENANTS)?;
+        tenants
+            .get(id.as_u128())?
+            .map(|row| decode(row.value()))
+            .transpose()
+    }
+}
+
+fn all_tenants(tenants: &impl Readable<u128, &'static [u8]>) -> Result<Vec<Tenant>, StoreError> {
+    let mut out = Vec::new();
+    for row in tenants.iter()? {
+        let (_, v) = row?;
+        out.push(decode(v.value())?);
+    }
+    Ok(out)
 }

@@ -7,6 +7,7 @@ use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{Session, StoredUser, User};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -85,6 +86,23 @@ impl Tx<'_> {
         self.open_table(SESSIONS)?
             .insert(session.id.as_str(), encode(session)?.as_slice())?;
         Ok(())
+    }
+
+    /// The tenants whose users hold addresses at `domain` (lower case).
+    pub fn tenants_with_addresses_at(&self, domain: &str) -> Result<BTreeSet<Uuid>, StoreError> {
+        let suffix = format!("@{domain}");
+        let mut out = BTreeSet::new();
+        for row in self.open_table(USER_EMAILS)?.iter()? {
+            let (email, key) = row?;
+            if email.value().ends_with(&suffix)
+                && let Some(tenant) = key.value().get(..16)
+            {
+                out.insert(
+                    Uuid::from_slice(tenant).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                );
+            }
+        }
+        Ok(out)
     }
 
     /// Whether any tenant has a local (password) user.

@@ -258,6 +258,14 @@ fn alerts_are_saved_through_the_alerting_domain() {
     assert_eq!(callers, ["alerting/lifecycle.rs"]);
 }
 
+/// A user's address is checked against the tenants' claimed e-mail domains in the one
+/// function that saves users.
+#[test]
+fn users_are_saved_through_the_identity_domain() {
+    let callers = sources_where(|text| text.contains("tx.save_user("));
+    assert_eq!(callers, ["auth/users.rs"]);
+}
+
 /// Whether a `mod.rs` imports from its parent outside its test module.
 fn reaches_up(text: &str) -> bool {
     let tests_start = text.find("#[cfg(test)]").unwrap_or(text.len());

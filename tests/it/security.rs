@@ -933,6 +933,138 @@ async fn a_process_with_another_master_key_does_not_start() {
     );
 }
 
+/// Issue 67, 8: e-mail addresses are unique across the instance (SPEC 5.9), so a tenant may
+/// claim its domains: an address at a claimed domain is the claiming tenant's alone, and
+/// another tenant's admin gets the same 422 whether or not the address exists, and cannot take
+/// it first. Only the default tenant's admins set claims.
+#[tokio::test]
+async fn claimed_email_domains_are_their_tenants_alone() {
+    let a = Admin::start_with(no_seed());
+    let (s, admin) = (&a.s, a.token.as_str());
+    let default = default_tenant(s, admin).await;
+    let (b, b_admin) = second_tenant(s, admin, "plant-b").await;
+    let user = |email: &str| json!({"email": email, "name": "Someone", "password": "correct horse battery"});
+    let created = json(
+        send(
+            s,
+            &b_admin,
+            Method::POST,
+            "/api/v1/users",
+            user("op@plant.example"),
+        )
+        .await,
+        201,
+    )
+    .await;
+
+    // Claims: the default tenant's admin only; a domain another tenant holds addresses at is taken.
+    let claim = |tenant: &str, domains: Value| {
+        let path = format!("/api/v1/tenants/{tenant}");
+        async move {
+            send(
+                s,
+                admin,
+                Method::PUT,
+                &path,
+                json!({"emailDomains": domains}),
+            )
+            .await
+        }
+    };
+    let res = send(
+        s,
+        &b_admin,
+        Method::PUT,
+        &format!("/api/v1/tenants/{b}"),
+        json!({"emailDomains": ["plant.example"]}),
+    )
+    .await;
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    assert_problem(
+        claim(&default, json!(["plant.example"])).await,
+        409,
+        "svc:conflict/duplicate",
+    )
+    .await;
+    assert_problem(
+        claim(&default, json!(["corp\u{202E}.example"])).await,
+        422,
+        "svc:validation/emailDomains",
+    )
+    .await;
+    assert_problem(
+        claim("00000000-0000-0000-0000-00000000beef", json!(["x.example"])).await,
+        404,
+        "svc:not-found",
+    )
+    .await;
+    let claimed = json(claim(&default, json!(["Corp.Example"])).await, 200).await;
+    assert_eq!(claimed["emailDomains"], json!(["corp.example"]));
+    assert_eq!(claimed["version"], 2);
+    assert_problem(
+        claim(&b, json!(["corp.example"])).await,
+        409,
+        "svc:conflict/duplicate",
+    )
+    .await;
+    let b_claim = json(claim(&b, json!(["plant.example"])).await, 200).await;
+    assert_eq!(b_claim["emailDomains"], json!(["plant.example"]));
+
+    // An address at the default tenant's domain: B's admin learns nothing and takes nothing.
+    json(
+        send(
+            s,
+            admin,
+            Method::POST,
+            "/api/v1/users",
+            user("alice@corp.example"),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let mut answers = Vec::new();
+    for email in ["alice@corp.example", "nobody@corp.example"] {
+        let res = send(s, &b_admin, Method::POST, "/api/v1/users", user(email)).await;
+        assert_eq!(res.status(), 422, "{email}");
+        let doc: Value = res.json().await.unwrap();
+        assert_eq!(doc["code"], "svc:validation/email");
+        answers.push(doc["detail"].clone());
+    }
+    assert_eq!(answers[0], answers[1], "the same answer either way");
+    let moved = send(
+        s,
+        &b_admin,
+        Method::PUT,
+        &format!("/api/v1/users/{}", created["id"].as_str().unwrap()),
+        json!({"email": "alice2@corp.example"}),
+    )
+    .await;
+    assert_problem(moved, 422, "svc:validation/email").await;
+    // A tenant that claims domains holds addresses at them only; at its own, as before.
+    for (token, email) in [
+        (admin, "carol@free.example"),
+        (b_admin.as_str(), "x@free.example"),
+    ] {
+        let res = send(s, token, Method::POST, "/api/v1/users", user(email)).await;
+        assert_problem(res, 422, "svc:validation/email").await;
+    }
+    json(
+        send(
+            s,
+            &b_admin,
+            Method::POST,
+            "/api/v1/users",
+            user("op2@plant.example"),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let audit = get(s, admin, "/api/v1/audit?action=tenant.update").await;
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+}
+
 /// Issue 67, 8: what the probe saved that it should not have is 422 at save, naming the field,
 /// and nothing of it is stored.
 #[tokio::test]
