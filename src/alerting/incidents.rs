@@ -59,6 +59,16 @@ fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
     }
 }
 
+/// Refuses a status that is none of open, acked and resolved.
+fn check_status(status: Option<&str>) -> Result<(), AlertError> {
+    match status {
+        Some(s) if !STATUSES.contains(&s) => {
+            Err(invalid("status", "status must be open, acked or resolved"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `old` with the fields `body` names replaced (`severity` parsed from it) at `now`: status
 /// `resolved` stamps `resolvedAt` once, any other status clears it.
 fn changed(
@@ -130,6 +140,8 @@ impl Alerting {
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())
             .ok_or_else(|| invalid("title", "title is required"))?;
+        check_status(body.status.as_deref())?;
+        let status = body.status.unwrap_or_else(|| "open".into());
         let alert_ids = body.alert_ids.unwrap_or_default();
         self.check_alerts(p, &alert_ids).await?;
         let now = self.clock.now();
@@ -139,7 +151,8 @@ impl Alerting {
             title,
             summary: body.summary.unwrap_or_default(),
             severity: severity(body.severity.as_deref())?.unwrap_or(Severity::Critical),
-            status: "open".into(),
+            resolved_at: (status == "resolved").then_some(now),
+            status,
             labels: body.labels.unwrap_or_default(),
             impact: body.impact.unwrap_or_default(),
             ticket_url: body.ticket_url.unwrap_or_default(),
@@ -147,7 +160,6 @@ impl Alerting {
             created_by: p.name.clone(),
             opened_at: now,
             updated_at: now,
-            resolved_at: None,
             version: 1,
         };
         let audit = self.incident_audit(p, actor, "create", incident.id);
@@ -177,11 +189,7 @@ impl Alerting {
         {
             return Err(invalid("title", "title must not be empty"));
         }
-        if let Some(s) = &body.status
-            && !STATUSES.contains(&s.as_str())
-        {
-            return Err(invalid("status", "status must be open, acked or resolved"));
-        }
+        check_status(body.status.as_deref())?;
         let severity = severity(body.severity.as_deref())?;
         if let Some(ids) = &body.alert_ids {
             self.check_alerts(p, ids).await?;

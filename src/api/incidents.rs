@@ -29,7 +29,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/incidents", create).permission("incidents:write").doc(
             "incidents",
             "Create an incident",
-            "`{title (required), summary, severity (default critical), labels, impact, ticketUrl, alertIds}`; 201 with `ETag`. Listed alerts (the tenant's, else 422 `svc:validation/alertIds`) get its `incidentId`. Writes an `incident_update` event with `action: created`.",
+            "`{title (required), summary, severity (default critical), labels, impact, ticketUrl, alertIds, status (open by default; acked or resolved, else 422 `svc:validation/status`)}`; 201 with `ETag`. Listed alerts (the tenant's, else 422 `svc:validation/alertIds`) get its `incidentId`. Writes an `incident_update` event with `action: created`.",
         )
             .body::<IncidentBody>().answers::<Incident>(201)
             .example(json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),

@@ -1134,6 +1134,12 @@ async fn malformed_documents_are_refused_at_save() {
             json!({"mode": "<script>"}),
             "svc:validation/branding",
         ),
+        (
+            "/api/v1/incidents",
+            Method::POST,
+            json!({"title": "pump station", "status": "bogus"}),
+            "svc:validation/status",
+        ),
     ] {
         let res = send(s, token, method.clone(), path, body.clone()).await;
         let status = res.status().as_u16();
@@ -1147,7 +1153,14 @@ async fn malformed_documents_are_refused_at_save() {
     let bundle = "kind: channels\nname: hook\nbody: {type: webhook, config: {url: 'http://127.0.0.1:9/', token: '$SECRET:nope$'}}\n";
     let res = apply_bundle(s, token, bundle).await;
     assert_problem(res, 422, "svc:validation/config").await;
-    for kind in ["channels", "event-sources", "silences", "reports", "hosts"] {
+    for kind in [
+        "channels",
+        "event-sources",
+        "silences",
+        "reports",
+        "hosts",
+        "incidents",
+    ] {
         let list = get(s, token, &format!("/api/v1/{kind}")).await;
         assert_eq!(list["items"], json!([]), "nothing stored: {list}");
     }
