@@ -426,7 +426,8 @@ pub fn decide_rule(
 }
 
 /// What a rule would have done with some events (`POST /alert-rules:test`).
-#[derive(Debug, Default, serde::Serialize, schemars::JsonSchema)]
+#[derive(Debug, Default, serde::Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RuleTest {
     /// Events the rule matched (opens, refreshes or clears).

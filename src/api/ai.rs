@@ -100,7 +100,8 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// `GET /ai/actions` filters.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ActionQuery {
     /// pending, executed, failed or denied.
     pub status: Option<String>,
@@ -109,7 +110,8 @@ pub struct ActionQuery {
 }
 
 /// `DELETE /ai/connections/{id}` parameters.
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SharedQuery {
     /// `true`: the connection must be a shared one (else 404).
     pub shared: Option<String>,

@@ -74,7 +74,8 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The alert list's query, also the UI's and a saved filter's.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct AlertQuery {
     pub object_id: Option<String>,

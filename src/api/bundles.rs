@@ -48,7 +48,8 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct Flags {
     prune: Option<String>,

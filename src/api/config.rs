@@ -16,7 +16,8 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ListQuery {
     /// Matches the name or any text of the document, any case.
     q: Option<String>,

@@ -42,7 +42,8 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The event list's query, also a saved filter's.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct EventQuery {
     types: Option<String>,

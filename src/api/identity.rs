@@ -237,7 +237,8 @@ async fn change_tenant(
     ))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct AuditQuery {
     actor_id: Option<String>,

@@ -66,7 +66,8 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct IncidentQuery {
     open: Option<String>,
     #[serde(flatten)]

@@ -36,7 +36,8 @@ const HEADER_MISMATCH: i64 = -32020;
 const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// A JSON-RPC 2.0 message (MCP's `JSONRPCMessage`): a request, a notification or a response.
-#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct JsonRpcMessage {
     pub jsonrpc: String,
     #[serde(default)]
@@ -49,7 +50,8 @@ pub struct JsonRpcMessage {
 
 /// A JSON-RPC 2.0 response as `/mcp` answers (its shape in the OpenAPI document): `result`
 /// on success, `error` otherwise.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct JsonRpcResponse {
     /// Always `2.0`.
     pub jsonrpc: String,
@@ -63,7 +65,8 @@ pub struct JsonRpcResponse {
 }
 
 /// A JSON-RPC 2.0 error object.
-#[derive(serde::Serialize, schemars::JsonSchema)]
+#[derive(serde::Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct JsonRpcError {
     pub code: i64,
     pub message: String,

@@ -144,7 +144,8 @@ async fn delete_override(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct RangeQuery {
     from: Option<String>,
     to: Option<String>,
@@ -188,7 +189,8 @@ async fn ics(
     ))
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct SimulateBody {
     severity: Option<String>,

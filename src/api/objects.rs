@@ -77,7 +77,8 @@ pub fn routes() -> Vec<Route> {
 }
 
 /// The object lists' query, also the UI's and a saved filter's.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ListQuery {
     pub selector: Option<String>,
@@ -316,7 +317,8 @@ async fn test_check(
     }))
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct AgentQuery {
     /// The host's name.
     host: Option<String>,

@@ -118,7 +118,8 @@ async fn login_page(State(st): State<AppState>) -> Response {
     )
 }
 
-#[derive(Default, Deserialize, schemars::JsonSchema)]
+#[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct LoginForm {
     #[serde(default)]
     email: String,
@@ -179,7 +180,8 @@ fn sign_in_unavailable(st: &AppState, look: &web::Look, email: &str, e: &AuthErr
     )
 }
 
-#[derive(Default, Deserialize, schemars::JsonSchema)]
+#[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct AccountForm {
     #[serde(default)]
     name: String,
@@ -386,7 +388,8 @@ async fn oidc_start(State(st): State<AppState>, req: Request) -> Response {
 }
 
 /// What the identity provider sends the browser back with (RFC 6749 4.1.2).
-#[derive(Default, Deserialize, schemars::JsonSchema)]
+#[derive(Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct CallbackQuery {
     #[serde(default)]
     code: String,

@@ -52,7 +52,8 @@ pub const AUDIT: PageRules = PageRules {
 };
 
 /// The raw query parameters; `limit` stays a string because non-integers are ignored, not errors.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PageQuery {
     pub limit: Option<String>,
     pub cursor: Option<String>,

@@ -50,7 +50,8 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct RenderQuery {
     /// `html` (default), `csv`, `json`; `pdf` is 501.
@@ -58,7 +59,8 @@ struct RenderQuery {
 }
 
 /// What a run archived.
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct RunResult {
     renderings: Vec<ArchivedReport>,
 }

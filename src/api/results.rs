@@ -70,7 +70,8 @@ fn prefers_respond_async(headers: &HeaderMap) -> bool {
         .any(|name| name.trim().eq_ignore_ascii_case(RESPOND_ASYNC))
 }
 
-#[derive(Deserialize, schemars::JsonSchema)]
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct ProblemQuery {
     include_handled: Option<String>,

@@ -1,16 +1,25 @@
 //! Schemas of bodies that have no Rust type of their own: configuration documents (a kind's
-//! body plus the service's fields) and the few answers built as open JSON.
+//! body plus the service's fields) and the few answers built as open JSON. They are written
+//! only where the OpenAPI document is generated (the tests, `api::openapi`); elsewhere each
+//! writer here is a stand-in of the same name that writes nothing.
 
 use super::router::SchemaFn;
-use crate::model::config::{Kind, METADATA};
+use crate::model::config::Kind;
+#[cfg(test)]
+use crate::model::config::METADATA;
+#[cfg(test)]
 use schemars::{Schema, SchemaGenerator, json_schema};
+#[cfg(test)]
 use serde_json::{Value, json};
+#[cfg(test)]
 use std::sync::Arc;
 
 /// Where the OpenAPI document keeps its named schemas.
+#[cfg(test)]
 pub const SCHEMAS: &str = "#/components/schemas/";
 
 /// `alert-rule` → `AlertRule`.
+#[cfg(test)]
 fn pascal(code: &str) -> String {
     code.split('-')
         .map(|w| {
@@ -23,6 +32,7 @@ fn pascal(code: &str) -> String {
 }
 
 /// Registers `schema` as a named definition and answers a reference to it.
+#[cfg(test)]
 fn define(g: &mut SchemaGenerator, name: &str, schema: Value) -> Schema {
     g.definitions_mut().insert(name.to_string(), schema);
     Schema::new_ref(format!("{SCHEMAS}{name}"))
@@ -31,6 +41,7 @@ fn define(g: &mut SchemaGenerator, name: &str, schema: Value) -> Schema {
 /// A configuration document of `kind`: its body's fields and the service's own. As a request
 /// (`answer` false) `name` is required and the service's fields are ignored; as an answer they
 /// are all present.
+#[cfg(test)]
 pub fn config_document(kind: &'static Kind, answer: bool) -> SchemaFn {
     Arc::new(move |g: &mut SchemaGenerator| {
         let body = (kind.schema)(g).to_value();
@@ -92,6 +103,7 @@ pub fn config_document(kind: &'static Kind, answer: bool) -> SchemaFn {
 }
 
 /// `{items, nextCursor?}` of configuration documents.
+#[cfg(test)]
 pub fn config_page(kind: &'static Kind) -> SchemaFn {
     let item = config_document(kind, true);
     Arc::new(move |g: &mut SchemaGenerator| {
@@ -105,48 +117,65 @@ pub fn config_page(kind: &'static Kind) -> SchemaFn {
 }
 
 /// An answer described by a literal schema.
-pub fn literal(schema: fn() -> Schema) -> SchemaFn {
+#[cfg(test)]
+pub fn literal(schema: LiteralFn) -> SchemaFn {
     Arc::new(move |_: &mut SchemaGenerator| schema())
 }
 
-/// `{status}`: an acknowledgement without data.
-pub fn status() -> Schema {
-    json_schema!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}})
+#[cfg(not(test))]
+pub fn config_document(_: &'static Kind, _: bool) -> SchemaFn {
+    SchemaFn
 }
 
-/// Bytes of a file (an archive).
-pub fn binary() -> Schema {
-    json_schema!({"type": "string", "contentMediaType": "application/octet-stream"})
+#[cfg(not(test))]
+pub fn config_page(_: &'static Kind) -> SchemaFn {
+    SchemaFn
 }
 
-/// A JSON object whose members the operation's description lists.
-pub fn open_object() -> Schema {
-    json_schema!({"type": "object"})
+/// A literal schema's writer.
+#[cfg(test)]
+pub type LiteralFn = fn() -> Schema;
+#[cfg(not(test))]
+pub type LiteralFn = fn();
+
+#[cfg(not(test))]
+pub fn literal(_: LiteralFn) -> SchemaFn {
+    SchemaFn
 }
 
-/// A list of JSON objects whose members the operation's description lists.
-pub fn open_array() -> Schema {
-    json_schema!({"type": "array", "items": {"type": "object"}})
+/// Literal schemas: each a function answering its schema (nothing outside the tests).
+macro_rules! literals {
+    ($($(#[doc = $doc:literal])* $name:ident => $schema:expr;)*) => {$(
+        $(#[doc = $doc])*
+        #[cfg(test)]
+        pub fn $name() -> Schema {
+            $schema
+        }
+        #[cfg(not(test))]
+        pub fn $name() {}
+    )*};
 }
 
-/// A problem document (for operations that answer only with one).
-pub fn problem() -> Schema {
-    Schema::new_ref(format!("{SCHEMAS}problemDoc"))
-}
-
-/// `{accepted, eventIds}` of an ingest.
-pub fn ingest_accepted() -> Schema {
-    json_schema!({
+literals! {
+    /// `{status}`: an acknowledgement without data.
+    status => json_schema!({"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}});
+    /// Bytes of a file (an archive).
+    binary => json_schema!({"type": "string", "contentMediaType": "application/octet-stream"});
+    /// A JSON object whose members the operation's description lists.
+    open_object => json_schema!({"type": "object"});
+    /// A list of JSON objects whose members the operation's description lists.
+    open_array => json_schema!({"type": "array", "items": {"type": "object"}});
+    /// A problem document (for operations that answer only with one).
+    problem => Schema::new_ref(format!("{SCHEMAS}problemDoc"));
+    /// `{accepted, eventIds}` of an ingest.
+    ingest_accepted => json_schema!({
         "type": "object",
         "required": ["accepted", "eventIds"],
         "properties": {
             "accepted": {"type": "integer", "minimum": 0},
             "eventIds": {"type": "array", "items": {"type": "string", "format": "uuid"}}
         }
-    })
-}
-
-/// Multi-document YAML text (any documents, or none).
-pub fn yaml() -> Schema {
-    json_schema!({"description": "multi-document YAML"})
+    });
+    /// Multi-document YAML text (any documents, or none).
+    yaml => json_schema!({"description": "multi-document YAML"});
 }

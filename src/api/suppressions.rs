@@ -59,7 +59,8 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ActiveQuery {
     active: Option<String>,
 }

@@ -35,7 +35,8 @@ const OPERATION_TIMEOUT: Duration = Duration::from_secs(15);
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(60);
 
 /// The outcome of one sync, as the reference reports it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SyncResult {
     pub created: u64,
     pub updated: u64,
@@ -48,7 +49,8 @@ pub struct SyncResult {
 }
 
 /// `GET /api/v1/directory/status`.
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DirectoryStatus {
     pub configured: bool,

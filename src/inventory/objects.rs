@@ -34,7 +34,8 @@ fn invalid(field: &str, detail: impl Into<String>) -> Invalid {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BatchRequest {
     #[serde(default)]
@@ -46,7 +47,8 @@ pub struct BatchRequest {
     pub mode: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BatchItemResult {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -55,7 +57,8 @@ pub struct BatchItemResult {
     pub error: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct BatchResult {
     pub created: usize,
     pub failed: usize,

@@ -56,7 +56,8 @@ impl MasterKey {
 }
 
 /// `PUT /api/v1/secrets/{name}`.
-#[derive(Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SecretBody {
     #[serde(default)]

@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 /// What the tenant's policy lets a tool do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ToolMode {
     /// Runs when the caller holds the tool's permission.
@@ -24,7 +25,8 @@ pub enum ToolMode {
 /// `GET`/`PUT /api/v1/ai/policy`: the tenant's tool policy. Read tools run unless `disabled`
 /// names them; write tools are refused unless `autoApprove` (they run) or `ask` (they wait
 /// for a person's approval) names them; `disabled` wins over both.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default)]
 pub struct ToolPolicy {
     /// Write tools that run without asking.
@@ -67,7 +69,8 @@ impl ToolPolicy {
 }
 
 /// One entry of `GET /api/v1/ai/tools` (and of MCP's `tools/list`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolInfo {
     pub name: String,
@@ -87,7 +90,8 @@ pub struct ToolInfo {
 }
 
 /// One entry of `GET /api/v1/ai/providers`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInfo {
     /// The value of a connection's `provider`.
@@ -101,7 +105,8 @@ pub struct ProviderInfo {
 }
 
 /// `POST`/`PUT /api/v1/ai/connections`: the reference's `ConnectionInput`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionInput {
     pub name: String,
@@ -127,7 +132,8 @@ pub struct ConnectionInput {
 }
 
 /// A provider connection as stored and shown (the key never is).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Connection {
     pub id: Uuid,
@@ -149,7 +155,8 @@ pub struct Connection {
 }
 
 /// `POST`/`PUT /api/v1/ai/chats`: the reference's `chatInput`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChatInput {
     #[serde(default)]
@@ -164,7 +171,8 @@ pub struct ChatInput {
 }
 
 /// Who wrote a message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     User,
@@ -173,7 +181,8 @@ pub enum Role {
 }
 
 /// A tool call the model asked for.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
     pub id: String,
@@ -181,7 +190,8 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     pub id: Uuid,
@@ -196,7 +206,8 @@ pub struct Message {
 }
 
 /// A chat (`GET /ai/chats/{id}` adds its `messages`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Chat {
     pub id: Uuid,
@@ -217,7 +228,8 @@ pub struct Chat {
 
 /// `POST /api/v1/ai/chat`: the reference's `sendInput` (the AI SDK's chat request: `trigger`
 /// `submit-message` or `regenerate-message`, `messageId` the message regenerated from).
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SendInput {
     pub chat_id: String,
@@ -230,7 +242,8 @@ pub struct SendInput {
 }
 
 /// `POST /api/v1/ai/conversations`: the reference's `converseRequest`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConverseRequest {
     #[serde(default)]
@@ -239,7 +252,8 @@ pub struct ConverseRequest {
 }
 
 /// A conversation with the assistant through the instance connection.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Conversation {
     pub id: Uuid,
@@ -255,7 +269,8 @@ pub struct Conversation {
     pub reply: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ActionStatus {
     /// Waiting for a person.
@@ -274,7 +289,8 @@ impl ActionStatus {
 }
 
 /// A write tool's call waiting for (or decided by) a person: `GET /api/v1/ai/actions`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Action {
     pub id: Uuid,
@@ -302,7 +318,8 @@ pub struct Action {
 }
 
 /// `POST /api/v1/ai/connections/{id}:test`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionTest {
     pub ok: bool,
@@ -312,7 +329,8 @@ pub struct ConnectionTest {
 }
 
 /// One entry of `GET /api/v1/ai/connections/{id}/models`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     pub id: String,

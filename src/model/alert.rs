@@ -13,7 +13,8 @@ pub const EVENT_IDS_KEPT: usize = 50;
 /// The rule id of alerts raised by hand.
 pub const MANUAL_RULE: &str = "manual";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertStatus {
     Open,
@@ -53,7 +54,8 @@ impl std::str::FromStr for AlertStatus {
 }
 
 /// The reference's `Alert`, with `payload` the triggering event's payload as JSON.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Alert {
     pub id: Uuid,
@@ -97,7 +99,8 @@ pub struct Alert {
     pub cause: Option<AlertCause>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AlertCause {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -321,7 +324,8 @@ pub fn rank(s: Severity) -> u8 {
 }
 
 /// `POST /api/v1/alerts` (CONTRACT 3).
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ManualAlarm {
     #[serde(default)]
@@ -346,7 +350,8 @@ pub fn short_id(id: Uuid) -> String {
 }
 
 /// `:snooze` body: `until`, or `duration` from now.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SnoozeRequest {
     #[serde(default)]
@@ -357,7 +362,8 @@ pub struct SnoozeRequest {
 
 /// `POST /alert-rules:test` (the reference's `ruleTestRequest`): a rule, and demo events or
 /// a history window (default the last 24 hours).
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleTestRequest {
     #[serde(default)]
@@ -371,7 +377,8 @@ pub struct RuleTestRequest {
 }
 
 /// `:ack` body.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AckRequest {
     #[serde(default)]

@@ -9,7 +9,8 @@ use uuid::Uuid;
 /// `prevHash` of the first entry.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry {
     pub seq: u64,
@@ -75,7 +76,8 @@ impl AuditDraft {
 }
 
 /// Result of `POST /api/v1/audit:verify`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct AuditVerification {
     pub intact: bool,
     pub verified: u64,

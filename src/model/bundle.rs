@@ -67,7 +67,8 @@ pub enum BundleOp {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct PlanAction {
     /// `create`, `update`, `unchanged` or `delete`.
     pub action: String,
@@ -77,7 +78,8 @@ pub struct PlanAction {
     pub host: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PlanResult {
     pub plan: Vec<PlanAction>,

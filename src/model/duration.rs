@@ -157,6 +157,7 @@ impl<'de> Deserialize<'de> for GoDuration {
     }
 }
 
+#[cfg(test)]
 impl schemars::JsonSchema for GoDuration {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "GoDuration".into()

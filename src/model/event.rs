@@ -62,19 +62,8 @@ pub fn check_payload(payload: &Value) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
     StateChange,
@@ -162,7 +151,8 @@ impl FromStr for EventType {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Critical,
@@ -195,7 +185,8 @@ impl FromStr for Severity {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Event {
     pub id: Uuid,
@@ -317,6 +308,7 @@ impl<'de> Deserialize<'de> for Payload {
     }
 }
 
+#[cfg(test)]
 impl schemars::JsonSchema for Payload {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         Value::schema_name()

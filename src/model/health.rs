@@ -9,7 +9,8 @@ use uuid::Uuid;
 use super::{GoDuration, Timestamp};
 
 /// `GET /api/v1/system/info`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SystemInfo {
     pub version: String,
@@ -36,7 +37,8 @@ pub struct SystemInfo {
 }
 
 /// Whether the programs API users name (plugins, scripts) run confined, and how.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ProgramConfinement {
     pub confined: bool,
     /// In a sentence: `confined by Landlock (ABI 7)`, `confined to user nobody...`,
@@ -45,7 +47,8 @@ pub struct ProgramConfinement {
 }
 
 /// One line of readiness: a part of the server and whether it can do its work now.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Subsystem {
     pub name: String,
     pub ok: bool,
@@ -54,14 +57,16 @@ pub struct Subsystem {
 }
 
 /// `GET /readyz`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Readiness {
     pub ready: bool,
     pub subsystems: Vec<Subsystem>,
 }
 
 /// Where a supervised worker is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum WorkerStatus {
     Running,
@@ -74,7 +79,8 @@ pub enum WorkerStatus {
     Done,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerState {
     pub name: String,
@@ -85,7 +91,8 @@ pub struct WorkerState {
 }
 
 /// The results queue's figures.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PipelineStats {
     pub queued: usize,
@@ -96,7 +103,8 @@ pub struct PipelineStats {
 }
 
 /// The metrics store's figures.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MetricsStats {
     pub series: u64,
@@ -109,7 +117,8 @@ pub struct MetricsStats {
 
 /// Where a durable consumer stands: the last event it committed the work of, and the age of
 /// the oldest committed event it has not done (0 when it has caught up).
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerLag {
     pub position: Uuid,
@@ -127,7 +136,8 @@ pub struct ConsumerLag {
 }
 
 /// `GET /api/v1/overview`: the wallboard's counters (the reference's `overview`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Overview {
     /// Open and acknowledged alerts by severity.
@@ -138,7 +148,8 @@ pub struct Overview {
 }
 
 /// The instance's queues as the reference's `Stats` names them.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct QueueStats {
     /// Agent turns running now.
@@ -160,7 +171,8 @@ pub struct QueueStats {
 
 /// Notification's figures: armed escalation timers, the outbox, dead letters, and delivery
 /// attempts since start by outcome.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NotifyHealth {
     pub escalation_timers: u64,
@@ -172,7 +184,8 @@ pub struct NotifyHealth {
 }
 
 /// What the GSM modem last said about itself.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModemStatus {
     pub device: String,
@@ -206,7 +219,8 @@ impl ModemStatus {
 }
 
 /// What the ESPA 4.4.4 link last said about itself.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EspaStatus {
     pub device: String,
@@ -222,7 +236,8 @@ pub struct EspaStatus {
 }
 
 /// The paging devices; `None` where one is not configured.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Hardware {
     pub gsm: Option<ModemStatus>,
     pub espa: Option<EspaStatus>,
@@ -230,7 +245,8 @@ pub struct Hardware {
 
 /// An event source's requests since start: accepted, refused (authentication, format,
 /// mapping, community), over the rate limit.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SourceCounters {
     pub received: u64,
@@ -239,7 +255,8 @@ pub struct SourceCounters {
 }
 
 /// The space of the file system holding the data directory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct DiskSpace {
     pub free_bytes: u64,
@@ -247,7 +264,8 @@ pub struct DiskSpace {
 }
 
 /// `GET /api/v1/system/health`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct HealthReport {
     /// `ok`, or `degraded` while the store is offline.

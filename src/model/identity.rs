@@ -4,7 +4,8 @@ use super::Timestamp;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ActorType {
     User,
@@ -47,7 +48,8 @@ impl Actor {
 }
 
 /// An API token's metadata; the secret's hash is never part of it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ApiToken {
     pub id: Uuid,
@@ -80,7 +82,8 @@ pub struct ApiToken {
 }
 
 /// `POST /api/v1/api-tokens`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenRequest {
     #[serde(default)]
@@ -102,7 +105,8 @@ pub struct TokenRequest {
 }
 
 /// `POST /api/v1/users/me/api-tokens`: a token that acts as the signed-in user.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PersonalTokenRequest {
     pub name: String,
@@ -111,13 +115,15 @@ pub struct PersonalTokenRequest {
 }
 
 /// A freshly minted or rotated token: the secret, shown once, and its metadata.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct MintedToken {
     pub token: String,
     pub meta: ApiToken,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Whoami {
     pub actor_type: ActorType,
@@ -128,7 +134,8 @@ pub struct Whoami {
 }
 
 /// `POST /api/v1/tenants`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantRequest {
     #[serde(default)]
@@ -141,7 +148,8 @@ pub struct TenantRequest {
 }
 
 /// `PUT /api/v1/tenants/{id}`: the fields given change.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TenantChange {
     pub name: Option<String>,
@@ -165,7 +173,8 @@ impl std::fmt::Debug for StoredToken {
 }
 
 /// A person who signs in. `local` users have a password here; others come from SSO or LDAP.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct User {
     pub id: Uuid,
@@ -224,7 +233,8 @@ impl std::fmt::Debug for StoredUser {
 }
 
 /// `POST /api/v1/users`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateUser {
     #[serde(default)]
@@ -240,7 +250,8 @@ pub struct CreateUser {
 }
 
 /// `PUT /api/v1/users/{id}`: only the fields given change.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateUser {
     pub email: Option<String>,
@@ -249,14 +260,16 @@ pub struct UpdateUser {
     pub disabled: Option<bool>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SetPassword {
     #[serde(default)]
     pub password: String,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChangePassword {
     pub old_password: String,
@@ -324,7 +337,8 @@ mod tests {
 }
 
 /// The console's look, instance wide (`/api/v1/branding`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Branding {
     /// Colour mode: `light`, `dark`, or `system` (also `auto` or empty): as each device is set.
@@ -451,7 +465,8 @@ fn parse_colour(s: &str) -> Option<(u8, u8, u8)> {
 }
 
 /// A user's console preferences (`/api/v1/users/{id}/preferences`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Preferences {
     /// How often lists refresh, in milliseconds (0: never).
@@ -463,7 +478,8 @@ pub struct Preferences {
 }
 
 /// A browser's Web Push subscription (`/api/v1/push-subscriptions`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PushSubscription {
     /// The push service URL the browser handed out (`PushSubscription.endpoint`).
@@ -473,7 +489,8 @@ pub struct PushSubscription {
 }
 
 /// `GET /api/v1/push-subscriptions/key`: what browsers subscribe with.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PushKey {
     /// The instance's VAPID public key: the uncompressed P-256 point, base64url.
@@ -481,7 +498,8 @@ pub struct PushKey {
 }
 
 /// `DELETE /api/v1/push-subscriptions`: the subscription to forget, by endpoint.
-#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PushUnsubscribe {
     pub endpoint: String,

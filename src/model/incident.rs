@@ -9,7 +9,8 @@ use uuid::Uuid;
 
 pub const STATUSES: [&str; 3] = ["open", "acked", "resolved"];
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Incident {
     pub id: Uuid,
@@ -37,7 +38,8 @@ pub struct Incident {
 
 /// `POST` and `PUT /api/v1/incidents` (the reference's `incidentBody`, plus `labels`, and
 /// `status` on `PUT`).
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IncidentBody {
     #[serde(default)]
@@ -60,7 +62,8 @@ pub struct IncidentBody {
 
 /// `GET /api/v1/incidents/{id}`: the incident with its alerts and what happened to both,
 /// newest first (the reference's "incident with alerts + timeline").
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct IncidentDetail {
     #[serde(flatten)]
@@ -73,7 +76,8 @@ pub struct IncidentDetail {
 
 /// `POST /api/v1/incidents/{id}:merge` (the reference's `mergeRequest`): the incidents whose
 /// alerts move into this one; they are resolved.
-#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MergeRequest {
     pub source_ids: Vec<Uuid>,
@@ -81,7 +85,8 @@ pub struct MergeRequest {
 
 /// `POST /api/v1/incidents/{id}:summarize` with an AI provider: the summary it proposes (the
 /// incident is not changed). This build has no provider and answers 503 instead.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryProposal {
     pub summary: String,

@@ -149,7 +149,8 @@ impl Agg {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum AggFn {
     Avg,
@@ -180,7 +181,8 @@ impl std::str::FromStr for AggFn {
 }
 
 /// The retention tiers: raw samples, 5-minute and 1-hour aggregates.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub enum Tier {
     #[serde(rename = "raw")]
     Raw,

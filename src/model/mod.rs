@@ -54,8 +54,12 @@ pub use time::Timestamp;
 /// The build-time version string (SPEC 9): `SVC_VERSION` at build time, else the development default.
 pub const VERSION: &str = match option_env!("SVC_VERSION") {
     Some(v) => v,
-    None => "0.1.0-dev",
+    None => DEV_VERSION,
 };
+
+/// The version of a build without `SVC_VERSION`, which the committed OpenAPI document carries
+/// (`build.rs` puts the build's own in its place).
+pub const DEV_VERSION: &str = "0.1.0-dev";
 
 /// The rustc that built this binary, recorded by build.rs.
 pub const RUST_VERSION: &str = env!("SVC_RUSTC_VERSION");

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationPolicy {
     pub steps: Vec<EscalationStep>,
@@ -19,7 +20,8 @@ pub struct EscalationPolicy {
 }
 
 /// One step (SPEC 2.4): `after` is an offset from the alert's opening.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationStep {
     pub after: GoDuration,
@@ -40,7 +42,8 @@ pub struct EscalationStep {
 }
 
 /// Who a step notifies: a schedule's on-call person, else a contact group, else a contact.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,7 +57,8 @@ pub struct EscalationTarget {
     pub schedule: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EscalationAction {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -66,14 +70,16 @@ pub struct EscalationAction {
     pub webhook: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ServiceNowAction {
     pub assignment_group: String,
     pub auto_close: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TicketAction {
     pub channel: String,
@@ -83,7 +89,8 @@ pub struct TicketAction {
     pub params: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Contact {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,7 +111,8 @@ pub struct Contact {
 /// `GET /api/v1/contacts/{name}:data-export`: what the service holds about a contact (a data
 /// subject's disclosure): the contact, the changes to it, the schedules naming it, and the
 /// notifications sent to it.
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ContactDisclosure {
     pub generated_at: Timestamp,
@@ -120,7 +128,8 @@ pub struct ContactDisclosure {
 
 /// A contact's rule for how to reach them: `channels` (types or names, tried in order on
 /// permanent failure) when the alert is at least `severity` and now is inside `period`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChannelPreference {
     pub channels: Vec<String>,
@@ -131,7 +140,8 @@ pub struct ChannelPreference {
     pub severity: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContactGroup {
     /// Contact names or ids.
@@ -140,7 +150,8 @@ pub struct ContactGroup {
     pub idp_group: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Schedule {
     pub time_zone: String,
@@ -152,7 +163,8 @@ pub struct Schedule {
 
 /// A layer (the reference's `Rotation`): shifts of one `unit` each, handed over at the
 /// anchor's wall-clock time in the schedule's time zone, through `participants` in order.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rotation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -174,7 +186,8 @@ pub struct Rotation {
 
 /// A notification channel (the reference's `NotificationChannel`); `config` values may name
 /// secrets as `$SECRET:name$`, opened only to send.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Channel {
     #[serde(rename = "type")]
@@ -192,7 +205,8 @@ fn enabled() -> bool {
 }
 
 /// Someone else on call for a while (`/schedules/{name}/overrides`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Override {
     pub id: Uuid,
@@ -208,7 +222,8 @@ pub struct Override {
 }
 
 /// The reference's `overrideBody`; `contactId` may be a contact's name too.
-#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideBody {
     /// The schedule's name; the path names it already, so it may be left out, and one that
@@ -223,7 +238,8 @@ pub struct OverrideBody {
 }
 
 /// Who is on call from `start` to `end` (the reference's `OnCallShift`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct OnCallShift {
     pub contact_id: String,
@@ -239,7 +255,8 @@ pub struct OnCallShift {
 
 /// One schedule of `GET /api/v1/oncall/now`: its shifts now (none when nobody is on call) and
 /// the contacts they name, as stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct OnCallNow {
     pub schedule: String,
     pub shifts: Vec<OnCallShift>,
@@ -261,7 +278,8 @@ pub struct EscalationTimer {
 
 /// What a delivery says: the alert (or a test, or an event for a `webhooks` subscription)
 /// and how to act on it; rendered per channel type when sent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
     /// `alert`, `test` or `event`.
@@ -311,7 +329,8 @@ pub struct ChannelFailures {
 
 /// An outbox item (CONTRACT 3's dead-letter shape plus where it goes): sent by the courier
 /// with retries; `dead` once its attempts ran out or its channel refused it for good.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
     pub id: Uuid,
@@ -348,7 +367,7 @@ pub struct Delivery {
     /// The database session of the courier that claimed it, while it is claimed beside other
     /// processes (PostgreSQL): the claim lapses with that session. Never shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(skip)]
+    #[cfg_attr(test, schemars(skip))]
     pub claimed_by: Option<i64>,
 }
 
@@ -516,7 +535,8 @@ impl Delivery {
 
 /// A `webhooks` document: events of `types` (all when empty) whose labels match `selector`,
 /// POSTed to `url`, signed with `secret` (which may be `$SECRET:name$`) when set.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookSubscription {
     pub url: String,
@@ -531,7 +551,8 @@ pub struct WebhookSubscription {
 }
 
 /// What `POST /channels/{name}:test-notification` takes (the reference's `testSendRequest`).
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestSend {
     #[serde(default)]

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ObjectKind {
     Host,
@@ -30,7 +31,8 @@ impl ObjectKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Object {
     pub id: Uuid,
@@ -49,7 +51,8 @@ pub struct Object {
 }
 
 /// The create payload (SPEC 2.2) and the item of `objects:batch`.
-#[derive(Clone, Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectBody {
     #[serde(default)]
@@ -63,12 +66,13 @@ pub struct ObjectBody {
     pub labels: BTreeMap<String, String>,
     /// Kept as JSON so an unknown spec field is a `svc:validation/spec`, not a body error.
     #[serde(default)]
-    #[schemars(with = "Option<super::config::ObjectSpec>")]
+    #[cfg_attr(test, schemars(with = "Option<super::config::ObjectSpec>"))]
     pub spec: Option<serde_json::Value>,
 }
 
 /// An object as lists show it: with its host's name, and its live state once it has one.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectView {
     #[serde(flatten)]
@@ -81,7 +85,8 @@ pub struct ObjectView {
 }
 
 /// `GET /api/v1/objects/{id}/effective-config`.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EffectiveConfig {
     pub spec: ObjectSpec,

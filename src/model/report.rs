@@ -13,7 +13,8 @@ pub const REPORT_TYPES: &[&str] = &["availability", "sla", "alert-stats", "oncal
 pub const DEFAULT_KEEP: u32 = 12;
 
 /// A `reports` document's body.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReportBody {
     /// `availability`, `sla`, `alert-stats`, `oncall` or `audit`.
@@ -233,7 +234,8 @@ fn month_day(year: i16, month: i8, day: i8) -> Option<jiff::civil::Date> {
 }
 
 /// What a rendering shows: the reference's JSON model plus the column names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReportTable {
     pub title: String,
@@ -247,7 +249,8 @@ pub struct ReportTable {
     pub totals: Map<String, Value>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ReportRow {
     pub name: String,
@@ -266,7 +269,8 @@ pub const FORMATS: &[(&str, &str)] = &[
 ];
 
 /// One archived rendering (its content is downloaded separately).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ArchivedReport {
     pub id: Uuid,

@@ -29,7 +29,8 @@ pub const CONNECTED_WITHIN: std::time::Duration = std::time::Duration::from_secs
 
 /// `POST /api/v1/sites/{name}:heartbeat` (the reference's `SiteHeartbeat`, plus the forward
 /// position of store-and-forward).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SiteHeartbeat {
     /// The edge's version string.
@@ -52,7 +53,8 @@ pub struct SiteHeartbeat {
 }
 
 /// The edge's side of store-and-forward, as its heartbeat reports it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForwardState {
     /// The last event the main confirmed.
@@ -101,7 +103,8 @@ pub struct SiteStatus {
 }
 
 /// One row of `GET /api/v1/sites:overview`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SiteOverview {
     pub name: String,
@@ -140,14 +143,16 @@ pub struct SiteOverview {
 }
 
 /// `POST /api/v1/sites/{name}:events`: events of the edge in its order, with its ids and times.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForwardBatch {
     pub events: Vec<Event>,
 }
 
 /// The main's receipt for a forwarded batch; the edge advances to `through`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ForwardReceipt {
     pub stored: u64,
@@ -157,7 +162,8 @@ pub struct ForwardReceipt {
 }
 
 /// `GET /api/v1/site:status` on an edge: its side of the federation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EdgeStatus {
     /// Whether this instance is configured as a site.

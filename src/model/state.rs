@@ -18,7 +18,8 @@ pub const UNKNOWN: u8 = 3;
 /// `maxCheckAttempts` when the spec sets none (or a value of 0).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StateType {
     Soft,
@@ -35,7 +36,8 @@ impl StateType {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct CheckState {
     pub object_id: Uuid,
@@ -70,7 +72,8 @@ pub struct CheckState {
 
 /// `POST /api/v1/check-commands:test`: a built-in check to run once (the reference's
 /// `testCheckRequest`).
-#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestCheck {
     /// A built-in check's name (`GET /check-commands:builtins`).
@@ -84,7 +87,8 @@ pub struct TestCheck {
 }
 
 /// What a test run found (the reference's `testCheckResponse`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TestCheckResult {
     /// The check's name.
@@ -101,7 +105,8 @@ pub struct TestCheckResult {
 
 /// How many of a tenant's objects are in each state (the reference's `StateSummary`, for the
 /// wallboard); objects without a result yet are in none.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StateSummary {
     pub hosts_up: u64,
@@ -430,7 +435,8 @@ fn hard_if(hard: bool, attempt: u32) -> (StateType, u32, bool) {
 }
 
 /// One problem of `GET /api/v1/problems`: an object in a non-OK state, with its host's name.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Problem {
     pub object: super::object::Object,

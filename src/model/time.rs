@@ -68,6 +68,7 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+#[cfg(test)]
 impl schemars::JsonSchema for Timestamp {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Timestamp".into()

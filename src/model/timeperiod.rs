@@ -16,7 +16,8 @@ pub const WEEKDAYS: [&str; 7] = [
     "sunday",
 ];
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TimePeriod {
     #[serde(default, skip_serializing_if = "Option::is_none")]

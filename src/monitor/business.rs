@@ -44,7 +44,8 @@ fn rank(state: u8) -> u8 {
 }
 
 /// An evaluated node (the reference's `BSNode`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Node {
     pub service: Value,
     pub state: u8,
@@ -53,7 +54,8 @@ pub struct Node {
 }
 
 /// `GET /business-services/{name}/sla` (the reference's `slaResponse`).
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SlaReport {
     pub service: String,

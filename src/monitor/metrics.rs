@@ -39,7 +39,8 @@ fn invalid(field: &'static str, message: impl Into<String>) -> MetricError {
 }
 
 /// `POST /api/v1/metrics/query`.
-#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetricQuery {
     #[serde(default)]
@@ -56,13 +57,15 @@ pub struct MetricQuery {
     pub agg: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Point {
     pub t: Timestamp,
     pub v: f64,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SeriesPoints {
     pub object_id: Uuid,
@@ -78,7 +81,8 @@ pub struct SeriesPoints {
     pub points: Vec<Point>,
 }
 
-#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SeriesView {
     pub metric: String,

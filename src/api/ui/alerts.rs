@@ -36,7 +36,8 @@ pub(super) fn routes() -> Vec<Route> {
     ]
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ProblemsQuery {
     handled: Option<String>,
     /// How many problems the earlier pages showed; anything but a count reads as 0.
@@ -134,7 +135,8 @@ async fn problems(
     )
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct AlertsQuery {
     #[serde(flatten)]
     list: AlertQuery,
@@ -283,7 +285,8 @@ async fn alert(
 }
 
 /// The bulk acknowledge form (`id` repeated, which a plain form decoder does not keep).
-#[derive(Default, schemars::JsonSchema)]
+#[derive(Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct BulkForm {
     /// An alert id, once per selected alert.
     id: Vec<String>,
@@ -389,7 +392,8 @@ async fn resolve(
 
 /// The incident forms: which incident (`new` for one of its own), or a status and the version
 /// it was shown at.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct IncidentForm {
     incident: Option<String>,
     status: Option<String>,
@@ -446,7 +450,8 @@ async fn assign_incident(
     }
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct IncidentsQuery {
     all: Option<String>,
     cursor: Option<String>,

@@ -137,7 +137,8 @@ async fn config_doc(
 }
 
 /// The change form: the YAML as typed, and the version it was made against.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ConfigForm {
     yaml: Option<String>,
     version: Option<u64>,
@@ -206,7 +207,8 @@ async fn config_apply(
 }
 
 /// The new-document form.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct NewDocForm {
     name: Option<String>,
     yaml: Option<String>,
@@ -265,7 +267,8 @@ async fn config_create(
 }
 
 /// The delete form: a ticked confirmation, and the version the page showed.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct DeleteForm {
     confirm: Option<String>,
     version: Option<u64>,

@@ -314,7 +314,8 @@ fn logo_version(logo: &str) -> String {
         .collect()
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct LogoQuery {
     /// The logo's version as pages link it; the current one makes the answer cacheable for good.
     v: Option<String>,
@@ -353,13 +354,15 @@ fn can(c: &Caller) -> Can {
     }
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct DidQuery {
     did: Option<String>,
 }
 
 /// A UI action's form.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ActionForm {
     /// The page to return to: a path of this server.
     back: Option<String>,

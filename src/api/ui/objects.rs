@@ -190,7 +190,8 @@ async fn check_now(
     .await
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct EventsQuery {
     types: Option<String>,
     cursor: Option<String>,
@@ -283,7 +284,8 @@ async fn silences(
     }
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct SilenceDraftQuery {
     selector: Option<String>,
@@ -306,7 +308,8 @@ async fn new_silence(c: Visitor, ApiQuery(q): ApiQuery<SilenceDraftQuery>) -> Re
 }
 
 /// The new silence and new downtime forms.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct SuppressionForm {
     selector: Option<String>,
@@ -411,7 +414,8 @@ async fn downtimes(
     }
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct DowntimeDraftQuery {
     /// The object the downtime is for.
     object: Option<String>,

@@ -89,7 +89,8 @@ async fn on_call(
 }
 
 /// The take-over form: the shift's times as the page showed them.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct TakeOverForm {
     start: Option<String>,
     end: Option<String>,
@@ -195,7 +196,8 @@ async fn change_password(State(st): State<AppState>, c: Visitor, body: Bytes) ->
 }
 
 /// The look forms: a user's theme and live updates, the instance's mode.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct LookForm {
     /// `light`, `dark`, or empty: as the device is set.
     theme: Option<String>,
@@ -239,7 +241,8 @@ async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) ->
 }
 
 /// The account page's branding form.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 struct BrandingForm {
     mode: Option<String>,
@@ -248,7 +251,7 @@ struct BrandingForm {
     accent: Option<String>,
     accent_color: Option<String>,
     /// The image file; read as its `data:` URI.
-    #[schemars(extend("format" = "binary"))]
+    #[cfg_attr(test, schemars(extend("format" = "binary")))]
     logo: Option<String>,
     /// `on`: the logo goes.
     remove_logo: Option<String>,
@@ -283,7 +286,8 @@ async fn set_branding(
 }
 
 /// The forms that add a user or mint a token.
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct AccountsForm {
     name: Option<String>,
     email: Option<String>,
@@ -486,7 +490,8 @@ async fn revoke_token(
     }
 }
 
-#[derive(Deserialize, Default, schemars::JsonSchema)]
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 struct CursorQuery {
     cursor: Option<String>,
 }

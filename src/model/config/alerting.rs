@@ -3,7 +3,8 @@
 use super::*;
 
 /// An alert rule: `match` (CEL over `event`) opens an alert, `clear` (CEL) resolves it.
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertRule {
     /// Required unless the rule is a `heartbeat` rule.
@@ -38,7 +39,8 @@ pub struct AlertRule {
     pub disabled: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleHeartbeat {
     pub source: String,
@@ -106,7 +108,8 @@ pub(super) fn validate_alert_rule(body: &mut Map<String, Value>) -> Result<(), I
 /// labels within `window` are aggregated; from `minCount` (default 2) of them a group alert
 /// opens, carrying `aggregate` (`count` by default, or `min`, `max`, `avg`, `median` of the
 /// number at `valuePath` in each alert's payload).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AlertGroup {
     pub group_by: Vec<String>,
@@ -128,7 +131,8 @@ impl AlertGroup {
 /// A business service (the reference's `BusinessService`): a node of the business process
 /// tree over objects (by `objectId` or `selector`) and child services (whose `parentId` names
 /// this one by document id or name).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BusinessService {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,7 +15,8 @@ pub const SOURCE_TYPES: [&str; 8] = [
 
 /// An inbound event source (the `event-sources` kind): how events arrive and how they map
 /// onto the normalised event.
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EventSource {
     #[serde(rename = "type")]

@@ -23,7 +23,8 @@ pub(super) fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Inva
     })
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct DashboardBody {
     #[serde(default)]

@@ -3,7 +3,8 @@
 use super::*;
 
 /// The object spec of SPEC 2.2, shared by hosts, services and templates.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ObjectSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,7 +59,7 @@ pub struct ObjectSpec {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "vars_as_text"
     )]
-    #[schemars(schema_with = "vars_schema")]
+    #[cfg_attr(test, schemars(schema_with = "vars_schema"))]
     pub vars: Option<BTreeMap<String, String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
@@ -104,6 +105,7 @@ pub(super) fn vars_as_text<'de, D: serde::Deserializer<'de>>(
     .transpose()
 }
 
+#[cfg(test)]
 pub(super) fn vars_schema(_: &mut SchemaGenerator) -> Schema {
     schemars::json_schema!({
         "type": "object",
@@ -113,6 +115,7 @@ pub(super) fn vars_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// The schema of what `validate_template` reads.
+#[cfg(test)]
 pub(super) fn template_schema(g: &mut SchemaGenerator) -> Schema {
     let spec = g.subschema_for::<ObjectSpec>();
     schemars::json_schema!({
@@ -126,6 +129,9 @@ pub(super) fn template_schema(g: &mut SchemaGenerator) -> Schema {
         }
     })
 }
+
+#[cfg(not(test))]
+pub(super) fn template_schema() {}
 
 /// Template: `kind` (`host` or `service`, default `host`), `labels`, `spec` (required).
 pub(super) fn validate_template(body: &mut Map<String, Value>) -> Result<(), Invalid> {
@@ -177,14 +183,16 @@ pub fn agent_plugin(command: &str) -> Option<&str> {
 
 /// `GET /api/v1/agent/checks?host=`: the `agent:exec:` checks a host's agent runs (the
 /// reference's `AgentChecksResponse`).
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentChecks {
     pub host: String,
     pub checks: Vec<AgentCheck>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AgentCheck {
     /// The service the result is reported for.
@@ -202,7 +210,8 @@ pub const BUILTIN_CHECKS: [&str; 6] = ["ping", "tcp", "http", "dns", "modbus", "
 
 /// A check command: `type: plugin` runs `line` (argv with `$macro$`s) as a Nagios plugin;
 /// `type: builtin` names a built-in check in `line[0]`, its options after it.
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct CheckCommandBody {
     #[serde(rename = "type")]

@@ -3,7 +3,8 @@
 use super::*;
 
 /// A federation site (SPEC 2.10) as the main instance keeps it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SiteBody {
     /// The site's configuration bundle (YAML, the format of `config/bundles:apply`), served by
@@ -32,7 +33,8 @@ impl SiteBody {
     }
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct IvrMenuBody {
     options: Vec<IvrOption>,
@@ -48,7 +50,8 @@ pub(super) struct IvrMenuBody {
     voice: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct IvrOption {
     action: String,
@@ -69,7 +72,8 @@ pub(super) struct IvrOption {
     title: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TtsProfileBody {
     engine: String,
@@ -94,7 +98,8 @@ pub(super) struct TtsProfileBody {
     voices: BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TtsAudio {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +120,8 @@ pub(super) struct TtsAudio {
     trail_silence_ms: Option<i64>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TtsDetect {
     #[serde(default)]
@@ -126,7 +132,8 @@ pub(super) struct TtsDetect {
     mode: Option<String>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct TtsNormalize {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,7 +164,8 @@ pub(super) struct TtsNormalize {
     regex: Vec<RegexRule>,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct LexiconEntry {
     from: String,
@@ -168,7 +176,8 @@ pub(super) struct LexiconEntry {
     substring: bool,
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RegexRule {
     pattern: String,

@@ -10,7 +10,8 @@ pub(super) fn validate_dashboard(body: &mut Map<String, Value>) -> Result<(), In
     }
 }
 
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct RoleBody {
     #[serde(default)]
@@ -60,7 +61,8 @@ pub(super) fn validate_report(body: &mut Map<String, Value>) -> Result<(), Inval
 }
 
 /// A saved list filter of the UI: which list and its query parameters.
-#[derive(Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct SavedFilterBody {
     resource: String,
