@@ -9,7 +9,9 @@ use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
 use crate::model::selector::Selector;
-use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
+use crate::model::suppression::{
+    ActiveDowntimes, Downtime, DowntimeBody, Silence, SilenceBody, stored_selector,
+};
 use crate::model::{GoDuration, Timestamp};
 use crate::store::suppressions::IdempotentAnswer;
 use crate::store::{Store, StoreError};
@@ -62,13 +64,6 @@ pub enum DowntimeCreated {
 
 /// A silence's or downtime's selector, checked when it was saved; one that no longer parses
 /// matches nothing (and is logged), never everything.
-fn stored_selector(text: &str) -> Selector {
-    text.parse().unwrap_or_else(|e| {
-        tracing::error!(selector = text, error = %e, "a saved selector no longer parses; it matches nothing");
-        Selector::nothing()
-    })
-}
-
 /// A silence with its selector and title pattern compiled once, to match many alerts.
 struct SilenceMatcher {
     silence: Silence,
@@ -102,7 +97,7 @@ impl SilenceMatcher {
 /// What the active silences and downtimes of a tenant suppress, read once per batch.
 pub struct Suppressions {
     silences: Vec<SilenceMatcher>,
-    downtimes: Vec<(Downtime, Selector)>,
+    downtimes: ActiveDowntimes,
 }
 
 impl Suppressions {
@@ -113,25 +108,17 @@ impl Suppressions {
                 .filter(|s| s.active(now))
                 .map(SilenceMatcher::new)
                 .collect(),
-            downtimes: downtimes
-                .into_iter()
-                .filter(|d| d.active(now))
-                .map(|d| {
-                    let sel = stored_selector(&d.selector);
-                    (d, sel)
-                })
-                .collect(),
+            downtimes: ActiveDowntimes::new(downtimes, now),
         }
     }
 
     /// Why `alert` (of an object whose host is `host`) is suppressed, if it is.
     pub fn reason(&self, alert: &Alert, host: Option<Uuid>) -> Option<String> {
-        if let Some(object) = alert.object_id {
-            for (d, sel) in &self.downtimes {
-                if d.covers(object, host, &alert.labels, sel) {
-                    return Some(format!("downtime {}: {}", d.id, d.comment));
-                }
-            }
+        if let Some(d) = alert
+            .object_id
+            .and_then(|object| self.downtimes.covering(object, host, &alert.labels).next())
+        {
+            return Some(format!("downtime {}: {}", d.id, d.comment));
         }
         self.silences
             .iter()

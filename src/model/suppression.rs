@@ -172,6 +172,61 @@ impl Downtime {
     }
 }
 
+/// A saved selector, parsed; one that no longer parses (a grammar change) matches nothing,
+/// and says so in the log.
+pub fn stored_selector(text: &str) -> Selector {
+    text.parse().unwrap_or_else(|e| {
+        tracing::error!(selector = text, error = %e, "a saved selector no longer parses; it matches nothing");
+        Selector::nothing()
+    })
+}
+
+/// The downtimes in effect at one moment, each with its selector parsed once: what covers an
+/// object, for its live state's `downtimeDepth` and for holding its alerts' notifications.
+pub struct ActiveDowntimes(Vec<(Downtime, Selector)>);
+
+impl ActiveDowntimes {
+    pub fn new(downtimes: Vec<Downtime>, now: Timestamp) -> Self {
+        Self(
+            downtimes
+                .into_iter()
+                .filter(|d| d.active(now))
+                .map(|d| {
+                    let selector = stored_selector(&d.selector);
+                    (d, selector)
+                })
+                .collect(),
+        )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Those covering an object whose host is `host` and whose effective labels are `labels`.
+    pub fn covering<'a>(
+        &'a self,
+        object: Uuid,
+        host: Option<Uuid>,
+        labels: &'a BTreeMap<String, String>,
+    ) -> impl Iterator<Item = &'a Downtime> {
+        self.0
+            .iter()
+            .filter(move |(d, selector)| d.covers(object, host, labels, selector))
+            .map(|(d, _)| d)
+    }
+
+    /// How many cover that object: its live state's `downtimeDepth`.
+    pub fn depth(
+        &self,
+        object: Uuid,
+        host: Option<Uuid>,
+        labels: &BTreeMap<String, String>,
+    ) -> u32 {
+        u32::try_from(self.covering(object, host, labels).count()).unwrap_or(u32::MAX)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +294,28 @@ mod tests {
         assert!(!flexible.active(now));
         let early = downtime("fixed", None, None).ended(at("2026-03-01T07:00:00Z"));
         assert_eq!(early.start, early.end);
+    }
+
+    #[test]
+    fn active_downtimes_count_what_covers_an_object() {
+        let now = at("2026-03-01T09:00:00Z");
+        let (host, service) = (Uuid::from_u128(3), Uuid::from_u128(4));
+        let mut by_selector = downtime("fixed", None, None);
+        by_selector.object_id = None;
+        by_selector.selector = "site=north".into();
+        let mut broken = by_selector.clone();
+        broken.selector = "site in (".into();
+        let mut later = downtime("fixed", None, None);
+        later.start = at("2026-03-01T10:00:00Z");
+        let active = ActiveDowntimes::new(
+            vec![downtime("fixed", None, None), by_selector, broken, later],
+            now,
+        );
+        let north: BTreeMap<String, String> = [("site".into(), "north".into())].into();
+        let south: BTreeMap<String, String> = [("site".into(), "south".into())].into();
+        assert_eq!(active.depth(host, None, &north), 2, "by id and by selector");
+        assert_eq!(active.depth(service, Some(host), &south), 1, "its host's");
+        assert_eq!(active.depth(Uuid::from_u128(9), None, &south), 0);
+        assert!(ActiveDowntimes::new(Vec::new(), now).is_empty());
     }
 }

@@ -10,9 +10,8 @@ use super::{Filed, Promise, Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
 use crate::model::object::Object;
-use crate::model::selector::Selector;
 use crate::model::state::{CheckState, Observation, StateType, Transition};
-use crate::model::suppression::Downtime;
+use crate::model::suppression::{ActiveDowntimes, Downtime};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -278,8 +277,8 @@ impl Store {
         .await
     }
 
-    /// Sets each state's `downtimeDepth`: how many downtimes in effect now cover its object
-    /// (selectors match its effective labels, from `labels`, else its own).
+    /// Sets each state's `downtimeDepth` (`ActiveDowntimes::depth`) on its object's effective
+    /// labels, from `labels`, else its own.
     fn count_downtimes(
         &self,
         tx: &ReadTx,
@@ -287,22 +286,9 @@ impl Store {
         states: &mut [CheckState],
         labels: &LabelsOf,
     ) -> Result<(), StoreError> {
-        let now = self.clock.now();
-        let downtimes: Vec<(Downtime, Selector)> = {
-            let t = tx.open_table(DOWNTIMES)?;
-            tenant_values::<Downtime, _>(&t, tenant)?
-                .into_iter()
-                .filter(|d| d.active(now))
-                .map(|d| {
-                    let sel = d.selector.parse().unwrap_or_else(|e| {
-                        tracing::error!(downtime = %d.id, error = %e, "a saved selector no longer parses; it covers nothing");
-                        Selector::nothing()
-                    });
-                    (d, sel)
-                })
-                .collect()
-        };
-        if downtimes.is_empty() {
+        let downtimes = tenant_values::<Downtime, _>(&tx.open_table(DOWNTIMES)?, tenant)?;
+        let active = ActiveDowntimes::new(downtimes, self.clock.now());
+        if active.is_empty() {
             return Ok(());
         }
         let objects = tx.open_table(OBJECTS)?;
@@ -312,11 +298,7 @@ impl Store {
             };
             let o: Object = decode(row.value())?;
             let effective = labels(o.id).unwrap_or_else(|| o.labels.clone());
-            let depth = downtimes
-                .iter()
-                .filter(|(d, sel)| d.covers(o.id, o.host_id, &effective, sel))
-                .count();
-            s.downtime_depth = u32::try_from(depth).unwrap_or(u32::MAX);
+            s.downtime_depth = active.depth(o.id, o.host_id, &effective);
         }
         Ok(())
     }
