@@ -204,6 +204,73 @@ fn enabled() -> bool {
     true
 }
 
+/// The kinds of channel (a channel's `type`). Each kind's checks at save
+/// (`config::check_channel_config`) and its sender (`notify::channels::send`) match on this
+/// without a catch-all, so a kind added here without either does not compile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChannelKind {
+    Email,
+    Push,
+    Webhook,
+    Sms,
+    Voice,
+    Espa,
+    Slack,
+    Teams,
+    Ntfy,
+    Gotify,
+    Servicenow,
+    Script,
+}
+
+impl ChannelKind {
+    pub const ALL: [ChannelKind; 12] = [
+        Self::Email,
+        Self::Push,
+        Self::Webhook,
+        Self::Sms,
+        Self::Voice,
+        Self::Espa,
+        Self::Slack,
+        Self::Teams,
+        Self::Ntfy,
+        Self::Gotify,
+        Self::Servicenow,
+        Self::Script,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Email => "email",
+            Self::Push => "push",
+            Self::Webhook => "webhook",
+            Self::Sms => "sms",
+            Self::Voice => "voice",
+            Self::Espa => "espa",
+            Self::Slack => "slack",
+            Self::Teams => "teams",
+            Self::Ntfy => "ntfy",
+            Self::Gotify => "gotify",
+            Self::Servicenow => "servicenow",
+            Self::Script => "script",
+        }
+    }
+
+    /// The kind a channel's `type` names, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// Whether it posts to `config.url` (which it then needs).
+    pub fn posts_to_url(self) -> bool {
+        match self {
+            Self::Webhook | Self::Slack | Self::Teams | Self::Ntfy | Self::Gotify => true,
+            Self::Servicenow => true,
+            Self::Email | Self::Push | Self::Sms | Self::Voice | Self::Espa | Self::Script => false,
+        }
+    }
+}
+
 /// Someone else on call for a while (`/schedules/{name}/overrides`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -562,6 +629,18 @@ pub struct TestSend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn channel_kinds_are_named_once() {
+        for kind in ChannelKind::ALL {
+            assert_eq!(ChannelKind::parse(kind.as_str()), Some(kind));
+        }
+        let names: std::collections::BTreeSet<&str> =
+            ChannelKind::ALL.map(ChannelKind::as_str).into();
+        assert_eq!(names.len(), ChannelKind::ALL.len());
+        assert_eq!(ChannelKind::parse("pigeon"), None);
+        assert!(ChannelKind::Servicenow.posts_to_url() && !ChannelKind::Sms.posts_to_url());
+    }
 
     #[test]
     fn targets_are_masked() {

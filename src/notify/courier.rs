@@ -17,7 +17,7 @@ use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
 use crate::model::event::EventDraft;
-use crate::model::notify::{Channel, ChannelFailures, Delivery, WebhookSubscription};
+use crate::model::notify::{Channel, ChannelFailures, ChannelKind, Delivery, WebhookSubscription};
 use crate::runtime::Locked;
 use crate::runtime::Stopwatch;
 use crate::runtime::worker::{Lead, StepFuture, Wait, Worker};
@@ -332,12 +332,12 @@ impl Notifier {
                 )));
             }
             Some(c) => (
-                c.kind.as_str(),
+                channels::kind_of(&c.kind)?,
                 channels::open_secrets(&self.secrets, d.tenant_id, &c.config).await?,
                 c.template.as_deref(),
             ),
             None if !d.url.is_empty() => (
-                d.kind.as_str(),
+                channels::kind_of(&d.kind)?,
                 channels::open_secrets(&self.secrets, d.tenant_id, &BTreeMap::new()).await?,
                 None,
             ),
@@ -380,10 +380,12 @@ impl Notifier {
     pub(super) async fn speech(
         &self,
         tenant: Uuid,
-        kind: &str,
+        kind: ChannelKind,
         config: &BTreeMap<String, String>,
     ) -> Option<Speech> {
-        let name = config.get("ttsProfile").filter(|_| kind == "voice")?;
+        let name = config
+            .get("ttsProfile")
+            .filter(|_| kind == ChannelKind::Voice)?;
         let dir = self.directory(tenant).await.ok()?;
         dir.tts_profile(name).map(Speech::of)
     }
@@ -393,10 +395,10 @@ impl Notifier {
     pub(super) async fn push_recipient(
         &self,
         tenant: Uuid,
-        kind: &str,
+        kind: ChannelKind,
         target: &str,
     ) -> Result<Option<webpush::Recipient>, SendError> {
-        let Some(user) = (kind == "push")
+        let Some(user) = (kind == ChannelKind::Push)
             .then(|| Uuid::parse_str(target).ok())
             .flatten()
         else {
@@ -465,7 +467,9 @@ impl Notifier {
     /// devices can send (a delivery no process can send still fails at the leader's).
     fn claimable(&self, leading: bool) -> Claimable {
         let senders = self.senders.clone();
-        Arc::new(move |d: &Delivery| leading || senders.can_send(&d.kind))
+        Arc::new(move |d: &Delivery| {
+            leading || ChannelKind::parse(&d.kind).is_none_or(|k| senders.can_send(k))
+        })
     }
 
     /// Sends what is due and this process may claim; returns how many deliveries it tried.

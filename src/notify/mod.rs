@@ -572,13 +572,15 @@ impl Notifier {
         let opened = channels::open_secrets(&self.secrets, p.tenant, &channel.config)
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
-        let speech = self.speech(p.tenant, &channel.kind, &opened.config).await;
+        let kind =
+            channels::kind_of(&channel.kind).map_err(|e| NotifyError::TestFailed(e.message))?;
+        let speech = self.speech(p.tenant, kind, &opened.config).await;
         let push = self
-            .push_recipient(p.tenant, &channel.kind, &delivery.target)
+            .push_recipient(p.tenant, kind, &delivery.target)
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
         let out = channels::Outgoing {
-            kind: &channel.kind,
+            kind,
             config: &opened.config,
             template: channel.template.as_deref(),
             delivery: &delivery,

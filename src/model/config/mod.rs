@@ -7,7 +7,7 @@
 //! with its bodies, checks and tests.
 
 use crate::model::notify::{
-    Channel, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
+    Channel, ChannelKind, ChannelPreference, Contact, ContactGroup, EscalationPolicy, Schedule,
     WebhookSubscription,
 };
 use crate::model::report::ReportBody;

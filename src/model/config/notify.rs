@@ -88,25 +88,12 @@ pub(super) fn validate_escalation_policy(body: &mut Map<String, Value>) -> Resul
     })
 }
 
-pub const CHANNEL_TYPES: [&str; 12] = [
-    "email",
-    "push",
-    "webhook",
-    "sms",
-    "voice",
-    "espa",
-    "slack",
-    "teams",
-    "ntfy",
-    "gotify",
-    "servicenow",
-    "script",
-];
-
 pub(super) fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     validate_with(body, |c: &Channel| {
-        one_of("type", &c.kind, &CHANNEL_TYPES)?;
-        check_channel_config(&c.kind, &c.config).map_err(|e| invalid("config", e))?;
+        let Some(kind) = ChannelKind::parse(&c.kind) else {
+            return one_of("type", &c.kind, &ChannelKind::ALL.map(ChannelKind::as_str));
+        };
+        check_channel_config(kind, &c.config).map_err(|e| invalid("config", e))?;
         if let Some(t) = &c.template {
             crate::model::template::check(t)
                 .map_err(|e| invalid("template", format!("template: {e}")))?;
@@ -114,9 +101,6 @@ pub(super) fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Inva
         Ok(())
     })
 }
-
-/// The channel types that post to `config.url`.
-const HTTP_CHANNELS: [&str; 6] = ["webhook", "slack", "teams", "ntfy", "gotify", "servicenow"];
 
 /// Headers the HTTP client sets for a request itself: a channel naming one would send the
 /// request elsewhere than its URL says (`Host`) or frame it wrongly.
@@ -133,7 +117,10 @@ const FRAMING_HEADERS: [&str; 7] = [
 /// A channel's configuration, as far as it can be checked without sending: where secrets are
 /// named, header names and values, the URL, the port, an e-mail relay's host and TLS mode, a
 /// script's command. The message names the key (`config.port: ...`).
-pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Result<(), String> {
+pub fn check_channel_config(
+    kind: ChannelKind,
+    config: &BTreeMap<String, String>,
+) -> Result<(), String> {
     for (key, value) in config {
         if !crate::model::secret::reference_allowed(key, value) {
             return Err(format!(
@@ -166,9 +153,10 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
     };
     if let Some(url) = given("url") {
         check_url(url).map_err(|e| format!("config.url: {e}"))?;
-    } else if HTTP_CHANNELS.contains(&kind) {
+    } else if kind.posts_to_url() {
         return Err(format!(
-            "config.url: a {kind} channel needs the URL it posts to"
+            "config.url: a {} channel needs the URL it posts to",
+            kind.as_str()
         ));
     }
     if let Some(port) = given("port")
@@ -177,7 +165,7 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
         return Err(format!("config.port: {port:?} is not a port (1-65535)"));
     }
     match kind {
-        "push" => {
+        ChannelKind::Push => {
             if let Some(subject) = given("subject")
                 && !(subject.starts_with("mailto:") || subject.starts_with("https://"))
             {
@@ -191,7 +179,7 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
                 return Err(format!("config.ttl: {ttl:?} is not a number of seconds"));
             }
         }
-        "email" => {
+        ChannelKind::Email => {
             let host = given("host").ok_or("config.host: the SMTP relay is required")?;
             if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '$') {
                 return Err(format!("config.host: {host:?} is not a host name"));
@@ -204,7 +192,7 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
                 ));
             }
         }
-        "script" => {
+        ChannelKind::Script => {
             let command =
                 given("command").ok_or("config.command: the program to run is required")?;
             if command.contains('$') {
@@ -213,7 +201,15 @@ pub fn check_channel_config(kind: &str, config: &BTreeMap<String, String>) -> Re
                 ));
             }
         }
-        _ => {}
+        ChannelKind::Webhook
+        | ChannelKind::Slack
+        | ChannelKind::Teams
+        | ChannelKind::Ntfy
+        | ChannelKind::Gotify
+        | ChannelKind::Servicenow
+        | ChannelKind::Sms
+        | ChannelKind::Voice
+        | ChannelKind::Espa => {}
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ pub mod webpush;
 use crate::hw::Devices;
 use crate::hw::espa::Pager;
 use crate::hw::gsm::Modem;
-use crate::model::notify::{Delivery, Message};
+use crate::model::notify::{ChannelKind, Delivery, Message};
 use crate::model::secret::{REFERENCE_PREFIX, mask_values, reference_allowed};
 use crate::model::template;
 use crate::runtime::paths::AllowedDirs;
@@ -96,11 +96,19 @@ impl Senders {
 impl Senders {
     /// Whether this process can send a channel type's deliveries: SMS and calls need its
     /// modem, ESPA its pager; the rest go over the network.
-    pub fn can_send(&self, kind: &str) -> bool {
+    pub fn can_send(&self, kind: ChannelKind) -> bool {
         match kind {
-            "sms" | "voice" => self.modem.is_some(),
-            "espa" => self.pager.is_some(),
-            _ => true,
+            ChannelKind::Sms | ChannelKind::Voice => self.modem.is_some(),
+            ChannelKind::Espa => self.pager.is_some(),
+            ChannelKind::Email
+            | ChannelKind::Push
+            | ChannelKind::Webhook
+            | ChannelKind::Slack
+            | ChannelKind::Teams
+            | ChannelKind::Ntfy
+            | ChannelKind::Gotify
+            | ChannelKind::Servicenow
+            | ChannelKind::Script => true,
         }
     }
 }
@@ -108,7 +116,7 @@ impl Senders {
 /// What a channel needs to send: its type, its configuration with secrets opened, its
 /// template.
 pub struct Outgoing<'a> {
-    pub kind: &'a str,
+    pub kind: ChannelKind,
     pub config: &'a BTreeMap<String, String>,
     pub template: Option<&'a str>,
     pub delivery: &'a Delivery,
@@ -236,25 +244,30 @@ pub async fn open_secrets(
 pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let client = &senders.http;
     match out.kind {
-        "webhook" => http::webhook(client, out).await,
-        "slack" => http::slack(client, out).await,
-        "teams" => http::teams(client, out).await,
-        "ntfy" => http::ntfy(client, out).await,
-        "gotify" => http::gotify(client, out).await,
-        "servicenow" => http::servicenow(client, out).await,
-        "script" => script::run(&senders.scripts, out).await,
-        "email" => email::send(&senders.ca_files, out).await,
-        "sms" => phone::sms(senders, out).await,
-        "voice" => phone::voice(senders, out).await,
-        "espa" => pager::espa(senders, out).await,
-        "push" => match out.push {
+        ChannelKind::Webhook => http::webhook(client, out).await,
+        ChannelKind::Slack => http::slack(client, out).await,
+        ChannelKind::Teams => http::teams(client, out).await,
+        ChannelKind::Ntfy => http::ntfy(client, out).await,
+        ChannelKind::Gotify => http::gotify(client, out).await,
+        ChannelKind::Servicenow => http::servicenow(client, out).await,
+        ChannelKind::Script => script::run(&senders.scripts, out).await,
+        ChannelKind::Email => email::send(&senders.ca_files, out).await,
+        ChannelKind::Sms => phone::sms(senders, out).await,
+        ChannelKind::Voice => phone::voice(senders, out).await,
+        ChannelKind::Espa => pager::espa(senders, out).await,
+        ChannelKind::Push => match out.push {
             Some(to) => webpush::send(client, out, to).await,
             None => Err(SendError::permanent(
                 "a push needs a contact with a user (userId) and the instance's VAPID key, made when a browser first subscribes",
             )),
         },
-        other => Err(SendError::permanent(format!(
-            "channel type {other:?} has no sender in this build"
-        ))),
     }
+}
+
+/// The kind a channel's (or a bare delivery's) `type` names; a type no kind has cannot be
+/// sent (a document saved by a later version, say).
+pub fn kind_of(name: &str) -> Result<ChannelKind, SendError> {
+    ChannelKind::parse(name).ok_or_else(|| {
+        SendError::permanent(format!("channel type {name:?} has no sender in this build"))
+    })
 }

@@ -67,7 +67,7 @@ fn provider(out: &Outgoing<'_>) -> Result<(), SendError> {
         None | Some("modem") => Ok(()),
         Some(other) => Err(SendError::permanent(format!(
             "{} provider {other:?} is not supported; use modem",
-            out.kind
+            out.kind.as_str()
         ))),
     }
 }
