@@ -205,8 +205,54 @@ pub struct AgentCheck {
     pub timeout_seconds: u64,
 }
 
-/// Built-in checks a check command may name instead of a plugin.
-pub const BUILTIN_CHECKS: [&str; 6] = ["ping", "tcp", "http", "dns", "modbus", "gsm"];
+/// Built-in checks a check command may name instead of a plugin. The runner
+/// (`monitor::checks`) matches on this without a catch-all, so a check named here runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinCheck {
+    Ping,
+    Tcp,
+    Http,
+    Dns,
+    Modbus,
+    Gsm,
+}
+
+impl BuiltinCheck {
+    pub const ALL: [BuiltinCheck; 6] = [
+        Self::Ping,
+        Self::Tcp,
+        Self::Http,
+        Self::Dns,
+        Self::Modbus,
+        Self::Gsm,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Ping => "ping",
+            Self::Tcp => "tcp",
+            Self::Http => "http",
+            Self::Dns => "dns",
+            Self::Modbus => "modbus",
+            Self::Gsm => "gsm",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// The built-in checks' names, in `BuiltinCheck::ALL`'s order.
+pub const BUILTIN_CHECKS: [&str; 6] = {
+    let mut names = [""; 6];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = BuiltinCheck::ALL[i].as_str();
+        i += 1;
+    }
+    names
+};
 
 /// A check command: `type: plugin` runs `line` (argv with `$macro$`s) as a Nagios plugin;
 /// `type: builtin` names a built-in check in `line[0]`, its options after it.
@@ -263,6 +309,14 @@ pub(super) fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_checks_are_named_once() {
+        for (check, name) in BuiltinCheck::ALL.into_iter().zip(BUILTIN_CHECKS) {
+            assert_eq!(BuiltinCheck::parse(name), Some(check));
+        }
+        assert_eq!(BuiltinCheck::parse("snmp"), None);
+    }
     use serde_json::json;
 
     #[test]

@@ -14,7 +14,7 @@ mod tcp;
 
 use crate::hw::Devices;
 use crate::model::Timestamp;
-use crate::model::config::ObjectSpec;
+use crate::model::config::{BuiltinCheck, ObjectSpec};
 use crate::model::object::{Object, ObjectKind};
 use crate::model::secret::mask_values;
 use crate::runtime::SecretSource;
@@ -244,14 +244,16 @@ pub async fn run(
 }
 
 async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
-    match name {
-        "tcp" => tcp::check(ctx).await,
-        "http" => http::check(ctx).await,
-        "dns" => dns::check(ctx).await,
-        "ping" => ping::check(ctx).await,
-        "modbus" => modbus::check(ctx).await,
-        "gsm" => gsm::check(ctx),
-        other => Outcome::new(3, format!("UNKNOWN - no built-in check {other:?}")),
+    let Some(check) = BuiltinCheck::parse(name) else {
+        return Outcome::new(3, format!("UNKNOWN - no built-in check {name:?}"));
+    };
+    match check {
+        BuiltinCheck::Tcp => tcp::check(ctx).await,
+        BuiltinCheck::Http => http::check(ctx).await,
+        BuiltinCheck::Dns => dns::check(ctx).await,
+        BuiltinCheck::Ping => ping::check(ctx).await,
+        BuiltinCheck::Modbus => modbus::check(ctx).await,
+        BuiltinCheck::Gsm => gsm::check(ctx),
     }
 }
 
