@@ -15,7 +15,7 @@ use crate::model::state::{
 };
 use crate::runtime::clock::SharedClock;
 use crate::store::metrics::{MetricsStore, Sample};
-use crate::store::{Promise, Store, StoreError};
+use crate::store::{Promise, Store, StoreError, Tx};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -211,12 +211,7 @@ impl Results {
     /// resolves once the events (of a durable write: a deferred one's are filed by the store
     /// once it syncs) and samples are stored too. Events and samples of successive calls are
     /// stored in call order, so the next call may run while this one's are still committing.
-    pub async fn apply(
-        &self,
-        mut jobs: Vec<Job>,
-        promise: Promise,
-    ) -> Result<Applied<'_>, StoreError> {
-        self.derive_unreachable(&mut jobs).await?;
+    pub async fn apply(&self, jobs: Vec<Job>, promise: Promise) -> Result<Applied<'_>, StoreError> {
         let now = self.clock.now();
         // A state keeps its observation's performance data, so each job's samples are known.
         let mut samples = Vec::new();
@@ -237,15 +232,31 @@ impl Results {
             })
             .unzip();
         // Transitions become events inside the state transaction, journaled with it.
-        let applied = self
+        let (stepped, events_filed) = self
             .store
-            .apply_observations(items, now, promise, state::step, move |i, next, t| {
-                report(&entries[i], next, t)
+            .write_filing_later(promise, move |tx| {
+                let mut items = items;
+                derive_unreachable(tx, &entries, &mut items)?;
+                let objects: Vec<(Uuid, Uuid)> =
+                    items.iter().map(|(tenant, id, _)| (*tenant, *id)).collect();
+                let stepped = step_all(&items, tx.live_states(&objects)?, now);
+                let tenants = objects.iter().map(|(tenant, _)| *tenant);
+                tx.save_live_states(tenants.zip(stepped.iter().map(|(s, _)| s)))?;
+                let events: Vec<EventDraft> = stepped
+                    .iter()
+                    .zip(&entries)
+                    .filter_map(|((next, t), e)| t.as_ref().map(|t| report(e, next, t)))
+                    .flatten()
+                    .collect();
+                if events.is_empty() {
+                    tx.unrecorded("live states without a transition");
+                }
+                tx.journal(events)?;
+                Ok(stepped)
             })
             .await?;
         // The event and metric files commit in parallel.
         let samples_stored = self.metrics.record(samples);
-        let events_filed = applied.filed;
         let stored = Box::pin(async move {
             if let Some(filed) = events_filed {
                 filed.await;
@@ -253,42 +264,9 @@ impl Results {
             let _ = samples_stored.await;
         });
         Ok(Applied {
-            states: applied.states.into_iter().map(|(s, _)| s).collect(),
+            states: stepped.into_iter().map(|(s, _)| s).collect(),
             stored,
         })
-    }
-
-    /// A DOWN host all of whose parents are hard non-UP is UNREACHABLE instead. A parent's
-    /// result earlier in the same batch counts over its stored state.
-    async fn derive_unreachable(&self, jobs: &mut [Job]) -> Result<(), StoreError> {
-        // Host id → (state, hard at once) as observed so far in this batch.
-        let mut seen: HashMap<Uuid, (u8, bool)> = HashMap::new();
-        for job in jobs.iter_mut() {
-            let o = &job.entry.object;
-            if o.kind != ObjectKind::Host {
-                continue;
-            }
-            if job.obs.state == DOWN
-                && let Some(parents) = &job.entry.parents
-            {
-                let labels = self.catalog.snapshot().await?.labels_of(o.tenant_id);
-                let stored = self
-                    .store
-                    .states(o.tenant_id, parents.clone(), labels)
-                    .await?;
-                let down = |id: &Uuid| match seen.get(id) {
-                    Some((state, hard)) => *state != UP && *hard,
-                    None => stored
-                        .get(id)
-                        .is_some_and(|s| s.state != UP && s.state_type == StateType::Hard),
-                };
-                if parents.iter().all(down) {
-                    job.obs.state = UNREACHABLE;
-                }
-            }
-            seen.insert(o.id, (job.obs.state, job.obs.max_attempts <= 1));
-        }
-        Ok(())
     }
 
     /// The time on the results' clock.
@@ -431,6 +409,77 @@ impl Results {
 }
 
 /// The events of one transition: `flapping_start`/`flapping_end`, `state_change`.
+/// A DOWN host all of whose parents are hard non-UP is UNREACHABLE instead. A parent's result
+/// earlier in the same batch counts over its stored state, which is read in the results'
+/// transaction (all of the batch's parents in one read).
+fn derive_unreachable(
+    tx: &Tx,
+    entries: &[Arc<Entry>],
+    items: &mut [(Uuid, Uuid, Observation)],
+) -> Result<(), StoreError> {
+    fn down_with_parents<'e>(e: &'e Entry, obs: &Observation) -> Option<&'e [Uuid]> {
+        (e.object.kind == ObjectKind::Host && obs.state == DOWN)
+            .then_some(e.parents.as_deref())
+            .flatten()
+    }
+    let parents: Vec<(Uuid, Uuid)> = entries
+        .iter()
+        .zip(items.iter())
+        .filter_map(|(e, (tenant, _, obs))| {
+            down_with_parents(e, obs).map(|ps| ps.iter().map(|p| (*tenant, *p)).collect::<Vec<_>>())
+        })
+        .flatten()
+        .collect();
+    if parents.is_empty() {
+        return Ok(());
+    }
+    let stored: HashMap<Uuid, bool> = parents
+        .iter()
+        .zip(tx.live_states(&parents)?)
+        .map(|((_, id), s)| {
+            let down = s.is_some_and(|s| s.state != UP && s.state_type == StateType::Hard);
+            (*id, down)
+        })
+        .collect();
+    // Host id → down and hard at once, as observed so far in this batch.
+    let mut seen: HashMap<Uuid, bool> = HashMap::new();
+    for (e, (_, id, obs)) in entries.iter().zip(items.iter_mut()) {
+        if e.object.kind != ObjectKind::Host {
+            continue;
+        }
+        if let Some(parents) = down_with_parents(e, obs) {
+            let down = |p: &Uuid| seen.get(p).or(stored.get(p)).copied().unwrap_or(false);
+            if parents.iter().all(down) {
+                obs.state = UNREACHABLE;
+            }
+        }
+        seen.insert(*id, obs.state != UP && obs.max_attempts <= 1);
+    }
+    Ok(())
+}
+
+/// Steps each item's state machine (tenant, object, observation) from the state before it:
+/// the same object's earlier item in this batch, else its stored state.
+fn step_all(
+    items: &[(Uuid, Uuid, Observation)],
+    stored: Vec<Option<CheckState>>,
+    now: Timestamp,
+) -> Vec<(CheckState, Option<Transition>)> {
+    let mut stepped: Vec<(CheckState, Option<Transition>)> = Vec::with_capacity(items.len());
+    // The item each object was last seen at in this batch.
+    let mut last_item: HashMap<(Uuid, Uuid), usize> = HashMap::new();
+    for (i, ((tenant, id, obs), before)) in items.iter().zip(stored).enumerate() {
+        let prev = match last_item.get(&(*tenant, *id)) {
+            Some(&j) => stepped.get(j).map(|(s, _)| s),
+            None => before.as_ref(),
+        };
+        let next = state::step(*id, prev, obs, now);
+        last_item.insert((*tenant, *id), i);
+        stepped.push(next);
+    }
+    stepped
+}
+
 fn report(e: &Entry, next: &CheckState, t: &Transition) -> Vec<EventDraft> {
     let o = &e.object;
     let mut drafts = Vec::new();
@@ -477,6 +526,36 @@ fn handled(s: &CheckState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn observation(state: u8) -> Observation {
+        Observation {
+            state,
+            output: "x".into(),
+            long_output: String::new(),
+            perfdata: "v=1".into(),
+            max_attempts: state::DEFAULT_MAX_ATTEMPTS,
+            flap_thresholds: Some((25.0, 50.0)),
+        }
+    }
+
+    /// A batch that carries one object twice steps the second result from the first's state,
+    /// not from the stored one.
+    #[test]
+    fn an_object_twice_in_a_batch_steps_from_the_state_before_it() {
+        let now: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
+        let (tenant, a, b) = (Uuid::from_u128(2), Uuid::from_u128(3), Uuid::from_u128(4));
+        let (ok, _) = state::step(a, None, &observation(0), now);
+        let items = [
+            (tenant, a, observation(2)),
+            (tenant, b, observation(2)),
+            (tenant, a, observation(2)),
+        ];
+        let stepped = step_all(&items, vec![Some(ok.clone()), None, Some(ok)], now);
+        let attempts: Vec<u32> = stepped.iter().map(|(s, _)| s.attempt).collect();
+        assert_eq!(attempts[0] + 1, attempts[2], "{attempts:?}");
+        assert_eq!(stepped[2].0.state, 2);
+        assert!(stepped[0].1.is_some() && stepped[1].1.is_some());
+    }
 
     /// A state change's payload, the fields rules, selectors and the event list read.
     #[test]

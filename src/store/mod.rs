@@ -411,8 +411,8 @@ impl Store {
 
     /// A write answered once durable (or committed, as `promise` says), with the filing of its
     /// events still under way (`None` when it journaled none): for a producer that overlaps
-    /// filing with its next write.
-    async fn write_filing_later<T: Send + 'static>(
+    /// filing with its next write (the results pipeline).
+    pub async fn write_filing_later<T: Send + 'static>(
         &self,
         promise: Promise,
         f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,

@@ -6,11 +6,10 @@ use super::codec::{decode, encode_positional, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{DOWNTIMES, OBJECTS, STATES};
-use super::{Filed, Promise, Store, StoreError, Tx};
+use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
-use crate::model::event::EventDraft;
 use crate::model::object::Object;
-use crate::model::state::{CheckState, Observation, StateType, Transition};
+use crate::model::state::{CheckState, StateType};
 use crate::model::suppression::{ActiveDowntimes, Downtime};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -168,17 +167,6 @@ fn set_acked_by(
     Ok(())
 }
 
-/// The state machine the store applies inside its transaction.
-pub type Step =
-    fn(Uuid, Option<&CheckState>, &Observation, Timestamp) -> (CheckState, Option<Transition>);
-
-/// The states applied, each with its transition, and the filing of the events the transitions
-/// journaled, still under way (`None`: there were none).
-pub struct AppliedStates {
-    pub states: Vec<(CheckState, Option<Transition>)>,
-    pub filed: Option<Filed>,
-}
-
 impl Tx<'_> {
     /// Sets who acknowledged the problem of an object's live state (`ackedBy`; `None` clears
     /// it), if the object has one.
@@ -192,67 +180,42 @@ impl Tx<'_> {
     }
 }
 
-impl Store {
-    /// Applies observations (tenant, object id, observation) in order in one transaction;
-    /// returns each new state and its transition once durable or committed (`promise`).
-    /// `report` turns the transition of the item at an index into events, which are journaled
-    /// in the same transaction.
-    pub async fn apply_observations(
-        self: &Arc<Self>,
-        items: Vec<(Uuid, Uuid, Observation)>,
-        now: Timestamp,
-        promise: Promise,
-        step: Step,
-        mut report: impl FnMut(usize, &CheckState, &Transition) -> Vec<EventDraft> + Send + 'static,
-    ) -> Result<AppliedStates, StoreError> {
-        let store = self.clone();
-        let write = self.write_filing_later(promise, move |tx| {
-            let mut events = Vec::new();
-            let mut states = Vec::with_capacity(items.len());
-            {
-                let mut t = tx.open_table(STATES)?;
-                // Every item's stored state in one read (a round trip each on PostgreSQL); an
-                // object seen twice in the batch steps from its state of the item before.
-                let keys: Vec<Vec<u8>> = items
-                    .iter()
-                    .map(|(tenant, id, _)| scoped(*tenant, id.as_bytes()))
-                    .collect();
-                let stored: Vec<Option<CheckState>> = {
-                    let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-                    items
-                        .iter()
-                        .zip(t.get_each(&key_refs)?)
-                        .map(|((_, id, _), v)| v.map(|v| decode_state(*id, v.value())).transpose())
-                        .collect::<Result<_, _>>()?
-                };
-                // The item each object was last seen at in this batch.
-                let mut last_item: HashMap<Vec<u8>, usize> = HashMap::new();
-                for (i, (((_, id, obs), key), before)) in
-                    items.into_iter().zip(keys).zip(stored).enumerate()
-                {
-                    let prev = match last_item.get(&key) {
-                        Some(&j) => states.get(j).map(|(s, _)| s),
-                        None => before.as_ref(),
-                    };
-                    let (next, transition) = step(id, prev, &obs, now);
-                    t.insert(key.as_slice(), encode_state(&next)?.as_slice())?;
-                    last_item.insert(key, i);
-                    if let Some(tr) = &transition {
-                        events.extend(report(i, &next, tr));
-                    }
-                    states.push((next, transition));
-                }
-            }
-            if events.is_empty() {
-                tx.unrecorded("live states without a transition");
-            }
-            store.journal(tx, events)?;
-            Ok(states)
-        });
-        let (states, filed) = write.await?;
-        Ok(AppliedStates { states, filed })
+impl Tx<'_> {
+    /// The stored live states of (tenant, object) pairs, in one read (one round trip on
+    /// PostgreSQL); `None` where an object has no result yet.
+    pub fn live_states(
+        &self,
+        objects: &[(Uuid, Uuid)],
+    ) -> Result<Vec<Option<CheckState>>, StoreError> {
+        let t = self.open_table(STATES)?;
+        let keys: Vec<Vec<u8>> = objects
+            .iter()
+            .map(|(tenant, id)| scoped(*tenant, id.as_bytes()))
+            .collect();
+        let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        objects
+            .iter()
+            .zip(t.get_each(&key_refs)?)
+            .map(|((_, id), v)| v.map(|v| decode_state(*id, v.value())).transpose())
+            .collect()
     }
 
+    /// Saves live states of a tenant's objects, in order (a later state of the same object
+    /// wins).
+    pub fn save_live_states<'s>(
+        &self,
+        states: impl IntoIterator<Item = (Uuid, &'s CheckState)>,
+    ) -> Result<(), StoreError> {
+        let mut t = self.open_table(STATES)?;
+        for (tenant, state) in states {
+            let key = scoped(tenant, state.object_id.as_bytes());
+            t.insert(key.as_slice(), encode_state(state)?.as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+impl Store {
     /// The live states of the given objects (absent: no result yet); `labels` gives an
     /// object's effective labels for downtime selectors.
     pub async fn states(
@@ -329,99 +292,38 @@ impl Store {
 mod tests {
     use super::super::codec::encode;
     use super::*;
-    use crate::model::state::{DEFAULT_MAX_ATTEMPTS, step};
     use redb::{Database, ReadableDatabase};
 
-    fn observation(state: u8) -> Observation {
-        Observation {
-            state,
-            output: "x".into(),
-            long_output: String::new(),
-            perfdata: "v=1".into(),
-            max_attempts: DEFAULT_MAX_ATTEMPTS,
-            flap_thresholds: Some((25.0, 50.0)),
-        }
-    }
-
-    /// A batch that carries one object twice steps the second result from the first's state,
-    /// whose stored state is read with the others' in one go.
+    /// What is saved is what is read back, the flap history (not on the wire) with it, and
+    /// a later state of the same object in one save wins.
     #[tokio::test]
-    async fn an_object_twice_in_a_batch_steps_from_the_state_before_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let now: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
-        let clock = Arc::new(crate::runtime::clock::TestClock::new(now));
-        let store = Store::open(dir.path(), clock).unwrap();
-        let (tenant, a, b) = (Uuid::from_u128(2), Uuid::from_u128(3), Uuid::from_u128(4));
-        store
-            .apply_observations(
-                vec![(tenant, a, observation(0))],
-                now,
-                Promise::Durable,
-                step,
-                |_, _, _| Vec::new(),
-            )
-            .await
-            .unwrap();
-        let applied = store
-            .apply_observations(
-                vec![
-                    (tenant, a, observation(2)),
-                    (tenant, b, observation(2)),
-                    (tenant, a, observation(2)),
-                ],
-                now,
-                Promise::Durable,
-                step,
-                |_, _, _| Vec::new(),
-            )
-            .await
-            .unwrap();
-        let attempts: Vec<u32> = applied.states.iter().map(|(s, _)| s.attempt).collect();
-        assert_eq!(attempts[0] + 1, attempts[2], "{attempts:?}");
-        assert_eq!(applied.states[2].0.state, 2);
-        let own = crate::runtime::labels::own_labels();
-        let stored = store.states(tenant, vec![a], own).await.unwrap()[&a].clone();
-        assert_eq!(stored, applied.states[2].0);
-    }
-
-    /// The flap history is not on the wire but must outlive each result; one change is no
-    /// flapping.
-    #[tokio::test]
-    async fn flap_history_is_stored_with_the_state() {
+    async fn live_states_are_saved_and_read_whole() {
         let dir = tempfile::tempdir().unwrap();
         let now: Timestamp = "2026-03-01T08:00:00.123Z".parse().unwrap();
         let clock = Arc::new(crate::runtime::clock::TestClock::new(now));
         let store = Store::open(dir.path(), clock).unwrap();
         let (tenant, object) = (Uuid::from_u128(2), Uuid::from_u128(3));
-        let mut last = None;
-        for state in [0, 2, 2] {
-            let applied = store
-                .apply_observations(
-                    vec![(tenant, object, observation(state))],
-                    now,
-                    Promise::Durable,
-                    step,
-                    |_, _, _| Vec::new(),
-                )
-                .await
-                .unwrap();
-            last = Some(applied.states[0].0.clone());
-        }
+        let mut first = soft_state();
+        first.flap_history = 0b01;
+        let mut last = soft_state();
+        last.flap_history = 0b10;
+        let saved = last.clone();
+        let read = store
+            .write(move |tx| {
+                tx.unrecorded("live states without a transition");
+                tx.save_live_states([(tenant, &first), (tenant, &saved)])?;
+                tx.live_states(&[(tenant, object), (tenant, Uuid::from_u128(9))])
+            })
+            .await
+            .unwrap();
+        assert_eq!(read, [Some(last.clone()), None]);
         let own = crate::runtime::labels::own_labels();
         let stored = store
             .states(tenant, vec![object], own.clone())
             .await
-            .unwrap()[&object]
-            .clone();
-        assert_eq!(
-            Some(&stored),
-            last.as_ref(),
-            "what was returned is what is stored"
-        );
-        assert_eq!(stored.flap_history, 0b10);
-        assert!(!stored.flapping, "{}", stored.flap_pct);
-        assert_eq!(stored.last_check, now);
-        assert_eq!(store.all_states(tenant, own).await.unwrap(), [stored]);
+            .unwrap();
+        assert_eq!(stored[&object], last);
+        assert_eq!(store.all_states(tenant, own).await.unwrap(), [last]);
     }
 
     /// A soft state with some fields empty, which rows written by name left out.
