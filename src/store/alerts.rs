@@ -7,7 +7,7 @@
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::tenant_range;
-use super::keys::{as_keys, scoped};
+use super::keys::{as_keys, scoped, stored_uuid};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECT_NAMES, OBJECTS,
@@ -200,7 +200,8 @@ impl Tx<'_> {
         let id = {
             let keys = self.open_table(ACTIVE_ALERT_KEYS)?;
             keys.get(active_key(tenant, dedup_key).as_slice())?
-                .and_then(|v| Uuid::from_slice(v.value()).ok())
+                .map(|v| stored_uuid(v.value(), "an active alert's id"))
+                .transpose()?
         };
         match id {
             Some(id) => load(self, tenant, id),
@@ -360,7 +361,7 @@ impl Tx<'_> {
             if key < start {
                 expired.push(key);
             } else if let Some(id) = key.get(key.len().saturating_sub(16)..) {
-                ids.extend(Uuid::from_slice(id).ok());
+                ids.push(stored_uuid(id, "a storm's alert")?);
             }
         }
         for key in expired {
@@ -374,7 +375,8 @@ impl Tx<'_> {
         Ok(self
             .open_table(STORM_INCIDENTS)?
             .get(storm_pair(tenant, pair).as_slice())?
-            .and_then(|v| Uuid::from_slice(v.value()).ok()))
+            .map(|v| stored_uuid(v.value(), "a storm's incident"))
+            .transpose()?)
     }
 
     pub fn set_storm_incident(
@@ -413,7 +415,8 @@ impl Tx<'_> {
         Ok(self
             .open_table(OBJECT_NAMES)?
             .get(key.as_slice())?
-            .and_then(|v| Uuid::from_slice(v.value()).ok()))
+            .map(|v| stored_uuid(v.value(), "a host name's id"))
+            .transpose()?)
     }
 
     /// An object's state number while it is hard (`None`: soft, or no result yet).

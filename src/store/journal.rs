@@ -9,6 +9,7 @@
 //! keyed by their id) and then forgets the journal row.
 
 use super::event_rows::{ROW_GUESS, decode_event, encode_event_into, event_id};
+use super::keys::stored_uuid;
 use super::kv::Readable;
 use super::tables::{CONFIG_DOCS, CONSUMER_POSITIONS, EVENT_JOURNAL, META, TENANTS};
 use super::{Store, StoreError, Tx};
@@ -162,9 +163,9 @@ fn meta_id(
     meta: &impl Readable<&'static str, &'static [u8]>,
     key: &'static str,
 ) -> Result<Option<Uuid>, StoreError> {
-    Ok(meta
-        .get(key)?
-        .and_then(|v| Uuid::from_slice(v.value()).ok()))
+    meta.get(key)?
+        .map(|v| stored_uuid(v.value(), key))
+        .transpose()
 }
 
 /// Whether any tenant has a configuration document of `kind`.
@@ -443,7 +444,8 @@ impl Store {
             let saved = {
                 let t = tx.open_table(CONSUMER_POSITIONS)?;
                 t.get(name.as_str())?
-                    .and_then(|v| Uuid::from_slice(v.value()).ok())
+                    .map(|v| stored_uuid(v.value(), "a consumer's position"))
+                    .transpose()?
             };
             match saved {
                 Some(at) => Ok(Wrote::Unchanged(at)),
@@ -493,7 +495,8 @@ impl Store {
                 let saved = tx
                     .open_table(CONSUMER_POSITIONS)?
                     .get(name)?
-                    .and_then(|v| Uuid::from_slice(v.value()).ok());
+                    .map(|v| stored_uuid(v.value(), "a consumer's position"))
+                    .transpose()?;
                 Ok((in_use, head, saved))
             })
             .await?;

@@ -1,5 +1,6 @@
 //! Key codecs: big-endian so byte order is key order, and every key scoped by tenant.
 
+use super::StoreError;
 use uuid::Uuid;
 
 /// A tenant-scoped key: the tenant's 16 id bytes, then the local part.
@@ -36,4 +37,10 @@ mod tests {
         assert!(lo.as_slice() <= k.as_slice() && k.as_slice() < hi.as_slice());
         assert!(scoped(Uuid::from_u128(8), b"").as_slice() >= hi.as_slice());
     }
+}
+
+/// A uuid kept in an index row or a key (`what` names it): one of another length is a corrupt
+/// row, reported as every other decode failure is rather than read as "none".
+pub fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {
+    Uuid::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }

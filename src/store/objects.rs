@@ -2,7 +2,7 @@
 //! names per tenant, service names per host) and a host → services index for cascades.
 
 use super::codec::{decode, encode};
-use super::keys::{as_keys, scoped, tenant_range};
+use super::keys::{as_keys, scoped, stored_uuid, tenant_range};
 use super::kv::{Readable, WriteTx};
 use super::tables::{OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, STATES};
 use super::{Store, StoreError, Tx};
@@ -114,7 +114,8 @@ impl Tx<'_> {
         Ok(self
             .open_table(OBJECT_NAMES)?
             .get(name_key(tenant, kind, host, name).as_slice())?
-            .and_then(|v| Uuid::from_slice(v.value()).ok()))
+            .map(|v| stored_uuid(v.value(), "an object name's id"))
+            .transpose()?)
     }
 
     /// Saves a new object with its name index; a name in use is refused.
@@ -142,7 +143,7 @@ fn delete_cascade(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Object, StoreE
         let mut ids = Vec::new();
         for row in c.range(lo.as_slice()..=hi.as_slice())? {
             let (k, _) = row?;
-            ids.extend(Uuid::from_slice(&k.value()[32..]).ok());
+            ids.push(stored_uuid(&k.value()[32..], "a child's id")?);
         }
         ids
     };
@@ -182,7 +183,8 @@ impl Store {
             let names = tx.open_table(OBJECT_NAMES)?;
             let Some(id) = names
                 .get(name_key(tenant, ObjectKind::Host, None, &name).as_slice())?
-                .and_then(|v| Uuid::from_slice(v.value()).ok())
+                .map(|v| stored_uuid(v.value(), "a host name's id"))
+                .transpose()?
             else {
                 return Ok(None);
             };
