@@ -372,11 +372,10 @@ impl Tx<'_> {
 
     /// The incident of the storm on label `pair` (`k=v`), if one was opened.
     pub fn storm_incident(&self, tenant: Uuid, pair: &str) -> Result<Option<Uuid>, StoreError> {
-        Ok(self
-            .open_table(STORM_INCIDENTS)?
+        self.open_table(STORM_INCIDENTS)?
             .get(storm_pair(tenant, pair).as_slice())?
             .map(|v| stored_uuid(v.value(), "a storm's incident"))
-            .transpose()?)
+            .transpose()
     }
 
     pub fn set_storm_incident(
@@ -412,11 +411,10 @@ impl Tx<'_> {
     /// The id of the tenant's host `name`.
     pub fn host_named(&self, tenant: Uuid, name: &str) -> Result<Option<Uuid>, StoreError> {
         let key = super::objects::name_key(tenant, ObjectKind::Host, None, name);
-        Ok(self
-            .open_table(OBJECT_NAMES)?
+        self.open_table(OBJECT_NAMES)?
             .get(key.as_slice())?
             .map(|v| stored_uuid(v.value(), "a host name's id"))
-            .transpose()?)
+            .transpose()
     }
 
     /// An object's state number while it is hard (`None`: soft, or no result yet).

@@ -25,6 +25,12 @@ pub fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
+/// A uuid kept in an index row or a key (`what` names it): one of another length is a corrupt
+/// row, reported as every other decode failure is rather than read as "none".
+pub fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {
+    Uuid::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -37,10 +43,4 @@ mod tests {
         assert!(lo.as_slice() <= k.as_slice() && k.as_slice() < hi.as_slice());
         assert!(scoped(Uuid::from_u128(8), b"").as_slice() >= hi.as_slice());
     }
-}
-
-/// A uuid kept in an index row or a key (`what` names it): one of another length is a corrupt
-/// row, reported as every other decode failure is rather than read as "none".
-pub fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {
-    Uuid::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }

@@ -111,11 +111,10 @@ impl Tx<'_> {
         host: Option<Uuid>,
         name: &str,
     ) -> Result<Option<Uuid>, StoreError> {
-        Ok(self
-            .open_table(OBJECT_NAMES)?
+        self.open_table(OBJECT_NAMES)?
             .get(name_key(tenant, kind, host, name).as_slice())?
             .map(|v| stored_uuid(v.value(), "an object name's id"))
-            .transpose()?)
+            .transpose()
     }
 
     /// Saves a new object with its name index; a name in use is refused.
