@@ -200,8 +200,8 @@ impl Alerting {
         let actor = actor.clone();
         let incident = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.incident(tenant, id)?.ok_or(AlertError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = changed(&old, body, severity, now);
                 tx.save_incident(&new)?;
@@ -234,8 +234,8 @@ impl Alerting {
         let (tenant, actor) = (p.tenant, actor.clone());
         let incident = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.incident(tenant, id)?.ok_or(AlertError::NotFound)?;
                 let (mut audits, mut events) = resolve_alerts(tx, &old, now, &actor)?;
                 if old.status == "resolved" && audits.is_empty() {
                     return Ok(Wrote::Unchanged(old));
@@ -278,15 +278,15 @@ impl Alerting {
         let (tenant, actor) = (p.tenant, actor.clone());
         let incident = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.incident(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.incident(tenant, id)?.ok_or(AlertError::NotFound)?;
                 let mut target = old.clone();
                 let (mut audits, mut events) = (Vec::new(), Vec::new());
                 for source_id in &sources {
                     // A source the tenant does not have answers as the target would: 404.
                     let source = tx
                         .incident(tenant, *source_id)?
-                        .ok_or(StoreError::NotFound)?;
+                        .ok_or(AlertError::NotFound)?;
                     for alert in &source.alert_ids {
                         if !target.alert_ids.contains(alert) {
                             target.alert_ids.push(*alert);

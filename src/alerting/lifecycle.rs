@@ -673,7 +673,7 @@ pub async fn transition(
 ) -> Result<Alert, AlertError> {
     store
         .transact(move |tx| -> TxResult<_, AlertError> {
-            let old = tx.alert(tenant, id)?.ok_or(StoreError::NotFound)?;
+            let old = tx.alert(tenant, id)?.ok_or(AlertError::NotFound)?;
             let mut new = old.clone();
             let event = change(&mut new)?;
             store_alert(tx, &new)?;

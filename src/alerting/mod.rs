@@ -45,6 +45,9 @@ pub enum AlertError {
     /// clashes, SPEC 7).
     #[error(transparent)]
     Transition(#[from] crate::model::alert::TransitionError),
+    /// The alert, incident, silence or downtime a change names does not exist in the tenant.
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -343,7 +346,11 @@ impl Alerting {
         .await;
         match done {
             Ok(alert) => Ok(Some(alert)),
-            Err(AlertError::Transition(_) | AlertError::Store(StoreError::NotFound)) => Ok(None),
+            Err(
+                AlertError::Transition(_)
+                | AlertError::NotFound
+                | AlertError::Store(StoreError::NotFound),
+            ) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -353,8 +353,8 @@ impl Alerting {
         let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "silence.expire", id);
         self.store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.silence(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.silence(tenant, id)?.ok_or(AlertError::NotFound)?;
                 let new = old.expired(now);
                 tx.save_silence(&new)?;
                 tx.record([audit.before(&old).after(&new)], Vec::new())?;
@@ -497,8 +497,8 @@ impl Alerting {
         let tenant = p.tenant;
         let audit = self.suppression_audit(p, actor, "downtime.delete", id);
         self.store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.downtime(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.downtime(tenant, id)?.ok_or(AlertError::NotFound)?;
                 let new = old.ended(now);
                 tx.save_downtime(&new)?;
                 tx.record([audit.before(&old).after(&new)], Vec::new())?;

@@ -473,6 +473,7 @@ impl From<InventoryError> for Problem {
     fn from(e: InventoryError) -> Self {
         match e {
             InventoryError::Invalid(i) => Problem::validation(i.field, i.detail),
+            InventoryError::NotFound => Problem::not_found(),
             InventoryError::Store(s) => s.into(),
             InventoryError::Token => Problem::new(
                 Code::BundleToken,
@@ -521,7 +522,7 @@ impl From<AlertError> for Problem {
     fn from(e: AlertError) -> Self {
         match e {
             AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
-            AlertError::Transition(_) => Problem::not_found(),
+            AlertError::Transition(_) | AlertError::NotFound => Problem::not_found(),
             AlertError::Store(s) => s.into(),
         }
     }

@@ -29,6 +29,9 @@ use uuid::Uuid;
 pub enum InventoryError {
     #[error("{}", .0.detail)]
     Invalid(Invalid),
+    /// The document, object or secret a change names does not exist in the tenant.
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
     /// No usable master key: secrets can be neither sealed nor opened.
@@ -475,10 +478,10 @@ impl Inventory {
         let tenant = p.tenant;
         let doc = self
             .store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, InventoryError> {
                 let old = tx
                     .config_doc(tenant, kind.name, &name)?
-                    .ok_or(StoreError::NotFound)?;
+                    .ok_or(InventoryError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = ConfigDoc {
                     body,
@@ -510,10 +513,10 @@ impl Inventory {
         let record = self.record(p, actor, kind, "delete", &name);
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, InventoryError> {
                 let old = tx
                     .remove_config_doc(tenant, kind.name, &name)?
-                    .ok_or(StoreError::NotFound)?;
+                    .ok_or(InventoryError::NotFound)?;
                 if let Some(expected) = expected {
                     check_version(old.version, expected)?;
                 }

@@ -514,8 +514,8 @@ impl Inventory {
         let tenant = p.tenant;
         let updated = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.object(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, InventoryError> {
+                let old = tx.object(tenant, id)?.ok_or(InventoryError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = Object {
                     folder,

@@ -9,7 +9,6 @@ use crate::model::config::{Invalid, check_name};
 use crate::model::identity::Actor;
 use crate::model::secret::{SecretMeta, StoredSecret};
 use crate::runtime::secrets::{SecretFuture, SecretSource};
-use crate::store::StoreError;
 use crate::store::{TxResult, Wrote};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
@@ -229,9 +228,9 @@ impl Inventory {
         let record = self.record_of(audit, "secrets");
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, InventoryError> {
                 if !tx.remove_secret(tenant, &name)? {
-                    return Err(StoreError::NotFound);
+                    return Err(InventoryError::NotFound);
                 }
                 tx.record([record.audit], record.events)?;
                 Ok(Wrote::Changed(()))
