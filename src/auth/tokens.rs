@@ -9,7 +9,6 @@ use crate::model::identity::is_permission;
 use crate::model::identity::{
     Actor, ActorType, ApiToken, MintedToken, PersonalTokenRequest, StoredToken, TokenRequest,
 };
-use crate::store::StoreError;
 use crate::store::{TxResult, Wrote};
 use std::net::IpAddr;
 use uuid::Uuid;
@@ -301,7 +300,7 @@ impl Auth {
             .store
             .user(p.home_tenant, user)
             .await
-            .map_err(not_found)?
+            .map_err(super::users::user_errors)?
             .user
             .roles;
         let req = TokenRequest {
@@ -382,8 +381,8 @@ impl Auth {
         let tenant = p.tenant;
         let meta = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AuthError> {
+                let old = tx.remove_token(tenant, id)?.ok_or(AuthError::NotFound)?;
                 let mut meta = old.meta.clone();
                 meta.prefix = prefix;
                 meta.version += 1;
@@ -394,8 +393,7 @@ impl Auth {
                 tx.record([record.audit.before(&old.meta).after(&meta)], record.events)?;
                 Ok(Wrote::Changed(meta))
             })
-            .await
-            .map_err(not_found)?;
+            .await?;
         self.cache_forget(id);
         Ok(MintedToken {
             token: secret,
@@ -408,22 +406,14 @@ impl Auth {
         let record = Self::record("api-tokens", audit);
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.remove_token(tenant, id)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, AuthError> {
+                let old = tx.remove_token(tenant, id)?.ok_or(AuthError::NotFound)?;
                 tx.record([record.audit.before(&old.meta)], record.events)?;
                 Ok(Wrote::Changed(()))
             })
-            .await
-            .map_err(not_found)?;
+            .await?;
         self.cache_forget(id);
         Ok(())
-    }
-}
-
-fn not_found(e: crate::store::StoreError) -> AuthError {
-    match e {
-        crate::store::StoreError::NotFound => AuthError::NotFound,
-        other => other.into(),
     }
 }
 
