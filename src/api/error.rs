@@ -544,6 +544,7 @@ impl From<NotifyError> for Problem {
         match e {
             NotifyError::Invalid(i) => Problem::validation(i.field, i.detail),
             NotifyError::TestFailed(why) => Problem::new(Code::NotifyTestFailed, why),
+            NotifyError::NotFound => Problem::not_found(),
             NotifyError::Store(s) => s.into(),
         }
     }

@@ -68,8 +68,21 @@ pub enum NotifyError {
     /// A channel test the provider refused (502 `svc:notify/test-failed`).
     #[error("{0}")]
     TestFailed(String),
+    /// The contact, schedule, override, policy or dead letter named does not exist in the
+    /// tenant.
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl crate::store::TxAbort for NotifyError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            NotifyError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 fn invalid(field: &str, detail: impl Into<String>) -> NotifyError {
@@ -177,7 +190,7 @@ impl Notifier {
         const EXPORT_EVENTS: usize = 100_000;
         const PAGE: usize = 1000;
         let dir = self.directory(p.tenant).await?;
-        let contact = dir.contact(name).ok_or(StoreError::NotFound)?;
+        let contact = dir.contact(name).ok_or(NotifyError::NotFound)?;
         let audit = self
             .store
             .audit_entries(
@@ -264,7 +277,7 @@ impl Notifier {
             .iter()
             .find(|s| s.name == name)
             .cloned()
-            .ok_or(StoreError::NotFound)?;
+            .ok_or(NotifyError::NotFound)?;
         Ok((dir, schedule))
     }
 
@@ -453,10 +466,10 @@ impl Notifier {
         );
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, NotifyError> {
                 let old = tx
                     .remove_override(tenant, schedule.id, id)?
-                    .ok_or(StoreError::NotFound)?;
+                    .ok_or(NotifyError::NotFound)?;
                 tx.record([audit.before(&old)], Vec::new())?;
                 Ok(Wrote::Changed(()))
             })
@@ -478,7 +491,7 @@ impl Notifier {
                 .map_err(|_| invalid("severity", "severity must be critical, warning or info"))?,
         };
         let dir = self.directory(p.tenant).await?;
-        let policy = dir.policy(&name).ok_or(StoreError::NotFound)?;
+        let policy = dir.policy(&name).ok_or(NotifyError::NotFound)?;
         let steps = escalation::simulate(&dir, &policy.body, severity, self.clock.now());
         Ok(json!({"policy": policy.name, "steps": steps}))
     }
@@ -511,10 +524,10 @@ impl Notifier {
         let tenant = p.tenant;
         let d = self
             .store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, NotifyError> {
                 let mut d = tx
                     .take_dead_letter(tenant, id)?
-                    .ok_or(StoreError::NotFound)?;
+                    .ok_or(NotifyError::NotFound)?;
                 let audit = audit.before(&d);
                 d.dead = false;
                 d.attempts = 0;
