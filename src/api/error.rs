@@ -585,6 +585,7 @@ impl From<HeartbeatError> for Problem {
     fn from(e: HeartbeatError) -> Self {
         match e {
             HeartbeatError::Invalid(i) => Problem::validation(i.field, i.detail),
+            HeartbeatError::NotFound => Problem::not_found(),
             HeartbeatError::Store(s) => s.into(),
         }
     }

@@ -27,8 +27,20 @@ pub const MAX_SLEEP: Duration = Duration::from_secs(3600);
 pub enum HeartbeatError {
     #[error("{}", .0.detail)]
     Invalid(Invalid),
+    /// No heartbeat of this name in the tenant.
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl crate::store::TxAbort for HeartbeatError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            HeartbeatError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 pub struct Heartbeats {
@@ -135,10 +147,10 @@ impl Heartbeats {
         ));
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
+            .transact(move |tx| -> TxResult<_, HeartbeatError> {
                 let old = tx
                     .remove_heartbeat(tenant, &name)?
-                    .ok_or(StoreError::NotFound)?;
+                    .ok_or(HeartbeatError::NotFound)?;
                 tx.record([audit.before(&old)], vec![event])?;
                 Ok(Wrote::Changed(()))
             })
@@ -155,8 +167,10 @@ impl Heartbeats {
         let now = self.clock.now();
         let tenant = p.tenant;
         self.store
-            .transact(move |tx| -> TxResult<_> {
-                let old = tx.heartbeat(tenant, &name)?.ok_or(StoreError::NotFound)?;
+            .transact(move |tx| -> TxResult<_, HeartbeatError> {
+                let old = tx
+                    .heartbeat(tenant, &name)?
+                    .ok_or(HeartbeatError::NotFound)?;
                 let mut new = old.clone();
                 new.last_beat = Some(now);
                 new.missing = false;
