@@ -7,6 +7,7 @@ use super::{AuthError, CryptoPolicy, Permissions, Principal};
 use crate::model::audit::{AuditDraft, AuditEntry, AuditFilter, AuditVerification};
 use crate::model::event::EventDraft;
 use crate::model::identity::{Actor, ApiToken, TenantChange, TenantRequest};
+use crate::model::input::is_hidden_format;
 use crate::model::tenant::parse_email_domains;
 use crate::model::{Tenant, Timestamp};
 use crate::runtime::Locked;
@@ -498,10 +499,18 @@ impl Worker for LastUsedWorker {
     }
 }
 
+/// A tenant's display name: not empty, one line, no character that hides how it reads (the
+/// name heads every page of the tenant's console).
 fn tenant_name(name: &str) -> Result<String, AuthError> {
     let name = name.trim();
     if name.is_empty() {
         return Err(AuthError::validation("name", "name is required"));
+    }
+    if name.chars().any(|c| c.is_control() || is_hidden_format(c)) {
+        return Err(AuthError::validation(
+            "name",
+            "a name has no control, bidi or zero-width character",
+        ));
     }
     Ok(name.to_string())
 }

@@ -264,8 +264,12 @@ impl ChannelKind {
     /// Whether it posts to `config.url` (which it then needs).
     pub fn posts_to_url(self) -> bool {
         match self {
-            Self::Webhook | Self::Slack | Self::Teams | Self::Ntfy | Self::Gotify => true,
-            Self::Servicenow => true,
+            Self::Webhook
+            | Self::Slack
+            | Self::Teams
+            | Self::Ntfy
+            | Self::Gotify
+            | Self::Servicenow => true,
             Self::Email | Self::Push | Self::Sms | Self::Voice | Self::Espa | Self::Script => false,
         }
     }

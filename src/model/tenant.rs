@@ -22,12 +22,14 @@ pub struct Tenant {
     pub version: u64,
 }
 
-/// The domain of an e-mail address, lower-cased.
+/// The domain of an e-mail address, lower-cased, without the root's trailing dot
+/// (`corp.example.` is `corp.example`).
 pub fn email_domain(email: &str) -> String {
     email
         .rsplit_once('@')
         .map_or("", |(_, domain)| domain)
         .trim()
+        .trim_end_matches('.')
         .to_ascii_lowercase()
 }
 
@@ -97,6 +99,10 @@ mod tests {
         let (open, claiming) = (Uuid::from_u128(1), Uuid::from_u128(2));
         assert_eq!(email_refusal(&tenants, open, "a@free.example"), None);
         assert_eq!(email_refusal(&tenants, claiming, "A@Plant.Example"), None);
+        assert!(
+            email_refusal(&tenants, open, "a@plant.example.").is_some(),
+            "the root's dot"
+        );
         let elsewhere = email_refusal(&tenants, open, "a@PLANT.example").unwrap();
         let outside = email_refusal(&tenants, claiming, "a@free.example").unwrap();
         assert!(elsewhere.contains("plant.example"), "{elsewhere}");

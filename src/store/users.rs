@@ -7,6 +7,7 @@ use super::tables::{SESSIONS, TOKENS, USER_EMAILS, USERS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{Session, StoredUser, User};
+use crate::model::tenant::email_domain;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -88,13 +89,12 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// The tenants whose users hold addresses at `domain` (lower case).
+    /// The tenants whose users hold addresses at `domain` (`tenant::email_domain`'s form).
     pub fn tenants_with_addresses_at(&self, domain: &str) -> Result<BTreeSet<Uuid>, StoreError> {
-        let suffix = format!("@{domain}");
         let mut out = BTreeSet::new();
         for row in self.open_table(USER_EMAILS)?.iter()? {
             let (email, key) = row?;
-            if email.value().ends_with(&suffix)
+            if email_domain(email.value()) == domain
                 && let Some(tenant) = key.value().get(..16)
             {
                 out.insert(

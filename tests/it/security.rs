@@ -998,6 +998,15 @@ async fn claimed_email_domains_are_their_tenants_alone() {
         "svc:not-found",
     )
     .await;
+    let renamed = send(
+        s,
+        admin,
+        Method::PUT,
+        &format!("/api/v1/tenants/{b}"),
+        json!({"name": "plant\u{202E}b"}),
+    )
+    .await;
+    assert_problem(renamed, 422, "svc:validation/name").await;
     let claimed = json(claim(&default, json!(["Corp.Example"])).await, 200).await;
     assert_eq!(claimed["emailDomains"], json!(["corp.example"]));
     assert_eq!(claimed["version"], 2);
@@ -1024,14 +1033,21 @@ async fn claimed_email_domains_are_their_tenants_alone() {
     )
     .await;
     let mut answers = Vec::new();
-    for email in ["alice@corp.example", "nobody@corp.example"] {
+    for email in [
+        "alice@corp.example",
+        "nobody@corp.example",
+        "carol@Corp.Example.",
+    ] {
         let res = send(s, &b_admin, Method::POST, "/api/v1/users", user(email)).await;
         assert_eq!(res.status(), 422, "{email}");
         let doc: Value = res.json().await.unwrap();
         assert_eq!(doc["code"], "svc:validation/email");
         answers.push(doc["detail"].clone());
     }
-    assert_eq!(answers[0], answers[1], "the same answer either way");
+    assert!(
+        answers.iter().all(|a| *a == answers[0]),
+        "the same answer either way: {answers:?}"
+    );
     let moved = send(
         s,
         &b_admin,
@@ -1139,6 +1155,12 @@ async fn malformed_documents_are_refused_at_save() {
             Method::POST,
             json!({"title": "pump station", "status": "bogus"}),
             "svc:validation/status",
+        ),
+        (
+            "/api/v1/tenants",
+            Method::POST,
+            json!({"name": "plant\u{202E}gpj", "slug": "plant"}),
+            "svc:validation/name",
         ),
     ] {
         let res = send(s, token, method.clone(), path, body.clone()).await;
