@@ -49,6 +49,15 @@ fn resolve_alerts(
     Ok((audits, events))
 }
 
+/// Saves an incident with its alerts pointed at it; one naming an alert the tenant does not
+/// have is refused.
+fn save_incident(tx: &Tx, incident: &Incident) -> Result<(), AlertError> {
+    match tx.save_incident(incident)?.first() {
+        None => Ok(()),
+        Some(id) => Err(invalid("alertIds", format!("alert {id} does not exist"))),
+    }
+}
+
 fn severity(raw: Option<&str>) -> Result<Option<Severity>, AlertError> {
     match raw {
         None | Some("") => Ok(None),
@@ -110,15 +119,6 @@ fn changed(
 
 impl Alerting {
     /// Every listed alert must be the tenant's.
-    async fn check_alerts(&self, p: &Principal, ids: &[Uuid]) -> Result<(), AlertError> {
-        for id in ids {
-            if self.store.alert(p.tenant, *id).await.is_err() {
-                return Err(invalid("alertIds", format!("alert {id} does not exist")));
-            }
-        }
-        Ok(())
-    }
-
     fn incident_audit(&self, p: &Principal, actor: &Actor, verb: &str, id: Uuid) -> AuditDraft {
         AuditDraft::new(
             self.clock.now(),
@@ -143,7 +143,6 @@ impl Alerting {
         check_status(body.status.as_deref())?;
         let status = body.status.unwrap_or_else(|| "open".into());
         let alert_ids = body.alert_ids.unwrap_or_default();
-        self.check_alerts(p, &alert_ids).await?;
         let now = self.clock.now();
         let incident = Incident {
             id: self.clock.new_id(),
@@ -165,8 +164,8 @@ impl Alerting {
         let audit = self.incident_audit(p, actor, "create", incident.id);
         let incident = self
             .store
-            .transact(move |tx| -> TxResult<_> {
-                tx.save_incident(&incident)?;
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                save_incident(tx, &incident)?;
                 let event = incident.update_event("created");
                 tx.record([audit.after(&incident)], vec![event])?;
                 Ok(Wrote::Changed(incident))
@@ -191,9 +190,6 @@ impl Alerting {
         }
         check_status(body.status.as_deref())?;
         let severity = severity(body.severity.as_deref())?;
-        if let Some(ids) = &body.alert_ids {
-            self.check_alerts(p, ids).await?;
-        }
         let now = self.clock.now();
         let audit = self.incident_audit(p, actor, "update", id);
         let tenant = p.tenant;
@@ -204,7 +200,7 @@ impl Alerting {
                 let old = tx.incident(tenant, id)?.ok_or(AlertError::NotFound)?;
                 check_version(old.version, expected)?;
                 let new = changed(&old, body, severity, now);
-                tx.save_incident(&new)?;
+                save_incident(tx, &new)?;
                 // Resolving an incident resolves its alerts, as `:resolve` does.
                 let (mut audits, mut events) =
                     if new.status == "resolved" && old.status != "resolved" {
@@ -245,7 +241,7 @@ impl Alerting {
                 new.resolved_at = Some(old.resolved_at.unwrap_or(now));
                 new.updated_at = now;
                 new.version = old.version + 1;
-                tx.save_incident(&new)?;
+                save_incident(tx, &new)?;
                 audits.insert(0, audit.before(&old).after(&new));
                 events.insert(0, new.update_event("resolved"));
                 tx.record(audits, events)?;
@@ -298,7 +294,7 @@ impl Alerting {
                     closed.resolved_at = Some(source.resolved_at.unwrap_or(now));
                     closed.updated_at = now;
                     closed.version = source.version + 1;
-                    tx.save_incident(&closed)?;
+                    save_incident(tx, &closed)?;
                     let mut event = closed.update_event("merged");
                     event.payload["mergedInto"] = json!(id);
                     events.push(event);
@@ -317,7 +313,7 @@ impl Alerting {
                 target.updated_at = now;
                 target.version = old.version + 1;
                 // Points the moved alerts at the target.
-                tx.save_incident(&target)?;
+                save_incident(tx, &target)?;
                 let mut event = target.update_event("merged");
                 event.payload["merged"] = json!(sources);
                 events.insert(0, event);

@@ -13,6 +13,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::event::{EventDraft, Severity};
 use crate::model::incident::{Incident, Storm};
+use crate::model::notify::EscalationTimer;
 use crate::model::state::{DOWN, UNREACHABLE};
 use crate::store::alerts::PendingAlert;
 use crate::store::{Store, StoreError, Tx};
@@ -74,12 +75,45 @@ pub(super) fn store_alert(tx: &Tx, a: &Alert) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Starts the escalation chain of an open alert with a policy afresh, at step 0 due `now`,
+/// counting the steps' `after` from `base`; an alert without a policy has no chain.
+pub(super) fn arm_escalation(
+    tx: &Tx,
+    alert: &Alert,
+    base: Timestamp,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    if alert.escalation_policy.is_none() || alert.status != AlertStatus::Open {
+        return Ok(());
+    }
+    tx.disarm_escalation(alert.id)?;
+    tx.put_escalation_timer(&EscalationTimer {
+        tenant_id: alert.tenant_id,
+        alert_id: alert.id,
+        step: 0,
+        repeat: 0,
+        base,
+        due: now,
+    })
+}
+
 /// An alert the active-key index holds refused to resolve: its row and its index disagree.
 fn inconsistent(e: TransitionError) -> StoreError {
     StoreError::Corrupt(format!("an active alert would not resolve: {e}"))
 }
 
 /// The dedup key of a heartbeat rule's "no event" alert (SEMANTICS 3).
+/// The alerts attached to an incident were read or written in the same transaction: one that
+/// is not there is a damaged store.
+fn attached(missing: Vec<Uuid>) -> Result<(), StoreError> {
+    match missing.first() {
+        None => Ok(()),
+        Some(id) => Err(StoreError::Corrupt(format!(
+            "alert {id} vanished within its transaction"
+        ))),
+    }
+}
+
 fn heartbeat_key(rule: &str) -> String {
     format!("heartbeat/{rule}")
 }
@@ -253,7 +287,7 @@ fn correlate_storm(
         .filter(|a| a.incident_id != Some(incident.id))
         .map(|a| a.id)
         .collect();
-    tx.attach_to_incident(&incident, &joining)?;
+    attached(tx.attach_to_incident(&incident, &joining)?)?;
     if recorded != Some(incident.id) {
         tx.set_storm_incident(tenant, &cluster, incident.id)?;
     }
@@ -478,9 +512,12 @@ fn opened(
     match &reason {
         Some(why) => {
             events.push(alert.suppressed(why));
-            tx.hold_suppressed(&alert)?;
+            // Only a chain waits for the suppression to lift.
+            if alert.escalation_policy.is_some() {
+                tx.hold_suppressed(alert.tenant_id, alert.id)?;
+            }
         }
-        None => tx.arm_escalation(&alert, alert.opened_at, now)?,
+        None => arm_escalation(tx, &alert, alert.opened_at, now)?,
     }
     events.extend(correlate_storm(tx, &alert, now, storm)?);
     events.extend(rule_incident(tx, &alert, now)?);
@@ -531,7 +568,7 @@ fn rule_incident(tx: &Tx, alert: &Alert, now: Timestamp) -> Result<Option<EventD
     incident.alert_ids.push(alert.id);
     incident.updated_at = now;
     incident.version += 1;
-    tx.attach_to_incident(&incident, &[alert.id])?;
+    attached(tx.attach_to_incident(&incident, &[alert.id])?)?;
     let mut event = incident.update_event(action);
     event.payload["alertId"] = serde_json::json!(alert.id);
     Ok(Some(event))
@@ -654,7 +691,7 @@ pub async fn raise_alarm(
         .transact(move |tx| -> TxResult<_> {
             let (alert, fresh, event) = fire(tx, alert, None, Some(via))?;
             if fresh {
-                tx.arm_escalation(&alert, alert.opened_at, alert.opened_at)?;
+                arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
             }
             tx.record([audit.after(&alert)], event.into_iter().collect())?;
             Ok(Wrote::Changed((alert, fresh)))
@@ -704,7 +741,7 @@ pub async fn run_timers(
                 if let Some(mut alert) = tx.alert(timer.tenant, timer.alert)? {
                     if let Some(woken) = alert.wake(timer.at) {
                         store_alert(tx, &alert)?;
-                        tx.arm_escalation(&alert, timer.at, now)?;
+                        arm_escalation(tx, &alert, timer.at, now)?;
                         events.push(woken);
                     } else if alert.expire(timer.at) {
                         store_alert(tx, &alert)?;
@@ -725,7 +762,7 @@ pub async fn run_timers(
                     changed = true;
                 }
                 if lifted {
-                    tx.arm_escalation(&alert, alert.opened_at, now)?;
+                    arm_escalation(tx, &alert, alert.opened_at, now)?;
                 }
             }
             // When to look again: the next timer, pending alert or heartbeat rule due, and soon

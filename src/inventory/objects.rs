@@ -435,9 +435,10 @@ impl Inventory {
         let labels = self.labels.labels_of(p.tenant).await;
         let state = self
             .store
-            .states(p.tenant, vec![id], labels)
+            .states(p.tenant, vec![id])
             .await?
-            .remove(&id);
+            .covered(&*labels)
+            .pop();
         Ok(ObjectView {
             object,
             host_name,
@@ -611,8 +612,9 @@ impl Inventory {
         let names = self.store.host_names(p.tenant, hosts).await?;
         let mut states = if with_state {
             self.store
-                .states(p.tenant, objects.iter().map(|o| o.id).collect(), labels)
+                .states(p.tenant, objects.iter().map(|o| o.id).collect())
                 .await?
+                .covered_by_object(&*labels)
         } else {
             Default::default()
         };

@@ -4,9 +4,10 @@
 use super::Timestamp;
 use super::event::{EventDraft, EventType, Severity};
 use super::selector::Selector;
+use super::state::CheckState;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -227,6 +228,51 @@ impl ActiveDowntimes {
     }
 }
 
+/// Live states as one read found them, with what their downtime depth is worked out from: the
+/// downtimes stored, each state's object's host and own labels (read only when a downtime is
+/// stored), and the moment of the read.
+pub struct LiveStates {
+    pub states: Vec<CheckState>,
+    pub downtimes: Vec<Downtime>,
+    pub placement: HashMap<Uuid, (Option<Uuid>, BTreeMap<String, String>)>,
+    pub at: Timestamp,
+}
+
+impl LiveStates {
+    /// The states, each with its `downtimeDepth`: how many downtimes in effect at the read
+    /// cover its object, on the object's effective labels from `labels`, else its own. A state
+    /// whose object is gone keeps depth 0.
+    pub fn covered(
+        self,
+        labels: &dyn Fn(Uuid) -> Option<BTreeMap<String, String>>,
+    ) -> Vec<CheckState> {
+        let active = ActiveDowntimes::new(self.downtimes, self.at);
+        let mut states = self.states;
+        if active.is_empty() {
+            return states;
+        }
+        for s in &mut states {
+            if let Some((host, own)) = self.placement.get(&s.object_id) {
+                let effective = labels(s.object_id);
+                s.downtime_depth =
+                    active.depth(s.object_id, *host, effective.as_ref().unwrap_or(own));
+            }
+        }
+        states
+    }
+
+    /// `covered`, by object id.
+    pub fn covered_by_object(
+        self,
+        labels: &dyn Fn(Uuid) -> Option<BTreeMap<String, String>>,
+    ) -> HashMap<Uuid, CheckState> {
+        self.covered(labels)
+            .into_iter()
+            .map(|s| (s.object_id, s))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,5 +363,40 @@ mod tests {
         assert_eq!(active.depth(service, Some(host), &south), 1, "its host's");
         assert_eq!(active.depth(Uuid::from_u128(9), None, &south), 0);
         assert!(ActiveDowntimes::new(Vec::new(), now).is_empty());
+    }
+
+    /// Depth counts on the effective labels where the caller knows them, else the object's
+    /// own; a state whose object the read did not find keeps 0.
+    #[test]
+    fn live_states_are_covered_on_effective_labels() {
+        let state = |id: u128| -> CheckState {
+            serde_json::from_value(json!({
+                "objectId": Uuid::from_u128(id), "state": 1, "stateType": "hard", "attempt": 1,
+                "output": "down", "lastCheck": "2026-03-01T08:30:00Z",
+                "lastChange": "2026-03-01T08:30:00Z",
+            }))
+            .unwrap()
+        };
+        let mut by_selector = downtime("fixed", None, None);
+        by_selector.object_id = None;
+        by_selector.selector = "site=north".into();
+        let own_north: BTreeMap<String, String> = [("site".into(), "north".into())].into();
+        let read = LiveStates {
+            states: vec![state(5), state(6), state(7)],
+            downtimes: vec![by_selector],
+            placement: [
+                (Uuid::from_u128(5), (None, own_north.clone())),
+                (Uuid::from_u128(6), (None, BTreeMap::new())),
+            ]
+            .into(),
+            at: at("2026-03-01T09:00:00Z"),
+        };
+        let effective = |id: Uuid| (id == Uuid::from_u128(6)).then(|| own_north.clone());
+        let depths: Vec<u32> = read
+            .covered(&effective)
+            .iter()
+            .map(|s| s.downtime_depth)
+            .collect();
+        assert_eq!(depths, [1, 1, 0], "own labels, effective labels, no object");
     }
 }

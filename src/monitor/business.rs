@@ -294,11 +294,9 @@ impl BusinessServices {
             .unwrap_or_default();
         let states = self
             .store
-            .all_states(tenant, snapshot.labels_of(tenant))
+            .all_states(tenant)
             .await?
-            .into_iter()
-            .map(|s| (s.object_id, s))
-            .collect();
+            .covered_by_object(&*snapshot.labels_of(tenant));
         Ok(Forest {
             docs,
             objects,

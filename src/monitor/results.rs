@@ -298,12 +298,9 @@ impl Results {
             }
             let states = self
                 .store
-                .states(
-                    *tenant,
-                    watched.iter().map(|e| e.object.id).collect(),
-                    snapshot.labels_of(*tenant),
-                )
-                .await?;
+                .states(*tenant, watched.iter().map(|e| e.object.id).collect())
+                .await?
+                .covered_by_object(&*snapshot.labels_of(*tenant));
             for e in watched {
                 let after = e.spec.staleness_after.map(|d| d.0).unwrap_or_default();
                 let last = states
@@ -342,7 +339,11 @@ impl Results {
         ids: Vec<Uuid>,
     ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
         let labels = self.catalog.snapshot().await?.labels_of(p.tenant);
-        self.store.states(p.tenant, ids, labels).await
+        Ok(self
+            .store
+            .states(p.tenant, ids)
+            .await?
+            .covered_by_object(&*labels))
     }
 
     /// Objects not OK/UP: unhandled before handled (acknowledged or in downtime, listed only
@@ -356,8 +357,9 @@ impl Results {
         let mut summary = StateSummary::default();
         for s in self
             .store
-            .all_states(p.tenant, snapshot.labels_of(p.tenant))
+            .all_states(p.tenant)
             .await?
+            .covered(&*snapshot.labels_of(p.tenant))
         {
             if let Some(o) = catalog.get(s.object_id) {
                 summary.add(o.object.kind, &s);
@@ -378,8 +380,9 @@ impl Results {
         };
         let mut out: Vec<Problem> = self
             .store
-            .all_states(p.tenant, snapshot.labels_of(p.tenant))
+            .all_states(p.tenant)
             .await?
+            .covered(&*snapshot.labels_of(p.tenant))
             .into_iter()
             .filter(|s| s.state != 0 && (include_handled || !handled(s)))
             .filter_map(|s| {

@@ -55,13 +55,11 @@ impl Reports {
             .store
             .host_names(tenant, objects.iter().filter_map(|o| o.host_id).collect())
             .await?;
-        let states: HashMap<Uuid, _> = self
+        let states = self
             .store
-            .all_states(tenant, labels)
+            .all_states(tenant)
             .await?
-            .into_iter()
-            .map(|s| (s.object_id, s))
-            .collect();
+            .covered_by_object(&*labels);
         let now = table.generated_at.as_millis();
         let window_ms = i64::from(params.window_days) * 86_400_000;
         let from = now - window_ms;

@@ -81,8 +81,6 @@ pub struct DueTimer {
 /// Saves an alert and keeps its dedup key held exactly while it is active. An active alert's
 /// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
 /// stale are dropped when due.
-/// The alert's row and its indexes (its active dedup key, its timers); what its status implies
-/// for other rows is `alerting`'s (`lifecycle::store_alert`).
 fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
     if a.status.is_active() {
         let mut timers = tx.open_table(ALERT_TIMERS)?;
@@ -209,8 +207,8 @@ impl Tx<'_> {
         }
     }
 
-    /// Saves an alert with its indexes: its dedup key held while it is active, its timers, its
-    /// escalation stopped once it is no longer open, its acknowledgement mirrored on its object.
+    /// Saves an alert's row with its indexes: its dedup key held while it is active, its timers.
+    /// What its status implies for other rows is `alerting`'s (`lifecycle::store_alert`).
     pub fn save_alert(&self, alert: &Alert) -> Result<(), StoreError> {
         save(self, alert)
     }
@@ -395,12 +393,14 @@ impl Tx<'_> {
         super::incidents::load(self, tenant, id)
     }
 
-    /// Saves `incident` and points the alerts `joining` at it.
+    /// Saves `incident` and points the alerts `joining` at it; answers those of `joining` the
+    /// tenant does not have.
+    #[must_use = "alerts that are not there are the caller's to decide about"]
     pub fn attach_to_incident(
         &self,
         incident: &Incident,
         joining: &[Uuid],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Vec<Uuid>, StoreError> {
         super::incidents::attach(self, incident, joining)
     }
 
@@ -432,20 +432,9 @@ impl Tx<'_> {
         super::config::load(self, &super::config::doc_key(tenant, kind, name))
     }
 
-    /// Starts the escalation chain of an open alert with a policy, from step 0 at `now`,
-    /// counting steps' `after` from `base`.
-    pub fn arm_escalation(
-        &self,
-        alert: &Alert,
-        base: Timestamp,
-        now: Timestamp,
-    ) -> Result<(), StoreError> {
-        super::notify::arm_escalation(self, alert, base, now)
-    }
-
     /// Notes an alert that opened suppressed, so its chain starts when the suppression lifts.
-    pub fn hold_suppressed(&self, alert: &Alert) -> Result<(), StoreError> {
-        super::notify::hold_suppressed(self, alert)
+    pub fn hold_suppressed(&self, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
+        super::notify::hold_suppressed(self, tenant, alert)
     }
 
     /// The alerts waiting for their suppression to lift: (tenant, alert id).

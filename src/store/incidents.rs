@@ -1,5 +1,5 @@
 //! Incidents by tenant and id; attaching alerts sets their `incidentId` in the same
-//! transaction.
+//! transaction, and answers the ids of alerts that are not there.
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::scoped;
@@ -15,38 +15,39 @@ pub(super) fn load(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<Incide
     tenant_value(&tx.open_table(INCIDENTS)?, tenant, id)
 }
 
-/// Saves the incident and points each of its alerts at it; an alert id the tenant does not
-/// have is refused.
-pub(super) fn save(tx: &WriteTx, i: &Incident) -> Result<(), StoreError> {
-    attach(tx, i, &i.alert_ids)
-}
-
-/// Saves the incident and points the alerts `ids` at it.
-pub(super) fn attach(tx: &WriteTx, i: &Incident, ids: &[Uuid]) -> Result<(), StoreError> {
+/// Saves the incident and points the alerts `ids` at it; answers the ids of those the tenant
+/// does not have, which whoever names them decides about.
+pub(super) fn attach(tx: &WriteTx, i: &Incident, ids: &[Uuid]) -> Result<Vec<Uuid>, StoreError> {
     tx.open_table(INCIDENTS)?.insert(
         scoped(i.tenant_id, i.id.as_bytes()).as_slice(),
         encode(i)?.as_slice(),
     )?;
     let mut alerts = tx.open_table(ALERTS)?;
+    let mut missing = Vec::new();
     for id in ids {
         let key = scoped(i.tenant_id, id.as_bytes());
-        let mut alert: Alert = match alerts.get(key.as_slice())? {
-            Some(v) => decode(v.value())?,
-            None => return Err(StoreError::Conflict(format!("alert {id} does not exist"))),
+        let found: Option<Alert> = alerts
+            .get(key.as_slice())?
+            .map(|v| decode(v.value()))
+            .transpose()?;
+        let Some(mut alert) = found else {
+            missing.push(*id);
+            continue;
         };
         if alert.incident_id != Some(i.id) {
             alert.incident_id = Some(i.id);
             alerts.insert(key.as_slice(), encode(&alert)?.as_slice())?;
         }
     }
-    Ok(())
+    Ok(missing)
 }
 
 impl Tx<'_> {
-    /// Saves an incident and points each of its alerts at it; an alert id the tenant does not
-    /// have is refused.
-    pub fn save_incident(&self, incident: &Incident) -> Result<(), StoreError> {
-        save(self, incident)
+    /// Saves an incident and points each of its alerts at it; answers the alert ids the tenant
+    /// does not have.
+    #[must_use = "an incident naming alerts the tenant does not have is the caller's to refuse"]
+    pub fn save_incident(&self, incident: &Incident) -> Result<Vec<Uuid>, StoreError> {
+        attach(self, incident, &incident.alert_ids)
     }
 
     /// The newest unresolved incident `created_by` opened: the one a rule's alerts join.

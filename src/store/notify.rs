@@ -13,7 +13,6 @@ use super::tables::{
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertStatus};
 use crate::model::notify::{ChannelFailures, Delivery, EscalationTimer, Override};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
@@ -75,31 +74,6 @@ fn drop_timer(tx: &WriteTx, key: &[u8]) -> Result<Option<EscalationTimer>, Store
     Ok(old)
 }
 
-/// Starts an alert's escalation chain at step 0, counting `after` from `base`; the escalator
-/// fires the step when it is due. An alert without a policy has no chain.
-pub(super) fn arm_escalation(
-    tx: &WriteTx,
-    alert: &Alert,
-    base: Timestamp,
-    now: Timestamp,
-) -> Result<(), StoreError> {
-    if alert.escalation_policy.is_none() || alert.status != AlertStatus::Open {
-        return Ok(());
-    }
-    disarm_escalation(tx, alert.id)?;
-    put_timer(
-        tx,
-        &EscalationTimer {
-            tenant_id: alert.tenant_id,
-            alert_id: alert.id,
-            step: 0,
-            repeat: 0,
-            base,
-            due: now,
-        },
-    )
-}
-
 /// Stops an alert's chain: ack, resolve, snooze, expiry, incident resolve.
 pub(super) fn disarm_escalation(tx: &WriteTx, alert: Uuid) -> Result<(), StoreError> {
     let keys: Vec<Vec<u8>> = {
@@ -119,11 +93,9 @@ pub(super) fn disarm_escalation(tx: &WriteTx, alert: Uuid) -> Result<(), StoreEr
 }
 
 /// Notes an alert that opened suppressed, so its chain starts when the suppression lifts.
-pub(super) fn hold_suppressed(tx: &WriteTx, alert: &Alert) -> Result<(), StoreError> {
-    if alert.escalation_policy.is_some() {
-        tx.open_table(SUPPRESSED_ALERTS)?
-            .insert(scoped(alert.tenant_id, alert.id.as_bytes()).as_slice(), ())?;
-    }
+pub(super) fn hold_suppressed(tx: &WriteTx, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
+    tx.open_table(SUPPRESSED_ALERTS)?
+        .insert(scoped(tenant, alert.as_bytes()).as_slice(), ())?;
     Ok(())
 }
 

@@ -10,14 +10,12 @@ use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::object::Object;
 use crate::model::state::{CheckState, StateType};
-use crate::model::suppression::{ActiveDowntimes, Downtime};
+use crate::model::suppression::{Downtime, LiveStates};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
-
-pub use crate::runtime::LabelsOf;
 
 /// Written by position (`encode_positional`): no field is skipped, and a new one goes at the
 /// end with `#[serde(default)]`. Rows written by name before read the same.
@@ -216,76 +214,69 @@ impl Tx<'_> {
 }
 
 impl Store {
-    /// The live states of the given objects (absent: no result yet); `labels` gives an
-    /// object's effective labels for downtime selectors.
+    /// The live states of the given objects (absent: no result yet), with what their downtime
+    /// depth is worked out from (`LiveStates::covered`).
     pub async fn states(
         self: &Arc<Self>,
         tenant: Uuid,
         ids: Vec<Uuid>,
-        labels: LabelsOf,
-    ) -> Result<HashMap<Uuid, CheckState>, StoreError> {
-        let store = self.clone();
+    ) -> Result<LiveStates, StoreError> {
+        let at = self.clock.now();
         self.read(move |tx| {
             let t = tx.open_table(STATES)?;
-            let mut out = HashMap::new();
+            let mut states = Vec::new();
             for id in ids {
                 if let Some(v) = t.get(scoped(tenant, id.as_bytes()).as_slice())? {
-                    out.insert(id, decode_state(id, v.value())?);
+                    states.push(decode_state(id, v.value())?);
                 }
             }
-            let mut states: Vec<CheckState> = out.into_values().collect();
-            store.count_downtimes(tx, tenant, &mut states, &labels)?;
-            Ok(states.into_iter().map(|s| (s.object_id, s)).collect())
+            with_downtimes(tx, tenant, states, at)
         })
         .await
     }
 
-    /// Sets each state's `downtimeDepth` (`ActiveDowntimes::depth`) on its object's effective
-    /// labels, from `labels`, else its own.
-    fn count_downtimes(
-        &self,
-        tx: &ReadTx,
-        tenant: Uuid,
-        states: &mut [CheckState],
-        labels: &LabelsOf,
-    ) -> Result<(), StoreError> {
-        let downtimes = tenant_values::<Downtime, _>(&tx.open_table(DOWNTIMES)?, tenant)?;
-        let active = ActiveDowntimes::new(downtimes, self.clock.now());
-        if active.is_empty() {
-            return Ok(());
-        }
-        let objects = tx.open_table(OBJECTS)?;
-        for s in states {
-            let Some(row) = objects.get(scoped(tenant, s.object_id.as_bytes()).as_slice())? else {
-                continue;
-            };
-            let o: Object = decode(row.value())?;
-            let effective = labels(o.id).unwrap_or_else(|| o.labels.clone());
-            s.downtime_depth = active.depth(o.id, o.host_id, &effective);
-        }
-        Ok(())
-    }
-
-    /// Every live state of a tenant (`labels` as for `states`).
-    pub async fn all_states(
-        self: &Arc<Self>,
-        tenant: Uuid,
-        labels: LabelsOf,
-    ) -> Result<Vec<CheckState>, StoreError> {
-        let store = self.clone();
+    /// Every live state of a tenant, as `states` reads them.
+    pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<LiveStates, StoreError> {
+        let at = self.clock.now();
         self.read(move |tx| {
             let t = tx.open_table(STATES)?;
             let (lo, hi) = tenant_range(tenant);
-            let mut out = Vec::new();
+            let mut states = Vec::new();
             for row in t.range(lo.as_slice()..hi.as_slice())? {
                 let (k, v) = row?;
-                out.push(decode_state(object_of(k.value())?, v.value())?);
+                states.push(decode_state(object_of(k.value())?, v.value())?);
             }
-            store.count_downtimes(tx, tenant, &mut out, &labels)?;
-            Ok(out)
+            with_downtimes(tx, tenant, states, at)
         })
         .await
     }
+}
+
+/// The states with the tenant's downtimes and, when it has any, their objects' hosts and own
+/// labels, from the same snapshot.
+fn with_downtimes(
+    tx: &ReadTx,
+    tenant: Uuid,
+    states: Vec<CheckState>,
+    at: Timestamp,
+) -> Result<LiveStates, StoreError> {
+    let downtimes = tenant_values::<Downtime, _>(&tx.open_table(DOWNTIMES)?, tenant)?;
+    let mut placement = HashMap::new();
+    if !downtimes.is_empty() {
+        let objects = tx.open_table(OBJECTS)?;
+        for s in &states {
+            if let Some(row) = objects.get(scoped(tenant, s.object_id.as_bytes()).as_slice())? {
+                let o: Object = decode(row.value())?;
+                placement.insert(o.id, (o.host_id, o.labels));
+            }
+        }
+    }
+    Ok(LiveStates {
+        states,
+        downtimes,
+        placement,
+        at,
+    })
 }
 
 #[cfg(test)]
@@ -317,13 +308,10 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(read, [Some(last.clone()), None]);
-        let own = crate::runtime::labels::own_labels();
-        let stored = store
-            .states(tenant, vec![object], own.clone())
-            .await
-            .unwrap();
-        assert_eq!(stored[&object], last);
-        assert_eq!(store.all_states(tenant, own).await.unwrap(), [last]);
+        let stored = store.states(tenant, vec![object]).await.unwrap();
+        assert_eq!(stored.states, [last.clone()]);
+        assert!(stored.downtimes.is_empty() && stored.placement.is_empty());
+        assert_eq!(store.all_states(tenant).await.unwrap().states, [last]);
     }
 
     /// A soft state with some fields empty, which rows written by name left out.
