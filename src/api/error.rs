@@ -10,6 +10,7 @@ use crate::auth::AuthError;
 use crate::federation::SiteError;
 use crate::ingress::webhook::IngestError;
 use crate::inventory::InventoryError;
+use crate::monitor::business::BusinessError;
 use crate::monitor::heartbeats::HeartbeatError;
 use crate::monitor::metrics::MetricError;
 use crate::monitor::results::ResultError;
@@ -601,10 +602,20 @@ impl From<ResultError> for Problem {
     }
 }
 
+impl From<BusinessError> for Problem {
+    fn from(e: BusinessError) -> Self {
+        match e {
+            BusinessError::NotFound => Problem::not_found(),
+            BusinessError::Store(s) => s.into(),
+        }
+    }
+}
+
 impl From<MetricError> for Problem {
     fn from(e: MetricError) -> Self {
         match e {
             MetricError::Invalid { field, message } => Problem::validation(field, message),
+            MetricError::NotFound => Problem::not_found(),
             MetricError::Store(s) => s.into(),
         }
     }

@@ -302,16 +302,15 @@ impl Inventory {
                 .map(Wrote::Changed)
             })
             .await?;
-        let created = results
-            .pop()
-            .ok_or(StoreError::NotFound)?
-            .map_err(|e| match e {
-                StoreError::NotFound => {
-                    InventoryError::Invalid(invalid("host", "the host is gone"))
-                }
-                other => other.into(),
-            })?;
-        Ok(created)
+        // One result per object written: the only one.
+        match results.pop() {
+            Some(Ok(created)) => Ok(created),
+            Some(Err(StoreError::NotFound)) => {
+                Err(InventoryError::Invalid(invalid("host", "the host is gone")))
+            }
+            Some(Err(e)) => Err(e.into()),
+            None => Err(InventoryError::NotFound),
+        }
     }
 
     /// Hosts first (so services can name hosts of the same batch), in bounded transactions.

@@ -22,6 +22,16 @@ use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
+/// Why a business service view was not answered.
+#[derive(Debug, thiserror::Error)]
+pub enum BusinessError {
+    /// The tenant has no business service of that name.
+    #[error("not found")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// Service states as numbers (OK, WARNING, CRITICAL, UNKNOWN).
 const OK: u8 = 0;
 const CRITICAL: u8 = 2;
@@ -316,13 +326,13 @@ impl BusinessServices {
     }
 
     /// One service evaluated with its subtree.
-    pub async fn subtree(&self, p: &Principal, name: &str) -> Result<Node, StoreError> {
+    pub async fn subtree(&self, p: &Principal, name: &str) -> Result<Node, BusinessError> {
         let f = self.forest(p.tenant).await?;
         let d = f
             .docs
             .iter()
             .find(|d| d.doc.name == name)
-            .ok_or(StoreError::NotFound)?;
+            .ok_or(BusinessError::NotFound)?;
         Ok(f.evaluate(d, 0))
     }
 
@@ -340,13 +350,13 @@ impl BusinessServices {
     /// Availability over the service's window: the time any object it binds itself was in a
     /// hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes with
     /// `excludeDowntimes`.
-    pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, StoreError> {
+    pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, BusinessError> {
         let f = self.forest(p.tenant).await?;
         let d = f
             .docs
             .iter()
             .find(|d| d.doc.name == name)
-            .ok_or(StoreError::NotFound)?;
+            .ok_or(BusinessError::NotFound)?;
         let now = self.clock.now();
         let window = d.bs.window();
         let from_ms = now.as_millis() - i64::try_from(window.as_millis()).unwrap_or(i64::MAX);

@@ -27,6 +27,9 @@ pub enum MetricError {
         field: &'static str,
         message: String,
     },
+    /// The object has no series of that name.
+    #[error("not found")]
+    NotFound,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -161,7 +164,7 @@ impl MetricQueries {
         let found =
             blocking(move || metrics.points(tenant, object_id, &name, tier, from, to)).await?;
         let Some((info, mut points)) = found else {
-            return Err(MetricError::Store(StoreError::NotFound));
+            return Err(MetricError::NotFound);
         };
         let regroup_raw = tier == Tier::Raw
             && (min_step > 0 || points.len() > usize::try_from(max_points).unwrap_or(usize::MAX));
