@@ -8,6 +8,7 @@ pub mod base64;
 pub mod bundle;
 pub mod cel;
 pub mod cel_cost;
+pub mod channel;
 pub mod config;
 pub mod dashboard;
 pub mod discovery;

@@ -194,7 +194,9 @@ pub struct Channel {
     pub kind: String,
     #[serde(default = "enabled")]
     pub enabled: bool,
-    #[serde(default)]
+    /// Settings as text, the reference's shape; a number or `true`/`false` is taken as its
+    /// text (`"port": 2525`). What each kind reads is `channel::ChannelConfig`.
+    #[serde(default, deserialize_with = "super::channel::settings")]
     pub config: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,

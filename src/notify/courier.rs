@@ -16,6 +16,7 @@ use super::channels::{self, Outgoing, SendError, webpush};
 use super::directory::Directory;
 use super::{IDLE, Notifier, escalation};
 use crate::model::Timestamp;
+use crate::model::channel::{ChannelConfig, RetrySettings, VoiceConfig};
 use crate::model::event::EventDraft;
 use crate::model::notify::{Channel, ChannelFailures, ChannelKind, Delivery, WebhookSubscription};
 use crate::runtime::Locked;
@@ -193,19 +194,15 @@ impl BatchHealth {
 }
 
 impl RetryPolicy {
+    /// A channel's policy: its own settings, the defaults for what it leaves out. A setting
+    /// saved before save checked it, and no longer read, leaves the defaults.
     pub fn of(config: &BTreeMap<String, String>) -> Self {
-        let number = |key: &str, default: u64| {
-            config
-                .get(key)
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .filter(|n| *n > 0)
-                .unwrap_or(default)
-        };
+        let own = RetrySettings::parse(config).unwrap_or_default();
         Self {
-            max_attempts: u32::try_from(number("retryMaxAttempts", 30)).unwrap_or(30),
-            base: Duration::from_secs(number("retryBackoffSeconds", 30)),
-            cap: Duration::from_secs(number("retryBackoffCapSeconds", 3600)),
-            failover_after: u32::try_from(number("failoverAfter", 1)).unwrap_or(1),
+            max_attempts: own.max_attempts.unwrap_or(30),
+            base: Duration::from_secs(own.backoff_secs.map_or(30, u64::from)),
+            cap: Duration::from_secs(own.backoff_cap_secs.map_or(3600, u64::from)),
+            failover_after: own.failover_after.unwrap_or(1),
         }
     }
 
@@ -348,11 +345,11 @@ impl Notifier {
                 )));
             }
         };
-        let speech = self.speech(d.tenant_id, kind, &opened.config).await;
+        let config = channels::config_of(kind, &opened)?;
+        let speech = self.speech(d.tenant_id, &config).await;
         let push = self.push_recipient(d.tenant_id, kind, &d.target).await?;
         let out = Outgoing {
-            kind,
-            config: &opened.config,
+            config: &config,
             template,
             delivery: d,
             speech: speech.as_ref(),
@@ -377,15 +374,13 @@ impl Notifier {
     }
 
     /// A voice channel's `config.ttsProfile`, read from the tenant's `tts-profiles`.
-    pub(super) async fn speech(
-        &self,
-        tenant: Uuid,
-        kind: ChannelKind,
-        config: &BTreeMap<String, String>,
-    ) -> Option<Speech> {
-        let name = config
-            .get("ttsProfile")
-            .filter(|_| kind == ChannelKind::Voice)?;
+    pub(super) async fn speech(&self, tenant: Uuid, config: &ChannelConfig) -> Option<Speech> {
+        let ChannelConfig::Voice(VoiceConfig {
+            tts_profile: Some(name),
+        }) = config
+        else {
+            return None;
+        };
         let dir = self.directory(tenant).await.ok()?;
         dir.tts_profile(name).map(Speech::of)
     }

@@ -587,14 +587,15 @@ impl Notifier {
             .map_err(|e| NotifyError::TestFailed(e.message))?;
         let kind =
             channels::kind_of(&channel.kind).map_err(|e| NotifyError::TestFailed(e.message))?;
-        let speech = self.speech(p.tenant, kind, &opened.config).await;
+        let config =
+            channels::config_of(kind, &opened).map_err(|e| NotifyError::TestFailed(e.message))?;
+        let speech = self.speech(p.tenant, &config).await;
         let push = self
             .push_recipient(p.tenant, kind, &delivery.target)
             .await
             .map_err(|e| NotifyError::TestFailed(e.message))?;
         let out = channels::Outgoing {
-            kind,
-            config: &opened.config,
+            config: &config,
             template: channel.template.as_deref(),
             delivery: &delivery,
             speech: speech.as_ref(),

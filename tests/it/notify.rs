@@ -967,6 +967,98 @@ impl Drop for SmtpServer {
     }
 }
 
+/// Issue 68, item 4: a channel's settings are read by its kind. A number or a boolean is taken
+/// as the reference's text, a credential given as a number is sealed like any other, and a
+/// setting its kind cannot read is refused at save with the key named.
+#[tokio::test]
+async fn channel_settings_are_typed_by_their_kind() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    let typed = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "bell", "type": "ntfy",
+                "config": {"url": hooks.url("/topic"), "token": 4711, "priority": 5}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    assert_eq!(
+        typed["config"]["token"], "$SECRET:channel.bell.token$",
+        "{typed}"
+    );
+    assert_eq!(
+        typed["config"]["priority"], "5",
+        "answered as the reference's text: {typed}"
+    );
+    let sent = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels/bell:test-notification",
+        json!({}),
+    )
+    .await;
+    assert_eq!(json(sent, 200).await["result"], "sent");
+    let got = hooks.received("/topic");
+    assert_eq!(got[0].headers["authorization"], "Bearer 4711");
+    let mail = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "mail", "type": "email",
+            "config": {"host": "localhost", "port": 2525, "tlsInsecure": true}}),
+    )
+    .await;
+    assert_eq!(mail.status(), 201);
+    for (config, key) in [
+        (json!({"host": "localhost", "port": 0}), "config.port"),
+        (json!({"host": "localhost", "port": "smtp"}), "config.port"),
+        (json!({"host": "localhost", "tls": "ssl"}), "config.tls"),
+        (
+            json!({"host": "localhost", "tlsInsecure": "yes"}),
+            "config.tlsInsecure",
+        ),
+    ] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/channels",
+            json!({"name": "odd", "type": "email", "config": config}),
+        )
+        .await;
+        let p = assert_problem(res, 422, "svc:validation/config").await;
+        assert!(p["detail"].as_str().unwrap().contains(key), "{config}: {p}");
+    }
+    // A setting that is no text, number or boolean does not fit the document's shape.
+    let nested = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "odd", "type": "email", "config": {"host": "localhost", "from": {"name": "ops"}}}),
+    )
+    .await;
+    let p = assert_problem(nested, 422, "svc:validation/channel").await;
+    assert!(p["detail"].as_str().unwrap().contains("config.from"), "{p}");
+    let sms = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/channels",
+        json!({"name": "text", "type": "sms", "config": {"provider": "twilio"}}),
+    )
+    .await;
+    assert_problem(sms, 422, "svc:validation/config").await;
+}
+
 #[tokio::test]
 async fn e_mail_goes_through_a_real_smtp_server_with_starttls_and_authentication() {
     let Some(smtp) = SmtpServer::start() else {
@@ -987,7 +1079,7 @@ async fn e_mail_goes_through_a_real_smtp_server_with_starttls_and_authentication
     .await;
     assert!(put.status().is_success(), "{}", put.text().await.unwrap());
     let config = |password: &str| {
-        json!({"host": "localhost", "port": smtp.port.to_string(), "tls": "starttls", "from": "svc <svc@example.com>",
+        json!({"host": "localhost", "port": smtp.port, "tls": "starttls", "from": "svc <svc@example.com>",
             "username": "svc", "password": password, "caFile": smtp.ca.to_str().unwrap(),
             "retryBackoffSeconds": "1", "retryMaxAttempts": "2"})
     };

@@ -102,114 +102,20 @@ pub(super) fn validate_channel(body: &mut Map<String, Value>) -> Result<(), Inva
     })
 }
 
-/// Headers the HTTP client sets for a request itself: a channel naming one would send the
-/// request elsewhere than its URL says (`Host`) or frame it wrongly.
-const FRAMING_HEADERS: [&str; 7] = [
-    "Host",
-    "Content-Length",
-    "Transfer-Encoding",
-    "Connection",
-    "Upgrade",
-    "TE",
-    "Trailer",
-];
-
-/// A channel's configuration, as far as it can be checked without sending: where secrets are
-/// named, header names and values, the URL, the port, an e-mail relay's host and TLS mode, a
-/// script's command. The message names the key (`config.port: ...`).
+/// A channel's configuration, as far as it can be checked without sending: what its kind reads
+/// (`ChannelConfig::parse`), and the URL a kind that posts needs. The message names the key
+/// (`config.port: ...`).
 pub fn check_channel_config(
     kind: ChannelKind,
     config: &BTreeMap<String, String>,
 ) -> Result<(), String> {
-    for (key, value) in config {
-        if !crate::model::secret::reference_allowed(key, value) {
-            return Err(format!(
-                "config.{key}: $SECRET:name$ may stand only in credential fields, headers, script arguments and a URL's path"
-            ));
-        }
-        if let Some(header) = key.strip_prefix("header.") {
-            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-            if header.is_empty() || !header.bytes().all(token) {
-                return Err(format!("config.{key}: {header:?} is not a header name"));
-            }
-            if FRAMING_HEADERS
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(header))
-            {
-                return Err(format!(
-                    "config.{key}: {header} is the request's own (where it goes and how it is framed), not a channel's to set"
-                ));
-            }
-            if value.chars().any(|c| c.is_control() && c != '\t') {
-                return Err(format!("config.{key}: a header value is one line"));
-            }
-        }
-    }
-    let given = |key: &str| {
-        config
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
-    };
-    if let Some(url) = given("url") {
-        check_url(url).map_err(|e| format!("config.url: {e}"))?;
-    } else if kind.posts_to_url() {
+    crate::model::channel::RetrySettings::parse(config)?;
+    let parsed = crate::model::channel::ChannelConfig::parse(kind, config)?;
+    if kind.posts_to_url() && parsed.url().is_none() {
         return Err(format!(
             "config.url: a {} channel needs the URL it posts to",
             kind.as_str()
         ));
-    }
-    if let Some(port) = given("port")
-        && !port.parse::<u16>().is_ok_and(|p| p > 0)
-    {
-        return Err(format!("config.port: {port:?} is not a port (1-65535)"));
-    }
-    match kind {
-        ChannelKind::Push => {
-            if let Some(subject) = given("subject")
-                && !(subject.starts_with("mailto:") || subject.starts_with("https://"))
-            {
-                return Err(format!(
-                    "config.subject: {subject:?} is a mailto: or https: address of the operator"
-                ));
-            }
-            if let Some(ttl) = given("ttl")
-                && ttl.parse::<u32>().is_err()
-            {
-                return Err(format!("config.ttl: {ttl:?} is not a number of seconds"));
-            }
-        }
-        ChannelKind::Email => {
-            let host = given("host").ok_or("config.host: the SMTP relay is required")?;
-            if host.contains(|c: char| c.is_whitespace() || c == '/' || c == '$') {
-                return Err(format!("config.host: {host:?} is not a host name"));
-            }
-            if let Some(tls) = given("tls")
-                && !["starttls", "tls", "none"].contains(&tls)
-            {
-                return Err(format!(
-                    "config.tls: {tls:?} must be one of starttls, tls, none"
-                ));
-            }
-        }
-        ChannelKind::Script => {
-            let command =
-                given("command").ok_or("config.command: the program to run is required")?;
-            if command.contains('$') {
-                return Err(format!(
-                    "config.command: {command:?} is written out in full, without macros or secrets"
-                ));
-            }
-        }
-        ChannelKind::Webhook
-        | ChannelKind::Slack
-        | ChannelKind::Teams
-        | ChannelKind::Ntfy
-        | ChannelKind::Gotify
-        | ChannelKind::Servicenow
-        | ChannelKind::Sms
-        | ChannelKind::Voice
-        | ChannelKind::Espa => {}
     }
     Ok(())
 }
@@ -225,6 +131,10 @@ pub fn take_credentials(
 ) -> Vec<(String, String)> {
     let mut taken = Vec::new();
     let mut take = |field: &str, value: &mut Value, label: &str| {
+        // A number (a PIN) is a credential too, and is sealed as its text.
+        if let Value::Number(n) = value {
+            *value = Value::String(n.to_string());
+        }
         if let Value::String(plain) = value
             && !plain.is_empty()
             && !crate::model::secret::has_reference(plain)

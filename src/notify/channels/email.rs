@@ -7,6 +7,7 @@
 //! failures are permanent.
 
 use super::{Outgoing, SendError, Sent};
+use crate::model::channel::{EmailConfig, SmtpTls};
 use crate::runtime::paths::AllowedDirs;
 use lettre::message::Mailbox;
 use lettre::message::header::ContentType;
@@ -45,12 +46,15 @@ fn classify(e: &lettre::transport::smtp::Error) -> SendError {
     }
 }
 
-pub async fn send(ca_files: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
-    let host = out
-        .get("host")
-        .ok_or_else(|| SendError::permanent("email channel has no host"))?;
-    let from: Mailbox = out
-        .get("from")
+pub async fn send(
+    ca_files: &AllowedDirs,
+    out: &Outgoing<'_>,
+    config: &EmailConfig,
+) -> Result<Sent, SendError> {
+    let host = config.host.as_str();
+    let from: Mailbox = config
+        .from
+        .as_deref()
         .ok_or_else(|| SendError::permanent("email channel has no from address"))?
         .parse()
         .map_err(|e| SendError::permanent(format!("from address: {e}")))?;
@@ -59,21 +63,9 @@ pub async fn send(ca_files: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, Se
         .target
         .parse()
         .map_err(|e| SendError::permanent(format!("address {:?}: {e}", out.delivery.target)))?;
-    let mode = out.get("tls").unwrap_or("starttls");
-    let default_port = match mode {
-        "tls" => 465,
-        "none" => 25,
-        _ => 587,
-    };
-    let port = match out.get("port") {
-        Some(p) => p
-            .parse()
-            .map_err(|_| SendError::permanent(format!("port {p:?} is not a number")))?,
-        None => default_port,
-    };
     let mut params = TlsParameters::builder(host.to_string())
-        .dangerous_accept_invalid_certs(out.get("tlsInsecure") == Some("true"));
-    if let Some(path) = out.get("caFile") {
+        .dangerous_accept_invalid_certs(config.tls_insecure);
+    if let Some(path) = &config.ca_file {
         let real = ca_files
             .resolve_file(path)
             .map_err(|why| SendError::permanent(format!("caFile: {why}")))?;
@@ -90,23 +82,20 @@ pub async fn send(ca_files: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, Se
             .build_rustls()
             .map_err(|e| SendError::permanent(format!("TLS: {e}")))
     };
-    let tls = match mode {
-        "none" => Tls::None,
-        "tls" => Tls::Wrapper(params()?),
-        "starttls" => Tls::Required(params()?),
-        other => {
-            return Err(SendError::permanent(format!(
-                "tls {other:?} must be starttls, tls or none"
-            )));
-        }
+    let tls = match config.tls {
+        SmtpTls::None => Tls::None,
+        SmtpTls::Tls => Tls::Wrapper(params()?),
+        SmtpTls::Starttls => Tls::Required(params()?),
     };
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-        .port(port)
+        .port(config.port)
         .tls(tls)
         .timeout(Some(TIMEOUT));
-    if let Some(user) = out.get("username") {
-        let password = out.get("password").unwrap_or_default();
-        builder = builder.credentials(Credentials::new(user.to_string(), password.to_string()));
+    if let Some(login) = &config.login {
+        builder = builder.credentials(Credentials::new(
+            login.username.clone(),
+            login.password.clone(),
+        ));
     }
     let (subject, body) = subject_and_body(out);
     let message = Message::builder()

@@ -4,6 +4,7 @@
 //! the ServiceNow Table API.
 
 use super::{Outgoing, SendError, Sent};
+use crate::model::channel::{GotifyConfig, NtfyConfig, ServicenowConfig, WebhookConfig};
 use crate::model::fault;
 use crate::model::notify::Message;
 use crate::model::template;
@@ -120,7 +121,11 @@ fn header(h: &mut HeaderMap, name: &str, value: &str) -> Result<(), SendError> {
     Ok(())
 }
 
-pub async fn webhook(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn webhook(
+    client: &reqwest::Client,
+    out: &Outgoing<'_>,
+    config: &WebhookConfig,
+) -> Result<Sent, SendError> {
     let url = out.url()?;
     let m = &out.delivery.payload;
     let mut headers = json_headers();
@@ -134,12 +139,10 @@ pub async fn webhook(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sen
         }
         None => fault::encoded("a webhook body", serde_json::to_vec(&webhook_body(m))),
     };
-    for (k, v) in out.config {
-        if let Some(name) = k.strip_prefix("header.") {
-            header(&mut headers, name, v)?;
-        }
+    for (name, value) in &config.headers {
+        header(&mut headers, name, value)?;
     }
-    if let Some(secret) = out.get("secret") {
+    if let Some(secret) = &config.secret {
         header(&mut headers, SIGNATURE_HEADER, &signature(secret, &body))?;
     }
     header(&mut headers, "X-Svc-Delivery", &out.delivery.id.to_string())?;
@@ -217,7 +220,11 @@ fn priority(severity: &str) -> u8 {
 
 /// ntfy: the text is the body of a POST to the topic URL; title, priority, click and an
 /// acknowledge action in headers; `config.token` as a bearer token, or `username`/`password`.
-pub async fn ntfy(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn ntfy(
+    client: &reqwest::Client,
+    out: &Outgoing<'_>,
+    config: &NtfyConfig,
+) -> Result<Sent, SendError> {
     let m = &out.delivery.payload;
     let mut headers = HeaderMap::new();
     header(
@@ -237,22 +244,28 @@ pub async fn ntfy(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, 
             &format!("http, Acknowledge, {}, method=POST, clear=true", m.ack_url),
         )?;
     }
-    if let Some(token) = out.get("token") {
+    if let Some(token) = &config.token {
         header(&mut headers, "Authorization", &format!("Bearer {token}"))?;
     }
-    let basic = out
-        .get("username")
-        .map(|u| (u, out.get("password").unwrap_or_default()));
+    let basic = config
+        .login
+        .as_ref()
+        .map(|l| (l.username.as_str(), l.password.as_str()));
     post(client, out.url()?, headers, out.text().into_bytes(), basic).await
 }
 
 /// Gotify: `POST <url>/message` with the application token in `X-Gotify-Key`.
-pub async fn gotify(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn gotify(
+    client: &reqwest::Client,
+    out: &Outgoing<'_>,
+    config: &GotifyConfig,
+) -> Result<Sent, SendError> {
     let m = &out.delivery.payload;
     let url = format!("{}/message", out.url()?.trim_end_matches('/'));
     let mut headers = json_headers();
-    let token = out
-        .get("token")
+    let token = config
+        .token
+        .as_deref()
         .ok_or_else(|| SendError::permanent("gotify channel has no token"))?;
     header(&mut headers, "X-Gotify-Key", token)?;
     let body = json!({
@@ -273,9 +286,13 @@ pub async fn gotify(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent
 
 /// ServiceNow: an incident through the Table API (`POST <url>/api/now/table/<table>`,
 /// default `incident`) with basic authentication; the answer's `sys_id` is the provider id.
-pub async fn servicenow(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<Sent, SendError> {
+pub async fn servicenow(
+    client: &reqwest::Client,
+    out: &Outgoing<'_>,
+    config: &ServicenowConfig,
+) -> Result<Sent, SendError> {
     let m = &out.delivery.payload;
-    let table = out.get("table").unwrap_or("incident");
+    let table = &config.table;
     let url = format!("{}/api/now/table/{table}", out.url()?.trim_end_matches('/'));
     let urgency = match m.severity.as_str() {
         "critical" => "1",
@@ -294,14 +311,15 @@ pub async fn servicenow(client: &reqwest::Client, out: &Outgoing<'_>) -> Result<
         .params
         .get("assignmentGroup")
         .map(String::as_str)
-        .or_else(|| out.get("assignmentGroup"));
+        .or(config.assignment_group.as_deref());
     if let Some(group) = group {
         body["assignment_group"] = json!(group);
     }
-    let user = out
-        .get("username")
+    let login = config
+        .login
+        .as_ref()
         .ok_or_else(|| SendError::permanent("servicenow channel has no username"))?;
-    let basic = Some((user, out.get("password").unwrap_or_default()));
+    let basic = Some((login.username.as_str(), login.password.as_str()));
     let mut sent = post(
         client,
         &url,

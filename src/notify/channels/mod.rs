@@ -12,6 +12,7 @@ pub mod webpush;
 use crate::hw::Devices;
 use crate::hw::espa::Pager;
 use crate::hw::gsm::Modem;
+use crate::model::channel::ChannelConfig;
 use crate::model::notify::{ChannelKind, Delivery, Message};
 use crate::model::secret::{REFERENCE_PREFIX, mask_values, reference_allowed};
 use crate::model::template;
@@ -116,8 +117,7 @@ impl Senders {
 /// What a channel needs to send: its type, its configuration with secrets opened, its
 /// template.
 pub struct Outgoing<'a> {
-    pub kind: ChannelKind,
-    pub config: &'a BTreeMap<String, String>,
+    pub config: &'a ChannelConfig,
     pub template: Option<&'a str>,
     pub delivery: &'a Delivery,
     /// A voice channel's text-to-speech profile.
@@ -127,11 +127,8 @@ pub struct Outgoing<'a> {
 }
 
 impl Outgoing<'_> {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.config
-            .get(key)
-            .map(String::as_str)
-            .filter(|v| !v.is_empty())
+    pub fn kind(&self) -> ChannelKind {
+        self.config.kind()
     }
 
     /// The channel's URL: the delivery's own (a bare action URL), else `config.url`.
@@ -139,7 +136,7 @@ impl Outgoing<'_> {
         if !self.delivery.url.is_empty() {
             return Ok(&self.delivery.url);
         }
-        self.get("url").ok_or_else(|| {
+        self.config.url().ok_or_else(|| {
             SendError::permanent(format!("channel {:?} has no url", self.delivery.channel))
         })
     }
@@ -243,25 +240,31 @@ pub async fn open_secrets(
 /// Sends one delivery on its channel.
 pub async fn send(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
     let client = &senders.http;
-    match out.kind {
-        ChannelKind::Webhook => http::webhook(client, out).await,
-        ChannelKind::Slack => http::slack(client, out).await,
-        ChannelKind::Teams => http::teams(client, out).await,
-        ChannelKind::Ntfy => http::ntfy(client, out).await,
-        ChannelKind::Gotify => http::gotify(client, out).await,
-        ChannelKind::Servicenow => http::servicenow(client, out).await,
-        ChannelKind::Script => script::run(&senders.scripts, out).await,
-        ChannelKind::Email => email::send(&senders.ca_files, out).await,
-        ChannelKind::Sms => phone::sms(senders, out).await,
-        ChannelKind::Voice => phone::voice(senders, out).await,
-        ChannelKind::Espa => pager::espa(senders, out).await,
-        ChannelKind::Push => match out.push {
-            Some(to) => webpush::send(client, out, to).await,
+    match out.config {
+        ChannelConfig::Webhook(c) => http::webhook(client, out, c).await,
+        ChannelConfig::Slack(_) => http::slack(client, out).await,
+        ChannelConfig::Teams(_) => http::teams(client, out).await,
+        ChannelConfig::Ntfy(c) => http::ntfy(client, out, c).await,
+        ChannelConfig::Gotify(c) => http::gotify(client, out, c).await,
+        ChannelConfig::Servicenow(c) => http::servicenow(client, out, c).await,
+        ChannelConfig::Script(c) => script::run(&senders.scripts, out, c).await,
+        ChannelConfig::Email(c) => email::send(&senders.ca_files, out, c).await,
+        ChannelConfig::Sms(_) => phone::sms(senders, out).await,
+        ChannelConfig::Voice(_) => phone::voice(senders, out).await,
+        ChannelConfig::Espa => pager::espa(senders, out).await,
+        ChannelConfig::Push(c) => match out.push {
+            Some(to) => webpush::send(client, out, c, to).await,
             None => Err(SendError::permanent(
                 "a push needs a contact with a user (userId) and the instance's VAPID key, made when a browser first subscribes",
             )),
         },
     }
+}
+
+/// A channel's configuration with its secrets opened, read as its kind takes it; one that does
+/// not read (a document saved before a check was added) cannot be sent.
+pub fn config_of(kind: ChannelKind, opened: &Opened) -> Result<ChannelConfig, SendError> {
+    ChannelConfig::parse(kind, &opened.config).map_err(SendError::permanent)
 }
 
 /// The kind a channel's (or a bare delivery's) `type` names; a type no kind has cannot be

@@ -62,16 +62,6 @@ impl Speech {
     }
 }
 
-fn provider(out: &Outgoing<'_>) -> Result<(), SendError> {
-    match out.get("provider") {
-        None | Some("modem") => Ok(()),
-        Some(other) => Err(SendError::permanent(format!(
-            "{} provider {other:?} is not supported; use modem",
-            out.kind.as_str()
-        ))),
-    }
-}
-
 fn failed(e: GsmError) -> SendError {
     SendError {
         retryable: e.retryable(),
@@ -122,7 +112,6 @@ fn sms_text(out: &Outgoing<'_>) -> String {
 }
 
 pub async fn sms(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
-    provider(out)?;
     let modem = senders.modem.as_ref().ok_or_else(|| {
         SendError::permanent("no GSM modem is configured (hardware.gsm in the configuration file)")
     })?;
@@ -136,7 +125,6 @@ pub async fn sms(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendErro
 }
 
 pub async fn voice(senders: &Senders, out: &Outgoing<'_>) -> Result<Sent, SendError> {
-    provider(out)?;
     let modem = senders.modem.as_ref().ok_or_else(|| {
         SendError::permanent("no GSM modem is configured (hardware.gsm in the configuration file)")
     })?;

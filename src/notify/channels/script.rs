@@ -5,6 +5,7 @@
 //! retried; any other exit is permanent.
 
 use super::{Outgoing, SendError, Sent};
+use crate::model::channel::ScriptConfig;
 use crate::runtime::paths::{self as programs, AllowedDirs, Run, RunError};
 use std::time::Duration;
 
@@ -15,25 +16,21 @@ const OUTPUT_CAP: usize = 16 * 1024;
 /// Of that, what an error or detail quotes.
 const QUOTED: usize = 300;
 
-pub async fn run(scripts: &AllowedDirs, out: &Outgoing<'_>) -> Result<Sent, SendError> {
-    let command = out
-        .get("command")
-        .ok_or_else(|| SendError::permanent("script channel has no command"))?;
+pub async fn run(
+    scripts: &AllowedDirs,
+    out: &Outgoing<'_>,
+    config: &ScriptConfig,
+) -> Result<Sent, SendError> {
+    let (command, args) = (config.command.as_str(), &config.args);
     let program = scripts.resolve(command).map_err(SendError::permanent)?;
     let m = &out.delivery.payload;
-    let args: Vec<String> = out
-        .get("args")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    if let Some(why) = programs::runs_its_arguments(command, &args) {
+    if let Some(why) = programs::runs_its_arguments(command, args) {
         return Err(SendError::permanent(why));
     }
     let finished = scripts
         .run(Run {
             program: &program,
-            args: &args,
+            args,
             env: vec![
                 (
                     "SVC_ALERT_ID",

@@ -6,6 +6,7 @@
 use super::{Outgoing, SendError, Sent};
 use crate::auth::push::Vapid;
 use crate::model::base64;
+use crate::model::channel::PushConfig;
 use crate::model::identity::PushSubscription;
 use crate::runtime::Locked;
 use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
@@ -202,6 +203,7 @@ fn notification(out: &Outgoing<'_>) -> Vec<u8> {
 pub async fn send(
     client: &reqwest::Client,
     out: &Outgoing<'_>,
+    config: &PushConfig,
     to: &Recipient,
 ) -> Result<Sent, SendError> {
     if to.subscriptions.is_empty() {
@@ -210,11 +212,8 @@ pub async fn send(
         ));
     }
     let plaintext = notification(out);
-    let subject = out.get("subject");
-    let ttl = out
-        .get("ttl")
-        .and_then(|t| t.parse::<u64>().ok())
-        .unwrap_or(TTL_SECS);
+    let subject = config.subject.as_deref();
+    let ttl = config.ttl.map_or(TTL_SECS, u64::from);
     let urgency = match out.delivery.payload.severity.as_str() {
         "critical" => "high",
         "warning" => "normal",
