@@ -4,7 +4,7 @@
 //! become actions a person approves.
 
 use super::provider::{Endpoint, ToolSpec};
-use super::{Ai, AiError, ToolOutcome, tools};
+use super::{Ai, AiError, ToolOutcome};
 use crate::auth::Principal;
 use crate::model::ai::{Chat, Conversation, Message, Role, ToolCall, ToolMode};
 use crate::model::identity::Actor;
@@ -86,7 +86,8 @@ pub enum TurnEvent {
 /// The tools the model is offered: those the caller holds and the policy does not refuse.
 async fn offered(ai: &Ai, p: &Principal) -> Result<Vec<ToolSpec>, AiError> {
     let policy = ai.policy(p.tenant).await?;
-    Ok(tools::CATALOG
+    Ok(ai
+        .catalog()?
         .iter()
         .filter(|t| p.allows(t.permission) && policy.mode(t.name, t.write) != ToolMode::Deny)
         .map(|t| ToolSpec {
@@ -230,7 +231,7 @@ async fn tool_result(
     call: &ToolCall,
     chat: Option<Uuid>,
 ) -> Result<Value, AiError> {
-    let Some(tool) = tools::find(&call.name) else {
+    let Some(tool) = ai.catalog()?.find(&call.name) else {
         return Ok(json!({"outcome": "refused", "error": format!("no tool named {}", call.name)}));
     };
     match ai

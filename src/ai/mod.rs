@@ -35,7 +35,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tools::{ApiAnswer, ApiCall, Tool};
+use tools::{ApiAnswer, ApiCall, Catalog, Tool};
 use uuid::Uuid;
 
 const POLICY: &str = "ai/policy";
@@ -58,6 +58,9 @@ pub type Pressure = Arc<dyn Fn() -> Option<&'static str> + Send + Sync>;
 /// Runs an API request as a principal, from the address its actor came from (the audit
 /// entry names it): the port through which tools reach the API.
 pub trait ToolRunner: Send + Sync + 'static {
+    /// The tools the API's routes declare.
+    fn catalog(&self) -> &Catalog;
+
     fn run<'a>(
         &'a self,
         principal: &'a Principal,
@@ -275,7 +278,8 @@ impl Ai {
             ("disabled", &policy.disabled),
             ("ask", &policy.ask),
         ] {
-            if let Some(unknown) = names.iter().find(|n| tools::find(n).is_none()) {
+            let catalog = self.catalog()?;
+            if let Some(unknown) = names.iter().find(|n| catalog.find(n).is_none()) {
                 return Err(invalid(
                     "policy",
                     format!("{field} names {unknown:?}, which is no tool (GET /api/v1/ai/tools)"),
@@ -303,7 +307,8 @@ impl Ai {
     /// The catalog with the tenant's policy and whether the caller may call each tool.
     pub async fn tools(&self, p: &Principal) -> Result<Vec<ToolInfo>, AiError> {
         let policy = self.policy(p.tenant).await?;
-        Ok(tools::CATALOG
+        Ok(self
+            .catalog()?
             .iter()
             .map(|t| t.info(&policy, p.allows(t.permission)))
             .collect())
@@ -337,7 +342,7 @@ impl Ai {
         &self,
         p: &Principal,
         actor: &Actor,
-        tool: &'static Tool,
+        tool: &Tool,
         args: Value,
         chat: Option<Uuid>,
     ) -> Result<ToolOutcome, AiError> {
@@ -365,6 +370,11 @@ impl Ai {
         self.runner
             .get()
             .ok_or_else(|| AiError::Execute("the tools are not connected yet".into()))
+    }
+
+    /// The tools, as the API's routes declare them.
+    pub fn catalog(&self) -> Result<&Catalog, AiError> {
+        Ok(self.runner()?.catalog())
     }
 
     async fn propose(
@@ -436,7 +446,9 @@ impl Ai {
     ) -> Result<Action, AiError> {
         let _held = self.hold(parse_id(id)?)?;
         let mut action = self.pending_action(p.tenant, id).await?;
-        let tool = tools::find(&action.tool)
+        let tool = self
+            .catalog()?
+            .find(&action.tool)
             .ok_or_else(|| AiError::Execute("the tool no longer exists".into()))?;
         if !p.allows(tool.permission) {
             return Err(AiError::Forbidden(tool.permission.into()));

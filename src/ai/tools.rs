@@ -1,24 +1,26 @@
 //! The one tool catalog, shared by `/mcp`, `GET /ai/tools` and the agent. A tool is an API
-//! route and nothing more: calling it is a request to that route as the caller, so the route's
-//! permission, tenant and audit apply unchanged (see `ToolRunner`).
+//! route and nothing more: the route declares it (`Route::tool`), the API builds the catalog
+//! from its route table and hands it over with the `ToolRunner` port, and calling a tool is a
+//! request to that route as the caller, so the route's permission, tenant and audit apply
+//! unchanged.
 
 use crate::model::ai::{ToolInfo, ToolPolicy};
 use serde_json::{Map, Value, json};
 
-pub struct Tool {
+/// An argument of a tool: its name, JSON type and what it is; path parts are required.
+pub type Arg = (&'static str, &'static str, &'static str);
+
+/// What a route declares to be offered as a tool (`Route::tool` in `api/router.rs`): its name,
+/// what it does for the model, and its arguments. The route gives the rest.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolDecl {
     pub name: &'static str,
     pub description: &'static str,
-    pub method: &'static str,
-    /// The route, with `{name}` parts filled from the arguments of the same name.
-    pub path: &'static str,
-    /// The route's permission (checked again by the route itself on every call).
-    pub permission: &'static str,
-    pub write: bool,
-    /// Arguments: name, JSON type, description; path parts are required.
-    pub args: &'static [(&'static str, &'static str, &'static str)],
+    pub args: &'static [Arg],
 }
 
-const LIST: &[(&str, &str, &str)] = &[
+/// The arguments of a listing route: selector, limit and cursor.
+pub const LIST_ARGS: &[Arg] = &[
     (
         "selector",
         "string",
@@ -28,251 +30,64 @@ const LIST: &[(&str, &str, &str)] = &[
     ("cursor", "string", "the nextCursor of the previous page"),
 ];
 
-pub const CATALOG: &[Tool] = &[
-    Tool {
-        name: "problems_list",
-        description: "Hosts and services not OK, worst first, unhandled before handled.",
-        method: "GET",
-        path: "/api/v1/problems",
-        permission: "objects:read",
-        write: false,
-        args: &[("selector", "string", "label selector")],
-    },
-    Tool {
-        name: "alerts_list",
-        description: "Alerts, newest first; filter by status (open, acked, resolved), severity or object.",
-        method: "GET",
-        path: "/api/v1/alerts",
-        permission: "alerts:read",
-        write: false,
-        args: &[
-            ("status", "string", "open, acked, resolved or expired"),
-            ("severity", "string", "critical, warning or info"),
-            ("objectId", "string", "the alert's object"),
-            ("limit", "integer", "at most this many"),
-            ("cursor", "string", "the nextCursor of the previous page"),
-        ],
-    },
-    Tool {
-        name: "alert_get",
-        description: "One alert with its labels, status and times.",
-        method: "GET",
-        path: "/api/v1/alerts/{id}",
-        permission: "alerts:read",
-        write: false,
-        args: &[("id", "string", "the alert's id")],
-    },
-    Tool {
-        name: "incidents_list",
-        description: "Incidents, newest first.",
-        method: "GET",
-        path: "/api/v1/incidents",
-        permission: "incidents:read",
-        write: false,
-        args: &[
-            ("status", "string", "open or resolved"),
-            ("limit", "integer", "at most this many"),
-        ],
-    },
-    Tool {
-        name: "incident_get",
-        description: "One incident with its alerts and timeline.",
-        method: "GET",
-        path: "/api/v1/incidents/{id}",
-        permission: "incidents:read",
-        write: false,
-        args: &[("id", "string", "the incident's id")],
-    },
-    Tool {
-        name: "objects_list",
-        description: "Hosts and services with their current state.",
-        method: "GET",
-        path: "/api/v1/objects",
-        permission: "objects:read",
-        write: false,
-        args: LIST,
-    },
-    Tool {
-        name: "object_get",
-        description: "One host or service with its state.",
-        method: "GET",
-        path: "/api/v1/objects/{id}",
-        permission: "objects:read",
-        write: false,
-        args: &[("id", "string", "the object's id")],
-    },
-    Tool {
-        name: "events_list",
-        description: "The event journal, newest first: state changes, alerts, notifications.",
-        method: "GET",
-        path: "/api/v1/events",
-        permission: "events:read",
-        write: false,
-        args: &[
-            ("type", "string", "event type, e.g. state_change"),
-            ("objectId", "string", "the event's object"),
-            ("since", "string", "RFC 3339 time"),
-            ("limit", "integer", "at most this many"),
-        ],
-    },
-    Tool {
-        name: "metrics_query",
-        description: "Query stored metric samples (the body of POST /api/v1/metrics/query).",
-        method: "POST",
-        path: "/api/v1/metrics/query",
-        permission: "metrics:read",
-        write: false,
-        args: &[
-            ("query", "string", "the series, e.g. rta{host=\"web1\"}"),
-            ("from", "string", "RFC 3339 time"),
-            ("to", "string", "RFC 3339 time"),
-            ("step", "string", "bucket width, e.g. 5m"),
-        ],
-    },
-    Tool {
-        name: "oncall_now",
-        description: "Who is on call now, per schedule.",
-        method: "GET",
-        path: "/api/v1/oncall/now",
-        permission: "oncall:read",
-        write: false,
-        args: &[],
-    },
-    Tool {
-        name: "schedules_list",
-        description: "On-call schedules with their layers.",
-        method: "GET",
-        path: "/api/v1/schedules",
-        permission: "oncall:read",
-        write: false,
-        args: &[("limit", "integer", "at most this many")],
-    },
-    Tool {
-        name: "silences_list",
-        description: "Silences, active and future.",
-        method: "GET",
-        path: "/api/v1/silences",
-        permission: "objects:read",
-        write: false,
-        args: &[],
-    },
-    Tool {
-        name: "downtimes_list",
-        description: "Scheduled downtimes.",
-        method: "GET",
-        path: "/api/v1/downtimes",
-        permission: "objects:read",
-        write: false,
-        args: &[],
-    },
-    Tool {
-        name: "alert_ack",
-        description: "Acknowledge an open alert: escalation stops.",
-        method: "POST",
-        path: "/api/v1/alerts/{id}:ack",
-        permission: "alerts:ack",
-        write: true,
-        args: &[
-            ("id", "string", "the alert's id"),
-            ("comment", "string", "why"),
-        ],
-    },
-    Tool {
-        name: "alert_resolve",
-        description: "Resolve an open or acknowledged alert.",
-        method: "POST",
-        path: "/api/v1/alerts/{id}:resolve",
-        permission: "alerts:ack",
-        write: true,
-        args: &[("id", "string", "the alert's id")],
-    },
-    Tool {
-        name: "alert_snooze",
-        description: "Snooze an alert until a time or for a duration; it re-arms then.",
-        method: "POST",
-        path: "/api/v1/alerts/{id}:snooze",
-        permission: "alerts:ack",
-        write: true,
-        args: &[
-            ("id", "string", "the alert's id"),
-            ("duration", "string", "e.g. 30m"),
-            ("until", "string", "RFC 3339 time"),
-        ],
-    },
-    Tool {
-        name: "silence_create",
-        description: "Silence alerts matching a selector until a time.",
-        method: "POST",
-        path: "/api/v1/silences",
-        permission: "silences:write",
-        write: true,
-        args: &[
-            (
-                "selector",
-                "string",
-                "label selector of the alerts silenced",
-            ),
-            ("expiresAt", "string", "RFC 3339 time"),
-            ("comment", "string", "why"),
-        ],
-    },
-    Tool {
-        name: "downtime_create",
-        description: "Schedule a downtime for an object or a selector.",
-        method: "POST",
-        path: "/api/v1/downtimes",
-        permission: "downtimes:write",
-        write: true,
-        args: &[
-            ("objectId", "string", "the object"),
-            ("selector", "string", "or a label selector"),
-            ("start", "string", "RFC 3339 time"),
-            ("end", "string", "RFC 3339 time"),
-            ("comment", "string", "why"),
-        ],
-    },
-    Tool {
-        name: "check_now",
-        description: "Run an object's check at once.",
-        method: "POST",
-        path: "/api/v1/objects/{id}/check-now",
-        permission: "checks:run",
-        write: true,
-        args: &[("id", "string", "the object's id")],
-    },
-    Tool {
-        name: "incident_resolve",
-        description: "Resolve an incident.",
-        method: "POST",
-        path: "/api/v1/incidents/{id}:resolve",
-        permission: "incidents:write",
-        write: true,
-        args: &[("id", "string", "the incident's id")],
-    },
-    Tool {
-        name: "incident_merge",
-        description: "Merge other incidents into this one.",
-        method: "POST",
-        path: "/api/v1/incidents/{id}:merge",
-        permission: "incidents:write",
-        write: true,
-        args: &[
-            ("id", "string", "the incident kept"),
-            ("sourceIds", "array", "the incidents merged into it"),
-        ],
-    },
-];
+/// A tool: a route the API declared as one.
+#[derive(Clone, Debug)]
+pub struct Tool {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub method: &'static str,
+    /// The route, with `{name}` parts filled from the arguments of the same name.
+    pub path: String,
+    /// The route's permission (checked again by the route itself on every call).
+    pub permission: &'static str,
+    /// Whether it changes anything: every tool whose permission is not a `:read` one. A policy
+    /// asks before a write by default.
+    pub write: bool,
+    pub args: &'static [Arg],
+}
 
-pub fn find(name: &str) -> Option<&'static Tool> {
-    CATALOG.iter().find(|t| t.name == name)
+/// Every tool, in the route table's order: what `/mcp`, `GET /ai/tools` and the agent offer.
+#[derive(Clone, Debug, Default)]
+pub struct Catalog(Vec<Tool>);
+
+impl Catalog {
+    pub fn new(tools: Vec<Tool>) -> Self {
+        Self(tools)
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Tool> {
+        self.0.iter().find(|t| t.name == name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tool> {
+        self.0.iter()
+    }
 }
 
 impl Tool {
+    /// The tool a route declares: `method` and `path` are the route's, as is `permission`.
+    pub fn of(
+        decl: ToolDecl,
+        method: &'static str,
+        path: impl Into<String>,
+        permission: &'static str,
+    ) -> Tool {
+        Tool {
+            name: decl.name,
+            description: decl.description,
+            method,
+            path: path.into(),
+            permission,
+            write: !permission.ends_with(":read"),
+            args: decl.args,
+        }
+    }
+
     pub fn route(&self) -> String {
         format!("{} {}", self.method, self.path)
     }
 
-    fn path_params(&self) -> impl Iterator<Item = &'static str> {
+    fn path_params(&self) -> impl Iterator<Item = &str> {
         self.path
             .split('{')
             .skip(1)
@@ -315,7 +130,7 @@ impl Tool {
             Value::Null => &empty,
             _ => return Err("the arguments must be an object".into()),
         };
-        let mut path = self.path.to_string();
+        let mut path = self.path.clone();
         for name in self.path_params() {
             let value = match args.get(name) {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -384,9 +199,28 @@ impl ApiAnswer {
 mod tests {
     use super::*;
 
+    const ID: &[Arg] = &[
+        ("id", "string", "the alert's id"),
+        ("comment", "string", "why"),
+    ];
+
+    fn tool(
+        name: &'static str,
+        method: &'static str,
+        path: &str,
+        permission: &'static str,
+    ) -> Tool {
+        let decl = ToolDecl {
+            name,
+            description: "",
+            args: ID,
+        };
+        Tool::of(decl, method, path, permission)
+    }
+
     #[test]
     fn a_call_becomes_its_route() {
-        let ack = find("alert_ack").unwrap();
+        let ack = tool("alert_ack", "POST", "/api/v1/alerts/{id}:ack", "alerts:ack");
         let call = ack
             .request(&json!({"id": "0193/../x", "comment": "on it"}))
             .unwrap();
@@ -394,7 +228,7 @@ mod tests {
         assert_eq!(call.path, "/api/v1/alerts/0193%2F..%2Fx:ack");
         assert_eq!(call.body, Some(json!({"comment": "on it"})));
         assert!(ack.request(&json!({})).is_err(), "the id is required");
-        let list = find("alerts_list").unwrap();
+        let list = tool("alerts_list", "GET", "/api/v1/alerts", "alerts:read");
         let call = list
             .request(&json!({"status": "open", "limit": 5}))
             .unwrap();
@@ -404,19 +238,15 @@ mod tests {
         assert_eq!(ack.input_schema()["required"], json!(["id"]));
     }
 
+    /// A tool writes unless its route's permission is a reading one, whatever its method (a
+    /// metric query is a POST that reads).
     #[test]
-    fn names_are_unique_and_writes_need_write_permissions() {
-        let mut names: Vec<&str> = CATALOG.iter().map(|t| t.name).collect();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), CATALOG.len());
-        for t in CATALOG {
-            assert_eq!(
-                t.write,
-                t.method != "GET" && t.name != "metrics_query",
-                "{}",
-                t.name
-            );
-        }
+    fn writes_are_the_routes_that_need_more_than_reading() {
+        assert!(tool("ack", "POST", "/a", "alerts:ack").write);
+        assert!(!tool("query", "POST", "/q", "metrics:read").write);
+        assert!(!tool("list", "GET", "/l", "alerts:read").write);
+        let catalog = Catalog::new(vec![tool("ack", "POST", "/a", "alerts:ack")]);
+        assert_eq!(catalog.find("ack").map(|t| t.path.as_str()), Some("/a"));
+        assert!(catalog.find("nack").is_none());
     }
 }

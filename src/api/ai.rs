@@ -8,7 +8,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery};
 use super::pagination::{Page, PageQuery, PageRules};
 use super::router::Route;
 use crate::ai::agent::{self, Target, TurnEvent};
-use crate::ai::tools::{ApiAnswer, ApiCall};
+use crate::ai::tools::{ApiAnswer, ApiCall, Catalog};
 use crate::ai::{AiError, ToolRunner};
 use crate::auth::Principal;
 use crate::model::ai::{
@@ -403,6 +403,8 @@ async fn conversation(
 /// router (access, deadline, handler, problem rendering) as the delegating principal.
 pub struct ApiRunner {
     pub router: axum::Router,
+    /// The tools the routes declare.
+    pub catalog: Catalog,
 }
 
 /// The address the delegating request came from (unspecified when it cannot be read).
@@ -417,6 +419,10 @@ fn caller_ip(actor: &Actor) -> IpAddr {
 const ANSWER_MAX: usize = 4 << 20;
 
 impl ToolRunner for ApiRunner {
+    fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
     fn run<'a>(
         &'a self,
         principal: &'a Principal,
@@ -462,18 +468,57 @@ impl ToolRunner for ApiRunner {
 
 #[cfg(test)]
 mod tests {
-    use crate::ai::tools::CATALOG;
+    use super::super::router::{routes, tool_of};
 
-    /// A tool is a route: the catalog names routes that exist, with their permissions.
+    /// The routes declare the tools: each name once, every path part among the arguments the
+    /// model is told of, and none lost (the catalog the agent and `/mcp` offered before the
+    /// routes declared them).
     #[test]
-    fn every_tool_is_a_route_with_its_permission() {
-        let routes = super::super::router::routes();
-        for t in CATALOG {
-            let route = routes
-                .iter()
-                .find(|r| r.method.as_str() == t.method && r.path == t.path)
-                .unwrap_or_else(|| panic!("{} names no route", t.name));
-            assert_eq!(route.permission, t.permission, "{}", t.name);
+    fn the_routes_declare_the_tools() {
+        let tools: Vec<_> = routes().iter().filter_map(tool_of).collect();
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(names.len(), before, "a name is declared twice");
+        for expected in [
+            "problems_list",
+            "alerts_list",
+            "alert_get",
+            "incidents_list",
+            "incident_get",
+            "objects_list",
+            "object_get",
+            "events_list",
+            "metrics_query",
+            "oncall_now",
+            "schedules_list",
+            "silences_list",
+            "downtimes_list",
+            "alert_ack",
+            "alert_resolve",
+            "alert_snooze",
+            "silence_create",
+            "downtime_create",
+            "check_now",
+            "incident_resolve",
+            "incident_merge",
+        ] {
+            assert!(
+                names.contains(&expected),
+                "{expected} is no longer declared"
+            );
+        }
+        for t in &tools {
+            let schema = t.input_schema();
+            for required in schema["required"].as_array().unwrap() {
+                let name = required.as_str().unwrap();
+                assert!(
+                    t.args.iter().any(|a| a.0 == name),
+                    "{}: {name} is no argument",
+                    t.name
+                );
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/alerts", list).permission("alerts:read").doc(
+        Route::get("/api/v1/alerts", list).permission("alerts:read").tool("alerts_list", "Alerts, newest first; filter by status (open, acked, resolved), severity or object.", &[("status", "string", "open, acked, resolved or expired"), ("severity", "string", "critical, warning or info"), ("objectId", "string", "the alert's object"), ("limit", "integer", "at most this many"), ("cursor", "string", "the nextCursor of the previous page")]).doc(
             "alerts",
             "List alerts",
             "Filters `objectId`, `ruleId`, `incidentId`, `status` (CSV of open, acked, resolved, expired), `severity` (CSV), `since` (opened at or after); newest first; limit 100 by default, at most 1000; `cursor` is the last alert id of the previous page. An unknown status or severity matches nothing.",
@@ -46,25 +46,25 @@ pub fn routes() -> Vec<Route> {
             "Optional `{from, to}` (default the last 24 hours, at most 1000 events); the answer as for `alert-rules:test`; an unknown rule is 404.",
         )
             .optional_body::<RuleTestRequest>().ok::<RuleTest>(),
-        Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").doc(
+        Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").tool("alert_get", "One alert with its labels, status and times.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Get an alert",
             "The alert with `eventIds`, the last 50 triggering event ids, oldest first.",
         )
             .ok::<Alert>(),
-        Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").doc(
+        Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").tool("alert_ack", "Acknowledge an open alert: escalation stops.", &[("id", "string", "the alert's id"), ("comment", "string", "why")]).doc(
             "alerts",
             "Acknowledge an alert",
             "Optional `{comment}`. Only from `open`: an alert in any other status is 404 `svc:not-found`. Writes an `ack` event and the audit entry with the change.",
         )
             .optional_body::<AckRequest>().ok::<Alert>(),
-        Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").doc(
+        Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").tool("alert_snooze", "Snooze an alert until a time or for a duration; it re-arms then.", &[("id", "string", "the alert's id"), ("duration", "string", "e.g. 30m"), ("until", "string", "RFC 3339 time")]).doc(
             "alerts",
             "Snooze an alert",
             "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (to the millisecond; CONTRACT 3 allows 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
         )
             .body::<SnoozeRequest>().ok::<Alert>(),
-        Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").doc(
+        Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").tool("alert_resolve", "Resolve an open or acknowledged alert.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Resolve an alert",
             "From `open` or `acked`; an alert already resolved or expired is 404 `svc:not-found`, as one acknowledged when not open (CONTRACT 3). Writes an `alert_resolved` event and the audit entry with the change.",

@@ -76,10 +76,18 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
             .await?;
         Ok::<_, Problem>(StatusCode::NO_CONTENT)
     };
+    let mut list = Route::get(list_path.clone(), list).permission(kind.read).doc(kind.name, "List documents", "Ordered by name; `q` matches the name or any text of the document (any case); limit 500 by default, at most 2000; `cursor` is the last name of the previous page.")
+        .query::<ListQuery>()
+        .answers_as(200, JSON, schemas::config_page(kind));
+    if kind.name == "schedules" {
+        list = list.tool(
+            "schedules_list",
+            "On-call schedules with their layers.",
+            &[("limit", "integer", "at most this many")],
+        );
+    }
     vec![
-        Route::get(list_path.clone(), list).permission(kind.read).doc(kind.name, "List documents", "Ordered by name; `q` matches the name or any text of the document (any case); limit 500 by default, at most 2000; `cursor` is the last name of the previous page.")
-            .query::<ListQuery>()
-            .answers_as(200, JSON, schemas::config_page(kind)),
+        list,
         Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`.")
             .body_as(JSON, schemas::config_document(kind, false), false)
             .answers_as(201, JSON, schemas::config_document(kind, true))

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/events", list).permission("events:read").doc(
+        Route::get("/api/v1/events", list).permission("events:read").tool("events_list", "The event journal, newest first: state changes, alerts, notifications.", &[("type", "string", "event type, e.g. state_change"), ("objectId", "string", "the event's object"), ("since", "string", "RFC 3339 time"), ("limit", "integer", "at most this many")]).doc(
             "events",
             "Search events",
             "Filters `types` (CSV), `objectId`, `sourceId`, `severity`, `from`, `to` (unparseable times are ignored), `site` (events a federation site forwarded); newest first (ts, then id); limit 200 by default, at most 1000; `cursor` is the last event id of the previous page.",

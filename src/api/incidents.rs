@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/incidents", list).permission("incidents:read").doc(
+        Route::get("/api/v1/incidents", list).permission("incidents:read").tool("incidents_list", "Incidents, newest first.", &[("status", "string", "open or resolved"), ("limit", "integer", "at most this many")]).doc(
             "incidents",
             "List incidents",
             "`open=true` keeps the unresolved ones; newest first (id descending); limit 50 by default, at most 500; `cursor` is the last incident id of the previous page.",
@@ -33,7 +33,7 @@ pub fn routes() -> Vec<Route> {
         )
             .body::<IncidentBody>().answers::<Incident>(201)
             .example(json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),
-        Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").doc(
+        Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").tool("incident_get", "One incident with its alerts and timeline.", &[("id", "string", "the incident's id")]).doc(
             "incidents",
             "Get an incident with its alerts and timeline",
             "The incident's fields (as the list's), `alerts` (its alerts), and `timeline`: its `incident_update` events and its alerts' events (opened, acknowledged, escalated, notified, resolved), newest first, at most 200. With `ETag: \"<version>\"`.",
@@ -45,13 +45,13 @@ pub fn routes() -> Vec<Route> {
             "`If-Match` required (428 `svc:precondition/if-match`; stale: 409 `svc:conflict/version`). Replaces the fields the body names, `status` (open, acked, resolved) included. Writes an `incident_update` event with `action: updated`.",
         )
             .body::<IncidentBody>().ok::<Incident>(),
-        Route::post("/api/v1/incidents/{id}:resolve", resolve).permission("incidents:write").doc(
+        Route::post("/api/v1/incidents/{id}:resolve", resolve).permission("incidents:write").tool("incident_resolve", "Resolve an incident.", &[("id", "string", "the incident's id")]).doc(
             "incidents",
             "Resolve an incident and its alerts",
             "The incident and its open or acknowledged alerts are resolved in one transaction: an `incident_update` event (`action: resolved`), an `alert_resolved` event and an audit entry per alert, their escalations stopped. An incident resolved already answers as it is. No If-Match.",
         )
             .no_body().ok::<Incident>(),
-        Route::post("/api/v1/incidents/{id}:merge", merge).permission("incidents:write").doc(
+        Route::post("/api/v1/incidents/{id}:merge", merge).permission("incidents:write").tool("incident_merge", "Merge other incidents into this one.", &[("id", "string", "the incident kept"), ("sourceIds", "array", "the incidents merged into it")]).doc(
             "incidents",
             "Merge incidents into this one",
             "`{sourceIds}`: the alerts of those incidents move into this one and they are resolved, in one transaction; `incident_update` events with `action: merged` say so on both sides (`merged` on this one, `mergedInto` on each source). A source the tenant does not have is 404; none, or this incident itself, is 422 `svc:validation/sourceIds`.",

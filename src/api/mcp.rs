@@ -10,7 +10,7 @@ use super::AppState;
 use super::access::Caller;
 use super::error::{Code, Problem};
 use super::router::Route;
-use crate::ai::{ToolOutcome, tools};
+use crate::ai::ToolOutcome;
 use crate::model::ai::ToolMode;
 use axum::Json;
 use axum::body::Bytes;
@@ -341,7 +341,10 @@ fn discover() -> Value {
 
 async fn tools_list(st: &AppState, c: &Caller) -> Result<Value, (i64, String)> {
     let policy = st.ai.policy(c.principal.tenant).await.map_err(internal)?;
-    let listed: Vec<Value> = tools::CATALOG
+    let listed: Vec<Value> = st
+        .ai
+        .catalog()
+        .map_err(internal)?
         .iter()
         .filter(|t| c.principal.allows(t.permission) && policy.mode(t.name, t.write) != ToolMode::Deny)
         .map(|t| {
@@ -373,8 +376,10 @@ fn tool_text(value: &Value, is_error: bool) -> Value {
 
 async fn tools_call(st: &AppState, c: &Caller, params: &Value) -> Result<Value, (i64, String)> {
     let name = params["name"].as_str().unwrap_or_default();
-    let tool =
-        tools::find(name).ok_or_else(|| (INVALID_PARAMS, format!("unknown tool {name:?}")))?;
+    let catalog = st.ai.catalog().map_err(internal)?;
+    let tool = catalog
+        .find(name)
+        .ok_or_else(|| (INVALID_PARAMS, format!("unknown tool {name:?}")))?;
     let args = params.get("arguments").cloned().unwrap_or(json!({}));
     match st
         .ai

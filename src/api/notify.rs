@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/oncall/now", on_call_now).permission("oncall:read").doc(
+        Route::get("/api/v1/oncall/now", on_call_now).permission("oncall:read").tool("oncall_now", "Who is on call now, per schedule.", &[]).doc(
             "oncall",
             "Who is on call",
             "A JSON array with one entry per schedule: `{schedule, shifts: [{contactId, contact, start, end, layer, override}], contacts: [Contact]}`; `shifts` is empty when nobody is on call. Resolution: the first override covering now, else the first layer whose restriction covers now.",

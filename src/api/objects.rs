@@ -8,6 +8,7 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{OBJECTS, Page, PageQuery};
 use super::router::{JSON, Route};
 use super::schemas;
+use crate::ai::tools::LIST_ARGS;
 use crate::inventory::objects::BatchRequest;
 use crate::inventory::objects::BatchResult;
 use crate::model::Selector;
@@ -28,7 +29,7 @@ use uuid::Uuid;
 pub fn routes() -> Vec<Route> {
     const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `state` (state labels, comma-separated: `CRITICAL,WARNING`, `DOWN`, `PENDING` before the first result; any case; implies `withState`), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
     vec![
-        Route::get("/api/v1/objects", list_all).permission("objects:read").doc("objects", "List hosts and services", LIST)
+        Route::get("/api/v1/objects", list_all).permission("objects:read").tool("objects_list", "Hosts and services with their current state.", LIST_ARGS).doc("objects", "List hosts and services", LIST)
             .query::<ListQuery>().ok::<Page<ObjectView>>(),
         Route::get("/api/v1/hosts", list_hosts).permission("objects:read").doc("objects", "List hosts", LIST)
             .query::<ListQuery>().ok::<Page<ObjectView>>(),
@@ -44,7 +45,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
             .body::<ObjectBody>().answers::<Object>(201)
             .example(json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
-        Route::get("/api/v1/objects/{id}", get).permission("objects:read").doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version.")
+        Route::get("/api/v1/objects/{id}", get).permission("objects:read").tool("object_get", "One host or service with its state.", &[("id", "string", "the object's id")]).doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version.")
             .ok::<ObjectView>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")
             .body::<ObjectBody>().ok::<Object>(),
@@ -61,7 +62,7 @@ pub fn routes() -> Vec<Route> {
             .example(json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
         Route::get("/api/v1/agent/checks", agent_checks).permission("objects:read").doc("agent", "A host's agent checks", "`host` (required): the services of that host whose `checkCommand` is `agent:exec:<plugin>`, which the server never runs: `{host, checks: [{service, command, args, intervalSeconds, timeoutSeconds}]}`, `command` the plugin, `args` with macros expanded except `$SECRET:name$`. The host's agent polls this and reports the results with `POST /results`. No such host: 404.")
             .query::<AgentQuery>().ok::<AgentChecks>(),
-        Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").doc(
+        Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").tool("check_now", "Run an object's check at once.", &[("id", "string", "the object's id")]).doc(
             "objects",
             "Run the object's check now",
             "202; the check runs at once (its regular cadence is unchanged) and its result goes through the state machine like any other.",

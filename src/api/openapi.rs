@@ -219,6 +219,10 @@ mod generator {
         if !guarded {
             op["security"] = json!([]);
         }
+        // The AI tool the route is offered as (`/mcp`, `GET /api/v1/ai/tools`).
+        if let Some(tool) = &r.tool {
+            op["x-svc-tool"] = json!(tool.name);
+        }
         op
     }
 

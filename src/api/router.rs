@@ -9,6 +9,7 @@ use super::{
     incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports, results,
     secrets, sites, suppressions, system, ui, users,
 };
+use crate::ai::tools::{Arg, Catalog, Tool, ToolDecl};
 use axum::Router;
 use axum::extract::Request;
 use axum::handler::Handler;
@@ -65,6 +66,8 @@ pub struct Route {
     /// Problem documents the route answers beyond those its access and input imply: status
     /// and what it means (with the code).
     pub failures: Vec<(u16, &'static str)>,
+    /// Offered to the AI agent and `/mcp` as this tool (`ai::tools::Catalog`).
+    pub tool: Option<ToolDecl>,
     handler: MethodRouter<AppState>,
 }
 
@@ -152,8 +155,25 @@ impl Route {
             headers: Vec::new(),
             responses: Vec::new(),
             failures: Vec::new(),
+            tool: None,
             handler,
         }
+    }
+
+    /// Offers the route as a tool: `name` and `description` for the model, its `args` (path
+    /// parts are required); method, path and permission are the route's.
+    pub fn tool(
+        mut self,
+        name: &'static str,
+        description: &'static str,
+        args: &'static [Arg],
+    ) -> Self {
+        self.tool = Some(ToolDecl {
+            name,
+            description,
+            args,
+        });
+        self
     }
 
     pub fn get<H: Handler<T, AppState>, T: 'static>(path: impl Into<String>, h: H) -> Self {
@@ -414,7 +434,9 @@ fn split_verb(verbs: &HashSet<String>, mut req: Request) -> Request {
 pub fn build_router(state: AppState) -> Router {
     let mut by_path: BTreeMap<String, MethodRouter<AppState>> = BTreeMap::new();
     let mut verbs = HashSet::new();
+    let mut tools = Vec::new();
     for r in routes() {
+        tools.extend(tool_of(&r));
         let access = Access {
             state: state.clone(),
             permission: r.permission,
@@ -450,8 +472,26 @@ pub fn build_router(state: AppState) -> Router {
         Router::new().fallback_service(inner.map_request(move |req| split_verb(&verbs, req)));
     state.ai.set_runner(Arc::new(ai::ApiRunner {
         router: router.clone(),
+        catalog: Catalog::new(tools),
     }));
     router
+}
+
+/// The tool a route declares, if any.
+pub fn tool_of(r: &Route) -> Option<Tool> {
+    r.tool
+        .map(|decl| Tool::of(decl, method_name(&r.method), &r.path, r.permission))
+}
+
+/// A route's method as the tool calls name it.
+fn method_name(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        _ => "GET",
+    }
 }
 
 #[cfg(test)]

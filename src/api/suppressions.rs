@@ -18,13 +18,13 @@ use serde_json::json;
 
 pub fn routes() -> Vec<Route> {
     vec![
-        Route::get("/api/v1/silences", silences).permission("objects:read").doc(
+        Route::get("/api/v1/silences", silences).permission("objects:read").tool("silences_list", "Silences, active and future.", &[]).doc(
             "silences",
             "List silences",
             "All of the tenant's silences (at most 1000), latest `expiresAt` first; `active=true` keeps those in effect now.",
         )
             .query::<ActiveQuery>().ok::<Page<Silence>>(),
-        Route::post("/api/v1/silences", create_silence).permission("silences:write").doc(
+        Route::post("/api/v1/silences", create_silence).permission("silences:write").tool("silence_create", "Silence alerts matching a selector until a time.", &[("selector", "string", "label selector of the alerts silenced"), ("expiresAt", "string", "RFC 3339 time"), ("comment", "string", "why")]).doc(
             "silences",
             "Create a silence",
             "`{comment (required), expiresAt (required, in the future, at most 90 days ahead), startsAt (default now), selector (labels of the alert), textRegex (matched against the alert title)}`; 201 with `id, tenantId, createdAt, createdBy, version`; a `silence` event. A silence never stops an alert from opening: an alert it matches gets a `notification` event with status `suppressed`.",
@@ -37,13 +37,13 @@ pub fn routes() -> Vec<Route> {
             "204; `expiresAt` becomes now.",
         )
             .answers_empty(204),
-        Route::get("/api/v1/downtimes", downtimes).permission("objects:read").doc(
+        Route::get("/api/v1/downtimes", downtimes).permission("objects:read").tool("downtimes_list", "Scheduled downtimes.", &[]).doc(
             "downtimes",
             "List downtimes",
             "All of the tenant's downtimes (at most 1000), latest `start` first; `active=true` keeps those in effect now.",
         )
             .query::<ActiveQuery>().ok::<Page<Downtime>>(),
-        Route::post("/api/v1/downtimes", create_downtime).permission("downtimes:write").doc(
+        Route::post("/api/v1/downtimes", create_downtime).permission("downtimes:write").tool("downtime_create", "Schedule a downtime for an object or a selector.", &[("objectId", "string", "the object"), ("selector", "string", "or a label selector"), ("start", "string", "RFC 3339 time"), ("end", "string", "RFC 3339 time"), ("comment", "string", "why")]).doc(
             "downtimes",
             "Create a downtime",
             "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
