@@ -292,6 +292,9 @@ pub struct AiConfig {
     /// Tokens a tenant may spend a calendar month (UTC); a `system` warning event at 80 %,
     /// and turns are refused once it is spent.
     pub monthly_token_budget: u64,
+    /// Days a conversation (`/ai/conversations`, which no route deletes) is kept after its last
+    /// turn; older ones go, with their messages, in a later conversation turn of the tenant.
+    pub conversation_retention_days: u32,
     /// Agent turns running at once in the whole instance; more are refused (503), as AI work
     /// is the first to give way.
     pub max_concurrent_turns: usize,
@@ -306,6 +309,7 @@ impl Default for AiConfig {
             api_key: SecretString::default(),
             endpoints: Vec::new(),
             monthly_token_budget: 50_000_000,
+            conversation_retention_days: 90,
             max_concurrent_turns: 4,
         }
     }
@@ -886,6 +890,9 @@ impl Config {
         }
         if self.ai.max_concurrent_turns == 0 {
             p.push("ai.maxConcurrentTurns: at least 1".into());
+        }
+        if self.ai.conversation_retention_days == 0 {
+            p.push("ai.conversationRetentionDays: at least 1".into());
         }
         p
     }

@@ -23,6 +23,7 @@ by the tenant's policy: say so plainly. Be brief and name the objects and alerts
 const RESULT_MAX: usize = 16 * 1024;
 
 /// Where a turn's messages are kept.
+#[derive(Clone)]
 pub enum Target {
     Chat(Chat),
     Conversation(Conversation),

@@ -317,6 +317,14 @@ pub struct Action {
     pub result: Option<Value>,
 }
 
+/// A tenant's token use in one calendar month (UTC), and whether it was warned of its budget.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUse {
+    pub tokens: u64,
+    pub warned: bool,
+}
+
 /// `POST /api/v1/ai/connections/{id}:test`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]

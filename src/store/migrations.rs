@@ -121,6 +121,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "channel failures",
         apply: create_channel_failures_table,
     },
+    Migration {
+        version: 21,
+        name: "AI records in tables of their own",
+        apply: super::ai::move_out_of_settings,
+    },
 ];
 
 pub const SCHEMA_VERSION: &str = "schema_version";

@@ -3,6 +3,7 @@
 //! beside it by one commit with quick repair (so opening after a crash takes seconds), and an I/O
 //! error (disk full) takes the store offline until the recovery worker has reopened it.
 
+mod ai;
 pub mod alerts;
 mod audit;
 pub mod backup;

@@ -149,6 +149,20 @@ pub const CHANNEL_FAILURES: TableDefinition<&[u8], &[u8]> =
 pub const DISCOVERY_SCANS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("discovery_scan_by_tenant_id");
 
+/// The AI agent's chats and conversations (threads) by tenant + id, without their messages.
+pub const AI_CHATS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("ai_chat_by_tenant_id");
+pub const AI_CONVERSATIONS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("ai_conversation_by_tenant_id");
+/// A thread's messages by tenant + thread id + message id (UUIDv7: the order they were written).
+pub const AI_MESSAGES: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("ai_message_by_tenant_thread_id");
+/// Tool calls proposed to a person by tenant + id.
+pub const AI_ACTIONS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("ai_action_by_tenant_id");
+/// A tenant's token use by tenant + month (`2026-12`).
+pub const AI_USAGE: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("ai_usage_by_tenant_month");
+
 /// Every table of the main database, handed to `$apply!(args…, [TABLES])`: the one list the
 /// backups, the copy between backends and the PostgreSQL schema are made from.
 macro_rules! every_table {
@@ -198,7 +212,12 @@ macro_rules! every_table {
             REPORT_CONTENT,
             RATE_BUCKETS,
             DISCOVERY_SCANS,
-            CHANNEL_FAILURES
+            CHANNEL_FAILURES,
+            AI_CHATS,
+            AI_CONVERSATIONS,
+            AI_MESSAGES,
+            AI_ACTIONS,
+            AI_USAGE
         ])
     };
 }

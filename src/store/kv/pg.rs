@@ -59,6 +59,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         "tables the store gained since: rate-limit buckets, discovery scans",
     ),
     (7, "tables the store gained since: channel failures"),
+    (
+        8,
+        "tables the store gained since: the AI agent's records, moved out of the settings",
+    ),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
@@ -844,6 +848,7 @@ fn migrate(conn: &mut Conn) -> Result<(), StoreError> {
 fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     match version {
         1 | 6 | 7 => store_tables(conn),
+        8 => store_tables(conn).and_then(|()| move_ai_records(conn)),
         // Keys as the month files' are (tenant, time, id), so a page reads one index range;
         // the other indexes serve the filters the month files index. Times are milliseconds,
         // the partition key: each month is a partition `events_YYYYMM` made as it is first
@@ -946,6 +951,42 @@ fn store_tables(conn: &mut Conn) -> Result<(), StoreError> {
         ],
     )
     .map(drop)
+}
+
+/// The redb store's migration 21 on PostgreSQL: the AI agent's old records leave the settings
+/// table for their own tables, as `store::ai::moved_rows` plans them.
+fn move_ai_records(conn: &mut Conn) -> Result<(), StoreError> {
+    use super::super::ai::{is_old_record, moved_rows};
+    let settings = table(redb::TableHandle::name(&super::super::tables::SETTINGS));
+    for row in conn.query(&format!("SELECT k, v FROM {settings}"), &[])? {
+        let (key, value): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
+        let Some(local) = key.get(16..).and_then(|l| std::str::from_utf8(l).ok()) else {
+            continue;
+        };
+        if !is_old_record(local) {
+            continue;
+        }
+        let tenant = super::super::keys::stored_uuid(&key[..16], "a setting's tenant")?;
+        let value: serde_json::Value = super::super::codec::decode(&value)?;
+        match moved_rows(tenant, local, value) {
+            Ok(rows) => {
+                for r in rows {
+                    conn.execute(
+                        &format!(
+                            "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
+                            table(redb::TableHandle::name(&r.table))
+                        ),
+                        &[&r.key, &r.value],
+                    )?;
+                }
+                conn.execute(&format!("DELETE FROM {settings} WHERE k = $1"), &[&key])?;
+            }
+            Err(why) => {
+                tracing::warn!(setting = local, %why, "an AI record no longer reads; it stays in the settings");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Who holds the lease, for the lease row and the other processes' log: host and process.
