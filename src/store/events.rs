@@ -369,26 +369,47 @@ impl MonthFile {
 }
 
 pub struct EventStore {
-    backend: Backend,
+    backend: Box<dyn MonthStore>,
     writer: Writer<Msg>,
 }
 
-/// Where the months of events are kept.
-enum Backend {
-    /// One redb file per month in the data directory.
-    Files(MonthFiles),
-    /// A table partitioned by month in PostgreSQL.
-    #[cfg(feature = "postgres")]
-    Postgres(pg::Partitions),
-}
-
-impl Backend {
+/// Where the months of events are kept: the one seam between the event store and its
+/// backends, one redb file per month in the data directory (`MonthFiles`) or a table
+/// partitioned by month in PostgreSQL (`pg::Partitions`). Blocking, on the writer thread or a
+/// reader's.
+trait MonthStore: Send + Sync {
+    /// Months holding events, oldest first.
+    fn months(&self) -> Vec<u32>;
+    /// Commits one month's events; `durable` asks for them to be synced with it.
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        durable: bool,
+    ) -> Result<(), StoreError>;
+    /// Makes the commits so far durable.
+    fn sync(&self) -> Result<(), StoreError>;
+    /// Whether object keys wait to be filed into their runs (then the writer comes back when
+    /// idle); `file_object_keys` files them, all with `force`.
+    fn has_unfiled_keys(&self) -> bool;
+    fn file_object_keys(&self, force: bool);
+    /// Tells the processes sharing the store that forwarded events are stored; false where
+    /// none shares it.
+    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError>;
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError>;
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError>;
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError>;
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError>;
+    /// Removes the months before `keep_from` whole; answers those removed.
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32>;
+    /// Snapshots every month into `dir` as redb month files; their names.
+    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError>;
+    /// Lets go of what it holds open.
+    fn close(&self);
+    /// The month files, for the tests that look inside one.
+    #[cfg(test)]
     fn files(&self) -> Option<&MonthFiles> {
-        match self {
-            Backend::Files(files) => Some(files),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(_) => None,
-        }
+        None
     }
 }
 
@@ -402,7 +423,7 @@ impl EventStore {
     /// Opens the month files already in `dir` lazily and starts the writer thread.
     pub fn open(dir: &Path) -> Result<Arc<EventStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        Self::start(Backend::Files(MonthFiles::new(dir)))
+        Self::start(Box::new(MonthFiles::new(dir)))
     }
 
     /// The event store of a backing: the data directory's month files, or PostgreSQL's (its
@@ -412,12 +433,12 @@ impl EventStore {
             super::Backing::File => Self::open(dir),
             #[cfg(feature = "postgres")]
             super::Backing::Postgres(target) => {
-                Self::start(Backend::Postgres(pg::Partitions::open(target)?))
+                Self::start(Box::new(pg::Partitions::open(target)?))
             }
         }
     }
 
-    fn start(backend: Backend) -> Result<Arc<EventStore>, StoreError> {
+    fn start(backend: Box<dyn MonthStore>) -> Result<Arc<EventStore>, StoreError> {
         let (writer, inbox) = Writer::new(16_384);
         let store = Arc::new(EventStore { backend, writer });
         let worker = store.clone();
@@ -430,49 +451,17 @@ impl EventStore {
     /// Snapshots every month into `dir` for a backup, one redb month file each (whichever the
     /// backend: a backup restores into a data directory); the file names.
     pub fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
-        match &self.backend {
-            Backend::Files(files) => files.snapshot(dir),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => {
-                let target = MonthFiles::new(dir);
-                for month in partitions.months()? {
-                    partitions.each_of_month(month, &mut |events| {
-                        let rows: Vec<(&Event, &[u8])> =
-                            events.iter().map(|(e, row)| (e, row.as_slice())).collect();
-                        target.commit(month, &rows, true)
-                    })?;
-                }
-                // Filed, so each file is complete; they close as `target` goes.
-                target.file_object_keys(true);
-                Ok(target.months().into_iter().map(file_name).collect())
-            }
-        }
+        self.backend.snapshot(dir)
     }
 
     /// Months holding events (PostgreSQL: partitions, one made ahead), oldest first.
     pub fn months(&self) -> Vec<u32> {
-        match &self.backend {
-            Backend::Files(files) => files.months(),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.months().unwrap_or_else(|e| {
-                tracing::error!(error = %e, "cannot list the event partitions");
-                Vec::new()
-            }),
-        }
+        self.backend.months()
     }
 
     fn write_loop(&self, mut inbox: Inbox<Msg>) {
-        let idle = || {
-            self.backend
-                .files()
-                .filter(|files| files.has_unfiled_keys())
-                .map(|_| FILE_IDLE)
-        };
-        let file_keys = |force: bool| {
-            if let Some(files) = self.backend.files() {
-                files.file_object_keys(force);
-            }
-        };
+        let idle = || self.backend.has_unfiled_keys().then_some(FILE_IDLE);
+        let file_keys = |force: bool| self.backend.file_object_keys(force);
         loop {
             let first = match inbox.recv_within(idle()) {
                 Ok(first) => first,
@@ -533,11 +522,7 @@ impl EventStore {
         }
         let result = by_month
             .into_iter()
-            .try_for_each(|(month, events)| match &self.backend {
-                Backend::Files(files) => files.commit(month, &events, durable),
-                #[cfg(feature = "postgres")]
-                Backend::Postgres(partitions) => partitions.commit(month, &events),
-            });
+            .try_for_each(|(month, events)| self.backend.commit(month, &events, durable));
         for a in batch {
             let _ = a.ack.send(result.clone());
         }
@@ -545,10 +530,7 @@ impl EventStore {
 
     /// Makes the month files' commits durable (PostgreSQL's are at once).
     fn sync_files(&self) -> Result<(), StoreError> {
-        match self.backend.files() {
-            Some(files) => files.sync(),
-            None => Ok(()),
-        }
+        self.backend.sync()
     }
 
     /// Resolves once every event stored before this call is durable.
@@ -611,37 +593,21 @@ impl EventStore {
     /// federation site, stored with the site's ids, so not in the journal the relays read) are
     /// stored: each process's relay publishes them (`Store::take_forwarded`). False where no
     /// other process shares the store (the month files): the caller publishes them. Blocking.
-    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
-        match &self.backend {
-            Backend::Files(_) => Ok(false),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => {
-                let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
-                partitions.announce(&keys).map(|()| true)
-            }
-        }
+        self.backend.announce_forwarded(events)
     }
 
     /// The stored events of `keys`, in id order; keys of events no longer stored are left
     /// out. Blocking.
     pub fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
-        let mut found = match &self.backend {
-            Backend::Files(files) => files.by_keys(keys)?,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.by_keys(keys)?,
-        };
+        let mut found = self.backend.by_keys(keys)?;
         found.sort_by_key(|e| e.id);
         Ok(found)
     }
 
     /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
     pub fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        match &self.backend {
-            Backend::Files(files) => files.contains(tenant, ts, id),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.contains(tenant, ts, id),
-        }
+        self.backend.contains(tenant, ts, id)
     }
 
     /// Resolves once every append queued before this call is committed (or failed).
@@ -687,38 +653,88 @@ impl EventStore {
     }
 
     fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
-        match &self.backend {
-            Backend::Files(files) => files.read(filter, scan),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.read(filter, scan),
-        }
+        self.backend.read(filter, scan)
     }
 
     /// How many events of `month` (all tenants) lie after `after`. Blocking.
     pub fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
-        match &self.backend {
-            Backend::Files(files) => files.count_after(month, after),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.count_after(month, after),
-        }
+        self.backend.count_after(month, after)
     }
 
     /// Removes the months older than `keep_from` (a `YYYYMM`), whole files or partitions;
     /// returns the months removed.
     pub fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
-        match &self.backend {
-            Backend::Files(files) => files.remove_months_before(keep_from),
-            #[cfg(feature = "postgres")]
-            Backend::Postgres(partitions) => partitions.remove_months_before(keep_from),
-        }
+        self.backend.remove_months_before(keep_from)
     }
 
     /// Stops the writer after it has committed everything queued, and closes the files.
     pub fn close(&self) {
         self.writer.close();
-        if let Some(files) = self.backend.files() {
-            files.files.locked().clear();
-        }
+        self.backend.close();
+    }
+}
+
+impl MonthStore for MonthFiles {
+    fn months(&self) -> Vec<u32> {
+        MonthFiles::months(self)
+    }
+
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        durable: bool,
+    ) -> Result<(), StoreError> {
+        MonthFiles::commit(self, month, events, durable)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        MonthFiles::sync(self)
+    }
+
+    fn has_unfiled_keys(&self) -> bool {
+        MonthFiles::has_unfiled_keys(self)
+    }
+
+    fn file_object_keys(&self, force: bool) {
+        MonthFiles::file_object_keys(self, force);
+    }
+
+    fn announce_forwarded(&self, _: &[Arc<Event>]) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        MonthFiles::by_keys(self, keys)
+    }
+
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+        MonthFiles::contains(self, tenant, ts, id)
+    }
+
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+        MonthFiles::read(self, filter, scan)
+    }
+
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+        MonthFiles::count_after(self, month, after)
+    }
+
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+        MonthFiles::remove_months_before(self, keep_from)
+    }
+
+    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        MonthFiles::snapshot(self, dir)
+    }
+
+    fn close(&self) {
+        self.files.locked().clear();
+    }
+
+    #[cfg(test)]
+    fn files(&self) -> Option<&MonthFiles> {
+        Some(self)
     }
 }
 

@@ -12,6 +12,8 @@ use crate::store::StoreError;
 use crate::store::event_rows::decode_event;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
 use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -372,6 +374,78 @@ pub(in crate::store) fn copy_month_files(
         })?;
     }
     Ok(copied)
+}
+
+impl super::MonthStore for Partitions {
+    fn months(&self) -> Vec<u32> {
+        Partitions::months(self).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot list the event partitions");
+            Vec::new()
+        })
+    }
+
+    /// Durable once committed: PostgreSQL syncs its commits.
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        _durable: bool,
+    ) -> Result<(), StoreError> {
+        Partitions::commit(self, month, events)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The partitions' indexes are PostgreSQL's.
+    fn has_unfiled_keys(&self) -> bool {
+        false
+    }
+
+    fn file_object_keys(&self, _force: bool) {}
+
+    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
+        let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
+        self.announce(&keys).map(|()| true)
+    }
+
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        Partitions::by_keys(self, keys)
+    }
+
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+        Partitions::contains(self, tenant, ts, id)
+    }
+
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+        Partitions::read(self, filter, scan)
+    }
+
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+        Partitions::count_after(self, month, after)
+    }
+
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+        Partitions::remove_months_before(self, keep_from)
+    }
+
+    /// A backup restores into a data directory: each partition becomes a month file.
+    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        let target = super::MonthFiles::new(dir);
+        for month in Partitions::months(self)? {
+            self.each_of_month(month, &mut |events| {
+                let rows: Vec<(&Event, &[u8])> =
+                    events.iter().map(|(e, row)| (e, row.as_slice())).collect();
+                target.commit(month, &rows, true)
+            })?;
+        }
+        // Filed, so each file is complete; they close as `target` goes.
+        target.file_object_keys(true);
+        Ok(target.months().into_iter().map(super::file_name).collect())
+    }
+
+    fn close(&self) {}
 }
 
 #[cfg(test)]
