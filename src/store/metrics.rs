@@ -127,17 +127,54 @@ fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
 }
 
 pub struct MetricsStore {
-    /// The database's tables when the series live in PostgreSQL; else `metrics.redb` at `path`.
-    #[cfg(feature = "postgres")]
-    postgres: Option<pg::Tables>,
-    path: PathBuf,
-    /// Set once the file is open (at start, or later by the writer thread).
-    db: OnceLock<Arc<Database>>,
+    backend: Box<dyn SeriesStore>,
     writer: Writer<Msg>,
-    unfiled: Mutex<Unfiled>,
     series: AtomicU64,
     refused: AtomicU64,
     failed: AtomicU64,
+}
+
+/// Where series and their samples are kept: the one seam between the metric store and its
+/// backends, `metrics.redb` (`MetricFile`: samples journaled, then filed into raw rows and
+/// aggregates) or PostgreSQL's tables (`pg::Tables`). Blocking, on the writer thread or a
+/// reader's.
+trait SeriesStore: Send + Sync {
+    /// Opens what it keeps (the file: repaired after a crash, its journal read back) and
+    /// reads the series index.
+    fn load(&self) -> Result<SeriesIndex, StoreError>;
+    /// Stores the samples of known series, creating new series up to the cap; answers how
+    /// many samples were refused for it.
+    fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<u64, StoreError>;
+    /// Whether a commit waits for a later durable one (`sync`, `file_unfiled`).
+    fn durable_later(&self) -> bool;
+    fn sync(&self) -> Result<(), StoreError>;
+    /// Samples committed and not filed yet.
+    fn unfiled(&self) -> usize;
+    /// Files them in a durable commit.
+    fn file_unfiled(&self, index: &SeriesIndex) -> Result<(), StoreError>;
+    /// Removes what each tier no longer keeps and the series of deleted objects (with
+    /// nothing unfiled); answers the rows removed.
+    fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError>;
+    fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError>;
+    fn points(
+        &self,
+        tenant: Uuid,
+        object: Uuid,
+        metric: &str,
+        tier: Tier,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Option<SeriesPoints>, StoreError>;
+    /// Writes `metrics.redb` into `dir` for a backup; `None` while nothing is open.
+    fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError>;
+}
+
+/// `metrics.redb`: the series, the journal of unfiled samples, raw rows and aggregates.
+struct MetricFile {
+    path: PathBuf,
+    /// Set once the file is open (at start, or later by the writer thread).
+    db: OnceLock<Arc<Database>>,
+    unfiled: Mutex<Unfiled>,
 }
 
 /// One sample of a known series as the journal and memory hold it.
@@ -302,23 +339,19 @@ impl MetricsStore {
     /// database that cannot be reached is tried again every second, as a file is).
     pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<MetricsStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
-        #[cfg(feature = "postgres")]
-        let postgres = match backing {
-            super::Backing::File => None,
-            super::Backing::Postgres(target) => Some(pg::Tables::open(target)?),
+        let backend: Box<dyn SeriesStore> = match backing {
+            super::Backing::File => Box::new(MetricFile {
+                path: dir.join(FILE),
+                db: OnceLock::new(),
+                unfiled: Mutex::new(Unfiled::default()),
+            }),
+            #[cfg(feature = "postgres")]
+            super::Backing::Postgres(target) => Box::new(pg::Tables::open(target)?),
         };
-        // Without the `postgres` feature every backing is a file.
-        #[cfg(not(feature = "postgres"))]
-        let super::Backing::File = backing;
-        let path = dir.join(FILE);
         let (writer, inbox) = Writer::new(1024);
         let store = Arc::new(MetricsStore {
-            #[cfg(feature = "postgres")]
-            postgres,
-            path,
-            db: OnceLock::new(),
+            backend,
             writer,
-            unfiled: Mutex::new(Unfiled::default()),
             series: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -344,60 +377,11 @@ impl MetricsStore {
         Ok(store)
     }
 
-    /// Opens the file (repairing it after a crash), makes its tables, reads the series index
-    /// and the unfiled journal; on PostgreSQL, reads the series index.
+    /// Opens the backend and reads the series index.
     fn load(&self) -> Result<SeriesIndex, StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            let index = tables.load()?;
-            self.series
-                .store(index.by_key.len() as u64, Ordering::Relaxed);
-            return Ok(index);
-        }
-        let mut builder = Database::builder();
-        builder.set_cache_size(CACHE_BYTES);
-        let db = builder.create(&self.path).map_err(StoreError::from_open)?;
-        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
-        tx.set_quick_repair(true);
-        tx.open_table(RAW).map_err(StoreError::from_redb)?;
-        tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
-        tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
-        let mut index = SeriesIndex {
-            next_id: counter(&tx, "next_series_id")?,
-            ..SeriesIndex::default()
-        };
-        for row in tx
-            .open_table(SERIES)
-            .map_err(StoreError::from_redb)?
-            .iter()
-            .map_err(StoreError::from_redb)?
-        {
-            let (k, v) = row.map_err(StoreError::from_redb)?;
-            let info: SeriesInfo = decode(v.value())?;
-            index.keys.insert(info.id, k.value().to_vec());
-            index
-                .by_key
-                .insert(k.value().to_vec(), (info.id, info.unit));
-        }
-        let mut unfiled = Unfiled {
-            filings: counter(&tx, "filings")?,
-            ..Unfiled::default()
-        };
-        for row in tx
-            .open_table(UNFILED)
-            .map_err(StoreError::from_redb)?
-            .iter()
-            .map_err(StoreError::from_redb)?
-        {
-            let (seq, packed) = row.map_err(StoreError::from_redb)?;
-            unfiled.points.extend(unpack(packed.value())?);
-            unfiled.next_seq = seq.value() + 1;
-        }
-        tx.commit().map_err(StoreError::from_redb)?;
+        let index = self.backend.load()?;
         self.series
             .store(index.by_key.len() as u64, Ordering::Relaxed);
-        *self.unfiled() = unfiled;
-        let _ = self.db.set(Arc::new(db));
         Ok(index)
     }
 
@@ -421,43 +405,10 @@ impl MetricsStore {
         }
     }
 
-    /// Snapshots the metric database into `dir` for a backup; `None` while it is not open.
+    /// Snapshots the metric database into `dir` for a backup (`metrics.redb`, whichever the
+    /// backend); `None` while it is not open.
     pub fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            tables.write_file(&dir.join(FILE))?;
-            return Ok(Some(FILE.to_string()));
-        }
-        let Ok(db) = self.db() else {
-            return Ok(None);
-        };
-        super::backup::snapshot_db(db, &dir.join(FILE), |from, to| {
-            super::backup::copy_tables!(
-                from,
-                to,
-                [SERIES, COUNTERS, UNFILED, RAW, FIVE_MINUTES, ONE_HOUR]
-            )
-        })?;
-        Ok(Some(FILE.to_string()))
-    }
-
-    /// The open database, or `Unavailable` while it could not be opened.
-    fn db(&self) -> Result<&Arc<Database>, StoreError> {
-        self.db
-            .get()
-            .ok_or_else(|| StoreError::Unavailable("the metric store is not open".into()))
-    }
-
-    fn unfiled(&self) -> std::sync::MutexGuard<'_, Unfiled> {
-        self.unfiled.locked()
-    }
-
-    fn unfiled_copy(&self) -> UnfiledCopy {
-        let unfiled = self.unfiled();
-        UnfiledCopy {
-            points: unfiled.points.clone(),
-            filings: unfiled.filings,
-        }
+        self.backend.snapshot(dir)
     }
 
     /// Queues samples for the next group commit and resolves once they are stored; blocks
@@ -498,7 +449,7 @@ impl MetricsStore {
         // Since the first sample commit not yet durable.
         let mut unsynced: Option<Stopwatch> = None;
         loop {
-            let idle_work = (!self.unfiled().points.is_empty()).then_some(FILE_IDLE);
+            let idle_work = (self.backend.unfiled() > 0).then_some(FILE_IDLE);
             let sync_due = unsynced.map(|since| SYNC_WITHIN.saturating_sub(since.elapsed()));
             let first = match early
                 .next()
@@ -541,7 +492,7 @@ impl MetricsStore {
             }
             if !samples.is_empty() {
                 match self.commit(&samples, &mut index) {
-                    Ok(()) if self.durable_later() => {
+                    Ok(()) if self.backend.durable_later() => {
                         unsynced.get_or_insert_with(Stopwatch::start);
                     }
                     Ok(()) => {}
@@ -562,22 +513,176 @@ impl MetricsStore {
                 let _ = ack.send(self.remove_expired(&p, &mut index));
             }
             inbox.finished();
-            if self.unfiled().points.len() >= FILE_AFTER {
+            if self.backend.unfiled() >= FILE_AFTER {
                 self.file(&index, &mut unsynced);
             }
         }
     }
 
-    /// Journals the samples of known series, creating new series up to the cap.
+    /// Stores the samples of known series, creating new series up to the cap.
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<(), StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            let refused = tables.commit(samples, index)?;
-            self.series
-                .store(index.by_key.len() as u64, Ordering::Relaxed);
-            self.refused.fetch_add(refused, Ordering::Relaxed);
-            return Ok(());
+        let refused = self.backend.commit(samples, index)?;
+        self.series
+            .store(index.by_key.len() as u64, Ordering::Relaxed);
+        self.refused.fetch_add(refused, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Makes the sample commits since the last durable one durable; a failure leaves them to
+    /// the next try.
+    fn sync(&self, unsynced: &mut Option<Stopwatch>) {
+        if unsynced.is_none() {
+            return;
         }
+        let synced = self.backend.sync();
+        match synced {
+            Ok(()) => *unsynced = None,
+            Err(e) => {
+                tracing::error!(error = %e, "metric samples not made durable yet");
+                *unsynced = Some(Stopwatch::start());
+            }
+        }
+    }
+
+    /// Files every unfiled sample in a durable commit, which makes the sample commits before
+    /// it durable too; a failure leaves them in the journal for the next try.
+    fn file(&self, index: &SeriesIndex, unsynced: &mut Option<Stopwatch>) {
+        if self.backend.unfiled() == 0 {
+            self.sync(unsynced);
+            return;
+        }
+        match self.backend.file_unfiled(index) {
+            Ok(()) => *unsynced = None,
+            Err(e) => {
+                tracing::error!(error = %e, "metric samples not filed; they stay in the journal");
+                if unsynced.is_some() {
+                    *unsynced = Some(Stopwatch::start());
+                }
+            }
+        }
+    }
+
+    /// Runs with nothing unfiled (the caller files first).
+    fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
+        let removed = self.backend.remove_expired(p, index)?;
+        self.series
+            .store(index.by_key.len() as u64, Ordering::Relaxed);
+        Ok(removed)
+    }
+
+    /// The series of one object, by metric name.
+    pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
+        self.backend.series_of(tenant, object)
+    }
+
+    /// The points of one series in `[from_ms, to_ms)` from one tier, oldest first (`None`:
+    /// no such series).
+    pub fn points(
+        &self,
+        tenant: Uuid,
+        object: Uuid,
+        metric: &str,
+        tier: Tier,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Option<SeriesPoints>, StoreError> {
+        self.backend
+            .points(tenant, object, metric, tier, from_ms, to_ms)
+    }
+
+    /// Commits what is queued and stops the writer thread.
+    pub fn close(&self) {
+        self.writer.close();
+    }
+}
+
+impl MetricFile {
+    /// The open database, or `Unavailable` while it could not be opened.
+    fn db(&self) -> Result<&Arc<Database>, StoreError> {
+        self.db
+            .get()
+            .ok_or_else(|| StoreError::Unavailable("the metric store is not open".into()))
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Unfiled> {
+        self.unfiled.locked()
+    }
+
+    fn unfiled_copy(&self) -> UnfiledCopy {
+        let unfiled = self.journal();
+        UnfiledCopy {
+            points: unfiled.points.clone(),
+            filings: unfiled.filings,
+        }
+    }
+
+    fn rewrite_unit(
+        &self,
+        series: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+        key: &[u8],
+        unit: &str,
+    ) -> Result<(), StoreError> {
+        if let Some(mut info) = stored_series(series, key)? {
+            info.unit = unit.to_string();
+            series
+                .insert(key, encode(&info)?.as_slice())
+                .map_err(StoreError::from_redb)?;
+        }
+        Ok(())
+    }
+}
+
+impl SeriesStore for MetricFile {
+    /// Opens the file (repairing it after a crash), makes its tables, reads the series index
+    /// and the unfiled journal.
+    fn load(&self) -> Result<SeriesIndex, StoreError> {
+        let mut builder = Database::builder();
+        builder.set_cache_size(CACHE_BYTES);
+        let db = builder.create(&self.path).map_err(StoreError::from_open)?;
+        let mut tx = db.begin_write().map_err(StoreError::from_redb)?;
+        tx.set_quick_repair(true);
+        tx.open_table(RAW).map_err(StoreError::from_redb)?;
+        tx.open_table(FIVE_MINUTES).map_err(StoreError::from_redb)?;
+        tx.open_table(ONE_HOUR).map_err(StoreError::from_redb)?;
+        let mut index = SeriesIndex {
+            next_id: counter(&tx, "next_series_id")?,
+            ..SeriesIndex::default()
+        };
+        for row in tx
+            .open_table(SERIES)
+            .map_err(StoreError::from_redb)?
+            .iter()
+            .map_err(StoreError::from_redb)?
+        {
+            let (k, v) = row.map_err(StoreError::from_redb)?;
+            let info: SeriesInfo = decode(v.value())?;
+            index.keys.insert(info.id, k.value().to_vec());
+            index
+                .by_key
+                .insert(k.value().to_vec(), (info.id, info.unit));
+        }
+        let mut unfiled = Unfiled {
+            filings: counter(&tx, "filings")?,
+            ..Unfiled::default()
+        };
+        for row in tx
+            .open_table(UNFILED)
+            .map_err(StoreError::from_redb)?
+            .iter()
+            .map_err(StoreError::from_redb)?
+        {
+            let (seq, packed) = row.map_err(StoreError::from_redb)?;
+            unfiled.points.extend(unpack(packed.value())?);
+            unfiled.next_seq = seq.value() + 1;
+        }
+        tx.commit().map_err(StoreError::from_redb)?;
+        *self.journal() = unfiled;
+        let _ = self.db.set(Arc::new(db));
+        Ok(index)
+    }
+
+    /// Journals the samples of known series, creating new series up to the cap.
+    fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<u64, StoreError> {
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         // Made durable by the next `sync`, filing or prune (see `SYNC_WITHIN`).
         tx.set_durability(Durability::None)
@@ -588,7 +693,7 @@ impl MetricsStore {
         let mut points = Vec::with_capacity(samples.len());
         let mut refused = 0;
         let mut next_id = index.next_id;
-        let seq = self.unfiled().next_seq;
+        let seq = self.journal().next_seq;
         {
             let mut series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
             let mut count = index.by_key.len();
@@ -659,76 +764,28 @@ impl MetricsStore {
                 entry.1 = unit;
             }
         }
-        self.series
-            .store(index.by_key.len() as u64, Ordering::Relaxed);
-        self.refused.fetch_add(refused, Ordering::Relaxed);
-        let mut unfiled = self.unfiled();
+        let mut unfiled = self.journal();
         unfiled.points.extend(points);
         unfiled.next_seq = seq + 1;
-        Ok(())
+        Ok(refused)
     }
 
-    /// Whether sample commits wait for a later durable one (redb); on PostgreSQL each is.
+    /// Sample commits skip the sync; `SYNC_WITHIN` bounds how long they wait for one.
     fn durable_later(&self) -> bool {
-        #[cfg(feature = "postgres")]
-        if self.postgres.is_some() {
-            return false;
-        }
         true
     }
 
-    /// Makes the sample commits since the last durable one durable; a failure leaves them to
-    /// the next try.
-    fn sync(&self, unsynced: &mut Option<Stopwatch>) {
-        if unsynced.is_none() {
-            return;
-        }
-        let synced = self.db().and_then(|db| super::kv::sync_redb(db));
-        match synced {
-            Ok(()) => *unsynced = None,
-            Err(e) => {
-                tracing::error!(error = %e, "metric samples not made durable yet");
-                *unsynced = Some(Stopwatch::start());
-            }
-        }
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db().and_then(|db| super::kv::sync_redb(db))
     }
 
-    fn rewrite_unit(
-        &self,
-        series: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
-        key: &[u8],
-        unit: &str,
-    ) -> Result<(), StoreError> {
-        if let Some(mut info) = stored_series(series, key)? {
-            info.unit = unit.to_string();
-            series
-                .insert(key, encode(&info)?.as_slice())
-                .map_err(StoreError::from_redb)?;
-        }
-        Ok(())
-    }
-
-    /// Files every unfiled sample in a durable commit, which makes the sample commits before
-    /// it durable too; a failure leaves them in the journal for the next try.
-    fn file(&self, index: &SeriesIndex, unsynced: &mut Option<Stopwatch>) {
-        if self.unfiled().points.is_empty() {
-            self.sync(unsynced);
-            return;
-        }
-        match self.file_unfiled(index) {
-            Ok(()) => *unsynced = None,
-            Err(e) => {
-                tracing::error!(error = %e, "metric samples not filed; they stay in the journal");
-                if unsynced.is_some() {
-                    *unsynced = Some(Stopwatch::start());
-                }
-            }
-        }
+    fn unfiled(&self) -> usize {
+        self.unfiled.locked().points.len()
     }
 
     /// Raw rows, aggregates and last values of the unfiled samples, in one transaction.
     fn file_unfiled(&self, index: &SeriesIndex) -> Result<(), StoreError> {
-        let mut points = self.unfiled().points.clone();
+        let mut points = self.journal().points.clone();
         // Stable: samples of one series keep their arrival order within a millisecond.
         points.sort_by_key(|p| (p.series, p.ms));
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
@@ -786,21 +843,13 @@ impl MetricsStore {
         tx.commit().map_err(StoreError::from_redb)?;
         // Only this thread appends, so everything in memory was filed. The room goes too: a
         // burst's megabytes are not kept for the next one.
-        let mut unfiled = self.unfiled();
+        let mut unfiled = self.journal();
         unfiled.points = Vec::new();
         unfiled.filings = filings;
         Ok(())
     }
 
-    /// Runs with nothing unfiled (the caller files first).
     fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            let removed = tables.remove_expired(p, index)?;
-            self.series
-                .store(index.by_key.len() as u64, Ordering::Relaxed);
-            return Ok(removed);
-        }
         let mut tx = self.db()?.begin_write().map_err(StoreError::from_redb)?;
         tx.set_quick_repair(true);
         let last_id = counter(&tx, "next_series_id")?;
@@ -854,17 +903,10 @@ impl MetricsStore {
             index.keys.remove(&id);
             index.by_key.remove(&key);
         }
-        self.series
-            .store(index.by_key.len() as u64, Ordering::Relaxed);
         Ok(removed)
     }
 
-    /// The series of one object, by metric name.
-    pub fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            return tables.series_of(tenant, object);
-        }
+    fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
         let unfiled = self.unfiled_copy();
         let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let t = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
@@ -885,9 +927,7 @@ impl MetricsStore {
         Ok(out)
     }
 
-    /// The points of one series in `[from_ms, to_ms)` from one tier, oldest first (`None`:
-    /// no such series).
-    pub fn points(
+    fn points(
         &self,
         tenant: Uuid,
         object: Uuid,
@@ -896,10 +936,6 @@ impl MetricsStore {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
-        #[cfg(feature = "postgres")]
-        if let Some(tables) = &self.postgres {
-            return tables.points(tenant, object, metric, tier, from_ms, to_ms);
-        }
         let copy = self.unfiled_copy();
         let tx = self.db()?.begin_read().map_err(StoreError::from_redb)?;
         let series = tx.open_table(SERIES).map_err(StoreError::from_redb)?;
@@ -946,9 +982,18 @@ impl MetricsStore {
         Ok(Some((info, out.into_iter().collect())))
     }
 
-    /// Commits what is queued and stops the writer thread.
-    pub fn close(&self) {
-        self.writer.close();
+    fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
+        let Ok(db) = self.db() else {
+            return Ok(None);
+        };
+        super::backup::snapshot_db(db, &dir.join(FILE), |from, to| {
+            super::backup::copy_tables!(
+                from,
+                to,
+                [SERIES, COUNTERS, UNFILED, RAW, FIVE_MINUTES, ONE_HOUR]
+            )
+        })?;
+        Ok(Some(FILE.to_string()))
     }
 }
 
@@ -1126,9 +1171,9 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert!(store.unfiled().points.is_empty(), "pruning files first");
+        assert!(store.backend.unfiled() == 0, "pruning files first");
         store.record(vec![sample(now + 60_000, 2.0)]).await.unwrap();
-        assert_eq!(store.unfiled().points.len(), 1);
+        assert_eq!(store.backend.unfiled(), 1);
         assert_eq!(hour(&store), (2, 3.0, 2.0), "filed and unfiled merge");
         let raw = store
             .points(tenant, object, "rta", Tier::Raw, now, now + DAY_MS)
@@ -1166,7 +1211,7 @@ mod tests {
         store.close();
         drop(store);
         let store = MetricsStore::open(dir.path()).unwrap();
-        assert!(store.unfiled().points.is_empty());
+        assert!(store.backend.unfiled() == 0);
         assert_eq!(hour(&store), (3, 7.0, 4.0), "filed once");
         let series = store.series_of(tenant, object).unwrap();
         assert_eq!((series[0].last_ms, series[0].last), (now + 120_000, 4.0));

@@ -586,3 +586,56 @@ fn insert_raw(c: &mut Conn, points: &[Point]) -> Result<(), StoreError> {
     )
     .map(drop)
 }
+impl super::SeriesStore for Tables {
+    fn load(&self) -> Result<SeriesIndex, StoreError> {
+        Tables::load(self)
+    }
+
+    fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<u64, StoreError> {
+        Tables::commit(self, samples, index)
+    }
+
+    /// Each commit is durable: PostgreSQL syncs it.
+    fn durable_later(&self) -> bool {
+        false
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Samples go to their tables as they are committed.
+    fn unfiled(&self) -> usize {
+        0
+    }
+
+    fn file_unfiled(&self, _index: &SeriesIndex) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn remove_expired(&self, p: &Prune, index: &mut SeriesIndex) -> Result<u64, StoreError> {
+        Tables::remove_expired(self, p, index)
+    }
+
+    fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
+        Tables::series_of(self, tenant, object)
+    }
+
+    fn points(
+        &self,
+        tenant: Uuid,
+        object: Uuid,
+        metric: &str,
+        tier: Tier,
+        from_ms: i64,
+        to_ms: i64,
+    ) -> Result<Option<SeriesPoints>, StoreError> {
+        Tables::points(self, tenant, object, metric, tier, from_ms, to_ms)
+    }
+
+    /// A backup restores into a data directory: the tables become `metrics.redb`.
+    fn snapshot(&self, dir: &Path) -> Result<Option<String>, StoreError> {
+        self.write_file(&dir.join(super::FILE))?;
+        Ok(Some(super::FILE.to_string()))
+    }
+}
