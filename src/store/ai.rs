@@ -144,23 +144,23 @@ fn put_token_use(
 }
 
 impl Tx<'_> {
-    pub fn ai_chat(&self, tenant: Uuid, id: Uuid) -> Result<Option<Chat>, StoreError> {
+    pub(crate) fn ai_chat(&self, tenant: Uuid, id: Uuid) -> Result<Option<Chat>, StoreError> {
         tenant_value(&self.open_table(AI_CHATS)?, tenant, id)
     }
 
     /// Saves a chat's own fields; its messages are `sync_ai_messages`'.
-    pub fn put_ai_chat(&self, tenant: Uuid, chat: &Chat) -> Result<(), StoreError> {
+    pub(crate) fn put_ai_chat(&self, tenant: Uuid, chat: &Chat) -> Result<(), StoreError> {
         put_chat(self, tenant, chat)
     }
 
     /// Removes a chat with its messages.
-    pub fn drop_ai_chat(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
+    pub(crate) fn drop_ai_chat(&self, tenant: Uuid, id: Uuid) -> Result<(), StoreError> {
         self.open_table(AI_CHATS)?
             .remove(scoped(tenant, id.as_bytes()).as_slice())?;
         drop_messages(self, tenant, id)
     }
 
-    pub fn ai_conversation(
+    pub(crate) fn ai_conversation(
         &self,
         tenant: Uuid,
         id: Uuid,
@@ -169,13 +169,17 @@ impl Tx<'_> {
     }
 
     /// Saves a conversation's own fields; its messages are `sync_ai_messages`'.
-    pub fn put_ai_conversation(&self, tenant: Uuid, c: &Conversation) -> Result<(), StoreError> {
+    pub(crate) fn put_ai_conversation(
+        &self,
+        tenant: Uuid,
+        c: &Conversation,
+    ) -> Result<(), StoreError> {
         put_conversation(self, tenant, c)
     }
 
     /// Removes the tenant's conversations last changed before `before`, with their messages,
     /// at most `max`; answers how many.
-    pub fn drop_ai_conversations_before(
+    pub(crate) fn drop_ai_conversations_before(
         &self,
         tenant: Uuid,
         before: Timestamp,
@@ -199,12 +203,17 @@ impl Tx<'_> {
     }
 
     /// A thread's (chat's or conversation's) messages, oldest first.
-    pub fn ai_messages(&self, tenant: Uuid, thread: Uuid) -> Result<Vec<Message>, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn ai_messages(
+        &self,
+        tenant: Uuid,
+        thread: Uuid,
+    ) -> Result<Vec<Message>, StoreError> {
         messages(&self.open_table(AI_MESSAGES)?, tenant, thread)
     }
 
     /// Makes a thread's stored messages `wanted` (`sync_messages`).
-    pub fn sync_ai_messages(
+    pub(crate) fn sync_ai_messages(
         &self,
         tenant: Uuid,
         thread: Uuid,
@@ -213,16 +222,12 @@ impl Tx<'_> {
         sync_messages(self, tenant, thread, wanted)
     }
 
-    pub fn ai_action(&self, tenant: Uuid, id: Uuid) -> Result<Option<Action>, StoreError> {
-        tenant_value(&self.open_table(AI_ACTIONS)?, tenant, id)
-    }
-
-    pub fn put_ai_action(&self, tenant: Uuid, action: &Action) -> Result<(), StoreError> {
+    pub(crate) fn put_ai_action(&self, tenant: Uuid, action: &Action) -> Result<(), StoreError> {
         put_action(self, tenant, action)
     }
 
     /// The tenant's token use in `month` (`2026-12`); none yet is zero.
-    pub fn ai_token_use(&self, tenant: Uuid, month: &str) -> Result<TokenUse, StoreError> {
+    pub(crate) fn ai_token_use(&self, tenant: Uuid, month: &str) -> Result<TokenUse, StoreError> {
         Ok(self
             .open_table(AI_USAGE)?
             .get(month_key(tenant, month).as_slice())?
@@ -231,7 +236,7 @@ impl Tx<'_> {
             .unwrap_or_default())
     }
 
-    pub fn put_ai_token_use(
+    pub(crate) fn put_ai_token_use(
         &self,
         tenant: Uuid,
         month: &str,
@@ -243,13 +248,13 @@ impl Tx<'_> {
 
 impl Store {
     /// The tenant's chats, without their messages, oldest first.
-    pub async fn ai_chats(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Chat>, StoreError> {
+    pub(crate) async fn ai_chats(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Chat>, StoreError> {
         self.read(move |tx| tenant_values(&tx.open_table(AI_CHATS)?, tenant))
             .await
     }
 
     /// A chat with its messages, from one snapshot.
-    pub async fn ai_chat(
+    pub(crate) async fn ai_chat(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
@@ -266,7 +271,7 @@ impl Store {
     }
 
     /// The tenant's conversations, without their messages.
-    pub async fn ai_conversations(
+    pub(crate) async fn ai_conversations(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<Vec<Conversation>, StoreError> {
@@ -275,7 +280,7 @@ impl Store {
     }
 
     /// A conversation with its messages, from one snapshot.
-    pub async fn ai_conversation(
+    pub(crate) async fn ai_conversation(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
@@ -293,12 +298,15 @@ impl Store {
     }
 
     /// The tenant's actions, oldest first.
-    pub async fn ai_actions(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Action>, StoreError> {
+    pub(crate) async fn ai_actions(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Action>, StoreError> {
         self.read(move |tx| tenant_values(&tx.open_table(AI_ACTIONS)?, tenant))
             .await
     }
 
-    pub async fn ai_action(
+    pub(crate) async fn ai_action(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
@@ -308,7 +316,7 @@ impl Store {
     }
 
     /// The tenant's token use in `month`.
-    pub async fn ai_token_use(
+    pub(crate) async fn ai_token_use(
         self: &Arc<Self>,
         tenant: Uuid,
         month: String,

@@ -124,7 +124,7 @@ impl Tx<'_> {
     /// label `pairs` (`k=v`) and the `rules`' documents. Where each read is a round trip
     /// (PostgreSQL) the decisions are then answered from what the transaction knows; nothing
     /// on redb, whose reads are local.
-    pub fn read_ahead(
+    pub(crate) fn read_ahead(
         &self,
         keys: &[(Uuid, &str)],
         objects: &[(Uuid, Uuid)],
@@ -189,12 +189,16 @@ impl Tx<'_> {
         self.open_table(CONFIG_DOCS)?.prefetch(&as_keys(&docs))
     }
 
-    pub fn alert(&self, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
+    pub(crate) fn alert(&self, tenant: Uuid, id: Uuid) -> Result<Option<Alert>, StoreError> {
         load(self, tenant, id)
     }
 
     /// The active alert holding `dedup_key`.
-    pub fn active_alert(&self, tenant: Uuid, dedup_key: &str) -> Result<Option<Alert>, StoreError> {
+    pub(crate) fn active_alert(
+        &self,
+        tenant: Uuid,
+        dedup_key: &str,
+    ) -> Result<Option<Alert>, StoreError> {
         let id = {
             let keys = self.open_table(ACTIVE_ALERT_KEYS)?;
             keys.get(active_key(tenant, dedup_key).as_slice())?
@@ -209,12 +213,16 @@ impl Tx<'_> {
 
     /// Saves an alert's row with its indexes: its dedup key held while it is active, its timers.
     /// What its status implies for other rows is `alerting`'s (`lifecycle::store_alert`).
-    pub fn save_alert(&self, alert: &Alert) -> Result<(), StoreError> {
+    pub(crate) fn save_alert(&self, alert: &Alert) -> Result<(), StoreError> {
         save(self, alert)
     }
 
     /// The tenant's alerts minted at or after `since` (alert ids are UUIDv7), oldest first.
-    pub fn alerts_since(&self, tenant: Uuid, since: Timestamp) -> Result<Vec<Alert>, StoreError> {
+    pub(crate) fn alerts_since(
+        &self,
+        tenant: Uuid,
+        since: Timestamp,
+    ) -> Result<Vec<Alert>, StoreError> {
         let first_id = crate::model::event::first_id_at(since);
         let t = self.open_table(ALERTS)?;
         let (_, hi) = tenant_range(tenant);
@@ -227,7 +235,7 @@ impl Tx<'_> {
     }
 
     /// The alert waiting under `dedup_key` for its rule's `pendingFor`.
-    pub fn pending_alert(
+    pub(crate) fn pending_alert(
         &self,
         tenant: Uuid,
         dedup_key: &str,
@@ -238,7 +246,7 @@ impl Tx<'_> {
             .transpose()
     }
 
-    pub fn put_pending_alert(&self, pending: &PendingAlert) -> Result<(), StoreError> {
+    pub(crate) fn put_pending_alert(&self, pending: &PendingAlert) -> Result<(), StoreError> {
         let a = &pending.alert;
         self.open_table(PENDING_ALERTS)?.insert(
             active_key(a.tenant_id, &a.dedup_key).as_slice(),
@@ -247,14 +255,18 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub fn drop_pending_alert(&self, tenant: Uuid, dedup_key: &str) -> Result<(), StoreError> {
+    pub(crate) fn drop_pending_alert(
+        &self,
+        tenant: Uuid,
+        dedup_key: &str,
+    ) -> Result<(), StoreError> {
         self.open_table(PENDING_ALERTS)?
             .remove(active_key(tenant, dedup_key).as_slice())?;
         Ok(())
     }
 
     /// Every alert waiting for its rule's `pendingFor`.
-    pub fn pending_alerts(&self) -> Result<Vec<PendingAlert>, StoreError> {
+    pub(crate) fn pending_alerts(&self) -> Result<Vec<PendingAlert>, StoreError> {
         let t = self.open_table(PENDING_ALERTS)?;
         let mut out = Vec::new();
         for row in t.iter()? {
@@ -265,7 +277,7 @@ impl Tx<'_> {
 
     /// Whether an alert holds each (tenant, dedup key) or waits for it, in their order: two
     /// lookups for them all (a rule with `resolveOnOk` asks for every OK event).
-    pub fn keys_in_use(&self, keys: &[(Uuid, &str)]) -> Result<Vec<bool>, StoreError> {
+    pub(crate) fn keys_in_use(&self, keys: &[(Uuid, &str)]) -> Result<Vec<bool>, StoreError> {
         let stored: Vec<Vec<u8>> = keys.iter().map(|(t, k)| active_key(*t, k)).collect();
         let stored: Vec<&[u8]> = stored.iter().map(Vec::as_slice).collect();
         let held = self.open_table(ACTIVE_ALERT_KEYS)?.contains_each(&stored)?;
@@ -274,7 +286,7 @@ impl Tx<'_> {
     }
 
     /// The alert timers due by `now`, oldest first.
-    pub fn due_alert_timers(&self, now: Timestamp) -> Result<Vec<DueTimer>, StoreError> {
+    pub(crate) fn due_alert_timers(&self, now: Timestamp) -> Result<Vec<DueTimer>, StoreError> {
         let t = self.open_table(ALERT_TIMERS)?;
         let end = (now.as_millis() + 1).to_be_bytes();
         let mut due = Vec::new();
@@ -285,14 +297,14 @@ impl Tx<'_> {
         Ok(due)
     }
 
-    pub fn drop_alert_timer(&self, timer: &DueTimer) -> Result<(), StoreError> {
+    pub(crate) fn drop_alert_timer(&self, timer: &DueTimer) -> Result<(), StoreError> {
         self.open_table(ALERT_TIMERS)?
             .remove(timer.key.as_slice())?;
         Ok(())
     }
 
     /// When the next alert timer is due.
-    pub fn next_alert_timer(&self) -> Result<Option<Timestamp>, StoreError> {
+    pub(crate) fn next_alert_timer(&self) -> Result<Option<Timestamp>, StoreError> {
         Ok(self.open_table(ALERT_TIMERS)?.first()?.and_then(|(k, _)| {
             let at: [u8; 8] = k.value().get(..8)?.try_into().ok()?;
             Timestamp::from_millis(i64::from_be_bytes(at))
@@ -300,7 +312,7 @@ impl Tx<'_> {
     }
 
     /// Heartbeat rules' last events: (tenant, rule, when).
-    pub fn rule_beats(&self) -> Result<Vec<(Uuid, String, Timestamp)>, StoreError> {
+    pub(crate) fn rule_beats(&self) -> Result<Vec<(Uuid, String, Timestamp)>, StoreError> {
         let t = self.open_table(RULE_BEATS)?;
         let mut out = Vec::new();
         for row in t.iter()? {
@@ -318,13 +330,18 @@ impl Tx<'_> {
         Ok(out)
     }
 
-    pub fn set_rule_beat(&self, tenant: Uuid, rule: &str, at: Timestamp) -> Result<(), StoreError> {
+    pub(crate) fn set_rule_beat(
+        &self,
+        tenant: Uuid,
+        rule: &str,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
         self.open_table(RULE_BEATS)?
             .insert(scoped(tenant, rule.as_bytes()).as_slice(), at.as_millis())?;
         Ok(())
     }
 
-    pub fn drop_rule_beat(&self, tenant: Uuid, rule: &str) -> Result<(), StoreError> {
+    pub(crate) fn drop_rule_beat(&self, tenant: Uuid, rule: &str) -> Result<(), StoreError> {
         self.open_table(RULE_BEATS)?
             .remove(scoped(tenant, rule.as_bytes()).as_slice())?;
         Ok(())
@@ -332,7 +349,7 @@ impl Tx<'_> {
 
     /// Records that `opened` opened carrying label `pair` (`k=v`), forgets opens of that pair
     /// before `since`, and returns the ids of those from `since` on, in time order.
-    pub fn storm_opens(
+    pub(crate) fn storm_opens(
         &self,
         opened: &Alert,
         pair: &str,
@@ -369,14 +386,18 @@ impl Tx<'_> {
     }
 
     /// The incident of the storm on label `pair` (`k=v`), if one was opened.
-    pub fn storm_incident(&self, tenant: Uuid, pair: &str) -> Result<Option<Uuid>, StoreError> {
+    pub(crate) fn storm_incident(
+        &self,
+        tenant: Uuid,
+        pair: &str,
+    ) -> Result<Option<Uuid>, StoreError> {
         self.open_table(STORM_INCIDENTS)?
             .get(storm_pair(tenant, pair).as_slice())?
             .map(|v| stored_uuid(v.value(), "a storm's incident"))
             .transpose()
     }
 
-    pub fn set_storm_incident(
+    pub(crate) fn set_storm_incident(
         &self,
         tenant: Uuid,
         pair: &str,
@@ -389,14 +410,14 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub fn incident(&self, tenant: Uuid, id: Uuid) -> Result<Option<Incident>, StoreError> {
+    pub(crate) fn incident(&self, tenant: Uuid, id: Uuid) -> Result<Option<Incident>, StoreError> {
         super::incidents::load(self, tenant, id)
     }
 
     /// Saves `incident` and points the alerts `joining` at it; answers those of `joining` the
     /// tenant does not have.
     #[must_use = "alerts that are not there are the caller's to decide about"]
-    pub fn attach_to_incident(
+    pub(crate) fn attach_to_incident(
         &self,
         incident: &Incident,
         joining: &[Uuid],
@@ -404,12 +425,12 @@ impl Tx<'_> {
         super::incidents::attach(self, incident, joining)
     }
 
-    pub fn object(&self, tenant: Uuid, id: Uuid) -> Result<Option<Object>, StoreError> {
+    pub(crate) fn object(&self, tenant: Uuid, id: Uuid) -> Result<Option<Object>, StoreError> {
         super::objects::get(self, tenant, id)
     }
 
     /// The id of the tenant's host `name`.
-    pub fn host_named(&self, tenant: Uuid, name: &str) -> Result<Option<Uuid>, StoreError> {
+    pub(crate) fn host_named(&self, tenant: Uuid, name: &str) -> Result<Option<Uuid>, StoreError> {
         let key = super::objects::name_key(tenant, ObjectKind::Host, None, name);
         self.open_table(OBJECT_NAMES)?
             .get(key.as_slice())?
@@ -418,7 +439,7 @@ impl Tx<'_> {
     }
 
     /// An object's state number while it is hard (`None`: soft, or no result yet).
-    pub fn hard_state(&self, tenant: Uuid, object: Uuid) -> Result<Option<u8>, StoreError> {
+    pub(crate) fn hard_state(&self, tenant: Uuid, object: Uuid) -> Result<Option<u8>, StoreError> {
         super::states::hard_state(self, tenant, object)
     }
 
@@ -433,23 +454,23 @@ impl Tx<'_> {
     }
 
     /// Notes an alert that opened suppressed, so its chain starts when the suppression lifts.
-    pub fn hold_suppressed(&self, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
+    pub(crate) fn hold_suppressed(&self, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
         super::notify::hold_suppressed(self, tenant, alert)
     }
 
     /// The alerts waiting for their suppression to lift: (tenant, alert id).
-    pub fn suppressed_alerts(&self) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
+    pub(crate) fn suppressed_alerts(&self) -> Result<Vec<(Uuid, Uuid)>, StoreError> {
         super::notify::suppressed_alerts(self)
     }
 
-    pub fn release_suppressed(&self, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
+    pub(crate) fn release_suppressed(&self, tenant: Uuid, alert: Uuid) -> Result<(), StoreError> {
         super::notify::release_suppressed(self, tenant, alert)
     }
 }
 
 impl Store {
     /// The alerts of (tenant, id) pairs that exist, read in one snapshot.
-    pub async fn alerts_by_id(
+    pub(crate) async fn alerts_by_id(
         self: &Arc<Self>,
         ids: Vec<(Uuid, Uuid)>,
     ) -> Result<Vec<Alert>, StoreError> {
@@ -465,7 +486,7 @@ impl Store {
     }
 
     /// The active alert of `tenant` with short id `short` (case-insensitive).
-    pub async fn active_alert_by_short_id(
+    pub(crate) async fn active_alert_by_short_id(
         self: &Arc<Self>,
         tenant: Uuid,
         short: String,
@@ -492,7 +513,11 @@ impl Store {
         .await
     }
 
-    pub async fn alert(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Alert, StoreError> {
+    pub(crate) async fn alert(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Alert, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(ALERTS)?;
             tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
@@ -502,7 +527,7 @@ impl Store {
 
     /// Newest first (ids are time-ordered), strictly before `before`, at most `limit` that
     /// `filter` accepts.
-    pub async fn alerts(
+    pub(crate) async fn alerts(
         self: &Arc<Self>,
         tenant: Uuid,
         filter: AlertFilter,

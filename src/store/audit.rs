@@ -118,7 +118,7 @@ impl Store {
     }
 
     /// Newest first, at most `limit` entries matching `filter`.
-    pub async fn audit_entries(
+    pub(crate) async fn audit_entries(
         self: &Arc<Self>,
         filter: AuditFilter,
         limit: usize,
@@ -146,7 +146,7 @@ impl Store {
     }
 
     /// Oldest first, `limit` entries of a tenant after `after_seq`: the export's pages.
-    pub async fn audit_page_ascending(
+    pub(crate) async fn audit_page_ascending(
         self: &Arc<Self>,
         tenant: uuid::Uuid,
         after_seq: u64,
@@ -172,7 +172,7 @@ impl Store {
 
     /// Walks the whole chain: contiguous seqs from 1, each `prevHash` the previous `hash`, each
     /// `hash` recomputed, the head matching the last entry, and the checkpoint matching its entry.
-    pub async fn verify_audit(self: &Arc<Self>) -> Result<AuditVerification, StoreError> {
+    pub(crate) async fn verify_audit(self: &Arc<Self>) -> Result<AuditVerification, StoreError> {
         let checkpoint: Option<ChainHead> = std::fs::read(self.checkpoint_path())
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());

@@ -129,7 +129,7 @@ impl Backups {
     /// Snapshots every database into a scratch directory beside them. Blocking; the databases
     /// stay writable throughout. Event month files are snapshotted after the main database,
     /// so they may hold events of the moments the copy took beyond it (never fewer).
-    pub fn prepare(&self, with_events: bool) -> Result<Prepared, StoreError> {
+    pub(crate) fn prepare(&self, with_events: bool) -> Result<Prepared, StoreError> {
         let dir = self.store.path.parent().unwrap_or(Path::new("."));
         let scratch = Scratch(dir.join(format!("{SCRATCH_PREFIX}{}", self.store.clock.new_id())));
         std::fs::create_dir_all(&scratch.0).map_err(|e| StoreError::Io(e.to_string()))?;
@@ -178,7 +178,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Writes the tar archive (manifest first) to `out`. Blocking.
-    pub fn write(self, out: impl Write) -> Result<(), StoreError> {
+    pub(crate) fn write(self, out: impl Write) -> Result<(), StoreError> {
         let failed = |e: std::io::Error| StoreError::Io(format!("writing the archive: {e}"));
         let mut archive = tar::Builder::new(out);
         let body = serde_json::to_vec_pretty(&self.manifest)
@@ -240,7 +240,7 @@ fn known_entry(name: &str) -> bool {
 /// Unpacks an archive into `data_dir`, which must be empty or absent. The databases are not
 /// opened here: the caller opens the store (migrating an older schema) and verifies the audit
 /// chain. Blocking.
-pub fn unpack(archive: impl Read, data_dir: &Path) -> Result<BackupManifest, StoreError> {
+pub(crate) fn unpack(archive: impl Read, data_dir: &Path) -> Result<BackupManifest, StoreError> {
     let occupied = std::fs::read_dir(data_dir)
         .map(|mut d| d.next().is_some())
         .unwrap_or(false);

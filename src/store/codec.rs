@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 /// Room an encoding starts with: most rows fit, so they are not copied as they grow.
 const ROW_START: usize = 256;
 
-pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     let mut row = Vec::with_capacity(ROW_START);
     rmp_serde::encode::write_named(&mut row, value)
         .map_err(|e| StoreError::Internal(format!("encode: {e}")))?;
@@ -22,26 +22,26 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 /// of results writes. Only for a struct none of whose fields is skipped when empty and whose
 /// new fields go at its end with `#[serde(default)]`: `decode` reads either form, so rows
 /// written by name stay readable, and a row shorter than the struct takes the defaults.
-pub fn encode_positional<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode_positional<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     let mut row = Vec::with_capacity(ROW_START);
     encode_positional_into(&mut row, value)?;
     Ok(row)
 }
 
 /// `encode_positional` appended to `buf`.
-pub fn encode_positional_into<T: Serialize>(
+pub(crate) fn encode_positional_into<T: Serialize>(
     buf: &mut Vec<u8>,
     value: &T,
 ) -> Result<(), StoreError> {
     rmp_serde::encode::write(buf, value).map_err(|e| StoreError::Internal(format!("encode: {e}")))
 }
 
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     rmp_serde::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("decode: {e}")))
 }
 
 /// Every value of one tenant in a table with tenant-scoped keys, decoded, in key order.
-pub fn tenant_values<T, R>(table: &R, tenant: uuid::Uuid) -> Result<Vec<T>, StoreError>
+pub(crate) fn tenant_values<T, R>(table: &R, tenant: uuid::Uuid) -> Result<Vec<T>, StoreError>
 where
     T: DeserializeOwned,
     R: super::kv::Readable<&'static [u8], &'static [u8]>,
@@ -55,7 +55,7 @@ where
 }
 
 /// One value of a table keyed by tenant + id.
-pub fn tenant_value<T, R>(
+pub(crate) fn tenant_value<T, R>(
     table: &R,
     tenant: uuid::Uuid,
     id: uuid::Uuid,
@@ -72,7 +72,7 @@ where
 
 /// One tenant's values keyed by time-ordered ids, newest first, strictly before id `before`:
 /// at most `limit` that `keep` accepts.
-pub fn tenant_values_newest<T, R>(
+pub(crate) fn tenant_values_newest<T, R>(
     table: &R,
     tenant: uuid::Uuid,
     before: Option<uuid::Uuid>,

@@ -82,7 +82,7 @@ impl Tx<'_> {
     }
 
     /// Refuses a new document whose name another tenant uses, for kinds named across tenants.
-    pub fn check_doc_name_free(
+    pub(crate) fn check_doc_name_free(
         &self,
         tenant: Uuid,
         kind: &str,
@@ -92,7 +92,7 @@ impl Tx<'_> {
     }
 
     /// Removes a document; the document, when there was one.
-    pub fn remove_config_doc(
+    pub(crate) fn remove_config_doc(
         &self,
         tenant: Uuid,
         kind: &str,
@@ -102,7 +102,7 @@ impl Tx<'_> {
     }
 
     /// Seals and saves a secret a document names.
-    pub fn put_secret(&self, secret: &mut StoredSecret) -> Result<(), StoreError> {
+    pub(crate) fn put_secret(&self, secret: &mut StoredSecret) -> Result<(), StoreError> {
         put_sealed(self, secret)
     }
 }
@@ -130,7 +130,7 @@ pub(super) fn check_unique_across_tenants(
 
 impl Store {
     /// A document by name, or by id when `by_id` allows it (templates).
-    pub async fn doc(
+    pub(crate) async fn doc(
         self: &Arc<Self>,
         tenant: Uuid,
         kind: &'static str,
@@ -161,7 +161,7 @@ impl Store {
     }
 
     /// Documents of a kind by name ascending, after `cursor`, keeping those `keep` accepts.
-    pub async fn docs(
+    pub(crate) async fn docs(
         self: &Arc<Self>,
         tenant: Uuid,
         kind: &'static str,
@@ -202,7 +202,7 @@ impl Store {
 
 impl Store {
     /// Every template of a tenant by name, with its labels (for effective labels).
-    pub async fn template_labels(
+    pub(crate) async fn template_labels(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<HashMap<String, BTreeMap<String, String>>, StoreError> {
@@ -219,7 +219,7 @@ impl Store {
     }
 
     /// Every template of a tenant by name, with its object spec (for resolving chains).
-    pub async fn template_specs(
+    pub(crate) async fn template_specs(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<HashMap<String, crate::model::config::ObjectSpec>, StoreError> {

@@ -23,7 +23,7 @@ fn put_scan(tx: &Tx, scan: &DiscoveryScan) -> Result<(), StoreError> {
 impl Store {
     /// Keeps a scan that starts, and drops the tenant's older scans past the newest `keep`
     /// (this one counted).
-    pub async fn start_discovery_scan(
+    pub(crate) async fn start_discovery_scan(
         self: &Arc<Self>,
         scan: DiscoveryScan,
         keep: usize,
@@ -51,7 +51,7 @@ impl Store {
     }
 
     /// Keeps a scan's progress.
-    pub async fn save_discovery_scan(
+    pub(crate) async fn save_discovery_scan(
         self: &Arc<Self>,
         scan: DiscoveryScan,
     ) -> Result<(), StoreError> {
@@ -60,7 +60,7 @@ impl Store {
     }
 
     /// The tenant's scans, newest first, older than `before`, at most `limit`.
-    pub async fn discovery_scans(
+    pub(crate) async fn discovery_scans(
         self: &Arc<Self>,
         tenant: Uuid,
         before: Option<Uuid>,
@@ -74,7 +74,7 @@ impl Store {
     }
 
     /// One of the tenant's scans.
-    pub async fn discovery_scan(
+    pub(crate) async fn discovery_scan(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,

@@ -70,14 +70,14 @@ fn of_code<T: Copy>(all: &[T], code: u8, what: &str) -> Result<T, StoreError> {
 }
 
 /// An event's stored row.
-pub fn encode_event(e: &Event) -> Result<Vec<u8>, StoreError> {
+pub(crate) fn encode_event(e: &Event) -> Result<Vec<u8>, StoreError> {
     let mut row = Vec::with_capacity(ROW_GUESS);
     encode_event_into(&mut row, e)?;
     Ok(row)
 }
 
 /// An event's stored row, appended to `buf`.
-pub fn encode_event_into(buf: &mut Vec<u8>, e: &Event) -> Result<(), StoreError> {
+pub(crate) fn encode_event_into(buf: &mut Vec<u8>, e: &Event) -> Result<(), StoreError> {
     let state_change = e.payload.as_state_change().map(|p| StateChangeRow {
         object: Cow::Borrowed(&p.object),
         kind: code_of(&OBJECT_KINDS, &p.kind),
@@ -113,7 +113,7 @@ fn positional(row: &[u8]) -> bool {
 }
 
 /// An event from its stored row, positional or by name.
-pub fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
+pub(crate) fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
     if !positional(row) {
         return decode(row);
     }
@@ -152,7 +152,7 @@ pub fn decode_event(row: &[u8]) -> Result<Event, StoreError> {
 
 /// The id of an event's stored row, read without decoding the rest: a positional row's first
 /// field (a 16-byte MessagePack bin after the array's header).
-pub fn event_id(row: &[u8]) -> Result<Uuid, StoreError> {
+pub(crate) fn event_id(row: &[u8]) -> Result<Uuid, StoreError> {
     if positional(row) {
         let header = match row[0] {
             0xdc => 3,

@@ -85,7 +85,7 @@ const COPY_PAGE: usize = 4096;
 type EachPage<'a> = dyn FnMut(&[(Event, Vec<u8>)]) -> Result<(), StoreError> + 'a;
 
 /// A month as `YYYYMM`.
-pub fn month_of(ts: Timestamp) -> u32 {
+pub(crate) fn month_of(ts: Timestamp) -> u32 {
     let dt = ts.0.to_zoned(jiff::tz::TimeZone::UTC);
     (dt.year() as u32) * 100 + dt.month() as u32
 }
@@ -534,7 +534,7 @@ impl EventStore {
     }
 
     /// Resolves once every event stored before this call is durable.
-    pub async fn sync(&self) -> Result<(), StoreError> {
+    pub(crate) async fn sync(&self) -> Result<(), StoreError> {
         let (ack, done) = oneshot::channel();
         if self.writer.send(Msg::Sync(ack)).is_err() {
             return Err(StoreError::Unavailable("event store closed".into()));
@@ -562,7 +562,7 @@ impl EventStore {
 
     /// Queues journaled events (encoded once, for the journal) for the next group commit; the
     /// receiver resolves once they are committed, durable once `sync` has returned after it.
-    pub fn append_journaled(
+    pub(crate) fn append_journaled(
         &self,
         events: Vec<(Arc<Event>, Bytes)>,
     ) -> oneshot::Receiver<Result<(), StoreError>> {
@@ -593,13 +593,13 @@ impl EventStore {
     /// federation site, stored with the site's ids, so not in the journal the relays read) are
     /// stored: each process's relay publishes them (`Store::take_forwarded`). False where no
     /// other process shares the store (the month files): the caller publishes them. Blocking.
-    pub fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
+    pub(crate) fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
         self.backend.announce_forwarded(events)
     }
 
     /// The stored events of `keys`, in id order; keys of events no longer stored are left
     /// out. Blocking.
-    pub fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+    pub(crate) fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
         let mut found = self.backend.by_keys(keys)?;
         found.sort_by_key(|e| e.id);
         Ok(found)
@@ -611,7 +611,7 @@ impl EventStore {
     }
 
     /// Resolves once every append queued before this call is committed (or failed).
-    pub async fn settled(&self) {
+    pub(crate) async fn settled(&self) {
         self.writer.settled().await;
     }
 

@@ -27,16 +27,20 @@ fn save(tx: &WriteTx, h: &Heartbeat) -> Result<(), StoreError> {
 }
 
 impl Tx<'_> {
-    pub fn heartbeat(&self, tenant: Uuid, name: &str) -> Result<Option<Heartbeat>, StoreError> {
+    pub(crate) fn heartbeat(
+        &self,
+        tenant: Uuid,
+        name: &str,
+    ) -> Result<Option<Heartbeat>, StoreError> {
         load(self, tenant, name)
     }
 
-    pub fn save_heartbeat(&self, heartbeat: &Heartbeat) -> Result<(), StoreError> {
+    pub(crate) fn save_heartbeat(&self, heartbeat: &Heartbeat) -> Result<(), StoreError> {
         save(self, heartbeat)
     }
 
     /// Removes a definition; the definition, when there was one.
-    pub fn remove_heartbeat(
+    pub(crate) fn remove_heartbeat(
         &self,
         tenant: Uuid,
         name: &str,
@@ -51,7 +55,10 @@ impl Tx<'_> {
 }
 
 impl Store {
-    pub async fn heartbeats(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Heartbeat>, StoreError> {
+    pub(crate) async fn heartbeats(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(HEARTBEATS)?;
             tenant_values(&t, tenant)
@@ -60,7 +67,7 @@ impl Store {
     }
 
     /// Every tenant's heartbeats, for the sweep.
-    pub async fn all_heartbeats(self: &Arc<Self>) -> Result<Vec<Heartbeat>, StoreError> {
+    pub(crate) async fn all_heartbeats(self: &Arc<Self>) -> Result<Vec<Heartbeat>, StoreError> {
         self.read(|tx| {
             let t = tx.open_table(HEARTBEATS)?;
             let mut out = Vec::new();

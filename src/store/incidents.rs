@@ -46,12 +46,12 @@ impl Tx<'_> {
     /// Saves an incident and points each of its alerts at it; answers the alert ids the tenant
     /// does not have.
     #[must_use = "an incident naming alerts the tenant does not have is the caller's to refuse"]
-    pub fn save_incident(&self, incident: &Incident) -> Result<Vec<Uuid>, StoreError> {
+    pub(crate) fn save_incident(&self, incident: &Incident) -> Result<Vec<Uuid>, StoreError> {
         attach(self, incident, &incident.alert_ids)
     }
 
     /// The newest unresolved incident `created_by` opened: the one a rule's alerts join.
-    pub fn open_incident_by(
+    pub(crate) fn open_incident_by(
         &self,
         tenant: Uuid,
         created_by: &str,
@@ -64,13 +64,13 @@ impl Tx<'_> {
     }
 
     /// Stops the escalation chain of an alert (its incident was resolved).
-    pub fn disarm_escalation(&self, alert: Uuid) -> Result<(), StoreError> {
+    pub(crate) fn disarm_escalation(&self, alert: Uuid) -> Result<(), StoreError> {
         super::notify::disarm_escalation(self, alert)
     }
 }
 
 impl Store {
-    pub async fn incident(
+    pub(crate) async fn incident(
         self: &Arc<Self>,
         tenant: Uuid,
         id: Uuid,
@@ -83,7 +83,7 @@ impl Store {
     }
 
     /// Newest first, strictly before `before`; only unresolved ones with `open_only`.
-    pub async fn incidents(
+    pub(crate) async fn incidents(
         self: &Arc<Self>,
         tenant: Uuid,
         open_only: bool,

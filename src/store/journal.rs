@@ -124,7 +124,7 @@ pub struct Record {
 }
 
 impl Record {
-    pub fn new(audit: AuditDraft, events: Vec<EventDraft>) -> Self {
+    pub(crate) fn new(audit: AuditDraft, events: Vec<EventDraft>) -> Self {
         Self { audit, events }
     }
 }
@@ -358,7 +358,7 @@ impl Store {
 
     /// Records an audit entry (and its events) that has no change of its own: an audited read
     /// such as a backup download.
-    pub async fn record_only(self: &Arc<Self>, record: Record) -> Result<(), StoreError> {
+    pub(crate) async fn record_only(self: &Arc<Self>, record: Record) -> Result<(), StoreError> {
         self.write(move |tx| tx.record([record.audit], record.events))
             .await
     }
@@ -378,14 +378,14 @@ impl Store {
     }
 
     /// The id of the newest journaled event.
-    pub async fn journal_head(self: &Arc<Self>) -> Result<Option<Uuid>, StoreError> {
+    pub(crate) async fn journal_head(self: &Arc<Self>) -> Result<Option<Uuid>, StoreError> {
         self.read(|tx| head(&tx.open_table(META)?)).await
     }
 
     /// The head and the first `limit` events still journaled after `after` (by id), in one
     /// snapshot, looking from journal row `from_row` on (a reader's last `JournalView::from_row`,
     /// or 0).
-    pub async fn journal_view(
+    pub(crate) async fn journal_view(
         self: &Arc<Self>,
         after: Option<Uuid>,
         from_row: u64,
@@ -438,7 +438,10 @@ impl Store {
     /// Where durable consumer `name` stands: the id of the last event whose work it
     /// committed. A consumer seen for the first time starts at the head (what is committed
     /// from now on), and that start is saved, so nothing committed after it is skipped.
-    pub async fn consumer_position(self: &Arc<Self>, name: &str) -> Result<Uuid, StoreError> {
+    pub(crate) async fn consumer_position(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> Result<Uuid, StoreError> {
         let name = name.to_string();
         self.transact(move |tx| -> TxResult<_> {
             let saved = {
@@ -462,7 +465,7 @@ impl Store {
 
     /// Commits durable consumer `name`'s work for the events through `through`: the position
     /// and the events the work made, in one transaction.
-    pub async fn consume(
+    pub(crate) async fn consume(
         self: &Arc<Self>,
         name: &str,
         through: Uuid,
@@ -482,7 +485,7 @@ impl Store {
     /// A read decides first, so an idle consumer already at the head writes nothing; the move
     /// checks again in its own transaction, so a document created meanwhile is seen and
     /// nothing after it is skipped.
-    pub async fn skip_consumer_without(
+    pub(crate) async fn skip_consumer_without(
         self: &Arc<Self>,
         name: &'static str,
         kind: &'static str,
@@ -522,7 +525,7 @@ impl Store {
 
     /// The events of the oldest `rows` journal rows not in `skip` (rows already stored, about
     /// to be forgotten), in journal order.
-    pub async fn journaled(
+    pub(crate) async fn journaled(
         self: &Arc<Self>,
         rows: usize,
         skip: HashSet<u64>,
@@ -552,7 +555,7 @@ impl Store {
     /// Rows with an event after `consumed_through` stay (durable consumers have not read them
     /// all yet, and read them from the journal's recent rows instead of the month files);
     /// returns them. A call that forgets nothing writes nothing (no sync).
-    pub async fn forget_journaled(
+    pub(crate) async fn forget_journaled(
         self: &Arc<Self>,
         seqs: Vec<u64>,
         consumed_through: Option<Uuid>,

@@ -4,7 +4,7 @@ use super::StoreError;
 use uuid::Uuid;
 
 /// A tenant-scoped key: the tenant's 16 id bytes, then the local part.
-pub fn scoped(tenant: Uuid, local: &[u8]) -> Vec<u8> {
+pub(crate) fn scoped(tenant: Uuid, local: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(16 + local.len());
     k.extend_from_slice(tenant.as_bytes());
     k.extend_from_slice(local);
@@ -12,12 +12,12 @@ pub fn scoped(tenant: Uuid, local: &[u8]) -> Vec<u8> {
 }
 
 /// Owned keys as the slices a table's `get_each` and `prefetch` take.
-pub fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
+pub(crate) fn as_keys(keys: &[Vec<u8>]) -> Vec<&[u8]> {
     keys.iter().map(Vec::as_slice).collect()
 }
 
 /// The range of all keys of one tenant, for scans.
-pub fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
     let start = tenant.as_bytes().to_vec();
     let end = Uuid::from_u128(tenant.as_u128().wrapping_add(1))
         .as_bytes()
@@ -27,7 +27,7 @@ pub fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
 
 /// A uuid kept in an index row or a key (`what` names it): one of another length is a corrupt
 /// row, reported as every other decode failure is rather than read as "none".
-pub fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {
+pub(crate) fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {
     Uuid::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 

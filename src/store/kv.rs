@@ -218,7 +218,7 @@ impl WriteTx {
         }
     }
 
-    pub fn open_table<'t, K: Key + 'static, V: Value + 'static>(
+    pub(crate) fn open_table<'t, K: Key + 'static, V: Value + 'static>(
         &'t self,
         def: TableDefinition<'t, K, V>,
     ) -> Result<Table<'t, K, V>, StoreError> {
@@ -242,7 +242,7 @@ impl WriteTx {
 }
 
 impl ReadTx {
-    pub fn open_table<K: Key + 'static, V: Value + 'static>(
+    pub(crate) fn open_table<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<ReadOnlyTable<K, V>, StoreError> {
@@ -258,7 +258,7 @@ impl ReadTx {
 
     /// `open_table`, or `None` for a table this snapshot does not have (a redb file written
     /// before the table was added).
-    pub fn open_existing<K: Key + 'static, V: Value + 'static>(
+    pub(crate) fn open_existing<K: Key + 'static, V: Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Option<ReadOnlyTable<K, V>>, StoreError> {
@@ -289,7 +289,7 @@ impl ReadTx {
 }
 
 impl<V: Value + 'static> Guard<'_, V> {
-    pub fn value(&self) -> V::SelfType<'_> {
+    pub(crate) fn value(&self) -> V::SelfType<'_> {
         match &self.0 {
             GuardInner::Redb(g) => g.value(),
             #[cfg(feature = "postgres")]
@@ -548,7 +548,7 @@ impl<K: Key + 'static, V: Value + 'static> Changing<'_, K, V> {
 impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     /// Stores `value` under `key`. On PostgreSQL the row goes out without waiting for its
     /// answer, which the write reads as it commits: use `replace` to learn what was there.
-    pub fn insert<'k, 'v>(
+    pub(crate) fn insert<'k, 'v>(
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
         value: impl Borrow<V::SelfType<'v>>,
@@ -567,31 +567,12 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
         }
     }
 
-    /// Stores `value` under `key`; the value it replaced.
-    pub fn replace<'k, 'v>(
-        &mut self,
-        key: impl Borrow<K::SelfType<'k>>,
-        value: impl Borrow<V::SelfType<'v>>,
-    ) -> Result<Option<Guard<'_, V>>, StoreError> {
-        self.1.tell();
-        match &mut self.0 {
-            TableInner::Redb(t) => t
-                .insert(key, value)
-                .map(|v| v.map(redb_guard))
-                .map_err(StoreError::from_redb),
-            #[cfg(feature = "postgres")]
-            TableInner::Pg(t, _) => t
-                .replace(
-                    t.ordered(key.borrow()),
-                    V::as_bytes(value.borrow()).as_ref(),
-                )
-                .map(|v| v.map(fetched)),
-        }
-    }
-
     /// Removes `key` (on PostgreSQL without waiting, as `insert`): use `take` to learn what
     /// it held.
-    pub fn remove<'a>(&mut self, key: impl Borrow<K::SelfType<'a>>) -> Result<(), StoreError> {
+    pub(crate) fn remove<'a>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'a>>,
+    ) -> Result<(), StoreError> {
         self.1.tell();
         match &mut self.0 {
             TableInner::Redb(t) => t.remove(key).map(drop).map_err(StoreError::from_redb),
@@ -601,7 +582,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     }
 
     /// Removes `key`; the value it held.
-    pub fn take<'a>(
+    pub(crate) fn take<'a>(
         &mut self,
         key: impl Borrow<K::SelfType<'a>>,
     ) -> Result<Option<Guard<'_, V>>, StoreError> {
@@ -617,7 +598,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     }
 
     /// Keeps the rows `keep` accepts, removing the others.
-    pub fn retain<F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(
+    pub(crate) fn retain<F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(
         &mut self,
         keep: F,
     ) -> Result<(), StoreError> {
@@ -625,7 +606,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<'_, K, V> {
     }
 
     /// `retain` within `range`.
-    pub fn retain_in<'a, KR, F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(
+    pub(crate) fn retain_in<'a, KR, F: for<'f> FnMut(K::SelfType<'f>, V::SelfType<'f>) -> bool>(
         &mut self,
         range: impl RangeBounds<KR> + 'a,
         keep: F,

@@ -431,7 +431,7 @@ impl MetricsStore {
     }
 
     /// Resolves once every sample batch queued before this call is stored (or failed).
-    pub async fn settled(&self) {
+    pub(crate) async fn settled(&self) {
         self.writer.settled().await;
     }
 

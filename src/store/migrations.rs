@@ -132,7 +132,7 @@ pub const SCHEMA_VERSION: &str = "schema_version";
 
 /// The version the latest migration brings a store to.
 #[cfg(feature = "postgres")]
-pub fn latest() -> u32 {
+pub(crate) fn latest() -> u32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
 
@@ -259,7 +259,7 @@ fn create_state_table(tx: &WriteTx) -> Result<(), StoreError> {
 
 /// The schema version a store's tables are at (0: none yet). PostgreSQL's tables are made at
 /// the latest version and say so here too, so a backup of either restores alike.
-pub fn current_version(tx: &ReadTx) -> Result<u32, StoreError> {
+pub(crate) fn current_version(tx: &ReadTx) -> Result<u32, StoreError> {
     let Some(meta) = tx.open_existing(META)? else {
         return Ok(0);
     };
@@ -273,7 +273,7 @@ pub fn current_version(tx: &ReadTx) -> Result<u32, StoreError> {
     Ok(u32::from_be_bytes(bytes))
 }
 
-pub fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> {
+pub(crate) fn apply(db: &Database, migrations: &[Migration]) -> Result<(), StoreError> {
     let read = ReadTx::from_redb(db.begin_read().map_err(StoreError::from_redb)?);
     let version = current_version(&read)?;
     drop(read);

@@ -61,7 +61,7 @@ use tokio::sync::Notify;
 
 /// Runs blocking storage work (a redb transaction, an event or metric file read) off the async
 /// runtime.
-pub async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(f)
@@ -70,7 +70,7 @@ pub async fn blocking<T: Send + 'static>(
 }
 
 /// Refuses a change made against another version than the stored one (`If-Match`).
-pub fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
+pub(crate) fn check_version(stored: u64, expected: u64) -> Result<(), StoreError> {
     if stored == expected {
         Ok(())
     } else {
@@ -186,7 +186,7 @@ fn open_db(path: &Path) -> Result<Database, StoreError> {
 /// tables, the number of events and of metric series. Refuses a
 /// database that already holds a store. Blocking; nothing may have the files open.
 #[cfg(feature = "postgres")]
-pub fn copy_to_postgres(
+pub(crate) fn copy_to_postgres(
     data_dir: &Path,
     target: kv::pg::Target,
 ) -> Result<(Vec<String>, u64, u64), StoreError> {
@@ -218,7 +218,7 @@ impl Store {
     /// Free and total space where the store lives; `None` when the file system will not say.
     // The widths of statvfs's fields differ between targets (32-bit on armv7).
     #[allow(clippy::useless_conversion)]
-    pub fn disk_space(&self) -> Option<DiskSpace> {
+    pub(crate) fn disk_space(&self) -> Option<DiskSpace> {
         let dir = self.path.parent().unwrap_or(&self.path);
         let st = nix::sys::statvfs::statvfs(dir).ok()?;
         let block = u64::from(st.fragment_size());
@@ -311,7 +311,7 @@ impl Store {
     }
 
     /// `None` when the store is serving, else why it is not.
-    pub fn offline_reason(&self) -> Option<String> {
+    pub(crate) fn offline_reason(&self) -> Option<String> {
         self.offline_reason.read_now().clone()
     }
 
@@ -403,7 +403,7 @@ impl Store {
 
     /// `transact` for a worker that has one write in flight at a time and must not wait behind
     /// a burst of requests (the pager's outbox): it passes the queued requests.
-    pub async fn transact_ahead<T: Send + 'static, E: TxAbort>(
+    pub(crate) async fn transact_ahead<T: Send + 'static, E: TxAbort>(
         &self,
         f: impl FnOnce(&Tx) -> TxResult<T, E> + Send + 'static,
     ) -> Result<T, E> {
@@ -413,7 +413,7 @@ impl Store {
     /// A write answered once durable (or committed, as `promise` says), with the filing of its
     /// events still under way (`None` when it journaled none): for a producer that overlaps
     /// filing with its next write (the results pipeline).
-    pub async fn write_filing_later<T: Send + 'static>(
+    pub(crate) async fn write_filing_later<T: Send + 'static>(
         &self,
         promise: Promise,
         f: impl FnOnce(&Tx) -> Result<T, StoreError> + Send + 'static,
@@ -452,13 +452,14 @@ impl Store {
     }
 
     /// Durable syncs of the main database since it opened: what an idle box should not make.
-    pub fn syncs(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn syncs(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
     }
 
     /// Has `watcher` notified (one permit, kept until it waits) once events journaled after
     /// this are durable, for as long as the caller holds it.
-    pub fn watch_journal(&self, watcher: &Arc<Notify>) {
+    pub(crate) fn watch_journal(&self, watcher: &Arc<Notify>) {
         let mut watchers = self.journal_watchers.locked();
         watchers.retain(|w| w.strong_count() > 0);
         watchers.push(Arc::downgrade(watcher));
@@ -494,7 +495,7 @@ impl Store {
     }
 
     /// Changes with every committed catalog write; read it before reading the catalog.
-    pub fn catalog_generation(&self) -> u64 {
+    pub(crate) fn catalog_generation(&self) -> u64 {
         self.catalog_generation.load(Ordering::SeqCst)
     }
 
@@ -508,19 +509,19 @@ impl Store {
     }
 
     /// Whether an I/O error has taken the store offline.
-    pub fn needs_recovery(&self) -> bool {
+    pub(crate) fn needs_recovery(&self) -> bool {
         self.needs_recovery.load(Ordering::SeqCst)
     }
 
     /// Notified when the store goes offline, to wake whoever reopens it.
-    pub fn recovery_waker(&self) -> Arc<Notify> {
+    pub(crate) fn recovery_waker(&self) -> Arc<Notify> {
         self.recovery.clone()
     }
 
     /// Brings the store back after an I/O error, or after a start on a disk that refused.
     /// Succeeds only once the disk has room again and every in-flight transaction has let go
     /// of the old handle. Blocking.
-    pub fn try_reopen(&self) -> Result<(), StoreError> {
+    pub(crate) fn try_reopen(&self) -> Result<(), StoreError> {
         if !self.needs_recovery.load(Ordering::SeqCst) {
             return Ok(());
         }

@@ -278,7 +278,7 @@ fn due_rows<T: serde::de::DeserializeOwned>(
 /// What the notifier writes in its transactions.
 impl Tx<'_> {
     /// A channel's failures in a row, if it has any.
-    pub fn channel_failures(
+    pub(crate) fn channel_failures(
         &self,
         tenant: Uuid,
         channel: &str,
@@ -287,7 +287,7 @@ impl Tx<'_> {
     }
 
     /// Sets a channel's failures in a row; `None` clears them (it worked).
-    pub fn set_channel_failures(
+    pub(crate) fn set_channel_failures(
         &self,
         tenant: Uuid,
         channel: &str,
@@ -307,7 +307,7 @@ impl Tx<'_> {
     }
 
     /// The armed timer of an alert's escalation step.
-    pub fn escalation_timer(
+    pub(crate) fn escalation_timer(
         &self,
         alert: Uuid,
         step: u32,
@@ -319,17 +319,17 @@ impl Tx<'_> {
     }
 
     /// Sets (or replaces) an escalation timer.
-    pub fn put_escalation_timer(&self, timer: &EscalationTimer) -> Result<(), StoreError> {
+    pub(crate) fn put_escalation_timer(&self, timer: &EscalationTimer) -> Result<(), StoreError> {
         put_timer(self, timer)
     }
 
     /// Removes an escalation timer.
-    pub fn drop_escalation_timer(&self, alert: Uuid, step: u32) -> Result<(), StoreError> {
+    pub(crate) fn drop_escalation_timer(&self, alert: Uuid, step: u32) -> Result<(), StoreError> {
         drop_timer(self, &timer_key(alert, step)).map(drop)
     }
 
     /// Writes a delivery to the outbox (due at its `next_try`) or, dead, to the dead letters.
-    pub fn put_override(&self, o: &Override) -> Result<(), StoreError> {
+    pub(crate) fn put_override(&self, o: &Override) -> Result<(), StoreError> {
         let mut key = scoped(o.tenant_id, o.schedule_id.as_bytes());
         key.extend_from_slice(o.id.as_bytes());
         self.open_table(OVERRIDES)?
@@ -338,7 +338,7 @@ impl Tx<'_> {
     }
 
     /// Removes a schedule's override; the override, when there was one.
-    pub fn remove_override(
+    pub(crate) fn remove_override(
         &self,
         tenant: Uuid,
         schedule: Uuid,
@@ -352,7 +352,7 @@ impl Tx<'_> {
             .transpose()
     }
 
-    pub fn put_delivery(&self, delivery: &Delivery) -> Result<(), StoreError> {
+    pub(crate) fn put_delivery(&self, delivery: &Delivery) -> Result<(), StoreError> {
         put_delivery(self, delivery)
     }
 
@@ -361,7 +361,7 @@ impl Tx<'_> {
     /// there, so no other process's courier takes it while the claim holds. It holds until
     /// then or until the session ends (a process killed mid-send), whichever comes first.
     /// The deliveries as claimed; none where no other process may serve (redb).
-    pub fn claim_deliveries(
+    pub(crate) fn claim_deliveries(
         &self,
         now: Timestamp,
         until: Timestamp,
@@ -396,7 +396,7 @@ impl Tx<'_> {
 
     /// Takes a claimed delivery out of the outbox; `None` when it is no longer there or is no
     /// longer as `claimed` left it (its claim lapsed and another process claimed it since).
-    pub fn take_claimed_delivery(
+    pub(crate) fn take_claimed_delivery(
         &self,
         claimed: &Delivery,
     ) -> Result<Option<Delivery>, StoreError> {
@@ -414,7 +414,11 @@ impl Tx<'_> {
     }
 
     /// Takes a dead letter out of the tenant's dead letters.
-    pub fn take_dead_letter(&self, tenant: Uuid, id: Uuid) -> Result<Option<Delivery>, StoreError> {
+    pub(crate) fn take_dead_letter(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<Delivery>, StoreError> {
         self.open_table(DEAD_LETTERS)?
             .take(scoped(tenant, id.as_bytes()).as_slice())?
             .map(|v| decode(v.value()))
@@ -422,7 +426,7 @@ impl Tx<'_> {
     }
 
     /// Notes that the incoming person of the schedule's shift starting at `start` was told.
-    pub fn set_handoff(
+    pub(crate) fn set_handoff(
         &self,
         tenant: Uuid,
         schedule: Uuid,
@@ -438,7 +442,7 @@ impl Tx<'_> {
 
 impl Store {
     /// The failures in a row of those of `channels` (tenant, name or bare URL) that have any.
-    pub async fn channel_failures(
+    pub(crate) async fn channel_failures(
         self: &Arc<Self>,
         channels: HashSet<(Uuid, String)>,
     ) -> Result<HashMap<(Uuid, String), ChannelFailures>, StoreError> {
@@ -456,13 +460,15 @@ impl Store {
     }
 
     /// When the next escalation timer is due.
-    pub async fn next_escalation_due(self: &Arc<Self>) -> Result<Option<Timestamp>, StoreError> {
+    pub(crate) async fn next_escalation_due(
+        self: &Arc<Self>,
+    ) -> Result<Option<Timestamp>, StoreError> {
         self.read(|tx| first_due(tx, ESCALATIONS_DUE)).await
     }
 
     /// How many escalation timers are armed, deliveries wait in the outbox, and dead letters
     /// are kept.
-    pub async fn notify_counts(self: &Arc<Self>) -> Result<(u64, u64, u64), StoreError> {
+    pub(crate) async fn notify_counts(self: &Arc<Self>) -> Result<(u64, u64, u64), StoreError> {
         self.read(|tx| {
             let len = |t: redb::TableDefinition<&[u8], &[u8]>| tx.open_table(t)?.len();
             Ok((len(ESCALATIONS)?, len(DELIVERIES)?, len(DEAD_LETTERS)?))
@@ -471,7 +477,7 @@ impl Store {
     }
 
     /// Escalation timers due by `now`, earliest first, at most `max`.
-    pub async fn escalations_due(
+    pub(crate) async fn escalations_due(
         self: &Arc<Self>,
         now: Timestamp,
         max: usize,
@@ -481,7 +487,8 @@ impl Store {
     }
 
     /// Deliveries due by `now`, earliest first, at most `max`.
-    pub async fn deliveries_due(
+    #[cfg(test)]
+    pub(crate) async fn deliveries_due(
         self: &Arc<Self>,
         now: Timestamp,
         max: usize,
@@ -494,7 +501,7 @@ impl Store {
     /// first, for `CLAIM_LEASE` (see `Tx::claim_deliveries`). Only beside other processes does a
     /// claim write: alone (redb) nobody else takes from the outbox, and a restart after a crash
     /// finds every delivery due as it was.
-    pub async fn claim_deliveries(
+    pub(crate) async fn claim_deliveries(
         self: &Arc<Self>,
         now: Timestamp,
         max: usize,
@@ -531,7 +538,7 @@ impl Store {
 
     /// When a courier that claims what `claimable` accepts looks at the outbox again: the
     /// first such delivery is due (maybe already), or a claim on one is to be checked.
-    pub async fn next_claimable_delivery(
+    pub(crate) async fn next_claimable_delivery(
         self: &Arc<Self>,
         claimable: Claimable,
     ) -> Result<Option<Timestamp>, StoreError> {
@@ -552,7 +559,7 @@ impl Store {
     }
 
     /// The start of the last shift of a schedule whose incoming person was told.
-    pub async fn handoff_announced(
+    pub(crate) async fn handoff_announced(
         self: &Arc<Self>,
         tenant: Uuid,
         schedule: Uuid,
@@ -566,7 +573,7 @@ impl Store {
     }
 
     /// Dead letters, newest first, strictly before `before`.
-    pub async fn dead_letters(
+    pub(crate) async fn dead_letters(
         self: &Arc<Self>,
         tenant: Uuid,
         before: Option<Uuid>,
@@ -580,7 +587,7 @@ impl Store {
     }
 
     /// Every override of a tenant (for on-call resolution across its schedules).
-    pub async fn tenant_overrides(
+    pub(crate) async fn tenant_overrides(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<Vec<Override>, StoreError> {
@@ -599,7 +606,10 @@ impl Store {
 
     /// A 32-byte key of this installation stored under `name`, made on first use (for
     /// signing ack links).
-    pub async fn install_key(self: &Arc<Self>, name: &'static str) -> Result<Vec<u8>, StoreError> {
+    pub(crate) async fn install_key(
+        self: &Arc<Self>,
+        name: &'static str,
+    ) -> Result<Vec<u8>, StoreError> {
         self.transact(move |tx| -> TxResult<_> {
             let mut meta = tx.open_table(META)?;
             if let Some(v) = meta.get(name)? {

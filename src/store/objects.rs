@@ -78,7 +78,7 @@ impl Tx<'_> {
     /// index entries, the objects those name (an upsert replaces them) and their hosts. On
     /// PostgreSQL a batch of a thousand then costs a few round trips, not thousands; nothing on
     /// redb, whose reads are local.
-    pub fn read_ahead_objects(&self, objects: &[&Object]) -> Result<(), StoreError> {
+    pub(crate) fn read_ahead_objects(&self, objects: &[&Object]) -> Result<(), StoreError> {
         if !self.reads_are_remote() || objects.is_empty() {
             return Ok(());
         }
@@ -104,7 +104,7 @@ impl Tx<'_> {
     }
 
     /// The id of the tenant's host (`host` none) or of a host's service named `name`.
-    pub fn object_named(
+    pub(crate) fn object_named(
         &self,
         tenant: Uuid,
         kind: ObjectKind,
@@ -118,17 +118,17 @@ impl Tx<'_> {
     }
 
     /// Saves a new object with its name index; a name in use is refused.
-    pub fn insert_object(&self, object: &Object) -> Result<(), StoreError> {
+    pub(crate) fn insert_object(&self, object: &Object) -> Result<(), StoreError> {
         insert(self, object)
     }
 
     /// Saves a changed object (its name and host unchanged).
-    pub fn put_object(&self, object: &Object) -> Result<(), StoreError> {
+    pub(crate) fn put_object(&self, object: &Object) -> Result<(), StoreError> {
         put(self, object)
     }
 
     /// Deletes an object, and a host's services with it; the object.
-    pub fn delete_object(&self, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
+    pub(crate) fn delete_object(&self, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
         delete_cascade(self, tenant, id)
     }
 }
@@ -162,7 +162,11 @@ pub(super) fn tenant_objects(tx: &WriteTx, tenant: Uuid) -> Result<Vec<Object>, 
 }
 
 impl Store {
-    pub async fn object(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<Object, StoreError> {
+    pub(crate) async fn object(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Object, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(OBJECTS)?;
             let v = t
@@ -173,7 +177,7 @@ impl Store {
         .await
     }
 
-    pub async fn host_by_name(
+    pub(crate) async fn host_by_name(
         self: &Arc<Self>,
         tenant: Uuid,
         name: String,
@@ -196,7 +200,7 @@ impl Store {
     }
 
     /// Objects in id order after `after`, at most `limit` that `keep` accepts.
-    pub async fn objects(
+    pub(crate) async fn objects(
         self: &Arc<Self>,
         tenant: Uuid,
         after: Option<Uuid>,
@@ -230,7 +234,7 @@ impl Store {
     }
 
     /// Names of the given hosts.
-    pub async fn host_names(
+    pub(crate) async fn host_names(
         self: &Arc<Self>,
         tenant: Uuid,
         ids: Vec<Uuid>,

@@ -65,7 +65,7 @@ fn change_of(name: &str) -> Option<Change> {
 impl Store {
     /// Has `waker` notified once a commit of a change of `change` is durable, this process's or
     /// another's (a sweep whose next due time it may bring forward, a catalog to rebuild).
-    pub fn watch_commits(&self, change: Change, waker: Arc<Notify>) {
+    pub(crate) fn watch_commits(&self, change: Change, waker: Arc<Notify>) {
         self.commit_watchers.locked().push((change, waker));
     }
 
@@ -91,13 +91,13 @@ impl Store {
 
     /// Moves on when another process changes tokens, users or sessions: a credential verified
     /// at an older generation is read again before it is trusted.
-    pub fn credentials_generation(&self) -> u64 {
+    pub(crate) fn credentials_generation(&self) -> u64 {
         self.credentials_generation.load(Ordering::SeqCst)
     }
 
     /// The events a federation site forwarded that were announced since the last call (see
     /// `EventStore::announce_forwarded`), in the order they were announced.
-    pub fn take_forwarded(&self) -> Vec<super::events::EventKey> {
+    pub(crate) fn take_forwarded(&self) -> Vec<super::events::EventKey> {
         std::mem::take(&mut *self.forwarded.locked())
     }
 
@@ -117,7 +117,7 @@ impl Store {
 
     /// Follows the other processes' commits for as long as this store lives (a thread of its
     /// own); nothing on redb.
-    pub fn follow_others(self: &Arc<Self>) -> Result<(), StoreError> {
+    pub(crate) fn follow_others(self: &Arc<Self>) -> Result<(), StoreError> {
         #[cfg(feature = "postgres")]
         if let Backing::Postgres(target) = &self.backing {
             let store = Arc::downgrade(self);
@@ -157,7 +157,7 @@ impl Store {
 
     /// Whether other processes may serve this store beside this one (PostgreSQL): what one
     /// takes from a shared queue it must claim first.
-    pub fn is_shared(&self) -> bool {
+    pub(crate) fn is_shared(&self) -> bool {
         #[cfg(feature = "postgres")]
         if let Backing::Postgres(_) = &self.backing {
             return true;
@@ -177,7 +177,7 @@ impl Store {
     /// Resolves once this process leads: at once on redb; on PostgreSQL once it holds the
     /// lease, which it then keeps (taking it back after a lost session, unless another
     /// process took it meanwhile: then this store stops serving, `Superseded`).
-    pub async fn lead(self: &Arc<Self>) -> Result<(), StoreError> {
+    pub(crate) async fn lead(self: &Arc<Self>) -> Result<(), StoreError> {
         #[cfg(feature = "postgres")]
         if let Backing::Postgres(target) = &self.backing {
             let (taken, led) = tokio::sync::oneshot::channel();

@@ -32,11 +32,15 @@ fn bucket_in(
 
 impl Tx<'_> {
     /// A limiter's bucket for `ip`, if it has one.
-    pub fn rate_bucket(&self, limiter: &str, ip: IpAddr) -> Result<Option<RateBucket>, StoreError> {
+    pub(crate) fn rate_bucket(
+        &self,
+        limiter: &str,
+        ip: IpAddr,
+    ) -> Result<Option<RateBucket>, StoreError> {
         bucket_in(&self.open_table(RATE_BUCKETS)?, limiter, ip)
     }
 
-    pub fn put_rate_bucket(
+    pub(crate) fn put_rate_bucket(
         &self,
         limiter: &str,
         ip: IpAddr,
@@ -52,7 +56,7 @@ impl Tx<'_> {
 
 impl Store {
     /// A limiter's bucket for `ip`, if it has one.
-    pub async fn rate_bucket(
+    pub(crate) async fn rate_bucket(
         self: &Arc<Self>,
         limiter: &'static str,
         ip: IpAddr,
@@ -62,7 +66,7 @@ impl Store {
     }
 
     /// Removes the buckets untouched since `idle_since` (full again by then); how many.
-    pub async fn forget_rate_buckets(
+    pub(crate) async fn forget_rate_buckets(
         self: &Arc<Self>,
         idle_since: Timestamp,
     ) -> Result<usize, StoreError> {

@@ -32,7 +32,11 @@ fn slot_setting(tenant: Uuid, report: &str) -> Vec<u8> {
 /// The report archive in a transaction.
 impl Tx<'_> {
     /// Archives one rendering of a report: its entry and its content.
-    pub fn archive_report(&self, entry: &ArchivedReport, content: &[u8]) -> Result<(), StoreError> {
+    pub(crate) fn archive_report(
+        &self,
+        entry: &ArchivedReport,
+        content: &[u8],
+    ) -> Result<(), StoreError> {
         self.open_table(REPORT_ARCHIVE)?.insert(
             archive_key(entry.tenant_id, &entry.report, entry.id).as_slice(),
             encode(entry)?.as_slice(),
@@ -43,7 +47,7 @@ impl Tx<'_> {
     }
 
     /// Keeps the newest `keep` renderings of each format of a report.
-    pub fn prune_report_archive(
+    pub(crate) fn prune_report_archive(
         &self,
         tenant: Uuid,
         report: &str,
@@ -53,7 +57,7 @@ impl Tx<'_> {
     }
 
     /// Records the scheduled slot a report ran for, so that slot runs once.
-    pub fn set_report_slot(
+    pub(crate) fn set_report_slot(
         &self,
         tenant: Uuid,
         report: &str,
@@ -69,7 +73,7 @@ impl Tx<'_> {
 
 impl Store {
     /// The slot a report's schedule last ran for.
-    pub async fn report_slot(
+    pub(crate) async fn report_slot(
         self: &Arc<Self>,
         tenant: Uuid,
         report: String,
@@ -84,7 +88,7 @@ impl Store {
     }
 
     /// A report's renderings, newest first, strictly older than `before`.
-    pub async fn archived_reports(
+    pub(crate) async fn archived_reports(
         self: &Arc<Self>,
         tenant: Uuid,
         report: String,
@@ -112,7 +116,7 @@ impl Store {
     }
 
     /// One archived rendering and its content.
-    pub async fn archived_report(
+    pub(crate) async fn archived_report(
         self: &Arc<Self>,
         tenant: Uuid,
         report: String,

@@ -25,7 +25,7 @@ pub(super) fn put_sealed(tx: &WriteTx, secret: &mut StoredSecret) -> Result<(), 
 /// Secrets in a transaction (`Tx::put_secret` seals and saves one).
 impl Tx<'_> {
     /// Removes a secret; whether there was one.
-    pub fn remove_secret(&self, tenant: Uuid, name: &str) -> Result<bool, StoreError> {
+    pub(crate) fn remove_secret(&self, tenant: Uuid, name: &str) -> Result<bool, StoreError> {
         Ok(self
             .open_table(SECRETS)?
             .take(scoped(tenant, name.as_bytes()).as_slice())?
@@ -34,7 +34,7 @@ impl Tx<'_> {
 }
 
 impl Store {
-    pub async fn secret(
+    pub(crate) async fn secret(
         self: &Arc<Self>,
         tenant: Uuid,
         name: String,
@@ -48,7 +48,10 @@ impl Store {
         .await
     }
 
-    pub async fn secrets(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<SecretMeta>, StoreError> {
+    pub(crate) async fn secrets(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<SecretMeta>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SECRETS)?;
             Ok(tenant_values::<StoredSecret, _>(&t, tenant)?
@@ -69,7 +72,7 @@ impl Store {
     /// could open none of its secrets, and on a shared PostgreSQL database it would seal new
     /// ones the others cannot open. Reads first, and writes only the first time (a start on
     /// a full disk writes nothing).
-    pub async fn keep_key_fingerprint(
+    pub(crate) async fn keep_key_fingerprint(
         self: &Arc<Self>,
         fingerprint: String,
     ) -> Result<Option<String>, StoreError> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 impl Store {
-    pub async fn setting(
+    pub(crate) async fn setting(
         self: &Arc<Self>,
         tenant: Uuid,
         key: String,
@@ -25,7 +25,7 @@ impl Store {
     }
 
     /// The values of the tenant's settings whose keys start with `prefix`, in key order.
-    pub async fn settings_under(
+    pub(crate) async fn settings_under(
         self: &Arc<Self>,
         tenant: Uuid,
         prefix: String,
@@ -49,7 +49,7 @@ impl Store {
 
 /// Settings in a transaction.
 impl Tx<'_> {
-    pub fn setting(&self, tenant: Uuid, key: &str) -> Result<Option<Value>, StoreError> {
+    pub(crate) fn setting(&self, tenant: Uuid, key: &str) -> Result<Option<Value>, StoreError> {
         let t = self.open_table(SETTINGS)?;
         t.get(scoped(tenant, key.as_bytes()).as_slice())?
             .map(|v| decode(v.value()))
@@ -57,7 +57,7 @@ impl Tx<'_> {
     }
 
     /// Stores a setting, or removes it when `value` is `None` (absent is no error).
-    pub fn put_setting(
+    pub(crate) fn put_setting(
         &self,
         tenant: Uuid,
         key: &str,

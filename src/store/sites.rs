@@ -22,7 +22,7 @@ pub struct SiteCounts {
 /// Site statuses in a transaction.
 impl Tx<'_> {
     /// A site's status; a site never heard of starts empty.
-    pub fn site_status(&self, tenant: Uuid, name: &str) -> Result<SiteStatus, StoreError> {
+    pub(crate) fn site_status(&self, tenant: Uuid, name: &str) -> Result<SiteStatus, StoreError> {
         let t = self.open_table(SITE_STATUS)?;
         match t.get(scoped(tenant, name.as_bytes()).as_slice())? {
             Some(v) => decode(v.value()),
@@ -34,7 +34,7 @@ impl Tx<'_> {
         }
     }
 
-    pub fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {
+    pub(crate) fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {
         self.open_table(SITE_STATUS)?.insert(
             scoped(status.tenant_id, status.name.as_bytes()).as_slice(),
             encode(status)?.as_slice(),
@@ -44,7 +44,7 @@ impl Tx<'_> {
 }
 
 impl Store {
-    pub async fn site_statuses(
+    pub(crate) async fn site_statuses(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<Vec<SiteStatus>, StoreError> {
@@ -56,7 +56,7 @@ impl Store {
     }
 
     /// Every tenant's site statuses, for the stale-site sweep.
-    pub async fn all_site_statuses(self: &Arc<Self>) -> Result<Vec<SiteStatus>, StoreError> {
+    pub(crate) async fn all_site_statuses(self: &Arc<Self>) -> Result<Vec<SiteStatus>, StoreError> {
         self.read(|tx| {
             let t = tx.open_table(SITE_STATUS)?;
             let mut out = Vec::new();
@@ -69,7 +69,10 @@ impl Store {
     }
 
     /// The counts an edge reports in its heartbeat.
-    pub async fn site_counts(self: &Arc<Self>, tenant: Uuid) -> Result<SiteCounts, StoreError> {
+    pub(crate) async fn site_counts(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<SiteCounts, StoreError> {
         self.read(move |tx| {
             let (lo, hi) = tenant_range(tenant);
             let mut counts = SiteCounts::default();

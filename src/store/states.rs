@@ -168,7 +168,7 @@ fn set_acked_by(
 impl Tx<'_> {
     /// Sets who acknowledged the problem of an object's live state (`ackedBy`; `None` clears
     /// it), if the object has one.
-    pub fn set_acked_by(
+    pub(crate) fn set_acked_by(
         &self,
         tenant: Uuid,
         object: Uuid,
@@ -181,7 +181,7 @@ impl Tx<'_> {
 impl Tx<'_> {
     /// The stored live states of (tenant, object) pairs, in one read (one round trip on
     /// PostgreSQL); `None` where an object has no result yet.
-    pub fn live_states(
+    pub(crate) fn live_states(
         &self,
         objects: &[(Uuid, Uuid)],
     ) -> Result<Vec<Option<CheckState>>, StoreError> {
@@ -200,7 +200,7 @@ impl Tx<'_> {
 
     /// Saves live states of a tenant's objects, in order (a later state of the same object
     /// wins).
-    pub fn save_live_states<'s>(
+    pub(crate) fn save_live_states<'s>(
         &self,
         states: impl IntoIterator<Item = (Uuid, &'s CheckState)>,
     ) -> Result<(), StoreError> {
@@ -216,7 +216,7 @@ impl Tx<'_> {
 impl Store {
     /// The live states of the given objects (absent: no result yet), with what their downtime
     /// depth is worked out from (`LiveStates::covered`).
-    pub async fn states(
+    pub(crate) async fn states(
         self: &Arc<Self>,
         tenant: Uuid,
         ids: Vec<Uuid>,
@@ -236,7 +236,10 @@ impl Store {
     }
 
     /// Every live state of a tenant, as `states` reads them.
-    pub async fn all_states(self: &Arc<Self>, tenant: Uuid) -> Result<LiveStates, StoreError> {
+    pub(crate) async fn all_states(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<LiveStates, StoreError> {
         let at = self.clock.now();
         self.read(move |tx| {
             let t = tx.open_table(STATES)?;

@@ -55,19 +55,19 @@ fn save<T: Serialize>(
 
 /// Downtimes, and what a flexible one waits for, in a transaction.
 impl Tx<'_> {
-    pub fn silence(&self, tenant: Uuid, id: Uuid) -> Result<Option<Silence>, StoreError> {
+    pub(crate) fn silence(&self, tenant: Uuid, id: Uuid) -> Result<Option<Silence>, StoreError> {
         load(self, SILENCES, tenant, id)
     }
 
-    pub fn save_silence(&self, silence: &Silence) -> Result<(), StoreError> {
+    pub(crate) fn save_silence(&self, silence: &Silence) -> Result<(), StoreError> {
         save(self, SILENCES, silence.tenant_id, silence.id, silence)
     }
 
-    pub fn downtime(&self, tenant: Uuid, id: Uuid) -> Result<Option<Downtime>, StoreError> {
+    pub(crate) fn downtime(&self, tenant: Uuid, id: Uuid) -> Result<Option<Downtime>, StoreError> {
         load(self, DOWNTIMES, tenant, id)
     }
 
-    pub fn all_downtimes(&self) -> Result<Vec<Downtime>, StoreError> {
+    pub(crate) fn all_downtimes(&self) -> Result<Vec<Downtime>, StoreError> {
         let t = self.open_table(DOWNTIMES)?;
         let mut out = Vec::new();
         for row in t.iter()? {
@@ -76,13 +76,13 @@ impl Tx<'_> {
         Ok(out)
     }
 
-    pub fn save_downtime(&self, downtime: &Downtime) -> Result<(), StoreError> {
+    pub(crate) fn save_downtime(&self, downtime: &Downtime) -> Result<(), StoreError> {
         save(self, DOWNTIMES, downtime.tenant_id, downtime.id, downtime)
     }
 
     /// The answer kept for the tenant's `Idempotency-Key` `key`, unless older than 24 h at
     /// `now` (then the key is free again).
-    pub fn idempotent_answer(
+    pub(crate) fn idempotent_answer(
         &self,
         tenant: Uuid,
         key: &str,
@@ -97,7 +97,7 @@ impl Tx<'_> {
     }
 
     /// Keeps the answer a request with the tenant's `Idempotency-Key` `key` got.
-    pub fn keep_idempotent_answer(
+    pub(crate) fn keep_idempotent_answer(
         &self,
         tenant: Uuid,
         key: &str,
@@ -110,17 +110,20 @@ impl Tx<'_> {
         Ok(())
     }
 
-    pub fn tenant_objects(&self, tenant: Uuid) -> Result<Vec<Object>, StoreError> {
+    pub(crate) fn tenant_objects(&self, tenant: Uuid) -> Result<Vec<Object>, StoreError> {
         super::objects::tenant_objects(self, tenant)
     }
 
-    pub fn hard_problem(&self, tenant: Uuid, object: Uuid) -> Result<bool, StoreError> {
+    pub(crate) fn hard_problem(&self, tenant: Uuid, object: Uuid) -> Result<bool, StoreError> {
         super::states::hard_problem(self, tenant, object)
     }
 }
 
 impl Store {
-    pub async fn silences(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Silence>, StoreError> {
+    pub(crate) async fn silences(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Silence>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SILENCES)?;
             tenant_values(&t, tenant)
@@ -128,7 +131,10 @@ impl Store {
         .await
     }
 
-    pub async fn downtimes(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<Downtime>, StoreError> {
+    pub(crate) async fn downtimes(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Downtime>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(DOWNTIMES)?;
             tenant_values(&t, tenant)

@@ -223,14 +223,14 @@ macro_rules! every_table {
 }
 
 /// Copies every table for a backup (`backup::snapshot_into` refuses a table left off).
-pub fn copy_all(from: &ReadTx, to: &WriteTx) -> Result<Vec<String>, StoreError> {
+pub(crate) fn copy_all(from: &ReadTx, to: &WriteTx) -> Result<Vec<String>, StoreError> {
     use super::backup::copy_tables;
     every_table!(copy_tables, from, to)
 }
 
 /// The names of every table.
 #[cfg(feature = "postgres")]
-pub fn names() -> Vec<&'static str> {
+pub(crate) fn names() -> Vec<&'static str> {
     macro_rules! names {
         ([$($table:expr),*]) => {
             vec![$(redb::TableHandle::name(&$table)),*]
@@ -240,7 +240,7 @@ pub fn names() -> Vec<&'static str> {
 }
 
 /// A tiny write that proves the file accepts commits.
-pub fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {
+pub(crate) fn touch_meta(tx: &WriteTransaction) -> Result<(), StoreError> {
     let mut meta = tx.open_table(META).map_err(StoreError::from_redb)?;
     meta.insert(META_LAST_OPEN, &[1u8][..])
         .map_err(StoreError::from_redb)?;

@@ -42,7 +42,7 @@ impl Store {
         })
     }
 
-    pub async fn default_tenant(self: &Arc<Self>) -> Result<Tenant, StoreError> {
+    pub(crate) async fn default_tenant(self: &Arc<Self>) -> Result<Tenant, StoreError> {
         self.tenant_by_slug(DEFAULT_TENANT_SLUG).await
     }
 
@@ -61,7 +61,7 @@ impl Store {
         .await
     }
 
-    pub async fn tenant(self: &Arc<Self>, id: Uuid) -> Result<Tenant, StoreError> {
+    pub(crate) async fn tenant(self: &Arc<Self>, id: Uuid) -> Result<Tenant, StoreError> {
         self.read(move |tx| {
             let tenants = tx.open_table(TENANTS)?;
             let row = tenants.get(id.as_u128())?.ok_or(StoreError::NotFound)?;
@@ -78,7 +78,7 @@ impl Store {
 /// Tenants in a transaction.
 impl Tx<'_> {
     /// Saves a new tenant: a slug in use is a `Duplicate`.
-    pub fn insert_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
+    pub(crate) fn insert_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
         let mut slugs = self.open_table(TENANT_SLUGS)?;
         if slugs.get(tenant.slug.as_str())?.is_some() {
             return Err(StoreError::Duplicate(format!("tenant {:?}", tenant.slug)));
@@ -88,17 +88,17 @@ impl Tx<'_> {
     }
 
     /// Saves a changed tenant (its slug stays).
-    pub fn save_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
+    pub(crate) fn save_tenant(&self, tenant: &Tenant) -> Result<(), StoreError> {
         self.open_table(TENANTS)?
             .insert(tenant.id.as_u128(), encode(tenant)?.as_slice())?;
         Ok(())
     }
 
-    pub fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
+    pub(crate) fn tenants(&self) -> Result<Vec<Tenant>, StoreError> {
         all_tenants(&self.open_table(TENANTS)?)
     }
 
-    pub fn tenant(&self, id: Uuid) -> Result<Option<Tenant>, StoreError> {
+    pub(crate) fn tenant(&self, id: Uuid) -> Result<Option<Tenant>, StoreError> {
         let tenants = self.open_table(TENANTS)?;
         tenants
             .get(id.as_u128())?

@@ -48,19 +48,23 @@ fn take(tx: &WriteTx, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, Sto
 /// API tokens in a transaction.
 impl Tx<'_> {
     /// Saves a new token with its prefix index.
-    pub fn insert_token(&self, token: &StoredToken) -> Result<(), StoreError> {
+    pub(crate) fn insert_token(&self, token: &StoredToken) -> Result<(), StoreError> {
         put(self, token)
     }
 
     /// Removes a token and its prefix index entry; the token, when there was one.
-    pub fn remove_token(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredToken>, StoreError> {
+    pub(crate) fn remove_token(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<StoredToken>, StoreError> {
         take(self, tenant, id)
     }
 }
 
 impl Store {
     /// Every token whose secret starts with `prefix` (collisions are possible, if rare).
-    pub async fn tokens_by_prefix(
+    pub(crate) async fn tokens_by_prefix(
         self: &Arc<Self>,
         prefix: String,
     ) -> Result<Vec<StoredToken>, StoreError> {
@@ -81,7 +85,10 @@ impl Store {
         .await
     }
 
-    pub async fn tokens(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<ApiToken>, StoreError> {
+    pub(crate) async fn tokens(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<ApiToken>, StoreError> {
         self.read(move |tx| {
             let tokens = tx.open_table(TOKENS)?;
             Ok(tenant_values::<StoredToken, _>(&tokens, tenant)?
@@ -94,7 +101,7 @@ impl Store {
 
     /// Records `lastUsedAt` for tokens used since the last flush; no audit entry (not a mutation
     /// by anyone).
-    pub async fn touch_tokens(
+    pub(crate) async fn touch_tokens(
         self: &Arc<Self>,
         used: Vec<(Uuid, Uuid, Timestamp)>,
     ) -> Result<(), StoreError> {

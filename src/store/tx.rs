@@ -23,7 +23,7 @@ pub enum Wrote<T> {
 
 impl<T> Wrote<T> {
     /// `Changed` when `changed`, else `Unchanged`.
-    pub fn new(value: T, changed: bool) -> Self {
+    pub(crate) fn new(value: T, changed: bool) -> Self {
         if changed {
             Wrote::Changed(value)
         } else {
@@ -85,7 +85,7 @@ impl<'a> Tx<'a> {
     /// bookkeeping (a consumer's position, a token's last use, a purge), or a change the
     /// reference makes silently. Every other change records itself (`record`, `journal`); the
     /// committer refuses one that does neither, in builds with debug assertions (the tests).
-    pub fn unrecorded(&self, why: &'static str) {
+    pub(crate) fn unrecorded(&self, why: &'static str) {
         self.unrecorded.set(Some(why));
     }
 
@@ -104,7 +104,7 @@ impl<'a> Tx<'a> {
     }
 
     /// The ids of the events journaled in this transaction so far.
-    pub fn journaled_ids(&self) -> Vec<Uuid> {
+    pub(crate) fn journaled_ids(&self) -> Vec<Uuid> {
         self.journaled.borrow().iter().map(|j| j.event.id).collect()
     }
 
@@ -114,7 +114,7 @@ impl<'a> Tx<'a> {
     }
 
     /// Stamps `drafts` and journals them in this transaction (filed once it is durable).
-    pub fn journal(&self, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
+    pub(crate) fn journal(&self, drafts: Vec<EventDraft>) -> Result<(), StoreError> {
         self.store.journal(self, drafts)
     }
 
@@ -130,12 +130,12 @@ impl<'a> Tx<'a> {
 
     /// Saves durable consumer `name`'s position with the work it did in this transaction:
     /// work for events already recorded, which needs no record of its own.
-    pub fn save_position(&self, name: &str, through: Uuid) -> Result<(), StoreError> {
+    pub(crate) fn save_position(&self, name: &str, through: Uuid) -> Result<(), StoreError> {
         super::journal::save_position(self, name, through)
     }
 
     /// A new id (UUIDv7) from the store's clock.
-    pub fn new_id(&self) -> Uuid {
+    pub(crate) fn new_id(&self) -> Uuid {
         self.store.clock.new_id()
     }
 }

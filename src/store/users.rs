@@ -46,7 +46,7 @@ fn read_user(tx: &ReadTx, key: &[u8]) -> Result<Option<StoredUser>, StoreError> 
 /// Users and sessions in a transaction. E-mail addresses are unique across the instance: a
 /// save that would reuse one fails with `EmailInUse`.
 impl Tx<'_> {
-    pub fn users(&self, tenant: Uuid) -> Result<Vec<User>, StoreError> {
+    pub(crate) fn users(&self, tenant: Uuid) -> Result<Vec<User>, StoreError> {
         let users = self.open_table(USERS)?;
         Ok(tenant_values::<StoredUser, _>(&users, tenant)?
             .into_iter()
@@ -54,7 +54,7 @@ impl Tx<'_> {
             .collect())
     }
 
-    pub fn user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
+    pub(crate) fn user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
         let users = self.open_table(USERS)?;
         users
             .get(user_key(tenant, id).as_slice())?
@@ -63,13 +63,17 @@ impl Tx<'_> {
     }
 
     /// Saves a new or changed user with its e-mail index.
-    pub fn save_user(&self, user: &StoredUser) -> Result<(), StoreError> {
+    pub(crate) fn save_user(&self, user: &StoredUser) -> Result<(), StoreError> {
         let old = self.user(user.user.tenant_id, user.user.id)?;
         put_user(self, user, old.as_ref().map(|o| o.user.email.as_str()))
     }
 
     /// Removes a user; the user, when there was one.
-    pub fn remove_user(&self, tenant: Uuid, id: Uuid) -> Result<Option<StoredUser>, StoreError> {
+    pub(crate) fn remove_user(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Option<StoredUser>, StoreError> {
         let Some(old) = self
             .open_table(USERS)?
             .take(user_key(tenant, id).as_slice())?
@@ -83,14 +87,17 @@ impl Tx<'_> {
         Ok(Some(old))
     }
 
-    pub fn save_session(&self, session: &Session) -> Result<(), StoreError> {
+    pub(crate) fn save_session(&self, session: &Session) -> Result<(), StoreError> {
         self.open_table(SESSIONS)?
             .insert(session.id.as_str(), encode(session)?.as_slice())?;
         Ok(())
     }
 
     /// The tenants whose users hold addresses at `domain` (`tenant::email_domain`'s form).
-    pub fn tenants_with_addresses_at(&self, domain: &str) -> Result<BTreeSet<Uuid>, StoreError> {
+    pub(crate) fn tenants_with_addresses_at(
+        &self,
+        domain: &str,
+    ) -> Result<BTreeSet<Uuid>, StoreError> {
         let mut out = BTreeSet::new();
         for row in self.open_table(USER_EMAILS)?.iter()? {
             let (email, key) = row?;
@@ -106,12 +113,12 @@ impl Tx<'_> {
     }
 
     /// Whether any tenant has a local (password) user.
-    pub fn any_local_user(&self) -> Result<bool, StoreError> {
+    pub(crate) fn any_local_user(&self) -> Result<bool, StoreError> {
         any_user(&self.open_table(USERS)?, |u| u.local)
     }
 
     /// Whether the tenant has an API token.
-    pub fn tenant_has_tokens(&self, tenant: Uuid) -> Result<bool, StoreError> {
+    pub(crate) fn tenant_has_tokens(&self, tenant: Uuid) -> Result<bool, StoreError> {
         has_tokens(&self.open_table(TOKENS)?, tenant)
     }
 }
@@ -138,12 +145,16 @@ fn has_tokens(
 }
 
 impl Store {
-    pub async fn user(self: &Arc<Self>, tenant: Uuid, id: Uuid) -> Result<StoredUser, StoreError> {
+    pub(crate) async fn user(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<StoredUser, StoreError> {
         self.read(move |tx| read_user(tx, &user_key(tenant, id))?.ok_or(StoreError::NotFound))
             .await
     }
 
-    pub async fn user_by_email(
+    pub(crate) async fn user_by_email(
         self: &Arc<Self>,
         email: String,
     ) -> Result<Option<StoredUser>, StoreError> {
@@ -160,7 +171,7 @@ impl Store {
         .await
     }
 
-    pub async fn users(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<User>, StoreError> {
+    pub(crate) async fn users(self: &Arc<Self>, tenant: Uuid) -> Result<Vec<User>, StoreError> {
         self.read(move |tx| {
             let users = tx.open_table(USERS)?;
             Ok(tenant_values::<StoredUser, _>(&users, tenant)?
@@ -172,7 +183,7 @@ impl Store {
     }
 
     /// Whether any enabled local administrator exists, in any tenant (default admin seeding).
-    pub async fn has_enabled_local_admin(self: &Arc<Self>) -> Result<bool, StoreError> {
+    pub(crate) async fn has_enabled_local_admin(self: &Arc<Self>) -> Result<bool, StoreError> {
         self.read(|tx| {
             let users = tx.open_table(USERS)?;
             any_user(&users, |u| u.local && u.is_enabled_admin())
@@ -182,7 +193,7 @@ impl Store {
 
     /// Whether any tenant has a local user, and whether `tenant` has an API token: what the
     /// setup gate is decided on, read without a write.
-    pub async fn users_and_tokens(
+    pub(crate) async fn users_and_tokens(
         self: &Arc<Self>,
         tenant: Uuid,
     ) -> Result<(bool, bool), StoreError> {
@@ -195,7 +206,7 @@ impl Store {
     }
 
     /// The session and its user, re-read on every request.
-    pub async fn session_with_user(
+    pub(crate) async fn session_with_user(
         self: &Arc<Self>,
         id: String,
     ) -> Result<Option<(Session, Option<StoredUser>)>, StoreError> {
@@ -211,7 +222,7 @@ impl Store {
         .await
     }
 
-    pub async fn delete_session(self: &Arc<Self>, id: String) -> Result<(), StoreError> {
+    pub(crate) async fn delete_session(self: &Arc<Self>, id: String) -> Result<(), StoreError> {
         self.write(move |tx| {
             tx.unrecorded("a session ended");
             tx.open_table(SESSIONS)?.remove(id.as_str())?;
@@ -221,7 +232,7 @@ impl Store {
     }
 
     /// Stamps `lastSeenAt` on a session and its user.
-    pub async fn touch_session(
+    pub(crate) async fn touch_session(
         self: &Arc<Self>,
         id: String,
         at: Timestamp,
@@ -252,7 +263,10 @@ impl Store {
     }
 
     /// Removes sessions expired before `now`; returns how many.
-    pub async fn purge_sessions(self: &Arc<Self>, now: Timestamp) -> Result<u64, StoreError> {
+    pub(crate) async fn purge_sessions(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<u64, StoreError> {
         self.write(move |tx| {
             tx.unrecorded("expired sessions purged");
             let mut sessions = tx.open_table(SESSIONS)?;

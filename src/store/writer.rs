@@ -42,14 +42,17 @@ impl<M> Inbox<M> {
         msg
     }
 
-    pub fn recv_timeout(&mut self, wait: Duration) -> Result<M, mpsc::RecvTimeoutError> {
+    pub(crate) fn recv_timeout(&mut self, wait: Duration) -> Result<M, mpsc::RecvTimeoutError> {
         let msg = self.rx.recv_timeout(wait)?;
         Ok(self.counted(msg))
     }
 
     /// The next message: within `wait` when there is work left for idle time, else however
     /// long it takes (an idle writer thread wakes for nothing).
-    pub fn recv_within(&mut self, wait: Option<Duration>) -> Result<M, mpsc::RecvTimeoutError> {
+    pub(crate) fn recv_within(
+        &mut self,
+        wait: Option<Duration>,
+    ) -> Result<M, mpsc::RecvTimeoutError> {
         match wait {
             Some(wait) => self.recv_timeout(wait),
             None => {
@@ -63,13 +66,13 @@ impl<M> Inbox<M> {
     }
 
     /// A message already queued, without waiting.
-    pub fn try_recv(&mut self) -> Option<M> {
+    pub(crate) fn try_recv(&mut self) -> Option<M> {
         let msg = self.rx.try_recv().ok()?;
         Some(self.counted(msg))
     }
 
     /// Marks every message received so far as finished (committed or failed).
-    pub fn finished(&self) {
+    pub(crate) fn finished(&self) {
         self.mark.finished.send_replace(self.received);
     }
 }
@@ -83,7 +86,7 @@ impl<M> Drop for Inbox<M> {
 
 impl<M: Send + 'static> Writer<M> {
     /// A writer whose channel holds `capacity` messages; the thread starts with `spawn`.
-    pub fn new(capacity: usize) -> (Self, Inbox<M>) {
+    pub(crate) fn new(capacity: usize) -> (Self, Inbox<M>) {
         let (tx, rx) = mpsc::sync_channel(capacity);
         let mark = Arc::new(Mark {
             queued: AtomicU64::new(0),
@@ -102,7 +105,11 @@ impl<M: Send + 'static> Writer<M> {
         (writer, inbox)
     }
 
-    pub fn spawn(&self, name: &str, run: impl FnOnce() + Send + 'static) -> Result<(), StoreError> {
+    pub(crate) fn spawn(
+        &self,
+        name: &str,
+        run: impl FnOnce() + Send + 'static,
+    ) -> Result<(), StoreError> {
         let handle = std::thread::Builder::new()
             .name(name.into())
             .spawn(run)
@@ -113,7 +120,7 @@ impl<M: Send + 'static> Writer<M> {
 
     /// Queues a message, blocking while the channel is full; gives it back once the writer is
     /// closed.
-    pub fn send(&self, msg: M) -> Result<(), M> {
+    pub(crate) fn send(&self, msg: M) -> Result<(), M> {
         let sender = self.sender.locked().clone();
         let Some(sender) = sender else {
             return Err(msg);
@@ -127,14 +134,14 @@ impl<M: Send + 'static> Writer<M> {
 
     /// Resolves once every message queued before this call is finished, or after
     /// `SETTLE_WAIT`.
-    pub async fn settled(&self) {
+    pub(crate) async fn settled(&self) {
         let target = self.mark.queued.load(Ordering::SeqCst);
         let mut finished = self.mark.finished.subscribe();
         let _ = tokio::time::timeout(SETTLE_WAIT, finished.wait_for(|f| *f >= target)).await;
     }
 
     /// Stops the thread once it has finished everything queued.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.sender.locked().take();
         if let Some(handle) = self.thread.locked().take() {
             let _ = handle.join();

@@ -366,7 +366,7 @@ static EPOCHS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 impl Pool {
     /// Connects the writer and applies the schema's pending migrations. Any number of
     /// processes may hold a pool on one database: their groups take turns (`WRITER_LOCK`).
-    pub fn open(target: Target) -> Result<Pool, StoreError> {
+    pub(crate) fn open(target: Target) -> Result<Pool, StoreError> {
         let tls =
             tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
         let mut writer = connect(&target, &tls)?;
@@ -1105,11 +1105,11 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// A key's bytes as stored here.
-    pub fn ordered<'a>(&self, key: &K::SelfType<'a>) -> Vec<u8> {
+    pub(crate) fn ordered<'a>(&self, key: &K::SelfType<'a>) -> Vec<u8> {
         self.key.ordered(K::as_bytes(key).as_ref())
     }
 
-    pub fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let mut conn = lock(&self.conn);
         if let Some(known) = conn.known.get(&self.name, &key) {
             return Ok(known.clone());
@@ -1122,7 +1122,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// Whether each of `keys` (stored keys) is here, in one query for those not known yet.
-    pub fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
+    pub(crate) fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
         let mut conn = lock(&self.conn);
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
@@ -1151,7 +1151,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// The value of each of `keys` (stored keys), in one query for those not known yet.
-    pub fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    pub(crate) fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut conn = lock(&self.conn);
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
@@ -1179,7 +1179,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
-    pub fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
+    pub(crate) fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
         let sql = format!(
             "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
             self.sql_table
@@ -1191,29 +1191,15 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// Removes `key`, sent ahead of its answer.
-    pub fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
+    pub(crate) fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
         let mut conn = lock(&self.conn);
         conn.known.learn(&self.name, key.clone(), None);
         conn.send(&sql, vec![key])
     }
 
-    /// Stores `value` under `key`; the value it replaced.
-    pub fn replace(&self, key: Vec<u8>, value: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let t = &self.sql_table;
-        let sql = format!(
-            "WITH old AS (SELECT v FROM {t} WHERE k = $1), \
-             up AS (INSERT INTO {t} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v) \
-             SELECT v FROM old"
-        );
-        let mut conn = lock(&self.conn);
-        let rows = conn.query(&sql, &[&key, &value])?;
-        conn.known.learn(&self.name, key, Some(value.to_vec()));
-        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
-    }
-
     /// Removes `key`; the value it held.
-    pub fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
+    pub(crate) fn take(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let sql = format!("DELETE FROM {} WHERE k = $1 RETURNING v", self.sql_table);
         let mut conn = lock(&self.conn);
         let rows = conn.query(&sql, &[&key])?;
@@ -1221,7 +1207,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
         Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
     }
 
-    pub fn count(&self) -> Result<u64, StoreError> {
+    pub(crate) fn count(&self) -> Result<u64, StoreError> {
         let sql = format!("SELECT count(*) FROM {}", self.sql_table);
         let rows = lock(&self.conn).query(&sql, &[])?;
         Ok(rows
@@ -1230,7 +1216,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// The rows between `lo` and `hi` (stored keys), fetched a page at a time.
-    pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Range {
+    pub(crate) fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Range {
         Range {
             conn: self.conn.clone(),
             sql_table: self.sql_table.clone(),
@@ -1244,7 +1230,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     }
 
     /// Removes the rows between `lo` and `hi` that `keep` refuses (given redb's encodings).
-    pub fn retain_in(
+    pub(crate) fn retain_in(
         &self,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,

@@ -14,7 +14,7 @@ use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream}
 pub struct Connector(Arc<rustls::ClientConfig>);
 
 impl Connector {
-    pub fn new(ca_file: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn new(ca_file: Option<&str>) -> Result<Self, String> {
         crate::runtime::tls::trusting(ca_file, false)
             .map(|c| Self(Arc::new(c)))
             .map_err(|e| format!("storage.postgres: {e}"))
