@@ -27,10 +27,10 @@ use crate::model::event::Severity;
 use crate::model::identity::Actor;
 use crate::model::incident::Storm;
 use crate::model::{GoDuration, Timestamp};
-use crate::runtime::alerts::ActFuture;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertAction, AlertActions};
+use crate::runtime::{PortError, PortFuture};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +57,15 @@ impl crate::store::TxAbort for AlertError {
         match self {
             AlertError::Store(e) => Some(e),
             _ => None,
+        }
+    }
+}
+
+impl From<AlertError> for PortError {
+    fn from(e: AlertError) -> Self {
+        match e {
+            AlertError::Store(e) => e.into(),
+            refusal => PortError::refused(refusal),
         }
     }
 }
@@ -378,12 +387,8 @@ impl AlertActions for Alerting {
         action: AlertAction,
         by: String,
         via: &'static str,
-    ) -> ActFuture<'_, Option<Alert>> {
-        Box::pin(async move {
-            self.act_for(tenant, id, action, by, via)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    ) -> PortFuture<'_, Option<Alert>> {
+        Box::pin(async move { Ok(self.act_for(tenant, id, action, by, via).await?) })
     }
 
     fn alarm(
@@ -392,23 +397,16 @@ impl AlertActions for Alerting {
         alarm: ManualAlarm,
         by: String,
         via: &'static str,
-    ) -> ActFuture<'_, Alert> {
+    ) -> PortFuture<'_, Alert> {
         Box::pin(async move {
             let p = Principal::system(tenant, by);
-            self.raise_via(&p, &Actor::system(via), alarm, via)
-                .await
-                .map(|(alert, _)| alert)
-                .map_err(|e| e.to_string())
+            let (alert, _) = self.raise_via(&p, &Actor::system(via), alarm, via).await?;
+            Ok(alert)
         })
     }
 
-    fn by_short_id(&self, tenant: Uuid, short: String) -> ActFuture<'_, Option<Alert>> {
-        Box::pin(async move {
-            self.store
-                .active_alert_by_short_id(tenant, short)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    fn by_short_id(&self, tenant: Uuid, short: String) -> PortFuture<'_, Option<Alert>> {
+        Box::pin(async move { Ok(self.store.active_alert_by_short_id(tenant, short).await?) })
     }
 }
 
@@ -436,5 +434,26 @@ impl Worker for AlertTimers {
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.0.timers_wake.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn callers_through_a_port_see_alerting_refuse_or_fail() {
+        assert!(matches!(
+            PortError::from(AlertError::NotFound),
+            PortError::Refused(_)
+        ));
+        assert!(matches!(
+            PortError::from(invalid("duration", "too long")),
+            PortError::Refused(why) if why == "too long"
+        ));
+        assert!(matches!(
+            PortError::from(AlertError::Store(StoreError::Unavailable("disk".into()))),
+            PortError::Unavailable(_)
+        ));
     }
 }

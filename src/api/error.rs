@@ -16,6 +16,7 @@ use crate::monitor::metrics::MetricError;
 use crate::monitor::results::ResultError;
 use crate::notify::NotifyError;
 use crate::reports::ReportError;
+use crate::runtime::PortError;
 use crate::store::StoreError;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -405,6 +406,23 @@ impl Problem {
     }
 }
 
+/// What another domain answered through a port: the caller's request did not cause a refusal
+/// there (its own domain checks what it asks), so a refusal is an internal failure.
+impl From<PortError> for Problem {
+    fn from(e: PortError) -> Self {
+        match e {
+            PortError::Refused(why) => Problem::internal(why),
+            PortError::Unavailable(why) => Problem {
+                internal: Some(why),
+                ..Problem::new(
+                    Code::StorageUnavailable,
+                    "storage is not available; retry later",
+                )
+            },
+        }
+    }
+}
+
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
         match e {
@@ -535,6 +553,7 @@ impl From<ReportError> for Problem {
             ReportError::Invalid(i) => Problem::validation(i.field, i.detail),
             ReportError::Pdf => Problem::new(Code::ReportsPdf, e.to_string()),
             ReportError::Forbidden(permission) => Problem::new(Code::AuthForbidden, permission),
+            ReportError::Notify(e) => e.into(),
             ReportError::Store(s) => s.into(),
         }
     }
@@ -577,6 +596,7 @@ impl From<SiteError> for Problem {
             SiteError::Disabled(_) => Problem::new(Code::SitesDisabled, detail),
             SiteError::OtherSite(_) => Problem::new(Code::AuthForbidden, detail),
             SiteError::Invalid(i) => Problem::validation(i.field, i.detail),
+            SiteError::Alerting(e) => e.into(),
             SiteError::Store(s) => s.into(),
         }
     }

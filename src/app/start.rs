@@ -99,6 +99,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         events: events.clone(),
         labels: monitoring.catalog.clone(),
         oncall: notify.clone(),
+        outbox: notify.clone(),
         clock: core.clock.clone(),
         base_url: config.base_url.clone(),
     });

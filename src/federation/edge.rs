@@ -246,7 +246,7 @@ impl EdgeSync {
                     }
                     Err(why) => {
                         tracing::warn!(etag = %served, error = %why, "the pulled bundle was not applied; keeping the previous configuration");
-                        s.apply_error = why;
+                        s.apply_error = why.to_string();
                     }
                 }
                 Ok(())

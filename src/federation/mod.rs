@@ -82,6 +82,9 @@ pub enum SiteError {
     OtherSite(String),
     #[error("{}", .0.detail)]
     Invalid(Invalid),
+    /// `alerting` did not raise or resolve a stale site's alert.
+    #[error("the stale-site alert: {0}")]
+    Alerting(#[from] crate::runtime::PortError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -474,8 +477,7 @@ impl Sites {
             let alert = self
                 .alerts
                 .alarm(status.tenant_id, alarm, "federation".into(), "federation")
-                .await
-                .map_err(|why| StoreError::Internal(format!("stale-site alert: {why}")))?;
+                .await?;
             let after = touch_site_status(
                 &self.store,
                 status.tenant_id,

@@ -12,8 +12,8 @@ use crate::model::alert::{AlertFilter, AlertStatus, ManualAlarm};
 use crate::model::event::Severity;
 use crate::model::fault;
 use crate::model::notify::Contact;
-use crate::runtime::AlertAction;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{AlertAction, PortError};
 use crate::store::StoreError;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -89,14 +89,11 @@ impl PhoneInbound {
 
     /// Acts on one message; `Err` only when it could not be handled and should stay on the
     /// SIM for the next sweep.
-    async fn message(&self, from: &str, text: &str) -> Result<(), StoreError> {
+    async fn message(&self, from: &str, text: &str) -> Result<(), PortError> {
         let contact = self.contact(from).await?;
         let alerts = &self.ingress.alerts;
         if let (Some((tenant, name)), Some((action, short))) = (&contact, keyword(text)) {
-            let found = alerts
-                .by_short_id(*tenant, short.clone())
-                .await
-                .map_err(StoreError::Unavailable)?;
+            let found = alerts.by_short_id(*tenant, short.clone()).await?;
             let answer = match found {
                 None => format!("No open alert {short}."),
                 Some(alert) => match alerts
@@ -105,7 +102,9 @@ impl PhoneInbound {
                 {
                     Ok(Some(a)) => format!("{} {short}: {}", past(action), a.title),
                     Ok(None) => format!("Alert {short} is no longer open."),
-                    Err(e) => return Err(StoreError::Unavailable(e)),
+                    // Asked again it fails again: answered, not kept for the next sweep.
+                    Err(PortError::Refused(why)) => format!("Alert {short}: {why}."),
+                    Err(e) => return Err(e),
                 },
             };
             self.reply(from, &answer).await;
@@ -144,7 +143,7 @@ impl PhoneInbound {
             original: json!({"from": from, "text": text}),
             resolve: false,
         };
-        self.ingress.record(source, event).await
+        Ok(self.ingress.record(source, event).await?)
     }
 
     /// A call: the IVR menu for a known caller, else hung up.

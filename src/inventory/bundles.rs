@@ -795,13 +795,9 @@ impl Inventory {
 }
 
 impl crate::runtime::SiteBundles for Inventory {
-    fn apply_site_bundle(&self, text: String) -> crate::runtime::alerts::ActFuture<'_, ()> {
+    fn apply_site_bundle(&self, text: String) -> crate::runtime::PortFuture<'_, ()> {
         Box::pin(async move {
-            let tenant = self
-                .store
-                .default_tenant()
-                .await
-                .map_err(|e| e.to_string())?;
+            let tenant = self.store.default_tenant().await?;
             let p = Principal::system(tenant.id, "federation".into());
             self.apply_bundle(
                 &p,
@@ -810,9 +806,8 @@ impl crate::runtime::SiteBundles for Inventory {
                 false,
                 false,
             )
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            .await?;
+            Ok(())
         })
     }
 }

@@ -56,6 +56,16 @@ pub enum InventoryError {
     Taken(String),
 }
 
+impl From<InventoryError> for crate::runtime::PortError {
+    fn from(e: InventoryError) -> Self {
+        match e {
+            InventoryError::Store(e) => e.into(),
+            e @ (InventoryError::NoKey | InventoryError::Busy) => Self::unavailable(e),
+            refusal => Self::refused(refusal),
+        }
+    }
+}
+
 impl crate::store::TxAbort for InventoryError {
     fn store_error(&self) -> Option<&StoreError> {
         match self {

@@ -19,7 +19,6 @@ pub use handoff::Handoffs;
 pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
-use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
@@ -30,10 +29,11 @@ use crate::model::notify::{
     Channel, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody,
     TestSend, mask,
 };
+use crate::model::{Timestamp, fault};
 use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertActions, SecretSource};
+use crate::runtime::{AlertActions, PortError, SecretSource};
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use directory::{Directory, contact_target};
@@ -710,10 +710,70 @@ impl Worker for Escalator {
     }
 }
 
-impl crate::runtime::OnCall for Notifier {
-    fn on_call_now(&self, tenant: Uuid) -> crate::runtime::oncall::OnCallFuture<'_> {
+impl crate::runtime::Outbox for Notifier {
+    fn compose_mails(
+        &self,
+        tenant: Uuid,
+        channel: String,
+        to: Vec<String>,
+        mail: crate::runtime::Mail,
+    ) -> crate::runtime::PortFuture<'_, Vec<Delivery>> {
         Box::pin(async move {
-            let dir = self.directory(tenant).await.map_err(|e| e.to_string())?;
+            let doc = match self
+                .store
+                .doc(tenant, "channels", channel.clone(), false)
+                .await
+            {
+                Ok(doc) => doc,
+                Err(StoreError::NotFound) => {
+                    return Err(PortError::refused(format!("no channel {channel:?}")));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let Some(body) =
+                fault::readable::<Channel, _>("a channel", serde_json::from_str(&doc.body))
+            else {
+                return Err(PortError::unavailable(format!(
+                    "channel {channel:?} does not read"
+                )));
+            };
+            if body.kind != "email" {
+                return Err(PortError::refused(format!(
+                    "{channel:?} is a {} channel, not email",
+                    body.kind
+                )));
+            }
+            let now = self.clock.now();
+            Ok(to
+                .into_iter()
+                .map(|target| {
+                    let mut message = Message::notice(
+                        mail.kind,
+                        mail.subject.clone(),
+                        mail.text.clone(),
+                        "info",
+                        now,
+                    );
+                    message.alert_url = mail.link.clone();
+                    Delivery {
+                        channel_id: Some(doc.id),
+                        channel: doc.name.clone(),
+                        target,
+                        ..Delivery::new(self.clock.new_id(), tenant, "email", message)
+                    }
+                })
+                .collect())
+        })
+    }
+}
+
+impl crate::runtime::OnCall for Notifier {
+    fn on_call_now(
+        &self,
+        tenant: Uuid,
+    ) -> crate::runtime::PortFuture<'_, crate::runtime::OnCallRoster> {
+        Box::pin(async move {
+            let dir = self.directory(tenant).await?;
             let now = self.clock.now();
             Ok(dir
                 .schedules

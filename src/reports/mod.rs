@@ -17,19 +17,18 @@ use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{ConfigDoc, Invalid};
-use crate::model::fault;
 use crate::model::identity::Actor;
-use crate::model::notify::{Delivery, Message};
+use crate::model::notify::Delivery;
 use crate::model::report::{
     ArchivedReport, DEFAULT_KEEP, FORMATS, ReportBody, ReportParams, ReportSchedule, ReportTable,
 };
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{ObjectLabels, OnCall};
+use crate::runtime::{Mail, ObjectLabels, OnCall, Outbox, PortError};
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
-use serde_json::{Map, Value};
+use serde_json::Map;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -49,6 +48,9 @@ pub enum ReportError {
     /// The report shows what the caller may not read (403, naming the permission).
     #[error("{0}")]
     Forbidden(&'static str),
+    /// `notify` could not answer (who is on call, a run's mails).
+    #[error("notification: {0}")]
+    Notify(#[from] PortError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -74,6 +76,7 @@ pub struct Reports {
     events: Arc<Events>,
     labels: Arc<dyn ObjectLabels>,
     oncall: Arc<dyn OnCall>,
+    outbox: Arc<dyn Outbox>,
     clock: SharedClock,
     /// The server's base URL, for the download link in mails.
     base_url: String,
@@ -86,6 +89,7 @@ pub struct ReportsParts {
     pub events: Arc<Events>,
     pub labels: Arc<dyn ObjectLabels>,
     pub oncall: Arc<dyn OnCall>,
+    pub outbox: Arc<dyn Outbox>,
     pub clock: SharedClock,
     pub base_url: String,
 }
@@ -97,6 +101,7 @@ impl Reports {
             events: parts.events,
             labels: parts.labels,
             oncall: parts.oncall,
+            outbox: parts.outbox,
             clock: parts.clock,
             base_url: parts.base_url.trim_end_matches('/').to_string(),
             tz: jiff::tz::TimeZone::system(),
@@ -224,7 +229,8 @@ impl Reports {
         Ok(entries)
     }
 
-    /// One mail per address through `params.channel`, an `email` channel; none without one.
+    /// One mail per address through `params.channel`, an `email` channel, composed by
+    /// `notify` (the `Outbox` port); none without an address.
     async fn mails(
         &self,
         tenant: Uuid,
@@ -242,59 +248,26 @@ impl Reports {
                 "params.channel must name the email channel that mails the report",
             ));
         }
-        let channel = match self
-            .store
-            .doc(tenant, "channels", params.channel.clone(), false)
-            .await
-        {
-            Ok(c) => c,
-            Err(StoreError::NotFound) => {
-                return Err(invalid(
-                    "params",
-                    format!("params.channel: no channel {:?}", params.channel),
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let channel_body: Value = fault::decoded("a channel", serde_json::from_str(&channel.body));
-        let kind = channel_body["type"].as_str().unwrap_or_default();
-        if kind != "email" {
-            return Err(invalid(
-                "params",
-                format!(
-                    "params.channel: {:?} is a {kind} channel, not email",
-                    params.channel
-                ),
-            ));
-        }
         let link = format!(
             "{}/api/v1/reports/{}/archive/{}",
             self.base_url, html.report, html.id
         );
-        let mut summary = render::csv(table);
-        summary.push_str("\nThe report: ");
-        summary.push_str(&link);
-        let now = self.clock.now();
-        Ok(body
-            .email
-            .iter()
-            .map(|to| {
-                let mut message = Message::notice(
-                    "report",
-                    format!("Report {} ({})", table.title, html.slot),
-                    summary.clone(),
-                    "info",
-                    now,
-                );
-                message.alert_url = link.clone();
-                Delivery {
-                    channel_id: Some(channel.id),
-                    channel: channel.name.clone(),
-                    target: to.clone(),
-                    ..Delivery::new(self.clock.new_id(), tenant, "email", message)
-                }
+        let mut text = render::csv(table);
+        text.push_str("\nThe report: ");
+        text.push_str(&link);
+        let mail = Mail {
+            kind: "report",
+            subject: format!("Report {} ({})", table.title, html.slot),
+            text,
+            link,
+        };
+        self.outbox
+            .compose_mails(tenant, params.channel.clone(), body.email.clone(), mail)
+            .await
+            .map_err(|e| match e {
+                PortError::Refused(why) => invalid("params", format!("params.channel: {why}")),
+                e => e.into(),
             })
-            .collect())
     }
 
     /// Archived renderings, newest first; 404 for a report that does not exist.

@@ -3,7 +3,6 @@
 use super::{ReportError, Reports};
 use crate::model::report::{ReportRow, ReportTable};
 use crate::runtime::OnCallRoster;
-use crate::store::StoreError;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -13,11 +12,7 @@ impl Reports {
         tenant: Uuid,
         table: &mut ReportTable,
     ) -> Result<(), ReportError> {
-        let roster = self
-            .oncall
-            .on_call_now(tenant)
-            .await
-            .map_err(|e| ReportError::Store(StoreError::Internal(e)))?;
+        let roster = self.oncall.on_call_now(tenant).await?;
         fill(table, roster);
         Ok(())
     }

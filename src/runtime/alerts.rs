@@ -2,12 +2,9 @@
 //! `alerting`: a key pressed on a call, a reply by SMS, a page from a panel. `app` hands them
 //! the alerting service as `AlertActions`.
 
+use super::PortFuture;
 use crate::model::alert::{Alert, ManualAlarm};
-use std::future::Future;
-use std::pin::Pin;
 use uuid::Uuid;
-
-pub type ActFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, String>> + Send + 'a>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AlertAction {
@@ -26,7 +23,7 @@ pub trait AlertActions: Send + Sync + 'static {
         action: AlertAction,
         by: String,
         via: &'static str,
-    ) -> ActFuture<'_, Option<Alert>>;
+    ) -> PortFuture<'_, Option<Alert>>;
 
     /// Raises a manual alarm for `by`, `via` a path (`sms`, `ivr`).
     fn alarm(
@@ -35,9 +32,9 @@ pub trait AlertActions: Send + Sync + 'static {
         alarm: ManualAlarm,
         by: String,
         via: &'static str,
-    ) -> ActFuture<'_, Alert>;
+    ) -> PortFuture<'_, Alert>;
 
     /// The active alert of `tenant` whose short id (the last 8 hex digits of its id, as
     /// messages show it) is `short`.
-    fn by_short_id(&self, tenant: Uuid, short: String) -> ActFuture<'_, Option<Alert>>;
+    fn by_short_id(&self, tenant: Uuid, short: String) -> PortFuture<'_, Option<Alert>>;
 }

@@ -39,6 +39,20 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A refusal of what was asked (it names what does not exist, clashes or is malformed),
+    /// as against a failure of the store.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotFound
+                | StoreError::Duplicate(_)
+                | StoreError::VersionConflict { .. }
+                | StoreError::EmailInUse
+                | StoreError::Conflict(_)
+                | StoreError::Invalid(_)
+        )
+    }
+
     pub(super) fn from_redb(e: impl Into<redb::Error>) -> Self {
         match e.into() {
             redb::Error::PreviousIo => StoreError::Unavailable("a previous I/O error".into()),
@@ -51,5 +65,44 @@ impl StoreError {
 
     pub(super) fn from_open(e: redb::DatabaseError) -> Self {
         Self::from_redb(e)
+    }
+}
+
+impl From<StoreError> for crate::runtime::PortError {
+    fn from(e: StoreError) -> Self {
+        if e.is_refusal() {
+            crate::runtime::PortError::refused(e)
+        } else {
+            crate::runtime::PortError::unavailable(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::PortError;
+
+    #[test]
+    fn a_port_caller_tells_a_refusal_from_a_failure() {
+        for refusal in [
+            StoreError::NotFound,
+            StoreError::Duplicate("x".into()),
+            StoreError::VersionConflict {
+                stored: 2,
+                expected: 1,
+            },
+            StoreError::Conflict("taken".into()),
+        ] {
+            assert!(matches!(PortError::from(refusal), PortError::Refused(_)));
+        }
+        for failure in [
+            StoreError::Unavailable("disk".into()),
+            StoreError::Superseded,
+            StoreError::Corrupt("row".into()),
+            StoreError::Internal("bug".into()),
+        ] {
+            assert!(matches!(PortError::from(failure), PortError::Unavailable(_)));
+        }
     }
 }

@@ -421,10 +421,11 @@ async fn a_run_archives_html_and_csv_keeps_the_newest_and_mails_them() {
             ("/api/v1/reports", json!({"name": "mailed", "type": "audit", "email": ["ops@example.com", "boss@example.com"], "params": {"channel": "mail"}})),
             ("/api/v1/reports", json!({"name": "no-channel", "type": "audit", "email": ["ops@example.com"]})),
             ("/api/v1/reports", json!({"name": "hooked", "type": "audit", "email": ["ops@example.com"], "params": {"channel": "hook"}})),
+            ("/api/v1/reports", json!({"name": "nowhere", "type": "audit", "email": ["ops@example.com"], "params": {"channel": "absent"}})),
         ],
     )
     .await;
-    for name in ["no-channel", "hooked"] {
+    for name in ["no-channel", "hooked", "nowhere"] {
         let res = call(
             s,
             token,
