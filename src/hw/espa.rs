@@ -9,7 +9,6 @@
 use super::serial::{self, BoxedLine, LineSettings};
 use crate::model::health::EspaStatus;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -198,7 +197,8 @@ pub struct EspaSettings {
     pub attempts: u32,
 }
 
-struct PageJob {
+/// A page to send, answered on its `reply`.
+pub struct PageJob {
     page: Page,
     reply: oneshot::Sender<Result<(), EspaError>>,
 }
@@ -223,14 +223,13 @@ impl Pager {
             device: settings.device.clone(),
             ..EspaStatus::default()
         });
-        let driver = EspaDriver {
+        let line = EspaLine {
             settings,
-            jobs: job_rx,
             status: status_tx,
             calls: calls_tx,
             clock,
-            reopen: serial::Reopen::default(),
         };
+        let driver = serial::LineDriver::new(line, job_rx);
         (Pager { jobs, status }, calls, driver)
     }
 
@@ -251,69 +250,67 @@ impl Pager {
     }
 }
 
-/// The driver, a supervised worker: each step is a session on one opening of the line, then
-/// (when it failed) the wait before the next, refusing pages while the line is gone. A panic
-/// loses the session only: the queue, the status and the call channel stay with the worker.
-pub struct EspaDriver {
+/// The line's ESPA side: its settings, the status its handle shows, and where blocks the peer
+/// calls in go.
+pub struct EspaLine {
     settings: EspaSettings,
-    jobs: mpsc::Receiver<PageJob>,
     status: watch::Sender<EspaStatus>,
     calls: mpsc::Sender<Received>,
     clock: SharedClock,
-    reopen: serial::Reopen,
 }
 
-impl EspaDriver {
-    /// One session; `false` once the line's handles are all gone.
-    async fn session(&mut self) -> bool {
-        let failure = match serial::open(&self.settings.device, self.settings.line).await {
-            Ok(port) => {
-                self.status.send_modify(|s| {
-                    s.connected = true;
-                    s.last_error = None;
-                });
-                self.reopen.reset();
-                let mut line = Line {
-                    port,
-                    pending: Vec::new(),
-                    settings: &self.settings,
-                };
-                match line
-                    .serve(&mut self.jobs, &self.status, &self.calls, &self.clock)
-                    .await
-                {
-                    Ok(()) => return false,
-                    Err(e) => e,
-                }
-            }
-            Err(e) => EspaError::Port(e.to_string()),
+/// The line's driver, a supervised worker.
+pub type EspaDriver = serial::LineDriver<EspaLine>;
+
+impl serial::LineProtocol for EspaLine {
+    type Job = PageJob;
+    type Error = EspaError;
+    const WORKER: &'static str = "espa-line";
+    const DEVICE: &'static str = "ESPA line";
+
+    fn device(&self) -> &str {
+        &self.settings.device
+    }
+
+    fn line(&self) -> LineSettings {
+        self.settings.line
+    }
+
+    async fn serve(
+        &mut self,
+        port: BoxedLine,
+        jobs: &mut mpsc::Receiver<PageJob>,
+    ) -> Result<(), EspaError> {
+        self.status.send_modify(|s| {
+            s.connected = true;
+            s.last_error = None;
+        });
+        let mut line = Line {
+            port,
+            pending: Vec::new(),
+            settings: &self.settings,
         };
-        tracing::warn!(device = %self.settings.device, error = %failure, "ESPA line unavailable; reopening");
+        line.serve(jobs, &self.status, &self.calls, &self.clock)
+            .await
+    }
+
+    fn connected(&self) -> bool {
+        self.status.borrow().connected
+    }
+
+    fn port_error(e: std::io::Error) -> EspaError {
+        EspaError::Port(e.to_string())
+    }
+
+    fn down(&mut self, why: &str) {
         self.status.send_modify(|s| {
             s.connected = false;
-            s.last_error = Some(failure.to_string());
+            s.last_error = Some(why.to_string());
         });
-        let why = failure.to_string();
-        let refuse = |job: PageJob| {
-            let _ = job.reply.send(Err(EspaError::Unavailable(why.clone())));
-        };
-        self.reopen.wait(&mut self.jobs, refuse).await
-    }
-}
-
-impl Worker for EspaDriver {
-    fn name(&self) -> &'static str {
-        "espa-line"
     }
 
-    fn step(&mut self) -> StepFuture<'_> {
-        Box::pin(async move {
-            if self.session().await {
-                Wait::For(Duration::ZERO)
-            } else {
-                Wait::Done
-            }
-        })
+    fn refuse(job: PageJob, why: &str) {
+        let _ = job.reply.send(Err(EspaError::Unavailable(why.to_string())));
     }
 }
 

@@ -9,7 +9,6 @@ use super::sms;
 pub use crate::model::hardware::Profile;
 use crate::model::health::ModemStatus;
 use crate::runtime::clock::SharedClock;
-use crate::runtime::worker::{StepFuture, Wait, Worker};
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -89,7 +88,8 @@ pub enum Inbound {
     Call { from: String },
 }
 
-enum Job {
+/// A request to the driver, answered on its `reply`.
+pub enum Job {
     Sms {
         to: String,
         text: String,
@@ -147,14 +147,13 @@ impl Modem {
             registration: "unknown".into(),
             ..ModemStatus::default()
         });
-        let driver = ModemDriver {
+        let line = ModemLine {
             settings,
-            jobs: job_rx,
             status: status_tx,
             inbound: inbound_tx,
             clock,
-            reopen: serial::Reopen::default(),
         };
+        let driver = serial::LineDriver::new(line, job_rx);
         (Modem { jobs, status }, inbound, driver)
     }
 
@@ -215,70 +214,68 @@ impl Modem {
     }
 }
 
-/// The driver, a supervised worker: each step is a session on one opening of the port, then
-/// (when it failed) the wait before the next, refusing work while the port is gone. A panic
-/// loses the session only: the queue, the status and the inbound channel stay with the worker.
-pub struct ModemDriver {
+/// The modem's side of its line: its settings, the status its handle shows, and where inbound
+/// messages and calls go.
+pub struct ModemLine {
     settings: ModemSettings,
-    jobs: mpsc::Receiver<Job>,
     status: watch::Sender<ModemStatus>,
     inbound: mpsc::Sender<Inbound>,
     clock: SharedClock,
-    reopen: serial::Reopen,
 }
 
-impl ModemDriver {
-    /// One session; `false` once the modem's handles are all gone.
-    async fn session(&mut self) -> bool {
-        let failure = match serial::open(&self.settings.device, self.settings.line).await {
-            Ok(port) => {
-                let mut session = Session {
-                    port,
-                    buf: Vec::new(),
-                    urcs: VecDeque::new(),
-                    settings: &self.settings,
-                    status: &self.status,
-                    inbound: &self.inbound,
-                    clock: &self.clock,
-                    reference: 0,
-                    caller: None,
-                };
-                match session.serve(&mut self.jobs).await {
-                    Ok(()) => return false,
-                    Err(e) => {
-                        if self.status.borrow().connected {
-                            self.reopen.reset();
-                        }
-                        e
-                    }
-                }
-            }
-            Err(e) => GsmError::Port(e.to_string()),
+/// The modem's driver, a supervised worker.
+pub type ModemDriver = serial::LineDriver<ModemLine>;
+
+impl serial::LineProtocol for ModemLine {
+    type Job = Job;
+    type Error = GsmError;
+    const WORKER: &'static str = "gsm-modem";
+    const DEVICE: &'static str = "GSM modem";
+
+    fn device(&self) -> &str {
+        &self.settings.device
+    }
+
+    fn line(&self) -> LineSettings {
+        self.settings.line
+    }
+
+    async fn serve(
+        &mut self,
+        port: BoxedLine,
+        jobs: &mut mpsc::Receiver<Job>,
+    ) -> Result<(), GsmError> {
+        let mut session = Session {
+            port,
+            buf: Vec::new(),
+            urcs: VecDeque::new(),
+            settings: &self.settings,
+            status: &self.status,
+            inbound: &self.inbound,
+            clock: &self.clock,
+            reference: 0,
+            caller: None,
         };
-        tracing::warn!(device = %self.settings.device, error = %failure, "GSM modem unavailable; reopening");
+        session.serve(jobs).await
+    }
+
+    fn connected(&self) -> bool {
+        self.status.borrow().connected
+    }
+
+    fn port_error(e: std::io::Error) -> GsmError {
+        GsmError::Port(e.to_string())
+    }
+
+    fn down(&mut self, why: &str) {
         self.status.send_modify(|s| {
             s.connected = false;
-            s.last_error = Some(failure.to_string());
+            s.last_error = Some(why.to_string());
         });
-        let why = failure.to_string();
-        let refuse = |job: Job| job.refuse(GsmError::Unavailable(why.clone()));
-        self.reopen.wait(&mut self.jobs, refuse).await
-    }
-}
-
-impl Worker for ModemDriver {
-    fn name(&self) -> &'static str {
-        "gsm-modem"
     }
 
-    fn step(&mut self) -> StepFuture<'_> {
-        Box::pin(async move {
-            if self.session().await {
-                Wait::For(Duration::ZERO)
-            } else {
-                Wait::Done
-            }
-        })
+    fn refuse(job: Job, why: &str) {
+        job.refuse(GsmError::Unavailable(why.to_string()));
     }
 }
 

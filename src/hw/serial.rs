@@ -3,10 +3,14 @@
 
 pub use crate::model::hardware::LineSettings;
 use crate::runtime::Locked;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
 
 pub trait Line: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Line for T {}
@@ -47,6 +51,93 @@ pub fn open_port(device: &str, s: LineSettings) -> io::Result<tokio_serial::Seri
         .flow_control(tokio_serial::FlowControl::None);
     tokio_serial::SerialStream::open(&builder)
         .map_err(|e| io::Error::other(format!("{device}: {e}")))
+}
+
+/// What a driver does on one opening of its line (the GSM modem's AT session, the ESPA
+/// protocol); `LineDriver` does the rest the same for both: opening, reopening after a pause,
+/// refusing jobs meanwhile, and being the supervised worker.
+pub trait LineProtocol: Send + 'static {
+    type Job: Send + 'static;
+    type Error: std::fmt::Display + Send;
+    /// The worker's name.
+    const WORKER: &'static str;
+    /// What the log calls the device.
+    const DEVICE: &'static str;
+
+    fn device(&self) -> &str;
+    fn line(&self) -> LineSettings;
+    /// Serves jobs on the open port until it fails, or (`Ok`) until every handle is gone.
+    fn serve<'a>(
+        &'a mut self,
+        port: BoxedLine,
+        jobs: &'a mut mpsc::Receiver<Self::Job>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'a;
+    /// Whether the session that just failed had got the line working: the next opening then
+    /// waits the least again.
+    fn connected(&self) -> bool;
+    fn port_error(e: io::Error) -> Self::Error;
+    /// The line is down, and why (its status says so until the next session).
+    fn down(&mut self, why: &str);
+    /// Answers a job that arrived while the line was down.
+    fn refuse(job: Self::Job, why: &str);
+}
+
+/// A line's driver, a supervised worker: each step is a session on one opening of the port,
+/// then (when it failed) the wait before the next, refusing jobs while the port is gone. A
+/// panic loses the session only: the queue and the protocol's state stay with the worker.
+pub struct LineDriver<P: LineProtocol> {
+    protocol: P,
+    jobs: mpsc::Receiver<P::Job>,
+    reopen: Reopen,
+}
+
+impl<P: LineProtocol> LineDriver<P> {
+    pub fn new(protocol: P, jobs: mpsc::Receiver<P::Job>) -> Self {
+        Self {
+            protocol,
+            jobs,
+            reopen: Reopen::default(),
+        }
+    }
+
+    /// One session; `false` once the line's handles are all gone.
+    async fn session(&mut self) -> bool {
+        let opened = open(self.protocol.device(), self.protocol.line()).await;
+        let failure = match opened {
+            Ok(port) => match self.protocol.serve(port, &mut self.jobs).await {
+                Ok(()) => return false,
+                Err(e) => {
+                    if self.protocol.connected() {
+                        self.reopen.reset();
+                    }
+                    e
+                }
+            },
+            Err(e) => P::port_error(e),
+        };
+        let why = failure.to_string();
+        tracing::warn!(device = %self.protocol.device(), error = %why, "{} unavailable; reopening", P::DEVICE);
+        self.protocol.down(&why);
+        self.reopen
+            .wait(&mut self.jobs, |job| P::refuse(job, &why))
+            .await
+    }
+}
+
+impl<P: LineProtocol> Worker for LineDriver<P> {
+    fn name(&self) -> &'static str {
+        P::WORKER
+    }
+
+    fn step(&mut self) -> StepFuture<'_> {
+        Box::pin(async move {
+            if self.session().await {
+                Wait::For(Duration::ZERO)
+            } else {
+                Wait::Done
+            }
+        })
+    }
 }
 
 /// When a driver opens its port again after losing it: from 1 s, doubling to 30 s, and from 1 s

@@ -312,44 +312,36 @@ async fn ack(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
-        let comment = f
-            .comment
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        st.alerting
-            .ack(&c.principal, &c.actor, path_id(&id)?, comment)
-            .await?;
-        Ok::<_, Problem>(f.back)
-    };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "ack"),
-        Err(p) => failed(p),
-    }
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    let comment = f
+        .comment
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    st.alerting
+        .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "ack"))
 }
 
-async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
+async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
     let f = BulkForm::parse(&body);
     for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
-        let Ok(id) = Uuid::parse_str(raw) else {
-            return failed(Problem::not_found());
-        };
+        let id = Uuid::parse_str(raw).map_err(|_| Problem::not_found())?;
         match st.alerting.ack(&c.principal, &c.actor, id, None).await {
             Ok(_) => {}
             // Acknowledged or closed meanwhile (by someone else, or escalation): left as it is.
             Err(e) => {
                 let p = Problem::from(e);
                 if p.status != StatusCode::NOT_FOUND {
-                    return failed(p);
+                    return Err(p.into());
                 }
             }
         }
     }
-    done(f.back.as_deref(), "ack-some")
+    Ok(Done::back(f.back.as_deref(), "ack-some"))
 }
 
 async fn snooze(
@@ -357,22 +349,16 @@ async fn snooze(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f = form::<ActionForm>(&body)?;
-        let req = SnoozeRequest {
-            until: None,
-            duration: Some(f.duration.unwrap_or_else(|| "1h".into())),
-        };
-        st.alerting
-            .snooze(&c.principal, &c.actor, path_id(&id)?, req)
-            .await?;
-        Ok::<_, Problem>(f.back)
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    let req = SnoozeRequest {
+        until: None,
+        duration: Some(f.duration.unwrap_or_else(|| "1h".into())),
     };
-    match result.await {
-        Ok(back) => done(back.as_deref(), "snooze"),
-        Err(p) => failed(p),
-    }
+    st.alerting
+        .snooze(&c.principal, &c.actor, path_id(&id)?, req)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "snooze"))
 }
 
 async fn resolve(
@@ -380,14 +366,12 @@ async fn resolve(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "resolve", async {
-        st.alerting
-            .resolve(&c.principal, &c.actor, path_id(&id)?)
-            .await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.alerting
+        .resolve(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "resolve"))
 }
 
 /// The incident forms: which incident (`new` for one of its own), or a status and the version
@@ -400,54 +384,44 @@ struct IncidentForm {
     version: Option<u64>,
 }
 
-/// 303 to an incident's page, saying what was done.
-fn to_incident(id: Uuid, did: &str) -> Response {
-    done(Some(&format!("/incidents/{id}")), did)
-}
-
 async fn assign_incident(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f = form::<IncidentForm>(&body)?;
-        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
-        let incident = match f.incident.as_deref() {
-            Some("new") => {
-                let body = IncidentBody {
-                    title: Some(alert.title.clone()),
-                    severity: Some(alert.severity.as_str().into()),
-                    alert_ids: Some(vec![alert.id]),
-                    ..Default::default()
-                };
-                st.alerting
-                    .create_incident(&c.principal, &c.actor, body)
-                    .await?
+) -> Acted {
+    let f = form::<IncidentForm>(&body)?;
+    let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+    let incident = match f.incident.as_deref() {
+        Some("new") => {
+            let body = IncidentBody {
+                title: Some(alert.title.clone()),
+                severity: Some(alert.severity.as_str().into()),
+                alert_ids: Some(vec![alert.id]),
+                ..Default::default()
+            };
+            st.alerting
+                .create_incident(&c.principal, &c.actor, body)
+                .await?
+        }
+        Some(raw) => {
+            let old = st.alerting.incident(&c.principal, path_id(raw)?).await?;
+            let mut ids = old.alert_ids.clone();
+            if !ids.contains(&alert.id) {
+                ids.push(alert.id);
             }
-            Some(raw) => {
-                let old = st.alerting.incident(&c.principal, path_id(raw)?).await?;
-                let mut ids = old.alert_ids.clone();
-                if !ids.contains(&alert.id) {
-                    ids.push(alert.id);
-                }
-                let body = IncidentBody {
-                    alert_ids: Some(ids),
-                    ..Default::default()
-                };
-                st.alerting
-                    .update_incident(&c.principal, &c.actor, old.id, old.version, body)
-                    .await?
-            }
-            None => return Err(Problem::validation("incident", "choose an incident")),
-        };
-        Ok::<_, Problem>(incident.id)
+            let body = IncidentBody {
+                alert_ids: Some(ids),
+                ..Default::default()
+            };
+            st.alerting
+                .update_incident(&c.principal, &c.actor, old.id, old.version, body)
+                .await?
+        }
+        None => return Err(Problem::validation("incident", "choose an incident").into()),
     };
-    match result.await {
-        Ok(incident) => to_incident(incident, "assign"),
-        Err(p) => failed(p),
-    }
+    let incident = incident.id;
+    Ok(Done::to(format!("/incidents/{incident}"), "assign"))
 }
 
 #[derive(Deserialize, Default)]
@@ -537,23 +511,17 @@ async fn incident_status(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f = form::<IncidentForm>(&body)?;
-        let id = path_id(&id)?;
-        let body = IncidentBody {
-            status: f.status,
-            ..Default::default()
-        };
-        st.alerting
-            .update_incident(&c.principal, &c.actor, id, f.version.unwrap_or(0), body)
-            .await?;
-        Ok::<_, Problem>(id)
+) -> Acted {
+    let f = form::<IncidentForm>(&body)?;
+    let id = path_id(&id)?;
+    let body = IncidentBody {
+        status: f.status,
+        ..Default::default()
     };
-    match result.await {
-        Ok(id) => to_incident(id, "status"),
-        Err(p) => failed(p),
-    }
+    st.alerting
+        .update_incident(&c.principal, &c.actor, id, f.version.unwrap_or(0), body)
+        .await?;
+    Ok(Done::to(format!("/incidents/{id}"), "status"))
 }
 
 async fn approvals(
@@ -589,12 +557,10 @@ async fn approve_action(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "approve", async {
-        st.ai.approve(&c.principal, &c.actor, &id).await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.ai.approve(&c.principal, &c.actor, &id).await?;
+    Ok(Done::back(f.back.as_deref(), "approve"))
 }
 
 async fn deny_action(
@@ -602,12 +568,10 @@ async fn deny_action(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "deny", async {
-        st.ai.deny(&c.principal, &c.actor, &id).await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.ai.deny(&c.principal, &c.actor, &id).await?;
+    Ok(Done::back(f.back.as_deref(), "deny"))
 }
 
 #[cfg(test)]

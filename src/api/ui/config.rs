@@ -190,20 +190,15 @@ async fn config_apply(
     c: Visitor,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let kind = config_kind(&c, &kind, write_permission)?;
-        let (_, version, value) = ConfigForm::parse(&body)?;
-        let doc = st
-            .inventory
-            .update(&c.principal, &c.actor, kind, name, version, value)
-            .await?;
-        Ok::<_, Problem>(format!("/config/{}/{}", kind.name, doc.name))
-    };
-    match result.await {
-        Ok(to) => done(Some(&to), "saved"),
-        Err(p) => failed(p),
-    }
+) -> Acted {
+    let kind = config_kind(&c, &kind, write_permission)?;
+    let (_, version, value) = ConfigForm::parse(&body)?;
+    let doc = st
+        .inventory
+        .update(&c.principal, &c.actor, kind, name, version, value)
+        .await?;
+    let to = format!("/config/{}/{}", kind.name, doc.name);
+    Ok(Done::to(to, "saved"))
 }
 
 /// The new-document form.
@@ -255,7 +250,7 @@ async fn config_create(
         ))
     };
     match result.await {
-        Ok(to) => done(Some(&to), "created"),
+        Ok(to) => Done::to(to, "created").into_response(),
         Err(p) => form_again(
             &c,
             Section::Config,
@@ -279,29 +274,21 @@ async fn config_delete(
     c: Visitor,
     ApiPath((kind, name)): ApiPath<(String, String)>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let kind = config_kind(&c, &kind, write_permission)?;
-        let f: DeleteForm = form(&body)?;
-        if f.confirm.as_deref() != Some("on") {
-            return Err(Problem::validation(
-                "body",
-                "tick the box to confirm the deletion",
-            ));
-        }
-        st.inventory
-            .delete(
-                &c.principal,
-                &c.actor,
-                kind,
-                name,
-                Some(f.version.unwrap_or(0)),
-            )
-            .await?;
-        Ok(format!("/config/{}", kind.name))
-    };
-    match result.await {
-        Ok(to) => done(Some(&to), "deleted"),
-        Err(p) => failed(p),
+) -> Acted {
+    let kind = config_kind(&c, &kind, write_permission)?;
+    let f: DeleteForm = form(&body)?;
+    if f.confirm.as_deref() != Some("on") {
+        return Err(Problem::validation("body", "tick the box to confirm the deletion").into());
     }
+    st.inventory
+        .delete(
+            &c.principal,
+            &c.actor,
+            kind,
+            name,
+            Some(f.version.unwrap_or(0)),
+        )
+        .await?;
+    let to = format!("/config/{}", kind.name);
+    Ok(Done::to(to, "deleted"))
 }

@@ -376,29 +376,24 @@ fn edited_layout(f: &HashMap<String, String>) -> Result<Layout, Problem> {
     Ok(layout)
 }
 
-async fn create_dashboard(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
-    let result = async {
-        let kind = writable(&c)?;
-        let f: HashMap<String, String> = form(&body)?;
-        let layout = edited_layout(&f)?;
-        let mut value = serde_json::json!({
-            "name": f.get("name").map(|n| n.trim()).unwrap_or_default(),
-            "shared": f.get("shared").map(String::as_str) == Some("on"),
-            "spec": layout.to_spec(),
-        });
-        if let Some(user) = c.principal.user {
-            value["ownerId"] = Value::String(user.to_string());
-        }
-        let doc = st
-            .inventory
-            .create(&c.principal, &c.actor, kind, value)
-            .await?;
-        Ok::<_, Problem>(format!("/dashboards/{}", views::encode_segment(&doc.name)))
-    };
-    match result.await {
-        Ok(to) => done(Some(&to), "saved"),
-        Err(p) => failed(p),
+async fn create_dashboard(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let kind = writable(&c)?;
+    let f: HashMap<String, String> = form(&body)?;
+    let layout = edited_layout(&f)?;
+    let mut value = serde_json::json!({
+        "name": f.get("name").map(|n| n.trim()).unwrap_or_default(),
+        "shared": f.get("shared").map(String::as_str) == Some("on"),
+        "spec": layout.to_spec(),
+    });
+    if let Some(user) = c.principal.user {
+        value["ownerId"] = Value::String(user.to_string());
     }
+    let doc = st
+        .inventory
+        .create(&c.principal, &c.actor, kind, value)
+        .await?;
+    let to = format!("/dashboards/{}", views::encode_segment(&doc.name));
+    Ok(Done::to(to, "saved"))
 }
 
 async fn update_dashboard(
@@ -406,27 +401,22 @@ async fn update_dashboard(
     c: Visitor,
     ApiPath(name): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let kind = writable(&c)?;
-        let f: HashMap<String, String> = form(&body)?;
-        let layout = edited_layout(&f)?;
-        let doc = st.inventory.get(&c.principal, kind, name.clone()).await?;
-        let mut value = doc.to_json();
-        if !visible(&value, &c) {
-            return Err(Problem::not_found());
-        }
-        value["shared"] = Value::Bool(f.get("shared").map(String::as_str) == Some("on"));
-        value["spec"] = Value::String(layout.to_spec());
-        let version = f.get("version").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let doc = st
-            .inventory
-            .update(&c.principal, &c.actor, kind, name, version, value)
-            .await?;
-        Ok::<_, Problem>(format!("/dashboards/{}", views::encode_segment(&doc.name)))
-    };
-    match result.await {
-        Ok(to) => done(Some(&to), "saved"),
-        Err(p) => failed(p),
+) -> Acted {
+    let kind = writable(&c)?;
+    let f: HashMap<String, String> = form(&body)?;
+    let layout = edited_layout(&f)?;
+    let doc = st.inventory.get(&c.principal, kind, name.clone()).await?;
+    let mut value = doc.to_json();
+    if !visible(&value, &c) {
+        return Err(Problem::not_found().into());
     }
+    value["shared"] = Value::Bool(f.get("shared").map(String::as_str) == Some("on"));
+    value["spec"] = Value::String(layout.to_spec());
+    let version = f.get("version").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let doc = st
+        .inventory
+        .update(&c.principal, &c.actor, kind, name, version, value)
+        .await?;
+    let to = format!("/dashboards/{}", views::encode_segment(&doc.name));
+    Ok(Done::to(to, "saved"))
 }

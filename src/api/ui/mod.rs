@@ -159,35 +159,52 @@ fn id_cursor(req: &PageRequest) -> Option<Uuid> {
     req.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok())
 }
 
-/// A one-button action: the form's `back` read first, then `work`; 303 there with `did`, or
-/// the refusal as a page.
-async fn back_after(
-    body: &Bytes,
-    did: &str,
-    work: impl std::future::Future<Output = Result<(), Problem>>,
-) -> Response {
-    let f = match form::<ActionForm>(body) {
-        Ok(f) => f,
-        Err(p) => return failed(p),
-    };
-    match work.await {
-        Ok(()) => done(f.back.as_deref(), did),
-        Err(p) => failed(p),
+/// A form action's answer: 303 to where the browser goes next, or the page that says why not.
+/// A handler returns it and puts `?` after the form's parsing and each domain call.
+type Acted = Result<Done, Refused>;
+
+/// 303 to a page of this server with what was done (`did=`), shown once by that page.
+struct Done {
+    to: String,
+    did: &'static str,
+}
+
+impl Done {
+    /// Back to the page the form came from (its `back`, checked by `back_to`).
+    fn back(back: Option<&str>, did: &'static str) -> Self {
+        Done {
+            to: back_to(back),
+            did,
+        }
+    }
+
+    /// To a page the server chose.
+    fn to(path: impl Into<String>, did: &'static str) -> Self {
+        Done::back(Some(&path.into()), did)
     }
 }
 
-/// 303 to `back` with what was done, shown once by the page.
-fn done(back: Option<&str>, did: &str) -> Response {
-    let to = back_to(back);
-    let sep = if to.contains('?') { '&' } else { '?' };
-    let location = format!("{to}{sep}did={did}");
-    match HeaderValue::from_str(&location) {
-        Ok(v) => (StatusCode::SEE_OTHER, [(LOCATION, v)]).into_response(),
-        Err(_) => (
-            StatusCode::SEE_OTHER,
-            [(LOCATION, HeaderValue::from_static("/"))],
-        )
-            .into_response(),
+impl IntoResponse for Done {
+    fn into_response(self) -> Response {
+        let sep = if self.to.contains('?') { '&' } else { '?' };
+        let location = format!("{}{sep}did={}", self.to, self.did);
+        let location = HeaderValue::from_str(&location).unwrap_or(HeaderValue::from_static("/"));
+        (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
+    }
+}
+
+/// A refused action's page (`failed`), from any error the one error map knows.
+struct Refused(Problem);
+
+impl<E: Into<Problem>> From<E> for Refused {
+    fn from(e: E) -> Self {
+        Refused(e.into())
+    }
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        failed(self.0)
     }
 }
 

@@ -180,14 +180,12 @@ async fn check_now(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "check", async {
-        st.scheduler
-            .check_now(&c.principal, &c.actor, path_id(&id)?)
-            .await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.scheduler
+        .check_now(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "check"))
 }
 
 #[derive(Deserialize, Default)]
@@ -361,7 +359,7 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
         Ok::<_, Problem>(())
     };
     match result.await {
-        Ok(()) => done(Some("/silences"), "silence"),
+        Ok(()) => Done::to("/silences", "silence").into_response(),
         Err(p) => form_again(
             &c,
             Section::Silences,
@@ -377,14 +375,12 @@ async fn expire_silence(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "expire", async {
-        st.alerting
-            .expire_silence(&c.principal, &c.actor, path_id(&id)?)
-            .await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.alerting
+        .expire_silence(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "expire"))
 }
 
 async fn downtimes(
@@ -486,7 +482,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
         Ok::<_, Problem>(())
     };
     match result.await {
-        Ok(()) => done(Some("/downtimes"), "downtime"),
+        Ok(()) => Done::to("/downtimes", "downtime").into_response(),
         Err(p) => {
             let form = views::downtime_form(&f.draft(object));
             form_again(&c, Section::Downtimes, "New downtime", p, form)
@@ -499,14 +495,12 @@ async fn end_downtime(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    back_after(&body, "end", async {
-        st.alerting
-            .end_downtime(&c.principal, &c.actor, path_id(&id)?)
-            .await?;
-        Ok(())
-    })
-    .await
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.alerting
+        .end_downtime(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "end"))
 }
 
 async fn sites(State(st): State<AppState>, c: Visitor) -> Response {

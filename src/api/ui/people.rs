@@ -102,36 +102,30 @@ async fn take_over(
     c: Visitor,
     ApiPath(schedule): ApiPath<String>,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f: TakeOverForm = form(&body)?;
-        let me = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
-            Problem::validation(
-                "override",
-                "no contact names you (its userId): ask an editor to add one",
-            )
-        })?;
-        let now = st.clock.now();
-        let start = match f.start.as_deref().and_then(|s| s.parse::<Timestamp>().ok()) {
-            Some(s) if s > now => s,
-            _ => now,
-        };
-        let body = OverrideBody {
-            schedule: None,
-            contact_id: Some(me),
-            start: Some(start.to_string()),
-            end: f.end,
-            reason: Some(format!("taken over by {} in the UI", c.principal.name)),
-        };
-        st.notify
-            .create_override(&c.principal, &c.actor, &schedule, body)
-            .await?;
-        Ok::<_, Problem>(())
+) -> Acted {
+    let f: TakeOverForm = form(&body)?;
+    let me = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
+        Problem::validation(
+            "override",
+            "no contact names you (its userId): ask an editor to add one",
+        )
+    })?;
+    let now = st.clock.now();
+    let start = match f.start.as_deref().and_then(|s| s.parse::<Timestamp>().ok()) {
+        Some(s) if s > now => s,
+        _ => now,
     };
-    match result.await {
-        Ok(()) => done(Some("/oncall"), "takeover"),
-        Err(p) => failed(p),
-    }
+    let body = OverrideBody {
+        schedule: None,
+        contact_id: Some(me),
+        start: Some(start.to_string()),
+        end: f.end,
+        reason: Some(format!("taken over by {} in the UI", c.principal.name)),
+    };
+    st.notify
+        .create_override(&c.principal, &c.actor, &schedule, body)
+        .await?;
+    Ok(Done::to("/oncall", "takeover"))
 }
 
 /// The account page's content: who, the look, the password form.
@@ -187,7 +181,7 @@ async fn change_password(State(st): State<AppState>, c: Visitor, body: Bytes) ->
         Ok::<_, Problem>(())
     };
     match result.await {
-        Ok(()) => done(Some("/account"), "password"),
+        Ok(()) => Done::to("/account", "password").into_response(),
         Err(p) => match account_content(&st, &c).await {
             Ok(form) => form_again(&c, Section::Account, "Account", p, form),
             Err(_) => failed(p),
@@ -214,30 +208,24 @@ fn scheme(raw: Option<&str>) -> &'static str {
     }
 }
 
-async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
-    let result = async {
-        let f = form::<LookForm>(&body)?;
-        let mut prefs = st.auth.preferences(&c.principal, "me").await?;
-        prefs
-            .extra
-            .insert(THEME.into(), scheme(f.theme.as_deref()).into());
-        let live = if f.live.as_deref() == Some("off") {
-            "off"
-        } else {
-            "on"
-        };
-        prefs.extra.insert(LIVE.into(), live.into());
-        let body = serde_json::to_value(&prefs)
-            .map_err(|e| Problem::internal(format!("preferences as JSON: {e}")))?;
-        st.auth
-            .set_preferences(&c.principal, &c.actor, "me", body)
-            .await?;
-        Ok::<_, Problem>(())
+async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let f = form::<LookForm>(&body)?;
+    let mut prefs = st.auth.preferences(&c.principal, "me").await?;
+    prefs
+        .extra
+        .insert(THEME.into(), scheme(f.theme.as_deref()).into());
+    let live = if f.live.as_deref() == Some("off") {
+        "off"
+    } else {
+        "on"
     };
-    match result.await {
-        Ok(()) => done(Some("/account"), "look"),
-        Err(p) => failed(p),
-    }
+    prefs.extra.insert(LIVE.into(), live.into());
+    let body = serde_json::to_value(&prefs)
+        .map_err(|e| Problem::internal(format!("preferences as JSON: {e}")))?;
+    st.auth
+        .set_preferences(&c.principal, &c.actor, "me", body)
+        .await?;
+    Ok(Done::to("/account", "look"))
 }
 
 /// The account page's branding form.
@@ -262,27 +250,21 @@ async fn set_branding(
     c: Visitor,
     headers: HeaderMap,
     body: Bytes,
-) -> Response {
-    let result = async {
-        let f: BrandingForm = multipart_form(&headers, &body)?;
-        let mut branding = st.auth.branding().await?;
-        branding.mode = Some(scheme(f.mode.as_deref()).into());
-        branding.name = f.name;
-        branding.accent_color = f.accent_color.filter(|_| f.accent.as_deref() == Some("on"));
-        if f.remove_logo.as_deref() == Some("on") {
-            branding.logo = None;
-        } else if f.logo.is_some() {
-            branding.logo = f.logo;
-        }
-        let body = serde_json::to_value(&branding)
-            .map_err(|e| Problem::internal(format!("branding as JSON: {e}")))?;
-        st.auth.set_branding(&c.principal, &c.actor, body).await?;
-        Ok::<_, Problem>(())
-    };
-    match result.await {
-        Ok(()) => done(Some("/account"), "look"),
-        Err(p) => failed(p),
+) -> Acted {
+    let f: BrandingForm = multipart_form(&headers, &body)?;
+    let mut branding = st.auth.branding().await?;
+    branding.mode = Some(scheme(f.mode.as_deref()).into());
+    branding.name = f.name;
+    branding.accent_color = f.accent_color.filter(|_| f.accent.as_deref() == Some("on"));
+    if f.remove_logo.as_deref() == Some("on") {
+        branding.logo = None;
+    } else if f.logo.is_some() {
+        branding.logo = f.logo;
     }
+    let body = serde_json::to_value(&branding)
+        .map_err(|e| Problem::internal(format!("branding as JSON: {e}")))?;
+    st.auth.set_branding(&c.principal, &c.actor, body).await?;
+    Ok(Done::to("/account", "look"))
 }
 
 /// The forms that add a user or mint a token.
@@ -350,33 +332,30 @@ async fn create_user(State(st): State<AppState>, c: Visitor, body: Bytes) -> Res
         Ok::<_, Problem>(())
     };
     match result.await {
-        Ok(()) => done(Some("/users"), "user"),
+        Ok(()) => Done::to("/users", "user").into_response(),
         Err(p) => users_page(&st, &c, None, Some(p)).await,
     }
 }
 
-async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Response {
-    let result = async {
-        let req = UpdateUser {
-            disabled: Some(disabled),
-            ..Default::default()
-        };
-        st.auth
-            .update_user(&c.principal, &c.actor, path_id(id)?, req)
-            .await?;
-        Ok::<_, Problem>(())
+async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Acted {
+    let req = UpdateUser {
+        disabled: Some(disabled),
+        ..Default::default()
     };
-    match result.await {
-        Ok(()) => done(Some("/users"), if disabled { "disable" } else { "enable" }),
-        Err(p) => failed(p),
-    }
+    st.auth
+        .update_user(&c.principal, &c.actor, path_id(id)?, req)
+        .await?;
+    Ok(Done::to(
+        "/users",
+        if disabled { "disable" } else { "enable" },
+    ))
 }
 
 async fn disable_user(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
-) -> Response {
+) -> Acted {
     set_disabled(&st, &c, &id, true).await
 }
 
@@ -384,7 +363,7 @@ async fn enable_user(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
-) -> Response {
+) -> Acted {
     set_disabled(&st, &c, &id, false).await
 }
 
@@ -425,69 +404,55 @@ fn secret_page(c: &Visitor, minted: &MintedToken) -> Response {
     res
 }
 
-async fn mint_token(State(st): State<AppState>, c: Visitor, body: Bytes) -> Response {
-    let result = async {
-        let f = form::<AccountsForm>(&body)?;
-        let days: Option<u64> = match f.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
-            Some(d) => Some(d.parse().map_err(|_| {
-                Problem::validation("expiresAt", format!("{d:?} is not a number of days"))
-            })?),
-            None => None,
-        };
-        let expires_at = days.map(|d| {
-            st.clock
-                .now()
-                .plus(std::time::Duration::from_secs(d.saturating_mul(86_400)))
-                .to_string()
-        });
-        let req = TokenRequest {
-            name: f.name.clone().unwrap_or_default(),
-            roles: f.roles(),
-            expires_at,
-            ..Default::default()
-        };
-        Ok::<_, Problem>(st.auth.mint(&c.principal, &c.actor, req).await?)
+async fn mint_token(
+    State(st): State<AppState>,
+    c: Visitor,
+    body: Bytes,
+) -> Result<Response, Refused> {
+    let f = form::<AccountsForm>(&body)?;
+    let days: Option<u64> = match f.days.as_deref().map(str::trim).filter(|d| !d.is_empty()) {
+        Some(d) => Some(d.parse().map_err(|_| {
+            Problem::validation("expiresAt", format!("{d:?} is not a number of days"))
+        })?),
+        None => None,
     };
-    match result.await {
-        Ok(minted) => secret_page(&c, &minted),
-        Err(p) => failed(p),
-    }
+    let expires_at = days.map(|d| {
+        st.clock
+            .now()
+            .plus(std::time::Duration::from_secs(d.saturating_mul(86_400)))
+            .to_string()
+    });
+    let req = TokenRequest {
+        name: f.name.clone().unwrap_or_default(),
+        roles: f.roles(),
+        expires_at,
+        ..Default::default()
+    };
+    let minted = st.auth.mint(&c.principal, &c.actor, req).await?;
+    Ok(secret_page(&c, &minted))
 }
 
 async fn rotate_token(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
-) -> Response {
-    let result = async {
-        Ok::<_, Problem>(
-            st.auth
-                .rotate(&c.principal, &c.actor, path_id(&id)?)
-                .await?,
-        )
-    };
-    match result.await {
-        Ok(minted) => secret_page(&c, &minted),
-        Err(p) => failed(p),
-    }
+) -> Result<Response, Refused> {
+    let minted = st
+        .auth
+        .rotate(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(secret_page(&c, &minted))
 }
 
 async fn revoke_token(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
-) -> Response {
-    let result = async {
-        Ok::<_, Problem>(
-            st.auth
-                .revoke(&c.principal, &c.actor, path_id(&id)?)
-                .await?,
-        )
-    };
-    match result.await {
-        Ok(_) => done(Some("/tokens"), "revoke"),
-        Err(p) => failed(p),
-    }
+) -> Acted {
+    st.auth
+        .revoke(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::to("/tokens", "revoke"))
 }
 
 #[derive(Deserialize, Default)]
