@@ -102,7 +102,10 @@ mod tests {
             StoreError::Corrupt("row".into()),
             StoreError::Internal("bug".into()),
         ] {
-            assert!(matches!(PortError::from(failure), PortError::Unavailable(_)));
+            assert!(matches!(
+                PortError::from(failure),
+                PortError::Unavailable(_)
+            ));
         }
     }
 }
