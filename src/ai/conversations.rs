@@ -63,25 +63,18 @@ impl Ai {
                 }
             }
         };
-        c.messages.push(Message {
-            id: self.clock.new_id(),
-            role: Role::User,
-            content: message,
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            created_at: self.clock.now(),
-        });
-        let policy = self.policy(p.tenant).await?;
-        Ok((
-            agent::TurnPlan {
+        c.messages.push(self.user_message(message));
+        let history = c.messages.clone();
+        let plan = self
+            .plan(
+                p.tenant,
                 endpoint,
                 model,
-                history: c.messages.clone(),
-                max_rounds: policy.max_rounds,
-                target: agent::Target::Conversation(c),
-            },
-            guard,
-        ))
+                history,
+                agent::Target::Conversation(c),
+            )
+            .await?;
+        Ok((plan, guard))
     }
 
     pub(super) async fn shared_endpoint(

@@ -96,26 +96,50 @@ impl Ai {
             chat.messages.truncate(at);
         }
         if !regenerate {
-            chat.messages.push(Message {
-                id: self.clock.new_id(),
-                role: Role::User,
-                content: text,
-                tool_calls: Vec::new(),
-                tool_call_id: None,
-                created_at: self.clock.now(),
-            });
+            chat.messages.push(self.user_message(text));
         }
-        let policy = self.policy(p.tenant).await?;
-        Ok((
-            agent::TurnPlan {
+        let history = chat.messages.clone();
+        let plan = self
+            .plan(
+                p.tenant,
                 endpoint,
                 model,
-                history: chat.messages.clone(),
-                max_rounds: policy.max_rounds,
-                target: agent::Target::Chat(chat),
-            },
-            guard,
-        ))
+                history,
+                agent::Target::Chat(chat),
+            )
+            .await?;
+        Ok((plan, guard))
+    }
+
+    /// The caller's new message as a history keeps it.
+    pub(super) fn user_message(&self, content: String) -> Message {
+        Message {
+            id: self.clock.new_id(),
+            role: Role::User,
+            content,
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            created_at: self.clock.now(),
+        }
+    }
+
+    /// A turn on `history` for `target`, under the tenant's limit of rounds.
+    pub(super) async fn plan(
+        &self,
+        tenant: Uuid,
+        endpoint: Endpoint,
+        model: String,
+        history: Vec<Message>,
+        target: agent::Target,
+    ) -> Result<agent::TurnPlan, AiError> {
+        let policy = self.policy(tenant).await?;
+        Ok(agent::TurnPlan {
+            endpoint,
+            model,
+            history,
+            max_rounds: policy.max_rounds,
+            target,
+        })
     }
 
     pub(super) async fn chat_endpoint(
