@@ -420,8 +420,7 @@ async fn assign_incident(
         }
         None => return Err(Problem::validation("incident", "choose an incident").into()),
     };
-    let incident = incident.id;
-    Ok(Done::to(format!("/incidents/{incident}"), "assign"))
+    Ok(Done::to(format!("/incidents/{}", incident.id), "assign"))
 }
 
 #[derive(Deserialize, Default)]
