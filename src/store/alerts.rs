@@ -7,7 +7,7 @@
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::tenant_range;
-use super::keys::{as_keys, scoped, stored_uuid};
+use super::keys::{as_keys, scoped, stored_due_time, stored_uuid};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECT_NAMES, OBJECTS,
@@ -48,20 +48,15 @@ fn timer_key(until: Timestamp, tenant: Uuid, id: Uuid) -> Vec<u8> {
 
 /// The timer an index key names (the inverse of `timer_key`).
 fn due_timer(key: Vec<u8>) -> Result<DueTimer, StoreError> {
-    let corrupt = || StoreError::Corrupt(format!("alert timer key of {} bytes", key.len()));
-    let at = key
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(corrupt)?;
-    let at = Timestamp::from_millis(i64::from_be_bytes(at)).ok_or_else(corrupt)?;
-    let tenant = key
-        .get(8..24)
-        .and_then(|b| Uuid::from_slice(b).ok())
-        .ok_or_else(corrupt)?;
-    let alert = key
-        .get(24..40)
-        .and_then(|b| Uuid::from_slice(b).ok())
-        .ok_or_else(corrupt)?;
+    let at = stored_due_time(&key, "an alert timer")?;
+    let tenant = stored_uuid(
+        key.get(8..24).unwrap_or_default(),
+        "an alert timer's tenant",
+    )?;
+    let alert = stored_uuid(
+        key.get(24..40).unwrap_or_default(),
+        "an alert timer's alert",
+    )?;
     Ok(DueTimer {
         key,
         tenant,
@@ -305,10 +300,10 @@ impl Tx<'_> {
 
     /// When the next alert timer is due.
     pub(crate) fn next_alert_timer(&self) -> Result<Option<Timestamp>, StoreError> {
-        Ok(self.open_table(ALERT_TIMERS)?.first()?.and_then(|(k, _)| {
-            let at: [u8; 8] = k.value().get(..8)?.try_into().ok()?;
-            Timestamp::from_millis(i64::from_be_bytes(at))
-        }))
+        self.open_table(ALERT_TIMERS)?
+            .first()?
+            .map(|(k, _)| stored_due_time(k.value(), "an alert timer"))
+            .transpose()
     }
 
     /// Heartbeat rules' last events: (tenant, rule, when).

@@ -1,6 +1,7 @@
 //! Key codecs: big-endian so byte order is key order, and every key scoped by tenant.
 
 use super::StoreError;
+use crate::model::Timestamp;
 use uuid::Uuid;
 
 /// A tenant-scoped key: the tenant's 16 id bytes, then the local part.
@@ -31,6 +32,15 @@ pub(crate) fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> 
     Uuid::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
 
+/// The time a due-time index key starts with (milliseconds, big-endian), or `Corrupt`: a
+/// corrupt key must not read as "nothing due", which would leave its timer asleep for good.
+pub(crate) fn stored_due_time(key: &[u8], what: &str) -> Result<Timestamp, StoreError> {
+    key.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .and_then(|b| Timestamp::from_millis(i64::from_be_bytes(b)))
+        .ok_or_else(|| StoreError::Corrupt(format!("{what}: a key of {} bytes", key.len())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +52,19 @@ mod tests {
         let (lo, hi) = tenant_range(t);
         assert!(lo.as_slice() <= k.as_slice() && k.as_slice() < hi.as_slice());
         assert!(scoped(Uuid::from_u128(8), b"").as_slice() >= hi.as_slice());
+    }
+
+    #[test]
+    fn a_corrupt_due_time_key_is_reported_not_read_as_nothing_due() {
+        let mut key = 1_700_000_000_000i64.to_be_bytes().to_vec();
+        key.extend_from_slice(Uuid::from_u128(1).as_bytes());
+        assert_eq!(
+            stored_due_time(&key, "a timer").unwrap(),
+            Timestamp::from_millis(1_700_000_000_000).unwrap()
+        );
+        assert!(matches!(
+            stored_due_time(&key[..5], "a timer"),
+            Err(StoreError::Corrupt(why)) if why.contains("5 bytes")
+        ));
     }
 }

@@ -5,7 +5,7 @@
 //! keeps the rows and their due-time indexes true and reads them.
 
 use super::codec::{decode, encode, tenant_values_newest};
-use super::keys::{scoped, tenant_range};
+use super::keys::{scoped, stored_due_time, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     CHANNEL_FAILURES, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE,
@@ -244,10 +244,9 @@ fn first_due(
 ) -> Result<Option<Timestamp>, StoreError> {
     let t = tx.open_table(table)?;
     let first = t.first()?;
-    Ok(first.and_then(|(k, _)| {
-        let ms = i64::from_be_bytes(k.value().get(..8)?.try_into().ok()?);
-        Timestamp::from_millis(ms)
-    }))
+    first
+        .map(|(k, _)| stored_due_time(k.value(), "a due-time index"))
+        .transpose()
 }
 
 /// The rows of `items` whose `ms + key` entry in `due` is at or before `now`, earliest first,
