@@ -33,7 +33,7 @@ pub fn routes() -> Vec<Route> {
             "`{title (required), message (alias summary), severity (default critical), escalationPolicy (must exist), labels, objectId, dedupKey}`. 201 with the alert and an `alert_opened` event; 200 with the active alert when an open or acked alert holds the same `dedupKey` (the alarm folds into it). `ruleId` is `manual`.",
         )
             .body::<ManualAlarm>().answers::<Alert>(201).ok::<Alert>()
-            .example(json!({"title": "Fire alarm hall 2", "summary": "smoke detector 7", "severity": "critical", "dedupKey": "fire-hall-2", "labels": {"site": "north"}, "escalationPolicy": "site-north"})),
+            .example(|| json!({"title": "Fire alarm hall 2", "summary": "smoke detector 7", "severity": "critical", "dedupKey": "fire-hall-2", "labels": {"site": "north"}, "escalationPolicy": "site-north"})),
         Route::post("/api/v1/alert-rules:test", test_rule).permission("alerts:read").doc(
             "alert-rules",
             "Test a rule",

@@ -91,7 +91,7 @@ fn kind_routes(kind: &'static Kind) -> Vec<Route> {
         Route::post(list_path, create).permission(kind.write).doc(kind.name, "Create a document", "201 with `ETag`; a taken name is 409 `svc:conflict/duplicate`.")
             .body_as(JSON, schemas::config_document(kind, false), false)
             .answers_as(201, JSON, schemas::config_document(kind, true))
-            .example(example(kind.name)),
+            .example(move || example(kind.name)),
         Route::get(item_path.clone(), get).permission(kind.read).doc(kind.name, "Get a document", if kind.name == "templates" { "By name or by id; `ETag` is the version." } else { "`ETag` is the version." })
             .answers_as(200, JSON, schemas::config_document(kind, true)),
         Route::put(item_path.clone(), put).permission(kind.write).doc(kind.name, "Replace a document", "`If-Match` required (428 without, 409 `svc:conflict/version` when stale); the name in the path wins over the body's.")

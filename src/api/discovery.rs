@@ -29,7 +29,7 @@ pub fn routes() -> Vec<Route> {
             "202 with the scan, `running`: a TCP connect sweep of `cidr` (at most a /20, IPv6 a /116) on `ports` (default 22, 23, 80, 443, 502, 8080, 8443), 1 s per attempt, 256 at once. `found` lists the addresses that accepted a connection with their open ports and suggested checks; `probed` of `probes` tells the progress (kept at most once a second, `updatedAt`) until `status` is `done`; a scan whose process stopped before it finished reads as `failed`, with `error`.",
         )
             .body::<ScanRequest>()
-            .example(json!({"cidr": "192.168.10.0/24", "ports": [22, 80, 443, 502]}))
+            .example(|| json!({"cidr": "192.168.10.0/24", "ports": [22, 80, 443, 502]}))
             .answers::<DiscoveryScan>(202),
         Route::get("/api/v1/discovery/scans/{id}", get).permission("objects:read").doc(
             "discovery",

@@ -38,7 +38,7 @@ pub fn routes() -> Vec<Route> {
             "Body `{name, scopes?, roles?, ipBind?, expiresAt?, aiAgent?, site?}`; scopes or roles are required (422 `svc:validation/token`); `ipBind` entries are CIDRs or addresses (422 `svc:validation/cidr`); `site` binds the token to one federation site (its `sites:connect` routes for other sites are 403). A token cannot carry permissions its creator lacks (403). 201 `{token, meta}`.",
         )
             .body::<TokenRequest>().answers::<MintedToken>(201)
-            .example(json!({"name": "ci-deploy", "scopes": ["objects:read", "objects:write"], "expiresAt": "2027-01-01T00:00:00Z"})),
+            .example(|| json!({"name": "ci-deploy", "scopes": ["objects:read", "objects:write"], "expiresAt": "2027-01-01T00:00:00Z"})),
         Route::delete("/api/v1/api-tokens/{id}", revoke_token)
             .permission("admin:tokens")
             .doc("api-tokens", "Revoke API token", "204; the secret stops working at once.")
@@ -57,7 +57,7 @@ pub fn routes() -> Vec<Route> {
             "Body `{name, expiresAt?}`: a token that acts as the caller's user, with the user's roles as they are at each request; it stops working when the user is disabled or deleted. For a signed-in user or one of their personal tokens (`svc login` uses it); 401 for other credentials. 201 `{token, meta}` with `meta.owner`.",
         )
             .body::<PersonalTokenRequest>().answers::<MintedToken>(201)
-            .example(json!({"name": "svc-cli on gw-north"})),
+            .example(|| json!({"name": "svc-cli on gw-north"})),
         Route::delete("/api/v1/users/me/api-tokens/{id}", revoke_personal_token)
             .identity()
             .doc("api-tokens", "Revoke one of my personal tokens", "204; another user's token is 404 (`svc logout` revokes its own this way).")

@@ -32,7 +32,7 @@ pub fn routes() -> Vec<Route> {
             "`{title (required), summary, severity (default critical), labels, impact, ticketUrl, alertIds, status (open by default; acked or resolved, else 422 `svc:validation/status`)}`; 201 with `ETag`. Listed alerts (the tenant's, else 422 `svc:validation/alertIds`) get its `incidentId`. Writes an `incident_update` event with `action: created`.",
         )
             .body::<IncidentBody>().answers::<Incident>(201)
-            .example(json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),
+            .example(|| json!({"title": "North site unreachable", "summary": "uplink down since 03:10", "labels": {"site": "north"}})),
         Route::get("/api/v1/incidents/{id}", get).permission("incidents:read").tool("incident_get", "One incident with its alerts and timeline.", &[("id", "string", "the incident's id")]).doc(
             "incidents",
             "Get an incident with its alerts and timeline",

@@ -41,10 +41,10 @@ pub fn routes() -> Vec<Route> {
             "Body `{name, folder?, host?, labels?, spec}`; with `host` it creates a service of that host. Unknown spec fields are 422 `svc:validation/spec`, as are unknown templates and template cycles. 201 with `ETag`.",
         )
             .body::<ObjectBody>().answers::<Object>(201)
-            .example(json!({"name": "web01", "folder": "/berlin", "labels": {"site": "berlin", "team": "ops"}, "spec": {"address": "192.0.2.10", "checkCommand": "ping", "interval": "1m", "maxCheckAttempts": 3}})),
+            .example(|| json!({"name": "web01", "folder": "/berlin", "labels": {"site": "berlin", "team": "ops"}, "spec": {"address": "192.0.2.10", "checkCommand": "ping", "interval": "1m", "maxCheckAttempts": 3}})),
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
             .body::<ObjectBody>().answers::<Object>(201)
-            .example(json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
+            .example(|| json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
         Route::get("/api/v1/objects/{id}", get).permission("objects:read").tool("object_get", "One host or service with its state.", &[("id", "string", "the object's id")]).doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version.")
             .ok::<ObjectView>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")
@@ -59,7 +59,7 @@ pub fn routes() -> Vec<Route> {
             .ok::<Vec<String>>(),
         Route::post("/api/v1/check-commands:test", test_check).permission("checks:run").doc("check-commands", "Run a built-in check once", "`{builtin, address, args}`: the check runs now against `address` with `args` (no macros, no secrets; the default 30 s timeout) and answers `{label, state, output, perfdata, tookMs}`; nothing is stored. An unknown `builtin` is 422 `svc:validation/builtin`; an empty `address` (except for `gsm`) 422 `svc:validation/address`.")
             .body::<TestCheck>().ok::<TestCheckResult>()
-            .example(json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
+            .example(|| json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
         Route::get("/api/v1/agent/checks", agent_checks).permission("objects:read").doc("agent", "A host's agent checks", "`host` (required): the services of that host whose `checkCommand` is `agent:exec:<plugin>`, which the server never runs: `{host, checks: [{service, command, args, intervalSeconds, timeoutSeconds}]}`, `command` the plugin, `args` with macros expanded except `$SECRET:name$`. The host's agent polls this and reports the results with `POST /results`. No such host: 404.")
             .query::<AgentQuery>().ok::<AgentChecks>(),
         Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").tool("check_now", "Run an object's check at once.", &[("id", "string", "the object's id")]).doc(

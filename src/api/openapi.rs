@@ -117,7 +117,7 @@ mod generator {
                 .entry(status.to_string())
                 .or_insert_with(|| problem(what));
         };
-        for (status, what) in &r.failures {
+        for (status, what) in &r.doc.failures {
             add(&status.to_string(), what);
         }
         let guarded = r.permission != PUBLIC || r.identity;
@@ -140,10 +140,10 @@ mod generator {
                 "No such resource in the acting tenant (`svc:not-found`)",
             );
         }
-        if r.request.is_some() {
+        if r.doc.request.is_some() {
             add("413", "The body is over its cap");
         }
-        if r.request.is_some() || r.query.is_some() || with_params {
+        if r.doc.request.is_some() || r.doc.query.is_some() || with_params {
             add("422", "The input does not fit (`svc:validation/<field>`)");
         }
         add("default", "Problem Details (RFC 9457)");
@@ -156,7 +156,7 @@ mod generator {
         inline: &mut SchemaGenerator,
     ) -> Value {
         let mut responses = Map::new();
-        for a in &r.responses {
+        for a in &r.doc.responses {
             // Answers of one status in several media types (a report in HTML, CSV or JSON) share
             // its entry.
             let answer = responses
@@ -190,27 +190,27 @@ mod generator {
         }
         let mut op = json!({
             "operationId": format!("{}_{}", r.method.as_str().to_lowercase(), r.path.trim_start_matches('/').replace(['/', '{', '}', ':', '.', '-'], "_")),
-            "summary": r.summary,
-            "tags": [r.tag],
+            "summary": r.doc.summary,
+            "tags": [r.doc.tag],
             "x-required-permission": r.permission,
             "responses": responses,
         });
-        if !r.description.is_empty() {
-            op["description"] = json!(r.description);
+        if !r.doc.description.is_empty() {
+            op["description"] = json!(r.doc.description);
         }
         if crate::auth::permissions::is_instance_wide(r.permission) {
             op["x-instance-wide"] = json!(true);
         }
-        if let Some(body) = &r.request {
+        if let Some(body) = &r.doc.request {
             let mut content = content(body, requests);
-            if let Some(example) = &r.example {
+            if let Some(example) = &r.doc.example {
                 content[body.media]["example"] = example.clone();
             }
             op["requestBody"] = json!({"required": !body.optional, "content": content});
         }
         let mut params = path_params(&r.path);
-        params.extend(query_params(r.query.as_ref(), inline));
-        params.extend(r.headers.iter().map(|(name, meaning)| {
+        params.extend(query_params(r.doc.query.as_ref(), inline));
+        params.extend(r.doc.headers.iter().map(|(name, meaning)| {
         json!({"name": name, "in": "header", "required": false, "description": meaning, "schema": {"type": "string"}})
     }));
         if !params.is_empty() {
@@ -419,10 +419,10 @@ mod tests {
     fn every_operation_has_schemas() {
         for r in routes() {
             let op = format!("{} {}", r.method, r.path);
-            assert!(!r.responses.is_empty(), "{op} documents no answer");
+            assert!(!r.doc.responses.is_empty(), "{op} documents no answer");
             if r.method == Method::POST || r.method == Method::PUT {
                 assert!(
-                    r.request.is_some() != r.reads_nothing,
+                    r.doc.request.is_some() != r.doc.reads_nothing,
                     "{op} must document its body, or say it reads none"
                 );
             }

@@ -25,7 +25,7 @@ pub fn routes() -> Vec<Route> {
         )
             .header("Prefer", "`respond-async` (RFC 7240): answer once the results are queued, as Icinga 2's API and NSCA do, not once their states are durably committed; the answer then carries `Preference-Applied: respond-async`. A group of such results commits without waiting for its sync, which follows within 50 ms: a crash loses what was queued or committed in the last 50 ms, and a read right after the answer may not show them yet. Other preferences are ignored.")
             .body::<ResultBatch>().answers::<Accepted>(202)
-            .example(json!({"results": [{"host": "web01", "service": "disk", "state": "WARNING", "output": "DISK WARNING - 91% used | used=91%;90;95"}]})),
+            .example(|| json!({"results": [{"host": "web01", "service": "disk", "state": "WARNING", "output": "DISK WARNING - 91% used | used=91%;90;95"}]})),
         Route::get("/api/v1/problems", problems).permission("objects:read").tool("problems_list", "Hosts and services not OK, worst first, unhandled before handled.", &[("selector", "string", "label selector")]).doc(
             "results",
             "Objects not OK/UP",

@@ -30,7 +30,7 @@ pub fn routes() -> Vec<Route> {
             "`{comment (required), expiresAt (required, in the future, at most 90 days ahead), startsAt (default now), selector (labels of the alert), textRegex (matched against the alert title)}`; 201 with `id, tenantId, createdAt, createdBy, version`; a `silence` event. A silence never stops an alert from opening: an alert it matches gets a `notification` event with status `suppressed`.",
         )
             .body::<SilenceBody>().answers::<Silence>(201)
-            .example(json!({"selector": "site=north", "textRegex": "^disk", "expiresAt": "2026-12-01T18:00:00Z", "comment": "known issue, ticket 4711"})),
+            .example(|| json!({"selector": "site=north", "textRegex": "^disk", "expiresAt": "2026-12-01T18:00:00Z", "comment": "known issue, ticket 4711"})),
         Route::delete("/api/v1/silences/{id}", expire_silence).permission("silences:write").doc(
             "silences",
             "Expire a silence now",
@@ -49,7 +49,7 @@ pub fn routes() -> Vec<Route> {
             "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
         )
             .body::<DowntimeBody>().answers::<Downtime>(201)
-            .example(json!({"selector": "site=north", "type": "fixed", "start": "2026-12-01T22:00:00Z", "end": "2026-12-02T02:00:00Z", "comment": "maintenance window"})),
+            .example(|| json!({"selector": "site=north", "type": "fixed", "start": "2026-12-01T22:00:00Z", "end": "2026-12-02T02:00:00Z", "comment": "maintenance window"})),
         Route::delete("/api/v1/downtimes/{id}", end_downtime).permission("downtimes:write").doc(
             "downtimes",
             "End a downtime now",
