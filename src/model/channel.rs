@@ -406,16 +406,18 @@ fn flag(value: Option<&str>, key: &str) -> Result<bool, String> {
     }
 }
 
+/// Settings as the documents hold them, from pairs (the tests' shorthand).
+#[cfg(test)]
+pub fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
 
     #[test]
     fn every_kind_reads_its_own_struct() {

@@ -136,13 +136,7 @@ impl MqttConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::model::channel::config;
 
     #[test]
     fn a_mailbox_needs_an_imap_url_a_user_and_a_secret() {
