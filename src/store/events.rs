@@ -675,96 +675,6 @@ impl EventStore {
 }
 
 impl MonthStore for MonthFiles {
-    fn months(&self) -> Vec<u32> {
-        MonthFiles::months(self)
-    }
-
-    fn commit(
-        &self,
-        month: u32,
-        events: &[(&Event, &[u8])],
-        durable: bool,
-    ) -> Result<(), StoreError> {
-        MonthFiles::commit(self, month, events, durable)
-    }
-
-    fn sync(&self) -> Result<(), StoreError> {
-        MonthFiles::sync(self)
-    }
-
-    fn has_unfiled_keys(&self) -> bool {
-        MonthFiles::has_unfiled_keys(self)
-    }
-
-    fn file_object_keys(&self, force: bool) {
-        MonthFiles::file_object_keys(self, force);
-    }
-
-    fn announce_forwarded(&self, _: &[Arc<Event>]) -> Result<bool, StoreError> {
-        Ok(false)
-    }
-
-    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
-        MonthFiles::by_keys(self, keys)
-    }
-
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        MonthFiles::contains(self, tenant, ts, id)
-    }
-
-    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
-        MonthFiles::read(self, filter, scan)
-    }
-
-    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
-        MonthFiles::count_after(self, month, after)
-    }
-
-    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
-        MonthFiles::remove_months_before(self, keep_from)
-    }
-
-    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
-        MonthFiles::snapshot(self, dir)
-    }
-
-    fn close(&self) {
-        self.files.locked().clear();
-    }
-
-    #[cfg(test)]
-    fn files(&self) -> Option<&MonthFiles> {
-        Some(self)
-    }
-}
-
-impl MonthFiles {
-    fn new(dir: &Path) -> Self {
-        Self {
-            dir: dir.to_path_buf(),
-            files: Mutex::new(BTreeMap::new()),
-        }
-    }
-
-    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
-        let mut names = Vec::new();
-        for month in self.months() {
-            let Some(file) = self.file(month, false)? else {
-                continue;
-            };
-            let name = file_name(month);
-            super::backup::snapshot_db(&file.db, &dir.join(&name), |from, to| {
-                super::backup::copy_tables!(
-                    from,
-                    to,
-                    [MAIN, runs::RUNS, runs::TYPE_RUNS, BY_SOURCE, UNFILED]
-                )
-            })?;
-            names.push(name);
-        }
-        Ok(names)
-    }
-
     /// Month files present on disk, oldest first.
     fn months(&self) -> Vec<u32> {
         let entries = match std::fs::read_dir(&self.dir) {
@@ -786,6 +696,213 @@ impl MonthFiles {
             .collect();
         months.sort_unstable();
         months
+    }
+
+    /// Commits events to `month`'s file, synced or not (see the module's comment).
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        durable: bool,
+    ) -> Result<(), StoreError> {
+        let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
+        let seq = file.unfiled().next_seq;
+        let mut object_keys = Vec::new();
+        let mut type_keys = Vec::with_capacity(events.len());
+        let mut tx = file.db.begin_write().map_err(StoreError::from_redb)?;
+        if durable {
+            tx.set_quick_repair(true);
+        } else {
+            tx.set_durability(redb::Durability::None)
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+        }
+        {
+            let mut main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+            let mut by_source = tx.open_table(BY_SOURCE).map_err(StoreError::from_redb)?;
+            for (e, row) in events {
+                let t = e.tenant_id.as_bytes();
+                let sfx = suffix(e.ts.as_millis(), &e.id);
+                main.insert(cat(t, &sfx).as_slice(), *row)
+                    .map_err(StoreError::from_redb)?;
+                if let Some(o) = e.object_id {
+                    object_keys.push(runs::key(&object_prefix(&e.tenant_id, &o), &sfx));
+                }
+                if let Some(s) = &e.source_id {
+                    by_source
+                        .insert(cat(&source_prefix(&e.tenant_id, s), &sfx).as_slice(), ())
+                        .map_err(StoreError::from_redb)?;
+                }
+                type_keys.push(runs::key(&type_prefix(&e.tenant_id, e.kind), &sfx));
+            }
+            // A type's keys mostly extend its last run: a row or two per type a commit.
+            type_keys.sort_unstable();
+            type_keys.dedup();
+            runs::file(
+                &mut tx
+                    .open_table(runs::TYPE_RUNS)
+                    .map_err(StoreError::from_redb)?,
+                &type_keys,
+            )?;
+            if !object_keys.is_empty() {
+                tx.open_table(UNFILED)
+                    .map_err(StoreError::from_redb)?
+                    .insert(seq, object_keys.concat().as_slice())
+                    .map_err(StoreError::from_redb)?;
+            }
+        }
+        tx.commit().map_err(StoreError::from_redb)?;
+        file.unsynced.store(!durable, Ordering::SeqCst);
+        let mut unfiled = file.unfiled();
+        unfiled.next_seq = seq + 1;
+        if !object_keys.is_empty() {
+            unfiled.push(seq, object_keys);
+        }
+        Ok(())
+    }
+
+    /// Makes every open month file's commits durable.
+    fn sync(&self) -> Result<(), StoreError> {
+        self.open_files().iter().try_for_each(|f| f.sync())
+    }
+
+    /// Whether an open month file holds object keys not yet filed.
+    fn has_unfiled_keys(&self) -> bool {
+        self.files
+            .locked()
+            .values()
+            .any(|f| f.unfiled().waiting() > 0)
+    }
+
+    fn file_object_keys(&self, force: bool) {
+        MonthFiles::file_object_keys(self, force);
+    }
+
+    fn announce_forwarded(&self, _: &[Arc<Event>]) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        MonthFiles::by_keys(self, keys)
+    }
+
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+        let Some(file) = self.file(month_of(ts), false)? else {
+            return Ok(false);
+        };
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let key = cat(tenant.as_bytes(), &suffix(ts.as_millis(), id));
+        Ok(main
+            .get(key.as_slice())
+            .map_err(StoreError::from_redb)?
+            .is_some())
+    }
+
+    /// Reads the month files that can hold events between the scan's and the filter's
+    /// bounds, newest month first when descending, until `limit` events matched. Blocking.
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+        let month_at = |ms: i64| {
+            month_of(Timestamp::from_millis(ms).unwrap_or(Timestamp(jiff::Timestamp::MIN)))
+        };
+        let lower = scan
+            .lo
+            .map(|p| p.ms)
+            .or(filter.from.map(|f| f.as_millis()))
+            .map(month_at);
+        let upper = scan
+            .hi
+            .map(|p| p.ms)
+            .or(filter.to.map(|t| t.as_millis()))
+            .map(month_at);
+        let mut months: Vec<u32> = self
+            .months()
+            .into_iter()
+            .filter(|m| lower.is_none_or(|l| *m >= l) && upper.is_none_or(|u| *m <= u))
+            .collect();
+        if scan.descending {
+            months.reverse();
+        }
+        let mut out = Vec::new();
+        for month in months {
+            if let Some(file) = self.file(month, false)? {
+                Self::scan_month(&file, filter, scan, &mut out)?;
+            }
+            if out.len() >= scan.limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// How many events of `month` (all tenants) lie after `after`. Blocking; reads the whole
+    /// file when `after` is in or before it.
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+        let Some(file) = self.file(month, false)? else {
+            return Ok(0);
+        };
+        let from = suffix(after.ms, &after.id);
+        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+        let mut n = 0;
+        for row in main.iter().map_err(StoreError::from_redb)? {
+            let (k, _) = row.map_err(StoreError::from_redb)?;
+            if k.value().get(16..).is_some_and(|s| s > from.as_slice()) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Deletes the month files older than `keep_from` (a `YYYYMM`); returns the months removed.
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+        let mut removed = Vec::new();
+        for month in self.months().into_iter().filter(|m| *m < keep_from) {
+            self.files.locked().remove(&month);
+            match std::fs::remove_file(self.dir.join(file_name(month))) {
+                Ok(()) => removed.push(month),
+                Err(e) => {
+                    tracing::error!(month, error = %e, "could not remove an expired event file")
+                }
+            }
+        }
+        removed
+    }
+
+    fn snapshot(&self, dir: &Path) -> Result<Vec<String>, StoreError> {
+        let mut names = Vec::new();
+        for month in self.months() {
+            let Some(file) = self.file(month, false)? else {
+                continue;
+            };
+            let name = file_name(month);
+            super::backup::snapshot_db(&file.db, &dir.join(&name), |from, to| {
+                super::backup::copy_tables!(
+                    from,
+                    to,
+                    [MAIN, runs::RUNS, runs::TYPE_RUNS, BY_SOURCE, UNFILED]
+                )
+            })?;
+            names.push(name);
+        }
+        Ok(names)
+    }
+
+    fn close(&self) {
+        self.files.locked().clear();
+    }
+
+    #[cfg(test)]
+    fn files(&self) -> Option<&MonthFiles> {
+        Some(self)
+    }
+}
+
+impl MonthFiles {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            files: Mutex::new(BTreeMap::new()),
+        }
     }
 
     fn file(&self, month: u32, create: bool) -> Result<Option<Arc<MonthFile>>, StoreError> {
@@ -862,97 +979,9 @@ impl MonthFiles {
         }
     }
 
-    /// Makes every open month file's commits durable.
-    fn sync(&self) -> Result<(), StoreError> {
-        self.open_files().iter().try_for_each(|f| f.sync())
-    }
-
     /// The open month files, outside the lock.
     fn open_files(&self) -> Vec<Arc<MonthFile>> {
         self.files.locked().values().cloned().collect()
-    }
-
-    /// Whether an open month file holds object keys not yet filed.
-    fn has_unfiled_keys(&self) -> bool {
-        self.files
-            .locked()
-            .values()
-            .any(|f| f.unfiled().waiting() > 0)
-    }
-
-    /// Commits events to `month`'s file, synced or not (see the module's comment).
-    fn commit(
-        &self,
-        month: u32,
-        events: &[(&Event, &[u8])],
-        durable: bool,
-    ) -> Result<(), StoreError> {
-        let file = self.file(month, true)?.ok_or(StoreError::NotFound)?;
-        let seq = file.unfiled().next_seq;
-        let mut object_keys = Vec::new();
-        let mut type_keys = Vec::with_capacity(events.len());
-        let mut tx = file.db.begin_write().map_err(StoreError::from_redb)?;
-        if durable {
-            tx.set_quick_repair(true);
-        } else {
-            tx.set_durability(redb::Durability::None)
-                .map_err(|e| StoreError::Internal(e.to_string()))?;
-        }
-        {
-            let mut main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-            let mut by_source = tx.open_table(BY_SOURCE).map_err(StoreError::from_redb)?;
-            for (e, row) in events {
-                let t = e.tenant_id.as_bytes();
-                let sfx = suffix(e.ts.as_millis(), &e.id);
-                main.insert(cat(t, &sfx).as_slice(), *row)
-                    .map_err(StoreError::from_redb)?;
-                if let Some(o) = e.object_id {
-                    object_keys.push(runs::key(&object_prefix(&e.tenant_id, &o), &sfx));
-                }
-                if let Some(s) = &e.source_id {
-                    by_source
-                        .insert(cat(&source_prefix(&e.tenant_id, s), &sfx).as_slice(), ())
-                        .map_err(StoreError::from_redb)?;
-                }
-                type_keys.push(runs::key(&type_prefix(&e.tenant_id, e.kind), &sfx));
-            }
-            // A type's keys mostly extend its last run: a row or two per type a commit.
-            type_keys.sort_unstable();
-            type_keys.dedup();
-            runs::file(
-                &mut tx
-                    .open_table(runs::TYPE_RUNS)
-                    .map_err(StoreError::from_redb)?,
-                &type_keys,
-            )?;
-            if !object_keys.is_empty() {
-                tx.open_table(UNFILED)
-                    .map_err(StoreError::from_redb)?
-                    .insert(seq, object_keys.concat().as_slice())
-                    .map_err(StoreError::from_redb)?;
-            }
-        }
-        tx.commit().map_err(StoreError::from_redb)?;
-        file.unsynced.store(!durable, Ordering::SeqCst);
-        let mut unfiled = file.unfiled();
-        unfiled.next_seq = seq + 1;
-        if !object_keys.is_empty() {
-            unfiled.push(seq, object_keys);
-        }
-        Ok(())
-    }
-
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        let Some(file) = self.file(month_of(ts), false)? else {
-            return Ok(false);
-        };
-        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
-        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-        let key = cat(tenant.as_bytes(), &suffix(ts.as_millis(), id));
-        Ok(main
-            .get(key.as_slice())
-            .map_err(StoreError::from_redb)?
-            .is_some())
     }
 
     fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
@@ -1130,42 +1159,6 @@ impl MonthFiles {
         Ok(())
     }
 
-    /// Reads the month files that can hold events between the scan's and the filter's
-    /// bounds, newest month first when descending, until `limit` events matched. Blocking.
-    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
-        let month_at = |ms: i64| {
-            month_of(Timestamp::from_millis(ms).unwrap_or(Timestamp(jiff::Timestamp::MIN)))
-        };
-        let lower = scan
-            .lo
-            .map(|p| p.ms)
-            .or(filter.from.map(|f| f.as_millis()))
-            .map(month_at);
-        let upper = scan
-            .hi
-            .map(|p| p.ms)
-            .or(filter.to.map(|t| t.as_millis()))
-            .map(month_at);
-        let mut months: Vec<u32> = self
-            .months()
-            .into_iter()
-            .filter(|m| lower.is_none_or(|l| *m >= l) && upper.is_none_or(|u| *m <= u))
-            .collect();
-        if scan.descending {
-            months.reverse();
-        }
-        let mut out = Vec::new();
-        for month in months {
-            if let Some(file) = self.file(month, false)? {
-                Self::scan_month(&file, filter, scan, &mut out)?;
-            }
-            if out.len() >= scan.limit {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
     /// Hands every event of `month` to `each`, a page at a time, in key order.
     #[cfg(feature = "postgres")]
     fn each_of_month(&self, month: u32, each: &mut EachPage<'_>) -> Result<(), StoreError> {
@@ -1185,40 +1178,6 @@ impl MonthFiles {
             }
         }
         if page.is_empty() { Ok(()) } else { each(&page) }
-    }
-
-    /// How many events of `month` (all tenants) lie after `after`. Blocking; reads the whole
-    /// file when `after` is in or before it.
-    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
-        let Some(file) = self.file(month, false)? else {
-            return Ok(0);
-        };
-        let from = suffix(after.ms, &after.id);
-        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
-        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-        let mut n = 0;
-        for row in main.iter().map_err(StoreError::from_redb)? {
-            let (k, _) = row.map_err(StoreError::from_redb)?;
-            if k.value().get(16..).is_some_and(|s| s > from.as_slice()) {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    /// Deletes the month files older than `keep_from` (a `YYYYMM`); returns the months removed.
-    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
-        let mut removed = Vec::new();
-        for month in self.months().into_iter().filter(|m| *m < keep_from) {
-            self.files.locked().remove(&month);
-            match std::fs::remove_file(self.dir.join(file_name(month))) {
-                Ok(()) => removed.push(month),
-                Err(e) => {
-                    tracing::error!(month, error = %e, "could not remove an expired event file")
-                }
-            }
-        }
-        removed
     }
 }
 

@@ -4,7 +4,7 @@
 //! month's with it; retention drops whole partitions. An event's row is the same encoding the
 //! month files and the journal keep, so backups and `svc migrate` copy rows, not meanings.
 
-use super::{EventKey, Position, Scan};
+use super::{EventKey, MonthStore, Position, Scan};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter};
 use crate::runtime::Locked;
@@ -200,12 +200,97 @@ impl Partitions {
             .collect()
     }
 
-    pub(super) fn contains(
+    /// Hands every event of `month` to `each`, a page at a time, in key order.
+    pub(super) fn each_of_month(
         &self,
-        tenant: &Uuid,
-        ts: Timestamp,
-        id: &Uuid,
-    ) -> Result<bool, StoreError> {
+        month: u32,
+        each: &mut super::EachPage<'_>,
+    ) -> Result<(), StoreError> {
+        let sql = format!(
+            "SELECT tenant, ts, id, body FROM {} WHERE (tenant, ts, id) > ($1, $2, $3) \
+             ORDER BY tenant, ts, id LIMIT $4",
+            partition(month)
+        );
+        let mut after = (Uuid::nil(), i64::MIN, Uuid::nil());
+        loop {
+            let rows = self
+                .db
+                .with(|c| c.query(&sql, &[&after.0, &after.1, &after.2, &COPY_PAGE]))?;
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = (last.get(0), last.get(1), last.get(2));
+            let page = rows
+                .iter()
+                .map(|r| {
+                    let row = r.get::<_, Vec<u8>>(3);
+                    decode_event(&row).map(|e| (e, row))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            each(&page)?;
+        }
+    }
+}
+
+/// Copies every month file of `dir` into the partitions of `target` (`svc migrate`); the
+/// number of events copied.
+pub(in crate::store) fn copy_month_files(
+    dir: &std::path::Path,
+    target: &Target,
+) -> Result<u64, StoreError> {
+    let files = super::MonthFiles::new(dir);
+    let partitions = Partitions::open(target)?;
+    let mut copied = 0;
+    for month in files.months() {
+        files.each_of_month(month, &mut |page| {
+            let rows: Vec<(&Event, &[u8])> =
+                page.iter().map(|(e, row)| (e, row.as_slice())).collect();
+            copied += rows.len() as u64;
+            partitions.commit(month, &rows)
+        })?;
+    }
+    Ok(copied)
+}
+
+impl MonthStore for Partitions {
+    fn months(&self) -> Vec<u32> {
+        Partitions::months(self).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot list the event partitions");
+            Vec::new()
+        })
+    }
+
+    /// Durable once committed: PostgreSQL syncs its commits.
+    fn commit(
+        &self,
+        month: u32,
+        events: &[(&Event, &[u8])],
+        _durable: bool,
+    ) -> Result<(), StoreError> {
+        Partitions::commit(self, month, events)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// The partitions' indexes are PostgreSQL's.
+    fn has_unfiled_keys(&self) -> bool {
+        false
+    }
+
+    fn file_object_keys(&self, _force: bool) {}
+
+    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
+        let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
+        self.announce(&keys).map(|()| true)
+    }
+
+    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
+        Partitions::by_keys(self, keys)
+    }
+
+    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
         let rows = self.db.with(|c| {
             c.query(
                 "SELECT 1 FROM events WHERE tenant = $1 AND ts = $2 AND id = $3",
@@ -218,7 +303,7 @@ impl Partitions {
     /// Matching events between the scan's bounds, in its direction: one statement, the
     /// filter's every field a condition, so an index range and the partitions of its months
     /// are all it reads.
-    pub(super) fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
+    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
         let mut params: Vec<Box<dyn ToSql + Sync>> = vec![Box::new(filter.tenant_id)];
         let mut sql = String::from("SELECT body FROM events WHERE tenant = $1");
         let mut condition = |sql: &mut String, text: &str, value: Box<dyn ToSql + Sync>| {
@@ -273,7 +358,7 @@ impl Partitions {
     }
 
     /// How many events of `month` (all tenants) lie after `after`.
-    pub(super) fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
+    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
         if !self.months()?.contains(&month) {
             return Ok(0);
         }
@@ -292,7 +377,7 @@ impl Partitions {
     }
 
     /// Drops the partitions of the months before `keep_from`; the months dropped.
-    pub(super) fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
+    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
         let months = match self.months() {
             Ok(m) => m,
             Err(e) => {
@@ -322,112 +407,6 @@ impl Partitions {
             }
         }
         removed
-    }
-
-    /// Hands every event of `month` to `each`, a page at a time, in key order.
-    pub(super) fn each_of_month(
-        &self,
-        month: u32,
-        each: &mut super::EachPage<'_>,
-    ) -> Result<(), StoreError> {
-        let sql = format!(
-            "SELECT tenant, ts, id, body FROM {} WHERE (tenant, ts, id) > ($1, $2, $3) \
-             ORDER BY tenant, ts, id LIMIT $4",
-            partition(month)
-        );
-        let mut after = (Uuid::nil(), i64::MIN, Uuid::nil());
-        loop {
-            let rows = self
-                .db
-                .with(|c| c.query(&sql, &[&after.0, &after.1, &after.2, &COPY_PAGE]))?;
-            let Some(last) = rows.last() else {
-                return Ok(());
-            };
-            after = (last.get(0), last.get(1), last.get(2));
-            let page = rows
-                .iter()
-                .map(|r| {
-                    let row = r.get::<_, Vec<u8>>(3);
-                    decode_event(&row).map(|e| (e, row))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            each(&page)?;
-        }
-    }
-}
-
-/// Copies every month file of `dir` into the partitions of `target` (`svc migrate`); the
-/// number of events copied.
-pub(in crate::store) fn copy_month_files(
-    dir: &std::path::Path,
-    target: &Target,
-) -> Result<u64, StoreError> {
-    let files = super::MonthFiles::new(dir);
-    let partitions = Partitions::open(target)?;
-    let mut copied = 0;
-    for month in files.months() {
-        files.each_of_month(month, &mut |page| {
-            let rows: Vec<(&Event, &[u8])> =
-                page.iter().map(|(e, row)| (e, row.as_slice())).collect();
-            copied += rows.len() as u64;
-            partitions.commit(month, &rows)
-        })?;
-    }
-    Ok(copied)
-}
-
-impl super::MonthStore for Partitions {
-    fn months(&self) -> Vec<u32> {
-        Partitions::months(self).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "cannot list the event partitions");
-            Vec::new()
-        })
-    }
-
-    /// Durable once committed: PostgreSQL syncs its commits.
-    fn commit(
-        &self,
-        month: u32,
-        events: &[(&Event, &[u8])],
-        _durable: bool,
-    ) -> Result<(), StoreError> {
-        Partitions::commit(self, month, events)
-    }
-
-    fn sync(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// The partitions' indexes are PostgreSQL's.
-    fn has_unfiled_keys(&self) -> bool {
-        false
-    }
-
-    fn file_object_keys(&self, _force: bool) {}
-
-    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
-        let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
-        self.announce(&keys).map(|()| true)
-    }
-
-    fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
-        Partitions::by_keys(self, keys)
-    }
-
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        Partitions::contains(self, tenant, ts, id)
-    }
-
-    fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError> {
-        Partitions::read(self, filter, scan)
-    }
-
-    fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError> {
-        Partitions::count_after(self, month, after)
-    }
-
-    fn remove_months_before(&self, keep_from: u32) -> Vec<u32> {
-        Partitions::remove_months_before(self, keep_from)
     }
 
     /// A backup restores into a data directory: each partition becomes a month file.

@@ -136,108 +136,6 @@ impl Tables {
         })
     }
 
-    /// The series index, read once as the store opens.
-    pub(super) fn load(&self) -> Result<SeriesIndex, StoreError> {
-        let rows = self.db.with(|c| {
-            c.query(
-                "SELECT id, tenant, object, metric, unit FROM metric_series",
-                &[],
-            )
-        })?;
-        let mut index = SeriesIndex::default();
-        for r in rows {
-            let id = id_of(r.get(0));
-            let key = series_key(r.get(1), r.get(2), r.get(3));
-            index.keys.insert(id, key.clone());
-            index.by_key.insert(key, (id, r.get(4)));
-        }
-        Ok(index)
-    }
-
-    /// Stores one batch in one transaction: new series up to the cap, raw samples (a later
-    /// sample of the same millisecond replaces an earlier), both tiers' aggregates and each
-    /// series' last value. The samples the cap refused.
-    pub(super) fn commit(
-        &self,
-        samples: &[Sample],
-        index: &mut SeriesIndex,
-    ) -> Result<u64, StoreError> {
-        let mut new = NewSeries::default();
-        let mut units: HashMap<u64, &str> = HashMap::new();
-        let mut refused = 0;
-        let keys: Vec<Vec<u8>> = samples
-            .iter()
-            .map(|s| series_key(s.tenant, s.object, &s.metric))
-            .collect();
-        for (s, key) in samples.iter().zip(&keys) {
-            if let Some((id, _)) = index.by_key.get(key) {
-                units.insert(*id, &s.unit);
-            } else if let Some(at) = new.by_key.get(key) {
-                new.units[*at] = &s.unit;
-            } else if (index.by_key.len() + new.first.len()) as u64 >= MAX_SERIES {
-                refused += 1;
-            } else {
-                new.by_key.insert(key.clone(), new.first.len());
-                new.first.push(s);
-                new.units.push(&s.unit);
-            }
-        }
-        units.retain(|id, unit| {
-            index
-                .keys
-                .get(id)
-                .and_then(|k| index.by_key.get(k))
-                .is_some_and(|(_, known)| known.as_str() != *unit)
-        });
-        let created = self.db.with(|c| {
-            c.transaction("BEGIN", |c| {
-                let created = Self::create(c, &new)?;
-                let id_of_key = |key: &Vec<u8>| {
-                    index
-                        .by_key
-                        .get(key)
-                        .map(|(id, _)| *id)
-                        .or_else(|| created.get(key).copied())
-                };
-                let mut points: Vec<Point> = samples
-                    .iter()
-                    .zip(&keys)
-                    .filter_map(|(s, key)| {
-                        id_of_key(key).map(|series| Point {
-                            series,
-                            ms: s.ms,
-                            value: s.value,
-                        })
-                    })
-                    .collect();
-                // Stable: samples of one series keep their arrival order within a millisecond.
-                points.sort_by_key(|p| (p.series, p.ms));
-                Self::store_points(c, &points)?;
-                if !units.is_empty() {
-                    let (ids, names): (Vec<i64>, Vec<&str>) =
-                        units.iter().map(|(id, unit)| (sql_id(*id), *unit)).unzip();
-                    c.execute(
-                        "UPDATE metric_series s SET unit = u.unit \
-                         FROM unnest($1::int8[], $2::text[]) AS u(id, unit) WHERE s.id = u.id",
-                        &[&ids, &names],
-                    )?;
-                }
-                Ok(created)
-            })
-        })?;
-        for (key, id) in created {
-            let unit = new.by_key.get(&key).map(|at| new.units[*at]).unwrap_or("");
-            index.keys.insert(id, key.clone());
-            index.by_key.insert(key, (id, unit.to_string()));
-        }
-        for (id, unit) in units {
-            if let Some(entry) = index.keys.get(&id).and_then(|k| index.by_key.get_mut(k)) {
-                entry.1 = unit.to_string();
-            }
-        }
-        Ok(refused)
-    }
-
     /// Inserts the new series (another process may have made one meanwhile: then its id);
     /// their keys and ids.
     fn create(c: &mut Conn, new: &NewSeries<'_>) -> Result<HashMap<Vec<u8>, u64>, StoreError> {
@@ -360,66 +258,6 @@ impl Tables {
             }
         }
         Ok(removed)
-    }
-
-    /// The series of one object, by metric name.
-    pub(super) fn series_of(
-        &self,
-        tenant: Uuid,
-        object: Uuid,
-    ) -> Result<Vec<SeriesInfo>, StoreError> {
-        let rows = self.db.with(|c| {
-            c.query(
-                &format!(
-                    "SELECT {SERIES_COLUMNS} FROM metric_series s \
-                     WHERE s.tenant = $1 AND s.object = $2 ORDER BY s.metric"
-                ),
-                &[&tenant, &object],
-            )
-        })?;
-        Ok(rows.iter().map(|r| info(r, 0)).collect())
-    }
-
-    /// The points of one series in `[from_ms, to_ms)` from one tier, oldest first: one
-    /// statement, so the series and its points are one snapshot.
-    pub(super) fn points(
-        &self,
-        tenant: Uuid,
-        object: Uuid,
-        metric: &str,
-        tier: Tier,
-        from_ms: i64,
-        to_ms: i64,
-    ) -> Result<Option<SeriesPoints>, StoreError> {
-        let join = match tier {
-            Tier::Raw => "LEFT JOIN LATERAL (SELECT ms AS k, 1::int8 AS count, value AS sum, \
-                 value AS min, value AS max, value AS last FROM metric_raw \
-                 WHERE series = s.id AND ms >= $4 AND ms < $5) p ON true"
-                .to_string(),
-            _ => format!(
-                "LEFT JOIN LATERAL (SELECT bucket AS k, count, sum, min, max, last FROM {} \
-                 WHERE series = s.id AND bucket >= $4 AND bucket < $5) p ON true",
-                aggregates(tier)
-            ),
-        };
-        let rows = self.db.with(|c| {
-            c.query(
-                &format!(
-                    "SELECT {SERIES_COLUMNS}, p.k, p.count, p.sum, p.min, p.max, p.last \
-                     FROM metric_series s {join} \
-                     WHERE s.tenant = $1 AND s.object = $2 AND s.metric = $3 ORDER BY p.k"
-                ),
-                &[&tenant, &object, &metric, &tier.bucket(from_ms), &to_ms],
-            )
-        })?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
-        };
-        let points = rows
-            .iter()
-            .filter_map(|r| r.get::<_, Option<i64>>(6).map(|k| (k, agg(r, 7))))
-            .collect();
-        Ok(Some((info(first, 0), points)))
     }
 
     /// Writes the tables into a metric file at `path`, as a data directory keeps it, from one
@@ -587,12 +425,102 @@ fn insert_raw(c: &mut Conn, points: &[Point]) -> Result<(), StoreError> {
     .map(drop)
 }
 impl super::SeriesStore for Tables {
+    /// The series index, read once as the store opens.
     fn load(&self) -> Result<SeriesIndex, StoreError> {
-        Tables::load(self)
+        let rows = self.db.with(|c| {
+            c.query(
+                "SELECT id, tenant, object, metric, unit FROM metric_series",
+                &[],
+            )
+        })?;
+        let mut index = SeriesIndex::default();
+        for r in rows {
+            let id = id_of(r.get(0));
+            let key = series_key(r.get(1), r.get(2), r.get(3));
+            index.keys.insert(id, key.clone());
+            index.by_key.insert(key, (id, r.get(4)));
+        }
+        Ok(index)
     }
 
+    /// Stores one batch in one transaction: new series up to the cap, raw samples (a later
+    /// sample of the same millisecond replaces an earlier), both tiers' aggregates and each
+    /// series' last value. The samples the cap refused.
     fn commit(&self, samples: &[Sample], index: &mut SeriesIndex) -> Result<u64, StoreError> {
-        Tables::commit(self, samples, index)
+        let mut new = NewSeries::default();
+        let mut units: HashMap<u64, &str> = HashMap::new();
+        let mut refused = 0;
+        let keys: Vec<Vec<u8>> = samples
+            .iter()
+            .map(|s| series_key(s.tenant, s.object, &s.metric))
+            .collect();
+        for (s, key) in samples.iter().zip(&keys) {
+            if let Some((id, _)) = index.by_key.get(key) {
+                units.insert(*id, &s.unit);
+            } else if let Some(at) = new.by_key.get(key) {
+                new.units[*at] = &s.unit;
+            } else if (index.by_key.len() + new.first.len()) as u64 >= MAX_SERIES {
+                refused += 1;
+            } else {
+                new.by_key.insert(key.clone(), new.first.len());
+                new.first.push(s);
+                new.units.push(&s.unit);
+            }
+        }
+        units.retain(|id, unit| {
+            index
+                .keys
+                .get(id)
+                .and_then(|k| index.by_key.get(k))
+                .is_some_and(|(_, known)| known.as_str() != *unit)
+        });
+        let created = self.db.with(|c| {
+            c.transaction("BEGIN", |c| {
+                let created = Self::create(c, &new)?;
+                let id_of_key = |key: &Vec<u8>| {
+                    index
+                        .by_key
+                        .get(key)
+                        .map(|(id, _)| *id)
+                        .or_else(|| created.get(key).copied())
+                };
+                let mut points: Vec<Point> = samples
+                    .iter()
+                    .zip(&keys)
+                    .filter_map(|(s, key)| {
+                        id_of_key(key).map(|series| Point {
+                            series,
+                            ms: s.ms,
+                            value: s.value,
+                        })
+                    })
+                    .collect();
+                // Stable: samples of one series keep their arrival order within a millisecond.
+                points.sort_by_key(|p| (p.series, p.ms));
+                Self::store_points(c, &points)?;
+                if !units.is_empty() {
+                    let (ids, names): (Vec<i64>, Vec<&str>) =
+                        units.iter().map(|(id, unit)| (sql_id(*id), *unit)).unzip();
+                    c.execute(
+                        "UPDATE metric_series s SET unit = u.unit \
+                         FROM unnest($1::int8[], $2::text[]) AS u(id, unit) WHERE s.id = u.id",
+                        &[&ids, &names],
+                    )?;
+                }
+                Ok(created)
+            })
+        })?;
+        for (key, id) in created {
+            let unit = new.by_key.get(&key).map(|at| new.units[*at]).unwrap_or("");
+            index.keys.insert(id, key.clone());
+            index.by_key.insert(key, (id, unit.to_string()));
+        }
+        for (id, unit) in units {
+            if let Some(entry) = index.keys.get(&id).and_then(|k| index.by_key.get_mut(k)) {
+                entry.1 = unit.to_string();
+            }
+        }
+        Ok(refused)
     }
 
     /// Each commit is durable: PostgreSQL syncs it.
@@ -617,10 +545,22 @@ impl super::SeriesStore for Tables {
         Tables::remove_expired(self, p, index)
     }
 
+    /// The series of one object, by metric name.
     fn series_of(&self, tenant: Uuid, object: Uuid) -> Result<Vec<SeriesInfo>, StoreError> {
-        Tables::series_of(self, tenant, object)
+        let rows = self.db.with(|c| {
+            c.query(
+                &format!(
+                    "SELECT {SERIES_COLUMNS} FROM metric_series s \
+                     WHERE s.tenant = $1 AND s.object = $2 ORDER BY s.metric"
+                ),
+                &[&tenant, &object],
+            )
+        })?;
+        Ok(rows.iter().map(|r| info(r, 0)).collect())
     }
 
+    /// The points of one series in `[from_ms, to_ms)` from one tier, oldest first: one
+    /// statement, so the series and its points are one snapshot.
     fn points(
         &self,
         tenant: Uuid,
@@ -630,7 +570,35 @@ impl super::SeriesStore for Tables {
         from_ms: i64,
         to_ms: i64,
     ) -> Result<Option<SeriesPoints>, StoreError> {
-        Tables::points(self, tenant, object, metric, tier, from_ms, to_ms)
+        let join = match tier {
+            Tier::Raw => "LEFT JOIN LATERAL (SELECT ms AS k, 1::int8 AS count, value AS sum, \
+                 value AS min, value AS max, value AS last FROM metric_raw \
+                 WHERE series = s.id AND ms >= $4 AND ms < $5) p ON true"
+                .to_string(),
+            _ => format!(
+                "LEFT JOIN LATERAL (SELECT bucket AS k, count, sum, min, max, last FROM {} \
+                 WHERE series = s.id AND bucket >= $4 AND bucket < $5) p ON true",
+                aggregates(tier)
+            ),
+        };
+        let rows = self.db.with(|c| {
+            c.query(
+                &format!(
+                    "SELECT {SERIES_COLUMNS}, p.k, p.count, p.sum, p.min, p.max, p.last \
+                     FROM metric_series s {join} \
+                     WHERE s.tenant = $1 AND s.object = $2 AND s.metric = $3 ORDER BY p.k"
+                ),
+                &[&tenant, &object, &metric, &tier.bucket(from_ms), &to_ms],
+            )
+        })?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let points = rows
+            .iter()
+            .filter_map(|r| r.get::<_, Option<i64>>(6).map(|k| (k, agg(r, 7))))
+            .collect();
+        Ok(Some((info(first, 0), points)))
     }
 
     /// A backup restores into a data directory: the tables become `metrics.redb`.
