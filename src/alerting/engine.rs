@@ -199,6 +199,12 @@ impl AlertEngine {
         {
             self.save_position().await?;
         }
+        if batch
+            .iter()
+            .any(|e| e.kind == EventType::StateChange && e.severity == Some(Severity::Ok))
+        {
+            self.alerting.recovered();
+        }
         // The rules of the batch's tenants, then every event decided under the budgets.
         let mut work = Vec::new();
         for event in batch.iter().filter(|e| reaches_rules(e)) {
@@ -228,7 +234,7 @@ impl AlertEngine {
                 _ => None,
             })
             .collect();
-        let suppressions = self.alerting.suppressions(tenants).await?;
+        let suppressors = self.alerting.suppressors(tenants).await?;
         super::lifecycle::apply_matches(
             &self.store,
             CONSUMER,
@@ -236,7 +242,7 @@ impl AlertEngine {
             decided,
             self.clock.now(),
             self.alerting.storm(),
-            Box::new(move |a, host| suppressions.reason(a, host)),
+            suppressors,
         )
         .await?;
         self.unsaved = None;
@@ -360,6 +366,7 @@ mod tests {
     use super::*;
     use crate::model::incident::Storm;
     use crate::runtime::SystemClock;
+    use crate::runtime::dependencies::NoDependencies;
     use crate::store::events::EventStore;
 
     fn state_change(tenant: Uuid) -> EventDraft {
@@ -390,7 +397,13 @@ mod tests {
             threshold: 100,
             window: Duration::from_secs(60),
         };
-        let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
+        let alerting = Alerting::new(
+            store.clone(),
+            clock.clone(),
+            events.clone(),
+            storm,
+            Arc::new(NoDependencies),
+        );
         let mut engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);
         let tenant = Uuid::nil();
         let started_at = store.consumer_position(CONSUMER).await.unwrap();

@@ -8,17 +8,19 @@
 
 use super::AlertError;
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertCause, AlertStatus, TransitionError};
+use crate::model::alert::{Alert, AlertCause, AlertStatus, SuppressedBy, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
+use crate::model::dependency::{Holds, ParentState, failed};
 use crate::model::event::{EventDraft, Severity};
 use crate::model::incident::{Incident, Storm};
 use crate::model::notify::EscalationTimer;
-use crate::model::state::{DOWN, UNREACHABLE};
+use crate::model::state::{DOWN, StateType};
+use crate::runtime::DependenciesOf;
 use crate::store::alerts::PendingAlert;
 use crate::store::{Store, StoreError, Tx};
 use crate::store::{TxResult, Wrote};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -50,6 +52,16 @@ pub enum AlertMatch {
 /// Why an alert does not page on its own: given the alert and its object's host, the silence
 /// or downtime covering it.
 pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
+
+/// What may hold an alert's page back, read before the transaction that decides: the
+/// silences and downtimes, and the objects' dependencies.
+pub struct Suppressors {
+    pub suppressed: Box<Suppressed>,
+    pub dependencies: DependenciesOf,
+}
+
+/// `suppressedBy.kind` of an alert held back by a failed dependency.
+const DEPENDENCY: &str = "dependency";
 
 /// How soon the alert timers look again while suppressed alerts wait: their suppression may
 /// lift with time (a silence running out) or with a state change (a parent back up).
@@ -157,46 +169,82 @@ fn hold(tx: &Tx, alert: Alert, event: Uuid, due: Timestamp) -> Result<(), StoreE
     tx.put_pending_alert(&pending)
 }
 
-/// Topology (SEMANTICS 7): a service's problem while its host is hard DOWN is caused by the
-/// host; an UNREACHABLE host's by a parent that is hard DOWN or UNREACHABLE.
+/// Topology (SEMANTICS 7) and dependencies: a service's problem while its host is hard DOWN
+/// is caused by the host; an object's whose dependency has failed (its `dependsOn`, a host's
+/// `parents`) by the failed parent. Returns the cause and what holds the page back.
 fn topology_cause(
     tx: &Tx,
     tenant: Uuid,
     object: Option<Uuid>,
-) -> Result<Option<AlertCause>, StoreError> {
+    dependencies: &DependenciesOf,
+) -> Result<Option<(AlertCause, SuppressedBy)>, StoreError> {
     let Some(id) = object else {
         return Ok(None);
     };
     let Some(o) = tx.object(tenant, id)? else {
         return Ok(None);
     };
-    if let Some(host) = o.host_id {
-        if tx.hard_state(tenant, host)? == Some(DOWN) {
-            let name = tx.object(tenant, host)?.map(|h| h.name).unwrap_or_default();
-            return Ok(Some(AlertCause {
-                object_id: Some(host),
-                reason: format!("host {name} is DOWN"),
-            }));
-        }
+    if let Some(host) = o.host_id
+        && tx.hard_state(tenant, host)? == Some(DOWN)
+    {
+        let name = tx.object(tenant, host)?.map(|h| h.name).unwrap_or_default();
+        let cause = AlertCause {
+            object_id: Some(host),
+            reason: format!("host {name} is DOWN"),
+        };
+        let by = SuppressedBy {
+            kind: DEPENDENCY.into(),
+            object: name,
+            object_id: Some(host),
+            redundancy_group: None,
+        };
+        return Ok(Some((cause, by)));
+    }
+    let Some(groups) = dependencies(tenant, id) else {
         return Ok(None);
-    }
-    if tx.hard_state(tenant, id)? != Some(UNREACHABLE) {
+    };
+    let parents: Vec<(Uuid, Uuid)> = groups
+        .iter()
+        .flat_map(|g| g.members.iter().map(|m| (tenant, m.object)))
+        .collect();
+    let states: HashMap<Uuid, ParentState> = parents
+        .iter()
+        .zip(tx.live_states(&parents)?)
+        .filter_map(|((_, parent), s)| {
+            let s = s?;
+            let hard = s.state_type == StateType::Hard;
+            Some((
+                *parent,
+                ParentState {
+                    state: s.state,
+                    hard,
+                },
+            ))
+        })
+        .collect();
+    let Some((group, member)) = failed(&groups, Holds::Notifications, &|p| states.get(&p).copied())
+    else {
         return Ok(None);
-    }
-    for parent in o.spec.parents.iter().flatten() {
-        if let Some(pid) = tx.host_named(tenant, parent)?
-            && matches!(tx.hard_state(tenant, pid)?, Some(DOWN | UNREACHABLE))
-        {
-            return Ok(Some(AlertCause {
-                object_id: Some(pid),
-                reason: format!("parent {parent} is down"),
-            }));
+    };
+    let reason = match group.redundancy_group.as_deref() {
+        Some("parents") => format!("parent {} is down", member.name),
+        Some(g) if group.members.len() > 1 => {
+            let names: Vec<&str> = group.members.iter().map(|m| m.name.as_str()).collect();
+            format!("every member of {g} has failed ({})", names.join(", "))
         }
-    }
-    Ok(Some(AlertCause {
-        object_id: None,
-        reason: "unreachable through its parents".into(),
-    }))
+        _ => format!("{} has failed", member.name),
+    };
+    let cause = AlertCause {
+        object_id: Some(member.object),
+        reason,
+    };
+    let by = SuppressedBy {
+        kind: DEPENDENCY.into(),
+        object: member.name.clone(),
+        object_id: Some(member.object),
+        redundancy_group: group.redundancy_group.clone(),
+    };
+    Ok(Some((cause, by)))
 }
 
 /// The host of an object, for a host downtime covering its services.
@@ -497,17 +545,18 @@ fn opened(
     mut alert: Alert,
     now: Timestamp,
     storm: Storm,
-    suppressed: &Suppressed,
+    by: &Suppressors,
 ) -> Result<Vec<EventDraft>, StoreError> {
     let mut events = Vec::new();
-    let reason = match topology_cause(tx, alert.tenant_id, alert.object_id)? {
-        Some(cause) => {
+    let reason = match topology_cause(tx, alert.tenant_id, alert.object_id, &by.dependencies)? {
+        Some((cause, held)) => {
             let reason = format!("caused by: {}", cause.reason);
             alert.cause = Some(cause);
+            alert.suppressed_by = Some(held);
             store_alert(tx, &alert)?;
             Some(reason)
         }
-        None => suppressed(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
+        None => (by.suppressed)(&alert, host_of(tx, alert.tenant_id, alert.object_id)?),
     };
     match &reason {
         Some(why) => {
@@ -618,7 +667,7 @@ pub async fn apply_matches(
     matches: Vec<AlertMatch>,
     now: Timestamp,
     storm: Storm,
-    suppressed: Box<Suppressed>,
+    by: Suppressors,
 ) -> Result<(), StoreError> {
     store
         .transact(move |tx| -> TxResult<_> {
@@ -641,7 +690,7 @@ pub async fn apply_matches(
                         events.extend(evaluate_group(tx, &alert, now)?);
                         if let Some(e) = opened_event {
                             events.push(e);
-                            events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                            events.extend(opened(tx, alert, now, storm, &by)?);
                         }
                     }
                     AlertMatch::Beat {
@@ -723,14 +772,14 @@ pub async fn transition(
 /// Runs the alert timers due by `now`: snoozes that ran out (open again, with the wake-up
 /// event), alerts past `autoCloseAfter` (expired, no event), suppressions that lifted (the
 /// chain starts), silent heartbeat rules and pending alerts whose condition held for their
-/// rule's `pendingFor` (opened). Returns when the next is due; a run with nothing due writes
-/// nothing.
+/// rule's `pendingFor` (opened). Returns when the next is due and whether alerts wait for
+/// their suppression to lift; a run with nothing due writes nothing.
 pub async fn run_timers(
     store: &Arc<Store>,
     now: Timestamp,
     storm: Storm,
-    suppressed: Box<Suppressed>,
-) -> Result<Option<Timestamp>, StoreError> {
+    by: Suppressors,
+) -> Result<(Option<Timestamp>, bool), StoreError> {
     store
         .transact(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
@@ -755,20 +804,26 @@ pub async fn run_timers(
                     continue;
                 };
                 let lifted = alert.status == AlertStatus::Open
-                    && topology_cause(tx, tenant, alert.object_id)?.is_none()
-                    && suppressed(&alert, host_of(tx, tenant, alert.object_id)?).is_none();
+                    && topology_cause(tx, tenant, alert.object_id, &by.dependencies)?.is_none()
+                    && (by.suppressed)(&alert, host_of(tx, tenant, alert.object_id)?).is_none();
                 if !alert.status.is_active() || lifted {
                     tx.release_suppressed(tenant, id)?;
                     changed = true;
                 }
                 if lifted {
+                    // Paged now, once: what held it back is over.
+                    let mut alert = alert;
+                    if alert.suppressed_by.take().is_some() {
+                        store_alert(tx, &alert)?;
+                    }
                     arm_escalation(tx, &alert, alert.opened_at, now)?;
                 }
             }
             // When to look again: the next timer, pending alert or heartbeat rule due, and soon
             // while suppressed alerts wait for their suppression to lift.
             let mut next: Option<Timestamp> = None;
-            if !tx.suppressed_alerts()?.is_empty() {
+            let held = !tx.suppressed_alerts()?.is_empty();
+            if held {
                 next = Some(now.plus(SUPPRESSED_RECHECK));
             }
             for alert in silent_sources(tx, now, &mut changed, &mut next)? {
@@ -776,7 +831,7 @@ pub async fn run_timers(
                 let (alert, _, opened_event) = fire(tx, alert, None, None)?;
                 if let Some(e) = opened_event {
                     events.push(e);
-                    events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                    events.extend(opened(tx, alert, now, storm, &by)?);
                 }
             }
             for pending in tx.pending_alerts()? {
@@ -791,7 +846,7 @@ pub async fn run_timers(
                 let (alert, _, opened_event) = fire(tx, alert, None, None)?;
                 if let Some(e) = opened_event {
                     events.push(e);
-                    events.extend(opened(tx, alert, now, storm, &*suppressed)?);
+                    events.extend(opened(tx, alert, now, storm, &by)?);
                 }
             }
             if let Some(at) = tx.next_alert_timer()? {
@@ -803,7 +858,7 @@ pub async fn run_timers(
                 tx.unrecorded("alert expiry, suppressions lifting, stale heartbeat rows");
             }
             tx.journal(events)?;
-            Ok(Wrote::new(next, changed))
+            Ok(Wrote::new((next, held), changed))
         })
         .await
 }
@@ -827,6 +882,13 @@ mod tests {
         threshold: 3,
         window: Duration::from_secs(60),
     };
+
+    fn unsuppressed() -> Suppressors {
+        Suppressors {
+            suppressed: Box::new(|_, _| None),
+            dependencies: crate::runtime::dependencies::no_dependencies(),
+        }
+    }
 
     fn rig() -> Rig {
         let dir = tempfile::tempdir().unwrap();
@@ -859,7 +921,6 @@ mod tests {
         }
 
         async fn apply(&self, m: AlertMatch) {
-            let none: Box<Suppressed> = Box::new(|_, _| None);
             apply_matches(
                 &self.store,
                 "test",
@@ -867,7 +928,7 @@ mod tests {
                 vec![m],
                 self.clock.now(),
                 STORM,
-                none,
+                unsuppressed(),
             )
             .await
             .unwrap();
@@ -910,10 +971,10 @@ mod tests {
         }
 
         async fn timers(&self) -> Option<Timestamp> {
-            let none: Box<Suppressed> = Box::new(|_, _| None);
-            run_timers(&self.store, self.clock.now(), STORM, none)
+            run_timers(&self.store, self.clock.now(), STORM, unsuppressed())
                 .await
                 .unwrap()
+                .0
         }
     }
 

@@ -29,10 +29,11 @@ use crate::model::incident::Storm;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertAction, AlertActions};
+use crate::runtime::{AlertAction, AlertActions, ObjectDependencies};
 use crate::runtime::{PortError, PortFuture};
 use crate::store::{Store, StoreError};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -86,6 +87,10 @@ pub struct Alerting {
     /// Wakes the alert timers: the application has the store notify it after commits that
     /// may bring a timer forward (`Change::AlertTimers`, `Change::Catalog`).
     timers_wake: Arc<tokio::sync::Notify>,
+    /// The objects' dependencies (the monitor's catalog).
+    dependencies: Arc<dyn ObjectDependencies>,
+    /// Alerts wait for what holds their page back to lift (as the timers last saw).
+    pages_held: AtomicBool,
 }
 
 impl Alerting {
@@ -94,6 +99,7 @@ impl Alerting {
         clock: SharedClock,
         history: Arc<Events>,
         storm: Storm,
+        dependencies: Arc<dyn ObjectDependencies>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -101,6 +107,28 @@ impl Alerting {
             history,
             storm,
             timers_wake: Arc::default(),
+            dependencies,
+            pages_held: AtomicBool::new(false),
+        })
+    }
+
+    /// A recovery may lift what holds pages back: the timers look at once rather than at
+    /// their next recheck.
+    pub(crate) fn recovered(&self) {
+        if self.pages_held.load(Ordering::Relaxed) {
+            self.timers_wake.notify_one();
+        }
+    }
+
+    /// What may hold back the pages of the `tenants`' alerts, as of now.
+    async fn suppressors(
+        &self,
+        tenants: impl IntoIterator<Item = Uuid>,
+    ) -> Result<lifecycle::Suppressors, StoreError> {
+        let suppressions = self.suppressions(tenants).await?;
+        Ok(lifecycle::Suppressors {
+            suppressed: Box::new(move |a, host| suppressions.reason(a, host)),
+            dependencies: self.dependencies.dependencies().await,
         })
     }
 
@@ -126,7 +154,27 @@ impl Alerting {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Alert>, AlertError> {
-        Ok(self.store.alerts(p.tenant, filter, before, limit).await?)
+        let alerts = self.store.alerts(p.tenant, filter, before, limit).await?;
+        self.with_dependents(p.tenant, alerts).await
+    }
+
+    /// Each active alert with how many alerts its object holds back (`dependents`).
+    async fn with_dependents(
+        &self,
+        tenant: Uuid,
+        mut alerts: Vec<Alert>,
+    ) -> Result<Vec<Alert>, AlertError> {
+        if !alerts
+            .iter()
+            .any(|a| a.status.is_active() && a.object_id.is_some())
+        {
+            return Ok(alerts);
+        }
+        let held = self.store.held_back(tenant).await?;
+        for a in alerts.iter_mut().filter(|a| a.status.is_active()) {
+            a.dependents = a.object_id.and_then(|o| held.get(&o)).copied().unwrap_or(0);
+        }
+        Ok(alerts)
     }
 
     /// The tenant's open and acknowledged alerts counted by severity.
@@ -160,7 +208,9 @@ impl Alerting {
     }
 
     pub async fn get(&self, p: &Principal, id: Uuid) -> Result<Alert, AlertError> {
-        Ok(self.store.alert(p.tenant, id).await?)
+        let alert = self.store.alert(p.tenant, id).await?;
+        let mut alerts = self.with_dependents(p.tenant, vec![alert]).await?;
+        alerts.pop().ok_or(AlertError::NotFound)
     }
 
     /// A manual alarm (CONTRACT 3); `false` when it folded into the active alert with its
@@ -305,14 +355,10 @@ impl Alerting {
         let downtimes =
             suppression::start_flexible_downtimes(&self.store, self.clock.now()).await?;
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
-        let suppressions = self.suppressions(tenants).await?;
-        let timers = lifecycle::run_timers(
-            &self.store,
-            self.clock.now(),
-            self.storm,
-            Box::new(move |a, host| suppressions.reason(a, host)),
-        )
-        .await?;
+        let suppressors = self.suppressors(tenants).await?;
+        let (timers, held) =
+            lifecycle::run_timers(&self.store, self.clock.now(), self.storm, suppressors).await?;
+        self.pages_held.store(held, Ordering::Relaxed);
         Ok(match (downtimes, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

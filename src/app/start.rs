@@ -361,7 +361,14 @@ impl Core {
             threshold: config.alerting.storm_threshold,
             window: config.alerting.storm_window.0,
         };
-        let alerting = Alerting::new(store.clone(), clock.clone(), events.clone(), storm);
+        let catalog = Catalog::new(store.clone());
+        let alerting = Alerting::new(
+            store.clone(),
+            clock.clone(),
+            events.clone(),
+            storm,
+            catalog.clone(),
+        );
         let alert_timers = AlertTimers(alerting.clone());
         if let Some(wake) = alert_timers.waker() {
             store.watch_commits(Change::AlertTimers, wake.clone());
@@ -377,7 +384,6 @@ impl Core {
             metrics.clone(),
         )));
         let metric_store = MetricsStore::open_on(&config.data_dir, &self.backing)?;
-        let catalog = Catalog::new(store.clone());
         supervisor.spawn(self.led(MetricsRetention {
             metrics: metric_store.clone(),
             catalog: catalog.clone(),

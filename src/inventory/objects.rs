@@ -6,6 +6,7 @@ use super::{Inventory, InventoryError, check_secret_use, named_secrets};
 use crate::auth::Principal;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{Invalid, ObjectSpec, check_name, spec_references};
+use crate::model::dependency;
 use crate::model::event::EventDraft;
 use crate::model::event::check_labels;
 use crate::model::identity::Actor;
@@ -74,6 +75,9 @@ struct Lookups {
     found: HashSet<(&'static str, String)>,
     /// Hosts found, by name.
     hosts: HashMap<String, Uuid>,
+    /// The tenant's objects and their effective labels, read once the first object with
+    /// dependencies is checked for a loop.
+    graph: Option<(Vec<Object>, crate::runtime::LabelsOf)>,
 }
 
 /// The template chain of a spec and the spec resolved through `templates`.
@@ -245,7 +249,7 @@ impl Inventory {
             None => (ObjectKind::Host, None),
         };
         let now = self.clock.now();
-        Ok(Object {
+        let object = Object {
             id: self.clock.new_id(),
             tenant_id: p.tenant,
             kind,
@@ -257,7 +261,93 @@ impl Inventory {
             created_at: now,
             updated_at: now,
             version: 1,
-        })
+        };
+        self.check_dependencies(&object, lookups).await?;
+        Ok(object)
+    }
+
+    /// A spec's `dependsOn` must be well formed, and with the object saved no dependency (nor
+    /// host parent) may lead back to it: the loop is named.
+    async fn check_dependencies(
+        &self,
+        object: &Object,
+        lookups: &mut Lookups,
+    ) -> Result<(), InventoryError> {
+        let effective = resolve_through(&lookups.templates, &object.spec)?;
+        let depends_on = effective.spec.depends_on.clone().unwrap_or_default();
+        dependency::check(&depends_on).map_err(|e| invalid("spec", e))?;
+        if depends_on.is_empty() && effective.spec.parents.as_ref().is_none_or(Vec::is_empty) {
+            return Ok(());
+        }
+        if lookups.graph.is_none() {
+            let tenant = object.tenant_id;
+            let objects = self
+                .store
+                .objects(tenant, None, usize::MAX, |_| true)
+                .await?;
+            lookups.graph = Some((objects, self.labels.labels_of(tenant).await));
+        }
+        let Some((stored, labels_of)) = lookups.graph.as_ref() else {
+            return Ok(());
+        };
+        let same = |o: &Object| {
+            o.kind == object.kind && o.host_id == object.host_id && o.name == object.name
+        };
+        // The object as saved, under its stored id when it replaces one.
+        let id = stored.iter().find(|o| same(o)).map_or(object.id, |o| o.id);
+        let saved = Object {
+            id,
+            ..object.clone()
+        };
+        let objects: Vec<&Object> = stored
+            .iter()
+            .filter(|o| !same(o))
+            .chain(std::iter::once(&saved))
+            .collect();
+        let host_names: HashMap<Uuid, &str> = objects
+            .iter()
+            .filter(|o| o.kind == ObjectKind::Host)
+            .map(|o| (o.id, o.name.as_str()))
+            .collect();
+        let specs: Vec<(ObjectSpec, std::collections::BTreeMap<String, String>)> = objects
+            .iter()
+            .map(|o| {
+                let spec = resolve_through(&lookups.templates, &o.spec)
+                    .map(|e| e.spec)
+                    .unwrap_or_else(|_| o.spec.clone());
+                let labels = if o.id == id {
+                    let mut l = labels_of(id).unwrap_or_default();
+                    l.extend(o.labels.clone());
+                    l
+                } else {
+                    labels_of(o.id).unwrap_or_else(|| o.labels.clone())
+                };
+                (spec, labels)
+            })
+            .collect();
+        let (no_deps, no_parents) = (Vec::new(), Vec::new());
+        let nodes: Vec<dependency::Node<'_>> = objects
+            .iter()
+            .zip(&specs)
+            .map(|(o, (spec, labels))| dependency::Node {
+                id: o.id,
+                kind: o.kind,
+                name: match o.host_id {
+                    Some(h) => format!("{}/{}", host_names.get(&h).unwrap_or(&""), o.name),
+                    None => o.name.clone(),
+                },
+                labels,
+                depends_on: spec.depends_on.as_ref().unwrap_or(&no_deps),
+                parents: match o.kind {
+                    ObjectKind::Host => spec.parents.as_ref().unwrap_or(&no_parents),
+                    ObjectKind::Service => &no_parents,
+                },
+            })
+            .collect();
+        match dependency::loop_through(id, &dependency::resolve(&nodes)) {
+            Some(path) => Err(invalid("spec", format!("dependency loop: {path}")).into()),
+            None => Ok(()),
+        }
     }
 
     fn object_audit(&self, p: &Principal, actor: &Actor, o: &Object, verb: &str) -> AuditDraft {
@@ -508,6 +598,13 @@ impl Inventory {
         let effective = self.resolve(p.tenant, &spec).await?;
         self.check_object_secret_use(p, &effective).await?;
         self.check_references(p.tenant, spec_references(&spec), &mut HashSet::new())
+            .await?;
+        let candidate = Object {
+            labels: body.labels.clone(),
+            spec: spec.clone(),
+            ..current.clone()
+        };
+        self.check_dependencies(&candidate, &mut self.lookups(p.tenant).await?)
             .await?;
         let record = self.object_record(p, actor, &current, "update");
         let (folder, labels, now) = (normal_folder(body.folder), body.labels, self.clock.now());

@@ -97,6 +97,60 @@ pub struct Alert {
     /// host, an unreachable host's parent), so the alert does not page on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<AlertCause>,
+    /// What holds the alert's page back while it lasts (a failed dependency); cleared when it
+    /// lifts and the alert pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed_by: Option<SuppressedBy>,
+    /// How many alerts this alert's object holds back (their `suppressedBy` names it): worked
+    /// out when the alert is read, not stored.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dependents: u32,
+    /// Shelved (OPC UA Part 9): the alert does not page until the shelf ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shelved: Option<Shelf>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Why an alert does not page (`kind: dependency`: the `object` it depends on has failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SuppressedBy {
+    pub kind: String,
+    /// The object, `host` or `host/service`.
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redundancy_group: Option<String>,
+}
+
+/// How a shelf ends: at its time, or when the alert's source clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum ShelveMode {
+    Timed,
+    OneShot,
+}
+
+/// A shelved alert's shelf.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Shelf {
+    pub mode: ShelveMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+    pub reason: String,
+    pub by: String,
+    pub at: Timestamp,
+    /// The shelver was told it is about to end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warned: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,6 +205,9 @@ impl Alert {
             auto_close_at: None,
             group_id: None,
             cause: None,
+            suppressed_by: None,
+            dependents: 0,
+            shelved: None,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod cel_cost;
 pub mod channel;
 pub mod config;
 pub mod dashboard;
+pub mod dependency;
 pub mod discovery;
 pub mod duration;
 pub mod event;

@@ -167,6 +167,7 @@ pub fn overlay(base: &mut ObjectSpec, top: &ObjectSpec) {
         check_period,
         contact_groups,
         contacts,
+        depends_on,
         enable_checks,
         enable_flap_detection,
         enable_notifications,

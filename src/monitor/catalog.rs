@@ -5,12 +5,14 @@
 
 use super::checks::{Command, HostInfo};
 use crate::model::config::{BUILTIN_CHECKS, ObjectSpec};
+use crate::model::dependency::{Group, Node, resolve as resolve_dependencies};
 use crate::model::fault;
 use crate::model::object::{Object, ObjectKind, effective_labels, resolve};
 use crate::model::timeperiod::TimePeriod;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::ObjectLabels;
 use crate::runtime::RwLocked;
+use crate::runtime::dependencies::{DependenciesFuture, DependenciesOf, ObjectDependencies};
 use crate::runtime::labels::{LabelsFuture, own_labels};
 use crate::store::{Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -44,9 +46,48 @@ pub struct TenantCatalog {
     by_id: HashMap<Uuid, Arc<Entry>>,
     commands: HashMap<String, Command>,
     periods: HashMap<String, TimePeriod>,
+    /// Each object's dependency groups (`model::dependency`), for those that have any.
+    dependencies: HashMap<Uuid, Arc<[Group]>>,
+    /// Hosts by each of their parents, for re-deriving an UNREACHABLE child once a parent is
+    /// back.
+    children: HashMap<Uuid, Vec<Arc<Entry>>>,
 }
 
 impl TenantCatalog {
+    /// Resolves every object's `dependsOn` and `parents` against the objects loaded.
+    fn resolve_dependencies(&mut self) {
+        let no_parents = Vec::new();
+        let no_deps = Vec::new();
+        let nodes: Vec<Node<'_>> = self
+            .entries
+            .iter()
+            .map(|e| Node {
+                id: e.object.id,
+                kind: e.object.kind,
+                name: match e.object.kind {
+                    ObjectKind::Host => e.object.name.clone(),
+                    ObjectKind::Service => format!("{}/{}", e.host.name, e.object.name),
+                },
+                labels: &e.labels,
+                depends_on: e.spec.depends_on.as_ref().unwrap_or(&no_deps),
+                parents: match e.object.kind {
+                    ObjectKind::Host => e.spec.parents.as_ref().unwrap_or(&no_parents),
+                    ObjectKind::Service => &no_parents,
+                },
+            })
+            .collect();
+        let resolved = resolve_dependencies(&nodes);
+        for e in &self.entries {
+            for parent in e.parents.iter().flatten() {
+                self.children.entry(*parent).or_default().push(e.clone());
+            }
+        }
+        self.dependencies = resolved
+            .into_iter()
+            .map(|(id, groups)| (id, Arc::from(groups)))
+            .collect();
+    }
+
     /// The object a result names: a host, or a service of that host.
     pub fn by_name(&self, host: &str, service: Option<&str>) -> Option<&Arc<Entry>> {
         let h = self.hosts.get(host)?;
@@ -58,6 +99,16 @@ impl TenantCatalog {
 
     pub fn get(&self, id: Uuid) -> Option<&Arc<Entry>> {
         self.by_id.get(&id)
+    }
+
+    /// An object's dependency groups.
+    pub fn dependencies(&self, id: Uuid) -> Option<&Arc<[Group]>> {
+        self.dependencies.get(&id)
+    }
+
+    /// The hosts naming `host` among their parents.
+    pub fn children(&self, host: Uuid) -> &[Arc<Entry>] {
+        self.children.get(&host).map_or(&[], Vec::as_slice)
     }
 
     /// A spec's check command: a built-in by name or a `check-commands` document.
@@ -134,6 +185,22 @@ fn command_of(doc: &serde_json::Value) -> Command {
         .and_then(|t| t.parse::<GoDuration>().ok())
         .map(|d| d.0);
     Command::Plugin { line, timeout }
+}
+
+impl ObjectDependencies for Catalog {
+    fn dependencies(&self) -> DependenciesFuture<'_> {
+        Box::pin(async move {
+            match self.snapshot().await {
+                Ok(snapshot) => Arc::new(move |tenant, object| {
+                    snapshot.tenant(tenant)?.dependencies(object).cloned()
+                }) as DependenciesOf,
+                Err(e) => {
+                    tracing::warn!(error = %e, "catalog unreadable; no dependency holds back");
+                    crate::runtime::dependencies::no_dependencies()
+                }
+            }
+        })
+    }
 }
 
 impl ObjectLabels for Catalog {
@@ -293,6 +360,7 @@ impl Catalog {
             catalog.by_id.insert(o.id, entry.clone());
             catalog.entries.push(entry);
         }
+        catalog.resolve_dependencies();
         Ok(catalog)
     }
 }

@@ -231,6 +231,27 @@ impl Results {
                 (j.entry, item)
             })
             .unzip();
+        // The hosts that may come back, with the hosts behind them: an UNREACHABLE child is
+        // looked at again once one is back.
+        let behind: Vec<(Uuid, Vec<Arc<Entry>>)> = {
+            let up: Vec<&Arc<Entry>> = entries
+                .iter()
+                .zip(&items)
+                .filter(|(e, (_, _, obs))| e.object.kind == ObjectKind::Host && obs.state == UP)
+                .map(|(e, _)| e)
+                .collect();
+            if up.is_empty() {
+                Vec::new()
+            } else {
+                let snapshot = self.catalog.snapshot().await?;
+                up.into_iter()
+                    .filter_map(|e| {
+                        let children = snapshot.tenant(e.object.tenant_id)?.children(e.object.id);
+                        (!children.is_empty()).then(|| (e.object.id, children.to_vec()))
+                    })
+                    .collect()
+            }
+        };
         // Transitions become events inside the state transaction, journaled with it.
         let (stepped, events_filed) = self
             .store
@@ -242,12 +263,23 @@ impl Results {
                 let stepped = step_all(&items, tx.live_states(&objects)?, now);
                 let tenants = objects.iter().map(|(tenant, _)| *tenant);
                 tx.save_live_states(tenants.zip(stepped.iter().map(|(s, _)| s)))?;
-                let events: Vec<EventDraft> = stepped
+                let mut events: Vec<EventDraft> = stepped
                     .iter()
                     .zip(&entries)
                     .filter_map(|((next, t), e)| t.as_ref().map(|t| report(e, next, t)))
                     .flatten()
                     .collect();
+                let back: Vec<Uuid> = stepped
+                    .iter()
+                    .zip(&entries)
+                    .filter(|((next, t), _)| {
+                        t.as_ref().is_some_and(|t| t.changed)
+                            && next.state == UP
+                            && next.state_type == StateType::Hard
+                    })
+                    .map(|(_, e)| e.object.id)
+                    .collect();
+                events.extend(down_again(tx, &behind, &back, now)?);
                 if events.is_empty() {
                     tx.unrecorded("live states without a transition");
                 }
@@ -459,6 +491,71 @@ fn derive_unreachable(
         seen.insert(*id, obs.state != UP && obs.max_attempts <= 1);
     }
     Ok(())
+}
+
+/// The hosts behind the hosts `back` (hard UP again) that are still hard UNREACHABLE, but not
+/// all of whose parents are down any more: DOWN again, as their last result said, so an
+/// outage behind a router that recovered is not lost until the host's next result (a passive
+/// one may be long in coming). Returns their events.
+fn down_again(
+    tx: &Tx,
+    behind: &[(Uuid, Vec<Arc<Entry>>)],
+    back: &[Uuid],
+    now: Timestamp,
+) -> Result<Vec<EventDraft>, StoreError> {
+    let mut children: Vec<&Arc<Entry>> = behind
+        .iter()
+        .filter(|(host, _)| back.contains(host))
+        .flat_map(|(_, children)| children)
+        .collect();
+    children.sort_by_key(|e| e.object.id);
+    children.dedup_by_key(|e| e.object.id);
+    if children.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<(Uuid, Uuid)> = children
+        .iter()
+        .map(|e| (e.object.tenant_id, e.object.id))
+        .collect();
+    let mut entries = Vec::new();
+    let mut items = Vec::new();
+    let mut stored = Vec::new();
+    for (e, state) in children.into_iter().zip(tx.live_states(&keys)?) {
+        let Some(state) =
+            state.filter(|s| s.state == UNREACHABLE && s.state_type == StateType::Hard)
+        else {
+            continue;
+        };
+        let tenant = e.object.tenant_id;
+        let parents: Vec<(Uuid, Uuid)> = e.parents.iter().flatten().map(|p| (tenant, *p)).collect();
+        let all_down = tx.live_states(&parents)?.iter().all(|p| {
+            p.as_ref()
+                .is_some_and(|p| p.state != UP && p.state_type == StateType::Hard)
+        });
+        if all_down {
+            continue;
+        }
+        let obs = Observation {
+            state: DOWN,
+            output: state.output.clone(),
+            long_output: state.long_output.clone(),
+            perfdata: state.perfdata.clone(),
+            max_attempts: 1,
+            flap_thresholds: None,
+        };
+        items.push((tenant, e.object.id, obs));
+        entries.push(e.clone());
+        stored.push(Some(state));
+    }
+    let stepped = step_all(&items, stored, now);
+    let tenants = items.iter().map(|(tenant, _, _)| *tenant);
+    tx.save_live_states(tenants.zip(stepped.iter().map(|(s, _)| s)))?;
+    Ok(stepped
+        .iter()
+        .zip(&entries)
+        .filter_map(|((next, t), e)| t.as_ref().map(|t| report(e, next, t)))
+        .flatten()
+        .collect())
 }
 
 /// Steps each item's state machine (tenant, object, observation) from the state before it:

@@ -15,6 +15,7 @@ use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AgentCheck, AgentChecks, agent_plugin};
+use crate::model::dependency::{Group, Holds, ParentState, failed};
 use crate::model::identity::Actor;
 use crate::model::object::ObjectKind;
 use crate::model::state::{self, DOWN, StateType, UP};
@@ -286,6 +287,40 @@ impl Scheduler {
         self.wake.clone()
     }
 
+    /// Whether a failed dependency with `effect: checks` pauses an object's active checks (as
+    /// a check outside its period, the run is skipped and the cadence kept).
+    async fn paused(
+        &self,
+        tenant: Uuid,
+        groups: Option<&Arc<[Group]>>,
+    ) -> Result<bool, StoreError> {
+        let Some(groups) = groups.filter(|g| g.iter().any(|g| g.holds(Holds::Checks))) else {
+            return Ok(false);
+        };
+        let parents: Vec<Uuid> = groups
+            .iter()
+            .flat_map(|g| g.members.iter().map(|m| m.object))
+            .collect();
+        let states: HashMap<Uuid, ParentState> = self
+            .store
+            .states(tenant, parents)
+            .await?
+            .states
+            .into_iter()
+            .map(|s| {
+                let hard = s.state_type == StateType::Hard;
+                (
+                    s.object_id,
+                    ParentState {
+                        state: s.state,
+                        hard,
+                    },
+                )
+            })
+            .collect();
+        Ok(failed(groups, Holds::Checks, &|p| states.get(&p).copied()).is_some())
+    }
+
     /// Starts every check that is due; returns when the next one is due (none: nothing to
     /// check until woken). Running checks and checks waiting for a slot are not counted: their
     /// end wakes the scheduler.
@@ -332,7 +367,10 @@ impl Scheduler {
                     continue;
                 }
                 let forced = self.forced.locked().contains_key(&key);
-                let in_period = catalog.in_period(spec.check_period.as_deref(), now);
+                let in_period = catalog.in_period(spec.check_period.as_deref(), now)
+                    && !self
+                        .paused(*tenant, catalog.dependencies(entry.object.id))
+                        .await?;
                 let slot = if in_period || forced {
                     match self.slots.clone().try_acquire_owned() {
                         Ok(slot) => Some(slot),

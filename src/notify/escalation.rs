@@ -105,7 +105,11 @@ pub fn message(
         kind: "alert".into(),
         alert_id: Some(alert.id),
         short_id: alert.short_id(),
-        title: alert.title.clone(),
+        title: match alert.dependents {
+            0 => alert.title.clone(),
+            1 => format!("{} (and 1 dependent)", alert.title),
+            n => format!("{} (and {n} dependents)", alert.title),
+        },
         summary,
         severity: alert.severity.as_str().to_string(),
         status: alert.status.as_str().to_string(),

@@ -645,13 +645,25 @@ impl Notifier {
             return Ok(0);
         }
         let links = self.links().await?.clone();
-        let alerts: HashMap<Uuid, Alert> = self
+        let mut alerts: HashMap<Uuid, Alert> = self
             .store
             .alerts_by_id(timers.iter().map(|t| (t.tenant_id, t.alert_id)).collect())
             .await?
             .into_iter()
             .map(|a| (a.id, a))
             .collect();
+        // A page says how many alerts its object holds back ("and 23 dependents").
+        let tenants: std::collections::BTreeSet<Uuid> = alerts
+            .values()
+            .filter(|a| a.object_id.is_some())
+            .map(|a| a.tenant_id)
+            .collect();
+        for tenant in tenants {
+            let held = self.store.held_back(tenant).await?;
+            for a in alerts.values_mut().filter(|a| a.tenant_id == tenant) {
+                a.dependents = a.object_id.and_then(|o| held.get(&o)).copied().unwrap_or(0);
+            }
+        }
         let mut firings = Vec::new();
         for timer in &timers {
             let alert = alerts.get(&timer.alert_id);

@@ -4,6 +4,7 @@
 pub mod alerts;
 pub mod bundles;
 pub mod clock;
+pub mod dependencies;
 pub mod labels;
 pub mod locks;
 pub mod memory;
@@ -23,6 +24,7 @@ pub mod worker;
 pub use alerts::{AlertAction, AlertActions};
 pub use bundles::SiteBundles;
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
+pub use dependencies::{DependenciesOf, ObjectDependencies};
 pub use labels::{LabelsOf, ObjectLabels};
 pub use locks::{Locked, RwLocked};
 pub use metrics::Metrics;

@@ -10,16 +10,17 @@ use super::keys::tenant_range;
 use super::keys::{as_keys, scoped, stored_due_time, stored_uuid};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
-    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECT_NAMES, OBJECTS,
-    PENDING_ALERTS, RULE_BEATS, STATES, STORM_INCIDENTS, STORM_INDEX,
+    ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECTS, PENDING_ALERTS,
+    RULE_BEATS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS,
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertFilter};
 use crate::model::config::ConfigDoc;
 use crate::model::incident::Incident;
-use crate::model::object::{Object, ObjectKind};
+use crate::model::object::Object;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -424,15 +425,6 @@ impl Tx<'_> {
         super::objects::get(self, tenant, id)
     }
 
-    /// The id of the tenant's host `name`.
-    pub(crate) fn host_named(&self, tenant: Uuid, name: &str) -> Result<Option<Uuid>, StoreError> {
-        let key = super::objects::name_key(tenant, ObjectKind::Host, None, name);
-        self.open_table(OBJECT_NAMES)?
-            .get(key.as_slice())?
-            .map(|v| stored_uuid(v.value(), "a host name's id"))
-            .transpose()
-    }
-
     /// An object's state number while it is hard (`None`: soft, or no result yet).
     pub(crate) fn hard_state(&self, tenant: Uuid, object: Uuid) -> Result<Option<u8>, StoreError> {
         super::states::hard_state(self, tenant, object)
@@ -516,6 +508,34 @@ impl Store {
         self.read(move |tx| {
             let t = tx.open_table(ALERTS)?;
             tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    /// How many active alerts each of a tenant's objects holds back: the alerts waiting for
+    /// their page whose `suppressedBy` names the object.
+    pub(crate) async fn held_back(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<HashMap<Uuid, u32>, StoreError> {
+        self.read(move |tx| {
+            let held = tx.open_table(SUPPRESSED_ALERTS)?;
+            let alerts = tx.open_table(ALERTS)?;
+            let (lo, hi) = tenant_range(tenant);
+            let mut out = HashMap::new();
+            for row in held.range(lo.as_slice()..hi.as_slice())? {
+                let key = row?.0.value().to_vec();
+                let Some(id) = key.get(16..).and_then(|k| Uuid::from_slice(k).ok()) else {
+                    continue;
+                };
+                let by = tenant_value::<Alert, _>(&alerts, tenant, id)?
+                    .filter(|a| a.status.is_active())
+                    .and_then(|a| a.suppressed_by?.object_id);
+                if let Some(object) = by {
+                    *out.entry(object).or_insert(0) += 1;
+                }
+            }
+            Ok(out)
         })
         .await
     }

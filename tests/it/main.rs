@@ -28,6 +28,7 @@ mod heartbeats;
 mod identity;
 mod ingest;
 mod modem_sim;
+mod noise;
 mod notify;
 mod objects;
 mod platform;

@@ -19,6 +19,9 @@ pub struct ObjectSpec {
     pub contact_groups: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contacts: Option<Vec<String>>,
+    /// What the object needs (see `model::dependency`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<Vec<crate::model::dependency::DependsOn>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_checks: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
