@@ -483,6 +483,29 @@ pub struct AlertingConfig {
     /// incident, 2..=1000.
     pub storm_threshold: usize,
     pub storm_window: GoDuration,
+    /// The longest a timed shelf may hold an alert (OPC UA's `MaxTimeShelved`).
+    pub max_shelve: GoDuration,
+    pub chatter: ChatterConfig,
+}
+
+/// An alert whose source changes more than `flips` times within `within` shelves itself for
+/// `shelveFor` (ISA-18.2's chattering alarm); `flips: 0` turns it off.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ChatterConfig {
+    pub flips: usize,
+    pub within: GoDuration,
+    pub shelve_for: GoDuration,
+}
+
+impl Default for ChatterConfig {
+    fn default() -> Self {
+        Self {
+            flips: 3,
+            within: GoDuration::from_secs(60),
+            shelve_for: GoDuration::from_secs(15 * 60),
+        }
+    }
 }
 
 impl Default for AlertingConfig {
@@ -490,6 +513,8 @@ impl Default for AlertingConfig {
         Self {
             storm_threshold: 5,
             storm_window: GoDuration::from_secs(120),
+            max_shelve: GoDuration::from_secs(8 * 3600),
+            chatter: ChatterConfig::default(),
         }
     }
 }
@@ -716,6 +741,16 @@ impl Config {
         }
         if self.alerting.storm_window.0.is_zero() {
             p.push("alerting.stormWindow: must be positive".into());
+        }
+        if self.alerting.max_shelve.0.is_zero() {
+            p.push("alerting.maxShelve: must be positive".into());
+        }
+        let chatter = &self.alerting.chatter;
+        if chatter.flips > 1000 {
+            p.push("alerting.chatter.flips: at most 1000".into());
+        }
+        if chatter.flips > 0 && (chatter.within.0.is_zero() || chatter.shelve_for.0.is_zero()) {
+            p.push("alerting.chatter: within and shelveFor must be positive".into());
         }
         let release_after = self.memory.release_after.0;
         if !release_after.is_zero() && release_after < Duration::from_secs(1) {

@@ -364,6 +364,7 @@ impl Worker for AlertEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::alert::Chatter;
     use crate::model::incident::Storm;
     use crate::runtime::SystemClock;
     use crate::runtime::dependencies::NoDependencies;
@@ -401,7 +402,15 @@ mod tests {
             store.clone(),
             clock.clone(),
             events.clone(),
-            storm,
+            crate::alerting::Noise {
+                storm,
+                max_shelve: Duration::from_secs(3600),
+                chatter: Chatter {
+                    flips: 3,
+                    within: Duration::from_secs(60),
+                    shelve_for: Duration::from_secs(900),
+                },
+            },
             Arc::new(NoDependencies),
         );
         let mut engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);

@@ -8,7 +8,7 @@
 
 use super::AlertError;
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertCause, AlertStatus, SuppressedBy, TransitionError};
+use crate::model::alert::{Alert, AlertCause, AlertStatus, Chatter, SuppressedBy, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::dependency::{Holds, ParentState, failed};
@@ -54,10 +54,12 @@ pub enum AlertMatch {
 pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
 
 /// What may hold an alert's page back, read before the transaction that decides: the
-/// silences and downtimes, and the objects' dependencies.
+/// silences and downtimes, the objects' dependencies, and the alert's own chatter.
 pub struct Suppressors {
     pub suppressed: Box<Suppressed>,
     pub dependencies: DependenciesOf,
+    /// When an alert chatters, and shelves itself.
+    pub chatter: Chatter,
 }
 
 /// `suppressedBy.kind` of an alert held back by a failed dependency.
@@ -70,12 +72,12 @@ const SUPPRESSED_RECHECK: std::time::Duration = std::time::Duration::from_secs(5
 /// Saves an alert with what its status implies for other rows, in the same transaction: a
 /// chain stops once the alert is no longer open, and its object's live state shows who
 /// acknowledged it (cleared again when it is not acknowledged). Every change to an alert is
-/// saved through here.
+/// saved through here. A shelved alert's chain stops too.
 pub(super) fn store_alert(tx: &Tx, a: &Alert) -> Result<(), StoreError> {
     tx.save_alert(a)?;
     // Only an alert with a policy is ever armed (`arm_escalation`), and a policy is not taken
     // off an alert: one without has no timers to look for.
-    if a.status != AlertStatus::Open && a.escalation_policy.is_some() {
+    if (a.status != AlertStatus::Open || a.shelved.is_some()) && a.escalation_policy.is_some() {
         tx.disarm_escalation(a.id)?;
     }
     if let Some(object) = a.object_id {
@@ -95,7 +97,10 @@ pub(super) fn arm_escalation(
     base: Timestamp,
     now: Timestamp,
 ) -> Result<(), StoreError> {
-    if alert.escalation_policy.is_none() || alert.status != AlertStatus::Open {
+    if alert.escalation_policy.is_none()
+        || alert.status != AlertStatus::Open
+        || alert.shelved.is_some()
+    {
         return Ok(());
     }
     tx.disarm_escalation(alert.id)?;
@@ -317,16 +322,27 @@ fn correlate_storm(
         resolved_at: None,
         version: 0,
     });
+    let fresh = incident.alert_ids.is_empty();
     for a in &sharing {
         if !incident.alert_ids.contains(&a.id) {
             incident.alert_ids.push(a.id);
         }
     }
     if incident.created_by == "correlation" {
-        incident.title = format!(
-            "Alarm storm: {} alerts sharing {cluster}",
-            incident.alert_ids.len()
-        );
+        // The storm's labels are those all its alerts share, so a later storm that joins it
+        // (through one pair) does not keep the title of another site.
+        let mut shared = match fresh {
+            true => sharing
+                .first()
+                .map(|a| a.labels.clone())
+                .unwrap_or_default(),
+            false => incident.labels.clone(),
+        };
+        for a in &sharing {
+            shared.retain(|k, v| a.labels.get(k) == Some(v));
+        }
+        incident.labels = shared;
+        incident.title = storm_title(incident.alert_ids.len(), &incident.labels);
     }
     incident.updated_at = now;
     incident.version += 1;
@@ -340,6 +356,15 @@ fn correlate_storm(
         tx.set_storm_incident(tenant, &cluster, incident.id)?;
     }
     Ok(Some(incident.storm_event(&cluster)))
+}
+
+/// "Alarm storm: 12 alerts sharing site=north, zone=b" (or no labels, when they share none).
+fn storm_title(count: usize, labels: &std::collections::BTreeMap<String, String>) -> String {
+    let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    match pairs.is_empty() {
+        true => format!("Alarm storm: {count} alerts"),
+        false => format!("Alarm storm: {count} alerts sharing {}", pairs.join(", ")),
+    }
 }
 
 /// The "no event" alerts of heartbeat rules whose source has been silent longer than
@@ -537,16 +562,32 @@ fn without_idle_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMat
         .collect())
 }
 
-/// What follows a rule's alert opening: its topology cause (then it does not page on its own),
-/// else a silence or downtime covering it (`suppressed`), either as a `suppressed`
-/// notification event; else its escalation; then alarm-storm correlation.
+/// What follows a rule's alert opening: whether it pages (`hold_or_page`), then alarm-storm
+/// correlation and the rule's incident.
 fn opened(
     tx: &Tx,
-    mut alert: Alert,
+    alert: Alert,
     now: Timestamp,
     storm: Storm,
     by: &Suppressors,
 ) -> Result<Vec<EventDraft>, StoreError> {
+    let base = alert.opened_at;
+    let (alert, mut events) = hold_or_page(tx, alert, base, now, by)?;
+    events.extend(correlate_storm(tx, &alert, now, storm)?);
+    events.extend(rule_incident(tx, &alert, now)?);
+    Ok(events)
+}
+
+/// An alert opening (or reopening) pages, its chain's steps counted from `base`, unless its
+/// topology cause holds it back (then it does not page on its own) or a silence or downtime
+/// covers it (`suppressed`), either written as a `suppressed` notification event.
+fn hold_or_page(
+    tx: &Tx,
+    mut alert: Alert,
+    base: Timestamp,
+    now: Timestamp,
+    by: &Suppressors,
+) -> Result<(Alert, Vec<EventDraft>), StoreError> {
     let mut events = Vec::new();
     let reason = match topology_cause(tx, alert.tenant_id, alert.object_id, &by.dependencies)? {
         Some((cause, held)) => {
@@ -566,11 +607,48 @@ fn opened(
                 tx.hold_suppressed(alert.tenant_id, alert.id)?;
             }
         }
-        None => arm_escalation(tx, &alert, alert.opened_at, now)?,
+        None => arm_escalation(tx, &alert, base, now)?,
     }
-    events.extend(correlate_storm(tx, &alert, now, storm)?);
-    events.extend(rule_incident(tx, &alert, now)?);
-    Ok(events)
+    Ok((alert, events))
+}
+
+/// What the source of an alert firing again after a recent clear continues (chatter watched).
+enum Refire {
+    /// The cleared alert's chatter shelf still held: it opened again, still shelved.
+    Reopened(Box<Alert>, Vec<EventDraft>),
+    /// A new alert opens, and takes over these changes of its key's last alert.
+    New(Vec<Timestamp>),
+}
+
+/// The source of `new` fired again: if the alert last holding its key cleared within
+/// `chatter.within`, its changes count toward the new alert's chatter; while its chatter shelf
+/// holds, it reopens instead, refreshed and still shelved.
+fn refire(
+    tx: &Tx,
+    new: &Alert,
+    event: Uuid,
+    now: Timestamp,
+    by: &Suppressors,
+) -> Result<Refire, StoreError> {
+    if by.chatter.flips == 0 || tx.active_alert(new.tenant_id, &new.dedup_key)?.is_some() {
+        return Ok(Refire::New(Vec::new()));
+    }
+    let Some(mut alert) = tx.recently_cleared_alert(new.tenant_id, &new.dedup_key)? else {
+        return Ok(Refire::New(Vec::new()));
+    };
+    let Some(reopened) = alert.reopen(now, &by.chatter) else {
+        let flips = alert.hand_over_flips(now, &by.chatter);
+        store_alert(tx, &alert)?;
+        return Ok(Refire::New(flips));
+    };
+    alert.refresh(new.severity, new.title.clone(), new.payload.clone());
+    alert.remember(event);
+    store_alert(tx, &alert)?;
+    let (alert, events) = hold_or_page(tx, alert, now, now, by)?;
+    Ok(Refire::Reopened(
+        Box::new(alert),
+        [reopened].into_iter().chain(events).collect(),
+    ))
 }
 
 /// A rule with `incident: true` puts its new alert into an incident (unless correlation did):
@@ -686,10 +764,24 @@ pub async fn apply_matches(
                         hold(tx, *alert, event, now.plus(wait))?;
                     }
                     AlertMatch::Fire { alert, event, .. } => {
-                        let (alert, _, opened_event) = fire(tx, *alert, Some(event), None)?;
+                        let flips = match refire(tx, &alert, event, now, &by)? {
+                            Refire::Reopened(reopened, more) => {
+                                events.extend(more);
+                                events.extend(evaluate_group(tx, &reopened, now)?);
+                                continue;
+                            }
+                            Refire::New(flips) => flips,
+                        };
+                        let (mut alert, _, opened_event) = fire(tx, *alert, Some(event), None)?;
                         events.extend(evaluate_group(tx, &alert, now)?);
                         if let Some(e) = opened_event {
                             events.push(e);
+                            if !flips.is_empty() {
+                                alert.flips = flips;
+                                alert.flip(now, &by.chatter);
+                                events.extend(alert.chatter_shelf(now, &by.chatter));
+                                store_alert(tx, &alert)?;
+                            }
                             events.extend(opened(tx, alert, now, storm, &by)?);
                         }
                     }
@@ -714,7 +806,7 @@ pub async fn apply_matches(
                         tx.drop_pending_alert(tenant, &dedup_key)?;
                         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
                             held.remember(event);
-                            events.push(held.resolve(now).map_err(inconsistent)?);
+                            events.extend(held.clear(now, &by.chatter).map_err(inconsistent)?);
                             store_alert(tx, &held)?;
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
@@ -735,14 +827,19 @@ pub async fn raise_alarm(
     alert: Alert,
     audit: AuditDraft,
     via: &'static str,
+    storm: Storm,
 ) -> Result<(Alert, bool), StoreError> {
     store
         .transact(move |tx| -> TxResult<_> {
             let (alert, fresh, event) = fire(tx, alert, None, Some(via))?;
+            let mut events: Vec<EventDraft> = event.into_iter().collect();
             if fresh {
                 arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
+                // A manual alarm counts toward a storm as a rule's alert does.
+                events.extend(correlate_storm(tx, &alert, alert.opened_at, storm)?);
             }
-            tx.record([audit.after(&alert)], event.into_iter().collect())?;
+            let alert = tx.alert(alert.tenant_id, alert.id)?.unwrap_or(alert);
+            tx.record([audit.after(&alert)], events)?;
             Ok(Wrote::Changed((alert, fresh)))
         })
         .await
@@ -763,6 +860,11 @@ pub async fn transition(
             let mut new = old.clone();
             let event = change(&mut new)?;
             store_alert(tx, &new)?;
+            if old.shelved.is_some() && new.shelved.is_none() {
+                // Off the shelf and still open: it pages again, from the first step.
+                let now = tx.now();
+                arm_escalation(tx, &new, now, now)?;
+            }
             tx.record([audit.before(&old).after(&new)], vec![event])?;
             Ok(Wrote::Changed(new))
         })
@@ -794,7 +896,38 @@ pub async fn run_timers(
                         events.push(woken);
                     } else if alert.expire(timer.at) {
                         store_alert(tx, &alert)?;
+                    } else {
+                        let shelf = alert.shelf_due(timer.at);
+                        let lapsed = !alert.status.is_active()
+                            && alert.refire_until.is_some_and(|u| u <= timer.at);
+                        if lapsed {
+                            alert.refire_until = None;
+                        }
+                        if shelf.is_some() || lapsed {
+                            store_alert(tx, &alert)?;
+                        }
+                        if let Some(shelf) = shelf {
+                            if alert.shelved.is_none() {
+                                arm_escalation(tx, &alert, now, now)?;
+                            }
+                            events.push(shelf);
+                        }
                     }
+                } else if let Some(mut silence) = tx.silence(timer.tenant, timer.alert)? {
+                    let (copy, mut failed) = (silence.clone(), None);
+                    let told = silence.due(timer.at, |since| {
+                        super::suppression::matched_since(tx, &copy, since).unwrap_or_else(|e| {
+                            failed = Some(e);
+                            true
+                        })
+                    });
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
+                    if silence != copy {
+                        tx.save_silence(&silence)?;
+                    }
+                    events.extend(told);
                 }
             }
             for (tenant, id) in tx.suppressed_alerts()? {
@@ -887,6 +1020,11 @@ mod tests {
         Suppressors {
             suppressed: Box::new(|_, _| None),
             dependencies: crate::runtime::dependencies::no_dependencies(),
+            chatter: Chatter {
+                flips: 3,
+                within: Duration::from_secs(60),
+                shelve_for: Duration::from_secs(900),
+            },
         }
     }
 
@@ -978,6 +1116,142 @@ mod tests {
         }
     }
 
+    /// A timed shelf stops the chain, warns its shelver 15 minutes before it ends (once) and,
+    /// when it ends, the alert pages again from the first step.
+    #[tokio::test]
+    async fn a_timed_shelf_warns_before_it_ends_and_then_the_alert_pages_again() {
+        use crate::model::alert::{Shelf, ShelveMode};
+        let rig = rig();
+        let alert = Alert {
+            escalation_policy: Some("page".into()),
+            ..rig.alert("pump", &[])
+        };
+        rig.fire(alert, None).await;
+        let id = rig.active("pump").await.unwrap().id;
+        let armed = move |tx: &Tx| Ok(tx.escalation_timer(id, 0)?.is_some());
+        assert!(
+            rig.read(armed).await,
+            "an open alert with a policy is armed"
+        );
+        let until = rig.clock.now().plus(Duration::from_secs(3600));
+        let shelf = Shelf {
+            mode: ShelveMode::Timed,
+            until: Some(until),
+            reason: "pump maintenance".into(),
+            by: "ops".into(),
+            user_id: None,
+            at: rig.clock.now(),
+            warned: false,
+        };
+        let audit = AuditDraft::new(
+            rig.clock.now(),
+            rig.tenant,
+            &Actor::system("test"),
+            "alert.shelve",
+            format!("alert/{id}"),
+        );
+        transition(&rig.store, rig.tenant, id, move |a| a.shelve(shelf), audit)
+            .await
+            .unwrap();
+        assert!(!rig.read(armed).await, "a shelved alert does not page");
+        let warning = crate::model::alert::shelf_warning_at(until);
+        assert_eq!(rig.timers().await, Some(warning));
+        rig.clock.advance(Duration::from_secs(45 * 60));
+        assert_eq!(rig.timers().await, Some(until), "warned; the end is next");
+        let shelved = rig.active("pump").await.unwrap().shelved.unwrap();
+        assert!(shelved.warned);
+        assert!(!rig.read(armed).await);
+        rig.clock.advance(Duration::from_secs(15 * 60));
+        rig.timers().await;
+        let back = rig.active("pump").await.unwrap();
+        assert!(back.shelved.is_none());
+        assert!(rig.read(armed).await, "off the shelf it pages again");
+    }
+
+    /// A source that flips 20 times in under two minutes opens three alerts: the fourth change
+    /// within a minute shelves the third, which then holds every change (no page while it
+    /// chatters, clears included), and when the shelf ends with the source firing it pages.
+    #[tokio::test]
+    async fn a_chattering_alert_shelves_itself_and_pages_when_its_shelf_ends() {
+        use crate::model::alert::ShelveMode;
+        let rig = rig();
+        let start = rig.clock.now();
+        let pump = || Alert {
+            escalation_policy: Some("page".into()),
+            ..rig.alert("pump", &[])
+        };
+        rig.fire(pump(), None).await;
+        let id = rig.active("pump").await.unwrap().id;
+        let armed = move |tx: &Tx| Ok(tx.escalation_timer(id, 0)?.is_some());
+        assert!(rig.read(armed).await);
+        for flip in 0..20 {
+            rig.clock.advance(Duration::from_secs(5));
+            if flip % 2 == 0 {
+                rig.clear("pump").await;
+            } else {
+                rig.fire(pump(), None).await;
+            }
+        }
+        let tenant = rig.tenant;
+        let all = rig.read(move |tx| tx.alerts_since(tenant, start)).await;
+        assert_eq!(all.len(), 3, "{all:?}");
+        let alert = rig.active("pump").await.expect("the last change fired");
+        assert_ne!(alert.id, id);
+        assert!(alert.flips.len() > 3, "its changes: {:?}", alert.flips);
+        let id = alert.id;
+        let armed = move |tx: &Tx| Ok(tx.escalation_timer(id, 0)?.is_some());
+        let shelf = alert.shelved.expect("chattering shelves it");
+        assert_eq!(shelf.mode, ShelveMode::Chatter);
+        assert!(shelf.reason.starts_with("chattering"), "{}", shelf.reason);
+        assert!(!rig.read(armed).await, "a chattering alert does not page");
+        let until = shelf.until.unwrap();
+        assert_eq!(until, shelf.at.plus(Duration::from_secs(900)));
+        rig.clock.advance(Duration::from_secs(900));
+        rig.timers().await;
+        let back = rig.active("pump").await.unwrap();
+        assert!(back.shelved.is_none(), "the shelf ended");
+        assert!(rig.read(armed).await, "still firing, it pages again");
+    }
+
+    /// A chatter shelf outlives a clear: the alert resolved while shelved reopens still
+    /// shelved, and once the shelf and the reopening window have passed, a new firing is a new
+    /// alert.
+    #[tokio::test]
+    async fn a_chatter_shelf_holds_through_a_clear_and_then_lapses() {
+        let rig = rig();
+        for flip in 0..5 {
+            rig.clock.advance(Duration::from_secs(5));
+            if flip % 2 == 0 {
+                rig.fire(rig.alert("fan", &[]), None).await;
+            } else {
+                rig.clear("fan").await;
+            }
+        }
+        let first = rig.active("fan").await.unwrap();
+        assert!(first.shelved.is_some(), "five changes in 25 s chatter");
+        rig.clock.advance(Duration::from_secs(5));
+        rig.clear("fan").await;
+        assert!(rig.active("fan").await.is_none());
+        let (tenant, id) = (rig.tenant, first.id);
+        let resolved = rig.read(move |tx| tx.alert(tenant, id)).await.unwrap();
+        assert!(
+            resolved.shelved.is_some(),
+            "resolved, still on its chatter shelf"
+        );
+        rig.clock.advance(Duration::from_secs(5));
+        rig.fire(rig.alert("fan", &[]), None).await;
+        let again = rig.active("fan").await.unwrap();
+        assert_eq!(again.id, first.id, "reopened while the shelf holds");
+        assert!(again.shelved.is_some());
+        rig.clear("fan").await;
+        rig.clock.advance(Duration::from_secs(901));
+        rig.timers().await;
+        let ended = rig.read(move |tx| tx.alert(tenant, id)).await.unwrap();
+        assert!(ended.shelved.is_none() && ended.refire_until.is_none());
+        rig.fire(rig.alert("fan", &[]), None).await;
+        assert_ne!(rig.active("fan").await.unwrap().id, first.id, "a new alert");
+    }
+
     #[test]
     fn aggregates_count_and_summarise_the_values() {
         let v = || vec![3.0, 1.0, 4.0, 2.0];
@@ -1039,6 +1313,31 @@ mod tests {
         rig.clock.advance(Duration::from_secs(120));
         rig.fire(rig.alert("e", &[("site", "north")]), None).await;
         assert!(rig.active("e").await.unwrap().incident_id.is_none());
+    }
+
+    /// A storm's incident is titled and labelled by what all its alerts share: a later alert
+    /// of another site joining through a pair they share takes the site out of both.
+    #[tokio::test]
+    async fn a_storm_incident_follows_the_labels_its_alerts_share() {
+        let rig = rig();
+        for key in ["a", "b", "c"] {
+            rig.fire(rig.alert(key, &[("site", "north"), ("kind", "pump")]), None)
+                .await;
+        }
+        let incident = rig.active("c").await.unwrap().incident_id.unwrap();
+        let tenant = rig.tenant;
+        let read = move |tx: &Tx| tx.incident(tenant, incident);
+        let i = rig.read(read).await.unwrap();
+        assert_eq!(
+            i.title,
+            "Alarm storm: 3 alerts sharing kind=pump, site=north"
+        );
+        rig.fire(rig.alert("d", &[("site", "south"), ("kind", "pump")]), None)
+            .await;
+        assert_eq!(rig.active("d").await.unwrap().incident_id, Some(incident));
+        let i = rig.read(read).await.unwrap();
+        assert_eq!(i.title, "Alarm storm: 4 alerts sharing kind=pump");
+        assert_eq!(i.labels.len(), 1);
     }
 
     /// A `pendingFor` match opens nothing until the condition has held that long; the timers

@@ -20,7 +20,10 @@ const TIMERS_RETRY: Duration = Duration::from_secs(5);
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::alert::{Alert, AlertFilter, MANUAL_RULE, ManualAlarm, SnoozeRequest};
+use crate::model::alert::{
+    Alert, AlertFilter, Chatter, MANUAL_RULE, ManualAlarm, Shelf, ShelveMode, ShelveRequest,
+    SnoozeRequest,
+};
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
@@ -78,12 +81,22 @@ fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
     })
 }
 
+/// How alerts are kept from paging too much: alarm storms gathered into an incident, the
+/// longest a person may shelve an alert, chatter shelving itself (`alerting` in the
+/// configuration).
+#[derive(Clone, Copy, Debug)]
+pub struct Noise {
+    pub storm: Storm,
+    pub max_shelve: Duration,
+    pub chatter: Chatter,
+}
+
 pub struct Alerting {
     store: Arc<Store>,
     clock: SharedClock,
     /// The stored events, for testing rules against history.
     history: Arc<Events>,
-    storm: Storm,
+    noise: Noise,
     /// Wakes the alert timers: the application has the store notify it after commits that
     /// may bring a timer forward (`Change::AlertTimers`, `Change::Catalog`).
     timers_wake: Arc<tokio::sync::Notify>,
@@ -98,14 +111,14 @@ impl Alerting {
         store: Arc<Store>,
         clock: SharedClock,
         history: Arc<Events>,
-        storm: Storm,
+        noise: Noise,
         dependencies: Arc<dyn ObjectDependencies>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             clock,
             history,
-            storm,
+            noise,
             timers_wake: Arc::default(),
             dependencies,
             pages_held: AtomicBool::new(false),
@@ -129,12 +142,13 @@ impl Alerting {
         Ok(lifecycle::Suppressors {
             suppressed: Box::new(move |a, host| suppressions.reason(a, host)),
             dependencies: self.dependencies.dependencies().await,
+            chatter: self.noise.chatter,
         })
     }
 
     /// Alarm-storm correlation settings.
     pub fn storm(&self) -> Storm {
-        self.storm
+        self.noise.storm
     }
 
     fn audit(&self, p: &Principal, actor: &Actor, action: &str, id: Uuid) -> AuditDraft {
@@ -288,7 +302,8 @@ impl Alerting {
             ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
-        let (alert, opened) = lifecycle::raise_alarm(&self.store, alert, audit, via).await?;
+        let (alert, opened) =
+            lifecycle::raise_alarm(&self.store, alert, audit, via, self.noise.storm).await?;
         Ok((alert, opened))
     }
 
@@ -310,6 +325,81 @@ impl Alerting {
         )
         .await?;
         Ok(alert)
+    }
+
+    /// `:shelve` (OPC UA Part 9 `TimedShelve`/`OneShotShelve`): the alert stops paging until
+    /// the shelf ends, at its time (at most `maxShelve` away) or when the alert clears.
+    pub async fn shelve(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        req: ShelveRequest,
+    ) -> Result<Alert, AlertError> {
+        let now = self.clock.now();
+        let reason = req
+            .reason
+            .map(|r| r.trim().to_string())
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| invalid("reason", "a shelf needs a reason"))?;
+        if reason.chars().count() > 1000 {
+            return Err(invalid("reason", "at most 1000 characters"));
+        }
+        let (mode, until) = match req.mode.as_deref() {
+            Some("timed") => {
+                let d = req
+                    .duration
+                    .as_deref()
+                    .ok_or_else(|| invalid("duration", "a timed shelf needs a duration"))?
+                    .parse::<GoDuration>()
+                    .map_err(|_| invalid("duration", "duration must be like 2h"))?
+                    .0;
+                if d.is_zero() {
+                    return Err(invalid("duration", "duration must be positive"));
+                }
+                if d > self.noise.max_shelve {
+                    return Err(invalid(
+                        "duration",
+                        format!(
+                            "at most {} (alerting.maxShelve)",
+                            GoDuration(self.noise.max_shelve)
+                        ),
+                    ));
+                }
+                (ShelveMode::Timed, Some(now.plus(d)))
+            }
+            Some("oneShot") if req.duration.is_none() => (ShelveMode::OneShot, None),
+            Some("oneShot") => {
+                return Err(invalid(
+                    "duration",
+                    "a one-shot shelf ends when the alert clears, not after a duration",
+                ));
+            }
+            _ => return Err(invalid("mode", "mode must be timed or oneShot")),
+        };
+        let shelf = Shelf {
+            mode,
+            until,
+            reason,
+            by: p.name.clone(),
+            user_id: p.user,
+            at: now,
+            warned: false,
+        };
+        let audit = self.audit(p, actor, "alert.shelve", id);
+        lifecycle::transition(&self.store, p.tenant, id, move |a| a.shelve(shelf), audit).await
+    }
+
+    /// `:unshelve`: the alert pages again (from the first step) if it is still open.
+    pub async fn unshelve(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+    ) -> Result<Alert, AlertError> {
+        let by = p.name.clone();
+        let audit = self.audit(p, actor, "alert.unshelve", id);
+        lifecycle::transition(&self.store, p.tenant, id, move |a| a.unshelve(&by), audit).await
     }
 
     /// `:snooze` (CONTRACT 3): `until` (in the future) or `duration` from now.
@@ -357,7 +447,8 @@ impl Alerting {
         let tenants = self.store.tenants().await?.into_iter().map(|t| t.id);
         let suppressors = self.suppressors(tenants).await?;
         let (timers, held) =
-            lifecycle::run_timers(&self.store, self.clock.now(), self.storm, suppressors).await?;
+            lifecycle::run_timers(&self.store, self.clock.now(), self.noise.storm, suppressors)
+                .await?;
         self.pages_held.store(held, Ordering::Relaxed);
         Ok(match (downtimes, timers) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -14,7 +14,7 @@ use crate::model::suppression::{
 };
 use crate::model::{GoDuration, Timestamp};
 use crate::store::suppressions::IdempotentAnswer;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, Tx};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -92,6 +92,21 @@ impl SilenceMatcher {
             || self.text.as_ref().is_some_and(|r| r.is_match(&alert.title));
         labels && text
     }
+}
+
+/// Whether `silence` matched an alert since `since`: one active now, or one opened since.
+pub(super) fn matched_since(
+    tx: &Tx,
+    silence: &Silence,
+    since: Timestamp,
+) -> Result<bool, StoreError> {
+    let matcher = SilenceMatcher::new(silence.clone());
+    let tenant = silence.tenant_id;
+    Ok(tx.active_alerts(tenant)?.iter().any(|a| matcher.matches(a))
+        || tx
+            .alerts_since(tenant, since)?
+            .iter()
+            .any(|a| matcher.matches(a)))
 }
 
 /// What the active silences and downtimes of a tenant suppress, read once per batch.
@@ -266,6 +281,19 @@ impl Alerting {
                 "a silence needs a selector or a textRegex: without either it would mute every alert of the tenant",
             ));
         }
+        let expire_when_unmatched_for = match body.expire_when_unmatched_for.as_deref() {
+            None => None,
+            Some(raw) => match raw.parse::<GoDuration>() {
+                Ok(d) if !d.0.is_zero() => Some(d),
+                _ => {
+                    return Err(invalid(
+                        "expireWhenUnmatchedFor",
+                        "expireWhenUnmatchedFor must be a positive duration like 2h",
+                    ));
+                }
+            },
+        };
+        let started = starts_at <= now;
         let silence = Silence {
             id: self.clock.new_id(),
             tenant_id: p.tenant,
@@ -277,13 +305,22 @@ impl Alerting {
             created_at: now,
             created_by: p.name.clone(),
             version: 1,
+            user_id: p.user,
+            expire_when_unmatched_for,
+            last_matched_at: None,
+            told: if started {
+                vec!["started".into()]
+            } else {
+                Vec::new()
+            },
         };
         let audit = self.suppression_audit(p, actor, "silence.create", silence.id);
         let silence = self
             .store
             .transact(move |tx| -> TxResult<_> {
                 tx.save_silence(&silence)?;
-                tx.record([audit.after(&silence)], vec![silence.event()])?;
+                let action = if started { "started" } else { "created" };
+                tx.record([audit.after(&silence)], vec![silence.event(action)])?;
                 Ok(Wrote::Changed(silence))
             })
             .await?;
@@ -549,6 +586,10 @@ mod tests {
             created_at: now,
             created_by: "test".into(),
             version: 1,
+            user_id: None,
+            expire_when_unmatched_for: None,
+            last_matched_at: None,
+            told: Vec::new(),
         };
         let alert = Alert {
             labels: [("site".to_string(), "north".to_string())].into(),

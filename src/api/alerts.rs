@@ -9,7 +9,7 @@ use super::router::Route;
 use crate::alerting::rules::RuleTest;
 use crate::model::Timestamp;
 use crate::model::alert::{
-    AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, SnoozeRequest,
+    AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, ShelveRequest, SnoozeRequest,
 };
 use axum::Json;
 use axum::extract::State;
@@ -64,6 +64,18 @@ pub fn routes() -> Vec<Route> {
             "`{until}` (RFC 3339, in the future, else 422 `svc:validation/until`) or `{duration}` (`30m`). From `open` or `acked`: the alert becomes `acked` with `snoozedUntil` and an `ack` event whose comment states the wake time. At expiry (to the millisecond; CONTRACT 3 allows 5 s) it is `open` again with an `escalation` event, comment \"snooze expired — alarm re-armed\".",
         )
             .body::<SnoozeRequest>().ok::<Alert>(),
+        Route::post("/api/v1/alerts/{id}:shelve", shelve).permission("alerts:ack").tool("alert_shelve", "Shelve an alert: it does not page until the shelf ends (timed, or oneShot: until it clears).", &[("id", "string", "the alert's id"), ("mode", "string", "timed or oneShot"), ("duration", "string", "for timed, e.g. 2h"), ("reason", "string", "why")]).doc(
+            "alerts",
+            "Shelve an alert",
+            "`{mode: timed|oneShot, duration?, reason}` (OPC UA Part 9 `TimedShelve`/`OneShotShelve`). From `open` or `acked` (else 404 `svc:not-found`); the status is kept and the alert shows `shelved {mode, until?, reason, by, at}`. While shelved it does not page: its escalation stops. A `timed` shelf needs `duration`, at most `alerting.maxShelve` (default 8h; beyond, or none, 422 `svc:validation/duration`) and ends at `until`; 15 minutes before, a `shelve` event with `action: expiring` names the shelver. A `oneShot` shelf (no `duration`) ends when the alert clears. `reason` is required (422 `svc:validation/reason`), `mode` must be one of the two (422 `svc:validation/mode`). Shelving a shelved alert replaces its shelf. Writes a `shelve` event (`action: shelved`) and the audit entry `alert.shelve`.",
+        )
+            .body::<ShelveRequest>().ok::<Alert>(),
+        Route::post("/api/v1/alerts/{id}:unshelve", unshelve).permission("alerts:ack").tool("alert_unshelve", "Take an alert off its shelf: it pages again if still open.", &[("id", "string", "the alert's id")]).doc(
+            "alerts",
+            "Unshelve an alert",
+            "Ends the alert's shelf now: if it is still `open`, its escalation starts again from the first step. An alert not shelved, resolved or expired is 404 `svc:not-found`. Writes a `shelve` event (`action: unshelved`) and the audit entry `alert.unshelve`; a timed shelf that runs out does the same by itself, `by: shelf expired`.",
+        )
+            .no_body().ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").tool("alert_resolve", "Resolve an open or acknowledged alert.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Resolve an alert",
@@ -202,6 +214,31 @@ async fn snooze(
     let alert = st
         .alerting
         .snooze(&c.principal, &c.actor, path_id(&id)?, body)
+        .await?;
+    Ok(Json(alert))
+}
+
+async fn shelve(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<ShelveRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let alert = st
+        .alerting
+        .shelve(&c.principal, &c.actor, path_id(&id)?, body)
+        .await?;
+    Ok(Json(alert))
+}
+
+async fn unshelve(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    let alert = st
+        .alerting
+        .unshelve(&c.principal, &c.actor, path_id(&id)?)
         .await?;
     Ok(Json(alert))
 }

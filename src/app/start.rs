@@ -8,7 +8,7 @@ use super::{
     WORKER_RESTART_DELAY, Watchdog, backing, confinement, crypto_policy, hardware, master_key,
     open_events, open_store, server, stop_signal, tls, took_lead,
 };
-use crate::alerting::{AlertEngine, AlertTimers, Alerting};
+use crate::alerting::{AlertEngine, AlertTimers, Alerting, Noise};
 use crate::api::{AppContext, build_router};
 use crate::auth::{Auth, LastUsedWorker, SessionPurgeWorker};
 use crate::config::Config;
@@ -19,6 +19,7 @@ use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
+use crate::model::alert::Chatter;
 use crate::model::incident::Storm;
 use crate::monitor::business::BusinessServices;
 use crate::monitor::catalog::Catalog;
@@ -29,6 +30,7 @@ use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
+use crate::notify::notices::Notices;
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
@@ -366,7 +368,15 @@ impl Core {
             store.clone(),
             clock.clone(),
             events.clone(),
-            storm,
+            Noise {
+                storm,
+                max_shelve: config.alerting.max_shelve.0,
+                chatter: Chatter {
+                    flips: config.alerting.chatter.flips,
+                    within: config.alerting.chatter.within.0,
+                    shelve_for: config.alerting.chatter.shelve_for.0,
+                },
+            },
             catalog.clone(),
         );
         let alert_timers = AlertTimers(alerting.clone());
@@ -556,6 +566,7 @@ impl Core {
         supervisor.spawn(courier);
         supervisor.spawn(self.led(Handoffs::new(notify.clone())));
         supervisor.spawn(self.led(WebhookDispatcher::new(notify.clone(), events.clone())));
+        supervisor.spawn(self.led(Notices::new(notify.clone(), events.clone())));
         Ok(notify)
     }
 }

@@ -92,6 +92,7 @@ pub(super) async fn silence(
         text_regex: None,
         starts_at: Some(start),
         expires_at: Some(end),
+        expire_when_unmatched_for: None,
     };
     let v = c
         .json(Method::POST, "/api/v1/silences", body(&request)?)

@@ -108,7 +108,28 @@ pub struct Alert {
     /// Shelved (OPC UA Part 9): the alert does not page until the shelf ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shelved: Option<Shelf>,
+    /// When its source last changed between firing and clear, within `chatter.within`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flips: Vec<Timestamp>,
+    /// Until when its source firing again counts toward this resolved alert's chatter
+    /// (`chatter.within` after it cleared): the new alert takes its flips over, or, while its
+    /// chatter shelf holds, this alert reopens, still shelved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refire_until: Option<Timestamp>,
 }
+
+/// Chatter (ISA-18.2): an alert whose source changes more than `flips` times within `within`
+/// is shelved for `shelve_for`.
+#[derive(Clone, Copy, Debug)]
+pub struct Chatter {
+    /// 0: chatter is not watched.
+    pub flips: usize,
+    pub within: std::time::Duration,
+    pub shelve_for: std::time::Duration,
+}
+
+/// `shelved.by` of a chatter shelf.
+pub const CHATTER_SHELVER: &str = "chatter";
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -135,6 +156,8 @@ pub struct SuppressedBy {
 pub enum ShelveMode {
     Timed,
     OneShot,
+    /// Shelved by the service because its source chatters; ends at `until` like `timed`.
+    Chatter,
 }
 
 /// A shelved alert's shelf.
@@ -147,6 +170,9 @@ pub struct Shelf {
     pub until: Option<Timestamp>,
     pub reason: String,
     pub by: String,
+    /// The shelver's user, told before a timed shelf ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<Uuid>,
     pub at: Timestamp,
     /// The shelver was told it is about to end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -170,6 +196,32 @@ pub enum TransitionError {
     NotOpen(AlertStatus),
     #[error("alert is already {0:?}")]
     Closed(AlertStatus),
+    #[error("alert is not shelved")]
+    NotShelved,
+}
+
+/// How long before a timed shelf ends its shelver is warned.
+pub const SHELF_WARNING: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// When the shelver of a shelf ending at `until` is warned.
+pub fn shelf_warning_at(until: Timestamp) -> Timestamp {
+    let ms = i64::try_from(SHELF_WARNING.as_millis()).unwrap_or(i64::MAX);
+    Timestamp::from_millis(until.as_millis().saturating_sub(ms)).unwrap_or(until)
+}
+
+/// `:shelve` body.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShelveRequest {
+    /// `timed` (ends after `duration`) or `oneShot` (ends when the alert's source clears).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// For `timed`: how long (`2h`), at most `alerting.maxShelve`.
+    #[serde(default)]
+    pub duration: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 impl Alert {
@@ -208,6 +260,8 @@ impl Alert {
             suppressed_by: None,
             dependents: 0,
             shelved: None,
+            flips: Vec::new(),
+            refire_until: None,
         }
     }
 
@@ -291,6 +345,163 @@ impl Alert {
         ))
     }
 
+    /// Puts an active alert on a shelf (OPC UA Part 9): it does not page until the shelf ends.
+    /// A shelved alert may be shelved again (the new shelf replaces the old).
+    pub fn shelve(&mut self, shelf: Shelf) -> Result<EventDraft, TransitionError> {
+        if !self.status.is_active() {
+            return Err(TransitionError::Closed(self.status));
+        }
+        let payload = json!({
+            "alertId": self.id,
+            "action": "shelved",
+            "mode": shelf.mode,
+            "until": shelf.until,
+            "reason": shelf.reason,
+            "by": shelf.by,
+            "title": self.title,
+        });
+        self.shelved = Some(shelf);
+        Ok(self.event(EventType::Shelve, Severity::Info, payload))
+    }
+
+    /// Takes an alert off its shelf (`by` a person, or `shelf expired`).
+    pub fn unshelve(&mut self, by: &str) -> Result<EventDraft, TransitionError> {
+        if !self.status.is_active() {
+            return Err(TransitionError::Closed(self.status));
+        }
+        let shelf = self.shelved.take().ok_or(TransitionError::NotShelved)?;
+        Ok(self.unshelved(&shelf, by))
+    }
+
+    fn unshelved(&self, shelf: &Shelf, by: &str) -> EventDraft {
+        self.event(
+            EventType::Shelve,
+            Severity::Info,
+            json!({
+                "alertId": self.id,
+                "action": "unshelved",
+                "mode": shelf.mode,
+                "by": by,
+                "shelvedBy": shelf.by,
+                "status": self.status,
+                "title": self.title,
+            }),
+        )
+    }
+
+    /// A shelf's timer at `due`: the shelf ends once its time has come (an open alert pages
+    /// again; a resolved one's chatter shelf just ends), and `SHELF_WARNING` before a person's
+    /// timed shelf ends its shelver is warned, once.
+    pub fn shelf_due(&mut self, due: Timestamp) -> Option<EventDraft> {
+        let shelf = self.shelved.as_mut()?;
+        let until = shelf.until?;
+        if until <= due {
+            let shelf = self.shelved.take()?;
+            return Some(self.unshelved(&shelf, "shelf expired"));
+        }
+        if shelf.warned
+            || shelf.mode != ShelveMode::Timed
+            || !self.status.is_active()
+            || shelf_warning_at(until) > due
+        {
+            return None;
+        }
+        shelf.warned = true;
+        let payload = json!({
+            "alertId": self.id,
+            "action": "expiring",
+            "until": until,
+            "by": shelf.by,
+            "userId": shelf.user_id,
+            "title": self.title,
+        });
+        Some(self.event(EventType::Shelve, Severity::Info, payload))
+    }
+
+    /// Its source changed (cleared, or fired again) at `now`: counted toward chatter, the
+    /// changes older than `chatter.within` forgotten.
+    pub fn flip(&mut self, now: Timestamp, chatter: &Chatter) {
+        if chatter.flips == 0 {
+            return;
+        }
+        self.flips.retain(|t| t.plus(chatter.within) > now);
+        self.flips.push(now);
+    }
+
+    /// Its source cleared at `now`: resolved (a chatter shelf first if the change makes it
+    /// chatter); with chatter watched, its source firing again within `chatter.within`, or
+    /// before its chatter shelf ends, still counts toward its chatter.
+    pub fn clear(
+        &mut self,
+        now: Timestamp,
+        chatter: &Chatter,
+    ) -> Result<Vec<EventDraft>, TransitionError> {
+        if !self.status.is_active() {
+            return Err(TransitionError::Closed(self.status));
+        }
+        let mut events = Vec::new();
+        self.flip(now, chatter);
+        events.extend(self.chatter_shelf(now, chatter));
+        events.push(self.resolve(now)?);
+        if chatter.flips > 0 {
+            let window = now.plus(chatter.within);
+            let shelf = self.shelved.as_ref().and_then(|s| s.until);
+            self.refire_until = Some(shelf.map_or(window, |s| s.max(window)));
+        }
+        Ok(events)
+    }
+
+    /// Its source fired again at `now` while its chatter shelf holds: open again, still
+    /// shelved, with an `alert_opened` event that says `reopened`.
+    pub fn reopen(&mut self, now: Timestamp, chatter: &Chatter) -> Option<EventDraft> {
+        let shelved = self.shelved.as_ref().is_some_and(|s| {
+            s.mode == ShelveMode::Chatter && s.until.is_some_and(|until| until > now)
+        });
+        if self.status != AlertStatus::Resolved || !shelved {
+            return None;
+        }
+        self.status = AlertStatus::Open;
+        self.resolved_at = None;
+        self.acked_at = None;
+        self.acked_by = None;
+        self.refire_until = None;
+        self.flip(now, chatter);
+        let mut event = self.opened(None);
+        event.payload["reopened"] = json!(true);
+        Some(event)
+    }
+
+    /// Its source fired again at `now` and opens a new alert: the changes it had within
+    /// `chatter.within` pass to that alert, and this one no longer counts.
+    pub fn hand_over_flips(&mut self, now: Timestamp, chatter: &Chatter) -> Vec<Timestamp> {
+        self.refire_until = None;
+        let mut flips = std::mem::take(&mut self.flips);
+        flips.retain(|t| t.plus(chatter.within) > now);
+        flips
+    }
+
+    /// More than `chatter.flips` changes within `chatter.within`: shelved for
+    /// `chatter.shelve_for` (unless a shelf holds it already), with its `shelve` event.
+    pub fn chatter_shelf(&mut self, now: Timestamp, chatter: &Chatter) -> Option<EventDraft> {
+        if chatter.flips == 0 || self.flips.len() <= chatter.flips || self.shelved.is_some() {
+            return None;
+        }
+        let shelf = Shelf {
+            mode: ShelveMode::Chatter,
+            until: Some(now.plus(chatter.shelve_for)),
+            reason: format!(
+                "chattering: {} state changes within {}",
+                self.flips.len(),
+                super::GoDuration(chatter.within)
+            ),
+            by: CHATTER_SHELVER.into(),
+            user_id: None,
+            at: now,
+            warned: false,
+        };
+        self.shelve(shelf).ok()
+    }
+
     /// An active alert past its `autoCloseAfter` becomes `expired`, with no event (SEMANTICS
     /// 3); `false` when it is not due by `due`.
     pub fn expire(&mut self, due: Timestamp) -> bool {
@@ -300,6 +511,7 @@ impl Alert {
         self.status = AlertStatus::Expired;
         self.resolved_at = Some(due);
         self.snoozed_until = None;
+        self.shelved = None;
         true
     }
 
@@ -318,6 +530,15 @@ impl Alert {
         self.status = AlertStatus::Resolved;
         self.resolved_at = Some(now);
         self.snoozed_until = None;
+        // A one-shot shelf ends when its source clears; any shelf ends with the alert but a
+        // chatter shelf, which holds the alert through its flips until its time.
+        if self
+            .shelved
+            .as_ref()
+            .is_none_or(|s| s.mode != ShelveMode::Chatter)
+        {
+            self.shelved = None;
+        }
         Ok(self.event(
             EventType::AlertResolved,
             Severity::Ok,

@@ -85,10 +85,12 @@ pub enum EventType {
     Comment,
     Anomaly,
     Forecast,
+    /// An alert shelved, its timed shelf about to end, or unshelved (`payload.action`).
+    Shelve,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 19] = [
+    pub const ALL: [EventType; 20] = [
         EventType::StateChange,
         EventType::FlappingStart,
         EventType::FlappingEnd,
@@ -108,6 +110,7 @@ impl EventType {
         EventType::Comment,
         EventType::Anomaly,
         EventType::Forecast,
+        EventType::Shelve,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -131,6 +134,7 @@ impl EventType {
             EventType::Comment => "comment",
             EventType::Anomaly => "anomaly",
             EventType::Forecast => "forecast",
+            EventType::Shelve => "shelve",
         }
     }
 

@@ -1,10 +1,10 @@
 //! Silences (SPEC 2.9) and downtimes (SPEC 2.11, CONTRACT 3): what suppresses an alert's
 //! paging without stopping it from opening.
 
-use super::Timestamp;
 use super::event::{EventDraft, EventType, Severity};
 use super::selector::Selector;
 use super::state::CheckState;
+use super::{GoDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -26,7 +26,22 @@ pub struct Silence {
     pub created_at: Timestamp,
     pub created_by: String,
     pub version: u64,
+    /// The creator's user: told when the silence starts and before it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<Uuid>,
+    /// The silence ends once it has matched no alert for this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_when_unmatched_for: Option<GoDuration>,
+    /// When it last matched an alert, as its `expireWhenUnmatchedFor` check saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_matched_at: Option<Timestamp>,
+    /// What its creator was told already (`started`, `expiring`, `unmatched`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub told: Vec<String>,
 }
+
+/// How long before a silence expires its creator is told (when it lasts longer than that).
+pub const SILENCE_WARNING: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -42,6 +57,9 @@ pub struct SilenceBody {
     pub starts_at: Option<String>,
     #[serde(default)]
     pub expires_at: Option<String>,
+    /// A Go duration (`2h`): the silence ends once it has matched no alert for this long.
+    #[serde(default)]
+    pub expire_when_unmatched_for: Option<String>,
 }
 
 impl Silence {
@@ -59,15 +77,94 @@ impl Silence {
         s
     }
 
-    pub fn event(&self) -> EventDraft {
+    /// A `silence` event: `action` `created` (starts later), `started`, `expiring` (within
+    /// `SILENCE_WARNING`) or `unmatched` (ended by `expireWhenUnmatchedFor`).
+    pub fn event(&self, action: &str) -> EventDraft {
         let mut d = EventDraft::new(
             self.tenant_id,
             EventType::Silence,
             Some(Severity::Info),
-            json!({"silenceId": self.id, "comment": self.comment, "expiresAt": self.expires_at}),
+            json!({
+                "silenceId": self.id,
+                "action": action,
+                "comment": self.comment,
+                "startsAt": self.starts_at,
+                "expiresAt": self.expires_at,
+                "createdBy": self.created_by,
+                "userId": self.user_id,
+                "unmatchedFor": self.expire_when_unmatched_for,
+            }),
         );
         d.source_id = Some(self.id.to_string());
         d
+    }
+
+    /// When its creator is told it is about to expire; none for a silence shorter than that.
+    fn warning_at(&self) -> Option<Timestamp> {
+        let ms = i64::try_from(SILENCE_WARNING.as_millis()).unwrap_or(i64::MAX);
+        let at = Timestamp::from_millis(self.expires_at.as_millis().saturating_sub(ms))?;
+        (at > self.starts_at).then_some(at)
+    }
+
+    /// When its `expireWhenUnmatchedFor` is checked next.
+    fn unmatched_check_at(&self) -> Option<Timestamp> {
+        let d = self.expire_when_unmatched_for?;
+        Some(self.last_matched_at.unwrap_or(self.starts_at).plus(d.0))
+    }
+
+    fn told(&self, what: &str) -> bool {
+        self.told.iter().any(|t| t == what)
+    }
+
+    /// The times something is due for this silence before it expires: its start and the
+    /// warning (each untold), its next unmatched check; none once it ended unmatched.
+    pub fn timers(&self) -> Vec<Timestamp> {
+        if self.told("unmatched") {
+            return Vec::new();
+        }
+        let start = (!self.told("started")).then_some(self.starts_at);
+        let warning = self.warning_at().filter(|_| !self.told("expiring"));
+        [start, warning, self.unmatched_check_at()]
+            .into_iter()
+            .flatten()
+            .filter(|at| *at < self.expires_at)
+            .collect()
+    }
+
+    /// What is due by `at`: its creator told it started or is about to expire, and with
+    /// `expireWhenUnmatchedFor` the check, `matched_since(t)` answering whether it matched an
+    /// alert since `t`: it did (checked again later) or it expires now. Returns the events.
+    pub fn due(
+        &mut self,
+        at: Timestamp,
+        matched_since: impl FnOnce(Timestamp) -> bool,
+    ) -> Vec<EventDraft> {
+        let mut events = Vec::new();
+        if self.expires_at <= at {
+            return events;
+        }
+        if !self.told("started") && self.starts_at <= at {
+            self.told.push("started".into());
+            events.push(self.event("started"));
+        }
+        if !self.told("expiring") && self.warning_at().is_some_and(|w| w <= at) {
+            self.told.push("expiring".into());
+            events.push(self.event("expiring"));
+        }
+        if let Some(check) = self.unmatched_check_at().filter(|c| *c <= at) {
+            let since = self.last_matched_at.unwrap_or(self.starts_at);
+            if matched_since(since) {
+                self.last_matched_at = Some(at);
+            } else {
+                self.expires_at = check.min(at);
+                self.told.push("unmatched".into());
+                events.push(self.event("unmatched"));
+            }
+        }
+        if !events.is_empty() || self.last_matched_at == Some(at) {
+            self.version += 1;
+        }
+        events
     }
 }
 
@@ -293,6 +390,10 @@ mod tests {
             created_at: at("2026-03-01T00:00:00Z"),
             created_by: "ops".into(),
             version: 3,
+            user_id: None,
+            expire_when_unmatched_for: None,
+            last_matched_at: None,
+            told: Vec::new(),
         }
     }
 
@@ -312,6 +413,60 @@ mod tests {
             created_by: "ops".into(),
             version: 1,
         }
+    }
+
+    /// A silence's creator is told once when it starts and once 15 minutes before it expires;
+    /// `expireWhenUnmatchedFor` keeps it while it matches and ends it once it has not.
+    #[test]
+    fn a_silence_tells_its_start_and_end_and_expires_unmatched() {
+        let actions = |events: &[EventDraft]| -> Vec<String> {
+            events
+                .iter()
+                .map(|e| e.payload["action"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let mut s = silence("2026-03-01T08:00:00Z", "2026-03-01T10:00:00Z");
+        s.expire_when_unmatched_for = Some(GoDuration(std::time::Duration::from_secs(1800)));
+        let timers = s.timers();
+        assert_eq!(
+            timers,
+            vec![
+                at("2026-03-01T08:00:00Z"),
+                at("2026-03-01T09:45:00Z"),
+                at("2026-03-01T08:30:00Z")
+            ]
+        );
+        let started = s.due(at("2026-03-01T08:00:00Z"), |_| unreachable!());
+        assert_eq!(actions(&started), ["started"]);
+        assert!(
+            s.due(at("2026-03-01T08:00:00Z"), |_| true).is_empty(),
+            "once"
+        );
+        let kept = s.due(at("2026-03-01T08:30:00Z"), |since| {
+            assert_eq!(since, at("2026-03-01T08:00:00Z"));
+            true
+        });
+        assert!(kept.is_empty());
+        assert_eq!(s.last_matched_at, Some(at("2026-03-01T08:30:00Z")));
+        assert!(
+            s.timers().contains(&at("2026-03-01T09:00:00Z")),
+            "checked again"
+        );
+        let ended = s.due(at("2026-03-01T09:00:00Z"), |_| false);
+        assert_eq!(actions(&ended), ["unmatched"]);
+        assert_eq!(s.expires_at, at("2026-03-01T09:00:00Z"));
+        assert!(s.timers().is_empty(), "an expired silence has nothing due");
+
+        let mut long = silence("2026-03-01T08:00:00Z", "2026-03-01T10:00:00Z");
+        long.told.push("started".into());
+        let warned = long.due(at("2026-03-01T09:50:00Z"), |_| true);
+        assert_eq!(actions(&warned), ["expiring"]);
+        let short = silence("2026-03-01T08:00:00Z", "2026-03-01T08:10:00Z");
+        assert_eq!(
+            short.timers(),
+            vec![at("2026-03-01T08:00:00Z")],
+            "too short to warn"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod courier;
 pub mod directory;
 pub mod escalation;
 mod handoff;
+pub mod notices;
 pub mod schedule;
 pub mod webhooks;
 

@@ -11,7 +11,8 @@ use super::keys::{as_keys, scoped, stored_due_time, stored_uuid};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECTS, PENDING_ALERTS,
-    RULE_BEATS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS,
+    RECENTLY_CLEARED_ALERT_KEYS, RULE_BEATS, STATES, STORM_INCIDENTS, STORM_INDEX,
+    SUPPRESSED_ALERTS,
 };
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
@@ -23,6 +24,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// An index of alert ids by tenant + dedup key.
+type KeyIndex = redb::TableDefinition<'static, &'static [u8], &'static [u8]>;
 
 fn active_key(tenant: Uuid, dedup_key: &str) -> Vec<u8> {
     scoped(tenant, dedup_key.as_bytes())
@@ -74,30 +78,50 @@ pub struct DueTimer {
     pub at: Timestamp,
 }
 
-/// Saves an alert and keeps its dedup key held exactly while it is active. An active alert's
-/// timers (a snooze's end, its auto-close) are indexed by time; entries a later change made
-/// stale are dropped when due.
+/// Saves an alert and keeps its dedup key held exactly while it is active, and by a resolved
+/// alert while its source firing again still counts toward its chatter. An alert's timers (a
+/// snooze's end, its auto-close, its shelf's end and the warning before it, the end of that
+/// window) are indexed by time;
+/// entries a later change made stale are dropped when due.
 fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
-    if a.status.is_active() {
-        let mut timers = tx.open_table(ALERT_TIMERS)?;
-        for at in [a.snoozed_until, a.auto_close_at].into_iter().flatten() {
-            timers.insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())?;
-        }
+    let active = a.status.is_active();
+    let recently_cleared = if active { None } else { a.refire_until };
+    let shelf = a.shelved.as_ref().and_then(|s| s.until);
+    let warning = a
+        .shelved
+        .as_ref()
+        .filter(|s| !s.warned && active)
+        .and(shelf)
+        .map(crate::model::alert::shelf_warning_at);
+    let timers = if active {
+        [a.snoozed_until, a.auto_close_at, shelf, warning]
+    } else {
+        // A resolved alert's chatter shelf still ends (its notice) and its window lapses.
+        [shelf, recently_cleared, None, None]
+    };
+    let mut timer_table = tx.open_table(ALERT_TIMERS)?;
+    for at in timers.into_iter().flatten() {
+        timer_table.insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())?;
     }
     tx.open_table(ALERTS)?.insert(
         scoped(a.tenant_id, a.id.as_bytes()).as_slice(),
         encode(a)?.as_slice(),
     )?;
-    let mut keys = tx.open_table(ACTIVE_ALERT_KEYS)?;
     let key = active_key(a.tenant_id, &a.dedup_key);
-    if a.status.is_active() {
-        keys.insert(key.as_slice(), a.id.as_bytes().as_slice())?;
-    } else {
-        let held_by_this = keys
-            .get(key.as_slice())?
-            .is_some_and(|v| v.value() == a.id.as_bytes().as_slice());
-        if held_by_this {
-            keys.remove(key.as_slice())?;
+    for (table, held) in [
+        (ACTIVE_ALERT_KEYS, active),
+        (RECENTLY_CLEARED_ALERT_KEYS, recently_cleared.is_some()),
+    ] {
+        let mut keys = tx.open_table(table)?;
+        if held {
+            keys.insert(key.as_slice(), a.id.as_bytes().as_slice())?;
+        } else {
+            let held_by_this = keys
+                .get(key.as_slice())?
+                .is_some_and(|v| v.value() == a.id.as_bytes().as_slice());
+            if held_by_this {
+                keys.remove(key.as_slice())?;
+            }
         }
     }
     Ok(())
@@ -195,16 +219,65 @@ impl Tx<'_> {
         tenant: Uuid,
         dedup_key: &str,
     ) -> Result<Option<Alert>, StoreError> {
+        self.alert_by_key(ACTIVE_ALERT_KEYS, tenant, dedup_key)
+    }
+
+    /// The resolved alert holding `dedup_key` whose source firing again counts toward its
+    /// chatter (`Alert::refire_until`).
+    pub(crate) fn recently_cleared_alert(
+        &self,
+        tenant: Uuid,
+        dedup_key: &str,
+    ) -> Result<Option<Alert>, StoreError> {
+        self.alert_by_key(RECENTLY_CLEARED_ALERT_KEYS, tenant, dedup_key)
+    }
+
+    fn alert_by_key(
+        &self,
+        index: KeyIndex,
+        tenant: Uuid,
+        dedup_key: &str,
+    ) -> Result<Option<Alert>, StoreError> {
         let id = {
-            let keys = self.open_table(ACTIVE_ALERT_KEYS)?;
+            let keys = self.open_table(index)?;
             keys.get(active_key(tenant, dedup_key).as_slice())?
-                .map(|v| stored_uuid(v.value(), "an active alert's id"))
+                .map(|v| stored_uuid(v.value(), "an alert's id by its key"))
                 .transpose()?
         };
         match id {
             Some(id) => load(self, tenant, id),
             None => Ok(None),
         }
+    }
+
+    /// A timer of the alert engine's at `at` for the record `id` (an alert, or a silence).
+    pub(crate) fn put_alert_timer(
+        &self,
+        at: Timestamp,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<(), StoreError> {
+        self.open_table(ALERT_TIMERS)?
+            .insert(timer_key(at, tenant, id).as_slice(), ())?;
+        Ok(())
+    }
+
+    /// The tenant's active (open or acked) alerts.
+    pub(crate) fn active_alerts(&self, tenant: Uuid) -> Result<Vec<Alert>, StoreError> {
+        let ids: Vec<Uuid> = {
+            let keys = self.open_table(ACTIVE_ALERT_KEYS)?;
+            let (lo, hi) = tenant_range(tenant);
+            let mut ids = Vec::new();
+            for row in keys.range(lo.as_slice()..hi.as_slice())? {
+                ids.push(stored_uuid(row?.1.value(), "an active alert's id")?);
+            }
+            ids
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(load(self, tenant, id)?);
+        }
+        Ok(out)
     }
 
     /// Saves an alert's row with its indexes: its dedup key held while it is active, its timers.

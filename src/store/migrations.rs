@@ -8,9 +8,9 @@ use super::tables::{
     CONSUMER_POSITIONS, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DISCOVERY_SCANS, DOWNTIMES,
     ESCALATIONS, ESCALATIONS_DUE, EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS,
     INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS,
-    RATE_BUCKETS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS, SESSIONS, SETTINGS,
-    SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS,
-    TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    RATE_BUCKETS, RECENTLY_CLEARED_ALERT_KEYS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS,
+    SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
+    SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -125,6 +125,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 21,
         name: "AI records in tables of their own",
         apply: super::ai::move_out_of_settings,
+    },
+    Migration {
+        version: 22,
+        name: "recently cleared alert keys",
+        apply: create_recently_cleared_alert_keys,
     },
 ];
 
@@ -249,6 +254,11 @@ fn create_bucket_and_scan_tables(tx: &WriteTx) -> Result<(), StoreError> {
 
 fn create_channel_failures_table(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(CHANNEL_FAILURES)?;
+    Ok(())
+}
+
+fn create_recently_cleared_alert_keys(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(RECENTLY_CLEARED_ALERT_KEYS)?;
     Ok(())
 }
 

@@ -59,7 +59,13 @@ impl Tx<'_> {
         load(self, SILENCES, tenant, id)
     }
 
+    /// Saves a silence with what is due for it indexed among the alert timers (its start, the
+    /// warning before it expires, its unmatched check); entries a later change made stale are
+    /// dropped when due.
     pub(crate) fn save_silence(&self, silence: &Silence) -> Result<(), StoreError> {
+        for at in silence.timers() {
+            self.put_alert_timer(at, silence.tenant_id, silence.id)?;
+        }
         save(self, SILENCES, silence.tenant_id, silence.id, silence)
     }
 

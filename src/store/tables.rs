@@ -63,6 +63,11 @@ pub const ALERTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("alert_by
 pub const ACTIVE_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("active_alert_id_by_tenant_dedup_key");
 
+/// The id of the resolved alert a tenant + dedup key reopens while its source chatters (its
+/// `reopenUntil` not passed yet).
+pub const RECENTLY_CLEARED_ALERT_KEYS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("recently_cleared_alert_id_by_tenant_dedup_key");
+
 /// Active alerts by the time of a timer (a snooze's end, `autoCloseAfter`): ms (big-endian) +
 /// tenant + id.
 pub const ALERT_TIMERS: TableDefinition<&[u8], ()> = TableDefinition::new("alert_by_timer_end");
@@ -189,6 +194,7 @@ macro_rules! every_table {
             CONSUMER_POSITIONS,
             ALERTS,
             ACTIVE_ALERT_KEYS,
+            RECENTLY_CLEARED_ALERT_KEYS,
             ALERT_TIMERS,
             PENDING_ALERTS,
             RULE_BEATS,

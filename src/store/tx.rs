@@ -138,6 +138,11 @@ impl<'a> Tx<'a> {
     pub(crate) fn new_id(&self) -> Uuid {
         self.store.clock.new_id()
     }
+
+    /// The time on the store's clock.
+    pub(crate) fn now(&self) -> crate::model::Timestamp {
+        self.store.clock.now()
+    }
 }
 
 impl Deref for Tx<'_> {

@@ -324,3 +324,342 @@ async fn a_dependency_loop_is_refused_with_the_loop_named() {
         assert_problem(res, 422, "svc:validation/spec").await;
     }
 }
+
+async fn shelve_call(
+    s: &Server,
+    token: &str,
+    id: &str,
+    verb: &str,
+    body: Value,
+) -> reqwest::Response {
+    send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{id}:{verb}"),
+        body,
+    )
+    .await
+}
+
+/// Shelving by people (OPC UA Part 9): a shelved alert keeps its status and does not page;
+/// unshelved while open it pages again; a one-shot shelf ends when the alert clears; bad
+/// shelves are refused with the field named; every change is an event and an audit entry.
+#[tokio::test]
+async fn a_shelved_alert_does_not_page_until_it_is_unshelved_or_clears() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let hooks = Receiver::start().await;
+    let mut bodies = paging(&hooks);
+    bodies.push(("/api/v1/hosts", json!({"name": "pump", "spec": {}})));
+    create_all(s, token, bodies).await;
+    post_results(s, token, vec![host_result("pump", "DOWN")]).await;
+    let alerts = alerts_until(s, token, |a| a.len() == 1).await;
+    let id = alerts[0]["id"].as_str().unwrap().to_string();
+    hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+
+    for (body, field) in [
+        (json!({"mode": "timed", "duration": "1h"}), "reason"),
+        (json!({"mode": "forever", "reason": "x"}), "mode"),
+        (json!({"mode": "timed", "reason": "x"}), "duration"),
+        (
+            json!({"mode": "timed", "duration": "9h", "reason": "x"}),
+            "duration",
+        ),
+        (
+            json!({"mode": "oneShot", "duration": "1h", "reason": "x"}),
+            "duration",
+        ),
+    ] {
+        let res = shelve_call(s, token, &id, "shelve", body).await;
+        assert_problem(res, 422, &format!("svc:validation/{field}")).await;
+    }
+    let res = shelve_call(
+        s,
+        token,
+        &id,
+        "shelve",
+        json!({"mode": "timed", "duration": "1h", "reason": "pump swap"}),
+    )
+    .await;
+    let shelved = json(res, 200).await;
+    assert_eq!(shelved["status"], "open", "shelving keeps the status");
+    assert_eq!(shelved["shelved"]["mode"], "timed");
+    assert_eq!(shelved["shelved"]["reason"], "pump swap");
+    assert!(shelved["shelved"]["until"].is_string());
+    assert!(shelved["shelved"]["by"].is_string());
+    // Still DOWN: refreshed, not paged.
+    post_results(
+        s,
+        token,
+        vec![json!({"host": "pump", "state": "DOWN", "output": "still down"})],
+    )
+    .await;
+    let res = shelve_call(s, token, &id, "unshelve", json!({})).await;
+    let back = json(res, 200).await;
+    assert!(back.get("shelved").is_none());
+    hooks.wait_for("/hook", 2, Duration::from_secs(10)).await;
+    let res = shelve_call(s, token, &id, "unshelve", json!({})).await;
+    assert_problem(res, 404, "svc:not-found").await;
+
+    let res = shelve_call(
+        s,
+        token,
+        &id,
+        "shelve",
+        json!({"mode": "oneShot", "reason": "known"}),
+    )
+    .await;
+    assert_eq!(json(res, 200).await["shelved"]["mode"], "oneShot");
+    post_results(s, token, vec![host_result("pump", "UP")]).await;
+    let alerts = alerts_until(s, token, |a| a[0]["status"] == "resolved").await;
+    assert!(
+        alerts[0].get("shelved").is_none(),
+        "a one-shot shelf ends when it clears"
+    );
+    let res = shelve_call(
+        s,
+        token,
+        &id,
+        "shelve",
+        json!({"mode": "oneShot", "reason": "late"}),
+    )
+    .await;
+    assert_problem(res, 404, "svc:not-found").await;
+    post_results(s, token, vec![host_result("pump", "DOWN")]).await;
+    hooks.wait_for("/hook", 3, Duration::from_secs(10)).await;
+    assert_eq!(
+        hooks.received("/hook").len(),
+        3,
+        "one page per time it was not shelved"
+    );
+
+    let events = get(s, token, "/api/v1/events?types=shelve&limit=10").await;
+    let actions: Vec<&str> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["payload"]["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "shelved").count(),
+        2,
+        "{actions:?}"
+    );
+    assert_eq!(
+        actions.iter().filter(|a| **a == "unshelved").count(),
+        1,
+        "{actions:?}"
+    );
+    let audit = audit_actions(s, token, 50).await;
+    assert!(audit.iter().any(|a| a == "alert.shelve"));
+    assert!(audit.iter().any(|a| a == "alert.unshelve"));
+}
+
+/// The webhook bodies of kind `notice` that reached `/hook`: (contact, title).
+fn notices(hooks: &Receiver) -> Vec<(String, String)> {
+    hooks
+        .received("/hook")
+        .iter()
+        .map(|r| r.json())
+        .filter(|b| b["kind"] == "notice")
+        .map(|b| {
+            let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (field(&b["contact"]), field(&b["alert"]["title"]))
+        })
+        .collect()
+}
+
+/// Waits until `/hook` has a notice whose title starts with `prefix`.
+async fn notice_starting(hooks: &Receiver, prefix: &str) -> (String, String) {
+    let started = Instant::now();
+    loop {
+        if let Some(n) = notices(hooks)
+            .into_iter()
+            .find(|(_, t)| t.starts_with(prefix))
+        {
+            return n;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no notice {prefix:?}: {:?}",
+            notices(hooks)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A chattering source (ISA-18.2): a host flipping DOWN/UP 20 times pages for its first two
+/// problems; the fourth change within a minute shelves the third alert, which then holds every
+/// later change (reopened, not new), with one notice to the first step saying so and one when
+/// the shelf ends, after which the still-DOWN host pages again. Every flip stays an event.
+#[tokio::test]
+async fn a_chattering_alert_shelves_itself_with_a_notice_and_pages_when_its_shelf_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(dir.path(), "alerting:\n  chatter: {shelveFor: 3s}\n"),
+        ..Opts::default()
+    });
+    let (s, token) = (&a.s, &a.token);
+    let hooks = Receiver::start().await;
+    let mut bodies = paging(&hooks);
+    bodies.push(("/api/v1/hosts", json!({"name": "pump", "spec": {}})));
+    create_all(s, token, bodies).await;
+    for i in 0..20 {
+        let state = if i % 2 == 0 { "DOWN" } else { "UP" };
+        post_results(s, token, vec![host_result("pump", state)]).await;
+    }
+    post_results(s, token, vec![host_result("pump", "DOWN")]).await;
+    let alerts = alerts_until(s, token, |a| {
+        a.len() == 3 && a.iter().any(|a| a["status"] == "open")
+    })
+    .await;
+    let open = alerts.iter().find(|a| a["status"] == "open").unwrap();
+    assert_eq!(open["shelved"]["mode"], "chatter", "{open}");
+    assert_eq!(open["shelved"]["by"], "chatter");
+    let shelved = notice_starting(&hooks, "Chattering, shelved: pump is DOWN").await;
+    assert_eq!(shelved.0, "ada", "the first step is told");
+    let ended = notice_starting(&hooks, "Chatter shelf ended: pump is DOWN").await;
+    assert_eq!(ended.0, "ada");
+    let alerts = alerts_until(s, token, |a| {
+        a.iter()
+            .any(|a| a["status"] == "open" && a.get("shelved").is_none())
+    })
+    .await;
+    assert_eq!(alerts.len(), 3, "the shelved alert held every later change");
+    let id = open["id"].as_str().unwrap();
+    let pages_of = |id: &str| {
+        let all: Vec<Value> = hooks.received("/hook").iter().map(|r| r.json()).collect();
+        let of = |b: &&Value| b["kind"] == "alert" && b["alert"]["id"] == id;
+        (all.iter().filter(of).count(), all.len())
+    };
+    let started = Instant::now();
+    while pages_of(id).0 == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no page after the shelf"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The first two problems page unless they cleared before their page went out.
+    let (after, all) = pages_of(id);
+    assert_eq!(
+        after, 1,
+        "the chattering alert pages once, when its shelf ends"
+    );
+    assert!((4..=5).contains(&all), "at most two pages before: {all}");
+    assert_eq!(notices(&hooks).len(), 2, "{:?}", notices(&hooks));
+    let changes = get(s, token, "/api/v1/events?types=state_change&limit=100").await;
+    assert_eq!(changes["items"].as_array().unwrap().len(), 21);
+}
+
+/// The people behind a shelf or a silence are told (issue 69): a timed shelf ending within 15
+/// minutes warns its shelver at once; a silence tells its creator it started, and one with
+/// `expireWhenUnmatchedFor` that matched nothing ends and says so, while one that matches the
+/// open alert stays. Each notice reaches the contacts linked to the person's user.
+#[tokio::test]
+async fn the_shelver_and_the_silencer_are_told_on_their_own_contacts() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, &a.token);
+    let hooks = Receiver::start().await;
+    let mut bodies = paging(&hooks);
+    bodies.push(("/api/v1/hosts", json!({"name": "pump", "spec": {}})));
+    create_all(s, token, bodies).await;
+    let ola = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/users",
+            json!({"email": "ola@example.org", "name": "Ola", "roles": ["operator"], "password": "a long enough password"}),
+        )
+        .await,
+        201,
+    )
+    .await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    create_all(
+        s,
+        token,
+        vec![(
+            "/api/v1/contacts",
+            json!({"name": "ola", "userId": ola, "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
+        )],
+    )
+    .await;
+    let (cookie, _) =
+        session_of(&login(s, "ola@example.org", "a long enough password", false).await);
+    let as_ola = |path: &str, body: Value| {
+        s.http
+            .post(s.url(path))
+            .header("Cookie", format!("svc_session={cookie}"))
+            .header("Sec-Fetch-Site", "same-origin")
+            .json(&body)
+            .send()
+    };
+    post_results(s, token, vec![host_result("pump", "DOWN")]).await;
+    let alerts = alerts_until(s, token, |a| a.len() == 1).await;
+    let id = alerts[0]["id"].as_str().unwrap();
+    hooks.wait_for("/hook", 1, Duration::from_secs(10)).await;
+
+    let shelf = json!({"mode": "timed", "duration": "10m", "reason": "pump swap"});
+    let res = as_ola(&format!("/api/v1/alerts/{id}:shelve"), shelf)
+        .await
+        .unwrap();
+    assert_eq!(json(res, 200).await["shelved"]["by"], "Ola");
+    let warned = notice_starting(&hooks, "Your shelf ends at").await;
+    assert_eq!(warned, (String::from("ola"), warned.1.clone()));
+    assert!(warned.1.ends_with("pump is DOWN"), "{}", warned.1);
+
+    let expires = (jiff::Timestamp::now() + jiff::SignedDuration::from_secs(3600)).to_string();
+    let lonely = json!({"comment": "nothing here", "textRegex": "^boiler", "expiresAt": expires,
+                        "expireWhenUnmatchedFor": "1s"});
+    let res = as_ola("/api/v1/silences", lonely).await.unwrap();
+    let lonely = json(res, 201).await;
+    assert_eq!(lonely["expireWhenUnmatchedFor"], "1s");
+    let busy = json!({"comment": "pump work", "textRegex": "^pump", "expiresAt": expires,
+                      "expireWhenUnmatchedFor": "1s"});
+    let busy = json(as_ola("/api/v1/silences", busy).await.unwrap(), 201).await;
+    let started = notice_starting(&hooks, "Your silence has started: pump work").await;
+    assert_eq!(started.0, "ola");
+    let ended = notice_starting(&hooks, "Your silence has ended: nothing here").await;
+    assert_eq!(ended.0, "ola");
+    let listed = get(s, token, "/api/v1/silences").await;
+    let listed = |id: &Value| {
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["id"] == *id)
+            .cloned()
+            .unwrap()
+    };
+    let ended = listed(&lonely["id"]);
+    let ended_at: jiff::Timestamp = ended["expiresAt"].as_str().unwrap().parse().unwrap();
+    assert!(
+        ended_at <= jiff::Timestamp::now(),
+        "ended when it matched nothing"
+    );
+    let kept = listed(&busy["id"]);
+    assert_eq!(
+        kept["expiresAt"], busy["expiresAt"],
+        "it matches the open alert"
+    );
+    assert!(kept["lastMatchedAt"].is_string(), "{kept}");
+    assert!(
+        notices(&hooks).iter().all(|(c, _)| c == "ola"),
+        "{:?}",
+        notices(&hooks)
+    );
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/silences",
+        json!({"comment": "x", "textRegex": "x", "expiresAt": expires, "expireWhenUnmatchedFor": "soon"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/expireWhenUnmatchedFor").await;
+}

@@ -352,6 +352,7 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
             text_regex: f.text_regex.clone(),
             starts_at: None,
             expires_at: Some(f.end(st.clock.now())?.to_string()),
+            expire_when_unmatched_for: None,
         };
         st.alerting
             .create_silence(&c.principal, &c.actor, body)
