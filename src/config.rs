@@ -486,6 +486,9 @@ pub struct AlertingConfig {
     /// The longest a timed shelf may hold an alert (OPC UA's `MaxTimeShelved`).
     pub max_shelve: GoDuration,
     pub chatter: ChatterConfig,
+    /// Alarm floods: when a tenant's (or a label value's) alerts open too fast, people get a
+    /// digest instead of a page per alert.
+    pub flood: crate::model::flood::FloodSettings,
 }
 
 /// An alert whose source changes more than `flips` times within `within` shelves itself for
@@ -515,6 +518,7 @@ impl Default for AlertingConfig {
             storm_window: GoDuration::from_secs(120),
             max_shelve: GoDuration::from_secs(8 * 3600),
             chatter: ChatterConfig::default(),
+            flood: crate::model::flood::FloodSettings::default(),
         }
     }
 }
@@ -752,6 +756,7 @@ impl Config {
         if chatter.flips > 0 && (chatter.within.0.is_zero() || chatter.shelve_for.0.is_zero()) {
             p.push("alerting.chatter: within and shelveFor must be positive".into());
         }
+        p.extend(self.alerting.flood.problems());
         let release_after = self.memory.release_after.0;
         if !release_after.is_zero() && release_after < Duration::from_secs(1) {
             p.push(format!(

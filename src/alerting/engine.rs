@@ -410,6 +410,7 @@ mod tests {
                     within: Duration::from_secs(60),
                     shelve_for: Duration::from_secs(900),
                 },
+                flood: Default::default(),
             },
             Arc::new(NoDependencies),
         );

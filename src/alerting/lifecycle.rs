@@ -13,6 +13,7 @@ use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::dependency::{Holds, ParentState, failed};
 use crate::model::event::{EventDraft, Severity};
+use crate::model::flood::FloodSettings;
 use crate::model::incident::{Incident, Storm};
 use crate::model::notify::EscalationTimer;
 use crate::model::state::{DOWN, StateType};
@@ -60,6 +61,8 @@ pub struct Suppressors {
     pub dependencies: DependenciesOf,
     /// When an alert chatters, and shelves itself.
     pub chatter: Chatter,
+    /// When a scope's alerts flood.
+    pub flood: Arc<FloodSettings>,
 }
 
 /// `suppressedBy.kind` of an alert held back by a failed dependency.
@@ -277,7 +280,11 @@ fn correlate_storm(
     let mut found = None;
     for (k, v) in &opened.labels {
         let pair = format!("{k}={v}");
-        let ids = tx.storm_opens(opened, &pair, since)?;
+        let ids: Vec<Uuid> = tx
+            .opens_since(opened, &pair, since)?
+            .into_iter()
+            .map(|(_, id)| id)
+            .collect();
         if found.is_none() && ids.len() >= storm.threshold.max(1) {
             found = Some((k.clone(), v.clone(), ids, pair));
         }
@@ -563,7 +570,8 @@ fn without_idle_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMat
 }
 
 /// What follows a rule's alert opening: whether it pages (`hold_or_page`), then alarm-storm
-/// correlation and the rule's incident.
+/// correlation, the rule's incident, and, when it pages, its scope's flood count (last: a
+/// flood starting marks its first-out alert in the store).
 fn opened(
     tx: &Tx,
     alert: Alert,
@@ -572,22 +580,26 @@ fn opened(
     by: &Suppressors,
 ) -> Result<Vec<EventDraft>, StoreError> {
     let base = alert.opened_at;
-    let (alert, mut events) = hold_or_page(tx, alert, base, now, by)?;
+    let (alert, mut events, pages) = hold_or_page(tx, alert, base, now, by)?;
     events.extend(correlate_storm(tx, &alert, now, storm)?);
     events.extend(rule_incident(tx, &alert, now)?);
+    if pages && alert.shelved.is_none() {
+        events.extend(super::flood::count_open(tx, &alert, now, &by.flood)?);
+    }
     Ok(events)
 }
 
 /// An alert opening (or reopening) pages, its chain's steps counted from `base`, unless its
 /// topology cause holds it back (then it does not page on its own) or a silence or downtime
-/// covers it (`suppressed`), either written as a `suppressed` notification event.
+/// covers it (`suppressed`), either written as a `suppressed` notification event; says
+/// whether it pages.
 fn hold_or_page(
     tx: &Tx,
     mut alert: Alert,
     base: Timestamp,
     now: Timestamp,
     by: &Suppressors,
-) -> Result<(Alert, Vec<EventDraft>), StoreError> {
+) -> Result<(Alert, Vec<EventDraft>, bool), StoreError> {
     let mut events = Vec::new();
     let reason = match topology_cause(tx, alert.tenant_id, alert.object_id, &by.dependencies)? {
         Some((cause, held)) => {
@@ -609,7 +621,7 @@ fn hold_or_page(
         }
         None => arm_escalation(tx, &alert, base, now)?,
     }
-    Ok((alert, events))
+    Ok((alert, events, reason.is_none()))
 }
 
 /// What the source of an alert firing again after a recent clear continues (chatter watched).
@@ -644,7 +656,7 @@ fn refire(
     alert.refresh(new.severity, new.title.clone(), new.payload.clone());
     alert.remember(event);
     store_alert(tx, &alert)?;
-    let (alert, events) = hold_or_page(tx, alert, now, now, by)?;
+    let (alert, events, _) = hold_or_page(tx, alert, now, now, by)?;
     Ok(Refire::Reopened(
         Box::new(alert),
         [reopened].into_iter().chain(events).collect(),
@@ -828,6 +840,7 @@ pub async fn raise_alarm(
     audit: AuditDraft,
     via: &'static str,
     storm: Storm,
+    flood: Arc<FloodSettings>,
 ) -> Result<(Alert, bool), StoreError> {
     store
         .transact(move |tx| -> TxResult<_> {
@@ -837,6 +850,12 @@ pub async fn raise_alarm(
                 arm_escalation(tx, &alert, alert.opened_at, alert.opened_at)?;
                 // A manual alarm counts toward a storm as a rule's alert does.
                 events.extend(correlate_storm(tx, &alert, alert.opened_at, storm)?);
+                events.extend(super::flood::count_open(
+                    tx,
+                    &alert,
+                    alert.opened_at,
+                    &flood,
+                )?);
             }
             let alert = tx.alert(alert.tenant_id, alert.id)?.unwrap_or(alert);
             tx.record([audit.after(&alert)], events)?;
@@ -1025,6 +1044,13 @@ mod tests {
                 within: Duration::from_secs(60),
                 shelve_for: Duration::from_secs(900),
             },
+            flood: Arc::new(FloodSettings {
+                enter_at: crate::model::flood::Rate {
+                    alerts: 0,
+                    within: crate::model::duration::GoDuration::from_secs(60),
+                },
+                ..FloodSettings::default()
+            }),
         }
     }
 

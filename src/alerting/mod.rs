@@ -3,6 +3,7 @@
 
 pub mod engine;
 pub mod evaluator;
+mod flood;
 mod incidents;
 pub mod lifecycle;
 mod rule_test;
@@ -27,6 +28,7 @@ use crate::model::alert::{
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
+use crate::model::flood::{Flood, FloodSettings};
 use crate::model::identity::Actor;
 use crate::model::incident::Storm;
 use crate::model::{GoDuration, Timestamp};
@@ -84,11 +86,12 @@ fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
 /// How alerts are kept from paging too much: alarm storms gathered into an incident, the
 /// longest a person may shelve an alert, chatter shelving itself (`alerting` in the
 /// configuration).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Noise {
     pub storm: Storm,
     pub max_shelve: Duration,
     pub chatter: Chatter,
+    pub flood: Arc<FloodSettings>,
 }
 
 pub struct Alerting {
@@ -143,6 +146,7 @@ impl Alerting {
             suppressed: Box::new(move |a, host| suppressions.reason(a, host)),
             dependencies: self.dependencies.dependencies().await,
             chatter: self.noise.chatter,
+            flood: self.noise.flood.clone(),
         })
     }
 
@@ -227,6 +231,11 @@ impl Alerting {
         alerts.pop().ok_or(AlertError::NotFound)
     }
 
+    /// The caller's tenant's scopes in flood, scope order.
+    pub async fn floods(&self, p: &Principal) -> Result<Vec<Flood>, AlertError> {
+        Ok(self.store.floods(p.tenant).await?)
+    }
+
     /// A manual alarm (CONTRACT 3); `false` when it folded into the active alert with its
     /// dedup key.
     pub async fn raise(
@@ -302,8 +311,15 @@ impl Alerting {
             ..opened
         };
         let audit = self.audit(p, actor, "alert.create", id);
-        let (alert, opened) =
-            lifecycle::raise_alarm(&self.store, alert, audit, via, self.noise.storm).await?;
+        let (alert, opened) = lifecycle::raise_alarm(
+            &self.store,
+            alert,
+            audit,
+            via,
+            self.noise.storm,
+            self.noise.flood.clone(),
+        )
+        .await?;
         Ok((alert, opened))
     }
 

@@ -11,6 +11,7 @@ use crate::model::Timestamp;
 use crate::model::alert::{
     AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, ShelveRequest, SnoozeRequest,
 };
+use crate::model::flood::Flood;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -46,6 +47,12 @@ pub fn routes() -> Vec<Route> {
             "Optional `{from, to}` (default the last 24 hours, at most 1000 events); the answer as for `alert-rules:test`; an unknown rule is 404.",
         )
             .optional_body::<RuleTestRequest>().ok::<RuleTest>(),
+        Route::get("/api/v1/floods", floods).permission("alerts:read").doc(
+            "alerts",
+            "List alarm floods",
+            "The tenant's scopes in flood (issue 69; `alerting.flood` in the configuration): `{items[{scope (label=value, or empty for the whole tenant), startedAt, firstOut, firstOutTitle, alerts, worst, digestDue, leaveAt, digests}]}`. While a scope floods, pages to people about its alerts are held and sent as one digest per contact and channel every `digestEvery`. Empty when nothing floods.",
+        )
+            .ok::<Page<Flood>>(),
         Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").tool("alert_get", "One alert with its labels, status and times.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Get an alert",
@@ -160,6 +167,13 @@ async fn raise(
         StatusCode::OK
     };
     Ok((status, Json(alert)))
+}
+
+async fn floods(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page {
+        items: st.alerting.floods(&c.principal).await?,
+        next_cursor: None,
+    }))
 }
 
 async fn get(

@@ -30,6 +30,7 @@ use crate::monitor::metrics::{MetricQueries, MetricsRetention};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
+use crate::notify::digests::Digests;
 use crate::notify::notices::Notices;
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
@@ -376,6 +377,7 @@ impl Core {
                     within: config.alerting.chatter.within.0,
                     shelve_for: config.alerting.chatter.shelve_for.0,
                 },
+                flood: Arc::new(config.alerting.flood.clone()),
             },
             catalog.clone(),
         );
@@ -550,6 +552,7 @@ impl Core {
             )
             .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
             config.base_url.clone(),
+            Arc::new(config.alerting.flood.clone()),
         );
         let escalator = Escalator(notify.clone());
         if let Some(wake) = escalator.waker() {
@@ -567,6 +570,7 @@ impl Core {
         supervisor.spawn(self.led(Handoffs::new(notify.clone())));
         supervisor.spawn(self.led(WebhookDispatcher::new(notify.clone(), events.clone())));
         supervisor.spawn(self.led(Notices::new(notify.clone(), events.clone())));
+        supervisor.spawn(self.led(Digests::new(notify.clone())));
         Ok(notify)
     }
 }

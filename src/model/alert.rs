@@ -116,6 +116,10 @@ pub struct Alert {
     /// chatter shelf holds, this alert reopens, still shelved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refire_until: Option<Timestamp>,
+    /// The alert that opened first among those that started an alarm flood (ISA-18.2's
+    /// first-out).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub first_out: bool,
 }
 
 /// Chatter (ISA-18.2): an alert whose source changes more than `flips` times within `within`
@@ -262,6 +266,7 @@ impl Alert {
             shelved: None,
             flips: Vec::new(),
             refire_until: None,
+            first_out: false,
         }
     }
 

@@ -87,10 +87,13 @@ pub enum EventType {
     Forecast,
     /// An alert shelved, its timed shelf about to end, or unshelved (`payload.action`).
     Shelve,
+    /// A scope's alerts opened faster than the flood limit: pages go out as digests.
+    FloodStarted,
+    FloodEnded,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 20] = [
+    pub const ALL: [EventType; 22] = [
         EventType::StateChange,
         EventType::FlappingStart,
         EventType::FlappingEnd,
@@ -111,6 +114,8 @@ impl EventType {
         EventType::Anomaly,
         EventType::Forecast,
         EventType::Shelve,
+        EventType::FloodStarted,
+        EventType::FloodEnded,
     ];
 
     pub fn as_str(&self) -> &'static str {
@@ -135,6 +140,8 @@ impl EventType {
             EventType::Anomaly => "anomaly",
             EventType::Forecast => "forecast",
             EventType::Shelve => "shelve",
+            EventType::FloodStarted => "flood_started",
+            EventType::FloodEnded => "flood_ended",
         }
     }
 

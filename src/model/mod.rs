@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod duration;
 pub mod event;
 pub mod fault;
+pub mod flood;
 pub mod hardware;
 pub mod health;
 pub mod heartbeat;

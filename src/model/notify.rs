@@ -561,6 +561,25 @@ impl Delivery {
         error: Option<&str>,
         latency_ms: Option<u64>,
     ) -> EventDraft {
+        let mut payload = self.event_payload(status);
+        if let Some(e) = error {
+            payload["error"] = json!(e);
+        }
+        if let Some(ms) = latency_ms {
+            payload["latencyMs"] = json!(ms);
+        }
+        self.notification(payload)
+    }
+
+    /// The `notification` event of a delivery held for a flood's digest (`held`, with the
+    /// flood's `scope`) or sent in one (`digested`, with the digest's `digestId`).
+    pub fn digest_event(&self, status: &str, field: &str, value: Value) -> EventDraft {
+        let mut payload = self.event_payload(status);
+        payload[field] = value;
+        self.notification(payload)
+    }
+
+    fn event_payload(&self, status: &str) -> Value {
         let mut payload = json!({
             "alertId": self.payload.alert_id,
             "stepIndex": self.payload.step,
@@ -585,15 +604,13 @@ impl Delivery {
         if !target.is_empty() {
             payload["target"] = json!(mask(target));
         }
-        if let Some(e) = error {
-            payload["error"] = json!(e);
-        }
-        if let Some(ms) = latency_ms {
-            payload["latencyMs"] = json!(ms);
-        }
         if !self.payload.labels.is_empty() {
             payload["labels"] = json!(self.payload.labels);
         }
+        payload
+    }
+
+    fn notification(&self, payload: Value) -> EventDraft {
         let mut draft = EventDraft::new(
             self.tenant_id,
             EventType::Notification,

@@ -2,12 +2,14 @@
 //! first firing waits until `base + after`; when step N first fires, step N+1 is armed at
 //! `base + after` (now, if that has passed), and step N repeats every `repeatEvery` up to
 //! `maxRepeats` times alongside later steps. Each firing writes an `escalation` event and one
-//! outbox delivery per contact and channel, each with its `pending` `notification` event.
+//! outbox delivery per contact and channel, each with its `pending` `notification` event; while
+//! the alert's scope is flooded, a contact's delivery is `held` for the flood's digest instead.
 
 use super::directory::{Directory, contact_target};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::event::{EventDraft, EventType, Severity};
+use crate::model::flood::FloodSettings;
 use crate::model::notify::{
     Contact, Delivery, EscalationPolicy, EscalationStep, EscalationTimer, Message,
 };
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 /// What one firing of an escalation step commits: the timers that follow it, the deliveries
-/// it makes and its events.
+/// it makes and its events (those of the deliveries are written as they are committed).
 pub struct Firing {
     pub next: Vec<EscalationTimer>,
     pub deliveries: Vec<Delivery>,
@@ -28,10 +30,12 @@ pub struct Firing {
 
 /// Commits firings of timers in one transaction, ahead of queued requests; a timer that
 /// changed or went away since it was read (the alert was acked, or the chain re-armed) has its
-/// firing dropped.
+/// firing dropped. A delivery to a person about an alert whose scope is in flood is held for
+/// the flood's digest.
 pub async fn commit(
     store: &Arc<Store>,
     firings: Vec<(EscalationTimer, Firing)>,
+    flood: Arc<FloodSettings>,
 ) -> Result<(), StoreError> {
     store
         .transact_ahead(move |tx| -> TxResult<_> {
@@ -49,10 +53,18 @@ pub async fn commit(
                 for next in &firing.next {
                     tx.put_escalation_timer(next)?;
                 }
-                for d in &firing.deliveries {
-                    tx.put_delivery(d)?;
-                }
                 events.extend(firing.events);
+                for d in &firing.deliveries {
+                    let scope = flood.scope_of(&d.payload.labels);
+                    let to_person = d.contact_id.is_some() && d.payload.kind == "alert";
+                    if to_person && tx.flood(d.tenant_id, &scope)?.is_some() {
+                        tx.hold_for_digest(&scope, d)?;
+                        events.push(d.digest_event("held", "flood", json!(scope)));
+                    } else {
+                        tx.put_delivery(d)?;
+                        events.push(d.attempt_event("pending", None, None));
+                    }
+                }
             }
             tx.journal(events)?;
             Ok(Wrote::new((), changed))
@@ -73,6 +85,14 @@ impl Links {
             "{}/api/v1/ack/{}",
             self.base_url.trim_end_matches('/'),
             super::acklink::sign(&self.key, alert, contact, now)
+        )
+    }
+
+    /// The alerts page of what opened since `since` and is still open (a flood's digest).
+    pub fn list_url(&self, since: Timestamp) -> String {
+        format!(
+            "{}/alerts?status=open&since={since}",
+            self.base_url.trim_end_matches('/')
         )
     }
 
@@ -373,11 +393,6 @@ pub fn plan(
     escalation.source_id = Some(alert.id.to_string());
     let mut events = vec![escalation];
     events.extend(failures);
-    events.extend(
-        deliveries
-            .iter()
-            .map(|d| d.attempt_event("pending", None, None)),
-    );
     Firing {
         next,
         deliveries,
@@ -485,18 +500,26 @@ mod tests {
             repeat: 1,
             ..timer.clone()
         };
-        commit(&store, vec![(stale, firing(clock.new_id()))])
-            .await
-            .unwrap();
+        commit(
+            &store,
+            vec![(stale, firing(clock.new_id()))],
+            Default::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             store.escalations_due(now, 10).await.unwrap(),
             std::slice::from_ref(&timer)
         );
         assert!(store.deliveries_due(now, 10).await.unwrap().is_empty());
         let delivery = clock.new_id();
-        commit(&store, vec![(timer.clone(), firing(delivery))])
-            .await
-            .unwrap();
+        commit(
+            &store,
+            vec![(timer.clone(), firing(delivery))],
+            Default::default(),
+        )
+        .await
+        .unwrap();
         assert!(store.escalations_due(now, 10).await.unwrap().is_empty());
         let later = now.plus(Duration::from_secs(300));
         let next = store.escalations_due(later, 10).await.unwrap();

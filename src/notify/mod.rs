@@ -6,6 +6,7 @@
 pub mod acklink;
 pub mod channels;
 mod courier;
+pub mod digests;
 pub mod directory;
 pub mod escalation;
 mod handoff;
@@ -24,6 +25,7 @@ use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
+use crate::model::flood::FloodSettings;
 use crate::model::health::NotifyHealth;
 use crate::model::identity::Actor;
 use crate::model::notify::{
@@ -110,6 +112,8 @@ pub struct Notifier {
     senders: Senders,
     base_url: String,
     links: OnceCell<Links>,
+    /// Which alerts flood together, and how often their digest goes out.
+    flood: Arc<FloodSettings>,
     /// Wake the courier and the escalator: the application has the store notify them after
     /// commits that queue a delivery or arm a step (`Change::Deliveries`, `Change::Escalations`).
     courier_wake: Arc<Notify>,
@@ -132,6 +136,7 @@ impl Notifier {
         alerts: Arc<dyn AlertActions>,
         senders: Senders,
         base_url: String,
+        flood: Arc<FloodSettings>,
     ) -> Arc<Self> {
         Arc::new(Self {
             health: courier::ChannelHealth::new(&store),
@@ -142,6 +147,7 @@ impl Notifier {
             senders,
             base_url,
             links: OnceCell::new(),
+            flood,
             courier_wake: Arc::new(Notify::new()),
             escalations_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
@@ -681,7 +687,7 @@ impl Notifier {
             };
             firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
-        escalation::commit(&self.store, firings).await?;
+        escalation::commit(&self.store, firings, self.flood.clone()).await?;
         Ok(timers.len())
     }
 }

@@ -416,14 +416,15 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Records that `opened` opened carrying label `pair` (`k=v`), forgets opens of that pair
-    /// before `since`, and returns the ids of those from `since` on, in time order.
-    pub(crate) fn storm_opens(
+    /// Records that `opened` opened carrying label `pair` (`k=v`; a flood's scope names a pair
+    /// no label makes), forgets opens of that pair before `since`, and returns the times and
+    /// ids of those from `since` on, in time order.
+    pub(crate) fn opens_since(
         &self,
         opened: &Alert,
         pair: &str,
         since: Timestamp,
-    ) -> Result<Vec<Uuid>, StoreError> {
+    ) -> Result<Vec<(Timestamp, Uuid)>, StoreError> {
         let prefix = storm_pair(opened.tenant_id, pair);
         let at = |ms: i64| {
             let mut key = prefix.clone();
@@ -438,20 +439,24 @@ impl Tx<'_> {
         // go, the others are the answer.
         let start = at(since.as_millis());
         let mut expired = Vec::new();
-        let mut ids = Vec::new();
+        let mut opens = Vec::new();
         // Times since the epoch: big-endian, so byte order is time order from 0 on.
         for row in index.range(at(0).as_slice()..at(i64::MAX).as_slice())? {
             let key = row?.0.value().to_vec();
             if key < start {
                 expired.push(key);
-            } else if let Some(id) = key.get(key.len().saturating_sub(16)..) {
-                ids.push(stored_uuid(id, "a storm's alert")?);
+            } else if key.len() == prefix.len() + 24 {
+                let ms = stored_due_time(&key[prefix.len()..], "an alert's open")?;
+                opens.push((
+                    ms,
+                    stored_uuid(&key[prefix.len() + 8..], "an opened alert")?,
+                ));
             }
         }
         for key in expired {
             index.remove(key.as_slice())?;
         }
-        Ok(ids)
+        Ok(opens)
     }
 
     /// The incident of the storm on label `pair` (`k=v`), if one was opened.
@@ -676,17 +681,24 @@ mod tests {
                 };
                 let pair = "site=north";
                 let opens = vec![
-                    tx.storm_opens(&open(1, 0), pair, at(-5))?,
-                    tx.storm_opens(&open(2, 1), pair, at(-4))?,
-                    tx.storm_opens(&open(3, 10), pair, at(5))?,
+                    tx.opens_since(&open(1, 0), pair, at(-5))?,
+                    tx.opens_since(&open(2, 1), pair, at(-4))?,
+                    tx.opens_since(&open(3, 10), pair, at(5))?,
                 ];
                 let kept = tx.open_table(STORM_INDEX)?.len()?;
                 Ok(Wrote::Changed((opens, kept)))
             })
             .await
             .unwrap();
-        let ids = |ns: &[u128]| ns.iter().map(|n| Uuid::from_u128(*n)).collect::<Vec<_>>();
-        assert_eq!(opens.0, [ids(&[1]), ids(&[1, 2]), ids(&[3])]);
+        let ids = |ns: &[(u128, i64)]| {
+            ns.iter()
+                .map(|(n, mins)| (at(*mins), Uuid::from_u128(*n)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            opens.0,
+            [ids(&[(1, 0)]), ids(&[(1, 0), (2, 1)]), ids(&[(3, 10)])]
+        );
         assert_eq!(opens.1, 1, "the two opens before the window are gone");
     }
 }

@@ -6,11 +6,12 @@ use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, AUDIT, CHANNEL_FAILURES, CONFIG_DOCS, CONFIG_IDS,
     CONSUMER_POSITIONS, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, DISCOVERY_SCANS, DOWNTIMES,
-    ESCALATIONS, ESCALATIONS_DUE, EVENT_JOURNAL, HANDOFFS, HEARTBEATS, IDEMPOTENT_ANSWERS,
-    INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES, PENDING_ALERTS,
-    RATE_BUCKETS, RECENTLY_CLEARED_ALERT_KEYS, REPORT_ARCHIVE, REPORT_CONTENT, RULE_BEATS, SECRETS,
-    SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS, STORM_INDEX,
-    SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
+    ESCALATIONS, ESCALATIONS_DUE, EVENT_JOURNAL, FLOOD_HELD, FLOODS, HANDOFFS, HEARTBEATS,
+    IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES,
+    PENDING_ALERTS, RATE_BUCKETS, RECENTLY_CLEARED_ALERT_KEYS, REPORT_ARCHIVE, REPORT_CONTENT,
+    RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS,
+    STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
+    USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -130,6 +131,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 22,
         name: "recently cleared alert keys",
         apply: create_recently_cleared_alert_keys,
+    },
+    Migration {
+        version: 23,
+        name: "alarm floods",
+        apply: create_flood_tables,
     },
 ];
 
@@ -259,6 +265,12 @@ fn create_channel_failures_table(tx: &WriteTx) -> Result<(), StoreError> {
 
 fn create_recently_cleared_alert_keys(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(RECENTLY_CLEARED_ALERT_KEYS)?;
+    Ok(())
+}
+
+fn create_flood_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(FLOODS)?;
+    tx.open_table(FLOOD_HELD)?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ mod discovery;
 mod error;
 mod event_rows;
 pub mod events;
+mod floods;
 mod heartbeats;
 mod incidents;
 pub mod journal;

@@ -31,6 +31,8 @@ pub enum Change {
     Deliveries,
     Heartbeats,
     Sites,
+    /// A scope flooded, or its digest or end moved.
+    Floods,
     /// Events a federation site forwarded were stored (by any process): `take_forwarded`.
     Forwarded,
 }
@@ -58,6 +60,7 @@ fn change_of(name: &str) -> Option<Change> {
         (tables::DELIVERIES_DUE.name(), Change::Deliveries),
         (tables::HEARTBEATS.name(), Change::Heartbeats),
         (tables::SITE_STATUS.name(), Change::Sites),
+        (tables::FLOODS.name(), Change::Floods),
     ];
     kinds.into_iter().find(|(n, _)| *n == name).map(|(_, c)| c)
 }

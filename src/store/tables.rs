@@ -89,6 +89,13 @@ pub const STORM_INDEX: TableDefinition<&[u8], ()> =
 pub const STORM_INCIDENTS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("storm_incident_by_label_pair");
 
+/// The scopes in flood, by tenant + scope (`label=value`, or empty for the tenant).
+pub const FLOODS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("flood_by_tenant_scope");
+/// Deliveries held for a flooded scope's next digest, by tenant + scope (length-prefixed) +
+/// delivery id.
+pub const FLOOD_HELD: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("held_delivery_by_tenant_scope_id");
+
 /// Incidents by tenant + id.
 pub const INCIDENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("incident_by_tenant_id");
 /// Silences by tenant + id.
@@ -200,6 +207,8 @@ macro_rules! every_table {
             RULE_BEATS,
             STORM_INDEX,
             STORM_INCIDENTS,
+            FLOODS,
+            FLOOD_HELD,
             INCIDENTS,
             SILENCES,
             DOWNTIMES,

@@ -9,6 +9,7 @@ pub mod views;
 
 use crate::auth::Principal;
 use crate::model::VERSION;
+use crate::model::flood::Flood;
 use maud::{DOCTYPE, Markup, html};
 
 /// HTML text outside a template (a problem detail in plain code): the characters that could
@@ -115,6 +116,8 @@ pub struct Frame<'a> {
     /// A line above the content (the outcome of the last action).
     pub notice: Option<Notice>,
     pub look: &'a Look,
+    /// The caller's tenant's scopes in flood: a banner on every page.
+    pub floods: &'a [Flood],
 }
 
 /// How pages look: the instance's branding and the caller's colour scheme.
@@ -184,6 +187,16 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
                 }
             }
             main #content data-live=[(!live.is_empty()).then_some(live.as_str())] {
+                @for f in frame.floods {
+                    p.notice.error.flood role="alert" {
+                        strong { "Alarm flood" }
+                        @if !f.scope.is_empty() { " at " (f.scope) }
+                        ": " (f.alerts) " alerts since " (f.started_at.to_string()) "; pages go out as digests. First out: "
+                        a href=(format!("/alerts/{}", f.first_out)) { (f.first_out_title) }
+                        " · "
+                        a href=(format!("/alerts?status=open&since={}", f.started_at)) { "its alerts" }
+                    }
+                }
                 h1 { (frame.title) }
                 @match &frame.notice {
                     Some(Notice::Done(text)) => p.notice role="status" { (text) },

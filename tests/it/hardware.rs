@@ -52,7 +52,7 @@ async fn subsystem(s: &Server, name: &str) -> (u16, Value) {
     (status, entry)
 }
 
-async fn ready(s: &Server, name: &str) {
+pub(crate) async fn ready(s: &Server, name: &str) {
     let started = Instant::now();
     loop {
         let (status, entry) = subsystem(s, name).await;

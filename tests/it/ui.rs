@@ -1584,3 +1584,98 @@ async fn lists_are_paged_and_filtered_on_the_server() {
         "an unknown severity matches nothing"
     );
 }
+
+/// The noise controls without JavaScript (issue 69): two alerts within a minute flood the
+/// tenant, and every page says so with a link to the first-out, which its row marks; an
+/// operator shelves an alert for a time from its page (the page says by whom and why, and
+/// offers to unshelve), then until it clears (the form's duration is left out), then
+/// unshelves it; a viewer may not shelve.
+#[tokio::test]
+async fn the_flood_banner_first_out_and_shelving_work_from_plain_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(
+            dir.path(),
+            "alerting:\n  flood: {enterAt: {alerts: 2, within: 1m}, leaveAt: {alerts: 1, within: 1h}}\n",
+        ),
+        ..Opts::default()
+    });
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let first = alerts
+        .iter()
+        .find(|a| a["firstOut"] == true)
+        .expect("a first-out");
+    let id = first["id"].as_str().unwrap();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    for path in ["/", "/alerts", "/incidents"] {
+        let (status, page) = olga.page(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(page.contains("Alarm flood"), "{path}: {page}");
+        assert!(page.contains(&format!("href=\"/alerts/{id}\"")), "{path}");
+    }
+    let (_, list) = olga.page("/alerts").await;
+    assert_eq!(list.matches("first out").count(), 1, "{list}");
+
+    let here = format!("/alerts/{id}");
+    let (_, page) = olga.page(&here).await;
+    assert!(page.contains("First out"), "{page}");
+    assert!(
+        page.contains(&format!("action=\"{here}/shelve\"")),
+        "{page}"
+    );
+    let (status, location, _) = olga
+        .post(
+            &format!("{here}/shelve"),
+            &format!("mode=timed&duration=1h&reason=pump+swap&back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(
+        (status, location.as_deref()),
+        (303, Some(format!("{here}?did=shelve").as_str()))
+    );
+    let (_, page) = olga.page(&here).await;
+    assert!(page.contains("Shelved"), "{page}");
+    assert!(page.contains("pump swap"), "{page}");
+    assert!(
+        page.contains(&format!("action=\"{here}/unshelve\"")),
+        "{page}"
+    );
+    let (status, _, _) = olga
+        .post(
+            &format!("{here}/shelve"),
+            &format!("mode=oneShot&duration=1h&reason=until+fixed&back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "a one-shot shelf from the form");
+    let shelved = get(s, &a.token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(shelved["shelved"]["mode"], "oneShot", "{shelved}");
+    assert!(shelved["shelved"].get("until").is_none(), "{shelved}");
+    let (status, _, _) = olga
+        .post(
+            &format!("{here}/unshelve"),
+            &format!("back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let back = get(s, &a.token, &format!("/api/v1/alerts/{id}")).await;
+    assert!(back.get("shelved").is_none(), "{back}");
+
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (_, page) = vera.page(&here).await;
+    assert!(!page.contains("/shelve\""), "a viewer gets no shelve form");
+    let (status, _, _) = vera
+        .post(
+            &format!("{here}/shelve"),
+            &format!("mode=timed&duration=1h&reason=no&back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403);
+}

@@ -17,6 +17,10 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/snooze", snooze).permission("alerts:ack").doc("ui", "Snooze an alert", "Form: `duration` (`30m`, `1h`...), `back`. As `POST /api/v1/alerts/{id}:snooze`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/alerts/{id}/shelve", shelve).permission("alerts:ack").doc("ui", "Shelve an alert", "Form: `mode` (`timed` or `oneShot`), `duration` (timed only; `30m`, `1h`...), `reason`, `back`. As `POST /api/v1/alerts/{id}:shelve`; 303 to `back`.")
+            .form::<ShelveForm>().answers_empty(303).answers_text(404, HTML).answers_text(422, HTML).page(),
+        Route::post("/alerts/{id}/unshelve", unshelve).permission("alerts:ack").doc("ui", "Unshelve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:unshelve`; 303 to `back`.")
+            .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/resolve", resolve).permission("alerts:ack").doc("ui", "Resolve an alert", "Form: `back`. As `POST /api/v1/alerts/{id}:resolve`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/incident", assign_incident).permission("incidents:write").doc("ui", "Add an alert to an incident", "Form: `incident` (an open incident's id, or `new` for an incident of its own titled as the alert). As `PUT /api/v1/incidents/{id}` with the alert added (or `POST /api/v1/incidents`); 303 to the incident.")
@@ -359,6 +363,49 @@ async fn snooze(
         .snooze(&c.principal, &c.actor, path_id(&id)?, req)
         .await?;
     Ok(Done::back(f.back.as_deref(), "snooze"))
+}
+
+/// The shelve form.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct ShelveForm {
+    back: Option<String>,
+    mode: Option<String>,
+    duration: Option<String>,
+    reason: Option<String>,
+}
+
+async fn shelve(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Acted {
+    let f = form::<ShelveForm>(&body)?;
+    // The form sends its duration whichever mode is chosen; only a timed shelf has one.
+    let timed = f.mode.as_deref() != Some("oneShot");
+    let req = ShelveRequest {
+        duration: f.duration.filter(|_| timed),
+        mode: f.mode,
+        reason: f.reason,
+    };
+    st.alerting
+        .shelve(&c.principal, &c.actor, path_id(&id)?, req)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "shelve"))
+}
+
+async fn unshelve(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Acted {
+    let f = form::<ActionForm>(&body)?;
+    st.alerting
+        .unshelve(&c.principal, &c.actor, path_id(&id)?)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "unshelve"))
 }
 
 async fn resolve(

@@ -21,10 +21,11 @@ use crate::api::pagination::{
     ALERTS, AUDIT, EVENTS, INCIDENTS, OBJECTS, Page, PageQuery, PageRequest, PageRules,
 };
 use crate::api::router::{HTML, Route};
-use crate::model::alert::{AlertFilter, AlertStatus, SnoozeRequest};
+use crate::model::alert::{AlertFilter, AlertStatus, ShelveRequest, SnoozeRequest};
 use crate::model::audit::AuditFilter;
 use crate::model::config::{ConfigDoc, KINDS, Kind, kind_by_name};
 use crate::model::event::{Event, EventFilter, EventType};
+use crate::model::flood::Flood;
 use crate::model::identity::{
     ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
 };
@@ -215,6 +216,8 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "ack" => "Acknowledged.",
         "ack-some" => "Acknowledged the selected alerts that were still open.",
         "snooze" => "Snoozed.",
+        "shelve" => "Shelved: it does not page until the shelf ends.",
+        "unshelve" => "Unshelved: it pages again while open.",
         "resolve" => "Resolved.",
         "check" => "Check scheduled.",
         "silence" => "Silence created.",
@@ -254,6 +257,7 @@ fn frame<'a>(
         live: if c.live { live } else { &[] },
         notice: notice(did),
         look: &c.look,
+        floods: &c.floods,
     }
 }
 
@@ -263,6 +267,8 @@ struct Visitor {
     caller: Caller,
     look: Look,
     live: bool,
+    /// The tenant's scopes in flood, for the banner (none without `alerts:read`).
+    floods: Vec<Flood>,
 }
 
 impl std::ops::Deref for Visitor {
@@ -293,10 +299,23 @@ impl FromRequestParts<AppState> for Visitor {
         };
         let theme = prefs.extra.get(THEME).and_then(|t| Theme::named(t));
         let live = prefs.extra.get(LIVE).map(String::as_str) != Some("off");
+        // The banner is a courtesy too: a page shows without it when floods cannot be read.
+        let floods = if caller.principal.allows("alerts:read") {
+            st.alerting
+                .floods(&caller.principal)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "could not read the floods");
+                    Vec::new()
+                })
+        } else {
+            Vec::new()
+        };
         Ok(Visitor {
             caller,
             look: look(st, theme).await,
             live,
+            floods,
         })
     }
 }

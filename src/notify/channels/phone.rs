@@ -93,7 +93,7 @@ fn sms_text(out: &Outgoing<'_>) -> String {
     let m = &out.delivery.payload;
     let mut text = match out.template {
         Some(_) => out.text(),
-        None if m.kind == "alert" => {
+        None if m.kind == "alert" || m.kind == "digest" => {
             let mut t = format!("{}: {}", m.severity.to_uppercase(), m.title);
             if !m.summary.is_empty() {
                 t.push('\n');

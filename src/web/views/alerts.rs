@@ -211,6 +211,7 @@ pub fn alerts(
                             small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
                             @if let Some(by) = &a.acked_by { " " span.handled { "✓ " (by) } }
                             @if let Some(until) = a.snoozed_until { " " span.handled { "snoozed until " (when(now, until)) } }
+                            (noise_marks(now, a))
                         }
                         span.acts {
                             @if can.ack && a.status == AlertStatus::Open {
@@ -255,6 +256,10 @@ pub fn alert(
             @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { (object.unwrap_or("its object")) } } }
             @if let Some(p) = &a.escalation_policy { dt { "Escalation policy" } dd { (p) } }
             @if let Some(cause) = &a.cause { dt { "Caused by" } dd { (cause.reason) } }
+            @if a.first_out { dt { "First out" } dd { "The first alert of an alarm flood" } }
+            @if let Some(by) = &a.suppressed_by { dt { "Held back by" } dd { (suppressed_by(by)) } }
+            @if a.dependents > 0 { dt { "Holds back" } dd { (a.dependents) " dependent alerts" } }
+            @if let Some(shelf) = &a.shelved { dt { "Shelved" } dd { (shelf_text(now, shelf)) } }
             dt { "Rule" } dd { (a.rule_id) }
             @for (k, v) in &a.labels { dt { (k) } dd { (v) } }
         }
@@ -284,6 +289,7 @@ pub fn alert(
                 }
                 (button(&format!("{here}/resolve"), &here, "Resolve", &a.title))
             }
+            (shelve_controls(a, &here))
         }
         @if can.silence && active {
             p { a.button href=(silence_like(a)) { "Silence alerts like this" } }
@@ -291,6 +297,65 @@ pub fn alert(
         @if let Some(open) = open_incidents { (assign_to_incident(a, open)) }
         h2 { "Timeline" }
         (timeline(now, events))
+    }
+}
+
+/// What keeps an alert from paging, on its row: first-out of a flood, held back by a
+/// dependency, shelved.
+fn noise_marks(now: Timestamp, a: &Alert) -> Markup {
+    html! {
+        @if a.first_out { " " span.handled { "first out" } }
+        @if let Some(by) = &a.suppressed_by { " " span.handled { "held back by " (suppressed_by(by)) } }
+        @if let Some(shelf) = &a.shelved { " " span.handled { "shelved " (shelf_text(now, shelf)) } }
+    }
+}
+
+fn suppressed_by(by: &SuppressedBy) -> String {
+    match &by.redundancy_group {
+        Some(group) => format!("{} {} (redundancy group {group})", by.kind, by.object),
+        None => format!("{} {}", by.kind, by.object),
+    }
+}
+
+/// "until 14:00 by ada: maintenance", or "until it clears by ada: ...".
+fn shelf_text(now: Timestamp, shelf: &Shelf) -> Markup {
+    html! {
+        @match shelf.until {
+            Some(until) => { "until " (when(now, until)) }
+            None => { "until it clears" }
+        }
+        " by " (shelf.by) ": " (shelf.reason)
+    }
+}
+
+/// Shelve (timed or until the alert clears, with a reason) or unshelve.
+fn shelve_controls(a: &Alert, here: &str) -> Markup {
+    html! {
+        @if a.shelved.is_some() {
+            (button(&format!("{here}/unshelve"), here, "Unshelve", &a.title))
+        } @else {
+            form method="post" action=(format!("{here}/shelve")) {
+                input type="hidden" name="back" value=(here);
+                label for="shelve-mode" { "Shelve" }
+                select #shelve-mode name="mode" {
+                    option value="timed" selected { "for a time" }
+                    option value="oneShot" { "until it clears" }
+                }
+                " "
+                label for="shelve-duration" { "for" }
+                select #shelve-duration name="duration" {
+                    option value="30m" { "30 minutes" }
+                    option value="1h" selected { "1 hour" }
+                    option value="4h" { "4 hours" }
+                    option value="8h" { "8 hours" }
+                }
+                " "
+                label for="shelve-reason" { "Reason" }
+                input #shelve-reason type="text" name="reason" required maxlength="1000";
+                " "
+                button type="submit" { "Shelve" }
+            }
+        }
     }
 }
 

@@ -15,7 +15,7 @@ pub use objects::*;
 pub use people::*;
 
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertStatus};
+use crate::model::alert::{Alert, AlertStatus, Shelf, SuppressedBy};
 use crate::model::audit::AuditEntry;
 use crate::model::config::ConfigDoc;
 use crate::model::event::{Event, Severity};
