@@ -16,7 +16,7 @@ use crate::model::event::{EventDraft, Severity};
 use crate::model::flood::FloodSettings;
 use crate::model::incident::{Incident, Storm};
 use crate::model::notify::EscalationTimer;
-use crate::model::state::{DOWN, StateType};
+use crate::model::state::DOWN;
 use crate::runtime::DependenciesOf;
 use crate::store::alerts::PendingAlert;
 use crate::store::{Store, StoreError, Tx};
@@ -218,17 +218,7 @@ fn topology_cause(
     let states: HashMap<Uuid, ParentState> = parents
         .iter()
         .zip(tx.live_states(&parents)?)
-        .filter_map(|((_, parent), s)| {
-            let s = s?;
-            let hard = s.state_type == StateType::Hard;
-            Some((
-                *parent,
-                ParentState {
-                    state: s.state,
-                    hard,
-                },
-            ))
-        })
+        .filter_map(|((_, parent), s)| Some((*parent, ParentState::of(&s?))))
         .collect();
     let Some((group, member)) = failed(&groups, Holds::Notifications, &|p| states.get(&p).copied())
     else {

@@ -21,7 +21,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/business-services/{name}/sla", sla).permission("objects:read").doc(
             "business-services",
             "SLA budget of a business service",
-            "`{service, availability, target, windowDays, budgetTotal, budgetSpent, budgetLeft}` over `slaWindow` (month, quarter, year: 30, 90, 365 days) from the hard state changes of the objects the service binds itself (WARNING and UNKNOWN count as down); with `excludeDowntimes` the time in downtime is not counted. Only time with data counts: the availability and the budgets are of the window from the first result of any bound object on (100 with no data at all). Budgets are durations (`1h2m`).",
+            "`{service, availability, target, windowDays, budgetTotal, budgetSpent, budgetLeft}` over `slaWindow` (month, quarter, year: 30, 90, 365 days) from the hard state changes of the objects the service binds itself (WARNING and UNKNOWN count as down); with `excludeDowntimes` the time in downtime is not counted, with `excludeDependencies` the time a bound object was held back by a failed dependency (its `dependsOn` or `parents`, as alerts are) is not. Only time with data counts: the availability and the budgets are of the window from the first result of any bound object on (100 with no data at all). Budgets are durations (`1h2m`).",
         )
             .ok::<SlaReport>(),
         Route::get("/api/v1/objects/{id}/impact", impact).permission("objects:read").doc(

@@ -19,7 +19,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/reports/{name}:render", render).permission("reports:render").doc(
             "reports",
             "Render a report now",
-            "Query `format`: `html` (default), `csv` or `json` (`{title, type, generatedAt, windowDays, columns, rows: [{name, values, class}], totals}`, `values` one per column after the name); `pdf` is 501 `svc:reports/pdf`. Types: `availability` and `sla` (each object `params.selector` picks, at most 10,000: its time in a hard non-OK state over `params.windowDays`, default 30, against `params.target`, default 99.9), `alert-stats` (alerts opened in the window: counts, MTTA, MTTR, the 20 most frequent titles), `oncall` (who is on call now per schedule), `audit` (users and their roles; rendering it or reading its archive also takes `admin:users`, else 403). Nothing is stored.",
+            "Query `format`: `html` (default), `csv` or `json` (`{title, type, generatedAt, windowDays, columns, rows: [{name, values, class}], totals}`, `values` one per column after the name); `pdf` is 501 `svc:reports/pdf`. Types: `availability` and `sla` (each object `params.selector` picks, at most 10,000: its time in a hard non-OK state over `params.windowDays`, default 30, against `params.target`, default 99.9; with `params.excludeDependencies: true` the time a failed dependency held the object back is not counted down), `alert-stats` (alerts opened in the window: counts, MTTA, MTTR, the 20 most frequent titles), `oncall` (who is on call now per schedule), `audit` (users and their roles; rendering it or reading its archive also takes `admin:users`, else 403). Nothing is stored.",
         )
             .query::<RenderQuery>()
             .no_body()

@@ -101,6 +101,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         store: core.store.clone(),
         events: events.clone(),
         labels: monitoring.catalog.clone(),
+        dependencies: monitoring.catalog.clone(),
         oncall: notify.clone(),
         outbox: notify.clone(),
         clock: core.clock.clone(),

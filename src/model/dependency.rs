@@ -184,6 +184,98 @@ pub fn failed<'g>(
         .and_then(|g| Some((g, g.members.first()?)))
 }
 
+impl ParentState {
+    /// A live state as a parent's.
+    pub fn of(live: &super::state::CheckState) -> Self {
+        Self {
+            state: live.state,
+            hard: live.state_type == super::state::StateType::Hard,
+        }
+    }
+}
+
+/// The kind of a parent by its name: `h/s` is a service, `h` a host.
+pub fn member_kind(name: &str) -> ObjectKind {
+    match split_name(name).1 {
+        Some(_) => ObjectKind::Service,
+        None => ObjectKind::Host,
+    }
+}
+
+/// A parent's states over a window, for leaving the time its children were held back out of
+/// their availability (`excludeDependencies`): its state at the window's start and each
+/// change, in order.
+#[derive(Clone, Debug, Default)]
+pub struct Timeline {
+    steps: Vec<(i64, Option<ParentState>)>,
+}
+
+impl Timeline {
+    /// Takes the `state_change` event `e` of a parent of `kind`, at `from` or later.
+    pub fn observe(&mut self, kind: ObjectKind, e: &super::event::Event, from: i64) {
+        let label = |key: &str| e.payload.get(key).and_then(serde_json::Value::as_str);
+        let state = |key: &str| label(key).and_then(|l| state_number(kind, l));
+        if self.steps.is_empty() {
+            let before = state("from").map(|state| ParentState { state, hard: true });
+            self.steps.push((from, before));
+        }
+        let hard = label("stateType") == Some("hard");
+        let now = state("to").map(|state| ParentState { state, hard });
+        self.steps.push((e.ts.as_millis().max(from), now));
+    }
+
+    /// Without a change in the window, the live state held throughout.
+    pub fn finish(&mut self, live: Option<ParentState>, from: i64) {
+        if self.steps.is_empty() {
+            self.steps.push((from, live));
+        }
+    }
+
+    fn at(&self, t: i64) -> Option<ParentState> {
+        self.steps
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .and_then(|(_, s)| *s)
+    }
+}
+
+/// The spans of `[from, to)` in which a group of `groups` that holds notifications back had
+/// failed (as `failed` decides live), given each parent's timeline.
+pub fn failed_spans(
+    groups: &[Group],
+    timeline: &impl Fn(Uuid) -> Option<Timeline>,
+    from: i64,
+    to: i64,
+) -> Vec<(i64, i64)> {
+    let timelines: HashMap<Uuid, Timeline> = groups
+        .iter()
+        .flat_map(|g| &g.members)
+        .filter_map(|m| Some((m.object, timeline(m.object)?)))
+        .collect();
+    let mut times: Vec<i64> = timelines
+        .values()
+        .flat_map(|t| t.steps.iter().map(|(at, _)| *at))
+        .filter(|at| (from..to).contains(at))
+        .chain([from])
+        .collect();
+    times.sort_unstable();
+    times.dedup();
+    let mut spans: Vec<(i64, i64)> = Vec::new();
+    for (i, start) in times.iter().enumerate() {
+        let end = times.get(i + 1).copied().unwrap_or(to);
+        let state = |o: Uuid| timelines.get(&o).and_then(|t| t.at(*start));
+        if failed(groups, Holds::Notifications, &state).is_none() {
+            continue;
+        }
+        match spans.last_mut() {
+            Some(last) if last.1 == *start => last.1 = end,
+            _ => spans.push((*start, end)),
+        }
+    }
+    spans
+}
+
 /// An object as dependency resolution sees it.
 pub struct Node<'a> {
     pub id: Uuid,
@@ -422,6 +514,52 @@ mod tests {
         };
         assert!(check(&[bad_state]).unwrap_err().contains("BROKEN"));
         assert!(check(&[on("/ping")]).is_err());
+    }
+
+    /// A redundancy group of two uplinks held its child back only while both were down (hard):
+    /// from the second going down to the first coming back; a soft DOWN counts for nothing.
+    #[test]
+    fn the_time_held_back_is_when_every_member_of_a_group_had_failed() {
+        let mut w = World::new(&[("uplink-a", &[]), ("uplink-b", &[]), ("pump", &[])]);
+        w.deps[2] = ["uplink-a", "uplink-b"]
+            .map(|u| DependsOn {
+                redundancy_group: Some("uplinks".into()),
+                ..on(u)
+            })
+            .to_vec();
+        let groups = w.resolve().remove(&w.id("pump")).unwrap();
+        let change = |at: i64, from: &str, to: &str, kind: &str| crate::model::event::Event {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            ts: crate::model::Timestamp::from_millis(at).unwrap(),
+            kind: crate::model::event::EventType::StateChange,
+            object_id: None,
+            source_id: None,
+            severity: None,
+            payload: serde_json::json!({"from": from, "to": to, "stateType": kind}).into(),
+            site: None,
+        };
+        let mut a = Timeline::default();
+        for e in [
+            change(10, "UP", "DOWN", "soft"),
+            change(20, "DOWN", "DOWN", "hard"),
+            change(60, "DOWN", "UP", "hard"),
+        ] {
+            a.observe(ObjectKind::Host, &e, 0);
+        }
+        let mut b = Timeline::default();
+        b.observe(ObjectKind::Host, &change(40, "UP", "DOWN", "hard"), 0);
+        let (ia, ib) = (w.id("uplink-a"), w.id("uplink-b"));
+        let timeline = |o: Uuid| match o {
+            o if o == ia => Some(a.clone()),
+            o if o == ib => Some(b.clone()),
+            _ => None,
+        };
+        assert_eq!(failed_spans(&groups, &timeline, 0, 100), [(40, 60)]);
+        let mut quiet = Timeline::default();
+        quiet.finish(hard(1), 0);
+        let both = |_| Some(quiet.clone());
+        assert_eq!(failed_spans(&groups, &both, 0, 100), [(0, 100)]);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub struct ReportParams {
     pub window_days: u32,
     pub target: f64,
     pub include_downtimes: bool,
+    /// Leave the time an object was held back by a failed dependency out (`availability`,
+    /// `sla`): the parent's outage is not the child's.
+    pub exclude_dependencies: bool,
     pub channel: String,
 }
 
@@ -77,6 +80,10 @@ impl ReportParams {
             target,
             include_downtimes: params
                 .get("includeDowntimes")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            exclude_dependencies: params
+                .get("excludeDependencies")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             channel: text("channel")?,

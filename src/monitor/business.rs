@@ -8,11 +8,13 @@ use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::availability::{availability, coverage, subtract, union_length};
 use crate::model::config::{BusinessService, ConfigDoc};
+use crate::model::dependency::{ParentState, Timeline, failed_spans, member_kind};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
 use crate::model::selector::Selector;
 use crate::model::state::CheckState;
 use crate::model::{GoDuration, Timestamp};
+use crate::runtime::ObjectDependencies;
 use crate::runtime::clock::SharedClock;
 use crate::store::{Store, StoreError};
 use serde::Serialize;
@@ -349,7 +351,8 @@ impl BusinessServices {
 
     /// Availability over the service's window: the time any object it binds itself was in a
     /// hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes with
-    /// `excludeDowntimes`.
+    /// `excludeDowntimes` and the time a failed dependency held it back with
+    /// `excludeDependencies`.
     pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, BusinessError> {
         let f = self.forest(p.tenant).await?;
         let d = f
@@ -365,6 +368,10 @@ impl BusinessServices {
         } else {
             Vec::new()
         };
+        let held_by = match d.bs.exclude_dependencies {
+            true => Some(self.catalog.dependencies().await),
+            false => None,
+        };
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut down: Vec<(i64, i64)> = Vec::new();
         // The service has data from when the first of its objects had: time before is
@@ -378,7 +385,10 @@ impl BusinessServices {
                 from: Timestamp::from_millis(from_ms),
                 ..Default::default()
             };
-            let changes = self.events.ascending(filter, None, SLA_EVENTS).await?;
+            let changes = self
+                .events
+                .ascending(filter.clone(), None, SLA_EVENTS)
+                .await?;
             let covered = coverage(&changes, f.states.get(&object), from_ms, now.as_millis());
             no_data_ms = no_data_ms.min(covered.no_data_ms);
             let mut spans = covered.down;
@@ -398,6 +408,26 @@ impl BusinessServices {
                     _ => (dt.start.as_millis(), dt.end.as_millis()),
                 };
                 spans = subtract(&spans, (start, end));
+            }
+            if let Some(groups) = held_by.as_ref().and_then(|of| of(p.tenant, object)) {
+                let mut parents = HashMap::new();
+                for m in groups.iter().flat_map(|g| &g.members) {
+                    let filter = EventFilter {
+                        object_id: Some(m.object),
+                        ..filter.clone()
+                    };
+                    let kind = member_kind(&m.name);
+                    let mut timeline = Timeline::default();
+                    for e in self.events.ascending(filter, None, SLA_EVENTS).await? {
+                        timeline.observe(kind, &e, from_ms);
+                    }
+                    timeline.finish(f.states.get(&m.object).map(ParentState::of), from_ms);
+                    parents.insert(m.object, timeline);
+                }
+                let timeline = |o: Uuid| parents.get(&o).cloned();
+                for held in failed_spans(&groups, &timeline, from_ms, now.as_millis()) {
+                    spans = subtract(&spans, held);
+                }
             }
             down.extend(spans);
         }
@@ -435,6 +465,7 @@ mod tests {
             sla_target: None,
             sla_window: None,
             exclude_downtimes: false,
+            exclude_dependencies: false,
         }
     }
 

@@ -307,16 +307,7 @@ impl Scheduler {
             .await?
             .states
             .into_iter()
-            .map(|s| {
-                let hard = s.state_type == StateType::Hard;
-                (
-                    s.object_id,
-                    ParentState {
-                        state: s.state,
-                        hard,
-                    },
-                )
-            })
+            .map(|s| (s.object_id, ParentState::of(&s)))
             .collect();
         Ok(failed(groups, Holds::Checks, &|p| states.get(&p).copied()).is_some())
     }

@@ -1,9 +1,11 @@
 //! `availability` and `sla`: the time each object the selector picks spent in a hard non-OK
-//! state over the window, against the report's target.
+//! state over the window, against the report's target; with `excludeDependencies`, without
+//! the time a failed dependency held it back.
 
 use super::{ReportError, Reports, duration, invalid};
 use crate::model::Timestamp;
-use crate::model::availability::{DownSpans, availability, union_length};
+use crate::model::availability::{DownSpans, availability, subtract, union_length};
+use crate::model::dependency::{Group, ParentState, Timeline, failed_spans, member_kind};
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
 use crate::model::report::{ReportParams, ReportRow, ReportTable};
@@ -11,6 +13,7 @@ use crate::model::selector::Selector;
 use crate::store::events::Position;
 use serde_json::json;
 use std::collections::HashMap;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Rows an availability report covers at most.
@@ -67,6 +70,22 @@ impl Reports {
             .iter()
             .map(|o| (o.id, DownSpans::new(from)))
             .collect();
+        // With `excludeDependencies`, the objects' dependency groups and their parents'
+        // states over the window.
+        let groups: HashMap<Uuid, Arc<[Group]>> = if params.exclude_dependencies {
+            let of = self.dependencies.dependencies().await;
+            objects
+                .iter()
+                .filter_map(|o| Some((o.id, of(tenant, o.id)?)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut parents: HashMap<Uuid, (ObjectKind, Timeline)> = groups
+            .values()
+            .flat_map(|g| g.iter().flat_map(|g| &g.members))
+            .map(|m| (m.object, (member_kind(&m.name), Timeline::default())))
+            .collect();
         let filter = EventFilter {
             tenant_id: tenant,
             types: vec![EventType::StateChange],
@@ -83,19 +102,31 @@ impl Reports {
                 if let Some(t) = e.object_id.and_then(|o| trackers.get_mut(&o)) {
                     t.observe(e);
                 }
+                if let Some((kind, t)) = e.object_id.and_then(|o| parents.get_mut(&o)) {
+                    t.observe(*kind, e, from);
+                }
             }
             match page.last() {
                 Some(last) if page.len() == EVENT_PAGE => after = Position::of_id(last.id),
                 _ => break,
             }
         }
+        for (id, (_, t)) in parents.iter_mut() {
+            t.finish(states.get(id).map(ParentState::of), from);
+        }
+        let timeline = |o: Uuid| parents.get(&o).map(|(_, t)| t.clone());
         let downs = objects
             .iter()
             .map(|o| {
-                let coverage = trackers
+                let mut coverage = trackers
                     .remove(&o.id)
                     .map(|t| t.finish(states.get(&o.id), now))
                     .unwrap_or_default();
+                if let Some(groups) = groups.get(&o.id) {
+                    for held in failed_spans(groups, &timeline, from, now) {
+                        coverage.down = subtract(&coverage.down, held);
+                    }
+                }
                 Down {
                     name: match o.host_id.and_then(|h| hosts.get(&h)) {
                         Some(host) => format!("{host}/{}", o.name),

@@ -25,7 +25,7 @@ use crate::model::report::{
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{Mail, ObjectLabels, OnCall, Outbox, PortError};
+use crate::runtime::{Mail, ObjectDependencies, ObjectLabels, OnCall, Outbox, PortError};
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use serde_json::Map;
@@ -75,6 +75,7 @@ pub struct Reports {
     store: Arc<Store>,
     events: Arc<Events>,
     labels: Arc<dyn ObjectLabels>,
+    dependencies: Arc<dyn ObjectDependencies>,
     oncall: Arc<dyn OnCall>,
     outbox: Arc<dyn Outbox>,
     clock: SharedClock,
@@ -88,6 +89,7 @@ pub struct ReportsParts {
     pub store: Arc<Store>,
     pub events: Arc<Events>,
     pub labels: Arc<dyn ObjectLabels>,
+    pub dependencies: Arc<dyn ObjectDependencies>,
     pub oncall: Arc<dyn OnCall>,
     pub outbox: Arc<dyn Outbox>,
     pub clock: SharedClock,
@@ -100,6 +102,7 @@ impl Reports {
             store: parts.store,
             events: parts.events,
             labels: parts.labels,
+            dependencies: parts.dependencies,
             oncall: parts.oncall,
             outbox: parts.outbox,
             clock: parts.clock,

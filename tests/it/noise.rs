@@ -626,7 +626,20 @@ async fn the_shelver_and_the_silencer_are_told_on_their_own_contacts() {
     assert_eq!(started.0, "ola");
     let ended = notice_starting(&hooks, "Your silence has ended: nothing here").await;
     assert_eq!(ended.0, "ola");
-    let listed = get(s, token, "/api/v1/silences").await;
+    // The busy silence was made after the lonely one: its check may come a moment later.
+    let waited = Instant::now();
+    let listed = loop {
+        let listed = get(s, token, "/api/v1/silences").await;
+        let items = listed["items"].as_array().unwrap();
+        if items
+            .iter()
+            .any(|x| x["id"] == busy["id"] && x["lastMatchedAt"].is_string())
+            || waited.elapsed() > Duration::from_secs(10)
+        {
+            break listed;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let listed = |id: &Value| {
         listed["items"]
             .as_array()

@@ -512,3 +512,50 @@ async fn a_scheduled_report_runs_once_in_its_slot() {
     let audit = get(s, token, "/api/v1/audit?action=report.run").await;
     assert_eq!(audit["items"][0]["actorId"], "report-schedule", "{audit}");
 }
+
+/// `excludeDependencies` (issue 69): a pump behind a router was down only while the router
+/// was; the availability report that leaves dependency-held time out counts the pump fully
+/// available and the router not, while the plain report counts both down.
+#[tokio::test]
+async fn availability_can_leave_the_time_held_back_by_a_dependency_out() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/hosts", json!({"name": "router", "labels": {"site": "east"}, "spec": {}})),
+            ("/api/v1/hosts", json!({"name": "pump", "labels": {"site": "east"},
+                "spec": {"dependsOn": [{"object": "router"}]}})),
+            ("/api/v1/reports", json!({"name": "plain", "type": "availability", "params": {"selector": "site=east"}})),
+            ("/api/v1/reports", json!({"name": "fair", "type": "sla",
+                "params": {"selector": "site=east", "excludeDependencies": true}})),
+        ],
+    )
+    .await;
+    let hosts = |states: [(&'static str, &'static str); 2]| json!({"results": states.map(|(h, st)| json!({"host": h, "state": st, "output": st}))});
+    for (states, pause) in [
+        ([("router", "UP"), ("pump", "UP")], 300),
+        ([("router", "DOWN"), ("pump", "DOWN")], 1000),
+        ([("pump", "UP"), ("router", "UP")], 0),
+    ] {
+        let res = send(s, token, Method::POST, "/api/v1/results", hosts(states)).await;
+        assert_eq!(res.status().as_u16(), 202);
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    let recovered = |t: &Value| {
+        let rows = t["rows"].as_array().unwrap();
+        rows.len() == 2
+            && rows
+                .iter()
+                .all(|r| r["class"] == "critical" || r["name"] == "pump")
+    };
+    let plain = table_until(s, token, "plain", |t| {
+        recovered(t) && row(t, "pump")["class"] == "critical"
+    })
+    .await;
+    assert_eq!(row(&plain, "router")["class"], "critical", "{plain}");
+    let fair = table_until(s, token, "fair", |t| recovered(t)).await;
+    assert_eq!(row(&fair, "pump")["values"][1], "100.000", "{fair}");
+    assert_eq!(row(&fair, "router")["class"], "critical", "{fair}");
+}

@@ -156,6 +156,9 @@ pub struct BusinessService {
     pub sla_window: Option<String>,
     #[serde(default)]
     pub exclude_downtimes: bool,
+    /// Leave the time a bound object was held back by a failed dependency out of the SLA.
+    #[serde(default)]
+    pub exclude_dependencies: bool,
 }
 
 pub(super) fn worst_rule() -> String {
