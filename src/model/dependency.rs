@@ -516,10 +516,8 @@ mod tests {
         assert!(check(&[on("/ping")]).is_err());
     }
 
-    /// A redundancy group of two uplinks held its child back only while both were down (hard):
-    /// from the second going down to the first coming back; a soft DOWN counts for nothing.
-    #[test]
-    fn the_time_held_back_is_when_every_member_of_a_group_had_failed() {
+    /// A pump behind a redundancy group of two uplinks: the world and the pump's groups.
+    fn uplinks() -> (World, Vec<Group>) {
         let mut w = World::new(&[("uplink-a", &[]), ("uplink-b", &[]), ("pump", &[])]);
         w.deps[2] = ["uplink-a", "uplink-b"]
             .map(|u| DependsOn {
@@ -528,6 +526,14 @@ mod tests {
             })
             .to_vec();
         let groups = w.resolve().remove(&w.id("pump")).unwrap();
+        (w, groups)
+    }
+
+    /// A redundancy group of two uplinks held its child back only while both were down (hard):
+    /// from the second going down to the first coming back; a soft DOWN counts for nothing.
+    #[test]
+    fn the_time_held_back_is_when_every_member_of_a_group_had_failed() {
+        let (w, groups) = uplinks();
         let change = |at: i64, from: &str, to: &str, kind: &str| crate::model::event::Event {
             id: Uuid::nil(),
             tenant_id: Uuid::nil(),
@@ -564,14 +570,7 @@ mod tests {
 
     #[test]
     fn a_redundancy_group_fails_only_when_every_member_has() {
-        let mut w = World::new(&[("uplink-a", &[]), ("uplink-b", &[]), ("pump", &[])]);
-        w.deps[2] = ["uplink-a", "uplink-b"]
-            .map(|u| DependsOn {
-                redundancy_group: Some("uplinks".into()),
-                ..on(u)
-            })
-            .to_vec();
-        let groups = w.resolve().remove(&w.id("pump")).unwrap();
+        let (w, groups) = uplinks();
         assert_eq!(groups.len(), 1);
         let (a, b) = (w.id("uplink-a"), w.id("uplink-b"));
         let one_down = |id: Uuid| if id == a { hard(1) } else { hard(0) };
