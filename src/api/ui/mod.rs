@@ -515,7 +515,8 @@ async fn asset(ApiPath(file): ApiPath<String>, headers: HeaderMap) -> Response {
     }
 }
 
-/// Types whose events change what the problems, alert and dashboard pages show.
+/// Types whose events change what the problems, alert and dashboard pages show (a flood's
+/// banner included).
 const ALERT_LIVE: &[&str] = &[
     "state_change",
     "alert_opened",
@@ -523,6 +524,9 @@ const ALERT_LIVE: &[&str] = &[
     "ack",
     "escalation",
     "downtime",
+    "shelve",
+    "flood_started",
+    "flood_ended",
 ];
 
 #[cfg(test)]
