@@ -881,3 +881,79 @@ async fn espa_pages_go_through_a_serial_server_over_tcp() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A flood pages an ESPA pager once (issue 69): twelve hosts going down at once flood the
+/// tenant (2 alerts within a minute), and the paging system gets one digest block, with alarm
+/// priority, instead of a page per alert; at most one alert paged before the flood did.
+#[tokio::test]
+async fn a_flood_pages_an_espa_pager_once_with_a_digest() {
+    let Some(pty) = PtyPair::open("espa flood digest") else {
+        return;
+    };
+    let peer = EspaPeer::start(&pty.theirs);
+    let (a, _config) = start_with_hardware(&format!(
+        "  espa:\n    device: {}\n    replyTimeout: 500ms\nalerting:\n  flood: {{enterAt: {{alerts: 2, within: 1m}}, leaveAt: {{alerts: 1, within: 3s}}, digestEvery: 2s}}\n",
+        pty.ours.display()
+    ));
+    let (s, token) = (&a.s, a.token.as_str());
+    ready(s, "espa").await;
+    let mut items = vec![
+        ("/api/v1/channels", json!({"name": "pager", "type": "espa"})),
+        (
+            "/api/v1/contacts",
+            json!({"name": "ada", "pager": "550", "preferences": [{"channels": ["pager"], "profile": "default"}]}),
+        ),
+        (
+            "/api/v1/escalation-policies",
+            json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+        ),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "down", "match": "event.type == 'state_change' && event.state == 'DOWN'",
+                   "severity": "critical", "escalationPolicy": "page"}),
+        ),
+    ];
+    let hosts: Vec<String> = (0..12).map(|i| format!("pump{i:02}")).collect();
+    for h in &hosts {
+        items.push(("/api/v1/hosts", json!({"name": h, "spec": {}})));
+    }
+    create_all(s, token, items).await;
+    let down: Vec<Value> = hosts
+        .iter()
+        .map(|h| json!({"host": h, "state": "DOWN", "output": "DOWN"}))
+        .collect();
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": down}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 202);
+    until(s, token, "/api/v1/events?types=flood_ended", |v| {
+        v["items"].as_array().is_some_and(|i| i.len() == 1)
+    })
+    .await;
+    peer.wait_for(Duration::from_secs(10), "the digest", |st| {
+        st.blocks.iter().any(|b| {
+            b.record('2')
+                .is_some_and(|t| t.starts_with("CRITICAL Flood: "))
+        })
+    });
+    let blocks = peer.state.lock().unwrap().blocks.clone();
+    let digests: Vec<_> = blocks
+        .iter()
+        .filter(|b| {
+            b.record('2')
+                .is_some_and(|t| t.starts_with("CRITICAL Flood: "))
+        })
+        .collect();
+    assert_eq!(digests.len(), 1, "one digest: {blocks:?}");
+    let alone = blocks.len() - 1;
+    assert!(alone <= 1, "paged alone: {blocks:?}");
+    let text = digests[0].record('2').unwrap();
+    assert_eq!(text, format!("CRITICAL Flood: {} alerts", 12 - alone));
+    assert_eq!(digests[0].record('1'), Some("550"));
+    assert_eq!(digests[0].record('6'), Some("3"), "alarm priority");
+}
