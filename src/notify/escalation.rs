@@ -16,7 +16,8 @@ use crate::model::notify::{
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -41,6 +42,7 @@ pub async fn commit(
         .transact_ahead(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             let mut changed = false;
+            let mut flooded: HashMap<(Uuid, String), bool> = HashMap::new();
             for (timer, firing) in firings {
                 if tx.escalation_timer(timer.alert_id, timer.step)?.as_ref() != Some(&timer) {
                     continue;
@@ -57,7 +59,15 @@ pub async fn commit(
                 for d in &firing.deliveries {
                     let scope = flood.scope_of(&d.payload.labels);
                     let to_person = d.contact_id.is_some() && d.payload.kind == "alert";
-                    if to_person && tx.flood(d.tenant_id, &scope)?.is_some() {
+                    // One read per scope a batch pages people in (a round trip on PostgreSQL).
+                    let held = to_person
+                        && match flooded.entry((d.tenant_id, scope.clone())) {
+                            Entry::Occupied(known) => *known.get(),
+                            Entry::Vacant(new) => {
+                                *new.insert(tx.flood(d.tenant_id, &scope)?.is_some())
+                            }
+                        };
+                    if held {
                         tx.hold_for_digest(&scope, d)?;
                         events.push(d.digest_event("held", "flood", json!(scope)));
                     } else {

@@ -56,11 +56,16 @@ fn text(payload: &Value, field: &str) -> String {
         .to_string()
 }
 
-fn user(payload: &Value) -> Option<Uuid> {
+/// The id in the payload's `field`, if it holds one.
+fn id(payload: &Value, field: &str) -> Option<Uuid> {
     payload
-        .get("userId")
+        .get(field)
         .and_then(Value::as_str)
         .and_then(|u| u.parse().ok())
+}
+
+fn user(payload: &Value) -> Option<Uuid> {
+    id(payload, "userId")
 }
 
 /// The notice a silence event makes for its creator, if any.
@@ -96,10 +101,7 @@ fn silence_notice(payload: &Value) -> Option<Notice> {
 
 /// The notice a `shelve` event makes, if any; `policy` is the alert's escalation policy.
 fn shelve_notice(payload: &Value, policy: impl FnOnce() -> Option<String>) -> Option<Notice> {
-    let alert = payload
-        .get("alertId")
-        .and_then(Value::as_str)
-        .and_then(|a| a.parse().ok());
+    let alert = id(payload, "alertId");
     let title = text(payload, "title");
     let chatter = text(payload, "mode") == "chatter";
     let (to, heading, body) = match text(payload, "action").as_str() {
@@ -165,14 +167,7 @@ impl Notices {
             EventType::Shelve => {
                 let mut policy = None;
                 let chatter = text(&event.payload, "mode") == "chatter";
-                if let (true, Some(id)) = (
-                    chatter,
-                    event
-                        .payload
-                        .get("alertId")
-                        .and_then(Value::as_str)
-                        .and_then(|a| a.parse().ok()),
-                ) {
+                if let (true, Some(id)) = (chatter, id(&event.payload, "alertId")) {
                     policy = match self.notifier.store.alert(event.tenant_id, id).await {
                         Ok(alert) => alert.escalation_policy,
                         Err(StoreError::NotFound) => None,
