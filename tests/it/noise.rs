@@ -395,6 +395,15 @@ async fn a_shelved_alert_does_not_page_until_it_is_unshelved_or_clears() {
         vec![json!({"host": "pump", "state": "DOWN", "output": "still down"})],
     )
     .await;
+    // Another tenant's administrator can neither unshelve nor shelve it.
+    let (_, other) = second_tenant(s, token, "elsewhere").await;
+    for (verb, body) in [
+        ("unshelve", json!({})),
+        ("shelve", json!({"mode": "oneShot", "reason": "not mine"})),
+    ] {
+        let res = shelve_call(s, &other, &id, verb, body).await;
+        assert_problem(res, 404, "svc:not-found").await;
+    }
     let res = shelve_call(s, token, &id, "unshelve", json!({})).await;
     let back = json(res, 200).await;
     assert!(back.get("shelved").is_none());

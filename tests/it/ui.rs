@@ -1610,6 +1610,11 @@ async fn the_flood_banner_first_out_and_shelving_work_from_plain_pages() {
         .find(|a| a["firstOut"] == true)
         .expect("a first-out");
     let id = first["id"].as_str().unwrap();
+    let (_, other) = second_tenant(s, &a.token, "elsewhere").await;
+    let theirs = get(s, &other, "/api/v1/floods").await;
+    assert!(theirs["items"].as_array().unwrap().is_empty(), "{theirs}");
+    let ours = get(s, &a.token, "/api/v1/floods").await;
+    assert_eq!(ours["items"][0]["firstOut"], id, "{ours}");
     let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
     for path in ["/", "/alerts", "/incidents"] {
         let (status, page) = olga.page(path).await;
