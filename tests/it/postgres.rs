@@ -834,12 +834,22 @@ async fn two_processes() -> Option<Pair> {
         eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
         return None;
     }
-    Some(two_processes_with(|_| super::support::Opts::default()).await)
+    Some(
+        two_processes_with(
+            |_| super::support::Opts::default(),
+            super::support::Opts::default(),
+        )
+        .await,
+    )
 }
 
-/// `two_processes`, A started with the options `a_opts` makes of its data directory.
-async fn two_processes_with(a_opts: impl FnOnce(&Path) -> super::support::Opts) -> Pair {
-    use super::support::{Opts, Server, bootstrap, leads};
+/// `two_processes`, A started with the options `a_opts` makes of its data directory, B with
+/// `b_opts`.
+async fn two_processes_with(
+    a_opts: impl FnOnce(&Path) -> super::support::Opts,
+    b_opts: super::support::Opts,
+) -> Pair {
+    use super::support::{Server, bootstrap, leads};
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let (a_data, b_data) = (dir.path().join("a"), dir.path().join("b"));
@@ -849,7 +859,7 @@ async fn two_processes_with(a_opts: impl FnOnce(&Path) -> super::support::Opts) 
     std::fs::create_dir_all(&b_data).unwrap();
     std::fs::copy(a_data.with_extension("pgdb"), b_data.with_extension("pgdb")).unwrap();
     std::fs::copy(a_data.join("master.key"), b_data.join("master.key")).unwrap();
-    let b = Server::start_in(&b_data, Opts::default());
+    let b = Server::start_in(&b_data, b_opts);
     let started = Instant::now();
     while !b.log().contains("another process leads") {
         assert!(
@@ -1245,22 +1255,32 @@ async fn a_process_beside_the_leader_sends_what_is_due() {
 async fn kill_9_of_either_process_loses_no_acknowledged_write_and_no_page() {
     use super::durability::{Round, crash_under_load, spawn_creator};
     use super::receiver::Receiver;
-    use super::support::{Opts, Server, assert_chain_intact, host_names};
+    use super::support::{Opts, Server, assert_chain_intact, config_args, host_names};
     use serde_json::json;
     use std::collections::BTreeSet;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
-    let Some(Pair {
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    // Every alert pages on its own: this many opening at once would otherwise flood.
+    let config = tempfile::tempdir().unwrap();
+    let opts = || Opts {
+        args: config_args(
+            config.path(),
+            "alerting:\n  flood: {enterAt: {alerts: 0, within: 10m}}\n",
+        ),
+        ..Opts::default()
+    };
+    let Pair {
         dir: _dir,
         token,
         a,
         b,
         a_data,
         b_data,
-    }) = two_processes().await
-    else {
-        return;
-    };
+    } = two_processes_with(|_| opts(), opts()).await;
     let hooks = Receiver::start().await;
     paging(&b, &token, &hooks.url("/page")).await;
     let data = [a_data, b_data];
@@ -1297,7 +1317,7 @@ async fn kill_9_of_either_process_loses_no_acknowledged_write_and_no_page() {
         for w in alert_writers {
             alerts.extend(w.await.unwrap());
         }
-        servers[victim] = Some(Server::start_in(&data[victim], Opts::default()));
+        servers[victim] = Some(Server::start_in(&data[victim], opts()));
     }
     assert!(
         !hosts.is_empty() && !alerts.is_empty(),
@@ -1549,7 +1569,11 @@ async fn a_leader_whose_host_goes_silent_loses_the_lead_and_its_claims() {
         b,
         b_data,
         ..
-    } = two_processes_with(|data| net.server_opts(data)).await;
+    } = two_processes_with(
+        |data| net.server_opts(data),
+        super::support::Opts::default(),
+    )
+    .await;
     let mut acked = Vec::new();
     for i in 0..5 {
         let name = format!("before-the-cut-{i}");
