@@ -2,7 +2,9 @@
 //! Precedence: command-line flag, then environment variable, then file, then built-in default.
 
 use crate::model::GoDuration;
+use crate::model::flood::FloodSettings;
 use crate::model::hardware::{LineSettings, Profile};
+use crate::model::noise::{Chatter, NoiseSettings};
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
@@ -475,7 +477,7 @@ impl Default for NotifyConfig {
     }
 }
 
-/// Alert correlation.
+/// Alert correlation, and the noise controls of every tenant that does not set its own.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AlertingConfig {
@@ -485,40 +487,33 @@ pub struct AlertingConfig {
     pub storm_window: GoDuration,
     /// The longest a timed shelf may hold an alert (OPC UA's `MaxTimeShelved`).
     pub max_shelve: GoDuration,
-    pub chatter: ChatterConfig,
+    /// When an alert chatters and shelves itself (ISA-18.2).
+    pub chatter: Chatter,
     /// Alarm floods: when a tenant's (or a label value's) alerts open too fast, people get a
     /// digest instead of a page per alert.
-    pub flood: crate::model::flood::FloodSettings,
+    pub flood: FloodSettings,
 }
 
-/// An alert whose source changes more than `flips` times within `within` shelves itself for
-/// `shelveFor` (ISA-18.2's chattering alarm); `flips: 0` turns it off.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct ChatterConfig {
-    pub flips: usize,
-    pub within: GoDuration,
-    pub shelve_for: GoDuration,
-}
-
-impl Default for ChatterConfig {
-    fn default() -> Self {
-        Self {
-            flips: 3,
-            within: GoDuration::from_secs(60),
-            shelve_for: GoDuration::from_secs(15 * 60),
+impl AlertingConfig {
+    /// The noise controls of a tenant that sets none of its own.
+    pub fn noise(&self) -> NoiseSettings {
+        NoiseSettings {
+            max_shelve: self.max_shelve,
+            chatter: self.chatter,
+            flood: self.flood.clone(),
         }
     }
 }
 
 impl Default for AlertingConfig {
     fn default() -> Self {
+        let noise = NoiseSettings::default();
         Self {
             storm_threshold: 5,
             storm_window: GoDuration::from_secs(120),
-            max_shelve: GoDuration::from_secs(8 * 3600),
-            chatter: ChatterConfig::default(),
-            flood: crate::model::flood::FloodSettings::default(),
+            max_shelve: noise.max_shelve,
+            chatter: noise.chatter,
+            flood: noise.flood,
         }
     }
 }
@@ -746,17 +741,7 @@ impl Config {
         if self.alerting.storm_window.0.is_zero() {
             p.push("alerting.stormWindow: must be positive".into());
         }
-        if self.alerting.max_shelve.0.is_zero() {
-            p.push("alerting.maxShelve: must be positive".into());
-        }
-        let chatter = &self.alerting.chatter;
-        if chatter.flips > 1000 {
-            p.push("alerting.chatter.flips: at most 1000".into());
-        }
-        if chatter.flips > 0 && (chatter.within.0.is_zero() || chatter.shelve_for.0.is_zero()) {
-            p.push("alerting.chatter: within and shelveFor must be positive".into());
-        }
-        p.extend(self.alerting.flood.problems());
+        p.extend(self.alerting.noise().problems("alerting."));
         let release_after = self.memory.release_after.0;
         if !release_after.is_zero() && release_after < Duration::from_secs(1) {
             p.push(format!(

@@ -364,7 +364,6 @@ impl Worker for AlertEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::alert::Chatter;
     use crate::model::incident::Storm;
     use crate::runtime::SystemClock;
     use crate::runtime::dependencies::NoDependencies;
@@ -404,13 +403,7 @@ mod tests {
             events.clone(),
             crate::alerting::Noise {
                 storm,
-                max_shelve: Duration::from_secs(3600),
-                chatter: Chatter {
-                    flips: 3,
-                    within: Duration::from_secs(60),
-                    shelve_for: Duration::from_secs(900),
-                },
-                flood: Default::default(),
+                instance: Default::default(),
             },
             Arc::new(NoDependencies),
         );

@@ -8,13 +8,14 @@
 
 use super::AlertError;
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertCause, AlertStatus, Chatter, SuppressedBy, TransitionError};
+use crate::model::alert::{Alert, AlertCause, AlertStatus, SuppressedBy, TransitionError};
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::dependency::{Holds, ParentState, failed};
 use crate::model::event::{EventDraft, Severity};
 use crate::model::flood::FloodSettings;
 use crate::model::incident::{Incident, Storm};
+use crate::model::noise::NoiseSettings;
 use crate::model::notify::EscalationTimer;
 use crate::model::state::DOWN;
 use crate::runtime::DependenciesOf;
@@ -59,10 +60,25 @@ pub type Suppressed = dyn Fn(&Alert, Option<Uuid>) -> Option<String> + Send;
 pub struct Suppressors {
     pub suppressed: Box<Suppressed>,
     pub dependencies: DependenciesOf,
-    /// When an alert chatters, and shelves itself.
-    pub chatter: Chatter,
-    /// When a scope's alerts flood.
-    pub flood: Arc<FloodSettings>,
+    /// When an alert chatters and shelves itself, and when its scope floods.
+    pub noise: TenantNoise,
+}
+
+/// The noise controls in force for each tenant of a batch.
+pub struct TenantNoise {
+    instance: NoiseSettings,
+    tenants: HashMap<Uuid, NoiseSettings>,
+}
+
+impl TenantNoise {
+    /// `tenants`' own controls; any other tenant has the `instance`'s.
+    pub fn new(instance: NoiseSettings, tenants: HashMap<Uuid, NoiseSettings>) -> Self {
+        Self { instance, tenants }
+    }
+
+    pub fn of(&self, tenant: Uuid) -> &NoiseSettings {
+        self.tenants.get(&tenant).unwrap_or(&self.instance)
+    }
 }
 
 /// `suppressedBy.kind` of an alert held back by a failed dependency.
@@ -574,7 +590,8 @@ fn opened(
     events.extend(correlate_storm(tx, &alert, now, storm)?);
     events.extend(rule_incident(tx, &alert, now)?);
     if pages && alert.shelved.is_none() {
-        events.extend(super::flood::count_open(tx, &alert, now, &by.flood)?);
+        let flood = &by.noise.of(alert.tenant_id).flood;
+        events.extend(super::flood::count_open(tx, &alert, now, flood)?);
     }
     Ok(events)
 }
@@ -632,14 +649,15 @@ fn refire(
     now: Timestamp,
     by: &Suppressors,
 ) -> Result<Refire, StoreError> {
-    if by.chatter.flips == 0 || tx.active_alert(new.tenant_id, &new.dedup_key)?.is_some() {
+    let chatter = &by.noise.of(new.tenant_id).chatter;
+    if chatter.flips == 0 || tx.active_alert(new.tenant_id, &new.dedup_key)?.is_some() {
         return Ok(Refire::New(Vec::new()));
     }
     let Some(mut alert) = tx.recently_cleared_alert(new.tenant_id, &new.dedup_key)? else {
         return Ok(Refire::New(Vec::new()));
     };
-    let Some(reopened) = alert.reopen(now, &by.chatter) else {
-        let flips = alert.hand_over_flips(now, &by.chatter);
+    let Some(reopened) = alert.reopen(now, chatter) else {
+        let flips = alert.hand_over_flips(now, chatter);
         store_alert(tx, &alert)?;
         return Ok(Refire::New(flips));
     };
@@ -779,9 +797,10 @@ pub async fn apply_matches(
                         if let Some(e) = opened_event {
                             events.push(e);
                             if !flips.is_empty() {
+                                let chatter = &by.noise.of(alert.tenant_id).chatter;
                                 alert.flips = flips;
-                                alert.flip(now, &by.chatter);
-                                events.extend(alert.chatter_shelf(now, &by.chatter));
+                                alert.flip(now, chatter);
+                                events.extend(alert.chatter_shelf(now, chatter));
                                 store_alert(tx, &alert)?;
                             }
                             events.extend(opened(tx, alert, now, storm, &by)?);
@@ -808,7 +827,8 @@ pub async fn apply_matches(
                         tx.drop_pending_alert(tenant, &dedup_key)?;
                         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
                             held.remember(event);
-                            events.extend(held.clear(now, &by.chatter).map_err(inconsistent)?);
+                            let chatter = &by.noise.of(tenant).chatter;
+                            events.extend(held.clear(now, chatter).map_err(inconsistent)?);
                             store_alert(tx, &held)?;
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
@@ -830,7 +850,7 @@ pub async fn raise_alarm(
     audit: AuditDraft,
     via: &'static str,
     storm: Storm,
-    flood: Arc<FloodSettings>,
+    flood: FloodSettings,
 ) -> Result<(Alert, bool), StoreError> {
     store
         .transact(move |tx| -> TxResult<_> {
@@ -1029,18 +1049,19 @@ mod tests {
         Suppressors {
             suppressed: Box::new(|_, _| None),
             dependencies: crate::runtime::dependencies::no_dependencies(),
-            chatter: Chatter {
-                flips: 3,
-                within: Duration::from_secs(60),
-                shelve_for: Duration::from_secs(900),
-            },
-            flood: Arc::new(FloodSettings {
-                enter_at: crate::model::flood::Rate {
-                    alerts: 0,
-                    within: crate::model::duration::GoDuration::from_secs(60),
+            noise: TenantNoise::new(
+                NoiseSettings {
+                    flood: FloodSettings {
+                        enter_at: crate::model::flood::Rate {
+                            alerts: 0,
+                            within: crate::model::duration::GoDuration::from_secs(60),
+                        },
+                        ..FloodSettings::default()
+                    },
+                    ..NoiseSettings::default()
                 },
-                ..FloodSettings::default()
-            }),
+                HashMap::new(),
+            ),
         }
     }
 

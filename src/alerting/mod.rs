@@ -22,21 +22,24 @@ const TIMERS_RETRY: Duration = Duration::from_secs(5);
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::alert::{
-    Alert, AlertFilter, Chatter, MANUAL_RULE, ManualAlarm, Shelf, ShelveMode, ShelveRequest,
-    SnoozeRequest,
+    Alert, AlertFilter, MANUAL_RULE, ManualAlarm, Shelf, ShelveMode, ShelveRequest, SnoozeRequest,
 };
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
-use crate::model::event::Severity;
-use crate::model::flood::{Flood, FloodSettings};
+use crate::model::event::{EventDraft, Severity};
+use crate::model::flood::Flood;
 use crate::model::identity::Actor;
 use crate::model::incident::Storm;
+use crate::model::noise::{
+    AlertingSettings, NOISE_SETTING, NoiseOverrides, NoiseSettings, StoredNoise,
+};
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertAction, AlertActions, ObjectDependencies};
 use crate::runtime::{PortError, PortFuture};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, TxResult, Wrote};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -83,15 +86,13 @@ fn invalid(field: &str, detail: impl Into<String>) -> AlertError {
     })
 }
 
-/// How alerts are kept from paging too much: alarm storms gathered into an incident, the
-/// longest a person may shelve an alert, chatter shelving itself (`alerting` in the
-/// configuration).
+/// How alerts are kept from paging too much (`alerting` in the configuration): alarm storms
+/// gathered into an incident, and the noise controls of every tenant that sets none of its
+/// own.
 #[derive(Clone, Debug)]
 pub struct Noise {
     pub storm: Storm,
-    pub max_shelve: Duration,
-    pub chatter: Chatter,
-    pub flood: Arc<FloodSettings>,
+    pub instance: NoiseSettings,
 }
 
 pub struct Alerting {
@@ -141,12 +142,86 @@ impl Alerting {
         &self,
         tenants: impl IntoIterator<Item = Uuid>,
     ) -> Result<lifecycle::Suppressors, StoreError> {
-        let suppressions = self.suppressions(tenants).await?;
+        let tenants: Vec<Uuid> = tenants.into_iter().collect();
+        let suppressions = self.suppressions(tenants.iter().copied()).await?;
+        let mut noise = HashMap::new();
+        for tenant in tenants {
+            noise.insert(tenant, self.noise_of(tenant).await?);
+        }
         Ok(lifecycle::Suppressors {
             suppressed: Box::new(move |a, host| suppressions.reason(a, host)),
             dependencies: self.dependencies.dependencies().await,
-            chatter: self.noise.chatter,
-            flood: self.noise.flood.clone(),
+            noise: lifecycle::TenantNoise::new(self.noise.instance.clone(), noise),
+        })
+    }
+
+    /// The noise controls in force for `tenant`.
+    async fn noise_of(&self, tenant: Uuid) -> Result<NoiseSettings, StoreError> {
+        let stored = self.store.tenant_noise(tenant).await?;
+        Ok(self.noise.instance.with(&stored.overrides))
+    }
+
+    /// `GET /api/v1/alerting/settings`: the tenant's noise controls in force, and what it set.
+    pub async fn settings(&self, p: &Principal) -> Result<AlertingSettings, AlertError> {
+        let stored = self.store.tenant_noise(p.tenant).await?;
+        Ok(AlertingSettings {
+            effective: self.noise.instance.with(&stored.overrides),
+            tenant: stored.overrides,
+            version: stored.version,
+            updated_at: stored.updated_at,
+        })
+    }
+
+    /// `PUT /api/v1/alerting/settings`: replaces what the tenant sets itself (a field left
+    /// out follows the configuration again), with its audit entry and `config` event.
+    pub async fn set_settings(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        overrides: NoiseOverrides,
+    ) -> Result<AlertingSettings, AlertError> {
+        let effective = self.noise.instance.with(&overrides);
+        if let Some(problem) = effective.problems("").into_iter().next() {
+            let field = problem
+                .split([':', '.'])
+                .next()
+                .unwrap_or("settings")
+                .to_string();
+            return Err(invalid(&field, problem));
+        }
+        let (tenant, now) = (p.tenant, self.clock.now());
+        let audit = AuditDraft::new(
+            now,
+            tenant,
+            actor,
+            "alerting.settings.update",
+            NOISE_SETTING.to_string(),
+        );
+        let event = EventDraft::config(tenant, &["alerting"], &audit.action, &audit.resource);
+        let stored = self
+            .store
+            .transact(move |tx| -> TxResult<_> {
+                let before = tx.tenant_noise(tenant)?;
+                let stored = StoredNoise {
+                    overrides,
+                    version: before.version + 1,
+                    updated_at: Some(now),
+                };
+                let value = serde_json::to_value(&stored)
+                    .map_err(|e| StoreError::Corrupt(format!("{NOISE_SETTING}: {e}")))?;
+                tx.put_setting(tenant, NOISE_SETTING, Some(&value))?;
+                tx.record(
+                    [audit.before(&before.overrides).after(&stored.overrides)],
+                    vec![event],
+                )?;
+                Ok(Wrote::Changed(stored))
+            })
+            .await?;
+        Ok(AlertingSettings {
+            effective,
+            tenant: stored.overrides,
+            version: stored.version,
+            updated_at: stored.updated_at,
         })
     }
 
@@ -317,7 +392,7 @@ impl Alerting {
             audit,
             via,
             self.noise.storm,
-            self.noise.flood.clone(),
+            self.noise_of(p.tenant).await?.flood,
         )
         .await?;
         Ok((alert, opened))
@@ -373,13 +448,11 @@ impl Alerting {
                 if d.is_zero() {
                     return Err(invalid("duration", "duration must be positive"));
                 }
-                if d > self.noise.max_shelve {
+                let max = self.noise_of(p.tenant).await?.max_shelve;
+                if d > max.0 {
                     return Err(invalid(
                         "duration",
-                        format!(
-                            "at most {} (alerting.maxShelve)",
-                            GoDuration(self.noise.max_shelve)
-                        ),
+                        format!("at most {max} (the tenant's maxShelve)"),
                     ));
                 }
                 (ShelveMode::Timed, Some(now.plus(d)))

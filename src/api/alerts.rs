@@ -12,6 +12,7 @@ use crate::model::alert::{
     AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, ShelveRequest, SnoozeRequest,
 };
 use crate::model::flood::Flood;
+use crate::model::noise::{AlertingSettings, NoiseOverrides};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -53,6 +54,18 @@ pub fn routes() -> Vec<Route> {
             "The tenant's scopes in flood (issue 69; `alerting.flood` in the configuration): `{items[{scope (label=value, or empty for the whole tenant), startedAt, firstOut, firstOutTitle, alerts, worst, digestDue, leaveAt, digests}]}`. While a scope floods, pages to people about its alerts are held and sent as one digest per contact and channel every `digestEvery`. Empty when nothing floods.",
         )
             .ok::<Page<Flood>>(),
+        Route::get("/api/v1/alerting/settings", settings).permission("alerts:read").doc(
+            "alerts",
+            "Get the tenant's noise controls",
+            "The noise controls in force for the tenant (issue 69): `maxShelve` (the longest timed shelf), `chatter {flips, within, shelveFor}` (flips: 0 turns it off), `flood {enterAt {alerts, within}, leaveAt {alerts, within}, digestEvery, scopeLabel, overrides {<label value>: {enterAt, leaveAt, digestEvery}}}` (enterAt.alerts: 0 turns it off); `tenant`, the fields the tenant set itself (the rest follow `alerting` in the configuration); `version` (0 while it set nothing) and `updatedAt`.",
+        )
+            .ok::<AlertingSettings>(),
+        Route::put("/api/v1/alerting/settings", set_settings).permission("config:write").doc(
+            "alerts",
+            "Set the tenant's noise controls",
+            "`{maxShelve?, chatter?, flood?}`: each field given replaces the configuration's for this tenant, as a whole; a field left out or null follows the configuration again (`{}` sets nothing). No If-Match (as `/branding`); `version` counts the changes. Takes effect for what happens next: a flood under way ends by the new `leaveAt`, a running shelf keeps its end. A value out of range is 422 `svc:validation/<field>` (maxShelve 1s to 720h, chatter.flips at most 1000, flood.enterAt.alerts at most 10000 and leaveAt.alerts 1 to enterAt.alerts, overrides need scopeLabel), an unknown field 422. Audited (`alerting.settings.update`, before and after) with a `config` event.",
+        )
+            .body::<NoiseOverrides>().ok::<AlertingSettings>(),
         Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").tool("alert_get", "One alert with its labels, status and times.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Get an alert",
@@ -174,6 +187,22 @@ async fn floods(State(st): State<AppState>, c: Caller) -> Result<impl IntoRespon
         items: st.alerting.floods(&c.principal).await?,
         next_cursor: None,
     }))
+}
+
+async fn settings(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.alerting.settings(&c.principal).await?))
+}
+
+async fn set_settings(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<NoiseOverrides>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(
+        st.alerting
+            .set_settings(&c.principal, &c.actor, body)
+            .await?,
+    ))
 }
 
 async fn get(

@@ -19,7 +19,6 @@ use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
 use crate::inventory::Inventory;
 use crate::inventory::secrets::MasterKey;
-use crate::model::alert::Chatter;
 use crate::model::incident::Storm;
 use crate::monitor::business::BusinessServices;
 use crate::monitor::catalog::Catalog;
@@ -372,13 +371,7 @@ impl Core {
             events.clone(),
             Noise {
                 storm,
-                max_shelve: config.alerting.max_shelve.0,
-                chatter: Chatter {
-                    flips: config.alerting.chatter.flips,
-                    within: config.alerting.chatter.within.0,
-                    shelve_for: config.alerting.chatter.shelve_for.0,
-                },
-                flood: Arc::new(config.alerting.flood.clone()),
+                instance: config.alerting.noise(),
             },
             catalog.clone(),
         );
@@ -553,7 +546,7 @@ impl Core {
             )
             .map_err(|e| AppError::Internal(format!("the notification HTTP client: {e}")))?,
             config.base_url.clone(),
-            Arc::new(config.alerting.flood.clone()),
+            Arc::new(config.alerting.noise()),
         );
         let escalator = Escalator(notify.clone());
         if let Some(wake) = escalator.waker() {

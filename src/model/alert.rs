@@ -3,6 +3,7 @@
 
 use super::Timestamp;
 use super::event::{EventDraft, EventType, Severity};
+use super::noise::Chatter;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -120,16 +121,6 @@ pub struct Alert {
     /// first-out).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_out: bool,
-}
-
-/// Chatter (ISA-18.2): an alert whose source changes more than `flips` times within `within`
-/// is shelved for `shelve_for`.
-#[derive(Clone, Copy, Debug)]
-pub struct Chatter {
-    /// 0: chatter is not watched.
-    pub flips: usize,
-    pub within: std::time::Duration,
-    pub shelve_for: std::time::Duration,
 }
 
 /// `shelved.by` of a chatter shelf.
@@ -429,7 +420,7 @@ impl Alert {
         if chatter.flips == 0 {
             return;
         }
-        self.flips.retain(|t| t.plus(chatter.within) > now);
+        self.flips.retain(|t| t.plus(chatter.within.0) > now);
         self.flips.push(now);
     }
 
@@ -449,7 +440,7 @@ impl Alert {
         events.extend(self.chatter_shelf(now, chatter));
         events.push(self.resolve(now)?);
         if chatter.flips > 0 {
-            let window = now.plus(chatter.within);
+            let window = now.plus(chatter.within.0);
             let shelf = self.shelved.as_ref().and_then(|s| s.until);
             self.refire_until = Some(shelf.map_or(window, |s| s.max(window)));
         }
@@ -481,7 +472,7 @@ impl Alert {
     pub fn hand_over_flips(&mut self, now: Timestamp, chatter: &Chatter) -> Vec<Timestamp> {
         self.refire_until = None;
         let mut flips = std::mem::take(&mut self.flips);
-        flips.retain(|t| t.plus(chatter.within) > now);
+        flips.retain(|t| t.plus(chatter.within.0) > now);
         flips
     }
 
@@ -493,11 +484,11 @@ impl Alert {
         }
         let shelf = Shelf {
             mode: ShelveMode::Chatter,
-            until: Some(now.plus(chatter.shelve_for)),
+            until: Some(now.plus(chatter.shelve_for.0)),
             reason: format!(
                 "chattering: {} state changes within {}",
                 self.flips.len(),
-                super::GoDuration(chatter.within)
+                chatter.within
             ),
             by: CHATTER_SHELVER.into(),
             user_id: None,

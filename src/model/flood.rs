@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 /// A count of alerts opened within a sliding window.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rate {
     pub alerts: usize,
@@ -21,6 +22,7 @@ pub struct Rate {
 
 /// When a scope floods and when it is calm again, and how often its digest goes out.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct FloodLimits {
     /// A flood starts once this many alerts opened within the window (`alerts: 0`: never).
@@ -77,10 +79,11 @@ impl FloodLimits {
     }
 }
 
-/// `alerting.flood` in the configuration: the limits of each tenant, and, with `scopeLabel`,
+/// `alerting.flood` in the configuration or a tenant's settings: the limits of each tenant, and, with `scopeLabel`,
 /// each value of that label floods on its own (alerts without it count toward the tenant's
 /// scope), with `overrides` by the label's value.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct FloodSettings {
     pub enter_at: Rate,
@@ -130,17 +133,16 @@ impl FloodSettings {
             .unwrap_or_else(|| self.limits())
     }
 
-    pub fn problems(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .limits()
-            .problem("alerting.flood")
-            .into_iter()
-            .collect();
+    /// What is wrong with these settings (`at` names them in the messages).
+    pub fn problems(&self, at: &str) -> Vec<String> {
+        let mut out: Vec<String> = self.limits().problem(at).into_iter().collect();
         for (value, limits) in &self.overrides {
-            out.extend(limits.problem(&format!("alerting.flood.overrides.{value}")));
+            out.extend(limits.problem(&format!("{at}.overrides.{value}")));
         }
         if !self.overrides.is_empty() && self.scope_label.is_empty() {
-            out.push("alerting.flood.overrides: needs scopeLabel, the label they are for".into());
+            out.push(format!(
+                "{at}.overrides: needs scopeLabel, the label they are for"
+            ));
         }
         out
     }
@@ -250,7 +252,7 @@ mod tests {
             300
         );
         assert_eq!(settings.limits_of("").enter_at.alerts, 10);
-        assert!(settings.problems().is_empty());
+        assert!(settings.problems("flood").is_empty());
         let loose = FloodSettings {
             leave_at: Rate {
                 alerts: 11,
@@ -258,6 +260,11 @@ mod tests {
             },
             ..FloodSettings::default()
         };
-        assert_eq!(loose.problems().len(), 1, "{:?}", loose.problems());
+        assert_eq!(
+            loose.problems("flood").len(),
+            1,
+            "{:?}",
+            loose.problems("flood")
+        );
     }
 }

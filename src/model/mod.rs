@@ -24,6 +24,7 @@ pub mod identity;
 pub mod incident;
 pub mod input;
 pub mod metric;
+pub mod noise;
 pub mod notify;
 pub mod object;
 pub mod page;

@@ -193,10 +193,12 @@ impl Digests {
         if !due.is_empty() {
             let links = n.links().await?.clone();
             for f in due {
-                let (settings, links, clock) = (n.flood.clone(), links.clone(), n.clock.clone());
+                let (noise, links, clock) = (n.noise.clone(), links.clone(), n.clock.clone());
                 n.store
                     .transact(move |tx| -> TxResult<_> {
                         let new_id = || clock.new_id();
+                        let tenant = tx.tenant_noise(f.tenant_id)?.overrides;
+                        let settings = noise.with(&tenant).flood;
                         let ran =
                             run_flood(tx, f.tenant_id, &f.scope, &settings, &links, now, &new_id)?;
                         let changed = ran.is_some();

@@ -10,6 +10,7 @@ use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::event::{EventDraft, EventType, Severity};
 use crate::model::flood::FloodSettings;
+use crate::model::noise::NoiseSettings;
 use crate::model::notify::{
     Contact, Delivery, EscalationPolicy, EscalationStep, EscalationTimer, Message,
 };
@@ -36,12 +37,15 @@ pub struct Firing {
 pub async fn commit(
     store: &Arc<Store>,
     firings: Vec<(EscalationTimer, Firing)>,
-    flood: Arc<FloodSettings>,
+    noise: Arc<NoiseSettings>,
 ) -> Result<(), StoreError> {
     store
         .transact_ahead(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
             let mut changed = false;
+            // One read per tenant and per scope a batch pages people in (a round trip each
+            // on PostgreSQL).
+            let mut floods: HashMap<Uuid, FloodSettings> = HashMap::new();
             let mut flooded: HashMap<(Uuid, String), bool> = HashMap::new();
             for (timer, firing) in firings {
                 if tx.escalation_timer(timer.alert_id, timer.step)?.as_ref() != Some(&timer) {
@@ -57,17 +61,26 @@ pub async fn commit(
                 }
                 events.extend(firing.events);
                 for d in &firing.deliveries {
-                    let scope = flood.scope_of(&d.payload.labels);
                     let to_person = d.contact_id.is_some() && d.payload.kind == "alert";
-                    // One read per scope a batch pages people in (a round trip on PostgreSQL).
-                    let held = to_person
-                        && match flooded.entry((d.tenant_id, scope.clone())) {
+                    let mut held = None;
+                    if to_person {
+                        let settings = match floods.entry(d.tenant_id) {
+                            Entry::Occupied(known) => known.into_mut(),
+                            Entry::Vacant(new) => {
+                                let tenant = tx.tenant_noise(d.tenant_id)?.overrides;
+                                new.insert(noise.with(&tenant).flood)
+                            }
+                        };
+                        let scope = settings.scope_of(&d.payload.labels);
+                        let in_flood = match flooded.entry((d.tenant_id, scope.clone())) {
                             Entry::Occupied(known) => *known.get(),
                             Entry::Vacant(new) => {
                                 *new.insert(tx.flood(d.tenant_id, &scope)?.is_some())
                             }
                         };
-                    if held {
+                        held = in_flood.then_some(scope);
+                    }
+                    if let Some(scope) = held {
                         tx.hold_for_digest(&scope, d)?;
                         events.push(d.digest_event("held", "flood", json!(scope)));
                     } else {

@@ -25,9 +25,9 @@ use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
 use crate::model::event::Severity;
-use crate::model::flood::FloodSettings;
 use crate::model::health::NotifyHealth;
 use crate::model::identity::Actor;
+use crate::model::noise::NoiseSettings;
 use crate::model::notify::{
     Channel, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody,
     TestSend, mask,
@@ -112,8 +112,9 @@ pub struct Notifier {
     senders: Senders,
     base_url: String,
     links: OnceCell<Links>,
-    /// Which alerts flood together, and how often their digest goes out.
-    flood: Arc<FloodSettings>,
+    /// The instance's noise controls: which alerts flood together, and how often their digest
+    /// goes out (a tenant's own are read in the transaction that applies them).
+    noise: Arc<NoiseSettings>,
     /// Wake the courier and the escalator: the application has the store notify them after
     /// commits that queue a delivery or arm a step (`Change::Deliveries`, `Change::Escalations`).
     courier_wake: Arc<Notify>,
@@ -136,7 +137,7 @@ impl Notifier {
         alerts: Arc<dyn AlertActions>,
         senders: Senders,
         base_url: String,
-        flood: Arc<FloodSettings>,
+        noise: Arc<NoiseSettings>,
     ) -> Arc<Self> {
         Arc::new(Self {
             health: courier::ChannelHealth::new(&store),
@@ -147,7 +148,7 @@ impl Notifier {
             senders,
             base_url,
             links: OnceCell::new(),
-            flood,
+            noise,
             courier_wake: Arc::new(Notify::new()),
             escalations_wake: Arc::new(Notify::new()),
             directories: Mutex::default(),
@@ -687,7 +688,7 @@ impl Notifier {
             };
             firings.push((timer.clone(), escalation::plan(&ctx, alert, policy, timer)));
         }
-        escalation::commit(&self.store, firings, self.flood.clone()).await?;
+        escalation::commit(&self.store, firings, self.noise.clone()).await?;
         Ok(timers.len())
     }
 }

@@ -1,10 +1,12 @@
-//! Small per-tenant settings stored as JSON by key (branding, preferences, push subscriptions).
+//! Small per-tenant settings stored as JSON by key (branding, preferences, push subscriptions,
+//! the noise controls).
 
 use super::codec::{decode, encode};
 use super::keys::scoped;
 use super::kv::Readable;
 use super::tables::SETTINGS;
 use super::{Store, StoreError, Tx};
+use crate::model::noise::{NOISE_SETTING, StoredNoise};
 use serde_json::Value;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -22,6 +24,15 @@ impl Store {
                 .transpose()
         })
         .await
+    }
+
+    /// The noise controls the tenant set itself (none: the default).
+    pub(crate) async fn tenant_noise(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<StoredNoise, StoreError> {
+        let value = self.setting(tenant, NOISE_SETTING.into()).await?;
+        stored_noise(value)
     }
 
     /// The values of the tenant's settings whose keys start with `prefix`, in key order.
@@ -56,6 +67,11 @@ impl Tx<'_> {
             .transpose()
     }
 
+    /// The noise controls the tenant set itself (none: the default).
+    pub(crate) fn tenant_noise(&self, tenant: Uuid) -> Result<StoredNoise, StoreError> {
+        stored_noise(self.setting(tenant, NOISE_SETTING)?)
+    }
+
     /// Stores a setting, or removes it when `value` is `None` (absent is no error).
     pub(crate) fn put_setting(
         &self,
@@ -71,4 +87,12 @@ impl Tx<'_> {
         };
         Ok(())
     }
+}
+
+fn stored_noise(value: Option<Value>) -> Result<StoredNoise, StoreError> {
+    value
+        .map(serde_json::from_value)
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .map_err(|e| StoreError::Corrupt(format!("{NOISE_SETTING}: {e}")))
 }

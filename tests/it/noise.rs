@@ -862,3 +862,216 @@ async fn a_flood_pages_a_digest_per_channel_with_its_first_out_and_survives_a_cr
     let floods = get(&s, &token, "/api/v1/floods").await;
     assert!(floods["items"].as_array().unwrap().is_empty(), "{floods}");
 }
+
+/// Raises a manual alert titled `title` with `labels`, paged through the policy `page`.
+async fn raise_labelled(s: &Server, token: &str, title: &str, labels: Value) -> Value {
+    let body = json!({"title": title, "escalationPolicy": "page", "labels": labels});
+    json(
+        send(s, token, Method::POST, "/api/v1/alerts", body).await,
+        201,
+    )
+    .await
+}
+
+/// The scopes in flood that `token`'s tenant sees.
+async fn flood_scopes(s: &Server, token: &str) -> Vec<String> {
+    let floods = get(s, token, "/api/v1/floods").await;
+    floods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["scope"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Each tenant sets its own noise controls (issue 69): the configuration turns floods off
+/// for the instance; one tenant turns them on for itself, by `site`, with a shorter
+/// `maxShelve`. Its alerts flood by site (a manual alarm's page held, another site's sent)
+/// and its hosts flood its own scope, while the other tenant's alerts page one by one and its
+/// shelves keep the configuration's limit. Bad values are refused with the field named,
+/// writing needs `config:write`, every change is audited, and `{}` follows the configuration
+/// again.
+#[tokio::test]
+async fn each_tenant_sets_its_own_noise_controls() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(
+            dir.path(),
+            "alerting:\n  flood: {enterAt: {alerts: 0, within: 1m}}\n",
+        ),
+        ..Opts::default()
+    });
+    let s = &a.s;
+    let (_, b) = second_tenant(s, &a.token, "north-water").await;
+    let hooks = Receiver::start().await;
+    create_all(s, &a.token, paging(&hooks)).await;
+    let mut theirs = paging(&hooks);
+    theirs.push(("/api/v1/hosts", json!({"name": "pump-a", "spec": {}})));
+    theirs.push(("/api/v1/hosts", json!({"name": "pump-b", "spec": {}})));
+    create_all(s, &b, theirs).await;
+
+    let instance = get(s, &b, "/api/v1/alerting/settings").await;
+    assert_eq!(instance["maxShelve"], "8h0m0s", "{instance}");
+    assert_eq!(instance["chatter"]["flips"], 3);
+    assert_eq!(instance["flood"]["enterAt"]["alerts"], 0);
+    assert_eq!(instance["tenant"], json!({}));
+    assert_eq!(instance["version"], 0);
+    let own = json!({
+        "maxShelve": "30m",
+        "flood": {"enterAt": {"alerts": 2, "within": "1m"}, "leaveAt": {"alerts": 1, "within": "1h"},
+                  "digestEvery": "1h", "scopeLabel": "site"}
+    });
+    let set = send(s, &b, Method::PUT, "/api/v1/alerting/settings", own.clone()).await;
+    let set = json(set, 200).await;
+    assert_eq!(set["maxShelve"], "30m0s", "{set}");
+    assert_eq!(set["flood"]["scopeLabel"], "site");
+    assert_eq!(
+        set["chatter"], instance["chatter"],
+        "chatter follows the configuration"
+    );
+    assert_eq!(set["tenant"]["maxShelve"], "30m0s");
+    assert!(set["tenant"].get("chatter").is_none(), "{set}");
+    assert_eq!(set["version"], 1);
+    assert_eq!(get(s, &b, "/api/v1/alerting/settings").await, set);
+    let other = get(s, &a.token, "/api/v1/alerting/settings").await;
+    assert_eq!(other["flood"]["enterAt"]["alerts"], 0, "{other}");
+    assert_eq!(other["version"], 0);
+
+    // Tenant B: two alerts at the north site flood it; the third's page is held, the south
+    // site's goes out. Its hosts, without a site, flood the tenant's own scope.
+    raise_labelled(s, &b, "north 1", json!({"site": "north"})).await;
+    raise_labelled(s, &b, "north 2", json!({"site": "north"})).await;
+    assert_eq!(flood_scopes(s, &b).await, ["site=north"]);
+    let held = raise_labelled(s, &b, "north 3", json!({"site": "north"})).await;
+    let south = raise_labelled(s, &b, "south 1", json!({"site": "south"})).await;
+    post_results(
+        s,
+        &b,
+        vec![host_result("pump-a", "DOWN"), host_result("pump-b", "DOWN")],
+    )
+    .await;
+    // Tenant A: three alerts at one site, each paged.
+    let mut ours = Vec::new();
+    for i in 0..3 {
+        ours.push(
+            raise_labelled(s, &a.token, &format!("ours {i}"), json!({"site": "north"})).await,
+        );
+    }
+    let started = Instant::now();
+    loop {
+        let paged = pages(&hooks);
+        let scopes = flood_scopes(s, &b).await;
+        if ["ours 0", "ours 1", "ours 2", "south 1"]
+            .iter()
+            .all(|t| paged.contains_key(*t))
+            && scopes.len() == 2
+        {
+            assert_eq!(scopes, ["", "site=north"]);
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "paged {paged:?}, floods {scopes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        flood_scopes(s, &a.token).await.is_empty(),
+        "A does not flood"
+    );
+    let notifications = get(s, &b, "/api/v1/events?types=notification&limit=1000").await;
+    let held_for = |id: &Value| {
+        notifications["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["payload"]["alertId"] == *id && e["payload"]["status"] == "held")
+            .map(|e| e["payload"]["flood"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(held_for(&held["id"]), [json!("site=north")]);
+    assert!(held_for(&south["id"]).is_empty());
+    assert!(!pages(&hooks).contains_key("north 3"));
+
+    // maxShelve: the tenant's 30m for B, the configuration's 8h for A.
+    let shelve = |token: &str, id: &Value, duration: &str| {
+        let (token, id) = (token.to_string(), id.as_str().unwrap().to_string());
+        let body = json!({"mode": "timed", "duration": duration, "reason": "pump swap"});
+        async move { shelve_call(s, &token, &id, "shelve", body).await }
+    };
+    let res = shelve(&b, &south["id"], "1h").await;
+    let problem = assert_problem(res, 422, "svc:validation/duration").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("30m"),
+        "{problem}"
+    );
+    assert_eq!(shelve(&b, &south["id"], "20m").await.status(), 200);
+    assert_eq!(shelve(&a.token, &ours[0]["id"], "2h").await.status(), 200);
+
+    for (body, code) in [
+        (json!({"maxShelve": "0s"}), "svc:validation/maxShelve"),
+        (json!({"maxShelve": "1000h"}), "svc:validation/maxShelve"),
+        (
+            json!({"chatter": {"flips": 5000}}),
+            "svc:validation/chatter",
+        ),
+        (
+            json!({"flood": {"overrides": {"north": {"digestEvery": "1m"}}}}),
+            "svc:validation/flood",
+        ),
+        (
+            json!({"flood": {"enterAt": {"alerts": 5, "within": "1m"}, "leaveAt": {"alerts": 9, "within": "1m"}}}),
+            "svc:validation/flood",
+        ),
+    ] {
+        let res = send(
+            s,
+            &b,
+            Method::PUT,
+            "/api/v1/alerting/settings",
+            body.clone(),
+        )
+        .await;
+        assert_problem(res, 422, code).await;
+    }
+    let res = send(
+        s,
+        &b,
+        Method::PUT,
+        "/api/v1/alerting/settings",
+        json!({"maxShelf": "1h"}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 422, "an unknown field");
+    assert_eq!(
+        get(s, &b, "/api/v1/alerting/settings").await,
+        set,
+        "nothing half-written"
+    );
+    let (reader, _) = mint(s, &b, json!({"name": "reader", "scopes": ["alerts:read"]})).await;
+    assert_eq!(
+        get(s, &reader, "/api/v1/alerting/settings").await["version"],
+        1
+    );
+    let res = send(
+        s,
+        &reader,
+        Method::PUT,
+        "/api/v1/alerting/settings",
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 403);
+
+    let reset = send(s, &b, Method::PUT, "/api/v1/alerting/settings", json!({})).await;
+    let reset = json(reset, 200).await;
+    assert_eq!(reset["maxShelve"], "8h0m0s", "{reset}");
+    assert_eq!(reset["tenant"], json!({}));
+    assert_eq!(reset["version"], 2);
+    let audit = audit_actions(s, &b, 50).await;
+    let updates = audit
+        .iter()
+        .filter(|a| *a == "alerting.settings.update")
+        .count();
+    assert_eq!(updates, 2, "{audit:?}");
+}
