@@ -8,7 +8,9 @@
 
 use super::AlertError;
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertCause, AlertStatus, SuppressedBy, TransitionError};
+use crate::model::alert::{
+    AckRequest, Alert, AlertCause, AlertStatus, SuppressedBy, TransitionError,
+};
 use crate::model::audit::AuditDraft;
 use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::dependency::{Holds, ParentState, failed};
@@ -16,7 +18,7 @@ use crate::model::event::{EventDraft, Severity};
 use crate::model::flood::FloodSettings;
 use crate::model::incident::{Incident, Storm};
 use crate::model::noise::NoiseSettings;
-use crate::model::notify::EscalationTimer;
+use crate::model::notify::{EscalationPolicy, EscalationTimer};
 use crate::model::state::DOWN;
 use crate::runtime::DependenciesOf;
 use crate::store::alerts::PendingAlert;
@@ -43,11 +45,13 @@ pub enum AlertMatch {
         at: Timestamp,
         event: Uuid,
     },
-    /// Resolve the active alert holding `dedup_key`, if any.
+    /// Resolve the active alert holding `dedup_key`, if any; firing again within
+    /// `reopen_window` reopens it.
     Clear {
         tenant: Uuid,
         dedup_key: String,
         event: Uuid,
+        reopen_window: std::time::Duration,
     },
 }
 
@@ -164,9 +168,16 @@ fn fire(
 ) -> Result<(Alert, bool, Option<EventDraft>), StoreError> {
     let held = tx.active_alert(new.tenant_id, &new.dedup_key)?;
     let fresh = held.is_none();
+    let mut unacked = None;
     let mut alert = match held {
         Some(mut held) => {
+            let severity = held.severity;
             held.refresh(new.severity, new.title, new.payload);
+            // A rule's alert fires again on its source's next change; a manual alarm folds
+            // in, a change only when its severity rises.
+            if event.is_some() || held.severity != severity {
+                unacked = held.clear_loose_ack();
+            }
             held
         }
         None => new,
@@ -175,8 +186,119 @@ fn fire(
         alert.remember(e);
     }
     store_alert(tx, &alert)?;
+    if let Some(unacked) = unacked {
+        resume_escalation(tx, &alert, unacked.step, tx.now())?;
+        tx.journal(vec![unacked.event])?;
+    }
     let opened = fresh.then(|| alert.opened(via));
     Ok((alert, fresh, opened))
+}
+
+/// Resumes an open alert's escalation at `step` (after its ack ended): the step fires now and
+/// the later ones keep their spacing from it. A shelf still holds it.
+fn resume_escalation(tx: &Tx, alert: &Alert, step: u32, now: Timestamp) -> Result<(), StoreError> {
+    if alert.status != AlertStatus::Open || alert.shelved.is_some() {
+        return Ok(());
+    }
+    let Some(policy) = policy_of(tx, alert)? else {
+        return Ok(());
+    };
+    let step = step.min(u32::try_from(policy.steps.len().saturating_sub(1)).unwrap_or(0));
+    let after = policy
+        .steps
+        .get(step as usize)
+        .map_or(std::time::Duration::ZERO, |s| s.after.0);
+    tx.disarm_escalation(alert.id)?;
+    tx.put_escalation_timer(&EscalationTimer {
+        tenant_id: alert.tenant_id,
+        alert_id: alert.id,
+        step,
+        repeat: 0,
+        base: now.minus(after),
+        due: now,
+    })
+}
+
+/// The escalation policy of an alert, as stored now.
+fn policy_of(tx: &Tx, alert: &Alert) -> Result<Option<EscalationPolicy>, StoreError> {
+    let Some(name) = &alert.escalation_policy else {
+        return Ok(None);
+    };
+    Ok(tx
+        .config_doc(alert.tenant_id, "escalation-policies", name)?
+        .and_then(|doc| EscalationPolicy::parse(&doc.body)))
+}
+
+/// The step an alert's escalation has reached: the latest that fired, as its armed timers
+/// tell (a step's repeat is armed once it fired, the next step's first firing once it did);
+/// with none armed, the chain has run out at its last step.
+fn reached_step(
+    tx: &Tx,
+    alert: &Alert,
+    policy: Option<&EscalationPolicy>,
+) -> Result<u32, StoreError> {
+    let timers = tx.escalation_timers(alert.id)?;
+    let reached = timers
+        .iter()
+        .map(|t| {
+            if t.repeat > 0 {
+                t.step
+            } else {
+                t.step.saturating_sub(1)
+            }
+        })
+        .max();
+    Ok(reached.unwrap_or_else(|| {
+        policy.map_or(0, |p| {
+            u32::try_from(p.steps.len().saturating_sub(1)).unwrap_or(0)
+        })
+    }))
+}
+
+/// `:ack` by a person, a link, an SMS reply or a DTMF key: on the request's terms, else the
+/// policy's, at the step its escalation reached, with its event and audit entry in one
+/// transaction. An acked alert whose reminder waits takes it as the answer.
+pub async fn acknowledge(
+    store: &Arc<Store>,
+    tenant: Uuid,
+    id: Uuid,
+    ack: Acknowledgement,
+    audit: AuditDraft,
+) -> Result<Alert, AlertError> {
+    store
+        .transact(move |tx| -> TxResult<_, AlertError> {
+            let old = tx.alert(tenant, id)?.ok_or(AlertError::NotFound)?;
+            let mut new = old.clone();
+            let policy = policy_of(tx, &old)?;
+            let step = if old.status == AlertStatus::Open {
+                reached_step(tx, &old, policy.as_ref())?
+            } else {
+                0
+            };
+            let now = tx.now();
+            let ack_policy = policy
+                .as_ref()
+                .map(EscalationPolicy::ack_policy)
+                .unwrap_or_default();
+            let terms = Alert::ack_terms(now, &ack.request, ack_policy, step, &ack.via, ack.user);
+            let mut event = new.ack(&ack.by, ack.request.comment, now, terms)?;
+            if ack.via != "api" {
+                event.payload["via"] = serde_json::json!(ack.via);
+            }
+            store_alert(tx, &new)?;
+            tx.record([audit.before(&old).after(&new)], vec![event])?;
+            Ok(Wrote::Changed(new))
+        })
+        .await
+}
+
+/// Who acknowledges, how, and on what terms.
+pub struct Acknowledgement {
+    pub by: String,
+    pub user: Option<Uuid>,
+    /// `api`, or the path: `link`, `sms`, `dtmf`, `ivr`, `agi`.
+    pub via: String,
+    pub request: AckRequest,
 }
 
 /// Records a match of a `pendingFor` rule: a new pending alert due at `due`, or a refresh of
@@ -650,7 +772,7 @@ fn refire(
     by: &Suppressors,
 ) -> Result<Refire, StoreError> {
     let chatter = &by.noise.of(new.tenant_id).chatter;
-    if chatter.flips == 0 || tx.active_alert(new.tenant_id, &new.dedup_key)?.is_some() {
+    if tx.active_alert(new.tenant_id, &new.dedup_key)?.is_some() {
         return Ok(Refire::New(Vec::new()));
     }
     let Some(mut alert) = tx.recently_cleared_alert(new.tenant_id, &new.dedup_key)? else {
@@ -667,7 +789,7 @@ fn refire(
     let (alert, events, _) = hold_or_page(tx, alert, now, now, by)?;
     Ok(Refire::Reopened(
         Box::new(alert),
-        [reopened].into_iter().chain(events).collect(),
+        reopened.into_iter().chain(events).collect(),
     ))
 }
 
@@ -823,12 +945,14 @@ pub async fn apply_matches(
                         tenant,
                         dedup_key,
                         event,
+                        reopen_window,
                     } => {
                         tx.drop_pending_alert(tenant, &dedup_key)?;
                         if let Some(mut held) = tx.active_alert(tenant, &dedup_key)? {
                             held.remember(event);
                             let chatter = &by.noise.of(tenant).chatter;
-                            events.extend(held.clear(now, chatter).map_err(inconsistent)?);
+                            let cleared = held.clear(now, chatter, reopen_window);
+                            events.extend(cleared.map_err(inconsistent)?);
                             store_alert(tx, &held)?;
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
@@ -923,6 +1047,15 @@ pub async fn run_timers(
                         store_alert(tx, &alert)?;
                         arm_escalation(tx, &alert, timer.at, now)?;
                         events.push(woken);
+                    } else if let Some(due) = alert.ack_due(timer.at) {
+                        store_alert(tx, &alert)?;
+                        match due {
+                            Ok(reminder) => events.push(reminder),
+                            Err(unacked) => {
+                                resume_escalation(tx, &alert, unacked.step, now)?;
+                                events.push(unacked.event);
+                            }
+                        }
                     } else if alert.expire(timer.at) {
                         store_alert(tx, &alert)?;
                     } else {
@@ -1125,6 +1258,7 @@ mod tests {
                 tenant: self.tenant,
                 dedup_key: key.into(),
                 event,
+                reopen_window: std::time::Duration::ZERO,
             })
             .await;
         }

@@ -22,7 +22,8 @@ const TIMERS_RETRY: Duration = Duration::from_secs(5);
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::alert::{
-    Alert, AlertFilter, MANUAL_RULE, ManualAlarm, Shelf, ShelveMode, ShelveRequest, SnoozeRequest,
+    AckRequest, Alert, AlertFilter, MANUAL_RULE, ManualAlarm, Shelf, ShelveMode, ShelveRequest,
+    SnoozeRequest,
 };
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
@@ -398,24 +399,25 @@ impl Alerting {
         Ok((alert, opened))
     }
 
+    /// `:ack` on the request's terms (`sticky`, `expiresIn`), else the alert's policy's.
     pub async fn ack(
         &self,
         p: &Principal,
         actor: &Actor,
         id: Uuid,
-        comment: Option<String>,
+        request: AckRequest,
     ) -> Result<Alert, AlertError> {
-        let (by, now) = (p.name.clone(), self.clock.now());
+        if request.expires_in.is_some_and(|d| d.0.as_secs() < 1) {
+            return Err(invalid("expiresIn", "expiresIn must be at least 1s"));
+        }
         let audit = self.audit(p, actor, "alert.ack", id);
-        let alert = lifecycle::transition(
-            &self.store,
-            p.tenant,
-            id,
-            move |a| a.ack(&by, comment, now),
-            audit,
-        )
-        .await?;
-        Ok(alert)
+        let ack = lifecycle::Acknowledgement {
+            by: p.name.clone(),
+            user: p.user,
+            via: "api".into(),
+            request,
+        };
+        lifecycle::acknowledge(&self.store, p.tenant, id, ack, audit).await
     }
 
     /// `:shelve` (OPC UA Part 9 `TimedShelve`/`OneShotShelve`): the alert stops paging until
@@ -563,22 +565,27 @@ impl Alerting {
             AlertAction::Resolve => "alert.resolve",
         };
         let audit = AuditDraft::new(now, tenant, &actor, verb, format!("alert/{id}"));
-        let done = lifecycle::transition(
-            &self.store,
-            tenant,
-            id,
-            move |a| {
-                let mut event = match action {
-                    AlertAction::Ack => a.ack(&by, None, now)?,
-                    AlertAction::Resolve => a.resolve(now)?,
+        let done = match action {
+            // The policy's terms: a link, a reply or a key says nothing of its own.
+            AlertAction::Ack => {
+                let ack = lifecycle::Acknowledgement {
+                    by,
+                    user: None,
+                    via: via.into(),
+                    request: AckRequest::default(),
                 };
-                event.payload["via"] = serde_json::json!(via);
-                event.payload["by"] = serde_json::json!(by);
-                Ok(event)
-            },
-            audit,
-        )
-        .await;
+                lifecycle::acknowledge(&self.store, tenant, id, ack, audit).await
+            }
+            AlertAction::Resolve => {
+                let resolve = move |a: &mut Alert| {
+                    let mut event = a.resolve(now)?;
+                    event.payload["via"] = serde_json::json!(via);
+                    event.payload["by"] = serde_json::json!(by);
+                    Ok(event)
+                };
+                lifecycle::transition(&self.store, tenant, id, resolve, audit).await
+            }
+        };
         match done {
             Ok(alert) => Ok(Some(alert)),
             Err(

@@ -372,6 +372,7 @@ pub fn decide_rule(
             tenant: e.tenant_id,
             dedup_key: dedup_key(r, e, view),
             event: e.id,
+            reopen_window: r.rule.reopen_window(),
         });
     } else if matched {
         let mut labels: BTreeMap<String, String> = view

@@ -75,7 +75,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").tool("alert_ack", "Acknowledge an open alert: escalation stops.", &[("id", "string", "the alert's id"), ("comment", "string", "why")]).doc(
             "alerts",
             "Acknowledge an alert",
-            "Optional `{comment}`. Only from `open`: an alert in any other status is 404 `svc:not-found`. Writes an `ack` event and the audit entry with the change.",
+            "Optional `{comment, sticky, expiresIn}`: `sticky` (default true) holds the ack until the alert resolves, false lets its next state or severity change clear it; `expiresIn` (at least 1s, else 422 `svc:validation/expiresIn`) lets it lapse, by default after the policy's `ackTimeout`. The alert shows the terms as `ack`, and its escalation resumes at the acknowledged step when the ack lapses, is withdrawn after an unanswered `ackReminder`, or is cleared. Only from `open`: an alert in any other status is 404 `svc:not-found`, except an acked alert whose reminder waits for an answer, which this is (`action: confirmed`). Writes an `ack` event and the audit entry with the change.",
         )
             .optional_body::<AckRequest>().ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").tool("alert_snooze", "Snooze an alert until a time or for a duration; it re-arms then.", &[("id", "string", "the alert's id"), ("duration", "string", "e.g. 30m"), ("until", "string", "RFC 3339 time")]).doc(
@@ -219,10 +219,14 @@ async fn ack(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Option<AckRequest>>,
 ) -> Result<impl IntoResponse, Problem> {
-    let comment = body.and_then(|b| b.comment);
     let alert = st
         .alerting
-        .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+        .ack(
+            &c.principal,
+            &c.actor,
+            path_id(&id)?,
+            body.unwrap_or_default(),
+        )
         .await?;
     Ok(Json(alert))
 }

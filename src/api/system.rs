@@ -55,6 +55,56 @@ pub fn routes() -> Vec<Route> {
             .query::<BackupQuery>()
             .answers_as(200, "application/x-tar", schemas::literal(schemas::binary)),
     ]
+    .into_iter()
+    .chain(test_clock_route())
+    .collect()
+}
+
+/// `POST /api/v1/system/clock:advance {by}`: moves the test clock on (debug builds started
+/// with `SVC_TEST_CLOCK` only; docs/development.md), for the instance's administrators.
+fn test_clock_route() -> Option<Route> {
+    #[cfg(debug_assertions)]
+    if crate::runtime::clock::ShiftedClock::from_env().is_some() {
+        return Some(
+            Route::post("/api/v1/system/clock:advance", advance_clock)
+                .permission("admin:tenants")
+                .doc(
+                    "system",
+                    "Move the test clock on",
+                    "Debug builds with `SVC_TEST_CLOCK` only.",
+                )
+                .body::<ClockAdvance>()
+                .ok::<ClockAdvance>(),
+        );
+    }
+    None
+}
+
+/// The test clock's move (`by`) and, answered, its time after it (`now`).
+#[cfg(debug_assertions)]
+#[derive(serde::Deserialize, serde::Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct ClockAdvance {
+    #[serde(default)]
+    by: Option<GoDuration>,
+    #[serde(default)]
+    now: Option<crate::model::Timestamp>,
+}
+
+#[cfg(debug_assertions)]
+async fn advance_clock(
+    super::extract::ApiJson(body): super::extract::ApiJson<ClockAdvance>,
+) -> Result<impl IntoResponse, Problem> {
+    let clock = crate::runtime::clock::ShiftedClock::from_env()
+        .ok_or_else(|| Problem::new(Code::NotFound, "no test clock"))?;
+    let by = body.by.map_or(std::time::Duration::ZERO, |d| d.0);
+    let now = clock
+        .advance(by)
+        .map_err(|e| Problem::new(Code::Internal, format!("the test clock's file: {e}")))?;
+    Ok(Json(ClockAdvance {
+        by: Some(GoDuration(by)),
+        now: Some(now),
+    }))
 }
 
 #[derive(serde::Deserialize)]

@@ -210,12 +210,22 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     Ok(())
 }
 
+/// The wall clock, or in a debug build started with `SVC_TEST_CLOCK`, the one the tests move.
+fn server_clock() -> SharedClock {
+    #[cfg(debug_assertions)]
+    if let Some(shifted) = crate::runtime::clock::ShiftedClock::from_env() {
+        tracing::warn!("SVC_TEST_CLOCK: the clock is the one the tests move");
+        return shifted;
+    }
+    Arc::new(SystemClock)
+}
+
 impl Core {
     /// Opens the store, starts the supervisor, and asks for the lead: where no other process
     /// leads, this one leads before its consumers start and its listener binds, as on redb;
     /// else it serves beside the leader and leads when that ends.
     async fn open(config: &Config) -> Result<Core, AppError> {
-        let clock: SharedClock = Arc::new(SystemClock);
+        let clock = server_clock();
         let uptime = Stopwatch::start();
         let backing = backing(config);
         let store = open_store(&config.data_dir, clock.clone(), backing.clone()).await?;

@@ -7,14 +7,11 @@ pub(super) async fn ack(
     c: &Client,
     as_json: bool,
     id: &str,
-    message: Option<String>,
+    request: AckRequest,
 ) -> Result<String, CliError> {
-    let request = match message {
-        Some(comment) => body(&AckRequest {
-            comment: Some(comment),
-        })?,
-        None => Body::None,
-    };
+    let empty =
+        request.comment.is_none() && request.sticky.is_none() && request.expires_in.is_none();
+    let request = if empty { Body::None } else { body(&request)? };
     let v = c
         .json(
             Method::POST,

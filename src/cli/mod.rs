@@ -79,11 +79,16 @@ pub enum ClientCommand {
     },
     /// Print the configuration as a bundle (YAML).
     Export,
-    /// Acknowledge an alert: `svc ack <alert-id> -m "on it"`, or the alert of `web01/disk`.
+    /// Acknowledge an alert: `svc ack <alert-id> -m "on it"`, or the alert of `web01/disk`;
+    /// `--expires-in 2h` lets the ack lapse, `--not-sticky` lets the next change clear it.
     Ack {
         id: String,
         #[arg(short = 'm', long = "message")]
         message: Option<String>,
+        #[arg(long)]
+        expires_in: Option<crate::model::GoDuration>,
+        #[arg(long)]
+        not_sticky: bool,
     },
     /// Resolve an alert.
     Resolve { id: String },
@@ -329,7 +334,19 @@ async fn execute(
             dry_run,
         } => apply(c, as_json, &file, prune, dry_run).await?,
         ClientCommand::Export => export(c).await?,
-        ClientCommand::Ack { id, message } => ack(c, as_json, &id, message).await?,
+        ClientCommand::Ack {
+            id,
+            message,
+            expires_in,
+            not_sticky,
+        } => {
+            let request = AckRequest {
+                comment: message,
+                sticky: not_sticky.then_some(false),
+                expires_in,
+            };
+            ack(c, as_json, &id, request).await?
+        }
         ClientCommand::Resolve { id } => resolve(c, as_json, &id).await?,
         ClientCommand::Downtime {
             selector,

@@ -1,6 +1,7 @@
 //! Alerts (SPEC 2.12, 3; CONTRACT 3): the record, its transitions and the lifecycle events
 //! each transition writes.
 
+use super::GoDuration;
 use super::Timestamp;
 use super::event::{EventDraft, EventType, Severity};
 use super::noise::Chatter;
@@ -121,6 +122,67 @@ pub struct Alert {
     /// first-out).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub first_out: bool,
+    /// Until when its source firing again reopens this resolved alert (its rule's
+    /// `reopenWindow` after it cleared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopen_until: Option<Timestamp>,
+    /// How often it reopened.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reopened: u32,
+    /// How its acknowledgement holds (issue 70): kept after it ends, for the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack: Option<AckTerms>,
+}
+
+/// How an acknowledgement holds: sticky or not, when it lapses (`expiresIn`, the policy's
+/// `ackTimeout`), when its holder is reminded (`ackReminder`) and, after a reminder nobody
+/// answers, when it is withdrawn (`unackIfNoResponse`). When it ends the alert opens again
+/// and its escalation resumes at `step`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AckTerms {
+    /// false: the next state or severity change clears it (Icinga's non-sticky ack).
+    pub sticky: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_every: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remind_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unack_if_no_response: Option<GoDuration>,
+    /// A reminder is waiting for an answer (an `:ack` again): unanswered, the ack is withdrawn
+    /// then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdraw_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reminders: u32,
+    /// The escalation step it was acknowledged at.
+    pub step: u32,
+    /// How: `api`, `link`, `sms`, `dtmf`, `ivr`, `agi`.
+    pub via: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<Uuid>,
+    /// When it ended without a resolve, why: `expired`, `withdrawn` or `cleared`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
+/// What an escalation policy says of the acknowledgements of its alerts (issue 70).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AckPolicy {
+    pub timeout: Option<GoDuration>,
+    pub reminder: Option<GoDuration>,
+    pub unack_if_no_response: Option<GoDuration>,
+}
+
+/// An acknowledgement ending without a person resolving it: the alert is open again, and its
+/// escalation resumes at `step`.
+#[derive(Debug)]
+pub struct Unacked {
+    pub event: EventDraft,
+    pub step: u32,
 }
 
 /// `shelved.by` of a chatter shelf.
@@ -258,6 +320,9 @@ impl Alert {
             flips: Vec::new(),
             refire_until: None,
             first_out: false,
+            reopen_until: None,
+            reopened: 0,
+            ack: None,
         }
     }
 
@@ -277,24 +342,169 @@ impl Alert {
         self.event_ids.drain(..excess);
     }
 
-    /// `:ack`, only from open (CONTRACT 3); returns the `ack` event.
+    /// `:ack`, only from open (CONTRACT 3), on `terms`; returns the `ack` event. An acked alert
+    /// whose reminder waits for an answer takes an `:ack` again as that answer (`action:
+    /// confirmed`).
     pub fn ack(
         &mut self,
         by: &str,
         comment: Option<String>,
         now: Timestamp,
+        terms: AckTerms,
     ) -> Result<EventDraft, TransitionError> {
+        if self.status == AlertStatus::Acked
+            && let Some(held) = self.ack.as_mut().filter(|a| a.withdraw_at.is_some())
+        {
+            held.withdraw_at = None;
+            return Ok(self.event(
+                EventType::Ack,
+                Severity::Info,
+                json!({"alertId": self.id, "by": by, "action": "confirmed",
+                       "comment": comment.unwrap_or_default()}),
+            ));
+        }
         if self.status != AlertStatus::Open {
             return Err(TransitionError::NotOpen(self.status));
         }
         self.status = AlertStatus::Acked;
         self.acked_at = Some(now);
         self.acked_by = Some(by.to_string());
-        Ok(self.event(
-            EventType::Ack,
-            Severity::Info,
-            json!({"alertId": self.id, "by": by, "comment": comment.unwrap_or_default()}),
-        ))
+        let mut payload = json!({"alertId": self.id, "by": by, "comment": comment.unwrap_or_default(),
+                                 "sticky": terms.sticky, "step": terms.step});
+        if let Some(at) = terms.expires_at {
+            payload["expiresAt"] = json!(at);
+        }
+        self.ack = Some(terms);
+        Ok(self.event(EventType::Ack, Severity::Info, payload))
+    }
+
+    /// The terms of an ack by `by` at `now` (`via` a path, as `user`), at escalation `step`:
+    /// the request's `sticky` and `expiresIn`, else the policy's.
+    pub fn ack_terms(
+        now: Timestamp,
+        req: &AckRequest,
+        policy: AckPolicy,
+        step: u32,
+        via: &str,
+        user: Option<Uuid>,
+    ) -> AckTerms {
+        let expires_in = req.expires_in.or(policy.timeout).filter(|d| !d.0.is_zero());
+        let remind_every = policy.reminder.filter(|d| !d.0.is_zero());
+        AckTerms {
+            sticky: req.sticky.unwrap_or(true),
+            expires_at: expires_in.map(|d| now.plus(d.0)),
+            remind_every,
+            remind_at: remind_every.map(|d| now.plus(d.0)),
+            unack_if_no_response: policy.unack_if_no_response.filter(|d| !d.0.is_zero()),
+            withdraw_at: None,
+            reminders: 0,
+            step,
+            via: via.to_string(),
+            user_id: user,
+            ended: None,
+        }
+    }
+
+    /// What of its acknowledgement is due at `due`: a reminder (its `ack` event, the alert
+    /// stays acked), or its end by expiry or an unanswered reminder (open again).
+    pub fn ack_due(&mut self, due: Timestamp) -> Option<Result<EventDraft, Unacked>> {
+        if self.status != AlertStatus::Acked {
+            return None;
+        }
+        let terms = self.ack.as_mut()?;
+        let ending = [
+            (terms.expires_at, "expired"),
+            (terms.withdraw_at, "withdrawn"),
+        ]
+        .into_iter()
+        .find(|(at, _)| at.is_some_and(|at| at <= due));
+        if let Some((_, why)) = ending {
+            return Some(Err(self.unack(why)));
+        }
+        let every = terms.remind_every?;
+        if terms.remind_at.is_none_or(|at| at > due) {
+            return None;
+        }
+        terms.reminders += 1;
+        terms.remind_at = Some(due.plus(every.0));
+        if let Some(wait) = terms.unack_if_no_response
+            && terms.withdraw_at.is_none()
+        {
+            terms.withdraw_at = Some(due.plus(wait.0));
+        }
+        let payload = json!({
+            "alertId": self.id,
+            "action": "reminder",
+            "by": self.acked_by,
+            "userId": terms.user_id,
+            "title": self.title,
+            "reminders": terms.reminders,
+            "withdrawAt": terms.withdraw_at,
+        });
+        Some(Ok(self.event(EventType::Ack, Severity::Info, payload)))
+    }
+
+    /// A non-sticky ack ends when the alert's source changes state or severity again.
+    pub fn clear_loose_ack(&mut self) -> Option<Unacked> {
+        let loose =
+            self.status == AlertStatus::Acked && self.ack.as_ref().is_some_and(|a| !a.sticky);
+        loose.then(|| self.unack("cleared"))
+    }
+
+    /// Ends the acknowledgement (`why`): open again, with the `ack` event telling the one
+    /// who acked, and the step its escalation resumes at.
+    fn unack(&mut self, why: &str) -> Unacked {
+        let by = self.acked_by.take();
+        self.status = AlertStatus::Open;
+        self.acked_at = None;
+        let (step, user) = match self.ack.as_mut() {
+            Some(terms) => {
+                terms.ended = Some(why.to_string());
+                terms.remind_at = None;
+                terms.withdraw_at = None;
+                (terms.step, terms.user_id)
+            }
+            None => (0, None),
+        };
+        let payload = json!({
+            "alertId": self.id,
+            "action": why,
+            "by": by,
+            "userId": user,
+            "title": self.title,
+            "step": step,
+        });
+        Unacked {
+            event: self.event(EventType::Ack, Severity::Warning, payload),
+            step,
+        }
+    }
+
+    /// When something about it falls due (the alert timers): a snooze's end, its
+    /// auto-close, a shelf's end and warning, its acknowledgement's reminder and end, and, once
+    /// it cleared, the end of its chatter window.
+    pub fn timer_times(&self) -> Vec<Timestamp> {
+        let active = self.status.is_active();
+        let shelf = self.shelved.as_ref().and_then(|s| s.until);
+        let mut out = vec![shelf];
+        if active {
+            let warning = self
+                .shelved
+                .as_ref()
+                .filter(|s| !s.warned)
+                .and(shelf)
+                .map(shelf_warning_at);
+            out.extend([self.snoozed_until, self.auto_close_at, warning]);
+            if self.status == AlertStatus::Acked
+                && let Some(terms) = &self.ack
+            {
+                out.extend([terms.expires_at, terms.remind_at, terms.withdraw_at]);
+            }
+        } else {
+            // A resolved alert's chatter shelf still ends (its notice) and its window lapses.
+            out.push(self.refire_until);
+        }
+        out.into_iter().flatten().collect()
     }
 
     /// `:snooze`, from open or acked: acked until `until`; returns the `ack` event with a
@@ -312,6 +522,7 @@ impl Alert {
         self.acked_at = Some(now);
         self.acked_by = Some(by.to_string());
         self.snoozed_until = Some(until);
+        self.ack = None;
         Ok(self.event(
             EventType::Ack,
             Severity::Info,
@@ -431,6 +642,7 @@ impl Alert {
         &mut self,
         now: Timestamp,
         chatter: &Chatter,
+        reopen_window: std::time::Duration,
     ) -> Result<Vec<EventDraft>, TransitionError> {
         if !self.status.is_active() {
             return Err(TransitionError::Closed(self.status));
@@ -439,32 +651,44 @@ impl Alert {
         self.flip(now, chatter);
         events.extend(self.chatter_shelf(now, chatter));
         events.push(self.resolve(now)?);
-        if chatter.flips > 0 {
-            let window = now.plus(chatter.within.0);
-            let shelf = self.shelved.as_ref().and_then(|s| s.until);
-            self.refire_until = Some(shelf.map_or(window, |s| s.max(window)));
-        }
+        self.reopen_until = (!reopen_window.is_zero()).then(|| now.plus(reopen_window));
+        let chatter_window = (chatter.flips > 0).then(|| now.plus(chatter.within.0));
+        let shelf = self.shelved.as_ref().and_then(|s| s.until);
+        self.refire_until = [chatter_window, shelf, self.reopen_until]
+            .into_iter()
+            .flatten()
+            .max();
         Ok(events)
     }
 
-    /// Its source fired again at `now` while its chatter shelf holds: open again, still
-    /// shelved, with an `alert_opened` event that says `reopened`.
-    pub fn reopen(&mut self, now: Timestamp, chatter: &Chatter) -> Option<EventDraft> {
+    /// Its source fired again at `now` within its rule's `reopenWindow` after it cleared, or
+    /// while its chatter shelf holds: open again (still shelved, for the latter), with an
+    /// `alert_opened` event that says `reopened`, and shelved if the change makes it chatter.
+    pub fn reopen(&mut self, now: Timestamp, chatter: &Chatter) -> Option<Vec<EventDraft>> {
         let shelved = self.shelved.as_ref().is_some_and(|s| {
             s.mode == ShelveMode::Chatter && s.until.is_some_and(|until| until > now)
         });
-        if self.status != AlertStatus::Resolved || !shelved {
+        let within = self.reopen_until.is_some_and(|until| until > now);
+        if self.status != AlertStatus::Resolved || !(shelved || within) {
             return None;
         }
         self.status = AlertStatus::Open;
         self.resolved_at = None;
         self.acked_at = None;
         self.acked_by = None;
+        self.ack = None;
         self.refire_until = None;
+        self.reopen_until = None;
+        self.reopened += 1;
         self.flip(now, chatter);
         let mut event = self.opened(None);
         event.payload["reopened"] = json!(true);
-        Some(event)
+        Some(
+            [event]
+                .into_iter()
+                .chain(self.chatter_shelf(now, chatter))
+                .collect(),
+        )
     }
 
     /// Its source fired again at `now` and opens a new alert: the changes it had within
@@ -653,10 +877,17 @@ pub struct RuleTestRequest {
 /// `:ack` body.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AckRequest {
     #[serde(default)]
     pub comment: Option<String>,
+    /// Default true: held until the alert resolves; false: the next state or severity change
+    /// clears it.
+    #[serde(default)]
+    pub sticky: Option<bool>,
+    /// The ack lapses after this long (default: the policy's `ackTimeout`, else never).
+    #[serde(default)]
+    pub expires_in: Option<GoDuration>,
 }
 
 /// The alert list's filters (SPEC 4.4).
@@ -713,13 +944,18 @@ mod tests {
         assert_eq!(a.event_ids[0], Uuid::from_u128(11));
     }
 
+    fn terms(now: Timestamp, req: AckRequest, policy: AckPolicy) -> AckTerms {
+        Alert::ack_terms(now, &req, policy, 1, "api", None)
+    }
+
     #[test]
     fn ack_only_from_open_and_resolve_from_open_or_acked() {
         let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
         let mut a = alert();
-        assert!(a.ack("ops", None, now).is_ok());
+        let t = || terms(now, AckRequest::default(), AckPolicy::default());
+        assert!(a.ack("ops", None, now, t()).is_ok());
         assert_eq!(
-            a.ack("ops", None, now),
+            a.ack("ops", None, now, t()),
             Err(TransitionError::NotOpen(AlertStatus::Acked))
         );
         assert!(a.resolve(now).is_ok());
@@ -727,5 +963,131 @@ mod tests {
             a.resolve(now),
             Err(TransitionError::Closed(AlertStatus::Resolved))
         );
+    }
+
+    #[test]
+    fn an_ack_lapses_at_its_time_and_resumes_at_its_step() {
+        let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let mut a = alert();
+        let policy = AckPolicy {
+            timeout: Some(GoDuration::from_secs(3600)),
+            ..AckPolicy::default()
+        };
+        let req = AckRequest {
+            expires_in: Some(GoDuration::from_secs(600)),
+            ..AckRequest::default()
+        };
+        a.ack("ops", None, now, terms(now, req, policy)).unwrap();
+        let lapse = now.plus(std::time::Duration::from_secs(600));
+        assert_eq!(a.timer_times(), [lapse], "the request's expiresIn wins");
+        assert!(
+            a.ack_due(now.plus(std::time::Duration::from_secs(599)))
+                .is_none()
+        );
+        let Some(Err(unacked)) = a.ack_due(lapse) else {
+            panic!("lapsed")
+        };
+        assert_eq!((a.status, unacked.step), (AlertStatus::Open, 1));
+        assert_eq!(unacked.event.payload["action"], "expired");
+        assert_eq!(unacked.event.payload["by"], "ops");
+        assert_eq!(a.ack.as_ref().unwrap().ended.as_deref(), Some("expired"));
+        assert!(a.acked_by.is_none() && a.timer_times().is_empty());
+        let mut b = alert();
+        b.ack("ops", None, now, terms(now, AckRequest::default(), policy))
+            .unwrap();
+        assert_eq!(
+            b.ack.as_ref().unwrap().expires_at,
+            Some(now.plus(std::time::Duration::from_secs(3600))),
+            "the policy's ackTimeout otherwise"
+        );
+    }
+
+    #[test]
+    fn a_reminder_unanswered_withdraws_the_ack_and_an_answer_keeps_it() {
+        let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let min = |m: u64| now.plus(std::time::Duration::from_secs(60 * m));
+        let policy = AckPolicy {
+            reminder: Some(GoDuration::from_secs(1800)),
+            unack_if_no_response: Some(GoDuration::from_secs(300)),
+            ..AckPolicy::default()
+        };
+        let mut a = alert();
+        a.ack("ops", None, now, terms(now, AckRequest::default(), policy))
+            .unwrap();
+        let Some(Ok(reminder)) = a.ack_due(min(30)) else {
+            panic!("reminded")
+        };
+        assert_eq!(reminder.payload["action"], "reminder");
+        assert_eq!(a.status, AlertStatus::Acked);
+        assert_eq!(a.ack.as_ref().unwrap().withdraw_at, Some(min(35)));
+        let answer = a.ack(
+            "ops",
+            Some("still on it".into()),
+            min(32),
+            terms(min(32), AckRequest::default(), policy),
+        );
+        assert_eq!(answer.unwrap().payload["action"], "confirmed");
+        assert_eq!(a.ack.as_ref().unwrap().withdraw_at, None);
+        assert!(a.ack_due(min(35)).is_none(), "answered: nothing due");
+        assert!(
+            matches!(a.ack_due(min(60)), Some(Ok(_))),
+            "the next reminder"
+        );
+        let Some(Err(withdrawn)) = a.ack_due(min(65)) else {
+            panic!("withdrawn")
+        };
+        assert_eq!(withdrawn.event.payload["action"], "withdrawn");
+        assert_eq!(a.status, AlertStatus::Open);
+    }
+
+    #[test]
+    fn a_loose_ack_is_cleared_by_the_next_change_and_a_sticky_one_is_not() {
+        let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let loose = AckRequest {
+            sticky: Some(false),
+            ..AckRequest::default()
+        };
+        let mut a = alert();
+        a.ack("ops", None, now, terms(now, loose, AckPolicy::default()))
+            .unwrap();
+        let cleared = a.clear_loose_ack().expect("cleared");
+        assert_eq!(cleared.event.payload["action"], "cleared");
+        assert_eq!(a.status, AlertStatus::Open);
+        let mut b = alert();
+        b.ack(
+            "ops",
+            None,
+            now,
+            terms(now, AckRequest::default(), AckPolicy::default()),
+        )
+        .unwrap();
+        assert!(b.clear_loose_ack().is_none());
+        assert_eq!(b.status, AlertStatus::Acked);
+    }
+
+    #[test]
+    fn a_cleared_alert_reopens_within_its_window_only() {
+        let now = Timestamp(jiff::Timestamp::UNIX_EPOCH);
+        let off = Chatter {
+            flips: 0,
+            ..Chatter::default()
+        };
+        let window = std::time::Duration::from_secs(900);
+        let mut a = alert();
+        a.clear(now, &off, window).unwrap();
+        assert_eq!(a.refire_until, Some(now.plus(window)));
+        let mut late = a.clone();
+        assert!(
+            late.reopen(now.plus(window), &off).is_none(),
+            "past its window"
+        );
+        let event = a
+            .reopen(now.plus(std::time::Duration::from_secs(60)), &off)
+            .unwrap();
+        assert_eq!(event[0].payload["reopened"], true);
+        assert_eq!((a.status, a.reopened), (AlertStatus::Open, 1));
+        let mut never = alert();
+        never.clear(now, &off, std::time::Duration::ZERO).unwrap();
+        assert!(never.refire_until.is_none() && never.reopen(now, &off).is_none());
     }
 }

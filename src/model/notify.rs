@@ -17,6 +17,34 @@ pub struct EscalationPolicy {
     pub steps: Vec<EscalationStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// An ack lapses after this long unless the `:ack` says otherwise (PagerDuty's
+    /// acknowledgement timeout): the alert opens again and its escalation resumes at the step
+    /// that was acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_timeout: Option<GoDuration>,
+    /// The one who acked is reminded this often while the alert stays acked (Grafana
+    /// OnCall's acknowledge reminder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_reminder: Option<GoDuration>,
+    /// A reminder not answered (by an `:ack` again) within this long withdraws the ack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unack_if_no_response: Option<GoDuration>,
+}
+
+impl EscalationPolicy {
+    /// A stored policy document's body (validated at save).
+    pub fn parse(body: &str) -> Option<EscalationPolicy> {
+        super::fault::readable("an escalation policy", serde_json::from_str(body))
+    }
+
+    /// What the policy says of its alerts' acknowledgements.
+    pub fn ack_policy(&self) -> crate::model::alert::AckPolicy {
+        crate::model::alert::AckPolicy {
+            timeout: self.ack_timeout,
+            reminder: self.ack_reminder,
+            unack_if_no_response: self.unack_if_no_response,
+        }
+    }
 }
 
 /// One step (SPEC 2.4): `after` is an offset from the alert's opening.

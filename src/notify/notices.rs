@@ -1,7 +1,10 @@
-//! Notices to the people who look after an alert or a silence (issue 69): a durable consumer
-//! (`notices`) of the journal that turns each `shelve` or `silence` event meant for someone
-//! into deliveries over their channels, committed with its position, so a restart neither
-//! loses nor repeats one:
+//! Notices to the people who look after an alert or a silence (issues 69, 70): a durable
+//! consumer (`notices`) of the journal that turns each `shelve`, `silence` or `ack` event
+//! meant for someone into deliveries over their channels, committed with its position, so a
+//! restart neither loses nor repeats one:
+//! - an ack's reminder (with the ack link that answers it), and an ack that expired, was
+//!   withdrawn or cleared: the one who acked (the contacts whose `userId` is theirs, else the
+//!   contact of their name);
 //! - a person's timed shelf about to end: its shelver (the contacts whose `userId` is theirs);
 //! - an alert shelving itself because it chatters, and that shelf ending: whom the first step
 //!   of the alert's escalation policy pages now, over that step's channels;
@@ -36,16 +39,20 @@ const SAVE_EVERY: Duration = Duration::from_secs(10);
 enum To {
     /// The contacts whose `userId` is this user.
     User(Uuid),
+    /// The contact of this name (one who acked by a link, an SMS reply or a key).
+    Contact(String),
     /// Whom the first step of this escalation policy pages now.
     FirstStep(String),
 }
 
-/// One notice: for whom, its title and text, and the alert it is about.
+/// One notice: for whom, its title and text, the alert it is about, and whether it carries
+/// the alert's ack link (a reminder is answered by acknowledging again).
 struct Notice {
     to: To,
     title: String,
     text: String,
     alert: Option<Uuid>,
+    ack_link: bool,
 }
 
 fn text(payload: &Value, field: &str) -> String {
@@ -96,6 +103,51 @@ fn silence_notice(payload: &Value) -> Option<Notice> {
         title,
         text,
         alert: None,
+        ack_link: false,
+    })
+}
+
+/// The notice an `ack` event makes for the one who acked, if any: a reminder, or the ack
+/// ending without them (expired, withdrawn, cleared).
+fn ack_notice(payload: &Value) -> Option<Notice> {
+    let to = match user(payload) {
+        Some(user) => To::User(user),
+        None => To::Contact(Some(text(payload, "by")).filter(|b| !b.is_empty())?),
+    };
+    let title = text(payload, "title");
+    let step = payload.get("step").and_then(Value::as_u64).unwrap_or(0);
+    let (heading, body) = match text(payload, "action").as_str() {
+        "reminder" => (
+            format!("Reminder: you acknowledged {title}"),
+            match payload.get("withdrawAt").and_then(Value::as_str) {
+                Some(at) => format!(
+                    "It is still open. Acknowledge it again by {at}, or your acknowledgement is withdrawn and it escalates."
+                ),
+                None => "It is still open.".to_string(),
+            },
+        ),
+        "expired" => (
+            format!("Your acknowledgement expired: {title}"),
+            format!("The alert is open again and escalates from step {step}."),
+        ),
+        "withdrawn" => (
+            format!("Your acknowledgement was withdrawn: {title}"),
+            format!("Nobody answered the reminder; the alert escalates from step {step}."),
+        ),
+        "cleared" => (
+            format!("Your acknowledgement was cleared: {title}"),
+            format!(
+                "The alert changed and the acknowledgement was not sticky; it escalates from step {step}."
+            ),
+        ),
+        _ => return None,
+    };
+    Some(Notice {
+        to,
+        title: heading,
+        text: body,
+        alert: id(payload, "alertId"),
+        ack_link: text(payload, "action") == "reminder",
     })
 }
 
@@ -135,6 +187,7 @@ fn shelve_notice(payload: &Value, policy: impl FnOnce() -> Option<String>) -> Op
         title: heading,
         text: body,
         alert,
+        ack_link: false,
     })
 }
 
@@ -164,6 +217,7 @@ impl Notices {
     async fn notice(&self, event: &Event) -> Result<Option<Notice>, StoreError> {
         Ok(match event.kind {
             EventType::Silence => silence_notice(&event.payload),
+            EventType::Ack => ack_notice(&event.payload),
             EventType::Shelve => {
                 let mut policy = None;
                 let chatter = text(&event.payload, "mode") == "chatter";
@@ -186,7 +240,7 @@ impl Notices {
         dir: &Directory,
         tenant: Uuid,
         notice: &Notice,
-        alert_url: String,
+        links: &escalation::Links,
         now: Timestamp,
     ) -> Vec<Delivery> {
         let (contacts, step_channels) = match &notice.to {
@@ -198,6 +252,10 @@ impl Notices {
                     .filter(|c| c.body.user_id.as_deref() == Some(user.as_str()))
                     .collect();
                 (mine, Vec::new())
+            }
+            To::Contact(name) => {
+                let named = dir.contacts.iter().filter(|c| &c.name == name).collect();
+                (named, Vec::new())
             }
             To::FirstStep(policy) => {
                 let Some(step) = dir.policy(policy).and_then(|p| p.body.steps.first()) else {
@@ -224,7 +282,12 @@ impl Notices {
                 );
                 message.contact = c.name.clone();
                 message.alert_id = notice.alert;
-                message.alert_url = alert_url.clone();
+                if let Some(alert) = notice.alert {
+                    message.alert_url = links.alert_url(alert);
+                    if notice.ack_link {
+                        message.ack_url = links.ack_url(alert, Some(c.id), now);
+                    }
+                }
                 match escalation::delivery(
                     dir,
                     &reference,
@@ -271,11 +334,8 @@ impl Notices {
                 continue;
             };
             let dir = self.notifier.directory(event.tenant_id).await?;
-            let url = match notice.alert {
-                Some(id) => self.notifier.links().await?.alert_url(id),
-                None => String::new(),
-            };
-            deliveries.extend(self.deliveries(&dir, event.tenant_id, &notice, url, now));
+            let links = self.notifier.links().await?;
+            deliveries.extend(self.deliveries(&dir, event.tenant_id, &notice, links, now));
         }
         let due = self.saved.is_none_or(|at| at.elapsed() >= SAVE_EVERY);
         if deliveries.is_empty() && !due {

@@ -148,6 +148,66 @@ impl Clock for TestClock {
     }
 }
 
+/// Woken each time a shifted clock moves: every worker's wait ends then, so its timers look
+/// at the new time (never in a release build, which has no shifted clock).
+pub fn moved() -> &'static tokio::sync::Notify {
+    static MOVED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+    &MOVED
+}
+
+/// The wall clock moved on by what a test asked, for a spawned server's timers to run through
+/// hours and days without sleeping. Debug builds only, and only when started with
+/// `SVC_TEST_CLOCK=<file>`: the file keeps the offset in milliseconds, so a server started
+/// again (after a kill -9) goes on at the same time.
+#[cfg(debug_assertions)]
+pub struct ShiftedClock {
+    file: std::path::PathBuf,
+    offset: Mutex<Duration>,
+}
+
+#[cfg(debug_assertions)]
+impl ShiftedClock {
+    /// The process's shifted clock, made on first use from `SVC_TEST_CLOCK`; `None` without it.
+    pub fn from_env() -> Option<Arc<ShiftedClock>> {
+        static SHIFTED: std::sync::OnceLock<Option<Arc<ShiftedClock>>> = std::sync::OnceLock::new();
+        SHIFTED
+            .get_or_init(|| {
+                let file = std::path::PathBuf::from(std::env::var_os("SVC_TEST_CLOCK")?);
+                let ms = std::fs::read_to_string(&file)
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .unwrap_or(0);
+                Some(Arc::new(ShiftedClock {
+                    file,
+                    offset: Mutex::new(Duration::from_millis(ms)),
+                }))
+            })
+            .clone()
+    }
+
+    /// Moves the clock on by `by`, keeps the offset, and wakes every worker.
+    pub fn advance(&self, by: Duration) -> std::io::Result<Timestamp> {
+        {
+            let mut offset = self.offset.locked();
+            *offset += by;
+            std::fs::write(&self.file, offset.as_millis().to_string())?;
+        }
+        moved().notify_waiters();
+        Ok(self.now())
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        SystemClock.now().plus(*self.offset.locked())
+    }
+
+    fn new_id(&self) -> Uuid {
+        SYSTEM_IDS.mint(self.now())
+    }
+}
+
 /// Monotonic elapsed time, for latencies and deadlines. Tokio's clock, so tests with paused
 /// time control it too.
 #[derive(Clone, Copy, Debug)]

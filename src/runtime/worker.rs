@@ -304,6 +304,7 @@ impl Supervisor {
                 tokio::select! {
                     _ = shutdown() => break,
                     _ = waker.notified() => {}
+                    _ = super::clock::moved().notified() => {}
                     _ = tokio::time::sleep(sleep.min(Duration::from_secs(86_400 * 365))) => {}
                 }
             }

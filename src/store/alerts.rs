@@ -86,21 +86,8 @@ pub struct DueTimer {
 fn save(tx: &WriteTx, a: &Alert) -> Result<(), StoreError> {
     let active = a.status.is_active();
     let recently_cleared = if active { None } else { a.refire_until };
-    let shelf = a.shelved.as_ref().and_then(|s| s.until);
-    let warning = a
-        .shelved
-        .as_ref()
-        .filter(|s| !s.warned && active)
-        .and(shelf)
-        .map(crate::model::alert::shelf_warning_at);
-    let timers = if active {
-        [a.snoozed_until, a.auto_close_at, shelf, warning]
-    } else {
-        // A resolved alert's chatter shelf still ends (its notice) and its window lapses.
-        [shelf, recently_cleared, None, None]
-    };
     let mut timer_table = tx.open_table(ALERT_TIMERS)?;
-    for at in timers.into_iter().flatten() {
+    for at in a.timer_times() {
         timer_table.insert(timer_key(at, a.tenant_id, a.id).as_slice(), ())?;
     }
     tx.open_table(ALERTS)?.insert(

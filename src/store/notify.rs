@@ -317,6 +317,20 @@ impl Tx<'_> {
             .transpose()
     }
 
+    /// The armed timers of an alert's escalation, by step.
+    pub(crate) fn escalation_timers(
+        &self,
+        alert: Uuid,
+    ) -> Result<Vec<EscalationTimer>, StoreError> {
+        let t = self.open_table(ESCALATIONS)?;
+        let (lo, hi) = (timer_key(alert, 0), timer_key(alert, u32::MAX));
+        let mut out = Vec::new();
+        for row in t.range(lo.as_slice()..=hi.as_slice())? {
+            out.push(decode(row?.1.value())?);
+        }
+        Ok(out)
+    }
+
     /// Sets (or replaces) an escalation timer.
     pub(crate) fn put_escalation_timer(&self, timer: &EscalationTimer) -> Result<(), StoreError> {
         put_timer(self, timer)

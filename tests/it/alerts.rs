@@ -71,6 +71,8 @@ async fn setup(s: &Server, token: &str) -> String {
                 "severity": "critical",
                 "title": "{{ .event.object }} on {{ .event.host }} is {{ .event.state }}",
                 "setLabels": {"team": "ops"},
+                // Each failure after a recovery is a new alert here (no reopening).
+                "reopenWindow": "0s",
             }),
         ),
         // A rule whose expression reads a key events do not have never matches.

@@ -621,8 +621,9 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_alert() {
         ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
         (
             "/api/v1/alert-rules",
+            // One alert per episode: a failure after a recovery opens a new one.
             json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
-                   "severity": "critical", "resolveOnOk": true}),
+                   "severity": "critical", "resolveOnOk": true, "reopenWindow": "0s"}),
         ),
     ];
     for i in 0..SERVICES {

@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+mod acks;
 mod ai;
 mod alerts;
 mod architecture;

@@ -792,3 +792,31 @@ pub async fn login(s: &Server, email: &str, password: &str, remember: bool) -> r
     }
     post_form(s, "/login", &f).await
 }
+
+/// Options for a server whose clock the test moves (`SVC_TEST_CLOCK`, debug builds only),
+/// the offset kept in `file` so a server started again goes on at the same time.
+pub fn test_clock(file: &Path) -> Opts {
+    Opts {
+        env: vec![("SVC_TEST_CLOCK".into(), file.display().to_string())],
+        ..Opts::default()
+    }
+}
+
+/// Moves the server's test clock on by `by` (`"30m"`); its time after.
+pub async fn advance(s: &Server, token: &str, by: &str) -> jiff::Timestamp {
+    let res = call(
+        s,
+        token,
+        reqwest::Method::POST,
+        "/api/v1/system/clock:advance",
+    )
+    .json(&serde_json::json!({"by": by}))
+    .send()
+    .await
+    .unwrap();
+    json(res, 200).await["now"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}

@@ -1672,6 +1672,34 @@ async fn the_flood_banner_first_out_and_shelving_work_from_plain_pages() {
     let back = get(s, &a.token, &format!("/api/v1/alerts/{id}")).await;
     assert!(back.get("shelved").is_none(), "{back}");
 
+    // The ack options of issue 70 from the plain form: it lasts an hour and is not sticky.
+    let (_, page) = olga.page(&here).await;
+    assert!(page.contains("name=\"expires_in\""), "{page}");
+    assert!(page.contains("name=\"loose\""), "{page}");
+    let (status, _, _) = olga
+        .post(
+            &format!("{here}/ack"),
+            &format!("comment=on+it&expires_in=1h&loose=1&back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let acked = get(s, &a.token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(acked["status"], "acked", "{acked}");
+    assert_eq!(acked["ack"]["sticky"], false, "{acked}");
+    assert_eq!(acked["ack"]["via"], "api");
+    assert!(acked["ack"]["expiresAt"].is_string(), "{acked}");
+    let (_, page) = olga.page(&here).await;
+    assert!(page.contains("cleared by the next change"), "{page}");
+    let (status, _, _) = olga
+        .post(
+            &format!("{here}/ack"),
+            &format!("expires_in=soon&back={here}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "a duration that is none");
+
     let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
     let (_, page) = vera.page(&here).await;
     assert!(!page.contains("/shelve\""), "a viewer gets no shelve form");

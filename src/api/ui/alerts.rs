@@ -2,6 +2,7 @@
 //! resolving and assigning from them.
 
 use super::*;
+use crate::model::alert::AckRequest;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -13,7 +14,7 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<BulkForm>().answers_empty(303).page(),
         Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, acknowledge (with a comment), snooze, resolve, and its timeline (opened, acknowledged, escalations, notifications, resolved); live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
-        Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
+        Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `expires_in` (`4h`; empty: the policy's `ackTimeout`), `loose` (present: not sticky), `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/snooze", snooze).permission("alerts:ack").doc("ui", "Snooze an alert", "Form: `duration` (`30m`, `1h`...), `back`. As `POST /api/v1/alerts/{id}:snooze`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(422, HTML).page(),
@@ -324,8 +325,20 @@ async fn ack(
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(str::to_string);
+    let expires_in = match f.expires_in.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(d) => Some(
+            d.parse()
+                .map_err(|_| Problem::validation("expiresIn", "expiresIn must be like 4h"))?,
+        ),
+    };
+    let request = AckRequest {
+        comment,
+        sticky: f.loose.is_some().then_some(false),
+        expires_in,
+    };
     st.alerting
-        .ack(&c.principal, &c.actor, path_id(&id)?, comment)
+        .ack(&c.principal, &c.actor, path_id(&id)?, request)
         .await?;
     Ok(Done::back(f.back.as_deref(), "ack"))
 }
@@ -334,7 +347,11 @@ async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted 
     let f = BulkForm::parse(&body);
     for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
         let id = Uuid::parse_str(raw).map_err(|_| Problem::not_found())?;
-        match st.alerting.ack(&c.principal, &c.actor, id, None).await {
+        match st
+            .alerting
+            .ack(&c.principal, &c.actor, id, AckRequest::default())
+            .await
+        {
             Ok(_) => {}
             // Acknowledged or closed meanwhile (by someone else, or escalation): left as it is.
             Err(e) => {

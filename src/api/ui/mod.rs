@@ -404,6 +404,10 @@ struct ActionForm {
     back: Option<String>,
     /// Acknowledge: an optional comment.
     comment: Option<String>,
+    /// Acknowledge: how long it lasts (`4h`; empty: the policy's `ackTimeout`).
+    expires_in: Option<String>,
+    /// Acknowledge: present when the next change clears it (not sticky).
+    loose: Option<String>,
     /// Snooze: how long (`30m`, `1h`...).
     duration: Option<String>,
 }

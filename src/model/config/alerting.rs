@@ -37,7 +37,16 @@ pub struct AlertRule {
     pub set_labels: BTreeMap<String, String>,
     #[serde(default)]
     pub disabled: bool,
+    /// An alert of this rule firing again within this long after it resolved reopens (the
+    /// same alert, its timeline says so) rather than opening a new one; default 15m, `0s`
+    /// never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopen_window: Option<GoDuration>,
 }
+
+/// How long after it resolved an alert reopens when its source fires again, unless its rule
+/// says otherwise.
+pub const REOPEN_WINDOW: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -59,6 +68,11 @@ impl AlertRule {
         }
         validate_alert_rule(&mut body)?;
         crate::model::input::from_value(Value::Object(body)).map_err(|e| invalid("rule", e))
+    }
+
+    /// How long after it resolved an alert of this rule reopens.
+    pub fn reopen_window(&self) -> std::time::Duration {
+        self.reopen_window.map_or(REOPEN_WINDOW, |d| d.0)
     }
 
     /// A stored rule document's body (validated at save).

@@ -76,6 +76,21 @@ pub(super) fn validate_schedule(body: &mut Map<String, Value>) -> Result<(), Inv
 
 pub(super) fn validate_escalation_policy(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     validate_with(body, |p: &EscalationPolicy| {
+        for (field, value) in [
+            ("ackTimeout", p.ack_timeout),
+            ("ackReminder", p.ack_reminder),
+            ("unackIfNoResponse", p.unack_if_no_response),
+        ] {
+            if value.is_some_and(|d| d.0.as_secs() < 1) {
+                return Err(invalid(field, format!("{field} must be at least 1s")));
+            }
+        }
+        if p.unack_if_no_response.is_some() && p.ack_reminder.is_none() {
+            return Err(invalid(
+                "unackIfNoResponse",
+                "unackIfNoResponse follows a reminder: it needs ackReminder",
+            ));
+        }
         for (i, step) in p.steps.iter().enumerate() {
             if step.repeat_every.is_some_and(|r| r.0.as_secs() < 1) {
                 return Err(invalid(

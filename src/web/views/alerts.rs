@@ -260,6 +260,8 @@ pub fn alert(
             @if let Some(by) = &a.suppressed_by { dt { "Held back by" } dd { (suppressed_by(by)) } }
             @if a.dependents > 0 { dt { "Holds back" } dd { (a.dependents) " dependent alerts" } }
             @if let Some(shelf) = &a.shelved { dt { "Shelved" } dd { (shelf_text(now, shelf)) } }
+            @if let Some(terms) = &a.ack { dt { "Acknowledgement" } dd { (ack_text(now, terms)) } }
+            @if a.reopened > 0 { dt { "Reopened" } dd { (a.reopened) " times" } }
             dt { "Rule" } dd { (a.rule_id) }
             @for (k, v) in &a.labels { dt { (k) } dd { (v) } }
         }
@@ -271,6 +273,16 @@ pub fn alert(
                         input type="hidden" name="back" value=(here);
                         label for="comment" { "Comment (optional)" }
                         input #comment type="text" name="comment" maxlength="1000";
+                        " "
+                        label for="expires_in" { "Lasts" }
+                        select #expires_in name="expires_in" {
+                            option value="" selected { "as the policy says" }
+                            option value="1h" { "1 hour" }
+                            option value="4h" { "4 hours" }
+                            option value="24h" { "24 hours" }
+                        }
+                        " "
+                        label { input type="checkbox" name="loose" value="1"; " Clear it at the next change" }
                         " "
                         button.primary type="submit" { "Acknowledge" }
                     }
@@ -325,6 +337,22 @@ fn shelf_text(now: Timestamp, shelf: &Shelf) -> Markup {
             None => { "until it clears" }
         }
         " by " (shelf.by) ": " (shelf.reason)
+    }
+}
+
+/// An acknowledgement's terms: sticky or not, its end, its reminders, or how it ended.
+fn ack_text(now: Timestamp, terms: &AckTerms) -> Markup {
+    html! {
+        @if let Some(ended) = &terms.ended {
+            (ended) " (was at step " (terms.step) ", by " (terms.via) ")"
+        } @else {
+            @if terms.sticky { "sticky" } @else { "cleared by the next change" }
+            @if let Some(at) = terms.expires_at { ", lapses " (when(now, at)) }
+            @if let Some(every) = terms.remind_every { ", reminded every " (every) }
+            @if terms.reminders > 0 { " (" (terms.reminders) " so far)" }
+            @if let Some(at) = terms.withdraw_at { ", withdrawn " (when(now, at)) " unless answered" }
+            ", step " (terms.step) ", by " (terms.via)
+        }
     }
 }
 

@@ -15,7 +15,7 @@ pub use objects::*;
 pub use people::*;
 
 use crate::model::Timestamp;
-use crate::model::alert::{Alert, AlertStatus, Shelf, SuppressedBy};
+use crate::model::alert::{AckTerms, Alert, AlertStatus, Shelf, SuppressedBy};
 use crate::model::audit::AuditEntry;
 use crate::model::config::ConfigDoc;
 use crate::model::event::{Event, Severity};
@@ -130,7 +130,7 @@ fn event_summary(e: &Event) -> String {
     let p = &e.payload;
     let text = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
     let parts: Vec<&str> = [
-        "summary", "title", "comment", "output", "to", "reason", "message",
+        "action", "summary", "title", "comment", "output", "to", "reason", "message",
     ]
     .iter()
     .map(|k| text(k))
