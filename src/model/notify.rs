@@ -134,7 +134,33 @@ pub struct Contact {
     pub user_id: Option<String>,
     #[serde(default)]
     pub preferences: Vec<ChannelPreference>,
+    /// What the contact is told about their on-call shifts beyond the handover itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_notices: Option<HandoffNotices>,
 }
+
+/// Shift-change notices (issue 70; PagerDuty's handoff notification rules, Grafana OnCall's
+/// going-on-call push), each over the contact's preferred channel.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffNotices {
+    /// Told this long before each shift starts (`[24h, 15m]`).
+    #[serde(default)]
+    pub advance: Vec<GoDuration>,
+    /// Told when a shift ends.
+    #[serde(default)]
+    pub off_call: bool,
+    /// Told when a schedule change moves their shifts in the next 14 days.
+    #[serde(default)]
+    pub schedule_changed: bool,
+    /// The handover notices carry the handover digest.
+    #[serde(default)]
+    pub digest: bool,
+}
+
+/// How far ahead shift notices look (a schedule change moving a shift within it is told).
+pub const HANDOFF_HORIZON: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
 
 /// `GET /api/v1/contacts/{name}:data-export`: what the service holds about a contact (a data
 /// subject's disclosure): the contact, the changes to it, the schedules naming it, and the

@@ -175,6 +175,22 @@ impl Directory {
         self.policies.iter().find(|p| p.name == name)
     }
 
+    /// The names of the policies a step of which pages the schedule `schedule`.
+    pub fn policies_serving(&self, schedule: &str) -> Vec<&str> {
+        self.policies
+            .iter()
+            .filter(|p| {
+                p.body.steps.iter().any(|s| {
+                    s.notify
+                        .as_ref()
+                        .and_then(|t| t.schedule.as_deref())
+                        .is_some_and(|n| n == schedule)
+                })
+            })
+            .map(|p| p.name.as_str())
+            .collect()
+    }
+
     /// A channel by its name only (a delivery's channel).
     pub fn channel_named(&self, name: &str) -> Option<&Named<Channel>> {
         self.channels.iter().find(|c| c.name == name)

@@ -60,6 +60,14 @@ fn put_timer(tx: &WriteTx, t: &EscalationTimer) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A schedule's row of the handoffs table for the notice `mark` (the handover's is the
+/// schedule's id alone, as before marks).
+fn handoff_key(tenant: Uuid, schedule: Uuid, mark: &str) -> Vec<u8> {
+    let mut key = schedule.as_bytes().to_vec();
+    key.extend_from_slice(mark.as_bytes());
+    scoped(tenant, &key)
+}
+
 /// Removes the timer at `key` and its due entry; returns it.
 fn drop_timer(tx: &WriteTx, key: &[u8]) -> Result<Option<EscalationTimer>, StoreError> {
     let old: Option<EscalationTimer> = tx
@@ -439,15 +447,18 @@ impl Tx<'_> {
     }
 
     /// Notes that the incoming person of the schedule's shift starting at `start` was told.
+    /// Notes what of a schedule's shifts was told: `mark` names which notice (empty: the
+    /// handover), `at` the shift time it was about.
     pub(crate) fn set_handoff(
         &self,
         tenant: Uuid,
         schedule: Uuid,
-        start: Timestamp,
+        mark: &str,
+        at: Timestamp,
     ) -> Result<(), StoreError> {
         self.open_table(HANDOFFS)?.insert(
-            scoped(tenant, schedule.as_bytes()).as_slice(),
-            start.as_millis(),
+            handoff_key(tenant, schedule, mark).as_slice(),
+            at.as_millis(),
         )?;
         Ok(())
     }
@@ -572,14 +583,16 @@ impl Store {
     }
 
     /// The start of the last shift of a schedule whose incoming person was told.
+    /// The shift time the notice `mark` of a schedule was last told about (see `set_handoff`).
     pub(crate) async fn handoff_announced(
         self: &Arc<Self>,
         tenant: Uuid,
         schedule: Uuid,
+        mark: String,
     ) -> Result<Option<Timestamp>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(HANDOFFS)?;
-            Ok(t.get(scoped(tenant, schedule.as_bytes()).as_slice())?
+            Ok(t.get(handoff_key(tenant, schedule, &mark).as_slice())?
                 .and_then(|v| Timestamp::from_millis(v.value())))
         })
         .await

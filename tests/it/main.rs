@@ -32,6 +32,7 @@ mod modem_sim;
 mod noise;
 mod notify;
 mod objects;
+mod oncall;
 mod platform;
 mod postgres;
 mod pty;

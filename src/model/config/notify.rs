@@ -19,6 +19,18 @@ pub(super) fn validate_contact(body: &mut Map<String, Value>) -> Result<(), Inva
                     .map_err(|_| invalid("preferences", format!("unknown severity {s:?}")))?;
             }
         }
+        if let Some(n) = &c.handoff_notices {
+            let bad = n.advance.iter().find(|a| {
+                a.0 < std::time::Duration::from_secs(60)
+                    || a.0 > crate::model::notify::HANDOFF_HORIZON
+            });
+            if n.advance.len() > 5 || bad.is_some() {
+                return Err(invalid(
+                    "handoffNotices",
+                    "handoffNotices.advance: at most 5, each 1m to 336h",
+                ));
+            }
+        }
         Ok(())
     })
 }

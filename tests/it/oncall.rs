@@ -1,0 +1,201 @@
+//! Shift-change notices (issue 70): ahead of a shift, at its end, on a schedule change, and
+//! the handover digest; driven by the clock the tests move, across a kill -9.
+
+use crate::receiver::Receiver;
+use crate::support::*;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// The handoff notices `contact` got, in order; a delivery sent again (its sending was not
+/// recorded before a kill -9: webhooks are at least once) counts once.
+fn notices(hooks: &Receiver, contact: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for b in hooks.received("/hook").iter().map(|r| r.json()) {
+        if b["kind"] == "handoff" && b["contact"] == contact && !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    out
+}
+
+fn title(b: &Value) -> String {
+    b["alert"]["title"].as_str().unwrap_or_default().to_string()
+}
+
+/// Waits until `contact` has a handoff notice whose title starts with `prefix`; returns it.
+async fn notice(hooks: &Receiver, contact: &str, prefix: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Some(n) = notices(hooks, contact)
+            .into_iter()
+            .find(|n| title(n).starts_with(prefix))
+        {
+            return n;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{contact} never got {prefix:?}: {:?}",
+            notices(hooks, contact)
+                .iter()
+                .map(title)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn count(hooks: &Receiver, contact: &str, prefix: &str) -> usize {
+    notices(hooks, contact)
+        .iter()
+        .filter(|n| title(n).starts_with(prefix))
+        .count()
+}
+
+async fn override_for(s: &Server, token: &str, contact: &str, start: jiff::Timestamp, hours: i64) {
+    let end = start + jiff::SignedDuration::from_hours(hours);
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/schedules/ops/overrides",
+        json!({"contactId": contact, "start": start.to_string(), "end": end.to_string()}),
+    )
+    .await;
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+}
+
+/// Cy asks for every shift notice (`advance: [24h, 15m]`, `offCall`, `scheduleChanged`,
+/// `digest`); dan, always on call, for none. An override puts cy on call in two days for eight
+/// hours: 24 hours ahead cy is told, the server is killed and started again, 15 minutes ahead
+/// cy is told (neither twice); a second override moving cy's shifts tells cy they changed; at
+/// the handover cy gets the digest (the open alert of the policy that pages the schedule), and
+/// dan, outgoing, nothing he did not ask for; at the end cy is told she is off call and dan is
+/// on call again.
+#[tokio::test]
+async fn a_person_is_told_ahead_of_a_shift_at_its_end_and_when_it_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let token = bootstrap(&data);
+    let clock = dir.path().join("clock");
+    let s = Server::start_in(&data, test_clock(&clock));
+    let hooks = Receiver::start().await;
+    let prefs = json!([{"channels": ["webhook"], "profile": "default"}]);
+    create_all(
+        &s,
+        &token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "dan", "preferences": prefs})),
+            ("/api/v1/contacts", json!({"name": "cy", "preferences": prefs, "handoffNotices": {
+                "advance": ["24h", "15m"], "offCall": true, "scheduleChanged": true, "digest": true}})),
+            ("/api/v1/schedules", json!({"name": "ops", "timeZone": "UTC", "layers": [
+                {"anchor": "2026-01-05T08:00:00Z", "unit": "weekly", "participants": ["dan"]}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"schedule": "ops"}}]})),
+        ],
+    )
+    .await;
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "Chlorine dosing pump stopped", "escalationPolicy": "page"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let now = advance(&s, &token, "0s").await;
+    let start = now + jiff::SignedDuration::from_hours(48);
+    override_for(&s, &token, "cy", start, 8).await;
+
+    advance(&s, &token, "24h1m").await;
+    let ahead = notice(&hooks, "cy", "You go on call for ops").await;
+    assert!(title(&ahead).ends_with("(in 24h0m0s)"), "{ahead}");
+    s.crash();
+    let s = Server::start_in(&data, test_clock(&clock));
+    // The schedule moves: another shift for cy, next week.
+    let before = count(&hooks, "cy", "Your shifts on ops changed");
+    override_for(
+        &s,
+        &token,
+        "cy",
+        start + jiff::SignedDuration::from_hours(24 * 5),
+        4,
+    )
+    .await;
+    let started = Instant::now();
+    while count(&hooks, "cy", "Your shifts on ops changed") == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no change notice"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let changed = notice(&hooks, "cy", "Your shifts on ops changed").await;
+    assert!(
+        changed["alert"]["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Your next shifts"),
+        "{changed}"
+    );
+
+    advance(&s, &token, "23h45m").await;
+    let soon = notice(&hooks, "cy", "You go on call for ops").await;
+    let started = Instant::now();
+    while count(&hooks, "cy", "You go on call for ops") < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no 15m notice: {soon}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ahead: Vec<String> = notices(&hooks, "cy")
+        .iter()
+        .map(title)
+        .filter(|t| t.starts_with("You go on call"))
+        .collect();
+    assert_eq!(ahead.len(), 2, "each once: {ahead:?}");
+    assert!(ahead[1].ends_with("(in 15m0s)"), "{ahead:?}");
+
+    advance(&s, &token, "16m").await;
+    let on = notice(&hooks, "cy", "You are on call for ops").await;
+    let digest = on["alert"]["summary"].as_str().unwrap();
+    assert!(
+        digest.contains("1 open and 0 acknowledged alerts"),
+        "{digest}"
+    );
+    assert!(digest.contains("Chlorine dosing pump stopped"), "{digest}");
+    assert_eq!(
+        count(&hooks, "dan", "You are off call"),
+        0,
+        "dan did not ask"
+    );
+
+    advance(&s, &token, "8h").await;
+    let off = notice(&hooks, "cy", "You are off call for ops").await;
+    assert!(
+        off["alert"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("dan is on call now"),
+        "{off}"
+    );
+    notice(&hooks, "dan", "You are on call for ops").await;
+    assert_eq!(
+        count(&hooks, "cy", "You are on call for ops"),
+        1,
+        "told once"
+    );
+
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/contacts",
+        json!({"name": "eve", "handoffNotices": {"advance": ["10s"]}}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/handoffNotices").await;
+}
