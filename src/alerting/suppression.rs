@@ -14,7 +14,7 @@ use crate::model::suppression::{
 };
 use crate::model::{GoDuration, Timestamp};
 use crate::store::suppressions::IdempotentAnswer;
-use crate::store::{Store, StoreError, Tx};
+use crate::store::{Store, StoreError, Tx, check_version};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -159,6 +159,52 @@ const WAITING_RECHECK: Duration = Duration::from_secs(5);
 /// its `downtime` event (`started`) and an audit entry by the system; returns when to look
 /// again: a window that opens later, or soon while one is open and waiting for a problem (a
 /// state change starts it). Nothing started: nothing written.
+/// A downtime's checked terms (`downtime_terms`).
+struct DowntimeTerms {
+    comment: String,
+    object_id: Option<Uuid>,
+    selector: String,
+    kind: String,
+    start: Timestamp,
+    end: Timestamp,
+    duration: Option<u64>,
+}
+
+/// A silence's checked terms (`silence_terms`).
+struct SilenceTerms {
+    comment: String,
+    selector: String,
+    text_regex: String,
+    starts_at: Timestamp,
+    expires_at: Timestamp,
+    expire_when_unmatched_for: Option<GoDuration>,
+}
+
+/// A silence's selector and title pattern, checked: at least one of them.
+fn silence_matchers(
+    selector_text: Option<String>,
+    text_regex: Option<String>,
+) -> Result<(String, String), AlertError> {
+    let selector = selector(selector_text)?;
+    let text_regex = text_regex.unwrap_or_default();
+    if text_regex.len() > REGEX_MAX {
+        return Err(invalid(
+            "textRegex",
+            format!("textRegex is over {REGEX_MAX} bytes"),
+        ));
+    }
+    if let Err(e) = regex_lite::Regex::new(&text_regex) {
+        return Err(invalid("textRegex", e.to_string()));
+    }
+    if selector.trim().is_empty() && text_regex.is_empty() {
+        return Err(invalid(
+            "selector",
+            "a silence needs a selector or a textRegex: without either it would mute every alert of the tenant",
+        ));
+    }
+    Ok((selector, text_regex))
+}
+
 pub async fn start_flexible_downtimes(
     store: &Arc<Store>,
     now: Timestamp,
@@ -237,13 +283,8 @@ impl Alerting {
         )
     }
 
-    pub async fn create_silence(
-        &self,
-        p: &Principal,
-        actor: &Actor,
-        body: SilenceBody,
-    ) -> Result<Silence, AlertError> {
-        let now = self.clock.now();
+    /// A silence's terms from a request, checked at `now`.
+    fn silence_terms(body: SilenceBody, now: Timestamp) -> Result<SilenceTerms, AlertError> {
         let comment = comment(body.comment)?;
         let expires_at = time("expiresAt", body.expires_at.as_deref())?.ok_or_else(|| {
             invalid(
@@ -264,23 +305,7 @@ impl Alerting {
                 "a silence expires at most 90 days ahead",
             ));
         }
-        let selector = selector(body.selector)?;
-        let text_regex = body.text_regex.unwrap_or_default();
-        if text_regex.len() > REGEX_MAX {
-            return Err(invalid(
-                "textRegex",
-                format!("textRegex is over {REGEX_MAX} bytes"),
-            ));
-        }
-        if let Err(e) = regex_lite::Regex::new(&text_regex) {
-            return Err(invalid("textRegex", e.to_string()));
-        }
-        if selector.trim().is_empty() && text_regex.is_empty() {
-            return Err(invalid(
-                "selector",
-                "a silence needs a selector or a textRegex: without either it would mute every alert of the tenant",
-            ));
-        }
+        let (selector, text_regex) = silence_matchers(body.selector, body.text_regex)?;
         let expire_when_unmatched_for = match body.expire_when_unmatched_for.as_deref() {
             None => None,
             Some(raw) => match raw.parse::<GoDuration>() {
@@ -293,20 +318,38 @@ impl Alerting {
                 }
             },
         };
-        let started = starts_at <= now;
-        let silence = Silence {
-            id: self.clock.new_id(),
-            tenant_id: p.tenant,
+        Ok(SilenceTerms {
             comment,
             selector,
             text_regex,
             starts_at,
             expires_at,
+            expire_when_unmatched_for,
+        })
+    }
+
+    pub async fn create_silence(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: SilenceBody,
+    ) -> Result<Silence, AlertError> {
+        let now = self.clock.now();
+        let t = Self::silence_terms(body, now)?;
+        let started = t.starts_at <= now;
+        let silence = Silence {
+            id: self.clock.new_id(),
+            tenant_id: p.tenant,
+            comment: t.comment,
+            selector: t.selector,
+            text_regex: t.text_regex,
+            starts_at: t.starts_at,
+            expires_at: t.expires_at,
             created_at: now,
             created_by: p.name.clone(),
             version: 1,
             user_id: p.user,
-            expire_when_unmatched_for,
+            expire_when_unmatched_for: t.expire_when_unmatched_for,
             last_matched_at: None,
             told: if started {
                 vec!["started".into()]
@@ -325,6 +368,90 @@ impl Alerting {
             })
             .await?;
         Ok(silence)
+    }
+
+    /// `PUT /silences/{id}` under `If-Match`: new terms for a silence not yet expired (to
+    /// extend it, move its start, or change what it matches), with its `silence` event
+    /// (`updated`) and audit entry. One that expired is 422.
+    pub async fn update_silence(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        body: SilenceBody,
+    ) -> Result<Silence, AlertError> {
+        let now = self.clock.now();
+        let t = Self::silence_terms(body, now)?;
+        let tenant = p.tenant;
+        let audit = self.suppression_audit(p, actor, "silence.update", id);
+        self.store
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.silence(tenant, id)?.ok_or(AlertError::NotFound)?;
+                // Expired is final, whatever version the caller last saw.
+                if old.expires_at <= now {
+                    return Err(invalid(
+                        "expiresAt",
+                        "the silence has expired: create a new one",
+                    ));
+                }
+                check_version(old.version, expected)?;
+                let started = old.starts_at <= now || t.starts_at <= now;
+                let mut told = old.told.clone();
+                // A silence moved ahead is told again when it starts, and before it expires.
+                told.retain(|k| k == "started" && t.starts_at <= now);
+                if started && !told.iter().any(|k| k == "started") {
+                    told.push("started".into());
+                }
+                let new = Silence {
+                    comment: t.comment,
+                    selector: t.selector,
+                    text_regex: t.text_regex,
+                    starts_at: t.starts_at,
+                    expires_at: t.expires_at,
+                    expire_when_unmatched_for: t.expire_when_unmatched_for,
+                    version: old.version + 1,
+                    told,
+                    ..old.clone()
+                };
+                tx.save_silence(&new)?;
+                tx.record([audit.before(&old).after(&new)], vec![new.event("updated")])?;
+                Ok(Wrote::Changed(new))
+            })
+            .await
+    }
+
+    /// `POST /silences:preview`: the tenant's open and acknowledged alerts (the newest 1000) a
+    /// silence of these matchers would hold now.
+    pub async fn preview_silence(
+        &self,
+        p: &Principal,
+        body: SilenceBody,
+    ) -> Result<Vec<Alert>, AlertError> {
+        let (selector, text_regex) = silence_matchers(body.selector, body.text_regex)?;
+        let probe = Silence {
+            id: Uuid::nil(),
+            tenant_id: p.tenant,
+            comment: String::new(),
+            selector,
+            text_regex,
+            starts_at: self.clock.now(),
+            expires_at: self.clock.now(),
+            created_at: self.clock.now(),
+            created_by: String::new(),
+            version: 0,
+            user_id: None,
+            expire_when_unmatched_for: None,
+            last_matched_at: None,
+            told: Vec::new(),
+        };
+        let filter = AlertFilter {
+            statuses: vec![AlertStatus::Open, AlertStatus::Acked],
+            ..Default::default()
+        };
+        let alerts = self.store.alerts(p.tenant, filter, None, LIST_CAP).await?;
+        let m = SilenceMatcher::new(probe);
+        Ok(alerts.into_iter().filter(|a| m.matches(a)).collect())
     }
 
     /// Every silence (at most 1000), latest expiry first; only those in effect with `active`.
@@ -401,16 +528,12 @@ impl Alerting {
         Ok(())
     }
 
-    /// Creates a downtime; with `idempotency` (key, SHA-256 of the body) a replay within 24 h
-    /// answers what the first request got.
-    pub async fn create_downtime(
+    /// A downtime's terms from a request, checked (its object exists in the tenant).
+    async fn downtime_terms(
         &self,
         p: &Principal,
-        actor: &Actor,
         body: DowntimeBody,
-        idempotency: Option<(String, Vec<u8>)>,
-    ) -> Result<DowntimeCreated, AlertError> {
-        let now = self.clock.now();
+    ) -> Result<DowntimeTerms, AlertError> {
         let comment = comment(body.comment)?;
         let start = time("start", body.start.as_deref())?
             .ok_or_else(|| invalid("start", "start is required"))?;
@@ -458,6 +581,36 @@ impl Alerting {
             }
             _ => return Err(invalid("type", "type must be fixed or flexible")),
         };
+        Ok(DowntimeTerms {
+            comment,
+            object_id,
+            selector,
+            kind,
+            start,
+            end,
+            duration,
+        })
+    }
+
+    /// Creates a downtime; with `idempotency` (key, SHA-256 of the body) a replay within 24 h
+    /// answers what the first request got.
+    pub async fn create_downtime(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        body: DowntimeBody,
+        idempotency: Option<(String, Vec<u8>)>,
+    ) -> Result<DowntimeCreated, AlertError> {
+        let now = self.clock.now();
+        let DowntimeTerms {
+            comment,
+            object_id,
+            selector,
+            kind,
+            start,
+            end,
+            duration,
+        } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
             tenant_id: p.tenant,
@@ -507,6 +660,52 @@ impl Alerting {
             })
             .await?;
         Ok(created)
+    }
+
+    /// `PUT /downtimes/{id}` under `If-Match`: new terms for a downtime not yet over (to
+    /// extend it, move it, or change what it covers), with its `downtime` event (`action:
+    /// updated`) and audit entry. One that is over is 422.
+    pub async fn update_downtime(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        body: DowntimeBody,
+    ) -> Result<Downtime, AlertError> {
+        let now = self.clock.now();
+        let t = self.downtime_terms(p, body).await?;
+        if t.end <= now {
+            return Err(invalid("end", "end must be in the future"));
+        }
+        let tenant = p.tenant;
+        let audit = self.suppression_audit(p, actor, "downtime.update", id);
+        self.store
+            .transact(move |tx| -> TxResult<_, AlertError> {
+                let old = tx.downtime(tenant, id)?.ok_or(AlertError::NotFound)?;
+                if old.over(now) {
+                    return Err(invalid("end", "the downtime is over: create a new one"));
+                }
+                check_version(old.version, expected)?;
+                let new = Downtime {
+                    comment: t.comment,
+                    object_id: t.object_id,
+                    selector: t.selector,
+                    started_at: old.started_at.filter(|_| t.kind == old.kind),
+                    kind: t.kind,
+                    start: t.start,
+                    end: t.end,
+                    duration: t.duration,
+                    version: old.version + 1,
+                    ..old.clone()
+                };
+                tx.save_downtime(&new)?;
+                let mut event = new.event();
+                event.payload["action"] = serde_json::json!("updated");
+                tx.record([audit.before(&old).after(&new)], vec![event])?;
+                Ok(Wrote::Changed(new))
+            })
+            .await
     }
 
     /// Every downtime (at most 1000), latest start first; only those in effect with `active`.

@@ -3,11 +3,12 @@
 use super::AppState;
 use super::access::Caller;
 use super::error::{Code, Problem};
+use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiJsonDigest, ApiPath, ApiQuery, path_id};
 use super::pagination::Page;
 use super::router::Route;
 use crate::alerting::suppression::DowntimeCreated;
-use crate::model::suppression::{Downtime, Silence};
+use crate::model::suppression::{Downtime, Silence, SilencePreview};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use axum::Json;
 use axum::extract::State;
@@ -31,6 +32,18 @@ pub fn routes() -> Vec<Route> {
         )
             .body::<SilenceBody>().answers::<Silence>(201)
             .example(|| json!({"selector": "site=north", "textRegex": "^disk", "expiresAt": "2026-12-01T18:00:00Z", "comment": "known issue, ticket 4711"})),
+        Route::put("/api/v1/silences/{id}", update_silence).permission("silences:write").doc(
+            "silences",
+            "Edit or extend a silence",
+            "Under `If-Match` (428 without, 409 `svc:conflict/version` when stale): the whole silence body as for create (`comment`, `expiresAt` required, `startsAt`, `selector`, `textRegex`, `expireWhenUnmatchedFor`), checked as for create; for a silence that has not expired (to extend one that runs, move one ahead, or change what it matches). 200 with the new `version` and `ETag`; a `silence` event with `action: updated` and the audit entry (`silence.update`). An expired silence is 422 `svc:validation/expiresAt`: create a new one.",
+        )
+            .body::<SilenceBody>().ok::<Silence>(),
+        Route::post("/api/v1/silences:preview", preview_silence).permission("alerts:read").doc(
+            "silences",
+            "Preview a silence",
+            "`{selector, textRegex}` (as for create; the rest is ignored): the open and acknowledged alerts (of the newest 1000) a silence of these would hold now, `{items, count}`. Refused as create refuses them (422 for a selector that does not parse, a bad pattern, or neither).",
+        )
+            .body::<SilenceBody>().ok::<SilencePreview>(),
         Route::delete("/api/v1/silences/{id}", expire_silence).permission("silences:write").doc(
             "silences",
             "Expire a silence now",
@@ -50,6 +63,12 @@ pub fn routes() -> Vec<Route> {
         )
             .body::<DowntimeBody>().answers::<Downtime>(201)
             .example(|| json!({"selector": "site=north", "type": "fixed", "start": "2026-12-01T22:00:00Z", "end": "2026-12-02T02:00:00Z", "comment": "maintenance window"})),
+        Route::put("/api/v1/downtimes/{id}", update_downtime).permission("downtimes:write").doc(
+            "downtimes",
+            "Edit or extend a downtime",
+            "Under `If-Match` (428 without, 409 `svc:conflict/version` when stale): the whole downtime body as for create, checked as for create, `end` in the future; for a downtime not over yet (to extend one that runs, move one ahead, or change what it covers). 200 with the new `version` and `ETag`; a `downtime` event with `action: updated` and the audit entry (`downtime.update`). One that is over is 422 `svc:validation/end`.",
+        )
+            .body::<DowntimeBody>().ok::<Downtime>(),
         Route::delete("/api/v1/downtimes/{id}", end_downtime).permission("downtimes:write").doc(
             "downtimes",
             "End a downtime now",
@@ -86,6 +105,46 @@ async fn create_silence(
         .create_silence(&c.principal, &c.actor, body)
         .await?;
     Ok((StatusCode::CREATED, Json(silence)))
+}
+
+async fn update_silence(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    IfMatch(expected): IfMatch,
+    ApiJson(body): ApiJson<SilenceBody>,
+) -> Result<impl IntoResponse, Problem> {
+    let silence = st
+        .alerting
+        .update_silence(&c.principal, &c.actor, path_id(&id)?, expected, body)
+        .await?;
+    Ok((etag(silence.version), Json(silence)))
+}
+
+async fn preview_silence(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiJson(body): ApiJson<SilenceBody>,
+) -> Result<impl IntoResponse, Problem> {
+    let items = st.alerting.preview_silence(&c.principal, body).await?;
+    Ok(Json(SilencePreview {
+        count: items.len(),
+        items,
+    }))
+}
+
+async fn update_downtime(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(id): ApiPath<String>,
+    IfMatch(expected): IfMatch,
+    ApiJson(body): ApiJson<DowntimeBody>,
+) -> Result<impl IntoResponse, Problem> {
+    let downtime = st
+        .alerting
+        .update_downtime(&c.principal, &c.actor, path_id(&id)?, expected, body)
+        .await?;
+    Ok((etag(downtime.version), Json(downtime)))
 }
 
 async fn expire_silence(

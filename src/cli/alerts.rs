@@ -102,6 +102,35 @@ pub(super) async fn silence(
     })
 }
 
+/// `svc silence --selector S --preview`: what a silence would hold now.
+pub(super) async fn silence_preview(
+    c: &Client,
+    as_json: bool,
+    selector: String,
+) -> Result<String, CliError> {
+    let request = SilenceBody {
+        selector: Some(selector),
+        ..SilenceBody::default()
+    };
+    let v = c
+        .json(Method::POST, "/api/v1/silences:preview", body(&request)?)
+        .await?;
+    if as_json {
+        return Ok(pretty(&v));
+    }
+    let items: Vec<Alert> = wire(&v["items"])?;
+    let mut out = format!("a silence would hold {} alerts now\n", items.len());
+    for a in items {
+        out.push_str(&format!(
+            "{}  {}  {}\n",
+            a.short_id(),
+            a.severity.as_str(),
+            text(&a.title, 80)
+        ));
+    }
+    Ok(out)
+}
+
 pub(super) async fn check_now(c: &Client, as_json: bool, id: &str) -> Result<String, CliError> {
     let v = c
         .json(

@@ -110,8 +110,11 @@ pub enum ClientCommand {
         selector: String,
         #[arg(long, default_value_t = 2.0)]
         hours: f64,
-        #[arg(short = 'm', long = "message", required = true)]
-        message: String,
+        #[arg(short = 'm', long = "message", required_unless_present = "preview")]
+        message: Option<String>,
+        /// List the open and acknowledged alerts it would hold now, and make nothing.
+        #[arg(long)]
+        preview: bool,
     },
     /// Run an object's check now.
     CheckNow { id: String },
@@ -356,9 +359,15 @@ async fn execute(
         } => downtime(c, as_json, selector, object, hours, message).await?,
         ClientCommand::Silence {
             selector,
+            preview: true,
+            ..
+        } => silence_preview(c, as_json, selector).await?,
+        ClientCommand::Silence {
+            selector,
             hours,
             message,
-        } => silence(c, as_json, selector, hours, message).await?,
+            ..
+        } => silence(c, as_json, selector, hours, message.unwrap_or_default()).await?,
         ClientCommand::CheckNow { id } => check_now(c, as_json, &id).await?,
         ClientCommand::Oncall => {
             let v = c.get("/api/v1/oncall/now").await?;

@@ -62,6 +62,15 @@ pub struct SilenceBody {
     pub expire_when_unmatched_for: Option<String>,
 }
 
+/// `POST /api/v1/silences:preview`: the alerts a silence would hold now.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SilencePreview {
+    pub count: usize,
+    pub items: Vec<super::alert::Alert>,
+}
+
 impl Silence {
     pub fn active(&self, now: Timestamp) -> bool {
         self.starts_at <= now && now < self.expires_at
@@ -216,6 +225,17 @@ pub struct DowntimeBody {
 }
 
 impl Downtime {
+    /// Whether it is over at `now`: past its end, or, flexible and started, past its
+    /// duration.
+    pub fn over(&self, now: Timestamp) -> bool {
+        match (self.kind.as_str(), self.started_at, self.duration) {
+            ("flexible", Some(started), Some(secs)) => {
+                started.plus(std::time::Duration::from_secs(secs)) <= now && self.end <= now
+            }
+            _ => self.end <= now,
+        }
+    }
+
     /// When it is in effect: fixed `[start, end)`; flexible from its start (the first problem
     /// inside the window) for `duration`.
     pub fn active(&self, now: Timestamp) -> bool {

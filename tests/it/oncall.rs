@@ -199,3 +199,159 @@ async fn a_person_is_told_ahead_of_a_shift_at_its_end_and_when_it_moves() {
     .await;
     assert_problem(res, 422, "svc:validation/handoffNotices").await;
 }
+
+/// Maintenance planned ahead (issue 70): a silence previewed before it is made (what it would
+/// hold now), made to start in an hour, extended under If-Match (428 without, 409 when
+/// stale), and refused once it expired; a downtime planned ahead, moved, and refused once over.
+#[tokio::test]
+async fn silences_and_downtimes_are_previewed_planned_and_extended() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(test_clock(&dir.path().join("clock")));
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(
+        s,
+        token,
+        vec![("/api/v1/hosts", json!({"name": "boiler", "spec": {}}))],
+    )
+    .await;
+    for (title, site) in [("Boiler pressure low", "north"), ("Gate open", "south")] {
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": title, "labels": {"site": site}}),
+        )
+        .await;
+        assert_eq!(res.status(), 201);
+    }
+    let preview = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/silences:preview",
+            json!({"selector": "site=north"}),
+        )
+        .await,
+        200,
+    )
+    .await;
+    assert_eq!(preview["count"], 1, "{preview}");
+    assert_eq!(preview["items"][0]["title"], "Boiler pressure low");
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/silences:preview",
+        json!({}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/selector").await;
+    // The same from the command line, and an ack with options.
+    let cli = |args: &[&str]| {
+        let server = s.url("");
+        let mut all = vec!["--server", server.as_str()];
+        all.extend_from_slice(args);
+        let (code, out, err) = svc(&all, &[("SVC_TOKEN", token), ("NO_COLOR", "1")]);
+        assert_eq!(code, 0, "svc {args:?}: {err}");
+        out
+    };
+    let out = cli(&["silence", "--selector", "site=north", "--preview"]);
+    assert!(
+        out.starts_with("a silence would hold 1 alerts now"),
+        "{out}"
+    );
+    assert!(out.contains("Boiler pressure low"), "{out}");
+    let id = preview["items"][0]["id"].as_str().unwrap();
+    let out = cli(&["ack", id, "--expires-in", "1h", "--not-sticky"]);
+    assert!(out.contains("acknowledged"), "{out}");
+    let acked = get(s, token, &format!("/api/v1/alerts/{id}")).await;
+    assert_eq!(acked["ack"]["sticky"], false, "{acked}");
+    assert!(acked["ack"]["expiresAt"].is_string(), "{acked}");
+
+    let now = advance(s, token, "0s").await;
+    let at = |h: i64| (now + jiff::SignedDuration::from_hours(h)).to_string();
+    let body = |expires: String| json!({"comment": "pump swap", "selector": "site=north", "startsAt": at(1), "expiresAt": expires});
+    let silence = json(
+        send(s, token, Method::POST, "/api/v1/silences", body(at(2))).await,
+        201,
+    )
+    .await;
+    let path = format!("/api/v1/silences/{}", silence["id"].as_str().unwrap());
+    let res = send(s, token, Method::PUT, &path, body(at(3))).await;
+    assert_problem(res, 428, "svc:precondition/if-match").await;
+    let res = call(s, token, Method::PUT, &path)
+        .header("If-Match", "\"1\"")
+        .json(&body(at(3)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.headers()["etag"], "\"2\"");
+    let extended = json(res, 200).await;
+    assert_eq!(extended["version"], 2);
+    let expires: jiff::Timestamp = extended["expiresAt"].as_str().unwrap().parse().unwrap();
+    assert_eq!(expires, at(3).parse::<jiff::Timestamp>().unwrap());
+    let res = call(s, token, Method::PUT, &path)
+        .header("If-Match", "1")
+        .json(&body(at(4)))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 409, "svc:conflict/version").await;
+
+    let downtime = json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/downtimes",
+            json!({"comment": "firmware", "selector": "site=north", "start": at(1), "end": at(2)}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let dpath = format!("/api/v1/downtimes/{}", downtime["id"].as_str().unwrap());
+    let moved = call(s, token, Method::PUT, &dpath)
+        .header("If-Match", "1")
+        .json(&json!({"comment": "firmware, later", "selector": "site=north", "start": at(2), "end": at(3)}))
+        .send()
+        .await
+        .unwrap();
+    let moved = json(moved, 200).await;
+    assert_eq!(
+        (moved["version"].as_u64(), moved["comment"].as_str()),
+        (Some(2), Some("firmware, later"))
+    );
+
+    advance(s, token, "4h").await;
+    // Expired is final, whatever version the caller saw (its start and the warning before
+    // its end, told meanwhile, are new versions).
+    let res = call(s, token, Method::PUT, &path)
+        .header("If-Match", "2")
+        .json(&body(at(6)))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:validation/expiresAt").await;
+    let res = call(s, token, Method::PUT, &dpath)
+        .header("If-Match", "2")
+        .json(&json!({"comment": "again", "selector": "site=north", "start": at(5), "end": at(6)}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 422, "svc:validation/end").await;
+    let events = get(s, token, "/api/v1/events?types=silence,downtime&limit=50").await;
+    let updated = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["action"] == "updated")
+        .count();
+    assert_eq!(updated, 2, "{events}");
+    let audit = audit_actions(s, token, 50).await;
+    for action in ["silence.update", "downtime.update"] {
+        assert!(audit.iter().any(|a| a == action), "{audit:?}");
+    }
+}
