@@ -1090,6 +1090,12 @@ pub async fn run_timers(
                         tx.save_silence(&silence)?;
                     }
                     events.extend(told);
+                } else if let Some(mut downtime) = tx.downtime(timer.tenant, timer.alert)? {
+                    let told = downtime.due(timer.at);
+                    if !told.is_empty() {
+                        tx.save_downtime(&downtime)?;
+                        events.extend(told);
+                    }
                 }
             }
             for (tenant, id) in tx.suppressed_alerts()? {

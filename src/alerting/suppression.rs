@@ -168,6 +168,8 @@ struct DowntimeTerms {
     start: Timestamp,
     end: Timestamp,
     duration: Option<u64>,
+    notice_before: Option<GoDuration>,
+    escalation_policy: Option<String>,
 }
 
 /// A silence's checked terms (`silence_terms`).
@@ -581,6 +583,34 @@ impl Alerting {
             }
             _ => return Err(invalid("type", "type must be fixed or flexible")),
         };
+        let escalation_policy = body.escalation_policy.filter(|p| !p.is_empty());
+        if let Some(policy) = &escalation_policy {
+            let found = self
+                .store
+                .doc(p.tenant, "escalation-policies", policy.clone(), false)
+                .await;
+            if matches!(found, Err(StoreError::NotFound)) {
+                return Err(invalid(
+                    "escalationPolicy",
+                    format!("escalation policy {policy:?} does not exist"),
+                ));
+            }
+            found?;
+        }
+        let notice_before = match body.notice_before.as_deref() {
+            None | Some("") => None,
+            Some(raw) => match raw.parse::<GoDuration>() {
+                Ok(d) if !d.0.is_zero() && d.0 <= SILENCE_MAX && escalation_policy.is_some() => {
+                    Some(d)
+                }
+                _ => {
+                    return Err(invalid(
+                        "noticeBefore",
+                        "noticeBefore is a positive duration like 10m, at most 90 days, with an escalationPolicy to tell",
+                    ));
+                }
+            },
+        };
         Ok(DowntimeTerms {
             comment,
             object_id,
@@ -589,6 +619,8 @@ impl Alerting {
             start,
             end,
             duration,
+            notice_before,
+            escalation_policy,
         })
     }
 
@@ -610,6 +642,8 @@ impl Alerting {
             start,
             end,
             duration,
+            notice_before,
+            escalation_policy,
         } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
@@ -625,6 +659,9 @@ impl Alerting {
             created_at: now,
             created_by: p.name.clone(),
             version: 1,
+            notice_before,
+            escalation_policy,
+            told: Vec::new(),
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
         let tenant = p.tenant;
@@ -697,6 +734,16 @@ impl Alerting {
                     end: t.end,
                     duration: t.duration,
                     version: old.version + 1,
+                    // Moved or extended, its notices are given for its new times (the one
+                    // ahead of a start that did not move is not given twice).
+                    told: old
+                        .told
+                        .iter()
+                        .filter(|n| *n == "starting" && t.start == old.start)
+                        .cloned()
+                        .collect(),
+                    notice_before: t.notice_before,
+                    escalation_policy: t.escalation_policy,
                     ..old.clone()
                 };
                 tx.save_downtime(&new)?;

@@ -59,7 +59,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/downtimes", create_downtime).permission("downtimes:write").tool("downtime_create", "Schedule a downtime for an object or a selector.", &[("objectId", "string", "the object"), ("selector", "string", "or a label selector"), ("start", "string", "RFC 3339 time"), ("end", "string", "RFC 3339 time"), ("comment", "string", "why")]).doc(
             "downtimes",
             "Create a downtime",
-            "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
+            "`{comment, start, end (required), objectId or selector, type fixed (default) or flexible with duration (seconds or `2h`), noticeBefore (`10m`) with escalationPolicy (whose first step is told that long before the window and at its end)}`; 201; a `downtime` event. A host downtime covers its services. `Idempotency-Key`: the same key and body within 24 h replays the first answer with `Idempotency-Replayed: true`; another body is 409 `svc:conflict/idempotency`.",
         )
             .body::<DowntimeBody>().answers::<Downtime>(201)
             .example(|| json!({"selector": "site=north", "type": "fixed", "start": "2026-12-01T22:00:00Z", "end": "2026-12-02T02:00:00Z", "comment": "maintenance window"})),

@@ -63,6 +63,8 @@ pub(super) async fn downtime(
         start: Some(start),
         end: Some(end),
         duration: None,
+        notice_before: None,
+        escalation_policy: None,
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)

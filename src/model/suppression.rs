@@ -201,6 +201,15 @@ pub struct Downtime {
     pub created_at: Timestamp,
     pub created_by: String,
     pub version: u64,
+    /// This long before the window starts, and when it ends, whom the first step of
+    /// `escalationPolicy` pages now is told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice_before: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+    /// The notices given: `starting`, `ended`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub told: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -222,9 +231,57 @@ pub struct DowntimeBody {
     /// Seconds, or a Go duration string (`2h`).
     #[serde(default)]
     pub duration: Option<serde_json::Value>,
+    /// A Go duration (`10m`): the notice ahead of the window, to the policy's first step.
+    #[serde(default)]
+    pub notice_before: Option<String>,
+    /// Whose first step is told, with `noticeBefore`.
+    #[serde(default)]
+    pub escalation_policy: Option<String>,
 }
 
 impl Downtime {
+    fn told(&self, notice: &str) -> bool {
+        self.told.iter().any(|t| t == notice)
+    }
+
+    /// Its notices (with `noticeBefore` and a policy): ahead of its start, and at its end.
+    fn notices(&self) -> Vec<(&'static str, Timestamp)> {
+        match self
+            .notice_before
+            .filter(|_| self.escalation_policy.is_some())
+        {
+            Some(ahead) => vec![
+                ("starting", Timestamp(self.start.0 - ahead.0)),
+                ("ended", self.end),
+            ],
+            None => Vec::new(),
+        }
+    }
+
+    /// When its notices not given yet are due.
+    pub fn timers(&self) -> Vec<Timestamp> {
+        let notices = self.notices().into_iter();
+        notices
+            .filter(|(n, _)| !self.told(n))
+            .map(|(_, at)| at)
+            .collect()
+    }
+
+    /// The notices due by `at`, as `downtime` events (`action: starting`, `ended`).
+    pub fn due(&mut self, at: Timestamp) -> Vec<EventDraft> {
+        let mut events = Vec::new();
+        for (notice, when) in self.notices() {
+            if when <= at && !self.told(notice) {
+                self.told.push(notice.into());
+                let mut e = self.event();
+                e.payload["action"] = json!(notice);
+                e.payload["escalationPolicy"] = json!(self.escalation_policy);
+                events.push(e);
+            }
+        }
+        events
+    }
+
     /// Whether it is over at `now`: past its end, or, flexible and started, past its
     /// duration.
     pub fn over(&self, now: Timestamp) -> bool {
@@ -432,7 +489,35 @@ mod tests {
             created_at: at("2026-03-01T00:00:00Z"),
             created_by: "ops".into(),
             version: 1,
+            notice_before: None,
+            escalation_policy: None,
+            told: Vec::new(),
         }
+    }
+
+    /// With `noticeBefore` and a policy, a downtime tells ahead of its start and at its end,
+    /// each once; without either, it has no timer.
+    #[test]
+    fn a_downtime_tells_ahead_of_its_window_and_at_its_end() {
+        let mut d = downtime("fixed", None, None);
+        assert!(d.timers().is_empty());
+        d.notice_before = Some(GoDuration::from_secs(600));
+        assert!(d.timers().is_empty(), "nobody to tell");
+        d.escalation_policy = Some("page".into());
+        assert_eq!(
+            d.timers(),
+            [at("2026-03-01T07:50:00Z"), at("2026-03-01T12:00:00Z")]
+        );
+        assert!(d.due(at("2026-03-01T07:49:00Z")).is_empty());
+        let ahead = d.due(at("2026-03-01T07:50:00Z"));
+        assert_eq!(ahead[0].payload["action"], "starting");
+        assert!(d.due(at("2026-03-01T08:00:00Z")).is_empty(), "once");
+        assert_eq!(d.timers(), [at("2026-03-01T12:00:00Z")]);
+        assert_eq!(
+            d.due(at("2026-03-01T12:00:00Z"))[0].payload["action"],
+            "ended"
+        );
+        assert!(d.timers().is_empty());
     }
 
     /// A silence's creator is told once when it starts and once 15 minutes before it expires;

@@ -8,7 +8,9 @@
 //! - a person's timed shelf about to end: its shelver (the contacts whose `userId` is theirs);
 //! - an alert shelving itself because it chatters, and that shelf ending: whom the first step
 //!   of the alert's escalation policy pages now, over that step's channels;
-//! - a silence starting, about to expire, or ended because it matched nothing: its creator.
+//! - a silence starting, about to expire, or ended because it matched nothing: its creator;
+//! - a downtime with `noticeBefore` about to start, and ended: whom the first step of its
+//!   `escalationPolicy` pages now.
 //!
 //! Everything else is passed over; the position is saved with the batches that made notices,
 //! else at most every `SAVE_EVERY` (a restart reads those events again, and finds nothing).
@@ -102,6 +104,37 @@ fn silence_notice(payload: &Value) -> Option<Notice> {
         to,
         title,
         text,
+        alert: None,
+        ack_link: false,
+    })
+}
+
+/// The notice a `downtime` event with `noticeBefore` makes for whom the first step of its
+/// policy pages now: ahead of the window, and at its end.
+fn downtime_notice(payload: &Value) -> Option<Notice> {
+    let policy = Some(text(payload, "escalationPolicy")).filter(|p| !p.is_empty())?;
+    let comment = text(payload, "comment");
+    let (title, body) = match text(payload, "action").as_str() {
+        "starting" => (
+            format!(
+                "Maintenance starts at {}: {comment}",
+                text(payload, "start")
+            ),
+            format!(
+                "Its alerts do not page from then until {}.",
+                text(payload, "end")
+            ),
+        ),
+        "ended" => (
+            format!("Maintenance ended: {comment}"),
+            "What still fails pages now, once.".to_string(),
+        ),
+        _ => return None,
+    };
+    Some(Notice {
+        to: To::FirstStep(policy),
+        title,
+        text: body,
         alert: None,
         ack_link: false,
     })
@@ -218,6 +251,7 @@ impl Notices {
         Ok(match event.kind {
             EventType::Silence => silence_notice(&event.payload),
             EventType::Ack => ack_notice(&event.payload),
+            EventType::Downtime => downtime_notice(&event.payload),
             EventType::Shelve => {
                 let mut policy = None;
                 let chatter = text(&event.payload, "mode") == "chatter";

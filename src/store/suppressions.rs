@@ -83,6 +83,9 @@ impl Tx<'_> {
     }
 
     pub(crate) fn save_downtime(&self, downtime: &Downtime) -> Result<(), StoreError> {
+        for at in downtime.timers() {
+            self.put_alert_timer(at, downtime.tenant_id, downtime.id)?;
+        }
         save(self, DOWNTIMES, downtime.tenant_id, downtime.id, downtime)
     }
 

@@ -355,3 +355,114 @@ async fn silences_and_downtimes_are_previewed_planned_and_extended() {
         assert!(audit.iter().any(|a| a == action), "{audit:?}");
     }
 }
+
+/// A downtime with `noticeBefore` (issue 70): ten minutes before the window whom the first step
+/// of its policy pages is told; a host failing inside the window does not page; at the end
+/// they are told it ended and the host, still down, pages once.
+#[tokio::test]
+async fn a_planned_window_is_told_ahead_and_what_still_fails_pages_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(test_clock(&dir.path().join("clock")));
+    let (s, token) = (&a.s, a.token.as_str());
+    let hooks = Receiver::start().await;
+    create_all(
+        s,
+        token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]})),
+            ("/api/v1/alert-rules", json!({"name": "down", "severity": "critical", "escalationPolicy": "page",
+                "match": "event.type == 'state_change' && event.state == 'DOWN'"})),
+            ("/api/v1/hosts", json!({"name": "pump", "spec": {}})),
+        ],
+    )
+    .await;
+    let pump = get(s, token, "/api/v1/hosts").await["items"][0]["id"].clone();
+    let now = advance(s, token, "0s").await;
+    let at = |m: i64| (now + jiff::SignedDuration::from_mins(m)).to_string();
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"comment": "pump swap", "objectId": pump, "start": at(60), "end": at(120), "noticeBefore": "10m"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/noticeBefore").await;
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"comment": "pump swap", "objectId": pump, "start": at(60), "end": at(120),
+               "noticeBefore": "10m", "escalationPolicy": "page"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let bodies = |kind: &str| -> Vec<Value> {
+        hooks
+            .received("/hook")
+            .iter()
+            .map(|r| r.json())
+            .filter(|b| b["kind"] == kind)
+            .collect()
+    };
+    let until = |kind: &'static str, n: usize| {
+        let bodies = &bodies;
+        async move {
+            let started = Instant::now();
+            loop {
+                let got = bodies(kind);
+                if got.len() >= n {
+                    return got;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "{kind}: {got:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    advance(s, token, "49m").await;
+    assert!(bodies("notice").is_empty(), "not yet");
+    advance(s, token, "1m").await;
+    let ahead = until("notice", 1).await;
+    assert!(
+        title(&ahead[0]).starts_with("Maintenance starts at"),
+        "{ahead:?}"
+    );
+    assert_eq!(ahead[0]["contact"], "ada");
+
+    advance(s, token, "15m").await;
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "pump", "state": "DOWN", "output": "pump DOWN"}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let started = Instant::now();
+    while get(s, token, "/api/v1/alerts?status=open").await["items"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(started.elapsed() < Duration::from_secs(20), "no alert");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    advance(s, token, "1m").await;
+    assert!(bodies("alert").is_empty(), "held by the downtime");
+
+    advance(s, token, "55m").await;
+    let ended = until("notice", 2).await;
+    assert!(
+        title(&ended[1]).starts_with("Maintenance ended: pump swap"),
+        "{ended:?}"
+    );
+    let pages = until("alert", 1).await;
+    assert_eq!(pages.len(), 1, "{pages:?}");
+}

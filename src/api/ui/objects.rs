@@ -473,6 +473,8 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
                 f.selector.clone()
             },
             kind: Some("fixed".into()),
+            notice_before: None,
+            escalation_policy: None,
             start: Some(now.to_string()),
             end: Some(f.end(now)?.to_string()),
             duration: None,
