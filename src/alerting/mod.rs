@@ -156,6 +156,22 @@ impl Alerting {
         })
     }
 
+    /// 422 `svc:validation/escalationPolicy` unless the tenant has the policy `policy`.
+    async fn policy_exists(&self, tenant: Uuid, policy: &str) -> Result<(), AlertError> {
+        let found = self
+            .store
+            .doc(tenant, "escalation-policies", policy.to_string(), false)
+            .await;
+        if matches!(found, Err(StoreError::NotFound)) {
+            return Err(invalid(
+                "escalationPolicy",
+                format!("escalation policy {policy:?} does not exist"),
+            ));
+        }
+        found?;
+        Ok(())
+    }
+
     /// The noise controls in force for `tenant`.
     async fn noise_of(&self, tenant: Uuid) -> Result<NoiseSettings, StoreError> {
         let stored = self.store.tenant_noise(tenant).await?;
@@ -343,17 +359,7 @@ impl Alerting {
                 .map_err(|_| invalid("severity", "severity must be critical, warning or info"))?,
         };
         if let Some(policy) = &req.escalation_policy {
-            let found = self
-                .store
-                .doc(p.tenant, "escalation-policies", policy.clone(), false)
-                .await;
-            if matches!(found, Err(StoreError::NotFound)) {
-                return Err(invalid(
-                    "escalationPolicy",
-                    format!("escalation policy {policy:?} does not exist"),
-                ));
-            }
-            found?;
+            self.policy_exists(p.tenant, policy).await?;
         }
         if let Some(o) = req.object_id {
             match self.store.object(p.tenant, o).await {

@@ -585,17 +585,7 @@ impl Alerting {
         };
         let escalation_policy = body.escalation_policy.filter(|p| !p.is_empty());
         if let Some(policy) = &escalation_policy {
-            let found = self
-                .store
-                .doc(p.tenant, "escalation-policies", policy.clone(), false)
-                .await;
-            if matches!(found, Err(StoreError::NotFound)) {
-                return Err(invalid(
-                    "escalationPolicy",
-                    format!("escalation policy {policy:?} does not exist"),
-                ));
-            }
-            found?;
+            self.policy_exists(p.tenant, policy).await?;
         }
         let notice_before = match body.notice_before.as_deref() {
             None | Some("") => None,
