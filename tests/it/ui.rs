@@ -554,6 +554,15 @@ async fn silences_and_downtimes_from_an_alert_and_an_object() {
     let (status, form) = olga.page(&format!("/silences/new?{link}")).await;
     assert_eq!(status, 200);
     assert!(form.contains("value=\"^disk is CRITICAL$\""), "{form}");
+    // The form previews what it would hold (issue 70), and its Preview button asks for that.
+    assert!(form.contains("It would hold 1 alerts now"), "{form}");
+    assert!(form.contains(&format!("href=\"/alerts/{id}\"")), "{form}");
+    assert!(form.contains("formaction=\"/silences/new\""), "{form}");
+    let (_, none) = olga
+        .page("/silences/new?textRegex=%5Enothing&comment=x")
+        .await;
+    assert!(none.contains("It would hold 0 alerts now"), "{none}");
+    assert!(none.contains("value=\"x\""), "the comment is kept: {none}");
 
     // Without a reason it is refused and the form comes back with what was typed.
     let (status, _, again) = olga

@@ -14,7 +14,7 @@ pub(super) fn routes() -> Vec<Route> {
             .query::<EventsQuery>().answers_text(200, HTML).page(),
         Route::get("/silences", silences).permission("objects:read").doc("ui", "Silences page", "Active silences with how many active alerts each matches now and a warning when one ends within the hour, upcoming ones, the last 50 expired; expire.")
             .answers_text(200, HTML).page(),
-        Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title).")
+        Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title), `comment`, `duration`; with a selector or a pattern and `alerts:read`, it lists the alerts such a silence would hold now (its Preview button submits the form here).")
             .query::<SilenceDraftQuery>().answers_text(200, HTML).page(),
         Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `duration` (from now), `comment`. As `POST /api/v1/silences`; 303 to `/silences`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
@@ -288,19 +288,45 @@ async fn silences(
 struct SilenceDraftQuery {
     selector: Option<String>,
     text_regex: Option<String>,
+    comment: Option<String>,
+    duration: Option<String>,
 }
 
-async fn new_silence(c: Visitor, ApiQuery(q): ApiQuery<SilenceDraftQuery>) -> Response {
+async fn new_silence(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<SilenceDraftQuery>,
+) -> Response {
     let draft = SuppressionDraft {
         selector: q.selector.unwrap_or_default(),
         text_regex: q.text_regex.unwrap_or_default(),
+        comment: q.comment.unwrap_or_default(),
+        duration: q.duration.unwrap_or_default(),
         ..Default::default()
+    };
+    // What it would hold, for a form with matchers and a visitor who may read alerts.
+    let matchers = !draft.selector.is_empty() || !draft.text_regex.is_empty();
+    let preview = if matchers && c.principal.allows("alerts:read") {
+        let body = SilenceBody {
+            selector: Some(draft.selector.clone()),
+            text_regex: Some(draft.text_regex.clone()),
+            ..SilenceBody::default()
+        };
+        match st.alerting.preview_silence(&c.principal, body).await {
+            Ok(held) => Some(held),
+            Err(e) => {
+                let form = views::silence_form(&draft, None);
+                return form_again(&c, Section::Silences, "New silence", e.into(), form);
+            }
+        }
+    } else {
+        None
     };
     html(
         StatusCode::OK,
         web::page(
             frame(&c, Section::Silences, "New silence".into(), &[], None),
-            views::silence_form(&draft),
+            views::silence_form(&draft, preview.as_deref()),
         ),
     )
 }
@@ -366,7 +392,7 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
             Section::Silences,
             "New silence",
             p,
-            views::silence_form(&f.draft(None)),
+            views::silence_form(&f.draft(None), None),
         ),
     }
 }

@@ -229,8 +229,19 @@ pub struct SuppressionDraft {
 }
 
 /// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
-pub fn silence_form(d: &SuppressionDraft) -> Markup {
+/// The new silence form; with `preview`, what a silence of its matchers would hold now.
+pub fn silence_form(d: &SuppressionDraft, preview: Option<&[Alert]>) -> Markup {
     html! {
+        @if let Some(held) = preview {
+            section aria-labelledby="preview" {
+                h2 #preview { "It would hold " (held.len()) " alerts now" }
+                ul.list {
+                    @for a in held.iter().take(10) {
+                        li { (severity_badge(a.severity)) " " a href=(format!("/alerts/{}", a.id)) { (a.title) } }
+                    }
+                }
+            }
+        }
         form method="post" action="/silences" {
             label for="selector" { "Alert labels (a selector; empty: any)" }
             input #selector type="text" name="selector" value=(d.selector) placeholder="site=north,team=ops";
@@ -239,7 +250,11 @@ pub fn silence_form(d: &SuppressionDraft) -> Markup {
             (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
-            p { button.primary type="submit" { "Create silence" } }
+            p {
+                button.primary type="submit" { "Create silence" }
+                " "
+                button type="submit" formmethod="get" formaction="/silences/new" { "Preview" }
+            }
         }
         p.muted { "A silence never stops an alert from opening; it holds its pages while it lasts." }
     }
