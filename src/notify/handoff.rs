@@ -25,8 +25,6 @@ use uuid::Uuid;
 
 const GRACE: Duration = Duration::from_secs(600);
 const DAY: Duration = Duration::from_secs(86_400);
-/// The handoffs table's mark of the off-call notices.
-const OFF_CALL: &str = "/off";
 /// The settings key of a schedule's shifts as last told (`scheduleChanged`).
 fn shifts_key(schedule: Uuid) -> String {
     format!("oncall/shifts/{schedule}")
@@ -250,7 +248,7 @@ impl Notifier {
     }
 
     /// The handover: the incoming person is told (with the digest if they want it), and the
-    /// outgoing one, if they want to be.
+    /// outgoing one, if they want to be; the handover's mark covers both.
     async fn handover(&self, pass: &Pass<'_>, told: &mut Told) -> Result<(), StoreError> {
         let (dir, tenant, schedule, shifts, now) =
             (pass.dir, pass.tenant, pass.schedule, pass.shifts, pass.now);
@@ -319,7 +317,6 @@ impl Notifier {
                 let notice = ("handoff", title, text);
                 told.deliveries
                     .extend(self.notice_to(dir, tenant, c, notice, now));
-                told.marks.push((OFF_CALL.into(), current.start));
             }
         }
         Ok(())
