@@ -101,12 +101,9 @@ async fn ack_by_link(s: &Server, url: &str) {
 /// again, escalation resumes at step 1 (bob paged again, ada not), and ada is told.
 #[tokio::test]
 async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let token = bootstrap(&data);
-    let clock = dir.path().join("clock");
-    let s = Server::start_in(&data, test_clock(&clock));
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
     let hooks = Receiver::start().await;
     let policy = json!({"ackTimeout": "30m", "steps": [
         {"after": 0, "notify": {"contact": "ada"}},
@@ -139,7 +136,7 @@ async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
     assert_eq!(expires.duration_since(acked_at).as_secs(), 1800, "{acked}");
 
     s.crash();
-    let s = Server::start_in(&data, test_clock(&clock));
+    let s = clocked.start();
     advance(&s, &token, "29m").await;
     let held = get(&s, &token, &format!("/api/v1/alerts/{id}")).await;
     assert_eq!(held["status"], "acked", "not yet: {held}");

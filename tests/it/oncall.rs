@@ -74,12 +74,9 @@ async fn override_for(s: &Server, token: &str, contact: &str, start: jiff::Times
 /// on call again.
 #[tokio::test]
 async fn a_person_is_told_ahead_of_a_shift_at_its_end_and_when_it_moves() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).unwrap();
-    let token = bootstrap(&data);
-    let clock = dir.path().join("clock");
-    let s = Server::start_in(&data, test_clock(&clock));
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
     let hooks = Receiver::start().await;
     let prefs = json!([{"channels": ["webhook"], "profile": "default"}]);
     create_all(
@@ -113,7 +110,7 @@ async fn a_person_is_told_ahead_of_a_shift_at_its_end_and_when_it_moves() {
     let ahead = notice(&hooks, "cy", "You go on call for ops").await;
     assert!(title(&ahead).ends_with("(in 24h0m0s)"), "{ahead}");
     s.crash();
-    let s = Server::start_in(&data, test_clock(&clock));
+    let s = clocked.start();
     // The schedule moves: another shift for cy, next week.
     let before = count(&hooks, "cy", "Your shifts on ops changed");
     override_for(

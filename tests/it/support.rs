@@ -802,6 +802,36 @@ pub fn test_clock(file: &Path) -> Opts {
     }
 }
 
+/// A data directory with its administrator's token, for servers on the clock the test
+/// moves that it starts (and starts again, after a kill -9) there.
+pub struct Clocked {
+    _dir: tempfile::TempDir,
+    pub data: PathBuf,
+    clock: PathBuf,
+    pub token: String,
+}
+
+impl Clocked {
+    pub fn new() -> Clocked {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let token = bootstrap(&data);
+        let clock = dir.path().join("clock");
+        Clocked {
+            _dir: dir,
+            data,
+            clock,
+            token,
+        }
+    }
+
+    /// A server on the data directory, its clock where the last one's stopped.
+    pub fn start(&self) -> Server {
+        Server::start_in(&self.data, test_clock(&self.clock))
+    }
+}
+
 /// Moves the server's test clock on by `by` (`"30m"`); its time after.
 pub async fn advance(s: &Server, token: &str, by: &str) -> jiff::Timestamp {
     let res = call(
