@@ -26,9 +26,29 @@ pub struct EscalationPolicy {
     /// OnCall's acknowledge reminder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ack_reminder: Option<GoDuration>,
-    /// A reminder not answered (by an `:ack` again) within this long withdraws the ack.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A reminder not answered (by an `:ack` again) within this long withdraws the ack; `true`
+    /// (Grafana OnCall's switch) is 5 minutes, `false` never.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "unack_wait"
+    )]
     pub unack_if_no_response: Option<GoDuration>,
+}
+
+/// `unackIfNoResponse`: a duration, or a switch (`true`: Grafana OnCall's 5 minutes).
+fn unack_wait<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<GoDuration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Wait {
+        Switch(bool),
+        After(GoDuration),
+    }
+    Ok(match Option::<Wait>::deserialize(d)? {
+        None | Some(Wait::Switch(false)) => None,
+        Some(Wait::Switch(true)) => Some(GoDuration::from_secs(300)),
+        Some(Wait::After(wait)) => Some(wait),
+    })
 }
 
 impl EscalationPolicy {
@@ -728,5 +748,17 @@ mod tests {
             "https://hooks.example.com/***"
         );
         assert_eq!(mask("1234"), "***");
+    }
+
+    #[test]
+    fn unack_if_no_response_is_a_duration_or_oncalls_switch() {
+        let policy = |v: serde_json::Value| {
+            serde_json::from_value::<EscalationPolicy>(json!({"steps": [], "unackIfNoResponse": v}))
+                .unwrap()
+                .unack_if_no_response
+        };
+        assert_eq!(policy(json!("10m")), Some(GoDuration::from_secs(600)));
+        assert_eq!(policy(json!(true)), Some(GoDuration::from_secs(300)));
+        assert_eq!(policy(json!(false)), None);
     }
 }

@@ -9,7 +9,7 @@
 //! late (the service was down through it) is recorded without a message.
 
 use super::directory::{Directory, Named};
-use super::{IDLE, Notifier, escalation};
+use super::{IDLE, Notifier};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertFilter, AlertStatus};
 use crate::model::event::Severity;
@@ -66,6 +66,11 @@ fn spans(shifts: &[OnCallShift], contact: &str, from: Timestamp, to: Timestamp) 
     out
 }
 
+/// A shift notice (kind `handoff`).
+fn handoff_message(title: String, text: String, now: Timestamp) -> Message {
+    Message::notice("handoff", title, text, Severity::Info.as_str(), now)
+}
+
 /// Whether `s` starts a stretch on call for its person (the shift before it is someone
 /// else's, or there is a gap).
 fn going_on(shifts: &[OnCallShift], i: usize) -> bool {
@@ -75,42 +80,6 @@ fn going_on(shifts: &[OnCallShift], i: usize) -> bool {
 }
 
 impl Notifier {
-    /// A notice of `kind` to contact `c` over their preferred channels.
-    fn notice_to(
-        &self,
-        dir: &Directory,
-        tenant: Uuid,
-        c: &Named<Contact>,
-        (kind, title, text): (&str, String, String),
-        now: Timestamp,
-    ) -> Vec<Delivery> {
-        let (send, fallbacks) = dir.channel_plan(&c.body, Severity::Info, &[], now);
-        let mut out = Vec::new();
-        for reference in send {
-            let mut message = Message::notice(
-                kind,
-                title.clone(),
-                text.clone(),
-                Severity::Info.as_str(),
-                now,
-            );
-            message.contact = c.name.clone();
-            match escalation::delivery(
-                dir,
-                &reference,
-                Some((c.id, &c.body)),
-                message,
-                fallbacks.clone(),
-                self.clock.new_id(),
-                tenant,
-            ) {
-                Ok(d) => out.push(d),
-                Err(e) => tracing::warn!(contact = %c.name, error = %e, "shift notice not sent"),
-            }
-        }
-        out
-    }
-
     /// The handover digest of `schedule` for a shift ending at `until`: the open and
     /// acknowledged alerts of the policies it serves, their shelves, the silences and
     /// downtimes that expire during the shift, the sites whose uplink is lost.
@@ -292,9 +261,9 @@ impl Notifier {
                 "You are on call for {} until {}",
                 schedule.name, current.end
             );
-            let notice = ("handoff", title, text);
+            let notice = handoff_message(title, text, now);
             told.deliveries
-                .extend(self.notice_to(dir, tenant, c, notice, now));
+                .extend(self.notice_to(dir, tenant, c, &[], notice, now));
         }
         let outgoing = at
             .checked_sub(1)
@@ -314,9 +283,9 @@ impl Notifier {
                     );
                 }
                 let title = format!("You are off call for {}", schedule.name);
-                let notice = ("handoff", title, text);
+                let notice = handoff_message(title, text, now);
                 told.deliveries
-                    .extend(self.notice_to(dir, tenant, c, notice, now));
+                    .extend(self.notice_to(dir, tenant, c, &[], notice, now));
             }
         }
         Ok(())
@@ -368,9 +337,9 @@ impl Notifier {
                     s.end,
                     if s.is_override { " (an override)" } else { "" }
                 );
-                let notice = ("handoff", title, text);
+                let notice = handoff_message(title, text, now);
                 told.deliveries
-                    .extend(self.notice_to(dir, tenant, c, notice, now));
+                    .extend(self.notice_to(dir, tenant, c, &[], notice, now));
             }
         }
         Ok(())
@@ -425,8 +394,10 @@ impl Notifier {
             }
             now_spans.insert(id, json!(mine));
         }
-        let changed = remembered.is_none() || !moved.is_empty() || until.is_none_or(|u| u < now);
-        if !changed {
+        // Compared only up to where they were remembered, so they are remembered again once a
+        // day: a change to a shift that came within 14 days since is told too.
+        let stale = until.is_none_or(|u| u.plus(DAY) < horizon);
+        if remembered.is_some() && moved.is_empty() && !stale {
             return Ok(());
         }
         told.shifts = Some(json!({"until": horizon.as_millis(), "contacts": now_spans}));
@@ -445,8 +416,14 @@ impl Notifier {
             } else {
                 format!("Your next shifts: {}.", list.join("; "))
             };
-            told.deliveries
-                .extend(self.notice_to(dir, tenant, c, ("handoff", title, text), now));
+            told.deliveries.extend(self.notice_to(
+                dir,
+                tenant,
+                c,
+                &[],
+                handoff_message(title, text, now),
+                now,
+            ));
         }
         Ok(())
     }

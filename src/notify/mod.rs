@@ -130,6 +130,39 @@ pub struct Notifier {
 }
 
 impl Notifier {
+    /// `message` to contact `c`, once per channel: the step's `channels` if it names any, else
+    /// the contact's preferred ones (with their fallbacks). A channel it cannot reach is logged.
+    pub(super) fn notice_to(
+        &self,
+        dir: &Directory,
+        tenant: Uuid,
+        c: &directory::Named<crate::model::notify::Contact>,
+        channels: &[String],
+        mut message: crate::model::notify::Message,
+        now: Timestamp,
+    ) -> Vec<Delivery> {
+        message.contact = c.name.clone();
+        let (send, fallbacks) = dir.channel_plan(&c.body, Severity::Info, channels, now);
+        let mut out = Vec::new();
+        for reference in send {
+            match escalation::delivery(
+                dir,
+                &reference,
+                Some((c.id, &c.body)),
+                message.clone(),
+                fallbacks.clone(),
+                self.clock.new_id(),
+                tenant,
+            ) {
+                Ok(d) => out.push(d),
+                Err(e) => {
+                    tracing::warn!(contact = %c.name, kind = %message.kind, error = %e, "notice not sent")
+                }
+            }
+        }
+        out
+    }
+
     pub fn new(
         store: Arc<Store>,
         clock: SharedClock,

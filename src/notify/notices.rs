@@ -305,36 +305,22 @@ impl Notices {
         };
         let mut out = Vec::new();
         for c in contacts {
-            let (send, fallbacks) = dir.channel_plan(&c.body, Severity::Info, &step_channels, now);
-            for reference in send {
-                let mut message = Message::notice(
-                    "notice",
-                    notice.title.clone(),
-                    notice.text.clone(),
-                    Severity::Info.as_str(),
-                    now,
-                );
-                message.contact = c.name.clone();
-                message.alert_id = notice.alert;
-                if let Some(alert) = notice.alert {
-                    message.alert_url = links.alert_url(alert);
-                    if notice.ack_link {
-                        message.ack_url = links.ack_url(alert, Some(c.id), now);
-                    }
-                }
-                match escalation::delivery(
-                    dir,
-                    &reference,
-                    Some((c.id, &c.body)),
-                    message,
-                    fallbacks.clone(),
-                    self.notifier.clock.new_id(),
-                    tenant,
-                ) {
-                    Ok(d) => out.push(d),
-                    Err(e) => tracing::warn!(contact = %c.name, error = %e, "notice not sent"),
+            let mut message = Message::notice(
+                "notice",
+                notice.title.clone(),
+                notice.text.clone(),
+                Severity::Info.as_str(),
+                now,
+            );
+            message.alert_id = notice.alert;
+            if let Some(alert) = notice.alert {
+                message.alert_url = links.alert_url(alert);
+                if notice.ack_link {
+                    message.ack_url = links.ack_url(alert, Some(c.id), now);
                 }
             }
+            let n = &self.notifier;
+            out.extend(n.notice_to(dir, tenant, c, &step_channels, message, now));
         }
         out
     }
