@@ -16,6 +16,7 @@ use crate::model::config::{AlertGroup, AlertRule};
 use crate::model::dependency::{Holds, ParentState, failed};
 use crate::model::event::{EventDraft, Severity};
 use crate::model::flood::FloodSettings;
+use crate::model::identity::Actor;
 use crate::model::incident::{Incident, Storm};
 use crate::model::noise::NoiseSettings;
 use crate::model::notify::{EscalationPolicy, EscalationTimer};
@@ -176,7 +177,8 @@ fn fire(
             // A rule's alert fires again on its source's next change; a manual alarm folds
             // in, a change only when its severity rises.
             if event.is_some() || held.severity != severity {
-                unacked = held.clear_loose_ack();
+                let before = held.clone();
+                unacked = held.clear_loose_ack().map(|u| (before, u));
             }
             held
         }
@@ -186,12 +188,29 @@ fn fire(
         alert.remember(e);
     }
     store_alert(tx, &alert)?;
-    if let Some(unacked) = unacked {
-        resume_escalation(tx, &alert, unacked.step, tx.now())?;
-        tx.journal(vec![unacked.event])?;
+    if let Some((before, unacked)) = unacked {
+        let now = tx.now();
+        resume_escalation(tx, &alert, unacked.step, now)?;
+        let audit = ack_audit(&before, &alert, &unacked.event, now);
+        tx.record([audit], vec![unacked.event])?;
     }
     let opened = fresh.then(|| alert.opened(via));
     Ok((alert, fresh, opened))
+}
+
+/// The audit entry of an acknowledgement the alert timers or a state change moved on
+/// (`alert.ack.reminder`, `.expired`, `.withdrawn`, `.cleared`), by the system.
+fn ack_audit(before: &Alert, after: &Alert, event: &EventDraft, now: Timestamp) -> AuditDraft {
+    let action = event.payload["action"].as_str().unwrap_or("changed");
+    AuditDraft::new(
+        now,
+        after.tenant_id,
+        &Actor::system("alert-timers"),
+        &format!("alert.ack.{action}"),
+        format!("alert/{}", after.id),
+    )
+    .before(before)
+    .after(after)
 }
 
 /// Resumes an open alert's escalation at `step` (after its ack ended): the step fires now and
@@ -1043,19 +1062,21 @@ pub async fn run_timers(
             for timer in due {
                 tx.drop_alert_timer(&timer)?;
                 if let Some(mut alert) = tx.alert(timer.tenant, timer.alert)? {
+                    let before = alert.clone();
                     if let Some(woken) = alert.wake(timer.at) {
                         store_alert(tx, &alert)?;
                         arm_escalation(tx, &alert, timer.at, now)?;
                         events.push(woken);
                     } else if let Some(due) = alert.ack_due(timer.at) {
                         store_alert(tx, &alert)?;
-                        match due {
-                            Ok(reminder) => events.push(reminder),
+                        let event = match due {
+                            Ok(reminder) => reminder,
                             Err(unacked) => {
                                 resume_escalation(tx, &alert, unacked.step, now)?;
-                                events.push(unacked.event);
+                                unacked.event
                             }
-                        }
+                        };
+                        tx.record([ack_audit(&before, &alert, &event, now)], vec![event])?;
                     } else if alert.expire(timer.at) {
                         store_alert(tx, &alert)?;
                     } else {

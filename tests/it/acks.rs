@@ -157,6 +157,10 @@ async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
     assert_eq!(ack_actions(&s, &token).await, ["acked", "expired"]);
     let audit = audit_actions(&s, &token, 20).await;
     assert!(audit.contains(&"alert.ack".to_string()), "{audit:?}");
+    assert!(
+        audit.contains(&"alert.ack.expired".to_string()),
+        "{audit:?}"
+    );
 }
 
 /// Grafana OnCall's acknowledge reminder with "unacknowledge if no response": an hour after
@@ -226,6 +230,10 @@ async fn a_reminder_nobody_answers_withdraws_the_ack() {
         ack_actions(s, token).await,
         ["acked", "reminder", "confirmed", "reminder", "withdrawn"]
     );
+    let audit = audit_actions(s, token, 50).await;
+    for action in ["alert.ack.reminder", "alert.ack.withdrawn"] {
+        assert!(audit.iter().any(|a| a == action), "{action}: {audit:?}");
+    }
     // Open again it is acknowledged as before; acknowledged with no reminder waiting, an ack
     // again is what it always was: 404.
     let again = send(
@@ -348,6 +356,8 @@ async fn a_loose_ack_clears_on_the_next_change_and_an_alert_reopens_within_its_w
     let id = loose["id"].as_str().unwrap();
     let cleared = alert_until(s, token, id, |a| a["status"] == "open").await;
     assert_eq!(cleared["ack"]["ended"], "cleared", "{cleared}");
+    let audit = audit_actions(s, token, 50).await;
+    assert!(audit.iter().any(|a| a == "alert.ack.cleared"), "{audit:?}");
     until_sent(&hooks, "alert", "ada", 3).await;
     let held = get(
         s,
