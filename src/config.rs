@@ -56,9 +56,9 @@ pub struct Config {
     pub memory: MemoryConfig,
     pub notify: NotifyConfig,
     pub alerting: AlertingConfig,
-    /// A host, service, template or alert rule that names a check command, check period or
-    /// escalation policy nothing defines is refused at save (422), as Icinga refuses such a
-    /// config. Off by default: the reference saves such names as written, and its clients may
+    /// A host, service, template, alert rule or escalation policy that names a check command,
+    /// check period, escalation policy or time interval nothing defines is refused at save
+    /// (422), as Icinga refuses such a config. Off by default: the reference saves such names as written, and its clients may
     /// create what they name afterwards.
     pub strict_references: bool,
     /// A bearer token `/metrics` then requires (`Authorization: Bearer <token>`), and with

@@ -1112,7 +1112,7 @@ pub async fn run_timers(
                     }
                     events.extend(told);
                 } else if let Some(mut downtime) = tx.downtime(timer.tenant, timer.alert)? {
-                    let told = downtime.due(timer.at);
+                    let told = downtime.due(now);
                     if !told.is_empty() {
                         tx.save_downtime(&downtime)?;
                         events.extend(told);

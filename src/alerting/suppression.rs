@@ -8,6 +8,7 @@ use crate::model::alert::{Alert, AlertFilter, AlertStatus};
 use crate::model::audit::AuditDraft;
 use crate::model::event::EventDraft;
 use crate::model::identity::Actor;
+use crate::model::interval::TimeInterval;
 use crate::model::selector::Selector;
 use crate::model::suppression::{
     ActiveDowntimes, Downtime, DowntimeBody, Silence, SilenceBody, stored_selector,
@@ -170,6 +171,7 @@ struct DowntimeTerms {
     duration: Option<u64>,
     notice_before: Option<GoDuration>,
     escalation_policy: Option<String>,
+    time_intervals: Vec<TimeInterval>,
 }
 
 /// A silence's checked terms (`silence_terms`).
@@ -601,7 +603,17 @@ impl Alerting {
                 }
             },
         };
+        let time_intervals = body.time_intervals.unwrap_or_default();
+        crate::model::config::check_time_intervals(&time_intervals)
+            .map_err(|e| invalid("timeIntervals", e.detail))?;
+        if !time_intervals.is_empty() && kind != "fixed" {
+            return Err(invalid(
+                "timeIntervals",
+                "a recurring downtime is fixed: its windows are its timeIntervals",
+            ));
+        }
         Ok(DowntimeTerms {
+            time_intervals,
             comment,
             object_id,
             selector,
@@ -634,6 +646,7 @@ impl Alerting {
             duration,
             notice_before,
             escalation_policy,
+            time_intervals,
         } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
@@ -652,6 +665,9 @@ impl Alerting {
             notice_before,
             escalation_policy,
             told: Vec::new(),
+            time_intervals,
+            told_until: None,
+            occurrences: Vec::new(),
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
         let tenant = p.tenant;
@@ -686,7 +702,10 @@ impl Alerting {
                 Ok(Wrote::Changed(DowntimeCreated::Created(Box::new(downtime))))
             })
             .await?;
-        Ok(created)
+        Ok(match created {
+            DowntimeCreated::Created(d) => DowntimeCreated::Created(Box::new(d.answered(now))),
+            other => other,
+        })
     }
 
     /// `PUT /downtimes/{id}` under `If-Match`: new terms for a downtime not yet over (to
@@ -734,6 +753,7 @@ impl Alerting {
                         .collect(),
                     notice_before: t.notice_before,
                     escalation_policy: t.escalation_policy,
+                    time_intervals: t.time_intervals,
                     ..old.clone()
                 };
                 tx.save_downtime(&new)?;
@@ -743,6 +763,7 @@ impl Alerting {
                 Ok(Wrote::Changed(new))
             })
             .await
+            .map(|d| d.answered(now))
     }
 
     /// Every downtime (at most 1000), latest start first; only those in effect with `active`.
@@ -756,7 +777,7 @@ impl Alerting {
         all.retain(|d| !active || d.active(now));
         all.sort_by(|a, b| b.start.cmp(&a.start).then(b.id.cmp(&a.id)));
         all.truncate(LIST_CAP);
-        Ok(all)
+        Ok(all.into_iter().map(|d| d.answered(now)).collect())
     }
 
     /// `DELETE`: ends the downtime now.

@@ -65,6 +65,7 @@ pub(super) async fn downtime(
         duration: None,
         notice_before: None,
         escalation_policy: None,
+        time_intervals: None,
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)

@@ -23,6 +23,7 @@ pub mod heartbeat;
 pub mod identity;
 pub mod incident;
 pub mod input;
+pub mod interval;
 pub mod metric;
 pub mod noise;
 pub mod notify;

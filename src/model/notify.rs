@@ -34,6 +34,14 @@ pub struct EscalationPolicy {
         deserialize_with = "unack_wait"
     )]
     pub unack_if_no_response: Option<GoDuration>,
+    /// Named `time-intervals` during which this policy does not page (Alertmanager's
+    /// `mute_time_intervals`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mute_time_intervals: Vec<String>,
+    /// Named `time-intervals` outside which this policy does not page (Alertmanager's
+    /// `active_time_intervals`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_time_intervals: Vec<String>,
 }
 
 /// `unackIfNoResponse`: a duration, or a switch (`true`: Grafana OnCall's 5 minutes).

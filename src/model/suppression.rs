@@ -2,6 +2,7 @@
 //! paging without stopping it from opening.
 
 use super::event::{EventDraft, EventType, Severity};
+use super::interval::{Recurrence, TimeInterval, Window};
 use super::selector::Selector;
 use super::state::CheckState;
 use super::{GoDuration, Timestamp};
@@ -207,9 +208,19 @@ pub struct Downtime {
     pub notice_before: Option<GoDuration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation_policy: Option<String>,
-    /// The notices given: `starting`, `ended`.
+    /// The notices given (of a recurring one: for its current window): `starting`, `ended`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub told: Vec<String>,
+    /// Recurring (Alertmanager's `time_intervals`): in effect between `start` and `end` only
+    /// within these windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_intervals: Vec<TimeInterval>,
+    /// A recurring one's windows whose notices were all given end by this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub told_until: Option<Timestamp>,
+    /// A recurring one's next windows as of the answer (up to 5), not stored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub occurrences: Vec<Window>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -237,6 +248,9 @@ pub struct DowntimeBody {
     /// Whose first step is told, with `noticeBefore`.
     #[serde(default)]
     pub escalation_policy: Option<String>,
+    /// Recurring windows within `start` to `end` (fixed downtimes only).
+    #[serde(default)]
+    pub time_intervals: Option<Vec<TimeInterval>>,
 }
 
 impl Downtime {
@@ -244,17 +258,57 @@ impl Downtime {
         self.told.iter().any(|t| t == notice)
     }
 
-    /// Its notices (with `noticeBefore` and a policy): ahead of its start, and at its end.
-    fn notices(&self) -> Vec<(&'static str, Timestamp)> {
-        match self
-            .notice_before
-            .filter(|_| self.escalation_policy.is_some())
-        {
-            Some(ahead) => vec![
-                ("starting", Timestamp(self.start.0 - ahead.0)),
-                ("ended", self.end),
-            ],
-            None => Vec::new(),
+    /// Up to `count` of its windows that end after `from`: its own, or a recurring one's
+    /// within its start and end.
+    pub fn windows(&self, from: Timestamp, count: usize) -> Vec<Window> {
+        if self.time_intervals.is_empty() {
+            let own = Window {
+                start: self.start,
+                end: self.end,
+            };
+            return (own.end > from)
+                .then_some(own)
+                .into_iter()
+                .take(count)
+                .collect();
+        }
+        let mut windows =
+            Recurrence::stored(&self.time_intervals).windows(from.max(self.start), count);
+        windows.retain(|w| w.start < self.end);
+        for w in &mut windows {
+            w.start = w.start.max(self.start);
+            w.end = w.end.min(self.end);
+        }
+        windows
+    }
+
+    /// As answered at `now`: a recurring one with its next windows.
+    pub fn answered(mut self, now: Timestamp) -> Downtime {
+        if !self.time_intervals.is_empty() {
+            self.occurrences = self.windows(now, 5);
+        }
+        self
+    }
+
+    /// The window its notices are about: its own, or a recurring one's first whose notices
+    /// were not all given (none over before it was created).
+    fn current_window(&self) -> Option<Window> {
+        let from = self.told_until.unwrap_or(self.created_at);
+        self.windows(from, 1).into_iter().next()
+    }
+
+    /// Its notices (with `noticeBefore` and a policy) for its current window: ahead of its
+    /// start, and at its end.
+    fn notices(&self) -> Vec<(&'static str, Timestamp, Window)> {
+        match (
+            self.notice_before
+                .filter(|_| self.escalation_policy.is_some()),
+            self.current_window(),
+        ) {
+            (Some(ahead), Some(w)) => {
+                vec![("starting", w.start.minus(ahead.0), w), ("ended", w.end, w)]
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -262,22 +316,49 @@ impl Downtime {
     pub fn timers(&self) -> Vec<Timestamp> {
         let notices = self.notices().into_iter();
         notices
-            .filter(|(n, _)| !self.told(n))
-            .map(|(_, at)| at)
+            .filter(|(n, _, _)| !self.told(n))
+            .map(|(_, at, _)| at)
             .collect()
     }
 
-    /// The notices due by `at`, as `downtime` events (`action: starting`, `ended`).
+    /// The notices due by `at`, as `downtime` events (`action: starting`, `ended`, with the
+    /// window's `start` and `end`); a recurring one goes on to its next window once both of
+    /// a window's are given. A window wholly past by `at` (the server was down) is not
+    /// announced as starting, and only the last such is announced as ended.
     pub fn due(&mut self, at: Timestamp) -> Vec<EventDraft> {
         let mut events = Vec::new();
-        for (notice, when) in self.notices() {
-            if when <= at && !self.told(notice) {
-                self.told.push(notice.into());
-                let mut e = self.event();
-                e.payload["action"] = json!(notice);
-                e.payload["escalationPolicy"] = json!(self.escalation_policy);
-                events.push(e);
+        // Bounded: a server down for long catches up on a few windows' end notices only.
+        for _ in 0..16 {
+            let notices = self.notices();
+            let Some((_, _, window)) = notices.first().copied() else {
+                break;
+            };
+            // A window followed by one that began by `at` too is told of no more.
+            let passed = self
+                .windows(window.end, 1)
+                .first()
+                .is_some_and(|next| next.start <= at);
+            for (notice, when, w) in notices {
+                if when <= at && !self.told(notice) {
+                    self.told.push(notice.into());
+                    if passed || (notice == "starting" && w.end <= at) {
+                        continue;
+                    }
+                    let mut e = self.event();
+                    e.payload["action"] = json!(notice);
+                    e.payload["escalationPolicy"] = json!(self.escalation_policy);
+                    e.payload["start"] = json!(w.start);
+                    e.payload["end"] = json!(w.end);
+                    events.push(e);
+                }
             }
+            let all_told = self.told("starting") && self.told("ended");
+            if self.time_intervals.is_empty() || !all_told || self.windows(window.end, 1).is_empty()
+            {
+                break;
+            }
+            self.told_until = Some(window.end);
+            self.told.clear();
         }
         events
     }
@@ -301,7 +382,12 @@ impl Downtime {
                 started <= now && now < started.plus(std::time::Duration::from_secs(secs))
             }
             ("flexible", _, _) => false,
-            _ => self.start <= now && now < self.end,
+            _ => {
+                self.start <= now
+                    && now < self.end
+                    && (self.time_intervals.is_empty()
+                        || Recurrence::stored(&self.time_intervals).contains(now))
+            }
         }
     }
 
@@ -492,6 +578,9 @@ mod tests {
             notice_before: None,
             escalation_policy: None,
             told: Vec::new(),
+            time_intervals: Vec::new(),
+            told_until: None,
+            occurrences: Vec::new(),
         }
     }
 
@@ -518,6 +607,55 @@ mod tests {
             "ended"
         );
         assert!(d.timers().is_empty());
+    }
+
+    /// A recurring downtime is in effect only within its windows, tells ahead of and at the
+    /// end of each, and after a long gap tells only the end of the last window missed.
+    #[test]
+    fn a_recurring_downtime_tells_each_window() {
+        let mut d = downtime("fixed", None, None);
+        d.start = at("2027-03-01T00:00:00Z");
+        d.end = at("2027-04-30T00:00:00Z");
+        d.created_at = d.start;
+        d.time_intervals = serde_json::from_value(json!([{
+            "times": [{"startTime": "22:00", "endTime": "24:00"}],
+            "weekdays": ["saturday"],
+            "location": "Europe/Berlin"
+        }]))
+        .unwrap();
+        d.notice_before = Some(GoDuration::from_secs(600));
+        d.escalation_policy = Some("page".into());
+        assert!(!d.active(at("2027-03-06T20:59:00Z")));
+        assert!(d.active(at("2027-03-06T21:00:00Z")));
+        assert!(d.active(at("2027-04-03T20:00:00Z")), "22:00 in summer time");
+        assert_eq!(
+            d.timers(),
+            [at("2027-03-06T20:50:00Z"), at("2027-03-06T23:00:00Z")]
+        );
+        let ahead = d.due(at("2027-03-06T20:50:00Z"));
+        assert_eq!(ahead[0].payload["action"], "starting");
+        assert_eq!(ahead[0].payload["start"], "2027-03-06T21:00:00.000Z");
+        assert_eq!(
+            d.due(at("2027-03-06T23:00:00Z"))[0].payload["action"],
+            "ended"
+        );
+        assert_eq!(
+            d.timers(),
+            [at("2027-03-13T20:50:00Z"), at("2027-03-13T23:00:00Z")],
+            "the next window's"
+        );
+        let missed = d.due(at("2027-04-03T19:00:00Z"));
+        assert_eq!(missed.len(), 1, "{missed:?}");
+        assert_eq!(missed[0].payload["action"], "ended");
+        assert_eq!(missed[0].payload["end"], "2027-03-27T23:00:00.000Z");
+        assert_eq!(d.timers()[0], at("2027-04-03T19:50:00Z"));
+        assert_eq!(
+            d.clone()
+                .answered(at("2027-04-12T00:00:00Z"))
+                .occurrences
+                .len(),
+            2
+        );
     }
 
     /// A silence's creator is told once when it starts and once 15 minutes before it expires;

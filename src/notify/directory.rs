@@ -8,6 +8,7 @@
 use super::schedule::{Member, Roster};
 use crate::model::alert::rank;
 use crate::model::event::Severity;
+use crate::model::interval::{IntervalNames, NamedTimeIntervals, Recurrence};
 use crate::model::notify::{
     Channel, Contact, ContactGroup, EscalationPolicy, EscalationTarget, Override, Schedule,
 };
@@ -40,6 +41,20 @@ pub struct Directory {
     overrides: Vec<Override>,
     /// `tts-profiles` documents, for voice channels that name one.
     tts_profiles: Vec<Named<serde_json::Value>>,
+    /// The `time-intervals` documents, by name.
+    intervals: BTreeMap<String, Recurrence>,
+    /// What each rule names of them (read only when the tenant has any).
+    rule_intervals: BTreeMap<String, IntervalNames>,
+}
+
+/// Why an escalation step waits, and until when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Held {
+    /// `mute` (in a mute interval) or `inactive` (outside every active interval).
+    pub why: &'static str,
+    /// The intervals that hold it.
+    pub intervals: Vec<String>,
+    pub until: Timestamp,
 }
 
 async fn named<T: DeserializeOwned + Send + 'static>(
@@ -110,7 +125,25 @@ impl Directory {
             .into_iter()
             .map(|p| (p.name, p.body))
             .collect();
+        let intervals: BTreeMap<String, Recurrence> =
+            named::<NamedTimeIntervals>(store, tenant, "time-intervals")
+                .await?
+                .into_iter()
+                .map(|i| (i.name, Recurrence::stored(&i.body.time_intervals)))
+                .collect();
+        let rule_intervals = if intervals.is_empty() {
+            BTreeMap::new()
+        } else {
+            named::<IntervalNames>(store, tenant, "alert-rules")
+                .await?
+                .into_iter()
+                .filter(|r| !r.body.is_empty())
+                .map(|r| (r.name, r.body))
+                .collect()
+        };
         Ok(Directory {
+            intervals,
+            rule_intervals,
             contacts: named(store, tenant, "contacts").await?,
             groups: named(store, tenant, "contact-groups").await?,
             schedules: named(store, tenant, "schedules").await?,
@@ -173,6 +206,68 @@ impl Directory {
 
     pub fn policy(&self, name: &str) -> Option<&Named<EscalationPolicy>> {
         self.policies.iter().find(|p| p.name == name)
+    }
+
+    /// Whether a step of `policy` for an alert of the rule `rule` waits at `now`, and until
+    /// when (Alertmanager's mute and active time intervals, of the rule and of the policy): in
+    /// one of their mute intervals, or outside all the active intervals of either. A name no
+    /// document has is ignored; a hold with no end within the intervals' horizon (five years)
+    /// does not hold, so a window that never opens again cannot stop paging for good.
+    pub fn held(&self, rule: &str, policy: &EscalationPolicy, now: Timestamp) -> Option<Held> {
+        let policy_names = IntervalNames {
+            mute_time_intervals: policy.mute_time_intervals.clone(),
+            active_time_intervals: policy.active_time_intervals.clone(),
+        };
+        let named = [self.rule_intervals.get(rule), Some(&policy_names)];
+        let known = |names: &[String]| -> Vec<(String, &Recurrence)> {
+            names
+                .iter()
+                .filter_map(|n| self.intervals.get(n).map(|r| (n.clone(), r)))
+                .collect()
+        };
+        let mutes: Vec<_> = named
+            .iter()
+            .flatten()
+            .flat_map(|n| known(&n.mute_time_intervals))
+            .collect();
+        let actives: Vec<Vec<_>> = named
+            .iter()
+            .flatten()
+            .map(|n| known(&n.active_time_intervals))
+            .filter(|a| !a.is_empty())
+            .collect();
+        // What holds at `at`, and when that may change.
+        let holding = |at: Timestamp| -> Option<(&'static str, Vec<String>, Option<Timestamp>)> {
+            if let Some((name, r)) = mutes.iter().find(|(_, r)| r.contains(at)) {
+                return Some(("mute", vec![name.clone()], r.next_change(at)));
+            }
+            actives
+                .iter()
+                .find(|set| !set.iter().any(|(_, r)| r.contains(at)))
+                .map(|set| {
+                    let opens = set.iter().filter_map(|(_, r)| r.next_change(at)).min();
+                    (
+                        "inactive",
+                        set.iter().map(|(n, _)| n.clone()).collect(),
+                        opens,
+                    )
+                })
+        };
+        let (why, intervals, mut until) = holding(now)?;
+        // A mute may end into another mute or outside the active windows: follow on.
+        for _ in 0..16 {
+            match holding(until?) {
+                None => {
+                    return Some(Held {
+                        why,
+                        intervals,
+                        until: until?,
+                    });
+                }
+                Some((_, _, next)) => until = next,
+            }
+        }
+        None
     }
 
     /// The names of the policies a step of which pages the schedule `schedule`.

@@ -5,7 +5,7 @@
 //! outbox delivery per contact and channel, each with its `pending` `notification` event; while
 //! the alert's scope is flooded, a contact's delivery is `held` for the flood's digest instead.
 
-use super::directory::{Directory, contact_target};
+use super::directory::{Directory, Held, contact_target};
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, AlertStatus};
 use crate::model::event::{EventDraft, EventType, Severity};
@@ -377,6 +377,9 @@ pub fn plan(
         };
     }
     let policy_name = alert.escalation_policy.clone().unwrap_or_default();
+    if let Some(held) = ctx.dir.held(&alert.rule_id, policy, now) {
+        return held_step(alert, &policy_name, step, timer, held);
+    }
     let (deliveries, names, channels, failures) = fan_out(ctx, alert, &policy_name, step, timer);
     let mut next = Vec::new();
     if timer.repeat == 0
@@ -420,6 +423,56 @@ pub fn plan(
         next,
         deliveries,
         events,
+    }
+}
+
+/// A step that waits for a mute interval to end or an active one to begin: it fires then,
+/// the chain's later steps counted from then (not all at once), with an `escalation` event
+/// saying so now.
+fn held_step(
+    alert: &Alert,
+    policy: &str,
+    step: &EscalationStep,
+    timer: &EscalationTimer,
+    held: Held,
+) -> Firing {
+    let base = if timer.repeat == 0 {
+        held.until.minus(step.after.0)
+    } else {
+        timer.base
+    };
+    let mut event = EventDraft::new(
+        alert.tenant_id,
+        EventType::Escalation,
+        Some(Severity::Info),
+        json!({
+            "alertId": alert.id,
+            "policy": policy,
+            "step": timer.step,
+            "repeat": timer.repeat,
+            "held": held.why,
+            "timeIntervals": held.intervals,
+            "until": held.until,
+            "summary": format!(
+                "step {} waits until {} ({} {})",
+                timer.step,
+                held.until,
+                if held.why == "mute" { "muted by" } else { "outside" },
+                held.intervals.join(", ")
+            ),
+            "labels": alert.labels,
+        }),
+    );
+    event.object_id = alert.object_id;
+    event.source_id = Some(alert.id.to_string());
+    Firing {
+        next: vec![EscalationTimer {
+            due: held.until,
+            base,
+            ..timer.clone()
+        }],
+        deliveries: Vec::new(),
+        events: vec![event],
     }
 }
 

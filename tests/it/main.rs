@@ -44,3 +44,4 @@ mod signin;
 mod sso;
 mod support;
 mod ui;
+mod windows;

@@ -504,6 +504,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             start: Some(now.to_string()),
             end: Some(f.end(now)?.to_string()),
             duration: None,
+            time_intervals: None,
         };
         st.alerting
             .create_downtime(&c.principal, &c.actor, body, None)

@@ -42,6 +42,14 @@ pub struct AlertRule {
     /// never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reopen_window: Option<GoDuration>,
+    /// Named `time-intervals` during which an alert of this rule does not page (Alertmanager's
+    /// `mute_time_intervals`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mute_time_intervals: Vec<String>,
+    /// Named `time-intervals` outside which an alert of this rule does not page (Alertmanager's
+    /// `active_time_intervals`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub active_time_intervals: Vec<String>,
 }
 
 /// How long after it resolved an alert reopens when its source fires again, unless its rule

@@ -104,7 +104,7 @@ const fn kind(
     }
 }
 
-pub const KINDS: [Kind; 20] = [
+pub const KINDS: [Kind; 21] = [
     kind(
         "templates",
         "template",
@@ -125,6 +125,13 @@ pub const KINDS: [Kind; 20] = [
         CONFIG,
         validate_time_period,
         body_schema::<crate::model::timeperiod::TimePeriod>,
+    ),
+    kind(
+        "time-intervals",
+        "time-interval",
+        CONFIG,
+        validate_time_intervals,
+        body_schema::<crate::model::interval::NamedTimeIntervals>,
     ),
     kind(
         "alert-rules",
@@ -383,9 +390,29 @@ pub fn doc_references(kind: &str, body: &Map<String, Value>) -> Vec<Reference> {
                 name: p.to_string(),
             })
             .into_iter()
+            .chain(interval_references(body))
             .collect(),
+        "escalation-policies" => interval_references(body).collect(),
         _ => Vec::new(),
     }
+}
+
+/// The `time-intervals` a rule or a policy names to mute or to page only within.
+fn interval_references(body: &Map<String, Value>) -> impl Iterator<Item = Reference> + '_ {
+    ["muteTimeIntervals", "activeTimeIntervals"]
+        .into_iter()
+        .flat_map(move |path| {
+            body.get(path)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(move |name| Reference {
+                    path,
+                    kind: "time-intervals",
+                    name: name.to_string(),
+                })
+        })
 }
 
 fn one_of(field: &str, value: &str, allowed: &[&str]) -> Result<(), Invalid> {

@@ -309,6 +309,24 @@ pub(super) fn validate_time_period(body: &mut Map<String, Value>) -> Result<(), 
     })
 }
 
+pub(super) fn validate_time_intervals(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |t: &crate::model::interval::NamedTimeIntervals| {
+        if t.time_intervals.is_empty() {
+            return Err(invalid("timeIntervals", "timeIntervals lists at least one"));
+        }
+        check_time_intervals(&t.time_intervals)
+    })
+}
+
+/// Recurring windows, checked: `svc:validation/timeIntervals` naming the field that is wrong.
+pub fn check_time_intervals(
+    intervals: &[crate::model::interval::TimeInterval],
+) -> Result<(), Invalid> {
+    crate::model::interval::Recurrence::new(intervals)
+        .map(|_| ())
+        .map_err(|(field, why)| invalid("timeIntervals", format!("timeIntervals {field}: {why}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,383 @@
+//! Recurring windows (issue 70): downtimes in Alertmanager's `time_intervals` shape, on the
+//! wall clock of their location across a DST change, and named `time-intervals` that rules
+//! and escalation policies mute by or page only within; driven by the clock the tests move,
+//! across a kill -9.
+
+use crate::receiver::Receiver;
+use crate::support::*;
+use jiff::tz::TimeZone;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+/// A webhook channel to `/hook`, a contact `ada` paged on it, a policy `page` (`policy`'s
+/// fields added) paging her at once and bob ten minutes later, and a rule `problems` (`rule`'s
+/// fields added) paging every service problem through it.
+fn paging(hooks: &Receiver, policy: Value, rule: Value) -> Vec<(&'static str, Value)> {
+    let mut p = json!({"name": "page", "steps": [
+        {"after": 0, "notify": {"contact": "ada"}},
+        {"after": "10m", "notify": {"contact": "bob"}}]});
+    p.as_object_mut()
+        .unwrap()
+        .extend(policy.as_object().unwrap().clone());
+    let mut r = json!({"name": "problems", "severity": "critical", "escalationPolicy": "page",
+        "match": "event.type == 'state_change' && event.state == 'CRITICAL'"});
+    r.as_object_mut()
+        .unwrap()
+        .extend(rule.as_object().unwrap().clone());
+    vec![
+        (
+            "/api/v1/channels",
+            json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}}),
+        ),
+        (
+            "/api/v1/contacts",
+            json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
+        ),
+        (
+            "/api/v1/contacts",
+            json!({"name": "bob", "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
+        ),
+        ("/api/v1/escalation-policies", p),
+        ("/api/v1/alert-rules", r),
+        (
+            "/api/v1/hosts",
+            json!({"name": "plc", "labels": {"site": "lab"}, "spec": {}}),
+        ),
+        (
+            "/api/v1/services",
+            json!({"name": "pump", "host": "plc", "spec": {}}),
+        ),
+    ]
+}
+
+/// What reached `/hook` for `contact` of `kind` (`alert`, `notice`), each once.
+fn sent(hooks: &Receiver, kind: &str, contact: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for b in hooks.received("/hook").iter().map(|r| r.json()) {
+        if b["kind"] == kind && b["contact"] == contact && !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    out
+}
+
+async fn until_sent(hooks: &Receiver, kind: &str, contact: &str, n: usize) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let got = sent(hooks, kind, contact);
+        if got.len() >= n {
+            return got;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{contact} got {} of {n} {kind}: {got:?}",
+            got.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn title(b: &Value) -> &str {
+    b["alert"]["title"].as_str().unwrap_or_default()
+}
+
+async fn pump(s: &Server, token: &str, state: &str) {
+    let res = send(s, token, Method::POST, "/api/v1/results",
+        json!({"results": [{"host": "plc", "service": "pump", "state": state, "output": format!("pump {state}")}]})).await;
+    assert_eq!(res.status().as_u16(), 202);
+}
+
+/// The pump's live `downtimeDepth`.
+async fn depth(s: &Server, token: &str) -> u64 {
+    let listed = get(s, token, "/api/v1/services?selector=site%3Dlab").await;
+    listed["items"][0]["state"]["downtimeDepth"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Moves the server's clock on to `to`; its time after.
+async fn advance_to(s: &Server, token: &str, to: jiff::Timestamp) -> jiff::Timestamp {
+    let now = advance(s, token, "1s").await;
+    let secs = to.duration_since(now).as_secs().max(1);
+    advance(s, token, &format!("{secs}s")).await
+}
+
+fn ts(v: &Value) -> jiff::Timestamp {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+/// A downtime every Saturday 22:00 to midnight in Europe/Berlin, in March and April only (the
+/// last Saturdays of March and the first days of April, so its next five windows always hold
+/// both sides of the change to summer time): each window is 22:00 on Berlin's wall clock, so
+/// 21:00 UTC in winter and 20:00 UTC in summer. On the clock the tests move, the pump is in
+/// downtime at 22:30 summer time (outside, were the window an hour off); its problem raised
+/// then does not page; across a kill -9, the window's end pages it once; the policy's first
+/// step was told ten minutes before the window and at its end.
+#[tokio::test]
+async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
+    let hooks = Receiver::start().await;
+    create_all(&s, &token, paging(&hooks, json!({}), json!({}))).await;
+    pump(&s, &token, "OK").await;
+    let now = advance(&s, &token, "1s").await;
+    let end = now + jiff::SignedDuration::from_hours(24 * 500);
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({
+        "comment": "weekly PLC backup", "selector": "site=lab",
+        "start": now.to_string(), "end": end.to_string(),
+        "noticeBefore": "10m", "escalationPolicy": "page",
+        "timeIntervals": [{
+            "times": [{"startTime": "22:00", "endTime": "24:00"}],
+            "weekdays": ["saturday"],
+            "daysOfMonth": ["22:-1", "1:7"],
+            "months": ["march:april"],
+            "location": "Europe/Berlin"}]}),
+    )
+    .await;
+    let downtime = json(res, 201).await;
+    let windows = downtime["occurrences"].as_array().unwrap().clone();
+    assert_eq!(windows.len(), 5, "{downtime}");
+    let berlin = TimeZone::get("Europe/Berlin").unwrap();
+    let mut utc_hours = Vec::new();
+    for w in &windows {
+        let (start, end) = (ts(&w["start"]), ts(&w["end"]));
+        let local = start.to_zoned(berlin.clone());
+        assert_eq!(local.weekday(), jiff::civil::Weekday::Saturday, "{w}");
+        assert_eq!((local.hour(), local.minute()), (22, 0), "{w}");
+        assert_eq!(end.duration_since(start).as_secs(), 7200, "{w}");
+        utc_hours.push(start.to_zoned(TimeZone::UTC).hour());
+    }
+    assert!(
+        utc_hours.contains(&21) && utc_hours.contains(&20),
+        "winter and summer windows: {utc_hours:?}"
+    );
+    // The first window in summer time.
+    let summer = windows
+        .iter()
+        .find(|w| ts(&w["start"]).to_zoned(TimeZone::UTC).hour() == 20)
+        .unwrap();
+    let (start, end) = (ts(&summer["start"]), ts(&summer["end"]));
+
+    advance_to(&s, &token, start - jiff::SignedDuration::from_mins(30)).await;
+    assert_eq!(depth(&s, &token).await, 0, "21:30 summer time is outside");
+    // Windows the clock skipped are told of once: the last one's end.
+    let told_before = usize::from(windows[0] != *summer);
+    if told_before == 1 {
+        let missed = until_sent(&hooks, "notice", "ada", 1).await;
+        assert_eq!(title(&missed[0]), "Maintenance ended: weekly PLC backup");
+    }
+    advance(&s, &token, "25m").await;
+    let notices = until_sent(&hooks, "notice", "ada", told_before + 1).await;
+    assert_eq!(
+        title(&notices[told_before]),
+        format!(
+            "Maintenance starts at {}: weekly PLC backup",
+            summer["start"].as_str().unwrap()
+        ),
+        "{notices:?}"
+    );
+    advance(&s, &token, "35m").await;
+    assert_eq!(depth(&s, &token).await, 1, "22:30 summer time is inside");
+    pump(&s, &token, "CRITICAL").await;
+    let started = Instant::now();
+    loop {
+        let alerts = get(&s, &token, "/api/v1/alerts?status=open").await;
+        if alerts["items"].as_array().unwrap().len() == 1 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{alerts}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        sent(&hooks, "alert", "ada").is_empty(),
+        "held in the window"
+    );
+
+    s.crash();
+    let s = clocked.start();
+    advance_to(&s, &token, end + jiff::SignedDuration::from_secs(1)).await;
+    assert_eq!(depth(&s, &token).await, 0, "00:00 Sunday ends it");
+    let pages = until_sent(&hooks, "alert", "ada", 1).await;
+    assert_eq!(
+        pages[0]["alert"]["title"], "plc/pump is CRITICAL",
+        "{pages:?}"
+    );
+    let notices = until_sent(&hooks, "notice", "ada", told_before + 2).await;
+    assert_eq!(
+        title(&notices[told_before + 1]),
+        "Maintenance ended: weekly PLC backup"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sent(&hooks, "alert", "ada").len(), 1, "paged once");
+    let listed = get(&s, &token, "/api/v1/downtimes").await;
+    let next = ts(&listed["items"][0]["occurrences"][0]["start"]);
+    assert!(next > end, "the next window is listed: {listed}");
+}
+
+/// The UTC date of `t` as Alertmanager's `daysOfMonth`, `months` and `years` of one whole day.
+fn day_of(t: jiff::Timestamp) -> Value {
+    let d = t.to_zoned(TimeZone::UTC).date();
+    json!({"daysOfMonth": [d.day().to_string()], "months": [d.month().to_string()],
+        "years": [d.year().to_string()]})
+}
+
+/// Midnight UTC after `t`.
+fn next_midnight(t: jiff::Timestamp) -> jiff::Timestamp {
+    let d = t.to_zoned(TimeZone::UTC).date().tomorrow().unwrap();
+    d.to_zoned(TimeZone::UTC).unwrap().timestamp()
+}
+
+/// The `escalation` events of the alert that say a step waits.
+async fn holds(s: &Server, token: &str) -> Vec<Value> {
+    let events = get(s, token, "/api/v1/events?types=escalation&limit=100").await;
+    events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["held"].is_string())
+        .cloned()
+        .collect()
+}
+
+/// A policy that pages only within `tomorrow` (Alertmanager's `active_time_intervals`): an
+/// alert today waits, its hold in the timeline; at midnight ada is paged, and bob ten minutes
+/// after that (the chain counted from when paging began, not all at once).
+#[tokio::test]
+async fn a_policy_pages_only_within_its_active_interval() {
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
+    let hooks = Receiver::start().await;
+    let now = advance(&s, &token, "1s").await;
+    let tomorrow = next_midnight(now);
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/time-intervals",
+        json!({"name": "tomorrow", "timeIntervals": [day_of(tomorrow)]}),
+    )
+    .await;
+    json(res, 201).await;
+    create_all(
+        &s,
+        &token,
+        paging(
+            &hooks,
+            json!({"activeTimeIntervals": ["tomorrow"]}),
+            json!({}),
+        ),
+    )
+    .await;
+    pump(&s, &token, "CRITICAL").await;
+    let started = Instant::now();
+    let held = loop {
+        let h = holds(&s, &token).await;
+        if !h.is_empty() {
+            break h;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(held[0]["payload"]["held"], "inactive", "{held:?}");
+    assert_eq!(held[0]["payload"]["timeIntervals"], json!(["tomorrow"]));
+    assert_eq!(ts(&held[0]["payload"]["until"]), tomorrow);
+    assert!(sent(&hooks, "alert", "ada").is_empty());
+
+    s.crash();
+    let s = clocked.start();
+    advance_to(&s, &token, tomorrow + jiff::SignedDuration::from_secs(1)).await;
+    until_sent(&hooks, "alert", "ada", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        sent(&hooks, "alert", "bob").is_empty(),
+        "bob only after 10m"
+    );
+    advance(&s, &token, "10m").await;
+    until_sent(&hooks, "alert", "bob", 1).await;
+}
+
+/// A rule muted `today` (Alertmanager's `mute_time_intervals`): its alert opens and waits;
+/// paged at midnight. An interval with a wrong field and a flexible recurring downtime are
+/// refused, naming the field.
+#[tokio::test]
+async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_refused() {
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
+    let hooks = Receiver::start().await;
+    let now = advance(&s, &token, "1s").await;
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/time-intervals",
+        json!({"name": "today", "timeIntervals": [day_of(now)]}),
+    )
+    .await;
+    json(res, 201).await;
+    create_all(
+        &s,
+        &token,
+        paging(&hooks, json!({}), json!({"muteTimeIntervals": ["today"]})),
+    )
+    .await;
+    pump(&s, &token, "CRITICAL").await;
+    let started = Instant::now();
+    let held = loop {
+        let h = holds(&s, &token).await;
+        if !h.is_empty() {
+            break h;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(held[0]["payload"]["held"], "mute");
+    assert_eq!(ts(&held[0]["payload"]["until"]), next_midnight(now));
+    advance_to(
+        &s,
+        &token,
+        next_midnight(now) + jiff::SignedDuration::from_secs(1),
+    )
+    .await;
+    until_sent(&hooks, "alert", "ada", 1).await;
+
+    for (body, field) in [
+        (
+            json!({"name": "bad", "timeIntervals": [{"weekdays": ["friday:monday"]}]}),
+            "timeIntervals",
+        ),
+        (
+            json!({"name": "bad", "timeIntervals": [{"times": [{"startTime": "22:00", "endTime": "06:00"}]}]}),
+            "timeIntervals",
+        ),
+        (
+            json!({"name": "bad", "timeIntervals": [{"location": "Mars/Olympus"}]}),
+            "timeIntervals",
+        ),
+        (json!({"name": "bad", "timeIntervals": []}), "timeIntervals"),
+    ] {
+        let res = send(&s, &token, Method::POST, "/api/v1/time-intervals", body).await;
+        assert_problem(res, 422, &format!("svc:validation/{field}")).await;
+    }
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({
+        "comment": "x", "selector": "site=lab", "type": "flexible", "duration": "1h",
+        "start": now.to_string(), "end": (now + jiff::SignedDuration::from_hours(48)).to_string(),
+        "timeIntervals": [{"weekdays": ["saturday"]}]}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/timeIntervals").await;
+}
