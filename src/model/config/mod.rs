@@ -345,6 +345,9 @@ impl Reference {
             "escalation-policies" => {
                 format!("escalation policy {name:?} does not exist, its alerts page no one")
             }
+            "time-intervals" => {
+                format!("time interval {name:?} does not exist and is ignored when paging")
+            }
             kind => format!("{kind} document {name:?} does not exist"),
         }
     }
