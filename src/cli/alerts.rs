@@ -2,6 +2,7 @@
 
 use super::config::object_id;
 use super::*;
+use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
 pub(super) async fn ack(
     c: &Client,
@@ -41,16 +42,81 @@ pub(super) async fn resolve(c: &Client, as_json: bool, id: &str) -> Result<Strin
     })
 }
 
-/// A fixed downtime from now, of an object (by id or name) or of what a selector picks.
+/// When a downtime starts, and the windows it recurs in (each a list, comma-separated).
+#[derive(clap::Args, Debug, Default)]
+pub struct DowntimeWindow {
+    /// Its start (RFC 3339) [default: now]; `--hours` counts from it.
+    #[arg(long)]
+    start: Option<String>,
+    /// Days it recurs on: `saturday`, `monday:friday`.
+    #[arg(long, value_delimiter = ',')]
+    weekdays: Vec<String>,
+    /// Times of day it recurs in: `22:00-24:00`.
+    #[arg(long, value_delimiter = ',')]
+    times: Vec<String>,
+    /// Days of the month: `1`, `-1` (the last), `1:7`.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    days_of_month: Vec<String>,
+    /// Months: `march:april`, `12`.
+    #[arg(long, value_delimiter = ',')]
+    months: Vec<String>,
+    /// The time zone its times and days are read in: `Europe/Berlin` [default: UTC].
+    #[arg(long)]
+    location: Option<String>,
+}
+
+impl DowntimeWindow {
+    /// The recurrence as one interval, if any of its fields is given.
+    fn intervals(&self) -> Result<Option<Vec<TimeInterval>>, CliError> {
+        if self.weekdays.is_empty()
+            && self.times.is_empty()
+            && self.days_of_month.is_empty()
+            && self.months.is_empty()
+        {
+            return Ok(None);
+        }
+        let times = self
+            .times
+            .iter()
+            .map(|t| {
+                let (start, end) = t.split_once('-').ok_or_else(|| {
+                    CliError::Failed(format!("--times {t}: expected HH:MM-HH:MM"))
+                })?;
+                Ok(TimeOfDayRange {
+                    start_time: start.trim().into(),
+                    end_time: end.trim().into(),
+                })
+            })
+            .collect::<Result<_, CliError>>()?;
+        Ok(Some(vec![TimeInterval {
+            times,
+            weekdays: self.weekdays.clone(),
+            days_of_month: self.days_of_month.clone(),
+            months: self.months.clone(),
+            years: Vec::new(),
+            location: self.location.clone(),
+        }]))
+    }
+}
+
+/// A fixed downtime from now or `--start` for `hours`, of an object (by id or name) or of
+/// what a selector picks; recurring within that span when `window` names days or times.
 pub(super) async fn downtime(
     c: &Client,
     as_json: bool,
     selector: Option<String>,
     object: Option<String>,
-    hours: f64,
+    (hours, window): (f64, DowntimeWindow),
     message: String,
 ) -> Result<String, CliError> {
-    let (start, end) = hours_from_now(hours)?;
+    let from = match &window.start {
+        Some(raw) => raw
+            .parse::<jiff::Timestamp>()
+            .map_err(|e| CliError::Failed(format!("--start {raw}: {e}")))?,
+        None => now(),
+    };
+    let (start, end) = hours_from(from, hours)?;
+    let time_intervals = window.intervals()?;
     let object_id = match object {
         Some(o) => Some(object_id(c, &o).await?),
         None => None,
@@ -65,7 +131,7 @@ pub(super) async fn downtime(
         duration: None,
         notice_before: None,
         escalation_policy: None,
-        time_intervals: None,
+        time_intervals,
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)
@@ -74,7 +140,11 @@ pub(super) async fn downtime(
         pretty(&v)
     } else {
         let d: Downtime = wire(&v)?;
-        format!("downtime {} until {}\n", d.id, d.end)
+        let mut out = format!("downtime {} until {}\n", d.id, d.end);
+        for w in &d.occurrences {
+            out.push_str(&format!("  in effect {} to {}\n", w.start, w.end));
+        }
+        out
     })
 }
 
@@ -170,12 +240,16 @@ async fn alert_id(c: &Client, arg: &str) -> Result<String, CliError> {
 
 /// From now for `hours` (more than 0, at most a leap year), as RFC 3339 times.
 fn hours_from_now(hours: f64) -> Result<(String, String), CliError> {
+    hours_from(now(), hours)
+}
+
+/// From `start` for `hours` (more than 0, at most a leap year), as RFC 3339 times.
+fn hours_from(start: jiff::Timestamp, hours: f64) -> Result<(String, String), CliError> {
     if !(hours > 0.0 && hours <= 24.0 * 366.0) {
         return Err(CliError::Failed(format!(
             "--hours {hours}: expected a positive number of hours"
         )));
     }
-    let start = now();
     let span = jiff::SignedDuration::from_secs_f64(hours * 3600.0);
     let end = start
         .checked_add(span)

@@ -92,7 +92,11 @@ pub enum ClientCommand {
     },
     /// Resolve an alert.
     Resolve { id: String },
-    /// Schedule a fixed downtime from now: `svc downtime --object <id> --hours 2 -m "patching"`.
+    /// Schedule a fixed downtime: `svc downtime --object <id> --hours 2 -m "patching"`; from
+    /// `--start` on; recurring within `--hours` with `--weekdays`, `--times`, `--days-of-month`,
+    /// `--months` and `--location` (Alertmanager's `time_intervals`):
+    /// `svc downtime --selector site=lab --hours 2160 --weekdays saturday --times 22:00-24:00
+    /// --location Europe/Berlin -m "weekly backup"`.
     #[command(group = clap::ArgGroup::new("target").required(true).args(["selector", "object"]))]
     Downtime {
         #[arg(long)]
@@ -103,6 +107,8 @@ pub enum ClientCommand {
         hours: f64,
         #[arg(short = 'm', long = "message", required = true)]
         message: String,
+        #[command(flatten)]
+        window: DowntimeWindow,
     },
     /// Silence notifications of matching alerts: `svc silence --selector site=lab -m "tests"`.
     Silence {
@@ -356,7 +362,8 @@ async fn execute(
             object,
             hours,
             message,
-        } => downtime(c, as_json, selector, object, hours, message).await?,
+            window,
+        } => downtime(c, as_json, selector, object, (hours, window), message).await?,
         ClientCommand::Silence {
             selector,
             preview: true,

@@ -29,8 +29,8 @@ use crate::model::health::NotifyHealth;
 use crate::model::identity::Actor;
 use crate::model::noise::NoiseSettings;
 use crate::model::notify::{
-    Channel, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override, OverrideBody,
-    TestSend, mask,
+    Channel, Contact, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override,
+    OverrideBody, TestSend, mask,
 };
 use crate::model::{Timestamp, fault};
 use crate::runtime::Locked;
@@ -345,9 +345,12 @@ impl Notifier {
             .collect())
     }
 
-    /// The contact that is the caller (its `userId` is the caller's user), by name: whose
-    /// shifts are "mine" and who takes a shift over.
-    pub async fn own_contact(&self, p: &Principal) -> Result<Option<String>, NotifyError> {
+    /// The contact that is the caller (its `userId` is the caller's user), with its name:
+    /// whose shifts are "mine", whose shift notices they see, and who takes a shift over.
+    pub async fn own_contact(
+        &self,
+        p: &Principal,
+    ) -> Result<Option<(String, Contact)>, NotifyError> {
         let Some(user) = p.user else {
             return Ok(None);
         };
@@ -357,7 +360,7 @@ impl Notifier {
             .contacts
             .iter()
             .find(|c| c.body.user_id.as_deref() == Some(user.as_str()))
-            .map(|c| c.name.clone()))
+            .map(|c| (c.name.clone(), c.body.clone())))
     }
 
     /// The range asked for, defaulting to `now .. now + default_days`.

@@ -179,6 +179,55 @@ async fn every_command_prints_a_table_or_the_apis_json() {
         .starts_with("downtime ")
     );
     assert!(ok(s, t, &["get", "downtimes"]).contains("patching"));
+    // Recurring: every Saturday 22:00 to midnight in Berlin for 90 days, its windows listed.
+    let weekly = ok(
+        s,
+        t,
+        &[
+            "downtime",
+            "--selector",
+            "site=lab",
+            "--hours",
+            "2160",
+            "--weekdays",
+            "saturday",
+            "--times",
+            "22:00-24:00",
+            "--location",
+            "Europe/Berlin",
+            "-m",
+            "weekly backup",
+        ],
+    );
+    assert_eq!(weekly.matches("  in effect ").count(), 5, "{weekly}");
+    let recurring = json_of(s, t, &["get", "downtimes"]);
+    let listed = recurring["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["comment"] == "weekly backup")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        listed["timeIntervals"],
+        json!([{"times": [{"startTime": "22:00", "endTime": "24:00"}],
+            "weekdays": ["saturday"], "location": "Europe/Berlin"}])
+    );
+    let (code, _, err) = client(
+        s,
+        t,
+        &[
+            "downtime",
+            "--selector",
+            "site=lab",
+            "--weekdays",
+            "someday",
+            "-m",
+            "x",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("svc:validation/timeIntervals"), "{err}");
     assert!(
         ok(s, t, &["silence", "--selector", "site=lab", "-m", "tests"]).starts_with("silence ")
     );

@@ -1721,3 +1721,114 @@ async fn the_flood_banner_first_out_and_shelving_work_from_plain_pages() {
         .await;
     assert_eq!(status, 403);
 }
+
+/// Times in the viewer's zone (issue 70): eve reads absolute times in Europe/Berlin, set on
+/// her account (an unknown zone is refused with the reason); the on-call page says which shift
+/// notices she gets and links each schedule's calendar, which lists who is on call day by day
+/// in her zone; a downtime planned from the form recurs every Saturday night on Berlin's
+/// clock, and the list shows its next windows.
+#[tokio::test]
+async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    user(&a, "eve@example.org", "editor").await;
+    let users = get(s, &a.token, "/api/v1/users").await;
+    let eve = users["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == "eve@example.org")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    create_all(s, &a.token, vec![
+        ("/api/v1/contacts", json!({"name": "ada"})),
+        ("/api/v1/contacts", json!({"name": "eve", "email": "eve@example.org", "userId": eve,
+            "handoffNotices": {"advance": ["24h", "15m"], "offCall": true}})),
+        (
+            "/api/v1/schedules",
+            json!({"name": "primary", "timeZone": "UTC", "layers": [{"unit": "daily", "anchor": "2026-01-05T00:00:00Z", "participants": ["ada", "eve"]}]}),
+        ),
+    ])
+    .await;
+    let eve_browser = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    let (status, _, page) = eve_browser
+        .post(
+            "/account/preferences",
+            "theme=&live=on&timeZone=Mars%2FOlympus",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert!(page.contains("unknown time zone"), "{page}");
+    let (status, _, _) = eve_browser
+        .post(
+            "/account/preferences",
+            "theme=&live=on&timeZone=Europe%2FBerlin",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (_, account) = eve_browser.page("/account").await;
+    assert!(account.contains("value=\"Europe/Berlin\""), "{account}");
+
+    let (_, oncall) = eve_browser.page("/oncall").await;
+    assert!(
+        oncall.contains("Shift notices: 24h0m0s ahead, 15m0s ahead, when you go off call"),
+        "{oncall}"
+    );
+    assert!(oncall.contains("href=\"/oncall/primary/calendar\""));
+    let (status, calendar) = eve_browser.page("/oncall/primary/calendar").await;
+    assert_eq!(status, 200);
+    assert!(calendar.contains("Times in Europe/Berlin"), "{calendar}");
+    // Daily shifts of ada and eve from midnight UTC: 01:00 or 02:00 in Berlin.
+    assert!(
+        calendar.contains("<strong>ada</strong>") && calendar.contains("<strong>eve</strong>"),
+        "{calendar}"
+    );
+    assert!(
+        calendar.contains(" 01:00 CET") || calendar.contains(" 02:00 CEST"),
+        "{calendar}"
+    );
+    assert_eq!(calendar.matches("<th scope=\"row\">").count(), 14);
+    let (status, _) = eve_browser.page("/oncall/nothing/calendar").await;
+    assert_eq!(status, 404);
+
+    let (status, to, body) = eve_browser
+        .post(
+            "/downtimes",
+            "selector=site%3Dnorth&duration=2160h&weekdays=saturday&times=22%3A00-24%3A00&comment=weekly+backup",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{to:?} {body}");
+    let listed = get(s, &a.token, "/api/v1/downtimes").await;
+    assert_eq!(
+        listed["items"][0]["timeIntervals"],
+        json!([{"times": [{"startTime": "22:00", "endTime": "24:00"}],
+            "weekdays": ["saturday"], "location": "Europe/Berlin"}])
+    );
+    let (_, page) = eve_browser.page("/downtimes").await;
+    assert!(
+        page.contains("recurs saturday 22:00-24:00 (Europe/Berlin)"),
+        "{page}"
+    );
+    assert!(
+        page.contains(" 22:00 CET – Sun ") || page.contains(" 22:00 CEST – Sun "),
+        "{page}"
+    );
+    let (status, _, page) = eve_browser
+        .post(
+            "/downtimes",
+            "selector=site%3Dnorth&duration=2h&weekdays=someday&comment=x",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert!(
+        page.contains("value=\"someday\""),
+        "the form again as typed: {page}"
+    );
+}

@@ -267,6 +267,8 @@ struct Visitor {
     caller: Caller,
     look: Look,
     live: bool,
+    /// The time zone absolute times are shown in (their `timeZone` preference, else UTC).
+    zone: jiff::tz::TimeZone,
     /// The tenant's scopes in flood, for the banner (none without `alerts:read`).
     floods: Vec<Flood>,
 }
@@ -283,6 +285,8 @@ impl std::ops::Deref for Visitor {
 const THEME: &str = "theme";
 /// The `extra` preference that turns live updates off (`off`).
 const LIVE: &str = "live";
+/// The `extra` preference naming the time zone a user reads absolute times in.
+const TIME_ZONE: &str = "timeZone";
 
 impl FromRequestParts<AppState> for Visitor {
     type Rejection = Problem;
@@ -299,6 +303,11 @@ impl FromRequestParts<AppState> for Visitor {
         };
         let theme = prefs.extra.get(THEME).and_then(|t| Theme::named(t));
         let live = prefs.extra.get(LIVE).map(String::as_str) != Some("off");
+        let zone = prefs
+            .extra
+            .get(TIME_ZONE)
+            .and_then(|z| jiff::tz::TimeZone::get(z).ok())
+            .unwrap_or(jiff::tz::TimeZone::UTC);
         // The banner is a courtesy too: a page shows without it when floods cannot be read.
         let floods = if caller.principal.allows("alerts:read") {
             st.alerting
@@ -315,6 +324,7 @@ impl FromRequestParts<AppState> for Visitor {
             caller,
             look: look(st, theme).await,
             live,
+            zone,
             floods,
         })
     }

@@ -1,6 +1,7 @@
 //! The UI's objects, events, silences, downtimes and sites.
 
 use super::*;
+use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -24,7 +25,7 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
-        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Start a downtime", "Form: `objectId` or `selector`, `duration` (from now), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays` and `times` (`saturday`, `22:00-24:00`; comma-separated; either makes it recur within that time, in the caller's zone), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
@@ -343,16 +344,74 @@ struct SuppressionForm {
     /// How long from now: `2h`, `24h`...
     duration: Option<String>,
     comment: Option<String>,
+    /// A downtime's start on the viewer's wall clock (`2027-03-27T22:00`); empty: now.
+    start: Option<String>,
+    /// A recurring downtime's weekdays (`saturday`, `monday:friday`, comma-separated).
+    weekdays: Option<String>,
+    /// A recurring downtime's times of day (`22:00-24:00`, comma-separated).
+    times: Option<String>,
 }
 
 impl SuppressionForm {
-    /// The end of the suppression: now plus the chosen duration.
-    fn end(&self, now: Timestamp) -> Result<Timestamp, Problem> {
+    /// The end of the suppression: `from` plus the chosen duration.
+    fn end(&self, from: Timestamp) -> Result<Timestamp, Problem> {
         let raw = self.duration.as_deref().unwrap_or("2h");
         let d: GoDuration = raw
             .parse()
             .map_err(|_| Problem::validation("duration", format!("{raw:?} is not a duration")))?;
-        Ok(now.plus(d.0))
+        Ok(from.plus(d.0))
+    }
+
+    /// A downtime's start: the form's, read on the wall clock of `zone`, else now.
+    fn start(&self, now: Timestamp, zone: &jiff::tz::TimeZone) -> Result<Timestamp, Problem> {
+        match self
+            .start
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            None => Ok(now),
+            Some(raw) => raw
+                .parse::<jiff::civil::DateTime>()
+                .ok()
+                .and_then(|dt| dt.to_zoned(zone.clone()).ok())
+                .map(|z| Timestamp(z.timestamp()))
+                .ok_or_else(|| {
+                    Problem::validation("start", format!("{raw:?} is not a date and time"))
+                }),
+        }
+    }
+
+    /// A recurring downtime's windows, in `zone`, if weekdays or times are given.
+    fn intervals(&self, zone: &jiff::tz::TimeZone) -> Option<Vec<TimeInterval>> {
+        let list = |raw: &Option<String>| -> Vec<String> {
+            raw.as_deref()
+                .unwrap_or_default()
+                .split(',')
+                .map(|s| s.trim().to_ascii_lowercase())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let (weekdays, times) = (list(&self.weekdays), list(&self.times));
+        if weekdays.is_empty() && times.is_empty() {
+            return None;
+        }
+        let times = times
+            .iter()
+            .map(|t| {
+                let (start, end) = t.split_once('-').unwrap_or((t, ""));
+                TimeOfDayRange {
+                    start_time: start.trim().into(),
+                    end_time: end.trim().into(),
+                }
+            })
+            .collect();
+        Some(vec![TimeInterval {
+            times,
+            weekdays,
+            location: Some(zone.iana_name().unwrap_or("UTC").to_string()),
+            ..TimeInterval::default()
+        }])
     }
 
     fn draft(&self, object: Option<(Uuid, String)>) -> SuppressionDraft {
@@ -362,6 +421,9 @@ impl SuppressionForm {
             comment: self.comment.clone().unwrap_or_default(),
             duration: self.duration.clone().unwrap_or_default(),
             object,
+            start: self.start.clone().unwrap_or_default(),
+            weekdays: self.weekdays.clone().unwrap_or_default(),
+            times: self.times.clone().unwrap_or_default(),
         }
     }
 }
@@ -428,6 +490,7 @@ async fn downtimes(
                 ),
                 views::downtimes(
                     st.clock.now(),
+                    &c.zone,
                     &items,
                     c.principal.allows("downtimes:write"),
                 ),
@@ -489,7 +552,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
         Err(p) => return failed(p),
     };
     let result = async {
-        let now = st.clock.now();
+        let start = f.start(st.clock.now(), &c.zone)?;
         let body = DowntimeBody {
             comment: f.comment.clone(),
             object_id: object.as_ref().map(|(id, _)| id.to_string()),
@@ -501,10 +564,10 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             kind: Some("fixed".into()),
             notice_before: None,
             escalation_policy: None,
-            start: Some(now.to_string()),
-            end: Some(f.end(now)?.to_string()),
+            start: Some(start.to_string()),
+            end: Some(f.end(start)?.to_string()),
             duration: None,
-            time_intervals: None,
+            time_intervals: f.intervals(&c.zone),
         };
         st.alerting
             .create_downtime(&c.principal, &c.actor, body, None)

@@ -7,6 +7,8 @@ pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/oncall", on_call).permission("oncall:read").doc("ui", "On-call page", "The caller's shifts of the next 7 days (theirs: the contact whose `userId` is the caller), who is on call now in each schedule and until when, with call and e-mail links, and each schedule's next 7 days, overrides marked.")
             .answers_text(200, HTML).page(),
+        Route::get("/oncall/{schedule}/calendar", schedule_calendar).permission("oncall:read").doc("ui", "A schedule's calendar", "Who is on call in the schedule, day by day for the next 14 days, overrides marked, with absolute times in the caller's time zone (their `timeZone` preference, else UTC). An unknown schedule is 404.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/oncall/{schedule}/take-over", take_over).permission("oncall:write").doc("ui", "Take a shift over", "Form: `start`, `end` (the shift's). An override of the schedule for the caller's contact from the shift's start (now, if it has begun) to its end, as `POST /api/v1/schedules/{name}/overrides`; 303 to `/oncall`; 422 when no contact names the caller.")
             .form::<TakeOverForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::get("/audit", audit).permission("admin:audit").doc("ui", "Audit page", "The tenant's audit entries, newest first, 50 a page.")
@@ -29,7 +31,7 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<ActionForm>().answers_text(200, HTML).page(),
         Route::post("/tokens/{id}/revoke", revoke_token).permission("admin:tokens").doc("ui", "Revoke an API token", "As `DELETE /api/v1/api-tokens/{id}`; 303 to `/tokens`.")
             .form::<ActionForm>().answers_empty(303).page(),
-        Route::post("/account/preferences", set_preferences).identity().doc("ui", "Set the look of one's pages", "Form: `theme` (`light`, `dark`, or empty: the device's), `live` (`on`, `off`). Kept in the caller's preferences (`extra.theme`, `extra.live`, as `PUT /api/v1/users/me/preferences`); 303 to `/account`.")
+        Route::post("/account/preferences", set_preferences).identity().doc("ui", "Set the look of one's pages", "Form: `theme` (`light`, `dark`, or empty: the device's), `live` (`on`, `off`), `timeZone` (an IANA zone absolute times are shown in; empty: UTC; an unknown one shows the page again with the reason). Kept in the caller's preferences (`extra.theme`, `extra.live`, `extra.timeZone`, as `PUT /api/v1/users/me/preferences`); 303 to `/account`.")
             .form::<LookForm>().answers_empty(303).page(),
         Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's branding", "A `multipart/form-data` form: `mode` (`light`, `dark`, or empty: each device's; a user's own theme wins over it), `name`, `accent` (`on` to colour the header) with `accentColor`, a `logo` file (PNG, JPEG or WebP, at most 64 KiB; none chosen keeps the current one), `removeLogo` (`on`). As `PUT /api/v1/branding` (the default tenant only); 303 to `/account`.")
             .multipart::<BrandingForm>().answers_empty(303).answers_text(422, HTML).page(),
@@ -79,12 +81,52 @@ async fn on_call(
                     st.clock.now(),
                     &now_on,
                     &upcoming,
-                    me.as_deref(),
+                    me.as_ref().map(|(name, _)| name.as_str()),
+                    me.as_ref().and_then(|(_, c)| c.handoff_notices.as_ref()),
                     c.principal.allows("oncall:write"),
                 ),
             ),
         ),
         Err(p) => failed(p),
+    }
+}
+
+/// Days the schedule calendar shows.
+const CALENDAR_DAYS: i16 = 14;
+
+async fn schedule_calendar(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(schedule): ApiPath<String>,
+) -> Response {
+    let now = st.clock.now();
+    let to = now
+        .plus(std::time::Duration::from_secs(
+            u64::try_from(CALENDAR_DAYS).unwrap_or(14) * 86_400 + 86_400,
+        ))
+        .to_string();
+    let from = now
+        .minus(std::time::Duration::from_secs(86_400))
+        .to_string();
+    match st
+        .notify
+        .timeline(&c.principal, &schedule, Some(&from), Some(&to))
+        .await
+    {
+        Ok(shifts) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::OnCall,
+                    format!("Calendar of {schedule}"),
+                    &[],
+                    None,
+                ),
+                views::schedule_calendar(now, &c.zone, &schedule, &shifts, CALENDAR_DAYS),
+            ),
+        ),
+        Err(e) => failed(Problem::from(e)),
     }
 }
 
@@ -104,7 +146,7 @@ async fn take_over(
     body: Bytes,
 ) -> Acted {
     let f: TakeOverForm = form(&body)?;
-    let me = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
+    let (me, _) = st.notify.own_contact(&c.principal).await?.ok_or_else(|| {
         Problem::validation(
             "override",
             "no contact names you (its userId): ask an editor to add one",
@@ -140,6 +182,7 @@ async fn account_content(st: &AppState, c: &Visitor) -> Result<Markup, Problem> 
     let looks = views::Looks {
         theme: prefs.extra.get(THEME).map_or("", String::as_str),
         live: c.live,
+        time_zone: prefs.extra.get(TIME_ZONE).map_or("", String::as_str),
         branding: branding.as_ref(),
     };
     Ok(views::account(
@@ -197,6 +240,9 @@ struct LookForm {
     theme: Option<String>,
     /// `on` or `off`.
     live: Option<String>,
+    /// An IANA time zone for absolute times; empty: UTC.
+    #[serde(rename = "timeZone")]
+    time_zone: Option<String>,
 }
 
 /// A scheme as stored: `light`, `dark`, or `system` for the device's.
@@ -220,6 +266,22 @@ async fn set_preferences(State(st): State<AppState>, c: Visitor, body: Bytes) ->
         "on"
     };
     prefs.extra.insert(LIVE.into(), live.into());
+    match f
+        .time_zone
+        .as_deref()
+        .map(str::trim)
+        .filter(|z| !z.is_empty())
+    {
+        Some(zone) => {
+            jiff::tz::TimeZone::get(zone).map_err(|_| {
+                Problem::validation("timeZone", format!("unknown time zone {zone:?}"))
+            })?;
+            prefs.extra.insert(TIME_ZONE.into(), zone.into());
+        }
+        None => {
+            prefs.extra.remove(TIME_ZONE);
+        }
+    }
     let body = serde_json::to_value(&prefs)
         .map_err(|e| Problem::internal(format!("preferences as JSON: {e}")))?;
     st.auth

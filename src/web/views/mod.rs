@@ -182,6 +182,8 @@ pub const DURATIONS: &[(&str, &str)] = &[
     ("24h", "1 day"),
     ("72h", "3 days"),
     ("168h", "7 days"),
+    ("720h", "30 days"),
+    ("2160h", "90 days"),
 ];
 
 fn duration_select(chosen: &str) -> Markup {
@@ -193,6 +195,13 @@ fn duration_select(chosen: &str) -> Markup {
             }
         }
     }
+}
+
+/// `at` on the wall clock of `zone`, readable without hover: `Sat 27 Mar 2027 22:00 CET`.
+pub fn local(at: Timestamp, zone: &jiff::tz::TimeZone) -> String {
+    at.0.to_zoned(zone.clone())
+        .strftime("%a %d %b %Y %H:%M %Z")
+        .to_string()
 }
 
 /// The end of a suppression: when, and flagged when it is soon.

@@ -1,6 +1,7 @@
 //! Objects with their history and graphs, events, silences, downtimes and sites.
 
 use super::*;
+use crate::model::interval::TimeInterval;
 
 /// The object list's filters as the form shows them.
 pub struct ObjectsFilter<'a> {
@@ -226,6 +227,10 @@ pub struct SuppressionDraft {
     pub duration: String,
     /// A downtime of one object: its id and name.
     pub object: Option<(Uuid, String)>,
+    /// A downtime's start, weekdays and times as typed.
+    pub start: String,
+    pub weekdays: String,
+    pub times: String,
 }
 
 /// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
@@ -261,7 +266,12 @@ pub fn silence_form(d: &SuppressionDraft, preview: Option<&[Alert]>) -> Markup {
 }
 
 /// `/downtimes`: active, upcoming and ended downtimes.
-pub fn downtimes(now: Timestamp, items: &[Downtime], can_write: bool) -> Markup {
+pub fn downtimes(
+    now: Timestamp,
+    zone: &jiff::tz::TimeZone,
+    items: &[Downtime],
+    can_write: bool,
+) -> Markup {
     let active: Vec<_> = items.iter().filter(|d| d.active(now)).collect();
     let upcoming: Vec<_> = items
         .iter()
@@ -280,6 +290,17 @@ pub fn downtimes(now: Timestamp, items: &[Downtime], can_write: bool) -> Markup 
                         "· " (d.kind) " · by " (d.created_by) " · "
                         @if d.start > now { "starts " (when(now, d.start)) " · " }
                         @if d.end > now { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
+                    }
+                    @if !d.time_intervals.is_empty() {
+                        br;
+                        small { "recurs " (recurrence(&d.time_intervals)) }
+                        @if !d.occurrences.is_empty() {
+                            ul {
+                                @for w in d.occurrences.iter().take(3) {
+                                    li { small { (local(w.start, zone)) " – " (local(w.end, zone)) } }
+                                }
+                            }
+                        }
                     }
                 }
                 span.acts {
@@ -303,6 +324,45 @@ pub fn downtimes(now: Timestamp, items: &[Downtime], can_write: bool) -> Markup 
     }
 }
 
+/// Recurring windows in words: `saturday 22:00-24:00 (Europe/Berlin)`; intervals joined by
+/// "or".
+fn recurrence(intervals: &[TimeInterval]) -> String {
+    intervals
+        .iter()
+        .map(|i| {
+            let times: Vec<String> = i
+                .times
+                .iter()
+                .map(|t| format!("{}-{}", t.start_time, t.end_time))
+                .collect();
+            let parts: Vec<String> = [
+                i.weekdays.join(", "),
+                if i.days_of_month.is_empty() {
+                    String::new()
+                } else {
+                    format!("days {}", i.days_of_month.join(", "))
+                },
+                i.months.join(", "),
+                i.years.join(", "),
+                if times.is_empty() {
+                    "all day".into()
+                } else {
+                    times.join(", ")
+                },
+            ]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
+            format!(
+                "{} ({})",
+                parts.join(" "),
+                i.location.as_deref().unwrap_or("UTC")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
 /// `/downtimes/new`: one object (from its page) or a selector, from now for how long, why.
 pub fn downtime_form(d: &SuppressionDraft) -> Markup {
     html! {
@@ -314,10 +374,19 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
                 label for="selector" { "Objects with the labels (a selector)" }
                 input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
             }
+            label for="start" { "Starts (your time zone; empty: now)" }
+            input #start type="datetime-local" name="start" value=(d.start);
             (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            fieldset {
+                legend { "Repeat within that time (optional)" }
+                label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
+                input #weekdays type="text" name="weekdays" value=(d.weekdays);
+                label for="times" { "Between (e.g. 22:00-24:00; empty: all day)" }
+                input #times type="text" name="times" value=(d.times);
+            }
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
-            p { button.primary type="submit" { "Start downtime now" } }
+            p { button.primary type="submit" { "Schedule downtime" } }
         }
     }
 }

@@ -1,6 +1,7 @@
 //! On call, the account and its look, users, API tokens and the audit log.
 
 use super::*;
+use crate::model::notify::HandoffNotices;
 
 /// One schedule's shifts over the coming days, for the on-call page.
 pub struct Upcoming {
@@ -27,6 +28,7 @@ pub fn on_call(
     schedules: &[OnCallNow],
     upcoming: &[Upcoming],
     me: Option<&str>,
+    notices: Option<&HandoffNotices>,
     can_take: bool,
 ) -> Markup {
     let mine: Vec<(&str, &OnCallShift)> = upcoming
@@ -38,6 +40,7 @@ pub fn on_call(
     html! {
         @if me.is_some() {
             h2 { "My shifts, the next 7 days" }
+            p { "Shift notices: " (shift_notices(notices)) }
             @if mine.is_empty() {
                 p.muted { "None." }
             } @else {
@@ -54,6 +57,7 @@ pub fn on_call(
         @for s in schedules {
             section aria-labelledby=(format!("schedule-{}", s.schedule)) {
                 h2 id=(format!("schedule-{}", s.schedule)) { (s.schedule) }
+                p { a href=(format!("/oncall/{}/calendar", encode_segment(&s.schedule))) { "Calendar of " (s.schedule) } }
                 @if s.shifts.is_empty() {
                     p.muted { "Nobody is on call now." }
                 } @else {
@@ -104,6 +108,81 @@ pub fn on_call(
     }
 }
 
+/// What a contact's `handoffNotices` tell them, in words.
+fn shift_notices(notices: Option<&HandoffNotices>) -> String {
+    let Some(n) = notices else {
+        return "none (an editor sets them on your contact: handoffNotices)".into();
+    };
+    let mut told: Vec<String> = n.advance.iter().map(|d| format!("{d} ahead")).collect();
+    if n.off_call {
+        told.push("when you go off call".into());
+    }
+    if n.schedule_changed {
+        told.push("when a change moves your shifts".into());
+    }
+    if n.digest {
+        told.push("with the handover digest".into());
+    }
+    if told.is_empty() {
+        "none".into()
+    } else {
+        told.join(", ")
+    }
+}
+
+/// `/oncall/{schedule}/calendar`: who is on call when, day by day from today, in the
+/// viewer's time zone; a shift across midnight is shown on each day it covers.
+pub fn schedule_calendar(
+    now: Timestamp,
+    zone: &jiff::tz::TimeZone,
+    schedule: &str,
+    shifts: &[OnCallShift],
+    days: i16,
+) -> Markup {
+    let today = now.0.to_zoned(zone.clone()).date();
+    let day_start = |d: jiff::civil::Date| {
+        d.to_zoned(zone.clone())
+            .map(|z| Timestamp(z.timestamp()))
+            .ok()
+    };
+    let rows: Vec<(jiff::civil::Date, Vec<&OnCallShift>)> = (0..days)
+        .filter_map(|i| today.checked_add(jiff::Span::new().days(i)).ok())
+        .map(|d| {
+            let (from, to) = (day_start(d), d.tomorrow().ok().and_then(&day_start));
+            let on: Vec<&OnCallShift> = shifts
+                .iter()
+                .filter(|s| from.is_some_and(|f| s.end > f) && to.is_some_and(|t| s.start < t))
+                .collect();
+            (d, on)
+        })
+        .collect();
+    html! {
+        p { "Times in " (zone.iana_name().unwrap_or("UTC")) " (set yours on " a href="/account" { "your account" } ")." }
+        table {
+            caption { "Who is on call in " (schedule) ", the next " (days) " days" }
+            thead { tr { th scope="col" { "Day" } th scope="col" { "On call" } } }
+            tbody {
+                @for (day, on) in &rows {
+                    tr {
+                        th scope="row" { (day.strftime("%a %d %b %Y")) }
+                        td {
+                            @if on.is_empty() { span.muted { "nobody" } }
+                            @for s in on {
+                                div {
+                                    strong { (s.contact) }
+                                    @if s.is_override { " " span.handled { "(override)" } }
+                                    " " (local(s.start, zone)) " – " (local(s.end, zone))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p { a href="/oncall" { "Back to on call" } }
+    }
+}
+
 /// `/audit`: the hash-chained log, newest first.
 pub fn audit(items: &[AuditEntry], next: Option<&str>) -> Markup {
     html! {
@@ -133,6 +212,8 @@ pub struct Looks<'a> {
     /// The caller's theme preference (`light`, `dark`, or empty: the browser's).
     pub theme: &'a str,
     pub live: bool,
+    /// The caller's time zone preference (empty: UTC).
+    pub time_zone: &'a str,
     /// The instance's branding, when the caller may change it (`config:write` in the default
     /// tenant).
     pub branding: Option<&'a Branding>,
@@ -172,6 +253,8 @@ pub fn account(
                 option value="on" selected[looks.live] { "Update live" }
                 option value="off" selected[!looks.live] { "Update when reloaded" }
             }
+            label for="timeZone" { "Time zone of absolute times (e.g. Europe/Berlin; empty: UTC)" }
+            input #timeZone type="text" name="timeZone" value=(looks.time_zone) autocomplete="off";
             p { button type="submit" { "Save" } }
         }
         @if let Some(b) = looks.branding {
