@@ -67,7 +67,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
-const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account"];
+const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
 
 async function main() {
   // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.
@@ -145,6 +145,29 @@ async function main() {
       assert((await page.locator("h1").textContent()) === "On call now", "h1");
       assert(await page.isVisible("text=primary"), "the schedule is not listed");
       assert(await page.isVisible("a[href='tel:+4930123456']"), "no call link for the person on call");
+    });
+
+    await flow("a schedule's calendar in the viewer's time zone", page, async () => {
+      await page.goto(`${base}/account`);
+      await page.fill("#timeZone", "Europe/Berlin");
+      await Promise.all([page.waitForURL(/did=look/), page.click("text=Save >> nth=0")]);
+      await page.goto(`${base}/oncall`);
+      await Promise.all([page.waitForURL(/\/oncall\/primary\/calendar/), page.click("text=Calendar of primary")]);
+      assert(await page.isVisible("text=Times in Europe/Berlin"), "the zone is not named");
+      assert((await page.locator("tbody tr").count()) === 14, "not 14 days");
+      await picture(page, "calendar");
+    });
+
+    await flow("a recurring downtime planned from the form", page, async () => {
+      await page.goto(`${base}/downtimes/new`);
+      await page.fill("#selector", "site=north");
+      await page.selectOption("#duration", "720h");
+      await page.fill("#weekdays", "saturday");
+      await page.fill("#times", "22:00-24:00");
+      await page.fill("#comment", "weekly backup");
+      await Promise.all([page.waitForURL(/\/downtimes\?did=downtime/), page.click("text=Schedule downtime")]);
+      assert(await page.isVisible("text=recurs saturday 22:00-24:00 (Europe/Berlin)"), "the recurrence is not shown");
+      assert((await page.locator("li", { hasText: "weekly backup" }).locator("ul li").count()) === 3, "not its next three windows");
     });
 
     await flow("the account page registers the service worker for Web Push", page, async () => {
