@@ -1,6 +1,7 @@
 //! Alerting: the alert engine (a durable consumer of the event journal that runs the alert
 //! rules) and the alert operations of the API (list, get, manual alarm, ack, resolve).
 
+mod calendars;
 pub mod engine;
 pub mod evaluator;
 mod flood;
@@ -10,6 +11,7 @@ mod rule_test;
 pub mod rules;
 pub mod suppression;
 
+pub use calendars::Calendars;
 pub use engine::AlertEngine;
 
 /// The longest the alert timers sleep without a wake: a bound, should one be missed. They
@@ -58,6 +60,9 @@ pub enum AlertError {
     /// The alert, incident, silence or downtime a change names does not exist in the tenant.
     #[error("not found")]
     NotFound,
+    /// A field the caller's permissions do not reach; the detail names the permission.
+    #[error("{0}")]
+    Forbidden(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -172,6 +172,29 @@ struct DowntimeTerms {
     notice_before: Option<GoDuration>,
     escalation_policy: Option<String>,
     time_intervals: Vec<TimeInterval>,
+    calendar_url: Option<String>,
+}
+
+/// Longest accepted `calendarUrl`.
+const URL_MAX: usize = 2048;
+
+/// A downtime's `calendarUrl`: an `http` or `https` URL, named only by whom may write the
+/// configuration (the main fetches it; that is outbound reach, as a webhook's URL is).
+fn check_calendar_url(p: &Principal, raw: &str) -> Result<(), AlertError> {
+    if !p.allows("config:write") {
+        return Err(AlertError::Forbidden(
+            "a calendarUrl needs config:write: the server fetches it".into(),
+        ));
+    }
+    let url =
+        url::Url::parse(raw).map_err(|e| invalid("calendarUrl", format!("calendarUrl: {e}")))?;
+    if raw.len() > URL_MAX || !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(invalid(
+            "calendarUrl",
+            format!("calendarUrl is an http or https URL of at most {URL_MAX} bytes"),
+        ));
+    }
+    Ok(())
 }
 
 /// A silence's checked terms (`silence_terms`).
@@ -612,8 +635,19 @@ impl Alerting {
                 "a recurring downtime is fixed: its windows are its timeIntervals",
             ));
         }
+        let calendar_url = body.calendar_url.filter(|u| !u.trim().is_empty());
+        if let Some(url) = &calendar_url {
+            check_calendar_url(p, url)?;
+            if !time_intervals.is_empty() || kind != "fixed" {
+                return Err(invalid(
+                    "calendarUrl",
+                    "a calendar downtime is fixed and takes its windows from the calendar alone (no timeIntervals)",
+                ));
+            }
+        }
         Ok(DowntimeTerms {
             time_intervals,
+            calendar_url,
             comment,
             object_id,
             selector,
@@ -647,6 +681,7 @@ impl Alerting {
             notice_before,
             escalation_policy,
             time_intervals,
+            calendar_url,
         } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
@@ -667,6 +702,8 @@ impl Alerting {
             told: Vec::new(),
             time_intervals,
             told_until: None,
+            calendar_url,
+            calendar: None,
             occurrences: Vec::new(),
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
@@ -754,6 +791,12 @@ impl Alerting {
                     notice_before: t.notice_before,
                     escalation_policy: t.escalation_policy,
                     time_intervals: t.time_intervals,
+                    // Another feed is read afresh.
+                    calendar: old
+                        .calendar
+                        .clone()
+                        .filter(|_| t.calendar_url == old.calendar_url),
+                    calendar_url: t.calendar_url,
                     ..old.clone()
                 };
                 tx.save_downtime(&new)?;

@@ -542,6 +542,7 @@ impl From<AlertError> for Problem {
         match e {
             AlertError::Invalid(i) => Problem::validation(i.field, i.detail),
             AlertError::Transition(_) | AlertError::NotFound => Problem::not_found(),
+            AlertError::Forbidden(permission) => Problem::new(Code::AuthForbidden, permission),
             AlertError::Store(s) => s.into(),
         }
     }

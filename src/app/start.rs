@@ -8,7 +8,7 @@ use super::{
     WORKER_RESTART_DELAY, Watchdog, backing, confinement, crypto_policy, hardware, master_key,
     open_events, open_store, server, stop_signal, tls, took_lead,
 };
-use crate::alerting::{AlertEngine, AlertTimers, Alerting, Noise};
+use crate::alerting::{AlertEngine, AlertTimers, Alerting, Calendars, Noise};
 use crate::api::{AppContext, build_router};
 use crate::auth::{Auth, LastUsedWorker, SessionPurgeWorker};
 use crate::config::Config;
@@ -392,6 +392,11 @@ impl Core {
             store.watch_commits(Change::Catalog, wake);
         }
         supervisor.spawn(self.led(alert_timers));
+        let calendars = Calendars::new(alerting.clone());
+        if let Some(wake) = calendars.waker() {
+            store.watch_commits(Change::AlertTimers, wake);
+        }
+        supervisor.spawn(self.led(calendars));
         supervisor.spawn(self.led(AlertEngine::new(
             alerting.clone(),
             store.clone(),

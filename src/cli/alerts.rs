@@ -63,6 +63,9 @@ pub struct DowntimeWindow {
     /// The time zone its times and days are read in: `Europe/Berlin` [default: UTC].
     #[arg(long)]
     location: Option<String>,
+    /// An iCalendar feed whose events are its windows (needs `config:write`).
+    #[arg(long)]
+    calendar_url: Option<String>,
 }
 
 impl DowntimeWindow {
@@ -132,6 +135,7 @@ pub(super) async fn downtime(
         notice_before: None,
         escalation_policy: None,
         time_intervals,
+        calendar_url: window.calendar_url,
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)

@@ -20,6 +20,7 @@ pub mod flood;
 pub mod hardware;
 pub mod health;
 pub mod heartbeat;
+pub mod ical;
 pub mod identity;
 pub mod incident;
 pub mod input;

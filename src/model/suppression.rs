@@ -218,9 +218,34 @@ pub struct Downtime {
     /// A recurring one's windows whose notices were all given end by this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub told_until: Option<Timestamp>,
+    /// An iCalendar feed (RFC 5545) whose events are its windows between `start` and `end`,
+    /// read by the main every 15 minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar_url: Option<String>,
+    /// What the feed last gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<CalendarState>,
     /// A recurring one's next windows as of the answer (up to 5), not stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub occurrences: Vec<Window>,
+}
+
+/// A calendar downtime's feed as last read: its windows (those ending within the next 90
+/// days, at most 500), when, and what failed or was not read.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CalendarState {
+    #[serde(default)]
+    pub windows: Vec<Window>,
+    /// The read that gave these (a later read giving the same is not stored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<Timestamp>,
+    /// The last read that failed (the windows are the last read that worked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -251,6 +276,9 @@ pub struct DowntimeBody {
     /// Recurring windows within `start` to `end` (fixed downtimes only).
     #[serde(default)]
     pub time_intervals: Option<Vec<TimeInterval>>,
+    /// An iCalendar feed whose events are its windows (fixed downtimes only).
+    #[serde(default)]
+    pub calendar_url: Option<String>,
 }
 
 impl Downtime {
@@ -261,6 +289,19 @@ impl Downtime {
     /// Up to `count` of its windows that end after `from`: its own, or a recurring one's
     /// within its start and end.
     pub fn windows(&self, from: Timestamp, count: usize) -> Vec<Window> {
+        if self.calendar_url.is_some() {
+            let read = self.calendar.as_ref().map(|c| c.windows.as_slice());
+            return read
+                .unwrap_or_default()
+                .iter()
+                .map(|w| Window {
+                    start: w.start.max(self.start),
+                    end: w.end.min(self.end),
+                })
+                .filter(|w| w.start < w.end && w.end > from)
+                .take(count)
+                .collect();
+        }
         if self.time_intervals.is_empty() {
             let own = Window {
                 start: self.start,
@@ -282,9 +323,14 @@ impl Downtime {
         windows
     }
 
+    /// Whether it recurs: by its intervals or its calendar's events.
+    pub fn recurs(&self) -> bool {
+        !self.time_intervals.is_empty() || self.calendar_url.is_some()
+    }
+
     /// As answered at `now`: a recurring one with its next windows.
     pub fn answered(mut self, now: Timestamp) -> Downtime {
-        if !self.time_intervals.is_empty() {
+        if self.recurs() {
             self.occurrences = self.windows(now, 5);
         }
         self
@@ -353,8 +399,7 @@ impl Downtime {
                 }
             }
             let all_told = self.told("starting") && self.told("ended");
-            if self.time_intervals.is_empty() || !all_told || self.windows(window.end, 1).is_empty()
-            {
+            if !self.recurs() || !all_told || self.windows(window.end, 1).is_empty() {
                 break;
             }
             self.told_until = Some(window.end);
@@ -385,8 +430,13 @@ impl Downtime {
             _ => {
                 self.start <= now
                     && now < self.end
-                    && (self.time_intervals.is_empty()
-                        || Recurrence::stored(&self.time_intervals).contains(now))
+                    && match (&self.calendar_url, self.time_intervals.is_empty()) {
+                        (Some(_), _) => {
+                            self.windows(now, 1).first().is_some_and(|w| w.start <= now)
+                        }
+                        (None, true) => true,
+                        (None, false) => Recurrence::stored(&self.time_intervals).contains(now),
+                    }
             }
         }
     }
@@ -580,6 +630,8 @@ mod tests {
             told: Vec::new(),
             time_intervals: Vec::new(),
             told_until: None,
+            calendar_url: None,
+            calendar: None,
             occurrences: Vec::new(),
         }
     }

@@ -140,6 +140,25 @@ impl Store {
         .await
     }
 
+    /// The downtimes of every tenant that name a calendar and are not over by `now`.
+    pub(crate) async fn calendar_downtimes(
+        self: &Arc<Self>,
+        now: Timestamp,
+    ) -> Result<Vec<Downtime>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(DOWNTIMES)?;
+            let mut out = Vec::new();
+            for row in t.iter()? {
+                let d: Downtime = decode(row?.1.value())?;
+                if d.calendar_url.is_some() && !d.over(now) {
+                    out.push(d);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     pub(crate) async fn downtimes(
         self: &Arc<Self>,
         tenant: Uuid,

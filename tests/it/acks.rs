@@ -30,33 +30,6 @@ fn paging(hooks: &Receiver, policy: Value) -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// The bodies of `kind` that reached `/hook` for `contact`.
-fn sent(hooks: &Receiver, kind: &str, contact: &str) -> Vec<Value> {
-    hooks
-        .received("/hook")
-        .iter()
-        .map(|r| r.json())
-        .filter(|b| b["kind"] == kind && b["contact"] == contact)
-        .collect()
-}
-
-/// Waits until `contact` has `n` bodies of `kind`; returns them.
-async fn until_sent(hooks: &Receiver, kind: &str, contact: &str, n: usize) -> Vec<Value> {
-    let started = Instant::now();
-    loop {
-        let got = sent(hooks, kind, contact);
-        if got.len() >= n {
-            return got;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{contact} got {} of {n} {kind}: {got:?}",
-            got.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the alert satisfies `done`.
 async fn alert_until(s: &Server, token: &str, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let started = Instant::now();
@@ -122,9 +95,9 @@ async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
     )
     .await;
     let id = alert["id"].as_str().unwrap().to_string();
-    let ada = until_sent(&hooks, "alert", "ada", 1).await;
+    let ada = hooks.until_bodies("/hook", "alert", "ada", 1).await;
     advance(&s, &token, "10m").await;
-    until_sent(&hooks, "alert", "bob", 1).await;
+    hooks.until_bodies("/hook", "alert", "bob", 1).await;
     ack_by_link(&s, ada[0]["ackUrl"].as_str().unwrap()).await;
     let acked = get(&s, &token, &format!("/api/v1/alerts/{id}")).await;
     assert_eq!(acked["status"], "acked", "{acked}");
@@ -144,8 +117,8 @@ async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
     let open = alert_until(&s, &token, &id, |a| a["status"] == "open").await;
     assert_eq!(open["ack"]["ended"], "expired", "{open}");
     assert!(open["ackedBy"].is_null());
-    until_sent(&hooks, "alert", "bob", 2).await;
-    let told = until_sent(&hooks, "notice", "ada", 1).await;
+    hooks.until_bodies("/hook", "alert", "bob", 2).await;
+    let told = hooks.until_bodies("/hook", "notice", "ada", 1).await;
     assert!(
         told[0]["alert"]["title"]
             .as_str()
@@ -153,7 +126,11 @@ async fn an_ack_that_lapses_re_escalates_from_its_step_and_tells_the_acker() {
             .starts_with("Your acknowledgement expired: Boiler pressure low"),
         "{told:?}"
     );
-    assert_eq!(sent(&hooks, "alert", "ada").len(), 1, "step 0 not again");
+    assert_eq!(
+        hooks.bodies("/hook", "alert", "ada").len(),
+        1,
+        "step 0 not again"
+    );
     assert_eq!(ack_actions(&s, &token).await, ["acked", "expired"]);
     let audit = audit_actions(&s, &token, 20).await;
     assert!(audit.contains(&"alert.ack".to_string()), "{audit:?}");
@@ -188,10 +165,10 @@ async fn a_reminder_nobody_answers_withdraws_the_ack() {
     )
     .await;
     let id = alert["id"].as_str().unwrap().to_string();
-    let page = until_sent(&hooks, "alert", "ada", 1).await;
+    let page = hooks.until_bodies("/hook", "alert", "ada", 1).await;
     ack_by_link(s, page[0]["ackUrl"].as_str().unwrap()).await;
     advance(s, token, "1h").await;
-    let reminder = until_sent(&hooks, "notice", "ada", 1).await;
+    let reminder = hooks.until_bodies("/hook", "notice", "ada", 1).await;
     assert!(
         reminder[0]["alert"]["title"]
             .as_str()
@@ -213,12 +190,12 @@ async fn a_reminder_nobody_answers_withdraws_the_ack() {
         "answered: held"
     );
     advance(s, token, "50m").await;
-    until_sent(&hooks, "notice", "ada", 2).await;
+    hooks.until_bodies("/hook", "notice", "ada", 2).await;
     advance(s, token, "5m").await;
     let open = alert_until(s, token, &id, |a| a["status"] == "open").await;
     assert_eq!(open["ack"]["ended"], "withdrawn", "{open}");
-    until_sent(&hooks, "alert", "ada", 2).await;
-    let told = until_sent(&hooks, "notice", "ada", 3).await;
+    hooks.until_bodies("/hook", "alert", "ada", 2).await;
+    let told = hooks.until_bodies("/hook", "notice", "ada", 3).await;
     assert!(
         told[2]["alert"]["title"]
             .as_str()
@@ -334,7 +311,7 @@ async fn a_loose_ack_clears_on_the_next_change_and_an_alert_reopens_within_its_w
     .await;
     let loose = service_alert(s, token, "pressure", |a| a["status"] == "open").await;
     let sticky = service_alert(s, token, "flame", |a| a["status"] == "open").await;
-    until_sent(&hooks, "alert", "ada", 2).await;
+    hooks.until_bodies("/hook", "alert", "ada", 2).await;
     let ack = |id: &Value, body: Value| {
         let path = format!("/api/v1/alerts/{}:ack", id.as_str().unwrap());
         async move { send(s, token, Method::POST, &path, body).await }
@@ -358,7 +335,7 @@ async fn a_loose_ack_clears_on_the_next_change_and_an_alert_reopens_within_its_w
     assert_eq!(cleared["ack"]["ended"], "cleared", "{cleared}");
     let audit = audit_actions(s, token, 50).await;
     assert!(audit.iter().any(|a| a == "alert.ack.cleared"), "{audit:?}");
-    until_sent(&hooks, "alert", "ada", 3).await;
+    hooks.until_bodies("/hook", "alert", "ada", 3).await;
     let held = get(
         s,
         token,

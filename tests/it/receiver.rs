@@ -178,6 +178,41 @@ impl Receiver {
             .collect()
     }
 
+    /// The webhook bodies of `kind` (`alert`, `notice`) for `contact` that reached `path`, each
+    /// once (a delivery sent again after a kill -9, webhooks being at least once, counts once).
+    pub fn bodies(&self, path: &str, kind: &str, contact: &str) -> Vec<Value> {
+        let mut out: Vec<Value> = Vec::new();
+        for b in self.received(path).iter().map(Received::json) {
+            if b["kind"] == kind && b["contact"] == contact && !out.contains(&b) {
+                out.push(b);
+            }
+        }
+        out
+    }
+
+    /// Waits until `contact` has `n` bodies of `kind` at `path`; returns them.
+    pub async fn until_bodies(
+        &self,
+        path: &str,
+        kind: &str,
+        contact: &str,
+        n: usize,
+    ) -> Vec<Value> {
+        let started = Instant::now();
+        loop {
+            let got = self.bodies(path, kind, contact);
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{contact} got {} of {n} {kind}: {got:?}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits until `path` has had `n` requests; returns them.
     pub async fn wait_for(&self, path: &str, n: usize, limit: Duration) -> Vec<Received> {
         let started = Instant::now();

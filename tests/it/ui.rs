@@ -144,6 +144,21 @@ async fn user(a: &Admin, email: &str, role: &str) {
     assert_eq!(res.status(), 201);
 }
 
+/// A user added as `user` does, and their id.
+async fn user_id(a: &Admin, email: &str, role: &str) -> String {
+    user(a, email, role).await;
+    let users = get(&a.s, &a.token, "/api/v1/users").await;
+    users["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["email"] == email)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 async fn result(s: &Server, token: &str, service: &str, state: &str) {
     let res = send(
         s,
@@ -1086,17 +1101,7 @@ async fn an_operator_takes_over_the_current_shift() {
     let s = &a.s;
     setup(&a).await;
     // Taking a shift over needs oncall:write, which editors have.
-    user(&a, "eve@example.org", "editor").await;
-    let users = get(s, &a.token, "/api/v1/users").await;
-    let eve = users["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["email"] == "eve@example.org")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let eve = user_id(&a, "eve@example.org", "editor").await;
     create_all(s, &a.token, vec![
         ("/api/v1/contacts", json!({"name": "ada", "phone": "+4930123456"})),
         ("/api/v1/contacts", json!({"name": "eve", "email": "eve@example.org", "userId": eve})),
@@ -1732,17 +1737,7 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
     let a = Admin::start();
     let s = &a.s;
     setup(&a).await;
-    user(&a, "eve@example.org", "editor").await;
-    let users = get(s, &a.token, "/api/v1/users").await;
-    let eve = users["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["email"] == "eve@example.org")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let eve = user_id(&a, "eve@example.org", "editor").await;
     create_all(s, &a.token, vec![
         ("/api/v1/contacts", json!({"name": "ada"})),
         ("/api/v1/contacts", json!({"name": "eve", "email": "eve@example.org", "userId": eve,

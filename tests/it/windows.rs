@@ -51,33 +51,6 @@ fn paging(hooks: &Receiver, policy: Value, rule: Value) -> Vec<(&'static str, Va
     ]
 }
 
-/// What reached `/hook` for `contact` of `kind` (`alert`, `notice`), each once.
-fn sent(hooks: &Receiver, kind: &str, contact: &str) -> Vec<Value> {
-    let mut out: Vec<Value> = Vec::new();
-    for b in hooks.received("/hook").iter().map(|r| r.json()) {
-        if b["kind"] == kind && b["contact"] == contact && !out.contains(&b) {
-            out.push(b);
-        }
-    }
-    out
-}
-
-async fn until_sent(hooks: &Receiver, kind: &str, contact: &str, n: usize) -> Vec<Value> {
-    let started = Instant::now();
-    loop {
-        let got = sent(hooks, kind, contact);
-        if got.len() >= n {
-            return got;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{contact} got {} of {n} {kind}: {got:?}",
-            got.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn title(b: &Value) -> &str {
     b["alert"]["title"].as_str().unwrap_or_default()
 }
@@ -170,11 +143,13 @@ async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
     // Windows the clock skipped are told of once: the last one's end.
     let told_before = usize::from(windows[0] != *summer);
     if told_before == 1 {
-        let missed = until_sent(&hooks, "notice", "ada", 1).await;
+        let missed = hooks.until_bodies("/hook", "notice", "ada", 1).await;
         assert_eq!(title(&missed[0]), "Maintenance ended: weekly PLC backup");
     }
     advance(&s, &token, "25m").await;
-    let notices = until_sent(&hooks, "notice", "ada", told_before + 1).await;
+    let notices = hooks
+        .until_bodies("/hook", "notice", "ada", told_before + 1)
+        .await;
     assert_eq!(
         title(&notices[told_before]),
         format!(
@@ -197,7 +172,7 @@ async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        sent(&hooks, "alert", "ada").is_empty(),
+        hooks.bodies("/hook", "alert", "ada").is_empty(),
         "held in the window"
     );
 
@@ -205,18 +180,20 @@ async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
     let s = clocked.start();
     advance_to(&s, &token, end + jiff::SignedDuration::from_secs(1)).await;
     assert_eq!(depth(&s, &token).await, 0, "00:00 Sunday ends it");
-    let pages = until_sent(&hooks, "alert", "ada", 1).await;
+    let pages = hooks.until_bodies("/hook", "alert", "ada", 1).await;
     assert_eq!(
         pages[0]["alert"]["title"], "plc/pump is CRITICAL",
         "{pages:?}"
     );
-    let notices = until_sent(&hooks, "notice", "ada", told_before + 2).await;
+    let notices = hooks
+        .until_bodies("/hook", "notice", "ada", told_before + 2)
+        .await;
     assert_eq!(
         title(&notices[told_before + 1]),
         "Maintenance ended: weekly PLC backup"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(sent(&hooks, "alert", "ada").len(), 1, "paged once");
+    assert_eq!(hooks.bodies("/hook", "alert", "ada").len(), 1, "paged once");
     let listed = get(&s, &token, "/api/v1/downtimes").await;
     let next = ts(&listed["items"][0]["occurrences"][0]["start"]);
     assert!(next > end, "the next window is listed: {listed}");
@@ -235,16 +212,24 @@ fn next_midnight(t: jiff::Timestamp) -> jiff::Timestamp {
     d.to_zoned(TimeZone::UTC).unwrap().timestamp()
 }
 
-/// The `escalation` events of the alert that say a step waits.
-async fn holds(s: &Server, token: &str) -> Vec<Value> {
-    let events = get(s, token, "/api/v1/events?types=escalation&limit=100").await;
-    events["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["payload"]["held"].is_string())
-        .cloned()
-        .collect()
+/// Waits for the `escalation` events that say a step waits; returns them.
+async fn until_held(s: &Server, token: &str) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let events = get(s, token, "/api/v1/events?types=escalation&limit=100").await;
+        let held: Vec<Value> = events["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["payload"]["held"].is_string())
+            .cloned()
+            .collect();
+        if !held.is_empty() {
+            return held;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// A policy that pages only within `tomorrow` (Alertmanager's `active_time_intervals`): an
@@ -278,31 +263,23 @@ async fn a_policy_pages_only_within_its_active_interval() {
     )
     .await;
     pump(&s, &token, "CRITICAL").await;
-    let started = Instant::now();
-    let held = loop {
-        let h = holds(&s, &token).await;
-        if !h.is_empty() {
-            break h;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "never held");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let held = until_held(&s, &token).await;
     assert_eq!(held[0]["payload"]["held"], "inactive", "{held:?}");
     assert_eq!(held[0]["payload"]["timeIntervals"], json!(["tomorrow"]));
     assert_eq!(ts(&held[0]["payload"]["until"]), tomorrow);
-    assert!(sent(&hooks, "alert", "ada").is_empty());
+    assert!(hooks.bodies("/hook", "alert", "ada").is_empty());
 
     s.crash();
     let s = clocked.start();
     advance_to(&s, &token, tomorrow + jiff::SignedDuration::from_secs(1)).await;
-    until_sent(&hooks, "alert", "ada", 1).await;
+    hooks.until_bodies("/hook", "alert", "ada", 1).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
-        sent(&hooks, "alert", "bob").is_empty(),
+        hooks.bodies("/hook", "alert", "bob").is_empty(),
         "bob only after 10m"
     );
     advance(&s, &token, "10m").await;
-    until_sent(&hooks, "alert", "bob", 1).await;
+    hooks.until_bodies("/hook", "alert", "bob", 1).await;
 }
 
 /// A rule muted `today` (Alertmanager's `mute_time_intervals`): its alert opens and waits;
@@ -331,15 +308,7 @@ async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_
     )
     .await;
     pump(&s, &token, "CRITICAL").await;
-    let started = Instant::now();
-    let held = loop {
-        let h = holds(&s, &token).await;
-        if !h.is_empty() {
-            break h;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "never held");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let held = until_held(&s, &token).await;
     assert_eq!(held[0]["payload"]["held"], "mute");
     assert_eq!(ts(&held[0]["payload"]["until"]), next_midnight(now));
     advance_to(
@@ -348,7 +317,7 @@ async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_
         next_midnight(now) + jiff::SignedDuration::from_secs(1),
     )
     .await;
-    until_sent(&hooks, "alert", "ada", 1).await;
+    hooks.until_bodies("/hook", "alert", "ada", 1).await;
 
     for (body, field) in [
         (
@@ -380,4 +349,136 @@ async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_
     )
     .await;
     assert_problem(res, 422, "svc:validation/timeIntervals").await;
+}
+
+/// An iCalendar feed as a test server would publish it: one event `hours` from `now` for an
+/// hour, repeated daily three times.
+fn feed(now: jiff::Timestamp, hours: i64) -> String {
+    let start = now + jiff::SignedDuration::from_hours(hours);
+    let end = start + jiff::SignedDuration::from_hours(1);
+    let ics = |t: jiff::Timestamp| t.strftime("%Y%m%dT%H%M%SZ").to_string();
+    format!(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//svc tests//EN\r\nBEGIN:VEVENT\r\nUID:w@test\r\n\
+SUMMARY:PLC firmware\r\nDTSTART:{}\r\nDTEND:{}\r\nRRULE:FREQ=DAILY;COUNT=3\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n",
+        ics(start),
+        ics(end)
+    )
+}
+
+/// The downtime's answer once `done` holds for it.
+async fn downtime_until(s: &Server, token: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let listed = get(s, token, "/api/v1/downtimes").await;
+        let d = listed["items"][0].clone();
+        if done(&d) {
+            return d;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{d}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A downtime whose windows are an iCalendar feed's events: the main reads the feed (served
+/// by the test) at once, lists the next windows and holds the pump's problem inside one; a
+/// feed that changes moves the windows at the next read (15 minutes on); a feed that fails
+/// keeps the windows it gave and says why. Only whom may write the configuration may name a
+/// feed, and only an http or https one.
+#[tokio::test]
+async fn a_calendar_feed_becomes_a_downtimes_windows() {
+    let clocked = Clocked::new();
+    let token = clocked.token.clone();
+    let s = clocked.start();
+    let hooks = Receiver::start().await;
+    create_all(&s, &token, paging(&hooks, json!({}), json!({}))).await;
+    pump(&s, &token, "OK").await;
+    let now = advance(&s, &token, "1s").await;
+    hooks.reply(
+        "/maintenance.ics",
+        &[("content-type", "text/calendar")],
+        feed(now, 2).as_bytes(),
+    );
+    let res = send(&s, &token, Method::POST, "/api/v1/downtimes", json!({
+        "comment": "vendor maintenance", "selector": "site=lab",
+        "start": now.to_string(), "end": (now + jiff::SignedDuration::from_hours(24 * 10)).to_string(),
+        "calendarUrl": hooks.url("/maintenance.ics")})).await;
+    json(res, 201).await;
+    let d = downtime_until(&s, &token, |d| {
+        d["occurrences"].as_array().is_some_and(|o| o.len() == 3)
+    })
+    .await;
+    let first = ts(&d["occurrences"][0]["start"]);
+    // Feeds name whole seconds.
+    assert!(
+        (7199..=7200).contains(&first.duration_since(now).as_secs()),
+        "{d}"
+    );
+    assert_eq!(d["calendar"]["windows"].as_array().unwrap().len(), 3);
+
+    advance(&s, &token, "2h30m").await;
+    assert_eq!(depth(&s, &token).await, 1, "inside the feed's window");
+    advance(&s, &token, "1h").await;
+    assert_eq!(depth(&s, &token).await, 0, "after it");
+
+    // The feed moves its events; the next read, 15 minutes on, takes them.
+    let moved = advance(&s, &token, "1s").await;
+    hooks.reply(
+        "/maintenance.ics",
+        &[("content-type", "text/calendar")],
+        feed(moved, 5).as_bytes(),
+    );
+    advance(&s, &token, "15m").await;
+    let d = downtime_until(&s, &token, |d| {
+        (5 * 3600 - 1..=5 * 3600).contains(
+            &ts(&d["occurrences"][0]["start"])
+                .duration_since(moved)
+                .as_secs(),
+        )
+    })
+    .await;
+    assert!(d["calendar"]["error"].is_null(), "{d}");
+    // A feed that fails keeps the windows and says why.
+    hooks.answer("/maintenance.ics", 503);
+    hooks.reply("/maintenance.ics", &[], b"down");
+    advance(&s, &token, "15m").await;
+    let d = downtime_until(&s, &token, |d| d["calendar"]["error"].is_string()).await;
+    assert_eq!(d["calendar"]["error"], "the feed answered 503");
+    assert_eq!(d["occurrences"].as_array().unwrap().len(), 3, "{d}");
+    let events = get(&s, &token, "/api/v1/events?types=downtime&limit=20").await;
+    let reads = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["action"] == "calendar")
+        .count();
+    assert_eq!(
+        reads, 3,
+        "one event per read that changed something: {events}"
+    );
+
+    let (operator, _) = mint(&s, &token, json!({"name": "ops", "roles": ["operator"]})).await;
+    let res = send(
+        &s,
+        &operator,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({
+        "comment": "x", "selector": "site=lab", "start": now.to_string(),
+        "end": (now + jiff::SignedDuration::from_hours(48)).to_string(),
+        "calendarUrl": hooks.url("/maintenance.ics")}),
+    )
+    .await;
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    let res = send(
+        &s,
+        &token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({
+        "comment": "x", "selector": "site=lab", "start": now.to_string(),
+        "end": (now + jiff::SignedDuration::from_hours(48)).to_string(),
+        "calendarUrl": "file:///etc/passwd"}),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/calendarUrl").await;
 }

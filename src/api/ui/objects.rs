@@ -568,6 +568,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             end: Some(f.end(start)?.to_string()),
             duration: None,
             time_intervals: f.intervals(&c.zone),
+            calendar_url: None,
         };
         st.alerting
             .create_downtime(&c.principal, &c.actor, body, None)
