@@ -63,8 +63,6 @@ pub enum DowntimeCreated {
     KeyReused,
 }
 
-/// A silence's or downtime's selector, checked when it was saved; one that no longer parses
-/// matches nothing (and is logged), never everything.
 /// A silence with its selector and title pattern compiled once, to match many alerts.
 struct SilenceMatcher {
     silence: Silence,
@@ -155,11 +153,6 @@ impl TenantSuppressions {
 /// How soon an open flexible-downtime window waiting for a problem is looked at again.
 const WAITING_RECHECK: Duration = Duration::from_secs(5);
 
-/// Starts every flexible downtime whose window is open and one of whose objects (by id, a
-/// host's services included, or by selector on their labels) is in a hard problem, each with
-/// its `downtime` event (`started`) and an audit entry by the system; returns when to look
-/// again: a window that opens later, or soon while one is open and waiting for a problem (a
-/// state change starts it). Nothing started: nothing written.
 /// A downtime's checked terms (`downtime_terms`).
 struct DowntimeTerms {
     comment: String,
@@ -232,6 +225,11 @@ fn silence_matchers(
     Ok((selector, text_regex))
 }
 
+/// Starts every flexible downtime whose window is open and one of whose objects (by id, a
+/// host's services included, or by selector on their labels) is in a hard problem, each with
+/// its `downtime` event (`started`) and an audit entry by the system; returns when to look
+/// again: a window that opens later, or soon while one is open and waiting for a problem (a
+/// state change starts it). Nothing started: nothing written.
 pub async fn start_flexible_downtimes(
     store: &Arc<Store>,
     now: Timestamp,

@@ -257,6 +257,11 @@ impl Supervisor {
                     break;
                 }
                 set_state(&states, &name, |s| s.state = WorkerStatus::Running);
+                // Listening from before the step: a test clock moved while it runs ends the
+                // wait after it, rather than being missed for a wait worked out on the old time.
+                let moved = super::clock::moved().notified();
+                tokio::pin!(moved);
+                moved.as_mut().enable();
                 let step = AssertUnwindSafe(worker.step()).catch_unwind();
                 tokio::pin!(step);
                 // A step still running at shutdown (a durable consumer waiting for events) gets
@@ -304,7 +309,7 @@ impl Supervisor {
                 tokio::select! {
                     _ = shutdown() => break,
                     _ = waker.notified() => {}
-                    _ = super::clock::moved().notified() => {}
+                    _ = &mut moved => {}
                     _ = tokio::time::sleep(sleep.min(Duration::from_secs(86_400 * 365))) => {}
                 }
             }
