@@ -147,6 +147,11 @@ async fn user(a: &Admin, email: &str, role: &str) {
 /// A user added as `user` does, and their id.
 async fn user_id(a: &Admin, email: &str, role: &str) -> String {
     user(a, email, role).await;
+    user_id_of(a, email).await
+}
+
+/// The id of the user with `email`.
+async fn user_id_of(a: &Admin, email: &str) -> String {
     let users = get(&a.s, &a.token, "/api/v1/users").await;
     users["items"]
         .as_array()
@@ -1004,19 +1009,10 @@ async fn an_administrator_manages_users_and_tokens() {
         .await;
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("role=\"alert\"") && body.contains("olga@example.org"));
-    let users = get(s, &a.token, "/api/v1/users").await;
-    let id_of = |email: &str| {
-        users["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["email"] == email)
-            .unwrap()["id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let (olga_id, ada_id) = (id_of("olga@example.org"), id_of("ada@example.org"));
+    let (olga_id, ada_id) = (
+        user_id_of(&a, "olga@example.org").await,
+        user_id_of(&a, "ada@example.org").await,
+    );
     let (_, page) = ada.page("/users").await;
     assert!(
         !page.contains(&format!("/users/{ada_id}/disable")),

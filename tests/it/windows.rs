@@ -161,15 +161,10 @@ async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
     advance(&s, &token, "35m").await;
     assert_eq!(depth(&s, &token).await, 1, "22:30 summer time is inside");
     pump(&s, &token, "CRITICAL").await;
-    let started = Instant::now();
-    loop {
-        let alerts = get(&s, &token, "/api/v1/alerts?status=open").await;
-        if alerts["items"].as_array().unwrap().len() == 1 {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{alerts}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    polled(&s, &token, "/api/v1/alerts?status=open", |v| {
+        (v["items"].as_array()?.len() == 1).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         hooks.bodies("/hook", "alert", "ada").is_empty(),
@@ -214,20 +209,27 @@ fn next_midnight(t: jiff::Timestamp) -> jiff::Timestamp {
 
 /// Waits for the `escalation` events that say a step waits; returns them.
 async fn until_held(s: &Server, token: &str) -> Vec<Value> {
-    let started = Instant::now();
-    loop {
-        let events = get(s, token, "/api/v1/events?types=escalation&limit=100").await;
-        let held: Vec<Value> = events["items"]
-            .as_array()
-            .unwrap()
+    polled(s, token, "/api/v1/events?types=escalation&limit=100", |v| {
+        let held: Vec<Value> = v["items"]
+            .as_array()?
             .iter()
             .filter(|e| e["payload"]["held"].is_string())
             .cloned()
             .collect();
-        if !held.is_empty() {
-            return held;
+        (!held.is_empty()).then_some(held)
+    })
+    .await
+}
+
+/// Reads `path` until `pick` finds what it looks for in the answer; returns that.
+async fn polled<T>(s: &Server, token: &str, path: &str, pick: impl Fn(&Value) -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        let v = get(s, token, path).await;
+        if let Some(found) = pick(&v) {
+            return found;
         }
-        assert!(started.elapsed() < Duration::from_secs(20), "never held");
+        assert!(started.elapsed() < Duration::from_secs(20), "{path}: {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -367,16 +369,10 @@ SUMMARY:PLC firmware\r\nDTSTART:{}\r\nDTEND:{}\r\nRRULE:FREQ=DAILY;COUNT=3\r\nEN
 
 /// The downtime's answer once `done` holds for it.
 async fn downtime_until(s: &Server, token: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let started = Instant::now();
-    loop {
-        let listed = get(s, token, "/api/v1/downtimes").await;
-        let d = listed["items"][0].clone();
-        if done(&d) {
-            return d;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{d}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    polled(s, token, "/api/v1/downtimes", |v| {
+        Some(v["items"][0].clone()).filter(|d| done(d))
+    })
+    .await
 }
 
 /// A downtime whose windows are an iCalendar feed's events: the main reads the feed (served
