@@ -55,6 +55,14 @@ fn title(b: &Value) -> &str {
     b["alert"]["title"].as_str().unwrap_or_default()
 }
 
+/// `first`, then `rest`: a document the others name, created before them.
+fn with(
+    first: (&'static str, Value),
+    rest: Vec<(&'static str, Value)>,
+) -> Vec<(&'static str, Value)> {
+    std::iter::once(first).chain(rest).collect()
+}
+
 async fn pump(s: &Server, token: &str, state: &str) {
     let res = send(s, token, Method::POST, "/api/v1/results",
         json!({"results": [{"host": "plc", "service": "pump", "state": state, "output": format!("pump {state}")}]})).await;
@@ -245,22 +253,20 @@ async fn a_policy_pages_only_within_its_active_interval() {
     let hooks = Receiver::start().await;
     let now = advance(&s, &token, "1s").await;
     let tomorrow = next_midnight(now);
-    let res = send(
-        &s,
-        &token,
-        Method::POST,
+    let interval = (
         "/api/v1/time-intervals",
         json!({"name": "tomorrow", "timeIntervals": [day_of(tomorrow)]}),
-    )
-    .await;
-    json(res, 201).await;
+    );
     create_all(
         &s,
         &token,
-        paging(
-            &hooks,
-            json!({"activeTimeIntervals": ["tomorrow"]}),
-            json!({}),
+        with(
+            interval,
+            paging(
+                &hooks,
+                json!({"activeTimeIntervals": ["tomorrow"]}),
+                json!({}),
+            ),
         ),
     )
     .await;
@@ -294,19 +300,17 @@ async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_
     let s = clocked.start();
     let hooks = Receiver::start().await;
     let now = advance(&s, &token, "1s").await;
-    let res = send(
-        &s,
-        &token,
-        Method::POST,
+    let interval = (
         "/api/v1/time-intervals",
         json!({"name": "today", "timeIntervals": [day_of(now)]}),
-    )
-    .await;
-    json(res, 201).await;
+    );
     create_all(
         &s,
         &token,
-        paging(&hooks, json!({}), json!({"muteTimeIntervals": ["today"]})),
+        with(
+            interval,
+            paging(&hooks, json!({}), json!({"muteTimeIntervals": ["today"]})),
+        ),
     )
     .await;
     pump(&s, &token, "CRITICAL").await;
