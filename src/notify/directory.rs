@@ -403,3 +403,81 @@ impl Directory {
         (send, fallbacks)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::interval::TimeInterval;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn directory(intervals: &[(&str, serde_json::Value)], rule: IntervalNames) -> Directory {
+        let interval = |v: &serde_json::Value| {
+            let list: Vec<TimeInterval> = serde_json::from_value(v.clone()).unwrap();
+            Recurrence::new(&list).unwrap()
+        };
+        Directory {
+            contacts: Vec::new(),
+            groups: Vec::new(),
+            schedules: Vec::new(),
+            channels: Vec::new(),
+            policies: Vec::new(),
+            periods: BTreeMap::new(),
+            overrides: Vec::new(),
+            tts_profiles: Vec::new(),
+            intervals: intervals
+                .iter()
+                .map(|(n, v)| (n.to_string(), interval(v)))
+                .collect(),
+            rule_intervals: [("r".to_string(), rule)].into_iter().collect(),
+        }
+    }
+
+    fn policy(v: serde_json::Value) -> EscalationPolicy {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// A mute that ends outside the active windows waits on until they open; a name no
+    /// document has is ignored; an active interval that never opens again holds nothing.
+    #[test]
+    fn a_step_waits_for_mutes_to_end_and_active_windows_to_open() {
+        let dir = directory(
+            &[
+                (
+                    "night",
+                    serde_json::json!([{"times": [{"startTime": "00:00", "endTime": "06:00"}]}]),
+                ),
+                (
+                    "office",
+                    serde_json::json!([{"weekdays": ["monday:friday"],
+                        "times": [{"startTime": "08:00", "endTime": "18:00"}]}]),
+                ),
+                ("past", serde_json::json!([{"years": ["2020"]}])),
+            ],
+            IntervalNames {
+                mute_time_intervals: vec!["night".into(), "missing".into()],
+                active_time_intervals: Vec::new(),
+            },
+        );
+        let steps = serde_json::json!([{"after": 0, "notify": {"contact": "ada"}}]);
+        let office = policy(serde_json::json!({"steps": steps, "activeTimeIntervals": ["office"]}));
+        // Saturday 2027-03-06 03:00 UTC: muted by the rule's night, then the weekend is outside
+        // the policy's office hours until Monday 08:00.
+        let held = dir.held("r", &office, at("2027-03-06T03:00:00Z")).unwrap();
+        assert_eq!(held.why, "mute");
+        assert_eq!(held.intervals, ["night"]);
+        assert_eq!(held.until, at("2027-03-08T08:00:00Z"));
+        assert!(dir.held("r", &office, at("2027-03-08T09:00:00Z")).is_none());
+        assert!(
+            dir.held("other", &office, at("2027-03-08T07:00:00Z"))
+                .is_some_and(|h| h.why == "inactive" && h.until == at("2027-03-08T08:00:00Z"))
+        );
+        let past = policy(serde_json::json!({"steps": steps, "activeTimeIntervals": ["past"]}));
+        assert!(
+            dir.held("other", &past, at("2027-03-08T07:00:00Z"))
+                .is_none()
+        );
+    }
+}
