@@ -69,7 +69,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/escalation-policies/{name}:simulate", simulate).permission("alerts:read").doc(
             "escalation-policies",
             "Dry-run: who would be notified when",
-            "Optional `{severity}` (default critical). `{policy, steps: [{step, after, at, contacts: [{contactId, contact, channels, fallbacks}], repeats: [times], unlessAcked, action?, error?}]}` for an alert opened now and never acknowledged.",
+            "Optional `{severity}` (default critical). `{policy, steps: [{step, after, at, contacts: [{contactId, contact, channels, fallbacks}], repeats: [times], unlessAcked, action?, error?, held?, timeIntervals?}]}` for an alert opened now and never acknowledged. A step the policy's `muteTimeIntervals` or `activeTimeIntervals` hold has `held` (`mute` or `inactive`) and the intervals, and its `at` is when they let it fire; the later steps count from then.",
         )
             .optional_body::<SimulateBody>().answers_as(200, JSON, schemas::literal(schemas::open_object)),
         Route::get("/api/v1/notifications/dead-letters", dead_letters).permission("alerts:read").doc(

@@ -474,6 +474,19 @@ mod tests {
             dir.held("other", &office, at("2027-03-08T07:00:00Z"))
                 .is_some_and(|h| h.why == "inactive" && h.until == at("2027-03-08T08:00:00Z"))
         );
+        // The dry run says the same: step 0 waits for Monday 08:00, step 1 follows 10m later.
+        let two = serde_json::json!([{"after": 0}, {"after": "10m"}]);
+        let chain = policy(serde_json::json!({"steps": two, "activeTimeIntervals": ["office"]}));
+        let dry = super::super::escalation::simulate(
+            &dir,
+            &chain,
+            Severity::Critical,
+            at("2027-03-06T03:00:00Z"),
+        );
+        assert_eq!(dry[0]["held"], "inactive");
+        assert_eq!(dry[0]["at"], "2027-03-08T08:00:00.000Z");
+        assert_eq!(dry[1]["at"], "2027-03-08T08:10:00.000Z");
+        assert!(dry[1].get("held").is_none());
         let past = policy(serde_json::json!({"steps": steps, "activeTimeIntervals": ["past"]}));
         assert!(
             dir.held("other", &past, at("2027-03-08T07:00:00Z"))

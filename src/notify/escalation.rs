@@ -477,19 +477,28 @@ fn held_step(
 }
 
 /// `:simulate`: who each step would notify, on which channels, and when, for an alert of
-/// `severity` opened at `now` and never acknowledged (repeats listed up to 10 per step).
+/// `severity` opened at `now` and never acknowledged (repeats listed up to 10 per step); a
+/// step the policy's time intervals hold says so and fires when they let it.
 pub fn simulate(
     dir: &Directory,
     policy: &EscalationPolicy,
     severity: Severity,
     now: Timestamp,
 ) -> Vec<Value> {
+    // Steps count from here; a step the policy's time intervals hold fires when the hold
+    // ends, and the later steps count from then, as a real chain does.
+    let mut base = now;
     policy
         .steps
         .iter()
         .enumerate()
         .map(|(i, step)| {
-            let at = now.plus(step.after.0);
+            let mut at = base.plus(step.after.0);
+            let held = dir.held("", policy, at);
+            if let Some(h) = &held {
+                at = h.until;
+                base = h.until.minus(step.after.0);
+            }
             let (contacts, error) = match &step.notify {
                 Some(t) => match dir.targets(t, at) {
                     Ok(cs) => (cs, None),
@@ -526,6 +535,10 @@ pub fn simulate(
             }
             if let Some(e) = error {
                 out["error"] = json!(e);
+            }
+            if let Some(h) = held {
+                out["held"] = json!(h.why);
+                out["timeIntervals"] = json!(h.intervals);
             }
             out
         })
