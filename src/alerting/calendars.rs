@@ -50,9 +50,10 @@ impl Calendars {
             .retain(|id, _| downtimes.iter().any(|d| d.id == *id));
         let mut next: Option<Timestamp> = None;
         for d in downtimes {
-            let changed = d.calendar.is_none();
+            // Never read (new, or its feed changed): now.
+            let unread = d.calendar.is_none();
             let due = match self.read_at.get(&d.id) {
-                Some(at) if !changed => at.plus(REFRESH),
+                Some(at) if !unread => at.plus(REFRESH),
                 _ => now,
             };
             if due > now {

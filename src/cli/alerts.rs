@@ -70,35 +70,26 @@ pub struct DowntimeWindow {
 
 impl DowntimeWindow {
     /// The recurrence as one interval, if any of its fields is given.
-    fn intervals(&self) -> Result<Option<Vec<TimeInterval>>, CliError> {
+    fn intervals(&self) -> Option<Vec<TimeInterval>> {
         if self.weekdays.is_empty()
             && self.times.is_empty()
             && self.days_of_month.is_empty()
             && self.months.is_empty()
         {
-            return Ok(None);
+            return None;
         }
-        let times = self
-            .times
-            .iter()
-            .map(|t| {
-                let (start, end) = t.split_once('-').ok_or_else(|| {
-                    CliError::Failed(format!("--times {t}: expected HH:MM-HH:MM"))
-                })?;
-                Ok(TimeOfDayRange {
-                    start_time: start.trim().into(),
-                    end_time: end.trim().into(),
-                })
-            })
-            .collect::<Result<_, CliError>>()?;
-        Ok(Some(vec![TimeInterval {
-            times,
+        Some(vec![TimeInterval {
+            times: self
+                .times
+                .iter()
+                .map(|t| TimeOfDayRange::from(t.as_str()))
+                .collect(),
             weekdays: self.weekdays.clone(),
             days_of_month: self.days_of_month.clone(),
             months: self.months.clone(),
             years: Vec::new(),
             location: self.location.clone(),
-        }]))
+        }])
     }
 }
 
@@ -119,7 +110,7 @@ pub(super) async fn downtime(
         None => now(),
     };
     let (start, end) = hours_from(from, hours)?;
-    let time_intervals = window.intervals()?;
+    let time_intervals = window.intervals();
     let object_id = match object {
         Some(o) => Some(object_id(c, &o).await?),
         None => None,

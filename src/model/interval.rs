@@ -49,6 +49,18 @@ pub struct TimeOfDayRange {
     pub end_time: String,
 }
 
+impl From<&str> for TimeOfDayRange {
+    /// `22:00-24:00` as typed in a form or on the command line; checked where intervals are
+    /// (an end left out is refused there, naming `times`).
+    fn from(text: &str) -> Self {
+        let (start, end) = text.split_once('-').unwrap_or((text, ""));
+        TimeOfDayRange {
+            start_time: start.trim().into(),
+            end_time: end.trim().into(),
+        }
+    }
+}
+
 /// The body of a `time-intervals` document: the intervals its name stands for.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -55,12 +55,41 @@ fn title(b: &Value) -> &str {
     b["alert"]["title"].as_str().unwrap_or_default()
 }
 
-/// `first`, then `rest`: a document the others name, created before them.
-fn with(
-    first: (&'static str, Value),
-    rest: Vec<(&'static str, Value)>,
-) -> Vec<(&'static str, Value)> {
-    std::iter::once(first).chain(rest).collect()
+/// A server on the clock the test moves with `paging`'s documents, `policy`'s and `rule`'s
+/// fields added, after those `first` makes of the time (documents the others name), and the
+/// pump's first result OK.
+struct Rig {
+    clocked: Clocked,
+    s: Server,
+    token: String,
+    hooks: Receiver,
+    /// The server's time when the documents were made.
+    now: jiff::Timestamp,
+}
+
+impl Rig {
+    async fn start(
+        first: impl FnOnce(jiff::Timestamp) -> Vec<(&'static str, Value)>,
+        policy: Value,
+        rule: Value,
+    ) -> Rig {
+        let clocked = Clocked::new();
+        let token = clocked.token.clone();
+        let s = clocked.start();
+        let hooks = Receiver::start().await;
+        let now = advance(&s, &token, "1s").await;
+        let mut docs = first(now);
+        docs.extend(paging(&hooks, policy, rule));
+        create_all(&s, &token, docs).await;
+        pump(&s, &token, "OK").await;
+        Rig {
+            clocked,
+            s,
+            token,
+            hooks,
+            now,
+        }
+    }
 }
 
 async fn pump(s: &Server, token: &str, state: &str) {
@@ -97,13 +126,13 @@ fn ts(v: &Value) -> jiff::Timestamp {
 /// step was told ten minutes before the window and at its end.
 #[tokio::test]
 async fn a_recurring_downtime_follows_berlin_across_the_dst_change() {
-    let clocked = Clocked::new();
-    let token = clocked.token.clone();
-    let s = clocked.start();
-    let hooks = Receiver::start().await;
-    create_all(&s, &token, paging(&hooks, json!({}), json!({}))).await;
-    pump(&s, &token, "OK").await;
-    let now = advance(&s, &token, "1s").await;
+    let Rig {
+        clocked,
+        s,
+        token,
+        hooks,
+        now,
+    } = Rig::start(|_| Vec::new(), json!({}), json!({})).await;
     let end = now + jiff::SignedDuration::from_hours(24 * 500);
     let res = send(
         &s,
@@ -247,29 +276,26 @@ async fn polled<T>(s: &Server, token: &str, path: &str, pick: impl Fn(&Value) ->
 /// after that (the chain counted from when paging began, not all at once).
 #[tokio::test]
 async fn a_policy_pages_only_within_its_active_interval() {
-    let clocked = Clocked::new();
-    let token = clocked.token.clone();
-    let s = clocked.start();
-    let hooks = Receiver::start().await;
-    let now = advance(&s, &token, "1s").await;
-    let tomorrow = next_midnight(now);
-    let interval = (
-        "/api/v1/time-intervals",
-        json!({"name": "tomorrow", "timeIntervals": [day_of(tomorrow)]}),
-    );
-    create_all(
-        &s,
-        &token,
-        with(
-            interval,
-            paging(
-                &hooks,
-                json!({"activeTimeIntervals": ["tomorrow"]}),
-                json!({}),
-            ),
-        ),
+    let tomorrow = |now| {
+        let day = day_of(next_midnight(now));
+        vec![(
+            "/api/v1/time-intervals",
+            json!({"name": "tomorrow", "timeIntervals": [day]}),
+        )]
+    };
+    let Rig {
+        clocked,
+        s,
+        token,
+        hooks,
+        now,
+    } = Rig::start(
+        tomorrow,
+        json!({"activeTimeIntervals": ["tomorrow"]}),
+        json!({}),
     )
     .await;
+    let tomorrow = next_midnight(now);
     pump(&s, &token, "CRITICAL").await;
     let held = until_held(&s, &token).await;
     assert_eq!(held[0]["payload"]["held"], "inactive", "{held:?}");
@@ -295,24 +321,19 @@ async fn a_policy_pages_only_within_its_active_interval() {
 /// refused, naming the field.
 #[tokio::test]
 async fn a_rule_muted_by_an_interval_pages_when_it_ends_and_wrong_intervals_are_refused() {
-    let clocked = Clocked::new();
-    let token = clocked.token.clone();
-    let s = clocked.start();
-    let hooks = Receiver::start().await;
-    let now = advance(&s, &token, "1s").await;
-    let interval = (
-        "/api/v1/time-intervals",
-        json!({"name": "today", "timeIntervals": [day_of(now)]}),
-    );
-    create_all(
-        &s,
-        &token,
-        with(
-            interval,
-            paging(&hooks, json!({}), json!({"muteTimeIntervals": ["today"]})),
-        ),
-    )
-    .await;
+    let today = |now| {
+        vec![(
+            "/api/v1/time-intervals",
+            json!({"name": "today", "timeIntervals": [day_of(now)]}),
+        )]
+    };
+    let Rig {
+        s,
+        token,
+        hooks,
+        now,
+        clocked: _dir,
+    } = Rig::start(today, json!({}), json!({"muteTimeIntervals": ["today"]})).await;
     pump(&s, &token, "CRITICAL").await;
     let held = until_held(&s, &token).await;
     assert_eq!(held[0]["payload"]["held"], "mute");
@@ -386,13 +407,13 @@ async fn downtime_until(s: &Server, token: &str, done: impl Fn(&Value) -> bool) 
 /// feed, and only an http or https one.
 #[tokio::test]
 async fn a_calendar_feed_becomes_a_downtimes_windows() {
-    let clocked = Clocked::new();
-    let token = clocked.token.clone();
-    let s = clocked.start();
-    let hooks = Receiver::start().await;
-    create_all(&s, &token, paging(&hooks, json!({}), json!({}))).await;
-    pump(&s, &token, "OK").await;
-    let now = advance(&s, &token, "1s").await;
+    let Rig {
+        clocked: _dir,
+        s,
+        token,
+        hooks,
+        now,
+    } = Rig::start(|_| Vec::new(), json!({}), json!({})).await;
     hooks.reply(
         "/maintenance.ics",
         &[("content-type", "text/calendar")],

@@ -396,18 +396,11 @@ impl SuppressionForm {
         if weekdays.is_empty() && times.is_empty() {
             return None;
         }
-        let times = times
-            .iter()
-            .map(|t| {
-                let (start, end) = t.split_once('-').unwrap_or((t, ""));
-                TimeOfDayRange {
-                    start_time: start.trim().into(),
-                    end_time: end.trim().into(),
-                }
-            })
-            .collect();
         Some(vec![TimeInterval {
-            times,
+            times: times
+                .iter()
+                .map(|t| TimeOfDayRange::from(t.as_str()))
+                .collect(),
             weekdays,
             location: Some(zone.iana_name().unwrap_or("UTC").to_string()),
             ..TimeInterval::default()
