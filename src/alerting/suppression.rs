@@ -166,6 +166,7 @@ struct DowntimeTerms {
     escalation_policy: Option<String>,
     time_intervals: Vec<TimeInterval>,
     calendar_url: Option<String>,
+    sites: Vec<String>,
 }
 
 /// Longest accepted `calendarUrl`.
@@ -185,6 +186,16 @@ fn check_calendar_url(p: &Principal, raw: &str) -> Result<(), AlertError> {
         return Err(invalid(
             "calendarUrl",
             format!("calendarUrl is an http or https URL of at most {URL_MAX} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// A downtime a site's main shipped is the main's to change.
+fn refuse_from_main(d: &Downtime) -> Result<(), AlertError> {
+    if d.from_main {
+        return Err(AlertError::Forbidden(
+            "this downtime comes from the main in the site's bundle: change or end it there".into(),
         ));
     }
     Ok(())
@@ -553,6 +564,45 @@ impl Alerting {
         Ok(())
     }
 
+    /// The sites a downtime is shipped to, checked: each a site of the tenant, named by whom
+    /// may write the configuration (what a site runs is), and covering by selector (an
+    /// object's id is the main's own).
+    async fn shipped_to(
+        &self,
+        p: &Principal,
+        mut sites: Vec<String>,
+        by_object: bool,
+    ) -> Result<Vec<String>, AlertError> {
+        sites.retain(|s| !s.trim().is_empty());
+        sites.sort();
+        sites.dedup();
+        if sites.is_empty() {
+            return Ok(sites);
+        }
+        if !p.allows("config:write") {
+            return Err(AlertError::Forbidden(
+                "shipping a downtime to sites needs config:write: it changes what they run".into(),
+            ));
+        }
+        if by_object {
+            return Err(invalid(
+                "sites",
+                "a downtime shipped to sites covers by selector, not by one of this instance's objects",
+            ));
+        }
+        for site in &sites {
+            match self.store.doc(p.tenant, "sites", site.clone(), false).await {
+                Err(StoreError::NotFound) => {
+                    return Err(invalid("sites", format!("site {site:?} does not exist")));
+                }
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(sites)
+    }
+
     /// A downtime's terms from a request, checked (its object exists in the tenant).
     async fn downtime_terms(
         &self,
@@ -643,9 +693,13 @@ impl Alerting {
                 ));
             }
         }
+        let sites = self
+            .shipped_to(p, body.sites.unwrap_or_default(), object_id.is_some())
+            .await?;
         Ok(DowntimeTerms {
             time_intervals,
             calendar_url,
+            sites,
             comment,
             object_id,
             selector,
@@ -680,6 +734,7 @@ impl Alerting {
             escalation_policy,
             time_intervals,
             calendar_url,
+            sites,
         } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
@@ -703,6 +758,8 @@ impl Alerting {
             calendar_url,
             calendar: None,
             occurrences: Vec::new(),
+            sites,
+            from_main: false,
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
         let tenant = p.tenant;
@@ -764,6 +821,7 @@ impl Alerting {
         self.store
             .transact(move |tx| -> TxResult<_, AlertError> {
                 let old = tx.downtime(tenant, id)?.ok_or(AlertError::NotFound)?;
+                refuse_from_main(&old)?;
                 if old.over(now) {
                     return Err(invalid("end", "the downtime is over: create a new one"));
                 }
@@ -795,6 +853,7 @@ impl Alerting {
                         .clone()
                         .filter(|_| t.calendar_url == old.calendar_url),
                     calendar_url: t.calendar_url,
+                    sites: t.sites,
                     ..old.clone()
                 };
                 tx.save_downtime(&new)?;
@@ -834,6 +893,7 @@ impl Alerting {
         self.store
             .transact(move |tx| -> TxResult<_, AlertError> {
                 let old = tx.downtime(tenant, id)?.ok_or(AlertError::NotFound)?;
+                refuse_from_main(&old)?;
                 let new = old.ended(now);
                 tx.save_downtime(&new)?;
                 tx.record([audit.before(&old).after(&new)], Vec::new())?;

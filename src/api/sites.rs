@@ -22,7 +22,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/sites/{name}:pull", pull).permission("sites:connect").doc(
             "sites",
             "Pull the site's bundle",
-            "`application/yaml`: the site's `bundle` (empty when it has none), with `ETag: \"<hex of the first 16 bytes of its SHA-256>\"`; `If-None-Match` naming it gives 304. A disabled site is 403 `svc:sites/disabled`; a `sites:connect` token minted for another site (`site` in the mint payload) is 403.",
+            "`application/yaml`: the site's `bundle` (empty when it has none), followed by a `kind: downtimes` document (named by its id) for each downtime not over that names the site in `sites`, with its terms and a calendar's windows as last read, so the site keeps them without an uplink (the site keeps them as its own, `fromMain`, and ends those no longer served); with `ETag: \"<hex of the first 16 bytes of its SHA-256>\"`; `If-None-Match` naming it gives 304. A disabled site is 403 `svc:sites/disabled`; a `sites:connect` token minted for another site (`site` in the mint payload) is 403.",
         )
             .answers_as(200, "application/yaml", schemas::literal(schemas::yaml)).answers_empty(304),
         Route::post("/api/v1/sites/{name}:heartbeat", heartbeat).permission("sites:connect").doc(

@@ -66,6 +66,10 @@ pub struct DowntimeWindow {
     /// An iCalendar feed whose events are its windows (needs `config:write`).
     #[arg(long)]
     calendar_url: Option<String>,
+    /// Federation sites (of a main) to ship it to, by selector: `--site north,south` (needs
+    /// `config:write`).
+    #[arg(long = "site", value_delimiter = ',')]
+    sites: Vec<String>,
 }
 
 impl DowntimeWindow {
@@ -127,6 +131,7 @@ pub(super) async fn downtime(
         escalation_policy: None,
         time_intervals,
         calendar_url: window.calendar_url,
+        sites: Some(window.sites).filter(|s| !s.is_empty()),
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)
@@ -136,6 +141,9 @@ pub(super) async fn downtime(
     } else {
         let d: Downtime = wire(&v)?;
         let mut out = format!("downtime {} until {}\n", d.id, d.end);
+        if !d.sites.is_empty() {
+            out.push_str(&format!("  shipped to {}\n", d.sites.join(", ")));
+        }
         for w in &d.occurrences {
             out.push_str(&format!("  in effect {} to {}\n", w.start, w.end));
         }

@@ -232,11 +232,8 @@ impl EdgeSync {
                     .map(|v| v.trim_start_matches("W/").trim_matches('"').to_string())
                     .unwrap_or_default();
                 let text = res.text().await.map_err(MainLink::transport)?;
-                let applied = if text.trim().is_empty() {
-                    Ok(())
-                } else {
-                    self.bundles.apply_site_bundle(text).await
-                };
+                // An empty bundle still ends the downtimes the main no longer ships.
+                let applied = self.bundles.apply_site_bundle(text).await;
                 let mut s = self.status.locked();
                 s.last_pull_at = Some(now);
                 match applied {

@@ -7,12 +7,14 @@ pub mod edge;
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::alert::ManualAlarm;
+use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::model::site::{
     CONNECTED_WITHIN, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
     SiteStatus,
 };
+use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
@@ -106,6 +108,31 @@ pub fn bundle_etag(text: &str) -> String {
     crate::model::audit::hex(&Sha256::digest(text.as_bytes())[..16])
 }
 
+/// The bundle a site pulls: its own as written, and after it a `downtimes` document for each
+/// downtime not over at `now` that names the site (its windows, a calendar's as last read,
+/// so a site without an uplink keeps them). A bundle that does not parse is served as written,
+/// for the site to report.
+fn served_bundle(site: &str, bundle: &str, downtimes: &[Downtime], now: Timestamp) -> String {
+    let mut shipped: Vec<&Downtime> = downtimes
+        .iter()
+        .filter(|d| d.sites.iter().any(|s| s == site) && !d.over(now))
+        .collect();
+    if shipped.is_empty() {
+        return bundle.to_string();
+    }
+    let Ok(mut docs) = crate::model::bundle::parse(bundle) else {
+        return bundle.to_string();
+    };
+    shipped.sort_by_key(|d| d.id);
+    docs.extend(shipped.into_iter().map(|d| BundleDoc {
+        kind: SHIPPED_DOWNTIMES.into(),
+        name: d.id.to_string(),
+        host: None,
+        body: crate::model::fault::encoded("a shipped downtime", serde_json::to_value(d.shipped())),
+    }));
+    crate::model::bundle::render(&docs)
+}
+
 pub struct Sites {
     store: Arc<Store>,
     clock: SharedClock,
@@ -193,9 +220,15 @@ impl Sites {
         if_none_match: &[String],
     ) -> Result<Pulled, SiteError> {
         let site = self.connectable(p, name).await?;
-        let text = site.bundle.unwrap_or_default();
-        let etag = bundle_etag(&text);
         let now = self.clock.now();
+        let downtimes = self.store.downtimes(p.tenant).await?;
+        let text = served_bundle(
+            name,
+            site.bundle.as_deref().unwrap_or_default(),
+            &downtimes,
+            now,
+        );
+        let etag = bundle_etag(&text);
         touch_site_status(
             &self.store,
             p.tenant,
@@ -298,13 +331,19 @@ impl Sites {
             .store
             .docs(p.tenant, "sites", None, usize::MAX, |_| true)
             .await?;
+        let downtimes = self.store.downtimes(p.tenant).await?;
         Ok(docs
             .into_iter()
             .map(|doc| {
                 let site = SiteBody::parse(&doc.body);
                 let status = statuses.remove(&doc.name).unwrap_or_default();
                 let hb = status.heartbeat;
-                let etag = bundle_etag(site.bundle.as_deref().unwrap_or_default());
+                let etag = bundle_etag(&served_bundle(
+                    &doc.name,
+                    site.bundle.as_deref().unwrap_or_default(),
+                    &downtimes,
+                    now,
+                ));
                 SiteOverview {
                     connected: status
                         .last_heartbeat_at
@@ -564,5 +603,58 @@ impl Worker for StaleSites {
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.0.wake.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn downtime(id: u128, sites: &[&str], end: &str) -> Downtime {
+        serde_json::from_value(json!({
+            "id": Uuid::from_u128(id), "tenantId": Uuid::from_u128(1), "comment": "works",
+            "selector": "site=lab", "type": "fixed", "start": "2026-03-01T08:00:00Z", "end": end,
+            "createdAt": "2026-03-01T00:00:00Z", "createdBy": "ops", "version": 1, "sites": sites,
+        }))
+        .unwrap()
+    }
+
+    /// A site is served its bundle as written, and after it the downtimes naming it that are
+    /// not over, in id order; a bundle written as JSON is served as YAML then.
+    #[test]
+    fn a_site_is_served_the_downtimes_that_name_it() {
+        let now: Timestamp = "2026-03-01T09:00:00Z".parse().unwrap();
+        let bundle = "kind: host\nname: plc\nbody: {spec: {}}\n";
+        let later = "2026-03-01T12:00:00Z";
+        let downtimes = [
+            downtime(3, &["north"], later),
+            downtime(2, &["south", "north"], later),
+            downtime(4, &["north"], "2026-03-01T08:30:00Z"),
+            downtime(5, &["south"], later),
+        ];
+        assert_eq!(served_bundle("west", bundle, &downtimes, now), bundle);
+        let served =
+            crate::model::bundle::parse(&served_bundle("north", bundle, &downtimes, now)).unwrap();
+        let names: Vec<(&str, &str)> = served
+            .iter()
+            .map(|d| (d.kind.as_str(), d.name.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("host", "plc"),
+                (SHIPPED_DOWNTIMES, &*Uuid::from_u128(2).to_string()),
+                (SHIPPED_DOWNTIMES, &*Uuid::from_u128(3).to_string()),
+            ]
+        );
+        assert_eq!(served[1].body["selector"], "site=lab");
+        assert!(served[1].body.get("sites").is_none(), "{:?}", served[1]);
+        let as_json = r#"[{"kind": "host", "name": "plc", "body": {"spec": {}}}]"#;
+        let served = served_bundle("south", as_json, &downtimes, now);
+        assert_eq!(crate::model::bundle::parse(&served).unwrap().len(), 3);
+        assert_eq!(
+            served_bundle("south", "[broken", &downtimes, now),
+            "[broken"
+        );
     }
 }

@@ -6,7 +6,7 @@ use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::{
-    BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, parse, render,
+    BundleDoc, BundleOp, ObjectDocBody, PlanAction, PlanResult, SHIPPED_DOWNTIMES, parse, render,
 };
 use crate::model::config::{
     ConfigDoc, Invalid, KINDS, Kind, METADATA, ObjectSpec, Reference, check_name, doc_references,
@@ -16,6 +16,7 @@ use crate::model::event::EventDraft;
 use crate::model::fault;
 use crate::model::identity::Actor;
 use crate::model::object::{Object, ObjectKind, check_template_graph};
+use crate::model::suppression::ShippedDowntime;
 use crate::runtime::Locked;
 use crate::store::{StoreError, Tx};
 use crate::store::{TxResult, Wrote};
@@ -166,6 +167,10 @@ fn check(inventory: &Inventory, doc: BundleDoc) -> Result<Checked, String> {
                 }),
             })
         }
+        SHIPPED_DOWNTIMES => Err(
+            "downtimes come in a site's bundle from its main only: create one at /api/v1/downtimes"
+                .into(),
+        ),
         other => {
             let kind = config_kind(other).ok_or_else(|| format!("unknown kind {other:?}"))?;
             let Value::Object(mut map) = (if doc.body.is_null() {
@@ -419,7 +424,16 @@ impl Inventory {
         text: &str,
         prune: bool,
     ) -> Result<(Vec<BundleOp>, PlanResult), InventoryError> {
-        let docs = parse(text).map_err(bundle_error)?;
+        self.plan_docs(tenant, parse(text).map_err(bundle_error)?, prune)
+            .await
+    }
+
+    async fn plan_docs(
+        &self,
+        tenant: Uuid,
+        docs: Vec<BundleDoc>,
+        prune: bool,
+    ) -> Result<(Vec<BundleOp>, PlanResult), InventoryError> {
         let mut errors = Vec::new();
         let mut checked = Vec::new();
         let mut seen = BTreeSet::new();
@@ -681,17 +695,7 @@ impl Inventory {
             result.applied = !dry_run;
             return Ok(result);
         }
-        let kinds: BTreeSet<String> = ops
-            .iter()
-            .map(|op| match op {
-                BundleOp::PutDoc { kind, .. } | BundleOp::DeleteDoc { kind, .. } => {
-                    (*kind).to_string()
-                }
-                BundleOp::PutObject { .. } | BundleOp::DeleteObject { .. } => "objects".to_string(),
-            })
-            .collect();
-        let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
-        let event = EventDraft::config(p.tenant, &kinds, "bundle.apply", "bundle");
+        let event = applied_event(p.tenant, &ops);
         let (tenant, now, actor) = (p.tenant, self.clock.now(), actor.clone());
         self.store
             .transact(move |tx| -> TxResult<_, InventoryError> {
@@ -794,19 +798,135 @@ impl Inventory {
     }
 }
 
+/// The `config` event of an apply: the kinds it changed.
+fn applied_event(tenant: Uuid, ops: &[BundleOp]) -> EventDraft {
+    let kinds: BTreeSet<String> = ops
+        .iter()
+        .map(|op| match op {
+            BundleOp::PutDoc { kind, .. } | BundleOp::DeleteDoc { kind, .. } => (*kind).to_string(),
+            BundleOp::PutObject { .. } | BundleOp::DeleteObject { .. } => "objects".to_string(),
+        })
+        .collect();
+    let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    EventDraft::config(tenant, &kinds, "bundle.apply", "bundle")
+}
+
+/// A site's pulled bundle: its configuration documents, and the downtimes its main ships.
+struct SiteBundle {
+    docs: Vec<BundleDoc>,
+    downtimes: Vec<(Uuid, ShippedDowntime)>,
+}
+
+/// A site's pulled bundle split, the shipped downtimes checked.
+fn split_site_bundle(text: &str) -> Result<SiteBundle, InventoryError> {
+    let (shipped, docs): (Vec<BundleDoc>, Vec<BundleDoc>) = parse(text)
+        .map_err(bundle_error)?
+        .into_iter()
+        .partition(|d| d.kind == SHIPPED_DOWNTIMES);
+    let mut errors = Vec::new();
+    let mut downtimes = Vec::new();
+    for doc in shipped {
+        let read = Uuid::parse_str(&doc.name)
+            .map_err(|_| "its name is not an id".to_string())
+            .and_then(|id| {
+                let d: ShippedDowntime =
+                    serde_json::from_value(doc.body).map_err(|e| e.to_string())?;
+                d.check()?;
+                Ok((id, d))
+            });
+        match read {
+            Ok(d) => downtimes.push(d),
+            Err(e) => errors.push(format!("downtime {:?}: {e}", doc.name)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(bundle_error(errors.join("; ")));
+    }
+    Ok(SiteBundle { docs, downtimes })
+}
+
+/// Keeps the downtimes the main ships as the site's (`fromMain`), each change with its audit
+/// entry and `downtime` event: new ones created, changed ones updated (the notices the site
+/// gave kept), and those the main no longer ships ended now (`action: withdrawn`).
+fn receive_downtimes(
+    tx: &Tx,
+    tenant: Uuid,
+    shipped: Vec<(Uuid, ShippedDowntime)>,
+    now: Timestamp,
+    actor: &Actor,
+) -> Result<(Vec<AuditDraft>, Vec<EventDraft>), InventoryError> {
+    let (mut audits, mut events) = (Vec::new(), Vec::new());
+    let audit = |action: &str, id: Uuid| {
+        AuditDraft::new(now, tenant, actor, action, format!("downtime/{id}"))
+    };
+    let mut kept = BTreeSet::new();
+    for (id, terms) in shipped {
+        kept.insert(id);
+        let old = tx.downtime(tenant, id)?;
+        if old.as_ref().is_some_and(|o| !o.from_main) {
+            return Err(InventoryError::Apply(format!(
+                "downtime {id}: the site has one of its own by that id"
+            )));
+        }
+        let Some(new) = terms.received(tenant, id, old.as_ref()) else {
+            continue;
+        };
+        tx.save_downtime(&new)?;
+        let mut event = new.event();
+        audits.push(match &old {
+            Some(old) => {
+                event.payload["action"] = serde_json::json!("updated");
+                audit("downtime.update", id).before(old).after(&new)
+            }
+            None => audit("downtime.create", id).after(&new),
+        });
+        event.payload["fromMain"] = serde_json::json!(true);
+        events.push(event);
+    }
+    for old in tx.tenant_downtimes(tenant)? {
+        if !old.from_main || kept.contains(&old.id) || old.over(now) {
+            continue;
+        }
+        let new = old.ended(now);
+        tx.save_downtime(&new)?;
+        let mut event = new.event();
+        event.payload["action"] = serde_json::json!("withdrawn");
+        event.payload["fromMain"] = serde_json::json!(true);
+        events.push(event);
+        audits.push(audit("downtime.delete", old.id).before(&old).after(&new));
+    }
+    Ok((audits, events))
+}
+
 impl crate::runtime::SiteBundles for Inventory {
+    /// The configuration of the site's bundle (without prune) and the downtimes its main
+    /// ships, in one transaction: all of it, or none.
     fn apply_site_bundle(&self, text: String) -> crate::runtime::PortFuture<'_, ()> {
         Box::pin(async move {
-            let tenant = self.store.default_tenant().await?;
-            let p = Principal::system(tenant.id, "federation".into());
-            self.apply_bundle(
-                &p,
-                &Actor::system("federation"),
-                BundleSource::Text(text),
-                false,
-                false,
-            )
-            .await?;
+            let tenant = self.store.default_tenant().await?.id;
+            let p = Principal::system(tenant, "federation".into());
+            let actor = Actor::system("federation");
+            let SiteBundle { docs, downtimes } = split_site_bundle(&text)?;
+            let (ops, _) = self.plan_docs(tenant, docs, false).await?;
+            self.check_bundle_saves(&p, &ops).await?;
+            let now = self.clock.now();
+            self.store
+                .transact(move |tx| -> TxResult<_, InventoryError> {
+                    let changed = !ops.is_empty();
+                    let event = applied_event(tenant, &ops);
+                    let mut audits = apply_ops(tx, tenant, ops, now, &actor)?;
+                    let (more, mut events) = receive_downtimes(tx, tenant, downtimes, now, &actor)?;
+                    if !changed && events.is_empty() {
+                        return Ok(Wrote::Unchanged(()));
+                    }
+                    audits.extend(more);
+                    if changed {
+                        events.push(event);
+                    }
+                    tx.record(audits, events)?;
+                    Ok(Wrote::Changed(()))
+                })
+                .await?;
             Ok(())
         })
     }

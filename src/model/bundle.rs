@@ -26,6 +26,10 @@ pub struct BundleDoc {
     pub body: serde_json::Value,
 }
 
+/// The kind of the documents in which a main ships downtimes to a site
+/// (`suppression::ShippedDowntime`), each named by its id; only a site's pull carries them.
+pub const SHIPPED_DOWNTIMES: &str = "downtimes";
+
 /// The body of a host or service document.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -228,6 +228,103 @@ pub struct Downtime {
     /// A recurring one's next windows as of the answer (up to 5), not stored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub occurrences: Vec<Window>,
+    /// On a main: the federation sites it is shipped to, in their pulled bundles (by
+    /// `selector`: the objects it covers are the site's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<String>,
+    /// On a site: it came from the main in the site's bundle, and is changed there only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_main: bool,
+}
+
+/// A downtime as a main ships it to a site: the body of a `downtimes` document (named by its
+/// id) in the bundle the site pulls. What the site decides of it (notices given, a flexible
+/// one's start) stays the site's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShippedDowntime {
+    pub comment: String,
+    pub selector: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice_before: Option<GoDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time_intervals: Vec<TimeInterval>,
+    /// Shown at the site; the site does not read it (the main did: `calendar`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<CalendarState>,
+    pub created_at: Timestamp,
+    pub created_by: String,
+}
+
+impl ShippedDowntime {
+    /// What a site checks before it keeps one: the terms its main checked at save.
+    pub fn check(&self) -> Result<(), String> {
+        self.selector
+            .parse::<Selector>()
+            .map_err(|e| format!("selector: {e}"))?;
+        if self.selector.is_empty() {
+            return Err("a shipped downtime covers by selector".into());
+        }
+        if self.end <= self.start {
+            return Err("end must be after start".into());
+        }
+        match (self.kind.as_str(), self.duration) {
+            ("fixed", _) | ("flexible", Some(1..)) => {}
+            _ => return Err("type is fixed, or flexible with a duration".into()),
+        }
+        super::config::check_time_intervals(&self.time_intervals).map_err(|e| e.detail)
+    }
+
+    /// The site's downtime `id` with these terms, its own decisions kept from `old`; `None`
+    /// when `old` already has them.
+    pub fn received(self, tenant: Uuid, id: Uuid, old: Option<&Downtime>) -> Option<Downtime> {
+        let mut new = Downtime {
+            id,
+            tenant_id: tenant,
+            comment: self.comment,
+            object_id: None,
+            selector: self.selector,
+            kind: self.kind,
+            start: self.start,
+            end: self.end,
+            duration: self.duration,
+            started_at: None,
+            created_at: self.created_at,
+            created_by: self.created_by,
+            version: 1,
+            notice_before: self.notice_before,
+            escalation_policy: self.escalation_policy,
+            told: Vec::new(),
+            time_intervals: self.time_intervals,
+            told_until: None,
+            calendar_url: self.calendar_url,
+            calendar: self.calendar,
+            occurrences: Vec::new(),
+            sites: Vec::new(),
+            from_main: true,
+        };
+        if let Some(old) = old {
+            new.started_at = old.started_at.filter(|_| new.kind == old.kind);
+            new.told.clone_from(&old.told);
+            new.told_until = old.told_until;
+            new.version = old.version;
+            if new == *old {
+                return None;
+            }
+            new.version += 1;
+        }
+        Some(new)
+    }
 }
 
 /// A calendar downtime's feed as last read: its windows (those ending within the next 90
@@ -279,9 +376,31 @@ pub struct DowntimeBody {
     /// An iCalendar feed whose events are its windows (fixed downtimes only).
     #[serde(default)]
     pub calendar_url: Option<String>,
+    /// Federation sites to ship it to (by selector), in the bundles they pull.
+    #[serde(default)]
+    pub sites: Option<Vec<String>>,
 }
 
 impl Downtime {
+    /// As shipped to the sites it names (`ShippedDowntime`).
+    pub fn shipped(&self) -> ShippedDowntime {
+        ShippedDowntime {
+            comment: self.comment.clone(),
+            selector: self.selector.clone(),
+            kind: self.kind.clone(),
+            start: self.start,
+            end: self.end,
+            duration: self.duration,
+            notice_before: self.notice_before,
+            escalation_policy: self.escalation_policy.clone(),
+            time_intervals: self.time_intervals.clone(),
+            calendar_url: self.calendar_url.clone(),
+            calendar: self.calendar.clone(),
+            created_at: self.created_at,
+            created_by: self.created_by.clone(),
+        }
+    }
+
     fn told(&self, notice: &str) -> bool {
         self.told.iter().any(|t| t == notice)
     }
@@ -633,7 +752,43 @@ mod tests {
             calendar_url: None,
             calendar: None,
             occurrences: Vec::new(),
+            sites: Vec::new(),
+            from_main: false,
         }
+    }
+
+    /// A site keeps a shipped downtime with what it decided of it (the notices it gave, a
+    /// flexible one's start): the same terms again change nothing; new ones are a new version.
+    #[test]
+    fn a_shipped_downtime_keeps_what_the_site_decided() {
+        let mut main = downtime("flexible", Some("2026-03-01T09:00:00Z"), Some(3600));
+        main.object_id = None;
+        main.selector = "site=lab".into();
+        main.sites = vec!["north".into()];
+        main.told = vec!["starting".into()];
+        let terms = main.shipped();
+        assert_eq!(terms.check(), Ok(()));
+        let (tenant, id) = (Uuid::from_u128(9), main.id);
+        let first = terms.clone().received(tenant, id, None).unwrap();
+        assert!(first.from_main && first.sites.is_empty() && first.told.is_empty());
+        assert_eq!(
+            (first.started_at, first.version),
+            (None, 1),
+            "the site's own start"
+        );
+        let mut site = first.clone();
+        site.started_at = Some(at("2026-03-01T10:00:00Z"));
+        site.told = vec!["starting".into()];
+        assert_eq!(terms.clone().received(tenant, id, Some(&site)), None);
+        let mut moved = terms.clone();
+        moved.end = at("2026-03-01T14:00:00Z");
+        let new = moved.received(tenant, id, Some(&site)).unwrap();
+        assert_eq!(new.version, 2);
+        assert_eq!(new.started_at, site.started_at);
+        assert_eq!(new.told, site.told);
+        let mut by_nothing = terms;
+        by_nothing.selector = String::new();
+        assert!(by_nothing.check().is_err());
     }
 
     /// With `noticeBefore` and a policy, a downtime tells ahead of its start and at its end,

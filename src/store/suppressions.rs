@@ -82,6 +82,10 @@ impl Tx<'_> {
         Ok(out)
     }
 
+    pub(crate) fn tenant_downtimes(&self, tenant: Uuid) -> Result<Vec<Downtime>, StoreError> {
+        tenant_values(&self.open_table(DOWNTIMES)?, tenant)
+    }
+
     pub(crate) fn save_downtime(&self, downtime: &Downtime) -> Result<(), StoreError> {
         for at in downtime.timers() {
             self.put_alert_timer(at, downtime.tenant_id, downtime.id)?;
@@ -140,7 +144,8 @@ impl Store {
         .await
     }
 
-    /// The downtimes of every tenant that name a calendar and are not over by `now`.
+    /// The downtimes of every tenant that name a calendar (their own, not one a main read
+    /// for this site) and are not over by `now`.
     pub(crate) async fn calendar_downtimes(
         self: &Arc<Self>,
         now: Timestamp,
@@ -150,7 +155,7 @@ impl Store {
             let mut out = Vec::new();
             for row in t.iter()? {
                 let d: Downtime = decode(row?.1.value())?;
-                if d.calendar_url.is_some() && !d.over(now) {
+                if d.calendar_url.is_some() && !d.from_main && !d.over(now) {
                     out.push(d);
                 }
             }

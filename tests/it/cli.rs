@@ -228,6 +228,33 @@ async fn every_command_prints_a_table_or_the_apis_json() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("svc:validation/timeIntervals"), "{err}");
+    // Shipped to a federation site, which keeps it without an uplink.
+    json(
+        send(
+            s,
+            t,
+            Method::POST,
+            "/api/v1/sites",
+            json!({"name": "north"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let shipped = ok(
+        s,
+        t,
+        &[
+            "downtime",
+            "--selector",
+            "site=lab",
+            "--site",
+            "north",
+            "-m",
+            "mast work",
+        ],
+    );
+    assert!(shipped.contains("  shipped to north"), "{shipped}");
     assert!(
         ok(s, t, &["silence", "--selector", "site=lab", "-m", "tests"]).starts_with("silence ")
     );

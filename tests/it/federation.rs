@@ -42,7 +42,7 @@ async fn until(
     }
 }
 
-async fn create_site(s: &Server, token: &str, body: Value) {
+pub(crate) async fn create_site(s: &Server, token: &str, body: Value) {
     json(
         send(s, token, Method::POST, "/api/v1/sites", body).await,
         201,
@@ -469,7 +469,7 @@ async fn event_ids(s: &Server, token: &str, path: &str) -> Vec<String> {
 }
 
 /// The SHA-256 of the main's self-signed certificate, as `site.fingerprint` pins it.
-fn fingerprint(main_data: &Path) -> String {
+pub(crate) fn fingerprint(main_data: &Path) -> String {
     let pem = std::fs::read_to_string(main_data.join("tls/cert.pem")).unwrap();
     use rustls_pki_types::pem::PemObject;
     let der = rustls_pki_types::CertificateDer::from_pem_slice(pem.as_bytes()).unwrap();
@@ -481,13 +481,13 @@ fn fingerprint(main_data: &Path) -> String {
 }
 
 /// How an edge trusts its main's certificate.
-enum Trust<'a> {
+pub(crate) enum Trust<'a> {
     Pinned(&'a str),
     CaFile(&'a Path),
 }
 
 /// An edge process configured as site `north` of `main_url`.
-fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust) -> String {
+pub(crate) fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust) -> String {
     let path = dir.join("edge.yaml");
     let trust = match trust {
         Trust::Pinned(pin) => format!("fingerprint: \"{pin}\""),

@@ -828,7 +828,13 @@ impl Clocked {
 
     /// A server on the data directory, its clock where the last one's stopped.
     pub fn start(&self) -> Server {
-        Server::start_in(&self.data, test_clock(&self.clock))
+        self.start_with(Opts::default())
+    }
+
+    /// As `start`, with `opts` (a configuration file) besides.
+    pub fn start_with(&self, mut opts: Opts) -> Server {
+        opts.env.extend(test_clock(&self.clock).env);
+        Server::start_in(&self.data, opts)
     }
 }
 

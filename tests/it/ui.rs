@@ -1822,4 +1822,41 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
         page.contains("value=\"someday\""),
         "the form again as typed: {page}"
     );
+    // Days of the month, and (to whom may change what sites run) the sites it is shipped to.
+    let (_, form) = eve_browser.page("/downtimes/new").await;
+    assert!(
+        form.contains("name=\"daysOfMonth\"") && form.contains("name=\"sites\""),
+        "{form}"
+    );
+    let (status, _, page) = eve_browser
+        .post(
+            "/downtimes",
+            "selector=site%3Dnorth&duration=2h&sites=nowhere&comment=x",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert!(page.contains("value=\"nowhere\""), "{page}");
+    let (status, to, body) = eve_browser
+        .post(
+            "/downtimes",
+            "selector=site%3Dnorth&duration=2160h&daysOfMonth=1%2C+-1&times=02%3A00-04%3A00&comment=monthly+patching",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{to:?} {body}");
+    let listed = get(s, &a.token, "/api/v1/downtimes").await;
+    let monthly = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["comment"] == "monthly patching")
+        .unwrap();
+    assert_eq!(
+        monthly["timeIntervals"][0]["daysOfMonth"],
+        json!(["1", "-1"]),
+        "{monthly}"
+    );
+    let (_, page) = eve_browser.page("/downtimes").await;
+    assert!(page.contains("days 1, -1"), "{page}");
 }

@@ -503,3 +503,290 @@ async fn a_calendar_feed_becomes_a_downtimes_windows() {
     .await;
     assert_problem(res, 422, "svc:validation/calendarUrl").await;
 }
+
+/// What site `north` runs: `paging`'s channel, contact, policy, rule and pump, as a bundle.
+fn site_bundle(hooks: &Receiver) -> String {
+    format!(
+        "kind: channels\nname: hook\nbody: {{type: webhook, config: {{url: '{}'}}}}\n---\n\
+kind: contacts\nname: ada\nbody: {{preferences: [{{channels: [webhook], profile: default}}]}}\n---\n\
+kind: escalation-policies\nname: page\nbody: {{steps: [{{after: 0, notify: {{contact: ada}}}}]}}\n---\n\
+kind: alert-rules\nname: problems\nbody: {{severity: critical, escalationPolicy: page, match: \"event.type == 'state_change' && event.state == 'CRITICAL'\"}}\n---\n\
+kind: host\nname: plc\nbody: {{labels: {{site: lab}}, spec: {{}}}}\n---\n\
+kind: service\nhost: plc\nname: pump\nbody: {{spec: {{}}}}\n",
+        hooks.url("/hook")
+    )
+}
+
+/// Moves the edge's clock a second at a time (its pulls and heartbeats are due each second
+/// of it) until `pick` finds what it looks for at `path`.
+async fn synced<T>(s: &Server, token: &str, path: &str, pick: impl Fn(&Value) -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        advance(s, token, "1s").await;
+        let v = get(s, token, path).await;
+        if let Some(found) = pick(&v) {
+            return found;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{path}: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A main's calendar downtime shipped to its site (issue 70): the main reads the feed (served
+/// by the test) and serves its windows in the bundle site `north` pulls; the site keeps them
+/// as its own, unchangeable there, and then loses its uplink (the main killed) and is itself
+/// killed: inside the window its pump's problem is held, and at the window's end it pages
+/// once, on the site's clock (which the test moves). A downtime the main ends leaves the site.
+#[tokio::test]
+async fn a_calendar_downtime_travels_to_a_site_that_then_loses_its_uplink() {
+    use crate::federation::{Trust, create_site, edge_config, fingerprint};
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..Default::default()
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    let hooks = Receiver::start().await;
+    create_site(
+        m,
+        admin,
+        json!({"name": "north", "bundle": site_bundle(&hooks)}),
+    )
+    .await;
+    create_site(m, admin, json!({"name": "south"})).await;
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let served = |token: String| async move {
+        let res = call(m, &token, Method::GET, "/api/v1/sites/north:pull")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap()
+    };
+    let before = served(site_token.clone()).await;
+    assert_eq!(before, site_bundle(&hooks), "served as written");
+
+    let now = jiff::Timestamp::now();
+    hooks.reply(
+        "/maintenance.ics",
+        &[("content-type", "text/calendar")],
+        feed(now, 2).as_bytes(),
+    );
+    let terms = |sites: Value| {
+        json!({"comment": "vendor maintenance", "selector": "site=lab",
+            "start": now.to_string(), "end": (now + jiff::SignedDuration::from_hours(24 * 10)).to_string(),
+            "calendarUrl": hooks.url("/maintenance.ics"), "sites": sites})
+    };
+    // Shipped by selector to sites that exist, by whom may change what they run.
+    let res = send(
+        m,
+        admin,
+        Method::POST,
+        "/api/v1/downtimes",
+        terms(json!(["nowhere"])),
+    )
+    .await;
+    assert_problem(res, 422, "svc:validation/sites").await;
+    let (operator, _) = mint(m, admin, json!({"name": "ops", "roles": ["operator"]})).await;
+    let mut by_operator = terms(json!(["north"]));
+    by_operator.as_object_mut().unwrap().remove("calendarUrl");
+    let res = send(m, &operator, Method::POST, "/api/v1/downtimes", by_operator).await;
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    let host = json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "main-host", "spec": {}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let mut by_object = terms(json!(["north"]));
+    by_object["objectId"] = host["id"].clone();
+    by_object.as_object_mut().unwrap().remove("selector");
+    let res = send(m, admin, Method::POST, "/api/v1/downtimes", by_object).await;
+    assert_problem(res, 422, "svc:validation/sites").await;
+
+    let created = json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            "/api/v1/downtimes",
+            terms(json!(["north"])),
+        )
+        .await,
+        201,
+    )
+    .await;
+    assert_eq!(created["sites"], json!(["north"]));
+    let id = created["id"].as_str().unwrap().to_string();
+    polled(m, admin, "/api/v1/downtimes", |v| {
+        (v["items"][0]["occurrences"].as_array()?.len() == 3).then_some(())
+    })
+    .await;
+    let text = served(site_token.clone()).await;
+    assert!(
+        text.starts_with("kind: channels")
+            && text.contains(&format!("kind: downtimes\nname: {id}")),
+        "{text}"
+    );
+
+    // The site pulls it in its bundle and keeps it as its own, on its own clock.
+    let clocked = Clocked::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = edge_config(
+        dir.path(),
+        &m.base,
+        &site_token,
+        Trust::Pinned(&fingerprint(&m.data)),
+    );
+    let site_opts = || Opts {
+        args: vec!["--config".into(), config.clone()],
+        ..Default::default()
+    };
+    let e = clocked.start_with(site_opts());
+    let local = clocked.token.clone();
+    let shipped = synced(&e, &local, "/api/v1/downtimes", |v| {
+        let d = &v["items"][0];
+        (d["occurrences"].as_array().is_some_and(|o| o.len() == 3)).then(|| d.clone())
+    })
+    .await;
+    assert_eq!(shipped["id"], id.as_str());
+    assert_eq!(shipped["fromMain"], true, "{shipped}");
+    assert!(shipped["calendar"]["readAt"].is_string(), "{shipped}");
+    let first = shipped["occurrences"][0].clone();
+    let events = get(&e, &local, "/api/v1/events?types=downtime").await;
+    assert_eq!(events["items"][0]["payload"]["fromMain"], true, "{events}");
+    // It is the main's to change.
+    let res = call(&e, &local, Method::PUT, &format!("/api/v1/downtimes/{id}"))
+        .header("If-Match", "1")
+        .json(&json!({"comment": "mine", "selector": "site=lab",
+            "start": now.to_string(), "end": (now + jiff::SignedDuration::from_hours(1)).to_string()}))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    let res = call(
+        &e,
+        &local,
+        Method::DELETE,
+        &format!("/api/v1/downtimes/{id}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_problem(res, 403, "svc:auth/forbidden").await;
+    // Its heartbeat (each second of its clock) tells the main it runs the served bundle.
+    let started = Instant::now();
+    loop {
+        advance(&e, &local, "1s").await;
+        let overview = get(m, admin, "/api/v1/sites:overview").await;
+        let north = overview["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "north")
+            .cloned()
+            .unwrap();
+        if north["bundleCurrent"] == true {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{north}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A downtime the main ends leaves the site.
+    let mut firmware = terms(json!(["north"]));
+    firmware.as_object_mut().unwrap().remove("calendarUrl");
+    firmware["comment"] = json!("firmware");
+    let firmware = json(
+        send(m, admin, Method::POST, "/api/v1/downtimes", firmware).await,
+        201,
+    )
+    .await;
+    let other = firmware["id"].as_str().unwrap().to_string();
+    let in_effect = |v: &Value, id: &str| {
+        v["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|d| d["id"] == id && d["fromMain"] == true))
+    };
+    synced(&e, &local, "/api/v1/downtimes?active=true", |v| {
+        in_effect(v, &other).then_some(())
+    })
+    .await;
+    let res = call(
+        m,
+        admin,
+        Method::DELETE,
+        &format!("/api/v1/downtimes/{other}"),
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(res.status(), 204);
+    synced(&e, &local, "/api/v1/downtimes?active=true", |v| {
+        (!in_effect(v, &other)).then_some(())
+    })
+    .await;
+    let withdrawn = get(&e, &local, "/api/v1/events?types=downtime").await;
+    assert_eq!(
+        withdrawn["items"][0]["payload"]["action"], "withdrawn",
+        "{withdrawn}"
+    );
+    assert_eq!(
+        withdrawn["items"][0]["payload"]["downtimeId"],
+        other.as_str()
+    );
+    pump(&e, &local, "OK").await;
+
+    // The uplink is lost; the site, killed too, keeps the windows.
+    let Admin { s: main_server, .. } = main;
+    main_server.crash();
+    e.crash();
+    let e = clocked.start_with(site_opts());
+    advance_to(
+        &e,
+        &local,
+        ts(&first["start"]) + jiff::SignedDuration::from_mins(30),
+    )
+    .await;
+    assert_eq!(depth(&e, &local).await, 1, "inside the shipped window");
+    pump(&e, &local, "CRITICAL").await;
+    polled(&e, &local, "/api/v1/alerts?status=open", |v| {
+        (v["items"].as_array()?.len() == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        hooks.bodies("/hook", "alert", "ada").is_empty(),
+        "held in the window"
+    );
+    polled(&e, &local, "/api/v1/site:status", |v| {
+        v["lastError"]
+            .as_str()?
+            .contains("unreachable")
+            .then_some(())
+    })
+    .await;
+    advance_to(
+        &e,
+        &local,
+        ts(&first["end"]) + jiff::SignedDuration::from_secs(1),
+    )
+    .await;
+    assert_eq!(depth(&e, &local).await, 0, "after the window");
+    let pages = hooks.until_bodies("/hook", "alert", "ada", 1).await;
+    assert_eq!(
+        pages[0]["alert"]["title"], "plc/pump is CRITICAL",
+        "{pages:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(hooks.bodies("/hook", "alert", "ada").len(), 1, "paged once");
+}

@@ -350,6 +350,20 @@ struct SuppressionForm {
     weekdays: Option<String>,
     /// A recurring downtime's times of day (`22:00-24:00`, comma-separated).
     times: Option<String>,
+    /// A recurring downtime's days of the month (`1`, `15:20`, `-1`, comma-separated).
+    days_of_month: Option<String>,
+    /// Federation sites to ship a downtime to (comma-separated).
+    sites: Option<String>,
+}
+
+/// A form field's comma-separated items, trimmed.
+fn items(raw: &Option<String>) -> Vec<String> {
+    raw.as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 impl SuppressionForm {
@@ -384,16 +398,12 @@ impl SuppressionForm {
 
     /// A recurring downtime's windows, in `zone`, if weekdays or times are given.
     fn intervals(&self, zone: &jiff::tz::TimeZone) -> Option<Vec<TimeInterval>> {
-        let list = |raw: &Option<String>| -> Vec<String> {
-            raw.as_deref()
-                .unwrap_or_default()
-                .split(',')
-                .map(|s| s.trim().to_ascii_lowercase())
-                .filter(|s| !s.is_empty())
-                .collect()
-        };
-        let (weekdays, times) = (list(&self.weekdays), list(&self.times));
-        if weekdays.is_empty() && times.is_empty() {
+        let (weekdays, times, days_of_month) = (
+            items(&self.weekdays.as_deref().map(str::to_ascii_lowercase)),
+            items(&self.times),
+            items(&self.days_of_month),
+        );
+        if weekdays.is_empty() && times.is_empty() && days_of_month.is_empty() {
             return None;
         }
         Some(vec![TimeInterval {
@@ -402,12 +412,13 @@ impl SuppressionForm {
                 .map(|t| TimeOfDayRange::from(t.as_str()))
                 .collect(),
             weekdays,
+            days_of_month,
             location: Some(zone.iana_name().unwrap_or("UTC").to_string()),
             ..TimeInterval::default()
         }])
     }
 
-    fn draft(&self, object: Option<(Uuid, String)>) -> SuppressionDraft {
+    fn draft(&self, object: Option<(Uuid, String)>, c: &Visitor) -> SuppressionDraft {
         SuppressionDraft {
             selector: self.selector.clone().unwrap_or_default(),
             text_regex: self.text_regex.clone().unwrap_or_default(),
@@ -417,6 +428,11 @@ impl SuppressionForm {
             start: self.start.clone().unwrap_or_default(),
             weekdays: self.weekdays.clone().unwrap_or_default(),
             times: self.times.clone().unwrap_or_default(),
+            days_of_month: self.days_of_month.clone().unwrap_or_default(),
+            sites: c
+                .principal
+                .allows("config:write")
+                .then(|| self.sites.clone().unwrap_or_default()),
         }
     }
 }
@@ -447,7 +463,7 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
             Section::Silences,
             "New silence",
             p,
-            views::silence_form(&f.draft(None), None),
+            views::silence_form(&f.draft(None, &c), None),
         ),
     }
 }
@@ -524,6 +540,7 @@ async fn new_downtime(
     };
     let draft = SuppressionDraft {
         object,
+        sites: c.principal.allows("config:write").then(String::new),
         ..Default::default()
     };
     html(
@@ -562,6 +579,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             duration: None,
             time_intervals: f.intervals(&c.zone),
             calendar_url: None,
+            sites: Some(items(&f.sites)).filter(|s| !s.is_empty()),
         };
         st.alerting
             .create_downtime(&c.principal, &c.actor, body, None)
@@ -571,7 +589,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
     match result.await {
         Ok(()) => Done::to("/downtimes", "downtime").into_response(),
         Err(p) => {
-            let form = views::downtime_form(&f.draft(object));
+            let form = views::downtime_form(&f.draft(object, &c));
             form_again(&c, Section::Downtimes, "New downtime", p, form)
         }
     }

@@ -231,6 +231,10 @@ pub struct SuppressionDraft {
     pub start: String,
     pub weekdays: String,
     pub times: String,
+    pub days_of_month: String,
+    /// Federation sites a downtime is shipped to, as typed; offered to whom may write the
+    /// configuration.
+    pub sites: Option<String>,
 }
 
 /// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
@@ -291,9 +295,24 @@ pub fn downtimes(
                         @if d.start > now { "starts " (when(now, d.start)) " · " }
                         @if d.end > now { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
                     }
-                    @if !d.time_intervals.is_empty() {
+                    @if d.from_main || !d.sites.is_empty() {
                         br;
-                        small { "recurs " (recurrence(&d.time_intervals)) }
+                        small {
+                            @if d.from_main { "from the main (changed there)" }
+                            @else { "shipped to sites " (d.sites.join(", ")) }
+                        }
+                    }
+                    @if d.recurs() {
+                        br;
+                        small {
+                            @if d.calendar_url.is_some() {
+                                "windows from a calendar"
+                                @if let Some(read) = d.calendar.as_ref().and_then(|c| c.read_at) { ", read " (when(now, read)) }
+                                @if let Some(error) = d.calendar.as_ref().and_then(|c| c.error.as_deref()) { " (last read failed: " (error) ")" }
+                            } @else {
+                                "recurs " (recurrence(&d.time_intervals))
+                            }
+                        }
                         @if !d.occurrences.is_empty() {
                             ul {
                                 @for w in d.occurrences.iter().take(3) {
@@ -304,7 +323,7 @@ pub fn downtimes(
                     }
                 }
                 span.acts {
-                    @if can_write && d.end > now {
+                    @if can_write && d.end > now && !d.from_main {
                         (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
                     }
                 }
@@ -381,8 +400,14 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
                 legend { "Repeat within that time (optional)" }
                 label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
                 input #weekdays type="text" name="weekdays" value=(d.weekdays);
+                label for="daysOfMonth" { "On days of the month (e.g. 1, 15:20, -1 for the last)" }
+                input #daysOfMonth type="text" name="daysOfMonth" value=(d.days_of_month);
                 label for="times" { "Between (e.g. 22:00-24:00; empty: all day)" }
                 input #times type="text" name="times" value=(d.times);
+            }
+            @if let (None, Some(sites)) = (&d.object, &d.sites) {
+                label for="sites" { "Ship to federation sites (e.g. north, south; they keep it without an uplink)" }
+                input #sites type="text" name="sites" value=(sites);
             }
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
