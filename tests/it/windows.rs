@@ -260,8 +260,23 @@ async fn until_held(s: &Server, token: &str) -> Vec<Value> {
 
 /// Reads `path` until `pick` finds what it looks for in the answer; returns that.
 async fn polled<T>(s: &Server, token: &str, path: &str, pick: impl Fn(&Value) -> Option<T>) -> T {
+    read_until(s, token, path, None, pick).await
+}
+
+/// Reads `path` until `pick` finds what it looks for, moving the server's clock by `step`
+/// before each read when one is given.
+async fn read_until<T>(
+    s: &Server,
+    token: &str,
+    path: &str,
+    step: Option<&str>,
+    pick: impl Fn(&Value) -> Option<T>,
+) -> T {
     let started = Instant::now();
     loop {
+        if let Some(step) = step {
+            advance(s, token, step).await;
+        }
         let v = get(s, token, path).await;
         if let Some(found) = pick(&v) {
             return found;
@@ -520,16 +535,7 @@ kind: service\nhost: plc\nname: pump\nbody: {{spec: {{}}}}\n",
 /// Moves the edge's clock a second at a time (its pulls and heartbeats are due each second
 /// of it) until `pick` finds what it looks for at `path`.
 async fn synced<T>(s: &Server, token: &str, path: &str, pick: impl Fn(&Value) -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        advance(s, token, "1s").await;
-        let v = get(s, token, path).await;
-        if let Some(found) = pick(&v) {
-            return found;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{path}: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    read_until(s, token, path, Some("1s"), pick).await
 }
 
 /// A main's calendar downtime shipped to its site (issue 70): the main reads the feed (served
