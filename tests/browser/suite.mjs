@@ -140,6 +140,16 @@ async function main() {
       assert(await page.isVisible("text=matches 1 active alert now"), "the silence matches nothing");
     });
 
+    await flow("acknowledge with options from the alert page", page, async () => {
+      await page.goto(`${base}/alerts`);
+      await page.click("text=load is CRITICAL");
+      await page.selectOption("#expires_in", "4h");
+      await page.check("input[name=loose]");
+      await Promise.all([page.waitForURL(/did=ack/), page.getByRole("button", { name: "Acknowledge", exact: true }).click()]);
+      const terms = await page.locator("dt:text-is('Acknowledgement') + dd").textContent();
+      assert(/cleared by the next change, lapses in [34]h/.test(terms), terms);
+    });
+
     await flow("the on-call page", page, async () => {
       await page.goto(`${base}/oncall`);
       assert((await page.locator("h1").textContent()) === "On call now", "h1");
