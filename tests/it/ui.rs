@@ -1825,7 +1825,9 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
     // Days of the month, and (to whom may change what sites run) the sites it is shipped to.
     let (_, form) = eve_browser.page("/downtimes/new").await;
     assert!(
-        form.contains("name=\"daysOfMonth\"") && form.contains("name=\"sites\""),
+        ["daysOfMonth", "months", "sites"]
+            .iter()
+            .all(|f| form.contains(&format!("name=\"{f}\""))),
         "{form}"
     );
     let (status, _, page) = eve_browser
@@ -1840,7 +1842,7 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
     let (status, to, body) = eve_browser
         .post(
             "/downtimes",
-            "selector=site%3Dnorth&duration=2160h&daysOfMonth=1%2C+-1&times=02%3A00-04%3A00&comment=monthly+patching",
+            "selector=site%3Dnorth&duration=2160h&daysOfMonth=1%2C+-1&months=January%3Ajune&times=02%3A00-04%3A00&comment=monthly+patching",
             "same-origin",
         )
         .await;
@@ -1852,11 +1854,12 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
         .iter()
         .find(|d| d["comment"] == "monthly patching")
         .unwrap();
-    assert_eq!(
-        monthly["timeIntervals"][0]["daysOfMonth"],
-        json!(["1", "-1"]),
-        "{monthly}"
-    );
+    let interval = &monthly["timeIntervals"][0];
+    assert_eq!(interval["daysOfMonth"], json!(["1", "-1"]), "{monthly}");
+    assert_eq!(interval["months"], json!(["january:june"]), "{monthly}");
     let (_, page) = eve_browser.page("/downtimes").await;
-    assert!(page.contains("days 1, -1"), "{page}");
+    assert!(
+        page.contains("recurs days 1, -1 in january:june 02:00-04:00"),
+        "{page}"
+    );
 }

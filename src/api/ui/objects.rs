@@ -25,7 +25,7 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
-        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays` and `times` (`saturday`, `22:00-24:00`; comma-separated; either makes it recur within that time, in the caller's zone), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
@@ -352,6 +352,8 @@ struct SuppressionForm {
     times: Option<String>,
     /// A recurring downtime's days of the month (`1`, `15:20`, `-1`, comma-separated).
     days_of_month: Option<String>,
+    /// A recurring downtime's months (`december`, `june:august`, comma-separated).
+    months: Option<String>,
     /// Federation sites to ship a downtime to (comma-separated).
     sites: Option<String>,
 }
@@ -396,14 +398,17 @@ impl SuppressionForm {
         }
     }
 
-    /// A recurring downtime's windows, in `zone`, if weekdays or times are given.
+    /// A recurring downtime's windows, in `zone`, if any of its repeat fields is given.
     fn intervals(&self, zone: &jiff::tz::TimeZone) -> Option<Vec<TimeInterval>> {
-        let (weekdays, times, days_of_month) = (
-            items(&self.weekdays.as_deref().map(str::to_ascii_lowercase)),
+        let lower = |raw: &Option<String>| items(&raw.as_deref().map(str::to_ascii_lowercase));
+        let (weekdays, times, days_of_month, months) = (
+            lower(&self.weekdays),
             items(&self.times),
             items(&self.days_of_month),
+            lower(&self.months),
         );
-        if weekdays.is_empty() && times.is_empty() && days_of_month.is_empty() {
+        if weekdays.is_empty() && times.is_empty() && days_of_month.is_empty() && months.is_empty()
+        {
             return None;
         }
         Some(vec![TimeInterval {
@@ -413,6 +418,7 @@ impl SuppressionForm {
                 .collect(),
             weekdays,
             days_of_month,
+            months,
             location: Some(zone.iana_name().unwrap_or("UTC").to_string()),
             ..TimeInterval::default()
         }])
@@ -429,6 +435,7 @@ impl SuppressionForm {
             weekdays: self.weekdays.clone().unwrap_or_default(),
             times: self.times.clone().unwrap_or_default(),
             days_of_month: self.days_of_month.clone().unwrap_or_default(),
+            months: self.months.clone().unwrap_or_default(),
             sites: c
                 .principal
                 .allows("config:write")

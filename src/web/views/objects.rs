@@ -232,6 +232,7 @@ pub struct SuppressionDraft {
     pub weekdays: String,
     pub times: String,
     pub days_of_month: String,
+    pub months: String,
     /// Federation sites a downtime is shipped to, as typed; offered to whom may write the
     /// configuration.
     pub sites: Option<String>,
@@ -361,7 +362,11 @@ fn recurrence(intervals: &[TimeInterval]) -> String {
                 } else {
                     format!("days {}", i.days_of_month.join(", "))
                 },
-                i.months.join(", "),
+                if i.months.is_empty() {
+                    String::new()
+                } else {
+                    format!("in {}", i.months.join(", "))
+                },
                 i.years.join(", "),
                 if times.is_empty() {
                     "all day".into()
@@ -402,6 +407,8 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
                 input #weekdays type="text" name="weekdays" value=(d.weekdays);
                 label for="daysOfMonth" { "On days of the month (e.g. 1, 15:20, -1 for the last)" }
                 input #daysOfMonth type="text" name="daysOfMonth" value=(d.days_of_month);
+                label for="months" { "In months (e.g. december, or june:august)" }
+                input #months type="text" name="months" value=(d.months);
                 label for="times" { "Between (e.g. 22:00-24:00; empty: all day)" }
                 input #times type="text" name="times" value=(d.times);
             }
