@@ -181,9 +181,19 @@ async fn authorized(access: Access, mut req: Request, next: Next) -> Response {
         return Problem::from(e).into_response();
     }
     req.extensions_mut().insert(principal);
+    let if_none_match = req
+        .headers()
+        .get(axum::http::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.trim()
+                .trim_start_matches("W/")
+                .trim_matches('"')
+                .to_string()
+        });
     let res = next.run(req).await;
     match form_session {
-        Some(id) => with_form_tokens_in_page(res, &id).await,
+        Some(id) => with_form_tokens_in_page(res, &id, if_none_match).await,
         None => res,
     }
 }
@@ -356,8 +366,14 @@ async fn with_form_token(req: Request, session: &str) -> Result<Request, Problem
 
 /// Every `<form method="post">` of an HTML page served to a session gets that session's token
 /// as a hidden field, so each form the UI renders carries it without each view knowing; the
-/// page is marked for no cache to keep.
-async fn with_form_tokens_in_page(res: Response, session: &str) -> Response {
+/// page is marked for no cache to keep. A live page's content carries its version
+/// (`data-version` on its `<main>`, `web::page`): it is the page's `ETag`, and a live refresh
+/// that names it in `If-None-Match` is answered 304 without the page when nothing changed.
+async fn with_form_tokens_in_page(
+    res: Response,
+    session: &str,
+    if_none_match: Option<String>,
+) -> Response {
     let html = res
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
@@ -373,6 +389,24 @@ async fn with_form_tokens_in_page(res: Response, session: &str) -> Response {
         return Problem::internal("reading a page to give its forms their token").into_response();
     };
     let page = String::from_utf8_lossy(&bytes);
+    let version = (parts.status == StatusCode::OK)
+        .then(|| crate::web::page_version(&page))
+        .flatten();
+    if let Some(v) = version {
+        if let Ok(etag) = HeaderValue::from_str(&format!("\"{v}\"")) {
+            parts.headers.insert(axum::http::header::ETAG, etag);
+        }
+        if if_none_match.as_deref() == Some(v) {
+            parts.status = StatusCode::NOT_MODIFIED;
+            parts.headers.remove(axum::http::header::CONTENT_TYPE);
+            parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+            parts.headers.insert(
+                axum::http::header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-store"),
+            );
+            return Response::from_parts(parts, axum::body::Body::empty());
+        }
+    }
     let field = format!("<input type=\"hidden\" name=\"{FORM_TOKEN}\" value=\"{token}\">");
     let mut out = String::with_capacity(page.len() + 256);
     let mut rest: &str = &page;

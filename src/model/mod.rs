@@ -22,6 +22,7 @@ pub mod health;
 pub mod heartbeat;
 pub mod ical;
 pub mod identity;
+pub mod inbox;
 pub mod incident;
 pub mod input;
 pub mod interval;

@@ -444,6 +444,10 @@ pub struct Problem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_name: Option<String>,
     pub state: CheckState,
+    /// The object's effective labels (its templates', a service's host's, its own), as
+    /// selectors see them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -418,7 +418,8 @@ impl Results {
             .into_iter()
             .filter(|s| s.state != 0 && (include_handled || !handled(s)))
             .filter_map(|s| {
-                let object = catalog.get(s.object_id)?.object.clone();
+                let entry = catalog.get(s.object_id)?;
+                let object = entry.object.clone();
                 let host_name = object
                     .host_id
                     .and_then(|h| catalog.get(h))
@@ -427,6 +428,7 @@ impl Results {
                     object,
                     host_name,
                     state: s,
+                    labels: entry.labels.clone(),
                 })
             })
             .collect();

@@ -12,6 +12,37 @@ use crate::model::VERSION;
 use crate::model::flood::Flood;
 use maud::{DOCTYPE, Markup, html};
 
+/// A live page's version: what its refresh names to be told nothing changed. Relative times
+/// (`<time>`'s text, "5m ago") are left out: the clock moving changes nothing a refresh
+/// should fetch.
+fn content_version(inner: &str) -> String {
+    use sha2::Digest;
+    let mut hash = sha2::Sha256::new();
+    let mut rest = inner;
+    while let Some(at) = rest.find("<time ") {
+        let Some(open) = rest[at..].find('>').map(|e| at + e + 1) else {
+            break;
+        };
+        hash.update(&rest[..open]);
+        rest = &rest[open..];
+        if let Some(close) = rest.find("</time>") {
+            rest = &rest[close..];
+        }
+    }
+    hash.update(rest);
+    crate::model::audit::hex(&hash.finalize()[..8])
+}
+
+/// The version a live page's content carries (`data-version` of its `<main>`), if it has one.
+pub fn page_version(page: &str) -> Option<&str> {
+    const MARK: &str = "<main id=\"content\" ";
+    let main = &page[page.find(MARK)?..];
+    let main = &main[..main.find('>')?];
+    let at = main.find("data-version=\"")? + "data-version=\"".len();
+    let len = main[at..].find('"')?;
+    Some(&main[at..at + len])
+}
+
 /// HTML text outside a template (a problem detail in plain code): the characters that could
 /// open markup or leave an attribute, escaped.
 pub fn escape(s: &str) -> String {
@@ -169,24 +200,7 @@ fn document(title: &str, look: &Look, body: Markup) -> Markup {
 /// `h1`, the content, and the live module where the page is live.
 pub fn page(frame: Frame<'_>, content: Markup) -> String {
     let live = frame.live.join(" ");
-    document(
-        &frame.title,
-        frame.look,
-        html! {
-            a.skip href="#content" { "Skip to content" }
-            header {
-                nav aria-label="Main" {
-                    (brand(frame.look))
-                    @for (section, path, label, permission) in NAV {
-                        @if frame.principal.allows(permission) {
-                            a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
-                        }
-                    }
-                    a.me href="/account" aria-current=[(frame.section == Section::Account).then_some("page")] { (frame.principal.name) }
-                    a href="/auth/logout" { "Sign out" }
-                }
-            }
-            main #content data-live=[(!live.is_empty()).then_some(live.as_str())] {
+    let inner = html! {
                 @for f in frame.floods {
                     p.notice.error.flood role="alert" {
                         strong { "Alarm flood" }
@@ -204,6 +218,27 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
                     None => {},
                 }
                 (content)
+    };
+    let version = (!live.is_empty()).then(|| content_version(&inner.0));
+    document(
+        &frame.title,
+        frame.look,
+        html! {
+            a.skip href="#content" { "Skip to content" }
+            header {
+                nav aria-label="Main" {
+                    (brand(frame.look))
+                    @for (section, path, label, permission) in NAV {
+                        @if frame.principal.allows(permission) {
+                            a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
+                        }
+                    }
+                    a.me href="/account" aria-current=[(frame.section == Section::Account).then_some("page")] { (frame.principal.name) }
+                    a href="/auth/logout" { "Sign out" }
+                }
+            }
+            main #content data-live=[(!live.is_empty()).then_some(live.as_str())] data-version=[version.as_deref()] {
+                (inner)
             }
             footer { "svc " (VERSION) }
             @if !frame.live.is_empty() {

@@ -1506,7 +1506,7 @@ async fn lists_are_paged_and_filtered_on_the_server() {
     assert_eq!(first.matches("class=\"badge s-warn\"").count(), 100);
     let (_, second) = olga.page("/?from=100").await;
     assert!(
-        second.contains("101–117 of 117") && second.contains("href=\"/?from=0\""),
+        second.contains("101–117 of 117") && second.contains("href=\"/\">Previous"),
         "{second}"
     );
     assert_eq!(second.matches("class=\"badge s-warn\"").count(), 17);
@@ -1862,4 +1862,169 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
         page.contains("recurs days 1, -1 in january:june 02:00-04:00"),
         "{page}"
     );
+}
+
+/// Issue 71, items 1, 2 and 8: the problems page is one inbox. An alert from an event (a
+/// SCADA webhook) stands with the object problems and is counted in the title; the list is
+/// searched, filtered, sorted and grouped by its URL; open alerts are acknowledged or
+/// shelved together (select all without a script); a live refresh naming the page's
+/// version is answered 304 until something changes.
+#[tokio::test]
+async fn the_problems_page_is_one_inbox_narrowed_and_acted_on_together() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    create_all(
+        s,
+        &a.token,
+        vec![
+            ("/api/v1/event-sources", json!({"name": "scada", "type": "webhook", "authMode": "none", "labels": {"site": "south"}})),
+            ("/api/v1/alert-rules", json!({"name": "scada", "match": "event.type == 'ingress' && event.source == 'scada'",
+                "severity": "critical", "title": "{{ .event.summary }}", "dedupKey": "{{ .event.dedupKey }}"})),
+        ],
+    )
+    .await;
+    critical(s, &a.token, "disk").await;
+    result(s, &a.token, "load", "WARNING").await;
+    let res = s
+        .http
+        .post(s.url("/api/v1/ingest/scada"))
+        .json(&json!({"summary": "pump station 3 <pressure>", "severity": "critical", "dedupKey": "ps3"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(res.status().is_success(), "{}", res.status());
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let pump = alerts
+        .iter()
+        .find(|x| x["objectId"].is_null())
+        .expect("the pump station's alert has no object")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+
+    let (status, home) = olga.page("/").await;
+    assert_eq!(status, 200);
+    assert!(
+        home.contains("<title>(3) Problems · svc</title>"),
+        "two objects and the event's alert: {home}"
+    );
+    assert!(
+        home.contains("pump station 3 &lt;pressure&gt;") && home.contains("from scada"),
+        "{home}"
+    );
+    assert!(
+        home.contains(&format!("value=\"{pump}\" form=\"bulk\"")),
+        "{home}"
+    );
+    let order: Vec<usize> = ["edge / disk", "pump station 3", "edge / load"]
+        .iter()
+        .map(|n| home.find(n).unwrap_or_else(|| panic!("{n} in {home}")))
+        .collect();
+    assert!(
+        order[0] < order[2] && order[1] < order[2],
+        "worst first: {order:?}"
+    );
+
+    // Narrowing lives in the URL.
+    let (_, found) = olga.page("/?q=pressure").await;
+    assert!(
+        found.contains("pump station 3") && !found.contains("edge / disk"),
+        "{found}"
+    );
+    let (_, warn) = olga.page("/?severity=warning").await;
+    assert!(
+        warn.contains("edge / load") && !warn.contains("edge / disk"),
+        "{warn}"
+    );
+    let (_, south) = olga.page("/?selector=site%3Dsouth").await;
+    assert!(
+        south.contains("pump station 3") && !south.contains("edge / load"),
+        "{south}"
+    );
+    let (_, named) = olga.page("/?sort=name&age=%3C1h").await;
+    let (disk, pump_at) = (
+        named.find("edge / disk").unwrap(),
+        named.find("pump station").unwrap(),
+    );
+    assert!(
+        disk < pump_at && named.find("edge / load").unwrap() < pump_at,
+        "{named}"
+    );
+    let (_, grouped) = olga.page("/?group=site").await;
+    assert!(
+        grouped.contains("<h2>north <small class=\"muted\">(2)</small></h2>")
+            && grouped.contains("<h2>south <small class=\"muted\">(1)</small></h2>"),
+        "{grouped}"
+    );
+    let (status, bad) = olga.page("/?sort=sideways").await;
+    assert_eq!(status, 422);
+    assert!(bad.contains("sort"), "{bad}");
+    let (status, _) = olga.page("/?selector=site%3D%3D%3D").await;
+    assert_eq!(status, 422);
+
+    // Select all, without a script: every open alert's box ticked.
+    let (_, all) = olga.page("/?select=all").await;
+    assert_eq!(all.matches("form=\"bulk\" checked").count(), 2, "{all}");
+    let ids: Vec<String> = get(s, &a.token, "/api/v1/alerts?status=open").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let shelve = format!("id={}&id=not-an-alert-gone&duration=4h&back=%2F", ids[0]);
+    let (status, _, _) = olga.post("/alerts/shelve", &shelve, "same-origin").await;
+    assert_eq!(status, 404, "an id that is no alert's is refused");
+    let shelve = format!("id={}&duration=4h&back=%2F", ids[0]);
+    let (status, to, _) = olga.post("/alerts/shelve", &shelve, "same-origin").await;
+    assert_eq!((status, to.as_deref()), (303, Some("/?did=shelve-some")));
+    let alert = get(s, &a.token, &format!("/api/v1/alerts/{}", ids[0])).await;
+    assert_eq!(alert["shelved"]["mode"], "timed", "{alert}");
+    let (_, home) = olga.page("/").await;
+    assert!(
+        home.contains("<title>(2) Problems · svc</title>"),
+        "shelved is handled: {home}"
+    );
+    let ack = format!("id={}&id={}&back=%2F", ids[1], ids[0]);
+    let (status, _, _) = olga.post("/alerts/ack", &ack, "same-origin").await;
+    assert_eq!(status, 303);
+    let (_, home) = olga.page("/").await;
+    assert!(home.contains("<title>(1) Problems · svc</title>"), "{home}");
+    let (_, handled) = olga.page("/?handled=1").await;
+    assert_eq!(handled.matches("<li data-key=").count(), 3, "{handled}");
+
+    // A live refresh names the version it shows: 304 until something changes.
+    let version = |page: &str| {
+        let at = page.find("data-version=\"").unwrap() + "data-version=\"".len();
+        page[at..at + page[at..].find('"').unwrap()].to_string()
+    };
+    let live = |v: String| {
+        s.http
+            .get(s.url("/?handled=1"))
+            .header("Cookie", &olga.cookie)
+            .header("Accept", "text/html")
+            .header("If-None-Match", format!("\"{v}\""))
+            .send()
+    };
+    let v = version(&handled);
+    let res = live(v.clone()).await.unwrap();
+    assert_eq!(res.status(), 304);
+    assert!(res.bytes().await.unwrap().is_empty());
+    result(s, &a.token, "swap", "CRITICAL").await;
+    let started = Instant::now();
+    loop {
+        let res = live(v.clone()).await.unwrap();
+        if res.status() == 200 {
+            assert_ne!(res.headers()["etag"].to_str().unwrap(), format!("\"{v}\""));
+            assert!(res.text().await.unwrap().contains("edge / swap"));
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the page never changed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

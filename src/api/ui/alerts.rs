@@ -2,15 +2,20 @@
 //! resolving and assigning from them.
 
 use super::*;
+use crate::alerting::AlertError;
 use crate::model::alert::AckRequest;
+use crate::model::inbox;
+use crate::model::selector::SelectorError;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP, unhandled first (acknowledged or in downtime is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed), each with its open alert's acknowledge button; the count in the title; live. An anonymous browser is redirected to `/login`.")
-            .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).page(),
+        Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page, the operator's inbox (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP and (with `alerts:read`) the open and acknowledged alerts no problem stands for (from events), unhandled first (acknowledged, in downtime, silenced, shelved, snoozed or held back by a failed dependency is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed); narrowed by `q` (name, output, title, `label=value`), `severity` (`critical`, `unknown`, `warning`, `info`), `selector` (labels), `age` (`<1h`: started within, `>24h`: standing at least), sorted by `sort` (`severity`, `newest`, `oldest`, `name`), grouped by `group` (`host`, `site`, `severity`); a value it does not know is 422. Each open alert's acknowledge button, and a box to select it for acknowledging or shelving together (`select=all` ticks them all); the count of what needs a person in the title; live. An anonymous browser is redirected to `/login`.")
+            .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).answers_text(422, HTML).page(),
         Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
             .query::<AlertsQuery>().answers_text(200, HTML).page(),
         Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
+            .form::<BulkForm>().answers_empty(303).page(),
+        Route::post("/alerts/shelve", shelve_many).permission("alerts:ack").doc("ui", "Shelve selected alerts", "Form: `id` repeated, `duration` (`1h`, `4h`...), `back`. Each alert is shelved for that long as by `POST /api/v1/alerts/{id}:shelve` (`mode: timed`, reason \"shelved from the problems page\"; one audit entry and event each); those closed meanwhile are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
         Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, acknowledge (with a comment), snooze, resolve, and its timeline (opened, acknowledged, escalations, notifications, resolved); live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
@@ -45,38 +50,124 @@ pub(super) fn routes() -> Vec<Route> {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 struct ProblemsQuery {
     handled: Option<String>,
-    /// How many problems the earlier pages showed; anything but a count reads as 0.
+    /// How many entries the earlier pages showed; anything but a count reads as 0.
     from: Option<String>,
     did: Option<String>,
+    /// Text looked for in the name, output, title and labels (`key=value`).
+    q: Option<String>,
+    /// `critical`, `unknown`, `warning` or `info`; comma-separated.
+    severity: Option<String>,
+    /// A label selector over the object's and the alert's labels.
+    selector: Option<String>,
+    /// `<1h` (started within), `>24h` (standing at least).
+    age: Option<String>,
+    /// `severity` (default), `newest`, `oldest`, `name`.
+    sort: Option<String>,
+    /// `host`, `site` or `severity`.
+    group: Option<String>,
+    /// `all`: every open alert's box ticked.
+    select: Option<String>,
 }
 
-/// Problems on one page of the problems list.
+/// Entries on one page of the problems list.
 const PROBLEMS_PAGE: usize = 100;
 
-/// The problems, and each problem object's open alert with whether a silence holds it.
-async fn problems_with_alerts(
-    st: &AppState,
-    c: &Caller,
-) -> Result<(Vec<crate::model::state::Problem>, HashMap<Uuid, OpenAlert>), Problem> {
-    let items = st.results.problems(&c.principal, true, 500).await?;
-    let mut open = HashMap::new();
-    if c.principal.allows("alerts:read") {
+impl ProblemsQuery {
+    /// The narrowing as typed, for the page.
+    fn typed(&self) -> views::InboxQuery {
+        let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_string();
+        views::InboxQuery {
+            q: text(&self.q),
+            severity: text(&self.severity),
+            selector: text(&self.selector),
+            age: text(&self.age),
+            sort: text(&self.sort),
+            group: text(&self.group),
+            handled: self
+                .handled
+                .as_deref()
+                .is_some_and(|h| h == "1" || h == "true"),
+            select_all: self.select.as_deref() == Some("all"),
+        }
+    }
+}
+
+/// What `typed` narrows the inbox to, and how it groups it; a value it does not know is 422
+/// naming the field.
+fn narrowing(
+    typed: &views::InboxQuery,
+) -> Result<(inbox::Narrowing, Option<inbox::Group>), Problem> {
+    let unknown = |field: &'static str, value: &str| {
+        Problem::validation(
+            field,
+            format!("{field} {value:?} is not one of the choices"),
+        )
+    };
+    let levels = typed
+        .severity
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| inbox::Level::parse(s).ok_or_else(|| unknown("severity", s)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let selector = typed
+        .selector
+        .parse()
+        .map_err(|e: SelectorError| Problem::validation("selector", e.to_string()))?;
+    let age = match typed.age.split_at_checked(1) {
+        None => None,
+        Some((op, d)) => {
+            let d: GoDuration = d.parse().map_err(|_| unknown("age", &typed.age))?;
+            Some(match op {
+                "<" => inbox::Age::Within(d.0),
+                ">" => inbox::Age::Over(d.0),
+                _ => return Err(unknown("age", &typed.age)),
+            })
+        }
+    };
+    let sort = match typed.sort.as_str() {
+        "" => inbox::Sort::default(),
+        s => inbox::Sort::ALL
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| unknown("sort", s))?,
+    };
+    let group = match typed.group.as_str() {
+        "" => None,
+        g => Some(
+            inbox::Group::ALL
+                .into_iter()
+                .find(|o| o.as_str() == g)
+                .ok_or_else(|| unknown("group", g))?,
+        ),
+    };
+    let narrowing = inbox::Narrowing {
+        text: typed.q.to_lowercase(),
+        levels,
+        selector,
+        age,
+        handled: typed.handled,
+        sort,
+    };
+    Ok((narrowing, group))
+}
+
+/// The caller's inbox: the problems, and (to whom may read alerts) the open and
+/// acknowledged alerts with the silences holding them.
+async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox::Entry>, Problem> {
+    let problems = st.results.problems(&c.principal, true, 500).await?;
+    let (alerts, silenced) = if c.principal.allows("alerts:read") {
         let filter = AlertFilter {
-            statuses: vec![AlertStatus::Open],
+            statuses: vec![AlertStatus::Open, AlertStatus::Acked],
             ..Default::default()
         };
         let alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
         let silenced = st.alerting.silenced(&c.principal, &alerts).await?;
-        for a in alerts {
-            if let Some(o) = a.object_id {
-                open.entry(o).or_insert(OpenAlert {
-                    id: a.id,
-                    silenced: silenced.contains(&a.id),
-                });
-            }
-        }
-    }
-    Ok((items, open))
+        (alerts, silenced)
+    } else {
+        Default::default()
+    };
+    Ok(inbox::entries(problems, alerts, &silenced))
 }
 
 async fn problems(
@@ -94,18 +185,18 @@ async fn problems(
         )
             .into_response();
     }
-    let handled_shown = q
-        .handled
-        .as_deref()
-        .is_some_and(|h| h == "1" || h == "true");
-    let (mut items, open) = match problems_with_alerts(&st, &c).await {
+    let typed = q.typed();
+    let (narrowing, group) = match narrowing(&typed) {
+        Ok(n) => n,
+        Err(p) => return failed(p),
+    };
+    let entries = match inbox_entries(&st, &c).await {
         Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let unhandled = items.iter().filter(|p| !views::handled(p, &open)).count();
-    if !handled_shown {
-        items.retain(|p| !views::handled(p, &open));
-    }
+    let now = st.clock.now();
+    let unhandled = inbox::unhandled(&entries, now);
+    let items = inbox::narrowed(entries, &narrowing, now);
     let title = if unhandled > 0 {
         format!("({unhandled}) Problems")
     } else {
@@ -118,17 +209,22 @@ async fn problems(
         .and_then(|f| f.parse::<usize>().ok())
         .unwrap_or(0)
         .min(total);
-    let shown = &items[from..total.min(from + PROBLEMS_PAGE)];
+    let page: Vec<inbox::Entry> = items.into_iter().skip(from).take(PROBLEMS_PAGE).collect();
+    let shown = page.len();
+    let groups = match group {
+        Some(g) => inbox::grouped(page, g),
+        None => vec![(String::new(), page)],
+    };
     let content = views::problems(
-        st.clock.now(),
-        views::ProblemPage {
-            items: shown,
+        now,
+        views::InboxPage {
+            groups: &groups,
             from,
+            shown,
             total,
             size: PROBLEMS_PAGE,
-            handled_shown,
+            query: &typed,
         },
-        &open,
         can(&c),
     );
     html(
@@ -296,15 +392,27 @@ struct BulkForm {
     /// An alert id, once per selected alert.
     id: Vec<String>,
     back: Option<String>,
+    /// Shelve: for how long.
+    duration: Option<String>,
 }
 
 impl BulkForm {
+    /// The selected alerts' ids, at most a list page's worth.
+    fn ids(&self) -> Result<Vec<Uuid>, Problem> {
+        self.id
+            .iter()
+            .take(ALERTS.max.unwrap_or(1000))
+            .map(|raw| Uuid::parse_str(raw).map_err(|_| Problem::not_found()))
+            .collect()
+    }
+
     fn parse(body: &Bytes) -> Self {
         let mut form = BulkForm::default();
         for (k, v) in form_urlencoded::parse(body) {
             match k.as_ref() {
                 "id" => form.id.push(v.into_owned()),
                 "back" => form.back = Some(v.into_owned()),
+                "duration" => form.duration = Some(v.into_owned()),
                 _ => {}
             }
         }
@@ -345,24 +453,37 @@ async fn ack(
 
 async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
     let f = BulkForm::parse(&body);
-    for raw in f.id.iter().take(ALERTS.max.unwrap_or(1000)) {
-        let id = Uuid::parse_str(raw).map_err(|_| Problem::not_found())?;
-        match st
+    for id in f.ids()? {
+        let acked = st
             .alerting
             .ack(&c.principal, &c.actor, id, AckRequest::default())
-            .await
-        {
-            Ok(_) => {}
-            // Acknowledged or closed meanwhile (by someone else, or escalation): left as it is.
-            Err(e) => {
-                let p = Problem::from(e);
-                if p.status != StatusCode::NOT_FOUND {
-                    return Err(p.into());
-                }
-            }
-        }
+            .await;
+        left_if_gone(acked)?;
     }
     Ok(Done::back(f.back.as_deref(), "ack-some"))
+}
+
+async fn shelve_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let f = BulkForm::parse(&body);
+    for id in f.ids()? {
+        let req = ShelveRequest {
+            duration: Some(f.duration.clone().unwrap_or_else(|| "1h".into())),
+            mode: Some("timed".into()),
+            reason: Some("shelved from the problems page".into()),
+        };
+        left_if_gone(st.alerting.shelve(&c.principal, &c.actor, id, req).await)?;
+    }
+    Ok(Done::back(f.back.as_deref(), "shelve-some"))
+}
+
+/// A bulk action's answer for one alert: one gone meanwhile (closed, or acknowledged by
+/// someone else) is left as it is; any other refusal stops the action there.
+fn left_if_gone<T>(r: Result<T, AlertError>) -> Result<(), Problem> {
+    match r.map_err(Problem::from) {
+        Ok(_) => Ok(()),
+        Err(p) if p.status == StatusCode::NOT_FOUND || p.status == StatusCode::CONFLICT => Ok(()),
+        Err(p) => Err(p),
+    }
 }
 
 async fn snooze(

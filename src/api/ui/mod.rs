@@ -36,7 +36,7 @@ use crate::model::object::{ObjectFilter, ObjectKind};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
-use crate::web::views::{self, Can, OpenAlert, SuppressionDraft};
+use crate::web::views::{self, Can, SuppressionDraft};
 use crate::web::{self, Frame, Look, Notice, Section, Theme, assets};
 use axum::body::Bytes;
 use axum::extract::FromRequestParts;
@@ -215,6 +215,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
     let text = match did? {
         "ack" => "Acknowledged.",
         "ack-some" => "Acknowledged the selected alerts that were still open.",
+        "shelve-some" => "Shelved the selected alerts that were still open.",
         "snooze" => "Snoozed.",
         "shelve" => "Shelved: it does not page until the shelf ends.",
         "unshelve" => "Unshelved: it pages again while open.",

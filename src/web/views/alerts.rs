@@ -31,90 +31,221 @@ pub fn silence_like(a: &Alert) -> String {
     format!("/silences/new?{query}")
 }
 
-/// A problem object's open alert: the acknowledge button acts on it.
-pub struct OpenAlert {
-    pub id: Uuid,
-    /// An active silence holds it.
-    pub silenced: bool,
+/// The problems page's narrowing as typed, for its form and its links.
+#[derive(Clone, Default)]
+pub struct InboxQuery {
+    pub q: String,
+    pub severity: String,
+    pub selector: String,
+    /// `<1h`, `<24h`, `>24h`, `>168h`, or empty.
+    pub age: String,
+    pub sort: String,
+    pub group: String,
+    pub handled: bool,
+    /// Every open alert's box ticked (`select=all`), so selecting all needs no script.
+    pub select_all: bool,
 }
 
-/// Whether someone has a problem in hand: acknowledged, in downtime, or its open alert
-/// silenced (the API's `/problems` knows the first two; the page adds silences, as
-/// Alertmanager's users expect).
-pub fn handled(p: &Problem, open: &HashMap<Uuid, OpenAlert>) -> bool {
-    p.state.acked_by.is_some()
-        || p.state.downtime_depth > 0
-        || open.get(&p.object.id).is_some_and(|a| a.silenced)
+impl InboxQuery {
+    /// The page's address with these filters (and `handled` as given), from `from`.
+    pub fn href(&self, handled: bool, from: usize) -> String {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (name, value) in [
+            ("q", self.q.as_str()),
+            ("severity", &self.severity),
+            ("selector", &self.selector),
+            ("age", &self.age),
+            ("sort", &self.sort),
+            ("group", &self.group),
+        ] {
+            if !value.is_empty() {
+                query.append_pair(name, value);
+            }
+        }
+        if handled {
+            query.append_pair("handled", "1");
+        }
+        if from > 0 {
+            query.append_pair("from", &from.to_string());
+        }
+        let query = query.finish();
+        if query.is_empty() {
+            "/".into()
+        } else {
+            format!("/?{query}")
+        }
+    }
 }
 
-/// `/`: what is wrong now, as the domain orders it (unhandled first, worst first); `open`
-/// maps an object to its open alert, for the acknowledge button.
-/// One page of the problems: those shown, after how many, of how many.
-pub struct ProblemPage<'a> {
-    pub items: &'a [Problem],
+/// One page of the inbox: its entries (in groups when grouped), after how many, of how many.
+pub struct InboxPage<'a> {
+    pub groups: &'a [(String, Vec<Entry>)],
     pub from: usize,
+    pub shown: usize,
     pub total: usize,
-    /// Problems a page shows at most.
     pub size: usize,
-    pub handled_shown: bool,
+    pub query: &'a InboxQuery,
 }
 
-pub fn problems(
-    now: Timestamp,
-    page: ProblemPage<'_>,
-    open: &HashMap<Uuid, OpenAlert>,
-    can: Can,
-) -> Markup {
-    let ProblemPage {
-        items,
+const AGE_CHOICES: &[(&str, &str)] = &[
+    ("", "Any age"),
+    ("<1h", "New in the last hour"),
+    ("<24h", "New in the last day"),
+    (">24h", "Standing over a day"),
+    (">168h", "Standing over a week"),
+];
+
+/// `/`: the inbox: what is wrong now and the alerts no object stands for, unhandled first,
+/// worst first; narrowed, sorted and grouped as `page.query` says; open alerts can be
+/// acknowledged or shelved in bulk.
+pub fn problems(now: Timestamp, page: InboxPage<'_>, can: Can) -> Markup {
+    let InboxPage {
+        groups,
         from,
+        shown,
         total,
         size,
-        handled_shown,
+        query,
     } = page;
-    let query = if handled_shown { "/?handled=1&" } else { "/?" };
-    let back = match (from, handled_shown) {
-        (0, false) => "/".to_string(),
-        (0, true) => "/?handled=1".to_string(),
-        _ => format!("{query}from={from}"),
-    };
+    let back = query.href(query.handled, from);
     let back = back.as_str();
-    let next = from + items.len();
+    let next = from + shown;
+    let choice = |value: &str, chosen: &str| value == chosen;
     html! {
-        (tabs("Which problems", &[("/".into(), "Unhandled", !handled_shown), ("/?handled=1".into(), "All, handled too", handled_shown)]))
-        @if items.is_empty() && total > 0 {
-            p { "No more problems past this point. " a href=(if handled_shown { "/?handled=1" } else { "/" }) { "Back to the first" } }
-        } @else if items.is_empty() {
-            p { "No problems. Everything checked is OK or UP." }
-        } @else {
-            ul.list {
-                @for p in items {
-                    @let name = object_name(&p.object, p.host_name.as_deref());
-                    li {
-                        (state_badge(p.object.kind, Some(&p.state)))
-                        span.what {
-                            a href=(format!("/objects/{}", p.object.id)) { (name) }
-                            " " small { (p.state.output) }
-                            br;
-                            small { "since " (when(now, p.state.last_hard_change.unwrap_or(p.state.last_change))) }
-                            @if let Some(by) = &p.state.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
-                            @if p.state.downtime_depth > 0 { " " span.handled { "⏸ in downtime" } }
-                            @if open.get(&p.object.id).is_some_and(|a| a.silenced) { " " span.handled { "🔕 silenced" } }
-                        }
-                        span.acts {
-                            @if let (true, Some(alert)) = (can.ack, open.get(&p.object.id)) {
-                                (button(&format!("/alerts/{}/ack", alert.id), back, "Acknowledge", &name))
-                            }
-                        }
+        (tabs("Which problems", &[(query.href(false, 0), "Unhandled", !query.handled), (query.href(true, 0), "All, handled too", query.handled)]))
+        form.filters method="get" action="/" role="search" {
+            @if query.handled { input type="hidden" name="handled" value="1"; }
+            div { label for="q" { "Search" } input #q type="search" name="q" value=(query.q) placeholder="name, output, label=value" accesskey="/"; }
+            div {
+                label for="severity" { "Severity" }
+                select #severity name="severity" {
+                    option value="" selected[query.severity.is_empty()] { "Any" }
+                    @for level in Level::ALL {
+                        option value=(level.as_str()) selected[choice(level.as_str(), &query.severity)] { (level.as_str()) }
                     }
                 }
             }
+            div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(query.selector) placeholder="site=north"; }
+            div {
+                label for="age" { "Age" }
+                select #age name="age" {
+                    @for (value, text) in AGE_CHOICES { option value=(value) selected[choice(value, &query.age)] { (text) } }
+                }
+            }
+            div {
+                label for="sort" { "Sort" }
+                select #sort name="sort" {
+                    @for sort in Sort::ALL { option value=(sort.as_str()) selected[choice(sort.as_str(), &query.sort) || (query.sort.is_empty() && sort == Sort::Severity)] { (sort.as_str()) } }
+                }
+            }
+            div {
+                label for="group" { "Group by" }
+                select #group name="group" {
+                    option value="" selected[query.group.is_empty()] { "nothing" }
+                    @for group in Group::ALL { option value=(group.as_str()) selected[choice(group.as_str(), &query.group)] { (group.as_str()) } }
+                }
+            }
+            button type="submit" { "Filter" }
+            @if query.href(query.handled, 0) != "/" { " " a href="/" { "Clear" } }
         }
-        @if total > items.len() && !items.is_empty() {
+        @if shown == 0 && total > 0 {
+            p { "No more problems past this point. " a href=(query.href(query.handled, 0)) { "Back to the first" } }
+        } @else if shown == 0 {
+            p { "No problems here. Everything checked is OK or UP, and no alert is open." }
+        } @else {
+            @if can.ack {
+                form #bulk method="post" action="/alerts/ack" {
+                    input type="hidden" name="back" value=(back);
+                }
+            }
+            @for (group, entries) in groups {
+                @if !query.group.is_empty() { h2 { (group) " " small.muted { "(" (entries.len()) ")" } } }
+                ul.list {
+                    @for e in entries { (inbox_row(now, e, back, can, query.select_all)) }
+                }
+            }
+            @if can.ack {
+                div.acts.bulk {
+                    @if query.select_all {
+                        a.button href=(back) { "Select none" }
+                    } @else {
+                        a.button href=(format!("{back}{}select=all", if back.contains('?') { "&" } else { "?" })) { "Select all" }
+                    }
+                    button form="bulk" type="submit" { "Acknowledge selected" }
+                    label for="bulk-shelve" { "or shelve them for" }
+                    select #bulk-shelve name="duration" form="bulk" {
+                        option value="1h" selected { "1 hour" }
+                        option value="4h" { "4 hours" }
+                        option value="8h" { "8 hours" }
+                    }
+                    button form="bulk" type="submit" formaction="/alerts/shelve" { "Shelve selected" }
+                }
+            }
+        }
+        @if total > shown && shown > 0 {
             nav.pager aria-label="Pages" {
                 span.muted { (from + 1) "–" (next) " of " (total) }
-                @if from > 0 { a.button href=(format!("{query}from={}", from.saturating_sub(size))) { "Previous" } }
-                @if next < total { a.button href=(format!("{query}from={next}")) { "Next" } }
+                @if from > 0 { a.button href=(query.href(query.handled, from.saturating_sub(size))) { "Previous" } }
+                @if next < total { a.button href=(query.href(query.handled, next)) { "Next" } }
+            }
+        }
+    }
+}
+
+/// How an inbox entry's alert is held: silenced, snoozed, held back, shelved.
+fn entry_marks(now: Timestamp, e: &Entry) -> Markup {
+    html! {
+        @if e.silenced { " " span.handled { "🔕 silenced" } }
+        @if let Some(a) = e.alert() {
+            @if let Some(until) = a.snoozed_until.filter(|u| *u > now) { " " span.handled { "snoozed until " (when(now, until)) } }
+            (noise_marks(now, a))
+        }
+    }
+}
+
+/// A line of the inbox: the object's state or the alert's severity, what it is, since when,
+/// how it is handled; its alert to select, and to acknowledge.
+fn inbox_row(now: Timestamp, e: &Entry, back: &str, can: Can, select_all: bool) -> Markup {
+    let name = e.name();
+    let alert = e.alert();
+    html! {
+        li data-key=(alert.map(|a| a.id).or(e.problem().map(|p| p.object.id)).unwrap_or_default()) {
+            @if let (true, Some(a)) = (can.ack, alert) {
+                @if a.status == AlertStatus::Open {
+                    input type="checkbox" name="id" value=(a.id) form="bulk" checked[select_all] aria-label=(format!("Select {name}"));
+                }
+            }
+            @match &e.subject {
+                Subject::Problem(p, _) => {
+                    (state_badge(p.object.kind, Some(&p.state)))
+                    span.what {
+                        a href=(format!("/objects/{}", p.object.id)) { (name) }
+                        " " small { (p.state.output) }
+                        br;
+                        small { "since " (when(now, e.since())) }
+                        @if let Some(by) = &p.state.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
+                        @if p.state.downtime_depth > 0 { " " span.handled { "⏸ in downtime" } }
+                        (entry_marks(now, e))
+                    }
+                }
+                Subject::Alert(a) => {
+                    (severity_badge(a.severity))
+                    span.what {
+                        a href=(format!("/alerts/{}", a.id)) { (name) }
+                        @if let Some(source) = a.payload.get("source").and_then(|v| v.as_str()) { " " small { "from " (source) } }
+                        br;
+                        small { "alert, opened " (when(now, e.since())) }
+                        @if let Some(by) = &a.acked_by { " " span.handled { "✓ acknowledged by " (by) } }
+                        (entry_marks(now, e))
+                    }
+                }
+            }
+            span.acts {
+                @if let (true, Some(a)) = (can.ack, alert) {
+                    @if a.status == AlertStatus::Open {
+                        (button(&format!("/alerts/{}/ack", a.id), back, "Acknowledge", &name))
+                    }
+                }
             }
         }
     }
@@ -200,7 +331,7 @@ pub fn alerts(
             }
             ul.list {
                 @for a in items {
-                    li {
+                    li data-key=(a.id) {
                         @if bulk {
                             input type="checkbox" name="id" value=(a.id) form="bulk" aria-label=(format!("Select {}", a.title));
                         }

@@ -20,6 +20,7 @@ use crate::model::audit::AuditEntry;
 use crate::model::config::ConfigDoc;
 use crate::model::event::{Event, Severity};
 use crate::model::identity::{ApiToken, Branding, MintedToken, User};
+use crate::model::inbox::{Entry, Group, Level, Sort, Subject};
 use crate::model::incident::Incident;
 use crate::model::notify::{OnCallNow, OnCallShift};
 use crate::model::object::{ObjectKind, ObjectView};
@@ -27,7 +28,6 @@ use crate::model::site::SiteOverview;
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
 use crate::model::suppression::{Downtime, Silence};
 use maud::{Markup, html};
-use std::collections::HashMap;
 use uuid::Uuid;
 
 /// What the caller may do on a page, decided by the handler from the caller's permissions.
