@@ -3,7 +3,8 @@
 //
 //   SVC_BIN=target/release/svc node tests/browser/suite.mjs
 //
-// Flows: sign in, single sign-on through an OpenID provider (tests/peers/oidc), a CRITICAL result appearing live on the problems page (no reload),
+// Flows: sign in, single sign-on through an OpenID provider (tests/peers/oidc), a CRITICAL result appearing live on the problems page (no reload, announced),
+// one inbox with an event's alert (search, keys), a live refresh that leaves a touched control alone,
 // acknowledge from the row, silence from an alert, the on-call page, the service worker the
 // account page registers, a service's page, the
 // same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
@@ -116,6 +117,7 @@ async function main() {
       assert(await page.evaluate(() => window.__notReloaded === true), "the page was reloaded instead of updated");
       await page.waitForFunction(() => document.title.startsWith("(2)"), null, { timeout: 10000 });
       await page.locator("li", { hasText: "edge / disk" }).getByRole("button", { name: /Acknowledge/ }).waitFor({ timeout: 10000 });
+      await page.waitForFunction(() => [...document.querySelectorAll("[aria-live=polite]")].some((e) => /1 new/.test(e.textContent)), null, { timeout: 10000 });
       await picture(page, "problems");
     });
 
@@ -148,6 +150,45 @@ async function main() {
       await Promise.all([page.waitForURL(/did=ack/), page.getByRole("button", { name: "Acknowledge", exact: true }).click()]);
       const terms = await page.locator("dt:text-is('Acknowledgement') + dd").textContent();
       assert(/cleared by the next change, lapses in [34]h/.test(terms), terms);
+    });
+
+    await flow("one inbox: an event's alert among the problems, searched and acknowledged by keys", page, async () => {
+      await api(srv, "POST", "/api/v1/event-sources", { name: "scada", type: "webhook", authMode: "none" });
+      await api(srv, "POST", "/api/v1/alert-rules", {
+        name: "scada", match: "event.type == 'ingress' && event.source == 'scada'", severity: "critical",
+        title: "{{ .event.summary }}", dedupKey: "{{ .event.dedupKey }}",
+      });
+      const res = await fetch(`${base}/api/v1/ingest/scada`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ summary: "pump station 3 pressure low", severity: "critical", dedupKey: "ps3" }),
+      });
+      assert(res.ok, `ingest: ${res.status}`);
+      await page.goto(`${base}/`);
+      await page.waitForSelector("text=pump station 3 pressure low", { timeout: 10000 });
+      await page.keyboard.press("/");
+      assert(await page.evaluate(() => document.activeElement.id === "q"), "/ does not focus the search");
+      await page.keyboard.type("pressure");
+      await Promise.all([page.waitForURL(/q=pressure/), page.keyboard.press("Enter")]);
+      assert((await page.locator("main ul.list > li").count()) === 1, "the search did not narrow the list");
+      await page.locator("h1").click();
+      await page.keyboard.press("j");
+      assert(await page.isVisible("main li.current"), "j does not move to a row");
+      await Promise.all([page.waitForURL(/did=ack/), page.keyboard.press("a")]);
+      assert(await page.isVisible("text=Acknowledged."), "a did not acknowledge the row");
+      await page.keyboard.press("?");
+      assert(await page.isVisible("[role=dialog] >> text=acknowledge the row"), "? shows no help");
+    });
+
+    await flow("a live refresh never changes a control a person touched", page, async () => {
+      await api(srv, "POST", "/api/v1/services", { name: "pump", host: "edge", spec: {} });
+      await page.goto(`${base}/`);
+      await page.selectOption("#bulk-shelve", "4h");
+      await result(srv, "pump", "CRITICAL");
+      await sleep(2000);
+      assert((await page.inputValue("#bulk-shelve")) === "4h", "the refresh reset the chosen duration");
+      assert(!(await page.isVisible("text=edge / pump")), "the page was swapped under a touched control");
+      await page.selectOption("#bulk-shelve", "1h");
+      await page.waitForSelector("text=edge / pump", { timeout: 10000 });
     });
 
     await flow("the on-call page", page, async () => {
