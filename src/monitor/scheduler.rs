@@ -14,7 +14,7 @@ use super::results::Job;
 use crate::auth::Principal;
 use crate::model::Timestamp;
 use crate::model::audit::AuditDraft;
-use crate::model::config::{AgentCheck, AgentChecks, agent_plugin};
+use crate::model::config::{AgentCheck, AgentChecks, CheckRun, agent_plugin};
 use crate::model::dependency::{Group, Holds, ParentState, failed};
 use crate::model::identity::Actor;
 use crate::model::object::ObjectKind;
@@ -323,17 +323,18 @@ impl Scheduler {
         for (tenant, catalog) in snapshot.tenants() {
             for entry in &catalog.entries {
                 let spec = &entry.spec;
+                // A configuration error is reported as the object's UNKNOWN by a run here.
+                let runs = match spec.check_run() {
+                    CheckRun::Here => true,
+                    CheckRun::Passive => {
+                        entry.config_error.is_some() && spec.enable_checks != Some(false)
+                    }
+                    CheckRun::Agent | CheckRun::Off => false,
+                };
+                if !runs {
+                    continue;
+                }
                 let name = spec.check_command.as_deref().filter(|c| !c.is_empty());
-                if name.is_none() && entry.config_error.is_none() {
-                    continue;
-                }
-                // The host's agent runs it and reports the result.
-                if name.is_some_and(|n| agent_plugin(n).is_some()) {
-                    continue;
-                }
-                if spec.enable_checks == Some(false) {
-                    continue;
-                }
                 let key = (*tenant, entry.object.id);
                 live.insert(key);
                 // Beside the leading process, only the checks asked for here run.

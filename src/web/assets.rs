@@ -35,6 +35,11 @@ const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../web/push.js"),
     ),
     (
+        "favicon.svg",
+        "image/svg+xml",
+        include_bytes!("../../web/favicon.svg"),
+    ),
+    (
         "sw.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../web/sw.js"),
@@ -96,6 +101,10 @@ mod tests {
             assert!(path.starts_with("/assets/"), "{path}");
             let asset = by_path(path).unwrap_or_else(|| panic!("{path} is served"));
             assert_eq!(asset.bytes, *bytes);
+            // A file smaller than a packet gains nothing from gzip.
+            if bytes.len() < 1024 {
+                continue;
+            }
             let z = asset
                 .gzipped
                 .as_ref()

@@ -186,6 +186,7 @@ fn document(title: &str, look: &Look, body: Markup) -> Markup {
                 meta name="color-scheme" content="light dark";
                 title { (title) " · " (look.name()) }
                 link rel="stylesheet" href=(assets::url("app.css"));
+                link rel="icon" type="image/svg+xml" href=(assets::url("favicon.svg"));
                 @if let Some((background, text)) = &look.header {
                     // Both are `#rrggbb` by construction (`Branding::header_colours`).
                     style { (maud::PreEscaped(format!(":root{{--brand-bg:{background};--brand-fg:{text}}}"))) }

@@ -1018,8 +1018,21 @@ async fn an_administrator_manages_users_and_tokens() {
         !page.contains(&format!("/users/{ada_id}/disable")),
         "not oneself"
     );
-    let (status, _, _) = ada
+    assert!(
+        page.contains("name=\"confirm\" value=\"on\" required"),
+        "disabling asks first: {page}"
+    );
+    let (status, _, body) = ada
         .post(&format!("/users/{olga_id}/disable"), "", "same-origin")
+        .await;
+    assert_eq!(status, 422, "not without the ticked box");
+    assert!(body.contains("tick the box"), "{body}");
+    let (status, _, _) = ada
+        .post(
+            &format!("/users/{olga_id}/disable"),
+            "confirm=on",
+            "same-origin",
+        )
         .await;
     assert_eq!(status, 303);
     let res = s
@@ -2027,4 +2040,67 @@ async fn the_problems_page_is_one_inbox_narrowed_and_acted_on_together() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Issue 71, item 12: the favicon is served (linked by its hashed name, and at the
+/// conventional address, to anyone); "Check now" is offered only where a check runs here,
+/// and an object that takes passive results says so instead, also when one is asked for.
+#[tokio::test]
+async fn the_favicon_and_what_check_now_says_where_nothing_runs() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    create_all(
+        s,
+        &a.token,
+        vec![(
+            "/api/v1/services",
+            json!({"name": "ping", "host": "edge", "spec": {"checkCommand": "hostalive"}}),
+        )],
+    )
+    .await;
+    let res = s.http.get(s.url("/favicon.ico")).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["content-type"], "image/svg+xml");
+    assert!(res.text().await.unwrap().starts_with("<svg"));
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (_, home) = olga.page("/").await;
+    assert!(
+        home.contains("<link rel=\"icon\" type=\"image/svg+xml\" href=\"/assets/favicon."),
+        "{home}"
+    );
+    let services = get(s, &a.token, "/api/v1/services").await;
+    let id_of = |name: &str| {
+        services["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (disk, ping) = (id_of("disk"), id_of("ping"));
+    let (_, passive) = olga.page(&format!("/objects/{disk}")).await;
+    assert!(
+        passive.contains("No check runs here: it takes passive results only.")
+            && !passive.contains("/check-now\""),
+        "{passive}"
+    );
+    let (_, active) = olga.page(&format!("/objects/{ping}")).await;
+    assert!(
+        active.contains(&format!("/objects/{ping}/check-now\"")),
+        "{active}"
+    );
+    let back = format!("back=%2Fobjects%2F{disk}");
+    let (status, to, _) = olga
+        .post(&format!("/objects/{disk}/check-now"), &back, "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    let (_, page) = olga.page(&to.unwrap()).await;
+    assert!(
+        page.contains("Nothing runs: this object takes passive results only."),
+        "{page}"
+    );
 }

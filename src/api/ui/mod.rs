@@ -57,6 +57,8 @@ pub fn routes() -> Vec<Route> {
             .answers_text(200, "text/css").answers_text(404, "text/plain").page(),
         Route::get("/sw.js", service_worker).doc("ui", "The service worker", "Shows Web Push messages as notifications, with an Acknowledge action that POSTs the alert's ack link; served at the root so its scope is the whole UI (`Service-Worker-Allowed: /`, `Cache-Control: no-cache`). Needs no identity: browsers fetch it on their own.")
             .answers_text(200, "text/javascript").page(),
+        Route::get("/favicon.ico", favicon).doc("ui", "The favicon", "The UI's icon (SVG; pages link it under its hashed name) for clients that ask the conventional address; `Cache-Control: public, max-age=86400`. Needs no identity.")
+            .answers_text(200, "image/svg+xml").page(),
         Route::get("/branding/logo", logo).doc("ui", "The instance's logo", "The branding's logo image (PNG, JPEG or WebP) for the header and the sign-in page, so it needs no identity; 404 when there is none. `v` as pages link it (a digest of the logo) makes it `immutable`, otherwise `no-cache`.")
             .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, HTML).page(),
     ];
@@ -221,6 +223,9 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "unshelve" => "Unshelved: it pages again while open.",
         "resolve" => "Resolved.",
         "check" => "Check scheduled.",
+        "check-passive" => "Nothing runs: this object takes passive results only.",
+        "check-agent" => "Nothing runs here: its host's agent runs the check and reports it.",
+        "check-off" => "Nothing runs: its checks are off (enableChecks: false).",
         "silence" => "Silence created.",
         "expire" => "Silence expired.",
         "downtime" => "Downtime started.",
@@ -500,6 +505,23 @@ async fn service_worker() -> Response {
             ),
         ],
         sw.bytes,
+    )
+        .into_response()
+}
+
+async fn favicon() -> Response {
+    let Some(icon) = assets::by_name("favicon.svg") else {
+        return crate::api::router::not_found();
+    };
+    (
+        [
+            (CONTENT_TYPE, HeaderValue::from_static(icon.media)),
+            (
+                CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=86400"),
+            ),
+        ],
+        icon.bytes,
     )
         .into_response()
 }

@@ -1,6 +1,7 @@
 //! The UI's objects, events, silences, downtimes and sites.
 
 use super::*;
+use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
 pub(super) fn routes() -> Vec<Route> {
@@ -120,14 +121,21 @@ async fn object(
         Ok(g) => g,
         Err(p) => return failed(p),
     };
+    let check_run = match st.inventory.effective(&c.principal, id).await {
+        Ok(e) => e.spec.check_run(),
+        Err(e) => return failed(e),
+    };
     let title = views::view_name(&view);
     let content = views::object(
         st.clock.now(),
-        &view,
-        &services,
-        &changes,
-        &graphs,
-        &events,
+        views::ObjectPage {
+            view: &view,
+            services: &services,
+            changes: &changes,
+            graphs: &graphs,
+            events: &events,
+            check_run,
+        },
         can(&c),
     );
     html(
@@ -183,10 +191,22 @@ async fn check_now(
     body: Bytes,
 ) -> Acted {
     let f = form::<ActionForm>(&body)?;
-    st.scheduler
-        .check_now(&c.principal, &c.actor, path_id(&id)?)
-        .await?;
-    Ok(Done::back(f.back.as_deref(), "check"))
+    let id = path_id(&id)?;
+    // As the API: asked for and audited; the page says when nothing will run.
+    st.scheduler.check_now(&c.principal, &c.actor, id).await?;
+    let done = match st
+        .inventory
+        .effective(&c.principal, id)
+        .await?
+        .spec
+        .check_run()
+    {
+        CheckRun::Here => "check",
+        CheckRun::Passive => "check-passive",
+        CheckRun::Agent => "check-agent",
+        CheckRun::Off => "check-off",
+    };
+    Ok(Done::back(f.back.as_deref(), done))
 }
 
 #[derive(Deserialize, Default)]

@@ -19,8 +19,8 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::post("/users", create_user).permission("admin:users").doc("ui", "Add a user", "Form: `name`, `email`, `role`, optional `password`. As `POST /api/v1/users`; 303 to `/users`; a refusal shows the page again with the reason.")
             .form::<AccountsForm>().answers_empty(303).answers_text(422, HTML).page(),
-        Route::post("/users/{id}/disable", disable_user).permission("admin:users").doc("ui", "Disable a user", "As `PUT /api/v1/users/{id}` with `disabled: true` (the last administrator stays); 303 to `/users`.")
-            .form::<ActionForm>().answers_empty(303).answers_text(409, HTML).page(),
+        Route::post("/users/{id}/disable", disable_user).permission("admin:users").doc("ui", "Disable a user", "Form: `confirm` (`on`: the box that asks first; without it 422). As `PUT /api/v1/users/{id}` with `disabled: true` (the last administrator stays); 303 to `/users`.")
+            .form::<DisableForm>().answers_empty(303).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/users/{id}/enable", enable_user).permission("admin:users").doc("ui", "Enable a user", "As `PUT /api/v1/users/{id}` with `disabled: false`; 303 to `/users`.")
             .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/tokens", tokens).permission("admin:tokens").doc("ui", "API tokens page", "The tenant's API tokens without their secrets: roles, scopes, last use, expiry; rotate, revoke, mint.")
@@ -413,11 +413,24 @@ async fn set_disabled(st: &AppState, c: &Caller, id: &str, disabled: bool) -> Ac
     ))
 }
 
+/// The disable form: its ticked confirmation.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct DisableForm {
+    confirm: Option<String>,
+}
+
 async fn disable_user(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
+    body: Bytes,
 ) -> Acted {
+    if form::<DisableForm>(&body)?.confirm.as_deref() != Some("on") {
+        return Err(
+            Problem::validation("confirm", "tick the box to confirm disabling the user").into(),
+        );
+    }
     set_disabled(&st, &c, &id, true).await
 }
 

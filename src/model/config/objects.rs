@@ -180,6 +180,30 @@ pub(super) fn validate_template(body: &mut Map<String, Value>) -> Result<(), Inv
 pub const AGENT_EXEC: &str = "agent:exec:";
 
 /// The plugin an `agent:exec:` check command names.
+/// Where an object's check runs, by its effective spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckRun {
+    /// This instance runs its `checkCommand`.
+    Here,
+    /// Its host's agent runs it (`agent:exec:`) and reports the result.
+    Agent,
+    /// No command: it takes passive results only.
+    Passive,
+    /// `enableChecks: false`.
+    Off,
+}
+
+impl ObjectSpec {
+    pub fn check_run(&self) -> CheckRun {
+        match self.check_command.as_deref().filter(|c| !c.is_empty()) {
+            None => CheckRun::Passive,
+            Some(c) if agent_plugin(c).is_some() => CheckRun::Agent,
+            Some(_) if self.enable_checks == Some(false) => CheckRun::Off,
+            Some(_) => CheckRun::Here,
+        }
+    }
+}
+
 pub fn agent_plugin(command: &str) -> Option<&str> {
     command.strip_prefix(AGENT_EXEC).filter(|p| !p.is_empty())
 }

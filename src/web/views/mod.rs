@@ -17,7 +17,7 @@ pub use people::*;
 use crate::model::Timestamp;
 use crate::model::alert::{AckTerms, Alert, AlertStatus, Shelf, SuppressedBy};
 use crate::model::audit::AuditEntry;
-use crate::model::config::ConfigDoc;
+use crate::model::config::{CheckRun, ConfigDoc};
 use crate::model::event::{Event, Severity};
 use crate::model::identity::{ApiToken, Branding, MintedToken, User};
 use crate::model::inbox::{Entry, Group, Level, Sort, Subject};

@@ -77,15 +77,28 @@ pub fn objects(
 }
 
 /// `/objects/{id}`: the object's state and output, its services (a host), its recent events.
-pub fn object(
-    now: Timestamp,
-    v: &ObjectView,
-    services: &[ObjectView],
-    changes: &[Event],
-    graphs: &[Graph],
-    events: &[Event],
-    can: Can,
-) -> Markup {
+/// What the object page shows of one object.
+pub struct ObjectPage<'a> {
+    pub view: &'a ObjectView,
+    /// A host's services.
+    pub services: &'a [ObjectView],
+    /// Its state changes of the last day, for the history bar.
+    pub changes: &'a [Event],
+    pub graphs: &'a [Graph],
+    pub events: &'a [Event],
+    /// Where its check runs: "Check now" only for one that runs here.
+    pub check_run: CheckRun,
+}
+
+pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
+    let ObjectPage {
+        view: v,
+        services,
+        changes,
+        graphs,
+        events,
+        check_run,
+    } = page;
     let segments = history(now, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
     html! {
@@ -112,8 +125,11 @@ pub fn object(
             @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
         }
         div.acts {
-            @if can.check_now {
-                (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name))
+            @match check_run {
+                CheckRun::Here => @if can.check_now { (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name)) },
+                CheckRun::Passive => p.muted { "No check runs here: it takes passive results only." },
+                CheckRun::Agent => p.muted { "Its host's agent runs the check and reports the result." },
+                CheckRun::Off => p.muted { "Its checks are off (enableChecks: false)." },
             }
             @if can.downtime {
                 a.button href=(format!("/downtimes/new?object={}", v.object.id)) { "Schedule downtime" }

@@ -333,7 +333,10 @@ pub fn users(now: Timestamp, items: &[User], me: Option<Uuid>) -> Markup {
                             @if u.disabled {
                                 (button(&format!("/users/{}/enable", u.id), "/users", "Enable", &u.name))
                             } @else {
-                                (button(&format!("/users/{}/disable", u.id), "/users", "Disable", &u.name))
+                                form method="post" action=(format!("/users/{}/disable", u.id)) {
+                                    label.check { input type="checkbox" name="confirm" value="on" required; "Sign " (u.name) " out and lock them out" }
+                                    button type="submit" aria-label=(format!("Disable {}", u.name)) { "Disable" }
+                                }
                             }
                         }
                     }
