@@ -6,6 +6,7 @@
 // the focus or differs from how the page drew it (text typed, a box ticked, another option
 // chosen), so a refresh never changes what a person touched. Without JavaScript the page is
 // the same, only not live. Keys on a desktop: / search, j and k move, a acknowledges, ? help.
+// A tap on a graph shows the value under it.
 (function () {
   "use strict";
   var main = document.querySelector("main[data-live]");
@@ -14,6 +15,7 @@
   news.setAttribute("aria-live", "polite");
   document.body.appendChild(news);
   keys();
+  values();
   if (!main || !window.EventSource || !window.fetch || !window.DOMParser) return;
   var types = main.getAttribute("data-live").split(/\s+/).filter(Boolean);
   var timer = null, busy = false, again = false;
@@ -94,6 +96,20 @@
   // Whatever happened between the page's rendering and the stream's (re)start was not heard:
   // one conditional fetch on each opening catches up (304 when nothing did).
   stream.addEventListener("open", function () { schedule(100); });
+
+  // A tap (or click) on a graph shows the time and value of the sample under it; hovering
+  // shows the same as the slice's title.
+  function values() {
+    document.addEventListener("click", function (e) {
+      var slice = e.target.closest && e.target.closest("figure.graph rect");
+      if (!slice) return;
+      var figure = slice.closest("figure");
+      var on = figure.querySelector("rect.on");
+      if (on) on.classList.remove("on");
+      slice.classList.add("on");
+      figure.querySelector("output").textContent = slice.textContent;
+    });
+  }
 
   function keys() {
     var help = null;

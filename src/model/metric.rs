@@ -107,6 +107,64 @@ pub fn parse_perfdata(perf: &str) -> Vec<PerfValue> {
     out
 }
 
+/// A Nagios threshold range: `10` (outside 0..10), `10:` (below 10), `~:10` (above 10),
+/// `10:20` (outside), `@10:20` (inside alerts). Unit suffixes are stripped, not scaled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    start: f64,
+    end: f64,
+    inside: bool,
+}
+
+impl Range {
+    pub fn parse(text: &str) -> Result<Range, String> {
+        let bad = || format!("{text:?} is not a threshold range");
+        let number = |s: &str| -> Result<f64, String> {
+            let digits = s
+                .trim()
+                .trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
+            digits.parse::<f64>().map_err(|_| bad())
+        };
+        let (inside, body) = match text.trim().strip_prefix('@') {
+            Some(b) => (true, b),
+            None => (false, text.trim()),
+        };
+        let (start, end) = match body.split_once(':') {
+            Some((a, b)) => {
+                let start = match a {
+                    "~" => f64::NEG_INFINITY,
+                    "" => 0.0,
+                    a => number(a)?,
+                };
+                let end = if b.is_empty() {
+                    f64::INFINITY
+                } else {
+                    number(b)?
+                };
+                (start, end)
+            }
+            None => (0.0, number(body)?),
+        };
+        if start > end {
+            return Err(bad());
+        }
+        Ok(Range { start, end, inside })
+    }
+
+    pub fn alerts(&self, v: f64) -> bool {
+        let within = self.start <= v && v <= self.end;
+        within == self.inside
+    }
+
+    /// Its finite ends, where a graph draws its threshold lines.
+    pub fn bounds(&self) -> impl Iterator<Item = f64> {
+        [self.start, self.end]
+            .into_iter()
+            .filter(|b| b.is_finite())
+            .filter(move |b| *b != 0.0 || self.start != 0.0 || self.inside)
+    }
+}
+
 /// Count, sum, minimum, maximum and last value of the samples in a bucket.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Agg {
@@ -259,6 +317,18 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A graph draws a threshold where its range begins to alert.
+    #[test]
+    fn a_thresholds_lines_are_its_finite_ends() {
+        let ends = |r: &str| Range::parse(r).unwrap().bounds().collect::<Vec<_>>();
+        assert_eq!(ends("90"), [90.0]);
+        assert_eq!(ends("10:"), [10.0]);
+        assert_eq!(ends("~:90"), [90.0]);
+        assert_eq!(ends("10:20"), [10.0, 20.0]);
+        assert_eq!(ends("@0:10"), [0.0, 10.0]);
+        assert!(Range::parse("20:10").is_err());
+    }
 
     #[test]
     fn perfdata() {

@@ -6,7 +6,8 @@
 // Flows: sign in, single sign-on through an OpenID provider (tests/peers/oidc), a CRITICAL result appearing live on the problems page (no reload, announced),
 // one inbox with an event's alert (search, keys), a live refresh that leaves a touched control alone,
 // acknowledge from the row, silence from an alert, the on-call page, the service worker the
-// account page registers, a service's page, the
+// account page registers, a service's page and its graphs (ranges, the value under a click
+// or a tap), the
 // same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
 // every page, and axe-core on every page (no serious or critical violation). A failing flow
 // leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
@@ -240,6 +241,22 @@ async function main() {
       await picture(page, "service");
     });
 
+    await flow("a graph: the current value, thresholds, another range, the value under a click", page, async () => {
+      await page.goto(`${base}/objects?q=disk`);
+      await page.click("text=edge / disk");
+      await page.waitForSelector("figure.graph");
+      const caption = await page.textContent("figure.graph figcaption");
+      assert(/used (97|40) % now/.test(caption) && /warning at 90, critical at 95/.test(caption), `caption: ${caption}`);
+      assert(await page.locator("figure.graph line.crit").count() === 1, "no critical threshold line");
+      await page.click("nav.ranges >> text=6h");
+      await page.waitForURL(/range=6h/);
+      assert(await page.getAttribute("nav.ranges a[aria-current]", "href").then((h) => h.endsWith("range=6h")), "6h not chosen");
+      const slice = page.locator("figure.graph rect").last();
+      await slice.click({ force: true });
+      const shown = await page.textContent("figure.graph output");
+      assert(/ · (97|40) %$/.test(shown), `the value under the click: ${shown}`);
+    });
+
     await flow("axe-core finds no serious or critical violation on any page", page, async () => {
       const found = [];
       for (const path of PAGES) {
@@ -247,7 +264,8 @@ async function main() {
         for (const v of await axe(page)) found.push(`${path}: ${v}`);
       }
       const alertId = (await api(srv, "GET", "/api/v1/alerts?limit=1")).items[0].id;
-      for (const path of [`/alerts/${alertId}`, "/login"]) {
+      const diskId = (await api(srv, "GET", "/api/v1/services?q=disk")).items[0].id;
+      for (const path of [`/alerts/${alertId}`, `/objects/${diskId}`, `/objects/${diskId}?range=7d`, "/login"]) {
         await page.goto(base + path);
         for (const v of await axe(page)) found.push(`${path}: ${v}`);
       }
@@ -283,6 +301,17 @@ async function main() {
       }
       assert(wide.length === 0, `wider than the screen: ${wide.join(", ")}`);
       assert(small.length === 0, `touch targets under 44 px: ${small.join("\n")}`);
+    });
+
+    await flow("a phone: a tap on a graph shows the value under it", mobile, async () => {
+      await mobile.goto(`${base}/objects?q=disk`);
+      await mobile.tap("text=edge / disk");
+      await mobile.waitForSelector("figure.graph");
+      const box = await mobile.locator("figure.graph svg").boundingBox();
+      assert(box.width <= 390, `the graph is ${box.width}px wide`);
+      await mobile.touchscreen.tap(box.x + box.width - 2, box.y + box.height / 2);
+      const shown = await mobile.textContent("figure.graph output");
+      assert(/ · (97|40) %$/.test(shown), `the value under the tap: ${shown}`);
     });
 
     const noScript = await browser.newContext({ javaScriptEnabled: false });

@@ -2104,3 +2104,78 @@ async fn the_favicon_and_what_check_now_says_where_nothing_runs() {
         "{page}"
     );
 }
+
+#[tokio::test]
+async fn an_objects_graphs_show_the_current_value_thresholds_and_any_range() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    // Three results within one bucket of the day's graph: the bucket's mean is 52.5, the disk
+    // is at 97.2 now.
+    for used in ["10", "50.3", "97.2"] {
+        let res = send(
+            s,
+            &a.token,
+            Method::POST,
+            "/api/v1/results",
+            json!({"results": [{"host": "edge", "service": "disk", "state": "CRITICAL", "output": format!("DISK CRITICAL | used={used}%;90;95;0;100")}]}),
+        )
+        .await;
+        assert_eq!(res.status(), 202);
+    }
+    let services = get(s, &a.token, "/api/v1/services?q=disk").await;
+    let disk = services["items"][0]["id"].as_str().unwrap().to_string();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let started = Instant::now();
+    let page = loop {
+        let (status, page) = olga.page(&format!("/objects/{disk}")).await;
+        assert_eq!(status, 200);
+        if page.contains("97.2 % now") && page.contains("<figure") {
+            break page;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the graph never showed the last value: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        page.contains("warning at 90, critical at 95")
+            && page.contains("<line class=\"warn\"")
+            && page.contains("<line class=\"crit\"")
+            && page.contains("<rect ")
+            && page.contains("<title>")
+            && !page.contains("52.8111"),
+        "the thresholds and the samples' values: {page}"
+    );
+    assert!(
+        page.contains(r#"aria-current="page">24h</a>"#)
+            && page.contains(&format!("href=\"/objects/{disk}?range=7d\""))
+            && page.contains(&format!("href=\"/objects/{disk}?range=24h&amp;end=")),
+        "the ranges and a step earlier: {page}"
+    );
+    assert!(!page.contains("later →"), "nothing is later than now");
+    let (status, week) = olga.page(&format!("/objects/{disk}?range=7d")).await;
+    assert_eq!(status, 200);
+    assert!(
+        week.contains(r#"aria-current="page">7d</a>"#) && week.contains("97.2 % now"),
+        "{week}"
+    );
+    // A window long before the first result has no samples, and can step later again.
+    let (status, before) = olga
+        .page(&format!(
+            "/objects/{disk}?range=1h&end=2026-01-01T00:00:00Z"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        before.contains("later →")
+            && !before.contains("<figure")
+            && before.contains("used: no samples from"),
+        "nothing was recorded then: {before}"
+    );
+    let (status, _) = olga.page(&format!("/objects/{disk}?range=2d")).await;
+    assert_eq!(status, 422);
+    let (status, _) = olga.page(&format!("/objects/{disk}?end=yesterday")).await;
+    assert_eq!(status, 422);
+}

@@ -164,14 +164,23 @@ async fn tile_graphs(
     items: &TileItems,
     metric: &str,
 ) -> Result<Vec<views::Graph>, String> {
-    let objects: Vec<(Uuid, String)> = match items {
+    let objects: Vec<(Uuid, String, &str)> = match items {
         TileItems::Objects(v) => v
             .iter()
-            .map(|o| (o.object.id, views::view_name(o)))
+            .map(|o| {
+                let perf = o.state.as_ref().map_or("", |s| s.perfdata.as_str());
+                (o.object.id, views::view_name(o), perf)
+            })
             .collect(),
         TileItems::Problems(v) => v
             .iter()
-            .map(|p| (p.object.id, views::problem_name(p)))
+            .map(|p| {
+                (
+                    p.object.id,
+                    views::problem_name(p),
+                    p.state.perfdata.as_str(),
+                )
+            })
             .collect(),
         _ => {
             return Err(
@@ -183,8 +192,8 @@ async fn tile_graphs(
         return Err("this tile needs permission metrics:read".into());
     }
     let mut graphs = Vec::new();
-    for (id, name) in objects.into_iter().take(GRAPHED_OBJECTS) {
-        let found = object_graphs(st, c, id, Some(metric))
+    for (id, name, perf) in objects.into_iter().take(GRAPHED_OBJECTS) {
+        let found = object_graphs(st, c, id, Some(metric), perf, Default::default())
             .await
             .map_err(|p| p.detail)?;
         graphs.extend(found.into_iter().map(|mut g| {
@@ -242,7 +251,7 @@ async fn dashboard(
                 StatusCode::OK,
                 web::page(
                     frame(&c, Section::Dashboards, name, ALERT_LIVE, q.did.as_deref()),
-                    views::dashboard(st.clock.now(), &tiles, edit.as_deref()),
+                    views::dashboard(st.clock.now(), &c.zone, &tiles, edit.as_deref()),
                 ),
             )
         }

@@ -440,18 +440,22 @@ fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Mark
     html(p.status, web::page(frame, form))
 }
 
-/// Graphs of an object's metric series over the last day (at most four; `only` one metric),
-/// none without `metrics:read`.
+/// Graphs of an object's metric series over `window` (at most four; `only` one metric), none
+/// without `metrics:read`. `perfdata` is the object's last result's: the current value and the
+/// thresholds of each metric it reported.
 async fn object_graphs(
     st: &AppState,
     c: &Caller,
     id: Uuid,
     only: Option<&str>,
+    perfdata: &str,
+    window: views::GraphWindow,
 ) -> Result<Vec<views::Graph>, Problem> {
     if !c.principal.allows("metrics:read") {
         return Ok(Vec::new());
     }
-    let now = st.clock.now();
+    let (from, to) = window.bounds(st.clock.now());
+    let reported = crate::model::metric::parse_perfdata(perfdata);
     let mut graphs = Vec::new();
     for s in st
         .metric_queries
@@ -464,9 +468,8 @@ async fn object_graphs(
         let q = MetricQuery {
             object_id: Some(id),
             metric: Some(s.metric.clone()),
-            from: Timestamp::from_millis(now.as_millis() - views::HISTORY_SECS * 1000)
-                .unwrap_or(now),
-            to: now.plus(std::time::Duration::from_secs(1)),
+            from,
+            to: to.plus(std::time::Duration::from_secs(1)),
             max_points: Some(120),
             step_seconds: None,
             agg: None,
@@ -482,10 +485,22 @@ async fn object_graphs(
             Err(p) if p.status == StatusCode::NOT_FOUND => continue,
             Err(p) => return Err(p),
         };
+        let now = reported.iter().find(|p| p.label == s.metric);
+        let starts = |range: Option<&String>| -> Vec<f64> {
+            range
+                .and_then(|r| crate::model::metric::Range::parse(r).ok())
+                .map(|r| r.bounds().collect())
+                .unwrap_or_default()
+        };
         graphs.push(views::Graph {
             label: s.metric,
             unit: s.unit,
             points: points.points.into_iter().map(|p| (p.t, p.v)).collect(),
+            from,
+            to,
+            current: now.map(|p| p.value),
+            warn: starts(now.and_then(|p| p.warn.as_ref())),
+            crit: starts(now.and_then(|p| p.crit.as_ref())),
         });
     }
     Ok(graphs)

@@ -8,8 +8,8 @@ pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page.")
             .query::<ListQuery>().answers_text(200, HTML).page(),
-        Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live.")
-            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live. Its metric graphs show `range` (`1h`, `6h`, `24h`: the default, `7d`, `30d`) ending at `end` (RFC 3339; none: now), with the current value of the last result and its warning and critical thresholds; another range or end is 422.")
+            .query::<ObjectQuery>().answers_text(200, HTML).answers_text(404, HTML).answers_text(422, HTML).page(),
         Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
@@ -76,14 +76,48 @@ async fn objects(
     )
 }
 
+/// The object page's query: what was just done, and the time its graphs show.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct ObjectQuery {
+    did: Option<String>,
+    /// `1h`, `6h`, `24h` (the default), `7d` or `30d`.
+    range: Option<String>,
+    /// The end of the graphs' window (RFC 3339); none: now.
+    end: Option<String>,
+}
+
+impl ObjectQuery {
+    fn window(&self) -> Result<views::GraphWindow, Problem> {
+        let span = match self.range.as_deref() {
+            None | Some("") => views::GraphSpan::default(),
+            Some(r) => views::GraphSpan::parse(r).ok_or_else(|| {
+                Problem::validation("range", format!("{r:?} is not one of 1h, 6h, 24h, 7d, 30d"))
+            })?,
+        };
+        let end = match self.end.as_deref() {
+            None | Some("") => None,
+            Some(e) => Some(
+                e.parse()
+                    .map_err(|e: String| Problem::validation("end", e))?,
+            ),
+        };
+        Ok(views::GraphWindow { span, end })
+    }
+}
+
 async fn object(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
-    ApiQuery(q): ApiQuery<DidQuery>,
+    ApiQuery(q): ApiQuery<ObjectQuery>,
 ) -> Response {
     let id = match path_id(&id) {
         Ok(id) => id,
+        Err(p) => return failed(p),
+    };
+    let window = match q.window() {
+        Ok(w) => w,
         Err(p) => return failed(p),
     };
     let view = match st.inventory.view(&c.principal, id).await {
@@ -117,7 +151,8 @@ async fn object(
         Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let graphs = match object_graphs(&st, &c, id, None).await {
+    let perfdata = view.state.as_ref().map_or("", |s| s.perfdata.as_str());
+    let graphs = match object_graphs(&st, &c, id, None, perfdata, window).await {
         Ok(g) => g,
         Err(p) => return failed(p),
     };
@@ -135,6 +170,8 @@ async fn object(
             graphs: &graphs,
             events: &events,
             check_run,
+            window,
+            zone: &c.zone,
         },
         can(&c),
     );

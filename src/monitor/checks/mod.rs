@@ -15,6 +15,7 @@ mod tcp;
 use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::config::{BuiltinCheck, ObjectSpec};
+use crate::model::metric::Range;
 use crate::model::object::{Object, ObjectKind};
 use crate::model::secret::mask_values;
 use crate::runtime::SecretSource;
@@ -397,56 +398,6 @@ impl Args {
 
     pub fn has(&self, names: &[&str]) -> bool {
         self.flags.iter().any(|(n, _)| names.contains(&n.as_str()))
-    }
-}
-
-/// A Nagios threshold range: `10` (outside 0..10), `10:` (below 10), `~:10` (above 10),
-/// `10:20` (outside), `@10:20` (inside alerts). Unit suffixes are stripped, not scaled.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Range {
-    start: f64,
-    end: f64,
-    inside: bool,
-}
-
-impl Range {
-    pub fn parse(text: &str) -> Result<Range, String> {
-        let bad = || format!("{text:?} is not a threshold range");
-        let number = |s: &str| -> Result<f64, String> {
-            let digits = s
-                .trim()
-                .trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
-            digits.parse::<f64>().map_err(|_| bad())
-        };
-        let (inside, body) = match text.trim().strip_prefix('@') {
-            Some(b) => (true, b),
-            None => (false, text.trim()),
-        };
-        let (start, end) = match body.split_once(':') {
-            Some((a, b)) => {
-                let start = match a {
-                    "~" => f64::NEG_INFINITY,
-                    "" => 0.0,
-                    a => number(a)?,
-                };
-                let end = if b.is_empty() {
-                    f64::INFINITY
-                } else {
-                    number(b)?
-                };
-                (start, end)
-            }
-            None => (0.0, number(body)?),
-        };
-        if start > end {
-            return Err(bad());
-        }
-        Ok(Range { start, end, inside })
-    }
-
-    pub fn alerts(&self, v: f64) -> bool {
-        let within = self.start <= v && v <= self.end;
-        within == self.inside
     }
 }
 

@@ -80,7 +80,12 @@ pub fn dashboards(names: &[String], can_write: bool) -> Markup {
 }
 
 /// `/dashboards/{name}`: its tiles, and a link to change them (`edit`: the editor's address).
-pub fn dashboard(now: Timestamp, tiles: &[TileView], edit: Option<&str>) -> Markup {
+pub fn dashboard(
+    now: Timestamp,
+    zone: &jiff::tz::TimeZone,
+    tiles: &[TileView],
+    edit: Option<&str>,
+) -> Markup {
     html! {
         @if let Some(href) = edit { p { a.button href=(href) { "Edit" } } }
         @if tiles.is_empty() { p { "No tiles yet." } }
@@ -95,7 +100,7 @@ pub fn dashboard(now: Timestamp, tiles: &[TileView], edit: Option<&str>) -> Mark
                             @match t.show {
                                 Show::List if !items.is_empty() => (tile_rows(now, items)),
                                 Show::Graph if t.graphs.is_empty() => p.muted { "No data for this metric yet." },
-                                Show::Graph => @for g in &t.graphs { (super::objects::graph(g)) },
+                                Show::Graph => @for g in &t.graphs { (super::objects::graph(g, zone)) },
                                 _ => {},
                             }
                         },

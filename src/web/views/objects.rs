@@ -88,6 +88,10 @@ pub struct ObjectPage<'a> {
     pub events: &'a [Event],
     /// Where its check runs: "Check now" only for one that runs here.
     pub check_run: CheckRun,
+    /// The time its graphs show.
+    pub window: GraphWindow,
+    /// The viewer's time zone.
+    pub zone: &'a jiff::tz::TimeZone,
 }
 
 pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
@@ -98,6 +102,8 @@ pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
         graphs,
         events,
         check_run,
+        window,
+        zone,
     } = page;
     let segments = history(now, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
@@ -119,7 +125,11 @@ pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
         }
         h2 { "The last day" }
         (history_bar(v.object.kind, &segments))
-        @for g in graphs { (graph(g)) }
+        @if !graphs.is_empty() {
+            h2 { "Metrics" }
+            (graph_ranges(now, &here, window))
+            @for g in graphs { (graph(g, zone)) }
+        }
         @if let Some(s) = &v.state {
             @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
             @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
@@ -502,43 +512,187 @@ fn history_bar(kind: ObjectKind, segments: &[(Option<u8>, f64)]) -> Markup {
     }
 }
 
+/// The windows a graph shows, as the links above the graphs name them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphSpan {
+    Hour,
+    SixHours,
+    #[default]
+    Day,
+    Week,
+    Month,
+}
+
+impl GraphSpan {
+    pub const ALL: [GraphSpan; 5] = [
+        GraphSpan::Hour,
+        GraphSpan::SixHours,
+        GraphSpan::Day,
+        GraphSpan::Week,
+        GraphSpan::Month,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GraphSpan::Hour => "1h",
+            GraphSpan::SixHours => "6h",
+            GraphSpan::Day => "24h",
+            GraphSpan::Week => "7d",
+            GraphSpan::Month => "30d",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<GraphSpan> {
+        GraphSpan::ALL.into_iter().find(|s| s.name() == text)
+    }
+
+    pub fn secs(self) -> i64 {
+        match self {
+            GraphSpan::Hour => 3600,
+            GraphSpan::SixHours => 6 * 3600,
+            GraphSpan::Day => 24 * 3600,
+            GraphSpan::Week => 7 * 24 * 3600,
+            GraphSpan::Month => 30 * 24 * 3600,
+        }
+    }
+}
+
+/// The time an object page's graphs show: a span ending at `end` (`None`: now).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GraphWindow {
+    pub span: GraphSpan,
+    pub end: Option<Timestamp>,
+}
+
+impl GraphWindow {
+    /// `[from, to]` of the window at `now`; an end in the future is now.
+    pub fn bounds(&self, now: Timestamp) -> (Timestamp, Timestamp) {
+        let to = self.end.filter(|e| *e < now).unwrap_or(now);
+        let from = Timestamp::from_millis(to.as_millis() - self.span.secs() * 1000).unwrap_or(to);
+        (from, to)
+    }
+
+    fn query(span: GraphSpan, end: Option<Timestamp>) -> String {
+        match end {
+            Some(e) => format!("?range={}&end={e}", span.name()),
+            None => format!("?range={}", span.name()),
+        }
+    }
+}
+
+/// The range links above an object's graphs: the spans (zooming in or out around the window's
+/// end) and a step earlier or later.
+fn graph_ranges(now: Timestamp, here: &str, w: GraphWindow) -> Markup {
+    let (from, to) = w.bounds(now);
+    let later = to.as_millis() + w.span.secs() * 1000;
+    let later = (later < now.as_millis())
+        .then(|| Timestamp::from_millis(later))
+        .flatten();
+    html! {
+        nav.ranges aria-label="Graph range" {
+            @for s in GraphSpan::ALL {
+                @if s == w.span {
+                    a href=(format!("{here}{}", GraphWindow::query(s, w.end))) aria-current="page" { (s.name()) }
+                } @else {
+                    a href=(format!("{here}{}", GraphWindow::query(s, w.end))) { (s.name()) }
+                }
+            }
+            a href=(format!("{here}{}", GraphWindow::query(w.span, Some(from)))) { "← earlier" }
+            @if w.end.is_some_and(|e| e < now) {
+                a href=(format!("{here}{}", GraphWindow::query(w.span, later))) { "later →" }
+            }
+        }
+    }
+}
+
 /// One metric series of an object, for its graph.
 pub struct Graph {
     /// The caption: the metric on its object's page, object and metric on a dashboard.
     pub label: String,
     pub unit: String,
+    /// Aggregates of the window, oldest first: each the mean of its bucket.
     pub points: Vec<(Timestamp, f64)>,
+    /// The window drawn.
+    pub from: Timestamp,
+    pub to: Timestamp,
+    /// The value of the object's last result, when it reported this metric.
+    pub current: Option<f64>,
+    /// Where the warning and critical ranges of that result begin.
+    pub warn: Vec<f64>,
+    pub crit: Vec<f64>,
 }
 
-/// A line graph as inline SVG: rendered by the server, so it needs no script and no library,
-/// and costs a few hundred bytes.
-pub(super) fn graph(g: &Graph) -> Markup {
+/// A value as an operator reads it: three or four significant digits, no float noise
+/// (`97.2`, `52.8`, `0.0042`, `1234567`).
+pub fn figure(v: f64) -> String {
+    let a = v.abs();
+    let decimals = if a >= 100.0 || a == 0.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else {
+        (2 - a.log10().floor() as i32).clamp(2, 9) as usize
+    };
+    let text = format!("{v:.decimals$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    };
+    if text == "-0" { "0".into() } else { text }
+}
+
+fn with_unit(v: f64, unit: &str) -> String {
+    match unit {
+        "" => figure(v),
+        "%" => format!("{} %", figure(v)),
+        u => format!("{} {u}", figure(v)),
+    }
+}
+
+/// A line graph as inline SVG: rendered by the server, so it needs no script and no library.
+/// Dashed lines mark the warning and critical thresholds; each sample's slice carries its time
+/// and value as a title (shown on hover, and by `live.js` on a tap).
+pub(super) fn graph(g: &Graph, zone: &jiff::tz::TimeZone) -> Markup {
     const W: f64 = 600.0;
     const H: f64 = 120.0;
-    let (Some(first), Some(last)) = (g.points.first(), g.points.last()) else {
-        return html! {};
+    let short = |t: Timestamp| {
+        t.0.to_zoned(zone.clone())
+            .strftime("%a %d %b %H:%M")
+            .to_string()
     };
-    let (t0, t1) = (first.0.as_millis() as f64, last.0.as_millis() as f64);
+    let Some(last) = g.points.last() else {
+        return html! { p.muted { (g.label) ": no samples from " (short(g.from)) " to " (short(g.to)) "." } };
+    };
+    let (t0, t1) = (g.from.as_millis() as f64, g.to.as_millis() as f64);
     let (lo, hi) = g
         .points
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, v)| {
             (lo.min(*v), hi.max(*v))
         });
+    // The thresholds are part of the scale, so the distance to them is seen.
+    let (bottom, top) = g
+        .warn
+        .iter()
+        .chain(&g.crit)
+        .fold((lo, hi), |(b, t), v| (b.min(*v), t.max(*v)));
+    let pad = if top > bottom {
+        (top - bottom) * 0.05
+    } else {
+        1.0
+    };
+    let (bottom, top) = (bottom - pad, top + pad);
     let x = |t: Timestamp| {
         if t1 > t0 {
-            (t.as_millis() as f64 - t0) / (t1 - t0) * W
+            ((t.as_millis() as f64 - t0) / (t1 - t0) * W).clamp(0.0, W)
         } else {
             W
         }
     };
-    let y = |v: f64| {
-        if hi > lo {
-            H - (v - lo) / (hi - lo) * H
-        } else {
-            H / 2.0
-        }
-    };
+    let y = |v: f64| H - (v - bottom) / (top - bottom) * H;
     let mut line: Vec<String> = g
         .points
         .iter()
@@ -547,22 +701,82 @@ pub(super) fn graph(g: &Graph) -> Markup {
     // One sample is a level across the graph, not an invisible point.
     if g.points.len() == 1 {
         line = vec![
-            format!("0,{:.1}", y(first.1)),
-            format!("{W},{:.1}", y(first.1)),
+            format!("0,{:.1}", y(last.1)),
+            format!("{W},{:.1}", y(last.1)),
         ];
     }
+    let now = g.current.unwrap_or(last.1);
+    let unit = g.unit.as_str();
+    // Each sample owns the slice between the midpoints to its neighbours.
+    let xs: Vec<f64> = g.points.iter().map(|(t, _)| x(*t)).collect();
+    let slices = g.points.iter().enumerate().map(|(i, (t, v))| {
+        let left = if i == 0 {
+            0.0
+        } else {
+            (xs[i - 1] + xs[i]) / 2.0
+        };
+        let right = if i + 1 == xs.len() {
+            W
+        } else {
+            (xs[i] + xs[i + 1]) / 2.0
+        };
+        (
+            left,
+            (right - left).max(0.5),
+            format!("{} · {}", short(*t), with_unit(*v, unit)),
+        )
+    });
+    let thresholds = g
+        .warn
+        .iter()
+        .map(|v| ("warn", *v))
+        .chain(g.crit.iter().map(|v| ("crit", *v)));
+    let limits = {
+        let mut parts = Vec::new();
+        if !g.warn.is_empty() {
+            let w: Vec<String> = g.warn.iter().map(|v| figure(*v)).collect();
+            parts.push(format!("warning at {}", w.join(" and ")));
+        }
+        if !g.crit.is_empty() {
+            let c: Vec<String> = g.crit.iter().map(|v| figure(*v)).collect();
+            parts.push(format!("critical at {}", c.join(" and ")));
+        }
+        parts.join(", ")
+    };
     let describe = format!(
-        "{} over the last day: from {lo} to {hi} {unit}, now {} {unit}",
+        "{} from {} to {}: between {} and {}, now {}{}",
         g.label,
-        last.1,
-        unit = g.unit
+        short(g.from),
+        short(g.to),
+        with_unit(lo, unit),
+        with_unit(hi, unit),
+        with_unit(now, unit),
+        if limits.is_empty() {
+            String::new()
+        } else {
+            format!("; {limits}")
+        }
     );
     html! {
-        figure {
-            figcaption { strong { (g.label) } " " small.muted { (format!("{} {}", last.1, g.unit)) " now · " (lo) "–" (hi) } }
-            svg viewBox=(format!("0 0 {W} {H}")) preserveAspectRatio="none" width="100%" height="120" role="img" aria-label=(describe) {
-                polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="2" vector-effect="non-scaling-stroke" {}
+        figure.graph {
+            figcaption {
+                strong { (g.label) } " " (with_unit(now, unit)) " now"
+                " " small.muted {
+                    (with_unit(lo, unit)) " – " (with_unit(hi, unit))
+                    @if !limits.is_empty() { " · " (limits) }
+                }
+                " " output.muted {}
             }
+            svg viewBox=(format!("0 0 {W} {H}")) preserveAspectRatio="none" width="100%" height="120" role="img" aria-label=(describe) {
+                @for (class, v) in thresholds {
+                    line.(class) x1="0" x2=(W) y1=(format!("{:.1}", y(v))) y2=(format!("{:.1}", y(v))) vector-effect="non-scaling-stroke" {}
+                }
+                polyline points=(line.join(" ")) fill="none" stroke="currentColor" stroke-width="2" vector-effect="non-scaling-stroke" {}
+                @for (left, width, title) in slices {
+                    rect x=(format!("{left:.1}")) width=(format!("{width:.1}")) height=(H) { title { (title) } }
+                }
+            }
+            p.muted.span { small { (short(g.from)) } small { (short(g.to)) } }
         }
     }
 }
@@ -624,6 +838,20 @@ mod tests {
             payload: json!({"fromState": from, "toState": to}).into(),
             site: None,
         }
+    }
+
+    /// Values read as an operator says them, never with float noise.
+    #[test]
+    fn figures_are_rounded_to_what_is_read() {
+        assert_eq!(figure(52.81111111111111), "52.8");
+        assert_eq!(figure(97.2), "97.2");
+        assert_eq!(figure(100.0), "100");
+        assert_eq!(figure(1234567.89), "1234568");
+        assert_eq!(figure(4.56789), "4.57");
+        assert_eq!(figure(0.004213), "0.00421");
+        assert_eq!(figure(0.0), "0");
+        assert_eq!(figure(-0.0001), "-0.0001");
+        assert_eq!(figure(-12.34), "-12.3");
     }
 
     #[test]
