@@ -1777,6 +1777,31 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
     assert_eq!(status, 303);
     let (_, account) = eve_browser.page("/account").await;
     assert!(account.contains("value=\"Europe/Berlin\""), "{account}");
+    // Times on a page read in that zone without hover: the distance and the wall clock.
+    critical(s, &a.token, "disk").await;
+    let started = Instant::now();
+    let (problems, changed) = loop {
+        let (_, page) = eve_browser.page("/").await;
+        let found = get(s, &a.token, "/api/v1/problems").await;
+        let changed = found["items"][0]["state"]["lastChange"]
+            .as_str()
+            .map(str::to_string);
+        if let Some(changed) = changed.filter(|_| page.contains("edge / disk")) {
+            break (page, changed);
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let berlin = changed
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .in_tz("Europe/Berlin")
+        .unwrap();
+    assert!(
+        problems.contains(&format!(" ago · {}</time>", berlin.strftime("%H:%M")))
+            && (problems.contains(" CET\">") || problems.contains(" CEST\">")),
+        "{problems}"
+    );
 
     let (_, oncall) = eve_browser.page("/oncall").await;
     assert!(

@@ -216,7 +216,7 @@ async fn problems(
         None => vec![(String::new(), page)],
     };
     let content = views::problems(
-        now,
+        &c.now(&st),
         views::InboxPage {
             groups: &groups,
             from,
@@ -282,7 +282,7 @@ async fn alerts(
         _ => "Closed alerts".to_string(),
     };
     let content = views::alerts(
-        st.clock.now(),
+        &c.now(&st),
         &page.items,
         &shown,
         page.next_cursor.as_deref(),
@@ -363,7 +363,7 @@ async fn alert(
         Err(p) => return failed(p),
     };
     let content = views::alert(
-        st.clock.now(),
+        &c.now(&st),
         &alert,
         object.as_deref(),
         incidents.as_deref(),
@@ -632,12 +632,7 @@ async fn incidents(
         Err(e) => return failed(e),
     };
     let page = Page::new(items, &req, |i| i.id.to_string());
-    let content = views::incidents(
-        st.clock.now(),
-        &page.items,
-        all,
-        page.next_cursor.as_deref(),
-    );
+    let content = views::incidents(&c.now(&st), &page.items, all, page.next_cursor.as_deref());
     html(
         StatusCode::OK,
         web::page(
@@ -669,7 +664,7 @@ async fn incident(
     };
     let incident = &detail.incident;
     let content = views::incident(
-        st.clock.now(),
+        &c.now(&st),
         incident,
         &detail.alerts,
         &detail.timeline,
@@ -725,7 +720,7 @@ async fn approvals(
                     q.did.as_deref(),
                 ),
                 views::approvals(
-                    st.clock.now(),
+                    &c.now(&st),
                     &items,
                     c.principal.allows("config:write"),
                     c.principal.allows("alerts:ack"),

@@ -98,7 +98,7 @@ async fn config_list(
                         &["config"],
                         q.did.as_deref(),
                     ),
-                    views::config_list(st.clock.now(), kind.name, &docs, new),
+                    views::config_list(&c.now(&st), kind.name, &docs, new),
                 ),
             )
         }

@@ -251,7 +251,7 @@ async fn dashboard(
                 StatusCode::OK,
                 web::page(
                     frame(&c, Section::Dashboards, name, ALERT_LIVE, q.did.as_deref()),
-                    views::dashboard(st.clock.now(), &c.zone, &tiles, edit.as_deref()),
+                    views::dashboard(&c.now(&st), &tiles, edit.as_deref()),
                 ),
             )
         }

@@ -279,6 +279,16 @@ struct Visitor {
     floods: Vec<Flood>,
 }
 
+impl Visitor {
+    /// Now, read in the visitor's time zone.
+    fn now(&self, st: &AppState) -> views::Now {
+        views::Now {
+            at: st.clock.now(),
+            zone: self.zone.clone(),
+        }
+    }
+}
+
 impl std::ops::Deref for Visitor {
     type Target = Caller;
 

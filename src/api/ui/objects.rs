@@ -62,7 +62,7 @@ async fn objects(
         state: q.state.as_deref().unwrap_or_default(),
     };
     let content = views::objects(
-        st.clock.now(),
+        &c.now(&st),
         &page.items,
         &shown,
         page.next_cursor.as_deref(),
@@ -162,7 +162,7 @@ async fn object(
     };
     let title = views::view_name(&view);
     let content = views::object(
-        st.clock.now(),
+        &c.now(&st),
         views::ObjectPage {
             view: &view,
             services: &services,
@@ -171,7 +171,6 @@ async fn object(
             events: &events,
             check_run,
             window,
-            zone: &c.zone,
         },
         can(&c),
     );
@@ -298,7 +297,7 @@ async fn events(
         &[]
     };
     let content = views::events(
-        st.clock.now(),
+        &c.now(&st),
         &page.items,
         kind.map_or("", |k| k.as_str()),
         page.next_cursor.as_deref(),
@@ -333,7 +332,7 @@ async fn silences(
                     &["silence", "alert_opened", "alert_resolved"],
                     q.did.as_deref(),
                 ),
-                views::silences(st.clock.now(), &items, c.principal.allows("silences:write")),
+                views::silences(&c.now(&st), &items, c.principal.allows("silences:write")),
             ),
         ),
         Err(p) => failed(p),
@@ -561,12 +560,7 @@ async fn downtimes(
                     &["downtime"],
                     q.did.as_deref(),
                 ),
-                views::downtimes(
-                    st.clock.now(),
-                    &c.zone,
-                    &items,
-                    c.principal.allows("downtimes:write"),
-                ),
+                views::downtimes(&c.now(&st), &items, c.principal.allows("downtimes:write")),
             ),
         ),
         Err(e) => failed(e),
@@ -678,7 +672,7 @@ async fn sites(State(st): State<AppState>, c: Visitor) -> Response {
             StatusCode::OK,
             web::page(
                 frame(&c, Section::Sites, "Sites".into(), &["system"], None),
-                views::sites(st.clock.now(), &items),
+                views::sites(&c.now(&st), &items),
             ),
         ),
         Err(e) => failed(e),

@@ -78,7 +78,7 @@ async fn on_call(
                     q.did.as_deref(),
                 ),
                 views::on_call(
-                    st.clock.now(),
+                    &c.now(&st),
                     &now_on,
                     &upcoming,
                     me.as_ref().map(|(name, _)| name.as_str()),
@@ -123,7 +123,7 @@ async fn schedule_calendar(
                     &[],
                     None,
                 ),
-                views::schedule_calendar(now, &c.zone, &schedule, &shifts, CALENDAR_DAYS),
+                views::schedule_calendar(&c.now(&st), &schedule, &shifts, CALENDAR_DAYS),
             ),
         ),
         Err(e) => failed(Problem::from(e)),
@@ -362,7 +362,7 @@ async fn users_page(
         Ok(items) => items,
         Err(e) => return failed(e),
     };
-    let content = views::users(st.clock.now(), &items, c.principal.user);
+    let content = views::users(&c.now(st), &items, c.principal.user);
     match failure {
         Some(p) => form_again(c, Section::Users, "Users", p, content),
         None => html(
@@ -458,7 +458,7 @@ async fn tokens(
                     &[],
                     q.did.as_deref(),
                 ),
-                views::tokens(st.clock.now(), &items),
+                views::tokens(&c.now(&st), &items),
             ),
         ),
         Err(e) => failed(e),

@@ -98,7 +98,7 @@ const AGE_CHOICES: &[(&str, &str)] = &[
 /// `/`: the inbox: what is wrong now and the alerts no object stands for, unhandled first,
 /// worst first; narrowed, sorted and grouped as `page.query` says; open alerts can be
 /// acknowledged or shelved in bulk.
-pub fn problems(now: Timestamp, page: InboxPage<'_>, can: Can) -> Markup {
+pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
     let InboxPage {
         groups,
         from,
@@ -193,11 +193,11 @@ pub fn problems(now: Timestamp, page: InboxPage<'_>, can: Can) -> Markup {
 }
 
 /// How an inbox entry's alert is held: silenced, snoozed, held back, shelved.
-fn entry_marks(now: Timestamp, e: &Entry) -> Markup {
+fn entry_marks(now: &Now, e: &Entry) -> Markup {
     html! {
         @if e.silenced { " " span.handled { "🔕 silenced" } }
         @if let Some(a) = e.alert() {
-            @if let Some(until) = a.snoozed_until.filter(|u| *u > now) { " " span.handled { "snoozed until " (when(now, until)) } }
+            @if let Some(until) = a.snoozed_until.filter(|u| *u > now.at) { " " span.handled { "snoozed until " (when(now, until)) } }
             (noise_marks(now, a))
         }
     }
@@ -205,7 +205,7 @@ fn entry_marks(now: Timestamp, e: &Entry) -> Markup {
 
 /// A line of the inbox: the object's state or the alert's severity, what it is, since when,
 /// how it is handled; its alert to select, and to acknowledge.
-fn inbox_row(now: Timestamp, e: &Entry, back: &str, can: Can, select_all: bool) -> Markup {
+fn inbox_row(now: &Now, e: &Entry, back: &str, can: Can, select_all: bool) -> Markup {
     let name = e.name();
     let alert = e.alert();
     html! {
@@ -297,7 +297,7 @@ const SEVERITY_CHOICES: [(&str, &str); 5] = [
 /// `/alerts`: one status at a time, filtered by severity, rule or object, newest first,
 /// paged; open ones can be acknowledged in bulk.
 pub fn alerts(
-    now: Timestamp,
+    now: &Now,
     items: &[Alert],
     filter: &AlertsFilter<'_>,
     next: Option<&str>,
@@ -366,7 +366,7 @@ pub fn alerts(
 
 /// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
 pub fn alert(
-    now: Timestamp,
+    now: &Now,
     a: &Alert,
     object: Option<&str>,
     open_incidents: Option<&[Incident]>,
@@ -445,7 +445,7 @@ pub fn alert(
 
 /// What keeps an alert from paging, on its row: first-out of a flood, held back by a
 /// dependency, shelved.
-fn noise_marks(now: Timestamp, a: &Alert) -> Markup {
+fn noise_marks(now: &Now, a: &Alert) -> Markup {
     html! {
         @if a.first_out { " " span.handled { "first out" } }
         @if let Some(by) = &a.suppressed_by { " " span.handled { "held back by " (suppressed_by(by)) } }
@@ -461,7 +461,7 @@ fn suppressed_by(by: &SuppressedBy) -> String {
 }
 
 /// "until 14:00 by ada: maintenance", or "until it clears by ada: ...".
-fn shelf_text(now: Timestamp, shelf: &Shelf) -> Markup {
+fn shelf_text(now: &Now, shelf: &Shelf) -> Markup {
     html! {
         @match shelf.until {
             Some(until) => { "until " (when(now, until)) }
@@ -472,7 +472,7 @@ fn shelf_text(now: Timestamp, shelf: &Shelf) -> Markup {
 }
 
 /// An acknowledgement's terms: sticky or not, its end, its reminders, or how it ended.
-fn ack_text(now: Timestamp, terms: &AckTerms) -> Markup {
+fn ack_text(now: &Now, terms: &AckTerms) -> Markup {
     html! {
         @if let Some(ended) = &terms.ended {
             (ended) " (was at step " (terms.step) ", by " (terms.via) ")"
@@ -519,7 +519,7 @@ fn shelve_controls(a: &Alert, here: &str) -> Markup {
 }
 
 /// `/incidents`: open incidents (or all), newest first.
-pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
+pub fn incidents(now: &Now, items: &[Incident], all: bool, next: Option<&str>) -> Markup {
     html! {
         (tabs("Which incidents", &[("/incidents".into(), "Open", !all), ("/incidents?all=1".into(), "All", all)]))
         @if items.is_empty() {
@@ -548,7 +548,7 @@ pub fn incidents(now: Timestamp, items: &[Incident], all: bool, next: Option<&st
 
 /// `/incidents/{id}`: the incident, its alerts, its timeline, and its status to change.
 pub fn incident(
-    now: Timestamp,
+    now: &Now,
     i: &Incident,
     alerts: &[Alert],
     events: &[Event],
@@ -631,7 +631,7 @@ pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
 
 /// `/approvals`: the write tool calls the tool policy made wait, and the last 50 decided.
 pub fn approvals(
-    now: Timestamp,
+    now: &Now,
     items: &[crate::model::ai::Action],
     can_approve: bool,
     can_deny: bool,

@@ -16,12 +16,7 @@ pub fn config_kinds(kinds: &[&str]) -> Markup {
 
 /// `/config/{kind}`: its documents by name, and the form that creates one (`Some`: the caller
 /// may write the kind; the name and YAML typed before, if any).
-pub fn config_list(
-    now: Timestamp,
-    kind: &str,
-    docs: &[ConfigDoc],
-    new: Option<(&str, &str)>,
-) -> Markup {
+pub fn config_list(now: &Now, kind: &str, docs: &[ConfigDoc], new: Option<(&str, &str)>) -> Markup {
     html! {
         @if docs.is_empty() { p { "No documents of this kind." } }
         ul.list {

@@ -42,7 +42,7 @@ pub struct TileView {
 /// Rows a list tile shows.
 const TILE_ROWS: usize = 10;
 
-fn tile_rows(now: Timestamp, items: &TileItems) -> Markup {
+fn tile_rows(now: &Now, items: &TileItems) -> Markup {
     html! {
         ul.list {
             @match items {
@@ -80,12 +80,7 @@ pub fn dashboards(names: &[String], can_write: bool) -> Markup {
 }
 
 /// `/dashboards/{name}`: its tiles, and a link to change them (`edit`: the editor's address).
-pub fn dashboard(
-    now: Timestamp,
-    zone: &jiff::tz::TimeZone,
-    tiles: &[TileView],
-    edit: Option<&str>,
-) -> Markup {
+pub fn dashboard(now: &Now, tiles: &[TileView], edit: Option<&str>) -> Markup {
     html! {
         @if let Some(href) = edit { p { a.button href=(href) { "Edit" } } }
         @if tiles.is_empty() { p { "No tiles yet." } }
@@ -100,7 +95,7 @@ pub fn dashboard(
                             @match t.show {
                                 Show::List if !items.is_empty() => (tile_rows(now, items)),
                                 Show::Graph if t.graphs.is_empty() => p.muted { "No data for this metric yet." },
-                                Show::Graph => @for g in &t.graphs { (super::objects::graph(g, zone)) },
+                                Show::Graph => @for g in &t.graphs { (super::objects::graph(g, now)) },
                                 _ => {},
                             }
                         },

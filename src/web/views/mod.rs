@@ -41,9 +41,39 @@ pub struct Can {
     pub downtime: bool,
 }
 
-/// `5m ago`, `in 2h`: the distance from `now`, with the exact time in the element's title.
-pub fn when(now: Timestamp, at: Timestamp) -> Markup {
-    let ms = now.as_millis() - at.as_millis();
+/// The moment a page is drawn at, and the time zone its viewer reads absolute times in.
+pub struct Now {
+    pub at: Timestamp,
+    pub zone: jiff::tz::TimeZone,
+}
+
+impl Now {
+    /// `at` on the viewer's wall clock, as short as reads unambiguously from now: `14:02`
+    /// today, `Sat 27 Mar 22:00` this year, `27 Mar 2025 22:00` before.
+    pub fn clock(&self, at: Timestamp) -> String {
+        let here = at.0.to_zoned(self.zone.clone());
+        let today = self.at.0.to_zoned(self.zone.clone());
+        let format = if here.date() == today.date() {
+            "%H:%M"
+        } else if here.year() == today.year() {
+            "%a %d %b %H:%M"
+        } else {
+            "%d %b %Y %H:%M"
+        };
+        here.strftime(format).to_string()
+    }
+
+    /// `at` in full on the viewer's wall clock.
+    pub fn local(&self, at: Timestamp) -> String {
+        local(at, &self.zone)
+    }
+}
+
+/// `5m ago · 14:02`, `in 2h · Sat 27 Mar 22:00`: the distance from now and the time on the
+/// viewer's wall clock, both readable without hover (a touch screen has none); the full time
+/// with its zone in the title.
+pub fn when(now: &Now, at: Timestamp) -> Markup {
+    let ms = now.at.as_millis() - at.as_millis();
     let secs = ms.unsigned_abs() / 1000;
     let span = match secs {
         0..=59 => format!("{secs}s"),
@@ -56,7 +86,7 @@ pub fn when(now: Timestamp, at: Timestamp) -> Markup {
     } else {
         format!("in {span}")
     };
-    html! { time datetime=(at) title=(at) { (text) } }
+    html! { time datetime=(at) title=(now.local(at)) { (text) " · " (now.clock(at)) } }
 }
 
 /// The badge class of a state: `s-crit`, `s-warn`, `s-unkn`, `s-ok`.
@@ -140,7 +170,7 @@ fn event_summary(e: &Event) -> String {
     parts.join(" · ")
 }
 
-fn timeline(now: Timestamp, events: &[Event]) -> Markup {
+fn timeline(now: &Now, events: &[Event]) -> Markup {
     html! {
         @if events.is_empty() {
             p.muted { "No events." }
@@ -205,8 +235,8 @@ pub fn local(at: Timestamp, zone: &jiff::tz::TimeZone) -> String {
 }
 
 /// The end of a suppression: when, and flagged when it is soon.
-fn ends(now: Timestamp, at: Timestamp, verb: &str) -> Markup {
-    let left = (at.as_millis() - now.as_millis()) / 1000;
+fn ends(now: &Now, at: Timestamp, verb: &str) -> Markup {
+    let left = (at.as_millis() - now.at.as_millis()) / 1000;
     html! {
         @if (0..ENDING_SOON_SECS).contains(&left) {
             strong.badge.s-warn { (verb) " " (when(now, at)) }

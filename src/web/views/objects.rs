@@ -25,7 +25,7 @@ const STATE_CHOICES: [(&str, &str); 7] = [
 
 /// `/objects`: search and filter on the server, paged.
 pub fn objects(
-    now: Timestamp,
+    now: &Now,
     items: &[ObjectView],
     filter: &ObjectsFilter<'_>,
     next: Option<&str>,
@@ -90,11 +90,9 @@ pub struct ObjectPage<'a> {
     pub check_run: CheckRun,
     /// The time its graphs show.
     pub window: GraphWindow,
-    /// The viewer's time zone.
-    pub zone: &'a jiff::tz::TimeZone,
 }
 
-pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
+pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
     let ObjectPage {
         view: v,
         services,
@@ -103,9 +101,8 @@ pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
         events,
         check_run,
         window,
-        zone,
     } = page;
-    let segments = history(now, v.state.as_ref().map(|s| s.state), changes);
+    let segments = history(now.at, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
     html! {
         dl.facts {
@@ -128,7 +125,7 @@ pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
         @if !graphs.is_empty() {
             h2 { "Metrics" }
             (graph_ranges(now, &here, window))
-            @for g in graphs { (graph(g, zone)) }
+            @for g in graphs { (graph(g, now)) }
         }
         @if let Some(s) = &v.state {
             @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
@@ -172,7 +169,7 @@ pub fn object(now: Timestamp, page: ObjectPage<'_>, can: Can) -> Markup {
 }
 
 /// `/events`: the tenant's event feed, newest first, filtered by type, paged, live.
-pub fn events(now: Timestamp, items: &[Event], kind: &str, next: Option<&str>) -> Markup {
+pub fn events(now: &Now, items: &[Event], kind: &str, next: Option<&str>) -> Markup {
     html! {
         form.filters method="get" action="/events" {
             div {
@@ -196,12 +193,12 @@ pub fn events(now: Timestamp, items: &[Event], kind: &str, next: Option<&str>) -
 }
 
 /// `/silences`: active (with how many active alerts each matches now), upcoming, expired.
-pub fn silences(now: Timestamp, items: &[(Silence, usize)], can_write: bool) -> Markup {
-    let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now)).collect();
-    let upcoming: Vec<_> = items.iter().filter(|(s, _)| s.starts_at > now).collect();
+pub fn silences(now: &Now, items: &[(Silence, usize)], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now.at)).collect();
+    let upcoming: Vec<_> = items.iter().filter(|(s, _)| s.starts_at > now.at).collect();
     let expired: Vec<_> = items
         .iter()
-        .filter(|(s, _)| s.expires_at <= now)
+        .filter(|(s, _)| s.expires_at <= now.at)
         .take(50)
         .collect();
     let row = |s: &Silence, reach: Option<usize>| {
@@ -215,12 +212,12 @@ pub fn silences(now: Timestamp, items: &[(Silence, usize)], can_write: bool) -> 
                         @if !s.text_regex.is_empty() { "title ~ " code { (s.text_regex) } " " }
                         @if s.selector.is_empty() && s.text_regex.is_empty() { "every alert " }
                         "· by " (s.created_by) " · "
-                        @if s.expires_at > now { (ends(now, s.expires_at, "expires")) } @else { "expired " (when(now, s.expires_at)) }
+                        @if s.expires_at > now.at { (ends(now, s.expires_at, "expires")) } @else { "expired " (when(now, s.expires_at)) }
                     }
                     @if let Some(n) = reach { br; small { "matches " (n) " active alert" @if n != 1 { "s" } " now" } }
                 }
                 span.acts {
-                    @if can_write && s.expires_at > now {
+                    @if can_write && s.expires_at > now.at {
                         (button(&format!("/silences/{}/expire", s.id), "/silences", "Expire", &s.comment))
                     }
                 }
@@ -297,18 +294,13 @@ pub fn silence_form(d: &SuppressionDraft, preview: Option<&[Alert]>) -> Markup {
 }
 
 /// `/downtimes`: active, upcoming and ended downtimes.
-pub fn downtimes(
-    now: Timestamp,
-    zone: &jiff::tz::TimeZone,
-    items: &[Downtime],
-    can_write: bool,
-) -> Markup {
-    let active: Vec<_> = items.iter().filter(|d| d.active(now)).collect();
+pub fn downtimes(now: &Now, items: &[Downtime], can_write: bool) -> Markup {
+    let active: Vec<_> = items.iter().filter(|d| d.active(now.at)).collect();
     let upcoming: Vec<_> = items
         .iter()
-        .filter(|d| !d.active(now) && d.end > now)
+        .filter(|d| !d.active(now.at) && d.end > now.at)
         .collect();
-    let ended: Vec<_> = items.iter().filter(|d| d.end <= now).take(50).collect();
+    let ended: Vec<_> = items.iter().filter(|d| d.end <= now.at).take(50).collect();
     let row = |d: &Downtime| {
         html! {
             li {
@@ -319,8 +311,8 @@ pub fn downtimes(
                         @if let Some(o) = d.object_id { a href=(format!("/objects/{o}")) { "one object" } " " }
                         @if !d.selector.is_empty() { "labels " code { (d.selector) } " " }
                         "· " (d.kind) " · by " (d.created_by) " · "
-                        @if d.start > now { "starts " (when(now, d.start)) " · " }
-                        @if d.end > now { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
+                        @if d.start > now.at { "starts " (when(now, d.start)) " · " }
+                        @if d.end > now.at { (ends(now, d.end, "ends")) } @else { "ended " (when(now, d.end)) }
                     }
                     @if d.from_main || !d.sites.is_empty() {
                         br;
@@ -343,14 +335,14 @@ pub fn downtimes(
                         @if !d.occurrences.is_empty() {
                             ul {
                                 @for w in d.occurrences.iter().take(3) {
-                                    li { small { (local(w.start, zone)) " – " (local(w.end, zone)) } }
+                                    li { small { (now.local(w.start)) " – " (now.local(w.end)) } }
                                 }
                             }
                         }
                     }
                 }
                 span.acts {
-                    @if can_write && d.end > now && !d.from_main {
+                    @if can_write && d.end > now.at && !d.from_main {
                         (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
                     }
                 }
@@ -582,10 +574,10 @@ impl GraphWindow {
 
 /// The range links above an object's graphs: the spans (zooming in or out around the window's
 /// end) and a step earlier or later.
-fn graph_ranges(now: Timestamp, here: &str, w: GraphWindow) -> Markup {
-    let (from, to) = w.bounds(now);
+fn graph_ranges(now: &Now, here: &str, w: GraphWindow) -> Markup {
+    let (from, to) = w.bounds(now.at);
     let later = to.as_millis() + w.span.secs() * 1000;
-    let later = (later < now.as_millis())
+    let later = (later < now.at.as_millis())
         .then(|| Timestamp::from_millis(later))
         .flatten();
     html! {
@@ -598,7 +590,7 @@ fn graph_ranges(now: Timestamp, here: &str, w: GraphWindow) -> Markup {
                 }
             }
             a href=(format!("{here}{}", GraphWindow::query(w.span, Some(from)))) { "← earlier" }
-            @if w.end.is_some_and(|e| e < now) {
+            @if w.end.is_some_and(|e| e < now.at) {
                 a href=(format!("{here}{}", GraphWindow::query(w.span, later))) { "later →" }
             }
         }
@@ -655,11 +647,11 @@ fn with_unit(v: f64, unit: &str) -> String {
 /// A line graph as inline SVG: rendered by the server, so it needs no script and no library.
 /// Dashed lines mark the warning and critical thresholds; each sample's slice carries its time
 /// and value as a title (shown on hover, and by `live.js` on a tap).
-pub(super) fn graph(g: &Graph, zone: &jiff::tz::TimeZone) -> Markup {
+pub(super) fn graph(g: &Graph, now: &Now) -> Markup {
     const W: f64 = 600.0;
     const H: f64 = 120.0;
     let short = |t: Timestamp| {
-        t.0.to_zoned(zone.clone())
+        t.0.to_zoned(now.zone.clone())
             .strftime("%a %d %b %H:%M")
             .to_string()
     };
@@ -782,7 +774,7 @@ pub(super) fn graph(g: &Graph, zone: &jiff::tz::TimeZone) -> Markup {
 }
 
 /// `/sites`: each field site as the main sees it.
-pub fn sites(now: Timestamp, items: &[SiteOverview]) -> Markup {
+pub fn sites(now: &Now, items: &[SiteOverview]) -> Markup {
     html! {
         @if items.is_empty() {
             p { "No sites. A site is a configuration document of kind " code { "sites" } "." }

@@ -24,7 +24,7 @@ fn take_over(schedule: &str, shift: &OnCallShift) -> Markup {
 /// them; each schedule's next days. `me` is the caller's contact; `can_take` whether they may
 /// take a shift over (an override, `oncall:write`).
 pub fn on_call(
-    now: Timestamp,
+    now: &Now,
     schedules: &[OnCallNow],
     upcoming: &[Upcoming],
     me: Option<&str>,
@@ -89,7 +89,7 @@ pub fn on_call(
                 @if let Some(u) = upcoming.iter().find(|u| u.schedule == s.schedule) {
                     h3 { "Next 7 days" }
                     ul.list {
-                        @for shift in u.shifts.iter().filter(|sh| sh.start > now) {
+                        @for shift in u.shifts.iter().filter(|sh| sh.start > now.at) {
                             li {
                                 span.what {
                                     strong { (shift.contact) }
@@ -132,14 +132,9 @@ fn shift_notices(notices: Option<&HandoffNotices>) -> String {
 
 /// `/oncall/{schedule}/calendar`: who is on call when, day by day from today, in the
 /// viewer's time zone; a shift across midnight is shown on each day it covers.
-pub fn schedule_calendar(
-    now: Timestamp,
-    zone: &jiff::tz::TimeZone,
-    schedule: &str,
-    shifts: &[OnCallShift],
-    days: i16,
-) -> Markup {
-    let today = now.0.to_zoned(zone.clone()).date();
+pub fn schedule_calendar(now: &Now, schedule: &str, shifts: &[OnCallShift], days: i16) -> Markup {
+    let zone = &now.zone;
+    let today = now.at.0.to_zoned(zone.clone()).date();
     let day_start = |d: jiff::civil::Date| {
         d.to_zoned(zone.clone())
             .map(|z| Timestamp(z.timestamp()))
@@ -171,7 +166,7 @@ pub fn schedule_calendar(
                                 div {
                                     strong { (s.contact) }
                                     @if s.is_override { " " span.handled { "(override)" } }
-                                    " " (local(s.start, zone)) " – " (local(s.end, zone))
+                                    " " (now.local(s.start)) " – " (now.local(s.end))
                                 }
                             }
                         }
@@ -313,7 +308,7 @@ fn role_field(id: &str, value: &str) -> Markup {
 }
 
 /// `/users`: the tenant's users, to enable, disable and add.
-pub fn users(now: Timestamp, items: &[User], me: Option<Uuid>) -> Markup {
+pub fn users(now: &Now, items: &[User], me: Option<Uuid>) -> Markup {
     html! {
         ul.list {
             @for u in items {
@@ -358,7 +353,7 @@ pub fn users(now: Timestamp, items: &[User], me: Option<Uuid>) -> Markup {
 }
 
 /// `/tokens`: the tenant's API tokens (never their secrets), to revoke, rotate and mint.
-pub fn tokens(now: Timestamp, items: &[ApiToken]) -> Markup {
+pub fn tokens(now: &Now, items: &[ApiToken]) -> Markup {
     html! {
         @if items.is_empty() { p { "No API tokens." } }
         ul.list {
