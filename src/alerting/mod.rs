@@ -410,13 +410,15 @@ impl Alerting {
         Ok((alert, opened))
     }
 
-    /// `:ack` on the request's terms (`sticky`, `expiresIn`), else the alert's policy's.
+    /// `:ack` on the request's terms (`sticky`, `expiresIn`), else the alert's policy's, `via`
+    /// the API or the UI.
     pub async fn ack(
         &self,
         p: &Principal,
         actor: &Actor,
         id: Uuid,
         request: AckRequest,
+        via: &'static str,
     ) -> Result<Alert, AlertError> {
         if request.expires_in.is_some_and(|d| d.0.as_secs() < 1) {
             return Err(invalid("expiresIn", "expiresIn must be at least 1s"));
@@ -425,7 +427,7 @@ impl Alerting {
         let ack = lifecycle::Acknowledgement {
             by: p.name.clone(),
             user: p.user,
-            via: "api".into(),
+            via: via.into(),
             request,
         };
         lifecycle::acknowledge(&self.store, p.tenant, id, ack, audit).await
@@ -616,9 +618,13 @@ impl Alerting {
     ) -> Result<Alert, AlertError> {
         let now = self.clock.now();
         let audit = self.audit(p, actor, "alert.resolve", id);
-        let alert =
-            lifecycle::transition(&self.store, p.tenant, id, move |a| a.resolve(now), audit)
-                .await?;
+        let by = p.name.clone();
+        let resolve = move |a: &mut Alert| {
+            let mut event = a.resolve(now)?;
+            event.payload["by"] = serde_json::json!(by);
+            Ok(event)
+        };
+        let alert = lifecycle::transition(&self.store, p.tenant, id, resolve, audit).await?;
         Ok(alert)
     }
 }

@@ -226,6 +226,7 @@ async fn ack(
             &c.actor,
             path_id(&id)?,
             body.unwrap_or_default(),
+            "api",
         )
         .await?;
     Ok(Json(alert))

@@ -360,7 +360,7 @@ impl Alert {
                 EventType::Ack,
                 Severity::Info,
                 json!({"alertId": self.id, "by": by, "action": "confirmed",
-                       "comment": comment.unwrap_or_default()}),
+                       "comment": comment.unwrap_or_default(), "via": terms.via}),
             ));
         }
         if self.status != AlertStatus::Open {
@@ -370,7 +370,7 @@ impl Alert {
         self.acked_at = Some(now);
         self.acked_by = Some(by.to_string());
         let mut payload = json!({"alertId": self.id, "by": by, "comment": comment.unwrap_or_default(),
-                                 "sticky": terms.sticky, "step": terms.step});
+                                 "sticky": terms.sticky, "step": terms.step, "via": terms.via});
         if let Some(at) = terms.expires_at {
             payload["expiresAt"] = json!(at);
         }

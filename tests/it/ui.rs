@@ -1710,7 +1710,7 @@ async fn the_flood_banner_first_out_and_shelving_work_from_plain_pages() {
     let acked = get(s, &a.token, &format!("/api/v1/alerts/{id}")).await;
     assert_eq!(acked["status"], "acked", "{acked}");
     assert_eq!(acked["ack"]["sticky"], false, "{acked}");
-    assert_eq!(acked["ack"]["via"], "api");
+    assert_eq!(acked["ack"]["via"], "ui", "acknowledged in the UI");
     assert!(acked["ack"]["expiresAt"].is_string(), "{acked}");
     let (_, page) = olga.page(&here).await;
     assert!(page.contains("cleared by the next change"), "{page}");
@@ -2203,4 +2203,99 @@ async fn an_objects_graphs_show_the_current_value_thresholds_and_any_range() {
     assert_eq!(status, 422);
     let (status, _) = olga.page(&format!("/objects/{disk}?end=yesterday")).await;
     assert_eq!(status, 422);
+}
+
+#[tokio::test]
+async fn an_alerts_page_and_the_events_page_tell_the_paging_trail() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let hooks = crate::receiver::Receiver::start().await;
+    create_all(
+        s,
+        &a.token,
+        vec![
+            (
+                "/api/v1/channels",
+                json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}}),
+            ),
+            (
+                "/api/v1/contacts",
+                json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
+            ),
+            (
+                "/api/v1/escalation-policies",
+                json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
+            ),
+        ],
+    )
+    .await;
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/alerts",
+        json!({"title": "pump station 4 pressure low", "severity": "critical", "escalationPolicy": "page"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let alert: Value = res.json().await.unwrap();
+    let id = alert["id"].as_str().unwrap();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let started = Instant::now();
+    let page = loop {
+        let (_, page) = olga.page(&format!("/alerts/{id}")).await;
+        if page.contains("sent to ada over hook (step 0)") {
+            break page;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the page never said ada was paged: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        page.contains("step 0: paged ada over hook (page)")
+            && page.contains("queued to ada over hook (step 0)")
+            && page.contains("opened: pump station 4 pressure low through the API"),
+        "who was paged, over what, what became of it: {page}"
+    );
+    let back = format!("back=%2Falerts%2F{id}&comment=on+my+way");
+    let (status, _, _) = olga
+        .post(&format!("/alerts/{id}/ack"), &back, "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    let (_, page) = olga.page(&format!("/alerts/{id}")).await;
+    assert!(
+        page.contains("acknowledged by operator &lt;b&gt;user&lt;/b&gt; in the UI: on my way"),
+        "who acknowledged and how: {page}"
+    );
+    // The events page: the same lines, narrowed by type, words, severity and time.
+    let (_, sent) = olga.page("/events?types=notification&q=ada+sent").await;
+    assert!(
+        sent.contains("sent to ada over hook") && !sent.contains("queued to ada"),
+        "{sent}"
+    );
+    let (_, none) = olga.page("/events?q=nothing+like+this").await;
+    assert!(none.contains("No events."), "{none}");
+    let (_, critical) = olga.page("/events?severity=critical").await;
+    assert!(
+        critical.contains("opened: pump station 4 pressure low")
+            && !critical.contains("sent to ada"),
+        "{critical}"
+    );
+    let (_, later) = olga.page("/events?from=2999-01-01T00%3A00").await;
+    assert!(later.contains("No events."), "{later}");
+    let (_, earlier) = olga.page("/events?to=2000-01-01T00%3A00").await;
+    assert!(earlier.contains("No events."), "{earlier}");
+    let (_, all) = olga.page("/events?from=2000-01-01T00%3A00").await;
+    assert!(all.contains("sent to ada"), "{all}");
+    for bad in [
+        "/events?types=nonsense",
+        "/events?severity=loud",
+        "/events?objectId=x",
+        "/events?from=yesterday",
+    ] {
+        assert_eq!(olga.page(bad).await.0, 422, "{bad}");
+    }
 }

@@ -370,6 +370,8 @@ async fn alert(
         &events,
         can(&c),
     );
+    // Its timeline says what became of each page, as it happens.
+    let live = [ALERT_LIVE, &["notification"]].concat();
     html(
         StatusCode::OK,
         web::page(
@@ -377,7 +379,7 @@ async fn alert(
                 &c,
                 Section::Alerts,
                 alert.title.clone(),
-                ALERT_LIVE,
+                &live,
                 q.did.as_deref(),
             ),
             content,
@@ -446,7 +448,7 @@ async fn ack(
         expires_in,
     };
     st.alerting
-        .ack(&c.principal, &c.actor, path_id(&id)?, request)
+        .ack(&c.principal, &c.actor, path_id(&id)?, request, "ui")
         .await?;
     Ok(Done::back(f.back.as_deref(), "ack"))
 }
@@ -456,7 +458,7 @@ async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted 
     for id in f.ids()? {
         let acked = st
             .alerting
-            .ack(&c.principal, &c.actor, id, AckRequest::default())
+            .ack(&c.principal, &c.actor, id, AckRequest::default(), "ui")
             .await;
         left_if_gone(acked)?;
     }

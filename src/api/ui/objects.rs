@@ -12,8 +12,8 @@ pub(super) fn routes() -> Vec<Route> {
             .query::<ObjectQuery>().answers_text(200, HTML).answers_text(404, HTML).answers_text(422, HTML).page(),
         Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
-        Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, `types` filter, `cursor`; live.")
-            .query::<EventsQuery>().answers_text(200, HTML).page(),
+        Route::get("/events", events).permission("events:read").doc("ui", "Events page", "The tenant's events, newest first, 50 a page, each as what it says (a notification: its status, contact, channel, step, attempt, error; an escalation: its step, contacts and channels; an ack: by whom and how). Filters: `types` (one event type), `severity`, `objectId`, `q` (words every event shown has in its type or payload; a search reads at most 5000 events a page), `from` and `to` (on the caller's wall clock, `2027-03-27T22:00`); `cursor`. An unknown type, severity, id or time is 422; live.")
+            .query::<EventsQuery>().answers_text(200, HTML).answers_text(422, HTML).page(),
         Route::get("/silences", silences).permission("objects:read").doc("ui", "Silences page", "Active silences with how many active alerts each matches now and a warning when one ends within the hour, upcoming ones, the last 50 expired; expire.")
             .answers_text(200, HTML).page(),
         Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title), `comment`, `duration`; with a selector or a pattern and `alerts:read`, it lists the alerts such a silence would hold now (its Preview button submits the form here).")
@@ -245,11 +245,108 @@ async fn check_now(
     Ok(Done::back(f.back.as_deref(), done))
 }
 
+/// `2027-03-27T22:00`, as a form's `datetime-local` gives it, on the wall clock of `zone`.
+fn wall_clock(
+    field: &'static str,
+    raw: &str,
+    zone: &jiff::tz::TimeZone,
+) -> Result<Timestamp, Problem> {
+    raw.trim()
+        .parse::<jiff::civil::DateTime>()
+        .ok()
+        .and_then(|dt| dt.to_zoned(zone.clone()).ok())
+        .map(|z| Timestamp(z.timestamp()))
+        .ok_or_else(|| Problem::validation(field, format!("{raw:?} is not a date and time")))
+}
+
+/// The events page's filters, all in its URL.
 #[derive(Deserialize, Default)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
 struct EventsQuery {
     types: Option<String>,
+    severity: Option<String>,
+    /// Events of one object.
+    object_id: Option<String>,
+    /// Words every shown event has in its type, object or payload.
+    q: Option<String>,
+    /// From and to, on the caller's wall clock (`2027-03-27T22:00`).
+    from: Option<String>,
+    to: Option<String>,
     cursor: Option<String>,
+}
+
+/// At most this many events are read to fill one page of a text search.
+const EVENTS_SEARCHED: usize = 5000;
+
+impl EventsQuery {
+    fn given(v: &Option<String>) -> Option<&str> {
+        v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+
+    fn filter(&self, tenant: Uuid, zone: &jiff::tz::TimeZone) -> Result<EventFilter, Problem> {
+        let mut f = EventFilter {
+            tenant_id: tenant,
+            ..Default::default()
+        };
+        if let Some(t) = Self::given(&self.types) {
+            f.types = vec![t.parse::<EventType>().map_err(|_| {
+                Problem::validation("types", format!("{t:?} is not an event type"))
+            })?];
+        }
+        if let Some(s) = Self::given(&self.severity) {
+            f.severity = Some(s.parse().map_err(|_| {
+                Problem::validation("severity", format!("{s:?} is not a severity"))
+            })?);
+        }
+        if let Some(o) = Self::given(&self.object_id) {
+            f.object_id = Some(
+                Uuid::parse_str(o)
+                    .map_err(|_| Problem::validation("objectId", "objectId is not an id"))?,
+            );
+        }
+        f.from = Self::given(&self.from)
+            .map(|t| wall_clock("from", t, zone))
+            .transpose()?;
+        f.to = Self::given(&self.to)
+            .map(|t| wall_clock("to", t, zone))
+            .transpose()?;
+        Ok(f)
+    }
+
+    /// The lower-cased words of `q`.
+    fn words(&self) -> Vec<String> {
+        Self::given(&self.q)
+            .map(|q| q.split_whitespace().map(str::to_lowercase).collect())
+            .unwrap_or_default()
+    }
+
+    /// The query again, without its cursor: where the next page adds one.
+    fn link(&self) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("types", &self.types),
+            ("severity", &self.severity),
+            ("objectId", &self.object_id),
+            ("q", &self.q),
+            ("from", &self.from),
+            ("to", &self.to),
+        ] {
+            if let Some(v) = Self::given(v) {
+                q.append_pair(k, v);
+            }
+        }
+        format!("/events?{}", q.finish())
+    }
+}
+
+/// Whether `e` has every word in its type, object name or payload.
+fn has_words(e: &Event, words: &[String]) -> bool {
+    if words.is_empty() {
+        return true;
+    }
+    let text = format!("{} {}", e.kind.as_str(), *e.payload).to_lowercase();
+    words.iter().all(|w| text.contains(w.as_str()))
 }
 
 async fn events(
@@ -257,25 +354,34 @@ async fn events(
     c: Visitor,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Response {
-    let kind = q
-        .types
-        .as_deref()
-        .and_then(|t| EventType::ALL.into_iter().find(|k| k.as_str() == t));
-    let filter = EventFilter {
-        tenant_id: c.principal.tenant,
-        types: kind.into_iter().collect(),
-        ..Default::default()
+    let filter = match q.filter(c.principal.tenant, &c.zone) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
     };
+    let words = q.words();
     let req = ui_page(q.cursor.clone(), UI_PAGE, EVENTS);
-    let cursor = id_cursor(&req);
-    let items = match st
-        .events
-        .list_committed(&st.store, filter, cursor, req.limit)
-        .await
-    {
-        Ok(items) => items,
-        Err(e) => return failed(e),
-    };
+    let mut cursor = id_cursor(&req);
+    // A text search reads on until a page is full or it has read its limit.
+    let mut items = Vec::new();
+    let mut read = 0;
+    loop {
+        let batch = match st
+            .events
+            .list_committed(&st.store, filter.clone(), cursor, req.limit)
+            .await
+        {
+            Ok(batch) => batch,
+            Err(e) => return failed(e),
+        };
+        let exhausted = batch.len() < req.limit;
+        read += batch.len();
+        cursor = batch.last().map(|e| e.id);
+        items.extend(batch.into_iter().filter(|e| has_words(e, &words)));
+        if items.len() >= req.limit || exhausted || read >= EVENTS_SEARCHED {
+            break;
+        }
+    }
+    items.truncate(req.limit);
     let page = Page::new(items, &req, |e| e.id.to_string());
     let live: &[&str] = if page.next_cursor.is_none() || req.cursor.is_none() {
         &[
@@ -296,10 +402,19 @@ async fn events(
     } else {
         &[]
     };
+    let shown = views::EventsFilter {
+        kind: EventsQuery::given(&q.types).unwrap_or_default(),
+        severity: EventsQuery::given(&q.severity).unwrap_or_default(),
+        object_id: EventsQuery::given(&q.object_id).unwrap_or_default(),
+        q: EventsQuery::given(&q.q).unwrap_or_default(),
+        from: EventsQuery::given(&q.from).unwrap_or_default(),
+        to: EventsQuery::given(&q.to).unwrap_or_default(),
+        link: q.link(),
+    };
     let content = views::events(
         &c.now(&st),
         &page.items,
-        kind.map_or("", |k| k.as_str()),
+        &shown,
         page.next_cursor.as_deref(),
     );
     html(
@@ -443,14 +558,7 @@ impl SuppressionForm {
             .filter(|s| !s.is_empty())
         {
             None => Ok(now),
-            Some(raw) => raw
-                .parse::<jiff::civil::DateTime>()
-                .ok()
-                .and_then(|dt| dt.to_zoned(zone.clone()).ok())
-                .map(|z| Timestamp(z.timestamp()))
-                .ok_or_else(|| {
-                    Problem::validation("start", format!("{raw:?} is not a date and time"))
-                }),
+            Some(raw) => wall_clock("start", raw, zone),
         }
     }
 

@@ -59,7 +59,7 @@ fn tile_rows(now: &Now, items: &TileItems) -> Markup {
                     li { (severity_badge(i.severity)) span.what { a href=(format!("/incidents/{}", i.id)) { (i.title) } br; small { (i.status) } } }
                 },
                 TileItems::Events(v) => @for e in v.iter().take(TILE_ROWS) {
-                    li { span.what { strong { (e.kind.as_str()) } " " (event_summary(e)) br; small { (when(now, e.ts)) } } }
+                    li { span.what { strong { (e.kind.as_str()) } " " (event_line(e)) br; small { (when(now, e.ts)) } } }
                 },
             }
         }

@@ -156,18 +156,148 @@ pub fn view_name(v: &ObjectView) -> String {
     object_name(&v.object, v.host_name.as_deref())
 }
 
-fn event_summary(e: &Event) -> String {
+/// What an event says, as a line: who was paged over which channel and what became of it,
+/// which step escalated to whom, who acknowledged and how (the UI, the API, a link, an SMS
+/// reply, a key on a call); any other event by its summary fields.
+fn event_line(e: &Event) -> String {
+    use crate::model::event::EventType;
     let p = &e.payload;
     let text = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
-    let parts: Vec<&str> = [
-        "action", "summary", "title", "comment", "output", "to", "reason", "message",
-    ]
-    .iter()
-    .map(|k| text(k))
-    .filter(|s| !s.is_empty())
-    .take(2)
-    .collect();
-    parts.join(" · ")
+    let number = |k: &str| p.get(k).and_then(|v| v.as_u64());
+    let names = |k: &str| -> String {
+        p.get(k)
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let via = |line: &mut String| {
+        let how = match text("via") {
+            "ui" => "in the UI",
+            "api" => "through the API",
+            "link" => "by the link in a message",
+            "sms" => "by an SMS reply",
+            "dtmf" => "by a key on a call",
+            "ivr" => "by a call to the phone menu",
+            _ => "",
+        };
+        if !how.is_empty() {
+            line.push(' ');
+            line.push_str(how);
+        }
+    };
+    match e.kind {
+        EventType::Notification => {
+            let mut line = match text("status") {
+                "pending" => "queued".to_string(),
+                "sent" => "sent".into(),
+                "failed" => "failed".into(),
+                "dead" => "given up".into(),
+                "suppressed" => "not paged".into(),
+                "held" => "held for a digest".into(),
+                "digested" => "sent in a digest".into(),
+                other => other.to_string(),
+            };
+            let whom = match text("contact") {
+                "" => text("target"),
+                c => c,
+            };
+            if !whom.is_empty() {
+                line += &format!(" to {whom}");
+            }
+            if !text("channel").is_empty() {
+                line += &format!(" over {}", text("channel"));
+            }
+            if let Some(step) = number("stepIndex").filter(|_| text("status") != "suppressed") {
+                line += &format!(" (step {step})");
+            }
+            if let Some(n) = number("attempt").filter(|n| *n > 1) {
+                line += &format!(", attempt {n}");
+            }
+            if let Some(ms) = number("latencyMs") {
+                line += &format!(" in {ms} ms");
+            }
+            if !text("providerId").is_empty() {
+                line += &format!(", id {}", text("providerId"));
+            }
+            if !text("error").is_empty() {
+                line += &format!(": {}", text("error"));
+            }
+            if p.get("failover").and_then(|v| v.as_bool()) == Some(true) {
+                line += "; trying the next channel";
+            }
+            line
+        }
+        EventType::Escalation if !text("summary").is_empty() => text("summary").to_string(),
+        EventType::Escalation => {
+            let step = number("step").unwrap_or_default();
+            let mut line = format!("step {step}");
+            if let Some(r) = number("repeat").filter(|r| *r > 0) {
+                line += &format!(" (repeat {r})");
+            }
+            match (names("contacts"), names("channels")) {
+                (c, _) if c.is_empty() => line += ": nobody to page",
+                (c, ch) if ch.is_empty() => line += &format!(": paged {c}"),
+                (c, ch) => line += &format!(": paged {c} over {ch}"),
+            }
+            if !text("policy").is_empty() {
+                line += &format!(" ({})", text("policy"));
+            }
+            line
+        }
+        EventType::Ack => {
+            let mut line = match text("action") {
+                "" => "acknowledged".to_string(),
+                "confirmed" => "acknowledgement confirmed".into(),
+                "reminder" => format!(
+                    "reminder {} to the acknowledger",
+                    number("reminders").unwrap_or(1)
+                ),
+                why => format!("acknowledgement ended ({why})"),
+            };
+            if !text("by").is_empty() {
+                line += &format!(" by {}", text("by"));
+            }
+            via(&mut line);
+            if !text("comment").is_empty() {
+                line += &format!(": {}", text("comment"));
+            }
+            line
+        }
+        EventType::AlertOpened => {
+            let mut line = format!("opened: {}", text("title"));
+            via(&mut line);
+            line
+        }
+        EventType::AlertResolved => {
+            let mut line = "resolved".to_string();
+            if !text("by").is_empty() {
+                line += &format!(" by {}", text("by"));
+            }
+            via(&mut line);
+            for k in ["reason", "comment"] {
+                if !text(k).is_empty() {
+                    line += &format!(": {}", text(k));
+                }
+            }
+            line
+        }
+        _ => {
+            let parts: Vec<&str> = [
+                "action", "summary", "title", "comment", "output", "to", "reason", "message",
+            ]
+            .iter()
+            .map(|k| text(k))
+            .filter(|s| !s.is_empty())
+            .take(2)
+            .collect();
+            parts.join(" · ")
+        }
+    }
 }
 
 fn timeline(now: &Now, events: &[Event]) -> Markup {
@@ -180,7 +310,7 @@ fn timeline(now: &Now, events: &[Event]) -> Markup {
                     li {
                         @if let Some(s) = e.severity { (severity_badge(s)) }
                         span.what {
-                            strong { (e.kind.as_str()) } " " (event_summary(e))
+                            strong { (e.kind.as_str()) } " " (event_line(e))
                             br;
                             small { (when(now, e.ts)) }
                             @if let Some(site) = &e.site { small { " · site " (site) } }
@@ -243,5 +373,80 @@ fn ends(now: &Now, at: Timestamp, verb: &str) -> Markup {
         } @else {
             (verb) " " (when(now, at))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::event::EventType;
+    use serde_json::json;
+
+    fn event(kind: EventType, payload: serde_json::Value) -> Event {
+        Event {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            ts: Timestamp::from_millis(0).unwrap(),
+            kind,
+            object_id: None,
+            source_id: None,
+            severity: None,
+            payload: payload.into(),
+            site: None,
+        }
+    }
+
+    /// The paging trail reads as sentences: a retried failure with its reason, a channel
+    /// given up, an ack by an SMS reply, a step held by a mute window.
+    #[test]
+    fn a_paging_trail_reads_as_what_happened() {
+        let line = |kind, payload| event_line(&event(kind, payload));
+        assert_eq!(
+            line(
+                EventType::Notification,
+                json!({"status": "failed", "contact": "ada", "channel": "sms", "stepIndex": 1,
+                       "attempt": 2, "error": "modem: no carrier", "failover": true})
+            ),
+            "failed to ada over sms (step 1), attempt 2: modem: no carrier; trying the next channel"
+        );
+        assert_eq!(
+            line(
+                EventType::Notification,
+                json!({"status": "dead", "target": "+49***12", "channel": "voice", "stepIndex": 0, "attempt": 5})
+            ),
+            "given up to +49***12 over voice (step 0), attempt 5"
+        );
+        assert_eq!(
+            line(
+                EventType::Ack,
+                json!({"by": "ada", "via": "sms", "comment": ""})
+            ),
+            "acknowledged by ada by an SMS reply"
+        );
+        assert_eq!(
+            line(EventType::Ack, json!({"action": "expired", "by": "ada"})),
+            "acknowledgement ended (expired) by ada"
+        );
+        assert_eq!(
+            line(
+                EventType::Escalation,
+                json!({"step": 2, "repeat": 1, "contacts": [], "channels": []})
+            ),
+            "step 2 (repeat 1): nobody to page"
+        );
+        assert_eq!(
+            line(
+                EventType::Escalation,
+                json!({"summary": "step 1 waits until 08:00 (outside business-hours)"})
+            ),
+            "step 1 waits until 08:00 (outside business-hours)"
+        );
+        assert_eq!(
+            line(
+                EventType::AlertResolved,
+                json!({"by": "olga", "via": "dtmf"})
+            ),
+            "resolved by olga by a key on a call"
+        );
     }
 }

@@ -165,28 +165,71 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         }
         h2 { "Recent events" }
         (timeline(now, events))
+        p { a href=(format!("/events?objectId={}", v.object.id)) { "All its events" } }
     }
 }
 
-/// `/events`: the tenant's event feed, newest first, filtered by type, paged, live.
-pub fn events(now: &Now, items: &[Event], kind: &str, next: Option<&str>) -> Markup {
+/// The filters an events page shows, as its URL gave them.
+pub struct EventsFilter<'a> {
+    pub kind: &'a str,
+    pub severity: &'a str,
+    pub object_id: &'a str,
+    pub q: &'a str,
+    pub from: &'a str,
+    pub to: &'a str,
+    /// The page's address with these filters, for the next page.
+    pub link: String,
+}
+
+/// `/events`: newest first, each as what it says (who was paged, over what, what became of
+/// it), filtered by type, severity, object, words and a time range.
+pub fn events(now: &Now, items: &[Event], f: &EventsFilter<'_>, next: Option<&str>) -> Markup {
+    use crate::model::event::Severity;
     html! {
         form.filters method="get" action="/events" {
             div {
+                label for="q" { "Search" }
+                input #q type="search" name="q" value=(f.q) placeholder="words in the event";
+            }
+            div {
                 label for="types" { "Type" }
                 select #types name="types" {
-                    option value="" selected[kind.is_empty()] { "All" }
+                    option value="" selected[f.kind.is_empty()] { "All" }
                     @for t in crate::model::event::EventType::ALL {
-                        option value=(t.as_str()) selected[kind == t.as_str()] { (t.as_str()) }
+                        option value=(t.as_str()) selected[f.kind == t.as_str()] { (t.as_str()) }
                     }
                 }
             }
+            div {
+                label for="severity" { "Severity" }
+                select #severity name="severity" {
+                    option value="" selected[f.severity.is_empty()] { "All" }
+                    @for s in [Severity::Critical, Severity::Warning, Severity::Info, Severity::Ok] {
+                        option value=(s.as_str()) selected[f.severity == s.as_str()] { (s.as_str()) }
+                    }
+                }
+            }
+            div {
+                label for="from" { "From" }
+                input #from type="datetime-local" name="from" value=(f.from);
+            }
+            div {
+                label for="to" { "To" }
+                input #to type="datetime-local" name="to" value=(f.to);
+            }
+            @if !f.object_id.is_empty() {
+                input type="hidden" name="objectId" value=(f.object_id);
+            }
             button type="submit" { "Filter" }
+            @if !f.object_id.is_empty() {
+                " " a href=(format!("/objects/{}", f.object_id)) { "its object" }
+                " · " a href="/events" { "all objects" }
+            }
         }
         (timeline(now, items))
         @if let Some(cursor) = next {
             nav.pager aria-label="Pages" {
-                a.button href=(format!("/events?types={kind}&cursor={cursor}")) { "Older" }
+                a.button href=(format!("{}&cursor={cursor}", f.link)) { "Older" }
             }
         }
     }
