@@ -2,6 +2,7 @@
 //! rules) and the alert operations of the API (list, get, manual alarm, ack, resolve).
 
 mod calendars;
+mod comments;
 pub mod engine;
 pub mod evaluator;
 mod flood;

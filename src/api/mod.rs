@@ -7,6 +7,7 @@ mod ai;
 mod alerts;
 mod bundles;
 mod business;
+mod comments;
 mod config;
 mod discovery;
 pub mod error;

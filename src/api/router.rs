@@ -5,9 +5,9 @@ use super::AppState;
 use super::access::{Access, authorize};
 use super::middleware::around;
 use super::{
-    account, ai, alerts, bundles, business, config, discovery, events, heartbeats, identity,
-    incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports, results,
-    secrets, sites, suppressions, system, ui, users,
+    account, ai, alerts, bundles, business, comments, config, discovery, events, heartbeats,
+    identity, incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports,
+    results, secrets, sites, suppressions, system, ui, users,
 };
 use crate::ai::tools::{Arg, Catalog, Tool, ToolDecl};
 use axum::Router;
@@ -378,6 +378,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(sites::routes());
     all.extend(alerts::routes());
     all.extend(incidents::routes());
+    all.extend(comments::routes());
     all.extend(suppressions::routes());
     all.extend(notify::routes());
     all.extend(ingest::routes());

@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod cel;
 pub mod cel_cost;
 pub mod channel;
+pub mod comment;
 pub mod config;
 pub mod dashboard;
 pub mod dependency;

@@ -6,7 +6,7 @@
 // Flows: sign in, single sign-on through an OpenID provider (tests/peers/oidc), a CRITICAL result appearing live on the problems page (no reload, announced),
 // one inbox with an event's alert (search, keys), a live refresh that leaves a touched control alone,
 // acknowledge from the row, silence from an alert, the on-call page, the service worker the
-// account page registers, a service's page and its graphs (ranges, the value under a click
+// account page registers, a comment on an object, a service's page and its graphs (ranges, the value under a click
 // or a tap), the
 // same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
 // every page, and axe-core on every page (no serious or critical violation). A failing flow
@@ -146,9 +146,9 @@ async function main() {
     await flow("acknowledge with options from the alert page", page, async () => {
       await page.goto(`${base}/alerts`);
       await page.click("text=load is CRITICAL");
-      await page.selectOption("#expires_in", "4h");
+      await page.selectOption("select[name=expires_in]", "4h");
       await page.check("input[name=loose]");
-      await Promise.all([page.waitForURL(/did=ack/), page.getByRole("button", { name: "Acknowledge", exact: true }).click()]);
+      await Promise.all([page.waitForURL(/did=ack/), page.click("form[action$='/ack'] button")]);
       const terms = await page.locator("dt:text-is('Acknowledgement') + dd").textContent();
       assert(/cleared by the next change, lapses in [34]h/.test(terms), terms);
     });
@@ -255,6 +255,15 @@ async function main() {
       await slice.click({ force: true });
       const shown = await page.textContent("figure.graph output");
       assert(/ · (97|40) %$/.test(shown), `the value under the click: ${shown}`);
+    });
+
+    await flow("a comment from an object's page, acting on nothing", page, async () => {
+      await page.goto(`${base}/objects?q=disk`);
+      await page.click("text=edge / disk");
+      await page.fill("textarea[name=text]", "fan replaced, watching it");
+      await Promise.all([page.waitForURL(/did=comment/), page.click("text=Add comment")]);
+      assert(await page.isVisible("text=Comment added."), "no notice");
+      assert(await page.isVisible("text=fan replaced, watching it"), "the comment is not among its events");
     });
 
     await flow("axe-core finds no serious or critical violation on any page", page, async () => {

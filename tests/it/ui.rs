@@ -2299,3 +2299,163 @@ async fn an_alerts_page_and_the_events_page_tell_the_paging_trail() {
         assert_eq!(olga.page(bad).await.0, 422, "{bad}");
     }
 }
+
+#[tokio::test]
+async fn comments_on_alerts_objects_and_incidents_and_acting_from_the_object_page() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    let alert = open_alerts(s, &a.token, 1).await.remove(0);
+    let (alert_id, disk) = (
+        alert["id"].as_str().unwrap().to_string(),
+        alert["objectId"].as_str().unwrap().to_string(),
+    );
+    // The API: a comment acts on nothing, lists newest first, keeps its subject's tenant
+    // and permissions, and refuses what is empty or too long.
+    let (viewer, _) = mint(s, &a.token, json!({"name": "v", "roles": ["viewer"]})).await;
+    let (operator, _) = mint(s, &a.token, json!({"name": "op", "roles": ["operator"]})).await;
+    let path = format!("/api/v1/alerts/{alert_id}/comments");
+    for text in ["valve 3 replaced", "watching the pressure"] {
+        let res = send(s, &operator, Method::POST, &path, json!({"text": text})).await;
+        assert_eq!(res.status(), 201);
+        let c: Value = res.json().await.unwrap();
+        assert_eq!(c["text"], text);
+        assert_eq!(c["by"], "op");
+        assert_eq!(c["alertId"], alert_id.as_str());
+    }
+    let listed = get(s, &viewer, &path).await;
+    let texts: Vec<&str> = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["watching the pressure", "valve 3 replaced"]);
+    let still = get(s, &a.token, &format!("/api/v1/alerts/{alert_id}")).await;
+    assert_eq!(still["status"], "open", "a comment acknowledges nothing");
+    let res = send(s, &viewer, Method::POST, &path, json!({"text": "x"})).await;
+    assert_eq!(res.status(), 403);
+    for (body, code) in [
+        (json!({"text": "  "}), "svc:validation/text"),
+        (json!({"text": "x".repeat(4001)}), "svc:validation/text"),
+    ] {
+        let res = send(s, &operator, Method::POST, &path, body).await;
+        assert_eq!(res.status(), 422);
+        let p: Value = res.json().await.unwrap();
+        assert_eq!(p["code"], code, "{p}");
+    }
+    let res = send(
+        s,
+        &operator,
+        Method::POST,
+        "/api/v1/alerts/01a244ec-1fc9-74e1-89a8-e2302540f4e1/comments",
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!(res.status(), 404);
+    let (_, other) = second_tenant(s, &a.token, "elsewhere").await;
+    let res = send(s, &other, Method::POST, &path, json!({"text": "x"})).await;
+    assert_eq!(res.status(), 404, "another tenant's alert is not there");
+    let audit = get(s, &a.token, "/api/v1/audit?action=alert.comment").await;
+    assert!(
+        audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "alert.comment"),
+        "{audit}"
+    );
+    let res = send(
+        s,
+        &operator,
+        Method::POST,
+        "/api/v1/incidents",
+        json!({"title": "north pumps", "alertIds": [alert_id]}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let incident: Value = res.json().await.unwrap();
+    let incident_id = incident["id"].as_str().unwrap();
+    let res = send(
+        s,
+        &operator,
+        Method::POST,
+        &format!("/api/v1/incidents/{incident_id}/comments"),
+        json!({"text": "crew on the way"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let detail = get(s, &a.token, &format!("/api/v1/incidents/{incident_id}")).await;
+    assert!(
+        detail["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "comment" && e["payload"]["text"] == "crew on the way"),
+        "{detail}"
+    );
+
+    // The UI: a comment from the object's page; the alert acknowledged from there too.
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let here = format!("/objects/{disk}");
+    let (_, page) = olga.page(&here).await;
+    assert!(
+        page.contains("<h2>Its alerts</h2>")
+            && page.contains(&format!("action=\"/alerts/{alert_id}/ack\""))
+            && page.contains(&format!("action=\"{here}/comment\"")),
+        "{page}"
+    );
+    let back = format!("%2Fobjects%2F{disk}");
+    let (status, to, _) = olga
+        .post(
+            &format!("{here}/comment"),
+            &format!("text=disk+swapped+at+noon&back={back}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (_, page) = olga.page(&to.unwrap()).await;
+    assert!(
+        page.contains("Comment added.")
+            && page.contains("by operator &lt;b&gt;user&lt;/b&gt;: disk swapped at noon")
+            && page.contains("by op: watching the pressure"),
+        "the object's comment, and its alert's: {page}"
+    );
+    let (status, _, refused) = olga
+        .post(
+            &format!("{here}/comment"),
+            &format!("text=&back={back}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    let (status, _, _) = olga
+        .post(
+            &format!("/alerts/{alert_id}/ack"),
+            &format!("comment=from+the+object&back={back}"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let acked = get(s, &a.token, &format!("/api/v1/alerts/{alert_id}")).await;
+    assert_eq!(acked["status"], "acked");
+    let (_, alert_page) = olga.page(&format!("/alerts/{alert_id}")).await;
+    assert!(
+        alert_page.contains("by op: valve 3 replaced")
+            && alert_page.contains(&format!("action=\"/alerts/{alert_id}/comment\"")),
+        "{alert_page}"
+    );
+    let (_, incident_page) = olga.page(&format!("/incidents/{incident_id}")).await;
+    assert!(
+        incident_page.contains("by op: crew on the way"),
+        "{incident_page}"
+    );
+    // A viewer reads them and is offered no form.
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (_, page) = vera.page(&here).await;
+    assert!(
+        page.contains("disk swapped at noon") && !page.contains("/comment\""),
+        "{page}"
+    );
+}

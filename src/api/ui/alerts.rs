@@ -312,6 +312,7 @@ async fn alert_timeline(
             EventType::Escalation,
             EventType::Notification,
             EventType::AlertResolved,
+            EventType::Comment,
         ],
         from: Some(alert.opened_at),
         ..Default::default()
@@ -371,7 +372,7 @@ async fn alert(
         can(&c),
     );
     // Its timeline says what became of each page, as it happens.
-    let live = [ALERT_LIVE, &["notification"]].concat();
+    let live = [ALERT_LIVE, &["notification", "comment"]].concat();
     html(
         StatusCode::OK,
         web::page(
@@ -679,7 +680,7 @@ async fn incident(
                 &c,
                 Section::Incidents,
                 incident.title.clone(),
-                &["incident_update", "alert_resolved", "ack"],
+                &["incident_update", "alert_resolved", "ack", "comment"],
                 q.did.as_deref(),
             ),
             content,

@@ -6,6 +6,7 @@
 //! the helpers they share are here.
 
 mod alerts;
+mod comments;
 mod config;
 mod dashboards;
 mod objects;
@@ -63,6 +64,7 @@ pub fn routes() -> Vec<Route> {
             .query::<LogoQuery>().answers_text(200, "image/png").answers_text(404, HTML).page(),
     ];
     all.extend(alerts::routes());
+    all.extend(comments::routes());
     all.extend(objects::routes());
     all.extend(people::routes());
     all.extend(config::routes());
@@ -216,6 +218,7 @@ impl IntoResponse for Refused {
 fn notice(did: Option<&str>) -> Option<Notice> {
     let text = match did? {
         "ack" => "Acknowledged.",
+        "comment" => "Comment added.",
         "ack-some" => "Acknowledged the selected alerts that were still open.",
         "shelve-some" => "Shelved the selected alerts that were still open.",
         "snooze" => "Snoozed.",
@@ -413,6 +416,7 @@ fn can(c: &Caller) -> Can {
         check_now: c.principal.allows("checks:run"),
         silence: c.principal.allows("silences:write"),
         downtime: c.principal.allows("downtimes:write"),
+        objects_write: c.principal.allows("objects:write"),
     }
 }
 

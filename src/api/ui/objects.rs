@@ -156,6 +156,20 @@ async fn object(
         Ok(g) => g,
         Err(p) => return failed(p),
     };
+    // Its alerts are a courtesy of `alerts:read`.
+    let alerts = if c.principal.allows("alerts:read") {
+        let filter = AlertFilter {
+            object_id: Some(id),
+            statuses: vec![AlertStatus::Open, AlertStatus::Acked],
+            ..Default::default()
+        };
+        match st.alerting.list(&c.principal, filter, None, UI_PAGE).await {
+            Ok(a) => a,
+            Err(e) => return failed(e),
+        }
+    } else {
+        Vec::new()
+    };
     let check_run = match st.inventory.effective(&c.principal, id).await {
         Ok(e) => e.spec.check_run(),
         Err(e) => return failed(e),
@@ -171,6 +185,7 @@ async fn object(
             events: &events,
             check_run,
             window,
+            alerts: &alerts,
         },
         can(&c),
     );
@@ -181,7 +196,14 @@ async fn object(
                 &c,
                 Section::Objects,
                 title,
-                &["state_change", "downtime", "ack"],
+                &[
+                    "state_change",
+                    "downtime",
+                    "ack",
+                    "alert_opened",
+                    "alert_resolved",
+                    "comment",
+                ],
                 q.did.as_deref(),
             ),
             content,

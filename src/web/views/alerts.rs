@@ -399,25 +399,7 @@ pub fn alert(
         @if can.ack && active {
             h2 { "Act" }
             div.acts {
-                @if a.status == AlertStatus::Open {
-                    form method="post" action=(format!("{here}/ack")) {
-                        input type="hidden" name="back" value=(here);
-                        label for="comment" { "Comment (optional)" }
-                        input #comment type="text" name="comment" maxlength="1000";
-                        " "
-                        label for="expires_in" { "Lasts" }
-                        select #expires_in name="expires_in" {
-                            option value="" selected { "as the policy says" }
-                            option value="1h" { "1 hour" }
-                            option value="4h" { "4 hours" }
-                            option value="24h" { "24 hours" }
-                        }
-                        " "
-                        label { input type="checkbox" name="loose" value="1"; " Clear it at the next change" }
-                        " "
-                        button.primary type="submit" { "Acknowledge" }
-                    }
-                }
+                @if a.status == AlertStatus::Open { (ack_form(a, &here)) }
                 form method="post" action=(format!("{here}/snooze")) {
                     input type="hidden" name="back" value=(here);
                     label for="duration" { "Snooze for" }
@@ -439,6 +421,7 @@ pub fn alert(
         }
         @if let Some(open) = open_incidents { (assign_to_incident(a, open)) }
         h2 { "Timeline" }
+        @if can.ack { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
     }
 }
@@ -597,7 +580,34 @@ pub fn incident(
             }
         }
         h2 { "Timeline" }
+        @if can_write { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
+    }
+}
+
+/// Acknowledging an open alert with the terms of the on-call lifecycle: a comment, how long it
+/// lasts, whether the next change clears it. Its fields are named by the alert, so several
+/// stand on one page (an object's).
+pub fn ack_form(a: &Alert, back: &str) -> Markup {
+    let id = |field: &str| format!("{field}-{}", a.id);
+    html! {
+        form method="post" action=(format!("/alerts/{}/ack", a.id)) {
+            input type="hidden" name="back" value=(back);
+            label for=(id("comment")) { "Comment (optional)" }
+            input id=(id("comment")) type="text" name="comment" maxlength="1000";
+            " "
+            label for=(id("expires_in")) { "Lasts" }
+            select id=(id("expires_in")) name="expires_in" {
+                option value="" selected { "as the policy says" }
+                option value="1h" { "1 hour" }
+                option value="4h" { "4 hours" }
+                option value="24h" { "24 hours" }
+            }
+            " "
+            label { input type="checkbox" name="loose" value="1"; " Clear it at the next change" }
+            " "
+            button.primary type="submit" aria-label=(format!("Acknowledge {}", a.title)) { "Acknowledge" }
+        }
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Can {
     pub check_now: bool,
     pub silence: bool,
     pub downtime: bool,
+    /// May write objects: comment on them.
+    pub objects_write: bool,
 }
 
 /// The moment a page is drawn at, and the time zone its viewer reads absolute times in.
@@ -268,6 +270,7 @@ fn event_line(e: &Event) -> String {
             }
             line
         }
+        EventType::Comment => format!("by {}: {}", text("by"), text("text")),
         EventType::AlertOpened => {
             let mut line = format!("opened: {}", text("title"));
             via(&mut line);
@@ -296,6 +299,18 @@ fn event_line(e: &Event) -> String {
             .take(2)
             .collect();
             parts.join(" · ")
+        }
+    }
+}
+
+/// A comment on the page's subject: a note for the others on shift, acting on nothing.
+fn comment_form(action: &str, back: &str) -> Markup {
+    html! {
+        form.comment method="post" action=(action) {
+            input type="hidden" name="back" value=(back);
+            label for="comment-text" { "Comment" }
+            textarea #comment-text name="text" rows="2" maxlength="4000" required {}
+            button type="submit" { "Add comment" }
         }
     }
 }

@@ -90,6 +90,8 @@ pub struct ObjectPage<'a> {
     pub check_run: CheckRun,
     /// The time its graphs show.
     pub window: GraphWindow,
+    /// Its open and acknowledged alerts.
+    pub alerts: &'a [Alert],
 }
 
 pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
@@ -101,6 +103,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         events,
         check_run,
         window,
+        alerts,
     } = page;
     let segments = history(now.at, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
@@ -163,7 +166,23 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
                 }
             }
         }
+        @if !alerts.is_empty() {
+            h2 { "Its alerts" }
+            ul.list {
+                @for a in alerts {
+                    li {
+                        (severity_badge(a.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                            br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                            @if can.ack && a.status == AlertStatus::Open { (ack_form(a, &here)) }
+                        }
+                    }
+                }
+            }
+        }
         h2 { "Recent events" }
+        @if can.objects_write { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
         p { a href=(format!("/events?objectId={}", v.object.id)) { "All its events" } }
     }
