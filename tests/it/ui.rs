@@ -2459,3 +2459,111 @@ async fn comments_on_alerts_objects_and_incidents_and_acting_from_the_object_pag
         "{page}"
     );
 }
+
+#[tokio::test]
+async fn an_alerts_page_tells_its_story() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    create_all(
+        s,
+        &a.token,
+        vec![
+            (
+                "/api/v1/services",
+                json!({"name": "pump", "host": "edge", "spec": {"runbook": "https://wiki.example.org/runbooks/pump?id=1&x=2"}}),
+            ),
+            (
+                "/api/v1/services",
+                json!({"name": "valve", "host": "edge", "spec": {"runbook": "javascript:alert(1)"}}),
+            ),
+        ],
+    )
+    .await;
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "edge", "service": "pump", "state": "CRITICAL", "output": "pressure 0.4 bar <low> | pressure=0.4bar;1;0.5"}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    critical(s, &a.token, "valve").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let id_of = |title: &str| {
+        alerts
+            .iter()
+            .find(|x| x["title"].as_str().unwrap().starts_with(title))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (pump, valve) = (id_of("pump"), id_of("valve"));
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/incidents",
+        json!({"title": "north station <pumps>", "alertIds": [pump, valve]}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (_, page) = olga.page(&format!("/alerts/{pump}")).await;
+    assert!(
+        page.contains(r#"<a href="https://wiki.example.org/runbooks/pump?id=1&amp;x=2" rel="noopener noreferrer">"#),
+        "the runbook as a link: {page}"
+    );
+    assert!(
+        page.contains(
+            "<code>event.type == 'state_change' &amp;&amp; event.state == 'CRITICAL'</code>"
+        ),
+        "the rule's expression: {page}"
+    );
+    assert!(
+        page.contains("<h2>Its object now</h2>")
+            && page.contains("pressure 0.4 bar &lt;low&gt;")
+            && page.contains("pressure=0.4bar;1;0.5")
+            && page.contains(">edge / pump</a> <span class=\"badge s-crit\">"),
+        "the object's output, performance data and state: {page}"
+    );
+    assert!(
+        page.contains(">north station &lt;pumps&gt;</a> (open)"),
+        "the incident by its title: {page}"
+    );
+    assert!(
+        page.contains("<h2>Related alerts</h2>")
+            && page.contains(&format!("href=\"/alerts/{valve}\""))
+            && page.contains(" · same incident"),
+        "the other alert of its incident: {page}"
+    );
+    let (_, page) = olga.page(&format!("/alerts/{valve}")).await;
+    assert!(
+        page.contains("<dd>javascript:alert(1)</dd>") && !page.contains("href=\"javascript:"),
+        "a runbook that is no web address is only text: {page}"
+    );
+    // A viewer without objects:read is not told about the object or its runbook.
+    let (limited, _) = mint(
+        s,
+        &a.token,
+        json!({"name": "alerts only", "scopes": ["alerts:read"]}),
+    )
+    .await;
+    let res = s
+        .http
+        .get(s.url(&format!("/alerts/{pump}")))
+        .bearer_auth(&limited)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    assert!(
+        text.contains("<h1>pump is CRITICAL</h1>")
+            && !text.contains("wiki.example.org")
+            && !text.contains("Its object now"),
+        "{text}"
+    );
+}

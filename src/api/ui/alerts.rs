@@ -17,7 +17,7 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<BulkForm>().answers_empty(303).page(),
         Route::post("/alerts/shelve", shelve_many).permission("alerts:ack").doc("ui", "Shelve selected alerts", "Form: `id` repeated, `duration` (`1h`, `4h`...), `back`. Each alert is shelved for that long as by `POST /api/v1/alerts/{id}:shelve` (`mode: timed`, reason \"shelved from the problems page\"; one audit entry and event each); those closed meanwhile are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
-        Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, acknowledge (with a comment), snooze, resolve, and its timeline (opened, acknowledged, escalations, notifications, resolved); live.")
+        Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, its object now (state, output, performance data) and runbook (with `objects:read`), its rule's expression (with the rule kind's read permission), its incident by title and the related alerts of its object and incident; acknowledge (with a comment and the ack options), snooze, resolve, comment; and its timeline as the paging trail (opened, acknowledged and how, escalations, each notification's fate, comments, resolved); live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `expires_in` (`4h`; empty: the policy's `ackTimeout`), `loose` (present: not sticky), `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).answers_text(404, HTML).page(),
@@ -329,6 +329,86 @@ async fn alert_timeline(
         .collect())
 }
 
+/// At most this many related alerts stand on an alert's page.
+const RELATED_ALERTS: usize = 10;
+
+/// What an alert's page tells beside the alert: its object now, the object's runbook, the
+/// rule's expression, its incident, the other alerts of its object and incident. Each part
+/// is a courtesy of the caller's permissions and of the part still existing.
+async fn alert_story(
+    st: &AppState,
+    c: &Caller,
+    alert: &crate::model::alert::Alert,
+) -> Result<views::AlertStory, Problem> {
+    let (object, runbook) = match alert.object_id {
+        Some(o) if c.principal.allows("objects:read") => {
+            let view = st.inventory.view(&c.principal, o).await.ok();
+            let runbook = match &view {
+                Some(_) => st
+                    .inventory
+                    .effective(&c.principal, o)
+                    .await
+                    .ok()
+                    .and_then(|e| e.spec.runbook),
+                None => None,
+            };
+            (view, runbook)
+        }
+        _ => (None, None),
+    };
+    let rule_match = match kind_by_name("alert-rules") {
+        Some(kind) if c.principal.allows(kind.read) => st
+            .inventory
+            .get(&c.principal, kind, alert.rule_id.clone())
+            .await
+            .ok()
+            .and_then(|doc| {
+                doc.to_json()
+                    .get("match")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            }),
+        _ => None,
+    };
+    let incident = match alert.incident_id {
+        Some(i) if c.principal.allows("incidents:read") => {
+            st.alerting.incident(&c.principal, i).await.ok()
+        }
+        _ => None,
+    };
+    let mut related: Vec<crate::model::alert::Alert> = Vec::new();
+    let filters = [
+        alert.object_id.map(|o| AlertFilter {
+            object_id: Some(o),
+            ..Default::default()
+        }),
+        alert.incident_id.map(|i| AlertFilter {
+            incident_id: Some(i),
+            ..Default::default()
+        }),
+    ];
+    for f in filters.into_iter().flatten() {
+        for a in st
+            .alerting
+            .list(&c.principal, f, None, RELATED_ALERTS + 1)
+            .await?
+        {
+            if a.id != alert.id && !related.iter().any(|r| r.id == a.id) {
+                related.push(a);
+            }
+        }
+    }
+    related.sort_by_key(|a| std::cmp::Reverse(a.opened_at));
+    related.truncate(RELATED_ALERTS);
+    Ok(views::AlertStory {
+        object,
+        runbook,
+        rule_match,
+        incident,
+        related,
+    })
+}
+
 async fn alert(
     State(st): State<AppState>,
     c: Visitor,
@@ -338,16 +418,7 @@ async fn alert(
     let found = async {
         let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
         let events = alert_timeline(&st, &c, &alert).await?;
-        // An alert may outlive its object: then it is named without it.
-        let object = match alert.object_id {
-            Some(o) => st
-                .inventory
-                .view(&c.principal, o)
-                .await
-                .ok()
-                .map(|v| views::view_name(&v)),
-            None => None,
-        };
+        let story = alert_story(&st, &c, &alert).await?;
         let incidents = if c.principal.allows("incidents:write") {
             Some(
                 st.alerting
@@ -357,16 +428,16 @@ async fn alert(
         } else {
             None
         };
-        Ok::<_, Problem>((alert, events, object, incidents))
+        Ok::<_, Problem>((alert, events, story, incidents))
     };
-    let (alert, events, object, incidents) = match found.await {
+    let (alert, events, story, incidents) = match found.await {
         Ok(found) => found,
         Err(p) => return failed(p),
     };
     let content = views::alert(
         &c.now(&st),
         &alert,
-        object.as_deref(),
+        &story,
         incidents.as_deref(),
         &events,
         can(&c),

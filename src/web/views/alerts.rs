@@ -365,16 +365,38 @@ pub fn alerts(
 }
 
 /// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
+/// What an alert's page tells beside the alert itself.
+pub struct AlertStory {
+    /// Its object as it is now, while it exists.
+    pub object: Option<ObjectView>,
+    /// The object's runbook (its own or its templates').
+    pub runbook: Option<String>,
+    /// The expression of the rule that raised it, when a stored rule did.
+    pub rule_match: Option<String>,
+    pub incident: Option<Incident>,
+    /// The other alerts of its object and its incident, newest first.
+    pub related: Vec<Alert>,
+}
+
+/// A runbook as a link when it is a web address, else as text: no other scheme becomes a link.
+fn runbook(r: &str) -> Markup {
+    let web = r.starts_with("https://") || r.starts_with("http://");
+    html! {
+        @if web { a href=(r) rel="noopener noreferrer" { (r) } } @else { (r) }
+    }
+}
+
 pub fn alert(
     now: &Now,
     a: &Alert,
-    object: Option<&str>,
+    story: &AlertStory,
     open_incidents: Option<&[Incident]>,
     events: &[Event],
     can: Can,
 ) -> Markup {
     let here = format!("/alerts/{}", a.id);
     let active = matches!(a.status, AlertStatus::Open | AlertStatus::Acked);
+    let object = story.object.as_ref();
     html! {
         dl.facts {
             dt { "Status" } dd { (a.status.as_str()) }
@@ -384,7 +406,15 @@ pub fn alert(
             @if let Some(at) = a.acked_at { dt { "Acknowledged" } dd { (when(now, at)) } }
             @if let Some(until) = a.snoozed_until { dt { "Snoozed until" } dd { (when(now, until)) } }
             @if let Some(at) = a.resolved_at { dt { "Closed" } dd { (when(now, at)) } }
-            @if let Some(o) = a.object_id { dt { "Object" } dd { a href=(format!("/objects/{o}")) { (object.unwrap_or("its object")) } } }
+            @if let Some(o) = a.object_id {
+                dt { "Object" }
+                dd {
+                    a href=(format!("/objects/{o}")) { (object.map_or("its object".to_string(), view_name)) }
+                    @if let Some(v) = object { " " (state_badge(v.object.kind, v.state.as_ref())) }
+                }
+            }
+            @if let Some(r) = &story.runbook { dt { "Runbook" } dd { (runbook(r)) } }
+            @if let Some(i) = &story.incident { dt { "Incident" } dd { a href=(format!("/incidents/{}", i.id)) { (i.title) } " (" (i.status) ")" } }
             @if let Some(p) = &a.escalation_policy { dt { "Escalation policy" } dd { (p) } }
             @if let Some(cause) = &a.cause { dt { "Caused by" } dd { (cause.reason) } }
             @if a.first_out { dt { "First out" } dd { "The first alert of an alarm flood" } }
@@ -393,8 +423,17 @@ pub fn alert(
             @if let Some(shelf) = &a.shelved { dt { "Shelved" } dd { (shelf_text(now, shelf)) } }
             @if let Some(terms) = &a.ack { dt { "Acknowledgement" } dd { (ack_text(now, terms)) } }
             @if a.reopened > 0 { dt { "Reopened" } dd { (a.reopened) " times" } }
-            dt { "Rule" } dd { (a.rule_id) }
+            dt { "Rule" } dd {
+                (a.rule_id)
+                @if let Some(m) = &story.rule_match { br; code { (m) } }
+            }
             @for (k, v) in &a.labels { dt { (k) } dd { (v) } }
+        }
+        @if let Some(s) = object.and_then(|v| v.state.as_ref()) {
+            h2 { "Its object now" }
+            p { (s.output) br; small.muted { "checked " (when(now, s.last_check)) } }
+            @if !s.long_output.is_empty() { pre { (s.long_output) } }
+            @if !s.perfdata.is_empty() { pre { (s.perfdata) } }
         }
         @if can.ack && active {
             h2 { "Act" }
@@ -420,6 +459,24 @@ pub fn alert(
             p { a.button href=(silence_like(a)) { "Silence alerts like this" } }
         }
         @if let Some(open) = open_incidents { (assign_to_incident(a, open)) }
+        @if !story.related.is_empty() {
+            h2 { "Related alerts" }
+            ul.list {
+                @for r in &story.related {
+                    li {
+                        (severity_badge(r.severity))
+                        span.what {
+                            a href=(format!("/alerts/{}", r.id)) { (r.title) }
+                            br; small {
+                                (r.status.as_str()) ", opened " (when(now, r.opened_at))
+                                @if r.object_id.is_some() && r.object_id == a.object_id { " · same object" }
+                                @if r.incident_id.is_some() && r.incident_id == a.incident_id { " · same incident" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
         h2 { "Timeline" }
         @if can.ack { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
@@ -617,7 +674,7 @@ pub fn assign_to_incident(a: &Alert, open: &[Incident]) -> Markup {
     html! {
         h2 { "Incident" }
         @if let Some(id) = a.incident_id {
-            p { "Part of " a href=(format!("/incidents/{id}")) { "an incident" } "." }
+            p { "Part of " a href=(format!("/incidents/{id}")) { "its incident" } "." }
         } @else {
             div.acts {
                 @if !open.is_empty() {
