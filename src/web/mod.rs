@@ -68,6 +68,7 @@ pub enum Section {
     Config,
     Dashboards,
     Account,
+    Me,
 }
 
 /// The navigation links: section, path, label, and the permission that shows it.
@@ -103,6 +104,22 @@ const NAV: &[(Section, &str, &str, &str)] = &[
     (Section::Tokens, "/tokens", "API tokens", "admin:tokens"),
     (Section::Config, "/config", "Configuration", "objects:read"),
 ];
+
+/// The bar at the foot of a phone's screen: what a shift needs at a thumb's reach (the header's
+/// links give way to it there; `/me` lists the rest).
+const TAB_BAR: &[(Section, &str, &str, &str)] = &[
+    (Section::Problems, "/", "Problems", "objects:read"),
+    (Section::Alerts, "/alerts", "Alerts", "alerts:read"),
+    (Section::OnCall, "/oncall", "On call", "oncall:read"),
+];
+
+/// The sections `principal` may read, as (path, label): the navigation, for the "Me" page.
+pub fn sections(principal: &Principal) -> Vec<(&'static str, &'static str)> {
+    NAV.iter()
+        .filter(|(_, _, _, permission)| principal.allows(permission))
+        .map(|(_, path, label, _)| (*path, *label))
+        .collect()
+}
 
 /// The first page of the navigation `principal` may read (the account page when none): where
 /// the start page sends someone who may not see problems.
@@ -240,6 +257,14 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
             }
             main #content data-live=[(!live.is_empty()).then_some(live.as_str())] data-version=[version.as_deref()] {
                 (inner)
+            }
+            nav.tabbar aria-label="Shift" {
+                @for (section, path, label, permission) in TAB_BAR {
+                    @if frame.principal.allows(permission) {
+                        a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
+                    }
+                }
+                a href="/me" aria-current=[(frame.section == Section::Me).then_some("page")] { "Me" }
             }
             footer { "svc " (VERSION) }
             @if !frame.live.is_empty() {

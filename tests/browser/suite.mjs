@@ -69,7 +69,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
-const PAGES = ["/", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
+const PAGES = ["/", "/me", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
 
 async function main() {
   // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.
@@ -302,14 +302,30 @@ async function main() {
         const w = await mobile.evaluate(() => document.documentElement.scrollWidth);
         if (w > 390) wide.push(`${path}: ${w}px`);
         const tiny = await mobile.evaluate(() =>
-          [...document.querySelectorAll("main button, main a.button, header a, main select, main input:not([type=hidden]):not([type=checkbox])")]
-            .filter((e) => e.getBoundingClientRect().height < 44)
+          [...document.querySelectorAll("main button, main a.button, header a, nav.tabbar a, main ul.list a, main nav a, main select, main input:not([type=hidden]):not([type=checkbox])")]
+            .filter((e) => e.getClientRects().length > 0 && e.getBoundingClientRect().height < 44)
             .map((e) => e.outerHTML.slice(0, 60)),
         );
         for (const t of tiny) small.push(`${path}: ${t}`);
       }
       assert(wide.length === 0, `wider than the screen: ${wide.join(", ")}`);
       assert(small.length === 0, `touch targets under 44 px: ${small.join("\n")}`);
+    });
+
+    await flow("a phone: the bottom bar reaches the shift, Me the rest", mobile, async () => {
+      await mobile.goto(`${base}/`);
+      const bar = await mobile.locator("nav.tabbar").boundingBox();
+      assert(bar && bar.y + bar.height <= 844 + 1 && bar.y > 700, `the bar is at ${JSON.stringify(bar)}`);
+      const oncall = await mobile.locator("nav.tabbar >> text=On call").boundingBox();
+      assert(oncall.x >= 0 && oncall.x + oncall.width <= 390, `On call is off screen: ${JSON.stringify(oncall)}`);
+      assert(!(await mobile.isVisible("header >> text=Silences")), "the header's strip still shows on a phone");
+      await mobile.tap("nav.tabbar >> text=On call");
+      await mobile.waitForURL(/\/oncall$/);
+      await mobile.tap("nav.tabbar >> text=Me");
+      await mobile.waitForURL(/\/me$/);
+      assert(await mobile.isVisible("text=Acknowledged by me"), "no alerts of mine");
+      assert(await mobile.isVisible("main >> text=Silences"), "no way to the other sections");
+      assert(await mobile.isVisible("main >> text=Sign out"), "no way to sign out");
     });
 
     await flow("a phone: a tap on a graph shows the value under it", mobile, async () => {

@@ -2567,3 +2567,101 @@ async fn an_alerts_page_tells_its_story() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_phone_reaches_the_shift_from_a_bottom_bar_and_me_shows_what_is_mine() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let olga_id = user_id_of(&a, "olga@example.org").await;
+    create_all(
+        s,
+        &a.token,
+        vec![
+            (
+                "/api/v1/contacts",
+                json!({"name": "olga", "email": "olga@example.org", "userId": olga_id}),
+            ),
+            (
+                "/api/v1/schedules",
+                json!({"name": "north <night>", "timeZone": "UTC", "layers": [{"unit": "daily", "anchor": "2026-01-05T00:00:00Z", "participants": ["olga"]}]}),
+            ),
+        ],
+    )
+    .await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let mine = alerts[0]["id"].as_str().unwrap();
+    let (status, _, _) = olga
+        .post(&format!("/alerts/{mine}/ack"), "back=%2Fme", "same-origin")
+        .await;
+    assert_eq!(status, 303);
+    // Another's ack is not mine.
+    let other = alerts[1]["id"].as_str().unwrap();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        &format!("/api/v1/alerts/{other}:ack"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status(), 200);
+    let (status, _, _) = olga
+        .post(
+            &format!("/alerts/{mine}/incident"),
+            "incident=new",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (status, page) = olga.page("/me").await;
+    assert_eq!(status, 200);
+    let title_of = |id: &str| {
+        alerts.iter().find(|x| x["id"] == id).unwrap()["title"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let section = |name: &str| {
+        let start = page
+            .find(&format!("<h2>{name}</h2>"))
+            .unwrap_or_else(|| panic!("no {name}: {page}"));
+        let rest = &page[start + 4..];
+        rest[..rest.find("<h2>").unwrap_or(rest.len())].to_string()
+    };
+    let acked = section("Acknowledged by me");
+    assert!(
+        acked.contains(&title_of(mine)) && !acked.contains(&title_of(other)),
+        "{acked}"
+    );
+    let shifts = section("My shifts, the next 7 days");
+    assert!(
+        shifts.contains("href=\"/oncall/north%20%3Cnight%3E/calendar\"")
+            && shifts.contains("north &lt;night&gt;"),
+        "{shifts}"
+    );
+    let incidents = section("Incidents I opened");
+    assert!(incidents.contains(&title_of(mine)), "{incidents}");
+    let everything = section("Everything");
+    assert!(
+        everything.contains("href=\"/events\"")
+            && everything.contains("href=\"/account\"")
+            && everything.contains("href=\"/auth/logout\"")
+            && !everything.contains("href=\"/users\""),
+        "every section olga may read, and no other: {everything}"
+    );
+    // Every page carries the bar; a viewer's lacks nothing it may read and names the page.
+    assert!(
+        page.contains(r#"<nav class="tabbar" aria-label="Shift"><a href="/">Problems</a><a href="/alerts">Alerts</a><a href="/oncall">On call</a><a href="/me" aria-current="page">Me</a></nav>"#),
+        "{page}"
+    );
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (_, page) = vera.page("/me").await;
+    assert!(
+        page.contains("<h2>Acknowledged by me</h2>") && page.contains("None."),
+        "{page}"
+    );
+}

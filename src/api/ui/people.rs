@@ -35,9 +35,116 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<LookForm>().answers_empty(303).page(),
         Route::post("/account/branding", set_branding).permission("config:write").doc("ui", "Set the instance's branding", "A `multipart/form-data` form: `mode` (`light`, `dark`, or empty: each device's; a user's own theme wins over it), `name`, `accent` (`on` to colour the header) with `accentColor`, a `logo` file (PNG, JPEG or WebP, at most 64 KiB; none chosen keeps the current one), `removeLogo` (`on`). As `PUT /api/v1/branding` (the default tenant only); 303 to `/account`.")
             .multipart::<BrandingForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::get("/me", me).identity().doc("ui", "Me", "What is the caller's: the alerts they acknowledged that are still acknowledged (with `alerts:read`), their shifts of the next 7 days (with `oncall:read`, through the contact linked to their user), the open incidents they opened (with `incidents:read`); and every section they may read, their account and signing out. The bottom bar of a phone's screen (Problems, Alerts, On call, Me) leads here; live.")
+            .answers_text(200, HTML).page(),
         Route::get("/account", account).identity().doc("ui", "Account page", "Who is signed in: name, tenant and permissions.")
             .answers_text(200, HTML).page(),
     ]
+}
+
+/// Who is on call now in each schedule, and each schedule's shifts of the next 7 days.
+async fn week_ahead(
+    st: &AppState,
+    c: &Caller,
+) -> Result<(Vec<crate::model::notify::OnCallNow>, Vec<views::Upcoming>), Problem> {
+    let now_on = st.notify.on_call_now(&c.principal).await?;
+    let week = st
+        .clock
+        .now()
+        .plus(std::time::Duration::from_secs(7 * 86_400))
+        .to_string();
+    let mut upcoming = Vec::new();
+    for s in &now_on {
+        let shifts = st
+            .notify
+            .timeline(&c.principal, &s.schedule, None, Some(&week))
+            .await?;
+        upcoming.push(views::Upcoming {
+            schedule: s.schedule.clone(),
+            shifts,
+        });
+    }
+    Ok((now_on, upcoming))
+}
+
+/// At most this many of the caller's alerts and incidents are read for their page.
+const MINE_READ: usize = 500;
+
+/// `/me`: what is the caller's, and the way to every section (a phone's bottom bar leads here).
+async fn me(State(st): State<AppState>, c: Visitor) -> Response {
+    let found = async {
+        let p = &c.principal;
+        let alerts = if p.allows("alerts:read") {
+            let filter = AlertFilter {
+                statuses: vec![AlertStatus::Acked],
+                ..Default::default()
+            };
+            let acked = st.alerting.list(p, filter, None, MINE_READ).await?;
+            acked
+                .into_iter()
+                .filter(|a| match (a.ack.as_ref().and_then(|t| t.user_id), p.user) {
+                    (Some(by), Some(me)) => by == me,
+                    _ => a.acked_by.as_deref() == Some(p.name.as_str()),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let shifts = if p.allows("oncall:read") {
+            let (_, upcoming) = week_ahead(&st, &c).await?;
+            match st.notify.own_contact(p).await? {
+                Some((name, _)) => upcoming
+                    .into_iter()
+                    .flat_map(|u| {
+                        let schedule = u.schedule;
+                        u.shifts
+                            .into_iter()
+                            .filter(|s| s.contact == name)
+                            .map(move |s| (schedule.clone(), s))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect(),
+                None => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
+        let incidents = if p.allows("incidents:read") {
+            st.alerting
+                .incidents(p, true, None, MINE_READ)
+                .await?
+                .into_iter()
+                .filter(|i| i.created_by == p.name)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok::<_, Problem>(views::MinePage {
+            alerts,
+            shifts,
+            incidents,
+            sections: web::sections(p),
+            reads_alerts: p.allows("alerts:read"),
+            reads_on_call: p.allows("oncall:read"),
+            reads_incidents: p.allows("incidents:read"),
+        })
+    };
+    match found.await {
+        Ok(mine) => html(
+            StatusCode::OK,
+            web::page(
+                frame(
+                    &c,
+                    Section::Me,
+                    "Me".into(),
+                    &["ack", "alert_resolved", "incident_update"],
+                    None,
+                ),
+                views::mine(&c.now(&st), &mine),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
 }
 
 async fn on_call(
@@ -46,23 +153,7 @@ async fn on_call(
     ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
-        let now_on = st.notify.on_call_now(&c.principal).await?;
-        let week = st
-            .clock
-            .now()
-            .plus(std::time::Duration::from_secs(7 * 86_400))
-            .to_string();
-        let mut upcoming = Vec::new();
-        for s in &now_on {
-            let shifts = st
-                .notify
-                .timeline(&c.principal, &s.schedule, None, Some(&week))
-                .await?;
-            upcoming.push(views::Upcoming {
-                schedule: s.schedule.clone(),
-                shifts,
-            });
-        }
+        let (now_on, upcoming) = week_ahead(&st, &c).await?;
         let me = st.notify.own_contact(&c.principal).await?;
         Ok::<_, Problem>((now_on, upcoming, me))
     };

@@ -752,11 +752,12 @@ pub(super) fn graph(g: &Graph, now: &Now) -> Markup {
         .iter()
         .map(|(t, v)| format!("{:.1},{:.1}", x(*t), y(*v)))
         .collect();
-    // One sample is a level across the graph, not an invisible point.
+    // One sample is a short dash where it was taken, not an invisible point.
     if g.points.len() == 1 {
+        let at = x(last.0);
         line = vec![
-            format!("0,{:.1}", y(last.1)),
-            format!("{W},{:.1}", y(last.1)),
+            format!("{:.1},{:.1}", (at - 6.0).max(0.0), y(last.1)),
+            format!("{:.1},{:.1}", (at + 6.0).min(W), y(last.1)),
         ];
     }
     let now = g.current.unwrap_or(last.1);
@@ -816,7 +817,7 @@ pub(super) fn graph(g: &Graph, now: &Now) -> Markup {
             figcaption {
                 strong { (g.label) } " " (with_unit(now, unit)) " now"
                 " " small.muted {
-                    (with_unit(lo, unit)) " – " (with_unit(hi, unit))
+                    @if hi > lo { (with_unit(lo, unit)) " – " (with_unit(hi, unit)) } @else { "one level" }
                     @if !limits.is_empty() { " · " (limits) }
                 }
                 " " output.muted {}

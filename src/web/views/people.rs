@@ -9,6 +9,81 @@ pub struct Upcoming {
     pub shifts: Vec<OnCallShift>,
 }
 
+/// What `/me` shows.
+pub struct MinePage {
+    /// The alerts the caller acknowledged that are still acknowledged.
+    pub alerts: Vec<Alert>,
+    /// Their shifts of the next 7 days, with the schedule of each.
+    pub shifts: Vec<(String, OnCallShift)>,
+    /// The open incidents they opened.
+    pub incidents: Vec<Incident>,
+    /// Every section they may read, as (path, label).
+    pub sections: Vec<(&'static str, &'static str)>,
+    pub reads_alerts: bool,
+    pub reads_on_call: bool,
+    pub reads_incidents: bool,
+}
+
+/// `/me`: what is mine on this shift, and the way to everything else.
+pub fn mine(now: &Now, m: &MinePage) -> Markup {
+    html! {
+        @if m.reads_alerts {
+            h2 { "Acknowledged by me" }
+            @if m.alerts.is_empty() {
+                p.muted { "None." }
+            } @else {
+                ul.list {
+                    @for a in &m.alerts {
+                        li {
+                            (severity_badge(a.severity))
+                            span.what {
+                                a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                                br; small { "acknowledged " @if let Some(at) = a.acked_at { (when(now, at)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if m.reads_on_call {
+            h2 { "My shifts, the next 7 days" }
+            @if m.shifts.is_empty() {
+                p.muted { "None." }
+            } @else {
+                ul.list {
+                    @for (schedule, s) in &m.shifts {
+                        li { span.what { a href=(format!("/oncall/{}/calendar", encode_segment(schedule))) { (schedule) } br; small { (when(now, s.start)) " until " (when(now, s.end)) } } }
+                    }
+                }
+            }
+        }
+        @if m.reads_incidents {
+            h2 { "Incidents I opened" }
+            @if m.incidents.is_empty() {
+                p.muted { "None open." }
+            } @else {
+                ul.list {
+                    @for i in &m.incidents {
+                        li {
+                            (severity_badge(i.severity))
+                            span.what {
+                                a href=(format!("/incidents/{}", i.id)) { (i.title) }
+                                br; small { (i.status) ", opened " (when(now, i.opened_at)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        h2 { "Everything" }
+        ul.list.sections {
+            @for (path, label) in &m.sections { li { a href=(path) { (label) } } }
+            li { a href="/account" { "My account" } }
+            li { a href="/auth/logout" { "Sign out" } }
+        }
+    }
+}
+
 /// A form taking `shift` of `schedule` over for the caller.
 fn take_over(schedule: &str, shift: &OnCallShift) -> Markup {
     html! {
