@@ -457,6 +457,27 @@ impl Alerting {
             .await
     }
 
+    /// Moves the expiry of a silence not expired yet `by` later, as an edit at `expected` (the
+    /// version the caller saw) would.
+    pub async fn extend_silence(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        by: std::time::Duration,
+    ) -> Result<Silence, AlertError> {
+        let old = self
+            .store
+            .silences(p.tenant)
+            .await?
+            .into_iter()
+            .find(|s| s.id == id)
+            .ok_or(AlertError::NotFound)?;
+        let body = old.body_expiring(old.expires_at.plus(by));
+        self.update_silence(p, actor, id, expected, body).await
+    }
+
     /// `POST /silences:preview`: the tenant's open and acknowledged alerts (the newest 1000) a
     /// silence of these matchers would hold now.
     pub async fn preview_silence(
@@ -864,6 +885,27 @@ impl Alerting {
             })
             .await
             .map(|d| d.answered(now))
+    }
+
+    /// Moves the end of a downtime not over yet `by` later, as an edit at `expected` (the
+    /// version the caller saw) would.
+    pub async fn extend_downtime(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        expected: u64,
+        by: std::time::Duration,
+    ) -> Result<Downtime, AlertError> {
+        let old = self
+            .store
+            .downtimes(p.tenant)
+            .await?
+            .into_iter()
+            .find(|d| d.id == id)
+            .ok_or(AlertError::NotFound)?;
+        let body = old.body_ending(old.end.plus(by));
+        self.update_downtime(p, actor, id, expected, body).await
     }
 
     /// Every downtime (at most 1000), latest start first; only those in effect with `active`.

@@ -73,6 +73,20 @@ pub struct SilencePreview {
 }
 
 impl Silence {
+    /// Its body as written, expiring at `expires_at` instead: what extending it sends through
+    /// the update.
+    pub fn body_expiring(&self, expires_at: Timestamp) -> SilenceBody {
+        let given = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        SilenceBody {
+            comment: given(&self.comment),
+            selector: given(&self.selector),
+            text_regex: given(&self.text_regex),
+            starts_at: Some(self.starts_at.to_string()),
+            expires_at: Some(expires_at.to_string()),
+            expire_when_unmatched_for: self.expire_when_unmatched_for.map(|d| d.to_string()),
+        }
+    }
+
     pub fn active(&self, now: Timestamp) -> bool {
         self.starts_at <= now && now < self.expires_at
     }
@@ -382,6 +396,26 @@ pub struct DowntimeBody {
 }
 
 impl Downtime {
+    /// Its body as written, ending at `end` instead: what extending it sends through the
+    /// update (so an extension is checked and recorded as any edit).
+    pub fn body_ending(&self, end: Timestamp) -> DowntimeBody {
+        let given = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        DowntimeBody {
+            comment: given(&self.comment),
+            object_id: self.object_id.map(|o| o.to_string()),
+            selector: given(&self.selector),
+            kind: Some(self.kind.clone()),
+            start: Some(self.start.to_string()),
+            end: Some(end.to_string()),
+            duration: self.duration.map(serde_json::Value::from),
+            notice_before: self.notice_before.map(|d| d.to_string()),
+            escalation_policy: self.escalation_policy.clone(),
+            time_intervals: (!self.time_intervals.is_empty()).then(|| self.time_intervals.clone()),
+            calendar_url: self.calendar_url.clone(),
+            sites: (!self.sites.is_empty()).then(|| self.sites.clone()),
+        }
+    }
+
     /// As shipped to the sites it names (`ShippedDowntime`).
     pub fn shipped(&self) -> ShippedDowntime {
         ShippedDowntime {

@@ -2665,3 +2665,114 @@ async fn a_phone_reaches_the_shift_from_a_bottom_bar_and_me_shows_what_is_mine()
         "{page}"
     );
 }
+
+#[tokio::test]
+async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_lists() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (status, _, refused) = olga
+        .post(
+            "/silences",
+            "selector=site%3Dnorth&textRegex=&start=2027-01-10T10%3A00&duration=2h&comment=pump+swap",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let silences = get(s, &a.token, "/api/v1/silences").await;
+    let silence = silences["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["comment"] == "pump swap")
+        .unwrap()
+        .clone();
+    assert_eq!(silence["startsAt"], "2027-01-10T10:00:00.000Z");
+    assert_eq!(silence["expiresAt"], "2027-01-10T12:00:00.000Z");
+    let id = silence["id"].as_str().unwrap();
+    let (_, list) = olga.page("/silences").await;
+    assert!(
+        list.contains(&format!("action=\"/silences/{id}/extend\"")),
+        "an upcoming silence can be extended: {list}"
+    );
+    let version = silence["version"].as_u64().unwrap();
+    let (status, _, _) = olga
+        .post(
+            &format!("/silences/{id}/extend"),
+            &format!("by=1h&version={version}&back=%2Fsilences"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let silences = get(s, &a.token, "/api/v1/silences").await;
+    let extended = silences["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        extended["expiresAt"], "2027-01-10T13:00:00.000Z",
+        "{extended}"
+    );
+    assert_eq!(extended["startsAt"], "2027-01-10T10:00:00.000Z");
+    assert_eq!(extended["selector"], "site=north");
+    // The page's version is stale now.
+    let (status, _, _) = olga
+        .post(
+            &format!("/silences/{id}/extend"),
+            &format!("by=1h&version={version}&back=%2Fsilences"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409);
+    let (status, _, _) = olga
+        .post(
+            &format!("/silences/{id}/extend"),
+            "by=soon&version=2&back=%2Fsilences",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
+
+    let services = get(s, &a.token, "/api/v1/services?q=disk").await;
+    let disk = services["items"][0]["id"].as_str().unwrap();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"objectId": disk, "type": "fixed", "start": "2026-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "comment": "disk swap"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let downtime: Value = res.json().await.unwrap();
+    let id = downtime["id"].as_str().unwrap();
+    let (status, _, _) = olga
+        .post(
+            &format!("/downtimes/{id}/extend"),
+            &format!("by=24h&version={}&back=%2Fdowntimes", downtime["version"]),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    let extended = downtimes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(extended["end"], "2099-01-02T00:00:00.000Z", "{extended}");
+    assert_eq!(extended["start"], "2026-01-01T00:00:00.000Z");
+    assert_eq!(extended["objectId"], disk);
+    let audit = get(s, &a.token, "/api/v1/audit?action=downtime.update").await;
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    // A viewer is offered neither.
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (_, page) = vera.page("/downtimes").await;
+    assert!(!page.contains("/extend\""), "{page}");
+}

@@ -231,6 +231,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "check-off" => "Nothing runs: its checks are off (enableChecks: false).",
         "silence" => "Silence created.",
         "expire" => "Silence expired.",
+        "extend" => "Extended.",
         "downtime" => "Downtime started.",
         "end" => "Downtime ended.",
         "assign" => "Added to the incident.",

@@ -18,8 +18,10 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/silences/new", new_silence).permission("silences:write").doc("ui", "New silence form", "Pre-filled from the query: `selector`, `textRegex` (the alert page links it with the alert's labels and title), `comment`, `duration`; with a selector or a pattern and `alerts:read`, it lists the alerts such a silence would hold now (its Preview button submits the form here).")
             .query::<SilenceDraftQuery>().answers_text(200, HTML).page(),
-        Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `duration` (from now), `comment`. As `POST /api/v1/silences`; 303 to `/silences`; a refusal shows the form again with the reason (422).")
+        Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `start` (on the caller's wall clock, `2027-03-27T22:00`; empty: now), `duration` (from the start), `comment`. As `POST /api/v1/silences` (`startsAt`, `expiresAt`); 303 to `/silences`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/silences/{id}/extend", extend_silence).permission("silences:write").doc("ui", "Extend a silence", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/silences/{id}`), `back`. Its expiry moves that much later, as that edit would; 303 to `back`. An expired one is 422.")
+            .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/silences/{id}/expire", expire_silence).permission("silences:write").doc("ui", "Expire a silence", "Form: `back`. As `DELETE /api/v1/silences/{id}`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/downtimes", downtimes).permission("objects:read").doc("ui", "Downtimes page", "Active downtimes (flagged when ending within the hour), upcoming or waiting ones, the last 50 ended; end now.")
@@ -28,6 +30,8 @@ pub(super) fn routes() -> Vec<Route> {
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
         Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/downtimes/{id}/extend", extend_downtime).permission("downtimes:write").doc("ui", "Extend a downtime", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/downtimes/{id}`), `back`. Its end moves that much later, as that edit would; 303 to `back`. One that is over, or one from the main, is 422.")
+            .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
             .form::<ActionForm>().answers_empty(303).page(),
         Route::get("/sites", sites).permission("objects:read").doc("ui", "Sites page", "Each field site as the main sees it: connected, quiet or stale, its last heartbeat, version, bundle, apply error, open alerts forwarded; live.")
@@ -484,6 +488,8 @@ struct SilenceDraftQuery {
     text_regex: Option<String>,
     comment: Option<String>,
     duration: Option<String>,
+    /// When it starts, on the caller's wall clock (`2027-03-27T22:00`; empty: now).
+    start: Option<String>,
 }
 
 async fn new_silence(
@@ -496,6 +502,7 @@ async fn new_silence(
         text_regex: q.text_regex.unwrap_or_default(),
         comment: q.comment.unwrap_or_default(),
         duration: q.duration.unwrap_or_default(),
+        start: q.start.unwrap_or_default(),
         ..Default::default()
     };
     // What it would hold, for a form with matchers and a visitor who may read alerts.
@@ -571,7 +578,7 @@ impl SuppressionForm {
         Ok(from.plus(d.0))
     }
 
-    /// A downtime's start: the form's, read on the wall clock of `zone`, else now.
+    /// A silence's or downtime's start: the form's, read on the wall clock of `zone`, else now.
     fn start(&self, now: Timestamp, zone: &jiff::tz::TimeZone) -> Result<Timestamp, Problem> {
         match self
             .start
@@ -636,12 +643,13 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
         Err(p) => return failed(p),
     };
     let result = async {
+        let start = f.start(st.clock.now(), &c.zone)?;
         let body = SilenceBody {
             comment: f.comment.clone(),
             selector: f.selector.clone(),
             text_regex: f.text_regex.clone(),
-            starts_at: None,
-            expires_at: Some(f.end(st.clock.now())?.to_string()),
+            starts_at: Some(start.to_string()),
+            expires_at: Some(f.end(start)?.to_string()),
             expire_when_unmatched_for: None,
         };
         st.alerting
@@ -672,6 +680,58 @@ async fn expire_silence(
         .expire_silence(&c.principal, &c.actor, path_id(&id)?)
         .await?;
     Ok(Done::back(f.back.as_deref(), "expire"))
+}
+
+/// Extending a silence or downtime: by how long, at the version the page showed.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct ExtendForm {
+    /// A Go duration (`4h`).
+    by: Option<String>,
+    version: Option<u64>,
+    /// The page to return to: a path of this server.
+    back: Option<String>,
+}
+
+impl ExtendForm {
+    fn read(body: &Bytes) -> Result<(ExtendForm, std::time::Duration, u64), Problem> {
+        let f = form::<ExtendForm>(body)?;
+        let by =
+            f.by.as_deref()
+                .and_then(|b| b.parse::<GoDuration>().ok())
+                .filter(|d| !d.0.is_zero())
+                .ok_or_else(|| Problem::validation("by", "by must be a duration like 4h"))?;
+        let version = f
+            .version
+            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
+        Ok((f, by.0, version))
+    }
+}
+
+async fn extend_silence(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Acted {
+    let (f, by, version) = ExtendForm::read(&body)?;
+    st.alerting
+        .extend_silence(&c.principal, &c.actor, path_id(&id)?, version, by)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "extend"))
+}
+
+async fn extend_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Acted {
+    let (f, by, version) = ExtendForm::read(&body)?;
+    st.alerting
+        .extend_downtime(&c.principal, &c.actor, path_id(&id)?, version, by)
+        .await?;
+    Ok(Done::back(f.back.as_deref(), "extend"))
 }
 
 async fn downtimes(

@@ -254,6 +254,25 @@ pub fn events(now: &Now, items: &[Event], f: &EventsFilter<'_>, next: Option<&st
     }
 }
 
+/// Extending a running or planned silence or downtime at the version the page showed (a
+/// change made since is refused, as `If-Match` is).
+fn extend_form(action: &str, back: &str, version: u64, what: &str) -> Markup {
+    html! {
+        form.extend method="post" action=(action) {
+            input type="hidden" name="back" value=(back);
+            input type="hidden" name="version" value=(version);
+            select name="by" aria-label=(format!("Extend {what} by")) {
+                option value="1h" selected { "1 hour" }
+                option value="4h" { "4 hours" }
+                option value="24h" { "1 day" }
+                option value="168h" { "7 days" }
+            }
+            " "
+            button type="submit" aria-label=(format!("Extend {what}")) { "Extend" }
+        }
+    }
+}
+
 /// `/silences`: active (with how many active alerts each matches now), upcoming, expired.
 pub fn silences(now: &Now, items: &[(Silence, usize)], can_write: bool) -> Markup {
     let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now.at)).collect();
@@ -280,6 +299,7 @@ pub fn silences(now: &Now, items: &[(Silence, usize)], can_write: bool) -> Marku
                 }
                 span.acts {
                     @if can_write && s.expires_at > now.at {
+                        (extend_form(&format!("/silences/{}/extend", s.id), "/silences", s.version, &s.comment))
                         (button(&format!("/silences/{}/expire", s.id), "/silences", "Expire", &s.comment))
                     }
                 }
@@ -323,7 +343,17 @@ pub struct SuppressionDraft {
     pub sites: Option<String>,
 }
 
-/// `/silences/new`: labels and title pattern (pre-filled from an alert), how long, why.
+/// When a silence or downtime starts (ahead, on the viewer's wall clock) and for how long.
+fn when_field(d: &SuppressionDraft) -> Markup {
+    html! {
+        label for="start" { "Starts (your time zone; empty: now)" }
+        input #start type="datetime-local" name="start" value=(d.start);
+        (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+    }
+}
+
+/// `/silences/new`: labels and title pattern (pre-filled from an alert), when it starts, how
+/// long, why.
 /// The new silence form; with `preview`, what a silence of its matchers would hold now.
 pub fn silence_form(d: &SuppressionDraft, preview: Option<&[Alert]>) -> Markup {
     html! {
@@ -342,7 +372,7 @@ pub fn silence_form(d: &SuppressionDraft, preview: Option<&[Alert]>) -> Markup {
             input #selector type="text" name="selector" value=(d.selector) placeholder="site=north,team=ops";
             label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
             input #textRegex type="text" name="textRegex" value=(d.text_regex);
-            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            (when_field(d))
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(d.comment);
             p {
@@ -405,6 +435,7 @@ pub fn downtimes(now: &Now, items: &[Downtime], can_write: bool) -> Markup {
                 }
                 span.acts {
                     @if can_write && d.end > now.at && !d.from_main {
+                        (extend_form(&format!("/downtimes/{}/extend", d.id), "/downtimes", d.version, &d.comment))
                         (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
                     }
                 }
@@ -478,9 +509,7 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
                 label for="selector" { "Objects with the labels (a selector)" }
                 input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
             }
-            label for="start" { "Starts (your time zone; empty: now)" }
-            input #start type="datetime-local" name="start" value=(d.start);
-            (duration_select(if d.duration.is_empty() { "2h" } else { &d.duration }))
+            (when_field(d))
             fieldset {
                 legend { "Repeat within that time (optional)" }
                 label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
