@@ -39,6 +39,7 @@ pub mod site;
 pub mod source_config;
 pub mod state;
 pub mod suppression;
+pub mod tactical;
 pub mod template;
 pub mod tenant;
 pub mod time;

@@ -35,9 +35,11 @@ fn content_version(inner: &str) -> String {
 
 /// The version a live page's content carries (`data-version` of its `<main>`), if it has one.
 pub fn page_version(page: &str) -> Option<&str> {
-    const MARK: &str = "<main id=\"content\" ";
-    let main = &page[page.find(MARK)?..];
+    let main = &page[page.find("<main ")?..];
     let main = &main[..main.find('>')?];
+    if !main.contains("id=\"content\"") {
+        return None;
+    }
     let at = main.find("data-version=\"")? + "data-version=\"".len();
     let len = main[at..].find('"')?;
     Some(&main[at..at + len])
@@ -166,6 +168,8 @@ pub struct Frame<'a> {
     pub look: &'a Look,
     /// The caller's tenant's scopes in flood: a banner on every page.
     pub floods: &'a [Flood],
+    /// A wallboard: the content over the whole screen, without navigation.
+    pub kiosk: bool,
 }
 
 /// How pages look: the instance's branding and the caller's colour scheme.
@@ -242,31 +246,35 @@ pub fn page(frame: Frame<'_>, content: Markup) -> String {
         &frame.title,
         frame.look,
         html! {
-            a.skip href="#content" { "Skip to content" }
-            header {
-                nav aria-label="Main" {
-                    (brand(frame.look))
-                    @for (section, path, label, permission) in NAV {
+            @if !frame.kiosk {
+                a.skip href="#content" { "Skip to content" }
+                header {
+                    nav aria-label="Main" {
+                        (brand(frame.look))
+                        @for (section, path, label, permission) in NAV {
+                            @if frame.principal.allows(permission) {
+                                a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
+                            }
+                        }
+                        a.me href="/account" aria-current=[(frame.section == Section::Account).then_some("page")] { (frame.principal.name) }
+                        a href="/auth/logout" { "Sign out" }
+                    }
+                }
+            }
+            main #content class=[frame.kiosk.then_some("kiosk")] data-live=[(!live.is_empty()).then_some(live.as_str())] data-version=[version.as_deref()] {
+                (inner)
+            }
+            @if !frame.kiosk {
+                nav.tabbar aria-label="Shift" {
+                    @for (section, path, label, permission) in TAB_BAR {
                         @if frame.principal.allows(permission) {
                             a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
                         }
                     }
-                    a.me href="/account" aria-current=[(frame.section == Section::Account).then_some("page")] { (frame.principal.name) }
-                    a href="/auth/logout" { "Sign out" }
+                    a href="/me" aria-current=[(frame.section == Section::Me).then_some("page")] { "Me" }
                 }
+                footer { "svc " (VERSION) }
             }
-            main #content data-live=[(!live.is_empty()).then_some(live.as_str())] data-version=[version.as_deref()] {
-                (inner)
-            }
-            nav.tabbar aria-label="Shift" {
-                @for (section, path, label, permission) in TAB_BAR {
-                    @if frame.principal.allows(permission) {
-                        a href=(path) aria-current=[(*section == frame.section).then_some("page")] { (label) }
-                    }
-                }
-                a href="/me" aria-current=[(frame.section == Section::Me).then_some("page")] { "Me" }
-            }
-            footer { "svc " (VERSION) }
             @if !frame.live.is_empty() {
                 script src=(assets::url("live.js")) defer {}
             }

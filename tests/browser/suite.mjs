@@ -69,7 +69,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
-const PAGES = ["/", "/me", "/dashboards", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
+const PAGES = ["/", "/me", "/dashboards", "/tactical", "/tactical?kiosk=1", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
 
 async function main() {
   // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.

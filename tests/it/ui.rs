@@ -2776,3 +2776,110 @@ async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_l
     let (_, page) = vera.page("/downtimes").await;
     assert!(!page.contains("/extend\""), "{page}");
 }
+
+#[tokio::test]
+async fn wallboards_a_tactical_overview_kiosk_mode_and_tiles_that_lead_to_their_lists() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    create_all(
+        s,
+        &a.token,
+        vec![
+            (
+                "/api/v1/hosts",
+                json!({"name": "south-gw", "labels": {"site": "south"}, "spec": {}}),
+            ),
+            (
+                "/api/v1/saved-filters",
+                json!({"name": "critical-alerts", "resource": "alerts", "query": {"status": "open", "severity": "critical"}}),
+            ),
+        ],
+    )
+    .await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    result(s, &a.token, "swap", "WARNING").await;
+    open_alerts(s, &a.token, 2).await;
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "south-gw", "state": "DOWN", "output": "no answer"}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let started = Instant::now();
+    let page = loop {
+        let (status, page) = olga.page("/tactical").await;
+        assert_eq!(status, 200);
+        if page.contains(">south</a>") {
+            break page;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let row = |state: &str| {
+        let at = page
+            .find(&format!(">{state}</span></th>"))
+            .unwrap_or_else(|| panic!("no {state} row: {page}"));
+        page[at..at + page[at..].find("</tr>").unwrap()].to_string()
+    };
+    assert!(
+        row("CRITICAL").contains(r#"<a href="/objects?state=CRITICAL">2</a>"#)
+            && row("CRITICAL").contains(r#"<a href="/?severity=critical"><strong>2</strong></a>"#),
+        "{}",
+        row("CRITICAL")
+    );
+    assert!(row("WARNING").contains(">1</a>"), "{}", row("WARNING"));
+    assert!(row("DOWN").contains(">1</a>"), "{}", row("DOWN"));
+    assert!(
+        page.contains(r#"<a href="/?selector=site%3Dnorth">north</a>"#)
+            && page.contains(r#"<a href="/?selector=site%3Dsouth">south</a>"#),
+        "the problems of each site: {page}"
+    );
+    assert!(
+        page.contains(r#"<a href="/alerts?status=open&amp;severity=critical">2</a>"#),
+        "{page}"
+    );
+    assert!(page.contains("href=\"/tactical?kiosk=1\"") && page.contains("<header>"));
+    let (_, kiosk) = olga.page("/tactical?kiosk=1").await;
+    assert!(
+        kiosk.contains(r#"<main id="content" class="kiosk""#)
+            && !kiosk.contains("<header>")
+            && !kiosk.contains("class=\"tabbar\"")
+            && !kiosk.contains("Full screen"),
+        "{kiosk}"
+    );
+    // A dashboard's count leads to its list; kiosk mode drops the navigation and the editing.
+    user(&a, "eve@example.org", "editor").await;
+    let eve = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    let (status, to, _) = eve
+        .post(
+            "/dashboards",
+            "name=wall&shared=on&filter0=critical-alerts&title0=Critical&show0=count",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (_, board) = eve.page(&to.unwrap()).await;
+    assert!(
+        board.contains(r#"<a href="/alerts?status=open&amp;severity=critical" aria-label="Critical: 2, listed"><strong>2</strong></a>"#),
+        "{board}"
+    );
+    assert!(board.contains("href=\"/dashboards/wall?kiosk=1\"") && board.contains(">Edit</a>"));
+    let (_, wall) = eve.page("/dashboards/wall?kiosk=1").await;
+    assert!(
+        !wall.contains("<header>")
+            && !wall.contains(">Edit</a>")
+            && wall.contains("<strong>2</strong>"),
+        "{wall}"
+    );
+    let (_, list) = olga.page("/alerts?status=open&severity=critical").await;
+    assert!(
+        list.contains("disk is CRITICAL") && list.contains("load is CRITICAL"),
+        "{list}"
+    );
+}

@@ -16,9 +16,79 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).answers_text(403, HTML).answers_text(404, HTML).page(),
         Route::post("/dashboards/{name}", update_dashboard).identity().doc("ui", "Change a dashboard", "Form: as creating one, with `version` (the version the editor showed: a change since is 409), without `name`. As `PUT /api/v1/dashboards/{name}` with `If-Match`; 303 to the dashboard.")
             .form::<HashMap<String, String>>().answers_empty(303).answers_text(403, HTML).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
-        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a tile whose filter is missing, unreadable or beyond the caller's permissions says so; live.")
-            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::get("/tactical", tactical).permission("objects:read").doc("ui", "Tactical overview", "Icinga's tactical overview as a wallboard: hosts and services by state, each with how many of the bad ones are neither acknowledged nor in downtime, the problems of each site (by the `site` label), and (with `alerts:read`) the open alerts by severity; each count leads to its list. `kiosk=1` fills the screen without navigation; live.")
+            .query::<BoardQuery>().answers_text(200, HTML).page(),
+        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a count leads to the page that lists it; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; `kiosk=1` fills the screen without navigation (a wallboard); live.")
+            .query::<BoardQuery>().answers_text(200, HTML).answers_text(404, HTML).page(),
     ]
+}
+
+/// A wallboard's query: what was just done, and whether it fills the screen.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct BoardQuery {
+    did: Option<String>,
+    /// `1`: without navigation, over the whole screen.
+    kiosk: Option<String>,
+}
+
+impl BoardQuery {
+    fn kiosk(&self) -> bool {
+        self.kiosk.as_deref() == Some("1")
+    }
+}
+
+/// Objects, problems and alerts the tactical overview counts at most.
+const TACTICAL_CAP: usize = 5000;
+
+async fn tactical(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiQuery(q): ApiQuery<BoardQuery>,
+) -> Response {
+    let found = async {
+        let p = &c.principal;
+        let objects = st
+            .inventory
+            .objects(p, ObjectFilter::default(), None, TACTICAL_CAP, true)
+            .await?;
+        let problems = st.results.problems(p, true, TACTICAL_CAP).await?;
+        let alerts = if p.allows("alerts:read") {
+            let open = AlertFilter {
+                statuses: vec![AlertStatus::Open],
+                ..Default::default()
+            };
+            Some(st.alerting.list(p, open, None, TACTICAL_CAP).await?)
+        } else {
+            None
+        };
+        Ok::<_, Problem>(crate::model::tactical::Tactical::of(
+            &objects,
+            &problems,
+            alerts.as_deref(),
+        ))
+    };
+    let overview = match found.await {
+        Ok(t) => t,
+        Err(p) => return failed(p),
+    };
+    let kiosk = q.kiosk();
+    html(
+        StatusCode::OK,
+        web::page(
+            Frame {
+                kiosk,
+                ..frame(
+                    &c,
+                    Section::Dashboards,
+                    "Tactical overview".into(),
+                    ALERT_LIVE,
+                    q.did.as_deref(),
+                )
+            },
+            views::tactical(&overview, (!kiosk).then_some("/tactical?kiosk=1")),
+        ),
+    )
 }
 
 /// Items a tile counts at most.
@@ -63,8 +133,77 @@ fn listed<Q: serde::de::DeserializeOwned>(query: &HashMap<String, String>) -> Re
         .map_err(|e| format!("the filter's query does not read: {e}"))
 }
 
-/// What one saved filter lists, as its list would.
-async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, String> {
+/// The page that lists what a saved filter of `resource` with `query` finds: where its tile
+/// leads.
+fn list_link(resource: &str, query: &HashMap<String, String>) -> Option<String> {
+    let (path, keys): (&str, &[(&str, &str)]) = match resource {
+        "objects" | "hosts" | "services" => (
+            "/objects",
+            &[
+                ("q", "q"),
+                ("selector", "selector"),
+                ("folder", "folder"),
+                ("state", "state"),
+            ],
+        ),
+        "problems" => (
+            "/",
+            &[
+                ("q", "q"),
+                ("selector", "selector"),
+                ("severity", "severity"),
+            ],
+        ),
+        "alerts" => (
+            "/alerts",
+            &[
+                ("status", "status"),
+                ("severity", "severity"),
+                ("selector", "selector"),
+                ("objectId", "objectId"),
+                ("ruleId", "ruleId"),
+            ],
+        ),
+        "incidents" => ("/incidents", &[]),
+        "events" => (
+            "/events",
+            &[
+                ("types", "types"),
+                ("severity", "severity"),
+                ("objectId", "objectId"),
+            ],
+        ),
+        _ => return None,
+    };
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    for (from, to) in keys {
+        if let Some(v) = query.get(*from).filter(|v| !v.trim().is_empty()) {
+            out.append_pair(to, v);
+        }
+    }
+    match resource {
+        "problems" if query.get("includeHandled").map(String::as_str) == Some("true") => {
+            out.append_pair("handled", "1");
+        }
+        "incidents" if query.get("status").map(String::as_str) == Some("all") => {
+            out.append_pair("all", "1");
+        }
+        _ => {}
+    }
+    let q = out.finish();
+    Some(if q.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{q}")
+    })
+}
+
+/// What one saved filter lists, as its list would, and the page that lists it.
+async fn run_filter(
+    st: &AppState,
+    c: &Caller,
+    name: &str,
+) -> Result<(TileItems, Option<String>), String> {
     let kind = kind_by_name("saved-filters").ok_or("the saved-filters kind is missing")?;
     let doc = st
         .inventory
@@ -88,7 +227,8 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
         }
     };
     let refused = |e: Problem| e.detail;
-    match resource {
+    let link = list_link(resource, &query);
+    let items = match resource {
         "objects" | "hosts" | "services" => {
             needs("objects:read")?;
             let kind = match resource {
@@ -150,7 +290,8 @@ async fn run_filter(st: &AppState, c: &Caller, name: &str) -> Result<TileItems, 
         other => Err(format!(
             "a saved filter of {other:?} is not shown on dashboards"
         )),
-    }
+    }?;
+    Ok((items, link))
 }
 
 /// Objects a graph tile draws at most.
@@ -208,7 +349,7 @@ async fn dashboard(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(name): ApiPath<String>,
-    ApiQuery(q): ApiQuery<DidQuery>,
+    ApiQuery(q): ApiQuery<BoardQuery>,
 ) -> Response {
     let found = async {
         let kind = kind_by_name("dashboards")
@@ -222,7 +363,10 @@ async fn dashboard(
         let layout = Layout::from_spec(spec).map_err(|e| Problem::validation("dashboard", e))?;
         let mut tiles = Vec::new();
         for t in layout.tiles {
-            let mut found = run_filter(&st, &c, &t.filter).await;
+            let (mut found, link) = match run_filter(&st, &c, &t.filter).await {
+                Ok((items, link)) => (Ok(items), link),
+                Err(why) => (Err(why), None),
+            };
             let capped = found.as_ref().is_ok_and(|items| items.len() >= TILE_CAP);
             let mut graphs = Vec::new();
             if let (Show::Graph, Some(metric), Ok(items)) = (t.show, &t.metric, &found) {
@@ -237,6 +381,7 @@ async fn dashboard(
                 found,
                 capped,
                 graphs,
+                link,
             });
         }
         Ok::<_, Problem>((doc.name, kind, tiles))
@@ -250,8 +395,26 @@ async fn dashboard(
             html(
                 StatusCode::OK,
                 web::page(
-                    frame(&c, Section::Dashboards, name, ALERT_LIVE, q.did.as_deref()),
-                    views::dashboard(&c.now(&st), &tiles, edit.as_deref()),
+                    Frame {
+                        kiosk: q.kiosk(),
+                        ..frame(
+                            &c,
+                            Section::Dashboards,
+                            name.clone(),
+                            ALERT_LIVE,
+                            q.did.as_deref(),
+                        )
+                    },
+                    views::dashboard(
+                        &c.now(&st),
+                        &tiles,
+                        edit.as_deref().filter(|_| !q.kiosk()),
+                        (!q.kiosk())
+                            .then(|| {
+                                format!("/dashboards/{}?kiosk=1", views::encode_segment(&name))
+                            })
+                            .as_deref(),
+                    ),
                 ),
             )
         }

@@ -268,6 +268,7 @@ fn frame<'a>(
         notice: notice(did),
         look: &c.look,
         floods: &c.floods,
+        kiosk: false,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::dashboard::{MAX_TILES, Show, Tile};
+use crate::model::tactical::{StateCount, Tactical};
 
 /// What a tile's saved filter found.
 pub enum TileItems {
@@ -37,6 +38,8 @@ pub struct TileView {
     pub capped: bool,
     /// A graph tile's lines.
     pub graphs: Vec<Graph>,
+    /// The page that lists what its filter finds.
+    pub link: Option<String>,
 }
 
 /// Rows a list tile shows.
@@ -69,7 +72,10 @@ fn tile_rows(now: &Now, items: &TileItems) -> Markup {
 /// `/dashboards`: the dashboards the caller may see, and a link to make one.
 pub fn dashboards(names: &[String], can_write: bool) -> Markup {
     html! {
-        @if can_write { p { a.button href="/dashboards/new" { "New dashboard" } } }
+        p.acts {
+            a.button href="/tactical" { "Tactical overview" }
+            @if can_write { a.button href="/dashboards/new" { "New dashboard" } }
+        }
         @if names.is_empty() {
             p { "No dashboards. A dashboard is a configuration document of kind " code { "dashboards" } " whose " code { "spec" } " is the base64 of " code { "{\"tiles\": [{\"filter\": \"<saved filter>\", \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}" } "." }
         }
@@ -79,10 +85,21 @@ pub fn dashboards(names: &[String], can_write: bool) -> Markup {
     }
 }
 
-/// `/dashboards/{name}`: its tiles, and a link to change them (`edit`: the editor's address).
-pub fn dashboard(now: &Now, tiles: &[TileView], edit: Option<&str>) -> Markup {
+/// `/dashboards/{name}`: its tiles, and links to change them (`edit`: the editor's address)
+/// and to show them over the whole screen (`full_screen`).
+pub fn dashboard(
+    now: &Now,
+    tiles: &[TileView],
+    edit: Option<&str>,
+    full_screen: Option<&str>,
+) -> Markup {
     html! {
-        @if let Some(href) = edit { p { a.button href=(href) { "Edit" } } }
+        @if edit.is_some() || full_screen.is_some() {
+            p.acts {
+                @if let Some(href) = edit { a.button href=(href) { "Edit" } }
+                @if let Some(href) = full_screen { a.button href=(href) { "Full screen" } }
+            }
+        }
         @if tiles.is_empty() { p { "No tiles yet." } }
         div.tiles {
             @for t in tiles {
@@ -91,7 +108,13 @@ pub fn dashboard(now: &Now, tiles: &[TileView], edit: Option<&str>) -> Markup {
                     @match &t.found {
                         Err(why) => p.notice.error { (why) },
                         Ok(items) => {
-                            p.count { strong { (items.len()) @if t.capped { "+" } } }
+                            p.count {
+                                @if let Some(href) = &t.link {
+                                    a href=(href) aria-label=(format!("{}: {}{}, listed", t.title, items.len(), if t.capped { "+" } else { "" })) { strong { (items.len()) @if t.capped { "+" } } }
+                                } @else {
+                                    strong { (items.len()) @if t.capped { "+" } }
+                                }
+                            }
                             @match t.show {
                                 Show::List if !items.is_empty() => (tile_rows(now, items)),
                                 Show::Graph if t.graphs.is_empty() => p.muted { "No data for this metric yet." },
@@ -99,6 +122,86 @@ pub fn dashboard(now: &Now, tiles: &[TileView], edit: Option<&str>) -> Markup {
                                 _ => {},
                             }
                         },
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The problems page's severity of a state's badness: where its unhandled ones are listed.
+fn severity_of(badness: u8) -> &'static str {
+    match badness {
+        3 => "critical",
+        2 => "unknown",
+        _ => "warning",
+    }
+}
+
+fn state_rows(counts: &[StateCount]) -> Markup {
+    html! {
+        table {
+            thead { tr { th scope="col" { "State" } th scope="col" { "Objects" } th scope="col" { "Unhandled" } } }
+            tbody {
+                @for c in counts {
+                    tr {
+                        th scope="row" { span.badge.(match c.badness { 3 => "s-crit", 2 => "s-unkn", 1 => "s-warn", _ => if c.state == "PENDING" { "s-info" } else { "s-ok" } }) { (c.state) } }
+                        td { a href=(format!("/objects?state={}", c.state)) { (c.total) } }
+                        td {
+                            @if c.unhandled > 0 {
+                                a href=(format!("/?severity={}", severity_of(c.badness))) { strong { (c.unhandled) } }
+                            } @else { "0" }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/tactical`: Icinga's tactical overview, as a wallboard: hosts and services by state with
+/// the unhandled ones, the problems of each site, the open alerts by severity; every count
+/// leads to its list.
+pub fn tactical(t: &Tactical, full_screen: Option<&str>) -> Markup {
+    html! {
+        @if let Some(href) = full_screen { p { a.button href=(href) { "Full screen" } } }
+        div.tiles {
+            section.tile aria-labelledby="hosts" { h2 #hosts { "Hosts" } (state_rows(&t.hosts)) }
+            section.tile aria-labelledby="services" { h2 #services { "Services" } (state_rows(&t.services)) }
+            @if !t.alerts.is_empty() {
+                section.tile aria-labelledby="alerts" {
+                    h2 #alerts { "Open alerts" }
+                    table {
+                        tbody {
+                            @for (sev, n) in &t.alerts {
+                                tr {
+                                    th scope="row" { (severity_badge(*sev)) }
+                                    td { a href=(format!("/alerts?status=open&severity={}", sev.as_str())) { (n) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            section.tile aria-labelledby="sites" {
+                h2 #sites { "Problems by site" }
+                @if t.sites.is_empty() {
+                    p.muted { "No problems." }
+                } @else {
+                    table {
+                        thead { tr { th scope="col" { "Site" } th scope="col" { "Critical" } th scope="col" { "Warning" } th scope="col" { "Unknown" } th scope="col" { "Unhandled" } } }
+                        tbody {
+                            @for site in &t.sites {
+                                tr {
+                                    th scope="row" {
+                                        @if site.site.is_empty() { "(no site)" } @else {
+                                            a href=(format!("/?selector={}", form_urlencoded::byte_serialize(format!("site={}", site.site).as_bytes()).collect::<String>())) { (site.site) }
+                                        }
+                                    }
+                                    td { (site.critical) } td { (site.warning) } td { (site.unknown) } td { strong { (site.unhandled) } }
+                                }
+                            }
+                        }
                     }
                 }
             }
