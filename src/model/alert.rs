@@ -444,6 +444,31 @@ impl Alert {
         Some(Ok(self.event(EventType::Ack, Severity::Info, payload)))
     }
 
+    /// What a silence of alerts like this one matches: its labels whose values a selector can
+    /// carry as they are, and its exact title as a pattern.
+    pub fn silence_matchers(&self) -> (String, String) {
+        let plain = |v: &str| {
+            !v.is_empty()
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
+        };
+        let selector: Vec<String> = self
+            .labels
+            .iter()
+            .filter(|(k, v)| plain(k) && plain(v))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut title = String::from("^");
+        for c in self.title.chars() {
+            if "\\.+*?()|[]{}^$".contains(c) {
+                title.push('\\');
+            }
+            title.push(c);
+        }
+        title.push('$');
+        (selector.join(","), title)
+    }
+
     /// A non-sticky ack ends when the alert's source changes state or severity again.
     pub fn clear_loose_ack(&mut self) -> Option<Unacked> {
         let loose =

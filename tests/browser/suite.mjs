@@ -183,12 +183,12 @@ async function main() {
     await flow("a live refresh never changes a control a person touched", page, async () => {
       await api(srv, "POST", "/api/v1/services", { name: "pump", host: "edge", spec: {} });
       await page.goto(`${base}/`);
-      await page.selectOption("#bulk-shelve", "4h");
+      await page.selectOption("#bulk-for", "4h");
       await result(srv, "pump", "CRITICAL");
       await sleep(2000);
-      assert((await page.inputValue("#bulk-shelve")) === "4h", "the refresh reset the chosen duration");
+      assert((await page.inputValue("#bulk-for")) === "4h", "the refresh reset the chosen duration");
       assert(!(await page.isVisible("text=edge / pump")), "the page was swapped under a touched control");
-      await page.selectOption("#bulk-shelve", "1h");
+      await page.selectOption("#bulk-for", "1h");
       await page.waitForSelector("text=edge / pump", { timeout: 10000 });
     });
 

@@ -2002,9 +2002,11 @@ async fn the_problems_page_is_one_inbox_narrowed_and_acted_on_together() {
     let (status, _) = olga.page("/?selector=site%3D%3D%3D").await;
     assert_eq!(status, 422);
 
-    // Select all, without a script: every open alert's box ticked.
+    // Select all, without a script: every open alert's box ticked, and the problem's that has
+    // none (for a downtime).
     let (_, all) = olga.page("/?select=all").await;
-    assert_eq!(all.matches("form=\"bulk\" checked").count(), 2, "{all}");
+    assert_eq!(all.matches("form=\"bulk\" checked").count(), 3, "{all}");
+    assert_eq!(all.matches("type=\"checkbox\" name=\"id\"").count(), 2, "{all}");
     let ids: Vec<String> = get(s, &a.token, "/api/v1/alerts?status=open").await["items"]
         .as_array()
         .unwrap()
@@ -2882,4 +2884,96 @@ async fn wallboards_a_tactical_overview_kiosk_mode_and_tiles_that_lead_to_their_
         list.contains("disk is CRITICAL") && list.contains("load is CRITICAL"),
         "{list}"
     );
+}
+
+#[tokio::test]
+async fn selected_problems_silenced_and_put_in_downtime_together() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    critical(s, &a.token, "disk").await;
+    critical(s, &a.token, "load").await;
+    result(s, &a.token, "swap", "WARNING").await;
+    let alerts = open_alerts(s, &a.token, 2).await;
+    let id_of = |title: &str| {
+        alerts.iter().find(|x| x["title"] == title).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (disk, load) = (id_of("disk is CRITICAL"), id_of("load is CRITICAL"));
+    let services = get(s, &a.token, "/api/v1/services?q=swap").await;
+    let swap = services["items"][0]["id"].as_str().unwrap().to_string();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let started = Instant::now();
+    loop {
+        let (_, page) = olga.page("/").await;
+        if page.contains(&format!("name=\"object\" value=\"{swap}\"")) {
+            assert!(
+                page.contains("formaction=\"/alerts/silence\"")
+                    && page.contains("formaction=\"/objects/downtime\""),
+                "{page}"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no box for the warning without an alert: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _, refused) = olga
+        .post(
+            "/alerts/silence",
+            &format!("id={disk}&duration=4h&back=%2F"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422, "a silence needs a reason: {refused}");
+    let (status, to, _) = olga
+        .post(
+            "/alerts/silence",
+            &format!("id={disk}&duration=4h&comment=replacing+disks&back=%2F"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/?did=silence-some"));
+    let silences = get(s, &a.token, "/api/v1/silences").await;
+    let silence = &silences["items"][0];
+    assert_eq!(silence["textRegex"], "^disk is CRITICAL$", "{silences}");
+    assert_eq!(silence["selector"], "site=north");
+    assert_eq!(silence["comment"], "replacing disks");
+    let (status, _, _) = olga
+        .post(
+            "/objects/downtime",
+            &format!("id={load}&object={swap}&duration=1h&comment=swapping+boards&back=%2F"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    let mut covered: Vec<String> = downtimes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["objectId"].as_str().unwrap().to_string())
+        .collect();
+    covered.sort();
+    let load_object = alerts.iter().find(|x| x["id"] == load.as_str()).unwrap()["objectId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut expected = vec![load_object, swap.clone()];
+    expected.sort();
+    assert_eq!(covered, expected, "{downtimes}");
+    let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (status, _, _) = vera
+        .post(
+            "/objects/downtime",
+            &format!("object={swap}&comment=x&back=%2F"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403);
 }

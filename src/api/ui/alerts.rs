@@ -17,6 +17,10 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<BulkForm>().answers_empty(303).page(),
         Route::post("/alerts/shelve", shelve_many).permission("alerts:ack").doc("ui", "Shelve selected alerts", "Form: `id` repeated, `duration` (`1h`, `4h`...), `back`. Each alert is shelved for that long as by `POST /api/v1/alerts/{id}:shelve` (`mode: timed`, reason \"shelved from the problems page\"; one audit entry and event each); those closed meanwhile are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
+        Route::post("/alerts/silence", silence_many).permission("silences:write").doc("ui", "Silence selected alerts", "Form: `id` repeated, `duration` (`2h` by default), `comment` (required), `back`. For each alert a silence of alerts like it (its plain labels as the selector, its exact title as the pattern, as \"Silence alerts like this\" pre-fills), from now for that long, as by `POST /api/v1/silences`; those gone meanwhile are left. 303 to `back`; no comment is 422.")
+            .form::<BulkForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::post("/objects/downtime", downtime_many).permission("downtimes:write").doc("ui", "Downtime for the selected problems", "Form: `id` repeated (alerts: their objects), `object` repeated (objects), `duration` (`2h` by default), `comment` (required), `back`. A fixed downtime from now for that long on each object, once, as by `POST /api/v1/downtimes`. 303 to `back`; no comment is 422.")
+            .form::<BulkForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::get("/alerts/{id}", alert).permission("alerts:read").doc("ui", "Alert page", "The alert, its facts and labels, its object now (state, output, performance data) and runbook (with `objects:read`), its rule's expression (with the rule kind's read permission), its incident by title and the related alerts of its object and incident; acknowledge (with a comment and the ack options), snooze, resolve, comment; and its timeline as the paging trail (opened, acknowledged and how, escalations, each notification's fate, comments, resolved); live.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/alerts/{id}/ack", ack).permission("alerts:ack").doc("ui", "Acknowledge an alert", "Form: optional `comment`, `expires_in` (`4h`; empty: the policy's `ackTimeout`), `loose` (present: not sticky), `back`. As `POST /api/v1/alerts/{id}:ack`; 303 to `back`.")
@@ -465,9 +469,13 @@ async fn alert(
 struct BulkForm {
     /// An alert id, once per selected alert.
     id: Vec<String>,
+    /// An object id, once per selected problem that has no open alert.
+    object: Vec<String>,
     back: Option<String>,
-    /// Shelve: for how long.
+    /// Shelve, silence, downtime: for how long.
     duration: Option<String>,
+    /// Silence, downtime: why.
+    comment: Option<String>,
 }
 
 impl BulkForm {
@@ -480,13 +488,45 @@ impl BulkForm {
             .collect()
     }
 
+    /// The selected problems' objects that have no open alert, as many.
+    fn objects(&self) -> Result<Vec<Uuid>, Problem> {
+        self.object
+            .iter()
+            .take(ALERTS.max.unwrap_or(1000))
+            .map(|raw| Uuid::parse_str(raw).map_err(|_| Problem::not_found()))
+            .collect()
+    }
+
+    /// Why a silence or downtime is set: required for both.
+    fn reason(&self) -> Result<String, Problem> {
+        self.comment
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Problem::validation("comment", "say why: a silence or downtime needs a comment")
+            })
+    }
+
+    /// From now for `duration` (default 2h).
+    fn window(&self, now: Timestamp) -> Result<(Timestamp, Timestamp), Problem> {
+        let raw = self.duration.as_deref().unwrap_or("2h");
+        let d: GoDuration = raw
+            .parse()
+            .map_err(|_| Problem::validation("duration", format!("{raw:?} is not a duration")))?;
+        Ok((now, now.plus(d.0)))
+    }
+
     fn parse(body: &Bytes) -> Self {
         let mut form = BulkForm::default();
         for (k, v) in form_urlencoded::parse(body) {
             match k.as_ref() {
                 "id" => form.id.push(v.into_owned()),
+                "object" => form.object.push(v.into_owned()),
                 "back" => form.back = Some(v.into_owned()),
                 "duration" => form.duration = Some(v.into_owned()),
+                "comment" => form.comment = Some(v.into_owned()),
                 _ => {}
             }
         }
@@ -552,6 +592,69 @@ async fn shelve_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Act
 
 /// A bulk action's answer for one alert: one gone meanwhile (closed, or acknowledged by
 /// someone else) is left as it is; any other refusal stops the action there.
+/// Silences each selected alert's like (its plain labels and exact title, as "Silence alerts
+/// like this" does) from now for the form's duration, with its comment.
+async fn silence_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let f = BulkForm::parse(&body);
+    let comment = f.reason()?;
+    let (start, end) = f.window(st.clock.now())?;
+    for id in f.ids()? {
+        let alert = match st.alerting.get(&c.principal, id).await {
+            Ok(a) => a,
+            Err(e) => {
+                left_if_gone::<()>(Err(e))?;
+                continue;
+            }
+        };
+        let (selector, text_regex) = alert.silence_matchers();
+        let body = SilenceBody {
+            comment: Some(comment.clone()),
+            selector: Some(selector),
+            text_regex: Some(text_regex),
+            starts_at: Some(start.to_string()),
+            expires_at: Some(end.to_string()),
+            expire_when_unmatched_for: None,
+        };
+        st.alerting
+            .create_silence(&c.principal, &c.actor, body)
+            .await?;
+    }
+    Ok(Done::back(f.back.as_deref(), "silence-some"))
+}
+
+/// A fixed downtime from now for the form's duration on each selected problem's object: the
+/// selected alerts' objects and the selected objects.
+async fn downtime_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let f = BulkForm::parse(&body);
+    let comment = f.reason()?;
+    let (start, end) = f.window(st.clock.now())?;
+    let mut objects = f.objects()?;
+    for id in f.ids()? {
+        match st.alerting.get(&c.principal, id).await {
+            Ok(a) => objects.extend(a.object_id),
+            Err(e) => left_if_gone::<()>(Err(e))?,
+        }
+    }
+    objects.sort();
+    objects.dedup();
+    for object in objects {
+        let body = DowntimeBody {
+            comment: Some(comment.clone()),
+            object_id: Some(object.to_string()),
+            kind: Some("fixed".into()),
+            start: Some(start.to_string()),
+            end: Some(end.to_string()),
+            ..Default::default()
+        };
+        left_if_gone(
+            st.alerting
+                .create_downtime(&c.principal, &c.actor, body, None)
+                .await,
+        )?;
+    }
+    Ok(Done::back(f.back.as_deref(), "downtime-some"))
+}
+
 fn left_if_gone<T>(r: Result<T, AlertError>) -> Result<(), Problem> {
     match r.map_err(Problem::from) {
         Ok(_) => Ok(()),

@@ -221,6 +221,8 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "comment" => "Comment added.",
         "ack-some" => "Acknowledged the selected alerts that were still open.",
         "shelve-some" => "Shelved the selected alerts that were still open.",
+        "silence-some" => "Silenced alerts like the selected ones.",
+        "downtime-some" => "Downtime started for the selected problems' objects.",
         "snooze" => "Snoozed.",
         "shelve" => "Shelved: it does not page until the shelf ends.",
         "unshelve" => "Unshelved: it pages again while open.",

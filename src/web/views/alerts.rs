@@ -2,30 +2,11 @@
 
 use super::*;
 
-/// The new-silence form pre-filled to match alerts like `a`: its labels whose values a
-/// selector can carry as they are, and its exact title.
+/// The new-silence form pre-filled to match alerts like `a` (`Alert::silence_matchers`).
 pub fn silence_like(a: &Alert) -> String {
-    let plain = |v: &str| {
-        !v.is_empty()
-            && v.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'))
-    };
-    let selector: Vec<String> = a
-        .labels
-        .iter()
-        .filter(|(k, v)| plain(k) && plain(v))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let mut title = String::from("^");
-    for c in a.title.chars() {
-        if "\\.+*?()|[]{}^$".contains(c) {
-            title.push('\\');
-        }
-        title.push(c);
-    }
-    title.push('$');
+    let (selector, title) = a.silence_matchers();
     let query = form_urlencoded::Serializer::new(String::new())
-        .append_pair("selector", &selector.join(","))
+        .append_pair("selector", &selector)
         .append_pair("textRegex", &title)
         .finish();
     format!("/silences/new?{query}")
@@ -172,13 +153,19 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
                         a.button href=(format!("{back}{}select=all", if back.contains('?') { "&" } else { "?" })) { "Select all" }
                     }
                     button form="bulk" type="submit" { "Acknowledge selected" }
-                    label for="bulk-shelve" { "or shelve them for" }
-                    select #bulk-shelve name="duration" form="bulk" {
+                    label for="bulk-for" { "or, for" }
+                    select #bulk-for name="duration" form="bulk" {
                         option value="1h" selected { "1 hour" }
                         option value="4h" { "4 hours" }
                         option value="8h" { "8 hours" }
                     }
                     button form="bulk" type="submit" formaction="/alerts/shelve" { "Shelve selected" }
+                    @if can.silence || can.downtime {
+                        label for="bulk-comment" { "because (a silence or downtime needs it)" }
+                        input #bulk-comment type="text" name="comment" form="bulk" maxlength="1000";
+                    }
+                    @if can.silence { button form="bulk" type="submit" formaction="/alerts/silence" { "Silence alerts like the selected" } }
+                    @if can.downtime { button form="bulk" type="submit" formaction="/objects/downtime" { "Downtime for the selected" } }
                 }
             }
         }
@@ -210,10 +197,15 @@ fn inbox_row(now: &Now, e: &Entry, back: &str, can: Can, select_all: bool) -> Ma
     let alert = e.alert();
     html! {
         li data-key=(alert.map(|a| a.id).or(e.problem().map(|p| p.object.id)).unwrap_or_default()) {
-            @if let (true, Some(a)) = (can.ack, alert) {
-                @if a.status == AlertStatus::Open {
+            @match (can.ack, alert, e.problem()) {
+                (true, Some(a), _) if a.status == AlertStatus::Open => {
                     input type="checkbox" name="id" value=(a.id) form="bulk" checked[select_all] aria-label=(format!("Select {name}"));
                 }
+                // A problem without an open alert is selected for a downtime of its object.
+                (true, None, Some(p)) if can.downtime => {
+                    input type="checkbox" name="object" value=(p.object.id) form="bulk" checked[select_all] aria-label=(format!("Select {name}"));
+                }
+                _ => {}
             }
             @match &e.subject {
                 Subject::Problem(p, _) => {
