@@ -2006,7 +2006,11 @@ async fn the_problems_page_is_one_inbox_narrowed_and_acted_on_together() {
     // none (for a downtime).
     let (_, all) = olga.page("/?select=all").await;
     assert_eq!(all.matches("form=\"bulk\" checked").count(), 3, "{all}");
-    assert_eq!(all.matches("type=\"checkbox\" name=\"id\"").count(), 2, "{all}");
+    assert_eq!(
+        all.matches("type=\"checkbox\" name=\"id\"").count(),
+        2,
+        "{all}"
+    );
     let ids: Vec<String> = get(s, &a.token, "/api/v1/alerts?status=open").await["items"]
         .as_array()
         .unwrap()
@@ -2976,4 +2980,112 @@ async fn selected_problems_silenced_and_put_in_downtime_together() {
         )
         .await;
     assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn a_lists_narrowing_is_saved_as_a_saved_filter() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    user(&a, "eve@example.org", "editor").await;
+    let eve = Browser::sign_in(s, "eve@example.org", "a long enough password").await;
+    let (_, page) = eve.page("/?severity=critical&handled=1&sort=newest").await;
+    assert!(page.contains("action=\"/saved-filters\""), "{page}");
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (_, page) = olga.page("/").await;
+    assert!(
+        !page.contains("action=\"/saved-filters\""),
+        "an operator saves none"
+    );
+    let (status, _, _) = olga
+        .post(
+            "/saved-filters",
+            "name=x&resource=problems&back=%2F",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 403);
+    let save = |name: &str, resource: &str, back: &str| {
+        format!(
+            "name={name}&resource={resource}&back={}",
+            form_urlencoded::byte_serialize(back.as_bytes()).collect::<String>()
+        )
+    };
+    let (status, to, _) = eve
+        .post(
+            "/saved-filters",
+            &save(
+                "north-critical",
+                "problems",
+                "/?severity=critical&selector=site%3Dnorth&handled=1&sort=newest&select=all",
+            ),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert!(to.unwrap().contains("did=saved-filter"));
+    let (status, _, _) = eve
+        .post(
+            "/saved-filters",
+            &save(
+                "disks",
+                "objects",
+                "/objects?q=disk&selector=&folder=&state=CRITICAL",
+            ),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (status, _, _) = eve
+        .post(
+            "/saved-filters",
+            &save(
+                "open-critical",
+                "alerts",
+                "/alerts?status=open&severity=critical",
+            ),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let saved = get(s, &a.token, "/api/v1/saved-filters").await;
+    let query_of = |name: &str| {
+        saved["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {saved}"))
+            .clone()
+    };
+    let problems = query_of("north-critical");
+    assert_eq!(problems["resource"], "problems");
+    assert_eq!(
+        problems["query"],
+        json!({"severity": "critical", "selector": "site=north", "includeHandled": "true"})
+    );
+    assert_eq!(
+        query_of("disks")["query"],
+        json!({"q": "disk", "state": "CRITICAL"})
+    );
+    assert_eq!(
+        query_of("open-critical")["query"],
+        json!({"status": "open", "severity": "critical"})
+    );
+    let (status, _, _) = eve
+        .post(
+            "/saved-filters",
+            &save("disks", "objects", "/objects"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409, "the name is taken");
+    let (status, _, _) = eve
+        .post(
+            "/saved-filters",
+            &save("other", "tokens", "/"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 422);
 }

@@ -16,6 +16,8 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).answers_text(403, HTML).answers_text(404, HTML).page(),
         Route::post("/dashboards/{name}", update_dashboard).identity().doc("ui", "Change a dashboard", "Form: as creating one, with `version` (the version the editor showed: a change since is 409), without `name`. As `PUT /api/v1/dashboards/{name}` with `If-Match`; 303 to the dashboard.")
             .form::<HashMap<String, String>>().answers_empty(303).answers_text(403, HTML).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
+        Route::post("/saved-filters", save_filter).identity().doc("ui", "Save a list's filter", "Form: `name`, `resource` (`problems`, `alerts` or `objects`), `back` (the list's address: its query, less what only arranges the page (`sort`, `group`, `cursor`, `from`, `select`), becomes the filter's `query`; `handled=1` of problems becomes `includeHandled`). As `POST /api/v1/saved-filters` (the saved-filters kind's write permission); 303 to `back`; a taken or bad name is 409 or 422 with the reason.")
+            .form::<SaveFilterForm>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::get("/tactical", tactical).permission("objects:read").doc("ui", "Tactical overview", "Icinga's tactical overview as a wallboard: hosts and services by state, each with how many of the bad ones are neither acknowledged nor in downtime, the problems of each site (by the `site` label), and (with `alerts:read`) the open alerts by severity; each count leads to its list. `kiosk=1` fills the screen without navigation; live.")
             .query::<BoardQuery>().answers_text(200, HTML).page(),
         Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a count leads to the page that lists it; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; `kiosk=1` fills the screen without navigation (a wallboard); live.")
@@ -546,6 +548,69 @@ fn edited_layout(f: &HashMap<String, String>) -> Result<Layout, Problem> {
         .check()
         .map_err(|e| Problem::validation("dashboard", e))?;
     Ok(layout)
+}
+
+/// The "save this filter" form of a list page.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct SaveFilterForm {
+    name: Option<String>,
+    /// `problems`, `alerts` or `objects`.
+    resource: Option<String>,
+    /// The list's address with its narrowing: its query becomes the filter's.
+    back: Option<String>,
+}
+
+/// Parameters of a list page that are its view, not what it lists.
+const VIEW_ONLY: &[&str] = &["cursor", "from", "select", "did", "sort", "group"];
+
+/// Saves a list page's narrowing as a saved filter, as `POST /api/v1/saved-filters` would.
+async fn save_filter(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
+    let f = form::<SaveFilterForm>(&body)?;
+    let kind = kind_by_name("saved-filters")
+        .ok_or_else(|| Problem::internal("the saved-filters kind is missing"))?;
+    if !c.principal.allows(kind.write) {
+        return Err(Problem::new(Code::AuthForbidden, kind.write).into());
+    }
+    let resource = match f.resource.as_deref() {
+        Some(r @ ("problems" | "alerts" | "objects")) => r,
+        _ => {
+            return Err(Problem::validation(
+                "resource",
+                "resource must be problems, alerts or objects",
+            )
+            .into());
+        }
+    };
+    let back = f.back.as_deref().unwrap_or("/");
+    let mut query = serde_json::Map::new();
+    if let Some((_, raw)) = back.split_once('?') {
+        for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
+            if VIEW_ONLY.contains(&k.as_ref()) || v.trim().is_empty() {
+                continue;
+            }
+            match (resource, k.as_ref()) {
+                ("problems", "handled") => {
+                    query.insert(
+                        "includeHandled".into(),
+                        Value::String((v == "1").to_string()),
+                    );
+                }
+                _ => {
+                    query.insert(k.into_owned(), Value::String(v.into_owned()));
+                }
+            }
+        }
+    }
+    let value = serde_json::json!({
+        "name": f.name.as_deref().map(str::trim).unwrap_or_default(),
+        "resource": resource,
+        "query": query,
+    });
+    st.inventory
+        .create(&c.principal, &c.actor, kind, value)
+        .await?;
+    Ok(Done::back(Some(back), "saved-filter"))
 }
 
 async fn create_dashboard(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {

@@ -221,6 +221,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "comment" => "Comment added.",
         "ack-some" => "Acknowledged the selected alerts that were still open.",
         "shelve-some" => "Shelved the selected alerts that were still open.",
+        "saved-filter" => "Filter saved: dashboards can show it.",
         "silence-some" => "Silenced alerts like the selected ones.",
         "downtime-some" => "Downtime started for the selected problems' objects.",
         "snooze" => "Snoozed.",
@@ -421,6 +422,7 @@ fn can(c: &Caller) -> Can {
         silence: c.principal.allows("silences:write"),
         downtime: c.principal.allows("downtimes:write"),
         objects_write: c.principal.allows("objects:write"),
+        save_filters: kind_by_name("saved-filters").is_some_and(|k| c.principal.allows(k.write)),
     }
 }
 

@@ -70,6 +70,7 @@ async fn objects(
         &page.items,
         &shown,
         page.next_cursor.as_deref(),
+        can(&c),
     );
     html(
         StatusCode::OK,

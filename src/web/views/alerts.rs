@@ -169,6 +169,7 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
                 }
             }
         }
+        @if can.save_filters { (save_filter("problems", &query.href(query.handled, 0))) }
         @if total > shown && shown > 0 {
             nav.pager aria-label="Pages" {
                 span.muted { (from + 1) "–" (next) " of " (total) }
@@ -315,6 +316,7 @@ pub fn alerts(
             button type="submit" { "Filter" }
             @if !filter.object_id.is_empty() { a href=(AlertsFilter { object_id: "", ..*filter }.href(status)) { "All objects" } }
         }
+        @if can.save_filters { (save_filter("alerts", &back)) }
         @if items.is_empty() {
             p { "No alerts here." }
         } @else {

@@ -41,6 +41,8 @@ pub struct Can {
     pub downtime: bool,
     /// May write objects: comment on them.
     pub objects_write: bool,
+    /// May write saved filters: save a list's narrowing as one.
+    pub save_filters: bool,
 }
 
 /// The moment a page is drawn at, and the time zone its viewer reads absolute times in.
@@ -299,6 +301,20 @@ fn event_line(e: &Event) -> String {
             .take(2)
             .collect();
             parts.join(" · ")
+        }
+    }
+}
+
+/// Saving a list's narrowing (`href`: the list's address with it) as a saved filter of
+/// `resource`, for dashboards and for coming back to.
+fn save_filter(resource: &str, href: &str) -> Markup {
+    html! {
+        form.save-filter method="post" action="/saved-filters" {
+            input type="hidden" name="resource" value=(resource);
+            input type="hidden" name="back" value=(href);
+            label for="filter-name" { "Save this filter as" }
+            input #filter-name type="text" name="name" required maxlength="128" placeholder="north-critical";
+            button type="submit" { "Save" }
         }
     }
 }

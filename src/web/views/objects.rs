@@ -29,6 +29,7 @@ pub fn objects(
     items: &[ObjectView],
     filter: &ObjectsFilter<'_>,
     next: Option<&str>,
+    can: Can,
 ) -> Markup {
     let query = form_urlencoded::Serializer::new(String::new())
         .append_pair("q", filter.q)
@@ -51,6 +52,7 @@ pub fn objects(
             }
             button type="submit" { "Filter" }
         }
+        @if can.save_filters { (save_filter("objects", &format!("/objects?{query}"))) }
         @if items.is_empty() {
             p { "Nothing matches." }
         } @else {
