@@ -30,7 +30,7 @@ fn verify_signature(r: &Received, secret: &str) {
 
 /// A webhook channel `hook` to the receiver's `/hook`, a contact `ada` paged on it, and a
 /// policy `page` paging her at once.
-fn paging_ada(hooks: &Receiver) -> Vec<(&'static str, Value)> {
+pub(crate) fn paging_ada(hooks: &Receiver) -> Vec<(&'static str, Value)> {
     vec![
         (
             "/api/v1/channels",

@@ -2217,25 +2217,7 @@ async fn an_alerts_page_and_the_events_page_tell_the_paging_trail() {
     let s = &a.s;
     setup(&a).await;
     let hooks = crate::receiver::Receiver::start().await;
-    create_all(
-        s,
-        &a.token,
-        vec![
-            (
-                "/api/v1/channels",
-                json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}}),
-            ),
-            (
-                "/api/v1/contacts",
-                json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]}),
-            ),
-            (
-                "/api/v1/escalation-policies",
-                json!({"name": "page", "steps": [{"after": 0, "notify": {"contact": "ada"}}]}),
-            ),
-        ],
-    )
-    .await;
+    create_all(s, &a.token, crate::notify::paging_ada(&hooks)).await;
     let res = send(
         s,
         &a.token,

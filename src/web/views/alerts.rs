@@ -457,17 +457,10 @@ pub fn alert(
             h2 { "Related alerts" }
             ul.list {
                 @for r in &story.related {
-                    li {
-                        (severity_badge(r.severity))
-                        span.what {
-                            a href=(format!("/alerts/{}", r.id)) { (r.title) }
-                            br; small {
-                                (r.status.as_str()) ", opened " (when(now, r.opened_at))
-                                @if r.object_id.is_some() && r.object_id == a.object_id { " · same object" }
-                                @if r.incident_id.is_some() && r.incident_id == a.incident_id { " · same incident" }
-                            }
-                        }
-                    }
+                    (alert_line(now, r, html! {
+                        @if r.object_id.is_some() && r.object_id == a.object_id { small { " · same object" } }
+                        @if r.incident_id.is_some() && r.incident_id == a.incident_id { small { " · same incident" } }
+                    }))
                 }
             }
         }
@@ -619,20 +612,27 @@ pub fn incident(
             p.muted { "None." }
         } @else {
             ul.list {
-                @for a in alerts {
-                    li {
-                        (severity_badge(a.severity))
-                        span.what {
-                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
-                            br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
-                        }
-                    }
-                }
+                @for a in alerts { (alert_line(now, a, html! {})) }
             }
         }
         h2 { "Timeline" }
         @if can_write { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
+    }
+}
+
+/// An alert as a line of a list: its severity, its title leading to it, its status and age,
+/// and `more` after them.
+pub fn alert_line(now: &Now, a: &Alert, more: Markup) -> Markup {
+    html! {
+        li {
+            (severity_badge(a.severity))
+            span.what {
+                a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                (more)
+            }
+        }
     }
 }
 

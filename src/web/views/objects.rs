@@ -172,14 +172,9 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
             h2 { "Its alerts" }
             ul.list {
                 @for a in alerts {
-                    li {
-                        (severity_badge(a.severity))
-                        span.what {
-                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
-                            br; small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
-                            @if can.ack && a.status == AlertStatus::Open { (ack_form(a, &here)) }
-                        }
-                    }
+                    (alert_line(now, a, html! {
+                        @if can.ack && a.status == AlertStatus::Open { (ack_form(a, &here)) }
+                    }))
                 }
             }
         }

@@ -34,13 +34,9 @@ pub fn mine(now: &Now, m: &MinePage) -> Markup {
             } @else {
                 ul.list {
                     @for a in &m.alerts {
-                        li {
-                            (severity_badge(a.severity))
-                            span.what {
-                                a href=(format!("/alerts/{}", a.id)) { (a.title) }
-                                br; small { "acknowledged " @if let Some(at) = a.acked_at { (when(now, at)) } }
-                            }
-                        }
+                        (alert_line(now, a, html! {
+                            @if let Some(at) = a.acked_at { small { " · acknowledged " (when(now, at)) } }
+                        }))
                     }
                 }
             }
