@@ -2759,6 +2759,25 @@ async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_l
     assert_eq!(extended["objectId"], disk);
     let audit = get(s, &a.token, "/api/v1/audit?action=downtime.update").await;
     assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    // A flexible one: it waits within its time for the first problem, then lasts its length.
+    let (status, _, refused) = olga
+        .post(
+            "/downtimes",
+            &format!("objectId={disk}&start=&duration=8h&flexible=1h&comment=flexible+swap"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    let flexible = downtimes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["comment"] == "flexible swap")
+        .unwrap()
+        .clone();
+    assert_eq!(flexible["type"], "flexible", "{flexible}");
+    assert_eq!(flexible["duration"], 3600, "{flexible}");
     // A viewer is offered neither.
     let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
     let (_, page) = vera.page("/downtimes").await;

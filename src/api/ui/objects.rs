@@ -28,7 +28,7 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
-        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `flexible` (a duration: a flexible downtime that starts with the first problem within the time and lasts that long; empty: fixed), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/extend", extend_downtime).permission("downtimes:write").doc("ui", "Extend a downtime", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/downtimes/{id}`), `back`. Its end moves that much later, as that edit would; 303 to `back`. One that is over, or one from the main, is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
@@ -557,6 +557,9 @@ struct SuppressionForm {
     months: Option<String>,
     /// Federation sites to ship a downtime to (comma-separated).
     sites: Option<String>,
+    /// A flexible downtime's length (`1h`): it starts with the first problem within the
+    /// window and lasts this long; empty: fixed, the whole window.
+    flexible: Option<String>,
 }
 
 /// A form field's comma-separated items, trimmed.
@@ -630,6 +633,7 @@ impl SuppressionForm {
             times: self.times.clone().unwrap_or_default(),
             days_of_month: self.days_of_month.clone().unwrap_or_default(),
             months: self.months.clone().unwrap_or_default(),
+            flexible: self.flexible.clone().unwrap_or_default(),
             sites: c
                 .principal
                 .allows("config:write")
@@ -812,6 +816,12 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
     };
     let result = async {
         let start = f.start(st.clock.now(), &c.zone)?;
+        let flexible = f
+            .flexible
+            .as_deref()
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(str::to_string);
         let body = DowntimeBody {
             comment: f.comment.clone(),
             object_id: object.as_ref().map(|(id, _)| id.to_string()),
@@ -820,12 +830,19 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             } else {
                 f.selector.clone()
             },
-            kind: Some("fixed".into()),
+            kind: Some(
+                if flexible.is_some() {
+                    "flexible"
+                } else {
+                    "fixed"
+                }
+                .into(),
+            ),
             notice_before: None,
             escalation_policy: None,
             start: Some(start.to_string()),
             end: Some(f.end(start)?.to_string()),
-            duration: None,
+            duration: flexible.map(Value::String),
             time_intervals: f.intervals(&c.zone),
             calendar_url: None,
             sites: Some(items(&f.sites)).filter(|s| !s.is_empty()),

@@ -335,6 +335,8 @@ pub struct SuppressionDraft {
     pub times: String,
     pub days_of_month: String,
     pub months: String,
+    /// A flexible downtime's length as chosen (empty: fixed).
+    pub flexible: String,
     /// Federation sites a downtime is shipped to, as typed; offered to whom may write the
     /// configuration.
     pub sites: Option<String>,
@@ -507,6 +509,13 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
                 input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
             }
             (when_field(d))
+            label for="flexible" { "Flexible: from the first problem within that time, for" }
+            select #flexible name="flexible" {
+                option value="" selected[d.flexible.is_empty()] { "no: the whole time (fixed)" }
+                @for (value, text) in &DURATIONS[..4] {
+                    option value=(value) selected[d.flexible == *value] { (text) }
+                }
+            }
             fieldset {
                 legend { "Repeat within that time (optional)" }
                 label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
