@@ -2972,7 +2972,25 @@ async fn selected_problems_silenced_and_put_in_downtime_together() {
     let mut expected = vec![load_object, swap.clone()];
     expected.sort();
     assert_eq!(covered, expected, "{downtimes}");
+    // The alerts and objects pages select as the inbox does.
+    let (_, alerts_page) = olga.page("/alerts?status=open").await;
+    assert!(
+        alerts_page.contains("formaction=\"/alerts/silence\"")
+            && alerts_page.contains("formaction=\"/alerts/shelve\""),
+        "{alerts_page}"
+    );
+    let (_, objects_page) = olga.page("/objects").await;
+    assert!(
+        objects_page.contains(&format!("name=\"object\" value=\"{swap}\""))
+            && objects_page.contains("action=\"/objects/downtime\""),
+        "{objects_page}"
+    );
     let vera = Browser::sign_in(s, "vera@example.org", "a long enough password").await;
+    let (_, objects_page) = vera.page("/objects").await;
+    assert!(
+        !objects_page.contains("name=\"object\""),
+        "a viewer selects nothing"
+    );
     let (status, _, _) = vera
         .post(
             "/objects/downtime",

@@ -152,20 +152,7 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
                     } @else {
                         a.button href=(format!("{back}{}select=all", if back.contains('?') { "&" } else { "?" })) { "Select all" }
                     }
-                    button form="bulk" type="submit" { "Acknowledge selected" }
-                    label for="bulk-for" { "or, for" }
-                    select #bulk-for name="duration" form="bulk" {
-                        option value="1h" selected { "1 hour" }
-                        option value="4h" { "4 hours" }
-                        option value="8h" { "8 hours" }
-                    }
-                    button form="bulk" type="submit" formaction="/alerts/shelve" { "Shelve selected" }
-                    @if can.silence || can.downtime {
-                        label for="bulk-comment" { "because (a silence or downtime needs it)" }
-                        input #bulk-comment type="text" name="comment" form="bulk" maxlength="1000";
-                    }
-                    @if can.silence { button form="bulk" type="submit" formaction="/alerts/silence" { "Silence alerts like the selected" } }
-                    @if can.downtime { button form="bulk" type="submit" formaction="/objects/downtime" { "Downtime for the selected" } }
+                    (bulk_actions(can))
                 }
             }
         }
@@ -177,6 +164,27 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
                 @if next < total { a.button href=(query.href(query.handled, next)) { "Next" } }
             }
         }
+    }
+}
+
+/// What may be done to the rows selected into the `#bulk` form: acknowledge or shelve their
+/// alerts, silence alerts like them, put their objects in downtime.
+fn bulk_actions(can: Can) -> Markup {
+    html! {
+        button form="bulk" type="submit" { "Acknowledge selected" }
+        label for="bulk-for" { "or, for" }
+        select #bulk-for name="duration" form="bulk" {
+            option value="1h" selected { "1 hour" }
+            option value="4h" { "4 hours" }
+            option value="8h" { "8 hours" }
+        }
+        button form="bulk" type="submit" formaction="/alerts/shelve" { "Shelve selected" }
+        @if can.silence || can.downtime {
+            label for="bulk-comment" { "because (a silence or downtime needs it)" }
+            input #bulk-comment type="text" name="comment" form="bulk" maxlength="1000";
+        }
+        @if can.silence { button form="bulk" type="submit" formaction="/alerts/silence" { "Silence alerts like the selected" } }
+        @if can.downtime { button form="bulk" type="submit" formaction="/objects/downtime" { "Downtime for the selected" } }
     }
 }
 
@@ -347,7 +355,7 @@ pub fn alerts(
                 }
             }
             @if bulk {
-                p { button form="bulk" type="submit" { "Acknowledge selected" } }
+                div.acts.bulk { (bulk_actions(can)) }
             }
         }
         @if let Some(cursor) = next {
@@ -358,7 +366,6 @@ pub fn alerts(
     }
 }
 
-/// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
 /// What an alert's page tells beside the alert itself.
 pub struct AlertStory {
     /// Its object as it is now, while it exists.
@@ -380,6 +387,7 @@ fn runbook(r: &str) -> Markup {
     }
 }
 
+/// `/alerts/{id}`: the alert, its facts, what triggered it, and what may be done with it.
 pub fn alert(
     now: &Now,
     a: &Alert,

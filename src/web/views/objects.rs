@@ -56,9 +56,17 @@ pub fn objects(
         @if items.is_empty() {
             p { "Nothing matches." }
         } @else {
+            @if can.downtime {
+                form #bulk method="post" action="/objects/downtime" {
+                    input type="hidden" name="back" value=(format!("/objects?{query}"));
+                }
+            }
             ul.list {
                 @for v in items {
                     li {
+                        @if can.downtime {
+                            input type="checkbox" name="object" value=(v.object.id) form="bulk" aria-label=(format!("Select {}", view_name(v)));
+                        }
                         (state_badge(v.object.kind, v.state.as_ref()))
                         span.what {
                             a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
@@ -68,6 +76,17 @@ pub fn objects(
                         }
                     }
                 }
+            }
+        }
+        @if can.downtime && !items.is_empty() {
+            div.acts.bulk {
+                label for="bulk-for" { "Downtime for the selected, for" }
+                select #bulk-for name="duration" form="bulk" {
+                    @for (value, text) in &DURATIONS[..5] { option value=(value) selected[*value == "2h"] { (text) } }
+                }
+                label for="bulk-comment" { "because" }
+                input #bulk-comment type="text" name="comment" form="bulk" required maxlength="1000";
+                button form="bulk" type="submit" { "Start downtime" }
             }
         }
         @if let Some(cursor) = next {
