@@ -8,7 +8,8 @@
 // acknowledge from the row, silence from an alert, the on-call page, the service worker the
 // account page registers, a comment on an object, a service's page and its graphs (ranges, the value under a click
 // or a tap), the
-// same shift with JavaScript off, a 390x844 phone viewport without horizontal scrolling on
+// same shift with JavaScript off (the paging trail, a comment, a silence extended, the tactical
+// overview), a 390x844 phone viewport without horizontal scrolling on
 // every page, and axe-core on every page (no serious or critical violation). A failing flow
 // leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
 // With SVC_SCREENSHOTS=DIR it also keeps pictures of the main pages there (docs/img for the
@@ -354,6 +355,24 @@ async function main() {
       assert(await plain.isVisible("text=Acknowledged."), "no notice without JavaScript");
       await plain.goto(`${base}/silences`);
       assert(await plain.isVisible("text=load test tonight"), "silences without JavaScript");
+    });
+
+    await flow("JavaScript off: the paging trail, a comment, a silence extended, the tactical overview", plain, async () => {
+      await plain.goto(`${base}/alerts?status=acked`);
+      await plain.click("text=swap is CRITICAL");
+      assert(await plain.isVisible("text=/acknowledged by Olga in the UI/"), "who acknowledged and how");
+      await plain.fill("textarea[name=text]", "checked the swap file, fine");
+      await Promise.all([plain.waitForURL(/did=comment/), plain.click("text=Add comment")]);
+      assert(await plain.isVisible("text=by Olga: checked the swap file, fine"), "the comment is not in the timeline");
+      await plain.goto(`${base}/silences`);
+      const row = plain.locator("li", { hasText: "load test tonight" });
+      await row.locator("select[name=by]").selectOption("4h");
+      await Promise.all([plain.waitForURL(/did=extend/), row.getByRole("button", { name: /^Extend/ }).click()]);
+      assert(await plain.isVisible("text=Extended."), "no notice");
+      await plain.goto(`${base}/tactical`);
+      assert(await plain.isVisible("h2#hosts"), "no tactical overview");
+      await plain.click("text=Full screen");
+      assert(!(await plain.isVisible("header")), "the wallboard keeps the navigation");
     });
   } finally {
     if (browser) await browser.close();
