@@ -167,6 +167,7 @@ struct DowntimeTerms {
     time_intervals: Vec<TimeInterval>,
     calendar_url: Option<String>,
     sites: Vec<String>,
+    services: bool,
 }
 
 /// Longest accepted `calendarUrl`.
@@ -714,10 +715,12 @@ impl Alerting {
                 ));
             }
         }
+        let services = body.services.unwrap_or(true);
         let sites = self
             .shipped_to(p, body.sites.unwrap_or_default(), object_id.is_some())
             .await?;
         Ok(DowntimeTerms {
+            services,
             time_intervals,
             calendar_url,
             sites,
@@ -756,6 +759,7 @@ impl Alerting {
             time_intervals,
             calendar_url,
             sites,
+            services,
         } = self.downtime_terms(p, body).await?;
         let downtime = Downtime {
             id: self.clock.new_id(),
@@ -781,6 +785,7 @@ impl Alerting {
             occurrences: Vec::new(),
             sites,
             from_main: false,
+            services,
         };
         let audit = self.suppression_audit(p, actor, "downtime.create", downtime.id);
         let tenant = p.tenant;
@@ -875,6 +880,7 @@ impl Alerting {
                         .filter(|_| t.calendar_url == old.calendar_url),
                     calendar_url: t.calendar_url,
                     sites: t.sites,
+                    services: t.services,
                     ..old.clone()
                 };
                 tx.save_downtime(&new)?;

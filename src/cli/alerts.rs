@@ -132,6 +132,7 @@ pub(super) async fn downtime(
         time_intervals,
         calendar_url: window.calendar_url,
         sites: Some(window.sites).filter(|s| !s.is_empty()),
+        services: None,
     };
     let v = c
         .json(Method::POST, "/api/v1/downtimes", body(&request)?)

@@ -249,6 +249,11 @@ pub struct Downtime {
     /// On a site: it came from the main in the site's bundle, and is changed there only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_main: bool,
+    /// Whether a host's downtime covers its services too (the default, and always so for a
+    /// selector's): `false` holds the host alone, as Icinga's host downtime without
+    /// `all_services`.
+    #[serde(default = "covers_services", skip_serializing_if = "is_true")]
+    pub services: bool,
 }
 
 /// A downtime as a main ships it to a site: the body of a `downtimes` document (named by its
@@ -326,6 +331,7 @@ impl ShippedDowntime {
             occurrences: Vec::new(),
             sites: Vec::new(),
             from_main: true,
+            services: true,
         };
         if let Some(old) = old {
             new.started_at = old.started_at.filter(|_| new.kind == old.kind);
@@ -393,6 +399,17 @@ pub struct DowntimeBody {
     /// Federation sites to ship it to (by selector), in the bundles they pull.
     #[serde(default)]
     pub sites: Option<Vec<String>>,
+    /// A host's downtime: whether it covers the host's services too (default `true`).
+    #[serde(default)]
+    pub services: Option<bool>,
+}
+
+fn covers_services() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Downtime {
@@ -413,6 +430,7 @@ impl Downtime {
             time_intervals: (!self.time_intervals.is_empty()).then(|| self.time_intervals.clone()),
             calendar_url: self.calendar_url.clone(),
             sites: (!self.sites.is_empty()).then(|| self.sites.clone()),
+            services: Some(self.services),
         }
     }
 
@@ -618,7 +636,7 @@ impl Downtime {
         selector: &Selector,
     ) -> bool {
         match self.object_id {
-            Some(id) => id == object || host == Some(id),
+            Some(id) => id == object || (self.services && host == Some(id)),
             None => !self.selector.is_empty() && selector.matches(labels),
         }
     }
@@ -788,6 +806,7 @@ mod tests {
             occurrences: Vec::new(),
             sites: Vec::new(),
             from_main: false,
+            services: true,
         }
     }
 

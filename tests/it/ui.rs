@@ -3108,3 +3108,74 @@ async fn a_lists_narrowing_is_saved_as_a_saved_filter() {
         .await;
     assert_eq!(status, 422);
 }
+
+#[tokio::test]
+async fn a_hosts_downtime_with_or_without_its_services() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let hosts = get(s, &a.token, "/api/v1/hosts").await;
+    let edge = hosts["items"][0]["id"].as_str().unwrap().to_string();
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let (_, form) = olga.page(&format!("/downtimes/new?object={edge}")).await;
+    assert!(
+        form.contains("<option value=\"alone\">the host alone</option>"),
+        "{form}"
+    );
+    let (status, _, refused) = olga
+        .post(
+            "/downtimes",
+            &format!("objectId={edge}&services=alone&duration=2h&comment=router+swap"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    assert_eq!(downtimes["items"][0]["services"], false, "{downtimes}");
+    let depth = |v: &Value| v["state"]["downtimeDepth"].as_u64().unwrap_or(0);
+    result(s, &a.token, "disk", "CRITICAL").await;
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "edge", "state": "DOWN", "output": "gone"}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let started = Instant::now();
+    loop {
+        let host = get(s, &a.token, &format!("/api/v1/objects/{edge}")).await;
+        let disk = get(s, &a.token, "/api/v1/services?q=disk").await["items"][0].clone();
+        if depth(&host) == 1 {
+            assert_eq!(depth(&disk), 0, "the host alone: {disk}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{host}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The default covers the services too.
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"objectId": edge, "type": "fixed", "start": "2026-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z", "comment": "all of it"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let created: Value = res.json().await.unwrap();
+    assert!(
+        created.get("services").is_none(),
+        "the default is not written out: {created}"
+    );
+    let started = Instant::now();
+    loop {
+        let disk = get(s, &a.token, "/api/v1/services?q=disk").await["items"][0].clone();
+        if depth(&disk) == 1 {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{disk}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

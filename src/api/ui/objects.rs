@@ -28,7 +28,7 @@ pub(super) fn routes() -> Vec<Route> {
             .answers_text(200, HTML).page(),
         Route::get("/downtimes/new", new_downtime).permission("downtimes:write").doc("ui", "New downtime form", "`object` (an object id: the object page links it) or a selector field.")
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
-        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `flexible` (a duration: a flexible downtime that starts with the first problem within the time and lasts that long; empty: fixed), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
+        Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `flexible` (a duration: a flexible downtime that starts with the first problem within the time and lasts that long; empty: fixed), `services` (`alone`: a host's downtime without its services; else with them), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/extend", extend_downtime).permission("downtimes:write").doc("ui", "Extend a downtime", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/downtimes/{id}`), `back`. Its end moves that much later, as that edit would; 303 to `back`. One that is over, or one from the main, is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
@@ -560,6 +560,8 @@ struct SuppressionForm {
     /// A flexible downtime's length (`1h`): it starts with the first problem within the
     /// window and lasts this long; empty: fixed, the whole window.
     flexible: Option<String>,
+    /// A host's downtime: `alone` holds the host without its services.
+    services: Option<String>,
 }
 
 /// A form field's comma-separated items, trimmed.
@@ -846,6 +848,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             time_intervals: f.intervals(&c.zone),
             calendar_url: None,
             sites: Some(items(&f.sites)).filter(|s| !s.is_empty()),
+            services: (f.services.as_deref() == Some("alone")).then_some(false),
         };
         st.alerting
             .create_downtime(&c.principal, &c.actor, body, None)

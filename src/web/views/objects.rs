@@ -522,7 +522,12 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
         form method="post" action="/downtimes" {
             @if let Some((id, name)) = &d.object {
                 input type="hidden" name="objectId" value=(id);
-                p { "For " strong { (name) } " (a host's downtime covers its services)." }
+                p { "For " strong { (name) } "." }
+                label for="services" { "A host's downtime covers" }
+                select #services name="services" {
+                    option value="" { "the host and its services" }
+                    option value="alone" { "the host alone" }
+                }
             } @else {
                 label for="selector" { "Objects with the labels (a selector)" }
                 input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
