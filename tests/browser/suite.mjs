@@ -291,6 +291,20 @@ async function main() {
       assert(found.length === 0, found.join("\n"));
     });
 
+    await flow("axe-core finds no serious or critical violation in the dark theme either", page, async () => {
+      const dark = await browser.newContext({ colorScheme: "dark", bypassCSP: true });
+      const night = await dark.newPage();
+      await signIn(night, base);
+      const found = [];
+      const diskId = (await api(srv, "GET", "/api/v1/services?q=disk")).items[0].id;
+      for (const path of [...PAGES, `/objects/${diskId}`]) {
+        await night.goto(base + path);
+        for (const v of await axe(night)) found.push(`${path}: ${v}`);
+      }
+      await dark.close();
+      assert(found.length === 0, found.join("\n"));
+    });
+
     const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
     const mobile = await phone.newPage();
     await flow("a 390x844 phone: no horizontal scrolling, 44 px touch targets", mobile, async () => {
