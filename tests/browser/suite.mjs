@@ -10,7 +10,7 @@
 // or a tap), the
 // same shift with JavaScript off (the paging trail, a comment, a silence extended, the tactical
 // overview), a 390x844 phone viewport without horizontal scrolling on
-// every page, and axe-core on every page (no serious or critical violation). A failing flow
+// every page, and axe-core on every page in the light and the dark theme (no serious or critical violation). A failing flow
 // leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
 // With SVC_SCREENSHOTS=DIR it also keeps pictures of the main pages there (docs/img for the
 // README).
