@@ -148,14 +148,8 @@ fn list_link(resource: &str, query: &HashMap<String, String>) -> Option<String> 
                 ("state", "state"),
             ],
         ),
-        "problems" => (
-            "/",
-            &[
-                ("q", "q"),
-                ("selector", "selector"),
-                ("severity", "severity"),
-            ],
-        ),
+        // The tile counts every problem (handled too with `includeHandled`), so its list does.
+        "problems" => ("/", &[]),
         "alerts" => (
             "/alerts",
             &[
