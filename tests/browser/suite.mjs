@@ -275,7 +275,8 @@ async function main() {
       }
       const alertId = (await api(srv, "GET", "/api/v1/alerts?limit=1")).items[0].id;
       const diskId = (await api(srv, "GET", "/api/v1/services?q=disk")).items[0].id;
-      for (const path of [`/alerts/${alertId}`, `/objects/${diskId}`, `/objects/${diskId}?range=7d`, "/login"]) {
+      const silenceId = (await api(srv, "GET", "/api/v1/silences")).items[0].id;
+      for (const path of [`/alerts/${alertId}`, `/objects/${diskId}`, `/objects/${diskId}?range=7d`, `/silences/${silenceId}/edit`, "/login"]) {
         await page.goto(base + path);
         for (const v of await axe(page)) found.push(`${path}: ${v}`);
       }

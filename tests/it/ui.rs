@@ -2724,6 +2724,54 @@ async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_l
         )
         .await;
     assert_eq!(status, 422);
+    // Its edit form shows it on the wall clock, and saves it at the version shown.
+    let (status, form) = olga.page(&format!("/silences/{id}/edit")).await;
+    assert_eq!(status, 200);
+    assert!(
+        form.contains(r#"name="starts" required value="2027-01-10T10:00""#)
+            && form.contains(r#"name="ends" required value="2027-01-10T13:00""#)
+            && form.contains(r#"name="version" value="2""#),
+        "{form}"
+    );
+    let edit = "selector=site%3Dnorth&textRegex=%5Epump&comment=pump+swap+and+valves&starts=2027-01-10T10%3A00&ends=2027-01-10T15%3A00";
+    let (status, to, _) = olga
+        .post(
+            &format!("/silences/{id}"),
+            &format!("{edit}&version=2"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(to.as_deref(), Some("/silences?did=silence-saved"));
+    let silences = get(s, &a.token, "/api/v1/silences").await;
+    let saved = silences["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(saved["comment"], "pump swap and valves");
+    assert_eq!(saved["textRegex"], "^pump");
+    assert_eq!(saved["expiresAt"], "2027-01-10T15:00:00.000Z");
+    let (status, _, again) = olga
+        .post(
+            &format!("/silences/{id}"),
+            &format!("{edit}&version=2"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409, "a stale version: {again}");
+    assert!(
+        again.contains("name=\"comment\""),
+        "the form again: {again}"
+    );
+    assert_eq!(
+        olga.page("/silences/01a244ec-1fc9-74e1-89a8-e2302540f4e1/edit")
+            .await
+            .0,
+        404
+    );
 
     let services = get(s, &a.token, "/api/v1/services?q=disk").await;
     let disk = services["items"][0]["id"].as_str().unwrap();

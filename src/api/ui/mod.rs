@@ -233,6 +233,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "check-agent" => "Nothing runs here: its host's agent runs the check and reports it.",
         "check-off" => "Nothing runs: its checks are off (enableChecks: false).",
         "silence" => "Silence created.",
+        "silence-saved" => "Silence saved.",
         "expire" => "Silence expired.",
         "extend" => "Extended.",
         "downtime" => "Downtime started.",

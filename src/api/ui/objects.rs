@@ -3,6 +3,7 @@
 use super::*;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
+use crate::model::suppression::Silence;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -20,6 +21,10 @@ pub(super) fn routes() -> Vec<Route> {
             .query::<SilenceDraftQuery>().answers_text(200, HTML).page(),
         Route::post("/silences", create_silence).permission("silences:write").doc("ui", "Create a silence", "Form: `selector`, `textRegex`, `start` (on the caller's wall clock, `2027-03-27T22:00`; empty: now), `duration` (from the start), `comment`. As `POST /api/v1/silences` (`startsAt`, `expiresAt`); 303 to `/silences`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::get("/silences/{id}/edit", edit_silence).permission("silences:write").doc("ui", "Edit a silence", "The silence's form: what it matches (`selector`, `textRegex`), when it starts and expires on the caller's wall clock, why; at its version. An unknown silence is 404.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/silences/{id}", update_silence).permission("silences:write").doc("ui", "Save a silence", "Form: `selector`, `textRegex`, `comment`, `starts` and `ends` (the caller's wall clock, `2027-03-27T22:00`), `version` (the version the form showed). As `PUT /api/v1/silences/{id}` with `If-Match` (its `expireWhenUnmatchedFor` kept); 303 to `/silences`; a refusal shows the form again with the reason (409 after a change since, 422 for what the API refuses, an expired silence included).")
+            .form::<SilenceEditForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/silences/{id}/extend", extend_silence).permission("silences:write").doc("ui", "Extend a silence", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/silences/{id}`), `back`. Its expiry moves that much later, as that edit would; 303 to `back`. An expired one is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/silences/{id}/expire", expire_silence).permission("silences:write").doc("ui", "Expire a silence", "Form: `back`. As `DELETE /api/v1/silences/{id}`; 303 to `back`.")
@@ -673,6 +678,106 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
             p,
             views::silence_form(&f.draft(None, &c), None),
         ),
+    }
+}
+
+/// The silence `id` of the caller's tenant, as the list has it.
+async fn silence_of(st: &AppState, c: &Caller, id: Uuid) -> Result<Silence, Problem> {
+    st.alerting
+        .silences(&c.principal, false)
+        .await?
+        .into_iter()
+        .find(|s| s.id == id)
+        .ok_or_else(Problem::not_found)
+}
+
+async fn edit_silence(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
+    let found = async { silence_of(&st, &c, path_id(&id)?).await };
+    match found.await {
+        Ok(s) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::Silences, "Edit silence".into(), &[], None),
+                views::silence_edit_form(&views::SilenceEdit::of(&s, &c.now(&st))),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+/// A silence's edit form.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+struct SilenceEditForm {
+    selector: Option<String>,
+    text_regex: Option<String>,
+    comment: Option<String>,
+    /// On the caller's wall clock (`2027-03-27T22:00`).
+    starts: Option<String>,
+    ends: Option<String>,
+    version: Option<u64>,
+}
+
+async fn update_silence(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    let f = match form::<SilenceEditForm>(&body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    let id = match path_id(&id) {
+        Ok(id) => id,
+        Err(p) => return failed(p),
+    };
+    let result = async {
+        let old = silence_of(&st, &c, id).await?;
+        let at = |field: &'static str, v: &Option<String>| {
+            wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
+        };
+        let body = SilenceBody {
+            comment: f.comment.clone(),
+            selector: f.selector.clone(),
+            text_regex: f.text_regex.clone(),
+            starts_at: Some(at("starts", &f.starts)?.to_string()),
+            expires_at: Some(at("ends", &f.ends)?.to_string()),
+            expire_when_unmatched_for: old.expire_when_unmatched_for.map(|d| d.to_string()),
+        };
+        let version = f
+            .version
+            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
+        st.alerting
+            .update_silence(&c.principal, &c.actor, id, version, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => Done::to("/silences", "silence-saved").into_response(),
+        Err(p) => {
+            let shown = views::SilenceEdit {
+                id,
+                version: f.version.unwrap_or_default(),
+                selector: f.selector.clone().unwrap_or_default(),
+                text_regex: f.text_regex.clone().unwrap_or_default(),
+                comment: f.comment.clone().unwrap_or_default(),
+                starts: f.starts.clone().unwrap_or_default(),
+                ends: f.ends.clone().unwrap_or_default(),
+            };
+            form_again(
+                &c,
+                Section::Silences,
+                "Edit silence",
+                p,
+                views::silence_edit_form(&shown),
+            )
+        }
     }
 }
 

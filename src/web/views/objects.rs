@@ -289,6 +289,58 @@ fn extend_form(action: &str, back: &str, version: u64, what: &str) -> Markup {
     }
 }
 
+/// A silence as its edit form shows it: at the version the page read.
+pub struct SilenceEdit {
+    pub id: Uuid,
+    pub version: u64,
+    pub selector: String,
+    pub text_regex: String,
+    pub comment: String,
+    /// Its start and expiry on the viewer's wall clock (`2027-03-27T22:00`).
+    pub starts: String,
+    pub ends: String,
+}
+
+impl SilenceEdit {
+    pub fn of(s: &Silence, now: &Now) -> SilenceEdit {
+        let wall = |t: Timestamp| {
+            t.0.to_zoned(now.zone.clone())
+                .strftime("%Y-%m-%dT%H:%M")
+                .to_string()
+        };
+        SilenceEdit {
+            id: s.id,
+            version: s.version,
+            selector: s.selector.clone(),
+            text_regex: s.text_regex.clone(),
+            comment: s.comment.clone(),
+            starts: wall(s.starts_at),
+            ends: wall(s.expires_at),
+        }
+    }
+}
+
+/// `/silences/{id}/edit`: what it matches, when it starts and expires (the viewer's wall
+/// clock), why; saved at the version shown.
+pub fn silence_edit_form(e: &SilenceEdit) -> Markup {
+    html! {
+        form method="post" action=(format!("/silences/{}", e.id)) {
+            input type="hidden" name="version" value=(e.version);
+            label for="selector" { "Alert labels (a selector; empty: any)" }
+            input #selector type="text" name="selector" value=(e.selector);
+            label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
+            input #textRegex type="text" name="textRegex" value=(e.text_regex);
+            label for="starts" { "Starts (your time zone)" }
+            input #starts type="datetime-local" name="starts" required value=(e.starts);
+            label for="ends" { "Expires (your time zone)" }
+            input #ends type="datetime-local" name="ends" required value=(e.ends);
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
+            p { button.primary type="submit" { "Save silence" } " " a href="/silences" { "Back" } }
+        }
+    }
+}
+
 /// `/silences`: active (with how many active alerts each matches now), upcoming, expired.
 pub fn silences(now: &Now, items: &[(Silence, usize)], can_write: bool) -> Markup {
     let active: Vec<_> = items.iter().filter(|(s, _)| s.active(now.at)).collect();
@@ -315,6 +367,7 @@ pub fn silences(now: &Now, items: &[(Silence, usize)], can_write: bool) -> Marku
                 }
                 span.acts {
                     @if can_write && s.expires_at > now.at {
+                        a.button href=(format!("/silences/{}/edit", s.id)) aria-label=(format!("Edit {}", s.comment)) { "Edit" }
                         (extend_form(&format!("/silences/{}/extend", s.id), "/silences", s.version, &s.comment))
                         (button(&format!("/silences/{}/expire", s.id), "/silences", "Expire", &s.comment))
                     }
