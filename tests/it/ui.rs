@@ -2807,6 +2807,40 @@ async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_l
     assert_eq!(extended["objectId"], disk);
     let audit = get(s, &a.token, "/api/v1/audit?action=downtime.update").await;
     assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    // Its edit form changes why and when, and keeps what it covers.
+    let (status, form) = olga.page(&format!("/downtimes/{id}/edit")).await;
+    assert_eq!(status, 200);
+    assert!(
+        form.contains(r#"name="ends" required value="2099-01-02T00:00""#),
+        "{form}"
+    );
+    let (status, _, refused) = olga
+        .post(
+            &format!("/downtimes/{id}"),
+            "comment=disk+swap%2C+both+bays&starts=2026-01-01T00%3A00&ends=2099-01-03T00%3A00&version=2",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    let saved = downtimes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .unwrap()
+        .clone();
+    assert_eq!(saved["comment"], "disk swap, both bays");
+    assert_eq!(saved["end"], "2099-01-03T00:00:00.000Z");
+    assert_eq!(saved["objectId"], disk);
+    let (status, _, _) = olga
+        .post(
+            &format!("/downtimes/{id}"),
+            "comment=x&starts=2026-01-01T00%3A00&ends=2099-01-03T00%3A00&version=2",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 409);
     // A flexible one: it waits within its time for the first problem, then lasts its length.
     let (status, _, refused) = olga
         .post(

@@ -234,6 +234,7 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "check-off" => "Nothing runs: its checks are off (enableChecks: false).",
         "silence" => "Silence created.",
         "silence-saved" => "Silence saved.",
+        "downtime-saved" => "Downtime saved.",
         "expire" => "Silence expired.",
         "extend" => "Extended.",
         "downtime" => "Downtime started.",

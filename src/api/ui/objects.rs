@@ -3,7 +3,7 @@
 use super::*;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
-use crate::model::suppression::Silence;
+use crate::model::suppression::{Downtime, Silence};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -24,7 +24,7 @@ pub(super) fn routes() -> Vec<Route> {
         Route::get("/silences/{id}/edit", edit_silence).permission("silences:write").doc("ui", "Edit a silence", "The silence's form: what it matches (`selector`, `textRegex`), when it starts and expires on the caller's wall clock, why; at its version. An unknown silence is 404.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
         Route::post("/silences/{id}", update_silence).permission("silences:write").doc("ui", "Save a silence", "Form: `selector`, `textRegex`, `comment`, `starts` and `ends` (the caller's wall clock, `2027-03-27T22:00`), `version` (the version the form showed). As `PUT /api/v1/silences/{id}` with `If-Match` (its `expireWhenUnmatchedFor` kept); 303 to `/silences`; a refusal shows the form again with the reason (409 after a change since, 422 for what the API refuses, an expired silence included).")
-            .form::<SilenceEditForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
+            .form::<EditForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/silences/{id}/extend", extend_silence).permission("silences:write").doc("ui", "Extend a silence", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/silences/{id}`), `back`. Its expiry moves that much later, as that edit would; 303 to `back`. An expired one is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/silences/{id}/expire", expire_silence).permission("silences:write").doc("ui", "Expire a silence", "Form: `back`. As `DELETE /api/v1/silences/{id}`; 303 to `back`.")
@@ -35,6 +35,10 @@ pub(super) fn routes() -> Vec<Route> {
             .query::<DowntimeDraftQuery>().answers_text(200, HTML).page(),
         Route::post("/downtimes", create_downtime).permission("downtimes:write").doc("ui", "Schedule a downtime", "Form: `objectId` or `selector`, `start` (`2027-03-27T22:00` on the caller's wall clock, their `timeZone` preference else UTC; empty: now), `duration` (from the start), `weekdays`, `daysOfMonth`, `months` and `times` (`saturday`, `-1`, `december`, `22:00-24:00`; comma-separated; any of them makes it recur within that time, in the caller's zone), `flexible` (a duration: a flexible downtime that starts with the first problem within the time and lasts that long; empty: fixed), `services` (`alone`: a host's downtime without its services; else with them), `sites` (with `config:write`: federation sites it is shipped to), `comment`. As `POST /api/v1/downtimes` (fixed); 303 to `/downtimes`; a refusal shows the form again with the reason (422).")
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
+        Route::get("/downtimes/{id}/edit", edit_downtime).permission("downtimes:write").doc("ui", "Edit a downtime", "The downtime's form: when it starts and ends on the caller's wall clock, why; at its version (what it covers and how it repeats stay). An unknown downtime is 404.")
+            .answers_text(200, HTML).answers_text(404, HTML).page(),
+        Route::post("/downtimes/{id}", update_downtime).permission("downtimes:write").doc("ui", "Save a downtime", "Form: `comment`, `starts` and `ends` (the caller's wall clock), `version` (the version the form showed). As `PUT /api/v1/downtimes/{id}` with `If-Match`, the rest of the downtime as it is; 303 to `/downtimes`; a refusal shows the form again with the reason (409 after a change since, 422 for what the API refuses: one over, one from the main).")
+            .form::<EditForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/extend", extend_downtime).permission("downtimes:write").doc("ui", "Extend a downtime", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/downtimes/{id}`), `back`. Its end moves that much later, as that edit would; 303 to `back`. One that is over, or one from the main, is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/end", end_downtime).permission("downtimes:write").doc("ui", "End a downtime", "Form: `back`. As `DELETE /api/v1/downtimes/{id}`; 303 to `back`.")
@@ -681,6 +685,85 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
     }
 }
 
+/// The downtime `id` of the caller's tenant, as the list has it.
+async fn downtime_of(st: &AppState, c: &Caller, id: Uuid) -> Result<Downtime, Problem> {
+    st.alerting
+        .downtimes(&c.principal, false)
+        .await?
+        .into_iter()
+        .find(|d| d.id == id)
+        .ok_or_else(Problem::not_found)
+}
+
+async fn edit_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+) -> Response {
+    let found = async { downtime_of(&st, &c, path_id(&id)?).await };
+    match found.await {
+        Ok(d) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::Downtimes, "Edit downtime".into(), &[], None),
+                views::downtime_edit_form(&views::DowntimeEdit::of(&d, &c.now(&st))),
+            ),
+        ),
+        Err(p) => failed(p),
+    }
+}
+
+async fn update_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    let f = match form::<EditForm>(&body) {
+        Ok(f) => f,
+        Err(p) => return failed(p),
+    };
+    let id = match path_id(&id) {
+        Ok(id) => id,
+        Err(p) => return failed(p),
+    };
+    let result = async {
+        let old = downtime_of(&st, &c, id).await?;
+        let at = |field: &'static str, v: &Option<String>| {
+            wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
+        };
+        let mut body = old.body_ending(at("ends", &f.ends)?);
+        body.start = Some(at("starts", &f.starts)?.to_string());
+        body.comment = f.comment.clone();
+        let version = f
+            .version
+            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
+        st.alerting
+            .update_downtime(&c.principal, &c.actor, id, version, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => Done::to("/downtimes", "downtime-saved").into_response(),
+        Err(p) => {
+            let shown = views::DowntimeEdit {
+                id,
+                version: f.version.unwrap_or_default(),
+                comment: f.comment.clone().unwrap_or_default(),
+                starts: f.starts.clone().unwrap_or_default(),
+                ends: f.ends.clone().unwrap_or_default(),
+            };
+            form_again(
+                &c,
+                Section::Downtimes,
+                "Edit downtime",
+                p,
+                views::downtime_edit_form(&shown),
+            )
+        }
+    }
+}
+
 /// The silence `id` of the caller's tenant, as the list has it.
 async fn silence_of(st: &AppState, c: &Caller, id: Uuid) -> Result<Silence, Problem> {
     st.alerting
@@ -709,11 +792,11 @@ async fn edit_silence(
     }
 }
 
-/// A silence's edit form.
+/// A silence's or downtime's edit form (a downtime's takes no matchers).
 #[derive(Deserialize, Default)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
-struct SilenceEditForm {
+struct EditForm {
     selector: Option<String>,
     text_regex: Option<String>,
     comment: Option<String>,
@@ -729,7 +812,7 @@ async fn update_silence(
     ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
-    let f = match form::<SilenceEditForm>(&body) {
+    let f = match form::<EditForm>(&body) {
         Ok(f) => f,
         Err(p) => return failed(p),
     };

@@ -67,6 +67,13 @@ impl Now {
         here.strftime(format).to_string()
     }
 
+    /// `at` on the viewer's wall clock as a `datetime-local` field takes it: `2027-03-27T22:00`.
+    pub fn wall(&self, at: Timestamp) -> String {
+        at.0.to_zoned(self.zone.clone())
+            .strftime("%Y-%m-%dT%H:%M")
+            .to_string()
+    }
+
     /// `at` in full on the viewer's wall clock.
     pub fn local(&self, at: Timestamp) -> String {
         local(at, &self.zone)

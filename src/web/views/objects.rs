@@ -303,19 +303,14 @@ pub struct SilenceEdit {
 
 impl SilenceEdit {
     pub fn of(s: &Silence, now: &Now) -> SilenceEdit {
-        let wall = |t: Timestamp| {
-            t.0.to_zoned(now.zone.clone())
-                .strftime("%Y-%m-%dT%H:%M")
-                .to_string()
-        };
         SilenceEdit {
             id: s.id,
             version: s.version,
             selector: s.selector.clone(),
             text_regex: s.text_regex.clone(),
             comment: s.comment.clone(),
-            starts: wall(s.starts_at),
-            ends: wall(s.expires_at),
+            starts: now.wall(s.starts_at),
+            ends: now.wall(s.expires_at),
         }
     }
 }
@@ -337,6 +332,46 @@ pub fn silence_edit_form(e: &SilenceEdit) -> Markup {
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
             p { button.primary type="submit" { "Save silence" } " " a href="/silences" { "Back" } }
+        }
+    }
+}
+
+/// A downtime as its edit form shows it: why, and when, at the version the page read; what it
+/// covers and how it repeats stay as they are.
+pub struct DowntimeEdit {
+    pub id: Uuid,
+    pub version: u64,
+    pub comment: String,
+    /// Its start and end on the viewer's wall clock (`2027-03-27T22:00`).
+    pub starts: String,
+    pub ends: String,
+}
+
+impl DowntimeEdit {
+    pub fn of(d: &Downtime, now: &Now) -> DowntimeEdit {
+        DowntimeEdit {
+            id: d.id,
+            version: d.version,
+            comment: d.comment.clone(),
+            starts: now.wall(d.start),
+            ends: now.wall(d.end),
+        }
+    }
+}
+
+/// `/downtimes/{id}/edit`: when it starts and ends (the viewer's wall clock), why; saved at
+/// the version shown.
+pub fn downtime_edit_form(e: &DowntimeEdit) -> Markup {
+    html! {
+        form method="post" action=(format!("/downtimes/{}", e.id)) {
+            input type="hidden" name="version" value=(e.version);
+            label for="starts" { "Starts (your time zone)" }
+            input #starts type="datetime-local" name="starts" required value=(e.starts);
+            label for="ends" { "Ends (your time zone)" }
+            input #ends type="datetime-local" name="ends" required value=(e.ends);
+            label for="comment" { "Why (required)" }
+            input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
+            p { button.primary type="submit" { "Save downtime" } " " a href="/downtimes" { "Back" } }
         }
     }
 }
@@ -506,6 +541,7 @@ pub fn downtimes(now: &Now, items: &[Downtime], can_write: bool) -> Markup {
                 }
                 span.acts {
                     @if can_write && d.end > now.at && !d.from_main {
+                        a.button href=(format!("/downtimes/{}/edit", d.id)) aria-label=(format!("Edit {}", d.comment)) { "Edit" }
                         (extend_form(&format!("/downtimes/{}/extend", d.id), "/downtimes", d.version, &d.comment))
                         (button(&format!("/downtimes/{}/end", d.id), "/downtimes", "End now", &d.comment))
                     }
