@@ -21,44 +21,12 @@ const RUNS = 5;
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function measure(context, base, link, cold) {
-  const page = await context.newPage();
-  const cdp = await context.newCDPSession(page);
-  await cdp.send("Network.enable");
-  await cdp.send("Network.setCacheDisabled", { cacheDisabled: cold });
-  await cdp.send("Network.emulateNetworkConditions", {
-    offline: false,
-    latency: link.rtt,
-    downloadThroughput: (link.kbps * 1000) / 8,
-    uploadThroughput: (link.kbps * 1000) / 8,
-  });
-  const streams = new Set();
-  let bytes = 0;
-  cdp.on("Network.responseReceived", (e) => {
-    if (e.response.mimeType === "text/event-stream") streams.add(e.requestId);
-  });
-  cdp.on("Network.loadingFinished", (e) => {
-    if (!streams.has(e.requestId)) bytes += e.encodedDataLength;
-  });
-  await page.goto(`${base}/`, { waitUntil: "load" });
-  // The paint entry can be reported a moment after the load event.
-  const timing = await page.evaluate(
-    () =>
-      new Promise((done) => {
-        const load = performance.getEntriesByType("navigation")[0].loadEventEnd;
-        new PerformanceObserver((list) => {
-          const fcp = list.getEntries().find((e) => e.name === "first-contentful-paint");
-          if (fcp) done({ fcp: fcp.startTime, load });
-        }).observe({ type: "paint", buffered: true });
-      }),
-  );
-  await page.close();
-  return { bytes, ...timing };
-}
-
-async function emulate(page, link) {
+/// `link`'s speed and round trip on `page` (its cache off when `cold`); counts the bytes that
+/// cross, the event stream's left out.
+async function emulate(page, link, cold = false) {
   const cdp = await page.context().newCDPSession(page);
   await cdp.send("Network.enable");
+  await cdp.send("Network.setCacheDisabled", { cacheDisabled: cold });
   await cdp.send("Network.emulateNetworkConditions", {
     offline: false,
     latency: link.rtt,
@@ -74,6 +42,25 @@ async function emulate(page, link) {
     if (!streams.has(e.requestId)) counted.bytes += e.encodedDataLength;
   });
   return counted;
+}
+
+async function measure(context, base, link, cold) {
+  const page = await context.newPage();
+  const counted = await emulate(page, link, cold);
+  await page.goto(`${base}/`, { waitUntil: "load" });
+  // The paint entry can be reported a moment after the load event.
+  const timing = await page.evaluate(
+    () =>
+      new Promise((done) => {
+        const load = performance.getEntriesByType("navigation")[0].loadEventEnd;
+        new PerformanceObserver((list) => {
+          const fcp = list.getEntries().find((e) => e.name === "first-contentful-paint");
+          if (fcp) done({ fcp: fcp.startTime, load });
+        }).observe({ type: "paint", buffered: true });
+      }),
+  );
+  await page.close();
+  return { bytes: counted.bytes, ...timing };
 }
 
 /// From the tap on "Sign in" to the problems' first paint: the sign-in POST and its redirect are
