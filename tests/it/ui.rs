@@ -2527,6 +2527,21 @@ async fn an_alerts_page_tells_its_story() {
             && page.contains(" · same incident"),
         "the other alert of its incident: {page}"
     );
+    // The alerts list searches titles and labels.
+    let (_, found) = olga.page("/alerts?status=open&q=PUMP").await;
+    assert!(
+        found.contains(&format!("href=\"/alerts/{pump}\""))
+            && !found.contains(&format!("href=\"/alerts/{valve}\"")),
+        "{found}"
+    );
+    let (_, both) = olga
+        .page("/alerts?status=open&q=site%3Dnorth+critical")
+        .await;
+    assert!(
+        both.contains(&format!("href=\"/alerts/{pump}\""))
+            && both.contains(&format!("href=\"/alerts/{valve}\"")),
+        "{both}"
+    );
     let (_, page) = olga.page(&format!("/alerts/{valve}")).await;
     assert!(
         page.contains("<dd>javascript:alert(1)</dd>") && !page.contains("href=\"javascript:"),

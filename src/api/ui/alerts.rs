@@ -11,7 +11,7 @@ pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page, the operator's inbox (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP and (with `alerts:read`) the open and acknowledged alerts no problem stands for (from events), unhandled first (acknowledged, in downtime, silenced, shelved, snoozed or held back by a failed dependency is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed); narrowed by `q` (name, output, title, `label=value`), `severity` (`critical`, `unknown`, `warning`, `info`), `selector` (labels), `age` (`<1h`: started within, `>24h`: standing at least), sorted by `sort` (`severity`, `newest`, `oldest`, `name`), grouped by `group` (`host`, `site`, `severity`); a value it does not know is 422. Each open alert's acknowledge button, and a box to select it for acknowledging or shelving together (`select=all` ticks them all); the count of what needs a person in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).answers_text(422, HTML).page(),
-        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, and `q` (words every alert shown has in its title or labels as `label=value`; a search reads at most 5000 alerts a page), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
             .query::<AlertsQuery>().answers_text(200, HTML).page(),
         Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
@@ -246,6 +246,18 @@ struct AlertsQuery {
     #[serde(flatten)]
     list: AlertQuery,
     did: Option<String>,
+    /// Words every alert shown has in its title or labels (`label=value`).
+    q: Option<String>,
+}
+
+/// Whether `a` has every word (lower-cased) in its title or its labels as `key=value`.
+fn alert_has_words(a: &crate::model::alert::Alert, words: &[String]) -> bool {
+    let mut text = a.title.to_lowercase();
+    for (k, v) in &a.labels {
+        text.push(' ');
+        text.push_str(&format!("{k}={v}").to_lowercase());
+    }
+    words.iter().all(|w| text.contains(w.as_str()))
 }
 
 async fn alerts(
@@ -264,20 +276,41 @@ async fn alerts(
         severity: q.list.severity.as_deref().unwrap_or_default(),
         rule_id: q.list.rule_id.as_deref().unwrap_or_default(),
         object_id: q.list.object_id.as_deref().unwrap_or_default(),
+        q: q.q.as_deref().unwrap_or_default(),
     };
+    let words: Vec<String> =
+        q.q.as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
     let req = ui_page(q.list.page.cursor.clone(), UI_PAGE, ALERTS);
-    let cursor = id_cursor(&req);
     // A filter naming an unknown severity or a malformed id matches nothing, as in the API.
     let items = match q.list.filter() {
         None => Vec::new(),
-        Some(filter) => match st
-            .alerting
-            .list(&c.principal, filter, cursor, req.limit)
-            .await
-        {
-            Ok(items) => items,
-            Err(e) => return failed(e),
-        },
+        Some(filter) => {
+            let (st, c) = (&st, &c);
+            let read = |cursor| {
+                let filter = filter.clone();
+                async move {
+                    st.alerting
+                        .list(&c.principal, filter, cursor, req.limit)
+                        .await
+                        .map_err(Problem::from)
+                }
+            };
+            let found = search_pages(
+                id_cursor(&req),
+                req.limit,
+                |a: &crate::model::alert::Alert| a.id,
+                |a| alert_has_words(a, &words),
+                read,
+            );
+            match found.await {
+                Ok(items) => items,
+                Err(p) => return failed(p),
+            }
+        }
     };
     let page = Page::new(items, &req, |a| a.id.to_string());
     let title = match status {

@@ -450,6 +450,37 @@ struct ActionForm {
     duration: Option<String>,
 }
 
+/// At most this many rows are read to fill one page of a search by words.
+const SEARCHED: usize = 5000;
+
+/// One page of a list the store pages by id but cannot search by words: the batches after
+/// `cursor` are read until `limit` rows are kept, the list ends, or `SEARCHED` rows were read.
+async fn search_pages<T, Fut>(
+    mut cursor: Option<Uuid>,
+    limit: usize,
+    id: impl Fn(&T) -> Uuid,
+    keep: impl Fn(&T) -> bool,
+    mut read: impl FnMut(Option<Uuid>) -> Fut,
+) -> Result<Vec<T>, Problem>
+where
+    Fut: std::future::Future<Output = Result<Vec<T>, Problem>>,
+{
+    let mut items = Vec::new();
+    let mut seen = 0;
+    loop {
+        let batch = read(cursor).await?;
+        let exhausted = batch.len() < limit;
+        seen += batch.len();
+        cursor = batch.last().map(&id);
+        items.extend(batch.into_iter().filter(|x| keep(x)));
+        if items.len() >= limit || exhausted || seen >= SEARCHED {
+            break;
+        }
+    }
+    items.truncate(limit);
+    Ok(items)
+}
+
 /// A refused form shown again with its fields and the reason.
 fn form_again(c: &Visitor, section: Section, title: &str, p: Problem, form: Markup) -> Response {
     if p.status.is_server_error() {

@@ -312,9 +312,6 @@ struct EventsQuery {
     cursor: Option<String>,
 }
 
-/// At most this many events are read to fill one page of a text search.
-const EVENTS_SEARCHED: usize = 5000;
-
 impl EventsQuery {
     fn given(v: &Option<String>) -> Option<&str> {
         v.as_deref().map(str::trim).filter(|s| !s.is_empty())
@@ -396,28 +393,29 @@ async fn events(
     };
     let words = q.words();
     let req = ui_page(q.cursor.clone(), UI_PAGE, EVENTS);
-    let mut cursor = id_cursor(&req);
-    // A text search reads on until a page is full or it has read its limit.
-    let mut items = Vec::new();
-    let mut read = 0;
-    loop {
-        let batch = match st
-            .events
-            .list_committed(&st.store, filter.clone(), cursor, req.limit)
-            .await
-        {
-            Ok(batch) => batch,
-            Err(e) => return failed(e),
+    let items = {
+        let st = &st;
+        let read = |cursor| {
+            let filter = filter.clone();
+            async move {
+                st.events
+                    .list_committed(&st.store, filter, cursor, req.limit)
+                    .await
+                    .map_err(Problem::from)
+            }
         };
-        let exhausted = batch.len() < req.limit;
-        read += batch.len();
-        cursor = batch.last().map(|e| e.id);
-        items.extend(batch.into_iter().filter(|e| has_words(e, &words)));
-        if items.len() >= req.limit || exhausted || read >= EVENTS_SEARCHED {
-            break;
+        let found = search_pages(
+            id_cursor(&req),
+            req.limit,
+            |e: &Event| e.id,
+            |e| has_words(e, &words),
+            read,
+        );
+        match found.await {
+            Ok(items) => items,
+            Err(p) => return failed(p),
         }
-    }
-    items.truncate(req.limit);
+    };
     let page = Page::new(items, &req, |e| e.id.to_string());
     let live: &[&str] = if page.next_cursor.is_none() || req.cursor.is_none() {
         &[

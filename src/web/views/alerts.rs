@@ -266,6 +266,8 @@ pub struct AlertsFilter<'a> {
     pub severity: &'a str,
     pub rule_id: &'a str,
     pub object_id: &'a str,
+    /// Words in the title or labels.
+    pub q: &'a str,
 }
 
 impl AlertsFilter<'_> {
@@ -274,6 +276,7 @@ impl AlertsFilter<'_> {
         let mut query = form_urlencoded::Serializer::new(String::new());
         query.append_pair("status", status);
         for (name, value) in [
+            ("q", self.q),
             ("severity", self.severity),
             ("ruleId", self.rule_id),
             ("objectId", self.object_id),
@@ -312,6 +315,7 @@ pub fn alerts(
         form.filters method="get" action="/alerts" {
             input type="hidden" name="status" value=(status);
             @if !filter.object_id.is_empty() { input type="hidden" name="objectId" value=(filter.object_id); }
+            div { label for="q" { "Search" } input #q type="search" name="q" value=(filter.q) placeholder="title, label=value"; }
             div {
                 label for="severity" { "Severity" }
                 select #severity name="severity" {
