@@ -458,6 +458,17 @@ impl Alerting {
             .await
     }
 
+    /// One silence of the caller's tenant.
+    pub async fn silence(&self, p: &Principal, id: Uuid) -> Result<Silence, AlertError> {
+        Ok(self.store.silence(p.tenant, id).await?)
+    }
+
+    /// One downtime of the caller's tenant, as the list answers it.
+    pub async fn downtime(&self, p: &Principal, id: Uuid) -> Result<Downtime, AlertError> {
+        let d = self.store.downtime(p.tenant, id).await?;
+        Ok(d.answered(self.clock.now()))
+    }
+
     /// Moves the expiry of a silence not expired yet `by` later, as an edit at `expected` (the
     /// version the caller saw) would.
     pub async fn extend_silence(
@@ -468,13 +479,7 @@ impl Alerting {
         expected: u64,
         by: std::time::Duration,
     ) -> Result<Silence, AlertError> {
-        let old = self
-            .store
-            .silences(p.tenant)
-            .await?
-            .into_iter()
-            .find(|s| s.id == id)
-            .ok_or(AlertError::NotFound)?;
+        let old = self.silence(p, id).await?;
         let body = old.body_expiring(old.expires_at.plus(by));
         self.update_silence(p, actor, id, expected, body).await
     }
@@ -903,13 +908,7 @@ impl Alerting {
         expected: u64,
         by: std::time::Duration,
     ) -> Result<Downtime, AlertError> {
-        let old = self
-            .store
-            .downtimes(p.tenant)
-            .await?
-            .into_iter()
-            .find(|d| d.id == id)
-            .ok_or(AlertError::NotFound)?;
+        let old = self.downtime(p, id).await?;
         let body = old.body_ending(old.end.plus(by));
         self.update_downtime(p, actor, id, expected, body).await
     }

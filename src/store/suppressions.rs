@@ -133,6 +133,30 @@ impl Tx<'_> {
 }
 
 impl Store {
+    pub(crate) async fn silence(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Silence, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SILENCES)?;
+            tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    pub(crate) async fn downtime(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        id: Uuid,
+    ) -> Result<Downtime, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(DOWNTIMES)?;
+            tenant_value(&t, tenant, id)?.ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
     pub(crate) async fn silences(
         self: &Arc<Self>,
         tenant: Uuid,

@@ -3,7 +3,6 @@
 use super::*;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
-use crate::model::suppression::{Downtime, Silence};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -683,22 +682,13 @@ async fn create_silence(State(st): State<AppState>, c: Visitor, body: Bytes) -> 
     }
 }
 
-/// The downtime `id` of the caller's tenant, as the list has it.
-async fn downtime_of(st: &AppState, c: &Caller, id: Uuid) -> Result<Downtime, Problem> {
-    st.alerting
-        .downtimes(&c.principal, false)
-        .await?
-        .into_iter()
-        .find(|d| d.id == id)
-        .ok_or_else(Problem::not_found)
-}
-
 async fn edit_downtime(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
 ) -> Response {
-    let found = async { downtime_of(&st, &c, path_id(&id)?).await };
+    let found =
+        async { Ok::<_, Problem>(st.alerting.downtime(&c.principal, path_id(&id)?).await?) };
     match found.await {
         Ok(d) => html(
             StatusCode::OK,
@@ -726,7 +716,7 @@ async fn update_downtime(
         Err(p) => return failed(p),
     };
     let result = async {
-        let old = downtime_of(&st, &c, id).await?;
+        let old = st.alerting.downtime(&c.principal, id).await?;
         let at = |field: &'static str, v: &Option<String>| {
             wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
         };
@@ -762,22 +752,12 @@ async fn update_downtime(
     }
 }
 
-/// The silence `id` of the caller's tenant, as the list has it.
-async fn silence_of(st: &AppState, c: &Caller, id: Uuid) -> Result<Silence, Problem> {
-    st.alerting
-        .silences(&c.principal, false)
-        .await?
-        .into_iter()
-        .find(|s| s.id == id)
-        .ok_or_else(Problem::not_found)
-}
-
 async fn edit_silence(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
 ) -> Response {
-    let found = async { silence_of(&st, &c, path_id(&id)?).await };
+    let found = async { Ok::<_, Problem>(st.alerting.silence(&c.principal, path_id(&id)?).await?) };
     match found.await {
         Ok(s) => html(
             StatusCode::OK,
@@ -819,7 +799,7 @@ async fn update_silence(
         Err(p) => return failed(p),
     };
     let result = async {
-        let old = silence_of(&st, &c, id).await?;
+        let old = st.alerting.silence(&c.principal, id).await?;
         let at = |field: &'static str, v: &Option<String>| {
             wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
         };
