@@ -694,61 +694,10 @@ async fn edit_downtime(
             StatusCode::OK,
             web::page(
                 frame(&c, Section::Downtimes, "Edit downtime".into(), &[], None),
-                views::downtime_edit_form(&views::DowntimeEdit::of(&d, &c.now(&st))),
+                views::suppression_edit_form(&views::SuppressionEdit::downtime(&d, &c.now(&st))),
             ),
         ),
         Err(p) => failed(p),
-    }
-}
-
-async fn update_downtime(
-    State(st): State<AppState>,
-    c: Visitor,
-    ApiPath(id): ApiPath<String>,
-    body: Bytes,
-) -> Response {
-    let f = match form::<EditForm>(&body) {
-        Ok(f) => f,
-        Err(p) => return failed(p),
-    };
-    let id = match path_id(&id) {
-        Ok(id) => id,
-        Err(p) => return failed(p),
-    };
-    let result = async {
-        let old = st.alerting.downtime(&c.principal, id).await?;
-        let at = |field: &'static str, v: &Option<String>| {
-            wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
-        };
-        let mut body = old.body_ending(at("ends", &f.ends)?);
-        body.start = Some(at("starts", &f.starts)?.to_string());
-        body.comment = f.comment.clone();
-        let version = f
-            .version
-            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
-        st.alerting
-            .update_downtime(&c.principal, &c.actor, id, version, body)
-            .await?;
-        Ok::<_, Problem>(())
-    };
-    match result.await {
-        Ok(()) => Done::to("/downtimes", "downtime-saved").into_response(),
-        Err(p) => {
-            let shown = views::DowntimeEdit {
-                id,
-                version: f.version.unwrap_or_default(),
-                comment: f.comment.clone().unwrap_or_default(),
-                starts: f.starts.clone().unwrap_or_default(),
-                ends: f.ends.clone().unwrap_or_default(),
-            };
-            form_again(
-                &c,
-                Section::Downtimes,
-                "Edit downtime",
-                p,
-                views::downtime_edit_form(&shown),
-            )
-        }
     }
 }
 
@@ -763,7 +712,7 @@ async fn edit_silence(
             StatusCode::OK,
             web::page(
                 frame(&c, Section::Silences, "Edit silence".into(), &[], None),
-                views::silence_edit_form(&views::SilenceEdit::of(&s, &c.now(&st))),
+                views::suppression_edit_form(&views::SuppressionEdit::silence(&s, &c.now(&st))),
             ),
         ),
         Err(p) => failed(p),
@@ -784,36 +733,85 @@ struct EditForm {
     version: Option<u64>,
 }
 
+impl EditForm {
+    /// Its start and end, read on the wall clock of `zone`, and the version it was shown at.
+    fn terms(&self, zone: &jiff::tz::TimeZone) -> Result<(Timestamp, Timestamp, u64), Problem> {
+        let at = |field: &'static str, v: &Option<String>| {
+            wall_clock(field, v.as_deref().unwrap_or_default(), zone)
+        };
+        let version = self
+            .version
+            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
+        Ok((
+            at("starts", &self.starts)?,
+            at("ends", &self.ends)?,
+            version,
+        ))
+    }
+
+    /// The form again as it was sent, for `kind` (`silences` or `downtimes`).
+    fn shown(&self, kind: &'static str, id: Uuid) -> views::SuppressionEdit {
+        let text = |v: &Option<String>| v.clone().unwrap_or_default();
+        views::SuppressionEdit {
+            kind,
+            id,
+            version: self.version.unwrap_or_default(),
+            matchers: (kind == "silences").then(|| (text(&self.selector), text(&self.text_regex))),
+            comment: text(&self.comment),
+            starts: text(&self.starts),
+            ends: text(&self.ends),
+        }
+    }
+}
+
+async fn update_downtime(
+    State(st): State<AppState>,
+    c: Visitor,
+    ApiPath(id): ApiPath<String>,
+    body: Bytes,
+) -> Response {
+    let (f, id) = match (form::<EditForm>(&body), path_id(&id)) {
+        (Ok(f), Ok(id)) => (f, id),
+        (Err(p), _) | (_, Err(p)) => return failed(p),
+    };
+    let result = async {
+        let old = st.alerting.downtime(&c.principal, id).await?;
+        let (start, end, version) = f.terms(&c.zone)?;
+        let mut body = old.body_ending(end);
+        body.start = Some(start.to_string());
+        body.comment = f.comment.clone();
+        st.alerting
+            .update_downtime(&c.principal, &c.actor, id, version, body)
+            .await?;
+        Ok::<_, Problem>(())
+    };
+    match result.await {
+        Ok(()) => Done::to("/downtimes", "downtime-saved").into_response(),
+        Err(p) => {
+            let form = views::suppression_edit_form(&f.shown("downtimes", id));
+            form_again(&c, Section::Downtimes, "Edit downtime", p, form)
+        }
+    }
+}
+
 async fn update_silence(
     State(st): State<AppState>,
     c: Visitor,
     ApiPath(id): ApiPath<String>,
     body: Bytes,
 ) -> Response {
-    let f = match form::<EditForm>(&body) {
-        Ok(f) => f,
-        Err(p) => return failed(p),
-    };
-    let id = match path_id(&id) {
-        Ok(id) => id,
-        Err(p) => return failed(p),
+    let (f, id) = match (form::<EditForm>(&body), path_id(&id)) {
+        (Ok(f), Ok(id)) => (f, id),
+        (Err(p), _) | (_, Err(p)) => return failed(p),
     };
     let result = async {
         let old = st.alerting.silence(&c.principal, id).await?;
-        let at = |field: &'static str, v: &Option<String>| {
-            wall_clock(field, v.as_deref().unwrap_or_default(), &c.zone)
-        };
-        let body = SilenceBody {
-            comment: f.comment.clone(),
-            selector: f.selector.clone(),
-            text_regex: f.text_regex.clone(),
-            starts_at: Some(at("starts", &f.starts)?.to_string()),
-            expires_at: Some(at("ends", &f.ends)?.to_string()),
-            expire_when_unmatched_for: old.expire_when_unmatched_for.map(|d| d.to_string()),
-        };
-        let version = f
-            .version
-            .ok_or_else(|| Problem::validation("version", "the form names no version"))?;
+        let (start, end, version) = f.terms(&c.zone)?;
+        let mut body = old.body_expiring(end);
+        body.starts_at = Some(start.to_string());
+        body.comment = f.comment.clone();
+        body.selector = f.selector.clone();
+        body.text_regex = f.text_regex.clone();
         st.alerting
             .update_silence(&c.principal, &c.actor, id, version, body)
             .await?;
@@ -822,22 +820,8 @@ async fn update_silence(
     match result.await {
         Ok(()) => Done::to("/silences", "silence-saved").into_response(),
         Err(p) => {
-            let shown = views::SilenceEdit {
-                id,
-                version: f.version.unwrap_or_default(),
-                selector: f.selector.clone().unwrap_or_default(),
-                text_regex: f.text_regex.clone().unwrap_or_default(),
-                comment: f.comment.clone().unwrap_or_default(),
-                starts: f.starts.clone().unwrap_or_default(),
-                ends: f.ends.clone().unwrap_or_default(),
-            };
-            form_again(
-                &c,
-                Section::Silences,
-                "Edit silence",
-                p,
-                views::silence_edit_form(&shown),
-            )
+            let form = views::suppression_edit_form(&f.shown("silences", id));
+            form_again(&c, Section::Silences, "Edit silence", p, form)
         }
     }
 }

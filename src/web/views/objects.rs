@@ -289,69 +289,40 @@ fn extend_form(action: &str, back: &str, version: u64, what: &str) -> Markup {
     }
 }
 
-/// A silence as its edit form shows it: at the version the page read.
-pub struct SilenceEdit {
+/// A silence or downtime as its edit form shows it, at the version the page read: why, when
+/// (on the viewer's wall clock, `2027-03-27T22:00`), and a silence's matchers; what a downtime
+/// covers and how it repeats stay as they are.
+pub struct SuppressionEdit {
+    /// `silences` or `downtimes`.
+    pub kind: &'static str,
     pub id: Uuid,
     pub version: u64,
-    pub selector: String,
-    pub text_regex: String,
+    /// A silence's selector and title pattern.
+    pub matchers: Option<(String, String)>,
     pub comment: String,
-    /// Its start and expiry on the viewer's wall clock (`2027-03-27T22:00`).
     pub starts: String,
     pub ends: String,
 }
 
-impl SilenceEdit {
-    pub fn of(s: &Silence, now: &Now) -> SilenceEdit {
-        SilenceEdit {
+impl SuppressionEdit {
+    pub fn silence(s: &Silence, now: &Now) -> SuppressionEdit {
+        SuppressionEdit {
+            kind: "silences",
             id: s.id,
             version: s.version,
-            selector: s.selector.clone(),
-            text_regex: s.text_regex.clone(),
+            matchers: Some((s.selector.clone(), s.text_regex.clone())),
             comment: s.comment.clone(),
             starts: now.wall(s.starts_at),
             ends: now.wall(s.expires_at),
         }
     }
-}
 
-/// `/silences/{id}/edit`: what it matches, when it starts and expires (the viewer's wall
-/// clock), why; saved at the version shown.
-pub fn silence_edit_form(e: &SilenceEdit) -> Markup {
-    html! {
-        form method="post" action=(format!("/silences/{}", e.id)) {
-            input type="hidden" name="version" value=(e.version);
-            label for="selector" { "Alert labels (a selector; empty: any)" }
-            input #selector type="text" name="selector" value=(e.selector);
-            label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
-            input #textRegex type="text" name="textRegex" value=(e.text_regex);
-            label for="starts" { "Starts (your time zone)" }
-            input #starts type="datetime-local" name="starts" required value=(e.starts);
-            label for="ends" { "Expires (your time zone)" }
-            input #ends type="datetime-local" name="ends" required value=(e.ends);
-            label for="comment" { "Why (required)" }
-            input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
-            p { button.primary type="submit" { "Save silence" } " " a href="/silences" { "Back" } }
-        }
-    }
-}
-
-/// A downtime as its edit form shows it: why, and when, at the version the page read; what it
-/// covers and how it repeats stay as they are.
-pub struct DowntimeEdit {
-    pub id: Uuid,
-    pub version: u64,
-    pub comment: String,
-    /// Its start and end on the viewer's wall clock (`2027-03-27T22:00`).
-    pub starts: String,
-    pub ends: String,
-}
-
-impl DowntimeEdit {
-    pub fn of(d: &Downtime, now: &Now) -> DowntimeEdit {
-        DowntimeEdit {
+    pub fn downtime(d: &Downtime, now: &Now) -> SuppressionEdit {
+        SuppressionEdit {
+            kind: "downtimes",
             id: d.id,
             version: d.version,
+            matchers: None,
             comment: d.comment.clone(),
             starts: now.wall(d.start),
             ends: now.wall(d.end),
@@ -359,19 +330,24 @@ impl DowntimeEdit {
     }
 }
 
-/// `/downtimes/{id}/edit`: when it starts and ends (the viewer's wall clock), why; saved at
-/// the version shown.
-pub fn downtime_edit_form(e: &DowntimeEdit) -> Markup {
+/// `/silences/{id}/edit`, `/downtimes/{id}/edit`: the form saving `e` at the version shown.
+pub fn suppression_edit_form(e: &SuppressionEdit) -> Markup {
     html! {
-        form method="post" action=(format!("/downtimes/{}", e.id)) {
+        form method="post" action=(format!("/{}/{}", e.kind, e.id)) {
             input type="hidden" name="version" value=(e.version);
+            @if let Some((selector, text_regex)) = &e.matchers {
+                label for="selector" { "Alert labels (a selector; empty: any)" }
+                input #selector type="text" name="selector" value=(selector);
+                label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
+                input #textRegex type="text" name="textRegex" value=(text_regex);
+            }
             label for="starts" { "Starts (your time zone)" }
             input #starts type="datetime-local" name="starts" required value=(e.starts);
             label for="ends" { "Ends (your time zone)" }
             input #ends type="datetime-local" name="ends" required value=(e.ends);
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
-            p { button.primary type="submit" { "Save downtime" } " " a href="/downtimes" { "Back" } }
+            p { button.primary type="submit" { "Save" } " " a href=(format!("/{}", e.kind)) { "Back" } }
         }
     }
 }
