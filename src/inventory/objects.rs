@@ -649,6 +649,12 @@ impl Inventory {
         Ok(())
     }
 
+    /// The effective labels of the caller's tenant's objects, as the lists' selectors see
+    /// them.
+    pub async fn labels_of(&self, p: &Principal) -> crate::runtime::labels::LabelsOf {
+        self.labels.labels_of(p.tenant).await
+    }
+
     /// One page in id order, with host names for services and, if asked, live states (always
     /// when the filter names states).
     pub async fn objects(

@@ -5,9 +5,9 @@
 use super::Timestamp;
 use super::alert::{Alert, AlertStatus};
 use super::event::Severity;
-use super::object::ObjectKind;
+use super::object::ObjectView;
 use super::selector::Selector;
-use super::state::{Problem, badness};
+use super::state::{Problem, badness, label};
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 use uuid::Uuid;
@@ -54,6 +54,29 @@ impl Level {
     pub fn parse(s: &str) -> Option<Level> {
         Level::ALL.into_iter().find(|l| l.as_str() == s)
     }
+
+    /// An alert's severity as a level.
+    pub fn of(severity: Severity) -> Level {
+        match severity {
+            Severity::Critical => Level::Critical,
+            Severity::Warning => Level::Warning,
+            Severity::Info | Severity::Ok => Level::Info,
+        }
+    }
+}
+
+/// Someone has the alert in hand: acknowledged, shelved, held back by a failed dependency,
+/// or snoozed.
+fn alert_handled(a: &Alert, now: Timestamp) -> bool {
+    a.status == AlertStatus::Acked
+        || a.shelved.is_some()
+        || a.suppressed_by.is_some()
+        || a.snoozed_until.is_some_and(|u| u > now)
+}
+
+/// The host an alert names: its `host` or `instance` label.
+fn alert_host(a: &Alert) -> Option<String> {
+    a.labels.get("host").or(a.labels.get("instance")).cloned()
 }
 
 impl Entry {
@@ -78,12 +101,7 @@ impl Entry {
         let object = self
             .problem()
             .is_some_and(|p| p.state.acked_by.is_some() || p.state.downtime_depth > 0);
-        let alert = self.alert().is_some_and(|a| {
-            a.status == AlertStatus::Acked
-                || a.shelved.is_some()
-                || a.suppressed_by.is_some()
-                || a.snoozed_until.is_some_and(|u| u > now)
-        });
+        let alert = self.alert().is_some_and(|a| alert_handled(a, now));
         object || alert || self.silenced
     }
 
@@ -94,11 +112,7 @@ impl Entry {
                 2 => Level::Unknown,
                 _ => Level::Warning,
             },
-            Subject::Alert(a) => match a.severity {
-                Severity::Critical => Level::Critical,
-                Severity::Warning => Level::Warning,
-                Severity::Info | Severity::Ok => Level::Info,
-            },
+            Subject::Alert(a) => Level::of(a.severity),
         }
     }
 
@@ -113,10 +127,7 @@ impl Entry {
     /// `host / service`, a host's name, or the alert's title.
     pub fn name(&self) -> String {
         match &self.subject {
-            Subject::Problem(p, _) => match (&p.host_name, p.object.kind) {
-                (Some(host), ObjectKind::Service) => format!("{host} / {}", p.object.name),
-                _ => p.object.name.clone(),
-            },
+            Subject::Problem(p, _) => p.object.full_name(p.host_name.as_deref()),
             Subject::Alert(a) => a.title.clone(),
         }
     }
@@ -138,7 +149,7 @@ impl Entry {
     pub fn host(&self) -> Option<String> {
         match &self.subject {
             Subject::Problem(p, _) => Some(p.host_name.clone().unwrap_or(p.object.name.clone())),
-            Subject::Alert(a) => a.labels.get("host").or(a.labels.get("instance")).cloned(),
+            Subject::Alert(a) => alert_host(a),
         }
     }
 
@@ -178,6 +189,10 @@ impl Sort {
             Sort::Name => "name",
         }
     }
+
+    pub fn parse(s: &str) -> Option<Sort> {
+        Sort::ALL.into_iter().find(|o| o.as_str() == s)
+    }
 }
 
 /// What the inbox is grouped by.
@@ -199,8 +214,12 @@ impl Group {
         }
     }
 
-    /// The group an entry belongs to, by name (`no site` where it has none).
-    pub fn of(self, e: &Entry) -> String {
+    pub fn parse(s: &str) -> Option<Group> {
+        Group::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
+    /// The group a line belongs to, by name (`no site` where it has none).
+    pub fn of(self, e: &impl Listed) -> String {
         match self {
             Group::Host => e.host().unwrap_or_else(|| "no host".into()),
             Group::Site => e
@@ -208,7 +227,7 @@ impl Group {
                 .get("site")
                 .cloned()
                 .unwrap_or_else(|| "no site".into()),
-            Group::Severity => e.level().as_str().into(),
+            Group::Severity => e.severity(),
         }
     }
 }
@@ -294,27 +313,140 @@ pub fn unhandled(entries: &[Entry], now: Timestamp) -> usize {
 /// The entries `n` keeps, in its order.
 pub fn narrowed(entries: Vec<Entry>, n: &Narrowing, now: Timestamp) -> Vec<Entry> {
     let mut out: Vec<Entry> = entries.into_iter().filter(|e| n.keeps(e, now)).collect();
-    match n.sort {
-        Sort::Severity => out.sort_by_key(|e| {
+    sort(&mut out, n.sort, now);
+    out
+}
+
+/// What a list's order and groups read of its lines: the inbox's entries, the alerts list's
+/// alerts and the objects list's objects are sorted and grouped the same way.
+pub trait Listed {
+    /// How bad it is: worse is greater, 0 is fine.
+    fn badness(&self) -> u8;
+    /// Someone has it in hand.
+    fn handled(&self, now: Timestamp) -> bool;
+    /// Since when it stands as it is.
+    fn since(&self) -> Timestamp;
+    fn name(&self) -> String;
+    /// The host it is on, if any.
+    fn host(&self) -> Option<String>;
+    fn labels(&self) -> BTreeMap<String, String>;
+    /// Its group under `Group::Severity`: a severity, or an object's state.
+    fn severity(&self) -> String;
+}
+
+impl Listed for Entry {
+    fn badness(&self) -> u8 {
+        self.level() as u8
+    }
+    fn handled(&self, now: Timestamp) -> bool {
+        Entry::handled(self, now)
+    }
+    fn since(&self) -> Timestamp {
+        Entry::since(self)
+    }
+    fn name(&self) -> String {
+        Entry::name(self)
+    }
+    fn host(&self) -> Option<String> {
+        Entry::host(self)
+    }
+    fn labels(&self) -> BTreeMap<String, String> {
+        Entry::labels(self)
+    }
+    fn severity(&self) -> String {
+        self.level().as_str().into()
+    }
+}
+
+impl Listed for Alert {
+    fn badness(&self) -> u8 {
+        Level::of(self.severity) as u8
+    }
+    /// A silence is not known here: the alerts list reads alerts alone.
+    fn handled(&self, now: Timestamp) -> bool {
+        alert_handled(self, now)
+    }
+    fn since(&self) -> Timestamp {
+        self.opened_at
+    }
+    fn name(&self) -> String {
+        self.title.clone()
+    }
+    fn host(&self) -> Option<String> {
+        alert_host(self)
+    }
+    fn labels(&self) -> BTreeMap<String, String> {
+        self.labels.clone()
+    }
+    fn severity(&self) -> String {
+        Level::of(self.severity).as_str().into()
+    }
+}
+
+/// A line of the objects list: the object with its effective labels (its templates', its
+/// host's, its own), which its groups by label read.
+pub struct ListedObject {
+    pub view: ObjectView,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Listed for ListedObject {
+    fn badness(&self) -> u8 {
+        let v = &self.view;
+        v.state
+            .as_ref()
+            .map_or(0, |s| badness(v.object.kind, s.state))
+    }
+    fn handled(&self, _now: Timestamp) -> bool {
+        self.view
+            .state
+            .as_ref()
+            .is_some_and(|s| s.acked_by.is_some() || s.downtime_depth > 0)
+    }
+    fn since(&self) -> Timestamp {
+        let v = &self.view;
+        v.state.as_ref().map_or(v.object.created_at, |s| {
+            s.last_hard_change.unwrap_or(s.last_change)
+        })
+    }
+    fn name(&self) -> String {
+        self.view.object.full_name(self.view.host_name.as_deref())
+    }
+    fn host(&self) -> Option<String> {
+        let v = &self.view;
+        Some(v.host_name.clone().unwrap_or(v.object.name.clone()))
+    }
+    fn labels(&self) -> BTreeMap<String, String> {
+        self.labels.clone()
+    }
+    fn severity(&self) -> String {
+        let v = &self.view;
+        label(v.object.kind, v.state.as_ref().map(|s| s.state)).into()
+    }
+}
+
+/// Sorts `items` in `order`.
+pub fn sort<T: Listed>(items: &mut [T], order: Sort, now: Timestamp) {
+    match order {
+        Sort::Severity => items.sort_by_key(|e| {
             (
                 e.handled(now),
-                std::cmp::Reverse(e.level()),
+                std::cmp::Reverse(e.badness()),
                 e.since(),
                 e.name(),
             )
         }),
-        Sort::Newest => out.sort_by_key(|e| (std::cmp::Reverse(e.since()), e.name())),
-        Sort::Oldest => out.sort_by_key(|e| (e.since(), e.name())),
-        Sort::Name => out.sort_by_key(|e| (e.name().to_lowercase(), e.since())),
+        Sort::Newest => items.sort_by_key(|e| (std::cmp::Reverse(e.since()), e.name())),
+        Sort::Oldest => items.sort_by_key(|e| (e.since(), e.name())),
+        Sort::Name => items.sort_by_key(|e| (e.name().to_lowercase(), e.since())),
     }
-    out
 }
 
-/// Consecutive runs of `entries` by `group`, each group where its first entry stands (so the
-/// order's first entries lead), entries in order within it.
-pub fn grouped(entries: Vec<Entry>, group: Group) -> Vec<(String, Vec<Entry>)> {
-    let mut groups: Vec<(String, Vec<Entry>)> = Vec::new();
-    for e in entries {
+/// Consecutive runs of `items` by `group`, each group where its first item stands (so the
+/// order's first items lead), items in order within it.
+pub fn grouped<T: Listed>(items: Vec<T>, group: Group) -> Vec<(String, Vec<T>)> {
+    let mut groups: Vec<(String, Vec<T>)> = Vec::new();
+    for e in items {
         let key = group.of(&e);
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, members)) => members.push(e),

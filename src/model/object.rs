@@ -84,6 +84,16 @@ pub struct ObjectView {
     pub state: Option<super::state::CheckState>,
 }
 
+impl Object {
+    /// `host / service` for a service on a host, else its own name.
+    pub fn full_name(&self, host_name: Option<&str>) -> String {
+        match (host_name, self.kind) {
+            (Some(host), ObjectKind::Service) => format!("{host} / {}", self.name),
+            _ => self.name.clone(),
+        }
+    }
+}
+
 /// `GET /api/v1/objects/{id}/effective-config`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -1902,6 +1902,155 @@ async fn a_schedule_calendar_and_recurring_downtimes_read_in_the_viewers_zone() 
     );
 }
 
+/// Issue 71, item 2: the Alerts and Objects pages sort and group as the problems page does
+/// (by host, site, severity), the order and groups in the URL, paged by offset; an order it
+/// does not know is 422.
+#[tokio::test]
+async fn the_alerts_and_objects_pages_sort_and_group() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    create_all(
+        s,
+        &a.token,
+        vec![(
+            "/api/v1/hosts",
+            json!({"name": "pump", "labels": {"site": "south"}, "spec": {}}),
+        )],
+    )
+    .await;
+    for (title, severity, labels) in [
+        (
+            "b door opened",
+            "info",
+            json!({"site": "south", "host": "pump"}),
+        ),
+        (
+            "a pressure low",
+            "warning",
+            json!({"site": "south", "host": "pump"}),
+        ),
+        (
+            "c valve stuck",
+            "critical",
+            json!({"site": "north", "host": "edge"}),
+        ),
+    ] {
+        let res = send(
+            s,
+            &a.token,
+            Method::POST,
+            "/api/v1/alerts",
+            json!({"title": title, "severity": severity, "labels": labels}),
+        )
+        .await;
+        assert_eq!(res.status(), 201);
+    }
+    critical(s, &a.token, "disk").await;
+    result(s, &a.token, "load", "WARNING").await;
+    result(s, &a.token, "swap", "OK").await;
+    open_alerts(s, &a.token, 4).await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let at = |page: &str, names: &[&str]| -> Vec<usize> {
+        names
+            .iter()
+            .map(|n| page.find(n).unwrap_or_else(|| panic!("{n} in {page}")))
+            .collect()
+    };
+
+    let (status, worst) = olga.page("/alerts?sort=severity").await;
+    assert_eq!(status, 200);
+    let order = at(
+        &worst,
+        &["c valve stuck", "a pressure low", "b door opened"],
+    );
+    assert!(order.is_sorted(), "worst first: {order:?}");
+    assert!(
+        worst.contains("<option value=\"severity\" selected>worst first</option>"),
+        "{worst}"
+    );
+    let (_, named) = olga.page("/alerts?sort=name").await;
+    let order = at(
+        &named,
+        &["a pressure low", "b door opened", "c valve stuck"],
+    );
+    assert!(order.is_sorted(), "by title: {order:?}");
+    let (_, by_site) = olga.page("/alerts?group=site&sort=name").await;
+    let order = at(
+        &by_site,
+        &[
+            "<h2>south",
+            "a pressure low",
+            "b door opened",
+            "<h2>north",
+            "c valve stuck",
+        ],
+    );
+    assert!(order.is_sorted(), "south's first title leads: {order:?}");
+    assert!(
+        by_site.contains("<h2>south <small class=\"muted\">(2)</small></h2>"),
+        "{by_site}"
+    );
+    let (_, by_host) = olga.page("/alerts?group=host&q=pressure").await;
+    assert!(
+        by_host.contains("<h2>pump <small class=\"muted\">(1)</small></h2>")
+            && !by_host.contains("valve"),
+        "grouped after the search: {by_host}"
+    );
+    // The order stays in the tabs' and the saved filter's addresses.
+    assert!(by_site.contains("group=site"), "{by_site}");
+    let (status, bad) = olga.page("/alerts?group=colour").await;
+    assert_eq!(status, 422);
+    assert!(bad.contains("group"), "{bad}");
+
+    let (status, objects) = olga.page("/objects?sort=severity").await;
+    assert_eq!(status, 200);
+    let order = at(&objects, &["edge / disk", "edge / load", "edge / swap"]);
+    assert!(order.is_sorted(), "worst state first: {order:?}");
+    let (_, by_state) = olga.page("/objects?group=severity&sort=name").await;
+    assert!(
+        by_state.contains("<h2>PENDING <small class=\"muted\">(2)</small></h2>")
+            && by_state.contains("<h2>CRITICAL <small class=\"muted\">(1)</small></h2>")
+            && by_state.contains("<h2>OK <small class=\"muted\">(1)</small></h2>"),
+        "{by_state}"
+    );
+    // A service is grouped by its host's site: effective labels, not only its own.
+    let (_, by_site) = olga.page("/objects?group=site&sort=name").await;
+    assert!(
+        by_site.contains("<h2>north <small class=\"muted\">(4)</small></h2>")
+            && by_site.contains("<h2>south <small class=\"muted\">(1)</small></h2>"),
+        "edge and its three services, and pump: {by_site}"
+    );
+    let (status, _) = olga.page("/objects?sort=sideways").await;
+    assert_eq!(status, 422);
+
+    // Sorted lists page by offset.
+    for i in 0..120 {
+        create_all(
+            s,
+            &a.token,
+            vec![(
+                "/api/v1/hosts",
+                json!({"name": format!("node-{i:03}"), "spec": {}}),
+            )],
+        )
+        .await;
+    }
+    let (_, first) = olga.page("/objects?sort=name").await;
+    assert!(first.contains("1–100 of 125"), "{first}");
+    assert!(
+        first.contains("href=\"/objects?sort=name&amp;from=100\""),
+        "{first}"
+    );
+    let (_, second) = olga.page("/objects?sort=name&from=100").await;
+    assert!(
+        second.contains("101–125 of 125")
+            && second.contains("pump")
+            && !second.contains("node-000"),
+        "{second}"
+    );
+}
+
 /// Issue 71, items 1, 2 and 8: the problems page is one inbox. An alert from an event (a
 /// SCADA webhook) stands with the object problems and is counted in the title; the list is
 /// searched, filtered, sorted and grouped by its URL; open alerts are acknowledged or

@@ -4,15 +4,14 @@
 use super::*;
 use crate::alerting::AlertError;
 use crate::model::alert::AckRequest;
-use crate::model::inbox;
 use crate::model::selector::SelectorError;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
         Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page, the operator's inbox (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP and (with `alerts:read`) the open and acknowledged alerts no problem stands for (from events), unhandled first (acknowledged, in downtime, silenced, shelved, snoozed or held back by a failed dependency is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed); narrowed by `q` (name, output, title, `label=value`), `severity` (`critical`, `unknown`, `warning`, `info`), `selector` (labels), `age` (`<1h`: started within, `>24h`: standing at least), sorted by `sort` (`severity`, `newest`, `oldest`, `name`), grouped by `group` (`host`, `site`, `severity`); a value it does not know is 422. Each open alert's acknowledge button, and a box to select it for acknowledging or shelving together (`select=all` ticks them all); the count of what needs a person in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).answers_text(422, HTML).page(),
-        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, and `q` (words every alert shown has in its title or labels as `label=value`; a search reads at most 5000 alerts a page), `cursor`; newest first, 50 a page; open alerts can be acknowledged one by one or selected and acknowledged together; live.")
-            .query::<AlertsQuery>().answers_text(200, HTML).page(),
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, and `q` (words every alert shown has in its title or labels as `label=value`; a search reads at most 5000 alerts a page), `cursor`; newest first, 50 a page; `sort` (`severity`: worst first, unhandled before handled; `newest`; `oldest`; `name`: the title) and `group` (`host`: the `host` or `instance` label, `site`: the `site` label, `severity`) read the whole list (at most 5000 alerts), sort it and page it by `from`; a value it does not know is 422. Open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+            .query::<AlertsQuery>().answers_text(200, HTML).answers_text(422, HTML).page(),
         Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
         Route::post("/alerts/shelve", shelve_many).permission("alerts:ack").doc("ui", "Shelve selected alerts", "Form: `id` repeated, `duration` (`1h`, `4h`...), `back`. Each alert is shelved for that long as by `POST /api/v1/alerts/{id}:shelve` (`mode: timed`, reason \"shelved from the problems page\"; one audit entry and event each); those closed meanwhile are left. 303 to `back`.")
@@ -101,18 +100,12 @@ impl ProblemsQuery {
 fn narrowing(
     typed: &views::InboxQuery,
 ) -> Result<(inbox::Narrowing, Option<inbox::Group>), Problem> {
-    let unknown = |field: &'static str, value: &str| {
-        Problem::validation(
-            field,
-            format!("{field} {value:?} is not one of the choices"),
-        )
-    };
     let levels = typed
         .severity
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| inbox::Level::parse(s).ok_or_else(|| unknown("severity", s)))
+        .map(|s| inbox::Level::parse(s).ok_or_else(|| not_a_choice("severity", s)))
         .collect::<Result<Vec<_>, _>>()?;
     let selector = typed
         .selector
@@ -121,37 +114,22 @@ fn narrowing(
     let age = match typed.age.split_at_checked(1) {
         None => None,
         Some((op, d)) => {
-            let d: GoDuration = d.parse().map_err(|_| unknown("age", &typed.age))?;
+            let d: GoDuration = d.parse().map_err(|_| not_a_choice("age", &typed.age))?;
             Some(match op {
                 "<" => inbox::Age::Within(d.0),
                 ">" => inbox::Age::Over(d.0),
-                _ => return Err(unknown("age", &typed.age)),
+                _ => return Err(not_a_choice("age", &typed.age)),
             })
         }
     };
-    let sort = match typed.sort.as_str() {
-        "" => inbox::Sort::default(),
-        s => inbox::Sort::ALL
-            .into_iter()
-            .find(|o| o.as_str() == s)
-            .ok_or_else(|| unknown("sort", s))?,
-    };
-    let group = match typed.group.as_str() {
-        "" => None,
-        g => Some(
-            inbox::Group::ALL
-                .into_iter()
-                .find(|o| o.as_str() == g)
-                .ok_or_else(|| unknown("group", g))?,
-        ),
-    };
+    let (sort, group) = list_order(&typed.sort, &typed.group)?;
     let narrowing = inbox::Narrowing {
         text: typed.q.to_lowercase(),
         levels,
         selector,
         age,
         handled: typed.handled,
-        sort,
+        sort: sort.unwrap_or_default(),
     };
     Ok((narrowing, group))
 }
@@ -206,27 +184,17 @@ async fn problems(
     } else {
         "Problems".to_string()
     };
-    let total = items.len();
     let from = q
         .from
         .as_deref()
         .and_then(|f| f.parse::<usize>().ok())
-        .unwrap_or(0)
-        .min(total);
-    let page: Vec<inbox::Entry> = items.into_iter().skip(from).take(PROBLEMS_PAGE).collect();
-    let shown = page.len();
-    let groups = match group {
-        Some(g) => inbox::grouped(page, g),
-        None => vec![(String::new(), page)],
-    };
+        .unwrap_or(0);
+    let (groups, offsets) = offset_page(items, group, from, PROBLEMS_PAGE);
     let content = views::problems(
         &c.now(&st),
         views::InboxPage {
             groups: &groups,
-            from,
-            shown,
-            total,
-            size: PROBLEMS_PAGE,
+            offsets,
             query: &typed,
         },
         can(&c),
@@ -248,6 +216,13 @@ struct AlertsQuery {
     did: Option<String>,
     /// Words every alert shown has in its title or labels (`label=value`).
     q: Option<String>,
+    /// `severity`, `newest`, `oldest` or `name`: the list is read whole (at most 5000
+    /// alerts), sorted, and paged by `from`.
+    sort: Option<String>,
+    /// `host`, `site` or `severity`: as `sort`, in groups.
+    group: Option<String>,
+    /// How many alerts earlier pages of a sorted list showed.
+    from: Option<String>,
 }
 
 /// Whether `a` has every word (lower-cased) in its title or its labels as `key=value`.
@@ -271,12 +246,20 @@ async fn alerts(
         _ => "open",
     };
     q.list.status = Some(status.into());
+    let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_string();
+    let (sort_by, group_by) = (text(&q.sort), text(&q.group));
+    let (sort, group) = match list_order(&sort_by, &group_by) {
+        Ok(order) => order,
+        Err(p) => return failed(p),
+    };
     let shown = views::AlertsFilter {
         status,
         severity: q.list.severity.as_deref().unwrap_or_default(),
         rule_id: q.list.rule_id.as_deref().unwrap_or_default(),
         object_id: q.list.object_id.as_deref().unwrap_or_default(),
         q: q.q.as_deref().unwrap_or_default(),
+        sort: &sort_by,
+        group: &group_by,
     };
     let words: Vec<String> =
         q.q.as_deref()
@@ -284,24 +267,33 @@ async fn alerts(
             .split_whitespace()
             .map(str::to_lowercase)
             .collect();
-    let req = ui_page(q.list.page.cursor.clone(), UI_PAGE, ALERTS);
+    // Sorted or grouped, the list is read whole (up to its bound) and paged by offset.
+    let ordered = sort.is_some() || group.is_some();
+    let cursor = q.list.page.cursor.clone().filter(|_| !ordered);
+    let req = ui_page(cursor, UI_PAGE, ALERTS);
+    let (batch, want) = if ordered {
+        (SORT_BATCH, SEARCHED)
+    } else {
+        (req.limit, req.limit)
+    };
     // A filter naming an unknown severity or a malformed id matches nothing, as in the API.
     let items = match q.list.filter() {
         None => Vec::new(),
         Some(filter) => {
             let (st, c) = (&st, &c);
-            let read = |cursor| {
+            let read = |cursor, limit| {
                 let filter = filter.clone();
                 async move {
                     st.alerting
-                        .list(&c.principal, filter, cursor, req.limit)
+                        .list(&c.principal, filter, cursor, limit)
                         .await
                         .map_err(Problem::from)
                 }
             };
             let found = search_pages(
                 id_cursor(&req),
-                req.limit,
+                batch,
+                want,
                 |a: &crate::model::alert::Alert| a.id,
                 |a| alert_has_words(a, &words),
                 read,
@@ -312,19 +304,23 @@ async fn alerts(
             }
         }
     };
-    let page = Page::new(items, &req, |a| a.id.to_string());
+    let (groups, paging) = if ordered {
+        let mut items = items;
+        inbox::sort(&mut items, sort.unwrap_or_default(), st.clock.now());
+        let from = q.from.as_deref().and_then(|f| f.parse().ok()).unwrap_or(0);
+        let (groups, offsets) = offset_page(items, group, from, UI_PAGE);
+        (groups, views::Paging::Offsets(offsets))
+    } else {
+        let page = Page::new(items, &req, |a| a.id.to_string());
+        let paging = views::Paging::Cursor(page.next_cursor);
+        (vec![(String::new(), page.items)], paging)
+    };
     let title = match status {
-        "open" => format!("({}) Open alerts", page.items.len()),
+        "open" => format!("({}) Open alerts", paging.count(&groups)),
         "acked" => "Acknowledged alerts".to_string(),
         _ => "Closed alerts".to_string(),
     };
-    let content = views::alerts(
-        &c.now(&st),
-        &page.items,
-        &shown,
-        page.next_cursor.as_deref(),
-        can(&c),
-    );
+    let content = views::alerts(&c.now(&st), &groups, &paging, &shown, can(&c));
     html(
         StatusCode::OK,
         web::page(

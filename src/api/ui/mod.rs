@@ -31,9 +31,10 @@ use crate::model::identity::{
     ActorType, ChangePassword, CreateUser, MintedToken, TokenRequest, UpdateUser,
 };
 use crate::model::identity::{Branding, Preferences};
+use crate::model::inbox::{self, Group, Listed, Sort};
 use crate::model::incident::IncidentBody;
 use crate::model::notify::OverrideBody;
-use crate::model::object::{ObjectFilter, ObjectKind};
+use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
 use crate::model::suppression::{DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
@@ -453,14 +454,16 @@ struct ActionForm {
 /// At most this many rows are read to fill one page of a search by words.
 const SEARCHED: usize = 5000;
 
-/// One page of a list the store pages by id but cannot search by words: the batches after
-/// `cursor` are read until `limit` rows are kept, the list ends, or `SEARCHED` rows were read.
+/// What a list the store pages by id but cannot search or sort keeps: the batches of `batch`
+/// rows after `cursor` are read until `want` rows are kept, the list ends, or `SEARCHED` rows
+/// were read.
 async fn search_pages<T, Fut>(
     mut cursor: Option<Uuid>,
-    limit: usize,
+    batch: usize,
+    want: usize,
     id: impl Fn(&T) -> Uuid,
     keep: impl Fn(&T) -> bool,
-    mut read: impl FnMut(Option<Uuid>) -> Fut,
+    mut read: impl FnMut(Option<Uuid>, usize) -> Fut,
 ) -> Result<Vec<T>, Problem>
 where
     Fut: std::future::Future<Output = Result<Vec<T>, Problem>>,
@@ -468,17 +471,67 @@ where
     let mut items = Vec::new();
     let mut seen = 0;
     loop {
-        let batch = read(cursor).await?;
-        let exhausted = batch.len() < limit;
-        seen += batch.len();
-        cursor = batch.last().map(&id);
-        items.extend(batch.into_iter().filter(|x| keep(x)));
-        if items.len() >= limit || exhausted || seen >= SEARCHED {
+        let rows = read(cursor, batch).await?;
+        let exhausted = rows.len() < batch;
+        seen += rows.len();
+        cursor = rows.last().map(&id);
+        items.extend(rows.into_iter().filter(|x| keep(x)));
+        if items.len() >= want || exhausted || seen >= SEARCHED {
             break;
         }
     }
-    items.truncate(limit);
+    items.truncate(want);
     Ok(items)
+}
+
+/// The order and groups a list page asks for by `sort` and `group`; a value it does not know
+/// is 422 naming the field.
+fn list_order(sort: &str, group: &str) -> Result<(Option<Sort>, Option<Group>), Problem> {
+    let sort = match sort {
+        "" => None,
+        s => Some(Sort::parse(s).ok_or_else(|| not_a_choice("sort", s))?),
+    };
+    let group = match group {
+        "" => None,
+        g => Some(Group::parse(g).ok_or_else(|| not_a_choice("group", g))?),
+    };
+    Ok((sort, group))
+}
+
+/// 422 for a `field` whose `value` is not one of the form's choices.
+fn not_a_choice(field: &'static str, value: &str) -> Problem {
+    Problem::validation(
+        field,
+        format!("{field} {value:?} is not one of the choices"),
+    )
+}
+
+/// Rows read at a time to sort a list the store pages by id.
+const SORT_BATCH: usize = 500;
+
+/// The page of `items` (all a list holds, in its order; `capped` when the read stopped at
+/// `SEARCHED`) that starts at `from`, in `group`'s groups (one unnamed group without).
+fn offset_page<T: Listed>(
+    items: Vec<T>,
+    group: Option<Group>,
+    from: usize,
+    size: usize,
+) -> (Vec<(String, Vec<T>)>, views::Offsets) {
+    let total = items.len();
+    let from = from.min(total);
+    let page: Vec<T> = items.into_iter().skip(from).take(size).collect();
+    let offsets = views::Offsets {
+        from,
+        shown: page.len(),
+        total,
+        size,
+        capped: total >= SEARCHED,
+    };
+    let groups = match group {
+        Some(g) => inbox::grouped(page, g),
+        None => vec![(String::new(), page)],
+    };
+    (groups, offsets)
 }
 
 /// A refused form shown again with its fields and the reason.

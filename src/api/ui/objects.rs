@@ -6,8 +6,8 @@ use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page.")
-            .query::<ListQuery>().answers_text(200, HTML).page(),
+        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page; `sort` (`severity`: worst state first, unhandled before handled; `newest`, `oldest`: by the last hard change; `name`) and `group` (`host`, `site`: the `site` label, `severity`: the state) read the whole list (at most 5000 objects), sort it and page it by `from`; a value it does not know is 422. Objects can be selected for a downtime together.")
+            .query::<ObjectsQuery>().answers_text(200, HTML).answers_text(422, HTML).page(),
         Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live. Its metric graphs show `range` (`1h`, `6h`, `24h`: the default, `7d`, `30d`) ending at `end` (RFC 3339; none: now), with the current value of the last result and its warning and critical thresholds; another range or end is 422.")
             .query::<ObjectQuery>().answers_text(200, HTML).answers_text(404, HTML).answers_text(422, HTML).page(),
         Route::post("/objects/{id}/check-now", check_now).permission("checks:run").doc("ui", "Check an object now", "Form: `back`. As `POST /api/v1/objects/{id}/check-now`; 303 to `back`.")
@@ -47,39 +47,94 @@ pub(super) fn routes() -> Vec<Route> {
     ]
 }
 
+/// The objects page's query: the API's filters, and the order.
+#[derive(Deserialize, Default)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+struct ObjectsQuery {
+    #[serde(flatten)]
+    list: ListQuery,
+    /// `severity`, `newest`, `oldest` or `name`.
+    sort: Option<String>,
+    /// `host`, `site` or `severity`.
+    group: Option<String>,
+    /// How many objects earlier pages of a sorted list showed.
+    from: Option<String>,
+}
+
 async fn objects(
     State(st): State<AppState>,
     c: Visitor,
-    ApiQuery(q): ApiQuery<ListQuery>,
+    ApiQuery(q): ApiQuery<ObjectsQuery>,
 ) -> Response {
-    let filter = match q.filter(None) {
-        Ok(f) => f,
+    let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_string();
+    let (sort_by, group_by) = (text(&q.sort), text(&q.group));
+    let order = list_order(&sort_by, &group_by);
+    let (filter, (sort, group)) = match q.list.filter(None).and_then(|f| Ok((f, order?))) {
+        Ok(found) => found,
         Err(p) => return failed(p),
     };
-    let req = ui_page(q.page.cursor.clone(), 100, OBJECTS);
-    let after = id_cursor(&req);
-    let items = match st
-        .inventory
-        .objects(&c.principal, filter, after, req.limit, true)
-        .await
-    {
-        Ok(items) => items,
-        Err(e) => return failed(e),
+    // Sorted or grouped, the list is read whole (up to its bound) and paged by offset.
+    let ordered = sort.is_some() || group.is_some();
+    let cursor = q.list.page.cursor.clone().filter(|_| !ordered);
+    let req = ui_page(cursor, 100, OBJECTS);
+    let (batch, want) = if ordered {
+        (SORT_BATCH, SEARCHED)
+    } else {
+        (req.limit, req.limit)
     };
-    let page = Page::new(items, &req, |v| v.object.id.to_string());
-    let shown = views::ObjectsFilter {
-        q: q.q.as_deref().unwrap_or_default(),
-        selector: q.selector.as_deref().unwrap_or_default(),
-        folder: q.folder.as_deref().unwrap_or_default(),
-        state: q.state.as_deref().unwrap_or_default(),
+    let read = |after, limit| {
+        let filter = filter.clone();
+        let (st, c) = (&st, &c);
+        async move {
+            st.inventory
+                .objects(&c.principal, filter, after, limit, true)
+                .await
+                .map_err(Problem::from)
+        }
     };
-    let content = views::objects(
-        &c.now(&st),
-        &page.items,
-        &shown,
-        page.next_cursor.as_deref(),
-        can(&c),
+    let found = search_pages(
+        id_cursor(&req),
+        batch,
+        want,
+        |v: &ObjectView| v.object.id,
+        |_| true,
+        read,
     );
+    let items = match found.await {
+        Ok(items) => items,
+        Err(p) => return failed(p),
+    };
+    let (groups, paging) = if ordered {
+        let effective = st.inventory.labels_of(&c.principal).await;
+        let mut items: Vec<inbox::ListedObject> = items
+            .into_iter()
+            .map(|view| inbox::ListedObject {
+                labels: effective(view.object.id).unwrap_or_else(|| view.object.labels.clone()),
+                view,
+            })
+            .collect();
+        inbox::sort(&mut items, sort.unwrap_or_default(), st.clock.now());
+        let from = q.from.as_deref().and_then(|f| f.parse().ok()).unwrap_or(0);
+        let (groups, offsets) = offset_page(items, group, from, 100);
+        let groups = groups
+            .into_iter()
+            .map(|(key, rows)| (key, rows.into_iter().map(|o| o.view).collect()))
+            .collect();
+        (groups, views::Paging::Offsets(offsets))
+    } else {
+        let page = Page::new(items, &req, |v| v.object.id.to_string());
+        let paging = views::Paging::Cursor(page.next_cursor);
+        (vec![(String::new(), page.items)], paging)
+    };
+    let shown = views::ObjectsFilter {
+        q: q.list.q.as_deref().unwrap_or_default(),
+        selector: q.list.selector.as_deref().unwrap_or_default(),
+        folder: q.list.folder.as_deref().unwrap_or_default(),
+        state: q.list.state.as_deref().unwrap_or_default(),
+        sort: &sort_by,
+        group: &group_by,
+    };
+    let content = views::objects(&c.now(&st), &groups, &paging, &shown, can(&c));
     html(
         StatusCode::OK,
         web::page(
@@ -394,17 +449,18 @@ async fn events(
     let req = ui_page(q.cursor.clone(), UI_PAGE, EVENTS);
     let items = {
         let st = &st;
-        let read = |cursor| {
+        let read = |cursor, limit| {
             let filter = filter.clone();
             async move {
                 st.events
-                    .list_committed(&st.store, filter, cursor, req.limit)
+                    .list_committed(&st.store, filter, cursor, limit)
                     .await
                     .map_err(Problem::from)
             }
         };
         let found = search_pages(
             id_cursor(&req),
+            req.limit,
             req.limit,
             |e: &Event| e.id,
             |e| has_words(e, &words),

@@ -61,10 +61,7 @@ impl InboxQuery {
 /// One page of the inbox: its entries (in groups when grouped), after how many, of how many.
 pub struct InboxPage<'a> {
     pub groups: &'a [(String, Vec<Entry>)],
-    pub from: usize,
-    pub shown: usize,
-    pub total: usize,
-    pub size: usize,
+    pub offsets: Offsets,
     pub query: &'a InboxQuery,
 }
 
@@ -82,15 +79,14 @@ const AGE_CHOICES: &[(&str, &str)] = &[
 pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
     let InboxPage {
         groups,
-        from,
-        shown,
-        total,
-        size,
+        offsets,
         query,
     } = page;
+    let Offsets {
+        from, shown, total, ..
+    } = offsets;
     let back = query.href(query.handled, from);
     let back = back.as_str();
-    let next = from + shown;
     let choice = |value: &str, chosen: &str| value == chosen;
     html! {
         (tabs("Which problems", &[(query.href(false, 0), "Unhandled", !query.handled), (query.href(true, 0), "All, handled too", query.handled)]))
@@ -113,19 +109,7 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
                     @for (value, text) in AGE_CHOICES { option value=(value) selected[choice(value, &query.age)] { (text) } }
                 }
             }
-            div {
-                label for="sort" { "Sort" }
-                select #sort name="sort" {
-                    @for sort in Sort::ALL { option value=(sort.as_str()) selected[choice(sort.as_str(), &query.sort) || (query.sort.is_empty() && sort == Sort::Severity)] { (sort.as_str()) } }
-                }
-            }
-            div {
-                label for="group" { "Group by" }
-                select #group name="group" {
-                    option value="" selected[query.group.is_empty()] { "nothing" }
-                    @for group in Group::ALL { option value=(group.as_str()) selected[choice(group.as_str(), &query.group)] { (group.as_str()) } }
-                }
-            }
+            (order_choices(None, &query.sort, &query.group))
             button type="submit" { "Filter" }
             @if query.href(query.handled, 0) != "/" { " " a href="/" { "Clear" } }
         }
@@ -157,13 +141,7 @@ pub fn problems(now: &Now, page: InboxPage<'_>, can: Can) -> Markup {
             }
         }
         @if can.save_filters { (save_filter("problems", &query.href(query.handled, 0))) }
-        @if total > shown && shown > 0 {
-            nav.pager aria-label="Pages" {
-                span.muted { (from + 1) "–" (next) " of " (total) }
-                @if from > 0 { a.button href=(query.href(query.handled, from.saturating_sub(size))) { "Previous" } }
-                @if next < total { a.button href=(query.href(query.handled, next)) { "Next" } }
-            }
-        }
+        (offsets_pager(offsets, |from| query.href(query.handled, from)))
     }
 }
 
@@ -268,6 +246,8 @@ pub struct AlertsFilter<'a> {
     pub object_id: &'a str,
     /// Words in the title or labels.
     pub q: &'a str,
+    pub sort: &'a str,
+    pub group: &'a str,
 }
 
 impl AlertsFilter<'_> {
@@ -280,6 +260,8 @@ impl AlertsFilter<'_> {
             ("severity", self.severity),
             ("ruleId", self.rule_id),
             ("objectId", self.object_id),
+            ("sort", self.sort),
+            ("group", self.group),
         ] {
             if !value.is_empty() {
                 query.append_pair(name, value);
@@ -302,14 +284,15 @@ const SEVERITY_CHOICES: [(&str, &str); 5] = [
 /// paged; open ones can be acknowledged in bulk.
 pub fn alerts(
     now: &Now,
-    items: &[Alert],
+    groups: &[(String, Vec<Alert>)],
+    paging: &Paging,
     filter: &AlertsFilter<'_>,
-    next: Option<&str>,
     can: Can,
 ) -> Markup {
     let status = filter.status;
     let back = filter.href(status);
-    let bulk = can.ack && status == "open" && !items.is_empty();
+    let empty = groups.iter().all(|(_, rows)| rows.is_empty());
+    let bulk = can.ack && status == "open" && !empty;
     html! {
         (tabs("Alert status", &ALERT_TABS.iter().map(|(value, text)| (filter.href(value), *text, *value == status)).collect::<Vec<_>>()))
         form.filters method="get" action="/alerts" {
@@ -325,46 +308,52 @@ pub fn alerts(
                 }
             }
             div { label for="rule" { "Rule" } input #rule type="text" name="ruleId" value=(filter.rule_id) placeholder="disk-full"; }
+            (order_choices(Some("newest first"), filter.sort, filter.group))
             button type="submit" { "Filter" }
             @if !filter.object_id.is_empty() { a href=(AlertsFilter { object_id: "", ..*filter }.href(status)) { "All objects" } }
         }
         @if can.save_filters { (save_filter("alerts", &back)) }
-        @if items.is_empty() {
+        @if empty {
             p { "No alerts here." }
         } @else {
             form #bulk method="post" action="/alerts/ack" {
                 input type="hidden" name="back" value=(back);
             }
-            ul.list {
-                @for a in items {
-                    li data-key=(a.id) {
-                        @if bulk {
-                            input type="checkbox" name="id" value=(a.id) form="bulk" aria-label=(format!("Select {}", a.title));
-                        }
-                        (severity_badge(a.severity))
-                        span.what {
-                            a href=(format!("/alerts/{}", a.id)) { (a.title) }
-                            br;
-                            small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
-                            @if let Some(by) = &a.acked_by { " " span.handled { "✓ " (by) } }
-                            @if let Some(until) = a.snoozed_until { " " span.handled { "snoozed until " (when(now, until)) } }
-                            (noise_marks(now, a))
-                        }
-                        span.acts {
-                            @if can.ack && a.status == AlertStatus::Open {
-                                (button(&format!("/alerts/{}/ack", a.id), &back, "Acknowledge", &a.title))
-                            }
-                        }
-                    }
+            @for (group, alerts) in groups {
+                @if !filter.group.is_empty() { h2 { (group) " " small.muted { "(" (alerts.len()) ")" } } }
+                ul.list {
+                    @for a in alerts { (alert_row(now, a, &back, bulk, can)) }
                 }
             }
             @if bulk {
                 div.acts.bulk { (bulk_actions(can)) }
             }
         }
-        @if let Some(cursor) = next {
-            nav.pager aria-label="Pages" {
-                a.button href=(format!("{back}&cursor={cursor}")) { "Older" }
+        (paging.pager(&back, "Older"))
+    }
+}
+
+/// A line of the alerts list: its severity and title, status and age, who has it; a box to
+/// select it and its acknowledge button.
+fn alert_row(now: &Now, a: &Alert, back: &str, bulk: bool, can: Can) -> Markup {
+    html! {
+        li data-key=(a.id) {
+            @if bulk {
+                input type="checkbox" name="id" value=(a.id) form="bulk" aria-label=(format!("Select {}", a.title));
+            }
+            (severity_badge(a.severity))
+            span.what {
+                a href=(format!("/alerts/{}", a.id)) { (a.title) }
+                br;
+                small { (a.status.as_str()) ", opened " (when(now, a.opened_at)) }
+                @if let Some(by) = &a.acked_by { " " span.handled { "✓ " (by) } }
+                @if let Some(until) = a.snoozed_until { " " span.handled { "snoozed until " (when(now, until)) } }
+                (noise_marks(now, a))
+            }
+            span.acts {
+                @if can.ack && a.status == AlertStatus::Open {
+                    (button(&format!("/alerts/{}/ack", a.id), back, "Acknowledge", &a.title))
+                }
             }
         }
     }

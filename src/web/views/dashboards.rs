@@ -53,7 +53,7 @@ fn tile_rows(now: &Now, items: &TileItems) -> Markup {
                     li { (state_badge(o.object.kind, o.state.as_ref())) span.what { a href=(format!("/objects/{}", o.object.id)) { (view_name(o)) } } }
                 },
                 TileItems::Problems(v) => @for p in v.iter().take(TILE_ROWS) {
-                    li { (state_badge(p.object.kind, Some(&p.state))) span.what { a href=(format!("/objects/{}", p.object.id)) { (object_name(&p.object, p.host_name.as_deref())) } } }
+                    li { (state_badge(p.object.kind, Some(&p.state))) span.what { a href=(format!("/objects/{}", p.object.id)) { (problem_name(p)) } } }
                 },
                 TileItems::Alerts(v) => @for a in v.iter().take(TILE_ROWS) {
                     li { (severity_badge(a.severity)) span.what { a href=(format!("/alerts/{}", a.id)) { (a.title) } br; small { (a.status.as_str()) ", " (when(now, a.opened_at)) } } }

@@ -151,20 +151,99 @@ fn button(action: &str, back: &str, text: &str, label_for: &str) -> Markup {
     }
 }
 
-/// `host / service`, or the host's name.
-fn object_name(o: &crate::model::object::Object, host_name: Option<&str>) -> String {
-    match host_name {
-        Some(h) => format!("{h} / {}", o.name),
-        None => o.name.clone(),
+/// Where one page of a list sorted in memory stands.
+#[derive(Clone, Copy, Debug)]
+pub struct Offsets {
+    /// How many rows earlier pages showed.
+    pub from: usize,
+    pub shown: usize,
+    pub total: usize,
+    /// Rows a page.
+    pub size: usize,
+    /// The list was read up to its bound: the order is among the first `total` rows.
+    pub capped: bool,
+}
+
+/// How a list page goes on: by the store's cursor, or by offset through a list sorted in
+/// memory.
+pub enum Paging {
+    Cursor(Option<String>),
+    Offsets(Offsets),
+}
+
+impl Paging {
+    /// How many rows the list holds: all of a sorted list, the page's of a cursor's.
+    pub fn count<T>(&self, groups: &[(String, Vec<T>)]) -> usize {
+        match self {
+            Paging::Offsets(o) => o.total,
+            Paging::Cursor(_) => groups.iter().map(|(_, rows)| rows.len()).sum(),
+        }
+    }
+
+    /// The pager below a list whose address is `back` (with a query): `later` (the next page
+    /// by cursor), or the offset pager.
+    fn pager(&self, back: &str, later: &str) -> Markup {
+        match self {
+            Paging::Cursor(None) => html! {},
+            Paging::Cursor(Some(cursor)) => html! {
+                nav.pager aria-label="Pages" { a.button href=(format!("{back}&cursor={cursor}")) { (later) } }
+            },
+            Paging::Offsets(o) => offsets_pager(*o, |from| format!("{back}&from={from}")),
+        }
+    }
+}
+
+/// The sort and group-by choices of a list's filter form. `unsorted` names the list's own
+/// order, an empty `sort`; without it the list is always sorted, worst first by default.
+fn order_choices(unsorted: Option<&str>, sort: &str, group: &str) -> Markup {
+    let sorted = |s: Sort| {
+        s.as_str() == sort || (sort.is_empty() && unsorted.is_none() && s == Sort::Severity)
+    };
+    let text = |s: Sort| match s {
+        Sort::Severity => "worst first",
+        Sort::Newest => "newest",
+        Sort::Oldest => "oldest",
+        Sort::Name => "name",
+    };
+    html! {
+        div {
+            label for="sort" { "Sort" }
+            select #sort name="sort" {
+                @if let Some(own) = unsorted { option value="" selected[sort.is_empty()] { (own) } }
+                @for s in Sort::ALL { option value=(s.as_str()) selected[sorted(s)] { (text(s)) } }
+            }
+        }
+        div {
+            label for="group" { "Group by" }
+            select #group name="group" {
+                option value="" selected[group.is_empty()] { "nothing" }
+                @for g in Group::ALL { option value=(g.as_str()) selected[g.as_str() == group] { (g.as_str()) } }
+            }
+        }
+    }
+}
+
+/// The pager of a list paged by offset; `href` is the list's address from an offset.
+fn offsets_pager(o: Offsets, href: impl Fn(usize) -> String) -> Markup {
+    let next = o.from + o.shown;
+    html! {
+        @if o.capped { p.muted { "In order among the first " (o.total) " that match; narrow the list to order the rest." } }
+        @if o.total > o.shown && o.shown > 0 {
+            nav.pager aria-label="Pages" {
+                span.muted { (o.from + 1) "–" (next) " of " (o.total) }
+                @if o.from > 0 { a.button href=(href(o.from.saturating_sub(o.size))) { "Previous" } }
+                @if next < o.total { a.button href=(href(next)) { "Next" } }
+            }
+        }
     }
 }
 
 pub fn problem_name(p: &Problem) -> String {
-    object_name(&p.object, p.host_name.as_deref())
+    p.object.full_name(p.host_name.as_deref())
 }
 
 pub fn view_name(v: &ObjectView) -> String {
-    object_name(&v.object, v.host_name.as_deref())
+    v.object.full_name(v.host_name.as_deref())
 }
 
 /// What an event says, as a line: who was paged over which channel and what became of it,

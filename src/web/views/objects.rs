@@ -9,6 +9,8 @@ pub struct ObjectsFilter<'a> {
     pub selector: &'a str,
     pub folder: &'a str,
     pub state: &'a str,
+    pub sort: &'a str,
+    pub group: &'a str,
 }
 
 /// The state filter's choices: (value of `state`, text). Hosts and services share the
@@ -26,17 +28,26 @@ const STATE_CHOICES: [(&str, &str); 7] = [
 /// `/objects`: search and filter on the server, paged.
 pub fn objects(
     now: &Now,
-    items: &[ObjectView],
+    groups: &[(String, Vec<ObjectView>)],
+    paging: &Paging,
     filter: &ObjectsFilter<'_>,
-    next: Option<&str>,
     can: Can,
 ) -> Markup {
-    let query = form_urlencoded::Serializer::new(String::new())
-        .append_pair("q", filter.q)
-        .append_pair("selector", filter.selector)
-        .append_pair("folder", filter.folder)
-        .append_pair("state", filter.state)
-        .finish();
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (name, value) in [
+        ("q", filter.q),
+        ("selector", filter.selector),
+        ("folder", filter.folder),
+        ("state", filter.state),
+        ("sort", filter.sort),
+        ("group", filter.group),
+    ] {
+        if !value.is_empty() {
+            query.append_pair(name, value);
+        }
+    }
+    let back = format!("/objects?{}", query.finish());
+    let empty = groups.iter().all(|(_, rows)| rows.is_empty());
     html! {
         form.filters method="get" action="/objects" role="search" {
             div { label for="q" { "Name contains" } input #q type="search" name="q" value=(filter.q); }
@@ -50,50 +61,50 @@ pub fn objects(
                     }
                 }
             }
+            (order_choices(Some("as created"), filter.sort, filter.group))
             button type="submit" { "Filter" }
         }
-        @if can.save_filters { (save_filter("objects", &format!("/objects?{query}"))) }
-        @if items.is_empty() {
+        @if can.save_filters { (save_filter("objects", &back)) }
+        @if empty {
             p { "Nothing matches." }
         } @else {
             @if can.downtime {
                 form #bulk method="post" action="/objects/downtime" {
-                    input type="hidden" name="back" value=(format!("/objects?{query}"));
+                    input type="hidden" name="back" value=(back);
                 }
             }
-            ul.list {
-                @for v in items {
-                    li {
-                        @if can.downtime {
-                            input type="checkbox" name="object" value=(v.object.id) form="bulk" aria-label=(format!("Select {}", view_name(v)));
-                        }
-                        (state_badge(v.object.kind, v.state.as_ref()))
-                        span.what {
-                            a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
-                            @if let Some(s) = &v.state {
-                                " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
+            @for (group, views) in groups {
+                @if !filter.group.is_empty() { h2 { (group) " " small.muted { "(" (views.len()) ")" } } }
+                ul.list {
+                    @for v in views {
+                        li {
+                            @if can.downtime {
+                                input type="checkbox" name="object" value=(v.object.id) form="bulk" aria-label=(format!("Select {}", view_name(v)));
+                            }
+                            (state_badge(v.object.kind, v.state.as_ref()))
+                            span.what {
+                                a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
+                                @if let Some(s) = &v.state {
+                                    " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
+                                }
                             }
                         }
                     }
                 }
             }
-        }
-        @if can.downtime && !items.is_empty() {
-            div.acts.bulk {
-                label for="bulk-for" { "Downtime for the selected, for" }
-                select #bulk-for name="duration" form="bulk" {
-                    @for (value, text) in &DURATIONS[..5] { option value=(value) selected[*value == "2h"] { (text) } }
+            @if can.downtime {
+                div.acts.bulk {
+                    label for="bulk-for" { "Downtime for the selected, for" }
+                    select #bulk-for name="duration" form="bulk" {
+                        @for (value, text) in &DURATIONS[..5] { option value=(value) selected[*value == "2h"] { (text) } }
+                    }
+                    label for="bulk-comment" { "because" }
+                    input #bulk-comment type="text" name="comment" form="bulk" required maxlength="1000";
+                    button form="bulk" type="submit" { "Start downtime" }
                 }
-                label for="bulk-comment" { "because" }
-                input #bulk-comment type="text" name="comment" form="bulk" required maxlength="1000";
-                button form="bulk" type="submit" { "Start downtime" }
             }
         }
-        @if let Some(cursor) = next {
-            nav.pager aria-label="Pages" {
-                a.button href=(format!("/objects?{query}&cursor={cursor}")) { "Next" }
-            }
-        }
+        (paging.pager(&back, "Next"))
     }
 }
 
