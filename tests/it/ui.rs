@@ -3030,6 +3030,181 @@ async fn silences_planned_ahead_and_silences_and_downtimes_extended_from_their_l
     assert!(!page.contains("/extend\""), "{page}");
 }
 
+/// Issue 71, item 6: a downtime's edit form changes what it covers (its one object for a
+/// selector, a host with or without its services), whether it is flexible, and its
+/// recurrence, read in the zone its windows are in; windows one form cannot show (several,
+/// from the API) are kept as they are.
+#[tokio::test]
+async fn a_downtimes_cover_and_recurrence_are_edited_in_the_browser() {
+    let a = Admin::start();
+    let s = &a.s;
+    setup(&a).await;
+    let olga = Browser::sign_in(s, "olga@example.org", "a long enough password").await;
+    let token = a.token.as_str();
+    let read = |id: String| async move {
+        let all = get(s, token, "/api/v1/downtimes").await;
+        all["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["id"] == id.as_str())
+            .unwrap()
+            .clone()
+    };
+    let (status, _, _) = olga
+        .post(
+            "/account/preferences",
+            "theme=&live=on&timeZone=Europe%2FBerlin",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let (status, _, refused) = olga
+        .post(
+            "/downtimes",
+            "selector=site%3Dnorth&start=2099-01-01T00%3A00&duration=720h&weekdays=saturday&times=22%3A00-24%3A00&comment=backups",
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let downtimes = get(s, &a.token, "/api/v1/downtimes").await;
+    let d = downtimes["items"][0].clone();
+    let id = d["id"].as_str().unwrap();
+    assert_eq!(d["timeIntervals"][0]["location"], "Europe/Berlin", "{d}");
+
+    let (status, form) = olga.page(&format!("/downtimes/{id}/edit")).await;
+    assert_eq!(status, 200);
+    for field in [
+        r#"name="selector" required value="site=north""#,
+        r#"name="weekdays" value="saturday""#,
+        r#"name="times" value="22:00-24:00""#,
+        "times in Europe/Berlin",
+        r#"<option value="" selected>the host and its services</option>"#,
+        r#"<option value="" selected>no: the whole time (fixed)</option>"#,
+    ] {
+        assert!(form.contains(field), "{field} in {form}");
+    }
+    let body = format!(
+        "version={}&selector=site%3Dsouth&services=alone&flexible=2h&weekdays=sunday&daysOfMonth=&months=&times=01%3A00-05%3A00&comment=backups%2C+moved&starts=2099-01-01T00%3A00&ends=2099-01-31T00%3A00",
+        d["version"]
+    );
+    let (status, _, refused) = olga
+        .post(&format!("/downtimes/{id}"), &body, "same-origin")
+        .await;
+    assert_eq!(status, 422, "a flexible downtime does not recur: {refused}");
+    assert!(
+        refused.contains(r#"name="weekdays" value="sunday""#),
+        "the form again as sent: {refused}"
+    );
+    let (status, _, refused) = olga
+        .post(
+            &format!("/downtimes/{id}"),
+            &body.replace("flexible=2h", "flexible="),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let saved = read(id.to_string()).await;
+    assert_eq!(saved["selector"], "site=south", "{saved}");
+    assert_eq!(saved["services"], false, "{saved}");
+    assert_eq!(saved["type"], "fixed");
+    assert_eq!(saved["comment"], "backups, moved");
+    assert_eq!(saved["timeIntervals"][0]["weekdays"], json!(["sunday"]));
+    assert_eq!(
+        saved["timeIntervals"][0]["times"],
+        json!([{"startTime": "01:00", "endTime": "05:00"}])
+    );
+    assert_eq!(saved["timeIntervals"][0]["location"], "Europe/Berlin");
+    assert_eq!(
+        saved["start"], "2098-12-31T23:00:00.000Z",
+        "Berlin's midnight"
+    );
+    // Emptied, it no longer recurs.
+    let body = format!(
+        "version={}&selector=site%3Dsouth&services=alone&flexible=&weekdays=&daysOfMonth=&months=&times=&comment=backups&starts=2099-01-01T00%3A00&ends=2099-01-31T00%3A00",
+        saved["version"]
+    );
+    let (status, _, refused) = olga
+        .post(&format!("/downtimes/{id}"), &body, "same-origin")
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let saved = read(id.to_string()).await;
+    assert!(saved.get("timeIntervals").is_none(), "{saved}");
+
+    // One object's downtime: a selector given replaces it; flexible stays a choice.
+    let hosts = get(s, &a.token, "/api/v1/hosts?q=edge").await;
+    let edge = hosts["items"][0]["id"].as_str().unwrap();
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"objectId": edge, "type": "flexible", "duration": 5400, "start": "2099-01-01T00:00:00Z", "end": "2099-01-02T00:00:00Z", "comment": "router swap"}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let one: Value = res.json().await.unwrap();
+    let one_id = one["id"].as_str().unwrap();
+    let (_, form) = olga.page(&format!("/downtimes/{one_id}/edit")).await;
+    assert!(
+        form.contains("For <strong>edge</strong>.")
+            && form.contains(r#"<option value="90m" selected>90m</option>"#)
+            && !form.contains(r#"name="selector" required"#),
+        "{form}"
+    );
+    let body = format!(
+        "version={}&selector=&services=&flexible=90m&weekdays=&daysOfMonth=&months=&times=&comment=router+swap&starts=2099-01-01T01%3A00&ends=2099-01-02T01%3A00",
+        one["version"]
+    );
+    let (status, _, refused) = olga
+        .post(&format!("/downtimes/{one_id}"), &body, "same-origin")
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let saved = read(one_id.to_string()).await;
+    assert_eq!(
+        saved["objectId"], edge,
+        "an empty selector keeps its object: {saved}"
+    );
+    assert_eq!(saved["duration"], 5400);
+
+    // Windows from the API that one form cannot show are kept.
+    let windows = json!([
+        {"weekdays": ["saturday"], "times": [{"startTime": "22:00", "endTime": "24:00"}]},
+        {"daysOfMonth": ["1"]}
+    ]);
+    let res = send(
+        s,
+        &a.token,
+        Method::POST,
+        "/api/v1/downtimes",
+        json!({"selector": "site=north", "type": "fixed", "start": "2099-01-01T00:00:00Z", "end": "2099-03-01T00:00:00Z", "comment": "two windows", "timeIntervals": windows}),
+    )
+    .await;
+    assert_eq!(res.status(), 201);
+    let two: Value = res.json().await.unwrap();
+    let two_id = two["id"].as_str().unwrap();
+    let (_, form) = olga.page(&format!("/downtimes/{two_id}/edit")).await;
+    assert!(
+        form.contains("It repeats as set through the API") && !form.contains(r#"name="weekdays""#),
+        "{form}"
+    );
+    let body = format!(
+        "version={}&selector=site%3Dnorth&services=&flexible=&comment=two+windows%2C+kept&starts=2099-01-01T01%3A00&ends=2099-03-01T01%3A00",
+        two["version"]
+    );
+    let (status, _, refused) = olga
+        .post(&format!("/downtimes/{two_id}"), &body, "same-origin")
+        .await;
+    assert_eq!(status, 303, "{refused}");
+    let saved = read(two_id.to_string()).await;
+    assert_eq!(
+        saved["timeIntervals"].as_array().map(Vec::len),
+        Some(2),
+        "{saved}"
+    );
+    assert_eq!(saved["comment"], "two windows, kept");
+}
+
 #[tokio::test]
 async fn wallboards_a_tactical_overview_kiosk_mode_and_tiles_that_lead_to_their_lists() {
     let a = Admin::start();

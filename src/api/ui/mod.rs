@@ -35,7 +35,7 @@ use crate::model::inbox::{self, Group, Listed, Sort};
 use crate::model::incident::IncidentBody;
 use crate::model::notify::OverrideBody;
 use crate::model::object::{ObjectFilter, ObjectKind, ObjectView};
-use crate::model::suppression::{DowntimeBody, SilenceBody};
+use crate::model::suppression::{Downtime, DowntimeBody, SilenceBody};
 use crate::model::{GoDuration, Timestamp};
 use crate::monitor::metrics::MetricQuery;
 use crate::web::views::{self, Can, SuppressionDraft};

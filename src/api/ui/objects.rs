@@ -36,7 +36,7 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<SuppressionForm>().answers_empty(303).answers_text(422, HTML).page(),
         Route::get("/downtimes/{id}/edit", edit_downtime).permission("downtimes:write").doc("ui", "Edit a downtime", "The downtime's form: when it starts and ends on the caller's wall clock, why; at its version (what it covers and how it repeats stay). An unknown downtime is 404.")
             .answers_text(200, HTML).answers_text(404, HTML).page(),
-        Route::post("/downtimes/{id}", update_downtime).permission("downtimes:write").doc("ui", "Save a downtime", "Form: `comment`, `starts` and `ends` (the caller's wall clock), `version` (the version the form showed). As `PUT /api/v1/downtimes/{id}` with `If-Match`, the rest of the downtime as it is; 303 to `/downtimes`; a refusal shows the form again with the reason (409 after a change since, 422 for what the API refuses: one over, one from the main).")
+        Route::post("/downtimes/{id}", update_downtime).permission("downtimes:write").doc("ui", "Save a downtime", "Form: `comment`, `starts` and `ends` (the caller's wall clock), `version` (the version the form showed); what it covers: `selector` (for a downtime of one object, a selector given replaces the object; empty keeps it), `services` (`alone`: a host without its services); `flexible` (a length; empty: fixed); its recurrence `weekdays`, `daysOfMonth`, `months`, `times` (as the new downtime form; all empty: it does not recur; read in the zone of its windows, else the caller's), which a downtime whose windows one form cannot show (several intervals, years, a calendar feed) keeps as they are. As `PUT /api/v1/downtimes/{id}` with `If-Match`, the rest of the downtime as it is; 303 to `/downtimes`; a refusal shows the form again with the reason (409 after a change since, 422 for what the API refuses: one over, one from the main).")
             .form::<EditForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::post("/downtimes/{id}/extend", extend_downtime).permission("downtimes:write").doc("ui", "Extend a downtime", "Form: `by` (a duration: `1h`, `4h`, `24h`, `168h`), `version` (the version the page showed: a change made since is 409, as `If-Match` on `PUT /api/v1/downtimes/{id}`), `back`. Its end moves that much later, as that edit would; 303 to `back`. One that is over, or one from the main, is 422.")
             .form::<ExtendForm>().answers_empty(303).answers_text(404, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
@@ -626,6 +626,56 @@ struct SuppressionForm {
     services: Option<String>,
 }
 
+/// A downtime form's recurrence fields as typed.
+fn repeat(
+    weekdays: &Option<String>,
+    days_of_month: &Option<String>,
+    months: &Option<String>,
+    times: &Option<String>,
+) -> views::Repeat {
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    views::Repeat {
+        weekdays: text(weekdays),
+        days_of_month: text(days_of_month),
+        months: text(months),
+        times: text(times),
+    }
+}
+
+/// A recurring downtime's windows from its form's fields, their times in `location` (an IANA
+/// zone); none when no field is given.
+fn intervals(r: &views::Repeat, location: &str) -> Option<Vec<TimeInterval>> {
+    let split = |raw: &str| items(&Some(raw.to_string()));
+    let (weekdays, times, days_of_month, months) = (
+        split(&r.weekdays.to_ascii_lowercase()),
+        split(&r.times),
+        split(&r.days_of_month),
+        split(&r.months.to_ascii_lowercase()),
+    );
+    if weekdays.is_empty() && times.is_empty() && days_of_month.is_empty() && months.is_empty() {
+        return None;
+    }
+    Some(vec![TimeInterval {
+        times: times
+            .iter()
+            .map(|t| TimeOfDayRange::from(t.as_str()))
+            .collect(),
+        weekdays,
+        days_of_month,
+        months,
+        location: Some(location.to_string()),
+        ..TimeInterval::default()
+    }])
+}
+
+/// A downtime form's `flexible` length; none: fixed.
+fn flexible(raw: &Option<String>) -> Option<String> {
+    raw.as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+}
+
 /// A form field's comma-separated items, trimmed.
 fn items(raw: &Option<String>) -> Vec<String> {
     raw.as_deref()
@@ -659,30 +709,14 @@ impl SuppressionForm {
         }
     }
 
-    /// A recurring downtime's windows, in `zone`, if any of its repeat fields is given.
-    fn intervals(&self, zone: &jiff::tz::TimeZone) -> Option<Vec<TimeInterval>> {
-        let lower = |raw: &Option<String>| items(&raw.as_deref().map(str::to_ascii_lowercase));
-        let (weekdays, times, days_of_month, months) = (
-            lower(&self.weekdays),
-            items(&self.times),
-            items(&self.days_of_month),
-            lower(&self.months),
-        );
-        if weekdays.is_empty() && times.is_empty() && days_of_month.is_empty() && months.is_empty()
-        {
-            return None;
-        }
-        Some(vec![TimeInterval {
-            times: times
-                .iter()
-                .map(|t| TimeOfDayRange::from(t.as_str()))
-                .collect(),
-            weekdays,
-            days_of_month,
-            months,
-            location: Some(zone.iana_name().unwrap_or("UTC").to_string()),
-            ..TimeInterval::default()
-        }])
+    /// Its recurrence fields as typed.
+    fn repeat(&self) -> views::Repeat {
+        repeat(
+            &self.weekdays,
+            &self.days_of_month,
+            &self.months,
+            &self.times,
+        )
     }
 
     fn draft(&self, object: Option<(Uuid, String)>, c: &Visitor) -> SuppressionDraft {
@@ -693,11 +727,9 @@ impl SuppressionForm {
             duration: self.duration.clone().unwrap_or_default(),
             object,
             start: self.start.clone().unwrap_or_default(),
-            weekdays: self.weekdays.clone().unwrap_or_default(),
-            times: self.times.clone().unwrap_or_default(),
-            days_of_month: self.days_of_month.clone().unwrap_or_default(),
-            months: self.months.clone().unwrap_or_default(),
+            repeat: self.repeat(),
             flexible: self.flexible.clone().unwrap_or_default(),
+            services: self.services.as_deref() != Some("alone"),
             sites: c
                 .principal
                 .allows("config:write")
@@ -743,14 +775,21 @@ async fn edit_downtime(
     c: Visitor,
     ApiPath(id): ApiPath<String>,
 ) -> Response {
-    let found =
-        async { Ok::<_, Problem>(st.alerting.downtime(&c.principal, path_id(&id)?).await?) };
+    let found = async {
+        let d = st.alerting.downtime(&c.principal, path_id(&id)?).await?;
+        let object = downtime_object_name(&st, &c, &d).await;
+        Ok::<_, Problem>((d, object))
+    };
     match found.await {
-        Ok(d) => html(
+        Ok((d, object)) => html(
             StatusCode::OK,
             web::page(
                 frame(&c, Section::Downtimes, "Edit downtime".into(), &[], None),
-                views::suppression_edit_form(&views::SuppressionEdit::downtime(&d, &c.now(&st))),
+                views::suppression_edit_form(&views::SuppressionEdit::downtime(
+                    &d,
+                    object,
+                    &c.now(&st),
+                )),
             ),
         ),
         Err(p) => failed(p),
@@ -775,7 +814,17 @@ async fn edit_silence(
     }
 }
 
-/// A silence's or downtime's edit form (a downtime's takes no matchers).
+/// The name of the one object a downtime covers: its name while it can be read, else its id.
+async fn downtime_object_name(st: &AppState, c: &Caller, d: &Downtime) -> Option<String> {
+    let id = d.object_id?;
+    Some(match st.inventory.view(&c.principal, id).await {
+        Ok(v) => views::view_name(&v),
+        Err(_) => id.to_string(),
+    })
+}
+
+/// A silence's or downtime's edit form: a silence's matchers, a downtime's cover (`selector`
+/// also), flexibility and recurrence.
 #[derive(Deserialize, Default)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
@@ -787,6 +836,14 @@ struct EditForm {
     starts: Option<String>,
     ends: Option<String>,
     version: Option<u64>,
+    /// A host's downtime: `alone` holds the host without its services.
+    services: Option<String>,
+    /// A flexible downtime's length (`1h`); empty: fixed.
+    flexible: Option<String>,
+    weekdays: Option<String>,
+    days_of_month: Option<String>,
+    months: Option<String>,
+    times: Option<String>,
 }
 
 impl EditForm {
@@ -805,14 +862,73 @@ impl EditForm {
         ))
     }
 
-    /// The form again as it was sent, for `kind` (`silences` or `downtimes`).
-    fn shown(&self, kind: &'static str, id: Uuid) -> views::SuppressionEdit {
+    /// A downtime's body as `old` is but for what the form changes: its times and comment,
+    /// what it covers (a selector given replaces its one object), services, flexibility, and
+    /// its recurrence where the form could show it (`zone`: its windows' times). With the
+    /// version the form was shown at.
+    fn downtime(
+        &self,
+        old: &Downtime,
+        zone: &jiff::tz::TimeZone,
+        windows_zone: &str,
+    ) -> Result<(DowntimeBody, u64), Problem> {
+        let (start, end, version) = self.terms(zone)?;
+        let mut body = old.body_ending(end);
+        body.start = Some(start.to_string());
+        body.comment = self.comment.clone();
+        let selector = self.selector.as_deref().map(str::trim).unwrap_or_default();
+        if !selector.is_empty() || old.object_id.is_none() {
+            body.selector = Some(selector.to_string());
+            body.object_id = None;
+        }
+        body.services = Some(self.services.as_deref() != Some("alone"));
+        let flexible = flexible(&self.flexible);
+        body.kind = Some(
+            if flexible.is_some() {
+                "flexible"
+            } else {
+                "fixed"
+            }
+            .into(),
+        );
+        body.duration = flexible.map(Value::String);
+        if views::Repeat::of(old).is_some() {
+            body.time_intervals = intervals(&self.repeat(), windows_zone);
+        }
+        Ok((body, version))
+    }
+
+    fn repeat(&self) -> views::Repeat {
+        repeat(
+            &self.weekdays,
+            &self.days_of_month,
+            &self.months,
+            &self.times,
+        )
+    }
+
+    /// The form again as it was sent, for `kind` (`silences` or `downtimes`); a downtime's
+    /// `cover` as shown before, with what the form changed.
+    fn shown(
+        &self,
+        kind: &'static str,
+        id: Uuid,
+        cover: Option<views::DowntimeCover>,
+    ) -> views::SuppressionEdit {
         let text = |v: &Option<String>| v.clone().unwrap_or_default();
+        let cover = cover.map(|c| views::DowntimeCover {
+            selector: text(&self.selector),
+            services: self.services.as_deref() != Some("alone"),
+            flexible: text(&self.flexible),
+            repeat: c.repeat.as_ref().map(|_| self.repeat()),
+            ..c
+        });
         views::SuppressionEdit {
             kind,
             id,
             version: self.version.unwrap_or_default(),
             matchers: (kind == "silences").then(|| (text(&self.selector), text(&self.text_regex))),
+            cover,
             comment: text(&self.comment),
             starts: text(&self.starts),
             ends: text(&self.ends),
@@ -830,12 +946,18 @@ async fn update_downtime(
         (Ok(f), Ok(id)) => (f, id),
         (Err(p), _) | (_, Err(p)) => return failed(p),
     };
+    let old = match st.alerting.downtime(&c.principal, id).await {
+        Ok(d) => d,
+        Err(e) => return failed(Problem::from(e)),
+    };
+    let now = c.now(&st);
+    let cover = views::DowntimeCover::of(
+        &old,
+        downtime_object_name(&st, &c, &old).await,
+        now.zone_name(),
+    );
     let result = async {
-        let old = st.alerting.downtime(&c.principal, id).await?;
-        let (start, end, version) = f.terms(&c.zone)?;
-        let mut body = old.body_ending(end);
-        body.start = Some(start.to_string());
-        body.comment = f.comment.clone();
+        let (body, version) = f.downtime(&old, &c.zone, &cover.zone)?;
         st.alerting
             .update_downtime(&c.principal, &c.actor, id, version, body)
             .await?;
@@ -844,7 +966,7 @@ async fn update_downtime(
     match result.await {
         Ok(()) => Done::to("/downtimes", "downtime-saved").into_response(),
         Err(p) => {
-            let form = views::suppression_edit_form(&f.shown("downtimes", id));
+            let form = views::suppression_edit_form(&f.shown("downtimes", id, Some(cover)));
             form_again(&c, Section::Downtimes, "Edit downtime", p, form)
         }
     }
@@ -876,7 +998,7 @@ async fn update_silence(
     match result.await {
         Ok(()) => Done::to("/silences", "silence-saved").into_response(),
         Err(p) => {
-            let form = views::suppression_edit_form(&f.shown("silences", id));
+            let form = views::suppression_edit_form(&f.shown("silences", id, None));
             form_again(&c, Section::Silences, "Edit silence", p, form)
         }
     }
@@ -1002,6 +1124,7 @@ async fn new_downtime(
     let draft = SuppressionDraft {
         object,
         sites: c.principal.allows("config:write").then(String::new),
+        services: true,
         ..Default::default()
     };
     html(
@@ -1024,12 +1147,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
     };
     let result = async {
         let start = f.start(st.clock.now(), &c.zone)?;
-        let flexible = f
-            .flexible
-            .as_deref()
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .map(str::to_string);
+        let flexible = flexible(&f.flexible);
         let body = DowntimeBody {
             comment: f.comment.clone(),
             object_id: object.as_ref().map(|(id, _)| id.to_string()),
@@ -1051,7 +1169,7 @@ async fn create_downtime(State(st): State<AppState>, c: Visitor, body: Bytes) ->
             start: Some(start.to_string()),
             end: Some(f.end(start)?.to_string()),
             duration: flexible.map(Value::String),
-            time_intervals: f.intervals(&c.zone),
+            time_intervals: intervals(&f.repeat(), c.now(&st).zone_name()),
             calendar_url: None,
             sites: Some(items(&f.sites)).filter(|s| !s.is_empty()),
             services: (f.services.as_deref() == Some("alone")).then_some(false),

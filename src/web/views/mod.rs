@@ -52,6 +52,11 @@ pub struct Now {
 }
 
 impl Now {
+    /// The viewer's zone by its IANA name (`UTC` where it has none).
+    pub fn zone_name(&self) -> &str {
+        self.zone.iana_name().unwrap_or("UTC")
+    }
+
     /// `at` on the viewer's wall clock, as short as reads unambiguously from now: `14:02`
     /// today, `Sat 27 Mar 22:00` this year, `27 Mar 2025 22:00` before.
     pub fn clock(&self, at: Timestamp) -> String {

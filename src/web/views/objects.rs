@@ -310,9 +310,52 @@ pub struct SuppressionEdit {
     pub version: u64,
     /// A silence's selector and title pattern.
     pub matchers: Option<(String, String)>,
+    /// What a downtime covers, and how.
+    pub cover: Option<DowntimeCover>,
     pub comment: String,
     pub starts: String,
     pub ends: String,
+}
+
+/// What a downtime's edit form shows of what it covers, and how.
+#[derive(Clone, Debug, Default)]
+pub struct DowntimeCover {
+    /// The one object it covers, by name; none: `selector` covers.
+    pub object: Option<String>,
+    pub selector: String,
+    /// A host's downtime covers its services too.
+    pub services: bool,
+    /// A flexible downtime's length (`1h`); empty: fixed.
+    pub flexible: String,
+    /// None: windows one form cannot show, kept as they are.
+    pub repeat: Option<Repeat>,
+    /// The zone its windows' times are in.
+    pub zone: String,
+}
+
+impl DowntimeCover {
+    /// `d`'s cover, its one object named `object`; windows without a zone are in `zone`.
+    pub fn of(d: &Downtime, object: Option<String>, zone: &str) -> DowntimeCover {
+        let flexible = d.duration.filter(|_| d.kind == "flexible").map(|secs| {
+            if secs % 3600 == 0 {
+                format!("{}h", secs / 3600)
+            } else {
+                format!("{}m", secs.div_ceil(60))
+            }
+        });
+        DowntimeCover {
+            object,
+            selector: d.selector.clone(),
+            services: d.services,
+            flexible: flexible.unwrap_or_default(),
+            repeat: Repeat::of(d),
+            zone: d
+                .time_intervals
+                .first()
+                .and_then(|i| i.location.clone())
+                .unwrap_or_else(|| zone.to_string()),
+        }
+    }
 }
 
 impl SuppressionEdit {
@@ -322,18 +365,21 @@ impl SuppressionEdit {
             id: s.id,
             version: s.version,
             matchers: Some((s.selector.clone(), s.text_regex.clone())),
+            cover: None,
             comment: s.comment.clone(),
             starts: now.wall(s.starts_at),
             ends: now.wall(s.expires_at),
         }
     }
 
-    pub fn downtime(d: &Downtime, now: &Now) -> SuppressionEdit {
+    /// `d`'s form, its one object named `object`.
+    pub fn downtime(d: &Downtime, object: Option<String>, now: &Now) -> SuppressionEdit {
         SuppressionEdit {
             kind: "downtimes",
             id: d.id,
             version: d.version,
             matchers: None,
+            cover: Some(DowntimeCover::of(d, object, now.zone_name())),
             comment: d.comment.clone(),
             starts: now.wall(d.start),
             ends: now.wall(d.end),
@@ -352,10 +398,28 @@ pub fn suppression_edit_form(e: &SuppressionEdit) -> Markup {
                 label for="textRegex" { "Alert title matches (a regular expression; empty: any)" }
                 input #textRegex type="text" name="textRegex" value=(text_regex);
             }
+            @if let Some(cover) = &e.cover {
+                @if let Some(object) = &cover.object {
+                    p { "For " strong { (object) } "." }
+                    label for="selector" { "Or instead, objects with the labels (a selector; empty: " (object) ")" }
+                    input #selector type="text" name="selector" value=(cover.selector) placeholder="site=north";
+                } @else {
+                    label for="selector" { "Objects with the labels (a selector)" }
+                    input #selector type="text" name="selector" required value=(cover.selector);
+                }
+                (services_select(cover.services))
+            }
             label for="starts" { "Starts (your time zone)" }
             input #starts type="datetime-local" name="starts" required value=(e.starts);
             label for="ends" { "Ends (your time zone)" }
             input #ends type="datetime-local" name="ends" required value=(e.ends);
+            @if let Some(cover) = &e.cover {
+                (flexible_select(&cover.flexible))
+                @match &cover.repeat {
+                    Some(repeat) => (repeat_fields(repeat, Some(&cover.zone))),
+                    None => p.muted { "It repeats as set through the API (several windows, years or a calendar feed); saving here keeps that." },
+                }
+            }
             label for="comment" { "Why (required)" }
             input #comment type="text" name="comment" required maxlength="1000" value=(e.comment);
             p { button.primary type="submit" { "Save" } " " a href=(format!("/{}", e.kind)) { "Back" } }
@@ -423,17 +487,99 @@ pub struct SuppressionDraft {
     pub duration: String,
     /// A downtime of one object: its id and name.
     pub object: Option<(Uuid, String)>,
-    /// A downtime's start, weekdays and times as typed.
+    /// A downtime's start as typed.
     pub start: String,
-    pub weekdays: String,
-    pub times: String,
-    pub days_of_month: String,
-    pub months: String,
+    pub repeat: Repeat,
     /// A flexible downtime's length as chosen (empty: fixed).
     pub flexible: String,
     /// Federation sites a downtime is shipped to, as typed; offered to whom may write the
     /// configuration.
     pub sites: Option<String>,
+    /// A host's downtime covers its services too.
+    pub services: bool,
+}
+
+/// A recurring downtime's windows as the form's fields show them, comma-separated.
+#[derive(Clone, Debug, Default)]
+pub struct Repeat {
+    pub weekdays: String,
+    pub days_of_month: String,
+    pub months: String,
+    pub times: String,
+}
+
+impl Repeat {
+    /// `d`'s windows as the form's fields; none when one form cannot show them (several
+    /// intervals, years, a calendar feed), which an edit keeps as they are.
+    pub fn of(d: &Downtime) -> Option<Repeat> {
+        if d.calendar_url.is_some() || d.time_intervals.len() > 1 {
+            return None;
+        }
+        let Some(i) = d.time_intervals.first() else {
+            return Some(Repeat::default());
+        };
+        if !i.years.is_empty() {
+            return None;
+        }
+        let times: Vec<String> = i
+            .times
+            .iter()
+            .map(|t| format!("{}-{}", t.start_time, t.end_time))
+            .collect();
+        Some(Repeat {
+            weekdays: i.weekdays.join(", "),
+            days_of_month: i.days_of_month.join(", "),
+            months: i.months.join(", "),
+            times: times.join(", "),
+        })
+    }
+}
+
+/// The fields of a downtime's recurrence; `zone`, where known, is the one its times are in.
+fn repeat_fields(r: &Repeat, zone: Option<&str>) -> Markup {
+    html! {
+        fieldset {
+            legend {
+                "Repeat within that time (optional"
+                @if let Some(zone) = zone { "; times in " (zone) }
+                ")"
+            }
+            label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
+            input #weekdays type="text" name="weekdays" value=(r.weekdays);
+            label for="daysOfMonth" { "On days of the month (e.g. 1, 15:20, -1 for the last)" }
+            input #daysOfMonth type="text" name="daysOfMonth" value=(r.days_of_month);
+            label for="months" { "In months (e.g. december, or june:august)" }
+            input #months type="text" name="months" value=(r.months);
+            label for="times" { "Between (e.g. 22:00-24:00; empty: all day)" }
+            input #times type="text" name="times" value=(r.times);
+        }
+    }
+}
+
+/// Whether a downtime is flexible, and for how long (`chosen`; empty: fixed).
+fn flexible_select(chosen: &str) -> Markup {
+    let offered = DURATIONS[..4].iter().any(|(value, _)| *value == chosen);
+    html! {
+        label for="flexible" { "Flexible: from the first problem within that time, for" }
+        select #flexible name="flexible" {
+            option value="" selected[chosen.is_empty()] { "no: the whole time (fixed)" }
+            @for (value, text) in &DURATIONS[..4] {
+                option value=(value) selected[chosen == *value] { (text) }
+            }
+            @if !chosen.is_empty() && !offered { option value=(chosen) selected { (chosen) } }
+        }
+    }
+}
+
+/// Whether a host's downtime covers its services (`services`) or the host alone.
+fn services_select(services: bool) -> Markup {
+    html! {
+        label for="services" { "A host's downtime covers" }
+        select #services name="services" {
+            option value="" selected[services] { "the host and its services" }
+            option value="alone" selected[!services] { "the host alone" }
+        }
+    }
 }
 
 /// When a silence or downtime starts (ahead, on the viewer's wall clock) and for how long.
@@ -599,34 +745,14 @@ pub fn downtime_form(d: &SuppressionDraft) -> Markup {
             @if let Some((id, name)) = &d.object {
                 input type="hidden" name="objectId" value=(id);
                 p { "For " strong { (name) } "." }
-                label for="services" { "A host's downtime covers" }
-                select #services name="services" {
-                    option value="" { "the host and its services" }
-                    option value="alone" { "the host alone" }
-                }
+                (services_select(d.services))
             } @else {
                 label for="selector" { "Objects with the labels (a selector)" }
                 input #selector type="text" name="selector" required value=(d.selector) placeholder="site=north";
             }
             (when_field(d))
-            label for="flexible" { "Flexible: from the first problem within that time, for" }
-            select #flexible name="flexible" {
-                option value="" selected[d.flexible.is_empty()] { "no: the whole time (fixed)" }
-                @for (value, text) in &DURATIONS[..4] {
-                    option value=(value) selected[d.flexible == *value] { (text) }
-                }
-            }
-            fieldset {
-                legend { "Repeat within that time (optional)" }
-                label for="weekdays" { "On weekdays (e.g. saturday, or monday:friday)" }
-                input #weekdays type="text" name="weekdays" value=(d.weekdays);
-                label for="daysOfMonth" { "On days of the month (e.g. 1, 15:20, -1 for the last)" }
-                input #daysOfMonth type="text" name="daysOfMonth" value=(d.days_of_month);
-                label for="months" { "In months (e.g. december, or june:august)" }
-                input #months type="text" name="months" value=(d.months);
-                label for="times" { "Between (e.g. 22:00-24:00; empty: all day)" }
-                input #times type="text" name="times" value=(d.times);
-            }
+            (flexible_select(&d.flexible))
+            (repeat_fields(&d.repeat, None))
             @if let (None, Some(sites)) = (&d.object, &d.sites) {
                 label for="sites" { "Ship to federation sites (e.g. north, south; they keep it without an uplink)" }
                 input #sites type="text" name="sites" value=(sites);
