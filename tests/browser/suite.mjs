@@ -70,7 +70,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
-const PAGES = ["/", "/me", "/dashboards", "/tactical", "/tactical?kiosk=1", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
+const PAGES = ["/", "/?group=site&sort=newest", "/alerts?group=severity&sort=name", "/objects?group=site&sort=severity", "/me", "/dashboards", "/tactical", "/tactical?kiosk=1", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
 
 async function main() {
   // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.
@@ -181,6 +181,37 @@ async function main() {
       assert(await page.isVisible("[role=dialog] >> text=acknowledge the row"), "? shows no help");
     });
 
+    await flow("the alerts page sorted and grouped, two alerts selected and shelved together", page, async () => {
+      for (const n of [8, 7]) {
+        await api(srv, "POST", "/api/v1/alerts", { title: `valve ${n} stuck`, severity: "warning", labels: { site: "south" } });
+      }
+      await page.goto(`${base}/alerts`);
+      await page.fill("#q", "valve");
+      await page.selectOption("#sort", "name");
+      await page.selectOption("#group", "site");
+      await Promise.all([page.waitForURL(/group=site/), page.getByRole("button", { name: "Filter", exact: true }).click()]);
+      assert(await page.isVisible("main h2:has-text('south')"), "no group for the site");
+      const titles = await page.locator("main ul.list > li span.what > a").allTextContents();
+      assert(titles.join() === "valve 7 stuck,valve 8 stuck", `not by title: ${titles}`);
+      await page.check("input[aria-label='Select valve 7 stuck']");
+      await page.check("input[aria-label='Select valve 8 stuck']");
+      await page.selectOption("#bulk-for", "4h");
+      await Promise.all([page.waitForURL(/did=shelve-some/), page.click("text=Shelve selected")]);
+      assert(await page.isVisible("text=Shelved the selected alerts"), "no notice");
+      const open = await api(srv, "GET", "/api/v1/alerts?status=open");
+      const shelved = open.items.filter((a) => a.title.startsWith("valve") && a.shelved);
+      assert(shelved.length === 2, `shelved: ${shelved.length}`);
+    });
+
+    await flow("the events page: the paging trail narrowed by type", page, async () => {
+      await page.goto(`${base}/events`);
+      await page.selectOption("#types", "ack");
+      await Promise.all([page.waitForURL(/types=ack/), page.getByRole("button", { name: "Filter", exact: true }).click()]);
+      const lines = await page.locator("main ul.list > li").allTextContents();
+      assert(lines.length > 0, "no acknowledgements listed");
+      assert(lines.every((l) => /acknowledged by Olga in the UI/.test(l)), `not only acknowledgements: ${lines.join(" | ")}`);
+    });
+
     await flow("a live refresh never changes a control a person touched", page, async () => {
       await api(srv, "POST", "/api/v1/services", { name: "pump", host: "edge", spec: {} });
       await page.goto(`${base}/`);
@@ -265,6 +296,15 @@ async function main() {
       await Promise.all([page.waitForURL(/did=comment/), page.click("text=Add comment")]);
       assert(await page.isVisible("text=Comment added."), "no notice");
       assert(await page.isVisible("text=fan replaced, watching it"), "the comment is not among its events");
+    });
+
+    await flow("a wallboard in kiosk mode stays live", page, async () => {
+      await page.goto(`${base}/tactical?kiosk=1`);
+      assert(!(await page.isVisible("header")), "the wallboard keeps the navigation");
+      await api(srv, "POST", "/api/v1/hosts", { name: "tank", labels: { site: "harbour" }, spec: {} });
+      await api(srv, "POST", "/api/v1/services", { name: "level", host: "tank", spec: {} });
+      await api(srv, "POST", "/api/v1/results", { results: [{ host: "tank", service: "level", state: "CRITICAL", output: "tank level low" }] });
+      await page.waitForSelector("main >> text=harbour", { timeout: 15000 });
     });
 
     await flow("axe-core finds no serious or critical violation on any page", page, async () => {
@@ -355,6 +395,33 @@ async function main() {
       assert(/ · (97|40) %$/.test(shown), `the value under the tap: ${shown}`);
     });
 
+    await flow("a phone: the objects grouped by site, two selected for a downtime", mobile, async () => {
+      await mobile.goto(`${base}/objects`);
+      await mobile.selectOption("#group", "site");
+      await Promise.all([mobile.waitForURL(/group=site/), mobile.getByRole("button", { name: "Filter", exact: true }).tap()]);
+      assert(await mobile.isVisible("main h2:has-text('north')"), "no group for the site");
+      await mobile.check("input[aria-label='Select edge / fan']");
+      await mobile.check("input[aria-label='Select edge / load']");
+      await mobile.fill("#bulk-comment", "fan and load swapped");
+      await Promise.all([mobile.waitForURL(/did=downtime-some/), mobile.getByRole("button", { name: "Start downtime" }).tap()]);
+      await mobile.goto(`${base}/downtimes`);
+      assert((await mobile.locator("li", { hasText: "fan and load swapped" }).count()) === 2, "not one downtime for each");
+    });
+
+    await flow("a phone: an alert's paging trail, and a silence planned for tonight", mobile, async () => {
+      await mobile.goto(`${base}/alerts?status=acked`);
+      await mobile.tap("text=disk is CRITICAL");
+      await mobile.waitForSelector("text=/acknowledged by Olga in the UI/");
+      await mobile.goto(`${base}/silences/new`);
+      const tomorrow = new Date(Date.now() + 86400000).toISOString().slice(0, 10);
+      await mobile.fill("#selector", "site=north");
+      await mobile.fill("#start", `${tomorrow}T22:00`);
+      await mobile.fill("#comment", "switch firmware tonight");
+      await Promise.all([mobile.waitForURL(/did=silence/), mobile.getByRole("button", { name: "Create silence" }).tap()]);
+      const upcoming = mobile.locator("h2:has-text('Upcoming') + ul li", { hasText: "switch firmware tonight" });
+      assert((await upcoming.count()) === 1, "the silence is not upcoming");
+    });
+
     const noScript = await browser.newContext({ javaScriptEnabled: false });
     const plain = await noScript.newPage();
     await flow("the same shift with JavaScript off", plain, async () => {
@@ -388,6 +455,26 @@ async function main() {
       assert(await plain.isVisible("h2#hosts"), "no tactical overview");
       await plain.click("text=Full screen");
       assert(!(await plain.isVisible("header")), "the wallboard keeps the navigation");
+    });
+
+    await flow("JavaScript off: select all and shelve together, the objects sorted, a downtime's recurrence edited", plain, async () => {
+      await api(srv, "POST", "/api/v1/alerts", { title: "valve 9 stuck", severity: "warning", labels: { site: "south" } });
+      await plain.goto(`${base}/?q=valve`);
+      await Promise.all([plain.waitForURL(/select=all/), plain.click("text=Select all")]);
+      assert(await plain.isChecked("input[aria-label='Select valve 9 stuck']"), "select all ticks nothing");
+      await Promise.all([plain.waitForURL(/did=shelve-some/), plain.click("text=Shelve selected")]);
+      const open = await api(srv, "GET", "/api/v1/alerts?status=open");
+      assert(open.items.find((a) => a.title === "valve 9 stuck").shelved, "valve 9 is not shelved");
+      await plain.goto(`${base}/objects`);
+      await plain.selectOption("#sort", "severity");
+      await Promise.all([plain.waitForURL(/sort=severity/), plain.getByRole("button", { name: "Filter", exact: true }).click()]);
+      const first = await plain.locator("main ul.list > li").first().textContent();
+      assert(/CRITICAL/.test(first), `not worst first: ${first}`);
+      await plain.goto(`${base}/downtimes`);
+      await plain.click("a[aria-label='Edit weekly backup']");
+      await plain.fill("#weekdays", "sunday");
+      await Promise.all([plain.waitForURL(/did=downtime-saved/), plain.getByRole("button", { name: "Save" }).click()]);
+      assert(await plain.isVisible("text=recurs sunday 22:00-24:00 (Europe/Berlin)"), "the new recurrence is not shown");
     });
   } finally {
     if (browser) await browser.close();
