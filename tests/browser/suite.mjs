@@ -18,7 +18,7 @@
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { createRequire } from "node:module";
-import { address, api, launch, result, seed, signIn, sleep, startProvider, startServer } from "./common.mjs";
+import { PASSWORD, address, api, launch, result, seed, signIn, sleep, startProvider, startServer } from "./common.mjs";
 
 const require = createRequire(import.meta.url);
 const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
@@ -422,6 +422,39 @@ async function main() {
       assert((await upcoming.count()) === 1, "the silence is not upcoming");
     });
 
+    await flow("a phone: an event's alert in the inbox, an alert's story, acknowledged from its object's page", mobile, async () => {
+      const res = await fetch(`${base}/api/v1/ingest/scada`, {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ summary: "tank 2 overflow", severity: "critical", dedupKey: "t2" }),
+      });
+      assert(res.ok, `ingest: ${res.status}`);
+      await mobile.goto(`${base}/`);
+      await mobile.waitForSelector("main >> text=tank 2 overflow", { timeout: 10000 });
+      await api(srv, "POST", "/api/v1/services", { name: "heater", host: "edge", spec: {} });
+      await result(srv, "heater", "CRITICAL");
+      await mobile.goto(`${base}/alerts?q=heater`);
+      for (let i = 0; i < 50 && !(await mobile.isVisible("text=heater is CRITICAL")); i++) {
+        await sleep(200);
+        await mobile.reload();
+      }
+      await mobile.tap("text=heater is CRITICAL");
+      await mobile.waitForSelector("h2:has-text('Its object now')");
+      const opened = await mobile.locator("dt:has-text('Opened') + dd").textContent();
+      assert(/ago · \d\d:\d\d/.test(opened), `the time is not readable without hover: ${opened}`);
+      await Promise.all([mobile.waitForURL(/\/objects\//), mobile.tap("dt:has-text('Object') + dd a")]);
+      await mobile.fill("input[name=comment][id^=comment-]", "heater breaker reset");
+      await Promise.all([mobile.waitForURL(/did=ack/), mobile.getByRole("button", { name: "Acknowledge heater is CRITICAL" }).tap()]);
+      const acked = await api(srv, "GET", "/api/v1/alerts?status=acked");
+      assert(acked.items.some((a) => a.title === "heater is CRITICAL"), "not acknowledged from the object's page");
+    });
+
+    await flow("a phone: a new problem arrives live", mobile, async () => {
+      await api(srv, "POST", "/api/v1/services", { name: "boiler", host: "edge", spec: {} });
+      await mobile.goto(`${base}/`);
+      await result(srv, "boiler", "CRITICAL");
+      await mobile.waitForSelector("main >> text=edge / boiler", { timeout: 10000 });
+    });
+
     const noScript = await browser.newContext({ javaScriptEnabled: false });
     const plain = await noScript.newPage();
     await flow("the same shift with JavaScript off", plain, async () => {
@@ -475,6 +508,40 @@ async function main() {
       await plain.fill("#weekdays", "sunday");
       await Promise.all([plain.waitForURL(/did=downtime-saved/), plain.getByRole("button", { name: "Save" }).click()]);
       assert(await plain.isVisible("text=recurs sunday 22:00-24:00 (Europe/Berlin)"), "the new recurrence is not shown");
+    });
+
+    const noScriptPhone = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 390, height: 844 } });
+    const small = await noScriptPhone.newPage();
+    await flow("JavaScript off on a phone: the bottom bar, an alert's story and times, a graph's other range", small, async () => {
+      await signIn(small, base);
+      await Promise.all([small.waitForURL(/\/oncall$/), small.click("nav.tabbar >> text=On call")]);
+      await small.goto(`${base}/alerts?status=acked`);
+      await small.click("text=disk is CRITICAL");
+      assert(await small.isVisible("h2:has-text('Its object now')"), "no object on the alert's page");
+      const opened = await small.locator("dt:has-text('Opened') + dd").textContent();
+      assert(/ · \d\d:\d\d/.test(opened), `no wall clock beside the distance: ${opened}`);
+      await small.click("dt:has-text('Object') + dd a");
+      await Promise.all([small.waitForURL(/range=7d/), small.click("a:text-is('7d')")]);
+      assert(await small.isVisible("figure.graph"), "no graph over 7 days");
+    });
+
+    await flow("the admin's mends: disabling asks first, Check now only where a check runs", page, async () => {
+      await api(srv, "POST", "/api/v1/users", { email: "temp@example.org", name: "Temp", roles: ["viewer"], password: PASSWORD });
+      const admin = await (await browser.newContext()).newPage();
+      await signIn(admin, base, "ada@example.org");
+      await admin.goto(`${base}/users`);
+      const row = admin.locator("li", { hasText: "Temp" });
+      await row.getByRole("button", { name: /Disable/ }).click();
+      assert(admin.url().endsWith("/users"), `disabled without asking: ${admin.url()}`);
+      await row.locator("input[name=confirm]").check();
+      await Promise.all([admin.waitForURL(/did=disable/), row.getByRole("button", { name: /Disable/ }).click()]);
+      const diskId = (await api(srv, "GET", "/api/v1/services?q=disk")).items[0].id;
+      await admin.goto(`${base}/objects/${diskId}`);
+      assert(await admin.isVisible("text=No check runs here: it takes passive results only."), "Check now on a passive object");
+      assert(!(await admin.isVisible("button:has-text('Check now')")), "a Check now that runs nothing");
+      const icon = await fetch(`${base}/favicon.ico`);
+      assert(icon.ok, `favicon: ${icon.status}`);
+      await admin.context().close();
     });
   } finally {
     if (browser) await browser.close();
