@@ -3528,6 +3528,38 @@ async fn a_lists_narrowing_is_saved_as_a_saved_filter() {
         )
         .await;
     assert_eq!(status, 422);
+
+    // A dashboard's tile of a problems filter counts and lists what the problems page narrowed
+    // to, and leads there.
+    critical(s, &a.token, "disk").await;
+    result(s, &a.token, "load", "WARNING").await;
+    open_alerts(s, &a.token, 1).await;
+    let (status, _, _) = eve
+        .post(
+            "/saved-filters",
+            &save("disk-problems", "problems", "/?q=disk&sort=name"),
+            "same-origin",
+        )
+        .await;
+    assert_eq!(status, 303);
+    let layout =
+        json!({"tiles": [{"filter": "disk-problems", "title": "Disk problems", "show": "list"}]});
+    create_all(
+        s,
+        &a.token,
+        vec![(
+            "/api/v1/dashboards",
+            json!({"name": "disks", "shared": true, "spec": base64_of(layout.to_string().as_bytes(), false)}),
+        )],
+    )
+    .await;
+    let (status, board) = eve.page("/dashboards/disks").await;
+    assert_eq!(status, 200);
+    assert!(
+        board.contains("edge / disk") && !board.contains("edge / load"),
+        "{board}"
+    );
+    assert!(board.contains("href=\"/?q=disk\""), "{board}");
 }
 
 #[tokio::test]

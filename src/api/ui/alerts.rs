@@ -97,7 +97,7 @@ impl ProblemsQuery {
 
 /// What `typed` narrows the inbox to, and how it groups it; a value it does not know is 422
 /// naming the field.
-fn narrowing(
+pub(super) fn narrowing(
     typed: &views::InboxQuery,
 ) -> Result<(inbox::Narrowing, Option<inbox::Group>), Problem> {
     let levels = typed
@@ -136,7 +136,7 @@ fn narrowing(
 
 /// The caller's inbox: the problems, and (to whom may read alerts) the open and
 /// acknowledged alerts with the silences holding them.
-async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox::Entry>, Problem> {
+pub(super) async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox::Entry>, Problem> {
     let problems = st.results.problems(&c.principal, true, 500).await?;
     let (alerts, silenced) = if c.principal.allows("alerts:read") {
         let filter = AlertFilter {

@@ -20,7 +20,7 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<SaveFilterForm>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::get("/tactical", tactical).permission("objects:read").doc("ui", "Tactical overview", "Icinga's tactical overview as a wallboard: hosts and services by state, each with how many of the bad ones are neither acknowledged nor in downtime, the problems of each site (by the `site` label), and (with `alerts:read`) the open alerts by severity; each count leads to its list. `kiosk=1` fills the screen without navigation; live.")
             .query::<BoardQuery>().answers_text(200, HTML).page(),
-        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a count leads to the page that lists it; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; `kiosk=1` fills the screen without navigation (a wallboard); live.")
+        Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`; a problems filter narrows the problems page's inbox, event alerts included, by `q`, `severity`, `selector`, `age` and `includeHandled` as that page does), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a count leads to the page that lists it; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; `kiosk=1` fills the screen without navigation (a wallboard); live.")
             .query::<BoardQuery>().answers_text(200, HTML).answers_text(404, HTML).page(),
     ]
 }
@@ -148,8 +148,15 @@ fn list_link(resource: &str, query: &HashMap<String, String>) -> Option<String> 
                 ("state", "state"),
             ],
         ),
-        // The tile counts every problem (handled too with `includeHandled`), so its list does.
-        "problems" => ("/", &[]),
+        "problems" => (
+            "/",
+            &[
+                ("q", "q"),
+                ("severity", "severity"),
+                ("selector", "selector"),
+                ("age", "age"),
+            ],
+        ),
         "alerts" => (
             "/alerts",
             &[
@@ -241,12 +248,20 @@ async fn run_filter(
         }
         "problems" => {
             needs("objects:read")?;
-            let handled = query.get("includeHandled").map(String::as_str) == Some("true");
-            st.results
-                .problems(&c.principal, handled, TILE_CAP)
-                .await
-                .map(TileItems::Problems)
-                .map_err(|e| refused(e.into()))
+            let text = |key: &str| query.get(key).map_or("", |v| v.trim()).to_string();
+            let typed = views::InboxQuery {
+                q: text("q"),
+                severity: text("severity"),
+                selector: text("selector"),
+                age: text("age"),
+                handled: text("includeHandled") == "true",
+                ..Default::default()
+            };
+            let (narrowing, _) = super::alerts::narrowing(&typed).map_err(refused)?;
+            let entries = super::alerts::inbox_entries(st, c).await.map_err(refused)?;
+            let mut found = inbox::narrowed(entries, &narrowing, st.clock.now());
+            found.truncate(TILE_CAP);
+            Ok(TileItems::Inbox(found))
         }
         "alerts" => {
             needs("alerts:read")?;
@@ -309,8 +324,9 @@ async fn tile_graphs(
                 (o.object.id, views::view_name(o), perf)
             })
             .collect(),
-        TileItems::Problems(v) => v
+        TileItems::Inbox(v) => v
             .iter()
+            .filter_map(inbox::Entry::problem)
             .map(|p| {
                 (
                     p.object.id,

@@ -7,7 +7,8 @@ use crate::model::tactical::{StateCount, Tactical};
 /// What a tile's saved filter found.
 pub enum TileItems {
     Objects(Vec<ObjectView>),
-    Problems(Vec<Problem>),
+    /// The problems page's entries: problems, and alerts no problem stands for.
+    Inbox(Vec<Entry>),
     Alerts(Vec<Alert>),
     Incidents(Vec<Incident>),
     Events(Vec<Event>),
@@ -17,7 +18,7 @@ impl TileItems {
     pub fn len(&self) -> usize {
         match self {
             TileItems::Objects(v) => v.len(),
-            TileItems::Problems(v) => v.len(),
+            TileItems::Inbox(v) => v.len(),
             TileItems::Alerts(v) => v.len(),
             TileItems::Incidents(v) => v.len(),
             TileItems::Events(v) => v.len(),
@@ -52,8 +53,11 @@ fn tile_rows(now: &Now, items: &TileItems) -> Markup {
                 TileItems::Objects(v) => @for o in v.iter().take(TILE_ROWS) {
                     li { (state_badge(o.object.kind, o.state.as_ref())) span.what { a href=(format!("/objects/{}", o.object.id)) { (view_name(o)) } } }
                 },
-                TileItems::Problems(v) => @for p in v.iter().take(TILE_ROWS) {
-                    li { (state_badge(p.object.kind, Some(&p.state))) span.what { a href=(format!("/objects/{}", p.object.id)) { (problem_name(p)) } } }
+                TileItems::Inbox(v) => @for e in v.iter().take(TILE_ROWS) {
+                    @match &e.subject {
+                        Subject::Problem(p, _) => li { (state_badge(p.object.kind, Some(&p.state))) span.what { a href=(format!("/objects/{}", p.object.id)) { (problem_name(p)) } } },
+                        Subject::Alert(a) => li { (severity_badge(a.severity)) span.what { a href=(format!("/alerts/{}", a.id)) { (a.title) } } },
+                    }
                 },
                 TileItems::Alerts(v) => @for a in v.iter().take(TILE_ROWS) {
                     li { (severity_badge(a.severity)) span.what { a href=(format!("/alerts/{}", a.id)) { (a.title) } br; small { (a.status.as_str()) ", " (when(now, a.opened_at)) } } }
