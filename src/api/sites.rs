@@ -10,7 +10,9 @@ use super::pagination::Page;
 use super::router::Route;
 use super::schemas;
 use crate::federation::Pulled;
-use crate::model::site::{EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview};
+use crate::model::site::{
+    CLOCK_OFFSET_HEADER, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
+};
 use axum::Json;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -28,7 +30,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/sites/{name}:heartbeat", heartbeat).permission("sites:connect").doc(
             "sites",
             "Report a site's status",
-            "`{version, bundleEtag, applyError, stats: {hosts, services, alertsOpen}}`, plus `intervalSeconds` (the stale threshold is three of them unless the site sets `staleAfter`) and `forward` (store-and-forward position, pending events, the oldest unsent, the gap). 204. A stale site that reports again resolves its alert and emits a `system` event with `aloneSeconds`.",
+            "`{version, bundleEtag, applyError, stats: {hosts, services, alertsOpen}}`, plus `intervalSeconds` (the stale threshold is three of them unless the site sets `staleAfter`) and `forward` (store-and-forward position, pending events, the oldest unsent, the gap), `clock` (the site's clock when it sent) and `roundTripMs` (its previous heartbeat's round trip). 204, with `X-Svc-Clock-Offset` (milliseconds, positive: the site is ahead) when it told its clock; past the site's `clockDriftMax` (30s) the main raises a `site-clock/<name>` alert, and a failed apply or a served bundle not applied within `configDriftAfter` (15m) a `site-config/<name>` alert. A stale site that reports again resolves its alert and emits a `system` event with `aloneSeconds`.",
         )
             .body::<SiteHeartbeat>().answers_empty(204),
         Route::post("/api/v1/sites/{name}:events", receive).permission("sites:connect").doc(
@@ -83,8 +85,12 @@ async fn heartbeat(
     ApiPath(name): ApiPath<String>,
     ApiJson(beat): ApiJson<SiteHeartbeat>,
 ) -> Result<impl IntoResponse, Problem> {
-    st.sites.heartbeat(&c.principal, &name, beat).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let offset = st.sites.heartbeat(&c.principal, &name, beat).await?;
+    let mut headers = axum::http::HeaderMap::new();
+    if let Some(ms) = offset {
+        headers.insert(CLOCK_OFFSET_HEADER, ms.into());
+    }
+    Ok((StatusCode::NO_CONTENT, headers))
 }
 
 async fn receive(

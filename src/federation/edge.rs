@@ -10,10 +10,11 @@ use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventType};
 use crate::model::site::{
-    EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt, SiteHeartbeat, parse_fingerprint,
+    CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt, SiteHeartbeat,
+    parse_fingerprint,
 };
 use crate::runtime::Locked;
-use crate::runtime::clock::SharedClock;
+use crate::runtime::clock::{SharedClock, Stopwatch};
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{SiteBundles, Wait, Worker};
 use crate::store::Store;
@@ -171,6 +172,8 @@ pub struct EdgeSync {
     next_beat: Option<Timestamp>,
     pull_backoff: Backoff,
     beat_backoff: Backoff,
+    /// The last heartbeat's round trip, told in the next for the main's clock offset.
+    round_trip_ms: Option<u64>,
 }
 
 impl EdgeSync {
@@ -203,6 +206,7 @@ impl EdgeSync {
             next_beat: None,
             pull_backoff: Backoff { failures: 0 },
             beat_backoff: Backoff { failures: 0 },
+            round_trip_ms: None,
         }
     }
 
@@ -252,7 +256,7 @@ impl EdgeSync {
         }
     }
 
-    async fn heartbeat(&self) -> Result<(), String> {
+    async fn heartbeat(&mut self) -> Result<(), String> {
         let tenant = self
             .store
             .default_tenant()
@@ -303,21 +307,33 @@ impl EdgeSync {
             .into(),
             interval_seconds: Some(self.beat_every.as_secs().max(1)),
             forward: Some(forward.clone()),
+            clock: Some(self.clock.now()),
+            round_trip_ms: self.round_trip_ms,
         };
+        let body = serde_json::to_vec(&beat).map_err(|e| e.to_string())?;
+        let trip = Stopwatch::start();
         let res = self
             .link
             .http
             .post(self.link.url("heartbeat"))
             .bearer_auth(&self.link.token)
             .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&beat).map_err(|e| e.to_string())?)
+            .body(body)
             .send()
             .await
             .map_err(MainLink::transport)?;
+        self.round_trip_ms = Some(trip.elapsed().as_millis() as u64);
         if !res.status().is_success() {
             return Err(MainLink::refused(res).await);
         }
-        self.status.locked().last_heartbeat_at = Some(self.clock.now());
+        let offset = res
+            .headers()
+            .get(CLOCK_OFFSET_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        let mut s = self.status.locked();
+        s.last_heartbeat_at = Some(self.clock.now());
+        s.clock_offset_ms = offset;
         Ok(())
     }
 

@@ -11,8 +11,8 @@ use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::model::site::{
-    CONNECTED_WITHIN, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
-    SiteStatus,
+    CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus, ForwardBatch,
+    ForwardReceipt, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
 };
 use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
@@ -64,6 +64,25 @@ fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
     e.ts = Timestamp::from_millis(hour).unwrap_or(now);
     e
 }
+/// Marks a forwarded event whose time the site's clock makes doubtful, in
+/// `payload.clockSuspect`: the site's clock was off the main's by more than `bound` at its last
+/// heartbeat (`offsetMs`), or the event lies ahead of the main's clock by more than `bound`
+/// (`aheadMs`). Its time, id and so its order stay as the site gave them.
+fn mark_clock(e: &mut Event, offset: Option<i64>, now: Timestamp, bound: Duration) {
+    let bound = bound.as_millis() as i64;
+    let ahead = e.ts.as_millis() - now.as_millis();
+    let mut suspect = serde_json::Map::new();
+    if let Some(offset) = offset.filter(|o| o.abs() > bound) {
+        suspect.insert("offsetMs".into(), json!(offset));
+    }
+    if ahead > bound {
+        suspect.insert("aheadMs".into(), json!(ahead));
+    }
+    if let (false, Some(payload)) = (suspect.is_empty(), e.payload.as_object_mut()) {
+        payload.insert("clockSuspect".into(), suspect.into());
+    }
+}
+
 /// The stale threshold of a site that has not said how often it beats.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
 /// The longest the stale-site sweep sleeps without a wake: a bound, should one be missed. It
@@ -229,14 +248,22 @@ impl Sites {
             now,
         );
         let etag = bundle_etag(&text);
+        let served = etag.clone();
         touch_site_status(
             &self.store,
             p.tenant,
             name.to_string(),
-            move |s| s.last_pull_at = Some(now),
+            move |s| {
+                s.last_pull_at = Some(now);
+                if s.served_etag != served {
+                    s.served_etag = served;
+                    s.served_at = Some(now);
+                }
+            },
             |_, _| Vec::new(),
         )
         .await?;
+        self.wake.notify_one();
         if if_none_match.iter().any(|t| t == "*" || *t == etag) {
             return Ok(Pulled::NotModified { etag });
         }
@@ -244,17 +271,21 @@ impl Sites {
     }
 
     /// `POST /sites/{name}:heartbeat`. A site that was stale is back: its alert resolves and a
-    /// `system` event says how long it ran alone.
+    /// `system` event says how long it ran alone. The site's clock offset, when it told its
+    /// clock, is kept for the drift sweep and answered.
     pub async fn heartbeat(
         &self,
         p: &Principal,
         name: &str,
         mut beat: SiteHeartbeat,
-    ) -> Result<(), SiteError> {
+    ) -> Result<Option<i64>, SiteError> {
         self.connectable(p, name).await?;
         // The ETag as `:pull` sent it (quoted) or bare names the same bundle.
         beat.bundle_etag = crate::model::bare_entity_tag(&beat.bundle_etag);
         let now = self.clock.now();
+        let offset = beat
+            .clock
+            .map(|clock| clock_offset_ms(clock, beat.round_trip_ms, now));
         let status = touch_site_status(
             &self.store,
             p.tenant,
@@ -267,6 +298,7 @@ impl Sites {
                 }
                 s.last_heartbeat_at = Some(now);
                 s.heartbeat = beat;
+                s.clock_offset_ms = offset;
             },
             |before, after| {
                 let back = before.stale_since.is_some() && after.stale_since.is_none();
@@ -279,7 +311,7 @@ impl Sites {
         if let Some(alert) = status.stale_alert {
             self.resolve_stale_alert(p.tenant, name, alert).await?;
         }
-        Ok(())
+        Ok(offset)
     }
 
     async fn resolve_stale_alert(
@@ -337,7 +369,7 @@ impl Sites {
             .map(|doc| {
                 let site = SiteBody::parse(&doc.body);
                 let status = statuses.remove(&doc.name).unwrap_or_default();
-                let hb = status.heartbeat;
+                let hb = status.heartbeat.clone();
                 let etag = bundle_etag(&served_bundle(
                     &doc.name,
                     site.bundle.as_deref().unwrap_or_default(),
@@ -355,7 +387,7 @@ impl Sites {
                         && hb.version != crate::model::VERSION,
                     version: hb.version,
                     bundle_current: hb.bundle_etag == etag,
-                    bundle_etag: etag,
+                    bundle_etag: etag.clone(),
                     applied_etag: hb.bundle_etag,
                     apply_error: hb.apply_error,
                     stats: hb.stats,
@@ -365,6 +397,10 @@ impl Sites {
                     forward: hb.forward,
                     stale_since: status.stale_since,
                     last_alone_seconds: status.last_alone_seconds,
+                    clock_offset_ms: status.clock_offset_ms,
+                    clock_drift: status.clock_alert.is_some(),
+                    config_drift: status.config_alert.is_some(),
+                    bundle_served_at: status.served_at.filter(|_| status.served_etag == etag),
                     name: doc.name,
                     description: site.description,
                     disabled: site.disabled,
@@ -382,7 +418,7 @@ impl Sites {
         name: &str,
         batch: ForwardBatch,
     ) -> Result<ForwardReceipt, SiteError> {
-        self.connectable(p, name).await?;
+        let site = self.connectable(p, name).await?;
         let invalid = |detail: String| {
             SiteError::Invalid(Invalid {
                 field: "events".into(),
@@ -403,12 +439,21 @@ impl Sites {
         let _one_at_a_time = self.receiving.lock().await;
         let sent = batch.events.len() as u64;
         let now = self.clock.now();
+        let bound = site.clock_drift_max.map_or(CLOCK_DRIFT_MAX, |d| d.0);
+        let offset = self
+            .store
+            .site_statuses(p.tenant)
+            .await?
+            .into_iter()
+            .find(|s| s.name == name)
+            .and_then(|s| s.clock_offset_ms);
         let events: Vec<Event> = batch
             .events
             .into_iter()
             .map(|mut e| {
                 e.tenant_id = p.tenant;
                 e.site = Some(name.to_string());
+                mark_clock(&mut e, offset, now, bound);
                 restamp(e, name, now)
             })
             .collect();
@@ -451,12 +496,6 @@ impl Sites {
         let now = self.clock.now();
         let mut next: Option<Timestamp> = None;
         for status in self.store.all_site_statuses().await? {
-            let Some(last) = status.last_heartbeat_at else {
-                continue;
-            };
-            if status.stale_alert.is_some() {
-                continue;
-            }
             let site = match self
                 .store
                 .doc(status.tenant_id, "sites", status.name.clone(), false)
@@ -466,6 +505,15 @@ impl Sites {
                 Err(StoreError::NotFound) => continue,
                 Err(e) => return Err(e.into()),
             };
+            if let Some(due) = self.drifts(&status, &site, now).await? {
+                next = Some(next.map_or(due, |n| n.min(due)));
+            }
+            let Some(last) = status.last_heartbeat_at else {
+                continue;
+            };
+            if status.stale_alert.is_some() {
+                continue;
+            }
             let threshold = stale_after(&site, &status.heartbeat);
             if status.stale_since.is_none() {
                 if site.disabled {
@@ -537,6 +585,109 @@ impl Sites {
         Ok(next)
     }
 
+    /// Raises or resolves the site's clock-drift and config-drift alerts as its status stands;
+    /// returns when its configuration would drift if nothing changes.
+    async fn drifts(
+        &self,
+        status: &SiteStatus,
+        site: &SiteBody,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>, SiteError> {
+        let (clock, config) = if site.disabled {
+            (Drift::None, Drift::None)
+        } else {
+            (
+                status.clock_drift(site.clock_drift_max.map_or(CLOCK_DRIFT_MAX, |d| d.0)),
+                status.config_drift(
+                    site.config_drift_after.map_or(CONFIG_DRIFT_AFTER, |d| d.0),
+                    now,
+                ),
+            )
+        };
+        let due = match config {
+            Drift::Due(at) => Some(at),
+            _ => None,
+        };
+        self.hold(status, site, SiteCondition::Clock, clock).await?;
+        self.hold(status, site, SiteCondition::Config, config)
+            .await?;
+        Ok(due)
+    }
+
+    /// Opens the alert of `condition` while it holds (`Drift::Now`), resolves it when it no
+    /// longer does; the alert's id is kept in the site's status.
+    async fn hold(
+        &self,
+        status: &SiteStatus,
+        site: &SiteBody,
+        condition: SiteCondition,
+        drift: Drift,
+    ) -> Result<(), SiteError> {
+        let open = condition.alert(status);
+        let (tenant, name) = (status.tenant_id, status.name.clone());
+        match (drift, open) {
+            (Drift::Now(why), None) => {
+                let alarm = ManualAlarm {
+                    title: Some(condition.title(&name)),
+                    message: Some(why),
+                    severity: Some("warning".into()),
+                    escalation_policy: site.escalation_policy.clone(),
+                    labels: site
+                        .labels
+                        .clone()
+                        .into_iter()
+                        .chain([("site".to_string(), name.clone())])
+                        .collect(),
+                    object_id: None,
+                    dedup_key: Some(format!("{}/{name}", condition.key())),
+                };
+                let alert = self
+                    .alerts
+                    .alarm(tenant, alarm, "federation".into(), "federation")
+                    .await?;
+                touch_site_status(
+                    &self.store,
+                    tenant,
+                    name,
+                    move |s| *condition.alert_mut(s) = Some(alert.id),
+                    |_, _| Vec::new(),
+                )
+                .await?;
+            }
+            (Drift::None | Drift::Due(_), Some(alert)) => {
+                if let Err(why) = self
+                    .alerts
+                    .act(
+                        tenant,
+                        alert,
+                        AlertAction::Resolve,
+                        "federation".into(),
+                        "federation",
+                    )
+                    .await
+                {
+                    tracing::warn!(site = name, error = %why, "a site's drift alert not resolved yet");
+                    return Ok(());
+                }
+                touch_site_status(
+                    &self.store,
+                    tenant,
+                    name,
+                    move |s| {
+                        let kept = condition.alert_mut(s);
+                        if *kept == Some(alert) {
+                            *kept = None;
+                        }
+                    },
+                    |_, _| Vec::new(),
+                )
+                .await?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// What wakes the stale-site sweep (also to be notified on catalog changes).
     pub fn sweep_waker(&self) -> Arc<tokio::sync::Notify> {
         self.wake.clone()
@@ -550,6 +701,45 @@ impl Sites {
     /// The status the edge workers keep up to date.
     pub fn edge_handle(&self) -> Arc<Mutex<EdgeStatus>> {
         self.edge.clone()
+    }
+}
+
+/// A condition of a site that stands as one alert at the main while it holds.
+#[derive(Clone, Copy)]
+enum SiteCondition {
+    /// Its clock is off the main's.
+    Clock,
+    /// It does not run the bundle served to it.
+    Config,
+}
+
+impl SiteCondition {
+    fn key(self) -> &'static str {
+        match self {
+            SiteCondition::Clock => "site-clock",
+            SiteCondition::Config => "site-config",
+        }
+    }
+
+    fn title(self, site: &str) -> String {
+        match self {
+            SiteCondition::Clock => format!("Site {site}'s clock is off"),
+            SiteCondition::Config => format!("Site {site} does not run its configuration"),
+        }
+    }
+
+    fn alert(self, s: &SiteStatus) -> Option<Uuid> {
+        match self {
+            SiteCondition::Clock => s.clock_alert,
+            SiteCondition::Config => s.config_alert,
+        }
+    }
+
+    fn alert_mut(self, s: &mut SiteStatus) -> &mut Option<Uuid> {
+        match self {
+            SiteCondition::Clock => &mut s.clock_alert,
+            SiteCondition::Config => &mut s.config_alert,
+        }
     }
 }
 

@@ -50,6 +50,44 @@ pub struct SiteHeartbeat {
     pub interval_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward: Option<ForwardState>,
+    /// The site's clock when it sent this heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<Timestamp>,
+    /// The round trip of the site's previous heartbeat as it measured it, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip_ms: Option<u64>,
+}
+
+/// A site's clock may be this far off the main's before it raises an alert, unless the site
+/// says otherwise (`clockDriftMax`).
+pub const CLOCK_DRIFT_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+/// A site may run another bundle than the one served to it this long before it raises an
+/// alert, unless the site says otherwise (`configDriftAfter`).
+pub const CONFIG_DRIFT_AFTER: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// The site's clock against the main's in milliseconds (positive: ahead), as NTP reads it from
+/// one message: the site's clock when it sent, plus half the round trip it measured (the way
+/// there), against the main's clock when the message arrived. Off by at most half the round
+/// trip's asymmetry.
+pub fn clock_offset_ms(
+    site_clock: Timestamp,
+    round_trip_ms: Option<u64>,
+    arrived: Timestamp,
+) -> i64 {
+    let half = round_trip_ms.unwrap_or(0) as i64 / 2;
+    site_clock.as_millis() + half - arrived.as_millis()
+}
+
+/// The header of a heartbeat's answer that tells the site its clock offset in milliseconds.
+pub const CLOCK_OFFSET_HEADER: &str = "x-svc-clock-offset";
+
+/// Whether a site stands drifted from the main, or when it will if nothing changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Drift {
+    None,
+    Due(Timestamp),
+    /// Drifted, and why.
+    Now(String),
 }
 
 /// The edge's side of store-and-forward, as its heartbeat reports it.
@@ -100,6 +138,69 @@ pub struct SiteStatus {
     /// How long the site ran alone the last time it was stale, in seconds.
     #[serde(default)]
     pub last_alone_seconds: Option<u64>,
+    /// The site's clock against the main's at its last heartbeat (see `clock_offset_ms`).
+    #[serde(default)]
+    pub clock_offset_ms: Option<i64>,
+    /// The open clock-drift alert.
+    #[serde(default)]
+    pub clock_alert: Option<Uuid>,
+    /// The ETag of the bundle last served to the site, and since when it has been served.
+    #[serde(default)]
+    pub served_etag: String,
+    #[serde(default)]
+    pub served_at: Option<Timestamp>,
+    /// The open config-drift alert.
+    #[serde(default)]
+    pub config_alert: Option<Uuid>,
+}
+
+impl SiteStatus {
+    /// Why the site's clock stands drifted from the main's by more than `max`, while it does.
+    pub fn clock_drift(&self, max: std::time::Duration) -> Drift {
+        match self.clock_offset_ms {
+            Some(offset) if offset.unsigned_abs() > max.as_millis() as u64 => {
+                let way = if offset > 0 { "ahead of" } else { "behind" };
+                Drift::Now(format!(
+                    "the clock of site {} is {} {way} the main's (at most {} allowed)",
+                    self.name,
+                    super::GoDuration(std::time::Duration::from_millis(offset.unsigned_abs())),
+                    super::GoDuration(max),
+                ))
+            }
+            _ => Drift::None,
+        }
+    }
+
+    /// Why the site stands drifted from the configuration served to it: its apply failed, or
+    /// it has run another bundle for longer than `after` since the served one was first
+    /// served.
+    pub fn config_drift(&self, after: std::time::Duration, now: Timestamp) -> Drift {
+        if self.served_etag.is_empty() || self.last_heartbeat_at.is_none() {
+            return Drift::None;
+        }
+        let applied = match self.heartbeat.bundle_etag.as_str() {
+            "" => "none",
+            etag => etag,
+        };
+        if !self.heartbeat.apply_error.is_empty() {
+            return Drift::Now(format!(
+                "site {} could not apply the bundle served to it ({}): {}; it runs {applied}",
+                self.name, self.served_etag, self.heartbeat.apply_error
+            ));
+        }
+        if self.heartbeat.bundle_etag == self.served_etag {
+            return Drift::None;
+        }
+        let since = self.served_at.unwrap_or(now);
+        let due = since.plus(after);
+        if now < due {
+            return Drift::Due(due);
+        }
+        Drift::Now(format!(
+            "site {} has not applied the bundle served to it since {since} ({}); it runs {applied}",
+            self.name, self.served_etag
+        ))
+    }
 }
 
 /// One row of `GET /api/v1/sites:overview`.
@@ -140,6 +241,18 @@ pub struct SiteOverview {
     pub stale_since: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_alone_seconds: Option<u64>,
+    /// The site's clock against the main's at its last heartbeat, in milliseconds (positive:
+    /// ahead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
+    /// The clock is off by more than the site's `clockDriftMax` (an alert is open).
+    pub clock_drift: bool,
+    /// The site's apply failed, or it has not applied the served bundle within its
+    /// `configDriftAfter` (an alert is open).
+    pub config_drift: bool,
+    /// Since when the main has served the bundle it serves now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle_served_at: Option<Timestamp>,
 }
 
 /// `POST /api/v1/sites/{name}:events`: events of the edge in its order, with its ids and times.
@@ -179,11 +292,85 @@ pub struct EdgeStatus {
     /// The last failure talking to the main; empty after a success.
     pub last_error: String,
     pub forward: ForwardState,
+    /// This site's clock against the main's, as the main answered the last heartbeat, in
+    /// milliseconds (positive: ahead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// A site 2 minutes ahead, heard 40 ms after it sent with a round trip of 80 ms: the
+    /// way there is counted, and the drift stands past 30 s but not under it.
+    #[test]
+    fn a_clock_offset_counts_the_way_there_and_drifts_past_its_bound() {
+        let sent = at("2026-03-01T12:02:00Z");
+        let arrived = at("2026-03-01T12:00:00.040Z");
+        assert_eq!(clock_offset_ms(sent, Some(80), arrived), 120_000);
+        assert_eq!(clock_offset_ms(sent, None, arrived), 119_960);
+        let mut status = SiteStatus {
+            name: "north".into(),
+            clock_offset_ms: Some(120_000),
+            ..Default::default()
+        };
+        match status.clock_drift(CLOCK_DRIFT_MAX) {
+            Drift::Now(why) => assert!(why.contains("2m0s ahead of"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        status.clock_offset_ms = Some(-29_000);
+        assert_eq!(status.clock_drift(CLOCK_DRIFT_MAX), Drift::None);
+        status.clock_offset_ms = Some(-31_000);
+        assert!(
+            matches!(status.clock_drift(CLOCK_DRIFT_MAX), Drift::Now(w) if w.contains("behind"))
+        );
+    }
+
+    /// A served bundle not applied drifts after its time; an apply failure at once; the
+    /// served one applied, none.
+    #[test]
+    fn config_drift_waits_for_its_time_but_not_for_a_failure() {
+        let served = at("2026-03-01T12:00:00Z");
+        let mut status = SiteStatus {
+            name: "north".into(),
+            served_etag: "b2".into(),
+            served_at: Some(served),
+            last_heartbeat_at: Some(served),
+            heartbeat: SiteHeartbeat {
+                bundle_etag: "b1".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let after = CONFIG_DRIFT_AFTER;
+        assert_eq!(
+            status.config_drift(after, served),
+            Drift::Due(at("2026-03-01T12:15:00Z"))
+        );
+        match status.config_drift(after, at("2026-03-01T12:15:00Z")) {
+            Drift::Now(why) => assert!(why.contains("(b2); it runs b1"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        status.heartbeat.apply_error = "hosts: unknown template".into();
+        match status.config_drift(after, served) {
+            Drift::Now(why) => assert!(
+                why.contains("could not apply") && why.contains("unknown template"),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        status.heartbeat.apply_error.clear();
+        status.heartbeat.bundle_etag = "b2".into();
+        assert_eq!(
+            status.config_drift(after, at("2026-03-02T00:00:00Z")),
+            Drift::None
+        );
+    }
 
     #[test]
     fn fingerprints_take_hex_with_or_without_colons() {

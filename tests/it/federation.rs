@@ -708,18 +708,32 @@ async fn an_edge_follows_its_main_and_is_watched() {
         "{opened}"
     );
 
-    // The edge goes dark: the main pages; it returns: the alert clears.
+    // The edge goes dark: the main pages; it returns: the alert clears. (The bundle it could
+    // not apply stands as its own config-drift alert meanwhile.)
+    let stale = |a: &&Value| a["dedupKey"] == "site-stale/north";
     let stopped = edge.s.stop_keeping_data();
     let alerts = until(
         m,
         admin,
         "/api/v1/alerts?status=open",
         "the stale-site alert",
-        |v| v["items"].as_array().unwrap().len() == 1,
+        |v| v["items"].as_array().unwrap().iter().any(|a| stale(&a)),
     )
     .await;
-    let alert = &alerts["items"][0];
-    assert_eq!(alert["dedupKey"], "site-stale/north", "{alert}");
+    let alert = alerts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(stale)
+        .unwrap();
+    assert!(
+        alerts["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["dedupKey"] == "site-stale/north" || a["dedupKey"] == "site-config/north"),
+        "{alerts}"
+    );
     assert_eq!(alert["labels"]["site"], "north");
     assert_eq!(
         overview_of(&get(m, admin, "/api/v1/sites:overview").await, "north")["stale"],
@@ -862,4 +876,193 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
         overview_of(&overview, "north")["forwardedEvents"].as_u64(),
         Some(1000)
     );
+}
+
+/// Replaces one field of a site's document (read, then PUT under If-Match).
+async fn set_site_field(s: &Server, token: &str, name: &str, field: &str, value: Value) {
+    let mut site = get(s, token, &format!("/api/v1/sites/{name}")).await;
+    site[field] = value;
+    let version = site["version"].to_string();
+    json(
+        call(s, token, Method::PUT, &format!("/api/v1/sites/{name}"))
+            .header("If-Match", version)
+            .json(&site)
+            .send()
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+}
+
+/// The open alert of the main titled `title`, once there is one.
+async fn open_alert_titled(s: &Server, token: &str, title: &str) -> Value {
+    let alerts = until(s, token, "/api/v1/alerts?status=open", title, |v| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["title"] == title)
+    })
+    .await;
+    alerts["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == title)
+        .unwrap()
+        .clone()
+}
+
+/// Issue 72, items 3 and 4: a site whose clock runs 2 minutes ahead (its test clock moved)
+/// is told its offset, the main shows it and raises one alert, and marks the events it
+/// forwards without reordering them; a wider bound resolves the alert. A bundle the site
+/// cannot apply raises a config-drift alert naming the served and applied versions and the
+/// error; the site applying a good one resolves it.
+#[tokio::test]
+async fn a_sites_clock_and_configuration_drift_raise_alerts_at_the_main() {
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..Default::default()
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    create_site(m, admin, json!({"name": "north", "bundle": BUNDLE_ONE})).await;
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = edge_config(
+        dir.path(),
+        &m.base,
+        &site_token,
+        Trust::Pinned(&fingerprint(&m.data)),
+    );
+    let edge = Admin::start_with(Opts {
+        args: vec!["--config".into(), config],
+        ..test_clock(&dir.path().join("clock"))
+    });
+    let (e, local) = (&edge.s, edge.token.as_str());
+    until(
+        m,
+        admin,
+        "/api/v1/sites:overview",
+        "the edge reporting",
+        |v| {
+            let n = overview_of(v, "north");
+            n["connected"] == true && n["bundleCurrent"] == true && n["clockOffsetMs"].is_i64()
+        },
+    )
+    .await;
+    let n = get(m, admin, "/api/v1/sites:overview").await;
+    let offset = overview_of(&n, "north")["clockOffsetMs"].as_i64().unwrap();
+    assert!(offset.abs() < 5_000, "clocks agree: {offset}");
+    assert_eq!(overview_of(&n, "north")["clockDrift"], false);
+
+    advance(e, local, "2m").await;
+    let n = until(m, admin, "/api/v1/sites:overview", "the drift seen", |v| {
+        overview_of(v, "north")["clockDrift"] == true
+    })
+    .await;
+    let offset = overview_of(&n, "north")["clockOffsetMs"].as_i64().unwrap();
+    assert!((115_000..125_000).contains(&offset), "{offset}");
+    let alert = open_alert_titled(m, admin, "Site north's clock is off").await;
+    assert_eq!(alert["labels"]["site"], "north", "{alert}");
+    assert!(
+        alert["payload"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("ahead of the main's")),
+        "{alert}"
+    );
+    let status = until(e, local, "/api/v1/site:status", "the site told", |v| {
+        v["clockOffsetMs"].as_i64().is_some_and(|o| o > 100_000)
+    })
+    .await;
+    assert!(
+        status["clockOffsetMs"].as_i64().unwrap() < 125_000,
+        "{status}"
+    );
+
+    // What the site forwards now is marked, in its own order and times.
+    let res = send(
+        e,
+        local,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "edge-a", "state": "DOWN", "output": "unplugged"}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let events = until(
+        m,
+        admin,
+        "/api/v1/events?site=north&type=state_change",
+        "the state change forwarded",
+        |v| !v["items"].as_array().unwrap().is_empty(),
+    )
+    .await;
+    let change = &events["items"][0];
+    let marked = change["payload"]["clockSuspect"]["offsetMs"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not marked: {change}"));
+    assert!(marked > 100_000, "{change}");
+    let ts: jiff::Timestamp = change["ts"].as_str().unwrap().parse().unwrap();
+    assert!(
+        ts > jiff::Timestamp::now() + jiff::SignedDuration::from_secs(60),
+        "its own time is kept: {change}"
+    );
+
+    set_site_field(m, admin, "north", "clockDriftMax", json!("5m")).await;
+    until(
+        m,
+        admin,
+        "/api/v1/alerts?status=open",
+        "the clock alert resolved",
+        |v| {
+            !v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["title"] == "Site north's clock is off")
+        },
+    )
+    .await;
+
+    // A bundle the site cannot apply: an alert at once, naming both versions and the error.
+    set_bundle(m, admin, "north", BUNDLE_BROKEN).await;
+    let alert = open_alert_titled(m, admin, "Site north does not run its configuration").await;
+    let n = get(m, admin, "/api/v1/sites:overview").await;
+    let (served, applied) = (
+        overview_of(&n, "north")["bundleEtag"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        overview_of(&n, "north")["appliedEtag"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+    );
+    assert_eq!(overview_of(&n, "north")["configDrift"], true, "{n}");
+    let message = alert["payload"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&served) && message.contains(&applied) && message.contains("nowhere"),
+        "{alert}"
+    );
+    set_bundle(m, admin, "north", BUNDLE_TWO).await;
+    until(
+        m,
+        admin,
+        "/api/v1/alerts?status=open",
+        "the config alert resolved",
+        |v| {
+            !v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["title"] == "Site north does not run its configuration")
+        },
+    )
+    .await;
 }

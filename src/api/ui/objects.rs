@@ -1207,7 +1207,7 @@ async fn sites(State(st): State<AppState>, c: Visitor) -> Response {
             StatusCode::OK,
             web::page(
                 frame(&c, Section::Sites, "Sites".into(), &["system"], None),
-                views::sites(&c.now(&st), &items),
+                views::sites(&c.now(&st), &items, &st.sites.edge_status()),
             ),
         ),
         Err(e) => failed(e),

@@ -24,6 +24,13 @@ pub struct SiteBody {
     /// The escalation policy of the stale-site alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalation_policy: Option<String>,
+    /// The site's clock may be this far off the main's before an alert (default 30s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_drift_max: Option<crate::model::GoDuration>,
+    /// The site may run another bundle than the one served to it this long before an alert
+    /// (default 15m); a failed apply raises it at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_drift_after: Option<crate::model::GoDuration>,
 }
 
 impl SiteBody {

@@ -1098,10 +1098,37 @@ pub(super) fn graph(g: &Graph, now: &Now) -> Markup {
 }
 
 /// `/sites`: each field site as the main sees it.
-pub fn sites(now: &Now, items: &[SiteOverview]) -> Markup {
+/// A clock offset in words: `2m0s ahead`, `150ms behind`.
+fn offset_words(ms: i64) -> String {
+    let d = crate::model::GoDuration(std::time::Duration::from_millis(ms.unsigned_abs()));
+    if ms >= 0 {
+        format!("{d} ahead")
+    } else {
+        format!("{d} behind")
+    }
+}
+
+/// `/sites`: this instance's own uplink when it is a site (`edge`), and the sites of a main
+/// with their connection, clock and configuration.
+pub fn sites(now: &Now, items: &[SiteOverview], edge: &EdgeStatus) -> Markup {
     html! {
+        @if edge.enabled {
+            section aria-labelledby="this-site" {
+                h2 #this-site { "This site: " (edge.name) }
+                p {
+                    "Main " code { (edge.main_url) } " · heartbeat "
+                    @if let Some(at) = edge.last_heartbeat_at { (when(now, at)) } @else { "never answered" }
+                    " · " (edge.forward.pending) " events waiting to be forwarded"
+                    @if let Some(ms) = edge.clock_offset_ms { " · clock " (offset_words(ms)) " of the main's" }
+                }
+                @if !edge.last_error.is_empty() { p { strong { "Last failure: " } (edge.last_error) } }
+                @if !edge.apply_error.is_empty() { p { strong { "The bundle was not applied: " } (edge.apply_error) } }
+            }
+        }
         @if items.is_empty() {
-            p { "No sites. A site is a configuration document of kind " code { "sites" } "." }
+            @if !edge.enabled {
+                p { "No sites. A site is a configuration document of kind " code { "sites" } "." }
+            }
         } @else {
             ul.list {
                 @for s in items {
@@ -1125,7 +1152,11 @@ pub fn sites(now: &Now, items: &[SiteOverview]) -> Markup {
                                 " · version " (s.version)
                                 @if s.version_skew { " " strong { "(differs from the main)" } }
                                 " · bundle " @if s.bundle_current { "current" } @else { strong { "behind" } }
+                                @if s.config_drift { " " strong { "(drifted)" } }
                                 @if !s.apply_error.is_empty() { " · " strong { "apply failed: " (s.apply_error) } }
+                                @if let Some(ms) = s.clock_offset_ms {
+                                    " · clock " @if s.clock_drift { strong { (offset_words(ms)) } } @else { (offset_words(ms)) }
+                                }
                                 " · " (s.forwarded_alerts_open) " open alerts forwarded"
                             }
                         }
