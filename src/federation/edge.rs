@@ -334,6 +334,7 @@ impl EdgeSync {
         let mut s = self.status.locked();
         s.last_heartbeat_at = Some(self.clock.now());
         s.clock_offset_ms = offset;
+        s.uplink_lost_since = None;
         Ok(())
     }
 
@@ -373,6 +374,7 @@ impl Worker for EdgeSync {
                     }
                     Err(why) => {
                         self.failed("heartbeat", why);
+                        self.status.locked().uplink_lost_since.get_or_insert(now);
                         self.beat_backoff.next(self.beat_every)
                     }
                 };

@@ -296,6 +296,9 @@ pub struct EdgeStatus {
     /// milliseconds (positive: ahead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_ms: Option<i64>,
+    /// Since when heartbeats fail to reach the main, while they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_lost_since: Option<Timestamp>,
 }
 
 #[cfg(test)]

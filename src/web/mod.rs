@@ -168,8 +168,17 @@ pub struct Frame<'a> {
     pub look: &'a Look,
     /// The caller's tenant's scopes in flood: a banner on every page.
     pub floods: &'a [Flood],
+    /// This site's uplink is lost: a banner on every page.
+    pub uplink_lost: Option<&'a UplinkLost>,
     /// A wallboard: the content over the whole screen, without navigation.
     pub kiosk: bool,
+}
+
+/// A site's lost uplink as its banner tells it: since when on the viewer's wall clock, and how
+/// many events wait to be forwarded.
+pub struct UplinkLost {
+    pub since: String,
+    pub waiting: u64,
 }
 
 /// How pages look: the instance's branding and the caller's colour scheme.
@@ -223,6 +232,12 @@ fn document(title: &str, look: &Look, body: Markup) -> Markup {
 pub fn page(frame: Frame<'_>, content: Markup) -> String {
     let live = frame.live.join(" ");
     let inner = html! {
+                @if let Some(lost) = frame.uplink_lost {
+                    p.notice.error role="alert" {
+                        strong { "Uplink lost" } " since " (lost.since) ", " (lost.waiting) " events waiting to be forwarded. This site goes on monitoring and paging on its own. "
+                        a href="/sites" { "This site" }
+                    }
+                }
                 @for f in frame.floods {
                     p.notice.error.flood role="alert" {
                         strong { "Alarm flood" }

@@ -823,6 +823,27 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
     }
     let produced = event_ids(&edge, &local, "/api/v1/events?types=alert_opened").await;
     assert_eq!(produced.len(), 1000);
+    // Issue 72, item 1: the edge says on every page that its uplink is lost, and what waits.
+    let status = until(
+        &edge,
+        &local,
+        "/api/v1/site:status",
+        "the uplink lost",
+        |v| v["uplinkLostSince"].is_string() && v["forward"]["pending"].as_u64() >= Some(1000),
+    )
+    .await;
+    let page = call(&edge, &local, Method::GET, "/alerts")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.unwrap();
+    let pending = status["forward"]["pending"].as_u64().unwrap();
+    assert!(
+        page.contains("<strong>Uplink lost</strong> since")
+            && page.contains(&format!("{pending} events waiting to be forwarded")),
+        "{page}"
+    );
 
     let main = main_down.start(main_opts());
     // Killed as soon as the replay has begun.

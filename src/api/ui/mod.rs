@@ -274,6 +274,7 @@ fn frame<'a>(
         notice: notice(did),
         look: &c.look,
         floods: &c.floods,
+        uplink_lost: c.uplink_lost.as_ref(),
         kiosk: false,
     }
 }
@@ -288,6 +289,8 @@ struct Visitor {
     zone: jiff::tz::TimeZone,
     /// The tenant's scopes in flood, for the banner (none without `alerts:read`).
     floods: Vec<Flood>,
+    /// This instance is a site whose uplink is lost, for the banner.
+    uplink_lost: Option<web::UplinkLost>,
 }
 
 impl Visitor {
@@ -347,12 +350,22 @@ impl FromRequestParts<AppState> for Visitor {
         } else {
             Vec::new()
         };
+        let edge = st.sites.edge_status();
+        let uplink_lost = edge.uplink_lost_since.map(|since| web::UplinkLost {
+            since: views::Now {
+                at: st.clock.now(),
+                zone: zone.clone(),
+            }
+            .clock(since),
+            waiting: edge.forward.pending,
+        });
         Ok(Visitor {
             caller,
             look: look(st, theme).await,
             live,
             zone,
             floods,
+            uplink_lost,
         })
     }
 }

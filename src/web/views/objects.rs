@@ -1121,6 +1121,7 @@ pub fn sites(now: &Now, items: &[SiteOverview], edge: &EdgeStatus) -> Markup {
                     " · " (edge.forward.pending) " events waiting to be forwarded"
                     @if let Some(ms) = edge.clock_offset_ms { " · clock " (offset_words(ms)) " of the main's" }
                 }
+                @if let Some(since) = edge.uplink_lost_since { p { strong { "Uplink lost " } (when(now, since)) } }
                 @if !edge.last_error.is_empty() { p { strong { "Last failure: " } (edge.last_error) } }
                 @if !edge.apply_error.is_empty() { p { strong { "The bundle was not applied: " } (edge.apply_error) } }
             }
