@@ -26,7 +26,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/alerts", list).permission("alerts:read").tool("alerts_list", "Alerts, newest first; filter by status (open, acked, resolved), severity or object.", &[("status", "string", "open, acked, resolved or expired"), ("severity", "string", "critical, warning or info"), ("objectId", "string", "the alert's object"), ("limit", "integer", "at most this many"), ("cursor", "string", "the nextCursor of the previous page")]).doc(
             "alerts",
             "List alerts",
-            "Filters `objectId`, `ruleId`, `incidentId`, `status` (CSV of open, acked, resolved, expired), `severity` (CSV), `since` (opened at or after); newest first; limit 100 by default, at most 1000; `cursor` is the last alert id of the previous page. An unknown status or severity matches nothing.",
+            "Filters `objectId`, `ruleId`, `incidentId`, `status` (CSV of open, acked, resolved, expired), `severity` (CSV), `since` (opened at or after); newest first; limit 100 by default, at most 1000; `cursor` is the last alert id of the previous page. An unknown status or severity matches nothing. `site` (a federation site's name) lists that site's mirrors instead: its open and acknowledged alerts as the events it forwarded told them, with the site's ids, labelled `site`; one resolved there leaves the list (its history stays in `/events?site=`).",
         )
             .query::<AlertQuery>().ok::<Page<Alert>>(),
         Route::post("/api/v1/alerts", raise).permission("alerts:write").doc(
@@ -116,6 +116,9 @@ pub(crate) struct AlertQuery {
     pub status: Option<String>,
     pub severity: Option<String>,
     pub since: Option<String>,
+    /// A federation site: its mirrored open and acknowledged alerts instead of the tenant's
+    /// own.
+    pub site: Option<String>,
     #[serde(flatten)]
     pub page: PageQuery,
 }
@@ -161,10 +164,22 @@ async fn list(
         return Ok(Json(Page::all(Vec::new())));
     };
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
-    let items = st
-        .alerting
-        .list(&c.principal, f, cursor, page.limit)
-        .await?;
+    let items = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        Some(site) => {
+            let (_, alerts) = st.sites.mirrors(&c.principal, site).await?;
+            alerts
+                .into_iter()
+                .rev()
+                .filter(|a| cursor.is_none_or(|c| a.id < c) && f.matches(a))
+                .take(page.limit)
+                .collect()
+        }
+        None => {
+            st.alerting
+                .list(&c.principal, f, cursor, page.limit)
+                .await?
+        }
+    };
     Ok(Json(Page::new(items, &page, |a: &Alert| a.id.to_string())))
 }
 

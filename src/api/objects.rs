@@ -27,7 +27,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 pub fn routes() -> Vec<Route> {
-    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `state` (state labels, comma-separated: `CRITICAL,WARNING`, `DOWN`, `PENDING` before the first result; any case; implies `withState`), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page.";
+    const LIST: &str = "Filters `selector` (labels), `hostId`, `folder` (the folder and its subfolders), `q` (name substring, any case), `name` (the exact name), `state` (state labels, comma-separated: `CRITICAL,WARNING`, `DOWN`, `PENDING` before the first result; any case; implies `withState`), `withState` (live state per item once the check pipeline has one; absent means PEND); id ascending; limit 200 by default, at most 5000; `cursor` is the last id of the previous page. `site` (a federation site's name) lists that site's mirrors instead: its objects as the events it forwarded last told them, with the site's ids, labelled `site`, and `stale: {reason: uplink, since}` while its heartbeat is overdue (their state is then the last it told).";
     vec![
         Route::get("/api/v1/objects", list_all).permission("objects:read").tool("objects_list", "Hosts and services with their current state.", LIST_ARGS).doc("objects", "List hosts and services", LIST)
             .query::<ListQuery>().ok::<Page<ObjectView>>(),
@@ -90,6 +90,8 @@ pub(crate) struct ListQuery {
     /// State labels, comma-separated (`CRITICAL,WARNING`, `DOWN`, `PENDING`), any case.
     pub state: Option<String>,
     pub with_state: Option<String>,
+    /// A federation site: its mirrored objects instead of the tenant's own.
+    pub site: Option<String>,
     #[serde(flatten)]
     pub page: PageQuery,
 }
@@ -138,10 +140,24 @@ async fn list(
     let filter = q.filter(kind)?;
     let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
     let with_state = q.with_state.as_deref() != Some("false");
-    let views = st
-        .inventory
-        .objects(&c.principal, filter, after, page.limit, with_state)
-        .await?;
+    let views = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        Some(site) => {
+            let (objects, _) = st.sites.mirrors(&c.principal, site).await?;
+            objects
+                .into_iter()
+                .filter(|v| after.is_none_or(|a| v.object.id > a))
+                .filter(|v| {
+                    filter.matches(&v.object, || v.object.labels.clone()) && filter.state_matches(v)
+                })
+                .take(page.limit)
+                .collect()
+        }
+        None => {
+            st.inventory
+                .objects(&c.principal, filter, after, page.limit, with_state)
+                .await?
+        }
+    };
     let page = Page::new(views, &page, |v| v.object.id.to_string());
     Ok(Json(Page {
         items: page

@@ -6,10 +6,12 @@ pub mod edge;
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::alert::ManualAlarm;
+use crate::model::alert::{Alert, ManualAlarm};
 use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
+use crate::model::mirror::{Mirror, Stale};
+use crate::model::object::ObjectView;
 use crate::model::site::{
     CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus, ForwardBatch,
     ForwardReceipt, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
@@ -458,14 +460,15 @@ impl Sites {
             })
             .collect();
         let kinds: Vec<(Uuid, EventType)> = events.iter().map(|e| (e.id, e.kind)).collect();
+        let folded = events.clone();
         let fresh = self.events.store_forwarded(events).await?.len() as u64;
         // Counted by position, not by what was stored: events stored before a crash and not
-        // yet counted are counted when the site sends them again, and none twice.
-        touch_site_status(
-            &self.store,
-            p.tenant,
-            name.to_string(),
-            move |s| {
+        // yet counted are counted when the site sends them again, and none twice. The mirrors
+        // fold every event sent, each once by its id.
+        let (tenant, site) = (p.tenant, name.to_string());
+        self.store
+            .transact(move |tx| -> TxResult<_> {
+                let mut s = tx.site_status(tenant, &site)?;
                 let new: Vec<EventType> = kinds
                     .iter()
                     .filter(|(id, _)| s.forwarded_through.is_none_or(|t| *id > t))
@@ -479,10 +482,12 @@ impl Sites {
                 s.forwarded_through = s.forwarded_through.max(Some(through));
                 s.forwarded += new.len() as u64;
                 s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
-            },
-            |_, _| Vec::new(),
-        )
-        .await?;
+                tx.save_site_status(&s)?;
+                tx.fold_site_mirrors(tenant, &site, &folded)?;
+                tx.unrecorded("a site's forwarded events counted and mirrored");
+                Ok(Wrote::Changed(()))
+            })
+            .await?;
         Ok(ForwardReceipt {
             stored: fresh,
             duplicates: sent - fresh,
@@ -686,6 +691,42 @@ impl Sites {
             _ => {}
         }
         Ok(())
+    }
+
+    /// The mirrors of the caller's tenant's site `site` (none for a site never heard of): its
+    /// objects, each marked stale by uplink while the site is, and its open and acknowledged
+    /// alerts.
+    pub async fn mirrors(
+        &self,
+        p: &Principal,
+        site: &str,
+    ) -> Result<(Vec<ObjectView>, Vec<Alert>), SiteError> {
+        let stale = self
+            .store
+            .site_statuses(p.tenant)
+            .await?
+            .into_iter()
+            .find(|s| s.name == site)
+            .and_then(|s| s.stale_since);
+        let mut objects = Vec::new();
+        let mut alerts = Vec::new();
+        for m in self
+            .store
+            .site_mirrors(p.tenant, Some(site.to_string()))
+            .await?
+        {
+            match m {
+                Mirror::Object { mut view, .. } => {
+                    view.stale = stale.map(|since| Stale {
+                        reason: "uplink".into(),
+                        since,
+                    });
+                    objects.push(*view);
+                }
+                Mirror::Alert { alert, .. } => alerts.push(*alert),
+            }
+        }
+        Ok((objects, alerts))
     }
 
     /// What wakes the stale-site sweep (also to be notified on catalog changes).

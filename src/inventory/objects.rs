@@ -14,7 +14,6 @@ use crate::model::object::{
     EffectiveConfig, Object, ObjectBody, ObjectFilter, ObjectKind, ObjectView,
     check_template_graph, effective_labels, resolve,
 };
-use crate::model::state::label;
 use crate::store::journal::Record;
 use crate::store::{StoreError, Tx, check_version};
 use crate::store::{TxResult, Wrote};
@@ -532,6 +531,7 @@ impl Inventory {
             object,
             host_name,
             state,
+            stale: None,
         })
     }
 
@@ -678,8 +678,7 @@ impl Inventory {
             let ended = chunk.len() < CHUNK;
             for v in chunk {
                 after = Some(v.object.id);
-                let state = label(v.object.kind, v.state.as_ref().map(|s| s.state));
-                if filter.states.iter().any(|s| s.eq_ignore_ascii_case(state)) {
+                if filter.state_matches(&v) {
                     found.push(v);
                     if found.len() == limit {
                         return Ok(found);
@@ -729,6 +728,7 @@ impl Inventory {
                     object: o,
                     host_name,
                     state,
+                    stale: None,
                 }
             })
             .collect())

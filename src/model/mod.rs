@@ -28,6 +28,7 @@ pub mod incident;
 pub mod input;
 pub mod interval;
 pub mod metric;
+pub mod mirror;
 pub mod noise;
 pub mod notify;
 pub mod object;

@@ -71,7 +71,7 @@ pub struct ObjectBody {
 }
 
 /// An object as lists show it: with its host's name, and its live state once it has one.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectView {
@@ -82,6 +82,9 @@ pub struct ObjectView {
     /// Absent until the first result (shown as PEND), or when `withState=false`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<super::state::CheckState>,
+    /// A site's mirrored object whose site stopped reporting: its state is the last it told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stale: Option<super::mirror::Stale>,
 }
 
 impl Object {
@@ -162,6 +165,12 @@ impl ObjectFilter {
                 .is_none_or(|q| o.name.to_lowercase().contains(&q.to_lowercase()))
             && self.name.as_ref().is_none_or(|n| o.name == *n)
             && (self.selector.is_empty() || self.selector.matches(&labels()))
+    }
+
+    /// Whether `v`'s state is one `states` names (any when empty).
+    pub fn state_matches(&self, v: &ObjectView) -> bool {
+        let state = super::state::label(v.object.kind, v.state.as_ref().map(|s| s.state));
+        self.states.is_empty() || self.states.iter().any(|s| s.eq_ignore_ascii_case(state))
     }
 }
 

@@ -9,9 +9,9 @@ use super::tables::{
     ESCALATIONS, ESCALATIONS_DUE, EVENT_JOURNAL, FLOOD_HELD, FLOODS, HANDOFFS, HEARTBEATS,
     IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES,
     PENDING_ALERTS, RATE_BUCKETS, RECENTLY_CLEARED_ALERT_KEYS, REPORT_ARCHIVE, REPORT_CONTENT,
-    RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_STATUS, STATES, STORM_INCIDENTS,
-    STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS,
-    USERS,
+    RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_MIRRORS, SITE_STATUS, STATES,
+    STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
+    USER_EMAILS, USERS,
 };
 use redb::{Database, ReadableDatabase};
 
@@ -137,6 +137,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "alarm floods",
         apply: create_flood_tables,
     },
+    Migration {
+        version: 24,
+        name: "federation site mirrors",
+        apply: create_site_mirror_table,
+    },
 ];
 
 pub const SCHEMA_VERSION: &str = "schema_version";
@@ -243,6 +248,11 @@ fn create_settings_table(tx: &WriteTx) -> Result<(), StoreError> {
 
 fn create_site_status_table(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(SITE_STATUS)?;
+    Ok(())
+}
+
+fn create_site_mirror_table(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(SITE_MIRRORS)?;
     Ok(())
 }
 

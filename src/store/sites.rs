@@ -4,8 +4,10 @@
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{scoped, tenant_range};
 use super::kv::Readable;
-use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_STATUS};
+use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRRORS, SITE_STATUS};
 use super::{Store, StoreError, Tx};
+use crate::model::event::Event;
+use crate::model::mirror::{self, Mirror};
 use crate::model::object::{Object, ObjectKind};
 use crate::model::site::SiteStatus;
 use std::sync::Arc;
@@ -34,6 +36,36 @@ impl Tx<'_> {
         }
     }
 
+    /// Folds the events site `site` forwarded into its mirrors, in their order (a batch sent
+    /// again folds to the same).
+    pub(crate) fn fold_site_mirrors(
+        &self,
+        tenant: Uuid,
+        site: &str,
+        events: &[Event],
+    ) -> Result<(), StoreError> {
+        let mut t = self.open_table(SITE_MIRRORS)?;
+        for e in events {
+            let Some((alert, id)) = mirror::key_of(e) else {
+                continue;
+            };
+            let key = mirror_key(tenant, site, alert, id);
+            let old: Option<Mirror> = t
+                .get(key.as_slice())?
+                .map(|v| decode(v.value()))
+                .transpose()?;
+            match mirror::fold(tenant, site, old, e) {
+                Some(m) => {
+                    t.insert(key.as_slice(), encode(&m)?.as_slice())?;
+                }
+                None => {
+                    t.remove(key.as_slice())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {
         self.open_table(SITE_STATUS)?.insert(
             scoped(status.tenant_id, status.name.as_bytes()).as_slice(),
@@ -43,7 +75,49 @@ impl Tx<'_> {
     }
 }
 
+/// The key of a site's mirrored record: tenant, site name, 0, `a` (an alert) or `o` (an
+/// object), the site's id.
+fn mirror_key(tenant: Uuid, site: &str, alert: bool, id: Uuid) -> Vec<u8> {
+    let mut local = site_prefix(site);
+    local.push(if alert { b'a' } else { b'o' });
+    local.extend_from_slice(id.as_bytes());
+    scoped(tenant, &local)
+}
+
+/// The local part every key of one site's mirrors starts with.
+fn site_prefix(site: &str) -> Vec<u8> {
+    let mut local = site.as_bytes().to_vec();
+    local.push(0);
+    local
+}
+
 impl Store {
+    /// The mirrors of one of a tenant's sites (of every site: `None`), in key order.
+    pub(crate) async fn site_mirrors(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        site: Option<String>,
+    ) -> Result<Vec<Mirror>, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SITE_MIRRORS)?;
+            let Some(site) = site else {
+                return tenant_values(&t, tenant);
+            };
+            let lo = scoped(tenant, &site_prefix(&site));
+            let mut hi = lo.clone();
+            // Past every key after the 0 that ends the name.
+            if let Some(last) = hi.last_mut() {
+                *last = 1;
+            }
+            let mut out = Vec::new();
+            for row in t.range(lo.as_slice()..hi.as_slice())? {
+                out.push(decode(row?.1.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     pub(crate) async fn site_statuses(
         self: &Arc<Self>,
         tenant: Uuid,

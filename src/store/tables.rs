@@ -139,6 +139,11 @@ pub const SETTINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("settin
 pub const SITE_STATUS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("site_status_by_tenant_name");
 
+/// The main's mirrors of each federation site's objects and open alerts, by tenant + site
+/// name + 0 + `o` (object) or `a` (alert) + the site's id.
+pub const SITE_MIRRORS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("site_mirror_by_tenant_site_id");
+
 pub const META_LAST_OPEN: &str = "last_open_write";
 
 /// Archived report renderings by (tenant, report name, 0, id); their content by id.
@@ -223,6 +228,7 @@ macro_rules! every_table {
             HANDOFFS,
             SETTINGS,
             SITE_STATUS,
+            SITE_MIRRORS,
             REPORT_ARCHIVE,
             REPORT_CONTENT,
             RATE_BUCKETS,
