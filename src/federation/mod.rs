@@ -66,6 +66,7 @@ fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
     e.ts = Timestamp::from_millis(hour).unwrap_or(now);
     e
 }
+
 /// Marks a forwarded event whose time the site's clock makes doubtful, in
 /// `payload.clockSuspect`: the site's clock was off the main's by more than `bound` at its last
 /// heartbeat (`offsetMs`), or the event lies ahead of the main's clock by more than `bound`
