@@ -6,17 +6,20 @@ use super::error::Problem;
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{ALERTS, Page, PageQuery};
 use super::router::Route;
+use crate::alerting::AlertError;
 use crate::alerting::rules::RuleTest;
+use crate::federation::SiteError;
 use crate::model::Timestamp;
 use crate::model::alert::{
     AckRequest, Alert, AlertFilter, ManualAlarm, RuleTestRequest, ShelveRequest, SnoozeRequest,
 };
 use crate::model::flood::Flood;
 use crate::model::noise::{AlertingSettings, NoiseOverrides};
+use crate::model::site::SiteAction;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -75,9 +78,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").tool("alert_ack", "Acknowledge an open alert: escalation stops.", &[("id", "string", "the alert's id"), ("comment", "string", "why")]).doc(
             "alerts",
             "Acknowledge an alert",
-            "Optional `{comment, sticky, expiresIn}`: `sticky` (default true) holds the ack until the alert resolves, false lets its next state or severity change clear it; `expiresIn` (at least 1s, else 422 `svc:validation/expiresIn`) lets it lapse, by default after the policy's `ackTimeout`. The alert shows the terms as `ack`, and its escalation resumes at the acknowledged step when the ack lapses, is withdrawn after an unanswered `ackReminder`, or is cleared. Only from `open`: an alert in any other status is 404 `svc:not-found`, except an acked alert whose reminder waits for an answer, which this is (`action: confirmed`). Writes an `ack` event and the audit entry with the change.",
+            "Optional `{comment, sticky, expiresIn}`: `sticky` (default true) holds the ack until the alert resolves, false lets its next state or severity change clear it; `expiresIn` (at least 1s, else 422 `svc:validation/expiresIn`) lets it lapse, by default after the policy's `ackTimeout`. The alert shows the terms as `ack`, and its escalation resumes at the acknowledged step when the ack lapses, is withdrawn after an unanswered `ackReminder`, or is cleared. Only from `open`: an alert in any other status is 404 `svc:not-found`, except an acked alert whose reminder waits for an answer, which this is (`action: confirmed`). Writes an `ack` event and the audit entry with the change. An alert a federation site forwarded (`/alerts?site=`) is the site's: the ack is queued for the site in order (202 with the queued action, `site.alert.ack` audited) and carried out there, so the site's escalation stops and the ack comes back as its event.",
         )
-            .optional_body::<AckRequest>().ok::<Alert>(),
+            .optional_body::<AckRequest>().ok::<Alert>().answers::<SiteAction>(202),
         Route::post("/api/v1/alerts/{id}:snooze", snooze).permission("alerts:ack").tool("alert_snooze", "Snooze an alert until a time or for a duration; it re-arms then.", &[("id", "string", "the alert's id"), ("duration", "string", "e.g. 30m"), ("until", "string", "RFC 3339 time")]).doc(
             "alerts",
             "Snooze an alert",
@@ -99,9 +102,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:resolve", resolve).permission("alerts:ack").tool("alert_resolve", "Resolve an open or acknowledged alert.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Resolve an alert",
-            "From `open` or `acked`; an alert already resolved or expired is 404 `svc:not-found`, as one acknowledged when not open (CONTRACT 3). Writes an `alert_resolved` event and the audit entry with the change.",
+            "From `open` or `acked`; an alert already resolved or expired is 404 `svc:not-found`, as one acknowledged when not open (CONTRACT 3). Writes an `alert_resolved` event and the audit entry with the change. An alert a federation site forwarded is the site's: the resolve is queued for the site (202 with the queued action) and carried out there.",
         )
-            .no_body().ok::<Alert>(),
+            .no_body().ok::<Alert>().answers::<SiteAction>(202),
     ]
 }
 
@@ -234,17 +237,37 @@ async fn ack(
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<Option<AckRequest>>,
 ) -> Result<impl IntoResponse, Problem> {
-    let alert = st
+    let id = path_id(&id)?;
+    let terms = body.unwrap_or_default();
+    let comment = terms.comment.clone();
+    match st
         .alerting
-        .ack(
-            &c.principal,
-            &c.actor,
-            path_id(&id)?,
-            body.unwrap_or_default(),
-            "api",
-        )
-        .await?;
-    Ok(Json(alert))
+        .ack(&c.principal, &c.actor, id, terms, "api")
+        .await
+    {
+        Err(AlertError::NotFound) => carried(&st, &c, id, "ack", comment).await,
+        done => Ok(Json(done?).into_response()),
+    }
+}
+
+/// An action on an alert the main does not own: one a federation site forwarded is queued for
+/// that site (202 with the queued action); none is 404 as before.
+async fn carried(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+    action: &str,
+    comment: Option<String>,
+) -> Result<Response, Problem> {
+    match st
+        .sites
+        .carry(&c.principal, &c.actor, id, action, comment)
+        .await
+    {
+        Ok(queued) => Ok((StatusCode::ACCEPTED, Json(queued)).into_response()),
+        Err(SiteError::NotFound) => Err(AlertError::NotFound.into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn test_rule(
@@ -311,9 +334,9 @@ async fn resolve(
     c: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    let alert = st
-        .alerting
-        .resolve(&c.principal, &c.actor, path_id(&id)?)
-        .await?;
-    Ok(Json(alert))
+    let id = path_id(&id)?;
+    match st.alerting.resolve(&c.principal, &c.actor, id).await {
+        Err(AlertError::NotFound) => carried(&st, &c, id, "resolve", None).await,
+        done => Ok(Json(done?).into_response()),
+    }
 }

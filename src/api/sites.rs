@@ -11,7 +11,8 @@ use super::router::Route;
 use super::schemas;
 use crate::federation::Pulled;
 use crate::model::site::{
-    CLOCK_OFFSET_HEADER, EdgeStatus, ForwardBatch, ForwardReceipt, SiteHeartbeat, SiteOverview,
+    ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, ForwardBatch, ForwardReceipt, SiteAction,
+    SiteHeartbeat, SiteOverview,
 };
 use axum::Json;
 use axum::extract::State;
@@ -39,6 +40,18 @@ pub fn routes() -> Vec<Route> {
             "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. An event whose time is more than 31 days before its arrival or more than a day after it (a site clock far off) is stored at the hour it arrived, under an id made of that hour and its own id (a resend within the hour is still a duplicate), with its own time and id in `payload.originalTs` and `payload.originalId`; so a site fills only the month files around now. The answer's `through` is the last id received; the site advances its position to it.",
         )
             .body::<ForwardBatch>().ok::<ForwardReceipt>(),
+        Route::get("/api/v1/sites/{name}:actions", actions).permission("sites:connect").doc(
+            "sites",
+            "Actions the main took on a site's alerts",
+            "`{items: [{id, alertId, action: ack | resolve, by, comment, at}]}` in the order they were taken at the main (`POST /api/v1/alerts/{id}:ack` or `:resolve` of an alert the site forwarded), until the site reports them done. The site carries each out as its own (`via: main`), so its escalation stops and the change comes back as its event.",
+        )
+            .ok::<Page<SiteAction>>(),
+        Route::post("/api/v1/sites/{name}:actions", actions_done).permission("sites:connect").doc(
+            "sites",
+            "A site carried out the main's actions",
+            "`{done: [id]}`: the actions the site carried out, or found no longer applying (an alert resolved meanwhile); the main forgets them. 204.",
+        )
+            .body::<ActionsDone>().answers_empty(204),
         Route::get("/api/v1/sites:overview", overview).permission("objects:read").doc(
             "sites",
             "Sites with their connection",
@@ -100,6 +113,28 @@ async fn receive(
     ApiJson(batch): ApiJson<ForwardBatch>,
 ) -> Result<impl IntoResponse, Problem> {
     Ok(Json(st.sites.receive(&c.principal, &name, batch).await?))
+}
+
+async fn actions(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(Page::all(
+        st.sites.actions(&c.principal, &name).await?,
+    )))
+}
+
+async fn actions_done(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(body): ApiJson<ActionsDone>,
+) -> Result<impl IntoResponse, Problem> {
+    st.sites
+        .actions_done(&c.principal, &name, body.done)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 async fn overview(State(st): State<AppState>, c: Caller) -> Result<impl IntoResponse, Problem> {

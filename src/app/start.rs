@@ -523,6 +523,7 @@ impl Core {
                     clock.clone(),
                     m.inventory.clone(),
                     sites.edge_handle(),
+                    m.alerting.clone(),
                 )));
                 supervisor.spawn(self.led(EdgeUplink::new(
                     link,

@@ -10,13 +10,13 @@ use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventType};
 use crate::model::site::{
-    CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt, SiteHeartbeat,
-    parse_fingerprint,
+    ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt,
+    SiteAction, SiteHeartbeat, parse_fingerprint,
 };
 use crate::runtime::Locked;
 use crate::runtime::clock::{SharedClock, Stopwatch};
 use crate::runtime::worker::StepFuture;
-use crate::runtime::{SiteBundles, Wait, Worker};
+use crate::runtime::{AlertAction, AlertActions, SiteBundles, Wait, Worker};
 use crate::store::Store;
 use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
@@ -158,6 +158,12 @@ impl Backoff {
     }
 }
 
+/// `GET /sites/{name}:actions`' answer.
+#[derive(serde::Deserialize)]
+struct ActionPage {
+    items: Vec<SiteAction>,
+}
+
 /// Pulls the bundle and sends heartbeats, each on its own interval.
 pub struct EdgeSync {
     link: MainLink,
@@ -174,6 +180,8 @@ pub struct EdgeSync {
     beat_backoff: Backoff,
     /// The last heartbeat's round trip, told in the next for the main's clock offset.
     round_trip_ms: Option<u64>,
+    /// Carries out what the main's people did to this site's alerts.
+    alerts: Arc<dyn AlertActions>,
 }
 
 impl EdgeSync {
@@ -186,6 +194,7 @@ impl EdgeSync {
         clock: SharedClock,
         bundles: Arc<dyn SiteBundles>,
         status: Arc<Mutex<EdgeStatus>>,
+        alerts: Arc<dyn AlertActions>,
     ) -> Self {
         {
             let mut s = status.locked();
@@ -207,6 +216,7 @@ impl EdgeSync {
             pull_backoff: Backoff { failures: 0 },
             beat_backoff: Backoff { failures: 0 },
             round_trip_ms: None,
+            alerts,
         }
     }
 
@@ -331,10 +341,72 @@ impl EdgeSync {
             .get(CLOCK_OFFSET_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok());
-        let mut s = self.status.locked();
-        s.last_heartbeat_at = Some(self.clock.now());
-        s.clock_offset_ms = offset;
-        s.uplink_lost_since = None;
+        {
+            let mut s = self.status.locked();
+            s.last_heartbeat_at = Some(self.clock.now());
+            s.clock_offset_ms = offset;
+            s.uplink_lost_since = None;
+        }
+        // The heartbeat went through; actions that could not be fetched wait for the next.
+        if let Err(why) = self.carry_out(tenant).await {
+            self.failed("carrying out the main's actions", why);
+        }
+        Ok(())
+    }
+
+    /// Carries out the actions the main's people took on this site's alerts, in their order,
+    /// as this site's own (`via: main`), and tells the main which are done: carried out, or no
+    /// longer applying (the alert gone or not open). One that fails here stops the rest until
+    /// the next heartbeat, so they stay in order.
+    async fn carry_out(&self, tenant: Uuid) -> Result<(), String> {
+        let res = self
+            .link
+            .http
+            .get(self.link.url("actions"))
+            .bearer_auth(&self.link.token)
+            .send()
+            .await
+            .map_err(MainLink::transport)?;
+        if !res.status().is_success() {
+            return Err(MainLink::refused(res).await);
+        }
+        let body = res.bytes().await.map_err(MainLink::transport)?;
+        let page: ActionPage = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        let mut done = Vec::new();
+        for a in page.items {
+            let action = match a.action.as_str() {
+                "resolve" => AlertAction::Resolve,
+                _ => AlertAction::Ack,
+            };
+            let by = format!("{} at the main", a.by);
+            match self
+                .alerts
+                .act(tenant, a.alert_id, action, by, "main")
+                .await
+            {
+                Ok(_) => done.push(a.id),
+                Err(why) => {
+                    tracing::warn!(alert = %a.alert_id, error = %why, "the main's action waits");
+                    break;
+                }
+            }
+        }
+        if done.is_empty() {
+            return Ok(());
+        }
+        let res = self
+            .link
+            .http
+            .post(self.link.url("actions"))
+            .bearer_auth(&self.link.token)
+            .header(CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(&ActionsDone { done }).map_err(|e| e.to_string())?)
+            .send()
+            .await
+            .map_err(MainLink::transport)?;
+        if !res.status().is_success() {
+            return Err(MainLink::refused(res).await);
+        }
         Ok(())
     }
 

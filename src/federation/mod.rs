@@ -7,14 +7,16 @@ pub mod edge;
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::model::alert::{Alert, ManualAlarm};
+use crate::model::audit::AuditDraft;
 use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
+use crate::model::identity::Actor;
 use crate::model::mirror::{Mirror, Stale};
 use crate::model::object::ObjectView;
 use crate::model::site::{
     CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus, ForwardBatch,
-    ForwardReceipt, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
+    ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
 };
 use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
@@ -691,6 +693,88 @@ impl Sites {
             }
             _ => {}
         }
+        Ok(())
+    }
+
+    /// Queues `action` (`ack` or `resolve`) on the mirrored alert `alert_id` for the site that
+    /// owns it, in order, with its audit entry; `NotFound` when no site mirrors that alert.
+    pub async fn carry(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        alert_id: Uuid,
+        action: &str,
+        comment: Option<String>,
+    ) -> Result<SiteAction, SiteError> {
+        let site = self
+            .store
+            .site_mirrors(p.tenant, None)
+            .await?
+            .into_iter()
+            .find_map(|m| match m {
+                Mirror::Alert { site, alert, .. } if alert.id == alert_id => Some(site),
+                _ => None,
+            })
+            .ok_or(SiteError::NotFound)?;
+        let now = self.clock.now();
+        let queued = SiteAction {
+            id: self.clock.new_id(),
+            alert_id,
+            action: action.to_string(),
+            by: p.name.clone(),
+            comment: comment.unwrap_or_default(),
+            at: now,
+        };
+        let audit = AuditDraft::new(
+            now,
+            p.tenant,
+            actor,
+            &format!("site.alert.{action}"),
+            format!("site/{site}/alert/{alert_id}"),
+        )
+        .after(&queued);
+        let (tenant, kept) = (p.tenant, queued.clone());
+        self.store
+            .transact(move |tx| -> TxResult<_> {
+                let mut s = tx.site_status(tenant, &site)?;
+                s.actions.push(kept);
+                tx.save_site_status(&s)?;
+                tx.record([audit], Vec::new())?;
+                Ok(Wrote::Changed(()))
+            })
+            .await?;
+        Ok(queued)
+    }
+
+    /// `GET /sites/{name}:actions`: what the main's people did to the site's alerts, in order.
+    pub async fn actions(&self, p: &Principal, name: &str) -> Result<Vec<SiteAction>, SiteError> {
+        self.connectable(p, name).await?;
+        Ok(self
+            .store
+            .site_statuses(p.tenant)
+            .await?
+            .into_iter()
+            .find(|s| s.name == name)
+            .map(|s| s.actions)
+            .unwrap_or_default())
+    }
+
+    /// `POST /sites/{name}:actions`: the site carried these out; they are forgotten.
+    pub async fn actions_done(
+        &self,
+        p: &Principal,
+        name: &str,
+        done: Vec<Uuid>,
+    ) -> Result<(), SiteError> {
+        self.connectable(p, name).await?;
+        touch_site_status(
+            &self.store,
+            p.tenant,
+            name.to_string(),
+            move |s| s.actions.retain(|a| !done.contains(&a.id)),
+            |_, _| Vec::new(),
+        )
+        .await?;
         Ok(())
     }
 

@@ -109,6 +109,34 @@ pub struct ForwardState {
     pub gap: u64,
 }
 
+/// An action on one of a site's alerts taken at the main, waiting for the site to carry it
+/// out (the site owns the alert: its ack stops the site's escalation, and comes back as the
+/// site's own event).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SiteAction {
+    pub id: Uuid,
+    /// The site's alert.
+    pub alert_id: Uuid,
+    /// `ack` or `resolve`.
+    pub action: String,
+    /// Who took it at the main.
+    pub by: String,
+    #[serde(default)]
+    pub comment: String,
+    pub at: Timestamp,
+}
+
+/// `POST /api/v1/sites/{name}:actions`: the actions the site carried out (or found no longer
+/// applying), which the main then forgets.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ActionsDone {
+    pub done: Vec<Uuid>,
+}
+
 /// What the main keeps of a site's connection, by tenant and site name.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -152,6 +180,10 @@ pub struct SiteStatus {
     /// The open config-drift alert.
     #[serde(default)]
     pub config_alert: Option<Uuid>,
+    /// Actions on the site's alerts taken at the main, in order, until the site has carried
+    /// them out.
+    #[serde(default)]
+    pub actions: Vec<SiteAction>,
 }
 
 impl SiteStatus {

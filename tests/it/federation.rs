@@ -772,15 +772,40 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(door["id"], alarm["id"], "{door}");
     assert_eq!(door["status"], "open");
     assert_eq!(door["labels"]["site"], "north");
-    let res = send(
-        e,
-        local,
-        Method::POST,
-        &format!("/api/v1/alerts/{}:ack", alarm["id"].as_str().unwrap()),
-        json!({}),
+    // Acknowledged at the main, the ack is the site's: queued, carried out there, and back
+    // as the site's own event.
+    let door_id = alarm["id"].as_str().unwrap();
+    let queued = json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            &format!("/api/v1/alerts/{door_id}:ack"),
+            json!({"comment": "on my way"}),
+        )
+        .await,
+        202,
     )
     .await;
-    assert!(res.status().is_success(), "{}", res.status());
+    assert_eq!(queued["alertId"], door_id, "{queued}");
+    assert_eq!(queued["action"], "ack");
+    let local_door = until(
+        e,
+        local,
+        &format!("/api/v1/alerts/{door_id}"),
+        "the ack carried out",
+        |v| v["status"] == "acked",
+    )
+    .await;
+    assert!(
+        local_door["ackedBy"]
+            .as_str()
+            .unwrap()
+            .ends_with("at the main"),
+        "{local_door}"
+    );
+    let acks = get(e, local, "/api/v1/events?types=ack").await;
+    assert_eq!(acks["items"][0]["payload"]["via"], "main", "{acks}");
     until(
         m,
         admin,
@@ -795,6 +820,25 @@ async fn an_edge_follows_its_main_and_is_watched() {
         },
     )
     .await;
+    until(
+        m,
+        admin,
+        "/api/v1/sites/north:actions",
+        "the action forgotten",
+        |v| v["items"].as_array().unwrap().is_empty(),
+    )
+    .await;
+    let audit = get(m, admin, "/api/v1/audit?action=site.alert.ack").await;
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    let res = send(
+        m,
+        admin,
+        Method::POST,
+        "/api/v1/alerts/01a245c1-c508-7765-a14e-a081ddafabf3:ack",
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status(), 404, "no site holds that alert either");
     let main_own = get(m, admin, "/api/v1/alerts?status=open,acked").await;
     assert!(
         !main_own["items"]
@@ -842,6 +886,19 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(mirror["state"]["state"], 1, "{mirror}");
     assert_eq!(mirror["stale"]["reason"], "uplink", "{mirror}");
     assert!(mirror["stale"]["since"].is_string(), "{mirror}");
+    // An action taken while the site is cut off waits, in order, and is carried out on its
+    // return.
+    let res = send(
+        m,
+        admin,
+        Method::POST,
+        &format!("/api/v1/alerts/{door_id}:resolve"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let waiting = get(m, admin, "/api/v1/sites/north:actions").await;
+    assert_eq!(waiting["items"][0]["action"], "resolve", "{waiting}");
     let _edge = stopped.start(Opts {
         args: vec!["--config".into(), config],
         ..Default::default()
@@ -853,6 +910,29 @@ async fn an_edge_follows_its_main_and_is_watched() {
         &format!("/api/v1/alerts/{id}"),
         "the stale-site alert resolved",
         |v| v["status"] == "resolved",
+    )
+    .await;
+    // Back, the site carried out the waiting resolve: its alert left the mirrors.
+    until(
+        m,
+        admin,
+        "/api/v1/alerts?site=north&status=open,acked",
+        "the resolve carried out",
+        |v| {
+            !v["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["id"] == door_id)
+        },
+    )
+    .await;
+    until(
+        m,
+        admin,
+        "/api/v1/sites/north:actions",
+        "the resolve forgotten",
+        |v| v["items"].as_array().unwrap().is_empty(),
     )
     .await;
     let n = overview_of(&get(m, admin, "/api/v1/sites:overview").await, "north").clone();
