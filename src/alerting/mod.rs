@@ -324,7 +324,10 @@ impl Alerting {
     }
 
     pub async fn get(&self, p: &Principal, id: Uuid) -> Result<Alert, AlertError> {
-        let alert = self.store.alert(p.tenant, id).await?;
+        let alert = match self.store.alert(p.tenant, id).await {
+            Err(StoreError::NotFound) => return Err(AlertError::NotFound),
+            found => found?,
+        };
         let mut alerts = self.with_dependents(p.tenant, vec![alert]).await?;
         alerts.pop().ok_or(AlertError::NotFound)
     }

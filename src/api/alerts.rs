@@ -169,13 +169,9 @@ async fn list(
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
     let items = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         Some(site) => {
-            let (_, alerts) = st.sites.mirrors(&c.principal, site).await?;
-            alerts
-                .into_iter()
-                .rev()
-                .filter(|a| cursor.is_none_or(|c| a.id < c) && f.matches(a))
-                .take(page.limit)
-                .collect()
+            st.sites
+                .mirrored_alert_page(&c.principal, site, &f, cursor, page.limit)
+                .await?
         }
         None => {
             st.alerting
@@ -251,7 +247,25 @@ async fn ack(
 }
 
 /// An action on an alert the main does not own: one a federation site forwarded is queued for
-/// that site (202 with the queued action); none is 404 as before.
+/// that site; none is 404 as for any alert not found.
+pub(crate) async fn carry(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+    action: &str,
+    comment: Option<String>,
+) -> Result<SiteAction, Problem> {
+    match st
+        .sites
+        .carry(&c.principal, &c.actor, id, action, comment)
+        .await
+    {
+        Err(SiteError::NotFound) => Err(AlertError::NotFound.into()),
+        carried => Ok(carried?),
+    }
+}
+
+/// 202 with the action queued for the site that owns the alert.
 async fn carried(
     st: &AppState,
     c: &Caller,
@@ -259,15 +273,8 @@ async fn carried(
     action: &str,
     comment: Option<String>,
 ) -> Result<Response, Problem> {
-    match st
-        .sites
-        .carry(&c.principal, &c.actor, id, action, comment)
-        .await
-    {
-        Ok(queued) => Ok((StatusCode::ACCEPTED, Json(queued)).into_response()),
-        Err(SiteError::NotFound) => Err(AlertError::NotFound.into()),
-        Err(e) => Err(e.into()),
-    }
+    let queued = carry(st, c, id, action, comment).await?;
+    Ok((StatusCode::ACCEPTED, Json(queued)).into_response())
 }
 
 async fn test_rule(

@@ -6,7 +6,7 @@ pub mod edge;
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::alert::{Alert, ManualAlarm};
+use crate::model::alert::{Alert, AlertFilter, ManualAlarm};
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
@@ -706,16 +706,7 @@ impl Sites {
         action: &str,
         comment: Option<String>,
     ) -> Result<SiteAction, SiteError> {
-        let site = self
-            .store
-            .site_mirrors(p.tenant, None)
-            .await?
-            .into_iter()
-            .find_map(|m| match m {
-                Mirror::Alert { site, alert, .. } if alert.id == alert_id => Some(site),
-                _ => None,
-            })
-            .ok_or(SiteError::NotFound)?;
+        let (site, _) = self.mirrored_alert(p, alert_id).await?;
         let now = self.clock.now();
         let queued = SiteAction {
             id: self.clock.new_id(),
@@ -746,9 +737,66 @@ impl Sites {
         Ok(queued)
     }
 
+    /// The site mirroring alert `id` of the caller's tenant, the alert as it mirrors it, and
+    /// the actions taken on it at the main that wait for the site; `NotFound` when no site
+    /// does.
+    pub async fn mirrored_alert(
+        &self,
+        p: &Principal,
+        id: Uuid,
+    ) -> Result<(String, Alert), SiteError> {
+        self.store
+            .site_mirrors(p.tenant, None)
+            .await?
+            .into_iter()
+            .find_map(|m| match m {
+                Mirror::Alert { site, alert, .. } if alert.id == id => Some((site, *alert)),
+                _ => None,
+            })
+            .ok_or(SiteError::NotFound)
+    }
+
+    /// One page of site `site`'s mirrored alerts that `filter` keeps, newest first, strictly
+    /// before `before`.
+    pub async fn mirrored_alert_page(
+        &self,
+        p: &Principal,
+        site: &str,
+        filter: &AlertFilter,
+        before: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<Alert>, SiteError> {
+        let (_, alerts) = self.mirrors(p, site).await?;
+        Ok(alerts
+            .into_iter()
+            .rev()
+            .filter(|a| before.is_none_or(|b| a.id < b) && filter.matches(a))
+            .take(limit)
+            .collect())
+    }
+
+    /// The open and acknowledged alerts every site of the caller's tenant mirrors.
+    pub async fn mirrored_alerts(&self, p: &Principal) -> Result<Vec<Alert>, SiteError> {
+        Ok(self
+            .store
+            .site_mirrors(p.tenant, None)
+            .await?
+            .into_iter()
+            .filter_map(|m| match m {
+                Mirror::Alert { alert, .. } => Some(*alert),
+                Mirror::Object { .. } => None,
+            })
+            .collect())
+    }
+
     /// `GET /sites/{name}:actions`: what the main's people did to the site's alerts, in order.
     pub async fn actions(&self, p: &Principal, name: &str) -> Result<Vec<SiteAction>, SiteError> {
         self.connectable(p, name).await?;
+        self.waiting(p, name).await
+    }
+
+    /// The actions taken at the main on site `name`'s alerts that wait for the site.
+    pub async fn waiting(&self, p: &Principal, name: &str) -> Result<Vec<SiteAction>, SiteError> {
         Ok(self
             .store
             .site_statuses(p.tenant)

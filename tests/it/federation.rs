@@ -772,9 +772,26 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(door["id"], alarm["id"], "{door}");
     assert_eq!(door["status"], "open");
     assert_eq!(door["labels"]["site"], "north");
+    // The main's pages show it: the inbox, the alerts page narrowed to the site, its page.
+    let door_id = alarm["id"].as_str().unwrap();
+    let page = |path: String| async move {
+        let res = call(m, admin, Method::GET, &path).send().await.unwrap();
+        assert_eq!(res.status(), 200, "{path}");
+        res.text().await.unwrap()
+    };
+    assert!(page("/".into()).await.contains("door open"), "the inbox");
+    let listed = page("/alerts?site=north".into()).await;
+    assert!(
+        listed.contains(&format!("href=\"/alerts/{door_id}\"")),
+        "{listed}"
+    );
+    let own = page(format!("/alerts/{door_id}")).await;
+    assert!(
+        own.contains("This alert is site <strong>north</strong>"),
+        "{own}"
+    );
     // Acknowledged at the main, the ack is the site's: queued, carried out there, and back
     // as the site's own event.
-    let door_id = alarm["id"].as_str().unwrap();
     let queued = json(
         send(
             m,
@@ -899,6 +916,8 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(res.status(), 202);
     let waiting = get(m, admin, "/api/v1/sites/north:actions").await;
     assert_eq!(waiting["items"][0]["action"], "resolve", "{waiting}");
+    let own = page(format!("/alerts/{door_id}")).await;
+    assert!(own.contains("Waiting for the site: resolve by"), "{own}");
     let _edge = stopped.start(Opts {
         args: vec!["--config".into(), config],
         ..Default::default()

@@ -8,9 +8,9 @@ use crate::model::selector::SelectorError;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page, the operator's inbox (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP and (with `alerts:read`) the open and acknowledged alerts no problem stands for (from events), unhandled first (acknowledged, in downtime, silenced, shelved, snoozed or held back by a failed dependency is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed); narrowed by `q` (name, output, title, `label=value`), `severity` (`critical`, `unknown`, `warning`, `info`), `selector` (labels), `age` (`<1h`: started within, `>24h`: standing at least), sorted by `sort` (`severity`, `newest`, `oldest`, `name`), grouped by `group` (`host`, `site`, `severity`); a value it does not know is 422. Each open alert's acknowledge button, and a box to select it for acknowledging or shelving together (`select=all` ticks them all); the count of what needs a person in the title; live. An anonymous browser is redirected to `/login`.")
+        Route::get("/", problems).identity().doc("ui", "Problems page", "The UI's start page, the operator's inbox (`objects:read`; a caller without it is sent to the first page of the navigation it may read, 302): objects not OK or UP and (with `alerts:read`) the open and acknowledged alerts no problem stands for (from events, and those the federation sites mirror here), unhandled first (acknowledged, in downtime, silenced, shelved, snoozed or held back by a failed dependency is handled; `handled=1` lists those too), worst first, 100 a page (`from`: how many earlier pages showed); narrowed by `q` (name, output, title, `label=value`), `severity` (`critical`, `unknown`, `warning`, `info`), `selector` (labels), `age` (`<1h`: started within, `>24h`: standing at least), sorted by `sort` (`severity`, `newest`, `oldest`, `name`), grouped by `group` (`host`, `site`, `severity`); a value it does not know is 422. Each open alert's acknowledge button, and a box to select it for acknowledging or shelving together (`select=all` ticks them all); the count of what needs a person in the title; live. An anonymous browser is redirected to `/login`.")
             .query::<ProblemsQuery>().answers_text(200, HTML).answers_empty(302).answers_text(422, HTML).page(),
-        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, and `q` (words every alert shown has in its title or labels as `label=value`; a search reads at most 5000 alerts a page), `cursor`; newest first, 50 a page; `sort` (`severity`: worst first, unhandled before handled; `newest`; `oldest`; `name`: the title) and `group` (`host`: the `host` or `instance` label, `site`: the `site` label, `severity`) read the whole list (at most 5000 alerts), sort it and page it by `from`; a value it does not know is 422. Open alerts can be acknowledged one by one or selected and acknowledged together; live.")
+        Route::get("/alerts", alerts).permission("alerts:read").doc("ui", "Alerts page", "The filters of `GET /api/v1/alerts`, `status` being one tab (`open`, `acked`, `resolved,expired`; open otherwise), the form's `severity` and `ruleId`, and `q` (words every alert shown has in its title or labels as `label=value`; a search reads at most 5000 alerts a page), `cursor`; newest first, 50 a page; `sort` (`severity`: worst first, unhandled before handled; `newest`; `oldest`; `name`: the title) and `group` (`host`: the `host` or `instance` label, `site`: the `site` label, `severity`) read the whole list (at most 5000 alerts), sort it and page it by `from`; a value it does not know is 422; `site` lists a federation site's alerts as mirrored here. Open alerts can be acknowledged one by one or selected and acknowledged together (a site's: carried out at the site); live.")
             .query::<AlertsQuery>().answers_text(200, HTML).answers_text(422, HTML).page(),
         Route::post("/alerts/ack", ack_many).permission("alerts:ack").doc("ui", "Acknowledge selected alerts", "Form: `id` repeated, `back`. Each alert is acknowledged as by `POST /api/v1/alerts/{id}:ack` (one audit entry and `ack` event each); those no longer open are left. 303 to `back`.")
             .form::<BulkForm>().answers_empty(303).page(),
@@ -143,8 +143,10 @@ pub(super) async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox
             statuses: vec![AlertStatus::Open, AlertStatus::Acked],
             ..Default::default()
         };
-        let alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
+        let mut alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
         let silenced = st.alerting.silenced(&c.principal, &alerts).await?;
+        // The fleet's too: the sites' open alerts, as they mirror here.
+        alerts.extend(st.sites.mirrored_alerts(&c.principal).await?);
         (alerts, silenced)
     } else {
         Default::default()
@@ -260,6 +262,7 @@ async fn alerts(
         q: q.q.as_deref().unwrap_or_default(),
         sort: &sort_by,
         group: &group_by,
+        site: q.list.site.as_deref().unwrap_or_default(),
     };
     let words: Vec<String> =
         q.q.as_deref()
@@ -281,13 +284,27 @@ async fn alerts(
         None => Vec::new(),
         Some(filter) => {
             let (st, c) = (&st, &c);
+            let site = q
+                .list
+                .site
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty());
             let read = |cursor, limit| {
                 let filter = filter.clone();
                 async move {
-                    st.alerting
-                        .list(&c.principal, filter, cursor, limit)
-                        .await
-                        .map_err(Problem::from)
+                    match site {
+                        Some(site) => st
+                            .sites
+                            .mirrored_alert_page(&c.principal, site, &filter, cursor, limit)
+                            .await
+                            .map_err(Problem::from),
+                        None => st
+                            .alerting
+                            .list(&c.principal, filter, cursor, limit)
+                            .await
+                            .map_err(Problem::from),
+                    }
                 }
             };
             let found = search_pages(
@@ -368,6 +385,35 @@ const RELATED_ALERTS: usize = 10;
 /// What an alert's page tells beside the alert: its object now, the object's runbook, the
 /// rule's expression, its incident, the other alerts of its object and incident. Each part
 /// is a courtesy of the caller's permissions and of the part still existing.
+/// A site's alert as the main mirrors it, with the actions taken here that wait for the site;
+/// 404 when no site mirrors it either.
+async fn mirrored_alert(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+) -> Result<(crate::model::alert::Alert, views::AlertStory), Problem> {
+    let (site, alert) = match st.sites.mirrored_alert(&c.principal, id).await {
+        Err(crate::federation::SiteError::NotFound) => return Err(AlertError::NotFound.into()),
+        found => found?,
+    };
+    let waiting = st
+        .sites
+        .waiting(&c.principal, &site)
+        .await?
+        .into_iter()
+        .filter(|w| w.alert_id == id)
+        .collect();
+    let story = views::AlertStory {
+        object: None,
+        runbook: None,
+        rule_match: None,
+        incident: None,
+        related: Vec::new(),
+        site: Some((site, waiting)),
+    };
+    Ok((alert, story))
+}
+
 async fn alert_story(
     st: &AppState,
     c: &Caller,
@@ -439,6 +485,7 @@ async fn alert_story(
         rule_match,
         incident,
         related,
+        site: None,
     })
 }
 
@@ -449,9 +496,17 @@ async fn alert(
     ApiQuery(q): ApiQuery<DidQuery>,
 ) -> Response {
     let found = async {
-        let alert = st.alerting.get(&c.principal, path_id(&id)?).await?;
+        let id = path_id(&id)?;
+        let (alert, story) = match st.alerting.get(&c.principal, id).await {
+            // One a site forwarded: the site's, as it mirrors it.
+            Err(AlertError::NotFound) => mirrored_alert(&st, &c, id).await?,
+            found => {
+                let alert = found?;
+                let story = alert_story(&st, &c, &alert).await?;
+                (alert, story)
+            }
+        };
         let events = alert_timeline(&st, &c, &alert).await?;
-        let story = alert_story(&st, &c, &alert).await?;
         let incidents = if c.principal.allows("incidents:write") {
             Some(
                 st.alerting
@@ -584,14 +639,25 @@ async fn ack(
         ),
     };
     let request = AckRequest {
-        comment,
+        comment: comment.clone(),
         sticky: f.loose.is_some().then_some(false),
         expires_in,
     };
-    st.alerting
-        .ack(&c.principal, &c.actor, path_id(&id)?, request, "ui")
-        .await?;
-    Ok(Done::back(f.back.as_deref(), "ack"))
+    let id = path_id(&id)?;
+    match st
+        .alerting
+        .ack(&c.principal, &c.actor, id, request, "ui")
+        .await
+    {
+        Err(AlertError::NotFound) => {
+            crate::api::alerts::carry(&st, &c, id, "ack", comment).await?;
+            Ok(Done::back(f.back.as_deref(), "site-ack"))
+        }
+        acked => {
+            acked?;
+            Ok(Done::back(f.back.as_deref(), "ack"))
+        }
+    }
 }
 
 async fn ack_many(State(st): State<AppState>, c: Visitor, body: Bytes) -> Acted {
@@ -759,10 +825,17 @@ async fn resolve(
     body: Bytes,
 ) -> Acted {
     let f = form::<ActionForm>(&body)?;
-    st.alerting
-        .resolve(&c.principal, &c.actor, path_id(&id)?)
-        .await?;
-    Ok(Done::back(f.back.as_deref(), "resolve"))
+    let id = path_id(&id)?;
+    match st.alerting.resolve(&c.principal, &c.actor, id).await {
+        Err(AlertError::NotFound) => {
+            crate::api::alerts::carry(&st, &c, id, "resolve", None).await?;
+            Ok(Done::back(f.back.as_deref(), "site-resolve"))
+        }
+        resolved => {
+            resolved?;
+            Ok(Done::back(f.back.as_deref(), "resolve"))
+        }
+    }
 }
 
 /// The incident forms: which incident (`new` for one of its own), or a status and the version

@@ -229,6 +229,12 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "shelve" => "Shelved: it does not page until the shelf ends.",
         "unshelve" => "Unshelved: it pages again while open.",
         "resolve" => "Resolved.",
+        "site-ack" => {
+            "Sent to the alert's site, which acknowledges it there; it waits while the site is out of reach."
+        }
+        "site-resolve" => {
+            "Sent to the alert's site, which resolves it there; it waits while the site is out of reach."
+        }
         "check" => "Check scheduled.",
         "check-passive" => "Nothing runs: this object takes passive results only.",
         "check-agent" => "Nothing runs here: its host's agent runs the check and reports it.",

@@ -248,6 +248,8 @@ pub struct AlertsFilter<'a> {
     pub q: &'a str,
     pub sort: &'a str,
     pub group: &'a str,
+    /// A federation site: its mirrored alerts.
+    pub site: &'a str,
 }
 
 impl AlertsFilter<'_> {
@@ -262,6 +264,7 @@ impl AlertsFilter<'_> {
             ("objectId", self.object_id),
             ("sort", self.sort),
             ("group", self.group),
+            ("site", self.site),
         ] {
             if !value.is_empty() {
                 query.append_pair(name, value);
@@ -299,6 +302,7 @@ pub fn alerts(
             input type="hidden" name="status" value=(status);
             @if !filter.object_id.is_empty() { input type="hidden" name="objectId" value=(filter.object_id); }
             div { label for="q" { "Search" } input #q type="search" name="q" value=(filter.q) placeholder="title, label=value"; }
+            div { label for="site" { "Site (its alerts as mirrored here)" } input #site type="text" name="site" value=(filter.site) placeholder="north"; }
             div {
                 label for="severity" { "Severity" }
                 select #severity name="severity" {
@@ -370,6 +374,9 @@ pub struct AlertStory {
     pub incident: Option<Incident>,
     /// The other alerts of its object and its incident, newest first.
     pub related: Vec<Alert>,
+    /// A federation site's alert mirrored here: the site, and the actions taken here that wait
+    /// for it.
+    pub site: Option<(String, Vec<SiteAction>)>,
 }
 
 /// A runbook as a link when it is a web address, else as text: no other scheme becomes a link.
@@ -393,6 +400,12 @@ pub fn alert(
     let active = matches!(a.status, AlertStatus::Open | AlertStatus::Acked);
     let object = story.object.as_ref();
     html! {
+        @if let Some((site, waiting)) = &story.site {
+            p.notice role="status" {
+                "This alert is site " strong { (site) } "'s, as its forwarded events tell it: acknowledging or resolving it here is carried out there."
+                @for w in waiting { br; "Waiting for the site: " (w.action) " by " (w.by) ", " (when(now, w.at)) "." }
+            }
+        }
         dl.facts {
             dt { "Status" } dd { (a.status.as_str()) }
             dt { "Severity" } dd { (severity_badge(a.severity)) }

@@ -24,7 +24,7 @@ use crate::model::inbox::{Entry, Group, Level, Sort, Subject};
 use crate::model::incident::Incident;
 use crate::model::notify::{OnCallNow, OnCallShift};
 use crate::model::object::{ObjectKind, ObjectView};
-use crate::model::site::{EdgeStatus, SiteOverview};
+use crate::model::site::{EdgeStatus, SiteAction, SiteOverview};
 use crate::model::state::{CheckState, Problem, StateType, badness, label};
 use crate::model::suppression::{Downtime, Silence};
 use maud::{Markup, html};
