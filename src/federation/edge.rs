@@ -111,6 +111,28 @@ impl MainLink {
         format!("{}/api/v1/sites/{}:{verb}", self.base, self.name)
     }
 
+    /// POSTs `body` as JSON to the site's `verb`; a refusal is an error saying why.
+    async fn post(
+        &self,
+        verb: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<reqwest::Response, String> {
+        let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
+        let res = self
+            .http
+            .post(self.url(verb))
+            .bearer_auth(&self.token)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(MainLink::transport)?;
+        if !res.status().is_success() {
+            return Err(MainLink::refused(res).await);
+        }
+        Ok(res)
+    }
+
     /// A failed exchange as one line for the status and the log.
     async fn refused(res: reqwest::Response) -> String {
         let status = res.status();
@@ -320,22 +342,9 @@ impl EdgeSync {
             clock: Some(self.clock.now()),
             round_trip_ms: self.round_trip_ms,
         };
-        let body = serde_json::to_vec(&beat).map_err(|e| e.to_string())?;
         let trip = Stopwatch::start();
-        let res = self
-            .link
-            .http
-            .post(self.link.url("heartbeat"))
-            .bearer_auth(&self.link.token)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(MainLink::transport)?;
+        let res = self.link.post("heartbeat", &beat).await?;
         self.round_trip_ms = Some(trip.elapsed().as_millis() as u64);
-        if !res.status().is_success() {
-            return Err(MainLink::refused(res).await);
-        }
         let offset = res
             .headers()
             .get(CLOCK_OFFSET_HEADER)
@@ -394,19 +403,7 @@ impl EdgeSync {
         if done.is_empty() {
             return Ok(());
         }
-        let res = self
-            .link
-            .http
-            .post(self.link.url("actions"))
-            .bearer_auth(&self.link.token)
-            .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::to_vec(&ActionsDone { done }).map_err(|e| e.to_string())?)
-            .send()
-            .await
-            .map_err(MainLink::transport)?;
-        if !res.status().is_success() {
-            return Err(MainLink::refused(res).await);
-        }
+        self.link.post("actions", &ActionsDone { done }).await?;
         Ok(())
     }
 
@@ -542,18 +539,7 @@ impl EdgeUplink {
             debug_assert!(events.len() <= FORWARD_BATCH_MAX);
             if let Some(first) = events.first() {
                 status.locked().forward.oldest_unsent = Some(first.ts);
-                let res = link
-                    .http
-                    .post(link.url("events"))
-                    .bearer_auth(&link.token)
-                    .header(CONTENT_TYPE, "application/json")
-                    .body(serde_json::to_vec(&ForwardBatch { events }).map_err(|e| e.to_string())?)
-                    .send()
-                    .await
-                    .map_err(MainLink::transport)?;
-                if !res.status().is_success() {
-                    return Err(MainLink::refused(res).await);
-                }
+                let res = link.post("events", &ForwardBatch { events }).await?;
                 let body = res.bytes().await.map_err(MainLink::transport)?;
                 serde_json::from_slice::<ForwardReceipt>(&body)
                     .map_err(|e| format!("main's receipt unreadable: {e}"))?;

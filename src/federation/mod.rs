@@ -325,6 +325,24 @@ impl Sites {
         name: &str,
         alert: Uuid,
     ) -> Result<(), SiteError> {
+        self.resolve_site_alert(tenant, name, alert, "heartbeat", move |s| {
+            if s.stale_alert == Some(alert) && s.stale_since.is_none() {
+                s.stale_alert = None;
+            }
+        })
+        .await
+    }
+
+    /// Resolves a site's alert `alert` (`via` what ended its condition), then `clear`s it from
+    /// the site's status; one that does not resolve now is left to the next sweep.
+    async fn resolve_site_alert(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        alert: Uuid,
+        via: &'static str,
+        clear: impl FnOnce(&mut SiteStatus) + Send + 'static,
+    ) -> Result<(), SiteError> {
         if let Err(why) = self
             .alerts
             .act(
@@ -332,24 +350,16 @@ impl Sites {
                 alert,
                 AlertAction::Resolve,
                 "federation".into(),
-                "heartbeat",
+                via,
             )
             .await
         {
-            tracing::warn!(site = name, error = %why, "stale-site alert not resolved yet");
+            tracing::warn!(site = name, error = %why, "a site's alert not resolved yet");
             return Ok(());
         }
-        touch_site_status(
-            &self.store,
-            tenant,
-            name.to_string(),
-            move |s| {
-                if s.stale_alert == Some(alert) && s.stale_since.is_none() {
-                    s.stale_alert = None;
-                }
-            },
-            |_, _| Vec::new(),
-        )
+        touch_site_status(&self.store, tenant, name.to_string(), clear, |_, _| {
+            Vec::new()
+        })
         .await?;
         Ok(())
     }
@@ -551,24 +561,18 @@ impl Sites {
                     continue;
                 }
             }
-            let alarm = ManualAlarm {
-                title: Some(format!("Site {} is not reporting", status.name)),
-                message: Some(format!(
+            let alarm = site_alarm(
+                &site,
+                &status.name,
+                "critical",
+                "site-stale",
+                format!("Site {} is not reporting", status.name),
+                format!(
                     "no heartbeat from site {} since {last} (threshold {})",
                     status.name,
                     GoDuration(threshold)
-                )),
-                severity: Some("critical".into()),
-                escalation_policy: site.escalation_policy.clone(),
-                labels: site
-                    .labels
-                    .clone()
-                    .into_iter()
-                    .chain([("site".to_string(), status.name.clone())])
-                    .collect(),
-                object_id: None,
-                dedup_key: Some(format!("site-stale/{}", status.name)),
-            };
+                ),
+            );
             let alert = self
                 .alerts
                 .alarm(status.tenant_id, alarm, "federation".into(), "federation")
@@ -635,20 +639,14 @@ impl Sites {
         let (tenant, name) = (status.tenant_id, status.name.clone());
         match (drift, open) {
             (Drift::Now(why), None) => {
-                let alarm = ManualAlarm {
-                    title: Some(condition.title(&name)),
-                    message: Some(why),
-                    severity: Some("warning".into()),
-                    escalation_policy: site.escalation_policy.clone(),
-                    labels: site
-                        .labels
-                        .clone()
-                        .into_iter()
-                        .chain([("site".to_string(), name.clone())])
-                        .collect(),
-                    object_id: None,
-                    dedup_key: Some(format!("{}/{name}", condition.key())),
-                };
+                let alarm = site_alarm(
+                    site,
+                    &name,
+                    "warning",
+                    condition.key(),
+                    condition.title(&name),
+                    why,
+                );
                 let alert = self
                     .alerts
                     .alarm(tenant, alarm, "federation".into(), "federation")
@@ -663,32 +661,12 @@ impl Sites {
                 .await?;
             }
             (Drift::None | Drift::Due(_), Some(alert)) => {
-                if let Err(why) = self
-                    .alerts
-                    .act(
-                        tenant,
-                        alert,
-                        AlertAction::Resolve,
-                        "federation".into(),
-                        "federation",
-                    )
-                    .await
-                {
-                    tracing::warn!(site = name, error = %why, "a site's drift alert not resolved yet");
-                    return Ok(());
-                }
-                touch_site_status(
-                    &self.store,
-                    tenant,
-                    name,
-                    move |s| {
-                        let kept = condition.alert_mut(s);
-                        if *kept == Some(alert) {
-                            *kept = None;
-                        }
-                    },
-                    |_, _| Vec::new(),
-                )
+                self.resolve_site_alert(tenant, &name, alert, "federation", move |s| {
+                    let kept = condition.alert_mut(s);
+                    if *kept == Some(alert) {
+                        *kept = None;
+                    }
+                })
                 .await?;
             }
             _ => {}
@@ -875,6 +853,32 @@ impl Sites {
     /// The status the edge workers keep up to date.
     pub fn edge_handle(&self) -> Arc<Mutex<EdgeStatus>> {
         self.edge.clone()
+    }
+}
+
+/// The alert a site's condition raises at the main: the site's labels with `site`, its
+/// escalation policy, one per site by `<key>/<site>`.
+fn site_alarm(
+    site: &SiteBody,
+    name: &str,
+    severity: &str,
+    key: &str,
+    title: String,
+    message: String,
+) -> ManualAlarm {
+    ManualAlarm {
+        title: Some(title),
+        message: Some(message),
+        severity: Some(severity.into()),
+        escalation_policy: site.escalation_policy.clone(),
+        labels: site
+            .labels
+            .clone()
+            .into_iter()
+            .chain([("site".to_string(), name.to_string())])
+            .collect(),
+        object_id: None,
+        dedup_key: Some(format!("{key}/{name}")),
     }
 }
 
