@@ -52,19 +52,7 @@ pub(crate) async fn create_site(s: &Server, token: &str, body: Value) {
 
 /// Replaces a site's bundle (read, then PUT under If-Match).
 async fn set_bundle(s: &Server, token: &str, name: &str, bundle: &str) {
-    let mut site = get(s, token, &format!("/api/v1/sites/{name}")).await;
-    site["bundle"] = json!(bundle);
-    let version = site["version"].to_string();
-    json(
-        call(s, token, Method::PUT, &format!("/api/v1/sites/{name}"))
-            .header("If-Match", version)
-            .json(&site)
-            .send()
-            .await
-            .unwrap(),
-        200,
-    )
-    .await;
+    set_site_field(s, token, name, "bundle", json!(bundle)).await;
 }
 
 fn names(list: &Value) -> Vec<String> {
