@@ -51,6 +51,9 @@ pub enum ClientCommand {
         /// A label selector (`site=lab,tier in (gold,silver)`), for hosts and services.
         #[arg(short = 'l', long)]
         selector: Option<String>,
+        /// A federation site: its hosts, services or alerts as the main mirrors them.
+        #[arg(long)]
+        site: Option<String>,
         /// Keep following: new events as they happen, problems and alerts again on each change.
         #[arg(short = 'w', long)]
         watch: bool,
@@ -297,6 +300,7 @@ async fn execute(
         ClientCommand::Get {
             what,
             selector,
+            site,
             watch,
             output,
         } => {
@@ -320,6 +324,17 @@ async fn execute(
                 (Some(_), _) => {
                     return Err(CliError::Failed(
                         "--selector applies to hosts and services".into(),
+                    ));
+                }
+            };
+            let path = match (site, what) {
+                (None, _) => path,
+                (Some(site), Listing::Hosts | Listing::Services | Listing::Alerts) => {
+                    format!("{path}&site={}", path_segment(&site))
+                }
+                (Some(_), _) => {
+                    return Err(CliError::Failed(
+                        "--site applies to hosts, services and alerts".into(),
                     ));
                 }
             };

@@ -726,6 +726,22 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(mirror["labels"]["site"], "north");
     assert_eq!(mirror["state"]["output"], "no route");
     assert!(mirror.get("stale").is_none(), "{mirror}");
+    let (code, out, err) = svc(
+        &[
+            "--server",
+            &m.base,
+            "--token",
+            admin,
+            "--insecure",
+            "get",
+            "hosts",
+            "--site",
+            "north",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("edge-a") && out.contains("DOWN"), "{out}");
     let down = get(m, admin, "/api/v1/objects?site=north&state=DOWN").await;
     assert_eq!(down["items"].as_array().unwrap().len(), 1, "{down}");
     let up = get(m, admin, "/api/v1/objects?site=north&state=UP").await;
