@@ -142,15 +142,9 @@ async fn list(
     let with_state = q.with_state.as_deref() != Some("false");
     let views = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
         Some(site) => {
-            let (objects, _) = st.sites.mirrors(&c.principal, site).await?;
-            objects
-                .into_iter()
-                .filter(|v| after.is_none_or(|a| v.object.id > a))
-                .filter(|v| {
-                    filter.matches(&v.object, || v.object.labels.clone()) && filter.state_matches(v)
-                })
-                .take(page.limit)
-                .collect()
+            st.sites
+                .mirrored_object_page(&c.principal, site, &filter, after, page.limit)
+                .await?
         }
         None => {
             st.inventory

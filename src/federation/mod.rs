@@ -13,7 +13,7 @@ use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::model::identity::Actor;
 use crate::model::mirror::{Mirror, Stale};
-use crate::model::object::ObjectView;
+use crate::model::object::{ObjectFilter, ObjectView};
 use crate::model::site::{
     CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus, ForwardBatch,
     ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
@@ -732,6 +732,27 @@ impl Sites {
                 _ => None,
             })
             .ok_or(SiteError::NotFound)
+    }
+
+    /// One page of site `site`'s mirrored objects that `filter` keeps, in id order, after
+    /// `after`.
+    pub async fn mirrored_object_page(
+        &self,
+        p: &Principal,
+        site: &str,
+        filter: &ObjectFilter,
+        after: Option<Uuid>,
+        limit: usize,
+    ) -> Result<Vec<ObjectView>, SiteError> {
+        let (objects, _) = self.mirrors(p, site).await?;
+        Ok(objects
+            .into_iter()
+            .filter(|v| after.is_none_or(|a| v.object.id > a))
+            .filter(|v| {
+                filter.matches(&v.object, || v.object.labels.clone()) && filter.state_matches(v)
+            })
+            .take(limit)
+            .collect())
     }
 
     /// One page of site `site`'s mirrored alerts that `filter` keeps, newest first, strictly

@@ -794,6 +794,14 @@ async fn an_edge_follows_its_main_and_is_watched() {
         own.contains("This alert is site <strong>north</strong>"),
         "{own}"
     );
+    let objects = page("/objects?site=north".into()).await;
+    assert!(
+        objects.contains(&format!(
+            "href=\"/events?objectId={}\"",
+            local_host["id"].as_str().unwrap()
+        )),
+        "a site's object leads to its forwarded history: {objects}"
+    );
     // Acknowledged at the main, the ack is the site's: queued, carried out there, and back
     // as the site's own event.
     let queued = json(
@@ -922,6 +930,8 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(waiting["items"][0]["action"], "resolve", "{waiting}");
     let own = page(format!("/alerts/{door_id}")).await;
     assert!(own.contains("Waiting for the site: resolve by"), "{own}");
+    let objects = page("/objects?site=north".into()).await;
+    assert!(objects.contains("stale (uplink) since"), "{objects}");
     let _edge = stopped.start(Opts {
         args: vec!["--config".into(), config],
         ..Default::default()

@@ -6,7 +6,7 @@ use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
-        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page; `sort` (`severity`: worst state first, unhandled before handled; `newest`, `oldest`: by the last hard change; `name`) and `group` (`host`, `site`: the `site` label, `severity`: the state) read the whole list (at most 5000 objects), sort it and page it by `from`; a value it does not know is 422. Objects can be selected for a downtime together.")
+        Route::get("/objects", objects).permission("objects:read").doc("ui", "Objects page", "The filters of `GET /api/v1/objects` (the form has `q`: name contains, `selector`: labels, `folder`, `state`), `cursor`; hosts and services with their state, 100 a page; `sort` (`severity`: worst state first, unhandled before handled; `newest`, `oldest`: by the last hard change; `name`) and `group` (`host`, `site`: the `site` label, `severity`: the state) read the whole list (at most 5000 objects), sort it and page it by `from`; a value it does not know is 422. Objects can be selected for a downtime together. `site` lists a federation site's objects as mirrored here (stale by uplink while the site is silent), each leading to its forwarded events.")
             .query::<ObjectsQuery>().answers_text(200, HTML).answers_text(422, HTML).page(),
         Route::get("/objects/{id}", object).permission("objects:read").doc("ui", "Object page", "State, output, long output and performance data, a host's services, the object's recent events, check now; live. Its metric graphs show `range` (`1h`, `6h`, `24h`: the default, `7d`, `30d`) ending at `end` (RFC 3339; none: now), with the current value of the last result and its warning and critical thresholds; another range or end is 422.")
             .query::<ObjectQuery>().answers_text(200, HTML).answers_text(404, HTML).answers_text(422, HTML).page(),
@@ -82,14 +82,28 @@ async fn objects(
     } else {
         (req.limit, req.limit)
     };
+    let site = q
+        .list
+        .site
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     let read = |after, limit| {
         let filter = filter.clone();
         let (st, c) = (&st, &c);
         async move {
-            st.inventory
-                .objects(&c.principal, filter, after, limit, true)
-                .await
-                .map_err(Problem::from)
+            match site {
+                Some(site) => st
+                    .sites
+                    .mirrored_object_page(&c.principal, site, &filter, after, limit)
+                    .await
+                    .map_err(Problem::from),
+                None => st
+                    .inventory
+                    .objects(&c.principal, filter, after, limit, true)
+                    .await
+                    .map_err(Problem::from),
+            }
         }
     };
     let found = search_pages(
@@ -133,6 +147,7 @@ async fn objects(
         state: q.list.state.as_deref().unwrap_or_default(),
         sort: &sort_by,
         group: &group_by,
+        site: site.unwrap_or_default(),
     };
     let content = views::objects(&c.now(&st), &groups, &paging, &shown, can(&c));
     html(

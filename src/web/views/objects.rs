@@ -11,6 +11,8 @@ pub struct ObjectsFilter<'a> {
     pub state: &'a str,
     pub sort: &'a str,
     pub group: &'a str,
+    /// A federation site: its objects as mirrored here.
+    pub site: &'a str,
 }
 
 /// The state filter's choices: (value of `state`, text). Hosts and services share the
@@ -41,6 +43,7 @@ pub fn objects(
         ("state", filter.state),
         ("sort", filter.sort),
         ("group", filter.group),
+        ("site", filter.site),
     ] {
         if !value.is_empty() {
             query.append_pair(name, value);
@@ -53,6 +56,7 @@ pub fn objects(
             div { label for="q" { "Name contains" } input #q type="search" name="q" value=(filter.q); }
             div { label for="selector" { "Labels" } input #selector type="text" name="selector" value=(filter.selector) placeholder="site=north,role=db"; }
             div { label for="folder" { "Folder" } input #folder type="text" name="folder" value=(filter.folder) placeholder="north/pumps"; }
+            div { label for="site" { "Site (its objects as mirrored here)" } input #site type="text" name="site" value=(filter.site) placeholder="north"; }
             div {
                 label for="state" { "State" }
                 select #state name="state" {
@@ -78,12 +82,18 @@ pub fn objects(
                 ul.list {
                     @for v in views {
                         li {
-                            @if can.downtime {
+                            @if can.downtime && filter.site.is_empty() {
                                 input type="checkbox" name="object" value=(v.object.id) form="bulk" aria-label=(format!("Select {}", view_name(v)));
                             }
                             (state_badge(v.object.kind, v.state.as_ref()))
                             span.what {
-                                a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
+                                // A site's object lives there: here, its forwarded history.
+                                @if filter.site.is_empty() {
+                                    a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
+                                } @else {
+                                    a href=(format!("/events?objectId={}", v.object.id)) { (view_name(v)) }
+                                }
+                                @if let Some(stale) = &v.stale { " " span.handled { "stale (" (stale.reason) ") since " (when(now, stale.since)) } }
                                 @if let Some(s) = &v.state {
                                     " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
                                 }
@@ -92,7 +102,7 @@ pub fn objects(
                     }
                 }
             }
-            @if can.downtime {
+            @if can.downtime && filter.site.is_empty() {
                 div.acts.bulk {
                     label for="bulk-for" { "Downtime for the selected, for" }
                     select #bulk-for name="duration" form="bulk" {
