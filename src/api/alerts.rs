@@ -134,7 +134,39 @@ fn csv<T: std::str::FromStr>(raw: Option<&str>) -> Option<Vec<T>> {
         })
 }
 
+/// One page of the tenant's own alerts, or (with `site`) of that federation site's as
+/// mirrored here: newest first, strictly before `before`.
+pub(crate) async fn alert_page(
+    st: &AppState,
+    c: &Caller,
+    site: Option<&str>,
+    filter: AlertFilter,
+    before: Option<Uuid>,
+    limit: usize,
+) -> Result<Vec<Alert>, Problem> {
+    Ok(match site {
+        Some(site) => {
+            st.sites
+                .mirrored_alert_page(&c.principal, site, &filter, before, limit)
+                .await?
+        }
+        None => {
+            st.alerting
+                .list(&c.principal, filter, before, limit)
+                .await?
+        }
+    })
+}
+
 impl AlertQuery {
+    /// The federation site named, if any.
+    pub(crate) fn site(&self) -> Option<&str> {
+        self.site
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
     /// The filter this query asks for, or `None` when it can match nothing.
     pub(crate) fn filter(&self) -> Option<AlertFilter> {
         let id = |raw: &Option<String>| -> Option<Option<Uuid>> {
@@ -167,18 +199,7 @@ async fn list(
         return Ok(Json(Page::all(Vec::new())));
     };
     let cursor = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
-    let items = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        Some(site) => {
-            st.sites
-                .mirrored_alert_page(&c.principal, site, &f, cursor, page.limit)
-                .await?
-        }
-        None => {
-            st.alerting
-                .list(&c.principal, f, cursor, page.limit)
-                .await?
-        }
-    };
+    let items = alert_page(&st, &c, q.site(), f, cursor, page.limit).await?;
     Ok(Json(Page::new(items, &page, |a: &Alert| a.id.to_string())))
 }
 

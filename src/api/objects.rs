@@ -96,7 +96,40 @@ pub(crate) struct ListQuery {
     pub page: PageQuery,
 }
 
+/// One page of the tenant's own objects (with their live state if `with_state`), or (with
+/// `site`) of that federation site's as mirrored here: in id order, after `after`.
+pub(crate) async fn object_page(
+    st: &AppState,
+    c: &Caller,
+    site: Option<&str>,
+    filter: ObjectFilter,
+    after: Option<Uuid>,
+    limit: usize,
+    with_state: bool,
+) -> Result<Vec<ObjectView>, Problem> {
+    Ok(match site {
+        Some(site) => {
+            st.sites
+                .mirrored_object_page(&c.principal, site, &filter, after, limit)
+                .await?
+        }
+        None => {
+            st.inventory
+                .objects(&c.principal, filter, after, limit, with_state)
+                .await?
+        }
+    })
+}
+
 impl ListQuery {
+    /// The federation site named, if any.
+    pub(crate) fn site(&self) -> Option<&str> {
+        self.site
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+    }
+
     /// The filter this query asks for over objects of `kind` (any when `None`).
     pub(crate) fn filter(&self, kind: Option<ObjectKind>) -> Result<ObjectFilter, Problem> {
         let given = |v: &Option<String>| v.clone().filter(|s| !s.trim().is_empty());
@@ -140,18 +173,7 @@ async fn list(
     let filter = q.filter(kind)?;
     let after = page.cursor.as_deref().and_then(|c| Uuid::parse_str(c).ok());
     let with_state = q.with_state.as_deref() != Some("false");
-    let views = match q.site.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-        Some(site) => {
-            st.sites
-                .mirrored_object_page(&c.principal, site, &filter, after, page.limit)
-                .await?
-        }
-        None => {
-            st.inventory
-                .objects(&c.principal, filter, after, page.limit, with_state)
-                .await?
-        }
-    };
+    let views = object_page(&st, &c, q.site(), filter, after, page.limit, with_state).await?;
     let page = Page::new(views, &page, |v| v.object.id.to_string());
     Ok(Json(Page {
         items: page

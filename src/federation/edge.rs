@@ -10,8 +10,8 @@ use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
 use crate::model::event::{Event, EventType};
 use crate::model::site::{
-    ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM, ForwardBatch, ForwardReceipt,
-    SiteAction, SiteHeartbeat, parse_fingerprint,
+    ACTIONS_WAITING_HEADER, ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM,
+    ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, parse_fingerprint,
 };
 use crate::runtime::Locked;
 use crate::runtime::clock::{SharedClock, Stopwatch};
@@ -345,19 +345,24 @@ impl EdgeSync {
         let trip = Stopwatch::start();
         let res = self.link.post("heartbeat", &beat).await?;
         self.round_trip_ms = Some(trip.elapsed().as_millis() as u64);
-        let offset = res
-            .headers()
-            .get(CLOCK_OFFSET_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
+        let header = |name: &str| {
+            res.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+        };
+        let (offset, waiting) = (header(CLOCK_OFFSET_HEADER), header(ACTIONS_WAITING_HEADER));
         {
             let mut s = self.status.locked();
             s.last_heartbeat_at = Some(self.clock.now());
             s.clock_offset_ms = offset;
             s.uplink_lost_since = None;
         }
-        // The heartbeat went through; actions that could not be fetched wait for the next.
-        if let Err(why) = self.carry_out(tenant).await {
+        // Only when the main says some wait: a metered uplink pays for no empty asks. Those
+        // that cannot be fetched now wait for the next heartbeat.
+        if waiting.is_some_and(|n| n > 0)
+            && let Err(why) = self.carry_out(tenant).await
+        {
             self.failed("carrying out the main's actions", why);
         }
         Ok(())

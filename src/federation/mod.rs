@@ -12,11 +12,12 @@ use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::model::identity::Actor;
-use crate::model::mirror::{Mirror, Stale};
+use crate::model::mirror::{Mirror, MirrorKind, Stale};
 use crate::model::object::{ObjectFilter, ObjectView};
 use crate::model::site::{
-    CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus, ForwardBatch,
-    ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, SiteStatus, clock_offset_ms,
+    BeatAnswer, CLOCK_DRIFT_MAX, CONFIG_DRIFT_AFTER, CONNECTED_WITHIN, Drift, EdgeStatus,
+    ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, SiteStatus,
+    clock_offset_ms,
 };
 use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
@@ -277,13 +278,13 @@ impl Sites {
 
     /// `POST /sites/{name}:heartbeat`. A site that was stale is back: its alert resolves and a
     /// `system` event says how long it ran alone. The site's clock offset, when it told its
-    /// clock, is kept for the drift sweep and answered.
+    /// clock, is kept for the drift sweep and answered, with how many actions wait for it.
     pub async fn heartbeat(
         &self,
         p: &Principal,
         name: &str,
         mut beat: SiteHeartbeat,
-    ) -> Result<Option<i64>, SiteError> {
+    ) -> Result<BeatAnswer, SiteError> {
         self.connectable(p, name).await?;
         // The ETag as `:pull` sent it (quoted) or bare names the same bundle.
         beat.bundle_etag = crate::model::bare_entity_tag(&beat.bundle_etag);
@@ -316,7 +317,10 @@ impl Sites {
         if let Some(alert) = status.stale_alert {
             self.resolve_stale_alert(p.tenant, name, alert).await?;
         }
-        Ok(offset)
+        Ok(BeatAnswer {
+            clock_offset_ms: offset,
+            actions_waiting: status.actions.len(),
+        })
     }
 
     async fn resolve_stale_alert(
@@ -457,11 +461,9 @@ impl Sites {
         let bound = site.clock_drift_max.map_or(CLOCK_DRIFT_MAX, |d| d.0);
         let offset = self
             .store
-            .site_statuses(p.tenant)
+            .site_status(p.tenant, name.to_string())
             .await?
-            .into_iter()
-            .find(|s| s.name == name)
-            .and_then(|s| s.clock_offset_ms);
+            .clock_offset_ms;
         let events: Vec<Event> = batch
             .events
             .into_iter()
@@ -715,16 +717,15 @@ impl Sites {
         Ok(queued)
     }
 
-    /// The site mirroring alert `id` of the caller's tenant, the alert as it mirrors it, and
-    /// the actions taken on it at the main that wait for the site; `NotFound` when no site
-    /// does.
+    /// The site mirroring alert `id` of the caller's tenant, and the alert as it mirrors it;
+    /// `NotFound` when no site does.
     pub async fn mirrored_alert(
         &self,
         p: &Principal,
         id: Uuid,
     ) -> Result<(String, Alert), SiteError> {
         self.store
-            .site_mirrors(p.tenant, None)
+            .site_mirrors(p.tenant, MirrorKind::Alert, None)
             .await?
             .into_iter()
             .find_map(|m| match m {
@@ -735,7 +736,7 @@ impl Sites {
     }
 
     /// One page of site `site`'s mirrored objects that `filter` keeps, in id order, after
-    /// `after`.
+    /// `after`; each marked stale by uplink while the site is.
     pub async fn mirrored_object_page(
         &self,
         p: &Principal,
@@ -744,9 +745,28 @@ impl Sites {
         after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ObjectView>, SiteError> {
-        let (objects, _) = self.mirrors(p, site).await?;
-        Ok(objects
+        let stale = self
+            .store
+            .site_status(p.tenant, site.to_string())
+            .await?
+            .stale_since
+            .map(|since| Stale {
+                reason: "uplink".into(),
+                since,
+            });
+        let mirrors = self
+            .store
+            .site_mirrors(p.tenant, MirrorKind::Object, Some(site.to_string()))
+            .await?;
+        Ok(mirrors
             .into_iter()
+            .filter_map(|m| match m {
+                Mirror::Object { view, .. } => Some(ObjectView {
+                    stale: stale.clone(),
+                    ..*view
+                }),
+                Mirror::Alert { .. } => None,
+            })
             .filter(|v| after.is_none_or(|a| v.object.id > a))
             .filter(|v| {
                 filter.matches(&v.object, || v.object.labels.clone()) && filter.state_matches(v)
@@ -765,7 +785,7 @@ impl Sites {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Alert>, SiteError> {
-        let (_, alerts) = self.mirrors(p, site).await?;
+        let alerts = self.mirrored_alerts(p, Some(site)).await?;
         Ok(alerts
             .into_iter()
             .rev()
@@ -774,11 +794,16 @@ impl Sites {
             .collect())
     }
 
-    /// The open and acknowledged alerts every site of the caller's tenant mirrors.
-    pub async fn mirrored_alerts(&self, p: &Principal) -> Result<Vec<Alert>, SiteError> {
+    /// The open and acknowledged alerts site `site` (every site: `None`) of the caller's
+    /// tenant mirrors.
+    pub async fn mirrored_alerts(
+        &self,
+        p: &Principal,
+        site: Option<&str>,
+    ) -> Result<Vec<Alert>, SiteError> {
         Ok(self
             .store
-            .site_mirrors(p.tenant, None)
+            .site_mirrors(p.tenant, MirrorKind::Alert, site.map(str::to_string))
             .await?
             .into_iter()
             .filter_map(|m| match m {
@@ -798,12 +823,9 @@ impl Sites {
     pub async fn waiting(&self, p: &Principal, name: &str) -> Result<Vec<SiteAction>, SiteError> {
         Ok(self
             .store
-            .site_statuses(p.tenant)
+            .site_status(p.tenant, name.to_string())
             .await?
-            .into_iter()
-            .find(|s| s.name == name)
-            .map(|s| s.actions)
-            .unwrap_or_default())
+            .actions)
     }
 
     /// `POST /sites/{name}:actions`: the site carried these out; they are forgotten.
@@ -823,42 +845,6 @@ impl Sites {
         )
         .await?;
         Ok(())
-    }
-
-    /// The mirrors of the caller's tenant's site `site` (none for a site never heard of): its
-    /// objects, each marked stale by uplink while the site is, and its open and acknowledged
-    /// alerts.
-    pub async fn mirrors(
-        &self,
-        p: &Principal,
-        site: &str,
-    ) -> Result<(Vec<ObjectView>, Vec<Alert>), SiteError> {
-        let stale = self
-            .store
-            .site_statuses(p.tenant)
-            .await?
-            .into_iter()
-            .find(|s| s.name == site)
-            .and_then(|s| s.stale_since);
-        let mut objects = Vec::new();
-        let mut alerts = Vec::new();
-        for m in self
-            .store
-            .site_mirrors(p.tenant, Some(site.to_string()))
-            .await?
-        {
-            match m {
-                Mirror::Object { mut view, .. } => {
-                    view.stale = stale.map(|since| Stale {
-                        reason: "uplink".into(),
-                        since,
-                    });
-                    objects.push(*view);
-                }
-                Mirror::Alert { alert, .. } => alerts.push(*alert),
-            }
-        }
-        Ok((objects, alerts))
     }
 
     /// What wakes the stale-site sweep (also to be notified on catalog changes).

@@ -29,19 +29,25 @@ pub enum Mirror {
     },
 }
 
-/// Which record an event changes: an object's (`false`) or an alert's (`true`), by the site's
-/// id.
-pub fn key_of(e: &Event) -> Option<(bool, Uuid)> {
+/// What a mirrored record is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MirrorKind {
+    Object,
+    Alert,
+}
+
+/// Which record an event changes, by its kind and the site's id.
+pub fn key_of(e: &Event) -> Option<(MirrorKind, Uuid)> {
     match e.kind {
         EventType::StateChange | EventType::FlappingStart | EventType::FlappingEnd => {
-            e.object_id.map(|id| (false, id))
+            e.object_id.map(|id| (MirrorKind::Object, id))
         }
         EventType::AlertOpened | EventType::Ack | EventType::AlertResolved => e
             .payload
             .get("alertId")
             .and_then(Value::as_str)
             .and_then(|s| Uuid::parse_str(s).ok())
-            .map(|id| (true, id)),
+            .map(|id| (MirrorKind::Alert, id)),
         _ => None,
     }
 }
@@ -274,7 +280,10 @@ mod tests {
             (a.status, a.acked_by.as_deref()),
             (AlertStatus::Acked, Some("ada"))
         );
-        assert_eq!(key_of(&acked), Some((true, Uuid::from_u128(5))));
+        assert_eq!(
+            key_of(&acked),
+            Some((MirrorKind::Alert, Uuid::from_u128(5)))
+        );
         let resolved = event(
             22,
             EventType::AlertResolved,

@@ -80,6 +80,18 @@ pub fn clock_offset_ms(
 
 /// The header of a heartbeat's answer that tells the site its clock offset in milliseconds.
 pub const CLOCK_OFFSET_HEADER: &str = "x-svc-clock-offset";
+/// The header of a heartbeat's answer that tells the site how many actions the main's people
+/// took on its alerts wait for it (`GET /sites/{name}:actions`); absent: none.
+pub const ACTIONS_WAITING_HEADER: &str = "x-svc-actions-waiting";
+
+/// What the main answers a heartbeat with, in its headers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BeatAnswer {
+    /// The site's clock offset, when it told its clock.
+    pub clock_offset_ms: Option<i64>,
+    /// Actions taken at the main on the site's alerts that wait for it.
+    pub actions_waiting: usize,
+}
 
 /// Whether a site stands drifted from the main, or when it will if nothing changes.
 #[derive(Clone, Debug, PartialEq)]

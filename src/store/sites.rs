@@ -7,7 +7,7 @@ use super::kv::Readable;
 use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRRORS, SITE_STATUS};
 use super::{Store, StoreError, Tx};
 use crate::model::event::Event;
-use crate::model::mirror::{self, Mirror};
+use crate::model::mirror::{self, Mirror, MirrorKind};
 use crate::model::object::{Object, ObjectKind};
 use crate::model::site::SiteStatus;
 use std::sync::Arc;
@@ -46,10 +46,10 @@ impl Tx<'_> {
     ) -> Result<(), StoreError> {
         let mut t = self.open_table(SITE_MIRRORS)?;
         for e in events {
-            let Some((alert, id)) = mirror::key_of(e) else {
+            let Some((kind, id)) = mirror::key_of(e) else {
                 continue;
             };
-            let key = mirror_key(tenant, site, alert, id);
+            let key = mirror_key(tenant, kind, site, id);
             let old: Option<Mirror> = t
                 .get(key.as_slice())?
                 .map(|v| decode(v.value()))
@@ -75,45 +75,69 @@ impl Tx<'_> {
     }
 }
 
-/// The key of a site's mirrored record: tenant, site name, 0, `a` (an alert) or `o` (an
-/// object), the site's id.
-fn mirror_key(tenant: Uuid, site: &str, alert: bool, id: Uuid) -> Vec<u8> {
-    let mut local = site_prefix(site);
-    local.push(if alert { b'a' } else { b'o' });
-    local.extend_from_slice(id.as_bytes());
+/// The key of a site's mirrored record: tenant, `a` (an alert) or `o` (an object), site
+/// name, 0, the site's id. So the alerts of every site are read without their objects.
+fn mirror_key(tenant: Uuid, kind: MirrorKind, site: &str, id: Uuid) -> Vec<u8> {
+    let mut key = mirror_prefix(tenant, kind, Some(site));
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// What every key of a tenant's mirrors of `kind` (of one site's, given) starts with.
+fn mirror_prefix(tenant: Uuid, kind: MirrorKind, site: Option<&str>) -> Vec<u8> {
+    let mut local = vec![match kind {
+        MirrorKind::Alert => b'a',
+        MirrorKind::Object => b'o',
+    }];
+    if let Some(site) = site {
+        local.extend_from_slice(site.as_bytes());
+        local.push(0);
+    }
     scoped(tenant, &local)
 }
 
-/// The local part every key of one site's mirrors starts with.
-fn site_prefix(site: &str) -> Vec<u8> {
-    let mut local = site.as_bytes().to_vec();
-    local.push(0);
-    local
-}
-
 impl Store {
-    /// The mirrors of one of a tenant's sites (of every site: `None`), in key order.
+    /// A tenant's mirrors of `kind`, of one site (of every site: `None`), in key order.
     pub(crate) async fn site_mirrors(
         self: &Arc<Self>,
         tenant: Uuid,
+        kind: MirrorKind,
         site: Option<String>,
     ) -> Result<Vec<Mirror>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SITE_MIRRORS)?;
-            let Some(site) = site else {
-                return tenant_values(&t, tenant);
-            };
-            let lo = scoped(tenant, &site_prefix(&site));
+            let lo = mirror_prefix(tenant, kind, site.as_deref());
+            // Past every key with that prefix: its last byte (a kind, or the 0 that ends a
+            // name) is below 255.
             let mut hi = lo.clone();
-            // Past every key after the 0 that ends the name.
             if let Some(last) = hi.last_mut() {
-                *last = 1;
+                *last += 1;
             }
             let mut out = Vec::new();
             for row in t.range(lo.as_slice()..hi.as_slice())? {
                 out.push(decode(row?.1.value())?);
             }
             Ok(out)
+        })
+        .await
+    }
+
+    /// A site's status; a site never heard of is empty.
+    pub(crate) async fn site_status(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        name: String,
+    ) -> Result<SiteStatus, StoreError> {
+        self.read(move |tx| {
+            let t = tx.open_table(SITE_STATUS)?;
+            match t.get(scoped(tenant, name.as_bytes()).as_slice())? {
+                Some(v) => decode(v.value()),
+                None => Ok(SiteStatus {
+                    tenant_id: tenant,
+                    name,
+                    ..Default::default()
+                }),
+            }
         })
         .await
     }

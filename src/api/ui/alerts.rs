@@ -146,7 +146,7 @@ pub(super) async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox
         let mut alerts = st.alerting.list(&c.principal, filter, None, 1000).await?;
         let silenced = st.alerting.silenced(&c.principal, &alerts).await?;
         // The fleet's too: the sites' open alerts, as they mirror here.
-        alerts.extend(st.sites.mirrored_alerts(&c.principal).await?);
+        alerts.extend(st.sites.mirrored_alerts(&c.principal, None).await?);
         (alerts, silenced)
     } else {
         Default::default()
@@ -262,7 +262,7 @@ async fn alerts(
         q: q.q.as_deref().unwrap_or_default(),
         sort: &sort_by,
         group: &group_by,
-        site: q.list.site.as_deref().unwrap_or_default(),
+        site: q.list.site().unwrap_or_default(),
     };
     let words: Vec<String> =
         q.q.as_deref()
@@ -284,28 +284,10 @@ async fn alerts(
         None => Vec::new(),
         Some(filter) => {
             let (st, c) = (&st, &c);
-            let site = q
-                .list
-                .site
-                .as_deref()
-                .map(str::trim)
-                .filter(|s| !s.is_empty());
+            let site = q.list.site();
             let read = |cursor, limit| {
                 let filter = filter.clone();
-                async move {
-                    match site {
-                        Some(site) => st
-                            .sites
-                            .mirrored_alert_page(&c.principal, site, &filter, cursor, limit)
-                            .await
-                            .map_err(Problem::from),
-                        None => st
-                            .alerting
-                            .list(&c.principal, filter, cursor, limit)
-                            .await
-                            .map_err(Problem::from),
-                    }
-                }
+                async move { crate::api::alerts::alert_page(st, c, site, filter, cursor, limit).await }
             };
             let found = search_pages(
                 id_cursor(&req),

@@ -82,29 +82,11 @@ async fn objects(
     } else {
         (req.limit, req.limit)
     };
-    let site = q
-        .list
-        .site
-        .as_deref()
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
+    let site = q.list.site();
     let read = |after, limit| {
         let filter = filter.clone();
         let (st, c) = (&st, &c);
-        async move {
-            match site {
-                Some(site) => st
-                    .sites
-                    .mirrored_object_page(&c.principal, site, &filter, after, limit)
-                    .await
-                    .map_err(Problem::from),
-                None => st
-                    .inventory
-                    .objects(&c.principal, filter, after, limit, true)
-                    .await
-                    .map_err(Problem::from),
-            }
-        }
+        async move { crate::api::objects::object_page(st, c, site, filter, after, limit, true).await }
     };
     let found = search_pages(
         id_cursor(&req),
