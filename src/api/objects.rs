@@ -55,6 +55,10 @@ pub fn routes() -> Vec<Route> {
             .permission("objects:read")
             .doc("objects", "Resolved spec and template chain", "`{spec, templateChain}`: templates apply depth first in the order named, later ones override earlier ones, the object's own spec overrides them all; `vars` merge key by key.")
             .ok::<EffectiveConfig>(),
+        Route::get("/api/v1/objects/{id}/observers", observers)
+            .permission("objects:read")
+            .doc("objects", "Who observes the object and the verdict", "For an object with `spec.observers` (`{sites: <selector over the sites' labels and site>, minFailing: n | failingPct: p, for: <duration>, missingObserver: abstain | failing | ok}`): each observer site's vote (`failing`, `ok` or `abstains`) with the state and output the site forwarded of its own object of the same name (a service: of the same host name) and since when; `voting`, `failing`, `needed`, `agreedSince` (enough observers fail), `down` (they have for `for`) and `downAt`. An observer fails on a hard problem state; one whose uplink is lost votes as `missingObserver` says (abstaining by default), one that has not reported the object yet abstains. The verdict is the object's passive result (DOWN or CRITICAL once down, UP or OK once not enough fail; nobody voting keeps the state). An object without observers is 404.")
+            .ok::<crate::model::observers::Verdict>(),
         Route::get("/api/v1/check-commands:builtins", builtins).permission("objects:read").doc("check-commands", "List the built-in checks", "The names a check command's or a service's `builtin` may take.")
             .ok::<Vec<String>>(),
         Route::post("/api/v1/check-commands:test", test_check).permission("checks:run").doc("check-commands", "Run a built-in check once", "`{builtin, address, args}`: the check runs now against `address` with `args` (no macros, no secrets; the default 30 s timeout) and answers `{label, state, output, perfdata, tookMs}`; nothing is stored. An unknown `builtin` is 422 `svc:validation/builtin`; an empty `address` (except for `gsm`) 422 `svc:validation/address`.")
@@ -290,6 +294,14 @@ async fn effective(
     Ok(Json(
         st.inventory.effective(&c.principal, path_id(&raw)?).await?,
     ))
+}
+
+async fn observers(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(raw): ApiPath<String>,
+) -> Result<impl IntoResponse, Problem> {
+    Ok(Json(st.votes.verdict(&c.principal, path_id(&raw)?).await?))
 }
 
 async fn batch(

@@ -14,6 +14,7 @@ use crate::auth::{Auth, LastUsedWorker, SessionPurgeWorker};
 use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::federation::edge::{EdgeSync, EdgeUplink, MainLink};
+use crate::federation::observers::{VoteCounter, Votes};
 use crate::federation::{Sites, StaleSites};
 use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
@@ -82,6 +83,13 @@ struct Monitoring {
     metric_queries: Arc<MetricQueries>,
 }
 
+/// The event sources and the federation's services.
+struct Federated {
+    ingress: Arc<Ingress>,
+    sites: Arc<Sites>,
+    votes: Arc<Votes>,
+}
+
 /// Runs the service until a stop signal.
 pub async fn serve(config: Config) -> Result<(), AppError> {
     // Outgoing TLS (notification channels) uses ring, like everything else here.
@@ -94,7 +102,11 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let (monitoring, hardware) = core
         .start_monitoring(&config, &events, &metrics, key)
         .await?;
-    let (ingress, sites) = core.start_ingress_and_sites(&config, &events, &monitoring, hardware)?;
+    let Federated {
+        ingress,
+        sites,
+        votes,
+    } = core.start_ingress_and_sites(&config, &events, &monitoring, hardware)?;
     let notify = core.start_notify(&config, &events, &monitoring)?;
     let reports = Reports::new(ReportsParts {
         store: core.store.clone(),
@@ -170,6 +182,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         confinement: monitoring.confinement,
         ingress,
         sites,
+        votes,
         business: monitoring.business,
         results: monitoring.results,
         pipeline: pipeline.clone(),
@@ -494,7 +507,7 @@ impl Core {
         events: &Arc<Events>,
         m: &Monitoring,
         hardware: hardware::Hardware,
-    ) -> Result<(Arc<Ingress>, Arc<Sites>), AppError> {
+    ) -> Result<Federated, AppError> {
         let (store, clock, supervisor) = (&self.store, &self.clock, &self.supervisor);
         let ingress = Ingress::new(
             store.clone(),
@@ -504,11 +517,14 @@ impl Core {
             m.programs.ca_files.clone(),
         );
         hardware.listen(supervisor, &ingress);
+        let votes = Votes::new(store.clone(), m.catalog.clone(), clock.clone());
+        supervisor.spawn(self.led(VoteCounter::new(votes.clone(), m.pipeline.clone(), events)));
         let sites = Sites::new(
             store.clone(),
             clock.clone(),
             events.clone(),
             m.alerting.clone(),
+            votes.recount(),
         );
         store.watch_commits(Change::Catalog, sites.sweep_waker());
         store.watch_commits(Change::Sites, sites.sweep_waker());
@@ -537,7 +553,11 @@ impl Core {
             Err(why) => return Err(AppError::Site(why)),
         }
         supervisor.spawn(self.led(SourceListeners::new(ingress.clone(), supervisor.clone())));
-        Ok((ingress, sites))
+        Ok(Federated {
+            ingress,
+            sites,
+            votes,
+        })
     }
 
     /// Escalations, the outbox courier (in every process, claiming what it takes), shift

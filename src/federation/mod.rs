@@ -3,6 +3,7 @@
 //! side (this instance as a site) is `edge`.
 
 pub mod edge;
+pub mod observers;
 
 use crate::auth::Principal;
 use crate::events::Events;
@@ -27,9 +28,10 @@ use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, Wait, Worker};
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
+use observers::{Recount, StaleSet};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
@@ -170,6 +172,9 @@ pub struct Sites {
     /// Wakes the stale-site sweep: a heartbeat may be a site's first, a change of the sites may
     /// move a threshold.
     wake: Arc<tokio::sync::Notify>,
+    /// The sites the last sweep found stale: when they move, every observer's vote may have.
+    stale: StaleSet,
+    recount: Arc<Recount>,
 }
 
 /// Applies `change` to a site's status (a new one starts empty), with the events `report`
@@ -203,6 +208,7 @@ impl Sites {
         clock: SharedClock,
         events: Arc<Events>,
         alerts: Arc<dyn AlertActions>,
+        recount: Arc<Recount>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -212,6 +218,8 @@ impl Sites {
             receiving: tokio::sync::Mutex::new(()),
             edge: Arc::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
+            stale: StaleSet::default(),
+            recount,
         })
     }
 
@@ -476,10 +484,10 @@ impl Sites {
             .collect();
         let kinds: Vec<(Uuid, EventType)> = events.iter().map(|e| (e.id, e.kind)).collect();
         let folded = events.clone();
-        let fresh = self.events.store_forwarded(events).await?.len() as u64;
-        // Counted by position, not by what was stored: events stored before a crash and not
-        // yet counted are counted when the site sends them again, and none twice. The mirrors
-        // fold every event sent, each once by its id.
+        // Counted by position, not by what was stored, and mirrored before the events are
+        // stored and published, so whoever an event wakes reads the mirror it made. A crash
+        // between the two leaves the events to be stored when the site sends them again; the
+        // mirrors fold every event sent, each once by its id, and none is counted twice.
         let (tenant, site) = (p.tenant, name.to_string());
         self.store
             .transact(move |tx| -> TxResult<_> {
@@ -503,6 +511,7 @@ impl Sites {
                 Ok(Wrote::Changed(()))
             })
             .await?;
+        let fresh = self.events.store_forwarded(events).await?.len() as u64;
         Ok(ForwardReceipt {
             stored: fresh,
             duplicates: sent - fresh,
@@ -515,7 +524,11 @@ impl Sites {
     pub async fn sweep(&self) -> Result<Option<Timestamp>, SiteError> {
         let now = self.clock.now();
         let mut next: Option<Timestamp> = None;
+        let mut stale_now = BTreeSet::new();
         for status in self.store.all_site_statuses().await? {
+            if status.stale_since.is_some() {
+                stale_now.insert((status.tenant_id, status.name.clone()));
+            }
             let site = match self
                 .store
                 .doc(status.tenant_id, "sites", status.name.clone(), false)
@@ -562,6 +575,7 @@ impl Sites {
                 if marked.stale_since.is_none() {
                     continue;
                 }
+                stale_now.insert((status.tenant_id, status.name.clone()));
             }
             let alarm = site_alarm(
                 &site,
@@ -595,6 +609,9 @@ impl Sites {
                 self.resolve_stale_alert(status.tenant_id, &status.name, alert.id)
                     .await?;
             }
+        }
+        if self.stale.moved(stale_now) {
+            self.recount.everything();
         }
         Ok(next)
     }

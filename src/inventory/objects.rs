@@ -265,14 +265,17 @@ impl Inventory {
         Ok(object)
     }
 
-    /// A spec's `dependsOn` must be well formed, and with the object saved no dependency (nor
-    /// host parent) may lead back to it: the loop is named.
+    /// A spec's `dependsOn` and `observers` must be well formed, and with the object saved no
+    /// dependency (nor host parent) may lead back to it: the loop is named.
     async fn check_dependencies(
         &self,
         object: &Object,
         lookups: &mut Lookups,
     ) -> Result<(), InventoryError> {
         let effective = resolve_through(&lookups.templates, &object.spec)?;
+        if let Some(observers) = &effective.spec.observers {
+            observers.check().map_err(|e| invalid("spec", e))?;
+        }
         let depends_on = effective.spec.depends_on.clone().unwrap_or_default();
         dependency::check(&depends_on).map_err(|e| invalid("spec", e))?;
         if depends_on.is_empty() && effective.spec.parents.as_ref().is_none_or(Vec::is_empty) {

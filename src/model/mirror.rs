@@ -21,6 +21,10 @@ pub enum Mirror {
         /// The last event folded in: an event at or before it changes nothing (a resend).
         through: Uuid,
         view: Box<ObjectView>,
+        /// Since when the object has been in a hard problem state (what an observer's vote
+        /// counts from; `model::observers`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failing_since: Option<Timestamp>,
     },
     Alert {
         site: String,
@@ -101,9 +105,18 @@ pub fn fold(tenant: Uuid, site: &str, record: Option<Mirror>, e: &Event) -> Opti
                 "soft" => StateType::Soft,
                 _ => StateType::Hard,
             };
-            let first_seen = match &old {
-                Some(Mirror::Object { view, .. }) => view.object.created_at,
-                _ => e.ts,
+            let (first_seen, was_failing) = match &old {
+                Some(Mirror::Object {
+                    view,
+                    failing_since,
+                    ..
+                }) => (view.object.created_at, *failing_since),
+                _ => (e.ts, None),
+            };
+            let failing_since = match (state, state_type) {
+                (0, _) => None,
+                (_, StateType::Hard) => was_failing.or(Some(e.ts)),
+                (_, StateType::Soft) => was_failing,
             };
             let host = Some(text(p, "host")).filter(|h| !h.is_empty());
             let view = ObjectView {
@@ -145,11 +158,17 @@ pub fn fold(tenant: Uuid, site: &str, record: Option<Mirror>, e: &Event) -> Opti
                 site: site.to_string(),
                 through: e.id,
                 view: Box::new(view),
+                failing_since,
             })
         }
         (
             EventType::FlappingStart | EventType::FlappingEnd,
-            Some(Mirror::Object { site, mut view, .. }),
+            Some(Mirror::Object {
+                site,
+                mut view,
+                failing_since,
+                ..
+            }),
         ) => {
             if let Some(s) = view.state.as_mut() {
                 s.flapping = e.kind == EventType::FlappingStart;
@@ -158,6 +177,7 @@ pub fn fold(tenant: Uuid, site: &str, record: Option<Mirror>, e: &Event) -> Opti
                 site,
                 through: e.id,
                 view,
+                failing_since,
             })
         }
         (EventType::AlertOpened, _) => {
@@ -255,7 +275,15 @@ mod tests {
             Some(1),
             json!({"object": "pump", "kind": "host", "toState": 0, "stateType": "hard", "output": "ok"}),
         );
+        let Mirror::Object { failing_since, .. } = &object else {
+            panic!("{object:?}")
+        };
+        assert_eq!(*failing_since, Some(down.ts), "failing since the hard DOWN");
         let object = fold(tenant, "north", Some(object), &up).unwrap();
+        let Mirror::Object { failing_since, .. } = &object else {
+            panic!("{object:?}")
+        };
+        assert_eq!(*failing_since, None);
         let again = fold(tenant, "north", Some(object.clone()), &down).unwrap();
         assert_eq!(again, object, "an older event changes nothing");
 

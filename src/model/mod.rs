@@ -32,6 +32,7 @@ pub mod mirror;
 pub mod noise;
 pub mod notify;
 pub mod object;
+pub mod observers;
 pub mod page;
 pub mod report;
 pub mod secret;

@@ -196,6 +196,7 @@ pub fn overlay(base: &mut ObjectSpec, top: &ObjectSpec) {
         max_check_attempts,
         notification_period,
         notify_on,
+        observers,
         parents,
         retry_interval,
         runbook,

@@ -476,6 +476,11 @@ pub(crate) enum Trust<'a> {
 
 /// An edge process configured as site `north` of `main_url`.
 pub(crate) fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust) -> String {
+    site_config(dir, "north", main_url, token, trust)
+}
+
+/// An edge process configured as site `name` of `main_url`.
+fn site_config(dir: &Path, name: &str, main_url: &str, token: &str, trust: Trust) -> String {
     let path = dir.join("edge.yaml");
     let trust = match trust {
         Trust::Pinned(pin) => format!("fingerprint: \"{pin}\""),
@@ -483,7 +488,7 @@ pub(crate) fn edge_config(dir: &Path, main_url: &str, token: &str, trust: Trust)
     };
     std::fs::write(
         &path,
-        format!("site:\n  mainUrl: {main_url}\n  name: north\n  token: {token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n  {trust}\n"),
+        format!("site:\n  mainUrl: {main_url}\n  name: {name}\n  token: {token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n  {trust}\n"),
     )
     .unwrap();
     path.to_str().unwrap().to_string()
@@ -1302,6 +1307,255 @@ async fn a_sites_clock_and_configuration_drift_raise_alerts_at_the_main() {
                 .iter()
                 .any(|a| a["title"] == "Site north does not run its configuration")
         },
+    )
+    .await;
+}
+
+/// Reports `state` for `web/http` at an edge.
+async fn observe(e: &Server, token: &str, state: &str) {
+    let res = send(
+        e,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": [{"host": "web", "service": "http", "state": state, "output": format!("http {state}")}]}),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+}
+
+/// Issue 72, item 2: three sites observe `web/http`; the main's object is down only once two
+/// agree for a minute (the main's clock moved by the test), up again when one recovers, and a
+/// site whose uplink is cut abstains instead of failing (or fails, when told to).
+#[tokio::test]
+async fn several_sites_vote_on_an_objects_state() {
+    let clock_dir = tempfile::tempdir().unwrap();
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..test_clock(&clock_dir.path().join("clock"))
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    let pin = fingerprint(&m.data);
+    let bundle = "kind: host\nname: web\nbody:\n  spec: {address: 127.0.0.1}\n---\nkind: service\nname: http\nhost: web\nbody: {spec: {maxCheckAttempts: 1}}\n";
+    let mut edges = Vec::new();
+    for name in ["north", "south", "west"] {
+        create_site(
+            m,
+            admin,
+            json!({"name": name, "bundle": bundle, "labels": {"probe": "http"}, "staleAfter": "1h"}),
+        )
+        .await;
+        let (token, _) = mint(
+            m,
+            admin,
+            json!({"name": format!("{name}-edge"), "scopes": ["sites:connect"], "site": name}),
+        )
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = site_config(dir.path(), name, &m.base, &token, Trust::Pinned(&pin));
+        let edge = Admin::start_with(Opts {
+            args: vec!["--config".into(), config],
+            ..Default::default()
+        });
+        edges.push((edge, dir));
+    }
+    json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            "/api/v1/hosts",
+            json!({"name": "web", "spec": {}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let bad = send(
+        m,
+        admin,
+        Method::POST,
+        "/api/v1/services",
+        json!({"name": "http", "host": "web", "spec": {"observers": {"sites": "probe=http"}}}),
+    )
+    .await;
+    let problem = json(bad, 422).await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("minFailing or failingPct")),
+        "{problem}"
+    );
+    let service = json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            "/api/v1/services",
+            json!({"name": "http", "host": "web", "spec": {"observers":
+                {"sites": "probe=http", "minFailing": 2, "for": "1m"}}}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let id = service["id"].as_str().unwrap().to_string();
+    let votes_path = format!("/api/v1/objects/{id}/observers");
+    let object_path = format!("/api/v1/objects/{id}");
+    for (edge, _) in &edges {
+        until(
+            &edge.s,
+            &edge.token,
+            "/api/v1/services",
+            "the bundle applied",
+            |v| names(v) == ["http"],
+        )
+        .await;
+        observe(&edge.s, &edge.token, "OK").await;
+    }
+    let verdict = until(m, admin, &votes_path, "three observers voting", |v| {
+        v["voting"] == 3
+    })
+    .await;
+    assert_eq!(verdict["failing"], 0, "{verdict}");
+    until(m, admin, &object_path, "the verdict OK", |v| {
+        v["state"]["state"] == 0
+    })
+    .await;
+
+    // Two of three fail: agreed, not yet down; a minute later, down.
+    let (north, south) = (&edges[0].0, &edges[1].0);
+    observe(&north.s, &north.token, "CRITICAL").await;
+    observe(&south.s, &south.token, "CRITICAL").await;
+    let verdict = until(m, admin, &votes_path, "two failing", |v| v["failing"] == 2).await;
+    assert_eq!(verdict["down"], false, "{verdict}");
+    assert!(verdict["downAt"].is_string(), "{verdict}");
+    let west_vote = verdict["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["site"] == "west")
+        .unwrap();
+    assert_eq!(west_vote["vote"], "ok", "{verdict}");
+    assert_eq!(
+        get(m, admin, &object_path).await["state"]["state"],
+        0,
+        "not down before the hold"
+    );
+    advance(m, admin, "61s").await;
+    let down = until(m, admin, &object_path, "down after the hold", |v| {
+        v["state"]["state"] == 2
+    })
+    .await;
+    let output = down["state"]["output"].as_str().unwrap();
+    assert!(output.starts_with("2 of 3 observers failing"), "{down}");
+    let long = down["state"]["longOutput"].as_str().unwrap();
+    assert!(
+        long.contains("north failing: http CRITICAL") && long.contains("west ok"),
+        "{down}"
+    );
+    // The main's own state change, once: its rules and history see the verdict.
+    let changes = get(
+        m,
+        admin,
+        &format!("/api/v1/events?objectId={id}&type=state_change"),
+    )
+    .await;
+    let to_critical = changes["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["to"] == "CRITICAL")
+        .count();
+    assert_eq!(to_critical, 1, "{changes}");
+
+    // One recovers: one failing is not enough.
+    observe(&south.s, &south.token, "OK").await;
+    until(m, admin, &object_path, "up again", |v| {
+        v["state"]["state"] == 0
+    })
+    .await;
+
+    // West's uplink is cut while north fails: it abstains, it does not fail.
+    drop(edges.pop());
+    advance(m, admin, "2h").await;
+    let verdict = until(
+        m,
+        admin,
+        &votes_path,
+        "west abstaining, the others back",
+        |v| {
+            v["votes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|vote| (vote["site"] == "west") == (vote["vote"] == "abstains"))
+        },
+    )
+    .await;
+    let west_vote = verdict["votes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["site"] == "west")
+        .unwrap()
+        .clone();
+    assert_eq!(west_vote["vote"], "abstains", "{verdict}");
+    assert!(
+        west_vote["missing"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("uplink lost since")),
+        "{verdict}"
+    );
+    assert_eq!(
+        (verdict["failing"].clone(), verdict["down"].clone()),
+        (json!(1), json!(false))
+    );
+    assert_eq!(get(m, admin, &object_path).await["state"]["state"], 0);
+    // The object's page says who sees what.
+    let res = call(m, admin, Method::GET, &format!("/objects/{id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let page = res.text().await.unwrap();
+    assert!(
+        page.contains("1 of 2 voting observers fail, 2 needed"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<a href=\"/objects?site=west\">west</a>"),
+        "{page}"
+    );
+    assert!(
+        page.contains(">abstains</span> <small class=\"muted\">uplink lost since"),
+        "{page}"
+    );
+    assert!(page.contains("Its state is its observers"), "{page}");
+
+    // Told to count a lost observer as failing: north and west agree, down after the hold.
+    let current = get(m, admin, &object_path).await;
+    let version = current["version"].as_u64().unwrap();
+    let res = call(m, admin, Method::PUT, &object_path)
+        .header("If-Match", format!("\"{version}\""))
+        .json(&json!({"name": "http", "host": "web", "spec": {"observers":
+            {"sites": "probe=http", "minFailing": 2, "for": "1m", "missingObserver": "failing"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    let verdict = until(m, admin, &votes_path, "west counted failing", |v| {
+        v["failing"] == 2
+    })
+    .await;
+    assert_eq!(verdict["down"], false, "{verdict}");
+    advance(m, admin, "61s").await;
+    until(
+        m,
+        admin,
+        &object_path,
+        "down with the lost observer failing",
+        |v| v["state"]["state"] == 2,
     )
     .await;
 }

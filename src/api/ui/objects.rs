@@ -1,6 +1,7 @@
 //! The UI's objects, events, silences, downtimes and sites.
 
 use super::*;
+use crate::federation::SiteError;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
 
@@ -239,6 +240,11 @@ async fn object(
         Ok(e) => e.spec.check_run(),
         Err(e) => return failed(e),
     };
+    let observers = match st.votes.verdict(&c.principal, id).await {
+        Ok(v) => Some(v),
+        Err(SiteError::NotFound) => None,
+        Err(e) => return failed(e),
+    };
     let title = views::view_name(&view);
     let content = views::object(
         &c.now(&st),
@@ -251,6 +257,7 @@ async fn object(
             check_run,
             window,
             alerts: &alerts,
+            observers: observers.as_ref(),
         },
         can(&c),
     );

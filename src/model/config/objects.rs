@@ -40,6 +40,9 @@ pub struct ObjectSpec {
     pub notification_period: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_on: Option<Vec<String>>,
+    /// Sites that vote on the object's state (at a main; `model::observers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observers: Option<crate::model::observers::Observers>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parents: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::interval::TimeInterval;
+use crate::model::observers::{Ballot, Verdict};
 
 /// The object list's filters as the form shows them.
 pub struct ObjectsFilter<'a> {
@@ -134,6 +135,8 @@ pub struct ObjectPage<'a> {
     pub window: GraphWindow,
     /// Its open and acknowledged alerts.
     pub alerts: &'a [Alert],
+    /// Who observes it, when several sites vote on its state.
+    pub observers: Option<&'a Verdict>,
 }
 
 pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
@@ -146,6 +149,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         check_run,
         window,
         alerts,
+        observers,
     } = page;
     let segments = history(now.at, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
@@ -165,6 +169,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
             }
             @for (k, val) in &v.object.labels { dt { (k) } dd { (val) } }
         }
+        @if let Some(verdict) = observers { (observer_votes(now, v.object.kind, verdict)) }
         h2 { "The last day" }
         (history_bar(v.object.kind, &segments))
         @if !graphs.is_empty() {
@@ -179,6 +184,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         div.acts {
             @match check_run {
                 CheckRun::Here => @if can.check_now { (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name)) },
+                CheckRun::Passive if observers.is_some() => p.muted { "Its state is its observers' verdict." },
                 CheckRun::Passive => p.muted { "No check runs here: it takes passive results only." },
                 CheckRun::Agent => p.muted { "Its host's agent runs the check and reports the result." },
                 CheckRun::Off => p.muted { "Its checks are off (enableChecks: false)." },
@@ -222,6 +228,51 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         @if can.objects_write { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
         p { a href=(format!("/events?objectId={}", v.object.id)) { "All its events" } }
+    }
+}
+
+/// Which site sees what of an object several sites vote on, and what their votes make.
+fn observer_votes(now: &Now, kind: ObjectKind, verdict: &Verdict) -> Markup {
+    html! {
+        h2 { "Observers" }
+        p {
+            (verdict.failing) " of " (verdict.voting) " voting observers fail, " (verdict.needed) " needed. "
+            @if verdict.down {
+                "They agree: it is down."
+            } @else if let Some(at) = verdict.down_at {
+                "They agree; it goes down " (when(now, at)) " if they still do."
+            } @else {
+                "Not enough agree: it is up."
+            }
+        }
+        table {
+            caption { "Each observer's vote" }
+            thead { tr {
+                th scope="col" { "Site" } th scope="col" { "Vote" } th scope="col" { "Sees" } th scope="col" { "Since" }
+            } }
+            tbody {
+                @for vote in &verdict.votes {
+                    tr {
+                        th scope="row" { a href=(format!("/objects?site={}", vote.site)) { (vote.site) } }
+                        td {
+                            @match vote.vote {
+                                Ballot::Failing => span.badge.s-crit { "failing" },
+                                Ballot::Ok => span.badge.s-ok { "ok" },
+                                Ballot::Abstains => span.badge.s-info { "abstains" },
+                            }
+                            @if let Some(why) = &vote.missing { " " small.muted { (why) } }
+                        }
+                        td {
+                            @if let Some(state) = vote.state {
+                                span.badge.(state_class(kind, Some(state))) { (label(kind, Some(state))) }
+                                " " (vote.output)
+                            } @else { span.muted { "nothing yet" } }
+                        }
+                        td { @if let Some(at) = vote.since { (when(now, at)) } }
+                    }
+                }
+            }
+        }
     }
 }
 
