@@ -2,7 +2,9 @@
 //! a busy day (87,000 state changes: a site at one forwardable event a second for 24 hours),
 //! then the main comes back; measured are the events forwarded per second over the one
 //! connection of the uplink until the backlog is gone, and the edge's resident memory while it
-//! replays (sampled every 100 ms).
+//! replays (sampled every 100 ms), and the uplink bytes sent per forwarded event (the edge's own
+//! count, compressed batches with their heartbeats and pulls) against the JSON of an
+//! uncompressed batch.
 //!
 //! Run: `cargo bench --bench federation`; with `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…` the
 //! main keeps its store in that (empty) PostgreSQL database.
@@ -92,6 +94,12 @@ fn main() {
         let pending = common::get_json(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
         println!("backlog on the edge: {} forwardable events pending (counted up to 10,000), main down; edge RSS {:.1} MiB", pending["forward"]["pending"], common::rss_mb(edge.id()));
 
+        // What today's uncompressed forwarding sends per event: the JSON of a batch of 200.
+        let sample = common::get_json(&http, &edge_base, &edge_token, &format!("/api/v1/events?types={FORWARDED_TYPES}&limit=200")).await;
+        let sample = sample["items"].as_array().unwrap().clone();
+        let raw_per_event = serde_json::to_vec(&json!({"events": sample})).unwrap().len() as f64 / sample.len() as f64;
+        let sent_before = pending["uplink"]["total"]["sent"].as_u64().unwrap_or(0);
+
         let (mut main, _) = common::start_in(&main_data, &listen, false, &[], &main_env);
         let edge_pid = edge.id();
         let (mut first, mut t0) = (None::<(u64, Instant)>, Instant::now());
@@ -128,6 +136,11 @@ fn main() {
         println!("forwarded {forwarded} events over one connection (batches of 200, each confirmed before the position moves):");
         println!("  {:>9.0} events/s ({} events in {elapsed:.1} s after the first batch)", (forwarded - first_count) as f64 / elapsed.max(0.001), forwarded - first_count);
         println!("  edge RSS while replaying: median {median:.1} MiB, peak {peak_rss:.1} MiB");
+        let status = common::get_json(&http, &edge_base, &edge_token, "/api/v1/site:status").await;
+        let sent = status["uplink"]["total"]["sent"].as_u64().unwrap_or(0) - sent_before;
+        let per_event = sent as f64 / forwarded.max(1) as f64;
+        println!("uplink bytes sent while replaying (gzip batches, heartbeats and pulls included): {sent} bytes");
+        println!("  {per_event:>9.1} bytes per forwarded event, against {raw_per_event:.1} of uncompressed batch JSON ({:.1} %)", per_event / raw_per_event * 100.0);
         stop(&mut edge);
         stop(&mut main);
     });

@@ -18,9 +18,25 @@ pub struct ApiJson<T>(pub T);
 /// still sending gets the answer instead of a reset connection.
 const DRAIN_CAP: usize = 64 * 1024 * 1024;
 
-/// Reads at most `limit` bytes of body, or answers 413 with `code`.
+/// Reads at most `limit` bytes of body, or answers 413 with `code`. A body sent with
+/// `Content-Encoding: gzip` (a site's forwarded batches) is read as it decompresses, and the
+/// limit holds for what it decompresses to; any other encoding is 415.
 pub async fn read_body(req: Request, limit: usize, code: Code) -> Result<bytes::Bytes, Problem> {
     let too_large = || Problem::new(code.clone(), format!("body exceeds {limit} bytes"));
+    let encoding = req
+        .headers()
+        .get(axum::http::header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+    let gzip = match encoding.as_deref() {
+        None | Some("identity") | Some("") => false,
+        Some("gzip") => true,
+        Some(other) => {
+            return Err(Problem::new(
+                Code::MediaType,
+                format!("Content-Encoding {other:?}: gzip or none"),
+            ));
+        }
+    };
     let mut body = req.into_body();
     let mut buf = bytes::BytesMut::new();
     let mut seen = 0usize;
@@ -43,7 +59,21 @@ pub async fn read_body(req: Request, limit: usize, code: Code) -> Result<bytes::
     if seen > limit {
         return Err(too_large());
     }
-    Ok(buf.freeze())
+    if !gzip {
+        return Ok(buf.freeze());
+    }
+    use std::io::Read as _;
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&buf[..])
+        .take(limit as u64 + 1)
+        .read_to_end(&mut plain)
+        .map_err(|e| {
+            Problem::validation("body", format!("the gzip body does not decompress: {e}"))
+        })?;
+    if plain.len() > limit {
+        return Err(too_large());
+    }
+    Ok(plain.into())
 }
 
 /// A JSON body; an empty body reads as `null`, so `Option<T>` takes an optional body.

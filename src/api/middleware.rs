@@ -179,12 +179,13 @@ pub fn accepts_gzip(headers: &axum::http::HeaderMap) -> bool {
 /// few KB gzipped, which is what a phone on a slow link waits for. Pages carry no secret for a
 /// compression side channel to recover (the session is a cookie; the forms' token is masked
 /// afresh for every page, `auth::crypto::form_token`); the one page that shows a secret (a
-/// token just minted, marked `no-store` alone) goes uncompressed all the same.
+/// token just minted, marked `no-store` alone) goes uncompressed all the same. So do a site's
+/// bundles (YAML), over what may be a metered cellular uplink; they reflect nothing a request
+/// sent.
 async fn gzip_page(res: Response) -> Response {
-    let html = res
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    let html = res.headers().get(header::CONTENT_TYPE).is_some_and(|v| {
+        v.as_bytes().starts_with(b"text/html") || v.as_bytes() == b"application/yaml"
+    });
     let secret = res
         .headers()
         .get(header::CACHE_CONTROL)

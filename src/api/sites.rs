@@ -12,7 +12,7 @@ use super::schemas;
 use crate::federation::Pulled;
 use crate::model::site::{
     ACTIONS_WAITING_HEADER, ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, ForwardBatch,
-    ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview,
+    ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, UPLINK_BUDGET_HEADER,
 };
 use axum::Json;
 use axum::extract::State;
@@ -31,7 +31,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/sites/{name}:heartbeat", heartbeat).permission("sites:connect").doc(
             "sites",
             "Report a site's status",
-            "`{version, bundleEtag, applyError, stats: {hosts, services, alertsOpen}}`, plus `intervalSeconds` (the stale threshold is three of them unless the site sets `staleAfter`) and `forward` (store-and-forward position, pending events, the oldest unsent, the gap), `clock` (the site's clock when it sent) and `roundTripMs` (its previous heartbeat's round trip). 204, with `X-Svc-Clock-Offset` (milliseconds, positive: the site is ahead) when it told its clock, and `X-Svc-Actions-Waiting` (how many actions taken at the main on its alerts wait for it at `:actions`) when there are any; past the site's `clockDriftMax` (30s) the main raises a `site-clock/<name>` alert, and a failed apply or a served bundle not applied within `configDriftAfter` (15m) a `site-config/<name>` alert. A stale site that reports again resolves its alert and emits a `system` event with `aloneSeconds`.",
+            "`{version, bundleEtag, applyError, stats: {hosts, services, alertsOpen}}`, plus `intervalSeconds` (the stale threshold is three of them unless the site sets `staleAfter`) and `forward` (store-and-forward position, pending events, the oldest unsent, the gap), `clock` (the site's clock when it sent), `roundTripMs` (its previous heartbeat's round trip) and `uplink` (the bytes it exchanged with the main: `today`, this `period` from `periodStart`, `total`, each `{sent, received}`). 204, with `X-Svc-Clock-Offset` (milliseconds, positive: the site is ahead) when it told its clock, and `X-Svc-Actions-Waiting` (how many actions taken at the main on its alerts wait for it at `:actions`) when there are any, and `X-Svc-Uplink-Budget` (the site's `uplink` budget as JSON: `{budget, period, resetDay, overBudget, warnAt, escalationPolicy}`) when it has one; past the site's `clockDriftMax` (30s) the main raises a `site-clock/<name>` alert, and a failed apply or a served bundle not applied within `configDriftAfter` (15m) a `site-config/<name>` alert. A stale site that reports again resolves its alert and emits a `system` event with `aloneSeconds`.",
         )
             .body::<SiteHeartbeat>().answers_empty(204),
         Route::post("/api/v1/sites/{name}:events", receive).permission("sites:connect").doc(
@@ -105,6 +105,12 @@ async fn heartbeat(
     }
     if answer.actions_waiting > 0 {
         headers.insert(ACTIONS_WAITING_HEADER, answer.actions_waiting.into());
+    }
+    if let Some(v) = answer.uplink_budget.and_then(|b| {
+        let text = serde_json::to_string(&b).ok()?;
+        axum::http::HeaderValue::try_from(text).ok()
+    }) {
+        headers.insert(UPLINK_BUDGET_HEADER, v);
     }
     Ok((StatusCode::NO_CONTENT, headers))
 }

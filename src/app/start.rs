@@ -13,6 +13,7 @@ use crate::api::{AppContext, build_router};
 use crate::auth::{Auth, LastUsedWorker, SessionPurgeWorker};
 use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
+use crate::federation::edge::UsageFile;
 use crate::federation::edge::{EdgeSync, EdgeUplink, MainLink};
 use crate::federation::observers::{VoteCounter, Votes};
 use crate::federation::{Sites, StaleSites};
@@ -529,7 +530,12 @@ impl Core {
         store.watch_commits(Change::Catalog, sites.sweep_waker());
         store.watch_commits(Change::Sites, sites.sweep_waker());
         supervisor.spawn(self.led(StaleSites(sites.clone())));
-        match MainLink::from_config(&config.site) {
+        match MainLink::from_config(
+            &config.site,
+            sites.edge_handle(),
+            clock.clone(),
+            Some(UsageFile::new(&config.data_dir)),
+        ) {
             Ok(Some(link)) => {
                 supervisor.spawn(self.led(EdgeSync::new(
                     link.clone(),

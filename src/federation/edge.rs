@@ -8,10 +8,12 @@ use super::FORWARD_BATCH_MAX;
 use crate::config::SiteConfig;
 use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
-use crate::model::event::{Event, EventType};
+use crate::model::alert::ManualAlarm;
+use crate::model::event::{Event, EventType, Severity};
 use crate::model::site::{
     ACTIONS_WAITING_HEADER, ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM,
-    ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, parse_fingerprint,
+    ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, UPLINK_BUDGET_HEADER, UplinkBudget,
+    UplinkUsage, parse_fingerprint,
 };
 use crate::runtime::Locked;
 use crate::runtime::clock::{SharedClock, Stopwatch};
@@ -19,7 +21,9 @@ use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, SiteBundles, Wait, Worker};
 use crate::store::Store;
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use reqwest::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH,
+};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,11 +67,105 @@ pub struct MainLink {
     base: String,
     name: String,
     token: String,
+    /// Where every exchange's bytes are counted (`EdgeStatus::uplink`).
+    status: Arc<Mutex<EdgeStatus>>,
+    clock: SharedClock,
+    /// Where the counts are kept across restarts, and when they were last written there.
+    usage_file: Option<Arc<UsageFile>>,
+    /// Woken when the site goes over its budget or back under it.
+    budget_moved: Arc<tokio::sync::Notify>,
+}
+
+/// The uplink's counts in a file of the data directory (`uplink-usage.json`), written at most
+/// every `USAGE_SAVE_EVERY` and when a day begins: a power cut forgets at most that much
+/// traffic, and a quiet uplink writes nothing.
+pub struct UsageFile {
+    path: std::path::PathBuf,
+    saved: Mutex<Option<(Stopwatch, String)>>,
+}
+
+const USAGE_SAVE_EVERY: Duration = Duration::from_secs(600);
+
+impl UsageFile {
+    pub fn new(data_dir: &std::path::Path) -> Self {
+        Self {
+            path: data_dir.join("uplink-usage.json"),
+            saved: Mutex::new(None),
+        }
+    }
+
+    /// The counts saved before, if any.
+    fn load(&self) -> Option<UplinkUsage> {
+        let text = std::fs::read(&self.path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Writes `usage` when it is time to (atomically: a new file renamed over the old).
+    fn keep(&self, usage: &UplinkUsage) {
+        let mut saved = self.saved.locked();
+        let due = saved
+            .as_ref()
+            .is_none_or(|(at, day)| at.elapsed() >= USAGE_SAVE_EVERY || *day != usage.day);
+        if !due {
+            return;
+        }
+        let tmp = self.path.with_extension("json.new");
+        let written = serde_json::to_vec(usage)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        match written {
+            Ok(()) => *saved = Some((Stopwatch::start(), usage.day.clone())),
+            Err(e) => {
+                tracing::warn!(error = %e, path = %self.path.display(), "the uplink's counts were not saved")
+            }
+        }
+    }
+}
+
+/// An answer of the main, read whole (and decompressed).
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+/// Bodies at least this long go compressed (a heartbeat's few hundred bytes would not shrink
+/// by more than gzip's frame).
+const COMPRESS_FROM: usize = 512;
+/// The most an answer of the main may decompress to.
+const ANSWER_MAX: u64 = 64 * 1024 * 1024;
+
+/// The bytes of a request as it goes: request line, headers, body.
+fn request_bytes(req: &reqwest::Request) -> u64 {
+    let line = req.method().as_str().len() + req.url().as_str().len() + 12;
+    let body = req.body().and_then(|b| b.as_bytes()).map_or(0, <[u8]>::len);
+    (line + header_bytes(req.headers()) + body) as u64
+}
+
+fn header_bytes(headers: &HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum()
+}
+
+fn gzip(body: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut out = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = out.write_all(body);
+    out.finish().unwrap_or_default()
 }
 
 impl MainLink {
-    /// `None` when this instance is not a site.
-    pub fn from_config(site: &SiteConfig) -> Result<Option<MainLink>, String> {
+    /// `None` when this instance is not a site; its traffic is counted in `status`.
+    pub fn from_config(
+        site: &SiteConfig,
+        status: Arc<Mutex<EdgeStatus>>,
+        clock: SharedClock,
+        usage_file: Option<UsageFile>,
+    ) -> Result<Option<MainLink>, String> {
         if site.main_url.is_empty() {
             return Ok(None);
         }
@@ -104,39 +202,98 @@ impl MainLink {
             base: site.main_url.trim_end_matches('/').to_string(),
             name: site.name.clone(),
             token: site.token.0.clone(),
+            status,
+            clock,
+            usage_file: usage_file.map(Arc::new),
+            budget_moved: Arc::new(tokio::sync::Notify::new()),
         }))
+    }
+
+    /// The counts saved before, kept in the status.
+    fn restore_usage(&self) {
+        if let Some(usage) = self.usage_file.as_ref().and_then(|f| f.load()) {
+            self.status.locked().uplink = usage;
+        }
+    }
+
+    /// Sends `req` with the site's token, reads the answer whole and counts both ways' bytes;
+    /// a gzip answer is decompressed (bounded).
+    async fn exchange(&self, req: reqwest::RequestBuilder) -> Result<Answer, String> {
+        let req = req
+            .bearer_auth(&self.token)
+            .header(ACCEPT_ENCODING, "gzip")
+            .build()
+            .map_err(MainLink::transport)?;
+        let sent = request_bytes(&req);
+        let res = self.http.execute(req).await.map_err(MainLink::transport)?;
+        let (status, headers) = (res.status(), res.headers().clone());
+        let raw = res.bytes().await.map_err(MainLink::transport)?;
+        let received = (header_bytes(&headers) + raw.len() + 17) as u64;
+        let now = self.clock.now();
+        let usage = {
+            let mut s = self.status.locked();
+            let reset_day = s.uplink_budget.as_ref().map_or(1, |b| b.reset_day);
+            s.uplink.count(now, reset_day, sent, received);
+            s.uplink.clone()
+        };
+        if let Some(file) = &self.usage_file {
+            file.keep(&usage);
+        }
+        let gzipped = headers
+            .get(CONTENT_ENCODING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+        let body = if gzipped {
+            use std::io::Read as _;
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&raw[..])
+                .take(ANSWER_MAX)
+                .read_to_end(&mut plain)
+                .map_err(|e| format!("main's answer does not decompress: {e}"))?;
+            plain.into()
+        } else {
+            raw
+        };
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    /// GETs the site's `verb`, with `headers`.
+    async fn get(&self, verb: &str, headers: HeaderMap) -> Result<Answer, String> {
+        self.exchange(self.http.get(self.url(verb)).headers(headers))
+            .await
     }
 
     fn url(&self, verb: &str) -> String {
         format!("{}/api/v1/sites/{}:{verb}", self.base, self.name)
     }
 
-    /// POSTs `body` as JSON to the site's `verb`; a refusal is an error saying why.
-    async fn post(
-        &self,
-        verb: &str,
-        body: &impl serde::Serialize,
-    ) -> Result<reqwest::Response, String> {
+    /// POSTs `body` as JSON to the site's `verb`, gzip-compressed when it is long enough to
+    /// gain; a refusal is an error saying why.
+    async fn post(&self, verb: &str, body: &impl serde::Serialize) -> Result<Answer, String> {
         let body = serde_json::to_vec(body).map_err(|e| e.to_string())?;
-        let res = self
+        let mut req = self
             .http
             .post(self.url(verb))
-            .bearer_auth(&self.token)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(MainLink::transport)?;
-        if !res.status().is_success() {
-            return Err(MainLink::refused(res).await);
+            .header(CONTENT_TYPE, "application/json");
+        let body = if body.len() >= COMPRESS_FROM {
+            req = req.header(CONTENT_ENCODING, "gzip");
+            gzip(&body)
+        } else {
+            body
+        };
+        let answer = self.exchange(req.body(body)).await?;
+        if !answer.status.is_success() {
+            return Err(MainLink::refused(&answer));
         }
-        Ok(res)
+        Ok(answer)
     }
 
     /// A failed exchange as one line for the status and the log.
-    async fn refused(res: reqwest::Response) -> String {
-        let status = res.status();
-        let body = res.text().await.unwrap_or_default();
+    fn refused(answer: &Answer) -> String {
+        let body = String::from_utf8_lossy(&answer.body);
         let detail = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| {
@@ -144,8 +301,8 @@ impl MainLink {
                 let detail = v.get("detail").and_then(|d| d.as_str()).unwrap_or("");
                 Some(format!("{code}: {detail}"))
             })
-            .unwrap_or(body);
-        format!("main answered {status}: {detail}")
+            .unwrap_or_else(|| body.to_string());
+        format!("main answered {}: {detail}", answer.status)
     }
 
     fn transport(e: reqwest::Error) -> String {
@@ -204,6 +361,8 @@ pub struct EdgeSync {
     round_trip_ms: Option<u64>,
     /// Carries out what the main's people did to this site's alerts.
     alerts: Arc<dyn AlertActions>,
+    /// The open budget alerts raised here: at the warning share, and over the budget.
+    budget_alerts: [Option<Uuid>; 2],
 }
 
 impl EdgeSync {
@@ -218,6 +377,7 @@ impl EdgeSync {
         status: Arc<Mutex<EdgeStatus>>,
         alerts: Arc<dyn AlertActions>,
     ) -> Self {
+        link.restore_usage();
         {
             let mut s = status.locked();
             s.enabled = true;
@@ -239,35 +399,35 @@ impl EdgeSync {
             beat_backoff: Backoff { failures: 0 },
             round_trip_ms: None,
             alerts,
+            budget_alerts: [None, None],
         }
     }
 
     /// One conditional pull; a new bundle is applied, and a refused one reported.
     async fn pull(&self) -> Result<(), String> {
         let etag = self.status.locked().bundle_etag.clone();
-        let mut req = self
-            .link
-            .http
-            .get(self.link.url("pull"))
-            .bearer_auth(&self.link.token);
-        if !etag.is_empty() {
-            req = req.header(IF_NONE_MATCH, format!("\"{etag}\""));
+        let mut headers = HeaderMap::new();
+        if !etag.is_empty()
+            && let Ok(v) = HeaderValue::from_str(&format!("\"{etag}\""))
+        {
+            headers.insert(IF_NONE_MATCH, v);
         }
-        let res = req.send().await.map_err(MainLink::transport)?;
+        let res = self.link.get("pull", headers).await?;
         let now = self.clock.now();
-        match res.status() {
+        match res.status {
             StatusCode::NOT_MODIFIED => {
                 self.status.locked().last_pull_at = Some(now);
                 Ok(())
             }
             StatusCode::OK => {
                 let served = res
-                    .headers()
+                    .headers
                     .get(ETAG)
                     .and_then(|v| v.to_str().ok())
                     .map(|v| v.trim_start_matches("W/").trim_matches('"').to_string())
                     .unwrap_or_default();
-                let text = res.text().await.map_err(MainLink::transport)?;
+                let text = String::from_utf8(res.body.to_vec())
+                    .map_err(|_| "the main's bundle is not UTF-8".to_string())?;
                 // An empty bundle still ends the downtimes the main no longer ships.
                 let applied = self.bundles.apply_site_bundle(text).await;
                 let mut s = self.status.locked();
@@ -284,7 +444,7 @@ impl EdgeSync {
                 }
                 Ok(())
             }
-            _ => Err(MainLink::refused(res).await),
+            _ => Err(MainLink::refused(&res)),
         }
     }
 
@@ -341,23 +501,30 @@ impl EdgeSync {
             forward: Some(forward.clone()),
             clock: Some(self.clock.now()),
             round_trip_ms: self.round_trip_ms,
+            uplink: Some(self.status.locked().uplink.clone()),
         };
         let trip = Stopwatch::start();
         let res = self.link.post("heartbeat", &beat).await?;
         self.round_trip_ms = Some(trip.elapsed().as_millis() as u64);
         let header = |name: &str| {
-            res.headers()
+            res.headers
                 .get(name)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<i64>().ok())
         };
         let (offset, waiting) = (header(CLOCK_OFFSET_HEADER), header(ACTIONS_WAITING_HEADER));
+        let budget = res
+            .headers
+            .get(UPLINK_BUDGET_HEADER)
+            .and_then(|v| serde_json::from_slice::<UplinkBudget>(v.as_bytes()).ok());
         {
             let mut s = self.status.locked();
             s.last_heartbeat_at = Some(self.clock.now());
             s.clock_offset_ms = offset;
             s.uplink_lost_since = None;
+            s.uplink_budget = budget;
         }
+        self.watch_budget(tenant).await;
         // Only when the main says some wait: a metered uplink pays for no empty asks. Those
         // that cannot be fetched now wait for the next heartbeat.
         if waiting.is_some_and(|n| n > 0)
@@ -373,19 +540,11 @@ impl EdgeSync {
     /// longer applying (the alert gone or not open). One that fails here stops the rest until
     /// the next heartbeat, so they stay in order.
     async fn carry_out(&self, tenant: Uuid) -> Result<(), String> {
-        let res = self
-            .link
-            .http
-            .get(self.link.url("actions"))
-            .bearer_auth(&self.link.token)
-            .send()
-            .await
-            .map_err(MainLink::transport)?;
-        if !res.status().is_success() {
-            return Err(MainLink::refused(res).await);
+        let res = self.link.get("actions", HeaderMap::new()).await?;
+        if !res.status.is_success() {
+            return Err(MainLink::refused(&res));
         }
-        let body = res.bytes().await.map_err(MainLink::transport)?;
-        let page: ActionPage = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+        let page: ActionPage = serde_json::from_slice(&res.body).map_err(|e| e.to_string())?;
         let mut done = Vec::new();
         for a in page.items {
             let action = match a.action.as_str() {
@@ -410,6 +569,82 @@ impl EdgeSync {
         }
         self.link.post("actions", &ActionsDone { done }).await?;
         Ok(())
+    }
+
+    /// Raises this site's budget alerts as its period's use stands (at the warning share, and
+    /// over the budget), resolves them once it no longer does, and wakes the uplink when the
+    /// site goes over its budget or back under it (a new period, a raised budget).
+    async fn watch_budget(&mut self, tenant: Uuid) {
+        let now = self.clock.now();
+        let (budget, pct, was_over) = {
+            let mut s = self.status.locked();
+            let reset_day = s.uplink_budget.as_ref().map_or(1, |b| b.reset_day);
+            s.uplink.roll(now, reset_day);
+            let pct = s.uplink_budget.as_ref().map(|b| b.used_pct(&s.uplink));
+            (s.uplink_budget.clone(), pct.unwrap_or(0.0), s.over_budget)
+        };
+        let over = budget.is_some() && pct >= 100.0;
+        if over != was_over {
+            self.status.locked().over_budget = over;
+            self.link.budget_moved.notify_one();
+        }
+        let warn = budget.as_ref().is_some_and(|b| pct >= f64::from(b.warn_at));
+        let policy = budget.and_then(|b| b.escalation_policy);
+        for (slot, holds, severity, title) in [
+            (0, warn, "warning", format!("Uplink budget {pct:.0} % used")),
+            (
+                1,
+                over,
+                "critical",
+                "Uplink budget used up: only critical events go up".to_string(),
+            ),
+        ] {
+            match (holds, self.budget_alerts[slot]) {
+                (true, None) => {
+                    let alarm = ManualAlarm {
+                        title: Some(title),
+                        message: Some(format!(
+                            "site {} used {pct:.0} % of its uplink budget this period",
+                            self.link.name
+                        )),
+                        severity: Some(severity.into()),
+                        escalation_policy: policy.clone(),
+                        labels: [("site".to_string(), self.link.name.clone())].into(),
+                        object_id: None,
+                        dedup_key: Some(format!("uplink-budget/{severity}")),
+                    };
+                    match self
+                        .alerts
+                        .alarm(tenant, alarm, "federation".into(), "federation")
+                        .await
+                    {
+                        Ok(alert) => self.budget_alerts[slot] = Some(alert.id),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the uplink budget alert was not raised")
+                        }
+                    }
+                }
+                (false, Some(id)) => {
+                    let resolved = self
+                        .alerts
+                        .act(
+                            tenant,
+                            id,
+                            AlertAction::Resolve,
+                            "federation".into(),
+                            "federation",
+                        )
+                        .await;
+                    match resolved {
+                        Ok(_) => self.budget_alerts[slot] = None,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "the uplink budget alert was not resolved")
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn failed(&self, what: &str, why: String) {
@@ -477,6 +712,9 @@ pub struct EdgeUplink {
     status: Arc<Mutex<EdgeStatus>>,
     consumer: Option<Consumer>,
     tenant: Option<Uuid>,
+    /// Over the budget, events wait behind the committed position while later critical ones
+    /// went ahead.
+    holding: bool,
     backoff: Backoff,
     /// Retries come at least this often (the heartbeat interval), so the backlog starts
     /// moving soon after the main is back.
@@ -498,12 +736,16 @@ impl EdgeUplink {
             status,
             consumer: None,
             tenant: None,
+            holding: false,
             backoff: Backoff { failures: 0 },
             retry_cap: site.heartbeat_interval.map_or(DEFAULT_INTERVAL, |d| d.0),
         }
     }
 
     /// Sends the next batch; `Ok` once the main confirmed it (or it held nothing to send).
+    /// Over the budget only critical events and acks go, read ahead of the committed position,
+    /// which stays before the first event held back; back under it, reading starts again from
+    /// there, so what waited goes up in order (what went ahead is stored once at the main).
     async fn forward_once(&mut self) -> Result<(), String> {
         let tenant = match self.tenant {
             Some(t) => t,
@@ -518,6 +760,11 @@ impl EdgeUplink {
                 t
             }
         };
+        let over = self.status.locked().over_budget;
+        if !over && self.holding {
+            self.holding = false;
+            self.consumer = None;
+        }
         if self.consumer.is_none() {
             let consumer = Consumer::open(UPLINK, self.events.clone(), self.store.clone())
                 .await
@@ -529,25 +776,39 @@ impl EdgeUplink {
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
         };
-        let batch = consumer.next(BATCH).await.map_err(|e| e.to_string())?;
+        let moved = self.link.budget_moved.clone();
+        let batch = tokio::select! {
+            batch = consumer.next(BATCH) => batch.map_err(|e| e.to_string())?,
+            _ = moved.notified() => return Ok(()),
+        };
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
         let span = consumer.batch_span(&batch);
-        let (link, status) = (&self.link, &self.status);
+        let mut events: Vec<Event> = batch
+            .iter()
+            .filter(|e| e.tenant_id == tenant && forwarded(e))
+            .map(|e| (**e).clone())
+            .collect();
+        if over {
+            let before = events.len();
+            events.retain(essential);
+            self.holding |= events.len() < before;
+        }
+        let (link, status, holding) = (&self.link, &self.status, self.holding);
         async move {
-            let events: Vec<Event> = batch
-                .iter()
-                .filter(|e| e.tenant_id == tenant && forwarded(e))
-                .map(|e| (**e).clone())
-                .collect();
             debug_assert!(events.len() <= FORWARD_BATCH_MAX);
             if let Some(first) = events.first() {
-                status.locked().forward.oldest_unsent = Some(first.ts);
+                if !holding {
+                    status.locked().forward.oldest_unsent = Some(first.ts);
+                }
                 let res = link.post("events", &ForwardBatch { events }).await?;
-                let body = res.bytes().await.map_err(MainLink::transport)?;
-                serde_json::from_slice::<ForwardReceipt>(&body)
+                serde_json::from_slice::<ForwardReceipt>(&res.body)
                     .map_err(|e| format!("main's receipt unreadable: {e}"))?;
+            }
+            if holding {
+                consumer.advance(through);
+                return Ok(());
             }
             consumer
                 .commit(through, Vec::new())
@@ -561,6 +822,11 @@ impl EdgeUplink {
         .instrument(span)
         .await
     }
+}
+
+/// What goes up over the budget: critical events and acks (heartbeats go anyway).
+fn essential(e: &Event) -> bool {
+    e.severity == Some(Severity::Critical) || e.kind == EventType::Ack
 }
 
 impl Worker for EdgeUplink {
@@ -588,6 +854,31 @@ impl Worker for EdgeUplink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The counts are written at the first exchange and when a day begins, not at every one,
+    /// and read back at start.
+    #[test]
+    fn uplink_counts_are_kept_across_restarts_without_a_write_per_exchange() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = UsageFile::new(dir.path());
+        assert_eq!(file.load(), None);
+        let mut usage = UplinkUsage::default();
+        let at = |s: &str| s.parse::<Timestamp>().unwrap();
+        usage.count(at("2026-12-05T10:00:00Z"), 1, 100, 50);
+        file.keep(&usage);
+        assert_eq!(file.load(), Some(usage.clone()));
+        let first = usage.clone();
+        usage.count(at("2026-12-05T10:00:01Z"), 1, 100, 50);
+        file.keep(&usage);
+        assert_eq!(
+            file.load(),
+            Some(first),
+            "not written again within the interval"
+        );
+        usage.count(at("2026-12-06T00:00:01Z"), 1, 1, 1);
+        file.keep(&usage);
+        assert_eq!(file.load(), Some(usage), "a new day is written");
+    }
 
     #[test]
     fn backoff_doubles_with_jitter_up_to_the_cap() {

@@ -293,7 +293,7 @@ impl Sites {
         name: &str,
         mut beat: SiteHeartbeat,
     ) -> Result<BeatAnswer, SiteError> {
-        self.connectable(p, name).await?;
+        let site = self.connectable(p, name).await?;
         // The ETag as `:pull` sent it (quoted) or bare names the same bundle.
         beat.bundle_etag = crate::model::bare_entity_tag(&beat.bundle_etag);
         let now = self.clock.now();
@@ -328,6 +328,7 @@ impl Sites {
         Ok(BeatAnswer {
             clock_offset_ms: offset,
             actions_waiting: status.actions.len(),
+            uplink_budget: site.uplink,
         })
     }
 
@@ -422,6 +423,7 @@ impl Sites {
                     forwarded_events: status.forwarded,
                     forwarded_through: status.forwarded_through,
                     forward: hb.forward,
+                    uplink: hb.uplink,
                     stale_since: status.stale_since,
                     last_alone_seconds: status.last_alone_seconds,
                     clock_offset_ms: status.clock_offset_ms,

@@ -56,6 +56,9 @@ pub struct SiteHeartbeat {
     /// The round trip of the site's previous heartbeat as it measured it, in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round_trip_ms: Option<u64>,
+    /// The bytes of the site's uplink traffic so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<UplinkUsage>,
 }
 
 /// A site's clock may be this far off the main's before it raises an alert, unless the site
@@ -85,12 +88,139 @@ pub const CLOCK_OFFSET_HEADER: &str = "x-svc-clock-offset";
 pub const ACTIONS_WAITING_HEADER: &str = "x-svc-actions-waiting";
 
 /// What the main answers a heartbeat with, in its headers.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct BeatAnswer {
     /// The site's clock offset, when it told its clock.
     pub clock_offset_ms: Option<i64>,
     /// Actions taken at the main on the site's alerts that wait for it.
     pub actions_waiting: usize,
+    /// The site's uplink budget (`UPLINK_BUDGET_HEADER`).
+    pub uplink_budget: Option<UplinkBudget>,
+}
+
+/// The heartbeat answer's header carrying the site's uplink budget (JSON), when it has one.
+pub const UPLINK_BUDGET_HEADER: &str = "x-svc-uplink-budget";
+
+/// A site's uplink budget (`uplink` of a site at the main, told to the site with each
+/// heartbeat's answer): the bytes its uplink may carry per period, as cellular plans cap them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UplinkBudget {
+    /// Bytes both ways per period: a number, or `500MB`, `2GB`, `300KB` (powers of 1000) or
+    /// `512MiB` (powers of 1024).
+    pub budget: ByteSize,
+    /// `month` (the only period yet: a plan's billing month).
+    #[serde(default = "month")]
+    pub period: String,
+    /// The day of the month the period starts (1-28, UTC; default 1).
+    #[serde(default = "first_day")]
+    pub reset_day: u8,
+    /// What goes up once the budget is used: `critical-only` (critical events, acks and
+    /// heartbeats; the rest waits in order until the period resets or the budget is raised).
+    #[serde(default = "critical_only")]
+    pub over_budget: String,
+    /// The share used, in percent, that raises a warning at the site (default 80).
+    #[serde(default = "eighty")]
+    pub warn_at: u8,
+    /// The site's escalation policy for its budget alerts (its contacts, by SMS where there
+    /// is a modem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+}
+
+fn month() -> String {
+    "month".into()
+}
+
+fn first_day() -> u8 {
+    1
+}
+
+fn critical_only() -> String {
+    "critical-only".into()
+}
+
+fn eighty() -> u8 {
+    80
+}
+
+impl UplinkBudget {
+    /// Why the budget cannot be kept, if it cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.period != "month" {
+            return Err(format!("uplink.period {:?}: month", self.period));
+        }
+        if !(1..=28).contains(&self.reset_day) {
+            return Err("uplink.resetDay: 1 to 28".into());
+        }
+        if self.over_budget != "critical-only" {
+            return Err(format!(
+                "uplink.overBudget {:?}: critical-only",
+                self.over_budget
+            ));
+        }
+        if !(1..=100).contains(&self.warn_at) {
+            return Err("uplink.warnAt: 1 to 100 (percent)".into());
+        }
+        if self.budget.0 == 0 {
+            return Err("uplink.budget: more than 0 bytes".into());
+        }
+        Ok(())
+    }
+
+    /// How much of the budget `usage`'s period used, in percent.
+    pub fn used_pct(&self, usage: &UplinkUsage) -> f64 {
+        (usage.period.sent + usage.period.received) as f64 * 100.0 / self.budget.0 as f64
+    }
+}
+
+/// A number of bytes, written as a number or with a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ByteSize(pub u64);
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        let number: f64 = number
+            .parse()
+            .map_err(|_| format!("{text:?}: a number of bytes, as 500MB or 512MiB"))?;
+        let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "kb" => 1000,
+            "mb" => 1000_u64.pow(2),
+            "gb" => 1000_u64.pow(3),
+            "tb" => 1000_u64.pow(4),
+            "kib" => 1024,
+            "mib" => 1024_u64.pow(2),
+            "gib" => 1024_u64.pow(3),
+            "tib" => 1024_u64.pow(4),
+            other => return Err(format!("{text:?}: unknown unit {other:?}")),
+        };
+        Ok(ByteSize((number * scale as f64).round() as u64))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(ByteSize(n)),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// Whether a site stands drifted from the main, or when it will if nothing changes.
@@ -285,6 +415,9 @@ pub struct SiteOverview {
     pub stale_since: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_alone_seconds: Option<u64>,
+    /// The bytes of the site's uplink traffic, as its last heartbeat told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<UplinkUsage>,
     /// The site's clock against the main's at its last heartbeat, in milliseconds (positive:
     /// ahead).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -343,6 +476,80 @@ pub struct EdgeStatus {
     /// Since when heartbeats fail to reach the main, while they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uplink_lost_since: Option<Timestamp>,
+    /// The bytes this site exchanged with its main.
+    pub uplink: UplinkUsage,
+    /// The budget the main set for them, as its last heartbeat answer told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink_budget: Option<UplinkBudget>,
+    /// The budget's period is used up: only critical events and acks go up, the rest waits.
+    pub over_budget: bool,
+}
+
+/// Bytes a site exchanged with its main over HTTP (request and status lines, headers, bodies
+/// as sent: compressed where they were; without TLS and TCP framing, which a router's
+/// counter adds, typically 5-10 %), today (UTC), this month and since the process started.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UplinkUsage {
+    /// The UTC day `today` counts (`2026-12-05`).
+    pub day: String,
+    pub today: Bytes,
+    /// The UTC day the period `period` counts began (`2026-12-01`).
+    pub period_start: String,
+    pub period: Bytes,
+    pub total: Bytes,
+}
+
+/// Bytes each way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Bytes {
+    pub sent: u64,
+    pub received: u64,
+}
+
+impl Bytes {
+    fn add(&mut self, sent: u64, received: u64) {
+        self.sent += sent;
+        self.received += received;
+    }
+}
+
+impl UplinkUsage {
+    /// Counts one exchange at `now` in periods starting on `reset_day` of the month; a new
+    /// day or period starts its count afresh.
+    pub fn count(&mut self, now: Timestamp, reset_day: u8, sent: u64, received: u64) {
+        self.roll(now, reset_day);
+        self.today.add(sent, received);
+        self.period.add(sent, received);
+        self.total.add(sent, received);
+    }
+
+    /// Starts the day's and the period's counts afresh when `now` is past them.
+    pub fn roll(&mut self, now: Timestamp, reset_day: u8) {
+        let date = now.0.to_zoned(jiff::tz::TimeZone::UTC).date();
+        let day = date.to_string();
+        if day != self.day {
+            self.today = Bytes::default();
+            self.day = day;
+        }
+        let reset = i8::try_from(reset_day.clamp(1, 28)).unwrap_or(1);
+        let this_month = date
+            .first_of_month()
+            .saturating_add(jiff::Span::new().days(reset - 1));
+        let start = if date >= this_month {
+            this_month
+        } else {
+            this_month.saturating_sub(jiff::Span::new().months(1))
+        }
+        .to_string();
+        if start != self.period_start {
+            self.period = Bytes::default();
+            self.period_start = start;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -417,6 +624,108 @@ mod tests {
             status.config_drift(after, at("2026-03-02T00:00:00Z")),
             Drift::None
         );
+    }
+
+    /// Each exchange counts today, this month and in all; a new day and a new month start
+    /// their counts afresh.
+    #[test]
+    fn uplink_bytes_count_by_day_and_month() {
+        let mut u = UplinkUsage::default();
+        u.count(at("2026-11-30T23:59:00Z"), 1, 100, 10);
+        u.count(at("2026-11-30T23:59:30Z"), 1, 50, 5);
+        assert_eq!(
+            (u.day.as_str(), u.today),
+            (
+                "2026-11-30",
+                Bytes {
+                    sent: 150,
+                    received: 15
+                }
+            )
+        );
+        assert_eq!(u.period_start, "2026-11-01");
+        u.count(at("2026-12-01T00:00:01Z"), 1, 7, 3);
+        assert_eq!(
+            u.today,
+            Bytes {
+                sent: 7,
+                received: 3
+            }
+        );
+        assert_eq!(
+            (u.period_start.as_str(), u.period),
+            (
+                "2026-12-01",
+                Bytes {
+                    sent: 7,
+                    received: 3
+                }
+            )
+        );
+        assert_eq!(
+            u.total,
+            Bytes {
+                sent: 157,
+                received: 18
+            }
+        );
+        u.count(at("2026-12-02T08:00:00Z"), 1, 1, 1);
+        assert_eq!(
+            u.today,
+            Bytes {
+                sent: 1,
+                received: 1
+            }
+        );
+        assert_eq!(
+            u.period,
+            Bytes {
+                sent: 8,
+                received: 4
+            }
+        );
+        // A plan billed from the 15th: the 2nd of January is in the period of December 15th.
+        u.count(at("2027-01-02T08:00:00Z"), 15, 5, 5);
+        assert_eq!(
+            (u.period_start.as_str(), u.period),
+            (
+                "2026-12-15",
+                Bytes {
+                    sent: 5,
+                    received: 5
+                }
+            )
+        );
+        u.roll(at("2027-01-15T00:00:00Z"), 15);
+        assert_eq!(
+            (u.period_start.as_str(), u.period),
+            ("2027-01-15", Bytes::default())
+        );
+    }
+
+    #[test]
+    fn a_budget_reads_its_units_and_refuses_what_it_cannot_keep() {
+        let b: UplinkBudget =
+            serde_json::from_value(serde_json::json!({"budget": "500MB"})).unwrap();
+        assert_eq!((b.budget.0, b.reset_day, b.warn_at), (500_000_000, 1, 80));
+        assert_eq!(b.over_budget, "critical-only");
+        assert_eq!("512MiB".parse::<ByteSize>().unwrap().0, 512 * 1024 * 1024);
+        assert_eq!("1.5 kb".parse::<ByteSize>().unwrap().0, 1500);
+        assert!("5 parsecs".parse::<ByteSize>().is_err());
+        let mut usage = UplinkUsage::default();
+        usage.count(at("2026-12-01T00:00:00Z"), 1, 300_000_000, 100_000_000);
+        assert_eq!(b.used_pct(&usage), 80.0);
+        for (field, value, why) in [
+            ("resetDay", serde_json::json!(31), "1 to 28"),
+            ("period", serde_json::json!("week"), "month"),
+            ("overBudget", serde_json::json!("nothing"), "critical-only"),
+            ("budget", serde_json::json!(0), "more than 0"),
+        ] {
+            let mut v = serde_json::json!({"budget": "1MB"});
+            v[field] = value;
+            let b: UplinkBudget = serde_json::from_value(v).unwrap();
+            assert!(b.check().unwrap_err().contains(why), "{field}");
+        }
     }
 
     #[test]

@@ -367,6 +367,32 @@ async fn sites_pull_report_and_forward_on_the_main() {
         (receipt["stored"].as_u64(), receipt["duplicates"].as_u64()),
         (Some(1), Some(3))
     );
+    // Issue 72: batches may come gzip-compressed; the body limit holds for what they
+    // decompress to, and another encoding is refused.
+    let gz = |body: &[u8]| {
+        use std::io::Write;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(body).unwrap();
+        z.finish().unwrap()
+    };
+    let encoded = |encoding: &str, body: Vec<u8>| {
+        call(s, &north, Method::POST, "/api/v1/sites/north:events")
+            .header("Content-Type", "application/json")
+            .header("Content-Encoding", encoding)
+            .body(body)
+            .send()
+    };
+    let same = serde_json::to_vec(&json!({"events": again})).unwrap();
+    let receipt = json(encoded("gzip", gz(&same)).await.unwrap(), 200).await;
+    assert_eq!(receipt["duplicates"], 4, "{receipt}");
+    let bomb = gz(&vec![b' '; 2 * 1024 * 1024]);
+    assert!(bomb.len() < 10_000);
+    let problem = json(encoded("gzip", bomb).await.unwrap(), 413).await;
+    assert_eq!(problem["code"], "svc:validation/size");
+    let problem = json(encoded("gzip", b"not gzip".to_vec()).await.unwrap(), 422).await;
+    assert_eq!(problem["code"], "svc:validation/body");
+    let problem = json(encoded("br", same).await.unwrap(), 415).await;
+    assert_eq!(problem["code"], "svc:media-type");
     let listed = get(s, admin, "/api/v1/events?site=north").await;
     let ids: Vec<&str> = listed["items"]
         .as_array()
@@ -592,6 +618,18 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert_eq!(status["enabled"], true);
     assert_eq!(status["name"], "north");
     assert_eq!(status["applyError"], "");
+    // Every exchange with the main is counted, today, this month and in all.
+    let uplink = &status["uplink"];
+    assert!(uplink["today"]["sent"].as_u64().unwrap() > 200, "{status}");
+    assert!(
+        uplink["today"]["received"].as_u64().unwrap() > 100,
+        "{status}"
+    );
+    assert_eq!(uplink["period"], uplink["total"], "{status}");
+    assert_eq!(
+        uplink["periodStart"].as_str().unwrap(),
+        format!("{}-01", &uplink["day"].as_str().unwrap()[..7])
+    );
     let overview = until(
         m,
         admin,
@@ -604,6 +642,12 @@ async fn an_edge_follows_its_main_and_is_watched() {
     )
     .await;
     assert_eq!(overview_of(&overview, "north")["versionSkew"], false);
+    assert!(
+        overview_of(&overview, "north")["uplink"]["total"]["sent"]
+            .as_u64()
+            .is_some_and(|b| b > 0),
+        "the site's uplink bytes shown at the main: {overview}"
+    );
     // The operator's view from both ends.
     let (code, out, err) = svc(
         &["--server", &m.base, "--token", admin, "--insecure", "sites"],
@@ -1556,6 +1600,207 @@ async fn several_sites_vote_on_an_objects_state() {
         &object_path,
         "down with the lost observer failing",
         |v| v["state"]["state"] == 2,
+    )
+    .await;
+}
+
+/// The open alerts of `s` titled starting with `title`.
+async fn alerts_titled(s: &Server, token: &str, title: &str) -> Vec<Value> {
+    get(s, token, "/api/v1/alerts?status=open").await["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["title"].as_str().is_some_and(|t| t.starts_with(title)))
+        .cloned()
+        .collect()
+}
+
+/// Issue 72, item 5: the edge counts its uplink's bytes; past the budget's warning share it
+/// raises a warning, over the budget only critical events go up and the rest waits, in order,
+/// until the period resets (the edge's clock moved by the test).
+#[tokio::test]
+async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_resets() {
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..Default::default()
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    let bundle = "kind: host\nname: plant\nbody:\n  spec: {address: 127.0.0.1}\n---\nkind: service\nname: door\nhost: plant\nbody: {spec: {maxCheckAttempts: 1}}\n---\nkind: service\nname: temp\nhost: plant\nbody: {spec: {maxCheckAttempts: 1}}\n";
+    create_site(m, admin, json!({"name": "north", "bundle": bundle})).await;
+    for (uplink, why) in [
+        (json!({"budget": "5 parsecs"}), "unknown unit"),
+        (json!({"budget": "1MB", "resetDay": 30}), "1 to 28"),
+    ] {
+        let mut site = get(m, admin, "/api/v1/sites/north").await;
+        site["uplink"] = uplink;
+        let res = call(m, admin, Method::PUT, "/api/v1/sites/north")
+            .header("If-Match", site["version"].to_string())
+            .json(&site)
+            .send()
+            .await
+            .unwrap();
+        let problem = json(res, 422).await;
+        assert!(
+            problem["detail"].as_str().is_some_and(|d| d.contains(why)),
+            "{problem}"
+        );
+    }
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = edge_config(
+        dir.path(),
+        &m.base,
+        &site_token,
+        Trust::Pinned(&fingerprint(&m.data)),
+    );
+    let edge = Admin::start_with(Opts {
+        args: vec!["--config".into(), config],
+        ..test_clock(&dir.path().join("clock"))
+    });
+    let (e, local) = (&edge.s, edge.token.as_str());
+    until(e, local, "/api/v1/services", "the bundle applied", |v| {
+        names(v) == ["door", "temp"]
+    })
+    .await;
+    let used = |status: &Value| {
+        status["uplink"]["period"]["sent"].as_u64().unwrap()
+            + status["uplink"]["period"]["received"].as_u64().unwrap()
+    };
+    let status = get(e, local, "/api/v1/site:status").await;
+    let so_far = used(&status);
+    assert!(so_far > 0, "{status}");
+
+    // A tenth used: over the warning share of 5 %, far from the budget.
+    set_site_field(
+        m,
+        admin,
+        "north",
+        "uplink",
+        json!({"budget": so_far * 10, "warnAt": 5}),
+    )
+    .await;
+    let status = until(e, local, "/api/v1/site:status", "the budget told", |v| {
+        v["uplinkBudget"]["budget"] == so_far * 10
+    })
+    .await;
+    assert_eq!(status["overBudget"], false);
+    until(e, local, "/api/v1/alerts?status=open", "the warning", |v| {
+        v["items"].as_array().unwrap().iter().any(|a| {
+            a["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Uplink budget"))
+                && a["severity"] == "warning"
+        })
+    })
+    .await;
+
+    // Used up: only critical events and acks go.
+    let now_used = used(&get(e, local, "/api/v1/site:status").await);
+    set_site_field(m, admin, "north", "uplink", json!({"budget": now_used})).await;
+    until(e, local, "/api/v1/site:status", "over the budget", |v| {
+        v["overBudget"] == true
+    })
+    .await;
+    let over = alerts_titled(e, local, "Uplink budget used up").await;
+    assert_eq!(over.len(), 1, "{over:?}");
+    assert_eq!(over[0]["severity"], "critical");
+    let result = |service: &str, state: &str| json!({"results": [{"host": "plant", "service": service, "state": state, "output": format!("{service} {state}")}]});
+    let res = send(
+        e,
+        local,
+        Method::POST,
+        "/api/v1/results",
+        result("temp", "WARNING"),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let res = send(
+        e,
+        local,
+        Method::POST,
+        "/api/v1/results",
+        result("door", "CRITICAL"),
+    )
+    .await;
+    assert_eq!(res.status(), 202);
+    let changes = "/api/v1/events?site=north&type=state_change";
+    let at_main = until(m, admin, changes, "the critical change forwarded", |v| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["payload"]["object"] == "door" && e["payload"]["to"] == "CRITICAL")
+    })
+    .await;
+    assert!(
+        !at_main["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["payload"]["object"] == "temp" && e["payload"]["to"] == "WARNING"),
+        "the warning waits: {at_main}"
+    );
+    let status = until(
+        e,
+        local,
+        "/api/v1/site:status",
+        "the held change counted",
+        |v| v["forward"]["pending"].as_u64().is_some_and(|n| n >= 1),
+    )
+    .await;
+    assert_eq!(status["overBudget"], true, "{status}");
+
+    // A new period: what waited goes up, in the site's order, and the alerts resolve.
+    advance(e, local, "744h").await;
+    let at_main = until(m, admin, changes, "the held change forwarded", |v| {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["payload"]["object"] == "temp" && e["payload"]["to"] == "WARNING")
+    })
+    .await;
+    let order: Vec<&str> = at_main["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["payload"]["to"] == "CRITICAL" || e["payload"]["to"] == "WARNING")
+        .map(|e| e["payload"]["object"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        ["door", "temp"],
+        "newest first, by the site's ids: {at_main}"
+    );
+    let status = until(
+        e,
+        local,
+        "/api/v1/site:status",
+        "under the budget again",
+        |v| v["overBudget"] == false,
+    )
+    .await;
+    assert!(
+        used(&status) < now_used,
+        "a new period counts afresh: {status}"
+    );
+    until(
+        e,
+        local,
+        "/api/v1/alerts?status=open",
+        "the budget alerts resolved",
+        |v| {
+            !v["items"].as_array().unwrap().iter().any(|a| {
+                a["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Uplink budget"))
+            })
+        },
     )
     .await;
 }

@@ -235,7 +235,7 @@ pub const KINDS: [Kind; 21] = [
         "sites",
         "site",
         CONFIG,
-        validate_as::<SiteBody>,
+        validate_site,
         body_schema::<SiteBody>,
     ),
     kind(
@@ -311,6 +311,17 @@ fn validate_as<T: Serialize + for<'de> Deserialize<'de>>(
         *body = normal;
     }
     Ok(())
+}
+
+/// A site: its shape, and an uplink budget it can keep.
+fn validate_site(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_as::<SiteBody>(body)?;
+    let site: SiteBody =
+        crate::model::input::from_value(Value::Object(body.clone())).map_err(|e| invalid("", e))?;
+    match site.uplink.map(|u| u.check()) {
+        Some(Err(why)) => Err(invalid("uplink", why)),
+        _ => Ok(()),
+    }
 }
 
 /// A name one piece of configuration uses for a document of another kind. One that nothing

@@ -31,6 +31,9 @@ pub struct SiteBody {
     /// (default 15m); a failed apply raises it at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_drift_after: Option<crate::model::GoDuration>,
+    /// The bytes the site's uplink may carry per period, told to the site with each heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<crate::model::site::UplinkBudget>,
 }
 
 impl SiteBody {
