@@ -645,6 +645,28 @@ impl AlertActions for Alerting {
         Box::pin(async move { Ok(self.act_for(tenant, id, action, by, via).await?) })
     }
 
+    fn shelve(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        request: ShelveRequest,
+        by: String,
+    ) -> PortFuture<'_, Option<Alert>> {
+        Box::pin(async move {
+            let p = Principal::system(tenant, by);
+            match Alerting::shelve(self, &p, &Actor::system("main"), id, request).await {
+                Ok(alert) => Ok(Some(alert)),
+                Err(
+                    AlertError::Transition(_)
+                    | AlertError::NotFound
+                    | AlertError::Invalid(_)
+                    | AlertError::Store(StoreError::NotFound),
+                ) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
     fn alarm(
         &self,
         tenant: Uuid,

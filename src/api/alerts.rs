@@ -90,9 +90,9 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/alerts/{id}:shelve", shelve).permission("alerts:ack").tool("alert_shelve", "Shelve an alert: it does not page until the shelf ends (timed, or oneShot: until it clears).", &[("id", "string", "the alert's id"), ("mode", "string", "timed or oneShot"), ("duration", "string", "for timed, e.g. 2h"), ("reason", "string", "why")]).doc(
             "alerts",
             "Shelve an alert",
-            "`{mode: timed|oneShot, duration?, reason}` (OPC UA Part 9 `TimedShelve`/`OneShotShelve`). From `open` or `acked` (else 404 `svc:not-found`); the status is kept and the alert shows `shelved {mode, until?, reason, by, at}`. While shelved it does not page: its escalation stops. A `timed` shelf needs `duration`, at most `alerting.maxShelve` (default 8h; beyond, or none, 422 `svc:validation/duration`) and ends at `until`; 15 minutes before, a `shelve` event with `action: expiring` names the shelver. A `oneShot` shelf (no `duration`) ends when the alert clears. `reason` is required (422 `svc:validation/reason`), `mode` must be one of the two (422 `svc:validation/mode`). Shelving a shelved alert replaces its shelf. Writes a `shelve` event (`action: shelved`) and the audit entry `alert.shelve`.",
+            "`{mode: timed|oneShot, duration?, reason}` (OPC UA Part 9 `TimedShelve`/`OneShotShelve`). From `open` or `acked` (else 404 `svc:not-found`); the status is kept and the alert shows `shelved {mode, until?, reason, by, at}`. While shelved it does not page: its escalation stops. A `timed` shelf needs `duration`, at most `alerting.maxShelve` (default 8h; beyond, or none, 422 `svc:validation/duration`) and ends at `until`; 15 minutes before, a `shelve` event with `action: expiring` names the shelver. A `oneShot` shelf (no `duration`) ends when the alert clears. `reason` is required (422 `svc:validation/reason`), `mode` must be one of the two (422 `svc:validation/mode`). Shelving a shelved alert replaces its shelf. Writes a `shelve` event (`action: shelved`) and the audit entry `alert.shelve`. An alert a federation site forwarded (mirrored here) is carried to that site: 202 with the queued action `{id, alertId, action: shelve, by, comment, at, shelf}` (audit `site.alert.shelve`; `reason` is still required here, the site judges the rest by its own limits).",
         )
-            .body::<ShelveRequest>().ok::<Alert>(),
+            .body::<ShelveRequest>().ok::<Alert>().answers::<SiteAction>(202),
         Route::post("/api/v1/alerts/{id}:unshelve", unshelve).permission("alerts:ack").tool("alert_unshelve", "Take an alert off its shelf: it pages again if still open.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Unshelve an alert",
@@ -275,15 +275,31 @@ pub(crate) async fn carry(
     id: Uuid,
     action: &str,
     comment: Option<String>,
+    shelf: Option<ShelveRequest>,
 ) -> Result<SiteAction, Problem> {
     match st
         .sites
-        .carry(&c.principal, &c.actor, id, action, comment)
+        .carry(&c.principal, &c.actor, id, action, comment, shelf)
         .await
     {
         Err(SiteError::NotFound) => Err(AlertError::NotFound.into()),
         carried => Ok(carried?),
     }
+}
+
+/// A shelf on an alert the main does not own: queued for the site that forwarded it, which
+/// keeps it by its own limits (`maxShelve`); one without a reason is refused here already.
+pub(crate) async fn carry_shelf(
+    st: &AppState,
+    c: &Caller,
+    id: Uuid,
+    shelf: ShelveRequest,
+) -> Result<SiteAction, Problem> {
+    if shelf.reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        return Err(Problem::validation("reason", "a shelf needs a reason"));
+    }
+    let reason = shelf.reason.clone();
+    carry(st, c, id, "shelve", reason, Some(shelf)).await
 }
 
 /// 202 with the action queued for the site that owns the alert.
@@ -294,7 +310,7 @@ async fn carried(
     action: &str,
     comment: Option<String>,
 ) -> Result<Response, Problem> {
-    let queued = carry(st, c, id, action, comment).await?;
+    let queued = carry(st, c, id, action, comment, None).await?;
     Ok((StatusCode::ACCEPTED, Json(queued)).into_response())
 }
 
@@ -337,12 +353,19 @@ async fn shelve(
     c: Caller,
     ApiPath(id): ApiPath<String>,
     ApiJson(body): ApiJson<ShelveRequest>,
-) -> Result<impl IntoResponse, Problem> {
-    let alert = st
+) -> Result<Response, Problem> {
+    let id = path_id(&id)?;
+    match st
         .alerting
-        .shelve(&c.principal, &c.actor, path_id(&id)?, body)
-        .await?;
-    Ok(Json(alert))
+        .shelve(&c.principal, &c.actor, id, body.clone())
+        .await
+    {
+        Err(AlertError::NotFound) => {
+            let queued = carry_shelf(&st, &c, id, body).await?;
+            Ok((StatusCode::ACCEPTED, Json(queued)).into_response())
+        }
+        done => Ok(Json(done?).into_response()),
+    }
 }
 
 async fn unshelve(

@@ -43,7 +43,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/sites/{name}:actions", actions).permission("sites:connect").doc(
             "sites",
             "Actions the main took on a site's alerts",
-            "`{items: [{id, alertId, action: ack | resolve, by, comment, at}]}` in the order they were taken at the main (`POST /api/v1/alerts/{id}:ack` or `:resolve` of an alert the site forwarded), until the site reports them done. The site carries each out as its own (`via: main`), so its escalation stops and the change comes back as its event.",
+            "`{items: [{id, alertId, action: ack | resolve | shelve, by, comment, at, shelf}]}` (`shelf`: a shelve's `{mode, duration, reason}`) in the order they were taken at the main (`POST /api/v1/alerts/{id}:ack` or `:resolve` of an alert the site forwarded), until the site reports them done. The site carries each out as its own (`via: main`), so its escalation stops and the change comes back as its event.",
         )
             .ok::<Page<SiteAction>>(),
         Route::post("/api/v1/sites/{name}:actions", actions_done).permission("sites:connect").doc(

@@ -53,6 +53,7 @@ fn forwarded(e: &Event) -> bool {
                 | EventType::AlertOpened
                 | EventType::AlertResolved
                 | EventType::Ack
+                | EventType::Shelve
                 | EventType::Escalation
                 | EventType::Notification
                 | EventType::IncidentUpdate
@@ -547,16 +548,24 @@ impl EdgeSync {
         let page: ActionPage = serde_json::from_slice(&res.body).map_err(|e| e.to_string())?;
         let mut done = Vec::new();
         for a in page.items {
-            let action = match a.action.as_str() {
-                "resolve" => AlertAction::Resolve,
-                _ => AlertAction::Ack,
-            };
             let by = format!("{} at the main", a.by);
-            match self
-                .alerts
-                .act(tenant, a.alert_id, action, by, "main")
-                .await
-            {
+            let carried = match (a.action.as_str(), a.shelf) {
+                ("shelve", shelf) => {
+                    let shelf = shelf.unwrap_or_default();
+                    self.alerts.shelve(tenant, a.alert_id, shelf, by).await
+                }
+                ("resolve", _) => {
+                    let resolve = AlertAction::Resolve;
+                    self.alerts
+                        .act(tenant, a.alert_id, resolve, by, "main")
+                        .await
+                }
+                _ => {
+                    let ack = AlertAction::Ack;
+                    self.alerts.act(tenant, a.alert_id, ack, by, "main").await
+                }
+            };
+            match carried {
                 Ok(_) => done.push(a.id),
                 Err(why) => {
                     tracing::warn!(alert = %a.alert_id, error = %why, "the main's action waits");

@@ -7,7 +7,7 @@ pub mod observers;
 
 use crate::auth::Principal;
 use crate::events::Events;
-use crate::model::alert::{Alert, AlertFilter, ManualAlarm};
+use crate::model::alert::{Alert, AlertFilter, ManualAlarm, ShelveRequest};
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
 use crate::model::config::{Invalid, SiteBody};
@@ -20,6 +20,7 @@ use crate::model::site::{
     ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, SiteStatus,
     clock_offset_ms,
 };
+use crate::model::state::Problem;
 use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::Locked;
@@ -695,8 +696,9 @@ impl Sites {
         Ok(())
     }
 
-    /// Queues `action` (`ack` or `resolve`) on the mirrored alert `alert_id` for the site that
-    /// owns it, in order, with its audit entry; `NotFound` when no site mirrors that alert.
+    /// Queues `action` (`ack`, `resolve`, or `shelve` with its `shelf`) on the mirrored alert
+    /// `alert_id` for the site that owns it, in order, with its audit entry; `NotFound` when no
+    /// site mirrors that alert.
     pub async fn carry(
         &self,
         p: &Principal,
@@ -704,6 +706,7 @@ impl Sites {
         alert_id: Uuid,
         action: &str,
         comment: Option<String>,
+        shelf: Option<ShelveRequest>,
     ) -> Result<SiteAction, SiteError> {
         let (site, _) = self.mirrored_alert(p, alert_id).await?;
         let now = self.clock.now();
@@ -714,6 +717,7 @@ impl Sites {
             by: p.name.clone(),
             comment: comment.unwrap_or_default(),
             at: now,
+            shelf,
         };
         let audit = AuditDraft::new(
             now,
@@ -764,15 +768,7 @@ impl Sites {
         after: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<ObjectView>, SiteError> {
-        let stale = self
-            .store
-            .site_status(p.tenant, site.to_string())
-            .await?
-            .stale_since
-            .map(|since| Stale {
-                reason: "uplink".into(),
-                since,
-            });
+        let stale = self.uplink_stale(p.tenant, site).await?;
         let mirrors = self
             .store
             .site_mirrors(p.tenant, MirrorKind::Object, Some(site.to_string()))
@@ -792,6 +788,63 @@ impl Sites {
             })
             .take(limit)
             .collect())
+    }
+
+    /// The mirrored object `id` of the caller's tenant with its site, marked stale by uplink
+    /// while the site is; `NotFound` when no site mirrors it.
+    pub async fn mirrored_object(
+        &self,
+        p: &Principal,
+        id: Uuid,
+    ) -> Result<(String, ObjectView), SiteError> {
+        let (site, view) = self
+            .store
+            .site_mirrors(p.tenant, MirrorKind::Object, None)
+            .await?
+            .into_iter()
+            .find_map(|m| match m {
+                Mirror::Object { site, view, .. } if view.object.id == id => Some((site, *view)),
+                _ => None,
+            })
+            .ok_or(SiteError::NotFound)?;
+        let stale = self.uplink_stale(p.tenant, &site).await?;
+        Ok((site, ObjectView { stale, ..view }))
+    }
+
+    /// The sites' objects in a problem state, as the problems inbox lists the main's own.
+    pub async fn mirrored_problems(&self, p: &Principal) -> Result<Vec<Problem>, SiteError> {
+        Ok(self
+            .store
+            .site_mirrors(p.tenant, MirrorKind::Object, None)
+            .await?
+            .into_iter()
+            .filter_map(|m| match m {
+                Mirror::Object { view, .. } => {
+                    let view = *view;
+                    let state = view.state.filter(|s| s.state != 0)?;
+                    Some(Problem {
+                        labels: view.object.labels.clone(),
+                        object: view.object,
+                        host_name: view.host_name,
+                        state,
+                    })
+                }
+                Mirror::Alert { .. } => None,
+            })
+            .collect())
+    }
+
+    /// Why site `site`'s mirrors may be out of date: its uplink is lost.
+    async fn uplink_stale(&self, tenant: Uuid, site: &str) -> Result<Option<Stale>, SiteError> {
+        Ok(self
+            .store
+            .site_status(tenant, site.to_string())
+            .await?
+            .stale_since
+            .map(|since| Stale {
+                reason: "uplink".into(),
+                since,
+            }))
     }
 
     /// One page of site `site`'s mirrored alerts that `filter` keeps, newest first, strictly

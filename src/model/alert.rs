@@ -267,17 +267,17 @@ pub fn shelf_warning_at(until: Timestamp) -> Timestamp {
 }
 
 /// `:shelve` body.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ShelveRequest {
     /// `timed` (ends after `duration`) or `oneShot` (ends when the alert's source clears).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// For `timed`: how long (`2h`), at most `alerting.maxShelve`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 

@@ -3,7 +3,7 @@
 //! site's own ids, labelled `site`; it never checks, pages or changes them itself.
 
 use super::Timestamp;
-use super::alert::{Alert, AlertStatus};
+use super::alert::{Alert, AlertStatus, Shelf, ShelveMode};
 use super::event::{Event, EventType, Severity};
 use super::object::{Object, ObjectKind, ObjectView};
 use super::state::{CheckState, StateType};
@@ -46,7 +46,7 @@ pub fn key_of(e: &Event) -> Option<(MirrorKind, Uuid)> {
         EventType::StateChange | EventType::FlappingStart | EventType::FlappingEnd => {
             e.object_id.map(|id| (MirrorKind::Object, id))
         }
-        EventType::AlertOpened | EventType::Ack | EventType::AlertResolved => e
+        EventType::AlertOpened | EventType::Ack | EventType::Shelve | EventType::AlertResolved => e
             .payload
             .get("alertId")
             .and_then(Value::as_str)
@@ -215,6 +215,38 @@ pub fn fold(tenant: Uuid, site: &str, record: Option<Mirror>, e: &Event) -> Opti
                 alert,
             })
         }
+        (
+            EventType::Shelve,
+            Some(Mirror::Alert {
+                site, mut alert, ..
+            }),
+        ) => {
+            match text(p, "action").as_str() {
+                "shelved" => {
+                    alert.shelved = Some(Shelf {
+                        mode: p
+                            .get("mode")
+                            .and_then(|m| serde_json::from_value(m.clone()).ok())
+                            .unwrap_or(ShelveMode::Timed),
+                        until: p
+                            .get("until")
+                            .and_then(|u| serde_json::from_value(u.clone()).ok()),
+                        reason: text(p, "reason"),
+                        by: text(p, "by"),
+                        user_id: None,
+                        at: e.ts,
+                        warned: false,
+                    })
+                }
+                "unshelved" => alert.shelved = None,
+                _ => {}
+            }
+            Some(Mirror::Alert {
+                site,
+                through: e.id,
+                alert,
+            })
+        }
         (EventType::AlertResolved, Some(Mirror::Alert { .. })) => None,
         (_, record) => record,
     }
@@ -301,6 +333,22 @@ mod tests {
             json!({"alertId": Uuid::from_u128(5), "by": "ada"}),
         );
         let alert = fold(tenant, "north", Some(alert), &acked).unwrap();
+        let shelved = event(
+            22,
+            EventType::Shelve,
+            None,
+            json!({"alertId": Uuid::from_u128(5), "action": "shelved", "mode": "oneShot",
+                   "reason": "known", "by": "ada at the main"}),
+        );
+        let alert = fold(tenant, "north", Some(alert), &shelved).unwrap();
+        let Mirror::Alert { alert: a, .. } = &alert else {
+            panic!("{alert:?}")
+        };
+        let shelf = a.shelved.as_ref().unwrap();
+        assert_eq!(
+            (shelf.mode, shelf.reason.as_str(), shelf.by.as_str()),
+            (ShelveMode::OneShot, "known", "ada at the main")
+        );
         let Mirror::Alert { alert: a, .. } = &alert else {
             panic!("{alert:?}")
         };
@@ -313,7 +361,7 @@ mod tests {
             Some((MirrorKind::Alert, Uuid::from_u128(5)))
         );
         let resolved = event(
-            22,
+            23,
             EventType::AlertResolved,
             None,
             json!({"alertId": Uuid::from_u128(5)}),

@@ -261,13 +261,16 @@ pub struct SiteAction {
     pub id: Uuid,
     /// The site's alert.
     pub alert_id: Uuid,
-    /// `ack` or `resolve`.
+    /// `ack`, `resolve` or `shelve`.
     pub action: String,
     /// Who took it at the main.
     pub by: String,
     #[serde(default)]
     pub comment: String,
     pub at: Timestamp,
+    /// A `shelve`'s terms, as the main's people asked for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shelf: Option<crate::model::alert::ShelveRequest>,
 }
 
 /// `POST /api/v1/sites/{name}:actions`: the actions the site carried out (or found no longer

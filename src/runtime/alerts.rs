@@ -3,7 +3,7 @@
 //! the alerting service as `AlertActions`.
 
 use super::PortFuture;
-use crate::model::alert::{Alert, ManualAlarm};
+use crate::model::alert::{Alert, ManualAlarm, ShelveRequest};
 use uuid::Uuid;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +23,17 @@ pub trait AlertActions: Send + Sync + 'static {
         action: AlertAction,
         by: String,
         via: &'static str,
+    ) -> PortFuture<'_, Option<Alert>>;
+
+    /// Shelves alert `id` of `tenant` for `by` (an action taken at a federation main); `None`
+    /// when the alert does not exist, cannot be shelved, or the shelf is not one this instance
+    /// takes (longer than its `maxShelve`).
+    fn shelve(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        request: ShelveRequest,
+        by: String,
     ) -> PortFuture<'_, Option<Alert>>;
 
     /// Raises a manual alarm for `by`, `via` a path (`sms`, `ivr`).

@@ -844,12 +844,23 @@ async fn an_edge_follows_its_main_and_is_watched() {
         "{own}"
     );
     let objects = page("/objects?site=north".into()).await;
+    let local_id = local_host["id"].as_str().unwrap();
     assert!(
-        objects.contains(&format!(
-            "href=\"/events?objectId={}\"",
-            local_host["id"].as_str().unwrap()
-        )),
-        "a site's object leads to its forwarded history: {objects}"
+        objects.contains(&format!("href=\"/objects/{local_id}\"")),
+        "a site's object leads to its mirrored page: {objects}"
+    );
+    let mirrored_page = page(format!("/objects/{local_id}")).await;
+    assert!(
+        mirrored_page.contains("This object is site <strong>north</strong>")
+            && mirrored_page.contains("no route")
+            && !mirrored_page.contains("Check now"),
+        "{mirrored_page}"
+    );
+    // The site's problem stands in the main's inbox with its alert.
+    let inbox = page("/".into()).await;
+    assert!(
+        inbox.contains(&format!("href=\"/objects/{local_id}\"")),
+        "{inbox}"
     );
     // Acknowledged at the main, the ack is the site's: queued, carried out there, and back
     // as the site's own event.
@@ -908,6 +919,50 @@ async fn an_edge_follows_its_main_and_is_watched() {
     .await;
     let audit = get(m, admin, "/api/v1/audit?action=site.alert.ack").await;
     assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    // Shelved at the main: the site keeps the shelf, and the mirror shows it.
+    let shelve = format!("/api/v1/alerts/{door_id}:shelve");
+    let res = send(m, admin, Method::POST, &shelve, json!({"mode": "oneShot"})).await;
+    assert_eq!(json(res, 422).await["code"], "svc:validation/reason");
+    let queued = json(
+        send(
+            m,
+            admin,
+            Method::POST,
+            &shelve,
+            json!({"mode": "oneShot", "reason": "the fitter is on site"}),
+        )
+        .await,
+        202,
+    )
+    .await;
+    assert_eq!(queued["action"], "shelve", "{queued}");
+    assert_eq!(queued["shelf"]["reason"], "the fitter is on site");
+    let local_door = until(
+        e,
+        local,
+        &format!("/api/v1/alerts/{door_id}"),
+        "the shelf carried out",
+        |v| v["shelved"].is_object(),
+    )
+    .await;
+    assert!(
+        local_door["shelved"]["by"]
+            .as_str()
+            .is_some_and(|b| b.ends_with("at the main")),
+        "{local_door}"
+    );
+    until(
+        m,
+        admin,
+        "/api/v1/alerts?site=north&status=acked",
+        "the shelf mirrored",
+        |v| {
+            v["items"].as_array().unwrap().iter().any(|a| {
+                a["title"] == "door open" && a["shelved"]["reason"] == "the fitter is on site"
+            })
+        },
+    )
+    .await;
     let res = send(
         m,
         admin,
@@ -981,6 +1036,11 @@ async fn an_edge_follows_its_main_and_is_watched() {
     assert!(own.contains("Waiting for the site: resolve by"), "{own}");
     let objects = page("/objects?site=north".into()).await;
     assert!(objects.contains("stale (uplink) since"), "{objects}");
+    let mirrored_page = page(format!("/objects/{local_id}")).await;
+    assert!(
+        mirrored_page.contains("Its uplink is lost since"),
+        "{mirrored_page}"
+    );
     let _edge = stopped.start(Opts {
         args: vec!["--config".into(), config],
         ..Default::default()

@@ -137,7 +137,9 @@ pub(super) fn narrowing(
 /// The caller's inbox: the problems, and (to whom may read alerts) the open and
 /// acknowledged alerts with the silences holding them.
 pub(super) async fn inbox_entries(st: &AppState, c: &Caller) -> Result<Vec<inbox::Entry>, Problem> {
-    let problems = st.results.problems(&c.principal, true, 500).await?;
+    let mut problems = st.results.problems(&c.principal, true, 500).await?;
+    // The fleet's: the sites' objects in a problem state, as they mirror here.
+    problems.extend(st.sites.mirrored_problems(&c.principal).await?);
     let (alerts, silenced) = if c.principal.allows("alerts:read") {
         let filter = AlertFilter {
             statuses: vec![AlertStatus::Open, AlertStatus::Acked],
@@ -632,7 +634,7 @@ async fn ack(
         .await
     {
         Err(AlertError::NotFound) => {
-            crate::api::alerts::carry(&st, &c, id, "ack", comment).await?;
+            crate::api::alerts::carry(&st, &c, id, "ack", comment, None).await?;
             Ok(Done::back(f.back.as_deref(), "site-ack"))
         }
         acked => {
@@ -781,10 +783,21 @@ async fn shelve(
         mode: f.mode,
         reason: f.reason,
     };
-    st.alerting
-        .shelve(&c.principal, &c.actor, path_id(&id)?, req)
-        .await?;
-    Ok(Done::back(f.back.as_deref(), "shelve"))
+    let id = path_id(&id)?;
+    match st
+        .alerting
+        .shelve(&c.principal, &c.actor, id, req.clone())
+        .await
+    {
+        Err(AlertError::NotFound) => {
+            crate::api::alerts::carry_shelf(&st, &c, id, req).await?;
+            Ok(Done::back(f.back.as_deref(), "site-shelve"))
+        }
+        shelved => {
+            shelved?;
+            Ok(Done::back(f.back.as_deref(), "shelve"))
+        }
+    }
 }
 
 async fn unshelve(
@@ -810,7 +823,7 @@ async fn resolve(
     let id = path_id(&id)?;
     match st.alerting.resolve(&c.principal, &c.actor, id).await {
         Err(AlertError::NotFound) => {
-            crate::api::alerts::carry(&st, &c, id, "resolve", None).await?;
+            crate::api::alerts::carry(&st, &c, id, "resolve", None, None).await?;
             Ok(Done::back(f.back.as_deref(), "site-resolve"))
         }
         resolved => {

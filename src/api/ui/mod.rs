@@ -235,6 +235,9 @@ fn notice(did: Option<&str>) -> Option<Notice> {
         "site-resolve" => {
             "Sent to the alert's site, which resolves it there; it waits while the site is out of reach."
         }
+        "site-shelve" => {
+            "Sent to the alert's site, which shelves it there by its own limits; it waits while the site is out of reach."
+        }
         "check" => "Check scheduled.",
         "check-passive" => "Nothing runs: this object takes passive results only.",
         "check-agent" => "Nothing runs here: its host's agent runs the check and reports it.",

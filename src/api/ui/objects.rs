@@ -2,8 +2,10 @@
 
 use super::*;
 use crate::federation::SiteError;
+use crate::inventory::InventoryError;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
+use crate::store::StoreError;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -188,6 +190,9 @@ async fn object(
     };
     let view = match st.inventory.view(&c.principal, id).await {
         Ok(v) => v,
+        Err(InventoryError::Store(StoreError::NotFound)) => {
+            return mirrored_object(&st, &c, id, window).await;
+        }
         Err(e) => return failed(e),
     };
     let services = if view.object.kind == ObjectKind::Host {
@@ -258,6 +263,7 @@ async fn object(
             window,
             alerts: &alerts,
             observers: observers.as_ref(),
+            site: None,
         },
         can(&c),
     );
@@ -277,6 +283,62 @@ async fn object(
                     "comment",
                 ],
                 q.did.as_deref(),
+            ),
+            content,
+        ),
+    )
+}
+
+/// A federation site's object as the main mirrors it (`/objects/{id}` with the site's id): its
+/// state, its forwarded history and the site's open alerts on it; nothing is done to it here.
+async fn mirrored_object(
+    st: &AppState,
+    c: &Visitor,
+    id: Uuid,
+    window: views::GraphWindow,
+) -> Response {
+    let (site, view) = match st.sites.mirrored_object(&c.principal, id).await {
+        Ok(found) => found,
+        Err(e) => return failed(e),
+    };
+    let (changes, events) = match object_events(st, c, id).await {
+        Ok(found) => found,
+        Err(p) => return failed(p),
+    };
+    let alerts = if c.principal.allows("alerts:read") {
+        match st.sites.mirrored_alerts(&c.principal, Some(&site)).await {
+            Ok(a) => a.into_iter().filter(|a| a.object_id == Some(id)).collect(),
+            Err(e) => return failed(e),
+        }
+    } else {
+        Vec::new()
+    };
+    let title = views::view_name(&view);
+    let content = views::object(
+        &c.now(st),
+        views::ObjectPage {
+            view: &view,
+            services: &[],
+            changes: &changes,
+            graphs: &[],
+            events: &events,
+            check_run: CheckRun::Passive,
+            window,
+            alerts: &alerts,
+            observers: None,
+            site: Some(&site),
+        },
+        can(c),
+    );
+    html(
+        StatusCode::OK,
+        web::page(
+            frame(
+                c,
+                Section::Objects,
+                title,
+                &["state_change", "alert_opened", "alert_resolved"],
+                None,
             ),
             content,
         ),

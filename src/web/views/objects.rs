@@ -88,12 +88,8 @@ pub fn objects(
                             }
                             (state_badge(v.object.kind, v.state.as_ref()))
                             span.what {
-                                // A site's object lives there: here, its forwarded history.
-                                @if filter.site.is_empty() {
-                                    a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
-                                } @else {
-                                    a href=(format!("/events?objectId={}", v.object.id)) { (view_name(v)) }
-                                }
+                                // A site's object has its mirrored page under the site's id.
+                                a href=(format!("/objects/{}", v.object.id)) { (view_name(v)) }
                                 @if let Some(stale) = &v.stale { " " span.handled { "stale (" (stale.reason) ") since " (when(now, stale.since)) } }
                                 @if let Some(s) = &v.state {
                                     " " small { (s.output) } br; small { "checked " (when(now, s.last_check)) }
@@ -137,6 +133,8 @@ pub struct ObjectPage<'a> {
     pub alerts: &'a [Alert],
     /// Who observes it, when several sites vote on its state.
     pub observers: Option<&'a Verdict>,
+    /// The federation site whose object this is, mirrored here (nothing is done to it here).
+    pub site: Option<&'a str>,
 }
 
 pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
@@ -150,10 +148,17 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
         window,
         alerts,
         observers,
+        site,
     } = page;
     let segments = history(now.at, v.state.as_ref().map(|s| s.state), changes);
     let here = format!("/objects/{}", v.object.id);
     html! {
+        @if let Some(site) = site {
+            p.notice {
+                "This object is site " strong { (site) } "'s, mirrored here: its state is what the site forwarded, and the site checks and pages it."
+                @if let Some(stale) = &v.stale { " Its uplink is lost since " (when(now, stale.since)) ": the state may be out of date." }
+            }
+        }
         dl.facts {
             dt { "State" } dd { (state_badge(v.object.kind, v.state.as_ref())) }
             @if let Some(s) = &v.state {
@@ -181,7 +186,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
             @if !s.long_output.is_empty() { h2 { "Long output" } pre { (s.long_output) } }
             @if !s.perfdata.is_empty() { h2 { "Performance data" } pre { (s.perfdata) } }
         }
-        div.acts {
+        @if site.is_none() { div.acts {
             @match check_run {
                 CheckRun::Here => @if can.check_now { (button(&format!("{here}/check-now"), &here, "Check now", &v.object.name)) },
                 CheckRun::Passive if observers.is_some() => p.muted { "Its state is its observers' verdict." },
@@ -195,7 +200,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
             @if can.alerts {
                 a.button href=(format!("/alerts?status=open&objectId={}", v.object.id)) { "Its alerts" }
             }
-        }
+        } }
         @if v.object.kind == ObjectKind::Host {
             h2 { "Services" }
             @if services.is_empty() {
@@ -225,7 +230,7 @@ pub fn object(now: &Now, page: ObjectPage<'_>, can: Can) -> Markup {
             }
         }
         h2 { "Recent events" }
-        @if can.objects_write { (comment_form(&format!("{here}/comment"), &here)) }
+        @if can.objects_write && site.is_none() { (comment_form(&format!("{here}/comment"), &here)) }
         (timeline(now, events))
         p { a href=(format!("/events?objectId={}", v.object.id)) { "All its events" } }
     }
