@@ -138,6 +138,7 @@ pub struct StorageConfig {
     pub backend: String,
     pub event_retention_months: u32,
     pub postgres: PostgresConfig,
+    pub wear: WearConfig,
 }
 
 impl Default for StorageConfig {
@@ -146,6 +147,27 @@ impl Default for StorageConfig {
             backend: "redb".into(),
             event_retention_months: 12,
             postgres: PostgresConfig::default(),
+            wear: WearConfig::default(),
+        }
+    }
+}
+
+/// The card's rated endurance, for its projected life (`runtime::wear`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct WearConfig {
+    /// The bytes the card takes from the host over its life: its TBW rating, or its size
+    /// times its erase cycles over the write amplification (32GB × 500 / 10 = 1.6TB).
+    pub endurance: Option<crate::model::size::ByteSize>,
+    /// An alert when the projected life falls under this many years.
+    pub alert_under_years: f64,
+}
+
+impl Default for WearConfig {
+    fn default() -> Self {
+        Self {
+            endurance: None,
+            alert_under_years: 5.0,
         }
     }
 }

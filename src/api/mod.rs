@@ -77,6 +77,7 @@ pub struct AppContext {
     pub confinement: crate::runtime::sandbox::Confinement,
     pub ingress: Arc<crate::ingress::Ingress>,
     pub sites: Arc<crate::federation::Sites>,
+    pub wear: Arc<crate::runtime::wear::Wear>,
     pub votes: Arc<crate::federation::observers::Votes>,
     pub business: Arc<BusinessServices>,
     pub results: Arc<Results>,

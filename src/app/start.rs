@@ -39,6 +39,7 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::sandbox::Confinement;
+use crate::runtime::wear::{Wear, WearWatch};
 use crate::runtime::worker::{Lead, Led, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::metrics::MetricsStore;
@@ -164,6 +165,14 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
             release_memory,
         ));
     }
+    let wear = Wear::open(
+        &config.data_dir,
+        core.clock.clone(),
+        &config.storage.wear,
+        core.store.clone(),
+        monitoring.alerting.clone(),
+    );
+    core.supervisor.spawn(WearWatch(wear.clone()));
     let scheduler_waker = monitoring.scheduler.waker();
     let (pipeline, metric_store) = (monitoring.pipeline.clone(), monitoring.metric_store.clone());
     let ctx = Arc::new(AppContext {
@@ -193,6 +202,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         metric_queries: monitoring.metric_queries,
         backups,
         metrics,
+        wear,
         supervisor: core.supervisor.clone(),
         activity,
         lead: core.lead.clone(),

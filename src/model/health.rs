@@ -287,5 +287,9 @@ pub struct HealthReport {
     #[serde(rename = "residentMB")]
     pub resident_mb: Option<f64>,
     pub disk: Option<DiskSpace>,
+    /// What this process wrote to storage and the card's projected life (`runtime::wear`);
+    /// none where the kernel does not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wear: Option<super::wear::WearReport>,
     pub time: Timestamp,
 }

@@ -38,6 +38,7 @@ pub mod report;
 pub mod secret;
 pub mod selector;
 pub mod site;
+pub mod size;
 pub mod source_config;
 pub mod state;
 pub mod suppression;
@@ -46,6 +47,7 @@ pub mod template;
 pub mod tenant;
 pub mod time;
 pub mod timeperiod;
+pub mod wear;
 
 /// An entity tag without weakness marker, quotes or spaces (`W/"3"`, `"3"` and `3` are one
 /// tag): how `If-Match`, `If-None-Match` and a site's echoed bundle ETag are compared.

@@ -19,6 +19,7 @@ pub mod secrets;
 pub mod shutdown;
 pub mod systemd;
 pub mod tls;
+pub mod wear;
 pub mod worker;
 
 pub use alerts::{AlertAction, AlertActions};

@@ -1241,6 +1241,26 @@ async fn set_site_field(s: &Server, token: &str, name: &str, field: &str, value:
     .await;
 }
 
+/// An edge process as site `north` of `m` (which has the site), on the clock the test moves.
+async fn clocked_edge(m: &Server, admin: &str, dir: &Path) -> Admin {
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let config = edge_config(
+        dir,
+        &m.base,
+        &site_token,
+        Trust::Pinned(&fingerprint(&m.data)),
+    );
+    Admin::start_with(Opts {
+        args: vec!["--config".into(), config],
+        ..test_clock(&dir.join("clock"))
+    })
+}
+
 /// The open alert of the main titled `title`, once there is one.
 async fn open_alert_titled(s: &Server, token: &str, title: &str) -> Value {
     let alerts = until(s, token, "/api/v1/alerts?status=open", title, |v| {
@@ -1273,23 +1293,8 @@ async fn a_sites_clock_and_configuration_drift_raise_alerts_at_the_main() {
     });
     let (m, admin) = (&main.s, main.token.as_str());
     create_site(m, admin, json!({"name": "north", "bundle": BUNDLE_ONE})).await;
-    let (site_token, _) = mint(
-        m,
-        admin,
-        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
-    )
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let config = edge_config(
-        dir.path(),
-        &m.base,
-        &site_token,
-        Trust::Pinned(&fingerprint(&m.data)),
-    );
-    let edge = Admin::start_with(Opts {
-        args: vec!["--config".into(), config],
-        ..test_clock(&dir.path().join("clock"))
-    });
+    let edge = clocked_edge(m, admin, dir.path()).await;
     let (e, local) = (&edge.s, edge.token.as_str());
     until(
         m,
@@ -1705,23 +1710,8 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
             "{problem}"
         );
     }
-    let (site_token, _) = mint(
-        m,
-        admin,
-        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
-    )
-    .await;
     let dir = tempfile::tempdir().unwrap();
-    let config = edge_config(
-        dir.path(),
-        &m.base,
-        &site_token,
-        Trust::Pinned(&fingerprint(&m.data)),
-    );
-    let edge = Admin::start_with(Opts {
-        args: vec!["--config".into(), config],
-        ..test_clock(&dir.path().join("clock"))
-    });
+    let edge = clocked_edge(m, admin, dir.path()).await;
     let (e, local) = (&edge.s, edge.token.as_str());
     until(e, local, "/api/v1/services", "the bundle applied", |v| {
         names(v) == ["door", "temp"]

@@ -924,3 +924,78 @@ async fn a_quiet_server_releases_its_code_pages_and_runs_again() {
         "file pages resident: {started} KiB started, {settled} KiB 8 s later"
     );
 }
+
+/// `write_bytes` of process `pid`, as the kernel counts it.
+fn proc_write_bytes(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Issue 72, item 6: the server counts what it writes as the kernel does, and with the card's
+/// endurance configured projects its life and raises an alert under the threshold.
+#[tokio::test]
+async fn the_storage_counts_its_writes_and_projects_the_cards_life() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("svc.yaml");
+    std::fs::write(&config, "storage:\n  wear:\n    endurance: 2MB\n").unwrap();
+    let a = Admin::start_with(Opts {
+        args: vec!["--config".into(), config.to_str().unwrap().into()],
+        ..test_clock(&dir.path().join("clock"))
+    });
+    let (s, token) = (&a.s, a.token.as_str());
+    let before = proc_write_bytes(s.pid());
+    let health = get(s, token, "/api/v1/system/health").await;
+    let after = proc_write_bytes(s.pid());
+    let wear = &health["wear"];
+    let counted = wear["writtenTotal"].as_u64().unwrap();
+    assert!(
+        (before..=after).contains(&counted),
+        "{before} <= {counted} <= {after}: {wear}"
+    );
+    assert_eq!(wear["writtenToday"], wear["writtenTotal"], "{wear}");
+    assert_eq!(wear["endurance"], 2_000_000);
+    assert!(
+        wear.get("projectedYears").is_none(),
+        "no pace within the first hour: {wear}"
+    );
+
+    // Two hours on: a pace, and 2 MB of endurance at it is far under five years.
+    advance(s, token, "2h").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let alert = loop {
+        let alerts = get(s, token, "/api/v1/alerts?status=open").await;
+        if let Some(a) = alerts["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["dedupKey"] == "storage-wear")
+        {
+            break a.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no wear alert: {alerts}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        alert["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("The storage wears out in")),
+        "{alert}"
+    );
+    let wear = get(s, token, "/api/v1/system/health").await["wear"].clone();
+    assert!(wear["perDay"].as_u64().is_some_and(|d| d > 0), "{wear}");
+    assert!(
+        wear["projectedYears"].as_f64().is_some_and(|y| y < 5.0),
+        "{wear}"
+    );
+    // Kept across a restart, in the data directory.
+    assert!(s.data.join("wear.json").exists());
+}
