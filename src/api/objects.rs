@@ -301,7 +301,8 @@ async fn observers(
     c: Caller,
     ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(Json(st.votes.verdict(&c.principal, path_id(&raw)?).await?))
+    let verdict = st.votes.verdict(&c.principal, path_id(&raw)?).await?;
+    Ok(Json(verdict.ok_or_else(Problem::not_found)?))
 }
 
 async fn batch(

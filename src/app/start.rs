@@ -15,7 +15,6 @@ use crate::config::Config;
 use crate::events::{EventFiler, Events, RetentionWorker};
 use crate::federation::edge::UsageFile;
 use crate::federation::edge::{EdgeSync, EdgeUplink, MainLink};
-use crate::federation::observers::{VoteCounter, Votes};
 use crate::federation::{Sites, StaleSites};
 use crate::ingress::Ingress;
 use crate::ingress::listeners::SourceListeners;
@@ -28,6 +27,7 @@ use crate::monitor::checks::Runners;
 use crate::monitor::discovery::{Discovery, DiscoveryWorker};
 use crate::monitor::heartbeats::{HeartbeatSweep, Heartbeats};
 use crate::monitor::metrics::{MetricQueries, MetricsRetention};
+use crate::monitor::observers::{VoteCounter, Votes};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
@@ -39,10 +39,10 @@ use crate::runtime::clock::SharedClock;
 use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::sandbox::Confinement;
-use crate::runtime::wear::{Wear, WearWatch};
 use crate::runtime::worker::{Lead, Led, Wait, Worker};
 use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::metrics::MetricsStore;
+use crate::store::wear::{Wear, WearWatch};
 use crate::store::{Backing, Change, Store, StoreError};
 use std::sync::Arc;
 use tokio::task::JoinHandle;
@@ -168,7 +168,8 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
     let wear = Wear::open(
         &config.data_dir,
         core.clock.clone(),
-        &config.storage.wear,
+        config.storage.wear.endurance.map(|e| e.0),
+        config.storage.wear.alert_under_years,
         core.store.clone(),
         monitoring.alerting.clone(),
     );

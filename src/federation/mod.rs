@@ -3,7 +3,6 @@
 //! side (this instance as a site) is `edge`.
 
 pub mod edge;
-pub mod observers;
 
 use crate::auth::Principal;
 use crate::events::Events;
@@ -25,11 +24,11 @@ use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::recount::Recount;
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{AlertAction, AlertActions, Wait, Worker};
 use crate::store::{Store, StoreError};
 use crate::store::{TxResult, Wrote};
-use observers::{Recount, StaleSet};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap};
@@ -1050,6 +1049,20 @@ impl Worker for StaleSites {
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
         Some(self.0.wake.clone())
+    }
+}
+
+/// Whether the set of stale sites moved since the last look (the stale-site sweep's, which
+/// reads every status anyway): then every observer's vote may have.
+#[derive(Default)]
+struct StaleSet(Mutex<Option<BTreeSet<(Uuid, String)>>>);
+
+impl StaleSet {
+    fn moved(&self, now: BTreeSet<(Uuid, String)>) -> bool {
+        let mut last = self.0.locked();
+        let moved = last.as_ref() != Some(&now);
+        *last = Some(now);
+        moved
     }
 }
 

@@ -517,8 +517,12 @@ impl Inventory {
     }
 
     /// One object as the lists show it: with its host's name and its live state.
+    /// The object with its live state; `NotFound` when the tenant has none with that id.
     pub async fn view(&self, p: &Principal, id: Uuid) -> Result<ObjectView, InventoryError> {
-        let object = self.store.object(p.tenant, id).await?;
+        let object = match self.store.object(p.tenant, id).await {
+            Err(StoreError::NotFound) => return Err(InventoryError::NotFound),
+            found => found?,
+        };
         let host_name = match object.host_id {
             Some(h) => self.store.host_names(p.tenant, vec![h]).await?.remove(&h),
             None => None,

@@ -7,6 +7,7 @@ pub mod checks;
 pub mod discovery;
 pub mod heartbeats;
 pub mod metrics;
+pub mod observers;
 pub mod pipeline;
 pub mod results;
 pub mod scheduler;

@@ -14,12 +14,12 @@ pub mod outbound;
 pub mod outbox;
 pub mod paths;
 pub mod port;
+pub mod recount;
 pub mod sandbox;
 pub mod secrets;
 pub mod shutdown;
 pub mod systemd;
 pub mod tls;
-pub mod wear;
 pub mod worker;
 
 pub use alerts::{AlertAction, AlertActions};

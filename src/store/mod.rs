@@ -37,6 +37,7 @@ mod tenants;
 mod tokens;
 mod tx;
 mod users;
+pub mod wear;
 mod writer;
 
 pub use committer::Promise;

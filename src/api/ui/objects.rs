@@ -1,11 +1,9 @@
 //! The UI's objects, events, silences, downtimes and sites.
 
 use super::*;
-use crate::federation::SiteError;
 use crate::inventory::InventoryError;
 use crate::model::config::CheckRun;
 use crate::model::interval::{TimeInterval, TimeOfDayRange};
-use crate::store::StoreError;
 
 pub(super) fn routes() -> Vec<Route> {
     vec![
@@ -190,7 +188,7 @@ async fn object(
     };
     let view = match st.inventory.view(&c.principal, id).await {
         Ok(v) => v,
-        Err(InventoryError::Store(StoreError::NotFound)) => {
+        Err(InventoryError::NotFound) => {
             return mirrored_object(&st, &c, id, window).await;
         }
         Err(e) => return failed(e),
@@ -246,8 +244,7 @@ async fn object(
         Err(e) => return failed(e),
     };
     let observers = match st.votes.verdict(&c.principal, id).await {
-        Ok(v) => Some(v),
-        Err(SiteError::NotFound) => None,
+        Ok(v) => v,
         Err(e) => return failed(e),
     };
     let title = views::view_name(&view);

@@ -5,14 +5,14 @@
 //! falls under `storage.wear.alertUnderYears`. Sampled when asked (`/system/health`) and on the
 //! hour; the counts are written only when something else was, so an idle box writes nothing.
 
-use super::clock::SharedClock;
-use super::locks::Locked;
-use super::worker::{StepFuture, Wait, Worker};
-use super::{AlertAction, AlertActions};
+use super::Store;
 use crate::model::Timestamp;
 use crate::model::alert::ManualAlarm;
 use crate::model::wear::{WearCounts, WearReport};
-use crate::store::Store;
+use crate::runtime::clock::SharedClock;
+use crate::runtime::locks::Locked;
+use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{AlertAction, AlertActions};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,10 +49,13 @@ pub struct Wear {
 }
 
 impl Wear {
+    /// The counter of the data directory `data_dir`, with the card's rated `endurance` in bytes
+    /// (if known) and the projected life under which it raises an alert.
     pub fn open(
         data_dir: &std::path::Path,
         clock: SharedClock,
-        config: &crate::config::WearConfig,
+        endurance: Option<u64>,
+        alert_under_years: f64,
         store: Arc<Store>,
         alerts: Arc<dyn AlertActions>,
     ) -> Arc<Self> {
@@ -64,8 +67,8 @@ impl Wear {
         Arc::new(Self {
             file,
             clock,
-            endurance: config.endurance.map(|e| e.0),
-            alert_under_years: config.alert_under_years,
+            endurance,
+            alert_under_years,
             state: Mutex::new(Sampled {
                 counts,
                 seen: 0,

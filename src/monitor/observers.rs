@@ -9,7 +9,9 @@
 //! runs out. The verdict is a function of what is stored, so counting everything again at
 //! start makes up for any wake missed before.
 
-use super::SiteError;
+use super::catalog::{Catalog, Entry, Snapshot};
+use super::pipeline::Pipeline;
+use super::results::Job;
 use crate::auth::Principal;
 use crate::events::Events;
 use crate::events::bus::{Delivery, Subscription};
@@ -20,55 +22,22 @@ use crate::model::mirror::{Mirror, MirrorKind};
 use crate::model::object::ObjectKind;
 use crate::model::observers::{Outcome, Report, Seen, Verdict, verdict};
 use crate::model::state::StateType;
-use crate::monitor::catalog::{Catalog, Entry, Snapshot};
-use crate::monitor::pipeline::Pipeline;
-use crate::monitor::results::Job;
-use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
+use crate::runtime::recount::{Marks, Recount};
 use crate::runtime::worker::StepFuture;
 use crate::runtime::{Wait, Worker};
 use crate::store::{Store, StoreError};
 use futures_util::FutureExt;
 use serde_json::Value;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use uuid::Uuid;
 
 /// Deliveries a counter may fall behind by before it counts everything again.
 const BUFFER: usize = 1024;
 /// The longest a counter sleeps with no hold running out.
 const MAX_SLEEP: Duration = Duration::from_secs(3600);
-
-/// What is to be counted again, marked by whoever learns of a change.
-#[derive(Default)]
-pub struct Recount {
-    marks: Mutex<Marks>,
-    wake: Notify,
-}
-
-#[derive(Default)]
-struct Marks {
-    all: bool,
-    objects: BTreeSet<(Uuid, Uuid)>,
-}
-
-impl Recount {
-    /// Every observed object (a site went stale or came back).
-    pub fn everything(&self) {
-        self.marks.locked().all = true;
-        self.wake.notify_one();
-    }
-
-    fn object(&self, tenant: Uuid, id: Uuid) {
-        self.marks.locked().objects.insert((tenant, id));
-    }
-
-    fn take(&self) -> Marks {
-        std::mem::take(&mut *self.marks.locked())
-    }
-}
 
 /// The verdicts of observed objects.
 pub struct Votes {
@@ -87,13 +56,7 @@ impl Votes {
             store,
             catalog,
             clock,
-            recount: Arc::new(Recount {
-                marks: Mutex::new(Marks {
-                    all: true,
-                    ..Default::default()
-                }),
-                wake: Notify::new(),
-            }),
+            recount: Arc::new(Recount::everything_at_start()),
         })
     }
 
@@ -101,16 +64,19 @@ impl Votes {
         self.recount.clone()
     }
 
-    /// `GET /objects/{id}/observers`: who sees what of object `id`, and the verdict.
-    pub async fn verdict(&self, p: &Principal, id: Uuid) -> Result<Verdict, SiteError> {
+    /// `GET /objects/{id}/observers`: who sees what of object `id`, and the verdict; `None`
+    /// when the tenant has no such object with observers.
+    pub async fn verdict(&self, p: &Principal, id: Uuid) -> Result<Option<Verdict>, StoreError> {
         let snapshot = self.catalog.snapshot().await?;
-        let entry = snapshot
+        let Some(entry) = snapshot
             .tenant(p.tenant)
             .and_then(|c| c.get(id))
             .filter(|e| e.spec.observers.is_some())
-            .ok_or(SiteError::NotFound)?;
+        else {
+            return Ok(None);
+        };
         let mut verdicts = self.tally(p.tenant, vec![entry.clone()]).await?;
-        verdicts.pop().map(|(_, v)| v).ok_or(SiteError::NotFound)
+        Ok(verdicts.pop().map(|(_, v)| v))
     }
 
     /// The verdicts of `entries` (of `tenant`) as the stored mirrors and statuses stand; an
@@ -361,25 +327,11 @@ impl Worker for VoteCounter {
                         }
                     }
                 }
-                _ = recount.wake.notified() => {}
+                _ = recount.woken() => {}
                 _ = moved.notified() => {}
                 _ = tokio::time::sleep(sleep) => {}
             }
             Wait::For(Duration::ZERO)
         })
-    }
-}
-
-/// Whether the set of stale sites moved since the last look (the stale-site sweep's, which
-/// reads every status anyway): then every observer's vote may have.
-#[derive(Default)]
-pub struct StaleSet(Mutex<Option<BTreeSet<(Uuid, String)>>>);
-
-impl StaleSet {
-    pub fn moved(&self, now: BTreeSet<(Uuid, String)>) -> bool {
-        let mut last = self.0.locked();
-        let moved = last.as_ref() != Some(&now);
-        *last = Some(now);
-        moved
     }
 }
