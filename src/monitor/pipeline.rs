@@ -63,7 +63,8 @@ type AppliedStates = oneshot::Receiver<Result<Vec<CheckState>, StoreError>>;
 /// When a submitter of results is answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AnswerWhen {
-    /// Once the results' states are durably committed: the default.
+    /// Once the results' states are durably committed: the default. Results that changed no
+    /// state are answered once committed, and made durable within minutes (`Promise::Refreshing`).
     Applied,
     /// Once the results are queued (`Prefer: respond-async`), as Icinga 2's API and NSCA answer:
     /// a crash before their sync loses them, and a read right after may not show them yet. A
@@ -234,11 +235,13 @@ impl Pipeline {
                 .iter_mut()
                 .flat_map(|p| std::mem::take(&mut p.jobs))
                 .collect();
-            // A group nobody waits on commits without waiting for its sync (see `Promise`).
+            // A group nobody waits on commits without waiting for its sync, and one whose
+            // results changed no state waits for it no longer than what a refresh may lose (see
+            // `Promise`).
             let promise = if group.iter().all(|p| p.answer == AnswerWhen::Queued) {
                 Promise::Committed
             } else {
-                Promise::Durable
+                Promise::Refreshing
             };
             let apply = self.results.apply(jobs, promise);
             tokio::pin!(apply);

@@ -8,10 +8,12 @@
 //! next group before every request write still waiting, so a page is not behind a burst. A write
 //! that says it changed nothing (a timer sweep with nothing due) is aborted instead of committed,
 //! and a group of only such writes is not synced: an idle box does not write. A write whose
-//! caller does not wait for durability (`Promise::Committed`: results answered once queued) is
-//! answered once committed, and a group of only such writes defers its sync: the next group that
-//! is synced, or `DEFERRED_SYNC` at the latest, makes it durable, so a stream of them shares one
-//! sync instead of one a group. Once a group is durable, the events its writes journaled are
+//! caller does not wait for durability (`Promise::Committed`: results answered once queued), or
+//! that only refreshed what is kept (`Promise::Refreshing` with no event: a result that changed
+//! no state), is answered once committed, and a group of only such writes defers its sync: the
+//! next group that is synced, or `DEFERRED_SYNC` (`REFRESH_SYNC` for writes that journaled
+//! nothing) at the latest, makes it durable, so a stream of them shares one sync instead of one
+//! a group. Once a group is durable, the events its writes journaled are
 //! handed to the filing (event store, bus) in commit order, and each caller answered once
 //! durable gets the future of their filing with the answer, and what sleeps on the tables the
 //! group's writes changed is woken (`Store::committed`): no caller wakes anything by hand.
@@ -33,6 +35,10 @@ use std::time::Duration;
 const MAX_GROUP: usize = 16;
 /// The longest a write answered once committed waits for its sync: what a crash may lose of them.
 const DEFERRED_SYNC: Duration = Duration::from_millis(50);
+/// The longest a write that only refreshed what is kept (`Promise::Refreshing` that journaled
+/// nothing) waits for its sync: on a gateway's card a sync costs a hundred kilobytes, a result
+/// that changes nothing a few hundred bytes of information (docs/storage.md, the card's wear).
+const REFRESH_SYNC: Duration = Duration::from_secs(300);
 /// Writes whose sync is deferred at most: past them, the next sync is made at once.
 const DEFERRED_WRITES: usize = 1024;
 
@@ -57,10 +63,26 @@ pub enum Promise {
     /// Once the write is durable.
     Durable,
     /// Once it is committed and readable, with no filing to wait for; it is made durable within
-    /// `DEFERRED_SYNC`, and a crash before that loses it (with its events, which are filed only
-    /// once it is durable). Where a commit is not readable before its sync (PostgreSQL), it is
-    /// synced at once.
+    /// `DEFERRED_SYNC` (`REFRESH_SYNC` when it journaled nothing), and a crash before that loses
+    /// it (with its events, which are filed only once it is durable). Where a commit is not
+    /// readable before its sync (PostgreSQL), it is synced at once.
     Committed,
+    /// As `Durable` when it journaled events; when it journaled none (results that changed no
+    /// state: a last check time, an output), as `Committed`, made durable within
+    /// `REFRESH_SYNC` or by the next sync before it.
+    Refreshing,
+}
+
+impl Promise {
+    /// How long the sync of a write made with this promise may wait, given whether it
+    /// journaled events; `None`: it is answered once durable.
+    fn may_wait(self, journaled: bool) -> Option<Duration> {
+        match (self, journaled) {
+            (Promise::Durable, _) | (Promise::Refreshing, true) => None,
+            (Promise::Committed, true) => Some(DEFERRED_SYNC),
+            (Promise::Committed | Promise::Refreshing, false) => Some(REFRESH_SYNC),
+        }
+    }
 }
 
 /// What a write did in its transaction.
@@ -184,8 +206,10 @@ pub(super) fn unanswered() -> StoreError {
 
 /// Groups committed and answered whose sync is deferred (`Promise::Committed`).
 struct Unsynced {
-    /// Since the first of them committed: their sync is due `DEFERRED_SYNC` after.
+    /// Since the first of them committed: their sync is due `due` after.
     since: Stopwatch,
+    /// The least any of them may wait (`Promise::may_wait`).
+    due: Duration,
     writes: usize,
     journaled: Vec<Journaled>,
     checkpoint: Option<ChainHead>,
@@ -196,6 +220,7 @@ impl Unsynced {
     fn new() -> Self {
         Self {
             since: Stopwatch::start(),
+            due: REFRESH_SYNC,
             writes: 0,
             journaled: Vec::new(),
             checkpoint: None,
@@ -211,7 +236,7 @@ fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
         if ahead.is_empty() && in_order.is_empty() {
             let first = match &unsynced {
                 None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                Some(u) => queue.recv_timeout(DEFERRED_SYNC.saturating_sub(u.since.elapsed())),
+                Some(u) => queue.recv_timeout(u.due.saturating_sub(u.since.elapsed())),
             };
             match first {
                 Ok(first) => file(first, &mut ahead, &mut in_order),
@@ -243,7 +268,7 @@ fn run(store: &Weak<Store>, queue: &Receiver<Queued>) {
         // nothing) still makes the deferred ones durable in time.
         if unsynced
             .as_ref()
-            .is_some_and(|u| u.writes >= DEFERRED_WRITES || u.since.elapsed() >= DEFERRED_SYNC)
+            .is_some_and(|u| u.writes >= DEFERRED_WRITES || u.since.elapsed() >= u.due)
         {
             sync_deferred(&store, unsynced.take());
         }
@@ -297,9 +322,13 @@ fn commit_group(store: &Store, group: Vec<Job>, unsynced: &mut Option<Unsynced>)
         }
         return;
     }
-    if db.commits_readable_unsynced() && committed.iter().all(|(_, _, p)| *p == Promise::Committed)
-    {
+    let may_wait = committed
+        .iter()
+        .map(|(_, journaled, p)| p.may_wait(*journaled))
+        .try_fold(REFRESH_SYNC, |least, wait| wait.map(|w| least.min(w)));
+    if let Some(wait) = may_wait.filter(|_| db.commits_readable_unsynced()) {
         let deferred = unsynced.get_or_insert_with(Unsynced::new);
+        deferred.due = deferred.due.min(wait);
         deferred.writes += committed.len();
         deferred.journaled.extend(journaled);
         deferred.checkpoint = checkpoint.or(deferred.checkpoint.take());
@@ -783,5 +812,43 @@ mod tests {
             journaled,
             "filed once, in order"
         );
+    }
+
+    /// Writes that only refresh (`Promise::Refreshing`, nothing journaled) are answered once
+    /// committed and share a sync that waits up to `REFRESH_SYNC`, made sooner by any write
+    /// that must be durable; one that journals events is answered once durable, with its
+    /// filing.
+    #[tokio::test]
+    async fn refreshing_writes_wait_for_a_later_sync_unless_they_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Arc::new(SystemClock)).unwrap();
+        let recorder = Arc::new(Recorder::default());
+        store.file_with(recorder.clone(), tokio::runtime::Handle::current());
+        let before = store.syncs();
+        for n in 0..50 {
+            let (_, filed) = store
+                .write_filing_later(Promise::Refreshing, move |tx| {
+                    tx.open_table(ROWS)?.insert(n, n)?;
+                    tx.unrecorded("a test's refresh");
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            assert!(filed.is_none());
+            assert!(stored(&store).contains(&n), "readable once answered");
+        }
+        tokio::time::sleep(DEFERRED_SYNC * 4).await;
+        assert_eq!(store.syncs(), before, "no sync for what only refreshed");
+        let kernel = store.clone();
+        let (ids, filed) = store
+            .write_filing_later(Promise::Refreshing, move |tx| {
+                kernel.journal(tx, vec![draft(99)])?;
+                Ok(tx.journaled_ids())
+            })
+            .await
+            .unwrap();
+        filed.expect("an event is filed once durable").await;
+        assert_eq!(store.syncs(), before + 1, "one sync for all of them");
+        assert_eq!(recorder.groups.lock().unwrap().concat(), ids);
     }
 }

@@ -73,10 +73,10 @@ const FILE_AFTER: usize = 262_144;
 /// An idle writer files the samples it holds after this long.
 const FILE_IDLE: Duration = Duration::from_secs(2);
 /// Sample commits are made durable together, at most this long after the first of them: a
-/// durable commit (its syncs and the allocator state kept for a quick repair) for every small
-/// batch cost more than storing its samples. A crash loses at most this much of them, as it
-/// loses samples still queued.
-const SYNC_WITHIN: Duration = Duration::from_millis(500);
+/// durable commit (its syncs and the allocator state kept for a quick repair, about 50 KB on a
+/// gateway's card) for every small batch cost more than storing its samples. A power cut loses
+/// at most this much of them, as it loses samples still queued; a clean stop files them all.
+const SYNC_WITHIN: Duration = Duration::from_secs(300);
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// How often a store that could not be opened tries again.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);
@@ -129,6 +129,8 @@ fn owner(key: &[u8]) -> Option<(Uuid, Uuid)> {
 pub struct MetricsStore {
     backend: Box<dyn SeriesStore>,
     writer: Writer<Msg>,
+    /// How long sample commits wait for their sync (`SYNC_WITHIN`).
+    sync_within: Duration,
     series: AtomicU64,
     refused: AtomicU64,
     failed: AtomicU64,
@@ -338,6 +340,15 @@ impl MetricsStore {
     /// `open`, with the series in the main database's PostgreSQL when `backing` says so (a
     /// database that cannot be reached is tried again every second, as a file is).
     pub fn open_on(dir: &Path, backing: &super::Backing) -> Result<Arc<MetricsStore>, StoreError> {
+        Self::open_syncing(dir, backing, SYNC_WITHIN)
+    }
+
+    /// `open_on`, with sample commits made durable within `sync_within`.
+    fn open_syncing(
+        dir: &Path,
+        backing: &super::Backing,
+        sync_within: Duration,
+    ) -> Result<Arc<MetricsStore>, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(e.to_string()))?;
         let backend: Box<dyn SeriesStore> = match backing {
             super::Backing::File => Box::new(MetricFile {
@@ -352,6 +363,7 @@ impl MetricsStore {
         let store = Arc::new(MetricsStore {
             backend,
             writer,
+            sync_within,
             series: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -450,7 +462,7 @@ impl MetricsStore {
         let mut unsynced: Option<Stopwatch> = None;
         loop {
             let idle_work = (self.backend.unfiled() > 0).then_some(FILE_IDLE);
-            let sync_due = unsynced.map(|since| SYNC_WITHIN.saturating_sub(since.elapsed()));
+            let sync_due = unsynced.map(|since| self.sync_within.saturating_sub(since.elapsed()));
             let first = match early
                 .next()
                 .map_or_else(|| inbox.recv_within(sync_due.or(idle_work)), Ok)
@@ -505,7 +517,7 @@ impl MetricsStore {
             for ack in acks {
                 let _ = ack.send(());
             }
-            if unsynced.is_some_and(|since| since.elapsed() >= SYNC_WITHIN) {
+            if unsynced.is_some_and(|since| since.elapsed() >= self.sync_within) {
                 self.sync(&mut unsynced);
             }
             if let Some((p, ack)) = prune {
@@ -1093,14 +1105,17 @@ mod tests {
     }
 
     /// Small batches are readable as soon as they are stored, and durable together within
-    /// `SYNC_WITHIN`: a copy of the file taken while the store runs is what a crash would
-    /// leave.
+    /// the sync window (here half a second): a copy of the file taken while the store runs is
+    /// what a crash would leave.
     #[tokio::test]
     async fn sample_batches_are_readable_at_once_and_durable_within_the_sync_window() {
+        const SYNC_WITHIN: Duration = Duration::from_millis(500);
         let dir = tempfile::tempdir().unwrap();
         let (tenant, object) = (Uuid::from_u128(1), Uuid::from_u128(2));
         let now = 1_000 * DAY_MS;
-        let store = MetricsStore::open(dir.path()).unwrap();
+        let store =
+            MetricsStore::open_syncing(dir.path(), &super::super::Backing::File, SYNC_WITHIN)
+                .unwrap();
         let started = Stopwatch::start();
         for i in 0..20 {
             let sample = Sample {
