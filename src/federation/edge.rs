@@ -799,7 +799,8 @@ impl EdgeUplink {
             .filter(|e| e.tenant_id == tenant && forwarded(e))
             .map(|e| (**e).clone())
             .collect();
-        if over {
+        // Read again: the budget may have moved while the batch was awaited.
+        if self.status.locked().over_budget {
             let before = events.len();
             events.retain(essential);
             self.holding |= events.len() < before;
