@@ -106,10 +106,10 @@ async fn heartbeat(
     if answer.actions_waiting > 0 {
         headers.insert(ACTIONS_WAITING_HEADER, answer.actions_waiting.into());
     }
-    if let Some(v) = answer.uplink_budget.and_then(|b| {
-        let text = serde_json::to_string(&b).ok()?;
-        axum::http::HeaderValue::try_from(text).ok()
-    }) {
+    if let Some(v) = answer
+        .uplink_budget
+        .and_then(|b| axum::http::HeaderValue::try_from(b.header_value()).ok())
+    {
         headers.insert(UPLINK_BUDGET_HEADER, v);
     }
     Ok((StatusCode::NO_CONTENT, headers))

@@ -258,7 +258,7 @@ fn observer_votes(now: &Now, kind: ObjectKind, verdict: &Verdict) -> Markup {
             tbody {
                 @for vote in &verdict.votes {
                     tr {
-                        th scope="row" { a href=(format!("/objects?site={}", vote.site)) { (vote.site) } }
+                        th scope="row" { a href=(format!("/objects?site={}", encode_segment(&vote.site))) { (vote.site) } }
                         td {
                             @match vote.vote {
                                 Ballot::Failing => span.badge.s-crit { "failing" },
