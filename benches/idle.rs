@@ -21,22 +21,6 @@ use std::time::Duration;
 
 mod common;
 
-async fn post(client: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) {
-    let res = client
-        .post(format!("{base}{path}"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .expect("request");
-    assert!(
-        res.status().is_success(),
-        "{path}: {} {}",
-        res.status(),
-        res.text().await.unwrap_or_default()
-    );
-}
-
 /// System calls of `pid` (and its threads) over `window`, by name, as `strace -c` counts them.
 fn syscalls(pid: u32, window: Duration) -> std::collections::BTreeMap<String, u64> {
     let out = tempfile::NamedTempFile::new().expect("tempfile");
@@ -124,7 +108,7 @@ async fn main() {
             json!({"name": "hooks", "type": "webhook", "authMode": "none"}),
         ),
     ] {
-        post(&client, &base, &token, path, body).await;
+        common::post_json(&client, &base, &token, path, body).await;
     }
     // A snoozed alert, and an event held by the pending rule.
     let alert: Value = client
@@ -138,7 +122,7 @@ async fn main() {
         .await
         .unwrap();
     let id = alert["id"].as_str().unwrap();
-    post(
+    common::post_json(
         &client,
         &base,
         &token,
@@ -146,7 +130,7 @@ async fn main() {
         json!({"duration": "3h"}),
     )
     .await;
-    post(
+    common::post_json(
         &client,
         &base,
         &token,
@@ -154,7 +138,7 @@ async fn main() {
         json!({"summary": "held"}),
     )
     .await;
-    post(
+    common::post_json(
         &client,
         &base,
         &token,

@@ -26,17 +26,6 @@ mod common;
 #[path = "../tests/it/receiver.rs"]
 mod receiver;
 
-async fn post(http: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) {
-    let res = http
-        .post(format!("{base}{path}"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "{path}: {}", res.status());
-}
-
 fn results(hosts: &[String], state: &str) -> Value {
     json!({"results": hosts.iter().map(|h| json!({"host": h, "state": state, "output": state})).collect::<Vec<_>>()})
 }
@@ -116,14 +105,14 @@ async fn main() {
         ));
     }
     for (path, body) in bodies {
-        post(&http, &base, &token, path, body).await;
+        common::post_json(&http, &base, &token, path, body).await;
     }
 
     println!("site outage: a router and the 40 hosts behind it go down at once");
     let mut all = router.clone();
     all.extend(behind.iter().cloned());
     let down = Instant::now();
-    post(
+    common::post_json(
         &http,
         &base,
         &token,
@@ -142,7 +131,7 @@ async fn main() {
     let mut up = router.clone();
     up.extend(behind[2..].iter().cloned());
     let back = Instant::now();
-    post(&http, &base, &token, "/api/v1/results", results(&up, "UP")).await;
+    common::post_json(&http, &base, &token, "/api/v1/results", results(&up, "UP")).await;
     let to_pages = pages_by(&hooks, outage_pages + 2, back).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = pages(&hooks).len() - outage_pages;
@@ -153,7 +142,7 @@ async fn main() {
     let before = pages(&hooks).len();
     let flood = Instant::now();
     for chunk in site.chunks(10) {
-        post(
+        common::post_json(
             &http,
             &base,
             &token,

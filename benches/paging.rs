@@ -17,7 +17,7 @@
 )]
 
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -58,18 +58,6 @@ impl tokio_modbus::server::Service for Unit {
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
-}
-
-async fn post(http: &reqwest::Client, base: &str, token: &str, path: &str, body: Value) -> Value {
-    let res = http
-        .post(format!("{base}{path}"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "{path}: {}", res.status());
-    res.json().await.unwrap_or(Value::Null)
 }
 
 async fn ready(http: &reqwest::Client, base: &str) {
@@ -134,7 +122,7 @@ fn run(baud: u64, messages: usize, pages: usize) {
             ("/api/v1/services", json!({"name": "tank", "host": "plc", "spec": {"checkCommand": "modbus", "interval": 1,
                 "args": ["-D", device, "-b", baud.to_string(), "-r", "100", "-w", "300"]}})),
         ] {
-            post(&http, &base, &token, path, body).await;
+            common::post_json(&http, &base, &token, path, body).await;
         }
         let idle = common::rss_mb(pid);
         let peak = Arc::new(Mutex::new(idle));
@@ -160,7 +148,7 @@ fn run(baud: u64, messages: usize, pages: usize) {
         let t0 = Instant::now();
         futures_util::stream::iter(0..messages)
             .map(|i| {
-                post(&http, &base, &token, "/api/v1/alerts",
+                common::post_json(&http, &base, &token, "/api/v1/alerts",
                     json!({"title": format!("tank {i} level high"), "escalationPolicy": "page"}))
             })
             .buffer_unordered(16)
@@ -186,7 +174,7 @@ fn run(baud: u64, messages: usize, pages: usize) {
         let t0 = Instant::now();
         for _ in 0..pages {
             let t = Instant::now();
-            post(&http, &base, &token, "/api/v1/channels/pager:test-notification", json!({"target": "550"})).await;
+            common::post_json(&http, &base, &token, "/api/v1/channels/pager:test-notification", json!({"target": "550"})).await;
             latencies.push(t.elapsed().as_secs_f64() * 1000.0);
         }
         let took = t0.elapsed().as_secs_f64();

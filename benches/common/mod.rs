@@ -136,6 +136,28 @@ pub fn rss_parts(pid: u32) -> String {
     )
 }
 
+/// `POST {base}{path}` with the token and a JSON body, asserting success: the answer's JSON
+/// (`null` when it has none).
+pub async fn post_json(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let res = http
+        .post(format!("{base}{path}"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let status = res.status();
+    let text = res.text().await.unwrap_or_default();
+    assert!(status.is_success(), "{path}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
 /// `GET {base}{path}` with the token: its JSON body.
 pub async fn get_json(
     http: &reqwest::Client,

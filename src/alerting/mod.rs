@@ -681,6 +681,10 @@ impl AlertActions for Alerting {
         })
     }
 
+    fn by_dedup_key(&self, tenant: Uuid, dedup_key: String) -> PortFuture<'_, Option<Alert>> {
+        Box::pin(async move { Ok(self.store.active_alert_by_key(tenant, dedup_key).await?) })
+    }
+
     fn by_short_id(&self, tenant: Uuid, short: String) -> PortFuture<'_, Option<Alert>> {
         Box::pin(async move { Ok(self.store.active_alert_by_short_id(tenant, short).await?) })
     }

@@ -10,6 +10,7 @@ use crate::events::{Consumer, Events};
 use crate::model::Timestamp;
 use crate::model::alert::ManualAlarm;
 use crate::model::event::{Event, EventType, Severity};
+use crate::model::mirror::{MirrorKind, key_of};
 use crate::model::site::{
     ACTIONS_WAITING_HEADER, ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, FINGERPRINT_FORM,
     ForwardBatch, ForwardReceipt, SiteAction, SiteHeartbeat, UPLINK_BUDGET_HEADER, UplinkBudget,
@@ -18,13 +19,14 @@ use crate::model::site::{
 use crate::runtime::Locked;
 use crate::runtime::clock::{SharedClock, Stopwatch};
 use crate::runtime::worker::StepFuture;
-use crate::runtime::{AlertAction, AlertActions, SiteBundles, Wait, Worker};
+use crate::runtime::{AlertAction, AlertActions, HeldAlert, SiteBundles, Wait, Worker};
 use crate::store::Store;
 use reqwest::StatusCode;
 use reqwest::header::{
     ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, ETAG, HeaderMap, HeaderValue, IF_NONE_MATCH,
 };
 use sha2::{Digest, Sha256};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;
@@ -362,8 +364,8 @@ pub struct EdgeSync {
     round_trip_ms: Option<u64>,
     /// Carries out what the main's people did to this site's alerts.
     alerts: Arc<dyn AlertActions>,
-    /// The open budget alerts raised here: at the warning share, and over the budget.
-    budget_alerts: [Option<Uuid>; 2],
+    /// The budget alerts raised here: at the warning share, and over the budget.
+    budget_alerts: [HeldAlert; 2],
 }
 
 impl EdgeSync {
@@ -400,7 +402,10 @@ impl EdgeSync {
             beat_backoff: Backoff { failures: 0 },
             round_trip_ms: None,
             alerts,
-            budget_alerts: [None, None],
+            budget_alerts: [
+                HeldAlert::new("uplink-budget/warning"),
+                HeldAlert::new("uplink-budget/critical"),
+            ],
         }
     }
 
@@ -599,59 +604,44 @@ impl EdgeSync {
         }
         let warn = budget.as_ref().is_some_and(|b| pct >= f64::from(b.warn_at));
         let policy = budget.and_then(|b| b.escalation_policy);
-        for (slot, holds, severity, title) in [
-            (0, warn, "warning", format!("Uplink budget {pct:.0} % used")),
+        let site = self.link.name.clone();
+        let [warning, critical] = &mut self.budget_alerts;
+        for (held, holds, severity, title) in [
             (
-                1,
+                warning,
+                warn,
+                "warning",
+                format!("Uplink budget {pct:.0} % used"),
+            ),
+            (
+                critical,
                 over,
                 "critical",
                 "Uplink budget used up: only critical events go up".to_string(),
             ),
         ] {
-            match (holds, self.budget_alerts[slot]) {
-                (true, None) => {
-                    let alarm = ManualAlarm {
-                        title: Some(title),
-                        message: Some(format!(
-                            "site {} used {pct:.0} % of its uplink budget this period",
-                            self.link.name
-                        )),
-                        severity: Some(severity.into()),
-                        escalation_policy: policy.clone(),
-                        labels: [("site".to_string(), self.link.name.clone())].into(),
-                        object_id: None,
-                        dedup_key: Some(format!("uplink-budget/{severity}")),
-                    };
-                    match self
-                        .alerts
-                        .alarm(tenant, alarm, "federation".into(), "federation")
-                        .await
-                    {
-                        Ok(alert) => self.budget_alerts[slot] = Some(alert.id),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "the uplink budget alert was not raised")
-                        }
-                    }
-                }
-                (false, Some(id)) => {
-                    let resolved = self
-                        .alerts
-                        .act(
-                            tenant,
-                            id,
-                            AlertAction::Resolve,
-                            "federation".into(),
-                            "federation",
-                        )
-                        .await;
-                    match resolved {
-                        Ok(_) => self.budget_alerts[slot] = None,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "the uplink budget alert was not resolved")
-                        }
-                    }
-                }
-                _ => {}
+            let raise = || ManualAlarm {
+                title: Some(title),
+                message: Some(format!(
+                    "site {site} used {pct:.0} % of its uplink budget this period"
+                )),
+                severity: Some(severity.into()),
+                escalation_policy: policy.clone(),
+                labels: [("site".to_string(), site.clone())].into(),
+                ..ManualAlarm::default()
+            };
+            let held = held
+                .hold(
+                    &*self.alerts,
+                    tenant,
+                    holds,
+                    raise,
+                    "federation",
+                    "federation",
+                )
+                .await;
+            if let Err(e) = held {
+                tracing::warn!(error = %e, severity, "the uplink budget alert was not raised or resolved");
             }
         }
     }
@@ -724,6 +714,9 @@ pub struct EdgeUplink {
     /// Over the budget, events wait behind the committed position while later critical ones
     /// went ahead.
     holding: bool,
+    /// The alerts with an event waiting: their acks wait too, so the main never hears of an
+    /// ack before the alert it acknowledges.
+    held_alerts: HashSet<Uuid>,
     backoff: Backoff,
     /// Retries come at least this often (the heartbeat interval), so the backlog starts
     /// moving soon after the main is back.
@@ -746,6 +739,7 @@ impl EdgeUplink {
             consumer: None,
             tenant: None,
             holding: false,
+            held_alerts: HashSet::new(),
             backoff: Backoff { failures: 0 },
             retry_cap: site.heartbeat_interval.map_or(DEFAULT_INTERVAL, |d| d.0),
         }
@@ -772,6 +766,7 @@ impl EdgeUplink {
         let over = self.status.locked().over_budget;
         if !over && self.holding {
             self.holding = false;
+            self.held_alerts.clear();
             self.consumer = None;
         }
         if self.consumer.is_none() {
@@ -802,7 +797,7 @@ impl EdgeUplink {
         // Read again: the budget may have moved while the batch was awaited.
         if self.status.locked().over_budget {
             let before = events.len();
-            events.retain(essential);
+            events.retain(|e| goes_ahead(e, &mut self.held_alerts));
             self.holding |= events.len() < before;
         }
         let (link, status, holding) = (&self.link, &self.status, self.holding);
@@ -812,7 +807,11 @@ impl EdgeUplink {
                 if !holding {
                     status.locked().forward.oldest_unsent = Some(first.ts);
                 }
-                let res = link.post("events", &ForwardBatch { events }).await?;
+                let batch = ForwardBatch {
+                    events,
+                    ahead: holding,
+                };
+                let res = link.post("events", &batch).await?;
                 serde_json::from_slice::<ForwardReceipt>(&res.body)
                     .map_err(|e| format!("main's receipt unreadable: {e}"))?;
             }
@@ -834,9 +833,20 @@ impl EdgeUplink {
     }
 }
 
-/// What goes up over the budget: critical events and acks (heartbeats go anyway).
-fn essential(e: &Event) -> bool {
-    e.severity == Some(Severity::Critical) || e.kind == EventType::Ack
+/// Whether an event goes up over the budget: critical events and acks (heartbeats go anyway),
+/// but nothing of an alert with an event waiting in `held` (an ack of a warning held back
+/// waits with it); what waits adds its alert there.
+fn goes_ahead(e: &Event, held: &mut HashSet<Uuid>) -> bool {
+    let alert = match key_of(e) {
+        Some((MirrorKind::Alert, id)) => Some(id),
+        _ => None,
+    };
+    let essential = e.severity == Some(Severity::Critical) || e.kind == EventType::Ack;
+    if essential && alert.is_none_or(|id| !held.contains(&id)) {
+        return true;
+    }
+    held.extend(alert);
+    false
 }
 
 impl Worker for EdgeUplink {
@@ -902,5 +912,46 @@ mod tests {
         assert!(capped >= Duration::from_millis(7500) && capped <= Duration::from_millis(12_500));
         b.reset();
         assert!(b.next(Duration::from_secs(60)) <= Duration::from_millis(1250));
+    }
+
+    /// Over the budget a critical alert's events and acks of alerts the main knows go ahead;
+    /// a warning waits, and so does its ack, which would reach the main before its alert.
+    #[test]
+    fn an_ack_waits_with_the_alert_it_acknowledges() {
+        let alert = |n: u128, kind, severity| Event {
+            id: Uuid::from_u128(100 + n),
+            tenant_id: Uuid::nil(),
+            ts: "2026-12-05T10:00:00Z".parse().unwrap(),
+            kind,
+            object_id: None,
+            source_id: None,
+            severity: Some(severity),
+            payload: serde_json::json!({"alertId": Uuid::from_u128(n)}).into(),
+            site: None,
+        };
+        let mut held = HashSet::new();
+        let batch = [
+            alert(1, EventType::AlertOpened, Severity::Critical),
+            alert(2, EventType::AlertOpened, Severity::Warning),
+            alert(2, EventType::Ack, Severity::Info),
+            alert(1, EventType::Ack, Severity::Info),
+            alert(3, EventType::Ack, Severity::Info),
+            alert(1, EventType::AlertResolved, Severity::Info),
+            alert(1, EventType::Ack, Severity::Info),
+        ];
+        let ahead: Vec<(u128, EventType)> = batch
+            .iter()
+            .filter(|e| goes_ahead(e, &mut held))
+            .map(|e| (e.id.as_u128() - 100, e.kind))
+            .collect();
+        assert_eq!(
+            ahead,
+            [
+                (1, EventType::AlertOpened),
+                (1, EventType::Ack),
+                (3, EventType::Ack)
+            ]
+        );
+        assert_eq!(held, [Uuid::from_u128(2), Uuid::from_u128(1)].into());
     }
 }

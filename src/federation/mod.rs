@@ -92,6 +92,10 @@ fn mark_clock(e: &mut Event, offset: Option<i64>, now: Timestamp, bound: Duratio
 }
 
 /// The stale threshold of a site that has not said how often it beats.
+/// The most ids of events sent ahead a site's status keeps (`SiteStatus::counted_ahead`): over
+/// its budget a site sends only its critical events ahead, a few; past this, the oldest may be
+/// counted twice when sent again in order.
+const COUNTED_AHEAD_MAX: usize = 4096;
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
 /// The longest the stale-site sweep sleeps without a wake: a bound, should one be missed. It
 /// otherwise sleeps until the next site would go stale, or until a heartbeat or a change of the
@@ -474,6 +478,10 @@ impl Sites {
             .site_status(p.tenant, name.to_string())
             .await?
             .clock_offset_ms;
+        // Counted by the site's own ids, which order its events; a restamped event has an id
+        // of the main's.
+        let kinds: Vec<(Uuid, EventType)> = batch.events.iter().map(|e| (e.id, e.kind)).collect();
+        let ahead = batch.ahead;
         let events: Vec<Event> = batch
             .events
             .into_iter()
@@ -484,7 +492,7 @@ impl Sites {
                 restamp(e, name, now)
             })
             .collect();
-        let kinds: Vec<(Uuid, EventType)> = events.iter().map(|e| (e.id, e.kind)).collect();
+
         let folded = events.clone();
         // Counted by position, not by what was stored, and mirrored before the events are
         // stored and published, so whoever an event wakes reads the mirror it made. A crash
@@ -494,18 +502,27 @@ impl Sites {
         self.store
             .transact(move |tx| -> TxResult<_> {
                 let mut s = tx.site_status(tenant, &site)?;
-                let new: Vec<EventType> = kinds
-                    .iter()
-                    .filter(|(id, _)| s.forwarded_through.is_none_or(|t| *id > t))
-                    .map(|(_, kind)| *kind)
+                let new: Vec<(Uuid, EventType)> = kinds
+                    .into_iter()
+                    .filter(|(id, _)| {
+                        s.forwarded_through.is_none_or(|t| *id > t) && !s.counted_ahead.contains(id)
+                    })
                     .collect();
-                let count = |kind| new.iter().filter(|k| **k == kind).count() as i64;
+                let count = |kind| new.iter().filter(|(_, k)| *k == kind).count() as i64;
                 let (opened, closed) = (
                     count(EventType::AlertOpened),
                     count(EventType::AlertResolved),
                 );
-                s.forwarded_through = s.forwarded_through.max(Some(through));
                 s.forwarded += new.len() as u64;
+                if ahead {
+                    s.counted_ahead.extend(new.iter().map(|(id, _)| *id));
+                    let over = s.counted_ahead.len().saturating_sub(COUNTED_AHEAD_MAX);
+                    s.counted_ahead.drain(..over);
+                } else {
+                    s.forwarded_through = s.forwarded_through.max(Some(through));
+                    let position = s.forwarded_through;
+                    s.counted_ahead.retain(|id| Some(*id) > position);
+                }
                 s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
                 tx.save_site_status(&s)?;
                 tx.fold_site_mirrors(tenant, &site, &folded)?;

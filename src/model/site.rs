@@ -270,6 +270,10 @@ pub struct SiteStatus {
     /// The newest forwarded event stored (events are forwarded in order).
     #[serde(default)]
     pub forwarded_through: Option<Uuid>,
+    /// Events past `forwarded_through` already counted: sent ahead while the site held older
+    /// ones back (`ForwardBatch::ahead`), so they count once when sent again in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted_ahead: Vec<Uuid>,
     #[serde(default)]
     pub forwarded: u64,
     /// Alerts opened minus alerts resolved among the forwarded events.
@@ -414,6 +418,10 @@ pub struct SiteOverview {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForwardBatch {
     pub events: Vec<Event>,
+    /// Sent ahead of events the site still holds back (over its uplink budget): the main
+    /// counts them, but its position stays, for the held ones come later with older ids.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ahead: bool,
 }
 
 /// The main's receipt for a forwarded batch; the edge advances to `through`.

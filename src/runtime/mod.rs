@@ -22,7 +22,7 @@ pub mod systemd;
 pub mod tls;
 pub mod worker;
 
-pub use alerts::{AlertAction, AlertActions};
+pub use alerts::{AlertAction, AlertActions, HeldAlert};
 pub use bundles::SiteBundles;
 pub use clock::{Clock, Stopwatch, SystemClock, TestClock};
 pub use dependencies::{DependenciesOf, ObjectDependencies};

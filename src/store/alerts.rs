@@ -537,6 +537,26 @@ impl Store {
         .await
     }
 
+    /// The active alert of `tenant` holding `dedup_key`.
+    pub(crate) async fn active_alert_by_key(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        dedup_key: String,
+    ) -> Result<Option<Alert>, StoreError> {
+        self.read(move |tx| {
+            let id = tx
+                .open_table(ACTIVE_ALERT_KEYS)?
+                .get(active_key(tenant, &dedup_key).as_slice())?
+                .map(|v| stored_uuid(v.value(), "an alert's id by its key"))
+                .transpose()?;
+            match id {
+                Some(id) => tenant_value(&tx.open_table(ALERTS)?, tenant, id),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
     /// The active alert of `tenant` with short id `short` (case-insensitive).
     pub(crate) async fn active_alert_by_short_id(
         self: &Arc<Self>,

@@ -73,10 +73,11 @@ const FILE_AFTER: usize = 262_144;
 /// An idle writer files the samples it holds after this long.
 const FILE_IDLE: Duration = Duration::from_secs(2);
 /// Sample commits are made durable together, at most this long after the first of them: a
-/// durable commit (its syncs and the allocator state kept for a quick repair, about 50 KB on a
+/// durable commit (its syncs and the allocator state kept for a quick repair, about 100 KB on a
 /// gateway's card) for every small batch cost more than storing its samples. A power cut loses
 /// at most this much of them, as it loses samples still queued; a clean stop files them all.
-const SYNC_WITHIN: Duration = Duration::from_secs(300);
+/// The same bound as the main store's refreshes.
+const SYNC_WITHIN: Duration = super::committer::REFRESH_SYNC;
 const CACHE_BYTES: usize = 32 * 1024 * 1024;
 /// How often a store that could not be opened tries again.
 const REOPEN_EVERY: Duration = Duration::from_secs(1);

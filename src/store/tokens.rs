@@ -4,7 +4,7 @@ use super::codec::{decode, encode, tenant_values};
 use super::keys::scoped;
 use super::kv::{Readable, WriteTx};
 use super::tables::{TOKEN_PREFIXES, TOKENS};
-use super::{Store, StoreError, Tx};
+use super::{Promise, Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::identity::{ApiToken, StoredToken};
 use std::sync::Arc;
@@ -100,12 +100,13 @@ impl Store {
     }
 
     /// Records `lastUsedAt` for tokens used since the last flush; no audit entry (not a mutation
-    /// by anyone).
+    /// by anyone). Only a refresh: made durable with the next sync, so a stream of requests
+    /// costs the card no sync of its own (a power cut may lose the last minutes of it).
     pub(crate) async fn touch_tokens(
         self: &Arc<Self>,
         used: Vec<(Uuid, Uuid, Timestamp)>,
     ) -> Result<(), StoreError> {
-        self.write(move |tx| {
+        self.write_filing_later(Promise::Refreshing, move |tx| {
             tx.unrecorded("tokens' last use");
             let mut tokens = tx.open_table(TOKENS)?;
             for (tenant, id, at) in used {
@@ -122,5 +123,6 @@ impl Store {
             Ok(())
         })
         .await
+        .map(|((), _)| ())
     }
 }

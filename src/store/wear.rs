@@ -12,11 +12,10 @@ use crate::model::wear::{WearCounts, WearReport};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::locks::Locked;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertAction, AlertActions};
+use crate::runtime::{AlertActions, HeldAlert};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use uuid::Uuid;
 
 /// The bytes this process has caused to be written to storage, where the kernel tells.
 pub fn write_bytes() -> Option<u64> {
@@ -35,7 +34,6 @@ struct Sampled {
     at: Option<Timestamp>,
     /// The total when the counts were last written to the file.
     saved_total: Option<u64>,
-    alert: Option<Uuid>,
 }
 
 pub struct Wear {
@@ -44,6 +42,8 @@ pub struct Wear {
     endurance: Option<u64>,
     alert_under_years: f64,
     state: Mutex<Sampled>,
+    /// Held across its raising or resolving, so a sample asked for meanwhile waits.
+    alert: tokio::sync::Mutex<HeldAlert>,
     store: Arc<Store>,
     alerts: Arc<dyn AlertActions>,
 }
@@ -74,8 +74,8 @@ impl Wear {
                 seen: 0,
                 at: None,
                 saved_total: None,
-                alert: None,
             }),
+            alert: tokio::sync::Mutex::new(HeldAlert::new("storage-wear")),
             store,
             alerts,
         })
@@ -122,46 +122,30 @@ impl Wear {
         }
         let years = counts.report(self.endurance).projected_years;
         let short = years.is_some_and(|y| y < self.alert_under_years);
-        let open = self.state.locked().alert;
         let Ok(tenant) = self.store.default_tenant().await.map(|t| t.id) else {
             return;
         };
-        match (short, open) {
-            (true, None) => {
-                let years = years.unwrap_or_default();
-                let alarm = ManualAlarm {
-                    title: Some(format!("The storage wears out in {years:.1} years")),
-                    message: Some(format!(
-                        "at {} bytes a day the card's rated endurance of {} bytes is written in {years:.1} years (alert under {} years)",
-                        counts.per_day().unwrap_or_default(),
-                        self.endurance.unwrap_or_default(),
-                        self.alert_under_years
-                    )),
-                    severity: Some("warning".into()),
-                    escalation_policy: None,
-                    labels: [("subsystem".to_string(), "storage".to_string())].into(),
-                    object_id: None,
-                    dedup_key: Some("storage-wear".into()),
-                };
-                match self
-                    .alerts
-                    .alarm(tenant, alarm, "wear".into(), "wear")
-                    .await
-                {
-                    Ok(a) => self.state.locked().alert = Some(a.id),
-                    Err(e) => tracing::warn!(error = %e, "the wear alert was not raised"),
-                }
+        let raise = || {
+            let years = years.unwrap_or_default();
+            ManualAlarm {
+                title: Some(format!("The storage wears out in {years:.1} years")),
+                message: Some(format!(
+                    "at {} bytes a day the card's rated endurance of {} bytes is written in {years:.1} years (alert under {} years)",
+                    counts.per_day().unwrap_or_default(),
+                    self.endurance.unwrap_or_default(),
+                    self.alert_under_years
+                )),
+                severity: Some("warning".into()),
+                labels: [("subsystem".to_string(), "storage".to_string())].into(),
+                ..ManualAlarm::default()
             }
-            (false, Some(id)) => {
-                let resolved = self
-                    .alerts
-                    .act(tenant, id, AlertAction::Resolve, "wear".into(), "wear")
-                    .await;
-                if resolved.is_ok() {
-                    self.state.locked().alert = None;
-                }
-            }
-            _ => {}
+        };
+        let mut alert = self.alert.lock().await;
+        if let Err(e) = alert
+            .hold(&*self.alerts, tenant, short, raise, "wear", "wear")
+            .await
+        {
+            tracing::warn!(error = %e, "the wear alert was not raised or resolved");
         }
     }
 }

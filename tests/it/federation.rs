@@ -1805,9 +1805,22 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
     .await;
     assert_eq!(status["overBudget"], true, "{status}");
 
-    // A new period: what waited goes up, in the site's order, and the alerts resolve.
+    // A new period begins while the edge is stopped: the process that starts in it sends up
+    // what waited, in the site's order, and resolves the alerts its predecessor raised.
     let period_before = status["uplink"]["periodStart"].clone();
-    advance(e, local, "744h").await;
+    let clock = dir.path().join("clock");
+    let offset: u64 = std::fs::read_to_string(&clock)
+        .map(|ms| ms.trim().parse().unwrap())
+        .unwrap_or(0);
+    let stopped = edge.s.stop_keeping_data();
+    std::fs::write(&clock, (offset + 744 * 3_600_000).to_string()).unwrap();
+    let e = &stopped.start(Opts {
+        args: vec![
+            "--config".into(),
+            dir.path().join("edge.yaml").display().to_string(),
+        ],
+        ..test_clock(&clock)
+    });
     let at_main = until(m, admin, changes, "the held change forwarded", |v| {
         v["items"]
             .as_array()
@@ -1842,6 +1855,25 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
         used(&status) < total && status["uplink"]["periodStart"] != period_before,
         "a new period counts afresh: {status}"
     );
+    // Each forwarded event is counted once at the main: those that went ahead, and those that
+    // waited and came later with older ids.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let stored = get(m, admin, "/api/v1/events?site=north&limit=1000").await["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        let overview = get(m, admin, "/api/v1/sites:overview").await;
+        let counted = overview["items"][0]["forwardedEvents"].as_u64().unwrap();
+        if counted == stored as u64 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{counted} counted, {stored} stored: {overview}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     until(
         e,
         local,

@@ -998,4 +998,30 @@ async fn the_storage_counts_its_writes_and_projects_the_cards_life() {
     );
     // Kept across a restart, in the data directory.
     assert!(s.data.join("wear.json").exists());
+
+    // Restarted with a card that lasts: the alert raised before the restart is resolved at
+    // the first look, though this process never raised it.
+    std::fs::write(&config, "storage:\n  wear:\n    endurance: 100TB\n").unwrap();
+    let s = a.s.stop_keeping_data().start(Opts {
+        args: vec!["--config".into(), config.to_str().unwrap().into()],
+        ..test_clock(&dir.path().join("clock"))
+    });
+    let id = alert["id"].as_str().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = get(&s, token, &format!("/api/v1/alerts/{id}")).await;
+        if now["status"] == "resolved" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wear alert stays open after a restart: {now}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let wear = get(&s, token, "/api/v1/system/health").await["wear"].clone();
+    assert!(
+        wear["projectedYears"].as_f64().is_some_and(|y| y > 5.0),
+        "{wear}"
+    );
 }
