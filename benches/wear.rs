@@ -6,8 +6,13 @@
 //! day, and the server's own counter (`/system/health`'s `wear`) is printed beside the
 //! kernel's.
 //!
-//! Run: `cargo bench --bench wear` (`SVC_WEAR_MINUTES` sets the load window, 10 by default;
-//! the idle window is a minute, and the load's deferred syncs are waited for after it).
+//! The steady load runs for whole sync periods (`REFRESH_SYNC`): what only refreshes is synced
+//! once a period, at its end, so a window of N periods, and a few seconds after the last for its
+//! sync, holds N syncs of each file and the results they made durable; a window of any other
+//! length would count a part of a period's sync for all of it or none.
+//!
+//! Run: `cargo bench --bench wear` (`SVC_WEAR_PERIODS` sets the load window in periods of 10
+//! minutes, 2 by default; the idle window is a minute).
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -29,6 +34,8 @@ const RESULTS_A_DAY: f64 = SERVICES as f64 * 1440.0;
 /// The longest the store leaves what only refreshes unsynced (`REFRESH_SYNC` in the committer,
 /// `SYNC_WITHIN` in the metric file).
 const REFRESH_SYNC: Duration = Duration::from_secs(600);
+/// After the load window, how long its last period's syncs take to come and finish.
+const SYNC_SETTLES: Duration = Duration::from_secs(15);
 
 fn write_bytes(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/io"))
@@ -47,10 +54,10 @@ fn per_day(bytes: u64, window: Duration) -> f64 {
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let minutes: u64 = std::env::var("SVC_WEAR_MINUTES")
+    let periods: u32 = std::env::var("SVC_WEAR_PERIODS")
         .ok()
         .and_then(|m| m.parse().ok())
-        .unwrap_or(10);
+        .unwrap_or(2);
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let token = common::bootstrap(&data);
@@ -80,7 +87,7 @@ fn main() {
         println!("idle, {} s: {idle_bytes} bytes written ({:.2} MB a day)", idle.as_secs(), per_day(idle_bytes, idle));
 
         // Once a minute per service, evenly spread: one result every 600 ms.
-        let window = Duration::from_secs(minutes * 60);
+        let window = REFRESH_SYNC * periods;
         let every = Duration::from_millis(60_000 / SERVICES as u64);
         let w0 = write_bytes(pid);
         let start = Instant::now();
@@ -97,18 +104,14 @@ fn main() {
                 tokio::time::sleep(wait).await;
             }
         }
+        // The last period's sync comes as the window ends.
+        tokio::time::sleep(SYNC_SETTLES).await;
         let load_bytes = write_bytes(pid) - w0;
-        // What only refreshes is synced minutes later: the syncs the load still owes are its
-        // bytes too, so they are waited for and counted (the last period's sync is whole,
-        // which counts a little more than the load's share).
-        tokio::time::sleep(REFRESH_SYNC + Duration::from_secs(20)).await;
-        let owed = write_bytes(pid) - w0 - load_bytes;
-        let all = load_bytes + owed;
-        let per_result = all as f64 / sent as f64;
+        let per_result = load_bytes as f64 / sent as f64;
         println!(
-            "{SERVICES} services once a minute, no state change, {minutes} min: {sent} results, {load_bytes} bytes written during it and {owed} by the syncs it left ({per_result:.0} bytes a result, {:.1} MB a day at {} results a day)",
+            "{SERVICES} services once a minute, no state change, {periods} sync periods ({} min) and their syncs: {sent} results, {load_bytes} bytes written ({per_result:.0} bytes a result, {:.1} MB a day at {RESULTS_A_DAY} results a day)",
+            window.as_secs() / 60,
             per_result * RESULTS_A_DAY / 1e6,
-            RESULTS_A_DAY
         );
 
         let w0 = write_bytes(pid);

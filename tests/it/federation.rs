@@ -1805,8 +1805,9 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
     .await;
     assert_eq!(status["overBudget"], true, "{status}");
 
-    // A new period begins while the edge is stopped: the process that starts in it sends up
-    // what waited, in the site's order, and resolves the alerts its predecessor raised.
+    // A new period begins while the edge is stopped, and the budget is raised: the process
+    // that starts sends up what waited, in the site's order, and resolves the alerts its
+    // predecessor raised.
     let period_before = status["uplink"]["periodStart"].clone();
     let clock = dir.path().join("clock");
     let offset: u64 = std::fs::read_to_string(&clock)
@@ -1821,6 +1822,16 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
         ],
         ..test_clock(&clock)
     });
+    // The new period's first exchanges (a pull of the whole bundle, the backlog) may outgrow a
+    // budget this small again: raised, so the alerts must end.
+    set_site_field(
+        m,
+        admin,
+        "north",
+        "uplink",
+        json!({"budget": now_used * 1000}),
+    )
+    .await;
     let at_main = until(m, admin, changes, "the held change forwarded", |v| {
         v["items"]
             .as_array()
@@ -1888,4 +1899,95 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
         },
     )
     .await;
+}
+
+/// Issue 72, item 5: the budget's warning reaches the site's people by SMS through the site's
+/// own GSM modem (simulated on a pseudo-terminal), through the escalation policy the budget
+/// names, with no uplink needed for it.
+#[tokio::test]
+async fn an_uplink_budget_warning_reaches_the_sites_contact_by_sms() {
+    let Some(pty) = crate::pty::PtyPair::open("an uplink budget warning by SMS") else {
+        return;
+    };
+    let sim = crate::modem_sim::ModemSim::start(&pty.theirs);
+    let main = Admin::start_with(Opts {
+        tls: true,
+        ..Default::default()
+    });
+    let (m, admin) = (&main.s, main.token.as_str());
+    create_site(m, admin, json!({"name": "north"})).await;
+    let (site_token, _) = mint(
+        m,
+        admin,
+        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let pin = fingerprint(&m.data);
+    let config = edge_config(dir.path(), &m.base, &site_token, Trust::Pinned(&pin));
+    let mut yaml = std::fs::read_to_string(&config).unwrap();
+    yaml.push_str(&format!(
+        "hardware:\n  gsm:\n    device: {}\n    profile: simcom\n",
+        pty.ours.display()
+    ));
+    std::fs::write(&config, yaml).unwrap();
+    let edge = Admin::start_with(Opts {
+        args: vec!["--config".into(), config],
+        ..Default::default()
+    });
+    let (e, local) = (&edge.s, edge.token.as_str());
+    crate::hardware::ready(e, "gsm").await;
+    for (path, body) in [
+        (
+            "/api/v1/channels",
+            json!({"name": "gsm", "type": "sms", "config": {"provider": "modem"}}),
+        ),
+        (
+            "/api/v1/contacts",
+            json!({"name": "field-tech", "phone": "+49 170 7654321",
+                   "preferences": [{"channels": ["sms"], "profile": "default"}]}),
+        ),
+        (
+            "/api/v1/escalation-policies",
+            json!({"name": "field", "steps": [{"after": 0, "notify": {"contact": "field-tech"}}]}),
+        ),
+    ] {
+        let res = send(e, local, Method::POST, path, body).await;
+        assert_eq!(res.status(), 201, "{path}: {}", res.text().await.unwrap());
+    }
+    let status = until(e, local, "/api/v1/site:status", "some bytes counted", |v| {
+        v["uplink"]["period"]["sent"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    })
+    .await;
+    let used = status["uplink"]["period"]["sent"].as_u64().unwrap()
+        + status["uplink"]["period"]["received"].as_u64().unwrap();
+    // Nine tenths of this budget used: past the warning share of 80 %.
+    set_site_field(
+        m,
+        admin,
+        "north",
+        "uplink",
+        json!({"budget": used * 10 / 9, "escalationPolicy": "field"}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let sms = loop {
+        if let Some(sms) = sim
+            .sent()
+            .into_iter()
+            .find(|sms| sms.text.contains("Uplink budget"))
+        {
+            break sms;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no budget warning by SMS; the edge's alerts: {}",
+            get(e, local, "/api/v1/alerts").await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(sms.to, "+491707654321", "{sms:?}");
+    assert!(sms.text.contains("% used"), "{sms:?}");
 }
