@@ -1756,6 +1756,21 @@ async fn an_uplink_budget_warns_then_holds_all_but_critical_events_until_it_rese
         v["overBudget"] == true
     })
     .await;
+    // The flag is set before the alert is raised: the alert follows.
+    until(
+        e,
+        local,
+        "/api/v1/alerts?status=open",
+        "the critical alert",
+        |v| {
+            v["items"].as_array().unwrap().iter().any(|a| {
+                a["title"]
+                    .as_str()
+                    .is_some_and(|t| t.starts_with("Uplink budget used up"))
+            })
+        },
+    )
+    .await;
     let over = alerts_titled(e, local, "Uplink budget used up").await;
     assert_eq!(over.len(), 1, "{over:?}");
     assert_eq!(over[0]["severity"], "critical");
