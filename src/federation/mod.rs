@@ -91,11 +91,11 @@ fn mark_clock(e: &mut Event, offset: Option<i64>, now: Timestamp, bound: Duratio
     }
 }
 
-/// The stale threshold of a site that has not said how often it beats.
 /// The most ids of events sent ahead a site's status keeps (`SiteStatus::counted_ahead`): over
 /// its budget a site sends only its critical events ahead, a few; past this, the oldest may be
 /// counted twice when sent again in order.
 const COUNTED_AHEAD_MAX: usize = 4096;
+/// The stale threshold of a site that has not said how often it beats.
 const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(180);
 /// The longest the stale-site sweep sleeps without a wake: a bound, should one be missed. It
 /// otherwise sleeps until the next site would go stale, or until a heartbeat or a change of the
@@ -492,7 +492,6 @@ impl Sites {
                 restamp(e, name, now)
             })
             .collect();
-
         let folded = events.clone();
         // Counted by position, not by what was stored, and mirrored before the events are
         // stored and published, so whoever an event wakes reads the mirror it made. A crash

@@ -39,7 +39,7 @@ const DEFERRED_SYNC: Duration = Duration::from_millis(50);
 /// nothing) waits for its sync, and metric samples for theirs: on a gateway's card a sync of
 /// each file costs about 120 KB, a result that changes nothing a few hundred bytes of
 /// information; at one sync of each per 10 minutes, 100 services once a minute write about
-/// 35 MB a day (docs/storage.md, the card's wear).
+/// 40 MB a day (docs/performance.md, the card's wear).
 pub(super) const REFRESH_SYNC: Duration = Duration::from_secs(600);
 /// Writes whose sync is deferred at most: past them, the next sync is made at once.
 const DEFERRED_WRITES: usize = 1024;

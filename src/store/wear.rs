@@ -42,7 +42,7 @@ pub struct Wear {
     endurance: Option<u64>,
     alert_under_years: f64,
     state: Mutex<Sampled>,
-    /// Held across its raising or resolving, so a sample asked for meanwhile waits.
+    /// Held across raising or resolving it, so two looks never race over one alert.
     alert: tokio::sync::Mutex<HeldAlert>,
     store: Arc<Store>,
     alerts: Arc<dyn AlertActions>,

@@ -554,12 +554,7 @@ async fn an_edge_follows_its_main_and_is_watched() {
         json!({"name": "north", "bundle": BUNDLE_ONE, "staleAfter": "3s"}),
     )
     .await;
-    let (site_token, _) = mint(
-        m,
-        admin,
-        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
-    )
-    .await;
+    let site_token = north_token(m, admin).await;
     let dir = tempfile::tempdir().unwrap();
     let pin = fingerprint(&m.data);
     // The main names its certificate's fingerprint at start, for edges to pin.
@@ -1109,12 +1104,7 @@ async fn forwarding_is_exactly_once_across_outages_and_crashes() {
     let main = Admin::start_with(main_opts());
     let admin = main.token.clone();
     create_site(&main.s, &admin, json!({"name": "north"})).await;
-    let (site_token, _) = mint(
-        &main.s,
-        &admin,
-        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
-    )
-    .await;
+    let site_token = north_token(&main.s, &admin).await;
     let config = edge_config(dir.path(), &main.s.base, &site_token, Trust::CaFile(&ca));
     let config_args = || Opts {
         args: vec!["--config".into(), config.clone()],
@@ -1241,14 +1231,20 @@ async fn set_site_field(s: &Server, token: &str, name: &str, field: &str, value:
     .await;
 }
 
-/// An edge process as site `north` of `m` (which has the site), on the clock the test moves.
-async fn clocked_edge(m: &Server, admin: &str, dir: &Path) -> Admin {
-    let (site_token, _) = mint(
+/// A `sites:connect` token for site `north` of `m`.
+async fn north_token(m: &Server, admin: &str) -> String {
+    mint(
         m,
         admin,
         json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
     )
-    .await;
+    .await
+    .0
+}
+
+/// An edge process as site `north` of `m` (which has the site), on the clock the test moves.
+async fn clocked_edge(m: &Server, admin: &str, dir: &Path) -> Admin {
+    let site_token = north_token(m, admin).await;
     let config = edge_config(
         dir,
         &m.base,
@@ -1931,12 +1927,7 @@ async fn an_uplink_budget_warning_reaches_the_sites_contact_by_sms() {
     });
     let (m, admin) = (&main.s, main.token.as_str());
     create_site(m, admin, json!({"name": "north"})).await;
-    let (site_token, _) = mint(
-        m,
-        admin,
-        json!({"name": "north-edge", "scopes": ["sites:connect"], "site": "north"}),
-    )
-    .await;
+    let site_token = north_token(m, admin).await;
     let dir = tempfile::tempdir().unwrap();
     let pin = fingerprint(&m.data);
     let config = edge_config(dir.path(), &m.base, &site_token, Trust::Pinned(&pin));
