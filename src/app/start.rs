@@ -173,7 +173,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         core.store.clone(),
         monitoring.alerting.clone(),
     );
-    core.supervisor.spawn(WearWatch(wear.clone()));
+    core.supervisor.spawn(WearWatch::new(wear.clone()));
     let scheduler_waker = monitoring.scheduler.waker();
     let (pipeline, metric_store) = (monitoring.pipeline.clone(), monitoring.metric_store.clone());
     let ctx = Arc::new(AppContext {

@@ -102,26 +102,6 @@ pub struct BeatAnswer {
 /// The heartbeat answer's header carrying the site's uplink budget (JSON), when it has one.
 pub const UPLINK_BUDGET_HEADER: &str = "x-svc-uplink-budget";
 
-impl UplinkBudget {
-    /// The budget as `UPLINK_BUDGET_HEADER` carries it: JSON with every character past ASCII
-    /// escaped (`\uXXXX`), so a policy's name in any script fits a header value.
-    pub fn header_value(&self) -> String {
-        let json = serde_json::to_string(self).unwrap_or_default();
-        let mut out = String::with_capacity(json.len());
-        for c in json.chars() {
-            if c.is_ascii() {
-                out.push(c);
-            } else {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-        out
-    }
-}
-
 /// A site's uplink budget (`uplink` of a site at the main, told to the site with each
 /// heartbeat's answer): the bytes its uplink may carry per period, as cellular plans cap them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -167,6 +147,25 @@ fn eighty() -> u8 {
 }
 
 impl UplinkBudget {
+    /// The budget as `UPLINK_BUDGET_HEADER` carries it: JSON with every character a header
+    /// value cannot hold (past ASCII, and DEL) escaped (`\uXXXX`), so a policy's name in any
+    /// script fits.
+    pub fn header_value(&self) -> String {
+        let json = serde_json::to_string(self).unwrap_or_default();
+        let mut out = String::with_capacity(json.len());
+        for c in json.chars() {
+            if c.is_ascii_graphic() || c == ' ' {
+                out.push(c);
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+        out
+    }
+
     /// Why the budget cannot be kept, if it cannot.
     pub fn check(&self) -> Result<(), String> {
         if self.period != "month" {
@@ -691,11 +690,15 @@ mod tests {
     #[test]
     fn a_budget_travels_in_a_header_as_ascii() {
         let b: UplinkBudget = serde_json::from_value(
-            serde_json::json!({"budget": "1MB", "escalationPolicy": "Störung 🚨"}),
+            serde_json::json!({"budget": "1MB", "escalationPolicy": "Störung 🚨\u{7f}"}),
         )
         .unwrap();
         let value = b.header_value();
         assert!(value.is_ascii(), "{value}");
+        assert!(
+            axum::http::HeaderValue::try_from(value.clone()).is_ok(),
+            "{value}"
+        );
         assert_eq!(serde_json::from_str::<UplinkBudget>(&value).unwrap(), b);
     }
 

@@ -42,8 +42,6 @@ pub struct Wear {
     endurance: Option<u64>,
     alert_under_years: f64,
     state: Mutex<Sampled>,
-    /// Held across raising or resolving it, so two looks never race over one alert.
-    alert: tokio::sync::Mutex<HeldAlert>,
     store: Arc<Store>,
     alerts: Arc<dyn AlertActions>,
 }
@@ -75,7 +73,6 @@ impl Wear {
                 at: None,
                 saved_total: None,
             }),
-            alert: tokio::sync::Mutex::new(HeldAlert::new("storage-wear")),
             store,
             alerts,
         })
@@ -98,8 +95,8 @@ impl Wear {
     }
 
     /// Samples, writes the counts when something was written since they last were, and holds
-    /// the wear alert as the projection stands.
-    async fn watch(&self) {
+    /// the wear `alert` as the projection stands.
+    async fn watch(&self, alert: &mut HeldAlert) {
         let Some(written) = write_bytes() else {
             return;
         };
@@ -140,7 +137,6 @@ impl Wear {
                 ..ManualAlarm::default()
             }
         };
-        let mut alert = self.alert.lock().await;
         if let Err(e) = alert
             .hold(&*self.alerts, tenant, short, raise, "wear", "wear")
             .await
@@ -150,8 +146,20 @@ impl Wear {
     }
 }
 
-/// Samples on the hour (a timer to the next one, no tick between).
-pub struct WearWatch(pub Arc<Wear>);
+/// Samples on the hour (a timer to the next one, no tick between), and keeps the wear alert.
+pub struct WearWatch {
+    wear: Arc<Wear>,
+    alert: HeldAlert,
+}
+
+impl WearWatch {
+    pub fn new(wear: Arc<Wear>) -> Self {
+        Self {
+            wear,
+            alert: HeldAlert::new("storage-wear"),
+        }
+    }
+}
 
 impl Worker for WearWatch {
     fn name(&self) -> &'static str {
@@ -160,8 +168,8 @@ impl Worker for WearWatch {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            self.0.watch().await;
-            let now = self.0.clock.now().as_millis();
+            self.wear.watch(&mut self.alert).await;
+            let now = self.wear.clock.now().as_millis();
             let hour = 3_600_000;
             let next = (now / hour + 1) * hour;
             Wait::For(Duration::from_millis((next - now).max(1) as u64))
