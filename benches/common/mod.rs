@@ -78,6 +78,18 @@ pub fn start_https(data: &Path) -> (Child, String) {
     launch(data, "127.0.0.1:0", "auto", false, &[], &[])
 }
 
+/// Where a server's warnings go: appended to the file `SVC_BENCH_LOG` names, else nowhere.
+fn server_log() -> Stdio {
+    let Ok(path) = std::env::var("SVC_BENCH_LOG") else {
+        return Stdio::null();
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
 fn launch(
     data: &Path,
     listen: &str,
@@ -93,7 +105,7 @@ fn launch(
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("SVC_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(server_log());
     if !seed_admin {
         cmd.env("SVC_DEFAULT_ADMIN_DISABLED", "1");
     }

@@ -243,8 +243,11 @@ impl Evaluator {
                     let mut matches = Vec::new();
                     if let Some(subject) = Subject::new(&w.event) {
                         for (j, rule) in w.rules.iter().enumerate() {
-                            let key = (w.event.tenant_id, rule.name.clone());
-                            if skipped.contains(&key) || over.contains(&key) {
+                            // Skips are rare: no key is built for a rule while there are none.
+                            let skip = || (w.event.tenant_id, rule.name.clone());
+                            if (!skipped.is_empty() || !over.is_empty())
+                                && (skipped.contains(&skip()) || over.contains(&skip()))
+                            {
                                 continue;
                             }
                             shared.rule.store(j, Ordering::SeqCst);
@@ -257,7 +260,7 @@ impl Evaluator {
                             match one {
                                 Ok(Ok(d)) => matches.extend(d),
                                 Ok(Err(bound)) => {
-                                    over.insert(key);
+                                    over.insert(skip());
                                     let _ = tx.send(Report::OverCost {
                                         item: i,
                                         rule: j,

@@ -7,9 +7,10 @@ use super::lifecycle::store_alert;
 use crate::model::Timestamp;
 use crate::model::alert::{Alert, rank};
 use crate::model::event::{EventDraft, EventType, Severity};
-use crate::model::flood::{Flood, FloodSettings, calm_at, opened_within};
+use crate::model::flood::{Flood, FloodSettings, calm_at};
 use crate::store::{StoreError, Tx};
 use serde_json::json;
+use uuid::Uuid;
 
 /// The `STORM_INDEX` pair of a scope's opens: it starts with a NUL, which no label key has.
 fn opens_pair(scope: &str) -> String {
@@ -29,25 +30,43 @@ pub(super) fn count_open(
     if limits.enter_at.alerts == 0 {
         return Ok(None);
     }
-    let opens = tx.opens_since(alert, &opens_pair(&scope), now.minus(limits.window()))?;
-    let times: Vec<Timestamp> = opens.iter().map(|(t, _)| *t).collect();
-    let leave_at = calm_at(&times, limits.leave_at, now);
+    let pair = opens_pair(&scope);
+    tx.record_open(alert, &pair, now.minus(limits.window()))?;
+    // When the scope is calm again: the `leaveAt.alerts`-th newest open's time plus its window.
+    let leave_at = |tx: &Tx| -> Result<Timestamp, StoreError> {
+        let newest = tx.newest_opens(
+            alert.tenant_id,
+            &pair,
+            now.minus(limits.leave_at.within.0),
+            limits.leave_at.alerts,
+        )?;
+        let times: Vec<Timestamp> = newest.iter().rev().map(|(t, _)| *t).collect();
+        Ok(calm_at(&times, limits.leave_at, now))
+    };
     let tenant = alert.tenant_id;
     if let Some(mut flood) = tx.flood(tenant, &scope)? {
         flood.alerts += 1;
         if rank(alert.severity) > rank(flood.worst) {
             flood.worst = alert.severity;
         }
-        flood.leave_at = leave_at;
+        flood.leave_at = leave_at(tx)?;
         tx.put_flood(&flood)?;
         return Ok(None);
     }
-    let entering = opened_within(&times, limits.enter_at.within.0, now);
-    if entering < limits.enter_at.alerts {
+    // Not flooding: fewer than `enterAt.alerts` opened within its window before this one, so
+    // this read is short, unless this open floods the scope.
+    let since = now.minus(limits.enter_at.within.0);
+    let entering: Vec<Uuid> = tx
+        .newest_opens(tenant, &pair, since, usize::MAX)?
+        .into_iter()
+        .filter(|(t, _)| *t > since)
+        .map(|(_, id)| id)
+        .collect();
+    if entering.len() < limits.enter_at.alerts {
         return Ok(None);
     }
     let mut started = Vec::new();
-    for (_, id) in &opens[opens.len() - entering..] {
+    for id in entering.iter().rev() {
         started.extend(tx.alert(tenant, *id)?);
     }
     let worst = started
@@ -64,10 +83,10 @@ pub(super) fn count_open(
         started_at: now,
         first_out: first.id,
         first_out_title: first.title.clone(),
-        alerts: u32::try_from(entering).unwrap_or(u32::MAX),
+        alerts: u32::try_from(entering.len()).unwrap_or(u32::MAX),
         worst,
         digest_due: now.plus(limits.digest_every.0),
-        leave_at,
+        leave_at: leave_at(tx)?,
         digests: 0,
     };
     tx.put_flood(&flood)?;

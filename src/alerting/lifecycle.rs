@@ -424,19 +424,17 @@ fn correlate_storm(
         now.as_millis() - i64::try_from(storm.window.as_millis()).unwrap_or(i64::MAX),
     )
     .unwrap_or(now);
+    let threshold = storm.threshold.max(1);
     let mut found = None;
     for (k, v) in &opened.labels {
         let pair = format!("{k}={v}");
-        let ids: Vec<Uuid> = tx
-            .opens_since(opened, &pair, since)?
-            .into_iter()
-            .map(|(_, id)| id)
-            .collect();
-        if found.is_none() && ids.len() >= storm.threshold.max(1) {
-            found = Some((k.clone(), v.clone(), ids, pair));
+        tx.record_open(opened, &pair, since)?;
+        // Whether the pair storms needs only its threshold's newest opens.
+        if found.is_none() && tx.newest_opens(tenant, &pair, since, threshold)?.len() >= threshold {
+            found = Some((k.clone(), v.clone(), pair));
         }
     }
-    let Some((k, v, ids, cluster)) = found else {
+    let Some((k, v, cluster)) = found else {
         return Ok(None);
     };
     // A storm already under way: only the new alert joins its incident.
@@ -447,9 +445,12 @@ fn correlate_storm(
     };
     let sharing: Vec<Alert> = match &ongoing {
         Some(_) => vec![opened.clone()],
-        None => ids
+        // A storm starting: every open of the window joins it, oldest first.
+        None => tx
+            .newest_opens(tenant, &cluster, since, usize::MAX)?
             .into_iter()
-            .filter_map(|id| tx.alert(tenant, id).transpose())
+            .rev()
+            .filter_map(|(_, id)| tx.alert(tenant, id).transpose())
             .collect::<Result<_, _>>()?,
     };
     let existing = match ongoing {

@@ -196,12 +196,6 @@ pub fn calm_at(opens: &[Timestamp], leave: Rate, now: Timestamp) -> Timestamp {
     }
 }
 
-/// How many of `opens` fall within `within` before `now`.
-pub fn opened_within(opens: &[Timestamp], within: Duration, now: Timestamp) -> usize {
-    let since = now.minus(within);
-    opens.iter().filter(|t| **t > since).count()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,7 +215,6 @@ mod tests {
         assert_eq!(calm_at(&opens, leave, at(30)), at(80));
         assert_eq!(calm_at(&opens[..1], leave, at(30)), at(30));
         assert_eq!(calm_at(&opens, leave, at(100)), at(100));
-        assert_eq!(opened_within(&opens, Duration::from_secs(15), at(30)), 2);
     }
 
     #[test]

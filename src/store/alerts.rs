@@ -122,6 +122,18 @@ fn storm_pair(tenant: Uuid, pair: &str) -> Vec<u8> {
     prefix
 }
 
+/// The storm index's key of a pair's open at `at` (times since the epoch, big-endian: byte
+/// order is time order from 0 on); the alert's id follows it.
+fn open_key(prefix: &[u8], at: Timestamp) -> Vec<u8> {
+    open_key_at(prefix, at.as_millis())
+}
+
+fn open_key_at(prefix: &[u8], ms: i64) -> Vec<u8> {
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(&ms.max(0).to_be_bytes());
+    key
+}
+
 /// Keys as the tables take them.
 /// What the alert engine reads and writes in its transactions.
 impl Tx<'_> {
@@ -404,44 +416,57 @@ impl Tx<'_> {
     }
 
     /// Records that `opened` opened carrying label `pair` (`k=v`; a flood's scope names a pair
-    /// no label makes), forgets opens of that pair before `since`, and returns the times and
-    /// ids of those from `since` on, in time order.
-    pub(crate) fn opens_since(
+    /// no label makes) and forgets the pair's opens before `since`: the index keeps a window,
+    /// not every alert ever opened. The opens it forgets are the oldest, so the read stops at
+    /// the window.
+    pub(crate) fn record_open(
         &self,
         opened: &Alert,
         pair: &str,
         since: Timestamp,
-    ) -> Result<Vec<(Timestamp, Uuid)>, StoreError> {
+    ) -> Result<(), StoreError> {
         let prefix = storm_pair(opened.tenant_id, pair);
-        let at = |ms: i64| {
-            let mut key = prefix.clone();
-            key.extend_from_slice(&ms.to_be_bytes());
-            key
-        };
         let mut index = self.open_table(STORM_INDEX)?;
-        let mut mine = at(opened.opened_at.as_millis());
+        let mut mine = open_key(&prefix, opened.opened_at);
         mine.extend_from_slice(opened.id.as_bytes());
         index.insert(mine.as_slice(), ())?;
-        // One read of the pair's opens (a round trip on PostgreSQL): those before the window
-        // go, the others are the answer.
-        let start = at(since.as_millis());
+        let start = open_key(&prefix, since);
         let mut expired = Vec::new();
-        let mut opens = Vec::new();
-        // Times since the epoch: big-endian, so byte order is time order from 0 on.
-        for row in index.range(at(0).as_slice()..at(i64::MAX).as_slice())? {
-            let key = row?.0.value().to_vec();
-            if key < start {
-                expired.push(key);
-            } else if key.len() == prefix.len() + 24 {
-                let ms = stored_due_time(&key[prefix.len()..], "an alert's open")?;
-                opens.push((
-                    ms,
-                    stored_uuid(&key[prefix.len() + 8..], "an opened alert")?,
-                ));
-            }
+        for row in index.range(open_key_at(&prefix, 0).as_slice()..start.as_slice())? {
+            expired.push(row?.0.value().to_vec());
         }
         for key in expired {
             index.remove(key.as_slice())?;
+        }
+        Ok(())
+    }
+
+    /// The pair's opens from `since` on, newest first, at most `limit`: what correlating one
+    /// more open needs costs the limit, not the window's opens (a flood of thousands would
+    /// read them all on each open).
+    pub(crate) fn newest_opens(
+        &self,
+        tenant: Uuid,
+        pair: &str,
+        since: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<(Timestamp, Uuid)>, StoreError> {
+        let prefix = storm_pair(tenant, pair);
+        let index = self.open_table(STORM_INDEX)?;
+        let start = open_key(&prefix, since);
+        let end = open_key_at(&prefix, i64::MAX);
+        let mut opens = Vec::new();
+        for row in index.range(start.as_slice()..end.as_slice())?.rev() {
+            if opens.len() >= limit {
+                break;
+            }
+            let key = row?.0.value().to_vec();
+            if key.len() == prefix.len() + 24 {
+                opens.push((
+                    stored_due_time(&key[prefix.len()..], "an alert's open")?,
+                    stored_uuid(&key[prefix.len() + 8..], "an opened alert")?,
+                ));
+            }
         }
         Ok(opens)
     }
@@ -634,9 +659,39 @@ impl Store {
         before: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Alert>, StoreError> {
+        let active_only =
+            !filter.statuses.is_empty() && filter.statuses.iter().all(|s| s.is_active());
         self.read(move |tx| {
             let t = tx.open_table(ALERTS)?;
-            tenant_values_newest(&t, tenant, before, limit, |a| filter.matches(a))
+            if !active_only {
+                return tenant_values_newest(&t, tenant, before, limit, |a| filter.matches(a));
+            }
+            // Only open or acked alerts: their dedup-key index names them all, so the list
+            // costs the active alerts, not every alert the tenant ever had.
+            let (lo, hi) = tenant_range(tenant);
+            let mut ids = Vec::new();
+            for row in tx
+                .open_table(ACTIVE_ALERT_KEYS)?
+                .range(lo.as_slice()..hi.as_slice())?
+            {
+                let id = stored_uuid(row?.1.value(), "an alert's id by its key")?;
+                if before.is_none_or(|b| id < b) {
+                    ids.push(id);
+                }
+            }
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            let mut out = Vec::new();
+            for id in ids {
+                if let Some(alert) = tenant_value::<Alert, _>(&t, tenant, id)?
+                    && filter.matches(&alert)
+                {
+                    out.push(alert);
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
         })
         .await
     }
@@ -663,8 +718,67 @@ mod tests {
         ));
     }
 
+    /// Listing only open or acked alerts reads them through the dedup-key index: newest
+    /// first, before the cursor, as many as asked, no resolved alert and no other tenant's.
+    #[tokio::test]
+    async fn active_alerts_are_listed_through_their_key_index() {
+        use crate::model::alert::AlertStatus;
+        let dir = tempfile::tempdir().unwrap();
+        let start: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let store = Store::open(dir.path(), Arc::new(TestClock::new(start))).unwrap();
+        let (tenant, other) = (Uuid::from_u128(7), Uuid::from_u128(8));
+        store
+            .transact(move |tx| -> TxResult<_> {
+                tx.unrecorded("test setup");
+                for n in 1..=6u128 {
+                    let t = if n == 6 { other } else { tenant };
+                    let mut a = Alert::open(
+                        Uuid::from_u128(n),
+                        t,
+                        "r".into(),
+                        format!("k{n}"),
+                        Severity::Critical,
+                        "t".into(),
+                        start,
+                    );
+                    if n == 2 {
+                        a.status = AlertStatus::Resolved;
+                    }
+                    if n == 4 {
+                        a.status = AlertStatus::Acked;
+                    }
+                    save(tx, &a)?;
+                }
+                Ok(Wrote::Changed(()))
+            })
+            .await
+            .unwrap();
+        let list = |statuses: Vec<AlertStatus>, before: Option<u128>, limit: usize| {
+            let store = store.clone();
+            async move {
+                let filter = AlertFilter {
+                    statuses,
+                    ..Default::default()
+                };
+                store
+                    .alerts(tenant, filter, before.map(Uuid::from_u128), limit)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.id.as_u128())
+                    .collect::<Vec<_>>()
+            }
+        };
+        let active = vec![AlertStatus::Open, AlertStatus::Acked];
+        assert_eq!(list(active.clone(), None, 10).await, [5, 4, 3, 1]);
+        assert_eq!(list(active, Some(4), 2).await, [3, 1]);
+        assert_eq!(list(vec![AlertStatus::Open], None, 10).await, [5, 3, 1]);
+        assert_eq!(list(vec![AlertStatus::Resolved], None, 10).await, [2]);
+    }
+
     /// A label pair's storm index keeps the opens within the window asked for: each open
-    /// removes those before it, so the index does not grow with every alert ever opened.
+    /// removes those before it, so the index does not grow with every alert ever opened; the
+    /// newest are read first, as many as asked for.
     #[tokio::test]
     async fn the_storm_index_forgets_opens_before_the_window() {
         let dir = tempfile::tempdir().unwrap();
@@ -672,13 +786,14 @@ mod tests {
         let store = Store::open(dir.path(), Arc::new(TestClock::new(start))).unwrap();
         let at =
             move |mins: i64| Timestamp::from_millis(start.as_millis() + mins * 60_000).unwrap();
+        let tenant = Uuid::from_u128(7);
         let opens = store
             .transact(move |tx| -> TxResult<_> {
                 tx.unrecorded("test setup");
                 let open = |n: u128, mins: i64| {
                     Alert::open(
                         Uuid::from_u128(n),
-                        Uuid::from_u128(7),
+                        tenant,
                         "r".into(),
                         format!("k{n}"),
                         Severity::Critical,
@@ -687,11 +802,14 @@ mod tests {
                     )
                 };
                 let pair = "site=north";
-                let opens = vec![
-                    tx.opens_since(&open(1, 0), pair, at(-5))?,
-                    tx.opens_since(&open(2, 1), pair, at(-4))?,
-                    tx.opens_since(&open(3, 10), pair, at(5))?,
-                ];
+                let mut opens = Vec::new();
+                for (n, mins, since) in [(1, 0, -5), (2, 1, -4), (3, 2, -3)] {
+                    tx.record_open(&open(n, mins), pair, at(since))?;
+                    opens.push(tx.newest_opens(tenant, pair, at(since), usize::MAX)?);
+                }
+                opens.push(tx.newest_opens(tenant, pair, at(-3), 2)?);
+                tx.record_open(&open(4, 10), pair, at(5))?;
+                opens.push(tx.newest_opens(tenant, pair, at(5), usize::MAX)?);
                 let kept = tx.open_table(STORM_INDEX)?.len()?;
                 Ok(Wrote::Changed((opens, kept)))
             })
@@ -704,8 +822,14 @@ mod tests {
         };
         assert_eq!(
             opens.0,
-            [ids(&[(1, 0)]), ids(&[(1, 0), (2, 1)]), ids(&[(3, 10)])]
+            [
+                ids(&[(1, 0)]),
+                ids(&[(2, 1), (1, 0)]),
+                ids(&[(3, 2), (2, 1), (1, 0)]),
+                ids(&[(3, 2), (2, 1)]),
+                ids(&[(4, 10)]),
+            ]
         );
-        assert_eq!(opens.1, 1, "the two opens before the window are gone");
+        assert_eq!(opens.1, 1, "the three opens before the window are gone");
     }
 }
