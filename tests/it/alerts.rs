@@ -333,6 +333,53 @@ async fn manual_alarms_fold_and_ack_and_resolve_follow_the_contract() {
         .filter(|a| a["dedupKey"] == "pump-3")
         .collect();
     assert_eq!(pumps.len(), 1, "one active alert per dedup key: {active}");
+
+    // Paging open alerts one at a time (read through the active alerts' index): newest first,
+    // the resolved one left out, the cursor carrying on where the page ended.
+    let mut opened = Vec::new();
+    for n in 0..3 {
+        let alarm = json!({"title": format!("Valve {n} stuck"), "dedupKey": format!("valve-{n}")});
+        let created = send(s, token, Method::POST, "/api/v1/alerts", alarm).await;
+        assert_eq!(created.status(), 201);
+        let id = created.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        opened.push(id);
+    }
+    let resolved = send(
+        s,
+        token,
+        Method::POST,
+        &format!("/api/v1/alerts/{}:resolve", opened[1]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(resolved.status(), 200);
+    let mut paged = Vec::new();
+    let mut path = "/api/v1/alerts?status=open&limit=1".to_string();
+    loop {
+        let page = get(s, token, &path).await;
+        assert!(page["items"].as_array().unwrap().len() <= 1, "{page}");
+        paged.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["id"].as_str().unwrap().to_string()),
+        );
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("/api/v1/alerts?status=open&limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let valves: Vec<&String> = paged.iter().filter(|id| opened.contains(id)).collect();
+    assert_eq!(
+        valves,
+        [&opened[2], &opened[0]],
+        "newest first, the resolved one left out"
+    );
+    assert!(paged.iter().all(|id| *id != opened[1]));
 }
 
 #[tokio::test]
