@@ -7,7 +7,7 @@
 use super::Alerting;
 use super::evaluator::{Evaluator, Overrun, Work};
 use super::lifecycle::AlertMatch;
-use super::rules::{CompiledRule, compile, reaches_rules};
+use super::rules::{CompiledRule, RuleSet, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
 use crate::model::event::{Event, EventDraft, EventType, Severity};
@@ -66,7 +66,7 @@ pub struct AlertEngine {
     metrics: Arc<Metrics>,
     consumer: Option<Consumer>,
     /// Compiled rules per tenant, for the catalog generation they were compiled at.
-    rules: HashMap<Uuid, Arc<Vec<CompiledRule>>>,
+    rules: HashMap<Uuid, Arc<RuleSet>>,
     generation: u64,
     evaluator: Evaluator,
     unsaved: Option<Unsaved>,
@@ -95,7 +95,7 @@ impl AlertEngine {
     }
 
     /// The tenant's compiled rules, compiled again after any catalog change.
-    async fn rules_of(&mut self, tenant: Uuid) -> Result<Arc<Vec<CompiledRule>>, StoreError> {
+    async fn rules_of(&mut self, tenant: Uuid) -> Result<Arc<RuleSet>, StoreError> {
         let generation = self.store.catalog_generation();
         if generation != self.generation {
             self.rules.clear();

@@ -8,7 +8,7 @@
 //! holds the engine, and so every other tenant's alerts, for longer than one budget.
 
 use super::lifecycle::AlertMatch;
-use super::rules::{CompiledRule, OverCost, Subject, decide_rule};
+use super::rules::{OverCost, RuleSet, Subject, decide_rule};
 use crate::model::Timestamp;
 use crate::model::event::Event;
 use crate::runtime::Stopwatch;
@@ -35,7 +35,7 @@ const IDLE: u64 = u64::MAX;
 
 /// One event and the rules of its tenant.
 pub struct Work {
-    pub rules: Arc<Vec<CompiledRule>>,
+    pub rules: Arc<RuleSet>,
     pub event: Arc<Event>,
 }
 
@@ -243,6 +243,9 @@ impl Evaluator {
                     let mut matches = Vec::new();
                     if let Some(subject) = Subject::new(&w.event) {
                         for (j, rule) in w.rules.iter().enumerate() {
+                            if w.rules.decided_unrun(rule, &subject) {
+                                continue;
+                            }
                             // Skips are rare: no key is built for a rule while there are none.
                             let skip = || (w.event.tenant_id, rule.name.clone());
                             if (!skipped.is_empty() || !over.is_empty())
@@ -273,6 +276,7 @@ impl Evaluator {
                                 ),
                             }
                         }
+                        matches.extend(w.rules.object_clear(&subject));
                     }
                     shared.rule_since.store(IDLE, Ordering::SeqCst);
                     if tx.send(Report::Item(matches)).is_err() {
@@ -339,7 +343,7 @@ mod tests {
         Arc::new(draft.stamped(clock.new_id(), clock.now()))
     }
 
-    fn rules(docs: &[(&str, &str)]) -> Arc<Vec<CompiledRule>> {
+    fn rules(docs: &[(&str, &str)]) -> Arc<RuleSet> {
         let docs = docs
             .iter()
             .map(|(n, m)| {

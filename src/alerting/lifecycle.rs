@@ -54,6 +54,15 @@ pub enum AlertMatch {
         event: Uuid,
         reopen_window: std::time::Duration,
     },
+    /// A `Clear` of `{object}/{rule}` for each of `rules` (by name, with its reopen window):
+    /// an object's clear event, for the rules whose clear needs no run. The transaction turns
+    /// it into clears of the keys in use only (`expand_object_clears`).
+    ClearObject {
+        tenant: Uuid,
+        object: Uuid,
+        event: Uuid,
+        rules: Arc<HashMap<String, std::time::Duration>>,
+    },
 }
 
 /// Why an alert does not page on its own: given the alert and its object's host, the silence
@@ -686,6 +695,80 @@ fn aggregate_of(aggregate: &str, count: usize, mut values: Vec<f64>) -> Option<f
     })
 }
 
+/// Turns each `ClearObject` into the `Clear`s of its object's keys that an alert holds, one is
+/// pending for, or a match of the batch fires: a read of the keys under the object, not a
+/// lookup per rule.
+fn expand_object_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMatch>, StoreError> {
+    let asked: Vec<(Uuid, String, &HashMap<String, std::time::Duration>)> = matches
+        .iter()
+        .filter_map(|m| match m {
+            AlertMatch::ClearObject {
+                tenant,
+                object,
+                rules,
+                ..
+            } => Some((*tenant, format!("{object}/"), rules.as_ref())),
+            _ => None,
+        })
+        .collect();
+    if asked.is_empty() {
+        return Ok(matches);
+    }
+    let mut in_use = tx.keys_in_use_under(&asked)?.into_iter();
+    let fired: Vec<(Uuid, &str)> = matches
+        .iter()
+        .filter_map(|m| match m {
+            AlertMatch::Fire { alert, .. } => Some((alert.tenant_id, alert.dedup_key.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut keys_of: Vec<Vec<String>> = Vec::with_capacity(asked.len());
+    for (tenant, prefix, rules) in &asked {
+        let mut keys = in_use.next().unwrap_or_default();
+        keys.extend(
+            fired
+                .iter()
+                .filter(|(t, k)| {
+                    t == tenant
+                        && k.strip_prefix(prefix.as_str())
+                            .is_some_and(|rule| rules.contains_key(rule))
+                })
+                .map(|(_, k)| k.to_string()),
+        );
+        keys.sort_unstable();
+        keys.dedup();
+        keys_of.push(keys);
+    }
+    let mut keys_of = keys_of.into_iter();
+    let mut out = Vec::with_capacity(matches.len());
+    for m in matches {
+        let AlertMatch::ClearObject {
+            tenant,
+            object,
+            event,
+            rules,
+        } = m
+        else {
+            out.push(m);
+            continue;
+        };
+        let prefix_len = object.to_string().len() + 1;
+        for dedup_key in keys_of.next().unwrap_or_default() {
+            let reopen_window = rules
+                .get(&dedup_key[prefix_len..])
+                .copied()
+                .unwrap_or_default();
+            out.push(AlertMatch::Clear {
+                tenant,
+                dedup_key,
+                event,
+                reopen_window,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Drops the clears of keys no alert holds, none is pending for and no match of the batch
 /// fires (a rule with `resolveOnOk` sends one for every OK event).
 fn without_idle_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMatch>, StoreError> {
@@ -883,7 +966,7 @@ fn read_ahead(tx: &Tx, matches: &[AlertMatch]) -> Result<(), StoreError> {
             AlertMatch::Clear {
                 tenant, dedup_key, ..
             } => keys.push((*tenant, dedup_key.as_str())),
-            AlertMatch::Beat { .. } => {}
+            AlertMatch::Beat { .. } | AlertMatch::ClearObject { .. } => {}
         }
     }
     keys.sort_unstable();
@@ -912,6 +995,7 @@ pub async fn apply_matches(
     store
         .transact(move |tx| -> TxResult<_> {
             let mut events = Vec::new();
+            let matches = expand_object_clears(tx, matches)?;
             read_ahead(tx, &matches)?;
             for m in without_idle_clears(tx, matches)? {
                 match m {
@@ -977,6 +1061,8 @@ pub async fn apply_matches(
                             events.extend(evaluate_group(tx, &held, now)?);
                         }
                     }
+                    // Expanded into `Clear`s above.
+                    AlertMatch::ClearObject { .. } => {}
                 }
             }
             tx.save_position(consumer, through)?;
@@ -1481,6 +1567,69 @@ mod tests {
         assert_eq!(resolved.status, AlertStatus::Resolved);
         rig.fire(rig.alert("pump", &[]), None).await;
         assert_ne!(rig.active("pump").await.unwrap().id, first.id);
+    }
+
+    /// An object's clear clears its rules' keys in use, an alert held or pending and one
+    /// fired earlier in the same batch, and leaves other rules' keys and other objects alone.
+    #[tokio::test]
+    async fn an_object_clear_clears_its_rules_keys_in_use_only() {
+        let rig = rig();
+        let (object, other) = (Uuid::from_u128(41), Uuid::from_u128(42));
+        let key = |o: Uuid, rule: &str| format!("{o}/{rule}");
+        for k in [
+            key(object, "held"),
+            key(object, "manual"),
+            key(other, "held"),
+        ] {
+            rig.fire(rig.alert(&k, &[]), None).await;
+        }
+        rig.fire(
+            rig.alert(&key(object, "waiting"), &[]),
+            Some(Duration::from_secs(300)),
+        )
+        .await;
+        let rules: HashMap<String, Duration> = ["held", "waiting", "batch", "idle"]
+            .into_iter()
+            .map(|r| (r.to_string(), Duration::ZERO))
+            .collect();
+        apply_matches(
+            &rig.store,
+            "test",
+            rig.clock.new_id(),
+            vec![
+                AlertMatch::Fire {
+                    alert: Box::new(rig.alert(&key(object, "batch"), &[])),
+                    event: rig.clock.new_id(),
+                    pending_for: None,
+                },
+                AlertMatch::ClearObject {
+                    tenant: rig.tenant,
+                    object,
+                    event: rig.clock.new_id(),
+                    rules: Arc::new(rules),
+                },
+            ],
+            rig.clock.now(),
+            STORM,
+            unsuppressed(),
+        )
+        .await
+        .unwrap();
+        assert!(rig.active(&key(object, "held")).await.is_none());
+        assert!(rig.active(&key(object, "batch")).await.is_none());
+        assert!(
+            rig.active(&key(object, "manual")).await.is_some(),
+            "not its rule"
+        );
+        assert!(
+            rig.active(&key(other, "held")).await.is_some(),
+            "another object"
+        );
+        let (tenant, waiting) = (rig.tenant, key(object, "waiting"));
+        let in_use = rig
+            .read(move |tx| tx.keys_in_use(&[(tenant, waiting.as_str())]))
+            .await;
+        assert_eq!(in_use, [false], "the pending alert is dropped");
     }
 
     /// `threshold` alerts opened within the window sharing a label pair make one incident; a

@@ -9,7 +9,9 @@ use crate::model::cel_cost::{self, Cost};
 use crate::model::config::AlertRule;
 use crate::model::event::{Event, EventType, Severity};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// The events rules see (SPEC 6.2): incident updates only as created through the API; the
@@ -108,8 +110,69 @@ fn from_source(e: &Event, source: &str) -> bool {
         || e.object_id.is_some_and(|o| o.to_string() == source)
 }
 
+/// A tenant's compiled rules, and those an object's clear event clears without running them.
+pub struct RuleSet {
+    rules: Vec<CompiledRule>,
+    /// The rules that clear `{objectId}/{rule}` on every clear event of an object, whatever
+    /// the event holds (`CompiledRule::clears_by_object`), with their reopen windows: one
+    /// `ClearObject` stands for them all, rather than a clear per rule on each OK event.
+    object_clears: Arc<HashMap<String, Duration>>,
+}
+
+impl std::ops::Deref for RuleSet {
+    type Target = [CompiledRule];
+
+    fn deref(&self) -> &[CompiledRule] {
+        &self.rules
+    }
+}
+
+impl RuleSet {
+    fn new(rules: Vec<CompiledRule>) -> Self {
+        let object_clears = rules
+            .iter()
+            .filter(|r| r.clears_by_object())
+            .map(|r| (r.name.clone(), r.rule.reopen_window()))
+            .collect();
+        Self {
+            rules,
+            object_clears: Arc::new(object_clears),
+        }
+    }
+
+    /// Whether `rule` need not run on `subject`: its decision is in `object_clear`'s.
+    pub fn decided_unrun(&self, rule: &CompiledRule, subject: &Subject<'_>) -> bool {
+        subject.cleared_object().is_some() && rule.clears_by_object()
+    }
+
+    /// The clears of the rules `decided_unrun` passed over, as one match (`None` on any
+    /// other event).
+    pub fn object_clear(&self, subject: &Subject<'_>) -> Option<AlertMatch> {
+        let object = subject.cleared_object()?;
+        (!self.object_clears.is_empty()).then(|| AlertMatch::ClearObject {
+            tenant: subject.event.tenant_id,
+            object,
+            event: subject.event.id,
+            rules: self.object_clears.clone(),
+        })
+    }
+}
+
+impl CompiledRule {
+    /// Whether the rule's decision on an object's clear event is a clear of `{objectId}/{rule}`
+    /// whatever the event holds: it resolves on OK (the default), has no `clear` expression
+    /// and no heartbeat, and keys its alerts by object (no `dedupKey` template).
+    fn clears_by_object(&self) -> bool {
+        self.matches.is_some()
+            && self.clear.is_none()
+            && self.rule.heartbeat.is_none()
+            && self.rule.resolve_on_ok.unwrap_or(true)
+            && self.rule.dedup_key.as_deref().is_none_or(str::is_empty)
+    }
+}
+
 /// Compiles a tenant's enabled rules; a rule that no longer compiles is skipped with a warning.
-pub fn compile(docs: Vec<(String, String)>) -> Vec<CompiledRule> {
+pub fn compile(docs: Vec<(String, String)>) -> RuleSet {
     let mut out = Vec::new();
     for (name, body) in docs {
         let Some(rule) = AlertRule::parse(&body) else {
@@ -125,7 +188,7 @@ pub fn compile(docs: Vec<(String, String)>) -> Vec<CompiledRule> {
         }
         out.extend(compiled);
     }
-    out
+    RuleSet::new(out)
 }
 
 fn state_word(s: Option<Severity>) -> &'static str {
@@ -314,12 +377,17 @@ impl<'e> Subject<'e> {
             clear,
         })
     }
+
+    /// The object a clear event is of (`None` for any other event).
+    fn cleared_object(&self) -> Option<Uuid> {
+        self.event.object_id.filter(|_| self.clear)
+    }
 }
 
 /// What the tenant's rules decide for one event: an alert to open or refresh, or a key to
 /// clear, per rule. Runs the expressions; call it on the CEL stack.
 pub fn decide(
-    rules: &[CompiledRule],
+    rules: &RuleSet,
     e: &Event,
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
@@ -328,9 +396,10 @@ pub fn decide(
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
-    for r in rules {
+    for r in rules.iter().filter(|r| !rules.decided_unrun(r, &subject)) {
         out.extend(decide_rule(r, &subject, new_id, now)?);
     }
+    out.extend(rules.object_clear(&subject));
     Ok(out)
 }
 
@@ -448,7 +517,7 @@ pub fn test_rule(
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
 ) -> Result<RuleTest, (Uuid, OverCost)> {
-    let rules = compile_one(name, rule);
+    let rules = RuleSet::new(compile_one(name, rule));
     let mut out = RuleTest::default();
     let mut opened = std::collections::HashSet::new();
     for e in events.iter().filter(|e| reaches_rules(e)) {
@@ -476,6 +545,13 @@ pub fn test_rule(
                 }
                 AlertMatch::Clear { dedup_key, .. } => {
                     opened.remove(&dedup_key);
+                }
+                AlertMatch::ClearObject { object, rules, .. } => {
+                    let prefix = format!("{object}/");
+                    opened.retain(|k: &String| {
+                        k.strip_prefix(&prefix)
+                            .is_none_or(|rule| !rules.contains_key(rule))
+                    });
                 }
                 AlertMatch::Beat { .. } => {}
             }
@@ -551,6 +627,94 @@ mod tests {
         assert!(rules[0].requires.iter().all(|(p, v)| has(&view, p, v)));
         let other = json!({"type": "state_change", "labels": {"shard": "8"}});
         assert!(!rules[0].requires.iter().all(|(p, v)| has(&other, p, v)));
+    }
+
+    /// On an object's OK event the rules that clear by object are not run: one `ClearObject`
+    /// names them; a rule with its own key, its own `clear` or no `resolveOnOk` still runs.
+    /// Any other event runs every rule.
+    #[test]
+    fn an_objects_clear_event_clears_by_object_without_running_those_rules() {
+        let rule = |name: &str, extra: Value| {
+            let mut doc = json!({"match": "event.type == 'state_change'", "severity": "critical"});
+            doc.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            (name.to_string(), doc.to_string())
+        };
+        let rules = bounds::on_cel_stack(|| {
+            compile(vec![
+                rule("plain", json!({})),
+                rule("resolving", json!({"resolveOnOk": true, "reopenWindow": "1m"})),
+                rule("keyed", json!({"dedupKey": "{{ .event.host }}"})),
+                rule("own-clear", json!({"clear": "event.state == 'OK'"})),
+                rule(
+                    "sticky",
+                    json!({"resolveOnOk": false, "match": "event.type == 'state_change' && event.state != 'OK'"}),
+                ),
+            ])
+        })
+        .unwrap();
+        let (tenant, object) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let event = |severity: Severity| {
+            let to = if severity == Severity::Ok {
+                "OK"
+            } else {
+                "CRITICAL"
+            };
+            let draft = crate::model::event::EventDraft::new(
+                tenant,
+                EventType::StateChange,
+                Some(severity),
+                json!({"host": "edge", "object": "boiler", "to": to}),
+            );
+            Event {
+                object_id: Some(object),
+                ..draft.stamped(Uuid::from_u128(99), "2026-03-01T08:00:00Z".parse().unwrap())
+            }
+        };
+        let mut ids = 0u128;
+        let mut new_id = || {
+            ids += 1;
+            Uuid::from_u128(ids)
+        };
+        let now: Timestamp = "2026-03-01T08:00:00Z".parse().unwrap();
+        let decided = bounds::on_cel_stack(|| {
+            decide(&rules, &event(Severity::Ok), &mut new_id, now).unwrap()
+        })
+        .unwrap();
+        let mut cleared = Vec::new();
+        let mut by_object = None;
+        for m in &decided {
+            match m {
+                AlertMatch::Clear { dedup_key, .. } => cleared.push(dedup_key.clone()),
+                AlertMatch::ClearObject {
+                    object: o, rules, ..
+                } => {
+                    let mut names: Vec<(String, Duration)> =
+                        rules.iter().map(|(n, d)| (n.clone(), *d)).collect();
+                    names.sort();
+                    by_object = Some((*o, names));
+                }
+                _ => panic!("only clears on an OK event"),
+            }
+        }
+        assert_eq!(cleared, ["edge", format!("{object}/own-clear").as_str()]);
+        assert_eq!(
+            by_object,
+            Some((
+                object,
+                vec![
+                    ("plain".to_string(), Duration::from_secs(15 * 60)),
+                    ("resolving".to_string(), Duration::from_secs(60)),
+                ]
+            ))
+        );
+        let fired = bounds::on_cel_stack(|| {
+            decide(&rules, &event(Severity::Critical), &mut new_id, now).unwrap()
+        })
+        .unwrap();
+        assert_eq!(fired.len(), 5, "every rule runs on a problem");
+        assert!(fired.iter().all(|m| matches!(m, AlertMatch::Fire { .. })));
     }
 
     #[test]

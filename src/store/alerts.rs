@@ -353,6 +353,70 @@ impl Tx<'_> {
         Ok(held.iter().zip(waiting).map(|(h, w)| *h || w).collect())
     }
 
+    /// For each (tenant, prefix, rests): the dedup keys `prefix` + one of `rests` that an
+    /// alert holds or waits for, in key order. Where reads are local, a range read of the
+    /// keys under each prefix; where each read is a round trip, one lookup of every candidate
+    /// for them all.
+    pub(crate) fn keys_in_use_under<V>(
+        &self,
+        asked: &[(Uuid, String, &HashMap<String, V>)],
+    ) -> Result<Vec<Vec<String>>, StoreError> {
+        if self.reads_are_remote() {
+            let candidates: Vec<Vec<(Uuid, String)>> = asked
+                .iter()
+                .map(|(tenant, prefix, rests)| {
+                    let mut keys: Vec<(Uuid, String)> = rests
+                        .keys()
+                        .map(|rest| (*tenant, format!("{prefix}{rest}")))
+                        .collect();
+                    keys.sort_unstable();
+                    keys
+                })
+                .collect();
+            let flat: Vec<(Uuid, &str)> = candidates
+                .iter()
+                .flatten()
+                .map(|(t, k)| (*t, k.as_str()))
+                .collect();
+            let mut in_use = self.keys_in_use(&flat)?.into_iter();
+            return Ok(candidates
+                .into_iter()
+                .map(|keys| {
+                    keys.into_iter()
+                        .filter(|_| in_use.next().unwrap_or(false))
+                        .map(|(_, k)| k)
+                        .collect()
+                })
+                .collect());
+        }
+        let active = self.open_table(ACTIVE_ALERT_KEYS)?;
+        let pending = self.open_table(PENDING_ALERTS)?;
+        let mut out = Vec::with_capacity(asked.len());
+        for (tenant, prefix, rests) in asked {
+            let lo = active_key(*tenant, prefix);
+            // The first key past the prefix: its last byte one more.
+            let mut hi = lo.clone();
+            if let Some(last) = hi.last_mut() {
+                *last = last.saturating_add(1);
+            }
+            let mut keys = Vec::new();
+            for table in [&active, &pending] {
+                for row in table.range(lo.as_slice()..hi.as_slice())? {
+                    let stored = row?.0.value().to_vec();
+                    let key = String::from_utf8(stored[16..].to_vec())
+                        .map_err(|e| StoreError::Corrupt(format!("an alert's dedup key: {e}")))?;
+                    if rests.contains_key(&key[prefix.len()..]) {
+                        keys.push(key);
+                    }
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            out.push(keys);
+        }
+        Ok(out)
+    }
+
     /// The alert timers due by `now`, oldest first.
     pub(crate) fn due_alert_timers(&self, now: Timestamp) -> Result<Vec<DueTimer>, StoreError> {
         let t = self.open_table(ALERT_TIMERS)?;
