@@ -3,7 +3,7 @@
 // OpenID provider of tests/peers/oidc.
 
 import { spawn, execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -43,7 +43,9 @@ export async function address() {
 /// An svc server on `at` (from `address()`, a fresh one by default), with `config` (YAML) as
 /// its configuration file when given.
 export async function startServer(at, config) {
-  const dir = mkdtempSync(join(tmpdir(), "svc-browser-"));
+  // In memory where the machine has it: the suite tests pages, and CI runs it beside builds
+  // whose writes can hold a commit's fsync for seconds.
+  const dir = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "svc-browser-"));
   const data = join(dir, "data");
   mkdirSync(data);
   const token = execFileSync(BIN, ["bootstrap", "--data-dir", data], { encoding: "utf8" }).trim();
@@ -60,6 +62,7 @@ export async function startServer(at, config) {
   });
   child.stdout.on("data", (d) => log.push(String(d)));
   child.stderr.on("data", (d) => log.push(String(d)));
+  child.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   for (let i = 0; i < 100; i++) {
     try {
       if ((await fetch(`${base}/healthz`)).ok) return { base, token, child, log };

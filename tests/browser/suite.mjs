@@ -452,7 +452,7 @@ async function main() {
       await api(srv, "POST", "/api/v1/services", { name: "boiler", host: "edge", spec: {} });
       await mobile.goto(`${base}/`);
       await result(srv, "boiler", "CRITICAL");
-      await mobile.waitForSelector("main >> text=edge / boiler", { timeout: 10000 });
+      await mobile.waitForSelector("main >> text=edge / boiler");
     });
 
     const noScript = await browser.newContext({ javaScriptEnabled: false });
