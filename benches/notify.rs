@@ -159,15 +159,20 @@ fn main() {
             assert_eq!(res.status(), 201, "{path}");
         }
         let idle = common::rss_mb(pid);
-        let peak = Arc::new(Mutex::new(idle));
+        let idle_parts = (common::rss_parts(pid), common::threads(pid));
+        // The highest RSS, what it held then, and the most threads seen.
+        let peak = Arc::new(Mutex::new((idle, idle_parts.0.clone(), idle_parts.1)));
         let sampling = {
             let peak = peak.clone();
             tokio::spawn(async move {
                 loop {
                     {
-                        let now = common::rss_mb(pid);
+                        let (now, threads) = (common::rss_mb(pid), common::threads(pid));
                         let mut p = peak.lock().unwrap();
-                        *p = p.max(now);
+                        if now > p.0 {
+                            (p.0, p.1) = (now, common::rss_parts(pid));
+                        }
+                        p.2 = p.2.max(threads);
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
@@ -178,8 +183,12 @@ fn main() {
             run(&http, &base, &token, &arrivals, in_flight).await;
         }
         sampling.abort();
-        let peak = *peak.lock().unwrap();
+        let (peak, parts, threads) = peak.lock().unwrap().clone();
         println!("  server RSS: {idle:.1} MiB before, peak {peak:.1} MiB during the run");
+        println!(
+            "  before: {}, {} threads; at the peak: {parts}; most threads: {threads}",
+            idle_parts.0, idle_parts.1
+        );
     });
     let _ = child.kill();
     let _ = child.wait();

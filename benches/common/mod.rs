@@ -132,6 +132,16 @@ fn status_mb(pid: u32, field: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The process's thread count.
+pub fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Resident set size of a process in MiB.
 pub fn rss_mb(pid: u32) -> f64 {
     status_mb(pid, "VmRSS:")

@@ -31,10 +31,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, oneshot};
 use uuid::Uuid;
 
-/// At most this many committed, not yet filed events are merged into a list (the journal is
-/// short unless filing fails).
-const UNFILED_LISTED: usize = 10_000;
-
 /// SSE replay starts this long before the `Last-Event-ID` event.
 pub const REPLAY_LOOKBACK_MS: i64 = 1000;
 pub const REPLAY_MAX: usize = 500;
@@ -400,17 +396,16 @@ impl Events {
         cursor: Option<Uuid>,
         limit: usize,
     ) -> Result<Vec<Event>, StoreError> {
-        let pending = main.journal_view(None, 0, UNFILED_LISTED).await?.pending;
-        let mut items = self.list(filter.clone(), cursor, limit).await?;
-        let before = cursor.and_then(Position::of_id);
+        let kept = filter.clone();
+        let pending = main
+            .journal_newest(cursor, move |e| kept.matches(e), limit)
+            .await?;
+        let mut items = self.list(filter, cursor, limit).await?;
         let listed: HashSet<Uuid> = items.iter().map(|e| e.id).collect();
         items.extend(
             pending
                 .iter()
-                .filter(|e| filter.matches(e) && !listed.contains(&e.id))
-                .filter(|e| {
-                    before.is_none_or(|b| (id_millis(&e.id).unwrap_or(0), e.id) < (b.ms, b.id))
-                })
+                .filter(|e| !listed.contains(&e.id))
                 .map(|e| (**e).clone()),
         );
         items.sort_by_key(|e| std::cmp::Reverse((e.ts, e.id)));

@@ -249,6 +249,14 @@ fn kept_after(events: &[Arc<Event>], after: Option<Uuid>, limit: usize) -> Vec<A
     events[start..].iter().take(limit).cloned().collect()
 }
 
+/// The id of a journal row's first event, decoding that id alone.
+fn first_id(seq: u64, packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
+    frames(seq, packed)?
+        .first()
+        .map(|row| event_id(row))
+        .transpose()
+}
+
 /// The id of a journal row's last event (its events are in id order), decoding that id alone.
 fn last_id(seq: u64, packed: &[u8]) -> Result<Option<Uuid>, StoreError> {
     frames(seq, packed)?
@@ -431,6 +439,54 @@ impl Store {
                 from_row: next_from,
                 forgotten_through,
             })
+        })
+        .await
+    }
+
+    /// The newest events still journaled, before `before` (by id) when given, that `keep`
+    /// keeps, newest first, at most `limit`: a listing's page reads the journal's newest rows,
+    /// not every event waiting to be filed.
+    pub(crate) async fn journal_newest(
+        self: &Arc<Self>,
+        before: Option<Uuid>,
+        keep: impl Fn(&Event) -> bool + Send + 'static,
+        limit: usize,
+    ) -> Result<Vec<Arc<Event>>, StoreError> {
+        let store = self.clone();
+        self.read(move |tx| {
+            let t = tx.open_table(EVENT_JOURNAL)?;
+            let mut out = Vec::new();
+            for row in t.range(0..)?.rev() {
+                if out.len() >= limit {
+                    break;
+                }
+                let (seq, packed) = row?;
+                let (seq, packed) = (seq.value(), packed.value());
+                let recent = store.recent_rows.get(seq);
+                // Rows wholly at or after the cursor are passed over without decoding.
+                if let Some(before) = before {
+                    let first = match &recent {
+                        Some(events) => events.first().map(|e| e.id),
+                        None => first_id(seq, packed)?,
+                    };
+                    if first.is_none_or(|first| first >= before) {
+                        continue;
+                    }
+                }
+                let events = match recent {
+                    Some(events) => events,
+                    None => Arc::from(unpack_after(seq, packed, None, usize::MAX)?),
+                };
+                out.extend(
+                    events
+                        .iter()
+                        .rev()
+                        .filter(|e| before.is_none_or(|b| e.id < b) && keep(e))
+                        .take(limit - out.len())
+                        .cloned(),
+                );
+            }
+            Ok(out)
         })
         .await
     }
@@ -689,6 +745,50 @@ mod tests {
         );
         assert_eq!(last_id(7, &[]).unwrap(), None);
         assert!(last_id(7, &packed[..packed.len() - 1]).is_err());
+    }
+
+    /// A listing's newest journaled events: newest first across rows, before the cursor, as
+    /// many as asked of those kept, from memory and, after a restart, decoded alike.
+    #[tokio::test]
+    async fn the_newest_journaled_events_are_read_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: Timestamp = "2026-11-28T10:00:00Z".parse().unwrap();
+        let mut store = Store::open(dir.path(), Arc::new(TestClock::new(now))).unwrap();
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let row = vec![draft(), draft(), draft()];
+            ids.extend(store.journal_events(row).await.unwrap());
+        }
+        let ids = Arc::new(ids);
+        let at = |ids: &[Uuid], id: Uuid| ids.iter().position(|i| *i == id).unwrap();
+        for restarted in [false, true] {
+            if restarted {
+                store.close();
+                drop(store);
+                store = Store::open(dir.path(), Arc::new(TestClock::new(now))).unwrap();
+                assert_eq!(store.recent_rows.held(), 0, "decoded from the journal");
+            }
+            let newest = |before: Option<usize>, odd: bool, limit: usize| {
+                let (store, ids) = (store.clone(), ids.clone());
+                async move {
+                    let keep = ids.clone();
+                    let found = store
+                        .journal_newest(
+                            before.map(|i| ids[i]),
+                            move |e| !odd || at(&keep, e.id) % 2 == 1,
+                            limit,
+                        )
+                        .await
+                        .unwrap();
+                    found.iter().map(|e| at(&ids, e.id)).collect::<Vec<_>>()
+                }
+            };
+            assert_eq!(newest(None, false, 4).await, [8, 7, 6, 5]);
+            assert_eq!(newest(Some(6), false, 4).await, [5, 4, 3, 2]);
+            assert_eq!(newest(Some(3), true, 10).await, [1]);
+            assert_eq!(newest(None, true, 10).await, [7, 5, 3, 1]);
+            assert!(newest(Some(0), false, 10).await.is_empty());
+        }
     }
 
     /// A reader gets the events this process journaled as they were journaled, not decoded
