@@ -130,8 +130,15 @@ fn load(overrides: &Overrides) -> anyhow::Result<Config> {
     Ok(Config::load(overrides, &env)?)
 }
 
+/// Threads for blocking work (store reads, file I/O, password hashes) at once. Each thread
+/// keeps its own allocator pages: a burst of requests that grew the pool to tokio's default
+/// (512) held tens of MiB for nothing on a 1 GB gateway, while the reads are short and the
+/// cores few.
+const BLOCKING_THREADS: usize = 16;
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()?)
 }
