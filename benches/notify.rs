@@ -141,7 +141,11 @@ fn main() {
     // Floods off: a thousand alarms at once would otherwise be held as one (the default
     // `enterAt` is 10 alerts), and the bench measures each page's way to its receiver.
     let config = dir.path().join("svc.yaml");
-    std::fs::write(&config, "alerting:\n  flood: {enterAt: {alerts: 0, within: 10m}}\n").unwrap();
+    std::fs::write(
+        &config,
+        "alerting:\n  flood: {enterAt: {alerts: 0, within: 10m}}\n",
+    )
+    .unwrap();
     let args = ["--config".to_string(), config.display().to_string()];
     let (mut child, base) = common::start_with(&data, false, &args);
     let pid = child.id();
