@@ -241,43 +241,41 @@ impl Evaluator {
                     shared.item.store(i, Ordering::SeqCst);
                     shared.item_since.store(ms(), Ordering::SeqCst);
                     let mut matches = Vec::new();
-                    if let Some(subject) = Subject::new(&w.event) {
-                        for (j, rule) in w.rules.iter().enumerate() {
-                            if w.rules.decided_unrun(rule, &subject) {
-                                continue;
-                            }
-                            // Skips are rare: no key is built for a rule while there are none.
-                            let skip = || (w.event.tenant_id, rule.name.clone());
-                            if (!skipped.is_empty() || !over.is_empty())
-                                && (skipped.contains(&skip()) || over.contains(&skip()))
-                            {
-                                continue;
-                            }
-                            shared.rule.store(j, Ordering::SeqCst);
-                            shared.rule_since.store(ms(), Ordering::SeqCst);
-                            // An expression that panics the evaluator is no match.
-                            let one =
-                                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                                    decide_rule(rule, &subject, &mut || new_id(), now)
-                                }));
-                            match one {
-                                Ok(Ok(d)) => matches.extend(d),
-                                Ok(Err(bound)) => {
-                                    over.insert(skip());
-                                    let _ = tx.send(Report::OverCost {
-                                        item: i,
-                                        rule: j,
-                                        bound,
-                                    });
-                                }
-                                Err(_) => tracing::warn!(
-                                    event = %w.event.id, rule = %rule.name,
-                                    "rule evaluation failed; no match"
-                                ),
-                            }
+                    let subject = Subject::new(&w.event);
+                    for (j, rule) in w.rules.iter().enumerate() {
+                        if w.rules.decided_unrun(rule, &subject) {
+                            continue;
                         }
-                        matches.extend(w.rules.object_clear(&subject));
+                        // Skips are rare: no key is built for a rule while there are none.
+                        let skip = || (w.event.tenant_id, rule.name.clone());
+                        if (!skipped.is_empty() || !over.is_empty())
+                            && (skipped.contains(&skip()) || over.contains(&skip()))
+                        {
+                            continue;
+                        }
+                        shared.rule.store(j, Ordering::SeqCst);
+                        shared.rule_since.store(ms(), Ordering::SeqCst);
+                        // An expression that panics the evaluator is no match.
+                        let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            decide_rule(rule, &subject, &mut || new_id(), now)
+                        }));
+                        match one {
+                            Ok(Ok(d)) => matches.extend(d),
+                            Ok(Err(bound)) => {
+                                over.insert(skip());
+                                let _ = tx.send(Report::OverCost {
+                                    item: i,
+                                    rule: j,
+                                    bound,
+                                });
+                            }
+                            Err(_) => tracing::warn!(
+                                event = %w.event.id, rule = %rule.name,
+                                "rule evaluation failed; no match"
+                            ),
+                        }
                     }
+                    matches.extend(w.rules.object_clear(&subject));
                     shared.rule_since.store(IDLE, Ordering::SeqCst);
                     if tx.send(Report::Item(matches)).is_err() {
                         // Abandoned: nobody wants the rest.

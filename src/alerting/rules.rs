@@ -262,11 +262,6 @@ fn is_clear(e: &Event, view: &Value) -> bool {
         || e.payload.get("resolve").and_then(Value::as_bool) == Some(true)
 }
 
-/// True only for a boolean `true`; a missing key or any other result is no match.
-fn holds(program: &::cel::Program, ctx: &::cel::Context) -> bool {
-    matches!(program.execute(ctx), Ok(::cel::Value::Bool(true)))
-}
-
 /// A rule whose expressions could cost more on an event than `model::cel_cost` allows: it is
 /// not run on it.
 #[derive(Clone, Copy, Debug)]
@@ -355,27 +350,38 @@ fn default_title(r: &CompiledRule, view: &Value) -> String {
 }
 
 /// One event as rules see it: its `event` view and the CEL context holding it (built once,
-/// shared by every rule).
+/// shared by every rule, and only once a rule runs an expression: most events pass every
+/// rule's prefilter, and an object's clear event may run none).
 pub struct Subject<'e> {
     event: &'e Event,
     view: Value,
-    ctx: ::cel::Context<'static, 'static>,
+    /// `None` inside when the view cannot become a CEL value (then no expression holds).
+    ctx: std::cell::OnceCell<Option<::cel::Context<'static, 'static>>>,
     clear: bool,
 }
 
 impl<'e> Subject<'e> {
-    /// `None` when the view cannot become a CEL value (then no rule matches).
-    pub fn new(e: &'e Event) -> Option<Self> {
+    pub fn new(e: &'e Event) -> Self {
         let view = event_view(e);
-        let mut ctx = ::cel::Context::default();
-        ctx.add_variable_from_value("event", ::cel::to_value(&view).ok()?);
         let clear = is_clear(e, &view);
-        Some(Self {
+        Self {
             event: e,
             view,
-            ctx,
+            ctx: std::cell::OnceCell::new(),
             clear,
-        })
+        }
+    }
+
+    /// Whether `program` holds for the event: a boolean `true`; a missing key or any other
+    /// result is no match.
+    fn holds(&self, program: &::cel::Program) -> bool {
+        let ctx = self.ctx.get_or_init(|| {
+            let mut ctx = ::cel::Context::default();
+            ctx.add_variable_from_value("event", ::cel::to_value(&self.view).ok()?);
+            Some(ctx)
+        });
+        ctx.as_ref()
+            .is_some_and(|ctx| matches!(program.execute(ctx), Ok(::cel::Value::Bool(true))))
     }
 
     /// The object a clear event is of (`None` for any other event).
@@ -392,9 +398,7 @@ pub fn decide(
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
 ) -> Result<Vec<AlertMatch>, OverCost> {
-    let Some(subject) = Subject::new(e) else {
-        return Ok(Vec::new());
-    };
+    let subject = Subject::new(e);
     let mut out = Vec::new();
     for r in rules.iter().filter(|r| !rules.decided_unrun(r, &subject)) {
         out.extend(decide_rule(r, &subject, new_id, now)?);
@@ -411,7 +415,7 @@ pub fn decide_rule(
     new_id: &mut dyn FnMut() -> Uuid,
     now: Timestamp,
 ) -> Result<Vec<AlertMatch>, OverCost> {
-    let (e, view, ctx, clear_event) = (subject.event, &subject.view, &subject.ctx, subject.clear);
+    let (e, view, clear_event) = (subject.event, &subject.view, subject.clear);
     let mut out = Vec::new();
     if r.rule
         .heartbeat
@@ -433,8 +437,8 @@ pub fn decide_rule(
         required.then_some(matches).into_iter().chain(&r.clear),
         view,
     )?;
-    let matched = required && holds(matches, ctx);
-    let cleared = r.clear.as_ref().is_some_and(|c| holds(c, ctx))
+    let matched = required && subject.holds(matches);
+    let cleared = r.clear.as_ref().is_some_and(|c| subject.holds(c))
         || (clear_event && (matched || r.rule.resolve_on_ok.unwrap_or(true)));
     if cleared {
         out.push(AlertMatch::Clear {
