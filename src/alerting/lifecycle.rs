@@ -715,25 +715,30 @@ fn expand_object_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMa
         return Ok(matches);
     }
     let mut in_use = tx.keys_in_use_under(&asked)?.into_iter();
-    let fired: Vec<(Uuid, &str)> = matches
-        .iter()
-        .filter_map(|m| match m {
-            AlertMatch::Fire { alert, .. } => Some((alert.tenant_id, alert.dedup_key.as_str())),
-            _ => None,
-        })
-        .collect();
+    // The batch's fired keys by tenant and what precedes their first `/` (an object's id in
+    // the keys of rules keyed by object).
+    let mut fired: HashMap<(Uuid, &str), Vec<&str>> = HashMap::new();
+    for m in &matches {
+        if let AlertMatch::Fire { alert, .. } = m
+            && let Some((object, _)) = alert.dedup_key.split_once('/')
+        {
+            fired
+                .entry((alert.tenant_id, object))
+                .or_default()
+                .push(alert.dedup_key.as_str());
+        }
+    }
     let mut keys_of: Vec<Vec<String>> = Vec::with_capacity(asked.len());
     for (tenant, prefix, rules) in &asked {
         let mut keys = in_use.next().unwrap_or_default();
+        let object = prefix.trim_end_matches('/');
         keys.extend(
             fired
-                .iter()
-                .filter(|(t, k)| {
-                    t == tenant
-                        && k.strip_prefix(prefix.as_str())
-                            .is_some_and(|rule| rules.contains_key(rule))
-                })
-                .map(|(_, k)| k.to_string()),
+                .get(&(*tenant, object))
+                .into_iter()
+                .flatten()
+                .filter(|k| rules.contains_key(&k[prefix.len()..]))
+                .map(|k| k.to_string()),
         );
         keys.sort_unstable();
         keys.dedup();
