@@ -350,8 +350,8 @@ fn default_title(r: &CompiledRule, view: &Value) -> String {
 }
 
 /// One event as rules see it: its `event` view and the CEL context holding it (built once,
-/// shared by every rule, and only once a rule runs an expression: most events pass every
-/// rule's prefilter, and an object's clear event may run none).
+/// shared by every rule, and only once a rule runs an expression: most rules' prefilters
+/// refuse most events, and an object's clear event may run none).
 pub struct Subject<'e> {
     event: &'e Event,
     view: Value,
