@@ -728,7 +728,8 @@ fn expand_object_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMa
                 .push(alert.dedup_key.as_str());
         }
     }
-    let mut keys_of: Vec<Vec<String>> = Vec::with_capacity(asked.len());
+    // Each object clear's keys, with the reopen window of the rule each is of.
+    let mut clears_of: Vec<Vec<(String, std::time::Duration)>> = Vec::with_capacity(asked.len());
     for (tenant, prefix, rules) in &asked {
         let mut keys = in_use.next().unwrap_or_default();
         let object = prefix.trim_end_matches('/');
@@ -737,32 +738,27 @@ fn expand_object_clears(tx: &Tx, matches: Vec<AlertMatch>) -> Result<Vec<AlertMa
                 .get(&(*tenant, object))
                 .into_iter()
                 .flatten()
-                .filter(|k| rules.contains_key(&k[prefix.len()..]))
                 .map(|k| k.to_string()),
         );
         keys.sort_unstable();
         keys.dedup();
-        keys_of.push(keys);
+        clears_of.push(
+            keys.into_iter()
+                .filter_map(|k| {
+                    let window = *rules.get(&k[prefix.len()..])?;
+                    Some((k, window))
+                })
+                .collect(),
+        );
     }
-    let mut keys_of = keys_of.into_iter();
+    let mut clears_of = clears_of.into_iter();
     let mut out = Vec::with_capacity(matches.len());
     for m in matches {
-        let AlertMatch::ClearObject {
-            tenant,
-            object,
-            event,
-            rules,
-        } = m
-        else {
+        let AlertMatch::ClearObject { tenant, event, .. } = m else {
             out.push(m);
             continue;
         };
-        let prefix_len = object.to_string().len() + 1;
-        for dedup_key in keys_of.next().unwrap_or_default() {
-            let reopen_window = rules
-                .get(&dedup_key[prefix_len..])
-                .copied()
-                .unwrap_or_default();
+        for (dedup_key, reopen_window) in clears_of.next().unwrap_or_default() {
             out.push(AlertMatch::Clear {
                 tenant,
                 dedup_key,

@@ -7,7 +7,7 @@
 
 use super::codec::{decode, encode, tenant_value, tenant_values_newest};
 use super::keys::tenant_range;
-use super::keys::{as_keys, scoped, stored_due_time, stored_uuid};
+use super::keys::{as_keys, past_prefix, scoped, stored_due_time, stored_uuid};
 use super::kv::{Readable, WriteTx};
 use super::tables::{
     ACTIVE_ALERT_KEYS, ALERT_TIMERS, ALERTS, CONFIG_DOCS, INCIDENTS, OBJECTS, PENDING_ALERTS,
@@ -393,12 +393,9 @@ impl Tx<'_> {
         let pending = self.open_table(PENDING_ALERTS)?;
         let mut out = Vec::with_capacity(asked.len());
         for (tenant, prefix, rests) in asked {
+            // The prefix ends in `/`.
             let lo = active_key(*tenant, prefix);
-            // The first key past the prefix: its last byte one more.
-            let mut hi = lo.clone();
-            if let Some(last) = hi.last_mut() {
-                *last = last.saturating_add(1);
-            }
+            let hi = past_prefix(&lo);
             let mut keys = Vec::new();
             for table in [&active, &pending] {
                 for row in table.range(lo.as_slice()..hi.as_slice())? {

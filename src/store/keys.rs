@@ -26,6 +26,17 @@ pub(crate) fn tenant_range(tenant: Uuid) -> (Vec<u8>, Vec<u8>) {
     (start, end)
 }
 
+/// The first key past every key that starts with `prefix`, for a range read of them: the
+/// prefix with its last byte one more. The prefix's callers end it below 255 (a separator or
+/// a kind letter).
+pub(crate) fn past_prefix(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last = last.saturating_add(1);
+    }
+    end
+}
+
 /// A uuid kept in an index row or a key (`what` names it): one of another length is a corrupt
 /// row, reported as every other decode failure is rather than read as "none".
 pub(crate) fn stored_uuid(bytes: &[u8], what: &str) -> Result<Uuid, StoreError> {

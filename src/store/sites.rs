@@ -2,7 +2,7 @@
 //! events, staleness), and the counts an edge reports of itself.
 
 use super::codec::{decode, encode, tenant_values};
-use super::keys::{scoped, tenant_range};
+use super::keys::{past_prefix, scoped, tenant_range};
 use super::kv::Readable;
 use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRRORS, SITE_STATUS};
 use super::{Store, StoreError, Tx};
@@ -106,13 +106,9 @@ impl Store {
     ) -> Result<Vec<Mirror>, StoreError> {
         self.read(move |tx| {
             let t = tx.open_table(SITE_MIRRORS)?;
+            // The prefix ends in a kind letter or the 0 that ends a name.
             let lo = mirror_prefix(tenant, kind, site.as_deref());
-            // Past every key with that prefix: its last byte (a kind, or the 0 that ends a
-            // name) is below 255.
-            let mut hi = lo.clone();
-            if let Some(last) = hi.last_mut() {
-                *last += 1;
-            }
+            let hi = past_prefix(&lo);
             let mut out = Vec::new();
             for row in t.range(lo.as_slice()..hi.as_slice())? {
                 out.push(decode(row?.1.value())?);
