@@ -130,10 +130,10 @@ fn load(overrides: &Overrides) -> anyhow::Result<Config> {
     Ok(Config::load(overrides, &env)?)
 }
 
-/// Threads for blocking work (store reads, file I/O, password hashes) at once. Each thread
-/// keeps its own allocator pages: a burst of requests that grew the pool to tokio's default
-/// (512) held tens of MiB for nothing on a 1 GB gateway, while the reads are short and the
-/// cores few.
+/// Threads for blocking work other than the store's (its reads have threads of their own,
+/// `store/readers.rs`): name lookups, file I/O, password hashes. Each thread keeps its own
+/// allocator pages: a burst that grew the pool to tokio's default (512) held tens of MiB for
+/// nothing on a 1 GB gateway.
 const BLOCKING_THREADS: usize = 16;
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -225,6 +225,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
+    svc::runtime::memory::return_freed_pages_at_once();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

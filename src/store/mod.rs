@@ -26,6 +26,7 @@ pub mod notify;
 pub mod objects;
 mod processes;
 mod ratelimits;
+mod readers;
 pub mod reports;
 mod secrets;
 mod settings;
@@ -62,13 +63,11 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use tokio::sync::Notify;
 
 /// Runs blocking storage work (a redb transaction, an event or metric file read) off the async
-/// runtime.
+/// runtime, on the store's reader threads (`readers`).
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| StoreError::Internal(e.to_string()))?
+    readers::run(f).await
 }
 
 /// Refuses a change made against another version than the stored one (`If-Match`).
