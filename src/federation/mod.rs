@@ -169,8 +169,10 @@ pub struct Sites {
     clock: SharedClock,
     events: Arc<Events>,
     alerts: Arc<dyn AlertActions>,
-    /// Forwarded batches of one site are stored one after the other.
-    receiving: tokio::sync::Mutex<()>,
+    /// Forwarded batches of one site are stored one after the other; other sites' beside
+    /// them, so their commits share syncs. By tenant and site name, one entry per site that
+    /// forwarded (sites are configuration: the map stays as small as the fleet).
+    receiving: Mutex<HashMap<(Uuid, String), Arc<tokio::sync::Mutex<()>>>>,
     /// This instance's own side, when it is a site.
     edge: Arc<Mutex<EdgeStatus>>,
     /// Wakes the stale-site sweep: a heartbeat may be a site's first, a change of the sites may
@@ -219,7 +221,7 @@ impl Sites {
             clock,
             events,
             alerts,
-            receiving: tokio::sync::Mutex::new(()),
+            receiving: Mutex::default(),
             edge: Arc::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
             stale: StaleSet::default(),
@@ -469,7 +471,13 @@ impl Sites {
         let Some(through) = batch.events.last().map(|e| e.id) else {
             return Ok(ForwardReceipt::default());
         };
-        let _one_at_a_time = self.receiving.lock().await;
+        let turn = self
+            .receiving
+            .locked()
+            .entry((p.tenant, name.to_string()))
+            .or_default()
+            .clone();
+        let _one_at_a_time = turn.lock().await;
         let sent = batch.events.len() as u64;
         let now = self.clock.now();
         let bound = site.clock_drift_max.map_or(CLOCK_DRIFT_MAX, |d| d.0);
