@@ -71,7 +71,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// A UUIDv7 at `ms` with `n` in its random bits, as an edge mints its events' ids.
 fn uuid7(ms: u64, n: u64) -> String {
-    let hex = format!("{ms:012x}7{:03x}8{:015x}", (n >> 60) & 0xfff, n & 0x0fff_ffff_ffff_ffff);
+    let hex = format!(
+        "{ms:012x}7{:03x}8{:015x}",
+        (n >> 60) & 0xfff,
+        n & 0x0fff_ffff_ffff_ffff
+    );
     format!(
         "{}-{}-{}-{}-{}",
         &hex[0..8],
@@ -90,7 +94,9 @@ fn now_ms() -> u64 {
 }
 
 fn ts(ms: u64) -> String {
-    jiff::Timestamp::from_millisecond(ms as i64).unwrap().to_string()
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .unwrap()
+        .to_string()
 }
 
 /// What the fleet is told to do, and what it measured.
@@ -167,7 +173,13 @@ impl Site {
 
     /// Posts to the site's route; a refusal for load (503, 429) is tried again as an edge
     /// does, from a second on, doubling up to the heartbeat interval.
-    async fn post(&self, http: &reqwest::Client, fleet: &Fleet, path: &str, body: &Value) -> reqwest::Response {
+    async fn post(
+        &self,
+        http: &reqwest::Client,
+        fleet: &Fleet,
+        path: &str,
+        body: &Value,
+    ) -> reqwest::Response {
         let mut wait = Duration::from_secs(1);
         loop {
             let res = http
@@ -209,7 +221,8 @@ impl Site {
                 .lock()
                 .unwrap()
                 .push(sent.elapsed().as_secs_f64() * 1000.0);
-            let stored = receipt["stored"].as_u64().unwrap() + receipt["duplicates"].as_u64().unwrap();
+            let stored =
+                receipt["stored"].as_u64().unwrap() + receipt["duplicates"].as_u64().unwrap();
             fleet.stored.fetch_add(stored, Ordering::Relaxed);
             self.backlog.drain(..n);
         }
@@ -305,7 +318,10 @@ async fn await_probe(fleet: Arc<Fleet>, alert: String, sent: Instant) {
             fleet.probing.fetch_sub(1, Ordering::Relaxed);
             return;
         }
-        assert!(sent.elapsed() < Duration::from_secs(60), "probe {alert} never arrived");
+        assert!(
+            sent.elapsed() < Duration::from_secs(60),
+            "probe {alert} never arrived"
+        );
         tokio::time::sleep(PROBE_POLL).await;
     }
 }
@@ -317,9 +333,15 @@ fn main() {
     let hold = Duration::from_secs(setting("SVC_BENCH_FLEET_HOLD", 60));
     let outage = Duration::from_secs(setting("SVC_BENCH_FLEET_OUTAGE", 60));
     let env = common::main_storage();
-    let processes = if env.is_empty() { 1 } else { setting("SVC_BENCH_FLEET_PROCESSES", 2) };
+    let processes = if env.is_empty() {
+        1
+    } else {
+        setting("SVC_BENCH_FLEET_PROCESSES", 2)
+    };
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<_> = (0..processes).map(|i| dir.path().join(format!("main{i}"))).collect();
+    let data: Vec<_> = (0..processes)
+        .map(|i| dir.path().join(format!("main{i}")))
+        .collect();
     let admin = common::bootstrap_in(&data[0], &env);
     // Processes on one database share its master key, made by the first one's start.
     let mut mains = vec![common::start_in(&data[0], "127.0.0.1:0", false, &[], &env)];

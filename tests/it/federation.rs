@@ -91,6 +91,62 @@ pub fn forwarded_event(id_ms: u64, n: u64) -> Value {
            "type": "alert_opened", "severity": "critical", "payload": {"n": n}})
 }
 
+/// Many sites forward at once (each its batches one after the other, as an edge does): every
+/// batch is stored and counted for its own site, none waits for another site's turn to be
+/// counted wrong, and one site's events never land on another.
+#[tokio::test]
+async fn many_sites_forwarding_at_once_are_each_counted_for_themselves() {
+    let a = Admin::start();
+    let (s, admin) = (&a.s, a.token.as_str());
+    const SITES: u64 = 12;
+    const BATCHES: u64 = 5;
+    const PER_BATCH: u64 = 20;
+    for i in 0..SITES {
+        create_site(s, admin, json!({"name": format!("s{i}")})).await;
+    }
+    let (fleet, _) = mint(
+        s,
+        admin,
+        json!({"name": "fleet", "scopes": ["sites:connect"]}),
+    )
+    .await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let sending = (0..SITES).map(|i| {
+        let fleet = fleet.clone();
+        async move {
+            for b in 0..BATCHES {
+                // Each site's ids in its own stretch of milliseconds, ascending.
+                let events: Vec<Value> = (0..PER_BATCH)
+                    .map(|n| {
+                        let k = b * PER_BATCH + n;
+                        forwarded_event(now_ms - 600_000 + i * 1_000 + k, k)
+                    })
+                    .collect();
+                let path = format!("/api/v1/sites/s{i}:events");
+                let receipt = json(
+                    send(s, &fleet, Method::POST, &path, json!({"events": events})).await,
+                    200,
+                )
+                .await;
+                assert_eq!(receipt["stored"], PER_BATCH, "s{i} batch {b}: {receipt}");
+            }
+        }
+    });
+    futures_util::future::join_all(sending).await;
+    let overview = get(s, admin, "/api/v1/sites:overview").await;
+    for i in 0..SITES {
+        let site = overview_of(&overview, &format!("s{i}"));
+        assert_eq!(site["forwardedEvents"], BATCHES * PER_BATCH, "s{i}: {site}");
+        let listed = get(s, admin, &format!("/api/v1/events?site=s{i}&limit=1000")).await;
+        let items = listed["items"].as_array().unwrap();
+        assert_eq!(items.len() as u64, BATCHES * PER_BATCH, "s{i}'s events");
+        assert!(items.iter().all(|e| e["site"] == format!("s{i}")));
+    }
+}
+
 /// The main side on its own: pull with ETag and 304, heartbeat and overview, disabled sites,
 /// tokens bound to one site, forwarded events stored once.
 #[tokio::test]
