@@ -36,6 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
+/// One site's turn to store its forwarded batch.
+type SiteTurn = Arc<tokio::sync::Mutex<()>>;
+
 /// At most this many events in one forwarded batch.
 pub const FORWARD_BATCH_MAX: usize = 1000;
 /// Forwarded events keep their own time when it lies within this long before their arrival (a
@@ -172,7 +175,7 @@ pub struct Sites {
     /// Forwarded batches of one site are stored one after the other; other sites' beside
     /// them, so their commits share syncs. By tenant and site name, one entry per site that
     /// forwarded (sites are configuration: the map stays as small as the fleet).
-    receiving: Mutex<HashMap<(Uuid, String), Arc<tokio::sync::Mutex<()>>>>,
+    receiving: Mutex<HashMap<(Uuid, String), SiteTurn>>,
     /// This instance's own side, when it is a site.
     edge: Arc<Mutex<EdgeStatus>>,
     /// Wakes the stale-site sweep: a heartbeat may be a site's first, a change of the sites may

@@ -67,8 +67,8 @@ pub(super) async fn run<T: Send + 'static>(
 mod tests {
     use super::*;
 
-    /// Work runs off the caller's thread, a panic fails only its own call, and more calls than
-    /// threads at once all finish.
+    /// Work runs off the caller's thread, a panic fails only its own call, `READERS` calls run
+    /// at once (each waits for the others), and more calls than threads all finish.
     #[tokio::test]
     async fn reads_run_on_the_readers_and_a_panic_fails_only_its_call() {
         let name = run(|| Ok(std::thread::current().name().map(str::to_string)))
@@ -77,9 +77,13 @@ mod tests {
         assert!(name.unwrap_or_default().starts_with("svc-read-"));
         let panicked = run(|| -> Result<(), StoreError> { panic!("a test panic") }).await;
         assert!(matches!(panicked, Err(StoreError::Internal(_))));
+        let together = Arc::new(std::sync::Barrier::new(READERS));
         let many = futures_util::future::join_all((0..READERS * 8).map(|i| {
+            let together = together.clone();
             run(move || {
-                std::thread::sleep(std::time::Duration::from_millis(2));
+                if i < READERS {
+                    together.wait();
+                }
                 Ok(i)
             })
         }))
