@@ -18,7 +18,6 @@
 )]
 
 use serde_json::{Value, json};
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -50,14 +49,6 @@ fn output(service: usize, round: usize, state: u8) -> String {
     )
 }
 
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
-}
-
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
@@ -76,7 +67,7 @@ fn main() {
         common::post_json(&http, &main_base, &main_token, "/api/v1/sites", json!({"name": "north"})).await;
         let minted = common::post_json(&http, &main_base, &main_token, "/api/v1/api-tokens", json!({"name": "north", "scopes": ["sites:connect"], "site": "north"})).await;
         let site_token = minted["token"].as_str().unwrap().to_string();
-        stop(&mut main);
+        common::stop(&mut main);
 
         let config = dir.path().join("edge.yaml");
         std::fs::write(&config, format!("site:\n  mainUrl: {main_base}\n  name: north\n  token: {site_token}\n  pullInterval: 1s\n  heartbeatInterval: 1s\n")).unwrap();
@@ -144,7 +135,7 @@ fn main() {
         let per_event = sent as f64 / forwarded.max(1) as f64;
         println!("uplink bytes sent while replaying (gzip batches, heartbeats and pulls included): {sent} bytes");
         println!("  {per_event:>9.1} bytes per forwarded event, against {raw_per_event:.1} of uncompressed batch JSON ({:.1} %)", per_event / raw_per_event * 100.0);
-        stop(&mut edge);
-        stop(&mut main);
+        common::stop(&mut edge);
+        common::stop(&mut main);
     });
 }

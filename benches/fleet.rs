@@ -33,7 +33,6 @@
 
 use futures_util::StreamExt;
 use serde_json::{Value, json};
-use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,14 +51,6 @@ fn setting(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -301,15 +292,7 @@ async fn await_probe(fleet: Arc<Fleet>, alert: String, sent: Instant) {
     let http = reqwest::Client::new();
     let (base, token) = &fleet.probe_at;
     loop {
-        let listed: Value = http
-            .get(format!("{base}/api/v1/alerts?site=s0&limit=100"))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed = common::get_json(&http, base, token, "/api/v1/alerts?site=s0&limit=100").await;
         let items = listed["items"].as_array().unwrap();
         if items.iter().any(|a| a["id"] == alert.as_str()) {
             let wait = sent.elapsed().as_secs_f64() * 1000.0;
@@ -455,6 +438,6 @@ fn main() {
         println!("  main RSS peak over the run: {}", peak.lock().unwrap().iter().map(|p| format!("{p:.1} MiB")).collect::<Vec<_>>().join(", "));
     });
     for (mut child, _) in mains {
-        stop(&mut child);
+        common::stop(&mut child);
     }
 }

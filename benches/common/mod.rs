@@ -47,6 +47,15 @@ pub fn bootstrap_in(data: &Path, env: &[(&str, String)]) -> String {
     token
 }
 
+/// Stops a server as its service manager would (SIGTERM) and waits for it to exit.
+pub fn stop(child: &mut Child) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+}
+
 /// Starts the server on `data` over plain HTTP on a free port; returns it and its base URL.
 pub fn start(data: &Path, seed_admin: bool) -> (Child, String) {
     start_with(data, seed_admin, &[])
