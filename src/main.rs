@@ -225,7 +225,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    svc::runtime::memory::return_freed_pages_at_once();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -239,20 +239,6 @@ fn read_only_ranges(maps: &str, exe: &Path) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// mimalloc's `mi_option_purge_delay` (its place in `mi_option_e` of the v3 header the crate
-/// builds; the crate names no constant for it).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Has the allocator return the pages it freed to the system at once, not a second later (its
-/// default): through a burst of work (the notify bench's thousand pages in half a second) it
-/// would otherwise hold all it freed meanwhile, about 15 MiB at that bench's peak. Called once
-/// at start.
-#[allow(unsafe_code)]
-pub fn return_freed_pages_at_once() {
-    // SAFETY: `mi_option_set` takes no pointers; an option may be set at any time.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
-}
-
 /// Returns the allocator's free memory to the system now: this thread's, and every arena's
 /// whichever thread freed it. Also called after each password hash, so a burst of them holds
 /// `auth.hashConcurrency` × 64 MiB at most, not what mimalloc's purge delay would keep.
