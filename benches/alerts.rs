@@ -268,10 +268,7 @@ fn main() {
             &main_env,
         )
     });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::builder().build().unwrap();
         let host = json!({"name": "bench", "spec": {}});

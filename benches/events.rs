@@ -159,10 +159,7 @@ async fn sse_latency(clients: usize, events_per_second: u64, seconds: u64) {
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         for window in [1, 16] {
             for producers in [1, 8, 64] {

@@ -58,10 +58,7 @@ fn main() {
     let edge_token = common::bootstrap(&edge_data);
     let listen = format!("127.0.0.1:{}", free_port());
     let (mut main, main_base) = common::start_in(&main_data, &listen, false, &[], &main_env);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::new();
         common::post_json(&http, &main_base, &main_token, "/api/v1/sites", json!({"name": "north"})).await;

@@ -9,9 +9,10 @@
 //!
 //! Figures: events forwarded and stored a second while held (against what the sites offered),
 //! the forward answer's p50/p99, a site's alert readable as a mirror at the main (p50/p99 from
-//! its batch sent to `GET /api/v1/alerts?site=` at the main listing it; one probe alert a
-//! second, resolved once found in the site's list of alerts at the main), the most any site had waiting, the main's peak RSS,
-//! and after the outage the backlog and the time until every site had sent all of it.
+//! its batch sent to `GET /api/v1/alerts?site=` at the main listing it, while held and from the
+//! sites' return on; one probe alert a second, resolved once found), the most any site had
+//! waiting, the main's peak RSS, and after the outage the backlog and the time until every site
+//! had sent all of it.
 //!
 //! The sites are tasks of this process, not servers: they send what an edge sends, with the
 //! site's own event ids (UUIDv7 at the site's clock) and times, through one HTTP/1.1 connection
@@ -19,9 +20,10 @@
 //!
 //! Run: `cargo bench --bench fleet`. Sizes: `SVC_BENCH_FLEET_SITES` (1000),
 //! `SVC_BENCH_FLEET_RATE` (5 state changes a second per site), `SVC_BENCH_FLEET_HOLD` (60
-//! seconds), `SVC_BENCH_FLEET_OUTAGE` (60 seconds). With `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…`
-//! the main keeps its store in that (empty) PostgreSQL database and `SVC_BENCH_FLEET_PROCESSES`
-//! (2) processes serve it, the sites spread over them.
+//! seconds), `SVC_BENCH_FLEET_OUTAGE` (60 seconds). With
+//! `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…` the main keeps its store in that (empty)
+//! PostgreSQL database and `SVC_BENCH_FLEET_PROCESSES` (2) processes serve it, the sites spread
+//! over them.
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -335,10 +337,7 @@ fn main() {
     }
     let bases: Vec<String> = mains.iter().map(|(_, b)| b.clone()).collect();
     let pids: Vec<u32> = mains.iter().map(|(c, _)| c.id()).collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::new();
         let base = &bases[0];

@@ -325,10 +325,7 @@ fn main() {
     let token = common::bootstrap(&data);
     let (mut child, base) = common::start(&data, false);
     let pid = child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let b = Bench {
             http: reqwest::Client::new(),

@@ -83,10 +83,7 @@ fn main() {
     let token = common::bootstrap(&data);
     let (mut child, base) = common::start_with(&data, false, &args);
     let pid = child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::new();
         // After start-up's settle (2 s), as the first start's 5 s sample.

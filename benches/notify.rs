@@ -149,10 +149,7 @@ fn main() {
     let args = ["--config".to_string(), config.display().to_string()];
     let (mut child, base) = common::start_with(&data, false, &args);
     let pid = child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::builder().build().unwrap();
         let (url, arrivals) = receiver().await;

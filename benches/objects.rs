@@ -30,10 +30,7 @@ fn main() {
     let data = dir.path().join("data");
     let token = common::bootstrap(&data);
     let (mut child, base) = common::start(&data, false);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::new();
         let t0 = Instant::now();

@@ -102,10 +102,7 @@ fn run(baud: u64, messages: usize, pages: usize) {
         &["--config".into(), config.display().to_string()],
     );
     let pid = child.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let unit = tokio_modbus::server::rtu::Server::new_from_path(&modbus.theirs, baud as u32)
             .unwrap();

@@ -130,10 +130,7 @@ fn main() {
         common::rss_mb(child.id())
     );
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = common::runtime();
     rt.block_on(async {
         // Warm up both paths; the first token request pays one argon2id verification.
         let _ = load(format!("{base}/healthz"), None).await;

@@ -252,10 +252,7 @@ fn main() {
     let token = common::bootstrap(&data);
     let (mut child, base) = common::start(&data, false);
     let icinga_dir = dir.path().join("icinga");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::builder().danger_accept_invalid_certs(true).build().unwrap();
         let host = json!({"name": "bench", "spec": {}});

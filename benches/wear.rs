@@ -63,10 +63,7 @@ fn main() {
     let token = common::bootstrap(&data);
     let (mut server, base) = common::start(&data, false);
     let pid = server.id();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::new();
         let host = json!({"name": "gw", "spec": {}});

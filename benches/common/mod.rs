@@ -47,6 +47,14 @@ pub fn bootstrap_in(data: &Path, env: &[(&str, String)]) -> String {
     token
 }
 
+/// The multi-threaded runtime a bench's client runs on.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// Stops a server as its service manager would (SIGTERM) and waits for it to exit.
 pub fn stop(child: &mut Child) {
     let _ = Command::new("kill")
