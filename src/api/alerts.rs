@@ -72,7 +72,7 @@ pub fn routes() -> Vec<Route> {
         Route::get("/api/v1/alerts/{id}", get).permission("alerts:read").tool("alert_get", "One alert with its labels, status and times.", &[("id", "string", "the alert's id")]).doc(
             "alerts",
             "Get an alert",
-            "The alert with `eventIds`, the last 50 triggering event ids, oldest first.",
+            "The alert with `eventIds`, the last 50 triggering event ids, oldest first. An open or acknowledged alert a federation site forwarded is answered as the site's mirror (`/alerts?site=`): the site's id, labelled `site`.",
         )
             .ok::<Alert>(),
         Route::post("/api/v1/alerts/{id}:ack", ack).permission("alerts:ack").tool("alert_ack", "Acknowledge an open alert: escalation stops.", &[("id", "string", "the alert's id"), ("comment", "string", "why")]).doc(
@@ -245,7 +245,14 @@ async fn get(
     c: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    Ok(Json(st.alerting.get(&c.principal, path_id(&id)?).await?))
+    let id = path_id(&id)?;
+    match st.alerting.get(&c.principal, id).await {
+        Err(AlertError::NotFound) => match st.sites.mirrored_alert(&c.principal, id).await {
+            Err(SiteError::NotFound) => Err(AlertError::NotFound.into()),
+            mirrored => Ok(Json(mirrored?.1)),
+        },
+        own => Ok(Json(own?)),
+    }
 }
 
 async fn ack(

@@ -9,6 +9,8 @@ use super::pagination::{OBJECTS, Page, PageQuery};
 use super::router::{JSON, Route};
 use super::schemas;
 use crate::ai::tools::LIST_ARGS;
+use crate::federation::SiteError;
+use crate::inventory::InventoryError;
 use crate::inventory::objects::BatchRequest;
 use crate::inventory::objects::BatchResult;
 use crate::model::Selector;
@@ -45,7 +47,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/services", create_service).permission("objects:write").doc("objects", "Create a service", "As `POST /hosts`, with `host` (the host's name) required: 422 `svc:validation/host` without it or for an unknown host.")
             .body::<ObjectBody>().answers::<Object>(201)
             .example(|| json!({"name": "https", "host": "web01", "labels": {"tier": "gold"}, "spec": {"checkCommand": "http", "args": ["443", "/health"], "interval": "30s", "retryInterval": "10s"}})),
-        Route::get("/api/v1/objects/{id}", get).permission("objects:read").tool("object_get", "One host or service with its state.", &[("id", "string", "the object's id")]).doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version.")
+        Route::get("/api/v1/objects/{id}", get).permission("objects:read").tool("object_get", "One host or service with its state.", &[("id", "string", "the object's id")]).doc("objects", "Get an object", "The object with its host's name (a service) and its live `state` once it has one, as the lists show it; `ETag` is the version. An object a federation site forwarded is answered as the site's mirror (`/objects?site=`): the site's id, labelled `site`, `stale` while the site's uplink is lost, version 0; it cannot be changed here.")
             .ok::<ObjectView>(),
         Route::put("/api/v1/objects/{id}", update).permission("objects:write").doc("objects", "Replace an object", "`If-Match` required; `name` cannot change (422 `svc:validation/name`), nor a service's host.")
             .body::<ObjectBody>().ok::<Object>(),
@@ -255,7 +257,14 @@ async fn get(
     c: Caller,
     ApiPath(raw): ApiPath<String>,
 ) -> Result<impl IntoResponse, Problem> {
-    let view = st.inventory.view(&c.principal, path_id(&raw)?).await?;
+    let id = path_id(&raw)?;
+    let view = match st.inventory.view(&c.principal, id).await {
+        Err(InventoryError::NotFound) => match st.sites.mirrored_object(&c.principal, id).await {
+            Err(SiteError::NotFound) => return Err(InventoryError::NotFound.into()),
+            mirrored => mirrored?.1,
+        },
+        own => own?,
+    };
     Ok((
         etag(view.object.version),
         Json(fault::encoded("an object", serde_json::to_value(&view))),

@@ -773,15 +773,14 @@ impl Sites {
         p: &Principal,
         id: Uuid,
     ) -> Result<(String, Alert), SiteError> {
-        self.store
-            .site_mirrors(p.tenant, MirrorKind::Alert, None)
+        match self
+            .store
+            .site_mirror(p.tenant, MirrorKind::Alert, id)
             .await?
-            .into_iter()
-            .find_map(|m| match m {
-                Mirror::Alert { site, alert, .. } if alert.id == id => Some((site, *alert)),
-                _ => None,
-            })
-            .ok_or(SiteError::NotFound)
+        {
+            Some(Mirror::Alert { site, alert, .. }) => Ok((site, *alert)),
+            _ => Err(SiteError::NotFound),
+        }
     }
 
     /// One page of site `site`'s mirrored objects that `filter` keeps, in id order, after
@@ -823,25 +822,22 @@ impl Sites {
         p: &Principal,
         id: Uuid,
     ) -> Result<(String, ObjectView), SiteError> {
-        let (site, view) = self
+        let Some(Mirror::Object { site, view, .. }) = self
             .store
-            .site_mirrors(p.tenant, MirrorKind::Object, None)
+            .site_mirror(p.tenant, MirrorKind::Object, id)
             .await?
-            .into_iter()
-            .find_map(|m| match m {
-                Mirror::Object { site, view, .. } if view.object.id == id => Some((site, *view)),
-                _ => None,
-            })
-            .ok_or(SiteError::NotFound)?;
+        else {
+            return Err(SiteError::NotFound);
+        };
         let stale = self.uplink_stale(p.tenant, &site).await?;
-        Ok((site, ObjectView { stale, ..view }))
+        Ok((site, ObjectView { stale, ..*view }))
     }
 
     /// The sites' objects in a problem state, as the problems inbox lists the main's own.
     pub async fn mirrored_problems(&self, p: &Principal) -> Result<Vec<Problem>, SiteError> {
         Ok(self
             .store
-            .site_mirrors(p.tenant, MirrorKind::Object, None)
+            .site_problem_mirrors(p.tenant)
             .await?
             .into_iter()
             .filter_map(|m| match m {

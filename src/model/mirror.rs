@@ -78,6 +78,14 @@ fn labels(p: &Value, site: &str) -> BTreeMap<String, String> {
 }
 
 impl Mirror {
+    /// A site's object in a problem state (not OK), as the problems inbox lists them.
+    pub fn is_problem(&self) -> bool {
+        match self {
+            Mirror::Object { view, .. } => view.state.as_ref().is_some_and(|s| s.state != 0),
+            Mirror::Alert { .. } => false,
+        }
+    }
+
     fn through(&self) -> Uuid {
         match self {
             Mirror::Object { through, .. } | Mirror::Alert { through, .. } => *through,

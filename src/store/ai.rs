@@ -5,11 +5,11 @@
 use super::codec::{decode, encode, tenant_value, tenant_values};
 use super::keys::{scoped, stored_uuid};
 use super::kv::{Readable, WriteTx};
+use super::migrations::PlannedRow;
 use super::tables::{AI_ACTIONS, AI_CHATS, AI_CONVERSATIONS, AI_MESSAGES, AI_USAGE, SETTINGS};
 use super::{Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::ai::{Action, Chat, Conversation, Message, TokenUse};
-use redb::TableDefinition;
 use std::collections::HashSet;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -341,13 +341,6 @@ pub(super) fn is_old_record(local: &str) -> bool {
     OLD_PREFIXES.iter().any(|p| local.starts_with(p))
 }
 
-/// A row an old record becomes.
-pub(super) struct MovedRow {
-    pub table: TableDefinition<'static, &'static [u8], &'static [u8]>,
-    pub key: Vec<u8>,
-    pub value: Vec<u8>,
-}
-
 /// The rows an old record (JSON under `ai/chat/<id>`, `ai/conversation/<id>`,
 /// `ai/action/<id>`, `ai/usage/<month>`) becomes, a thread's messages a row each; the reason
 /// when it no longer reads. Both backends' migrations write what this plans.
@@ -355,16 +348,16 @@ pub(super) fn moved_rows(
     tenant: Uuid,
     local: &str,
     value: serde_json::Value,
-) -> Result<Vec<MovedRow>, String> {
+) -> Result<Vec<PlannedRow>, String> {
     let typed = |e: serde_json::Error| e.to_string();
     let row = |table, key: Vec<u8>, value: Result<Vec<u8>, StoreError>| {
-        Ok(MovedRow {
+        Ok(PlannedRow {
             table,
             key,
             value: value.map_err(|e| e.to_string())?,
         })
     };
-    let thread_rows = |id: Uuid, messages: &[Message]| -> Result<Vec<MovedRow>, String> {
+    let thread_rows = |id: Uuid, messages: &[Message]| -> Result<Vec<PlannedRow>, String> {
         messages
             .iter()
             .map(|m| row(AI_MESSAGES, message_key(tenant, id, m.id), encode(m)))

@@ -13,7 +13,7 @@ use super::tables::{
     STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
     USER_EMAILS, USERS,
 };
-use redb::{Database, ReadableDatabase};
+use redb::{Database, ReadableDatabase, TableDefinition};
 
 pub struct Migration {
     pub version: u32,
@@ -142,9 +142,22 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "federation site mirrors",
         apply: create_site_mirror_table,
     },
+    Migration {
+        version: 25,
+        name: "federation site mirrors by id and problem",
+        apply: super::sites::index_mirrors,
+    },
 ];
 
 pub const SCHEMA_VERSION: &str = "schema_version";
+
+/// A row a migration writes, planned once for both backends (an old AI record moved, a
+/// mirror's index row).
+pub(super) struct PlannedRow {
+    pub table: TableDefinition<'static, &'static [u8], &'static [u8]>,
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+}
 
 /// The version the latest migration brings a store to.
 #[cfg(feature = "postgres")]

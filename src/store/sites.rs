@@ -4,7 +4,10 @@
 use super::codec::{decode, encode, tenant_values};
 use super::keys::{past_prefix, scoped, tenant_range};
 use super::kv::Readable;
-use super::tables::{ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRRORS, SITE_STATUS};
+use super::migrations::PlannedRow;
+use super::tables::{
+    ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRROR_IDS, SITE_MIRRORS, SITE_PROBLEMS, SITE_STATUS,
+};
 use super::{Store, StoreError, Tx};
 use crate::model::event::Event;
 use crate::model::mirror::{self, Mirror, MirrorKind};
@@ -37,7 +40,9 @@ impl Tx<'_> {
     }
 
     /// Folds the events site `site` forwarded into its mirrors, in their order (a batch sent
-    /// again folds to the same).
+    /// again folds to the same), and keeps their indexes (`mirror_index`): a record's id row
+    /// is written when it appears and removed when it goes, its problem row when its problem
+    /// state changes, so a state change within OK or within a problem writes the mirror alone.
     pub(crate) fn fold_site_mirrors(
         &self,
         tenant: Uuid,
@@ -45,6 +50,8 @@ impl Tx<'_> {
         events: &[Event],
     ) -> Result<(), StoreError> {
         let mut t = self.open_table(SITE_MIRRORS)?;
+        let mut ids = self.open_table(SITE_MIRROR_IDS)?;
+        let mut problems = self.open_table(SITE_PROBLEMS)?;
         for e in events {
             let Some((kind, id)) = mirror::key_of(e) else {
                 continue;
@@ -54,13 +61,26 @@ impl Tx<'_> {
                 .get(key.as_slice())?
                 .map(|v| decode(v.value()))
                 .transpose()?;
-            match mirror::fold(tenant, site, old, e) {
+            let was_problem = old.as_ref().is_some_and(Mirror::is_problem);
+            let existed = old.is_some();
+            let new = mirror::fold(tenant, site, old, e);
+            match &new {
                 Some(m) => {
-                    t.insert(key.as_slice(), encode(&m)?.as_slice())?;
+                    t.insert(key.as_slice(), encode(m)?.as_slice())?;
+                    if !existed {
+                        ids.insert(mirror_id_key(tenant, kind, id).as_slice(), key.as_slice())?;
+                    }
                 }
                 None => {
                     t.remove(key.as_slice())?;
+                    ids.remove(mirror_id_key(tenant, kind, id).as_slice())?;
                 }
+            }
+            let is_problem = new.as_ref().is_some_and(Mirror::is_problem);
+            if is_problem && !was_problem {
+                problems.insert(key.as_slice(), [].as_slice())?;
+            } else if was_problem && !is_problem {
+                problems.remove(key.as_slice())?;
             }
         }
         Ok(())
@@ -81,6 +101,57 @@ fn mirror_key(tenant: Uuid, kind: MirrorKind, site: &str, id: Uuid) -> Vec<u8> {
     let mut key = mirror_prefix(tenant, kind, Some(site));
     key.extend_from_slice(id.as_bytes());
     key
+}
+
+/// The key of a mirrored record's row in `SITE_MIRROR_IDS`: tenant, `a` or `o`, the site's id.
+fn mirror_id_key(tenant: Uuid, kind: MirrorKind, id: Uuid) -> Vec<u8> {
+    let mut key = mirror_prefix(tenant, kind, None);
+    key.extend_from_slice(id.as_bytes());
+    key
+}
+
+/// The index rows of the mirror `mirror` kept under `key` in `SITE_MIRRORS` (its id's row, its
+/// problem row while it is one): what the migrations of both backends write for the mirrors
+/// stored before the indexes were.
+pub(super) fn mirror_index(key: &[u8], mirror: &Mirror) -> Result<Vec<PlannedRow>, StoreError> {
+    let tenant = super::keys::stored_uuid(&key[..16.min(key.len())], "a mirror's tenant")?;
+    let id = super::keys::stored_uuid(&key[key.len().saturating_sub(16)..], "a mirror's id")?;
+    let kind = match mirror {
+        Mirror::Object { .. } => MirrorKind::Object,
+        Mirror::Alert { .. } => MirrorKind::Alert,
+    };
+    let mut rows = vec![PlannedRow {
+        table: SITE_MIRROR_IDS,
+        key: mirror_id_key(tenant, kind, id),
+        value: key.to_vec(),
+    }];
+    if mirror.is_problem() {
+        rows.push(PlannedRow {
+            table: SITE_PROBLEMS,
+            key: key.to_vec(),
+            value: Vec::new(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Migration 25: the mirrors stored before their indexes get their rows (`mirror_index`).
+pub(super) fn index_mirrors(tx: &super::kv::WriteTx) -> Result<(), StoreError> {
+    let mut planned = Vec::new();
+    {
+        let t = tx.open_table(SITE_MIRRORS)?;
+        for row in t.iter()? {
+            let (k, v) = row?;
+            planned.extend(mirror_index(k.value(), &decode(v.value())?)?);
+        }
+    }
+    tx.open_table(SITE_MIRROR_IDS)?;
+    tx.open_table(SITE_PROBLEMS)?;
+    for r in planned {
+        tx.open_table(r.table)?
+            .insert(r.key.as_slice(), r.value.as_slice())?;
+    }
+    Ok(())
 }
 
 /// What every key of a tenant's mirrors of `kind` (of one site's, given) starts with.
@@ -112,6 +183,45 @@ impl Store {
             let mut out = Vec::new();
             for row in t.range(lo.as_slice()..hi.as_slice())? {
                 out.push(decode(row?.1.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The tenant's mirror of `kind` with the site's id `id`, whichever site keeps it.
+    pub(crate) async fn site_mirror(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        kind: MirrorKind,
+        id: Uuid,
+    ) -> Result<Option<Mirror>, StoreError> {
+        self.read(move |tx| {
+            let ids = tx.open_table(SITE_MIRROR_IDS)?;
+            let Some(key) = ids.get(mirror_id_key(tenant, kind, id).as_slice())? else {
+                return Ok(None);
+            };
+            let t = tx.open_table(SITE_MIRRORS)?;
+            t.get(key.value())?.map(|v| decode(v.value())).transpose()
+        })
+        .await
+    }
+
+    /// The tenant's mirrored objects in a problem state, every site's, in key order.
+    pub(crate) async fn site_problem_mirrors(
+        self: &Arc<Self>,
+        tenant: Uuid,
+    ) -> Result<Vec<Mirror>, StoreError> {
+        self.read(move |tx| {
+            let problems = tx.open_table(SITE_PROBLEMS)?;
+            let t = tx.open_table(SITE_MIRRORS)?;
+            let lo = mirror_prefix(tenant, MirrorKind::Object, None);
+            let hi = past_prefix(&lo);
+            let mut out = Vec::new();
+            for row in problems.range(lo.as_slice()..hi.as_slice())? {
+                if let Some(v) = t.get(row?.0.value())? {
+                    out.push(decode(v.value())?);
+                }
             }
             Ok(out)
         })
@@ -186,5 +296,88 @@ impl Store {
             Ok(counts)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::kv::{ReadTx, WriteTx};
+    use crate::store::migrations::{MIGRATIONS, apply};
+    use redb::{Database, ReadableDatabase};
+
+    fn event(id: u128, kind: &str, object: u128, payload: serde_json::Value) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "id": Uuid::from_u128(id), "tenantId": Uuid::nil(), "ts": "2026-12-06T06:00:00Z",
+            "type": kind, "objectId": Uuid::from_u128(object), "payload": payload,
+        }))
+        .unwrap()
+    }
+
+    /// A store whose mirrors were kept before their indexes gets their rows from migration 25:
+    /// each record's id row, and a problem row for the object in a problem state alone.
+    #[test]
+    fn the_mirrors_kept_before_their_indexes_are_indexed_by_the_migration() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::create(dir.path().join("m.redb")).unwrap();
+        let before = MIGRATIONS.iter().position(|m| m.version == 25).unwrap();
+        apply(&db, &MIGRATIONS[..before]).unwrap();
+        let tenant = Uuid::nil();
+        let records = [
+            event(1, "state_change", 10, serde_json::json!({"toState": 2})),
+            event(2, "state_change", 11, serde_json::json!({"toState": 0})),
+            event(
+                3,
+                "alert_opened",
+                10,
+                serde_json::json!({"alertId": Uuid::from_u128(12)}),
+            ),
+        ];
+        let tx = WriteTx::from_redb(db.begin_write().unwrap());
+        {
+            let mut t = tx.open_table(SITE_MIRRORS).unwrap();
+            for e in &records {
+                let (kind, id) = mirror::key_of(e).unwrap();
+                let m = mirror::fold(tenant, "north", None, e).unwrap();
+                let key = mirror_key(tenant, kind, "north", id);
+                t.insert(key.as_slice(), encode(&m).unwrap().as_slice())
+                    .unwrap();
+            }
+        }
+        tx.commit().unwrap();
+
+        apply(&db, MIGRATIONS).unwrap();
+        let read = ReadTx::from_redb(db.begin_read().unwrap());
+        let ids = read.open_table(SITE_MIRROR_IDS).unwrap();
+        for (kind, id) in [
+            (MirrorKind::Object, 10),
+            (MirrorKind::Object, 11),
+            (MirrorKind::Alert, 12),
+        ] {
+            let at = ids
+                .get(mirror_id_key(tenant, kind, Uuid::from_u128(id)).as_slice())
+                .unwrap()
+                .map(|v| v.value().to_vec());
+            assert_eq!(
+                at,
+                Some(mirror_key(tenant, kind, "north", Uuid::from_u128(id)))
+            );
+        }
+        let problems: Vec<Vec<u8>> = read
+            .open_table(SITE_PROBLEMS)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|r| r.unwrap().0.value().to_vec())
+            .collect();
+        assert_eq!(
+            problems,
+            vec![mirror_key(
+                tenant,
+                MirrorKind::Object,
+                "north",
+                Uuid::from_u128(10)
+            )]
+        );
     }
 }

@@ -139,10 +139,20 @@ pub const SETTINGS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("settin
 pub const SITE_STATUS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("site_status_by_tenant_name");
 
-/// The main's mirrors of each federation site's objects and open alerts, by tenant + site
-/// name + 0 + `o` (object) or `a` (alert) + the site's id.
+/// The main's mirrors of each federation site's objects and open alerts, by tenant + `o`
+/// (object) or `a` (alert) + site name + 0 + the site's id.
 pub const SITE_MIRRORS: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("site_mirror_by_tenant_site_id");
+
+/// Where each mirror is, by tenant + `o` or `a` + the site's id: its key in `SITE_MIRRORS`, so
+/// one record is found without reading every site's.
+pub const SITE_MIRROR_IDS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("site_mirror_key_by_tenant_kind_id");
+
+/// The mirrored objects in a problem state, by their key in `SITE_MIRRORS` (values empty): the
+/// problems inbox reads these, not every mirrored object.
+pub const SITE_PROBLEMS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("site_problem_by_mirror_key");
 
 pub const META_LAST_OPEN: &str = "last_open_write";
 
@@ -229,6 +239,8 @@ macro_rules! every_table {
             SETTINGS,
             SITE_STATUS,
             SITE_MIRRORS,
+            SITE_MIRROR_IDS,
+            SITE_PROBLEMS,
             REPORT_ARCHIVE,
             REPORT_CONTENT,
             RATE_BUCKETS,

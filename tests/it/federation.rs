@@ -147,6 +147,124 @@ async fn many_sites_forwarding_at_once_are_each_counted_for_themselves() {
     }
 }
 
+/// A site's mirrors are found by the site's id without reading every site's (their index):
+/// `GET /alerts/{id}` and `GET /objects/{id}` answer them as the lists do, and the inbox
+/// lists a site's object while it is a problem, not once it is OK again.
+#[tokio::test]
+async fn a_sites_mirrors_are_found_by_id_and_the_inbox_lists_its_problems() {
+    let a = Admin::start();
+    let (s, admin) = (&a.s, a.token.as_str());
+    for name in ["east", "west"] {
+        create_site(s, admin, json!({"name": name})).await;
+    }
+    let (fleet, _) = mint(
+        s,
+        admin,
+        json!({"name": "fleet", "scopes": ["sites:connect"]}),
+    )
+    .await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (pump, valve, alarm) = (
+        "0190f0a0-0000-7000-8000-00000000a001",
+        "0190f0a0-0000-7000-8000-00000000a002",
+        "0190f0a0-0000-7000-8000-00000000a003",
+    );
+    let event = |n: u64, kind: &str, severity: &str, object: &str, payload: Value| {
+        let mut e = forwarded_event(now_ms - 60_000 + n, n);
+        e["type"] = json!(kind);
+        e["severity"] = json!(severity);
+        e["objectId"] = json!(object);
+        e["payload"] = payload;
+        e
+    };
+    let forward = |site: &'static str, events: Vec<Value>| {
+        let fleet = fleet.clone();
+        async move {
+            let path = format!("/api/v1/sites/{site}:events");
+            json(
+                send(s, &fleet, Method::POST, &path, json!({"events": events})).await,
+                200,
+            )
+            .await;
+        }
+    };
+    let changed = |n, object, name: &str, to: u8| {
+        event(
+            n,
+            "state_change",
+            if to == 0 { "ok" } else { "critical" },
+            object,
+            json!({"kind": "host", "object": name, "toState": to, "stateType": "hard", "output": format!("{name} is {to}")}),
+        )
+    };
+    forward(
+        "east",
+        vec![
+            changed(1, pump, "pump-7", 1),
+            event(
+                2,
+                "alert_opened",
+                "critical",
+                pump,
+                json!({"alertId": alarm, "title": "pump pressure low", "rule": "pressure"}),
+            ),
+        ],
+    )
+    .await;
+    forward("west", vec![changed(3, valve, "valve-3", 0)]).await;
+
+    let object = get(s, admin, &format!("/api/v1/objects/{pump}")).await;
+    assert_eq!(object["id"], pump, "{object}");
+    assert_eq!(object["labels"]["site"], "east", "{object}");
+    assert_eq!(object["state"]["state"], 1, "{object}");
+    let other = get(s, admin, &format!("/api/v1/objects/{valve}")).await;
+    assert_eq!(other["labels"]["site"], "west", "{other}");
+    let alert = get(s, admin, &format!("/api/v1/alerts/{alarm}")).await;
+    assert_eq!(alert["title"], "pump pressure low", "{alert}");
+    assert_eq!(alert["status"], "open", "{alert}");
+    assert_eq!(alert["labels"]["site"], "east", "{alert}");
+    let nowhere = "0190f0a0-0000-7000-8000-00000000a0ff";
+    for path in [
+        format!("/api/v1/objects/{nowhere}"),
+        format!("/api/v1/alerts/{nowhere}"),
+        // An object's id is not an alert's, nor the other way round.
+        format!("/api/v1/alerts/{pump}"),
+        format!("/api/v1/objects/{alarm}"),
+    ] {
+        let res = call(s, admin, Method::GET, &path).send().await.unwrap();
+        assert_eq!(res.status(), 404, "{path}");
+    }
+    let inbox = || async {
+        let res = call(s, admin, Method::GET, "/").send().await.unwrap();
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap()
+    };
+    let listed = inbox().await;
+    assert!(listed.contains("pump-7"), "the site's problem: {listed}");
+    assert!(!listed.contains("valve-3"), "an OK object is no problem");
+
+    // The pump recovers and its alert resolves: the inbox drops it, the alert leaves.
+    forward(
+        "east",
+        vec![
+            changed(4, pump, "pump-7", 0),
+            event(5, "alert_resolved", "ok", pump, json!({"alertId": alarm})),
+        ],
+    )
+    .await;
+    assert!(!inbox().await.contains("pump-7"), "recovered");
+    let object = get(s, admin, &format!("/api/v1/objects/{pump}")).await;
+    assert_eq!(object["state"]["state"], 0, "{object}");
+    let res = call(s, admin, Method::GET, &format!("/api/v1/alerts/{alarm}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404, "a resolved mirror is no longer kept");
+}
+
 /// The main side on its own: pull with ETag and 304, heartbeat and overview, disabled sites,
 /// tokens bound to one site, forwarded events stored once.
 #[tokio::test]

@@ -63,6 +63,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         8,
         "tables the store gained since: the AI agent's records, moved out of the settings",
     ),
+    (
+        9,
+        "tables the store gained since: recently cleared alert keys, floods, site mirrors and their indexes",
+    ),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
@@ -849,6 +853,7 @@ fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     match version {
         1 | 6 | 7 => store_tables(conn),
         8 => store_tables(conn).and_then(|()| move_ai_records(conn)),
+        9 => store_tables(conn).and_then(|()| index_mirrors(conn)),
         // Keys as the month files' are (tenant, time, id), so a page reads one index range;
         // the other indexes serve the filters the month files index. Times are milliseconds,
         // the partition key: each month is a partition `events_YYYYMM` made as it is first
@@ -984,6 +989,26 @@ fn move_ai_records(conn: &mut Conn) -> Result<(), StoreError> {
             Err(why) => {
                 tracing::warn!(setting = local, %why, "an AI record no longer reads; it stays in the settings");
             }
+        }
+    }
+    Ok(())
+}
+
+/// The redb store's migration 25 on PostgreSQL: the site mirrors stored before their indexes
+/// get their rows, as `store::sites::mirror_index` plans them.
+fn index_mirrors(conn: &mut Conn) -> Result<(), StoreError> {
+    let mirrors = table(redb::TableHandle::name(&super::super::tables::SITE_MIRRORS));
+    for row in conn.query(&format!("SELECT k, v FROM {mirrors}"), &[])? {
+        let (key, value): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
+        let mirror = super::super::codec::decode(&value)?;
+        for r in super::super::sites::mirror_index(&key, &mirror)? {
+            conn.execute(
+                &format!(
+                    "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
+                    table(redb::TableHandle::name(&r.table))
+                ),
+                &[&r.key, &r.value],
+            )?;
         }
     }
     Ok(())
