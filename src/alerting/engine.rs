@@ -3,6 +3,13 @@
 //! opened, refreshed or resolved, with their lifecycle events) together with its position, so
 //! a restart or kill -9 neither loses nor repeats a decision. A batch that decided nothing
 //! moves the position in memory only, saved within `SAVE_POSITION_WITHIN` (see there).
+//!
+//! The next batch is read and its rules run while the last batch's decisions commit (one
+//! commit in flight, `Committing`): the rules' thread and the store's writer work at once.
+//! No other write of the engine goes before that commit has settled, and if it fails, the
+//! batch decided meanwhile is dropped and everything after the saved position read again.
+//! While the engine is behind (a full batch read), its commits are answered once committed
+//! and share the store's next sync; the batch that catches it up is answered once durable.
 
 use super::Alerting;
 use super::evaluator::{Evaluator, Overrun, Work};
@@ -14,7 +21,7 @@ use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Stopwatch};
-use crate::store::{Store, StoreError};
+use crate::store::{Promise, Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -38,6 +45,12 @@ struct Unsaved {
     since: Stopwatch,
     /// The catalog generation of the rules the batches were decided under.
     generation: u64,
+}
+
+/// A batch's decisions committing, and the last event they are for.
+struct Committing {
+    commit: tokio::task::JoinHandle<Result<(), StoreError>>,
+    through: Uuid,
 }
 
 /// Where a rule's skip is kept, by rule name, in its tenant's settings.
@@ -70,6 +83,7 @@ pub struct AlertEngine {
     generation: u64,
     evaluator: Evaluator,
     unsaved: Option<Unsaved>,
+    committing: Option<Committing>,
 }
 
 impl AlertEngine {
@@ -91,6 +105,7 @@ impl AlertEngine {
             generation: 0,
             evaluator: Evaluator::new(),
             unsaved: None,
+            committing: None,
         }
     }
 
@@ -160,13 +175,24 @@ impl AlertEngine {
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
         };
+        let committing = &mut self.committing;
+        let committed = async {
+            match committing.as_mut() {
+                Some(c) => (&mut c.commit).await,
+                None => std::future::pending().await,
+            }
+        };
+        let save_due = async {
+            match save_in {
+                Some(left) => tokio::time::sleep(left).await,
+                None => std::future::pending().await,
+            }
+        };
         // Reading is cancel-safe: it moves nothing past the position.
-        let batch = match save_in {
-            None => consumer.next(BATCH).await?,
-            Some(left) => match tokio::time::timeout(left, consumer.next(BATCH)).await {
-                Ok(batch) => batch?,
-                Err(_) => return self.save_position().await,
-            },
+        let batch = tokio::select! {
+            done = committed => return self.settled(done),
+            () = save_due => return self.save_position().await,
+            batch = consumer.next(BATCH) => batch?,
         };
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
@@ -175,8 +201,35 @@ impl AlertEngine {
         self.decide_batch(batch, through).instrument(span).await
     }
 
+    /// Waits for the decisions in flight to commit (see `settled`).
+    async fn settle(&mut self) -> Result<(), StoreError> {
+        match self.committing.as_mut() {
+            Some(c) => {
+                let done = (&mut c.commit).await;
+                self.settled(done)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The decisions in flight committed (the position is told) or failed.
+    fn settled(
+        &mut self,
+        done: Result<Result<(), StoreError>, tokio::task::JoinError>,
+    ) -> Result<(), StoreError> {
+        let Some(c) = self.committing.take() else {
+            return Ok(());
+        };
+        done.map_err(|e| StoreError::Internal(format!("the alert engine's commit: {e}")))??;
+        if let Some(consumer) = self.consumer.as_mut() {
+            consumer.advance(c.through);
+        }
+        Ok(())
+    }
+
     /// Saves the position past the batches that decided nothing.
     async fn save_position(&mut self) -> Result<(), StoreError> {
+        self.settle().await?;
         let (Some(unsaved), Some(consumer)) = (self.unsaved.as_ref(), self.consumer.as_mut())
         else {
             return Ok(());
@@ -192,6 +245,7 @@ impl AlertEngine {
         batch: Vec<Arc<Event>>,
         through: Uuid,
     ) -> Result<(), StoreError> {
+        let behind = batch.len() >= BATCH;
         if self
             .unsaved
             .as_ref()
@@ -235,25 +289,41 @@ impl AlertEngine {
             })
             .collect();
         let suppressors = self.alerting.suppressors(tenants).await?;
-        super::lifecycle::apply_matches(
-            &self.store,
-            CONSUMER,
-            through,
-            decided,
-            self.clock.now(),
-            self.alerting.storm(),
-            suppressors,
-        )
-        .await?;
+        self.settle().await?;
+        let promise = if behind {
+            Promise::Committed
+        } else {
+            Promise::Durable
+        };
+        let (store, now, storm) = (self.store.clone(), self.clock.now(), self.alerting.storm());
+        let commit = tokio::spawn(
+            async move {
+                super::lifecycle::apply_matches(
+                    &store,
+                    CONSUMER,
+                    through,
+                    decided,
+                    now,
+                    storm,
+                    suppressors,
+                    promise,
+                )
+                .await
+            }
+            .in_current_span(),
+        );
+        self.committing = Some(Committing { commit, through });
         self.unsaved = None;
         if let Some(consumer) = self.consumer.as_mut() {
-            consumer.advance(through);
+            consumer.read_past(through);
         }
         Ok(())
     }
 
     /// Moves the position past a batch that decided nothing, saving it once due.
     async fn pass(&mut self, through: Uuid) -> Result<(), StoreError> {
+        // The position told is past work committed, so past the batch in flight too.
+        self.settle().await?;
         let generation = self.generation;
         let unsaved = self.unsaved.get_or_insert_with(|| Unsaved {
             through,
@@ -352,8 +422,14 @@ impl Worker for AlertEngine {
                 Ok(()) => Wait::For(Duration::ZERO),
                 Err(e) => {
                     tracing::warn!(error = %e, "alert engine step failed; retrying");
-                    // Read again from the committed position.
+                    // Read again from the committed position, once the commit in flight
+                    // has ended either way: what was decided or passed after it is decided
+                    // again.
+                    if let Some(c) = self.committing.take() {
+                        let _ = c.commit.await;
+                    }
                     self.consumer = None;
+                    self.unsaved = None;
                     Wait::For(Duration::from_secs(1))
                 }
             }

@@ -23,7 +23,7 @@ use crate::model::notify::{EscalationPolicy, EscalationTimer};
 use crate::model::state::DOWN;
 use crate::runtime::DependenciesOf;
 use crate::store::alerts::PendingAlert;
-use crate::store::{Store, StoreError, Tx};
+use crate::store::{Promise, Store, StoreError, Tx};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -983,7 +983,9 @@ fn read_ahead(tx: &Tx, matches: &[AlertMatch]) -> Result<(), StoreError> {
 }
 
 /// The alert engine's work for the events through `through`, committed with its consumer
-/// position and the lifecycle events it caused, in one transaction.
+/// position and the lifecycle events it caused, in one transaction, answered as `promise`
+/// says; once durable, after its events are filed too.
+#[allow(clippy::too_many_arguments)]
 pub async fn apply_matches(
     store: &Arc<Store>,
     consumer: &'static str,
@@ -992,9 +994,10 @@ pub async fn apply_matches(
     now: Timestamp,
     storm: Storm,
     by: Suppressors,
+    promise: Promise,
 ) -> Result<(), StoreError> {
-    store
-        .transact(move |tx| -> TxResult<_> {
+    let ((), filed) = store
+        .write_filing_later(promise, move |tx| {
             let mut events = Vec::new();
             let matches = expand_object_clears(tx, matches)?;
             read_ahead(tx, &matches)?;
@@ -1068,9 +1071,13 @@ pub async fn apply_matches(
             }
             tx.save_position(consumer, through)?;
             tx.journal(events)?;
-            Ok(Wrote::Changed(()))
+            Ok(())
         })
-        .await
+        .await?;
+    if let (Promise::Durable, Some(filed)) = (promise, filed) {
+        filed.await;
+    }
+    Ok(())
 }
 
 /// A manual alarm: opens `alert`, or folds into the active alert with its dedup key
@@ -1352,6 +1359,7 @@ mod tests {
                 self.clock.now(),
                 STORM,
                 unsuppressed(),
+                Promise::Durable,
             )
             .await
             .unwrap();
@@ -1613,6 +1621,7 @@ mod tests {
             rig.clock.now(),
             STORM,
             unsuppressed(),
+            Promise::Durable,
         )
         .await
         .unwrap();

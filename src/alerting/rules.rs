@@ -376,7 +376,7 @@ impl<'e> Subject<'e> {
     /// result is no match.
     fn holds(&self, program: &::cel::Program) -> bool {
         let ctx = self.ctx.get_or_init(|| {
-            let mut ctx = ::cel::Context::default();
+            let mut ctx = crate::model::cel::context();
             ctx.add_variable_from_value("event", ::cel::to_value(&self.view).ok()?);
             Some(ctx)
         });

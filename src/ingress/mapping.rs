@@ -69,7 +69,7 @@ impl Mapping {
         }
         // The interpreter recurses: run it where the bounded expressions fit (model::cel).
         let evaluated = cel::on_cel_stack(|| {
-            let mut ctx = ::cel::Context::default();
+            let mut ctx = crate::model::cel::context();
             let body = ::cel::to_value(doc).map_err(|e| format!("the body: {e}"))?;
             ctx.add_variable_from_value("body", body);
             expressions

@@ -25,6 +25,16 @@ const COMPREHENSIONS: [&str; 5] = ["all", "exists", "exists_one", "map", "filter
 /// debug builds; with the bounds above the deepest accepted tree uses a fraction of this.
 const COMPILE_STACK: usize = 16 << 20;
 
+/// The standard functions and macros every expression runs with, built once: building them
+/// (what `cel::Context::default` does) cost more than running a batch's rules.
+static STANDARD: std::sync::LazyLock<std::sync::Arc<::cel::Env>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(::cel::Env::stdlib()));
+
+/// A context to run an expression in: the standard library, no variables yet.
+pub fn context() -> ::cel::Context<'static, 'static> {
+    ::cel::Context::with_env(STANDARD.clone())
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CelError {
     #[error("expression is {0} bytes long; at most {MAX_LEN} are accepted")]
