@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 pub const CONSUMER: &str = "alert-engine";
 /// Events read and decided per transaction.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
 /// The position past batches that decided nothing is saved at most this long after the first
 /// of them: with the next decision, once this long has passed under load, or once no event
 /// came for this long. A burst of state changes no rule wants then costs no sync per batch;
