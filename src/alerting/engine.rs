@@ -454,17 +454,13 @@ mod tests {
         )
     }
 
-    /// Batches no rule decides move the position without a write each: it is saved once the
-    /// events stop for `SAVE_POSITION_WITHIN` (or that long under load), and a restart would
-    /// read on from there.
-    #[tokio::test]
-    async fn batches_that_decide_nothing_save_the_position_once_within_the_window() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A store with its events and an engine over them, in `dir`.
+    fn engine_in(dir: &std::path::Path) -> (Arc<Store>, AlertEngine) {
         let clock: SharedClock = Arc::new(SystemClock);
-        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let store = Store::open(dir, clock.clone()).unwrap();
         let metrics = Arc::new(Metrics::new());
         let events = Events::new(
-            EventStore::open(dir.path()).unwrap(),
+            EventStore::open(dir).unwrap(),
             clock.clone(),
             metrics.clone(),
         );
@@ -483,7 +479,17 @@ mod tests {
             },
             Arc::new(NoDependencies),
         );
-        let mut engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);
+        let engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);
+        (store, engine)
+    }
+
+    /// Batches no rule decides move the position without a write each: it is saved once the
+    /// events stop for `SAVE_POSITION_WITHIN` (or that long under load), and a restart would
+    /// read on from there.
+    #[tokio::test]
+    async fn batches_that_decide_nothing_save_the_position_once_within_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut engine) = engine_in(dir.path());
         let tenant = Uuid::nil();
         let started_at = store.consumer_position(CONSUMER).await.unwrap();
         let first = store
@@ -514,6 +520,88 @@ mod tests {
         let saved = store.consumer_position(CONSUMER).await.unwrap();
         assert_eq!(saved, second[1]);
         assert!(saved > first[0]);
+        store.close();
+    }
+
+    /// The next batch is decided while the last one commits, and its decisions still land
+    /// after it: an alert one batch opens, the next batch's clear resolves; the position is
+    /// told past a batch only once its decisions are committed, and saved with them.
+    #[tokio::test]
+    async fn a_batch_decided_while_the_last_commits_lands_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, mut engine) = engine_in(dir.path());
+        let tenant = Uuid::nil();
+        let now = engine.clock.now();
+        let rule = crate::model::config::ConfigDoc {
+            id: Uuid::now_v7(),
+            tenant_id: tenant,
+            kind: "alert-rules".into(),
+            name: "down".into(),
+            created_at: now,
+            updated_at: now,
+            version: 1,
+            body: serde_json::json!({
+                "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                "severity": "critical",
+            })
+            .to_string(),
+        };
+        store
+            .transact(move |tx| -> TxResult<_> {
+                tx.unrecorded("a test rule");
+                tx.put_config_doc(&rule)?;
+                Ok(Wrote::Changed(()))
+            })
+            .await
+            .unwrap();
+        // A consumer starts at what is committed after its first position is read.
+        store.consumer_position(CONSUMER).await.unwrap();
+        let object = Uuid::from_u128(7);
+        let change = |to: &str, severity| {
+            let mut e = EventDraft::new(
+                tenant,
+                EventType::StateChange,
+                Some(severity),
+                serde_json::json!({"to": to, "object": "pump"}),
+            );
+            e.object_id = Some(object);
+            e
+        };
+        let down = store
+            .journal_events(vec![change("CRITICAL", Severity::Critical)])
+            .await
+            .unwrap();
+        engine.run_once().await.unwrap();
+        assert!(engine.committing.is_some(), "the opening batch commits");
+        let told = |engine: &AlertEngine| engine.consumer.as_ref().map(|c| c.position());
+        assert!(told(&engine) < Some(down[0]), "told once committed");
+        let up = store
+            .journal_events(vec![change("OK", Severity::Ok)])
+            .await
+            .unwrap();
+        // Each step settles the open's commit, or decides the clear while it commits and
+        // settles that first; then the engine's own events pass (no rule reads them).
+        for _ in 0..8 {
+            engine.run_once().await.unwrap();
+            if engine.committing.is_none()
+                && store.consumer_position(CONSUMER).await.unwrap() >= up[0]
+            {
+                break;
+            }
+        }
+        assert!(told(&engine) >= Some(up[0]));
+        let alerts = store
+            .alerts(tenant, Default::default(), None, 10)
+            .await
+            .unwrap();
+        assert_eq!(alerts.len(), 1, "one alert");
+        assert_eq!(alerts[0].dedup_key, format!("{object}/down"));
+        assert_eq!(
+            alerts[0].status,
+            crate::model::alert::AlertStatus::Resolved,
+            "opened by {}, then cleared by the next batch",
+            down[0]
+        );
         store.close();
     }
 }

@@ -25,7 +25,10 @@ pub struct Consumer {
     name: &'static str,
     events: Arc<Events>,
     store: Arc<Store>,
+    /// Where its next read starts.
     position: Uuid,
+    /// Where it stood before the batches whose work still commits (`read_past`), if any.
+    committing_after: Option<Uuid>,
     /// The journal row its next read starts at (see `JournalView::from_row`).
     journal_from: u64,
     /// Notified by the store once events journaled are durable.
@@ -48,6 +51,7 @@ impl Consumer {
             events,
             store,
             position,
+            committing_after: None,
             journal_from: 0,
             wake,
         })
@@ -55,7 +59,7 @@ impl Consumer {
 
     /// The id of the last event whose work is committed.
     pub fn position(&self) -> Uuid {
-        self.position
+        self.committing_after.unwrap_or(self.position)
     }
 
     /// The next committed events after the position, oldest first, at most `max`; waits
@@ -87,6 +91,7 @@ impl Consumer {
     /// Reads go on after `through` while the work for the events through it still commits;
     /// the position is told (`advance`) once it has.
     pub fn read_past(&mut self, through: Uuid) {
+        self.committing_after.get_or_insert(self.position);
         self.position = self.position.max(through);
     }
 
@@ -94,6 +99,7 @@ impl Consumer {
     /// mutation that saved it in its transaction), reads go on after them.
     pub fn advance(&mut self, through: Uuid) {
         self.position = self.position.max(through);
+        self.committing_after = None;
         self.events.consumer_moved(self.name, self.position);
     }
 
@@ -137,7 +143,7 @@ impl Consumer {
         )
         .await?;
         let oldest = head.and(batch.first().map(|e| &**e));
-        self.events.report_lag(self.name, self.position, oldest);
+        self.events.report_lag(self.name, self.position(), oldest);
         Ok(batch)
     }
 }
