@@ -533,7 +533,7 @@ mod tests {
         let tenant = Uuid::nil();
         let now = engine.clock.now();
         let rule = crate::model::config::ConfigDoc {
-            id: Uuid::now_v7(),
+            id: engine.clock.new_id(),
             tenant_id: tenant,
             kind: "alert-rules".into(),
             name: "down".into(),
