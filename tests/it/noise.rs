@@ -70,6 +70,11 @@ fn pages(hooks: &Receiver) -> HashMap<String, usize> {
     let mut out = HashMap::new();
     for r in hooks.received("/hook") {
         let title = r.json()["alert"]["title"].as_str().unwrap().to_string();
+        // A page composed once its alert's dependents are counted names them: the same page.
+        let title = match title.split_once(" (and ") {
+            Some((alert, rest)) if rest.ends_with(" dependents)") => alert.to_string(),
+            _ => title,
+        };
         *out.entry(title).or_default() += 1;
     }
     out
