@@ -260,6 +260,7 @@ fn main() {
     // On PostgreSQL, a second process on the database, serving beside the first.
     let mut second = (!main_env.is_empty()).then(|| {
         println!("a second svc process serves beside the first on the same database");
+        common::beside(&data, &dir.path().join("second"));
         common::start_in(
             &dir.path().join("second"),
             "127.0.0.1:0",

@@ -328,11 +328,9 @@ fn main() {
         .map(|i| dir.path().join(format!("main{i}")))
         .collect();
     let admin = common::bootstrap_in(&data[0], &env);
-    // Processes on one database share its master key, made by the first one's start.
     let mut mains = vec![common::start_in(&data[0], "127.0.0.1:0", false, &[], &env)];
     for d in &data[1..] {
-        std::fs::create_dir_all(d).unwrap();
-        std::fs::copy(data[0].join("master.key"), d.join("master.key")).unwrap();
+        common::beside(&data[0], d);
         mains.push(common::start_in(d, "127.0.0.1:0", false, &[], &env));
     }
     let bases: Vec<String> = mains.iter().map(|(_, b)| b.clone()).collect();

@@ -32,6 +32,10 @@ use uuid::Uuid;
 pub const CONSUMER: &str = "alert-engine";
 /// Events read and decided per transaction.
 const BATCH: usize = 1024;
+/// The same where other processes serve the database (PostgreSQL): each decision's reads are
+/// round trips there, and a transaction holds every process's writers for its whole length,
+/// so a shorter one lets results and requests in between.
+const SHARED_BATCH: usize = 256;
 /// The position past batches that decided nothing is saved at most this long after the first
 /// of them: with the next decision, once this long has passed under load, or once no event
 /// came for this long. A burst of state changes no rule wants then costs no sync per batch;
@@ -172,6 +176,7 @@ impl AlertEngine {
             .unsaved
             .as_ref()
             .map(|u| SAVE_POSITION_WITHIN.saturating_sub(u.since.elapsed()));
+        let batch_size = self.batch_size();
         let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
         };
@@ -192,13 +197,22 @@ impl AlertEngine {
         let batch = tokio::select! {
             done = committed => return self.settled(done),
             () = save_due => return self.save_position().await,
-            batch = consumer.next(BATCH) => batch?,
+            batch = consumer.next(batch_size) => batch?,
         };
         let Some(through) = batch.last().map(|e| e.id) else {
             return Ok(());
         };
         let span = consumer.batch_span(&batch);
         self.decide_batch(batch, through).instrument(span).await
+    }
+
+    /// Events read and decided per transaction.
+    fn batch_size(&self) -> usize {
+        if self.store.is_shared() {
+            SHARED_BATCH
+        } else {
+            BATCH
+        }
     }
 
     /// Waits for the decisions in flight to commit (see `settled`).
@@ -245,7 +259,7 @@ impl AlertEngine {
         batch: Vec<Arc<Event>>,
         through: Uuid,
     ) -> Result<(), StoreError> {
-        let behind = batch.len() >= BATCH;
+        let behind = batch.len() >= self.batch_size();
         if self
             .unsaved
             .as_ref()
