@@ -91,6 +91,20 @@ pub fn forwarded_event(id_ms: u64, n: u64) -> Value {
            "type": "alert_opened", "severity": "critical", "payload": {"n": n}})
 }
 
+/// A token that connects any site, as a fleet's edges share one.
+async fn fleet_token(s: &Server, admin: &str) -> String {
+    let body = json!({"name": "fleet", "scopes": ["sites:connect"]});
+    mint(s, admin, body).await.0
+}
+
+/// The wall clock in milliseconds, which forwarded events' ids carry.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 /// Many sites forward at once (each its batches one after the other, as an edge does): every
 /// batch is stored and counted for its own site, none waits for another site's turn to be
 /// counted wrong, and one site's events never land on another.
@@ -104,16 +118,7 @@ async fn many_sites_forwarding_at_once_are_each_counted_for_themselves() {
     for i in 0..SITES {
         create_site(s, admin, json!({"name": format!("s{i}")})).await;
     }
-    let (fleet, _) = mint(
-        s,
-        admin,
-        json!({"name": "fleet", "scopes": ["sites:connect"]}),
-    )
-    .await;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let (fleet, now_ms) = (fleet_token(s, admin).await, now_ms());
     let sending = (0..SITES).map(|i| {
         let fleet = fleet.clone();
         async move {
@@ -157,16 +162,7 @@ async fn a_sites_mirrors_are_found_by_id_and_the_inbox_lists_its_problems() {
     for name in ["east", "west"] {
         create_site(s, admin, json!({"name": name})).await;
     }
-    let (fleet, _) = mint(
-        s,
-        admin,
-        json!({"name": "fleet", "scopes": ["sites:connect"]}),
-    )
-    .await;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let (fleet, now_ms) = (fleet_token(s, admin).await, now_ms());
     let (pump, valve, alarm) = (
         "0190f0a0-0000-7000-8000-00000000a001",
         "0190f0a0-0000-7000-8000-00000000a002",

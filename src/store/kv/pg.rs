@@ -975,15 +975,7 @@ fn move_ai_records(conn: &mut Conn) -> Result<(), StoreError> {
         let value: serde_json::Value = super::super::codec::decode(&value)?;
         match moved_rows(tenant, local, value) {
             Ok(rows) => {
-                for r in rows {
-                    conn.execute(
-                        &format!(
-                            "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
-                            table(redb::TableHandle::name(&r.table))
-                        ),
-                        &[&r.key, &r.value],
-                    )?;
-                }
+                insert_planned(conn, rows)?;
                 conn.execute(&format!("DELETE FROM {settings} WHERE k = $1"), &[&key])?;
             }
             Err(why) => {
@@ -1001,15 +993,24 @@ fn index_mirrors(conn: &mut Conn) -> Result<(), StoreError> {
     for row in conn.query(&format!("SELECT k, v FROM {mirrors}"), &[])? {
         let (key, value): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
         let mirror = super::super::codec::decode(&value)?;
-        for r in super::super::sites::mirror_index(&key, &mirror)? {
-            conn.execute(
-                &format!(
-                    "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
-                    table(redb::TableHandle::name(&r.table))
-                ),
-                &[&r.key, &r.value],
-            )?;
-        }
+        insert_planned(conn, super::super::sites::mirror_index(&key, &mirror)?)?;
+    }
+    Ok(())
+}
+
+/// Writes the rows a migration planned (`migrations::PlannedRow`); one already there stays.
+fn insert_planned(
+    conn: &mut Conn,
+    rows: Vec<super::super::migrations::PlannedRow>,
+) -> Result<(), StoreError> {
+    for r in rows {
+        conn.execute(
+            &format!(
+                "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING",
+                table(redb::TableHandle::name(&r.table))
+            ),
+            &[&r.key, &r.value],
+        )?;
     }
     Ok(())
 }
