@@ -432,8 +432,7 @@ pub(super) fn move_out_of_settings(tx: &WriteTx) -> Result<(), StoreError> {
         match moved_rows(tenant, &local, value) {
             Ok(rows) => {
                 for r in rows {
-                    tx.open_table(r.table)?
-                        .insert(r.key.as_slice(), r.value.as_slice())?;
+                    r.write(tx)?;
                 }
                 tx.open_table(SETTINGS)?.remove(key.as_slice())?;
             }

@@ -159,6 +159,15 @@ pub(super) struct PlannedRow {
     pub value: Vec<u8>,
 }
 
+impl PlannedRow {
+    /// Writes the row in a redb migration's transaction (PostgreSQL's: `kv::pg`).
+    pub(super) fn write(&self, tx: &WriteTx) -> Result<(), StoreError> {
+        tx.open_table(self.table)?
+            .insert(self.key.as_slice(), self.value.as_slice())?;
+        Ok(())
+    }
+}
+
 /// The version the latest migration brings a store to.
 #[cfg(feature = "postgres")]
 pub(crate) fn latest() -> u32 {

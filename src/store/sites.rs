@@ -110,10 +110,18 @@ fn mirror_id_key(tenant: Uuid, kind: MirrorKind, id: Uuid) -> Vec<u8> {
     key
 }
 
-/// The index rows of the mirror `mirror` kept under `key` in `SITE_MIRRORS` (its id's row, its
-/// problem row while it is one): what the migrations of both backends write for the mirrors
-/// stored before the indexes were.
-pub(super) fn mirror_index(key: &[u8], mirror: &Mirror) -> Result<Vec<PlannedRow>, StoreError> {
+/// The index rows of the mirror stored as `value` under `key` in `SITE_MIRRORS` (its id's row,
+/// its problem row while it is one): what the migrations of both backends write for the
+/// mirrors stored before the indexes were. A row that no longer reads gets none, with a
+/// warning: it is the site's copy, and the site's next event for it writes it anew.
+pub(super) fn mirror_index(key: &[u8], value: &[u8]) -> Result<Vec<PlannedRow>, StoreError> {
+    let mirror: Mirror = match decode(value) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "a site's mirror no longer reads; it is not indexed");
+            return Ok(Vec::new());
+        }
+    };
     let tenant = super::keys::stored_uuid(&key[..16.min(key.len())], "a mirror's tenant")?;
     let id = super::keys::stored_uuid(&key[key.len().saturating_sub(16)..], "a mirror's id")?;
     let kind = match mirror {
@@ -142,14 +150,13 @@ pub(super) fn index_mirrors(tx: &super::kv::WriteTx) -> Result<(), StoreError> {
         let t = tx.open_table(SITE_MIRRORS)?;
         for row in t.iter()? {
             let (k, v) = row?;
-            planned.extend(mirror_index(k.value(), &decode(v.value())?)?);
+            planned.extend(mirror_index(k.value(), v.value())?);
         }
     }
     tx.open_table(SITE_MIRROR_IDS)?;
     tx.open_table(SITE_PROBLEMS)?;
     for r in planned {
-        tx.open_table(r.table)?
-            .insert(r.key.as_slice(), r.value.as_slice())?;
+        r.write(tx)?;
     }
     Ok(())
 }
@@ -315,7 +322,8 @@ mod tests {
     }
 
     /// A store whose mirrors were kept before their indexes gets their rows from migration 25:
-    /// each record's id row, and a problem row for the object in a problem state alone.
+    /// each record's id row, and a problem row for the object in a problem state alone; a row
+    /// that no longer reads is passed over.
     #[test]
     fn the_mirrors_kept_before_their_indexes_are_indexed_by_the_migration() {
         let dir = tempfile::tempdir().unwrap();
@@ -343,6 +351,10 @@ mod tests {
                 t.insert(key.as_slice(), encode(&m).unwrap().as_slice())
                     .unwrap();
             }
+            // A row that no longer reads does not stop the migration; it gets no index row.
+            let broken = mirror_key(tenant, MirrorKind::Object, "north", Uuid::from_u128(13));
+            t.insert(broken.as_slice(), b"not a mirror".as_slice())
+                .unwrap();
         }
         tx.commit().unwrap();
 
@@ -363,6 +375,8 @@ mod tests {
                 Some(mirror_key(tenant, kind, "north", Uuid::from_u128(id)))
             );
         }
+        let broken = mirror_id_key(tenant, MirrorKind::Object, Uuid::from_u128(13));
+        assert!(ids.get(broken.as_slice()).unwrap().is_none());
         let problems: Vec<Vec<u8>> = read
             .open_table(SITE_PROBLEMS)
             .unwrap()

@@ -992,8 +992,7 @@ fn index_mirrors(conn: &mut Conn) -> Result<(), StoreError> {
     let mirrors = table(redb::TableHandle::name(&super::super::tables::SITE_MIRRORS));
     for row in conn.query(&format!("SELECT k, v FROM {mirrors}"), &[])? {
         let (key, value): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
-        let mirror = super::super::codec::decode(&value)?;
-        insert_planned(conn, super::super::sites::mirror_index(&key, &mirror)?)?;
+        insert_planned(conn, super::super::sites::mirror_index(&key, &value)?)?;
     }
     Ok(())
 }
