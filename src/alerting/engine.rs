@@ -10,6 +10,12 @@
 //! batch decided meanwhile is dropped and everything after the saved position read again.
 //! While the engine is behind (a full batch read), its commits are answered once committed
 //! and share the store's next sync; the batch that catches it up is answered once durable.
+//!
+//! Where several processes serve one database (PostgreSQL), each process's engine decides the
+//! partitions of the event stream it leads (`store::partitions`: by tenant and object, each
+//! with its own position, fenced at the generation it was taken at): it reads the journal
+//! once, passes over the events of other partitions, and reads again from its partitions'
+//! saved positions whenever the partitions it leads change.
 
 use super::Alerting;
 use super::evaluator::{Evaluator, Overrun, Work};
@@ -21,11 +27,12 @@ use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{Metrics, Stopwatch};
-use crate::store::{Promise, Store, StoreError};
+use crate::store::{Holding, Promise, Store, StoreError};
 use crate::store::{TxResult, Wrote};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -88,6 +95,12 @@ pub struct AlertEngine {
     evaluator: Evaluator,
     unsaved: Option<Unsaved>,
     committing: Option<Committing>,
+    /// The partitions this process leads, as they change.
+    held: watch::Receiver<Arc<Holding>>,
+    /// The partitions the open consumer reads for, and where each stood when it opened: an
+    /// event at or before its partition's position was decided already.
+    holding: Arc<Holding>,
+    positions: BTreeMap<u16, Uuid>,
 }
 
 impl AlertEngine {
@@ -97,6 +110,7 @@ impl AlertEngine {
         events: Arc<Events>,
         clock: SharedClock,
         metrics: Arc<Metrics>,
+        held: watch::Receiver<Arc<Holding>>,
     ) -> Self {
         Self {
             alerting,
@@ -110,6 +124,9 @@ impl AlertEngine {
             evaluator: Evaluator::new(),
             unsaved: None,
             committing: None,
+            held,
+            holding: Arc::new(Holding::whole(CONSUMER)),
+            positions: BTreeMap::new(),
         }
     }
 
@@ -167,10 +184,51 @@ impl AlertEngine {
         Ok(())
     }
 
+    /// Opens the consumer at the first position of the partitions led now; waits while this
+    /// process leads none.
+    async fn open(&mut self) -> Result<(), StoreError> {
+        let holding = self.held.borrow_and_update().clone();
+        if holding.is_empty() {
+            return self.held.changed().await.map_err(|_| {
+                StoreError::Internal("the partitions' thread ended".into())
+            });
+        }
+        let positions = self.store.held_positions(holding.clone()).await?;
+        let Some(from) = positions.values().min().copied() else {
+            return Ok(());
+        };
+        self.consumer = Some(Consumer::open_at(
+            CONSUMER,
+            self.events.clone(),
+            self.store.clone(),
+            from,
+        ));
+        self.holding = holding;
+        self.positions = positions;
+        Ok(())
+    }
+
+    /// The partitions led changed: what is in flight commits (or is refused, once the
+    /// partition's next holder took it), what passed is saved, and the consumer opens again.
+    async fn let_go(&mut self) -> Result<(), StoreError> {
+        let settled = self.save_position().await;
+        self.consumer = None;
+        self.unsaved = None;
+        if let Err(e) = settled {
+            tracing::info!(error = %e, "the alert engine's partitions moved before its last work was saved; their next holder decides it");
+        }
+        Ok(())
+    }
+
+    /// Whether this process decides `event`: it leads its partition, past where that stood.
+    fn decides(&self, event: &Event) -> bool {
+        let partition = self.holding.partition_of(event.tenant_id, event.object_id);
+        self.positions.get(&partition).is_some_and(|at| event.id > *at)
+    }
+
     async fn run_once(&mut self) -> Result<(), StoreError> {
         if self.consumer.is_none() {
-            self.consumer =
-                Some(Consumer::open(CONSUMER, self.events.clone(), self.store.clone()).await?);
+            self.open().await?;
         }
         let save_in = self
             .unsaved
@@ -181,6 +239,7 @@ impl AlertEngine {
             return Ok(());
         };
         let committing = &mut self.committing;
+        let held = &mut self.held;
         let committed = async {
             match committing.as_mut() {
                 Some(c) => (&mut c.commit).await,
@@ -197,6 +256,8 @@ impl AlertEngine {
         let batch = tokio::select! {
             done = committed => return self.settled(done),
             () = save_due => return self.save_position().await,
+            // Only while partitions can move: a whole stream's sender is gone.
+            Ok(()) = held.changed() => return self.let_go().await,
             batch = consumer.next(batch_size) => batch?,
         };
         let Some(through) = batch.last().map(|e| e.id) else {
@@ -248,7 +309,10 @@ impl AlertEngine {
         else {
             return Ok(());
         };
-        consumer.commit(unsaved.through, Vec::new()).await?;
+        self.store
+            .save_held_positions(self.holding.clone(), unsaved.through)
+            .await?;
+        consumer.advance(unsaved.through);
         self.unsaved = None;
         Ok(())
     }
@@ -274,8 +338,12 @@ impl AlertEngine {
             self.alerting.recovered();
         }
         // The rules of the batch's tenants, then every event decided under the budgets.
+        let mine: Vec<&Arc<Event>> = batch
+            .iter()
+            .filter(|e| reaches_rules(e) && self.decides(e))
+            .collect();
         let mut work = Vec::new();
-        for event in batch.iter().filter(|e| reaches_rules(e)) {
+        for event in mine {
             let rules = self.rules_of(event.tenant_id).await?;
             if !rules.is_empty() {
                 work.push(Work {
@@ -310,11 +378,12 @@ impl AlertEngine {
             Promise::Durable
         };
         let (store, now, storm) = (self.store.clone(), self.clock.now(), self.alerting.storm());
+        let holding = self.holding.clone();
         let commit = tokio::spawn(
             async move {
                 super::lifecycle::apply_matches(
                     &store,
-                    CONSUMER,
+                    holding,
                     through,
                     decided,
                     now,
@@ -435,7 +504,11 @@ impl Worker for AlertEngine {
             match self.run_once().await {
                 Ok(()) => Wait::For(Duration::ZERO),
                 Err(e) => {
-                    tracing::warn!(error = %e, "alert engine step failed; retrying");
+                    // Refused: a partition moved to another process; read on at once.
+                    let moved = matches!(e, StoreError::Conflict(_));
+                    if !moved {
+                        tracing::warn!(error = %e, "alert engine step failed; retrying");
+                    }
                     // Read again from the committed position, once the commit in flight
                     // has ended either way: what was decided or passed after it is decided
                     // again.
@@ -444,7 +517,11 @@ impl Worker for AlertEngine {
                     }
                     self.consumer = None;
                     self.unsaved = None;
-                    Wait::For(Duration::from_secs(1))
+                    Wait::For(if moved {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_secs(1)
+                    })
                 }
             }
         })
@@ -493,7 +570,8 @@ mod tests {
             },
             Arc::new(NoDependencies),
         );
-        let engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics);
+        let whole = watch::channel(Arc::new(Holding::whole(CONSUMER))).1;
+        let engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics, whole);
         (store, engine)
     }
 

@@ -23,7 +23,7 @@ use crate::model::notify::{EscalationPolicy, EscalationTimer};
 use crate::model::state::DOWN;
 use crate::runtime::DependenciesOf;
 use crate::store::alerts::PendingAlert;
-use crate::store::{Promise, Store, StoreError, Tx};
+use crate::store::{Holding, Promise, Store, StoreError, Tx};
 use crate::store::{TxResult, Wrote};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -982,13 +982,14 @@ fn read_ahead(tx: &Tx, matches: &[AlertMatch]) -> Result<(), StoreError> {
     tx.read_ahead(&keys, &objects, &pairs, &rules)
 }
 
-/// The alert engine's work for the events through `through`, committed with its consumer
-/// position and the lifecycle events it caused, in one transaction, answered as `promise`
-/// says; once durable, after its events are filed too.
+/// The alert engine's work for the events through `through`, committed with the positions of
+/// the partitions it holds (refused if another process took one since) and the lifecycle
+/// events it caused, in one transaction, answered as `promise` says; once durable, after its
+/// events are filed too.
 #[allow(clippy::too_many_arguments)]
 pub async fn apply_matches(
     store: &Arc<Store>,
-    consumer: &'static str,
+    holding: Arc<Holding>,
     through: Uuid,
     matches: Vec<AlertMatch>,
     now: Timestamp,
@@ -1069,7 +1070,7 @@ pub async fn apply_matches(
                     AlertMatch::ClearObject { .. } => {}
                 }
             }
-            tx.save_position(consumer, through)?;
+            tx.save_held_positions(&holding, through)?;
             tx.journal(events)?;
             Ok(())
         })
@@ -1353,7 +1354,7 @@ mod tests {
         async fn apply(&self, m: AlertMatch) {
             apply_matches(
                 &self.store,
-                "test",
+                Arc::new(Holding::whole("test")),
                 self.clock.new_id(),
                 vec![m],
                 self.clock.now(),
@@ -1603,7 +1604,7 @@ mod tests {
             .collect();
         apply_matches(
             &rig.store,
-            "test",
+            Arc::new(Holding::whole("test")),
             rig.clock.new_id(),
             vec![
                 AlertMatch::Fire {

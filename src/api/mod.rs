@@ -93,6 +93,8 @@ pub struct AppContext {
     pub activity: Arc<crate::runtime::memory::Activity>,
     /// Whether this process leads (its consumers run).
     pub lead: Arc<crate::runtime::worker::Lead>,
+    /// The partitions of the event stream whose alerts this process decides.
+    pub engine_partitions: tokio::sync::watch::Receiver<Arc<crate::store::Holding>>,
     pub clock: SharedClock,
     pub started_at: Timestamp,
     pub uptime: Stopwatch,

@@ -485,6 +485,10 @@ async fn info(State(st): State<AppState>) -> Json<SystemInfo> {
         )),
         storage: st.config.storage.backend.clone(),
         leads: st.lead.is_taken(),
+        engine_partitions: {
+            let holding = st.engine_partitions.borrow();
+            (holding.count() > 1).then(|| holding.partitions().collect())
+        },
         ai_enabled: st.ai.enabled(),
         programs: Some(ProgramConfinement {
             confined: st.confinement.confined(),

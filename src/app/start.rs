@@ -36,6 +36,7 @@ use crate::notify::notices::Notices;
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
 use crate::reports::{ReportScheduler, Reports, ReportsParts};
 use crate::runtime::clock::SharedClock;
+use crate::store::Holding;
 use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::sandbox::Confinement;
@@ -45,6 +46,7 @@ use crate::store::metrics::MetricsStore;
 use crate::store::wear::{Wear, WearWatch};
 use crate::store::{Backing, Change, Store, StoreError};
 use std::sync::Arc;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// What every step starts things in: the store, the clock, the supervisor of the workers, and
@@ -56,6 +58,8 @@ struct Core {
     store: Arc<Store>,
     supervisor: Arc<Supervisor>,
     lead: Arc<Lead>,
+    /// The partitions of the event stream whose alerts this process decides.
+    engine_partitions: watch::Receiver<Arc<Holding>>,
     /// Taking the lead, when it was not taken at once: another process holds it.
     leading: Option<JoinHandle<Result<(), StoreError>>>,
 }
@@ -207,6 +211,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         supervisor: core.supervisor.clone(),
         activity,
         lead: core.lead.clone(),
+        engine_partitions: core.engine_partitions.clone(),
         started_at: core.clock.now(),
         clock: core.clock.clone(),
         uptime: core.uptime,
@@ -270,6 +275,7 @@ impl Core {
             }
             Err(_) => Some(leading),
         };
+        let engine_partitions = store.hold_partitions(crate::alerting::engine::CONSUMER)?;
         Ok(Core {
             clock,
             uptime,
@@ -277,6 +283,7 @@ impl Core {
             store,
             supervisor,
             lead,
+            engine_partitions,
             leading,
         })
     }
@@ -422,13 +429,15 @@ impl Core {
             store.watch_commits(Change::AlertTimers, wake);
         }
         supervisor.spawn(self.led(calendars));
-        supervisor.spawn(self.led(AlertEngine::new(
+        // In every process: each decides the partitions of the stream it leads.
+        supervisor.spawn(AlertEngine::new(
             alerting.clone(),
             store.clone(),
             events.clone(),
             clock.clone(),
             metrics.clone(),
-        )));
+            self.engine_partitions.clone(),
+        ));
         let metric_store = MetricsStore::open_on(&config.data_dir, &self.backing)?;
         supervisor.spawn(self.led(MetricsRetention {
             metrics: metric_store.clone(),

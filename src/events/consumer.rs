@@ -42,11 +42,22 @@ impl Consumer {
         events: Arc<Events>,
         store: Arc<Store>,
     ) -> Result<Self, StoreError> {
+        let position = store.consumer_position(name).await?;
+        Ok(Self::open_at(name, events, store, position))
+    }
+
+    /// Consumer `name` reading after `position`, for a consumer that saves its positions
+    /// itself (the partitioned alert engine, `Store::held_positions`).
+    pub fn open_at(
+        name: &'static str,
+        events: Arc<Events>,
+        store: Arc<Store>,
+        position: Uuid,
+    ) -> Self {
         let wake = Arc::new(Notify::new());
         store.watch_journal(&wake);
-        let position = store.consumer_position(name).await?;
         events.consumer_opened(name, position);
-        Ok(Self {
+        Self {
             name,
             events,
             store,
@@ -54,7 +65,7 @@ impl Consumer {
             committing_after: None,
             journal_from: 0,
             wake,
-        })
+        }
     }
 
     /// The id of the last event whose work is committed.

@@ -24,6 +24,7 @@ pub mod metrics;
 mod migrations;
 pub mod notify;
 pub mod objects;
+mod partitions;
 mod processes;
 mod ratelimits;
 mod readers;
@@ -43,6 +44,7 @@ mod writer;
 
 pub use committer::Promise;
 pub use error::StoreError;
+pub use partitions::{Holding, PARTITIONS};
 pub use processes::Change;
 pub use tx::{Tx, TxAbort, TxResult, Wrote};
 

@@ -427,7 +427,7 @@ async fn template_records(
 }
 
 /// Live state (0 OK, 2 CRITICAL; `None` while pending) of every service, by name.
-async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Option<u64>)> {
+pub(super) async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Option<u64>)> {
     let list = json(
         call(s, token, Method::GET, "/api/v1/services?limit=100")
             .send()
@@ -562,7 +562,7 @@ async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event
 
 /// One writer per service of `plc`, flipping it OK/CRITICAL until the round stops or a post
 /// is refused; each answers the service's name and how many flips were acknowledged (202).
-fn spawn_flippers(
+pub(super) fn spawn_flippers(
     server: &Server,
     token: &str,
     states: BTreeMap<String, (String, Option<u64>)>,
@@ -660,7 +660,7 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_alert() {
 
 /// Waits (up to 20 s, for the engine to catch up after a start) until every service's alerts
 /// match its `state_change` history, and fails naming the first that does not.
-async fn alerts_follow_states(
+pub(super) async fn alerts_follow_states(
     s: &Server,
     token: &str,
     states: &BTreeMap<String, (String, Option<u64>)>,

@@ -1686,3 +1686,128 @@ async fn a_channel_one_process_found_down_is_down_for_the_other() {
         "B did not try the channel A found down"
     );
 }
+
+/// The alert engine's partitions each process decides (`enginePartitions` of
+/// `/api/v1/system/info`), once every partition is led by exactly one of `servers`, each
+/// holding its even share; fails after 30 s.
+async fn partitions_shared(servers: &[&super::support::Server], token: &str) -> Vec<Vec<u64>> {
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let share = 16usize.div_ceil(servers.len());
+    loop {
+        let mut held = Vec::new();
+        for s in servers {
+            let info = super::support::get(s, token, "/api/v1/system/info").await;
+            held.push(
+                info["enginePartitions"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|p| p.as_u64()).collect::<Vec<_>>())
+                    .unwrap_or_default(),
+            );
+        }
+        let mut all: Vec<u64> = held.iter().flatten().copied().collect();
+        all.sort_unstable();
+        if all == (0..16).collect::<Vec<u64>>() && held.iter().all(|h| h.len() <= share) {
+            return held;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the partitions were never shared out: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The alert engine spreads over the processes: two share its sixteen partitions, a third
+/// that joins takes its share from them, and a process killed (kill -9, mid-batch, each of the
+/// three in turn, started again) hands its partitions to the others. Throughout, with results
+/// flipping twelve services through the process left alive, every CRITICAL episode of each
+/// service has exactly one alert, opened and resolved once and in order: no decision is lost
+/// or made twice across a takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alert_engine_spreads_over_three_processes_and_a_killed_ones_partitions_move() {
+    use super::durability::{
+        Round, alerts_follow_states, crash_under_load, service_states, spawn_flippers,
+    };
+    use super::support::{Opts, Server, call, config_args, json};
+    use reqwest::Method;
+    use serde_json::json;
+    use std::sync::Arc;
+    use std::time::Duration;
+    const SERVICES: usize = 12;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let config = tempfile::tempdir().unwrap();
+    let opts = || Opts {
+        args: config_args(config.path(), "alerting:\n  chatter: {flips: 0}\n"),
+        ..Opts::default()
+    };
+    let Pair {
+        dir,
+        token,
+        a,
+        b,
+        a_data,
+        b_data,
+    } = two_processes_with(|_| opts(), opts()).await;
+    let two = partitions_shared(&[&a, &b], &token).await;
+    assert!(two.iter().all(|h| h.len() == 8), "{two:?}");
+
+    let c_data = dir.path().join("c");
+    std::fs::create_dir_all(&c_data).unwrap();
+    std::fs::copy(a_data.with_extension("pgdb"), c_data.with_extension("pgdb")).unwrap();
+    std::fs::copy(a_data.join("master.key"), c_data.join("master.key")).unwrap();
+    let c = Server::start_in(&c_data, opts());
+    let three = partitions_shared(&[&a, &b, &c], &token).await;
+    assert!(three.iter().all(|h| !h.is_empty()), "C took a share: {three:?}");
+
+    let mut bodies = vec![
+        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                   "severity": "critical", "resolveOnOk": true, "reopenWindow": "0s"}),
+        ),
+    ];
+    for i in 0..SERVICES {
+        bodies.push((
+            "/api/v1/services",
+            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
+        ));
+    }
+    for (path, body) in bodies {
+        let res = call(&a, &token, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        json(res, 201).await;
+    }
+    let data = [a_data, b_data, c_data];
+    let mut servers = [Some(a), Some(b), Some(c)];
+    // C, then B, then A (the leader): each killed while the one after it takes the results.
+    for (round, victim) in [2usize, 1, 0].into_iter().enumerate() {
+        let writer = servers[(victim + 1) % 3].as_ref().unwrap();
+        let states = service_states(writer, &token).await;
+        alerts_follow_states(writer, &token, &states, round).await;
+        let writes = Arc::new(Round::default());
+        let flippers = spawn_flippers(writer, &token, states, &writes);
+        let then = Duration::from_millis(40 + 60 * round as u64);
+        crash_under_load(servers[victim].take().unwrap(), &writes, 3 * SERVICES, then).await;
+        // The flippers stop with the crash; the survivors decide what the victim held.
+        for f in flippers {
+            f.await.unwrap();
+        }
+        let writer = servers[(victim + 1) % 3].as_ref().unwrap();
+        let states = service_states(writer, &token).await;
+        alerts_follow_states(writer, &token, &states, round + 1).await;
+        servers[victim] = Some(Server::start_in(&data[victim], opts()));
+    }
+    let all: Vec<&Server> = servers.iter().flatten().collect();
+    partitions_shared(&all, &token).await;
+    let states = service_states(all[0], &token).await;
+    assert_eq!(states.len(), SERVICES);
+    alerts_follow_states(all[0], &token, &states, 3).await;
+}

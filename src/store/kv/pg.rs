@@ -217,6 +217,12 @@ impl Conn {
         self.answered(answer)
     }
 
+    /// Takes session advisory lock `key` unless another session holds it.
+    fn try_lock(&mut self, key: i64) -> Result<bool, StoreError> {
+        let rows = self.query("SELECT pg_try_advisory_lock($1)", &[&key])?;
+        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
     pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
         let answer = block_on(self.client.batch_execute(sql));
         self.answered(answer)
@@ -597,6 +603,80 @@ impl Lease {
                     retry = (retry * 2).min(RECONNECT_MAX);
                 }
                 other => return other,
+            }
+        }
+    }
+}
+
+/// The advisory locks of the processes sharing a partitioned consumer (the alert engine):
+/// each holds one member lock (a slot of `MEMBER_LOCKS`) while its session lives, so every
+/// process can count the others, and one lock per partition it leads. PostgreSQL drops a
+/// session's locks the moment it ends, a process killed included.
+pub(in crate::store) struct PartitionLocks {
+    conn: Conn,
+    /// Disconnected when the session ends: every lock is lost with it.
+    ended: std::sync::mpsc::Receiver<(String, String)>,
+}
+
+/// The first member lock; a process takes the first free slot of this many.
+const MEMBER_LOCKS: i64 = 0x5356_4301_0000;
+const MEMBER_SLOTS: i64 = 1024;
+/// The first partition lock.
+const PARTITION_LOCKS: i64 = 0x5356_4302_0000;
+
+impl PartitionLocks {
+    /// Connects and takes a member slot. Blocking.
+    pub(in crate::store) fn join(target: &Target) -> Result<PartitionLocks, StoreError> {
+        let tls =
+            tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
+        let (notices, ended) = std::sync::mpsc::channel();
+        let mut conn = connect_with(target, &tls, Some(notices))?;
+        for slot in 0..MEMBER_SLOTS {
+            if conn.try_lock(MEMBER_LOCKS + slot)? {
+                return Ok(PartitionLocks { conn, ended });
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "more than {MEMBER_SLOTS} processes serve this database"
+        )))
+    }
+
+    /// How many processes hold a member lock on this database, this one included.
+    pub(in crate::store) fn members(&mut self) -> Result<usize, StoreError> {
+        // A bigint advisory key shows as its high half (`classid`) and low half (`objid`).
+        let rows = self.conn.query(
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+             WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.granted \
+             AND l.objsubid = 1 AND l.classid::bigint = $1 AND l.objid::bigint >= $2 \
+             AND l.objid::bigint < $3",
+            &[
+                &(MEMBER_LOCKS >> 32),
+                &(MEMBER_LOCKS & 0xffff_ffff),
+                &((MEMBER_LOCKS & 0xffff_ffff) + MEMBER_SLOTS),
+            ],
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0)).max(1) as usize)
+    }
+
+    /// Takes partition `partition`'s lock unless another process holds it.
+    pub(in crate::store) fn try_take(&mut self, partition: u16) -> Result<bool, StoreError> {
+        self.conn.try_lock(PARTITION_LOCKS + i64::from(partition))
+    }
+
+    /// Gives partition `partition`'s lock up.
+    pub(in crate::store) fn release(&mut self, partition: u16) -> Result<(), StoreError> {
+        let key = PARTITION_LOCKS + i64::from(partition);
+        self.conn
+            .batch(&format!("SELECT pg_advisory_unlock({key})"))
+    }
+
+    /// Waits up to `how_long`; false once the session has ended.
+    pub(in crate::store) fn wait(&self, how_long: std::time::Duration) -> bool {
+        loop {
+            match self.ended.recv_timeout(how_long) {
+                Ok(_) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return true,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return false,
             }
         }
     }
