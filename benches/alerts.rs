@@ -11,8 +11,9 @@
 //!
 //! Run: `cargo bench --bench alerts`; with `SVC_BENCH_MAIN_POSTGRES_URL=postgres://…` the server
 //! keeps its store in that (empty) PostgreSQL database, and a second process serves beside it
-//! (the first leads: its alert engine decides); the latency is then also measured with the
-//! results posted to the second process and the alerts read there.
+//! (`SVC_BENCH_PROCESSES`, default 2, says how many serve in all; the alert engine's partitions
+//! are shared out among them before anything is measured); the latency is then also measured
+//! with the results posted to the second process and the alerts read there.
 
 // A measuring program: it reads the real clock and fails loudly.
 #![allow(
@@ -77,10 +78,16 @@ async fn flip(
     total as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// Waits until the alert engine's position reaches the newest event.
-async fn engine_caught_up(http: &reqwest::Client, base: &str, token: &str) {
+/// Waits until the alert engine's position reaches the newest event in every process.
+async fn engine_caught_up(http: &reqwest::Client, bases: &[String], token: &str) {
+    for base in bases {
+        engine_caught_up_in(http, &bases[0], base, token).await;
+    }
+}
+
+async fn engine_caught_up_in(http: &reqwest::Client, first: &str, base: &str, token: &str) {
     loop {
-        let newest = common::get_json(http, base, token, "/api/v1/events?limit=1").await;
+        let newest = common::get_json(http, first, token, "/api/v1/events?limit=1").await;
         let newest = newest["items"][0]["id"]
             .as_str()
             .unwrap_or_default()
@@ -101,6 +108,29 @@ async fn engine_caught_up(http: &reqwest::Client, base: &str, token: &str) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until every process leads its share of the alert engine's partitions (nothing to
+/// wait for where one process serves).
+async fn partitions_shared(http: &reqwest::Client, bases: &[String], token: &str) {
+    if bases.len() < 2 {
+        return;
+    }
+    let share = 16usize.div_ceil(bases.len());
+    let started = Instant::now();
+    loop {
+        let mut held = Vec::new();
+        for base in bases {
+            let info = common::get_json(http, base, token, "/api/v1/system/info").await;
+            held.push(info["enginePartitions"].as_array().map_or(0, Vec::len));
+        }
+        if held.iter().sum::<usize>() == 16 && held.iter().all(|n| *n <= share) {
+            println!("  the alert engine's partitions led by each process: {held:?}");
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "partitions never shared: {held:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -135,9 +165,11 @@ async fn svc_latency(http: &reqwest::Client, base: &str, token: &str, round: usi
             .await
             .unwrap();
         assert_eq!(res.status(), 202);
-        // Samples are sequential: the newest open alert is this sample's once it exists.
+        // Round by round every alert is cleared, so the sample's service has an open one
+        // only once its result was decided (reopened, by the rule's default window).
+        let open = format!("/api/v1/alerts?status=open&objectId={}&limit=1", ids[&name]);
         loop {
-            let v = common::get_json(http, base, token, "/api/v1/alerts?status=open&limit=1").await;
+            let v = common::get_json(http, base, token, &open).await;
             if v["items"][0]["objectId"] == ids[&name].as_str() {
                 break;
             }
@@ -257,21 +289,29 @@ fn main() {
     let main_env = common::main_storage();
     let token = common::bootstrap_in(&data, &main_env);
     let (mut child, base) = common::start_in(&data, "127.0.0.1:0", false, &[], &main_env);
-    // On PostgreSQL, a second process on the database, serving beside the first.
-    let mut second = (!main_env.is_empty()).then(|| {
-        println!("a second svc process serves beside the first on the same database");
-        common::beside(&data, &dir.path().join("second"));
-        common::start_in(
-            &dir.path().join("second"),
-            "127.0.0.1:0",
-            false,
-            &[],
-            &main_env,
-        )
-    });
+    // On PostgreSQL, more processes on the database, serving beside the first.
+    let processes: usize = match std::env::var("SVC_BENCH_PROCESSES") {
+        Ok(n) => n.parse().expect("SVC_BENCH_PROCESSES: a number"),
+        Err(_) if main_env.is_empty() => 1,
+        Err(_) => 2,
+    };
+    let beside: Vec<(Child, String)> = (1..processes)
+        .map(|n| {
+            let data_n = dir.path().join(format!("beside{n}"));
+            common::beside(&data, &data_n);
+            common::start_in(&data_n, "127.0.0.1:0", false, &[], &main_env)
+        })
+        .collect();
+    if !beside.is_empty() {
+        println!("{processes} svc processes serve the same database");
+    }
+    let bases: Vec<String> = std::iter::once(base.clone())
+        .chain(beside.iter().map(|(_, b)| b.clone()))
+        .collect();
     let rt = common::runtime();
     rt.block_on(async {
         let http = reqwest::Client::builder().build().unwrap();
+        partitions_shared(&http, &bases, &token).await;
         let host = json!({"name": "bench", "spec": {}});
         let services: Vec<Value> = (0..SERVICES)
             .map(|i| json!({"name": format!("s{i}"), "host": "bench", "labels": {"shard": format!("{}", i % RULES)}, "spec": {}}))
@@ -285,10 +325,10 @@ fn main() {
             let rule = json!({"name": format!("r{k}"), "match": format!("event.type == 'state_change' && event.labels.shard == '{k}' && event.state == 'CRITICAL'"), "severity": "critical"});
             assert_eq!(http.post(format!("{base}/api/v1/alert-rules")).bearer_auth(&token).json(&rule).send().await.unwrap().status(), 201);
         }
-        engine_caught_up(&http, &base, &token).await;
+        engine_caught_up(&http, &bases, &token).await;
         let t0 = Instant::now();
         let with = flip(&http, &base, &token, 6, 4).await;
-        engine_caught_up(&http, &base, &token).await;
+        engine_caught_up(&http, &bases, &token).await;
         let evaluated = (SERVICES * 4) as f64 / t0.elapsed().as_secs_f64();
         let alerts: Value = http.get(format!("{base}/api/v1/alerts?limit=1000")).bearer_auth(&token).send().await.unwrap().json().await.unwrap();
         assert!(alerts["items"].as_array().is_some_and(|a| !a.is_empty()), "alerts opened");
@@ -299,15 +339,17 @@ fn main() {
         println!("  results with rules:    {with:>9.0} results/s ({:+.1} %)", (with / without - 1.0) * 100.0);
         println!("  state changes evaluated by the alert engine (to caught up): {evaluated:>9.0} events/s");
         println!("  result accepted to alert readable: p50 {p50:.1} ms, p99 {p99:.1} ms ({LATENCY_SAMPLES} samples)");
-        if let Some((second, second_base)) = second.as_mut() {
+        if let Some((_, second_base)) = beside.first() {
             // Round 11 (OK) clears every alert; round 12 opens them, through the second process.
             flip(&http, &base, &token, 11, 1).await;
-            engine_caught_up(&http, &base, &token).await;
+            engine_caught_up(&http, &bases, &token).await;
             let (p50, p99) = svc_latency(&http, second_base, &token, 12).await;
             println!("  the same, posted to and read from the second process: p50 {p50:.1} ms, p99 {p99:.1} ms");
-            // The second first: it would take the lead from the killed server.
-            let _ = second.kill();
-            let _ = second.wait();
+        }
+        // Those beside first: one would take the lead from the killed server.
+        for (mut process, _) in beside {
+            let _ = process.kill();
+            let _ = process.wait();
         }
         let _ = child.kill();
         let _ = child.wait();

@@ -39,9 +39,10 @@ use uuid::Uuid;
 pub const CONSUMER: &str = "alert-engine";
 /// Events read and decided per transaction.
 const BATCH: usize = 1024;
-/// The same where other processes serve the database (PostgreSQL): each decision's reads are
-/// round trips there, and a transaction holds every process's writers for its whole length,
-/// so a shorter one lets results and requests in between.
+/// The same where other processes serve the database (PostgreSQL), counted in the events of
+/// the partitions a process leads: each decision's reads are round trips there, and a
+/// transaction holds every process's writers for its whole length, so a shorter one lets
+/// results and requests in between.
 const SHARED_BATCH: usize = 256;
 /// The position past batches that decided nothing is saved at most this long after the first
 /// of them: with the next decision, once this long has passed under load, or once no event
@@ -267,10 +268,13 @@ impl AlertEngine {
         self.decide_batch(batch, through).instrument(span).await
     }
 
-    /// Events read and decided per transaction.
+    /// Events read per transaction: as many as hold a batch of this process's partitions'
+    /// events, so a process leading a few partitions commits as many decisions at a time as
+    /// one leading all.
     fn batch_size(&self) -> usize {
+        let held = self.holding.partitions().count().max(1);
         if self.store.is_shared() {
-            SHARED_BATCH
+            SHARED_BATCH * usize::from(self.holding.count()) / held
         } else {
             BATCH
         }

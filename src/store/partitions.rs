@@ -121,11 +121,15 @@ impl Tx<'_> {
     ) -> Result<(), StoreError> {
         if holding.count > 1 {
             let meta = self.open_table(META)?;
-            for (partition, generation) in &holding.held {
-                let now = meta
-                    .get(holding.generation_key(*partition).as_str())?
-                    .map(|v| generation_of(v.value()));
-                if now != Some(*generation) {
+            let keys: Vec<String> = holding
+                .partitions()
+                .map(|p| holding.generation_key(p))
+                .collect();
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            // One query for all on PostgreSQL.
+            let stored = meta.get_each(&keys)?;
+            for ((partition, generation), now) in holding.held.iter().zip(stored) {
+                if now.map(|v| generation_of(v.value())) != Some(*generation) {
                     return Err(StoreError::Conflict(format!(
                         "partition {partition} of {} is led by another process now",
                         holding.consumer
