@@ -129,7 +129,10 @@ async fn partitions_shared(http: &reqwest::Client, bases: &[String], token: &str
             println!("  the alert engine's partitions led by each process: {held:?}");
             return;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "partitions never shared: {held:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "partitions never shared: {held:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -190,9 +190,11 @@ impl AlertEngine {
     async fn open(&mut self) -> Result<(), StoreError> {
         let holding = self.held.borrow_and_update().clone();
         if holding.is_empty() {
-            return self.held.changed().await.map_err(|_| {
-                StoreError::Internal("the partitions' thread ended".into())
-            });
+            return self
+                .held
+                .changed()
+                .await
+                .map_err(|_| StoreError::Internal("the partitions' thread ended".into()));
         }
         let positions = self.store.held_positions(holding.clone()).await?;
         let Some(from) = positions.values().min().copied() else {
@@ -224,7 +226,9 @@ impl AlertEngine {
     /// Whether this process decides `event`: it leads its partition, past where that stood.
     fn decides(&self, event: &Event) -> bool {
         let partition = self.holding.partition_of(event.tenant_id, event.object_id);
-        self.positions.get(&partition).is_some_and(|at| event.id > *at)
+        self.positions
+            .get(&partition)
+            .is_some_and(|at| event.id > *at)
     }
 
     async fn run_once(&mut self) -> Result<(), StoreError> {

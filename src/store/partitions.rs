@@ -145,10 +145,7 @@ impl Tx<'_> {
 }
 
 fn generation_of(bytes: &[u8]) -> u64 {
-    bytes
-        .try_into()
-        .map(u64::from_be_bytes)
-        .unwrap_or_default()
+    bytes.try_into().map(u64::from_be_bytes).unwrap_or_default()
 }
 
 impl Store {
@@ -287,7 +284,9 @@ fn share_partitions(
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, ?retry, consumer, "cannot join the processes sharing partitions; trying again"),
+            Err(e) => {
+                tracing::warn!(error = %e, ?retry, consumer, "cannot join the processes sharing partitions; trying again")
+            }
         }
         std::thread::sleep(retry);
         retry = (retry * 2).min(std::time::Duration::from_secs(30));

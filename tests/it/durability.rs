@@ -427,7 +427,10 @@ async fn template_records(
 }
 
 /// Live state (0 OK, 2 CRITICAL; `None` while pending) of every service, by name.
-pub(super) async fn service_states(s: &Server, token: &str) -> BTreeMap<String, (String, Option<u64>)> {
+pub(super) async fn service_states(
+    s: &Server,
+    token: &str,
+) -> BTreeMap<String, (String, Option<u64>)> {
     let list = json(
         call(s, token, Method::GET, "/api/v1/services?limit=100")
             .send()

@@ -1761,7 +1761,10 @@ async fn the_alert_engine_spreads_over_three_processes_and_a_killed_ones_partiti
     std::fs::copy(a_data.join("master.key"), c_data.join("master.key")).unwrap();
     let c = Server::start_in(&c_data, opts());
     let three = partitions_shared(&[&a, &b, &c], &token).await;
-    assert!(three.iter().all(|h| !h.is_empty()), "C took a share: {three:?}");
+    assert!(
+        three.iter().all(|h| !h.is_empty()),
+        "C took a share: {three:?}"
+    );
 
     let mut bodies = vec![
         ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
