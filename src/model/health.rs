@@ -31,9 +31,8 @@ pub struct SystemInfo {
     #[serde(default)]
     pub leads: bool,
     /// Where several processes serve one PostgreSQL database: the partitions of the event
-    /// stream (of `store::PARTITIONS`, by tenant and object) whose alerts this process's
-    /// engine decides, shared out evenly among the processes. Absent on redb, where one
-    /// process decides all.
+    /// stream (0 to 15, by tenant and object) whose alerts this process's engine decides,
+    /// shared out evenly among the processes. Absent on redb, where one process decides all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_partitions: Option<Vec<u16>>,
     pub ai_enabled: bool,
