@@ -288,7 +288,9 @@ fn share_partitions(
                 tracing::warn!(error = %e, ?retry, consumer, "cannot join the processes sharing partitions; trying again")
             }
         }
-        std::thread::sleep(retry);
+        if super::kv::pg::pause(retry).is_err() {
+            return;
+        }
         retry = (retry * 2).min(std::time::Duration::from_secs(30));
     }
 }

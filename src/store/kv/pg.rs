@@ -683,7 +683,7 @@ impl PartitionLocks {
 }
 
 /// Sleeps `how_long` on the I/O runtime's clock (this thread blocks).
-fn pause(how_long: std::time::Duration) -> Result<(), StoreError> {
+pub(in crate::store) fn pause(how_long: std::time::Duration) -> Result<(), StoreError> {
     // The timer is made on the runtime: this thread has none.
     let slept = io_runtime()?.spawn(async move { tokio::time::sleep(how_long).await });
     block_on(slept).map_err(|e| StoreError::Internal(e.to_string()))
