@@ -563,6 +563,33 @@ async fn kill_9_under_state_changes_and_config_writes_loses_and_doubles_no_event
     );
 }
 
+/// The host `plc` with `count` services `s0`, `s1`, … and a rule opening one alert per
+/// CRITICAL episode (a failure after a recovery opens a new one), resolved on OK.
+pub(super) async fn flipped_services(s: &Server, token: &str, count: usize) {
+    let mut bodies = vec![
+        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
+                   "severity": "critical", "resolveOnOk": true, "reopenWindow": "0s"}),
+        ),
+    ];
+    for i in 0..count {
+        bodies.push((
+            "/api/v1/services",
+            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
+        ));
+    }
+    for (path, body) in bodies {
+        let res = call(s, token, Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        json(res, 201).await;
+    }
+}
+
 /// One writer per service of `plc`, flipping it OK/CRITICAL until the round stops or a post
 /// is refused; each answers the service's name and how many flips were acknowledged (202).
 pub(super) fn spawn_flippers(
@@ -620,29 +647,7 @@ async fn kill_9_under_state_changes_loses_and_doubles_no_alert() {
         ..Opts::default()
     };
     let s = Server::start_in(&data, opts());
-    let mut bodies = vec![
-        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
-        (
-            "/api/v1/alert-rules",
-            // One alert per episode: a failure after a recovery opens a new one.
-            json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
-                   "severity": "critical", "resolveOnOk": true, "reopenWindow": "0s"}),
-        ),
-    ];
-    for i in 0..SERVICES {
-        bodies.push((
-            "/api/v1/services",
-            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
-        ));
-    }
-    for (path, body) in bodies {
-        let res = call(&s, &token, Method::POST, path)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        json(res, 201).await;
-    }
+    flipped_services(&s, &token, SERVICES).await;
     let mut s = Some(s);
     for round in 0..=ROUNDS {
         let server = s.take().unwrap_or_else(|| Server::start_in(&data, opts()));

@@ -1727,11 +1727,10 @@ async fn partitions_shared(servers: &[&super::support::Server], token: &str) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_alert_engine_spreads_over_three_processes_and_a_killed_ones_partitions_move() {
     use super::durability::{
-        Round, alerts_follow_states, crash_under_load, service_states, spawn_flippers,
+        Round, alerts_follow_states, crash_under_load, flipped_services, service_states,
+        spawn_flippers,
     };
-    use super::support::{Opts, Server, call, config_args, json};
-    use reqwest::Method;
-    use serde_json::json;
+    use super::support::{Opts, Server, config_args};
     use std::sync::Arc;
     use std::time::Duration;
     const SERVICES: usize = 12;
@@ -1766,28 +1765,7 @@ async fn the_alert_engine_spreads_over_three_processes_and_a_killed_ones_partiti
         "C took a share: {three:?}"
     );
 
-    let mut bodies = vec![
-        ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
-        (
-            "/api/v1/alert-rules",
-            json!({"name": "critical", "match": "event.type == 'state_change' && event.state == 'CRITICAL'",
-                   "severity": "critical", "resolveOnOk": true, "reopenWindow": "0s"}),
-        ),
-    ];
-    for i in 0..SERVICES {
-        bodies.push((
-            "/api/v1/services",
-            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
-        ));
-    }
-    for (path, body) in bodies {
-        let res = call(&a, &token, Method::POST, path)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        json(res, 201).await;
-    }
+    flipped_services(&a, &token, SERVICES).await;
     let data = [a_data, b_data, c_data];
     let mut servers = [Some(a), Some(b), Some(c)];
     // C, then B, then A (the leader): each killed while the one after it takes the results.
