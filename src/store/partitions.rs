@@ -251,11 +251,10 @@ fn share_partitions(
 ) {
     let mut retry = std::time::Duration::from_secs(1);
     loop {
-        let mut holding = Holding::none(consumer, PARTITIONS);
-        tell.send_replace(Arc::new(holding.clone()));
         match super::kv::pg::PartitionLocks::join(target) {
             Ok(mut locks) => {
                 retry = std::time::Duration::from_secs(1);
+                let mut holding = Holding::none(consumer, PARTITIONS);
                 loop {
                     let Some(store) = store.upgrade() else { return };
                     if tell.is_closed() {
@@ -288,6 +287,8 @@ fn share_partitions(
                 tracing::warn!(error = %e, ?retry, consumer, "cannot join the processes sharing partitions; trying again")
             }
         }
+        // What was held went with the session.
+        tell.send_replace(Arc::new(Holding::none(consumer, PARTITIONS)));
         if super::kv::pg::pause(retry).is_err() {
             return;
         }
