@@ -545,11 +545,7 @@ impl Lease {
     ) -> Result<Lease, StoreError> {
         let (notices, ended) = std::sync::mpsc::channel();
         let mut conn = connect_with(target, tls, Some(notices))?;
-        let held = conn.query(
-            &format!("SELECT pg_try_advisory_lock({INSTANCE_LOCK})"),
-            &[],
-        )?;
-        if !held.first().is_some_and(|r| r.get::<_, bool>(0)) {
+        if !conn.try_lock(INSTANCE_LOCK)? {
             if since.is_some() {
                 return Err(StoreError::Superseded);
             }
@@ -667,7 +663,8 @@ impl PartitionLocks {
     pub(in crate::store) fn release(&mut self, partition: u16) -> Result<(), StoreError> {
         let key = PARTITION_LOCKS + i64::from(partition);
         self.conn
-            .batch(&format!("SELECT pg_advisory_unlock({key})"))
+            .execute("SELECT pg_advisory_unlock($1)", &[&key])
+            .map(drop)
     }
 
     /// Waits up to `how_long`; false once the session has ended.
