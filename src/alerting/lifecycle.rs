@@ -140,6 +140,7 @@ pub(super) fn arm_escalation(
     tx.put_escalation_timer(&EscalationTimer {
         tenant_id: alert.tenant_id,
         alert_id: alert.id,
+        object_id: alert.object_id,
         step: 0,
         repeat: 0,
         base,
@@ -240,6 +241,7 @@ fn resume_escalation(tx: &Tx, alert: &Alert, step: u32, now: Timestamp) -> Resul
     tx.put_escalation_timer(&EscalationTimer {
         tenant_id: alert.tenant_id,
         alert_id: alert.id,
+        object_id: alert.object_id,
         step,
         repeat: 0,
         base: now.minus(after),

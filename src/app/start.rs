@@ -586,8 +586,8 @@ impl Core {
         })
     }
 
-    /// Escalations, the outbox courier (in every process, claiming what it takes), shift
-    /// handoffs and webhook subscriptions.
+    /// Escalations (in every process, for its partitions), the outbox courier (in every
+    /// process, claiming what it takes), shift handoffs and webhook subscriptions.
     fn start_notify(
         &self,
         config: &Config,
@@ -610,11 +610,21 @@ impl Core {
             config.base_url.clone(),
             Arc::new(config.alerting.noise()),
         );
-        let escalator = Escalator(notify.clone());
+        // In every process, for the partitions its alert engine leads.
+        let escalator = Escalator {
+            notifier: notify.clone(),
+            held: self.engine_partitions.clone(),
+        };
         if let Some(wake) = escalator.waker() {
-            store.watch_commits(Change::Escalations, wake);
+            store.watch_commits(Change::Escalations, wake.clone());
+            let mut held = self.engine_partitions.clone();
+            tokio::spawn(async move {
+                while held.changed().await.is_ok() {
+                    wake.notify_one();
+                }
+            });
         }
-        supervisor.spawn(self.led(escalator));
+        supervisor.spawn(escalator);
         let courier = Courier {
             notifier: notify.clone(),
             lead: self.lead.clone(),

@@ -420,11 +420,14 @@ pub struct OnCallNow {
 
 /// A persisted escalation step timer: step `step` of the alert's policy fires (for the
 /// `repeat`th time) at `due`; `base` is the time `after` counts from (the opening, or the
-/// snooze's wake-up).
+/// snooze's wake-up). `object_id` is the alert's object: its partition of the stream says which
+/// process fires it (none in timers armed before it was kept: they go by their tenant).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EscalationTimer {
     pub tenant_id: Uuid,
     pub alert_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
     pub step: u32,
     pub repeat: u32,
     pub base: Timestamp,

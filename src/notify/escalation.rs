@@ -549,6 +549,7 @@ pub fn simulate(
 mod tests {
     use super::*;
     use crate::runtime::{Clock, TestClock};
+    use crate::store::Holding;
     use std::time::Duration;
 
     /// A firing commits only while its timer is as it was read: then the timer goes, the next
@@ -562,6 +563,7 @@ mod tests {
         let timer = EscalationTimer {
             tenant_id: tenant,
             alert_id: clock.new_id(),
+            object_id: None,
             step: 0,
             repeat: 0,
             base: now,
@@ -597,7 +599,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(
-            store.escalations_due(now, 10).await.unwrap(),
+            store.escalations_due(now, 10, whole()).await.unwrap(),
             std::slice::from_ref(&timer)
         );
         assert!(store.deliveries_due(now, 10).await.unwrap().is_empty());
@@ -609,12 +611,88 @@ mod tests {
         )
         .await
         .unwrap();
-        assert!(store.escalations_due(now, 10).await.unwrap().is_empty());
+        assert!(
+            store
+                .escalations_due(now, 10, whole())
+                .await
+                .unwrap()
+                .is_empty()
+        );
         let later = now.plus(Duration::from_secs(300));
-        let next = store.escalations_due(later, 10).await.unwrap();
+        let next = store.escalations_due(later, 10, whole()).await.unwrap();
         assert_eq!(next.len(), 1);
         assert_eq!(next[0].step, 1);
         let outbox = store.deliveries_due(now, 10).await.unwrap();
         assert_eq!(outbox.iter().map(|d| d.id).collect::<Vec<_>>(), [delivery]);
+    }
+
+    fn whole() -> Arc<Holding> {
+        Arc::new(Holding::whole("alert-engine"))
+    }
+
+    /// Processes that share the stream's partitions share the timers: each reads only those of
+    /// the alerts whose partitions it holds, together all of them, none twice, and sleeps until
+    /// its own next one; a process holding none reads none.
+    #[tokio::test]
+    async fn each_process_fires_the_timers_of_its_partitions() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(TestClock::new("2026-03-01T08:00:00Z".parse().unwrap()));
+        let store = Store::open(dir.path(), clock.clone()).unwrap();
+        let (tenant, now) = (Uuid::from_u128(7), clock.now());
+        let timers: Vec<EscalationTimer> = (0..40u64)
+            .map(|n| EscalationTimer {
+                tenant_id: tenant,
+                alert_id: clock.new_id(),
+                object_id: (n % 5 != 0).then(|| Uuid::from_u128(u128::from(n) * 7919)),
+                step: 0,
+                repeat: 0,
+                base: now,
+                due: now.plus(Duration::from_secs(n)),
+            })
+            .collect();
+        let armed = timers.clone();
+        store
+            .transact(move |tx| -> TxResult<_> {
+                tx.unrecorded("test setup");
+                for t in &armed {
+                    tx.put_escalation_timer(t)?;
+                }
+                Ok(Wrote::Changed(()))
+            })
+            .await
+            .unwrap();
+        let later = now.plus(Duration::from_secs(60));
+        let low = Arc::new(Holding::cut("alert-engine", 0..8));
+        let high = Arc::new(Holding::cut("alert-engine", 8..16));
+        let mut seen = Vec::new();
+        for holding in [&low, &high] {
+            let own = store
+                .escalations_due(later, 100, holding.clone())
+                .await
+                .unwrap();
+            assert!(!own.is_empty() && own.len() < timers.len(), "{}", own.len());
+            assert!(own.iter().all(|t| holding.holds(t.tenant_id, t.object_id)));
+            let first = own.iter().map(|t| t.due).min();
+            assert_eq!(
+                store.next_escalation_due(holding.clone()).await.unwrap(),
+                first,
+                "it sleeps until its own next timer"
+            );
+            seen.extend(own.into_iter().map(|t| t.alert_id));
+        }
+        seen.sort();
+        let mut all: Vec<Uuid> = timers.iter().map(|t| t.alert_id).collect();
+        all.sort();
+        assert_eq!(seen, all, "together all, none twice");
+        let none = Arc::new(Holding::cut("alert-engine", []));
+        assert!(
+            store
+                .escalations_due(later, 100, none.clone())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.next_escalation_due(none).await.unwrap(), None);
+        store.close();
     }
 }

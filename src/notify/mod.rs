@@ -37,7 +37,7 @@ use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, PortError, SecretSource};
-use crate::store::{Store, StoreError};
+use crate::store::{Holding, Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use directory::{Directory, contact_target};
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::{Notify, OnceCell, watch};
 use uuid::Uuid;
 
 /// How far `timeline` and `stats` look by default, and at most.
@@ -681,10 +681,15 @@ impl Notifier {
         Ok(None)
     }
 
-    /// Fires the escalation timers due now, in one transaction; returns how many it looked at.
-    pub async fn fire_due(&self) -> Result<usize, NotifyError> {
+    /// Fires the escalation timers due now of the alerts whose partitions `holding` holds, in
+    /// one transaction; returns how many it looked at. Another process firing one of them too
+    /// (a partition moving) is harmless: a firing commits only for the timer it was planned for.
+    pub async fn fire_due(&self, holding: Arc<Holding>) -> Result<usize, NotifyError> {
         let now = self.clock.now();
-        let timers = self.store.escalations_due(now, TIMERS_PER_STEP).await?;
+        let timers = self
+            .store
+            .escalations_due(now, TIMERS_PER_STEP, holding)
+            .await?;
         if timers.is_empty() {
             return Ok(0);
         }
@@ -729,9 +734,14 @@ impl Notifier {
     }
 }
 
-/// Fires escalation steps as they fall due; woken by the store after writes that arm a
-/// chain, otherwise sleeping until the next timer.
-pub struct Escalator(pub Arc<Notifier>);
+/// Fires escalation steps as they fall due, in every process for the alerts of the partitions
+/// of the event stream it leads (`store::partitions`), as the alert engine decides them; woken
+/// by the store after writes that arm a chain and when its partitions change, otherwise
+/// sleeping until its next timer.
+pub struct Escalator {
+    pub notifier: Arc<Notifier>,
+    pub held: watch::Receiver<Arc<Holding>>,
+}
 
 impl Worker for Escalator {
     fn name(&self) -> &'static str {
@@ -739,12 +749,13 @@ impl Worker for Escalator {
     }
 
     fn waker(&self) -> Option<Arc<Notify>> {
-        Some(self.0.escalations_wake.clone())
+        Some(self.notifier.escalations_wake.clone())
     }
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            match self.0.fire_due().await {
+            let holding = self.held.borrow_and_update().clone();
+            match self.notifier.fire_due(holding.clone()).await {
                 Ok(n) if n >= TIMERS_PER_STEP => return Wait::For(Duration::ZERO),
                 Ok(_) => {}
                 Err(e) => {
@@ -752,8 +763,8 @@ impl Worker for Escalator {
                     return Wait::For(Duration::from_secs(1));
                 }
             }
-            let now = self.0.clock.now();
-            match self.0.store.next_escalation_due().await {
+            let now = self.notifier.clock.now();
+            match self.notifier.store.next_escalation_due(holding).await {
                 Ok(Some(next)) => Wait::For(
                     Duration::from_millis(
                         u64::try_from(next.as_millis() - now.as_millis()).unwrap_or(0),

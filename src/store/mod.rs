@@ -44,7 +44,7 @@ mod writer;
 
 pub use committer::Promise;
 pub use error::StoreError;
-pub use partitions::{Holding, PARTITIONS};
+pub use partitions::{Holding, PARTITIONS, partition_of};
 pub use processes::Change;
 pub use tx::{Tx, TxAbort, TxResult, Wrote};
 

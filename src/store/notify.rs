@@ -11,7 +11,7 @@ use super::tables::{
     CHANNEL_FAILURES, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE,
     HANDOFFS, META, OVERRIDES, SUPPRESSED_ALERTS,
 };
-use super::{Store, StoreError, Tx};
+use super::{Holding, Store, StoreError, Tx};
 use crate::model::Timestamp;
 use crate::model::notify::{ChannelFailures, Delivery, EscalationTimer, Override};
 use crate::store::{TxResult, Wrote};
@@ -265,6 +265,7 @@ fn due_rows<T: serde::de::DeserializeOwned>(
     items: redb::TableDefinition<&[u8], &[u8]>,
     now: Timestamp,
     max: usize,
+    keep: impl Fn(&T) -> bool,
 ) -> Result<Vec<T>, StoreError> {
     let due = tx.open_table(due)?;
     let items = tx.open_table(items)?;
@@ -273,13 +274,38 @@ fn due_rows<T: serde::de::DeserializeOwned>(
     for row in due.range(..end.as_slice())? {
         let key = row?.0.value().to_vec();
         if let Some(v) = items.get(&key[8..])? {
-            out.push(decode(v.value())?);
+            let item = decode(v.value())?;
+            if keep(&item) {
+                out.push(item);
+            }
         }
         if out.len() >= max {
             break;
         }
     }
     Ok(out)
+}
+
+/// The due time of the first escalation timer whose alert's partition `holding` holds.
+fn first_held_escalation(tx: &ReadTx, holding: &Holding) -> Result<Option<Timestamp>, StoreError> {
+    if holding.is_empty() {
+        return Ok(None);
+    }
+    if holding.count() <= 1 {
+        return first_due(tx, ESCALATIONS_DUE);
+    }
+    let due = tx.open_table(ESCALATIONS_DUE)?;
+    let items = tx.open_table(ESCALATIONS)?;
+    for row in due.iter()? {
+        let key = row?.0.value().to_vec();
+        if let Some(v) = items.get(&key[8..])? {
+            let timer: EscalationTimer = decode(v.value())?;
+            if holding.holds(timer.tenant_id, timer.object_id) {
+                return Ok(Some(timer.due));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// What the notifier writes in its transactions.
@@ -484,10 +510,13 @@ impl Store {
     }
 
     /// When the next escalation timer is due.
+    /// When the first escalation timer of the partitions `holding` holds falls due.
     pub(crate) async fn next_escalation_due(
         self: &Arc<Self>,
+        holding: Arc<Holding>,
     ) -> Result<Option<Timestamp>, StoreError> {
-        self.read(|tx| first_due(tx, ESCALATIONS_DUE)).await
+        self.read(move |tx| first_held_escalation(tx, &holding))
+            .await
     }
 
     /// How many escalation timers are armed, deliveries wait in the outbox, and dead letters
@@ -500,14 +529,25 @@ impl Store {
         .await
     }
 
-    /// Escalation timers due by `now`, earliest first, at most `max`.
+    /// Escalation timers of the partitions `holding` holds due by `now`, earliest first, at
+    /// most `max`.
     pub(crate) async fn escalations_due(
         self: &Arc<Self>,
         now: Timestamp,
         max: usize,
+        holding: Arc<Holding>,
     ) -> Result<Vec<EscalationTimer>, StoreError> {
-        self.read(move |tx| due_rows(tx, ESCALATIONS_DUE, ESCALATIONS, now, max))
-            .await
+        self.read(move |tx| {
+            due_rows(
+                tx,
+                ESCALATIONS_DUE,
+                ESCALATIONS,
+                now,
+                max,
+                |t: &EscalationTimer| holding.holds(t.tenant_id, t.object_id),
+            )
+        })
+        .await
     }
 
     /// Deliveries due by `now`, earliest first, at most `max`.
@@ -517,8 +557,12 @@ impl Store {
         now: Timestamp,
         max: usize,
     ) -> Result<Vec<Delivery>, StoreError> {
-        self.read(move |tx| due_rows(tx, DELIVERIES_DUE, DELIVERIES, now, max))
-            .await
+        self.read(move |tx| {
+            due_rows(tx, DELIVERIES_DUE, DELIVERIES, now, max, |_: &Delivery| {
+                true
+            })
+        })
+        .await
     }
 
     /// Claims the deliveries due by `now` that `claimable` accepts, at most `max`, earliest

@@ -39,6 +39,23 @@ pub struct Holding {
     held: BTreeMap<u16, u64>,
 }
 
+/// The partition, of `count`, of an event of `tenant` about `object` (of the tenant alone
+/// without one): FNV-1a over both ids, stable across processes and builds.
+pub fn partition_of(count: u16, tenant: Uuid, object: Option<Uuid>) -> u16 {
+    if count <= 1 {
+        return 0;
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in tenant
+        .as_bytes()
+        .iter()
+        .chain(object.unwrap_or_default().as_bytes())
+    {
+        hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % u64::from(count)) as u16
+}
+
 impl Holding {
     /// The whole stream, unfenced: one process alone on its store.
     pub fn whole(consumer: &'static str) -> Self {
@@ -58,22 +75,25 @@ impl Holding {
         }
     }
 
+    /// `partitions` of the stream cut into `PARTITIONS`, each at generation 0: what a test of
+    /// the work that follows the partitions holds.
+    #[cfg(test)]
+    pub(crate) fn cut(consumer: &'static str, partitions: impl IntoIterator<Item = u16>) -> Self {
+        Self {
+            held: partitions.into_iter().map(|p| (p, 0)).collect(),
+            ..Self::none(consumer, PARTITIONS)
+        }
+    }
+
     /// The partition of an event of `tenant` about `object` (of the tenant alone without one),
     /// the same in every process.
     pub fn partition_of(&self, tenant: Uuid, object: Option<Uuid>) -> u16 {
-        if self.count <= 1 {
-            return 0;
-        }
-        // FNV-1a over both ids: stable across processes and builds.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in tenant
-            .as_bytes()
-            .iter()
-            .chain(object.unwrap_or_default().as_bytes())
-        {
-            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        (hash % u64::from(self.count)) as u16
+        partition_of(self.count, tenant, object)
+    }
+
+    /// Whether this process leads the partition of `tenant`'s `object`.
+    pub fn holds(&self, tenant: Uuid, object: Option<Uuid>) -> bool {
+        self.held.contains_key(&self.partition_of(tenant, object))
     }
 
     /// The partitions held, in order.

@@ -1792,3 +1792,151 @@ async fn the_alert_engine_spreads_over_three_processes_and_a_killed_ones_partiti
     assert_eq!(states.len(), SERVICES);
     alerts_follow_states(all[0], &token, &states, 3).await;
 }
+
+/// Escalation timers follow the alert engine's partitions: each process fires the steps of
+/// the alerts whose partitions it leads, on its own clock, so moving one process's clock fires
+/// exactly its share; a process killed hands its alerts' timers to the one left, which fires
+/// them once; started again, it repeats none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn escalation_timers_follow_the_partitions_and_a_killed_processs_fire_elsewhere() {
+    use super::receiver::Receiver;
+    use super::support::{Opts, Server, advance, config_args, create_all, get, send, test_clock};
+    use serde_json::json;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::time::Duration;
+    use uuid::Uuid;
+    const ALERTS: usize = 24;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let clocks = tempfile::tempdir().unwrap();
+    // Floods off: two dozen alarms at once would be held for a digest (docs/noise.md).
+    let opts = |clock: &str| Opts {
+        args: config_args(
+            clocks.path(),
+            "alerting:\n  flood: {enterAt: {alerts: 0, within: 1m}}\n",
+        ),
+        ..test_clock(&clocks.path().join(clock))
+    };
+    let Pair {
+        dir: _dir,
+        token,
+        a,
+        b,
+        b_data,
+        ..
+    } = two_processes_with(|_| opts("a"), opts("b")).await;
+    let hooks = Receiver::start().await;
+    create_all(
+        &a,
+        &token,
+        vec![
+            ("/api/v1/channels", json!({"name": "hook", "type": "webhook", "config": {"url": hooks.url("/hook")}})),
+            ("/api/v1/contacts", json!({"name": "ada", "preferences": [{"channels": ["webhook"], "profile": "default"}]})),
+            ("/api/v1/escalation-policies", json!({"name": "three", "steps": [
+                {"after": 0, "notify": {"contact": "ada"}},
+                {"after": "10m", "notify": {"contact": "ada"}},
+                {"after": "20m", "notify": {"contact": "ada"}}]})),
+            ("/api/v1/hosts", json!({"name": "plc", "spec": {}})),
+        ],
+    )
+    .await;
+    // One alarm on each of the host's services: their objects spread them over the partitions.
+    let mut alerts: BTreeMap<String, u16> = BTreeMap::new();
+    for i in 0..ALERTS {
+        let service = send(
+            &a,
+            &token,
+            reqwest::Method::POST,
+            "/api/v1/services",
+            json!({"name": format!("s{i}"), "host": "plc", "spec": {}}),
+        )
+        .await;
+        let service = super::support::json(service, 201).await;
+        let object: Uuid = service["id"].as_str().unwrap().parse().unwrap();
+        let res = send(
+            &a,
+            &token,
+            reqwest::Method::POST,
+            "/api/v1/alerts",
+            json!({"title": format!("s{i} down"), "escalationPolicy": "three", "objectId": object}),
+        )
+        .await;
+        let alert = super::support::json(res, 201).await;
+        let tenant: Uuid = alert["tenantId"].as_str().unwrap().parse().unwrap();
+        let partition = svc::store::partition_of(svc::store::PARTITIONS, tenant, Some(object));
+        alerts.insert(alert["id"].as_str().unwrap().to_string(), partition);
+    }
+    let paged = |step: u64| -> Vec<String> {
+        hooks
+            .received("/hook")
+            .iter()
+            .map(|r| r.json())
+            .filter(|b| b["step"] == step)
+            .map(|b| b["alert"]["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let sorted = |mut ids: Vec<String>| {
+        ids.sort();
+        ids
+    };
+    hooks
+        .wait_for("/hook", ALERTS, Duration::from_secs(20))
+        .await;
+    let all: Vec<String> = alerts.keys().cloned().collect();
+    assert_eq!(sorted(paged(0)), all, "step 0 of each alert, once");
+
+    let held = partitions_shared(&[&a, &b], &token).await;
+    let a_held: BTreeSet<u16> = held[0].iter().map(|p| *p as u16).collect();
+    let a_share: Vec<String> = alerts
+        .iter()
+        .filter(|(_, p)| a_held.contains(p))
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(
+        !a_share.is_empty() && a_share.len() < ALERTS,
+        "the alerts spread over both processes: A has {} of {ALERTS}",
+        a_share.len()
+    );
+    // A's clock alone moves: A fires the second step of its share, B (not yet there) none.
+    advance(&a, &token, "10m").await;
+    hooks
+        .wait_for("/hook", ALERTS + a_share.len(), Duration::from_secs(20))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sorted(paged(1)), a_share, "A fired its share's second step");
+    advance(&b, &token, "10m").await;
+    hooks
+        .wait_for("/hook", 2 * ALERTS, Duration::from_secs(20))
+        .await;
+    assert_eq!(sorted(paged(1)), all, "B fired the rest, none twice");
+
+    // B killed: A, its clock on at the third step, takes B's partitions and fires all of them.
+    b.crash();
+    advance(&a, &token, "10m").await;
+    hooks
+        .wait_for("/hook", 3 * ALERTS, Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        sorted(paged(2)),
+        all,
+        "A fired the third step of every alert"
+    );
+    // B back, its clock behind A's: it takes its share again and repeats nothing.
+    let b = Server::start_in(&b_data, opts("b"));
+    partitions_shared(&[&a, &b], &token).await;
+    advance(&b, &token, "10m").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        hooks.received("/hook").len(),
+        3 * ALERTS,
+        "no step fired twice"
+    );
+    let info = get(&b, &token, "/api/v1/system/info").await;
+    assert!(
+        info["enginePartitions"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+    );
+}
