@@ -1912,7 +1912,13 @@ async fn escalation_timers_follow_the_partitions_and_a_killed_processs_fire_else
         .await;
     assert_eq!(sorted(paged(1)), all, "B fired the rest, none twice");
 
-    // B killed: A, its clock on at the third step, takes B's partitions and fires all of them.
+    // B killed once its deliveries are done (one sent but not yet marked so goes again, at
+    // least once): A, its clock on at the third step, takes B's partitions and fires all.
+    let started = std::time::Instant::now();
+    while get(&a, &token, "/api/v1/system/health").await["notify"]["outbox"] != 0 {
+        assert!(started.elapsed() < Duration::from_secs(20), "the outbox never emptied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     b.crash();
     advance(&a, &token, "10m").await;
     hooks
