@@ -60,6 +60,8 @@ pub enum Code {
     BundleSize,
     /// Bundle work (plan, apply, export) at its concurrency limit.
     BundleBusy,
+    /// Forwarded batches at the room for them.
+    SitesBusy,
     /// `svc:validation/<field>`.
     Validation(Cow<'static, str>),
     BundleApply,
@@ -109,6 +111,7 @@ impl Code {
             Code::ValidationSize => "svc:validation/size",
             Code::BundleSize => "svc:bundle/size",
             Code::BundleBusy => "svc:bundle/busy",
+            Code::SitesBusy => "svc:sites/busy",
             Code::Validation(field) => return Cow::Owned(format!("svc:validation/{field}")),
             Code::BundleApply => "svc:bundle/apply",
             Code::PreconditionIfMatch => "svc:precondition/if-match",
@@ -132,7 +135,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 40] = [
+    const FIXED: [Code; 41] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -156,6 +159,7 @@ impl Code {
         Code::ValidationSize,
         Code::BundleSize,
         Code::BundleBusy,
+        Code::SitesBusy,
         Code::BundleApply,
         Code::PreconditionIfMatch,
         Code::DirectoryUnconfigured,
@@ -252,6 +256,9 @@ impl Code {
             Code::BundleBusy => {
                 "Bundle plans, applies and exports are at their concurrency limit; retry after Retry-After."
             }
+            Code::SitesBusy => {
+                "Sites' forwarded batches fill the room for them (16 MiB parsed at once); send again after Retry-After."
+            }
             Code::PreconditionIfMatch => {
                 "The update needs an If-Match header with the version last read."
             }
@@ -317,6 +324,7 @@ impl Code {
             Code::UsersEmailInUse => (S::CONFLICT, "E-mail in use"),
             Code::ValidationSize | Code::BundleSize => (S::PAYLOAD_TOO_LARGE, "Body too large"),
             Code::BundleBusy => (S::SERVICE_UNAVAILABLE, "Bundle work busy"),
+            Code::SitesBusy => (S::SERVICE_UNAVAILABLE, "Sites busy"),
             Code::Validation(_) => (S::UNPROCESSABLE_ENTITY, "Validation failed"),
             Code::BundleApply => (S::UNPROCESSABLE_ENTITY, "Bundle apply failed"),
             Code::PreconditionIfMatch => (S::PRECONDITION_REQUIRED, "If-Match required"),
@@ -597,6 +605,9 @@ impl From<SiteError> for Problem {
             SiteError::Disabled(_) => Problem::new(Code::SitesDisabled, detail),
             SiteError::OtherSite(_) => Problem::new(Code::AuthForbidden, detail),
             SiteError::Invalid(i) => Problem::validation(i.field, i.detail),
+            SiteError::Busy => {
+                Problem::new(Code::SitesBusy, detail).retry_after(Duration::from_secs(2))
+            }
             SiteError::Alerting(e) => e.into(),
             SiteError::Store(s) => s.into(),
         }

@@ -77,7 +77,7 @@ pub async fn read_body(req: Request, limit: usize, code: Code) -> Result<bytes::
 }
 
 /// A JSON body; an empty body reads as `null`, so `Option<T>` takes an optional body.
-fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, Problem> {
     let body: &[u8] = if body.trim_ascii().is_empty() {
         b"null"
     } else {

@@ -41,6 +41,36 @@ type SiteTurn = Arc<tokio::sync::Mutex<()>>;
 
 /// At most this many events in one forwarded batch.
 pub const FORWARD_BATCH_MAX: usize = 1000;
+
+/// Forwarded JSON (as decompressed) parsed and being stored at once, in KiB. A thousand sites
+/// back from an outage each send a batch of 1,000 events at the same moment; past this room
+/// each waits its turn instead of all being parsed together (docs/federation.md).
+const FORWARD_ROOM_KIB: u32 = 16 * 1024;
+
+/// How long a forwarded batch waits for room before it is refused for load (503 with
+/// Retry-After; the site sends it again after its backoff).
+const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Room for forwarded batches' bodies being parsed and stored, by size, first come first
+/// served.
+struct ForwardRoom(tokio::sync::Semaphore);
+
+impl ForwardRoom {
+    fn new() -> Self {
+        Self(tokio::sync::Semaphore::new(FORWARD_ROOM_KIB as usize))
+    }
+
+    /// Room for a body of `bytes`, held until dropped; `Busy` after `FORWARD_WAIT`.
+    async fn take(&self, bytes: usize) -> Result<tokio::sync::SemaphorePermit<'_>, SiteError> {
+        let kib = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(FORWARD_ROOM_KIB)
+            .clamp(1, FORWARD_ROOM_KIB);
+        match tokio::time::timeout(FORWARD_WAIT, self.0.acquire_many(kib)).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(SiteError::Busy),
+        }
+    }
+}
 /// Forwarded events keep their own time when it lies within this long before their arrival (a
 /// site that was offline for weeks forwards its history as it happened)...
 pub const STAMP_PAST: Duration = Duration::from_secs(31 * 86_400);
@@ -118,6 +148,9 @@ pub enum SiteError {
     OtherSite(String),
     #[error("{}", .0.detail)]
     Invalid(Invalid),
+    /// Forwarded batches fill the room for them (a fleet back from an outage at once).
+    #[error("the main is storing other sites' batches; send this one again after Retry-After")]
+    Busy,
     /// `alerting` did not raise or resolve a stale site's alert.
     #[error("the stale-site alert: {0}")]
     Alerting(#[from] crate::runtime::PortError),
@@ -176,6 +209,7 @@ pub struct Sites {
     /// them, so their commits share syncs. By tenant and site name, one entry per site that
     /// forwarded (sites are configuration: the map stays as small as the fleet).
     receiving: Mutex<HashMap<(Uuid, String), SiteTurn>>,
+    forward_room: ForwardRoom,
     /// This instance's own side, when it is a site.
     edge: Arc<Mutex<EdgeStatus>>,
     /// Wakes the stale-site sweep: a heartbeat may be a site's first, a change of the sites may
@@ -225,6 +259,7 @@ impl Sites {
             events,
             alerts,
             receiving: Mutex::default(),
+            forward_room: ForwardRoom::new(),
             edge: Arc::default(),
             wake: Arc::new(tokio::sync::Notify::new()),
             stale: StaleSet::default(),
@@ -450,6 +485,15 @@ impl Sites {
 
     /// `POST /sites/{name}:events`: stores what the site forwarded, as events of that site
     /// with the site's ids and times, each once however often it is sent.
+    /// Room to parse and store a forwarded body of `bytes` (decompressed), held while the batch
+    /// is parsed and stored; `Busy` when other sites' batches fill it for `FORWARD_WAIT`.
+    pub async fn forward_room(
+        &self,
+        bytes: usize,
+    ) -> Result<tokio::sync::SemaphorePermit<'_>, SiteError> {
+        self.forward_room.take(bytes).await
+    }
+
     pub async fn receive(
         &self,
         p: &Principal,
@@ -1092,6 +1136,27 @@ impl StaleSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Forwarded bodies take room by size: small ones pass beside a large one, a body past the
+    /// room waits for it, first come first served, and after `FORWARD_WAIT` is refused (Busy);
+    /// room given back lets the next in.
+    #[tokio::test(start_paused = true)]
+    async fn forwarded_batches_wait_for_room_by_size_then_are_refused() {
+        let room = ForwardRoom::new();
+        let room_bytes = FORWARD_ROOM_KIB as usize * 1024;
+        let big = room.take(room_bytes - 4096).await.unwrap();
+        let small = room.take(100).await.unwrap();
+        let waited = tokio::time::Instant::now();
+        assert!(matches!(room.take(1024 * 1024).await, Err(SiteError::Busy)));
+        assert_eq!(waited.elapsed(), FORWARD_WAIT);
+        // A body larger than the room waits for all of it, not forever.
+        let whole = room.take(room_bytes * 4);
+        drop((big, small));
+        let whole = whole.await.unwrap();
+        assert_eq!(whole.num_permits(), FORWARD_ROOM_KIB as usize);
+        drop(whole);
+        assert_eq!(room.take(0).await.unwrap().num_permits(), 1);
+    }
 
     fn downtime(id: u128, sites: &[&str], end: &str) -> Downtime {
         serde_json::from_value(json!({
