@@ -1916,7 +1916,10 @@ async fn escalation_timers_follow_the_partitions_and_a_killed_processs_fire_else
     // least once): A, its clock on at the third step, takes B's partitions and fires all.
     let started = std::time::Instant::now();
     while get(&a, &token, "/api/v1/system/health").await["notify"]["outbox"] != 0 {
-        assert!(started.elapsed() < Duration::from_secs(20), "the outbox never emptied");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the outbox never emptied"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     b.crash();
