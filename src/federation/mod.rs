@@ -71,6 +71,7 @@ impl ForwardRoom {
         }
     }
 }
+
 /// Forwarded events keep their own time when it lies within this long before their arrival (a
 /// site that was offline for weeks forwards its history as it happened)...
 pub const STAMP_PAST: Duration = Duration::from_secs(31 * 86_400);
@@ -483,8 +484,6 @@ impl Sites {
             .collect())
     }
 
-    /// `POST /sites/{name}:events`: stores what the site forwarded, as events of that site
-    /// with the site's ids and times, each once however often it is sent.
     /// Room to parse and store a forwarded body of `bytes` (decompressed), held while the batch
     /// is parsed and stored; `Busy` when other sites' batches fill it for `FORWARD_WAIT`.
     pub async fn forward_room(
@@ -494,6 +493,8 @@ impl Sites {
         self.forward_room.take(bytes).await
     }
 
+    /// `POST /sites/{name}:events`: stores what the site forwarded, as events of that site
+    /// with the site's ids and times, each once however often it is sent.
     pub async fn receive(
         &self,
         p: &Principal,

@@ -5,7 +5,7 @@
 //! keeps the rows and their due-time indexes true and reads them.
 
 use super::codec::{decode, encode, tenant_values_newest};
-use super::keys::{scoped, stored_due_time, tenant_range};
+use super::keys::{scoped, tenant_range};
 use super::kv::{ReadTx, Readable, WriteTx};
 use super::tables::{
     CHANNEL_FAILURES, DEAD_LETTERS, DELIVERIES, DELIVERIES_DUE, ESCALATIONS, ESCALATIONS_DUE,
@@ -245,18 +245,6 @@ fn claimable_due(
     Ok(look)
 }
 
-/// The earliest due key of a `ms + ...` index.
-fn first_due(
-    tx: &ReadTx,
-    table: redb::TableDefinition<&[u8], ()>,
-) -> Result<Option<Timestamp>, StoreError> {
-    let t = tx.open_table(table)?;
-    let first = t.first()?;
-    first
-        .map(|(k, _)| stored_due_time(k.value(), "a due-time index"))
-        .transpose()
-}
-
 /// The rows of `items` whose `ms + key` entry in `due` is at or before `now`, earliest first,
 /// at most `max`.
 fn due_rows<T: serde::de::DeserializeOwned>(
@@ -291,21 +279,16 @@ fn first_held_escalation(tx: &ReadTx, holding: &Holding) -> Result<Option<Timest
     if holding.is_empty() {
         return Ok(None);
     }
-    if holding.count() <= 1 {
-        return first_due(tx, ESCALATIONS_DUE);
-    }
-    let due = tx.open_table(ESCALATIONS_DUE)?;
-    let items = tx.open_table(ESCALATIONS)?;
-    for row in due.iter()? {
-        let key = row?.0.value().to_vec();
-        if let Some(v) = items.get(&key[8..])? {
-            let timer: EscalationTimer = decode(v.value())?;
-            if holding.holds(timer.tenant_id, timer.object_id) {
-                return Ok(Some(timer.due));
-            }
-        }
-    }
-    Ok(None)
+    let last = Timestamp(jiff::Timestamp::MAX);
+    let first = due_rows(
+        tx,
+        ESCALATIONS_DUE,
+        ESCALATIONS,
+        last,
+        1,
+        |t: &EscalationTimer| holding.holds(t.tenant_id, t.object_id),
+    )?;
+    Ok(first.first().map(|t| t.due))
 }
 
 /// What the notifier writes in its transactions.
