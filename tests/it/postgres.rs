@@ -1182,6 +1182,46 @@ fn stop_between_writes(data: &Path, pid: i32) {
     panic!("the process never stopped between writes");
 }
 
+/// A host whose alerts fall in a partition `a` leads (beside `b`), so that `a` fires their
+/// escalation steps while `b` is stopped.
+async fn led_object(
+    a: &super::support::Server,
+    b: &super::support::Server,
+    token: &str,
+) -> uuid::Uuid {
+    use serde_json::json;
+    let a_held = partitions_shared(&[a, b], token).await.remove(0);
+    let tenant: uuid::Uuid = super::support::default_tenant(a, token)
+        .await
+        .parse()
+        .unwrap();
+    for n in 0..64 {
+        let res = super::support::call(a, token, reqwest::Method::POST, "/api/v1/hosts")
+            .json(&json!({"name": format!("pump-{n}"), "spec": {}}))
+            .send()
+            .await
+            .unwrap();
+        let host = super::support::json(res, 201).await;
+        let object: uuid::Uuid = host["id"].as_str().unwrap().parse().unwrap();
+        let partition = svc::store::partition_of(svc::store::PARTITIONS, tenant, Some(object));
+        if a_held.contains(&u64::from(partition)) {
+            return object;
+        }
+    }
+    panic!("no host of 64 fell in A's partitions {a_held:?}");
+}
+
+/// Raises an alert on `object` under the escalation policy `page`.
+async fn raise_on(s: &super::support::Server, token: &str, title: &str, object: uuid::Uuid) {
+    use serde_json::json;
+    let res = super::support::call(s, token, reqwest::Method::POST, "/api/v1/alerts")
+        .json(&json!({"title": title, "escalationPolicy": "page", "objectId": object}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+}
+
 /// The escalation policy `page`: step 0 pages the contact `ada` on the webhook channel `hook`
 /// at `url` (a failure retried 2 s later, five attempts).
 async fn paging(s: &super::support::Server, token: &str, url: &str) {
@@ -1415,7 +1455,6 @@ async fn the_throttles_hold_across_processes() {
 /// after the claim's three minutes.
 #[tokio::test]
 async fn a_delivery_claimed_by_a_killed_process_goes_out_from_the_other() {
-    use super::notify::raise;
     use super::receiver::Receiver;
     use super::support::signal;
     use std::time::{Duration, Instant};
@@ -1434,8 +1473,9 @@ async fn a_delivery_claimed_by_a_killed_process_goes_out_from_the_other() {
     hooks.hold("/page", 1);
     paging(&a, &token, &hooks.url("/page")).await;
     // Only A sends the first attempt, and it hangs there.
+    let object = led_object(&a, &b, &token).await;
     stop_between_writes(&b_data, b.pid());
-    raise(&a, &token, "Pump 4 ran dry", "page").await;
+    raise_on(&a, &token, "Pump 4 ran dry", object).await;
     hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
     let killed = Instant::now();
     a.crash();
@@ -1551,7 +1591,6 @@ fn ip(args: &[&str]) -> bool {
 /// without sending or writing anything.
 #[tokio::test]
 async fn a_leader_whose_host_goes_silent_loses_the_lead_and_its_claims() {
-    use super::notify::raise;
     use super::receiver::Receiver;
     use super::support::{call, host_names, leads, signal};
     use reqwest::Method;
@@ -1589,8 +1628,9 @@ async fn a_leader_whose_host_goes_silent_loses_the_lead_and_its_claims() {
     hooks.hold("/page", 1);
     paging(&a, &token, &hooks.url("/page")).await;
     // Only A sends the first attempt, and it hangs there.
+    let object = led_object(&a, &b, &token).await;
     stop_between_writes(&b_data, b.pid());
-    raise(&a, &token, "Pump 5 ran dry", "page").await;
+    raise_on(&a, &token, "Pump 5 ran dry", object).await;
     hooks.wait_for("/page", 1, Duration::from_secs(20)).await;
 
     net.link(false);
@@ -1671,8 +1711,9 @@ async fn a_channel_one_process_found_down_is_down_for_the_other() {
     )
     .await;
     // A alone sends the first page: `down` fails, and `spare` hangs, holding A's courier.
+    let object = led_object(&a, &b, &token).await;
     stop_between_writes(&b_data, b.pid());
-    raise(&a, &token, "Pump 6 ran dry", "page").await;
+    raise_on(&a, &token, "Pump 6 ran dry", object).await;
     hooks.wait_for("/down", 1, Duration::from_secs(20)).await;
     hooks.wait_for("/spare", 1, Duration::from_secs(20)).await;
     signal(b.pid(), "CONT");
