@@ -15,8 +15,8 @@
 //! had sent all of it.
 //!
 //! The sites are tasks of this process, not servers: they send what an edge sends, with the
-//! site's own event ids (UUIDv7 at the site's clock) and times, through one HTTP/1.1 connection
-//! each (an edge's uplink is one connection).
+//! site's own event ids (UUIDv7 at the site's clock) and times, gzipped, through one HTTP/1.1
+//! connection each (an edge's uplink is one connection).
 //!
 //! Run: `cargo bench --bench fleet`. Sizes: `SVC_BENCH_FLEET_SITES` (1000),
 //! `SVC_BENCH_FLEET_RATE` (5 state changes a second per site), `SVC_BENCH_FLEET_HOLD` (60
@@ -131,6 +131,18 @@ struct Site {
     flips: u64,
 }
 
+/// A body as an edge sends it: gzipped from 512 bytes on, with its `Content-Encoding`.
+fn encoded(body: &Value) -> (Vec<u8>, &'static str) {
+    use std::io::Write as _;
+    let plain = serde_json::to_vec(body).unwrap();
+    if plain.len() < 512 {
+        return (plain, "identity");
+    }
+    let mut out = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    out.write_all(&plain).unwrap();
+    (out.finish().unwrap(), "gzip")
+}
+
 impl Site {
     fn object_id(&self, object: u64) -> String {
         format!("{:08x}-0000-4000-8000-{:012x}", self.index, object)
@@ -173,12 +185,15 @@ impl Site {
         path: &str,
         body: &Value,
     ) -> reqwest::Response {
+        let (bytes, encoding) = encoded(body);
         let mut wait = Duration::from_secs(1);
         loop {
             let res = http
                 .post(format!("{}/api/v1/sites/{}:{path}", self.base, self.name))
                 .bearer_auth(&self.token)
-                .json(body)
+                .header("content-type", "application/json")
+                .header("content-encoding", encoding)
+                .body(bytes.clone())
                 .send()
                 .await
                 .unwrap();

@@ -22,7 +22,7 @@ use crate::model::health::ConsumerLag;
 use crate::runtime::Locked;
 use crate::runtime::Metrics;
 use crate::runtime::clock::SharedClock;
-use crate::store::events::{EventStore, Position};
+use crate::store::events::{EventKey, EventStore, Position};
 use crate::store::{Filing, Store, StoreError};
 use futures_util::future::BoxFuture;
 use std::collections::{BTreeMap, HashSet};
@@ -186,13 +186,13 @@ impl Events {
     pub async fn store_forwarded(&self, events: Vec<Event>) -> Result<Vec<Arc<Event>>, StoreError> {
         let store = self.store.clone();
         let fresh = crate::store::blocking(move || {
-            let mut fresh = Vec::with_capacity(events.len());
-            for e in events {
-                if !store.contains(&e.tenant_id, e.ts, &e.id)? {
-                    fresh.push(Arc::new(e));
-                }
-            }
-            Ok(fresh)
+            let keys: Vec<EventKey> = events.iter().map(EventKey::of).collect();
+            let stored = store.stored(&keys)?;
+            Ok(events
+                .into_iter()
+                .filter(|e| !stored.contains(&e.id))
+                .map(Arc::new)
+                .collect::<Vec<_>>())
         })
         .await?;
         if fresh.is_empty() {

@@ -484,8 +484,8 @@ impl Sites {
             .collect())
     }
 
-    /// Room to parse and store a forwarded body of `bytes` (decompressed), held while the batch
-    /// is parsed and stored; `Busy` when other sites' batches fill it for `FORWARD_WAIT`.
+    /// Room to read, parse and store `bytes` more of a forwarded body, held while the batch is
+    /// read, parsed and stored; `Busy` when other sites' batches fill it for `FORWARD_WAIT`.
     pub async fn forward_room(
         &self,
         bytes: usize,

@@ -26,7 +26,7 @@ use crate::model::event::{Event, EventFilter, EventType, id_millis};
 use crate::runtime::Locked;
 use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
@@ -397,7 +397,7 @@ trait MonthStore: Send + Sync {
     /// none shares it.
     fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError>;
     fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError>;
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError>;
+    fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError>;
     fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError>;
     fn count_after(&self, month: u32, after: Position) -> Result<u64, StoreError>;
     /// Removes the months before `keep_from` whole; answers those removed.
@@ -605,9 +605,9 @@ impl EventStore {
         Ok(found)
     }
 
-    /// Whether the event `id` of `tenant` at `ts` is stored. Blocking.
-    pub fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        self.backend.contains(tenant, ts, id)
+    /// The ids of the events of `keys` that are stored. Blocking.
+    pub fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError> {
+        self.backend.stored(keys)
     }
 
     /// Resolves once every append queued before this call is committed (or failed).
@@ -785,17 +785,31 @@ impl MonthStore for MonthFiles {
         MonthFiles::by_keys(self, keys)
     }
 
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
-        let Some(file) = self.file(month_of(ts), false)? else {
-            return Ok(false);
-        };
-        let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
-        let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
-        let key = cat(tenant.as_bytes(), &suffix(ts.as_millis(), id));
-        Ok(main
-            .get(key.as_slice())
-            .map_err(StoreError::from_redb)?
-            .is_some())
+    /// One read of each month the keys fall in.
+    fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError> {
+        let mut by_month: BTreeMap<u32, Vec<&EventKey>> = BTreeMap::new();
+        for k in keys {
+            by_month.entry(month_of(k.ts)).or_default().push(k);
+        }
+        let mut found = HashSet::new();
+        for (month, keys) in by_month {
+            let Some(file) = self.file(month, false)? else {
+                continue;
+            };
+            let tx = file.db.begin_read().map_err(StoreError::from_redb)?;
+            let main = tx.open_table(MAIN).map_err(StoreError::from_redb)?;
+            for k in keys {
+                let key = cat(k.tenant.as_bytes(), &suffix(k.ts.as_millis(), &k.id));
+                if main
+                    .get(key.as_slice())
+                    .map_err(StoreError::from_redb)?
+                    .is_some()
+                {
+                    found.insert(k.id);
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Reads the month files that can hold events between the scan's and the filter's

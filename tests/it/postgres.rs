@@ -367,7 +367,7 @@ fn event_at(n: u32, tenant: uuid::Uuid, ms: i64) -> svc::model::event::Event {
 #[tokio::test]
 async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
     use svc::model::event::{Event, EventFilter, EventType, Severity};
-    use svc::store::events::{EventStore, Position};
+    use svc::store::events::{EventKey, EventStore, Position};
     use uuid::Uuid;
     if !enabled() {
         eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
@@ -503,10 +503,15 @@ async fn events_live_in_month_partitions_and_answer_as_the_month_files_do() {
         }
     }
     let some = &events[123];
-    assert!(pg.contains(&some.tenant_id, some.ts, &some.id).unwrap());
-    assert!(
-        !pg.contains(&tenants[0], some.ts, &Uuid::from_u128(0xdead))
-            .unwrap()
+    let absent = EventKey {
+        tenant: tenants[0],
+        ts: some.ts,
+        id: Uuid::from_u128(0xdead),
+    };
+    assert_eq!(
+        pg.stored(&[EventKey::of(some), absent]).unwrap(),
+        [some.id].into(),
+        "of the keys, the one stored"
     );
     let at = Position::of_id(events[250].id).unwrap();
     assert_eq!(

@@ -5,11 +5,11 @@
 //! month files and the journal keep, so backups and `svc migrate` copy rows, not meanings.
 
 use super::{EventKey, MonthStore, Position, Scan};
-use crate::model::Timestamp;
 use crate::model::event::{Event, EventFilter};
 use crate::runtime::Locked;
 use crate::store::StoreError;
 use crate::store::event_rows::decode_event;
+use std::collections::HashSet;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -290,14 +290,19 @@ impl MonthStore for Partitions {
         Partitions::by_keys(self, keys)
     }
 
-    fn contains(&self, tenant: &Uuid, ts: Timestamp, id: &Uuid) -> Result<bool, StoreError> {
+    /// One statement for all the keys.
+    fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError> {
+        let tenants: Vec<Uuid> = keys.iter().map(|k| k.tenant).collect();
+        let times: Vec<i64> = keys.iter().map(|k| k.ts.as_millis()).collect();
+        let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
         let rows = self.db.with(|c| {
             c.query(
-                "SELECT 1 FROM events WHERE tenant = $1 AND ts = $2 AND id = $3",
-                &[tenant, &ts.as_millis(), id],
+                "SELECT id FROM events WHERE (tenant, ts, id) IN \
+                 (SELECT * FROM unnest($1::uuid[], $2::int8[], $3::uuid[]))",
+                &[&tenants, &times, &ids],
             )
         })?;
-        Ok(!rows.is_empty())
+        Ok(rows.iter().map(|r| r.get::<_, Uuid>(0)).collect())
     }
 
     /// Matching events between the scan's bounds, in its direction: one statement, the
