@@ -9,9 +9,9 @@ use crate::model::event::{Event, EventFilter};
 use crate::runtime::Locked;
 use crate::store::StoreError;
 use crate::store::event_rows::decode_event;
-use std::collections::HashSet;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
 use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -435,6 +435,7 @@ impl MonthStore for Partitions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Timestamp;
     use crate::store::events::month_of;
 
     #[test]
