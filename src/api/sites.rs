@@ -9,7 +9,7 @@ use super::extract::{ApiJson, ApiPath, JSON_BODY_LIMIT, parse_json, read_body};
 use super::pagination::Page;
 use super::router::Route;
 use super::schemas;
-use crate::federation::Pulled;
+use crate::federation::{FORWARD_READ, Pulled, SiteError};
 use crate::model::site::{
     ACTIONS_WAITING_HEADER, ActionsDone, CLOCK_OFFSET_HEADER, EdgeStatus, ForwardBatch,
     ForwardReceipt, SiteAction, SiteHeartbeat, SiteOverview, UPLINK_BUDGET_HEADER,
@@ -37,7 +37,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/sites/{name}:events", receive).permission("sites:connect").doc(
             "sites",
             "Forward a site's events",
-            "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. An event whose time is more than 31 days before its arrival or more than a day after it (a site clock far off) is stored at the hour it arrived, under an id made of that hour and its own id (a resend within the hour is still a duplicate), with its own time and id in `payload.originalTs` and `payload.originalId`; so a site fills only the month files around now. The answer's `through` is the last id received; the site advances its position to it. Batches are parsed and stored with room for them: at most 16 MiB of forwarded JSON at once across all sites (its length as sent while it is read, then as decompressed), first come first served; a batch that waits 10 s for room (a fleet back from an outage at once) gets 503 `svc:sites/busy` with `Retry-After: 2`, and the site sends it again.",
+            "`{events: [Event]}` in ascending id order, at most 1000, with the site's own ids and times. Stored as events of the tenant with `site` set (`/events?site=`, the stream), each once: an id already stored is counted in `duplicates`. An event whose time is more than 31 days before its arrival or more than a day after it (a site clock far off) is stored at the hour it arrived, under an id made of that hour and its own id (a resend within the hour is still a duplicate), with its own time and id in `payload.originalTs` and `payload.originalId`; so a site fills only the month files around now. The answer's `through` is the last id received; the site advances its position to it. Batches are parsed and stored with room for them: at most 16 MiB of forwarded JSON at once across all sites (its length as sent while it is read, then as decompressed), first come first served; a batch that waits 10 s for room (a fleet back from an outage at once), or whose body takes more than 30 s to arrive, gets 503 `svc:sites/busy` with `Retry-After: 2`, and the site sends it again.",
         )
             .body::<ForwardBatch>().ok::<ForwardReceipt>().fails(503, "forwarded batches fill the room for them"),
         Route::get("/api/v1/sites/{name}:actions", actions).permission("sites:connect").doc(
@@ -122,14 +122,20 @@ async fn receive(
     req: Request,
 ) -> Result<impl IntoResponse, Problem> {
     // Read and parsed only with room for it: a fleet's backlogs arrive at once. The room is
-    // taken for the length sent, and for what a gzip body grew to once it is read.
+    // taken for the length sent, and for what a gzip body grew to once it is read; the body must
+    // arrive within `FORWARD_READ`.
     let sent = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
         .map_or(JSON_BODY_LIMIT, |n| n.min(JSON_BODY_LIMIT));
     let mut room = st.sites.forward_room(sent).await?;
-    let body = read_body(req, JSON_BODY_LIMIT, Code::ValidationSize).await?;
+    let body = tokio::time::timeout(
+        FORWARD_READ,
+        read_body(req, JSON_BODY_LIMIT, Code::ValidationSize),
+    )
+    .await
+    .map_err(|_| SiteError::Busy)??;
     if body.len() > sent {
         room.merge(st.sites.forward_room(body.len() - sent).await?);
     }

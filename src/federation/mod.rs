@@ -51,6 +51,10 @@ const FORWARD_ROOM_KIB: u32 = 16 * 1024;
 /// Retry-After; the site sends it again after its backoff).
 const FORWARD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a forwarded body may take to arrive while it holds room (a slow sender must not
+/// keep the room from everyone else); past it the batch is refused for load as above.
+pub const FORWARD_READ: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Room for forwarded batches' bodies being parsed and stored, by size, first come first
 /// served.
 struct ForwardRoom(tokio::sync::Semaphore);

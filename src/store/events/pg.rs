@@ -10,8 +10,7 @@ use crate::runtime::Locked;
 use crate::store::StoreError;
 use crate::store::event_rows::decode_event;
 use crate::store::kv::pg::{Conn, Connections, FORWARDED_CHANNEL, Target};
-use std::collections::BTreeSet;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -185,9 +184,7 @@ impl Partitions {
     }
 
     pub(super) fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
-        let tenants: Vec<Uuid> = keys.iter().map(|k| k.tenant).collect();
-        let times: Vec<i64> = keys.iter().map(|k| k.ts.as_millis()).collect();
-        let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
+        let (tenants, times, ids) = key_columns(keys);
         let rows = self.db.with(|c| {
             c.query(
                 "SELECT body FROM events WHERE (tenant, ts, id) IN \
@@ -252,6 +249,15 @@ pub(in crate::store) fn copy_month_files(
     Ok(copied)
 }
 
+/// The columns of `keys`, for `unnest`.
+fn key_columns(keys: &[EventKey]) -> (Vec<Uuid>, Vec<i64>, Vec<Uuid>) {
+    (
+        keys.iter().map(|k| k.tenant).collect(),
+        keys.iter().map(|k| k.ts.as_millis()).collect(),
+        keys.iter().map(|k| k.id).collect(),
+    )
+}
+
 impl MonthStore for Partitions {
     fn months(&self) -> Vec<u32> {
         Partitions::months(self).unwrap_or_else(|e| {
@@ -292,9 +298,7 @@ impl MonthStore for Partitions {
 
     /// One statement for all the keys.
     fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError> {
-        let tenants: Vec<Uuid> = keys.iter().map(|k| k.tenant).collect();
-        let times: Vec<i64> = keys.iter().map(|k| k.ts.as_millis()).collect();
-        let ids: Vec<Uuid> = keys.iter().map(|k| k.id).collect();
+        let (tenants, times, ids) = key_columns(keys);
         let rows = self.db.with(|c| {
             c.query(
                 "SELECT id FROM events WHERE (tenant, ts, id) IN \
