@@ -153,8 +153,11 @@ pub enum SiteError {
     OtherSite(String),
     #[error("{}", .0.detail)]
     Invalid(Invalid),
-    /// Forwarded batches fill the room for them (a fleet back from an outage at once).
-    #[error("the main is storing other sites' batches; send this one again after Retry-After")]
+    /// No room for a forwarded batch: other batches fill it (a fleet back from an outage at once),
+    /// or its body took longer than `FORWARD_READ` to arrive.
+    #[error(
+        "the main has no room for this batch now (other sites' batches fill it, or the body took over 30 s to arrive); send it again after Retry-After"
+    )]
     Busy,
     /// `alerting` did not raise or resolve a stale site's alert.
     #[error("the stale-site alert: {0}")]
