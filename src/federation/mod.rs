@@ -563,31 +563,31 @@ impl Sites {
         let (tenant, site) = (p.tenant, name.to_string());
         self.store
             .transact(move |tx| -> TxResult<_> {
-                let mut s = tx.site_status(tenant, &site)?;
-                let new: Vec<(Uuid, EventType)> = kinds
-                    .into_iter()
-                    .filter(|(id, _)| {
-                        s.forwarded_through.is_none_or(|t| *id > t) && !s.counted_ahead.contains(id)
-                    })
-                    .collect();
-                let count = |kind| new.iter().filter(|(_, k)| *k == kind).count() as i64;
-                let (opened, closed) = (
-                    count(EventType::AlertOpened),
-                    count(EventType::AlertResolved),
-                );
-                s.forwarded += new.len() as u64;
-                if ahead {
-                    s.counted_ahead.extend(new.iter().map(|(id, _)| *id));
-                    let over = s.counted_ahead.len().saturating_sub(COUNTED_AHEAD_MAX);
-                    s.counted_ahead.drain(..over);
-                } else {
-                    s.forwarded_through = s.forwarded_through.max(Some(through));
-                    let position = s.forwarded_through;
-                    s.counted_ahead.retain(|id| Some(*id) > position);
-                }
-                s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
-                tx.save_site_status(&s)?;
-                tx.fold_site_mirrors(tenant, &site, &folded)?;
+                tx.take_site_batch(tenant, &site, &folded, |s| {
+                    let new: Vec<(Uuid, EventType)> = kinds
+                        .into_iter()
+                        .filter(|(id, _)| {
+                            s.forwarded_through.is_none_or(|t| *id > t)
+                                && !s.counted_ahead.contains(id)
+                        })
+                        .collect();
+                    let count = |kind| new.iter().filter(|(_, k)| *k == kind).count() as i64;
+                    let (opened, closed) = (
+                        count(EventType::AlertOpened),
+                        count(EventType::AlertResolved),
+                    );
+                    s.forwarded += new.len() as u64;
+                    if ahead {
+                        s.counted_ahead.extend(new.iter().map(|(id, _)| *id));
+                        let over = s.counted_ahead.len().saturating_sub(COUNTED_AHEAD_MAX);
+                        s.counted_ahead.drain(..over);
+                    } else {
+                        s.forwarded_through = s.forwarded_through.max(Some(through));
+                        let position = s.forwarded_through;
+                        s.counted_ahead.retain(|id| Some(*id) > position);
+                    }
+                    s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
+                })?;
                 tx.unrecorded("a site's forwarded events counted and mirrored");
                 Ok(Wrote::Changed(()))
             })

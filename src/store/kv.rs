@@ -410,7 +410,8 @@ pub trait Readable<K: Key + 'static, V: Value + 'static> {
 
     /// Reads `keys` ahead in one query where each read is a round trip (PostgreSQL), so this
     /// transaction's later reads of them are answered from what it knows; nothing on redb,
-    /// whose reads are local.
+    /// whose reads are local. The query is sent without waiting: its answer comes with the
+    /// next read's, so the reads ahead of several tables cost one round trip together.
     fn prefetch<'a>(&self, keys: &[K::SelfType<'a>]) -> Result<(), StoreError>;
 
     fn len(&self) -> Result<u64, StoreError>;
@@ -502,9 +503,9 @@ macro_rules! readable {
                 match &self.0 {
                     $inner::Redb(_) => Ok(()),
                     #[cfg(feature = "postgres")]
-                    $inner::Pg(t $(, $pg_extra)?) => t
-                        .get_each(keys.iter().map(|k| t.ordered(k)).collect())
-                        .map(drop),
+                    $inner::Pg(t $(, $pg_extra)?) => {
+                        t.fetch_ahead(keys.iter().map(|k| t.ordered(k)).collect())
+                    }
                 }
             }
 

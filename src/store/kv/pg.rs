@@ -18,7 +18,7 @@
 use super::super::StoreError;
 use crate::runtime::Locked;
 use redb::{Key, TypeName, Value};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Bound;
@@ -102,8 +102,21 @@ pub struct Target {
 /// A statement sent and not yet answered.
 type Sent = std::pin::Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;
 
+/// Rows asked for ahead of their reading (`Table::fetch_ahead`): the table, the keys asked,
+/// and the answer to come.
+struct Fetch {
+    table: String,
+    keys: Vec<Vec<u8>>,
+    rows: std::pin::Pin<
+        Box<dyn Future<Output = Result<Vec<tokio_postgres::Row>, tokio_postgres::Error>> + Send>,
+    >,
+}
+
 /// Statements sent ahead of their answers at most, before a write waits for them.
 const MAX_SENT: usize = 1024;
+
+/// Row changes kept at most before they are sent: a large write's go out as it goes.
+const UNSENT_MAX: usize = 1024;
 
 /// One connection, with the statements it has prepared and the writes sent on it whose
 /// answers are not read yet.
@@ -115,6 +128,14 @@ pub(in crate::store) struct Conn {
     /// when the write commits (`flush`), so a write costs a round trip per read it makes, not
     /// per row it changes.
     sent: Vec<Sent>,
+    /// Row changes of the open write not sent yet, by table (stored key: new value, `None`
+    /// for a row removed): the last change of a row is the one sent (see `send_changes`).
+    unsent: BTreeMap<String, BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// How many changes `unsent` took since it was last sent.
+    unsent_rows: usize,
+    /// Reads sent ahead whose rows are learnt (into `known`) before anything else waits on
+    /// the connection: several tables' rows in the round trip of the next read.
+    fetching: Vec<Fetch>,
     /// Rows of the open transaction already read or written (see `Known`).
     known: Known,
 }
@@ -202,9 +223,77 @@ impl Conn {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.send_changes()?;
         let s = self.statement(sql)?;
-        let answer = block_on(self.client.query(&s, params));
+        let client = self.client.clone();
+        let mut answer = std::pin::pin!(client.query(&s, params));
+        // Sent before the reads asked ahead are waited for: one round trip for them all.
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        if let Poll::Ready(answer) = answer.as_mut().poll(&mut Context::from_waker(&waker)) {
+            self.learn_fetched()?;
+            return self.answered(answer);
+        }
+        self.learn_fetched()?;
+        let answer = block_on(answer);
         self.answered(answer)
+    }
+
+    /// Sends a read of `keys` of `table` (`sql`: their rows as `k, v`) ahead of its answer,
+    /// learnt before the next statement that waits.
+    fn fetch_ahead(
+        &mut self,
+        table: &str,
+        sql: &str,
+        keys: Vec<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        self.send_changes()?;
+        let s = self.statement(sql)?;
+        let client = self.client.clone();
+        let asked = keys.clone();
+        let mut rows: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
+            Box::pin(async move { client.query(&s, &[&asked]).await });
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let first = rows.as_mut().poll(&mut Context::from_waker(&waker));
+        self.fetching.push(Fetch {
+            table: table.to_string(),
+            keys,
+            rows: match first {
+                Poll::Ready(answer) => Box::pin(std::future::ready(answer)),
+                Poll::Pending => rows,
+            },
+        });
+        Ok(())
+    }
+
+    /// Whether a read of `table` was sent ahead and not learnt yet.
+    fn fetching(&self, table: &str) -> bool {
+        self.fetching.iter().any(|f| f.table == table)
+    }
+
+    /// Learns the rows of the reads sent ahead. A key this transaction learnt since (a write
+    /// of its own) keeps what it learnt: nothing is written between a read's sending and its
+    /// learning but by this transaction (see `Known`).
+    fn learn_fetched(&mut self) -> Result<(), StoreError> {
+        let mut first = Ok(());
+        for fetch in std::mem::take(&mut self.fetching) {
+            match block_on(fetch.rows) {
+                Ok(rows) => {
+                    let mut found: HashMap<Vec<u8>, Vec<u8>> = rows
+                        .into_iter()
+                        .map(|r| (r.get::<_, Vec<u8>>(0), r.get::<_, Vec<u8>>(1)))
+                        .collect();
+                    for key in fetch.keys {
+                        if self.known.get(&fetch.table, &key).is_none() {
+                            let value = found.remove(&key);
+                            self.known.learn(&fetch.table, key, value);
+                        }
+                    }
+                }
+                Err(e) if first.is_ok() => first = Err(from_pg(e)),
+                Err(_) => {}
+            }
+        }
+        first
     }
 
     pub(in crate::store) fn execute(
@@ -212,6 +301,8 @@ impl Conn {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
+        self.send_changes()?;
+        self.learn_fetched()?;
         let s = self.statement(sql)?;
         let answer = block_on(self.client.execute(&s, params));
         self.answered(answer)
@@ -224,6 +315,8 @@ impl Conn {
     }
 
     pub(in crate::store) fn batch(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.send_changes()?;
+        self.learn_fetched()?;
         let answer = block_on(self.client.batch_execute(sql));
         self.answered(answer)
     }
@@ -231,6 +324,8 @@ impl Conn {
     /// Runs simple statements in one round trip; the text of the first column of every row
     /// they answered, in order.
     fn batch_rows(&mut self, sql: &str) -> Result<Vec<String>, StoreError> {
+        self.send_changes()?;
+        self.learn_fetched()?;
         let answer = block_on(self.client.simple_query(sql));
         Ok(self
             .answered(answer)?
@@ -244,9 +339,62 @@ impl Conn {
             .collect())
     }
 
-    /// Sends a statement of `bytea` parameters without waiting for its answer (`flush` reads
-    /// it).
-    fn send(&mut self, sql: &str, params: Vec<Vec<u8>>) -> Result<(), StoreError> {
+    /// Keeps a row change of table `sql_table` (`None`: the row goes) to be sent with the
+    /// write's others (`send_changes`).
+    fn change(
+        &mut self,
+        sql_table: &str,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> Result<(), StoreError> {
+        // A read sent ahead is learnt first: it must not teach a row older than this change.
+        self.learn_fetched()?;
+        self.unsent
+            .entry(sql_table.to_string())
+            .or_default()
+            .insert(key, value);
+        self.unsent_rows += 1;
+        if self.unsent_rows >= UNSENT_MAX {
+            self.send_changes()?;
+        }
+        Ok(())
+    }
+
+    /// Sends the row changes kept, without waiting for their answer (`flush` reads it): per
+    /// table one upsert of every row written and one delete of every row removed, so a write's
+    /// rows cost the database a statement a table, not one a row. Sent before anything else
+    /// goes out on the connection, so whatever follows sees them.
+    fn send_changes(&mut self) -> Result<(), StoreError> {
+        self.unsent_rows = 0;
+        for (sql_table, rows) in std::mem::take(&mut self.unsent) {
+            let (mut written, mut removed) = (Vec::new(), Vec::new());
+            let mut values = Vec::new();
+            for (key, value) in rows {
+                match value {
+                    Some(v) => {
+                        written.push(key);
+                        values.push(v);
+                    }
+                    None => removed.push(key),
+                }
+            }
+            if !written.is_empty() {
+                let sql = format!(
+                    "INSERT INTO {sql_table} (k, v) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
+                     ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+                );
+                self.send(&sql, vec![written, values])?;
+            }
+            if !removed.is_empty() {
+                let sql = format!("DELETE FROM {sql_table} WHERE k = ANY($1)");
+                self.send(&sql, vec![removed])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a statement of `bytea[]` parameters without waiting for its answer.
+    fn send(&mut self, sql: &str, params: Vec<Vec<Vec<u8>>>) -> Result<(), StoreError> {
         let s = self.statement(sql)?;
         let client = self.client.clone();
         self.sent_ahead(Box::pin(async move {
@@ -258,6 +406,7 @@ impl Conn {
 
     /// Sends simple statements (a savepoint's) without waiting for their answer.
     fn send_batch(&mut self, sql: &'static str) -> Result<(), StoreError> {
+        self.send_changes()?;
         let client = self.client.clone();
         self.sent_ahead(Box::pin(async move { client.batch_execute(sql).await }))
     }
@@ -278,7 +427,8 @@ impl Conn {
 
     /// Reads the answers of the statements sent ahead; the first failure among them.
     fn flush(&mut self) -> Result<(), StoreError> {
-        let mut first = Ok(());
+        self.send_changes()?;
+        let mut first = self.learn_fetched();
         for statement in std::mem::take(&mut self.sent) {
             if let Err(e) = block_on(statement)
                 && first.is_ok()
@@ -289,9 +439,12 @@ impl Conn {
         first
     }
 
-    /// Forgets the statements sent ahead (their write rolls back): their answers are dropped
-    /// as they come.
+    /// Forgets what the write sent or kept to send (it rolls back): the answers are dropped as
+    /// they come.
     fn forget_sent(&mut self) {
+        self.unsent.clear();
+        self.unsent_rows = 0;
+        self.fetching.clear();
         self.sent.clear();
     }
 
@@ -491,14 +644,23 @@ impl Pool {
 
     pub(super) fn begin_read(self: &Arc<Self>) -> Result<Read, StoreError> {
         let pooled = self.readers.locked().pop();
+        // The last read's `COMMIT` was sent ahead: its answer is read here, and a connection
+        // it found broken is not used again.
+        let usable = |c: &Shared| {
+            let mut c = lock(c);
+            !c.client.is_closed() && c.flush().is_ok()
+        };
         let conn = match pooled {
-            Some(c) if !lock(&c).client.is_closed() => c,
+            Some(c) if usable(&c) => c,
             _ => Arc::new(Mutex::new(connect(&self.target, &self.tls)?)),
         };
         {
             let mut c = lock(&conn);
+            c.fetching.clear();
             c.known.forget();
-            c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            // Sent ahead too: it reaches the database before the read's first query, whose
+            // round trip it shares.
+            c.send_batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
         }
         Ok(Read {
             conn,
@@ -759,7 +921,16 @@ impl Connections {
         let idle = self.idle.locked().pop();
         let mut conn = match idle {
             Some(c) if !c.client.is_closed() => c,
-            _ => connect(&self.target, &self.tls)?,
+            _ => {
+                let mut c = connect(&self.target, &self.tls)?;
+                // The month partitions grow from empty, and a plan cached while one was small
+                // (a hash join over a scan of the whole month, where a lookup of a few keys
+                // wants the primary key) would stay until the partition is next analyzed: a
+                // minute or more of every month's start, and all of a short benchmark's run,
+                // spent scanning. Each statement is planned for what the partitions hold now.
+                c.batch("SET plan_cache_mode = force_custom_plan")?;
+                c
+            }
         };
         let out = work(&mut conn);
         let mut idle = self.idle.locked();
@@ -840,6 +1011,9 @@ fn connect_with(
         client: Arc::new(client),
         statements: HashMap::new(),
         sent: Vec::new(),
+        unsent: BTreeMap::new(),
+        unsent_rows: 0,
+        fetching: Vec::new(),
         known: Known::default(),
     })
 }
@@ -1172,7 +1346,8 @@ impl Read {
 
 impl Drop for Read {
     fn drop(&mut self) {
-        let ended = lock(&self.conn).batch("COMMIT").is_ok();
+        // Sent without waiting for its answer: the connection's next read reads it first.
+        let ended = lock(&self.conn).send_batch("COMMIT").is_ok();
         // A handle that outlived its transaction keeps the connection; it is not reused.
         if ended && Arc::strong_count(&self.conn) == 1 {
             let mut readers = self.pool.readers.locked();
@@ -1213,6 +1388,9 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
 
     pub(crate) fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let mut conn = lock(&self.conn);
+        if conn.fetching(&self.name) {
+            conn.learn_fetched()?;
+        }
         if let Some(known) = conn.known.get(&self.name, &key) {
             return Ok(known.clone());
         }
@@ -1226,6 +1404,9 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// Whether each of `keys` (stored keys) is here, in one query for those not known yet.
     pub(crate) fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
         let mut conn = lock(&self.conn);
+        if conn.fetching(&self.name) {
+            conn.learn_fetched()?;
+        }
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
@@ -1255,6 +1436,9 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// The value of each of `keys` (stored keys), in one query for those not known yet.
     pub(crate) fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut conn = lock(&self.conn);
+        if conn.fetching(&self.name) {
+            conn.learn_fetched()?;
+        }
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
@@ -1280,24 +1464,38 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
             .collect())
     }
 
+    /// Sends a read of `keys` (stored keys) not known yet ahead of its answer: their rows are
+    /// learnt with the next read's round trip (of any table), so later reads of them cost none.
+    pub(crate) fn fetch_ahead(&self, keys: Vec<Vec<u8>>) -> Result<(), StoreError> {
+        let mut conn = lock(&self.conn);
+        // Rows of this table asked for already are learnt first, so none is asked for twice.
+        if conn.fetching(&self.name) {
+            conn.learn_fetched()?;
+        }
+        let unknown: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter(|k| conn.known.get(&self.name, k).is_none())
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let sql = format!("SELECT k, v FROM {} WHERE k = ANY($1)", self.sql_table);
+        conn.fetch_ahead(&self.name, &sql, unknown)
+    }
+
     /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
     pub(crate) fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
-        let sql = format!(
-            "INSERT INTO {} (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-            self.sql_table
-        );
         let mut conn = lock(&self.conn);
         conn.known
             .learn(&self.name, key.clone(), Some(value.to_vec()));
-        conn.send(&sql, vec![key, value.to_vec()])
+        conn.change(&self.sql_table, key, Some(value.to_vec()))
     }
 
     /// Removes `key`, sent ahead of its answer.
     pub(crate) fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
-        let sql = format!("DELETE FROM {} WHERE k = $1", self.sql_table);
         let mut conn = lock(&self.conn);
         conn.known.learn(&self.name, key.clone(), None);
-        conn.send(&sql, vec![key])
+        conn.change(&self.sql_table, key, None)
     }
 
     /// Removes `key`; the value it held.
