@@ -270,9 +270,8 @@ impl Conn {
         self.fetching.iter().any(|f| f.table == table)
     }
 
-    /// Learns the rows of the reads sent ahead. A key this transaction learnt since (a write
-    /// of its own) keeps what it learnt: nothing is written between a read's sending and its
-    /// learning but by this transaction (see `Known`).
+    /// Learns the rows of the reads sent ahead. Every change waits for this first (`change`),
+    /// so what they answered is what the rows hold; a key learnt since keeps what it learnt.
     fn learn_fetched(&mut self) -> Result<(), StoreError> {
         let mut first = Ok(());
         for fetch in std::mem::take(&mut self.fetching) {
@@ -347,7 +346,8 @@ impl Conn {
         key: Vec<u8>,
         value: Option<Vec<u8>>,
     ) -> Result<(), StoreError> {
-        // A read sent ahead is learnt first: it must not teach a row older than this change.
+        // A read sent ahead is learnt first: learnt after, it would teach the row as it was
+        // before this change.
         self.learn_fetched()?;
         self.unsent
             .entry(sql_table.to_string())
@@ -1486,16 +1486,17 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// Stores `value` under `key`, sent ahead of its answer (`Write::commit` reads it).
     pub(crate) fn put(&self, key: Vec<u8>, value: &[u8]) -> Result<(), StoreError> {
         let mut conn = lock(&self.conn);
-        conn.known
-            .learn(&self.name, key.clone(), Some(value.to_vec()));
-        conn.change(&self.sql_table, key, Some(value.to_vec()))
+        conn.change(&self.sql_table, key.clone(), Some(value.to_vec()))?;
+        conn.known.learn(&self.name, key, Some(value.to_vec()));
+        Ok(())
     }
 
     /// Removes `key`, sent ahead of its answer.
     pub(crate) fn delete(&self, key: Vec<u8>) -> Result<(), StoreError> {
         let mut conn = lock(&self.conn);
-        conn.known.learn(&self.name, key.clone(), None);
-        conn.change(&self.sql_table, key, None)
+        conn.change(&self.sql_table, key.clone(), None)?;
+        conn.known.learn(&self.name, key, None);
+        Ok(())
     }
 
     /// Removes `key`; the value it held.
