@@ -228,13 +228,12 @@ impl Conn {
         let client = self.client.clone();
         let mut answer = std::pin::pin!(client.query(&s, params));
         // Sent before the reads asked ahead are waited for: one round trip for them all.
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        if let Poll::Ready(answer) = answer.as_mut().poll(&mut Context::from_waker(&waker)) {
-            self.learn_fetched()?;
-            return self.answered(answer);
-        }
+        let sent = poll_once(answer.as_mut());
         self.learn_fetched()?;
-        let answer = block_on(answer);
+        let answer = match sent {
+            Poll::Ready(answer) => answer,
+            Poll::Pending => block_on(answer),
+        };
         self.answered(answer)
     }
 
@@ -252,12 +251,11 @@ impl Conn {
         let asked = keys.clone();
         let mut rows: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
             Box::pin(async move { client.query(&s, &[&asked]).await });
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        let first = rows.as_mut().poll(&mut Context::from_waker(&waker));
+        let sent = poll_once(rows.as_mut());
         self.fetching.push(Fetch {
             table: table.to_string(),
             keys,
-            rows: match first {
+            rows: match sent {
                 Poll::Ready(answer) => Box::pin(std::future::ready(answer)),
                 Poll::Pending => rows,
             },
@@ -265,9 +263,12 @@ impl Conn {
         Ok(())
     }
 
-    /// Whether a read of `table` was sent ahead and not learnt yet.
-    fn fetching(&self, table: &str) -> bool {
-        self.fetching.iter().any(|f| f.table == table)
+    /// Learns the reads sent ahead when one is of `table`, before `table` is read.
+    fn learn_fetched_of(&mut self, table: &str) -> Result<(), StoreError> {
+        if self.fetching.iter().any(|f| f.table == table) {
+            self.learn_fetched()?;
+        }
+        Ok(())
     }
 
     /// Learns the rows of the reads sent ahead. Every change waits for this first (`change`),
@@ -414,8 +415,7 @@ impl Conn {
     /// Polls `statement` once, which puts it on the connection's queue in order, and keeps it
     /// for its answer unless that came at once.
     fn sent_ahead(&mut self, mut statement: Sent) -> Result<(), StoreError> {
-        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-        match statement.as_mut().poll(&mut Context::from_waker(&waker)) {
+        match poll_once(statement.as_mut()) {
             Poll::Ready(answer) => return self.answered(answer),
             Poll::Pending => self.sent.push(statement),
         }
@@ -656,7 +656,6 @@ impl Pool {
         };
         {
             let mut c = lock(&conn);
-            c.fetching.clear();
             c.known.forget();
             // Sent ahead too: it reaches the database before the read's first query, whose
             // round trip it shares.
@@ -1050,6 +1049,12 @@ impl Wake for Unpark {
     }
 }
 
+/// Polls `future` once, which puts a statement on the connection's queue in order.
+fn poll_once<F: Future + ?Sized>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    future.poll(&mut Context::from_waker(&waker))
+}
+
 /// Runs `future` to its end on this thread, parking it while the future waits.
 fn block_on<F: Future>(future: F) -> F::Output {
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
@@ -1388,9 +1393,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
 
     pub(crate) fn get(&self, key: Vec<u8>) -> Result<Option<Vec<u8>>, StoreError> {
         let mut conn = lock(&self.conn);
-        if conn.fetching(&self.name) {
-            conn.learn_fetched()?;
-        }
+        conn.learn_fetched_of(&self.name)?;
         if let Some(known) = conn.known.get(&self.name, &key) {
             return Ok(known.clone());
         }
@@ -1404,9 +1407,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// Whether each of `keys` (stored keys) is here, in one query for those not known yet.
     pub(crate) fn contains_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<bool>, StoreError> {
         let mut conn = lock(&self.conn);
-        if conn.fetching(&self.name) {
-            conn.learn_fetched()?;
-        }
+        conn.learn_fetched_of(&self.name)?;
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
@@ -1436,9 +1437,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     /// The value of each of `keys` (stored keys), in one query for those not known yet.
     pub(crate) fn get_each(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut conn = lock(&self.conn);
-        if conn.fetching(&self.name) {
-            conn.learn_fetched()?;
-        }
+        conn.learn_fetched_of(&self.name)?;
         let unknown: Vec<&Vec<u8>> = keys
             .iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
@@ -1469,9 +1468,7 @@ impl<K: Key + 'static, V: Value + 'static> Table<K, V> {
     pub(crate) fn fetch_ahead(&self, keys: Vec<Vec<u8>>) -> Result<(), StoreError> {
         let mut conn = lock(&self.conn);
         // Rows of this table asked for already are learnt first, so none is asked for twice.
-        if conn.fetching(&self.name) {
-            conn.learn_fetched()?;
-        }
+        conn.learn_fetched_of(&self.name)?;
         let unknown: Vec<Vec<u8>> = keys
             .into_iter()
             .filter(|k| conn.known.get(&self.name, k).is_none())
