@@ -850,24 +850,27 @@ async fn builtin_dns_asks_a_real_server() {
         .local_addr()
         .unwrap()
         .port();
-    let mut dnsmasq = std::process::Command::new("/usr/sbin/dnsmasq")
-        .args([
-            "--keep-in-foreground",
-            "--conf-file=/dev/null",
-            "--no-resolv",
-            "--no-hosts",
-            "--bind-interfaces",
-            "--listen-address=127.0.0.1",
-            &format!("--port={port}"),
-            "--address=/plc.svc.test/10.1.2.3",
-            "--user=root",
-            "--pid-file=",
-        ])
-        .spawn()
-        .unwrap();
+    let mut dnsmasq = Peer(
+        std::process::Command::new("/usr/sbin/dnsmasq")
+            .args([
+                "--keep-in-foreground",
+                "--conf-file=/dev/null",
+                "--no-resolv",
+                "--no-hosts",
+                "--bind-interfaces",
+                "--listen-address=127.0.0.1",
+                &format!("--port={port}"),
+                "--address=/plc.svc.test/10.1.2.3",
+                "--user=root",
+                "--pid-file=",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    // dnsmasq opens its UDP and TCP sockets together, so its TCP port says the UDP one is up.
+    dnsmasq.wait_listening(port, "dnsmasq");
     let a = Admin::start_with(no_seed());
     gateway(&a).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let server = format!("127.0.0.1:{port}");
     let once = |args: Vec<&str>| json!({"checkCommand": "dns", "args": args, "interval": 3600, "maxCheckAttempts": 1});
     let ok = check_once(
@@ -898,8 +901,6 @@ async fn builtin_dns_asks_a_real_server() {
     )
     .await;
     assert_eq!(missing["state"], 2, "{missing}");
-    let _ = dnsmasq.kill();
-    let _ = dnsmasq.wait();
 }
 
 #[tokio::test]
