@@ -33,8 +33,16 @@ mod tls;
 const WRITER_LOCK: i64 = 0x5356_4300_0001;
 
 /// The advisory lock the leading process holds for as long as its lease's session lives: its
-/// consumers run; the other processes serve beside it and wait on this lock to lead.
+/// consumers run; the other processes serve beside it and try this lock to lead.
 const INSTANCE_LOCK: i64 = 0x5356_4300_0002;
+
+/// How often a process serving beside the leader tries to take the lead. Not a blocking
+/// `pg_advisory_lock`: a statement waiting for a lock keeps its snapshot for as long as it
+/// waits, and with it PostgreSQL keeps every row version the processes replaced since: the
+/// rows each commit updates (the journal's head, the consumers' positions, the sites' statuses)
+/// piled up thousands of dead versions, which every read of them walked (0.58 ms a read of
+/// `kv_meta` against 0.04 of a site status, docs/performance.md, Fleet).
+const LEAD_TRY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Waiting for the lease or the commit notices tries again after this long once the database
 /// is lost, doubling up to the most.
@@ -716,8 +724,10 @@ impl Lease {
                 .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
                 .unwrap_or_default();
             tracing::info!(%holder, since = %at, "another process leads on this database; serving beside it, ready to lead when its session ends");
-            // PostgreSQL grants the lock the moment the holder's session ends: no polling.
-            conn.batch(&format!("SELECT pg_advisory_lock({INSTANCE_LOCK})"))?;
+            // Free the moment the holder's session ends; tried, not waited on (`LEAD_TRY_EVERY`).
+            while !conn.try_lock(INSTANCE_LOCK)? {
+                pause(LEAD_TRY_EVERY)?;
+            }
             tracing::info!(previous = %holder, "took the lead");
         }
         // Taking it back keeps the generation, so this process's fence holds throughout.
@@ -749,6 +759,9 @@ impl Lease {
     pub(in crate::store) fn hold(self, target: &Target) -> Result<Lease, StoreError> {
         while self.ended.recv().is_ok() {}
         tracing::warn!("the lead's session ended; taking the lead again");
+        // A process serving beside this one, whose session lives, takes the lead first: it
+        // tries it within `LEAD_TRY_EVERY`.
+        pause(2 * LEAD_TRY_EVERY)?;
         let tls =
             tls::Connector::new(target.ca_file.as_deref()).map_err(StoreError::Unavailable)?;
         let mut retry = RECONNECT_FIRST;
