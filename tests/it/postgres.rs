@@ -1995,3 +1995,68 @@ async fn escalation_timers_follow_the_partitions_and_a_killed_processs_fire_else
             .is_some_and(|p| !p.is_empty())
     );
 }
+
+/// A first batch of many state changes opens every alert it should. The engine sends its reads
+/// of the batch's objects ahead of their answers, and a statement first prepared behind them
+/// (the storm correlation's read, on its first alert) once waited for ever: the connection held
+/// its answer back behind their rows, and the writers' lock with it.
+#[tokio::test]
+async fn a_first_batch_of_many_state_changes_opens_its_alerts() {
+    use super::support::{Admin, create_all, get, send};
+    use reqwest::Method;
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+    const SERVICES: usize = 120;
+    if !enabled() {
+        eprintln!("SKIPPED: runs with SVC_TEST_STORAGE=postgres");
+        return;
+    }
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    let mut bodies = vec![
+        ("/api/v1/hosts", json!({"name": "rack", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "failed", "match": "event.state == 'CRITICAL'", "severity": "critical"}),
+        ),
+    ];
+    for i in 0..SERVICES {
+        bodies.push((
+            "/api/v1/services",
+            json!({"name": format!("psu{i}"), "host": "rack", "spec": {}}),
+        ));
+    }
+    create_all(s, token, bodies).await;
+    // States of a kilobyte and more, so those read ahead take many of the connection's reads.
+    let output = format!(
+        "failed: {}",
+        "the supply's output voltage fell; ".repeat(40)
+    );
+    let results: Vec<_> = (0..SERVICES)
+        .map(|i| json!({"host": "rack", "service": format!("psu{i}"), "state": "CRITICAL", "output": output}))
+        .collect();
+    let res = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/results",
+        json!({"results": results}),
+    )
+    .await;
+    assert_eq!(res.status().as_u16(), 202);
+    let started = Instant::now();
+    loop {
+        let open = get(s, token, "/api/v1/alerts?limit=500").await["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        if open == SERVICES {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{open} of {SERVICES} alerts opened"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -208,6 +208,11 @@ impl Conn {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
+        // The connection hands answers over in the order they came, and holds the rest back
+        // while one is not taken: the rows of a read sent ahead, past what its channel holds,
+        // would keep the preparing's answer from this thread for ever (an alert batch's
+        // objects did, with two processes' locks waiting behind its group).
+        self.learn_fetched()?;
         let prepared = block_on(self.client.prepare(sql));
         let s = self.answered(prepared)?;
         self.statements.insert(sql.to_string(), s.clone());
