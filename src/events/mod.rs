@@ -202,26 +202,22 @@ impl Events {
             .append(fresh.clone())
             .await
             .unwrap_or_else(|_| Err(StoreError::Unavailable("event writer gone".into())))?;
-        // Where processes share the store, each one's relay publishes them once announced.
-        let announced = self.relayed.load(Ordering::SeqCst) && self.announce(&fresh).await;
-        if !announced {
-            for event in &fresh {
-                self.bus.publish(event.clone()).await;
-            }
+        // Where processes share the store, the others' relays publish them once announced.
+        if self.relayed.load(Ordering::SeqCst) {
+            self.announce(&fresh).await;
+        }
+        for event in &fresh {
+            self.bus.publish(event.clone()).await;
         }
         Ok(fresh)
     }
 
-    /// Announces stored forwarded events to every process's relay; false if that failed (the
-    /// caller then publishes them here).
-    async fn announce(&self, fresh: &[Arc<Event>]) -> bool {
+    /// Announces stored forwarded events to the other processes' relays.
+    async fn announce(&self, fresh: &[Arc<Event>]) {
         let (store, stored) = (self.store.clone(), fresh.to_vec());
-        crate::store::blocking(move || store.announce_forwarded(&stored))
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "forwarded events stored but not announced to the other processes");
-                false
-            })
+        if let Err(e) = crate::store::blocking(move || store.announce_forwarded(&stored)).await {
+            tracing::warn!(error = %e, "forwarded events stored but not announced to the other processes");
+        }
     }
 
     /// The stored events of `tenants` strictly after event `after`, oldest first, at most

@@ -5,8 +5,8 @@
 //! `Last-Event-ID`). The store wakes it after this process's durable groups and on the
 //! others' commit notices. A write of this process answers once the relay published its
 //! events (see `Events`), as where a process publishes its own. Events a federation site
-//! forwarded keep the site's ids and are not journaled: the process that stored them announces
-//! their keys, and every relay reads and publishes them.
+//! forwarded keep the site's ids and are not journaled: the process that stored them publishes
+//! them and announces their keys, and every other process's relay reads and publishes them.
 
 use super::Events;
 use super::consumer::committed_after;
@@ -55,9 +55,16 @@ impl EventRelay {
         }
     }
 
-    /// Publishes the forwarded events announced since its last step.
+    /// Publishes the forwarded events other processes announced since its last step (this
+    /// process published its own as it stored them).
     async fn relay_forwarded(&mut self) -> Result<(), StoreError> {
-        self.forwarded.extend(self.store.take_forwarded());
+        let own = self.events.store.announcer().to_string();
+        for announced in self.store.take_forwarded() {
+            let (announcer, keys) = EventKey::parse_announcement(&announced);
+            if announcer != own {
+                self.forwarded.extend(keys);
+            }
+        }
         if self.forwarded.is_empty() {
             return Ok(());
         }

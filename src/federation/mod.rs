@@ -9,7 +9,7 @@ use crate::events::Events;
 use crate::model::alert::{Alert, AlertFilter, ManualAlarm, ShelveRequest};
 use crate::model::audit::AuditDraft;
 use crate::model::bundle::{BundleDoc, SHIPPED_DOWNTIMES};
-use crate::model::config::{Invalid, SiteBody};
+use crate::model::config::{ConfigDoc, Invalid, SiteBody};
 use crate::model::event::{Event, EventDraft, EventType, Severity};
 use crate::model::identity::Actor;
 use crate::model::mirror::{Mirror, MirrorKind, Stale};
@@ -110,6 +110,98 @@ fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
     e
 }
 
+/// The last id of a batch a site forwarded, if its events are within the bound and in
+/// ascending id order.
+fn check_batch(events: &[Event]) -> Result<Uuid, SiteError> {
+    let invalid = |detail: String| {
+        SiteError::Invalid(Invalid {
+            field: "events".into(),
+            detail,
+        })
+    };
+    if events.len() > FORWARD_BATCH_MAX {
+        return Err(invalid(format!(
+            "at most {FORWARD_BATCH_MAX} events per batch"
+        )));
+    }
+    if events.windows(2).any(|w| w[0].id >= w[1].id) {
+        return Err(invalid("events must be in ascending id order".into()));
+    }
+    events
+        .last()
+        .map(|e| e.id)
+        .ok_or_else(|| invalid("no events".into()))
+}
+
+/// Counts a batch of site `site` into its status `s` (by the site's own ids, which order its
+/// events; each once, whether sent ahead or in order), and answers its events as the main
+/// keeps them: of the site, their clocks marked against the site's last offset (`bound`, or
+/// `CLOCK_DRIFT_MAX`), restamped where their times are out of reach.
+fn count_batch(
+    batch: &ForwardBatch,
+    s: &mut SiteStatus,
+    now: Timestamp,
+    bound: Option<Duration>,
+    site: &str,
+) -> Vec<Event> {
+    let Some(through) = batch.events.last().map(|e| e.id) else {
+        return Vec::new();
+    };
+    let new: Vec<(Uuid, EventType)> = batch
+        .events
+        .iter()
+        .map(|e| (e.id, e.kind))
+        .filter(|(id, _)| {
+            s.forwarded_through.is_none_or(|t| *id > t) && !s.counted_ahead.contains(id)
+        })
+        .collect();
+    let count = |kind| new.iter().filter(|(_, k)| *k == kind).count() as i64;
+    let (opened, closed) = (
+        count(EventType::AlertOpened),
+        count(EventType::AlertResolved),
+    );
+    s.forwarded += new.len() as u64;
+    if batch.ahead {
+        s.counted_ahead.extend(new.iter().map(|(id, _)| *id));
+        let over = s.counted_ahead.len().saturating_sub(COUNTED_AHEAD_MAX);
+        s.counted_ahead.drain(..over);
+    } else {
+        s.forwarded_through = s.forwarded_through.max(Some(through));
+        let position = s.forwarded_through;
+        s.counted_ahead.retain(|id| Some(*id) > position);
+    }
+    s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
+    let (offset, bound) = (s.clock_offset_ms, bound.unwrap_or(CLOCK_DRIFT_MAX));
+    batch
+        .events
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.tenant_id = s.tenant_id;
+            e.site = Some(site.to_string());
+            mark_clock(&mut e, offset, now, bound);
+            restamp(e, site, now)
+        })
+        .collect()
+}
+
+/// Refuses a token bound to another site than `name`.
+fn refuse_other_site(p: &Principal, name: &str) -> Result<(), SiteError> {
+    match p.site.as_deref().filter(|s| *s != name) {
+        Some(bound) => Err(SiteError::OtherSite(bound.to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Site `name`'s document as a site that may connect: there is one, and it is not disabled.
+fn usable_site(doc: Option<ConfigDoc>, name: &str) -> Result<SiteBody, SiteError> {
+    let site = SiteBody::parse(&doc.ok_or(SiteError::NotFound)?.body);
+    if site.disabled {
+        return Err(SiteError::Disabled(name.to_string()));
+    }
+    Ok(site)
+}
+
 /// Marks a forwarded event whose time the site's clock makes doubtful, in
 /// `payload.clockSuspect`: the site's clock was off the main's by more than `bound` at its last
 /// heartbeat (`offsetMs`), or the event lies ahead of the main's clock by more than `bound`
@@ -164,6 +256,15 @@ pub enum SiteError {
     Alerting(#[from] crate::runtime::PortError),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl crate::store::TxAbort for SiteError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            SiteError::Store(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// A pull's answer.
@@ -278,9 +379,7 @@ impl Sites {
     /// The site `name` as the caller may use it: a token bound to another site is refused
     /// before anything is looked up, so it learns nothing of other sites.
     async fn connectable(&self, p: &Principal, name: &str) -> Result<SiteBody, SiteError> {
-        if let Some(bound) = p.site.as_deref().filter(|s| *s != name) {
-            return Err(SiteError::OtherSite(bound.to_string()));
-        }
+        refuse_other_site(p, name)?;
         let doc = match self
             .store
             .doc(p.tenant, "sites", name.to_string(), false)
@@ -289,11 +388,7 @@ impl Sites {
             Err(StoreError::NotFound) => return Err(SiteError::NotFound),
             other => other?,
         };
-        let site = SiteBody::parse(&doc.body);
-        if site.disabled {
-            return Err(SiteError::Disabled(name.to_string()));
-        }
-        Ok(site)
+        usable_site(Some(doc), name)
     }
 
     /// `GET /sites/{name}:pull`: the site's bundle, or `NotModified` when `if_none_match`
@@ -501,97 +596,36 @@ impl Sites {
     }
 
     /// `POST /sites/{name}:events`: stores what the site forwarded, as events of that site
-    /// with the site's ids and times, each once however often it is sent.
+    /// with the site's ids and times, each once however often it is sent. The site, its status
+    /// and the batch's mirrored records are read in the write that counts and mirrors it.
     pub async fn receive(
         &self,
         p: &Principal,
         name: &str,
         batch: ForwardBatch,
     ) -> Result<ForwardReceipt, SiteError> {
-        let site = self.connectable(p, name).await?;
-        let invalid = |detail: String| {
-            SiteError::Invalid(Invalid {
-                field: "events".into(),
-                detail,
-            })
-        };
-        if batch.events.len() > FORWARD_BATCH_MAX {
-            return Err(invalid(format!(
-                "at most {FORWARD_BATCH_MAX} events per batch"
-            )));
-        }
-        if batch.events.windows(2).any(|w| w[0].id >= w[1].id) {
-            return Err(invalid("events must be in ascending id order".into()));
-        }
-        let Some(through) = batch.events.last().map(|e| e.id) else {
+        refuse_other_site(p, name)?;
+        if batch.events.is_empty() {
+            self.connectable(p, name).await?;
             return Ok(ForwardReceipt::default());
-        };
+        }
+        let key = (p.tenant, name.to_string());
         let turn = self
             .receiving
             .locked()
-            .entry((p.tenant, name.to_string()))
+            .entry(key.clone())
             .or_default()
             .clone();
-        let _one_at_a_time = turn.lock().await;
-        let sent = batch.events.len() as u64;
-        let now = self.clock.now();
-        let bound = site.clock_drift_max.map_or(CLOCK_DRIFT_MAX, |d| d.0);
-        let offset = self
-            .store
-            .site_status(p.tenant, name.to_string())
-            .await?
-            .clock_offset_ms;
-        // Counted by the site's own ids, which order its events; a restamped event has an id
-        // of the main's.
-        let kinds: Vec<(Uuid, EventType)> = batch.events.iter().map(|e| (e.id, e.kind)).collect();
-        let ahead = batch.ahead;
-        let events: Vec<Event> = batch
-            .events
-            .into_iter()
-            .map(|mut e| {
-                e.tenant_id = p.tenant;
-                e.site = Some(name.to_string());
-                mark_clock(&mut e, offset, now, bound);
-                restamp(e, name, now)
-            })
-            .collect();
-        let folded = events.clone();
-        // Counted by position, not by what was stored, and mirrored before the events are
-        // stored and published, so whoever an event wakes reads the mirror it made. A crash
-        // between the two leaves the events to be stored when the site sends them again; the
-        // mirrors fold every event sent, each once by its id, and none is counted twice.
-        let (tenant, site) = (p.tenant, name.to_string());
-        self.store
-            .transact(move |tx| -> TxResult<_> {
-                tx.take_site_batch(tenant, &site, &folded, |s| {
-                    let new: Vec<(Uuid, EventType)> = kinds
-                        .into_iter()
-                        .filter(|(id, _)| {
-                            s.forwarded_through.is_none_or(|t| *id > t)
-                                && !s.counted_ahead.contains(id)
-                        })
-                        .collect();
-                    let count = |kind| new.iter().filter(|(_, k)| *k == kind).count() as i64;
-                    let (opened, closed) = (
-                        count(EventType::AlertOpened),
-                        count(EventType::AlertResolved),
-                    );
-                    s.forwarded += new.len() as u64;
-                    if ahead {
-                        s.counted_ahead.extend(new.iter().map(|(id, _)| *id));
-                        let over = s.counted_ahead.len().saturating_sub(COUNTED_AHEAD_MAX);
-                        s.counted_ahead.drain(..over);
-                    } else {
-                        s.forwarded_through = s.forwarded_through.max(Some(through));
-                        let position = s.forwarded_through;
-                        s.counted_ahead.retain(|id| Some(*id) > position);
-                    }
-                    s.forwarded_alerts_open = (s.forwarded_alerts_open + opened - closed).max(0);
-                })?;
-                tx.unrecorded("a site's forwarded events counted and mirrored");
-                Ok(Wrote::Changed(()))
-            })
-            .await?;
+        let taken = {
+            let _one_at_a_time = turn.lock().await;
+            self.take_batch(p.tenant, name, batch).await
+        };
+        if matches!(taken, Err(SiteError::NotFound)) {
+            // Only sites that exist keep a turn.
+            self.receiving.locked().remove(&key);
+        }
+        let (events, through) = taken?;
+        let sent = events.len() as u64;
         let fresh = self.events.store_forwarded(events).await?.len() as u64;
         Ok(ForwardReceipt {
             stored: fresh,
@@ -600,6 +634,36 @@ impl Sites {
         })
     }
 
+    /// Counts and mirrors a batch of site `name` in one write, as `receive` describes; the
+    /// events to store and the last id sent.
+    async fn take_batch(
+        &self,
+        tenant: Uuid,
+        name: &str,
+        batch: ForwardBatch,
+    ) -> Result<(Vec<Event>, Uuid), SiteError> {
+        let now = self.clock.now();
+        let site = name.to_string();
+        // Mirrored before the events are stored and published, so whoever an event wakes
+        // reads the mirror it made. A crash between the two leaves the events to be stored
+        // when the site sends them again; the mirrors fold every event sent, each once by its
+        // id, and none is counted twice.
+        self.store
+            .transact(move |tx| -> TxResult<_, SiteError> {
+                let mut through = None;
+                let events = tx.take_site_batch(tenant, &site, &batch.events, |doc, s| {
+                    let body = usable_site(doc, &site)?;
+                    through = Some(check_batch(&batch.events)?);
+                    let events =
+                        count_batch(&batch, s, now, body.clock_drift_max.map(|d| d.0), &site);
+                    Ok::<_, SiteError>(events)
+                })?;
+                tx.unrecorded("a site's forwarded events counted and mirrored");
+                let through = through.ok_or(StoreError::Internal("an empty batch".into()))?;
+                Ok(Wrote::Changed((events, through)))
+            })
+            .await
+    }
     /// Raises the alert of every site whose last heartbeat is older than its threshold;
     /// returns when the next site would go stale (none: no site is waiting to).
     pub async fn sweep(&self) -> Result<Option<Timestamp>, SiteError> {

@@ -164,6 +164,13 @@ impl EventKey {
         )
     }
 
+    /// Who announced stored forwarded events and their keys: an announcement is the
+    /// announcer's name, then a `parse_list` list.
+    pub fn parse_announcement(text: &str) -> (&str, Vec<Self>) {
+        let (announcer, keys) = text.split_once(' ').unwrap_or((text, ""));
+        (announcer, Self::parse_list(keys))
+    }
+
     /// The keys of a space-separated list of `to_text`s, leaving out what does not parse.
     pub fn parse_list(text: &str) -> Vec<Self> {
         text.split(' ')
@@ -371,6 +378,8 @@ impl MonthFile {
 pub struct EventStore {
     backend: Box<dyn MonthStore>,
     writer: Writer<Msg>,
+    /// This process's name in its announcements of forwarded events (`announce_forwarded`).
+    announcer: String,
 }
 
 /// Where the months of events are kept: the one seam between the event store and its
@@ -393,9 +402,13 @@ trait MonthStore: Send + Sync {
     /// idle); `file_object_keys` files them, all with `force`.
     fn has_unfiled_keys(&self) -> bool;
     fn file_object_keys(&self, force: bool);
-    /// Tells the processes sharing the store that forwarded events are stored; false where
-    /// none shares it.
-    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError>;
+    /// Tells the processes sharing the store that forwarded events are stored, as `announcer`
+    /// stored them; false where none shares it.
+    fn announce_forwarded(
+        &self,
+        announcer: &str,
+        events: &[Arc<Event>],
+    ) -> Result<bool, StoreError>;
     fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError>;
     fn stored(&self, keys: &[EventKey]) -> Result<HashSet<Uuid>, StoreError>;
     fn read(&self, filter: &EventFilter, scan: Scan) -> Result<Vec<Event>, StoreError>;
@@ -440,7 +453,13 @@ impl EventStore {
 
     fn start(backend: Box<dyn MonthStore>) -> Result<Arc<EventStore>, StoreError> {
         let (writer, inbox) = Writer::new(16_384);
-        let store = Arc::new(EventStore { backend, writer });
+        let mut announcer = [0u8; 8];
+        getrandom::fill(&mut announcer).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let store = Arc::new(EventStore {
+            backend,
+            writer,
+            announcer: crate::model::audit::hex(&announcer),
+        });
         let worker = store.clone();
         store
             .writer
@@ -589,12 +608,18 @@ impl EventStore {
         done
     }
 
-    /// Tells every process on the database, this one too, that `events` (forwarded by a
-    /// federation site, stored with the site's ids, so not in the journal the relays read) are
-    /// stored: each process's relay publishes them (`Store::take_forwarded`). False where no
-    /// other process shares the store (the month files): the caller publishes them. Blocking.
+    /// Tells every process on the database that `events` (forwarded by a federation site,
+    /// stored with the site's ids, so not in the journal the relays read) are stored: the
+    /// other processes' relays publish them (`Store::take_forwarded`), and this process's relay
+    /// leaves what it announced (`announcer`) to the caller. False where no other process
+    /// shares the store (the month files). Blocking.
     pub(crate) fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
-        self.backend.announce_forwarded(events)
+        self.backend.announce_forwarded(&self.announcer, events)
+    }
+
+    /// This process's name in its announcements of forwarded events.
+    pub(crate) fn announcer(&self) -> &str {
+        &self.announcer
     }
 
     /// The stored events of `keys`, in id order; keys of events no longer stored are left
@@ -777,7 +802,7 @@ impl MonthStore for MonthFiles {
         MonthFiles::file_object_keys(self, force);
     }
 
-    fn announce_forwarded(&self, _: &[Arc<Event>]) -> Result<bool, StoreError> {
+    fn announce_forwarded(&self, _: &str, _: &[Arc<Event>]) -> Result<bool, StoreError> {
         Ok(false)
     }
 
@@ -1259,6 +1284,11 @@ mod tests {
             EventKey::parse_list(&noted),
             keys,
             "what does not parse is left out"
+        );
+        assert_eq!(
+            EventKey::parse_announcement(&format!("0a1b2c {noted}")),
+            ("0a1b2c", keys.clone()),
+            "an announcement names its announcer first"
         );
         let found = store.by_keys(&keys).unwrap();
         assert_eq!(

@@ -138,9 +138,9 @@ pub struct Store {
     /// Bumped when another process changed tokens, users or sessions: verified credentials
     /// kept in memory are checked against the store again.
     credentials_generation: AtomicU64,
-    /// Events a federation site forwarded that some process stored and announced, for this
-    /// process's relay to publish (`Change::Forwarded`).
-    forwarded: Mutex<Vec<events::EventKey>>,
+    /// Announcements of events a federation site forwarded that some process stored, for this
+    /// process's relay to publish the others' (`Change::Forwarded`).
+    forwarded: Mutex<Vec<String>>,
     /// Files the events of durable groups, on the runtime that drives their filing.
     filing: RwLock<Option<(Arc<dyn Filing>, tokio::runtime::Handle)>>,
     /// Notified once events journaled are durable (durable consumers and the event filer);

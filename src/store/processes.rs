@@ -98,9 +98,9 @@ impl Store {
         self.credentials_generation.load(Ordering::SeqCst)
     }
 
-    /// The events a federation site forwarded that were announced since the last call (see
-    /// `EventStore::announce_forwarded`), in the order they were announced.
-    pub(crate) fn take_forwarded(&self) -> Vec<super::events::EventKey> {
+    /// The announcements of events a federation site forwarded since the last call (see
+    /// `EventStore::announce_forwarded`, `EventKey::parse_announcement`), in their order.
+    pub(crate) fn take_forwarded(&self) -> Vec<String> {
         std::mem::take(&mut *self.forwarded.locked())
     }
 
@@ -143,10 +143,9 @@ impl Store {
                                     store.others_committed(Some(&changed));
                                 }
                             }
-                            // This process's own too: it publishes them only when announced.
+                            // This process's own too: its relay tells them apart.
                             Notice::Forwarded(payload) => {
-                                let keys = super::events::EventKey::parse_list(&payload);
-                                store.forwarded.locked().extend(keys);
+                                store.forwarded.locked().push(payload);
                                 store.others_committed(Some(&[Change::Forwarded]));
                             }
                         }

@@ -6,9 +6,11 @@ use super::keys::{past_prefix, scoped, tenant_range};
 use super::kv::Readable;
 use super::migrations::PlannedRow;
 use super::tables::{
-    ACTIVE_ALERT_KEYS, OBJECTS, SITE_MIRROR_IDS, SITE_MIRRORS, SITE_PROBLEMS, SITE_STATUS,
+    ACTIVE_ALERT_KEYS, CONFIG_DOCS, OBJECTS, SITE_MIRROR_IDS, SITE_MIRRORS, SITE_PROBLEMS,
+    SITE_STATUS,
 };
 use super::{Store, StoreError, Tx};
+use crate::model::config::ConfigDoc;
 use crate::model::event::Event;
 use crate::model::mirror::{self, Mirror, MirrorKind};
 use crate::model::object::{Object, ObjectKind};
@@ -39,34 +41,48 @@ impl Tx<'_> {
         }
     }
 
-    /// Takes a batch site `site` forwarded: `count` updates the site's status with it, and
-    /// its events fold into the site's mirrors, in their order (a batch sent again folds to
-    /// the same). The mirrors' indexes are kept (`mirror_index`): a record's id row is written
-    /// when it appears and removed when it goes, its problem row when its problem state
-    /// changes, so a state change within OK or within a problem writes the mirror alone. The
-    /// batch's records are read with the status, in one round trip on PostgreSQL.
-    pub(crate) fn take_site_batch(
+    /// Takes a batch site `site` forwarded (`sent`): `take` is given the site's document (none
+    /// when there is no such site) and its status, updates the status with the batch, and
+    /// answers the batch's events as the main keeps them; they fold into the site's mirrors,
+    /// in their order (a batch sent again folds to the same). The mirrors' indexes are kept
+    /// (`mirror_index`): a record's id row is written when it appears and removed when it
+    /// goes, its problem row when its problem state changes, so a state change within OK or
+    /// within a problem writes the mirror alone. The document, the status and the batch's
+    /// records are read in one round trip on PostgreSQL; `take` must keep each event's
+    /// mirrored record (its kind, object and alert).
+    pub(crate) fn take_site_batch<E: From<StoreError>>(
         &self,
         tenant: Uuid,
         site: &str,
-        events: &[Event],
-        count: impl FnOnce(&mut SiteStatus),
-    ) -> Result<(), StoreError> {
+        sent: &[Event],
+        take: impl FnOnce(Option<ConfigDoc>, &mut SiteStatus) -> Result<Vec<Event>, E>,
+    ) -> Result<Vec<Event>, E> {
+        let docs = self.open_table(CONFIG_DOCS)?;
+        let doc_key = super::config::doc_key(tenant, "sites", site);
+        docs.prefetch(&[doc_key.as_slice()])?;
         let mut t = self.open_table(SITE_MIRRORS)?;
         let mut ids = self.open_table(SITE_MIRROR_IDS)?;
         let mut problems = self.open_table(SITE_PROBLEMS)?;
+        let key = |e: &Event| {
+            let (kind, id) = mirror::key_of(e)?;
+            Some((kind, id, mirror_key(tenant, kind, site, id)))
+        };
+        let sent_keys: Vec<Vec<u8>> = sent.iter().filter_map(|e| Some(key(e)?.2)).collect();
+        t.prefetch(&sent_keys.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        let doc: Option<ConfigDoc> = docs
+            .get(doc_key.as_slice())?
+            .map(|v| decode(v.value()))
+            .transpose()?;
+        let mut status = self.site_status(tenant, site)?;
+        let events = take(doc, &mut status)?;
+        self.save_site_status(&status)?;
         let keyed: Vec<(&Event, MirrorKind, Uuid, Vec<u8>)> = events
             .iter()
             .filter_map(|e| {
-                let (kind, id) = mirror::key_of(e)?;
-                Some((e, kind, id, mirror_key(tenant, kind, site, id)))
+                let (kind, id, key) = key(e)?;
+                Some((e, kind, id, key))
             })
             .collect();
-        let keys: Vec<&[u8]> = keyed.iter().map(|(.., key)| key.as_slice()).collect();
-        t.prefetch(&keys)?;
-        let mut status = self.site_status(tenant, site)?;
-        count(&mut status);
-        self.save_site_status(&status)?;
         for (e, kind, id, key) in keyed {
             let old: Option<Mirror> = t
                 .get(key.as_slice())?
@@ -94,7 +110,7 @@ impl Tx<'_> {
                 problems.remove(key.as_slice())?;
             }
         }
-        Ok(())
+        Ok(events)
     }
 
     pub(crate) fn save_site_status(&self, status: &SiteStatus) -> Result<(), StoreError> {

@@ -160,19 +160,20 @@ impl Partitions {
         Ok(())
     }
 
-    /// Announces stored events on `FORWARDED_CHANNEL`, as many keys to a notice as its
-    /// payload holds (PostgreSQL takes under 8,000 bytes).
-    pub(super) fn announce(&self, keys: &[EventKey]) -> Result<(), StoreError> {
+    /// Announces stored events on `FORWARDED_CHANNEL`: each notice `announcer`'s name, then as
+    /// many keys as its payload holds (PostgreSQL takes under 8,000 bytes).
+    pub(super) fn announce(&self, announcer: &str, keys: &[EventKey]) -> Result<(), StoreError> {
         const PAYLOAD_MAX: usize = 7_800;
         let mut payloads: Vec<String> = Vec::new();
         for key in keys {
             let text = key.to_text();
             match payloads.last_mut() {
-                Some(p) if p.len() + 1 + text.len() <= PAYLOAD_MAX => {
-                    p.push(' ');
-                    p.push_str(&text);
-                }
-                _ => payloads.push(text),
+                Some(p) if p.len() + 1 + text.len() <= PAYLOAD_MAX => {}
+                _ => payloads.push(announcer.to_string()),
+            }
+            if let Some(p) = payloads.last_mut() {
+                p.push(' ');
+                p.push_str(&text);
             }
         }
         self.db.with(|c| {
@@ -287,9 +288,13 @@ impl MonthStore for Partitions {
 
     fn file_object_keys(&self, _force: bool) {}
 
-    fn announce_forwarded(&self, events: &[Arc<Event>]) -> Result<bool, StoreError> {
+    fn announce_forwarded(
+        &self,
+        announcer: &str,
+        events: &[Arc<Event>],
+    ) -> Result<bool, StoreError> {
         let keys: Vec<EventKey> = events.iter().map(|e| EventKey::of(e)).collect();
-        self.announce(&keys).map(|()| true)
+        self.announce(announcer, &keys).map(|()| true)
     }
 
     fn by_keys(&self, keys: &[EventKey]) -> Result<Vec<Event>, StoreError> {
