@@ -110,9 +110,9 @@ fn restamp(mut e: Event, site: &str, now: Timestamp) -> Event {
     e
 }
 
-/// The last id of a batch a site forwarded, if its events are within the bound and in
-/// ascending id order.
-fn check_batch(events: &[Event]) -> Result<Uuid, SiteError> {
+/// Refuses a batch a site forwarded unless its events are within the bound and in ascending
+/// id order.
+fn check_batch(events: &[Event]) -> Result<(), SiteError> {
     let invalid = |detail: String| {
         SiteError::Invalid(Invalid {
             field: "events".into(),
@@ -127,26 +127,22 @@ fn check_batch(events: &[Event]) -> Result<Uuid, SiteError> {
     if events.windows(2).any(|w| w[0].id >= w[1].id) {
         return Err(invalid("events must be in ascending id order".into()));
     }
-    events
-        .last()
-        .map(|e| e.id)
-        .ok_or_else(|| invalid("no events".into()))
+    Ok(())
 }
 
-/// Counts a batch of site `site` into its status `s` (by the site's own ids, which order its
-/// events; each once, whether sent ahead or in order), and answers its events as the main
-/// keeps them: of the site, their clocks marked against the site's last offset (`bound`, or
-/// `CLOCK_DRIFT_MAX`), restamped where their times are out of reach.
+/// Counts a batch of site `site`, sent through id `through`, into its status `s` (by the
+/// site's own ids, which order its events; each once, whether sent ahead or in order), and
+/// answers its events as the main keeps them: of the site, their clocks marked against the
+/// site's last offset (`bound`, or `CLOCK_DRIFT_MAX`), restamped where their times are out of
+/// reach.
 fn count_batch(
     batch: &ForwardBatch,
+    through: Uuid,
     s: &mut SiteStatus,
     now: Timestamp,
     bound: Option<Duration>,
     site: &str,
 ) -> Vec<Event> {
-    let Some(through) = batch.events.last().map(|e| e.id) else {
-        return Vec::new();
-    };
     let new: Vec<(Uuid, EventType)> = batch
         .events
         .iter()
@@ -605,10 +601,10 @@ impl Sites {
         batch: ForwardBatch,
     ) -> Result<ForwardReceipt, SiteError> {
         refuse_other_site(p, name)?;
-        if batch.events.is_empty() {
+        let Some(through) = batch.events.last().map(|e| e.id) else {
             self.connectable(p, name).await?;
             return Ok(ForwardReceipt::default());
-        }
+        };
         let key = (p.tenant, name.to_string());
         let turn = self
             .receiving
@@ -618,13 +614,13 @@ impl Sites {
             .clone();
         let taken = {
             let _one_at_a_time = turn.lock().await;
-            self.take_batch(p.tenant, name, batch).await
+            self.take_batch(p.tenant, name, batch, through).await
         };
         if matches!(taken, Err(SiteError::NotFound)) {
             // Only sites that exist keep a turn.
             self.receiving.locked().remove(&key);
         }
-        let (events, through) = taken?;
+        let events = taken?;
         let sent = events.len() as u64;
         let fresh = self.events.store_forwarded(events).await?.len() as u64;
         Ok(ForwardReceipt {
@@ -634,14 +630,15 @@ impl Sites {
         })
     }
 
-    /// Counts and mirrors a batch of site `name` in one write, as `receive` describes; the
-    /// events to store and the last id sent.
+    /// Counts and mirrors a batch of site `name`, sent through id `through`, in one write, as
+    /// `receive` describes; the events to store.
     async fn take_batch(
         &self,
         tenant: Uuid,
         name: &str,
         batch: ForwardBatch,
-    ) -> Result<(Vec<Event>, Uuid), SiteError> {
+        through: Uuid,
+    ) -> Result<Vec<Event>, SiteError> {
         let now = self.clock.now();
         let site = name.to_string();
         // Mirrored before the events are stored and published, so whoever an event wakes
@@ -650,20 +647,18 @@ impl Sites {
         // id, and none is counted twice.
         self.store
             .transact(move |tx| -> TxResult<_, SiteError> {
-                let mut through = None;
                 let events = tx.take_site_batch(tenant, &site, &batch.events, |doc, s| {
                     let body = usable_site(doc, &site)?;
-                    through = Some(check_batch(&batch.events)?);
-                    let events =
-                        count_batch(&batch, s, now, body.clock_drift_max.map(|d| d.0), &site);
-                    Ok::<_, SiteError>(events)
+                    check_batch(&batch.events)?;
+                    let bound = body.clock_drift_max.map(|d| d.0);
+                    Ok::<_, SiteError>(count_batch(&batch, through, s, now, bound, &site))
                 })?;
                 tx.unrecorded("a site's forwarded events counted and mirrored");
-                let through = through.ok_or(StoreError::Internal("an empty batch".into()))?;
-                Ok(Wrote::Changed((events, through)))
+                Ok(Wrote::Changed(events))
             })
             .await
     }
+
     /// Raises the alert of every site whose last heartbeat is older than its threshold;
     /// returns when the next site would go stale (none: no site is waiting to).
     pub async fn sweep(&self) -> Result<Option<Timestamp>, SiteError> {
