@@ -549,7 +549,7 @@ impl Core {
         );
         store.watch_commits(Change::Catalog, sites.sweep_waker());
         store.watch_commits(Change::Sites, sites.sweep_waker());
-        supervisor.spawn(self.led(StaleSites(sites.clone())));
+        supervisor.spawn(self.led(StaleSites::new(sites.clone())));
         match MainLink::from_config(
             &config.site,
             sites.edge_handle(),

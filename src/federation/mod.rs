@@ -665,20 +665,38 @@ impl Sites {
         let now = self.clock.now();
         let mut next: Option<Timestamp> = None;
         let mut stale_now = BTreeSet::new();
-        for status in self.store.all_site_statuses().await? {
+        let statuses = self.store.all_site_statuses().await?;
+        // Each tenant's sites in one read, not one read a site.
+        let mut sites: HashMap<Uuid, HashMap<String, SiteBody>> = HashMap::new();
+        for tenant in statuses
+            .iter()
+            .map(|s| s.tenant_id)
+            .collect::<BTreeSet<_>>()
+        {
+            let docs = self
+                .store
+                .docs(tenant, "sites", None, usize::MAX, |_| true)
+                .await?;
+            let bodies = docs
+                .into_iter()
+                .map(|d| {
+                    let body = SiteBody::parse(&d.body);
+                    (d.name, body)
+                })
+                .collect();
+            sites.insert(tenant, bodies);
+        }
+        for status in statuses {
             if status.stale_since.is_some() {
                 stale_now.insert((status.tenant_id, status.name.clone()));
             }
-            let site = match self
-                .store
-                .doc(status.tenant_id, "sites", status.name.clone(), false)
-                .await
-            {
-                Ok(doc) => SiteBody::parse(&doc.body),
-                Err(StoreError::NotFound) => continue,
-                Err(e) => return Err(e.into()),
+            let Some(site) = sites
+                .get(&status.tenant_id)
+                .and_then(|s| s.get(&status.name))
+            else {
+                continue;
             };
-            if let Some(due) = self.drifts(&status, &site, now).await? {
+            if let Some(due) = self.drifts(&status, site, now).await? {
                 next = Some(next.map_or(due, |n| n.min(due)));
             }
             let Some(last) = status.last_heartbeat_at else {
@@ -687,7 +705,7 @@ impl Sites {
             if status.stale_alert.is_some() {
                 continue;
             }
-            let threshold = stale_after(&site, &status.heartbeat);
+            let threshold = stale_after(site, &status.heartbeat);
             if status.stale_since.is_none() {
                 if site.disabled {
                     continue;
@@ -718,7 +736,7 @@ impl Sites {
                 stale_now.insert((status.tenant_id, status.name.clone()));
             }
             let alarm = site_alarm(
-                &site,
+                site,
                 &status.name,
                 "critical",
                 "site-stale",
@@ -1159,8 +1177,23 @@ fn returned(status: &SiteStatus) -> EventDraft {
     draft
 }
 
-/// Runs the stale-site sweep when the next site would go stale, or when woken.
-pub struct StaleSites(pub Arc<Sites>);
+/// The least time from one stale-site sweep's start to the next: a sweep reads every site,
+/// and every heartbeat, pull and forwarded batch wakes it (its site's status changed), which a
+/// fleet's thousand sites would make one sweep after another.
+const SWEEP_SPACING: Duration = Duration::from_secs(1);
+
+/// Runs the stale-site sweep when the next site would go stale, or when woken, at most once a
+/// `SWEEP_SPACING`.
+pub struct StaleSites {
+    sites: Arc<Sites>,
+    last: Option<crate::runtime::Stopwatch>,
+}
+
+impl StaleSites {
+    pub fn new(sites: Arc<Sites>) -> Self {
+        Self { sites, last: None }
+    }
+}
 
 impl Worker for StaleSites {
     fn name(&self) -> &'static str {
@@ -1169,10 +1202,16 @@ impl Worker for StaleSites {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
-            match self.0.sweep().await {
-                Ok(next) => Wait::For(
-                    next.map_or(MAX_SLEEP, |n| n.since(self.0.clock.now()).min(MAX_SLEEP)),
-                ),
+            if let Some(since) = self.last.as_ref().map(crate::runtime::Stopwatch::elapsed)
+                && since < SWEEP_SPACING
+            {
+                return Wait::For(SWEEP_SPACING - since);
+            }
+            self.last = Some(crate::runtime::Stopwatch::start());
+            match self.sites.sweep().await {
+                Ok(next) => Wait::For(next.map_or(MAX_SLEEP, |n| {
+                    n.since(self.sites.clock.now()).min(MAX_SLEEP)
+                })),
                 Err(e) => {
                     tracing::warn!(error = %e, "stale-site sweep failed");
                     Wait::For(RETRY)
@@ -1182,7 +1221,7 @@ impl Worker for StaleSites {
     }
 
     fn waker(&self) -> Option<Arc<tokio::sync::Notify>> {
-        Some(self.0.wake.clone())
+        Some(self.sites.wake.clone())
     }
 }
 
