@@ -69,6 +69,8 @@ impl Tx<'_> {
         };
         let sent_keys: Vec<Vec<u8>> = sent.iter().filter_map(|e| Some(key(e)?.2)).collect();
         t.prefetch(&sent_keys.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+        self.open_table(SITE_STATUS)?
+            .prefetch(&[scoped(tenant, site.as_bytes()).as_slice()])?;
         let doc: Option<ConfigDoc> = docs
             .get(doc_key.as_slice())?
             .map(|v| decode(v.value()))
