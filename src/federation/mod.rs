@@ -605,6 +605,11 @@ impl Sites {
             self.connectable(p, name).await?;
             return Ok(ForwardReceipt::default());
         };
+        if let Err(invalid) = check_batch(&batch.events) {
+            // An unknown or disabled site is told so first, as where the batch is fine.
+            self.connectable(p, name).await?;
+            return Err(invalid);
+        }
         let key = (p.tenant, name.to_string());
         let turn = self
             .receiving
@@ -649,7 +654,6 @@ impl Sites {
             .transact(move |tx| -> TxResult<_, SiteError> {
                 let events = tx.take_site_batch(tenant, &site, &batch.events, |doc, s| {
                     let body = usable_site(doc, &site)?;
-                    check_batch(&batch.events)?;
                     let bound = body.clock_drift_max.map(|d| d.0);
                     Ok::<_, SiteError>(count_batch(&batch, through, s, now, bound, &site))
                 })?;

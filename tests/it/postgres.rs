@@ -1028,7 +1028,12 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
         "in commit order: {seen}"
     );
     // Events a site forwards to A (stored with the site's ids, not journaled) reach B's SSE
-    // client too.
+    // client too, and A's once: A publishes what it stored, its relay only the others'.
+    let mut a_stream = call(&a, &token, Method::GET, "/api/v1/stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(a_stream.status(), 200);
     let res = call(&a, &token, Method::POST, "/api/v1/sites")
         .json(&json!({"name": "north"}))
         .send()
@@ -1059,6 +1064,23 @@ async fn two_processes_serve_one_database_and_the_lead_moves_when_one_dies() {
     let ids: Vec<usize> = sent.iter().map(|id| seen.find(id).unwrap()).collect();
     assert!(ids.is_sorted(), "in the site's order: {seen}");
     drop(stream);
+    // A's relay publishes the host made after the forward in a step that first took the
+    // forwarded events' announcement, which B's relay had already published.
+    let res = create(&a, "after-the-forward".into()).await.unwrap();
+    assert_eq!(res.status(), 201);
+    let after: Value = res.json().await.unwrap();
+    let after = format!("host/{}", after["id"].as_str().unwrap());
+    let mut a_seen = String::new();
+    let wanted: Vec<&str> = sent.iter().copied().chain([after.as_str()]).collect();
+    read_stream_until(&mut a_stream, &mut a_seen, &wanted).await;
+    for id in &sent {
+        assert_eq!(
+            a_seen.matches(&format!("id: {id}\n")).count(),
+            1,
+            "{id} once on A's stream: {a_seen}"
+        );
+    }
+    drop(a_stream);
 
     // A discovery scan started through A is answered for through B.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -167,9 +167,11 @@ impl Partitions {
         let mut payloads: Vec<String> = Vec::new();
         for key in keys {
             let text = key.to_text();
-            match payloads.last_mut() {
-                Some(p) if p.len() + 1 + text.len() <= PAYLOAD_MAX => {}
-                _ => payloads.push(announcer.to_string()),
+            if !payloads
+                .last()
+                .is_some_and(|p| p.len() + 1 + text.len() <= PAYLOAD_MAX)
+            {
+                payloads.push(announcer.to_string());
             }
             if let Some(p) = payloads.last_mut() {
                 p.push(' ');
