@@ -167,9 +167,9 @@ impl Partitions {
         let mut payloads: Vec<String> = Vec::new();
         for key in keys {
             let text = key.to_text();
-            if !payloads
+            if payloads
                 .last()
-                .is_some_and(|p| p.len() + 1 + text.len() <= PAYLOAD_MAX)
+                .is_none_or(|p| p.len() + 1 + text.len() > PAYLOAD_MAX)
             {
                 payloads.push(announcer.to_string());
             }
