@@ -607,6 +607,20 @@ async fn sites_pull_report_and_forward_on_the_main() {
         "svc:validation/events",
     )
     .await;
+    // A site that is not there is said so before what its batch holds.
+    assert_problem(
+        send(
+            s,
+            admin,
+            Method::POST,
+            "/api/v1/sites/nowhere:events",
+            json!({"events": backwards}),
+        )
+        .await,
+        404,
+        "svc:not-found",
+    )
+    .await;
     assert_problem(
         send(
             s,
