@@ -23,10 +23,10 @@ use super::lifecycle::AlertMatch;
 use super::rules::{CompiledRule, RuleSet, compile, reaches_rules};
 use crate::events::{Consumer, Events};
 use crate::model::cel::on_cel_stack;
-use crate::model::event::{Event, EventDraft, EventType, Severity};
+use crate::model::event::{Event, EventDraft, EventType, Severity, id_millis};
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{Metrics, Stopwatch};
+use crate::runtime::{Intake, Metrics, Stopwatch};
 use crate::store::{Holding, Promise, Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -50,6 +50,12 @@ const SHARED_BATCH: usize = 256;
 /// a crash reads at most this much of them again, deciding nothing again (the rules are the
 /// same: a change of the catalog saves the position before the next batch is decided).
 const SAVE_POSITION_WITHIN: Duration = Duration::from_secs(1);
+/// While a burst of results is being taken in (`runtime::intake`), the engine decides its next
+/// batch once the burst is over, or once the batch's first event is this old: the burst has
+/// the cores and the writer first, and the rules decide it right after. Under a steady burst
+/// the engine keeps about this far behind and decides as much as without the wait; results
+/// taken in now and then are decided at once.
+const YIELD_TO_INTAKE: Duration = Duration::from_millis(500);
 
 /// A position moved past batches that decided nothing, not saved yet.
 struct Unsaved {
@@ -102,6 +108,7 @@ pub struct AlertEngine {
     /// event at or before its partition's position was decided already.
     holding: Arc<Holding>,
     positions: BTreeMap<u16, Uuid>,
+    intake: Arc<Intake>,
 }
 
 impl AlertEngine {
@@ -112,6 +119,7 @@ impl AlertEngine {
         clock: SharedClock,
         metrics: Arc<Metrics>,
         held: watch::Receiver<Arc<Holding>>,
+        intake: Arc<Intake>,
     ) -> Self {
         Self {
             alerting,
@@ -128,6 +136,7 @@ impl AlertEngine {
             held,
             holding: Arc::new(Holding::whole(CONSUMER)),
             positions: BTreeMap::new(),
+            intake,
         }
     }
 
@@ -265,11 +274,30 @@ impl AlertEngine {
             Ok(()) = held.changed() => return self.let_go().await,
             batch = consumer.next(batch_size) => batch?,
         };
-        let Some(through) = batch.last().map(|e| e.id) else {
+        let (Some(first), Some(through)) = (batch.first(), batch.last().map(|e| e.id)) else {
+            return Ok(());
+        };
+        self.yield_to_intake(first.id).await;
+        let Some(consumer) = self.consumer.as_mut() else {
             return Ok(());
         };
         let span = consumer.batch_span(&batch);
         self.decide_batch(batch, through).instrument(span).await
+    }
+
+    /// Waits while a burst of results is being taken in, for as long as the batch's first
+    /// event (`first`) is younger than `YIELD_TO_INTAKE`.
+    async fn yield_to_intake(&self, first: Uuid) {
+        if !self.intake.bursting() {
+            return;
+        }
+        let age = id_millis(&first).map_or(i64::MAX, |at| self.clock.now().as_millis() - at);
+        let left = YIELD_TO_INTAKE.saturating_sub(Duration::from_millis(
+            u64::try_from(age).unwrap_or_default(),
+        ));
+        if !left.is_zero() {
+            self.intake.quiet(left).await;
+        }
     }
 
     /// Events read per transaction: as many as hold a batch of this process's partitions'
@@ -579,7 +607,15 @@ mod tests {
             Arc::new(NoDependencies),
         );
         let whole = watch::channel(Arc::new(Holding::whole(CONSUMER))).1;
-        let engine = AlertEngine::new(alerting, store.clone(), events, clock, metrics, whole);
+        let engine = AlertEngine::new(
+            alerting,
+            store.clone(),
+            events,
+            clock,
+            metrics,
+            whole,
+            Arc::default(),
+        );
         (store, engine)
     }
 

@@ -40,7 +40,7 @@ use crate::runtime::memory::{Activity, MemoryRelease, release_memory};
 use crate::runtime::paths::{Allowed, AllowedDirs};
 use crate::runtime::sandbox::Confinement;
 use crate::runtime::worker::{Lead, Led, Wait, Worker};
-use crate::runtime::{Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
+use crate::runtime::{Intake, Metrics, Shutdown, Stopwatch, Supervisor, SystemClock, systemd};
 use crate::store::Holding;
 use crate::store::metrics::MetricsStore;
 use crate::store::wear::{Wear, WearWatch};
@@ -430,6 +430,7 @@ impl Core {
         }
         supervisor.spawn(self.led(calendars));
         // In every process: each decides the partitions of the stream it leads.
+        let intake = Arc::new(Intake::default());
         supervisor.spawn(AlertEngine::new(
             alerting.clone(),
             store.clone(),
@@ -437,6 +438,7 @@ impl Core {
             clock.clone(),
             metrics.clone(),
             self.engine_partitions.clone(),
+            intake.clone(),
         ));
         let metric_store = MetricsStore::open_on(&config.data_dir, &self.backing)?;
         supervisor.spawn(self.led(MetricsRetention {
@@ -450,7 +452,7 @@ impl Core {
             metric_store.clone(),
             clock.clone(),
         );
-        let pipeline = Pipeline::new(results.clone());
+        let pipeline = Pipeline::new(results.clone(), intake);
         supervisor.spawn(PipelineWorker(pipeline.clone()));
         let staleness = StalenessSweep::new(pipeline.clone());
         if let Some(wake) = staleness.waker() {

@@ -13,9 +13,9 @@ use super::results::{Accepted, Job, ResultBatch, ResultError, Results};
 use crate::auth::Principal;
 use crate::model::health::PipelineStats;
 use crate::model::state::CheckState;
-use crate::runtime::Locked;
-use crate::runtime::Stopwatch;
+use crate::runtime::intake::{Intake, Taking};
 use crate::runtime::worker::{StepFuture, Wait, Worker};
+use crate::runtime::{Locked, Stopwatch};
 use crate::store::{Promise, StoreError};
 use futures_util::future::BoxFuture;
 use std::collections::VecDeque;
@@ -86,6 +86,8 @@ struct Pending {
     queued: Stopwatch,
     reply: Reply,
     permits: tokio::sync::OwnedSemaphorePermit,
+    /// A submission of `POST /results` counts as taken in until its events are stored.
+    taking: Option<Taking>,
 }
 
 pub struct Pipeline {
@@ -96,12 +98,14 @@ pub struct Pipeline {
     applied: AtomicU64,
     batches: AtomicU64,
     wake: Arc<Notify>,
+    intake: Arc<Intake>,
 }
 
 impl Pipeline {
-    pub fn new(results: Arc<Results>) -> Arc<Self> {
+    pub fn new(results: Arc<Results>, intake: Arc<Intake>) -> Arc<Self> {
         Arc::new(Self {
             results,
+            intake,
             queue: Mutex::new(VecDeque::new()),
             room: Arc::new(Semaphore::new(CAPACITY)),
             depth: AtomicUsize::new(0),
@@ -146,9 +150,10 @@ impl Pipeline {
         batch: ResultBatch,
         answer: AnswerWhen,
     ) -> Result<Accepted, ResultError> {
+        let taking = self.intake.begin(batch.results.len());
         let (jobs, rejected) = self.results.prepare(p, batch).await?;
         let accepted = jobs.len();
-        let applied = self.enqueue(jobs, answer).await?;
+        let applied = self.enqueue(jobs, answer, Some(taking)).await?;
         if let (AnswerWhen::Applied, Some(applied)) = (answer, applied) {
             states_once_applied(applied).await?;
         }
@@ -157,7 +162,7 @@ impl Pipeline {
 
     /// Queues jobs and waits until they are applied; returns their new states in order.
     pub async fn submit(&self, jobs: Vec<Job>) -> Result<Vec<CheckState>, PipelineError> {
-        match self.enqueue(jobs, AnswerWhen::Applied).await? {
+        match self.enqueue(jobs, AnswerWhen::Applied, None).await? {
             Some(applied) => states_once_applied(applied).await,
             None => Ok(Vec::new()),
         }
@@ -169,6 +174,7 @@ impl Pipeline {
         &self,
         jobs: Vec<Job>,
         answer: AnswerWhen,
+        taking: Option<Taking>,
     ) -> Result<Option<AppliedStates>, PipelineError> {
         if jobs.is_empty() {
             return Ok(None);
@@ -198,6 +204,7 @@ impl Pipeline {
             queued: Stopwatch::start(),
             reply,
             permits,
+            taking,
         });
         self.wake.notify_one();
         Ok(Some(applied))
@@ -243,6 +250,7 @@ impl Pipeline {
             } else {
                 Promise::Refreshing
             };
+            let taking: Vec<Taking> = group.iter_mut().filter_map(|p| p.taking.take()).collect();
             let apply = self.results.apply(jobs, promise);
             tokio::pin!(apply);
             let outcome = loop {
@@ -253,7 +261,11 @@ impl Pipeline {
             };
             let states = match outcome {
                 Ok(applied) => {
-                    storing.push_back(applied.stored);
+                    let stored = applied.stored;
+                    storing.push_back(Box::pin(async move {
+                        stored.await;
+                        drop(taking);
+                    }));
                     Ok(applied.states)
                 }
                 Err(e) => Err(e),
@@ -426,7 +438,7 @@ mod tests {
         let metrics = MetricsStore::open(dir.path()).unwrap();
         let catalog = Catalog::new(store.clone());
         let results = Results::new(store, catalog, metrics, clock.clone());
-        let pipeline = Pipeline::new(results);
+        let pipeline = Pipeline::new(results, Arc::default());
         let entry = Arc::new(Entry {
             object: Object {
                 id: clock.new_id(),
@@ -493,7 +505,10 @@ mod tests {
 
     /// Queues jobs whose submitter was answered once they are queued: nobody waits on them.
     async fn queue_unawaited(pipeline: &Pipeline, jobs: Vec<Job>) {
-        let applied = pipeline.enqueue(jobs, AnswerWhen::Queued).await.unwrap();
+        let applied = pipeline
+            .enqueue(jobs, AnswerWhen::Queued, None)
+            .await
+            .unwrap();
         drop(applied);
     }
 

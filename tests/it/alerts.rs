@@ -1555,3 +1555,140 @@ async fn a_downtime_selector_matches_a_service_by_its_hosts_labels() {
     let none = get(s, token, "/api/v1/services?selector=site%3Dplant").await;
     assert_eq!(none["items"], json!([]));
 }
+
+/// A steady burst of results (2,000 state changes a round, rounds back to back for 3 s) does not
+/// hold the alert engine back for its length: the engine decides once the burst pauses or its
+/// events are half a second old, so alerts open while the burst goes on, and every decision is
+/// made once it ends; a result alone after it is decided at once.
+#[tokio::test]
+async fn alerts_open_during_a_long_burst_of_results_and_none_is_lost() {
+    const SERVICES: usize = 2000;
+    // Each service flips for the whole burst: not shelved for chattering here.
+    let dir = tempfile::tempdir().unwrap();
+    let a = Admin::start_with(Opts {
+        args: config_args(dir.path(), "alerting:\n  chatter: {flips: 0}\n"),
+        ..Opts::default()
+    });
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(s, token, vec![
+        ("/api/v1/hosts", json!({"name": "plant", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "failed", "match": "event.state == 'CRITICAL'", "severity": "critical"}),
+        ),
+    ])
+    .await;
+    let valve = send(
+        s,
+        token,
+        Method::POST,
+        "/api/v1/services",
+        json!({"name": "valve", "host": "plant", "spec": {}}),
+    )
+    .await;
+    let valve = json(valve, 201).await["id"].as_str().unwrap().to_string();
+    for chunk in (0..SERVICES).collect::<Vec<_>>().chunks(500) {
+        let services: Vec<Value> = chunk
+            .iter()
+            .map(|i| json!({"name": format!("pump{i}"), "host": "plant", "spec": {}}))
+            .collect();
+        let res = send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/objects:batch",
+            json!({"services": services}),
+        )
+        .await;
+        assert_eq!(json(res, 200).await["failed"], 0);
+    }
+    // Four clients, each a quarter of the services, posting back to back so one is always in
+    // flight; each one's odd rounds CRITICAL, even ones OK, and its last one CRITICAL.
+    const CLIENTS: usize = 4;
+    let started = Instant::now();
+    let client = |quarter: usize| async move {
+        let mut rounds = 0;
+        while started.elapsed() < Duration::from_secs(3) || rounds % 2 == 0 {
+            rounds += 1;
+            let state = if rounds % 2 == 1 { "CRITICAL" } else { "OK" };
+            let share = SERVICES / CLIENTS;
+            let results: Vec<Value> = (quarter * share..(quarter + 1) * share)
+                .map(|i| json!({"host": "plant", "service": format!("pump{i}"), "state": state, "output": format!("round {rounds}")}))
+                .collect();
+            let res = send(
+                s,
+                token,
+                Method::POST,
+                "/api/v1/results",
+                json!({"results": results}),
+            )
+            .await;
+            assert_eq!(res.status().as_u16(), 202);
+        }
+        rounds
+    };
+    let watch = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        loop {
+            let any = get(s, token, "/api/v1/events?types=alert_opened&limit=1").await;
+            if !any["items"].as_array().unwrap().is_empty() {
+                return Some(started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(3) {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let (rounds, opened) = tokio::join!(
+        futures_util::future::join_all((0..CLIENTS).map(client)),
+        watch
+    );
+    assert!(
+        rounds.iter().all(|r| *r >= 3),
+        "rounds of the clients: {rounds:?}"
+    );
+    assert!(
+        opened.is_some(),
+        "no alert opened in the first 3 s of the burst ({rounds:?} rounds)"
+    );
+    // The last round was CRITICAL: every service has its alert open, once.
+    let waited = Instant::now();
+    loop {
+        let mut objects = open_alert_objects(s, token).await;
+        let all = objects.len();
+        objects.dedup();
+        assert_eq!(objects.len(), all, "one open alert an object");
+        if all == SERVICES {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "{all} of {SERVICES} alerts open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Alone, one result is decided at once.
+    let res = send(s, token, Method::POST, "/api/v1/results", json!({"results": [{"host": "plant", "service": "valve", "state": "CRITICAL", "output": "stuck"}]})).await;
+    assert_eq!(res.status().as_u16(), 202);
+    let query = format!("?status=open&objectId={valve}");
+    alerts_until(s, token, &query, |items| items.len() == 1).await;
+}
+
+/// The objects of the open alerts, sorted, read a page of 1,000 at a time.
+async fn open_alert_objects(s: &Server, token: &str) -> Vec<String> {
+    let mut objects = Vec::new();
+    let mut path = "/api/v1/alerts?status=open&limit=1000".to_string();
+    loop {
+        let page = get(s, token, &path).await;
+        for alert in page["items"].as_array().unwrap() {
+            objects.push(alert["objectId"].as_str().unwrap().to_string());
+        }
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("/api/v1/alerts?status=open&limit=1000&cursor={cursor}"),
+            None => break,
+        }
+    }
+    objects.sort_unstable();
+    objects
+}
