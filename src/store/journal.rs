@@ -445,7 +445,8 @@ impl Store {
 
     /// The newest events still journaled, before `before` (by id) when given, that `keep`
     /// keeps, newest first, at most `limit`: a listing's page reads the journal's newest rows,
-    /// not every event waiting to be filed.
+    /// not every event waiting to be filed, and the newest row alone when it holds the page
+    /// (on PostgreSQL a range reads its rows a page of 256 at a time).
     pub(crate) async fn journal_newest(
         self: &Arc<Self>,
         before: Option<Uuid>,
@@ -456,35 +457,46 @@ impl Store {
         self.read(move |tx| {
             let t = tx.open_table(EVENT_JOURNAL)?;
             let mut out = Vec::new();
-            for row in t.range(0..)?.rev() {
-                if out.len() >= limit {
-                    break;
-                }
-                let (seq, packed) = row?;
-                let (seq, packed) = (seq.value(), packed.value());
-                let recent = store.recent_rows.get(seq);
-                // Rows wholly at or after the cursor are passed over without decoding.
-                if let Some(before) = before {
-                    let first = match &recent {
-                        Some(events) => events.first().map(|e| e.id),
-                        None => first_id(seq, packed)?,
+            let take =
+                |seq: u64, packed: &[u8], out: &mut Vec<Arc<Event>>| -> Result<(), StoreError> {
+                    let recent = store.recent_rows.get(seq);
+                    // Rows wholly at or after the cursor are passed over without decoding.
+                    if let Some(before) = before {
+                        let first = match &recent {
+                            Some(events) => events.first().map(|e| e.id),
+                            None => first_id(seq, packed)?,
+                        };
+                        if first.is_none_or(|first| first >= before) {
+                            return Ok(());
+                        }
+                    }
+                    let events = match recent {
+                        Some(events) => events,
+                        None => Arc::from(unpack_after(seq, packed, None, usize::MAX)?),
                     };
-                    if first.is_none_or(|first| first >= before) {
-                        continue;
+                    out.extend(
+                        events
+                            .iter()
+                            .rev()
+                            .filter(|e| before.is_none_or(|b| e.id < b) && keep(e))
+                            .take(limit - out.len())
+                            .cloned(),
+                    );
+                    Ok(())
+                };
+            let Some((newest, packed)) = t.last()? else {
+                return Ok(Vec::new());
+            };
+            let newest = newest.value();
+            take(newest, packed.value(), &mut out)?;
+            if out.len() < limit {
+                for row in t.range(..newest)?.rev() {
+                    let (seq, packed) = row?;
+                    take(seq.value(), packed.value(), &mut out)?;
+                    if out.len() >= limit {
+                        break;
                     }
                 }
-                let events = match recent {
-                    Some(events) => events,
-                    None => Arc::from(unpack_after(seq, packed, None, usize::MAX)?),
-                };
-                out.extend(
-                    events
-                        .iter()
-                        .rev()
-                        .filter(|e| before.is_none_or(|b| e.id < b) && keep(e))
-                        .take(limit - out.len())
-                        .cloned(),
-                );
             }
             Ok(out)
         })
