@@ -275,6 +275,16 @@ impl Core {
             }
             Err(_) => Some(leading),
         };
+        // The consumers every process runs start where the journal stands now, before the
+        // listener serves: one that first opens later (on PostgreSQL, once its process holds
+        // partitions or leads) still decides the events of the requests served meanwhile.
+        for consumer in [
+            crate::alerting::engine::CONSUMER,
+            crate::notify::notices::CONSUMER,
+            crate::notify::webhooks::CONSUMER,
+        ] {
+            store.consumer_position(consumer).await?;
+        }
         let engine_partitions = store.hold_partitions(crate::alerting::engine::CONSUMER)?;
         Ok(Core {
             clock,
