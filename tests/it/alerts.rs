@@ -1692,3 +1692,23 @@ async fn open_alert_objects(s: &Server, token: &str) -> Vec<String> {
     objects.sort_unstable();
     objects
 }
+
+/// The first requests a new server answers reach the alert engine: on PostgreSQL the engine
+/// opens once its process holds partitions, about a second after the listener serves, and
+/// its position was the journal's head at that moment, so the events before it were passed.
+#[tokio::test]
+async fn the_first_result_a_new_server_takes_opens_its_alert() {
+    let a = Admin::start();
+    let (s, token) = (&a.s, a.token.as_str());
+    create_all(s, token, vec![
+        ("/api/v1/hosts", json!({"name": "edge", "spec": {}})),
+        ("/api/v1/services", json!({"name": "disk", "host": "edge", "spec": {}})),
+        (
+            "/api/v1/alert-rules",
+            json!({"name": "failed", "match": "event.state == 'CRITICAL'", "severity": "critical"}),
+        ),
+    ])
+    .await;
+    result(s, token, "CRITICAL").await;
+    alerts_until(s, token, "?status=open", |items| items.len() == 1).await;
+}
