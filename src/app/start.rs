@@ -277,13 +277,26 @@ impl Core {
         };
         // The consumers every process runs start where the journal stands now, before the
         // listener serves: one that first opens later (on PostgreSQL, once its process holds
-        // partitions or leads) still decides the events of the requests served meanwhile.
-        for consumer in [
-            crate::alerting::engine::CONSUMER,
-            crate::notify::notices::CONSUMER,
-            crate::notify::webhooks::CONSUMER,
-        ] {
-            store.consumer_position(consumer).await?;
+        // partitions or leads) still decides the events of the requests served meanwhile. A
+        // store offline at start takes no write either, and the process serves its 503s.
+        let positions = async {
+            for consumer in [
+                crate::alerting::engine::CONSUMER,
+                crate::notify::notices::CONSUMER,
+                crate::notify::webhooks::CONSUMER,
+            ] {
+                store.consumer_position(consumer).await?;
+            }
+            Ok::<_, crate::store::StoreError>(())
+        };
+        match tokio::time::timeout(LEAD_AT_ONCE, positions).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "the consumers' positions start once they open")
+            }
+            Err(_) => {
+                tracing::warn!("the store was slow: the consumers' positions start once they open")
+            }
         }
         let engine_partitions = store.hold_partitions(crate::alerting::engine::CONSUMER)?;
         Ok(Core {
