@@ -1,8 +1,9 @@
-//! Results being taken in (`monitor`'s pipeline, from a request's parsing to its group's
-//! commit), so work that may lag a little behind a burst of them (the alert engine) lets it
-//! have the cores and the store's writer first: the burst is answered as fast with alert rules
-//! as without, and the rules decide its state changes right after it, a bounded while later.
-//! A few results taken in now and then are no burst: nothing waits for them.
+//! Results being taken in (`monitor`'s pipeline counts a `POST /results` submission from its
+//! parsed body until its events are stored), so work that may lag a little behind a burst of
+//! them (the alert engine) lets it have the cores and the store's writer first: the burst is
+//! answered as fast with alert rules as without, and the rules decide its state changes right
+//! after it, a bounded while later. A few results taken in now and then are no burst: nothing
+//! waits for them.
 
 use super::locks::Locked;
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,7 @@ use tokio::time::Instant;
 const QUIET_FOR: Duration = Duration::from_millis(20);
 /// A run of intake of this many results or more is a burst: more than the alert engine
 /// decides in one transaction.
-pub const BURST_RESULTS: usize = 1024;
+const BURST_RESULTS: usize = 1024;
 
 /// Submissions of results in progress, and the run of intake they belong to.
 #[derive(Default)]
