@@ -274,14 +274,13 @@ impl AlertEngine {
             Ok(()) = held.changed() => return self.let_go().await,
             batch = consumer.next(batch_size) => batch?,
         };
-        let (Some(first), Some(through)) = (batch.first(), batch.last().map(|e| e.id)) else {
-            return Ok(());
-        };
-        self.yield_to_intake(first.id).await;
-        let Some(consumer) = self.consumer.as_mut() else {
+        let (Some(first), Some(through)) =
+            (batch.first().map(|e| e.id), batch.last().map(|e| e.id))
+        else {
             return Ok(());
         };
         let span = consumer.batch_span(&batch);
+        self.yield_to_intake(first).await;
         self.decide_batch(batch, through).instrument(span).await
     }
 
