@@ -484,6 +484,21 @@ pub async fn mint(s: &Server, token: &str, body: serde_json::Value) -> (String, 
     (v["token"].as_str().unwrap().to_string(), v["meta"].clone())
 }
 
+/// Returns once everything committed so far is durable: a read may see a write whose group
+/// is still syncing, which a kill -9 then loses. A write of its own (a token) is answered
+/// only after its group's sync, which covers every commit before it.
+pub async fn durable_so_far(s: &Server, admin: &str) {
+    static MARKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let mark = MARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("durable-{mark}");
+    mint(
+        s,
+        admin,
+        serde_json::json!({"name": name, "roles": ["viewer"]}),
+    )
+    .await;
+}
+
 /// A second tenant and an administrator token living in it (without `admin:tenants`, so it
 /// cannot select another tenant): the other side of every tenant-isolation check.
 pub async fn second_tenant(s: &Server, admin: &str, slug: &str) -> (String, String) {
