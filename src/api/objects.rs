@@ -359,15 +359,13 @@ async fn test_check(
         .scheduler
         .test_builtin(&c.principal, &c.actor, &req.builtin, address, &req.args)
         .await?;
-    let (output, perfdata) = match outcome.output.split_once('|') {
-        Some((text, perf)) => (text.trim().to_string(), perf.trim().to_string()),
-        None => (outcome.output.clone(), String::new()),
-    };
+    let (output, long_output, perfdata) = crate::monitor::results::split_output(&outcome.output);
     Ok(Json(TestCheckResult {
         label: req.builtin,
         state: outcome.code,
         output,
         perfdata,
+        long_output,
         took_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
     }))
 }

@@ -519,6 +519,7 @@ impl Core {
                 secrets: inventory.clone(),
                 devices: hardware.devices.clone(),
                 plugins: programs.plugins.clone(),
+                counters: Default::default(),
             },
             config.checks.max_concurrent,
         );

@@ -100,6 +100,9 @@ pub struct TestCheckResult {
     /// The performance data after `|`, if any.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub perfdata: String,
+    /// The lines after the first (a walk's rows), if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub long_output: String,
     pub took_ms: u64,
 }
 

@@ -111,7 +111,7 @@ fn map_state(kind: ObjectKind, raw: &Value) -> Option<u8> {
 
 /// Plugin output: the first line is the text, a `|` starts performance data, further lines
 /// are long output.
-pub(super) fn split_output(output: &str) -> (String, String, String) {
+pub(crate) fn split_output(output: &str) -> (String, String, String) {
     let mut lines = output.lines();
     let first = lines.next().unwrap_or_default();
     let (text, perf) = match first.split_once('|') {

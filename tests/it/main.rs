@@ -41,6 +41,7 @@ mod reports;
 mod results;
 mod security;
 mod signin;
+mod snmp;
 mod sso;
 mod support;
 mod ui;

@@ -245,16 +245,20 @@ pub enum BuiltinCheck {
     Dns,
     Modbus,
     Gsm,
+    Snmp,
+    SnmpWalk,
 }
 
 impl BuiltinCheck {
-    pub const ALL: [BuiltinCheck; 6] = [
+    pub const ALL: [BuiltinCheck; 8] = [
         Self::Ping,
         Self::Tcp,
         Self::Http,
         Self::Dns,
         Self::Modbus,
         Self::Gsm,
+        Self::Snmp,
+        Self::SnmpWalk,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -265,6 +269,8 @@ impl BuiltinCheck {
             Self::Dns => "dns",
             Self::Modbus => "modbus",
             Self::Gsm => "gsm",
+            Self::Snmp => "snmp",
+            Self::SnmpWalk => "snmp-walk",
         }
     }
 
@@ -274,8 +280,8 @@ impl BuiltinCheck {
 }
 
 /// The built-in checks' names, in `BuiltinCheck::ALL`'s order.
-pub const BUILTIN_CHECKS: [&str; 6] = {
-    let mut names = [""; 6];
+pub const BUILTIN_CHECKS: [&str; BuiltinCheck::ALL.len()] = {
+    let mut names = [""; BuiltinCheck::ALL.len()];
     let mut i = 0;
     while i < names.len() {
         names[i] = BuiltinCheck::ALL[i].as_str();

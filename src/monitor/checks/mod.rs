@@ -1,4 +1,5 @@
-//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, `gsm`, one file
+//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, `gsm`, `snmp`
+//! and `snmp-walk`; one file
 //! each) and plugin commands (the `check-commands` kind) with the Nagios plugin conventions:
 //! exit 0..3, first output line the status text, `|` performance data, further lines long
 //! output, anything else (signal, timeout, bad exit) UNKNOWN. Built-ins take monitoring-plugins
@@ -10,7 +11,10 @@ mod gsm;
 mod http;
 mod modbus;
 mod ping;
+mod snmp;
 mod tcp;
+
+pub use snmp::Counters;
 
 use crate::hw::Devices;
 use crate::model::Timestamp;
@@ -186,6 +190,8 @@ pub struct Runners {
     pub secrets: Arc<dyn SecretSource>,
     pub devices: Devices,
     pub plugins: AllowedDirs,
+    /// Counter readings of the `snmp` checks, for rates.
+    pub counters: Counters,
 }
 
 /// Runs one check of `o` with its resolved `spec`; a `$SECRET:name$` that is not set makes
@@ -226,6 +232,7 @@ pub async fn run(
                 timeout,
                 now,
                 devices,
+                counters: &runners.counters,
             };
             builtin(name, &ctx).await
         }
@@ -255,6 +262,8 @@ async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
         BuiltinCheck::Ping => ping::check(ctx).await,
         BuiltinCheck::Modbus => modbus::check(ctx).await,
         BuiltinCheck::Gsm => gsm::check(ctx),
+        BuiltinCheck::Snmp => snmp::check(ctx).await,
+        BuiltinCheck::SnmpWalk => snmp::walk_check(ctx).await,
     }
 }
 
@@ -275,6 +284,7 @@ pub async fn run_builtin(
         timeout: DEFAULT_TIMEOUT,
         now,
         devices: &runners.devices,
+        counters: &runners.counters,
     };
     builtin(name, &ctx).await
 }
@@ -287,6 +297,7 @@ pub(crate) struct Builtin<'a> {
     pub timeout: Duration,
     pub now: Timestamp,
     pub devices: &'a Devices,
+    pub counters: &'a Counters,
 }
 
 impl Builtin<'_> {
@@ -311,21 +322,8 @@ impl Builtin<'_> {
 
     /// The `-w`/`-c` ranges.
     pub fn limits(&self) -> Result<Limits, String> {
-        let range = |names: &[&str]| self.args.get(names).map(Range::parse).transpose();
-        Ok(Limits {
-            warn: range(&["-w", "--warning"])?,
-            crit: range(&["-c", "--critical"])?,
-            text: (
-                self.args
-                    .get(&["-w", "--warning"])
-                    .unwrap_or_default()
-                    .to_string(),
-                self.args
-                    .get(&["-c", "--critical"])
-                    .unwrap_or_default()
-                    .to_string(),
-            ),
-        })
+        let text = |names: &[&str]| self.args.get(names).map(str::to_string);
+        Limits::from_text(text(&["-w", "--warning"]), text(&["-c", "--critical"]))
     }
 }
 
@@ -337,6 +335,15 @@ pub(crate) struct Limits {
 }
 
 impl Limits {
+    /// The ranges written as `warn` and `crit`.
+    pub fn from_text(warn: Option<String>, crit: Option<String>) -> Result<Limits, String> {
+        Ok(Limits {
+            warn: warn.as_deref().map(Range::parse).transpose()?,
+            crit: crit.as_deref().map(Range::parse).transpose()?,
+            text: (warn.unwrap_or_default(), crit.unwrap_or_default()),
+        })
+    }
+
     /// 2 when the critical range alerts, else 1 when the warning range does, else 0.
     pub fn grade(&self, v: f64) -> u8 {
         if self.crit.is_some_and(|c| c.alerts(v)) {
@@ -394,6 +401,14 @@ impl Args {
             .rev()
             .find(|(n, _)| names.contains(&n.as_str()))
             .and_then(|(_, v)| v.as_deref())
+    }
+
+    /// The values of every one of these flags given, in order (`-o a -o b`).
+    pub fn all<'a>(&'a self, names: &'a [&str]) -> impl Iterator<Item = &'a str> {
+        self.flags
+            .iter()
+            .filter(|(n, _)| names.contains(&n.as_str()))
+            .filter_map(|(_, v)| v.as_deref())
     }
 
     pub fn has(&self, names: &[&str]) -> bool {
