@@ -26,7 +26,7 @@ pub fn routes() -> Vec<Route> {
         Route::post("/api/v1/discovery/scans", start).permission("config:write").doc(
             "discovery",
             "Start a network discovery scan",
-            "202 with the scan, `running`: a TCP connect sweep of `cidr` (at most a /20, IPv6 a /116) on `ports` (default 22, 23, 80, 443, 502, 8080, 8443), 1 s per attempt, 256 at once. `found` lists the addresses that accepted a connection with their open ports and suggested checks; `probed` of `probes` tells the progress (kept at most once a second, `updatedAt`) until `status` is `done`; a scan whose process stopped before it finished reads as `failed`, with `error`.",
+            "202 with the scan, `running`: a TCP connect sweep of `cidr` (at most a /20, IPv6 a /116) on `ports` (default 22, 23, 80, 161, 443, 502, 8080, 8443), 1 s per attempt, 256 at once; port 161 is probed with SNMP over UDP instead (a v2c GET with `snmpCommunity`, default `public`, used for the scan only and never stored; else an SNMPv3 engine discovery), and an agent that answers gets `snmp` checks suggested, one per interface when the community answered. `found` lists the addresses that accepted a connection with their open ports and suggested checks; `probed` of `probes` tells the progress (kept at most once a second, `updatedAt`) until `status` is `done`; a scan whose process stopped before it finished reads as `failed`, with `error`.",
         )
             .body::<ScanRequest>()
             .example(|| json!({"cidr": "192.168.10.0/24", "ports": [22, 80, 443, 502]}))

@@ -1,5 +1,5 @@
 //! Network discovery scans (the reference's `scanRequest`, `discoveryScan`, `discoveryHit`):
-//! which addresses of a range answer on which TCP ports, and what to monitor there.
+//! which addresses of a range answer on which TCP ports (and SNMP), and what to monitor there.
 
 use super::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -12,9 +12,15 @@ use uuid::Uuid;
 pub struct ScanRequest {
     /// The range, at most a /20 (4,096 addresses; IPv6 at most a /116).
     pub cidr: String,
-    /// TCP ports to try on each address (at most 64); default 22, 23, 80, 443, 502, 8080, 8443.
+    /// Ports to try on each address (at most 64); default 22, 23, 80, 161, 443, 502, 8080,
+    /// 8443. TCP connects, but 161 is SNMP's (UDP): a GET of sysUpTime.0 (v2c), else an SNMPv3
+    /// engine discovery.
     #[serde(default)]
     pub ports: Option<Vec<u16>>,
+    /// The v2c community the SNMP probe uses (default `public`); used for this scan only,
+    /// never stored or shown.
+    #[serde(default)]
+    pub snmp_community: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,6 +57,6 @@ pub struct DiscoveryHit {
     pub address: String,
     pub open_ports: Vec<u16>,
     /// Checks to add for it, in the form of a service's `checkCommand` and `args`
-    /// (`http -S`, `tcp -p 22`, `modbus`).
+    /// (`http -S`, `tcp -p 22`, `modbus`, `snmp -o sysUpTime.0`, `snmp --interface eth0`).
     pub suggest: Vec<String>,
 }

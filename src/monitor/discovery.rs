@@ -1,5 +1,7 @@
 //! Network discovery (`/discovery/scans`): a TCP connect sweep of an address range, at most a
 //! /20 (SEMANTICS 12), that lists which addresses answer on which ports and suggests checks.
+//! Port 161 is probed with SNMP instead (`checks::discover_snmp`), which suggests a check of
+//! the agent and one per interface.
 //! Scans run in the process that was asked (its supervised `DiscoveryWorker`) and are kept in
 //! the store, the newest 50 per tenant, so every process serving it answers for them. Progress
 //! is written at most once a second; a scan that stopped recording it (its process ended)
@@ -28,7 +30,9 @@ use uuid::Uuid;
 /// The widest range: 4,096 addresses, an IPv4 /20.
 const MAX_HOST_BITS: u8 = 12;
 const MAX_PORTS: usize = 64;
-const DEFAULT_PORTS: [u16; 7] = [22, 23, 80, 443, 502, 8080, 8443];
+const DEFAULT_PORTS: [u16; 8] = [22, 23, 80, 161, 443, 502, 8080, 8443];
+/// SNMP's port, probed over UDP.
+const SNMP: u16 = 161;
 /// Connection attempts in flight at once, over all scans.
 const IN_FLIGHT: usize = 256;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -43,9 +47,16 @@ pub struct Discovery {
     clock: SharedClock,
     store: Arc<Store>,
     slots: Arc<tokio::sync::Semaphore>,
-    /// Scans started and not yet taken by the worker, with their addresses.
-    queued: Mutex<Vec<(DiscoveryScan, Vec<IpAddr>)>>,
+    /// Scans started and not yet taken by the worker, with their addresses and SNMP community.
+    queued: Mutex<Vec<Queued>>,
     wake: Arc<Notify>,
+}
+
+/// A scan started, for the worker to sweep.
+struct Queued {
+    scan: DiscoveryScan,
+    targets: Vec<IpAddr>,
+    community: Option<String>,
 }
 
 /// Why a scan could not start.
@@ -103,7 +114,8 @@ fn addresses(cidr: &str) -> Result<Vec<IpAddr>, Invalid> {
 /// The checks to suggest for an address with `open` ports.
 fn suggestions(open: &[u16]) -> Vec<String> {
     let mut suggest = vec!["ping".to_string()];
-    for port in open {
+    // The SNMP probe suggests 161's checks itself.
+    for port in open.iter().filter(|p| **p != SNMP) {
         suggest.push(match port {
             80 => "http".into(),
             443 => "http -S".into(),
@@ -168,13 +180,22 @@ impl Discovery {
             .start_discovery_scan(scan.clone(), KEPT_PER_TENANT)
             .await
             .map_err(ScanError::Store)?;
-        self.queued.locked().push((scan.clone(), targets));
+        self.queued.locked().push(Queued {
+            scan: scan.clone(),
+            targets,
+            community: req.snmp_community,
+        });
         self.wake.notify_one();
         Ok(scan)
     }
 
     /// Tries every port of every address, recording progress and hits as they come.
-    async fn sweep(self: Arc<Self>, mut scan: DiscoveryScan, targets: Vec<IpAddr>) {
+    async fn sweep(self: Arc<Self>, queued: Queued) {
+        let Queued {
+            mut scan,
+            targets,
+            community,
+        } = queued;
         let ports = scan.ports.clone();
         // Made as they are taken: a /20 on 64 ports is 262,144 of them.
         let probes = targets.into_iter().flat_map(move |ip| {
@@ -186,31 +207,45 @@ impl Discovery {
         let mut results = futures_util::stream::iter(probes)
             .map(|addr| {
                 let slots = self.slots.clone();
+                let community = community.clone();
                 async move {
                     let _slot = slots.acquire_owned().await;
+                    if addr.port() == SNMP {
+                        let found = crate::monitor::checks::discover_snmp(
+                            addr.ip(),
+                            community.as_deref(),
+                            CONNECT_TIMEOUT,
+                        )
+                        .await;
+                        return (addr, found.is_some(), found);
+                    }
                     let open = matches!(
                         tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
                             .await,
                         Ok(Ok(_))
                     );
-                    (addr, open)
+                    (addr, open, None)
                 }
             })
             .buffer_unordered(IN_FLIGHT);
         let mut open: BTreeMap<IpAddr, Vec<u16>> = BTreeMap::new();
+        let mut snmp: BTreeMap<IpAddr, Vec<String>> = BTreeMap::new();
         let mut since_saved = Stopwatch::start();
-        while let Some((addr, is_open)) = results.next().await {
+        while let Some((addr, is_open, checks)) = results.next().await {
             scan.probed += 1;
             if is_open {
                 open.entry(addr.ip()).or_default().push(addr.port());
             }
+            if let Some(checks) = checks {
+                snmp.insert(addr.ip(), checks);
+            }
             if since_saved.elapsed() >= PROGRESS_EVERY {
-                scan.found = hits(&open);
+                scan.found = hits(&open, &snmp);
                 self.save(&scan).await;
                 since_saved = Stopwatch::start();
             }
         }
-        scan.found = hits(&open);
+        scan.found = hits(&open, &snmp);
         scan.status = "done".into();
         scan.done_at = Some(self.clock.now());
         self.save(&scan).await;
@@ -274,8 +309,8 @@ impl Worker for DiscoveryWorker {
         Box::pin(async move {
             loop {
                 let queued = std::mem::take(&mut *self.discovery.queued.locked());
-                for (scan, targets) in queued {
-                    let sweep = self.discovery.clone().sweep(scan, targets);
+                for scan in queued {
+                    let sweep = self.discovery.clone().sweep(scan);
                     self.sweeps.push(Box::pin(sweep));
                 }
                 if self.sweeps.is_empty() {
@@ -290,14 +325,20 @@ impl Worker for DiscoveryWorker {
     }
 }
 
-fn hits(open: &BTreeMap<IpAddr, Vec<u16>>) -> Vec<DiscoveryHit> {
+/// The addresses that answered, with the checks to suggest (the SNMP probe's for port 161).
+fn hits(
+    open: &BTreeMap<IpAddr, Vec<u16>>,
+    snmp: &BTreeMap<IpAddr, Vec<String>>,
+) -> Vec<DiscoveryHit> {
     open.iter()
         .map(|(ip, ports)| {
             let mut ports = ports.clone();
             ports.sort_unstable();
+            let mut suggest = suggestions(&ports);
+            suggest.extend(snmp.get(ip).into_iter().flatten().cloned());
             DiscoveryHit {
                 address: ip.to_string(),
-                suggest: suggestions(&ports),
+                suggest,
                 open_ports: ports,
             }
         })
@@ -387,6 +428,7 @@ mod tests {
             let req = ScanRequest {
                 cidr: "127.0.0.1/32".into(),
                 ports: Some(ports),
+                snmp_community: None,
             };
             started.push(discovery.start(tenant, req).await.unwrap());
         }
@@ -424,8 +466,9 @@ mod tests {
     #[test]
     fn open_ports_suggest_checks() {
         assert_eq!(
-            suggestions(&[22, 443, 502]),
-            ["ping", "tcp -p 22", "http -S", "modbus"]
+            suggestions(&[22, 161, 443, 502]),
+            ["ping", "tcp -p 22", "http -S", "modbus"],
+            "161's checks are the SNMP probe's"
         );
     }
 }

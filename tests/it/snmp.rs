@@ -13,13 +13,18 @@ const V3: [&str; 10] = [
     "-P", "3", "-U", "ada", "-L", "authPriv", "-a", "SHA", "-x", "AES",
 ];
 
-/// `snmpd` on `port` with `COMMUNITY` and the v3 user `ada`, or `None` where it is missing.
+/// `snmpd` on 127.0.0.1:`port` with `COMMUNITY` and the v3 user `ada`, or `None` where it is
+/// missing.
 fn agent(dir: &std::path::Path, port: u16) -> Option<Peer> {
+    agent_at(dir, &format!("127.0.0.1:{port}"))
+}
+
+fn agent_at(dir: &std::path::Path, listen: &str) -> Option<Peer> {
     let conf = dir.join("snmpd.conf");
     std::fs::write(
         &conf,
         format!(
-            "agentAddress udp:127.0.0.1:{port}\nrocommunity {COMMUNITY} 127.0.0.1\n\
+            "agentAddress udp:{listen}\nrocommunity {COMMUNITY} 127.0.0.0/8\n\
              createUser ada SHA \"auth-pass-1\" AES \"priv-pass-1\"\nrouser ada priv\n"
         ),
     )
@@ -369,4 +374,76 @@ async fn a_service_polls_with_secret_credentials_and_its_values_become_series() 
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A discovery scan finds the agent on SNMP's port (UDP 161, on a loopback address of its own):
+/// with the community given, it suggests a check of the agent and one per interface, and the
+/// community is neither stored nor shown; without it, the agent's answer to an SNMPv3 engine
+/// discovery still finds it, with a v3 check to fill in.
+#[tokio::test]
+async fn discovery_offers_snmp_checks_for_an_agent_on_161() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(_agent) = agent_at(dir.path(), "127.0.0.74:161") else {
+        return;
+    };
+    let a = Admin::start();
+    let (s, t) = (&a.s, a.token.as_str());
+    let scan = |body: Value| async move {
+        let started = json(
+            call(s, t, Method::POST, "/api/v1/discovery/scans")
+                .json(&body)
+                .send()
+                .await
+                .unwrap(),
+            202,
+        )
+        .await;
+        let id = started["id"].as_str().unwrap().to_string();
+        let begun = Instant::now();
+        loop {
+            let v = get(s, t, &format!("/api/v1/discovery/scans/{id}")).await;
+            if v["status"] == "done" {
+                return v;
+            }
+            assert!(begun.elapsed() < Duration::from_secs(30), "{v}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    // snmpd takes a moment to listen: scan until it is found.
+    let begun = Instant::now();
+    let found = loop {
+        let v = scan(json!({"cidr": "127.0.0.74/32", "ports": [161], "snmpCommunity": COMMUNITY}))
+            .await;
+        if !v["found"].as_array().unwrap().is_empty() || begun.elapsed() > Duration::from_secs(20) {
+            break v;
+        }
+    };
+    assert_eq!(found["found"][0]["openPorts"], json!([161]), "{found}");
+    let suggest: Vec<&str> = found["found"][0]["suggest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        suggest.contains(&"snmp -C $SECRET:snmp-community$ -o sysUpTime.0"),
+        "{suggest:?}"
+    );
+    assert!(
+        suggest.contains(&"snmp -C $SECRET:snmp-community$ --interface lo"),
+        "{suggest:?}"
+    );
+    let listed = get(s, t, "/api/v1/discovery/scans").await;
+    assert!(!listed.to_string().contains(COMMUNITY), "{listed}");
+    assert!(!found.to_string().contains(COMMUNITY), "{found}");
+
+    let v3 = scan(json!({"cidr": "127.0.0.74/32", "ports": [161]})).await;
+    assert_eq!(
+        v3["found"][0]["suggest"],
+        json!([
+            "ping",
+            "snmp -P 3 -U USER -A $SECRET:snmp-auth$ -X $SECRET:snmp-priv$ -o sysUpTime.0"
+        ]),
+        "public is not the community: {v3}"
+    );
 }

@@ -15,6 +15,7 @@ mod snmp;
 mod tcp;
 
 pub use snmp::Counters;
+pub(crate) use snmp::discover as discover_snmp;
 
 use crate::hw::Devices;
 use crate::model::Timestamp;

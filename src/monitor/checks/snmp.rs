@@ -1046,6 +1046,62 @@ fn terminal_safe(s: &str) -> String {
         .collect()
 }
 
+/// Interfaces a discovery suggests a check for, at most.
+const DISCOVERED_INTERFACES: usize = 32;
+
+/// What `host` answers on SNMP's port, for a discovery: the checks to suggest, or `None` when
+/// nothing answered within `timeout`. A GET with `community` (v2c) first, and the interfaces'
+/// names when it answers; else an SNMPv3 engine discovery, which any v3 agent answers without
+/// credentials (RFC 3414, 4), for a v3 check to fill in.
+pub(crate) async fn discover(
+    host: std::net::IpAddr,
+    community: Option<&str>,
+    timeout: Duration,
+) -> Option<Vec<String>> {
+    let mut agent = Agent {
+        host: host.to_string(),
+        port: DEFAULT_PORT,
+        version: Version::V2c(community.unwrap_or("public").as_bytes().to_vec()),
+        tries: 1,
+        deadline: tokio::time::Instant::now() + timeout * 2,
+        per_try: timeout,
+        session: None,
+    };
+    let flag = if community.is_some() {
+        " -C $SECRET:snmp-community$"
+    } else {
+        ""
+    };
+    let uptime = [resolve("sysUpTime.0").ok()?];
+    if agent.request(&Request::Get(&uptime)).await.is_ok() {
+        let mut suggest = vec![format!("snmp{flag} -o sysUpTime.0")];
+        if let Ok((rows, _)) = walk(&mut agent, &IF_DESCR, DISCOVERED_INTERFACES).await {
+            for (oid, descr) in rows {
+                let name = descr.text();
+                let usable = !name.is_empty()
+                    && !name.contains(|c: char| c.is_whitespace() || c.is_control() || c == '$');
+                let which = if usable {
+                    name
+                } else {
+                    oid.last().copied().unwrap_or_default().to_string()
+                };
+                suggest.push(format!("snmp{flag} --interface {which}"));
+            }
+        }
+        return Some(suggest);
+    }
+    let security = v3::Security::new(b"", b"").with_auth(v3::Auth::NoAuthNoPriv);
+    let mut session = AsyncSession::new_v3((host, DEFAULT_PORT), 1, security)
+        .await
+        .ok()?;
+    match tokio::time::timeout(timeout, session.init()).await {
+        Ok(Ok(())) | Ok(Err(SnmpError::AuthFailure(_))) => Some(vec![
+            "snmp -P 3 -U USER -A $SECRET:snmp-auth$ -X $SECRET:snmp-priv$ -o sysUpTime.0".into(),
+        ]),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
