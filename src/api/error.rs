@@ -72,6 +72,8 @@ pub enum Code {
     StorageUnavailable,
     PipelineStalled,
     NotifyTestFailed,
+    /// A check run for an answer (a host's SNMP interfaces) did not get one.
+    CheckFailed,
     IngressSize,
     IngressFormat,
     IngressMapping,
@@ -121,6 +123,7 @@ impl Code {
             Code::StorageUnavailable => "svc:storage/unavailable",
             Code::PipelineStalled => "svc:pipeline/stalled",
             Code::NotifyTestFailed => "svc:notify/test-failed",
+            Code::CheckFailed => "svc:checks/failed",
             Code::IngressSize => "svc:ingress/size",
             Code::IngressFormat => "svc:ingress/format",
             Code::IngressMapping => "svc:ingress/mapping",
@@ -135,7 +138,7 @@ impl Code {
     }
 
     /// Every fixed code (validation codes are `Validation` with any field).
-    const FIXED: [Code; 41] = [
+    const FIXED: [Code; 42] = [
         Code::AuthRequired,
         Code::AuthInvalid,
         Code::AuthForbidden,
@@ -168,6 +171,7 @@ impl Code {
         Code::StorageUnavailable,
         Code::PipelineStalled,
         Code::NotifyTestFailed,
+        Code::CheckFailed,
         Code::IngressSize,
         Code::IngressFormat,
         Code::IngressMapping,
@@ -276,6 +280,9 @@ impl Code {
             Code::NotifyTestFailed => {
                 "The channel's provider refused the test notification; the detail carries its answer."
             }
+            Code::CheckFailed => {
+                "The check did not get the answer asked for (a device that did not answer, or refused the credentials); the detail says what happened. Nothing was changed."
+            }
             Code::IngressFormat => "The event source could not read the body in its format.",
             Code::IngressMapping => {
                 "The event source's mapping found no value for a required field; the detail names it."
@@ -334,6 +341,7 @@ impl Code {
             Code::StorageUnavailable => (S::SERVICE_UNAVAILABLE, "Storage not ready"),
             Code::PipelineStalled => (S::SERVICE_UNAVAILABLE, "Results pipeline stalled"),
             Code::NotifyTestFailed => (S::BAD_GATEWAY, "Channel test failed"),
+            Code::CheckFailed => (S::BAD_GATEWAY, "Check failed"),
             Code::IngressSize => (S::PAYLOAD_TOO_LARGE, "Body too large"),
             Code::IngressFormat => (S::UNPROCESSABLE_ENTITY, "Unreadable body"),
             Code::IngressMapping => (S::UNPROCESSABLE_ENTITY, "Mapping failed"),

@@ -2,7 +2,7 @@
 
 use super::AppState;
 use super::access::Caller;
-use super::error::Problem;
+use super::error::{Code, Problem};
 use super::etag::{IfMatch, etag};
 use super::extract::{ApiJson, ApiPath, ApiQuery, path_id};
 use super::pagination::{OBJECTS, Page, PageQuery};
@@ -18,7 +18,7 @@ use crate::model::config::{AgentChecks, BUILTIN_CHECKS};
 use crate::model::fault;
 use crate::model::object::{EffectiveConfig, ObjectBody, ObjectView};
 use crate::model::object::{Object, ObjectFilter, ObjectKind};
-use crate::model::state::{TestCheck, TestCheckResult};
+use crate::model::state::{SnmpInterfaces, SnmpInterfacesRequest, TestCheck, TestCheckResult};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -68,6 +68,12 @@ pub fn routes() -> Vec<Route> {
             .example(|| json!({"builtin": "tcp", "address": "192.0.2.10", "args": ["-p", "502"]})),
         Route::get("/api/v1/agent/checks", agent_checks).permission("objects:read").doc("agent", "A host's agent checks", "`host` (required): the services of that host whose `checkCommand` is `agent:exec:<plugin>`, which the server never runs: `{host, checks: [{service, command, args, intervalSeconds, timeoutSeconds}]}`, `command` the plugin, `args` with macros expanded except `$SECRET:name$`. The host's agent polls this and reports the results with `POST /results`. No such host: 404.")
             .query::<AgentQuery>().ok::<AgentChecks>(),
+        Route::post("/api/v1/hosts/{id}/snmp-interfaces", snmp_interfaces).permission("objects:write").doc(
+            "objects",
+            "A host's SNMP interfaces, a service each",
+            "Walks the interfaces table of the host's SNMP agent (issue 74) with `args`, an `snmp` check's flags for the agent (`-C $SECRET:snmp-community$`, `-P 3 -U … -A $SECRET:… -X $SECRET:…`; macros and secrets as in a check's, the host's address unless `-H`), and answers 200 `{interfaces: [{index, name, status, service, args}]}`: each interface with the service that watches it (`if <name>`, `snmp` with `args` and `--interface <name>`). With `create: true` each service is made (as `POST /objects:batch`, with `interval` seconds if given), with its `id`, or `error` where the name exists. An agent that does not answer or refuses the credentials is 502 `svc:checks/failed` with what happened; a host that is not the tenant's is 404.",
+        )
+            .body::<SnmpInterfacesRequest>().ok::<SnmpInterfaces>(),
         Route::post("/api/v1/objects/{id}/check-now", check_now).permission("checks:run").tool("check_now", "Run an object's check at once.", &[("id", "string", "the object's id")]).doc(
             "objects",
             "Run the object's check now",
@@ -334,6 +340,41 @@ async fn check_now(
         StatusCode::ACCEPTED,
         Json(serde_json::json!({"status": "scheduled"})),
     ))
+}
+
+async fn snmp_interfaces(
+    State(st): State<AppState>,
+    c: Caller,
+    ApiPath(raw): ApiPath<String>,
+    ApiJson(req): ApiJson<SnmpInterfacesRequest>,
+) -> Result<impl IntoResponse, Problem> {
+    let (host, found) = st
+        .scheduler
+        .snmp_interfaces(&c.principal, &c.actor, path_id(&raw)?, &req.args)
+        .await?;
+    let mut interfaces = found.map_err(|why| Problem::new(Code::CheckFailed, why))?;
+    if req.create {
+        let services = interfaces
+            .iter()
+            .map(|i| i.service_body(&host, req.interval))
+            .collect();
+        let made = st
+            .inventory
+            .batch(
+                &c.principal,
+                &c.actor,
+                BatchRequest {
+                    hosts: Vec::new(),
+                    services,
+                    mode: None,
+                },
+            )
+            .await?;
+        for (i, r) in interfaces.iter_mut().zip(made.results) {
+            (i.id, i.error) = (r.id, r.error);
+        }
+    }
+    Ok(Json(SnmpInterfaces { interfaces }))
 }
 
 async fn builtins() -> impl IntoResponse {

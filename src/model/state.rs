@@ -106,6 +106,67 @@ pub struct TestCheckResult {
     pub took_ms: u64,
 }
 
+/// `POST /hosts/{id}/snmp-interfaces` (issue 74): the host's SNMP agent's interfaces, and a
+/// service for each when asked.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SnmpInterfacesRequest {
+    /// The agent's flags as an `snmp` check takes them (`-C $SECRET:snmp-community$`, or `-P 3
+    /// -U … -A $SECRET:… -X $SECRET:…`); macros and secrets as in a check's, and the services
+    /// made keep them as written.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Make a service of each interface (default: list them only). One whose name exists is
+    /// left as it is, with `error`.
+    #[serde(default)]
+    pub create: bool,
+    /// The services' check interval in seconds (default: a service's).
+    #[serde(default)]
+    pub interval: Option<u64>,
+}
+
+/// The interfaces found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct SnmpInterfaces {
+    pub interfaces: Vec<SnmpInterface>,
+}
+
+/// One interface, and the service that watches it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SnmpInterface {
+    /// Its ifIndex.
+    pub index: u64,
+    /// Its ifDescr.
+    pub name: String,
+    /// Its ifOperStatus (`up`, `down`, `lowerLayerDown`, …).
+    pub status: String,
+    /// The service's name: `if <name>` (`/` as `-`).
+    pub service: String,
+    /// The service's `args`: the request's and `--interface <name>`.
+    pub args: Vec<String>,
+    /// The service made, with `create`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<uuid::Uuid>,
+    /// Why it was not made (its name exists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl SnmpInterface {
+    /// The body of `POST /services` that makes it, on `host`.
+    pub fn service_body(&self, host: &str, interval: Option<u64>) -> serde_json::Value {
+        let mut spec = serde_json::json!({"checkCommand": "snmp", "args": self.args});
+        if let Some(seconds) = interval {
+            spec["interval"] = seconds.into();
+        }
+        serde_json::json!({"name": self.service, "host": host, "spec": spec})
+    }
+}
+
 /// How many of a tenant's objects are in each state (the reference's `StateSummary`, for the
 /// wallboard); objects without a result yet are in none.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@ use crate::model::config::{AgentCheck, AgentChecks, CheckRun, agent_plugin};
 use crate::model::dependency::{Group, Holds, ParentState, failed};
 use crate::model::identity::Actor;
 use crate::model::object::ObjectKind;
-use crate::model::state::{self, DOWN, StateType, UP};
+use crate::model::state::{self, DOWN, SnmpInterface, StateType, UP};
 use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -125,6 +125,38 @@ impl Scheduler {
         let outcome =
             checks::run_builtin(name, address, args, &self.runners, self.clock.now()).await;
         Ok((outcome, started.elapsed()))
+    }
+
+    /// The interfaces of host `id`'s SNMP agent, asked with `args` (an `snmp` check's flags),
+    /// for a service each (issue 74), with the host's name; the outer error is the store's or
+    /// an unknown host, the inner one what the agent did instead of answering.
+    pub async fn snmp_interfaces(
+        &self,
+        p: &Principal,
+        actor: &Actor,
+        id: Uuid,
+        args: &[String],
+    ) -> Result<(String, Result<Vec<SnmpInterface>, String>), StoreError> {
+        let snapshot = self.catalog.snapshot().await?;
+        let entry = snapshot
+            .tenant(p.tenant)
+            .and_then(|c| c.get(id))
+            .filter(|e| e.object.kind == ObjectKind::Host)
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        self.audit_run(p, actor, "host.snmp-interfaces", format!("objects/{id}"))
+            .await?;
+        let now = self.clock.now();
+        let found = checks::snmp_interfaces(
+            &entry.object,
+            &entry.host,
+            &entry.spec,
+            args,
+            &self.runners,
+            now,
+        )
+        .await;
+        Ok((entry.object.name.clone(), found))
     }
 
     /// Records who ran a check by hand (check-now, a check command's test): every run a

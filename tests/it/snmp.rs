@@ -271,7 +271,7 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
 
 /// A service polls its device with the community and the v3 passphrases as secrets: its
 /// results come in on their schedule, its values become metric series, and the secrets'
-/// values appear nowhere in what is stored.
+/// values appear nowhere in what is stored. The host's interfaces become a service each.
 #[tokio::test]
 async fn a_service_polls_with_secret_credentials_and_its_values_become_series() {
     let dir = tempfile::tempdir().unwrap();
@@ -361,6 +361,134 @@ async fn a_service_polls_with_secret_credentials_and_its_values_become_series() 
         .as_str()
         .unwrap()
         .to_string();
+    // A service per interface, from the host's agent, with the credentials as written.
+    let hosts = get(s, t, "/api/v1/hosts").await;
+    let ups = hosts["items"][0]["id"].as_str().unwrap().to_string();
+    let interfaces = |body: Value| {
+        call(
+            s,
+            t,
+            Method::POST,
+            &format!("/api/v1/hosts/{ups}/snmp-interfaces"),
+        )
+        .json(&body)
+        .send()
+    };
+    let agent_args = json!(["-p", port.to_string(), "-C", "$SECRET:snmp-community$"]);
+    let listed = json(interfaces(json!({"args": agent_args})).await.unwrap(), 200).await;
+    let lo = listed["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "lo")
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone();
+    assert_eq!(lo["status"], "up", "{lo}");
+    assert_eq!(lo["service"], "if lo", "{lo}");
+    assert_eq!(
+        lo["args"],
+        json!([
+            "-p",
+            port.to_string(),
+            "-C",
+            "$SECRET:snmp-community$",
+            "--interface",
+            "lo"
+        ])
+    );
+    assert!(lo["id"].is_null(), "listed only: {lo}");
+    let made = json(
+        interfaces(json!({"args": agent_args, "create": true, "interval": 1}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    let count = made["interfaces"].as_array().unwrap().len();
+    assert!(
+        made["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["id"].is_string()),
+        "{made}"
+    );
+    let again = json(
+        interfaces(json!({"args": agent_args, "create": true}))
+            .await
+            .unwrap(),
+        200,
+    )
+    .await;
+    assert!(
+        again["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["error"].is_string() && i["id"].is_null()),
+        "made once: {again}"
+    );
+    let services = get(s, t, "/api/v1/services?limit=100").await;
+    assert_eq!(services["items"].as_array().unwrap().len(), count + 2);
+    let begun = Instant::now();
+    loop {
+        let list = get(s, t, "/api/v1/services?limit=100").await;
+        let state = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == "if lo")
+            .unwrap()["state"]
+            .clone();
+        if state["state"] == 0 {
+            assert!(
+                state["output"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("SNMP OK - lo is up"),
+                "{state}"
+            );
+            break;
+        }
+        assert!(begun.elapsed() < Duration::from_secs(30), "{state}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let refused = interfaces(json!({"args": ["-p", port.to_string(), "-P", "3", "-U", "ada", "-A", "$SECRET:snmp-priv$", "-X", "$SECRET:snmp-priv$"]}))
+        .await
+        .unwrap();
+    let problem = assert_problem(refused, 502, "svc:checks/failed").await;
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("refused the v3 credentials"),
+        "{problem}"
+    );
+    assert!(!problem.to_string().contains("priv-pass-1"), "{problem}");
+    let service = call(
+        s,
+        t,
+        Method::POST,
+        &format!("/api/v1/hosts/{id}/snmp-interfaces"),
+    )
+    .json(&json!({"args": agent_args}))
+    .send()
+    .await
+    .unwrap();
+    assert_problem(service, 404, "svc:not-found").await;
+    let (viewer, _) = mint(s, t, json!({"name": "v", "roles": ["viewer"]})).await;
+    let forbidden = call(
+        s,
+        &viewer,
+        Method::POST,
+        &format!("/api/v1/hosts/{ups}/snmp-interfaces"),
+    )
+    .json(&json!({"args": agent_args}))
+    .send()
+    .await
+    .unwrap();
+    assert_problem(forbidden, 403, "svc:auth/forbidden").await;
+
     let started = Instant::now();
     loop {
         let series = get(s, t, &format!("/api/v1/objects/{id}/metrics")).await;

@@ -369,7 +369,7 @@ mod tests {
         for (check, name) in BuiltinCheck::ALL.into_iter().zip(BUILTIN_CHECKS) {
             assert_eq!(BuiltinCheck::parse(name), Some(check));
         }
-        assert_eq!(BuiltinCheck::parse("snmp"), None);
+        assert_eq!(BuiltinCheck::parse("nmap"), None);
     }
     use serde_json::json;
 

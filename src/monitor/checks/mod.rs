@@ -14,8 +14,8 @@ mod ping;
 mod snmp;
 mod tcp;
 
-pub use snmp::Counters;
 pub(crate) use snmp::discover as discover_snmp;
+pub use snmp::{Counters, Interface};
 
 use crate::hw::Devices;
 use crate::model::Timestamp;
@@ -23,6 +23,7 @@ use crate::model::config::{BuiltinCheck, ObjectSpec};
 use crate::model::metric::Range;
 use crate::model::object::{Object, ObjectKind};
 use crate::model::secret::mask_values;
+use crate::model::state::SnmpInterface;
 use crate::runtime::SecretSource;
 use crate::runtime::paths::{self as programs, AllowedDirs, Run, RunError};
 use std::collections::HashMap;
@@ -211,13 +212,10 @@ pub async fn run(
         Command::Builtin(_) => secret_names(spec.args.iter().flatten()),
         Command::Plugin { line, .. } => secret_names(line.iter().chain(spec.args.iter().flatten())),
     };
-    let mut values = HashMap::new();
-    for name in templates {
-        match secrets.secret(o.tenant_id, &name).await {
-            Some(value) => values.insert(name, value),
-            None => return Outcome::new(3, format!("UNKNOWN - secret {name:?} is not set")),
-        };
-    }
+    let values = match secret_values(secrets.as_ref(), o.tenant_id, templates).await {
+        Ok(v) => v,
+        Err(why) => return Outcome::new(3, format!("UNKNOWN - {why}")),
+    };
     let outcome = match command {
         Command::Builtin(name) => {
             let args: Vec<String> = spec
@@ -250,6 +248,79 @@ pub async fn run(
         output: mask_values(&outcome.output, values.values().map(String::as_str)),
         ..outcome
     }
+}
+
+/// The values of the secrets `names` of `tenant`; `Err` naming the first that is not set.
+async fn secret_values(
+    secrets: &dyn SecretSource,
+    tenant: uuid::Uuid,
+    names: Vec<String>,
+) -> Result<HashMap<String, String>, String> {
+    let mut values = HashMap::new();
+    for name in names {
+        match secrets.secret(tenant, &name).await {
+            Some(value) => values.insert(name, value),
+            None => return Err(format!("secret {name:?} is not set")),
+        };
+    }
+    Ok(values)
+}
+
+/// The interfaces of the SNMP agent of host `o`, asked with `args` as an `snmp` check's flags
+/// (macros and secrets expanded as for its checks; a secret's value never in the answer),
+/// each with the service that would watch it.
+pub async fn snmp_interfaces(
+    o: &Object,
+    host: &HostInfo,
+    spec: &ObjectSpec,
+    args: &[String],
+    runners: &Runners,
+    now: Timestamp,
+) -> Result<Vec<SnmpInterface>, String> {
+    let found = agent_interfaces(o, host, spec, args, runners, now).await?;
+    Ok(found
+        .into_iter()
+        .map(|i| {
+            let mut service_args = args.to_vec();
+            service_args.extend(["--interface".to_string(), i.name.clone()]);
+            SnmpInterface {
+                index: i.index,
+                service: format!("if {}", i.name.replace('/', "-")),
+                name: i.name,
+                status: i.status.to_string(),
+                args: service_args,
+                id: None,
+                error: None,
+            }
+        })
+        .collect())
+}
+
+async fn agent_interfaces(
+    o: &Object,
+    host: &HostInfo,
+    spec: &ObjectSpec,
+    args: &[String],
+    runners: &Runners,
+    now: Timestamp,
+) -> Result<Vec<Interface>, String> {
+    let values = secret_values(runners.secrets.as_ref(), o.tenant_id, secret_names(args)).await?;
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| expand(a, o, host, spec, &values))
+        .collect();
+    let ctx = Builtin {
+        args: Args::parse(&args),
+        address: address(spec, host),
+        spec,
+        timeout: spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0),
+        now,
+        devices: &runners.devices,
+        counters: &runners.counters,
+    };
+    snmp::interfaces(&ctx)
+        .await
+        .map_err(|why| mask_values(&why, values.values().map(String::as_str)))
 }
 
 async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {

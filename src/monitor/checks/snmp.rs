@@ -245,6 +245,12 @@ enum Failure {
 }
 
 impl Failure {
+    fn text(self) -> String {
+        match self {
+            Failure::Silent(why) | Failure::Refused(why) => why,
+        }
+    }
+
     fn outcome(self, check: &str) -> Outcome {
         match self {
             Failure::Silent(why) => Outcome::new(2, format!("{check} CRITICAL - {why}")),
@@ -830,6 +836,54 @@ fn oper_status(n: i64) -> (&'static str, u8) {
     }
 }
 
+/// One row of an agent's interfaces table.
+#[derive(Clone, Debug)]
+pub struct Interface {
+    /// Its ifIndex.
+    pub index: u64,
+    /// Its ifDescr, control characters blanked.
+    pub name: String,
+    /// Its ifOperStatus by name (`up`, `down`, `lowerLayerDown`, …).
+    pub status: &'static str,
+}
+
+/// The interfaces table's rows (ifDescr and ifOperStatus), at most `limit`; `true` when more
+/// were left.
+async fn interface_rows(
+    agent: &mut Agent,
+    limit: usize,
+) -> Result<(Vec<Interface>, bool), Failure> {
+    let (names, more) = walk(agent, &IF_DESCR, limit).await?;
+    let (status, _) = walk(agent, &IF_OPER, limit).await?;
+    let rows = names
+        .into_iter()
+        .map(|(oid, descr)| {
+            let index = oid.last().copied().unwrap_or_default();
+            let oper = status
+                .iter()
+                .find(|(o, _)| o.last() == Some(&index))
+                .and_then(|(_, v)| v.number())
+                .unwrap_or(0.0) as i64;
+            Interface {
+                index,
+                name: terminal_safe(&descr.text()),
+                status: oper_status(oper).0,
+            }
+        })
+        .collect();
+    Ok((rows, more))
+}
+
+/// The agent's interfaces, every one (up to `MAX_ROWS`), for services made from them.
+pub(super) async fn interfaces(ctx: &Builtin<'_>) -> Result<Vec<Interface>, String> {
+    let mut agent = Agent::of(ctx)?;
+    match interface_rows(&mut agent, MAX_ROWS).await {
+        Ok((_, true)) => Err(format!("the agent has more than {MAX_ROWS} interfaces")),
+        Ok((rows, false)) => Ok(rows),
+        Err(f) => Err(f.text()),
+    }
+}
+
 /// One interface: CRITICAL when it is administratively up and not operationally, its traffic
 /// (bits a second) and errors (a second) as rates, `-w`/`-c` on its utilisation in percent.
 async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> Outcome {
@@ -965,39 +1019,32 @@ pub(super) async fn walk_check(ctx: &Builtin<'_>) -> Outcome {
         }
         Err(e) => return Outcome::unknown("SNMP", e),
     };
-    let (rows, more) = match walk(&mut agent, &root, limit).await {
-        Ok(r) => r,
-        Err(f) => return f.outcome("SNMP"),
-    };
     let what = name_of(&root);
-    if more {
-        return Outcome::unknown(
-            "SNMP",
-            format!("{what} has more than {limit} rows (--max-rows); walk a narrower subtree"),
-        );
-    }
     let mut long = String::new();
-    if interfaces {
-        let status = match walk(&mut agent, &IF_OPER, limit).await {
-            Ok((s, _)) => s,
+    let count = if interfaces {
+        let (rows, more) = match interface_rows(&mut agent, limit).await {
+            Ok(r) => r,
             Err(f) => return f.outcome("SNMP"),
         };
-        for (oid, descr) in rows.iter().take(ROWS_SHOWN) {
-            let index = oid.last().copied().unwrap_or_default();
-            let oper = status
-                .iter()
-                .find(|(o, _)| o.last() == Some(&index))
-                .and_then(|(_, v)| v.number())
-                .unwrap_or(0.0) as i64;
+        if more {
+            return over_limit(&what, limit);
+        }
+        for i in rows.iter().take(ROWS_SHOWN) {
             let _ = write!(
                 long,
-                "\n{index} {} {}: snmp --interface {}",
-                terminal_safe(&descr.text()),
-                oper_status(oper).0,
-                terminal_safe(&descr.text())
+                "\n{} {} {}: snmp --interface {}",
+                i.index, i.name, i.status, i.name
             );
         }
+        rows.len()
     } else {
+        let (rows, more) = match walk(&mut agent, &root, limit).await {
+            Ok(r) => r,
+            Err(f) => return f.outcome("SNMP"),
+        };
+        if more {
+            return over_limit(&what, limit);
+        }
         for (oid, value) in rows.iter().take(ROWS_SHOWN) {
             let _ = write!(
                 long,
@@ -1006,16 +1053,16 @@ pub(super) async fn walk_check(ctx: &Builtin<'_>) -> Outcome {
                 terminal_safe(&value.text())
             );
         }
-    }
-    if rows.len() > ROWS_SHOWN {
-        let _ = write!(long, "\n… {} more", rows.len() - ROWS_SHOWN);
+        rows.len()
+    };
+    if count > ROWS_SHOWN {
+        let _ = write!(long, "\n… {} more", count - ROWS_SHOWN);
     }
     let limits = match ctx.limits() {
         Ok(l) => l,
         Err(e) => return Outcome::unknown("SNMP", e),
     };
-    let count = rows.len() as f64;
-    let code = limits.grade(count);
+    let code = limits.grade(count as f64);
     let noun = if interfaces {
         "interfaces"
     } else {
@@ -1029,12 +1076,17 @@ pub(super) async fn walk_check(ctx: &Builtin<'_>) -> Outcome {
     Outcome::new(
         code,
         format!(
-            "SNMP {} - {} {noun}{subject} | 'rows'={};{}{long}",
+            "SNMP {} - {count} {noun}{subject} | 'rows'={count};{}{long}",
             status_word(code),
-            rows.len(),
-            rows.len(),
             limits.perf()
         ),
+    )
+}
+
+fn over_limit(what: &str, limit: usize) -> Outcome {
+    Outcome::unknown(
+        "SNMP",
+        format!("{what} has more than {limit} rows (--max-rows); walk a narrower subtree"),
     )
 }
 
