@@ -273,7 +273,7 @@ struct Agent {
 enum Version {
     V1(Vec<u8>),
     V2c(Vec<u8>),
-    V3(v3::Security),
+    V3(Box<v3::Security>),
 }
 
 fn security(ctx: &Builtin<'_>) -> Result<v3::Security, String> {
@@ -367,7 +367,7 @@ impl Agent {
         let version = match ctx.args.get(&["-P", "--protocol"]).unwrap_or("2c") {
             "1" => Version::V1(community()),
             "2c" | "2" => Version::V2c(community()),
-            "3" => Version::V3(security(ctx)?),
+            "3" => Version::V3(Box::new(security(ctx)?)),
             p => return Err(format!("-P {p:?} is not 1, 2c or 3")),
         };
         let retries: u32 = ctx.number(&["-e", "--retries"], DEFAULT_RETRIES)?;
@@ -410,9 +410,10 @@ impl Agent {
                 .await
                 .map_err(unreachable),
             Version::V3(security) => {
-                let mut session = AsyncSession::new_v3(target, request_id, security.clone())
-                    .await
-                    .map_err(unreachable)?;
+                let mut session =
+                    AsyncSession::new_v3(target, request_id, security.as_ref().clone())
+                        .await
+                        .map_err(unreachable)?;
                 within(
                     self.left(),
                     self.per_try,
