@@ -265,7 +265,7 @@ impl Inventory {
         Ok(object)
     }
 
-    /// A spec's `dependsOn` and `observers` must be well formed, and with the object saved no
+    /// A spec's `dependsOn`, `observers` and `httpFlow` must be well formed, and with the object saved no
     /// dependency (nor host parent) may lead back to it: the loop is named.
     async fn check_dependencies(
         &self,
@@ -275,6 +275,9 @@ impl Inventory {
         let effective = resolve_through(&lookups.templates, &object.spec)?;
         if let Some(observers) = &effective.spec.observers {
             observers.check().map_err(|e| invalid("spec", e))?;
+        }
+        if let Some(flow) = &effective.spec.http_flow {
+            flow.check().map_err(|e| invalid("httpFlow", e))?;
         }
         let depends_on = effective.spec.depends_on.clone().unwrap_or_default();
         dependency::check(&depends_on).map_err(|e| invalid("spec", e))?;

@@ -18,6 +18,7 @@ pub mod duration;
 pub mod event;
 pub mod fault;
 pub mod flood;
+pub mod flow;
 pub mod hardware;
 pub mod health;
 pub mod heartbeat;

@@ -192,6 +192,7 @@ pub fn overlay(base: &mut ObjectSpec, top: &ObjectSpec) {
         enable_notifications,
         flap_threshold_high,
         flap_threshold_low,
+        http_flow,
         interval,
         max_check_attempts,
         notification_period,

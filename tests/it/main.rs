@@ -23,6 +23,7 @@ mod durability;
 mod espa_peer;
 mod events;
 mod federation;
+mod flows;
 mod hardening;
 mod hardware;
 mod heartbeats;

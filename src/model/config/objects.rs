@@ -40,6 +40,9 @@ pub struct ObjectSpec {
     pub notification_period: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notify_on: Option<Vec<String>>,
+    /// The steps of an `http-flow` check (`model::flow`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_flow: Option<crate::model::flow::HttpFlow>,
     /// Sites that vote on the object's state (at a main; `model::observers`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observers: Option<crate::model::observers::Observers>,
@@ -247,10 +250,11 @@ pub enum BuiltinCheck {
     Gsm,
     Snmp,
     SnmpWalk,
+    HttpFlow,
 }
 
 impl BuiltinCheck {
-    pub const ALL: [BuiltinCheck; 8] = [
+    pub const ALL: [BuiltinCheck; 9] = [
         Self::Ping,
         Self::Tcp,
         Self::Http,
@@ -259,6 +263,7 @@ impl BuiltinCheck {
         Self::Gsm,
         Self::Snmp,
         Self::SnmpWalk,
+        Self::HttpFlow,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -271,6 +276,7 @@ impl BuiltinCheck {
             Self::Gsm => "gsm",
             Self::Snmp => "snmp",
             Self::SnmpWalk => "snmp-walk",
+            Self::HttpFlow => "http-flow",
         }
     }
 

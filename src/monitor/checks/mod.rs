@@ -1,5 +1,5 @@
-//! Running one active check: the built-ins (`tcp`, `http`, `dns`, `ping`, `modbus`, `gsm`, `snmp`
-//! and `snmp-walk`; one file
+//! Running one active check: the built-ins (`tcp`, `http`, `http-flow`, `dns`, `ping`, `modbus`,
+//! `gsm`, `snmp` and `snmp-walk`; one file
 //! each) and plugin commands (the `check-commands` kind) with the Nagios plugin conventions:
 //! exit 0..3, first output line the status text, `|` performance data, further lines long
 //! output, anything else (signal, timeout, bad exit) UNKNOWN. Built-ins take monitoring-plugins
@@ -9,6 +9,7 @@
 mod dns;
 mod gsm;
 mod http;
+mod http_flow;
 mod modbus;
 mod ping;
 mod snmp;
@@ -20,6 +21,7 @@ pub use snmp::{Counters, Interface};
 use crate::hw::Devices;
 use crate::model::Timestamp;
 use crate::model::config::{BuiltinCheck, ObjectSpec};
+use crate::model::flow::HttpFlow;
 use crate::model::metric::Range;
 use crate::model::object::{Object, ObjectKind};
 use crate::model::secret::mask_values;
@@ -208,8 +210,16 @@ pub async fn run(
 ) -> Outcome {
     let (secrets, devices) = (&runners.secrets, &runners.devices);
     let timeout = spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0);
+    // A flow's texts take macros and secrets as its arguments do.
+    let mut flow = spec.http_flow.clone().filter(
+        |_| matches!(command, Command::Builtin(name) if name == BuiltinCheck::HttpFlow.as_str()),
+    );
+    let flow_texts: Vec<String> = flow
+        .iter_mut()
+        .flat_map(|f| f.texts_mut().map(|t| t.clone()).collect::<Vec<_>>())
+        .collect();
     let templates = match command {
-        Command::Builtin(_) => secret_names(spec.args.iter().flatten()),
+        Command::Builtin(_) => secret_names(spec.args.iter().flatten().chain(&flow_texts)),
         Command::Plugin { line, .. } => secret_names(line.iter().chain(spec.args.iter().flatten())),
     };
     let values = match secret_values(secrets.as_ref(), o.tenant_id, templates).await {
@@ -224,6 +234,9 @@ pub async fn run(
                 .flatten()
                 .map(|a| expand(a, o, host, spec, &values))
                 .collect();
+            for text in flow.iter_mut().flat_map(|f| f.texts_mut()) {
+                *text = expand(text, o, host, spec, &values);
+            }
             let ctx = Builtin {
                 args: Args::parse(&args),
                 address: address(spec, host),
@@ -232,6 +245,7 @@ pub async fn run(
                 now,
                 devices,
                 counters: &runners.counters,
+                flow,
             };
             builtin(name, &ctx).await
         }
@@ -317,6 +331,7 @@ async fn agent_interfaces(
         now,
         devices: &runners.devices,
         counters: &runners.counters,
+        flow: None,
     };
     snmp::interfaces(&ctx)
         .await
@@ -336,6 +351,7 @@ async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
         BuiltinCheck::Gsm => gsm::check(ctx),
         BuiltinCheck::Snmp => snmp::check(ctx).await,
         BuiltinCheck::SnmpWalk => snmp::walk_check(ctx).await,
+        BuiltinCheck::HttpFlow => http_flow::check(ctx).await,
     }
 }
 
@@ -357,6 +373,7 @@ pub async fn run_builtin(
         now,
         devices: &runners.devices,
         counters: &runners.counters,
+        flow: None,
     };
     builtin(name, &ctx).await
 }
@@ -370,6 +387,8 @@ pub(crate) struct Builtin<'a> {
     pub now: Timestamp,
     pub devices: &'a Devices,
     pub counters: &'a Counters,
+    /// The object's `httpFlow`, its macros and secrets expanded (`http-flow` only).
+    pub flow: Option<HttpFlow>,
 }
 
 impl Builtin<'_> {
