@@ -199,6 +199,18 @@ async fn a_flow_logs_in_carries_its_session_and_names_the_step_that_fails() {
         ),
         "{budget}"
     );
+    // A cloud's metadata address is never asked, whatever the flow says.
+    let metadata =
+        json!({"steps": [{"name": "steal", "url": "http://169.254.169.254/latest/meta-data/"}]});
+    create_all(s, t, vec![service("metadata", metadata)]).await;
+    let refused = state_of(s, t, "metadata", |st| st["state"] == 2).await;
+    assert!(
+        refused["output"]
+            .as_str()
+            .unwrap()
+            .contains("is link-local (169.254.169.254): not reached"),
+        "{refused}"
+    );
     let everything = get(s, t, "/api/v1/services?limit=50").await.to_string();
     assert!(!everything.contains(PASSWORD), "{everything}");
 

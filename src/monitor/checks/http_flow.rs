@@ -2,12 +2,14 @@
 //! person's browser would make them: cookies kept per host, values taken from one answer into
 //! the next request, each answer judged, redirects not followed. The first step that fails
 //! ends the flow, CRITICAL, named in the output; a step over its `maxMs` makes it WARNING; each
-//! step's time is a metric under its name, and the whole flow's as `total`.
+//! step's time is a metric under its name, and the whole flow's as `total`. A link-local host
+//! (a cloud's metadata service) is never reached.
 
 use super::{Builtin, Outcome, status_word};
 use crate::model::flow::{FlowStep, at_path, fill, json_path};
 use crate::runtime::{Stopwatch, outbound};
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// A body is read up to this size; an answer larger is a failed step.
@@ -23,8 +25,39 @@ struct Answer {
     body: String,
 }
 
+/// Whether `ip` is link-local (169.254/16, fe80::/10): where cloud instances answer their
+/// metadata and credentials, which no flow may carry to a later step's host.
+fn link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
+        }
+    }
+}
+
+/// A client for one step to `host`: its name resolved here and refused when link-local, the
+/// request then pinned to that address (a second lookup cannot move it).
+async fn client_for(url: &reqwest::Url, left: Duration) -> Result<reqwest::Client, String> {
+    let host = url.host_str().ok_or("the URL has no host")?;
+    let bare = host.trim_matches(['[', ']']);
+    let port = url.port_or_known_default().unwrap_or(80);
+    let addr = tokio::net::lookup_host((bare, port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    if link_local(addr.ip()) {
+        return Err(format!("{host} is link-local ({}): not reached", addr.ip()));
+    }
+    outbound::client(left)
+        .resolve(bare, addr)
+        .build()
+        .map_err(|e| outbound::error_text(&e))
+}
+
 async fn send(
-    http: &reqwest::Client,
     step: &FlowStep,
     kept: &BTreeMap<String, String>,
     jar: &Jar,
@@ -36,6 +69,7 @@ async fn send(
         return Err(format!("{url:?} is not an http or https URL"));
     }
     let host = parsed.host_str().unwrap_or_default().to_string();
+    let http = client_for(&parsed, left).await?;
     let method = reqwest::Method::from_bytes(step.method().as_bytes())
         .map_err(|_| format!("{} is not a method", step.method()))?;
     let mut request = http.request(method, parsed).timeout(left);
@@ -195,10 +229,6 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
         return Outcome::unknown("HTTP-FLOW", e);
     }
     let budget = flow.budget.map_or(ctx.timeout, |b| b.0.min(ctx.timeout));
-    let http = match outbound::client(budget).build() {
-        Ok(c) => c,
-        Err(e) => return Outcome::unknown("HTTP-FLOW", outbound::error_text(&e)),
-    };
     let whole = Stopwatch::start();
     let (mut kept, mut jar) = (BTreeMap::new(), Jar::new());
     let (mut code, mut perf, mut slow) = (0u8, Vec::new(), Vec::new());
@@ -221,7 +251,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             );
         };
         let took = Stopwatch::start();
-        let (answer, host) = match send(&http, step, &kept, &jar, left).await {
+        let (answer, host) = match send(step, &kept, &jar, left).await {
             Ok(a) => a,
             Err(e) if whole.elapsed() >= budget => {
                 return failed(
@@ -318,6 +348,16 @@ mod form {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_local_addresses_are_known_in_both_families() {
+        for ip in ["169.254.169.254", "fe80::1", "::ffff:169.254.1.1"] {
+            assert!(link_local(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["127.0.0.1", "10.0.0.1", "::1", "2001:db8::1"] {
+            assert!(!link_local(ip.parse().unwrap()), "{ip}");
+        }
+    }
 
     #[test]
     fn cookies_go_back_to_the_host_that_set_them() {
