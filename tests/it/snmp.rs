@@ -192,6 +192,10 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
     let missing = run("snmp", v2(&["-o", "sysDescr.7"])).await;
     assert_eq!(missing["state"], 3, "{missing}");
     assert!(output(&missing).contains("no such"), "{missing}");
+    for bad in [["-t", "nan"], ["-P", "4"], ["-o", "sysUptime.0"]] {
+        let refused = run("snmp", v2(&["-o", "sysUpTime.0", bad[0], bad[1]])).await;
+        assert_eq!(refused["state"], 3, "{bad:?}: {refused}");
+    }
     let v1 = run("snmp", v2(&["-P", "1", "-o", "1.3.6.1.2.1.1.3.0"])).await;
     assert_eq!(v1["state"], 0, "{v1}");
 
@@ -227,7 +231,9 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
 
     // Walks: the interfaces with the check for each; a subtree over its bound is refused
     // whole; the whole agent, thousands of rows, within the bound asked.
-    let table = run("snmp-walk", v2(&["--interfaces"])).await;
+    let mut v3_table = v3.clone();
+    v3_table.push("--interfaces".into());
+    let table = run("snmp-walk", v3_table).await;
     assert_eq!(table["state"], 0, "{table}");
     assert!(
         table["longOutput"]
@@ -239,22 +245,20 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
     let over = run("snmp-walk", v2(&["-o", "1.3.6.1", "--max-rows", "100"])).await;
     assert_eq!(over["state"], 3, "{over}");
     assert!(output(&over).contains("more than 100 rows"), "{over}");
-    let mut all = v3.clone();
-    all.extend(
-        [
-            "-o",
-            "1.3.6.1",
-            "--max-rows",
-            "10000",
-            "-t",
-            "30",
-            "-w",
-            ":1",
-        ]
-        .map(String::from),
-    );
+    let all = v2(&[
+        "-o",
+        "1.3.6.1",
+        "--max-rows",
+        "10000",
+        "-t",
+        "30",
+        "-w",
+        ":1",
+    ]);
     let everything = run("snmp-walk", all).await;
-    let rows: usize = everything["perfdata"].as_str().unwrap()["'rows'=".len()..]
+    let rows: usize = everything["perfdata"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{everything}"))["'rows'=".len()..]
         .split(';')
         .next()
         .unwrap()

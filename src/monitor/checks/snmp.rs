@@ -31,7 +31,7 @@ const DEFAULT_ROWS: usize = 1_000;
 const MAX_ROWS: usize = 10_000;
 /// Rows asked for in one GETBULK: Net-SNMP's snmpbulkwalk asks for 10; more rows a round
 /// trip, well within a datagram of values of common sizes.
-const BULK_ROWS: u32 = 25;
+const BULK_ROWS: u32 = 50;
 /// Rows a walk prints in its long output; the rest are counted.
 const ROWS_SHOWN: usize = 50;
 /// Readings kept for rates; past it the oldest are forgotten.
@@ -373,7 +373,10 @@ impl Agent {
         let retries: u32 = ctx.number(&["-e", "--retries"], DEFAULT_RETRIES)?;
         let tries = retries.min(10) + 1;
         let own: f64 = ctx.number(&["-t", "--timeout"], ctx.timeout.as_secs_f64())?;
-        let timeout = Duration::from_secs_f64(own.clamp(0.1, ctx.timeout.as_secs_f64()));
+        if !(own.is_finite() && own > 0.0) {
+            return Err(format!("-t {own} is not a number of seconds"));
+        }
+        let timeout = Duration::from_secs_f64(own).min(ctx.timeout);
         Ok(Agent {
             host,
             port: ctx.number(&["-p", "--port"], DEFAULT_PORT)?,
