@@ -13,10 +13,13 @@ const V3: [&str; 10] = [
     "-P", "3", "-U", "ada", "-L", "authPriv", "-a", "SHA", "-x", "AES",
 ];
 
-/// `snmpd` on 127.0.0.1:`port` with `COMMUNITY` and the v3 user `ada`, or `None` where it is
-/// missing.
-fn agent(dir: &std::path::Path, port: u16) -> Option<Peer> {
-    agent_at(dir, &format!("127.0.0.1:{port}"))
+/// `snmpd` on a free port of 127.0.0.1 with `COMMUNITY` and the v3 user `ada` (its directory,
+/// itself, the port), or `None` where it is missing.
+fn agent_on_free_port() -> Option<(tempfile::TempDir, Peer, u16)> {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let agent = agent_at(dir.path(), &format!("127.0.0.1:{port}"))?;
+    Some((dir, agent, port))
 }
 
 fn agent_at(dir: &std::path::Path, listen: &str) -> Option<Peer> {
@@ -62,9 +65,7 @@ fn output(v: &Value) -> &str {
 /// reads as.
 #[tokio::test]
 async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_walks() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_agent) = agent(dir.path(), port) else {
+    let Some((_dir, _agent, port)) = agent_on_free_port() else {
         return;
     };
     let a = Admin::start();
@@ -278,9 +279,7 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
 /// values appear nowhere in what is stored. The host's interfaces become a service each.
 #[tokio::test]
 async fn a_service_polls_with_secret_credentials_and_its_values_become_series() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let Some(_agent) = agent(dir.path(), port) else {
+    let Some((_dir, _agent, port)) = agent_on_free_port() else {
         return;
     };
     let a = Admin::start();

@@ -291,10 +291,28 @@ pub async fn snmp_interfaces(
     runners: &Runners,
     now: Timestamp,
 ) -> Result<Vec<SnmpInterface>, String> {
-    let found = agent_interfaces(o, host, spec, args, runners, now).await?;
+    let values = secret_values(runners.secrets.as_ref(), o.tenant_id, secret_names(args)).await?;
+    let expanded: Vec<String> = args
+        .iter()
+        .map(|a| expand(a, o, host, spec, &values))
+        .collect();
+    let ctx = Builtin {
+        args: Args::parse(&expanded),
+        address: address(spec, host),
+        spec,
+        timeout: spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0),
+        now,
+        devices: &runners.devices,
+        counters: &runners.counters,
+        flow: None,
+    };
+    let found = snmp::interfaces(&ctx)
+        .await
+        .map_err(|why| mask_values(&why, values.values().map(String::as_str)))?;
     Ok(found
         .into_iter()
         .map(|i| {
+            // The services keep the flags as written: a secret by its name.
             let mut service_args = args.to_vec();
             service_args.extend(["--interface".to_string(), i.name.clone()]);
             SnmpInterface {
@@ -308,34 +326,6 @@ pub async fn snmp_interfaces(
             }
         })
         .collect())
-}
-
-async fn agent_interfaces(
-    o: &Object,
-    host: &HostInfo,
-    spec: &ObjectSpec,
-    args: &[String],
-    runners: &Runners,
-    now: Timestamp,
-) -> Result<Vec<Interface>, String> {
-    let values = secret_values(runners.secrets.as_ref(), o.tenant_id, secret_names(args)).await?;
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| expand(a, o, host, spec, &values))
-        .collect();
-    let ctx = Builtin {
-        args: Args::parse(&args),
-        address: address(spec, host),
-        spec,
-        timeout: spec.timeout.map_or(DEFAULT_TIMEOUT, |t| t.0),
-        now,
-        devices: &runners.devices,
-        counters: &runners.counters,
-        flow: None,
-    };
-    snmp::interfaces(&ctx)
-        .await
-        .map_err(|why| mask_values(&why, values.values().map(String::as_str)))
 }
 
 async fn builtin(name: &str, ctx: &Builtin<'_>) -> Outcome {
