@@ -40,6 +40,7 @@ pub mod secret;
 pub mod selector;
 pub mod site;
 pub mod size;
+pub mod slo;
 pub mod source_config;
 pub mod state;
 pub mod suppression;

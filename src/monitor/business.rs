@@ -12,6 +12,7 @@ use crate::model::dependency::{ParentState, Timeline, failed_spans, member_kind}
 use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
 use crate::model::selector::Selector;
+use crate::model::slo::{BurnState, Record};
 use crate::model::state::CheckState;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::ObjectDependencies;
@@ -77,6 +78,9 @@ pub struct SlaReport {
     pub budget_total: GoDuration,
     pub budget_spent: GoDuration,
     pub budget_left: GoDuration,
+    /// How fast the budget burns over each pair of windows (`burnAlerts`, default the SRE
+    /// workbook's), and whether both reach the pair's rate.
+    pub burn: Vec<BurnState>,
 }
 
 struct Doc {
@@ -431,9 +435,16 @@ impl BusinessServices {
             }
             down.extend(spans);
         }
+        let target = d.bs.sla_target.unwrap_or(99.9);
+        let burn = Record {
+            down: &down,
+            data_from: from_ms + no_data_ms,
+            now: now.as_millis(),
+            target,
+        }
+        .pairs(&d.bs.burn_alerts());
         let down_ms = union_length(down);
         let measured_ms = window_ms - no_data_ms;
-        let target = d.bs.sla_target.unwrap_or(99.9);
         let availability = availability(down_ms, measured_ms);
         let total =
             Duration::from_millis((measured_ms as f64 * (1.0 - target / 100.0)).round() as u64);
@@ -446,6 +457,7 @@ impl BusinessServices {
             budget_total: GoDuration(total),
             budget_spent: GoDuration(spent),
             budget_left: GoDuration(total.saturating_sub(spent)),
+            burn,
         })
     }
 }
@@ -466,6 +478,7 @@ mod tests {
             sla_window: None,
             exclude_downtimes: false,
             exclude_dependencies: false,
+            burn_alerts: None,
         }
     }
 

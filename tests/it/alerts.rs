@@ -1237,7 +1237,8 @@ async fn business_services_evaluate_live_with_impact_and_sla() {
     let shop_id = shop["id"].as_str().unwrap();
     for body in [
         json!({"name": "database", "parentId": shop_id, "objectId": db1}),
-        json!({"name": "database-planned", "objectId": db1, "excludeDowntimes": true, "slaTarget": 99.0}),
+        json!({"name": "database-planned", "objectId": db1, "excludeDowntimes": true, "slaTarget": 99.0,
+               "burnAlerts": [{"long": "2h", "short": "10m", "burnRate": 10, "severity": "page"}]}),
     ] {
         assert_eq!(
             send(s, token, Method::POST, "/api/v1/business-services", body)
@@ -1255,6 +1256,14 @@ async fn business_services_evaluate_live_with_impact_and_sla() {
         (
             json!({"name": "y", "slaWindow": "fortnight"}),
             "svc:validation/slaWindow",
+        ),
+        (
+            json!({"name": "z", "burnAlerts": [{"long": "5m", "short": "1h", "burnRate": 14.4, "severity": "page"}]}),
+            "svc:validation/burnAlerts",
+        ),
+        (
+            json!({"name": "w", "burnAlerts": [{"long": "1h", "short": "5m", "burnRate": 14.4, "severity": "sms"}]}),
+            "svc:validation/burnAlerts",
         ),
     ] {
         assert_problem(
@@ -1322,9 +1331,42 @@ async fn business_services_evaluate_live_with_impact_and_sla() {
     let availability = sla["availability"].as_f64().unwrap();
     assert!(availability < 100.0 && availability > 0.0, "{sla}");
     assert_ne!(sla["budgetSpent"], "0s");
+    // The database has been down for most of the moment it has data: every one of the
+    // workbook's pairs burns far over its rate.
+    let pairs: Vec<(&str, &str, f64, &str, bool)> = sla["burn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["long"].as_str().unwrap(),
+                p["short"].as_str().unwrap(),
+                p["burnRate"].as_f64().unwrap(),
+                p["severity"].as_str().unwrap(),
+                p["firing"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("1h0m0s", "5m0s", 14.4, "page", true),
+            ("6h0m0s", "30m0s", 6.0, "page", true),
+            ("72h0m0s", "6h0m0s", 1.0, "ticket", true),
+        ],
+        "{sla}"
+    );
+    assert!(sla["burn"][0]["longBurn"].as_f64().unwrap() > 14.4, "{sla}");
     let planned = get(s, token, "/api/v1/business-services/database-planned/sla").await;
     assert_eq!(planned["availability"], 100.0, "{planned}");
     assert_eq!(planned["budgetSpent"], "0s");
+    // Its own pair; the downtime excuses the outage, so nothing burns.
+    assert_eq!(
+        planned["burn"],
+        json!([{"long": "2h0m0s", "short": "10m0s", "burnRate": 10.0, "severity": "page",
+                "longBurn": 0.0, "shortBurn": 0.0, "firing": false}]),
+        "{planned}"
+    );
     let unknown = call(s, token, Method::GET, "/api/v1/business-services/nope/sla")
         .send()
         .await

@@ -256,20 +256,28 @@ async fn a_device_is_polled_over_v2c_and_v3_with_thresholds_rates_and_bounded_wa
         "-w",
         ":1",
     ]);
+    // The agent's whole tree: about 8,000 rows on a quiet machine, more than 10,000 beside
+    // a test suite's connections and processes; either way walked to the bound and no further.
     let everything = run("snmp-walk", all).await;
-    let rows: usize = everything["perfdata"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{everything}"))["'rows'=".len()..]
-        .split(';')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(rows > 1_000, "{rows} rows: {}", output(&everything));
-    assert_eq!(
-        everything["state"], 1,
-        "-w :1 on the row count: {everything}"
-    );
+    match everything["perfdata"].as_str() {
+        Some(perf) => {
+            let rows: usize = perf["'rows'=".len()..]
+                .split(';')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(rows > 1_000, "{rows} rows: {}", output(&everything));
+            assert_eq!(
+                everything["state"], 1,
+                "-w :1 on the row count: {everything}"
+            );
+        }
+        None => assert!(
+            output(&everything).contains("more than 10000 rows"),
+            "{everything}"
+        ),
+    }
     let bad = run("snmp-walk", v2(&["-o", "1.3.6.1", "--max-rows", "20000"])).await;
     assert_eq!(bad["state"], 3, "{bad}");
 }

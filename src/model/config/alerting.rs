@@ -181,7 +181,15 @@ pub struct BusinessService {
     /// Leave the time a bound object was held back by a failed dependency out of the SLA.
     #[serde(default)]
     pub exclude_dependencies: bool,
+    /// The pairs of windows whose error-budget burn the SLA shows (`model::slo`); default the
+    /// SRE workbook's (14.4x over 1h and 5m, 6x over 6h and 30m: page; 1x over 3d and 6h:
+    /// ticket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn_alerts: Option<Vec<crate::model::slo::BurnAlert>>,
 }
+
+/// The most burn-rate pairs a business service has.
+const MAX_BURN_ALERTS: usize = 10;
 
 pub(super) fn worst_rule() -> String {
     "worst".into()
@@ -191,6 +199,13 @@ impl BusinessService {
     /// A stored document's body (validated at save).
     pub fn parse(body: &str) -> Option<BusinessService> {
         fault::readable("a business service", serde_json::from_str(body))
+    }
+
+    /// Its burn-rate pairs: its own, else the workbook's.
+    pub fn burn_alerts(&self) -> Vec<crate::model::slo::BurnAlert> {
+        self.burn_alerts
+            .clone()
+            .unwrap_or_else(crate::model::slo::workbook)
     }
 
     /// The SLA window.
@@ -227,6 +242,16 @@ pub(super) fn validate_business_service(body: &mut Map<String, Value>) -> Result
         }
         if b.sla_target.is_some_and(|t| !(0.0..=100.0).contains(&t)) {
             return Err(invalid("slaTarget", "slaTarget must be 0..100"));
+        }
+        let pairs = b.burn_alerts.as_deref().unwrap_or_default();
+        if pairs.len() > MAX_BURN_ALERTS {
+            return Err(invalid(
+                "burnAlerts",
+                format!("at most {MAX_BURN_ALERTS} pairs"),
+            ));
+        }
+        for pair in pairs {
+            pair.check().map_err(|e| invalid("burnAlerts", e))?;
         }
         Ok(())
     })?;
