@@ -86,6 +86,26 @@ pub struct TestCheck {
     pub args: Vec<String>,
 }
 
+/// A service state's rank, OK < WARNING < UNKNOWN < CRITICAL: the worse of two is the one
+/// that ranks higher.
+pub fn service_rank(state: u8) -> u8 {
+    match state {
+        0 => 0,
+        1 => 1,
+        3 => 2,
+        _ => 3,
+    }
+}
+
+/// The worse of two service states.
+pub fn worse(a: u8, b: u8) -> u8 {
+    if service_rank(b) > service_rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
 /// What a test run found (the reference's `testCheckResponse`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -517,6 +537,15 @@ pub struct Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn critical_is_worse_than_unknown_is_worse_than_warning() {
+        assert_eq!(worse(2, 3), 2);
+        assert_eq!(worse(3, 2), 2);
+        assert_eq!(worse(0, 3), 3);
+        assert_eq!(worse(1, 0), 1);
+        assert_eq!(worse(3, 1), 3);
+    }
 
     /// A typed state change encodes exactly as the JSON object it stands for, in JSON and in
     /// the store's MessagePack, so readers of either form cannot tell them apart; reading it

@@ -13,7 +13,7 @@ use crate::model::event::{EventFilter, EventType};
 use crate::model::object::ObjectKind;
 use crate::model::selector::Selector;
 use crate::model::slo::{BurnState, Record};
-use crate::model::state::CheckState;
+use crate::model::state::{CheckState, service_rank as rank};
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::ObjectDependencies;
 use crate::runtime::clock::SharedClock;
@@ -45,16 +45,6 @@ const MAX_DEPTH: usize = 32;
 const MAX_CAUSES: usize = 5;
 /// State changes read per object for an SLA.
 const SLA_EVENTS: usize = 100_000;
-
-/// Ranking OK < WARNING < UNKNOWN < CRITICAL.
-fn rank(state: u8) -> u8 {
-    match state {
-        0 => 0,
-        1 => 1,
-        3 => 2,
-        _ => 3,
-    }
-}
 
 /// An evaluated node (the reference's `BSNode`).
 #[derive(Debug, Serialize)]

@@ -17,6 +17,7 @@
 
 use super::{Builtin, Limits, Outcome, status_word};
 use crate::model::Timestamp;
+use crate::model::state::worse;
 use crate::runtime::Locked;
 use snmp2::{AsyncSession, Error as SnmpError, MessageType, Oid, Value, v3};
 use std::collections::HashMap;
@@ -716,12 +717,12 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
         });
         let unit = nth(ctx.args.get(&["-u", "--units"]), i).unwrap_or_default();
         if let Val::Missing(why) = value {
-            code = code.max(3);
+            code = worse(code, 3);
             texts.push(format!("{label}: {why}"));
             continue;
         }
         if *value == Val::End {
-            code = code.max(3);
+            code = worse(code, 3);
             texts.push(format!("{label}: nothing after it (end of the MIB)"));
             continue;
         }
@@ -730,7 +731,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             let matched = expected.is_none_or(|s| s == text)
                 && pattern.as_ref().is_none_or(|r| r.is_match(&text));
             if !matched {
-                code = code.max(2);
+                code = worse(code, 2);
             }
             texts.push(format!("{label} = {text:?}"));
             continue;
@@ -763,7 +764,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             Ok(l) => l,
             Err(e) => return Outcome::unknown("SNMP", e),
         };
-        code = code.max(limits.grade(number));
+        code = worse(code, limits.grade(number));
         texts.push(format!("{label} = {}{unit}", shown(number)));
         if perf_unit(&unit) {
             uom = unit.clone();
@@ -976,7 +977,7 @@ async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> 
             let _ = write!(text, ", in {}, out {}", bits(*i), bits(*o));
             if let Some(speed) = speed {
                 let util = i.max(*o) / speed * 100.0;
-                code = code.max(limits.grade(util));
+                code = worse(code, limits.grade(util));
                 let _ = write!(text, ", {util:.1}% of {}", bits(speed));
                 perf.push(format!("'util'={util:.2}%;{};0;100", limits.perf()));
             }
