@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 const PASSWORD: &str = "s3cret-Pa55";
 
-/// The portal: `POST /login` (form `user`, `pass`) sets `sid` and answers `{token}`;
-/// `GET /api/items` wants the cookie and `Authorization: Bearer <token>`; `GET /slow` takes
-/// 300 ms.
+/// The portal: `POST /login` (form `user`, `pass`) sets `sid`, answers `{token}` and a header
+/// `x-csrf`; `GET /api/items` wants the cookie, `Authorization: Bearer <token>` and the header
+/// back; `GET /slow` takes 300 ms.
 async fn portal() -> String {
     use http_body_util::{BodyExt, Full};
     use hyper::body::Bytes;
@@ -43,7 +43,7 @@ async fn portal() -> String {
                             .status(status)
                             .header("content-type", "application/json");
                         if let Some(c) = cookie {
-                            res = res.header("set-cookie", c);
+                            res = res.header("set-cookie", c).header("x-csrf", "c-9");
                         }
                         Ok::<_, Infallible>(
                             res.body(Full::new(Bytes::from(body.to_string()))).unwrap(),
@@ -68,6 +68,7 @@ async fn portal() -> String {
                         ("GET", "/api/items") => {
                             if header("cookie") == "sid=s3ss"
                                 && header("authorization") == "Bearer tok-42"
+                                && header("x-csrf") == "c-9"
                             {
                                 reply(200, None, json!({"status": "ok", "items": [{"id": 7}]}))
                             } else {
@@ -92,15 +93,15 @@ async fn portal() -> String {
     base
 }
 
-/// The log-in flow as a service's spec: log in, keep the token (JSON path) and the cookie,
-/// list the items with both, and judge the answer.
+/// The log-in flow as a service's spec: log in, keep the token (JSON path), the CSRF header,
+/// the user's name (regex) and the cookie, list the items with them, and judge the answer.
 fn login_flow(base: &str, password: &str) -> Value {
     json!({"steps": [
         {"name": "login", "method": "POST", "url": format!("{base}/login"),
          "form": {"user": "ada", "pass": password},
-         "extract": {"token": {"jsonPath": "$.token"}, "who": {"regex": "\"name\":\"([a-z]+)\""}}},
+         "extract": {"token": {"jsonPath": "$.token"}, "csrf": {"header": "x-csrf"}, "who": {"regex": "\"name\":\"([a-z]+)\""}}},
         {"name": "items", "url": format!("{base}/api/items"),
-         "headers": {"Authorization": "Bearer ${token}", "X-User": "${who}"},
+         "headers": {"Authorization": "Bearer ${token}", "X-CSRF": "${csrf}", "X-User": "${who}"},
          "expect": {"status": [200], "contains": "items", "json": {"path": "$.items[0].id", "equals": 7}}}
     ]})
 }
