@@ -16,7 +16,7 @@ mod snmp;
 mod tcp;
 
 pub(crate) use snmp::discover as discover_snmp;
-pub use snmp::{Counters, Interface};
+pub use snmp::Counters;
 
 use crate::hw::Devices;
 use crate::model::Timestamp;

@@ -843,7 +843,7 @@ fn oper_status(n: i64) -> (&'static str, u8) {
 
 /// One row of an agent's interfaces table.
 #[derive(Clone, Debug)]
-pub struct Interface {
+pub(super) struct Interface {
     /// Its ifIndex.
     pub index: u64,
     /// Its ifDescr, control characters blanked.
