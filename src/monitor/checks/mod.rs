@@ -15,8 +15,8 @@ mod ping;
 mod snmp;
 mod tcp;
 
-pub(crate) use snmp::discover as discover_snmp;
 pub use snmp::Counters;
+pub(crate) use snmp::discover as discover_snmp;
 
 use crate::hw::Devices;
 use crate::model::Timestamp;
