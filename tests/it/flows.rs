@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
-const PASSWORD: &str = "s3cret-Pa55";
+/// With what a form has to encode (`&`, `=`, `+`, a space, a letter beyond ASCII).
+const PASSWORD: &str = "s3cret&Pa=55+ ü";
 
 /// The portal: `POST /login` (form `user`, `pass`) sets `sid`, answers `{token}` and a header
 /// `x-csrf`; `GET /api/items` wants the cookie, `Authorization: Bearer <token>` and the header
@@ -51,8 +52,13 @@ async fn portal() -> String {
                     };
                     match (parts.method.as_str(), parts.uri.path()) {
                         ("POST", "/login") => {
-                            let form = String::from_utf8_lossy(&body).to_string();
-                            let wanted = format!("pass={PASSWORD}&user=ada");
+                            let form: Vec<(String, String)> = form_urlencoded::parse(&body)
+                                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                                .collect();
+                            let wanted = [
+                                ("pass".to_string(), PASSWORD.to_string()),
+                                ("user".to_string(), "ada".to_string()),
+                            ];
                             if header("content-type") == "application/x-www-form-urlencoded"
                                 && form == wanted
                             {

@@ -5,7 +5,7 @@
 //! step's time is a metric under its name, and the whole flow's as `total`. A link-local host
 //! (a cloud's metadata service) is never reached.
 
-use super::{Builtin, Outcome, status_word};
+use super::{Builtin, Outcome, perf_label, status_word};
 use crate::model::flow::{FlowStep, at_path, fill, json_path};
 use crate::runtime::{Stopwatch, outbound};
 use std::collections::BTreeMap;
@@ -37,12 +37,30 @@ fn link_local(ip: IpAddr) -> bool {
     }
 }
 
-/// A client for one step to `host`: its name resolved here and refused when link-local, the
-/// request then pinned to that address (a second lookup cannot move it).
-async fn client_for(url: &reqwest::Url, left: Duration) -> Result<reqwest::Client, String> {
+/// The clients of one run of a flow, by host and port: each made on the first step to its
+/// host, which is resolved then and refused when link-local, its requests pinned to that
+/// address (a second lookup cannot move them).
+type Clients = BTreeMap<(String, u16), reqwest::Client>;
+
+async fn client_for<'a>(
+    clients: &'a mut Clients,
+    url: &reqwest::Url,
+    budget: Duration,
+) -> Result<&'a reqwest::Client, String> {
     let host = url.host_str().ok_or("the URL has no host")?;
-    let bare = host.trim_matches(['[', ']']);
     let port = url.port_or_known_default().unwrap_or(80);
+    let key = (host.to_string(), port);
+    if !clients.contains_key(&key) {
+        let client = pinned_client(host, port, budget).await?;
+        clients.insert(key.clone(), client);
+    }
+    clients
+        .get(&key)
+        .ok_or_else(|| format!("no client for {host}"))
+}
+
+async fn pinned_client(host: &str, port: u16, budget: Duration) -> Result<reqwest::Client, String> {
+    let bare = host.trim_matches(['[', ']']);
     let addr = tokio::net::lookup_host((bare, port))
         .await
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -51,13 +69,15 @@ async fn client_for(url: &reqwest::Url, left: Duration) -> Result<reqwest::Clien
     if link_local(addr.ip()) {
         return Err(format!("{host} is link-local ({}): not reached", addr.ip()));
     }
-    outbound::client(left)
+    outbound::client(budget)
         .resolve(bare, addr)
         .build()
         .map_err(|e| outbound::error_text(&e))
 }
 
 async fn send(
+    clients: &mut Clients,
+    budget: Duration,
     step: &FlowStep,
     kept: &BTreeMap<String, String>,
     jar: &Jar,
@@ -69,7 +89,7 @@ async fn send(
         return Err(format!("{url:?} is not an http or https URL"));
     }
     let host = parsed.host_str().unwrap_or_default().to_string();
-    let http = client_for(&parsed, left).await?;
+    let http = client_for(clients, &parsed, budget).await?;
     let method = reqwest::Method::from_bytes(step.method().as_bytes())
         .map_err(|_| format!("{} is not a method", step.method()))?;
     let mut request = http.request(method, parsed).timeout(left);
@@ -84,9 +104,9 @@ async fn send(
         request = request.body(fill(body, kept)?);
     }
     if let Some(form) = &step.form {
-        let mut fields = form::Serializer::default();
+        let mut fields = form_urlencoded::Serializer::new(String::new());
         for (k, v) in form {
-            fields.append(k, &fill(v, kept)?);
+            fields.append_pair(k, &fill(v, kept)?);
         }
         request = request
             .header("content-type", "application/x-www-form-urlencoded")
@@ -218,7 +238,7 @@ fn extract(
 
 fn perf_item(name: &str, seconds: f64, warn: Option<f64>) -> String {
     let warn = warn.map(|w| format!("{w:.3}")).unwrap_or_default();
-    format!("'{}'={seconds:.3}s;{warn};;0", name.replace('\'', "''"))
+    format!("{}={seconds:.3}s;{warn};;0", perf_label(name))
 }
 
 pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
@@ -230,7 +250,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
     }
     let budget = flow.budget.map_or(ctx.timeout, |b| b.0.min(ctx.timeout));
     let whole = Stopwatch::start();
-    let (mut kept, mut jar) = (BTreeMap::new(), Jar::new());
+    let (mut kept, mut jar, mut clients) = (BTreeMap::new(), Jar::new(), Clients::new());
     let (mut code, mut perf, mut slow) = (0u8, Vec::new(), Vec::new());
     for (i, step) in flow.steps.iter().enumerate() {
         let failed = |why: String, perf: &[String]| {
@@ -251,7 +271,7 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             );
         };
         let took = Stopwatch::start();
-        let (answer, host) = match send(step, &kept, &jar, left).await {
+        let (answer, host) = match send(&mut clients, budget, step, &kept, &jar, left).await {
             Ok(a) => a,
             Err(e) if whole.elapsed() >= budget => {
                 return failed(
@@ -297,52 +317,6 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
             perf.join(" ")
         ),
     )
-}
-
-/// `application/x-www-form-urlencoded`, as browsers send forms.
-mod form {
-    #[derive(Default)]
-    pub struct Serializer(String);
-
-    impl Serializer {
-        pub fn append(&mut self, key: &str, value: &str) {
-            if !self.0.is_empty() {
-                self.0.push('&');
-            }
-            self.0.push_str(&encode(key));
-            self.0.push('=');
-            self.0.push_str(&encode(value));
-        }
-
-        pub fn finish(self) -> String {
-            self.0
-        }
-    }
-
-    fn encode(s: &str) -> String {
-        let mut out = String::new();
-        for b in s.bytes() {
-            match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
-                    out.push(b as char);
-                }
-                b' ' => out.push('+'),
-                _ => out.push_str(&format!("%{b:02X}")),
-            }
-        }
-        out
-    }
-
-    #[cfg(test)]
-    mod tests {
-        #[test]
-        fn forms_are_encoded_as_browsers_do() {
-            let mut f = super::Serializer::default();
-            f.append("user", "ada lovelace");
-            f.append("pass", "p&s=w%rd/ü");
-            assert_eq!(f.finish(), "user=ada+lovelace&pass=p%26s%3Dw%25rd%2F%C3%BC");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -497,6 +497,11 @@ impl Args {
     }
 }
 
+/// A performance-data label, quoted as the plugin guidelines want (`'` doubled inside).
+pub(crate) fn perf_label(label: &str) -> String {
+    format!("'{}'", label.replace('\'', "''"))
+}
+
 pub(crate) fn status_word(code: u8) -> &'static str {
     match code {
         0 => "OK",

@@ -4,7 +4,7 @@
 //! (required); `-T holding|input` (holding); `-f u16|i16|u32|i32|f32` (u16; 32-bit values are
 //! two registers, high word first); `-s` scale factor (1); `-l` label (`value`); `-w`/`-c`.
 
-use super::{Builtin, Limits, Outcome, status_word};
+use super::{Builtin, Limits, Outcome, perf_label, status_word};
 use crate::hw::modbus::{self, Link, Registers};
 use std::net::SocketAddr;
 
@@ -127,8 +127,9 @@ pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
     Outcome::new(
         code,
         format!(
-            "MODBUS {} - {label} = {value} | '{label}'={value};{}",
+            "MODBUS {} - {label} = {value} | {}={value};{}",
             status_word(code),
+            perf_label(label),
             r.limits.perf(),
         ),
     )

@@ -15,13 +15,14 @@
 //! Counter32's or Counter64's wrap undone; the first reading has no rate and is OK, as
 //! check_snmp assumes.
 
-use super::{Builtin, Limits, Outcome, status_word};
+use super::{Builtin, Limits, Outcome, perf_label, status_word};
 use crate::model::Timestamp;
 use crate::model::state::worse;
 use crate::runtime::Locked;
 use snmp2::{AsyncSession, Error as SnmpError, MessageType, Oid, Value, v3};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -404,7 +405,8 @@ impl Agent {
 
     async fn session(&self) -> Result<AsyncSession, Failure> {
         let target = (self.host.as_str(), self.port);
-        let request_id = i32::try_from(std::process::id() % 0x7fff).unwrap_or(1) << 16;
+        // Unguessable, so a forged answer has to guess it as well as the socket's port.
+        let request_id = (RandomState::new().build_hasher().finish() >> 33) as i32;
         let unreachable = |e: std::io::Error| Failure::Silent(format!("{}: {e}", self.host));
         match &self.version {
             Version::V1(c) => AsyncSession::new_v1(target, c, request_id)
@@ -639,11 +641,6 @@ fn nth(list: Option<&str>, i: usize) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
-/// A performance-data label, quoted as the plugin guidelines want.
-fn perf_label(label: &str) -> String {
-    format!("'{}'", label.replace('\'', "''"))
-}
-
 pub(super) async fn check(ctx: &Builtin<'_>) -> Outcome {
     let mut agent = match Agent::of(ctx) {
         Ok(a) => a,
@@ -871,7 +868,7 @@ async fn interface_rows(
                 .unwrap_or(0.0) as i64;
             Interface {
                 index,
-                name: terminal_safe(&descr.text()),
+                name: one_line(&descr.text()),
                 status: oper_status(oper).0,
             }
         })
@@ -931,7 +928,7 @@ async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> 
     let Some(descr) = value("ifDescr") else {
         return Outcome::unknown("SNMP", format!("no interface with index {index}"));
     };
-    let descr = terminal_safe(&descr.text());
+    let descr = one_line(&descr.text());
     let admin = value("ifAdminStatus")
         .and_then(|v| v.number())
         .unwrap_or(0.0) as i64;
@@ -945,9 +942,10 @@ async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> 
             format!("SNMP OK - {descr} is administratively down | 'oper_status'={oper};;"),
         );
     }
-    let counter = |names: [&str; 2]| {
+    // The first of the columns the agent has (the 64-bit one before the 32-bit one).
+    let counter = |names: &[&str]| {
         names
-            .into_iter()
+            .iter()
             .find_map(|n| Some((column(n), value(n)?.counter()?)))
     };
     let speed = value("ifHighSpeed")
@@ -956,15 +954,15 @@ async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> 
         .map(|mbits| mbits * 1e6)
         .or_else(|| value("ifSpeed").and_then(|v| v.number()))
         .filter(|s| *s > 0.0);
-    let rate = |names: [&str; 2], scale: f64| {
+    let rate = |names: &[&str], scale: f64| {
         let (oid, (raw, wrap)) = counter(names)?;
         Some(ctx.counters.rate(&agent.key(&oid), raw, wrap, ctx.now)? * scale)
     };
     let rates = [
-        ("in_bps", rate(["ifHCInOctets", "ifInOctets"], 8.0)),
-        ("out_bps", rate(["ifHCOutOctets", "ifOutOctets"], 8.0)),
-        ("in_errors", rate(["ifInErrors", "ifInErrors"], 1.0)),
-        ("out_errors", rate(["ifOutErrors", "ifOutErrors"], 1.0)),
+        ("in_bps", rate(&["ifHCInOctets", "ifInOctets"], 8.0)),
+        ("out_bps", rate(&["ifHCOutOctets", "ifOutOctets"], 8.0)),
+        ("in_errors", rate(&["ifInErrors"], 1.0)),
+        ("out_errors", rate(&["ifOutErrors"], 1.0)),
     ];
     let limits = match ctx.limits() {
         Ok(l) => l,
@@ -989,7 +987,7 @@ async fn interface_check(ctx: &Builtin<'_>, agent: &mut Agent, wanted: &str) -> 
     }
     for (label, r) in &rates {
         if let Some(r) = r {
-            perf.push(format!("'{label}'={r:.2};;;0"));
+            perf.push(format!("{}={r:.2};;;0", perf_label(label)));
         }
     }
     Outcome::new(
@@ -1051,12 +1049,7 @@ pub(super) async fn walk_check(ctx: &Builtin<'_>) -> Outcome {
             return over_limit(&what, limit);
         }
         for (oid, value) in rows.iter().take(ROWS_SHOWN) {
-            let _ = write!(
-                long,
-                "\n{} = {}",
-                name_of(oid),
-                terminal_safe(&value.text())
-            );
+            let _ = write!(long, "\n{} = {}", name_of(oid), one_line(&value.text()));
         }
         rows.len()
     };
@@ -1095,9 +1088,10 @@ fn over_limit(what: &str, limit: usize) -> Outcome {
     )
 }
 
-/// A device's text without control characters, which would otherwise reach terminals and
-/// the plugin output's line structure.
-fn terminal_safe(s: &str) -> String {
+/// A device's text on one line of the plugin output: its control characters (line breaks
+/// among them, which would start long output) blanked; where the output lands (a page, a
+/// terminal) escapes the rest.
+fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
@@ -1231,6 +1225,6 @@ mod tests {
         assert_eq!(shown(2.0), "2");
         assert_eq!(shown(0.12345), "0.123");
         assert_eq!(bits(1_500_000.0), "1.50 Mb/s");
-        assert_eq!(terminal_safe("a\u{1b}[2Jb\n"), "a [2Jb ");
+        assert_eq!(one_line("a\u{1b}[2Jb\n"), "a [2Jb ");
     }
 }
