@@ -34,6 +34,7 @@ pub mod router;
 mod schemas;
 mod secrets;
 mod sites;
+mod status;
 mod suppressions;
 mod system;
 mod ui;

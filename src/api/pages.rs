@@ -98,7 +98,12 @@ fn origin(st: &AppState, req: &Request) -> Origin {
     }
 }
 
-async fn form<T: serde::de::DeserializeOwned + Default>(st: &AppState, req: Request) -> T {
+/// A form body; one that does not read is the form's defaults (the page then says what is
+/// missing).
+pub(super) async fn form<T: serde::de::DeserializeOwned + Default>(
+    st: &AppState,
+    req: Request,
+) -> T {
     Form::<T>::from_request(req, st)
         .await
         .map(|f| f.0)

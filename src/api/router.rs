@@ -7,7 +7,7 @@ use super::middleware::around;
 use super::{
     account, ai, alerts, bundles, business, comments, config, discovery, events, heartbeats,
     identity, incidents, ingest, mcp, metrics, notify, objects, pages, problem_pages, reports,
-    results, secrets, sites, suppressions, system, ui, users,
+    results, secrets, sites, status, suppressions, system, ui, users,
 };
 use crate::ai::tools::{Arg, Catalog, Tool, ToolDecl};
 use axum::Router;
@@ -383,6 +383,7 @@ pub fn routes() -> Vec<Route> {
     all.extend(notify::routes());
     all.extend(ingest::routes());
     all.extend(business::routes());
+    all.extend(status::routes());
     all.extend(results::routes());
     all.extend(metrics::routes());
     all.extend(ai::routes());

@@ -87,24 +87,3 @@ pub(super) async fn object_id(c: &Client, arg: &str) -> Result<String, CliError>
         ))),
     }
 }
-
-/// An id or name as one path segment.
-pub(super) fn path_segment(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_name_is_one_path_segment() {
-        assert_eq!(
-            path_segment("web 01/disk?x=1&y"),
-            "web%2001%2Fdisk%3Fx%3D1%26y"
-        );
-        assert_eq!(path_segment("plain"), "plain");
-    }
-}

@@ -18,6 +18,7 @@ use tokens::*;
 
 use crate::model::alert::{AckRequest, Alert};
 use crate::model::audit::AuditVerification;
+use crate::model::input::path_segment;
 use crate::model::suppression::{Downtime, DowntimeBody, Silence, SilenceBody};
 pub use http::CliError;
 use http::{Body, Client};

@@ -268,36 +268,17 @@ fn alertmanager(doc: &Value) -> Result<Vec<Normalized>, IngestError> {
 }
 
 impl Ingress {
-    /// The source named `name`. Event-source names are unique across tenants (the ingest URL
-    /// names no tenant); should an older data directory hold one name twice, the default
-    /// tenant's wins, then the oldest tenant's.
-    /// The event source named `name`: its tenant, id, body and version.
+    /// The event source named `name` (unique across tenants: the ingest URL names no
+    /// tenant): its tenant, id, body and version.
     async fn source_doc(&self, name: &str) -> Result<(Uuid, Uuid, EventSource, u64), IngestError> {
-        let default = self.store.default_tenant().await?.id;
-        let mut tenants: Vec<Uuid> = self
+        let unknown = || IngestError::UnknownSource(name.to_string());
+        let (t, doc) = self
             .store
-            .tenants()
+            .doc_in_any_tenant("event-sources", name)
             .await?
-            .into_iter()
-            .map(|t| t.id)
-            .collect();
-        tenants.sort_by_key(|t| (*t != default, *t));
-        for t in tenants {
-            match self
-                .store
-                .doc(t, "event-sources", name.to_string(), false)
-                .await
-            {
-                Ok(doc) => {
-                    let body = serde_json::from_str(&doc.body)
-                        .map_err(|_| IngestError::UnknownSource(name.to_string()))?;
-                    return Ok((t, doc.id, body, doc.version));
-                }
-                Err(StoreError::NotFound) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(IngestError::UnknownSource(name.to_string()))
+            .ok_or_else(unknown)?;
+        let body = serde_json::from_str(&doc.body).map_err(|_| unknown())?;
+        Ok((t, doc.id, body, doc.version))
     }
 
     async fn authenticate(

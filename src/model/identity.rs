@@ -45,6 +45,15 @@ impl Actor {
             request_id: String::new(),
         }
     }
+
+    /// Someone without an account acting on a public page (a status page's subscriber),
+    /// known only by address.
+    pub fn visitor(what: &str, source_ip: String) -> Self {
+        Self {
+            source_ip,
+            ..Self::system(what)
+        }
+    }
 }
 
 /// An API token's metadata; the secret's hash is never part of it.

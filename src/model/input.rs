@@ -6,6 +6,13 @@ use regex_lite::Regex;
 use serde::de::DeserializeOwned;
 use std::sync::OnceLock;
 
+/// An id or name as one path segment of a URL.
+pub fn path_segment(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
 /// Reads `T` from a JSON value.
 pub fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, String> {
     from_value_at("", value)
@@ -119,6 +126,15 @@ pub fn check_email(address: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_is_one_path_segment() {
+        assert_eq!(
+            path_segment("web 01/disk?x=1&y"),
+            "web%2001%2Fdisk%3Fx%3D1%26y"
+        );
+        assert_eq!(path_segment("plain"), "plain");
+    }
     use serde::Deserialize;
 
     #[derive(Debug, Deserialize)]

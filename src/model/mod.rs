@@ -43,6 +43,7 @@ pub mod size;
 pub mod slo;
 pub mod source_config;
 pub mod state;
+pub mod status;
 pub mod suppression;
 pub mod tactical;
 pub mod template;

@@ -14,6 +14,8 @@ use crate::model::object::ObjectKind;
 use crate::model::selector::Selector;
 use crate::model::slo::{BurnState, Record};
 use crate::model::state::{CheckState, service_rank as rank};
+use crate::model::status::{Board, Component, ComponentStatus, HISTORY_DAYS, Maintenance};
+use crate::model::suppression::Downtime;
 use crate::model::{GoDuration, Timestamp};
 use crate::runtime::ObjectDependencies;
 use crate::runtime::clock::SharedClock;
@@ -190,6 +192,41 @@ impl Forest {
         }
     }
 
+    /// A status page component's state (none when what it names does not exist) and the
+    /// objects it depends on.
+    fn component(&self, c: &Component) -> (Option<u8>, BTreeSet<Uuid>) {
+        if let Some(name) = &c.business_service {
+            return match self.docs.iter().find(|d| &d.doc.name == name) {
+                Some(d) => (Some(self.evaluate(d, 0).state), self.depends_on(d, 0)),
+                None => (None, BTreeSet::new()),
+            };
+        }
+        let id = c.object_id.or_else(|| {
+            let name = c.object.as_deref()?;
+            self.objects
+                .iter()
+                .find(|(_, (n, _, _))| n == name)
+                .map(|(id, _)| *id)
+        });
+        match id.filter(|id| self.objects.contains_key(id)) {
+            Some(id) => (Some(self.object_state(id)), BTreeSet::from([id])),
+            None => (None, BTreeSet::new()),
+        }
+    }
+
+    /// Whether downtime `dt` covers `object`: by id, or by its selector on the object's
+    /// effective labels.
+    fn downtime_covers(&self, dt: &Downtime, object: Uuid) -> bool {
+        dt.object_id == Some(object)
+            || (dt.object_id.is_none()
+                && !dt.selector.is_empty()
+                && self.objects.get(&object).is_some_and(|(_, _, labels)| {
+                    dt.selector
+                        .parse::<Selector>()
+                        .is_ok_and(|s| s.matches(labels))
+                }))
+    }
+
     /// Every object a node depends on, itself or through its children.
     fn depends_on(&self, d: &Doc, depth: usize) -> BTreeSet<Uuid> {
         let mut out = self.bound(d);
@@ -199,6 +236,15 @@ impl Forest {
             }
         }
         out
+    }
+}
+
+/// The span a downtime was in force, in milliseconds: a started flexible one's run, else its
+/// window.
+fn in_force(dt: &Downtime) -> (i64, i64) {
+    match (dt.started_at, dt.duration) {
+        (Some(s), Some(secs)) => (s.as_millis(), s.as_millis() + secs as i64 * 1000),
+        _ => (dt.start.as_millis(), dt.end.as_millis()),
     }
 }
 
@@ -343,6 +389,33 @@ impl BusinessServices {
             .collect())
     }
 
+    /// An object's spans in a hard non-OK state within `(from, to)` (milliseconds), without
+    /// the time `downtimes` covering it were in force, and when its data starts (its first
+    /// result, or `from`).
+    async fn object_down(
+        &self,
+        tenant: Uuid,
+        f: &Forest,
+        object: Uuid,
+        (from_ms, to_ms): (i64, i64),
+        downtimes: &[Downtime],
+    ) -> Result<(Vec<(i64, i64)>, i64), StoreError> {
+        let filter = EventFilter {
+            tenant_id: tenant,
+            types: vec![EventType::StateChange],
+            object_id: Some(object),
+            from: Timestamp::from_millis(from_ms),
+            ..Default::default()
+        };
+        let changes = self.events.ascending(filter, None, SLA_EVENTS).await?;
+        let covered = coverage(&changes, f.states.get(&object), from_ms, to_ms);
+        let mut spans = covered.down;
+        for dt in downtimes.iter().filter(|dt| f.downtime_covers(dt, object)) {
+            spans = subtract(&spans, in_force(dt));
+        }
+        Ok((spans, from_ms + covered.no_data_ms))
+    }
+
     /// Availability over the service's window: the time any object it binds itself was in a
     /// hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes with
     /// `excludeDowntimes` and the time a failed dependency held it back with
@@ -372,43 +445,19 @@ impl BusinessServices {
         // neither up nor down.
         let mut no_data_ms = window_ms;
         for object in f.bound(d) {
-            let filter = EventFilter {
-                tenant_id: p.tenant,
-                types: vec![EventType::StateChange],
-                object_id: Some(object),
-                from: Timestamp::from_millis(from_ms),
-                ..Default::default()
-            };
-            let changes = self
-                .events
-                .ascending(filter.clone(), None, SLA_EVENTS)
+            let (mut spans, data_from) = self
+                .object_down(p.tenant, &f, object, (from_ms, now.as_millis()), &downtimes)
                 .await?;
-            let covered = coverage(&changes, f.states.get(&object), from_ms, now.as_millis());
-            no_data_ms = no_data_ms.min(covered.no_data_ms);
-            let mut spans = covered.down;
-            for dt in downtimes.iter().filter(|dt| {
-                dt.object_id == Some(object)
-                    || f.objects.get(&object).is_some_and(|(_, _, labels)| {
-                        dt.object_id.is_none()
-                            && !dt.selector.is_empty()
-                            && dt
-                                .selector
-                                .parse::<Selector>()
-                                .is_ok_and(|s| s.matches(labels))
-                    })
-            }) {
-                let (start, end) = match (dt.started_at, dt.duration) {
-                    (Some(s), Some(secs)) => (s.as_millis(), s.as_millis() + secs as i64 * 1000),
-                    _ => (dt.start.as_millis(), dt.end.as_millis()),
-                };
-                spans = subtract(&spans, (start, end));
-            }
+            no_data_ms = no_data_ms.min(data_from - from_ms);
             if let Some(groups) = held_by.as_ref().and_then(|of| of(p.tenant, object)) {
                 let mut parents = HashMap::new();
                 for m in groups.iter().flat_map(|g| &g.members) {
                     let filter = EventFilter {
+                        tenant_id: p.tenant,
+                        types: vec![EventType::StateChange],
                         object_id: Some(m.object),
-                        ..filter.clone()
+                        from: Timestamp::from_millis(from_ms),
+                        ..Default::default()
                     };
                     let kind = member_kind(&m.name);
                     let mut timeline = Timeline::default();
@@ -448,6 +497,94 @@ impl BusinessServices {
             budget_spent: GoDuration(spent),
             budget_left: GoDuration(total.saturating_sub(spent)),
             burn,
+        })
+    }
+
+    /// What a status page shows of `components` at now: each one's state, its availability
+    /// on each of the last 90 UTC days (hard non-OK time, WARNING and UNKNOWN included, out of
+    /// the time with data; planned downtimes taken out), and the maintenance running or
+    /// starting within 14 days on what they bind.
+    pub async fn board(&self, tenant: Uuid, components: &[Component]) -> Result<Board, StoreError> {
+        const DAY_MS: i64 = 86_400_000;
+        let f = self.forest(tenant).await?;
+        let now = self.clock.now();
+        let now_ms = now.as_millis();
+        let first_day = (now_ms.div_euclid(DAY_MS) - HISTORY_DAYS as i64 + 1) * DAY_MS;
+        let downtimes = self.store.downtimes(tenant).await?;
+        let mut rows = Vec::new();
+        let mut maintenance: Vec<Maintenance> = Vec::new();
+        for c in components {
+            let (state, objects) = f.component(c);
+            let mut down = Vec::new();
+            let mut data_from = now_ms;
+            for &object in &objects {
+                let (spans, from) = self
+                    .object_down(tenant, &f, object, (first_day, now_ms), &downtimes)
+                    .await?;
+                down.extend(spans);
+                data_from = data_from.min(from);
+            }
+            let days: Vec<Option<f64>> = (0..HISTORY_DAYS as i64)
+                .map(|i| {
+                    let day = (
+                        first_day + i * DAY_MS,
+                        (first_day + (i + 1) * DAY_MS).min(now_ms),
+                    );
+                    let measured = day.1 - day.0.max(data_from);
+                    let in_day = down
+                        .iter()
+                        .map(|&(a, b)| (a.max(day.0), b.min(day.1)))
+                        .filter(|(a, b)| a < b)
+                        .collect();
+                    (measured > 0).then(|| availability(union_length(in_day), measured))
+                })
+                .collect();
+            let measured = now_ms - data_from.max(first_day);
+            let total = (measured > 0).then(|| availability(union_length(down), measured));
+            let touching: Vec<&Downtime> = downtimes
+                .iter()
+                .filter(|dt| objects.iter().any(|&o| f.downtime_covers(dt, o)))
+                .collect();
+            let in_maintenance = touching.iter().any(|dt| dt.active(now));
+            for dt in touching {
+                let soon = now.plus(Duration::from_secs(14 * 86_400));
+                for w in dt.windows(now, 3).into_iter().filter(|w| w.start < soon) {
+                    match maintenance
+                        .iter_mut()
+                        .find(|m| m.start == w.start && m.end == w.end && m.title == dt.comment)
+                    {
+                        Some(m) if !m.components.contains(&c.name) => {
+                            m.components.push(c.name.clone())
+                        }
+                        Some(_) => {}
+                        None => maintenance.push(Maintenance {
+                            title: dt.comment.clone(),
+                            start: w.start,
+                            end: w.end,
+                            components: vec![c.name.clone()],
+                        }),
+                    }
+                }
+            }
+            let status = match state {
+                _ if in_maintenance => "maintenance",
+                Some(OK) => "operational",
+                Some(1) => "degraded",
+                Some(CRITICAL) => "outage",
+                _ => "unknown",
+            };
+            rows.push(ComponentStatus {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                status,
+                availability: total,
+                days,
+            });
+        }
+        maintenance.sort_by_key(|m| m.start);
+        Ok(Board {
+            components: rows,
+            maintenance,
         })
     }
 }

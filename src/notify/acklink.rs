@@ -26,11 +26,17 @@ pub struct AckClaim {
 const PURPOSE: &[u8] = b"ack-link\0";
 
 fn mac(key: &[u8], body: &str) -> String {
+    mac_for(key, PURPOSE, body)
+}
+
+/// The MAC of a link's `body` for `purpose` (`ack-link\0`, `status-confirm\0`…) under the
+/// installation's key, 128 bits in hex; empty only for a key HMAC cannot take.
+pub fn mac_for(key: &[u8], purpose: &[u8], body: &str) -> String {
     let mut m = match Hmac::<Sha256>::new_from_slice(key) {
         Ok(m) => m,
         Err(_) => return String::new(),
     };
-    m.update(PURPOSE);
+    m.update(purpose);
     m.update(body.as_bytes());
     hex(&m.finalize().into_bytes()[..16])
 }

@@ -12,6 +12,7 @@ pub mod escalation;
 mod handoff;
 pub mod notices;
 pub mod schedule;
+pub mod status;
 pub mod webhooks;
 
 pub use channels::Senders;
@@ -21,6 +22,7 @@ pub use handoff::Handoffs;
 pub use webhooks::WebhookDispatcher;
 
 use crate::auth::Principal;
+use crate::model::Timestamp;
 use crate::model::alert::Alert;
 use crate::model::audit::AuditDraft;
 use crate::model::config::Invalid;
@@ -32,11 +34,10 @@ use crate::model::notify::{
     Channel, Contact, ContactDisclosure, Delivery, Message, OnCallNow, OnCallShift, Override,
     OverrideBody, TestSend, mask,
 };
-use crate::model::{Timestamp, fault};
 use crate::runtime::Locked;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
-use crate::runtime::{AlertActions, PortError, SecretSource};
+use crate::runtime::{AlertActions, SecretSource};
 use crate::store::{Holding, Store, StoreError};
 use crate::store::{TxResult, Wrote};
 use directory::{Directory, contact_target};
@@ -127,6 +128,8 @@ pub struct Notifier {
     sent: AtomicU64,
     failed: AtomicU64,
     dead: AtomicU64,
+    /// Status page subscriptions per client address: 5, then one each 10 minutes.
+    subscribe_limit: crate::auth::ratelimit::RateLimiter,
 }
 
 impl Notifier {
@@ -174,6 +177,12 @@ impl Notifier {
     ) -> Arc<Self> {
         Arc::new(Self {
             health: courier::ChannelHealth::new(&store),
+            subscribe_limit: crate::auth::ratelimit::RateLimiter::new(
+                "status-subscribe",
+                5,
+                Duration::from_secs(600),
+                &store,
+            ),
             store,
             clock,
             secrets,
@@ -786,50 +795,8 @@ impl crate::runtime::Outbox for Notifier {
         mail: crate::runtime::Mail,
     ) -> crate::runtime::PortFuture<'_, Vec<Delivery>> {
         Box::pin(async move {
-            let doc = match self
-                .store
-                .doc(tenant, "channels", channel.clone(), false)
-                .await
-            {
-                Ok(doc) => doc,
-                Err(StoreError::NotFound) => {
-                    return Err(PortError::refused(format!("no channel {channel:?}")));
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let Some(body) =
-                fault::readable::<Channel, _>("a channel", serde_json::from_str(&doc.body))
-            else {
-                return Err(PortError::unavailable(format!(
-                    "channel {channel:?} does not read"
-                )));
-            };
-            if body.kind != "email" {
-                return Err(PortError::refused(format!(
-                    "{channel:?} is a {} channel, not email",
-                    body.kind
-                )));
-            }
-            let now = self.clock.now();
-            Ok(to
-                .into_iter()
-                .map(|target| {
-                    let mut message = Message::notice(
-                        mail.kind,
-                        mail.subject.clone(),
-                        mail.text.clone(),
-                        "info",
-                        now,
-                    );
-                    message.alert_url = mail.link.clone();
-                    Delivery {
-                        channel_id: Some(doc.id),
-                        channel: doc.name.clone(),
-                        target,
-                        ..Delivery::new(self.clock.new_id(), tenant, "email", message)
-                    }
-                })
-                .collect())
+            let mails = to.into_iter().map(|t| (t, mail.clone())).collect();
+            self.email_deliveries(tenant, channel, mails).await
         })
     }
 }

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 /// What to mail: the notification's kind (`report`), its subject, its text and the link it
 /// points to.
+#[derive(Clone)]
 pub struct Mail {
     pub kind: &'static str,
     pub subject: String,

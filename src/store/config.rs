@@ -129,6 +129,27 @@ pub(super) fn check_unique_across_tenants(
 }
 
 impl Store {
+    /// The document of a kind named across tenants (`unique_across_tenants`) and its tenant.
+    /// Should an older data directory hold one name twice, the default tenant's wins, then the
+    /// oldest tenant's.
+    pub(crate) async fn doc_in_any_tenant(
+        self: &Arc<Self>,
+        kind: &'static str,
+        name: &str,
+    ) -> Result<Option<(Uuid, ConfigDoc)>, StoreError> {
+        let default = self.default_tenant().await?.id;
+        let mut tenants: Vec<Uuid> = self.tenants().await?.into_iter().map(|t| t.id).collect();
+        tenants.sort_by_key(|t| (*t != default, *t));
+        for t in tenants {
+            match self.doc(t, kind, name.to_string(), false).await {
+                Ok(doc) => return Ok(Some((t, doc))),
+                Err(StoreError::NotFound) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
     /// A document by name, or by id when `by_id` allows it (templates).
     pub(crate) async fn doc(
         self: &Arc<Self>,

@@ -10,8 +10,8 @@ use super::tables::{
     IDEMPOTENT_ANSWERS, INCIDENTS, META, OBJECT_CHILDREN, OBJECT_NAMES, OBJECTS, OVERRIDES,
     PENDING_ALERTS, RATE_BUCKETS, RECENTLY_CLEARED_ALERT_KEYS, REPORT_ARCHIVE, REPORT_CONTENT,
     RULE_BEATS, SECRETS, SESSIONS, SETTINGS, SILENCES, SITE_MIRRORS, SITE_STATUS, STATES,
-    STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS, TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS,
-    USER_EMAILS, USERS,
+    STATUS_SUBSCRIBERS, STATUS_UPDATES, STORM_INCIDENTS, STORM_INDEX, SUPPRESSED_ALERTS,
+    TENANT_SLUGS, TENANTS, TOKEN_PREFIXES, TOKENS, USER_EMAILS, USERS,
 };
 use redb::{Database, ReadableDatabase, TableDefinition};
 
@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 25,
         name: "federation site mirrors by id and problem",
         apply: super::sites::index_mirrors,
+    },
+    Migration {
+        version: 26,
+        name: "status page subscribers and updates",
+        apply: create_status_tables,
     },
 ];
 
@@ -303,6 +308,12 @@ fn create_recently_cleared_alert_keys(tx: &WriteTx) -> Result<(), StoreError> {
 fn create_flood_tables(tx: &WriteTx) -> Result<(), StoreError> {
     tx.open_table(FLOODS)?;
     tx.open_table(FLOOD_HELD)?;
+    Ok(())
+}
+
+fn create_status_tables(tx: &WriteTx) -> Result<(), StoreError> {
+    tx.open_table(STATUS_SUBSCRIBERS)?;
+    tx.open_table(STATUS_UPDATES)?;
     Ok(())
 }
 

@@ -33,6 +33,7 @@ mod secrets;
 mod settings;
 mod sites;
 pub mod states;
+pub mod status;
 pub mod suppressions;
 mod tables;
 mod tenants;

@@ -190,6 +190,13 @@ pub const AI_ACTIONS: TableDefinition<&[u8], &[u8]> =
 pub const AI_USAGE: TableDefinition<&[u8], &[u8]> =
     TableDefinition::new("ai_usage_by_tenant_month");
 
+/// Status page subscribers by tenant + page + 0 + id.
+pub const STATUS_SUBSCRIBERS: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("status_subscriber_by_tenant_page_id");
+/// Incidents' public status updates by tenant + id (UUIDv7: posting order).
+pub const STATUS_UPDATES: TableDefinition<&[u8], &[u8]> =
+    TableDefinition::new("status_update_by_tenant_id");
+
 /// Every table of the main database, handed to `$apply!(args…, [TABLES])`: the one list the
 /// backups, the copy between backends and the PostgreSQL schema are made from.
 macro_rules! every_table {
@@ -250,7 +257,9 @@ macro_rules! every_table {
             AI_CONVERSATIONS,
             AI_MESSAGES,
             AI_ACTIONS,
-            AI_USAGE
+            AI_USAGE,
+            STATUS_SUBSCRIBERS,
+            STATUS_UPDATES
         ])
     };
 }

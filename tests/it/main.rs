@@ -44,6 +44,7 @@ mod security;
 mod signin;
 mod snmp;
 mod sso;
+mod status;
 mod support;
 mod ui;
 mod windows;

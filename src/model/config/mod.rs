@@ -1,4 +1,4 @@
-//! Configuration documents (SPEC 4.3): twenty kinds with one CRUD shape, addressed by name.
+//! Configuration documents (SPEC 4.3): twenty-two kinds with one CRUD shape, addressed by name.
 //! A document is a JSON object: the kind's own fields plus the common metadata (`id`, `name`,
 //! `tenantId`, `createdAt`, `updatedAt`, `version`). Every kind is validated to its schema:
 //! SPEC's fields where it gives them, elsewhere a schema of ours following the published
@@ -64,9 +64,16 @@ fn body_schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
 fn body_schema<T>() {}
 
 /// Kinds whose names are unique across all tenants, not just within one: event sources, since
-/// the ingest URL (`/api/v1/ingest/{source}`) names a source without a tenant.
+/// the ingest URL (`/api/v1/ingest/{source}`) names a source without a tenant, and status
+/// pages, since their public address (`/status/{name}`) does not either.
 pub fn unique_across_tenants(kind: &str) -> bool {
-    kind == "event-sources"
+    kind == "event-sources" || kind == "status-pages"
+}
+
+fn validate_status_page(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |b: &crate::model::status::StatusPageBody| {
+        b.check().map_err(|e| invalid("", e))
+    })
 }
 
 /// A validation failure: the `svc:validation/<field>` and what is wrong.
@@ -104,7 +111,7 @@ const fn kind(
     }
 }
 
-pub const KINDS: [Kind; 21] = [
+pub const KINDS: [Kind; 22] = [
     kind(
         "templates",
         "template",
@@ -251,6 +258,13 @@ pub const KINDS: [Kind; 21] = [
         CONFIG,
         validate_as::<TtsProfileBody>,
         body_schema::<TtsProfileBody>,
+    ),
+    kind(
+        "status-pages",
+        "status-page",
+        CONFIG,
+        validate_status_page,
+        body_schema::<crate::model::status::StatusPageBody>,
     ),
 ];
 

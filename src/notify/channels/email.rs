@@ -10,7 +10,7 @@ use super::{Outgoing, SendError, Sent};
 use crate::model::channel::{EmailConfig, SmtpTls};
 use crate::runtime::paths::AllowedDirs;
 use lettre::message::Mailbox;
-use lettre::message::header::ContentType;
+use lettre::message::header::{ContentType, HeaderName, HeaderValue};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
@@ -32,6 +32,7 @@ fn subject_and_body(out: &Outgoing<'_>) -> (String, String) {
     }
     let subject = match m.kind.as_str() {
         "test" => format!("svc test notification: {}", m.title),
+        "status" => m.title.clone(),
         _ => format!("[{}] {}", m.severity.to_uppercase(), m.title),
     };
     (subject, text)
@@ -98,11 +99,26 @@ pub async fn send(
         ));
     }
     let (subject, body) = subject_and_body(out);
-    let message = Message::builder()
+    let mut message = Message::builder()
         .from(from)
         .to(to)
         .subject(subject)
-        .header(ContentType::TEXT_PLAIN)
+        .header(ContentType::TEXT_PLAIN);
+    // A status page's mail to a subscriber: RFC 2369's link to leave, which RFC 8058's
+    // one-click POST may follow without a page.
+    if out.delivery.payload.kind == "status" && !out.delivery.payload.alert_url.is_empty() {
+        let unsubscribe = format!("<{}>", out.delivery.payload.alert_url);
+        for (name, value) in [
+            ("List-Unsubscribe", unsubscribe.as_str()),
+            ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+        ] {
+            message = message.raw_header(HeaderValue::new(
+                HeaderName::new_from_ascii_str(name),
+                value.to_string(),
+            ));
+        }
+    }
+    let message = message
         .body(body)
         .map_err(|e| SendError::permanent(format!("message: {e}")))?;
     let answer = builder

@@ -144,8 +144,12 @@ impl Outgoing<'_> {
     /// The message as text: the channel's template, else the default for its type.
     pub fn text(&self) -> String {
         match self.template {
-            Some(t) => template::render(t, &template::context(&self.delivery.payload)),
-            None => default_text(&self.delivery.payload),
+            // A status page's mail is written whole by its page, to people outside: a
+            // channel's template (written for the on-call) does not apply.
+            Some(t) if self.delivery.payload.kind != "status" => {
+                template::render(t, &template::context(&self.delivery.payload))
+            }
+            _ => default_text(&self.delivery.payload),
         }
     }
 }
@@ -155,6 +159,7 @@ pub fn default_text(m: &Message) -> String {
     match m.kind.as_str() {
         "test" => format!("svc test notification: {}", m.title),
         "event" => m.title.clone(),
+        "status" => m.summary.clone(),
         _ => {
             let mut out = format!("[{}] {}", m.severity.to_uppercase(), m.title);
             if !m.summary.is_empty() {

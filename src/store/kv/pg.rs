@@ -75,6 +75,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         9,
         "tables the store gained since: recently cleared alert keys, floods, site mirrors and their indexes",
     ),
+    (
+        10,
+        "tables the store gained since: status page subscribers and updates",
+    ),
 ];
 
 /// The channel every committed group is announced on (`NOTIFY`), with its process and the
@@ -1125,7 +1129,7 @@ fn migrate(conn: &mut Conn) -> Result<(), StoreError> {
 
 fn apply(conn: &mut Conn, version: i32) -> Result<(), StoreError> {
     match version {
-        1 | 6 | 7 => store_tables(conn),
+        1 | 6 | 7 | 10 => store_tables(conn),
         8 => store_tables(conn).and_then(|()| move_ai_records(conn)),
         9 => store_tables(conn).and_then(|()| index_mirrors(conn)),
         // Keys as the month files' are (tenant, time, id), so a page reads one index range;

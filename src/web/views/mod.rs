@@ -7,6 +7,7 @@ mod config;
 mod dashboards;
 mod objects;
 mod people;
+pub mod status;
 
 pub use alerts::*;
 pub use config::*;
@@ -445,12 +446,7 @@ fn timeline(now: &Now, events: &[Event]) -> Markup {
     }
 }
 
-/// A path segment with what would end or escape it encoded.
-pub fn encode_segment(s: &str) -> String {
-    form_urlencoded::byte_serialize(s.as_bytes())
-        .collect::<String>()
-        .replace('+', "%20")
-}
+pub use crate::model::input::path_segment as encode_segment;
 
 /// Less time than this left on a silence or downtime is flagged on its row.
 const ENDING_SOON_SECS: i64 = 3600;
