@@ -101,8 +101,8 @@ pub struct ComponentStatus {
     pub status: &'static str,
     /// Availability in percent over the days shown (those with data).
     pub availability: Option<f64>,
-    /// Each day's availability in percent, oldest first, ending today (UTC days); `None`
-    /// for a day without data.
+    /// Each day's availability in percent, oldest first, ending today (UTC days); null for
+    /// a day without data.
     pub days: Vec<Option<f64>>,
 }
 
@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn updates_group_by_incident_newest_first() {
-        let at = Timestamp::from_millis(0);
+        let at = Timestamp::from_millis(0).unwrap();
         let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
         let update = |incident, status: &str| StatusUpdate {
             id: Uuid::nil(),

@@ -10,7 +10,8 @@
 // or a tap), the
 // same shift with JavaScript off (the paging trail, a comment, a silence extended, the tactical
 // overview), a 390x844 phone viewport without horizontal scrolling on
-// every page, and axe-core on every page in the light and the dark theme (no serious or critical violation). A failing flow
+// every page, and axe-core on every page in the light and the dark theme (no serious or critical violation), and a
+// public status page (no script, a phone, axe, subscribing with JavaScript off). A failing flow
 // leaves a screenshot and the page's HTML in SVC_ARTIFACTS (default target/browser-artifacts).
 // With SVC_SCREENSHOTS=DIR it also keeps pictures of the main pages there (docs/img for the
 // README).
@@ -523,6 +524,48 @@ async function main() {
       await small.click("dt:has-text('Object') + dd a");
       await Promise.all([small.waitForURL(/range=7d/), small.click("a:text-is('7d')")]);
       assert(await small.isVisible("figure.graph"), "no graph over 7 days");
+    });
+
+    await flow("a status page: no script, a phone, axe in both themes, a subscription without JavaScript", page, async () => {
+      await api(srv, "POST", "/api/v1/channels", { name: "status-mail", type: "email", config: { host: "127.0.0.1", port: "9", tls: "none", from: "status@example.org" } });
+      await api(srv, "POST", "/api/v1/status-pages", {
+        name: "plant", title: "Plant status", description: "The north site's services", emailChannel: "status-mail",
+        components: [{ name: "Gateway", object: "edge" }, { name: "Cooling", object: "edge/fan", description: "Fans and pumps" }],
+      });
+      const incident = await api(srv, "POST", "/api/v1/incidents", { title: "Cooling degraded" });
+      await api(srv, "POST", `/api/v1/incidents/${incident.id}/status-updates`, { status: "identified", message: "A fan failed; a spare is on its way.", pages: ["plant"], components: ["Cooling"] });
+      const html = await (await fetch(`${base}/status/plant`)).text();
+      assert(html.length < 40 * 1024, `${html.length} bytes`);
+      assert(!/<script/i.test(html), "a script on the status page");
+      const found = [];
+      for (const scheme of ["light", "dark"]) {
+        const ctx = await browser.newContext({ colorScheme: scheme, bypassCSP: true });
+        const tab = await ctx.newPage();
+        await tab.goto(`${base}/status/plant`);
+        for (const v of await axe(tab)) found.push(`${scheme}: ${v}`);
+        await ctx.close();
+      }
+      assert(found.length === 0, found.join("\n"));
+      const phone = await browser.newContext({ viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
+      const small = await phone.newPage();
+      await small.goto(`${base}/status/plant`);
+      await picture(small, "phone-status-page");
+      const w = await small.evaluate(() => document.documentElement.scrollWidth);
+      await phone.close();
+      assert(w <= 390, `the status page scrolls sideways on a phone: ${w}px`);
+      const ctx = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 390, height: 844 } });
+      const tab = await ctx.newPage();
+      try {
+        await tab.goto(`${base}/status/plant`);
+        assert(await tab.isVisible("text=A fan failed; a spare is on its way."), "the incident's update is not shown");
+        assert(await tab.isVisible("text=Active incidents"), "no active incident");
+        assert((await tab.locator("svg[role=img]").count()) === 2, "no availability bars");
+        await tab.fill("input[name=email]", "neighbour@example.org");
+        await Promise.all([tab.waitForURL(/\/status\/plant\/subscribe$/), tab.click("button:has-text('Subscribe')")]);
+        assert(await tab.isVisible("h1:has-text('Check your e-mail')"), "the subscription is not acknowledged");
+      } finally {
+        await ctx.close();
+      }
     });
 
     await flow("the admin's mends: disabling asks first, Check now only where a check runs", page, async () => {
