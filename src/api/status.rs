@@ -82,6 +82,12 @@ struct LinkQuery {
     t: String,
 }
 
+/// A page route's answer: a failure (no such page) is an HTML page too, as the route's
+/// document says.
+fn as_page(answer: Result<Response, Problem>) -> Response {
+    answer.unwrap_or_else(super::ui::failed)
+}
+
 /// The page, what it shows and its updates.
 async fn gathered(
     st: &AppState,
@@ -108,11 +114,12 @@ fn public(media: &'static str, body: String) -> Response {
         .into_response()
 }
 
-async fn show(
-    State(st): State<AppState>,
-    ApiPath(name): ApiPath<String>,
-) -> Result<Response, Problem> {
-    let (page, board, updates) = gathered(&st, &name).await?;
+async fn show(State(st): State<AppState>, ApiPath(name): ApiPath<String>) -> Response {
+    as_page(shown(&st, &name).await)
+}
+
+async fn shown(st: &AppState, name: &str) -> Result<Response, Problem> {
+    let (page, board, updates) = gathered(st, name).await?;
     let heading = page.body.heading(&page.doc.name);
     let html = view::page(&view::StatusView {
         name: &page.doc.name,
@@ -208,10 +215,14 @@ async fn subscribe(
     State(st): State<AppState>,
     ApiPath(name): ApiPath<String>,
     req: Request,
-) -> Result<Response, Problem> {
+) -> Response {
+    as_page(subscribed(&st, &name, req).await)
+}
+
+async fn subscribed(st: &AppState, name: &str, req: Request) -> Result<Response, Problem> {
     let (actor, ip) = visitor(&req);
-    let page = st.notify.status_page(&name).await?;
-    let f: SubscribeForm = super::pages::form(&st, req).await;
+    let page = st.notify.status_page(name).await?;
+    let f: SubscribeForm = super::pages::form(st, req).await;
     Ok(
         match st.notify.subscribe(&page, &f.email, &actor, ip).await {
             Err(NotifyError::Invalid(why)) if why.field == "email" => notice(
@@ -338,8 +349,8 @@ async fn confirm_page(
     State(st): State<AppState>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<LinkQuery>,
-) -> Result<Response, Problem> {
-    follow(&st, &name, LinkPurpose::Confirm, q, None).await
+) -> Response {
+    as_page(follow(&st, &name, LinkPurpose::Confirm, q, None).await)
 }
 
 async fn confirm(
@@ -347,16 +358,16 @@ async fn confirm(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<LinkQuery>,
     req: Request,
-) -> Result<Response, Problem> {
-    follow(&st, &name, LinkPurpose::Confirm, q, Some(req)).await
+) -> Response {
+    as_page(follow(&st, &name, LinkPurpose::Confirm, q, Some(req)).await)
 }
 
 async fn unsubscribe_page(
     State(st): State<AppState>,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<LinkQuery>,
-) -> Result<Response, Problem> {
-    follow(&st, &name, LinkPurpose::Unsubscribe, q, None).await
+) -> Response {
+    as_page(follow(&st, &name, LinkPurpose::Unsubscribe, q, None).await)
 }
 
 async fn unsubscribe(
@@ -364,8 +375,8 @@ async fn unsubscribe(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<LinkQuery>,
     req: Request,
-) -> Result<Response, Problem> {
-    follow(&st, &name, LinkPurpose::Unsubscribe, q, Some(req)).await
+) -> Response {
+    as_page(follow(&st, &name, LinkPurpose::Unsubscribe, q, Some(req)).await)
 }
 
 async fn subscribers(

@@ -530,6 +530,13 @@ impl Inventory {
                 if let Some(expected) = expected {
                     check_version(old.version, expected)?;
                 }
+                // A status page's subscribers go with it: a page made again under the name
+                // (by anyone) starts with none.
+                if kind.name == "status-pages" {
+                    for s in tx.status_subscribers(tenant, &name)? {
+                        tx.remove_status_subscriber(&s)?;
+                    }
+                }
                 tx.record([record.audit.before(old.to_json())], record.events)?;
                 Ok(Wrote::Changed(()))
             })

@@ -190,7 +190,23 @@ async fn a_status_page_shows_its_components_and_tells_its_subscribers() {
         "no data before today"
     );
     assert!(db_days[89].as_f64().unwrap() < 100.0);
-    assert_eq!(s.get("/status/nowhere").await.status(), 404);
+    // A page route answers HTML also when there is no such page, as its document says.
+    let missing = s.get("/status/nowhere").await;
+    assert_eq!(missing.status(), 404);
+    assert!(
+        missing.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let missing = post_form(s, "/status/nowhere/unsubscribe?s=0&t=", &[]).await;
+    assert_eq!(missing.status(), 404);
+    assert!(
+        missing.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
 
     // Double opt-in: a mail with a link whose page must be confirmed by a button.
     // A form's refusal is a page of the status page's, for the browser that posted it.
@@ -400,6 +416,27 @@ async fn a_status_page_shows_its_components_and_tells_its_subscribers() {
     let res = subscribe(s, "c9@example.com").await;
     assert_eq!(res.status(), 429);
     assert_eq!(res.headers()["retry-after"], "600");
+
+    // A page deleted takes its subscribers with it.
+    assert_eq!(subscribers(s, token).await.len(), 2);
+    let res = call(s, token, Method::DELETE, "/api/v1/status-pages/acme")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+    json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/status-pages",
+            json!({"name": "acme", "components": [{"name": "A", "object": "db1"}]}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    assert!(subscribers(s, token).await.is_empty());
 
     let actions = audit_actions(s, token, 50).await;
     for action in [

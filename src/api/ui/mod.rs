@@ -81,7 +81,7 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 /// A refused action or a failed page as an HTML page, through the one error map.
-fn failed(e: impl Into<Problem>) -> Response {
+pub(super) fn failed(e: impl Into<Problem>) -> Response {
     let p: Problem = e.into();
     if p.status.is_server_error() {
         tracing::error!(code = %p.code.as_str(), internal = p.internal.as_deref().unwrap_or(""), "a UI request failed");
