@@ -81,6 +81,7 @@ pub struct AppContext {
     pub wear: Arc<crate::store::wear::Wear>,
     pub votes: Arc<crate::monitor::observers::Votes>,
     pub business: Arc<BusinessServices>,
+    pub slos: Arc<crate::monitor::slo::Slos>,
     pub results: Arc<Results>,
     pub pipeline: Arc<Pipeline>,
     pub scheduler: Arc<Scheduler>,

@@ -31,6 +31,7 @@ use crate::monitor::observers::{VoteCounter, Votes};
 use crate::monitor::pipeline::{Pipeline, PipelineWorker, StalenessSweep};
 use crate::monitor::results::Results;
 use crate::monitor::scheduler::{Scheduler, SchedulerWorker};
+use crate::monitor::slo::{SloWatch, Slos};
 use crate::notify::digests::Digests;
 use crate::notify::notices::Notices;
 use crate::notify::{Courier, Escalator, Handoffs, Notifier, Senders, WebhookDispatcher};
@@ -84,6 +85,7 @@ struct Monitoring {
     confinement: Confinement,
     inventory: Arc<Inventory>,
     business: Arc<BusinessServices>,
+    slos: Arc<Slos>,
     devices: crate::hw::Devices,
     scheduler: Arc<Scheduler>,
     metric_queries: Arc<MetricQueries>,
@@ -199,6 +201,7 @@ pub async fn serve(config: Config) -> Result<(), AppError> {
         sites,
         votes,
         business: monitoring.business,
+        slos: monitoring.slos,
         results: monitoring.results,
         pipeline: pipeline.clone(),
         scheduler: monitoring.scheduler,
@@ -508,6 +511,13 @@ impl Core {
             events.clone(),
             clock.clone(),
         );
+        let slos = Slos::new(
+            store.clone(),
+            business.clone(),
+            metric_store.clone(),
+            clock.clone(),
+        );
+        supervisor.spawn(self.led(SloWatch::new(slos.clone(), alerting.clone(), events)));
         let secrets: Arc<dyn crate::runtime::SecretSource> = inventory.clone();
         let hardware = hardware::start(config, store, &secrets, clock, supervisor).await;
         let scheduler = Scheduler::new(
@@ -539,6 +549,7 @@ impl Core {
             confinement,
             inventory,
             business,
+            slos,
             devices,
             scheduler,
             metric_queries,

@@ -1,5 +1,5 @@
 //! Inventory and configuration: hosts and services, and the configuration documents of the
-//! twenty-two kinds with one implementation of their CRUD shape.
+//! twenty-three kinds with one implementation of their CRUD shape.
 
 pub mod bundles;
 pub mod listeners;

@@ -7,7 +7,173 @@
 use crate::model::availability::union_length;
 use crate::model::duration::GoDuration;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
+use uuid::Uuid;
+
+/// The most burn-rate pairs an objective (or a business service) has.
+pub const MAX_BURN_ALERTS: usize = 10;
+
+/// An `slos` document: an objective on a business service or an object, whose burn-rate pairs
+/// open alerts (Sloth's and Pyrra's SLO, the workbook's alerting).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SloBody {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Percent good, above 0 and below 100 (`99.9`).
+    pub target: f64,
+    /// `30d` (days), or a duration (`720h`); default `30d`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
+    /// What the objective is of: exactly one of a business service, an object by id, or an
+    /// object by name (`host` or `host/service`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub business_service: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// The indicator from two counters of the object's metrics instead of its availability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<GoodTotal>,
+    /// Default the workbook's pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burn_alerts: Option<Vec<BurnAlert>>,
+    /// The policy the alerts of `page` pairs escalate by; `ticket` pairs' alerts page nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalation_policy: Option<String>,
+    /// Labels on its alerts, beside `slo` and `burn`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Two counters of an object: good events and all events (Prometheus's ratio of rates).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GoodTotal {
+    pub good: String,
+    pub total: String,
+}
+
+/// The longest objective window.
+const MAX_WINDOW: Duration = Duration::from_secs(400 * 86_400);
+
+/// An objective window as written: `<n>d` or a duration.
+pub fn parse_window(w: &str) -> Result<Duration, String> {
+    let d = match w.strip_suffix('d').map(str::parse::<u64>) {
+        Some(Ok(days)) => Duration::from_secs(days.saturating_mul(86_400)),
+        _ => w.parse::<GoDuration>()?.0,
+    };
+    if d < Duration::from_secs(3600) || d > MAX_WINDOW {
+        return Err("window is 1h to 400d (`30d`, `720h`)".into());
+    }
+    Ok(d)
+}
+
+impl SloBody {
+    pub fn window(&self) -> Duration {
+        self.window
+            .as_deref()
+            .and_then(|w| parse_window(w).ok())
+            .unwrap_or(Duration::from_secs(30 * 86_400))
+    }
+
+    pub fn burn_alerts(&self) -> Vec<BurnAlert> {
+        self.burn_alerts.clone().unwrap_or_else(workbook)
+    }
+
+    /// What is wrong with it: the field and why.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(self.target > 0.0 && self.target < 100.0) {
+            return Err((
+                "target",
+                "target is a percentage above 0 and below 100".into(),
+            ));
+        }
+        let window = match self.window.as_deref().map(parse_window) {
+            Some(Err(why)) => return Err(("window", why)),
+            Some(Ok(w)) => w,
+            None => self.window(),
+        };
+        let named = [
+            self.business_service.is_some(),
+            self.object_id.is_some(),
+            self.object.is_some(),
+        ];
+        if named.iter().filter(|n| **n).count() != 1 {
+            return Err((
+                "subject",
+                "exactly one of businessService, objectId, object".into(),
+            ));
+        }
+        if let Some(m) = &self.metric {
+            if self.business_service.is_some() {
+                return Err(("metric", "a metric's objective is of an object".into()));
+            }
+            if m.good.is_empty() || m.total.is_empty() || m.good == m.total {
+                return Err(("metric", "good and total name two metrics".into()));
+            }
+        }
+        let pairs = self.burn_alerts();
+        check_pairs(&pairs).map_err(|why| ("burnAlerts", why))?;
+        if pairs.iter().any(|p| p.long.0 > window) {
+            return Err((
+                "burnAlerts",
+                "each pair's long window is within the objective's window (the workbook's longest is 72h)".into(),
+            ));
+        }
+        if self.description.chars().count() > 2000 {
+            return Err(("description", "at most 2000 characters".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `pairs` can be evaluated: at most ten, each sound.
+pub fn check_pairs(pairs: &[BurnAlert]) -> Result<(), String> {
+    if pairs.len() > MAX_BURN_ALERTS {
+        return Err(format!("at most {MAX_BURN_ALERTS} pairs"));
+    }
+    pairs.iter().try_for_each(BurnAlert::check)
+}
+
+/// Each pair evaluated by `burn` (the burn rate over a window).
+pub fn evaluate(alerts: &[BurnAlert], burn: impl Fn(Duration) -> f64) -> Vec<BurnState> {
+    alerts
+        .iter()
+        .map(|a| {
+            let (long, short) = (burn(a.long.0), burn(a.short.0));
+            BurnState {
+                alert: a.clone(),
+                long_burn: round(long),
+                short_burn: round(short),
+                firing: long >= a.burn_rate && short >= a.burn_rate,
+            }
+        })
+        .collect()
+}
+
+/// A counter's increase over its points (oldest first): the rises, a drop read as a reset
+/// from zero (Prometheus's `increase` without extrapolation).
+pub fn increase(points: &[f64]) -> f64 {
+    points
+        .windows(2)
+        .map(|w| if w[1] >= w[0] { w[1] - w[0] } else { w[1] })
+        .sum()
+}
+
+/// The burn of a ratio indicator: the share of bad events over the share the target allows;
+/// 0 with no events.
+pub fn ratio_burn(good: f64, total: f64, target: f64) -> f64 {
+    let allowed = 1.0 - target / 100.0;
+    if total <= 0.0 || allowed <= 0.0 {
+        return 0.0;
+    }
+    ((1.0 - good / total).clamp(0.0, 1.0)) / allowed
+}
 
 /// One pair of windows and the burn rate both must reach.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -102,18 +268,31 @@ impl Record<'_> {
 
     /// Each pair with its windows' burn and whether it alerts.
     pub fn pairs(&self, alerts: &[BurnAlert]) -> Vec<BurnState> {
+        evaluate(alerts, |w| self.burn(w))
+    }
+
+    /// How long at least until a pair could start or stop firing with nothing else changing
+    /// (`None`: never). While the subject is up a window's burn does not rise, while down it
+    /// does not fall, and it moves at most 1/(measured × allowed) per millisecond, so its
+    /// distance to the rate over that speed is a lower bound.
+    pub fn next_change(&self, alerts: &[BurnAlert]) -> Option<Duration> {
+        let allowed = 1.0 - self.target / 100.0;
+        let down_now = self.down.iter().any(|&(_, end)| end >= self.now);
         alerts
             .iter()
-            .map(|a| {
-                let (long, short) = (self.burn(a.long.0), self.burn(a.short.0));
-                BurnState {
-                    alert: a.clone(),
-                    long_burn: round(long),
-                    short_burn: round(short),
-                    firing: long >= a.burn_rate && short >= a.burn_rate,
+            .flat_map(|a| [(a.long.0, a.burn_rate), (a.short.0, a.burn_rate)])
+            .filter_map(|(window, rate)| {
+                let burn = self.burn(window);
+                if (down_now && burn >= rate) || (!down_now && burn < rate) {
+                    return None;
                 }
+                let from = (self.now - i64::try_from(window.as_millis()).unwrap_or(i64::MAX))
+                    .max(self.data_from);
+                let measured = (self.now - from).max(1) as f64;
+                let ms = ((burn - rate).abs() * measured * allowed).ceil();
+                Some(Duration::from_millis(ms.clamp(1_000.0, 1e12) as u64))
             })
-            .collect()
+            .min()
     }
 }
 
@@ -222,5 +401,83 @@ mod tests {
             ..workbook()[0].clone()
         };
         assert!(bad.check().is_err());
+    }
+
+    /// The watcher sleeps until a pair could first change: an outage of 4 minutes at 99.9 %
+    /// has the ticket pair's 72h window at 1/18 of its rate (4 min of 72 h over 0.1 %), and
+    /// none of its other windows can change while the outage lasts.
+    #[test]
+    fn the_next_change_is_a_lower_bound_on_when_a_pair_flips() {
+        let now = 100 * HOUR;
+        let down = [(now - 4 * 60_000, now)];
+        let record = Record {
+            down: &down,
+            data_from: 0,
+            now,
+            target: 99.9,
+        };
+        let pairs = workbook();
+        let next = record.next_change(&pairs).unwrap();
+        // Walk forward minute by minute with the outage going on: no pair flips before `next`.
+        let before: Vec<bool> = record.pairs(&pairs).iter().map(|s| s.firing).collect();
+        let mut flipped = None;
+        for minute in 1..=24 * 60 {
+            let later = now + minute * 60_000;
+            let down = [(now - 4 * 60_000, later)];
+            let r = Record {
+                down: &down,
+                now: later,
+                ..record
+            };
+            let firing: Vec<bool> = r.pairs(&pairs).iter().map(|s| s.firing).collect();
+            if firing != before {
+                flipped = Some(Duration::from_secs(minute as u64 * 60));
+                break;
+            }
+        }
+        let flipped = flipped.expect("the ticket pair fires within a day");
+        assert!(next <= flipped, "{next:?} after {flipped:?}");
+        assert!(next >= flipped / 100, "not a busy wait: {next:?}");
+        // Up and below every rate, nothing changes until something happens.
+        let up = Record {
+            down: &[],
+            ..record
+        };
+        assert_eq!(up.next_change(&pairs), None);
+    }
+
+    #[test]
+    fn counters_and_windows() {
+        assert_eq!(increase(&[0.0, 100.0, 150.0, 10.0, 4010.0]), 4160.0);
+        assert_eq!(increase(&[5.0]), 0.0);
+        assert_eq!(round(ratio_burn(150.0, 200.0, 99.0)), 25.0);
+        assert_eq!(ratio_burn(0.0, 0.0, 99.0), 0.0, "no events burn nothing");
+        assert_eq!(
+            parse_window("30d").unwrap(),
+            Duration::from_secs(30 * 86_400)
+        );
+        assert_eq!(
+            parse_window("720h").unwrap(),
+            Duration::from_secs(720 * 3600)
+        );
+        for bad in ["0d", "30m", "401d", "d", "x"] {
+            assert!(parse_window(bad).is_err(), "{bad}");
+        }
+        let slo = SloBody {
+            target: 99.9,
+            object: Some("plc".into()),
+            ..SloBody::default()
+        };
+        assert!(slo.check().is_ok());
+        let short = SloBody {
+            window: Some("2d".into()),
+            ..slo.clone()
+        };
+        assert_eq!(short.check().unwrap_err().0, "burnAlerts", "72h > 2d");
+        let both = SloBody {
+            business_service: Some("shop".into()),
+            ..slo
+        };
+        assert_eq!(both.check().unwrap_err().0, "subject");
     }
 }

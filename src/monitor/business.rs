@@ -75,6 +75,15 @@ pub struct SlaReport {
     pub burn: Vec<BurnState>,
 }
 
+/// An objective's subject's record over its window (`BusinessServices::subject_down`).
+pub struct SubjectDown {
+    pub down: Vec<(i64, i64)>,
+    pub data_from: i64,
+    pub now_ms: i64,
+    /// The object, when the subject is one.
+    pub object: Option<Uuid>,
+}
+
 struct Doc {
     doc: ConfigDoc,
     bs: BusinessService,
@@ -416,22 +425,20 @@ impl BusinessServices {
         Ok((spans, from_ms + covered.no_data_ms))
     }
 
-    /// Availability over the service's window: the time any object it binds itself was in a
-    /// hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes with
-    /// `excludeDowntimes` and the time a failed dependency held it back with
-    /// `excludeDependencies`.
-    pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, BusinessError> {
-        let f = self.forest(p.tenant).await?;
-        let d = f
-            .docs
-            .iter()
-            .find(|d| d.doc.name == name)
-            .ok_or(BusinessError::NotFound)?;
-        let now = self.clock.now();
-        let window = d.bs.window();
-        let from_ms = now.as_millis() - i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+    /// A service's down spans within `(from, to)` (milliseconds): the time any object it binds
+    /// itself was in a hard non-OK state (WARNING and UNKNOWN count as down), minus downtimes
+    /// with `excludeDowntimes` and the time a failed dependency held it back with
+    /// `excludeDependencies`; and when its data starts (the first result of any object it
+    /// binds).
+    async fn service_down(
+        &self,
+        tenant: Uuid,
+        f: &Forest,
+        d: &Doc,
+        (from_ms, to_ms): (i64, i64),
+    ) -> Result<(Vec<(i64, i64)>, i64), StoreError> {
         let downtimes = if d.bs.exclude_downtimes {
-            self.store.downtimes(p.tenant).await?
+            self.store.downtimes(tenant).await?
         } else {
             Vec::new()
         };
@@ -439,21 +446,20 @@ impl BusinessServices {
             true => Some(self.catalog.dependencies().await),
             false => None,
         };
-        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
         let mut down: Vec<(i64, i64)> = Vec::new();
         // The service has data from when the first of its objects had: time before is
         // neither up nor down.
-        let mut no_data_ms = window_ms;
+        let mut data_from = to_ms;
         for object in f.bound(d) {
-            let (mut spans, data_from) = self
-                .object_down(p.tenant, &f, object, (from_ms, now.as_millis()), &downtimes)
+            let (mut spans, object_from) = self
+                .object_down(tenant, f, object, (from_ms, to_ms), &downtimes)
                 .await?;
-            no_data_ms = no_data_ms.min(data_from - from_ms);
-            if let Some(groups) = held_by.as_ref().and_then(|of| of(p.tenant, object)) {
+            data_from = data_from.min(object_from);
+            if let Some(groups) = held_by.as_ref().and_then(|of| of(tenant, object)) {
                 let mut parents = HashMap::new();
                 for m in groups.iter().flat_map(|g| &g.members) {
                     let filter = EventFilter {
-                        tenant_id: p.tenant,
+                        tenant_id: tenant,
                         types: vec![EventType::StateChange],
                         object_id: Some(m.object),
                         from: Timestamp::from_millis(from_ms),
@@ -468,22 +474,40 @@ impl BusinessServices {
                     parents.insert(m.object, timeline);
                 }
                 let timeline = |o: Uuid| parents.get(&o).cloned();
-                for held in failed_spans(&groups, &timeline, from_ms, now.as_millis()) {
+                for held in failed_spans(&groups, &timeline, from_ms, to_ms) {
                     spans = subtract(&spans, held);
                 }
             }
             down.extend(spans);
         }
+        Ok((down, data_from))
+    }
+
+    /// Availability over the service's window (`service_down`), its error budget and burn.
+    pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, BusinessError> {
+        let f = self.forest(p.tenant).await?;
+        let d = f
+            .docs
+            .iter()
+            .find(|d| d.doc.name == name)
+            .ok_or(BusinessError::NotFound)?;
+        let now = self.clock.now();
+        let window = d.bs.window();
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
+        let from_ms = now.as_millis() - window_ms;
+        let (down, data_from) = self
+            .service_down(p.tenant, &f, d, (from_ms, now.as_millis()))
+            .await?;
         let target = d.bs.sla_target.unwrap_or(99.9);
         let burn = Record {
             down: &down,
-            data_from: from_ms + no_data_ms,
+            data_from,
             now: now.as_millis(),
             target,
         }
         .pairs(&d.bs.burn_alerts());
         let down_ms = union_length(down);
-        let measured_ms = window_ms - no_data_ms;
+        let measured_ms = now.as_millis() - data_from;
         let availability = availability(down_ms, measured_ms);
         let total =
             Duration::from_millis((measured_ms as f64 * (1.0 - target / 100.0)).round() as u64);
@@ -498,6 +522,62 @@ impl BusinessServices {
             budget_left: GoDuration(total.saturating_sub(spent)),
             burn,
         })
+    }
+
+    /// The object a subject names (by id or name), if it names one that exists.
+    pub async fn subject_object(
+        &self,
+        tenant: Uuid,
+        subject: &Component,
+    ) -> Result<Option<Uuid>, StoreError> {
+        if subject.business_service.is_some() {
+            return Ok(None);
+        }
+        let f = self.forest(tenant).await?;
+        Ok(f.component(subject).1.first().copied())
+    }
+
+    /// What an objective's subject (a business service or an object, as a status page's
+    /// component names it) was down within the last `window`: its down spans (a business
+    /// service's as its SLA counts them; an object's without its downtimes), when its data
+    /// starts, and the object it is if it is one. `None`: what it names does not exist.
+    pub async fn subject_down(
+        &self,
+        tenant: Uuid,
+        subject: &Component,
+        window: Duration,
+    ) -> Result<Option<SubjectDown>, StoreError> {
+        let f = self.forest(tenant).await?;
+        let now_ms = self.clock.now().as_millis();
+        let span = (
+            now_ms - i64::try_from(window.as_millis()).unwrap_or(i64::MAX),
+            now_ms,
+        );
+        if let Some(name) = &subject.business_service {
+            let Some(d) = f.docs.iter().find(|d| &d.doc.name == name) else {
+                return Ok(None);
+            };
+            let (down, data_from) = self.service_down(tenant, &f, d, span).await?;
+            return Ok(Some(SubjectDown {
+                down,
+                data_from,
+                now_ms,
+                object: None,
+            }));
+        }
+        let Some(&object) = f.component(subject).1.first() else {
+            return Ok(None);
+        };
+        let downtimes = self.store.downtimes(tenant).await?;
+        let (down, data_from) = self
+            .object_down(tenant, &f, object, span, &downtimes)
+            .await?;
+        Ok(Some(SubjectDown {
+            down,
+            data_from,
+            now_ms,
+            object: Some(object),
+        }))
     }
 
     /// What a status page shows of `components` at now: each one's state, its availability

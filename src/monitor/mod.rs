@@ -11,3 +11,4 @@ pub mod observers;
 pub mod pipeline;
 pub mod results;
 pub mod scheduler;
+pub mod slo;

@@ -42,6 +42,7 @@ mod reports;
 mod results;
 mod security;
 mod signin;
+mod slo;
 mod snmp;
 mod sso;
 mod status;

@@ -188,9 +188,6 @@ pub struct BusinessService {
     pub burn_alerts: Option<Vec<crate::model::slo::BurnAlert>>,
 }
 
-/// The most burn-rate pairs a business service has.
-const MAX_BURN_ALERTS: usize = 10;
-
 pub(super) fn worst_rule() -> String {
     "worst".into()
 }
@@ -243,17 +240,8 @@ pub(super) fn validate_business_service(body: &mut Map<String, Value>) -> Result
         if b.sla_target.is_some_and(|t| !(0.0..=100.0).contains(&t)) {
             return Err(invalid("slaTarget", "slaTarget must be 0..100"));
         }
-        let pairs = b.burn_alerts.as_deref().unwrap_or_default();
-        if pairs.len() > MAX_BURN_ALERTS {
-            return Err(invalid(
-                "burnAlerts",
-                format!("at most {MAX_BURN_ALERTS} pairs"),
-            ));
-        }
-        for pair in pairs {
-            pair.check().map_err(|e| invalid("burnAlerts", e))?;
-        }
-        Ok(())
+        crate::model::slo::check_pairs(b.burn_alerts.as_deref().unwrap_or_default())
+            .map_err(|e| invalid("burnAlerts", e))
     })?;
     // Durations come back in one form, Go's (CONTRACT 3): a window given as one is kept so.
     if let Some(Value::String(w)) = body.get_mut("slaWindow")

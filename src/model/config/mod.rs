@@ -1,4 +1,4 @@
-//! Configuration documents (SPEC 4.3): twenty-two kinds with one CRUD shape, addressed by name.
+//! Configuration documents (SPEC 4.3): twenty-three kinds with one CRUD shape, addressed by name.
 //! A document is a JSON object: the kind's own fields plus the common metadata (`id`, `name`,
 //! `tenantId`, `createdAt`, `updatedAt`, `version`). Every kind is validated to its schema:
 //! SPEC's fields where it gives them, elsewhere a schema of ours following the published
@@ -76,6 +76,12 @@ fn validate_status_page(body: &mut Map<String, Value>) -> Result<(), Invalid> {
     })
 }
 
+fn validate_slo(body: &mut Map<String, Value>) -> Result<(), Invalid> {
+    validate_with(body, |b: &crate::model::slo::SloBody| {
+        b.check().map_err(|(field, why)| invalid(field, why))
+    })
+}
+
 /// A validation failure: the `svc:validation/<field>` and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalid {
@@ -111,7 +117,7 @@ const fn kind(
     }
 }
 
-pub const KINDS: [Kind; 22] = [
+pub const KINDS: [Kind; 23] = [
     kind(
         "templates",
         "template",
@@ -265,6 +271,13 @@ pub const KINDS: [Kind; 22] = [
         CONFIG,
         validate_status_page,
         body_schema::<crate::model::status::StatusPageBody>,
+    ),
+    kind(
+        "slos",
+        "slo",
+        CONFIG,
+        validate_slo,
+        body_schema::<crate::model::slo::SloBody>,
     ),
 ];
 
