@@ -16,6 +16,7 @@ use crate::runtime::worker::{StepFuture, Wait, Worker};
 use crate::runtime::{AlertActions, HeldAlert};
 use crate::store::metrics::MetricsStore;
 use crate::store::{Store, StoreError, blocking};
+use futures_util::FutureExt;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -380,6 +381,8 @@ impl Worker for SloWatch {
                     _ = &mut due => break,
                 }
             }
+            // What a burst brought meanwhile is covered by the one round that follows.
+            while let Some(Some(_)) = self.deliveries.recv().now_or_never() {}
             Wait::For(Duration::ZERO)
         })
     }
