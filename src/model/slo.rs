@@ -300,6 +300,28 @@ fn round(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// `GET /api/v1/slos/{name}/status`.
+#[derive(Debug, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SloStatus {
+    pub name: String,
+    pub target: f64,
+    /// The objective's window as written (default `30d`).
+    pub window: String,
+    /// `availability` (the subject's hard non-OK time) or `metric` (`1 - good/total`).
+    pub source: &'static str,
+    /// Percent good over the window; null without data (or without events).
+    pub sli: Option<f64>,
+    /// The share of the window's error budget spent (1: all of it; more when overspent).
+    pub budget_spent: Option<f64>,
+    /// `1 - budgetSpent`: negative when overspent.
+    pub budget_left: Option<f64>,
+    /// Each pair (`burnAlerts`, default the workbook's) with its windows' burn and whether it
+    /// fires, as the watcher holds its alert.
+    pub burn: Vec<BurnState>,
+}
+
 /// A pair as evaluated now.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]

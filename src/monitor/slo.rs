@@ -9,7 +9,9 @@ use crate::model::alert::ManualAlarm;
 use crate::model::availability::{availability, union_length};
 use crate::model::event::EventType;
 use crate::model::metric::{DAY_MS, Tier};
-use crate::model::slo::{BurnAlert, BurnState, Record, SloBody, evaluate, increase, ratio_burn};
+use crate::model::slo::{
+    BurnAlert, BurnState, Record, SloBody, SloStatus, evaluate, increase, ratio_burn,
+};
 use crate::model::status::Component;
 use crate::runtime::clock::SharedClock;
 use crate::runtime::worker::{StepFuture, Wait, Worker};
@@ -17,7 +19,6 @@ use crate::runtime::{AlertActions, HeldAlert};
 use crate::store::metrics::MetricsStore;
 use crate::store::{Store, StoreError, blocking};
 use futures_util::FutureExt;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,28 +27,6 @@ use uuid::Uuid;
 /// How often an objective on counters is evaluated: new samples wake nothing, so it is
 /// looked at as a rule engine looks at a ratio of rates (Prometheus's default interval).
 const METRIC_EVERY: Duration = Duration::from_secs(60);
-
-/// `GET /api/v1/slos/{name}/status`.
-#[derive(Debug, Serialize)]
-#[cfg_attr(test, derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct SloStatus {
-    pub name: String,
-    pub target: f64,
-    /// The objective's window as written (default `30d`).
-    pub window: String,
-    /// `availability` (the subject's hard non-OK time) or `metric` (`1 - good/total`).
-    pub source: &'static str,
-    /// Percent good over the window; null without data (or without events).
-    pub sli: Option<f64>,
-    /// The share of the window's error budget spent (1: all of it; more when overspent).
-    pub budget_spent: Option<f64>,
-    /// `1 - budgetSpent`: negative when overspent.
-    pub budget_left: Option<f64>,
-    /// Each pair (`burnAlerts`, default the workbook's) with its windows' burn and whether it
-    /// fires, as the watcher holds its alert.
-    pub burn: Vec<BurnState>,
-}
 
 /// An objective as measured now.
 struct Measured {
@@ -111,6 +90,22 @@ impl Slos {
             budget_left: spent.map(|s| round(1.0 - s)),
             burn: measured.map_or_else(|| evaluate(&body.burn_alerts(), |_| 0.0), |m| m.burn),
         })
+    }
+
+    /// Every objective of the caller's tenant with its status, by name.
+    pub async fn list(&self, p: &Principal) -> Result<Vec<SloStatus>, BusinessError> {
+        let docs = self
+            .store
+            .docs(p.tenant, "slos", None, usize::MAX, |_| true)
+            .await?;
+        let mut out = Vec::with_capacity(docs.len());
+        for doc in docs {
+            match self.status(p, &doc.name).await {
+                Err(BusinessError::NotFound) => {}
+                other => out.push(other?),
+            }
+        }
+        Ok(out)
     }
 
     /// The objective measured now: over its whole window with `whole` (the indicator), else

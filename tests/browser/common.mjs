@@ -100,6 +100,7 @@ export async function seed(srv) {
     severity: "critical",
     title: "{{ .event.object }} is {{ .event.state }}",
   });
+  await api(srv, "POST", "/api/v1/slos", { name: "cooling", target: 99.5, window: "7d", object: "edge/fan" });
   await api(srv, "POST", "/api/v1/contacts", { name: "ada", email: "ada@example.org", phone: "+4930123456" });
   await api(srv, "POST", "/api/v1/schedules", {
     name: "primary",

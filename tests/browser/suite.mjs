@@ -71,7 +71,7 @@ function assert(cond, what) {
 }
 
 const ADMIN_PAGES = ["/users", "/tokens", "/audit", "/config", "/config/alert-rules", "/config/alert-rules/critical", "/dashboards/new", "/account"];
-const PAGES = ["/", "/?group=site&sort=newest", "/alerts?group=severity&sort=name", "/objects?group=site&sort=severity", "/me", "/dashboards", "/tactical", "/tactical?kiosk=1", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
+const PAGES = ["/", "/?group=site&sort=newest", "/alerts?group=severity&sort=name", "/objects?group=site&sort=severity", "/me", "/dashboards", "/tactical", "/tactical?kiosk=1", "/slos", "/alerts", "/incidents", "/objects", "/oncall", "/events", "/silences", "/downtimes", "/approvals", "/silences/new", "/sites", "/account", "/oncall/primary/calendar", "/downtimes/new"];
 
 async function main() {
   // The server signs people in through an OpenID provider too: sofia's group "noc" is a role.

@@ -228,6 +228,42 @@ async fn objectives_burn_their_budget_and_alert_by_the_workbooks_pairs() {
     assert!(page["title"].as_str().unwrap().contains("plc-up"), "{page}");
     let ticket = alerts.iter().find(|a| a["dedupKey"] == keys[2]).unwrap();
     assert_eq!(ticket["severity"], "warning", "{ticket}");
+    // The objectives page shows the budget overspent and the pairs burning; names escaped.
+    json(
+        send(
+            s,
+            token,
+            Method::POST,
+            "/api/v1/slos",
+            json!({"name": "x<i>y", "target": 90, "object": "plc"}),
+        )
+        .await,
+        201,
+    )
+    .await;
+    let res = call(s, token, Method::GET, "/slos").send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let page = res.text().await.unwrap();
+    let row = &page[page.find(">plc-up</a>").expect("the objective's row")..];
+    let row = &row[..row.find("</section>").unwrap()];
+    assert!(
+        row.contains("99.900 % over 30d") && row.contains("overspent"),
+        "{row}"
+    );
+    assert!(
+        row.contains("x over 1h0m0s") && row.contains("(alert at 14.4x)"),
+        "{row}"
+    );
+    assert!(
+        page.contains("x&lt;i&gt;y") && !page.contains("x<i>y"),
+        "escaped: {page}"
+    );
+    let res = call(s, token, Method::DELETE, "/api/v1/slos/x%3Ci%3Ey")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 204);
+
     // Still down a minute later: the same alerts, none opened twice.
     advance(s, token, "1m").await;
     open_slo_alerts(s, token, "plc-up", |open| open == keys).await;

@@ -20,6 +20,9 @@ pub(super) fn routes() -> Vec<Route> {
             .form::<SaveFilterForm>().answers_empty(303).answers_text(403, HTML).answers_text(409, HTML).answers_text(422, HTML).page(),
         Route::get("/tactical", tactical).permission("objects:read").doc("ui", "Tactical overview", "Icinga's tactical overview as a wallboard: hosts and services by state, each with how many of the bad ones are neither acknowledged nor in downtime, the problems of each site (by the `site` label), and (with `alerts:read`) the open alerts by severity; each count leads to its list. `kiosk=1` fills the screen without navigation; live.")
             .query::<BoardQuery>().answers_text(200, HTML).page(),
+        Route::get("/slos", objectives).permission("objects:read").doc("ui", "Objectives page", "Each objective (`slos`) of the tenant: its target over its window, its indicator now, the error budget left, and the burn-rate pairs firing (`GET /api/v1/slos/{name}/status`).")
+            .answers_text(200, HTML)
+            .page(),
         Route::get("/dashboards/{name}", dashboard).permission("objects:read").doc("ui", "A dashboard", "Its `spec` is read as the base64 of `{\"tiles\": [{\"filter\": <a saved filter's name>, \"title\"?, \"show\"?: \"count\" | \"list\" | \"graph\", \"metric\"?}]}` (at most 24 tiles; a graph names its metric). Each tile runs its saved filter (`resource` objects, hosts, services, problems, alerts, incidents or events; `query` as that list's parameters: `selector`, `q`, `folder`, `status`, `severity`, `types`, `includeHandled`; a problems filter narrows the problems page's inbox, event alerts included, by `q`, `severity`, `selector`, `age` and `includeHandled` as that page does), at most 1,000 items, and shows how many match, with `list` the first ten, with `graph` the last day of `metric` for the first four objects (a filter of objects, hosts, services or problems; `metrics:read`); a count leads to the page that lists it; a tile whose filter is missing, unreadable or beyond the caller's permissions says so; `kiosk=1` fills the screen without navigation (a wallboard); live.")
             .query::<BoardQuery>().answers_text(200, HTML).answers_text(404, HTML).page(),
     ]
@@ -91,6 +94,19 @@ async fn tactical(
             views::tactical(&overview, (!kiosk).then_some("/tactical?kiosk=1")),
         ),
     )
+}
+
+async fn objectives(State(st): State<AppState>, c: Visitor) -> Response {
+    match st.slos.list(&c.principal).await {
+        Ok(slos) => html(
+            StatusCode::OK,
+            web::page(
+                frame(&c, Section::Dashboards, "Objectives".into(), &[], None),
+                views::objectives(&slos),
+            ),
+        ),
+        Err(e) => failed(e),
+    }
 }
 
 /// Items a tile counts at most.

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::dashboard::{MAX_TILES, Show, Tile};
+use crate::model::slo::SloStatus;
 use crate::model::tactical::{StateCount, Tactical};
 
 /// What a tile's saved filter found.
@@ -78,6 +79,7 @@ pub fn dashboards(names: &[String], can_write: bool) -> Markup {
     html! {
         p.acts {
             a.button href="/tactical" { "Tactical overview" }
+            a.button href="/slos" { "Objectives" }
             @if can_write { a.button href="/dashboards/new" { "New dashboard" } }
         }
         @if names.is_empty() {
@@ -203,6 +205,48 @@ pub fn tactical(t: &Tactical, full_screen: Option<&str>) -> Markup {
                                         }
                                     }
                                     td { (site.critical) } td { (site.warning) } td { (site.unknown) } td { strong { (site.unhandled) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `/slos`: each objective with its indicator, the budget left and the pairs that burn.
+pub fn objectives(slos: &[SloStatus]) -> Markup {
+    let percent = |v: f64| format!("{:.3} %", v);
+    html! {
+        @if slos.is_empty() {
+            p { "No objectives. An objective is a configuration document of kind " code { "slos" } ": a " code { "target" } " over a " code { "window" } " on a business service or an object." }
+        } @else {
+            div.tiles {
+                @for (i, o) in slos.iter().enumerate() {
+                    section.tile aria-labelledby=(format!("slo{i}")) {
+                        h2 id=(format!("slo{i}")) { a href=(format!("/config/slos/{}", encode_segment(&o.name))) { (o.name) } }
+                        dl {
+                            dt { "Target" } dd { (percent(o.target)) " over " (o.window) }
+                            dt { "Indicator" } dd { @match o.sli { Some(v) => (percent(v)), None => span.muted { "no data" } } " " span.muted { "(" (o.source) ")" } }
+                            dt { "Budget left" }
+                            dd {
+                                @match o.budget_left {
+                                    Some(left) => {
+                                        meter min="0" max="1" low="0.25" optimum="1" value=(left.clamp(0.0, 1.0)) aria-hidden="true" {}
+                                        " " @if left < 0.0 { strong { "overspent " (format!("{:.0} %", -left * 100.0)) } } @else { (format!("{:.0} %", left * 100.0)) }
+                                    }
+                                    None => span.muted { "no data" },
+                                }
+                            }
+                            dt { "Burning" }
+                            dd {
+                                @let firing: Vec<_> = o.burn.iter().filter(|b| b.firing).collect();
+                                @if firing.is_empty() { span.muted { "no" } }
+                                @for b in firing {
+                                    (severity_badge(if b.alert.severity == "page" { Severity::Critical } else { Severity::Warning }))
+                                    " " (b.long_burn) "x over " (b.alert.long) ", " (b.short_burn) "x over " (b.alert.short) " (alert at " (b.alert.burn_rate) "x)"
+                                    br;
                                 }
                             }
                         }
