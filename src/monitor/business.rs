@@ -105,6 +105,14 @@ struct Forest {
 }
 
 impl Forest {
+    /// The service called `name`.
+    fn named(&self, name: &str) -> Result<&Doc, BusinessError> {
+        self.docs
+            .iter()
+            .find(|d| d.doc.name == name)
+            .ok_or(BusinessError::NotFound)
+    }
+
     fn children(&self, parent: &Doc) -> impl Iterator<Item = &Doc> {
         let (id, name) = (parent.doc.id.to_string(), parent.doc.name.clone());
         self.docs.iter().filter(move |d| {
@@ -205,7 +213,7 @@ impl Forest {
     /// objects it depends on.
     fn component(&self, c: &Component) -> (Option<u8>, BTreeSet<Uuid>) {
         if let Some(name) = &c.business_service {
-            return match self.docs.iter().find(|d| &d.doc.name == name) {
+            return match self.named(name).ok() {
                 Some(d) => (Some(self.evaluate(d, 0).state), self.depends_on(d, 0)),
                 None => (None, BTreeSet::new()),
             };
@@ -379,11 +387,7 @@ impl BusinessServices {
     /// One service evaluated with its subtree.
     pub async fn subtree(&self, p: &Principal, name: &str) -> Result<Node, BusinessError> {
         let f = self.forest(p.tenant).await?;
-        let d = f
-            .docs
-            .iter()
-            .find(|d| d.doc.name == name)
-            .ok_or(BusinessError::NotFound)?;
+        let d = f.named(name)?;
         Ok(f.evaluate(d, 0))
     }
 
@@ -486,11 +490,7 @@ impl BusinessServices {
     /// Availability over the service's window (`service_down`), its error budget and burn.
     pub async fn sla(&self, p: &Principal, name: &str) -> Result<SlaReport, BusinessError> {
         let f = self.forest(p.tenant).await?;
-        let d = f
-            .docs
-            .iter()
-            .find(|d| d.doc.name == name)
-            .ok_or(BusinessError::NotFound)?;
+        let d = f.named(name)?;
         let now = self.clock.now();
         let window = d.bs.window();
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX).max(1);
@@ -554,7 +554,7 @@ impl BusinessServices {
             now_ms,
         );
         if let Some(name) = &subject.business_service {
-            let Some(d) = f.docs.iter().find(|d| &d.doc.name == name) else {
+            let Ok(d) = f.named(name) else {
                 return Ok(None);
             };
             let (down, data_from) = self.service_down(tenant, &f, d, span).await?;

@@ -1,21 +1,7 @@
 //! A report's table as HTML (a page that prints well), CSV (RFC 4180) or JSON.
 
+use crate::model::input::markup_text as escape;
 use crate::model::report::ReportTable;
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 pub fn html(t: &ReportTable) -> String {
     let mut out = format!(

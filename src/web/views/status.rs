@@ -5,6 +5,7 @@
 
 use super::local;
 use crate::model::Timestamp;
+use crate::model::input::markup_text;
 use crate::model::status::{Board, ComponentStatus, PageIncident, StatusUpdate};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use std::fmt::Write;
@@ -249,25 +250,6 @@ pub fn notice(
     )
 }
 
-/// Text as XML character data: markup escaped, and the characters XML 1.0 cannot carry left
-/// out.
-fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if c.is_control() || matches!(c, '\u{FFFE}' | '\u{FFFF}') => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 fn entry_title(u: &StatusUpdate) -> String {
     format!("{}: {}", u.title, u.status)
 }
@@ -277,22 +259,22 @@ pub fn atom(url: &str, heading: &str, updates: &[StatusUpdate], now: Timestamp) 
     let updated = updates.first().map_or(now, |u| u.posted_at);
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<feed xmlns=\"http://www.w3.org/2005/Atom\"><title>{} status</title><id>{}</id><link rel=\"alternate\" href=\"{}\"/><link rel=\"self\" href=\"{}/feed.atom\"/><updated>{updated}</updated><author><name>{}</name></author>",
-        xml(heading),
-        xml(url),
-        xml(url),
-        xml(url),
-        xml(heading)
+        markup_text(heading),
+        markup_text(url),
+        markup_text(url),
+        markup_text(url),
+        markup_text(heading)
     );
     for u in updates {
         let _ = write!(
             out,
             "<entry><id>urn:uuid:{}</id><title>{}</title><updated>{}</updated><link href=\"{}#i-{}\"/><content type=\"text\">{}</content></entry>",
             u.id,
-            xml(&entry_title(u)),
+            markup_text(&entry_title(u)),
             u.posted_at,
-            xml(url),
+            markup_text(url),
             u.incident_id,
-            xml(&u.message)
+            markup_text(&u.message)
         );
     }
     out.push_str("</feed>\n");
@@ -305,21 +287,21 @@ pub fn rss(url: &str, heading: &str, updates: &[StatusUpdate], now: Timestamp) -
     let updated = updates.first().map_or(now, |u| u.posted_at);
     let mut out = format!(
         "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<rss version=\"2.0\"><channel><title>{} status</title><link>{}</link><description>Incidents and maintenance of {}</description><lastBuildDate>{}</lastBuildDate>",
-        xml(heading),
-        xml(url),
-        xml(heading),
+        markup_text(heading),
+        markup_text(url),
+        markup_text(heading),
         date(updated)
     );
     for u in updates {
         let _ = write!(
             out,
             "<item><title>{}</title><link>{}#i-{}</link><guid isPermaLink=\"false\">{}</guid><pubDate>{}</pubDate><description>{}</description></item>",
-            xml(&entry_title(u)),
-            xml(url),
+            markup_text(&entry_title(u)),
+            markup_text(url),
             u.incident_id,
             u.id,
             date(u.posted_at),
-            xml(&u.message)
+            markup_text(&u.message)
         );
     }
     out.push_str("</channel></rss>\n");
@@ -333,7 +315,7 @@ mod tests {
     #[test]
     fn xml_text_escapes_markup_and_drops_what_xml_cannot_carry() {
         assert_eq!(
-            xml("a<b>&\"c'\u{1}\u{7}d\n"),
+            markup_text("a<b>&\"c'\u{1}\u{7}d\n"),
             "a&lt;b&gt;&amp;&quot;c&apos;d\n"
         );
     }
