@@ -12,7 +12,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 /// The most burn-rate pairs an objective (or a business service) has.
-pub const MAX_BURN_ALERTS: usize = 10;
+const MAX_BURN_ALERTS: usize = 10;
 
 /// An `slos` document: an objective on a business service or an object, whose burn-rate pairs
 /// open alerts (Sloth's and Pyrra's SLO, the workbook's alerting).

@@ -353,6 +353,10 @@ impl Worker for SloWatch {
 
     fn step(&mut self) -> StepFuture<'_> {
         Box::pin(async move {
+            // Listening before the round: a clock moved while it runs wakes the next one.
+            let moved = crate::runtime::clock::moved().notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
             let next = match self.round().await {
                 Ok(next) => next,
                 Err(e) => {
@@ -360,7 +364,6 @@ impl Worker for SloWatch {
                     return Wait::For(Duration::from_secs(5));
                 }
             };
-            let moved = crate::runtime::clock::moved();
             let sleep = next.unwrap_or(Duration::from_secs(86_400 * 365));
             let due = tokio::time::sleep(sleep);
             tokio::pin!(due);
@@ -372,7 +375,7 @@ impl Worker for SloWatch {
                         Some(Delivery::Event(e)) if matters(e.kind) => break,
                         Some(Delivery::Event(_)) => {}
                     },
-                    _ = moved.notified() => break,
+                    _ = &mut moved => break,
                     _ = &mut due => break,
                 }
             }

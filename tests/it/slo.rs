@@ -48,6 +48,8 @@ async fn open_slo_alerts(
     }
 }
 
+/// Posts a host's result and waits until it is its live state: a result is answered once
+/// queued, and the clock must not move on before it applies.
 async fn host(s: &Server, token: &str, name: &str, state: &str, output: &str) {
     let res = send(
         s,
@@ -58,6 +60,16 @@ async fn host(s: &Server, token: &str, name: &str, state: &str, output: &str) {
     )
     .await;
     assert_eq!(res.status().as_u16(), 202);
+    let text = output.split('|').next().unwrap().trim();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let hosts = get(s, token, &format!("/api/v1/hosts?q={name}")).await;
+        if hosts["items"][0]["state"]["output"] == text {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} not {output}: {hosts}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Posts the api host's counters and waits until both are stored: a result is answered once
