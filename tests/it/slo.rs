@@ -104,6 +104,10 @@ async fn counters(s: &Server, token: &str, good: u64, total: u64) {
     }
 }
 
+async fn create(s: &Server, token: &str, slo: Value) {
+    json(send(s, token, Method::POST, "/api/v1/slos", slo).await, 201).await;
+}
+
 async fn status(s: &Server, token: &str, slo: &str) -> Value {
     get(s, token, &format!("/api/v1/slos/{slo}/status")).await
 }
@@ -164,31 +168,19 @@ async fn objectives_burn_their_budget_and_alert_by_the_workbooks_pairs() {
         let p: Value = res.json().await.unwrap();
         assert!(p["code"].as_str().unwrap().starts_with(code), "{body}: {p}");
     }
-    json(
-        send(
-            s,
-            token,
-            Method::POST,
-            "/api/v1/slos",
-            json!({"name": "plc-up", "target": 99.9, "window": "30d", "object": "plc",
+    create(
+        s,
+        token,
+        json!({"name": "plc-up", "target": 99.9, "window": "30d", "object": "plc",
                 "labels": {"team": "ops"}}),
-        )
-        .await,
-        201,
     )
     .await;
-    json(
-        send(
-            s,
-            token,
-            Method::POST,
-            "/api/v1/slos",
-            json!({"name": "api-ok", "target": 99, "window": "7d", "object": "api",
+    create(
+        s,
+        token,
+        json!({"name": "api-ok", "target": 99, "window": "7d", "object": "api",
                 "metric": {"good": "good", "total": "total"},
                 "burnAlerts": [{"long": "1h", "short": "5m", "burnRate": 10, "severity": "page"}]}),
-        )
-        .await,
-        201,
     )
     .await;
 
@@ -241,16 +233,10 @@ async fn objectives_burn_their_budget_and_alert_by_the_workbooks_pairs() {
     let ticket = alerts.iter().find(|a| a["dedupKey"] == keys[2]).unwrap();
     assert_eq!(ticket["severity"], "warning", "{ticket}");
     // The objectives page shows the budget overspent and the pairs burning; names escaped.
-    json(
-        send(
-            s,
-            token,
-            Method::POST,
-            "/api/v1/slos",
-            json!({"name": "x<i>y", "target": 90, "object": "plc"}),
-        )
-        .await,
-        201,
+    create(
+        s,
+        token,
+        json!({"name": "x<i>y", "target": 90, "object": "plc"}),
     )
     .await;
     let res = call(s, token, Method::GET, "/slos").send().await.unwrap();
@@ -341,16 +327,10 @@ async fn objectives_burn_their_budget_and_alert_by_the_workbooks_pairs() {
         201,
     )
     .await;
-    json(
-        send(
-            s,
-            token,
-            Method::POST,
-            "/api/v1/slos",
-            json!({"name": "line", "target": 99.9, "businessService": "line"}),
-        )
-        .await,
-        201,
+    create(
+        s,
+        token,
+        json!({"name": "line", "target": 99.9, "businessService": "line"}),
     )
     .await;
     let sla = get(s, token, "/api/v1/business-services/line/sla").await;
