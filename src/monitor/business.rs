@@ -82,6 +82,9 @@ pub struct SubjectDown {
     pub now_ms: i64,
     /// The object, when the subject is one.
     pub object: Option<Uuid>,
+    /// The objects whose state changes can change the record; `None`: any of the tenant's
+    /// (a service that leaves out the time its dependencies held it back).
+    pub watches: Option<BTreeSet<Uuid>>,
 }
 
 struct Doc {
@@ -563,6 +566,7 @@ impl BusinessServices {
                 data_from,
                 now_ms,
                 object: None,
+                watches: (!d.bs.exclude_dependencies).then(|| f.bound(d)),
             }));
         }
         let Some(&object) = f.component(subject).1.first() else {
@@ -577,6 +581,7 @@ impl BusinessServices {
             data_from,
             now_ms,
             object: Some(object),
+            watches: Some(BTreeSet::from([object])),
         }))
     }
 

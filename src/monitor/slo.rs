@@ -5,8 +5,10 @@
 use super::business::{BusinessError, BusinessServices};
 use crate::auth::Principal;
 use crate::events::{Delivery, Events, Subscription};
+use crate::model::Timestamp;
 use crate::model::alert::ManualAlarm;
 use crate::model::availability::{availability, union_length};
+use crate::model::config::ConfigDoc;
 use crate::model::event::EventType;
 use crate::model::metric::{DAY_MS, Tier};
 use crate::model::slo::{
@@ -19,7 +21,7 @@ use crate::runtime::{AlertActions, HeldAlert};
 use crate::store::metrics::MetricsStore;
 use crate::store::{Store, StoreError, blocking};
 use futures_util::FutureExt;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -36,6 +38,8 @@ struct Measured {
     next: Option<Duration>,
     /// The object the alerts are on, when the subject is one.
     object: Option<Uuid>,
+    /// The objects whose state changes can change it (`None`: any of its tenant's).
+    watches: Option<BTreeSet<Uuid>>,
 }
 
 pub struct Slos {
@@ -71,12 +75,38 @@ impl Slos {
             Err(StoreError::NotFound) => return Err(BusinessError::NotFound),
             other => other?,
         };
-        let body: SloBody = serde_json::from_str(&doc.body).map_err(|_| BusinessError::NotFound)?;
-        let measured = self.measure(p.tenant, &body, true).await?;
+        self.status_of(p.tenant, doc)
+            .await?
+            .ok_or(BusinessError::NotFound)
+    }
+
+    /// Every objective of the caller's tenant with its status, by name.
+    pub async fn list(&self, p: &Principal) -> Result<Vec<SloStatus>, BusinessError> {
+        let docs = self
+            .store
+            .docs(p.tenant, "slos", None, usize::MAX, |_| true)
+            .await?;
+        let mut out = Vec::with_capacity(docs.len());
+        for doc in docs {
+            out.extend(self.status_of(p.tenant, doc).await?);
+        }
+        Ok(out)
+    }
+
+    /// A stored objective's status (`None`: a body this build cannot read).
+    async fn status_of(
+        &self,
+        tenant: Uuid,
+        doc: ConfigDoc,
+    ) -> Result<Option<SloStatus>, StoreError> {
+        let Ok(body) = serde_json::from_str::<SloBody>(&doc.body) else {
+            return Ok(None);
+        };
+        let measured = self.measure(tenant, &body, true).await?;
         let allowed = 1.0 - body.target / 100.0;
         let sli = measured.as_ref().and_then(|m| m.sli);
         let spent = sli.map(|s| round((1.0 - s / 100.0) / allowed));
-        Ok(SloStatus {
+        Ok(Some(SloStatus {
             name: doc.name,
             target: body.target,
             window: body.window.clone().unwrap_or_else(|| "30d".into()),
@@ -89,23 +119,7 @@ impl Slos {
             budget_spent: spent,
             budget_left: spent.map(|s| round(1.0 - s)),
             burn: measured.map_or_else(|| evaluate(&body.burn_alerts(), |_| 0.0), |m| m.burn),
-        })
-    }
-
-    /// Every objective of the caller's tenant with its status, by name.
-    pub async fn list(&self, p: &Principal) -> Result<Vec<SloStatus>, BusinessError> {
-        let docs = self
-            .store
-            .docs(p.tenant, "slos", None, usize::MAX, |_| true)
-            .await?;
-        let mut out = Vec::with_capacity(docs.len());
-        for doc in docs {
-            match self.status(p, &doc.name).await {
-                Err(BusinessError::NotFound) => {}
-                other => out.push(other?),
-            }
-        }
-        Ok(out)
+        }))
     }
 
     /// The objective measured now: over its whole window with `whole` (the indicator), else
@@ -159,6 +173,7 @@ impl Slos {
                 burn: evaluate(&pairs, burn),
                 next: Some(METRIC_EVERY),
                 object: Some(object),
+                watches: Some(BTreeSet::from([object])),
             }));
         }
         let Some(subject) = self.business.subject_down(tenant, &subject, span).await? else {
@@ -187,6 +202,7 @@ impl Slos {
             burn: record.pairs(&pairs),
             next: record.next_change(&pairs),
             object: subject.object,
+            watches: subject.watches,
         }))
     }
 
@@ -232,6 +248,62 @@ pub struct SloWatch {
     alerts: Arc<dyn AlertActions>,
     deliveries: Subscription,
     held: HashMap<(Uuid, String), HeldAlert>,
+    /// Each objective (tenant, name) as last measured.
+    watched: HashMap<(Uuid, String), Watched>,
+    /// What changed since the last round.
+    changed: Changed,
+    /// The alerts an earlier process left open are held (so those of objectives deleted
+    /// meanwhile resolve).
+    adopted: bool,
+}
+
+/// An objective as the last round measured it.
+struct Watched {
+    watches: Option<BTreeSet<Uuid>>,
+    /// When it must be measured again with nothing else changing.
+    due: Option<Timestamp>,
+    /// Its alerts' dedup keys.
+    keys: Vec<String>,
+}
+
+/// What a round measures again: everything, or the objectives watching these (tenant,
+/// object)s, beside those due.
+enum Changed {
+    Everything,
+    Objects(HashSet<(Uuid, Uuid)>),
+}
+
+impl Changed {
+    fn touches(&self, tenant: Uuid, w: &Watched) -> bool {
+        match (self, &w.watches) {
+            (Changed::Everything, _) => true,
+            (Changed::Objects(changed), None) => changed.iter().any(|(t, _)| *t == tenant),
+            (Changed::Objects(changed), Some(objects)) => {
+                objects.iter().any(|o| changed.contains(&(tenant, *o)))
+            }
+        }
+    }
+
+    /// Notes what an event may change.
+    fn mark(&mut self, d: Delivery) {
+        let Changed::Objects(objects) = self else {
+            return;
+        };
+        match d {
+            Delivery::Event(e) if e.kind == EventType::StateChange => match e.object_id {
+                Some(o) => {
+                    objects.insert((e.tenant_id, o));
+                }
+                None => *self = Changed::Everything,
+            },
+            Delivery::Event(e) if !matches!(e.kind, EventType::Downtime | EventType::Config) => {}
+            _ => *self = Changed::Everything,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Changed::Objects(o) if o.is_empty())
+    }
 }
 
 impl SloWatch {
@@ -241,45 +313,82 @@ impl SloWatch {
             alerts,
             deliveries: events.subscribe("slos", 1024),
             held: HashMap::new(),
+            watched: HashMap::new(),
+            changed: Changed::Everything,
+            adopted: false,
         }
     }
 
-    /// Evaluates every objective of every tenant and holds the alerts; the time until one
-    /// could next change.
+    /// Measures the objectives that changed or fell due (every one of every tenant after a
+    /// configuration change, a downtime or a start) and holds their alerts; the time until one
+    /// is next due.
     async fn round(&mut self) -> Result<Option<Duration>, StoreError> {
-        let mut next: Option<Duration> = None;
-        let mut seen = Vec::new();
-        for tenant in self.slos.store.tenants().await? {
+        let now = self.slos.clock.now();
+        let changed = std::mem::replace(&mut self.changed, Changed::Objects(HashSet::new()));
+        let mut watched = HashMap::new();
+        let tenants = self.slos.store.tenants().await?;
+        if !self.adopted {
+            for tenant in &tenants {
+                let open = self
+                    .slos
+                    .store
+                    .active_keys_under(tenant.id, "slo/".into())
+                    .await?;
+                for key in open {
+                    self.held
+                        .entry((tenant.id, key.clone()))
+                        .or_insert_with(|| HeldAlert::new(key));
+                }
+            }
+            self.adopted = true;
+        }
+        for tenant in tenants {
             let docs = self
                 .slos
                 .store
                 .docs(tenant.id, "slos", None, usize::MAX, |_| true)
                 .await?;
             for doc in docs {
+                let id = (tenant.id, doc.name.clone());
+                if let Some(w) = self.watched.remove(&id)
+                    && !changed.touches(tenant.id, &w)
+                    && w.due.is_none_or(|due| due > now)
+                {
+                    watched.insert(id, w);
+                    continue;
+                }
                 let Ok(body) = serde_json::from_str::<SloBody>(&doc.body) else {
                     continue;
                 };
-                let measured = self.slos.measure(tenant.id, &body, false).await?;
-                let Some(m) = measured else {
+                let Some(m) = self.slos.measure(tenant.id, &body, false).await? else {
                     continue;
                 };
-                next = match (next, m.next) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                let mut keys = Vec::with_capacity(m.burn.len());
                 for state in &m.burn {
                     let key = dedup_key(&doc.name, &state.alert);
-                    seen.push((tenant.id, key.clone()));
+                    keys.push(key.clone());
                     let raise = || alarm(&doc.name, &body, state, m.object);
                     self.hold(tenant.id, key, state.firing, raise).await;
                 }
+                let w = Watched {
+                    watches: m.watches,
+                    due: m.next.map(|d| now.plus(d)),
+                    keys,
+                };
+                watched.insert(id, w);
             }
         }
+        self.watched = watched;
         // Pairs that went away (the objective deleted or its pairs changed) end their alerts.
+        let kept: HashSet<(Uuid, &str)> = self
+            .watched
+            .iter()
+            .flat_map(|((t, _), w)| w.keys.iter().map(|k| (*t, k.as_str())))
+            .collect();
         let gone: Vec<(Uuid, String)> = self
             .held
             .keys()
-            .filter(|k| !seen.contains(k))
+            .filter(|(t, k)| !kept.contains(&(*t, k.as_str())))
             .cloned()
             .collect();
         for (tenant, key) in gone {
@@ -287,7 +396,12 @@ impl SloWatch {
                 .await;
             self.held.remove(&(tenant, key));
         }
-        Ok(next)
+        Ok(self
+            .watched
+            .values()
+            .filter_map(|w| w.due)
+            .min()
+            .map(|due| due.since(now)))
     }
 
     async fn hold(
@@ -361,37 +475,31 @@ impl Worker for SloWatch {
                 Ok(next) => next,
                 Err(e) => {
                     tracing::warn!(error = %e, "objectives not evaluated");
+                    self.changed = Changed::Everything;
                     return Wait::For(Duration::from_secs(5));
                 }
             };
             let sleep = next.unwrap_or(Duration::from_secs(86_400 * 365));
             let due = tokio::time::sleep(sleep);
             tokio::pin!(due);
-            loop {
+            while self.changed.is_empty() {
                 tokio::select! {
                     d = self.deliveries.recv() => match d {
                         None => return Wait::Done,
-                        Some(Delivery::Resync) => break,
-                        Some(Delivery::Event(e)) if matters(e.kind) => break,
-                        Some(Delivery::Event(_)) => {}
+                        Some(d) => self.changed.mark(d),
                     },
-                    _ = &mut moved => break,
+                    // The test clock: every due time may have passed.
+                    _ = &mut moved => self.changed = Changed::Everything,
                     _ = &mut due => break,
                 }
             }
             // What a burst brought meanwhile is covered by the one round that follows.
-            while let Some(Some(_)) = self.deliveries.recv().now_or_never() {}
+            while let Some(Some(d)) = self.deliveries.recv().now_or_never() {
+                self.changed.mark(d);
+            }
             Wait::For(Duration::ZERO)
         })
     }
-}
-
-/// The events after which an objective may read differently.
-fn matters(kind: EventType) -> bool {
-    matches!(
-        kind,
-        EventType::StateChange | EventType::Downtime | EventType::Config
-    )
 }
 
 #[cfg(test)]

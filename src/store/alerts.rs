@@ -623,6 +623,31 @@ impl Store {
         .await
     }
 
+    /// The dedup keys under `prefix` that open or acknowledged alerts of `tenant` hold.
+    pub(crate) async fn active_keys_under(
+        self: &Arc<Self>,
+        tenant: Uuid,
+        prefix: String,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read(move |tx| {
+            let lo = active_key(tenant, &prefix);
+            let hi = past_prefix(&lo);
+            let mut keys = Vec::new();
+            for row in tx
+                .open_table(ACTIVE_ALERT_KEYS)?
+                .range(lo.as_slice()..hi.as_slice())?
+            {
+                let stored = row?.0.value().to_vec();
+                keys.push(
+                    String::from_utf8(stored[16..].to_vec())
+                        .map_err(|e| StoreError::Corrupt(format!("an alert's dedup key: {e}")))?,
+                );
+            }
+            Ok(keys)
+        })
+        .await
+    }
+
     /// The active alert of `tenant` holding `dedup_key`.
     pub(crate) async fn active_alert_by_key(
         self: &Arc<Self>,
